@@ -1,0 +1,20 @@
+// Package jail is Legion's container runtime contract and its FreeBSD
+// implementation.
+//
+// The contract (Runtime, ContainerSpec, ContainerStatus, Event, Usage,
+// ExecSpec) is what the node agent drives; it speaks only of observable
+// behaviour (labels, states, exit codes, logs, stop grace) so a runtime made
+// of plain processes can implement it too. Package jailtest holds the
+// conformance suite every implementation must pass, and an in-memory
+// runtime for tests of the agent.
+//
+// The FreeBSD runtime (Jails) runs pods as jails: a persistent VNET jail per
+// pod with no process, and each container a child jail on its prepared
+// root, supervised by `legion jail-shim` (ShimMain). Every FreeBSD command
+// goes through internal/sys's Runner, so the command lines are tested on any
+// host; file-system work (records, mount targets, logs) is portable Go.
+//
+// This package imports only the standard library, internal/sys and
+// golang.org/x/sys. It must not import the legion object model, the image
+// store or the agent: an image-build tool imports it on its own.
+package jail
