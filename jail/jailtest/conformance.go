@@ -112,9 +112,9 @@ func (s *suite) cleanup(t *testing.T, r jail.Runtime) {
 
 func (s *suite) spec(t *testing.T, id, script string) jail.ContainerSpec {
 	sp := jail.ContainerSpec{
-		ID:      id,
-		Labels:  map[string]string{"suite": "conformance"},
-		Command: []string{"/bin/sh", "-c", script},
+		ID:       id,
+		Labels:   map[string]string{"suite": "conformance"},
+		Command:  []string{"/bin/sh", "-c", script},
 		ImageEnv: []string{"PATH=/bin:/usr/bin:/sbin:/usr/sbin"},
 	}
 	if s.root != nil {
