@@ -1,0 +1,92 @@
+package legion
+
+import "time"
+
+// Job runs a pod to completion: replicated (completion slots, a few at a
+// time) or global (one slot per eligible node).
+type Job struct {
+	Header
+	Spec   JobSpec   `json:"spec"`
+	Status JobStatus `json:"status,omitzero"`
+}
+
+// JobMode is how a job's completion slots are made.
+type JobMode string
+
+// Job modes.
+const (
+	JobReplicated JobMode = "replicated"
+	JobGlobal     JobMode = "global"
+)
+
+// JobSpec is what the user asks of a job.
+type JobSpec struct {
+	Mode           JobMode   `json:"mode"`
+	Completions    int       `json:"completions,omitempty"` // replicated: slots that must complete (default 1)
+	Parallelism    int       `json:"parallelism,omitempty"` // replicated: slots running at once (default 1)
+	BackoffLimit   *int      `json:"backoffLimit"`          // failed tasks tolerated (default 6)
+	ActiveDeadline *Duration `json:"activeDeadline,omitempty"`
+	Pod            PodSpec   `json:"pod"`
+	Placement      Placement `json:"placement"`
+}
+
+// JobState is where a job stands.
+type JobState string
+
+// Job states.
+const (
+	JobRunning  JobState = "running"
+	JobComplete JobState = "complete"
+	JobFailed   JobState = "failed"
+)
+
+// JobStatus is what the controller says about a job.
+type JobStatus struct {
+	State     JobState      `json:"state,omitempty"`
+	Started   *time.Time    `json:"started,omitempty"`
+	Finished  *time.Time    `json:"finished,omitempty"`
+	Active    int           `json:"active,omitempty"`
+	Succeeded int           `json:"succeeded,omitempty"`
+	Failed    int           `json:"failed,omitempty"`
+	Message   string        `json:"message,omitempty"`
+	Images    *ImagesStatus `json:"images,omitempty"`
+}
+
+// CronJob makes a Job on a five-field UTC cron schedule.
+type CronJob struct {
+	Header
+	Spec   CronJobSpec   `json:"spec"`
+	Status CronJobStatus `json:"status,omitzero"`
+}
+
+// ConcurrencyPolicy is what a due run does while an earlier Job runs.
+type ConcurrencyPolicy string
+
+// Concurrency policies.
+const (
+	ConcurrencyAllow   ConcurrencyPolicy = "allow"
+	ConcurrencyForbid  ConcurrencyPolicy = "forbid"
+	ConcurrencyReplace ConcurrencyPolicy = "replace"
+)
+
+// CronJobSpec is what the user asks of a cron job.
+type CronJobSpec struct {
+	Schedule                   string            `json:"schedule"`
+	Suspend                    bool              `json:"suspend"`
+	StartingDeadline           *Duration         `json:"startingDeadline,omitempty"`
+	ConcurrencyPolicy          ConcurrencyPolicy `json:"concurrencyPolicy"`
+	SuccessfulJobsHistoryLimit *int              `json:"successfulJobsHistoryLimit"` // default 3
+	FailedJobsHistoryLimit     *int              `json:"failedJobsHistoryLimit"`     // default 1
+	Job                        JobSpec           `json:"job"`
+}
+
+// CronJobStatus is what the controller says about a cron job.
+type CronJobStatus struct {
+	LastSchedule *time.Time `json:"lastSchedule,omitempty"`
+	Active       []string   `json:"active,omitempty"`
+	Message      string     `json:"message,omitempty"`
+}
+
+// MaxCronJobName leaves room in a Job's 63-character name for the
+// "-<minutes since the epoch>" suffix.
+const MaxCronJobName = 52

@@ -1,0 +1,125 @@
+package legion
+
+import "time"
+
+// Node is a machine of the cluster. Its labels (metadata.labels) are what
+// placement constraints and preferences read.
+type Node struct {
+	Header
+	Spec   NodeSpec   `json:"spec"`
+	Status NodeStatus `json:"status,omitzero"`
+}
+
+// NodeRole is whether a node also runs a manager.
+type NodeRole string
+
+// Node roles.
+const (
+	RoleManager NodeRole = "manager"
+	RoleWorker  NodeRole = "worker"
+)
+
+// Availability is what the operator allows on a node.
+type Availability string
+
+// Availabilities.
+const (
+	AvailabilityActive Availability = "active"
+	AvailabilityPause  Availability = "pause"
+	AvailabilityDrain  Availability = "drain"
+)
+
+// TaintEffect is what a taint does to tasks that do not tolerate it.
+type TaintEffect string
+
+// Taint effects.
+const (
+	NoSchedule       TaintEffect = "NoSchedule"
+	PreferNoSchedule TaintEffect = "PreferNoSchedule"
+	NoExecute        TaintEffect = "NoExecute"
+)
+
+// Taint keeps tasks that do not tolerate it off a node.
+type Taint struct {
+	Key    string      `json:"key"`
+	Value  string      `json:"value,omitempty"`
+	Effect TaintEffect `json:"effect"`
+}
+
+// NodeSpec is what the operator sets on a node.
+type NodeSpec struct {
+	Role         NodeRole     `json:"role"`
+	Availability Availability `json:"availability"`
+	Taints       []Taint      `json:"taints,omitempty"`
+}
+
+// NodeState is what the leader knows of a node's health.
+type NodeState string
+
+// Node states.
+const (
+	NodeUnknown NodeState = "unknown"
+	NodeReady   NodeState = "ready"
+	NodeSuspect NodeState = "suspect" // three heartbeats missed: out of endpoints, no new tasks
+	NodeDown    NodeState = "down"    // eight missed: its tasks are orphaned
+)
+
+// Platform is what a node runs, or what an image offered.
+type Platform struct {
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+	Linux    bool   `json:"linux,omitempty"`    // runs Linux images (--linux)
+	NoLimits bool   `json:"noLimits,omitempty"` // kern.racct.enable is off: no rctl limits
+}
+
+// NodeResources are a node's capacity and what tasks may be given of it.
+type NodeResources struct {
+	Capacity    ResourceRequests `json:"capacity"`
+	Allocatable ResourceRequests `json:"allocatable"`
+}
+
+// WireGuard is a node's mesh identity.
+type WireGuard struct {
+	PublicKey string `json:"publicKey"`
+	Endpoint  string `json:"endpoint,omitempty"`
+}
+
+// DrainState is where a drain stands.
+type DrainState string
+
+// Drain states.
+const (
+	DrainDraining  DrainState = "draining"
+	DrainBlocked   DrainState = "blocked"
+	DrainCompleted DrainState = "completed"
+)
+
+// DrainStatus is what is left of a drain, each thing with its reason.
+type DrainStatus struct {
+	State     DrainState  `json:"state"`
+	Remaining []DrainItem `json:"remaining,omitempty"`
+}
+
+// DrainItem is a task or Volume still holding a drain up.
+type DrainItem struct {
+	Kind   Kind   `json:"kind"` // Task or Volume
+	Name   string `json:"name"` // namespace/name
+	Reason string `json:"reason"`
+}
+
+// NodeStatus is what the node reports and the leader decides about it.
+type NodeStatus struct {
+	State         NodeState     `json:"state,omitempty"`
+	Hostname      string        `json:"hostname,omitempty"`
+	Addr          string        `json:"addr,omitempty"`
+	Platform      Platform      `json:"platform,omitzero"`
+	Resources     NodeResources `json:"resources,omitzero"`
+	PodCIDR       string        `json:"podCidr,omitempty"`
+	WireGuard     *WireGuard    `json:"wireguard,omitempty"`
+	LastHeartbeat *time.Time    `json:"lastHeartbeat,omitempty"`
+	Drain         *DrainStatus  `json:"drain,omitempty"`
+	Protocol      int           `json:"protocol,omitempty"`
+	ImagePins     bool          `json:"imagePins,omitempty"`
+	Version       string        `json:"version,omitempty"`
+	Message       string        `json:"message,omitempty"`
+}

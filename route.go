@@ -1,0 +1,51 @@
+package legion
+
+import "time"
+
+// Route sends HTTP requests for a host and path prefix to a service of its
+// namespace, through every node's ingress proxy.
+type Route struct {
+	Header
+	Spec   RouteSpec   `json:"spec"`
+	Status RouteStatus `json:"status,omitzero"`
+}
+
+// RouteSpec is what the user asks of a route.
+type RouteSpec struct {
+	Host    string    `json:"host"` // lower case; *.example.org takes one label in front
+	Path    string    `json:"path"` // a prefix of whole segments
+	Service string    `json:"service"`
+	Port    PortRef   `json:"port,omitzero"` // the service's port, needed when it has several TCP ports
+	TLS     *RouteTLS `json:"tls,omitempty"`
+}
+
+// RouteTLS names the Secret holding the certificate chain and key in PEM,
+// and optionally has the leader keep it from an ACME authority.
+type RouteTLS struct {
+	Secret string     `json:"secret"`
+	ACME   *RouteACME `json:"acme,omitempty"`
+}
+
+// RouteACME orders certificates with HTTP-01 validation.
+type RouteACME struct {
+	Email     string `json:"email"`
+	Directory string `json:"directory"`
+}
+
+// LetsEncryptDirectory is the default ACME directory.
+const LetsEncryptDirectory = "https://acme-v02.api.letsencrypt.org/directory"
+
+// RouteStatus is the state of a route's certificate.
+type RouteStatus struct {
+	Challenges []ACMEChallenge `json:"challenges,omitempty"`
+	Expires    *time.Time      `json:"expires,omitempty"`
+	NextOrder  *time.Time      `json:"nextOrder,omitempty"`
+	Message    string          `json:"message,omitempty"`
+}
+
+// ACMEChallenge is an HTTP-01 token every proxy answers for the host.
+type ACMEChallenge struct {
+	Host             string `json:"host"`
+	Token            string `json:"token"`
+	KeyAuthorization string `json:"keyAuthorization"`
+}
