@@ -1,0 +1,196 @@
+package netbsd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/legionbsd/legion/internal/sys"
+)
+
+// PF applies the rendered anchors through the system runner. It remembers
+// what it loaded, so readiness changes become table updates; after an
+// agent restart it knows nothing and reloads once the state has arrived.
+type PF struct {
+	R      sys.Runner
+	Log    *slog.Logger
+	Guards *Guards // told which pods the loaded policy guards; may be nil
+
+	mu     sync.Mutex
+	loaded map[string]*Loaded
+}
+
+func (p *PF) log() *slog.Logger {
+	if p.Log != nil {
+		return p.Log
+	}
+	return slog.Default()
+}
+
+// ApplyServices brings legion/svc to st. A nil st means the endpoints have
+// not arrived since the agent started: the anchor the previous agent loaded
+// stays, as loading it against no endpoints would drop every VIP and
+// published port while the pods behind them run on. Backends gone from the
+// endpoints have their states killed.
+func (p *PF) ApplyServices(ctx context.Context, st *ServiceState) (AnchorPlan, error) {
+	if st == nil {
+		return AnchorPlan{}, nil
+	}
+	an, err := RenderServices(*st)
+	if err != nil {
+		return AnchorPlan{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	prev := p.loaded[an.Path]
+	before := map[string][]netip.Addr(nil)
+	if prev != nil {
+		before = prev.Tables
+	} else {
+		// Unknown after a restart: what is in the tables now tells which
+		// backends went away meanwhile.
+		before = make(map[string][]netip.Addr, len(an.Tables))
+		for _, t := range an.Tables {
+			addrs, err := p.showTable(ctx, an.Path, t.Name)
+			if err != nil {
+				return AnchorPlan{}, err
+			}
+			before[t.Name] = addrs
+		}
+	}
+	plan, err := p.apply(ctx, prev, an)
+	if err != nil {
+		return plan, err
+	}
+	live := make(map[netip.Addr]bool, 2*len(st.Endpoints))
+	for _, e := range st.Endpoints {
+		if PodCIDR().Contains(e.Addr) {
+			t := both(e.Addr)
+			live[t[0]], live[t[1]] = true, true
+		}
+	}
+	dead := make(map[netip.Addr]bool)
+	for _, addrs := range before {
+		for _, a := range addrs {
+			if !live[a] {
+				dead[a] = true
+			}
+		}
+	}
+	if err := p.killStates(ctx, dead); err != nil {
+		return plan, err
+	}
+	return plan, nil
+}
+
+// ApplyPolicy brings legion/policy to st (nil: not arrived yet, nothing is
+// touched) and then records the pods it guards.
+func (p *PF) ApplyPolicy(ctx context.Context, st *PolicyState) (AnchorPlan, error) {
+	if st == nil {
+		return AnchorPlan{}, nil
+	}
+	an, err := RenderPolicy(*st)
+	if err != nil {
+		return AnchorPlan{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	plan, err := p.apply(ctx, p.loaded[an.Path], an)
+	if err != nil {
+		return plan, err
+	}
+	if p.Guards != nil {
+		addrs := make([]netip.Addr, len(st.Pods))
+		for i, pod := range st.Pods {
+			addrs[i] = pod.Addr
+		}
+		p.Guards.Set(addrs)
+	}
+	return plan, nil
+}
+
+// apply runs an anchor's plan and records what is loaded. A failed step
+// forgets the anchor, so the next pass reloads it whole.
+func (p *PF) apply(ctx context.Context, prev *Loaded, an Anchor) (AnchorPlan, error) {
+	plan := PlanAnchor(prev, an)
+	if p.loaded == nil {
+		p.loaded = make(map[string]*Loaded)
+	}
+	for _, c := range plan.Cmds {
+		_, err := p.R.Run(ctx, c)
+		if err != nil && c.Args[len(c.Args)-1] == "kill" && sys.IsExit(err, "does not exist") {
+			continue
+		}
+		if err != nil {
+			delete(p.loaded, an.Path)
+			return plan, fmt.Errorf("load anchor %s: %w", an.Path, err)
+		}
+	}
+	tables := make(map[string][]netip.Addr, len(an.Tables))
+	for _, t := range an.Tables {
+		tables[t.Name] = t.Addrs
+	}
+	p.loaded[an.Path] = &Loaded{Rules: an.Rules, Tables: tables}
+	if plan.RulesChanged {
+		p.log().Info("pf anchor loaded", "anchor", an.Path, "tables", len(an.Tables))
+	} else if len(plan.TablesChanged) > 0 {
+		p.log().Debug("pf tables replaced", "anchor", an.Path, "tables", plan.TablesChanged)
+	}
+	return plan, nil
+}
+
+// showTable reads a table's addresses; a missing table is empty (pfctl
+// answers "Table does not exist").
+func (p *PF) showTable(ctx context.Context, anchor, table string) ([]netip.Addr, error) {
+	res, err := p.R.Run(ctx, sys.Command("pfctl", "-a", anchor, "-t", table, "-T", "show"))
+	if sys.IsExit(err, "Table does not exist") {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read table %s of %s: %w", table, anchor, err)
+	}
+	var addrs []netip.Addr
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		s := strings.TrimSpace(line)
+		if s == "" {
+			continue
+		}
+		pre, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, err2 := netip.ParseAddr(s)
+			if err2 != nil {
+				return nil, fmt.Errorf("read table %s of %s: %q: expected an address", table, anchor, s)
+			}
+			pre = netip.PrefixFrom(a, a.BitLen())
+		}
+		addrs = append(addrs, pre.Addr())
+	}
+	return sortAddrs(addrs), nil
+}
+
+// killStates kills the states translated to dead backends, by state key.
+func (p *PF) killStates(ctx context.Context, dead map[netip.Addr]bool) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	res, err := p.R.Run(ctx, sys.Command("pfctl", "-s", "states"))
+	if err != nil {
+		return fmt.Errorf("list pf states: %w", err)
+	}
+	kills, err := PlanStateKills(string(res.Stdout), dead)
+	if err != nil {
+		return err
+	}
+	for _, k := range kills {
+		if _, err := p.R.Run(ctx, sys.Command("pfctl", k...)); err != nil {
+			return fmt.Errorf("kill state %q: %w", k[3], err)
+		}
+	}
+	if len(kills) > 0 {
+		p.log().Info("killed states of dead backends", "states", len(kills))
+	}
+	return nil
+}
