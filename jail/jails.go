@@ -1,0 +1,951 @@
+package jail
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legionbsd/legion/internal/sys"
+)
+
+// Annotations the jail runtime reads, as the agent's pods carry them.
+const (
+	// AnnotationVnet = "new" marks an infra container.
+	AnnotationVnet = "org.freebsd.jail.vnet"
+	// AnnotationParentJail names the infra container a member joins.
+	AnnotationParentJail = "org.freebsd.parentJail"
+)
+
+// Defaults of Config.
+const (
+	DefaultChildrenMax = 64
+	// ShimMargin is how long past the grace period the runtime waits for
+	// the supervisor's exit record before acting itself.
+	ShimMargin = 5 * time.Second
+	pollEvery  = 100 * time.Millisecond
+)
+
+// Config sets up the FreeBSD jail runtime.
+type Config struct {
+	DataDir string     // containers are recorded under DataDir/jails/<id>
+	Runner  sys.Runner // every FreeBSD command goes through it
+	// Shim is the legion binary, run as `Shim jail-shim start|exec ...`.
+	Shim        string
+	ChildrenMax int                // of a pod's jail; DefaultChildrenMax when zero
+	Clock       Clock              // RealClock when nil
+	Alive       func(pid int) bool // whether a supervisor lives; nil: assume it does
+	Memory      MemoryCounter      // the per-page count of 6.3; nil: rctl's memoryuse
+	Log         *slog.Logger
+}
+
+// Jails is the FreeBSD jail runtime: a pod is a persistent VNET jail with
+// no process, each container a child jail <infra>.<id> on its prepared
+// root, supervised by `legion jail-shim`.
+type Jails struct {
+	cfg     Config
+	records Records
+	clock   Clock
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	boot   int64
+	subs   []chan Event
+	vnetOK map[string]bool // infra jails whose VNET was checked
+	wg     sync.WaitGroup
+}
+
+var _ Runtime = (*Jails)(nil)
+
+// NewJails returns the runtime; it finds containers recorded by an
+// earlier run in DataDir (see Adopt).
+func NewJails(cfg Config) (*Jails, error) {
+	if cfg.DataDir == "" || cfg.Runner == nil || cfg.Shim == "" {
+		return nil, errors.New("jail runtime: DataDir, Runner and Shim are required")
+	}
+	if cfg.ChildrenMax == 0 {
+		cfg.ChildrenMax = DefaultChildrenMax
+	}
+	j := &Jails{cfg: cfg, records: Records{Dir: filepath.Join(cfg.DataDir, "jails")},
+		clock: cfg.Clock, log: cfg.Log, vnetOK: map[string]bool{}}
+	if j.clock == nil {
+		j.clock = RealClock{}
+	}
+	if j.log == nil {
+		j.log = slog.New(slog.DiscardHandler)
+	}
+	return j, nil
+}
+
+// Wait waits for the goroutines of Events and Logs callers whose contexts
+// have ended.
+func (j *Jails) Wait() { j.wg.Wait() }
+
+var boottimeRE = regexp.MustCompile(`sec = (\d+)`)
+
+// bootTime reads kern.boottime once: a run from another boot is over.
+func (j *Jails) bootTime(ctx context.Context) (int64, error) {
+	j.mu.Lock()
+	b := j.boot
+	j.mu.Unlock()
+	if b != 0 {
+		return b, nil
+	}
+	res, err := sys.Run(ctx, j.cfg.Runner, "sysctl", "-n", "kern.boottime")
+	if err != nil {
+		return 0, fmt.Errorf("boot time: %w", err)
+	}
+	m := boottimeRE.FindSubmatch(res.Stdout)
+	if m == nil {
+		return 0, fmt.Errorf("boot time: kern.boottime %q: expected { sec = N, usec = N }", res.Stdout)
+	}
+	b, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	j.mu.Lock()
+	j.boot = b
+	j.mu.Unlock()
+	return b, nil
+}
+
+func (j *Jails) run(ctx context.Context, name string, args ...string) (sys.Result, error) {
+	return sys.Run(ctx, j.cfg.Runner, name, args...)
+}
+
+func (j *Jails) emit(typ string, spec ContainerSpec, code int) {
+	ev := Event{Type: typ, ID: spec.ID, Labels: spec.Labels, ExitCode: code, Time: j.clock.Now()}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, s := range j.subs {
+		select {
+		case s <- ev:
+		default: // a subscriber that does not read loses events; the agent reconciles
+		}
+	}
+}
+
+// jailName is the jail a container runs in.
+func jailName(spec ContainerSpec) string {
+	if spec.Pod != "" {
+		return spec.Pod + "." + spec.ID
+	}
+	return spec.ID
+}
+
+func paramArgs(params []Param) []string {
+	out := make([]string, len(params))
+	for i, p := range params {
+		out[i] = p.String()
+	}
+	return out
+}
+
+// readBack reads a jail's parameters with jls and compares them.
+func (j *Jails) readBack(ctx context.Context, name string, want []Param) error {
+	args := append([]string{"--libxo=json", "-j", name}, ParamNames(want)...)
+	res, err := j.run(ctx, "jls", args...)
+	if err != nil {
+		return fmt.Errorf("read back jail %s: %w", name, err)
+	}
+	got, err := ParseJLS(res.Stdout)
+	if err != nil {
+		return fmt.Errorf("read back jail %s: %w", name, err)
+	}
+	if diffs := CompareParams(want, got); len(diffs) > 0 {
+		return fmt.Errorf("jail %s: %w: %s", name, ErrProfileMismatch, strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+func (j *Jails) removeJail(ctx context.Context, name string) error {
+	_, err := j.run(ctx, "jail", "-r", name)
+	if err != nil && !sys.IsExit(err, "not found") {
+		return fmt.Errorf("remove jail %s: %w", name, err)
+	}
+	return nil
+}
+
+// Create implements Runtime.
+func (j *Jails) Create(ctx context.Context, spec ContainerSpec) error {
+	if spec.Annotations[AnnotationVnet] == "new" {
+		spec.Infra = true
+	}
+	if p := spec.Annotations[AnnotationParentJail]; p != "" && spec.Pod == "" {
+		spec.Pod = p
+	}
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if err := spec.Security.Validate(); err != nil {
+		return fmt.Errorf("container spec %s: %w", spec.ID, err)
+	}
+	var infra Record
+	if spec.Pod != "" {
+		var err error
+		infra, err = j.records.Get(spec.Pod)
+		if err != nil || !infra.Spec.Infra {
+			return fmt.Errorf("create %s: pod %s: %w", spec.ID, spec.Pod, ErrNotFound)
+		}
+	}
+	boot, err := j.bootTime(ctx)
+	if err != nil {
+		return err
+	}
+	rec := Record{Spec: spec, Jail: jailName(spec), CreatedAt: j.clock.Now()}
+	if spec.Infra {
+		rec.Params = InfraParams([]Security{spec.Security})
+	} else {
+		rec.Params = ContainerParams(spec.Security, spec.Pod != "")
+	}
+	if err := j.records.Create(rec); err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		j.records.Remove(spec.ID)
+		return err
+	}
+	if spec.Infra {
+		if err := j.createInfra(ctx, rec); err != nil {
+			return fail(err)
+		}
+		rec.MountBoot = boot
+	} else {
+		if spec.Pod != "" {
+			if err := j.widenInfra(ctx, infra, spec.Security); err != nil {
+				return fail(err)
+			}
+		}
+		if err := j.mountAll(ctx, rec); err != nil {
+			return fail(err)
+		}
+		rec.MountBoot = boot
+	}
+	if err := j.records.Put(rec); err != nil {
+		return fail(err)
+	}
+	j.emit(EventCreated, spec, 0)
+	return nil
+}
+
+// createInfra makes a pod's jail: persistent, its own VNET, on /var/empty
+// so it never sees the host's files, with no process; and checks it.
+func (j *Jails) createInfra(ctx context.Context, rec Record) error {
+	args := []string{"-c", "name=" + rec.Jail, "persist", "vnet=new", "path=/var/empty",
+		"host.hostname=" + rec.Spec.ID, "children.max=" + strconv.Itoa(j.cfg.ChildrenMax)}
+	args = append(args, paramArgs(rec.Params)...)
+	if _, err := j.run(ctx, "jail", args...); err != nil {
+		return fmt.Errorf("create pod jail %s: %w", rec.Jail, err)
+	}
+	want := append([]Param{{"vnet", "new"}}, rec.Params...)
+	if err := j.readBack(ctx, rec.Jail, want); err != nil {
+		j.removeJail(ctx, rec.Jail)
+		return fmt.Errorf("pod %s refused: %w", rec.Spec.ID, err)
+	}
+	j.mu.Lock()
+	j.vnetOK[rec.Jail] = true
+	j.mu.Unlock()
+	return nil
+}
+
+// widenInfra gives the pod's jail what a new member asks for on top of
+// what its members have: a child may have only what its parent has.
+func (j *Jails) widenInfra(ctx context.Context, infra Record, add Security) error {
+	secs := []Security{infra.Spec.Security, add}
+	ids, err := j.records.IDs()
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if r, err := j.records.Get(id); err == nil && r.Spec.Pod == infra.Spec.ID {
+			secs = append(secs, r.Spec.Security)
+		}
+	}
+	want := InfraParams(secs)
+	var changed []Param
+	for i, p := range want {
+		if i >= len(infra.Params) || infra.Params[i] != p {
+			changed = append(changed, p)
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	args := append([]string{"-m", "name=" + infra.Jail}, paramArgs(changed)...)
+	if _, err := j.run(ctx, "jail", args...); err != nil {
+		return fmt.Errorf("loosen pod jail %s for a member: %w", infra.Jail, err)
+	}
+	if err := j.readBack(ctx, infra.Jail, want); err != nil {
+		return fmt.Errorf("pod %s refused: %w", infra.Spec.ID, err)
+	}
+	infra.Params = want
+	return j.records.Put(infra)
+}
+
+// mountPoint is one mount the runtime makes in a container's root.
+type mountPoint struct {
+	path string   // host path of the target
+	cmd  []string // the mount command
+	post [][]string
+}
+
+// mounts lists a container's mounts in order: devfs (ruleset 4) made by
+// the runtime, the Linux file systems, then the spec's.
+func (j *Jails) mounts(rec Record, makeTargets bool) ([]mountPoint, error) {
+	root := rec.Spec.Root.Path
+	target := func(t string, file bool) (string, error) {
+		if !makeTargets {
+			return strings.TrimSuffix(root, "/") + filepath.Clean(t), nil
+		}
+		return MakeTarget(root, t, file)
+	}
+	var out []mountPoint
+	dev, err := target("/dev", false)
+	if err != nil {
+		return nil, err
+	}
+	rs := strconv.Itoa(DevfsRuleset)
+	out = append(out, mountPoint{path: dev, cmd: []string{"mount", "-t", "devfs", "devfs", dev},
+		post: [][]string{{"devfs", "-m", dev, "ruleset", rs}, {"devfs", "-m", dev, "rule", "applyset"}}})
+	if rec.Spec.Linux {
+		for _, m := range []struct{ fs, at, opts string }{
+			{"linprocfs", "/proc", ""}, {"linsysfs", "/sys", ""},
+		} {
+			p, err := target(m.at, false)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, mountPoint{path: p, cmd: []string{"mount", "-t", m.fs, m.fs, p}})
+		}
+		// /dev/fd is devfs's own directory, so no target is made for it.
+		fd := dev + "/fd"
+		out = append(out, mountPoint{path: fd, cmd: []string{"mount", "-t", "fdescfs", "-o", "linrdlnk", "fdescfs", fd}})
+		// Nothing mounts on a devfs directory, so /dev/shm is a link, shown
+		// in this devfs alone, to a tmpfs in the root.
+		shm, err := target("/.legion-shm", false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, mountPoint{path: shm, cmd: []string{"mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", shm},
+			post: [][]string{{"ln", "-s", "/.legion-shm", dev + "/shm"}, {"devfs", "-m", dev, "rule", "apply", "path", "shm", "unhide"}}})
+	}
+	for i, m := range rec.Spec.Mounts {
+		file := false
+		if m.Kind == MountNullfs && makeTargets {
+			st, err := os.Stat(m.Source)
+			if err != nil {
+				return nil, fmt.Errorf("mounts[%d].source %s: %w", i, m.Source, err)
+			}
+			file = !st.IsDir()
+		}
+		p, err := target(m.Target, file)
+		if err != nil {
+			return nil, fmt.Errorf("mounts[%d]: %w", i, err)
+		}
+		var cmd []string
+		switch m.Kind {
+		case MountNullfs:
+			cmd = []string{"mount_nullfs"}
+			if m.ReadOnly {
+				cmd = append(cmd, "-o", "ro")
+			}
+			cmd = append(cmd, m.Source, p)
+		case MountTmpfs:
+			cmd = []string{"mount", "-t", "tmpfs"}
+			if m.ReadOnly {
+				cmd = append(cmd, "-o", "ro")
+			}
+			cmd = append(cmd, "tmpfs", p)
+		case MountDevfs:
+			cmd = []string{"mount", "-t", "devfs", "devfs", p}
+		}
+		out = append(out, mountPoint{path: p, cmd: cmd})
+	}
+	return out, nil
+}
+
+func (j *Jails) mountAll(ctx context.Context, rec Record) error {
+	mps, err := j.mounts(rec, true)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", rec.Spec.ID, err)
+	}
+	undo := func(n int) {
+		for i := n - 1; i >= 0; i-- {
+			j.run(ctx, "umount", "-f", mps[i].path)
+		}
+	}
+	for i, mp := range mps {
+		if _, err := j.run(ctx, mp.cmd[0], mp.cmd[1:]...); err != nil {
+			undo(i)
+			return fmt.Errorf("container %s: mount %s: %w", rec.Spec.ID, mp.path, err)
+		}
+		for _, c := range mp.post {
+			if _, err := j.run(ctx, c[0], c[1:]...); err != nil {
+				undo(i + 1)
+				return fmt.Errorf("container %s: %w", rec.Spec.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// unmountAll unmounts in reverse order, forcibly, and goes on past
+// failures (something already unmounted), returning the first.
+func (j *Jails) unmountAll(ctx context.Context, rec Record) error {
+	mps, err := j.mounts(rec, false)
+	if err != nil {
+		return err
+	}
+	var first error
+	for i := len(mps) - 1; i >= 0; i-- {
+		_, err := j.run(ctx, "umount", "-f", mps[i].path)
+		if err != nil && !sys.IsExit(err, "not a file system") && !sys.IsExit(err, "No such file") && first == nil {
+			first = fmt.Errorf("container %s: unmount %s: %w", rec.Spec.ID, mps[i].path, err)
+		}
+	}
+	return first
+}
+
+// checkVnet makes sure a pod's jail has a network stack of its own before
+// a member starts: one with vnet=inherit would share the host's.
+func (j *Jails) checkVnet(ctx context.Context, infraJail string) error {
+	j.mu.Lock()
+	ok := j.vnetOK[infraJail]
+	j.mu.Unlock()
+	if ok {
+		return nil
+	}
+	if err := j.readBack(ctx, infraJail, []Param{{"vnet", "new"}}); err != nil {
+		return fmt.Errorf("%w: pod jail %s has no VNET of its own: %w", ErrPermanent, infraJail, err)
+	}
+	j.mu.Lock()
+	j.vnetOK[infraJail] = true
+	j.mu.Unlock()
+	return nil
+}
+
+func (j *Jails) status(ctx context.Context, rec Record) (ContainerStatus, error) {
+	boot, err := j.bootTime(ctx)
+	if err != nil {
+		return ContainerStatus{}, err
+	}
+	run, hasRun, err := j.records.Run(rec.Spec.ID)
+	if err != nil {
+		return ContainerStatus{}, err
+	}
+	exit, hasExit, err := j.records.Exit(rec.Spec.ID)
+	if err != nil {
+		return ContainerStatus{}, err
+	}
+	return Status(rec, run, hasRun, exit, hasExit, boot, j.cfg.Alive), nil
+}
+
+// Start implements Runtime.
+func (j *Jails) Start(ctx context.Context, id string) error {
+	rec, err := j.records.Get(id)
+	if err != nil {
+		return err
+	}
+	if rec.Spec.Infra {
+		return nil
+	}
+	st, err := j.status(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if st.State == StateRunning {
+		return nil
+	}
+	boot, err := j.bootTime(ctx)
+	if err != nil {
+		return err
+	}
+	dir := j.records.Path(id)
+	os.Remove(filepath.Join(dir, ExitFile))
+	os.Remove(filepath.Join(dir, StopFile))
+	if err := WriteJSON(filepath.Join(dir, RunFile), RunInfo{Boot: boot, StartedAt: j.clock.Now()}); err != nil {
+		return err
+	}
+	failed := func(code int, err error) error {
+		WriteJSON(filepath.Join(dir, ExitFile), ExitInfo{Code: code, FinishedAt: j.clock.Now(), Message: err.Error()})
+		return fmt.Errorf("start %s: %w", id, err)
+	}
+	if rec.MountBoot != boot { // a reboot dropped the mounts
+		if err := j.mountAll(ctx, rec); err != nil {
+			return failed(255, err)
+		}
+		rec.MountBoot = boot
+		if err := j.records.Put(rec); err != nil {
+			return failed(255, err)
+		}
+	}
+	if rec.Spec.Pod != "" {
+		if err := j.checkVnet(ctx, rec.Spec.Pod); err != nil {
+			return failed(255, err)
+		}
+	}
+	args := []string{"-c", "name=" + rec.Jail, "path=" + rec.Spec.Root.Path, "host.hostname=" + id,
+		"persist", "ip4=inherit", "ip6=inherit", "devfs_ruleset=" + strconv.Itoa(DevfsRuleset)}
+	args = append(args, paramArgs(rec.Params)...)
+	if _, err := j.run(ctx, "jail", args...); err != nil {
+		return failed(255, fmt.Errorf("create jail %s: %w", rec.Jail, err))
+	}
+	if err := j.readBack(ctx, rec.Jail, rec.Params); err != nil {
+		j.removeJail(ctx, rec.Jail)
+		return failed(255, fmt.Errorf("%w: pod refused: %w", ErrPermanent, err))
+	}
+	if err := AddRctl(ctx, j.cfg.Runner, rec.Jail, rec.Spec.Resources); err != nil {
+		j.removeJail(ctx, rec.Jail)
+		return failed(255, err)
+	}
+	if _, err := j.run(ctx, j.cfg.Shim, "jail-shim", "start", dir); err != nil {
+		j.removeJail(ctx, rec.Jail)
+		var ee *sys.ExitError
+		if errors.As(err, &ee) && (ee.Code == ShimExitPermanent) {
+			return failed(127, fmt.Errorf("%w: %s", ErrPermanent, strings.TrimSpace(ee.Stderr)))
+		}
+		return failed(255, err)
+	}
+	j.emit(EventStarted, rec.Spec, 0)
+	return nil
+}
+
+// waitExit polls for a run's exit record until d has passed.
+func (j *Jails) waitExit(ctx context.Context, id string, d time.Duration) (bool, error) {
+	deadline := j.clock.Now().Add(d)
+	for {
+		if _, ok, err := j.records.Exit(id); ok || err != nil {
+			return ok, err
+		}
+		if !j.clock.Now().Before(deadline) {
+			return false, nil
+		}
+		select {
+		case <-j.clock.After(pollEvery):
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+// Stop implements Runtime: the supervisor sends the stop signal, waits the
+// grace period and removes the jail. Should it not report, the runtime
+// removes the jail itself.
+func (j *Jails) Stop(ctx context.Context, id string, grace time.Duration) error {
+	rec, err := j.records.Get(id)
+	if err != nil {
+		return err
+	}
+	if rec.Spec.Infra {
+		return nil
+	}
+	st, err := j.status(ctx, rec)
+	if err != nil || st.State != StateRunning {
+		return err
+	}
+	if grace < 0 {
+		grace = rec.Spec.Grace()
+	}
+	run, _, err := j.records.Run(id)
+	if err != nil {
+		return err
+	}
+	dir := j.records.Path(id)
+	if err := WriteJSON(filepath.Join(dir, StopFile), StopRequest{Grace: grace}); err != nil {
+		return err
+	}
+	if run.ShimPid != 0 {
+		if _, err := j.run(ctx, "kill", "-s", "TERM", strconv.Itoa(run.ShimPid)); err != nil {
+			j.log.Warn("supervisor did not take the stop request", "container", id, "err", err)
+		}
+	}
+	if ok, err := j.waitExit(ctx, id, grace+ShimMargin); ok || err != nil {
+		return err
+	}
+	return j.kill(ctx, rec)
+}
+
+// kill removes the container's jail, ending everything in it, and writes
+// the exit record if the supervisor does not.
+func (j *Jails) kill(ctx context.Context, rec Record) error {
+	if err := j.removeJail(ctx, rec.Jail); err != nil {
+		return err
+	}
+	ok, err := j.waitExit(ctx, rec.Spec.ID, ShimMargin)
+	if ok || err != nil {
+		return err
+	}
+	return WriteJSON(filepath.Join(j.records.Path(rec.Spec.ID), ExitFile), ExitInfo{
+		Code: 137, Signal: "KILL", FinishedAt: j.clock.Now(),
+		Message: "jail removed; the supervisor wrote no exit status",
+	})
+}
+
+// Remove implements Runtime.
+func (j *Jails) Remove(ctx context.Context, id string) error {
+	rec, err := j.records.Get(id)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if rec.Spec.Infra {
+		ids, err := j.records.IDs()
+		if err != nil {
+			return err
+		}
+		for _, mid := range ids {
+			if m, err := j.records.Get(mid); err == nil && m.Spec.Pod == id {
+				if err := j.Remove(ctx, mid); err != nil {
+					return err
+				}
+			}
+		}
+		if err := j.removeJail(ctx, rec.Jail); err != nil {
+			return err
+		}
+		j.mu.Lock()
+		delete(j.vnetOK, rec.Jail)
+		j.mu.Unlock()
+	} else {
+		st, err := j.status(ctx, rec)
+		if err != nil {
+			return err
+		}
+		if st.State == StateRunning {
+			if err := j.kill(ctx, rec); err != nil {
+				return err
+			}
+		}
+		if err := j.unmountAll(ctx, rec); err != nil {
+			return err
+		}
+		if err := RemoveRctl(ctx, j.cfg.Runner, rec.Jail); err != nil {
+			return err
+		}
+	}
+	if err := j.records.Remove(id); err != nil {
+		return err
+	}
+	j.emit(EventRemoved, rec.Spec, 0)
+	return nil
+}
+
+// Inspect implements Runtime.
+func (j *Jails) Inspect(ctx context.Context, id string) (ContainerStatus, error) {
+	rec, err := j.records.Get(id)
+	if err != nil {
+		return ContainerStatus{}, err
+	}
+	return j.status(ctx, rec)
+}
+
+// List implements Runtime.
+func (j *Jails) List(ctx context.Context, selector map[string]string) ([]ContainerStatus, error) {
+	ids, err := j.records.IDs()
+	if err != nil {
+		return nil, err
+	}
+	var out []ContainerStatus
+	for _, id := range ids {
+		rec, err := j.records.Get(id)
+		if errors.Is(err, ErrNotFound) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !MatchLabels(rec.Spec.Labels, selector) {
+			continue
+		}
+		st, err := j.status(ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b ContainerStatus) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Events implements Runtime. Ends of runs are found by polling the
+// records, so a run that ended while the agent was down is reported by
+// the agent's reconciliation rather than here.
+func (j *Jails) Events(ctx context.Context) (<-chan Event, error) {
+	ch := make(chan Event, 1024)
+	seen := map[string]time.Time{} // id -> finish time reported
+	snapshot := func() []ContainerStatus {
+		l, err := j.List(ctx, nil)
+		if err != nil {
+			j.log.Warn("events: list", "err", err)
+		}
+		return l
+	}
+	for _, st := range snapshot() {
+		if st.State == StateExited {
+			seen[st.ID] = st.FinishedAt
+		}
+	}
+	j.mu.Lock()
+	j.subs = append(j.subs, ch)
+	j.mu.Unlock()
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		defer func() {
+			j.mu.Lock()
+			j.subs = slices.DeleteFunc(j.subs, func(s chan Event) bool { return s == ch })
+			j.mu.Unlock()
+			close(ch)
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-j.clock.After(pollEvery):
+			}
+			for _, st := range snapshot() {
+				if st.State != StateExited || st.Infra {
+					continue
+				}
+				if t, ok := seen[st.ID]; ok && t.Equal(st.FinishedAt) {
+					continue
+				}
+				seen[st.ID] = st.FinishedAt
+				j.mu.Lock()
+				select {
+				case ch <- Event{Type: EventDied, ID: st.ID, Labels: st.Labels, ExitCode: st.ExitCode, Time: st.FinishedAt}:
+				default:
+				}
+				j.mu.Unlock()
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// Exec implements Runtime: the supervisor's exec mode enters the jail as
+// the container's process does. Output is collected, then written.
+func (j *Jails) Exec(ctx context.Context, id string, spec ExecSpec) (int, error) {
+	rec, err := j.records.Get(id)
+	if err != nil {
+		return -1, err
+	}
+	st, err := j.status(ctx, rec)
+	if err != nil {
+		return -1, err
+	}
+	if rec.Spec.Infra || st.State != StateRunning {
+		return -1, fmt.Errorf("exec in %s: %w", id, ErrNotRunning)
+	}
+	if spec.TTY {
+		return -1, fmt.Errorf("exec in %s: a terminal needs the supervisor attached to the caller (not through the runner)", id)
+	}
+	args := []string{"jail-shim", "exec", j.records.Path(id)}
+	if spec.User != "" {
+		args = append(args, "-user", spec.User)
+	}
+	if spec.WorkDir != "" {
+		args = append(args, "-workdir", spec.WorkDir)
+	}
+	for _, e := range spec.Env {
+		args = append(args, "-env", e)
+	}
+	args = append(args, "--")
+	args = append(args, spec.Command...)
+	cmd := sys.Command(j.cfg.Shim, args...)
+	if spec.Stdin != nil {
+		in, err := io.ReadAll(spec.Stdin)
+		if err != nil {
+			return -1, fmt.Errorf("exec in %s: stdin: %w", id, err)
+		}
+		cmd.Stdin = in
+	}
+	res, err := j.cfg.Runner.Run(ctx, cmd)
+	if spec.Stdout != nil {
+		spec.Stdout.Write(res.Stdout)
+	}
+	if spec.Stderr != nil {
+		spec.Stderr.Write(res.Stderr)
+	}
+	var ee *sys.ExitError
+	if errors.As(err, &ee) {
+		if ee.Code == ShimExitPermanent {
+			return -1, fmt.Errorf("exec in %s: %w: %s", id, ErrPermanent, strings.TrimSpace(ee.Stderr))
+		}
+		return ee.Code, nil
+	}
+	if err != nil {
+		return -1, fmt.Errorf("exec in %s: %w", id, err)
+	}
+	return 0, nil
+}
+
+// Logs implements Runtime.
+func (j *Jails) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCloser, error) {
+	if _, err := j.records.Get(id); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(j.records.Path(id), LogFileName)
+	recs, err := ReadLogs(path, opts.Since)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	for _, r := range recs {
+		buf.WriteString(FormatRecord(r))
+	}
+	if !opts.Follow {
+		return io.NopCloser(&buf), nil
+	}
+	pr, pw := io.Pipe()
+	stop := make(chan struct{})
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		defer pw.Close()
+		if _, err := pw.Write(buf.Bytes()); err != nil {
+			return
+		}
+		// Resume after the last record sent: its time, and how many
+		// records of that time went already.
+		var last time.Time
+		atLast := 0
+		for _, r := range recs {
+			if r.Time.Equal(last) {
+				atLast++
+			} else {
+				last, atLast = r.Time, 1
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-stop:
+				return
+			case <-j.clock.After(pollEvery):
+			}
+			more, err := ReadLogs(path, last)
+			if err != nil {
+				return
+			}
+			skip := atLast
+			for _, r := range more {
+				if r.Time.Equal(last) && skip > 0 {
+					skip--
+					continue
+				}
+				if _, err := pw.Write([]byte(FormatRecord(r))); err != nil {
+					return
+				}
+				if r.Time.Equal(last) {
+					atLast++
+				} else {
+					last, atLast = r.Time, 1
+				}
+			}
+		}
+	}()
+	return &stoppingReader{PipeReader: pr, stop: stop}, nil
+}
+
+type stoppingReader struct {
+	*io.PipeReader
+	stop chan struct{}
+	once sync.Once
+}
+
+func (r *stoppingReader) Close() error {
+	r.once.Do(func() { close(r.stop) })
+	return r.PipeReader.Close()
+}
+
+// Usage implements Runtime: rctl's accounting of the container's jail,
+// with memory from the per-page count when there is one.
+func (j *Jails) Usage(ctx context.Context, id string) (Usage, error) {
+	rec, err := j.records.Get(id)
+	if err != nil {
+		return Usage{}, err
+	}
+	u, err := RctlUsage(ctx, j.cfg.Runner, rec.Jail)
+	if err != nil {
+		return Usage{}, err
+	}
+	if j.cfg.Memory != nil && !rec.Spec.Infra {
+		if n, err := j.cfg.Memory.JailMemory(ctx, rec.Jail); err == nil {
+			u.MemoryBytes = n
+		}
+	}
+	return u, nil
+}
+
+// Adopt takes over the containers an earlier agent left running: each
+// running jail's parameters are read back and, where they are looser than
+// its profile, tightened in place (jail -m), and each container's limits
+// are added again.
+func (j *Jails) Adopt(ctx context.Context) error {
+	all, err := j.List(ctx, nil)
+	if err != nil {
+		return err
+	}
+	// Pods first: a child may have only what its parent has.
+	slices.SortStableFunc(all, func(a, b ContainerStatus) int {
+		if a.Infra == b.Infra {
+			return 0
+		}
+		if a.Infra {
+			return -1
+		}
+		return 1
+	})
+	var errs []error
+	for _, st := range all {
+		if st.State != StateRunning {
+			continue
+		}
+		rec, err := j.records.Get(st.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		want := rec.Params
+		if rec.Spec.Infra {
+			want = append([]Param{{"vnet", "new"}}, rec.Params...)
+		}
+		if err := j.readBack(ctx, rec.Jail, want); err != nil {
+			if !errors.Is(err, ErrProfileMismatch) {
+				errs = append(errs, err)
+				continue
+			}
+			j.log.Warn("adopted jail looser than its profile; tightening", "jail", rec.Jail, "err", err)
+			args := append([]string{"-m", "name=" + rec.Jail}, paramArgs(rec.Params)...)
+			if _, err := j.run(ctx, "jail", args...); err != nil {
+				errs = append(errs, fmt.Errorf("tighten jail %s: %w", rec.Jail, err))
+				continue
+			}
+			if err := j.readBack(ctx, rec.Jail, want); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		if rec.Spec.Infra {
+			j.mu.Lock()
+			j.vnetOK[rec.Jail] = true
+			j.mu.Unlock()
+			continue
+		}
+		if err := AddRctl(ctx, j.cfg.Runner, rec.Jail, rec.Spec.Resources); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
