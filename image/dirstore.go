@@ -1,0 +1,183 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrLayerInUse: the layer cannot go while something depends on it.
+var ErrLayerInUse = errors.New("layer in use")
+
+// DirStore keeps each layer as a full copy in <dir>/layers/<chain id hex>,
+// for hosts without ZFS, build hosts and the process runtime; a container
+// root is a full copy in <dir>/roots/<id>.
+type DirStore struct {
+	dir   string
+	owner bool
+}
+
+// NewDirStore returns a store under dir, creating its directories.
+func NewDirStore(dir string) (*DirStore, error) {
+	for _, d := range []string{"layers", "roots"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, fmt.Errorf("directory store: %w", err)
+		}
+	}
+	return &DirStore{dir: dir, owner: os.Geteuid() == 0}, nil
+}
+
+func (s *DirStore) layerDir(chainID string) string {
+	return filepath.Join(s.dir, "layers", hexOf(chainID))
+}
+
+// LayerDir is where a complete layer's files are.
+func (s *DirStore) LayerDir(chainID string) string { return s.layerDir(chainID) }
+
+func (s *DirStore) HasLayer(_ context.Context, chainID string) (bool, error) {
+	if err := checkDigest(chainID); err != nil {
+		return false, err
+	}
+	fi, err := os.Lstat(s.layerDir(chainID))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return fi.IsDir(), nil
+}
+
+type dirPending struct {
+	s       *DirStore
+	tmp     string
+	chainID string
+}
+
+func (p *dirPending) Dir() string { return p.tmp }
+
+// Commit renames the finished copy into place; another process that
+// finished the same layer first wins, and this copy goes.
+func (p *dirPending) Commit(context.Context) error {
+	err := os.Rename(p.tmp, p.s.layerDir(p.chainID))
+	if err != nil {
+		if ok, _ := p.s.HasLayer(context.Background(), p.chainID); ok {
+			return os.RemoveAll(p.tmp)
+		}
+		return fmt.Errorf("commit layer %s: %w", p.chainID, err)
+	}
+	return nil
+}
+
+func (p *dirPending) Abort(context.Context) error { return os.RemoveAll(p.tmp) }
+
+func (s *DirStore) BeginLayer(_ context.Context, chainID, parent string) (PendingLayer, error) {
+	if err := checkDigest(chainID); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(s.dir, "layers"), ".tmp-"+hexOf(chainID)[:12]+"-")
+	if err != nil {
+		return nil, err
+	}
+	if parent != "" {
+		if err := copyTree(s.layerDir(parent), tmp, s.owner); err != nil {
+			os.RemoveAll(tmp)
+			return nil, fmt.Errorf("copy parent layer %s: %w", parent, err)
+		}
+	}
+	return &dirPending{s: s, tmp: tmp, chainID: chainID}, nil
+}
+
+func (s *DirStore) Layers(context.Context) ([]StoredLayer, error) {
+	ents, err := os.ReadDir(filepath.Join(s.dir, "layers"))
+	if err != nil {
+		return nil, err
+	}
+	var out []StoredLayer
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") || !e.IsDir() {
+			continue
+		}
+		out = append(out, StoredLayer{ChainID: "sha256:" + e.Name()})
+	}
+	return out, nil
+}
+
+// RemoveLayer deletes a layer's copy; nothing depends on a full copy.
+func (s *DirStore) RemoveLayer(_ context.Context, chainID string) error {
+	if err := checkDigest(chainID); err != nil {
+		return err
+	}
+	return os.RemoveAll(s.layerDir(chainID))
+}
+
+func checkRootID(id string) error {
+	if id == "" || strings.ContainsAny(id, "/@ \t\n") || id == "." || id == ".." || strings.HasPrefix(id, ".") {
+		return fmt.Errorf("container root id %q: want a plain name", id)
+	}
+	return nil
+}
+
+func (s *DirStore) PrepareRoot(_ context.Context, id, chainID string) (string, error) {
+	if err := checkRootID(id); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(s.dir, "roots", id)
+	if _, err := os.Lstat(dir); err == nil {
+		return dir, nil
+	}
+	tmp, err := os.MkdirTemp(filepath.Join(s.dir, "roots"), ".tmp-")
+	if err != nil {
+		return "", err
+	}
+	if err := copyTree(s.layerDir(chainID), tmp, s.owner); err != nil {
+		os.RemoveAll(tmp)
+		return "", fmt.Errorf("container %s: copy layer %s: %w", id, chainID, err)
+	}
+	if err := os.WriteFile(dir+".layer", []byte(chainID+"\n"), 0o600); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	return dir, nil
+}
+
+func (s *DirStore) RemoveRoot(_ context.Context, id string) error {
+	if err := checkRootID(id); err != nil {
+		return err
+	}
+	dir := filepath.Join(s.dir, "roots", id)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(dir + ".layer"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (s *DirStore) Roots(context.Context) ([]Root, error) {
+	ents, err := os.ReadDir(filepath.Join(s.dir, "roots"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Root
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".layer")
+		if !ok || strings.HasPrefix(id, ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(s.dir, "roots", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Root{ID: id, ChainID: strings.TrimSpace(string(b)), Dir: filepath.Join(s.dir, "roots", id)})
+	}
+	return out, nil
+}

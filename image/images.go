@@ -1,0 +1,597 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// ErrNotPresent: the image is not in the store and may not be pulled
+// (pullPolicy never, a localhost/ name), or is private to other namespaces.
+var ErrNotPresent = errors.New("image not present")
+
+// PullPolicy says when a pull asks the registry.
+type PullPolicy string
+
+const (
+	// IfNotPresent (the default) asks only when the store lacks the image.
+	IfNotPresent PullPolicy = "IfNotPresent"
+	// Always resolves the tag again and pulls what changed.
+	Always PullPolicy = "Always"
+	// Never asks no registry: the image must be in the store.
+	Never PullPolicy = "Never"
+)
+
+// DefaultMaxUnused is how long an image no one used stays (6.1 Removal).
+const DefaultMaxUnused = time.Hour
+
+// Options configure Images.
+type Options struct {
+	// DataDir holds images/index.json, the lock, pins and temporary files.
+	DataDir  string
+	Store    Store
+	Registry *Registry
+	Platform PlatformRule
+	// Flags clears and sets file flags; nil picks the host's (chflags on
+	// FreeBSD, none elsewhere).
+	Flags    FileFlags
+	Progress Progress
+	Log      *slog.Logger
+}
+
+// Images is a node's (or build host's) image store: the index, the layer
+// store and the registry client together.
+type Images struct {
+	o     Options
+	dir   string
+	index *Index
+	owner bool
+
+	mu     sync.Mutex
+	layers map[string]*sync.Mutex // one pull writes a layer at a time
+}
+
+// Open prepares the store's directories under o.DataDir.
+func Open(o Options) (*Images, error) {
+	if o.DataDir == "" || o.Store == nil {
+		return nil, fmt.Errorf("image store: DataDir and Store are required")
+	}
+	if o.Platform.Arch == "" {
+		return nil, fmt.Errorf("image store: Platform.Arch is required")
+	}
+	if o.Registry == nil {
+		o.Registry = &Registry{}
+	}
+	if o.Flags == nil {
+		o.Flags = defaultFileFlags()
+	}
+	if o.Progress == nil {
+		o.Progress = noProgress{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	dir := filepath.Join(o.DataDir, "images")
+	for _, d := range []string{dir, filepath.Join(dir, "tmp"), filepath.Join(dir, "pins")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("image store: %w", err)
+		}
+	}
+	return &Images{o: o, dir: dir, index: &Index{dir: dir}, owner: os.Geteuid() == 0, layers: map[string]*sync.Mutex{}}, nil
+}
+
+// PullOptions say who pulls and how.
+type PullOptions struct {
+	// Namespace asking; private images are visible to the namespaces that
+	// pulled them with a login.
+	Namespace string
+	// Login for the image's registry; nil pulls anonymously, and the
+	// image is anyone's.
+	Login  *Login
+	Policy PullPolicy
+	Now    time.Time
+}
+
+// Resolve returns the digest a reference names now (the index's for an
+// image of several platforms), asking the registry unless the reference
+// is a digest.
+func (m *Images) Resolve(ctx context.Context, ref string, login *Login) (string, error) {
+	r, err := ParseReference(ref)
+	if err != nil {
+		return "", err
+	}
+	return m.o.Registry.Resolve(ctx, r, login)
+}
+
+// lookup finds a stored image for a reference: by canonical name, or for
+// a digest any image of that repository with that digest.
+func lookup(f *indexFile, ref Reference) *Record {
+	if r := f.Images[ref.String()]; r != nil {
+		return r
+	}
+	if d := ref.Digest(); d != "" {
+		for _, r := range sortedRecords(f.Images) {
+			pr, err := ParseReference(r.Reference)
+			if err == nil && pr.Repository() == ref.Repository() && (r.Digest == d || r.Manifest == d) {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// Get returns the stored image a reference names, if any.
+func (m *Images) Get(ref string) (*Record, error) {
+	r, err := ParseReference(ref)
+	if err != nil {
+		return nil, err
+	}
+	f, err := m.index.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	rec := lookup(f, r)
+	if rec == nil {
+		return nil, fmt.Errorf("image %s: %w", r, ErrNotPresent)
+	}
+	return rec, nil
+}
+
+// List returns the stored images, by reference.
+func (m *Images) List() ([]*Record, error) {
+	f, err := m.index.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return sortedRecords(f.Images), nil
+}
+
+// touch marks an image used now (a task found or pulled it) and grants it
+// to a namespace when asked.
+func (m *Images) touch(key string, now time.Time, grant string, public bool) (*Record, error) {
+	var out Record
+	err := m.index.update(func(f *indexFile) error {
+		r := f.Images[key]
+		if r == nil {
+			return fmt.Errorf("image %s: %w", key, ErrNotPresent)
+		}
+		if now.After(r.LastUsed) {
+			r.LastUsed = now
+		}
+		if public {
+			r.Private, r.Namespaces = false, nil
+		} else if grant != "" && r.Private && !slices.Contains(r.Namespaces, grant) {
+			r.Namespaces = append(r.Namespaces, grant)
+			sort.Strings(r.Namespaces)
+		}
+		out = *r
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Pull makes an image ready in the store and returns its record.
+func (m *Images) Pull(ctx context.Context, refStr string, o PullOptions) (*Record, error) {
+	ref, err := ParseReference(refStr)
+	if err != nil {
+		return nil, err
+	}
+	f, err := m.index.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	rec := lookup(f, ref)
+	if rec != nil && !m.o.Platform.Accepts(rec.Platform) {
+		return nil, &ErrPlatform{Image: rec.Reference, Offers: []Platform{rec.Platform}, Rule: m.o.Platform}
+	}
+	if ref.Local() || o.Policy == Never {
+		if rec == nil || !rec.VisibleTo(o.Namespace) {
+			why := "pullPolicy is Never"
+			if ref.Local() {
+				why = "localhost images are in no registry"
+			}
+			return nil, fmt.Errorf("image %s: %w (%s)", ref, ErrNotPresent, why)
+		}
+		return m.touch(rec.Reference, o.Now, "", false)
+	}
+	if rec != nil && o.Policy != Always {
+		if rec.VisibleTo(o.Namespace) {
+			return m.touch(rec.Reference, o.Now, "", false)
+		}
+		return m.reauthorize(ctx, ref, rec, o)
+	}
+
+	desc, err := m.o.Registry.fetchDescriptor(ctx, ref, o.Login)
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil && rec.Digest == desc.Digest.String() {
+		if rec.VisibleTo(o.Namespace) {
+			return m.touch(rec.Reference, o.Now, "", false)
+		}
+		return m.reauthorize(ctx, ref, rec, o)
+	}
+	img, plat, err := selectImage(ref, desc, m.o.Platform)
+	if err != nil {
+		return nil, err
+	}
+	return m.store(ctx, ref, desc.Digest.String(), img, plat, true, o)
+}
+
+// reauthorize lets the registry decide whether another namespace may use
+// a private image: it fetches the manifest and config with that
+// namespace's login (the layers are shared), then grants it.
+func (m *Images) reauthorize(ctx context.Context, ref Reference, rec *Record, o PullOptions) (*Record, error) {
+	byDigest, err := ref.WithDigest(rec.Digest)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := m.o.Registry.fetchDescriptor(ctx, byDigest, o.Login)
+	if err != nil {
+		return nil, err
+	}
+	img, _, err := selectImage(ref, desc, m.o.Platform)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := img.RawConfigFile(); err != nil {
+		return nil, fmt.Errorf("image %s: config: %w", ref, classifyRemote(err))
+	}
+	return m.touch(rec.Reference, o.Now, o.Namespace, o.Login == nil)
+}
+
+// store verifies and extracts an image's missing layers and records it.
+func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1.Image, plat Platform, compressed bool, o PullOptions) (*Record, error) {
+	manifest, err := img.Digest()
+	if err != nil {
+		return nil, fmt.Errorf("image %s: manifest: %w", ref, classifyRemote(err))
+	}
+	rawCfg, err := img.RawConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("image %s: config: %w", ref, markDigest(classifyRemote(err)))
+	}
+	cfgName, err := img.ConfigName()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(rawCfg)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: %w", ref, err)
+	}
+	if plat == (Platform{}) {
+		plat = cfg.Platform()
+	}
+	if !m.o.Platform.Accepts(plat) {
+		return nil, &ErrPlatform{Image: ref.String(), Offers: []Platform{plat}, Rule: m.o.Platform}
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, fmt.Errorf("image %s: layers: %w", ref, classifyRemote(err))
+	}
+	if len(layers) != len(cfg.RootFS.DiffIDs) {
+		return nil, fmt.Errorf("image %s: manifest has %d layers, config's rootfs.diff_ids %d", ref, len(layers), len(cfg.RootFS.DiffIDs))
+	}
+	chains, err := ChainIDs(cfg.RootFS.DiffIDs)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: config: %w", ref, err)
+	}
+	pin, err := m.pin(chains)
+	if err != nil {
+		return nil, err
+	}
+	defer pin.Release()
+
+	rec := &Record{
+		Reference: ref.String(), Digest: digest, Manifest: manifest.String(), Platform: plat,
+		ConfigDigest: cfgName.String(), Config: rawCfg,
+		Private: o.Login != nil, Local: !compressed || ref.Local(),
+		Pulled: o.Now, LastUsed: o.Now,
+	}
+	if rec.Private {
+		rec.Namespaces = []string{o.Namespace}
+	}
+	for i, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			return nil, err
+		}
+		mt, _ := l.MediaType()
+		size, _ := l.Size()
+		rec.Layers = append(rec.Layers, LayerRecord{Digest: d.String(), DiffID: cfg.RootFS.DiffIDs[i], ChainID: chains[i], MediaType: string(mt), Size: size})
+		parent := ""
+		if i > 0 {
+			parent = chains[i-1]
+		}
+		src := layerSource{layer: l, diffID: cfg.RootFS.DiffIDs[i], compressed: compressed}
+		if err := m.ensureLayer(ctx, rec.Reference, chains[i], parent, src, size); err != nil {
+			return nil, fmt.Errorf("image %s: layer %d (%s): %w", ref, i, d, err)
+		}
+	}
+	var out Record
+	err = m.index.update(func(f *indexFile) error {
+		if old := f.Images[rec.Reference]; old != nil && old.Digest == rec.Digest {
+			// Same image again: keep who may see it.
+			if !rec.Private {
+				old.Private, old.Namespaces = false, nil
+			} else if old.Private && !slices.Contains(old.Namespaces, o.Namespace) {
+				old.Namespaces = append(old.Namespaces, o.Namespace)
+				sort.Strings(old.Namespaces)
+			}
+			rec.Private, rec.Namespaces, rec.Pulled = old.Private, old.Namespaces, old.Pulled
+		}
+		f.Images[rec.Reference] = rec
+		out = *rec
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// pin pins layers under the index lock, so a collection either sees the
+// pin or has finished before the pull looks at the store.
+func (m *Images) pin(chains []string) (*Pin, error) {
+	unlock, err := m.index.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return pinLayers(filepath.Join(m.dir, "pins"), chains)
+}
+
+// Pin keeps layers through collections until released (build hosts,
+// unfinished work).
+func (m *Images) Pin(chainIDs ...string) (*Pin, error) { return m.pin(chainIDs) }
+
+// layerLock serialises writers of one layer: in this process with a mutex,
+// across processes with a lock file.
+func (m *Images) layerLock(chainID string) (func(), error) {
+	m.mu.Lock()
+	mu := m.layers[chainID]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		m.layers[chainID] = mu
+	}
+	m.mu.Unlock()
+	mu.Lock()
+	f, err := os.OpenFile(filepath.Join(m.dir, "tmp", hexOf(chainID)+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		mu.Unlock()
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		mu.Unlock()
+		return nil, err
+	}
+	return func() { f.Close(); mu.Unlock() }, nil
+}
+
+func (m *Images) ensureLayer(ctx context.Context, image, chainID, parent string, src layerSource, size int64) error {
+	unlock, err := m.layerLock(chainID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	has, err := m.o.Store.HasLayer(ctx, chainID)
+	if err != nil {
+		return err
+	}
+	digest := digestOf(src.layer)
+	if has {
+		m.o.Progress.Skipped(image, digest)
+		return nil
+	}
+	m.o.Progress.Start(image, digest, size)
+	err = m.writeLayer(ctx, image, chainID, parent, src)
+	m.o.Progress.Done(image, digest, err)
+	return err
+}
+
+func (m *Images) writeLayer(ctx context.Context, image, chainID, parent string, src layerSource) error {
+	digest := digestOf(src.layer)
+	count := func(r io.Reader) io.Reader {
+		return &countingReader{r: r, image: image, layer: digest, p: m.o.Progress}
+	}
+	tar, cleanup, err := unpackVerified(ctx, src, filepath.Join(m.dir, "tmp"), count)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	pending, err := m.o.Store.BeginLayer(ctx, chainID, parent)
+	if err != nil {
+		return err
+	}
+	err = ApplyLayer(ctx, pending.Dir(), tar, ApplyOptions{Flags: m.o.Flags, Owners: m.owner, Log: m.o.Log})
+	if err != nil {
+		if aerr := pending.Abort(context.WithoutCancel(ctx)); aerr != nil {
+			m.o.Log.Warn("discard partial layer", "layer", chainID, "err", aerr)
+		}
+		return err
+	}
+	return pending.Commit(ctx)
+}
+
+// PrepareRoot makes a container's root from an image it may see, and
+// marks the image used.
+func (m *Images) PrepareRoot(ctx context.Context, id, ref, namespace string, now time.Time) (string, error) {
+	r, err := ParseReference(ref)
+	if err != nil {
+		return "", err
+	}
+	f, err := m.index.snapshot()
+	if err != nil {
+		return "", err
+	}
+	rec := lookup(f, r)
+	if rec == nil || !rec.VisibleTo(namespace) {
+		return "", fmt.Errorf("image %s: %w", r, ErrNotPresent)
+	}
+	if len(rec.Layers) == 0 {
+		return "", fmt.Errorf("image %s has no layers", r)
+	}
+	if _, err := m.touch(rec.Reference, now, "", false); err != nil {
+		return "", err
+	}
+	return m.o.Store.PrepareRoot(ctx, id, rec.TopChainID())
+}
+
+// RemoveRoot removes a container's root.
+func (m *Images) RemoveRoot(ctx context.Context, id string) error {
+	return m.o.Store.RemoveRoot(ctx, id)
+}
+
+// Remove deletes an image from the index, then the layers nothing uses.
+func (m *Images) Remove(ctx context.Context, ref string) ([]string, error) {
+	r, err := ParseReference(ref)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := m.index.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	f, err := m.index.read()
+	if err != nil {
+		return nil, err
+	}
+	rec := lookup(f, r)
+	if rec == nil {
+		return nil, fmt.Errorf("image %s: %w", r, ErrNotPresent)
+	}
+	delete(f.Images, rec.Reference)
+	if err := m.index.write(f); err != nil {
+		return nil, err
+	}
+	return m.pruneLocked(ctx, f)
+}
+
+// GCResult says what a collection removed.
+type GCResult struct {
+	Images []string
+	Layers []string
+}
+
+// GC removes images no one used for maxUnused (DefaultMaxUnused when
+// zero) before now, except those named in keep (what running containers
+// use), then the layers nothing uses: no image, no pin, no container root.
+func (m *Images) GC(ctx context.Context, now time.Time, maxUnused time.Duration, keep ...string) (GCResult, error) {
+	if maxUnused <= 0 {
+		maxUnused = DefaultMaxUnused
+	}
+	keepSet := map[string]bool{}
+	for _, k := range keep {
+		if c, err := Canonical(k); err == nil {
+			keepSet[c] = true
+		}
+	}
+	unlock, err := m.index.lock()
+	if err != nil {
+		return GCResult{}, err
+	}
+	defer unlock()
+	f, err := m.index.read()
+	if err != nil {
+		return GCResult{}, err
+	}
+	var res GCResult
+	for _, r := range sortedRecords(f.Images) {
+		if keepSet[r.Reference] || !r.LastUsed.Add(maxUnused).Before(now) {
+			continue
+		}
+		delete(f.Images, r.Reference)
+		res.Images = append(res.Images, r.Reference)
+	}
+	if len(res.Images) > 0 {
+		if err := m.index.write(f); err != nil {
+			return res, err
+		}
+	}
+	res.Layers, err = m.pruneLocked(ctx, f)
+	return res, err
+}
+
+// pruneLocked removes layers nothing uses; the index lock is held. A
+// layer in use by what this cannot see (a clone made elsewhere) stays.
+func (m *Images) pruneLocked(ctx context.Context, f *indexFile) ([]string, error) {
+	keep, err := pinnedLayers(filepath.Join(m.dir, "pins"))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range f.Images {
+		for _, l := range r.Layers {
+			keep[l.ChainID] = true
+		}
+	}
+	roots, err := m.o.Store.Roots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range roots {
+		keep[r.ChainID] = true
+	}
+	layers, err := m.o.Store.Layers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parent := map[string]string{}
+	for _, l := range layers {
+		parent[l.ChainID] = l.Parent
+	}
+	// What a kept layer was cloned from stays too.
+	for c := range keep {
+		for p := parent[c]; p != "" && !keep[p]; p = parent[p] {
+			keep[p] = true
+		}
+	}
+	depth := func(c string) int {
+		n := 0
+		for p := parent[c]; p != ""; p = parent[p] {
+			n++
+		}
+		return n
+	}
+	var drop []string
+	for _, l := range layers {
+		if !keep[l.ChainID] {
+			drop = append(drop, l.ChainID)
+		}
+	}
+	// Children before their parents.
+	sort.Slice(drop, func(i, j int) bool {
+		di, dj := depth(drop[i]), depth(drop[j])
+		if di != dj {
+			return di > dj
+		}
+		return drop[i] < drop[j]
+	})
+	var removed []string
+	for _, c := range drop {
+		err := m.o.Store.RemoveLayer(ctx, c)
+		if errors.Is(err, ErrLayerInUse) {
+			m.o.Log.Info("layer kept: in use", "layer", c, "err", err)
+			continue
+		}
+		if err != nil {
+			return removed, fmt.Errorf("remove layer %s: %w", c, err)
+		}
+		removed = append(removed, c)
+	}
+	return removed, nil
+}
