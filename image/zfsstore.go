@@ -164,4 +164,3 @@ var (
 	_ Store = (*ZFSStore)(nil)
 	_ Store = (*DirStore)(nil)
 )
-
