@@ -66,7 +66,7 @@ func decodeObject(n *yaml.Node) (Object, ErrorList) {
 		return nil, errs
 	}
 	fields, ferrs := mappingFields(n, "")
-	errs = append(errs, ferrs...)
+	errs.merge(ferrs)
 	var kind Kind
 	if k, ok := fields["kind"]; ok {
 		kind = Kind(scalarText(k))
@@ -113,9 +113,24 @@ func decodeObject(n *yaml.Node) (Object, ErrorList) {
 
 // maxNodes bounds the values one document may expand to, so aliases of
 // aliases cannot make decoding exponential.
-const maxNodes = 1 << 20
+const maxNodes = 200_000
 
-type decoder struct{ budget int }
+type decoder struct {
+	budget int
+	fields map[reflect.Type]map[string][]int // struct field indexes, per document
+}
+
+func (d *decoder) structFields(t reflect.Type) map[string][]int {
+	if f, ok := d.fields[t]; ok {
+		return f
+	}
+	if d.fields == nil {
+		d.fields = map[reflect.Type]map[string][]int{}
+	}
+	f := structFields(t)
+	d.fields[t] = f
+	return f
+}
 
 // scalarDecoder is a type written as one scalar in a canonical form
 // (quantities, durations, port references).
@@ -156,9 +171,9 @@ func (d *decoder) decodeInto(n *yaml.Node, v reflect.Value, path string, errs *E
 			errs.add(path, "expected an object, got %s", describe(n))
 			return
 		}
-		fields := structFields(v.Type())
+		fields := d.structFields(v.Type())
 		kv, ferrs := mappingFields(n, path)
-		*errs = append(*errs, ferrs...)
+		errs.merge(ferrs)
 		for _, key := range orderedKeys(n) {
 			idx, ok := fields[key]
 			if !ok {
@@ -196,7 +211,7 @@ func (d *decoder) decodeInto(n *yaml.Node, v reflect.Value, path string, errs *E
 			return
 		}
 		kv, ferrs := mappingFields(n, path)
-		*errs = append(*errs, ferrs...)
+		errs.merge(ferrs)
 		m := reflect.MakeMapWithSize(v.Type(), len(kv))
 		for _, key := range orderedKeys(n) {
 			e := reflect.New(v.Type().Elem()).Elem()
@@ -303,7 +318,7 @@ func mappingFields(n *yaml.Node, path string) (map[string]*yaml.Node, ErrorList)
 				continue
 			}
 			sub, serrs := mappingFields(src, path)
-			errs = append(errs, serrs...)
+			errs.merge(serrs)
 			for k, v := range sub {
 				if _, ok := out[k]; !ok {
 					out[k] = v

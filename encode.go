@@ -26,7 +26,7 @@ func ParseManifest(source string, data []byte) ([]Object, error) {
 			if aerr := Admit(d.Object); aerr != nil {
 				var l ErrorList
 				if errors.As(aerr, &l) {
-					errs = append(errs, l...)
+					errs.merge(l)
 				}
 			}
 		}

@@ -38,8 +38,26 @@ func (l ErrorList) Err() error {
 	return l
 }
 
+// maxErrors caps the problems kept for one object, so a hostile manifest
+// cannot make the error list itself huge.
+const maxErrors = 100
+
 func (l *ErrorList) add(path, format string, args ...any) {
-	*l = append(*l, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+	switch {
+	case len(*l) < maxErrors:
+		*l = append(*l, &FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+	case len(*l) == maxErrors:
+		*l = append(*l, &FieldError{Msg: fmt.Sprintf("more than %d problems; stopped listing them", maxErrors)})
+	}
+}
+
+func (l *ErrorList) merge(more ErrorList) {
+	for _, e := range more {
+		if len(*l) > maxErrors {
+			return
+		}
+		l.add(e.Path, "%s", e.Msg)
+	}
 }
 
 // ObjectError is an ErrorList for one object of a manifest, named by where

@@ -1,0 +1,174 @@
+package legion
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// errorsOf parses a manifest and returns every message, one per line, as
+// ObjectError renders them without the source and document prefix.
+func errorsOf(t *testing.T, manifest string) []string {
+	t.Helper()
+	_, err := ParseManifest("test.yaml", []byte(manifest))
+	if err == nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if _, rest, ok := strings.Cut(line, "): "); ok {
+			line = rest
+		} else if _, rest, ok := strings.Cut(line, ": document "); ok {
+			if _, r2, ok := strings.Cut(rest, ": "); ok {
+				line = r2
+			}
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func hasError(list []string, want string) bool {
+	for _, l := range list {
+		if strings.Contains(l, want) {
+			return true
+		}
+	}
+	return false
+}
+
+const minimalService = `apiVersion: legion/v1
+kind: Service
+metadata: { name: web }
+spec:
+  pod:
+    containers:
+      - name: web
+        image: nginx
+`
+
+func TestDecodeStrictErrorsNameTheFullPath(t *testing.T) {
+	cases := []struct {
+		name, manifest, want string
+	}{
+		{"unknown field deep in a list", strings.Replace(minimalService, "image: nginx", "imagee: nginx", 1),
+			"spec.pod.containers[0].imagee: unknown field"},
+		{"missing required field", strings.Replace(minimalService, "image: nginx", "command: [x]", 1),
+			"spec.pod.containers[0].image: missing"},
+		{"unknown top-level field", minimalService + "extra: 1\n", "extra: unknown field"},
+		{"wrong type", strings.Replace(minimalService, "pod:", "replicas: three\n  pod:", 1),
+			`spec.replicas: expected a whole number, got "three"`},
+		{"list where an object belongs", strings.Replace(minimalService, "pod:", "update: [1]\n  pod:", 1),
+			"spec.update: expected an object, got a list"},
+		{"duplicate key", strings.Replace(minimalService, "image: nginx", "image: nginx\n        image: nginx", 1),
+			"spec.pod.containers[0].image: given twice"},
+		{"bad quantity", strings.Replace(minimalService, "image: nginx", "image: nginx\n        resources: {requests: {cpu: lots}}", 1),
+			`spec.pod.containers[0].resources.requests.cpu: invalid CPU quantity "lots"`},
+		{"bad duration", strings.Replace(minimalService, "pod:", "update: {delay: 10}\n  pod:", 1),
+			`spec.update.delay: invalid duration "10"`},
+		{"unknown kind", strings.Replace(minimalService, "kind: Service", "kind: Deployment", 1), `kind: unknown kind "Deployment"`},
+		{"missing kind", strings.Replace(minimalService, "kind: Service\n", "", 1), "kind: missing"},
+		{"wrong apiVersion", strings.Replace(minimalService, "legion/v1", "v1", 1), `apiVersion: expected legion/v1, got "v1"`},
+		{"missing metadata", strings.Replace(minimalService, "metadata: { name: web }\n", "", 1), "metadata: missing"},
+		{"status on a kind without one", "apiVersion: legion/v1\nkind: Secret\nmetadata: {name: s}\nspec: {text: x}\nstatus: {}\n", "status: unknown field: Secret has no status"},
+		{"not an object", "- a\n- b\n", "expected an object"},
+		{"bad boolean", strings.Replace(minimalService, "image: nginx", "image: nginx\n        volumeMounts: [{name: a, path: /a, readOnly: yes}]", 1),
+			`spec.pod.containers[0].volumeMounts[0].readOnly: expected true or false, got "yes"`},
+		{"bad base64", "apiVersion: legion/v1\nkind: Secret\nmetadata: {name: s}\nspec: {data: '%%%'}\n", "spec.data: expected base64 text"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			errs := errorsOf(t, c.manifest)
+			if !hasError(errs, c.want) {
+				t.Fatalf("want an error containing %q, got %q", c.want, errs)
+			}
+		})
+	}
+	if errs := errorsOf(t, minimalService); errs != nil {
+		t.Fatalf("the minimal service must pass, got %q", errs)
+	}
+}
+
+func TestDecodeMultiDocumentJSONAndMergeKeys(t *testing.T) {
+	manifest := `
+x-common: &common
+  image: nginx
+  pullPolicy: always
+---
+` + minimalService + `---
+{"apiVersion": "legion/v1", "kind": "Secret", "metadata": {"name": "s"}, "spec": {"text": "hi"}}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: { name: merged }
+spec:
+  pod:
+    containers:
+      - <<: *common
+        name: web
+        pullPolicy: never
+`
+	// The first document is not an object of the model: it is refused,
+	// and the others still decode.
+	objs, err := ParseManifest("m.yaml", []byte(manifest))
+	if err == nil || !strings.Contains(err.Error(), "document 1") {
+		t.Fatalf("want the anchor-only document refused as document 1, got %v", err)
+	}
+	if len(objs) != 3 {
+		t.Fatalf("got %d objects, want 3", len(objs))
+	}
+	sec := objs[1].(*Secret)
+	if string(sec.Spec.Data) != "hi" || sec.Spec.Text != "" {
+		t.Fatalf("JSON secret: %+v", sec.Spec)
+	}
+	c := objs[2].(*Service).Spec.Pod.Containers[0]
+	if c.Image != "nginx" || c.PullPolicy != PullNever {
+		t.Fatalf("merge keys: image %q pullPolicy %q, want nginx and the explicit never", c.Image, c.PullPolicy)
+	}
+	var oe *ObjectError
+	if !errors.As(err, &oe) || oe.Index != 1 {
+		t.Fatalf("want an ObjectError for document 1, got %T %v", err, err)
+	}
+}
+
+func TestDecodeSyntaxErrorAndEmptyDocuments(t *testing.T) {
+	objs, err := ParseManifest("e.yaml", []byte("---\n---\n"+minimalService+"---\n"))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("empty documents must be skipped: %d objects, %v", len(objs), err)
+	}
+	_, err = ParseManifest("bad.yaml", []byte("kind: [unclosed\n"))
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml") {
+		t.Fatalf("want a syntax error naming the file, got %v", err)
+	}
+}
+
+func TestDecodeAliasBombIsBounded(t *testing.T) {
+	// A small document whose aliases expand to millions of values: 1100
+	// containers, each the same alias holding 1000 environment variables.
+	var b strings.Builder
+	b.WriteString("x-anchors:\n  v: &v {name: A, value: b}\n  c: &c {name: x, image: y, env: [")
+	for j := 0; j < 1000; j++ {
+		if j > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("*v")
+	}
+	b.WriteString("]}\napiVersion: legion/v1\nkind: Service\nmetadata: {name: web}\nspec:\n  pod:\n    containers: [")
+	for j := 0; j < 1100; j++ {
+		if j > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("*c")
+	}
+	b.WriteString("]\n")
+	if b.Len() > 20000 {
+		t.Fatalf("the test document is %d bytes, meant to be small", b.Len())
+	}
+	errs := errorsOf(t, b.String())
+	if !hasError(errs, "document too large") {
+		t.Fatalf("want the expansion refused, got %d errors: %.300q", len(errs), errs)
+	}
+	if len(errs) > maxErrors+1 {
+		t.Fatalf("got %d errors, want them capped at %d", len(errs), maxErrors)
+	}
+}
