@@ -129,6 +129,17 @@ func unpackVerified(ctx context.Context, src layerSource, dir string, count func
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return nil, nil, err
 		}
+		// Corrupt compressed data is most often a blob that is not what
+		// its digest names: read the rest and say so when it is.
+		if src.compressed {
+			if _, derr := io.CopyBuffer(io.Discard, blob, buf); derr == nil {
+				if got, want := blob.digest(), digestOf(src.layer); got != want {
+					return nil, nil, fmt.Errorf("layer blob %s: got bytes of %s: %w (%v)", want, got, ErrDigest, err)
+				}
+			} else if markDigest(derr) != derr {
+				return nil, nil, fmt.Errorf("layer %s: %w", digestOf(src.layer), markDigest(derr))
+			}
+		}
 		return nil, nil, fmt.Errorf("layer %s: %w", digestOf(src.layer), markDigest(classifyRemote(err)))
 	}
 	if src.compressed {

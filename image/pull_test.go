@@ -205,8 +205,14 @@ func TestResolveNamesIndexDigest(t *testing.T) {
 }
 
 func TestTamperedBlobRefusedNothingStored(t *testing.T) {
+	for _, comp := range []string{"gzip", "zstd", "none"} {
+		t.Run(comp, func(t *testing.T) { testTamperedBlob(t, comp) })
+	}
+}
+
+func testTamperedBlob(t *testing.T, comp string) {
 	ctx := context.Background()
-	layer := layerOf(t, "gzip", ent{name: "a", body: strings.Repeat("x", 4096)})
+	layer := layerOf(t, comp, ent{name: "a", body: strings.Repeat("x", 4096)})
 	ld, _ := layer.Digest()
 	reg := startRegistry(t, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
