@@ -22,10 +22,10 @@ const web = "{name: web, image: nginx, ports: [{name: http, containerPort: 80}]}
 func TestCrossFieldChecksAndLimits(t *testing.T) {
 	big := strings.Repeat("a", MaxValueSize)
 	cases := []struct {
-		name       string
-		kind       string
-		good, bad  string
-		want       string
+		name        string
+		kind        string
+		good, bad   string
+		want        string
 		goodN, badN string // object names, default "x"
 	}{
 		// Ports resolve and are unique across the pod.

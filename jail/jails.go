@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/legionbsd/legion/internal/sys"
@@ -44,7 +45,7 @@ type Config struct {
 	Shim        string
 	ChildrenMax int                // of a pod's jail; DefaultChildrenMax when zero
 	Clock       Clock              // RealClock when nil
-	Alive       func(pid int) bool // whether a supervisor lives; nil: assume it does
+	Alive       func(pid int) bool // whether a supervisor lives; ProcessAlive when nil
 	Memory      MemoryCounter      // the per-page count of 6.3; nil: rctl's memoryuse
 	Log         *slog.Logger
 }
@@ -58,11 +59,15 @@ type Jails struct {
 	clock   Clock
 	log     *slog.Logger
 
-	mu     sync.Mutex
-	boot   int64
-	subs   []chan Event
-	vnetOK map[string]bool // infra jails whose VNET was checked
-	wg     sync.WaitGroup
+	mu   sync.Mutex
+	boot int64
+	subs []chan Event
+	// watching: someone subscribed to events; reported: the finish time
+	// of the last died event sent per container.
+	watching bool
+	reported map[string]time.Time
+	vnetOK   map[string]bool // infra jails whose VNET was checked
+	wg       sync.WaitGroup
 }
 
 var _ Runtime = (*Jails)(nil)
@@ -77,12 +82,15 @@ func NewJails(cfg Config) (*Jails, error) {
 		cfg.ChildrenMax = DefaultChildrenMax
 	}
 	j := &Jails{cfg: cfg, records: Records{Dir: filepath.Join(cfg.DataDir, "jails")},
-		clock: cfg.Clock, log: cfg.Log, vnetOK: map[string]bool{}}
+		clock: cfg.Clock, log: cfg.Log, vnetOK: map[string]bool{}, reported: map[string]time.Time{}}
 	if j.clock == nil {
 		j.clock = RealClock{}
 	}
 	if j.log == nil {
 		j.log = slog.New(slog.DiscardHandler)
+	}
+	if j.cfg.Alive == nil {
+		j.cfg.Alive = ProcessAlive
 	}
 	return j, nil
 }
@@ -463,6 +471,7 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 	if st.State == StateRunning {
 		return nil
 	}
+	j.noteDeath(st)
 	boot, err := j.bootTime(ctx)
 	if err != nil {
 		return err
@@ -624,7 +633,11 @@ func (j *Jails) Remove(ctx context.Context, id string) error {
 			if err := j.kill(ctx, rec); err != nil {
 				return err
 			}
+			if st, err = j.status(ctx, rec); err != nil {
+				return err
+			}
 		}
+		j.noteDeath(st)
 		if err := j.unmountAll(ctx, rec); err != nil {
 			return err
 		}
@@ -635,6 +648,9 @@ func (j *Jails) Remove(ctx context.Context, id string) error {
 	if err := j.records.Remove(id); err != nil {
 		return err
 	}
+	j.mu.Lock()
+	delete(j.reported, id)
+	j.mu.Unlock()
 	j.emit(EventRemoved, rec.Spec, 0)
 	return nil
 }
@@ -677,22 +693,27 @@ func (j *Jails) List(ctx context.Context, selector map[string]string) ([]Contain
 }
 
 // Events implements Runtime. Ends of runs are found by polling the
-// records, so a run that ended while the agent was down is reported by
-// the agent's reconciliation rather than here.
+// records (and checked before a container is started again or removed, so
+// its died event comes first); a run that ended while no one subscribed is
+// left to the agent's reconciliation.
 func (j *Jails) Events(ctx context.Context) (<-chan Event, error) {
 	ch := make(chan Event, 1024)
-	seen := map[string]time.Time{} // id -> finish time reported
-	snapshot := func() []ContainerStatus {
+	j.mu.Lock()
+	first := !j.watching
+	j.watching = true
+	j.mu.Unlock()
+	if first {
 		l, err := j.List(ctx, nil)
 		if err != nil {
-			j.log.Warn("events: list", "err", err)
+			return nil, err
 		}
-		return l
-	}
-	for _, st := range snapshot() {
-		if st.State == StateExited {
-			seen[st.ID] = st.FinishedAt
+		j.mu.Lock()
+		for _, st := range l {
+			if st.State == StateExited {
+				j.reported[st.ID] = st.FinishedAt
+			}
 		}
+		j.mu.Unlock()
 	}
 	j.mu.Lock()
 	j.subs = append(j.subs, ch)
@@ -712,24 +733,35 @@ func (j *Jails) Events(ctx context.Context) (<-chan Event, error) {
 				return
 			case <-j.clock.After(pollEvery):
 			}
-			for _, st := range snapshot() {
-				if st.State != StateExited || st.Infra {
-					continue
-				}
-				if t, ok := seen[st.ID]; ok && t.Equal(st.FinishedAt) {
-					continue
-				}
-				seen[st.ID] = st.FinishedAt
-				j.mu.Lock()
-				select {
-				case ch <- Event{Type: EventDied, ID: st.ID, Labels: st.Labels, ExitCode: st.ExitCode, Time: st.FinishedAt}:
-				default:
-				}
-				j.mu.Unlock()
+			l, err := j.List(ctx, nil)
+			if err != nil {
+				continue
+			}
+			for _, st := range l {
+				j.noteDeath(st)
 			}
 		}
 	}()
 	return ch, nil
+}
+
+// noteDeath emits a died event for a run that ended, once.
+func (j *Jails) noteDeath(st ContainerStatus) {
+	if st.State != StateExited || st.Infra {
+		return
+	}
+	j.mu.Lock()
+	if !j.watching {
+		j.mu.Unlock()
+		return
+	}
+	if t, ok := j.reported[st.ID]; ok && t.Equal(st.FinishedAt) {
+		j.mu.Unlock()
+		return
+	}
+	j.reported[st.ID] = st.FinishedAt
+	j.mu.Unlock()
+	j.emit(EventDied, ContainerSpec{ID: st.ID, Labels: st.Labels}, st.ExitCode)
 }
 
 // Exec implements Runtime: the supervisor's exec mode enters the jail as
@@ -948,4 +980,10 @@ func (j *Jails) Adopt(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ProcessAlive reports whether a process exists (kill with signal 0).
+func ProcessAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -80,7 +80,7 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) runtime() *Jails {
-	j, err := NewJails(Config{DataDir: e.data, Runner: e.fake, Shim: shim, Clock: e.clock})
+	j, err := NewJails(Config{DataDir: e.data, Runner: e.fake, Shim: shim, Clock: e.clock, Alive: alwaysAlive})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -230,6 +230,8 @@ func writeExit(t *testing.T, data, id string, ei ExitInfo) {
 }
 
 func intp(i int) *int { return &i }
+
+func alwaysAlive(int) bool { return true }
 
 func TestLoosenedSecurityGivesTheInfraJailTheUnion(t *testing.T) {
 	e := newEnv(t)
@@ -390,7 +392,7 @@ func TestStopWithGracePeriod(t *testing.T) {
 		spec.Root = Root{Path: t.TempDir()}
 		startedMember(t, e, spec)
 		// The supervisor reports after the stop signal: no jail -r from the runtime.
-		j, _ := NewJails(Config{DataDir: e.data, Shim: shim, Clock: e.clock, Runner: &exitOn{next: e.fake, prefix: "kill",
+		j, _ := NewJails(Config{DataDir: e.data, Shim: shim, Clock: e.clock, Alive: alwaysAlive, Runner: &exitOn{next: e.fake, prefix: "kill",
 			path: filepath.Join(e.data, "jails", "web", ExitFile), exit: ExitInfo{Code: 0}}})
 		if err := j.Stop(ctx, "web", -1); err != nil {
 			t.Fatal(err)
