@@ -172,8 +172,8 @@ func (a *applier) whiteouts(r io.Reader) error {
 			// other AUFS metadata (.wh..wh.plnk, ...): nothing to apply
 		case strings.HasPrefix(base, whiteoutPrefix):
 			name := strings.TrimPrefix(base, whiteoutPrefix)
-			if name == "" || name == "." {
-				return fmt.Errorf("layer entry %q: empty whiteout", h.Name)
+			if name == "" || name == "." || name == ".." {
+				return fmt.Errorf("%w: whiteout %q names no entry of its directory", ErrUnsafePath, h.Name)
 			}
 			list = append(list, wo{dir: path.Dir(rel), name: name})
 		}
