@@ -1,0 +1,62 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The buckets of a manager's one bbolt file.
+var (
+	bucketLog       = []byte("log")       // index (8 bytes, big endian) -> encoded raft.Log
+	bucketStable    = []byte("stable")    // raft's stable store: term, vote, ...
+	bucketObjects   = []byte("objects")   // Kind/namespace/name -> object JSON
+	bucketMeta      = []byte("meta")      // applied index
+	bucketSnapshots = []byte("snapshots") // the current snapshot: meta and data
+)
+
+var keyApplied = []byte("applied")
+
+// FileName is the store's file inside a manager's data directory.
+const FileName = "store.db"
+
+func openBolt(path string) (*bolt.DB, error) {
+	// A short lock timeout: a second daemon on the same directory gets a
+	// clear error instead of waiting forever.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("opening %s: held by another process", path)
+		}
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketLog, bucketStable, bucketObjects, bucketMeta, bucketSnapshots} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("preparing %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+func readU64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}

@@ -1,0 +1,63 @@
+package store
+
+import (
+	"encoding/json"
+
+	"github.com/legionbsd/legion"
+)
+
+// op is what a log entry does. Commands carry no replica-specific data:
+// every replica computes the same objects from them.
+type op string
+
+const (
+	opPut    op = "put"    // replace labels, spec and (unless keepStatus) status
+	opStatus op = "status" // replace status only; spec, labels and generation stay
+	opDelete op = "delete"
+)
+
+// command is one log entry's payload, as JSON.
+type command struct {
+	Op        op              `json:"op"`
+	Kind      legion.Kind     `json:"kind"`
+	Namespace string          `json:"namespace,omitempty"`
+	Name      string          `json:"name"`
+	Object    json.RawMessage `json:"object,omitempty"`
+	// Preconditions.
+	MustNotExist bool   `json:"mustNotExist,omitempty"`
+	Version      uint64 `json:"version,omitempty"`
+	// KeepStatus keeps the stored status on a put (server-side apply).
+	KeepStatus bool `json:"keepStatus,omitempty"`
+}
+
+func (c *command) key() string { return legion.Key(c.Kind, c.Namespace, c.Name) }
+
+// Precondition guards a write.
+type Precondition struct {
+	MustNotExist bool   // the key must be free
+	Version      uint64 // when non-zero, the object must be at this version
+}
+
+// result is what the state machine answers for one command.
+type result struct {
+	obj  legion.Object // the object written (or deleted)
+	prev legion.Object // what was there before, if anything
+	err  error
+}
+
+// EventType says what happened to an object.
+type EventType string
+
+// Event types.
+const (
+	Added    EventType = "ADDED"
+	Modified EventType = "MODIFIED"
+	Deleted  EventType = "DELETED"
+)
+
+// Event is one applied change, at the Raft index that made it.
+type Event struct {
+	Type    EventType
+	Version uint64
+	Object  legion.Object // for Deleted, the object as it was, at Version
+}

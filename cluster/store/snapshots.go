@@ -1,0 +1,121 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+)
+
+// snapshotStore keeps the one current snapshot in the shared bbolt file
+// (the object set as JSON, and its meta beside it), so a manager's whole
+// state is one file. Snapshots are small: they are the objects.
+type snapshotStore struct{ db *bolt.DB }
+
+var (
+	keySnapMeta = []byte("meta")
+	keySnapData = []byte("data")
+)
+
+var _ raft.SnapshotStore = (*snapshotStore)(nil)
+
+func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, _ raft.Transport) (raft.SnapshotSink, error) {
+	meta := raft.SnapshotMeta{
+		Version:            version,
+		ID:                 fmt.Sprintf("%d-%d-%d", term, index, time.Now().UnixMilli()),
+		Index:              index,
+		Term:               term,
+		Configuration:      configuration,
+		ConfigurationIndex: configurationIndex,
+	}
+	return &snapshotSink{store: s, meta: meta}, nil
+}
+
+func (s *snapshotStore) List() ([]*raft.SnapshotMeta, error) {
+	meta, err := s.meta()
+	if err != nil || meta == nil {
+		return nil, err
+	}
+	return []*raft.SnapshotMeta{meta}, nil
+}
+
+func (s *snapshotStore) meta() (*raft.SnapshotMeta, error) {
+	var meta *raft.SnapshotMeta
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketSnapshots).Get(keySnapMeta)
+		if v == nil {
+			return nil
+		}
+		meta = new(raft.SnapshotMeta)
+		return json.Unmarshal(v, meta)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading snapshot meta: %w", err)
+	}
+	return meta, nil
+}
+
+func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	var meta raft.SnapshotMeta
+	var data []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSnapshots)
+		v := b.Get(keySnapMeta)
+		if v == nil {
+			return fmt.Errorf("snapshot %s: none held", id)
+		}
+		if err := json.Unmarshal(v, &meta); err != nil {
+			return fmt.Errorf("snapshot %s: %w", id, err)
+		}
+		if meta.ID != id {
+			return fmt.Errorf("snapshot %s: not held (the current one is %s)", id, meta.ID)
+		}
+		data = bytes.Clone(b.Get(keySnapData))
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &meta, io.NopCloser(bytes.NewReader(data)), nil
+}
+
+// snapshotSink gathers a snapshot in memory and writes it in one
+// transaction on Close, replacing the previous one.
+type snapshotSink struct {
+	store *snapshotStore
+	meta  raft.SnapshotMeta
+	buf   bytes.Buffer
+	done  bool
+}
+
+func (s *snapshotSink) Write(p []byte) (int, error) { return s.buf.Write(p) }
+func (s *snapshotSink) ID() string                  { return s.meta.ID }
+
+func (s *snapshotSink) Cancel() error {
+	s.done = true
+	return nil
+}
+
+func (s *snapshotSink) Close() error {
+	if s.done {
+		return nil
+	}
+	s.done = true
+	s.meta.Size = int64(s.buf.Len())
+	meta, err := json.Marshal(&s.meta)
+	if err != nil {
+		return err
+	}
+	return s.store.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSnapshots)
+		if err := b.Put(keySnapMeta, meta); err != nil {
+			return err
+		}
+		return b.Put(keySnapData, s.buf.Bytes())
+	})
+}

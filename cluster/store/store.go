@@ -1,0 +1,387 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Timing is Raft's timing. Production uses DefaultTiming; tests shorten it.
+type Timing struct {
+	// HeartbeatTimeout is how long a follower waits without hearing from
+	// the leader before it stands; raft waits between it and twice it.
+	// The leader sends heartbeats every tenth of it (randomised up to a
+	// fifth), and each replication call must answer within it.
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout is how long a candidate waits for votes.
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout is how long a leader stays without a quorum.
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// SnapshotThreshold is how many entries after the last snapshot make
+	// the next one; TrailingLogs how many stay in the log after it.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+}
+
+// DefaultTiming is the production timing: heartbeats every 0.5 to 1 s,
+// elections after 5 to 10 s of silence.
+func DefaultTiming() Timing {
+	return Timing{
+		HeartbeatTimeout:   5 * time.Second,
+		ElectionTimeout:    5 * time.Second,
+		LeaderLeaseTimeout: 5 * time.Second,
+		CommitTimeout:      50 * time.Millisecond,
+		SnapshotThreshold:  8192,
+		SnapshotInterval:   2 * time.Minute,
+		TrailingLogs:       10240,
+	}
+}
+
+// DefaultWriteTimeout is how long a write or linearizable read waits for
+// a quorum before it gives up.
+const DefaultWriteTimeout = 30 * time.Second
+
+// Config opens a store.
+type Config struct {
+	Dir          string // the manager's data directory; the file is Dir/store.db
+	ID           string // this manager's Raft id (its node id)
+	Transport    raft.Transport
+	Timing       Timing        // zero: DefaultTiming
+	WriteTimeout time.Duration // zero: DefaultWriteTimeout
+	Logger       *slog.Logger
+}
+
+// Store is one manager's replica.
+type Store struct {
+	cfg   Config
+	db    *bolt.DB
+	logs  *logStore
+	snaps *snapshotStore
+	fsm   *fsm
+	hist  *history
+	raft  *raft.Raft
+	log   *slog.Logger
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (or creates) the store in cfg.Dir and starts Raft on it. A
+// store with existing state rejoins its cluster from disk and serves
+// local reads at once; a new one waits for Bootstrap or to be added by a
+// leader.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Timing == (Timing{}) {
+		cfg.Timing = DefaultTiming()
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ID == "" || cfg.Transport == nil {
+		return nil, errors.New("store: config needs an ID and a transport")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	db, err := openBolt(filepath.Join(cfg.Dir, FileName))
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	var applied uint64
+	if err := db.View(func(tx *bolt.Tx) error {
+		applied = readU64(tx.Bucket(bucketMeta).Get(keyApplied))
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s := &Store{cfg: cfg, db: db, log: cfg.Logger}
+	s.logs = &logStore{db: db}
+	s.snaps = &snapshotStore{db: db}
+	// History starts empty after a restart: a watch from before what this
+	// replica had applied at open is compacted.
+	s.hist = newHistory(applied)
+	s.fsm = &fsm{db: db, hist: s.hist, log: cfg.Logger}
+	s.fsm.applied.Store(applied)
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	t := cfg.Timing
+	rc.HeartbeatTimeout = t.HeartbeatTimeout
+	rc.ElectionTimeout = t.ElectionTimeout
+	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
+	rc.CommitTimeout = t.CommitTimeout
+	rc.SnapshotThreshold = t.SnapshotThreshold
+	rc.SnapshotInterval = t.SnapshotInterval
+	rc.TrailingLogs = t.TrailingLogs
+	// Batching: many writes share one log append, one fsync and one apply
+	// transaction.
+	rc.MaxAppendEntries = 512
+	rc.BatchApplyCh = true
+	// The state machine is persistent: never restore the snapshot into it
+	// at start, it already holds at least that much.
+	rc.NoSnapshotRestoreOnStart = true
+	rc.Logger = hclog.FromStandardLogger(log.New(slogWriter{cfg.Logger}, "", 0), &hclog.LoggerOptions{
+		Name: "raft", Level: hclog.Warn,
+	})
+	logs, err := raft.NewLogCache(1024, s.logs)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	r, err := raft.NewRaft(rc, s.fsm, logs, s.logs, s.snaps, cfg.Transport)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: starting raft: %w", err)
+	}
+	s.raft = r
+	return s, nil
+}
+
+// slogWriter passes raft's log lines to slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Warn(string(bytes.TrimSpace(p)), "component", "raft")
+	return len(p), nil
+}
+
+// HasState reports whether the store belongs to a cluster already.
+func (s *Store) HasState() bool {
+	ok, err := raft.HasExistingState(s.logs, s.logs, s.snaps)
+	return err == nil && ok
+}
+
+// Bootstrap makes this store the one voter of a new cluster.
+func (s *Store) Bootstrap(addr string) error {
+	cfg := raft.Configuration{Servers: []raft.Server{{
+		Suffrage: raft.Voter, ID: raft.ServerID(s.cfg.ID), Address: raft.ServerAddress(addr),
+	}}}
+	if err := s.raft.BootstrapCluster(cfg).Error(); err != nil {
+		return fmt.Errorf("bootstrapping the cluster: %w", err)
+	}
+	return nil
+}
+
+// Raft exposes the Raft node for membership changes and status.
+func (s *Store) Raft() *raft.Raft { return s.raft }
+
+// ID is this manager's Raft id.
+func (s *Store) ID() string { return s.cfg.ID }
+
+// IsLeader reports whether this replica leads.
+func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// Leader returns the leader's address and id, empty when there is none.
+func (s *Store) Leader() (addr, id string) {
+	a, i := s.raft.LeaderWithID()
+	return string(a), string(i)
+}
+
+// AppliedIndex is the last index this replica's state machine applied.
+func (s *Store) AppliedIndex() uint64 { return s.fsm.applied.Load() }
+
+// WriteOptions qualify a write.
+type WriteOptions struct {
+	Precondition Precondition
+	// KeepStatus keeps the stored object's status (server-side apply).
+	KeepStatus bool
+}
+
+// Put writes an object's labels, spec and status (or keeps the stored
+// status, with KeepStatus). It returns the object as stored, and what was
+// there before (nil when it is new).
+func (s *Store) Put(ctx context.Context, o legion.Object, opts WriteOptions) (obj, prev legion.Object, err error) {
+	return s.write(ctx, opPut, o, opts)
+}
+
+// PutStatus replaces a stored object's status only: its labels, spec and
+// generation stay.
+func (s *Store) PutStatus(ctx context.Context, o legion.Object, pre Precondition) (legion.Object, error) {
+	obj, _, err := s.write(ctx, opStatus, o, WriteOptions{Precondition: pre})
+	return obj, err
+}
+
+// Delete removes an object and returns it as it was, at the deleting
+// version.
+func (s *Store) Delete(ctx context.Context, kind legion.Kind, namespace, name string, pre Precondition) (legion.Object, error) {
+	c := &command{Op: opDelete, Kind: kind, Namespace: namespace, Name: name,
+		MustNotExist: pre.MustNotExist, Version: pre.Version}
+	r, err := s.apply(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return r.obj, r.err
+}
+
+func (s *Store) write(ctx context.Context, o op, obj legion.Object, opts WriteOptions) (legion.Object, legion.Object, error) {
+	m := obj.GetMetadata()
+	if m.Name == "" {
+		return nil, nil, fmt.Errorf("%s: metadata.name: missing", obj.GetKind())
+	}
+	if obj.GetKind().Namespaced() != (m.Namespace != "") {
+		return nil, nil, fmt.Errorf("%s %s: metadata.namespace: a namespaced kind needs one, a cluster-scoped kind has none", obj.GetKind(), m.Name)
+	}
+	data, err := legion.MarshalJSON(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &command{Op: o, Kind: obj.GetKind(), Namespace: m.Namespace, Name: m.Name, Object: data,
+		MustNotExist: opts.Precondition.MustNotExist, Version: opts.Precondition.Version, KeepStatus: opts.KeepStatus}
+	r, err := s.apply(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.obj, r.prev, r.err
+}
+
+func (s *Store) apply(ctx context.Context, c *command) (*result, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	f := s.raft.Apply(data, s.cfg.WriteTimeout)
+	if err := s.wait(ctx, f, "write", true); err != nil {
+		return nil, err
+	}
+	r, _ := f.Response().(*result)
+	if r == nil {
+		return nil, fmt.Errorf("%s %s: the state machine gave no answer", c.Kind, displayKey(c))
+	}
+	return r, nil
+}
+
+// Barrier returns once this replica leads and has applied everything
+// committed before the call: reads after it are linearizable.
+func (s *Store) Barrier(ctx context.Context) error {
+	return s.wait(ctx, s.raft.Barrier(s.cfg.WriteTimeout), "read", false)
+}
+
+// wait waits for a future at most the write timeout, translating raft's
+// errors into the store's.
+func (s *Store) wait(ctx context.Context, f raft.Future, what string, mayApply bool) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	t := time.NewTimer(s.cfg.WriteTimeout)
+	defer t.Stop()
+	still := ""
+	if mayApply {
+		still = ": the write may still apply"
+	}
+	select {
+	case err := <-done:
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return ErrNotLeader
+		case errors.Is(err, raft.ErrLeadershipLost):
+			return fmt.Errorf("%w: leadership lost during the %s%s", ErrNoQuorum, what, still)
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return fmt.Errorf("%w: the %s was not taken within %s", ErrNoQuorum, what, s.cfg.WriteTimeout)
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return ErrClosed
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	case <-t.C:
+		return fmt.Errorf("%w: no quorum answered the %s within %s%s", ErrNoQuorum, what, s.cfg.WriteTimeout, still)
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w%s", what, ctx.Err(), still)
+	}
+}
+
+// Get reads an object from this replica, with the version it was read at.
+func (s *Store) Get(kind legion.Kind, namespace, name string) (legion.Object, uint64, error) {
+	var obj legion.Object
+	var at uint64
+	err := s.db.View(func(tx *bolt.Tx) error {
+		at = readU64(tx.Bucket(bucketMeta).Get(keyApplied))
+		raw := tx.Bucket(bucketObjects).Get([]byte(legion.Key(kind, namespace, name)))
+		if raw == nil {
+			return nil
+		}
+		o, err := legion.FromJSON(raw)
+		obj = o
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if obj == nil {
+		n := name
+		if namespace != "" {
+			n = namespace + "/" + name
+		}
+		return nil, at, fmt.Errorf("%s %s: %w", kind, n, ErrNotFound)
+	}
+	return obj, at, nil
+}
+
+// List reads the objects of a kind from this replica (all namespaces when
+// namespace is empty), in key order, with the version they were read at.
+// A nil filter keeps every object.
+func (s *Store) List(kind legion.Kind, namespace string, keep func(legion.Object) bool) ([]legion.Object, uint64, error) {
+	var out []legion.Object
+	var at uint64
+	p := []byte(prefix(kind, namespace))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		at = readU64(tx.Bucket(bucketMeta).Get(keyApplied))
+		c := tx.Bucket(bucketObjects).Cursor()
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			o, err := legion.FromJSON(v)
+			if err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			if keep == nil || keep(o) {
+				out = append(out, o)
+			}
+		}
+		return nil
+	})
+	return out, at, err
+}
+
+// Watch follows the events after version from (from this replica). Zero
+// means from what this replica has applied now.
+func (s *Store) Watch(from uint64) (*Watcher, error) {
+	if from == 0 {
+		from = s.AppliedIndex()
+	}
+	return s.hist.watch(from)
+}
+
+// Snapshot takes a snapshot now and compacts the log behind it.
+func (s *Store) Snapshot() error { return s.raft.Snapshot().Error() }
+
+// Close shuts Raft down (and with it the transport), ends watches and
+// closes the file. It returns only once the file is closed, so the same
+// directory can be opened again at once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.hist.close()
+		err := s.raft.Shutdown().Error()
+		if cerr := s.db.Close(); err == nil {
+			err = cerr
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}

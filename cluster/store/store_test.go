@@ -1,0 +1,462 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testTiming() Timing {
+	return Timing{
+		HeartbeatTimeout:   200 * time.Millisecond,
+		ElectionTimeout:    200 * time.Millisecond,
+		LeaderLeaseTimeout: 100 * time.Millisecond,
+		CommitTimeout:      5 * time.Millisecond,
+		SnapshotThreshold:  1 << 30,
+		SnapshotInterval:   time.Hour,
+		TrailingLogs:       10,
+	}
+}
+
+type node struct {
+	id, dir string
+	tr      *raft.InmemTransport
+	s       *Store
+}
+
+func openNode(t *testing.T, id, dir string) *node {
+	t.Helper()
+	_, tr := raft.NewInmemTransport(raft.ServerAddress(id))
+	s, err := Open(Config{Dir: dir, ID: id, Transport: tr, Timing: testTiming(), WriteTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("open %s: %v", id, err)
+	}
+	return &node{id: id, dir: dir, tr: tr, s: s}
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func single(t *testing.T) *node {
+	t.Helper()
+	n := openNode(t, "m1", t.TempDir())
+	if err := n.s.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader", 5*time.Second, n.s.IsLeader)
+	t.Cleanup(func() { n.s.Close() })
+	return n
+}
+
+func config(ns, name, text string) *legion.Config {
+	o, _ := legion.New(legion.KindConfig)
+	c := o.(*legion.Config)
+	c.Metadata.Name, c.Metadata.Namespace = name, ns
+	c.Spec.Data = []byte(text)
+	return c
+}
+
+func volume(ns, name, size string) *legion.Volume {
+	o, _ := legion.New(legion.KindVolume)
+	v := o.(*legion.Volume)
+	v.Metadata.Name, v.Metadata.Namespace = name, ns
+	v.Metadata.Labels = map[string]string{"size": size}
+	return v
+}
+
+func TestWritesSetVersionUIDAndGeneration(t *testing.T) {
+	n := single(t)
+	ctx := context.Background()
+	a, prev, err := n.s.Put(ctx, config("default", "a", "one"), WriteOptions{Precondition: Precondition{MustNotExist: true}})
+	if err != nil || prev != nil {
+		t.Fatalf("create: %v (prev %v)", err, prev)
+	}
+	m := a.GetMetadata()
+	if m.Version == 0 || m.Generation != 1 || m.UID != uidFromIndex(m.Version) {
+		t.Fatalf("created metadata %+v", m)
+	}
+	if _, _, err := n.s.Put(ctx, config("default", "a", "one"), WriteOptions{Precondition: Precondition{MustNotExist: true}}); !errors.Is(err, ErrExists) {
+		t.Fatalf("second create: %v, want ErrExists", err)
+	}
+	// Labels only: same generation.
+	c := config("default", "a", "one")
+	c.Metadata.Labels = map[string]string{"x": "y"}
+	b, _, err := n.s.Put(ctx, c, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.GetMetadata(); got.Generation != 1 || got.Version <= m.Version || got.UID != m.UID {
+		t.Fatalf("label change metadata %+v (was %+v)", got, m)
+	}
+	// Spec change: generation 2.
+	d, _, err := n.s.Put(ctx, config("default", "a", "two"), WriteOptions{Precondition: Precondition{Version: b.GetMetadata().Version}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GetMetadata().Generation != 2 {
+		t.Fatalf("spec change generation %d, want 2", d.GetMetadata().Generation)
+	}
+	if _, _, err := n.s.Put(ctx, config("default", "a", "three"), WriteOptions{Precondition: Precondition{Version: b.GetMetadata().Version}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("stale version: %v, want ErrConflict", err)
+	}
+	got, at, err := n.s.Get(legion.KindConfig, "default", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at < d.GetMetadata().Version || string(got.(*legion.Config).Spec.Data) != "two" {
+		t.Fatalf("get: %+v at %d", got, at)
+	}
+	del, err := n.s.Delete(ctx, legion.KindConfig, "default", "a", Precondition{})
+	if err != nil || del.GetMetadata().Name != "a" {
+		t.Fatalf("delete: %v %v", del, err)
+	}
+	if _, _, err := n.s.Get(legion.KindConfig, "default", "a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if _, err := n.s.Delete(ctx, legion.KindConfig, "default", "a", Precondition{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+func TestStatusWritesKeepSpec(t *testing.T) {
+	n := single(t)
+	ctx := context.Background()
+	v := volume("default", "data", "1")
+	v.Spec.Size = 1 << 30
+	created, _, err := n.s.Put(ctx, v, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := volume("default", "data", "ignored")
+	st.Spec.Size = 999 << 30
+	st.Status.Node = "n1"
+	got, err := n.s.PutStatus(ctx, st, Precondition{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gv := got.(*legion.Volume)
+	if gv.Spec.Size != 1<<30 || gv.Status.Node != "n1" || gv.Metadata.Generation != 1 || gv.Metadata.Labels["size"] != "1" {
+		t.Fatalf("status write changed more than status: %+v", gv)
+	}
+	// A put with KeepStatus keeps the status and bumps the generation.
+	v2 := volume("default", "data", "1")
+	v2.Spec.Size = 2 << 30
+	out, _, err := n.s.Put(ctx, v2, WriteOptions{KeepStatus: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov := out.(*legion.Volume)
+	if ov.Status.Node != "n1" || ov.Metadata.Generation != 2 || ov.Metadata.UID != created.GetMetadata().UID {
+		t.Fatalf("keep-status put: %+v", ov)
+	}
+}
+
+func TestListAndWatchHaveNoGapNoDuplicate(t *testing.T) {
+	n := single(t)
+	ctx := context.Background()
+	for i := range 5 {
+		if _, _, err := n.s.Put(ctx, config("ns1", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := n.s.Put(ctx, config("ns2", "other", "x"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	objs, at, err := n.s.List(legion.KindConfig, "ns1", nil)
+	if err != nil || len(objs) != 5 {
+		t.Fatalf("list ns1: %d objects, %v", len(objs), err)
+	}
+	all, _, _ := n.s.List(legion.KindConfig, "", nil)
+	if len(all) != 6 {
+		t.Fatalf("list all namespaces: %d, want 6", len(all))
+	}
+	w, err := n.s.Watch(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writers race the watcher: it must see each write once, in order.
+	want := []uint64{}
+	for i := range 20 {
+		o, _, err := n.s.Put(ctx, config("ns1", fmt.Sprint("w", i), "x"), WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, o.GetMetadata().Version)
+	}
+	var got []uint64
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for len(got) < len(want) {
+		e, err := w.Next(wctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type != Added || e.Version != e.Object.GetMetadata().Version {
+			t.Fatalf("event %+v", e)
+		}
+		got = append(got, e.Version)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("watched versions (-want +got):\n%s", diff)
+	}
+}
+
+func TestWatchCompactedBeyondHistory(t *testing.T) {
+	n := single(t)
+	ctx := context.Background()
+	if _, _, err := n.s.Put(ctx, config("ns", "first", "x"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := n.s.AppliedIndex()
+	w, err := n.s.Watch(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Write concurrently so raft batches; HistorySize+10 events.
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for i := range (HistorySize + 10) / 8 {
+				if _, _, err := n.s.Put(ctx, config("ns", fmt.Sprintf("c%d-%d", g, i), "x"), WriteOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Next(ctx); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("watch behind the history: %v, want ErrCompacted", err)
+	}
+	if _, err := n.s.Watch(start); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("new watch from an old version: %v, want ErrCompacted", err)
+	}
+	if _, err := n.s.Watch(n.s.AppliedIndex()); err != nil {
+		t.Fatalf("watch from now: %v", err)
+	}
+}
+
+func TestRestartServesReadsAndReappliesNothing(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, "m1", dir)
+	if err := n.s.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader", 5*time.Second, n.s.IsLeader)
+	ctx := context.Background()
+	var last uint64
+	for i := range 10 {
+		o, _, err := n.s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = o.GetMetadata().Version
+	}
+	if err := n.s.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.s.Put(ctx, config("default", "after-snapshot", "x"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.s.Close()
+
+	n2 := openNode(t, "m1", dir)
+	defer n2.s.Close()
+	// Served at once, before any election.
+	objs, at, err := n2.s.List(legion.KindConfig, "default", nil)
+	if err != nil || len(objs) != 11 || at <= last {
+		t.Fatalf("reads after restart: %d objects at %d, %v", len(objs), at, err)
+	}
+	w, err := n2.s.Watch(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n2.s.Watch(at - 1); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("watch from before the restart: %v, want ErrCompacted", err)
+	}
+	waitFor(t, "leader after restart", 5*time.Second, n2.s.IsLeader)
+	o, _, err := n2.s.Put(ctx, config("default", "new", "x"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.GetMetadata().Version <= at {
+		t.Fatalf("version after restart %d, not above %d", o.GetMetadata().Version, at)
+	}
+	// The first event after the restart is the new write: nothing old was
+	// applied again.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	e, err := w.Next(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Object.GetMetadata().Name != "new" {
+		t.Fatalf("first event after restart is %s, want the new write", e.Object.GetMetadata().Name)
+	}
+}
+
+func TestCloseAndReopen100Times(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 100 {
+		_, tr := raft.NewInmemTransport("m1")
+		s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: testTiming()})
+		if err != nil {
+			t.Fatalf("open #%d: %v", i, err)
+		}
+		if i == 0 {
+			if err := s.Bootstrap("m1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("close #%d: %v", i, err)
+		}
+	}
+}
+
+func TestSecondOpenOfOneDirectoryIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, "m1", dir)
+	defer n.s.Close()
+	_, tr := raft.NewInmemTransport("m1b")
+	_, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: testTiming()})
+	if err == nil || !strings.Contains(err.Error(), "held by another process") {
+		t.Fatalf("second open: %v", err)
+	}
+}
+
+// cluster of three in-memory-transport managers.
+func threeNodes(t *testing.T) []*node {
+	t.Helper()
+	var ns []*node
+	for i := range 3 {
+		ns = append(ns, openNode(t, fmt.Sprint("m", i+1), t.TempDir()))
+	}
+	for _, a := range ns {
+		for _, b := range ns {
+			if a != b {
+				a.tr.Connect(b.tr.LocalAddr(), b.tr)
+			}
+		}
+	}
+	if err := ns[0].s.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader", 5*time.Second, ns[0].s.IsLeader)
+	for _, n := range ns[1:] {
+		if err := ns[0].s.Raft().AddVoter(raft.ServerID(n.id), raft.ServerAddress(n.id), 0, 5*time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns
+}
+
+func leaderOf(t *testing.T, ns []*node) *node {
+	t.Helper()
+	var l *node
+	waitFor(t, "a leader", 10*time.Second, func() bool {
+		for _, n := range ns {
+			if n.s != nil && n.s.IsLeader() {
+				l = n
+				return true
+			}
+		}
+		return false
+	})
+	return l
+}
+
+func TestLaggingReplicaCaughtUpBySnapshot(t *testing.T) {
+	ns := threeNodes(t)
+	defer func() {
+		for _, n := range ns {
+			n.s.Close()
+		}
+	}()
+	ctx := context.Background()
+	lead := ns[0]
+	lag := ns[2]
+	if _, _, err := lead.s.Put(ctx, config("default", "first", "x"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replication", 5*time.Second, func() bool { return lag.s.AppliedIndex() >= lead.s.AppliedIndex() })
+	w, err := lag.s.Watch(lag.s.AppliedIndex())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut the lagging one off, write past the trailing logs and compact.
+	for _, n := range ns[:2] {
+		n.tr.Disconnect(raft.ServerAddress(lag.id))
+		lag.tr.Disconnect(raft.ServerAddress(n.id))
+	}
+	for i := range 50 {
+		if _, _, err := lead.s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lead.s.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := lead.s.logs.FirstIndex()
+	if first <= lag.s.AppliedIndex()+1 {
+		t.Fatalf("log not compacted past the lagging replica: first %d, it applied %d", first, lag.s.AppliedIndex())
+	}
+	for _, n := range ns[:2] {
+		n.tr.Connect(raft.ServerAddress(lag.id), lag.tr)
+		lag.tr.Connect(raft.ServerAddress(n.id), n.tr)
+	}
+	waitFor(t, "catch up", 10*time.Second, func() bool { return lag.s.AppliedIndex() >= lead.s.AppliedIndex() })
+	objs, _, _ := lag.s.List(legion.KindConfig, "default", nil)
+	if len(objs) != 51 {
+		t.Fatalf("lagging replica holds %d objects, want 51", len(objs))
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := w.Next(wctx); !errors.Is(err, ErrReset) {
+		t.Fatalf("watch across a snapshot install: %v, want ErrReset", err)
+	}
+}
+
+func TestWriteWithoutQuorumGivesUp(t *testing.T) {
+	ns := threeNodes(t)
+	lead := ns[0]
+	for _, n := range ns[1:] {
+		n.s.Close()
+	}
+	defer lead.s.Close()
+	s := lead.s
+	s.cfg.WriteTimeout = 300 * time.Millisecond
+	_, _, err := s.Put(context.Background(), config("default", "lost", "x"), WriteOptions{})
+	if err == nil {
+		t.Fatal("write without quorum succeeded")
+	}
+	if !errors.Is(err, ErrNoQuorum) && !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("write without quorum: %v", err)
+	}
+	if errors.Is(err, ErrNoQuorum) && !strings.Contains(err.Error(), "may still apply") {
+		t.Fatalf("error does not say the write may still apply: %v", err)
+	}
+}
