@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func runLegion(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func TestValidateExamplesPrintsNormalisedObjects(t *testing.T) {
+	out, err := runLegion(t, "", "validate", "-f", "../../examples")
+	if err != nil {
+		t.Fatalf("validate examples: %v", err)
+	}
+	for _, want := range []string{"kind: Service", "kind: CronJob", "kind: ImagePolicy", "cpu: 500m", "host: shop.example.org", "stopGracePeriod: 10s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	if n := strings.Count(out, "\n---\n"); n < 10 {
+		t.Errorf("got %d document separators, want one between each of the examples' objects", n)
+	}
+	js, err := runLegion(t, "", "validate", "-o", "json", "-f", "../../examples/jobs.yaml")
+	if err != nil || !strings.Contains(js, `"kind": "Job"`) || !strings.Contains(js, `"backoffLimit": 3`) {
+		t.Fatalf("json output: %v\n%s", err, js)
+	}
+}
+
+func TestValidateReportsEveryErrorAndExits1(t *testing.T) {
+	bad := `apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  replicas: 70000
+  pod:
+    containers: [{name: web, imagee: nginx}]
+---
+apiVersion: legion/v1
+kind: Secret
+metadata: {name: ok}
+spec: {text: fine}
+`
+	out, err := runLegion(t, bad, "validate", "-f", "-")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 1 {
+		t.Fatalf("want exit 1, got %v", err)
+	}
+	for _, want := range []string{
+		"-: document 1 (Service default/web): spec.replicas: 70000 is out of range",
+		"spec.pod.containers[0].imagee: unknown field",
+		"spec.pod.containers[0].image: missing",
+	} {
+		if !strings.Contains(ee.msg, want) {
+			t.Errorf("errors lack %q:\n%s", want, ee.msg)
+		}
+	}
+	if strings.Contains(ee.msg, "Secret") {
+		t.Errorf("the good document was reported: %s", ee.msg)
+	}
+	_ = out
+	if _, err := runLegion(t, "", "validate"); err == nil || !strings.Contains(err.Error(), "-f") {
+		t.Errorf("validate without -f: %v", err)
+	}
+	if _, err := runLegion(t, "", "validate", "-f", "../../examples", "-o", "toml"); err == nil {
+		t.Error("validate -o toml succeeded")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, err := runLegion(t, "", "version")
+	if err != nil || !strings.HasPrefix(out, "legion "+version) {
+		t.Fatalf("version: %q %v", out, err)
+	}
+}

@@ -1,0 +1,38 @@
+package legion
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The object model stays free of I/O: it imports the standard library,
+// its YAML codec and the cron parser, and nothing of this module.
+func TestImportsStayPure(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := []string{"github.com/legionbsd/legion", "go.yaml.in/yaml/v3", "github.com/robfig/cron/v3"}
+	for _, dep := range strings.Fields(string(out)) {
+		ok := false
+		for _, a := range allowed {
+			if dep == a {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("package legion depends on %s", dep)
+		}
+	}
+	std, err := exec.Command("go", "list", "-deps", "-f", "{{if .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dep := range strings.Fields(string(std)) {
+		switch dep {
+		case "net/http", "os/exec", "database/sql":
+			t.Errorf("package legion depends on %s, an I/O package", dep)
+		}
+	}
+}
