@@ -630,7 +630,9 @@ func (j *Jails) Remove(ctx context.Context, id string) error {
 			return err
 		}
 		if st.State == StateRunning {
-			if err := j.kill(ctx, rec); err != nil {
+			// The supervisor ends it at once and reports; should it not,
+			// Stop removes the jail itself.
+			if err := j.Stop(ctx, id, 0); err != nil {
 				return err
 			}
 			if st, err = j.status(ctx, rec); err != nil {
