@@ -1,0 +1,184 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/legionbsd/legion"
+)
+
+// StackLabel is the label every object of a stack carries, valued with
+// the stack's name.
+const StackLabel = "legion.stack"
+
+// NetworkLabelPrefix begins the label that marks a Service as a member of
+// a compose network: legion.network.<network>: "true".
+const NetworkLabelPrefix = "legion.network."
+
+// File is one compose file: its name (for messages and to resolve the
+// files it names) and its text.
+type File struct {
+	Name    string
+	Content []byte
+}
+
+// Options say how to convert.
+type Options struct {
+	// Stack names the stack; it must be a DNS label.
+	Stack string
+	// Namespace receives the objects; empty means the stack's name.
+	Namespace string
+	// Env is the environment ${VAR} reads, as docker stack deploy reads
+	// the CLI's (no .env file). Nil means empty.
+	Env map[string]string
+	// ReadFile reads a file the compose text names (env_file, a secret's or
+	// config's file:), as written there; the caller resolves it against the
+	// compose file's directory. Nil refuses every such file.
+	ReadFile func(name string) ([]byte, error)
+	// Strict turns every warning into an error.
+	Strict bool
+}
+
+// Warning is something of the compose file Legion does not carry over,
+// named by the key's path (services.web.privileged).
+type Warning struct {
+	Path string
+	Msg  string
+}
+
+func (w Warning) String() string {
+	if w.Path == "" {
+		return w.Msg
+	}
+	return w.Path + ": " + w.Msg
+}
+
+// StrictError is returned in strict mode when the file has anything
+// Legion does not map.
+type StrictError struct {
+	Warnings []Warning
+}
+
+func (e *StrictError) Error() string {
+	lines := make([]string, 0, len(e.Warnings)+1)
+	lines = append(lines, fmt.Sprintf("refused in strict mode: %d unsupported setting(s)", len(e.Warnings)))
+	for _, w := range e.Warnings {
+		lines = append(lines, "  "+w.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Result is a converted stack: objects in the order apply stores them
+// (Secrets, Configs, Volumes, NetworkPolicies, Services; by name within a
+// kind), each already through admission, and the warnings.
+type Result struct {
+	Objects  []legion.Object
+	Warnings []Warning
+}
+
+// Convert reads compose files (later ones override earlier ones, as with
+// several -c flags) and converts them to Legion objects that pass
+// admission. With opts.Strict, any warning makes it fail with a
+// *StrictError.
+func Convert(ctx context.Context, files []File, opts Options) (res *Result, err error) {
+	if err := legion.ValidName(opts.Stack); err != nil {
+		return nil, fmt.Errorf("stack name: %v", err)
+	}
+	ns := opts.Namespace
+	if ns == "" {
+		ns = opts.Stack
+	}
+	if err := legion.ValidName(ns); err != nil {
+		return nil, fmt.Errorf("namespace: %v", err)
+	}
+	if len(files) == 0 {
+		return nil, errors.New("no compose file given")
+	}
+	// compose-go is not ours: a panic on some input it does not expect
+	// must not take the CLI down, and is the file's error to report.
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("compose: the file could not be read (loader failure: %v)", r)
+		}
+	}()
+	c := &converter{opts: opts, ns: ns, seen: map[string]bool{}}
+	project, err := c.load(ctx, files)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		if err := c.scan(f); err != nil {
+			return nil, err
+		}
+	}
+	objs, err := c.convert(project)
+	if err != nil {
+		return nil, err
+	}
+	// By path, so the same file always warns in the same order.
+	slices.SortStableFunc(c.warnings, func(a, b Warning) int { return strings.Compare(a.Path, b.Path) })
+	res = &Result{Objects: objs, Warnings: c.warnings}
+	if opts.Strict && len(c.warnings) > 0 {
+		return res, &StrictError{Warnings: c.warnings}
+	}
+	return res, nil
+}
+
+// converter holds one conversion's state.
+type converter struct {
+	opts     Options
+	ns       string
+	warnings []Warning
+	seen     map[string]bool
+}
+
+func (c *converter) warn(path, format string, args ...any) {
+	w := Warning{Path: path, Msg: fmt.Sprintf(format, args...)}
+	if key := w.String(); !c.seen[key] {
+		c.seen[key] = true
+		c.warnings = append(c.warnings, w)
+	}
+}
+
+// stackLabels are the labels of every object of the stack.
+func (c *converter) stackLabels() map[string]string {
+	return map[string]string{StackLabel: c.opts.Stack}
+}
+
+func (c *converter) header(kind legion.Kind, name string, labels map[string]string) legion.Header {
+	return legion.Header{APIVersion: legion.APIVersion, Kind: kind, Metadata: legion.Metadata{Name: name, Namespace: c.ns, Labels: labels}}
+}
+
+// sortObjects puts objects in apply order, by name within a kind.
+func sortObjects(objs []legion.Object) {
+	rank := map[legion.Kind]int{}
+	for i, k := range legion.Kinds() {
+		rank[k] = i
+	}
+	slices.SortStableFunc(objs, func(a, b legion.Object) int {
+		if d := rank[a.GetKind()] - rank[b.GetKind()]; d != 0 {
+			return d
+		}
+		return strings.Compare(a.GetMetadata().Name, b.GetMetadata().Name)
+	})
+}
+
+// Render writes objects as the native multi-document YAML that
+// `legion validate` and `legion apply` read.
+func Render(objs []legion.Object) ([]byte, error) {
+	var b strings.Builder
+	for i, o := range objs {
+		data, err := legion.MarshalYAML(o)
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s %s: %w", o.GetKind(), legion.DisplayName(o), err)
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(data)
+	}
+	return []byte(b.String()), nil
+}

@@ -1,0 +1,84 @@
+package compose
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/template"
+	"github.com/compose-spec/compose-go/v2/types"
+)
+
+// load parses, interpolates, merges and validates the files with
+// compose-go. Everything that would make it touch the file system or a
+// remote (include, extends, env_file and label_file resolution, relative
+// path resolution) is switched off: env files are read by the converter
+// through Options.ReadFile, and include and extends are warned about.
+func (c *converter) load(ctx context.Context, files []File) (*types.Project, error) {
+	env := maps.Clone(c.opts.Env) // compose-go adds COMPOSE_PROJECT_NAME to it
+	if env == nil {
+		env = map[string]string{}
+	}
+	details := types.ConfigDetails{WorkingDir: ".", Environment: env}
+	for _, f := range files {
+		if f.Content == nil {
+			f.Content = []byte{} // never let the loader read the file itself
+		}
+		details.ConfigFiles = append(details.ConfigFiles, types.ConfigFile{Filename: f.Name, Content: f.Content})
+	}
+	project, err := loader.LoadWithContext(ctx, details, func(o *loader.Options) {
+		o.SetProjectName(c.opts.Stack, true)
+		o.SkipInclude = true
+		o.SkipExtends = true
+		o.SkipResolveEnvironment = true
+		o.SkipResolveLabels = true
+		o.ResolvePaths = false
+		// docker stack deploy deploys every service, profiles or not.
+		o.Profiles = []string{"*"}
+		o.Interpolate.Substitute = quietSubstitute
+	})
+	if err != nil {
+		return nil, fmt.Errorf("compose: %w", err)
+	}
+	return project, nil
+}
+
+// quietSubstitute interpolates like compose-go's default without logging:
+// unset variables are reported as warnings by the scan instead.
+func quietSubstitute(s string, m template.Mapping) (string, error) {
+	return template.SubstituteWithOptions(s, m, template.WithoutLogging)
+}
+
+// unsetVariables lists the variables s refers to that are neither set nor
+// given a default, which interpolation replaces by an empty string.
+func unsetVariables(s string, lookup template.Mapping) []string {
+	var unset []string
+	record := func(sub string, m template.Mapping, cfg *template.Config) (string, error) {
+		v, ok, err := template.DefaultReplacementAppliedFunc(sub, m, cfg)
+		if err == nil && !ok {
+			unset = append(unset, variableName(sub))
+		}
+		return v, err
+	}
+	_, _ = template.SubstituteWithOptions(s, lookup, template.WithoutLogging, template.WithReplacementFunction(record))
+	return unset
+}
+
+// variableName takes the name out of $NAME or ${NAME...}.
+func variableName(sub string) string {
+	s := sub[1:]
+	if len(s) > 0 && s[0] == '{' {
+		s = s[1:]
+	}
+	end := 0
+	for end < len(s) {
+		ch := s[end]
+		if ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || end > 0 && ch >= '0' && ch <= '9' {
+			end++
+			continue
+		}
+		break
+	}
+	return s[:end]
+}
