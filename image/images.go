@@ -229,7 +229,7 @@ func (m *Images) Pull(ctx context.Context, refStr string, o PullOptions) (*Recor
 	if err != nil {
 		return nil, err
 	}
-	return m.store(ctx, ref, desc.Digest.String(), img, plat, true, o)
+	return m.store(ctx, ref, desc.Digest.String(), img, plat, true, false, o)
 }
 
 // reauthorize lets the registry decide whether another namespace may use
@@ -255,7 +255,7 @@ func (m *Images) reauthorize(ctx context.Context, ref Reference, rec *Record, o 
 }
 
 // store verifies and extracts an image's missing layers and records it.
-func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1.Image, plat Platform, compressed bool, o PullOptions) (*Record, error) {
+func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1.Image, plat Platform, compressed, local bool, o PullOptions) (*Record, error) {
 	manifest, err := img.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("image %s: manifest: %w", ref, classifyRemote(err))
@@ -298,7 +298,7 @@ func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1
 	rec := &Record{
 		Reference: ref.String(), Digest: digest, Manifest: manifest.String(), Platform: plat,
 		ConfigDigest: cfgName.String(), Config: rawCfg,
-		Private: o.Login != nil, Local: !compressed || ref.Local(),
+		Private: o.Login != nil, Local: local,
 		Pulled: o.Now, LastUsed: o.Now,
 	}
 	if rec.Private {
