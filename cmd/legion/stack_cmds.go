@@ -1,7 +1,295 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
 
-// addStackCommands adds `legion stack` (compose files). Owned by the
-// compose work.
-func addStackCommands(root *cobra.Command) {}
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/compose"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+)
+
+// stackClient is what the stack commands need of a cluster. The
+// namespace "" lists every namespace; a nil selector matches everything.
+type stackClient interface {
+	Apply(ctx context.Context, o legion.Object) (legion.Object, error)
+	List(ctx context.Context, kind legion.Kind, namespace string, selector map[string]string) ([]legion.Object, error)
+	Delete(ctx context.Context, kind legion.Kind, namespace, name string) error
+}
+
+// stackDeps are what the stack commands take from the process, so tests
+// give their own.
+type stackDeps struct {
+	connect func(cmd *cobra.Command) (stackClient, error)
+	environ func() []string
+	stdin   io.Reader
+}
+
+// addStackCommands adds `legion stack` (compose files).
+func addStackCommands(root *cobra.Command) {
+	root.AddCommand(newStackCommand(stackDeps{connect: connectStackClient, environ: os.Environ, stdin: os.Stdin}))
+}
+
+// connectStackClient is where the stack commands reach a cluster.
+//
+// TODO(control plane): return the Go client of package client (typed
+// Apply/List/Delete) once it exists; it satisfies stackClient.
+func connectStackClient(*cobra.Command) (stackClient, error) {
+	return nil, errors.New("stack deploy needs a cluster: not wired yet")
+}
+
+func newStackCommand(deps stackDeps) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "stack",
+		Short: "Deploy, convert and remove compose stacks",
+	}
+	cmd.AddCommand(newStackConvertCommand(deps), newStackDeployCommand(deps), newStackRmCommand(deps),
+		newStackLsCommand(deps), newStackServicesCommand(deps))
+	return cmd
+}
+
+// stackFlags are the flags of convert and deploy.
+type stackFlags struct {
+	files     []string
+	namespace string
+	strict    bool
+}
+
+func (f *stackFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVarP(&f.files, "compose-file", "c", nil, "compose file (repeat to merge several; - for standard input)")
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace of the stack's objects (default: the stack's name)")
+	cmd.Flags().BoolVar(&f.strict, "strict", false, "refuse any compose setting Legion does not map, rather than warn")
+}
+
+// convertStack reads the compose files and converts them, printing the
+// warnings to standard error.
+func convertStack(cmd *cobra.Command, deps stackDeps, f stackFlags, stack string) (*compose.Result, error) {
+	if len(f.files) == 0 {
+		return nil, fmt.Errorf("-c FILE is required")
+	}
+	// compose-go logs through logrus; what matters of it comes back as
+	// warnings, which are printed below.
+	logrus.SetOutput(io.Discard)
+	var files []compose.File
+	dir := "."
+	for i, name := range f.files {
+		var data []byte
+		var err error
+		if name == "-" {
+			data, err = io.ReadAll(deps.stdin)
+		} else {
+			data, err = os.ReadFile(name)
+			if i == 0 {
+				dir = filepath.Dir(name)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, compose.File{Name: name, Content: data})
+	}
+	env := map[string]string{}
+	for _, kv := range deps.environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	opts := compose.Options{
+		Stack: stack, Namespace: f.namespace, Env: env, Strict: f.strict,
+		// Files the compose file names are relative to its directory.
+		ReadFile: func(name string) ([]byte, error) {
+			if !filepath.IsAbs(name) {
+				name = filepath.Join(dir, name)
+			}
+			return os.ReadFile(name)
+		},
+	}
+	res, err := compose.Convert(cmd.Context(), files, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+	}
+	return res, nil
+}
+
+func newStackConvertCommand(deps stackDeps) *cobra.Command {
+	var f stackFlags
+	cmd := &cobra.Command{
+		Use:   "convert -c FILE [-n NS] [--strict] STACK",
+		Short: "Print a compose file as native Legion YAML",
+		Long: `Convert writes the objects a stack deploy would apply, as multi-document
+YAML that legion validate and legion apply read unchanged. Compose settings
+Legion does not map are warned about on standard error (refused with --strict).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := convertStack(cmd, deps, f, args[0])
+			if err != nil {
+				return err
+			}
+			out, err := compose.Render(res.Objects)
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func newStackDeployCommand(deps stackDeps) *cobra.Command {
+	var f stackFlags
+	var prune bool
+	cmd := &cobra.Command{
+		Use:   "deploy -c FILE [-n NS] [--prune] [--strict] STACK",
+		Short: "Deploy or update a stack from compose files",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			stack := args[0]
+			res, err := convertStack(cmd, deps, f, stack)
+			if err != nil {
+				return err
+			}
+			c, err := deps.connect(cmd)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var current []legion.Object
+			if prune {
+				ns := stackNamespace(f.namespace, stack)
+				current, err = c.List(ctx, legion.KindService, ns, map[string]string{compose.StackLabel: stack})
+				if err != nil {
+					return fmt.Errorf("listing the stack's services: %w", err)
+				}
+			}
+			return runSteps(cmd, c, compose.PlanDeploy(stack, res.Objects, current, prune))
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&prune, "prune", false, "delete the stack's services the file no longer has")
+	return cmd
+}
+
+func newStackRmCommand(deps stackDeps) *cobra.Command {
+	var namespace string
+	cmd := &cobra.Command{
+		Use:   "rm [-n NS] STACK",
+		Short: "Remove a stack's services, network policies, secrets and configs (volumes are kept)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			stack := args[0]
+			c, err := deps.connect(cmd)
+			if err != nil {
+				return err
+			}
+			ns := stackNamespace(namespace, stack)
+			var current []legion.Object
+			for _, k := range compose.RemoveKinds() {
+				objs, err := c.List(cmd.Context(), k, ns, map[string]string{compose.StackLabel: stack})
+				if err != nil {
+					return fmt.Errorf("listing the stack's %ss: %w", k, err)
+				}
+				current = append(current, objs...)
+			}
+			steps := compose.PlanRemove(stack, current)
+			if len(steps) == 0 {
+				return fmt.Errorf("stack %s: nothing of it in namespace %s", stack, ns)
+			}
+			return runSteps(cmd, c, steps)
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the stack (default: the stack's name)")
+	return cmd
+}
+
+func newStackLsCommand(deps stackDeps) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List the stacks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := deps.connect(cmd)
+			if err != nil {
+				return err
+			}
+			svcs, err := c.List(cmd.Context(), legion.KindService, "", nil)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tNAMESPACE\tSERVICES")
+			for _, s := range compose.Stacks(svcs) {
+				fmt.Fprintf(tw, "%s\t%s\t%d\n", s.Name, s.Namespace, s.Services)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newStackServicesCommand(deps stackDeps) *cobra.Command {
+	var namespace string
+	cmd := &cobra.Command{
+		Use:   "services [-n NS] STACK",
+		Short: "List a stack's services",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			stack := args[0]
+			c, err := deps.connect(cmd)
+			if err != nil {
+				return err
+			}
+			svcs, err := c.List(cmd.Context(), legion.KindService, stackNamespace(namespace, stack), map[string]string{compose.StackLabel: stack})
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tMODE\tREPLICAS\tIMAGE\tPORTS")
+			for _, s := range compose.Services(stack, svcs) {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Mode, s.Replicas, s.Image, s.Ports)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the stack (default: the stack's name)")
+	return cmd
+}
+
+func stackNamespace(flag, stack string) string {
+	if flag != "" {
+		return flag
+	}
+	return stack
+}
+
+// runSteps carries out a plan, saying what it did; it stops at the first
+// failure.
+func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) error {
+	out := cmd.OutOrStdout()
+	for _, s := range steps {
+		what := fmt.Sprintf("%s %s/%s", s.Kind, s.Namespace, s.Name)
+		switch s.Op {
+		case compose.OpApply:
+			if _, err := c.Apply(cmd.Context(), s.Object); err != nil {
+				return fmt.Errorf("applying %s: %w", what, err)
+			}
+			fmt.Fprintln(out, "applied", what)
+		case compose.OpDelete:
+			if err := c.Delete(cmd.Context(), s.Kind, s.Namespace, s.Name); err != nil {
+				return fmt.Errorf("deleting %s: %w", what, err)
+			}
+			fmt.Fprintln(out, "deleted", what)
+		}
+	}
+	return nil
+}
