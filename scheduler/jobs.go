@@ -1,0 +1,237 @@
+package scheduler
+
+import (
+	"reflect"
+	"strconv"
+
+	"github.com/legionbsd/legion"
+)
+
+// jobOwner runs a Job: completion slots (or a slot per eligible node),
+// parallelism, retries with backoff, the backoff limit and the active
+// deadline.
+func (p *planner) jobOwner(o *owner) {
+	j := o.job
+	if p.deletedJobs[j] {
+		p.ownerGone(o)
+		return
+	}
+	st := j.Status
+	if st.State == "" {
+		st.State = legion.JobRunning
+	}
+	if st.Started == nil {
+		now := p.now
+		st.Started = &now
+	}
+	failed := 0
+	var lastFail *legion.Task
+	for _, e := range o.all {
+		t := e.t
+		if s := stateOf(t); s == legion.TaskFailed || s == legion.TaskRejected {
+			failed++
+			if lastFail == nil || ended(t).After(ended(lastFail)) ||
+				(ended(t).Equal(ended(lastFail)) && t.Metadata.Name > lastFail.Metadata.Name) {
+				lastFail = t
+			}
+		}
+	}
+	st.Failed = failed
+
+	if st.State == legion.JobRunning {
+		switch {
+		case j.Spec.ActiveDeadline != nil && !p.now.Before(st.Started.Add(j.Spec.ActiveDeadline.D())):
+			p.finishJob(&st, legion.JobFailed, "ran past its activeDeadline of "+j.Spec.ActiveDeadline.String())
+		case failed > *j.Spec.BackoffLimit:
+			msg := strconv.Itoa(failed) + " tasks failed, more than its backoffLimit of " + strconv.Itoa(*j.Spec.BackoffLimit)
+			if lastFail != nil {
+				msg += "; the last, " + lastFail.Metadata.Name
+				if lastFail.Status.Message != "" {
+					msg += ": " + lastFail.Status.Message
+				} else {
+					msg += ", failed"
+				}
+			}
+			p.finishJob(&st, legion.JobFailed, msg)
+		default:
+			if j.Spec.ActiveDeadline != nil {
+				p.wake(st.Started.Add(j.Spec.ActiveDeadline.D()))
+			}
+		}
+	}
+	if st.State != legion.JobRunning {
+		for _, e := range o.all {
+			p.stop(e, "job "+string(st.State))
+		}
+	} else if o.global {
+		p.globalJob(o, &st)
+	} else {
+		p.replicatedJob(o, &st)
+	}
+
+	st.Active, st.Succeeded = 0, 0
+	for _, e := range o.all {
+		switch {
+		case live(e.t):
+			st.Active++
+		case stateOf(e.t) == legion.TaskComplete:
+			st.Succeeded++
+		}
+	}
+	if !reflect.DeepEqual(st, j.Status) {
+		out := *j
+		out.Status = st
+		p.jobOut[j] = &out
+	}
+}
+
+func (p *planner) finishJob(st *legion.JobStatus, state legion.JobState, msg string) {
+	now := p.now
+	st.State, st.Message, st.Finished = state, msg, &now
+}
+
+// slotComplete: a task in the slot completed.
+func slotComplete(s *slot) bool {
+	for _, e := range s.entries {
+		if stateOf(e.t) == legion.TaskComplete {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *planner) replicatedJob(o *owner, st *legion.JobStatus) {
+	j := o.job
+	for _, s := range sortedSlots(o.slots) {
+		if s.key < 1 || s.key > j.Spec.Completions {
+			p.retireLive(s, "not a completion slot")
+		}
+	}
+	active := 0
+	for k := 1; k <= j.Spec.Completions; k++ {
+		if s := o.slots[k]; s != nil && !slotComplete(s) && p.jobSlotLive(s) {
+			active++
+		}
+	}
+	done := 0
+	for k := 1; k <= j.Spec.Completions; k++ {
+		s := o.slot(k)
+		if slotComplete(s) {
+			done++
+			continue
+		}
+		if p.jobSlotLive(s) {
+			p.jobSlotRun(s)
+			continue
+		}
+		if active >= j.Spec.Parallelism {
+			continue
+		}
+		if p.jobRetry(o, s) {
+			active++
+		}
+	}
+	if done == j.Spec.Completions {
+		p.finishJob(st, legion.JobComplete, "")
+	}
+}
+
+func (p *planner) globalJob(o *owner, st *legion.JobStatus) {
+	p.prepare(o)
+	eligible, done := 0, 0
+	for i, n := range p.nodes {
+		s := o.byNode[n.name]
+		if s != nil && slotComplete(s) {
+			done++
+			continue
+		}
+		switch o.static[i].code {
+		case rNone:
+			eligible++
+			s = o.nodeSlot(n.name)
+			if p.jobSlotLive(s) {
+				p.jobSlotRun(s)
+				continue
+			}
+			p.jobRetry(o, s)
+		case rDown, rSuspect, rNotReady, rPaused:
+			if s != nil && p.jobSlotLive(s) {
+				eligible++ // it stays with the node
+			}
+		default:
+			if s != nil {
+				p.retireLive(s, "node "+n.name+" is no longer eligible")
+			}
+		}
+	}
+	if eligible == 0 && done > 0 {
+		p.finishJob(st, legion.JobComplete, "")
+	}
+}
+
+// jobSlotLive: the slot has a live task meant to run.
+func (p *planner) jobSlotLive(s *slot) bool {
+	for _, e := range s.entries {
+		if live(e.t) {
+			return true
+		}
+	}
+	return false
+}
+
+// jobSlotRun places a pending task and moves a task off a draining node
+// (retried elsewhere without counting as a failure).
+func (p *planner) jobSlotRun(s *slot) {
+	for _, e := range s.entries {
+		t := e.t
+		if !live(t) || t.Spec.DesiredState != legion.TaskRunning {
+			continue
+		}
+		if p.mustLeave(t) {
+			p.stop(e, "node "+t.Spec.Node+" is draining")
+			continue
+		}
+		if taint, bad := p.noExecute(e); bad {
+			p.stop(e, "evicted by taint "+taintString(taint))
+			continue
+		}
+		if stateOf(t) == legion.TaskPending && t.Spec.Placed == nil {
+			p.placeTask(e)
+		}
+	}
+}
+
+func (p *planner) noExecute(e *entry) (legion.Taint, bool) {
+	i, ok := p.nodeIdx[e.t.Spec.Node]
+	if !ok || e.t.Spec.Node == "" {
+		return legion.Taint{}, false
+	}
+	return untolerated(p.nodes[i].n, e.owner.placement.Tolerations, legion.NoExecute)
+}
+
+// jobRetry starts the slot's next task: at once after a stop or a lost
+// node, 10 s after a failure doubling per failure in a row up to 60 s.
+func (p *planner) jobRetry(o *owner, s *slot) bool {
+	failures := 0
+	if last := s.lastTerminal(); last != nil {
+		if st := stateOf(last.t); st == legion.TaskFailed || st == legion.TaskRejected {
+			failures = failuresInRow(s)
+			if last.t.Status.Permanent && last.t.Spec.PodHash == o.hash {
+				return false
+			}
+			at := ended(last.t).Add(backoff(JobRetryDelay, failures, MaxRestartDelay))
+			if at.After(p.now) {
+				p.wake(at)
+				return false
+			}
+		}
+	}
+	e := p.newTask(o, s)
+	if failures > 0 {
+		e.t.Metadata.Labels[LabelFailures] = strconv.Itoa(failures)
+	}
+	p.placeTask(e)
+	return true
+}
+
+

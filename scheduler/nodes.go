@@ -1,0 +1,282 @@
+package scheduler
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/legionbsd/legion"
+)
+
+// nodeInfo is a node as this pass sees it: its health, and what its
+// placed tasks take.
+type nodeInfo struct {
+	n     *legion.Node
+	name  string
+	state legion.NodeState
+	out   *legion.Node // the node's write, if any
+
+	used  legion.ResourceRequests
+	alloc legion.ResourceRequests
+	ports map[hostPort]int
+	tasks []*entry // tasks naming this node, live or orphaned
+}
+
+func newNodeInfo(n *legion.Node) *nodeInfo {
+	return &nodeInfo{n: n, name: n.Metadata.Name, state: n.Status.State, alloc: n.Status.Resources.Allocatable}
+}
+
+func (n *nodeInfo) availability() legion.Availability {
+	if n.n.Spec.Availability == "" {
+		return legion.AvailabilityActive
+	}
+	return n.n.Spec.Availability
+}
+
+// schedulable: ready and active, so it may get new tasks.
+func (n *nodeInfo) schedulable() bool {
+	return n.state == legion.NodeReady && n.availability() == legion.AvailabilityActive
+}
+
+func (p *planner) nodeOut(n *nodeInfo) *legion.Node {
+	if n.out == nil {
+		c := *n.n
+		n.out = &c
+	}
+	return n.out
+}
+
+// nodeHealth works out each node's state from its heartbeats: suspect
+// after three missed, down after eight; a new leader marks nothing suspect
+// before hearing from the node and nothing down within eight periods of
+// taking over.
+func (p *planner) nodeHealth() {
+	suspect := SuspectAfter * HeartbeatPeriod
+	down := DownAfter * HeartbeatPeriod
+	settleAt := p.st.LeaderSince.Add(down)
+	settled := !p.now.Before(settleAt)
+	for _, n := range p.nodes {
+		old := n.n.Status.State
+		hb, heard := p.st.Heartbeats[n.name]
+		var st legion.NodeState
+		if heard {
+			silent := p.now.Sub(hb)
+			switch {
+			case silent >= down && settled:
+				st = legion.NodeDown
+			case silent >= suspect:
+				st = legion.NodeSuspect
+				p.wake(latest(hb.Add(down), settleAt))
+			default:
+				st = legion.NodeReady
+				p.wake(hb.Add(suspect))
+			}
+		} else {
+			st = old
+			if settled {
+				st = legion.NodeDown
+			} else {
+				if st == "" {
+					st = legion.NodeUnknown
+				}
+				p.wake(settleAt)
+			}
+		}
+		n.state = st
+		if st != old {
+			p.nodeOut(n).Status.State = st
+		}
+	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// orphanLost marks the live tasks of down (or removed) nodes orphaned and
+// told to stop, in one write, so their slots are refilled at once.
+func (p *planner) orphanLost() {
+	for _, e := range p.entries {
+		t := e.t
+		if t.Spec.Node == "" || !live(t) || t.Spec.Placed == nil {
+			continue
+		}
+		i, ok := p.nodeIdx[t.Spec.Node]
+		msg := ""
+		switch {
+		case !ok:
+			msg = "node " + t.Spec.Node + " is gone"
+		case p.nodes[i].state == legion.NodeDown:
+			msg = "node " + t.Spec.Node + " is down"
+		default:
+			continue
+		}
+		t = p.mut(e)
+		t.Status.State = legion.TaskOrphaned
+		t.Status.Ready = false
+		t.Status.Message = msg
+		t.Status.Timestamp = p.now
+		t.Spec.DesiredState = legion.TaskShutdown
+	}
+}
+
+// account adds up what placed tasks take on each node and in each
+// namespace.
+func (p *planner) account() {
+	for _, e := range p.entries {
+		t := e.t
+		if t.Spec.Node == "" {
+			continue
+		}
+		i, ok := p.nodeIdx[t.Spec.Node]
+		if !ok {
+			continue
+		}
+		n := p.nodes[i]
+		if live(t) || stateOf(t) == legion.TaskOrphaned {
+			n.tasks = append(n.tasks, e)
+		}
+		if !placed(t) {
+			continue
+		}
+		p.take(e, i)
+	}
+}
+
+// take books a placed task's requests and host ports on node i, and in its
+// namespace and owner.
+func (p *planner) take(e *entry, i int) {
+	n := p.nodes[i]
+	req := e.t.Spec.Pod.Requests()
+	n.used.CPU += req.CPU
+	n.used.Memory += req.Memory
+	for _, hp := range hostPortsOf(e.owner) {
+		if n.ports == nil {
+			n.ports = map[hostPort]int{}
+		}
+		n.ports[hp]++
+	}
+	ns := p.nsOf(e.t.Metadata.Namespace)
+	ns.used.CPU += req.CPU
+	ns.used.Memory += req.Memory
+	ns.tasks++
+	e.owner.taskOn(i, 1)
+}
+
+// release is the opposite of take, for a placed task the planner stops
+// outright (never the case for tasks an agent runs: they hold their room
+// until they stop).
+func (p *planner) release(e *entry) {}
+
+func hostPortsOf(o *owner) []hostPort {
+	if o.svc == nil {
+		return nil
+	}
+	if o.prepared {
+		return o.hostPorts
+	}
+	var out []hostPort
+	for _, sp := range o.svc.Spec.Endpoint.Ports {
+		if sp.Publish == legion.PublishHost && sp.PublishedPort != 0 {
+			out = append(out, hostPort{sp.Protocol, sp.PublishedPort})
+		}
+	}
+	return out
+}
+
+// drainStatus writes where each draining node's drain stands, and clears
+// it from nodes no longer draining.
+func (p *planner) drainStatus() {
+	for _, n := range p.nodes {
+		if n.availability() != legion.AvailabilityDrain {
+			if n.n.Status.Drain != nil {
+				p.nodeOut(n).Status.Drain = nil
+			}
+			continue
+		}
+		var items []legion.DrainItem
+		reachable := n.state == legion.NodeReady
+		for _, e := range n.tasks {
+			t := e.t
+			name := t.Metadata.Namespace + "/" + t.Metadata.Name
+			if e.deleted {
+				continue
+			}
+			switch {
+			case stateOf(t) == legion.TaskOrphaned:
+				if !reachable {
+					items = append(items, legion.DrainItem{Kind: legion.KindTask, Name: name, Reason: "unconfirmed"})
+				}
+			case !live(t):
+			case !reachable:
+				items = append(items, legion.DrainItem{Kind: legion.KindTask, Name: name, Reason: "unreachable"})
+			case t.Spec.DesiredState != legion.TaskRunning:
+				items = append(items, legion.DrainItem{Kind: legion.KindTask, Name: name, Reason: "stopping"})
+			default:
+				r := e.drainReason
+				if r == "" {
+					r = "waiting to be moved"
+				}
+				items = append(items, legion.DrainItem{Kind: legion.KindTask, Name: name, Reason: r})
+			}
+		}
+		slices.SortFunc(items, func(a, b legion.DrainItem) int { return strings.Compare(a.Name, b.Name) })
+		ds := &legion.DrainStatus{State: legion.DrainDraining, Remaining: items}
+		switch {
+		case len(items) == 0:
+			ds.State = legion.DrainCompleted
+		case !reachable:
+			ds.State = legion.DrainBlocked
+		}
+		if !sameDrain(n.n.Status.Drain, ds) {
+			p.nodeOut(n).Status.Drain = ds
+		}
+	}
+}
+
+func sameDrain(a, b *legion.DrainStatus) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.State == b.State && slices.Equal(a.Remaining, b.Remaining)
+}
+
+// taints: the node's taints the owner does not tolerate, by effect.
+func untolerated(n *legion.Node, tol []legion.Toleration, effect legion.TaintEffect) (legion.Taint, bool) {
+	for _, t := range n.Spec.Taints {
+		if t.Effect != effect {
+			continue
+		}
+		if !tolerates(tol, t) {
+			return t, true
+		}
+	}
+	return legion.Taint{}, false
+}
+
+func tolerates(tol []legion.Toleration, t legion.Taint) bool {
+	for _, x := range tol {
+		if x.Key != t.Key {
+			continue
+		}
+		if x.Value != "" && x.Value != t.Value {
+			continue
+		}
+		if x.Effect != "" && x.Effect != t.Effect {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+func taintString(t legion.Taint) string {
+	s := t.Key
+	if t.Value != "" {
+		s += "=" + t.Value
+	}
+	return s + ":" + string(t.Effect)
+}

@@ -1,0 +1,268 @@
+package scheduler
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/legionbsd/legion"
+)
+
+// owner is a Service or Job (or a missing owner's leftovers) with its tasks
+// filed by slot, and what placement needs of it, worked out on first use.
+type owner struct {
+	key       ownerKey
+	svc       *legion.Service
+	job       *legion.Job
+	pod       *legion.PodSpec
+	placement *legion.Placement
+	global    bool
+	stateful  bool
+	hash      string
+	gen       uint64
+
+	slots  map[int]*slot    // replicated, stateful, replicated jobs
+	byNode map[string]*slot // global services and jobs
+	all    []*entry
+
+	// Placement data, built by prepare.
+	prepared   bool
+	requests   legion.ResourceRequests
+	hostPorts  []hostPort
+	static     []staticResult // per node index
+	candidates []int          // node indexes passing the static filters
+	nodeCount  []int32        // live tasks of this owner per node index
+	spread     []spreadLevel
+	antiReq    []*owner // owners whose tasks it must avoid
+	antiPref   []*owner
+	affPref    []*owner
+	wrong      []legion.Platform
+	// failMsg caches why a task of this owner could not be placed this
+	// pass: placements only take room, so the next one fails too.
+	failMsg string
+	// message collects what the owner's status should say.
+	messages []string
+}
+
+type hostPort struct {
+	proto legion.Protocol
+	port  int
+}
+
+func newServiceOwner(s *legion.Service) *owner {
+	o := &owner{
+		key: ownerKey{legion.KindService, s.Metadata.Namespace, s.Metadata.Name},
+		svc: s, pod: &s.Spec.Pod, placement: &s.Spec.Placement,
+		global: s.Spec.Mode == legion.ModeGlobal, stateful: s.Spec.Mode == legion.ModeStateful,
+		gen: s.Metadata.Generation,
+	}
+	o.hash = podHash(&s.Spec.Pod)
+	o.init()
+	return o
+}
+
+func newJobOwner(j *legion.Job) *owner {
+	o := &owner{
+		key: ownerKey{legion.KindJob, j.Metadata.Namespace, j.Metadata.Name},
+		job: j, pod: &j.Spec.Pod, placement: &j.Spec.Placement,
+		global: j.Spec.Mode == legion.JobGlobal, gen: j.Metadata.Generation,
+	}
+	o.hash = podHash(&j.Spec.Pod)
+	o.init()
+	return o
+}
+
+func (o *owner) init() {
+	o.slots = map[int]*slot{}
+	o.byNode = map[string]*slot{}
+}
+
+// podHash identifies a pod spec, to tell current tasks from outdated ones.
+func podHash(p *legion.PodSpec) string {
+	b, err := json.Marshal(p)
+	if err != nil {
+		// A PodSpec always marshals; fall back to something stable.
+		b = []byte(err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+func (o *owner) add(e *entry) {
+	if o.slots == nil {
+		o.init()
+	}
+	o.all = append(o.all, e)
+	var s *slot
+	if o.global || (o.svc == nil && o.job == nil && e.t.Spec.Slot == 0 && e.t.Spec.Node != "") {
+		s = o.byNode[e.t.Spec.Node]
+		if s == nil {
+			s = &slot{node: e.t.Spec.Node}
+			o.byNode[e.t.Spec.Node] = s
+		}
+	} else {
+		s = o.slots[e.t.Spec.Slot]
+		if s == nil {
+			s = &slot{key: e.t.Spec.Slot}
+			o.slots[e.t.Spec.Slot] = s
+		}
+	}
+	s.entries = append(s.entries, e)
+	s.maxNum = max(s.maxNum, e.num)
+	e.slot = s
+}
+
+func (o *owner) sortSlots() {
+	for _, s := range o.slots {
+		slices.SortFunc(s.entries, byNum)
+	}
+	for _, s := range o.byNode {
+		slices.SortFunc(s.entries, byNum)
+	}
+}
+
+func byNum(a, b *entry) int {
+	if c := cmp.Compare(a.num, b.num); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.t.Metadata.Name, b.t.Metadata.Name)
+}
+
+func (o *owner) slot(key int) *slot {
+	s := o.slots[key]
+	if s == nil {
+		s = &slot{key: key}
+		o.slots[key] = s
+	}
+	return s
+}
+
+func (o *owner) nodeSlot(node string) *slot {
+	s := o.byNode[node]
+	if s == nil {
+		s = &slot{node: node}
+		o.byNode[node] = s
+	}
+	return s
+}
+
+// sortedNodeSlots returns the global slots by node name.
+func (o *owner) sortedNodeSlots() []*slot {
+	out := make([]*slot, 0, len(o.byNode))
+	for _, s := range o.byNode {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *slot) int { return cmp.Compare(a.node, b.node) })
+	return out
+}
+
+// liveEntries returns the slot's live tasks, and of them the last one
+// meant to run.
+func (s *slot) lastTerminal() *entry {
+	for i := len(s.entries) - 1; i >= 0; i-- {
+		if e := s.entries[i]; !e.deleted && !live(e.t) {
+			return e
+		}
+	}
+	return nil
+}
+
+// newTask makes the slot's next task, pending and unplaced.
+func (p *planner) newTask(o *owner, s *slot) *entry {
+	num := s.maxNum + 1
+	s.maxNum = num
+	var name string
+	if o.global {
+		name = o.key.name + "-" + s.node + "-" + strconv.Itoa(num)
+	} else {
+		name = o.key.name + "-" + strconv.Itoa(s.key) + "-" + strconv.Itoa(num)
+	}
+	t := &legion.Task{
+		Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+			Metadata: legion.Metadata{Name: name, Namespace: o.key.ns}},
+		Spec: legion.TaskSpec{
+			Owner:           legion.Owner{Kind: o.key.kind, Name: o.key.name},
+			Slot:            s.key,
+			Node:            s.node,
+			DesiredState:    legion.TaskRunning,
+			Pod:             *o.pod,
+			OwnerGeneration: o.gen,
+			PodHash:         o.hash,
+		},
+		Status: legion.TaskStatus{State: legion.TaskPending, Timestamp: p.now},
+	}
+	if o.job != nil {
+		t.Metadata.Labels = map[string]string{LabelJob: o.key.name}
+		t.Spec.Job = true
+		if o.job.Status.Images != nil && o.job.Status.Images.PodHash == o.hash {
+			t.Spec.Images = o.job.Status.Images.Digests
+		}
+	} else {
+		t.Metadata.Labels = map[string]string{LabelService: o.key.name}
+		if im := o.svc.Status.Images; im != nil && im.PodHash == o.hash {
+			t.Spec.Images = im.Digests
+		}
+	}
+	if o.stateful {
+		t.Spec.Hostname = o.key.name + "-" + strconv.Itoa(s.key)
+	}
+	if vols := p.taskVolumes(o, s.key); vols != nil {
+		t.Spec.Volumes = vols
+	}
+	if o.global {
+		// A global task names its node from the start; the slot is 0.
+		t.Spec.Slot = 0
+	}
+	e := &entry{orig: t, t: t, num: num, owner: o, slot: s, created: true}
+	s.entries = append(s.entries, e)
+	o.all = append(o.all, e)
+	p.entries = append(p.entries, e)
+	return e
+}
+
+// failuresInRow counts the failed tasks at the end of the slot's history,
+// carried past the history kept by LabelFailures.
+func failuresInRow(s *slot) int {
+	n := 0
+	for i := len(s.entries) - 1; i >= 0; i-- {
+		t := s.entries[i].t
+		if live(t) {
+			continue
+		}
+		st := stateOf(t)
+		if st != legion.TaskFailed && st != legion.TaskRejected {
+			return n
+		}
+		if v, ok := t.Metadata.Labels[LabelFailures]; ok {
+			if k, err := strconv.Atoi(v); err == nil {
+				return n + k + 1
+			}
+		}
+		n++
+	}
+	return n
+}
+
+// backoff is base doubled per failure in a row after the first, capped.
+func backoff(base time.Duration, failures int, limit time.Duration) time.Duration {
+	if base <= 0 {
+		base = time.Second
+	}
+	d := base
+	for i := 1; i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// ended is when a terminal task stopped.
+func ended(t *legion.Task) time.Time {
+	if t.Status.Finished != nil {
+		return *t.Status.Finished
+	}
+	return t.Status.Timestamp
+}

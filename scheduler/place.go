@@ -1,0 +1,617 @@
+package scheduler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/legionbsd/legion"
+)
+
+// reason is why a node cannot take a task; the order is the order of the
+// filters (3.5), so a node is counted under the first it fails.
+type reason uint8
+
+const (
+	rNone reason = iota
+	rDown
+	rSuspect
+	rNotReady
+	rPaused
+	rDraining
+	rPlatformConstraint
+	rWrongPlatform
+	rNoLimits
+	rCPU
+	rMemory
+	rConstraint
+	rTaint
+	rAntiAffinity
+	rPort
+	rVolume
+)
+
+// staticResult is what the filters that depend only on the node and the
+// owner say of one node.
+type staticResult struct {
+	code     reason
+	idx      int16 // the constraint or taint that failed
+	preferNo bool  // an untolerated PreferNoSchedule taint
+}
+
+type spreadLevel struct {
+	group  []int32 // node index -> group
+	counts []int32 // group -> the owner's tasks in it
+}
+
+// taskOn counts the owner's tasks per node (and per spread group).
+func (o *owner) taskOn(i int, delta int32) {
+	if o.nodeCount == nil {
+		return // sized by prepare; accounting before it is replayed there
+	}
+	o.nodeCount[i] += delta
+	for _, l := range o.spread {
+		l.counts[l.group[i]] += delta
+	}
+}
+
+// prepare works out what placement needs of an owner, once per pass.
+func (p *planner) prepare(o *owner) {
+	if o.prepared {
+		return
+	}
+	o.prepared = true
+	o.requests = o.pod.Requests()
+	o.hostPorts = nil
+	if o.svc != nil {
+		for _, sp := range o.svc.Spec.Endpoint.Ports {
+			if sp.Publish == legion.PublishHost && sp.PublishedPort != 0 {
+				o.hostPorts = append(o.hostPorts, hostPort{sp.Protocol, sp.PublishedPort})
+			}
+		}
+	}
+	o.nodeCount = make([]int32, len(p.nodes))
+	for _, e := range o.all {
+		if placed(e.t) {
+			if i, ok := p.nodeIdx[e.t.Spec.Node]; ok {
+				o.nodeCount[i]++
+			}
+		}
+	}
+	o.wrong = wrongPlatforms(o)
+	cons, _ := legion.ParseConstraints(o.placement.Constraints)
+	hasLimits := o.pod.HasLimits()
+	o.static = make([]staticResult, len(p.nodes))
+	o.candidates = o.candidates[:0]
+	for i, n := range p.nodes {
+		r := p.staticFilter(o, n, cons, hasLimits)
+		o.static[i] = r
+		if r.code == rNone {
+			o.candidates = append(o.candidates, i)
+		}
+	}
+	for _, pref := range o.placement.Preferences {
+		key := strings.TrimPrefix(pref.Spread, "node.labels.")
+		l := spreadLevel{group: make([]int32, len(p.nodes))}
+		ids := map[string]int32{}
+		var prev []int32
+		if len(o.spread) > 0 {
+			prev = o.spread[len(o.spread)-1].group
+		}
+		for i, n := range p.nodes {
+			v, ok := n.n.Metadata.Labels[key]
+			path := "\x01"
+			if ok {
+				path = "=" + v
+			}
+			if prev != nil {
+				path = strconv.Itoa(int(prev[i])) + path
+			}
+			id, seen := ids[path]
+			if !seen {
+				id = int32(len(ids))
+				ids[path] = id
+			}
+			l.group[i] = id
+		}
+		l.counts = make([]int32, len(ids))
+		for i, c := range o.nodeCount {
+			l.counts[l.group[i]] += c
+		}
+		o.spread = append(o.spread, l)
+	}
+	if o.svc != nil {
+		o.antiReq, o.antiPref = nil, nil
+		for _, term := range o.placement.AntiAffinity {
+			for _, other := range p.servicesByNS[o.key.ns] {
+				if legion.MatchLabels(term.Services, other.svc.Metadata.Labels) {
+					p.prepareCounts(other)
+					if term.Required {
+						o.antiReq = append(o.antiReq, other)
+					} else {
+						o.antiPref = append(o.antiPref, other)
+					}
+				}
+			}
+		}
+		for _, term := range o.placement.Affinity {
+			for _, other := range p.servicesByNS[o.key.ns] {
+				if legion.MatchLabels(term.Services, other.svc.Metadata.Labels) {
+					p.prepareCounts(other)
+					o.affPref = append(o.affPref, other)
+				}
+			}
+		}
+	}
+}
+
+// prepareCounts makes sure another owner's per-node counts exist, for
+// affinity terms naming it.
+func (p *planner) prepareCounts(o *owner) {
+	if o.nodeCount != nil {
+		return
+	}
+	o.nodeCount = make([]int32, len(p.nodes))
+	for _, e := range o.all {
+		if placed(e.t) {
+			if i, ok := p.nodeIdx[e.t.Spec.Node]; ok {
+				o.nodeCount[i]++
+			}
+		}
+	}
+}
+
+func (p *planner) staticFilter(o *owner, n *nodeInfo, cons []legion.Constraint, hasLimits bool) staticResult {
+	var r staticResult
+	switch n.state {
+	case legion.NodeDown:
+		r.code = rDown
+	case legion.NodeSuspect:
+		r.code = rSuspect
+	case legion.NodeReady:
+	default:
+		r.code = rNotReady
+	}
+	if r.code == rNone {
+		switch n.availability() {
+		case legion.AvailabilityPause:
+			r.code = rPaused
+		case legion.AvailabilityDrain:
+			r.code = rDraining
+		}
+	}
+	if r.code != rNone {
+		return r
+	}
+	for i, c := range cons {
+		if strings.HasPrefix(c.Attr, "node.platform.") && !c.Eval(n.n) {
+			return staticResult{code: rPlatformConstraint, idx: int16(i)}
+		}
+	}
+	pl := n.n.Status.Platform
+	for _, w := range o.wrong {
+		if w.OS == pl.OS && w.Arch == pl.Arch && w.Linux == pl.Linux {
+			return staticResult{code: rWrongPlatform}
+		}
+	}
+	if hasLimits && pl.NoLimits {
+		return staticResult{code: rNoLimits}
+	}
+	for i, c := range cons {
+		if !strings.HasPrefix(c.Attr, "node.platform.") && !c.Eval(n.n) {
+			return staticResult{code: rConstraint, idx: int16(i)}
+		}
+	}
+	for i, t := range n.n.Spec.Taints {
+		switch t.Effect {
+		case legion.NoSchedule, legion.NoExecute:
+			if !tolerates(o.placement.Tolerations, t) {
+				return staticResult{code: rTaint, idx: int16(i)}
+			}
+		case legion.PreferNoSchedule:
+			if !tolerates(o.placement.Tolerations, t) {
+				r.preferNo = true
+			}
+		}
+	}
+	return r
+}
+
+// wrongPlatforms lists the platforms a task of the owner, running the same
+// images as its pod now, was rejected on and is still in its history.
+func wrongPlatforms(o *owner) []legion.Platform {
+	var out []legion.Platform
+	var images string
+	for _, e := range o.all {
+		t := e.t
+		if t.Status.WrongPlatform == nil || e.deleted {
+			continue
+		}
+		if images == "" {
+			images = imageSet(o.pod)
+		}
+		if imageSet(&t.Spec.Pod) != images {
+			continue
+		}
+		if !slices.Contains(out, *t.Status.WrongPlatform) {
+			out = append(out, *t.Status.WrongPlatform)
+		}
+	}
+	return out
+}
+
+func imageSet(p *legion.PodSpec) string {
+	var imgs []string
+	for _, c := range p.AllContainers() {
+		imgs = append(imgs, c.Image)
+	}
+	slices.Sort(imgs)
+	imgs = slices.Compact(imgs)
+	return strings.Join(imgs, " ")
+}
+
+// quotaMessage says how placing a task with req would go over its
+// namespace's quota, or "" when it fits.
+func (p *planner) quotaMessage(ns string, req legion.ResourceRequests) string {
+	n := p.nsOf(ns)
+	q := n.quota
+	if q == nil {
+		return ""
+	}
+	pre := "over the quota of namespace " + ns + ": "
+	if q.CPU != nil && n.used.CPU+req.CPU > *q.CPU {
+		return pre + "cpu " + (n.used.CPU + req.CPU).String() + " of " + q.CPU.String()
+	}
+	if q.Memory != nil && n.used.Memory+req.Memory > *q.Memory {
+		return pre + "memory " + (n.used.Memory + req.Memory).String() + " of " + q.Memory.String()
+	}
+	if q.Tasks != nil && n.tasks+1 > *q.Tasks {
+		return pre + "tasks " + strconv.Itoa(n.tasks+1) + " of " + strconv.Itoa(*q.Tasks)
+	}
+	return ""
+}
+
+// placeTask finds the task of e a node, books it there and marks it
+// assigned; when no node will do it stays pending with the reasons.
+func (p *planner) placeTask(e *entry) bool {
+	o := e.owner
+	p.prepare(o)
+	t := e.t
+	if msg := p.quotaMessage(t.Metadata.Namespace, o.requests); msg != "" {
+		p.pend(e, msg)
+		return false
+	}
+	fixed := -1
+	if o.global {
+		i, ok := p.nodeIdx[t.Spec.Node]
+		if !ok {
+			p.pend(e, "node "+t.Spec.Node+" is gone")
+			return false
+		}
+		fixed = i
+	}
+	volNode, volMsg := p.volumeNode(e)
+	if volMsg != "" {
+		p.pend(e, volMsg)
+		return false
+	}
+	general := fixed < 0 && volNode == ""
+	if general && o.failMsg != "" {
+		p.pend(e, o.failMsg)
+		return false
+	}
+	avoid := failedStartNodes(e.slot)
+	best := -1
+	var bs score
+	try := func(i int) {
+		if !p.fits(o, i, volNode) {
+			return
+		}
+		s := p.score(o, i)
+		s.failed = avoid[p.nodes[i].name]
+		if best < 0 || s.less(&bs, len(o.spread)) {
+			best, bs = i, s
+		}
+	}
+	if fixed >= 0 {
+		if o.static[fixed].code == rNone {
+			try(fixed)
+		}
+	} else {
+		for _, i := range o.candidates {
+			try(i)
+		}
+	}
+	if best < 0 {
+		msg := p.whyNot(o, fixed, volNode)
+		if general {
+			o.failMsg = msg
+		}
+		p.pend(e, msg)
+		return false
+	}
+	t = p.mut(e)
+	t.Spec.Node = p.nodes[best].name
+	now := p.now
+	t.Spec.Placed = &now
+	t.Status.State = legion.TaskAssigned
+	t.Status.Message = ""
+	t.Status.Timestamp = p.now
+	p.take(e, best)
+	return true
+}
+
+// pend keeps a task pending with msg.
+func (p *planner) pend(e *entry, msg string) {
+	if stateOf(e.t) == legion.TaskPending && e.t.Status.Message == msg {
+		return
+	}
+	t := p.mut(e)
+	t.Status.State = legion.TaskPending
+	t.Status.Message = msg
+}
+
+func (p *planner) fits(o *owner, i int, volNode string) bool {
+	n := p.nodes[i]
+	if volNode != "" && n.name != volNode {
+		return false
+	}
+	if r := o.requests; r.CPU > 0 || r.Memory > 0 {
+		if (r.CPU > 0 && n.used.CPU+r.CPU > n.alloc.CPU) || (r.Memory > 0 && n.used.Memory+r.Memory > n.alloc.Memory) {
+			return false
+		}
+	}
+	for _, a := range o.antiReq {
+		if a.nodeCount[i] > 0 {
+			return false
+		}
+	}
+	for _, hp := range o.hostPorts {
+		if n.ports[hp] > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+type score struct {
+	preferNo bool
+	spread   [4]int32
+	count    int32
+	failed   bool // the slot's recent task failed to start there
+	load     float64
+	affinity int32
+	idx      int
+}
+
+func (p *planner) score(o *owner, i int) score {
+	n := p.nodes[i]
+	s := score{preferNo: o.static[i].preferNo, count: o.nodeCount[i], idx: i}
+	for l := 0; l < len(o.spread) && l < len(s.spread); l++ {
+		s.spread[l] = o.spread[l].counts[o.spread[l].group[i]]
+	}
+	if n.alloc.CPU > 0 {
+		s.load += float64(n.used.CPU+o.requests.CPU) / float64(n.alloc.CPU)
+	}
+	if n.alloc.Memory > 0 {
+		s.load += float64(n.used.Memory+o.requests.Memory) / float64(n.alloc.Memory)
+	}
+	for _, a := range o.antiPref {
+		s.affinity += a.nodeCount[i]
+	}
+	for _, a := range o.affPref {
+		s.affinity -= a.nodeCount[i]
+	}
+	return s
+}
+
+// less orders nodes: no untolerated PreferNoSchedule taint, then the
+// spread preferences level by level, then fewest tasks of the owner, then
+// not where the slot just failed to start, then
+// least requested, then preferred (anti-)affinity, then name.
+func (s *score) less(b *score, levels int) bool {
+	if s.preferNo != b.preferNo {
+		return !s.preferNo
+	}
+	for l := 0; l < levels && l < len(s.spread); l++ {
+		if s.spread[l] != b.spread[l] {
+			return s.spread[l] < b.spread[l]
+		}
+	}
+	if s.count != b.count {
+		return s.count < b.count
+	}
+	if s.failed != b.failed {
+		return !s.failed
+	}
+	if s.load != b.load {
+		return s.load < b.load
+	}
+	if s.affinity != b.affinity {
+		return s.affinity < b.affinity
+	}
+	return s.idx < b.idx
+}
+
+// failedStartNodes lists the nodes where the slot's last tasks failed
+// before they started, so a retry goes elsewhere when another node does as
+// well (a bad node should not take every retry).
+func failedStartNodes(s *slot) map[string]bool {
+	if s == nil {
+		return nil
+	}
+	var out map[string]bool
+	seen := 0
+	for i := len(s.entries) - 1; i >= 0 && seen < FailedStartsInRow; i-- {
+		t := s.entries[i].t
+		if live(t) {
+			continue
+		}
+		seen++
+		if st := stateOf(t); (st == legion.TaskFailed || st == legion.TaskRejected) && t.Status.Started == nil && t.Spec.Node != "" {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[t.Spec.Node] = true
+		}
+	}
+	return out
+}
+
+// whyNot counts, per reason, the nodes that cannot take the owner's task,
+// each under the first filter it fails.
+func (p *planner) whyNot(o *owner, fixed int, volNode string) string {
+	counts := map[string]int{}
+	singular := map[string]string{}
+	check := func(i int) {
+		key, one := p.firstFailure(o, i, volNode)
+		counts[key]++
+		singular[key] = one
+	}
+	if fixed >= 0 {
+		check(fixed)
+	} else {
+		for i := range p.nodes {
+			check(i)
+		}
+	}
+	if len(counts) == 0 {
+		return "no node can run it: there are no nodes"
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		if counts[k] == 1 {
+			parts[i] = "1 node " + singular[k]
+		} else {
+			parts[i] = strconv.Itoa(counts[k]) + " nodes " + k
+		}
+	}
+	return "no node can run it: " + strings.Join(parts, ", ")
+}
+
+// firstFailure names the first filter node i fails for the owner, in the
+// plural and singular.
+func (p *planner) firstFailure(o *owner, i int, volNode string) (plural, singular string) {
+	n := p.nodes[i]
+	st := o.static[i]
+	cons := o.placement.Constraints
+	switch st.code {
+	case rDown:
+		return "are down", "is down"
+	case rSuspect:
+		return "are suspect", "is suspect"
+	case rNotReady:
+		return "are not ready", "is not ready"
+	case rPaused:
+		return "are paused", "is paused"
+	case rDraining:
+		return "are draining", "is draining"
+	case rPlatformConstraint:
+		return "fail " + cons[st.idx], "fails " + cons[st.idx]
+	case rWrongPlatform:
+		pl := n.n.Status.Platform
+		what := pl.OS + "/" + pl.Arch
+		return "have no image for its platform " + what, "has no image for its platform " + what
+	case rNoLimits:
+		return "cannot enforce limits (racct off)", "cannot enforce limits (racct off)"
+	}
+	r := o.requests
+	if r.CPU > 0 && n.used.CPU+r.CPU > n.alloc.CPU {
+		return "have too little cpu", "has too little cpu"
+	}
+	if r.Memory > 0 && n.used.Memory+r.Memory > n.alloc.Memory {
+		return "have too little memory", "has too little memory"
+	}
+	switch st.code {
+	case rConstraint:
+		return "fail " + cons[st.idx], "fails " + cons[st.idx]
+	case rTaint:
+		ts := taintString(n.n.Spec.Taints[st.idx])
+		return "have untolerated taint " + ts, "has untolerated taint " + ts
+	}
+	for _, a := range o.antiReq {
+		if a.nodeCount[i] > 0 {
+			return "run tasks it must avoid", "runs tasks it must avoid"
+		}
+	}
+	for _, hp := range o.hostPorts {
+		if n.ports[hp] > 0 {
+			s := fmt.Sprintf("host port %d/%s in use", hp.port, hp.proto)
+			return "have " + s, "has " + s
+		}
+	}
+	if volNode != "" && n.name != volNode {
+		s := "the node holding its volume, " + volNode
+		return "are not " + s, "is not " + s
+	}
+	return "are busy", "is busy"
+}
+
+// taskVolumes resolves the pod's volumes to Volume objects: a claim to the
+// ordinal's own <claim>-<service>-<n>.
+func (p *planner) taskVolumes(o *owner, ordinal int) map[string]string {
+	var out map[string]string
+	for _, v := range o.pod.Volumes {
+		name := ""
+		switch {
+		case v.Volume != nil:
+			name = v.Volume.Name
+		case v.Claim != nil:
+			name = claimName(v.Name, o.key.name, ordinal)
+		default:
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[v.Name] = name
+	}
+	return out
+}
+
+func claimName(claim, svc string, ordinal int) string {
+	return claim + "-" + svc + "-" + strconv.Itoa(ordinal)
+}
+
+// volumeNode is the node holding the (ZFS) Volumes the task mounts, which
+// it must go to, or why it cannot go anywhere yet.
+func (p *planner) volumeNode(e *entry) (node, msg string) {
+	names := make([]string, 0, len(e.t.Spec.Volumes))
+	for _, v := range e.t.Spec.Volumes {
+		names = append(names, v)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v := p.volumes[nsName{e.t.Metadata.Namespace, name}]
+		if v == nil || v.Spec.Driver != legion.DriverZFS {
+			continue
+		}
+		if v.Status.Migration != nil {
+			return "", "volume " + name + " is moving"
+		}
+		at := v.Status.Node
+		if at == "" {
+			at = v.Spec.Node
+		}
+		if at == "" {
+			continue
+		}
+		if node != "" && node != at {
+			return "", "its volumes are on different nodes: " + node + " and " + at
+		}
+		node = at
+	}
+	return node, ""
+}

@@ -1,0 +1,294 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/legionbsd/legion"
+)
+
+// Plan computes the writes that converge the snapshot at time now. It is
+// pure and deterministic: it changes nothing it is given and the same
+// input always gives the same result.
+func Plan(state State, now time.Time) Result {
+	p := newPlanner(&state, now)
+	p.nodeHealth()
+	p.indexTasks()
+	p.orphanLost()
+	p.account()
+	p.cronJobs()
+	for _, o := range p.ownerList {
+		switch {
+		case o.svc != nil:
+			p.service(o)
+		case o.job != nil:
+			p.jobOwner(o)
+		default:
+			p.ownerGone(o)
+		}
+	}
+	p.drainStatus()
+	return p.finish()
+}
+
+// planner holds one pass's indexes and the writes made so far.
+type planner struct {
+	st  *State
+	now time.Time
+	res Result
+
+	nodes   []*nodeInfo // by name
+	nodeIdx map[string]int
+
+	owners    map[ownerKey]*owner
+	ownerList []*owner // services by namespace/name, then jobs, then tasks' missing owners
+	entries   []*entry
+	ns        map[string]*nsInfo
+	volumes   map[nsName]*legion.Volume
+	// servicesByNS lists the services of each namespace, for affinity terms.
+	servicesByNS map[string][]*owner
+
+	svcOut map[*legion.Service]*legion.Service
+	jobOut map[*legion.Job]*legion.Job
+
+	usageIdx    map[nsName]Usage
+	deletedJobs map[*legion.Job]bool
+}
+
+type nsName struct{ ns, name string }
+
+type ownerKey struct {
+	kind     legion.Kind
+	ns, name string
+}
+
+// entry is one task as this pass sees it: t is the task as it will be
+// stored (orig unless the pass changed it).
+type entry struct {
+	orig, t *legion.Task
+	num     int
+	owner   *owner
+	slot    *slot
+	created bool
+	deleted bool
+	// drainReason says why a task on a draining node has not left yet.
+	drainReason string
+}
+
+// slot is one of an owner's slots: its tasks by task number.
+type slot struct {
+	key     int    // replicated: 1..n; stateful: ordinal; job: completion slot
+	node    string // global: the node
+	entries []*entry
+	maxNum  int
+}
+
+type nsInfo struct {
+	quota *legion.Quota
+	used  legion.ResourceRequests
+	tasks int
+}
+
+func newPlanner(st *State, now time.Time) *planner {
+	p := &planner{
+		st: st, now: now,
+		nodeIdx:      make(map[string]int, len(st.Nodes)),
+		owners:       make(map[ownerKey]*owner, len(st.Services)+len(st.Jobs)),
+		ns:           make(map[string]*nsInfo, len(st.Namespaces)),
+		volumes:      make(map[nsName]*legion.Volume, len(st.Volumes)),
+		servicesByNS: map[string][]*owner{},
+		svcOut:       map[*legion.Service]*legion.Service{},
+		jobOut:       map[*legion.Job]*legion.Job{},
+	}
+	nodes := slices.Clone(st.Nodes)
+	slices.SortFunc(nodes, func(a, b *legion.Node) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	for i, n := range nodes {
+		p.nodes = append(p.nodes, newNodeInfo(n))
+		p.nodeIdx[n.Metadata.Name] = i
+	}
+	for _, n := range st.Namespaces {
+		p.ns[n.Metadata.Name] = &nsInfo{quota: n.Spec.Quota}
+	}
+	for _, v := range st.Volumes {
+		p.volumes[nsName{v.Metadata.Namespace, v.Metadata.Name}] = v
+	}
+	svcs := slices.Clone(st.Services)
+	slices.SortFunc(svcs, func(a, b *legion.Service) int { return compareMeta(&a.Metadata, &b.Metadata) })
+	for _, s := range svcs {
+		o := newServiceOwner(s)
+		p.owners[o.key] = o
+		p.ownerList = append(p.ownerList, o)
+		p.servicesByNS[o.key.ns] = append(p.servicesByNS[o.key.ns], o)
+	}
+	jobs := slices.Clone(st.Jobs)
+	slices.SortFunc(jobs, func(a, b *legion.Job) int { return compareMeta(&a.Metadata, &b.Metadata) })
+	for _, j := range jobs {
+		o := newJobOwner(j)
+		p.owners[o.key] = o
+		p.ownerList = append(p.ownerList, o)
+	}
+	return p
+}
+
+func compareMeta(a, b *legion.Metadata) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+func (p *planner) nsOf(name string) *nsInfo {
+	n := p.ns[name]
+	if n == nil {
+		n = &nsInfo{}
+		p.ns[name] = n
+	}
+	return n
+}
+
+// indexTasks files every task under its owner and slot. Tasks whose owner
+// is gone get an owner record of their own, so they are stopped and
+// deleted.
+func (p *planner) indexTasks() {
+	tasks := slices.Clone(p.st.Tasks)
+	slices.SortFunc(tasks, func(a, b *legion.Task) int { return compareMeta(&a.Metadata, &b.Metadata) })
+	p.entries = make([]*entry, 0, len(tasks))
+	var orphans []*owner
+	for _, t := range tasks {
+		k := ownerKey{t.Spec.Owner.Kind, t.Metadata.Namespace, t.Spec.Owner.Name}
+		o := p.owners[k]
+		if o == nil {
+			o = &owner{key: k}
+			p.owners[k] = o
+			orphans = append(orphans, o)
+		}
+		e := &entry{orig: t, t: t, num: taskNumber(t.Metadata.Name), owner: o}
+		p.entries = append(p.entries, e)
+		o.add(e)
+	}
+	p.ownerList = append(p.ownerList, orphans...)
+	for _, o := range p.ownerList {
+		o.sortSlots()
+	}
+}
+
+// taskNumber reads n from a task named <owner>-<slot>-<n>.
+func taskNumber(name string) int {
+	i := strings.LastIndexByte(name, '-')
+	if i < 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(name[i+1:])
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// mut returns the task of e for changing, copying it on first change.
+func (p *planner) mut(e *entry) *legion.Task {
+	if e.t == e.orig && !e.created {
+		c := *e.orig
+		e.t = &c
+	}
+	return e.t
+}
+
+func stateOf(t *legion.Task) legion.TaskState {
+	if t.Status.State == "" {
+		return legion.TaskPending
+	}
+	return t.Status.State
+}
+
+func live(t *legion.Task) bool { return !stateOf(t).Terminal() }
+
+// placed reports whether the task holds resources on its node.
+func placed(t *legion.Task) bool { return t.Spec.Node != "" && t.Spec.Placed != nil && live(t) }
+
+// stop tells a task to stop. A task never sent to a node is stopped at
+// once, as no agent will report on it.
+func (p *planner) stop(e *entry, msg string) {
+	t := e.t
+	if !live(t) || t.Spec.DesiredState == legion.TaskShutdown {
+		return
+	}
+	t = p.mut(e)
+	t.Spec.DesiredState = legion.TaskShutdown
+	if t.Spec.Placed == nil {
+		p.release(e) // no-op for unplaced tasks, kept for symmetry
+		t.Status.State = legion.TaskShutdown
+		t.Status.Timestamp = p.now
+		t.Status.Message = msg
+	} else if msg != "" && t.Status.Message != msg && stateOf(t) == legion.TaskPending {
+		t.Status.Message = msg
+	}
+}
+
+// remove deletes a terminal task.
+func (p *planner) remove(e *entry) {
+	if !e.deleted && !e.created {
+		e.deleted = true
+	}
+}
+
+func (p *planner) wake(t time.Time) {
+	if !t.After(p.now) {
+		t = p.now.Add(time.Millisecond)
+	}
+	if p.res.NextWake.IsZero() || t.Before(p.res.NextWake) {
+		p.res.NextWake = t
+	}
+}
+
+// finish collects the writes, sorted.
+func (p *planner) finish() Result {
+	for _, e := range p.entries {
+		switch {
+		case e.created:
+			p.res.CreateTasks = append(p.res.CreateTasks, e.t)
+		case e.deleted:
+			p.res.DeleteTasks = append(p.res.DeleteTasks, e.orig)
+		case e.t != e.orig:
+			p.res.UpdateTasks = append(p.res.UpdateTasks, e.t)
+		}
+	}
+	for _, n := range p.nodes {
+		if n.out != nil {
+			p.res.UpdateNodes = append(p.res.UpdateNodes, n.out)
+		}
+	}
+	for _, s := range p.svcOut {
+		p.res.UpdateServices = append(p.res.UpdateServices, s)
+	}
+	for _, j := range p.jobOut {
+		p.res.UpdateJobs = append(p.res.UpdateJobs, j)
+	}
+	byTask := func(a, b *legion.Task) int { return compareMeta(&a.Metadata, &b.Metadata) }
+	slices.SortFunc(p.res.CreateTasks, byTask)
+	slices.SortFunc(p.res.UpdateTasks, byTask)
+	slices.SortFunc(p.res.DeleteTasks, byTask)
+	slices.SortFunc(p.res.UpdateServices, func(a, b *legion.Service) int { return compareMeta(&a.Metadata, &b.Metadata) })
+	byJob := func(a, b *legion.Job) int { return compareMeta(&a.Metadata, &b.Metadata) }
+	slices.SortFunc(p.res.CreateJobs, byJob)
+	slices.SortFunc(p.res.UpdateJobs, byJob)
+	slices.SortFunc(p.res.DeleteJobs, byJob)
+	slices.SortFunc(p.res.UpdateCronJobs, func(a, b *legion.CronJob) int { return compareMeta(&a.Metadata, &b.Metadata) })
+	byVol := func(a, b *legion.Volume) int { return compareMeta(&a.Metadata, &b.Metadata) }
+	slices.SortFunc(p.res.CreateVolumes, byVol)
+	slices.SortFunc(p.res.UpdateVolumes, byVol)
+	return p.res
+}
+
+// sortedSlots returns the owner's slots in key (or node) order.
+func sortedSlots(m map[int]*slot) []*slot {
+	out := make([]*slot, 0, len(m))
+	for _, s := range m {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *slot) int { return cmp.Compare(a.key, b.key) })
+	return out
+}

@@ -1,0 +1,703 @@
+package scheduler
+
+import (
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/legionbsd/legion"
+)
+
+// svcPass is what one service's pass carries from slot to slot.
+type svcPass struct {
+	o           *owner
+	status      legion.ServiceStatus
+	update      *legion.UpdateStatus // status.Update, copied if changed
+	paused      bool                 // the update stopped replacing outdated tasks
+	budget      int                  // slots the update may still start on
+	maxUnavail  int                  // -1: no disruption budget
+	unavailable int                  // wanted slots without a ready task
+	startFirst  bool
+	stopOnly    bool // stateful: always stop-first
+	done        bool // every wanted slot runs a settled current task
+	monitor     time.Duration
+	delay       time.Duration
+	wanted      int
+	badHash     string // the pod a rollback left: its failed slots refill at once
+}
+
+// service reconciles one service: its update state, its slots, and its
+// status.
+func (p *planner) service(o *owner) {
+	svc := o.svc
+	sp := &svcPass{o: o, status: svc.Status, maxUnavail: -1, done: true}
+	if p.updateState(o, sp) {
+		return
+	}
+	u := svc.Spec.Update
+	sp.monitor = u.Monitor.D()
+	if u.Monitor == nil {
+		sp.monitor = legion.DefaultMonitor.D()
+	}
+	sp.delay = u.Delay.D()
+	sp.startFirst = u.Order == legion.StartFirst
+	sp.stopOnly = o.stateful
+	if u.MaxUnavailable != nil {
+		sp.maxUnavail = *u.MaxUnavailable
+	}
+	if up := sp.status.Update; up != nil {
+		sp.paused = up.State == legion.UpdatePaused || up.State == legion.UpdateRollbackPaused
+		if up.State == legion.UpdateRollingBack || up.State == legion.UpdateRolledBack || up.State == legion.UpdateRollbackPaused {
+			if up.PreviousSpec != nil {
+				sp.badHash = podHash(&up.PreviousSpec.Pod)
+			}
+		}
+	}
+	wanted := p.autoscale(o, sp)
+	switch svc.Spec.Mode {
+	case legion.ModeGlobal:
+		p.globalSlots(o, sp)
+	case legion.ModeStateful:
+		sp.wanted = wanted
+		p.statefulSlots(o, sp)
+	default:
+		sp.wanted = wanted
+		p.replicatedSlots(o, sp)
+	}
+	p.pruneHistory(o)
+	p.serviceStatus(o, sp)
+}
+
+// updateState follows the pod in the spec: a change starts an update, a
+// change back to the spec the update came from is a rollback, and a new
+// task failing within the monitor window sets off the failure action. It
+// reports true when it wrote the previous spec back (the next pass goes on
+// from there).
+func (p *planner) updateState(o *owner, sp *svcPass) bool {
+	svc := o.svc
+	st := &sp.status
+	cur := svc.Spec
+	if st.Spec == nil {
+		st.Spec = &cur
+	} else if seenHash := podHash(&st.Spec.Pod); seenHash != o.hash {
+		now := p.now
+		prev := st.Spec
+		u := st.Update
+		if u != nil && u.PreviousSpec != nil && podHash(&u.PreviousSpec.Pod) == o.hash &&
+			(u.State == legion.UpdateUpdating || u.State == legion.UpdatePaused || u.State == legion.UpdateCompleted) {
+			st.Update = &legion.UpdateStatus{State: legion.UpdateRollingBack, Started: &now, PreviousSpec: prev,
+				Message: "rolling back to the spec the update came from"}
+		} else {
+			st.Update = &legion.UpdateStatus{State: legion.UpdateUpdating, Started: &now, PreviousSpec: prev}
+		}
+		st.Spec = &cur
+	} else if !reflect.DeepEqual(*st.Spec, cur) {
+		st.Spec = &cur
+	}
+	u := st.Update
+	if u == nil || (u.State != legion.UpdateUpdating && u.State != legion.UpdateRollingBack) || u.Started == nil {
+		return false
+	}
+	monitor := legion.DefaultMonitor.D()
+	if svc.Spec.Update.Monitor != nil {
+		monitor = svc.Spec.Update.Monitor.D()
+	}
+	failed := p.failedWithinMonitor(o, *u.Started, monitor)
+	if failed == nil {
+		return false
+	}
+	what := "task " + failed.Metadata.Name + " failed within the monitor window"
+	if failed.Status.Message != "" {
+		what += ": " + failed.Status.Message
+	}
+	nu := *u
+	st.Update = &nu
+	if u.State == legion.UpdateRollingBack {
+		nu.State, nu.Message = legion.UpdateRollbackPaused, what
+		return false
+	}
+	switch svc.Spec.Update.FailureAction {
+	case legion.FailureContinue:
+		return false
+	case legion.FailureRollback:
+		if u.PreviousSpec == nil {
+			nu.State, nu.Message = legion.UpdatePaused, what+"; no previous spec to roll back to"
+			return false
+		}
+		out := *svc
+		out.Spec = *u.PreviousSpec
+		now := p.now
+		failedSpec := svc.Spec
+		restored := out.Spec
+		out.Status = *st
+		out.Status.Spec = &restored
+		out.Status.Update = &legion.UpdateStatus{State: legion.UpdateRollingBack, Started: &now,
+			PreviousSpec: &failedSpec, Message: "rolling back: " + what}
+		p.svcOut[svc] = &out
+		return true
+	default:
+		nu.State, nu.Message = legion.UpdatePaused, what
+		return false
+	}
+}
+
+// failedWithinMonitor finds a task of the current pod that failed since
+// the update started, before it had run for the monitor window.
+func (p *planner) failedWithinMonitor(o *owner, since time.Time, monitor time.Duration) *legion.Task {
+	var found *legion.Task
+	for _, e := range o.all {
+		t := e.t
+		st := stateOf(t)
+		if t.Spec.PodHash != o.hash || (st != legion.TaskFailed && st != legion.TaskRejected) {
+			continue
+		}
+		end := ended(t)
+		if end.Before(since) {
+			continue
+		}
+		if t.Status.Started != nil && end.Sub(*t.Status.Started) >= monitor {
+			continue
+		}
+		if found == nil || t.Metadata.Name < found.Metadata.Name {
+			found = t
+		}
+	}
+	return found
+}
+
+// replicatedSlots runs slots 1..wanted and retires the rest.
+func (p *planner) replicatedSlots(o *owner, sp *svcPass) {
+	for _, s := range sortedSlots(o.slots) {
+		if s.key < 1 || s.key > sp.wanted {
+			p.retire(s, "scaled down")
+		}
+	}
+	slots := make([]*slot, 0, sp.wanted)
+	for k := 1; k <= sp.wanted; k++ {
+		slots = append(slots, o.slot(k))
+	}
+	p.prepareBudget(o, sp, slots)
+	for _, s := range slots {
+		p.fillSlot(o, sp, s, true)
+	}
+}
+
+// statefulSlots runs ordinals 0..wanted-1: each starts only once every
+// lower one has a ready task, updates go from the highest down, and the
+// service shrinks from its highest ordinal one task at a time.
+func (p *planner) statefulSlots(o *owner, sp *svcPass) {
+	p.claimVolumes(o, sp.wanted)
+	var extra []*slot
+	for _, s := range sortedSlots(o.slots) {
+		if s.key < 0 || s.key >= sp.wanted {
+			extra = append(extra, s)
+		}
+	}
+	// Shrink one task at a time from the highest ordinal.
+	shrinking := false
+	for i := len(extra) - 1; i >= 0; i-- {
+		s := extra[i]
+		var liveOnes []*entry
+		for _, e := range s.entries {
+			if live(e.t) {
+				liveOnes = append(liveOnes, e)
+			}
+		}
+		if len(liveOnes) == 0 {
+			p.retire(s, "")
+			continue
+		}
+		if !shrinking {
+			shrinking = true
+			for _, e := range liveOnes {
+				p.stop(e, "scaled down")
+			}
+		}
+	}
+	slots := make([]*slot, 0, sp.wanted)
+	for k := 0; k < sp.wanted; k++ {
+		slots = append(slots, o.slot(k))
+	}
+	// Which ordinals may start: every lower one has a ready task.
+	mayStart := make([]bool, len(slots))
+	ok := true
+	for i, s := range slots {
+		mayStart[i] = ok
+		if c := currentOf(o, s); c == nil || !readyTask(c.t) {
+			ok = false
+		}
+	}
+	p.prepareBudget(o, sp, slots)
+	for i := len(slots) - 1; i >= 0; i-- {
+		p.fillSlot(o, sp, slots[i], mayStart[i] && !shrinking)
+	}
+}
+
+// globalSlots runs one slot per eligible node.
+func (p *planner) globalSlots(o *owner, sp *svcPass) {
+	p.prepare(o)
+	var wanted []*slot
+	for i, n := range p.nodes {
+		s := o.byNode[n.name]
+		st := o.static[i]
+		switch st.code {
+		case rNone:
+			s = o.nodeSlot(n.name)
+			wanted = append(wanted, s)
+		case rDown, rSuspect, rNotReady, rPaused:
+			// The slot stays with the node; nothing new starts there.
+			if s != nil {
+				wanted = append(wanted, s)
+			}
+		case rTaint:
+			if s == nil {
+				continue
+			}
+			if n.n.Spec.Taints[st.idx].Effect == legion.NoExecute {
+				p.retireLive(s, "evicted by taint "+taintString(n.n.Spec.Taints[st.idx]))
+			} else {
+				wanted = append(wanted, s)
+			}
+		default:
+			if s != nil {
+				msg := "node " + n.name + " is no longer eligible"
+				if st.code == rDraining {
+					msg = "node " + n.name + " is draining"
+				}
+				p.retireLive(s, msg)
+			}
+		}
+	}
+	for _, s := range o.sortedNodeSlots() {
+		if _, ok := p.nodeIdx[s.node]; !ok {
+			p.retire(s, "node "+s.node+" is gone")
+		}
+	}
+	sp.wanted = 0
+	for _, s := range wanted {
+		i := p.nodeIdx[s.node]
+		if o.static[i].code == rNone {
+			sp.wanted++
+		}
+	}
+	p.prepareBudget(o, sp, wanted)
+	for _, s := range wanted {
+		i := p.nodeIdx[s.node]
+		p.fillSlot(o, sp, s, o.static[i].code == rNone)
+	}
+}
+
+// retire stops a slot no longer wanted and deletes its history.
+func (p *planner) retire(s *slot, msg string) {
+	for _, e := range s.entries {
+		if live(e.t) {
+			p.stop(e, msg)
+		}
+		if !live(e.t) {
+			p.remove(e)
+		}
+	}
+}
+
+func (p *planner) retireLive(s *slot, msg string) {
+	for _, e := range s.entries {
+		p.stop(e, msg)
+	}
+}
+
+// slotView sorts a slot's live tasks: the current one, those it replaces
+// (outdated, or on a node they must leave), and those stopping.
+type slotView struct {
+	cur      *entry
+	olds     []*entry
+	stopping []*entry
+}
+
+func (p *planner) view(o *owner, s *slot) slotView {
+	var v slotView
+	for _, e := range s.entries {
+		t := e.t
+		if e.deleted || !live(t) {
+			continue
+		}
+		if t.Spec.DesiredState != legion.TaskRunning {
+			v.stopping = append(v.stopping, e)
+			continue
+		}
+		if t.Spec.PodHash == o.hash && !p.mustLeave(t) {
+			if v.cur != nil {
+				v.olds = append(v.olds, v.cur) // a duplicate: the newer one stays
+			}
+			v.cur = e
+			continue
+		}
+		v.olds = append(v.olds, e)
+	}
+	return v
+}
+
+// currentOf is the slot's current task, if any.
+func currentOf(o *owner, s *slot) *entry {
+	var cur *entry
+	for _, e := range s.entries {
+		if !e.deleted && live(e.t) && e.t.Spec.DesiredState == legion.TaskRunning && e.t.Spec.PodHash == o.hash {
+			cur = e
+		}
+	}
+	return cur
+}
+
+// mustLeave: a task on a draining node (the replacement goes elsewhere).
+func (p *planner) mustLeave(t *legion.Task) bool {
+	if t.Spec.Node == "" {
+		return false
+	}
+	i, ok := p.nodeIdx[t.Spec.Node]
+	return ok && p.nodes[i].availability() == legion.AvailabilityDrain
+}
+
+func readyTask(t *legion.Task) bool {
+	return stateOf(t) == legion.TaskRunning && t.Status.Ready
+}
+
+// prepareBudget counts the wanted slots without a ready task (for the
+// disruption budget) and those the update has under way (for parallelism).
+func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) {
+	inflight, outdated := 0, false
+	for _, s := range slots {
+		v := p.view(o, s)
+		avail := false
+		if v.cur != nil && readyTask(v.cur.t) {
+			avail = true
+		}
+		for _, e := range v.olds {
+			if readyTask(e.t) {
+				avail = true
+			}
+			if e.t.Spec.PodHash != o.hash {
+				outdated = true
+			}
+		}
+		if !avail {
+			sp.unavailable++
+		}
+		for _, e := range v.stopping {
+			if e.t.Spec.PodHash != o.hash {
+				outdated = true
+				inflight++
+				break
+			}
+		}
+		if v.cur != nil && !p.settled(sp, v.cur.t) {
+			inflight++
+		}
+	}
+	par := *o.svc.Spec.Update.Parallelism
+	if par == 0 {
+		par = len(slots)
+	}
+	sp.budget = par
+	if outdated {
+		sp.budget = par - inflight
+	}
+}
+
+// settled: ready and running for the update's delay.
+func (p *planner) settled(sp *svcPass, t *legion.Task) bool {
+	if !readyTask(t) || t.Status.Started == nil {
+		return false
+	}
+	at := t.Status.Started.Add(sp.delay)
+	if at.After(p.now) {
+		p.wake(at)
+		return false
+	}
+	return true
+}
+
+// fillSlot converges one wanted slot: evictions, replacement of outdated
+// or moving tasks, and a new task when the slot is empty.
+func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, mayStart bool) {
+	p.evictNoExecute(o, s)
+	v := p.view(o, s)
+	if v.cur != nil {
+		p.slotDone(sp, v)
+		if stateOf(v.cur.t) == legion.TaskPending && v.cur.t.Spec.Placed == nil {
+			p.placeTask(v.cur)
+		}
+		for _, old := range v.olds {
+			if readyTask(v.cur.t) {
+				p.stop(old, "replaced by "+v.cur.t.Metadata.Name)
+			} else {
+				old.drainReason = "waiting for its replacement " + v.cur.t.Metadata.Name + " to be ready"
+			}
+		}
+		return
+	}
+	sp.done = false
+	if len(v.olds) > 0 {
+		p.replaceOld(o, sp, s, v.olds[len(v.olds)-1], mayStart)
+		for _, old := range v.olds[:len(v.olds)-1] {
+			p.stop(old, "superseded")
+		}
+		return
+	}
+	if len(v.stopping) > 0 || !mayStart {
+		return // stop-first: the new task waits for the old one to stop
+	}
+	last := s.lastTerminal()
+	at, ok, failures := p.replaceAt(o, sp, s, last)
+	if !ok {
+		return
+	}
+	if at.After(p.now) {
+		p.wake(at)
+		return
+	}
+	e := p.newTask(o, s)
+	if failures > 0 {
+		e.t.Metadata.Labels[LabelFailures] = strconv.Itoa(failures)
+	}
+	p.placeTask(e)
+}
+
+// slotDone notes whether a slot with a current task holds the update back.
+func (p *planner) slotDone(sp *svcPass, v slotView) {
+	t := v.cur.t
+	if len(v.olds) > 0 || len(v.stopping) > 0 || !readyTask(t) || t.Status.Started == nil {
+		sp.done = false
+		return
+	}
+	if at := t.Status.Started.Add(sp.monitor); at.After(p.now) {
+		sp.done = false
+		if u := sp.status.Update; u != nil && (u.State == legion.UpdateUpdating || u.State == legion.UpdateRollingBack) {
+			p.wake(at)
+		}
+	}
+}
+
+// evictNoExecute stops at once the slot's tasks on nodes with a NoExecute
+// taint the owner does not tolerate.
+func (p *planner) evictNoExecute(o *owner, s *slot) {
+	for _, e := range s.entries {
+		t := e.t
+		if !live(t) || t.Spec.Node == "" || t.Spec.DesiredState != legion.TaskRunning {
+			continue
+		}
+		i, ok := p.nodeIdx[t.Spec.Node]
+		if !ok {
+			continue
+		}
+		if taint, bad := untolerated(p.nodes[i].n, o.placement.Tolerations, legion.NoExecute); bad {
+			p.stop(e, "evicted by taint "+taintString(taint))
+		}
+	}
+}
+
+// replaceOld replaces a slot's outdated or moving task: stop-first when
+// the order and the disruption budget allow, else start-first (the old
+// task stops once the new one is ready).
+func (p *planner) replaceOld(o *owner, sp *svcPass, s *slot, old *entry, mayStart bool) {
+	moving := p.mustLeave(old.t)
+	if !moving {
+		if sp.paused {
+			return
+		}
+		if sp.budget <= 0 {
+			return
+		}
+		sp.budget--
+	}
+	wasReady := readyTask(old.t)
+	budgetAllows := sp.maxUnavail < 0 || !wasReady || sp.unavailable < sp.maxUnavail
+	startFirst := (sp.startFirst || !budgetAllows) && !sp.stopOnly
+	if sp.stopOnly && !budgetAllows {
+		old.drainReason = "held by the disruption budget (maxUnavailable " + strconv.Itoa(sp.maxUnavail) + ")"
+		if !moving {
+			sp.budget++
+		}
+		return
+	}
+	if !startFirst {
+		if wasReady {
+			sp.unavailable++
+		}
+		msg := "updated"
+		if moving {
+			msg = "node " + old.t.Spec.Node + " is draining"
+		}
+		p.stop(old, msg)
+		return
+	}
+	if !mayStart {
+		return
+	}
+	old.drainReason = "waiting for its replacement to be ready"
+	e := p.newTask(o, s)
+	if p.placeTask(e) {
+		old.drainReason = "waiting for its replacement " + e.t.Metadata.Name + " to be ready"
+	}
+}
+
+// replaceAt says whether and when an empty slot gets a new task, after its
+// last task: at once after shutdown or orphaned, with backoff after a
+// failure (unless the restart condition is none), after complete only
+// with condition any. It also returns the failures in a row behind it.
+func (p *planner) replaceAt(o *owner, sp *svcPass, s *slot, last *entry) (time.Time, bool, int) {
+	if last == nil {
+		return p.now, true, 0
+	}
+	t := last.t
+	rp := o.pod.RestartPolicy
+	cond, base := legion.RestartAny, time.Second
+	if rp != nil {
+		cond, base = rp.Condition, max(rp.Delay.D(), time.Second)
+	}
+	switch stateOf(t) {
+	case legion.TaskShutdown, legion.TaskOrphaned:
+		return p.now, true, 0
+	case legion.TaskComplete:
+		if cond != legion.RestartAny {
+			return time.Time{}, false, 0
+		}
+		return ended(t).Add(base), true, 0
+	}
+	// Failed or rejected.
+	if t.Spec.PodHash != o.hash {
+		if sp.badHash != "" && t.Spec.PodHash == sp.badHash {
+			return p.now, true, 0 // refilled with the pod the rollback left
+		}
+		if cond == legion.RestartNone {
+			return time.Time{}, false, 0
+		}
+		return p.now, true, 0
+	}
+	if t.Status.Permanent {
+		msg := "task " + t.Metadata.Name + " failed as unstartable"
+		if t.Status.Message != "" {
+			msg += " (" + t.Status.Message + ")"
+		}
+		o.messages = append(o.messages, msg+": not started again until the spec changes")
+		return time.Time{}, false, 0
+	}
+	if cond == legion.RestartNone {
+		return time.Time{}, false, 0
+	}
+	failures := failuresInRow(s)
+	if msg := failedStarts(s); msg != "" {
+		o.messages = append(o.messages, msg)
+	}
+	if t.Status.WrongPlatform != nil {
+		return p.now, true, failures // it avoids that platform now
+	}
+	return ended(t).Add(backoff(base, failures, MaxRestartDelay)), true, failures
+}
+
+// failedStarts says so when a slot's last three tasks failed to start, on
+// different nodes.
+func failedStarts(s *slot) string {
+	var nodes []string
+	var last *legion.Task
+	for i := len(s.entries) - 1; i >= 0 && len(nodes) < FailedStartsInRow; i-- {
+		t := s.entries[i].t
+		if live(t) {
+			continue
+		}
+		st := stateOf(t)
+		if (st != legion.TaskFailed && st != legion.TaskRejected) || t.Status.Started != nil || t.Spec.Node == "" {
+			return ""
+		}
+		if last == nil {
+			last = t
+		}
+		if slices.Contains(nodes, t.Spec.Node) {
+			return ""
+		}
+		nodes = append(nodes, t.Spec.Node)
+	}
+	if len(nodes) < FailedStartsInRow {
+		return ""
+	}
+	slices.Sort(nodes)
+	msg := "slot " + strconv.Itoa(last.Spec.Slot) + " failed to start " + strconv.Itoa(FailedStartsInRow) +
+		" times in a row, on nodes " + strings.Join(nodes, ", ")
+	if last.Status.Message != "" {
+		msg += ": " + last.Status.Message
+	}
+	return msg
+}
+
+// pruneHistory keeps the last HistoryPerSlot terminal tasks of each slot.
+func (p *planner) pruneHistory(o *owner) {
+	prune := func(s *slot) {
+		kept := 0
+		for i := len(s.entries) - 1; i >= 0; i-- {
+			e := s.entries[i]
+			if e.deleted || live(e.t) {
+				continue
+			}
+			kept++
+			if kept > HistoryPerSlot {
+				p.remove(e)
+			}
+		}
+	}
+	for _, s := range o.slots {
+		prune(s)
+	}
+	for _, s := range o.byNode {
+		prune(s)
+	}
+}
+
+// ownerGone stops the tasks of a deleted Service or Job, then deletes
+// them.
+func (p *planner) ownerGone(o *owner) {
+	for _, e := range o.all {
+		if live(e.t) {
+			p.stop(e, strings.ToLower(string(o.key.kind))+" "+o.key.name+" is gone")
+		}
+		if !live(e.t) {
+			p.remove(e)
+		}
+	}
+}
+
+// serviceStatus writes the service's counts, update state and messages.
+func (p *planner) serviceStatus(o *owner, sp *svcPass) {
+	st := &sp.status
+	st.ObservedGeneration = o.gen
+	st.Replicas = sp.wanted
+	st.Running, st.Ready = 0, 0
+	for _, e := range o.all {
+		t := e.t
+		if e.deleted || t.Spec.DesiredState != legion.TaskRunning || stateOf(t) != legion.TaskRunning {
+			continue
+		}
+		st.Running++
+		if t.Status.Ready {
+			st.Ready++
+		}
+	}
+	if u := st.Update; u != nil && sp.done && (u.State == legion.UpdateUpdating || u.State == legion.UpdateRollingBack) {
+		nu := *u
+		now := p.now
+		nu.Completed = &now
+		nu.Message = ""
+		if u.State == legion.UpdateUpdating {
+			nu.State = legion.UpdateCompleted
+		} else {
+			nu.State = legion.UpdateRolledBack
+		}
+		st.Update = &nu
+	}
+	slices.Sort(o.messages)
+	st.Message = strings.Join(slices.Compact(o.messages), "; ")
+	if !reflect.DeepEqual(*st, o.svc.Status) {
+		out := *o.svc
+		out.Status = *st
+		p.svcOut[o.svc] = &out
+	}
+}

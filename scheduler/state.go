@@ -1,0 +1,100 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/legionbsd/legion"
+)
+
+// State is the planner's input: a snapshot of the store plus what the
+// leader keeps in memory (heartbeats, usage reports, when it took over).
+// Plan never changes anything it is given; the slices may be in any order.
+type State struct {
+	Services   []*legion.Service
+	Jobs       []*legion.Job
+	CronJobs   []*legion.CronJob
+	Tasks      []*legion.Task
+	Nodes      []*legion.Node
+	Volumes    []*legion.Volume
+	Namespaces []*legion.Namespace
+
+	// Heartbeats is the last heartbeat this leader received from each
+	// node, by node name. A node missing from it has not been heard from
+	// since LeaderSince.
+	Heartbeats map[string]time.Time
+	// LeaderSince is when this manager became leader: node health waits
+	// eight heartbeat periods after it before marking a node down, and the
+	// autoscaler waits downDelay before shrinking.
+	LeaderSince time.Time
+	// Usage is the recent use reported in heartbeats, one per running
+	// task; reports older than UsageWindow are ignored.
+	Usage []Usage
+}
+
+// Usage is what a running task's app containers used together, as its node
+// reported it (rctl pcpu and memoryuse).
+type Usage struct {
+	Namespace string
+	Task      string // task name
+	Node      string // the reporting node; believed only if the task runs there
+	Time      time.Time
+	CPU       legion.CPU
+	Memory    legion.Bytes
+}
+
+// Result is the writes that converge the snapshot, each a whole object as
+// it should be stored (the metadata's version is the write's precondition),
+// sorted by namespace and name, and when the planner must run again.
+type Result struct {
+	CreateTasks []*legion.Task
+	UpdateTasks []*legion.Task
+	DeleteTasks []*legion.Task
+
+	// UpdateServices carries status writes, and the spec written back by
+	// an automatic rollback.
+	UpdateServices []*legion.Service
+
+	CreateJobs []*legion.Job // by cron jobs
+	UpdateJobs []*legion.Job // status
+	DeleteJobs []*legion.Job // cron job history, replace, deleted cron jobs
+
+	UpdateCronJobs []*legion.CronJob
+	UpdateNodes    []*legion.Node // state and drain status
+
+	CreateVolumes []*legion.Volume // stateful claims
+	UpdateVolumes []*legion.Volume // claims resized
+
+	// NextWake is the earliest time something is due (a backoff, an update
+	// delay or monitor window, a cron run, a heartbeat deadline); zero when
+	// nothing is.
+	NextWake time.Time
+}
+
+// Empty reports whether the result holds no write.
+func (r *Result) Empty() bool {
+	return len(r.CreateTasks)+len(r.UpdateTasks)+len(r.DeleteTasks)+len(r.UpdateServices)+
+		len(r.CreateJobs)+len(r.UpdateJobs)+len(r.DeleteJobs)+len(r.UpdateCronJobs)+
+		len(r.UpdateNodes)+len(r.CreateVolumes)+len(r.UpdateVolumes) == 0
+}
+
+// Timing the planner follows (3.3, 3.3.1, 4.2).
+const (
+	HeartbeatPeriod   = 2 * time.Second
+	SuspectAfter      = 3 // missed heartbeats
+	DownAfter         = 8 // missed heartbeats
+	MaxRestartDelay   = 60 * time.Second
+	JobRetryDelay     = 10 * time.Second
+	HistoryPerSlot    = 5
+	UsageWindow       = time.Minute
+	FailedStartsInRow = 3
+)
+
+// Labels the planner puts on what it makes.
+const (
+	LabelService = "legion.service"
+	LabelJob     = "legion.job"
+	LabelCronJob = "legion.cronjob"
+	// LabelFailures on a task counts the failed tasks in a row before it in
+	// its slot, so the restart backoff keeps doubling past the history kept.
+	LabelFailures = "legion.failures"
+)
