@@ -184,11 +184,21 @@ func (c *converter) ports(p string, s types.ServiceConfig, ctr *legion.Container
 		}
 		target := int(port.Target)
 		key := fmt.Sprintf("%d/%s", target, proto)
+		published, mode := c.published(pp, port)
 		if j, dup := vip[key]; dup {
-			c.warn(pp, "target %s is already ports[%d] (the service port equals its target), ignored", key, j)
+			// The service port equals its target, so a target is one port:
+			// it may be published once.
+			prev := &ep.Ports[j]
+			if published != 0 && prev.Publish == "" {
+				prev.Publish, prev.PublishedPort = mode, published
+				continue
+			}
+			if published != 0 || prev.Publish == "" {
+				c.warn(pp, "target %s is already a service port (which equals its target), ignored", key)
+			}
 			continue
 		}
-		vip[key] = i
+		vip[key] = len(ep.Ports)
 		var name string
 		if port.Name != "" {
 			n := dnsLabel(port.Name)
@@ -203,22 +213,8 @@ func (c *converter) ports(p string, s types.ServiceConfig, ctr *legion.Container
 		}
 		addContainerPort(target, proto, name)
 		sp := legion.ServicePort{Name: name, Protocol: proto, Port: target, TargetPort: legion.PortRef{Number: target}}
-		if port.Published != "" {
-			pub, err := strconv.Atoi(port.Published)
-			switch {
-			case err != nil || pub < 1 || pub > 65535:
-				c.warn(pp+".published", "%q: only a single port can be published, not published", port.Published)
-			default:
-				sp.PublishedPort = pub
-				sp.Publish = legion.PublishIngress
-				switch port.Mode {
-				case "", "ingress":
-				case "host":
-					sp.Publish = legion.PublishHost
-				default:
-					c.warn(pp+".mode", "%q is not ingress or host, published in ingress mode", port.Mode)
-				}
-			}
+		if published != 0 {
+			sp.Publish, sp.PublishedPort = mode, published
 		}
 		ep.Ports = append(ep.Ports, sp)
 	}
@@ -238,6 +234,26 @@ func (c *converter) ports(p string, s types.ServiceConfig, ctr *legion.Container
 			addContainerPort(n, proto, "")
 		}
 	}
+}
+
+// published reads where a port is published: 0 when it is not.
+func (c *converter) published(pp string, port types.ServicePortConfig) (int, legion.PublishMode) {
+	if port.Published == "" {
+		return 0, ""
+	}
+	pub, err := strconv.Atoi(port.Published)
+	if err != nil || pub < 1 || pub > 65535 {
+		c.warn(pp+".published", "%q: only a single port can be published, not published", port.Published)
+		return 0, ""
+	}
+	switch port.Mode {
+	case "", "ingress":
+		return pub, legion.PublishIngress
+	case "host":
+		return pub, legion.PublishHost
+	}
+	c.warn(pp+".mode", "%q is not ingress or host, published in ingress mode", port.Mode)
+	return pub, legion.PublishIngress
 }
 
 // maxExposeRange bounds the container ports one expose range makes.

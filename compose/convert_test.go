@@ -1,0 +1,223 @@
+package compose
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+// caseOptions reads a case directory: compose files (compose.yaml unless
+// an options line files= lists them), the environment from env (KEY=VALUE
+// lines) and options (stack=, namespace=, strict=true). Files the compose
+// text names are read from the directory.
+func caseOptions(t *testing.T, dir string) ([]File, Options) {
+	t.Helper()
+	opts := Options{Stack: "app", Env: map[string]string{}}
+	names := []string{"compose.yaml"}
+	for _, line := range readLines(t, filepath.Join(dir, "options")) {
+		k, v, _ := strings.Cut(line, "=")
+		switch k {
+		case "stack":
+			opts.Stack = v
+		case "namespace":
+			opts.Namespace = v
+		case "strict":
+			opts.Strict = v == "true"
+		case "files":
+			names = strings.Split(v, ",")
+		default:
+			t.Fatalf("%s/options: unknown option %q", dir, k)
+		}
+	}
+	for _, line := range readLines(t, filepath.Join(dir, "env")) {
+		k, v, _ := strings.Cut(line, "=")
+		opts.Env[k] = v
+	}
+	opts.ReadFile = func(name string) ([]byte, error) {
+		if filepath.IsAbs(name) || strings.Contains(name, "..") {
+			return nil, errors.New("test cases read only files of their directory")
+		}
+		return os.ReadFile(filepath.Join(dir, name))
+	}
+	var files []File
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, File{Name: n, Content: data})
+	}
+	return files, opts
+}
+
+func readLines(t *testing.T, path string) []string {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// render is a case's outcome as the golden files hold it: the warnings,
+// then the error or the objects as native YAML.
+func render(t *testing.T, res *Result, err error) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("# warnings\n")
+	if res != nil {
+		for _, w := range res.Warnings {
+			b.WriteString(w.String() + "\n")
+		}
+	}
+	if err != nil {
+		b.WriteString("# error\n" + err.Error() + "\n")
+		return b.String()
+	}
+	out, rerr := Render(res.Objects)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	b.WriteString("# objects\n")
+	b.Write(out)
+	return b.String()
+}
+
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./compose -update to write it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs (-want +got):\n%s", path, diff)
+	}
+}
+
+func caseDirs(t *testing.T, root string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.IsDir() {
+			dirs = append(dirs, filepath.Join(root, e.Name()))
+		}
+	}
+	if len(dirs) == 0 {
+		t.Fatalf("no cases under %s", root)
+	}
+	return dirs
+}
+
+// checkObjects asserts what every successful conversion must give: objects
+// that pass admission as they are, all labelled with the stack, in the
+// namespace, and a rendering that legion.ParseManifest reads back to the
+// same objects.
+func checkObjects(t *testing.T, opts Options, objs []legion.Object) {
+	t.Helper()
+	ns := opts.Namespace
+	if ns == "" {
+		ns = opts.Stack
+	}
+	for _, o := range objs {
+		m := o.GetMetadata()
+		if m.Labels[StackLabel] != opts.Stack {
+			t.Errorf("%s %s: label %s = %q, want %q", o.GetKind(), m.Name, StackLabel, m.Labels[StackLabel], opts.Stack)
+		}
+		if m.Namespace != ns {
+			t.Errorf("%s %s: namespace %q, want %q", o.GetKind(), m.Name, m.Namespace, ns)
+		}
+		again := legion.Clone(o)
+		if err := legion.Admit(again); err != nil {
+			t.Errorf("%s %s does not pass admission again: %v", o.GetKind(), m.Name, err)
+		} else if diff := cmp.Diff(o, again); diff != "" {
+			t.Errorf("%s %s changes when admitted again (-converted +admitted):\n%s", o.GetKind(), m.Name, diff)
+		}
+	}
+	text, err := Render(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := legion.ParseManifest("convert", text)
+	if err != nil {
+		t.Fatalf("ParseManifest refuses convert's output: %v", err)
+	}
+	if diff := cmp.Diff(objs, parsed); diff != "" {
+		t.Errorf("ParseManifest reads convert's output differently (-converted +parsed):\n%s", diff)
+	}
+}
+
+// TestGolden converts each construct under testdata/golden and compares
+// warnings and objects (or the error) with its want.golden.
+func TestGolden(t *testing.T) {
+	for _, dir := range caseDirs(t, "testdata/golden") {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			files, opts := caseOptions(t, dir)
+			res, err := Convert(context.Background(), files, opts)
+			if err == nil {
+				checkObjects(t, opts, res.Objects)
+			}
+			var se *StrictError
+			if opts.Strict && err != nil && !errors.As(err, &se) && !strings.HasSuffix(dir, "-error") {
+				t.Errorf("strict conversion failed with %T, want *StrictError: %v", err, err)
+			}
+			checkGolden(t, filepath.Join(dir, "want.golden"), render(t, res, err))
+		})
+	}
+}
+
+// TestCorpus converts realistic compose files: each must convert without
+// error to objects that pass admission, with the warnings its want.golden
+// records.
+func TestCorpus(t *testing.T) {
+	dirs := caseDirs(t, "testdata/corpus")
+	if len(dirs) < 15 {
+		t.Errorf("the corpus has %d files, want at least 15", len(dirs))
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			files, opts := caseOptions(t, dir)
+			res, err := Convert(context.Background(), files, opts)
+			if err != nil {
+				t.Fatalf("conversion failed: %v", err)
+			}
+			services := 0
+			for _, o := range res.Objects {
+				if o.GetKind() == legion.KindService {
+					services++
+				}
+			}
+			if services == 0 {
+				t.Error("no Service converted")
+			}
+			checkObjects(t, opts, res.Objects)
+			checkGolden(t, filepath.Join(dir, "want.golden"), render(t, res, err))
+		})
+	}
+}
