@@ -233,5 +233,3 @@ func (p *planner) jobRetry(o *owner, s *slot) bool {
 	p.placeTask(e)
 	return true
 }
-
-
