@@ -503,7 +503,15 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 	args := []string{"-c", "name=" + rec.Jail, "path=" + rec.Spec.Root.Path, "host.hostname=" + id,
 		"persist", "ip4=inherit", "ip6=inherit", "devfs_ruleset=" + strconv.Itoa(DevfsRuleset)}
 	args = append(args, paramArgs(rec.Params)...)
-	if _, err := j.run(ctx, "jail", args...); err != nil {
+	_, err = j.run(ctx, "jail", args...)
+	if sys.IsExit(err, "already exists") {
+		// Left by a run whose supervisor died before removing it.
+		if err := j.removeJail(ctx, rec.Jail); err != nil {
+			return failed(255, err)
+		}
+		_, err = j.run(ctx, "jail", args...)
+	}
+	if err != nil {
 		return failed(255, fmt.Errorf("create jail %s: %w", rec.Jail, err))
 	}
 	if err := j.readBack(ctx, rec.Jail, rec.Params); err != nil {

@@ -700,3 +700,110 @@ func TestMountTargetThroughImageLinkRefused(t *testing.T) {
 		t.Fatalf("a refused container must leave no record: %v", err)
 	}
 }
+
+func TestStandaloneMemberAndAnnotations(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	root := t.TempDir()
+	sec := Security{Allow: []string{AllowSysvipc}}
+	e.fake.On("jls --libxo=json -j solo ", jlsAnswer("solo", ContainerParams(sec, false)))
+	if err := e.j.Create(ctx, ContainerSpec{ID: "solo", Command: []string{"/bin/sh"}, Root: Root{Path: root}, Security: sec}); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.Reset()
+	if err := e.j.Start(ctx, "solo"); err != nil {
+		t.Fatal(err)
+	}
+	// Its own jail on the host's addresses, with a SysV namespace of its own.
+	e.wantLines([]string{
+		"jail -c name=solo path=" + root + " host.hostname=solo persist ip4=inherit ip6=inherit devfs_ruleset=4 allow.raw_sockets=0 allow.chflags=0 allow.mlock=0 allow.mount=0 sysvmsg=new sysvsem=new sysvshm=new enforce_statfs=2 securelevel=2",
+		"jls --libxo=json -j solo " + readBackNames + " securelevel",
+		shim + " jail-shim start " + filepath.Join(e.data, "jails", "solo"),
+	})
+
+	// The pod's shape given as the agent's annotations.
+	e.fake.On("jls --libxo=json -j p2 ", jlsAnswer("p2", append([]Param{{"vnet", "new"}}, InfraParams(nil)...)))
+	if err := e.j.Create(ctx, ContainerSpec{ID: "p2", Annotations: map[string]string{AnnotationVnet: "new"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.j.Create(ctx, ContainerSpec{ID: "m", Annotations: map[string]string{AnnotationParentJail: "p2"}, Command: []string{"/bin/sh"}, Root: Root{Path: t.TempDir()}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.j.Inspect(ctx, "m")
+	if err != nil || st.Pod != "p2" {
+		t.Fatalf("member by annotation: %+v %v", st, err)
+	}
+	if st, _ := e.j.Inspect(ctx, "p2"); !st.Infra || st.State != StateRunning {
+		t.Fatalf("pod by annotation: %+v", st)
+	}
+}
+
+func TestExecAndUsageLines(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	startedMember(t, e, ContainerSpec{ID: "web", Pod: "pod1", Command: []string{"/bin/web"}, Root: Root{Path: t.TempDir()}})
+	e.fake.On(shim+" jail-shim exec", sys.Answer{Stdout: "hi\n", Stderr: "warn\n", Code: 3})
+	e.fake.On("rctl -u jail:pod1.web", sys.Answer{Stdout: "cputime=2\nmemoryuse=99999999\nmaxproc=2\nopenfiles=10\n"})
+	var out, errb strings.Builder
+	code, err := e.j.Exec(ctx, "web", ExecSpec{Command: []string{"cat", "/etc/motd"}, User: "www", WorkDir: "/srv", Env: []string{"A=1"},
+		Stdin: strings.NewReader("input"), Stdout: &out, Stderr: &errb})
+	if err != nil || code != 3 || out.String() != "hi\n" || errb.String() != "warn\n" {
+		t.Fatalf("exec: %d %v %q %q", code, err, out.String(), errb.String())
+	}
+	calls := e.fake.Calls()
+	last := calls[len(calls)-1]
+	if got, want := last.String(), shim+" jail-shim exec "+filepath.Join(e.data, "jails", "web")+" -user www -workdir /srv -env A=1 -- cat /etc/motd"; got != want {
+		t.Fatalf("exec line\n got %s\nwant %s", got, want)
+	}
+	if string(last.Stdin) != "input" {
+		t.Fatalf("exec stdin %q", last.Stdin)
+	}
+	// Usage: rctl's accounting, with memory from the per-page count.
+	e.j.cfg.Memory = constCounter(12345)
+	u, err := e.j.Usage(ctx, "web")
+	if want := (Usage{CPUTime: 2 * time.Second, MemoryBytes: 12345, Processes: 2, OpenFiles: 10}); err != nil || u != want {
+		t.Fatalf("usage %+v %v, want %+v", u, err, want)
+	}
+	if _, err := e.j.Exec(ctx, "pod1", ExecSpec{Command: []string{"sh"}}); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("no session reaches the pod jail: %v", err)
+	}
+}
+
+type constCounter int64
+
+func (c constCounter) JailMemory(context.Context, string) (int64, error) { return int64(c), nil }
+
+func TestStartReplacesALeftoverJail(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	root := t.TempDir()
+	e.fake.On("jls --libxo=json -j pod1 ", jlsAnswer("pod1", append([]Param{{"vnet", "new"}}, InfraParams(nil)...)))
+	e.fake.On("jls --libxo=json -j pod1.web ", jlsAnswer("pod1.web", ContainerParams(Security{}, true)))
+	e.fake.Once("jail -c name=pod1.web", sys.Answer{Code: 1, Stderr: "jail: pod1.web: jail 7 already exists\n"})
+	e.j.Create(ctx, ContainerSpec{ID: "pod1", Infra: true})
+	e.j.Create(ctx, ContainerSpec{ID: "web", Pod: "pod1", Command: []string{"/bin/web"}, Root: Root{Path: root}})
+	e.fake.Reset()
+	if err := e.j.Start(ctx, "web"); err != nil {
+		t.Fatal(err)
+	}
+	lines := e.fake.Lines()
+	if !strings.HasPrefix(lines[0], "jail -c name=pod1.web") || lines[1] != "jail -r pod1.web" || !strings.HasPrefix(lines[2], "jail -c name=pod1.web") {
+		t.Fatalf("lines %q: want create, remove the leftover, create again", lines)
+	}
+}
+
+func TestStartupOrder(t *testing.T) {
+	f := sys.NewFake().
+		On("sysctl -n kern.elf64.fallback_brand", sys.Answer{Stdout: "3\n"}).
+		On("sysctl -n kern.racct.enable", sys.Answer{Stdout: "0\n"})
+	p, warnings, err := Startup(context.Background(), f, true)
+	if err != nil || !p.NoLimits || len(warnings) != 1 || !strings.Contains(warnings[0], "platform.noLimits") {
+		t.Fatalf("startup: %+v %q %v", p, warnings, err)
+	}
+	want := []string{"kldload -n if_bridge", "kldload -n if_epair", "kldload -n pf",
+		"kldload -n linux64", "kldload -n linprocfs", "kldload -n linsysfs", "kldload -n fdescfs", "kldload -n tmpfs",
+		"sysctl -n kern.elf64.fallback_brand", "sysctl -n kern.racct.enable"}
+	if d := cmp.Diff(want, f.Lines()); d != "" {
+		t.Fatalf("(-want +got):\n%s", d)
+	}
+}

@@ -74,3 +74,29 @@ func DetectPlatform(ctx context.Context, r sys.Runner) (Platform, error) {
 	}
 	return Platform{NoLimits: strings.TrimSpace(string(res.Stdout)) != "1"}, nil
 }
+
+// Startup prepares a node for the runtime: the network modules, the Linux
+// ABI when linux is set (a node that cannot run Linux images must not
+// start with --linux), and what the host offers. Warnings are for the
+// daemon's log and status.
+func Startup(ctx context.Context, r sys.Runner, linux bool) (Platform, []string, error) {
+	if err := LoadModules(ctx, r, NodeModules); err != nil {
+		return Platform{}, nil, err
+	}
+	var warnings []string
+	if linux {
+		w, err := EnableLinux(ctx, r)
+		if err != nil {
+			return Platform{}, nil, err
+		}
+		warnings = append(warnings, w...)
+	}
+	p, err := DetectPlatform(ctx, r)
+	if err != nil {
+		return Platform{}, nil, err
+	}
+	if p.NoLimits {
+		warnings = append(warnings, "kern.racct.enable is not 1: rctl is off, so pods with limits will not run here (platform.noLimits)")
+	}
+	return p, warnings, nil
+}
