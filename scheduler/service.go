@@ -386,11 +386,12 @@ func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) {
 		for _, e := range v.stopping {
 			if e.t.Spec.PodHash != o.hash {
 				outdated = true
-				inflight++
-				break
 			}
 		}
-		if v.cur != nil && !p.settled(sp, v.cur.t) {
+		switch {
+		case v.cur == nil && len(v.olds) == 0:
+			inflight++ // empty or stopping: refilled next
+		case v.cur != nil && !p.settled(sp, v.cur.t):
 			inflight++
 		}
 	}

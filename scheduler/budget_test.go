@@ -1,0 +1,179 @@
+package scheduler_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/scheduler/schedtest"
+)
+
+func readyCount(c *schedtest.Cluster, owner string) int {
+	n := 0
+	for _, tk := range c.Live(owner) {
+		if tk.Status.State == legion.TaskRunning && tk.Status.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+func TestMaxUnavailableZeroSurgesInsteadOfStalling(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 4)
+	c.Apply(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 0"))
+	c.Converge()
+	c.Apply(updSpec("app:2", "stop-first", "pause", 0, "0s", ", maxUnavailable: 0"))
+	watch(c, 20*time.Second, func() {
+		if r := readyCount(c, "app"); r < 4 {
+			t.Fatalf("at %s %d ready: maxUnavailable 0 must never take a ready task away first", c.Now, r)
+		}
+	})
+	if got := images(c, "app"); got["app:2"] != 4 || len(got) != 1 {
+		t.Fatalf("update stalled: %v", got)
+	}
+}
+
+func TestMaxUnavailableBoundsStopFirstUpdates(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 4)
+	c.Apply(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 1"))
+	c.Converge()
+	c.Apply(updSpec("app:2", "stop-first", "pause", 0, "0s", ", maxUnavailable: 1"))
+	watch(c, 20*time.Second, func() {
+		if r := readyCount(c, "app"); r < 3 {
+			t.Fatalf("at %s %d ready: maxUnavailable 1 allows one slot without a ready task", c.Now, r)
+		}
+	})
+	if got := images(c, "app"); got["app:2"] != 4 {
+		t.Fatalf("update did not finish: %v", got)
+	}
+}
+
+func TestDrainHonoursTheDisruptionBudget(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	// Three tasks on n1 only, then n2 opens.
+	c.SetAvailability("n2", legion.AvailabilityPause)
+	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 1"))
+	c.Apply(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 1"), "replicas: 4", "replicas: 3", 1))
+	c.Converge()
+	c.SetAvailability("n2", legion.AvailabilityActive)
+	c.SetAvailability("n1", legion.AvailabilityDrain)
+	c.Plan()
+	stopping := 0
+	for _, tk := range c.OwnerTasks("app") {
+		if tk.Spec.DesiredState == legion.TaskShutdown {
+			stopping++
+		}
+	}
+	if stopping != 1 {
+		t.Fatalf("drain stopped %d tasks at once, maxUnavailable 1 allows 1", stopping)
+	}
+	watch(c, 10*time.Second, func() {
+		if r := readyCount(c, "app"); r < 2 {
+			t.Fatalf("at %s %d ready during the drain", c.Now, r)
+		}
+	})
+	if diff := cmp.Diff(map[string]int{"n2": 3}, c.NodesOf("app")); diff != "" {
+		t.Fatalf("after the drain (-want +got):\n%s", diff)
+	}
+	if ds := c.Node("n1").Status.Drain; ds.State != legion.DrainCompleted {
+		t.Fatalf("drain %+v", ds)
+	}
+}
+
+func TestDrainWithMaxUnavailableZeroStartsTheReplacementFirst(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	c.SetAvailability("n2", legion.AvailabilityPause)
+	c.Apply(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 0"), "replicas: 4", "replicas: 1", 1))
+	c.Converge()
+	c.SetAvailability("n2", legion.AvailabilityActive)
+	c.SetAvailability("n1", legion.AvailabilityDrain)
+	c.Plan()
+	ds := c.Node("n1").Status.Drain
+	if ds == nil || len(ds.Remaining) != 1 || !strings.HasPrefix(ds.Remaining[0].Reason, "waiting for its replacement app-1-2") {
+		t.Fatalf("drain status %+v, want the task waiting for its replacement", ds)
+	}
+	if tk := c.Task("app-1-1"); tk.Spec.DesiredState != legion.TaskRunning {
+		t.Fatalf("old task stopped before its replacement was ready")
+	}
+	c.Converge()
+	if diff := cmp.Diff(map[string]int{"n2": 1}, c.NodesOf("app")); diff != "" {
+		t.Fatalf("after the drain (-want +got):\n%s", diff)
+	}
+}
+
+func TestTaints(t *testing.T) {
+	svc := func(tol string) string {
+		return `
+apiVersion: legion/v1
+kind: Service
+metadata: {name: s}
+spec:
+  replicas: 2
+  placement: {tolerations: [` + tol + `]}
+  pod: {containers: [{name: c, image: s:1}]}
+`
+	}
+	t.Run("NoSchedule keeps new tasks off", func(t *testing.T) {
+		c := schedtest.New(t)
+		c.AddNode("a", schedtest.Taint("dedicated", "db", legion.NoSchedule))
+		c.AddNode("b")
+		c.Apply(svc(""))
+		c.Converge()
+		if diff := cmp.Diff(map[string]int{"b": 2}, c.NodesOf("s")); diff != "" {
+			t.Fatal(diff)
+		}
+	})
+	t.Run("a matching toleration lets them on", func(t *testing.T) {
+		c := schedtest.New(t)
+		c.AddNode("a", schedtest.Taint("dedicated", "db", legion.NoSchedule))
+		c.AddNode("b")
+		c.Apply(svc("{key: dedicated, value: db, effect: NoSchedule}"))
+		c.Converge()
+		if diff := cmp.Diff(map[string]int{"a": 1, "b": 1}, c.NodesOf("s")); diff != "" {
+			t.Fatal(diff)
+		}
+	})
+	t.Run("a toleration for another value does not", func(t *testing.T) {
+		c := schedtest.New(t)
+		c.AddNode("a", schedtest.Taint("dedicated", "db", legion.NoSchedule))
+		c.Apply(svc("{key: dedicated, value: web}"))
+		c.Converge()
+		live := c.Live("s")
+		if len(live) != 2 || live[0].Status.Message != "no node can run it: 1 node has untolerated taint dedicated=db:NoSchedule" {
+			t.Fatalf("%v", describeTasks(live))
+		}
+	})
+	t.Run("NoSchedule leaves running tasks, NoExecute evicts them", func(t *testing.T) {
+		c := schedtest.New(t)
+		c.AddNodes("n", 2)
+		c.Apply(svc(""))
+		c.Converge()
+		c.SetTaints("n1", legion.Taint{Key: "k", Effect: legion.NoSchedule})
+		c.Converge()
+		if c.NodesOf("s")["n1"] != 1 {
+			t.Fatalf("NoSchedule moved a running task: %v", c.NodesOf("s"))
+		}
+		c.SetTaints("n1", legion.Taint{Key: "k", Effect: legion.NoExecute})
+		c.Converge()
+		if diff := cmp.Diff(map[string]int{"n2": 2}, c.NodesOf("s")); diff != "" {
+			t.Fatalf("NoExecute: %s", diff)
+		}
+	})
+	t.Run("PreferNoSchedule is a last choice", func(t *testing.T) {
+		c := schedtest.New(t)
+		c.AddNode("a", schedtest.Taint("spot", "", legion.PreferNoSchedule))
+		c.AddNode("b", schedtest.Resources("1", "8Gi"))
+		c.Apply(strings.Replace(svc(""), "image: s:1}", "image: s:1, resources: {requests: {cpu: 500m}}}", 1))
+		c.Apply(strings.Replace(strings.Replace(svc(""), "image: s:1}", "image: s:1, resources: {requests: {cpu: 500m}}}", 1), "replicas: 2", "replicas: 3", 1))
+		c.Converge()
+		if diff := cmp.Diff(map[string]int{"a": 1, "b": 2}, c.NodesOf("s")); diff != "" {
+			t.Fatalf("PreferNoSchedule (-want +got):\n%s", diff)
+		}
+	})
+}
