@@ -28,7 +28,6 @@ func updSpec(image, order, action string, par int, delay string, maxUnavail stri
 	return r.Replace(updYAML)
 }
 
-
 func images(c *schedtest.Cluster, owner string) map[string]int {
 	m := map[string]int{}
 	for _, tk := range c.Live(owner) {

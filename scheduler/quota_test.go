@@ -1,0 +1,98 @@
+package scheduler_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/scheduler/schedtest"
+)
+
+const shopYAML = `
+apiVersion: legion/v1
+kind: Namespace
+metadata: {name: shop}
+spec: {quota: {cpu: "CPUQ", tasks: 10}}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: REPLICAS
+  update: {order: ORDER}
+  pod: {containers: [{name: c, image: IMAGE, resources: {requests: {cpu: 400m}}}]}
+`
+
+func shop(cpu string, replicas int, image, order string) string {
+	return strings.NewReplacer("CPUQ", cpu, "REPLICAS", strconv.Itoa(replicas), "IMAGE", image, "ORDER", order).Replace(shopYAML)
+}
+
+func shopTasks(c *schedtest.Cluster) (placed int, pending []string) {
+	for _, tk := range c.Live("web") {
+		if tk.Spec.Placed != nil {
+			placed++
+		} else {
+			pending = append(pending, tk.Status.Message)
+		}
+	}
+	return
+}
+
+func TestQuotaHoldsPlacement(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	c.Apply(shop("1", 3, "web:1", "stop-first"))
+	c.Converge()
+	placed, pending := shopTasks(c)
+	if placed != 2 || len(pending) != 1 || pending[0] != "over the quota of namespace shop: cpu 1200m of 1" {
+		t.Fatalf("placed %d, pending %q", placed, pending)
+	}
+}
+
+func TestQuotaLoweredBelowUseStopsNothing(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	c.Apply(shop("2", 4, "web:1", "stop-first"))
+	c.Converge()
+	if placed, _ := shopTasks(c); placed != 4 {
+		t.Fatalf("placed %d, want 4", placed)
+	}
+	c.Apply(shop("1", 4, "web:1", "stop-first"))
+	c.Converge()
+	if placed, pending := shopTasks(c); placed != 4 || len(pending) != 0 {
+		t.Fatalf("a lowered quota stopped or held tasks: placed %d pending %q", placed, pending)
+	}
+	// Shrinking still goes through; growing again is held at the quota.
+	c.Apply(shop("1", 1, "web:1", "stop-first"))
+	c.Converge()
+	if placed, _ := shopTasks(c); placed != 1 {
+		t.Fatalf("after shrinking: placed %d", placed)
+	}
+	c.Apply(shop("1", 3, "web:1", "stop-first"))
+	c.Converge()
+	if placed, pending := shopTasks(c); placed != 2 || len(pending) != 1 {
+		t.Fatalf("growing under the lowered quota: placed %d pending %q", placed, pending)
+	}
+}
+
+func TestStartFirstUpdateNeedsRoomForOneMore(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	c.Apply(shop("800m", 2, "web:1", "start-first"))
+	c.Converge()
+	c.Apply(shop("800m", 2, "web:2", "start-first"))
+	c.Converge()
+	placed, pending := shopTasks(c)
+	if placed != 2 || len(pending) != 1 || !strings.HasPrefix(pending[0], "over the quota of namespace shop: cpu 1200m of 800m") {
+		t.Fatalf("placed %d pending %q", placed, pending)
+	}
+	for _, tk := range c.Live("web") {
+		if tk.Spec.Placed != nil && tk.Spec.Pod.Containers[0].Image != "web:1" {
+			t.Fatalf("a new task was placed beyond the quota")
+		}
+	}
+	if u := c.Services["shop/web"].Status.Update; u.State != legion.UpdateUpdating {
+		t.Fatalf("update %s", u.State)
+	}
+}
