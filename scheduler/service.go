@@ -225,7 +225,7 @@ func (p *planner) statefulSlots(o *owner, sp *svcPass) {
 	ok := true
 	for i, s := range slots {
 		mayStart[i] = ok
-		if c := currentOf(o, s); c == nil || !readyTask(c.t) {
+		if !slotReady(s) {
 			ok = false
 		}
 	}
@@ -338,15 +338,14 @@ func (p *planner) view(o *owner, s *slot) slotView {
 	return v
 }
 
-// currentOf is the slot's current task, if any.
-func currentOf(o *owner, s *slot) *entry {
-	var cur *entry
+// slotReady: the slot has a ready task meant to run (of any pod).
+func slotReady(s *slot) bool {
 	for _, e := range s.entries {
-		if !e.deleted && live(e.t) && e.t.Spec.DesiredState == legion.TaskRunning && e.t.Spec.PodHash == o.hash {
-			cur = e
+		if !e.deleted && e.t.Spec.DesiredState == legion.TaskRunning && readyTask(e.t) {
+			return true
 		}
 	}
-	return cur
+	return false
 }
 
 // mustLeave: a task on a draining node (the replacement goes elsewhere).
