@@ -1,0 +1,177 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/legionbsd/legion/cluster/pki"
+	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultServer is where the CLI looks for a manager.
+const DefaultServer = "127.0.0.1:7470"
+
+// DefaultRetry is how long single calls retry UNAVAILABLE.
+const DefaultRetry = 30 * time.Second
+
+const maxMessage = 64 << 20
+
+// Options say where and as whom to connect.
+type Options struct {
+	Server string // host:port of any manager; default DefaultServer
+	// CredentialsFile is a PEM bundle (certificate, key, CA), such as
+	// admin.pem. Without it (and without Credentials) the client presents
+	// no certificate and checks none: enough for init, join and status on
+	// a fresh daemon of its own host, and nothing else.
+	CredentialsFile string
+	Credentials     *pki.Credentials
+	// Retry is how long single calls retry UNAVAILABLE; zero means
+	// DefaultRetry, negative means no retry.
+	Retry time.Duration
+}
+
+// Client talks to one manager (which forwards to the leader).
+type Client struct {
+	conn    *grpc.ClientConn
+	objects pb.ObjectsClient
+	cluster pb.ClusterClient
+	retry   time.Duration
+}
+
+// New connects (lazily: the first call dials).
+func New(opts Options) (*Client, error) {
+	if opts.Server == "" {
+		opts.Server = DefaultServer
+	}
+	if opts.Retry == 0 {
+		opts.Retry = DefaultRetry
+	}
+	creds := opts.Credentials
+	if creds == nil && opts.CredentialsFile != "" {
+		var err error
+		if creds, err = pki.LoadBundle(opts.CredentialsFile); err != nil {
+			return nil, err
+		}
+	}
+	var tc *tls.Config
+	if creds != nil {
+		tc = creds.ClientConfig()
+	} else {
+		// No cluster yet to check against: only a fresh daemon of this
+		// host takes calls without a certificate.
+		tc = &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}
+	}
+	c := &Client{retry: opts.Retry}
+	conn, err := grpc.NewClient(opts.Server,
+		grpc.WithTransportCredentials(credentials.NewTLS(tc)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
+		grpc.WithChainUnaryInterceptor(c.retryUnavailable))
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", opts.Server, err)
+	}
+	c.conn = conn
+	c.objects = pb.NewObjectsClient(conn)
+	c.cluster = pb.NewClusterClient(conn)
+	return c, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// retryUnavailable asks again while the cluster answers UNAVAILABLE, for
+// up to the retry period.
+func (c *Client) retryUnavailable(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	deadline := time.Now().Add(c.retry)
+	wait := 50 * time.Millisecond
+	for {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if !retryable(err) || c.retry < 0 || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, time.Second)
+	}
+}
+
+// retryable: the cluster may answer soon (an election, a manager
+// restarting). A failed TLS handshake will not get better.
+func retryable(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	m := st.Message()
+	return !strings.Contains(m, "handshake") && !strings.Contains(m, "certificate")
+}
+
+// Errors callers branch on (match with errors.Is).
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrExists    = errors.New("already exists")
+	ErrAborted   = errors.New("aborted: the object changed")
+	ErrCompacted = errors.New("watch compacted: list again")
+	ErrReset     = errors.New("watch reset: list again")
+)
+
+// Error is a failed call: the server's message, with its gRPC code.
+type Error struct {
+	Code codes.Code
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Is lets errors.Is match the sentinels by code.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.Code == codes.NotFound
+	case ErrExists:
+		return e.Code == codes.AlreadyExists
+	case ErrAborted:
+		return e.Code == codes.Aborted
+	}
+	return false
+}
+
+// wrap turns a gRPC error into an Error with the server's message alone.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	msg := st.Message()
+	if st.Code() == codes.Unavailable && msg == "" {
+		msg = "no manager answered"
+	}
+	return &Error{Code: st.Code(), Msg: msg}
+}
+
+// Code is the gRPC code of an error from this package (OK for nil,
+// Unknown for others).
+func Code(err error) codes.Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	if err == nil {
+		return codes.OK
+	}
+	return status.Code(err)
+}

@@ -1,0 +1,135 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/legionbsd/legion"
+	pb "github.com/legionbsd/legion/internal/proto"
+)
+
+// Outcomes of an apply.
+const (
+	Created   = "created"
+	Updated   = "updated"
+	Unchanged = "unchanged"
+)
+
+// Result is the answer for one applied object.
+type Result struct {
+	Object   legion.Object // as stored (or as it would be, for a dry run)
+	Outcome  string        // Created, Updated or Unchanged
+	Previous legion.Object // what was stored before, if anything
+}
+
+// ApplyOptions qualify an apply.
+type ApplyOptions struct {
+	DryRun bool
+	// ExpectedVersion, when set, makes the apply of each object fail with
+	// ErrAborted unless it is stored at that version (0: must not exist).
+	ExpectedVersion *uint64
+}
+
+// Apply applies objects server-side (namespaces first, then what
+// workloads refer to, then the rest), answering in the given order.
+func (c *Client) Apply(ctx context.Context, objs []legion.Object, opts ApplyOptions) ([]Result, error) {
+	req := &pb.ApplyRequest{DryRun: opts.DryRun}
+	for _, o := range objs {
+		p, err := pb.ToProto(o)
+		if err != nil {
+			return nil, err
+		}
+		req.Items = append(req.Items, &pb.ApplyItem{Object: p, ExpectedVersion: opts.ExpectedVersion})
+	}
+	resp, err := c.objects.Apply(ctx, req)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]Result, 0, len(resp.Results))
+	for _, r := range resp.Results {
+		res := Result{Outcome: r.Outcome}
+		if res.Object, err = pb.FromProto(r.Object); err != nil {
+			return nil, err
+		}
+		if r.Previous != nil {
+			if res.Previous, err = pb.FromProto(r.Previous); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// ApplyOne applies one object.
+func (c *Client) ApplyOne(ctx context.Context, o legion.Object, opts ApplyOptions) (Result, error) {
+	rs, err := c.Apply(ctx, []legion.Object{o}, opts)
+	if err != nil {
+		return Result{}, err
+	}
+	if len(rs) != 1 {
+		return Result{}, fmt.Errorf("apply: %d results for one object", len(rs))
+	}
+	return rs[0], nil
+}
+
+// Get reads one object (linearizable). The namespace of a namespaced
+// kind defaults to "default".
+func (c *Client) Get(ctx context.Context, kind legion.Kind, namespace, name string) (legion.Object, error) {
+	resp, err := c.objects.Get(ctx, &pb.GetRequest{Kind: string(kind), Namespace: namespace, Name: name})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return pb.FromProto(resp.Object)
+}
+
+// GetAs reads one object as its Go type.
+func GetAs[T legion.Object](ctx context.Context, c *Client, kind legion.Kind, namespace, name string) (T, error) {
+	var zero T
+	o, err := c.Get(ctx, kind, namespace, name)
+	if err != nil {
+		return zero, err
+	}
+	t, ok := o.(T)
+	if !ok {
+		return zero, fmt.Errorf("%s %s: got a %T", kind, name, o)
+	}
+	return t, nil
+}
+
+// ListOptions narrow a list or watch.
+type ListOptions struct {
+	Namespace     string            // default "default" for namespaced kinds
+	AllNamespaces bool              // every namespace
+	Labels        map[string]string // every pair must match
+}
+
+// List reads the objects of a kind (linearizable) and the version they
+// were read at, to watch from.
+func (c *Client) List(ctx context.Context, kind legion.Kind, opts ListOptions) ([]legion.Object, uint64, error) {
+	resp, err := c.objects.List(ctx, &pb.ListRequest{Kind: string(kind), Namespace: opts.Namespace,
+		AllNamespaces: opts.AllNamespaces, Labels: opts.Labels})
+	if err != nil {
+		return nil, 0, wrap(err)
+	}
+	out := make([]legion.Object, 0, len(resp.Objects))
+	for _, p := range resp.Objects {
+		o, err := pb.FromProto(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, o)
+	}
+	return out, resp.Version, nil
+}
+
+// Delete removes an object and returns it as it was. With
+// expectedVersion it fails with ErrAborted unless the object is at it.
+func (c *Client) Delete(ctx context.Context, kind legion.Kind, namespace, name string, expectedVersion *uint64) (legion.Object, error) {
+	resp, err := c.objects.Delete(ctx, &pb.DeleteRequest{Kind: string(kind), Namespace: namespace, Name: name,
+		ExpectedVersion: expectedVersion})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return pb.FromProto(resp.Object)
+}

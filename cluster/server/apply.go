@@ -1,0 +1,265 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Outcomes of an apply.
+const (
+	Created   = "created"
+	Updated   = "updated"
+	Unchanged = "unchanged"
+)
+
+// maxApplyRetries bounds how often an apply that lost a race is retried
+// on top of the newer write.
+const maxApplyRetries = 16
+
+type applyItem struct {
+	obj      legion.Object
+	expected *uint64
+	index    int // position in the request
+}
+
+// decodeApply reads and admits a request's objects: Tasks are refused, a
+// namespaced object without a namespace goes to default, the reserved
+// namespace is refused, and the object model's admission runs on each.
+func decodeApply(req *pb.ApplyRequest) ([]applyItem, error) {
+	if len(req.Items) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "apply: no objects")
+	}
+	var items []applyItem
+	var errs []string
+	for i, it := range req.Items {
+		obj, err := pb.FromProto(it.Object)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("object %d: %v", i+1, err))
+			continue
+		}
+		m := obj.GetMetadata()
+		if obj.GetKind() == legion.KindTask {
+			errs = append(errs, fmt.Sprintf("Task %s: tasks are made by the scheduler, not applied", m.Name))
+			continue
+		}
+		if obj.GetKind().Namespaced() && m.Namespace == "" {
+			m.Namespace = legion.DefaultNamespace
+		}
+		if m.Namespace == legion.SystemNamespace || (obj.GetKind() == legion.KindNamespace && m.Name == legion.SystemNamespace) {
+			errs = append(errs, fmt.Sprintf("%s %s: namespace %s is reserved", obj.GetKind(), legion.DisplayName(obj), legion.SystemNamespace))
+			continue
+		}
+		if err := legion.Admit(obj); err != nil {
+			errs = append(errs, fmt.Sprintf("%s %s: %v", obj.GetKind(), legion.DisplayName(obj), err))
+			continue
+		}
+		items = append(items, applyItem{obj: obj, expected: it.ExpectedVersion, index: i})
+	}
+	if len(errs) > 0 {
+		return nil, status.Error(codes.InvalidArgument, strings.Join(errs, "; "))
+	}
+	// Namespaces first, then what workloads refer to, then the rest.
+	order := map[legion.Kind]int{}
+	for i, k := range legion.Kinds() {
+		order[k] = i
+	}
+	sort.SliceStable(items, func(a, b int) bool { return order[items[a].obj.GetKind()] < order[items[b].obj.GetKind()] })
+	return items, nil
+}
+
+func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun bool) (*pb.ApplyResponse, error) {
+	if err := st.Barrier(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	if err := checkReferences(st, items); err != nil {
+		return nil, err
+	}
+	results := make([]*pb.ApplyResult, len(items))
+	for n, it := range items {
+		obj, prev, outcome, err := applyOne(ctx, st, it, dryRun)
+		if err != nil {
+			msg := fmt.Sprintf("%s %s: %s", it.obj.GetKind(), legion.DisplayName(it.obj), status.Convert(toStatus(err)).Message())
+			if n > 0 && !dryRun {
+				msg += fmt.Sprintf(" (%d of %d objects applied before it)", n, len(items))
+			}
+			return nil, status.Error(status.Code(toStatus(err)), msg)
+		}
+		r := &pb.ApplyResult{Outcome: outcome}
+		if r.Object, err = pb.ToProto(obj); err != nil {
+			return nil, toStatus(err)
+		}
+		if prev != nil {
+			if r.Previous, err = pb.ToProto(prev); err != nil {
+				return nil, toStatus(err)
+			}
+		}
+		results[n] = r
+	}
+	// Answer in the request's order.
+	out := make([]*pb.ApplyResult, len(items))
+	for n, it := range items {
+		out[it.index] = results[n]
+	}
+	return &pb.ApplyResponse{Results: slices.DeleteFunc(out, func(r *pb.ApplyResult) bool { return r == nil })}, nil
+}
+
+// applyOne creates the object or replaces its labels and spec, keeping its
+// status. An unchanged object is not written. A write that lost a race is
+// tried again on top of the newer one (last applier wins), unless the
+// caller named the version it expects, which turns the race into ABORTED.
+func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool) (obj, prev legion.Object, outcome string, err error) {
+	kind, m := it.obj.GetKind(), it.obj.GetMetadata()
+	for attempt := 0; ; attempt++ {
+		cur, _, err := st.Get(kind, m.Namespace, m.Name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, nil, "", err
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			cur = nil
+		}
+		if it.expected != nil {
+			switch {
+			case *it.expected == 0 && cur != nil:
+				return nil, nil, "", status.Errorf(codes.Aborted, "expected no object, found version %d", cur.GetMetadata().Version)
+			case *it.expected != 0 && cur == nil:
+				return nil, nil, "", status.Errorf(codes.Aborted, "expected version %d, found none", *it.expected)
+			case *it.expected != 0 && cur.GetMetadata().Version != *it.expected:
+				return nil, nil, "", status.Errorf(codes.Aborted, "expected version %d, found %d", *it.expected, cur.GetMetadata().Version)
+			}
+		}
+		if cur != nil && sameContent(cur, it.obj) {
+			return cur, cur, Unchanged, nil
+		}
+		outcome = Created
+		if cur != nil {
+			outcome = Updated
+		}
+		if dryRun {
+			return wouldBe(it.obj, cur), cur, outcome, nil
+		}
+		pre := store.Precondition{MustNotExist: cur == nil}
+		if cur != nil {
+			pre.Version = cur.GetMetadata().Version
+		}
+		obj, prev, err := st.Put(ctx, legion.Clone(it.obj), store.WriteOptions{Precondition: pre, KeepStatus: true})
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
+			if it.expected != nil {
+				return nil, nil, "", status.Error(codes.Aborted, err.Error())
+			}
+			if attempt < maxApplyRetries {
+				continue
+			}
+		}
+		return obj, prev, outcome, err
+	}
+}
+
+// sameContent compares what apply replaces: labels and spec.
+func sameContent(a, b legion.Object) bool {
+	la, lb := a.GetMetadata().Labels, b.GetMetadata().Labels
+	if len(la) != len(lb) || !maps.Equal(la, lb) {
+		return false
+	}
+	x, err1 := json.Marshal(a.SpecPtr())
+	y, err2 := json.Marshal(b.SpecPtr())
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+// wouldBe is the object a dry run would store.
+func wouldBe(obj, cur legion.Object) legion.Object {
+	out := legion.Clone(obj)
+	m := out.GetMetadata()
+	if cur == nil {
+		m.Generation = 1
+		return out
+	}
+	cm := cur.GetMetadata()
+	m.UID, m.Version, m.Generation = cm.UID, cm.Version, cm.Generation
+	x, _ := json.Marshal(out.SpecPtr())
+	y, _ := json.Marshal(cur.SpecPtr())
+	if string(x) != string(y) {
+		m.Generation++
+	}
+	if out.StatusPtr() != nil {
+		data, _ := json.Marshal(cur.StatusPtr())
+		_ = json.Unmarshal(data, out.StatusPtr())
+	}
+	return out
+}
+
+// checkReferences refuses a Service, Job or CronJob naming a Secret,
+// Config, Volume or pull secret that exists neither in its namespace nor
+// earlier in the same apply, naming each missing one.
+func checkReferences(st *store.Store, items []applyItem) error {
+	batch := map[string]bool{}
+	for _, it := range items {
+		batch[legion.ObjectKey(it.obj)] = true
+	}
+	var errs []string
+	for _, it := range items {
+		var pod *legion.PodSpec
+		switch o := it.obj.(type) {
+		case *legion.Service:
+			pod = &o.Spec.Pod
+		case *legion.Job:
+			pod = &o.Spec.Pod
+		case *legion.CronJob:
+			pod = &o.Spec.Job.Pod
+		default:
+			continue
+		}
+		ns := it.obj.GetMetadata().Namespace
+		var missing []string
+		seen := map[string]bool{}
+		need := func(kind legion.Kind, name, what string) {
+			key := legion.Key(kind, ns, name)
+			if name == "" || seen[key] || batch[key] {
+				return
+			}
+			seen[key] = true
+			if _, _, err := st.Get(kind, ns, name); errors.Is(err, store.ErrNotFound) {
+				missing = append(missing, what+" "+name)
+			}
+		}
+		for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
+			for _, e := range c.Env {
+				need(legion.KindSecret, e.Secret, "Secret")
+				need(legion.KindConfig, e.Config, "Config")
+			}
+			for _, f := range c.Secrets {
+				need(legion.KindSecret, f.Name, "Secret")
+			}
+			for _, f := range c.Configs {
+				need(legion.KindConfig, f.Name, "Config")
+			}
+		}
+		for _, v := range pod.Volumes {
+			if v.Volume != nil {
+				need(legion.KindVolume, v.Volume.Name, "Volume")
+			}
+		}
+		for _, p := range pod.ImagePullSecrets {
+			need(legion.KindSecret, p, "pull Secret")
+		}
+		if len(missing) > 0 {
+			errs = append(errs, fmt.Sprintf("%s %s: refers to what does not exist in namespace %s: %s",
+				it.obj.GetKind(), legion.DisplayName(it.obj), ns, strings.Join(missing, ", ")))
+		}
+	}
+	if len(errs) > 0 {
+		return status.Error(codes.FailedPrecondition, strings.Join(errs, "; "))
+	}
+	return nil
+}

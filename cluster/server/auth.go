@@ -1,0 +1,107 @@
+package server
+
+import (
+	"context"
+	"net"
+	"strings"
+
+	"github.com/legionbsd/legion/cluster/pki"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// caller is who is on the other end of a call.
+type caller struct {
+	id       *pki.Identity // nil without a verified certificate
+	loopback bool
+}
+
+func callerOf(ctx context.Context) caller {
+	var c caller
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return c
+	}
+	if a, ok := p.Addr.(*net.TCPAddr); ok {
+		c.loopback = a.IP.IsLoopback()
+	}
+	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.PeerCertificates) > 0 {
+		id := pki.IdentityOf(ti.State.PeerCertificates[0])
+		c.id = &id
+	}
+	return c
+}
+
+type callerKey struct{}
+
+// authorize decides whether a call may go on, by method, the daemon's
+// state and the caller's certificate.
+func (s *Server) authorize(ctx context.Context, method string) (context.Context, error) {
+	c := callerOf(ctx)
+	ctx = context.WithValue(ctx, callerKey{}, c)
+	role := s.role()
+	switch method {
+	case "/legion.v1.Cluster/Init", "/legion.v1.Cluster/JoinCluster":
+		// The handlers refuse a daemon that is already a member.
+		if role == "" && !c.loopback {
+			return nil, status.Error(codes.PermissionDenied, "init and join are taken only from the daemon's own host")
+		}
+		if role != "" && !isAdmin(c) {
+			return nil, status.Error(codes.Unauthenticated, "a client certificate of this cluster is required")
+		}
+		return ctx, nil
+	case "/legion.v1.Cluster/Status":
+		if role == "" && c.loopback {
+			return ctx, nil
+		}
+	case "/legion.v1.Cluster/Join":
+		// The join token authenticates; the handler checks it.
+		if role != roleManager {
+			return nil, s.notServing(role)
+		}
+		return ctx, nil
+	}
+	if role != roleManager {
+		return nil, s.notServing(role)
+	}
+	if c.id == nil {
+		return nil, status.Error(codes.Unauthenticated, "a client certificate of this cluster is required")
+	}
+	managerOnly := strings.HasPrefix(method, "/legion.v1.Raft/") || method == "/legion.v1.Cluster/Promote"
+	switch {
+	case c.id.Role == pki.RoleManager:
+	case c.id.Role == pki.RoleAdmin && !managerOnly:
+	default:
+		return nil, status.Errorf(codes.PermissionDenied, "%s: not allowed for a %s certificate (%s)", method, c.id.Role, c.id.Name)
+	}
+	return ctx, nil
+}
+
+func isAdmin(c caller) bool {
+	return c.id != nil && (c.id.Role == pki.RoleAdmin || c.id.Role == pki.RoleManager)
+}
+
+func (s *Server) notServing(role string) error {
+	if role == roleWorker {
+		return status.Error(codes.FailedPrecondition, "this node is a worker and serves no API: point --server at a manager")
+	}
+	return status.Error(codes.FailedPrecondition, "this daemon belongs to no cluster yet: run legion init, or legion join")
+}
+
+func (s *Server) unaryAuth(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	ctx, err := s.authorize(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (s *Server) streamAuth(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if _, err := s.authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}

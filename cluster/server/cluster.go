@@ -1,0 +1,412 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/store"
+	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+)
+
+// clusterService answers init, join, status and join tokens.
+type clusterService struct {
+	pb.UnimplementedClusterServer
+	s *Server
+}
+
+// tokenName is the Secret in the reserved namespace holding a role's
+// join token secret.
+func tokenName(role string) string { return "join-token-" + role }
+
+func checkTokenRole(role string) error {
+	if role != roleWorker && role != roleManager {
+		return status.Errorf(codes.InvalidArgument, "token role %q: expected worker or manager", role)
+	}
+	return nil
+}
+
+// hosts are the names a node's certificate is valid for.
+func hosts(addr string) []string {
+	out := []string{"127.0.0.1", "::1", "localhost"}
+	if h, _, err := net.SplitHostPort(addr); err == nil && h != "" {
+		out = append(out, h)
+	}
+	return out
+}
+
+func (c *clusterService) Init(ctx context.Context, _ *pb.InitRequest) (*pb.InitResponse, error) {
+	s := c.s
+	s.joinMu.Lock()
+	defer s.joinMu.Unlock()
+	if s.role() != "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "this daemon is already a %s of a cluster", s.role())
+	}
+	now := s.cfg.Now()
+	ca, err := pki.NewCA(now)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	issue := func(id pki.Identity, h []string) (cert, key []byte, err error) {
+		k, err := pki.NewKey()
+		if err != nil {
+			return nil, nil, err
+		}
+		csr, err := pki.CSR(k, id.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if cert, err = ca.Issue(csr, id, h, now); err != nil {
+			return nil, nil, err
+		}
+		key, err = pki.KeyPEM(k)
+		return cert, key, err
+	}
+	cert, key, err := issue(pki.Identity{Name: s.nodeID, Role: pki.RoleManager}, hosts(s.cfg.Advertise))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	adminCert, adminKey, err := issue(pki.Identity{Name: "admin", Role: pki.RoleAdmin}, nil)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	caKey, err := ca.KeyPEM()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	files := &pki.NodeFiles{CACert: ca.CertPEM(), CAKey: caKey, Cert: cert, Key: key}
+	if err := s.persistMembership(files, roleManager); err != nil {
+		return nil, toStatus(err)
+	}
+	adminPath := filepath.Join(s.cfg.DataDir, AdminFile)
+	if err := pki.WriteFile(adminPath, pki.Bundle(adminCert, adminKey, ca.CertPEM())); err != nil {
+		return nil, toStatus(fmt.Errorf("writing %s: %w", adminPath, err))
+	}
+	if err := s.become(roleManager, files, true); err != nil {
+		return nil, toStatus(err)
+	}
+	st := s.store()
+	if err := waitLeader(ctx, st, s.cfg.WriteTimeout); err != nil {
+		return nil, err
+	}
+	for _, role := range []string{roleWorker, roleManager} {
+		if err := writeToken(ctx, st, role); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	s.log.Info("initialised a new cluster", "node", s.nodeID, "admin", adminPath)
+	return &pb.InitResponse{NodeId: s.nodeID, AdminCredentials: adminPath}, nil
+}
+
+func (s *Server) persistMembership(files *pki.NodeFiles, role string) error {
+	if err := files.Save(filepath.Join(s.cfg.DataDir, PKIDir)); err != nil {
+		return err
+	}
+	return pki.WriteFile(filepath.Join(s.cfg.DataDir, roleFile), []byte(role+"\n"))
+}
+
+func waitLeader(ctx context.Context, st *store.Store, d time.Duration) error {
+	if d == 0 {
+		d = store.DefaultWriteTimeout
+	}
+	deadline := time.Now().Add(d)
+	for !st.IsLeader() {
+		if time.Now().After(deadline) {
+			return status.Error(codes.Unavailable, "the new cluster elected no leader in time")
+		}
+		select {
+		case <-ctx.Done():
+			return toStatus(ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func writeToken(ctx context.Context, st *store.Store, role string) error {
+	o, _ := legion.New(legion.KindSecret)
+	sec := o.(*legion.Secret)
+	sec.Metadata.Name, sec.Metadata.Namespace = tokenName(role), legion.SystemNamespace
+	sec.Spec.Data = []byte(pki.NewSecret())
+	_, _, err := st.Put(ctx, sec, store.WriteOptions{})
+	return err
+}
+
+func readToken(st *store.Store, role string) (string, error) {
+	o, _, err := st.Get(legion.KindSecret, legion.SystemNamespace, tokenName(role))
+	if err != nil {
+		return "", fmt.Errorf("the %s join token: %w", role, err)
+	}
+	return string(o.(*legion.Secret).Spec.Data), nil
+}
+
+func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	s := c.s
+	out := &pb.StatusResponse{NodeId: s.nodeID, Role: s.role(), Protocol: Protocol}
+	st := s.store()
+	if st == nil {
+		out.Initialized = out.Role != ""
+		return out, nil
+	}
+	out.Initialized = true
+	r := st.Raft()
+	out.State = r.State().String()
+	out.LeaderAddress, out.LeaderId = st.Leader()
+	out.Term, out.AppliedIndex, out.CommitIndex = r.CurrentTerm(), st.AppliedIndex(), r.CommitIndex()
+	f := r.GetConfiguration()
+	if err := f.Error(); err == nil {
+		for _, m := range f.Configuration().Servers {
+			out.Members = append(out.Members, &pb.Member{Id: string(m.ID), Address: string(m.Address),
+				Voter: m.Suffrage == raft.Voter, Leader: string(m.ID) == out.LeaderId})
+		}
+	}
+	return out, nil
+}
+
+func (c *clusterService) TokenShow(ctx context.Context, req *pb.TokenRequest) (*pb.TokenResponse, error) {
+	return c.token(ctx, req, false)
+}
+
+func (c *clusterService) TokenRotate(ctx context.Context, req *pb.TokenRequest) (*pb.TokenResponse, error) {
+	return c.token(ctx, req, true)
+}
+
+func (c *clusterService) token(ctx context.Context, req *pb.TokenRequest, rotate bool) (*pb.TokenResponse, error) {
+	if err := checkTokenRole(req.Role); err != nil {
+		return nil, err
+	}
+	st, conn, fctx, err := c.s.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if conn != nil {
+		if rotate {
+			return pb.NewClusterClient(conn).TokenRotate(fctx, req)
+		}
+		return pb.NewClusterClient(conn).TokenShow(fctx, req)
+	}
+	if rotate {
+		if err := writeToken(ctx, st, req.Role); err != nil {
+			return nil, toStatus(err)
+		}
+	} else if err := st.Barrier(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	secret, err := readToken(st, req.Role)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.TokenResponse{Token: pki.Token{Digest: pki.Digest(c.s.ca.Cert), Secret: secret}.String()}, nil
+}
+
+// Join admits a node holding a join token: it checks the token against
+// this cluster's CA and secrets before anything is written, signs the
+// node's certificate request and, for a manager, adds it to Raft as a
+// non-voter (it asks to be promoted once caught up).
+func (c *clusterService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinResponse, error) {
+	s := c.s
+	tok, err := pki.ParseToken(req.Token)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if tok.Digest != pki.Digest(s.ca.Cert) {
+		return nil, status.Error(codes.PermissionDenied, "join token: it names another cluster's CA")
+	}
+	if req.Protocol > Protocol {
+		return nil, status.Errorf(codes.FailedPrecondition, "the joining node speaks protocol %d, this cluster %d: upgrade the managers first", req.Protocol, Protocol)
+	}
+	st, conn, fctx, err := s.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if conn != nil {
+		return pb.NewClusterClient(conn).Join(fctx, req)
+	}
+	if err := st.Barrier(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	tokenRole := ""
+	for _, role := range []string{roleManager, roleWorker} {
+		held, err := readToken(st, role)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		if pki.SecretMatches(held, tok.Secret) {
+			tokenRole = role
+		}
+	}
+	if tokenRole == "" {
+		return nil, status.Error(codes.PermissionDenied, "join token: the secret is not valid (mistyped, or the token was rotated)")
+	}
+	role := req.Role
+	if role == "" {
+		role = tokenRole
+	}
+	if err := checkTokenRole(role); err != nil {
+		return nil, err
+	}
+	if role == roleManager && tokenRole != roleManager {
+		return nil, status.Error(codes.PermissionDenied, "join token: a worker token cannot join a manager; use the manager token (legion token show manager)")
+	}
+	if req.NodeId == "" || (role == roleManager && req.Address == "") {
+		return nil, status.Error(codes.InvalidArgument, "join: node_id and (for a manager) address are required")
+	}
+	cert, err := s.ca.Issue(req.Csr, pki.Identity{Name: req.NodeId, Role: pki.Role(role)}, hosts(req.Address), s.cfg.Now())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	out := &pb.JoinResponse{Certificate: cert, CaCertificate: s.ca.CertPEM(), Role: role}
+	if role == roleManager {
+		if out.CaKey, err = s.ca.KeyPEM(); err != nil {
+			return nil, toStatus(err)
+		}
+		f := st.Raft().AddNonvoter(raft.ServerID(req.NodeId), raft.ServerAddress(req.Address), 0, s.writeTimeout())
+		if err := f.Error(); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "adding manager %s to raft: %v", req.NodeId, err)
+		}
+		out.Index = f.Index()
+	}
+	s.log.Info("node joined", "node", req.NodeId, "role", role, "address", req.Address)
+	return out, nil
+}
+
+func (s *Server) writeTimeout() time.Duration {
+	if s.cfg.WriteTimeout == 0 {
+		return store.DefaultWriteTimeout
+	}
+	return s.cfg.WriteTimeout
+}
+
+// JoinCluster makes a fresh daemon join the cluster of the manager at
+// req.Server: the manager's CA is checked against the token's digest
+// during the handshake, before the request (and its token) is sent.
+func (c *clusterService) JoinCluster(ctx context.Context, req *pb.JoinClusterRequest) (*pb.JoinClusterResponse, error) {
+	s := c.s
+	s.joinMu.Lock()
+	defer s.joinMu.Unlock()
+	if s.role() != "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "this daemon is already a %s of a cluster", s.role())
+	}
+	tok, err := pki.ParseToken(req.Token)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	key, err := pki.NewKey()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	csr, err := pki.CSR(key, s.nodeID)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	conn, err := grpc.NewClient(req.Server, grpc.WithTransportCredentials(credentials.NewTLS(pki.JoinConfig(tok.Digest, nil))))
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "join: server %q: %v", req.Server, err)
+	}
+	defer conn.Close()
+	resp, err := pb.NewClusterClient(conn).Join(ctx, &pb.JoinRequest{Token: req.Token, Csr: csr, NodeId: s.nodeID,
+		Address: s.cfg.Advertise, Role: req.Role, Protocol: Protocol})
+	if err != nil {
+		st := status.Convert(err)
+		return nil, status.Errorf(st.Code(), "joining through %s: %s", req.Server, st.Message())
+	}
+	keyPEM, err := pki.KeyPEM(key)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	files := &pki.NodeFiles{CACert: resp.CaCertificate, CAKey: resp.CaKey, Cert: resp.Certificate, Key: keyPEM}
+	if err := s.persistMembership(files, resp.Role); err != nil {
+		return nil, toStatus(err)
+	}
+	if err := s.become(resp.Role, files, false); err != nil {
+		return nil, toStatus(err)
+	}
+	if resp.Role == roleManager {
+		s.wg.Add(1)
+		go s.promoteWhenCaughtUp(resp.Index)
+	}
+	return &pb.JoinClusterResponse{NodeId: s.nodeID, Role: resp.Role}, nil
+}
+
+// promoteWhenCaughtUp asks the leader to make this manager a voter once
+// it has applied what the cluster held when it joined.
+func (s *Server) promoteWhenCaughtUp(index uint64) {
+	defer s.wg.Done()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stopping():
+			return
+		case <-tick.C:
+		}
+		st := s.store()
+		if st == nil || st.Raft().AppliedIndex() < index {
+			continue
+		}
+		addr, _ := st.Leader()
+		if addr == "" {
+			continue
+		}
+		conn, err := s.peer(addr)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.watchCtx, 5*time.Second)
+		_, err = pb.NewClusterClient(conn).Promote(ctx, &pb.PromoteRequest{NodeId: s.nodeID, Address: s.cfg.Advertise,
+			AppliedIndex: st.Raft().AppliedIndex()})
+		cancel()
+		if err == nil {
+			s.log.Info("promoted to voter", "node", s.nodeID)
+			return
+		}
+		s.log.Debug("promotion not yet", "err", err)
+	}
+}
+
+func (c *clusterService) Promote(ctx context.Context, req *pb.PromoteRequest) (*pb.PromoteResponse, error) {
+	id := callerOf(ctx).id
+	if id == nil || id.Name != req.NodeId {
+		return nil, status.Error(codes.PermissionDenied, "a manager promotes only itself")
+	}
+	st, conn, fctx, err := c.s.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if conn != nil {
+		return pb.NewClusterClient(conn).Promote(fctx, req)
+	}
+	f := st.Raft().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, toStatus(err)
+	}
+	known := false
+	for _, m := range f.Configuration().Servers {
+		if string(m.ID) == req.NodeId {
+			known = true
+			if m.Suffrage == raft.Voter {
+				return &pb.PromoteResponse{}, nil
+			}
+		}
+	}
+	if !known {
+		return nil, status.Errorf(codes.FailedPrecondition, "manager %s is not a member", req.NodeId)
+	}
+	if err := st.Raft().AddVoter(raft.ServerID(req.NodeId), raft.ServerAddress(req.Address), 0, c.s.writeTimeout()).Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) {
+			return nil, status.Error(codes.Unavailable, "no leader: an election is in progress")
+		}
+		return nil, status.Errorf(codes.Unavailable, "promoting %s: %v", req.NodeId, err)
+	}
+	return &pb.PromoteResponse{}, nil
+}

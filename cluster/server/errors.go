@@ -1,0 +1,46 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// toStatus turns a store or admission error into the gRPC status the
+// client acts on.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var el legion.ErrorList
+	switch {
+	case errors.As(err, &el):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, store.ErrExists):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, store.ErrConflict):
+		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, store.ErrNotLeader):
+		return status.Error(codes.Unavailable, "no leader: an election is in progress")
+	case errors.Is(err, store.ErrNoQuorum), errors.Is(err, store.ErrClosed):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, store.ErrCompacted):
+		return status.Error(codes.OutOfRange, err.Error())
+	case errors.Is(err, store.ErrReset):
+		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}

@@ -1,0 +1,44 @@
+package server
+
+import (
+	"context"
+
+	"github.com/legionbsd/legion/cluster/store"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// forwardedKey marks a call a follower passed to the leader, so it is
+// never passed on twice.
+const forwardedKey = "legion-forwarded"
+
+func forwarded(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(forwardedKey)) > 0
+}
+
+// leader returns the store when this manager leads, or a connection to
+// the leader to forward the call to.
+func (s *Server) leader(ctx context.Context) (*store.Store, *grpc.ClientConn, context.Context, error) {
+	st := s.store()
+	if st == nil {
+		return nil, nil, nil, s.notServing(s.role())
+	}
+	if st.IsLeader() {
+		return st, nil, ctx, nil
+	}
+	if forwarded(ctx) {
+		return nil, nil, nil, status.Error(codes.Unavailable, "not the leader (this call was forwarded once already)")
+	}
+	addr, _ := st.Leader()
+	if addr == "" {
+		return nil, nil, nil, status.Error(codes.Unavailable, "no leader: an election is in progress")
+	}
+	conn, err := s.peer(addr)
+	if err != nil {
+		return nil, nil, nil, status.Errorf(codes.Unavailable, "reaching the leader at %s: %v", addr, err)
+	}
+	return nil, conn, metadata.AppendToOutgoingContext(ctx, forwardedKey, s.nodeID), nil
+}

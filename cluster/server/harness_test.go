@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/store"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fastTiming keeps elections short in tests; production uses
+// store.DefaultTiming.
+func fastTiming() store.Timing {
+	return store.Timing{
+		HeartbeatTimeout:   300 * time.Millisecond,
+		ElectionTimeout:    300 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond,
+		CommitTimeout:      5 * time.Millisecond,
+		SnapshotThreshold:  1 << 30,
+		SnapshotInterval:   time.Hour,
+		TrailingLogs:       5,
+	}
+}
+
+// manager is one in-process manager on loopback with its own directory.
+type manager struct {
+	t    *testing.T
+	dir  string
+	addr string
+	s    *Server
+	done chan error
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func startManager(t *testing.T, dir, addr string) *manager {
+	t.Helper()
+	var s *Server
+	var err error
+	// The port of a manager just stopped may take a moment to free.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err = New(Config{DataDir: dir, Listen: addr, Timing: fastTiming(), WriteTimeout: 5 * time.Second})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("starting manager in %s: %v", dir, err)
+	}
+	m := &manager{t: t, dir: dir, addr: s.Addr(), s: s, done: make(chan error, 1)}
+	go func() { m.done <- s.Serve() }()
+	return m
+}
+
+func newManager(t *testing.T) *manager {
+	return startManager(t, t.TempDir(), freeAddr(t))
+}
+
+// stop is SIGTERM; kill a crash.
+func (m *manager) stop() {
+	if m.s == nil {
+		return
+	}
+	m.s.Stop()
+	<-m.done
+	m.s = nil
+}
+
+func (m *manager) kill() {
+	if m.s == nil {
+		return
+	}
+	m.s.Kill()
+	<-m.done
+	m.s = nil
+}
+
+func (m *manager) restart() { *m = *startManager(m.t, m.dir, m.addr) }
+
+// bare is a client without credentials (init, join, status on a fresh
+// daemon).
+func (m *manager) bare() *client.Client {
+	m.t.Helper()
+	c, err := client.New(client.Options{Server: m.addr, Retry: -1})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// admin is a client with the admin credentials of the cluster whose
+// admin.pem is in dir.
+func adminClient(t *testing.T, addr, dir string) *client.Client {
+	t.Helper()
+	c, err := client.New(client.Options{Server: addr, CredentialsFile: filepath.Join(dir, AdminFile), Retry: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func initCluster(t *testing.T, m *manager) *client.Client {
+	t.Helper()
+	resp, err := m.bare().Init(context.Background())
+	if err != nil {
+		t.Fatalf("init: %v", err)
+	}
+	if resp.AdminCredentials != filepath.Join(m.dir, AdminFile) {
+		t.Fatalf("admin credentials at %s", resp.AdminCredentials)
+	}
+	return adminClient(t, m.addr, m.dir)
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func configObj(ns, name, text string) *legion.Config {
+	o, _ := legion.New(legion.KindConfig)
+	c := o.(*legion.Config)
+	c.Metadata.Name, c.Metadata.Namespace = name, ns
+	c.Spec.Text = text
+	return c
+}
+
+func mustParse(t *testing.T, yaml string) []legion.Object {
+	t.Helper()
+	objs, err := legion.ParseManifest("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}

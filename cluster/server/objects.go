@@ -1,0 +1,194 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// objectsService is the Objects API over the store.
+type objectsService struct {
+	pb.UnimplementedObjectsServer
+	s *Server
+}
+
+// scope checks a request's kind and namespace: a namespaced kind without
+// a namespace means the default one (or every one, with all), a
+// cluster-scoped kind has none, and the reserved namespace is never shown.
+func scope(kind, namespace string, all bool) (legion.Kind, string, error) {
+	k := legion.Kind(kind)
+	if !k.Known() {
+		return "", "", status.Errorf(codes.InvalidArgument, "unknown kind %q", kind)
+	}
+	if !k.Namespaced() {
+		return k, "", nil
+	}
+	if all {
+		return k, "", nil
+	}
+	if namespace == "" {
+		namespace = legion.DefaultNamespace
+	}
+	if namespace == legion.SystemNamespace {
+		return "", "", status.Errorf(codes.PermissionDenied, "namespace %s is reserved", legion.SystemNamespace)
+	}
+	return k, namespace, nil
+}
+
+func visible(o legion.Object, labels map[string]string) bool {
+	m := o.GetMetadata()
+	if m.Namespace == legion.SystemNamespace {
+		return false
+	}
+	for k, v := range labels {
+		if m.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (o *objectsService) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+	kind, ns, err := scope(req.Kind, req.Namespace, false)
+	if err != nil {
+		return nil, err
+	}
+	st, conn, fctx, err := o.s.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if conn != nil {
+		return pb.NewObjectsClient(conn).Get(fctx, req)
+	}
+	if err := st.Barrier(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	obj, at, err := st.Get(kind, ns, req.Name)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	p, err := pb.ToProto(obj)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.GetResponse{Object: p, Version: at}, nil
+}
+
+func (o *objectsService) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResponse, error) {
+	kind, ns, err := scope(req.Kind, req.Namespace, req.AllNamespaces)
+	if err != nil {
+		return nil, err
+	}
+	st, conn, fctx, err := o.s.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if conn != nil {
+		return pb.NewObjectsClient(conn).List(fctx, req)
+	}
+	if err := st.Barrier(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	objs, at, err := st.List(kind, ns, func(x legion.Object) bool { return visible(x, req.Labels) })
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &pb.ListResponse{Version: at}
+	for _, x := range objs {
+		p, err := pb.ToProto(x)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		out.Objects = append(out.Objects, p)
+	}
+	return out, nil
+}
+
+func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	kind, ns, err := scope(req.Kind, req.Namespace, false)
+	if err != nil {
+		return nil, err
+	}
+	st, conn, fctx, err := o.s.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if conn != nil {
+		return pb.NewObjectsClient(conn).Delete(fctx, req)
+	}
+	var pre store.Precondition
+	if req.ExpectedVersion != nil {
+		pre.Version = *req.ExpectedVersion
+	}
+	obj, err := st.Delete(ctx, kind, ns, req.Name, pre)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	p, err := pb.ToProto(obj)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.DeleteResponse{Object: p}, nil
+}
+
+// Watch follows the local replica: it never forwards, and ends with
+// UNAVAILABLE at shutdown.
+func (o *objectsService) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[pb.WatchEvent]) error {
+	kind, ns, err := scope(req.Kind, req.Namespace, req.AllNamespaces)
+	if err != nil {
+		return err
+	}
+	st := o.s.store()
+	if st == nil {
+		return o.s.notServing(o.s.role())
+	}
+	w, err := st.Watch(req.FromVersion)
+	if err != nil {
+		return toStatus(err)
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	stop := context.AfterFunc(o.s.watchCtx, cancel)
+	defer stop()
+	for {
+		e, err := w.Next(ctx)
+		if err != nil {
+			if o.s.watchCtx.Err() != nil || errors.Is(err, store.ErrClosed) {
+				return status.Error(codes.Unavailable, "the manager is shutting down")
+			}
+			return toStatus(err)
+		}
+		m := e.Object.GetMetadata()
+		if e.Object.GetKind() != kind || (ns != "" && m.Namespace != ns) || !visible(e.Object, req.Labels) {
+			continue
+		}
+		p, err := pb.ToProto(e.Object)
+		if err != nil {
+			return toStatus(err)
+		}
+		if err := stream.Send(&pb.WatchEvent{Type: string(e.Type), Version: e.Version, Object: p}); err != nil {
+			return err
+		}
+	}
+}
+
+func (o *objectsService) Apply(ctx context.Context, req *pb.ApplyRequest) (*pb.ApplyResponse, error) {
+	items, err := decodeApply(req)
+	if err != nil {
+		return nil, err
+	}
+	st, conn, fctx, err := o.s.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if conn != nil {
+		return pb.NewObjectsClient(conn).Apply(fctx, req)
+	}
+	return applyItems(ctx, st, items, req.DryRun)
+}

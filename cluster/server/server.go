@@ -1,0 +1,366 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/store"
+	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// DefaultPort is a manager's port.
+const DefaultPort = 7470
+
+// Protocol is the protocol this build speaks (3.8 "Versions").
+const Protocol = 1
+
+// MaxMessage is the largest gRPC message: room for JSON's expansion of a
+// 1 MiB snapshot chunk and of large objects.
+const MaxMessage = 64 << 20
+
+const (
+	roleManager = string(pki.RoleManager)
+	roleWorker  = string(pki.RoleWorker)
+)
+
+// The files of a data directory.
+const (
+	NodeIDFile = "node-id"
+	PKIDir     = "pki"
+	AdminFile  = "admin.pem"
+	roleFile   = "role"
+)
+
+// Config configures a daemon's port.
+type Config struct {
+	DataDir   string
+	Listen    string // host:port; default 0.0.0.0:7470
+	Advertise string // where other managers reach this one; default derived from Listen
+	Timing    store.Timing
+	// WriteTimeout bounds writes and linearizable reads without quorum
+	// (default 30 s).
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
+	Now          func() time.Time
+}
+
+// Server is a daemon's port: fresh, a manager, or a worker.
+type Server struct {
+	cfg    Config
+	nodeID string
+	lis    net.Listener
+	grpc   *grpc.Server
+	log    *slog.Logger
+
+	// watchCtx ends every open watch at shutdown.
+	watchCtx   context.Context
+	endWatches context.CancelFunc
+	joinMu     sync.Mutex // one init or join at a time
+
+	mu      sync.Mutex
+	state   string // "", manager, worker
+	creds   *pki.Credentials
+	ca      *pki.CA
+	st      *store.Store
+	tr      *transport
+	conns   map[string]*grpc.ClientConn // to other managers, for forwarding
+	fresh   tls.Certificate             // served before init or join
+	stopped bool
+
+	wg sync.WaitGroup // background work (promotion after a join)
+}
+
+// New prepares a daemon's port on its data directory: it reads (or makes)
+// the node id, and if the node already belongs to a cluster its
+// certificates, and for a manager opens the store, which rejoins the
+// cluster from disk. It listens at once; Serve answers.
+func New(cfg Config) (*Server, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = fmt.Sprintf("0.0.0.0:%d", DefaultPort)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	id, err := nodeID(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = advertiseFor(lis.Addr().String())
+	}
+	s := &Server{cfg: cfg, nodeID: id, lis: lis, log: cfg.Logger, conns: map[string]*grpc.ClientConn{}}
+	s.watchCtx, s.endWatches = context.WithCancel(context.Background())
+	ca, err := pki.NewCA(cfg.Now())
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	s.fresh = tls.Certificate{Certificate: [][]byte{ca.Cert.Raw}, PrivateKey: ca.Key}
+	if err := s.load(); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	s.grpc = grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, GetConfigForClient: s.serverTLS})),
+		grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage),
+		grpc.ChainUnaryInterceptor(s.unaryAuth), grpc.ChainStreamInterceptor(s.streamAuth),
+	)
+	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})
+	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})
+	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport})
+	return s, nil
+}
+
+// advertiseFor makes a listening address reachable: an unspecified host
+// becomes the loopback address.
+func advertiseFor(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// nodeID reads <data-dir>/node-id, making a random 64-bit id on first
+// start.
+func nodeID(dir string) (string, error) {
+	p := filepath.Join(dir, NodeIDFile)
+	data, err := os.ReadFile(p)
+	if err == nil {
+		return strings.TrimSpace(string(data)), nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("node id: %w", err)
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := fmt.Sprintf("%016x", binary.BigEndian.Uint64(b[:]))
+	if err := pki.WriteFile(p, []byte(id+"\n")); err != nil {
+		return "", fmt.Errorf("node id: %w", err)
+	}
+	return id, nil
+}
+
+// load reads the node's certificates and role; a manager opens its store.
+func (s *Server) load() error {
+	files, err := pki.LoadNodeFiles(filepath.Join(s.cfg.DataDir, PKIDir))
+	if errors.Is(err, pki.ErrNoPKI) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	role, err := os.ReadFile(filepath.Join(s.cfg.DataDir, roleFile))
+	if err != nil {
+		return fmt.Errorf("reading the node's role: %w", err)
+	}
+	return s.become(strings.TrimSpace(string(role)), files, false)
+}
+
+// become makes the daemon a manager or worker with its certificates; a
+// manager opens its store (bootstrapping a new cluster when asked).
+func (s *Server) become(role string, files *pki.NodeFiles, bootstrap bool) error {
+	creds, err := files.Credentials()
+	if err != nil {
+		return err
+	}
+	ca, err := files.CA()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.creds, s.ca = creds, ca
+	s.mu.Unlock()
+	if role != roleManager {
+		s.mu.Lock()
+		s.state = role
+		s.mu.Unlock()
+		return nil
+	}
+	tr := newTransport(s.cfg.Advertise, s.dial)
+	st, err := store.Open(store.Config{Dir: s.cfg.DataDir, ID: s.nodeID, Transport: tr, Timing: s.cfg.Timing,
+		WriteTimeout: s.cfg.WriteTimeout, Logger: s.log})
+	if err != nil {
+		return err
+	}
+	if bootstrap {
+		if err := st.Bootstrap(s.cfg.Advertise); err != nil {
+			st.Close()
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.st, s.tr, s.state = st, tr, roleManager
+	s.mu.Unlock()
+	s.log.Info("serving as a manager", "node", s.nodeID, "advertise", s.cfg.Advertise)
+	return nil
+}
+
+func (s *Server) role() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+func (s *Server) store() *store.Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+func (s *Server) transport() *transport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tr
+}
+
+// serverTLS picks the TLS configuration per connection, so init and join
+// take effect without a restart.
+func (s *Server) serverTLS(*tls.ClientHelloInfo) (*tls.Config, error) {
+	s.mu.Lock()
+	creds := s.creds
+	s.mu.Unlock()
+	if creds == nil {
+		return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{s.fresh}, NextProtos: []string{"h2"}}, nil
+	}
+	c := creds.ServerConfig()
+	c.NextProtos = []string{"h2"}
+	return c, nil
+}
+
+// dial opens a connection to another manager with the node's certificate.
+func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
+	s.mu.Lock()
+	creds := s.creds
+	s.mu.Unlock()
+	if creds == nil {
+		return nil, errors.New("no certificate yet")
+	}
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)))
+}
+
+// peer returns a cached connection to another manager (for forwarding).
+func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
+	s.mu.Lock()
+	c, ok := s.conns[addr]
+	s.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := s.dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		c.Close()
+		return nil, errors.New("shutting down")
+	}
+	if old, ok := s.conns[addr]; ok {
+		c.Close()
+		return old, nil
+	}
+	s.conns[addr] = c
+	return c, nil
+}
+
+// NodeID is this daemon's node id.
+func (s *Server) NodeID() string { return s.nodeID }
+
+// Addr is the address the port listens on.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Advertise is where other managers reach this one.
+func (s *Server) Advertise() string { return s.cfg.Advertise }
+
+// Store is the manager's store (nil unless a manager).
+func (s *Server) Store() *store.Store { return s.store() }
+
+// Serve answers calls until Stop or Kill.
+func (s *Server) Serve() error {
+	err := s.grpc.Serve(s.lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop is the SIGTERM path: stop taking calls, end open watches with
+// UNAVAILABLE, wait for calls in flight (at most 10 s), then close the
+// store.
+func (s *Server) Stop() {
+	s.endWatches()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.grpc.Stop()
+		<-done
+	}
+	s.shutdown()
+}
+
+// Kill stops at once, as a crash would (in-flight calls fail), then closes
+// the store so the directory can be opened again.
+func (s *Server) Kill() {
+	s.endWatches()
+	s.grpc.Stop()
+	s.shutdown()
+}
+
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	s.stopped = true
+	conns := s.conns
+	s.conns = map[string]*grpc.ClientConn{}
+	st := s.st
+	s.mu.Unlock()
+	s.wg.Wait()
+	for _, c := range conns {
+		c.Close()
+	}
+	if st != nil {
+		if err := st.Close(); err != nil {
+			s.log.Error("closing the store", "err", err)
+		}
+	}
+}
+
+// stopping reports whether shutdown began (background work ends).
+func (s *Server) stopping() <-chan struct{} { return s.watchCtx.Done() }
