@@ -14,7 +14,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newValidateCommand(), newVersionCommand())
+	root.AddCommand(newValidateCommand(), newVersionCommand(), newNodeResolverCommand())
 	addClusterCommands(root)
 	addStackCommands(root)
 	return root

@@ -84,3 +84,12 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version: %q %v", out, err)
 	}
 }
+
+func TestNodeResolverNeedsItsFlags(t *testing.T) {
+	if _, err := runLegion(t, "", "node-resolver"); err == nil || !strings.Contains(err.Error(), "--listen and --zone are required") {
+		t.Fatalf("node-resolver without flags: %v", err)
+	}
+	if _, err := runLegion(t, "", "node-resolver", "--listen", "127.0.0.1:0", "--zone", t.TempDir()+"/none.json", "--upstream", "127.0.0.1:1"); err == nil {
+		t.Fatal("node-resolver started without a zone file")
+	}
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/legionbsd/legion/netbsd/resolver"
+	"github.com/spf13/cobra"
+)
+
+func newNodeResolverCommand() *cobra.Command {
+	var listen, zone, resolvConf string
+	var upstreams []string
+	cmd := &cobra.Command{
+		Use:   "node-resolver --listen ADDR --zone FILE",
+		Short: "Serve the node's DNS: cluster names from the zone file, the rest forwarded",
+		Long: `node-resolver answers the cluster's names under "legion." from the zone file
+the agent keeps up to date, and forwards every other name to the host's
+resolvers. It runs apart from the daemon so pods resolve names while the
+daemon restarts, and stops by itself once its zone file is removed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if listen == "" || zone == "" {
+				return fmt.Errorf("node-resolver: --listen and --zone are required")
+			}
+			if len(upstreams) == 0 {
+				ups, err := resolver.HostUpstreams(resolvConf, listen)
+				if err != nil {
+					return fmt.Errorf("node-resolver: %w (or give --upstream)", err)
+				}
+				upstreams = ups
+			}
+			pc, err := net.ListenPacket("udp", listen)
+			if err != nil {
+				return fmt.Errorf("node-resolver: %w", err)
+			}
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				pc.Close()
+				return fmt.Errorf("node-resolver: %w", err)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			log.Info("node resolver serving", "listen", listen, "zone", zone, "upstreams", upstreams)
+			s := &resolver.Server{ZoneFile: zone, Upstreams: upstreams, Logger: log}
+			return s.Serve(ctx, pc, l)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "address to answer on (the node's bridge gateway, port 53)")
+	cmd.Flags().StringVar(&zone, "zone", "", "zone file the agent writes (<run dir>/resolver/zone.json)")
+	cmd.Flags().StringSliceVar(&upstreams, "upstream", nil, "resolvers for other names, host:port (default: the host's)")
+	cmd.Flags().StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "where the host's resolvers are listed")
+	return cmd
+}

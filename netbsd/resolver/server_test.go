@@ -1,0 +1,312 @@
+package resolver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/miekg/dns"
+	"go.uber.org/goleak"
+)
+
+// Every server a test starts is stopped by the time the tests end.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// twin is 5.7's mapping for pod addresses, enough for these tests.
+func twin(a netip.Addr) (netip.Addr, bool) {
+	b := a.As4()
+	if b[0] != 10 || b[1] != 200 {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x10, 0x02, 0, 0, b[2], 0, 0, 0, 0, 0, 0, 0, b[3]}), true
+}
+
+func testServices() []Service {
+	var many []Task
+	for i := 1; i <= 60; i++ {
+		many = append(many, Task{IP: fmt.Sprintf("10.200.1.%d", i), Ready: true})
+	}
+	return []Service{
+		{Namespace: "shop", Name: "web", VIP: "10.201.0.5", Tasks: []Task{
+			{IP: "10.200.1.11", Ready: true}, {IP: "10.200.2.17", Ready: true}, {IP: "10.200.1.12", Ready: false}}},
+		{Namespace: "shop", Name: "db", DNSRR: true, Stateful: true, Tasks: []Task{
+			{IP: "10.200.1.20", Ready: true, Ordinal: 0}, {IP: "10.200.2.21", Ready: true, Ordinal: 1}, {IP: "10.200.3.22", Ordinal: 2}}},
+		{Namespace: "big", Name: "fleet", DNSRR: true, Tasks: many},
+		{Namespace: "shop", Name: "idle", VIP: "10.201.0.9"},
+	}
+}
+
+func TestBuildZone(t *testing.T) {
+	z := BuildZone(testServices(), twin)
+	want := map[string]Record{
+		"web.shop.legion.":       {A: []string{"10.201.0.5"}},
+		"tasks.web.shop.legion.": {A: []string{"10.200.1.11", "10.200.2.17"}, AAAA: []string{"fd00:10:200:1::b", "fd00:10:200:2::11"}},
+		"db.shop.legion.":        {A: []string{"10.200.1.20", "10.200.2.21"}, AAAA: []string{"fd00:10:200:1::14", "fd00:10:200:2::15"}},
+		"tasks.db.shop.legion.":  {A: []string{"10.200.1.20", "10.200.2.21"}, AAAA: []string{"fd00:10:200:1::14", "fd00:10:200:2::15"}},
+		"db-0.db.shop.legion.":   {A: []string{"10.200.1.20"}, AAAA: []string{"fd00:10:200:1::14"}},
+		"db-1.db.shop.legion.":   {A: []string{"10.200.2.21"}, AAAA: []string{"fd00:10:200:2::15"}},
+		"idle.shop.legion.":      {A: []string{"10.201.0.9"}},
+	}
+	got := map[string]Record{}
+	for k, v := range z.Records {
+		if k != "fleet.big.legion." && k != "tasks.fleet.big.legion." {
+			got[k] = v
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("zone (-want +got):\n%s", d)
+	}
+	if n := len(z.Records["tasks.fleet.big.legion."].A); n != 60 {
+		t.Fatalf("fleet has %d addresses, want 60", n)
+	}
+}
+
+type running struct {
+	addr   string
+	cancel context.CancelFunc
+	done   chan error
+	zone   string
+}
+
+func start(t *testing.T, zone Zone, upstreams ...string) *running {
+	t.Helper()
+	dir := t.TempDir()
+	zf := filepath.Join(dir, "resolver", "zone.json")
+	if err := WriteZone(zf, zone); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		pc.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{ZoneFile: zf, Upstreams: upstreams, PollInterval: 20 * time.Millisecond, ForwardTimeout: time.Second}
+	r := &running{addr: pc.LocalAddr().String(), cancel: cancel, done: make(chan error, 1), zone: zf}
+	go func() { r.done <- s.Serve(ctx, pc, l) }()
+	t.Cleanup(func() {
+		cancel()
+		<-r.done
+	})
+	return r
+}
+
+func query(t *testing.T, addr, network, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	c := &dns.Client{Net: network, Timeout: 2 * time.Second, UDPSize: 0}
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	var resp *dns.Msg
+	var err error
+	// The servers start asynchronously: retry until they answer.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, _, err = c.Exchange(m, addr)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("query %s %s over %s: %v", name, dns.TypeToString[qtype], network, err)
+	}
+	return resp
+}
+
+func addrs(m *dns.Msg) []string {
+	var out []string
+	for _, rr := range m.Answer {
+		switch r := rr.(type) {
+		case *dns.A:
+			out = append(out, r.A.String())
+		case *dns.AAAA:
+			out = append(out, r.AAAA.String())
+		}
+		if rr.Header().Ttl != TTL {
+			out = append(out, fmt.Sprintf("ttl=%d", rr.Header().Ttl))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestServerAnswersClusterNames(t *testing.T) {
+	r := start(t, BuildZone(testServices(), twin))
+	cases := []struct {
+		name  string
+		qtype uint16
+		rcode int
+		want  []string
+	}{
+		{"web.shop.legion.", dns.TypeA, dns.RcodeSuccess, []string{"10.201.0.5"}},
+		{"WEB.Shop.legion.", dns.TypeA, dns.RcodeSuccess, []string{"10.201.0.5"}},
+		{"tasks.web.shop.legion.", dns.TypeA, dns.RcodeSuccess, []string{"10.200.1.11", "10.200.2.17"}},
+		{"tasks.web.shop.legion.", dns.TypeAAAA, dns.RcodeSuccess, []string{"fd00:10:200:1::b", "fd00:10:200:2::11"}},
+		{"db-1.db.shop.legion.", dns.TypeA, dns.RcodeSuccess, []string{"10.200.2.21"}},
+		{"db-2.db.shop.legion.", dns.TypeA, dns.RcodeNameError, nil}, // not ready
+		{"nope.shop.legion.", dns.TypeA, dns.RcodeNameError, nil},
+		{"shop.legion.", dns.TypeA, dns.RcodeSuccess, nil},   // an empty non-terminal: NODATA
+		{"web.shop.legion.", dns.TypeMX, dns.RcodeSuccess, nil}, // the name exists, not that type
+	}
+	for _, c := range cases {
+		m := query(t, r.addr, "udp", c.name, c.qtype)
+		if m.Rcode != c.rcode || !m.Authoritative {
+			t.Errorf("%s %s: rcode %s authoritative %v, want %s and authoritative", c.name, dns.TypeToString[c.qtype],
+				dns.RcodeToString[m.Rcode], m.Authoritative, dns.RcodeToString[c.rcode])
+		}
+		if d := cmp.Diff(c.want, addrs(m)); d != "" {
+			t.Errorf("%s %s (-want +got):\n%s", c.name, dns.TypeToString[c.qtype], d)
+		}
+		if len(m.Answer) > 0 && m.Answer[0].Header().Name != c.name {
+			t.Errorf("answer named %q, asked %q", m.Answer[0].Header().Name, c.name)
+		}
+	}
+}
+
+func TestServerRoundRobinsAnswers(t *testing.T) {
+	r := start(t, BuildZone(testServices(), twin))
+	first := map[string]bool{}
+	for range 6 {
+		m := query(t, r.addr, "udp", "tasks.web.shop.legion.", dns.TypeA)
+		first[m.Answer[0].(*dns.A).A.String()] = true
+	}
+	if len(first) != 2 {
+		t.Fatalf("the first answer was always one of %v: want both addresses first in turn", first)
+	}
+}
+
+func TestServerTruncatesLargeUDPAnswers(t *testing.T) {
+	r := start(t, BuildZone(testServices(), twin))
+	udp := query(t, r.addr, "udp", "tasks.fleet.big.legion.", dns.TypeA)
+	if !udp.Truncated || len(udp.Answer) >= 60 {
+		t.Fatalf("UDP answer: truncated %v with %d records, want truncated with fewer than 60", udp.Truncated, len(udp.Answer))
+	}
+	tcp := query(t, r.addr, "tcp", "tasks.fleet.big.legion.", dns.TypeA)
+	if tcp.Truncated || len(tcp.Answer) != 60 {
+		t.Fatalf("TCP answer: truncated %v with %d records, want all 60", tcp.Truncated, len(tcp.Answer))
+	}
+}
+
+func TestServerForwardsOtherNames(t *testing.T) {
+	// A real upstream DNS server on loopback answering example.org.
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := dns.NewServeMux()
+	mux.HandleFunc("example.org.", func(w dns.ResponseWriter, req *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(req)
+		m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 7)})
+		w.WriteMsg(m)
+	})
+	up := &dns.Server{PacketConn: pc, Handler: mux}
+	go up.ActivateAndServe()
+	defer up.Shutdown()
+
+	// The first upstream is dead: the resolver goes on to the next.
+	dead, _ := net.ListenPacket("udp", "127.0.0.1:0")
+	deadAddr := dead.LocalAddr().String()
+	dead.Close()
+	r := start(t, BuildZone(testServices(), twin), deadAddr, pc.LocalAddr().String())
+	m := query(t, r.addr, "udp", "www.example.org.", dns.TypeA)
+	if m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "192.0.2.7" || m.Authoritative {
+		t.Fatalf("forwarded answer: %v", m)
+	}
+	// No upstream at all: SERVFAIL, and legion. names still answer.
+	r2 := start(t, BuildZone(testServices(), twin))
+	if m := query(t, r2.addr, "udp", "www.example.org.", dns.TypeA); m.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("without upstreams: %s", dns.RcodeToString[m.Rcode])
+	}
+}
+
+func TestServerReloadsAndStopsWhenTheZoneGoes(t *testing.T) {
+	r := start(t, BuildZone(testServices(), twin))
+	if m := query(t, r.addr, "udp", "new.shop.legion.", dns.TypeA); m.Rcode != dns.RcodeNameError {
+		t.Fatalf("before: %s", dns.RcodeToString[m.Rcode])
+	}
+	svcs := append(testServices(), Service{Namespace: "shop", Name: "new", VIP: "10.201.0.77"})
+	if err := WriteZone(r.zone, BuildZone(svcs, twin)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m := query(t, r.addr, "udp", "new.shop.legion.", dns.TypeA)
+		if m.Rcode == dns.RcodeSuccess && len(addrs(m)) == 1 && addrs(m)[0] == "10.201.0.77" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new zone was not picked up: %v", m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := os.Remove(r.zone); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-r.done:
+		r.done <- err // for the cleanup
+		if err != nil {
+			t.Fatalf("stopped with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not stop once its zone file was gone")
+	}
+}
+
+func TestReadZoneRefusesBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"outside.json": `{"records":{"web.example.org.":{"a":["10.0.0.1"]}}}`,
+		"upper.json":   `{"records":{"Web.shop.legion.":{"a":["10.0.0.1"]}}}`,
+		"addr.json":    `{"records":{"web.shop.legion.":{"a":["10.0.0.300"]}}}`,
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		if _, err := ReadZone(p); err == nil {
+			t.Errorf("%s was accepted", name)
+		}
+	}
+	p := filepath.Join(dir, "resolv.conf")
+	os.WriteFile(p, []byte("nameserver 10.200.3.1\nnameserver 192.0.2.53\n"), 0o644)
+	ups, err := HostUpstreams(p, "10.200.3.1:53")
+	if err != nil || len(ups) != 1 || ups[0] != "192.0.2.53:53" {
+		t.Fatalf("HostUpstreams = %v, %v", ups, err)
+	}
+}
+
+func TestReloadKeepsTheLastGoodZone(t *testing.T) {
+	zf := filepath.Join(t.TempDir(), "zone.json")
+	if err := WriteZone(zf, BuildZone(testServices(), twin)); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{ZoneFile: zf}
+	if err := s.reload(); err != nil {
+		t.Fatal(err)
+	}
+	before := s.zone.Load()
+	if err := os.WriteFile(zf, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.reload(); err == nil {
+		t.Fatal("a broken zone file was read without error")
+	}
+	if s.zone.Load() != before || len(before.a["web.shop.legion."]) != 1 {
+		t.Fatal("a broken zone file replaced the last good zone")
+	}
+	os.Remove(zf)
+	if err := s.reload(); err != errZoneGone {
+		t.Fatalf("a missing zone file: %v, want errZoneGone", err)
+	}
+}
