@@ -156,7 +156,7 @@ func TestServerAnswersClusterNames(t *testing.T) {
 		{"db-1.db.shop.legion.", dns.TypeA, dns.RcodeSuccess, []string{"10.200.2.21"}},
 		{"db-2.db.shop.legion.", dns.TypeA, dns.RcodeNameError, nil}, // not ready
 		{"nope.shop.legion.", dns.TypeA, dns.RcodeNameError, nil},
-		{"shop.legion.", dns.TypeA, dns.RcodeSuccess, nil},   // an empty non-terminal: NODATA
+		{"shop.legion.", dns.TypeA, dns.RcodeSuccess, nil},      // an empty non-terminal: NODATA
 		{"web.shop.legion.", dns.TypeMX, dns.RcodeSuccess, nil}, // the name exists, not that type
 	}
 	for _, c := range cases {
