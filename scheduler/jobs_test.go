@@ -1,0 +1,134 @@
+package scheduler_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/scheduler/schedtest"
+)
+
+const jobYAML = `
+apiVersion: legion/v1
+kind: Job
+metadata: {name: batch}
+spec:
+  completions: 3
+  parallelism: 2
+  backoffLimit: LIMIT
+  pod: {containers: [{name: c, image: batch:1}]}
+`
+
+func TestJobRunsCompletionSlotsWithParallelism(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 3)
+	c.Apply(strings.Replace(jobYAML, "LIMIT", "6", 1))
+	maxActive := 0
+	watch(c, 30*time.Second, func() {
+		maxActive = max(maxActive, len(c.Live("batch")))
+	})
+	if maxActive != 2 {
+		t.Fatalf("at most %d tasks at once, want parallelism 2", maxActive)
+	}
+	j := c.Job("batch")
+	if j.Status.State != legion.JobComplete || j.Status.Succeeded != 3 || j.Status.Finished == nil || j.Status.Started == nil {
+		t.Fatalf("job status %+v", j.Status)
+	}
+	for _, tk := range c.OwnerTasks("batch") {
+		if !tk.Spec.Job || tk.Metadata.Labels["legion.job"] != "batch" {
+			t.Fatalf("task %s: job %v labels %v", tk.Metadata.Name, tk.Spec.Job, tk.Metadata.Labels)
+		}
+	}
+	// A finished job keeps its tasks.
+	if n := len(c.OwnerTasks("batch")); n != 3 {
+		t.Fatalf("%d tasks kept, want 3", n)
+	}
+}
+
+func TestJobRetriesWithBackoffThenFails(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 1)
+	c.JobRunTime = 0
+	c.FailJobs["batch"] = true
+	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "3", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
+	var starts []time.Time
+	seen := map[string]bool{}
+	watch(c, 3*time.Minute, func() {
+		for _, tk := range c.OwnerTasks("batch") {
+			if !seen[tk.Metadata.Name] {
+				seen[tk.Metadata.Name] = true
+				starts = append(starts, c.Now)
+			}
+		}
+	})
+	var gaps []time.Duration
+	for i := 1; i < len(starts); i++ {
+		gaps = append(gaps, starts[i].Sub(starts[i-1]))
+	}
+	want := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second}
+	if diff := cmp.Diff(want, gaps); diff != "" {
+		t.Fatalf("retry delays (-want +got):\n%s", diff)
+	}
+	j := c.Job("batch")
+	if j.Status.State != legion.JobFailed || j.Status.Failed != 4 ||
+		j.Status.Message != "4 tasks failed, more than its backoffLimit of 3; the last, batch-1-4: exit status 1" {
+		t.Fatalf("job status %+v", j.Status)
+	}
+}
+
+func TestJobActiveDeadline(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 1)
+	c.JobRunTime = time.Hour
+	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "6", 1), "backoffLimit: 6", "backoffLimit: 6\n  activeDeadline: 30s", 1))
+	c.Run(29 * time.Second)
+	if s := c.Job("batch").Status.State; s != legion.JobRunning {
+		t.Fatalf("before the deadline: %s", s)
+	}
+	c.Run(2 * time.Second)
+	j := c.Job("batch")
+	if j.Status.State != legion.JobFailed || j.Status.Message != "ran past its activeDeadline of 30s" {
+		t.Fatalf("after the deadline: %+v", j.Status)
+	}
+	if n := len(c.Live("batch")); n != 0 {
+		t.Fatalf("%d tasks still running after the job failed", n)
+	}
+}
+
+func TestGlobalJobCompletesOnEveryNode(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 3)
+	c.Apply(`
+apiVersion: legion/v1
+kind: Job
+metadata: {name: sweep}
+spec:
+  mode: global
+  pod: {containers: [{name: c, image: sweep:1}]}
+`)
+	c.Run(10 * time.Second)
+	j := c.Job("sweep")
+	if j.Status.State != legion.JobComplete || j.Status.Succeeded != 3 {
+		t.Fatalf("global job %+v", j.Status)
+	}
+}
+
+func TestJobTaskMovedByDrainIsRetriedWithoutCounting(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	c.JobRunTime = time.Minute
+	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "0", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
+	c.Converge()
+	node := c.Live("batch")[0].Spec.Node
+	c.SetAvailability(node, legion.AvailabilityDrain)
+	c.Converge()
+	live := c.Live("batch")
+	if len(live) != 1 || live[0].Spec.Node == node {
+		t.Fatalf("after draining %s: %v", node, describeTasks(live))
+	}
+	if j := c.Job("batch"); j.Status.Failed != 0 || j.Status.State != legion.JobRunning {
+		t.Fatalf("a drain counted as a failure: %+v", j.Status)
+	}
+}
