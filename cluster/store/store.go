@@ -368,6 +368,12 @@ func (s *Store) Watch(from uint64) (*Watcher, error) {
 	return s.hist.watch(from)
 }
 
+// FirstIndex is the oldest entry the log still holds (0 when empty).
+func (s *Store) FirstIndex() uint64 {
+	i, _ := s.logs.FirstIndex()
+	return i
+}
+
 // Snapshot takes a snapshot now and compacts the log behind it.
 func (s *Store) Snapshot() error { return s.raft.Snapshot().Error() }
 
