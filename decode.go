@@ -286,7 +286,19 @@ func structFields(t reflect.Type) map[string][]int {
 // mappingFields returns a mapping's keys and values, expanding YAML merge
 // keys (<<) beneath explicit keys and reporting duplicate keys.
 func mappingFields(n *yaml.Node, path string) (map[string]*yaml.Node, ErrorList) {
+	return mergeFields(n, path, map[*yaml.Node]bool{})
+}
+
+// mergeFields does mappingFields' work, refusing a mapping that merges
+// itself, through however many aliases.
+func mergeFields(n *yaml.Node, path string, visiting map[*yaml.Node]bool) (map[string]*yaml.Node, ErrorList) {
 	var errs ErrorList
+	if visiting[n] {
+		errs.add(path, "a merge key (<<) includes the mapping it is in")
+		return map[string]*yaml.Node{}, errs
+	}
+	visiting[n] = true
+	defer delete(visiting, n)
 	out := make(map[string]*yaml.Node, len(n.Content)/2)
 	var merged []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -317,7 +329,7 @@ func mappingFields(n *yaml.Node, path string) (map[string]*yaml.Node, ErrorList)
 				errs.add(path, "a merge key (<<) must name a mapping, got %s", describe(src))
 				continue
 			}
-			sub, serrs := mappingFields(src, path)
+			sub, serrs := mergeFields(src, path, visiting)
 			errs.merge(serrs)
 			for k, v := range sub {
 				if _, ok := out[k]; !ok {
@@ -334,8 +346,14 @@ func mappingFields(n *yaml.Node, path string) (map[string]*yaml.Node, ErrorList)
 func orderedKeys(n *yaml.Node) []string {
 	var keys []string
 	seen := map[string]bool{}
+	visiting := map[*yaml.Node]bool{}
 	var visit func(n *yaml.Node)
 	visit = func(n *yaml.Node) {
+		if visiting[n] {
+			return
+		}
+		visiting[n] = true
+		defer delete(visiting, n)
 		var merged []*yaml.Node
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := resolve(n.Content[i])

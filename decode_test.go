@@ -172,3 +172,10 @@ func TestDecodeAliasBombIsBounded(t *testing.T) {
 		t.Fatalf("got %d errors, want them capped at %d", len(errs), maxErrors)
 	}
 }
+
+func TestDecodeSelfMergeIsRefused(t *testing.T) {
+	errs := errorsOf(t, "apiVersion: legion/v1\nkind: Secret\nmetadata: &m {name: s, <<: *m}\nspec: {text: x}\n")
+	if !hasError(errs, "merge key (<<) includes the mapping it is in") {
+		t.Fatalf("got %q", errs)
+	}
+}
