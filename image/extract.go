@@ -48,11 +48,24 @@ func ApplyLayer(ctx context.Context, root string, layer io.ReadSeeker, opts Appl
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	a := &applier{ctx: ctx, root: root, o: opts}
-	if err := a.whiteouts(layer); err != nil {
+	list, err := scanLayer(layer)
+	if err != nil {
 		return err
 	}
 	if _, err := layer.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return applyScanned(ctx, root, layer, list, opts)
+}
+
+// applyScanned applies a layer whose names were checked and whiteouts
+// collected by scanLayer.
+func applyScanned(ctx context.Context, root string, layer io.Reader, list []whiteout, opts ApplyOptions) error {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	a := &applier{ctx: ctx, root: root, o: opts}
+	if err := a.applyWhiteouts(list); err != nil {
 		return err
 	}
 	return a.extract(layer)
@@ -138,46 +151,53 @@ func (a *applier) remove(p string, fi os.FileInfo, always bool) error {
 	return os.RemoveAll(p)
 }
 
-// whiteouts applies the layer's deletions, and checks every name first,
-// so a layer naming ".." changes nothing.
-func (a *applier) whiteouts(r io.Reader) error {
-	type wo struct {
-		dir, name string
-		opaque    bool
-	}
-	var list []wo
+// whiteout is one deletion a layer asks for.
+type whiteout struct {
+	dir, name string
+	opaque    bool
+}
+
+// scanLayer reads a whole layer tar, checking every name and collecting
+// its whiteouts, so a layer naming ".." is refused before anything
+// changes. It reads to the end of the archive.
+func scanLayer(r io.Reader) ([]whiteout, error) {
+	var list []whiteout
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return list, nil
 		}
 		if err != nil {
-			return fmt.Errorf("read layer: %w", err)
+			return nil, fmt.Errorf("read layer: %w", err)
 		}
 		rel, err := cleanName(h.Name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if h.Typeflag == tar.TypeLink {
 			if _, err := cleanName(h.Linkname); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		base := path.Base(rel)
 		switch {
 		case base == opaqueWhiteout:
-			list = append(list, wo{dir: path.Dir(rel), opaque: true})
+			list = append(list, whiteout{dir: path.Dir(rel), opaque: true})
 		case strings.HasPrefix(base, whiteoutPrefix+whiteoutPrefix):
 			// other AUFS metadata (.wh..wh.plnk, ...): nothing to apply
 		case strings.HasPrefix(base, whiteoutPrefix):
 			name := strings.TrimPrefix(base, whiteoutPrefix)
 			if name == "" || name == "." || name == ".." {
-				return fmt.Errorf("%w: whiteout %q names no entry of its directory", ErrUnsafePath, h.Name)
+				return nil, fmt.Errorf("%w: whiteout %q names no entry of its directory", ErrUnsafePath, h.Name)
 			}
-			list = append(list, wo{dir: path.Dir(rel), name: name})
+			list = append(list, whiteout{dir: path.Dir(rel), name: name})
 		}
 	}
+}
+
+// applyWhiteouts applies a layer's deletions, without following links.
+func (a *applier) applyWhiteouts(list []whiteout) error {
 	for _, w := range list {
 		if err := a.ctx.Err(); err != nil {
 			return err

@@ -408,16 +408,21 @@ func (m *Images) writeLayer(ctx context.Context, image, chainID, parent string, 
 	count := func(r io.Reader) io.Reader {
 		return &countingReader{r: r, image: image, layer: digest, p: m.o.Progress}
 	}
-	tar, cleanup, err := unpackVerified(ctx, src, filepath.Join(m.dir, "tmp"), count)
+	v, err := verifyLayer(ctx, src, filepath.Join(m.dir, "tmp"), count)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer v.close()
+	tr, err := v.tar()
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
 	pending, err := m.o.Store.BeginLayer(ctx, chainID, parent)
 	if err != nil {
 		return err
 	}
-	err = ApplyLayer(ctx, pending.Dir(), tar, ApplyOptions{Flags: m.o.Flags, Owners: m.owner, Log: m.o.Log})
+	err = applyScanned(ctx, pending.Dir(), tr, v.whiteouts, ApplyOptions{Flags: m.o.Flags, Owners: m.owner, Log: m.o.Log})
 	if err != nil {
 		if aerr := pending.Abort(context.WithoutCancel(ctx)); aerr != nil {
 			m.o.Log.Warn("discard partial layer", "layer", chainID, "err", aerr)

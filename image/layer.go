@@ -86,11 +86,31 @@ type layerSource struct {
 	compressed bool
 }
 
-// unpackVerified writes a layer's tar to a temporary file in dir and
-// checks it against its digest and diff_id before returning it, so
-// nothing of a layer is extracted until all of it is known good. The file
-// is removed when closed by the caller through the returned cleanup.
-func unpackVerified(ctx context.Context, src layerSource, dir string, count func(io.Reader) io.Reader) (*os.File, func(), error) {
+// verifiedLayer is a layer whose bytes were all checked: the blob as
+// stored (compressed or not) in a temporary file, and the whiteouts its
+// tar holds.
+type verifiedLayer struct {
+	f         *os.File
+	whiteouts []whiteout
+}
+
+// tar reads the layer's tar stream again from the temporary file.
+func (v *verifiedLayer) tar() (io.ReadCloser, error) {
+	if _, err := v.f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return decompress(v.f)
+}
+
+func (v *verifiedLayer) close() { v.f.Close(); os.Remove(v.f.Name()) }
+
+// verifyLayer reads a whole layer once: it keeps the blob in a temporary
+// file in dir, checks it against its digest (when src.compressed) and
+// its tar against the config's diff_id, and checks every name in it,
+// collecting the whiteouts. Nothing of a layer is extracted until all of
+// it is known good. The file keeps the compressed form, so a pull writes
+// the layer's size once to the temporary file and once extracted.
+func verifyLayer(ctx context.Context, src layerSource, dir string, count func(io.Reader) io.Reader) (*verifiedLayer, error) {
 	var (
 		rc  io.ReadCloser
 		err error
@@ -101,68 +121,60 @@ func unpackVerified(ctx context.Context, src layerSource, dir string, count func
 		rc, err = src.layer.Uncompressed()
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("open layer: %w", classifyRemote(err))
+		return nil, fmt.Errorf("open layer: %w", classifyRemote(err))
 	}
 	defer rc.Close()
-
-	f, err := os.CreateTemp(dir, "layer-*.tar")
+	f, err := os.CreateTemp(dir, "layer-*.blob")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cleanup := func() { f.Close(); os.Remove(f.Name()) }
+	v := &verifiedLayer{f: f}
+	fail := func(err error) (*verifiedLayer, error) { v.close(); return nil, err }
+	name := digestOf(src.layer)
 
 	blob := &hashingReader{r: ctxReader{ctx, count(rc)}, h: sha256.New()}
-	var tr io.Reader = blob
-	if src.compressed {
-		dr, err := decompress(blob)
-		if err != nil {
-			cleanup()
-			return nil, nil, fmt.Errorf("layer %s: %w", digestOf(src.layer), err)
-		}
-		defer dr.Close()
-		tr = dr
-	}
-	diff := &hashingReader{r: tr, h: sha256.New()}
+	stored := io.TeeReader(blob, f)
 	buf := make([]byte, 1<<20)
-	if _, err := io.CopyBuffer(f, diff, buf); err != nil {
-		cleanup()
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, err
+	var (
+		scanErr error
+		diffID  string
+	)
+	dr, derr := decompress(stored)
+	if derr != nil {
+		scanErr = derr
+	} else {
+		diff := &hashingReader{r: dr, h: sha256.New()}
+		v.whiteouts, scanErr = scanLayer(diff)
+		if scanErr == nil {
+			// The end-of-archive blocks and any padding count too.
+			_, scanErr = io.CopyBuffer(io.Discard, diff, buf)
 		}
-		// Corrupt compressed data is most often a blob that is not what
-		// its digest names: read the rest and say so when it is.
-		if src.compressed {
-			if _, derr := io.CopyBuffer(io.Discard, blob, buf); derr == nil {
-				if got, want := blob.digest(), digestOf(src.layer); got != want {
-					return nil, nil, fmt.Errorf("layer blob %s: got bytes of %s: %w (%v)", want, got, ErrDigest, err)
-				}
-			} else if markDigest(derr) != derr {
-				return nil, nil, fmt.Errorf("layer %s: %w", digestOf(src.layer), markDigest(derr))
-			}
-		}
-		return nil, nil, fmt.Errorf("layer %s: %w", digestOf(src.layer), markDigest(classifyRemote(err)))
+		diffID = diff.digest()
+		dr.Close()
+	}
+	if errors.Is(scanErr, context.Canceled) || errors.Is(scanErr, context.DeadlineExceeded) {
+		return fail(scanErr)
+	}
+	// Whatever the tar said, read the blob to its end: its digest is the
+	// first judge of bytes that failed to decompress.
+	if _, err := io.CopyBuffer(io.Discard, stored, buf); err != nil {
+		return fail(fmt.Errorf("layer %s: %w", name, markDigest(classifyRemote(err))))
 	}
 	if src.compressed {
-		// Drain what the decompressor left (padding), so the blob
-		// digest covers every byte served.
-		if _, err := io.CopyBuffer(io.Discard, blob, buf); err != nil {
-			cleanup()
-			return nil, nil, fmt.Errorf("layer %s: %w", digestOf(src.layer), markDigest(classifyRemote(err)))
-		}
-		if got, want := blob.digest(), digestOf(src.layer); got != want {
-			cleanup()
-			return nil, nil, fmt.Errorf("layer blob %s: got bytes of %s: %w", want, got, ErrDigest)
+		if got := blob.digest(); got != name {
+			return fail(fmt.Errorf("layer blob %s: got bytes of %s: %w", name, got, ErrDigest))
 		}
 	}
-	if got := diff.digest(); got != src.diffID {
-		cleanup()
-		return nil, nil, fmt.Errorf("layer %s: uncompressed content is %s, config's diff_id says %s: %w", digestOf(src.layer), got, src.diffID, ErrDigest)
+	if errors.Is(scanErr, ErrUnsafePath) {
+		return fail(scanErr)
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		cleanup()
-		return nil, nil, err
+	if scanErr != nil {
+		return fail(fmt.Errorf("layer %s: %w", name, markDigest(classifyRemote(scanErr))))
 	}
-	return f, cleanup, nil
+	if diffID != src.diffID {
+		return fail(fmt.Errorf("layer %s: uncompressed content is %s, config's diff_id says %s: %w", name, diffID, src.diffID, ErrDigest))
+	}
+	return v, nil
 }
 
 func digestOf(l v1.Layer) string {
