@@ -66,6 +66,7 @@ type Jails struct {
 	// of the last died event sent per container.
 	watching bool
 	reported map[string]time.Time
+	starting map[string]bool // its died event waits for its started event
 	vnetOK   map[string]bool // infra jails whose VNET was checked
 	wg       sync.WaitGroup
 }
@@ -82,7 +83,7 @@ func NewJails(cfg Config) (*Jails, error) {
 		cfg.ChildrenMax = DefaultChildrenMax
 	}
 	j := &Jails{cfg: cfg, records: Records{Dir: filepath.Join(cfg.DataDir, "jails")},
-		clock: cfg.Clock, log: cfg.Log, vnetOK: map[string]bool{}, reported: map[string]time.Time{}}
+		clock: cfg.Clock, log: cfg.Log, vnetOK: map[string]bool{}, reported: map[string]time.Time{}, starting: map[string]bool{}}
 	if j.clock == nil {
 		j.clock = RealClock{}
 	}
@@ -522,6 +523,17 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 		j.removeJail(ctx, rec.Jail)
 		return failed(255, err)
 	}
+	j.mu.Lock()
+	j.starting[id] = true
+	j.mu.Unlock()
+	defer func() {
+		j.mu.Lock()
+		delete(j.starting, id)
+		j.mu.Unlock()
+		if st, err := j.status(ctx, rec); err == nil {
+			j.noteDeath(st) // a run that ended already
+		}
+	}()
 	if _, err := j.run(ctx, j.cfg.Shim, "jail-shim", "start", dir); err != nil {
 		j.removeJail(ctx, rec.Jail)
 		var ee *sys.ExitError
@@ -761,7 +773,7 @@ func (j *Jails) noteDeath(st ContainerStatus) {
 		return
 	}
 	j.mu.Lock()
-	if !j.watching {
+	if !j.watching || j.starting[st.ID] {
 		j.mu.Unlock()
 		return
 	}
