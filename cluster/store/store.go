@@ -276,7 +276,10 @@ func (s *Store) Barrier(ctx context.Context) error {
 }
 
 // wait waits for a future at most the write timeout, translating raft's
-// errors into the store's.
+// errors into the store's. The waiting goroutine ends when raft answers;
+// raft leaves a future unanswered only when it shut down with the future
+// still queued, and then the goroutine stays parked until the process
+// exits (raft offers no way to cancel a future).
 func (s *Store) wait(ctx context.Context, f raft.Future, what string, mayApply bool) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+)
+
+type kvInput struct {
+	put        bool
+	key, value string
+}
+
+type kvOutput struct {
+	value string
+}
+
+// registerModel is one register per key: a put sets it, a get returns it.
+var registerModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(kvInput).key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		var out [][]porcupine.Operation
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() any { return "" },
+	Step: func(state, input, output any) (bool, any) {
+		in := input.(kvInput)
+		if in.put {
+			return true, in.value
+		}
+		return output.(kvOutput).value == state.(string), state
+	},
+	Equal: func(a, b any) bool { return a == b },
+	DescribeOperation: func(input, output any) string {
+		in := input.(kvInput)
+		if in.put {
+			return fmt.Sprintf("put(%s, %s)", in.key, in.value)
+		}
+		return fmt.Sprintf("get(%s) -> %s", in.key, output.(kvOutput).value)
+	},
+}
+
+func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills leaders for a few seconds")
+	}
+	ms, _ := threeManagers(t)
+	defer stopAll(ms)
+	start := time.Now()
+	now := func() int64 { return int64(time.Since(start)) }
+
+	var mu sync.Mutex
+	var history []porcupine.Operation
+	record := func(op porcupine.Operation) {
+		mu.Lock()
+		history = append(history, op)
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	var seq atomic.Int64
+	var wg sync.WaitGroup
+	keys := []string{"k0", "k1", "k2"}
+	var okOps atomic.Int64
+	for id := range 6 {
+		c, err := client.New(client.Options{Server: ms[id%3].addr, CredentialsFile: ms[0].dir + "/" + AdminFile, Retry: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				key := keys[(id+i)%len(keys)]
+				octx, ocancel := context.WithTimeout(ctx, 2*time.Second)
+				call := now()
+				if i%2 == 0 {
+					v := fmt.Sprintf("v%d", seq.Add(1))
+					_, err := c.ApplyOne(octx, configObj("default", key, v), client.ApplyOptions{})
+					ret := now()
+					if err != nil {
+						// The write may or may not have applied: it may
+						// take effect at any time after its call.
+						ret = math.MaxInt64
+					} else {
+						okOps.Add(1)
+					}
+					record(porcupine.Operation{ClientId: id, Input: kvInput{put: true, key: key, value: v}, Call: call, Output: kvOutput{}, Return: ret})
+				} else {
+					o, err := c.Get(octx, legion.KindConfig, "default", key)
+					ret := now()
+					switch {
+					case err == nil:
+						okOps.Add(1)
+						record(porcupine.Operation{ClientId: id, Input: kvInput{key: key}, Call: call,
+							Output: kvOutput{value: string(o.(*legion.Config).Spec.Data)}, Return: ret})
+					case client.Code(err).String() == "NotFound":
+						record(porcupine.Operation{ClientId: id, Input: kvInput{key: key}, Call: call, Output: kvOutput{}, Return: ret})
+					}
+				}
+				ocancel()
+			}
+		}()
+	}
+	// Kill the leader twice, bringing each back from its disk.
+	kills := 0
+	for ctx.Err() == nil && kills < 2 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(900 * time.Millisecond):
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		l := leaderOf(t, ms)
+		l.kill()
+		kills++
+		time.Sleep(300 * time.Millisecond) // the cluster runs without it for a while
+		l.restart()
+	}
+	wg.Wait()
+	if kills == 0 || okOps.Load() < 20 {
+		t.Fatalf("too little happened: %d kills, %d successful operations", kills, okOps.Load())
+	}
+	res := porcupine.CheckOperationsTimeout(registerModel, history, 20*time.Second)
+	if res != porcupine.Ok {
+		t.Fatalf("history of %d operations is not linearizable (%v)", len(history), res)
+	}
+	t.Logf("%d operations (%d succeeded), %d leaders killed: linearizable", len(history), okOps.Load(), kills)
+}
