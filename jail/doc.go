@@ -14,6 +14,12 @@
 // goes through internal/sys's Runner, so the command lines are tested on any
 // host; file-system work (records, mount targets, logs) is portable Go.
 //
+// Where things are: runtime.go (the contract), jails.go (the runtime),
+// security.go (profiles and read-back), rctl.go and memacct.go (limits and
+// the memory count of 6.3), modules.go (start-up, Linux ABI), records.go
+// (<data-dir>/jails/<id>), safepath.go (mount targets), supervisor.go,
+// shim.go and passwd.go (the supervisor), logrecord.go (log records).
+//
 // This package imports only the standard library, internal/sys and
 // golang.org/x/sys. It must not import the legion object model, the image
 // store or the agent: an image-build tool imports it on its own.

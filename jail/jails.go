@@ -47,7 +47,10 @@ type Config struct {
 	Clock       Clock              // RealClock when nil
 	Alive       func(pid int) bool // whether a supervisor lives; ProcessAlive when nil
 	Memory      MemoryCounter      // the per-page count of 6.3; nil: rctl's memoryuse
-	Log         *slog.Logger
+	// NoLimits: rctl is off on this host (Platform.NoLimits); a container
+	// with limits is refused rather than run without them.
+	NoLimits bool
+	Log      *slog.Logger
 }
 
 // Jails is the FreeBSD jail runtime: a pod is a persistent VNET jail with
@@ -195,6 +198,9 @@ func (j *Jails) Create(ctx context.Context, spec ContainerSpec) error {
 	}
 	if err := spec.Security.Validate(); err != nil {
 		return fmt.Errorf("container spec %s: %w", spec.ID, err)
+	}
+	if j.cfg.NoLimits && spec.Resources.Limited() {
+		return fmt.Errorf("create %s: %w: no limits on this node (kern.racct.enable)", spec.ID, ErrPermanent)
 	}
 	var infra Record
 	if spec.Pod != "" {
@@ -1008,4 +1014,26 @@ func (j *Jails) Adopt(ctx context.Context) error {
 func ProcessAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Limited lists the running containers with a memory limit, for the
+// OOMKiller's once-a-second pass.
+func (j *Jails) Limited(ctx context.Context) []Limited {
+	all, err := j.List(ctx, nil)
+	if err != nil {
+		j.log.Warn("memory limits: list", "err", err)
+		return nil
+	}
+	var out []Limited
+	for _, st := range all {
+		if st.State != StateRunning || st.Infra {
+			continue
+		}
+		rec, err := j.records.Get(st.ID)
+		if err != nil || rec.Spec.Resources.MemoryBytes <= 0 {
+			continue
+		}
+		out = append(out, Limited{Jail: rec.Jail, Limit: rec.Spec.Resources.MemoryBytes})
+	}
+	return out
 }

@@ -807,3 +807,20 @@ func TestStartupOrder(t *testing.T) {
 		t.Fatalf("(-want +got):\n%s", d)
 	}
 }
+
+func TestLimitedAndNoLimits(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	startedMember(t, e, ContainerSpec{ID: "db", Pod: "pod1", Command: []string{"/bin/db"}, Root: Root{Path: t.TempDir()},
+		Resources: Resources{MemoryBytes: 256 << 20}})
+	e.j.Create(ctx, ContainerSpec{ID: "idle", Pod: "pod1", Command: []string{"/bin/x"}, Root: Root{Path: t.TempDir()},
+		Resources: Resources{MemoryBytes: 1 << 20}})
+	if d := cmp.Diff([]Limited{{Jail: "pod1.db", Limit: 256 << 20}}, e.j.Limited(ctx)); d != "" {
+		t.Fatalf("limited (-want +got):\n%s", d)
+	}
+	j, _ := NewJails(Config{DataDir: t.TempDir(), Runner: e.fake, Shim: shim, NoLimits: true})
+	err := j.Create(ctx, ContainerSpec{ID: "x", Command: []string{"/bin/x"}, Root: Root{Path: t.TempDir()}, Resources: Resources{CPUMillis: 100}})
+	if !errors.Is(err, ErrPermanent) || !strings.Contains(err.Error(), "kern.racct.enable") {
+		t.Fatalf("a container with limits on a node without them: %v", err)
+	}
+}
