@@ -466,7 +466,28 @@ func RenderPolicy(st PolicyState) (Anchor, error) {
 	fmt.Fprintf(&b, "block drop in quick on %s inet from %s to %s\n", WGIface, PodCIDR(), sub)
 	fmt.Fprintf(&b, "block drop in quick on %s inet6 from %s to %s\n", WGIface, PodCIDR6(), sub6)
 
-	return Anchor{Path: AnchorPolicy, Rules: b.String(), Tables: ix.tables(sets)}, nil
+	// Name what each table holds, for whoever reads `pfctl -a legion/policy -s rules`.
+	var legend strings.Builder
+	keys := make([]string, 0, len(sets))
+	for k := range sets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s := sets[k]
+		fmt.Fprintf(&legend, "# table <%s>: tasks of namespace %s", s.table(), s.ns)
+		if len(s.labels) > 0 {
+			_, sel, _ := strings.Cut(k, "?")
+			fmt.Fprintf(&legend, " with service labels %s", sel)
+		}
+		legend.WriteByte('\n')
+	}
+	rules := b.String()
+	if legend.Len() > 0 {
+		head, rest, _ := strings.Cut(rules, "\n")
+		rules = head + "\n" + legend.String() + rest
+	}
+	return Anchor{Path: AnchorPolicy, Rules: rules, Tables: ix.tables(sets)}, nil
 }
 
 // tables fills each peer set's table with its members' addresses, both
