@@ -105,14 +105,17 @@ func Convert(ctx context.Context, files []File, opts Options) (res *Result, err 
 		}
 	}()
 	c := &converter{opts: opts, ns: ns, seen: map[string]bool{}}
-	project, err := c.load(ctx, files)
-	if err != nil {
-		return nil, err
-	}
+	// The scan parses each file first: it also refuses what compose-go's
+	// YAML reader would not come back from (an anchor holding an alias
+	// of itself makes it loop).
 	for _, f := range files {
 		if err := c.scan(f); err != nil {
 			return nil, err
 		}
+	}
+	project, err := c.load(ctx, files)
+	if err != nil {
+		return nil, err
 	}
 	objs, err := c.convert(project)
 	if err != nil {
