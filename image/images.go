@@ -600,3 +600,27 @@ func (m *Images) pruneLocked(ctx context.Context, f *indexFile) ([]string, error
 	}
 	return removed, nil
 }
+
+// Close lets go of the registry client's idle connections.
+func (m *Images) Close() { m.o.Registry.CloseIdle() }
+
+// Collect runs GC at every tick (the agent ticks every ten minutes) until
+// ctx ends, with now() read at each tick and keep() naming the images
+// running containers use. Failures are logged and tried at the next tick.
+func (m *Images) Collect(ctx context.Context, tick <-chan time.Time, now func() time.Time, keep func() []string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			res, err := m.GC(ctx, now(), 0, keep()...)
+			if err != nil {
+				m.o.Log.Warn("image collection failed", "err", err)
+				continue
+			}
+			if len(res.Images)+len(res.Layers) > 0 {
+				m.o.Log.Info("image collection", "images", res.Images, "layers", len(res.Layers))
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -25,18 +26,32 @@ var (
 // basic credentials, redirects followed, and the host's proxy settings
 // (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) used.
 type Registry struct {
-	// Transport carries the requests; nil means a copy of Go's default
-	// transport, which reads the proxy from the environment.
+	// Transport carries the requests; nil means one copy of Go's default
+	// transport, made at first use and kept, so connections are reused;
+	// it reads the proxy from the environment.
 	Transport http.RoundTripper
+
+	once sync.Once
+	def  http.RoundTripper
 }
 
 func (r *Registry) transport() http.RoundTripper {
-	if r != nil && r.Transport != nil {
+	if r.Transport != nil {
 		return r.Transport
 	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.Proxy = http.ProxyFromEnvironment
-	return t
+	r.once.Do(func() {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = http.ProxyFromEnvironment
+		r.def = t
+	})
+	return r.def
+}
+
+// CloseIdle closes the idle connections of the default transport.
+func (r *Registry) CloseIdle() {
+	if t, ok := r.transport().(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
 }
 
 // Options are the remote options for a call: the context, the transport
