@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/image/internal/regtest"
 )
 
 func startRegistry(t *testing.T) string {
@@ -267,5 +268,24 @@ func TestPayloadHubNames(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: got %v; want %q", c.body, err, c.want)
 		}
+	}
+}
+
+func TestSignVerifyOnDistributionRegistry(t *testing.T) {
+	ctx := context.Background()
+	host := regtest.Distribution(t)
+	reg := &image.Registry{}
+	key, pub := newKey(t)
+	ref := push(t, host+"/signed/app:1", randomImage(t))
+	pol := Policy{Name: "p", Patterns: []string{host + "/signed/*"}, Keys: [][]byte{pub}}
+	if _, err := Check(ctx, reg, []Policy{pol}, ref, nil); !errors.Is(err, ErrUnsigned) {
+		t.Fatalf("before signing: %v; want ErrUnsigned", err)
+	}
+	if err := Sign(ctx, reg, ref, key, nil); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Check(ctx, reg, []Policy{pol}, ref, nil)
+	if err != nil || d.Verified == nil || d.Verified.Digest != ref.Digest() {
+		t.Fatalf("after signing: %+v, %v", d, err)
 	}
 }

@@ -1,0 +1,75 @@
+// Package regtest starts Debian's docker-registry (the distribution
+// registry, 2.8) for tests of image and image/cosign against a real
+// registry server. Test support only: nothing outside tests imports it.
+package regtest
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Distribution runs Debian's docker-registry (the distribution
+// registry) on a loopback port in a temporary directory and returns its
+// host:port. Without the binary the test is skipped, except under CI,
+// where .ci/run installs it and its absence is a failure.
+func Distribution(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("docker-registry")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("docker-registry not installed (Debian package docker-registry): %v", err)
+		}
+		t.Skip("docker-registry not installed (apt-get install docker-registry)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
+	cfgPath := filepath.Join(dir, "config.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", cfgPath)
+	logf, _ := os.Create(filepath.Join(dir, "registry.log"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+		logf.Close()
+	})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/v2/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return addr
+			}
+		}
+		select {
+		case <-done:
+			b, _ := os.ReadFile(filepath.Join(dir, "registry.log"))
+			t.Fatalf("docker-registry exited: %s", b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("docker-registry not answering on %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling for readiness, bounded by the deadline
+	}
+}
