@@ -311,6 +311,7 @@ func (p *planner) retireLive(s *slot, msg string) {
 // (outdated, or on a node they must leave), and those stopping.
 type slotView struct {
 	cur      *entry
+	dups     []*entry
 	olds     []*entry
 	stopping []*entry
 }
@@ -327,8 +328,16 @@ func (p *planner) view(o *owner, s *slot) slotView {
 			continue
 		}
 		if t.Spec.PodHash == o.hash && !p.mustLeave(t) {
+			// Two current tasks (a surge whose reason went away): the
+			// furthest along stays, the newer on a tie.
 			if v.cur != nil {
-				v.olds = append(v.olds, v.cur) // a duplicate: the newer one stays
+				if progress(t) >= progress(v.cur.t) {
+					v.dups = append(v.dups, v.cur)
+					v.cur = e
+				} else {
+					v.dups = append(v.dups, e)
+				}
+				continue
 			}
 			v.cur = e
 			continue
@@ -355,6 +364,19 @@ func (p *planner) mustLeave(t *legion.Task) bool {
 	}
 	i, ok := p.nodeIdx[t.Spec.Node]
 	return ok && p.nodes[i].availability() == legion.AvailabilityDrain
+}
+
+// progress ranks how far a task has come: ready, running, placed, pending.
+func progress(t *legion.Task) int {
+	switch {
+	case readyTask(t):
+		return 3
+	case stateOf(t) == legion.TaskRunning:
+		return 2
+	case t.Spec.Placed != nil:
+		return 1
+	}
+	return 0
 }
 
 func readyTask(t *legion.Task) bool {
@@ -422,6 +444,9 @@ func (p *planner) settled(sp *svcPass, t *legion.Task) bool {
 func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, mayStart bool) {
 	p.evictNoExecute(o, s)
 	v := p.view(o, s)
+	for _, e := range v.dups {
+		p.stop(e, "superseded by "+v.cur.t.Metadata.Name)
+	}
 	if v.cur != nil {
 		p.slotDone(sp, v)
 		if stateOf(v.cur.t) == legion.TaskPending && v.cur.t.Spec.Placed == nil {
@@ -438,10 +463,20 @@ func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, mayStart bool) {
 	}
 	sp.done = false
 	if len(v.olds) > 0 {
-		p.replaceOld(o, sp, s, v.olds[len(v.olds)-1], mayStart)
-		for _, old := range v.olds[:len(v.olds)-1] {
-			p.stop(old, "superseded")
+		// Replace the ready one (the newest if several); the others take
+		// nothing away by stopping.
+		keep := v.olds[len(v.olds)-1]
+		for _, e := range v.olds {
+			if readyTask(e.t) {
+				keep = e
+			}
 		}
+		for _, e := range v.olds {
+			if e != keep {
+				p.stop(e, "superseded")
+			}
+		}
+		p.replaceOld(o, sp, s, keep, mayStart)
 		return
 	}
 	if len(v.stopping) > 0 || !mayStart {

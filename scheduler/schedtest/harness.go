@@ -23,7 +23,6 @@ import (
 
 // TB is the part of testing.TB (and rapid.T) the harness uses.
 type TB interface {
-	Helper()
 	Fatalf(format string, args ...any)
 }
 
@@ -77,6 +76,12 @@ func New(t TB) *Cluster {
 	}
 }
 
+func (c *Cluster) helper() {
+	if h, ok := c.t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+}
+
 func key(m *legion.Metadata) string { return m.Namespace + "/" + m.Name }
 
 func (c *Cluster) nextVersion() uint64 { c.version++; return c.version }
@@ -127,7 +132,7 @@ func Taint(k, v string, effect legion.TaintEffect) NodeOption {
 // AddNode adds a ready, active freebsd/amd64 worker with 4 CPUs and 8Gi
 // allocatable that has just sent a heartbeat.
 func (c *Cluster) AddNode(name string, opts ...NodeOption) *legion.Node {
-	c.t.Helper()
+	c.helper()
 	n := &legion.Node{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNode,
 		Metadata: legion.Metadata{Name: name}}}
 	if err := legion.Admit(n); err != nil {
@@ -147,7 +152,7 @@ func (c *Cluster) AddNode(name string, opts ...NodeOption) *legion.Node {
 
 // AddNodes adds count nodes named prefix1..prefixN.
 func (c *Cluster) AddNodes(prefix string, count int, opts ...NodeOption) {
-	c.t.Helper()
+	c.helper()
 	for i := 1; i <= count; i++ {
 		c.AddNode(fmt.Sprintf("%s%d", prefix, i), opts...)
 	}
@@ -155,7 +160,7 @@ func (c *Cluster) AddNodes(prefix string, count int, opts ...NodeOption) {
 
 // SetAvailability drains, pauses or activates a node.
 func (c *Cluster) SetAvailability(name string, a legion.Availability) {
-	c.t.Helper()
+	c.helper()
 	n := c.node(name)
 	cp := *n
 	cp.Spec.Availability = a
@@ -165,7 +170,7 @@ func (c *Cluster) SetAvailability(name string, a legion.Availability) {
 
 // SetTaints replaces a node's taints.
 func (c *Cluster) SetTaints(name string, taints ...legion.Taint) {
-	c.t.Helper()
+	c.helper()
 	n := c.node(name)
 	cp := *n
 	cp.Spec.Taints = taints
@@ -174,7 +179,7 @@ func (c *Cluster) SetTaints(name string, taints ...legion.Taint) {
 }
 
 func (c *Cluster) node(name string) *legion.Node {
-	c.t.Helper()
+	c.helper()
 	n := c.Nodes[name]
 	if n == nil {
 		c.t.Fatalf("no node %s", name)
@@ -185,7 +190,7 @@ func (c *Cluster) node(name string) *legion.Node {
 // Apply admits a YAML manifest and stores its objects, bumping the
 // generation of an object whose spec changed.
 func (c *Cluster) Apply(manifest string) {
-	c.t.Helper()
+	c.helper()
 	objs, err := legion.ParseManifest("test", []byte(manifest))
 	if err != nil {
 		c.t.Fatalf("manifest: %v", err)
@@ -198,7 +203,7 @@ func (c *Cluster) Apply(manifest string) {
 // Store writes an admitted object as the API server would: generation
 // bumps on spec changes, status is kept from the stored object.
 func (c *Cluster) Store(o legion.Object) {
-	c.t.Helper()
+	c.helper()
 	m := o.GetMetadata()
 	if o.GetKind().Namespaced() && m.Namespace == "" {
 		m.Namespace = legion.DefaultNamespace
@@ -278,7 +283,7 @@ func (c *Cluster) State() scheduler.State {
 
 // Plan runs the planner once and applies its writes, without agents.
 func (c *Cluster) Plan() scheduler.Result {
-	c.t.Helper()
+	c.helper()
 	r := scheduler.Plan(c.State(), c.Now)
 	c.Last = r
 	c.Steps++
@@ -286,8 +291,17 @@ func (c *Cluster) Plan() scheduler.Result {
 	return r
 }
 
+// Write applies a plan's writes to the store, as the controller loop
+// would, checking each update's version precondition.
+func (c *Cluster) Write(r scheduler.Result) {
+	c.helper()
+	c.Last = r
+	c.Steps++
+	c.apply(r)
+}
+
 func (c *Cluster) apply(r scheduler.Result) {
-	c.t.Helper()
+	c.helper()
 	for _, t := range r.CreateTasks {
 		if _, dup := c.Tasks[key(&t.Metadata)]; dup {
 			c.t.Fatalf("plan creates task %s, which exists", key(&t.Metadata))
@@ -447,7 +461,7 @@ func (c *Cluster) Heartbeat() {
 // Step is one round: heartbeats, a plan pass, then the agents. It reports
 // whether anything changed.
 func (c *Cluster) Step() bool {
-	c.t.Helper()
+	c.helper()
 	c.Heartbeat()
 	r := c.Plan()
 	a := c.Agents()
@@ -456,7 +470,7 @@ func (c *Cluster) Step() bool {
 
 // Converge steps without moving the clock until nothing changes.
 func (c *Cluster) Converge() {
-	c.t.Helper()
+	c.helper()
 	for i := 0; i < 200; i++ {
 		if !c.Step() {
 			return
@@ -467,7 +481,7 @@ func (c *Cluster) Converge() {
 
 // Run moves the clock forward by d in one-second ticks, converging at each.
 func (c *Cluster) Run(d time.Duration) {
-	c.t.Helper()
+	c.helper()
 	end := c.Now.Add(d)
 	c.Converge()
 	for c.Now.Before(end) {
@@ -481,7 +495,7 @@ func (c *Cluster) Advance(d time.Duration) { c.Now = c.Now.Add(d) }
 
 // Service returns a stored service of the default namespace.
 func (c *Cluster) Service(name string) *legion.Service {
-	c.t.Helper()
+	c.helper()
 	s := c.Services["default/"+name]
 	if s == nil {
 		c.t.Fatalf("no service %s", name)
@@ -545,7 +559,7 @@ func (c *Cluster) Task(name string) *legion.Task { return c.Tasks["default/"+nam
 
 // SetTask changes a stored task as an agent would.
 func (c *Cluster) SetTask(name string, fn func(*legion.Task)) {
-	c.t.Helper()
+	c.helper()
 	t := c.Tasks["default/"+name]
 	if t == nil {
 		c.t.Fatalf("no task %s", name)
