@@ -38,7 +38,7 @@ func TestPlanDeploy(t *testing.T) {
 		obj(legion.KindService, "shop", "web", "shop"),
 	}
 	current := []legion.Object{
-		obj(legion.KindService, "shop", "web", "shop"),       // still in the file
+		obj(legion.KindService, "shop", "web", "shop"),        // still in the file
 		obj(legion.KindService, "shop", "old-worker", "shop"), // gone from the file
 		obj(legion.KindService, "shop", "admin", "other"),     // another stack's
 		obj(legion.KindService, "shop", "manual", ""),         // applied by hand
