@@ -11,22 +11,22 @@ import (
 // are ULA ranges derived from them (5.2, 5.7).
 
 // PodCIDR is the cluster's pod range; each node owns one /24 of it.
-func PodCIDR() netip.Prefix { return netip.MustParsePrefix("10.200.0.0/16") }
+func PodCIDR() netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 200, 0, 0}), 16) }
 
 // ServiceCIDR is the range VIPs come from.
-func ServiceCIDR() netip.Prefix { return netip.MustParsePrefix("10.201.0.0/16") }
+func ServiceCIDR() netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 201, 0, 0}), 16) }
 
 // UnderlayCIDR is the range of the nodes' wg0 addresses.
-func UnderlayCIDR() netip.Prefix { return netip.MustParsePrefix("100.64.0.0/16") }
+func UnderlayCIDR() netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 64, 0, 0}), 16) }
 
 // PodCIDR6 is the pod range's twin; each node owns one /64 of it.
-func PodCIDR6() netip.Prefix { return netip.MustParsePrefix("fd00:10:200::/48") }
+func PodCIDR6() netip.Prefix { return netip.PrefixFrom(v6(0x10, 0x200), 48) }
 
 // ServiceCIDR6 is the service range's twin.
-func ServiceCIDR6() netip.Prefix { return netip.MustParsePrefix("fd00:10:201::/96") }
+func ServiceCIDR6() netip.Prefix { return netip.PrefixFrom(v6(0x10, 0x201), 96) }
 
 // UnderlayCIDR6 is the underlay range's twin.
-func UnderlayCIDR6() netip.Prefix { return netip.MustParsePrefix("fd00:100:64::/96") }
+func UnderlayCIDR6() netip.Prefix { return netip.PrefixFrom(v6(0x100, 0x64), 96) }
 
 // MaxSubnets is how many node /24s the pod range holds.
 const MaxSubnets = 256
@@ -68,11 +68,11 @@ func Twin(a netip.Addr) (netip.Addr, bool) {
 	}
 	o := a.As4()
 	switch {
-	case PodCIDR().Contains(a):
+	case o[0] == 10 && o[1] == 200:
 		return v6(0x10, 0x200, uint16(o[2]), 0, 0, 0, uint16(o[3])), true
-	case ServiceCIDR().Contains(a):
+	case o[0] == 10 && o[1] == 201:
 		return v6(0x10, 0x201, 0, 0, 0, uint16(o[2]), uint16(o[3])), true
-	case UnderlayCIDR().Contains(a):
+	case o[0] == 100 && o[1] == 64:
 		return v6(0x100, 0x64, 0, 0, 0, uint16(o[2]), uint16(o[3])), true
 	}
 	return netip.Addr{}, false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,8 +20,25 @@ type PF struct {
 	Log    *slog.Logger
 	Guards *Guards // told which pods the loaded policy guards; may be nil
 
-	mu     sync.Mutex
-	loaded map[string]*Loaded
+	mu      sync.Mutex
+	loaded  map[string]*Loaded
+	svcMemo *serviceMemo
+}
+
+// serviceMemo is the last rendered service rules and the services they
+// came from (copied: the caller may change its slices).
+type serviceMemo struct {
+	state ServiceState
+	rules serviceRules
+}
+
+func cloneServices(in []Service) []Service {
+	out := make([]Service, len(in))
+	for i, s := range in {
+		s.Ports = slices.Clone(s.Ports)
+		out[i] = s
+	}
+	return out
 }
 
 func (p *PF) log() *slog.Logger {
@@ -39,12 +57,23 @@ func (p *PF) ApplyServices(ctx context.Context, st *ServiceState) (AnchorPlan, e
 	if st == nil {
 		return AnchorPlan{}, nil
 	}
-	an, err := RenderServices(*st)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// The rules depend on the services alone: an endpoint change reuses
+	// them and computes only the tables.
+	if p.svcMemo == nil || !sameServices(&p.svcMemo.state, st) {
+		r, err := renderServiceRules(*st)
+		if err != nil {
+			return AnchorPlan{}, err
+		}
+		memo := &serviceMemo{rules: r, state: ServiceState{Node: st.Node, ExtIf: st.ExtIf, Services: cloneServices(st.Services)}}
+		p.svcMemo = memo
+	}
+	tables, err := p.svcMemo.rules.fill(*st)
 	if err != nil {
 		return AnchorPlan{}, err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	an := Anchor{Path: AnchorServices, Rules: p.svcMemo.rules.rules, Tables: tables}
 	prev := p.loaded[an.Path]
 	before := map[string][]netip.Addr(nil)
 	if prev != nil {

@@ -3,6 +3,7 @@ package netbsd
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,9 +49,34 @@ func both(a netip.Addr) [2]netip.Addr { return [2]netip.Addr{a, MustTwin(a)} }
 // legion0, the mesh NAT on wg0, and the MSS clamp on wg0. The rules depend
 // only on the services, never on the endpoints.
 func RenderServices(st ServiceState) (Anchor, error) {
+	r, err := renderServiceRules(st)
+	if err != nil {
+		return Anchor{}, err
+	}
+	tables, err := r.fill(st)
+	if err != nil {
+		return Anchor{}, err
+	}
+	return Anchor{Path: AnchorServices, Rules: r.rules, Tables: tables}, nil
+}
+
+// tableUse is a table the service rules use: a service's ready endpoints,
+// cluster-wide or on this node only.
+type tableUse struct {
+	name, key string
+	local     bool
+}
+
+// serviceRules is the endpoint-independent half of the legion/svc anchor.
+type serviceRules struct {
+	rules string
+	uses  []tableUse // sorted by name
+}
+
+func renderServiceRules(st ServiceState) (serviceRules, error) {
 	n := st.Node.Subnet
 	if n < 0 || n >= MaxSubnets {
-		return Anchor{}, fmt.Errorf("service state: node %s subnet %d, expected 0..%d", st.Node.Name, n, MaxSubnets-1)
+		return serviceRules{}, fmt.Errorf("service state: node %s subnet %d, expected 0..%d", st.Node.Name, n, MaxSubnets-1)
 	}
 	svcs := make([]Service, len(st.Services))
 	copy(svcs, st.Services)
@@ -60,29 +86,6 @@ func RenderServices(st ServiceState) (Anchor, error) {
 		}
 		return svcs[i].Name < svcs[j].Name
 	})
-
-	type members struct{ all, local []netip.Addr }
-	byKey := make(map[string]*members, len(svcs))
-	for i := range svcs {
-		byKey[svcs[i].Key()] = &members{}
-	}
-	for _, e := range st.Endpoints {
-		if e.Service == "" || !e.InTable() {
-			continue
-		}
-		m := byKey[e.Namespace+"/"+e.Service]
-		if m == nil {
-			continue
-		}
-		if !PodCIDR().Contains(e.Addr) {
-			return Anchor{}, fmt.Errorf("endpoint %s of %s/%s: address %s is outside the pod CIDR %s", e.TaskUID, e.Namespace, e.Service, e.Addr, PodCIDR())
-		}
-		t := both(e.Addr)
-		m.all = append(m.all, t[0], t[1])
-		if e.Node == st.Node.Name {
-			m.local = append(m.local, t[0], t[1])
-		}
-	}
 
 	var b strings.Builder
 	b.Grow(256 + len(svcs)*512)
@@ -101,80 +104,139 @@ func RenderServices(st ServiceState) (Anchor, error) {
 
 	type published struct{ svc, port string }
 	seen := make(map[string]published)
-	tables := make([]Table, 0, len(svcs))
+	uses := make([]tableUse, 0, len(svcs))
+	cidr := ServiceCIDR()
+	var rules strings.Builder
 	for _, s := range svcs {
 		usesAll, usesLocal := false, false
-		var rules strings.Builder
+		rules.Reset()
+		all := ServiceTable(s)
 		for _, p := range s.Ports {
 			if p.Proto != TCP && p.Proto != UDP {
-				return Anchor{}, fmt.Errorf("service %s port %q: protocol %q, expected tcp or udp", s.Key(), p.Name, p.Proto)
+				return serviceRules{}, fmt.Errorf("service %s port %q: protocol %q, expected tcp or udp", s.Key(), p.Name, p.Proto)
 			}
 			if p.Port == 0 || p.TargetPort == 0 {
-				return Anchor{}, fmt.Errorf("service %s port %q: port %d target %d, expected both set", s.Key(), p.Name, p.Port, p.TargetPort)
+				return serviceRules{}, fmt.Errorf("service %s port %q: port %d target %d, expected both set", s.Key(), p.Name, p.Port, p.TargetPort)
 			}
 			target := strconv.Itoa(int(p.TargetPort))
 			if s.VIP.IsValid() {
-				if !ServiceCIDR().Contains(s.VIP) {
-					return Anchor{}, fmt.Errorf("service %s: VIP %s is outside the service CIDR %s", s.Key(), s.VIP, ServiceCIDR())
+				if !cidr.Contains(s.VIP) {
+					return serviceRules{}, fmt.Errorf("service %s: VIP %s is outside the service CIDR %s", s.Key(), s.VIP, cidr)
 				}
 				usesAll = true
+				port := strconv.Itoa(int(p.Port))
 				for i, vip := range both(s.VIP) {
-					fmt.Fprintf(&rules, "rdr pass on %s %s proto %s to %s port %d tag %s -> <%s> port %s round-robin\n",
-						Bridge, family(i), p.Proto, vip, p.Port, ServiceTag, ServiceTable(s), target)
+					rules.WriteString(words("rdr pass on", Bridge, family(i), "proto", string(p.Proto), "to", vip.String(), "port", port,
+						"tag", ServiceTag, "-> <"+all+"> port", target, "round-robin"))
 				}
 			}
 			if p.Publish == PublishNone {
 				continue
 			}
 			if p.PublishedPort == 0 {
-				return Anchor{}, fmt.Errorf("service %s port %q: published %s without a published port", s.Key(), p.Name, p.Publish)
+				return serviceRules{}, fmt.Errorf("service %s port %q: published %s without a published port", s.Key(), p.Name, p.Publish)
 			}
 			if st.ExtIf == "" {
-				return Anchor{}, fmt.Errorf("service %s port %q: published, but the node has no external interface", s.Key(), p.Name)
+				return serviceRules{}, fmt.Errorf("service %s port %q: published, but the node has no external interface", s.Key(), p.Name)
 			}
 			k := string(p.Proto) + "/" + strconv.Itoa(int(p.PublishedPort))
 			if other, dup := seen[k]; dup {
-				return Anchor{}, fmt.Errorf("published port %s: used by %s port %q and %s port %q", k, other.svc, other.port, s.Key(), p.Name)
+				return serviceRules{}, fmt.Errorf("published port %s: used by %s port %q and %s port %q", k, other.svc, other.port, s.Key(), p.Name)
 			}
 			seen[k] = published{s.Key(), p.Name}
-			table := ServiceTable(s)
+			table := all
 			switch p.Publish {
 			case PublishIngress:
 				usesAll = true
 			case PublishHost:
 				usesLocal, table = true, LocalTable(s)
 			default:
-				return Anchor{}, fmt.Errorf("service %s port %q: publish %q, expected ingress or host", s.Key(), p.Name, p.Publish)
+				return serviceRules{}, fmt.Errorf("service %s port %q: publish %q, expected ingress or host", s.Key(), p.Name, p.Publish)
 			}
 			for i := range 2 {
-				fmt.Fprintf(&rules, "rdr pass on %s %s proto %s to (%s) port %d tag %s -> <%s> port %s round-robin\n",
-					st.ExtIf, family(i), p.Proto, st.ExtIf, p.PublishedPort, ServiceTag, table, target)
+				rules.WriteString(words("rdr pass on", st.ExtIf, family(i), "proto", string(p.Proto), "to", "("+st.ExtIf+")", "port", strconv.Itoa(int(p.PublishedPort)),
+					"tag", ServiceTag, "-> <"+table+"> port", target, "round-robin"))
 			}
 		}
 		if rules.Len() == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "# service %s\n", s.Key())
+		b.WriteString("# service " + s.Key() + "\n")
 		b.WriteString(rules.String())
-		m := byKey[s.Key()]
 		if usesAll {
-			tables = append(tables, Table{Name: ServiceTable(s), Addrs: sortAddrs(m.all)})
+			uses = append(uses, tableUse{name: all, key: s.Key()})
 		}
 		if usesLocal {
-			tables = append(tables, Table{Name: LocalTable(s), Addrs: sortAddrs(m.local)})
+			uses = append(uses, tableUse{name: LocalTable(s), key: s.Key(), local: true})
 		}
 	}
 	// pf does not rely on path-MTU discovery over the mesh: clamp the MSS
 	// of what leaves through wg0 to fit its MTU.
 	fmt.Fprintf(&b, "match out on %s inet proto tcp all scrub (max-mss %d)\n", WGIface, MTU-40)
 	fmt.Fprintf(&b, "match out on %s inet6 proto tcp all scrub (max-mss %d)\n", WGIface, MTU-60)
-	sort.Slice(tables, func(i, j int) bool { return tables[i].Name < tables[j].Name })
-	for i := 1; i < len(tables); i++ {
-		if tables[i].Name == tables[i-1].Name {
-			return Anchor{}, fmt.Errorf("services share table name %s", tables[i].Name)
+	sort.Slice(uses, func(i, j int) bool { return uses[i].name < uses[j].name })
+	for i := 1; i < len(uses); i++ {
+		if uses[i].name == uses[i-1].name {
+			return serviceRules{}, fmt.Errorf("services share table name %s", uses[i].name)
 		}
 	}
-	return Anchor{Path: AnchorServices, Rules: b.String(), Tables: tables}, nil
+	return serviceRules{rules: b.String(), uses: uses}, nil
+}
+
+// fill computes the tables' contents from the endpoints.
+func (r serviceRules) fill(st ServiceState) ([]Table, error) {
+	type members struct{ all, local []netip.Addr }
+	byKey := make(map[string]*members, len(r.uses))
+	for _, u := range r.uses {
+		if byKey[u.key] == nil {
+			byKey[u.key] = &members{}
+		}
+	}
+	pods := PodCIDR()
+	var key []byte
+	for _, e := range st.Endpoints {
+		if e.Service == "" || !e.InTable() {
+			continue
+		}
+		key = append(append(append(key[:0], e.Namespace...), '/'), e.Service...)
+		m := byKey[string(key)]
+		if m == nil {
+			continue
+		}
+		if !pods.Contains(e.Addr) {
+			return nil, fmt.Errorf("endpoint %s of %s/%s: address %s is outside the pod CIDR %s", e.TaskUID, e.Namespace, e.Service, e.Addr, pods)
+		}
+		t := both(e.Addr)
+		m.all = append(m.all, t[0], t[1])
+		if e.Node == st.Node.Name {
+			m.local = append(m.local, t[0], t[1])
+		}
+	}
+	tables := make([]Table, len(r.uses))
+	for i, u := range r.uses {
+		m := byKey[u.key]
+		if u.local {
+			tables[i] = Table{Name: u.name, Addrs: sortAddrs(m.local)}
+		} else {
+			tables[i] = Table{Name: u.name, Addrs: sortAddrs(m.all)}
+		}
+	}
+	return tables, nil
+}
+
+// sameServices reports whether two states render the same service rules,
+// so an endpoint change can skip rendering them.
+func sameServices(a, b *ServiceState) bool {
+	if a.Node != b.Node || a.ExtIf != b.ExtIf || len(a.Services) != len(b.Services) {
+		return false
+	}
+	for i := range a.Services {
+		x, y := &a.Services[i], &b.Services[i]
+		if x.Namespace != y.Namespace || x.Name != y.Name || x.VIP != y.VIP || !slices.Equal(x.Ports, y.Ports) {
+			return false
+		}
+	}
+	return true
 }
 
 func family(i int) string {
