@@ -17,7 +17,9 @@ func PodCIDR() netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10
 func ServiceCIDR() netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 201, 0, 0}), 16) }
 
 // UnderlayCIDR is the range of the nodes' wg0 addresses.
-func UnderlayCIDR() netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 64, 0, 0}), 16) }
+func UnderlayCIDR() netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{100, 64, 0, 0}), 16)
+}
 
 // PodCIDR6 is the pod range's twin; each node owns one /64 of it.
 func PodCIDR6() netip.Prefix { return netip.PrefixFrom(v6(0x10, 0x200), 48) }
