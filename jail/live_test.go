@@ -254,3 +254,45 @@ func TestLiveLinux(t *testing.T) {
 		t.Errorf("exit %d: %s", st.ExitCode, fmt.Sprint(out))
 	}
 }
+
+// The per-page count reads the kernel's maps: for a shell and its forked
+// children it is above zero and no more than rctl's per-process sum.
+func TestLiveMemoryCount(t *testing.T) {
+	root := liveRoot(t, "LEGION_LIVE_ROOT")
+	ctx := context.Background()
+	j := liveRuntime(t)
+	if err := j.Create(ctx, jail.ContainerSpec{ID: "mempod", Infra: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Remove(context.Background(), "mempod") })
+	spec := jail.ContainerSpec{ID: "forks", Pod: "mempod", Root: jail.Root{Path: root},
+		Command: []string{"/bin/sh", "-c", "for i in 1 2 3 4; do sleep 120 & done; echo ready; wait"}}
+	if err := j.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Start(ctx, "forks"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logText(t, j, "forks"), "ready") {
+		if time.Now().After(deadline) {
+			t.Fatal("never ready")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c, err := jail.VMCounter{Source: jail.KernelVM{Runner: sys.Exec{}}}.Count(ctx, "mempod.forks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := jail.RctlUsage(ctx, sys.Exec{}, "mempod.forks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("counted %d bytes over %d processes; rctl memoryuse %d", c.Bytes, len(c.Own), u.MemoryBytes)
+	if c.Bytes <= 0 || len(c.Own) != 5 {
+		t.Fatalf("count %+v: want memory for the shell and its four children", c)
+	}
+	if u.MemoryBytes > 0 && c.Bytes > u.MemoryBytes {
+		t.Fatalf("count %d above rctl's per-process sum %d", c.Bytes, u.MemoryBytes)
+	}
+}
