@@ -1,7 +1,247 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+)
+
+// clusterCLI holds what the cluster commands share: where the manager is
+// and as whom to call it, read from flags and the environment.
+type clusterCLI struct {
+	v *viper.Viper
+}
 
 // addClusterCommands adds the commands that talk to a cluster (daemon,
-// init, join, apply, get, ...). Owned by the control-plane work.
-func addClusterCommands(root *cobra.Command) {}
+// init, join, apply, get, ...). It also puts --server and --credentials
+// on the root, so every command reaching a cluster shares them.
+func addClusterCommands(root *cobra.Command) {
+	cli := &clusterCLI{v: viper.New()}
+	pf := root.PersistentFlags()
+	pf.String("server", client.DefaultServer, "address of a manager (env LEGION_SERVER)")
+	pf.String("credentials", "", "PEM bundle of certificate, key and CA, such as a manager's admin.pem (env LEGION_CREDENTIALS)")
+	cli.v.BindPFlag("server", pf.Lookup("server"))
+	cli.v.BindPFlag("credentials", pf.Lookup("credentials"))
+	cli.v.BindEnv("server", "LEGION_SERVER")
+	cli.v.BindEnv("credentials", "LEGION_CREDENTIALS")
+	root.AddCommand(
+		newDaemonCommand(),
+		cli.initCommand(), cli.joinCommand(), cli.statusCommand(), cli.tokenCommand(),
+		cli.applyCommand(), cli.getCommand("get"), cli.getCommand("list"), cli.deleteCommand(),
+		cli.watchCommand(), cli.diffCommand(),
+	)
+}
+
+// server is the manager address in effect: the flag if given, else
+// LEGION_SERVER, else the default.
+func (c *clusterCLI) server(cmd *cobra.Command) string {
+	if f := cmd.Flags().Lookup("server"); f != nil && f.Changed {
+		return f.Value.String()
+	}
+	if s := c.v.GetString("server"); s != "" {
+		return s
+	}
+	return client.DefaultServer
+}
+
+// connect makes a client with the credentials in effect.
+func (c *clusterCLI) connect(cmd *cobra.Command) (*client.Client, error) {
+	creds := c.v.GetString("credentials")
+	if f := cmd.Flags().Lookup("credentials"); f != nil && f.Changed {
+		creds = f.Value.String()
+	}
+	if creds == "" {
+		return nil, errors.New("no credentials: pass --credentials or set LEGION_CREDENTIALS (legion init prints where admin.pem is)")
+	}
+	return client.New(client.Options{Server: c.server(cmd), CredentialsFile: creds})
+}
+
+// bare makes a client without credentials: init, join and status on a
+// fresh daemon of this host.
+func (c *clusterCLI) bare(cmd *cobra.Command, server string) (*client.Client, error) {
+	return client.New(client.Options{Server: server})
+}
+
+func ctxOf(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+func (c *clusterCLI) initCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "init",
+		Short: "Make the daemon reached (a fresh one on this host) the first manager of a new cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.bare(cmd, c.server(cmd))
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			resp, err := cl.Init(ctxOf(cmd))
+			if err != nil {
+				return fmt.Errorf("init: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Initialised a new cluster; this manager is node %s.\n", resp.NodeId)
+			fmt.Fprintf(out, "Admin credentials: %s\n", resp.AdminCredentials)
+			fmt.Fprintf(out, "  export LEGION_CREDENTIALS=%s\n", resp.AdminCredentials)
+			fmt.Fprintln(out, "Join tokens: legion token show worker|manager")
+			return nil
+		},
+	}
+}
+
+func (c *clusterCLI) joinCommand() *cobra.Command {
+	var daemon, role string
+	cmd := &cobra.Command{
+		Use:   "join TOKEN [--server MANAGER]",
+		Short: "Make the fresh daemon of this host join a cluster with a join token",
+		Long: `Join asks the fresh daemon of this host (--daemon) to join the cluster of the
+manager at --server (or LEGION_SERVER). The daemon checks the manager's CA
+against the token's digest before it sends anything, then gets its
+certificate; a manager token makes it a manager, a worker token a worker.`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			server := c.server(cmd)
+			if len(args) == 2 {
+				server = args[1]
+			}
+			cl, err := c.bare(cmd, daemon)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			resp, err := cl.JoinCluster(ctxOf(cmd), args[0], server, role)
+			if err != nil {
+				return fmt.Errorf("join: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Node %s joined the cluster as a %s.\n", resp.NodeId, resp.Role)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&daemon, "daemon", client.DefaultServer, "address of this host's fresh daemon")
+	cmd.Flags().StringVar(&role, "role", "", "manager or worker (default: the token's)")
+	return cmd
+}
+
+func (c *clusterCLI) statusCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the manager reached and its cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.connect(cmd)
+			if err != nil {
+				// A fresh daemon of this host answers without credentials.
+				if cl, err = c.bare(cmd, c.server(cmd)); err != nil {
+					return err
+				}
+			}
+			defer cl.Close()
+			st, err := cl.Status(ctxOf(cmd))
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			if !st.Initialized {
+				fmt.Fprintf(out, "Node %s belongs to no cluster: run legion init, or legion join.\n", st.NodeId)
+				return nil
+			}
+			fmt.Fprintf(out, "Node:     %s (%s)\n", st.NodeId, st.Role)
+			if st.State != "" {
+				fmt.Fprintf(out, "State:    %s, term %d\n", st.State, st.Term)
+				fmt.Fprintf(out, "Leader:   %s at %s\n", orNone(st.LeaderId), orNone(st.LeaderAddress))
+				fmt.Fprintf(out, "Indexes:  applied %d, committed %d\n", st.AppliedIndex, st.CommitIndex)
+				fmt.Fprintln(out, "Managers:")
+				for _, m := range st.Members {
+					what := "voter"
+					if !m.Voter {
+						what = "learner"
+					}
+					if m.Leader {
+						what += ", leader"
+					}
+					fmt.Fprintf(out, "  %s  %s  (%s)\n", m.Id, m.Address, what)
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func (c *clusterCLI) tokenCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "token", Short: "Show or rotate the join tokens"}
+	for _, verb := range []string{"show", "rotate"} {
+		cmd.AddCommand(&cobra.Command{
+			Use:       verb + " worker|manager",
+			Short:     strings.ToUpper(verb[:1]) + verb[1:] + " the join token of workers or managers",
+			Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
+			ValidArgs: []string{"worker", "manager"},
+			RunE: func(cmd *cobra.Command, args []string) error {
+				cl, err := c.connect(cmd)
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				var tok string
+				if verb == "show" {
+					tok, err = cl.Token(ctxOf(cmd), args[0])
+				} else {
+					tok, err = cl.RotateToken(ctxOf(cmd), args[0])
+				}
+				if err != nil {
+					return fmt.Errorf("token %s: %w", verb, err)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), tok)
+				return nil
+			},
+		})
+	}
+	return cmd
+}
+
+// resolveKind reads kubectl-style kind names: the kind in any case, its
+// plural, or a short name.
+func resolveKind(s string) (legion.Kind, error) {
+	l := strings.ToLower(s)
+	short := map[string]legion.Kind{
+		"ns": legion.KindNamespace, "no": legion.KindNode, "svc": legion.KindService, "cj": legion.KindCronJob,
+		"netpol": legion.KindNetworkPolicy, "np": legion.KindNetworkPolicy, "rb": legion.KindRoleBinding,
+		"vol": legion.KindVolume, "cfg": legion.KindConfig,
+	}
+	if k, ok := short[l]; ok {
+		return k, nil
+	}
+	for _, k := range legion.Kinds() {
+		name := strings.ToLower(string(k))
+		if l == name || l == plural(name) {
+			return k, nil
+		}
+	}
+	return "", fmt.Errorf("unknown kind %q", s)
+}
+
+func plural(s string) string {
+	if strings.HasSuffix(s, "y") {
+		return s[:len(s)-1] + "ies"
+	}
+	return s + "s"
+}
+
+

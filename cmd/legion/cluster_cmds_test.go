@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/cluster/store"
+)
+
+// run runs the CLI with args and returns what it printed.
+func run(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func startDaemon(t *testing.T) (*server.Server, string) {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := server.New(server.Config{DataDir: dir, Listen: "127.0.0.1:0", WriteTimeout: 5 * time.Second,
+		Timing: store.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+			LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+			SnapshotThreshold: 1 << 20, SnapshotInterval: time.Hour, TrailingLogs: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	t.Cleanup(func() {
+		s.Stop()
+		<-done
+	})
+	return s, dir
+}
+
+const cliManifest = `
+apiVersion: legion/v1
+kind: Config
+metadata: {name: settings, labels: {app: web}}
+spec: {text: "color: blue"}
+---
+apiVersion: legion/v1
+kind: Namespace
+metadata: {name: shop}
+spec: {}
+`
+
+func TestClusterCommandsEndToEnd(t *testing.T) {
+	s, dir := startDaemon(t)
+	addr := s.Addr()
+	out, err := run(t, "", "status", "--server", addr)
+	if err != nil || !strings.Contains(out, "belongs to no cluster") {
+		t.Fatalf("status of a fresh daemon: %q %v", out, err)
+	}
+	out, err = run(t, "", "init", "--server", addr)
+	admin := filepath.Join(dir, server.AdminFile)
+	if err != nil || !strings.Contains(out, admin) {
+		t.Fatalf("init: %q %v", out, err)
+	}
+	st, err := os.Stat(admin)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("admin.pem: %v %v", st, err)
+	}
+	flags := []string{"--server", addr, "--credentials", admin}
+	cli := func(stdin string, args ...string) (string, error) {
+		return run(t, stdin, append(args, flags...)...)
+	}
+
+	out, err = cli(cliManifest, "apply", "-f", "-")
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if diff := cmp.Diff("config/settings created\nnamespace/shop created\n", out); diff != "" {
+		t.Fatalf("apply output (-want +got):\n%s", diff)
+	}
+	out, _ = cli(cliManifest, "apply", "-f", "-")
+	if !strings.Contains(out, "config/settings unchanged") {
+		t.Fatalf("second apply: %q", out)
+	}
+
+	// Kind names kubectl-style, outputs.
+	for _, kind := range []string{"config", "configs", "Config", "cfg"} {
+		out, err = cli("", "get", kind, "-l", "app=web")
+		if err != nil || !strings.Contains(out, "settings") || !strings.Contains(out, "app=web") {
+			t.Fatalf("get %s: %q %v", kind, out, err)
+		}
+	}
+	out, err = cli("", "get", "config", "settings", "-o", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := legion.ParseManifest("out.yaml", []byte(out))
+	if err != nil || len(objs) != 1 || string(objs[0].(*legion.Config).Spec.Data) != "color: blue" {
+		t.Fatalf("get -o yaml does not read back: %q %v", out, err)
+	}
+	out, err = cli("", "list", "ns", "-o", "json")
+	if err != nil || !strings.Contains(out, `"name": "shop"`) {
+		t.Fatalf("list ns -o json: %q %v", out, err)
+	}
+	out, err = cli("", "get", "configs", "-A")
+	if err != nil || !strings.HasPrefix(out, "NAMESPACE") || !strings.Contains(out, "default") {
+		t.Fatalf("get -A: %q %v", out, err)
+	}
+
+	// Diff: a changed spec shows as a unified diff and exits 1.
+	changed := strings.Replace(cliManifest, "color: blue", "color: red", 1)
+	out, err = cli(changed, "diff", "-f", "-")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 1 {
+		t.Fatalf("diff of a change: %v", err)
+	}
+	for _, want := range []string{"--- live/Config/default/settings", "+++ applied/Config/default/settings", "@@ "} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("diff output lacks %q:\n%s", want, out)
+		}
+	}
+	if out, err = cli(cliManifest, "diff", "-f", "-"); err != nil || out != "" {
+		t.Fatalf("diff of nothing: %q %v", out, err)
+	}
+
+	// Tokens.
+	tok, err := cli("", "token", "show", "worker")
+	if err != nil || !strings.HasPrefix(tok, "LGN-1-") {
+		t.Fatalf("token show: %q %v", tok, err)
+	}
+	rot, err := cli("", "token", "rotate", "worker")
+	if err != nil || rot == tok {
+		t.Fatalf("token rotate: %q %v", rot, err)
+	}
+	if _, err := cli("", "token", "show", "admin"); err == nil {
+		t.Fatal("token show admin accepted")
+	}
+
+	// Status with credentials.
+	out, err = cli("", "status")
+	if err != nil || !strings.Contains(out, "Leader") || !strings.Contains(out, "voter, leader") {
+		t.Fatalf("status: %q %v", out, err)
+	}
+
+	// Delete by name and by file; a missing object is a clear one-line error.
+	out, err = cli("", "delete", "config", "settings")
+	if err != nil || out != "config/settings deleted\n" {
+		t.Fatalf("delete: %q %v", out, err)
+	}
+	_, err = cli("", "delete", "config", "settings")
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("second delete: %v", err)
+	}
+	out, err = cli(cliManifest, "delete", "-f", "-")
+	if err == nil || !strings.Contains(out, "namespace/shop deleted") {
+		t.Fatalf("delete -f (config already gone): %q %v", out, err)
+	}
+
+	// Without credentials the CLI says what to do.
+	if _, err := run(t, "", "list", "configs", "--server", addr, "--credentials", ""); err == nil || !strings.Contains(err.Error(), "credentials") {
+		t.Fatalf("no credentials: %v", err)
+	}
+}
+
+func TestResolveKind(t *testing.T) {
+	for in, want := range map[string]legion.Kind{
+		"service": legion.KindService, "services": legion.KindService, "svc": legion.KindService,
+		"Namespace": legion.KindNamespace, "ns": legion.KindNamespace, "networkpolicies": legion.KindNetworkPolicy,
+		"netpol": legion.KindNetworkPolicy, "cronjobs": legion.KindCronJob, "cj": legion.KindCronJob,
+		"imagepolicy": legion.KindImagePolicy, "tasks": legion.KindTask,
+	} {
+		got, err := resolveKind(in)
+		if err != nil || got != want {
+			t.Errorf("resolveKind(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := resolveKind("pods"); err == nil {
+		t.Error("resolveKind(pods) accepted")
+	}
+}
+
+func TestUnifiedDiff(t *testing.T) {
+	a := "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\n"
+	b := "a\nb\nc\nD\ne\nf\ng\nh\ni\nj\nk\nl\n"
+	want := `--- x
++++ y
+@@ -1,7 +1,7 @@
+ a
+ b
+ c
+-d
++D
+ e
+ f
+ g
+@@ -9,3 +9,4 @@
+ i
+ j
+ k
++l
+`
+	if diff := cmp.Diff(want, unifiedDiff("x", "y", a, b)); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+	if got := unifiedDiff("x", "y", a, a); got != "" {
+		t.Fatalf("equal inputs: %q", got)
+	}
+	if got := unifiedDiff("x", "y", "", "new\n"); got != "--- x\n+++ y\n@@ -0,0 +1,1 @@\n+new\n" {
+		t.Fatalf("creation: %q", got)
+	}
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// unifiedDiff renders the line differences of a and b as a unified diff
+// with three lines of context ("" when they are equal).
+func unifiedDiff(nameA, nameB, a, b string) string {
+	x, y := splitLines(a), splitLines(b)
+	ops := diffLines(x, y)
+	if len(ops) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "--- %s\n+++ %s\n", nameA, nameB)
+	const ctx = 3
+	// Group edits with their context into hunks.
+	for i := 0; i < len(ops); {
+		if ops[i].kind == ' ' {
+			i++
+			continue
+		}
+		start := max(i-ctx, 0)
+		end := i
+		for end < len(ops) {
+			if ops[end].kind != ' ' {
+				end++
+				continue
+			}
+			run := end
+			for run < len(ops) && ops[run].kind == ' ' {
+				run++
+			}
+			if run == len(ops) || run-end > 2*ctx {
+				end = min(end+ctx, len(ops))
+				break
+			}
+			end = run
+		}
+		aStart, bStart, aLen, bLen := ops[start].ai, ops[start].bi, 0, 0
+		for _, op := range ops[start:end] {
+			if op.kind != '+' {
+				aLen++
+			}
+			if op.kind != '-' {
+				bLen++
+			}
+		}
+		fmt.Fprintf(&sb, "@@ -%s +%s @@\n", hunkRange(aStart, aLen), hunkRange(bStart, bLen))
+		for _, op := range ops[start:end] {
+			fmt.Fprintf(&sb, "%c%s\n", op.kind, op.line)
+		}
+		i = end
+	}
+	return sb.String()
+}
+
+func hunkRange(start, n int) string {
+	if n == 0 {
+		return fmt.Sprintf("%d,0", start)
+	}
+	return fmt.Sprintf("%d,%d", start+1, n)
+}
+
+func splitLines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+}
+
+type diffOp struct {
+	kind   byte // ' ', '-', '+'
+	line   string
+	ai, bi int // positions in a and b before this line
+}
+
+// diffLines is a longest-common-subsequence line diff; nil when equal.
+// Manifests are small, so the quadratic table is fine.
+func diffLines(a, b []string) []diffOp {
+	n, m := len(a), len(b)
+	lcs := make([][]int, n+1)
+	for i := range lcs {
+		lcs[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if a[i] == b[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
+	var ops []diffOp
+	changed := false
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && a[i] == b[j]:
+			ops = append(ops, diffOp{' ', a[i], i, j})
+			i++
+			j++
+		case i < n && (j == m || lcs[i+1][j] >= lcs[i][j+1]):
+			ops = append(ops, diffOp{'-', a[i], i, j})
+			i++
+			changed = true
+		default:
+			ops = append(ops, diffOp{'+', b[j], i, j})
+			j++
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return ops
+}

@@ -1,0 +1,297 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/spf13/cobra"
+)
+
+// scopeFlags are -n, -A and -l.
+type scopeFlags struct {
+	namespace string
+	all       bool
+	labels    []string
+}
+
+func (f *scopeFlags) add(cmd *cobra.Command, withAll bool) {
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace (default: default)")
+	if withAll {
+		cmd.Flags().BoolVarP(&f.all, "all-namespaces", "A", false, "every namespace")
+		cmd.Flags().StringArrayVarP(&f.labels, "selector", "l", nil, "only objects with this label, key=value (repeatable, or comma-separated)")
+	}
+}
+
+func (f *scopeFlags) options() (client.ListOptions, error) {
+	opts := client.ListOptions{Namespace: f.namespace, AllNamespaces: f.all}
+	for _, l := range f.labels {
+		for _, kv := range strings.Split(l, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return opts, fmt.Errorf("-l %q: expected key=value", kv)
+			}
+			if opts.Labels == nil {
+				opts.Labels = map[string]string{}
+			}
+			opts.Labels[k] = v
+		}
+	}
+	return opts, nil
+}
+
+func (c *clusterCLI) applyCommand() *cobra.Command {
+	var file string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE|DIR|-",
+		Short: "Create or update objects from manifests (server-side apply)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return errors.New("-f FILE|DIR|- is required")
+			}
+			objs, err := readManifests(cmd.InOrStdin(), file)
+			if err != nil {
+				return err
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			res, err := cl.Apply(ctxOf(cmd), objs, client.ApplyOptions{DryRun: dryRun})
+			if err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
+			suffix := ""
+			if dryRun {
+				suffix = " (dry run)"
+			}
+			for _, r := range res {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s%s\n", ref(r.Object), r.Outcome, suffix)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file, directory of them, or - for standard input")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change, write nothing")
+	return cmd
+}
+
+// ref names an object as kubectl does: kind/name, with the namespace.
+func ref(o legion.Object) string {
+	m := o.GetMetadata()
+	s := strings.ToLower(string(o.GetKind())) + "/" + m.Name
+	if m.Namespace != "" && m.Namespace != legion.DefaultNamespace {
+		s += " -n " + m.Namespace
+	}
+	return s
+}
+
+func (c *clusterCLI) getCommand(use string) *cobra.Command {
+	var f scopeFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   use + " KIND [NAME]",
+		Short: "Show one object, or list the objects of a kind",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, err := resolveKind(args[0])
+			if err != nil {
+				return err
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			opts, err := f.options()
+			if err != nil {
+				return err
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			if len(args) == 2 {
+				o, err := cl.Get(ctxOf(cmd), kind, f.namespace, args[1])
+				if err != nil {
+					return err
+				}
+				return printObjects(cmd.OutOrStdout(), output, []legion.Object{o}, false)
+			}
+			objs, _, err := cl.List(ctxOf(cmd), kind, opts)
+			if err != nil {
+				return err
+			}
+			if len(objs) == 0 && output == "table" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "No %s found.\n", plural(strings.ToLower(string(kind))))
+				return nil
+			}
+			return printObjects(cmd.OutOrStdout(), output, objs, f.all)
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, yaml or json")
+	return cmd
+}
+
+func (c *clusterCLI) deleteCommand() *cobra.Command {
+	var f scopeFlags
+	var file string
+	cmd := &cobra.Command{
+		Use:   "delete KIND NAME | delete -f FILE|DIR|-",
+		Short: "Delete an object, or the objects of manifests",
+		Args:  cobra.MaximumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var targets []legion.Object
+			switch {
+			case file != "" && len(args) == 0:
+				objs, err := readManifests(cmd.InOrStdin(), file)
+				if err != nil {
+					return err
+				}
+				// Workloads first, namespaces last: the reverse of apply.
+				order := legion.Kinds()
+				slices.SortStableFunc(objs, func(a, b legion.Object) int {
+					return slices.Index(order, b.GetKind()) - slices.Index(order, a.GetKind())
+				})
+				targets = objs
+			case file == "" && len(args) == 2:
+				kind, err := resolveKind(args[0])
+				if err != nil {
+					return err
+				}
+				o, err := legion.New(kind)
+				if err != nil {
+					return err
+				}
+				o.GetMetadata().Name, o.GetMetadata().Namespace = args[1], f.namespace
+				targets = []legion.Object{o}
+			default:
+				return errors.New("expected KIND NAME, or -f FILE")
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			var errs []error
+			for _, o := range targets {
+				m := o.GetMetadata()
+				gone, err := cl.Delete(ctxOf(cmd), o.GetKind(), m.Namespace, m.Name, nil)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("deleting %s: %w", ref(o), err))
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", ref(gone))
+			}
+			return errors.Join(errs...)
+		},
+	}
+	f.add(cmd, false)
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "delete the objects of these manifests")
+	return cmd
+}
+
+func (c *clusterCLI) watchCommand() *cobra.Command {
+	var f scopeFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "watch KIND",
+		Short: "List a kind, then print every change to it as it happens",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, err := resolveKind(args[0])
+			if err != nil {
+				return err
+			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			opts, err := f.options()
+			if err != nil {
+				return err
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			out := cmd.OutOrStdout()
+			return cl.ListWatch(ctxOf(cmd), kind, opts, func(u client.Update) error {
+				if u.Listed {
+					for _, o := range u.Objects {
+						if err := printEvent(out, output, client.Event{Type: "LISTED", Version: u.Version, Object: o}); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				return printEvent(out, output, *u.Event)
+			})
+		},
+	}
+	f.add(cmd, true)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, yaml or json")
+	return cmd
+}
+
+func (c *clusterCLI) diffCommand() *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "diff -f FILE|DIR|-",
+		Short: "Show what apply would change: a unified diff of labels and normalised spec",
+		Long: `Diff asks the cluster for a dry-run apply of the manifests and prints, for each
+object that would change, a unified diff of its labels and spec as stored
+and as it would be stored (after admission's defaults). It exits 1 when
+anything would change, 0 when nothing would.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return errors.New("-f FILE|DIR|- is required")
+			}
+			objs, err := readManifests(cmd.InOrStdin(), file)
+			if err != nil {
+				return err
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			res, err := cl.Apply(ctxOf(cmd), objs, client.ApplyOptions{DryRun: true})
+			if err != nil {
+				return fmt.Errorf("diff: %w", err)
+			}
+			changed := false
+			for _, r := range res {
+				if r.Outcome == client.Unchanged {
+					continue
+				}
+				changed = true
+				var before []byte
+				if r.Previous != nil {
+					if before, err = diffView(r.Previous); err != nil {
+						return err
+					}
+				}
+				after, err := diffView(r.Object)
+				if err != nil {
+					return err
+				}
+				name := legion.ObjectKey(r.Object)
+				fmt.Fprint(cmd.OutOrStdout(), unifiedDiff("live/"+name, "applied/"+name, string(before), string(after)))
+			}
+			if changed {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file, directory of them, or - for standard input")
+	return cmd
+}

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"context"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+)
+
+// clusterStackClient adapts the Go client to what the stack commands
+// need (stackClient). connectStackClient can return one made with
+// (&clusterCLI{...}).connect.
+type clusterStackClient struct{ c *client.Client }
+
+var _ stackClient = clusterStackClient{}
+
+func (s clusterStackClient) Apply(ctx context.Context, o legion.Object) (legion.Object, error) {
+	r, err := s.c.ApplyOne(ctx, o, client.ApplyOptions{})
+	return r.Object, err
+}
+
+func (s clusterStackClient) List(ctx context.Context, kind legion.Kind, namespace string, selector map[string]string) ([]legion.Object, error) {
+	objs, _, err := s.c.List(ctx, kind, client.ListOptions{Namespace: namespace, AllNamespaces: namespace == "", Labels: selector})
+	return objs, err
+}
+
+func (s clusterStackClient) Delete(ctx context.Context, kind legion.Kind, namespace, name string) error {
+	_, err := s.c.Delete(ctx, kind, namespace, name, nil)
+	return err
+}
