@@ -243,5 +243,3 @@ func plural(s string) string {
 	}
 	return s + "s"
 }
-
-
