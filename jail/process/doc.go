@@ -1,0 +1,20 @@
+// Package process is a jail.Runtime for hosts without jails: Linux
+// development machines and the end-to-end tests. A container is a plain
+// process started in its image's unpacked root (chrooted into it when the
+// runtime runs as root, else run with the root as its working base), as
+// the image's user when root, under a supervisor of its own
+// (`legion process-shim`, ShimMain) that survives the daemon.
+//
+// It isolates nothing: no network, process, user or resource isolation;
+// members of a pod share the host's network (the loopback network gives
+// the pod an address in 127.0.0.0/8). It is a test and development tool;
+// the runtime says so when it is made.
+//
+// State lives in <data-dir>/containers/<id> in package jail's layout
+// (record.json, run, exit, log, stop), written by jail.Records and
+// jail.Supervisor, so a new Runtime on the same data directory finds the
+// running containers again and a run from before a reboot counts as over.
+//
+// It imports only the standard library, golang.org/x/sys and package jail;
+// never the object model, the image store or the agent.
+package process
