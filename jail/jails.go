@@ -199,6 +199,9 @@ func (j *Jails) Create(ctx context.Context, spec ContainerSpec) error {
 	if err := spec.Security.Validate(); err != nil {
 		return fmt.Errorf("container spec %s: %w", spec.ID, err)
 	}
+	if !spec.Infra && !filepath.IsAbs(spec.Root.Path) {
+		return fmt.Errorf("container spec %s: root.path %q: expected the absolute path of the prepared root", spec.ID, spec.Root.Path)
+	}
 	if j.cfg.NoLimits && spec.Resources.Limited() {
 		return fmt.Errorf("create %s: %w: no limits on this node (kern.racct.enable)", spec.ID, ErrPermanent)
 	}
@@ -1036,4 +1039,33 @@ func (j *Jails) Limited(ctx context.Context) []Limited {
 		out = append(out, Limited{Jail: rec.Jail, Limit: rec.Spec.Resources.MemoryBytes})
 	}
 	return out
+}
+
+// ErrAmbiguous is returned by Find when a prefix names several containers.
+var ErrAmbiguous = errors.New("more than one container matches")
+
+// Find looks a container up by its id or a prefix of it only one has, for
+// a local tool.
+func (j *Jails) Find(ctx context.Context, ref string) (ContainerStatus, error) {
+	if st, err := j.Inspect(ctx, ref); err == nil || !errors.Is(err, ErrNotFound) {
+		return st, err
+	}
+	ids, err := j.records.IDs()
+	if err != nil {
+		return ContainerStatus{}, err
+	}
+	var match []string
+	for _, id := range ids {
+		if ref != "" && strings.HasPrefix(id, ref) {
+			match = append(match, id)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return ContainerStatus{}, fmt.Errorf("container %q: %w", ref, ErrNotFound)
+	case 1:
+		return j.Inspect(ctx, match[0])
+	}
+	slices.Sort(match)
+	return ContainerStatus{}, fmt.Errorf("container %q: %w: %s", ref, ErrAmbiguous, strings.Join(match, ", "))
 }

@@ -824,3 +824,30 @@ func TestLimitedAndNoLimits(t *testing.T) {
 		t.Fatalf("a container with limits on a node without them: %v", err)
 	}
 }
+
+func TestFindAndRootRequired(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.fake.On("jls --libxo=json -j ", jlsAnswer("x", append([]Param{{"vnet", "new"}}, InfraParams(nil)...)))
+	for _, id := range []string{"pod-abc", "pod-abd", "web-1"} {
+		if err := e.j.Create(ctx, ContainerSpec{ID: id, Infra: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err := e.j.Find(ctx, "web"); err != nil || st.ID != "web-1" {
+		t.Fatalf("find by prefix: %+v %v", st, err)
+	}
+	if st, err := e.j.Find(ctx, "pod-abd"); err != nil || st.ID != "pod-abd" {
+		t.Fatalf("find by id: %+v %v", st, err)
+	}
+	if _, err := e.j.Find(ctx, "pod-ab"); !errors.Is(err, ErrAmbiguous) || !strings.Contains(err.Error(), "pod-abc, pod-abd") {
+		t.Fatalf("ambiguous prefix: %v", err)
+	}
+	if _, err := e.j.Find(ctx, "zzz"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("no match: %v", err)
+	}
+	err := e.j.Create(ctx, ContainerSpec{ID: "noroot", Pod: "web-1", Command: []string{"/bin/sh"}})
+	if err == nil || !strings.Contains(err.Error(), "root.path") {
+		t.Fatalf("a member without a root: %v", err)
+	}
+}
