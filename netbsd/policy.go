@@ -345,10 +345,13 @@ func RenderPolicy(st PolicyState) (Anchor, error) {
 		if !sub.Contains(pod.Addr) || pod.Addr == Gateway(n) {
 			return Anchor{}, fmt.Errorf("pod %s: address %s is not a pod address of node subnet %s", pod.TaskUID, pod.Addr, sub)
 		}
-		if pod.HostIf == "" {
-			return Anchor{}, fmt.Errorf("pod %s: no host interface", pod.TaskUID)
-		}
 		lp := pod.HostIf
+		if lp == "" {
+			var err error
+			if lp, err = HostIfName(pod.TaskUID); err != nil {
+				return Anchor{}, err
+			}
+		}
 		addr := both(pod.Addr)
 		c := client{ns: pod.Namespace, svc: pod.Service, labels: pod.ServiceLabels}
 		name := pod.Namespace + "/" + pod.Service
