@@ -73,7 +73,8 @@ func New(opts Options) (*Client, error) {
 	conn, err := grpc.NewClient(opts.Server,
 		grpc.WithTransportCredentials(credentials.NewTLS(tc)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
-		grpc.WithChainUnaryInterceptor(c.retryUnavailable))
+		grpc.WithChainUnaryInterceptor(c.retryUnavailable),
+		grpc.WithChainStreamInterceptor(c.retryOpen))
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", opts.Server, err)
 	}
@@ -100,6 +101,26 @@ func (c *Client) retryUnavailable(ctx context.Context, method string, req, reply
 		select {
 		case <-ctx.Done():
 			return err
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, time.Second)
+	}
+}
+
+// retryOpen asks again while a stream cannot be opened (no manager
+// answering); a stream that broke once open is not resumed here.
+func (c *Client) retryOpen(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
+	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	deadline := time.Now().Add(c.retry)
+	wait := 50 * time.Millisecond
+	for {
+		s, err := streamer(ctx, desc, cc, method, opts...)
+		if !retryable(err) || c.retry < 0 || time.Now().Add(wait).After(deadline) {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return s, err
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, time.Second)

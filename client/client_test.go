@@ -1,0 +1,179 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/cluster/store"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
+}
+
+type daemon struct {
+	dir, addr string
+	s         *server.Server
+	done      chan error
+}
+
+func start(t *testing.T, dir, addr string) *daemon {
+	t.Helper()
+	var s *server.Server
+	var err error
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err = server.New(server.Config{DataDir: dir, Listen: addr, WriteTimeout: 5 * time.Second,
+			Timing: store.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
+				LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+				SnapshotThreshold: 1 << 20, SnapshotInterval: time.Hour, TrailingLogs: 100}})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{dir: dir, addr: s.Addr(), s: s, done: make(chan error, 1)}
+	go func() { d.done <- s.Serve() }()
+	return d
+}
+
+func (d *daemon) stop() {
+	d.s.Stop()
+	<-d.done
+}
+
+func initialised(t *testing.T) (*daemon, *client.Client) {
+	t.Helper()
+	d := start(t, t.TempDir(), "127.0.0.1:0")
+	bare, err := client.New(client.Options{Server: d.addr, Retry: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	if _, err := bare.Init(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(client.Options{Server: d.addr, CredentialsFile: filepath.Join(d.dir, server.AdminFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return d, c
+}
+
+func config(name, text string) legion.Object {
+	o, _ := legion.New(legion.KindConfig)
+	o.GetMetadata().Name = name
+	o.(*legion.Config).Spec.Text = text
+	return o
+}
+
+func TestTypedCallsAndErrors(t *testing.T) {
+	d, c := initialised(t)
+	defer d.stop()
+	ctx := context.Background()
+	r, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{})
+	if err != nil || r.Outcome != client.Created || r.Previous != nil {
+		t.Fatalf("apply: %+v %v", r, err)
+	}
+	zero := uint64(0)
+	if _, err := c.ApplyOne(ctx, config("a", "y"), client.ApplyOptions{ExpectedVersion: &zero}); !errors.Is(err, client.ErrAborted) {
+		t.Fatalf("expected none, found one: %v", err)
+	}
+	cfg, err := client.GetAs[*legion.Config](ctx, c, legion.KindConfig, "", "a")
+	if err != nil || string(cfg.Spec.Data) != "x" {
+		t.Fatalf("GetAs: %+v %v", cfg, err)
+	}
+	if _, err := client.GetAs[*legion.Secret](ctx, c, legion.KindConfig, "", "a"); err == nil {
+		t.Fatal("GetAs with the wrong type succeeded")
+	}
+	stale := cfg.Metadata.Version - 1
+	if _, err := c.Delete(ctx, legion.KindConfig, "", "a", &stale); !errors.Is(err, client.ErrAborted) {
+		t.Fatalf("delete at a stale version: %v", err)
+	}
+	if _, err := c.Get(ctx, legion.KindConfig, "", "nope"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("get of nothing: %v", err)
+	}
+}
+
+// A single call made while the manager restarts is asked again until it
+// answers.
+func TestSingleCallsRetryWhileTheManagerRestarts(t *testing.T) {
+	d, c := initialised(t)
+	ctx := context.Background()
+	if _, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.stop()
+	restarted := make(chan *daemon, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the manager is away for a while
+		restarted <- start(t, d.dir, d.addr)
+	}()
+	_, err := c.Get(ctx, legion.KindConfig, "", "a")
+	d2 := <-restarted
+	defer d2.stop()
+	if err != nil {
+		t.Fatalf("get across a restart: %v", err)
+	}
+}
+
+// After a restart the watch history is empty: an old version is
+// compacted, and ListWatch lists again when its stream breaks.
+func TestListWatchListsAgain(t *testing.T) {
+	d, c := initialised(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	updates := make(chan client.Update, 16)
+	lw := make(chan error, 1)
+	go func() {
+		lw <- c.ListWatch(ctx, legion.KindConfig, client.ListOptions{}, func(u client.Update) error {
+			updates <- u
+			return nil
+		})
+	}()
+	first := <-updates
+	if !first.Listed || len(first.Objects) != 1 {
+		t.Fatalf("first update: %+v", first)
+	}
+	if _, err := c.ApplyOne(ctx, config("b", "x"), client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ev := <-updates
+	if ev.Listed || ev.Event.Type != client.Added || ev.Event.Object.GetMetadata().Name != "b" {
+		t.Fatalf("event: %+v", ev)
+	}
+	d.stop()
+	d2 := start(t, d.dir, d.addr)
+	defer d2.stop()
+	// The stream broke; the helper lists again once the manager is back.
+	again := <-updates
+	if !again.Listed || len(again.Objects) != 2 {
+		t.Fatalf("update after the restart: %+v", again)
+	}
+	w, err := c.Watch(ctx, legion.KindConfig, client.ListOptions{}, 1)
+	if err == nil {
+		_, err = w.Next()
+		w.Close()
+	}
+	if !errors.Is(err, client.ErrCompacted) {
+		t.Fatalf("watch from version 1 after a restart: %v, want ErrCompacted", err)
+	}
+	cancel()
+	if err := <-lw; !errors.Is(err, context.Canceled) {
+		t.Fatalf("ListWatch ended with %v", err)
+	}
+}
