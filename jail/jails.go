@@ -34,7 +34,8 @@ const (
 	// ShimMargin is how long past the grace period the runtime waits for
 	// the supervisor's exit record before acting itself.
 	ShimMargin = 5 * time.Second
-	pollEvery  = 100 * time.Millisecond
+	pollEvery  = 100 * time.Millisecond // waiting for an exit record
+	eventPoll  = 500 * time.Millisecond // looking for ended runs to report
 )
 
 // Config sets up the FreeBSD jail runtime.
@@ -762,7 +763,7 @@ func (j *Jails) Events(ctx context.Context) (<-chan Event, error) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-j.clock.After(pollEvery):
+			case <-j.clock.After(eventPoll):
 			}
 			l, err := j.List(ctx, nil)
 			if err != nil {

@@ -16,6 +16,7 @@ const (
 	ExitFile    = "exit"        // ExitInfo, written when the run ends
 	LogFileName = "log"         // output records, rotated to log.1
 	StopFile    = "stop"        // StopRequest, written before the supervisor is asked to stop
+	ShimLogFile = "shim.log"    // the supervisor's own complaints
 )
 
 // Record is what a container is, kept so a restarted agent finds it again.

@@ -70,6 +70,12 @@ func shimStart(dir string) int {
 	}
 	cmd := exec.Command(exe, "jail-shim", "supervise", dir)
 	cmd.ExtraFiles = []*os.File{w}
+	// What the supervisor has to say beyond its report goes to a file
+	// beside the container's log.
+	if f, err := os.OpenFile(filepath.Join(dir, ShimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+		cmd.Stderr = f
+		defer f.Close()
+	}
 	// Its own session: the agent's signals and exit do not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

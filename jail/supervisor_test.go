@@ -205,3 +205,15 @@ func TestMergeEnvAndSignals(t *testing.T) {
 		t.Errorf("SignalName(TERM) = %q", SignalName(syscall.SIGTERM))
 	}
 }
+
+func TestShimMainRefusesBadArguments(t *testing.T) {
+	for _, args := range [][]string{nil, {"start"}, {"frobnicate", "/tmp/x"}} {
+		if code := ShimMain(args); code != 2 {
+			t.Errorf("ShimMain(%q) = %d, want 2", args, code)
+		}
+	}
+	// exec of a directory without a record fails as the supervisor's own failure.
+	if code := ShimMain([]string{"exec", t.TempDir(), "--", "/bin/true"}); code != ShimExitFailed {
+		t.Errorf("exec without a record = %d, want %d", code, ShimExitFailed)
+	}
+}
