@@ -73,6 +73,7 @@ type Jails struct {
 	starting map[string]bool // its died event waits for its started event
 	vnetOK   map[string]bool // infra jails whose VNET was checked
 	wg       sync.WaitGroup
+	podMu    sync.Mutex // serialises changes of pod jails' parameters
 }
 
 var _ Runtime = (*Jails)(nil)
@@ -277,6 +278,11 @@ func (j *Jails) createInfra(ctx context.Context, rec Record) error {
 // widenInfra gives the pod's jail what a new member asks for on top of
 // what its members have: a child may have only what its parent has.
 func (j *Jails) widenInfra(ctx context.Context, infra Record, add Security) error {
+	j.podMu.Lock() // one read-modify-write of a pod's parameters at a time
+	defer j.podMu.Unlock()
+	if fresh, err := j.records.Get(infra.Spec.ID); err == nil {
+		infra = fresh
+	}
 	secs := []Security{infra.Spec.Security, add}
 	ids, err := j.records.IDs()
 	if err != nil {
