@@ -11,6 +11,27 @@
 // interpret the answers the phase-0 lab recorded (for example, pfctl -T show
 // on a missing table answering "Table does not exist" means empty).
 //
+// How the agent uses it:
+//
+//   - At start, Host.SetUpNode loads the modules, sets the bridge and
+//     forwarding sysctls, makes legion0, wg0 (and the WireGuard key on first
+//     start) and the mesh routes, changing nothing already in place.
+//   - Per pod, Host.JoinPod makes its epair (host end lp<12 hex of the task
+//     uid) or adopts it after a restart; Host.LeavePod destroys it.
+//   - A new pod's containers wait in Guards.Wait until PF.ApplyPolicy has
+//     loaded a guard for its address (GuardDeadline, then ErrNotGuarded).
+//   - On every endpoints or policy update, PF.ApplyServices and
+//     PF.ApplyPolicy bring legion/svc and legion/policy to the new state:
+//     tables only when only membership or readiness changed, the whole
+//     anchor when services, policies or local pods changed. Passing nil
+//     (nothing received since the agent started) leaves pf as it is.
+//   - On every peer list, Mesh.Converge adds, changes and removes only the
+//     wg0 peers that differ; nil leaves wg0 as it is.
+//
+// Pure pieces usable on their own: the address plan (AssignSubnet,
+// AssignPodAddr, AssignVIP, Twin, CheckRanges), RenderServices,
+// RenderPolicy, PlanAnchor, PlanPeers and PlanStateKills.
+//
 // It imports only the standard library and internal/sys. It must not import
 // the legion object model: the agent translates objects into these types.
 package netbsd

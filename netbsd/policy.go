@@ -445,7 +445,7 @@ func RenderPolicy(st PolicyState) (Anchor, error) {
 		fmt.Fprintf(&b, "pass out quick on %s inet from { %s %s } to %s\n", lp, gw[0], UnderlayCIDR(), addr[0])
 		fmt.Fprintf(&b, "pass out quick on %s inet6 from { %s %s } to %s\n", lp, gw[1], UnderlayCIDR6(), addr[1])
 		fmt.Fprintf(&b, "pass out quick on %s tagged %s\n", lp, ServiceTag)
-		for _, a := range ix.ingress(pod.Namespace, pod.Service, pod.ServiceLabels) {
+		for _, a := range dedupe(ix.ingress(pod.Namespace, pod.Service, pod.ServiceLabels)) {
 			if a.kind == endTable {
 				sets[a.set.key()] = a.set
 			}
@@ -532,6 +532,21 @@ func (ix *policyIndex) tables(sets map[string]peerSet) []Table {
 	}
 	sort.Slice(tables, func(i, j int) bool { return tables[i].Name < tables[j].Name })
 	return tables
+}
+
+// dedupe drops allowances another one already states, as two policies may
+// allow the same peers on the same ports.
+func dedupe(as []allowance) []allowance {
+	seen := make(map[string]bool, len(as))
+	out := as[:0:0]
+	for _, a := range as {
+		k := fmt.Sprint(a.kind, a.set.key(), a.cidr, a.ports)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // words joins the non-empty words with spaces and ends the line.

@@ -318,3 +318,16 @@ func TestEmptyEgressAllowsOnlyDNS(t *testing.T) {
 		t.Error("egress: [] must not allow the pod's own VIP")
 	}
 }
+
+func TestSamePeersTwiceRenderOnce(t *testing.T) {
+	st := policyLab()
+	st.Policies = append(st.Policies, st.Policies[0]) // the same allowance again, under another name
+	st.Policies[len(st.Policies)-1].Name = "gw-to-web-again"
+	an, err := RenderPolicy(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(an.Rules, "pass out quick on lp00000000a017 inet proto tcp from <peer_b43b5d21>"); n != 1 {
+		t.Errorf("rule rendered %d times", n)
+	}
+}
