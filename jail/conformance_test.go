@@ -46,12 +46,21 @@ func TestJailsConformanceWithHostProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, mode := range []struct {
+		name    string
+		spawner jail.Spawner
+	}{{"ExecThroughRunner", nil}, {"ExecStreamed", jail.ExecSpawner{}}} {
+		t.Run(mode.name, func(t *testing.T) { runHostConformance(t, exe, mode.spawner) })
+	}
+}
+
+func runHostConformance(t *testing.T, exe string, spawner jail.Spawner) {
 	jailtest.RunConformance(t, func(t *testing.T) jail.Runtime {
 		fake := sys.NewFake().
 			On("sysctl -n kern.boottime", sys.Answer{Stdout: "{ sec = 1764000000, usec = 0 }"}).
 			On("jls --libxo=json -j ", sys.Answer{Stdout: jlsDefaults}).
 			On("rctl -u ", sys.Answer{Stdout: "cputime=0\nmemoryuse=1048576\nmaxproc=1\nopenfiles=3\n"})
-		j, err := jail.NewJails(jail.Config{DataDir: t.TempDir(), Runner: hostRunner{shim: exe, fake: fake}, Shim: exe})
+		j, err := jail.NewJails(jail.Config{DataDir: t.TempDir(), Runner: hostRunner{shim: exe, fake: fake}, Shim: exe, Spawner: spawner})
 		if err != nil {
 			t.Fatal(err)
 		}

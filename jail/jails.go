@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -48,6 +49,10 @@ type Config struct {
 	Clock       Clock              // RealClock when nil
 	Alive       func(pid int) bool // whether a supervisor lives; ProcessAlive when nil
 	Memory      MemoryCounter      // the per-page count of 6.3; nil: rctl's memoryuse
+	// Spawner, when set, runs exec sessions with their streams attached
+	// as they go; without it exec goes through Runner, which hands back
+	// the output when the command ends.
+	Spawner Spawner
 	// NoLimits: rctl is off on this host (Platform.NoLimits); a container
 	// with limits is refused rather than run without them.
 	NoLimits bool
@@ -832,6 +837,13 @@ func (j *Jails) Exec(ctx context.Context, id string, spec ExecSpec) (int, error)
 	args = append(args, "--")
 	args = append(args, spec.Command...)
 	cmd := sys.Command(j.cfg.Shim, args...)
+	if j.cfg.Spawner != nil {
+		code, err := j.cfg.Spawner.Spawn(ctx, cmd, spec.Stdin, spec.Stdout, spec.Stderr)
+		if err != nil {
+			return -1, fmt.Errorf("exec in %s: %w", id, err)
+		}
+		return code, nil
+	}
 	if spec.Stdin != nil {
 		in, err := io.ReadAll(spec.Stdin)
 		if err != nil {
@@ -1075,4 +1087,28 @@ func (j *Jails) Find(ctx context.Context, ref string) (ContainerStatus, error) {
 	}
 	slices.Sort(match)
 	return ContainerStatus{}, fmt.Errorf("container %q: %w: %s", ref, ErrAmbiguous, strings.Join(match, ", "))
+}
+
+// Spawner runs a command with its standard streams attached and returns
+// its exit code; err is for a command that could not run at all.
+type Spawner interface {
+	Spawn(ctx context.Context, c sys.Cmd, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+}
+
+// ExecSpawner is the Spawner of the host (os/exec).
+type ExecSpawner struct{}
+
+// Spawn implements Spawner.
+func (ExecSpawner) Spawn(ctx context.Context, c sys.Cmd, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	cmd := exec.CommandContext(ctx, c.Name, c.Args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	return 0, nil
 }

@@ -47,7 +47,7 @@ func liveRuntime(t *testing.T) *jail.Jails {
 	if err := jail.LoadModules(ctx, sys.Exec{}, jail.NodeModules); err != nil {
 		t.Fatal(err)
 	}
-	j, err := jail.NewJails(jail.Config{DataDir: t.TempDir(), Runner: sys.Exec{}, Shim: exe})
+	j, err := jail.NewJails(jail.Config{DataDir: t.TempDir(), Runner: sys.Exec{}, Shim: exe, Spawner: jail.ExecSpawner{}})
 	if err != nil {
 		t.Fatal(err)
 	}
