@@ -102,14 +102,14 @@ func slotComplete(s *slot) bool {
 
 func (p *planner) replicatedJob(o *owner, st *legion.JobStatus) {
 	j := o.job
-	for _, s := range sortedSlots(o.slots) {
+	for _, s := range o.slotList() {
 		if s.key < 1 || s.key > j.Spec.Completions {
 			p.retireLive(s, "not a completion slot")
 		}
 	}
 	active := 0
 	for k := 1; k <= j.Spec.Completions; k++ {
-		if s := o.slots[k]; s != nil && !slotComplete(s) && p.jobSlotLive(s) {
+		if s := o.getSlot(k); s != nil && !slotComplete(s) && p.jobSlotLive(s) {
 			active++
 		}
 	}
@@ -187,7 +187,7 @@ func (p *planner) jobSlotRun(s *slot) {
 		if !live(t) || t.Spec.DesiredState != legion.TaskRunning {
 			continue
 		}
-		if p.mustLeave(t) {
+		if p.mustLeave(e) {
 			p.stop(e, "node "+t.Spec.Node+" is draining")
 			continue
 		}
@@ -202,11 +202,10 @@ func (p *planner) jobSlotRun(s *slot) {
 }
 
 func (p *planner) noExecute(e *entry) (legion.Taint, bool) {
-	i, ok := p.nodeIdx[e.t.Spec.Node]
-	if !ok || e.t.Spec.Node == "" {
+	if e.node < 0 {
 		return legion.Taint{}, false
 	}
-	return untolerated(p.nodes[i].n, e.owner.placement.Tolerations, legion.NoExecute)
+	return untolerated(p.nodes[e.node].n, e.owner.placement.Tolerations, legion.NoExecute)
 }
 
 // jobRetry starts the slot's next task: at once after a stop or a lost

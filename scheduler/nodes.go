@@ -104,12 +104,11 @@ func (p *planner) orphanLost() {
 		if t.Spec.Node == "" || !live(t) || t.Spec.Placed == nil {
 			continue
 		}
-		i, ok := p.nodeIdx[t.Spec.Node]
 		msg := ""
 		switch {
-		case !ok:
+		case e.node < 0:
 			msg = "node " + t.Spec.Node + " is gone"
-		case p.nodes[i].state == legion.NodeDown:
+		case p.nodes[e.node].state == legion.NodeDown:
 			msg = "node " + t.Spec.Node + " is down"
 		default:
 			continue
@@ -128,11 +127,8 @@ func (p *planner) orphanLost() {
 func (p *planner) account() {
 	for _, e := range p.entries {
 		t := e.t
-		if t.Spec.Node == "" {
-			continue
-		}
-		i, ok := p.nodeIdx[t.Spec.Node]
-		if !ok {
+		i := e.node
+		if i < 0 {
 			continue
 		}
 		n := p.nodes[i]

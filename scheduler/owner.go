@@ -25,7 +25,10 @@ type owner struct {
 	hash      string
 	gen       uint64
 
-	slots  map[int]*slot    // replicated, stateful, replicated jobs
+	// slots are the replicated, stateful and job slots by key: small keys
+	// in vec (no hashing per task), any others in the map.
+	vec    []*slot
+	slots  map[int]*slot
 	byNode map[string]*slot // global services and jobs
 	all    []*entry
 
@@ -77,7 +80,6 @@ func newJobOwner(j *legion.Job) *owner {
 }
 
 func (o *owner) init() {
-	o.slots = map[int]*slot{}
 	o.byNode = map[string]*slot{}
 }
 
@@ -92,8 +94,8 @@ func podHash(p *legion.PodSpec) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-func (o *owner) add(e *entry) {
-	if o.slots == nil {
+func (p *planner) addEntry(o *owner, e *entry) {
+	if o.byNode == nil {
 		o.init()
 	}
 	o.all = append(o.all, e)
@@ -101,14 +103,16 @@ func (o *owner) add(e *entry) {
 	if o.global || (o.svc == nil && o.job == nil && e.t.Spec.Slot == 0 && e.t.Spec.Node != "") {
 		s = o.byNode[e.t.Spec.Node]
 		if s == nil {
-			s = &slot{node: e.t.Spec.Node}
+			s = p.newSlot()
+			s.node = e.t.Spec.Node
 			o.byNode[e.t.Spec.Node] = s
 		}
 	} else {
-		s = o.slots[e.t.Spec.Slot]
+		s = o.getSlot(e.t.Spec.Slot)
 		if s == nil {
-			s = &slot{key: e.t.Spec.Slot}
-			o.slots[e.t.Spec.Slot] = s
+			s = p.newSlot()
+			s.key = e.t.Spec.Slot
+			o.putSlot(s)
 		}
 	}
 	s.entries = append(s.entries, e)
@@ -117,11 +121,20 @@ func (o *owner) add(e *entry) {
 }
 
 func (o *owner) sortSlots() {
+	for _, s := range o.vec {
+		if s != nil && len(s.entries) > 1 {
+			slices.SortFunc(s.entries, byNum)
+		}
+	}
 	for _, s := range o.slots {
-		slices.SortFunc(s.entries, byNum)
+		if len(s.entries) > 1 {
+			slices.SortFunc(s.entries, byNum)
+		}
 	}
 	for _, s := range o.byNode {
-		slices.SortFunc(s.entries, byNum)
+		if len(s.entries) > 1 {
+			slices.SortFunc(s.entries, byNum)
+		}
 	}
 }
 
@@ -132,13 +145,65 @@ func byNum(a, b *entry) int {
 	return cmp.Compare(a.t.Metadata.Name, b.t.Metadata.Name)
 }
 
+// vecLimit bounds the slot keys kept in vec.
+const vecLimit = legion.MaxReplicas + 1
+
+func (o *owner) getSlot(key int) *slot {
+	if key >= 0 && key < vecLimit {
+		if key < len(o.vec) {
+			return o.vec[key]
+		}
+		return nil
+	}
+	return o.slots[key]
+}
+
+func (o *owner) putSlot(s *slot) {
+	if s.key >= 0 && s.key < vecLimit {
+		if s.key >= len(o.vec) {
+			o.vec = append(o.vec, make([]*slot, s.key+1-len(o.vec))...)
+		}
+		o.vec[s.key] = s
+		return
+	}
+	if o.slots == nil {
+		o.slots = map[int]*slot{}
+	}
+	o.slots[s.key] = s
+}
+
+// slot returns the slot of a key, making it if needed.
 func (o *owner) slot(key int) *slot {
-	s := o.slots[key]
+	s := o.getSlot(key)
 	if s == nil {
 		s = &slot{key: key}
-		o.slots[key] = s
+		o.putSlot(s)
 	}
 	return s
+}
+
+// slotList returns the keyed slots in key order.
+func (o *owner) slotList() []*slot {
+	out := make([]*slot, 0, len(o.vec)+len(o.slots))
+	for _, s := range o.slots {
+		if s.key < 0 {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b *slot) int { return cmp.Compare(a.key, b.key) })
+	for _, s := range o.vec {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	n := len(out)
+	for _, s := range o.slots {
+		if s.key >= 0 {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out[n:], func(a, b *slot) int { return cmp.Compare(a.key, b.key) })
+	return out
 }
 
 func (o *owner) nodeSlot(node string) *slot {
@@ -217,7 +282,12 @@ func (p *planner) newTask(o *owner, s *slot) *entry {
 		// A global task names its node from the start; the slot is 0.
 		t.Spec.Slot = 0
 	}
-	e := &entry{orig: t, t: t, num: num, owner: o, slot: s, created: true}
+	e := &entry{orig: t, t: t, num: num, owner: o, slot: s, created: true, node: -1}
+	if s.node != "" {
+		if i, ok := p.nodeIdx[s.node]; ok {
+			e.node = i
+		}
+	}
 	s.entries = append(s.entries, e)
 	o.all = append(o.all, e)
 	p.entries = append(p.entries, e)

@@ -303,26 +303,14 @@ func (p *planner) placeTask(e *entry) bool {
 		return false
 	}
 	avoid := failedStartNodes(e.slot)
-	best := -1
-	var bs score
-	try := func(i int) {
-		if !p.fits(o, i, volNode) {
-			return
-		}
-		s := p.score(o, i)
-		s.failed = avoid[p.nodes[i].name]
-		if best < 0 || s.less(&bs, len(o.spread)) {
-			best, bs = i, s
-		}
-	}
+	var best int
 	if fixed >= 0 {
-		if o.static[fixed].code == rNone {
-			try(fixed)
+		best = -1
+		if o.static[fixed].code == rNone && p.fits(o, fixed, volNode) {
+			best = fixed
 		}
 	} else {
-		for _, i := range o.candidates {
-			try(i)
-		}
+		best = p.pick(o, volNode, avoid)
 	}
 	if best < 0 {
 		msg := p.whyNot(o, fixed, volNode)
@@ -334,8 +322,8 @@ func (p *planner) placeTask(e *entry) bool {
 	}
 	t = p.mut(e)
 	t.Spec.Node = p.nodes[best].name
-	now := p.now
-	t.Spec.Placed = &now
+	e.node = best
+	t.Spec.Placed = p.nowPtr
 	t.Status.State = legion.TaskAssigned
 	t.Status.Message = ""
 	t.Status.Timestamp = p.now
@@ -376,63 +364,114 @@ func (p *planner) fits(o *owner, i int, volNode string) bool {
 	return true
 }
 
-type score struct {
-	preferNo bool
-	spread   [4]int32
-	count    int32
-	failed   bool // the slot's recent task failed to start there
-	load     float64
-	affinity int32
-	idx      int
+// pick chooses the best node for a task of the owner among its
+// candidates, or -1. Nodes are ranked by: no untolerated PreferNoSchedule
+// taint, then the spread preferences level by level, then fewest tasks of
+// the owner, then not where the slot just failed to start, then least
+// requested, then preferred (anti-)affinity, then name. The integer keys
+// are compared first and a node that already loses is not looked at
+// further, so most nodes cost a few loads and compares.
+func (p *planner) pick(o *owner, volNode string, avoid map[string]bool) int {
+	best := -1
+	var bPrefer, bFailed bool
+	var bSpread [8]int32
+	var bCount, bAff int32
+	var bLoad float64
+	levels := min(len(o.spread), len(bSpread))
+	for _, i := range o.candidates {
+		st := &o.static[i]
+		// better: 1 when this node wins on a key, -1 when it loses, 0 while tied.
+		better := 0
+		if best >= 0 && st.preferNo != bPrefer {
+			if st.preferNo {
+				continue
+			}
+			better = 1
+		}
+		var spread [8]int32
+		for l := 0; l < levels; l++ {
+			sl := &o.spread[l]
+			spread[l] = sl.counts[sl.group[i]]
+			if better == 0 && best >= 0 {
+				if spread[l] > bSpread[l] {
+					better = -1
+					break
+				}
+				if spread[l] < bSpread[l] {
+					better = 1
+				}
+			}
+		}
+		if better < 0 {
+			continue
+		}
+		count := o.nodeCount[i]
+		if better == 0 && best >= 0 {
+			if count > bCount {
+				continue
+			}
+			if count < bCount {
+				better = 1
+			}
+		}
+		failed := avoid != nil && avoid[p.nodes[i].name]
+		if better == 0 && best >= 0 {
+			if failed && !bFailed {
+				continue
+			}
+			if !failed && bFailed {
+				better = 1
+			}
+		}
+		load := p.load(o, i)
+		if better == 0 && best >= 0 {
+			if load > bLoad {
+				continue
+			}
+			if load < bLoad {
+				better = 1
+			}
+		}
+		var aff int32
+		if len(o.antiPref)+len(o.affPref) > 0 {
+			for _, a := range o.antiPref {
+				aff += a.nodeCount[i]
+			}
+			for _, a := range o.affPref {
+				aff -= a.nodeCount[i]
+			}
+			if better == 0 && best >= 0 {
+				if aff > bAff {
+					continue
+				}
+				if aff < bAff {
+					better = 1
+				}
+			}
+		}
+		if best >= 0 && better <= 0 {
+			continue // a full tie: the earlier name stays
+		}
+		if !p.fits(o, i, volNode) {
+			continue
+		}
+		best, bPrefer, bSpread, bCount, bFailed, bLoad, bAff = i, st.preferNo, spread, count, failed, load, aff
+	}
+	return best
 }
 
-func (p *planner) score(o *owner, i int) score {
+// load is how much of the node's CPU and memory would be requested with the
+// task on it.
+func (p *planner) load(o *owner, i int) float64 {
 	n := p.nodes[i]
-	s := score{preferNo: o.static[i].preferNo, count: o.nodeCount[i], idx: i}
-	for l := 0; l < len(o.spread) && l < len(s.spread); l++ {
-		s.spread[l] = o.spread[l].counts[o.spread[l].group[i]]
-	}
+	var l float64
 	if n.alloc.CPU > 0 {
-		s.load += float64(n.used.CPU+o.requests.CPU) / float64(n.alloc.CPU)
+		l += float64(n.used.CPU+o.requests.CPU) / float64(n.alloc.CPU)
 	}
 	if n.alloc.Memory > 0 {
-		s.load += float64(n.used.Memory+o.requests.Memory) / float64(n.alloc.Memory)
+		l += float64(n.used.Memory+o.requests.Memory) / float64(n.alloc.Memory)
 	}
-	for _, a := range o.antiPref {
-		s.affinity += a.nodeCount[i]
-	}
-	for _, a := range o.affPref {
-		s.affinity -= a.nodeCount[i]
-	}
-	return s
-}
-
-// less orders nodes: no untolerated PreferNoSchedule taint, then the
-// spread preferences level by level, then fewest tasks of the owner, then
-// not where the slot just failed to start, then
-// least requested, then preferred (anti-)affinity, then name.
-func (s *score) less(b *score, levels int) bool {
-	if s.preferNo != b.preferNo {
-		return !s.preferNo
-	}
-	for l := 0; l < levels && l < len(s.spread); l++ {
-		if s.spread[l] != b.spread[l] {
-			return s.spread[l] < b.spread[l]
-		}
-	}
-	if s.count != b.count {
-		return s.count < b.count
-	}
-	if s.failed != b.failed {
-		return !s.failed
-	}
-	if s.load != b.load {
-		return s.load < b.load
-	}
-	if s.affinity != b.affinity {
-		return s.affinity < b.affinity
-	}
-	return s.idx < b.idx
+	return l
 }
 
 // failedStartNodes lists the nodes where the slot's last tasks failed

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,9 +35,10 @@ func Plan(state State, now time.Time) Result {
 
 // planner holds one pass's indexes and the writes made so far.
 type planner struct {
-	st  *State
-	now time.Time
-	res Result
+	st     *State
+	now    time.Time
+	nowPtr *time.Time // shared by every task placed this pass
+	res    Result
 
 	nodes   []*nodeInfo // by name
 	nodeIdx map[string]int
@@ -54,6 +54,7 @@ type planner struct {
 	svcOut map[*legion.Service]*legion.Service
 	jobOut map[*legion.Job]*legion.Job
 
+	slotBuf     []slot
 	usageIdx    map[nsName]Usage
 	deletedJobs map[*legion.Job]bool
 }
@@ -72,6 +73,7 @@ type entry struct {
 	num     int
 	owner   *owner
 	slot    *slot
+	node    int // index of t.Spec.Node in nodes, -1 when none or unknown
 	created bool
 	deleted bool
 	// drainReason says why a task on a draining node has not left yet.
@@ -94,7 +96,7 @@ type nsInfo struct {
 
 func newPlanner(st *State, now time.Time) *planner {
 	p := &planner{
-		st: st, now: now,
+		st: st, now: now, nowPtr: &now,
 		nodeIdx:      make(map[string]int, len(st.Nodes)),
 		owners:       make(map[ownerKey]*owner, len(st.Services)+len(st.Jobs)),
 		ns:           make(map[string]*nsInfo, len(st.Namespaces)),
@@ -153,26 +155,58 @@ func (p *planner) nsOf(name string) *nsInfo {
 // is gone get an owner record of their own, so they are stopped and
 // deleted.
 func (p *planner) indexTasks() {
-	tasks := slices.Clone(p.st.Tasks)
-	slices.SortFunc(tasks, func(a, b *legion.Task) int { return compareMeta(&a.Metadata, &b.Metadata) })
+	tasks := p.st.Tasks
+	backing := make([]entry, len(tasks))
 	p.entries = make([]*entry, 0, len(tasks))
 	var orphans []*owner
-	for _, t := range tasks {
+	var last *owner
+	for i, t := range tasks {
 		k := ownerKey{t.Spec.Owner.Kind, t.Metadata.Namespace, t.Spec.Owner.Name}
-		o := p.owners[k]
-		if o == nil {
-			o = &owner{key: k}
-			p.owners[k] = o
-			orphans = append(orphans, o)
+		o := last
+		// The store lists tasks by name, so an owner's tasks mostly come
+		// together: skip the map for them.
+		if o == nil || o.key != k {
+			o = p.owners[k]
+			if o == nil {
+				o = &owner{key: k}
+				p.owners[k] = o
+				orphans = append(orphans, o)
+			}
+			last = o
 		}
-		e := &entry{orig: t, t: t, num: taskNumber(t.Metadata.Name), owner: o}
+		e := &backing[i]
+		*e = entry{orig: t, t: t, num: taskNumber(t.Metadata.Name), owner: o, node: -1}
+		if t.Spec.Node != "" {
+			if n, ok := p.nodeIdx[t.Spec.Node]; ok {
+				e.node = n
+			}
+		}
 		p.entries = append(p.entries, e)
-		o.add(e)
+		p.addEntry(o, e)
 	}
+	slices.SortFunc(orphans, func(a, b *owner) int {
+		if c := strings.Compare(a.key.ns, b.key.ns); c != 0 {
+			return c
+		}
+		if c := strings.Compare(string(a.key.kind), string(b.key.kind)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key.name, b.key.name)
+	})
 	p.ownerList = append(p.ownerList, orphans...)
 	for _, o := range p.ownerList {
 		o.sortSlots()
 	}
+}
+
+// newSlot hands out slots from chunks, as a pass makes thousands.
+func (p *planner) newSlot() *slot {
+	if len(p.slotBuf) == 0 {
+		p.slotBuf = make([]slot, 1024)
+	}
+	s := &p.slotBuf[0]
+	p.slotBuf = p.slotBuf[1:]
+	return s
 }
 
 // taskNumber reads n from a task named <owner>-<slot>-<n>.
@@ -281,14 +315,4 @@ func (p *planner) finish() Result {
 	slices.SortFunc(p.res.CreateVolumes, byVol)
 	slices.SortFunc(p.res.UpdateVolumes, byVol)
 	return p.res
-}
-
-// sortedSlots returns the owner's slots in key (or node) order.
-func sortedSlots(m map[int]*slot) []*slot {
-	out := make([]*slot, 0, len(m))
-	for _, s := range m {
-		out = append(out, s)
-	}
-	slices.SortFunc(out, func(a, b *slot) int { return cmp.Compare(a.key, b.key) })
-	return out
 }

@@ -169,7 +169,7 @@ func (p *planner) failedWithinMonitor(o *owner, since time.Time, monitor time.Du
 
 // replicatedSlots runs slots 1..wanted and retires the rest.
 func (p *planner) replicatedSlots(o *owner, sp *svcPass) {
-	for _, s := range sortedSlots(o.slots) {
+	for _, s := range o.slotList() {
 		if s.key < 1 || s.key > sp.wanted {
 			p.retire(s, "scaled down")
 		}
@@ -190,7 +190,7 @@ func (p *planner) replicatedSlots(o *owner, sp *svcPass) {
 func (p *planner) statefulSlots(o *owner, sp *svcPass) {
 	p.claimVolumes(o, sp.wanted)
 	var extra []*slot
-	for _, s := range sortedSlots(o.slots) {
+	for _, s := range o.slotList() {
 		if s.key < 0 || s.key >= sp.wanted {
 			extra = append(extra, s)
 		}
@@ -327,7 +327,7 @@ func (p *planner) view(o *owner, s *slot) slotView {
 			v.stopping = append(v.stopping, e)
 			continue
 		}
-		if t.Spec.PodHash == o.hash && !p.mustLeave(t) {
+		if t.Spec.PodHash == o.hash && !p.mustLeave(e) {
 			// Two current tasks (a surge whose reason went away): the
 			// furthest along stays, the newer on a tie.
 			if v.cur != nil {
@@ -358,12 +358,8 @@ func slotReady(s *slot) bool {
 }
 
 // mustLeave: a task on a draining node (the replacement goes elsewhere).
-func (p *planner) mustLeave(t *legion.Task) bool {
-	if t.Spec.Node == "" {
-		return false
-	}
-	i, ok := p.nodeIdx[t.Spec.Node]
-	return ok && p.nodes[i].availability() == legion.AvailabilityDrain
+func (p *planner) mustLeave(e *entry) bool {
+	return e.node >= 0 && p.nodes[e.node].availability() == legion.AvailabilityDrain
 }
 
 // progress ranks how far a task has come: ready, running, placed, pending.
@@ -518,14 +514,10 @@ func (p *planner) slotDone(sp *svcPass, v slotView) {
 func (p *planner) evictNoExecute(o *owner, s *slot) {
 	for _, e := range s.entries {
 		t := e.t
-		if !live(t) || t.Spec.Node == "" || t.Spec.DesiredState != legion.TaskRunning {
+		if !live(t) || e.node < 0 || t.Spec.DesiredState != legion.TaskRunning {
 			continue
 		}
-		i, ok := p.nodeIdx[t.Spec.Node]
-		if !ok {
-			continue
-		}
-		if taint, bad := untolerated(p.nodes[i].n, o.placement.Tolerations, legion.NoExecute); bad {
+		if taint, bad := untolerated(p.nodes[e.node].n, o.placement.Tolerations, legion.NoExecute); bad {
 			p.stop(e, "evicted by taint "+taintString(taint))
 		}
 	}
@@ -535,7 +527,7 @@ func (p *planner) evictNoExecute(o *owner, s *slot) {
 // the order and the disruption budget allow, else start-first (the old
 // task stops once the new one is ready).
 func (p *planner) replaceOld(o *owner, sp *svcPass, s *slot, old *entry, mayStart bool) {
-	moving := p.mustLeave(old.t)
+	moving := p.mustLeave(old)
 	if !moving {
 		if sp.paused {
 			return
@@ -677,6 +669,11 @@ func (p *planner) pruneHistory(o *owner) {
 			if kept > HistoryPerSlot {
 				p.remove(e)
 			}
+		}
+	}
+	for _, s := range o.vec {
+		if s != nil {
+			prune(s)
 		}
 	}
 	for _, s := range o.slots {
