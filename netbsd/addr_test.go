@@ -262,3 +262,25 @@ func TestPropertyTwinsBijection(t *testing.T) {
 		}
 	})
 }
+
+// The address plan of the lab fixtures in both families, as every golden
+// file uses it.
+func TestAddressPlanGolden(t *testing.T) {
+	var d doc
+	var b strings.Builder
+	for _, n := range labNodes() {
+		fmt.Fprintf(&b, "node %s: pods %s %s gateway %s %s wg0 %s/16 %s/96\n", n.Name,
+			NodeSubnet(n.Subnet), NodeSubnet6(n.Subnet), Gateway(n.Subnet), MustTwin(Gateway(n.Subnet)),
+			n.Underlay(), MustTwin(n.Underlay()))
+	}
+	d.section("nodes", b.String())
+	b.Reset()
+	for _, a := range []string{"10.200.3.17", "10.200.3.18", "10.200.3.19", "10.200.1.20", "10.200.3.254"} {
+		fmt.Fprintf(&b, "pod %s = %s\n", a, MustTwin(addr(a)))
+	}
+	for _, a := range []string{"10.201.0.5", "10.201.0.6", "10.201.1.10", "10.201.255.254"} {
+		fmt.Fprintf(&b, "vip %s = %s\n", a, MustTwin(addr(a)))
+	}
+	d.section("twins", b.String())
+	golden(t, "address_plan", d.String())
+}

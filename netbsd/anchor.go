@@ -45,12 +45,16 @@ func (a Anchor) Text() string {
 	for _, t := range a.Tables {
 		b.WriteString("table <")
 		b.WriteString(t.Name)
-		b.WriteString("> persist {")
-		for _, ad := range t.Addrs {
-			b.WriteByte(' ')
-			b.WriteString(ad.String())
+		b.WriteString("> persist")
+		if len(t.Addrs) > 0 {
+			b.WriteString(" {")
+			for _, ad := range t.Addrs {
+				b.WriteByte(' ')
+				b.WriteString(ad.String())
+			}
+			b.WriteString(" }")
 		}
-		b.WriteString(" }\n")
+		b.WriteByte('\n')
 	}
 	b.WriteString(a.Rules)
 	return b.String()

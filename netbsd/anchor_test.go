@@ -43,7 +43,7 @@ func TestPlanAnchor(t *testing.T) {
 			}{p.RulesChanged, p.TablesChanged, lines}); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
 			}
-			if p.RulesChanged && string(p.Cmds[0].Stdin) != "table <t1> persist { 10.200.1.2 10.200.1.3 }\ntable <t2> persist { }\nR\n" {
+			if p.RulesChanged && string(p.Cmds[0].Stdin) != "table <t1> persist { 10.200.1.2 10.200.1.3 }\ntable <t2> persist\nR\n" {
 				t.Errorf("stdin %q", p.Cmds[0].Stdin)
 			}
 		})
