@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/compose"
+	"github.com/spf13/cobra"
+)
+
+// fakeCluster is an in-memory stackClient recording its writes.
+type fakeCluster struct {
+	objs   map[string]legion.Object
+	writes []string
+}
+
+func newFakeCluster(objs ...legion.Object) *fakeCluster {
+	f := &fakeCluster{objs: map[string]legion.Object{}}
+	for _, o := range objs {
+		f.objs[legion.ObjectKey(o)] = o
+	}
+	return f
+}
+
+func (f *fakeCluster) Apply(_ context.Context, o legion.Object) (legion.Object, error) {
+	f.objs[legion.ObjectKey(o)] = o
+	f.writes = append(f.writes, "apply "+legion.ObjectKey(o))
+	return o, nil
+}
+
+func (f *fakeCluster) List(_ context.Context, kind legion.Kind, ns string, sel map[string]string) ([]legion.Object, error) {
+	var out []legion.Object
+	for _, o := range f.objs {
+		m := o.GetMetadata()
+		if o.GetKind() == kind && (ns == "" || m.Namespace == ns) && legion.MatchLabels(sel, m.Labels) {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b legion.Object) int { return strings.Compare(legion.ObjectKey(a), legion.ObjectKey(b)) })
+	return out, nil
+}
+
+func (f *fakeCluster) Delete(_ context.Context, kind legion.Kind, ns, name string) error {
+	key := legion.Key(kind, ns, name)
+	delete(f.objs, key)
+	f.writes = append(f.writes, "delete "+key)
+	return nil
+}
+
+const stackFile = `
+services:
+  web:
+    image: nginx:1.25
+    ports: ["8080:80"]
+    secrets: [db_password]
+    privileged: true
+  db:
+    image: postgres:${PG_VERSION:-16}
+    volumes: [db_data:/var/lib/postgresql/data]
+secrets:
+  db_password:
+    file: ./db_password.txt
+volumes:
+  db_data: {}
+`
+
+func writeStack(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "compose.yaml"), []byte(stackFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "db_password.txt"), []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "compose.yaml")
+}
+
+func runStack(t *testing.T, c stackClient, args ...string) (string, string, error) {
+	t.Helper()
+	deps := stackDeps{
+		connect: func(*cobra.Command) (stackClient, error) { return c, nil },
+		environ: func() []string { return []string{"PG_VERSION=15", "HOME=/root"} },
+		stdin:   strings.NewReader(""),
+	}
+	root := &cobra.Command{Use: "legion", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newStackCommand(deps))
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs(append([]string{"stack"}, args...))
+	err := root.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
+}
+
+func TestStackConvert(t *testing.T) {
+	file := writeStack(t)
+	out, errOut, err := runStack(t, nil, "convert", "-c", file, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut, "warning: services.web.privileged: not supported") {
+		t.Errorf("stderr lacks the privileged warning:\n%s", errOut)
+	}
+	objs, err := legion.ParseManifest("convert", []byte(out))
+	if err != nil {
+		t.Fatalf("legion validate would refuse convert's output: %v\n%s", err, out)
+	}
+	var keys []string
+	for _, o := range objs {
+		keys = append(keys, legion.ObjectKey(o))
+	}
+	want := []string{"Secret/shop/db-password", "Volume/shop/db-data", "NetworkPolicy/shop/default", "Service/shop/db", "Service/shop/web"}
+	if diff := cmp.Diff(want, keys); diff != "" {
+		t.Errorf("objects (-want +got):\n%s", diff)
+	}
+	db := objs[3].(*legion.Service)
+	if img := db.Spec.Pod.Containers[0].Image; img != "postgres:15" {
+		t.Errorf("db image %q: the CLI's environment was not used", img)
+	}
+	secret := objs[0].(*legion.Secret)
+	if string(secret.Spec.Data) != "s3cret" {
+		t.Errorf("secret read %q from the file beside the compose file", secret.Spec.Data)
+	}
+}
+
+func TestStackConvertStrict(t *testing.T) {
+	file := writeStack(t)
+	out, _, err := runStack(t, nil, "convert", "--strict", "-c", file, "shop")
+	if err == nil || !strings.Contains(err.Error(), "services.web.privileged") {
+		t.Fatalf("strict convert: got %v, want a refusal naming services.web.privileged", err)
+	}
+	if out != "" {
+		t.Errorf("strict refusal printed objects:\n%s", out)
+	}
+}
+
+func TestStackDeployPrune(t *testing.T) {
+	file := writeStack(t)
+	stale := mustService("shop", "old", "shop")
+	other := mustService("shop", "admin", "")
+	c := newFakeCluster(stale, other)
+	out, _, err := runStack(t, c, "deploy", "--prune", "-c", file, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"apply Secret/shop/db-password", "apply Volume/shop/db-data", "apply NetworkPolicy/shop/default",
+		"apply Service/shop/db", "apply Service/shop/web", "delete Service/shop/old",
+	}
+	if diff := cmp.Diff(want, c.writes); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(out, "deleted Service shop/old") {
+		t.Errorf("output does not say what was deleted:\n%s", out)
+	}
+
+	// Without --prune the stale service stays.
+	c = newFakeCluster(stale)
+	if _, _, err := runStack(t, c, "deploy", "-c", file, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(c.writes, "delete Service/shop/old") {
+		t.Error("deploy without --prune deleted a service")
+	}
+}
+
+func TestStackRmKeepsVolumes(t *testing.T) {
+	file := writeStack(t)
+	c := newFakeCluster()
+	if _, _, err := runStack(t, c, "deploy", "-c", file, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	c.writes = nil
+	if _, _, err := runStack(t, c, "rm", "shop"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"delete Service/shop/db", "delete Service/shop/web", "delete NetworkPolicy/shop/default", "delete Secret/shop/db-password"}
+	if diff := cmp.Diff(want, c.writes); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	if _, ok := c.objs["Volume/shop/db-data"]; !ok {
+		t.Error("stack rm deleted the volume")
+	}
+	if _, _, err := runStack(t, c, "rm", "shop"); err == nil {
+		t.Error("removing a stack that is gone did not fail")
+	}
+}
+
+func TestStackLsAndServices(t *testing.T) {
+	file := writeStack(t)
+	c := newFakeCluster(mustService("tools", "gitea", "git"))
+	if _, _, err := runStack(t, c, "deploy", "-c", file, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runStack(t, c, "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "NAME  NAMESPACE  SERVICES\ngit   tools      1\nshop  shop       2\n"
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("stack ls (-want +got):\n%s", diff)
+	}
+	out, _, err = runStack(t, c, "services", "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "NAME  MODE        REPLICAS  IMAGE        PORTS\ndb    replicated  0/1       postgres:15  \nweb   replicated  0/1       nginx:1.25   8080->80/tcp\n"
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("stack services (-want +got):\n%s", diff)
+	}
+}
+
+func TestStackDeployNeedsCluster(t *testing.T) {
+	file := writeStack(t)
+	root := newRootCommand()
+	root.SetArgs([]string{"stack", "deploy", "-c", file, "shop"})
+	root.SetOut(&bytes.Buffer{})
+	root.SetErr(&bytes.Buffer{})
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "not wired yet") {
+		t.Fatalf("deploy without a client: got %v", err)
+	}
+}
+
+func mustService(ns, name, stack string) legion.Object {
+	o, _ := legion.New(legion.KindService)
+	m := o.GetMetadata()
+	m.Namespace, m.Name = ns, name
+	if stack != "" {
+		m.Labels = map[string]string{compose.StackLabel: stack}
+	}
+	return o
+}
