@@ -100,3 +100,33 @@ func BenchmarkIncrementalEndpointChange(b *testing.B) {
 		}
 	}
 }
+
+// One task joins a namespace: the policy rules are reused, one table is
+// replaced.
+func BenchmarkIncrementalPolicyMemberChange(b *testing.B) {
+	_, pol := bigCluster()
+	ctx := context.Background()
+	pf := &PF{R: sys.NewFake(), Log: quiet()}
+	if _, err := pf.ApplyPolicy(ctx, &pol); err != nil {
+		b.Fatal(err)
+	}
+	extra := Endpoint{Namespace: "ns05", Service: "svc0005", TaskUID: "x", Node: "node009", Addr: netip.AddrFrom4([4]byte{10, 200, 9, 250}), Ready: true}
+	base := pol.Endpoints
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i%2 == 0 {
+			pol.Endpoints = append(base[:len(base):len(base)], extra)
+		} else {
+			pol.Endpoints = base
+		}
+		i++
+		plan, err := pf.ApplyPolicy(ctx, &pol)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if plan.RulesChanged {
+			b.Fatal("rules reloaded for a member change")
+		}
+	}
+}

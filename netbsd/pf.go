@@ -23,6 +23,15 @@ type PF struct {
 	mu      sync.Mutex
 	loaded  map[string]*Loaded
 	svcMemo *serviceMemo
+	polMemo *policyMemo
+}
+
+// policyMemo is the last rendered policy rules and the fingerprint of what
+// they were rendered from.
+type policyMemo struct {
+	key   [32]byte
+	rules string
+	sets  map[string]peerSet
 }
 
 // serviceMemo is the last rendered service rules and the services they
@@ -94,18 +103,35 @@ func (p *PF) ApplyServices(ctx context.Context, st *ServiceState) (AnchorPlan, e
 	if err != nil {
 		return plan, err
 	}
-	live := make(map[netip.Addr]bool, 2*len(st.Endpoints))
-	for _, e := range st.Endpoints {
-		if PodCIDR().Contains(e.Addr) {
-			t := both(e.Addr)
-			live[t[0]], live[t[1]] = true, true
-		}
+	// A dead backend left a table: only the leavers of changed or removed
+	// tables are candidates, and those still among the endpoints (not
+	// ready, draining) keep their states to finish.
+	now := make(map[string][]netip.Addr, len(plan.TablesChanged))
+	for _, t := range an.Tables {
+		now[t.Name] = t.Addrs
+	}
+	changed := make(map[string]bool, len(plan.TablesChanged))
+	for _, name := range plan.TablesChanged {
+		changed[name] = true
 	}
 	dead := make(map[netip.Addr]bool)
-	for _, addrs := range before {
+	for name, addrs := range before {
+		if _, kept := now[name]; kept && !changed[name] {
+			continue
+		}
 		for _, a := range addrs {
-			if !live[a] {
+			if _, still := slices.BinarySearchFunc(now[name], a, netip.Addr.Compare); !still {
 				dead[a] = true
+			}
+		}
+	}
+	if len(dead) > 0 {
+		for _, e := range st.Endpoints {
+			if dead[e.Addr] {
+				delete(dead, e.Addr)
+				if t, ok := Twin(e.Addr); ok {
+					delete(dead, t)
+				}
 			}
 		}
 	}
@@ -121,12 +147,19 @@ func (p *PF) ApplyPolicy(ctx context.Context, st *PolicyState) (AnchorPlan, erro
 	if st == nil {
 		return AnchorPlan{}, nil
 	}
-	an, err := RenderPolicy(*st)
-	if err != nil {
-		return AnchorPlan{}, err
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// The rules do not depend on the endpoints: a membership change reuses
+	// them and fills only the tables.
+	key := policyRulesKey(st)
+	if p.polMemo == nil || p.polMemo.key != key {
+		rules, sets, err := renderPolicyRules(st)
+		if err != nil {
+			return AnchorPlan{}, err
+		}
+		p.polMemo = &policyMemo{key: key, rules: rules, sets: sets}
+	}
+	an := Anchor{Path: AnchorPolicy, Rules: p.polMemo.rules, Tables: policyTables(st, p.polMemo.sets)}
 	plan, err := p.apply(ctx, p.loaded[an.Path], an)
 	if err != nil {
 		return plan, err

@@ -308,9 +308,20 @@ type vipPort struct {
 // to it), the same checks for connections arriving from other nodes in on
 // wg0, and a table per peer set. Membership changes touch only the tables.
 func RenderPolicy(st PolicyState) (Anchor, error) {
+	rules, sets, err := renderPolicyRules(&st)
+	if err != nil {
+		return Anchor{}, err
+	}
+	return Anchor{Path: AnchorPolicy, Rules: rules, Tables: policyTables(&st, sets)}, nil
+}
+
+// renderPolicyRules renders the rules, which do not depend on the
+// endpoints, and the peer sets whose tables they use.
+func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
+	st := *stp
 	n := st.Node.Subnet
 	if n < 0 || n >= MaxSubnets {
-		return Anchor{}, fmt.Errorf("policy state: node %s subnet %d, expected 0..%d", st.Node.Name, n, MaxSubnets-1)
+		return "", nil, fmt.Errorf("policy state: node %s subnet %d, expected 0..%d", st.Node.Name, n, MaxSubnets-1)
 	}
 	for _, p := range st.Policies {
 		if p.Egress == nil {
@@ -319,7 +330,7 @@ func RenderPolicy(st PolicyState) (Anchor, error) {
 		for _, r := range *p.Egress {
 			for _, peer := range r.Peers {
 				if peer.CIDR.IsValid() && !peer.CIDR.Addr().Is4() {
-					return Anchor{}, fmt.Errorf("policy %s/%s egress: cidr %s: only IPv4 networks are supported", p.Namespace, p.Name, peer.CIDR)
+					return "", nil, fmt.Errorf("policy %s/%s egress: cidr %s: only IPv4 networks are supported", p.Namespace, p.Name, peer.CIDR)
 				}
 			}
 		}
@@ -343,13 +354,13 @@ func RenderPolicy(st PolicyState) (Anchor, error) {
 	vipCache := make(map[string][]vipPort)
 	for _, pod := range pods {
 		if !sub.Contains(pod.Addr) || pod.Addr == Gateway(n) {
-			return Anchor{}, fmt.Errorf("pod %s: address %s is not a pod address of node subnet %s", pod.TaskUID, pod.Addr, sub)
+			return "", nil, fmt.Errorf("pod %s: address %s is not a pod address of node subnet %s", pod.TaskUID, pod.Addr, sub)
 		}
 		lp := pod.HostIf
 		if lp == "" {
 			var err error
 			if lp, err = HostIfName(pod.TaskUID); err != nil {
-				return Anchor{}, err
+				return "", nil, err
 			}
 		}
 		addr := both(pod.Addr)
@@ -490,15 +501,19 @@ func RenderPolicy(st PolicyState) (Anchor, error) {
 		head, rest, _ := strings.Cut(rules, "\n")
 		rules = head + "\n" + legend.String() + rest
 	}
-	return Anchor{Path: AnchorPolicy, Rules: rules, Tables: ix.tables(sets)}, nil
+	return rules, sets, nil
 }
 
 // tables fills each peer set's table with its members' addresses, both
 // families: every task of the cluster (ready or not, Jobs' included) and
 // this node's pods, which may not be in the endpoints yet.
-func (ix *policyIndex) tables(sets map[string]peerSet) []Table {
+func policyTables(st *PolicyState, sets map[string]peerSet) []Table {
 	if len(sets) == 0 {
 		return nil
+	}
+	svcLabels := make(map[string]map[string]string, len(st.Services))
+	for _, s := range st.Services {
+		svcLabels[s.Key()] = s.Labels
 	}
 	byNS := make(map[string][]peerSet)
 	for _, s := range sets {
@@ -517,13 +532,13 @@ func (ix *policyIndex) tables(sets map[string]peerSet) []Table {
 			}
 		}
 	}
-	for _, e := range ix.st.Endpoints {
+	for _, e := range st.Endpoints {
 		if _, ok := byNS[e.Namespace]; !ok {
 			continue
 		}
-		add(e.Namespace, e.Service, ix.svcLabels[e.Namespace+"/"+e.Service], e.Addr)
+		add(e.Namespace, e.Service, svcLabels[e.Namespace+"/"+e.Service], e.Addr)
 	}
-	for _, p := range ix.st.Pods {
+	for _, p := range st.Pods {
 		add(p.Namespace, p.Service, p.ServiceLabels, p.Addr)
 	}
 	tables := make([]Table, 0, len(sets))

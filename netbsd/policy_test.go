@@ -331,3 +331,80 @@ func TestSamePeersTwiceRenderOnce(t *testing.T) {
 		t.Errorf("rule rendered %d times", n)
 	}
 }
+
+// The fingerprint the applier reuses rules by moves with every input of
+// the rules and with no endpoint.
+func TestPolicyRulesKey(t *testing.T) {
+	base := policyRulesKey(ptr(policyLab()))
+	same := policyLab()
+	same.Endpoints = append(same.Endpoints, task("front", "gw", "0000000000000000000000000000c007", "n1", "10.200.1.7"))
+	same.Endpoints[0].Ready = false
+	if policyRulesKey(&same) != base {
+		t.Error("endpoints must not change the rules' fingerprint")
+	}
+	for name, change := range map[string]func(*PolicyState){
+		"isolation":    func(s *PolicyState) { s.Isolation["shop"] = IsolationLocked },
+		"policy port":  func(s *PolicyState) { s.Policies[0].Ingress[0].Ports[0].Port = 8081 },
+		"egress nil":   func(s *PolicyState) { s.Policies[1].Egress = nil },
+		"egress empty": func(s *PolicyState) { e := []PolicyRule{}; s.Policies[1].Egress = &e },
+		"peer labels": func(s *PolicyState) {
+			s.Policies[0].Ingress[0].Peers[0].ServiceLabels = map[string]string{"app": "other"}
+		},
+		"service vip":   func(s *PolicyState) { s.Services[0].VIP = addr("10.201.0.99") },
+		"service label": func(s *PolicyState) { s.Services[1].Labels = map[string]string{"app": "db", "x": "y"} },
+		"pod":           func(s *PolicyState) { s.Pods = s.Pods[1:] },
+		"pod address":   func(s *PolicyState) { s.Pods[0].Addr = addr("10.200.3.99") },
+	} {
+		st := policyLab()
+		change(&st)
+		if policyRulesKey(&st) == base {
+			t.Errorf("%s: fingerprint unchanged", name)
+		}
+	}
+}
+
+// Whatever the sequence of changes, the applier loads what RenderPolicy
+// renders for the last state.
+func TestPolicyApplierMatchesRender(t *testing.T) {
+	ctx := context.Background()
+	f := sys.NewFake()
+	pf := &PF{R: f, Log: quiet()}
+	st := policyLab()
+	steps := []func(){
+		func() {
+			st.Endpoints = append(st.Endpoints, task("front", "gw", "0000000000000000000000000000c008", "n1", "10.200.1.8"))
+		},
+		func() { st.Isolation["pub"] = IsolationNamespace },
+		func() { st.Endpoints = st.Endpoints[1:] },
+		func() { st.Pods = st.Pods[:2] },
+	}
+	for i, step := range steps {
+		step()
+		if _, err := pf.ApplyPolicy(ctx, &st); err != nil {
+			t.Fatal(err)
+		}
+		want, err := RenderPolicy(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := pf.loaded[AnchorPolicy]
+		if got.Rules != want.Rules {
+			t.Errorf("step %d: loaded rules differ from rendered", i)
+		}
+		for _, tb := range want.Tables {
+			if strings.Join(addrStrings(got.Tables[tb.Name]), " ") != strings.Join(addrStrings(tb.Addrs), " ") {
+				t.Errorf("step %d: table %s differs", i, tb.Name)
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func addrStrings(as []netip.Addr) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return out
+}

@@ -248,3 +248,30 @@ func TestDrainFor(t *testing.T) {
 		t.Error("only a ready Service task drains")
 	}
 }
+
+// A service deleted with its tasks: its table goes and its backends'
+// states are killed.
+func TestDeletedServiceKillsItsStates(t *testing.T) {
+	ctx := context.Background()
+	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db", "svc_shop_web")
+	pf := &PF{R: f, Log: quiet()}
+	st := oneNodeState()
+	if _, err := pf.ApplyServices(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	f.Reset()
+	f.On("pfctl -s states", sys.Answer{Stdout: "all tcp 10.200.3.19:5432 (10.201.0.6:5432) <- 10.200.3.17:40000       ESTABLISHED:ESTABLISHED\n"})
+	st.Services, st.Endpoints = st.Services[:1], st.Endpoints[:2]
+	if _, err := pf.ApplyServices(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"pfctl -a legion/svc -f -",
+		"pfctl -a legion/svc -t svc_shop_db -T kill",
+		"pfctl -s states",
+		"pfctl -k key -k tcp 10.201.0.6:5432 <- 10.200.3.17:40000",
+	}
+	if d := cmp.Diff(want, f.Lines()); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}
