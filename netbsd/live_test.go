@@ -85,14 +85,14 @@ func newLabNode(t *testing.T, ctx context.Context, name string, subnet int, ext 
 		mustRun(t, ctx, r, "ifconfig", ext, "inet", underlay.String(), "up")
 		n.node.Endpoint = netip.AddrPortFrom(underlay.Addr(), WGPort)
 	}
-	nn, err := n.host.SetUpNode(ctx, NodeConfig{Subnet: subnet, KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), ExtIf: ext})
+	nn, err := n.host.SetUpNode(ctx, NodeConfig{Subnet: subnet, KeyPath: filepath.Join(t.TempDir(), "wireguard.key")})
 	if err != nil {
 		t.Fatalf("set up %s: %v", name, err)
 	}
 	n.net, n.node.PublicKey = nn, nn.PublicKey
 	n.pf = &PF{R: r, Guards: NewGuards(SystemClock{})}
 	// Setting up again changes nothing (5.4: addresses are not set twice).
-	if _, err := n.host.SetUpNode(ctx, NodeConfig{Subnet: subnet, KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), ExtIf: ext}); err != nil {
+	if _, err := n.host.SetUpNode(ctx, NodeConfig{Subnet: subnet, KeyPath: filepath.Join(t.TempDir(), "wireguard.key")}); err != nil {
 		t.Fatalf("set up %s again: %v", name, err)
 	}
 	return n

@@ -76,7 +76,6 @@ func parseAddrSelection(out string) ([]AddrPolicy, error) {
 type NodeConfig struct {
 	Subnet  int    // n of 10.200.n.0/24
 	KeyPath string // the WireGuard private key file
-	ExtIf   string // the external interface published ports arrive on
 }
 
 // NodeNet is the node's network as set up: what pods need from it.

@@ -86,7 +86,7 @@ func TestSetUpNodeGolden(t *testing.T) {
 		On("wg show wg0 dump", sys.Answer{Stdout: "(none)\t(none)\t0\toff\n"}).
 		On("ip6addrctl show", sys.Answer{Stdout: ip6addrctlOut})
 	h := Host{R: fresh, Log: quiet()}
-	cfg := NodeConfig{Subnet: 3, KeyPath: key, ExtIf: "em0"}
+	cfg := NodeConfig{Subnet: 3, KeyPath: key}
 	nn, err := h.SetUpNode(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -175,15 +175,13 @@ func (p Peer) set(policyNS string) peerSet {
 // policyIndex holds what rendering asks for again and again.
 type policyIndex struct {
 	st        *PolicyState
-	svcLabels map[string]map[string]string // ns/name -> labels
-	services  []Service                    // with a VIP, sorted
-	selecting map[string][]*Policy         // ns/service -> policies selecting it
+	services  []Service            // with a VIP, sorted
+	selecting map[string][]*Policy // ns/service -> policies selecting it
 }
 
 func newPolicyIndex(st *PolicyState) *policyIndex {
-	ix := &policyIndex{st: st, svcLabels: make(map[string]map[string]string, len(st.Services)), selecting: make(map[string][]*Policy)}
+	ix := &policyIndex{st: st, selecting: make(map[string][]*Policy)}
 	for _, s := range st.Services {
-		ix.svcLabels[s.Key()] = s.Labels
 		if s.VIP.IsValid() {
 			ix.services = append(ix.services, s)
 		}
