@@ -821,10 +821,13 @@ func (j *Jails) Exec(ctx context.Context, id string, spec ExecSpec) (int, error)
 	if rec.Spec.Infra || st.State != StateRunning {
 		return -1, fmt.Errorf("exec in %s: %w", id, ErrNotRunning)
 	}
-	if spec.TTY {
-		return -1, fmt.Errorf("exec in %s: a terminal needs the supervisor attached to the caller (not through the runner)", id)
+	if spec.TTY && j.cfg.Spawner == nil {
+		return -1, fmt.Errorf("exec in %s: a terminal needs a Spawner (the runner cannot stream)", id)
 	}
 	args := []string{"jail-shim", "exec", j.records.Path(id)}
+	if spec.TTY {
+		args = append(args, "-tty")
+	}
 	if spec.User != "" {
 		args = append(args, "-user", spec.User)
 	}

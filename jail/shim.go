@@ -167,6 +167,7 @@ func shimExec(dir string, args []string) int {
 	fs := flag.NewFlagSet("jail-shim exec", flag.ContinueOnError)
 	user := fs.String("user", "", "user[:group] in the image")
 	workdir := fs.String("workdir", "", "working directory in the container")
+	tty := fs.Bool("tty", false, "run on a pseudo-terminal")
 	var env stringList
 	fs.Var(&env, "env", "KEY=VALUE, repeated")
 	if err := fs.Parse(args); err != nil {
@@ -183,6 +184,21 @@ func shimExec(dir string, args []string) int {
 		return ShimExitPermanent
 	}
 	ps.Stdin, ps.Stdout, ps.Stderr = os.Stdin, os.Stdout, os.Stderr
+	var master *os.File
+	if *tty {
+		m, slave, err := openPTY()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "jail-shim exec: %v\n", err)
+			return ShimExitFailed
+		}
+		defer slave.Close()
+		master = m
+		defer master.Close()
+		ps.Stdin, ps.Stdout, ps.Stderr, ps.TTY = slave, slave, slave, true
+		if !envHas(ps.Env, "TERM") {
+			ps.Env = append(ps.Env, "TERM=xterm")
+		}
+	}
 	sup := shimSupervisor(dir)
 	proc, err := sup.Starter.Start(ps)
 	if err != nil {
@@ -193,9 +209,27 @@ func shimExec(dir string, args []string) int {
 		}
 		return ShimExitFailed
 	}
+	var output sync.WaitGroup
+	if master != nil {
+		// The caller's streams to and from the terminal; the output ends
+		// when the last holder of the terminal's other side goes (EIO).
+		ps.Stdin.(*os.File).Close()
+		go io.Copy(master, os.Stdin)
+		output.Add(1)
+		go func() {
+			defer output.Done()
+			io.Copy(os.Stdout, master)
+		}()
+	}
 	code, _, err := proc.Wait()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "jail-shim exec: %v\n", err)
 	}
+	output.Wait()
 	return code
+}
+
+func envHas(env []string, key string) bool {
+	_, ok := envValue(env, key)
+	return ok
 }

@@ -33,7 +33,8 @@ func (s JailStarter) Start(p ProcSpec) (Process, error) {
 		Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Jail:       jid,
-		Setsid:     p.Setsid,
+		Setsid:     p.Setsid || p.TTY,
+		Setctty:    p.TTY,
 		Credential: &syscall.Credential{Uid: p.Cred.Uid, Gid: p.Cred.Gid, Groups: p.Cred.Groups},
 	}
 	if err := cmd.Start(); err != nil {

@@ -32,6 +32,9 @@ type ProcSpec struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Setsid bool
+	// TTY makes Stdin, a terminal, the process's controlling terminal
+	// (with Setsid).
+	TTY bool
 }
 
 // Process is a started process.
@@ -118,7 +121,7 @@ type HostStarter struct{ Chroot bool }
 func (h HostStarter) Start(p ProcSpec) (Process, error) {
 	cmd := &exec.Cmd{Path: p.Path, Args: p.Args, Env: p.Env, Dir: p.Dir,
 		Stdin: p.Stdin, Stdout: p.Stdout, Stderr: p.Stderr}
-	attr := &syscall.SysProcAttr{Setsid: p.Setsid}
+	attr := &syscall.SysProcAttr{Setsid: p.Setsid || p.TTY, Setctty: p.TTY}
 	if h.Chroot {
 		attr.Chroot = p.Root
 	} else {
