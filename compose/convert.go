@@ -77,6 +77,13 @@ func (e *StrictError) Error() string {
 type Result struct {
 	Objects  []legion.Object
 	Warnings []Warning
+	// Namespace is the namespace the stack asks for, admitted, for stack
+	// deploy to create when it does not exist yet: locked when the
+	// compose networks segment the services, allowing what the
+	// containers loosen (cap_add NET_RAW). It is not among Objects:
+	// namespaces are the cluster admin's, and convert's output must apply
+	// without that right.
+	Namespace *legion.Namespace
 }
 
 // Convert reads compose files (later ones override earlier ones, as with
@@ -123,7 +130,11 @@ func Convert(ctx context.Context, files []File, opts Options) (res *Result, err 
 	}
 	// By path, so the same file always warns in the same order.
 	slices.SortStableFunc(c.warnings, func(a, b Warning) int { return strings.Compare(a.Path, b.Path) })
-	res = &Result{Objects: objs, Warnings: c.warnings}
+	want, err := c.namespace(objs)
+	if err != nil {
+		return nil, err
+	}
+	res = &Result{Objects: objs, Warnings: c.warnings, Namespace: want}
 	if opts.Strict && len(c.warnings) > 0 {
 		return res, &StrictError{Warnings: c.warnings}
 	}
@@ -132,10 +143,31 @@ func Convert(ctx context.Context, files []File, opts Options) (res *Result, err 
 
 // converter holds one conversion's state.
 type converter struct {
-	opts     Options
-	ns       string
-	warnings []Warning
-	seen     map[string]bool
+	opts      Options
+	ns        string
+	warnings  []Warning
+	seen      map[string]bool
+	segmented bool // the compose networks separate some services
+}
+
+// namespace builds the Namespace the converted objects ask for.
+func (c *converter) namespace(objs []legion.Object) (*legion.Namespace, error) {
+	n := &legion.Namespace{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNamespace,
+		Metadata: legion.Metadata{Name: c.ns, Labels: c.stackLabels()}}}
+	if c.segmented {
+		n.Spec.Isolation = legion.IsolationLocked
+	}
+	for _, o := range objs {
+		if svc, ok := o.(*legion.Service); ok {
+			for _, ctr := range svc.Spec.Pod.AllContainers() {
+				n.Spec.Security.Allow = append(n.Spec.Security.Allow, ctr.Security.Allow...)
+			}
+		}
+	}
+	if err := legion.Admit(n); err != nil {
+		return nil, fmt.Errorf("namespace %s does not pass admission: %w", c.ns, err)
+	}
+	return n, nil
 }
 
 func (c *converter) warn(path, format string, args ...any) {

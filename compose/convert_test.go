@@ -97,6 +97,12 @@ func render(t *testing.T, res *Result, err error) string {
 	}
 	b.WriteString("# objects\n")
 	b.Write(out)
+	ns, rerr := legion.MarshalYAML(res.Namespace)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	b.WriteString("# namespace stack deploy makes when missing\n")
+	b.Write(ns)
 	return b.String()
 }
 

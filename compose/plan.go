@@ -74,6 +74,20 @@ func PlanDeploy(stack string, desired, current []legion.Object, prune bool) []St
 	return append(steps, gone...)
 }
 
+// NamespaceStep returns the apply that creates the stack's namespace when
+// the cluster's namespaces (as listed) lack it.
+func NamespaceStep(want *legion.Namespace, namespaces []legion.Object) (Step, bool) {
+	if want == nil {
+		return Step{}, false
+	}
+	for _, o := range namespaces {
+		if o.GetKind() == legion.KindNamespace && o.GetMetadata().Name == want.Metadata.Name {
+			return Step{}, false
+		}
+	}
+	return Step{Op: OpApply, Kind: legion.KindNamespace, Name: want.Metadata.Name, Object: want}, true
+}
+
 // removeOrder is the order stack rm deletes kinds in: the Services first,
 // as they use the rest. Volumes are kept: they hold data.
 var removeOrder = []legion.Kind{legion.KindService, legion.KindNetworkPolicy, legion.KindSecret, legion.KindConfig}

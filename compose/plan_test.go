@@ -132,3 +132,20 @@ func TestStacksAndServices(t *testing.T) {
 		t.Errorf("services (-want +got):\n%s", diff)
 	}
 }
+
+func TestNamespaceStep(t *testing.T) {
+	want := &legion.Namespace{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNamespace, Metadata: legion.Metadata{Name: "shop"}}}
+	if _, ok := NamespaceStep(want, []legion.Object{obj(legion.KindNamespace, "", "shop", "")}); ok {
+		t.Error("an existing namespace is made again")
+	}
+	step, ok := NamespaceStep(want, []legion.Object{obj(legion.KindNamespace, "", "other", "")})
+	if !ok {
+		t.Fatal("a missing namespace is not made")
+	}
+	if diff := cmp.Diff(Step{Op: OpApply, Kind: legion.KindNamespace, Name: "shop"}, steps([]Step{step})[0]); diff != "" {
+		t.Errorf("step (-want +got):\n%s", diff)
+	}
+	if step.Object != want {
+		t.Error("the step does not apply the wanted namespace")
+	}
+}

@@ -291,7 +291,8 @@ func (c *converter) networks(p *types.Project, names *stackNames, claim func(leg
 		out = append(out, np)
 	}
 	if segmented(p) {
-		c.warn("networks", "the services are not all on one network: the segments separate them only in a namespace with isolation: locked (set by the cluster admin)")
+		c.segmented = true
+		c.warn("networks", "the services are not all on one network: the segments separate them only in a namespace with isolation: locked (stack deploy makes a new namespace so; an existing one is the cluster admin's)")
 	}
 	return out, nil
 }

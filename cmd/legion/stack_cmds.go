@@ -153,6 +153,12 @@ func newStackDeployCommand(deps stackDeps) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deploy -c FILE [-n NS] [--prune] [--strict] STACK",
 		Short: "Deploy or update a stack from compose files",
+		Long: `Deploy converts the compose files as stack convert does and applies the
+objects. The namespace (default: the stack's name) is created when it does
+not exist: locked when the compose networks separate services (each network
+then a policy segment), allowing raw sockets when a service adds NET_RAW.
+An existing namespace is left as it is. With --prune, the stack's services
+the files no longer have are deleted.`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stack := args[0]
@@ -165,6 +171,14 @@ func newStackDeployCommand(deps stackDeps) *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
+			var steps []compose.Step
+			// A stack deploys into its own namespace, made on first deploy;
+			// one that exists is left as its admin set it.
+			if namespaces, err := c.List(ctx, legion.KindNamespace, "", nil); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: namespaces could not be listed (%v): not creating namespace %s\n", err, res.Namespace.Metadata.Name)
+			} else if step, ok := compose.NamespaceStep(res.Namespace, namespaces); ok {
+				steps = append(steps, step)
+			}
 			var current []legion.Object
 			if prune {
 				ns := stackNamespace(f.namespace, stack)
@@ -173,7 +187,7 @@ func newStackDeployCommand(deps stackDeps) *cobra.Command {
 					return fmt.Errorf("listing the stack's services: %w", err)
 				}
 			}
-			return runSteps(cmd, c, compose.PlanDeploy(stack, res.Objects, current, prune))
+			return runSteps(cmd, c, append(steps, compose.PlanDeploy(stack, res.Objects, current, prune)...))
 		},
 	}
 	f.add(cmd)
@@ -278,6 +292,9 @@ func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) error {
 	out := cmd.OutOrStdout()
 	for _, s := range steps {
 		what := fmt.Sprintf("%s %s/%s", s.Kind, s.Namespace, s.Name)
+		if s.Namespace == "" {
+			what = fmt.Sprintf("%s %s", s.Kind, s.Name)
+		}
 		switch s.Op {
 		case compose.OpApply:
 			if _, err := c.Apply(cmd.Context(), s.Object); err != nil {

@@ -147,12 +147,13 @@ func TestStackDeployPrune(t *testing.T) {
 	stale := mustService("shop", "old", "shop")
 	other := mustService("shop", "admin", "")
 	c := newFakeCluster(stale, other)
+	c.writes = nil
 	out, _, err := runStack(t, c, "deploy", "--prune", "-c", file, "shop")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		"apply Secret/shop/db-password", "apply Volume/shop/db-data", "apply NetworkPolicy/shop/default",
+		"apply Namespace//shop", "apply Secret/shop/db-password", "apply Volume/shop/db-data", "apply NetworkPolicy/shop/default",
 		"apply Service/shop/db", "apply Service/shop/web", "delete Service/shop/old",
 	}
 	if diff := cmp.Diff(want, c.writes); diff != "" {
@@ -162,13 +163,17 @@ func TestStackDeployPrune(t *testing.T) {
 		t.Errorf("output does not say what was deleted:\n%s", out)
 	}
 
-	// Without --prune the stale service stays.
-	c = newFakeCluster(stale)
+	// Without --prune the stale service stays; the namespace, now there, is
+	// not applied again.
+	c = newFakeCluster(stale, c.objs["Namespace//shop"])
 	if _, _, err := runStack(t, c, "deploy", "-c", file, "shop"); err != nil {
 		t.Fatal(err)
 	}
 	if slices.Contains(c.writes, "delete Service/shop/old") {
 		t.Error("deploy without --prune deleted a service")
+	}
+	if slices.Contains(c.writes, "apply Namespace//shop") {
+		t.Error("deploy applied an existing namespace again")
 	}
 }
 
