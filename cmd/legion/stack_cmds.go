@@ -159,7 +159,7 @@ not exist: locked when the compose networks separate services (each network
 then a policy segment), allowing raw sockets when a service adds NET_RAW.
 An existing namespace is left as it is. With --prune, the stack's services
 the files no longer have are deleted.`,
-		Args:  cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stack := args[0]
 			res, err := convertStack(cmd, deps, f, stack)
