@@ -12,10 +12,15 @@ import (
 )
 
 // copyTree copies src into the existing directory dst, keeping modes,
-// setuid bits, numeric owners (when owner), times, links and hard links,
-// never following a link. Extended attributes and file flags are not
-// copied (see the package report).
-func copyTree(src, dst string, owner bool) error {
+// setuid bits, numeric owners (when owner), times, links, hard links and,
+// through setFlags (nil where there are none), file flags, never
+// following a link. Extended attributes are not copied.
+func copyTree(src, dst string, owner bool, setFlags func(path string, flags uint32) error) error {
+	type flagged struct {
+		path  string
+		flags uint32
+	}
+	var withFlags []flagged
 	type inode struct{ dev, ino uint64 }
 	seen := map[inode]string{}
 	type dirTime struct {
@@ -90,6 +95,9 @@ func copyTree(src, dst string, owner bool) error {
 				return err
 			}
 		}
+		if fl := flagsOf(fi); fl != 0 && setFlags != nil {
+			withFlags = append(withFlags, flagged{target, fl})
+		}
 		if mode&os.ModeSymlink != 0 {
 			ts := []unix.Timespec{unix.NsecToTimespec(fi.ModTime().UnixNano()), unix.NsecToTimespec(fi.ModTime().UnixNano())}
 			_ = unix.UtimesNanoAt(unix.AT_FDCWD, target, ts, unix.AT_SYMLINK_NOFOLLOW)
@@ -112,6 +120,12 @@ func copyTree(src, dst string, owner bool) error {
 			return err
 		}
 		if err := os.Chtimes(dirs[i].path, dirs[i].fi.ModTime(), dirs[i].fi.ModTime()); err != nil {
+			return err
+		}
+	}
+	// Flags last: schg forbids every later change.
+	for _, f := range withFlags {
+		if err := setFlags(f.path, f.flags); err != nil {
 			return err
 		}
 	}

@@ -18,16 +18,45 @@ var ErrLayerInUse = errors.New("layer in use")
 type DirStore struct {
 	dir   string
 	owner bool
+	// flags clears file flags (schg) before removing a copy and sets them
+	// on copies; nil off FreeBSD.
+	flags FileFlags
 }
 
-// NewDirStore returns a store under dir, creating its directories.
+// NewDirStore returns a store under dir, creating its directories. On
+// FreeBSD it changes file flags with chflags(1) on the host.
 func NewDirStore(dir string) (*DirStore, error) {
 	for _, d := range []string{"layers", "roots"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, fmt.Errorf("directory store: %w", err)
 		}
 	}
-	return &DirStore{dir: dir, owner: os.Geteuid() == 0}, nil
+	return &DirStore{dir: dir, owner: os.Geteuid() == 0, flags: defaultFileFlags()}, nil
+}
+
+// WithFlags sets how the store changes file flags (tests inject a fake
+// runner; nil turns it off).
+func (s *DirStore) WithFlags(f FileFlags) *DirStore { s.flags = f; return s }
+
+// removeAll removes a copy, clearing the flags that would refuse it.
+func (s *DirStore) removeAll(ctx context.Context, p string) error {
+	if s.flags != nil {
+		if _, err := os.Lstat(p); err == nil {
+			if err := s.flags.Clear(ctx, p, true); err != nil {
+				return fmt.Errorf("clear file flags of %s: %w", p, err)
+			}
+		}
+	}
+	return os.RemoveAll(p)
+}
+
+// copy copies a tree, setting file flags the source carries.
+func (s *DirStore) copy(ctx context.Context, src, dst string) error {
+	var set func(string, uint32) error
+	if s.flags != nil {
+		set = func(p string, fl uint32) error { return s.flags.Set(ctx, p, fmt.Sprintf("%o", fl)) }
+	}
+	return copyTree(src, dst, s.owner, set)
 }
 
 func (s *DirStore) layerDir(chainID string) string {
@@ -61,20 +90,20 @@ func (p *dirPending) Dir() string { return p.tmp }
 
 // Commit renames the finished copy into place; another process that
 // finished the same layer first wins, and this copy goes.
-func (p *dirPending) Commit(context.Context) error {
+func (p *dirPending) Commit(ctx context.Context) error {
 	err := os.Rename(p.tmp, p.s.layerDir(p.chainID))
 	if err != nil {
-		if ok, _ := p.s.HasLayer(context.Background(), p.chainID); ok {
-			return os.RemoveAll(p.tmp)
+		if ok, _ := p.s.HasLayer(ctx, p.chainID); ok {
+			return p.s.removeAll(ctx, p.tmp)
 		}
 		return fmt.Errorf("commit layer %s: %w", p.chainID, err)
 	}
 	return nil
 }
 
-func (p *dirPending) Abort(context.Context) error { return os.RemoveAll(p.tmp) }
+func (p *dirPending) Abort(ctx context.Context) error { return p.s.removeAll(ctx, p.tmp) }
 
-func (s *DirStore) BeginLayer(_ context.Context, chainID, parent string) (PendingLayer, error) {
+func (s *DirStore) BeginLayer(ctx context.Context, chainID, parent string) (PendingLayer, error) {
 	if err := checkDigest(chainID); err != nil {
 		return nil, err
 	}
@@ -83,8 +112,8 @@ func (s *DirStore) BeginLayer(_ context.Context, chainID, parent string) (Pendin
 		return nil, err
 	}
 	if parent != "" {
-		if err := copyTree(s.layerDir(parent), tmp, s.owner); err != nil {
-			os.RemoveAll(tmp)
+		if err := s.copy(ctx, s.layerDir(parent), tmp); err != nil {
+			s.removeAll(ctx, tmp)
 			return nil, fmt.Errorf("copy parent layer %s: %w", parent, err)
 		}
 	}
@@ -107,11 +136,11 @@ func (s *DirStore) Layers(context.Context) ([]StoredLayer, error) {
 }
 
 // RemoveLayer deletes a layer's copy; nothing depends on a full copy.
-func (s *DirStore) RemoveLayer(_ context.Context, chainID string) error {
+func (s *DirStore) RemoveLayer(ctx context.Context, chainID string) error {
 	if err := checkDigest(chainID); err != nil {
 		return err
 	}
-	return os.RemoveAll(s.layerDir(chainID))
+	return s.removeAll(ctx, s.layerDir(chainID))
 }
 
 func checkRootID(id string) error {
@@ -121,7 +150,7 @@ func checkRootID(id string) error {
 	return nil
 }
 
-func (s *DirStore) PrepareRoot(_ context.Context, id, chainID string) (string, error) {
+func (s *DirStore) PrepareRoot(ctx context.Context, id, chainID string) (string, error) {
 	if err := checkRootID(id); err != nil {
 		return "", err
 	}
@@ -133,27 +162,27 @@ func (s *DirStore) PrepareRoot(_ context.Context, id, chainID string) (string, e
 	if err != nil {
 		return "", err
 	}
-	if err := copyTree(s.layerDir(chainID), tmp, s.owner); err != nil {
-		os.RemoveAll(tmp)
+	if err := s.copy(ctx, s.layerDir(chainID), tmp); err != nil {
+		s.removeAll(ctx, tmp)
 		return "", fmt.Errorf("container %s: copy layer %s: %w", id, chainID, err)
 	}
 	if err := os.WriteFile(dir+".layer", []byte(chainID+"\n"), 0o600); err != nil {
-		os.RemoveAll(tmp)
+		s.removeAll(ctx, tmp)
 		return "", err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		os.RemoveAll(tmp)
+		s.removeAll(ctx, tmp)
 		return "", err
 	}
 	return dir, nil
 }
 
-func (s *DirStore) RemoveRoot(_ context.Context, id string) error {
+func (s *DirStore) RemoveRoot(ctx context.Context, id string) error {
 	if err := checkRootID(id); err != nil {
 		return err
 	}
 	dir := filepath.Join(s.dir, "roots", id)
-	if err := os.RemoveAll(dir); err != nil {
+	if err := s.removeAll(ctx, dir); err != nil {
 		return err
 	}
 	if err := os.Remove(dir + ".layer"); err != nil && !errors.Is(err, os.ErrNotExist) {

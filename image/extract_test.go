@@ -226,3 +226,37 @@ func TestXattrsKeptWherePossible(t *testing.T) {
 		t.Fatalf("xattr = %q", buf[:n])
 	}
 }
+
+func TestDirStoreClearsFlagsBeforeRemoving(t *testing.T) {
+	ctx := context.Background()
+	f := sys.NewFake()
+	ds, err := NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.WithFlags(RunnerFlags{Runner: f})
+	chain := "sha256:" + strings.Repeat("e", 64)
+	p, err := ds.BeginLayer(ctx, chain, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(p.Dir(), "f"), []byte("x"), 0o644)
+	if err := p.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.RemoveLayer(ctx, chain); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"chflags -R noschg,nouchg,nosappnd,nouappnd,nosunlnk,nouunlnk " + ds.LayerDir(chain)}
+	if d := cmp.Diff(want, f.Lines()); d != "" {
+		t.Fatalf("(-want +got):\n%s", d)
+	}
+	if exists(ds.LayerDir(chain)) {
+		t.Fatal("layer not removed")
+	}
+	// Removing what is not there runs nothing.
+	f.Reset()
+	if err := ds.RemoveLayer(ctx, chain); err != nil || len(f.Lines()) != 0 {
+		t.Fatalf("second removal: %v, ran %v", err, f.Lines())
+	}
+}

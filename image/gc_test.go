@@ -120,11 +120,11 @@ func TestDeadPinDropped(t *testing.T) {
 
 func TestIndexLockAndAtomicWrites(t *testing.T) {
 	dir := t.TempDir()
-	// Two Index values stand for two processes: each takes the flock on
+	// Two indexStore values stand for two processes: each takes the flock on
 	// its own open file.
-	a, b := &Index{dir: dir}, &Index{dir: dir}
+	a, b := &indexStore{dir: dir}, &indexStore{dir: dir}
 	var wg sync.WaitGroup
-	for i, x := range []*Index{a, b} {
+	for i, x := range []*indexStore{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

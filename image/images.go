@@ -55,7 +55,7 @@ type Options struct {
 type Images struct {
 	o     Options
 	dir   string
-	index *Index
+	index *indexStore
 	owner bool
 
 	mu     sync.Mutex
@@ -88,7 +88,7 @@ func Open(o Options) (*Images, error) {
 			return nil, fmt.Errorf("image store: %w", err)
 		}
 	}
-	return &Images{o: o, dir: dir, index: &Index{dir: dir}, owner: os.Geteuid() == 0, layers: map[string]*sync.Mutex{}}, nil
+	return &Images{o: o, dir: dir, index: &indexStore{dir: dir}, owner: os.Geteuid() == 0, layers: map[string]*sync.Mutex{}}, nil
 }
 
 // PullOptions say who pulls and how.

@@ -64,16 +64,16 @@ type indexFile struct {
 	Images map[string]*Record `json:"images"`
 }
 
-// Index is the image index file with its lock.
-type Index struct {
+// indexStore is the image index file with its lock.
+type indexStore struct {
 	dir string // <data-dir>/images
 }
 
-func (x *Index) path() string { return filepath.Join(x.dir, "index.json") }
+func (x *indexStore) path() string { return filepath.Join(x.dir, "index.json") }
 
 // lock takes the store's file lock (flock on <dir>/lock), so a CLI load
 // and a pulling daemon change the store one at a time.
-func (x *Index) lock() (func(), error) {
+func (x *indexStore) lock() (func(), error) {
 	f, err := os.OpenFile(filepath.Join(x.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("image store lock: %w", err)
@@ -91,7 +91,7 @@ func (x *Index) lock() (func(), error) {
 	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
-func (x *Index) read() (*indexFile, error) {
+func (x *indexStore) read() (*indexFile, error) {
 	b, err := os.ReadFile(x.path())
 	if errors.Is(err, os.ErrNotExist) {
 		return &indexFile{Images: map[string]*Record{}}, nil
@@ -110,7 +110,7 @@ func (x *Index) read() (*indexFile, error) {
 }
 
 // write replaces the file atomically: a temporary file, synced, renamed.
-func (x *Index) write(f *indexFile) error {
+func (x *indexStore) write(f *indexFile) error {
 	b, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
@@ -136,7 +136,7 @@ func (x *Index) write(f *indexFile) error {
 
 // update runs fn on the index under the lock and writes it back when fn
 // returns nil.
-func (x *Index) update(fn func(*indexFile) error) error {
+func (x *indexStore) update(fn func(*indexFile) error) error {
 	unlock, err := x.lock()
 	if err != nil {
 		return err
@@ -153,7 +153,7 @@ func (x *Index) update(fn func(*indexFile) error) error {
 }
 
 // snapshot reads the index under the lock.
-func (x *Index) snapshot() (*indexFile, error) {
+func (x *indexStore) snapshot() (*indexFile, error) {
 	unlock, err := x.lock()
 	if err != nil {
 		return nil, err

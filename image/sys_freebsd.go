@@ -20,3 +20,11 @@ func hasFlags(fi os.FileInfo) bool {
 
 // defaultFileFlags clears and sets flags with chflags(1) on the host.
 func defaultFileFlags() FileFlags { return RunnerFlags{Runner: sys.Exec{}} }
+
+// flagsOf returns a file's st_flags.
+func flagsOf(fi os.FileInfo) uint32 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Flags
+	}
+	return 0
+}

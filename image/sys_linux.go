@@ -15,3 +15,6 @@ func hasFlags(os.FileInfo) bool { return false }
 
 // defaultFileFlags: nothing to clear off FreeBSD.
 func defaultFileFlags() FileFlags { return nil }
+
+// flagsOf: no file flags on Linux.
+func flagsOf(os.FileInfo) uint32 { return 0 }

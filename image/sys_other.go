@@ -14,3 +14,5 @@ func mknod(string, uint32, int64, int64) error {
 func hasFlags(os.FileInfo) bool { return false }
 
 func defaultFileFlags() FileFlags { return nil }
+
+func flagsOf(os.FileInfo) uint32 { return 0 }
