@@ -16,9 +16,10 @@
 //
 // Where things are: runtime.go (the contract), jails.go (the runtime),
 // security.go (profiles and read-back), rctl.go and memacct.go (limits and
-// the memory count of 6.3), modules.go (start-up, Linux ABI), records.go
-// (<data-dir>/jails/<id>), safepath.go (mount targets), supervisor.go,
-// shim.go and passwd.go (the supervisor), logrecord.go (log records).
+// the memory count of 6.3; vmmap.go decodes the kernel's records for it),
+// modules.go (start-up, Linux ABI), records.go (<data-dir>/jails/<id>),
+// safepath.go (mount targets), supervisor.go, shim.go, passwd.go and
+// pty_*.go (the supervisor), logrecord.go (log records, rotation, follow).
 //
 // This package imports only the standard library, internal/sys and
 // golang.org/x/sys. It must not import the legion object model, the image

@@ -879,17 +879,23 @@ func (j *Jails) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCl
 	if _, err := j.records.Get(id); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(j.records.Path(id), LogFileName)
-	recs, err := ReadLogs(path, opts.Since)
+	f := &LogFollower{Path: filepath.Join(j.records.Path(id), LogFileName)}
+	render := func() ([]byte, error) {
+		recs, err := f.Next()
+		var buf bytes.Buffer
+		for _, r := range recs {
+			if opts.Since.IsZero() || !r.Time.Before(opts.Since) {
+				buf.WriteString(FormatRecord(r))
+			}
+		}
+		return buf.Bytes(), err
+	}
+	first, err := render()
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	for _, r := range recs {
-		buf.WriteString(FormatRecord(r))
-	}
 	if !opts.Follow {
-		return io.NopCloser(&buf), nil
+		return io.NopCloser(bytes.NewReader(first)), nil
 	}
 	pr, pw := io.Pipe()
 	stop := make(chan struct{})
@@ -897,21 +903,13 @@ func (j *Jails) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCl
 	go func() {
 		defer j.wg.Done()
 		defer pw.Close()
-		if _, err := pw.Write(buf.Bytes()); err != nil {
-			return
-		}
-		// Resume after the last record sent: its time, and how many
-		// records of that time went already.
-		var last time.Time
-		atLast := 0
-		for _, r := range recs {
-			if r.Time.Equal(last) {
-				atLast++
-			} else {
-				last, atLast = r.Time, 1
-			}
-		}
+		next := first
 		for {
+			if len(next) > 0 {
+				if _, err := pw.Write(next); err != nil {
+					return
+				}
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -919,24 +917,9 @@ func (j *Jails) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCl
 				return
 			case <-j.clock.After(pollEvery):
 			}
-			more, err := ReadLogs(path, last)
-			if err != nil {
+			if next, err = render(); err != nil {
+				pw.CloseWithError(err)
 				return
-			}
-			skip := atLast
-			for _, r := range more {
-				if r.Time.Equal(last) && skip > 0 {
-					skip--
-					continue
-				}
-				if _, err := pw.Write([]byte(FormatRecord(r))); err != nil {
-					return
-				}
-				if r.Time.Equal(last) {
-					atLast++
-				} else {
-					last, atLast = r.Time, 1
-				}
 			}
 		}
 	}()

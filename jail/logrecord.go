@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -221,4 +222,85 @@ func ReadLogs(path string, since time.Time) ([]LogRecord, error) {
 		}
 	}
 	return out, nil
+}
+
+// LogFollower reads a container's log as it grows, across rotations. The
+// first Next returns everything there is (the rotated file's records
+// first); each later one what was appended since, complete lines only.
+type LogFollower struct {
+	Path string
+
+	info    os.FileInfo // the file being read
+	off     int64
+	partial []byte
+}
+
+// Next returns the records not returned yet.
+func (f *LogFollower) Next() ([]LogRecord, error) {
+	var data []byte
+	st, err := os.Stat(f.Path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("log %s: %w", f.Path, err)
+	}
+	switch {
+	case f.info == nil:
+		old, err := os.ReadFile(f.Path + ".1")
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("log %s.1: %w", f.Path, err)
+		}
+		data = old
+	case st == nil || !os.SameFile(f.info, st):
+		// Rotated: finish the file we were reading, now <log>.1.
+		if old, err := os.Stat(f.Path + ".1"); err == nil && os.SameFile(f.info, old) {
+			rest, err := readFrom(f.Path+".1", f.off)
+			if err != nil {
+				return nil, err
+			}
+			data = rest
+		}
+		f.info, f.off = nil, 0
+	}
+	if st != nil {
+		rest, err := readFrom(f.Path, f.off)
+		if err != nil {
+			return nil, err
+		}
+		f.off += int64(len(rest))
+		f.info = st
+		data = append(data, rest...)
+	}
+	data = append(f.partial, data...)
+	end := bytes.LastIndexByte(data, '\n') + 1
+	f.partial = append([]byte(nil), data[end:]...)
+	var out []LogRecord
+	for _, line := range strings.SplitAfter(string(data[:end]), "\n") {
+		if line == "" {
+			continue
+		}
+		r, err := ParseRecord(line)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func readFrom(path string, off int64) ([]byte, error) {
+	fh, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", path, err)
+	}
+	defer fh.Close()
+	if _, err := fh.Seek(off, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("log %s: %w", path, err)
+	}
+	data, err := io.ReadAll(fh)
+	if err != nil {
+		return nil, fmt.Errorf("log %s: %w", path, err)
+	}
+	return data, nil
 }

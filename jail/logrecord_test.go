@@ -134,3 +134,51 @@ func FuzzParseRecord(f *testing.F) {
 		}
 	})
 }
+
+func TestLogFollowerAcrossRotations(t *testing.T) {
+	dir := t.TempDir()
+	lf := &LogFile{Path: filepath.Join(dir, "log"), MaxSize: 200, Now: stepClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))}
+	f := &LogFollower{Path: lf.Path}
+	var got []string
+	next := func() {
+		t.Helper()
+		recs, err := f.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			got = append(got, r.Text[:1])
+		}
+	}
+	next() // nothing yet
+	write := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := lf.Append(StreamStdout, false, []byte(strings.Repeat(string(rune('a'+i)), 20))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(0, 2)
+	next()
+	write(2, 5) // rotates once (at d)
+	next()
+	write(5, 6)
+	next()
+	// Half a line is not a record yet.
+	fh, _ := os.OpenFile(lf.Path, os.O_WRONLY|os.O_APPEND, 0)
+	fh.WriteString("2026-11-30T12:00:01Z stdout F tail")
+	next()
+	fh.WriteString("ed\n")
+	fh.Close()
+	next()
+	lf.Close()
+	if d := cmp.Diff([]string{"a", "b", "c", "d", "e", "f", "t"}, got); d != "" {
+		t.Fatalf("followed (-want +got):\n%s", d)
+	}
+	// A new follower starts with everything kept: the rotated file first.
+	f2 := &LogFollower{Path: lf.Path}
+	recs, err := f2.Next()
+	if err != nil || len(recs) != 7 || recs[0].Text[:1] != "a" {
+		t.Fatalf("fresh follower: %d records %v", len(recs), err)
+	}
+}
