@@ -36,6 +36,17 @@ func (j jexecRunner) Run(ctx context.Context, c sys.Cmd) (sys.Result, error) {
 	return j.host.Run(ctx, sys.Cmd{Name: "jexec", Args: append([]string{j.jail, c.Name}, c.Args...), Stdin: c.Stdin})
 }
 
+// recorder runs commands and remembers their lines.
+type recorder struct {
+	r     sys.Runner
+	lines []string
+}
+
+func (c *recorder) Run(ctx context.Context, cmd sys.Cmd) (sys.Result, error) {
+	c.lines = append(c.lines, cmd.String())
+	return c.r.Run(ctx, cmd)
+}
+
 func mustRun(t *testing.T, ctx context.Context, r sys.Runner, name string, args ...string) string {
 	t.Helper()
 	res, err := r.Run(ctx, sys.Command(name, args...))
@@ -85,15 +96,27 @@ func newLabNode(t *testing.T, ctx context.Context, name string, subnet int, ext 
 		mustRun(t, ctx, r, "ifconfig", ext, "inet", underlay.String(), "up")
 		n.node.Endpoint = netip.AddrPortFrom(underlay.Addr(), WGPort)
 	}
-	nn, err := n.host.SetUpNode(ctx, NodeConfig{Subnet: subnet, KeyPath: filepath.Join(t.TempDir(), "wireguard.key")})
+	cfg := NodeConfig{Subnet: subnet, KeyPath: filepath.Join(t.TempDir(), "wireguard.key")}
+	nn, err := n.host.SetUpNode(ctx, cfg)
 	if err != nil {
 		t.Fatalf("set up %s: %v", name, err)
 	}
 	n.net, n.node.PublicKey = nn, nn.PublicKey
 	n.pf = &PF{R: r, Guards: NewGuards(SystemClock{})}
-	// Setting up again changes nothing (5.4: addresses are not set twice).
-	if _, err := n.host.SetUpNode(ctx, NodeConfig{Subnet: subnet, KeyPath: filepath.Join(t.TempDir(), "wireguard.key")}); err != nil {
+	// Setting up again (an agent restart) changes nothing: no address is
+	// set twice (5.4), the key stays.
+	rec := &recorder{r: r}
+	again, err := Host{R: rec}.SetUpNode(ctx, cfg)
+	if err != nil {
 		t.Fatalf("set up %s again: %v", name, err)
+	}
+	if again.PublicKey != nn.PublicKey {
+		t.Errorf("%s: key changed across a restart", name)
+	}
+	for _, l := range rec.lines {
+		if strings.Contains(l, " inet ") || strings.Contains(l, " inet6 ") || strings.Contains(l, "private-key") {
+			t.Errorf("%s: set up again ran %q", name, l)
+		}
 	}
 	return n
 }
