@@ -38,15 +38,19 @@ type Options struct {
 	// config's file:), as written there; the caller resolves it against the
 	// compose file's directory. Nil refuses every such file.
 	ReadFile func(name string) ([]byte, error)
-	// Strict turns every warning into an error.
+	// Strict refuses every setting Legion does not support (the
+	// Unsupported warnings) rather than warn.
 	Strict bool
 }
 
-// Warning is something of the compose file Legion does not carry over,
-// named by the key's path (services.web.privileged).
+// Warning is something of the compose file Legion does not carry over as
+// written, named by the key's path (services.web.privileged). Unsupported
+// ones (a setting left out or changed in meaning) are what Strict refuses;
+// the others are notes: a name made a DNS label, an unset variable.
 type Warning struct {
-	Path string
-	Msg  string
+	Path        string
+	Msg         string
+	Unsupported bool
 }
 
 func (w Warning) String() string {
@@ -88,8 +92,8 @@ type Result struct {
 
 // Convert reads compose files (later ones override earlier ones, as with
 // several -c flags) and converts them to Legion objects that pass
-// admission. With opts.Strict, any warning makes it fail with a
-// *StrictError.
+// admission. With opts.Strict, any unsupported setting makes it fail with
+// a *StrictError.
 func Convert(ctx context.Context, files []File, opts Options) (res *Result, err error) {
 	if err := legion.ValidName(opts.Stack); err != nil {
 		return nil, fmt.Errorf("stack name: %v", err)
@@ -135,8 +139,16 @@ func Convert(ctx context.Context, files []File, opts Options) (res *Result, err 
 		return nil, err
 	}
 	res = &Result{Objects: objs, Warnings: c.warnings, Namespace: want}
-	if opts.Strict && len(c.warnings) > 0 {
-		return res, &StrictError{Warnings: c.warnings}
+	if opts.Strict {
+		var refused []Warning
+		for _, w := range c.warnings {
+			if w.Unsupported {
+				refused = append(refused, w)
+			}
+		}
+		if len(refused) > 0 {
+			return res, &StrictError{Warnings: refused}
+		}
 	}
 	return res, nil
 }
@@ -170,8 +182,17 @@ func (c *converter) namespace(objs []legion.Object) (*legion.Namespace, error) {
 	return n, nil
 }
 
+// warn records a setting Legion does not support; Strict refuses it.
 func (c *converter) warn(path, format string, args ...any) {
-	w := Warning{Path: path, Msg: fmt.Sprintf(format, args...)}
+	c.add(Warning{Path: path, Msg: fmt.Sprintf(format, args...), Unsupported: true})
+}
+
+// note records a change Strict accepts (a rename, an unset variable).
+func (c *converter) note(path, format string, args ...any) {
+	c.add(Warning{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (c *converter) add(w Warning) {
 	if key := w.String(); !c.seen[key] {
 		c.seen[key] = true
 		c.warnings = append(c.warnings, w)

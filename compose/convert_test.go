@@ -84,6 +84,9 @@ func render(t *testing.T, res *Result, err error) string {
 	b.WriteString("# warnings\n")
 	if res != nil {
 		for _, w := range res.Warnings {
+			if !w.Unsupported {
+				b.WriteString("note: ")
+			}
 			b.WriteString(w.String() + "\n")
 		}
 	}

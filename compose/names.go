@@ -41,6 +41,6 @@ func (c *converter) objectName(path, name string) (string, error) {
 	if label == "" {
 		return "", fmt.Errorf("%s: %q cannot be made a DNS label (letters, digits and '-')", path, name)
 	}
-	c.warn(path, "name %q becomes %q (a DNS label)", name, label)
+	c.note(path, "name %q becomes %q (a DNS label)", name, label)
 	return label, nil
 }

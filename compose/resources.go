@@ -44,7 +44,7 @@ func (c *converter) convert(p *types.Project) ([]legion.Object, error) {
 		v := p.Volumes[key]
 		path := "volumes." + key
 		name := key
-		if v.External {
+		if v.External && v.Name != "" {
 			name = v.Name
 		}
 		n, err := c.objectName(path, name)
@@ -75,7 +75,7 @@ func (c *converter) convert(p *types.Project) ([]legion.Object, error) {
 			o := set.objs[key]
 			path := set.section + "." + key
 			name := key
-			if o.External {
+			if o.External && o.Name != "" {
 				name = o.Name
 			}
 			n, err := c.objectName(path, name)
@@ -292,7 +292,7 @@ func (c *converter) networks(p *types.Project, names *stackNames, claim func(leg
 	}
 	if segmented(p) {
 		c.segmented = true
-		c.warn("networks", "the services are not all on one network: the segments separate them only in a namespace with isolation: locked (stack deploy makes a new namespace so; an existing one is the cluster admin's)")
+		c.note("networks", "the services are not all on one network: the segments separate them only in a namespace with isolation: locked (stack deploy makes a new namespace so; an existing one is the cluster admin's)")
 	}
 	return out, nil
 }

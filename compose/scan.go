@@ -154,7 +154,7 @@ func (c *converter) unsetVars(v any, path string) {
 			return val, ok
 		}
 		for _, name := range unsetVariables(v, lookup) {
-			c.warn(path, "variable %s is not set: replaced by an empty string", name)
+			c.note(path, "variable %s is not set: replaced by an empty string", name)
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(v) {

@@ -45,20 +45,8 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 	if err := c.volumes(p, s, &ctr, pod, names); err != nil {
 		return nil, err
 	}
-	ctr.Secrets = c.fileRefs(p+".secrets", (func() []types.FileReferenceConfig {
-		out := make([]types.FileReferenceConfig, len(s.Secrets))
-		for i, r := range s.Secrets {
-			out[i] = types.FileReferenceConfig(r)
-		}
-		return out
-	})(), names.secrets, "/run/secrets/")
-	ctr.Configs = c.fileRefs(p+".configs", (func() []types.FileReferenceConfig {
-		out := make([]types.FileReferenceConfig, len(s.Configs))
-		for i, r := range s.Configs {
-			out[i] = types.FileReferenceConfig(r)
-		}
-		return out
-	})(), names.configs, "/")
+	ctr.Secrets = c.fileRefs(p+".secrets", fileRefsOf(s.Secrets), names.secrets, "/run/secrets/")
+	ctr.Configs = c.fileRefs(p+".configs", fileRefsOf(s.Configs), names.configs, "/")
 	c.healthcheck(p+".healthcheck", s.HealthCheck, &ctr)
 	if s.StopGracePeriod != nil {
 		d := c.duration(p+".stop_grace_period", *s.StopGracePeriod)
@@ -110,8 +98,7 @@ func (c *converter) environment(p string, s types.ServiceConfig) ([]legion.EnvVa
 		data, err := c.opts.ReadFile(f.Path)
 		if err != nil {
 			if !f.Required {
-				c.warn(fp, "%s could not be read, skipped as it is not required: %v", f.Path, err)
-				continue
+				continue // as compose does: the file is optional
 			}
 			return nil, fmt.Errorf("%s: %w", fp, err)
 		}
@@ -129,7 +116,7 @@ func (c *converter) environment(p string, s types.ServiceConfig) ([]legion.EnvVa
 				vals[k] = val
 				continue
 			}
-			c.warn(p+".environment."+k, "not set in the environment, left out")
+			c.note(p+".environment."+k, "not set in the environment, left out")
 			delete(vals, k)
 			continue
 		}
@@ -206,7 +193,7 @@ func (c *converter) ports(p string, s types.ServiceConfig, ctr *legion.Container
 				c.warn(pp+".name", "%q cannot be made a DNS label, ignored", port.Name)
 			} else {
 				if n != port.Name {
-					c.warn(pp+".name", "name %q becomes %q (a DNS label)", port.Name, n)
+					c.note(pp+".name", "name %q becomes %q (a DNS label)", port.Name, n)
 				}
 				name = n
 			}
@@ -407,6 +394,15 @@ func dockerBytes(s string) (int64, error) {
 	return int64(b), nil
 }
 
+// fileRefsOf views a service's secrets or configs alike.
+func fileRefsOf[T types.ServiceSecretConfig | types.ServiceConfigObjConfig](in []T) []types.FileReferenceConfig {
+	out := make([]types.FileReferenceConfig, len(in))
+	for i, r := range in {
+		out[i] = types.FileReferenceConfig(r)
+	}
+	return out
+}
+
 // fileRefs maps secrets or configs of a service. Targets follow Swarm:
 // a relative target (or none) sits under dir, /run/secrets/ for secrets
 // and / for configs.
@@ -462,7 +458,9 @@ func (c *converter) healthcheck(p string, h *types.HealthCheckConfig, ctr *legio
 	case "CMD":
 		cmd = slices.Clone(h.Test[1:])
 	case "CMD-SHELL":
-		cmd = []string{"/bin/sh", "-c", strings.Join(h.Test[1:], " ")}
+		if line := strings.TrimSpace(strings.Join(h.Test[1:], " ")); line != "" {
+			cmd = []string{"/bin/sh", "-c", line}
+		}
 	default:
 		// A list without CMD or CMD-SHELL is a command, as docker reads it.
 		cmd = slices.Clone([]string(h.Test))
@@ -503,11 +501,11 @@ func (c *converter) healthcheck(p string, h *types.HealthCheckConfig, ctr *legio
 func (c *converter) duration(p string, d types.Duration) legion.Duration {
 	v := time.Duration(d)
 	if v < 0 {
-		c.warn(p, "%s is negative, taken as 0s", v)
+		c.note(p, "%s is negative, taken as 0s", v)
 		return 0
 	}
 	if v%time.Millisecond != 0 {
-		c.warn(p, "%s is finer than a millisecond, rounded down", v)
+		c.note(p, "%s is finer than a millisecond, rounded down", v)
 		v = v.Truncate(time.Millisecond)
 	}
 	return legion.Duration(v)
@@ -653,7 +651,7 @@ func (c *converter) placement(p string, pl types.Placement, out *legion.Placemen
 			if !con.Equal {
 				repl = "node.platform.linux == false"
 			}
-			c.warn(cp, "%q becomes %q: Legion nodes run FreeBSD and Linux images run under its Linux ABI", s, repl)
+			c.note(cp, "%q becomes %q: Legion nodes run FreeBSD and Linux images run under its Linux ABI", s, repl)
 			out.Constraints = append(out.Constraints, repl)
 			continue
 		}

@@ -116,7 +116,11 @@ func convertStack(cmd *cobra.Command, deps stackDeps, f stackFlags, stack string
 		return nil, err
 	}
 	for _, w := range res.Warnings {
-		fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+		kind := "note:"
+		if w.Unsupported {
+			kind = "warning:"
+		}
+		fmt.Fprintln(cmd.ErrOrStderr(), kind, w)
 	}
 	return res, nil
 }
