@@ -177,3 +177,21 @@ spec:
 		}
 	})
 }
+
+func TestStartFirstServiceDrainsByStartingTheReplacementFirst(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	c.SetAvailability("n2", legion.AvailabilityPause)
+	c.Apply(strings.Replace(updSpec("app:1", "start-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 2", 1))
+	c.Converge()
+	c.SetAvailability("n2", legion.AvailabilityActive)
+	c.SetAvailability("n1", legion.AvailabilityDrain)
+	watch(c, 5*time.Second, func() {
+		if r := readyCount(c, "app"); r < 2 {
+			t.Fatalf("at %s %d ready: a start-first service drains by surging", c.Now, r)
+		}
+	})
+	if diff := cmp.Diff(map[string]int{"n2": 2}, c.NodesOf("app")); diff != "" {
+		t.Fatalf("after the drain (-want +got):\n%s", diff)
+	}
+}

@@ -72,9 +72,9 @@ func (p *planner) jobOwner(o *owner) {
 	st.Active, st.Succeeded = 0, 0
 	for _, e := range o.all {
 		switch {
-		case live(e.t):
+		case e.live():
 			st.Active++
-		case stateOf(e.t) == legion.TaskComplete:
+		case e.st == legion.TaskComplete:
 			st.Succeeded++
 		}
 	}
@@ -93,7 +93,7 @@ func (p *planner) finishJob(st *legion.JobStatus, state legion.JobState, msg str
 // slotComplete: a task in the slot completed.
 func slotComplete(s *slot) bool {
 	for _, e := range s.entries {
-		if stateOf(e.t) == legion.TaskComplete {
+		if e.st == legion.TaskComplete {
 			return true
 		}
 	}
@@ -115,7 +115,7 @@ func (p *planner) replicatedJob(o *owner, st *legion.JobStatus) {
 	}
 	done := 0
 	for k := 1; k <= j.Spec.Completions; k++ {
-		s := o.slot(k)
+		s := p.slotOf(o, k)
 		if slotComplete(s) {
 			done++
 			continue
@@ -148,7 +148,7 @@ func (p *planner) globalJob(o *owner, st *legion.JobStatus) {
 		switch o.static[i].code {
 		case rNone:
 			eligible++
-			s = o.nodeSlot(n.name)
+			s = p.nodeSlot(o, n.name)
 			if p.jobSlotLive(s) {
 				p.jobSlotRun(s)
 				continue
@@ -172,7 +172,7 @@ func (p *planner) globalJob(o *owner, st *legion.JobStatus) {
 // jobSlotLive: the slot has a live task meant to run.
 func (p *planner) jobSlotLive(s *slot) bool {
 	for _, e := range s.entries {
-		if live(e.t) {
+		if e.live() {
 			return true
 		}
 	}

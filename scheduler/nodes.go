@@ -18,12 +18,26 @@ type nodeInfo struct {
 
 	used  legion.ResourceRequests
 	alloc legion.ResourceRequests
-	ports map[hostPort]int
-	tasks []*entry // tasks naming this node, live or orphaned
+	// load is the share of allocatable CPU plus that of memory requested;
+	// invCPU and invMem are 1/allocatable (0 when there is none).
+	load, invCPU, invMem float64
+	noExecute            bool // it has a NoExecute taint
+	ports                map[hostPort]int
+	tasks                []*entry // tasks naming this node, live or orphaned
 }
 
 func newNodeInfo(n *legion.Node) *nodeInfo {
-	return &nodeInfo{n: n, name: n.Metadata.Name, state: n.Status.State, alloc: n.Status.Resources.Allocatable}
+	ni := &nodeInfo{n: n, name: n.Metadata.Name, state: n.Status.State, alloc: n.Status.Resources.Allocatable}
+	for _, t := range n.Spec.Taints {
+		ni.noExecute = ni.noExecute || t.Effect == legion.NoExecute
+	}
+	if ni.alloc.CPU > 0 {
+		ni.invCPU = 1 / float64(ni.alloc.CPU)
+	}
+	if ni.alloc.Memory > 0 {
+		ni.invMem = 1 / float64(ni.alloc.Memory)
+	}
+	return ni
 }
 
 func (n *nodeInfo) availability() legion.Availability {
@@ -101,7 +115,7 @@ func latest(a, b time.Time) time.Time {
 func (p *planner) orphanLost() {
 	for _, e := range p.entries {
 		t := e.t
-		if t.Spec.Node == "" || !live(t) || t.Spec.Placed == nil {
+		if !e.live() || t.Spec.Node == "" || t.Spec.Placed == nil {
 			continue
 		}
 		msg := ""
@@ -116,6 +130,7 @@ func (p *planner) orphanLost() {
 		t = p.mut(e)
 		t.Status.State = legion.TaskOrphaned
 		t.Status.Ready = false
+		e.st, e.ready = legion.TaskOrphaned, false
 		t.Status.Message = msg
 		t.Status.Timestamp = p.now
 		t.Spec.DesiredState = legion.TaskShutdown
@@ -126,16 +141,15 @@ func (p *planner) orphanLost() {
 // namespace.
 func (p *planner) account() {
 	for _, e := range p.entries {
-		t := e.t
 		i := e.node
 		if i < 0 {
 			continue
 		}
 		n := p.nodes[i]
-		if live(t) || stateOf(t) == legion.TaskOrphaned {
+		if e.live() || e.st == legion.TaskOrphaned {
 			n.tasks = append(n.tasks, e)
 		}
-		if !placed(t) {
+		if !e.placed() {
 			continue
 		}
 		p.take(e, i)
@@ -146,9 +160,10 @@ func (p *planner) account() {
 // namespace and owner.
 func (p *planner) take(e *entry, i int) {
 	n := p.nodes[i]
-	req := e.t.Spec.Pod.Requests()
+	req := e.owner.requestsOf(e.t)
 	n.used.CPU += req.CPU
 	n.used.Memory += req.Memory
+	n.load = float64(n.used.CPU)*n.invCPU + float64(n.used.Memory)*n.invMem
 	for _, hp := range hostPortsOf(e.owner) {
 		if n.ports == nil {
 			n.ports = map[hostPort]int{}

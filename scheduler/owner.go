@@ -32,6 +32,9 @@ type owner struct {
 	byNode map[string]*slot // global services and jobs
 	all    []*entry
 
+	req     legion.ResourceRequests // the current pod's, see requestsOf
+	haveReq bool
+
 	// Placement data, built by prepare.
 	prepared   bool
 	requests   legion.ResourceRequests
@@ -81,6 +84,18 @@ func newJobOwner(j *legion.Job) *owner {
 
 func (o *owner) init() {
 	o.byNode = map[string]*slot{}
+}
+
+// requestsOf is what a task of the owner requests: worked out once for
+// tasks of the current pod, from the task's own pod for others.
+func (o *owner) requestsOf(t *legion.Task) legion.ResourceRequests {
+	if o.pod != nil && t.Spec.PodHash == o.hash {
+		if !o.haveReq {
+			o.req, o.haveReq = o.pod.Requests(), true
+		}
+		return o.req
+	}
+	return t.Spec.Pod.Requests()
 }
 
 // podHash identifies a pod spec, to tell current tasks from outdated ones.
@@ -173,10 +188,11 @@ func (o *owner) putSlot(s *slot) {
 }
 
 // slot returns the slot of a key, making it if needed.
-func (o *owner) slot(key int) *slot {
+func (p *planner) slotOf(o *owner, key int) *slot {
 	s := o.getSlot(key)
 	if s == nil {
-		s = &slot{key: key}
+		s = p.newSlot()
+		s.key = key
 		o.putSlot(s)
 	}
 	return s
@@ -206,10 +222,11 @@ func (o *owner) slotList() []*slot {
 	return out
 }
 
-func (o *owner) nodeSlot(node string) *slot {
+func (p *planner) nodeSlot(o *owner, node string) *slot {
 	s := o.byNode[node]
 	if s == nil {
-		s = &slot{node: node}
+		s = p.newSlot()
+		s.node = node
 		o.byNode[node] = s
 	}
 	return s
@@ -229,7 +246,7 @@ func (o *owner) sortedNodeSlots() []*slot {
 // meant to run.
 func (s *slot) lastTerminal() *entry {
 	for i := len(s.entries) - 1; i >= 0; i-- {
-		if e := s.entries[i]; !e.deleted && !live(e.t) {
+		if e := s.entries[i]; !e.deleted && !e.live() {
 			return e
 		}
 	}
@@ -282,7 +299,7 @@ func (p *planner) newTask(o *owner, s *slot) *entry {
 		// A global task names its node from the start; the slot is 0.
 		t.Spec.Slot = 0
 	}
-	e := &entry{orig: t, t: t, num: num, owner: o, slot: s, created: true, node: -1}
+	e := &entry{orig: t, t: t, num: num, owner: o, slot: s, created: true, node: -1, st: legion.TaskPending}
 	if s.node != "" {
 		if i, ok := p.nodeIdx[s.node]; ok {
 			e.node = i

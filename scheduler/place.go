@@ -41,6 +41,90 @@ type staticResult struct {
 	preferNo bool  // an untolerated PreferNoSchedule taint
 }
 
+// filterResult is the static filters' verdict on every node for owners
+// with the same placement, and the nodes that pass.
+type filterResult struct {
+	static     []staticResult
+	candidates []int
+}
+
+// filterKey identifies what the static filters depend on, besides the
+// node.
+func filterKey(pl *legion.Placement, hasLimits bool, wrong []legion.Platform) string {
+	var b strings.Builder
+	for _, c := range pl.Constraints {
+		b.WriteString(c)
+		b.WriteByte(0)
+	}
+	b.WriteByte(1)
+	for _, t := range pl.Tolerations {
+		b.WriteString(t.Key + "=" + t.Value + ":" + string(t.Effect))
+		b.WriteByte(0)
+	}
+	b.WriteByte(1)
+	if hasLimits {
+		b.WriteByte('L')
+	}
+	for _, w := range wrong {
+		fmt.Fprintf(&b, "%s/%s/%v;", w.OS, w.Arch, w.Linux)
+	}
+	return b.String()
+}
+
+// groupLevel maps each node to its group at one spread level: the values
+// of that level's label within the groups of the levels before it.
+type groupLevel struct {
+	group []int32
+	n     int
+}
+
+// spreadGroups works out the nested spread groups of a preference list,
+// once per pass for each list.
+func (p *planner) spreadGroups(prefs []legion.Preference) []groupLevel {
+	if len(prefs) == 0 {
+		return nil
+	}
+	var kb strings.Builder
+	for _, pr := range prefs {
+		kb.WriteString(pr.Spread)
+		kb.WriteByte(0)
+	}
+	key := kb.String()
+	if g, ok := p.spreads[key]; ok {
+		return g
+	}
+	var out []groupLevel
+	var prev []int32
+	for _, pref := range prefs {
+		label := strings.TrimPrefix(pref.Spread, "node.labels.")
+		type pathKey struct {
+			prev  int32
+			value string
+			has   bool
+		}
+		ids := map[pathKey]int32{}
+		g := groupLevel{group: make([]int32, len(p.nodes))}
+		for i, n := range p.nodes {
+			v, ok := n.n.Metadata.Labels[label]
+			k := pathKey{value: v, has: ok}
+			if prev != nil {
+				k.prev = prev[i]
+			}
+			id, seen := ids[k]
+			if !seen {
+				id = int32(len(ids))
+				ids[k] = id
+			}
+			g.group[i] = id
+		}
+		g.n = len(ids)
+		out = append(out, g)
+		prev = g.group
+	}
+	p.spreads[key] = out
+	return out
+}
+
 type spreadLevel struct {
 	group  []int32 // node index -> group
 	counts []int32 // group -> the owner's tasks in it
@@ -74,53 +158,35 @@ func (p *planner) prepare(o *owner) {
 	}
 	o.nodeCount = make([]int32, len(p.nodes))
 	for _, e := range o.all {
-		if placed(e.t) {
-			if i, ok := p.nodeIdx[e.t.Spec.Node]; ok {
-				o.nodeCount[i]++
-			}
+		if e.placed() {
+			o.nodeCount[e.node]++
 		}
 	}
 	o.wrong = wrongPlatforms(o)
-	cons, _ := legion.ParseConstraints(o.placement.Constraints)
+	// Owners placed alike share the static filters and the spread groups.
 	hasLimits := o.pod.HasLimits()
-	o.static = make([]staticResult, len(p.nodes))
-	o.candidates = o.candidates[:0]
-	for i, n := range p.nodes {
-		r := p.staticFilter(o, n, cons, hasLimits)
-		o.static[i] = r
-		if r.code == rNone {
-			o.candidates = append(o.candidates, i)
-		}
-	}
-	for _, pref := range o.placement.Preferences {
-		key := strings.TrimPrefix(pref.Spread, "node.labels.")
-		l := spreadLevel{group: make([]int32, len(p.nodes))}
-		ids := map[string]int32{}
-		var prev []int32
-		if len(o.spread) > 0 {
-			prev = o.spread[len(o.spread)-1].group
-		}
+	fkey := filterKey(o.placement, hasLimits, o.wrong)
+	f := p.filters[fkey]
+	if f == nil {
+		f = &filterResult{static: make([]staticResult, len(p.nodes))}
+		cons, _ := legion.ParseConstraints(o.placement.Constraints)
 		for i, n := range p.nodes {
-			v, ok := n.n.Metadata.Labels[key]
-			path := "\x01"
-			if ok {
-				path = "=" + v
+			r := p.staticFilter(o, n, cons, hasLimits)
+			f.static[i] = r
+			if r.code == rNone {
+				f.candidates = append(f.candidates, i)
 			}
-			if prev != nil {
-				path = strconv.Itoa(int(prev[i])) + path
-			}
-			id, seen := ids[path]
-			if !seen {
-				id = int32(len(ids))
-				ids[path] = id
-			}
-			l.group[i] = id
 		}
-		l.counts = make([]int32, len(ids))
+		p.filters[fkey] = f
+	}
+	o.static, o.candidates = f.static, f.candidates
+	o.spread = nil
+	for _, g := range p.spreadGroups(o.placement.Preferences) {
+		sl := spreadLevel{group: g.group, counts: make([]int32, g.n)}
 		for i, c := range o.nodeCount {
-			l.counts[l.group[i]] += c
+			sl.counts[sl.group[i]] += c
 		}
-		o.spread = append(o.spread, l)
+		o.spread = append(o.spread, sl)
 	}
 	if o.svc != nil {
 		o.antiReq, o.antiPref = nil, nil
@@ -325,6 +391,7 @@ func (p *planner) placeTask(e *entry) bool {
 	e.node = best
 	t.Spec.Placed = p.nowPtr
 	t.Status.State = legion.TaskAssigned
+	e.st = legion.TaskAssigned
 	t.Status.Message = ""
 	t.Status.Timestamp = p.now
 	p.take(e, best)
@@ -333,11 +400,12 @@ func (p *planner) placeTask(e *entry) bool {
 
 // pend keeps a task pending with msg.
 func (p *planner) pend(e *entry, msg string) {
-	if stateOf(e.t) == legion.TaskPending && e.t.Status.Message == msg {
+	if e.st == legion.TaskPending && e.t.Status.Message == msg {
 		return
 	}
 	t := p.mut(e)
 	t.Status.State = legion.TaskPending
+	e.st = legion.TaskPending
 	t.Status.Message = msg
 }
 
@@ -464,14 +532,7 @@ func (p *planner) pick(o *owner, volNode string, avoid map[string]bool) int {
 // task on it.
 func (p *planner) load(o *owner, i int) float64 {
 	n := p.nodes[i]
-	var l float64
-	if n.alloc.CPU > 0 {
-		l += float64(n.used.CPU+o.requests.CPU) / float64(n.alloc.CPU)
-	}
-	if n.alloc.Memory > 0 {
-		l += float64(n.used.Memory+o.requests.Memory) / float64(n.alloc.Memory)
-	}
-	return l
+	return n.load + float64(o.requests.CPU)*n.invCPU + float64(o.requests.Memory)*n.invMem
 }
 
 // failedStartNodes lists the nodes where the slot's last tasks failed

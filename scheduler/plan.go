@@ -55,6 +55,8 @@ type planner struct {
 	jobOut map[*legion.Job]*legion.Job
 
 	slotBuf     []slot
+	filters     map[string]*filterResult
+	spreads     map[string][]groupLevel
 	usageIdx    map[nsName]Usage
 	deletedJobs map[*legion.Job]bool
 }
@@ -74,6 +76,10 @@ type entry struct {
 	owner   *owner
 	slot    *slot
 	node    int // index of t.Spec.Node in nodes, -1 when none or unknown
+	// st and ready mirror t's state and readiness: the passes over every
+	// task read them from here rather than from the scattered tasks.
+	st      legion.TaskState
+	ready   bool
 	created bool
 	deleted bool
 	// drainReason says why a task on a draining node has not left yet.
@@ -86,6 +92,10 @@ type slot struct {
 	node    string // global: the node
 	entries []*entry
 	maxNum  int
+	inline  [1]*entry
+	// view is the slot as prepareBudget saw it, reused by fillSlot.
+	view    slotView
+	hasView bool
 }
 
 type nsInfo struct {
@@ -103,6 +113,8 @@ func newPlanner(st *State, now time.Time) *planner {
 		volumes:      make(map[nsName]*legion.Volume, len(st.Volumes)),
 		servicesByNS: map[string][]*owner{},
 		svcOut:       map[*legion.Service]*legion.Service{},
+		filters:      map[string]*filterResult{},
+		spreads:      map[string][]groupLevel{},
 		jobOut:       map[*legion.Job]*legion.Job{},
 	}
 	nodes := slices.Clone(st.Nodes)
@@ -175,7 +187,7 @@ func (p *planner) indexTasks() {
 			last = o
 		}
 		e := &backing[i]
-		*e = entry{orig: t, t: t, num: taskNumber(t.Metadata.Name), owner: o, node: -1}
+		*e = entry{orig: t, t: t, num: taskNumber(t.Metadata.Name), owner: o, node: -1, st: stateOf(t), ready: t.Status.Ready}
 		if t.Spec.Node != "" {
 			if n, ok := p.nodeIdx[t.Spec.Node]; ok {
 				e.node = n
@@ -206,6 +218,7 @@ func (p *planner) newSlot() *slot {
 	}
 	s := &p.slotBuf[0]
 	p.slotBuf = p.slotBuf[1:]
+	s.entries = s.inline[:0:1] // most slots hold one task: no allocation for it
 	return s
 }
 
@@ -240,14 +253,23 @@ func stateOf(t *legion.Task) legion.TaskState {
 
 func live(t *legion.Task) bool { return !stateOf(t).Terminal() }
 
+// live reports whether the entry's task is not terminal.
+func (e *entry) live() bool { return !e.st.Terminal() }
+
+// isReady: running and ready.
+func (e *entry) isReady() bool { return e.st == legion.TaskRunning && e.ready }
+
 // placed reports whether the task holds resources on its node.
 func placed(t *legion.Task) bool { return t.Spec.Node != "" && t.Spec.Placed != nil && live(t) }
+
+// placed reports whether the entry's task holds resources on its node.
+func (e *entry) placed() bool { return e.node >= 0 && e.t.Spec.Placed != nil && e.live() }
 
 // stop tells a task to stop. A task never sent to a node is stopped at
 // once, as no agent will report on it.
 func (p *planner) stop(e *entry, msg string) {
 	t := e.t
-	if !live(t) || t.Spec.DesiredState == legion.TaskShutdown {
+	if !e.live() || t.Spec.DesiredState == legion.TaskShutdown {
 		return
 	}
 	t = p.mut(e)
@@ -255,9 +277,10 @@ func (p *planner) stop(e *entry, msg string) {
 	if t.Spec.Placed == nil {
 		p.release(e) // no-op for unplaced tasks, kept for symmetry
 		t.Status.State = legion.TaskShutdown
+		e.st = legion.TaskShutdown
 		t.Status.Timestamp = p.now
 		t.Status.Message = msg
-	} else if msg != "" && t.Status.Message != msg && stateOf(t) == legion.TaskPending {
+	} else if msg != "" && t.Status.Message != msg && e.st == legion.TaskPending {
 		t.Status.Message = msg
 	}
 }

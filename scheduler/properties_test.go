@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -296,7 +297,14 @@ func TestPropertySameInputSameOutput(t *testing.T) {
 			st.Tasks = reversed(st.Tasks)
 			st.Nodes = reversed(st.Nodes)
 			st.Jobs = reversed(st.Jobs)
+			snapshot, err := json.Marshal(st)
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
 			again := scheduler.Plan(st, c.Now)
+			if after, _ := json.Marshal(st); string(after) != string(snapshot) {
+				t.Fatalf("Plan changed its input")
+			}
 			if !reflect.DeepEqual(stripVersions(r), stripVersions(again)) {
 				t.Fatalf("same input, different output:\n%s\n%s", schedtest.Describe(r), schedtest.Describe(again))
 			}

@@ -176,7 +176,7 @@ func (p *planner) replicatedSlots(o *owner, sp *svcPass) {
 	}
 	slots := make([]*slot, 0, sp.wanted)
 	for k := 1; k <= sp.wanted; k++ {
-		slots = append(slots, o.slot(k))
+		slots = append(slots, p.slotOf(o, k))
 	}
 	p.prepareBudget(o, sp, slots)
 	for _, s := range slots {
@@ -201,7 +201,7 @@ func (p *planner) statefulSlots(o *owner, sp *svcPass) {
 		s := extra[i]
 		var liveOnes []*entry
 		for _, e := range s.entries {
-			if live(e.t) {
+			if e.live() {
 				liveOnes = append(liveOnes, e)
 			}
 		}
@@ -218,7 +218,7 @@ func (p *planner) statefulSlots(o *owner, sp *svcPass) {
 	}
 	slots := make([]*slot, 0, sp.wanted)
 	for k := 0; k < sp.wanted; k++ {
-		slots = append(slots, o.slot(k))
+		slots = append(slots, p.slotOf(o, k))
 	}
 	// Which ordinals may start: every lower one has a ready task.
 	mayStart := make([]bool, len(slots))
@@ -244,7 +244,7 @@ func (p *planner) globalSlots(o *owner, sp *svcPass) {
 		st := o.static[i]
 		switch st.code {
 		case rNone:
-			s = o.nodeSlot(n.name)
+			s = p.nodeSlot(o, n.name)
 			wanted = append(wanted, s)
 		case rDown, rSuspect, rNotReady, rPaused:
 			// The slot stays with the node; nothing new starts there.
@@ -292,10 +292,10 @@ func (p *planner) globalSlots(o *owner, sp *svcPass) {
 // retire stops a slot no longer wanted and deletes its history.
 func (p *planner) retire(s *slot, msg string) {
 	for _, e := range s.entries {
-		if live(e.t) {
+		if e.live() {
 			p.stop(e, msg)
 		}
-		if !live(e.t) {
+		if !e.live() {
 			p.remove(e)
 		}
 	}
@@ -320,7 +320,7 @@ func (p *planner) view(o *owner, s *slot) slotView {
 	var v slotView
 	for _, e := range s.entries {
 		t := e.t
-		if e.deleted || !live(t) {
+		if e.deleted || !e.live() {
 			continue
 		}
 		if t.Spec.DesiredState != legion.TaskRunning {
@@ -331,7 +331,7 @@ func (p *planner) view(o *owner, s *slot) slotView {
 			// Two current tasks (a surge whose reason went away): the
 			// furthest along stays, the newer on a tie.
 			if v.cur != nil {
-				if progress(t) >= progress(v.cur.t) {
+				if progress(e) >= progress(v.cur) {
 					v.dups = append(v.dups, v.cur)
 					v.cur = e
 				} else {
@@ -350,7 +350,7 @@ func (p *planner) view(o *owner, s *slot) slotView {
 // slotReady: the slot has a ready task meant to run (of any pod).
 func slotReady(s *slot) bool {
 	for _, e := range s.entries {
-		if !e.deleted && e.t.Spec.DesiredState == legion.TaskRunning && readyTask(e.t) {
+		if !e.deleted && e.isReady() && e.t.Spec.DesiredState == legion.TaskRunning {
 			return true
 		}
 	}
@@ -363,13 +363,13 @@ func (p *planner) mustLeave(e *entry) bool {
 }
 
 // progress ranks how far a task has come: ready, running, placed, pending.
-func progress(t *legion.Task) int {
+func progress(e *entry) int {
 	switch {
-	case readyTask(t):
+	case e.isReady():
 		return 3
-	case stateOf(t) == legion.TaskRunning:
+	case e.st == legion.TaskRunning:
 		return 2
-	case t.Spec.Placed != nil:
+	case e.t.Spec.Placed != nil:
 		return 1
 	}
 	return 0
@@ -385,12 +385,13 @@ func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) {
 	inflight, outdated := 0, false
 	for _, s := range slots {
 		v := p.view(o, s)
+		s.view, s.hasView = v, true
 		avail := false
-		if v.cur != nil && readyTask(v.cur.t) {
+		if v.cur != nil && v.cur.isReady() {
 			avail = true
 		}
 		for _, e := range v.olds {
-			if readyTask(e.t) {
+			if e.isReady() {
 				avail = true
 			}
 			if e.t.Spec.PodHash != o.hash {
@@ -408,7 +409,7 @@ func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) {
 		switch {
 		case v.cur == nil && len(v.olds) == 0:
 			inflight++ // empty or stopping: refilled next
-		case v.cur != nil && !p.settled(sp, v.cur.t):
+		case v.cur != nil && !p.settled(sp, v.cur):
 			inflight++
 		}
 	}
@@ -423,8 +424,9 @@ func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) {
 }
 
 // settled: ready and running for the update's delay.
-func (p *planner) settled(sp *svcPass, t *legion.Task) bool {
-	if !readyTask(t) || t.Status.Started == nil {
+func (p *planner) settled(sp *svcPass, e *entry) bool {
+	t := e.t
+	if !e.isReady() || t.Status.Started == nil {
 		return false
 	}
 	at := t.Status.Started.Add(sp.delay)
@@ -438,18 +440,21 @@ func (p *planner) settled(sp *svcPass, t *legion.Task) bool {
 // fillSlot converges one wanted slot: evictions, replacement of outdated
 // or moving tasks, and a new task when the slot is empty.
 func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, mayStart bool) {
-	p.evictNoExecute(o, s)
-	v := p.view(o, s)
+	v := s.view
+	if p.evictNoExecute(o, s) || !s.hasView {
+		v = p.view(o, s)
+	}
+	s.hasView = false
 	for _, e := range v.dups {
 		p.stop(e, "superseded by "+v.cur.t.Metadata.Name)
 	}
 	if v.cur != nil {
 		p.slotDone(sp, v)
-		if stateOf(v.cur.t) == legion.TaskPending && v.cur.t.Spec.Placed == nil {
+		if v.cur.st == legion.TaskPending && v.cur.t.Spec.Placed == nil {
 			p.placeTask(v.cur)
 		}
 		for _, old := range v.olds {
-			if readyTask(v.cur.t) {
+			if v.cur.isReady() {
 				p.stop(old, "replaced by "+v.cur.t.Metadata.Name)
 			} else {
 				old.drainReason = "waiting for its replacement " + v.cur.t.Metadata.Name + " to be ready"
@@ -463,7 +468,7 @@ func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, mayStart bool) {
 		// nothing away by stopping.
 		keep := v.olds[len(v.olds)-1]
 		for _, e := range v.olds {
-			if readyTask(e.t) {
+			if e.isReady() {
 				keep = e
 			}
 		}
@@ -497,7 +502,7 @@ func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, mayStart bool) {
 // slotDone notes whether a slot with a current task holds the update back.
 func (p *planner) slotDone(sp *svcPass, v slotView) {
 	t := v.cur.t
-	if len(v.olds) > 0 || len(v.stopping) > 0 || !readyTask(t) || t.Status.Started == nil {
+	if len(v.olds) > 0 || len(v.stopping) > 0 || !v.cur.isReady() || t.Status.Started == nil {
 		sp.done = false
 		return
 	}
@@ -511,16 +516,19 @@ func (p *planner) slotDone(sp *svcPass, v slotView) {
 
 // evictNoExecute stops at once the slot's tasks on nodes with a NoExecute
 // taint the owner does not tolerate.
-func (p *planner) evictNoExecute(o *owner, s *slot) {
+func (p *planner) evictNoExecute(o *owner, s *slot) bool {
+	evicted := false
 	for _, e := range s.entries {
 		t := e.t
-		if !live(t) || e.node < 0 || t.Spec.DesiredState != legion.TaskRunning {
+		if e.node < 0 || !p.nodes[e.node].noExecute || !e.live() || t.Spec.DesiredState != legion.TaskRunning {
 			continue
 		}
 		if taint, bad := untolerated(p.nodes[e.node].n, o.placement.Tolerations, legion.NoExecute); bad {
 			p.stop(e, "evicted by taint "+taintString(taint))
+			evicted = true
 		}
 	}
+	return evicted
 }
 
 // replaceOld replaces a slot's outdated or moving task: stop-first when
@@ -537,7 +545,7 @@ func (p *planner) replaceOld(o *owner, sp *svcPass, s *slot, old *entry, mayStar
 		}
 		sp.budget--
 	}
-	wasReady := readyTask(old.t)
+	wasReady := old.isReady()
 	budgetAllows := sp.maxUnavail < 0 || !wasReady || sp.unavailable < sp.maxUnavail
 	startFirst := (sp.startFirst || !budgetAllows) && !sp.stopOnly
 	if sp.stopOnly && !budgetAllows {
@@ -662,7 +670,7 @@ func (p *planner) pruneHistory(o *owner) {
 		kept := 0
 		for i := len(s.entries) - 1; i >= 0; i-- {
 			e := s.entries[i]
-			if e.deleted || live(e.t) {
+			if e.deleted || e.live() {
 				continue
 			}
 			kept++
@@ -688,10 +696,10 @@ func (p *planner) pruneHistory(o *owner) {
 // them.
 func (p *planner) ownerGone(o *owner) {
 	for _, e := range o.all {
-		if live(e.t) {
+		if e.live() {
 			p.stop(e, strings.ToLower(string(o.key.kind))+" "+o.key.name+" is gone")
 		}
-		if !live(e.t) {
+		if !e.live() {
 			p.remove(e)
 		}
 	}
@@ -704,12 +712,11 @@ func (p *planner) serviceStatus(o *owner, sp *svcPass) {
 	st.Replicas = sp.wanted
 	st.Running, st.Ready = 0, 0
 	for _, e := range o.all {
-		t := e.t
-		if e.deleted || t.Spec.DesiredState != legion.TaskRunning || stateOf(t) != legion.TaskRunning {
+		if e.deleted || e.st != legion.TaskRunning || e.t.Spec.DesiredState != legion.TaskRunning {
 			continue
 		}
 		st.Running++
-		if t.Status.Ready {
+		if e.ready {
 			st.Ready++
 		}
 	}
