@@ -108,6 +108,9 @@ func parseWGDump(out string) ([]WGPeer, error) {
 		}
 		if f[7] != "off" {
 			k, err := strconv.Atoi(f[7])
+			if err == nil && (k < 0 || k > 65535) {
+				err = fmt.Errorf("out of range")
+			}
 			if err != nil {
 				return nil, fmt.Errorf("wg dump line %d: keepalive %q: %w", i+1, f[7], err)
 			}
