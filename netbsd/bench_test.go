@@ -130,3 +130,23 @@ func BenchmarkIncrementalPolicyMemberChange(b *testing.B) {
 		}
 	}
 }
+
+// Converging wg0 to 255 peers from none, and then for one node joining.
+func BenchmarkPlanPeers256(b *testing.B) {
+	nodes := make([]Node, 256)
+	current := make([]WGPeer, 0, 256)
+	for i := range nodes {
+		nodes[i] = Node{Name: fmt.Sprintf("node%03d", i), Subnet: i, PublicKey: fmt.Sprintf("PUB%03d", i),
+			Endpoint: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), WGPort)}
+		if i > 1 && i < 255 {
+			current = append(current, WGPeer{PublicKey: nodes[i].PublicKey, Endpoint: nodes[i].Endpoint, AllowedIPs: PeerAllowedIPs(nodes[i]), Keepalive: Keepalive})
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		cmds, _ := PlanPeers("node000", current, nodes, nil)
+		if len(cmds) != 2 {
+			b.Fatalf("%d commands", len(cmds))
+		}
+	}
+}
