@@ -1,0 +1,281 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/scheduler"
+)
+
+// Store is what the loop needs of the replicated store.
+type Store interface {
+	List(kind legion.Kind, namespace string, keep func(legion.Object) bool) ([]legion.Object, uint64, error)
+	Put(ctx context.Context, o legion.Object, opts store.WriteOptions) (obj, prev legion.Object, err error)
+	Delete(ctx context.Context, kind legion.Kind, namespace, name string, pre store.Precondition) (legion.Object, error)
+	Watch(from uint64) (*store.Watcher, error)
+}
+
+// Signals is what the planner needs that the store does not hold: the
+// nodes' heartbeats and the tasks' usage reports, kept by the dispatcher
+// on the leader.
+type Signals interface {
+	Heartbeats() map[string]time.Time
+	Usage() []scheduler.Usage
+}
+
+// Interval is how often the loop plans when nothing else wakes it.
+const Interval = 5 * time.Second
+
+// Loop is the controller loop of one leadership term.
+type Loop struct {
+	Store   Store
+	Signals Signals // nil: no heartbeats or usage yet
+	Now     func() time.Time
+	// LeaderSince is when this manager became leader: a new leader waits
+	// before calling nodes down or shrinking autoscaled services.
+	LeaderSince time.Time
+	Interval    time.Duration // default Interval
+	Logger      *slog.Logger
+	// Passed, when set, is told the outcome of every pass (for tests and
+	// metrics).
+	Passed func(PassResult)
+}
+
+// PassResult is what one pass did.
+type PassResult struct {
+	Writes    int // applied
+	Conflicts int // refused by a precondition: the next pass recomputes
+	Errors    int
+	NextWake  time.Time
+}
+
+// Run plans until ctx ends (the caller cancels it when leadership is
+// lost). Store errors are logged and the loop carries on; only a closed
+// store ends it early.
+func (l *Loop) Run(ctx context.Context) error {
+	l.defaults()
+	changed := make(chan struct{}, 1)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- l.follow(watchCtx, changed) }()
+	followed := false // the follower's result was taken
+	defer func() {
+		stopWatch()
+		if !followed {
+			<-watchDone
+		}
+	}()
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-watchDone:
+			followed = true
+			if err == nil || ctx.Err() != nil {
+				return nil // cancelled: both cases were ready
+			}
+			if errors.Is(err, store.ErrClosed) {
+				return err
+			}
+			return fmt.Errorf("controller: following the store: %w", err)
+		case <-changed:
+		case <-timer.C:
+		}
+		res, err := l.Pass(ctx)
+		if errors.Is(err, store.ErrClosed) {
+			return err
+		}
+		if err != nil {
+			l.Logger.Warn("planning pass failed", "err", err)
+		}
+		wait := l.Interval
+		if !res.NextWake.IsZero() {
+			if d := res.NextWake.Sub(l.Now()); d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(wait)
+	}
+}
+
+func (l *Loop) defaults() {
+	if l.Now == nil {
+		l.Now = time.Now
+	}
+	if l.Interval == 0 {
+		l.Interval = Interval
+	}
+	if l.Logger == nil {
+		l.Logger = slog.New(slog.DiscardHandler)
+	}
+	if l.LeaderSince.IsZero() {
+		l.LeaderSince = l.Now()
+	}
+}
+
+// follow signals changed after every store event, coalescing bursts, and
+// lists again when the watch falls behind.
+func (l *Loop) follow(ctx context.Context, changed chan<- struct{}) error {
+	for {
+		_, from, err := l.Store.List(legion.KindNamespace, "", func(legion.Object) bool { return false })
+		if err != nil {
+			return err
+		}
+		w, err := l.Store.Watch(from)
+		if err != nil {
+			if errors.Is(err, store.ErrCompacted) {
+				continue
+			}
+			return err
+		}
+		for {
+			if _, err = w.Next(ctx); err != nil {
+				break
+			}
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, store.ErrCompacted), errors.Is(err, store.ErrReset):
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// Snapshot reads the planner's input from the store.
+func (l *Loop) Snapshot(now time.Time) (scheduler.State, error) {
+	st := scheduler.State{LeaderSince: l.LeaderSince}
+	if l.Signals != nil {
+		st.Heartbeats = l.Signals.Heartbeats()
+		st.Usage = l.Signals.Usage()
+	}
+	var err error
+	read := func(kind legion.Kind, add func(legion.Object)) {
+		if err != nil {
+			return
+		}
+		var objs []legion.Object
+		objs, _, err = l.Store.List(kind, "", nil)
+		for _, o := range objs {
+			add(o)
+		}
+	}
+	read(legion.KindService, func(o legion.Object) { st.Services = append(st.Services, o.(*legion.Service)) })
+	read(legion.KindJob, func(o legion.Object) { st.Jobs = append(st.Jobs, o.(*legion.Job)) })
+	read(legion.KindCronJob, func(o legion.Object) { st.CronJobs = append(st.CronJobs, o.(*legion.CronJob)) })
+	read(legion.KindTask, func(o legion.Object) { st.Tasks = append(st.Tasks, o.(*legion.Task)) })
+	read(legion.KindNode, func(o legion.Object) { st.Nodes = append(st.Nodes, o.(*legion.Node)) })
+	read(legion.KindVolume, func(o legion.Object) { st.Volumes = append(st.Volumes, o.(*legion.Volume)) })
+	read(legion.KindNamespace, func(o legion.Object) { st.Namespaces = append(st.Namespaces, o.(*legion.Namespace)) })
+	return st, err
+}
+
+// Pass plans once and applies the result.
+func (l *Loop) Pass(ctx context.Context) (PassResult, error) {
+	l.defaults()
+	now := l.Now()
+	st, err := l.Snapshot(now)
+	if err != nil {
+		return PassResult{}, err
+	}
+	plan := scheduler.Plan(st, now)
+	res := l.apply(ctx, &plan)
+	res.NextWake = plan.NextWake
+	if l.Passed != nil {
+		l.Passed(res)
+	}
+	if res.Errors > 0 {
+		return res, fmt.Errorf("controller: %d writes failed", res.Errors)
+	}
+	return res, nil
+}
+
+// apply writes a plan: creations must not exist yet, updates and
+// deletions must find the version the plan read.
+func (l *Loop) apply(ctx context.Context, plan *scheduler.Result) PassResult {
+	var res PassResult
+	count := func(what string, o legion.Object, err error) {
+		switch {
+		case err == nil:
+			res.Writes++
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExists), errors.Is(err, store.ErrNotFound):
+			res.Conflicts++
+		default:
+			res.Errors++
+			l.Logger.Warn("controller write failed", "what", what, "object", legion.ObjectKey(o), "err", err)
+		}
+	}
+	create := func(o legion.Object) {
+		_, _, err := l.Store.Put(ctx, o, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}})
+		count("create", o, err)
+	}
+	update := func(o legion.Object) {
+		_, _, err := l.Store.Put(ctx, o, store.WriteOptions{Precondition: store.Precondition{Version: o.GetMetadata().Version}})
+		count("update", o, err)
+	}
+	del := func(o legion.Object) {
+		m := o.GetMetadata()
+		_, err := l.Store.Delete(ctx, o.GetKind(), m.Namespace, m.Name, store.Precondition{Version: m.Version})
+		count("delete", o, err)
+	}
+	// Volumes before the tasks that mount them; jobs before their tasks.
+	for _, v := range plan.CreateVolumes {
+		create(v)
+	}
+	for _, v := range plan.UpdateVolumes {
+		update(v)
+	}
+	for _, j := range plan.CreateJobs {
+		create(j)
+	}
+	for _, t := range plan.CreateTasks {
+		create(t)
+	}
+	for _, t := range plan.UpdateTasks {
+		update(t)
+	}
+	for _, t := range plan.DeleteTasks {
+		del(t)
+	}
+	for _, s := range plan.UpdateServices {
+		update(s)
+	}
+	for _, j := range plan.UpdateJobs {
+		update(j)
+	}
+	for _, j := range plan.DeleteJobs {
+		del(j)
+	}
+	for _, c := range plan.UpdateCronJobs {
+		update(c)
+	}
+	for _, n := range plan.UpdateNodes {
+		update(n)
+	}
+	return res
+}

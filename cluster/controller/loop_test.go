@@ -1,0 +1,222 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/scheduler"
+	"go.uber.org/goleak"
+)
+
+// The store leaves a goroutine waiting on a Raft future for a moment after
+// closing; it is the store's, not the loop's.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
+}
+
+func openStore(t *testing.T) *store.Store {
+	t.Helper()
+	_, tr := raft.NewInmemTransport("m1")
+	s, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 3 * time.Second,
+		Timing: store.Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+			LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+			SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour, TrailingLogs: 1024}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); tr.Close() })
+	if err := s.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "leadership", s.IsLeader)
+	return s
+}
+
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type signals struct {
+	mu    sync.Mutex
+	beats map[string]time.Time
+}
+
+func (s *signals) Heartbeats() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]time.Time{}
+	for k, v := range s.beats {
+		out[k] = v
+	}
+	return out
+}
+func (s *signals) Usage() []scheduler.Usage { return nil }
+
+func put(t *testing.T, s *store.Store, manifest string) {
+	t.Helper()
+	objs, err := legion.ParseManifest("test", []byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if _, _, err := s.Put(context.Background(), o, store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func addNode(t *testing.T, s *store.Store, name string) {
+	t.Helper()
+	n, _ := legion.New(legion.KindNode)
+	n.GetMetadata().Name = name
+	if err := legion.Admit(n); err != nil {
+		t.Fatal(err)
+	}
+	node := n.(*legion.Node)
+	node.Status = legion.NodeStatus{State: legion.NodeReady, Hostname: name,
+		Platform:  legion.Platform{OS: "freebsd", Arch: "amd64"},
+		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}, Allocatable: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}}}
+	if _, _, err := s.Put(context.Background(), node, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tasks(t *testing.T, s *store.Store) []*legion.Task {
+	t.Helper()
+	objs, _, err := s.List(legion.KindTask, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*legion.Task, len(objs))
+	for i, o := range objs {
+		out[i] = o.(*legion.Task)
+	}
+	return out
+}
+
+// The loop places a new service's tasks, follows a scale-down through
+// the store's watch, and stops when its context ends.
+func TestLoopConvergesTheStore(t *testing.T) {
+	s := openStore(t)
+	sig := &signals{beats: map[string]time.Time{"n1": time.Now(), "n2": time.Now()}}
+	addNode(t, s, "n1")
+	addNode(t, s, "n2")
+	var mu sync.Mutex
+	var passes []PassResult
+	l := &Loop{Store: s, Signals: sig, Interval: time.Hour, LeaderSince: time.Now().Add(-time.Hour),
+		Passed: func(r PassResult) { mu.Lock(); passes = append(passes, r); mu.Unlock() }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	put(t, s, `apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  replicas: 3
+  pod: {containers: [{name: web, image: nginx}]}
+`)
+	// With an hour between timed passes, only the watch can wake the loop.
+	poll(t, "three placed tasks", func() bool {
+		ts := tasks(t, s)
+		placed := 0
+		for _, task := range ts {
+			if task.Spec.Node != "" && task.Spec.DesiredState == legion.TaskRunning {
+				placed++
+			}
+		}
+		return placed == 3
+	})
+	for _, task := range tasks(t, s) {
+		if task.Spec.Owner.Name != "web" || task.Metadata.Labels[scheduler.LabelService] != "web" {
+			t.Errorf("task %s: owner %+v labels %v", task.Metadata.Name, task.Spec.Owner, task.Metadata.Labels)
+		}
+	}
+	put(t, s, `apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  replicas: 1
+  pod: {containers: [{name: web, image: nginx}]}
+`)
+	poll(t, "two tasks told to shut down", func() bool {
+		down := 0
+		for _, task := range tasks(t, s) {
+			if task.Spec.DesiredState == legion.TaskShutdown {
+				down++
+			}
+		}
+		return down == 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(passes) == 0 || passes[len(passes)-1].Errors != 0 {
+		t.Fatalf("passes: %+v", passes)
+	}
+}
+
+// A plan computed from a version that has changed since is refused by the
+// store and counted as a conflict, not an error; nothing is lost.
+func TestPassCountsConflicts(t *testing.T) {
+	s := openStore(t)
+	addNode(t, s, "n1")
+	put(t, s, `apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  replicas: 1
+  pod: {containers: [{name: web, image: nginx}]}
+`)
+	sig := &signals{beats: map[string]time.Time{"n1": time.Now()}}
+	l := &Loop{Store: s, Signals: sig, LeaderSince: time.Now().Add(-time.Hour)}
+	if _, err := l.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.Snapshot(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := scheduler.Plan(st, time.Now())
+	// Change every task behind the plan's back.
+	for _, task := range tasks(t, s) {
+		task.Status.Message = "changed"
+		if _, _, err := s.Put(context.Background(), task, store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := scheduler.Result{UpdateTasks: plan.UpdateTasks}
+	if len(stale.UpdateTasks) == 0 {
+		for _, task := range st.Tasks {
+			c := legion.Clone(task).(*legion.Task)
+			c.Status.Message = "from a stale plan"
+			stale.UpdateTasks = append(stale.UpdateTasks, c)
+		}
+	}
+	res := l.apply(context.Background(), &stale)
+	if res.Conflicts != len(stale.UpdateTasks) || res.Writes != 0 || res.Errors != 0 {
+		t.Fatalf("stale writes: %+v, want %d conflicts", res, len(stale.UpdateTasks))
+	}
+	for _, task := range tasks(t, s) {
+		if task.Status.Message != "changed" {
+			t.Fatalf("a stale write landed: %q", task.Status.Message)
+		}
+	}
+}
