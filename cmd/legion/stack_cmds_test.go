@@ -129,6 +129,23 @@ func TestStackConvert(t *testing.T) {
 	if string(secret.Spec.Data) != "s3cret" {
 		t.Errorf("secret read %q from the file beside the compose file", secret.Spec.Data)
 	}
+
+	// legion validate takes the output unchanged, and prints it back the same.
+	manifest := filepath.Join(t.TempDir(), "shop.yaml")
+	if err := os.WriteFile(manifest, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := newRootCommand()
+	var validated bytes.Buffer
+	root.SetOut(&validated)
+	root.SetErr(&bytes.Buffer{})
+	root.SetArgs([]string{"validate", "-f", manifest})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("legion validate refuses convert's output: %v", err)
+	}
+	if diff := cmp.Diff(out, validated.String()); diff != "" {
+		t.Errorf("legion validate normalises convert's output further (-convert +validate):\n%s", diff)
+	}
 }
 
 func TestStackConvertStrict(t *testing.T) {
