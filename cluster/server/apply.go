@@ -80,11 +80,22 @@ func decodeApply(req *pb.ApplyRequest) ([]applyItem, error) {
 }
 
 func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun bool) (*pb.ApplyResponse, error) {
-	if err := st.Barrier(ctx); err != nil {
-		return nil, toStatus(err)
+	// Writes are guarded by preconditions the state machine checks in log
+	// order, so they may start from this leader's local state; answers
+	// that write nothing (a dry run, a refusal, "unchanged") are confirmed
+	// with a linearizable read first.
+	if dryRun {
+		if err := st.Barrier(ctx); err != nil {
+			return nil, toStatus(err)
+		}
 	}
 	if err := checkReferences(st, items); err != nil {
-		return nil, err
+		if berr := st.Barrier(ctx); berr != nil {
+			return nil, toStatus(berr)
+		}
+		if err := checkReferences(st, items); err != nil {
+			return nil, err
+		}
 	}
 	results := make([]*pb.ApplyResult, len(items))
 	for n, it := range items {
@@ -121,6 +132,7 @@ func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun 
 // caller named the version it expects, which turns the race into ABORTED.
 func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool) (obj, prev legion.Object, outcome string, err error) {
 	kind, m := it.obj.GetKind(), it.obj.GetMetadata()
+	confirmed := dryRun // a dry run already read linearizably
 	for attempt := 0; ; attempt++ {
 		cur, _, err := st.Get(kind, m.Namespace, m.Name)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -129,29 +141,38 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool) (
 		if errors.Is(err, store.ErrNotFound) {
 			cur = nil
 		}
-		if it.expected != nil {
-			switch {
-			case *it.expected == 0 && cur != nil:
-				return nil, nil, "", status.Errorf(codes.Aborted, "expected no object, found version %d", cur.GetMetadata().Version)
-			case *it.expected != 0 && cur == nil:
-				return nil, nil, "", status.Errorf(codes.Aborted, "expected version %d, found none", *it.expected)
-			case *it.expected != 0 && cur.GetMetadata().Version != *it.expected:
-				return nil, nil, "", status.Errorf(codes.Aborted, "expected version %d, found %d", *it.expected, cur.GetMetadata().Version)
+		if cur != nil && sameContent(cur, it.obj) || dryRun {
+			// Nothing will be written: answer from a linearizable read.
+			if !confirmed {
+				if err := st.Barrier(ctx); err != nil {
+					return nil, nil, "", err
+				}
+				confirmed = true
+				continue
 			}
-		}
-		if cur != nil && sameContent(cur, it.obj) {
-			return cur, cur, Unchanged, nil
+			if err := checkExpected(it.expected, cur); err != nil {
+				return nil, nil, "", err
+			}
+			if cur != nil && sameContent(cur, it.obj) {
+				return cur, cur, Unchanged, nil
+			}
+			outcome = Created
+			if cur != nil {
+				outcome = Updated
+			}
+			return wouldBe(it.obj, cur), cur, outcome, nil
 		}
 		outcome = Created
 		if cur != nil {
 			outcome = Updated
 		}
-		if dryRun {
-			return wouldBe(it.obj, cur), cur, outcome, nil
-		}
 		pre := store.Precondition{MustNotExist: cur == nil}
 		if cur != nil {
 			pre.Version = cur.GetMetadata().Version
+		}
+		if it.expected != nil {
+			// The caller's expectation, checked in log order.
+			pre = store.Precondition{MustNotExist: *it.expected == 0, Version: *it.expected}
 		}
 		obj, prev, err := st.Put(ctx, legion.Clone(it.obj), store.WriteOptions{Precondition: pre, KeepStatus: true})
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
@@ -162,8 +183,27 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool) (
 				continue
 			}
 		}
+		if err == nil && prev != nil {
+			outcome = Updated
+		} else if err == nil {
+			outcome = Created
+		}
 		return obj, prev, outcome, err
 	}
+}
+
+func checkExpected(expected *uint64, cur legion.Object) error {
+	switch {
+	case expected == nil:
+		return nil
+	case *expected == 0 && cur != nil:
+		return status.Errorf(codes.Aborted, "expected no object, found version %d", cur.GetMetadata().Version)
+	case *expected != 0 && cur == nil:
+		return status.Errorf(codes.Aborted, "expected version %d, found none", *expected)
+	case *expected != 0 && cur.GetMetadata().Version != *expected:
+		return status.Errorf(codes.Aborted, "expected version %d, found %d", *expected, cur.GetMetadata().Version)
+	}
+	return nil
 }
 
 // sameContent compares what apply replaces: labels and spec.

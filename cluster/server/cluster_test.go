@@ -21,7 +21,7 @@ import (
 
 // threeManagers forms a cluster: the first inits, two join with the
 // manager token and are promoted to voters.
-func threeManagers(t *testing.T) ([]*manager, *client.Client) {
+func threeManagers(t testing.TB) ([]*manager, *client.Client) {
 	t.Helper()
 	ms := []*manager{newManager(t)}
 	admin := initCluster(t, ms[0])
@@ -45,7 +45,7 @@ func threeManagers(t *testing.T) ([]*manager, *client.Client) {
 	return ms, admin
 }
 
-func waitVoters(t *testing.T, m *manager, n int) {
+func waitVoters(t testing.TB, m *manager, n int) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("%d voters", n), 15*time.Second, func() bool {
 		st := m.s.Store()
@@ -72,7 +72,7 @@ func stopAll(ms []*manager) {
 	}
 }
 
-func leaderOf(t *testing.T, ms []*manager) *manager {
+func leaderOf(t testing.TB, ms []*manager) *manager {
 	t.Helper()
 	var l *manager
 	waitFor(t, "a leader", 15*time.Second, func() bool {

@@ -36,14 +36,14 @@ func fastTiming() store.Timing {
 
 // manager is one in-process manager on loopback with its own directory.
 type manager struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	addr string
 	s    *Server
 	done chan error
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +53,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func startManager(t *testing.T, dir, addr string) *manager {
+func startManager(t testing.TB, dir, addr string) *manager {
 	t.Helper()
 	var s *Server
 	var err error
@@ -74,7 +74,7 @@ func startManager(t *testing.T, dir, addr string) *manager {
 	return m
 }
 
-func newManager(t *testing.T) *manager {
+func newManager(t testing.TB) *manager {
 	return startManager(t, t.TempDir(), freeAddr(t))
 }
 
@@ -113,7 +113,7 @@ func (m *manager) bare() *client.Client {
 
 // admin is a client with the admin credentials of the cluster whose
 // admin.pem is in dir.
-func adminClient(t *testing.T, addr, dir string) *client.Client {
+func adminClient(t testing.TB, addr, dir string) *client.Client {
 	t.Helper()
 	c, err := client.New(client.Options{Server: addr, CredentialsFile: filepath.Join(dir, AdminFile), Retry: 10 * time.Second})
 	if err != nil {
@@ -123,7 +123,7 @@ func adminClient(t *testing.T, addr, dir string) *client.Client {
 	return c
 }
 
-func initCluster(t *testing.T, m *manager) *client.Client {
+func initCluster(t testing.TB, m *manager) *client.Client {
 	t.Helper()
 	resp, err := m.bare().Init(context.Background())
 	if err != nil {
@@ -135,7 +135,7 @@ func initCluster(t *testing.T, m *manager) *client.Client {
 	return adminClient(t, m.addr, m.dir)
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -154,7 +154,7 @@ func configObj(ns, name, text string) *legion.Config {
 	return c
 }
 
-func mustParse(t *testing.T, yaml string) []legion.Object {
+func mustParse(t testing.TB, yaml string) []legion.Object {
 	t.Helper()
 	objs, err := legion.ParseManifest("test.yaml", []byte(yaml))
 	if err != nil {

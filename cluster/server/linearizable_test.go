@@ -75,7 +75,9 @@ func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
 		history = append(history, op)
 		mu.Unlock()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	// Clients run until the leaders were killed and enough succeeded
+	// after, or at most 20 s on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var seq atomic.Int64
 	var wg sync.WaitGroup
@@ -125,6 +127,8 @@ func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
 	// Kill the leader twice, bringing each back from its disk.
 	kills := 0
 	for ctx.Err() == nil && kills < 2 {
+		mark := okOps.Load()
+		waitFor(t, "operations between kills", 20*time.Second, func() bool { return okOps.Load() >= mark+10 || ctx.Err() != nil })
 		select {
 		case <-ctx.Done():
 		case <-time.After(900 * time.Millisecond):
@@ -138,6 +142,9 @@ func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // the cluster runs without it for a while
 		l.restart()
 	}
+	mark := okOps.Load()
+	waitFor(t, "operations after the kills", 20*time.Second, func() bool { return okOps.Load() >= mark+20 || ctx.Err() != nil })
+	cancel()
 	wg.Wait()
 	if kills == 0 || okOps.Load() < 20 {
 		t.Fatalf("too little happened: %d kills, %d successful operations", kills, okOps.Load())
