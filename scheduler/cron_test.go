@@ -173,3 +173,18 @@ func TestCronJobHistoryLimitsAndDeletion(t *testing.T) {
 		t.Fatalf("deleting the cron job left %d jobs", n)
 	}
 }
+
+func TestCronJobAllowRunsAlongside(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 1)
+	c.JobRunTime = time.Hour
+	c.Apply(cronSpec(""))
+	c.Plan()
+	c.Advance(5 * time.Minute)
+	c.Converge()
+	c.Advance(5 * time.Minute)
+	c.Converge()
+	if got := cronJobNames(c); len(got) != 2 || len(c.CronJobs["default/nightly"].Status.Active) != 2 {
+		t.Fatalf("allow: jobs %v active %v, want two running side by side", got, c.CronJobs["default/nightly"].Status.Active)
+	}
+}

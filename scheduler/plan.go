@@ -214,7 +214,7 @@ func (p *planner) indexTasks() {
 // newSlot hands out slots from chunks, as a pass makes thousands.
 func (p *planner) newSlot() *slot {
 	if len(p.slotBuf) == 0 {
-		p.slotBuf = make([]slot, 1024)
+		p.slotBuf = make([]slot, min(max(len(p.st.Tasks)/2, 16), 1024))
 	}
 	s := &p.slotBuf[0]
 	p.slotBuf = p.slotBuf[1:]

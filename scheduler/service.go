@@ -81,7 +81,7 @@ func (p *planner) updateState(o *owner, sp *svcPass) bool {
 	cur := svc.Spec
 	if st.Spec == nil {
 		st.Spec = &cur
-	} else if seenHash := podHash(&st.Spec.Pod); seenHash != o.hash {
+	} else if !reflect.DeepEqual(st.Spec.Pod, cur.Pod) && podHash(&st.Spec.Pod) != o.hash {
 		now := p.now
 		prev := st.Spec
 		u := st.Update

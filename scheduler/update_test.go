@@ -252,3 +252,57 @@ func TestNonPodChangeIsNoUpdate(t *testing.T) {
 		t.Fatalf("no update expected: %+v", u)
 	}
 }
+
+func TestFailureAfterTheMonitorWindowIsNoUpdateFailure(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	spec := func(img string) string {
+		return strings.Replace(updSpec(img, "stop-first", "pause", 0, "0s", ""), "replicas: 4", "replicas: 2", 1)
+	}
+	c.Apply(spec("app:1"))
+	c.Converge()
+	c.Apply(spec("app:2"))
+	c.Run(3 * time.Second)
+	if s := c.Service("app").Status.Update.State; s != legion.UpdateUpdating {
+		t.Fatalf("3s in: %s, want updating (monitor 5s)", s)
+	}
+	c.Run(3 * time.Second)
+	if s := c.Service("app").Status.Update.State; s != legion.UpdateCompleted {
+		t.Fatalf("past the monitor window: %s, want completed", s)
+	}
+	// A new task failing now, past its monitor window, is a plain failure.
+	c.Fail(c.Live("app")[0].Metadata.Name, "exit status 1")
+	c.Run(3 * time.Second)
+	if s := c.Service("app").Status.Update.State; s != legion.UpdateCompleted {
+		t.Fatalf("after a late failure: %s, want still completed", s)
+	}
+	if n := len(c.Live("app")); n != 2 {
+		t.Fatalf("the failed slot was not refilled: %d live", n)
+	}
+}
+
+func TestBackoffSetsNextWake(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 1)
+	c.Apply(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 1", 1))
+	c.Converge()
+	for i := 0; i < 3; i++ {
+		name := c.Live("app")[0].Metadata.Name
+		c.Fail(name, "exit status 1")
+		c.Run(time.Duration(1<<i) * time.Second)
+	}
+	failedAt := c.Now
+	c.Fail(c.Live("app")[0].Metadata.Name, "exit status 1")
+	c.Heartbeat()
+	r := c.Plan()
+	// The fourth failure in a row waits 8 s; the node's heartbeat deadline
+	// (6 s) comes first, so look for both.
+	if !r.NextWake.Equal(failedAt.Add(6*time.Second)) && !r.NextWake.Equal(failedAt.Add(8*time.Second)) {
+		t.Fatalf("next wake %s after a failure at %s", r.NextWake, failedAt)
+	}
+	c.Advance(7 * time.Second)
+	c.Heartbeat()
+	if r := c.Plan(); !r.NextWake.Equal(failedAt.Add(8 * time.Second)) {
+		t.Fatalf("next wake %s, want the backoff's end %s", r.NextWake, failedAt.Add(8*time.Second))
+	}
+}
