@@ -176,6 +176,9 @@ func (p Peer) set(policyNS string) peerSet {
 type policyIndex struct {
 	st        *PolicyState
 	services  []Service            // with a VIP, sorted
+	svcIso    []Isolation          // services[i]'s namespace's isolation
+	svcPols   [][]*Policy          // the policies selecting services[i]
+	svcTo     [][][2]string        // "VIP port N" of services[i]'s port j, per family
 	selecting map[string][]*Policy // ns/service -> policies selecting it
 }
 
@@ -187,6 +190,13 @@ func newPolicyIndex(st *PolicyState) *policyIndex {
 		}
 	}
 	sort.Slice(ix.services, func(i, j int) bool { return ix.services[i].Key() < ix.services[j].Key() })
+	ix.svcIso = make([]Isolation, len(ix.services))
+	ix.svcPols = make([][]*Policy, len(ix.services))
+	ix.svcTo = make([][][2]string, len(ix.services))
+	for i, s := range ix.services {
+		ix.svcIso[i] = st.isolation(s.Namespace)
+		ix.svcPols[i] = ix.policiesFor(s.Namespace, s.Name, s.Labels)
+	}
 	return ix
 }
 
@@ -236,17 +246,34 @@ func (ix *policyIndex) ingress(ns, svc string, labels map[string]string) []allow
 	return out
 }
 
-// ingressAllows reports whether a service's tasks let client c in on a port.
-func (ix *policyIndex) ingressAllows(s Service, proto Proto, port uint16, c client) bool {
-	switch ix.st.isolation(s.Namespace) {
+// vipTo renders "VIP port N" of services[i]'s port j in both families,
+// once per render.
+func (ix *policyIndex) vipTo(i, j int) [2]string {
+	if ix.svcTo[i] == nil {
+		s := &ix.services[i]
+		vip := both(s.VIP)
+		v4, v6 := vip[0].String(), vip[1].String()
+		ix.svcTo[i] = make([][2]string, len(s.Ports))
+		for k, p := range s.Ports {
+			port := " port " + strconv.Itoa(int(p.Port))
+			ix.svcTo[i][k] = [2]string{v4 + port, v6 + port}
+		}
+	}
+	return ix.svcTo[i][j]
+}
+
+// ingressAllows reports whether services[i]'s tasks let client c in on a
+// port.
+func (ix *policyIndex) ingressAllows(i int, proto Proto, port uint16, c client) bool {
+	switch ix.svcIso[i] {
 	case IsolationOpen:
 		return true
 	case IsolationNamespace:
-		if c.ns == s.Namespace {
+		if c.ns == ix.services[i].Namespace {
 			return true
 		}
 	}
-	for _, p := range ix.policiesFor(s.Namespace, s.Name, s.Labels) {
+	for _, p := range ix.svcPols[i] {
 		for _, r := range p.Ingress {
 			if !portsAllow(r.Ports, proto, port) {
 				continue
@@ -299,6 +326,7 @@ func egressAllowsService(rules []PolicyRule, nsOf []string, s Service, proto Pro
 type vipPort struct {
 	svc  *Service
 	port ServicePort
+	to   [2]string // "VIP port N" in each family, rendered once
 }
 
 // RenderPolicy renders the legion/policy anchor: a guard on each local
@@ -382,22 +410,27 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 		if !ok {
 			for i := range ix.services {
 				s := &ix.services[i]
-				for _, p := range s.Ports {
-					if !ix.ingressAllows(*s, p.Proto, p.TargetPort, c) {
+				for j, p := range s.Ports {
+					if !ix.ingressAllows(i, p.Proto, p.TargetPort, c) {
 						continue
 					}
 					if limited && !egressAllowsService(egRules, egNS, *s, p.Proto, p.TargetPort) {
 						continue
 					}
-					vips = append(vips, vipPort{s, p})
+					vips = append(vips, vipPort{svc: s, port: p, to: ix.vipTo(i, j)})
 				}
 			}
 			vipCache[ck] = vips
 		}
+		heads := [2]string{"pass in quick on " + lp + " inet proto ", "pass in quick on " + lp + " inet6 proto "}
+		froms := [2]string{" from " + addr[0].String() + " to ", " from " + addr[1].String() + " to "}
 		for _, v := range vips {
-			vip := both(v.svc.VIP)
 			for f := range 2 {
-				fmt.Fprintf(&b, "pass in quick on %s %s proto %s from %s to %s port %d keep state (if-bound)\n", lp, family(f), v.port.Proto, addr[f], vip[f], v.port.Port)
+				b.WriteString(heads[f])
+				b.WriteString(string(v.port.Proto))
+				b.WriteString(froms[f])
+				b.WriteString(v.to[f])
+				b.WriteString(" keep state (if-bound)\n")
 			}
 		}
 		fmt.Fprintf(&b, "block drop in quick on %s inet to %s\n", lp, ServiceCIDR())
