@@ -304,6 +304,7 @@ func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1
 	if rec.Private {
 		rec.Namespaces = []string{o.Namespace}
 	}
+	jobs := make([]layerJob, len(layers))
 	for i, l := range layers {
 		d, err := l.Digest()
 		if err != nil {
@@ -312,14 +313,14 @@ func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1
 		mt, _ := l.MediaType()
 		size, _ := l.Size()
 		rec.Layers = append(rec.Layers, LayerRecord{Digest: d.String(), DiffID: cfg.RootFS.DiffIDs[i], ChainID: chains[i], MediaType: string(mt), Size: size})
-		parent := ""
+		jobs[i] = layerJob{index: i, chainID: chains[i], digest: d.String(), size: size,
+			src: layerSource{layer: l, diffID: cfg.RootFS.DiffIDs[i], compressed: compressed}}
 		if i > 0 {
-			parent = chains[i-1]
+			jobs[i].parent = chains[i-1]
 		}
-		src := layerSource{layer: l, diffID: cfg.RootFS.DiffIDs[i], compressed: compressed}
-		if err := m.ensureLayer(ctx, rec.Reference, chains[i], parent, src, size); err != nil {
-			return nil, fmt.Errorf("image %s: layer %d (%s): %w", ref, i, d, err)
-		}
+	}
+	if err := m.ensureLayers(ctx, rec.Reference, jobs); err != nil {
+		return nil, fmt.Errorf("image %s: %w", ref, err)
 	}
 	var out Record
 	err = m.index.update(func(f *indexFile) error {
@@ -360,7 +361,10 @@ func (m *Images) Pin(chainIDs ...string) (*Pin, error) { return m.pin(chainIDs) 
 
 // layerLock serialises writers of one layer: in this process with a mutex,
 // across processes with a lock file.
-func (m *Images) layerLock(chainID string) (func(), error) {
+func (m *Images) layerLock(ctx context.Context, chainID string) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	m.mu.Lock()
 	mu := m.layers[chainID]
 	if mu == nil {
@@ -382,50 +386,125 @@ func (m *Images) layerLock(chainID string) (func(), error) {
 	return func() { f.Close(); mu.Unlock() }, nil
 }
 
-func (m *Images) ensureLayer(ctx context.Context, image, chainID, parent string, src layerSource, size int64) error {
-	unlock, err := m.layerLock(chainID)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	has, err := m.o.Store.HasLayer(ctx, chainID)
-	if err != nil {
-		return err
-	}
-	digest := digestOf(src.layer)
-	if has {
-		m.o.Progress.Skipped(image, digest)
-		return nil
-	}
-	m.o.Progress.Start(image, digest, size)
-	err = m.writeLayer(ctx, image, chainID, parent, src)
-	m.o.Progress.Done(image, digest, err)
-	return err
+// layerJob is one layer of an image to make ready.
+type layerJob struct {
+	index                   int
+	chainID, parent, digest string
+	size                    int64
+	src                     layerSource
 }
 
-func (m *Images) writeLayer(ctx context.Context, image, chainID, parent string, src layerSource) error {
-	digest := digestOf(src.layer)
-	count := func(r io.Reader) io.Reader {
-		return &countingReader{r: r, image: image, layer: digest, p: m.o.Progress}
+// readyLayer is a job the fetching side finished: verified and locked
+// for writing, present already, or failed.
+type readyLayer struct {
+	job    layerJob
+	v      *verifiedLayer // nil when present already
+	unlock func()
+	err    error
+}
+
+// ensureLayers makes an image's layers ready in order. One goroutine
+// fetches and verifies while this one extracts, so the next layer comes
+// in while the last is written: at most one verified layer waits. Each
+// layer's lock is taken before its presence is checked and held until it
+// is written, so concurrent pulls fetch a shared layer once; locks are
+// taken in chain order, which every image sharing a layer shares.
+func (m *Images) ensureLayers(ctx context.Context, image string, jobs []layerJob) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := make(chan readyLayer)
+	go func() {
+		defer close(ready)
+		for _, j := range jobs {
+			r := m.fetchLayer(ctx, image, j)
+			select {
+			case ready <- r:
+			case <-ctx.Done():
+				r.release()
+				return
+			}
+			if r.err != nil {
+				return
+			}
+		}
+	}()
+	var firstErr error
+	for r := range ready {
+		if firstErr != nil || r.err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("layer %d (%s): %w", r.job.index, r.job.digest, r.err)
+				m.o.Progress.Done(image, r.job.digest, r.err)
+				cancel()
+			}
+			r.release()
+			continue
+		}
+		if r.v == nil {
+			r.release()
+			continue
+		}
+		err := m.writeLayer(ctx, r.job, r.v)
+		m.o.Progress.Done(image, r.job.digest, err)
+		r.release()
+		if err != nil {
+			firstErr = fmt.Errorf("layer %d (%s): %w", r.job.index, r.job.digest, err)
+			cancel()
+		}
 	}
-	v, err := verifyLayer(ctx, src, filepath.Join(m.dir, "tmp"), count)
+	return firstErr
+}
+
+func (r readyLayer) release() {
+	if r.v != nil {
+		r.v.close()
+	}
+	if r.unlock != nil {
+		r.unlock()
+	}
+}
+
+// fetchLayer locks a layer, and unless it is stored already, fetches and
+// verifies it.
+func (m *Images) fetchLayer(ctx context.Context, image string, j layerJob) readyLayer {
+	r := readyLayer{job: j}
+	unlock, err := m.layerLock(ctx, j.chainID)
 	if err != nil {
-		return err
+		r.err = err
+		return r
 	}
-	defer v.close()
+	has, err := m.o.Store.HasLayer(ctx, j.chainID)
+	if err != nil || has {
+		unlock()
+		if has {
+			m.o.Progress.Skipped(image, j.digest)
+		}
+		r.err = err
+		return r
+	}
+	r.unlock = unlock
+	m.o.Progress.Start(image, j.digest, j.size)
+	count := func(rd io.Reader) io.Reader {
+		return &countingReader{r: rd, image: image, layer: j.digest, p: m.o.Progress}
+	}
+	r.v, r.err = verifyLayer(ctx, j.src, filepath.Join(m.dir, "tmp"), count)
+	return r
+}
+
+// writeLayer extracts a verified layer onto a copy or clone of its parent.
+func (m *Images) writeLayer(ctx context.Context, j layerJob, v *verifiedLayer) error {
 	tr, err := v.tar()
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
-	pending, err := m.o.Store.BeginLayer(ctx, chainID, parent)
+	pending, err := m.o.Store.BeginLayer(ctx, j.chainID, j.parent)
 	if err != nil {
 		return err
 	}
 	err = applyScanned(ctx, pending.Dir(), tr, v.whiteouts, ApplyOptions{Flags: m.o.Flags, Owners: m.owner, Log: m.o.Log})
 	if err != nil {
 		if aerr := pending.Abort(context.WithoutCancel(ctx)); aerr != nil {
-			m.o.Log.Warn("discard partial layer", "layer", chainID, "err", aerr)
+			m.o.Log.Warn("discard partial layer", "layer", j.chainID, "err", aerr)
 		}
 		return err
 	}

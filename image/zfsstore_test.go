@@ -51,22 +51,32 @@ func TestZFSStorePullCloneRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	I := "tank/legion/images/"
-	want := []string{
-		"zfs list -H -o name -t snapshot " + I + c0 + "@layer",
-		"zfs destroy -r " + I + c0,
-		"zfs create -p tank/legion/images",
-		"zfs create -p " + I + c0,
-		"zfs get -H -p -o value mountpoint " + I + c0,
-		"zfs snapshot " + I + c0 + "@layer",
-		"zfs list -H -o name -t snapshot " + I + c1 + "@layer",
-		"zfs destroy -r " + I + c1,
-		"zfs create -p tank/legion/images",
-		"zfs clone " + I + c0 + "@layer " + I + c1,
-		"zfs get -H -p -o value mountpoint " + I + c1,
-		"zfs snapshot " + I + c1 + "@layer",
+	// The next layer is looked up and fetched while the last is written,
+	// so the commands of the two layers interleave: each layer's own are
+	// in order, and a layer is cloned only after its parent's snapshot.
+	want := map[string][]string{
+		I + c0: {
+			"zfs list -H -o name -t snapshot " + I + c0 + "@layer",
+			"zfs destroy -r " + I + c0,
+			"zfs create -p " + I + c0,
+			"zfs get -H -p -o value mountpoint " + I + c0,
+			"zfs snapshot " + I + c0 + "@layer",
+		},
+		I + c1: {
+			"zfs list -H -o name -t snapshot " + I + c1 + "@layer",
+			"zfs destroy -r " + I + c1,
+			"zfs clone " + I + c0 + "@layer " + I + c1,
+			"zfs get -H -p -o value mountpoint " + I + c1,
+			"zfs snapshot " + I + c1 + "@layer",
+		},
+		"tank/legion/images": {"zfs create -p tank/legion/images", "zfs create -p tank/legion/images"},
 	}
-	if d := cmp.Diff(want, f.Lines()); d != "" {
+	lines := f.Lines()
+	if d := cmp.Diff(want, byDataset(lines)); d != "" {
 		t.Fatalf("pull commands (-want +got):\n%s", d)
+	}
+	if lineIndex(lines, "zfs clone "+I+c0+"@layer "+I+c1) < lineIndex(lines, "zfs snapshot "+I+c0+"@layer") {
+		t.Fatalf("layer 1 cloned before layer 0 was complete:\n%s", strings.Join(lines, "\n"))
 	}
 	if got := readFile(t, filepath.Join(mnt, c1, "app")); got != "a" {
 		t.Fatalf("layer 1 not extracted into its mountpoint: %q", got)
@@ -173,4 +183,25 @@ func TestZFSStoreErrorAnswers(t *testing.T) {
 	if r, err := s.Roots(ctx); err != nil || len(r) != 0 {
 		t.Fatalf("Roots = %v, %v", r, err)
 	}
+}
+
+// byDataset groups command lines by the dataset they act on (their last
+// word, without a snapshot name), keeping each group's order.
+func byDataset(lines []string) map[string][]string {
+	out := map[string][]string{}
+	for _, l := range lines {
+		w := strings.Fields(l)
+		ds, _, _ := strings.Cut(w[len(w)-1], "@")
+		out[ds] = append(out[ds], l)
+	}
+	return out
+}
+
+func lineIndex(lines []string, s string) int {
+	for i, l := range lines {
+		if l == s {
+			return i
+		}
+	}
+	return -1
 }
