@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/legionbsd/legion/compose"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 )
 
 // stackClient is what the stack commands need of a cluster. The
@@ -37,12 +37,36 @@ func addStackCommands(root *cobra.Command) {
 	root.AddCommand(newStackCommand(stackDeps{connect: connectStackClient, environ: os.Environ, stdin: os.Stdin}))
 }
 
-// connectStackClient is where the stack commands reach a cluster.
-//
-// TODO(control plane): return the Go client of package client (typed
-// Apply/List/Delete) once it exists; it satisfies stackClient.
-func connectStackClient(*cobra.Command) (stackClient, error) {
-	return nil, errors.New("stack deploy needs a cluster: not wired yet")
+// connectStackClient reaches the cluster the root's --server and
+// --credentials (or LEGION_SERVER and LEGION_CREDENTIALS) name, as the
+// cluster commands do.
+func connectStackClient(cmd *cobra.Command) (stackClient, error) {
+	v := viper.New()
+	v.BindEnv("server", "LEGION_SERVER")
+	v.BindEnv("credentials", "LEGION_CREDENTIALS")
+	cl, err := (&clusterCLI{v: v}).connect(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return closingStackClient{clusterStackClient{cl}}, nil
+}
+
+// closingStackClient lets the command close the connection it opened.
+type closingStackClient struct{ clusterStackClient }
+
+func (c closingStackClient) Close() error { return c.c.Close() }
+
+// connectStack connects and returns what closes the connection.
+func connectStack(cmd *cobra.Command, deps stackDeps) (stackClient, func(), error) {
+	c, err := deps.connect(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	done := func() {}
+	if cl, ok := c.(io.Closer); ok {
+		done = func() { cl.Close() }
+	}
+	return c, done, nil
 }
 
 func newStackCommand(deps stackDeps) *cobra.Command {
@@ -170,10 +194,11 @@ the files no longer have are deleted.`,
 			if err != nil {
 				return err
 			}
-			c, err := deps.connect(cmd)
+			c, done, err := connectStack(cmd, deps)
 			if err != nil {
 				return err
 			}
+			defer done()
 			ctx := cmd.Context()
 			var steps []compose.Step
 			// A stack deploys into its own namespace, made on first deploy;
@@ -207,10 +232,11 @@ func newStackRmCommand(deps stackDeps) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stack := args[0]
-			c, err := deps.connect(cmd)
+			c, done, err := connectStack(cmd, deps)
 			if err != nil {
 				return err
 			}
+			defer done()
 			ns := stackNamespace(namespace, stack)
 			var current []legion.Object
 			for _, k := range compose.RemoveKinds() {
@@ -237,10 +263,11 @@ func newStackLsCommand(deps stackDeps) *cobra.Command {
 		Short: "List the stacks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := deps.connect(cmd)
+			c, done, err := connectStack(cmd, deps)
 			if err != nil {
 				return err
 			}
+			defer done()
 			svcs, err := c.List(cmd.Context(), legion.KindService, "", nil)
 			if err != nil {
 				return err
@@ -263,10 +290,11 @@ func newStackServicesCommand(deps stackDeps) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stack := args[0]
-			c, err := deps.connect(cmd)
+			c, done, err := connectStack(cmd, deps)
 			if err != nil {
 				return err
 			}
+			defer done()
 			svcs, err := c.List(cmd.Context(), legion.KindService, stackNamespace(namespace, stack), map[string]string{compose.StackLabel: stack})
 			if err != nil {
 				return err

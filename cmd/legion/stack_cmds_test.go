@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/compose"
 	"github.com/spf13/cobra"
 )
@@ -240,15 +241,66 @@ func TestStackLsAndServices(t *testing.T) {
 	}
 }
 
-func TestStackDeployNeedsCluster(t *testing.T) {
+func TestStackDeployNeedsCredentials(t *testing.T) {
+	t.Setenv("LEGION_CREDENTIALS", "")
 	file := writeStack(t)
-	root := newRootCommand()
-	root.SetArgs([]string{"stack", "deploy", "-c", file, "shop"})
-	root.SetOut(&bytes.Buffer{})
-	root.SetErr(&bytes.Buffer{})
-	err := root.Execute()
-	if err == nil || !strings.Contains(err.Error(), "not wired yet") {
-		t.Fatalf("deploy without a client: got %v", err)
+	_, err := run(t, "", "stack", "deploy", "-c", file, "shop")
+	if err == nil || !strings.Contains(err.Error(), "no credentials") {
+		t.Fatalf("deploy without credentials: got %v", err)
+	}
+}
+
+// TestStackEndToEnd deploys, updates with --prune, lists and removes a
+// stack on a real manager, through the Go client.
+func TestStackEndToEnd(t *testing.T) {
+	s, dir := startDaemon(t)
+	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
+	if out, err := run(t, "", "init", "--server", s.Addr()); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := run(t, "", append(args, flags...)...)
+		if err != nil {
+			t.Fatalf("legion %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	t.Setenv("PG_VERSION", "15")
+	file := writeStack(t)
+	out := cli("stack", "deploy", "-c", file, "shop")
+	for _, want := range []string{"applied Namespace shop", "applied Secret shop/db-password", "applied Service shop/web", "warning: services.web.privileged"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("deploy output lacks %q:\n%s", want, out)
+		}
+	}
+	if out := cli("stack", "ls"); !strings.Contains(out, "shop  shop       2") {
+		t.Errorf("stack ls:\n%s", out)
+	}
+	if out := cli("stack", "services", "shop"); !strings.Contains(out, "db    replicated") || !strings.Contains(out, "postgres:15") {
+		t.Errorf("stack services:\n%s", out)
+	}
+
+	// The file loses db: --prune deletes its Service, keeps its volume.
+	smaller := strings.Replace(stackFile, "  db:\n    image: postgres:${PG_VERSION:-16}\n    volumes: [db_data:/var/lib/postgresql/data]\n", "", 1)
+	if err := os.WriteFile(file, []byte(smaller), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = cli("stack", "deploy", "--prune", "-c", file, "shop")
+	if !strings.Contains(out, "deleted Service shop/db") || strings.Contains(out, "applied Namespace") {
+		t.Errorf("deploy --prune:\n%s", out)
+	}
+	out = cli("stack", "rm", "shop")
+	for _, want := range []string{"deleted Service shop/web", "deleted Secret shop/db-password"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rm output lacks %q:\n%s", want, out)
+		}
+	}
+	if out := cli("get", "volumes", "-n", "shop"); !strings.Contains(out, "db-data") {
+		t.Errorf("stack rm did not keep the volume:\n%s", out)
+	}
+	if out := cli("stack", "ls"); strings.Contains(out, "shop") {
+		t.Errorf("stack ls after rm:\n%s", out)
 	}
 }
 
