@@ -177,11 +177,6 @@ func (p *planner) take(e *entry, i int) {
 	e.owner.taskOn(i, 1)
 }
 
-// release is the opposite of take, for a placed task the planner stops
-// outright (never the case for tasks an agent runs: they hold their room
-// until they stop).
-func (p *planner) release(e *entry) {}
-
 func hostPortsOf(o *owner) []hostPort {
 	if o.svc == nil {
 		return nil

@@ -66,7 +66,7 @@ func newServiceOwner(s *legion.Service) *owner {
 		global: s.Spec.Mode == legion.ModeGlobal, stateful: s.Spec.Mode == legion.ModeStateful,
 		gen: s.Metadata.Generation,
 	}
-	o.hash = podHash(&s.Spec.Pod)
+	o.hash = PodHash(&s.Spec.Pod)
 	o.init()
 	return o
 }
@@ -77,7 +77,7 @@ func newJobOwner(j *legion.Job) *owner {
 		job: j, pod: &j.Spec.Pod, placement: &j.Spec.Placement,
 		global: j.Spec.Mode == legion.JobGlobal, gen: j.Metadata.Generation,
 	}
-	o.hash = podHash(&j.Spec.Pod)
+	o.hash = PodHash(&j.Spec.Pod)
 	o.init()
 	return o
 }
@@ -98,8 +98,10 @@ func (o *owner) requestsOf(t *legion.Task) legion.ResourceRequests {
 	return t.Spec.Pod.Requests()
 }
 
-// podHash identifies a pod spec, to tell current tasks from outdated ones.
-func podHash(p *legion.PodSpec) string {
+// PodHash identifies a pod spec, to tell current tasks from outdated ones:
+// tasks carry it in spec.podHash, and the image resolver keys a service's
+// resolved digests (status.images.podHash) by it, so both must use this.
+func PodHash(p *legion.PodSpec) string {
 	b, err := json.Marshal(p)
 	if err != nil {
 		// A PodSpec always marshals; fall back to something stable.

@@ -55,6 +55,7 @@ type planner struct {
 	jobOut map[*legion.Job]*legion.Job
 
 	slotBuf     []slot
+	views       []slotView
 	filters     map[string]*filterResult
 	spreads     map[string][]groupLevel
 	usageIdx    map[nsName]Usage
@@ -93,9 +94,6 @@ type slot struct {
 	entries []*entry
 	maxNum  int
 	inline  [1]*entry
-	// view is the slot as prepareBudget saw it, reused by fillSlot.
-	view    slotView
-	hasView bool
 }
 
 type nsInfo struct {
@@ -275,7 +273,6 @@ func (p *planner) stop(e *entry, msg string) {
 	t = p.mut(e)
 	t.Spec.DesiredState = legion.TaskShutdown
 	if t.Spec.Placed == nil {
-		p.release(e) // no-op for unplaced tasks, kept for symmetry
 		t.Status.State = legion.TaskShutdown
 		e.st = legion.TaskShutdown
 		t.Status.Timestamp = p.now

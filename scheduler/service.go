@@ -51,7 +51,7 @@ func (p *planner) service(o *owner) {
 		sp.paused = up.State == legion.UpdatePaused || up.State == legion.UpdateRollbackPaused
 		if up.State == legion.UpdateRollingBack || up.State == legion.UpdateRolledBack || up.State == legion.UpdateRollbackPaused {
 			if up.PreviousSpec != nil {
-				sp.badHash = podHash(&up.PreviousSpec.Pod)
+				sp.badHash = PodHash(&up.PreviousSpec.Pod)
 			}
 		}
 	}
@@ -81,11 +81,11 @@ func (p *planner) updateState(o *owner, sp *svcPass) bool {
 	cur := svc.Spec
 	if st.Spec == nil {
 		st.Spec = &cur
-	} else if !reflect.DeepEqual(st.Spec.Pod, cur.Pod) && podHash(&st.Spec.Pod) != o.hash {
+	} else if !reflect.DeepEqual(st.Spec.Pod, cur.Pod) && PodHash(&st.Spec.Pod) != o.hash {
 		now := p.now
 		prev := st.Spec
 		u := st.Update
-		if u != nil && u.PreviousSpec != nil && podHash(&u.PreviousSpec.Pod) == o.hash &&
+		if u != nil && u.PreviousSpec != nil && PodHash(&u.PreviousSpec.Pod) == o.hash &&
 			(u.State == legion.UpdateUpdating || u.State == legion.UpdatePaused || u.State == legion.UpdateCompleted) {
 			st.Update = &legion.UpdateStatus{State: legion.UpdateRollingBack, Started: &now, PreviousSpec: prev,
 				Message: "rolling back to the spec the update came from"}
@@ -178,9 +178,9 @@ func (p *planner) replicatedSlots(o *owner, sp *svcPass) {
 	for k := 1; k <= sp.wanted; k++ {
 		slots = append(slots, p.slotOf(o, k))
 	}
-	p.prepareBudget(o, sp, slots)
-	for _, s := range slots {
-		p.fillSlot(o, sp, s, true)
+	views := p.prepareBudget(o, sp, slots)
+	for i, s := range slots {
+		p.fillSlot(o, sp, s, &views[i], true)
 	}
 }
 
@@ -229,9 +229,9 @@ func (p *planner) statefulSlots(o *owner, sp *svcPass) {
 			ok = false
 		}
 	}
-	p.prepareBudget(o, sp, slots)
+	views := p.prepareBudget(o, sp, slots)
 	for i := len(slots) - 1; i >= 0; i-- {
-		p.fillSlot(o, sp, slots[i], mayStart[i] && !shrinking)
+		p.fillSlot(o, sp, slots[i], &views[i], mayStart[i] && !shrinking)
 	}
 }
 
@@ -282,10 +282,10 @@ func (p *planner) globalSlots(o *owner, sp *svcPass) {
 			sp.wanted++
 		}
 	}
-	p.prepareBudget(o, sp, wanted)
-	for _, s := range wanted {
+	views := p.prepareBudget(o, sp, wanted)
+	for j, s := range wanted {
 		i := p.nodeIdx[s.node]
-		p.fillSlot(o, sp, s, o.static[i].code == rNone)
+		p.fillSlot(o, sp, s, &views[j], o.static[i].code == rNone)
 	}
 }
 
@@ -380,12 +380,18 @@ func readyTask(t *legion.Task) bool {
 }
 
 // prepareBudget counts the wanted slots without a ready task (for the
-// disruption budget) and those the update has under way (for parallelism).
-func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) {
+// disruption budget) and those the update has under way (for
+// parallelism). It returns the slots' views for fillSlot, in a buffer the
+// next service reuses.
+func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) []slotView {
+	if cap(p.views) < len(slots) {
+		p.views = make([]slotView, len(slots))
+	}
+	views := p.views[:len(slots)]
 	inflight, outdated := 0, false
-	for _, s := range slots {
+	for j, s := range slots {
 		v := p.view(o, s)
-		s.view, s.hasView = v, true
+		views[j] = v
 		avail := false
 		if v.cur != nil && v.cur.isReady() {
 			avail = true
@@ -421,6 +427,7 @@ func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) {
 	if outdated {
 		sp.budget = par - inflight
 	}
+	return views
 }
 
 // settled: ready and running for the update's delay.
@@ -439,12 +446,11 @@ func (p *planner) settled(sp *svcPass, e *entry) bool {
 
 // fillSlot converges one wanted slot: evictions, replacement of outdated
 // or moving tasks, and a new task when the slot is empty.
-func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, mayStart bool) {
-	v := s.view
-	if p.evictNoExecute(o, s) || !s.hasView {
+func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, seen *slotView, mayStart bool) {
+	v := *seen
+	if p.evictNoExecute(o, s) {
 		v = p.view(o, s)
 	}
-	s.hasView = false
 	for _, e := range v.dups {
 		p.stop(e, "superseded by "+v.cur.t.Metadata.Name)
 	}

@@ -44,7 +44,10 @@ type Usage struct {
 
 // Result is the writes that converge the snapshot, each a whole object as
 // it should be stored (the metadata's version is the write's precondition),
-// sorted by namespace and name, and when the planner must run again.
+// sorted by namespace and name, and when the planner must run again. The
+// objects share maps, slices and pointers with the snapshot and with each
+// other (a pod spec, a labels map, the placement time): treat them as read
+// only, as the store does when it encodes them.
 type Result struct {
 	CreateTasks []*legion.Task
 	UpdateTasks []*legion.Task
