@@ -94,7 +94,7 @@ type Result struct {
 // several -c flags) and converts them to Legion objects that pass
 // admission. With opts.Strict, any unsupported setting makes it fail with
 // a *StrictError.
-func Convert(ctx context.Context, files []File, opts Options) (res *Result, err error) {
+func Convert(ctx context.Context, files []File, opts Options) (*Result, error) {
 	if err := legion.ValidName(opts.Stack); err != nil {
 		return nil, fmt.Errorf("stack name: %v", err)
 	}
@@ -108,13 +108,6 @@ func Convert(ctx context.Context, files []File, opts Options) (res *Result, err 
 	if len(files) == 0 {
 		return nil, errors.New("no compose file given")
 	}
-	// compose-go is not ours: a panic on some input it does not expect
-	// must not take the CLI down, and is the file's error to report.
-	defer func() {
-		if r := recover(); r != nil {
-			res, err = nil, fmt.Errorf("compose: the file could not be read (loader failure: %v)", r)
-		}
-	}()
 	c := &converter{opts: opts, ns: ns, seen: map[string]bool{}}
 	// The scan parses each file first: it also refuses what compose-go's
 	// YAML reader would not come back from (an anchor holding an alias
@@ -138,7 +131,7 @@ func Convert(ctx context.Context, files []File, opts Options) (res *Result, err 
 	if err != nil {
 		return nil, err
 	}
-	res = &Result{Objects: objs, Warnings: c.warnings, Namespace: want}
+	res := &Result{Objects: objs, Warnings: c.warnings, Namespace: want}
 	if opts.Strict {
 		var refused []Warning
 		for _, w := range c.warnings {

@@ -15,7 +15,14 @@ import (
 // remote (include, extends, env_file and label_file resolution, relative
 // path resolution) is switched off: env files are read by the converter
 // through Options.ReadFile, and include and extends are warned about.
-func (c *converter) load(ctx context.Context, files []File) (*types.Project, error) {
+func (c *converter) load(ctx context.Context, files []File) (project *types.Project, err error) {
+	// compose-go is not ours: a panic on some input it does not expect
+	// must not take the CLI down, and is the file's error to report.
+	defer func() {
+		if r := recover(); r != nil {
+			project, err = nil, fmt.Errorf("compose: the file could not be read (loader failure: %v)", r)
+		}
+	}()
 	env := maps.Clone(c.opts.Env) // compose-go adds COMPOSE_PROJECT_NAME to it
 	if env == nil {
 		env = map[string]string{}
@@ -27,7 +34,7 @@ func (c *converter) load(ctx context.Context, files []File) (*types.Project, err
 		}
 		details.ConfigFiles = append(details.ConfigFiles, types.ConfigFile{Filename: f.Name, Content: f.Content})
 	}
-	project, err := loader.LoadWithContext(ctx, details, func(o *loader.Options) {
+	project, err = loader.LoadWithContext(ctx, details, func(o *loader.Options) {
 		o.SetProjectName(c.opts.Stack, true)
 		o.SkipInclude = true
 		o.SkipExtends = true
