@@ -168,11 +168,11 @@ func (o *objectsService) Watch(req *pb.WatchRequest, stream grpc.ServerStreaming
 		if e.Object.GetKind() != kind || (ns != "" && m.Namespace != ns) || !visible(e.Object, req.Labels) {
 			continue
 		}
-		p, err := pb.ToProto(e.Object)
+		p, err := e.Encoded(func(o legion.Object) (any, error) { return pb.ToProto(o) })
 		if err != nil {
 			return toStatus(err)
 		}
-		if err := stream.Send(&pb.WatchEvent{Type: string(e.Type), Version: e.Version, Object: p}); err != nil {
+		if err := stream.Send(&pb.WatchEvent{Type: string(e.Type), Version: e.Version, Object: p.(*pb.Object)}); err != nil {
 			return err
 		}
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"sync"
 
 	"github.com/legionbsd/legion"
 )
@@ -55,9 +56,28 @@ const (
 	Deleted  EventType = "DELETED"
 )
 
-// Event is one applied change, at the Raft index that made it.
+// Event is one applied change, at the Raft index that made it. Events
+// are shared by every watcher: treat Object as read-only.
 type Event struct {
 	Type    EventType
 	Version uint64
 	Object  legion.Object // for Deleted, the object as it was, at Version
+	memo    *memo
+}
+
+type memo struct {
+	once sync.Once
+	v    any
+	err  error
+}
+
+// Encoded returns encode(e.Object), computed once per event however many
+// watchers ask, so a change fans out to many watches at the cost of one
+// encoding.
+func (e Event) Encoded(encode func(legion.Object) (any, error)) (any, error) {
+	if e.memo == nil {
+		return encode(e.Object)
+	}
+	e.memo.once.Do(func() { e.memo.v, e.memo.err = encode(e.Object) })
+	return e.memo.v, e.memo.err
 }

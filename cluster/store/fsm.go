@@ -104,7 +104,7 @@ func applyCommand(b *bolt.Bucket, c *command, index uint64) (*result, *Event) {
 		}
 		gone := legion.Clone(prev)
 		gone.GetMetadata().Version = index
-		return &result{obj: gone, prev: prev}, &Event{Type: Deleted, Version: index, Object: gone}
+		return &result{obj: gone, prev: prev}, &Event{Type: Deleted, Version: index, Object: gone, memo: &memo{}}
 	case opPut, opStatus:
 	default:
 		return &result{err: fmt.Errorf("unknown command %q", c.Op)}, nil
@@ -156,7 +156,7 @@ func applyCommand(b *bolt.Bucket, c *command, index uint64) (*result, *Event) {
 	if prev != nil {
 		t = Modified
 	}
-	return &result{obj: obj, prev: prev}, &Event{Type: t, Version: index, Object: legion.Clone(obj)}
+	return &result{obj: obj, prev: prev}, &Event{Type: t, Version: index, Object: legion.Clone(obj), memo: &memo{}}
 }
 
 func displayKey(c *command) string {
