@@ -2,10 +2,14 @@ package image
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/legionbsd/legion/image/internal/regtest"
 )
 
@@ -46,5 +50,70 @@ func TestDistributionRegistry(t *testing.T) {
 	}
 	if _, err := m.Resolve(ctx, host+"/missing/app:1", nil); err == nil {
 		t.Fatal("resolved a missing image")
+	}
+}
+
+func TestDistributionLoginTamperAndDiffID(t *testing.T) {
+	ctx := context.Background()
+	srv := regtest.Start(t, regtest.Options{User: "bob", Password: "pw"})
+	auth := remote.WithAuth(&basicAuth{"bob", "pw"})
+	p := Platform{OS: "freebsd", Arch: "amd64"}
+	good := imageOf(t, p, layerOf(t, "gzip", ent{name: "a", body: strings.Repeat("a", 8192)}))
+	pushImage(t, srv.Host+"/team/good:1", good, auth)
+
+	m, ds, _ := newImages(t, freebsdAmd64)
+	if _, err := m.Pull(ctx, srv.Host+"/team/good:1", PullOptions{Namespace: "x", Now: t0}); !errors.Is(err, ErrDenied) {
+		t.Fatalf("anonymous: %v; want ErrDenied", err)
+	}
+	logins, err := ParseDockerConfig([]byte(`{"auths":{"` + srv.Host + `":{"username":"bob","password":"pw"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, _ := logins.For(srv.Host)
+	rec, err := m.Pull(ctx, srv.Host+"/team/good:1", PullOptions{Namespace: "x", Login: &login, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Private {
+		t.Fatal("an image pulled with a login is not private")
+	}
+
+	// A blob changed on the registry's disk is refused.
+	bad := imageOf(t, p, layerOf(t, "gzip", ent{name: "b", body: strings.Repeat("b", 8192)}))
+	pushImage(t, srv.Host+"/team/bad:1", bad, auth)
+	layers, _ := bad.Layers()
+	ld, _ := layers[0].Digest()
+	blob, err := os.ReadFile(srv.BlobPath(ld.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob[len(blob)-12] ^= 0x55
+	if err := os.WriteFile(srv.BlobPath(ld.String()), blob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := len(storedLayers(t, ds))
+	if _, err := m.Pull(ctx, srv.Host+"/team/bad:1", PullOptions{Namespace: "x", Login: &login, Now: t0}); !errors.Is(err, ErrDigest) {
+		t.Fatalf("tampered blob: %v; want ErrDigest", err)
+	}
+	if after := len(storedLayers(t, ds)); after != before {
+		t.Fatalf("layers %d -> %d after a refused blob", before, after)
+	}
+
+	// A config naming another diff_id is refused before extraction.
+	cf, _ := good.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.RootFS.DiffIDs[0], _ = layers[0].DiffID()
+	liar, err := mutateConfig(imageOf(t, p, layerOf(t, "gzip", ent{name: "c", body: "c"})), cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushImage(t, srv.Host+"/team/liar:1", liar, auth)
+	cs := &countingStore{Store: ds}
+	m.o.Store = cs
+	if _, err := m.Pull(ctx, srv.Host+"/team/liar:1", PullOptions{Namespace: "x", Login: &login, Now: t0}); !errors.Is(err, ErrDigest) {
+		t.Fatalf("diff_id: %v; want ErrDigest", err)
+	}
+	if len(cs.begun) != 0 {
+		t.Fatalf("extraction began: %v", cs.begun)
 	}
 }

@@ -10,8 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 )
 
 // Distribution runs Debian's docker-registry (the distribution
@@ -19,6 +22,33 @@ import (
 // host:port. Without the binary the test is skipped, except under CI,
 // where .ci/run installs it and its absence is a failure.
 func Distribution(t testing.TB) string {
+	t.Helper()
+	return Start(t, Options{}).Host
+}
+
+// Options for Start.
+type Options struct {
+	// User and Password, when set, guard every repository with htpasswd
+	// basic authentication answered through a token-less challenge.
+	User, Password string
+}
+
+// Server is a running docker-registry.
+type Server struct {
+	Host string
+	// Root is its storage directory: blobs are under
+	// docker/registry/v2/blobs/sha256/<2 hex>/<hex>/data.
+	Root string
+}
+
+// BlobPath is where the registry keeps a blob's bytes.
+func (s Server) BlobPath(digest string) string {
+	hex := strings.TrimPrefix(digest, "sha256:")
+	return filepath.Join(s.Root, "docker/registry/v2/blobs/sha256", hex[:2], hex, "data")
+}
+
+// Start runs docker-registry as Distribution does, with options.
+func Start(t testing.TB, o Options) Server {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
@@ -34,7 +64,19 @@ func Distribution(t testing.TB) string {
 	addr := l.Addr().String()
 	l.Close()
 	dir := t.TempDir()
-	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", filepath.Join(dir, "data"), addr)
+	root := filepath.Join(dir, "data")
+	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", root, addr)
+	if o.User != "" {
+		hash, err := bcrypt.GenerateFromPassword([]byte(o.Password), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		htpasswd := filepath.Join(dir, "htpasswd")
+		if err := os.WriteFile(htpasswd, []byte(o.User+":"+string(hash)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg += fmt.Sprintf("auth:\n  htpasswd:\n    realm: legion-test\n    path: %s\n", htpasswd)
+	}
 	cfgPath := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -57,8 +99,8 @@ func Distribution(t testing.TB) string {
 		resp, err := http.Get("http://" + addr + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr
+			if resp.StatusCode == http.StatusOK || o.User != "" && resp.StatusCode == http.StatusUnauthorized {
+				return Server{Host: addr, Root: root}
 			}
 		}
 		select {
