@@ -161,3 +161,20 @@ func TestNodeFilesAndBundle(t *testing.T) {
 		t.Fatalf("bundle: %+v %v", c, err)
 	}
 }
+
+func FuzzParseToken(f *testing.F) {
+	ca, _ := NewCA(time.Now())
+	f.Add(Token{Digest: Digest(ca.Cert), Secret: NewSecret()}.String())
+	f.Add("LGN-1-x-y")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		tok, err := ParseToken(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseToken(tok.String())
+		if err != nil || again != tok {
+			t.Fatalf("%q parsed as %+v, which does not round-trip: %+v %v", s, tok, again, err)
+		}
+	})
+}

@@ -92,6 +92,7 @@ func (t *transport) call(target raft.ServerAddress, args, resp any,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), raftCallTimeout)
 	defer cancel()
+	ctx = withProtocol(ctx)
 	go func() {
 		select {
 		case <-t.shutdown:
@@ -134,7 +135,7 @@ func (t *transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream, err := c.InstallSnapshot(ctx)
+	stream, err := c.InstallSnapshot(withProtocol(ctx))
 	if err != nil {
 		return fmt.Errorf("raft snapshot to %s: %w", target, err)
 	}
@@ -239,6 +240,9 @@ func (s *raftService) handle(ctx context.Context, in *pb.RaftMessage, cmd any) (
 	if t == nil {
 		return nil, status.Error(codes.Unavailable, "raft: this manager's store is not open")
 	}
+	if err := checkProtocol(ctx); err != nil {
+		return nil, err
+	}
 	if err := json.Unmarshal(in.Payload, cmd); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "raft: decoding %T: %v", cmd, err)
 	}
@@ -273,6 +277,9 @@ func (s *raftService) InstallSnapshot(stream grpc.ClientStreamingServer[pb.Snaps
 	t := s.current()
 	if t == nil {
 		return status.Error(codes.Unavailable, "raft: this manager's store is not open")
+	}
+	if err := checkProtocol(stream.Context()); err != nil {
+		return err
 	}
 	first, err := stream.Recv()
 	if err != nil {
