@@ -264,3 +264,14 @@ func statOwner(t testing.TB, p string) [2]int {
 	st := fi.Sys().(*syscall.Stat_t)
 	return [2]int{int(st.Uid), int(st.Gid)}
 }
+
+// total is the number of requests served.
+func (r *testRegistry) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, v := range r.hits {
+		n += v
+	}
+	return n
+}

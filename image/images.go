@@ -208,7 +208,9 @@ func (m *Images) Pull(ctx context.Context, refStr string, o PullOptions) (*Recor
 		}
 		return m.touch(rec.Reference, o.Now, "", false)
 	}
-	if rec != nil && o.Policy != Always {
+	// A reference by digest names bytes that cannot change: what the
+	// store holds is it, whatever the policy.
+	if rec != nil && (o.Policy != Always || ref.Digest() != "") {
 		if rec.VisibleTo(o.Namespace) {
 			return m.touch(rec.Reference, o.Now, "", false)
 		}

@@ -137,4 +137,23 @@ func TestPullPolicyNeverAsksNoRegistry(t *testing.T) {
 	if after := reg.count("GET /v2/n/manifests/1") + reg.count("HEAD /v2/n/manifests/1"); after != before {
 		t.Fatal("pullPolicy Never asked the registry")
 	}
+	// Nor does a reference by digest of a stored image, even with Always.
+	rec, err := m.Get(reg.ref("n:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := reg.total()
+	if _, err := m.Pull(ctx, reg.ref("n@"+rec.Digest), PullOptions{Policy: Always, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if reg.total() != total {
+		t.Fatal("a stored image by digest asked the registry")
+	}
+	// Always by tag does ask.
+	if _, err := m.Pull(ctx, reg.ref("n:1"), PullOptions{Policy: Always, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if reg.count("GET /v2/n/manifests/1") == 0 {
+		t.Fatal("Always by tag asked nothing")
+	}
 }

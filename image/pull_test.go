@@ -183,11 +183,11 @@ func TestResolveNamesIndexDigest(t *testing.T) {
 	if got, err := m.Resolve(ctx, reg.ref("single:1"), nil); err != nil || got != imgDigest.String() {
 		t.Fatalf("Resolve(single) = %s, %v; want %s", got, err, imgDigest)
 	}
-	before := len(reg.hits)
+	before := reg.total()
 	if got, err := m.Resolve(ctx, reg.ref("multi@"+idxDigest.String()), nil); err != nil || got != idxDigest.String() {
 		t.Fatalf("Resolve(by digest) = %s, %v", got, err)
 	}
-	if len(reg.hits) != before {
+	if reg.total() != before {
 		t.Fatal("Resolve by digest asked the registry")
 	}
 	if _, err := m.Resolve(ctx, reg.ref("missing:1"), nil); !errors.Is(err, ErrNotFound) {
