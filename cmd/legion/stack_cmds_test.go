@@ -86,10 +86,15 @@ func writeStack(t *testing.T) string {
 
 func runStack(t *testing.T, c stackClient, args ...string) (string, string, error) {
 	t.Helper()
+	return runStackIn(t, c, "", args...)
+}
+
+func runStackIn(t *testing.T, c stackClient, stdin string, args ...string) (string, string, error) {
+	t.Helper()
 	deps := stackDeps{
 		connect: func(*cobra.Command) (stackClient, error) { return c, nil },
 		environ: func() []string { return []string{"PG_VERSION=15", "HOME=/root"} },
-		stdin:   strings.NewReader(""),
+		stdin:   strings.NewReader(stdin),
 	}
 	root := &cobra.Command{Use: "legion", SilenceUsage: true, SilenceErrors: true}
 	root.AddCommand(newStackCommand(deps))
@@ -146,6 +151,27 @@ func TestStackConvert(t *testing.T) {
 	}
 	if diff := cmp.Diff(out, validated.String()); diff != "" {
 		t.Errorf("legion validate normalises convert's output further (-convert +validate):\n%s", diff)
+	}
+}
+
+func TestStackConvertStdinAndOverride(t *testing.T) {
+	base := writeStack(t)
+	override := "services:\n  web:\n    deploy:\n      replicas: 5\n"
+	out, _, err := runStackIn(t, nil, override, "convert", "-n", "shop-prod", "-c", base, "-c", "-", "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := legion.ParseManifest("convert", []byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetMetadata().Namespace != "shop-prod" {
+			t.Errorf("%s in namespace %q, want shop-prod", legion.DisplayName(o), o.GetMetadata().Namespace)
+		}
+		if svc, ok := o.(*legion.Service); ok && svc.Metadata.Name == "web" && *svc.Spec.Replicas != 5 {
+			t.Errorf("web has %d replicas: the file from standard input did not override", *svc.Spec.Replicas)
+		}
 	}
 }
 
