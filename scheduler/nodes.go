@@ -16,28 +16,37 @@ type nodeInfo struct {
 	state legion.NodeState
 	out   *legion.Node // the node's write, if any
 
-	used  legion.ResourceRequests
-	alloc legion.ResourceRequests
-	// load is the share of allocatable CPU plus that of memory requested;
-	// invCPU and invMem are 1/allocatable (0 when there is none).
+	noExecute bool // it has a NoExecute taint
+	ports     map[hostPort]int
+	tasks     []*entry // tasks naming this node, live or orphaned
+}
+
+// nodeRoom is what placement reads of a node for every candidate, kept in
+// one array apart from the rest so the scan over nodes stays in cache:
+// what its placed tasks request, what it has, the share of CPU plus that
+// of memory requested, and 1/allocatable (0 when there is none).
+type nodeRoom struct {
+	used, alloc          legion.ResourceRequests
 	load, invCPU, invMem float64
-	noExecute            bool // it has a NoExecute taint
-	ports                map[hostPort]int
-	tasks                []*entry // tasks naming this node, live or orphaned
 }
 
 func newNodeInfo(n *legion.Node) *nodeInfo {
-	ni := &nodeInfo{n: n, name: n.Metadata.Name, state: n.Status.State, alloc: n.Status.Resources.Allocatable}
+	ni := &nodeInfo{n: n, name: n.Metadata.Name, state: n.Status.State}
 	for _, t := range n.Spec.Taints {
 		ni.noExecute = ni.noExecute || t.Effect == legion.NoExecute
 	}
-	if ni.alloc.CPU > 0 {
-		ni.invCPU = 1 / float64(ni.alloc.CPU)
-	}
-	if ni.alloc.Memory > 0 {
-		ni.invMem = 1 / float64(ni.alloc.Memory)
-	}
 	return ni
+}
+
+func newNodeRoom(n *legion.Node) nodeRoom {
+	r := nodeRoom{alloc: n.Status.Resources.Allocatable}
+	if r.alloc.CPU > 0 {
+		r.invCPU = 1 / float64(r.alloc.CPU)
+	}
+	if r.alloc.Memory > 0 {
+		r.invMem = 1 / float64(r.alloc.Memory)
+	}
+	return r
 }
 
 func (n *nodeInfo) availability() legion.Availability {
@@ -110,48 +119,42 @@ func latest(a, b time.Time) time.Time {
 	return b
 }
 
-// orphanLost marks the live tasks of down (or removed) nodes orphaned and
-// told to stop, in one write, so their slots are refilled at once.
-func (p *planner) orphanLost() {
-	for _, e := range p.entries {
-		t := e.t
-		if !e.live() || t.Spec.Node == "" || t.Spec.Placed == nil {
-			continue
-		}
-		msg := ""
-		switch {
-		case e.node < 0:
-			msg = "node " + t.Spec.Node + " is gone"
-		case p.nodes[e.node].state == legion.NodeDown:
-			msg = "node " + t.Spec.Node + " is down"
-		default:
-			continue
-		}
-		t = p.mut(e)
-		t.Status.State = legion.TaskOrphaned
-		t.Status.Ready = false
-		e.st, e.ready = legion.TaskOrphaned, false
-		t.Status.Message = msg
-		t.Status.Timestamp = p.now
-		t.Spec.DesiredState = legion.TaskShutdown
+// orphanLost marks a live task of a down (or removed) node orphaned and
+// told to stop, in one write, so its slot is refilled at once.
+func (p *planner) orphanLost(e *entry) {
+	t := e.t
+	if !e.live() || t.Spec.Node == "" || t.Spec.Placed == nil {
+		return
 	}
+	msg := ""
+	switch {
+	case e.node < 0:
+		msg = "node " + t.Spec.Node + " is gone"
+	case p.nodes[e.node].state == legion.NodeDown:
+		msg = "node " + t.Spec.Node + " is down"
+	default:
+		return
+	}
+	t = p.mut(e)
+	t.Status.State = legion.TaskOrphaned
+	t.Status.Ready = false
+	e.st, e.ready = legion.TaskOrphaned, false
+	t.Status.Message = msg
+	t.Status.Timestamp = p.now
+	t.Spec.DesiredState = legion.TaskShutdown
 }
 
-// account adds up what placed tasks take on each node and in each
-// namespace.
-func (p *planner) account() {
-	for _, e := range p.entries {
-		i := e.node
-		if i < 0 {
-			continue
-		}
-		n := p.nodes[i]
-		if e.live() || e.st == legion.TaskOrphaned {
-			n.tasks = append(n.tasks, e)
-		}
-		if !e.placed() {
-			continue
-		}
+// account books what a placed task takes on its node and in its
+// namespace, and files the tasks of draining nodes for the drain status.
+func (p *planner) account(e *entry) {
+	i := e.node
+	if i < 0 {
+		return
+	}
+	if n := p.nodes[i]; n.availability() == legion.AvailabilityDrain && (e.live() || e.st == legion.TaskOrphaned) {
+		n.tasks = append(n.tasks, e)
+	}
+	if e.placed() {
 		p.take(e, i)
 	}
 }
@@ -161,16 +164,21 @@ func (p *planner) account() {
 func (p *planner) take(e *entry, i int) {
 	n := p.nodes[i]
 	req := e.owner.requestsOf(e.t)
-	n.used.CPU += req.CPU
-	n.used.Memory += req.Memory
-	n.load = float64(n.used.CPU)*n.invCPU + float64(n.used.Memory)*n.invMem
+	r := &p.room[i]
+	r.used.CPU += req.CPU
+	r.used.Memory += req.Memory
+	r.load = float64(r.used.CPU)*r.invCPU + float64(r.used.Memory)*r.invMem
 	for _, hp := range hostPortsOf(e.owner) {
 		if n.ports == nil {
 			n.ports = map[hostPort]int{}
 		}
 		n.ports[hp]++
 	}
-	ns := p.nsOf(e.t.Metadata.Namespace)
+	o := e.owner
+	if o.ns == nil {
+		o.ns = p.nsOf(o.key.ns)
+	}
+	ns := o.ns
 	ns.used.CPU += req.CPU
 	ns.used.Memory += req.Memory
 	ns.tasks++
@@ -178,19 +186,16 @@ func (p *planner) take(e *entry, i int) {
 }
 
 func hostPortsOf(o *owner) []hostPort {
-	if o.svc == nil {
-		return nil
-	}
-	if o.prepared {
+	if o.svc == nil || o.portsKnown {
 		return o.hostPorts
 	}
-	var out []hostPort
+	o.portsKnown = true
 	for _, sp := range o.svc.Spec.Endpoint.Ports {
 		if sp.Publish == legion.PublishHost && sp.PublishedPort != 0 {
-			out = append(out, hostPort{sp.Protocol, sp.PublishedPort})
+			o.hostPorts = append(o.hostPorts, hostPort{sp.Protocol, sp.PublishedPort})
 		}
 	}
-	return out
+	return o.hostPorts
 }
 
 // drainStatus writes where each draining node's drain stands, and clears

@@ -38,7 +38,9 @@ type owner struct {
 	// Placement data, built by prepare.
 	prepared   bool
 	requests   legion.ResourceRequests
-	hostPorts  []hostPort
+	hostPorts  []hostPort // see hostPortsOf
+	portsKnown bool
+	ns         *nsInfo
 	static     []staticResult // per node index
 	candidates []int          // node indexes passing the static filters
 	nodeCount  []int32        // live tasks of this owner per node index

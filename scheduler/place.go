@@ -148,14 +148,7 @@ func (p *planner) prepare(o *owner) {
 	}
 	o.prepared = true
 	o.requests = o.pod.Requests()
-	o.hostPorts = nil
-	if o.svc != nil {
-		for _, sp := range o.svc.Spec.Endpoint.Ports {
-			if sp.Publish == legion.PublishHost && sp.PublishedPort != 0 {
-				o.hostPorts = append(o.hostPorts, hostPort{sp.Protocol, sp.PublishedPort})
-			}
-		}
-	}
+	hostPortsOf(o)
 	o.nodeCount = make([]int32, len(p.nodes))
 	for _, e := range o.all {
 		if e.placed() {
@@ -415,7 +408,8 @@ func (p *planner) fits(o *owner, i int, volNode string) bool {
 		return false
 	}
 	if r := o.requests; r.CPU > 0 || r.Memory > 0 {
-		if (r.CPU > 0 && n.used.CPU+r.CPU > n.alloc.CPU) || (r.Memory > 0 && n.used.Memory+r.Memory > n.alloc.Memory) {
+		room := &p.room[i]
+		if (r.CPU > 0 && room.used.CPU+r.CPU > room.alloc.CPU) || (r.Memory > 0 && room.used.Memory+r.Memory > room.alloc.Memory) {
 			return false
 		}
 	}
@@ -531,8 +525,8 @@ func (p *planner) pick(o *owner, volNode string, avoid map[string]bool) int {
 // load is how much of the node's CPU and memory would be requested with the
 // task on it.
 func (p *planner) load(o *owner, i int) float64 {
-	n := p.nodes[i]
-	return n.load + float64(o.requests.CPU)*n.invCPU + float64(o.requests.Memory)*n.invMem
+	r := &p.room[i]
+	return r.load + float64(o.requests.CPU)*r.invCPU + float64(o.requests.Memory)*r.invMem
 }
 
 // failedStartNodes lists the nodes where the slot's last tasks failed
@@ -628,10 +622,11 @@ func (p *planner) firstFailure(o *owner, i int, volNode string) (plural, singula
 		return "cannot enforce limits (racct off)", "cannot enforce limits (racct off)"
 	}
 	r := o.requests
-	if r.CPU > 0 && n.used.CPU+r.CPU > n.alloc.CPU {
+	room := &p.room[i]
+	if r.CPU > 0 && room.used.CPU+r.CPU > room.alloc.CPU {
 		return "have too little cpu", "has too little cpu"
 	}
-	if r.Memory > 0 && n.used.Memory+r.Memory > n.alloc.Memory {
+	if r.Memory > 0 && room.used.Memory+r.Memory > room.alloc.Memory {
 		return "have too little memory", "has too little memory"
 	}
 	switch st.code {

@@ -16,8 +16,6 @@ func Plan(state State, now time.Time) Result {
 	p := newPlanner(&state, now)
 	p.nodeHealth()
 	p.indexTasks()
-	p.orphanLost()
-	p.account()
 	p.cronJobs()
 	for _, o := range p.ownerList {
 		switch {
@@ -41,6 +39,7 @@ type planner struct {
 	res    Result
 
 	nodes   []*nodeInfo // by name
+	room    []nodeRoom  // by node index
 	nodeIdx map[string]int
 
 	owners    map[ownerKey]*owner
@@ -119,6 +118,7 @@ func newPlanner(st *State, now time.Time) *planner {
 	slices.SortFunc(nodes, func(a, b *legion.Node) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
 	for i, n := range nodes {
 		p.nodes = append(p.nodes, newNodeInfo(n))
+		p.room = append(p.room, newNodeRoom(n))
 		p.nodeIdx[n.Metadata.Name] = i
 	}
 	for _, n := range st.Namespaces {
@@ -161,9 +161,9 @@ func (p *planner) nsOf(name string) *nsInfo {
 	return n
 }
 
-// indexTasks files every task under its owner and slot. Tasks whose owner
-// is gone get an owner record of their own, so they are stopped and
-// deleted.
+// indexTasks files every task under its owner and slot, orphans the tasks
+// of lost nodes and books what placed tasks take. Tasks whose owner is
+// gone get an owner record of their own, so they are stopped and deleted.
 func (p *planner) indexTasks() {
 	tasks := p.st.Tasks
 	backing := make([]entry, len(tasks))
@@ -193,6 +193,9 @@ func (p *planner) indexTasks() {
 		}
 		p.entries = append(p.entries, e)
 		p.addEntry(o, e)
+		// While the task is in cache: lost nodes, then what it takes.
+		p.orphanLost(e)
+		p.account(e)
 	}
 	slices.SortFunc(orphans, func(a, b *owner) int {
 		if c := strings.Compare(a.key.ns, b.key.ns); c != 0 {
