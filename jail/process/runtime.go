@@ -121,6 +121,10 @@ func (r *Runtime) Create(ctx context.Context, spec jail.ContainerSpec) error {
 	if err := r.records.Create(rec); err != nil {
 		return err
 	}
+	if err := r.mount(&rec); err != nil {
+		r.records.Remove(spec.ID)
+		return err
+	}
 	r.emit(jail.EventCreated, spec, 0)
 	return nil
 }
@@ -155,6 +159,11 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 		return nil
 	}
 	r.noteDeath(st)
+	if rec.MountBoot != r.boot { // made in another boot: gone with it
+		if err := r.mount(&rec); err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
+	}
 	dir := r.records.Path(id)
 	os.Remove(filepath.Join(dir, jail.ExitFile))
 	os.Remove(filepath.Join(dir, jail.StopFile))
@@ -309,6 +318,13 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 			}
 		}
 		r.noteDeath(st)
+		if mountable(rec, os.Geteuid()) && mountsSupported {
+			// Before the record goes: a root removed with mounts in it
+			// would take their sources' files along.
+			if err := unmountAll(rec); err != nil {
+				return err
+			}
+		}
 	}
 	if err := r.records.Remove(id); err != nil {
 		return err
@@ -355,4 +371,29 @@ func (r *Runtime) List(ctx context.Context, selector map[string]string) ([]jail.
 	}
 	slices.SortFunc(out, func(a, b jail.ContainerStatus) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// mount makes the container's mounts when this host allows them (root on
+// Linux, a root of its own) and records the boot they were made in;
+// elsewhere a spec's mounts are skipped with a warning.
+func (r *Runtime) mount(rec *jail.Record) error {
+	if rec.Spec.Infra {
+		return nil
+	}
+	if !mountable(*rec, os.Geteuid()) || !mountsSupported {
+		if len(rec.Spec.Mounts) > 0 {
+			r.log.Warn("process runtime: mounts not made (they need root on Linux and a root other than /)",
+				"container", rec.Spec.ID, "mounts", len(rec.Spec.Mounts))
+		}
+		return nil
+	}
+	if err := mountAll(*rec); err != nil {
+		return err
+	}
+	rec.MountBoot = r.boot
+	if err := r.records.Put(*rec); err != nil {
+		unmountAll(*rec)
+		return err
+	}
+	return nil
 }

@@ -298,6 +298,77 @@ func TestServerImage(t *testing.T) {
 		}
 	})
 
+	t.Run("MountsAndDev", func(t *testing.T) {
+		if !asRoot {
+			t.Skip("mounts need root")
+		}
+		r := newRuntime(t, t.TempDir())
+		cleanup(t, r)
+		secrets := t.TempDir()
+		if err := os.WriteFile(filepath.Join(secrets, "token"), []byte("s3cret"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		single := filepath.Join(t.TempDir(), "app.conf")
+		if err := os.WriteFile(single, []byte("debug=1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sp := spec(t, "mounted", "-listen", "127.0.0.1:"+strconv.Itoa(freePort(t)))
+		sp.Mounts = []jail.Mount{
+			{Kind: jail.MountTmpfs, Target: "/run"},
+			{Kind: jail.MountNullfs, Source: secrets, Target: "/run/secrets", ReadOnly: true},
+			{Kind: jail.MountNullfs, Source: single, Target: "/etc/app.conf", ReadOnly: true},
+			{Kind: jail.MountTmpfs, Target: "/scratch"},
+		}
+		if err := r.Create(testCtx(t), sp); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(testCtx(t), "mounted"); err != nil {
+			t.Fatal(err)
+		}
+		execOut := func(args ...string) (int, string) {
+			var out, errb bytes.Buffer
+			code, err := r.Exec(testCtx(t), "mounted", jail.ExecSpec{Command: append([]string{"server"}, args...), Stdout: &out, Stderr: &errb})
+			if err != nil {
+				t.Fatalf("exec %q: %v", args, err)
+			}
+			return code, out.String() + errb.String()
+		}
+		for _, tc := range []struct {
+			args []string
+			code int
+			out  string
+		}{
+			{[]string{"-cat", "/run/secrets/token"}, 0, "s3cret"},
+			{[]string{"-cat", "/etc/app.conf"}, 0, "debug=1"},
+			{[]string{"-cat", "/dev/null"}, 0, ""},
+			{[]string{"-touch", "/run/secrets/new"}, 1, "open /run/secrets/new: read-only file system\n"},
+			{[]string{"-touch", "/scratch/new"}, 0, ""},
+		} {
+			code, out := execOut(tc.args...)
+			if code != tc.code || out != tc.out {
+				t.Errorf("server %q as app: code %d output %q, want %d %q", tc.args, code, out, tc.code, tc.out)
+			}
+		}
+		if err := r.Remove(testCtx(t), "mounted"); err != nil {
+			t.Fatal(err)
+		}
+		// Gone from the root, kept at their sources.
+		for _, p := range []string{"run/secrets/token", "dev/null", "scratch/new"} {
+			if _, err := os.Lstat(filepath.Join(sp.Root.Path, p)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s in the root after remove: %v, want gone with its mount", p, err)
+			}
+		}
+		if data, err := os.ReadFile(filepath.Join(secrets, "token")); err != nil || string(data) != "s3cret" {
+			t.Fatalf("source after remove: %q %v", data, err)
+		}
+		if err := os.RemoveAll(sp.Root.Path); err != nil {
+			t.Fatalf("remove the root after the container: %v", err)
+		}
+		if data, err := os.ReadFile(single); err != nil || string(data) != "debug=1" {
+			t.Fatalf("single-file source after removing the root: %q %v", data, err)
+		}
+	})
+
 	t.Run("PermanentFailures", func(t *testing.T) {
 		r := newRuntime(t, t.TempDir())
 		cleanup(t, r)

@@ -13,7 +13,7 @@
 // (exit with N after printing, without serving), -whoami (print
 // "uid=U gid=G cwd=D" first), -touch PATH and -rm PATH (create or remove
 // a file and exit: how tests flip health from inside a container that has
-// no other program). SIGTERM and SIGINT end it with exit code 0 after
+// no other program), -cat PATH (print a file and exit). SIGTERM and SIGINT end it with exit code 0 after
 // saying "stopping".
 package main
 
@@ -52,6 +52,7 @@ func run() int {
 	whoami := fs.Bool("whoami", false, "print uid, gid and working directory first")
 	touch := fs.String("touch", "", "create this file and exit")
 	rm := fs.String("rm", "", "remove this file and exit")
+	cat := fs.String("cat", "", "print this file and exit")
 	unready := fs.String("unready", "/tmp/unready", "while this file exists /ready fails")
 	dead := fs.String("dead", "/tmp/dead", "while this file exists /live fails")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -62,6 +63,15 @@ func run() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		return 0
+	}
+	if *cat != "" {
+		data, err := os.ReadFile(*cat)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		os.Stdout.Write(data)
 		return 0
 	}
 	if *rm != "" {
