@@ -1,0 +1,283 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/jail"
+)
+
+// SavedOutput is how much of each container's output is kept once its
+// pod is removed.
+const SavedOutput = 1 << 20
+
+// Network gives pods their addresses on the node.
+type Network interface {
+	// Attach gives the task's pod its address, the same one again for a
+	// task that has one.
+	Attach(ctx context.Context, task *legion.Task) (ip string, err error)
+	Detach(ctx context.Context, task *legion.Task) error
+}
+
+// Agent runs one node's tasks.
+type Agent struct {
+	Node    string
+	Manager Manager
+	Runtime jail.Runtime
+	Images  Images
+	Network Network
+	// DataDir keeps what outlives pods: the saved output of finished
+	// tasks (DataDir/logs/<task uid>).
+	DataDir string
+	// RunDir holds each task's private files (RunDir/tasks/<task uid>):
+	// secrets and configs, tmpfs volumes. It should be memory-backed and
+	// must not be under DataDir, so secret values never reach the disk.
+	RunDir string
+	Logger *slog.Logger
+	Now    func() time.Time
+
+	log     *slog.Logger
+	mu      sync.Mutex
+	workers map[string]*worker // by task uid
+	vals    map[string][]byte
+	wg      sync.WaitGroup
+}
+
+func (a *Agent) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *Agent) values() map[string][]byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.vals
+}
+
+// Run follows the node's assignments until ctx ends. Pods keep running
+// when it returns, for the next agent to adopt.
+func (a *Agent) Run(ctx context.Context) error {
+	a.log = a.Logger
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	a.workers = map[string]*worker{}
+	evCtx, stopEvents := context.WithCancel(ctx)
+	defer stopEvents()
+	events, err := a.Runtime.Events(evCtx)
+	if err != nil {
+		return fmt.Errorf("agent: runtime events: %w", err)
+	}
+	existing, err := a.Runtime.List(ctx, map[string]string{LabelNode: a.Node})
+	if err != nil {
+		return fmt.Errorf("agent: listing the runtime's containers: %w", err)
+	}
+	pods := map[string]bool{}
+	for _, c := range existing {
+		if c.Infra {
+			pods[c.Labels[LabelTask]] = true
+		}
+	}
+	asg, err := a.Manager.Assignments(ctx)
+	if err != nil {
+		return fmt.Errorf("agent: assignments: %w", err)
+	}
+	defer a.wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case as, ok := <-asg:
+			if !ok {
+				return nil
+			}
+			a.reconcile(ctx, as, pods)
+			pods = nil // adoption happens once, against the first assignments
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			a.mu.Lock()
+			w := a.workers[ev.Labels[LabelTask]]
+			a.mu.Unlock()
+			if w != nil {
+				select {
+				case w.events <- ev:
+				case <-w.done:
+				}
+			}
+		}
+	}
+}
+
+// reconcile starts a worker for every task the node should run and stops
+// the workers of tasks it should not. Pods found at start for tasks no
+// longer assigned are removed.
+func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[string]bool) {
+	a.mu.Lock()
+	a.vals = as.Values
+	for uid, w := range a.workers {
+		select {
+		case <-w.done:
+			delete(a.workers, uid)
+		default:
+		}
+	}
+	want := map[string]*legion.Task{}
+	for _, t := range as.Tasks {
+		if t.Spec.Node == a.Node && t.Spec.DesiredState == legion.TaskRunning && !t.Status.State.Terminal() {
+			want[t.Metadata.UID] = t
+		}
+	}
+	var start []*worker
+	for uid, t := range want {
+		if w, ok := a.workers[uid]; ok {
+			w.task.Status = t.Status
+			continue
+		}
+		// A task the store still shows with a status from a finished
+		// worker is not run twice: only pending ones, or adoptable ones.
+		if t.Status.State != "" && t.Status.State != legion.TaskPending && t.Status.State != legion.TaskAssigned && !adoptable[uid] {
+			continue
+		}
+		w := newWorker(a, t, adoptable[uid])
+		a.workers[uid] = w
+		start = append(start, w)
+	}
+	for uid, w := range a.workers {
+		if _, ok := want[uid]; !ok && !w.stopping() {
+			close(w.stop)
+		}
+	}
+	a.mu.Unlock()
+	for _, w := range start {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); w.run(ctx) }()
+	}
+	for uid := range adoptable {
+		if _, ok := want[uid]; !ok {
+			a.log.Info("removing a pod no task wants", "task", uid)
+			a.Runtime.Remove(ctx, uid)
+		}
+	}
+}
+
+// writeFiles writes the Secrets and Configs a task's containers mount as
+// files into the task's private directory and makes its tmpfs volumes.
+func (a *Agent) writeFiles(t *legion.Task, values map[string][]byte) (map[string]string, error) {
+	dir := filepath.Join(a.RunDir, "tasks", t.Metadata.UID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	ns := t.Metadata.Namespace
+	for _, c := range t.Spec.Pod.AllContainers() {
+		for _, set := range []struct {
+			kind legion.Kind
+			refs []legion.FileRef
+		}{{legion.KindSecret, c.Secrets}, {legion.KindConfig, c.Configs}} {
+			for _, f := range set.refs {
+				val, ok := values[ValueKey(set.kind, ns, f.Name)]
+				if !ok {
+					return nil, fmt.Errorf("container %s: %s %s/%s not delivered to this node", c.Name, set.kind, ns, f.Name)
+				}
+				p := fileName(dir, set.kind, f.Name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+					return nil, err
+				}
+				if err := os.WriteFile(p, val, os.FileMode(f.Mode)); err != nil {
+					return nil, err
+				}
+				if os.Geteuid() == 0 {
+					os.Chown(p, f.UID, f.GID)
+				}
+				os.Chmod(p, os.FileMode(f.Mode))
+				out[string(set.kind)+"/"+f.Name] = p
+			}
+		}
+	}
+	for _, v := range t.Spec.Pod.Volumes {
+		var p string
+		switch {
+		case v.Tmpfs != nil:
+			p = filepath.Join(dir, "volumes", v.Name)
+		case v.Volume != nil:
+			p = filepath.Join(a.DataDir, "volumes", ns, v.Volume.Name)
+		case v.Claim != nil:
+			p = filepath.Join(a.DataDir, "volumes", ns, t.Spec.Volumes[v.Name])
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return nil, err
+		}
+		out["volume:"+v.Name] = p
+	}
+	return out, nil
+}
+
+// login finds the registry login a task's pull secrets hold for ref.
+func (a *Agent) login(t *legion.Task, ref string) *image.Login {
+	r, err := image.ParseReference(ref)
+	if err != nil {
+		return nil
+	}
+	for _, name := range t.Spec.Pod.ImagePullSecrets {
+		val, ok := a.values()[ValueKey(legion.KindSecret, t.Metadata.Namespace, name)]
+		if !ok {
+			continue
+		}
+		logins, err := image.ParseDockerConfig(val)
+		if err != nil {
+			a.log.Warn("pull secret is not a Docker config", "secret", name, "err", err)
+			continue
+		}
+		if l, ok := logins.For(r.Registry()); ok {
+			return &l
+		}
+	}
+	return nil
+}
+
+// saveOutput keeps the last SavedOutput bytes of a container's log.
+func (a *Agent) saveOutput(ctx context.Context, t *legion.Task, container string) {
+	rc, err := a.Runtime.Logs(ctx, containerID(t, container), jail.LogOptions{})
+	if err != nil {
+		if !errors.Is(err, jail.ErrNotFound) {
+			a.log.Debug("reading output to save", "container", container, "err", err)
+		}
+		return
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil || len(data) == 0 {
+		return
+	}
+	if len(data) > SavedOutput {
+		data = data[len(data)-SavedOutput:]
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			data = data[i+1:] // whole records only
+		}
+	}
+	dir := SavedOutputDir(a.DataDir, t.Metadata.UID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return
+	}
+	os.WriteFile(filepath.Join(dir, container+".log"), data, 0o600)
+}
+
+// SavedOutputDir is where a finished task's output is kept.
+func SavedOutputDir(dataDir, taskUID string) string {
+	return filepath.Join(dataDir, "logs", taskUID)
+}

@@ -1,0 +1,49 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/image"
+)
+
+// Labels every container of a task carries.
+const (
+	LabelTask      = "legion.task.id"
+	LabelNode      = "legion.node.id"
+	LabelContainer = "legion.container"
+	LabelNamespace = "legion.namespace"
+	LabelTaskName  = "legion.task.name"
+)
+
+// Assignments is everything a node must run, as a whole: each delivery
+// replaces the one before.
+type Assignments struct {
+	Tasks []*legion.Task
+	// Values are the Secrets and Configs the node's tasks use, keyed by
+	// ValueKey.
+	Values map[string][]byte
+}
+
+// ValueKey names a Secret's or Config's value in Assignments.Values.
+func ValueKey(kind legion.Kind, namespace, name string) string {
+	return legion.Key(kind, namespace, name)
+}
+
+// Manager is the agent's view of the managers: its assignments in, task
+// status out.
+type Manager interface {
+	// Assignments delivers the node's assignments each time they change,
+	// until ctx ends.
+	Assignments(ctx context.Context) (<-chan Assignments, error)
+	// Report records a task's status as the node sees it.
+	Report(ctx context.Context, namespace, name string, st legion.TaskStatus) error
+}
+
+// Images is what the agent needs of the node's image store.
+type Images interface {
+	Pull(ctx context.Context, ref string, o image.PullOptions) (*image.Record, error)
+	PrepareRoot(ctx context.Context, id, ref, namespace string, now time.Time) (string, error)
+	RemoveRoot(ctx context.Context, id string) error
+}

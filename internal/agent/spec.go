@@ -1,0 +1,152 @@
+package agent
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"syscall"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/jail"
+)
+
+// containerID names a task's container; the infra container is the task's
+// uid itself.
+func containerID(task *legion.Task, container string) string {
+	return task.Metadata.UID + "-" + container
+}
+
+func labels(task *legion.Task, node, container string) map[string]string {
+	return map[string]string{
+		LabelTask: task.Metadata.UID, LabelNode: node, LabelContainer: container,
+		LabelNamespace: task.Metadata.Namespace, LabelTaskName: task.Metadata.Name,
+	}
+}
+
+// imageRef is the reference a task runs for a container's image: pinned
+// to the digest the leader resolved when there is one.
+func imageRef(task *legion.Task, ref string) string {
+	d, ok := task.Spec.Images[ref]
+	if !ok || d == "" || strings.Contains(ref, "@") {
+		return ref
+	}
+	return ref + "@" + d
+}
+
+func pullPolicy(p legion.PullPolicy) image.PullPolicy {
+	switch p {
+	case legion.PullAlways:
+		return image.Always
+	case legion.PullNever:
+		return image.Never
+	}
+	return image.IfNotPresent
+}
+
+// containerSpec builds what the runtime makes of one container of a pod:
+// the image's defaults under the pod spec's, values of Secrets and Configs
+// given as environment variables, and their files mounted read-only.
+func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *image.Config, root string, files map[string]string, values map[string][]byte) (jail.ContainerSpec, error) {
+	ic := cfg.Config
+	argv := ic.Entrypoint
+	cmd := ic.Cmd
+	if len(c.Command) > 0 {
+		argv, cmd = c.Command, nil
+	}
+	if len(c.Args) > 0 {
+		cmd = c.Args
+	}
+	argv = append(append([]string(nil), argv...), cmd...)
+	if len(argv) == 0 {
+		return jail.ContainerSpec{}, fmt.Errorf("container %s: %w: the image names no command and the pod gives none", c.Name, jail.ErrPermanent)
+	}
+	ns := task.Metadata.Namespace
+	var env []string
+	for _, e := range c.Env {
+		v := e.Value
+		switch {
+		case e.Secret != "":
+			val, ok := values[ValueKey(legion.KindSecret, ns, e.Secret)]
+			if !ok {
+				return jail.ContainerSpec{}, fmt.Errorf("container %s: env %s: secret %s/%s not delivered to this node", c.Name, e.Name, ns, e.Secret)
+			}
+			v = string(val)
+		case e.Config != "":
+			val, ok := values[ValueKey(legion.KindConfig, ns, e.Config)]
+			if !ok {
+				return jail.ContainerSpec{}, fmt.Errorf("container %s: env %s: config %s/%s not delivered to this node", c.Name, e.Name, ns, e.Config)
+			}
+			v = string(val)
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	user := c.User
+	if user == "" {
+		user = ic.User
+	}
+	wd := c.WorkingDir
+	if wd == "" {
+		wd = ic.WorkingDir
+	}
+	spec := jail.ContainerSpec{
+		ID: containerID(task, c.Name), Pod: task.Metadata.UID,
+		Labels: labels(task, node, c.Name), Image: c.Image,
+		Command: argv, ImageEnv: ic.Env, Env: env, User: user, WorkDir: wd,
+		Root: jail.Root{Path: root},
+		Resources: jail.Resources{
+			CPUMillis: c.Resources.Limits.CPU.Millis(), MemoryBytes: int64(c.Resources.Limits.Memory),
+			MaxProc: int64(c.Resources.Limits.Maxproc), OpenFiles: int64(c.Resources.Limits.Openfiles),
+		},
+		Security: jail.Security{Allow: c.Security.Allow, Securelevel: c.Security.Securelevel, EnforceStatfs: c.Security.EnforceStatfs},
+	}
+	if c.StopGracePeriod != nil {
+		spec.StopGrace = c.StopGracePeriod.D()
+	}
+	sig := c.StopSignal
+	if sig == "" {
+		sig = ic.StopSignal
+	}
+	if sig != "" {
+		s, ok := signalByName(sig)
+		if !ok {
+			return jail.ContainerSpec{}, fmt.Errorf("container %s: stop signal %q unknown", c.Name, sig)
+		}
+		spec.StopSignal = s
+	}
+	for _, m := range c.VolumeMounts {
+		src, ok := files["volume:"+m.Name]
+		if !ok {
+			return jail.ContainerSpec{}, fmt.Errorf("container %s: volume %s is not ready on this node", c.Name, m.Name)
+		}
+		spec.Mounts = append(spec.Mounts, jail.Mount{Source: src, Target: m.Path, ReadOnly: m.ReadOnly, Kind: jail.MountNullfs})
+	}
+	for _, f := range c.Secrets {
+		spec.Mounts = append(spec.Mounts, jail.Mount{Source: files["Secret/"+f.Name], Target: f.Target, ReadOnly: true, Kind: jail.MountNullfs})
+	}
+	for _, f := range c.Configs {
+		spec.Mounts = append(spec.Mounts, jail.Mount{Source: files["Config/"+f.Name], Target: f.Target, ReadOnly: true, Kind: jail.MountNullfs})
+	}
+	return spec, nil
+}
+
+var signalNames = map[string]syscall.Signal{
+	"SIGHUP": syscall.SIGHUP, "SIGINT": syscall.SIGINT, "SIGQUIT": syscall.SIGQUIT, "SIGKILL": syscall.SIGKILL,
+	"SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2, "SIGTERM": syscall.SIGTERM, "SIGWINCH": syscall.SIGWINCH,
+	"SIGSTOP": syscall.SIGSTOP,
+}
+
+func signalByName(s string) (syscall.Signal, bool) {
+	u := strings.ToUpper(s)
+	if !strings.HasPrefix(u, "SIG") {
+		u = "SIG" + u
+	}
+	sig, ok := signalNames[u]
+	return sig, ok
+}
+
+// fileName is where a Secret's or Config's file lives in the task's
+// private directory.
+func fileName(dir string, kind legion.Kind, name string) string {
+	return path.Join(dir, strings.ToLower(string(kind))+"s", name)
+}

@@ -1,0 +1,404 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/jail"
+)
+
+// Timing the worker follows.
+const (
+	// MaxRestartDelay caps a container's restart backoff.
+	MaxRestartDelay = 60 * time.Second
+	// StableRun is how long a container must run for its failures in a
+	// row to be forgotten.
+	StableRun = time.Minute
+	// DrainDelay keeps a ready service task serving after it leaves the
+	// endpoints, so other nodes stop sending it connections first.
+	DrainDelay = 2 * time.Second
+)
+
+// worker runs one task's pod, from preparing to removal.
+type worker struct {
+	a      *Agent
+	task   *legion.Task
+	events chan jail.Event
+	stop   chan struct{} // closed to ask the pod to stop
+	done   chan struct{} // closed once the pod is gone
+	adopt  bool          // the pod runs already: take it over
+
+	status legion.TaskStatus
+	ready  bool
+
+	// per main container
+	restarts  map[string]int
+	failures  map[string]int // in a row
+	started   map[string]time.Time
+	exited    map[string]int // exit code of containers that will not run again
+	restartAt map[string]time.Time
+	exhausted string // why the task failed for good, once it did
+}
+
+func newWorker(a *Agent, task *legion.Task, adopt bool) *worker {
+	return &worker{a: a, task: task, adopt: adopt,
+		events: make(chan jail.Event, 64), stop: make(chan struct{}), done: make(chan struct{}),
+		restarts: map[string]int{}, failures: map[string]int{}, started: map[string]time.Time{},
+		exited: map[string]int{}, restartAt: map[string]time.Time{}}
+}
+
+func (w *worker) report(ctx context.Context, state legion.TaskState, msg string) {
+	w.status.State, w.status.Message = state, msg
+	w.status.Timestamp = w.a.now()
+	w.status.Ready = w.ready && state == legion.TaskRunning
+	w.status.Restarts = 0
+	for _, n := range w.restarts {
+		w.status.Restarts += n
+	}
+	if err := w.a.Manager.Report(ctx, w.task.Metadata.Namespace, w.task.Metadata.Name, w.status); err != nil {
+		w.a.log.Warn("reporting task status", "task", w.task.Metadata.Name, "err", err)
+	}
+}
+
+// run drives the pod until it is asked to stop or ends for good.
+func (w *worker) run(ctx context.Context) {
+	defer close(w.done)
+	log := w.a.log.With("task", w.task.Metadata.Namespace+"/"+w.task.Metadata.Name)
+	if !w.adopt {
+		if err := w.prepare(ctx); err != nil {
+			log.Warn("task failed to start", "err", err)
+			// What waiting cannot fix is reported as such, so the planner
+			// does not start the task again until the spec changes.
+			w.status.Permanent = errors.Is(err, jail.ErrPermanent)
+			if errors.Is(err, errStopped) {
+				w.teardown(context.WithoutCancel(ctx), legion.TaskShutdown, "stopped before it ran")
+				return
+			}
+			w.teardown(context.WithoutCancel(ctx), legion.TaskFailed, err.Error())
+			return
+		}
+	} else {
+		w.adopted(ctx)
+	}
+	state, msg := w.supervise(ctx)
+	w.teardown(context.WithoutCancel(ctx), state, msg)
+}
+
+var errStopped = errors.New("stopped")
+
+// prepare pulls the images, writes the secrets and configs, makes the pod
+// and runs its init containers.
+func (w *worker) prepare(ctx context.Context) error {
+	t := w.task
+	w.report(ctx, legion.TaskPreparing, "pulling images")
+	configs := map[string]*image.Config{}
+	for _, c := range t.Spec.Pod.AllContainers() {
+		ref := imageRef(t, c.Image)
+		if _, ok := configs[c.Image]; ok {
+			continue
+		}
+		rec, err := w.a.Images.Pull(ctx, ref, image.PullOptions{Namespace: t.Metadata.Namespace,
+			Policy: pullPolicy(c.PullPolicy), Now: w.a.now(), Login: w.a.login(t, ref)})
+		if err != nil {
+			return fmt.Errorf("pulling %s: %w", ref, err)
+		}
+		cfg, err := rec.ParsedConfig()
+		if err != nil {
+			return fmt.Errorf("image %s: %w", ref, err)
+		}
+		configs[c.Image] = cfg
+		if w.status.Manifests == nil {
+			w.status.Manifests = map[string]string{}
+		}
+		w.status.Manifests[c.Image] = rec.Manifest
+		if w.stopping() {
+			return errStopped
+		}
+	}
+	files, err := w.a.writeFiles(t, w.a.values())
+	if err != nil {
+		return err
+	}
+	ip, err := w.a.Network.Attach(ctx, t)
+	if err != nil {
+		return fmt.Errorf("pod network: %w", err)
+	}
+	w.status.IP = ip
+	w.report(ctx, legion.TaskStarting, "creating the pod")
+	infra := jail.ContainerSpec{ID: t.Metadata.UID, Infra: true, Labels: labels(t, w.a.Node, ""),
+		Annotations: map[string]string{"legion.pod.ip": ip}}
+	if err := w.a.Runtime.Create(ctx, infra); err != nil && !errors.Is(err, jail.ErrExists) {
+		return fmt.Errorf("creating the pod: %w", err)
+	}
+	for _, c := range t.Spec.Pod.AllContainers() {
+		root, err := w.a.Images.PrepareRoot(ctx, containerID(t, c.Name), imageRef(t, c.Image), t.Metadata.Namespace, w.a.now())
+		if err != nil {
+			return fmt.Errorf("container %s: root: %w", c.Name, err)
+		}
+		spec, err := containerSpec(t, w.a.Node, c, configs[c.Image], root, files, w.a.values())
+		if err != nil {
+			return err
+		}
+		spec.Env = append(spec.Env, "LEGION_POD_IP="+ip, "HOSTNAME="+hostname(t))
+		if err := w.a.Runtime.Create(ctx, spec); err != nil && !errors.Is(err, jail.ErrExists) {
+			return fmt.Errorf("container %s: %w", c.Name, err)
+		}
+	}
+	for _, c := range t.Spec.Pod.InitContainers {
+		w.report(ctx, legion.TaskStarting, "running init container "+c.Name)
+		code, err := w.runToEnd(ctx, containerID(t, c.Name))
+		if err != nil {
+			return fmt.Errorf("init container %s: %w", c.Name, err)
+		}
+		if code != 0 {
+			return fmt.Errorf("init container %s exited with %d", c.Name, code)
+		}
+	}
+	now := w.a.now()
+	w.status.Started = &now
+	for _, c := range t.Spec.Pod.Containers {
+		if err := w.a.Runtime.Start(ctx, containerID(t, c.Name)); err != nil {
+			return fmt.Errorf("container %s: %w", c.Name, err)
+		}
+		w.started[c.Name] = w.a.now()
+	}
+	w.ready = !hasReadiness(t)
+	w.report(ctx, legion.TaskRunning, "")
+	return nil
+}
+
+func hostname(t *legion.Task) string {
+	if t.Spec.Hostname != "" {
+		return t.Spec.Hostname
+	}
+	if t.Spec.Pod.Hostname != "" {
+		return t.Spec.Pod.Hostname
+	}
+	return t.Metadata.Name
+}
+
+func hasReadiness(t *legion.Task) bool {
+	for _, c := range t.Spec.Pod.Containers {
+		if c.Probes.Readiness != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *worker) stopping() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// runToEnd starts a container and waits for it to exit.
+func (w *worker) runToEnd(ctx context.Context, id string) (int, error) {
+	if err := w.a.Runtime.Start(ctx, id); err != nil {
+		return 0, err
+	}
+	for {
+		st, err := w.a.Runtime.Inspect(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		if st.State == jail.StateExited {
+			return st.ExitCode, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-w.stop:
+			return 0, errStopped
+		case <-w.events:
+		case <-time.After(200 * time.Millisecond): // events may come before Inspect saw the exit
+		}
+	}
+}
+
+// adopted takes over a pod an earlier agent started: its containers' state
+// is whatever the runtime says.
+func (w *worker) adopted(ctx context.Context) {
+	w.status = w.task.Status
+	w.ready = w.task.Status.Ready || !hasReadiness(w.task)
+	for _, c := range w.task.Spec.Pod.Containers {
+		st, err := w.a.Runtime.Inspect(ctx, containerID(w.task, c.Name))
+		if err == nil && st.State == jail.StateRunning {
+			w.started[c.Name] = st.StartedAt
+		} else if err == nil && st.State == jail.StateExited {
+			w.handleExit(ctx, c.Name, st.ExitCode)
+		}
+	}
+	w.report(ctx, legion.TaskRunning, "adopted after an agent restart")
+}
+
+// supervise follows the running pod: restarts containers by the restart
+// policy, and says how the task ended.
+func (w *worker) supervise(ctx context.Context) (legion.TaskState, string) {
+	t := w.task
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if state, msg, over := w.over(); over {
+			return state, msg
+		}
+		select {
+		case <-ctx.Done():
+			// The agent is shutting down: the pod keeps running, to be
+			// adopted by the next agent.
+			return "", ""
+		case <-w.stop:
+			return legion.TaskShutdown, "stopped"
+		case ev := <-w.events:
+			if ev.Type != jail.EventDied {
+				continue
+			}
+			name := ev.Labels[LabelContainer]
+			if name == "" || !isMain(t, name) {
+				continue
+			}
+			w.handleExit(ctx, name, ev.ExitCode)
+		case <-tick.C:
+			w.restartDue(ctx)
+		}
+	}
+}
+
+func isMain(t *legion.Task, name string) bool {
+	for _, c := range t.Spec.Pod.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// handleExit applies the restart policy to a main container that ended.
+func (w *worker) handleExit(ctx context.Context, name string, code int) {
+	if _, done := w.exited[name]; done {
+		return
+	}
+	if _, pending := w.restartAt[name]; pending {
+		return
+	}
+	rp := w.task.Spec.Pod.RestartPolicy
+	cond, delay, maxAttempts := legion.RestartAny, time.Second, 0
+	if rp != nil {
+		cond, delay, maxAttempts = rp.Condition, max(rp.Delay.D(), time.Second), rp.MaxAttempts
+	}
+	if w.a.now().Sub(w.started[name]) >= StableRun {
+		w.failures[name] = 0
+	}
+	restart := cond == legion.RestartAny || cond == legion.RestartOnFailure && code != 0
+	if restart && maxAttempts > 0 && w.restarts[name] >= maxAttempts {
+		w.exited[name] = code
+		w.exhausted = fmt.Sprintf("container %s exited with %d; restart policy exhausted after %d attempts", name, code, maxAttempts)
+		return
+	}
+	if !restart {
+		w.exited[name] = code
+		return
+	}
+	w.failures[name]++
+	wait := delay
+	for i := 1; i < w.failures[name] && wait < MaxRestartDelay; i++ {
+		wait *= 2
+	}
+	wait = min(wait, MaxRestartDelay)
+	w.restartAt[name] = w.a.now().Add(wait)
+	w.ready = false
+	w.report(ctx, legion.TaskRunning, fmt.Sprintf("container %s exited with %d: restarting in %s (attempt %d)",
+		name, code, wait.Round(time.Second), w.restarts[name]+1))
+}
+
+func (w *worker) restartDue(ctx context.Context) {
+	for name, at := range w.restartAt {
+		if w.a.now().Before(at) {
+			continue
+		}
+		delete(w.restartAt, name)
+		w.restarts[name]++
+		if err := w.a.Runtime.Start(ctx, containerID(w.task, name)); err != nil {
+			w.exited[name] = -1
+			w.exhausted = fmt.Sprintf("container %s could not restart: %v", name, err)
+			continue
+		}
+		w.started[name] = w.a.now()
+		w.ready = !hasReadiness(w.task)
+		w.report(ctx, legion.TaskRunning, "")
+	}
+}
+
+// over reports whether the task has ended: every main container is done
+// for good.
+func (w *worker) over() (legion.TaskState, string, bool) {
+	if w.exhausted != "" {
+		return legion.TaskFailed, w.exhausted, true
+	}
+	if len(w.exited) < len(w.task.Spec.Pod.Containers) {
+		return "", "", false
+	}
+	for _, c := range w.task.Spec.Pod.Containers {
+		if code := w.exited[c.Name]; code != 0 {
+			w.status.ExitCode = &code
+			return legion.TaskFailed, fmt.Sprintf("container %s exited with %d", c.Name, code), true
+		}
+	}
+	zero := 0
+	w.status.ExitCode = &zero
+	return legion.TaskComplete, "", true
+}
+
+// teardown stops and removes the pod, keeping the containers' last output,
+// and reports the final state. An empty state means the agent is shutting
+// down: the pod is left running.
+func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg string) {
+	if state == "" {
+		return
+	}
+	t := w.task
+	if state == legion.TaskShutdown && w.ready && !t.Spec.Job {
+		// Leave the endpoints first, then keep serving for the drain.
+		w.ready = false
+		w.report(ctx, legion.TaskRunning, "draining")
+		select {
+		case <-time.After(DrainDelay):
+		case <-ctx.Done():
+		}
+	}
+	w.ready = false
+	for _, c := range t.Spec.Pod.Containers {
+		grace := time.Duration(-1)
+		if err := w.a.Runtime.Stop(ctx, containerID(t, c.Name), grace); err != nil && !errors.Is(err, jail.ErrNotFound) {
+			w.a.log.Warn("stopping container", "task", t.Metadata.Name, "container", c.Name, "err", err)
+		}
+	}
+	for _, c := range t.Spec.Pod.AllContainers() {
+		w.a.saveOutput(ctx, t, c.Name)
+	}
+	if err := w.a.Runtime.Remove(ctx, t.Metadata.UID); err != nil {
+		w.a.log.Warn("removing pod", "task", t.Metadata.Name, "err", err)
+	}
+	for _, c := range t.Spec.Pod.AllContainers() {
+		w.a.Runtime.Remove(ctx, containerID(t, c.Name))
+		if err := w.a.Images.RemoveRoot(ctx, containerID(t, c.Name)); err != nil {
+			w.a.log.Debug("removing container root", "err", err)
+		}
+	}
+	if err := w.a.Network.Detach(ctx, t); err != nil {
+		w.a.log.Warn("pod network teardown", "task", t.Metadata.Name, "err", err)
+	}
+	os.RemoveAll(filepath.Join(w.a.RunDir, "tasks", t.Metadata.UID))
+	now := w.a.now()
+	w.status.Finished = &now
+	w.report(ctx, state, msg)
+}

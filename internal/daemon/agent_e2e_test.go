@@ -1,0 +1,316 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/controller"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/testimage"
+	"github.com/legionbsd/legion/jail/process"
+)
+
+// The test binary is also the container supervisor, as the legion binary
+// is in production.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "process-shim" {
+		os.Exit(process.ShimMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+const testImage = "localhost/legion-test/server:1"
+
+// buildImage compiles the test server once and loads it into a new image
+// store.
+var imageOnce struct {
+	sync.Once
+	archive string
+	err     error
+}
+
+func loadTestImage(t *testing.T, images *image.Images) {
+	t.Helper()
+	imageOnce.Do(func() {
+		img, err := testimage.Build(context.Background(), testimage.Options{User: "0"})
+		if err != nil {
+			imageOnce.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "legion-e2e-image-")
+		if err != nil {
+			imageOnce.err = err
+			return
+		}
+		imageOnce.archive = filepath.Join(dir, "server.tar")
+		imageOnce.err = testimage.WriteArchive(imageOnce.archive, img, testImage)
+	})
+	if imageOnce.err != nil {
+		t.Fatalf("building the test image: %v", imageOnce.err)
+	}
+	f, err := os.Open(imageOnce.archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := images.Load(context.Background(), f, testImage, time.Now()); err != nil {
+		t.Fatalf("loading the test image: %v", err)
+	}
+}
+
+type node struct {
+	st      *store.Store
+	local   *Local
+	dataDir string
+	runDir  string
+	cancel  context.CancelFunc
+	done    sync.WaitGroup
+	rt      *process.Runtime
+}
+
+func poll(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startNode runs a one-node cluster in the test: a store, the controller
+// loop, and the agent with the process runtime and a directory image
+// store.
+func startNode(t *testing.T) *node {
+	t.Helper()
+	base := t.TempDir()
+	n := &node{dataDir: filepath.Join(base, "data"), runDir: filepath.Join(base, "run")}
+	_, tr := raft.NewInmemTransport("m1")
+	st, err := store.Open(store.Config{Dir: filepath.Join(n.dataDir, "manager"), ID: "m1", Transport: tr, WriteTimeout: 5 * time.Second,
+		Timing: store.Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+			LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+			SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour, TrailingLogs: 1024}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.st = st
+	if err := st.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "leadership", 10*time.Second, st.IsLeader)
+
+	ds, err := image.NewDirStore(filepath.Join(n.dataDir, "layers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, err := image.Open(image.Options{DataDir: n.dataDir, Store: ds, Platform: image.PlatformRule{Arch: runtime.GOARCH, AllowLinux: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadTestImage(t, images)
+	rt, err := process.New(process.Config{DataDir: n.dataDir, Shim: os.Args[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.rt = rt
+
+	nodeObj, _ := legion.New(legion.KindNode)
+	nodeObj.GetMetadata().Name = "n1"
+	legion.Admit(nodeObj)
+	nd := nodeObj.(*legion.Node)
+	nd.Status = legion.NodeStatus{State: legion.NodeReady, Hostname: "n1",
+		Platform:  legion.Platform{OS: "freebsd", Arch: "amd64"},
+		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}, Allocatable: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}}}
+	if _, _, err := st.Put(context.Background(), nd, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.local = &Local{Store: st, Node: "n1"}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	beat := func() { n.local.Heartbeat("n1", time.Now()) }
+	beat()
+	n.done.Add(3)
+	go func() {
+		defer n.done.Done()
+		tk := time.NewTicker(500 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				beat()
+			}
+		}
+	}()
+	loop := &controller.Loop{Store: st, Signals: n.local, LeaderSince: time.Now().Add(-time.Hour), Interval: 250 * time.Millisecond}
+	go func() { defer n.done.Done(); loop.Run(ctx) }()
+	a := &agent.Agent{Node: "n1", Manager: n.local, Runtime: rt, Images: images,
+		Network: &LoopbackNetwork{Subnet: netip.MustParsePrefix("127.200.1.0/24")},
+		DataDir: n.dataDir, RunDir: n.runDir}
+	go func() { defer n.done.Done(); a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		n.done.Wait()
+		// Pods outlive the agent by design: remove what is left.
+		if cs, err := rt.List(context.Background(), nil); err == nil {
+			for _, c := range cs {
+				rt.Remove(context.Background(), c.ID)
+			}
+		}
+		rt.Wait()
+		st.Close()
+		tr.Close()
+	})
+	return n
+}
+
+func (n *node) apply(t *testing.T, manifest string) {
+	t.Helper()
+	objs, err := legion.ParseManifest("test", []byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if _, _, err := n.st.Put(context.Background(), o, store.WriteOptions{KeepStatus: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (n *node) tasksOf(t *testing.T, label, owner string) []*legion.Task {
+	t.Helper()
+	objs, _, err := n.st.List(legion.KindTask, "", func(o legion.Object) bool {
+		return o.GetMetadata().Labels[label] == owner
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*legion.Task, len(objs))
+	for i, o := range objs {
+		out[i] = o.(*legion.Task)
+	}
+	return out
+}
+
+func (n *node) job(t *testing.T, name string) *legion.Job {
+	t.Helper()
+	o, _, err := n.st.Get(legion.KindJob, "default", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.(*legion.Job)
+}
+
+// A job runs to completion through the whole node: the planner places its
+// task, the agent pulls nothing (a loaded image), runs the container as a
+// supervised process, reports it complete, and keeps its output.
+func TestJobRunsToCompletionAndKeepsItsOutput(t *testing.T) {
+	n := startNode(t)
+	n.apply(t, `apiVersion: legion/v1
+kind: Job
+metadata: {name: hello}
+spec:
+  pod:
+    containers:
+      - name: say
+        image: `+testImage+`
+        pullPolicy: never
+        args: [-say, "hello from a job", -exit, "0"]
+`)
+	poll(t, "the job to complete", 60*time.Second, func() bool { return n.job(t, "hello").Status.State == legion.JobComplete })
+	tasks := n.tasksOf(t, "legion.job", "hello")
+	if len(tasks) != 1 || tasks[0].Status.State != legion.TaskComplete {
+		t.Fatalf("tasks: %+v", tasks)
+	}
+	saved, err := os.ReadFile(filepath.Join(agent.SavedOutputDir(n.dataDir, tasks[0].Metadata.UID), "say.log"))
+	if err != nil || !strings.Contains(string(saved), "stdout F hello from a job") {
+		t.Fatalf("saved output %q, %v", saved, err)
+	}
+}
+
+// A failing job's tasks are retried and the job fails after backoffLimit.
+func TestFailingJobFailsAfterItsBackoffLimit(t *testing.T) {
+	n := startNode(t)
+	n.apply(t, `apiVersion: legion/v1
+kind: Job
+metadata: {name: broken}
+spec:
+  backoffLimit: 0
+  pod:
+    containers:
+      - name: fail
+        image: `+testImage+`
+        pullPolicy: never
+        args: [-err, "it went wrong", -exit, "3"]
+`)
+	poll(t, "the job to fail", 60*time.Second, func() bool { return n.job(t, "broken").Status.State == legion.JobFailed })
+	j := n.job(t, "broken")
+	if j.Status.Failed != 1 || !strings.Contains(j.Status.Message, "3") {
+		t.Fatalf("job status %+v", j.Status)
+	}
+}
+
+// A secret reaches the container as an environment variable and as a
+// file, and its value is nowhere under the data directory.
+func TestSecretReachesTheContainerAndNotTheDisk(t *testing.T) {
+	n := startNode(t)
+	const value = "s3cr3t-value-for-the-e2e-test"
+	n.apply(t, `apiVersion: legion/v1
+kind: Secret
+metadata: {name: token}
+spec: {text: `+value+`}
+---
+apiVersion: legion/v1
+kind: Job
+metadata: {name: reader}
+spec:
+  pod:
+    containers:
+      - name: cat
+        image: `+testImage+`
+        pullPolicy: never
+        args: [-cat, /run/secrets/token]
+        secrets: [{name: token}]
+`)
+	poll(t, "the reader job to complete", 60*time.Second, func() bool {
+		s := n.job(t, "reader").Status.State
+		if s == legion.JobFailed {
+			t.Fatalf("the job failed: %s", n.job(t, "reader").Status.Message)
+		}
+		return s == legion.JobComplete
+	})
+	task := n.tasksOf(t, "legion.job", "reader")[0]
+	saved, _ := os.ReadFile(filepath.Join(agent.SavedOutputDir(n.dataDir, task.Metadata.UID), "cat.log"))
+	if !strings.Contains(string(saved), value) {
+		t.Fatalf("the container did not read the secret file: %q", saved)
+	}
+	// The saved output holds what the container printed, which here is
+	// the secret itself; every other file under the data directory must
+	// not hold it.
+	filepath.WalkDir(n.dataDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasPrefix(p, agent.SavedOutputDir(n.dataDir, "")) || strings.HasSuffix(p, ".db") {
+			return nil
+		}
+		if data, err := os.ReadFile(p); err == nil && bytes.Contains(data, []byte(value)) {
+			t.Errorf("the secret's value is in %s", p)
+		}
+		return nil
+	})
+	_ = fmt.Sprint()
+}

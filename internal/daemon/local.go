@@ -1,0 +1,171 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/scheduler"
+)
+
+// Local connects an agent to the manager in the same process: it reads
+// the node's assignments from the local replica and writes task status
+// to the store, and keeps the heartbeats and usage the controller loop
+// plans with. It is the dispatcher's work without the network between.
+type Local struct {
+	Store *store.Store
+	Node  string
+
+	mu    sync.Mutex
+	beats map[string]time.Time
+	usage []scheduler.Usage
+}
+
+var (
+	_ agent.Manager = (*Local)(nil)
+)
+
+// Heartbeat records that a node was heard from.
+func (l *Local) Heartbeat(node string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.beats == nil {
+		l.beats = map[string]time.Time{}
+	}
+	l.beats[node] = at
+}
+
+// Heartbeats implements controller.Signals.
+func (l *Local) Heartbeats() map[string]time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]time.Time, len(l.beats))
+	for k, v := range l.beats {
+		out[k] = v
+	}
+	return out
+}
+
+// Usage implements controller.Signals.
+func (l *Local) Usage() []scheduler.Usage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]scheduler.Usage(nil), l.usage...)
+}
+
+// Assignments implements agent.Manager: a new set after every change to
+// tasks, secrets or configs.
+func (l *Local) Assignments(ctx context.Context) (<-chan agent.Assignments, error) {
+	out := make(chan agent.Assignments, 1)
+	go func() {
+		defer close(out)
+		for ctx.Err() == nil {
+			as, at, err := l.assignments()
+			if err != nil {
+				return
+			}
+			select {
+			case out <- as:
+			case <-ctx.Done():
+				return
+			}
+			w, err := l.Store.Watch(at)
+			if err != nil {
+				if errors.Is(err, store.ErrCompacted) {
+					continue
+				}
+				return
+			}
+			for {
+				ev, err := w.Next(ctx)
+				if err != nil {
+					break
+				}
+				if k := ev.Object.GetKind(); k == legion.KindTask || k == legion.KindSecret || k == legion.KindConfig {
+					break
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (l *Local) assignments() (agent.Assignments, uint64, error) {
+	objs, at, err := l.Store.List(legion.KindTask, "", func(o legion.Object) bool {
+		return o.(*legion.Task).Spec.Node == l.Node
+	})
+	if err != nil {
+		return agent.Assignments{}, 0, err
+	}
+	as := agent.Assignments{Values: map[string][]byte{}}
+	for _, o := range objs {
+		t := o.(*legion.Task)
+		as.Tasks = append(as.Tasks, t)
+		for _, ref := range valueRefs(t) {
+			v, _, err := l.Store.Get(ref.kind, t.Metadata.Namespace, ref.name)
+			if err != nil {
+				continue // the admission checked it; a deleted one fails the task's start
+			}
+			switch v := v.(type) {
+			case *legion.Secret:
+				as.Values[agent.ValueKey(ref.kind, t.Metadata.Namespace, ref.name)] = v.Spec.Data
+			case *legion.Config:
+				as.Values[agent.ValueKey(ref.kind, t.Metadata.Namespace, ref.name)] = v.Spec.Data
+			}
+		}
+	}
+	sort.Slice(as.Tasks, func(i, j int) bool { return as.Tasks[i].Metadata.Name < as.Tasks[j].Metadata.Name })
+	return as, at, nil
+}
+
+type valueRef struct {
+	kind legion.Kind
+	name string
+}
+
+// valueRefs lists the Secrets and Configs a task's pod uses.
+func valueRefs(t *legion.Task) []valueRef {
+	var out []valueRef
+	for _, c := range t.Spec.Pod.AllContainers() {
+		for _, e := range c.Env {
+			if e.Secret != "" {
+				out = append(out, valueRef{legion.KindSecret, e.Secret})
+			}
+			if e.Config != "" {
+				out = append(out, valueRef{legion.KindConfig, e.Config})
+			}
+		}
+		for _, f := range c.Secrets {
+			out = append(out, valueRef{legion.KindSecret, f.Name})
+		}
+		for _, f := range c.Configs {
+			out = append(out, valueRef{legion.KindConfig, f.Name})
+		}
+	}
+	for _, s := range t.Spec.Pod.ImagePullSecrets {
+		out = append(out, valueRef{legion.KindSecret, s})
+	}
+	return out
+}
+
+// Report implements agent.Manager: the task's status is replaced, its
+// spec kept, retrying when the planner wrote the task meanwhile.
+func (l *Local) Report(ctx context.Context, namespace, name string, st legion.TaskStatus) error {
+	for attempt := 0; ; attempt++ {
+		o, _, err := l.Store.Get(legion.KindTask, namespace, name)
+		if err != nil {
+			return err
+		}
+		t := o.(*legion.Task)
+		t.Status = st
+		_, err = l.Store.PutStatus(ctx, t, store.Precondition{Version: t.Metadata.Version})
+		if err == nil || !errors.Is(err, store.ErrConflict) || attempt >= 10 {
+			return err
+		}
+	}
+}
