@@ -260,3 +260,31 @@ func TestDirStoreClearsFlagsBeforeRemoving(t *testing.T) {
 		t.Fatalf("second removal: %v, ran %v", err, f.Lines())
 	}
 }
+
+func TestFifoAndOwnersAsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("owners and special files need root")
+	}
+	root := t.TempDir()
+	err := apply(t, root, ApplyOptions{Owners: true},
+		ent{name: "run/", typ: tar.TypeDir},
+		ent{name: "run/fifo", typ: tar.TypeFifo, mode: 0o620, uid: 5, gid: 6},
+		ent{name: "run/link", typ: tar.TypeSymlink, link: "fifo", uid: 7, gid: 8},
+		ent{name: "sgid", body: "x", mode: 0o2755, uid: 9, gid: 10},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(filepath.Join(root, "run/fifo"))
+	if err != nil || fi.Mode()&os.ModeNamedPipe == 0 || fi.Mode().Perm() != 0o620 {
+		t.Fatalf("fifo: %v %v", fi.Mode(), err)
+	}
+	for p, want := range map[string][2]int{"run/fifo": {5, 6}, "run/link": {7, 8}, "sgid": {9, 10}} {
+		if got := statOwner(t, filepath.Join(root, p)); got != want {
+			t.Errorf("%s owner %v; want %v", p, got, want)
+		}
+	}
+	if fi, _ := os.Stat(filepath.Join(root, "sgid")); fi.Mode()&os.ModeSetgid == 0 {
+		t.Fatalf("sgid lost its bit after chown: %v", fi.Mode())
+	}
+}

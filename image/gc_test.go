@@ -251,3 +251,30 @@ func TestCanonicalReferences(t *testing.T) {
 		}
 	}
 }
+
+func TestLoginFor(t *testing.T) {
+	a := Logins{"ghcr.io": {Username: "a"}}
+	b := Logins{"docker.io": {Username: "b"}, "ghcr.io": {Username: "b2"}}
+	cases := []struct {
+		ref  string
+		want string // username, "" for anonymous
+	}{
+		{"ghcr.io/x/y:1", "a"},
+		{"nginx", "b"},
+		{"index.docker.io/library/nginx", "b"},
+		{"quay.io/x", ""},
+	}
+	for _, c := range cases {
+		l, err := LoginFor(c.ref, a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if l != nil {
+			got = l.Username
+		}
+		if got != c.want {
+			t.Errorf("LoginFor(%s) = %q; want %q", c.ref, got, c.want)
+		}
+	}
+}

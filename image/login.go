@@ -102,3 +102,18 @@ func (l Logins) For(registry string) (Login, bool) {
 	x, ok := l[RegistryHost(registry)]
 	return x, ok
 }
+
+// LoginFor picks the login for a reference's registry from a pod's pull
+// secrets, in order; nil (anonymous) when none names it.
+func LoginFor(ref string, secrets ...Logins) (*Login, error) {
+	r, err := ParseReference(ref)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range secrets {
+		if l, ok := s.For(r.Registry()); ok {
+			return &l, nil
+		}
+	}
+	return nil, nil
+}
