@@ -14,11 +14,10 @@ import (
 type svcPass struct {
 	o           *owner
 	status      legion.ServiceStatus
-	update      *legion.UpdateStatus // status.Update, copied if changed
-	paused      bool                 // the update stopped replacing outdated tasks
-	budget      int                  // slots the update may still start on
-	maxUnavail  int                  // -1: no disruption budget
-	unavailable int                  // wanted slots without a ready task
+	paused      bool // the update stopped replacing outdated tasks
+	budget      int  // slots the update may still start on
+	maxUnavail  int  // -1: no disruption budget
+	unavailable int  // wanted slots without a ready task
 	startFirst  bool
 	stopOnly    bool // stateful: always stop-first
 	done        bool // every wanted slot runs a settled current task
@@ -37,9 +36,9 @@ func (p *planner) service(o *owner) {
 		return
 	}
 	u := svc.Spec.Update
-	sp.monitor = u.Monitor.D()
-	if u.Monitor == nil {
-		sp.monitor = legion.DefaultMonitor.D()
+	sp.monitor = legion.DefaultMonitor.D()
+	if u.Monitor != nil {
+		sp.monitor = u.Monitor.D()
 	}
 	sp.delay = u.Delay.D()
 	sp.startFirst = u.Order == legion.StartFirst
@@ -419,7 +418,10 @@ func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) []slotView
 			inflight++
 		}
 	}
-	par := *o.svc.Spec.Update.Parallelism
+	par := 1
+	if pp := o.svc.Spec.Update.Parallelism; pp != nil {
+		par = *pp
+	}
 	if par == 0 {
 		par = len(slots)
 	}
