@@ -24,6 +24,7 @@ type owner struct {
 	stateful  bool
 	hash      string
 	gen       uint64
+	wanted    int // slots wanted this pass (services)
 
 	// slots are the replicated, stateful and job slots by key: small keys
 	// in vec (no hashing per task), any others in the map.

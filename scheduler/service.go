@@ -65,6 +65,7 @@ func (p *planner) service(o *owner) {
 		sp.wanted = wanted
 		p.replicatedSlots(o, sp)
 	}
+	o.wanted = sp.wanted
 	p.pruneHistory(o)
 	p.serviceStatus(o, sp)
 }

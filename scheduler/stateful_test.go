@@ -170,3 +170,19 @@ func sortStrings(s []string) []string {
 	}
 	return out
 }
+
+func TestDrainWaitsForAStatefulOrdinalsVolume(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	c.Apply(db("1", "db:1", "1Gi"))
+	c.Converge()
+	node := c.Task("db-0-1").Spec.Node
+	c.Volumes["default/data-db-0"].Status.Node = node // the agent binds it on first use
+	c.SetAvailability(node, legion.AvailabilityDrain)
+	c.Converge()
+	ds := c.Node(node).Status.Drain
+	if ds == nil || ds.State == legion.DrainCompleted || len(ds.Remaining) != 1 || ds.Remaining[0].Kind != legion.KindVolume ||
+		ds.Remaining[0].Name != "default/data-db-0" {
+		t.Fatalf("drain status %+v: the ordinal's volume still holds the drain", ds)
+	}
+}
