@@ -150,6 +150,9 @@ func (c *converter) unsetVars(v any, path string) {
 	switch v := v.(type) {
 	case string:
 		lookup := func(name string) (string, bool) {
+			if name == "COMPOSE_PROJECT_NAME" { // compose-go sets it to the stack's name
+				return c.opts.Stack, true
+			}
 			val, ok := c.opts.Env[name]
 			return val, ok
 		}
