@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // ErrLayerInUse: the layer cannot go while something depends on it.
@@ -209,4 +210,32 @@ func (s *DirStore) Roots(context.Context) ([]Root, error) {
 		out = append(out, Root{ID: id, ChainID: strings.TrimSpace(string(b)), Dir: filepath.Join(s.dir, "roots", id)})
 	}
 	return out, nil
+}
+
+// CleanStale removes what interrupted writers left (.tmp-* copies) and
+// was last changed before a time; younger ones may still be in use.
+func (s *DirStore) CleanStale(ctx context.Context, before time.Time) ([]string, error) {
+	var removed []string
+	for _, sub := range []string{"layers", "roots"} {
+		dir := filepath.Join(s.dir, sub)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return removed, err
+		}
+		for _, e := range ents {
+			if !strings.HasPrefix(e.Name(), ".tmp-") {
+				continue
+			}
+			fi, err := e.Info()
+			if err != nil || !fi.ModTime().Before(before) {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if err := s.removeAll(ctx, p); err != nil {
+				return removed, err
+			}
+			removed = append(removed, p)
+		}
+	}
+	return removed, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -275,6 +276,44 @@ func TestLoginFor(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("LoginFor(%s) = %q; want %q", c.ref, got, c.want)
+		}
+	}
+}
+
+func TestGCRemovesStaleLeftovers(t *testing.T) {
+	ctx := context.Background()
+	m, ds, _ := newImages(t, freebsdAmd64)
+	now := time.Now()
+	old := now.Add(-48 * time.Hour)
+	tmp := filepath.Join(m.dir, "tmp")
+	mk := func(p string, dir bool, mtime time.Time) {
+		if dir {
+			os.MkdirAll(filepath.Join(p, "x"), 0o755)
+		} else {
+			os.WriteFile(p, []byte("x"), 0o600)
+		}
+		os.Chtimes(p, mtime, mtime)
+	}
+	mk(filepath.Join(tmp, "layer-old.blob"), false, old)
+	mk(filepath.Join(tmp, "layer-new.blob"), false, now)
+	mk(filepath.Join(tmp, "load-old"), true, old)
+	mk(filepath.Join(ds.dir, "layers", ".tmp-old"), true, old)
+	mk(filepath.Join(ds.dir, "layers", ".tmp-new"), true, now)
+	res, err := m.GC(ctx, now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range res.Stale {
+		got = append(got, filepath.Base(p))
+	}
+	sort.Strings(got)
+	if d := cmp.Diff([]string{".tmp-old", "layer-old.blob", "load-old"}, got); d != "" {
+		t.Fatalf("stale removed (-want +got):\n%s", d)
+	}
+	for _, p := range []string{filepath.Join(tmp, "layer-new.blob"), filepath.Join(ds.dir, "layers", ".tmp-new")} {
+		if !exists(p) {
+			t.Fatalf("%s removed while young", p)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -572,6 +573,8 @@ func (m *Images) Remove(ctx context.Context, ref string) ([]string, error) {
 type GCResult struct {
 	Images []string
 	Layers []string
+	// Stale are leftovers of interrupted pulls and loads removed.
+	Stale []string
 }
 
 // GC removes images no one used for maxUnused (DefaultMaxUnused when
@@ -610,7 +613,51 @@ func (m *Images) GC(ctx context.Context, now time.Time, maxUnused time.Duration,
 		}
 	}
 	res.Layers, err = m.pruneLocked(ctx, f)
+	if err != nil {
+		return res, err
+	}
+	res.Stale, err = m.cleanStale(ctx, now.Add(-staleAfter))
 	return res, err
+}
+
+// staleAfter is how old a temporary file or copy must be before a
+// collection takes it for the leftovers of an interrupted pull or load.
+const staleAfter = 24 * time.Hour
+
+// staleCleaner is a store that leaves temporary copies behind when
+// interrupted (DirStore).
+type staleCleaner interface {
+	CleanStale(ctx context.Context, before time.Time) ([]string, error)
+}
+
+// cleanStale removes temporary files and store copies last changed
+// before a time.
+func (m *Images) cleanStale(ctx context.Context, before time.Time) ([]string, error) {
+	var removed []string
+	tmp := filepath.Join(m.dir, "tmp")
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil || !fi.ModTime().Before(before) || strings.HasSuffix(e.Name(), ".lock") {
+			continue
+		}
+		p := filepath.Join(tmp, e.Name())
+		if err := os.RemoveAll(p); err != nil {
+			return removed, err
+		}
+		removed = append(removed, p)
+	}
+	if sc, ok := m.o.Store.(staleCleaner); ok {
+		more, err := sc.CleanStale(ctx, before)
+		removed = append(removed, more...)
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
 }
 
 // pruneLocked removes layers nothing uses; the index lock is held. A
@@ -677,6 +724,9 @@ func (m *Images) pruneLocked(ctx context.Context, f *indexFile) ([]string, error
 		if err != nil {
 			return removed, fmt.Errorf("remove layer %s: %w", c, err)
 		}
+		// Its lock file goes too: a pull of it would have pinned it, and
+		// pins are taken under the index lock held here.
+		os.Remove(filepath.Join(m.dir, "tmp", hexOf(c)+".lock"))
 		removed = append(removed, c)
 	}
 	return removed, nil

@@ -27,6 +27,13 @@ type LogProgress struct {
 	last map[string]int64
 }
 
+func (p *LogProgress) log() *slog.Logger {
+	if p.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return p.Log
+}
+
 func (p *LogProgress) every() int64 {
 	if p.Every > 0 {
 		return p.Every
@@ -35,7 +42,7 @@ func (p *LogProgress) every() int64 {
 }
 
 func (p *LogProgress) Start(image, layer string, size int64) {
-	p.Log.Info("pulling layer", "image", image, "layer", layer, "size", size)
+	p.log().Info("pulling layer", "image", image, "layer", layer, "size", size)
 }
 
 func (p *LogProgress) Advance(image, layer string, done int64) {
@@ -50,7 +57,7 @@ func (p *LogProgress) Advance(image, layer string, done int64) {
 	}
 	p.mu.Unlock()
 	if due {
-		p.Log.Info("pulling layer", "image", image, "layer", layer, "done", done)
+		p.log().Info("pulling layer", "image", image, "layer", layer, "done", done)
 	}
 }
 
@@ -59,14 +66,14 @@ func (p *LogProgress) Done(image, layer string, err error) {
 	delete(p.last, layer)
 	p.mu.Unlock()
 	if err != nil {
-		p.Log.Warn("layer failed", "image", image, "layer", layer, "err", err)
+		p.log().Warn("layer failed", "image", image, "layer", layer, "err", err)
 		return
 	}
-	p.Log.Info("layer ready", "image", image, "layer", layer)
+	p.log().Info("layer ready", "image", image, "layer", layer)
 }
 
 func (p *LogProgress) Skipped(image, layer string) {
-	p.Log.Info("layer already present", "image", image, "layer", layer)
+	p.log().Info("layer already present", "image", image, "layer", layer)
 }
 
 // noProgress is used when the caller gives none.
