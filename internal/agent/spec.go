@@ -47,7 +47,7 @@ func pullPolicy(p legion.PullPolicy) image.PullPolicy {
 // containerSpec builds what the runtime makes of one container of a pod:
 // the image's defaults under the pod spec's, values of Secrets and Configs
 // given as environment variables, and their files mounted read-only.
-func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *image.Config, root string, files map[string]string, values map[string][]byte) (jail.ContainerSpec, error) {
+func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *image.Config, root string, files map[string]string, values map[string][]byte, podEnv []string) (jail.ContainerSpec, error) {
 	ic := cfg.Config
 	argv := ic.Entrypoint
 	cmd := ic.Cmd
@@ -62,7 +62,12 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 		return jail.ContainerSpec{}, fmt.Errorf("container %s: %w: the image names no command and the pod gives none", c.Name, jail.ErrPermanent)
 	}
 	ns := task.Metadata.Namespace
-	var env []string
+	env := append([]string(nil), podEnv...)
+	known := map[string]string{}
+	for _, kv := range podEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		known[k] = v
+	}
 	for _, e := range c.Env {
 		v := e.Value
 		switch {
@@ -78,8 +83,14 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 				return jail.ContainerSpec{}, fmt.Errorf("container %s: env %s: config %s/%s not delivered to this node", c.Name, e.Name, ns, e.Config)
 			}
 			v = string(val)
+		default:
+			v = expand(v, known)
 		}
 		env = append(env, e.Name+"="+v)
+		known[e.Name] = v
+	}
+	for i := range argv {
+		argv[i] = expand(argv[i], known)
 	}
 	user := c.User
 	if user == "" {
@@ -128,6 +139,40 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 		spec.Mounts = append(spec.Mounts, jail.Mount{Source: files["Config/"+f.Name], Target: f.Target, ReadOnly: true, Kind: jail.MountNullfs})
 	}
 	return spec, nil
+}
+
+// expand replaces $(NAME) with the value of a variable defined before it
+// (the pod's LEGION_POD_IP and HOSTNAME, then the container's env in
+// order), as Kubernetes does in command, args and env; $$(NAME) stays
+// $(NAME), and unknown names are left as written.
+func expand(s string, vars map[string]string) string {
+	if !strings.Contains(s, "$(") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case strings.HasPrefix(s[i:], "$$("):
+			b.WriteString("$(")
+			i += 2
+		case strings.HasPrefix(s[i:], "$("):
+			end := strings.IndexByte(s[i:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+end]
+			if v, ok := vars[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+end+1])
+			}
+			i += end
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
 }
 
 var signalNames = map[string]syscall.Signal{

@@ -44,13 +44,29 @@ type worker struct {
 	exited    map[string]int // exit code of containers that will not run again
 	restartAt map[string]time.Time
 	exhausted string // why the task failed for good, once it did
+
+	probes         chan probeEvent
+	probeStop      map[string]context.CancelFunc
+	probeGen       map[string]int
+	containerReady map[string]bool
+}
+
+func (w *worker) container(name string) *legion.Container {
+	for i := range w.task.Spec.Pod.Containers {
+		if w.task.Spec.Pod.Containers[i].Name == name {
+			return &w.task.Spec.Pod.Containers[i]
+		}
+	}
+	return nil
 }
 
 func newWorker(a *Agent, task *legion.Task, adopt bool) *worker {
 	return &worker{a: a, task: task, adopt: adopt,
 		events: make(chan jail.Event, 64), stop: make(chan struct{}), done: make(chan struct{}),
 		restarts: map[string]int{}, failures: map[string]int{}, started: map[string]time.Time{},
-		exited: map[string]int{}, restartAt: map[string]time.Time{}}
+		exited: map[string]int{}, restartAt: map[string]time.Time{},
+		probes: make(chan probeEvent, 16), probeStop: map[string]context.CancelFunc{},
+		probeGen: map[string]int{}, containerReady: map[string]bool{}}
 }
 
 func (w *worker) report(ctx context.Context, state legion.TaskState, msg string) {
@@ -141,11 +157,11 @@ func (w *worker) prepare(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("container %s: root: %w", c.Name, err)
 		}
-		spec, err := containerSpec(t, w.a.Node, c, configs[c.Image], root, files, w.a.values())
+		spec, err := containerSpec(t, w.a.Node, c, configs[c.Image], root, files, w.a.values(),
+			[]string{"LEGION_POD_IP=" + ip, "HOSTNAME=" + hostname(t)})
 		if err != nil {
 			return err
 		}
-		spec.Env = append(spec.Env, "LEGION_POD_IP="+ip, "HOSTNAME="+hostname(t))
 		if err := w.a.Runtime.Create(ctx, spec); err != nil && !errors.Is(err, jail.ErrExists) {
 			return fmt.Errorf("container %s: %w", c.Name, err)
 		}
@@ -167,8 +183,9 @@ func (w *worker) prepare(ctx context.Context) error {
 			return fmt.Errorf("container %s: %w", c.Name, err)
 		}
 		w.started[c.Name] = w.a.now()
+		w.startProbes(ctx, c.Name)
 	}
-	w.ready = !hasReadiness(t)
+	w.ready = w.allReady()
 	w.report(ctx, legion.TaskRunning, "")
 	return nil
 }
@@ -183,14 +200,6 @@ func hostname(t *legion.Task) string {
 	return t.Metadata.Name
 }
 
-func hasReadiness(t *legion.Task) bool {
-	for _, c := range t.Spec.Pod.Containers {
-		if c.Probes.Readiness != nil {
-			return true
-		}
-	}
-	return false
-}
 
 func (w *worker) stopping() bool {
 	select {
@@ -229,11 +238,13 @@ func (w *worker) runToEnd(ctx context.Context, id string) (int, error) {
 // is whatever the runtime says.
 func (w *worker) adopted(ctx context.Context) {
 	w.status = w.task.Status
-	w.ready = w.task.Status.Ready || !hasReadiness(w.task)
+	w.ready = w.task.Status.Ready || w.allReady()
 	for _, c := range w.task.Spec.Pod.Containers {
 		st, err := w.a.Runtime.Inspect(ctx, containerID(w.task, c.Name))
 		if err == nil && st.State == jail.StateRunning {
 			w.started[c.Name] = st.StartedAt
+			w.containerReady[c.Name] = w.task.Status.Ready
+			w.startProbes(ctx, c.Name)
 		} else if err == nil && st.State == jail.StateExited {
 			w.handleExit(ctx, c.Name, st.ExitCode)
 		}
@@ -247,6 +258,7 @@ func (w *worker) supervise(ctx context.Context) (legion.TaskState, string) {
 	t := w.task
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	defer w.stopProbes()
 	for {
 		if state, msg, over := w.over(); over {
 			return state, msg
@@ -267,6 +279,8 @@ func (w *worker) supervise(ctx context.Context) (legion.TaskState, string) {
 				continue
 			}
 			w.handleExit(ctx, name, ev.ExitCode)
+		case ev := <-w.probes:
+			w.probeResult(ctx, ev)
 		case <-tick.C:
 			w.restartDue(ctx)
 		}
@@ -290,6 +304,11 @@ func (w *worker) handleExit(ctx context.Context, name string, code int) {
 	if _, pending := w.restartAt[name]; pending {
 		return
 	}
+	if cancel, ok := w.probeStop[name]; ok {
+		cancel() // the run the probes watched is over
+		delete(w.probeStop, name)
+	}
+	w.containerReady[name] = false
 	rp := w.task.Spec.Pod.RestartPolicy
 	cond, delay, maxAttempts := legion.RestartAny, time.Second, 0
 	if rp != nil {
@@ -333,7 +352,8 @@ func (w *worker) restartDue(ctx context.Context) {
 			continue
 		}
 		w.started[name] = w.a.now()
-		w.ready = !hasReadiness(w.task)
+		w.startProbes(ctx, name)
+		w.ready = w.allReady()
 		w.report(ctx, legion.TaskRunning, "")
 	}
 }

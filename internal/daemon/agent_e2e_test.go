@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io/fs"
 	"net/netip"
 	"os"
@@ -80,6 +79,7 @@ type node struct {
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
 	rt      *process.Runtime
+	zone    string
 }
 
 func poll(t *testing.T, what string, d time.Duration, cond func() bool) {
@@ -144,7 +144,11 @@ func startNode(t *testing.T) *node {
 	n.cancel = cancel
 	beat := func() { n.local.Heartbeat("n1", time.Now()) }
 	beat()
-	n.done.Add(3)
+	n.zone = filepath.Join(n.runDir, "resolver", "zone.json")
+	eps := &Endpoints{Store: st, ZoneFile: n.zone}
+	n.done.Add(5)
+	go func() { defer n.done.Done(); eps.Run(ctx) }()
+	go func() { defer n.done.Done(); RunVIPAllocator(ctx, st, nil) }()
 	go func() {
 		defer n.done.Done()
 		tk := time.NewTicker(500 * time.Millisecond)
@@ -312,5 +316,4 @@ spec:
 		}
 		return nil
 	})
-	_ = fmt.Sprint()
 }
