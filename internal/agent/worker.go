@@ -200,7 +200,6 @@ func hostname(t *legion.Task) string {
 	return t.Metadata.Name
 }
 
-
 func (w *worker) stopping() bool {
 	select {
 	case <-w.stop:
