@@ -37,7 +37,7 @@ type Config struct {
 	// Shim is the legion binary, run as `Shim process-shim start DIR`.
 	Shim  string
 	Clock jail.Clock         // jail.RealClock when nil
-	Alive func(pid int) bool // whether a supervisor lives; jail.ProcessAlive when nil
+	Alive func(pid int) bool // whether a process lives (zombies do not); processAlive when nil
 	Log   *slog.Logger       // discarded when nil
 }
 
@@ -84,7 +84,7 @@ func New(cfg Config) (*Runtime, error) {
 		r.log = slog.New(slog.DiscardHandler)
 	}
 	if r.cfg.Alive == nil {
-		r.cfg.Alive = jail.ProcessAlive
+		r.cfg.Alive = processAlive
 	}
 	r.log.Warn("process runtime: containers are plain host processes; nothing is isolated (network, processes, users, resources)",
 		"dataDir", cfg.DataDir, "chroot", os.Geteuid() == 0)
@@ -239,8 +239,11 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 		return nil
 	}
 	st, err := r.status(rec)
-	if err != nil || st.State != jail.StateRunning {
+	if err != nil {
 		return err
+	}
+	if st.State != jail.StateRunning {
+		return r.endOrphan(rec)
 	}
 	if grace < 0 {
 		grace = rec.Spec.Grace()
@@ -316,6 +319,9 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 			if st, err = r.status(rec); err != nil {
 				return err
 			}
+		}
+		if err := r.endOrphan(rec); err != nil {
+			return err
 		}
 		r.noteDeath(st)
 		if mountable(rec, os.Geteuid()) && mountsSupported {
@@ -396,4 +402,27 @@ func (r *Runtime) mount(rec *jail.Record) error {
 		return err
 	}
 	return nil
+}
+
+// endOrphan kills the process group of a run whose supervisor died
+// without an exit record (killed, say): the process may live on with no
+// one to stop it. Only a run of this boot: its pid is not someone else's.
+func (r *Runtime) endOrphan(rec jail.Record) error {
+	id := rec.Spec.ID
+	run, hasRun, err := r.records.Run(id)
+	if err != nil || !hasRun {
+		return err
+	}
+	if _, hasExit, err := r.records.Exit(id); err != nil || hasExit {
+		return err
+	}
+	if run.Boot != r.boot || run.Pid <= 0 || !r.cfg.Alive(run.Pid) {
+		return nil
+	}
+	r.log.Warn("process runtime: killing a container process its supervisor left", "container", id, "pid", run.Pid)
+	syscall.Kill(-run.Pid, syscall.SIGKILL)
+	return jail.WriteJSON(filepath.Join(r.records.Path(id), jail.ExitFile), jail.ExitInfo{
+		Code: 137, Signal: "KILL", FinishedAt: r.clock.Now(),
+		Message: "supervisor gone without an exit status; its process group was killed",
+	})
 }

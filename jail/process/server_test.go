@@ -440,6 +440,42 @@ func TestServerImage(t *testing.T) {
 		poll(t, "background child gone", func() (bool, string) { return !alive(child), "alive" })
 	})
 
+	t.Run("SupervisorKilledLeavesNoOrphan", func(t *testing.T) {
+		r := newRuntime(t, t.TempDir())
+		cleanup(t, r)
+		sp := jail.ContainerSpec{ID: "orphan", Command: []string{"/bin/sh", "-c", "echo ready; sleep 600 & wait"},
+			ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}}
+		if err := r.Create(testCtx(t), sp); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(testCtx(t), "orphan"); err != nil {
+			t.Fatal(err)
+		}
+		var run jail.RunInfo
+		if err := jail.ReadJSON(filepath.Join(r.Dir("orphan"), jail.RunFile), &run); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(run.ShimPid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "supervisor gone", func() (bool, string) { return !alive(run.ShimPid), "alive" })
+		st, err := r.Inspect(testCtx(t), "orphan")
+		if err != nil || st.State != jail.StateExited || !strings.Contains(st.Message, "supervisor gone") {
+			t.Fatalf("after the supervisor's death: %+v %v", st, err)
+		}
+		if !alive(run.Pid) {
+			t.Fatalf("container process %d died with its supervisor; this test needs it left", run.Pid)
+		}
+		if err := r.Stop(testCtx(t), "orphan", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "orphaned process killed", func() (bool, string) { return !alive(run.Pid), "alive" })
+		st, _ = r.Inspect(testCtx(t), "orphan")
+		if st.State != jail.StateExited || st.Signal != "KILL" {
+			t.Fatalf("after stop: %+v, want killed", st)
+		}
+	})
+
 	t.Run("RebootEndsRunsAndPods", func(t *testing.T) {
 		r := newRuntime(t, t.TempDir())
 		cleanup(t, r)
