@@ -226,9 +226,7 @@ func (p *planner) jobRetry(o *owner, s *slot) bool {
 		}
 	}
 	e := p.newTask(o, s)
-	if failures > 0 {
-		e.t.Metadata.Labels[LabelFailures] = strconv.Itoa(failures)
-	}
+	withFailures(e, failures)
 	p.placeTask(e)
 	return true
 }

@@ -24,7 +24,8 @@ type owner struct {
 	stateful  bool
 	hash      string
 	gen       uint64
-	wanted    int // slots wanted this pass (services)
+	wanted    int               // slots wanted this pass (services)
+	labels    map[string]string // shared by the tasks it makes this pass
 
 	// slots are the replicated, stateful and job slots by key: small keys
 	// in vec (no hashing per task), any others in the map.
@@ -258,7 +259,9 @@ func (s *slot) lastTerminal() *entry {
 	return nil
 }
 
-// newTask makes the slot's next task, pending and unplaced.
+// newTask makes the slot's next task, pending and unplaced. Tasks and
+// entries come from chunks and an owner's tasks share one labels map (see
+// withFailures), as a pass may make tens of thousands.
 func (p *planner) newTask(o *owner, s *slot) *entry {
 	num := s.maxNum + 1
 	s.maxNum = num
@@ -268,7 +271,13 @@ func (p *planner) newTask(o *owner, s *slot) *entry {
 	} else {
 		name = o.key.name + "-" + strconv.Itoa(s.key) + "-" + strconv.Itoa(num)
 	}
-	t := &legion.Task{
+	if len(p.taskBuf) == 0 {
+		p.taskBuf = make([]legion.Task, 256)
+		p.entryBuf = make([]entry, 256)
+	}
+	t := &p.taskBuf[0]
+	p.taskBuf = p.taskBuf[1:]
+	*t = legion.Task{
 		Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
 			Metadata: legion.Metadata{Name: name, Namespace: o.key.ns}},
 		Spec: legion.TaskSpec{
@@ -282,14 +291,20 @@ func (p *planner) newTask(o *owner, s *slot) *entry {
 		},
 		Status: legion.TaskStatus{State: legion.TaskPending, Timestamp: p.now},
 	}
+	if o.labels == nil {
+		if o.job != nil {
+			o.labels = map[string]string{LabelJob: o.key.name}
+		} else {
+			o.labels = map[string]string{LabelService: o.key.name}
+		}
+	}
+	t.Metadata.Labels = o.labels
 	if o.job != nil {
-		t.Metadata.Labels = map[string]string{LabelJob: o.key.name}
 		t.Spec.Job = true
 		if o.job.Status.Images != nil && o.job.Status.Images.PodHash == o.hash {
 			t.Spec.Images = o.job.Status.Images.Digests
 		}
 	} else {
-		t.Metadata.Labels = map[string]string{LabelService: o.key.name}
 		if im := o.svc.Status.Images; im != nil && im.PodHash == o.hash {
 			t.Spec.Images = im.Digests
 		}
@@ -304,7 +319,9 @@ func (p *planner) newTask(o *owner, s *slot) *entry {
 		// A global task names its node from the start; the slot is 0.
 		t.Spec.Slot = 0
 	}
-	e := &entry{orig: t, t: t, num: num, owner: o, slot: s, created: true, node: -1, st: legion.TaskPending}
+	e := &p.entryBuf[0]
+	p.entryBuf = p.entryBuf[1:]
+	*e = entry{orig: t, t: t, num: num, owner: o, slot: s, created: true, node: -1, st: legion.TaskPending}
 	if s.node != "" {
 		if i, ok := p.nodeIdx[s.node]; ok {
 			e.node = i
@@ -314,6 +331,20 @@ func (p *planner) newTask(o *owner, s *slot) *entry {
 	o.all = append(o.all, e)
 	p.entries = append(p.entries, e)
 	return e
+}
+
+// withFailures labels a new task with the failures in a row before it, in
+// a labels map of its own.
+func withFailures(e *entry, failures int) {
+	if failures == 0 {
+		return
+	}
+	l := make(map[string]string, len(e.t.Metadata.Labels)+1)
+	for k, v := range e.t.Metadata.Labels {
+		l[k] = v
+	}
+	l[LabelFailures] = strconv.Itoa(failures)
+	e.t.Metadata.Labels = l
 }
 
 // failuresInRow counts the failed tasks at the end of the slot's history,

@@ -54,6 +54,8 @@ type planner struct {
 	jobOut map[*legion.Job]*legion.Job
 
 	slotBuf     []slot
+	taskBuf     []legion.Task
+	entryBuf    []entry
 	views       []slotView
 	filters     map[string]*filterResult
 	spreads     map[string][]groupLevel

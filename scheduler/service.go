@@ -502,9 +502,7 @@ func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, seen *slotView, maySt
 		return
 	}
 	e := p.newTask(o, s)
-	if failures > 0 {
-		e.t.Metadata.Labels[LabelFailures] = strconv.Itoa(failures)
-	}
+	withFailures(e, failures)
 	p.placeTask(e)
 }
 
