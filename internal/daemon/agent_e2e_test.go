@@ -80,6 +80,26 @@ type node struct {
 	done    sync.WaitGroup
 	rt      *process.Runtime
 	zone    string
+	images  *image.Images
+	net     *LoopbackNetwork
+
+	agentCancel context.CancelFunc
+	agentDone   chan struct{}
+}
+
+// startAgent runs an agent for the node until stopAgent; like a daemon
+// restart, a new agent finds the pods the last one left.
+func (n *node) startAgent(ctx context.Context) {
+	actx, cancel := context.WithCancel(ctx)
+	n.agentCancel, n.agentDone = cancel, make(chan struct{})
+	a := &agent.Agent{Node: "n1", Manager: n.local, Runtime: n.rt, Images: n.images, Network: n.net,
+		DataDir: n.dataDir, RunDir: n.runDir}
+	go func() { defer close(n.agentDone); a.Run(actx) }()
+}
+
+func (n *node) stopAgent() {
+	n.agentCancel()
+	<-n.agentDone
 }
 
 func poll(t *testing.T, what string, d time.Duration, cond func() bool) {
@@ -146,7 +166,7 @@ func startNode(t *testing.T) *node {
 	beat()
 	n.zone = filepath.Join(n.runDir, "resolver", "zone.json")
 	eps := &Endpoints{Store: st, ZoneFile: n.zone}
-	n.done.Add(5)
+	n.done.Add(4)
 	go func() { defer n.done.Done(); eps.Run(ctx) }()
 	go func() { defer n.done.Done(); RunVIPAllocator(ctx, st, nil) }()
 	go func() {
@@ -164,12 +184,12 @@ func startNode(t *testing.T) *node {
 	}()
 	loop := &controller.Loop{Store: st, Signals: n.local, LeaderSince: time.Now().Add(-time.Hour), Interval: 250 * time.Millisecond}
 	go func() { defer n.done.Done(); loop.Run(ctx) }()
-	a := &agent.Agent{Node: "n1", Manager: n.local, Runtime: rt, Images: images,
-		Network: &LoopbackNetwork{Subnet: netip.MustParsePrefix("127.200.1.0/24")},
-		DataDir: n.dataDir, RunDir: n.runDir}
-	go func() { defer n.done.Done(); a.Run(ctx) }()
+	n.images = images
+	n.net = &LoopbackNetwork{Subnet: netip.MustParsePrefix("127.200.1.0/24")}
+	n.startAgent(ctx)
 	t.Cleanup(func() {
 		cancel()
+		n.stopAgent()
 		n.done.Wait()
 		// Pods outlive the agent by design: remove what is left.
 		if cs, err := rt.List(context.Background(), nil); err == nil {
@@ -316,4 +336,55 @@ spec:
 		}
 		return nil
 	})
+}
+
+// An agent restart adopts the running pods: no container is started
+// again and the tasks stay running.
+func TestAgentRestartAdoptsRunningPods(t *testing.T) {
+	n := startNode(t)
+	n.apply(t, webService)
+	poll(t, "three ready tasks", 60*time.Second, func() bool { return readyTasks(n.tasksOf(t, "legion.service", "web")) == 3 })
+	pids := map[string]int{}
+	cs, err := n.rt.List(context.Background(), map[string]string{agent.LabelNode: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if !c.Infra {
+			pids[c.ID] = c.Pid
+		}
+	}
+	if len(pids) != 3 {
+		t.Fatalf("%d containers, want 3", len(pids))
+	}
+	n.stopAgent()
+	// A new network too: the addresses come back from the tasks' status.
+	n.net = &LoopbackNetwork{Subnet: n.net.Subnet}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n.startAgent(ctx)
+	poll(t, "the tasks reported adopted", 30*time.Second, func() bool {
+		adopted := 0
+		for _, task := range n.tasksOf(t, "legion.service", "web") {
+			if strings.Contains(task.Status.Message, "adopted") {
+				adopted++
+			}
+		}
+		return adopted == 3
+	})
+	cs, err = n.rt.List(context.Background(), map[string]string{agent.LabelNode: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.Infra {
+			continue
+		}
+		if pids[c.ID] != c.Pid || c.State != "running" {
+			t.Errorf("container %s: pid %d state %s, was pid %d: it was restarted", c.ID, c.Pid, c.State, pids[c.ID])
+		}
+	}
+	if got := readyTasks(n.tasksOf(t, "legion.service", "web")); got != 3 {
+		t.Fatalf("%d ready tasks after the restart, want 3", got)
+	}
 }
