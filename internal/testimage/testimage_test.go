@@ -7,9 +7,6 @@ import (
 	"debug/elf"
 	"errors"
 	"io"
-	"log"
-	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,7 +18,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -150,10 +146,12 @@ func TestImagePushedAndPulledBack(t *testing.T) {
 	wantCmd, wantEnv := []string{"-listen", ":9000"}, []string{"PATH=/app", "NAME=one"}
 	checkImage(t, img, wantCmd, wantEnv)
 
-	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	reg := testimage.StartRegistry()
 	defer reg.Close()
-	u, _ := url.Parse(reg.URL)
-	ref := u.Host + "/legion/test-server:v1"
+	ref := reg.Ref("legion/test-server", "v1")
+	if !strings.HasPrefix(ref, "127.0.0.1:") {
+		t.Fatalf("reference %s: want the registry on loopback", ref)
+	}
 	if err := testimage.Push(ctx(t), img, ref); err != nil {
 		t.Fatal(err)
 	}

@@ -371,6 +371,43 @@ func TestServerImage(t *testing.T) {
 		}
 	})
 
+	t.Run("LogRotatesKeepingOneOldFile", func(t *testing.T) {
+		r := newRuntime(t, t.TempDir())
+		cleanup(t, r)
+		// 150 000 records of about 140 bytes: past 16 MiB, so the oldest go.
+		line := strings.Repeat("x", 92) + "-line"
+		sp := spec(t, "chatty", "-say", line, "-repeat", "150000", "-exit", "0")
+		if err := r.Create(testCtx(t), sp); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(testCtx(t), "chatty"); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, "exit", func() (bool, string) {
+			st, _ := r.Inspect(testCtx(t), "chatty")
+			return st.State == jail.StateExited, string(st.State)
+		})
+		log := filepath.Join(r.Dir("chatty"), jail.LogFileName)
+		cur, err1 := os.Stat(log)
+		old, err2 := os.Stat(log + ".1")
+		if err1 != nil || err2 != nil {
+			t.Fatalf("log files: %v %v, want log and log.1", err1, err2)
+		}
+		if old.Size() > jail.LogRotateSize || cur.Size() > jail.LogRotateSize || old.Size() < jail.LogRotateSize-200 {
+			t.Fatalf("log.1 %d bytes, log %d bytes: want the old one full to %d and both within it", old.Size(), cur.Size(), jail.LogRotateSize)
+		}
+		got := logTexts(t, r, "chatty")
+		perRecord := len(jail.FormatRecord(jail.LogRecord{Time: time.Now(), Stream: "stdout", Text: line})) - 5 // times vary in length
+		if want := int(old.Size()+cur.Size()) / perRecord; len(got) < want*9/10 || len(got) >= 150000 {
+			t.Fatalf("records from both files: %d, want about %d (the oldest rotated away)", len(got), want)
+		}
+		for i, g := range got {
+			if g != "stdout:"+line {
+				t.Fatalf("record %d: %q", i, g)
+			}
+		}
+	})
+
 	t.Run("PermanentFailures", func(t *testing.T) {
 		r := newRuntime(t, t.TempDir())
 		cleanup(t, r)

@@ -9,7 +9,8 @@
 //	GET /env/K  the value of environment variable K
 //
 // Flags: -listen ADDR (default :8080, or :$PORT), -say LINE and -err LINE
-// (repeated; printed to stdout / stderr before anything else), -exit N
+// (repeated; printed to stdout / stderr before anything else; -repeat N
+// prints the -say lines N times), -exit N
 // (exit with N after printing, without serving), -whoami (print
 // "uid=U gid=G cwd=D" first), -touch PATH and -rm PATH (create or remove
 // a file and exit: how tests flip health from inside a container that has
@@ -18,6 +19,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -48,6 +50,7 @@ func run() int {
 	var say, errs lines
 	fs.Var(&say, "say", "line to print to stdout (repeated)")
 	fs.Var(&errs, "err", "line to print to stderr (repeated)")
+	repeat := fs.Int("repeat", 1, "print the -say lines this many times")
 	exit := fs.Int("exit", -1, "exit with this code after printing, without serving")
 	whoami := fs.Bool("whoami", false, "print uid, gid and working directory first")
 	touch := fs.String("touch", "", "create this file and exit")
@@ -85,9 +88,13 @@ func run() int {
 		cwd, _ := os.Getwd()
 		fmt.Printf("uid=%d gid=%d cwd=%s\n", os.Getuid(), os.Getgid(), cwd)
 	}
-	for _, l := range say {
-		fmt.Println(l)
+	out := bufio.NewWriter(os.Stdout)
+	for range *repeat {
+		for _, l := range say {
+			fmt.Fprintln(out, l)
+		}
 	}
+	out.Flush()
 	for _, l := range errs {
 		fmt.Fprintln(os.Stderr, l)
 	}
