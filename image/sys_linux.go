@@ -18,3 +18,6 @@ func defaultFileFlags() FileFlags { return nil }
 
 // flagsOf: no file flags on Linux.
 func flagsOf(os.FileInfo) uint32 { return 0 }
+
+// flagNames: no file flags on Linux.
+func flagNames(uint32) string { return "" }

@@ -16,3 +16,5 @@ func hasFlags(os.FileInfo) bool { return false }
 func defaultFileFlags() FileFlags { return nil }
 
 func flagsOf(os.FileInfo) uint32 { return 0 }
+
+func flagNames(uint32) string { return "" }

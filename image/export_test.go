@@ -1,0 +1,96 @@
+package image
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+func TestExportLoadRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegistry(t, nil)
+	p := Platform{OS: "freebsd", Arch: "amd64"}
+	img := imageOf(t, p,
+		layerOf(t, "gzip",
+			ent{name: "bin/", typ: tar.TypeDir},
+			ent{name: "bin/su", body: "su", mode: 0o4555, uid: 0, gid: 0},
+			ent{name: "etc/old", body: "old"},
+			ent{name: "home/u/", typ: tar.TypeDir, uid: 1001, gid: 1001},
+			ent{name: "home/u/f", body: "f", uid: 1001, gid: 1001},
+			ent{name: "lib/a", body: "same inode"},
+			ent{name: "lib/b", typ: tar.TypeLink, link: "lib/a"},
+		),
+		layerOf(t, "zstd", ent{name: "etc/.wh.old"}, ent{name: "etc/new", body: "new"}, ent{name: "ln", typ: tar.TypeSymlink, link: "/etc/new"}),
+	)
+	pushImage(t, reg.ref("app:1"), img)
+	m, ds, _ := newImages(t, freebsdAmd64)
+	rec, err := m.Pull(ctx, reg.ref("app:1"), PullOptions{Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var archive bytes.Buffer
+	if err := m.Export(ctx, reg.ref("app:1"), &archive); err != nil {
+		t.Fatal(err)
+	}
+
+	m2, ds2, _ := newImages(t, freebsdAmd64)
+	recs, err := m2.Load(ctx, bytes.NewReader(archive.Bytes()), "", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Reference != rec.Reference || len(recs[0].Layers) != 1 {
+		t.Fatalf("loaded %+v; want %s as one layer", recs, rec.Reference)
+	}
+	a, b := ds.LayerDir(rec.TopChainID()), ds2.LayerDir(recs[0].TopChainID())
+	if d := cmp.Diff(tree(t, a), tree(t, b)); d != "" {
+		t.Fatalf("files differ after export and load (-pulled +loaded):\n%s", d)
+	}
+	if fi, _ := os.Stat(filepath.Join(b, "bin/su")); fi.Mode()&os.ModeSetuid == 0 {
+		t.Fatalf("setuid lost: %v", fi.Mode())
+	}
+	if os.Geteuid() == 0 {
+		if got := statOwner(t, filepath.Join(b, "home/u/f")); got != [2]int{1001, 1001} {
+			t.Fatalf("owner %v", got)
+		}
+	}
+	la, _ := os.Stat(filepath.Join(b, "lib/a"))
+	lb, _ := os.Stat(filepath.Join(b, "lib/b"))
+	if !os.SameFile(la, lb) {
+		t.Fatal("hard link lost")
+	}
+	// The config keeps its keys; rootfs names the one new layer.
+	var before, after map[string]json.RawMessage
+	json.Unmarshal(rec.Config, &before)
+	json.Unmarshal(recs[0].Config, &after)
+	if string(before["config"]) != string(after["config"]) || string(before["os"]) != string(after["os"]) {
+		t.Fatalf("config changed:\n%s\n%s", before["config"], after["config"])
+	}
+	cfg, _ := recs[0].ParsedConfig()
+	if len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != recs[0].Layers[0].DiffID {
+		t.Fatalf("rootfs %v", cfg.RootFS)
+	}
+
+	// Docker's manifest.json beside the layout reads with another tool.
+	f := filepath.Join(t.TempDir(), "a.tar")
+	os.WriteFile(f, archive.Bytes(), 0o600)
+	tag, _ := name.NewTag(rec.Reference)
+	dimg, err := tarball.ImageFromPath(f, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := dimg.Layers()
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("docker view: %d layers, %v", len(ls), err)
+	}
+	if d, _ := ls[0].DiffID(); d.String() != recs[0].Layers[0].DiffID {
+		t.Fatalf("docker view diff_id %s; want %s", d, recs[0].Layers[0].DiffID)
+	}
+}
