@@ -222,4 +222,3 @@ func tarTree(dir string, w io.Writer) error {
 	}
 	return tw.Close()
 }
-
