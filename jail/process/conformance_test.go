@@ -1,6 +1,8 @@
 package process_test
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -13,11 +15,42 @@ import (
 
 // The test binary is also the supervisor: the runtime runs it as
 // `<test binary> process-shim ...`, as it runs `legion process-shim ...`.
+//
+// With LEGION_TEST_DAEMON set to a data directory it plays a daemon
+// instead: it starts container "survivor" there, says so, and waits to be
+// killed.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == process.ShimCommand {
 		os.Exit(process.ShimMain(os.Args[2:]))
 	}
+	if dir := os.Getenv("LEGION_TEST_DAEMON"); dir != "" {
+		os.Exit(playDaemon(dir))
+	}
 	os.Exit(m.Run())
+}
+
+func playDaemon(dir string) int {
+	exe, err := os.Executable()
+	if err != nil {
+		return 1
+	}
+	r, err := process.New(process.Config{DataDir: dir, Shim: exe})
+	if err != nil {
+		return 1
+	}
+	ctx := context.Background()
+	sp := jail.ContainerSpec{ID: "survivor", Command: []string{"/bin/sh", "-c", "echo ready; sleep 600 & wait"},
+		ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}}
+	if err := r.Create(ctx, sp); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	if err := r.Start(ctx, "survivor"); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("started")
+	select {} // until killed
 }
 
 // newRuntime makes a runtime over dir whose supervisor is this binary.

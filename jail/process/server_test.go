@@ -2,6 +2,7 @@ package process_test
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -144,6 +146,62 @@ func alive(pid int) bool {
 }
 
 func isLinuxProc() bool { _, err := os.Stat("/proc/self/stat"); return err == nil }
+
+// A daemon killed with SIGKILL leaves its containers running under their
+// supervisors; a new runtime on its data directory adopts them.
+func TestContainerSurvivesDaemonKill(t *testing.T) {
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon := exec.Command(exe)
+	daemon.Env = append(os.Environ(), "LEGION_TEST_DAEMON="+dir)
+	out, err := daemon.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "started\n" {
+		daemon.Process.Kill()
+		daemon.Wait()
+		t.Fatalf("daemon said %q (%v), want started", line, err)
+	}
+	if err := daemon.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	daemon.Wait()
+
+	r := newRuntime(t, dir)
+	t.Cleanup(func() { r.Remove(context.Background(), "survivor") })
+	st, err := r.Inspect(testCtx(t), "survivor")
+	if err != nil || st.State != jail.StateRunning || !alive(st.Pid) {
+		t.Fatalf("after the daemon's death: %+v %v, want running", st, err)
+	}
+	// Adopted for good: exec, logs and stop work from the new runtime.
+	var buf bytes.Buffer
+	if code, err := r.Exec(testCtx(t), "survivor", jail.ExecSpec{Command: []string{"/bin/sh", "-c", "echo adopted"}, Stdout: &buf}); err != nil || code != 0 || buf.String() != "adopted\n" {
+		t.Fatalf("exec in the adopted container: %d %v %q", code, err, buf.String())
+	}
+	// An exec that outlives its context is killed, with the context's error.
+	short, cancel := context.WithTimeout(testCtx(t), 100*time.Millisecond)
+	defer cancel()
+	if _, err := r.Exec(short, "survivor", jail.ExecSpec{Command: []string{"/bin/sh", "-c", "sleep 600"}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("exec past its deadline: %v, want DeadlineExceeded", err)
+	}
+	if got := logTexts(t, r, "survivor"); !slices.Equal(got, []string{"stdout:ready"}) {
+		t.Fatalf("logs %q", got)
+	}
+	if err := r.Stop(testCtx(t), "survivor", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := r.Inspect(testCtx(t), "survivor"); st.State != jail.StateExited || st.Signal != "TERM" {
+		t.Fatalf("after stop: %+v, want ended by TERM", st)
+	}
+}
 
 // Containers of the test image, run for real: chrooted into their root as
 // the image's user when the tests run as root.
