@@ -45,6 +45,7 @@ type owner struct {
 	ns         *nsInfo
 	static     []staticResult // per node index
 	candidates []int          // node indexes passing the static filters
+	tiers      [2][]nodeGroup // the candidates grouped for pick
 	nodeCount  []int32        // live tasks of this owner per node index
 	spread     []spreadLevel
 	antiReq    []*owner // owners whose tasks it must avoid

@@ -181,6 +181,16 @@ func (p *planner) prepare(o *owner) {
 		}
 		o.spread = append(o.spread, sl)
 	}
+	gkey := fkey + "\x02"
+	for _, pr := range o.placement.Preferences {
+		gkey += pr.Spread + "\x00"
+	}
+	if t, ok := p.tierCache[gkey]; ok {
+		o.tiers = t
+	} else {
+		o.groupCandidates()
+		p.tierCache[gkey] = o.tiers
+	}
 	if o.svc != nil {
 		o.antiReq, o.antiPref = nil, nil
 		for _, term := range o.placement.AntiAffinity {
@@ -430,96 +440,148 @@ func (p *planner) fits(o *owner, i int, volNode string) bool {
 // candidates, or -1. Nodes are ranked by: no untolerated PreferNoSchedule
 // taint, then the spread preferences level by level, then fewest tasks of
 // the owner, then not where the slot just failed to start, then least
-// requested, then preferred (anti-)affinity, then name. The integer keys
-// are compared first and a node that already loses is not looked at
-// further, so most nodes cost a few loads and compares.
+// requested, then preferred (anti-)affinity, then name.
+//
+// The candidates are grouped by PreferNoSchedule and by their innermost
+// spread group (see groupCandidates), so the first two keys are settled
+// per group: groups are tried best first, those that tie together, and
+// only their nodes are scanned. Within a scan the integer keys come first
+// and a node that already loses costs a load and a compare.
 func (p *planner) pick(o *owner, volNode string, avoid map[string]bool) int {
+	levels := min(len(o.spread), 8)
+	for tier := range o.tiers {
+		groups := o.tiers[tier]
+		if len(groups) == 0 {
+			continue
+		}
+		order := p.groupOrder[:0]
+		for g := range groups {
+			order = append(order, g)
+		}
+		tuple := func(g int, l int) int32 {
+			sl := &o.spread[l]
+			return sl.counts[sl.group[groups[g].nodes[0]]]
+		}
+		cmpGroups := func(a, b int) int {
+			for l := 0; l < levels; l++ {
+				if x, y := tuple(a, l), tuple(b, l); x != y {
+					if x < y {
+						return -1
+					}
+					return 1
+				}
+			}
+			return 0
+		}
+		if levels > 0 && len(order) > 1 {
+			slices.SortStableFunc(order, cmpGroups)
+		}
+		p.groupOrder = order
+		for start := 0; start < len(order); {
+			end := start + 1
+			for end < len(order) && (levels == 0 || cmpGroups(order[start], order[end]) == 0) {
+				end++
+			}
+			if best := p.scanGroups(o, groups, order[start:end], volNode, avoid); best >= 0 {
+				return best
+			}
+			start = end
+		}
+	}
+	return -1
+}
+
+// scanGroups finds the best node that fits in groups that tie on the
+// first keys.
+func (p *planner) scanGroups(o *owner, groups []nodeGroup, which []int, volNode string, avoid map[string]bool) int {
 	best := -1
-	var bPrefer, bFailed bool
-	var bSpread [8]int32
+	var bFailed bool
 	var bCount, bAff int32
 	var bLoad float64
-	levels := min(len(o.spread), len(bSpread))
-	for _, i := range o.candidates {
-		st := &o.static[i]
-		// better: 1 when this node wins on a key, -1 when it loses, 0 while tied.
-		better := 0
-		if best >= 0 && st.preferNo != bPrefer {
-			if st.preferNo {
-				continue
-			}
-			better = 1
-		}
-		var spread [8]int32
-		for l := 0; l < levels; l++ {
-			sl := &o.spread[l]
-			spread[l] = sl.counts[sl.group[i]]
-			if better == 0 && best >= 0 {
-				if spread[l] > bSpread[l] {
-					better = -1
-					break
-				}
-				if spread[l] < bSpread[l] {
-					better = 1
-				}
-			}
-		}
-		if better < 0 {
-			continue
-		}
-		count := o.nodeCount[i]
-		if better == 0 && best >= 0 {
-			if count > bCount {
-				continue
-			}
-			if count < bCount {
-				better = 1
-			}
-		}
-		failed := avoid != nil && avoid[p.nodes[i].name]
-		if better == 0 && best >= 0 {
-			if failed && !bFailed {
-				continue
-			}
-			if !failed && bFailed {
-				better = 1
-			}
-		}
-		load := p.load(o, i)
-		if better == 0 && best >= 0 {
-			if load > bLoad {
-				continue
-			}
-			if load < bLoad {
-				better = 1
-			}
-		}
-		var aff int32
-		if len(o.antiPref)+len(o.affPref) > 0 {
-			for _, a := range o.antiPref {
-				aff += a.nodeCount[i]
-			}
-			for _, a := range o.affPref {
-				aff -= a.nodeCount[i]
-			}
-			if better == 0 && best >= 0 {
-				if aff > bAff {
+	hasAff := len(o.antiPref)+len(o.affPref) > 0
+	for _, g := range which {
+		for _, i := range groups[g].nodes {
+			count := o.nodeCount[i]
+			better := best < 0
+			if !better {
+				if count > bCount {
 					continue
 				}
-				if aff < bAff {
-					better = 1
+				better = count < bCount
+			}
+			failed := avoid != nil && avoid[p.nodes[i].name]
+			if !better {
+				if failed && !bFailed {
+					continue
+				}
+				better = !failed && bFailed
+			}
+			load := p.load(o, i)
+			if !better {
+				if load > bLoad {
+					continue
+				}
+				better = load < bLoad
+			}
+			var aff int32
+			if hasAff {
+				for _, a := range o.antiPref {
+					aff += a.nodeCount[i]
+				}
+				for _, a := range o.affPref {
+					aff -= a.nodeCount[i]
+				}
+				if !better {
+					if aff > bAff {
+						continue
+					}
+					better = aff < bAff
 				}
 			}
+			if !better && i > best {
+				continue // a full tie: the earlier name stays
+			}
+			if !p.fits(o, i, volNode) {
+				continue
+			}
+			best, bCount, bFailed, bLoad, bAff = i, count, failed, load, aff
 		}
-		if best >= 0 && better <= 0 {
-			continue // a full tie: the earlier name stays
-		}
-		if !p.fits(o, i, volNode) {
-			continue
-		}
-		best, bPrefer, bSpread, bCount, bFailed, bLoad, bAff = i, st.preferNo, spread, count, failed, load, aff
 	}
 	return best
+}
+
+// nodeGroup is candidates that share the PreferNoSchedule key and every
+// spread group, in node order.
+type nodeGroup struct {
+	nodes []int
+}
+
+// groupCandidates sorts the owner's candidates into tiers (without, then
+// with an untolerated PreferNoSchedule taint) of groups by innermost
+// spread group.
+func (o *owner) groupCandidates() {
+	o.tiers = [2][]nodeGroup{}
+	var leafIdx [2]map[int32]int
+	for _, i := range o.candidates {
+		tier := 0
+		if o.static[i].preferNo {
+			tier = 1
+		}
+		var leaf int32
+		if n := len(o.spread); n > 0 {
+			leaf = o.spread[n-1].group[i]
+		}
+		if leafIdx[tier] == nil {
+			leafIdx[tier] = map[int32]int{}
+		}
+		g, ok := leafIdx[tier][leaf]
+		if !ok {
+			g = len(o.tiers[tier])
+			leafIdx[tier][leaf] = g
+			o.tiers[tier] = append(o.tiers[tier], nodeGroup{})
+		}
+		o.tiers[tier][g].nodes = append(o.tiers[tier][g].nodes, i)
+	}
 }
 
 // load is how much of the node's CPU and memory would be requested with the

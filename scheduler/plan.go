@@ -54,11 +54,13 @@ type planner struct {
 	jobOut map[*legion.Job]*legion.Job
 
 	slotBuf     []slot
+	groupOrder  []int
 	taskBuf     []legion.Task
 	entryBuf    []entry
 	views       []slotView
 	filters     map[string]*filterResult
 	spreads     map[string][]groupLevel
+	tierCache   map[string][2][]nodeGroup
 	usageIdx    map[nsName]Usage
 	deletedJobs map[*legion.Job]bool
 }
@@ -114,6 +116,7 @@ func newPlanner(st *State, now time.Time) *planner {
 		svcOut:       map[*legion.Service]*legion.Service{},
 		filters:      map[string]*filterResult{},
 		spreads:      map[string][]groupLevel{},
+		tierCache:    map[string][2][]nodeGroup{},
 		jobOut:       map[*legion.Job]*legion.Job{},
 	}
 	nodes := slices.Clone(st.Nodes)
