@@ -28,7 +28,14 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 	if strings.TrimSpace(s.Image) == "" {
 		return nil, fmt.Errorf("%s.image: missing: Legion deploys images and builds none", p)
 	}
-	ctr := legion.Container{Name: name, Image: s.Image, WorkingDir: s.WorkingDir, User: s.User}
+	ctr := legion.Container{Name: name, Image: s.Image, User: s.User}
+	if s.WorkingDir != "" {
+		if strings.HasPrefix(s.WorkingDir, "/") {
+			ctr.WorkingDir = s.WorkingDir
+		} else {
+			c.warn(p+".working_dir", "%q is not an absolute path, ignored", s.WorkingDir)
+		}
+	}
 	if len(s.Entrypoint) > 0 {
 		ctr.Command = slices.Clone([]string(s.Entrypoint))
 	}
@@ -52,7 +59,13 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 		d := c.duration(p+".stop_grace_period", *s.StopGracePeriod)
 		ctr.StopGracePeriod = &d
 	}
-	ctr.StopSignal = s.StopSignal
+	if s.StopSignal != "" {
+		if validStopSignal(s.StopSignal) {
+			ctr.StopSignal = s.StopSignal
+		} else {
+			c.warn(p+".stop_signal", "%q: not a signal Legion stops containers with, ignored", s.StopSignal)
+		}
+	}
 	for i, cap := range s.CapAdd {
 		switch strings.TrimPrefix(strings.ToUpper(cap), "CAP_") {
 		case "NET_RAW":
@@ -424,7 +437,11 @@ func (c *converter) fileRefs(p string, refs []types.FileReferenceConfig, objects
 		}
 		f := legion.FileRef{Name: obj, Target: target}
 		if r.Mode != nil {
-			f.Mode = int(*r.Mode)
+			if *r.Mode > 0 && *r.Mode <= 0o777 {
+				f.Mode = int(*r.Mode)
+			} else {
+				c.warn(rp+".mode", "%#o: expected permission bits (0 to 0777), ignored", int64(*r.Mode))
+			}
 		}
 		for _, id := range []struct {
 			what, val string
@@ -670,6 +687,14 @@ func (c *converter) placement(p string, pl types.Placement, out *legion.Placemen
 		}
 		out.Preferences = append(out.Preferences, legion.Preference{Spread: "node.labels." + key})
 	}
+}
+
+// validStopSignal checks a stop signal as admission will, on a throwaway
+// Service (the model keeps its signal list to itself).
+func validStopSignal(sig string) bool {
+	svc := &legion.Service{Header: legion.Header{Kind: legion.KindService, Metadata: legion.Metadata{Name: "x"}}}
+	svc.Spec.Pod.Containers = []legion.Container{{Name: "x", Image: "x", StopSignal: sig}}
+	return legion.Admit(svc) == nil
 }
 
 // validLabel checks a label as admission will, by admitting a throwaway
