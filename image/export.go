@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -52,55 +53,11 @@ func (s *ZFSStore) LayerPath(ctx context.Context, chainID string) (string, error
 // its config keeps every key but rootfs and history, which describe the
 // new layer.
 func (m *Images) Export(ctx context.Context, ref string, w io.Writer) error {
-	rec, err := m.Get(ref)
-	if err != nil {
-		return err
-	}
-	lp, ok := m.o.Store.(layerPather)
-	if !ok {
-		return fmt.Errorf("export %s: the store cannot show its layers' files", rec.Reference)
-	}
-	if len(rec.Layers) == 0 {
-		return fmt.Errorf("export %s: the image has no layers", rec.Reference)
-	}
-	src, err := lp.LayerPath(ctx, rec.TopChainID())
-	if err != nil {
-		return fmt.Errorf("export %s: %w", rec.Reference, err)
-	}
-	work, err := os.MkdirTemp(filepath.Join(m.dir, "tmp"), "export-")
+	rec, img, work, err := m.packed(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-
-	// The layer: the top layer's files as one tar, gzipped by the library.
-	tarPath := filepath.Join(work, "layer.tar")
-	tf, err := os.Create(tarPath)
-	if err != nil {
-		return err
-	}
-	h := sha256.New()
-	if err := packDir(ctx, src, io.MultiWriter(tf, h)); err != nil {
-		tf.Close()
-		return fmt.Errorf("export %s: pack layer: %w", rec.Reference, err)
-	}
-	if err := tf.Close(); err != nil {
-		return err
-	}
-	diffID := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	layer, err := tarball.LayerFromFile(tarPath, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return err
-	}
-
-	cfg, err := repackedConfig(rec.Config, diffID)
-	if err != nil {
-		return fmt.Errorf("export %s: %w", rec.Reference, err)
-	}
-	img, err := newPackedImage(cfg, layer)
-	if err != nil {
-		return err
-	}
 	out := filepath.Join(work, "out")
 	lay, err := layout.Write(out, empty.Index)
 	if err != nil {
@@ -111,8 +68,18 @@ func (m *Images) Export(ctx context.Context, ref string, w io.Writer) error {
 	})); err != nil {
 		return fmt.Errorf("export %s: %w", rec.Reference, err)
 	}
-	cfgName, _ := img.ConfigName()
-	ld, _ := layer.Digest()
+	cfgName, err := img.ConfigName()
+	if err != nil {
+		return err
+	}
+	ls, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	ld, err := ls[0].Digest()
+	if err != nil {
+		return err
+	}
 	dm := dockerManifest{
 		Config: "blobs/sha256/" + cfgName.Hex,
 		Layers: []string{"blobs/sha256/" + ld.Hex},
@@ -128,6 +95,86 @@ func (m *Images) Export(ctx context.Context, ref string, w io.Writer) error {
 		return err
 	}
 	return tarTree(out, w)
+}
+
+// Push sends a stored image to a registry under target (a tag), packed as
+// one layer as Export does, and returns the digest it was pushed as.
+func (m *Images) Push(ctx context.Context, ref, target string, login *Login) (string, error) {
+	t, err := ParseReference(target)
+	if err != nil {
+		return "", err
+	}
+	if t.Local() {
+		return "", fmt.Errorf("push to %s: localhost names no registry", t)
+	}
+	_, img, work, err := m.packed(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	if err := remote.Write(t.Name(), img, m.o.Registry.Options(ctx, login)...); err != nil {
+		return "", fmt.Errorf("push %s: %w", t, classifyRemote(err))
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
+	return d.String(), nil
+}
+
+// packed packs a stored image's top layer as one layer in a work
+// directory (removed by the caller) and builds the image around it.
+func (m *Images) packed(ctx context.Context, ref string) (*Record, v1.Image, string, error) {
+	rec, err := m.Get(ref)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	lp, ok := m.o.Store.(layerPather)
+	if !ok {
+		return nil, nil, "", fmt.Errorf("image %s: the store cannot show its layers' files", rec.Reference)
+	}
+	if len(rec.Layers) == 0 {
+		return nil, nil, "", fmt.Errorf("image %s has no layers", rec.Reference)
+	}
+	src, err := lp.LayerPath(ctx, rec.TopChainID())
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("image %s: %w", rec.Reference, err)
+	}
+	work, err := os.MkdirTemp(filepath.Join(m.dir, "tmp"), "export-")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	fail := func(err error) (*Record, v1.Image, string, error) {
+		os.RemoveAll(work)
+		return nil, nil, "", err
+	}
+	tarPath := filepath.Join(work, "layer.tar")
+	tf, err := os.Create(tarPath)
+	if err != nil {
+		return fail(err)
+	}
+	h := sha256.New()
+	if err := packDir(ctx, src, io.MultiWriter(tf, h)); err != nil {
+		tf.Close()
+		return fail(fmt.Errorf("image %s: pack layer: %w", rec.Reference, err))
+	}
+	if err := tf.Close(); err != nil {
+		return fail(err)
+	}
+	diffID := "sha256:" + hex.EncodeToString(h.Sum(nil))
+	layer, err := tarball.LayerFromFile(tarPath, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return fail(err)
+	}
+	cfg, err := repackedConfig(rec.Config, diffID)
+	if err != nil {
+		return fail(fmt.Errorf("image %s: %w", rec.Reference, err))
+	}
+	img, err := newPackedImage(cfg, layer)
+	if err != nil {
+		return fail(err)
+	}
+	return rec, img, work, nil
 }
 
 // repackedConfig keeps every key of a config but rootfs and history.

@@ -94,3 +94,35 @@ func TestExportLoadRoundTrip(t *testing.T) {
 		t.Fatalf("docker view diff_id %s; want %s", d, recs[0].Layers[0].DiffID)
 	}
 }
+
+func TestPushPackedImage(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegistry(t, nil)
+	p := Platform{OS: "freebsd", Arch: "amd64"}
+	pushImage(t, reg.ref("src:1"), imageOf(t, p,
+		layerOf(t, "gzip", ent{name: "a", body: "a"}, ent{name: "gone", body: "g"}),
+		layerOf(t, "gzip", ent{name: ".wh.gone"}, ent{name: "b", body: "b"})))
+	m, ds, _ := newImages(t, freebsdAmd64)
+	rec, err := m.Pull(ctx, reg.ref("src:1"), PullOptions{Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := m.Push(ctx, reg.ref("src:1"), reg.ref("built/out:2"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, ds2, _ := newImages(t, freebsdAmd64)
+	got, err := m2.Pull(ctx, reg.ref("built/out:2"), PullOptions{Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Digest != digest || len(got.Layers) != 1 {
+		t.Fatalf("pulled %s with %d layers; want %s with one", got.Digest, len(got.Layers), digest)
+	}
+	if d := cmp.Diff(tree(t, ds.LayerDir(rec.TopChainID())), tree(t, ds2.LayerDir(got.TopChainID()))); d != "" {
+		t.Fatalf("(-source +pushed):\n%s", d)
+	}
+	if _, err := m.Push(ctx, reg.ref("src:1"), "localhost/x:1", nil); err == nil {
+		t.Fatal("pushed to localhost")
+	}
+}
