@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -188,6 +189,10 @@ func copyPart(dst, src any) error {
 	if err != nil {
 		return err
 	}
+	// Replace, not merge: fields the source leaves out (false, empty,
+	// omitted) must not keep the destination's old values.
+	v := reflect.ValueOf(dst).Elem()
+	v.Set(reflect.Zero(v.Type()))
 	return json.Unmarshal(data, dst)
 }
 
