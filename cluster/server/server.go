@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
@@ -184,7 +185,22 @@ func (s *Server) load() error {
 	if err != nil {
 		return fmt.Errorf("reading the node's role: %w", err)
 	}
-	return s.become(strings.TrimSpace(string(role)), files, false)
+	if err := s.become(strings.TrimSpace(string(role)), files, false); err != nil {
+		return err
+	}
+	// A manager that restarted before it was promoted asks again.
+	if st := s.store(); st != nil {
+		f := st.Raft().GetConfiguration()
+		if f.Error() == nil {
+			for _, m := range f.Configuration().Servers {
+				if string(m.ID) == s.nodeID && m.Suffrage != raft.Voter {
+					s.wg.Add(1)
+					go s.promoteWhenCaughtUp(st.Raft().LastIndex())
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // become makes the daemon a manager or worker with its certificates; a

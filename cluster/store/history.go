@@ -6,7 +6,8 @@ import (
 	"sync"
 )
 
-// HistorySize is how many applied events stay in memory for watches.
+// HistorySize is how many applied events stay in memory for watches
+// (Config.HistorySize changes it, for tests).
 const HistorySize = 4096
 
 // history holds the last applied events in order of version. A watch
@@ -24,8 +25,8 @@ type history struct {
 	wake    chan struct{} // closed and replaced on every change
 }
 
-func newHistory(horizon uint64) *history {
-	return &history{ring: make([]Event, HistorySize), horizon: horizon, wake: make(chan struct{})}
+func newHistory(size int, horizon uint64) *history {
+	return &history{ring: make([]Event, size), horizon: horizon, wake: make(chan struct{})}
 }
 
 func (h *history) append(evs []Event) {

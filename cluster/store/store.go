@@ -65,6 +65,9 @@ type Config struct {
 	Timing       Timing        // zero: DefaultTiming
 	WriteTimeout time.Duration // zero: DefaultWriteTimeout
 	Logger       *slog.Logger
+	// HistorySize is how many events watches can replay; zero means
+	// HistorySize.
+	HistorySize int
 }
 
 // Store is one manager's replica.
@@ -79,6 +82,8 @@ type Store struct {
 	log   *slog.Logger
 
 	readTerm atomic.Uint64 // the leader term whose barrier has applied
+	stop     chan struct{} // ends background work at Close
+	bg       sync.WaitGroup
 
 	closeOnce sync.Once
 	closeErr  error
@@ -121,7 +126,10 @@ func Open(cfg Config) (*Store, error) {
 	s.snaps = &snapshotStore{db: db}
 	// History starts empty after a restart: a watch from before what this
 	// replica had applied at open is compacted.
-	s.hist = newHistory(applied)
+	if cfg.HistorySize <= 0 {
+		cfg.HistorySize = HistorySize
+	}
+	s.hist = newHistory(cfg.HistorySize, applied)
 	s.fsm = &fsm{db: db, hist: s.hist, log: cfg.Logger}
 	s.fsm.applied.Store(applied)
 
@@ -156,7 +164,45 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: starting raft: %w", err)
 	}
 	s.raft = r
+	s.stop = make(chan struct{})
+	s.soloFast()
 	return s, nil
+}
+
+// soloFast lets the only voter of a cluster elect itself at once instead
+// of after the election timeout: nobody else can lead, so waiting 5 to
+// 10 s (after init, or after a one-manager cluster restarts) buys nothing.
+// Once it leads, the normal timing is restored.
+func (s *Store) soloFast() {
+	f := s.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	servers := f.Configuration().Servers
+	if len(servers) != 1 || servers[0].ID != raft.ServerID(s.cfg.ID) || servers[0].Suffrage != raft.Voter {
+		return
+	}
+	normal := s.raft.ReloadableConfig()
+	fast := normal
+	fast.HeartbeatTimeout = min(normal.HeartbeatTimeout, 50*time.Millisecond)
+	fast.ElectionTimeout = min(normal.ElectionTimeout, 50*time.Millisecond)
+	if fast == normal || s.raft.ReloadConfig(fast) != nil {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for s.raft.State() != raft.Leader {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+		_ = s.raft.ReloadConfig(normal)
+	}()
 }
 
 // slogWriter passes raft's log lines to slog.
@@ -181,6 +227,7 @@ func (s *Store) Bootstrap(addr string) error {
 	if err := s.raft.BootstrapCluster(cfg).Error(); err != nil {
 		return fmt.Errorf("bootstrapping the cluster: %w", err)
 	}
+	s.soloFast()
 	return nil
 }
 
@@ -403,6 +450,8 @@ func (s *Store) Snapshot() error { return s.raft.Snapshot().Error() }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.hist.close()
+		close(s.stop)
+		s.bg.Wait()
 		err := s.raft.Shutdown().Error()
 		if cerr := s.db.Close(); err == nil {
 			err = cerr

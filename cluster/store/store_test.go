@@ -23,9 +23,9 @@ func TestMain(m *testing.M) {
 
 func testTiming() Timing {
 	return Timing{
-		HeartbeatTimeout:   200 * time.Millisecond,
-		ElectionTimeout:    200 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond,
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 400 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
 		SnapshotThreshold:  1 << 30,
 		SnapshotInterval:   time.Hour,
@@ -225,7 +225,20 @@ func TestListAndWatchHaveNoGapNoDuplicate(t *testing.T) {
 }
 
 func TestWatchCompactedBeyondHistory(t *testing.T) {
-	n := single(t)
+	// A short history: compaction is the same at any size.
+	const size = 64
+	n := &node{id: "m1", dir: t.TempDir()}
+	_, n.tr = raft.NewInmemTransport("m1")
+	st, err := Open(Config{Dir: n.dir, ID: "m1", Transport: n.tr, Timing: testTiming(), HistorySize: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.s = st
+	defer st.Close()
+	if err := st.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader", 5*time.Second, st.IsLeader)
 	ctx := context.Background()
 	if _, _, err := n.s.Put(ctx, config("ns", "first", "x"), WriteOptions{}); err != nil {
 		t.Fatal(err)
@@ -239,7 +252,7 @@ func TestWatchCompactedBeyondHistory(t *testing.T) {
 	errs := make(chan error, 8)
 	for g := range 8 {
 		go func() {
-			for i := range (HistorySize + 10) / 8 {
+			for i := range (size + 16) / 8 {
 				if _, _, err := n.s.Put(ctx, config("ns", fmt.Sprintf("c%d-%d", g, i), "x"), WriteOptions{}); err != nil {
 					errs <- err
 					return
@@ -453,7 +466,7 @@ func TestWriteWithoutQuorumGivesUp(t *testing.T) {
 	}
 	defer lead.s.Close()
 	s := lead.s
-	s.cfg.WriteTimeout = 300 * time.Millisecond
+	s.cfg.WriteTimeout = 300 * time.Millisecond // shorter than the leader lease
 	_, _, err := s.Put(context.Background(), config("default", "lost", "x"), WriteOptions{})
 	if err == nil {
 		t.Fatal("write without quorum succeeded")
