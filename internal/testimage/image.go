@@ -117,8 +117,9 @@ func Pack(server []byte, o Options) (v1.Image, error) {
 	return img, nil
 }
 
-// LayerTar is the image's one layer, uncompressed: the server at
-// /app/server, a minimal /etc/passwd and /etc/group, and /tmp.
+// LayerTar is the image's one layer, uncompressed: the root's mode (0755),
+// the server at /app/server, a minimal /etc/passwd and /etc/group, and
+// /tmp.
 func LayerTar(server []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -134,6 +135,9 @@ func LayerTar(server []byte) ([]byte, error) {
 		return err
 	}
 	for _, step := range []func() error{
+		// The root's own mode: without it an extractor may leave "/"
+		// private to root, and the image's user could not reach /app.
+		func() error { return dir("./", 0o755) },
 		func() error { return dir("app/", 0o755) },
 		func() error { return file("app/server", 0o755, 0, server) },
 		func() error { return dir("etc/", 0o755) },

@@ -102,7 +102,7 @@ func checkImage(t *testing.T, img v1.Image, wantCmd []string, wantEnv []string) 
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	if d := cmp.Diff([]string{"app/", "app/server", "etc/", "etc/group", "etc/passwd", "tmp/"}, names); d != "" {
+	if d := cmp.Diff([]string{"./", "app/", "app/server", "etc/", "etc/group", "etc/passwd", "tmp/"}, names); d != "" {
 		t.Errorf("layer files (-want +got):\n%s", d)
 	}
 	if string(files["etc/passwd"].data) != testimage.Passwd || string(files["etc/group"].data) != testimage.Group {
