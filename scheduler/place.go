@@ -191,26 +191,25 @@ func (p *planner) prepare(o *owner) {
 		o.groupCandidates()
 		p.tierCache[gkey] = o.tiers
 	}
-	if o.svc != nil {
-		o.antiReq, o.antiPref = nil, nil
-		for _, term := range o.placement.AntiAffinity {
-			for _, other := range p.servicesByNS[o.key.ns] {
-				if legion.MatchLabels(term.Services, other.svc.Metadata.Labels) {
-					p.prepareCounts(other)
-					if term.Required {
-						o.antiReq = append(o.antiReq, other)
-					} else {
-						o.antiPref = append(o.antiPref, other)
-					}
+	// Affinity terms name services of the namespace, for services and jobs.
+	o.antiReq, o.antiPref = nil, nil
+	for _, term := range o.placement.AntiAffinity {
+		for _, other := range p.servicesByNS[o.key.ns] {
+			if legion.MatchLabels(term.Services, other.svc.Metadata.Labels) {
+				p.prepareCounts(other)
+				if term.Required {
+					o.antiReq = append(o.antiReq, other)
+				} else {
+					o.antiPref = append(o.antiPref, other)
 				}
 			}
 		}
-		for _, term := range o.placement.Affinity {
-			for _, other := range p.servicesByNS[o.key.ns] {
-				if legion.MatchLabels(term.Services, other.svc.Metadata.Labels) {
-					p.prepareCounts(other)
-					o.affPref = append(o.affPref, other)
-				}
+	}
+	for _, term := range o.placement.Affinity {
+		for _, other := range p.servicesByNS[o.key.ns] {
+			if legion.MatchLabels(term.Services, other.svc.Metadata.Labels) {
+				p.prepareCounts(other)
+				o.affPref = append(o.affPref, other)
 			}
 		}
 	}

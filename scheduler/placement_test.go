@@ -184,3 +184,42 @@ spec:
 		t.Fatalf("least requested (-want +got):\n%s", diff)
 	}
 }
+
+func TestPreferredAffinityAndAntiAffinity(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	c.Apply(`
+apiVersion: legion/v1
+kind: Service
+metadata: {name: a, labels: {app: a}}
+spec:
+  replicas: 1
+  placement: {constraints: ["node.name == n1"]}
+  pod: {containers: [{name: c, image: a:1}]}
+`)
+	c.Converge()
+	c.Apply(`
+apiVersion: legion/v1
+kind: Service
+metadata: {name: near}
+spec:
+  replicas: 1
+  placement: {affinity: [{services: {app: a}}]}
+  pod: {containers: [{name: c, image: b:1}]}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: far}
+spec:
+  replicas: 1
+  placement: {antiAffinity: [{services: {app: a}}]}
+  pod: {containers: [{name: c, image: c:1}]}
+`)
+	c.Converge()
+	if diff := cmp.Diff(map[string]int{"n1": 1}, c.NodesOf("near")); diff != "" {
+		t.Fatalf("preferred affinity (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{"n2": 1}, c.NodesOf("far")); diff != "" {
+		t.Fatalf("preferred anti-affinity (-want +got):\n%s", diff)
+	}
+}
