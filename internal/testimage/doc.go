@@ -4,6 +4,9 @@
 // OCI image with go-containerregistry, to write as an OCI layout or archive
 // or to push to a registry (such as go-containerregistry's in-process one).
 //
+// ./mkimage writes the image as an OCI archive from the command line, for
+// `legion image load` on a machine without the internet.
+//
 // It is for tests and development only. It imports go-containerregistry
 // and the standard library, never Legion's own packages, so any test may
 // use it. Building needs the source tree (the server's directory is found
