@@ -438,6 +438,9 @@ func (m *Images) ensureLayers(ctx context.Context, image string, jobs []layerJob
 				firstErr = fmt.Errorf("layer %d (%s): %w", r.job.index, r.job.digest, r.err)
 				m.o.Progress.Done(image, r.job.digest, r.err)
 				cancel()
+			} else if r.unlock != nil {
+				// Fetched (or begun) after another layer failed.
+				m.o.Progress.Done(image, r.job.digest, context.Canceled)
 			}
 			r.release()
 			continue
