@@ -186,40 +186,38 @@ spec:
 }
 
 func TestPreferredAffinityAndAntiAffinity(t *testing.T) {
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
-	c.Apply(`
+	// Nodes tie on every other key, so without the terms the first name
+	// (n1) would win: a on n2 draws "near" there, a on n1 sends "far" to n2.
+	for _, tc := range []struct{ aOn, term, name string }{
+		{"n2", "affinity", "near"},
+		{"n1", "antiAffinity", "far"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := schedtest.New(t)
+			c.AddNodes("n", 2)
+			c.Apply(`
 apiVersion: legion/v1
 kind: Service
 metadata: {name: a, labels: {app: a}}
 spec:
   replicas: 1
-  placement: {constraints: ["node.name == n1"]}
+  placement: {constraints: ["node.name == ` + tc.aOn + `"]}
   pod: {containers: [{name: c, image: a:1}]}
 `)
-	c.Converge()
-	c.Apply(`
+			c.Converge()
+			c.Apply(`
 apiVersion: legion/v1
 kind: Service
-metadata: {name: near}
+metadata: {name: ` + tc.name + `}
 spec:
   replicas: 1
-  placement: {affinity: [{services: {app: a}}]}
+  placement: {` + tc.term + `: [{services: {app: a}}]}
   pod: {containers: [{name: c, image: b:1}]}
----
-apiVersion: legion/v1
-kind: Service
-metadata: {name: far}
-spec:
-  replicas: 1
-  placement: {antiAffinity: [{services: {app: a}}]}
-  pod: {containers: [{name: c, image: c:1}]}
 `)
-	c.Converge()
-	if diff := cmp.Diff(map[string]int{"n1": 1}, c.NodesOf("near")); diff != "" {
-		t.Fatalf("preferred affinity (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(map[string]int{"n2": 1}, c.NodesOf("far")); diff != "" {
-		t.Fatalf("preferred anti-affinity (-want +got):\n%s", diff)
+			c.Converge()
+			if diff := cmp.Diff(map[string]int{"n2": 1}, c.NodesOf(tc.name)); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
