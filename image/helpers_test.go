@@ -275,3 +275,26 @@ func (r *testRegistry) total() int {
 	}
 	return n
 }
+
+// tamperBlob serves one blob with a byte changed, same length.
+func tamperBlob(digest string) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+digest) {
+				h.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			b := rec.Body.Bytes()
+			if len(b) > 20 {
+				b[len(b)/2] ^= 0xff
+			}
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			w.Write(b)
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -148,4 +149,34 @@ func dropTime(_ []string, a slog.Attr) slog.Attr {
 		return slog.Attr{}
 	}
 	return a
+}
+
+func TestFailureMidPullLeavesNoRecordOrTempFiles(t *testing.T) {
+	ctx := context.Background()
+	p := Platform{OS: "freebsd", Arch: "amd64"}
+	l0 := layerOf(t, "gzip", ent{name: "a", body: strings.Repeat("a", 1<<15)})
+	l1 := layerOf(t, "none", ent{name: "b", body: strings.Repeat("b", 1<<15)})
+	l2 := layerOf(t, "gzip", ent{name: "c", body: strings.Repeat("c", 1<<15)})
+	bad, _ := l1.Digest()
+	reg := startRegistry(t, tamperBlob(bad.String()))
+	pushImage(t, reg.ref("mid:1"), imageOf(t, p, l0, l1, l2))
+	m, ds, _ := newImages(t, freebsdAmd64)
+	_, err := m.Pull(ctx, reg.ref("mid:1"), PullOptions{Now: t0})
+	if !errors.Is(err, ErrDigest) || !strings.Contains(err.Error(), "layer 1") {
+		t.Fatalf("got %v; want layer 1's digest refused", err)
+	}
+	if list, _ := m.List(); len(list) != 0 {
+		t.Fatalf("index holds %d images", len(list))
+	}
+	if n := len(storedLayers(t, ds)); n > 1 {
+		t.Fatalf("%d layers stored; at most the verified first one may stay", n)
+	}
+	ents, _ := os.ReadDir(filepath.Join(m.dir, "tmp"))
+	if n := countFiles(ents, ".blob"); n != 0 {
+		t.Fatalf("%d temporary blobs left", n)
+	}
+	pins, _ := os.ReadDir(filepath.Join(m.dir, "pins"))
+	if len(pins) != 0 {
+		t.Fatalf("pins left: %v", pins)
+	}
 }
