@@ -332,3 +332,50 @@ func TestPropertyConvergedStateWritesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestPropertyArbitraryTasks feeds the planner tasks in any state, of
+// owners and nodes that may not exist, in slots out of range: it must not
+// panic, must give the same output twice, and must never create a task
+// whose name is taken.
+func TestPropertyArbitraryTasks(t *testing.T) {
+	states := []legion.TaskState{"", legion.TaskPending, legion.TaskAssigned, legion.TaskRunning, legion.TaskComplete,
+		legion.TaskFailed, legion.TaskRejected, legion.TaskShutdown, legion.TaskOrphaned}
+	rapid.Check(t, func(t *rapid.T) {
+		c := genCluster(t)
+		now := c.Now
+		for i := rapid.IntRange(0, 15).Draw(t, "tasks"); i > 0; i-- {
+			owner := rapid.SampledFrom([]string{"s1", "s2", "s3", "j", "gone"}).Draw(t, "owner")
+			kind := legion.KindService
+			if owner == "j" {
+				kind = legion.KindJob
+			}
+			slot := rapid.IntRange(-1, 7).Draw(t, "slot")
+			tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+				Metadata: legion.Metadata{Namespace: "default",
+					Name: owner + "-" + strconv.Itoa(slot) + "-" + strconv.Itoa(rapid.IntRange(1, 9).Draw(t, "num"))}},
+				Spec: legion.TaskSpec{Owner: legion.Owner{Kind: kind, Name: owner}, Slot: slot,
+					Node:         rapid.SampledFrom([]string{"", "n1", "n2", "nowhere"}).Draw(t, "node"),
+					DesiredState: rapid.SampledFrom([]legion.TaskState{legion.TaskRunning, legion.TaskShutdown, legion.TaskComplete}).Draw(t, "desired"),
+					PodHash:      rapid.SampledFrom([]string{"", "x"}).Draw(t, "hash")},
+				Status: legion.TaskStatus{State: rapid.SampledFrom(states).Draw(t, "state"), Ready: rapid.Bool().Draw(t, "ready"),
+					Timestamp: now.Add(-time.Duration(rapid.IntRange(0, 100).Draw(t, "age")) * time.Second)}}
+			if tk.Spec.Node != "" && rapid.Bool().Draw(t, "placed") {
+				tk.Spec.Placed = &now
+			}
+			if _, dup := c.Tasks["default/"+tk.Metadata.Name]; !dup {
+				c.Tasks["default/"+tk.Metadata.Name] = tk
+			}
+		}
+		st := c.State()
+		r := scheduler.Plan(st, now)
+		if again := scheduler.Plan(st, now); stripVersions(r) != stripVersions(again) {
+			t.Fatalf("same input, different output")
+		}
+		for _, tk := range r.CreateTasks {
+			if _, taken := c.Tasks["default/"+tk.Metadata.Name]; taken {
+				t.Fatalf("created task %s, whose name is taken", tk.Metadata.Name)
+			}
+		}
+		c.Write(r)
+	})
+}
