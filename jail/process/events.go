@@ -59,7 +59,7 @@ func (r *Runtime) Events(ctx context.Context) (<-chan jail.Event, error) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-r.clock.After(pollEvery):
+			case <-r.clock.After(watchEvery):
 			}
 			l, err := r.List(ctx, nil)
 			if err != nil {

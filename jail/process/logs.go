@@ -63,7 +63,7 @@ func (r *Runtime) Logs(ctx context.Context, id string, opts jail.LogOptions) (io
 				return
 			case <-stop:
 				return
-			case <-r.clock.After(pollEvery):
+			case <-r.clock.After(watchEvery):
 			}
 			more, err := readComplete(path, last)
 			if err != nil {

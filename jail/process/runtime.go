@@ -27,7 +27,10 @@ const (
 	// ShimMargin is how long past the grace period Stop waits for the
 	// supervisor's exit record before killing the process group itself.
 	ShimMargin = 5 * time.Second
+	// pollEvery paces waits for a run's end; watchEvery the scans for
+	// events and followed logs, which read every record.
 	pollEvery  = 50 * time.Millisecond
+	watchEvery = 200 * time.Millisecond
 )
 
 // Config sets up the process runtime.
@@ -58,7 +61,9 @@ type Runtime struct {
 	// starting holds containers whose died event waits for their started.
 	reported map[string]time.Time
 	starting map[string]bool
-	wg       sync.WaitGroup
+	// startLocks keep two starts of one container from both running it.
+	startLocks map[string]*sync.Mutex
+	wg         sync.WaitGroup
 }
 
 var _ jail.Runtime = (*Runtime)(nil)
@@ -76,7 +81,7 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	r := &Runtime{cfg: cfg, records: jail.Records{Dir: filepath.Join(cfg.DataDir, "containers")},
 		clock: cfg.Clock, log: cfg.Log, boot: boot,
-		reported: map[string]time.Time{}, starting: map[string]bool{}}
+		reported: map[string]time.Time{}, starting: map[string]bool{}, startLocks: map[string]*sync.Mutex{}}
 	if r.clock == nil {
 		r.clock = jail.RealClock{}
 	}
@@ -144,6 +149,15 @@ func (r *Runtime) status(rec jail.Record) (jail.ContainerStatus, error) {
 // Start implements jail.Runtime: `process-shim start` runs the supervisor
 // detached and returns once the process runs or could not start.
 func (r *Runtime) Start(ctx context.Context, id string) error {
+	r.mu.Lock()
+	l, ok := r.startLocks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		r.startLocks[id] = l
+	}
+	r.mu.Unlock()
+	l.Lock()
+	defer l.Unlock()
 	rec, err := r.records.Get(id)
 	if err != nil {
 		return err
@@ -337,6 +351,7 @@ func (r *Runtime) Remove(ctx context.Context, id string) error {
 	}
 	r.mu.Lock()
 	delete(r.reported, id)
+	delete(r.startLocks, id)
 	r.mu.Unlock()
 	r.emit(jail.EventRemoved, rec.Spec, 0)
 	return nil

@@ -31,7 +31,7 @@ func sessionUsage(sid int) (jail.Usage, bool) {
 			continue // gone meanwhile
 		}
 		st, ok := parseStat(string(data))
-		if !ok || st.session != sid {
+		if !ok || st.session != sid || st.zombie {
 			continue
 		}
 		u.Processes++
@@ -45,6 +45,7 @@ func sessionUsage(sid int) (jail.Usage, bool) {
 }
 
 type procStat struct {
+	zombie       bool
 	session      int
 	utime, stime int64
 	rss          int64 // pages
@@ -66,5 +67,5 @@ func parseStat(s string) (procStat, bool) {
 		v, _ := strconv.ParseInt(f[n-3], 10, 64)
 		return v
 	}
-	return procStat{session: int(num(6)), utime: num(14), stime: num(15), rss: num(24)}, true
+	return procStat{zombie: f[0] == "Z", session: int(num(6)), utime: num(14), stime: num(15), rss: num(24)}, true
 }
