@@ -11,10 +11,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -268,4 +270,51 @@ func tarTree(dir string, w io.Writer) error {
 		return err
 	}
 	return tw.Close()
+}
+
+// PushIndex pushes an index naming images already in target's repository
+// (by digest), one per platform, as a multi-platform image; it returns
+// the index's digest, which is what references to the image resolve to.
+func (m *Images) PushIndex(ctx context.Context, target string, manifests map[Platform]string, login *Login) (string, error) {
+	t, err := ParseReference(target)
+	if err != nil {
+		return "", err
+	}
+	opts := m.o.Registry.Options(ctx, login)
+	plats := make([]Platform, 0, len(manifests))
+	for p := range manifests {
+		plats = append(plats, p)
+	}
+	sort.Slice(plats, func(i, j int) bool { return plats[i].String() < plats[j].String() })
+	var idx v1.ImageIndex = mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, p := range plats {
+		byDigest, err := t.WithDigest(manifests[p])
+		if err != nil {
+			return "", err
+		}
+		desc, err := remote.Get(byDigest.Name(), opts...)
+		if err != nil {
+			return "", fmt.Errorf("index %s: %s for %s: %w", t, manifests[p], p, classifyRemote(err))
+		}
+		if !desc.MediaType.IsImage() {
+			return "", fmt.Errorf("index %s: %s for %s is no image manifest", t, manifests[p], p)
+		}
+		// The registry's own image: writing the index finds its blobs
+		// there and sends nothing again.
+		img, err := desc.Image()
+		if err != nil {
+			return "", err
+		}
+		d := desc.Descriptor
+		d.Platform = &v1.Platform{OS: p.OS, Architecture: p.Arch, Variant: p.Variant}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: d})
+	}
+	if err := remote.WriteIndex(t.Name(), idx, opts...); err != nil {
+		return "", fmt.Errorf("push index %s: %w", t, classifyRemote(err))
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		return "", err
+	}
+	return d.String(), nil
 }

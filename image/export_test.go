@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -124,5 +125,48 @@ func TestPushPackedImage(t *testing.T) {
 	}
 	if _, err := m.Push(ctx, reg.ref("src:1"), "localhost/x:1", nil); err == nil {
 		t.Fatal("pushed to localhost")
+	}
+}
+
+func TestPushIndexOfPlatforms(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegistry(t, nil)
+	fbsd, lin := Platform{OS: "freebsd", Arch: "amd64"}, Platform{OS: "linux", Arch: "amd64"}
+	pushImage(t, reg.ref("src:freebsd"), imageOf(t, fbsd, layerOf(t, "gzip", ent{name: "os", body: "freebsd"})))
+	pushImage(t, reg.ref("src:linux"), imageOf(t, lin, layerOf(t, "gzip", ent{name: "os", body: "linux"})))
+	m, _, _ := newImages(t, PlatformRule{Arch: "amd64", AllowLinux: true})
+	digests := map[Platform]string{}
+	for p, tag := range map[Platform]string{fbsd: "freebsd", lin: "linux"} {
+		if _, err := m.Pull(ctx, reg.ref("src:"+tag), PullOptions{Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := m.Push(ctx, reg.ref("src:"+tag), reg.ref("out:"+tag), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests[p] = d
+	}
+	idxDigest, err := m.PushIndex(ctx, reg.ref("out:1"), digests, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.Resolve(ctx, reg.ref("out:1"), nil); err != nil || got != idxDigest {
+		t.Fatalf("Resolve = %s, %v; want the index %s", got, err, idxDigest)
+	}
+	for _, c := range []struct {
+		rule PlatformRule
+		want string
+	}{{PlatformRule{Arch: "amd64"}, "freebsd"}, {PlatformRule{Arch: "amd64", AllowLinux: true}, "freebsd"}} {
+		m2, ds2, _ := newImages(t, c.rule)
+		rec, err := m2.Pull(ctx, reg.ref("out:1"), PullOptions{Now: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readFile(t, filepath.Join(ds2.LayerDir(rec.TopChainID()), "os")); got != c.want || rec.Digest != idxDigest {
+			t.Fatalf("picked %q at %s; want %s at %s", got, rec.Digest, c.want, idxDigest)
+		}
+	}
+	if _, err := m.PushIndex(ctx, reg.ref("out:2"), map[Platform]string{fbsd: "sha256:" + strings.Repeat("0", 64)}, nil); err == nil {
+		t.Fatal("an index naming a missing manifest was pushed")
 	}
 }
