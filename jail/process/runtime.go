@@ -24,9 +24,9 @@ const AnnotationPodAddress = "legion.pod.address"
 
 // Timing of the runtime's waits.
 const (
-	// ShimMargin is how long past the grace period Stop waits for the
-	// supervisor's exit record before killing the process group itself.
-	ShimMargin = 5 * time.Second
+	// DefaultShimMargin is how long past the grace period Stop waits for
+	// the supervisor's exit record before killing the process group itself.
+	DefaultShimMargin = 5 * time.Second
 	// pollEvery paces waits for a run's end; watchEvery the scans for
 	// events and followed logs, which read every record.
 	pollEvery  = 50 * time.Millisecond
@@ -42,6 +42,8 @@ type Config struct {
 	Clock jail.Clock         // jail.RealClock when nil
 	Alive func(pid int) bool // whether a process lives (zombies do not); processAlive when nil
 	Log   *slog.Logger       // discarded when nil
+	// ShimMargin is DefaultShimMargin when zero.
+	ShimMargin time.Duration
 }
 
 // Runtime runs containers as supervised host processes. It isolates
@@ -90,6 +92,9 @@ func New(cfg Config) (*Runtime, error) {
 	}
 	if r.cfg.Alive == nil {
 		r.cfg.Alive = processAlive
+	}
+	if r.cfg.ShimMargin <= 0 {
+		r.cfg.ShimMargin = DefaultShimMargin
 	}
 	r.log.Warn("process runtime: containers are plain host processes; nothing is isolated (network, processes, users, resources)",
 		"dataDir", cfg.DataDir, "chroot", os.Geteuid() == 0)
@@ -275,7 +280,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, grace time.Duration) erro
 			r.log.Warn("supervisor did not take the stop request", "container", id, "pid", run.ShimPid, "err", err)
 		}
 	}
-	if ok, err := r.waitExit(ctx, id, grace+ShimMargin); ok || err != nil {
+	if ok, err := r.waitExit(ctx, id, grace+r.cfg.ShimMargin); ok || err != nil {
 		return err
 	}
 	return r.kill(ctx, id, run)

@@ -571,6 +571,41 @@ func TestServerImage(t *testing.T) {
 		}
 	})
 
+	t.Run("StopWithoutSupervisorKills", func(t *testing.T) {
+		exe, _ := os.Executable()
+		r, err := process.New(process.Config{DataDir: t.TempDir(), Shim: exe, ShimMargin: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cleanup(t, r)
+		sp := jail.ContainerSpec{ID: "frozen", Command: []string{"/bin/sh", "-c", "echo ready; sleep 600 & wait"},
+			ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}}
+		if err := r.Create(testCtx(t), sp); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Start(testCtx(t), "frozen"); err != nil {
+			t.Fatal(err)
+		}
+		var run jail.RunInfo
+		if err := jail.ReadJSON(filepath.Join(r.Dir("frozen"), jail.RunFile), &run); err != nil {
+			t.Fatal(err)
+		}
+		// A supervisor that cannot answer: the runtime acts itself.
+		if err := syscall.Kill(run.ShimPid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Stop(testCtx(t), "frozen", 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := r.Inspect(testCtx(t), "frozen")
+		if st.State != jail.StateExited || st.Signal != "KILL" || !strings.Contains(st.Message, "no exit status") {
+			t.Fatalf("after stop: %+v, want killed by the runtime", st)
+		}
+		poll(t, "process and supervisor gone", func() (bool, string) {
+			return !alive(run.Pid) && !alive(run.ShimPid), fmt.Sprint(alive(run.Pid), alive(run.ShimPid))
+		})
+	})
+
 	t.Run("RebootEndsRunsAndPods", func(t *testing.T) {
 		r := newRuntime(t, t.TempDir())
 		cleanup(t, r)
