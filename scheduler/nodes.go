@@ -143,6 +143,7 @@ func (p *planner) orphanLost(e *entry) {
 	t.Status.Message = msg
 	t.Status.Timestamp = p.now
 	t.Spec.DesiredState = legion.TaskShutdown
+	e.run = false
 }
 
 // account books what a placed task takes on its node and in its

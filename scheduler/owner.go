@@ -322,7 +322,7 @@ func (p *planner) newTask(o *owner, s *slot) *entry {
 	}
 	e := &p.entryBuf[0]
 	p.entryBuf = p.entryBuf[1:]
-	*e = entry{orig: t, t: t, num: num, owner: o, slot: s, created: true, node: -1, st: legion.TaskPending}
+	*e = entry{orig: t, t: t, num: num, owner: o, slot: s, created: true, node: -1, st: legion.TaskPending, run: true, cur: true}
 	if s.node != "" {
 		if i, ok := p.nodeIdx[s.node]; ok {
 			e.node = i

@@ -80,10 +80,13 @@ type entry struct {
 	owner   *owner
 	slot    *slot
 	node    int // index of t.Spec.Node in nodes, -1 when none or unknown
-	// st and ready mirror t's state and readiness: the passes over every
-	// task read them from here rather than from the scattered tasks.
+	// st, ready, run (desired running) and cur (runs the owner's pod as it
+	// is now) mirror t: the passes over every task read them from here
+	// rather than from the scattered tasks.
 	st      legion.TaskState
 	ready   bool
+	run     bool
+	cur     bool
 	created bool
 	deleted bool
 	// drainReason says why a task on a draining node has not left yet.
@@ -190,7 +193,8 @@ func (p *planner) indexTasks() {
 			last = o
 		}
 		e := &backing[i]
-		*e = entry{orig: t, t: t, num: taskNumber(t.Metadata.Name), owner: o, node: -1, st: stateOf(t), ready: t.Status.Ready}
+		*e = entry{orig: t, t: t, num: taskNumber(t.Metadata.Name), owner: o, node: -1, st: stateOf(t), ready: t.Status.Ready,
+			run: t.Spec.DesiredState == legion.TaskRunning, cur: o.hash != "" && t.Spec.PodHash == o.hash}
 		if t.Spec.Node != "" {
 			if n, ok := p.nodeIdx[t.Spec.Node]; ok {
 				e.node = n
@@ -280,6 +284,7 @@ func (p *planner) stop(e *entry, msg string) {
 	}
 	t = p.mut(e)
 	t.Spec.DesiredState = legion.TaskShutdown
+	e.run = false
 	if t.Spec.Placed == nil {
 		t.Status.State = legion.TaskShutdown
 		e.st = legion.TaskShutdown

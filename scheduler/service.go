@@ -319,15 +319,14 @@ type slotView struct {
 func (p *planner) view(o *owner, s *slot) slotView {
 	var v slotView
 	for _, e := range s.entries {
-		t := e.t
 		if e.deleted || !e.live() {
 			continue
 		}
-		if t.Spec.DesiredState != legion.TaskRunning {
+		if !e.run {
 			v.stopping = append(v.stopping, e)
 			continue
 		}
-		if t.Spec.PodHash == o.hash && !p.mustLeave(e) {
+		if e.cur && !p.mustLeave(e) {
 			// Two current tasks (a surge whose reason went away): the
 			// furthest along stays, the newer on a tie.
 			if v.cur != nil {
@@ -350,7 +349,7 @@ func (p *planner) view(o *owner, s *slot) slotView {
 // slotReady: the slot has a ready task meant to run (of any pod).
 func slotReady(s *slot) bool {
 	for _, e := range s.entries {
-		if !e.deleted && e.isReady() && e.t.Spec.DesiredState == legion.TaskRunning {
+		if !e.deleted && e.isReady() && e.run {
 			return true
 		}
 	}
@@ -400,7 +399,7 @@ func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) []slotView
 			if e.isReady() {
 				avail = true
 			}
-			if e.t.Spec.PodHash != o.hash {
+			if !e.cur {
 				outdated = true
 			}
 		}
@@ -408,7 +407,7 @@ func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) []slotView
 			sp.unavailable++
 		}
 		for _, e := range v.stopping {
-			if e.t.Spec.PodHash != o.hash {
+			if !e.cur {
 				outdated = true
 			}
 		}
@@ -526,8 +525,7 @@ func (p *planner) slotDone(sp *svcPass, v slotView) {
 func (p *planner) evictNoExecute(o *owner, s *slot) bool {
 	evicted := false
 	for _, e := range s.entries {
-		t := e.t
-		if e.node < 0 || !p.nodes[e.node].noExecute || !e.live() || t.Spec.DesiredState != legion.TaskRunning {
+		if e.node < 0 || !p.nodes[e.node].noExecute || !e.live() || !e.run {
 			continue
 		}
 		if taint, bad := untolerated(p.nodes[e.node].n, o.placement.Tolerations, legion.NoExecute); bad {
@@ -719,7 +717,7 @@ func (p *planner) serviceStatus(o *owner, sp *svcPass) {
 	st.Replicas = sp.wanted
 	st.Running, st.Ready = 0, 0
 	for _, e := range o.all {
-		if e.deleted || e.st != legion.TaskRunning || e.t.Spec.DesiredState != legion.TaskRunning {
+		if e.deleted || e.st != legion.TaskRunning || !e.run {
 			continue
 		}
 		st.Running++
