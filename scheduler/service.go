@@ -91,6 +91,11 @@ func (p *planner) updateState(o *owner, sp *svcPass) bool {
 				Message: "rolling back to the spec the update came from"}
 		} else {
 			st.Update = &legion.UpdateStatus{State: legion.UpdateUpdating, Started: &now, PreviousSpec: prev}
+			if o.stateful && cur.Update.Snapshot {
+				// The agents snapshot each claimed Volume under this name
+				// before the update's task runs (4.3).
+				st.Update.Snapshot = "legion-update-" + strconv.FormatUint(o.gen, 10)
+			}
 		}
 		st.Spec = &cur
 	} else if !reflect.DeepEqual(*st.Spec, cur) {

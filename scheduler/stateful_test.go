@@ -186,3 +186,19 @@ func TestDrainWaitsForAStatefulOrdinalsVolume(t *testing.T) {
 		t.Fatalf("drain status %+v: the ordinal's volume still holds the drain", ds)
 	}
 }
+
+func TestStatefulUpdateNamesItsSnapshot(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 1)
+	spec := func(img string) string {
+		return strings.Replace(db("1", img, "1Gi"), "  mode: stateful", "  mode: stateful\n  update: {snapshot: true}", 1)
+	}
+	c.Apply(spec("db:1"))
+	c.Converge()
+	c.Apply(spec("db:2"))
+	c.Plan()
+	s := c.Service("db")
+	if u := s.Status.Update; u == nil || u.Snapshot != "legion-update-2" {
+		t.Fatalf("update status %+v, want snapshot legion-update-2 (generation 2)", u)
+	}
+}
