@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/legionbsd/legion"
 )
@@ -69,6 +71,10 @@ func (p *planner) jobOwner(o *owner) {
 		p.replicatedJob(o, &st)
 	}
 
+	if st.State == legion.JobRunning {
+		slices.Sort(o.messages)
+		st.Message = strings.Join(slices.Compact(o.messages), "; ")
+	}
 	st.Active, st.Succeeded = 0, 0
 	for _, e := range o.all {
 		switch {
@@ -216,6 +222,11 @@ func (p *planner) jobRetry(o *owner, s *slot) bool {
 		if st := stateOf(last.t); st == legion.TaskFailed || st == legion.TaskRejected {
 			failures = failuresInRow(s)
 			if last.t.Status.Permanent && last.t.Spec.PodHash == o.hash {
+				msg := "task " + last.t.Metadata.Name + " failed as unstartable"
+				if last.t.Status.Message != "" {
+					msg += " (" + last.t.Status.Message + ")"
+				}
+				o.messages = append(o.messages, msg+": not started again until the spec changes")
 				return false
 			}
 			at := ended(last.t).Add(backoff(JobRetryDelay, failures, MaxRestartDelay))

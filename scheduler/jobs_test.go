@@ -132,3 +132,39 @@ func TestJobTaskMovedByDrainIsRetriedWithoutCounting(t *testing.T) {
 		t.Fatalf("a drain counted as a failure: %+v", j.Status)
 	}
 }
+
+func TestJobUnstartableTaskIsNotRetried(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 1)
+	c.FailImages["batch:1"] = "no command"
+	c.Permanent["batch:1"] = true
+	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "6", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
+	c.Run(2 * time.Minute)
+	if n := len(c.OwnerTasks("batch")); n != 1 {
+		t.Fatalf("%d tasks, want 1: an unstartable task is not retried", n)
+	}
+	if msg := c.Job("batch").Status.Message; msg != "task batch-1-1 failed as unstartable (no command): not started again until the spec changes" {
+		t.Fatalf("job message %q", msg)
+	}
+}
+
+func TestGlobalJobSlotGoesWithADrainedNode(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	c.JobRunTime = time.Minute
+	c.Apply(`
+apiVersion: legion/v1
+kind: Job
+metadata: {name: sweep}
+spec:
+  mode: global
+  pod: {containers: [{name: c, image: sweep:1}]}
+`)
+	c.Converge()
+	c.SetAvailability("n1", legion.AvailabilityDrain)
+	c.Run(2 * time.Minute)
+	j := c.Job("sweep")
+	if j.Status.State != legion.JobComplete || j.Status.Succeeded != 1 || j.Status.Failed != 0 {
+		t.Fatalf("global job after draining n1: %+v, want complete on n2 alone", j.Status)
+	}
+}
