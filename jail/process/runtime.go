@@ -122,6 +122,11 @@ func (r *Runtime) Create(ctx context.Context, spec jail.ContainerSpec) error {
 			return fmt.Errorf("create %s: pod %s: %w", spec.ID, spec.Pod, jail.ErrNotFound)
 		}
 	}
+	if !spec.Infra && !hasEnv(spec.ImageEnv, "HOSTNAME") && !hasEnv(spec.Env, "HOSTNAME") {
+		// No hostname of its own: say in HOSTNAME which container this
+		// is, as a jail's host.hostname does (the spec's Env may override).
+		spec.ImageEnv = append(slices.Clone(spec.ImageEnv), "HOSTNAME="+spec.ID)
+	}
 	rec := jail.Record{Spec: spec, Jail: spec.ID, CreatedAt: r.clock.Now()}
 	if spec.Infra {
 		// The pod is "up" for this boot only: after a reboot it counts as
@@ -445,4 +450,8 @@ func (r *Runtime) endOrphan(rec jail.Record) error {
 		Code: 137, Signal: "KILL", FinishedAt: r.clock.Now(),
 		Message: "supervisor gone without an exit status; its process group was killed",
 	})
+}
+
+func hasEnv(env []string, key string) bool {
+	return slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, key+"=") })
 }

@@ -288,6 +288,10 @@ func TestServerImage(t *testing.T) {
 			code, body, err := get(base + "/")
 			return code == 200 && body == "spec", fmt.Sprint(code, body, err)
 		})
+		// Without NAME it answers with its HOSTNAME: the container's id.
+		if code, body, err := get(base + "/env/HOSTNAME"); code != 200 || body != "web" {
+			t.Fatalf("HOSTNAME in the container: %d %q %v, want the container id", code, body, err)
+		}
 		// The supervisor is detached: its own session, not our child.
 		st, err := r.Inspect(testCtx(t), "web")
 		if err != nil || st.State != jail.StateRunning || st.Pid == 0 {

@@ -3,7 +3,7 @@
 // print lines and exit with a code instead of serving. internal/testimage
 // builds it (CGO_ENABLED=0) and packs it at /app/server.
 //
-//	GET /       the NAME environment variable, else the hostname
+//	GET /       the NAME environment variable, else HOSTNAME's, else the hostname
 //	GET /ready  200, or 503 while the -unready file exists
 //	GET /live   200, or 500 while the -dead file exists
 //	GET /env/K  the value of environment variable K
@@ -105,6 +105,9 @@ func run() int {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		name := os.Getenv("NAME")
+		if name == "" {
+			name = os.Getenv("HOSTNAME") // the process runtime's stand-in for a hostname of its own
+		}
 		if name == "" {
 			name, _ = os.Hostname()
 		}
