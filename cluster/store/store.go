@@ -40,12 +40,13 @@ type Timing struct {
 }
 
 // DefaultTiming is the production timing: heartbeats every 0.5 to 1 s,
-// elections after 5 to 10 s of silence.
+// elections after 5 to 10 s of silence, and a leader that heard from no
+// quorum for 2.5 s (several heartbeats) steps down.
 func DefaultTiming() Timing {
 	return Timing{
 		HeartbeatTimeout:   5 * time.Second,
 		ElectionTimeout:    5 * time.Second,
-		LeaderLeaseTimeout: 5 * time.Second,
+		LeaderLeaseTimeout: 2500 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
 		SnapshotThreshold:  8192,
 		SnapshotInterval:   2 * time.Minute,
@@ -169,10 +170,11 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// soloFast lets the only voter of a cluster elect itself at once instead
-// of after the election timeout: nobody else can lead, so waiting 5 to
-// 10 s (after init, or after a one-manager cluster restarts) buys nothing.
-// Once it leads, the normal timing is restored.
+// soloFast lets the only voter of a cluster elect itself after the leader
+// lease (2.5 to 5 s at production timing) instead of the heartbeat
+// timeout (5 to 10 s): nobody else can lead, so waiting longer (after
+// init, or after a one-manager cluster restarts) buys nothing. Once it
+// leads, the normal timing is restored.
 func (s *Store) soloFast() {
 	f := s.raft.GetConfiguration()
 	if f.Error() != nil {
@@ -184,8 +186,11 @@ func (s *Store) soloFast() {
 	}
 	normal := s.raft.ReloadableConfig()
 	fast := normal
-	fast.HeartbeatTimeout = min(normal.HeartbeatTimeout, 50*time.Millisecond)
-	fast.ElectionTimeout = min(normal.ElectionTimeout, 50*time.Millisecond)
+	// Raft requires the lease to fit in the heartbeat timeout, so the
+	// lease is as fast as it gets.
+	lease := s.cfg.Timing.LeaderLeaseTimeout
+	fast.HeartbeatTimeout = min(normal.HeartbeatTimeout, lease)
+	fast.ElectionTimeout = min(normal.ElectionTimeout, lease)
 	if fast == normal || s.raft.ReloadConfig(fast) != nil {
 		return
 	}

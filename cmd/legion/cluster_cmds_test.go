@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,6 +167,14 @@ func TestClusterCommandsEndToEnd(t *testing.T) {
 		t.Fatalf("delete -f (config already gone): %q %v", out, err)
 	}
 
+	// The environment stands in for the flags.
+	t.Setenv("LEGION_SERVER", addr)
+	t.Setenv("LEGION_CREDENTIALS", admin)
+	if out, err := run(t, "", "get", "ns"); err != nil || !strings.Contains(out, "No namespaces found") {
+		t.Fatalf("get with LEGION_SERVER and LEGION_CREDENTIALS: %q %v", out, err)
+	}
+	t.Setenv("LEGION_CREDENTIALS", "")
+
 	// Without credentials the CLI says what to do.
 	if _, err := run(t, "", "list", "configs", "--server", addr, "--credentials", ""); err == nil || !strings.Contains(err.Error(), "credentials") {
 		t.Fatalf("no credentials: %v", err)
@@ -216,5 +226,54 @@ func TestUnifiedDiff(t *testing.T) {
 	}
 	if got := unifiedDiff("x", "y", "", "new\n"); got != "--- x\n+++ y\n@@ -0,0 +1,1 @@\n+new\n" {
 		t.Fatalf("creation: %q", got)
+	}
+}
+
+// The daemon command serves until its context ends (as SIGTERM ends it),
+// then closes its store so the directory opens again at once.
+func TestDaemonStopsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	for round := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		root := newRootCommand()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs([]string{"daemon", "--data-dir", dir, "--listen", addr})
+		done := make(chan error, 1)
+		go func() { done <- root.ExecuteContext(ctx) }()
+		deadline := time.Now().Add(10 * time.Second)
+		args := []string{"status", "--server", addr}
+		want := "belongs to no cluster"
+		if round == 1 {
+			// Back from its disk; the only voter elects itself at once.
+			args = append(args, "--credentials", filepath.Join(dir, server.AdminFile))
+			want = "voter, leader"
+		}
+		for {
+			o, err := run(t, "", args...)
+			if err == nil && strings.Contains(o, want) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: daemon never answered: %q %v\n%s", round, o, err, out.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if round == 0 {
+			if _, err := run(t, "", "init", "--server", addr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: daemon ended with %v", round, err)
+		}
 	}
 }

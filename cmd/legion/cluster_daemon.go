@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -28,7 +27,7 @@ func newDaemonCommand() *cobra.Command {
 				return err
 			}
 			log.Info("legion daemon listening", "addr", s.Addr(), "advertise", s.Advertise(), "node", s.NodeID())
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(ctxOf(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			done := make(chan error, 1)
 			go func() { done <- s.Serve() }()
