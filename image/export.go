@@ -124,13 +124,22 @@ func (m *Images) Push(ctx context.Context, ref, target string, login *Login) (st
 	return d.String(), nil
 }
 
-// packed packs a stored image's top layer as one layer in a work
-// directory (removed by the caller) and builds the image around it.
+// packed gives a stored image to send: as it came when its blobs were
+// kept, or else its top layer packed as one layer in a work directory
+// (removed by the caller) with the image built around it.
 func (m *Images) packed(ctx context.Context, ref string) (*Record, v1.Image, string, error) {
 	rec, err := m.Get(ref)
 	if err != nil {
 		return nil, nil, "", err
 	}
+	work, err := os.MkdirTemp(filepath.Join(m.dir, "tmp"), "export-")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if img, ok := m.keptImage(rec); ok {
+		return rec, img, work, nil
+	}
+	os.RemoveAll(work)
 	lp, ok := m.o.Store.(layerPather)
 	if !ok {
 		return nil, nil, "", fmt.Errorf("image %s: the store cannot show its layers' files", rec.Reference)
@@ -142,7 +151,7 @@ func (m *Images) packed(ctx context.Context, ref string) (*Record, v1.Image, str
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("image %s: %w", rec.Reference, err)
 	}
-	work, err := os.MkdirTemp(filepath.Join(m.dir, "tmp"), "export-")
+	work, err = os.MkdirTemp(filepath.Join(m.dir, "tmp"), "export-")
 	if err != nil {
 		return nil, nil, "", err
 	}

@@ -170,3 +170,64 @@ func TestPushIndexOfPlatforms(t *testing.T) {
 		t.Fatal("an index naming a missing manifest was pushed")
 	}
 }
+
+func TestKeptBlobsGoOutAsTheyCame(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegistry(t, nil)
+	p := Platform{OS: "freebsd", Arch: "amd64"}
+	base := layerOf(t, "gzip", ent{name: "a", body: "a"})
+	img := imageOf(t, p, base, layerOf(t, "zstd", ent{name: "b", body: "b"}))
+	pushImage(t, reg.ref("src:1"), img)
+	// The base is in the store already, from a pull that kept no blobs.
+	pushImage(t, reg.ref("base:1"), imageOf(t, p, base))
+	dir := t.TempDir()
+	ds, _ := NewDirStore(filepath.Join(dir, "s"))
+	plain, err := Open(Options{DataDir: dir, Store: ds, Platform: freebsdAmd64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Pull(ctx, reg.ref("base:1"), PullOptions{Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(Options{DataDir: dir, Store: ds, Platform: freebsdAmd64, KeepBlobs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := m.Pull(ctx, reg.ref("src:1"), PullOptions{Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := img.Digest()
+	got, err := m.Push(ctx, reg.ref("src:1"), reg.ref("copy:1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want.String() {
+		t.Fatalf("pushed as %s; want the image as it came, %s", got, want)
+	}
+	var archive bytes.Buffer
+	if err := m.Export(ctx, reg.ref("src:1"), &archive); err != nil {
+		t.Fatal(err)
+	}
+	m2, _, _ := newImages(t, freebsdAmd64)
+	recs, err := m2.Load(ctx, &archive, "", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs[0].Digest != want.String() || len(recs[0].Layers) != 2 {
+		t.Fatalf("exported %s with %d layers; want %s with 2", recs[0].Digest, len(recs[0].Layers), want)
+	}
+	// Removing the image lets the blobs only it names go; the base's
+	// stays while base:1 names it.
+	if _, err := m.Remove(ctx, reg.ref("src:1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{rec.Manifest, rec.ConfigDigest, rec.Layers[1].Digest} {
+		if m.hasBlob(d) {
+			t.Fatalf("blob %s kept after its image went", d)
+		}
+	}
+	if !m.hasBlob(rec.Layers[0].Digest) {
+		t.Fatal("the base layer's blob went while base:1 names it")
+	}
+}

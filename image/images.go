@@ -49,6 +49,9 @@ type Options struct {
 	Flags    FileFlags
 	Progress Progress
 	Log      *slog.Logger
+	// KeepBlobs keeps the blobs pulls verified, as they came (build
+	// hosts), so pushes and exports send the image unchanged.
+	KeepBlobs bool
 }
 
 // Images is a node's (or build host's) image store: the index, the layer
@@ -292,7 +295,16 @@ func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1
 	if err != nil {
 		return nil, fmt.Errorf("image %s: config: %w", ref, err)
 	}
-	pin, err := m.pin(chains)
+	pinned := append([]string(nil), chains...)
+	if m.o.KeepBlobs {
+		pinned = append(pinned, manifest.String(), cfgName.String())
+		for _, l := range layers {
+			if d, err := l.Digest(); err == nil {
+				pinned = append(pinned, d.String())
+			}
+		}
+	}
+	pin, err := m.pin(pinned)
 	if err != nil {
 		return nil, err
 	}
@@ -324,6 +336,18 @@ func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1
 	}
 	if err := m.ensureLayers(ctx, rec.Reference, jobs); err != nil {
 		return nil, fmt.Errorf("image %s: %w", ref, err)
+	}
+	if m.o.KeepBlobs && compressed {
+		raw, err := img.RawManifest()
+		if err != nil {
+			return nil, err
+		}
+		if err := m.keepBytes(manifest.String(), raw); err != nil {
+			return nil, err
+		}
+		if err := m.keepBytes(cfgName.String(), rawCfg); err != nil {
+			return nil, err
+		}
 	}
 	var out Record
 	err = m.index.update(func(f *indexFile) error {
@@ -400,10 +424,11 @@ type layerJob struct {
 // readyLayer is a job the fetching side finished: verified and locked
 // for writing, present already, or failed.
 type readyLayer struct {
-	job    layerJob
-	v      *verifiedLayer // nil when present already
-	unlock func()
-	err    error
+	job     layerJob
+	v       *verifiedLayer // nil when present already
+	extract bool           // false: stored already, fetched only to keep its blob
+	unlock  func()
+	err     error
 }
 
 // ensureLayers makes an image's layers ready in order. One goroutine
@@ -449,7 +474,13 @@ func (m *Images) ensureLayers(ctx context.Context, image string, jobs []layerJob
 			r.release()
 			continue
 		}
-		err := m.writeLayer(ctx, r.job, r.v)
+		var err error
+		if r.extract {
+			err = m.writeLayer(ctx, r.job, r.v)
+		}
+		if err == nil && m.o.KeepBlobs && r.job.src.compressed {
+			err = m.keepFile(r.v.f.Name(), r.job.digest)
+		}
 		m.o.Progress.Done(image, r.job.digest, err)
 		r.release()
 		if err != nil {
@@ -479,7 +510,8 @@ func (m *Images) fetchLayer(ctx context.Context, image string, j layerJob) ready
 		return r
 	}
 	has, err := m.o.Store.HasLayer(ctx, j.chainID)
-	if err != nil || has {
+	keep := m.o.KeepBlobs && j.src.compressed && !m.hasBlob(j.digest)
+	if err != nil || has && !keep {
 		unlock()
 		if has {
 			m.o.Progress.Skipped(image, j.digest)
@@ -487,7 +519,7 @@ func (m *Images) fetchLayer(ctx context.Context, image string, j layerJob) ready
 		r.err = err
 		return r
 	}
-	r.unlock = unlock
+	r.unlock, r.extract = unlock, !has
 	m.o.Progress.Start(image, j.digest, j.size)
 	count := func(rd io.Reader) io.Reader {
 		return &countingReader{r: rd, image: image, layer: j.digest, p: m.o.Progress}
@@ -731,6 +763,13 @@ func (m *Images) pruneLocked(ctx context.Context, f *indexFile) ([]string, error
 		// pins are taken under the index lock held here.
 		os.Remove(filepath.Join(m.dir, "tmp", hexOf(c)+".lock"))
 		removed = append(removed, c)
+	}
+	blobs, err := m.pruneBlobs(f, keep)
+	if err != nil {
+		return removed, err
+	}
+	if len(blobs) > 0 {
+		m.o.Log.Info("kept blobs removed", "count", len(blobs))
 	}
 	return removed, nil
 }
