@@ -134,6 +134,9 @@ func (a *applier) walkParents(rel string, create bool) (exists bool, err error) 
 		case fi.Mode()&os.ModeSymlink != 0:
 			return false, fmt.Errorf("%w: %q goes through the link %s", ErrUnsafePath, rel, strings.TrimPrefix(cur, a.root))
 		case !fi.IsDir():
+			if !create {
+				return false, nil // nothing can be below a file
+			}
 			return false, fmt.Errorf("layer entry %q: %s is not a directory", rel, strings.TrimPrefix(cur, a.root))
 		}
 	}
