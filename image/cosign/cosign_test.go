@@ -289,3 +289,34 @@ func TestSignVerifyOnDistributionRegistry(t *testing.T) {
 		t.Fatalf("after signing: %+v, %v", d, err)
 	}
 }
+
+func TestSignedIndexVerifiedByIndexDigest(t *testing.T) {
+	ctx := context.Background()
+	host := startRegistry(t)
+	reg := &image.Registry{}
+	key, pub := newKey(t)
+	idx, err := random.Index(128, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := name.ParseReference(host + "/multi/app:1")
+	if err := remote.WriteIndex(r, idx); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := idx.Digest()
+	ref := mustRef(t, host+"/multi/app@"+d.String())
+	if err := Sign(ctx, reg, ref, key, nil); err != nil {
+		t.Fatal(err)
+	}
+	pk, _ := ParsePublicKey(pub)
+	res, err := Verify(ctx, reg, ref, []*ecdsa.PublicKey{pk}, nil)
+	if err != nil || res.Digest != d.String() {
+		t.Fatalf("Verify = %+v, %v", res, err)
+	}
+	// A platform manifest of it is not what was signed.
+	im, _ := idx.IndexManifest()
+	child := mustRef(t, host+"/multi/app@"+im.Manifests[0].Digest.String())
+	if _, err := Verify(ctx, reg, child, []*ecdsa.PublicKey{pk}, nil); !errors.Is(err, ErrUnsigned) {
+		t.Fatalf("child manifest: %v; want ErrUnsigned", err)
+	}
+}
