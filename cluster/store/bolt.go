@@ -33,6 +33,9 @@ func openBolt(path string) (*bolt.DB, error) {
 		}
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
+	// Log appends and state machine applies that arrive together share
+	// one transaction; a lone one waits at most this long for company.
+	db.MaxBatchDelay = time.Millisecond
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketLog, bucketStable, bucketObjects, bucketMeta, bucketSnapshots} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {

@@ -33,10 +33,14 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	var events []Event
 	var last uint64
-	err := f.db.Update(func(tx *bolt.Tx) error {
+	// Batch: the apply shares a transaction (and its fsyncs) with a log
+	// append running at the same time. bbolt may run the function again
+	// alone if the shared transaction fails, so it starts from scratch.
+	err := f.db.Batch(func(tx *bolt.Tx) error {
 		objs, meta := tx.Bucket(bucketObjects), tx.Bucket(bucketMeta)
 		applied := readU64(meta.Get(keyApplied))
-		events = events[:0]
+		events, last = events[:0], 0
+		clear(out)
 		for i, l := range logs {
 			if l.Index <= applied {
 				continue

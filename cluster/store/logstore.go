@@ -56,7 +56,9 @@ func (s *logStore) GetLog(index uint64, log *raft.Log) error {
 func (s *logStore) StoreLog(log *raft.Log) error { return s.StoreLogs([]*raft.Log{log}) }
 
 func (s *logStore) StoreLogs(logs []*raft.Log) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	// Batch: shares a transaction with a state machine apply running at
+	// the same time (see fsm.ApplyBatch).
+	return s.db.Batch(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLog)
 		for _, l := range logs {
 			if err := b.Put(u64(l.Index), encodeLog(l)); err != nil {
