@@ -158,6 +158,23 @@ func TestThreeManagersSurviveLeaderLossAndRestart(t *testing.T) {
 	if err != nil || r.Object.GetMetadata().Version <= last {
 		t.Fatalf("write after a full restart: %+v %v (last version %d)", r, err, last)
 	}
+
+	// Without a quorum the API answers UNAVAILABLE (no leader, or a write
+	// that may still apply), and a client that does not retry hears it.
+	ms[0].stop()
+	ms[2].stop()
+	lone, err := client.New(client.Options{Server: ms[1].addr, CredentialsFile: filepath.Join(ms[0].dir, AdminFile), Retry: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lone.Close()
+	_, err = lone.ApplyOne(ctx, configObj("default", "no-quorum", "x"), client.ApplyOptions{})
+	if client.Code(err) != codes.Unavailable {
+		t.Fatalf("write without a quorum: %v, want UNAVAILABLE", err)
+	}
+	if _, err := lone.Get(ctx, legion.KindConfig, "default", "before"); client.Code(err) != codes.Unavailable {
+		t.Fatalf("linearizable read without a quorum: %v, want UNAVAILABLE", err)
+	}
 }
 
 func TestLaggingManagerCaughtUpBySnapshot(t *testing.T) {
