@@ -71,13 +71,24 @@ func (m *Images) keptImage(rec *Record) (v1.Image, bool) {
 			return nil, false
 		}
 	}
-	raw, err := os.ReadFile(m.blobPath(rec.Manifest))
+	return m.keptManifest(rec.Manifest)
+}
+
+// keptManifest is the image a kept manifest names, when all its blobs are
+// kept.
+func (m *Images) keptManifest(digest string) (v1.Image, bool) {
+	raw, err := os.ReadFile(m.blobPath(digest))
 	if err != nil {
 		return nil, false
 	}
 	man, err := v1.ParseManifest(bytes.NewReader(raw))
-	if err != nil {
+	if err != nil || !m.hasBlob(man.Config.Digest.String()) {
 		return nil, false
+	}
+	for _, l := range man.Layers {
+		if !m.hasBlob(l.Digest.String()) {
+			return nil, false
+		}
 	}
 	img, err := partial.CompressedToImage(&keptImage{m: m, raw: raw, man: man})
 	if err != nil {
