@@ -418,7 +418,13 @@ func (p *planner) prepareBudget(o *owner, sp *svcPass, slots []*slot) []slotView
 		}
 		switch {
 		case v.cur == nil && len(v.olds) == 0:
-			inflight++ // empty or stopping: refilled next
+			// Stopping, or stopped by the update and refilled next; a slot
+			// left empty by a failure is no part of the update.
+			if len(v.stopping) > 0 {
+				inflight++
+			} else if last := s.lastTerminal(); last != nil && !last.cur && last.st == legion.TaskShutdown {
+				inflight++
+			}
 		case v.cur != nil && !p.settled(sp, v.cur):
 			inflight++
 		}
@@ -475,8 +481,8 @@ func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, seen *slotView, maySt
 		}
 		return
 	}
-	sp.done = false
 	if len(v.olds) > 0 {
+		sp.done = false
 		// Replace the ready one (the newest if several); the others take
 		// nothing away by stopping.
 		keep := v.olds[len(v.olds)-1]
@@ -494,13 +500,15 @@ func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, seen *slotView, maySt
 		return
 	}
 	if len(v.stopping) > 0 || !mayStart {
+		sp.done = false
 		return // stop-first: the new task waits for the old one to stop
 	}
 	last := s.lastTerminal()
 	at, ok, failures := p.replaceAt(o, sp, s, last)
 	if !ok {
-		return
+		return // left empty (restart condition, unstartable): it holds no update back
 	}
+	sp.done = false
 	if at.After(p.now) {
 		p.wake(at)
 		return

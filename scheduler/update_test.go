@@ -306,3 +306,24 @@ func TestBackoffSetsNextWake(t *testing.T) {
 		t.Fatalf("next wake %s, want the backoff's end %s", r.NextWake, failedAt.Add(8*time.Second))
 	}
 }
+
+func TestSlotLeftEmptyByAFailureHoldsNoUpdateBack(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	spec := func(img string) string {
+		s := strings.Replace(updSpec(img, "stop-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 2", 1)
+		return strings.Replace(s, "condition: any", "condition: none", 1)
+	}
+	c.Apply(spec("app:1"))
+	c.Converge()
+	c.Fail("app-1-1", "exit status 1") // condition none: slot 1 stays empty
+	c.Run(2 * time.Second)
+	c.Apply(spec("app:2"))
+	c.Run(15 * time.Second)
+	if got := images(c, "app"); got["app:2"] != 1 || len(got) != 1 {
+		t.Fatalf("images %v, want slot 2 updated", got)
+	}
+	if s := c.Service("app").Status.Update.State; s != legion.UpdateCompleted {
+		t.Fatalf("update %s, want completed: the empty slot holds nothing back", s)
+	}
+}
