@@ -83,6 +83,7 @@ type node struct {
 	images  *image.Images
 	net     *LoopbackNetwork
 
+	clock       *offsetClock
 	agentCancel context.CancelFunc
 	agentDone   chan struct{}
 }
@@ -100,6 +101,25 @@ func (n *node) startAgent(ctx context.Context) {
 func (n *node) stopAgent() {
 	n.agentCancel()
 	<-n.agentDone
+}
+
+// offsetClock is the planner's clock: real time, moved forward by the
+// test when it must not wait for a cron schedule.
+type offsetClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *offsetClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *offsetClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.off += d
+	c.mu.Unlock()
 }
 
 func poll(t *testing.T, what string, d time.Duration, cond func() bool) {
@@ -160,9 +180,10 @@ func startNode(t *testing.T) *node {
 		t.Fatal(err)
 	}
 	n.local = &Local{Store: st, Node: "n1"}
+	n.clock = &offsetClock{}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	beat := func() { n.local.Heartbeat("n1", time.Now()) }
+	beat := func() { n.local.Heartbeat("n1", n.clock.Now()) }
 	beat()
 	n.zone = filepath.Join(n.runDir, "resolver", "zone.json")
 	eps := &Endpoints{Store: st, ZoneFile: n.zone}
@@ -182,7 +203,7 @@ func startNode(t *testing.T) *node {
 			}
 		}
 	}()
-	loop := &controller.Loop{Store: st, Signals: n.local, LeaderSince: time.Now().Add(-time.Hour), Interval: 250 * time.Millisecond}
+	loop := &controller.Loop{Store: st, Signals: n.local, LeaderSince: time.Now().Add(-time.Hour), Interval: 250 * time.Millisecond, Now: n.clock.Now}
 	go func() { defer n.done.Done(); loop.Run(ctx) }()
 	n.images = images
 	n.net = &LoopbackNetwork{Subnet: netip.MustParsePrefix("127.200.1.0/24")}
@@ -386,5 +407,64 @@ func TestAgentRestartAdoptsRunningPods(t *testing.T) {
 	}
 	if got := readyTasks(n.tasksOf(t, "legion.service", "web")); got != 3 {
 		t.Fatalf("%d ready tasks after the restart, want 3", got)
+	}
+}
+
+// A cron job makes a Job when its schedule comes due, and the Job runs.
+// The planner's clock is moved past the next minute instead of waiting.
+func TestCronJobRunsOnSchedule(t *testing.T) {
+	n := startNode(t)
+	n.apply(t, `apiVersion: legion/v1
+kind: CronJob
+metadata: {name: tick}
+spec:
+  schedule: "* * * * *"
+  job:
+    pod:
+      containers:
+        - name: say
+          image: `+testImage+`
+          pullPolicy: never
+          args: [-say, tock, -exit, "0"]
+`)
+	cron := func() *legion.CronJob {
+		o, _, err := n.st.Get(legion.KindCronJob, "default", "tick")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(*legion.CronJob)
+	}
+	poll(t, "the cron job seen", 20*time.Second, func() bool { return cron().Status.LastSchedule != nil })
+	jobs := func() []*legion.Job {
+		objs, _, _ := n.st.List(legion.KindJob, "default", func(o legion.Object) bool {
+			return o.GetMetadata().Labels["legion.cronjob"] == "tick"
+		})
+		out := make([]*legion.Job, len(objs))
+		for i, o := range objs {
+			out[i] = o.(*legion.Job)
+		}
+		return out
+	}
+	n.clock.Advance(61 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		js := jobs()
+		if len(js) >= 1 && js[0].Status.State == legion.JobComplete {
+			break
+		}
+		if time.Now().After(deadline) {
+			for _, j := range js {
+				t.Logf("job %s: %+v", j.Metadata.Name, j.Status)
+			}
+			t.Logf("cron job status: %+v", cron().Status)
+			for _, task := range n.tasksOf(t, "legion.job", js[len(js)-1].Metadata.Name) {
+				t.Logf("task %s: node=%q desired=%s %+v", task.Metadata.Name, task.Spec.Node, task.Spec.DesiredState, task.Status)
+			}
+			t.Fatal("timed out waiting for a job made by the schedule, complete")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.HasPrefix(jobs()[0].Metadata.Name, "tick-") {
+		t.Fatalf("job name %q, want tick-<minutes since the epoch>", jobs()[0].Metadata.Name)
 	}
 }
