@@ -22,7 +22,12 @@
 //     file lock), Pull with PullPolicy and per-namespace private images,
 //     Load (OCI archive, OCI layout tar, docker save), List, Get, Remove,
 //     PrepareRoot, Pin, GC and Collect (unused for an hour, then layers
-//     nothing uses), Export and Push (packed as one layer).
+//     nothing uses).
+//   - Build hosts: Options.KeepBlobs keeps pulled blobs as they came;
+//     Diff and Commit take a root built on the host as a new layer;
+//     Export (OCI archive with Docker's manifest.json), Push and
+//     PushIndex send images as they came, or packed as one layer when
+//     their blobs were not kept.
 //   - Progress: LogProgress lines, or TermProgress bars on a terminal.
 //
 // Signatures are in the sub-package image/cosign.
