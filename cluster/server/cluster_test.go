@@ -101,9 +101,19 @@ func TestThreeManagersSurviveLeaderLossAndRestart(t *testing.T) {
 		}
 	}
 	fc := adminClient(t, follower.addr, ms[0].dir)
+	// A watch on a follower follows its own replica.
+	w, err := fc.Watch(ctx, legion.KindConfig, client.ListOptions{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
 	r, err := fc.ApplyOne(ctx, configObj("default", "before", "1"), client.ApplyOptions{})
 	if err != nil || r.Outcome != client.Created {
 		t.Fatalf("apply through a follower: %+v %v", r, err)
+	}
+	e, err := w.Next()
+	if err != nil || e.Type != client.Added || e.Version != r.Object.GetMetadata().Version {
+		t.Fatalf("watch on a follower: %+v %v", e, err)
 	}
 	got, err := fc.Get(ctx, legion.KindConfig, "default", "before")
 	if err != nil || got.GetMetadata().Version != r.Object.GetMetadata().Version {
@@ -266,7 +276,13 @@ func TestRefusalsWriteNothing(t *testing.T) {
 	}
 
 	// Join tokens: wrong digest, wrong secret, worker token for a manager.
-	workerTok, _ := admin.Token(ctx, "worker")
+	// The worker token is rotated first: the old one must no longer work.
+	oldTok, _ := admin.Token(ctx, "worker")
+	workerTok, err := admin.RotateToken(ctx, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = applied()
 	tok, _ := pki.ParseToken(workerTok)
 	joiner := newManager(t)
 	defer joiner.stop()
@@ -278,6 +294,7 @@ func TestRefusalsWriteNothing(t *testing.T) {
 		{"wrong secret", pki.Token{Digest: tok.Digest, Secret: pki.NewSecret()}.String(), "", "secret is not valid"},
 		{"worker token for a manager", workerTok, "manager", "a worker token cannot join a manager"},
 		{"garbage", "LGN-1-nope", "", "join token"},
+		{"rotated token", oldTok, "", "secret is not valid"},
 	}
 	for _, tc := range cases {
 		_, err := jc.JoinCluster(ctx, tc.token, m.addr, tc.role)
