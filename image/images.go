@@ -2,6 +2,8 @@ package image
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -270,9 +272,17 @@ func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1
 	if err != nil {
 		return nil, fmt.Errorf("image %s: config: %w", ref, markDigest(classifyRemote(err)))
 	}
-	cfgName, err := img.ConfigName()
+	// The manifest names the config: libraries that compute ConfigName
+	// from the bytes they read would check nothing.
+	man, err := img.Manifest()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("image %s: manifest: %w", ref, classifyRemote(err))
+	}
+	cfgName := man.Config.Digest
+	// Checked here whatever the source: a registry's client checks it,
+	// an archive's reader does not.
+	if sum := sha256.Sum256(rawCfg); "sha256:"+hex.EncodeToString(sum[:]) != cfgName.String() {
+		return nil, fmt.Errorf("image %s: config blob is not %s: %w", ref, cfgName, ErrDigest)
 	}
 	cfg, err := ParseConfig(rawCfg)
 	if err != nil {
@@ -280,6 +290,8 @@ func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1
 	}
 	if plat == (Platform{}) {
 		plat = cfg.Platform()
+	} else if cfg.OS != "" && (cfg.OS != plat.OS || cfg.Architecture != plat.Arch) {
+		return nil, fmt.Errorf("image %s: the index says %s, its config %s", ref, plat, cfg.Platform())
 	}
 	if !m.o.Platform.Accepts(plat) {
 		return nil, &ErrPlatform{Image: ref.String(), Offers: []Platform{plat}, Rule: m.o.Platform}

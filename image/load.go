@@ -120,6 +120,9 @@ func (m *Images) loadLayout(ctx context.Context, dir, ref string, o PullOptions)
 			if img, err = idx.Image(d.Digest); err != nil {
 				return nil, err
 			}
+			if got, err := img.Digest(); err != nil || got != d.Digest {
+				return nil, fmt.Errorf("load: manifests[%d]: blob is not %s: %w", i, d.Digest, ErrDigest)
+			}
 		default:
 			return nil, fmt.Errorf("load: manifests[%d]: media type %q is no image", i, d.MediaType)
 		}

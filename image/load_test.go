@@ -157,3 +157,38 @@ func TestPullPolicyNeverAsksNoRegistry(t *testing.T) {
 		t.Fatal("Always by tag asked nothing")
 	}
 }
+
+func TestLoadRefusesAlteredBlobs(t *testing.T) {
+	ctx := context.Background()
+	p := Platform{OS: "freebsd", Arch: "amd64"}
+	for _, what := range []string{"config", "layer"} {
+		t.Run(what, func(t *testing.T) {
+			img := imageOf(t, p, layerOf(t, "gzip", ent{name: "f", body: "original"}))
+			dir := t.TempDir()
+			lp, _ := layout.Write(dir, empty.Index)
+			if err := lp.AppendImage(img, layout.WithAnnotations(map[string]string{annotationRefName: "localhost/x:1"})); err != nil {
+				t.Fatal(err)
+			}
+			var d string
+			if what == "config" {
+				h, _ := img.ConfigName()
+				d = h.Hex
+			} else {
+				ls, _ := img.Layers()
+				h, _ := ls[0].Digest()
+				d = h.Hex
+			}
+			blob := filepath.Join(dir, "blobs", "sha256", d)
+			b, _ := os.ReadFile(blob)
+			b[len(b)/2] ^= 0x01
+			os.WriteFile(blob, b, 0o644)
+			m, ds, _ := newImages(t, freebsdAmd64)
+			if _, err := m.Load(ctx, bytes.NewReader(tarDir(t, dir)), "", t0); !errors.Is(err, ErrDigest) {
+				t.Fatalf("got %v; want ErrDigest", err)
+			}
+			if n := len(storedLayers(t, ds)); n != 0 {
+				t.Fatalf("%d layers stored", n)
+			}
+		})
+	}
+}
