@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 func TestConcurrentPullsShareLayers(t *testing.T) {
@@ -178,5 +180,21 @@ func TestFailureMidPullLeavesNoRecordOrTempFiles(t *testing.T) {
 	pins, _ := os.ReadDir(filepath.Join(m.dir, "pins"))
 	if len(pins) != 0 {
 		t.Fatalf("pins left: %v", pins)
+	}
+}
+
+func TestIndexPlatformMustMatchConfig(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegistry(t, nil)
+	linuxImg := imageOf(t, Platform{OS: "linux", Arch: "amd64"}, layerOf(t, "gzip", ent{name: "x", body: "x"}))
+	// An index that calls a Linux image FreeBSD.
+	pushIndex(t, reg.ref("liar:1"), indexOf(t, map[Platform]v1.Image{{OS: "freebsd", Arch: "amd64"}: linuxImg}))
+	m, ds, _ := newImages(t, freebsdAmd64)
+	_, err := m.Pull(ctx, reg.ref("liar:1"), PullOptions{Now: t0})
+	if err == nil || !strings.Contains(err.Error(), "the index says freebsd/amd64, its config linux/amd64") {
+		t.Fatalf("got %v; want the mismatch named", err)
+	}
+	if n := len(storedLayers(t, ds)); n != 0 {
+		t.Fatalf("%d layers stored", n)
 	}
 }
