@@ -14,7 +14,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newValidateCommand(), newVersionCommand(), newNodeResolverCommand())
+	root.AddCommand(newValidateCommand(), newVersionCommand(), newNodeResolverCommand(), newUpCommand())
 	addClusterCommands(root)
 	addStackCommands(root)
 	return root

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/compose"
+	"github.com/legionbsd/legion/internal/daemon"
+	"github.com/spf13/cobra"
+)
+
+func newUpCommand() *cobra.Command {
+	var o daemon.Options
+	var verbose bool
+	var readyTimeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "up [DIR|FILE]",
+		Short: "Run a single-node cluster in the foreground and deploy the given manifests or compose file",
+		Long: `up starts a one-node cluster in this terminal (manager and agent in one
+process, data under ./.legion), initialising it on first use, loads the
+image archives (*.oci.tar) and applies the manifests (*.yaml, *.json) or
+compose file (compose.yaml, docker-compose.yml) of DIR or FILE, prints how
+to reach what runs, and stops on Ctrl-C, removing its pods.
+
+Off FreeBSD (and, for now, on it) containers are plain processes and pods
+share the host's network in 127.0.0.0/8: nothing is isolated. It is for
+development and trying Legion out.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			o.RemovePods = true
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			out := cmd.OutOrStdout()
+			return daemon.Run(ctx, o, func(n *daemon.Node) error {
+				fmt.Fprintf(out, "Legion is up: node %s, API %s (credentials %s), DNS %s.\n", n.Name, n.API, n.Admin, n.DNS)
+				if len(args) == 0 {
+					fmt.Fprintln(out, "Nothing to deploy. Press Ctrl-C to stop.")
+					return nil
+				}
+				if err := deploy(ctx, cmd, n, args[0], readyTimeout); err != nil {
+					return err
+				}
+				fmt.Fprintln(out, "Press Ctrl-C to stop; the pods go with it.")
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&o.DataDir, "data-dir", ".legion", "where the cluster keeps its state")
+	cmd.Flags().StringVar(&o.Listen, "listen", "127.0.0.1:7470", "address of the API")
+	cmd.Flags().StringVar(&o.DNSListen, "dns-listen", "127.0.0.1:5353", "address of the node resolver")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the node does")
+	cmd.Flags().DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the services to be ready")
+	return cmd
+}
+
+func isCompose(path string) bool {
+	switch strings.ToLower(filepath.Base(path)) {
+	case "compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml":
+		return true
+	}
+	return false
+}
+
+// deploy loads the image archives and applies the objects of path, then
+// waits for the services and says where they answer.
+func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string, readyTimeout time.Duration) error {
+	out := cmd.OutOrStdout()
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	var files []string
+	if info.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				files = append(files, filepath.Join(path, e.Name()))
+			}
+		}
+	} else {
+		files = []string{path}
+	}
+	sort.Strings(files)
+	var objs []legion.Object
+	for _, f := range files {
+		switch {
+		case strings.HasSuffix(f, ".oci.tar"):
+			fh, err := os.Open(f)
+			if err != nil {
+				return err
+			}
+			recs, err := n.Images.Load(ctx, fh, "", time.Now())
+			fh.Close()
+			if err != nil {
+				return fmt.Errorf("loading %s: %w", f, err)
+			}
+			for _, r := range recs {
+				fmt.Fprintf(out, "Loaded image %s.\n", r.Reference)
+			}
+		case isCompose(f):
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			stack := legion.DefaultNamespace
+			res, err := compose.Convert(ctx, []compose.File{{Name: f, Content: data}}, compose.Options{
+				Stack: stack, Env: environ(),
+				ReadFile: func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(filepath.Dir(f), name)) },
+			})
+			if err != nil {
+				return err
+			}
+			for _, w := range res.Warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+			}
+			objs = append(objs, res.Objects...)
+		case strings.HasSuffix(f, ".yaml"), strings.HasSuffix(f, ".yml"), strings.HasSuffix(f, ".json"):
+			some, err := readManifests(cmd.InOrStdin(), f)
+			if err != nil {
+				return err
+			}
+			objs = append(objs, some...)
+		}
+	}
+	if len(objs) == 0 {
+		fmt.Fprintln(out, "No objects to apply.")
+		return nil
+	}
+	results, err := n.Client.Apply(ctx, objs, client.ApplyOptions{})
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		fmt.Fprintf(out, "%s %s %s\n", r.Object.GetKind(), legion.DisplayName(r.Object), r.Outcome)
+	}
+	return waitAndShow(ctx, out, n, objs, readyTimeout)
+}
+
+func environ() map[string]string {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env
+}
+
+// waitAndShow waits for each applied service's tasks to be ready and
+// prints its addresses.
+func waitAndShow(ctx context.Context, out io.Writer, n *daemon.Node, objs []legion.Object, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, o := range objs {
+		s, ok := o.(*legion.Service)
+		if !ok {
+			continue
+		}
+		ns, name := s.Metadata.Namespace, s.Metadata.Name
+		want := 1
+		if s.Spec.Replicas != nil {
+			want = *s.Spec.Replicas
+		}
+		var ready int
+		var cur *legion.Service
+		for {
+			ready = 0
+			tasks, _, err := n.Store.List(legion.KindTask, ns, func(o legion.Object) bool {
+				t := o.(*legion.Task)
+				return t.Spec.Owner.Kind == legion.KindService && t.Spec.Owner.Name == name &&
+					t.Spec.DesiredState == legion.TaskRunning && t.Status.Ready
+			})
+			if err == nil {
+				ready = len(tasks)
+			}
+			if g, _, err := n.Store.Get(legion.KindService, ns, name); err == nil {
+				cur = g.(*legion.Service)
+			}
+			if (ready >= want && (cur == nil || cur.Status.VIP != "" || s.Spec.Endpoint.Mode == legion.EndpointDNSRR)) || time.Now().After(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		fmt.Fprintf(out, "service %s/%s: %d of %d tasks ready", ns, name, ready, want)
+		if cur != nil && cur.Status.VIP != "" {
+			vip := cur.Status.VIP
+			local := "127." + strings.SplitN(vip, ".", 2)[1]
+			for _, p := range s.Spec.Endpoint.Ports {
+				fmt.Fprintf(out, "; VIP %s:%d (here %s:%d)", vip, p.Port, local, p.Port)
+			}
+		}
+		for _, p := range s.Spec.Endpoint.Ports {
+			if p.Publish != "" {
+				fmt.Fprintf(out, "; published at http://127.0.0.1:%d/", p.PublishedPort)
+			}
+		}
+		fmt.Fprintf(out, "; DNS %s.%s.legion (dig @%s -p %s)\n", name, ns, strings.Split(n.DNS, ":")[0], strings.Split(n.DNS, ":")[1])
+		if ready < want {
+			fmt.Fprintf(out, "  not all ready yet: legion get tasks -n %s --server %s --credentials %s\n", ns, n.API, n.Admin)
+		}
+	}
+	return nil
+}

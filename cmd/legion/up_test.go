@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion/jail/process"
+)
+
+// The test binary is also the container supervisor, as legion is.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "process-shim" {
+		os.Exit(process.ShimMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// legion up examples/hello, the README's run command: the node comes up,
+// loads the example's image, runs both replicas, answers on the published
+// port, and removes its pods on the way out.
+func TestUpRunsTheHelloExample(t *testing.T) {
+	dir := t.TempDir()
+	var out syncBuffer
+	root := newRootCommand()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	ctx, cancel := context.WithCancel(context.Background())
+	root.SetContext(ctx)
+	root.SetArgs([]string{"up", "../../examples/hello", "--data-dir", filepath.Join(dir, "data"),
+		"--listen", "127.0.0.1:0", "--dns-listen", "127.0.0.1:0"})
+	done := make(chan error, 1)
+	go func() { done <- root.Execute() }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("up: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("up did not stop")
+		}
+	}()
+	ready := regexp.MustCompile(`service default/hello: 2 of 2 tasks ready`)
+	deadline := time.Now().Add(3 * time.Minute)
+	for !ready.MatchString(out.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the example did not come up:\n%s", out.String())
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("up ended early: %v\n%s", err, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for _, want := range []string{"Loaded image localhost/hello:1", "Service default/hello created", "published at http://127.0.0.1:8080/"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	names := map[string]bool{}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline = time.Now().Add(30 * time.Second)
+	for len(names) < 2 && time.Now().Before(deadline) {
+		resp, err := client.Get("http://127.0.0.1:8080/")
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		names[strings.TrimSpace(string(body))] = true
+	}
+	if len(names) != 2 {
+		t.Fatalf("answers on the published port: %v, want both replicas", names)
+	}
+	for n := range names {
+		if !strings.HasPrefix(n, "hello from hello-") {
+			t.Errorf("answer %q", n)
+		}
+	}
+}

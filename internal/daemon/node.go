@@ -1,0 +1,325 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/controller"
+	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/jail/process"
+	"github.com/legionbsd/legion/netbsd/resolver"
+)
+
+// Options configure a single-node cluster run in the foreground.
+type Options struct {
+	DataDir string // default ./.legion
+	// RunDir holds task secrets and the resolver's zone; it must not be
+	// under DataDir (default: a directory of the user's in /dev/shm where
+	// it exists, else the system's temporary directory).
+	RunDir    string
+	Listen    string // the API, default 127.0.0.1:7470
+	DNSListen string // the node resolver, default 127.0.0.1:5353
+	// Upstreams for names outside the cluster; the host's when nil.
+	Upstreams []string
+	// RemovePods removes the node's pods when Run returns (legion up);
+	// otherwise they keep running for the next daemon to adopt.
+	RemovePods bool
+	Logger     *slog.Logger
+}
+
+// Node is a running single-node cluster.
+type Node struct {
+	Name    string
+	Client  *client.Client // as the cluster admin
+	Images  *image.Images
+	Store   *store.Store
+	Admin   string // the admin credentials file
+	API     string
+	DNS     string
+	Runtime jail.Runtime
+}
+
+func (o *Options) defaults() error {
+	if o.DataDir == "" {
+		o.DataDir = ".legion"
+	}
+	abs, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return err
+	}
+	o.DataDir = abs
+	if o.RunDir == "" {
+		base := os.TempDir()
+		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+			base = "/dev/shm"
+		}
+		o.RunDir = filepath.Join(base, fmt.Sprintf("legion-%d", os.Getuid()))
+	}
+	if rel, err := filepath.Rel(o.DataDir, o.RunDir); err == nil && !strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("run directory %s is under the data directory %s: secrets would reach the disk", o.RunDir, o.DataDir)
+	}
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:7470"
+	}
+	if o.DNSListen == "" {
+		o.DNSListen = "127.0.0.1:5353"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// NodeName is this host's name as a DNS label.
+func NodeName() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "node"
+	}
+	h = strings.ToLower(strings.SplitN(h, ".", 2)[0])
+	var b strings.Builder
+	for _, r := range h {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			b.WriteRune(r)
+		}
+	}
+	s := strings.Trim(b.String(), "-")
+	if s == "" || legion.ValidName(s) != nil {
+		return "node"
+	}
+	return s
+}
+
+// Run starts a one-node cluster (manager and agent in this process, the
+// process runtime and loopback network), initialising it on first use,
+// calls ready once it serves, and runs until ctx ends.
+func Run(ctx context.Context, o Options, ready func(*Node) error) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	log := o.Logger
+	if runtime.GOOS == "freebsd" {
+		log.Warn("the jail runtime and pf network are not wired into legion up yet: running the process runtime, which isolates nothing")
+	}
+	log.Warn("development node: containers are host processes and pods share the host's network (loopback), nothing is isolated")
+	for _, d := range []string{o.DataDir, o.RunDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	srv, err := server.New(server.Config{DataDir: filepath.Join(o.DataDir, "manager"), Listen: o.Listen, Logger: log})
+	if err != nil {
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve() }()
+	defer func() { srv.Stop(); <-served }()
+
+	admin := filepath.Join(o.DataDir, "manager", server.AdminFile)
+	if _, err := os.Stat(admin); errors.Is(err, os.ErrNotExist) {
+		bare, err := client.New(client.Options{Server: srv.Addr()})
+		if err != nil {
+			return err
+		}
+		_, err = bare.Init(ctx)
+		bare.Close()
+		if err != nil {
+			return fmt.Errorf("initialising the cluster: %w", err)
+		}
+		log.Info("initialised a new cluster", "admin", admin)
+	}
+	cl, err := client.New(client.Options{Server: srv.Addr(), CredentialsFile: admin})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	st := srv.Store()
+	if st == nil {
+		return errors.New("the daemon is not a manager of its cluster")
+	}
+	for deadline := time.Now().Add(30 * time.Second); !st.IsLeader(); {
+		if time.Now().After(deadline) {
+			return errors.New("no leader after 30 s")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
+	name := NodeName()
+	if err := registerNode(ctx, st, name); err != nil {
+		return fmt.Errorf("registering node %s: %w", name, err)
+	}
+	ds, err := image.NewDirStore(filepath.Join(o.DataDir, "layers"))
+	if err != nil {
+		return err
+	}
+	images, err := image.Open(image.Options{DataDir: o.DataDir, Store: ds, Log: log,
+		Platform: image.PlatformRule{Arch: runtime.GOARCH, AllowLinux: runtime.GOOS != "freebsd"}})
+	if err != nil {
+		return err
+	}
+	defer images.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	rt, err := process.New(process.Config{DataDir: o.DataDir, Shim: exe, Log: log})
+	if err != nil {
+		return err
+	}
+	local := &Local{Store: st, Node: name}
+	zone := filepath.Join(o.RunDir, "resolver", "zone.json")
+	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
+		return err
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	run := func(what string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(runCtx); err != nil && runCtx.Err() == nil {
+				log.Error(what+" stopped", "err", err)
+			}
+		}()
+	}
+	run("heartbeat", func(ctx context.Context) error {
+		tk := time.NewTicker(2 * time.Second)
+		defer tk.Stop()
+		for {
+			local.Heartbeat(name, time.Now())
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tk.C:
+			}
+		}
+	})
+	run("controller", (&controller.Loop{Store: st, Signals: local, Logger: log}).Run)
+	run("VIP allocator", func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) })
+	run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log}).Run)
+	pc, err := net.ListenPacket("udp", o.DNSListen)
+	if err != nil {
+		stop()
+		wg.Wait()
+		return fmt.Errorf("node resolver: %w", err)
+	}
+	tl, err := net.Listen("tcp", o.DNSListen)
+	if err != nil {
+		pc.Close()
+		stop()
+		wg.Wait()
+		return fmt.Errorf("node resolver: %w", err)
+	}
+	ups := o.Upstreams
+	if ups == nil {
+		ups, _ = resolver.HostUpstreams("/etc/resolv.conf", o.DNSListen)
+	}
+	run("node resolver", func(ctx context.Context) error {
+		return (&resolver.Server{ZoneFile: zone, Upstreams: ups, Logger: log}).Serve(ctx, pc, tl)
+	})
+	a := &agent.Agent{Node: name, Manager: local, Runtime: rt, Images: images,
+		Network: &LoopbackNetwork{Subnet: netip.MustParsePrefix("127.200.1.0/24")},
+		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log}
+	run("agent", a.Run)
+
+	n := &Node{Name: name, Client: cl, Images: images, Store: st, Admin: admin, API: srv.Addr(), DNS: pc.LocalAddr().String(), Runtime: rt}
+	var result error
+	if ready != nil {
+		if err := ready(n); err != nil {
+			result = err
+			stop()
+		}
+	}
+	<-runCtx.Done()
+	stop()
+	wg.Wait()
+	if o.RemovePods {
+		removePods(context.Background(), rt, name, log)
+	}
+	rt.Wait()
+	return result
+}
+
+// registerNode writes the node's object with what it offers, keeping an
+// operator's spec (availability, taints, labels) when it exists.
+func registerNode(ctx context.Context, st *store.Store, name string) error {
+	cpu := legion.CPU(runtime.NumCPU() * 1000)
+	mem := legion.Bytes(memoryBytes())
+	status := legion.NodeStatus{State: legion.NodeReady, Hostname: name,
+		Platform:  legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux"},
+		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
+		Version:   "dev"}
+	now := time.Now()
+	status.LastHeartbeat = &now
+	o, _, err := st.Get(legion.KindNode, "", name)
+	if errors.Is(err, store.ErrNotFound) {
+		n, _ := legion.New(legion.KindNode)
+		n.GetMetadata().Name = name
+		if err := legion.Admit(n); err != nil {
+			return err
+		}
+		n.(*legion.Node).Spec.Role = legion.RoleManager
+		n.(*legion.Node).Status = status
+		_, _, err = st.Put(ctx, n, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	node := o.(*legion.Node)
+	node.Status = status
+	_, err = st.PutStatus(ctx, node, store.Precondition{Version: node.Metadata.Version})
+	return err
+}
+
+func memoryBytes() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err == nil {
+		var kb int64
+		for _, line := range strings.Split(string(data), "\n") {
+			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 4 << 30
+}
+
+// removePods stops and removes every container of the node.
+func removePods(ctx context.Context, rt jail.Runtime, node string, log *slog.Logger) {
+	cs, err := rt.List(ctx, map[string]string{agent.LabelNode: node})
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		if !c.Infra {
+			rt.Stop(ctx, c.ID, -1)
+		}
+	}
+	for _, c := range cs {
+		if err := rt.Remove(ctx, c.ID); err != nil {
+			log.Warn("removing container", "id", c.ID, "err", err)
+		}
+	}
+}
