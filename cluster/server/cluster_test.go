@@ -347,3 +347,43 @@ func TestWorkerJoinsAndServesNothing(t *testing.T) {
 		t.Fatalf("worker after restart: %+v %v", st, err)
 	}
 }
+
+// A manager certificate of the cluster is not enough for Raft calls: the
+// caller must be a member.
+func TestRaftCallsFromNonMembersAreRefused(t *testing.T) {
+	m := newManager(t)
+	defer m.stop()
+	initCluster(t, m)
+	files, err := pki.LoadNodeFiles(filepath.Join(m.dir, PKIDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := files.CA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := pki.NewKey()
+	csr, _ := pki.CSR(key, "x")
+	cert, err := ca.Issue(csr, pki.Identity{Name: "stranger", Role: pki.RoleManager}, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, _ := pki.KeyPEM(key)
+	creds, err := pki.NewCredentials(cert, kp, files.CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(m.addr, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	payload := []byte(`{"Term": 99}`)
+	_, err = pb.NewRaftClient(conn).RequestVote(context.Background(), &pb.RaftMessage{Payload: payload})
+	if err == nil || !strings.Contains(err.Error(), "not a member") {
+		t.Fatalf("vote request from a non-member: %v", err)
+	}
+	if term := m.s.Store().Raft().CurrentTerm(); term >= 99 {
+		t.Fatalf("the refused call moved the term to %d", term)
+	}
+}

@@ -83,7 +83,8 @@ type Server struct {
 	fresh   tls.Certificate             // served before init or join
 	stopped bool
 
-	wg sync.WaitGroup // background work (promotion after a join)
+	wg      sync.WaitGroup // background work (promotion after a join)
+	members members        // for checking who makes Raft calls
 }
 
 // New prepares a daemon's port on its data directory: it reads (or makes)
@@ -133,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 	)
 	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})
-	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport})
+	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember})
 	return s, nil
 }
 

@@ -233,6 +233,7 @@ func isHeartbeat(a *raft.AppendEntriesRequest) bool {
 type raftService struct {
 	pb.UnimplementedRaftServer
 	current func() *transport
+	member  func(context.Context) error // refuses callers outside the membership
 }
 
 func (s *raftService) handle(ctx context.Context, in *pb.RaftMessage, cmd any) (*pb.RaftMessage, error) {
@@ -241,6 +242,9 @@ func (s *raftService) handle(ctx context.Context, in *pb.RaftMessage, cmd any) (
 		return nil, status.Error(codes.Unavailable, "raft: this manager's store is not open")
 	}
 	if err := checkProtocol(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.member(ctx); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(in.Payload, cmd); err != nil {
@@ -279,6 +283,9 @@ func (s *raftService) InstallSnapshot(stream grpc.ClientStreamingServer[pb.Snaps
 		return status.Error(codes.Unavailable, "raft: this manager's store is not open")
 	}
 	if err := checkProtocol(stream.Context()); err != nil {
+		return err
+	}
+	if err := s.member(stream.Context()); err != nil {
 		return err
 	}
 	first, err := stream.Recv()
