@@ -42,7 +42,7 @@ var imageOnce struct {
 	err     error
 }
 
-func loadTestImage(t *testing.T, images *image.Images) {
+func loadTestImage(t testing.TB, images *image.Images) {
 	t.Helper()
 	imageOnce.Do(func() {
 		img, err := testimage.Build(context.Background(), testimage.Options{User: "0"})
@@ -122,7 +122,7 @@ func (c *offsetClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func poll(t *testing.T, what string, d time.Duration, cond func() bool) {
+func poll(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -136,7 +136,7 @@ func poll(t *testing.T, what string, d time.Duration, cond func() bool) {
 // startNode runs a one-node cluster in the test: a store, the controller
 // loop, and the agent with the process runtime and a directory image
 // store.
-func startNode(t *testing.T) *node {
+func startNode(t testing.TB) *node {
 	t.Helper()
 	base := t.TempDir()
 	n := &node{dataDir: filepath.Join(base, "data"), runDir: filepath.Join(base, "run")}
@@ -225,7 +225,7 @@ func startNode(t *testing.T) *node {
 	return n
 }
 
-func (n *node) apply(t *testing.T, manifest string) {
+func (n *node) apply(t testing.TB, manifest string) {
 	t.Helper()
 	objs, err := legion.ParseManifest("test", []byte(manifest))
 	if err != nil {
@@ -238,7 +238,7 @@ func (n *node) apply(t *testing.T, manifest string) {
 	}
 }
 
-func (n *node) tasksOf(t *testing.T, label, owner string) []*legion.Task {
+func (n *node) tasksOf(t testing.TB, label, owner string) []*legion.Task {
 	t.Helper()
 	objs, _, err := n.st.List(legion.KindTask, "", func(o legion.Object) bool {
 		return o.GetMetadata().Labels[label] == owner
