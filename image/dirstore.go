@@ -112,10 +112,20 @@ func (s *DirStore) BeginLayer(ctx context.Context, chainID, parent string) (Pend
 	if err != nil {
 		return nil, err
 	}
+	// MkdirTemp makes 0700; a root directory is 0755 unless a layer's
+	// "./" entry says otherwise, or users other than root could not
+	// reach anything in it.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		s.removeAll(ctx, tmp)
+		return nil, err
+	}
 	if parent != "" {
 		if err := s.copy(ctx, s.layerDir(parent), tmp); err != nil {
 			s.removeAll(ctx, tmp)
 			return nil, fmt.Errorf("copy parent layer %s: %w", parent, err)
+		}
+		if fi, err := os.Stat(s.layerDir(parent)); err == nil {
+			os.Chmod(tmp, fi.Mode().Perm())
 		}
 	}
 	return &dirPending{s: s, tmp: tmp, chainID: chainID}, nil
@@ -166,6 +176,13 @@ func (s *DirStore) PrepareRoot(ctx context.Context, id, chainID string) (string,
 	if err := s.copy(ctx, s.layerDir(chainID), tmp); err != nil {
 		s.removeAll(ctx, tmp)
 		return "", fmt.Errorf("container %s: copy layer %s: %w", id, chainID, err)
+	}
+	// The root keeps its image's mode, not MkdirTemp's 0700.
+	if fi, err := os.Stat(s.layerDir(chainID)); err == nil {
+		if err := os.Chmod(tmp, fi.Mode().Perm()); err != nil {
+			s.removeAll(ctx, tmp)
+			return "", err
+		}
 	}
 	if err := os.WriteFile(dir+".layer", []byte(chainID+"\n"), 0o600); err != nil {
 		s.removeAll(ctx, tmp)
