@@ -25,17 +25,17 @@ const FileName = "store.db"
 
 func openBolt(path string) (*bolt.DB, error) {
 	// A short lock timeout: a second daemon on the same directory gets a
-	// clear error instead of waiting forever.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType})
+	// clear error instead of waiting forever. The free list is not written
+	// at each commit (bbolt rebuilds it when it opens the file, as etcd
+	// does): that halves what a commit writes and nearly doubles fsynced
+	// writes per second.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
 			return nil, fmt.Errorf("opening %s: held by another process", path)
 		}
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	// Log appends and state machine applies that arrive together share
-	// one transaction; a lone one waits at most this long for company.
-	db.MaxBatchDelay = time.Millisecond
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketLog, bucketStable, bucketObjects, bucketMeta, bucketSnapshots} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {

@@ -20,6 +20,7 @@ import (
 // re-applies nothing.
 type fsm struct {
 	db      *bolt.DB
+	commit  *committer
 	hist    *history
 	log     *slog.Logger
 	applied atomic.Uint64
@@ -33,10 +34,10 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	var events []Event
 	var last uint64
-	// Batch: the apply shares a transaction (and its fsyncs) with a log
-	// append running at the same time. bbolt may run the function again
-	// alone if the shared transaction fails, so it starts from scratch.
-	err := f.db.Batch(func(tx *bolt.Tx) error {
+	// The apply may share a transaction (and its fsyncs) with a log append
+	// running at the same time, and run again alone if that transaction
+	// fails, so it starts from scratch.
+	err := f.commit.update(func(tx *bolt.Tx) error {
 		objs, meta := tx.Bucket(bucketObjects), tx.Bucket(bucketMeta)
 		applied := readU64(meta.Get(keyApplied))
 		events, last = events[:0], 0

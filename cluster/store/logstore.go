@@ -14,7 +14,10 @@ import (
 // logStore is raft's LogStore and StableStore on the shared bbolt file.
 // Every StoreLogs call is one fsynced transaction, so raft's batching of
 // appends turns into one disk sync per batch.
-type logStore struct{ db *bolt.DB }
+type logStore struct {
+	db     *bolt.DB
+	commit *committer
+}
 
 var (
 	_ raft.LogStore    = (*logStore)(nil)
@@ -56,9 +59,9 @@ func (s *logStore) GetLog(index uint64, log *raft.Log) error {
 func (s *logStore) StoreLog(log *raft.Log) error { return s.StoreLogs([]*raft.Log{log}) }
 
 func (s *logStore) StoreLogs(logs []*raft.Log) error {
-	// Batch: shares a transaction with a state machine apply running at
-	// the same time (see fsm.ApplyBatch).
-	return s.db.Batch(func(tx *bolt.Tx) error {
+	// May share a transaction with a state machine apply running at the
+	// same time (see committer).
+	return s.commit.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLog)
 		for _, l := range logs {
 			if err := b.Put(u64(l.Index), encodeLog(l)); err != nil {

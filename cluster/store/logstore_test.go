@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
 )
 
 func TestLogStoreKeepsEntriesAndRanges(t *testing.T) {
@@ -16,7 +17,7 @@ func TestLogStoreKeepsEntriesAndRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	s := &logStore{db: db}
+	s := &logStore{db: db, commit: &committer{db: db}}
 	if i, _ := s.FirstIndex(); i != 0 {
 		t.Fatalf("empty first index %d", i)
 	}
@@ -79,5 +80,48 @@ func TestDefaultTimingIsTheSpecs(t *testing.T) {
 	// timeout and twice it); heartbeats every tenth of it.
 	if d.HeartbeatTimeout != 5*time.Second || d.ElectionTimeout != 5*time.Second || DefaultWriteTimeout != 30*time.Second {
 		t.Fatalf("default timing %+v, write timeout %s", d, DefaultWriteTimeout)
+	}
+}
+
+// Writes that arrive while a transaction runs share the next one; a
+// failing one fails alone.
+func TestCommitterGroupsAndIsolatesFailures(t *testing.T) {
+	db, err := openBolt(filepath.Join(t.TempDir(), FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := &committer{db: db}
+	errs := make(chan error, 20)
+	for i := range 20 {
+		go func() {
+			errs <- c.update(func(tx *bolt.Tx) error {
+				if i == 7 {
+					return errors.New("refused")
+				}
+				return tx.Bucket(bucketMeta).Put(u64(uint64(i)), []byte("x"))
+			})
+		}()
+	}
+	failed := 0
+	for range 20 {
+		if err := <-errs; err != nil {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d writes failed, want the one that refused", failed)
+	}
+	n := 0
+	db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).ForEach(func(k, _ []byte) error {
+			if len(k) == 8 {
+				n++
+			}
+			return nil
+		})
+	})
+	if n != 19 {
+		t.Fatalf("%d writes stored, want 19", n)
 	}
 }

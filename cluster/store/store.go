@@ -123,7 +123,8 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s := &Store{cfg: cfg, db: db, log: cfg.Logger}
-	s.logs = &logStore{db: db}
+	commit := &committer{db: db}
+	s.logs = &logStore{db: db, commit: commit}
 	s.snaps = &snapshotStore{db: db}
 	// History starts empty after a restart: a watch from before what this
 	// replica had applied at open is compacted.
@@ -131,7 +132,7 @@ func Open(cfg Config) (*Store, error) {
 		cfg.HistorySize = HistorySize
 	}
 	s.hist = newHistory(cfg.HistorySize, applied)
-	s.fsm = &fsm{db: db, hist: s.hist, log: cfg.Logger}
+	s.fsm = &fsm{db: db, commit: commit, hist: s.hist, log: cfg.Logger}
 	s.fsm.applied.Store(applied)
 
 	rc := raft.DefaultConfig()

@@ -39,7 +39,7 @@ type node struct {
 	s       *Store
 }
 
-func openNode(t *testing.T, id, dir string) *node {
+func openNode(t testing.TB, id, dir string) *node {
 	t.Helper()
 	_, tr := raft.NewInmemTransport(raft.ServerAddress(id))
 	s, err := Open(Config{Dir: dir, ID: id, Transport: tr, Timing: testTiming(), WriteTimeout: 3 * time.Second})
@@ -49,7 +49,7 @@ func openNode(t *testing.T, id, dir string) *node {
 	return &node{id: id, dir: dir, tr: tr, s: s}
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
