@@ -367,7 +367,7 @@ func TestSecondOpenOfOneDirectoryIsRefused(t *testing.T) {
 }
 
 // cluster of three in-memory-transport managers.
-func threeNodes(t *testing.T) []*node {
+func threeNodes(t testing.TB) []*node {
 	t.Helper()
 	var ns []*node
 	for i := range 3 {
