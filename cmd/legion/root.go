@@ -17,6 +17,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newValidateCommand(), newVersionCommand(), newNodeResolverCommand(), newUpCommand())
 	addClusterCommands(root)
 	addStackCommands(root)
+	addOpsCommands(root)
 	return root
 }
 

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/daemon"
+)
+
+// startCluster runs a one-node cluster in the test and returns it once it
+// serves.
+func startCluster(t *testing.T) *daemon.Node {
+	t.Helper()
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan *daemon.Node, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, daemon.Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"),
+			Listen: "127.0.0.1:0", DNSListen: "127.0.0.1:0", Upstreams: []string{}, RemovePods: true},
+			func(n *daemon.Node) error { ready <- n; return nil })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node: %v", err)
+		}
+	})
+	select {
+	case n := <-ready:
+		return n
+	case err := <-done:
+		t.Fatalf("the node did not start: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the node did not start in 60 s")
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestScaleRollbackNodeAndTasksCommands(t *testing.T) {
+	n := startCluster(t)
+	ctx := context.Background()
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	legionCmd := func(args ...string) string {
+		t.Helper()
+		out, err := runLegion(t, "", append(args, flags...)...)
+		if err != nil {
+			t.Fatalf("legion %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	svc := func(value string) legion.Object {
+		objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  replicas: 2
+  pod: {containers: [{name: c, image: localhost/none:1, pullPolicy: never, env: [{name: V, value: `+value+`}]}]}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objs[0]
+	}
+	if _, err := n.Client.Apply(ctx, []legion.Object{svc("one")}, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *legion.Service {
+		o, err := n.Client.Get(ctx, legion.KindService, "default", "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(*legion.Service)
+	}
+
+	waitFor(t, "the planner to see the service", func() bool { return get().Status.Spec != nil })
+	if out := legionCmd("scale", "web", "4"); !strings.Contains(out, "scaled to 4") || *get().Spec.Replicas != 4 {
+		t.Fatalf("scale: %q, replicas %d", out, *get().Spec.Replicas)
+	}
+	if _, err := runLegion(t, "", append([]string{"scale", "web", "-1"}, flags...)...); err == nil {
+		t.Fatal("scale to -1 succeeded")
+	}
+	if _, err := runLegion(t, "", append([]string{"rollback", "web"}, flags...)...); err == nil {
+		t.Fatal("rollback with no earlier spec succeeded")
+	}
+	// An update of the pod records the spec it came from; rollback puts
+	// it back.
+	if _, err := n.Client.Apply(ctx, []legion.Object{svc("two")}, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the update recorded", func() bool {
+		u := get().Status.Update
+		return u != nil && u.PreviousSpec != nil
+	})
+	legionCmd("rollback", "web")
+	if v := get().Spec.Pod.Containers[0].Env[0].Value; v != "one" {
+		t.Fatalf("after rollback the pod has V=%s, want one", v)
+	}
+
+	out := legionCmd("node", "ls")
+	if !strings.Contains(out, n.Name) || !strings.Contains(out, "active") {
+		t.Fatalf("node ls:\n%s", out)
+	}
+	legionCmd("node", "drain", n.Name)
+	o, err := n.Client.Get(ctx, legion.KindNode, "", n.Name)
+	if err != nil || o.(*legion.Node).Spec.Availability != legion.AvailabilityDrain {
+		t.Fatalf("after drain: %+v %v", o, err)
+	}
+	legionCmd("node", "activate", n.Name)
+	waitFor(t, "tasks listed", func() bool {
+		out := legionCmd("tasks", "web")
+		return strings.Contains(out, "web-1-") && strings.Contains(out, "NODE")
+	})
+}
