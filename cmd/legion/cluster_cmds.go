@@ -22,20 +22,25 @@ type clusterCLI struct {
 // init, join, apply, get, ...). It also puts --server and --credentials
 // on the root, so every command reaching a cluster shares them.
 func addClusterCommands(root *cobra.Command) {
-	cli := &clusterCLI{v: viper.New()}
+	cli := newClusterCLI()
 	pf := root.PersistentFlags()
 	pf.String("server", client.DefaultServer, "address of a manager (env LEGION_SERVER)")
 	pf.String("credentials", "", "PEM bundle of certificate, key and CA, such as a manager's admin.pem (env LEGION_CREDENTIALS)")
-	cli.v.BindPFlag("server", pf.Lookup("server"))
-	cli.v.BindPFlag("credentials", pf.Lookup("credentials"))
-	cli.v.BindEnv("server", "LEGION_SERVER")
-	cli.v.BindEnv("credentials", "LEGION_CREDENTIALS")
 	root.AddCommand(
 		newDaemonCommand(),
 		cli.initCommand(), cli.joinCommand(), cli.statusCommand(), cli.tokenCommand(),
 		cli.applyCommand(), cli.getCommand("get"), cli.getCommand("list"), cli.deleteCommand(),
 		cli.watchCommand(), cli.diffCommand(),
 	)
+}
+
+// newClusterCLI reads LEGION_SERVER and LEGION_CREDENTIALS; the flags of
+// the command run, when given, win over them.
+func newClusterCLI() *clusterCLI {
+	v := viper.New()
+	v.BindEnv("server", "LEGION_SERVER")
+	v.BindEnv("credentials", "LEGION_CREDENTIALS")
+	return &clusterCLI{v: v}
 }
 
 // server is the manager address in effect: the flag if given, else

@@ -5,12 +5,23 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/spf13/cobra"
 )
 
 // clusterStackClient adapts the Go client to what the stack commands
-// need (stackClient). connectStackClient can return one made with
-// (&clusterCLI{...}).connect.
+// need (stackClient): connectStackClient can return
+// connectClusterStack(cmd).
 type clusterStackClient struct{ c *client.Client }
+
+// connectClusterStack reaches the cluster named by --server/LEGION_SERVER
+// with --credentials/LEGION_CREDENTIALS, for the stack commands.
+func connectClusterStack(cmd *cobra.Command) (stackClient, error) {
+	c, err := newClusterCLI().connect(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return clusterStackClient{c: c}, nil
+}
 
 var _ stackClient = clusterStackClient{}
 
