@@ -33,21 +33,26 @@ func addOpsCommands(root *cobra.Command) {
 // updateService reads a service, changes it and applies it back at the
 // version read, so a concurrent change makes it fail rather than be lost.
 func (c *clusterCLI) updateService(cmd *cobra.Command, ns, name string, change func(*legion.Service) error) (client.Result, error) {
+	return c.updateObject(cmd, legion.KindService, ns, name, func(o legion.Object) error { return change(o.(*legion.Service)) })
+}
+
+// updateObject reads an object, changes it and applies it back at the
+// version read, reading again when a controller wrote it in between.
+func (c *clusterCLI) updateObject(cmd *cobra.Command, kind legion.Kind, ns, name string, change func(legion.Object) error) (client.Result, error) {
 	cl, err := c.connect(cmd)
 	if err != nil {
 		return client.Result{}, err
 	}
 	defer cl.Close()
 	for attempt := 1; ; attempt++ {
-		o, err := cl.Get(ctxOf(cmd), legion.KindService, ns, name)
+		s, err := cl.Get(ctxOf(cmd), kind, ns, name)
 		if err != nil {
 			return client.Result{}, err
 		}
-		s := o.(*legion.Service)
 		if err := change(s); err != nil {
 			return client.Result{}, err
 		}
-		v := s.Metadata.Version
+		v := s.GetMetadata().Version
 		res, err := cl.ApplyOne(ctxOf(cmd), s, client.ApplyOptions{ExpectedVersion: &v})
 		// The controllers write the service's status all the time: read
 		// it again and retry when one did between the read and the write.
@@ -122,19 +127,11 @@ func (c *clusterCLI) availabilityCommand(verb string, a legion.Availability, wha
 		Short: "Set a node's availability to " + string(a) + ": " + what,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.connect(cmd)
+			_, err := c.updateObject(cmd, legion.KindNode, "", args[0], func(o legion.Object) error {
+				o.(*legion.Node).Spec.Availability = a
+				return nil
+			})
 			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			o, err := cl.Get(ctxOf(cmd), legion.KindNode, "", args[0])
-			if err != nil {
-				return err
-			}
-			n := o.(*legion.Node)
-			n.Spec.Availability = a
-			v := n.Metadata.Version
-			if _, err := cl.ApplyOne(ctxOf(cmd), n, client.ApplyOptions{ExpectedVersion: &v}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %s: %s\n", args[0], a)
