@@ -134,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 	)
 	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})
-	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember})
+	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember, stopping: s.watchCtx.Done()})
 	return s, nil
 }
 

@@ -74,12 +74,6 @@ func (t *transport) client(target raft.ServerAddress) (pb.RaftClient, error) {
 	return pb.NewRaftClient(c), nil
 }
 
-// AppendEntriesPipeline is not offered: raft falls back to one call at a
-// time per follower, each carrying a batch of entries.
-func (t *transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
-	return nil, raft.ErrPipelineReplicationNotSupported
-}
-
 func (t *transport) call(target raft.ServerAddress, args, resp any,
 	method func(pb.RaftClient, context.Context, *pb.RaftMessage, ...grpc.CallOption) (*pb.RaftMessage, error)) error {
 	c, err := t.client(target)
@@ -234,6 +228,8 @@ type raftService struct {
 	pb.UnimplementedRaftServer
 	current func() *transport
 	member  func(context.Context) error // refuses callers outside the membership
+	// stopping closes at shutdown, ending pipeline streams.
+	stopping <-chan struct{}
 }
 
 func (s *raftService) handle(ctx context.Context, in *pb.RaftMessage, cmd any) (*pb.RaftMessage, error) {

@@ -1898,9 +1898,10 @@ const file_legion_proto_rawDesc = "" +
 	"\vJoinCluster\x12\x1d.legion.v1.JoinClusterRequest\x1a\x1e.legion.v1.JoinClusterResponse\x12@\n" +
 	"\aPromote\x12\x19.legion.v1.PromoteRequest\x1a\x1a.legion.v1.PromoteResponse\x12>\n" +
 	"\tTokenShow\x12\x17.legion.v1.TokenRequest\x1a\x18.legion.v1.TokenResponse\x12@\n" +
-	"\vTokenRotate\x12\x17.legion.v1.TokenRequest\x1a\x18.legion.v1.TokenResponse2\xcd\x02\n" +
+	"\vTokenRotate\x12\x17.legion.v1.TokenRequest\x1a\x18.legion.v1.TokenResponse2\x9a\x03\n" +
 	"\x04Raft\x12?\n" +
-	"\rAppendEntries\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage\x12=\n" +
+	"\rAppendEntries\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage\x12K\n" +
+	"\x15AppendEntriesPipeline\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage(\x010\x01\x12=\n" +
 	"\vRequestVote\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage\x12@\n" +
 	"\x0eRequestPreVote\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage\x12<\n" +
 	"\n" +
@@ -1982,29 +1983,31 @@ var file_legion_proto_depIdxs = []int32{
 	25, // 24: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
 	25, // 25: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
 	27, // 26: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
-	27, // 27: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
-	27, // 28: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
-	27, // 29: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
-	28, // 30: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
-	5,  // 31: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
-	7,  // 32: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
-	9,  // 33: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
-	11, // 34: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
-	13, // 35: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
-	15, // 36: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
-	18, // 37: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
-	20, // 38: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
-	22, // 39: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
-	24, // 40: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
-	26, // 41: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
-	26, // 42: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
-	27, // 43: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
-	27, // 44: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
-	27, // 45: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
-	27, // 46: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
-	27, // 47: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
-	31, // [31:48] is the sub-list for method output_type
-	14, // [14:31] is the sub-list for method input_type
+	27, // 27: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
+	27, // 28: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
+	27, // 29: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
+	27, // 30: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
+	28, // 31: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
+	5,  // 32: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
+	7,  // 33: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
+	9,  // 34: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
+	11, // 35: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
+	13, // 36: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
+	15, // 37: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
+	18, // 38: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
+	20, // 39: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
+	22, // 40: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
+	24, // 41: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
+	26, // 42: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
+	26, // 43: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
+	27, // 44: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
+	27, // 45: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
+	27, // 46: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
+	27, // 47: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
+	27, // 48: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
+	27, // 49: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
+	32, // [32:50] is the sub-list for method output_type
+	14, // [14:32] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name

@@ -617,11 +617,12 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Raft_AppendEntries_FullMethodName   = "/legion.v1.Raft/AppendEntries"
-	Raft_RequestVote_FullMethodName     = "/legion.v1.Raft/RequestVote"
-	Raft_RequestPreVote_FullMethodName  = "/legion.v1.Raft/RequestPreVote"
-	Raft_TimeoutNow_FullMethodName      = "/legion.v1.Raft/TimeoutNow"
-	Raft_InstallSnapshot_FullMethodName = "/legion.v1.Raft/InstallSnapshot"
+	Raft_AppendEntries_FullMethodName         = "/legion.v1.Raft/AppendEntries"
+	Raft_AppendEntriesPipeline_FullMethodName = "/legion.v1.Raft/AppendEntriesPipeline"
+	Raft_RequestVote_FullMethodName           = "/legion.v1.Raft/RequestVote"
+	Raft_RequestPreVote_FullMethodName        = "/legion.v1.Raft/RequestPreVote"
+	Raft_TimeoutNow_FullMethodName            = "/legion.v1.Raft/TimeoutNow"
+	Raft_InstallSnapshot_FullMethodName       = "/legion.v1.Raft/InstallSnapshot"
 )
 
 // RaftClient is the client API for Raft service.
@@ -629,6 +630,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type RaftClient interface {
 	AppendEntries(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error)
+	// AppendEntriesPipeline carries AppendEntries requests back to back on
+	// one stream, answered in order, so replication need not wait for each
+	// answer before sending the next batch.
+	AppendEntriesPipeline(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RaftMessage, RaftMessage], error)
 	RequestVote(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error)
 	RequestPreVote(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error)
 	TimeoutNow(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error)
@@ -652,6 +657,19 @@ func (c *raftClient) AppendEntries(ctx context.Context, in *RaftMessage, opts ..
 	}
 	return out, nil
 }
+
+func (c *raftClient) AppendEntriesPipeline(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RaftMessage, RaftMessage], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Raft_ServiceDesc.Streams[0], Raft_AppendEntriesPipeline_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RaftMessage, RaftMessage]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Raft_AppendEntriesPipelineClient = grpc.BidiStreamingClient[RaftMessage, RaftMessage]
 
 func (c *raftClient) RequestVote(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -685,7 +703,7 @@ func (c *raftClient) TimeoutNow(ctx context.Context, in *RaftMessage, opts ...gr
 
 func (c *raftClient) InstallSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, RaftMessage], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Raft_ServiceDesc.Streams[0], Raft_InstallSnapshot_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Raft_ServiceDesc.Streams[1], Raft_InstallSnapshot_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -701,6 +719,10 @@ type Raft_InstallSnapshotClient = grpc.ClientStreamingClient[SnapshotChunk, Raft
 // for forward compatibility.
 type RaftServer interface {
 	AppendEntries(context.Context, *RaftMessage) (*RaftMessage, error)
+	// AppendEntriesPipeline carries AppendEntries requests back to back on
+	// one stream, answered in order, so replication need not wait for each
+	// answer before sending the next batch.
+	AppendEntriesPipeline(grpc.BidiStreamingServer[RaftMessage, RaftMessage]) error
 	RequestVote(context.Context, *RaftMessage) (*RaftMessage, error)
 	RequestPreVote(context.Context, *RaftMessage) (*RaftMessage, error)
 	TimeoutNow(context.Context, *RaftMessage) (*RaftMessage, error)
@@ -717,6 +739,9 @@ type UnimplementedRaftServer struct{}
 
 func (UnimplementedRaftServer) AppendEntries(context.Context, *RaftMessage) (*RaftMessage, error) {
 	return nil, status.Error(codes.Unimplemented, "method AppendEntries not implemented")
+}
+func (UnimplementedRaftServer) AppendEntriesPipeline(grpc.BidiStreamingServer[RaftMessage, RaftMessage]) error {
+	return status.Error(codes.Unimplemented, "method AppendEntriesPipeline not implemented")
 }
 func (UnimplementedRaftServer) RequestVote(context.Context, *RaftMessage) (*RaftMessage, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequestVote not implemented")
@@ -768,6 +793,13 @@ func _Raft_AppendEntries_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Raft_AppendEntriesPipeline_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RaftServer).AppendEntriesPipeline(&grpc.GenericServerStream[RaftMessage, RaftMessage]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Raft_AppendEntriesPipelineServer = grpc.BidiStreamingServer[RaftMessage, RaftMessage]
 
 func _Raft_RequestVote_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RaftMessage)
@@ -855,6 +887,12 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "AppendEntriesPipeline",
+			Handler:       _Raft_AppendEntriesPipeline_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "InstallSnapshot",
 			Handler:       _Raft_InstallSnapshot_Handler,

@@ -1,0 +1,202 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// pipelineDepth is how many AppendEntries may be in flight on a pipeline.
+const pipelineDepth = 128
+
+// pipeline sends AppendEntries on one stream without waiting for each
+// answer; answers come back in order and are handed to raft on Consumer.
+type pipeline struct {
+	stream   grpc.BidiStreamingClient[pb.RaftMessage, pb.RaftMessage]
+	cancel   context.CancelFunc
+	inflight chan *appendFuture
+	done     chan raft.AppendFuture
+	stop     chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
+}
+
+func (t *transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	c, err := t.client(target)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(withProtocol(context.Background()))
+	stream, err := c.AppendEntriesPipeline(ctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	p := &pipeline{stream: stream, cancel: cancel, inflight: make(chan *appendFuture, pipelineDepth),
+		done: make(chan raft.AppendFuture, pipelineDepth), stop: make(chan struct{})}
+	p.wg.Add(1)
+	go p.receive()
+	// The pipeline ends with the transport too.
+	go func() {
+		select {
+		case <-t.shutdown:
+			p.Close()
+		case <-p.stop:
+		}
+	}()
+	return p, nil
+}
+
+func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	payload, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	f := &appendFuture{start: time.Now(), args: args, resp: resp, errCh: make(chan error, 1)}
+	select {
+	case p.inflight <- f:
+	case <-p.stop:
+		return nil, raft.ErrPipelineShutdown
+	}
+	if err := p.stream.Send(&pb.RaftMessage{Payload: payload}); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// receive matches answers to requests in order; when the stream breaks,
+// every request still in flight fails, and is still handed to raft, which
+// then stops using the pipeline.
+func (p *pipeline) receive() {
+	defer p.wg.Done()
+	for {
+		msg, err := p.stream.Recv()
+		var f *appendFuture
+		select {
+		case f = <-p.inflight:
+		case <-p.stop:
+			return
+		}
+		if err == nil {
+			err = json.Unmarshal(msg.Payload, f.resp)
+		}
+		f.errCh <- err
+		select {
+		case p.done <- f:
+		case <-p.stop:
+			return
+		}
+		if err != nil {
+			p.Close()
+			return
+		}
+	}
+}
+
+func (p *pipeline) Consumer() <-chan raft.AppendFuture { return p.done }
+
+func (p *pipeline) Close() error {
+	p.once.Do(func() {
+		close(p.stop)
+		p.cancel()
+	})
+	return nil
+}
+
+type appendFuture struct {
+	start time.Time
+	args  *raft.AppendEntriesRequest
+	resp  *raft.AppendEntriesResponse
+	errCh chan error
+	err   error
+	got   bool
+	mu    sync.Mutex
+}
+
+func (f *appendFuture) Error() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.got {
+		f.err, f.got = <-f.errCh, true
+	}
+	return f.err
+}
+
+func (f *appendFuture) Start() time.Time                      { return f.start }
+func (f *appendFuture) Request() *raft.AppendEntriesRequest   { return f.args }
+func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }
+
+// AppendEntriesPipeline answers a pipeline's requests one after another,
+// in order.
+func (s *raftService) AppendEntriesPipeline(stream grpc.BidiStreamingServer[pb.RaftMessage, pb.RaftMessage]) error {
+	t := s.current()
+	if t == nil {
+		return status.Error(codes.Unavailable, "raft: this manager's store is not open")
+	}
+	if err := checkProtocol(stream.Context()); err != nil {
+		return err
+	}
+	if err := s.member(stream.Context()); err != nil {
+		return err
+	}
+	// Requests are read aside, so the stream ends at shutdown rather than
+	// holding a graceful stop until the leader hangs up.
+	type recv struct {
+		msg *pb.RaftMessage
+		err error
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	in := make(chan recv)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			select {
+			case in <- recv{m, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		var r recv
+		select {
+		case r = <-in:
+		case <-s.stopping:
+			return status.Error(codes.Unavailable, "raft: shutting down")
+		}
+		if errors.Is(r.err, io.EOF) {
+			return nil
+		}
+		if r.err != nil {
+			return r.err
+		}
+		var req raft.AppendEntriesRequest
+		if err := json.Unmarshal(r.msg.Payload, &req); err != nil {
+			return status.Errorf(codes.InvalidArgument, "raft: decoding AppendEntries: %v", err)
+		}
+		resp, err := t.dispatch(ctx, &req, nil)
+		if err != nil {
+			return err
+		}
+		out, err := json.Marshal(resp)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&pb.RaftMessage{Payload: out}); err != nil {
+			return err
+		}
+	}
+}
