@@ -1,0 +1,163 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"sort"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Assignments streams the caller's node its tasks and the Secret and
+// Config values they use, from this manager's replica: one whole set at
+// once, and a new one after every change to tasks, Secrets or Configs that
+// changes the set.
+func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.ServerStreamingServer[legionpb.AssignmentSet]) error {
+	ctx := stream.Context()
+	id, err := caller(ctx, req.GetNode())
+	if err != nil {
+		return err
+	}
+	var last *legionpb.AssignmentSet
+	for {
+		set, err := s.assignments(id.Name)
+		if err != nil {
+			return s.statusOf(err)
+		}
+		at := set.Version
+		set.Version = 0 // compared without it: a set that did not change is not sent again
+		if last == nil || !proto.Equal(set, last) {
+			last = proto.Clone(set).(*legionpb.AssignmentSet)
+			set.Version = at
+			if err := stream.Send(set); err != nil {
+				return err
+			}
+		}
+		w, err := s.store.Watch(at)
+		if errors.Is(err, store.ErrCompacted) {
+			continue // read the whole set again
+		}
+		if err != nil {
+			return s.statusOf(err)
+		}
+		if err := waitRelevant(ctx, w); err != nil {
+			if errors.Is(err, store.ErrCompacted) || errors.Is(err, store.ErrReset) {
+				continue
+			}
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return s.statusOf(err)
+		}
+	}
+}
+
+// waitRelevant returns once a task, Secret or Config changed.
+func waitRelevant(ctx context.Context, w *store.Watcher) error {
+	for {
+		ev, err := w.Next(ctx)
+		if err != nil {
+			return err
+		}
+		switch ev.Object.GetKind() {
+		case legion.KindTask, legion.KindSecret, legion.KindConfig:
+			return nil
+		}
+	}
+}
+
+// assignments reads a node's set from the local replica.
+func (s *Service) assignments(node string) (*legionpb.AssignmentSet, error) {
+	objs, at, err := s.store.List(legion.KindTask, "", func(o legion.Object) bool {
+		return o.(*legion.Task).Spec.Node == node
+	})
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]*legion.Task, 0, len(objs))
+	for _, o := range objs {
+		tasks = append(tasks, o.(*legion.Task))
+	}
+	set, err := buildSet(tasks, func(kind legion.Kind, namespace, name string) ([]byte, bool) {
+		o, _, err := s.store.Get(kind, namespace, name)
+		if err != nil {
+			return nil, false // admission checked it; a deleted one fails the task's start
+		}
+		switch v := o.(type) {
+		case *legion.Secret:
+			return v.Spec.Data, true
+		case *legion.Config:
+			return v.Spec.Data, true
+		}
+		return nil, false
+	})
+	if err != nil {
+		return nil, err
+	}
+	set.Version = at
+	return set, nil
+}
+
+// buildSet encodes tasks (in name order) and the values they use, as
+// value finds them.
+func buildSet(tasks []*legion.Task, value func(kind legion.Kind, namespace, name string) ([]byte, bool)) (*legionpb.AssignmentSet, error) {
+	sort.Slice(tasks, func(i, j int) bool {
+		a, b := tasks[i].Metadata, tasks[j].Metadata
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	set := &legionpb.AssignmentSet{Values: map[string][]byte{}}
+	for _, t := range tasks {
+		data, err := legion.MarshalJSON(t)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "task %s/%s: %v", t.Metadata.Namespace, t.Metadata.Name, err)
+		}
+		set.Tasks = append(set.Tasks, data)
+		for _, ref := range ValueRefs(t) {
+			if v, ok := value(ref.Kind, t.Metadata.Namespace, ref.Name); ok {
+				set.Values[legion.Key(ref.Kind, t.Metadata.Namespace, ref.Name)] = v
+			}
+		}
+	}
+	return set, nil
+}
+
+// ValueRef names a Secret or Config of a task's namespace.
+type ValueRef struct {
+	Kind legion.Kind
+	Name string
+}
+
+// ValueRefs lists the Secrets and Configs a task's pod uses: env, files
+// and image pull secrets.
+func ValueRefs(t *legion.Task) []ValueRef {
+	var out []ValueRef
+	for _, c := range t.Spec.Pod.AllContainers() {
+		for _, e := range c.Env {
+			if e.Secret != "" {
+				out = append(out, ValueRef{legion.KindSecret, e.Secret})
+			}
+			if e.Config != "" {
+				out = append(out, ValueRef{legion.KindConfig, e.Config})
+			}
+		}
+		for _, f := range c.Secrets {
+			out = append(out, ValueRef{legion.KindSecret, f.Name})
+		}
+		for _, f := range c.Configs {
+			out = append(out, ValueRef{legion.KindConfig, f.Name})
+		}
+	}
+	for _, s := range t.Spec.Pod.ImagePullSecrets {
+		out = append(out, ValueRef{legion.KindSecret, s})
+	}
+	return out
+}

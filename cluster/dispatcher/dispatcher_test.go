@@ -1,0 +1,398 @@
+package dispatcher_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/dispatcher"
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
+	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/store"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
+}
+
+// dial connects to the manager as the node the certificate names.
+func dial(t *testing.T, m *dispatchertest.Manager, name string, role pki.Role) legionpb.DispatcherClient {
+	t.Helper()
+	return dialTLS(t, m.Addr, dispatchertest.Credentials(t, m.CA, name, role).ClientConfig())
+}
+
+func dialTLS(t *testing.T, addr string, cfg *tls.Config) legionpb.DispatcherClient {
+	t.Helper()
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return legionpb.NewDispatcherClient(c)
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func put(t *testing.T, st *store.Store, o legion.Object) legion.Object {
+	t.Helper()
+	if o.GetKind() == legion.KindTask {
+		// Tasks are the planner's: admission refuses them from users.
+	} else if err := legion.Admit(o); err != nil {
+		t.Fatalf("admitting %s %s: %v", o.GetKind(), o.GetMetadata().Name, err)
+	}
+	got, _, err := st.Put(context.Background(), o, store.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func header(kind legion.Kind, ns, name string) legion.Header {
+	return legion.Header{APIVersion: legion.APIVersion, Kind: kind, Metadata: legion.Metadata{Name: name, Namespace: ns}}
+}
+
+func secret(ns, name, value string) *legion.Secret {
+	s := &legion.Secret{Header: header(legion.KindSecret, ns, name)}
+	s.Spec.Data = []byte(value)
+	return s
+}
+
+func config(ns, name, value string) *legion.Config {
+	c := &legion.Config{Header: header(legion.KindConfig, ns, name)}
+	c.Spec.Data = []byte(value)
+	return c
+}
+
+// task makes a task on node using a secret as env, a config as a file and
+// a pull secret.
+func task(ns, name, node, envSecret, fileConfig, pullSecret string) *legion.Task {
+	t := &legion.Task{Header: header(legion.KindTask, ns, name)}
+	t.Spec.Node = node
+	t.Spec.DesiredState = legion.TaskRunning
+	c := legion.Container{Name: "app", Image: "example/app:1"}
+	if envSecret != "" {
+		c.Env = []legion.EnvVar{{Name: "TOKEN", Secret: envSecret}}
+	}
+	if fileConfig != "" {
+		c.Configs = []legion.FileRef{{Name: fileConfig}}
+	}
+	t.Spec.Pod.Containers = []legion.Container{c}
+	if pullSecret != "" {
+		t.Spec.Pod.ImagePullSecrets = []string{pullSecret}
+	}
+	return t
+}
+
+func register(t *testing.T, c legionpb.DispatcherClient, st legion.NodeStatus) *legionpb.RegisterResponse {
+	t.Helper()
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Register(ctxT(t), &legionpb.RegisterRequest{Status: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func getNode(t *testing.T, st *store.Store, name string) *legion.Node {
+	t.Helper()
+	o, _, err := st.Get(legion.KindNode, "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.(*legion.Node)
+}
+
+func reservations(t *testing.T, st *store.Store) map[string]int {
+	t.Helper()
+	o, _, err := st.Get(legion.KindConfig, legion.SystemNamespace, dispatcher.SubnetsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	if err := json.Unmarshal(o.(*legion.Config).Spec.Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func TestRegisterAllocatesLowestFreeSubnetAndKeepsIt(t *testing.T) {
+	m := dispatchertest.Start(t)
+	// A deleted node's reservation stays: index 0 is held, so the first
+	// node to register takes 1, the next 2.
+	put(t, m.Store, config(legion.SystemNamespace, dispatcher.SubnetsConfig, `{"gone":0}`))
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	b := dial(t, m, "node-b", pki.RoleManager)
+
+	rep := legion.NodeStatus{Hostname: "node-a", Addr: "192.0.2.10", Version: "0.1.0",
+		Platform:  legion.Platform{OS: "freebsd", Arch: "amd64"},
+		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}}}
+	if got := register(t, a, rep).GetPodCidr(); got != "10.200.1.0/24" {
+		t.Fatalf("node-a pod subnet = %s, want 10.200.1.0/24", got)
+	}
+	if got := register(t, b, legion.NodeStatus{Hostname: "node-b"}).GetPodCidr(); got != "10.200.2.0/24" {
+		t.Fatalf("node-b pod subnet = %s, want 10.200.2.0/24", got)
+	}
+
+	// The operator drains node-a; registering again keeps the spec and
+	// the subnet.
+	n := getNode(t, m.Store, "node-a")
+	if n.Spec.Role != legion.RoleWorker || getNode(t, m.Store, "node-b").Spec.Role != legion.RoleManager {
+		t.Fatalf("roles: node-a %q node-b %q, want the certificates' worker and manager", n.Spec.Role, getNode(t, m.Store, "node-b").Spec.Role)
+	}
+	n.Spec.Availability = legion.AvailabilityDrain
+	if _, _, err := m.Store.Put(context.Background(), n, store.WriteOptions{KeepStatus: true}); err != nil {
+		t.Fatal(err)
+	}
+	rep.Version = "0.1.1"
+	if got := register(t, a, rep).GetPodCidr(); got != "10.200.1.0/24" {
+		t.Fatalf("node-a pod subnet after re-registration = %s, want 10.200.1.0/24", got)
+	}
+	n = getNode(t, m.Store, "node-a")
+	want := rep
+	want.State = legion.NodeUnknown // the planner decides it from heartbeats
+	want.PodCIDR = "10.200.1.0/24"
+	if diff := cmp.Diff(want, n.Status); diff != "" {
+		t.Errorf("node-a status (-want +got):\n%s", diff)
+	}
+	if n.Spec.Availability != legion.AvailabilityDrain {
+		t.Errorf("node-a availability = %q, want the operator's drain kept", n.Spec.Availability)
+	}
+	if diff := cmp.Diff(map[string]int{"gone": 0, "node-a": 1, "node-b": 2}, reservations(t, m.Store)); diff != "" {
+		t.Errorf("reservations (-want +got):\n%s", diff)
+	}
+	// A node that gives no address is known by the one it calls from.
+	if got := getNode(t, m.Store, "node-b").Status.Addr; got != "127.0.0.1" {
+		t.Errorf("node-b addr = %q, want the caller's 127.0.0.1", got)
+	}
+	// Registration counts as being heard from.
+	if _, ok := m.Service.Heartbeats()["node-b"]; !ok {
+		t.Errorf("heartbeats %v: node-b missing after registration", m.Service.Heartbeats())
+	}
+}
+
+// recv reads the next set within the test's deadline.
+func recv(t *testing.T, s grpc.ServerStreamingClient[legionpb.AssignmentSet]) *legionpb.AssignmentSet {
+	t.Helper()
+	set, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+type decodedSet struct {
+	Tasks  []string // namespace/name@node
+	Values map[string]string
+}
+
+func decodeSet(t *testing.T, set *legionpb.AssignmentSet) decodedSet {
+	t.Helper()
+	d := decodedSet{Values: map[string]string{}}
+	for _, raw := range set.GetTasks() {
+		o, err := legion.FromJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk := o.(*legion.Task)
+		d.Tasks = append(d.Tasks, tk.Metadata.Namespace+"/"+tk.Metadata.Name+"@"+tk.Spec.Node)
+	}
+	for k, v := range set.GetValues() {
+		d.Values[k] = string(v)
+	}
+	return d
+}
+
+func TestAssignmentsCarryOnlyTheNodesTasksAndValues(t *testing.T) {
+	m := dispatchertest.Start(t)
+	for _, o := range []legion.Object{
+		secret("web", "token", "s3cret"), config("web", "conf", "listen 80"), secret("web", "pull", "registry-pw"),
+		secret("web", "other-token", "not-yours"), config("web", "other-conf", "not-yours-either"),
+		task("web", "a-1", "node-a", "token", "conf", "pull"),
+		task("web", "a-2", "node-a", "", "", ""),
+		task("web", "b-1", "node-b", "other-token", "other-conf", ""),
+		task("web", "unplaced", "", "token", "", ""),
+	} {
+		put(t, m.Store, o)
+	}
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	s, err := a.Assignments(ctxT(t), &legionpb.AssignmentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := decodedSet{Tasks: []string{"web/a-1@node-a", "web/a-2@node-a"}, Values: map[string]string{
+		"Secret/web/token": "s3cret", "Config/web/conf": "listen 80", "Secret/web/pull": "registry-pw"}}
+	got := decodeSet(t, recv(t, s))
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("first set (-want +got):\n%s", diff)
+	}
+	if k := legion.Key(legion.KindSecret, "web", "token"); k != "Secret/web/token" {
+		t.Fatalf("value keys are legion.Key: %s", k)
+	}
+
+	// A change to another node's task sends nothing; a change to a secret
+	// the node uses sends a new set; so does a new task of the node.
+	put(t, m.Store, task("web", "b-2", "node-b", "", "", ""))
+	put(t, m.Store, secret("web", "token", "rotated"))
+	want.Values["Secret/web/token"] = "rotated"
+	if diff := cmp.Diff(want, decodeSet(t, recv(t, s))); diff != "" {
+		t.Fatalf("after the secret changed (-want +got):\n%s", diff)
+	}
+	t3 := task("web", "a-3", "node-a", "", "conf", "")
+	put(t, m.Store, t3)
+	want.Tasks = append(want.Tasks, "web/a-3@node-a")
+	if diff := cmp.Diff(want, decodeSet(t, recv(t, s))); diff != "" {
+		t.Fatalf("after a new task (-want +got):\n%s", diff)
+	}
+	// A task's change reaches the stream with its new spec.
+	o, _, err := m.Store.Get(legion.KindTask, "web", "a-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := o.(*legion.Task)
+	changed.Spec.DesiredState = legion.TaskShutdown
+	if _, _, err := m.Store.Put(context.Background(), changed, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	set := recv(t, s)
+	var last *legion.Task
+	for _, raw := range set.GetTasks() {
+		o, err := legion.FromJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk := o.(*legion.Task); tk.Metadata.Name == "a-3" {
+			last = tk
+		}
+	}
+	if last == nil || last.Spec.DesiredState != legion.TaskShutdown {
+		t.Fatalf("after the task changed: a-3 = %+v, want desired state shutdown", last)
+	}
+}
+
+func TestAssignmentsOfAnotherNodeAreRefused(t *testing.T) {
+	m := dispatchertest.Start(t)
+	put(t, m.Store, task("web", "b-1", "node-b", "", "", ""))
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	s, err := a.Assignments(ctxT(t), &legionpb.AssignmentsRequest{Node: "node-b"})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("node-a asking for node-b's assignments: %v, want PermissionDenied", err)
+	}
+	// An admin certificate is not a node's.
+	admin := dial(t, m, "admin", pki.RoleAdmin)
+	s, err = admin.Assignments(ctxT(t), &legionpb.AssignmentsRequest{Node: "node-b"})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("an admin asking for node-b's assignments: %v, want PermissionDenied", err)
+	}
+	// A certificate of another CA does not get through the handshake.
+	other := dispatchertest.NewCA(t)
+	stranger := dialTLS(t, m.Addr, dispatchertest.Credentials(t, other, "node-b", pki.RoleWorker).ClientConfig())
+	s, err = stranger.Assignments(ctxT(t), &legionpb.AssignmentsRequest{})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		t.Fatalf("a certificate of another CA: %v, want a refusal", err)
+	}
+}
+
+func TestReportWritesOwnTasksOnly(t *testing.T) {
+	m := dispatchertest.Start(t)
+	put(t, m.Store, task("web", "a-1", "node-a", "", "", ""))
+	put(t, m.Store, task("web", "b-1", "node-b", "", "", ""))
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	st := legion.TaskStatus{State: legion.TaskRunning, Message: "started", Timestamp: now, Ready: true, IP: "10.200.0.2", Started: &now}
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Report(ctxT(t), &legionpb.ReportRequest{Namespace: "web", Name: "a-1", Status: data}); err != nil {
+		t.Fatal(err)
+	}
+	o, _, err := m.Store.Get(legion.KindTask, "web", "a-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, o.(*legion.Task).Status); diff != "" {
+		t.Errorf("a-1 status (-want +got):\n%s", diff)
+	}
+	if o.(*legion.Task).Spec.Node != "node-a" {
+		t.Errorf("a-1 spec changed: node %q", o.(*legion.Task).Spec.Node)
+	}
+
+	_, err = a.Report(ctxT(t), &legionpb.ReportRequest{Namespace: "web", Name: "b-1", Status: data})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("node-a reporting node-b's task: %v, want PermissionDenied", err)
+	}
+	o, _, err = m.Store.Get(legion.KindTask, "web", "b-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.(*legion.Task).Status.State != "" {
+		t.Errorf("b-1 status written anyway: %+v", o.(*legion.Task).Status)
+	}
+	_, err = a.Report(ctxT(t), &legionpb.ReportRequest{Node: "node-b", Namespace: "web", Name: "b-1", Status: data})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("node-a reporting as node-b: %v, want PermissionDenied", err)
+	}
+	_, err = a.Report(ctxT(t), &legionpb.ReportRequest{Namespace: "web", Name: "missing", Status: data})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("a task that does not exist: %v, want NotFound", err)
+	}
+}
+
+func TestHeartbeatsReachSignals(t *testing.T) {
+	m := dispatchertest.Start(t)
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	// Not registered yet: the agent is told to register.
+	_, err := a.Heartbeat(ctxT(t), &legionpb.HeartbeatRequest{})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("heartbeat before registration: %v, want NotFound", err)
+	}
+	register(t, a, legion.NodeStatus{Hostname: "node-a"})
+	before := time.Now()
+	r, err := a.Heartbeat(ctxT(t), &legionpb.HeartbeatRequest{Usage: []*legionpb.TaskUsage{
+		{Namespace: "web", Task: "a-1", CpuMillis: 250, MemoryBytes: 64 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{m.Addr}, r.GetManagers()); diff != "" {
+		t.Errorf("managers (-want +got):\n%s", diff)
+	}
+	if r.GetLeader() != m.Addr || r.GetPeriodMs() != 2000 {
+		t.Errorf("reply leader %q period %d ms, want %s and 2000", r.GetLeader(), r.GetPeriodMs(), m.Addr)
+	}
+	at, ok := m.Service.Heartbeats()["node-a"]
+	if !ok || at.Before(before) {
+		t.Fatalf("heartbeats %v: want node-a at or after %s", m.Service.Heartbeats(), before)
+	}
+	us := m.Service.Usage()
+	if len(us) != 1 || us[0].Node != "node-a" || us[0].Task != "a-1" || us[0].Namespace != "web" || us[0].CPU != 250 || us[0].Memory != 64<<20 {
+		t.Fatalf("usage %+v, want node-a's web/a-1 at 250m and 64Mi", us)
+	}
+}

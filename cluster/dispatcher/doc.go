@@ -1,0 +1,16 @@
+// Package dispatcher is the manager's side of the agents' sessions: the
+// Dispatcher gRPC service (internal/proto, dispatcher.proto) that nodes
+// register with, send heartbeats to, follow their assignments through and
+// report task status to.
+//
+// Every manager serves it. Assignments stream from the local replica, so a
+// follower serves them too; registration, heartbeats and reports need the
+// leader and a follower answers them with UNAVAILABLE naming the leader
+// (a legionpb.NotLeader detail), so agents go there. The node a call acts
+// for is the one its client certificate names: a node sees and writes only
+// its own tasks.
+//
+// It must not import the agent side (internal/agent and below), cluster/server
+// or cluster/controller: the controller consumes Service through its Signals
+// interface.
+package dispatcher

@@ -1,0 +1,73 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/scheduler"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Heartbeat records that the node is alive and what its tasks use, and
+// tells it where the managers are. Only the leader tracks liveness.
+func (s *Service) Heartbeat(ctx context.Context, req *legionpb.HeartbeatRequest) (*legionpb.HeartbeatResponse, error) {
+	id, err := caller(ctx, req.GetNode())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.needLeader(); err != nil {
+		return nil, err
+	}
+	if _, _, err := s.store.Get(legion.KindNode, "", id.Name); errors.Is(err, store.ErrNotFound) {
+		// Deleted, or never registered: the agent registers again.
+		return nil, status.Errorf(codes.NotFound, "node %s is not registered: register first", id.Name)
+	} else if err != nil {
+		return nil, s.statusOf(err)
+	}
+	s.beat(id.Name, req.GetUsage())
+	leader, managers := s.peers()
+	return &legionpb.HeartbeatResponse{Managers: managers, Leader: leader, PeriodMs: HeartbeatPeriod.Milliseconds()}, nil
+}
+
+// beat records a heartbeat; usage replaces the node's last report when
+// given.
+func (s *Service) beat(node string, usage []*legionpb.TaskUsage) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.beats[node] = now
+	if usage == nil {
+		return
+	}
+	us := make([]scheduler.Usage, 0, len(usage))
+	for _, u := range usage {
+		us = append(us, scheduler.Usage{Namespace: u.GetNamespace(), Task: u.GetTask(), Node: node, Time: now,
+			CPU: legion.CPU(u.GetCpuMillis()), Memory: legion.Bytes(u.GetMemoryBytes())})
+	}
+	s.usage[node] = us
+}
+
+// Heartbeats implements controller.Signals: when each node was last heard
+// from by this manager.
+func (s *Service) Heartbeats() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.beats)
+}
+
+// Usage implements controller.Signals: every node's last usage report.
+func (s *Service) Usage() []scheduler.Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []scheduler.Usage
+	for _, us := range s.usage {
+		out = append(out, us...)
+	}
+	return out
+}

@@ -1,0 +1,48 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Report replaces a task's status with what its node reports, keeping its
+// spec, retrying when the planner wrote the task meanwhile. A node reports
+// only the tasks assigned to it.
+func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*legionpb.ReportResponse, error) {
+	id, err := caller(ctx, req.GetNode())
+	if err != nil {
+		return nil, err
+	}
+	var st legion.TaskStatus
+	if err := json.Unmarshal(req.GetStatus(), &st); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "status: expected the JSON of a task status: %v", err)
+	}
+	if err := s.needLeader(); err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		o, _, err := s.store.Get(legion.KindTask, req.GetNamespace(), req.GetName())
+		if err != nil {
+			return nil, s.statusOf(err)
+		}
+		t := o.(*legion.Task)
+		if t.Spec.Node != id.Name {
+			return nil, status.Errorf(codes.PermissionDenied, "task %s/%s is assigned to node %q, not to %s", req.GetNamespace(), req.GetName(), t.Spec.Node, id.Name)
+		}
+		t.Status = st
+		_, err = s.store.PutStatus(ctx, t, store.Precondition{Version: t.Metadata.Version})
+		if err == nil {
+			return &legionpb.ReportResponse{}, nil
+		}
+		if !retryable(err) || attempt >= maxAttempts {
+			return nil, s.statusOf(fmt.Errorf("task %s/%s: %w", req.GetNamespace(), req.GetName(), err))
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/store"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/scheduler"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// HeartbeatPeriod is how often agents send heartbeats (3.3).
+const HeartbeatPeriod = 2 * time.Second
+
+// Peers reports the leader's advertised address (empty when none is
+// known) and every manager's.
+type Peers func() (leader string, managers []string)
+
+// Service is the Dispatcher of one manager.
+type Service struct {
+	legionpb.UnimplementedDispatcherServer
+
+	store *store.Store
+	peers Peers
+	now   func() time.Time
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	beats map[string]time.Time
+	usage map[string][]scheduler.Usage // by node: its last heartbeat's report
+}
+
+// Options tune a Service; the zero value serves production.
+type Options struct {
+	// Peers lists the managers agents may reach. Nil reads the Raft
+	// configuration: a manager's port carries Raft, so its Raft address is
+	// the one agents dial.
+	Peers  Peers
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// New makes the Dispatcher of the manager holding st.
+func New(st *store.Store, o Options) *Service {
+	s := &Service{store: st, peers: o.Peers, now: o.Now, log: o.Logger,
+		beats: map[string]time.Time{}, usage: map[string][]scheduler.Usage{}}
+	if s.peers == nil {
+		s.peers = raftPeers(st)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// RegisterOn adds the service to a gRPC server (the manager's port).
+func (s *Service) RegisterOn(g grpc.ServiceRegistrar) { legionpb.RegisterDispatcherServer(g, s) }
+
+func raftPeers(st *store.Store) Peers {
+	return func() (string, []string) {
+		leader, _ := st.Leader()
+		f := st.Raft().GetConfiguration()
+		if f.Error() != nil {
+			return leader, nil
+		}
+		var all []string
+		for _, srv := range f.Configuration().Servers {
+			all = append(all, string(srv.Address))
+		}
+		return leader, all
+	}
+}
+
+// caller returns the node the call's client certificate names. asked is
+// the node the request names, if any: it must be the same.
+func caller(ctx context.Context, asked string) (pki.Identity, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return pki.Identity{}, status.Error(codes.Unauthenticated, "a node certificate of this cluster is required")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.PeerCertificates) == 0 {
+		return pki.Identity{}, status.Error(codes.Unauthenticated, "a node certificate of this cluster is required")
+	}
+	id := pki.IdentityOf(ti.State.PeerCertificates[0])
+	if id.Role != pki.RoleWorker && id.Role != pki.RoleManager {
+		return pki.Identity{}, status.Errorf(codes.PermissionDenied, "the dispatcher serves nodes: %s holds a %s certificate", id.Name, id.Role)
+	}
+	if asked != "" && asked != id.Name {
+		return pki.Identity{}, status.Errorf(codes.PermissionDenied, "node %s may act only for itself, not for node %s", id.Name, asked)
+	}
+	return id, nil
+}
+
+// needLeader refuses a write on a follower, naming the leader.
+func (s *Service) needLeader() error {
+	if s.store.IsLeader() {
+		return nil
+	}
+	leader, _ := s.peers()
+	return notLeader(leader)
+}
+
+func notLeader(leader string) error {
+	msg := "this manager is not the leader and no leader is known: an election is in progress"
+	if leader != "" {
+		msg = "this manager is not the leader: the leader is at " + leader
+	}
+	st, err := status.New(codes.Unavailable, msg).WithDetails(&legionpb.NotLeader{Leader: leader})
+	if err != nil {
+		return status.Error(codes.Unavailable, msg)
+	}
+	return st.Err()
+}
+
+// statusOf turns a store error into the status agents branch on.
+func (s *Service) statusOf(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, store.ErrNotLeader):
+		leader, _ := s.peers()
+		return notLeader(leader)
+	case errors.Is(err, store.ErrNoQuorum), errors.Is(err, store.ErrClosed):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExists):
+		return status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// maxAttempts bounds the retries of a write that lost a version race.
+const maxAttempts = 10
