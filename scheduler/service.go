@@ -155,7 +155,16 @@ func (p *planner) failedWithinMonitor(o *owner, since time.Time, monitor time.Du
 	for _, e := range o.all {
 		t := e.t
 		st := stateOf(t)
-		if t.Spec.PodHash != o.hash || (st != legion.TaskFailed && st != legion.TaskRejected) {
+		if t.Spec.PodHash != o.hash {
+			continue
+		}
+		if st == legion.TaskRunning && crashedWithin(t, since, monitor) {
+			if found == nil || t.Metadata.Name < found.Metadata.Name {
+				found = t
+			}
+			continue
+		}
+		if st != legion.TaskFailed && st != legion.TaskRejected {
 			continue
 		}
 		end := ended(t)
@@ -170,6 +179,18 @@ func (p *planner) failedWithinMonitor(o *owner, since time.Time, monitor time.Du
 		}
 	}
 	return found
+}
+
+// crashedWithin reports a running task of the update whose containers the
+// agent has already restarted within the monitor window: under a restart
+// policy without a limit such a task never fails, yet the update is as
+// broken as if it had.
+func crashedWithin(t *legion.Task, since time.Time, monitor time.Duration) bool {
+	st := t.Status
+	if st.Restarts == 0 || st.Started == nil || st.Started.Before(since) {
+		return false
+	}
+	return st.Timestamp.Sub(*st.Started) < monitor
 }
 
 // replicatedSlots runs slots 1..wanted and retires the rest.

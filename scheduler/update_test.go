@@ -327,3 +327,38 @@ func TestSlotLeftEmptyByAFailureHoldsNoUpdateBack(t *testing.T) {
 		t.Fatalf("update %s, want completed: the empty slot holds nothing back", s)
 	}
 }
+
+// A new task whose container the agent restarts within the monitor window
+// sets off the failure action, though under a restart policy without a
+// limit the task itself never fails.
+func TestUpdateCrashLoopWithinMonitorRollsBack(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 4)
+	c.Apply(updSpec("app:1", "stop-first", "rollback", 1, "0s", ""))
+	c.Converge()
+	c.Apply(updSpec("app:2", "stop-first", "rollback", 1, "0s", ""))
+	c.Converge()
+	var crashed *legion.Task
+	for _, tk := range c.Live("app") {
+		if tk.Spec.Pod.Containers[0].Image == "app:2" && tk.Status.State == legion.TaskRunning {
+			crashed = tk
+		}
+	}
+	if crashed == nil {
+		t.Fatal("no running task of the update")
+	}
+	crashed.Status.Restarts = 1
+	crashed.Status.Timestamp = crashed.Status.Started.Add(time.Second)
+	crashed.Status.Message = "container app exited with 1: restarting in 1s (attempt 1)"
+	c.Converge()
+	s := c.Service("app")
+	if s.Status.Update == nil || (s.Status.Update.State != legion.UpdateRollingBack && s.Status.Update.State != legion.UpdateRolledBack) {
+		t.Fatalf("update %+v, want a rollback", s.Status.Update)
+	}
+	if s.Spec.Pod.Containers[0].Image != "app:1" {
+		t.Fatalf("spec image %s after the crash loop, want the previous app:1", s.Spec.Pod.Containers[0].Image)
+	}
+	if !strings.Contains(s.Status.Update.Message, "restarting in 1s") {
+		t.Fatalf("update message %q should say what failed", s.Status.Update.Message)
+	}
+}

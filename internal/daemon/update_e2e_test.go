@@ -145,11 +145,16 @@ func TestStopFirstRollingUpdateReplacesEveryTask(t *testing.T) {
 }
 
 // An update whose new tasks fail within the monitor window is rolled back
-// to the old spec, with failureAction rollback. A task fails once its
-// restart policy is exhausted (the agent restarts containers within it),
-// so the pod allows one restart.
+// to the old spec, with failureAction rollback: with a limited restart
+// policy the task fails; with the default one the agent restarts the
+// container within the task, and that restart counts as the failure.
 func TestFailingUpdateRollsBack(t *testing.T) {
-	const restart = "\n    restartPolicy: {condition: any, maxAttempts: 1}"
+	for name, restart := range map[string]string{"limited": "\n    restartPolicy: {condition: any, maxAttempts: 1}", "unlimited": ""} {
+		t.Run(name, func(t *testing.T) { failingUpdateRollsBack(t, restart) })
+	}
+}
+
+func failingUpdateRollsBack(t *testing.T, restart string) {
 	n := startNode(t)
 	n.apply(t, rollingWith("stop-first", "v1", "", "10s", restart))
 	poll(t, "three v1 tasks ready", 60*time.Second, func() bool { return runningWith(n, t, "roll", "v1") == 3 })
