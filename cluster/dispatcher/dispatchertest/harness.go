@@ -5,6 +5,7 @@ package dispatchertest
 
 import (
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +23,12 @@ type Manager struct {
 	Store   *store.Store
 	Service *dispatcher.Service
 	Addr    string // the Dispatcher's loopback address
+	stop    func()
 }
+
+// Stop stops the manager's gRPC server (the store stays open): its
+// address goes dead, as a manager's that crashed.
+func (m *Manager) Stop() { m.stop() }
 
 // Timing is a fast Raft timing for tests.
 func Timing() store.Timing {
@@ -83,13 +89,55 @@ func OpenStore(t testing.TB) *store.Store {
 	return st
 }
 
-// Serve runs a Dispatcher over st on a loopback port with mutual TLS; a
-// nil peers makes it name itself as the only manager and the leader.
-func Serve(t testing.TB, ca *pki.CA, st *store.Store, peers dispatcher.Peers) *Manager {
+// Listen opens a loopback listener for Serve, so a test knows every
+// manager's address before any serves.
+func Listen(t testing.TB) net.Listener {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	return lis
+}
+
+// OpenPair opens two managers' stores in one Raft cluster (in-memory
+// transport; Raft addresses "m1" and "m2") and returns the leader's and
+// the follower's once the follower has the leader's state.
+func OpenPair(t testing.TB) (leader, follower *store.Store) {
+	t.Helper()
+	var sts []*store.Store
+	var trs []*raft.InmemTransport
+	for _, id := range []string{"m1", "m2"} {
+		_, tr := raft.NewInmemTransport(raft.ServerAddress(id))
+		st, err := store.Open(store.Config{Dir: t.TempDir(), ID: id, Transport: tr, WriteTimeout: 5 * time.Second, Timing: Timing()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		sts, trs = append(sts, st), append(trs, tr)
+	}
+	trs[0].Connect("m2", trs[1])
+	trs[1].Connect("m1", trs[0])
+	if err := sts[0].Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	Poll(t, "leadership", 10*time.Second, sts[0].IsLeader)
+	if err := sts[0].Raft().AddVoter("m2", "m2", 0, 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	Poll(t, "the follower catching up", 10*time.Second, func() bool {
+		return sts[1].AppliedIndex() >= sts[0].AppliedIndex()
+	})
+	return sts[0], sts[1]
+}
+
+// Serve runs a Dispatcher over st on lis (nil: a new loopback port) with
+// mutual TLS; a nil peers makes it name itself as the only manager and
+// the leader.
+func Serve(t testing.TB, ca *pki.CA, st *store.Store, lis net.Listener, peers dispatcher.Peers) *Manager {
+	t.Helper()
+	if lis == nil {
+		lis = Listen(t)
 	}
 	addr := lis.Addr().String()
 	if peers == nil {
@@ -101,14 +149,16 @@ func Serve(t testing.TB, ca *pki.CA, st *store.Store, peers dispatcher.Peers) *M
 	svc.RegisterOn(g)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
-	t.Cleanup(func() { g.Stop(); <-served })
-	return &Manager{CA: ca, Store: st, Service: svc, Addr: addr}
+	var once sync.Once
+	stop := func() { once.Do(func() { g.Stop(); <-served }) }
+	t.Cleanup(stop)
+	return &Manager{CA: ca, Store: st, Service: svc, Addr: addr, stop: stop}
 }
 
 // Start runs a one-manager cluster's Dispatcher.
 func Start(t testing.TB) *Manager {
 	t.Helper()
-	return Serve(t, NewCA(t), OpenStore(t), nil)
+	return Serve(t, NewCA(t), OpenStore(t), nil, nil)
 }
 
 // DeadAddr is a loopback address nothing listens on.
