@@ -217,6 +217,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	})
 	run("controller", (&controller.Loop{Store: st, Signals: local, Logger: log}).Run)
 	run("VIP allocator", func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) })
+	run("image resolver", (&controller.ImageResolver{Store: st, Resolve: resolveWith(images), Logger: log}).Run)
 	run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log}).Run)
 	pc, err := net.ListenPacket("udp", o.DNSListen)
 	if err != nil {
@@ -321,5 +322,28 @@ func removePods(ctx context.Context, rt jail.Runtime, node string, log *slog.Log
 		if err := rt.Remove(ctx, c.ID); err != nil {
 			log.Warn("removing container", "id", c.ID, "err", err)
 		}
+	}
+}
+
+// resolveWith resolves tags through the node's registry client, with the
+// login a pod's pull secrets hold for the image's registry.
+func resolveWith(images *image.Images) controller.ResolveFunc {
+	return func(ctx context.Context, ref string, configs [][]byte) (string, error) {
+		r, err := image.ParseReference(ref)
+		if err != nil {
+			return "", err
+		}
+		var login *image.Login
+		for _, c := range configs {
+			logins, err := image.ParseDockerConfig(c)
+			if err != nil {
+				continue
+			}
+			if l, ok := logins.For(r.Registry()); ok {
+				login = &l
+				break
+			}
+		}
+		return images.Resolve(ctx, ref, login)
 	}
 }

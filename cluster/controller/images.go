@@ -1,0 +1,161 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/scheduler"
+)
+
+// ResolveFunc names the digest a tag points to now, with the registry
+// login (a Docker config's bytes) the pod's pull secrets give, if any.
+type ResolveFunc func(ctx context.Context, ref string, dockerConfigs [][]byte) (string, error)
+
+// ImageResolver pins the tags of every Service's and Job's pod to
+// digests once per pod deployed (6.1 "Identity"), recording them on the
+// owner's status keyed by the pod's hash, so scaling keeps them and tasks
+// run what was resolved, not what a tag names later.
+type ImageResolver struct {
+	Store   *store.Store
+	Resolve ResolveFunc
+	Logger  *slog.Logger
+	// Retry is how soon an owner whose resolution failed is tried again.
+	Retry time.Duration
+}
+
+// needsResolving: a reference by digest, a local image and an image the
+// pod never pulls ask no registry.
+func needsResolving(c *legion.Container) bool {
+	return c.PullPolicy != legion.PullNever && !strings.Contains(c.Image, "@") && !strings.HasPrefix(c.Image, "localhost/")
+}
+
+// Run resolves after every change to services, jobs or secrets, and
+// retries failures, until ctx ends.
+func (r *ImageResolver) Run(ctx context.Context) error {
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r.Retry == 0 {
+		r.Retry = 30 * time.Second
+	}
+	for ctx.Err() == nil {
+		_, at, err := r.Store.List(legion.KindService, "", func(legion.Object) bool { return false })
+		if err != nil {
+			return err
+		}
+		failed := r.Pass(ctx)
+		w, err := r.Store.Watch(at)
+		if errors.Is(err, store.ErrCompacted) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		var retry *time.Timer
+		if failed {
+			retry = time.AfterFunc(r.Retry, cancel)
+		}
+		for {
+			ev, err := w.Next(wctx)
+			if err != nil {
+				break
+			}
+			if k := ev.Object.GetKind(); k == legion.KindService || k == legion.KindJob || k == legion.KindSecret {
+				break
+			}
+		}
+		if retry != nil {
+			retry.Stop()
+		}
+		cancel()
+	}
+	return nil
+}
+
+// Pass resolves every owner whose recorded digests are for another pod;
+// it reports whether any failed.
+func (r *ImageResolver) Pass(ctx context.Context) (failed bool) {
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	for _, kind := range []legion.Kind{legion.KindService, legion.KindJob} {
+		objs, _, err := r.Store.List(kind, "", nil)
+		if err != nil {
+			r.Logger.Warn("listing owners to resolve", "err", err)
+			return true
+		}
+		for _, o := range objs {
+			if err := r.resolveOwner(ctx, o); err != nil {
+				failed = true
+				r.Logger.Warn("resolving images", "owner", legion.ObjectKey(o), "err", err)
+			}
+		}
+	}
+	return failed
+}
+
+func (r *ImageResolver) resolveOwner(ctx context.Context, o legion.Object) error {
+	var pod *legion.PodSpec
+	var status **legion.ImagesStatus
+	switch o := o.(type) {
+	case *legion.Service:
+		pod, status = &o.Spec.Pod, &o.Status.Images
+	case *legion.Job:
+		pod, status = &o.Spec.Pod, &o.Status.Images
+	default:
+		return nil
+	}
+	hash := scheduler.PodHash(pod)
+	if cur := *status; cur != nil && cur.PodHash == hash && cur.Message == "" {
+		return nil
+	}
+	ns := o.GetMetadata().Namespace
+	var logins [][]byte
+	for _, name := range pod.ImagePullSecrets {
+		s, _, err := r.Store.Get(legion.KindSecret, ns, name)
+		if err != nil {
+			continue
+		}
+		logins = append(logins, s.(*legion.Secret).Spec.Data)
+	}
+	res := &legion.ImagesStatus{PodHash: hash, Digests: map[string]string{}}
+	var problems []string
+	for _, c := range pod.AllContainers() {
+		if !needsResolving(c) {
+			continue
+		}
+		if _, done := res.Digests[c.Image]; done {
+			continue
+		}
+		d, err := r.Resolve(ctx, c.Image, logins)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", c.Image, err))
+			continue
+		}
+		res.Digests[c.Image] = d
+	}
+	sort.Strings(problems)
+	if len(problems) > 0 {
+		res.Message = "cannot resolve " + strings.Join(problems, "; ")
+	}
+	if len(res.Digests) == 0 {
+		res.Digests = nil
+	}
+	*status = res
+	_, err := r.Store.PutStatus(ctx, o, store.Precondition{Version: o.GetMetadata().Version})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	if len(problems) > 0 {
+		return errors.New(res.Message)
+	}
+	return nil
+}
