@@ -24,9 +24,13 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	if err != nil {
 		return err
 	}
+	st, err := s.replica()
+	if err != nil {
+		return err
+	}
 	var last *legionpb.AssignmentSet
 	for {
-		set, err := s.assignments(id.Name)
+		set, err := assignments(st, id.Name)
 		if err != nil {
 			return s.statusOf(err)
 		}
@@ -39,7 +43,7 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 				return err
 			}
 		}
-		w, err := s.store.Watch(at)
+		w, err := st.Watch(at)
 		if errors.Is(err, store.ErrCompacted) {
 			continue // read the whole set again
 		}
@@ -73,8 +77,8 @@ func waitRelevant(ctx context.Context, w *store.Watcher) error {
 }
 
 // assignments reads a node's set from the local replica.
-func (s *Service) assignments(node string) (*legionpb.AssignmentSet, error) {
-	objs, at, err := s.store.List(legion.KindTask, "", func(o legion.Object) bool {
+func assignments(st *store.Store, node string) (*legionpb.AssignmentSet, error) {
+	objs, at, err := st.List(legion.KindTask, "", func(o legion.Object) bool {
 		return o.(*legion.Task).Spec.Node == node
 	})
 	if err != nil {
@@ -85,7 +89,7 @@ func (s *Service) assignments(node string) (*legionpb.AssignmentSet, error) {
 		tasks = append(tasks, o.(*legion.Task))
 	}
 	set, err := buildSet(tasks, func(kind legion.Kind, namespace, name string) ([]byte, bool) {
-		o, _, err := s.store.Get(kind, namespace, name)
+		o, _, err := st.Get(kind, namespace, name)
 		if err != nil {
 			return nil, false // admission checked it; a deleted one fails the task's start
 		}

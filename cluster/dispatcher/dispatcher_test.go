@@ -5,7 +5,10 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/netbsd"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -394,5 +398,97 @@ func TestHeartbeatsReachSignals(t *testing.T) {
 	us := m.Service.Usage()
 	if len(us) != 1 || us[0].Node != "node-a" || us[0].Task != "a-1" || us[0].Namespace != "web" || us[0].CPU != 250 || us[0].Memory != 64<<20 {
 		t.Fatalf("usage %+v, want node-a's web/a-1 at 250m and 64Mi", us)
+	}
+}
+
+func TestConcurrentRegistrationsTakeDistinctSubnets(t *testing.T) {
+	m := dispatchertest.Start(t)
+	const nodes = 6
+	got := make([]string, nodes)
+	errs := make(chan error, nodes)
+	for i := range nodes {
+		c := dial(t, m, fmt.Sprintf("node-%d", i), pki.RoleWorker)
+		go func() {
+			r, err := c.Register(ctxT(t), &legionpb.RegisterRequest{})
+			if err == nil {
+				got[i] = r.GetPodCidr()
+			}
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(got)
+	want := []string{"10.200.0.0/24", "10.200.1.0/24", "10.200.2.0/24", "10.200.3.0/24", "10.200.4.0/24", "10.200.5.0/24"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("subnets (-want +got):\n%s", diff)
+	}
+	if r := reservations(t, m.Store); len(r) != nodes {
+		t.Errorf("reservations %v: want one per node", r)
+	}
+}
+
+func TestFullRangeTakesOverADeletedNodesSubnet(t *testing.T) {
+	m := dispatchertest.Start(t)
+	reserved := map[string]int{}
+	errs := make(chan error, netbsd.MaxSubnets)
+	for i := range netbsd.MaxSubnets {
+		name := fmt.Sprintf("n%d", i)
+		reserved[name] = i
+		go func() {
+			if i == 7 { // deleted: its reservation stays
+				errs <- nil
+				return
+			}
+			n := &legion.Node{Header: header(legion.KindNode, "", name)}
+			if err := legion.Admit(n); err != nil {
+				errs <- err
+				return
+			}
+			_, _, err := m.Store.Put(context.Background(), n, store.WriteOptions{})
+			errs <- err
+		}()
+	}
+	for range netbsd.MaxSubnets {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := json.Marshal(reserved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, m.Store, config(legion.SystemNamespace, dispatcher.SubnetsConfig, string(data)))
+
+	if got := register(t, dial(t, m, "newcomer", pki.RoleWorker), legion.NodeStatus{}).GetPodCidr(); got != "10.200.7.0/24" {
+		t.Fatalf("newcomer's subnet %s, want the deleted n7's 10.200.7.0/24", got)
+	}
+	r := reservations(t, m.Store)
+	if _, held := r["n7"]; held || r["newcomer"] != 7 || len(r) != netbsd.MaxSubnets {
+		t.Errorf("reservations: n7 held %v, newcomer %d, %d in all; want the reservation moved", held, r["newcomer"], len(r))
+	}
+	// With every subnet held by a live node, registration fails and says so.
+	_, err = dial(t, m, "one-too-many", pki.RoleWorker).Register(ctxT(t), &legionpb.RegisterRequest{})
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "node subnets are held by live nodes") {
+		t.Fatalf("the 258th node: %v, want the range exhausted", err)
+	}
+}
+
+func TestNoManagerSendsTheAgentElsewhere(t *testing.T) {
+	ca := dispatchertest.NewCA(t)
+	m := dispatchertest.ServeSource(t, ca, dispatcher.Fixed(nil))
+	c := dial(t, m, "node-a", pki.RoleWorker)
+	if _, err := c.Register(ctxT(t), &legionpb.RegisterRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("register on a daemon that is no manager: %v, want Unavailable", err)
+	}
+	s, err := c.Assignments(ctxT(t), &legionpb.AssignmentsRequest{})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("assignments on a daemon that is no manager: %v, want Unavailable", err)
 	}
 }

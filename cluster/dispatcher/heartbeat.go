@@ -21,10 +21,11 @@ func (s *Service) Heartbeat(ctx context.Context, req *legionpb.HeartbeatRequest)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.needLeader(); err != nil {
+	st, err := s.leaderStore()
+	if err != nil {
 		return nil, err
 	}
-	if _, _, err := s.store.Get(legion.KindNode, "", id.Name); errors.Is(err, store.ErrNotFound) {
+	if _, _, err := st.Get(legion.KindNode, "", id.Name); errors.Is(err, store.ErrNotFound) {
 		// Deleted, or never registered: the agent registers again.
 		return nil, status.Errorf(codes.NotFound, "node %s is not registered: register first", id.Name)
 	} else if err != nil {

@@ -38,15 +38,16 @@ func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (
 	if rep.Addr == "" {
 		rep.Addr = peerHost(ctx)
 	}
-	if err := s.needLeader(); err != nil {
+	st, err := s.leaderStore()
+	if err != nil {
 		return nil, err
 	}
-	n, err := s.reserveSubnet(ctx, id.Name)
+	n, err := reserveSubnet(ctx, st, id.Name)
 	if err != nil {
 		return nil, s.statusOf(fmt.Errorf("node %s: pod subnet: %w", id.Name, err))
 	}
 	cidr := netbsd.NodeSubnet(n).String()
-	node, err := s.writeNode(ctx, id, rep, cidr)
+	node, err := writeNode(ctx, st, id, rep, cidr)
 	if err != nil {
 		return nil, s.statusOf(fmt.Errorf("node %s: %w", id.Name, err))
 	}
@@ -75,11 +76,11 @@ func peerHost(ctx context.Context) string {
 // one the first time (netbsd.AssignSubnet). The reservation is written
 // with a version precondition, so two nodes registering at once cannot
 // take the same subnet.
-func (s *Service) reserveSubnet(ctx context.Context, node string) (int, error) {
+func reserveSubnet(ctx context.Context, st *store.Store, node string) (int, error) {
 	for attempt := 0; ; attempt++ {
 		reserved := map[string]int{}
 		pre := store.Precondition{MustNotExist: true}
-		o, _, err := s.store.Get(legion.KindConfig, legion.SystemNamespace, SubnetsConfig)
+		o, _, err := st.Get(legion.KindConfig, legion.SystemNamespace, SubnetsConfig)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
@@ -96,7 +97,7 @@ func (s *Service) reserveSubnet(ctx context.Context, node string) (int, error) {
 		if n, ok := reserved[node]; ok {
 			return n, nil
 		}
-		nodes, _, err := s.store.List(legion.KindNode, "", nil)
+		nodes, _, err := st.List(legion.KindNode, "", nil)
 		if err != nil {
 			return 0, err
 		}
@@ -121,7 +122,7 @@ func (s *Service) reserveSubnet(ctx context.Context, node string) (int, error) {
 		c := &legion.Config{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindConfig,
 			Metadata: legion.Metadata{Name: SubnetsConfig, Namespace: legion.SystemNamespace}}}
 		c.Spec.Data = data
-		_, _, err = s.store.Put(ctx, c, store.WriteOptions{Precondition: pre})
+		_, _, err = st.Put(ctx, c, store.WriteOptions{Precondition: pre})
 		if err == nil {
 			return n, nil
 		}
@@ -138,9 +139,9 @@ func retryable(err error) bool {
 // writeNode creates the node's Node or replaces what the node reports in
 // its status, keeping the spec and what the leader decides (state, drain,
 // last heartbeat).
-func (s *Service) writeNode(ctx context.Context, id pki.Identity, rep legion.NodeStatus, cidr string) (*legion.Node, error) {
+func writeNode(ctx context.Context, st *store.Store, id pki.Identity, rep legion.NodeStatus, cidr string) (*legion.Node, error) {
 	for attempt := 0; ; attempt++ {
-		o, _, err := s.store.Get(legion.KindNode, "", id.Name)
+		o, _, err := st.Get(legion.KindNode, "", id.Name)
 		var stored legion.Object
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -154,13 +155,13 @@ func (s *Service) writeNode(ctx context.Context, id pki.Identity, rep legion.Nod
 				n.Spec.Role = legion.RoleManager
 			}
 			n.Status = reported(legion.NodeStatus{State: legion.NodeUnknown}, rep, cidr)
-			stored, _, err = s.store.Put(ctx, n, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}})
+			stored, _, err = st.Put(ctx, n, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}})
 		case err != nil:
 			return nil, err
 		default:
 			n := o.(*legion.Node)
 			n.Status = reported(n.Status, rep, cidr)
-			stored, err = s.store.PutStatus(ctx, n, store.Precondition{Version: n.Metadata.Version})
+			stored, err = st.PutStatus(ctx, n, store.Precondition{Version: n.Metadata.Version})
 		}
 		if err == nil {
 			return stored.(*legion.Node), nil

@@ -20,15 +20,16 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 	if err != nil {
 		return nil, err
 	}
-	var st legion.TaskStatus
-	if err := json.Unmarshal(req.GetStatus(), &st); err != nil {
+	var ts legion.TaskStatus
+	if err := json.Unmarshal(req.GetStatus(), &ts); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "status: expected the JSON of a task status: %v", err)
 	}
-	if err := s.needLeader(); err != nil {
+	st, err := s.leaderStore()
+	if err != nil {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		o, _, err := s.store.Get(legion.KindTask, req.GetNamespace(), req.GetName())
+		o, _, err := st.Get(legion.KindTask, req.GetNamespace(), req.GetName())
 		if err != nil {
 			return nil, s.statusOf(err)
 		}
@@ -36,8 +37,8 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 		if t.Spec.Node != id.Name {
 			return nil, status.Errorf(codes.PermissionDenied, "task %s/%s is assigned to node %q, not to %s", req.GetNamespace(), req.GetName(), t.Spec.Node, id.Name)
 		}
-		t.Status = st
-		_, err = s.store.PutStatus(ctx, t, store.Precondition{Version: t.Metadata.Version})
+		t.Status = ts
+		_, err = st.PutStatus(ctx, t, store.Precondition{Version: t.Metadata.Version})
 		if err == nil {
 			return &legionpb.ReportResponse{}, nil
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/netbsd"
 	"github.com/legionbsd/legion/scheduler"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,6 +22,19 @@ import (
 // HeartbeatPeriod is how often agents send heartbeats (3.3).
 const HeartbeatPeriod = 2 * time.Second
 
+// Source gives the manager's store: nil while the daemon is no manager
+// (before init or join, or a worker). *server.Server is one.
+type Source interface {
+	Store() *store.Store
+}
+
+// Fixed is a Source of one store.
+func Fixed(st *store.Store) Source { return fixed{st} }
+
+type fixed struct{ st *store.Store }
+
+func (f fixed) Store() *store.Store { return f.st }
+
 // Peers reports the leader's advertised address (empty when none is
 // known) and every manager's.
 type Peers func() (leader string, managers []string)
@@ -29,7 +43,7 @@ type Peers func() (leader string, managers []string)
 type Service struct {
 	legionpb.UnimplementedDispatcherServer
 
-	store *store.Store
+	src   Source
 	peers Peers
 	now   func() time.Time
 	log   *slog.Logger
@@ -49,12 +63,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// New makes the Dispatcher of the manager holding st.
-func New(st *store.Store, o Options) *Service {
-	s := &Service{store: st, peers: o.Peers, now: o.Now, log: o.Logger,
+// New makes the Dispatcher of the manager whose store src gives.
+func New(src Source, o Options) *Service {
+	s := &Service{src: src, peers: o.Peers, now: o.Now, log: o.Logger,
 		beats: map[string]time.Time{}, usage: map[string][]scheduler.Usage{}}
 	if s.peers == nil {
-		s.peers = raftPeers(st)
+		s.peers = raftPeers(src)
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -68,8 +82,12 @@ func New(st *store.Store, o Options) *Service {
 // RegisterOn adds the service to a gRPC server (the manager's port).
 func (s *Service) RegisterOn(g grpc.ServiceRegistrar) { legionpb.RegisterDispatcherServer(g, s) }
 
-func raftPeers(st *store.Store) Peers {
+func raftPeers(src Source) Peers {
 	return func() (string, []string) {
+		st := src.Store()
+		if st == nil {
+			return "", nil
+		}
 		leader, _ := st.Leader()
 		f := st.Raft().GetConfiguration()
 		if f.Error() != nil {
@@ -104,13 +122,28 @@ func caller(ctx context.Context, asked string) (pki.Identity, error) {
 	return id, nil
 }
 
-// needLeader refuses a write on a follower, naming the leader.
-func (s *Service) needLeader() error {
-	if s.store.IsLeader() {
-		return nil
+// replica is this manager's store; a daemon that is no manager sends the
+// agent to another.
+func (s *Service) replica() (*store.Store, error) {
+	st := s.src.Store()
+	if st == nil {
+		return nil, status.Error(codes.Unavailable, "this daemon is not a manager of a cluster: ask another manager")
+	}
+	return st, nil
+}
+
+// leaderStore is the store when this manager leads; a follower refuses,
+// naming the leader.
+func (s *Service) leaderStore() (*store.Store, error) {
+	st, err := s.replica()
+	if err != nil {
+		return nil, err
+	}
+	if st.IsLeader() {
+		return st, nil
 	}
 	leader, _ := s.peers()
-	return notLeader(leader)
+	return nil, notLeader(leader)
 }
 
 func notLeader(leader string) error {
@@ -138,6 +171,8 @@ func (s *Service) statusOf(err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, netbsd.ErrExhausted):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExists):
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

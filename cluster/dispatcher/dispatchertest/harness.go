@@ -136,6 +136,17 @@ func OpenPair(t testing.TB) (leader, follower *store.Store) {
 // the leader.
 func Serve(t testing.TB, ca *pki.CA, st *store.Store, lis net.Listener, peers dispatcher.Peers) *Manager {
 	t.Helper()
+	return serve(t, ca, dispatcher.Fixed(st), st, lis, peers)
+}
+
+// ServeSource runs a Dispatcher over whatever store src gives.
+func ServeSource(t testing.TB, ca *pki.CA, src dispatcher.Source) *Manager {
+	t.Helper()
+	return serve(t, ca, src, src.Store(), nil, nil)
+}
+
+func serve(t testing.TB, ca *pki.CA, src dispatcher.Source, st *store.Store, lis net.Listener, peers dispatcher.Peers) *Manager {
+	t.Helper()
 	if lis == nil {
 		lis = Listen(t)
 	}
@@ -143,7 +154,7 @@ func Serve(t testing.TB, ca *pki.CA, st *store.Store, lis net.Listener, peers di
 	if peers == nil {
 		peers = func() (string, []string) { return addr, []string{addr} }
 	}
-	svc := dispatcher.New(st, dispatcher.Options{Peers: peers})
+	svc := dispatcher.New(src, dispatcher.Options{Peers: peers})
 	creds := Credentials(t, ca, "m1", pki.RoleManager)
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(creds.ServerConfig())))
 	svc.RegisterOn(g)
