@@ -46,36 +46,24 @@ func (r *ImageResolver) Run(ctx context.Context) error {
 		r.Retry = 30 * time.Second
 	}
 	for ctx.Err() == nil {
-		_, at, err := r.Store.List(legion.KindService, "", func(legion.Object) bool { return false })
+		at, err := r.Store.Version()
 		if err != nil {
 			return err
 		}
 		failed := r.Pass(ctx)
-		w, err := r.Store.Watch(at)
-		if errors.Is(err, store.ErrCompacted) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
 		wctx, cancel := context.WithCancel(ctx)
 		var retry *time.Timer
 		if failed {
 			retry = time.AfterFunc(r.Retry, cancel)
 		}
-		for {
-			ev, err := w.Next(wctx)
-			if err != nil {
-				break
-			}
-			if k := ev.Object.GetKind(); k == legion.KindService || k == legion.KindJob || k == legion.KindSecret {
-				break
-			}
-		}
+		err = r.Store.WaitChange(wctx, at, legion.KindService, legion.KindJob, legion.KindSecret)
 		if retry != nil {
 			retry.Stop()
 		}
 		cancel()
+		if err != nil && wctx.Err() == nil {
+			return err
+		}
 	}
 	return nil
 }

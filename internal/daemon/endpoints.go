@@ -60,24 +60,11 @@ func (e *Endpoints) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w, err := e.Store.Watch(at)
-		if errors.Is(err, store.ErrCompacted) {
-			continue
-		}
-		if err != nil {
+		if err := e.Store.WaitChange(ctx, at, legion.KindTask, legion.KindService); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return err
-		}
-		for {
-			ev, err := w.Next(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				break
-			}
-			if k := ev.Object.GetKind(); k == legion.KindTask || k == legion.KindService {
-				break
-			}
 		}
 	}
 	return nil
@@ -223,31 +210,18 @@ func AllocateVIPs(ctx context.Context, st *store.Store) error {
 // ctx ends. The leader runs it.
 func RunVIPAllocator(ctx context.Context, st *store.Store, log *slog.Logger) error {
 	for ctx.Err() == nil {
-		_, at, err := st.List(legion.KindService, "", func(legion.Object) bool { return false })
+		at, err := st.Version()
 		if err != nil {
 			return err
 		}
 		if err := AllocateVIPs(ctx, st); err != nil && log != nil {
 			log.Warn("allocating VIPs", "err", err)
 		}
-		w, err := st.Watch(at)
-		if errors.Is(err, store.ErrCompacted) {
-			continue
-		}
-		if err != nil {
+		if err := st.WaitChange(ctx, at, legion.KindService); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return err
-		}
-		for {
-			ev, err := w.Next(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				break
-			}
-			if ev.Object.GetKind() == legion.KindService && ev.Type != store.Deleted {
-				break
-			}
 		}
 	}
 	return nil

@@ -74,21 +74,8 @@ func (l *Local) Assignments(ctx context.Context) (<-chan agent.Assignments, erro
 			case <-ctx.Done():
 				return
 			}
-			w, err := l.Store.Watch(at)
-			if err != nil {
-				if errors.Is(err, store.ErrCompacted) {
-					continue
-				}
+			if err := l.Store.WaitChange(ctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig); err != nil {
 				return
-			}
-			for {
-				ev, err := w.Next(ctx)
-				if err != nil {
-					break
-				}
-				if k := ev.Object.GetKind(); k == legion.KindTask || k == legion.KindSecret || k == legion.KindConfig {
-					break
-				}
 			}
 		}
 	}()

@@ -1,0 +1,48 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/legionbsd/legion"
+)
+
+// Version is the version this replica has applied up to, read as a List
+// reads it: the point to watch from after reading the objects.
+func (s *Store) Version() (uint64, error) {
+	_, at, err := s.List(legion.KindNamespace, "", func(legion.Object) bool { return false })
+	return at, err
+}
+
+// WaitChange waits for the first change after version from to an object
+// of one of the kinds (any kind when none are given). It returns nil on
+// such a change, and also when the watch history no longer reaches back
+// to from (compacted, or reset by a snapshot): either way the caller
+// reads again. It returns ctx's error when ctx ends first, and ErrClosed
+// when the store shuts down.
+func (s *Store) WaitChange(ctx context.Context, from uint64, kinds ...legion.Kind) error {
+	w, err := s.Watch(from)
+	if errors.Is(err, ErrCompacted) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := w.Next(ctx)
+		switch {
+		case errors.Is(err, ErrCompacted), errors.Is(err, ErrReset):
+			return nil
+		case err != nil:
+			return err
+		}
+		if len(kinds) == 0 {
+			return nil
+		}
+		for _, k := range kinds {
+			if ev.Object.GetKind() == k {
+				return nil
+			}
+		}
+	}
+}
