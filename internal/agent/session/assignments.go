@@ -57,6 +57,14 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.mu.Lock()
+	s.cutStream, s.streamOn = cancel, addr
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.cutStream, s.streamOn = nil, ""
+		s.mu.Unlock()
+	}()
 	st, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{Node: s.cfg.Node})
 	if err != nil {
 		return false, err

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
 
@@ -27,6 +28,8 @@ const (
 	Period = 2 * time.Second
 	// CallTimeout bounds one unary call to one manager.
 	CallTimeout = 5 * time.Second
+	// Keepalive is the default probe interval of idle connections.
+	Keepalive = 5 * time.Minute
 	// maxMessage is the largest assignment set taken: values are up to
 	// 500 KiB each.
 	maxMessage = 256 << 20
@@ -50,6 +53,14 @@ type Config struct {
 	// Backoff is the first wait after a failed attempt, doubled up to the
 	// heartbeat period; zero means 100 ms.
 	Backoff time.Duration
+	// CallTimeout bounds one unary call to one manager; zero means
+	// CallTimeout.
+	CallTimeout time.Duration
+	// Keepalive is how often an idle connection to a manager is probed, so
+	// a stream from a host that went silent ends; zero means Keepalive.
+	// Managers refuse probes more frequent than their enforcement policy
+	// allows (gRPC's default: 5 minutes).
+	Keepalive time.Duration
 }
 
 // Session is one node's link to the managers.
@@ -67,6 +78,9 @@ type Session struct {
 	period  time.Duration
 	podCIDR string
 	conns   map[string]*grpc.ClientConn
+	// cutStream ends the assignments stream, which runs on streamOn.
+	cutStream context.CancelFunc
+	streamOn  string
 }
 
 var _ agent.Manager = (*Session)(nil)
@@ -84,6 +98,12 @@ func New(cfg Config) (*Session, error) {
 	}
 	if cfg.Backoff <= 0 {
 		cfg.Backoff = 100 * time.Millisecond
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = CallTimeout
+	}
+	if cfg.Keepalive <= 0 {
+		cfg.Keepalive = Keepalive
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Session{cfg: cfg, log: cfg.Logger, base: base, stop: stop,
@@ -149,7 +169,8 @@ func (s *Session) client(addr string) (legionpb.DispatcherClient, error) {
 	if !ok {
 		var err error
 		c, err = grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(s.cfg.TLS)),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: s.cfg.Keepalive, Timeout: s.cfg.CallTimeout}))
 		if err != nil {
 			return nil, fmt.Errorf("manager %s: %w", addr, err)
 		}
@@ -286,7 +307,7 @@ func (s *Session) write(ctx context.Context, what string, call func(context.Cont
 			last = err
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		err = call(cctx, c)
 		cancel()
 		if err == nil {
@@ -302,6 +323,12 @@ func (s *Session) write(ctx context.Context, what string, call func(context.Cont
 		if !failover(err) {
 			return last
 		}
+		if status.Code(err) == codes.DeadlineExceeded {
+			// A manager that does not answer in time may have gone silent
+			// without closing its connections: its stream would wait
+			// forever, so it moves too.
+			s.abandon(addr)
+		}
 		if l := leaderOf(err); l != "" && !tried[l] {
 			next = append([]string{l}, next...)
 		}
@@ -310,6 +337,17 @@ func (s *Session) write(ctx context.Context, what string, call func(context.Cont
 		last = fmt.Errorf("%s: no manager to ask", what)
 	}
 	return last
+}
+
+// abandon ends the assignments stream if it runs on addr; it opens again
+// on the next manager.
+func (s *Session) abandon(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streamOn == addr && s.cutStream != nil {
+		s.log.Warn("manager did not answer in time: leaving its assignments stream", "manager", addr)
+		s.cutStream()
+	}
 }
 
 // failover reports whether another manager may answer where this one
