@@ -28,6 +28,9 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	if err != nil {
 		return err
 	}
+	if err := s.following(ctx, st); err != nil {
+		return err
+	}
 	var last *legionpb.AssignmentSet
 	for {
 		set, err := assignments(st, id.Name)
@@ -50,7 +53,7 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 		if err != nil {
 			return s.statusOf(err)
 		}
-		if err := waitRelevant(ctx, w); err != nil {
+		if err := s.waitRelevant(ctx, st, w); err != nil {
 			if errors.Is(err, store.ErrCompacted) || errors.Is(err, store.ErrReset) {
 				continue
 			}
@@ -62,10 +65,19 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	}
 }
 
-// waitRelevant returns once a task, Secret or Config changed.
-func waitRelevant(ctx context.Context, w *store.Watcher) error {
+// waitRelevant returns once a task, Secret or Config changed, or with an
+// error once the replica no longer follows a leader.
+func (s *Service) waitRelevant(ctx context.Context, st *store.Store, w *store.Watcher) error {
 	for {
-		ev, err := w.Next(ctx)
+		wctx, cancel := context.WithTimeout(ctx, s.check)
+		ev, err := w.Next(wctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			if err := s.following(ctx, st); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -479,7 +479,7 @@ func TestFullRangeTakesOverADeletedNodesSubnet(t *testing.T) {
 
 func TestNoManagerSendsTheAgentElsewhere(t *testing.T) {
 	ca := dispatchertest.NewCA(t)
-	m := dispatchertest.ServeSource(t, ca, dispatcher.Fixed(nil))
+	m := dispatchertest.ServeWith(t, ca, dispatcher.Fixed(nil), nil, dispatcher.Options{})
 	c := dial(t, m, "node-a", pki.RoleWorker)
 	if _, err := c.Register(ctxT(t), &legionpb.RegisterRequest{}); status.Code(err) != codes.Unavailable {
 		t.Fatalf("register on a daemon that is no manager: %v, want Unavailable", err)
@@ -490,5 +490,40 @@ func TestNoManagerSendsTheAgentElsewhere(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("assignments on a daemon that is no manager: %v, want Unavailable", err)
+	}
+}
+
+func TestFollowerCutOffFromTheLeaderEndsItsStreams(t *testing.T) {
+	ca := dispatchertest.NewCA(t)
+	lst, fst := dispatchertest.OpenPair(t)
+	put(t, lst, task("web", "a-1", "node-a", "", "", ""))
+	dispatchertest.Poll(t, "replication", 10*time.Second, func() bool {
+		_, _, err := fst.Get(legion.KindTask, "web", "a-1")
+		return err == nil
+	})
+	f := dispatchertest.ServeWith(t, ca, dispatcher.Fixed(fst), nil, dispatcher.Options{Check: 100 * time.Millisecond})
+	c := dial(t, f, "node-a", pki.RoleWorker)
+	s, err := c.Assignments(ctxT(t), &legionpb.AssignmentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeSet(t, recv(t, s)); !cmp.Equal(got.Tasks, []string{"web/a-1@node-a"}) {
+		t.Fatalf("from the follower: %v", got.Tasks)
+	}
+	// The leader goes away: the follower's stream ends, and a new one is
+	// refused, so the agent goes to another manager.
+	if err := lst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Recv()
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream on a follower without a leader: %v, want Unavailable", err)
+	}
+	s, err = c.Assignments(ctxT(t), &legionpb.AssignmentsRequest{})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("new stream on a follower without a leader: %v, want Unavailable", err)
 	}
 }

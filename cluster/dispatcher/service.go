@@ -47,6 +47,7 @@ type Service struct {
 	peers Peers
 	now   func() time.Time
 	log   *slog.Logger
+	check time.Duration
 
 	mu    sync.Mutex
 	beats map[string]time.Time
@@ -61,17 +62,27 @@ type Options struct {
 	Peers  Peers
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Check is how often an open stream checks that its replica still
+	// follows a leader, and how long a follower may take to catch up
+	// before serving one; zero means CheckInterval.
+	Check time.Duration
 }
+
+// CheckInterval is how often open streams check their replica.
+const CheckInterval = 5 * time.Second
 
 // New makes the Dispatcher of the manager whose store src gives.
 func New(src Source, o Options) *Service {
-	s := &Service{src: src, peers: o.Peers, now: o.Now, log: o.Logger,
+	s := &Service{src: src, peers: o.Peers, now: o.Now, log: o.Logger, check: o.Check,
 		beats: map[string]time.Time{}, usage: map[string][]scheduler.Usage{}}
 	if s.peers == nil {
 		s.peers = raftPeers(src)
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.check <= 0 {
+		s.check = CheckInterval
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -183,3 +194,31 @@ func (s *Service) statusOf(err error) error {
 
 // maxAttempts bounds the retries of a write that lost a version race.
 const maxAttempts = 10
+
+// following checks that a replica serves current data: the leader's does;
+// a follower's must follow a leader and have applied what that leader had
+// committed when asked (within the check interval). One cut off from the
+// leader sends the agent to another manager.
+func (s *Service) following(ctx context.Context, st *store.Store) error {
+	if st.IsLeader() {
+		return nil
+	}
+	if leader, _ := st.Leader(); leader == "" {
+		return status.Error(codes.Unavailable, "this manager follows no leader, so its replica may be behind: ask another manager")
+	}
+	target := st.Raft().CommitIndex()
+	deadline := time.NewTimer(s.check)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for st.Raft().AppliedIndex() < target {
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-deadline.C:
+			return status.Errorf(codes.Unavailable, "this manager's replica did not catch up with the leader within %s: ask another manager", s.check)
+		case <-tick.C:
+		}
+	}
+	return nil
+}

@@ -136,25 +136,22 @@ func OpenPair(t testing.TB) (leader, follower *store.Store) {
 // the leader.
 func Serve(t testing.TB, ca *pki.CA, st *store.Store, lis net.Listener, peers dispatcher.Peers) *Manager {
 	t.Helper()
-	return serve(t, ca, dispatcher.Fixed(st), st, lis, peers)
+	return ServeWith(t, ca, dispatcher.Fixed(st), lis, dispatcher.Options{Peers: peers})
 }
 
-// ServeSource runs a Dispatcher over whatever store src gives.
-func ServeSource(t testing.TB, ca *pki.CA, src dispatcher.Source) *Manager {
-	t.Helper()
-	return serve(t, ca, src, src.Store(), nil, nil)
-}
-
-func serve(t testing.TB, ca *pki.CA, src dispatcher.Source, st *store.Store, lis net.Listener, peers dispatcher.Peers) *Manager {
+// ServeWith runs a Dispatcher over whatever store src gives, with o (its
+// Peers as Serve's when nil).
+func ServeWith(t testing.TB, ca *pki.CA, src dispatcher.Source, lis net.Listener, o dispatcher.Options) *Manager {
 	t.Helper()
 	if lis == nil {
 		lis = Listen(t)
 	}
 	addr := lis.Addr().String()
-	if peers == nil {
-		peers = func() (string, []string) { return addr, []string{addr} }
+	if o.Peers == nil {
+		o.Peers = func() (string, []string) { return addr, []string{addr} }
 	}
-	svc := dispatcher.New(src, dispatcher.Options{Peers: peers})
+	svc := dispatcher.New(src, o)
+	st := src.Store()
 	creds := Credentials(t, ca, "m1", pki.RoleManager)
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(creds.ServerConfig())))
 	svc.RegisterOn(g)
