@@ -46,17 +46,7 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 				return err
 			}
 		}
-		w, err := st.Watch(at)
-		if errors.Is(err, store.ErrCompacted) {
-			continue // read the whole set again
-		}
-		if err != nil {
-			return s.statusOf(err)
-		}
-		if err := s.waitRelevant(ctx, st, w); err != nil {
-			if errors.Is(err, store.ErrCompacted) || errors.Is(err, store.ErrReset) {
-				continue
-			}
+		if err := s.waitChange(ctx, st, at); err != nil {
 			if ctx.Err() != nil {
 				return status.FromContextError(ctx.Err()).Err()
 			}
@@ -65,25 +55,19 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	}
 }
 
-// waitRelevant returns once a task, Secret or Config changed, or with an
-// error once the replica no longer follows a leader.
-func (s *Service) waitRelevant(ctx context.Context, st *store.Store, w *store.Watcher) error {
+// waitChange returns once a task, Secret or Config changed after version
+// at (or the history no longer reaches back), or with an error once the
+// replica no longer follows a leader.
+func (s *Service) waitChange(ctx context.Context, st *store.Store, at uint64) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.check)
-		ev, err := w.Next(wctx)
+		err := st.WaitChange(wctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig)
 		cancel()
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			if err := s.following(ctx, st); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil {
+		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return err
 		}
-		switch ev.Object.GetKind() {
-		case legion.KindTask, legion.KindSecret, legion.KindConfig:
-			return nil
+		if err := s.following(ctx, st); err != nil {
+			return err
 		}
 	}
 }
