@@ -113,7 +113,7 @@ func New(cfg Config) (*Session, error) {
 // Start registers the node, trying every manager until one leader takes
 // it or ctx ends, then sends heartbeats until ctx ends or Close.
 func (s *Session) Start(ctx context.Context) error {
-	if err := s.register(ctx, true); err != nil {
+	if err := s.register(ctx); err != nil {
 		return err
 	}
 	hctx, cancel := s.scope(ctx)
@@ -165,6 +165,9 @@ func (s *Session) scope(ctx context.Context) (context.Context, context.CancelFun
 func (s *Session) client(addr string) (legionpb.DispatcherClient, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.base.Err() != nil {
+		return nil, errors.New("session closed")
+	}
 	c, ok := s.conns[addr]
 	if !ok {
 		var err error
@@ -179,9 +182,9 @@ func (s *Session) client(addr string) (legionpb.DispatcherClient, error) {
 	return legionpb.NewDispatcherClient(c), nil
 }
 
-// register records the node with the leader; with retry it tries again
-// after every failed round until ctx ends.
-func (s *Session) register(ctx context.Context, retry bool) error {
+// register records the node with the leader, trying again after every
+// failed round until ctx ends.
+func (s *Session) register(ctx context.Context) error {
 	st := legion.NodeStatus{}
 	if s.cfg.Status != nil {
 		st = s.cfg.Status()
@@ -201,7 +204,7 @@ func (s *Session) register(ctx context.Context, retry bool) error {
 			}
 			return err
 		})
-		if err == nil || !retry || !failover(err) {
+		if err == nil || !failover(err) {
 			return err
 		}
 		s.log.Warn("registration failed, trying again", "err", err, "in", wait)
@@ -221,13 +224,9 @@ func (s *Session) heartbeats(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		err := s.heartbeat(ctx)
-		if status.Code(err) == codes.NotFound {
-			// The managers lost the node (deleted, or a new cluster state):
-			// register again.
-			err = s.register(ctx, false)
-		}
-		if err != nil && ctx.Err() == nil {
+		// A node the managers do not know (NotFound) was removed by the
+		// operator: it is not registered again behind their back.
+		if err := s.heartbeat(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("heartbeat failed", "err", err)
 		}
 		t.Reset(s.currentPeriod())

@@ -1,0 +1,68 @@
+package session
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion/internal/agent"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+)
+
+func TestDecodeTakesWholeSetsOnly(t *testing.T) {
+	task := []byte(`{"apiVersion":"legion/v1","kind":"Task","metadata":{"name":"a-1","namespace":"web"},"spec":{"node":"node-a","desiredState":"running","pod":{"containers":[]}}}`)
+	secret := []byte(`{"apiVersion":"legion/v1","kind":"Secret","metadata":{"name":"s","namespace":"web"},"spec":{}}`)
+	for _, tc := range []struct {
+		name    string
+		set     *legionpb.AssignmentSet
+		wantErr string
+		want    []string
+	}{
+		{name: "whole", set: &legionpb.AssignmentSet{Tasks: [][]byte{task}, Values: map[string][]byte{"Secret/web/s": []byte("v")}}, want: []string{"web/a-1"}},
+		{name: "empty", set: &legionpb.AssignmentSet{}, want: nil},
+		{name: "a broken task", set: &legionpb.AssignmentSet{Version: 9, Tasks: [][]byte{task, []byte(`{"kind":`)}}, wantErr: "assignment set at version 9: task 1"},
+		{name: "not a task", set: &legionpb.AssignmentSet{Version: 9, Tasks: [][]byte{secret}}, wantErr: "expected a Task, got a Secret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as, err := decode(tc.set)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || as.Tasks != nil {
+					t.Fatalf("decode: %v (tasks %v), want an error with %q and nothing decoded", err, as.Tasks, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, tk := range as.Tasks {
+				got = append(got, tk.Metadata.Namespace+"/"+tk.Metadata.Name)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("tasks (-want +got):\n%s", diff)
+			}
+			if len(as.Values) != len(tc.set.GetValues()) {
+				t.Errorf("values %v, want %v", as.Values, tc.set.GetValues())
+			}
+		})
+	}
+}
+
+func TestDeliverReplacesAnUntakenSet(t *testing.T) {
+	out := make(chan agent.Assignments, 1)
+	ctx := context.Background()
+	first := agent.Assignments{Values: map[string][]byte{"v": []byte("1")}}
+	second := agent.Assignments{Values: map[string][]byte{"v": []byte("2")}}
+	if !deliver(ctx, out, first) || !deliver(ctx, out, second) {
+		t.Fatal("deliver refused with a live context")
+	}
+	if got := string((<-out).Values["v"]); got != "2" {
+		t.Fatalf("the agent got set %s, want the newest, 2", got)
+	}
+	select {
+	case as := <-out:
+		t.Fatalf("a stale set is still queued: %v", as)
+	default:
+	}
+}
