@@ -32,12 +32,12 @@ func TestMain(m *testing.M) {
 }
 
 // dial connects to the manager as the node the certificate names.
-func dial(t *testing.T, m *dispatchertest.Manager, name string, role pki.Role) legionpb.DispatcherClient {
+func dial(t testing.TB, m *dispatchertest.Manager, name string, role pki.Role) legionpb.DispatcherClient {
 	t.Helper()
 	return dialTLS(t, m.Addr, dispatchertest.Credentials(t, m.CA, name, role).ClientConfig())
 }
 
-func dialTLS(t *testing.T, addr string, cfg *tls.Config) legionpb.DispatcherClient {
+func dialTLS(t testing.TB, addr string, cfg *tls.Config) legionpb.DispatcherClient {
 	t.Helper()
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 	if err != nil {

@@ -35,6 +35,13 @@ type fixed struct{ st *store.Store }
 
 func (f fixed) Store() *store.Store { return f.st }
 
+// SourceFunc is a Source read through a function, for a server made after
+// the Service.
+type SourceFunc func() *store.Store
+
+// Store implements Source.
+func (f SourceFunc) Store() *store.Store { return f() }
+
 // Peers reports the leader's advertised address (empty when none is
 // known) and every manager's.
 type Peers func() (leader string, managers []string)
