@@ -215,9 +215,10 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 			}
 		}
 	})
-	run("controller", (&controller.Loop{Store: st, Signals: local, Logger: log}).Run)
-	run("VIP allocator", func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) })
-	run("image resolver", (&controller.ImageResolver{Store: st, Resolve: resolveWith(images), Logger: log}).Run)
+	run("leader", func(ctx context.Context) error {
+		RunWhileLeader(ctx, st, time.Second, log, LeaderTasks(st, local, resolveWith(images), log)...)
+		return nil
+	})
 	run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log}).Run)
 	pc, err := net.ListenPacket("udp", o.DNSListen)
 	if err != nil {
@@ -322,6 +323,18 @@ func removePods(ctx context.Context, rt jail.Runtime, node string, log *slog.Log
 		if err := rt.Remove(ctx, c.ID); err != nil {
 			log.Warn("removing container", "id", c.ID, "err", err)
 		}
+	}
+}
+
+// LeaderTasks is the work a leading manager does: the controller loop,
+// the VIP allocator and the image resolver.
+func LeaderTasks(st *store.Store, signals controller.Signals, resolve controller.ResolveFunc, log *slog.Logger) []LeaderTask {
+	return []LeaderTask{
+		{Name: "controller", Run: func(ctx context.Context) error {
+			return (&controller.Loop{Store: st, Signals: signals, Logger: log, LeaderSince: LeaderSince(ctx)}).Run(ctx)
+		}},
+		{Name: "VIP allocator", Run: func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) }},
+		{Name: "image resolver", Run: (&controller.ImageResolver{Store: st, Resolve: resolve, Logger: log}).Run},
 	}
 }
 

@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Leadership tells whether this manager leads.
+type Leadership interface{ IsLeader() bool }
+
+// LeaderTask is work only the leader does (the controller loop, the VIP
+// allocator, the image resolver); it runs until its context ends.
+type LeaderTask struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// RunWhileLeader runs the tasks for as long as this manager leads: it
+// starts them when it becomes leader and stops them (waiting for them to
+// return) as soon as it sees the leadership gone, checking every period.
+// It returns when ctx ends.
+func RunWhileLeader(ctx context.Context, l Leadership, period time.Duration, log *slog.Logger, tasks ...LeaderTask) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var cancel context.CancelFunc
+	var wg sync.WaitGroup
+	stop := func() {
+		if cancel != nil {
+			cancel()
+			wg.Wait()
+			cancel = nil
+		}
+	}
+	defer stop()
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		leading := l.IsLeader()
+		switch {
+		case leading && cancel == nil:
+			log.Info("leading: starting the controllers")
+			tctx, cancelTerm := context.WithCancel(context.WithValue(ctx, leaderSinceKey{}, time.Now()))
+			cancel = cancelTerm
+			for _, t := range tasks {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := t.Run(tctx); err != nil && tctx.Err() == nil {
+						log.Error(t.Name+" stopped", "err", err)
+					}
+				}()
+			}
+		case !leading && cancel != nil:
+			log.Info("no longer leading: stopping the controllers")
+			stop()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+type leaderSinceKey struct{}
+
+// LeaderSince is when the leadership the context belongs to began.
+func LeaderSince(ctx context.Context) time.Time {
+	t, _ := ctx.Value(leaderSinceKey{}).(time.Time)
+	return t
+}
