@@ -65,6 +65,18 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 		}
 		return ctx, nil
 	}
+	if strings.HasPrefix(method, "/legion.v1.Dispatcher/") {
+		// Agents of every node; the service acts only for the node the
+		// certificate names. Unavailable (not a refusal) off a manager,
+		// so agents go on to the next one.
+		if role != roleManager {
+			return nil, status.Error(codes.Unavailable, "this daemon is not a manager: ask another")
+		}
+		if c.id == nil {
+			return nil, status.Error(codes.Unauthenticated, "a node certificate of this cluster is required")
+		}
+		return ctx, nil
+	}
 	if role != roleManager {
 		return nil, s.notServing(role)
 	}

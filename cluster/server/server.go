@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
@@ -85,7 +86,22 @@ type Server struct {
 
 	wg      sync.WaitGroup // background work (promotion after a join)
 	members members        // for checking who makes Raft calls
+
+	// disp serves agents (registration, heartbeats, assignments, status).
+	disp *dispatcher.Service
 }
+
+// Credentials are the node's certificate and key once it belongs to a
+// cluster (nil before init or join).
+func (s *Server) Credentials() *pki.Credentials {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.creds
+}
+
+// Dispatcher is the manager's service for agents; its heartbeats and
+// usage reports are what the controller loop plans with.
+func (s *Server) Dispatcher() *dispatcher.Service { return s.disp }
 
 // New prepares a daemon's port on its data directory: it reads (or makes)
 // the node id, and if the node already belongs to a cluster its
@@ -135,6 +151,8 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})
 	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember, stopping: s.watchCtx.Done()})
+	s.disp = dispatcher.New(s, dispatcher.Options{Logger: s.log})
+	s.disp.RegisterOn(s.grpc)
 	return s, nil
 }
 

@@ -8,11 +8,14 @@ import (
 	"syscall"
 
 	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/spf13/cobra"
 )
 
 func newDaemonCommand() *cobra.Command {
-	var dataDir, listen, advertise string
+	var dataDir, listen, advertise, runDir, dnsListen string
+	var managers []string
+	var noAgent bool
 	cmd := &cobra.Command{
 		Use:   "daemon --data-dir DIR [--listen ADDR] [--advertise ADDR]",
 		Short: "Run the node daemon (and, once initialised or joined as one, the manager)",
@@ -31,12 +34,35 @@ func newDaemonCommand() *cobra.Command {
 			defer stop()
 			done := make(chan error, 1)
 			go func() { done <- s.Serve() }()
+			agentDone := make(chan error, 1)
+			if noAgent {
+				agentDone <- nil
+			} else {
+				go func() {
+					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log}, managers)
+				}()
+			}
 			select {
 			case <-ctx.Done():
-				log.Info("stopping: no new calls, ending watches, closing the store")
+				log.Info("stopping: the agent leaves its pods running, then no new calls, ending watches, closing the store")
+				if err := <-agentDone; err != nil {
+					log.Error("agent", "err", err)
+				}
+				s.Stop()
+				return <-done
+			case err := <-agentDone:
+				if err != nil {
+					stop()
+					s.Stop()
+					<-done
+					return fmt.Errorf("agent: %w", err)
+				}
+				<-ctx.Done()
 				s.Stop()
 				return <-done
 			case err := <-done:
+				stop()
+				<-agentDone
 				s.Stop()
 				return err
 			}
@@ -44,6 +70,10 @@ func newDaemonCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the node's data directory (store, certificates, node id)")
 	cmd.Flags().StringVar(&listen, "listen", fmt.Sprintf("0.0.0.0:%d", server.DefaultPort), "address of the gRPC port")
+	cmd.Flags().StringSliceVar(&managers, "manager", nil, "a manager's address for this node's agent (a worker needs one; it learns the others)")
+	cmd.Flags().StringVar(&runDir, "run-dir", "", "where tasks' secrets live, memory-backed and outside the data directory (default: under /dev/shm or the temporary directory)")
+	cmd.Flags().StringVar(&dnsListen, "dns-listen", "", "address of the node resolver on a manager (none by default)")
+	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "run no agent: a manager that runs no tasks")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "address other managers reach this one at (default: the listen address, loopback when unspecified)")
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -69,7 +70,10 @@ func (o *Options) defaults() error {
 		if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 			base = "/dev/shm"
 		}
-		o.RunDir = filepath.Join(base, fmt.Sprintf("legion-%d", os.Getuid()))
+		// One per data directory: task uids repeat across clusters.
+		h := fnv.New32a()
+		h.Write([]byte(o.DataDir))
+		o.RunDir = filepath.Join(base, fmt.Sprintf("legion-%d-%08x", os.Getuid(), h.Sum32()))
 	}
 	if rel, err := filepath.Rel(o.DataDir, o.RunDir); err == nil && !strings.HasPrefix(rel, "..") {
 		return fmt.Errorf("run directory %s is under the data directory %s: secrets would reach the disk", o.RunDir, o.DataDir)
