@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/legionbsd/legion/jail"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/jail"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
