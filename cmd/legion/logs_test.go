@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
+	"github.com/legionbsd/legion/cluster/pods/podstest"
+	"github.com/legionbsd/legion/cluster/store"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/jail"
+	"github.com/spf13/cobra"
+	"go.uber.org/goleak"
+)
+
+var updateLogs = flag.Bool("update-logs", false, "rewrite the golden files of legion logs")
+
+var logsT0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func logRec(sec int, stream, text string, partial bool) jail.LogRecord {
+	return jail.LogRecord{Time: logsT0.Add(time.Duration(sec) * time.Second), Stream: stream, Text: text, Partial: partial}
+}
+
+// logsRoot is the CLI with legion logs, whether or not root.go adds it yet.
+func logsRoot() *cobra.Command {
+	root := newRootCommand()
+	for _, c := range root.Commands() {
+		if c.Name() == "logs" {
+			return root
+		}
+	}
+	root.AddCommand(newLogsCommand())
+	return root
+}
+
+// runLogs runs legion logs against m with separate stdout and stderr.
+func runLogs(ctx context.Context, m *podstest.Manager, stdout, stderr *syncBuffer, args ...string) error {
+	root := logsRoot()
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(append(append([]string{"logs"}, args...), "--server", m.Addr, "--credentials", m.AdminFile))
+	return root.ExecuteContext(ctx)
+}
+
+func TestLogsCommand(t *testing.T) {
+	// Registered first, so it runs after the servers' cleanups.
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	m := podstest.Start(t)
+	a := m.StartAgent(t, "n1")
+	m.Put(t, "shop", "away.1", "n2", legion.TaskRunning, legion.Owner{}, "app")
+	m.Put(t, "shop", "pair.1", "n1", legion.TaskRunning, legion.Owner{}, "app", "sidecar")
+	done := m.Put(t, "shop", "batch.1", "n1", legion.TaskComplete, legion.Owner{}, "app")
+	var saved string
+	for _, r := range []jail.LogRecord{logRec(1, "stdout", "hello", false), logRec(2, "stderr", "warning: ", true),
+		logRec(2, "stderr", "disk low", false), logRec(3, "stdout", "done", false)} {
+		saved += jail.FormatRecord(r)
+	}
+	a.SaveOutput(t, done, "app", saved)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	t.Run("finished task", func(t *testing.T) {
+		var out, errOut syncBuffer
+		if err := runLogs(ctx, m, &out, &errOut, "-n", "shop", "batch.1"); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff("hello\ndone\n", out.String()); diff != "" {
+			t.Errorf("stdout (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff("warning: disk low\n", errOut.String()); diff != "" {
+			t.Errorf("stderr (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("timestamps", func(t *testing.T) {
+		var out syncBuffer
+		if err := runLogs(ctx, m, &out, &out, "-n", "shop", "--timestamps", "task/batch.1"); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, "logs_timestamps.golden", out.String())
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"-n", "shop", "pair.1"}, "logs pair.1: task pair.1 has 2 containers (app, sidecar): choose one with -c"},
+			{[]string{"-n", "shop", "nope"}, "logs nope: no task, service or job named nope in namespace shop"},
+			{[]string{"-n", "shop", "away.1"}, "logs away.1: the agent of node n2 is not connected to this manager"},
+			{[]string{"-n", "shop", "volume/x"}, `volume/x: logs read a task, a service or a job, not "volume"`},
+			{[]string{"-n", "shop", "--since", "-1m", "batch.1"}, "--since -1m0s: expected a positive duration"},
+		} {
+			var out syncBuffer
+			err := runLogs(ctx, m, &out, &out, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("legion logs %s: %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)
+			}
+		}
+	})
+
+	t.Run("follow a service's running task", func(t *testing.T) {
+		if _, _, err := m.Store.Put(ctx, &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+			Metadata: legion.Metadata{Name: "web", Namespace: "shop"}}}, storeWrite()); err != nil {
+			t.Fatal(err)
+		}
+		svc := legion.Owner{Kind: legion.KindService, Name: "web"}
+		m.Put(t, "shop", "web.1-old", "n1", legion.TaskShutdown, svc, "app")
+		run := m.Put(t, "shop", "web.1-new", "n1", legion.TaskRunning, svc, "app")
+		id := run.Metadata.UID + "-app"
+		a.Logs.Append(id, logRec(10, "stdout", "listening", false))
+		fctx, stop := context.WithCancel(ctx)
+		defer stop()
+		var out, errOut syncBuffer
+		ended := make(chan error, 1)
+		go func() { ended <- runLogs(fctx, m, &out, &errOut, "-n", "shop", "-f", "web") }()
+		dispatchertest.Poll(t, "the first line", 10*time.Second, func() bool { return out.String() == "listening\n" })
+		a.Logs.Append(id, logRec(11, "stdout", "GET /", false), logRec(12, "stderr", "slow", false))
+		dispatchertest.Poll(t, "the new lines", 10*time.Second, func() bool {
+			return out.String() == "listening\nGET /\n" && errOut.String() == "slow\n"
+		})
+		stop()
+		if err := <-ended; err != nil {
+			t.Errorf("a follow ended by the user: %v, want no error", err)
+		}
+		dispatchertest.Poll(t, "the agent's reader closed", 10*time.Second, func() bool { return a.Logs.Readers() == 0 })
+		a.Logs.Wait()
+	})
+}
+
+func TestPrintLogsPartialLines(t *testing.T) {
+	recs := func(rs ...jail.LogRecord) *legionpb.LogFrame {
+		f := &legionpb.LogFrame{}
+		for _, r := range rs {
+			f.Records = append(f.Records, &legionpb.LogRecord{TimeUnixNano: r.Time.UnixNano(), Stream: r.Stream, Partial: r.Partial, Text: r.Text})
+		}
+		return f
+	}
+	frames := &fakeFrames{frames: []*legionpb.LogFrame{
+		{Task: "t", Container: "c"},
+		recs(logRec(1, "stdout", "a long ", true), logRec(1, "stderr", "err", false)),
+		recs(logRec(2, "stdout", "line", false), logRec(3, "stdout", "", false)),
+	}}
+	var out, errOut bytes.Buffer
+	if err := printLogs(frames, &out, &errOut, true); err != nil {
+		t.Fatal(err)
+	}
+	want := "2026-11-30T12:00:01Z a long line\n2026-11-30T12:00:03Z \n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff("2026-11-30T12:00:01Z err\n", errOut.String()); diff != "" {
+		t.Errorf("stderr (-want +got):\n%s", diff)
+	}
+}
+
+type fakeFrames struct{ frames []*legionpb.LogFrame }
+
+func (f *fakeFrames) Recv() (*legionpb.LogFrame, error) {
+	if len(f.frames) == 0 {
+		return nil, ioEOF
+	}
+	fr := f.frames[0]
+	f.frames = f.frames[1:]
+	return fr, nil
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *updateLogs {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update-logs to write it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", name, diff)
+	}
+}
+
+var ioEOF = io.EOF
+
+func storeWrite() store.WriteOptions { return store.WriteOptions{} }
