@@ -293,3 +293,22 @@ func TestSessionsCallersChecked(t *testing.T) {
 		t.Errorf("attaching to an unknown session: %v, want NotFound", err)
 	}
 }
+
+// The node of `legion up` is named after its host; its agent holds the
+// manager's certificate and asks for that node by name.
+func TestManagerAgentServesANamedNode(t *testing.T) {
+	m := podstest.Start(t)
+	a := m.StartManagerAgent(t, "4f2a9c", "vm")
+	task := m.Put(t, "shop", "web.1", "vm", legion.TaskRunning, legion.Owner{}, "app")
+	a.Logs.Append(task.Metadata.UID+"-app", rec(1, "stdout", "up"))
+	frames, err := readAll(t, dial(t, m, m.Admin), target("", "web.1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]line{{1, "stdout", "up"}}, lines(frames)); diff != "" {
+		t.Errorf("records (-want +got):\n%s", diff)
+	}
+	if m.Pods.Connected("4f2a9c") {
+		t.Error("the stream is held under the certificate's name, want the node asked for")
+	}
+}

@@ -110,7 +110,9 @@ func user(ctx context.Context) (pki.Identity, error) {
 }
 
 // node checks the caller of Sessions: a node certificate, acting for its
-// own node only.
+// own node (asked empty or its name). A manager's may act for any node:
+// it holds the cluster's state already, and the node of `legion up` is
+// named after its host, not after its manager's certificate.
 func node(ctx context.Context, asked string) (string, error) {
 	id, ok := identity(ctx)
 	if !ok {
@@ -119,10 +121,13 @@ func node(ctx context.Context, asked string) (string, error) {
 	if id.Role != pki.RoleWorker && id.Role != pki.RoleManager {
 		return "", status.Errorf(codes.PermissionDenied, "sessions are served to nodes: %s holds a %s certificate", id.Name, id.Role)
 	}
-	if asked != "" && asked != id.Name {
-		return "", status.Errorf(codes.PermissionDenied, "node %s may take only its own sessions, not node %s's", id.Name, asked)
+	if asked == "" || asked == id.Name {
+		return id.Name, nil
 	}
-	return id.Name, nil
+	if id.Role == pki.RoleManager {
+		return asked, nil
+	}
+	return "", status.Errorf(codes.PermissionDenied, "node %s may take only its own sessions, not node %s's", id.Name, asked)
 }
 
 // objects is this manager's replica, or UNAVAILABLE off a manager.

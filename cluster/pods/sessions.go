@@ -80,11 +80,18 @@ func (h sessionsServer) Sessions(req *legionpb.SessionsRequest, stream legionpb.
 func (h sessionsServer) Attach(stream legionpb.Sessions_AttachServer) error {
 	s := h.s
 	ctx := stream.Context()
-	name, err := node(ctx, "")
+	first, err := stream.Recv()
 	if err != nil {
 		return err
 	}
-	first, err := stream.Recv()
+	s.mu.Lock()
+	var asked string
+	if ss := s.sessions[first.Session]; ss != nil {
+		asked = ss.node
+	}
+	s.mu.Unlock()
+	// A worker attaches only to its own node's sessions.
+	name, err := node(ctx, asked)
 	if err != nil {
 		return err
 	}

@@ -99,8 +99,22 @@ type Agent struct {
 func (m *Manager) StartAgent(t testing.TB, node string) *Agent {
 	t.Helper()
 	creds, _ := Issue(t, m.CA, node, pki.RoleWorker)
+	return m.startAgent(t, node, creds, "")
+}
+
+// StartManagerAgent runs the sessions client of a manager's own node
+// named node, as `legion up` does: the manager's certificate (named cert)
+// asks for the node by name.
+func (m *Manager) StartManagerAgent(t testing.TB, cert, node string) *Agent {
+	t.Helper()
+	creds, _ := Issue(t, m.CA, cert, pki.RoleManager)
+	return m.startAgent(t, node, creds, node)
+}
+
+func (m *Manager) startAgent(t testing.TB, node string, creds *pki.Credentials, asked string) *Agent {
+	t.Helper()
 	a := &Agent{Node: node, DataDir: t.TempDir(), Logs: NewLogs()}
-	c, err := sessions.New(sessions.Config{Managers: func() []string { return []string{m.Addr} }, TLS: creds.ClientConfig(),
+	c, err := sessions.New(sessions.Config{Managers: func() []string { return []string{m.Addr} }, TLS: creds.ClientConfig(), Node: asked,
 		Logs: a.Logs.Read, DataDir: a.DataDir, Backoff: 50 * time.Millisecond, Refresh: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

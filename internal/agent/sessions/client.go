@@ -28,6 +28,10 @@ type Config struct {
 	// Refresh, so the list may change (the dispatcher session's Managers).
 	Managers func() []string
 	TLS      *tls.Config // the node's client configuration
+	// Node is the node whose sessions to take; empty means the one the
+	// certificate names. Only a manager's certificate may name another
+	// (the node of `legion up` is named after its host).
+	Node string
 	Logs     ReadLog
 	// DataDir holds the saved output of finished tasks
 	// (agent.SavedOutputDir).
@@ -147,7 +151,7 @@ func (c *Client) keep(ctx context.Context, addr string) {
 func (c *Client) follow(ctx context.Context, cl legionpb.SessionsClient, addr string, sessions *sync.WaitGroup) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := cl.Sessions(sctx, &legionpb.SessionsRequest{})
+	stream, err := cl.Sessions(sctx, &legionpb.SessionsRequest{Node: c.cfg.Node})
 	if err != nil {
 		return err
 	}

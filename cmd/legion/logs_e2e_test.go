@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+)
+
+// A job's finished task on a real one-node daemon: legion logs prints its
+// output, by the job's name and by the task's, once its pod is gone.
+func TestLogsOfAFinishedJobOnADaemon(t *testing.T) {
+	n := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := os.Open("../../examples/hello/hello.oci.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := n.Images.Load(ctx, f, "localhost/hello:1", time.Now()); err != nil {
+		t.Fatalf("loading the example's image: %v", err)
+	}
+	objs, err := legion.ParseManifest("job.yaml", []byte(`apiVersion: legion/v1
+kind: Job
+metadata: {name: greet}
+spec:
+  pod:
+    containers:
+      - name: greet
+        image: localhost/hello:1
+        pullPolicy: never
+        args: [-say, "hello from the job", -say, "second line", -err, "a warning", -exit, "0"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var task string
+	waitFor(t, "the job's task to complete", func() bool {
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		for _, o := range tasks {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "greet" && tk.Status.State == legion.TaskComplete {
+				task = tk.Metadata.Name
+				return true
+			}
+		}
+		return false
+	})
+	for _, arg := range []string{"greet", "task/" + task} {
+		var out, errOut *syncBuffer
+		var err error
+		// The node's agent opens its sessions stream as the daemon starts;
+		// until then the manager says it is not connected.
+		waitFor(t, "legion logs to reach the node's agent", func() bool {
+			out, errOut = &syncBuffer{}, &syncBuffer{}
+			root := logsRoot()
+			root.SetOut(out)
+			root.SetErr(errOut)
+			root.SetArgs([]string{"logs", arg, "--server", n.API, "--credentials", n.Admin})
+			err = root.ExecuteContext(ctx)
+			return err == nil || !strings.Contains(err.Error(), "is not connected to this manager")
+		})
+		if err != nil {
+			if strings.Contains(err.Error(), "unknown service legion.v1.Pods") {
+				t.Skip("the daemon does not serve Pods yet: cluster/server and internal/daemon must register it (see the logs report)")
+			}
+			t.Fatalf("legion logs %s: %v", arg, err)
+		}
+		if got, want := out.String(), "hello from the job\nsecond line\n"; got != want {
+			t.Errorf("legion logs %s: stdout %q, want %q", arg, got, want)
+		}
+		if got, want := errOut.String(), "a warning\n"; got != want {
+			t.Errorf("legion logs %s: stderr %q, want %q", arg, got, want)
+		}
+	}
+}
