@@ -32,7 +32,7 @@ type Config struct {
 	// certificate names. Only a manager's certificate may name another
 	// (the node of `legion up` is named after its host).
 	Node string
-	Logs     ReadLog
+	Logs ReadLog
 	// DataDir holds the saved output of finished tasks
 	// (agent.SavedOutputDir).
 	DataDir string
