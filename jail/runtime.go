@@ -120,6 +120,11 @@ type ContainerSpec struct {
 	// ImageEnv is the image's environment; Env (KEY=VALUE) overrides it.
 	ImageEnv []string `json:"imageEnv,omitempty"`
 	Env      []string `json:"env,omitempty"`
+	// EnvFile names a file holding more KEY=VALUE entries (a JSON list),
+	// read each time the process starts and over Env: values that must
+	// stay out of the container's record on disk (secrets), kept by the
+	// caller in memory-backed storage.
+	EnvFile string `json:"envFile,omitempty"`
 	// User is user[:group], by name or number, looked up in the image.
 	User      string    `json:"user,omitempty"`
 	WorkDir   string    `json:"workDir,omitempty"`

@@ -2,6 +2,7 @@ package jail
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -208,7 +209,11 @@ func ProcessFor(spec ContainerSpec, argv []string, extraEnv []string, user, work
 	if err != nil {
 		return ProcSpec{}, classifyStart(err)
 	}
-	env := MergeEnv(spec.ImageEnv, spec.Env, extraEnv)
+	fileEnv, err := readEnvFile(spec.EnvFile)
+	if err != nil {
+		return ProcSpec{}, &StartError{Err: err}
+	}
+	env := MergeEnv(spec.ImageEnv, spec.Env, fileEnv, extraEnv)
 	if _, ok := envValue(env, "PATH"); !ok {
 		env = append(env, "PATH="+DefaultPath)
 	}
@@ -379,3 +384,24 @@ func KillGroup(p Process) { syscall.Kill(-p.Pid(), syscall.SIGKILL) }
 
 // waitTimeout is the longest the start front end waits for the supervisor.
 const waitTimeout = 30 * time.Second
+
+// readEnvFile reads a JSON list of KEY=VALUE entries; no name, no entries.
+func readEnvFile(name string) ([]string, error) {
+	if name == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("environment file: %w", err)
+	}
+	var env []string
+	if err := json.Unmarshal(data, &env); err != nil {
+		return nil, fmt.Errorf("environment file %s: expected a JSON list of KEY=VALUE: %w", name, err)
+	}
+	for _, e := range env {
+		if !strings.Contains(e, "=") {
+			return nil, fmt.Errorf("environment file %s: %q is not KEY=VALUE", name, e)
+		}
+	}
+	return env, nil
+}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -215,5 +217,28 @@ func TestShimMainRefusesBadArguments(t *testing.T) {
 	// exec of a directory without a record fails as the supervisor's own failure.
 	if code := ShimMain([]string{"exec", t.TempDir(), "--", "/bin/true"}); code != ShimExitFailed {
 		t.Errorf("exec without a record = %d, want %d", code, ShimExitFailed)
+	}
+}
+
+func TestProcessForReadsTheEnvFile(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "bin"), 0o755)
+	os.WriteFile(filepath.Join(root, "bin", "app"), []byte("#!/bin/sh\n"), 0o755)
+	envFile := filepath.Join(t.TempDir(), "env.json")
+	os.WriteFile(envFile, []byte(`["TOKEN=s3cret", "MODE=file"]`), 0o600)
+	spec := ContainerSpec{ID: "c", Root: Root{Path: root}, ImageEnv: []string{"MODE=image"}, Env: []string{"MODE=spec", "A=1"}, EnvFile: envFile, User: "0"}
+	ps, err := ProcessFor(spec, []string{"/bin/app"}, nil, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Join(ps.Env, " ")
+	for _, want := range []string{"TOKEN=s3cret", "MODE=file", "A=1"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("env %q lacks %s", env, want)
+		}
+	}
+	os.WriteFile(envFile, []byte(`["broken"]`), 0o600)
+	if _, err := ProcessFor(spec, []string{"/bin/app"}, nil, "", ""); err == nil {
+		t.Error("a bad environment file was accepted")
 	}
 }

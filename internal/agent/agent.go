@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -225,6 +226,22 @@ func (a *Agent) writeFiles(t *legion.Task, values map[string][]byte) (map[string
 		out["volume:"+v.Name] = p
 	}
 	return out, nil
+}
+
+// writeEnvFile keeps a container's environment from Secrets and Configs
+// in the task's private directory, where the runtime reads it at each
+// start, so the values never reach the runtime's records on disk.
+func (a *Agent) writeEnvFile(t *legion.Task, container string, env []string) (string, error) {
+	dir := filepath.Join(a.RunDir, "tasks", t.Metadata.UID, "env")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	data, err := json.Marshal(env)
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, container+".json")
+	return p, os.WriteFile(p, data, 0o600)
 }
 
 // login finds the registry login a task's pull secrets hold for ref.

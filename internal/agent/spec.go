@@ -47,7 +47,9 @@ func pullPolicy(p legion.PullPolicy) image.PullPolicy {
 // containerSpec builds what the runtime makes of one container of a pod:
 // the image's defaults under the pod spec's, values of Secrets and Configs
 // given as environment variables, and their files mounted read-only.
-func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *image.Config, root string, files map[string]string, values map[string][]byte, podEnv []string) (jail.ContainerSpec, error) {
+// The environment taken from Secrets and Configs is returned apart, for
+// the caller to hand over in an environment file that stays in memory.
+func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *image.Config, root string, files map[string]string, values map[string][]byte, podEnv []string) (jail.ContainerSpec, []string, error) {
 	ic := cfg.Config
 	argv := ic.Entrypoint
 	cmd := ic.Cmd
@@ -59,7 +61,7 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 	}
 	argv = append(append([]string(nil), argv...), cmd...)
 	if len(argv) == 0 {
-		return jail.ContainerSpec{}, fmt.Errorf("container %s: %w: the image names no command and the pod gives none", c.Name, jail.ErrPermanent)
+		return jail.ContainerSpec{}, nil, fmt.Errorf("container %s: %w: the image names no command and the pod gives none", c.Name, jail.ErrPermanent)
 	}
 	ns := task.Metadata.Namespace
 	env := append([]string(nil), podEnv...)
@@ -68,25 +70,30 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 		k, v, _ := strings.Cut(kv, "=")
 		known[k] = v
 	}
+	var hidden []string // values of Secrets and Configs: kept off the runtime's records
 	for _, e := range c.Env {
 		v := e.Value
 		switch {
 		case e.Secret != "":
 			val, ok := values[ValueKey(legion.KindSecret, ns, e.Secret)]
 			if !ok {
-				return jail.ContainerSpec{}, fmt.Errorf("container %s: env %s: secret %s/%s not delivered to this node", c.Name, e.Name, ns, e.Secret)
+				return jail.ContainerSpec{}, nil, fmt.Errorf("container %s: env %s: secret %s/%s not delivered to this node", c.Name, e.Name, ns, e.Secret)
 			}
 			v = string(val)
 		case e.Config != "":
 			val, ok := values[ValueKey(legion.KindConfig, ns, e.Config)]
 			if !ok {
-				return jail.ContainerSpec{}, fmt.Errorf("container %s: env %s: config %s/%s not delivered to this node", c.Name, e.Name, ns, e.Config)
+				return jail.ContainerSpec{}, nil, fmt.Errorf("container %s: env %s: config %s/%s not delivered to this node", c.Name, e.Name, ns, e.Config)
 			}
 			v = string(val)
 		default:
 			v = expand(v, known)
 		}
-		env = append(env, e.Name+"="+v)
+		if e.Secret != "" || e.Config != "" {
+			hidden = append(hidden, e.Name+"="+v)
+		} else {
+			env = append(env, e.Name+"="+v)
+		}
 		known[e.Name] = v
 	}
 	for i := range argv {
@@ -121,14 +128,14 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 	if sig != "" {
 		s, ok := signalByName(sig)
 		if !ok {
-			return jail.ContainerSpec{}, fmt.Errorf("container %s: stop signal %q unknown", c.Name, sig)
+			return jail.ContainerSpec{}, nil, fmt.Errorf("container %s: stop signal %q unknown", c.Name, sig)
 		}
 		spec.StopSignal = s
 	}
 	for _, m := range c.VolumeMounts {
 		src, ok := files["volume:"+m.Name]
 		if !ok {
-			return jail.ContainerSpec{}, fmt.Errorf("container %s: volume %s is not ready on this node", c.Name, m.Name)
+			return jail.ContainerSpec{}, nil, fmt.Errorf("container %s: volume %s is not ready on this node", c.Name, m.Name)
 		}
 		spec.Mounts = append(spec.Mounts, jail.Mount{Source: src, Target: m.Path, ReadOnly: m.ReadOnly, Kind: jail.MountNullfs})
 	}
@@ -138,7 +145,7 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 	for _, f := range c.Configs {
 		spec.Mounts = append(spec.Mounts, jail.Mount{Source: files["Config/"+f.Name], Target: f.Target, ReadOnly: true, Kind: jail.MountNullfs})
 	}
-	return spec, nil
+	return spec, hidden, nil
 }
 
 // expand replaces $(NAME) with the value of a variable defined before it

@@ -157,10 +157,15 @@ func (w *worker) prepare(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("container %s: root: %w", c.Name, err)
 		}
-		spec, err := containerSpec(t, w.a.Node, c, configs[c.Image], root, files, w.a.values(),
+		spec, hidden, err := containerSpec(t, w.a.Node, c, configs[c.Image], root, files, w.a.values(),
 			[]string{"LEGION_POD_IP=" + ip, "HOSTNAME=" + hostname(t)})
 		if err != nil {
 			return err
+		}
+		if len(hidden) > 0 {
+			if spec.EnvFile, err = w.a.writeEnvFile(t, c.Name, hidden); err != nil {
+				return err
+			}
 		}
 		if err := w.a.Runtime.Create(ctx, spec); err != nil && !errors.Is(err, jail.ErrExists) {
 			return fmt.Errorf("container %s: %w", c.Name, err)

@@ -3,7 +3,9 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"io"
 	"io/fs"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -345,11 +347,39 @@ spec:
 	if !strings.Contains(string(saved), value) {
 		t.Fatalf("the container did not read the secret file: %q", saved)
 	}
+	// As an environment variable: a service answers its value over HTTP.
+	n.apply(t, `apiVersion: legion/v1
+kind: Service
+metadata: {name: envsvc}
+spec:
+  pod:
+    containers:
+      - name: web
+        image: `+testImage+`
+        pullPolicy: never
+        args: [-listen, "$(LEGION_POD_IP):8080"]
+        env: [{name: TOKEN, secret: token}]
+        ports: [{name: http, containerPort: 8080}]
+        probes:
+          readiness: {http: {path: /ready, port: http}, period: 100ms}
+`)
+	poll(t, "the env service ready", 60*time.Second, func() bool { return readyTasks(n.tasksOf(t, "legion.service", "envsvc")) == 1 })
+	ip := n.tasksOf(t, "legion.service", "envsvc")[0].Status.IP
+	resp, err := http.Get("http://" + ip + ":8080/env/TOKEN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.TrimSpace(string(body)) != value {
+		t.Fatalf("the container's TOKEN is %q, want the secret's value", body)
+	}
 	// The saved output holds what the container printed, which here is
 	// the secret itself; every other file under the data directory must
-	// not hold it.
+	// not hold it, the running container's record included.
 	filepath.WalkDir(n.dataDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasPrefix(p, agent.SavedOutputDir(n.dataDir, "")) || strings.HasSuffix(p, ".db") {
+		// Regular files only: a running container's root holds devices.
+		if err != nil || !d.Type().IsRegular() || strings.HasPrefix(p, agent.SavedOutputDir(n.dataDir, "")) || strings.HasSuffix(p, ".db") {
 			return nil
 		}
 		if data, err := os.ReadFile(p); err == nil && bytes.Contains(data, []byte(value)) {
