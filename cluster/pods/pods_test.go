@@ -312,3 +312,40 @@ func TestManagerAgentServesANamedNode(t *testing.T) {
 		t.Error("the stream is held under the certificate's name, want the node asked for")
 	}
 }
+
+// A manager shutting down ends an open follow with UNAVAILABLE, and the
+// agent's side with it, so a graceful stop is not held up.
+func TestShutdownEndsAFollow(t *testing.T) {
+	m := podstest.Start(t)
+	a := m.StartAgent(t, "n1")
+	task := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")
+	a.Logs.Append(task.Metadata.UID+"-app", rec(1, "stdout", "first"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req := target("", "web.1", "")
+	req.Follow = true
+	st, err := dial(t, m, m.Admin).Logs(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < 1; {
+		f, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(f.Records)
+	}
+	m.Stopping()
+	for {
+		_, err := st.Recv()
+		if err == nil {
+			continue
+		}
+		if s := status.Convert(err); s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "shutting down") {
+			t.Errorf("after shutdown began: %v, want Unavailable saying the manager is shutting down", err)
+		}
+		break
+	}
+	dispatchertest.Poll(t, "the agent's reader closed", 10*time.Second, func() bool { return a.Logs.Readers() == 0 })
+	a.Logs.Wait()
+}

@@ -33,14 +33,19 @@ type Manager struct {
 	Admin     *pki.Credentials
 	AdminFile string
 	stopping  chan struct{}
+	once      *sync.Once
 }
+
+// Stopping says the manager is shutting down, as the server's watch
+// context ending does: open streams end with UNAVAILABLE.
+func (m *Manager) Stopping() { m.once.Do(func() { close(m.stopping) }) }
 
 // Start runs a manager; everything stops at the test's end.
 func Start(t testing.TB) *Manager {
 	t.Helper()
 	ca := dispatchertest.NewCA(t)
 	st := dispatchertest.OpenStore(t)
-	stopping := make(chan struct{})
+	stopping, once := make(chan struct{}), &sync.Once{}
 	svc := pods.New(pods.FromStore(func() *store.Store { return st }), pods.Options{AttachTimeout: 5 * time.Second, Stopping: stopping})
 	mgr, _ := Issue(t, ca, "m1", pki.RoleManager)
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(mgr.ServerConfig())))
@@ -49,7 +54,7 @@ func Start(t testing.TB) *Manager {
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	t.Cleanup(func() {
-		close(stopping)
+		once.Do(func() { close(stopping) })
 		g.GracefulStop()
 		<-served
 	})
@@ -58,7 +63,7 @@ func Start(t testing.TB) *Manager {
 	if err := os.WriteFile(file, bundle, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &Manager{CA: ca, Store: st, Pods: svc, Addr: lis.Addr().String(), Admin: admin, AdminFile: file, stopping: stopping}
+	return &Manager{CA: ca, Store: st, Pods: svc, Addr: lis.Addr().String(), Admin: admin, AdminFile: file, stopping: stopping, once: once}
 }
 
 // Issue makes credentials of the CA for name in role, and their bundle.
