@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -205,7 +206,10 @@ func waitAndShow(ctx context.Context, out io.Writer, n *daemon.Node, objs []legi
 		fmt.Fprintf(out, "service %s/%s: %d of %d tasks ready", ns, name, ready, want)
 		if cur != nil && cur.Status.VIP != "" {
 			vip := cur.Status.VIP
-			local := "127." + strings.SplitN(vip, ".", 2)[1]
+			local := vip
+			if a, err := netip.ParseAddr(vip); err == nil && a.Is4() {
+				local = daemon.LocalAddr(a, n.VIPOctet).String()
+			}
 			for _, p := range s.Spec.Endpoint.Ports {
 				fmt.Fprintf(out, "; VIP %s:%d (here %s:%d)", vip, p.Port, local, p.Port)
 			}

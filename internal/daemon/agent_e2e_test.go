@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// testVIPOctet places these tests' VIPs in 127.211/16.
+const testVIPOctet = 211
+
 const testImage = "localhost/legion-test/server:1"
 
 // buildImage compiles the test server once and loads it into a new image
@@ -188,7 +191,7 @@ func startNode(t testing.TB) *node {
 	beat := func() { n.local.Heartbeat("n1", n.clock.Now()) }
 	beat()
 	n.zone = filepath.Join(n.runDir, "resolver", "zone.json")
-	eps := &Endpoints{Store: st, ZoneFile: n.zone}
+	eps := &Endpoints{Store: st, ZoneFile: n.zone, VIPOctet: testVIPOctet}
 	n.done.Add(4)
 	go func() { defer n.done.Done(); eps.Run(ctx) }()
 	go func() { defer n.done.Done(); RunVIPAllocator(ctx, st, nil) }()
@@ -208,7 +211,9 @@ func startNode(t testing.TB) *node {
 	loop := &controller.Loop{Store: st, Signals: n.local, LeaderSince: time.Now().Add(-time.Hour), Interval: 250 * time.Millisecond, Now: n.clock.Now}
 	go func() { defer n.done.Done(); loop.Run(ctx) }()
 	n.images = images
-	n.net = &LoopbackNetwork{Subnet: netip.MustParsePrefix("127.200.1.0/24")}
+	// Addresses of their own, apart from other packages' tests running
+	// beside these on the same host.
+	n.net = &LoopbackNetwork{Subnet: netip.MustParsePrefix("127.210.1.0/24")}
 	n.startAgent(ctx)
 	t.Cleanup(func() {
 		cancel()

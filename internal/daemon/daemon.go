@@ -76,7 +76,7 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 		}
 		return err
 	}
-	subnet, err := loopbackSubnet(sess.PodCIDR())
+	subnet, err := loopbackSubnet(sess.PodCIDR(), o.PodOctet)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 			RunWhileLeader(ctx, st, time.Second, log, LeaderTasks(st, srv.Dispatcher(), resolveWith(images), log)...)
 			return nil
 		})
-		run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log}).Run)
+		run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log, VIPOctet: o.VIPOctet}).Run)
 		if o.DNSListen != "" {
 			pc, err := net.ListenPacket("udp", o.DNSListen)
 			if err == nil {
@@ -128,17 +128,15 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 }
 
 // loopbackSubnet maps the node's pod /24 into 127/8.
-func loopbackSubnet(podCIDR string) (netip.Prefix, error) {
+func loopbackSubnet(podCIDR string, octet byte) (netip.Prefix, error) {
 	if podCIDR == "" {
-		return netip.MustParsePrefix("127.200.1.0/24"), nil
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, octet, 1, 0}), 24), nil
 	}
 	p, err := netip.ParsePrefix(podCIDR)
 	if err != nil || !p.Addr().Is4() {
 		return netip.Prefix{}, fmt.Errorf("pod subnet %q: expected an IPv4 /24", podCIDR)
 	}
-	b := p.Addr().As4()
-	b[0] = 127
-	return netip.PrefixFrom(netip.AddrFrom4(b), p.Bits()), nil
+	return netip.PrefixFrom(LocalAddr(p.Addr(), octet), p.Bits()), nil
 }
 
 // nodeStatus is what this node reports of itself.

@@ -29,7 +29,7 @@ func TestDaemonRunsWorkloadsThroughTheDispatcher(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	agentDone := make(chan error, 1)
 	go func() {
-		agentDone <- RunAgent(ctx, srv, Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run")}, nil)
+		agentDone <- RunAgent(ctx, srv, Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), PodOctet: 212, VIPOctet: 213, DNSListen: "127.0.0.1:0"}, nil)
 	}()
 	defer func() {
 		cancel()

@@ -27,6 +27,10 @@ type Endpoints struct {
 	Logger   *slog.Logger
 	// PublishHost is where published ports listen (127.0.0.1 by default).
 	PublishHost string
+	// VIPOctet is the second octet VIPs take in 127/8: 10.201.a.b serves
+	// at 127.<VIPOctet>.a.b (201 by default). Nodes sharing a host (tests)
+	// take different ones.
+	VIPOctet byte
 
 	mu      sync.Mutex
 	proxies map[string]*vipProxy // by listen address
@@ -70,6 +74,21 @@ func (e *Endpoints) Run(ctx context.Context) error {
 	return nil
 }
 
+func (e *Endpoints) vipOctet() byte {
+	if e.VIPOctet == 0 {
+		return 201
+	}
+	return e.VIPOctet
+}
+
+// LocalAddr is where a cluster address is served on the loopback network:
+// in 127/8, with the given second octet.
+func LocalAddr(a netip.Addr, second byte) netip.Addr {
+	b := a.As4()
+	b[0], b[1] = 127, second
+	return netip.AddrFrom4(b)
+}
+
 // sync computes the endpoints from the store and applies them.
 func (e *Endpoints) sync(ctx context.Context) (uint64, error) {
 	svcObjs, at, err := e.Store.List(legion.KindService, "", nil)
@@ -102,9 +121,9 @@ func (e *Endpoints) sync(ctx context.Context) (uint64, error) {
 		var vip netip.Addr
 		if s.Status.VIP != "" && !zs.DNSRR {
 			if a, err := netip.ParseAddr(s.Status.VIP); err == nil {
-				if m, err := loopback.Map(a); err == nil {
-					vip = m
-					zs.VIP = m.String()
+				if a.Is4() {
+					vip = LocalAddr(a, e.vipOctet())
+					zs.VIP = vip.String()
 				}
 			}
 		}

@@ -38,6 +38,11 @@ type Options struct {
 	DNSListen string // the node resolver, default 127.0.0.1:5353
 	// Upstreams for names outside the cluster; the host's when nil.
 	Upstreams []string
+	// PodOctet and VIPOctet place pods and VIPs in 127/8: pod
+	// 10.200.n.h is 127.<PodOctet>.n.h, VIP 10.201.a.b is
+	// 127.<VIPOctet>.a.b (200 and 201 by default). Nodes sharing a host
+	// (tests) take different ones.
+	PodOctet, VIPOctet byte
 	// RemovePods removes the node's pods when Run returns (legion up);
 	// otherwise they keep running for the next daemon to adopt.
 	RemovePods bool
@@ -54,6 +59,8 @@ type Node struct {
 	API     string
 	DNS     string
 	Runtime jail.Runtime
+	// VIPOctet places VIPs on this host (LocalAddr).
+	VIPOctet byte
 }
 
 func (o *Options) defaults() error {
@@ -86,6 +93,12 @@ func (o *Options) defaults() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.PodOctet == 0 {
+		o.PodOctet = 200
+	}
+	if o.VIPOctet == 0 {
+		o.VIPOctet = 201
 	}
 	return nil
 }
@@ -223,7 +236,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		RunWhileLeader(ctx, st, time.Second, log, LeaderTasks(st, local, resolveWith(images), log)...)
 		return nil
 	})
-	run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log}).Run)
+	run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log, VIPOctet: o.VIPOctet}).Run)
 	pc, err := net.ListenPacket("udp", o.DNSListen)
 	if err != nil {
 		stop()
@@ -245,11 +258,11 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		return (&resolver.Server{ZoneFile: zone, Upstreams: ups, Logger: log}).Serve(ctx, pc, tl)
 	})
 	a := &agent.Agent{Node: name, Manager: local, Runtime: rt, Images: images,
-		Network: &LoopbackNetwork{Subnet: netip.MustParsePrefix("127.200.1.0/24")},
+		Network: &LoopbackNetwork{Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, o.PodOctet, 1, 0}), 24)},
 		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log}
 	run("agent", a.Run)
 
-	n := &Node{Name: name, Client: cl, Images: images, Store: st, Admin: admin, API: srv.Addr(), DNS: pc.LocalAddr().String(), Runtime: rt}
+	n := &Node{Name: name, Client: cl, Images: images, Store: st, Admin: admin, API: srv.Addr(), DNS: pc.LocalAddr().String(), Runtime: rt, VIPOctet: o.VIPOctet}
 	var result error
 	if ready != nil {
 		if err := ready(n); err != nil {

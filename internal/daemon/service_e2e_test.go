@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strings"
 	"testing"
@@ -61,7 +62,7 @@ func TestServiceBecomesReadyBehindItsVIPAndDNS(t *testing.T) {
 	poll(t, "three ready tasks", 60*time.Second, func() bool { return readyTasks(n.tasksOf(t, "legion.service", "web")) == 3 })
 	poll(t, "a VIP", 10*time.Second, func() bool { return n.service(t, "web").Status.VIP != "" })
 	vip := n.service(t, "web").Status.VIP
-	loopVIP := "127." + strings.SplitN(vip, ".", 2)[1]
+	loopVIP := LocalAddr(netip.MustParseAddr(vip), testVIPOctet).String()
 
 	// DNS from the zone the endpoints wrote.
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")

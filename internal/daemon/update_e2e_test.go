@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,7 +88,7 @@ func (n *node) vipAddr(t *testing.T, svc string) string {
 	t.Helper()
 	poll(t, "a VIP", 10*time.Second, func() bool { return n.service(t, svc).Status.VIP != "" })
 	vip := n.service(t, svc).Status.VIP
-	return net.JoinHostPort("127."+strings.SplitN(vip, ".", 2)[1], "80")
+	return net.JoinHostPort(LocalAddr(netip.MustParseAddr(vip), testVIPOctet).String(), "80")
 }
 
 func runningWith(n *node, t *testing.T, svc, name string) int {
@@ -159,6 +160,15 @@ func failingUpdateRollsBack(t *testing.T, restart string) {
 	n.apply(t, rollingWith("stop-first", "v1", "", "10s", restart))
 	poll(t, "three v1 tasks ready", 60*time.Second, func() bool { return runningWith(n, t, "roll", "v1") == 3 })
 	n.apply(t, rollingWith("stop-first", "broken", `, -exit, "1"`, "10s", restart))
+	defer func() {
+		if t.Failed() {
+			s := n.service(t, "roll")
+			t.Logf("spec env %s update %+v", s.Spec.Pod.Containers[0].Env[0].Value, s.Status.Update)
+			for _, task := range n.tasksOf(t, "legion.service", "roll") {
+				t.Logf("task %s desired=%s %s ready=%v restarts=%d msg=%q env=%s", task.Metadata.Name, task.Spec.DesiredState, task.Status.State, task.Status.Ready, task.Status.Restarts, task.Status.Message, task.Spec.Pod.Containers[0].Env[0].Value)
+			}
+		}
+	}()
 	poll(t, "the update rolled back", 90*time.Second, func() bool {
 		s := n.service(t, "roll")
 		return s.Status.Update != nil && s.Status.Update.State == legion.UpdateRolledBack &&
