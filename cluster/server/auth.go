@@ -65,7 +65,7 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 		}
 		return ctx, nil
 	}
-	if strings.HasPrefix(method, "/legion.v1.Dispatcher/") {
+	if strings.HasPrefix(method, "/legion.v1.Dispatcher/") || strings.HasPrefix(method, "/legion.v1.Sessions/") {
 		// Agents of every node; the service acts only for the node the
 		// certificate names. Unavailable (not a refusal) off a manager,
 		// so agents go on to the next one.

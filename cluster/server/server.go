@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/pods"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
@@ -153,6 +154,7 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember, stopping: s.watchCtx.Done()})
 	s.disp = dispatcher.New(s, dispatcher.Options{Logger: s.log})
 	s.disp.RegisterOn(s.grpc)
+	pods.New(pods.FromStore(s.Store), pods.Options{Logger: s.log, Stopping: s.watchCtx.Done()}).RegisterOn(s.grpc)
 	return s, nil
 }
 

@@ -71,9 +71,6 @@ spec:
 			return err == nil || !strings.Contains(err.Error(), "is not connected to this manager")
 		})
 		if err != nil {
-			if strings.Contains(err.Error(), "unknown service legion.v1.Pods") {
-				t.Skip("the daemon does not serve Pods yet: cluster/server and internal/daemon must register it (see the logs report)")
-			}
 			t.Fatalf("legion logs %s: %v", arg, err)
 		}
 		if got, want := out.String(), "hello from the job\nsecond line\n"; got != want {

@@ -30,17 +30,8 @@ func logRec(sec int, stream, text string, partial bool) jail.LogRecord {
 	return jail.LogRecord{Time: logsT0.Add(time.Duration(sec) * time.Second), Stream: stream, Text: text, Partial: partial}
 }
 
-// logsRoot is the CLI with legion logs, whether or not root.go adds it yet.
-func logsRoot() *cobra.Command {
-	root := newRootCommand()
-	for _, c := range root.Commands() {
-		if c.Name() == "logs" {
-			return root
-		}
-	}
-	root.AddCommand(newLogsCommand())
-	return root
-}
+// logsRoot is the CLI, which has legion logs.
+func logsRoot() *cobra.Command { return newRootCommand() }
 
 // runLogs runs legion logs against m with separate stdout and stderr.
 func runLogs(ctx context.Context, m *podstest.Manager, stdout, stderr *syncBuffer, args ...string) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/session"
+	"github.com/legionbsd/legion/internal/agent/sessions"
 	"github.com/legionbsd/legion/jail/process"
 	"github.com/legionbsd/legion/netbsd/resolver"
 )
@@ -119,6 +120,11 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	} else {
 		log.Warn("a worker's node does not serve VIPs or cluster DNS yet (the endpoints stream is not built)")
 	}
+	sc, err := sessions.New(sessions.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, DataDir: o.DataDir, Logger: log})
+	if err != nil {
+		return err
+	}
+	run("sessions", sc.Run)
 	a := &agent.Agent{Node: srv.NodeID(), Manager: sess, Runtime: rt, Images: images,
 		Network: &LoopbackNetwork{Subnet: subnet}, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log}
 	run("agent", a.Run)

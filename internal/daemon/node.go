@@ -22,6 +22,7 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/agent/sessions"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/process"
 	"github.com/legionbsd/legion/netbsd/resolver"
@@ -261,6 +262,14 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		Network: &LoopbackNetwork{Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, o.PodOctet, 1, 0}), 24)},
 		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log}
 	run("agent", a.Run)
+	sc, err := sessions.New(sessions.Config{Managers: func() []string { return []string{srv.Addr()} }, TLS: srv.Credentials().ClientConfig(),
+		Node: name, Logs: rt.Logs, DataDir: o.DataDir, Logger: log})
+	if err != nil {
+		stop()
+		wg.Wait()
+		return err
+	}
+	run("sessions", sc.Run)
 
 	n := &Node{Name: name, Client: cl, Images: images, Store: st, Admin: admin, API: srv.Addr(), DNS: pc.LocalAddr().String(), Runtime: rt, VIPOctet: o.VIPOctet}
 	var result error
