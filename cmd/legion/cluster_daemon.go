@@ -39,7 +39,7 @@ func newDaemonCommand() *cobra.Command {
 				agentDone <- nil
 			} else {
 				go func() {
-					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log}, managers)
+					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log, ResolverProcess: true}, managers)
 				}()
 			}
 			select {

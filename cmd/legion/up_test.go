@@ -21,6 +21,15 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "process-shim" {
 		os.Exit(process.ShimMain(os.Args[2:]))
 	}
+	// legion up starts `legion node-resolver` from its own binary.
+	if len(os.Args) > 1 && os.Args[1] == "node-resolver" {
+		root := newRootCommand()
+		root.SetArgs(os.Args[1:])
+		if err := root.Execute(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 

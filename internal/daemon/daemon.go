@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -102,18 +101,7 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 		})
 		run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log, VIPOctet: o.VIPOctet}).Run)
 		if o.DNSListen != "" {
-			pc, err := net.ListenPacket("udp", o.DNSListen)
-			if err == nil {
-				if tl, err := net.Listen("tcp", o.DNSListen); err == nil {
-					ups, _ := resolver.HostUpstreams("/etc/resolv.conf", o.DNSListen)
-					run("node resolver", func(ctx context.Context) error {
-						return (&resolver.Server{ZoneFile: zone, Upstreams: ups, Logger: log}).Serve(ctx, pc, tl)
-					})
-				} else {
-					pc.Close()
-					log.Warn("node resolver not started", "err", err)
-				}
-			} else {
+			if _, err := serveResolver(ctx, o, exe, zone, run, log); err != nil {
 				log.Warn("node resolver not started", "err", err)
 			}
 		}

@@ -44,6 +44,10 @@ type Options struct {
 	// 127.<VIPOctet>.a.b (200 and 201 by default). Nodes sharing a host
 	// (tests) take different ones.
 	PodOctet, VIPOctet byte
+	// ResolverProcess runs the node resolver as a process of its own
+	// (`legion node-resolver`, which outlives daemon restarts) rather than
+	// in this one; the binary must be legion.
+	ResolverProcess bool
 	// RemovePods removes the node's pods when Run returns (legion up);
 	// otherwise they keep running for the next daemon to adopt.
 	RemovePods bool
@@ -238,26 +242,12 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		return nil
 	})
 	run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log, VIPOctet: o.VIPOctet}).Run)
-	pc, err := net.ListenPacket("udp", o.DNSListen)
+	dnsAddr, err := serveResolver(runCtx, o, exe, zone, run, log)
 	if err != nil {
 		stop()
 		wg.Wait()
-		return fmt.Errorf("node resolver: %w", err)
+		return err
 	}
-	tl, err := net.Listen("tcp", o.DNSListen)
-	if err != nil {
-		pc.Close()
-		stop()
-		wg.Wait()
-		return fmt.Errorf("node resolver: %w", err)
-	}
-	ups := o.Upstreams
-	if ups == nil {
-		ups, _ = resolver.HostUpstreams("/etc/resolv.conf", o.DNSListen)
-	}
-	run("node resolver", func(ctx context.Context) error {
-		return (&resolver.Server{ZoneFile: zone, Upstreams: ups, Logger: log}).Serve(ctx, pc, tl)
-	})
 	a := &agent.Agent{Node: name, Manager: local, Runtime: rt, Images: images,
 		Network: &LoopbackNetwork{Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, o.PodOctet, 1, 0}), 24)},
 		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log}
@@ -271,7 +261,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	}
 	run("sessions", sc.Run)
 
-	n := &Node{Name: name, Client: cl, Images: images, Store: st, Admin: admin, API: srv.Addr(), DNS: pc.LocalAddr().String(), Runtime: rt, VIPOctet: o.VIPOctet}
+	n := &Node{Name: name, Client: cl, Images: images, Store: st, Admin: admin, API: srv.Addr(), DNS: dnsAddr, Runtime: rt, VIPOctet: o.VIPOctet}
 	var result error
 	if ready != nil {
 		if err := ready(n); err != nil {
@@ -284,6 +274,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	wg.Wait()
 	if o.RemovePods {
 		removePods(context.Background(), rt, name, log)
+		os.RemoveAll(o.RunDir) // the zone with it, and so the resolver stops
 	}
 	rt.Wait()
 	return result
@@ -385,4 +376,29 @@ func resolveWith(images *image.Images) controller.ResolveFunc {
 		}
 		return images.Resolve(ctx, ref, login)
 	}
+}
+
+// serveResolver starts the node resolver, as its own process or in this
+// one, and returns the address it answers at.
+func serveResolver(ctx context.Context, o Options, exe, zone string, run func(string, func(context.Context) error), log *slog.Logger) (string, error) {
+	if o.ResolverProcess {
+		return startResolverProcess(ctx, exe, o.DNSListen, zone, log)
+	}
+	pc, err := net.ListenPacket("udp", o.DNSListen)
+	if err != nil {
+		return "", fmt.Errorf("node resolver: %w", err)
+	}
+	tl, err := net.Listen("tcp", pc.LocalAddr().String())
+	if err != nil {
+		pc.Close()
+		return "", fmt.Errorf("node resolver: %w", err)
+	}
+	ups := o.Upstreams
+	if ups == nil {
+		ups, _ = resolver.HostUpstreams("/etc/resolv.conf", o.DNSListen)
+	}
+	run("node resolver", func(ctx context.Context) error {
+		return (&resolver.Server{ZoneFile: zone, Upstreams: ups, Logger: log}).Serve(ctx, pc, tl)
+	})
+	return pc.LocalAddr().String(), nil
 }
