@@ -2,11 +2,13 @@ package dispatcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sort"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/endpoints"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -61,7 +63,7 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 func (s *Service) waitChange(ctx context.Context, st *store.Store, at uint64) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.check)
-		err := st.WaitChange(wctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig)
+		err := st.WaitChange(wctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return err
@@ -100,8 +102,37 @@ func assignments(st *store.Store, node string) (*legionpb.AssignmentSet, error) 
 	if err != nil {
 		return nil, err
 	}
+	eps, err := ComputeEndpoints(st)
+	if err != nil {
+		return nil, err
+	}
+	if set.Endpoints, err = json.Marshal(eps); err != nil {
+		return nil, status.Errorf(codes.Internal, "endpoints: %v", err)
+	}
 	set.Version = at
 	return set, nil
+}
+
+// ComputeEndpoints reads every service and its ready tasks from the
+// replica: what every node serves (VIPs, published ports, DNS).
+func ComputeEndpoints(st *store.Store) ([]endpoints.Service, error) {
+	svcObjs, _, err := st.List(legion.KindService, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	taskObjs, _, err := st.List(legion.KindTask, "", func(o legion.Object) bool { return endpoints.Ready(o.(*legion.Task)) })
+	if err != nil {
+		return nil, err
+	}
+	svcs := make([]*legion.Service, len(svcObjs))
+	for i, o := range svcObjs {
+		svcs[i] = o.(*legion.Service)
+	}
+	tasks := make([]*legion.Task, len(taskObjs))
+	for i, o := range taskObjs {
+		tasks[i] = o.(*legion.Task)
+	}
+	return endpoints.Compute(svcs, tasks), nil
 }
 
 // buildSet encodes tasks (in name order) and the values they use, as

@@ -15,6 +15,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/internal/endpoints"
 	"github.com/legionbsd/legion/jail"
 )
 
@@ -46,6 +47,9 @@ type Agent struct {
 	RunDir string
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Endpoints, when set, is given every service's endpoints each time
+	// the assignments arrive (the node's load balancing and DNS).
+	Endpoints func(ctx context.Context, services []endpoints.Service)
 
 	log     *slog.Logger
 	mu      sync.Mutex
@@ -105,6 +109,9 @@ func (a *Agent) Run(ctx context.Context) error {
 				return nil
 			}
 			a.reconcile(ctx, as, pods)
+			if a.Endpoints != nil {
+				a.Endpoints(ctx, as.Endpoints)
+			}
 			pods = nil // adoption happens once, against the first assignments
 		case ev, ok := <-events:
 			if !ok {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/internal/endpoints"
 )
 
 // Labels every container of a task carries.
@@ -24,6 +25,9 @@ type Assignments struct {
 	// Values are the Secrets and Configs the node's tasks use, keyed by
 	// ValueKey.
 	Values map[string][]byte
+	// Endpoints are every service's ready tasks, for the node's load
+	// balancing and DNS.
+	Endpoints []endpoints.Service
 }
 
 // ValueKey names a Secret's or Config's value in Assignments.Values.

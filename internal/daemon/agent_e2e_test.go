@@ -85,6 +85,7 @@ type node struct {
 	done    sync.WaitGroup
 	rt      *process.Runtime
 	zone    string
+	eps     *Endpoints
 	images  *image.Images
 	net     *LoopbackNetwork
 
@@ -99,7 +100,7 @@ func (n *node) startAgent(ctx context.Context) {
 	actx, cancel := context.WithCancel(ctx)
 	n.agentCancel, n.agentDone = cancel, make(chan struct{})
 	a := &agent.Agent{Node: "n1", Manager: n.local, Runtime: n.rt, Images: n.images, Network: n.net,
-		DataDir: n.dataDir, RunDir: n.runDir}
+		DataDir: n.dataDir, RunDir: n.runDir, Endpoints: n.eps.Apply}
 	go func() { defer close(n.agentDone); a.Run(actx) }()
 }
 
@@ -191,9 +192,8 @@ func startNode(t testing.TB) *node {
 	beat := func() { n.local.Heartbeat("n1", n.clock.Now()) }
 	beat()
 	n.zone = filepath.Join(n.runDir, "resolver", "zone.json")
-	eps := &Endpoints{Store: st, ZoneFile: n.zone, VIPOctet: testVIPOctet}
-	n.done.Add(4)
-	go func() { defer n.done.Done(); eps.Run(ctx) }()
+	n.eps = &Endpoints{ZoneFile: n.zone, VIPOctet: testVIPOctet}
+	n.done.Add(3)
 	go func() { defer n.done.Done(); RunVIPAllocator(ctx, st, nil) }()
 	go func() {
 		defer n.done.Done()
@@ -219,6 +219,7 @@ func startNode(t testing.TB) *node {
 		cancel()
 		n.stopAgent()
 		n.done.Wait()
+		n.eps.Close()
 		// Pods outlive the agent by design: remove what is left.
 		if cs, err := rt.List(context.Background(), nil); err == nil {
 			for _, c := range cs {

@@ -90,23 +90,22 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 			}
 		}()
 	}
+	zone := filepath.Join(o.RunDir, "resolver", "zone.json")
+	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
+		return err
+	}
+	eps := &Endpoints{ZoneFile: zone, Logger: log, VIPOctet: o.VIPOctet}
+	defer eps.Close()
 	if st != nil {
-		zone := filepath.Join(o.RunDir, "resolver", "zone.json")
-		if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
-			return err
-		}
 		run("leader", func(ctx context.Context) error {
 			RunWhileLeader(ctx, st, time.Second, log, LeaderTasks(st, srv.Dispatcher(), resolveWith(images), log)...)
 			return nil
 		})
-		run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log, VIPOctet: o.VIPOctet}).Run)
-		if o.DNSListen != "" {
-			if _, err := serveResolver(ctx, o, exe, zone, run, log); err != nil {
-				log.Warn("node resolver not started", "err", err)
-			}
+	}
+	if o.DNSListen != "" {
+		if _, err := serveResolver(ctx, o, exe, zone, run, log); err != nil {
+			log.Warn("node resolver not started", "err", err)
 		}
-	} else {
-		log.Warn("a worker's node does not serve VIPs or cluster DNS yet (the endpoints stream is not built)")
 	}
 	sc, err := sessions.New(sessions.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, DataDir: o.DataDir, Logger: log})
 	if err != nil {
@@ -114,7 +113,7 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	}
 	run("sessions", sc.Run)
 	a := &agent.Agent{Node: srv.NodeID(), Manager: sess, Runtime: rt, Images: images,
-		Network: &LoopbackNetwork{Subnet: subnet}, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log}
+		Network: &LoopbackNetwork{Subnet: subnet}, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: eps.Apply}
 	run("agent", a.Run)
 	wg.Wait()
 	rt.Wait()

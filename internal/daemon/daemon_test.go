@@ -2,7 +2,13 @@ package daemon
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +16,7 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/jail/process"
 )
 
 // legion daemon on a manager: after init, its agent registers through the
@@ -38,6 +45,16 @@ func TestDaemonRunsWorkloadsThroughTheDispatcher(t *testing.T) {
 		}
 		srv.Stop()
 		<-served
+		// A daemon leaves its pods running for the next one: remove them.
+		rt, err := process.New(process.Config{DataDir: filepath.Join(dir, "data"), Shim: os.Args[0]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, _ := rt.List(context.Background(), nil)
+		for _, c := range cs {
+			rt.Remove(context.Background(), c.ID)
+		}
+		rt.Wait()
 	}()
 	bare, err := client.New(client.Options{Server: srv.Addr(), Retry: -1})
 	if err != nil {
@@ -90,5 +107,33 @@ spec:
 			t.Fatalf("the job failed: %s", st.Message)
 		}
 		return st.State == legion.JobComplete
+	})
+	// A service's endpoints reach the node with its assignments: its VIP
+	// answers on this node's loopback slice.
+	objs, err = legion.ParseManifest("t", []byte(webService))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Apply(context.Background(), objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var vip string
+	poll(t, "the service's VIP", 60*time.Second, func() bool {
+		o, err := cl.Get(context.Background(), legion.KindService, "default", "web")
+		if err != nil {
+			return false
+		}
+		vip = o.(*legion.Service).Status.VIP
+		return vip != ""
+	})
+	local := LocalAddr(netip.MustParseAddr(vip), 213).String()
+	poll(t, "an answer through the VIP", 60*time.Second, func() bool {
+		resp, err := http.Get("http://" + net.JoinHostPort(local, "80") + "/")
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return strings.HasPrefix(string(body), "web-")
 	})
 }

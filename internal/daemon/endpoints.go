@@ -7,22 +7,22 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"sort"
 	"strconv"
 	"sync"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/endpoints"
 	"github.com/legionbsd/legion/netbsd"
 	"github.com/legionbsd/legion/netbsd/loopback"
 	"github.com/legionbsd/legion/netbsd/resolver"
 )
 
-// Endpoints keeps the loopback network's service side in step with the
-// store: a VIP proxy per service port (and per published port, on
-// 127.0.0.1), balancing over the ready tasks, and the resolver's zone.
+// Endpoints serves the cluster's services on the loopback network: a VIP
+// proxy per service port (and per published port, on 127.0.0.1),
+// balancing over the ready tasks, and the resolver's zone. The agent
+// hands it every service's endpoints as they arrive with its assignments.
 type Endpoints struct {
-	Store    *store.Store
 	ZoneFile string
 	Logger   *slog.Logger
 	// PublishHost is where published ports listen (127.0.0.1 by default).
@@ -42,38 +42,6 @@ type vipProxy struct {
 	cancel context.CancelFunc
 }
 
-// Run follows the store until ctx ends, then stops every proxy.
-func (e *Endpoints) Run(ctx context.Context) error {
-	if e.Logger == nil {
-		e.Logger = slog.New(slog.DiscardHandler)
-	}
-	if e.PublishHost == "" {
-		e.PublishHost = "127.0.0.1"
-	}
-	e.proxies = map[string]*vipProxy{}
-	defer func() {
-		e.mu.Lock()
-		for _, vp := range e.proxies {
-			vp.cancel()
-		}
-		e.mu.Unlock()
-		e.wg.Wait()
-	}()
-	for ctx.Err() == nil {
-		at, err := e.sync(ctx)
-		if err != nil {
-			return err
-		}
-		if err := e.Store.WaitChange(ctx, at, legion.KindTask, legion.KindService); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-	}
-	return nil
-}
-
 func (e *Endpoints) vipOctet() byte {
 	if e.VIPOctet == 0 {
 		return 201
@@ -89,63 +57,36 @@ func LocalAddr(a netip.Addr, second byte) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// sync computes the endpoints from the store and applies them.
-func (e *Endpoints) sync(ctx context.Context) (uint64, error) {
-	svcObjs, at, err := e.Store.List(legion.KindService, "", nil)
-	if err != nil {
-		return 0, err
+// Apply serves the given endpoints: proxies follow (open connections keep
+// their backend), the zone file is rewritten. The proxies live until
+// Close or ctx ends.
+func (e *Endpoints) Apply(ctx context.Context, services []endpoints.Service) {
+	if e.Logger == nil {
+		e.Logger = slog.New(slog.DiscardHandler)
 	}
-	taskObjs, _, err := e.Store.List(legion.KindTask, "", nil)
-	if err != nil {
-		return 0, err
-	}
-	ready := map[string][]*legion.Task{} // namespace/service -> ready tasks
-	for _, o := range taskObjs {
-		t := o.(*legion.Task)
-		if t.Spec.Owner.Kind != legion.KindService || t.Spec.DesiredState != legion.TaskRunning ||
-			t.Status.State != legion.TaskRunning || !t.Status.Ready || t.Status.IP == "" {
-			continue
-		}
-		k := t.Metadata.Namespace + "/" + t.Spec.Owner.Name
-		ready[k] = append(ready[k], t)
+	if e.PublishHost == "" {
+		e.PublishHost = "127.0.0.1"
 	}
 	var zone []resolver.Service
 	want := map[string][]string{} // listen address -> backends
-	for _, o := range svcObjs {
-		s := o.(*legion.Service)
-		key := s.Metadata.Namespace + "/" + s.Metadata.Name
-		tasks := ready[key]
-		sort.Slice(tasks, func(i, j int) bool { return tasks[i].Metadata.Name < tasks[j].Metadata.Name })
-		zs := resolver.Service{Namespace: s.Metadata.Namespace, Name: s.Metadata.Name,
-			DNSRR: s.Spec.Endpoint.Mode == legion.EndpointDNSRR, Stateful: s.Spec.Mode == legion.ModeStateful}
+	for _, s := range services {
+		zs := resolver.Service{Namespace: s.Namespace, Name: s.Name, DNSRR: s.DNSRR, Stateful: s.Stateful}
 		var vip netip.Addr
-		if s.Status.VIP != "" && !zs.DNSRR {
-			if a, err := netip.ParseAddr(s.Status.VIP); err == nil {
-				if a.Is4() {
-					vip = LocalAddr(a, e.vipOctet())
-					zs.VIP = vip.String()
-				}
-			}
+		if a, err := netip.ParseAddr(s.VIP); err == nil && a.Is4() && !s.DNSRR {
+			vip = LocalAddr(a, e.vipOctet())
+			zs.VIP = vip.String()
 		}
-		for _, t := range tasks {
-			zs.Tasks = append(zs.Tasks, resolver.Task{IP: t.Status.IP, Ready: true, Ordinal: t.Spec.Slot})
+		for _, t := range s.Tasks {
+			zs.Tasks = append(zs.Tasks, resolver.Task{IP: t.IP, Ready: true, Ordinal: t.Slot})
 		}
 		zone = append(zone, zs)
-		for _, p := range s.Spec.Endpoint.Ports {
+		for _, p := range s.Ports {
 			if p.Protocol != legion.TCP {
 				continue
 			}
-			target := p.TargetPort.Number
-			if p.TargetPort.Name != "" {
-				cp, ok := s.Spec.Pod.FindPort(p.TargetPort)
-				if !ok {
-					continue
-				}
-				target = cp.ContainerPort
-			}
 			var backends []string
-			for _, t := range tasks {
-				backends = append(backends, net.JoinHostPort(t.Status.IP, strconv.Itoa(target)))
+			for _, t := range s.Tasks {
+				backends = append(backends, net.JoinHostPort(t.IP, strconv.Itoa(p.TargetPort)))
 			}
 			if vip.IsValid() {
 				want[net.JoinHostPort(vip.String(), strconv.Itoa(p.Port))] = backends
@@ -160,13 +101,11 @@ func (e *Endpoints) sync(ctx context.Context) (uint64, error) {
 			e.Logger.Warn("writing the resolver's zone", "err", err)
 		}
 	}
-	e.apply(ctx, want)
-	return at, nil
-}
-
-func (e *Endpoints) apply(ctx context.Context, want map[string][]string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.proxies == nil {
+		e.proxies = map[string]*vipProxy{}
+	}
 	for addr, vp := range e.proxies {
 		if _, ok := want[addr]; !ok {
 			vp.cancel()
@@ -189,6 +128,17 @@ func (e *Endpoints) apply(ctx context.Context, want map[string][]string) {
 		}
 		vp.p.SetBackends(backends)
 	}
+}
+
+// Close stops every proxy and waits for them.
+func (e *Endpoints) Close() {
+	e.mu.Lock()
+	for addr, vp := range e.proxies {
+		vp.cancel()
+		delete(e.proxies, addr)
+	}
+	e.mu.Unlock()
+	e.wg.Wait()
 }
 
 // AllocateVIPs gives every VIP-mode service without one the lowest free

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/scheduler"
@@ -74,7 +75,7 @@ func (l *Local) Assignments(ctx context.Context) (<-chan agent.Assignments, erro
 			case <-ctx.Done():
 				return
 			}
-			if err := l.Store.WaitChange(ctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig); err != nil {
+			if err := l.Store.WaitChange(ctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService); err != nil {
 				return
 			}
 		}
@@ -107,6 +108,11 @@ func (l *Local) assignments() (agent.Assignments, uint64, error) {
 		}
 	}
 	sort.Slice(as.Tasks, func(i, j int) bool { return as.Tasks[i].Metadata.Name < as.Tasks[j].Metadata.Name })
+	eps, err := dispatcher.ComputeEndpoints(l.Store)
+	if err != nil {
+		return agent.Assignments{}, 0, err
+	}
+	as.Endpoints = eps
 	return as, at, nil
 }
 

@@ -241,7 +241,8 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		RunWhileLeader(ctx, st, time.Second, log, LeaderTasks(st, local, resolveWith(images), log)...)
 		return nil
 	})
-	run("endpoints", (&Endpoints{Store: st, ZoneFile: zone, Logger: log, VIPOctet: o.VIPOctet}).Run)
+	eps := &Endpoints{ZoneFile: zone, Logger: log, VIPOctet: o.VIPOctet}
+	defer eps.Close()
 	dnsAddr, err := serveResolver(runCtx, o, exe, zone, run, log)
 	if err != nil {
 		stop()
@@ -250,7 +251,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	}
 	a := &agent.Agent{Node: name, Manager: local, Runtime: rt, Images: images,
 		Network: &LoopbackNetwork{Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, o.PodOctet, 1, 0}), 24)},
-		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log}
+		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: eps.Apply}
 	run("agent", a.Run)
 	sc, err := sessions.New(sessions.Config{Managers: func() []string { return []string{srv.Addr()} }, TLS: srv.Credentials().ClientConfig(),
 		Node: name, Logs: rt.Logs, DataDir: o.DataDir, Logger: log})

@@ -363,10 +363,13 @@ func (x *AssignmentsRequest) GetNode() string {
 // AssignmentSet is everything the node must run, as a whole: each message
 // replaces the one before.
 type AssignmentSet struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tasks         [][]byte               `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`                                                                             // JSON of legion.Task
-	Values        map[string][]byte      `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // Secret and Config values by agent.ValueKey
-	Version       uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`                                                                        // the store version the set was read at
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Tasks   [][]byte               `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`                                                                             // JSON of legion.Task
+	Values  map[string][]byte      `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // Secret and Config values by agent.ValueKey
+	Version uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`                                                                        // the store version the set was read at
+	// JSON of every service's endpoints (a list of endpoints.Service), for
+	// the node's load balancing and DNS.
+	Endpoints     []byte `protobuf:"bytes,4,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -420,6 +423,13 @@ func (x *AssignmentSet) GetVersion() uint64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *AssignmentSet) GetEndpoints() []byte {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
 }
 
 type ReportRequest struct {
@@ -597,11 +607,12 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
 	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"(\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"\xb8\x01\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xd6\x01\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\x04R\aversion\x1a9\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x1c\n" +
+	"\tendpoints\x18\x04 \x01(\fR\tendpoints\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -104,6 +105,11 @@ func decode(set *legionpb.AssignmentSet) (agent.Assignments, error) {
 	}
 	for k, v := range set.GetValues() {
 		as.Values[k] = v
+	}
+	if raw := set.GetEndpoints(); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &as.Endpoints); err != nil {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: endpoints: %w", set.GetVersion(), err)
+		}
 	}
 	return as, nil
 }
