@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -35,13 +34,8 @@ daemon restarts, and stops by itself once its zone file is removed.`,
 				}
 				upstreams = ups
 			}
-			pc, err := net.ListenPacket("udp", listen)
+			pc, l, err := resolver.Listen(listen)
 			if err != nil {
-				return fmt.Errorf("node-resolver: %w", err)
-			}
-			l, err := net.Listen("tcp", listen)
-			if err != nil {
-				pc.Close()
 				return fmt.Errorf("node-resolver: %w", err)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

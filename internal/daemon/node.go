@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -385,13 +384,8 @@ func serveResolver(ctx context.Context, o Options, exe, zone string, run func(st
 	if o.ResolverProcess {
 		return startResolverProcess(ctx, exe, o.DNSListen, zone, log)
 	}
-	pc, err := net.ListenPacket("udp", o.DNSListen)
+	pc, tl, err := resolver.Listen(o.DNSListen)
 	if err != nil {
-		return "", fmt.Errorf("node resolver: %w", err)
-	}
-	tl, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
 		return "", fmt.Errorf("node resolver: %w", err)
 	}
 	ups := o.Upstreams

@@ -41,12 +41,13 @@ func startResolverProcess(ctx context.Context, exe, listen, zone string, log *sl
 	}
 	if port == "0" {
 		// A process of its own needs a port chosen beforehand.
-		pc, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
+		pc, l, err := resolver.Listen(net.JoinHostPort(host, "0"))
 		if err != nil {
 			return "", fmt.Errorf("node resolver: %w", err)
 		}
 		listen = pc.LocalAddr().String()
 		pc.Close()
+		l.Close()
 	} else if answers(listen) {
 		log.Info("node resolver already serving", "listen", listen)
 		return listen, nil

@@ -65,11 +65,7 @@ func TestServiceBecomesReadyBehindItsVIPAndDNS(t *testing.T) {
 	loopVIP := LocalAddr(netip.MustParseAddr(vip), testVIPOctet).String()
 
 	// DNS from the zone the endpoints wrote.
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
+	pc, l, err := resolver.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,11 +68,7 @@ func BenchmarkResolver(b *testing.B) {
 	if err := WriteZone(zf, BuildZone(benchServices(), nil)); err != nil {
 		b.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
+	pc, l, err := Listen("127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}

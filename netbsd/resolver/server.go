@@ -276,3 +276,27 @@ func HostUpstreams(resolvConf string, self string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Listen opens the UDP and TCP sockets of one address. For port 0 it
+// picks a port free for both, trying again when the TCP port of the
+// number UDP got is taken.
+func Listen(addr string) (net.PacketConn, net.Listener, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, l, nil
+		}
+		pc.Close()
+		if port != "0" || attempt == 20 {
+			return nil, nil, err
+		}
+	}
+}

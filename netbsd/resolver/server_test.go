@@ -82,13 +82,8 @@ func start(t *testing.T, zone Zone, upstreams ...string) *running {
 	if err := WriteZone(zf, zone); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	pc, l, err := Listen("127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		pc.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
