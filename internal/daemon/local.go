@@ -94,16 +94,16 @@ func (l *Local) assignments() (agent.Assignments, uint64, error) {
 	for _, o := range objs {
 		t := o.(*legion.Task)
 		as.Tasks = append(as.Tasks, t)
-		for _, ref := range valueRefs(t) {
-			v, _, err := l.Store.Get(ref.kind, t.Metadata.Namespace, ref.name)
+		for _, ref := range dispatcher.ValueRefs(t) {
+			v, _, err := l.Store.Get(ref.Kind, t.Metadata.Namespace, ref.Name)
 			if err != nil {
 				continue // the admission checked it; a deleted one fails the task's start
 			}
 			switch v := v.(type) {
 			case *legion.Secret:
-				as.Values[agent.ValueKey(ref.kind, t.Metadata.Namespace, ref.name)] = v.Spec.Data
+				as.Values[agent.ValueKey(ref.Kind, t.Metadata.Namespace, ref.Name)] = v.Spec.Data
 			case *legion.Config:
-				as.Values[agent.ValueKey(ref.kind, t.Metadata.Namespace, ref.name)] = v.Spec.Data
+				as.Values[agent.ValueKey(ref.Kind, t.Metadata.Namespace, ref.Name)] = v.Spec.Data
 			}
 		}
 	}
@@ -114,36 +114,6 @@ func (l *Local) assignments() (agent.Assignments, uint64, error) {
 	}
 	as.Endpoints = eps
 	return as, at, nil
-}
-
-type valueRef struct {
-	kind legion.Kind
-	name string
-}
-
-// valueRefs lists the Secrets and Configs a task's pod uses.
-func valueRefs(t *legion.Task) []valueRef {
-	var out []valueRef
-	for _, c := range t.Spec.Pod.AllContainers() {
-		for _, e := range c.Env {
-			if e.Secret != "" {
-				out = append(out, valueRef{legion.KindSecret, e.Secret})
-			}
-			if e.Config != "" {
-				out = append(out, valueRef{legion.KindConfig, e.Config})
-			}
-		}
-		for _, f := range c.Secrets {
-			out = append(out, valueRef{legion.KindSecret, f.Name})
-		}
-		for _, f := range c.Configs {
-			out = append(out, valueRef{legion.KindConfig, f.Name})
-		}
-	}
-	for _, s := range t.Spec.Pod.ImagePullSecrets {
-		out = append(out, valueRef{legion.KindSecret, s})
-	}
-	return out
 }
 
 // Report implements agent.Manager: the task's status is replaced, its
