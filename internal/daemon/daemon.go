@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -51,19 +52,11 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 			return err
 		}
 	}
-	images, err := openImages(o.DataDir)
+	images, rt, exe, err := openNode(o.DataDir, log)
 	if err != nil {
 		return err
 	}
 	defer images.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	rt, err := process.New(process.Config{DataDir: o.DataDir, Shim: exe, Log: log})
-	if err != nil {
-		return err
-	}
 	sess, err := session.New(session.Config{Managers: managers, TLS: creds.ClientConfig(), Logger: log,
 		Status: func() legion.NodeStatus { return nodeStatus(NodeName()) }})
 	if err != nil {
@@ -142,13 +135,28 @@ func nodeStatus(hostname string) legion.NodeStatus {
 		Version:   "dev"}
 }
 
-// openImages opens the node's image store: directories under the data
-// directory (the ZFS store is for FreeBSD nodes once wired).
-func openImages(dataDir string) (*image.Images, error) {
+// openNode opens what a node runs containers with: its image store
+// (directories under the data directory; the ZFS store is for FreeBSD
+// nodes once wired) and the process runtime, whose supervisor is this
+// binary.
+func openNode(dataDir string, log *slog.Logger) (*image.Images, *process.Runtime, string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, "", err
+	}
 	ds, err := image.NewDirStore(filepath.Join(dataDir, "layers"))
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
-	return image.Open(image.Options{DataDir: dataDir, Store: ds,
+	images, err := image.Open(image.Options{DataDir: dataDir, Store: ds, Log: log,
 		Platform: image.PlatformRule{Arch: runtime.GOARCH, AllowLinux: runtime.GOOS != "freebsd"}})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	rt, err := process.New(process.Config{DataDir: dataDir, Shim: exe, Log: log})
+	if err != nil {
+		images.Close()
+		return nil, nil, "", err
+	}
+	return images, rt, exe, nil
 }

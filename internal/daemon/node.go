@@ -23,7 +23,6 @@ import (
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/sessions"
 	"github.com/legionbsd/legion/jail"
-	"github.com/legionbsd/legion/jail/process"
 	"github.com/legionbsd/legion/netbsd/resolver"
 )
 
@@ -189,24 +188,11 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	if err := registerNode(ctx, st, name); err != nil {
 		return fmt.Errorf("registering node %s: %w", name, err)
 	}
-	ds, err := image.NewDirStore(filepath.Join(o.DataDir, "layers"))
-	if err != nil {
-		return err
-	}
-	images, err := image.Open(image.Options{DataDir: o.DataDir, Store: ds, Log: log,
-		Platform: image.PlatformRule{Arch: runtime.GOARCH, AllowLinux: runtime.GOOS != "freebsd"}})
+	images, rt, exe, err := openNode(o.DataDir, log)
 	if err != nil {
 		return err
 	}
 	defer images.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	rt, err := process.New(process.Config{DataDir: o.DataDir, Shim: exe, Log: log})
-	if err != nil {
-		return err
-	}
 	local := &Local{Store: st, Node: name}
 	zone := filepath.Join(o.RunDir, "resolver", "zone.json")
 	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
