@@ -14,7 +14,7 @@ import (
 
 func newNodeResolverCommand() *cobra.Command {
 	var listen, zone, resolvConf string
-	var upstreams []string
+	var upstreams, watch []string
 	cmd := &cobra.Command{
 		Use:   "node-resolver --listen ADDR --zone FILE",
 		Short: "Serve the node's DNS: cluster names from the zone file, the rest forwarded",
@@ -42,13 +42,14 @@ daemon restarts, and stops by itself once its zone file is removed.`,
 			defer stop()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			log.Info("node resolver serving", "listen", listen, "zone", zone, "upstreams", upstreams)
-			s := &resolver.Server{ZoneFile: zone, Upstreams: upstreams, Logger: log}
+			s := &resolver.Server{ZoneFile: zone, Upstreams: upstreams, Logger: log, Watch: watch}
 			return s.Serve(ctx, pc, l)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to answer on (the node's bridge gateway, port 53)")
 	cmd.Flags().StringVar(&zone, "zone", "", "zone file the agent writes (<run dir>/resolver/zone.json)")
 	cmd.Flags().StringSliceVar(&upstreams, "upstream", nil, "resolvers for other names, host:port (default: the host's)")
+	cmd.Flags().StringSliceVar(&watch, "watch", nil, "stop once this path is gone too (the node's data directory)")
 	cmd.Flags().StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "where the host's resolvers are listed")
 	return cmd
 }

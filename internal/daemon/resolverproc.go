@@ -31,7 +31,7 @@ func answers(addr string) bool {
 // went on through the restart), otherwise exe starts one in a session of
 // its own, so it outlives this process. The resolver stops by itself once
 // the zone file is removed.
-func startResolverProcess(ctx context.Context, exe, listen, zone string, log *slog.Logger) (string, error) {
+func startResolverProcess(ctx context.Context, exe, listen, zone, dataDir string, log *slog.Logger) (string, error) {
 	if listen == "" {
 		return "", errors.New("node resolver: no address to listen on")
 	}
@@ -57,7 +57,7 @@ func startResolverProcess(ctx context.Context, exe, listen, zone string, log *sl
 		return "", err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(exe, "node-resolver", "--listen", listen, "--zone", zone)
+	cmd := exec.Command(exe, "node-resolver", "--listen", listen, "--zone", zone, "--watch", dataDir)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

@@ -31,7 +31,11 @@ type Server struct {
 	PollInterval time.Duration
 	// ForwardTimeout bounds one upstream exchange (default 2s).
 	ForwardTimeout time.Duration
-	Logger         *slog.Logger
+	// Watch lists more paths whose removal stops the server, as the zone
+	// file's does (the node's data directory: a node removed from the
+	// host takes its resolver along).
+	Watch  []string
+	Logger *slog.Logger
 
 	zone    atomic.Pointer[compiledZone]
 	rotate  atomic.Uint32
@@ -93,6 +97,10 @@ loop:
 			result = err
 			break loop
 		case <-ticker.C:
+			if gone := s.watchedGone(); gone != "" {
+				s.Logger.Info("watched path gone, stopping", "path", gone)
+				break loop
+			}
 			if err := s.reload(); err != nil {
 				if errors.Is(err, errZoneGone) {
 					s.Logger.Info("zone file gone, stopping", "zone", s.ZoneFile)
@@ -106,6 +114,15 @@ loop:
 	tcp.Shutdown()
 	wg.Wait()
 	return result
+}
+
+func (s *Server) watchedGone() string {
+	for _, p := range s.Watch {
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			return p
+		}
+	}
+	return ""
 }
 
 // reload reads the zone file if it changed since last read.

@@ -305,3 +305,32 @@ func TestReloadKeepsTheLastGoodZone(t *testing.T) {
 		t.Fatalf("a missing zone file: %v, want errZoneGone", err)
 	}
 }
+
+// A resolver also stops once a watched path (its node's data directory)
+// is gone.
+func TestServerStopsWhenAWatchedPathGoes(t *testing.T) {
+	dir := t.TempDir()
+	zf := filepath.Join(dir, "zone.json")
+	if err := WriteZone(zf, BuildZone(testServices(), twin)); err != nil {
+		t.Fatal(err)
+	}
+	watched := filepath.Join(dir, "data")
+	os.Mkdir(watched, 0o755)
+	pc, l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{ZoneFile: zf, PollInterval: 10 * time.Millisecond, Watch: []string{watched}}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background(), pc, l) }()
+	query(t, pc.LocalAddr().String(), "udp", "web.shop.legion.", dns.TypeA)
+	os.Remove(watched)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not stop once its watched path was gone")
+	}
+}
