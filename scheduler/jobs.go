@@ -236,6 +236,9 @@ func (p *planner) jobRetry(o *owner, s *slot) bool {
 			}
 		}
 	}
+	if !p.imagesReady(o) {
+		return false
+	}
 	e := p.newTask(o, s)
 	withFailures(e, failures)
 	p.placeTask(e)

@@ -37,6 +37,8 @@ type owner struct {
 	req     legion.ResourceRequests // the current pod's, see requestsOf
 	haveReq bool
 
+	imageGate int8 // 0: not yet known; 1: may start tasks; 2: held for image digests
+
 	// Placement data, built by prepare.
 	prepared   bool
 	requests   legion.ResourceRequests

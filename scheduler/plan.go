@@ -38,6 +38,10 @@ type planner struct {
 	nowPtr *time.Time // shared by every task placed this pass
 	res    Result
 
+	// allPins: every node runs images pinned by digest, so pods' tags are
+	// resolved by the leader before their tasks are made (6.1 Identity).
+	allPins bool
+
 	nodes   []*nodeInfo // by name
 	room    []nodeRoom  // by node index
 	nodeIdx map[string]int
@@ -124,6 +128,10 @@ func newPlanner(st *State, now time.Time) *planner {
 	}
 	nodes := slices.Clone(st.Nodes)
 	slices.SortFunc(nodes, func(a, b *legion.Node) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	p.allPins = len(nodes) > 0
+	for _, n := range nodes {
+		p.allPins = p.allPins && n.Status.ImagePins
+	}
 	for i, n := range nodes {
 		p.nodes = append(p.nodes, newNodeInfo(n))
 		p.room = append(p.room, newNodeRoom(n))

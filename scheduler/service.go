@@ -534,6 +534,9 @@ func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, seen *slotView, maySt
 		p.wake(at)
 		return
 	}
+	if !p.imagesReady(o) {
+		return // the resolver's write wakes the next pass
+	}
 	e := p.newTask(o, s)
 	withFailures(e, failures)
 	p.placeTask(e)
@@ -579,6 +582,9 @@ func (p *planner) replaceOld(o *owner, sp *svcPass, s *slot, old *entry, mayStar
 		if sp.paused {
 			return
 		}
+		if !p.imagesReady(o) {
+			return // an update waits, old tasks running, for the new pod's digests
+		}
 		if sp.budget <= 0 {
 			return
 		}
@@ -606,6 +612,10 @@ func (p *planner) replaceOld(o *owner, sp *svcPass, s *slot, old *entry, mayStar
 		return
 	}
 	if !mayStart {
+		return
+	}
+	if !p.imagesReady(o) {
+		old.drainReason = "waiting for its replacement's image digests"
 		return
 	}
 	old.drainReason = "waiting for its replacement to be ready"

@@ -132,7 +132,7 @@ func nodeStatus(hostname string) legion.NodeStatus {
 	return legion.NodeStatus{State: legion.NodeReady, Hostname: hostname,
 		Platform:  legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux"},
 		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
-		Version:   "dev"}
+		Version:   "dev", ImagePins: true}
 }
 
 // openNode opens what a node runs containers with: its image store

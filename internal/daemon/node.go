@@ -274,7 +274,7 @@ func registerNode(ctx context.Context, st *store.Store, name string) error {
 	status := legion.NodeStatus{State: legion.NodeReady, Hostname: name,
 		Platform:  legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux"},
 		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
-		Version:   "dev"}
+		Version:   "dev", ImagePins: true}
 	now := time.Now()
 	status.LastHeartbeat = &now
 	o, _, err := st.Get(legion.KindNode, "", name)

@@ -1,0 +1,44 @@
+package scheduler
+
+import (
+	"strings"
+
+	"github.com/legionbsd/legion"
+)
+
+// imagesReady says whether an owner's current pod may get new tasks: once
+// every node runs pins, a pod naming an image by tag waits until the
+// leader has resolved its tags for this very pod (status.images keyed by
+// the pod's hash, without a failure), so every task runs the same digests
+// and an update waits with its old tasks running. References by digest,
+// local images and pullPolicy never ask no registry and never wait.
+func (p *planner) imagesReady(o *owner) bool {
+	if o.imageGate != 0 {
+		return o.imageGate == 1
+	}
+	o.imageGate = 1
+	if !p.allPins || !needsResolving(o.pod) {
+		return true
+	}
+	var im *legion.ImagesStatus
+	if o.svc != nil {
+		im = o.svc.Status.Images
+	} else if o.job != nil {
+		im = o.job.Status.Images
+	}
+	if im == nil || im.PodHash != o.hash || im.Message != "" {
+		o.imageGate = 2
+	}
+	return o.imageGate == 1
+}
+
+// needsResolving: a container of the pod names an image by tag that a
+// registry serves.
+func needsResolving(pod *legion.PodSpec) bool {
+	for _, c := range pod.AllContainers() {
+		if c.PullPolicy != legion.PullNever && !strings.Contains(c.Image, "@") && !strings.HasPrefix(c.Image, "localhost/") {
+			return true
+		}
+	}
+	return false
+}

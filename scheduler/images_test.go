@@ -1,0 +1,83 @@
+package scheduler_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/scheduler"
+	"github.com/legionbsd/legion/scheduler/schedtest"
+)
+
+func pinNodes(c *schedtest.Cluster) {
+	for _, n := range c.Nodes {
+		n.Status.ImagePins = true
+	}
+}
+
+func resolve(c *schedtest.Cluster, name, digest string) {
+	s := c.Service(name)
+	digests := map[string]string{}
+	for _, ct := range s.Spec.Pod.AllContainers() {
+		if !strings.HasPrefix(ct.Image, "localhost/") {
+			digests[ct.Image] = digest
+		}
+	}
+	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod), Digests: digests}
+}
+
+// Once every node runs pins, a pod naming an image by tag gets tasks only
+// after the leader resolved its tags for that pod, and an update waits
+// with its old tasks running.
+func TestTasksWaitForImageDigests(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	pinNodes(c)
+	c.Apply(updSpec("registry.example/app:1", "stop-first", "pause", 1, "0s", ""))
+	c.Converge()
+	if got := len(c.Live("app")); got != 0 {
+		t.Fatalf("%d tasks before the tag was resolved, want none", got)
+	}
+	resolve(c, "app", "sha256:aaaa")
+	c.Converge()
+	live := c.Live("app")
+	if len(live) != 4 {
+		t.Fatalf("%d tasks after resolving, want 4", len(live))
+	}
+	for _, tk := range live {
+		if tk.Spec.Images["registry.example/app:1"] != "sha256:aaaa" {
+			t.Fatalf("task %s images %v, want the pinned digest", tk.Metadata.Name, tk.Spec.Images)
+		}
+	}
+	// An update to an unresolved tag stops nothing.
+	c.Apply(updSpec("registry.example/app:2", "stop-first", "pause", 1, "0s", ""))
+	c.Converge()
+	if got := images(c, "app")["registry.example/app:1"]; got != 4 {
+		t.Fatalf("%d old tasks while the new tag is unresolved, want all 4 running", got)
+	}
+	resolve(c, "app", "sha256:bbbb")
+	c.Run(60 * 1e9)
+	if got := images(c, "app")["registry.example/app:2"]; got != 4 {
+		t.Fatalf("%d new tasks after resolving, want 4", got)
+	}
+}
+
+// A local image never waits, and nodes that do not all run pins do not
+// hold anything.
+func TestLocalImagesAndUnpinnedNodesDoNotWait(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	pinNodes(c)
+	c.Apply(updSpec("localhost/app:1", "stop-first", "pause", 1, "0s", ""))
+	c.Converge()
+	if got := len(c.Live("app")); got != 4 {
+		t.Fatalf("a local image: %d tasks, want 4 at once", got)
+	}
+	c2 := schedtest.New(t)
+	c2.AddNodes("n", 2)
+	c2.Apply(updSpec("registry.example/app:1", "stop-first", "pause", 1, "0s", ""))
+	c2.Converge()
+	if got := len(c2.Live("app")); got != 4 {
+		t.Fatalf("nodes without pins: %d tasks, want 4", got)
+	}
+}
