@@ -18,6 +18,12 @@ import (
 // login (a Docker config's bytes) the pod's pull secrets give, if any.
 type ResolveFunc func(ctx context.Context, ref string, dockerConfigs [][]byte) (string, error)
 
+// CheckFunc checks an image, as resolved to digest, against the cluster's
+// image policies: a good signature found (nil when no policy covers it or
+// none verified under warn), warnings from warn-mode policies, and an
+// error when an enforce-mode policy refuses it.
+type CheckFunc func(ctx context.Context, ref, digest string, dockerConfigs [][]byte) (*legion.VerifiedImage, []string, error)
+
 // ImageResolver pins the tags of every Service's and Job's pod to
 // digests once per pod deployed (6.1 "Identity"), recording them on the
 // owner's status keyed by the pod's hash, so scaling keeps them and tasks
@@ -25,7 +31,10 @@ type ResolveFunc func(ctx context.Context, ref string, dockerConfigs [][]byte) (
 type ImageResolver struct {
 	Store   *store.Store
 	Resolve ResolveFunc
-	Logger  *slog.Logger
+	// Check, when set, verifies each resolved image's signature against
+	// the ImagePolicies covering it; the results go to status.images.
+	Check  CheckFunc
+	Logger *slog.Logger
 	// Retry is how soon an owner whose resolution failed is tried again.
 	Retry time.Duration
 }
@@ -129,6 +138,25 @@ func (r *ImageResolver) resolveOwner(ctx context.Context, o legion.Object) error
 			continue
 		}
 		res.Digests[c.Image] = d
+		if r.Check == nil {
+			continue
+		}
+		verified, warnings, err := r.Check(ctx, c.Image, d, logins)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", c.Image, err))
+		}
+		if verified != nil {
+			if res.Verified == nil {
+				res.Verified = map[string]legion.VerifiedImage{}
+			}
+			res.Verified[c.Image] = *verified
+		}
+		for _, w := range warnings {
+			if res.Warning != "" {
+				res.Warning += "; "
+			}
+			res.Warning += c.Image + ": " + w
+		}
 	}
 	sort.Strings(problems)
 	if len(problems) > 0 {

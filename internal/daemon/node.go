@@ -337,7 +337,7 @@ func LeaderTasks(st *store.Store, signals controller.Signals, resolve controller
 			return (&controller.Loop{Store: st, Signals: signals, Logger: log, LeaderSince: LeaderSince(ctx)}).Run(ctx)
 		}},
 		{Name: "VIP allocator", Run: func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) }},
-		{Name: "image resolver", Run: (&controller.ImageResolver{Store: st, Resolve: resolve, Logger: log}).Run},
+		{Name: "image resolver", Run: (&controller.ImageResolver{Store: st, Resolve: resolve, Check: checkWith(st, &image.Registry{}), Logger: log}).Run},
 	}
 }
 
@@ -349,18 +349,7 @@ func resolveWith(images *image.Images) controller.ResolveFunc {
 		if err != nil {
 			return "", err
 		}
-		var login *image.Login
-		for _, c := range configs {
-			logins, err := image.ParseDockerConfig(c)
-			if err != nil {
-				continue
-			}
-			if l, ok := logins.For(r.Registry()); ok {
-				login = &l
-				break
-			}
-		}
-		return images.Resolve(ctx, ref, login)
+		return images.Resolve(ctx, ref, loginFor(r, configs))
 	}
 }
 

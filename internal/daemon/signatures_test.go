@@ -1,0 +1,122 @@
+package daemon
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/controller"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/image/cosign"
+)
+
+// The leader's resolver checks each resolved image against the image
+// policies: a signed image is recorded verified with its key, an unsigned
+// one under enforce holds the pod with the reason.
+func TestResolverChecksImagePolicies(t *testing.T) {
+	reg := httptest.NewServer(registry.New())
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	push := func(repo string) string {
+		img, err := random.Image(128, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := name.ParseReference(host + "/" + repo + ":1")
+		if err := remote.Write(r, img); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := img.Digest()
+		return d.String()
+	}
+	signedDigest := push("shop/signed")
+	push("shop/unsigned")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	client := &image.Registry{}
+	pinned, err := image.ParseReference(host + "/shop/signed@" + signedDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cosign.Sign(ctx, client, pinned, key, nil); err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	pubPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	fingerprint, _ := cosign.Fingerprint(&key.PublicKey)
+
+	n := startNode(t)
+	policy, _ := legion.New(legion.KindImagePolicy)
+	policy.GetMetadata().Name = "shop"
+	policy.(*legion.ImagePolicy).Spec = legion.ImagePolicySpec{Repositories: []string{host + "/shop/**"}, Keys: []string{pubPEM}}
+	if err := legion.Admit(policy); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.st.Put(ctx, policy, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.apply(t, `apiVersion: legion/v1
+kind: Service
+metadata: {name: good}
+spec:
+  pod: {containers: [{name: c, image: `+host+`/shop/signed:1}]}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: bad}
+spec:
+  pod: {containers: [{name: c, image: `+host+`/shop/unsigned:1}]}
+`)
+	images, _, _, err := openNode(n.dataDir+"-resolver", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer images.Close()
+	res := &controller.ImageResolver{Store: n.st, Resolve: resolveWith(images), Check: checkWith(n.st, client)}
+	// The controller loop writes the services' status too: a write that
+	// lost the race is tried again, as the resolver's loop does.
+	poll(t, "both services resolved", 20*time.Second, func() bool {
+		if failed := res.Pass(ctx); !failed {
+			t.Fatal("the unsigned image did not fail the pass")
+		}
+		return n.service(t, "good").Status.Images != nil && n.service(t, "bad").Status.Images != nil
+	})
+	good := n.service(t, "good").Status.Images
+	if good == nil || good.Message != "" || good.Verified[host+"/shop/signed:1"] != (legion.VerifiedImage{Digest: signedDigest, Key: fingerprint}) {
+		t.Fatalf("signed image status %+v, want verified by %s", good, fingerprint)
+	}
+	bad := n.service(t, "bad").Status.Images
+	if bad == nil || !strings.Contains(bad.Message, "held by image policy") {
+		t.Fatalf("unsigned image status %+v, want held", bad)
+	}
+	// Under warn the unsigned image runs with a warning.
+	policy.(*legion.ImagePolicy).Spec.Mode = legion.PolicyWarn
+	if _, _, err := n.st.Put(ctx, policy, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the warning", 20*time.Second, func() bool {
+		res.Pass(ctx)
+		b := n.service(t, "bad").Status.Images
+		return b != nil && b.Message == ""
+	})
+	bad = n.service(t, "bad").Status.Images
+	if bad == nil || bad.Message != "" || bad.Warning == "" {
+		t.Fatalf("under warn: %+v, want a warning and no hold", bad)
+	}
+}
