@@ -87,6 +87,9 @@ func (c *Client) ListWatch(ctx context.Context, kind legion.Kind, opts ListOptio
 	for {
 		objs, version, err := c.List(ctx, kind, opts)
 		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err() // ended by the caller, whatever the call said
+			}
 			return err
 		}
 		if err := fn(Update{Listed: true, Objects: objs, Version: version}); err != nil {
