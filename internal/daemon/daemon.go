@@ -58,6 +58,7 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	}
 	defer images.Close()
 	sess, err := session.New(session.Config{Managers: managers, TLS: creds.ClientConfig(), Logger: log,
+		Usage:  newUsageSampler(rt, srv.NodeID()).Usage,
 		Status: func() legion.NodeStatus { return nodeStatus(NodeName()) }})
 	if err != nil {
 		return err

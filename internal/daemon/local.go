@@ -41,6 +41,14 @@ func (l *Local) Heartbeat(node string, at time.Time) {
 	l.beats[node] = at
 }
 
+// ReportUsage replaces the usage reports (the node's tasks, as sampled
+// with its heartbeat).
+func (l *Local) ReportUsage(u []scheduler.Usage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.usage = u
+}
+
 // Heartbeats implements controller.Signals.
 func (l *Local) Heartbeats() map[string]time.Time {
 	l.mu.Lock()

@@ -213,8 +213,10 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	run("heartbeat", func(ctx context.Context) error {
 		tk := time.NewTicker(2 * time.Second)
 		defer tk.Stop()
+		sampler := newUsageSampler(rt, name)
 		for {
 			local.Heartbeat(name, time.Now())
+			local.ReportUsage(sampler.Usage())
 			select {
 			case <-ctx.Done():
 				return nil
