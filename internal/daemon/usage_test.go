@@ -42,7 +42,7 @@ func TestUsageSamplerRatesAndSums(t *testing.T) {
 		t.Fatalf("first sample reported %+v: a rate needs two", got)
 	}
 	now = now.Add(2 * time.Second)
-	rt.use["t1-web"] = jail.Usage{CPUTime: 2 * time.Second, MemoryBytes: 120 << 20} // 1 s of CPU in 2 s: 500m
+	rt.use["t1-web"] = jail.Usage{CPUTime: 2 * time.Second, MemoryBytes: 120 << 20}        // 1 s of CPU in 2 s: 500m
 	rt.use["t1-side"] = jail.Usage{CPUTime: 200 * time.Millisecond, MemoryBytes: 20 << 20} // 100m
 	got := s.Usage()
 	if len(got) != 1 {
