@@ -271,12 +271,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 // registerNode writes the node's object with what it offers, keeping an
 // operator's spec (availability, taints, labels) when it exists.
 func registerNode(ctx context.Context, st *store.Store, name string) error {
-	cpu := legion.CPU(runtime.NumCPU() * 1000)
-	mem := legion.Bytes(memoryBytes())
-	status := legion.NodeStatus{State: legion.NodeReady, Hostname: name,
-		Platform:  legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux"},
-		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
-		Version:   "dev", ImagePins: true}
+	status := nodeStatus(name)
 	now := time.Now()
 	status.LastHeartbeat = &now
 	o, _, err := st.Get(legion.KindNode, "", name)
