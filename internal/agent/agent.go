@@ -31,6 +31,27 @@ type Network interface {
 	Detach(ctx context.Context, task *legion.Task) error
 }
 
+// PodJoiner is a Network whose pods are connected once their infra
+// container exists (a VNET jail's interface can only be moved into a jail
+// that is there), and which may hold a new pod until its network policy
+// is loaded.
+type PodJoiner interface {
+	// Join connects the task's pod, whose infra container is the task's
+	// uid, at ip, or adopts the connection an earlier agent made. With
+	// hold it returns only once the pod is guarded by its network policy.
+	Join(ctx context.Context, task *legion.Task, ip string, hold bool) error
+}
+
+// PodResolver is a Network whose pods reach the node resolver at an
+// address of their own, given to each container as its resolv.conf.
+type PodResolver interface {
+	Nameserver() string
+}
+
+// JoinWaitMessage is the task's message while a new pod waits for its
+// network policy (5.6).
+const JoinWaitMessage = "loading the pod's network policy"
+
 // Agent runs one node's tasks.
 type Agent struct {
 	Node    string
@@ -185,6 +206,23 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 
 // writeFiles writes the Secrets and Configs a task's containers mount as
 // files into the task's private directory and makes its tmpfs volumes.
+// ResolvConfKey is the files entry of a pod's resolv.conf.
+const ResolvConfKey = "resolv.conf"
+
+// writeResolvConf writes the pod's resolv.conf beside its secrets: the
+// node resolver, and search names so that <svc> and <svc>.<ns> resolve
+// (5.5).
+func (a *Agent) writeResolvConf(t *legion.Task, files map[string]string, nameserver string) (map[string]string, error) {
+	p := filepath.Join(a.RunDir, "tasks", t.Metadata.UID, ResolvConfKey)
+	text := fmt.Sprintf("search %s.legion legion\nnameserver %s\noptions ndots:2\n", t.Metadata.Namespace, nameserver)
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		return nil, fmt.Errorf("pod resolv.conf: %w", err)
+	}
+	os.Chmod(p, 0o644)
+	files[ResolvConfKey] = p
+	return files, nil
+}
+
 func (a *Agent) writeFiles(t *legion.Task, values map[string][]byte) (map[string]string, error) {
 	dir := filepath.Join(a.RunDir, "tasks", t.Metadata.UID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

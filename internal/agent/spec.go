@@ -145,7 +145,21 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 	for _, f := range c.Configs {
 		spec.Mounts = append(spec.Mounts, jail.Mount{Source: files["Config/"+f.Name], Target: f.Target, ReadOnly: true, Kind: jail.MountNullfs})
 	}
+	if p, ok := files[ResolvConfKey]; ok && !mountsOver(spec.Mounts, "/etc/resolv.conf") {
+		spec.Mounts = append(spec.Mounts, jail.Mount{Source: p, Target: "/etc/resolv.conf", ReadOnly: true, Kind: jail.MountNullfs})
+	}
 	return spec, hidden, nil
+}
+
+// mountsOver reports whether a mount already covers target, which the
+// user's own mount keeps.
+func mountsOver(ms []jail.Mount, target string) bool {
+	for _, m := range ms {
+		if path.Clean(m.Target) == target || strings.HasPrefix(target, path.Clean(m.Target)+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // expand replaces $(NAME) with the value of a variable defined before it

@@ -152,6 +152,18 @@ func (w *worker) prepare(ctx context.Context) error {
 	if err := w.a.Runtime.Create(ctx, infra); err != nil && !errors.Is(err, jail.ErrExists) {
 		return fmt.Errorf("creating the pod: %w", err)
 	}
+	if j, ok := w.a.Network.(PodJoiner); ok {
+		// Nothing in the pod runs before its guard is loaded.
+		w.report(ctx, legion.TaskStarting, JoinWaitMessage)
+		if err := j.Join(ctx, t, ip, true); err != nil {
+			return fmt.Errorf("pod network: %w", err)
+		}
+	}
+	if r, ok := w.a.Network.(PodResolver); ok {
+		if files, err = w.a.writeResolvConf(t, files, r.Nameserver()); err != nil {
+			return err
+		}
+	}
 	for _, c := range t.Spec.Pod.AllContainers() {
 		root, err := w.a.Images.PrepareRoot(ctx, containerID(t, c.Name), imageRef(t, c.Image), t.Metadata.Namespace, w.a.now())
 		if err != nil {
@@ -242,6 +254,15 @@ func (w *worker) runToEnd(ctx context.Context, id string) (int, error) {
 // is whatever the runtime says.
 func (w *worker) adopted(ctx context.Context) {
 	w.status = w.task.Status
+	// The network learns the pod's address again (so no new pod takes
+	// it) and its connection, which it leaves as it is.
+	if ip, err := w.a.Network.Attach(ctx, w.task); err != nil {
+		w.a.log.Warn("adopting the pod's address", "task", w.task.Metadata.Name, "err", err)
+	} else if j, ok := w.a.Network.(PodJoiner); ok {
+		if err := j.Join(ctx, w.task, ip, false); err != nil {
+			w.a.log.Warn("adopting the pod's network", "task", w.task.Metadata.Name, "err", err)
+		}
+	}
 	w.ready = w.task.Status.Ready || w.allReady()
 	for _, c := range w.task.Spec.Pod.Containers {
 		st, err := w.a.Runtime.Inspect(ctx, containerID(w.task, c.Name))
@@ -409,6 +430,11 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 	for _, c := range t.Spec.Pod.AllContainers() {
 		w.a.saveOutput(ctx, t, c.Name)
 	}
+	// The pod's interface goes first: destroying its host end removes the
+	// pair while the other end is still in the pod's jail (5.3).
+	if err := w.a.Network.Detach(ctx, t); err != nil {
+		w.a.log.Warn("pod network teardown", "task", t.Metadata.Name, "err", err)
+	}
 	if err := w.a.Runtime.Remove(ctx, t.Metadata.UID); err != nil {
 		w.a.log.Warn("removing pod", "task", t.Metadata.Name, "err", err)
 	}
@@ -417,9 +443,6 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 		if err := w.a.Images.RemoveRoot(ctx, containerID(t, c.Name)); err != nil {
 			w.a.log.Debug("removing container root", "err", err)
 		}
-	}
-	if err := w.a.Network.Detach(ctx, t); err != nil {
-		w.a.log.Warn("pod network teardown", "task", t.Metadata.Name, "err", err)
 	}
 	os.RemoveAll(filepath.Join(w.a.RunDir, "tasks", t.Metadata.UID))
 	now := w.a.now()

@@ -87,7 +87,7 @@ type node struct {
 	zone    string
 	eps     *Endpoints
 	images  *image.Images
-	net     *LoopbackNetwork
+	net     agent.Network
 
 	clock       *offsetClock
 	agentCancel context.CancelFunc
@@ -416,7 +416,7 @@ func TestAgentRestartAdoptsRunningPods(t *testing.T) {
 	}
 	n.stopAgent()
 	// A new network too: the addresses come back from the tasks' status.
-	n.net = &LoopbackNetwork{Subnet: n.net.Subnet}
+	n.net = &LoopbackNetwork{Subnet: n.net.(*LoopbackNetwork).Subnet}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n.startAgent(ctx)

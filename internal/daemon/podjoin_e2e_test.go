@@ -1,0 +1,140 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/jail"
+)
+
+// joiningNetwork is the loopback network acting as a network with pods
+// to join (as VNET jails are): it records, at each call, what the runtime
+// held of the task's pod.
+type joiningNetwork struct {
+	*LoopbackNetwork
+	rt jail.Runtime
+
+	mu     sync.Mutex
+	events []string
+}
+
+func (j *joiningNetwork) note(format string, args ...any) {
+	j.mu.Lock()
+	j.events = append(j.events, fmt.Sprintf(format, args...))
+	j.mu.Unlock()
+}
+
+func (j *joiningNetwork) seen() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.events...)
+}
+
+// pod says which of the task's containers exist and which run.
+func (j *joiningNetwork) pod(ctx context.Context, t *legion.Task) string {
+	cs, err := j.rt.List(ctx, map[string]string{agent.LabelTask: t.Metadata.UID})
+	if err != nil {
+		return "list: " + err.Error()
+	}
+	var out []string
+	for _, c := range cs {
+		kind := "container"
+		if c.Infra {
+			kind = "infra"
+		}
+		out = append(out, kind+"="+string(c.State))
+	}
+	return strings.Join(out, ",")
+}
+
+func (j *joiningNetwork) Join(ctx context.Context, t *legion.Task, ip string, hold bool) error {
+	j.note("join %s hold=%v pod[%s]", t.Spec.Owner.Name, hold, j.pod(ctx, t))
+	return nil
+}
+
+func (j *joiningNetwork) Detach(ctx context.Context, t *legion.Task) error {
+	j.note("detach %s pod[%s]", t.Spec.Owner.Name, j.pod(ctx, t))
+	return j.LoopbackNetwork.Detach(ctx, t)
+}
+
+func (j *joiningNetwork) Nameserver() string { return "10.200.1.1" }
+
+// A pod is joined once its infra container exists and before any of its
+// containers is made (a VNET jail's interface moves into a jail that is
+// there; nothing may run before the pod's guard is loaded), leaves the
+// network before its jail goes, is joined again without waiting when
+// adopted, and its containers get the pod's resolv.conf.
+func TestPodJoinsBetweenItsJailAndItsContainers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the process runtime mounts files into containers only as root; run the tests as root (CI does)")
+	}
+	n := startNode(t)
+	n.stopAgent()
+	jn := &joiningNetwork{LoopbackNetwork: &LoopbackNetwork{Subnet: n.net.(*LoopbackNetwork).Subnet}, rt: n.rt}
+	n.net = jn
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n.startAgent(ctx)
+	n.apply(t, `apiVersion: legion/v1
+kind: Job
+metadata: {name: dns}
+spec:
+  pod:
+    containers:
+      - name: cat
+        image: `+testImage+`
+        pullPolicy: never
+        args: [-cat, /etc/resolv.conf]
+`)
+	poll(t, "the job to complete", 60*time.Second, func() bool {
+		s := n.job(t, "dns").Status.State
+		if s == legion.JobFailed {
+			t.Fatalf("the job failed: %s", n.job(t, "dns").Status.Message)
+		}
+		return s == legion.JobComplete
+	})
+	task := n.tasksOf(t, "legion.job", "dns")[0]
+	saved, _ := os.ReadFile(filepath.Join(agent.SavedOutputDir(n.dataDir, task.Metadata.UID), "cat.log"))
+	for _, want := range []string{"search default.legion legion", "nameserver 10.200.1.1", "options ndots:2"} {
+		if !strings.Contains(string(saved), want) {
+			t.Errorf("the container's /etc/resolv.conf lacks %q: %q", want, saved)
+		}
+	}
+	ev := jn.seen()
+	// Joined with only the pod's jail there; left with the jail still
+	// there (its host end goes first, 5.3).
+	if len(ev) != 2 || ev[0] != "join dns hold=true pod[infra=running]" ||
+		!strings.HasPrefix(ev[1], "detach dns pod[infra=running,container=") {
+		t.Fatalf("network calls %q", ev)
+	}
+
+	n.apply(t, webService)
+	poll(t, "three ready tasks", 60*time.Second, func() bool { return readyTasks(n.tasksOf(t, "legion.service", "web")) == 3 })
+	n.stopAgent()
+	jn.mu.Lock()
+	jn.events = nil
+	jn.mu.Unlock()
+	n.startAgent(ctx)
+	poll(t, "the web pods adopted", 30*time.Second, func() bool {
+		joins := 0
+		for _, e := range jn.seen() {
+			if e == "join web hold=false pod[infra=running,container=running]" {
+				joins++
+			}
+		}
+		return joins == 3
+	})
+	for _, e := range jn.seen() {
+		if strings.Contains(e, "hold=true") || strings.HasPrefix(e, "detach") {
+			t.Errorf("adopting must join the running pods without holding them: %q", e)
+		}
+	}
+}
