@@ -42,7 +42,7 @@ func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (
 	if err != nil {
 		return nil, err
 	}
-	n, err := reserveSubnet(ctx, st, id.Name)
+	n, err := ReserveSubnet(ctx, st, id.Name)
 	if err != nil {
 		return nil, s.statusOf(fmt.Errorf("node %s: pod subnet: %w", id.Name, err))
 	}
@@ -72,11 +72,11 @@ func peerHost(ctx context.Context) string {
 	return host
 }
 
-// reserveSubnet returns the node's subnet index, reserving the lowest free
+// ReserveSubnet returns the node's subnet index, reserving the lowest free
 // one the first time (netbsd.AssignSubnet). The reservation is written
 // with a version precondition, so two nodes registering at once cannot
 // take the same subnet.
-func reserveSubnet(ctx context.Context, st *store.Store, node string) (int, error) {
+func ReserveSubnet(ctx context.Context, st *store.Store, node string) (int, error) {
 	for attempt := 0; ; attempt++ {
 		reserved := map[string]int{}
 		pre := store.Precondition{MustNotExist: true}

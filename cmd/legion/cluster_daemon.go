@@ -16,6 +16,7 @@ func newDaemonCommand() *cobra.Command {
 	var dataDir, listen, advertise, runDir, dnsListen string
 	var managers []string
 	var noAgent bool
+	var po daemon.Options // the platform flags
 	cmd := &cobra.Command{
 		Use:   "daemon --data-dir DIR [--listen ADDR] [--advertise ADDR]",
 		Short: "Run the node daemon (and, once initialised or joined as one, the manager)",
@@ -39,7 +40,8 @@ func newDaemonCommand() *cobra.Command {
 				agentDone <- nil
 			} else {
 				go func() {
-					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log, ResolverProcess: true}, managers)
+					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log, ResolverProcess: true,
+						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf}, managers)
 				}()
 			}
 			select {
@@ -74,6 +76,8 @@ func newDaemonCommand() *cobra.Command {
 	cmd.Flags().StringVar(&runDir, "run-dir", "", "where tasks' secrets live, memory-backed and outside the data directory (default: under /dev/shm or the temporary directory)")
 	cmd.Flags().StringVar(&dnsListen, "dns-listen", "", "address of the node resolver on a manager (none by default)")
 	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "run no agent: a manager that runs no tasks")
+	platformFlags(cmd.Flags(), &po)
+	cmd.Flags().StringVar(&po.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "address other managers reach this one at (default: the listen address, loopback when unspecified)")
 	return cmd
 }

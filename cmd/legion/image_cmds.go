@@ -3,31 +3,25 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // newImageCommand works on this node's image store directly: the store
 // takes a file lock while it changes, so these run beside a daemon that
 // pulls.
 func newImageCommand() *cobra.Command {
-	var dataDir string
-	open := func() (*image.Images, error) {
-		ds, err := image.NewDirStore(filepath.Join(dataDir, "layers"))
-		if err != nil {
-			return nil, err
-		}
-		return image.Open(image.Options{DataDir: dataDir, Store: ds,
-			Platform: image.PlatformRule{Arch: runtime.GOARCH, AllowLinux: runtime.GOOS != "freebsd"}})
-	}
+	var o daemon.Options
+	open := func() (*image.Images, error) { return daemon.OpenImages(o, nil) }
 	cmd := &cobra.Command{Use: "image", Short: "Load, list and remove the images of this node"}
-	cmd.PersistentFlags().StringVar(&dataDir, "data-dir", ".legion", "the node's data directory")
+	cmd.PersistentFlags().StringVar(&o.DataDir, "data-dir", ".legion", "the node's data directory")
+	platformFlags(cmd.PersistentFlags(), &o)
 	load := &cobra.Command{
 		Use:   "load FILE [--name REF]",
 		Short: "Add an image from an OCI archive, an OCI layout tar or docker save's tar",
@@ -114,4 +108,11 @@ func short(digest string) string {
 		d = d[:12]
 	}
 	return d
+}
+
+// platformFlags are the flags that say what a node runs pods on.
+func platformFlags(fs *pflag.FlagSet, o *daemon.Options) {
+	fs.StringVar(&o.Platform, "platform", daemon.DefaultPlatform(),
+		"what pods run on: jails (FreeBSD jails on ZFS, pf network) or process (host processes on loopback, isolating nothing)")
+	fs.StringVar(&o.ZFSRoot, "zfs-root", daemon.DefaultZFSRoot, "the dataset images and container roots live under (jails)")
 }

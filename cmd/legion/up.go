@@ -34,9 +34,12 @@ image archives (*.oci.tar) and applies the manifests (*.yaml, *.json) or
 compose file (compose.yaml, docker-compose.yml) of DIR or FILE, prints how
 to reach what runs, and stops on Ctrl-C, removing its pods.
 
-Off FreeBSD (and, for now, on it) containers are plain processes and pods
-share the host's network in 127.0.0.0/8: nothing is isolated. It is for
-development and trying Legion out.`,
+On FreeBSD pods are VNET jails on ZFS clones of their images, joined to
+the legion0 bridge, with services balanced by pf (--platform jails; run it
+as root, with pf.conf calling the legion/* anchors). Elsewhere, or with
+--platform process, containers are plain processes and pods share the
+host's network in 127.0.0.0/8: nothing is isolated; that is for development
+and trying Legion out.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			level := slog.LevelWarn
@@ -65,8 +68,10 @@ development and trying Legion out.`,
 	}
 	cmd.Flags().StringVar(&o.DataDir, "data-dir", ".legion", "where the cluster keeps its state")
 	cmd.Flags().StringVar(&o.Listen, "listen", "127.0.0.1:7470", "address of the API")
-	cmd.Flags().StringVar(&o.DNSListen, "dns-listen", "127.0.0.1:5353", "address of the node resolver")
+	cmd.Flags().StringVar(&o.DNSListen, "dns-listen", "127.0.0.1:5353", "address of the node resolver (process; jails serve it on the bridge's gateway, port 53)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the node does")
+	platformFlags(cmd.Flags(), &o)
+	cmd.Flags().StringVar(&o.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
 	cmd.Flags().DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the services to be ready")
 	return cmd
 }

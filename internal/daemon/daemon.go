@@ -3,8 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,11 +11,9 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/server"
-	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/session"
 	"github.com/legionbsd/legion/internal/agent/sessions"
-	"github.com/legionbsd/legion/jail/process"
 	"github.com/legionbsd/legion/netbsd/resolver"
 )
 
@@ -46,20 +42,24 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	if len(managers) == 0 {
 		return fmt.Errorf("this node is a worker: give --manager ADDR so its agent can reach the cluster")
 	}
-	log.Warn("the agent runs containers as host processes on the loopback network: nothing is isolated")
 	for _, d := range []string{o.DataDir, o.RunDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
 	}
-	images, rt, exe, err := openNode(o.DataDir, log)
+	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	defer images.Close()
+	p, err := openPlatform(ctx, o, exe, log)
+	if err != nil {
+		return err
+	}
+	defer func() { p.close() }()
+	images, rt := p.images, p.runtime
 	sess, err := session.New(session.Config{Managers: managers, TLS: creds.ClientConfig(), Logger: log,
 		Usage:  newUsageSampler(rt, srv.NodeID()).Usage,
-		Status: func() legion.NodeStatus { return nodeStatus(NodeName()) }})
+		Status: func() legion.NodeStatus { return nodeStatus(NodeName(), o.Platform) }})
 	if err != nil {
 		return err
 	}
@@ -70,9 +70,11 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 		}
 		return err
 	}
-	subnet, err := loopbackSubnet(sess.PodCIDR(), o.PodOctet)
-	if err != nil {
-		return err
+	subnet := 1 // a manager from before subnets gives none
+	if cidr := sess.PodCIDR(); cidr != "" || o.Platform == PlatformJails {
+		if subnet, err = subnetOf(cidr); err != nil {
+			return err
+		}
 	}
 	var wg sync.WaitGroup
 	run := func(what string, f func(context.Context) error) {
@@ -88,8 +90,16 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
 		return err
 	}
-	eps := &Endpoints{ZoneFile: zone, Logger: log, VIPOctet: o.VIPOctet}
-	defer eps.Close()
+	keyDir := o.DataDir
+	if st != nil {
+		keyDir = filepath.Join(o.DataDir, server.PKIDir)
+	}
+	if err := p.openNetwork(ctx, o, networkConfig{subnet: subnet, node: srv.NodeID(), zone: zone, keyDir: keyDir}, log); err != nil {
+		return err
+	}
+	if p.kind == PlatformJails {
+		o.DNSListen = p.dnsListen
+	}
 	if st != nil {
 		run("leader", func(ctx context.Context) error {
 			RunWhileLeader(ctx, st, time.Second, log, LeaderTasks(st, srv.Dispatcher(), resolveWith(images), log)...)
@@ -107,57 +117,20 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	}
 	run("sessions", sc.Run)
 	a := &agent.Agent{Node: srv.NodeID(), Manager: sess, Runtime: rt, Images: images,
-		Network: &LoopbackNetwork{Subnet: subnet}, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: eps.Apply}
+		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints}
 	run("agent", a.Run)
 	wg.Wait()
 	rt.Wait()
 	return nil
 }
 
-// loopbackSubnet maps the node's pod /24 into 127/8.
-func loopbackSubnet(podCIDR string, octet byte) (netip.Prefix, error) {
-	if podCIDR == "" {
-		return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, octet, 1, 0}), 24), nil
-	}
-	p, err := netip.ParsePrefix(podCIDR)
-	if err != nil || !p.Addr().Is4() {
-		return netip.Prefix{}, fmt.Errorf("pod subnet %q: expected an IPv4 /24", podCIDR)
-	}
-	return netip.PrefixFrom(LocalAddr(p.Addr(), octet), p.Bits()), nil
-}
-
-// nodeStatus is what this node reports of itself.
-func nodeStatus(hostname string) legion.NodeStatus {
+// nodeStatus is what this node reports of itself. Linux images run only
+// where containers are host processes on Linux.
+func nodeStatus(hostname, platform string) legion.NodeStatus {
 	cpu := legion.CPU(runtime.NumCPU() * 1000)
 	mem := legion.Bytes(memoryBytes())
 	return legion.NodeStatus{State: legion.NodeReady, Hostname: hostname,
-		Platform:  legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux"},
+		Platform:  legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux" && platform == PlatformProcess},
 		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
 		Version:   "dev", ImagePins: true}
-}
-
-// openNode opens what a node runs containers with: its image store
-// (directories under the data directory; the ZFS store is for FreeBSD
-// nodes once wired) and the process runtime, whose supervisor is this
-// binary.
-func openNode(dataDir string, log *slog.Logger) (*image.Images, *process.Runtime, string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, nil, "", err
-	}
-	ds, err := image.NewDirStore(filepath.Join(dataDir, "layers"))
-	if err != nil {
-		return nil, nil, "", err
-	}
-	images, err := image.Open(image.Options{DataDir: dataDir, Store: ds, Log: log,
-		Platform: image.PlatformRule{Arch: runtime.GOARCH, AllowLinux: runtime.GOOS != "freebsd"}})
-	if err != nil {
-		return nil, nil, "", err
-	}
-	rt, err := process.New(process.Config{DataDir: dataDir, Shim: exe, Log: log})
-	if err != nil {
-		images.Close()
-		return nil, nil, "", err
-	}
-	return images, rt, exe, nil
 }

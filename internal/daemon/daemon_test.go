@@ -74,7 +74,7 @@ func TestDaemonRunsWorkloadsThroughTheDispatcher(t *testing.T) {
 		return err == nil && o.(*legion.Node).Status.PodCIDR != ""
 	})
 	// The image ships with the example; load it as `legion image load` would.
-	images, _, _, err := openNode(filepath.Join(dir, "data"), nil)
+	images, err := OpenImages(Options{DataDir: filepath.Join(dir, "data"), Platform: PlatformProcess}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

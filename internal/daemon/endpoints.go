@@ -67,19 +67,14 @@ func (e *Endpoints) Apply(ctx context.Context, services []endpoints.Service) {
 	if e.PublishHost == "" {
 		e.PublishHost = "127.0.0.1"
 	}
-	var zone []resolver.Service
+	local := func(a netip.Addr) netip.Addr { return LocalAddr(a, e.vipOctet()) }
+	zone := zoneServices(services, local)
 	want := map[string][]string{} // listen address -> backends
 	for _, s := range services {
-		zs := resolver.Service{Namespace: s.Namespace, Name: s.Name, DNSRR: s.DNSRR, Stateful: s.Stateful}
 		var vip netip.Addr
 		if a, err := netip.ParseAddr(s.VIP); err == nil && a.Is4() && !s.DNSRR {
-			vip = LocalAddr(a, e.vipOctet())
-			zs.VIP = vip.String()
+			vip = local(a)
 		}
-		for _, t := range s.Tasks {
-			zs.Tasks = append(zs.Tasks, resolver.Task{IP: t.IP, Ready: true, Ordinal: t.Slot})
-		}
-		zone = append(zone, zs)
 		for _, p := range s.Ports {
 			if p.Protocol != legion.TCP {
 				continue

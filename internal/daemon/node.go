@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -17,12 +15,15 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/controller"
+	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/sessions"
+	"github.com/legionbsd/legion/internal/sys"
 	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/netbsd"
 	"github.com/legionbsd/legion/netbsd/resolver"
 )
 
@@ -49,7 +50,19 @@ type Options struct {
 	// RemovePods removes the node's pods when Run returns (legion up);
 	// otherwise they keep running for the next daemon to adopt.
 	RemovePods bool
-	Logger     *slog.Logger
+	// Platform is what pods run on: PlatformJails or PlatformProcess
+	// (DefaultPlatform when empty).
+	Platform string
+	// ZFSRoot is the dataset of images and container roots on a jails
+	// node (DefaultZFSRoot when empty).
+	ZFSRoot string
+	// ExtIf is the interface published ports are redirected from on a
+	// jails node; the default route's when empty.
+	ExtIf string
+	// Runner runs the FreeBSD commands of a jails node (sys.Exec when
+	// nil); tests give a fake.
+	Runner sys.Runner
+	Logger *slog.Logger
 }
 
 // Node is a running single-node cluster.
@@ -97,6 +110,7 @@ func (o *Options) defaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.platformDefaults()
 	if o.PodOctet == 0 {
 		o.PodOctet = 200
 	}
@@ -134,10 +148,6 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		return err
 	}
 	log := o.Logger
-	if runtime.GOOS == "freebsd" {
-		log.Warn("the jail runtime and pf network are not wired into legion up yet: running the process runtime, which isolates nothing")
-	}
-	log.Warn("development node: containers are host processes and pods share the host's network (loopback), nothing is isolated")
 	for _, d := range []string{o.DataDir, o.RunDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
@@ -185,19 +195,30 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	}
 
 	name := NodeName()
-	if err := registerNode(ctx, st, name); err != nil {
+	subnet, err := registerNode(ctx, st, name, o.Platform)
+	if err != nil {
 		return fmt.Errorf("registering node %s: %w", name, err)
 	}
-	images, rt, exe, err := openNode(o.DataDir, log)
+	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	defer images.Close()
-	local := &Local{Store: st, Node: name}
 	zone := filepath.Join(o.RunDir, "resolver", "zone.json")
 	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
 		return err
 	}
+	p, err := openPlatform(ctx, o, exe, log)
+	if err != nil {
+		return err
+	}
+	defer func() { p.close() }()
+	if err := p.openNetwork(ctx, o, networkConfig{subnet: subnet, node: name, zone: zone,
+		keyDir: filepath.Join(o.DataDir, "manager", server.PKIDir)}, log); err != nil {
+		return err
+	}
+	images, rt := p.images, p.runtime
+	o.DNSListen = p.dnsListen
+	local := &Local{Store: st, Node: name}
 
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -228,17 +249,14 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		RunWhileLeader(ctx, st, time.Second, log, LeaderTasks(st, local, resolveWith(images), log)...)
 		return nil
 	})
-	eps := &Endpoints{ZoneFile: zone, Logger: log, VIPOctet: o.VIPOctet}
-	defer eps.Close()
 	dnsAddr, err := serveResolver(runCtx, o, exe, zone, run, log)
 	if err != nil {
 		stop()
 		wg.Wait()
 		return err
 	}
-	a := &agent.Agent{Node: name, Manager: local, Runtime: rt, Images: images,
-		Network: &LoopbackNetwork{Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, o.PodOctet, 1, 0}), 24)},
-		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: eps.Apply}
+	a := &agent.Agent{Node: name, Manager: local, Runtime: rt, Images: images, Network: p.network,
+		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints}
 	run("agent", a.Run)
 	sc, err := sessions.New(sessions.Config{Managers: func() []string { return []string{srv.Addr()} }, TLS: srv.Credentials().ClientConfig(),
 		Node: name, Logs: rt.Logs, DataDir: o.DataDir, Logger: log})
@@ -261,7 +279,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	stop()
 	wg.Wait()
 	if o.RemovePods {
-		removePods(context.Background(), rt, name, log)
+		removePods(context.Background(), p, name, log)
 		os.RemoveAll(o.RunDir) // the zone with it, and so the resolver stops
 	}
 	rt.Wait()
@@ -269,30 +287,54 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 }
 
 // registerNode writes the node's object with what it offers, keeping an
-// operator's spec (availability, taints, labels) when it exists.
-func registerNode(ctx context.Context, st *store.Store, name string) error {
-	status := nodeStatus(name)
+// operator's spec (availability, taints, labels) when it exists, and
+// reserves its pod subnet (after the Node exists, as the dispatcher does),
+// recorded in its status.
+func registerNode(ctx context.Context, st *store.Store, name, platform string) (int, error) {
+	status := nodeStatus(name, platform)
 	now := time.Now()
 	status.LastHeartbeat = &now
 	o, _, err := st.Get(legion.KindNode, "", name)
-	if errors.Is(err, store.ErrNotFound) {
+	var node *legion.Node
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		n, _ := legion.New(legion.KindNode)
 		n.GetMetadata().Name = name
 		if err := legion.Admit(n); err != nil {
-			return err
+			return 0, err
 		}
-		n.(*legion.Node).Spec.Role = legion.RoleManager
-		n.(*legion.Node).Status = status
-		_, _, err = st.Put(ctx, n, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}})
-		return err
+		node = n.(*legion.Node)
+		node.Spec.Role = legion.RoleManager
+		node.Status = status
+		if _, _, err = st.Put(ctx, node, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}}); err != nil {
+			return 0, err
+		}
+	case err != nil:
+		return 0, err
+	default:
+		node = o.(*legion.Node)
+		status.PodCIDR = node.Status.PodCIDR
+		node.Status = status
+		if _, err = st.PutStatus(ctx, node, store.Precondition{Version: node.Metadata.Version}); err != nil {
+			return 0, err
+		}
 	}
+	subnet, err := dispatcher.ReserveSubnet(ctx, st, name)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	node := o.(*legion.Node)
-	node.Status = status
-	_, err = st.PutStatus(ctx, node, store.Precondition{Version: node.Metadata.Version})
-	return err
+	if cidr := netbsd.NodeSubnet(subnet).String(); node.Status.PodCIDR != cidr {
+		o, _, err := st.Get(legion.KindNode, "", name)
+		if err != nil {
+			return 0, err
+		}
+		node = o.(*legion.Node)
+		node.Status.PodCIDR = cidr
+		if _, err := st.PutStatus(ctx, node, store.Precondition{Version: node.Metadata.Version}); err != nil {
+			return 0, err
+		}
+	}
+	return subnet, nil
 }
 
 func memoryBytes() int64 {
@@ -308,8 +350,10 @@ func memoryBytes() int64 {
 	return 4 << 30
 }
 
-// removePods stops and removes every container of the node.
-func removePods(ctx context.Context, rt jail.Runtime, node string, log *slog.Logger) {
+// removePods stops and removes every container of the node, with their
+// roots and the pods' network.
+func removePods(ctx context.Context, p *platform, node string, log *slog.Logger) {
+	rt := p.runtime
 	cs, err := rt.List(ctx, map[string]string{agent.LabelNode: node})
 	if err != nil {
 		return
@@ -320,8 +364,22 @@ func removePods(ctx context.Context, rt jail.Runtime, node string, log *slog.Log
 		}
 	}
 	for _, c := range cs {
+		if c.Infra {
+			t := &legion.Task{}
+			t.Metadata.UID = c.ID
+			if err := p.network.Detach(ctx, t); err != nil {
+				log.Warn("removing pod network", "id", c.ID, "err", err)
+			}
+		}
+	}
+	for _, c := range cs {
 		if err := rt.Remove(ctx, c.ID); err != nil {
 			log.Warn("removing container", "id", c.ID, "err", err)
+		}
+		if !c.Infra {
+			if err := p.images.RemoveRoot(ctx, c.ID); err != nil {
+				log.Debug("removing container root", "id", c.ID, "err", err)
+			}
 		}
 	}
 }

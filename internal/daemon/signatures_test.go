@@ -83,7 +83,7 @@ metadata: {name: bad}
 spec:
   pod: {containers: [{name: c, image: `+host+`/shop/unsigned:1}]}
 `)
-	images, _, _, err := openNode(n.dataDir+"-resolver", nil)
+	images, err := OpenImages(Options{DataDir: n.dataDir + "-resolver", Platform: PlatformProcess}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

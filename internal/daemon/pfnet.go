@@ -1,0 +1,234 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+	"sync"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/endpoints"
+	"github.com/legionbsd/legion/netbsd"
+	"github.com/legionbsd/legion/netbsd/resolver"
+)
+
+// PFNetwork is the FreeBSD pod network (5.3-5.6): each pod is a VNET jail
+// joined to the node's legion0 bridge by an epair, services are balanced
+// by pf's legion/svc anchor, and every local pod has a guard in
+// legion/policy that must be loaded before anything in the pod runs.
+// The cluster's names are served by the node resolver on the bridge's
+// gateway address from the zone file it rewrites.
+type PFNetwork struct {
+	Host     netbsd.Host
+	PF       *netbsd.PF
+	Guards   *netbsd.Guards
+	Node     netbsd.Node    // this node: name and pod subnet
+	Net      netbsd.NodeNet // what SetUpNode made
+	ExtIf    string         // where published ports are redirected from
+	ZoneFile string
+	Logger   *slog.Logger
+
+	mu    sync.Mutex
+	addrs map[string]netip.Addr // task uid -> pod address
+	pods  map[string]netbsd.Pod // task uid -> joined pod
+	// services is the last endpoints received; nil until the first, so
+	// that pf keeps what an earlier agent loaded until then (5.4).
+	services []endpoints.Service
+}
+
+// PFNetworkConfig is what a node's pf network is set up from.
+type PFNetworkConfig struct {
+	Host     netbsd.Host
+	Node     netbsd.Node
+	KeyPath  string // the node's WireGuard key, made on first start
+	ExtIf    string
+	ZoneFile string
+	Logger   *slog.Logger
+}
+
+// NewPFNetwork sets the node's network up (modules, sysctls, legion0, wg0,
+// routes; nothing already in place is changed) and returns it ready for
+// pods.
+func NewPFNetwork(ctx context.Context, cfg PFNetworkConfig) (*PFNetwork, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	nn, err := cfg.Host.SetUpNode(ctx, netbsd.NodeConfig{Subnet: cfg.Node.Subnet, KeyPath: cfg.KeyPath})
+	if err != nil {
+		return nil, fmt.Errorf("node network: %w", err)
+	}
+	cfg.Node.PublicKey = nn.PublicKey
+	guards := netbsd.NewGuards(netbsd.SystemClock{})
+	return &PFNetwork{Host: cfg.Host, PF: &netbsd.PF{R: cfg.Host.R, Log: log, Guards: guards}, Guards: guards,
+		Node: cfg.Node, Net: nn, ExtIf: cfg.ExtIf, ZoneFile: cfg.ZoneFile, Logger: log,
+		addrs: map[string]netip.Addr{}, pods: map[string]netbsd.Pod{}}, nil
+}
+
+// Nameserver is the node resolver as pods reach it: the bridge's gateway.
+func (n *PFNetwork) Nameserver() string { return netbsd.Gateway(n.Node.Subnet).String() }
+
+// Attach gives the task's pod the lowest free address of the node's
+// subnet, or the one its status records (kept across agent restarts).
+func (n *PFNetwork) Attach(_ context.Context, t *legion.Task) (string, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	uid := t.Metadata.UID
+	if _, ok := n.addrs[uid]; !ok {
+		if a, err := netip.ParseAddr(t.Status.IP); err == nil && netbsd.NodeSubnet(n.Node.Subnet).Contains(a) {
+			n.addrs[uid] = a
+		}
+	}
+	a, err := netbsd.AssignPodAddr(n.Node.Subnet, n.addrs, uid)
+	if err != nil {
+		return "", err
+	}
+	n.addrs[uid] = a
+	return a.String(), nil
+}
+
+// Join gives the pod its epair (or adopts the one an earlier agent made),
+// reloads the policy with the pod in it, and with hold waits until its
+// guard is loaded (netbsd.GuardDeadline at most).
+func (n *PFNetwork) Join(ctx context.Context, t *legion.Task, ip string, hold bool) error {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return fmt.Errorf("pod %s: address %q: %w", t.Metadata.UID, ip, err)
+	}
+	pod := netbsd.Pod{TaskUID: t.Metadata.UID, Namespace: t.Metadata.Namespace, Jail: t.Metadata.UID, Addr: addr}
+	if t.Spec.Owner.Kind == legion.KindService {
+		pod.Service = t.Spec.Owner.Name
+	}
+	if err := n.Host.JoinPod(ctx, pod, n.Net); err != nil {
+		return err
+	}
+	pod.HostIf, _ = netbsd.HostIfName(pod.TaskUID)
+	n.mu.Lock()
+	n.pods[pod.TaskUID] = pod
+	err = n.applyLocked(ctx, false)
+	n.mu.Unlock()
+	if err != nil {
+		n.Logger.Warn("loading the pod's network policy", "pod", pod.TaskUID, "err", err)
+	}
+	if !hold {
+		return nil
+	}
+	if err := n.Guards.Wait(ctx, addr); err != nil {
+		return fmt.Errorf("pod %s at %s: %w", pod.TaskUID, addr, err)
+	}
+	return nil
+}
+
+// Detach destroys the pod's epair by its host end and takes its guard and
+// address back.
+func (n *PFNetwork) Detach(ctx context.Context, t *legion.Task) error {
+	err := n.Host.LeavePod(ctx, t.Metadata.UID)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, joined := n.pods[t.Metadata.UID]
+	delete(n.pods, t.Metadata.UID)
+	delete(n.addrs, t.Metadata.UID)
+	if joined {
+		if perr := n.applyLocked(context.WithoutCancel(ctx), false); perr != nil {
+			n.Logger.Warn("reloading the network policy", "pod", t.Metadata.UID, "err", perr)
+		}
+	}
+	return err
+}
+
+// Apply brings pf's service and policy anchors and the resolver's zone to
+// the cluster's endpoints.
+func (n *PFNetwork) Apply(ctx context.Context, services []endpoints.Service) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if services == nil {
+		services = []endpoints.Service{}
+	}
+	n.services = services
+	if err := n.applyLocked(ctx, true); err != nil {
+		n.Logger.Warn("applying the endpoints to pf", "err", err)
+	}
+}
+
+// applyLocked loads legion/policy (and, with services, legion/svc and the
+// zone) from what is known; before the first endpoints it does nothing,
+// leaving what an earlier agent loaded.
+func (n *PFNetwork) applyLocked(ctx context.Context, services bool) error {
+	if n.services == nil {
+		return nil
+	}
+	svcs, eps := netServices(n.services)
+	if services {
+		st := &netbsd.ServiceState{Node: n.Node, ExtIf: n.ExtIf, Services: svcs, Endpoints: eps}
+		if _, err := n.PF.ApplyServices(ctx, st); err != nil {
+			return err
+		}
+		if n.ZoneFile != "" {
+			if err := resolver.WriteZone(n.ZoneFile, resolver.BuildZone(zoneServices(n.services, nil), nil)); err != nil {
+				n.Logger.Warn("writing the resolver's zone", "err", err)
+			}
+		}
+	}
+	labels := map[string]map[string]string{}
+	for _, s := range svcs {
+		labels[s.Key()] = s.Labels
+	}
+	pods := make([]netbsd.Pod, 0, len(n.pods))
+	for _, p := range n.pods {
+		if p.Service != "" {
+			p.ServiceLabels = labels[p.Namespace+"/"+p.Service]
+		}
+		pods = append(pods, p)
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].TaskUID < pods[j].TaskUID })
+	_, err := n.PF.ApplyPolicy(ctx, &netbsd.PolicyState{Node: n.Node, Services: svcs, Endpoints: eps, Pods: pods})
+	return err
+}
+
+// netServices translates the endpoints into the network's terms. Every
+// endpoint listed is ready: the endpoints carry ready tasks only.
+func netServices(services []endpoints.Service) ([]netbsd.Service, []netbsd.Endpoint) {
+	var svcs []netbsd.Service
+	var eps []netbsd.Endpoint
+	for _, s := range services {
+		ns := netbsd.Service{Namespace: s.Namespace, Name: s.Name, Labels: s.Labels}
+		if a, err := netip.ParseAddr(s.VIP); err == nil && !s.DNSRR {
+			ns.VIP = a
+		}
+		for _, p := range s.Ports {
+			ns.Ports = append(ns.Ports, netbsd.ServicePort{Name: p.Name, Proto: netbsd.Proto(p.Protocol),
+				Port: uint16(p.Port), TargetPort: uint16(p.TargetPort), Publish: netbsd.Publish(p.Publish), PublishedPort: uint16(p.PublishedPort)})
+		}
+		svcs = append(svcs, ns)
+		for _, t := range s.Tasks {
+			a, err := netip.ParseAddr(t.IP)
+			if err != nil || !a.Is4() {
+				continue
+			}
+			eps = append(eps, netbsd.Endpoint{Namespace: s.Namespace, Service: s.Name, TaskUID: t.Name, Node: t.Node, Addr: a, Ready: true})
+		}
+	}
+	return svcs, eps
+}
+
+// zoneServices is the resolver's view of the endpoints; vip maps a VIP to
+// where this host serves it (nil: as it is).
+func zoneServices(services []endpoints.Service, vip func(netip.Addr) netip.Addr) []resolver.Service {
+	var zone []resolver.Service
+	for _, s := range services {
+		zs := resolver.Service{Namespace: s.Namespace, Name: s.Name, DNSRR: s.DNSRR, Stateful: s.Stateful}
+		if a, err := netip.ParseAddr(s.VIP); err == nil && a.Is4() && !s.DNSRR {
+			if vip != nil {
+				a = vip(a)
+			}
+			zs.VIP = a.String()
+		}
+		for _, t := range s.Tasks {
+			zs.Tasks = append(zs.Tasks, resolver.Task{IP: t.IP, Ready: true, Ordinal: t.Slot})
+		}
+		zone = append(zone, zs)
+	}
+	return zone
+}

@@ -1,0 +1,287 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/endpoints"
+	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/netbsd"
+	"github.com/legionbsd/legion/netbsd/resolver"
+)
+
+// What the lab's hosts print (netbsd's golden tests hold the same).
+const (
+	labBridgeNew = "legion0: flags=8802<BROADCAST,SIMPLEX,MULTICAST> metric 0 mtu 1500\n\tether 58:9c:fc:10:ff:b6\n\tnd6 options=29<PERFORMNUD,IFDISABLED,AUTO_LINKLOCAL>\n"
+	labRouteGet  = "   route to: default\ndestination: default\n       mask: default\n    gateway: 192.168.1.1\n        fib: 0\n  interface: vtnet0\n      flags: <UP,GATEWAY,DONE,STATIC>\n"
+	labNoIface   = "ifconfig: interface %s does not exist\n"
+)
+
+// freshHost answers a FreeBSD host on which Legion has made nothing yet.
+func freshHost() *sys.Fake {
+	f := sys.NewFake()
+	f.On("ifconfig legion0 ", sys.Answer{})
+	f.Once("ifconfig legion0", sys.Answer{Code: 1, Stderr: strings.ReplaceAll(labNoIface, "%s", "legion0")})
+	f.On("ifconfig legion0", sys.Answer{Stdout: labBridgeNew})
+	f.On("ifconfig wg0 ", sys.Answer{})
+	f.On("ifconfig wg0", sys.Answer{Code: 1, Stderr: strings.ReplaceAll(labNoIface, "%s", "wg0")})
+	f.On("ifconfig bridge create", sys.Answer{Stdout: "legion0\n"}).
+		On("wg genkey", sys.Answer{Stdout: "UFJJVjM=\n"}).
+		On("wg pubkey", sys.Answer{Stdout: "PUB3\n"}).
+		On("wg show wg0 dump", sys.Answer{Stdout: "(none)\t(none)\t0\toff\n"}).
+		On("ip6addrctl show", sys.Answer{Stdout: ""}).
+		On("route -n get default", sys.Answer{Stdout: labRouteGet}).
+		On("sysctl -n kern.racct.enable", sys.Answer{Stdout: "1\n"}).
+		On("ifconfig epair create", sys.Answer{Stdout: "epair4a\n"})
+	return f
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func podTask(uid, ns, svc string) *legion.Task {
+	t := &legion.Task{}
+	t.Metadata.UID, t.Metadata.Namespace, t.Metadata.Name = uid, ns, svc+"-1"
+	t.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: svc}
+	return t
+}
+
+func indexOf(lines []string, prefix string) int {
+	for i, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			return i
+		}
+	}
+	return -1
+}
+
+func lastStdin(f *sys.Fake, line string) string {
+	var in string
+	for _, c := range f.Calls() {
+		if c.String() == line {
+			in = string(c.Stdin)
+		}
+	}
+	return in
+}
+
+// A pod joins legion0 through its epair once its jail exists, is held
+// until its guard is loaded with the first endpoints, is balanced to by
+// pf's rdr for its service's VIP, and leaves host end first.
+func TestPFNetworkPodLifecycle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := freshHost()
+	zone := filepath.Join(t.TempDir(), "zone.json")
+	n, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: f, Log: quietLog()}, Node: netbsd.Node{Name: "n1", Subnet: 4},
+		KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), ExtIf: "vtnet0", ZoneFile: zone, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Net.BridgeEther != "58:9c:fc:10:ff:b6" || n.Nameserver() != "10.200.4.1" {
+		t.Fatalf("node network %+v, nameserver %s", n.Net, n.Nameserver())
+	}
+	for _, want := range []string{"kldload -n if_bridge", "ifconfig bridge create name legion0", "ifconfig legion0 inet 10.200.4.1/24"} {
+		if indexOf(f.Lines(), want) < 0 {
+			t.Errorf("node set-up did not run %q: %q", want, f.Lines())
+		}
+	}
+
+	task := podTask("00000000-0000-4000-8000-000000000011", "shop", "web")
+	ip, err := n.Attach(ctx, task)
+	if err != nil || ip != "10.200.4.2" {
+		t.Fatalf("Attach = %q, %v; want the subnet's first pod address", ip, err)
+	}
+	other := podTask("00000000-0000-4000-8000-000000000012", "shop", "web")
+	other.Status.IP = "10.200.4.9" // recorded by an earlier agent
+	if ip2, _ := n.Attach(ctx, other); ip2 != "10.200.4.9" {
+		t.Fatalf("a task's recorded address must be kept, got %s", ip2)
+	}
+	if again, _ := n.Attach(ctx, task); again != ip {
+		t.Fatalf("Attach again gave %s, want %s", again, ip)
+	}
+
+	f.Reset()
+	f.On("ifconfig lp000000000011 ", sys.Answer{})
+	f.On("ifconfig lp000000000011", sys.Answer{Code: 1, Stderr: strings.ReplaceAll(labNoIface, "%s", "lp000000000011")})
+	joined := make(chan error, 1)
+	go func() { joined <- n.Join(ctx, task, ip, true) }()
+	poll(t, "the epair made", 10*time.Second, func() bool { return indexOf(f.Lines(), "route -j "+task.Metadata.UID+" add -inet6 default") >= 0 })
+	select {
+	case err := <-joined:
+		t.Fatalf("Join returned (%v) before any policy was loaded: the pod would run unguarded", err)
+	default:
+	}
+	if n.Guards.Guarded(netip.MustParseAddr(ip)) {
+		t.Fatal("guarded before the endpoints arrived")
+	}
+	lines := f.Lines()
+	for _, want := range []string{"ifconfig epair create", "ifconfig epair4a name lp000000000011", "ifconfig legion0 addm lp000000000011",
+		"ifconfig epair4b vnet " + task.Metadata.UID, "ifconfig -j " + task.Metadata.UID + " epair4b inet 10.200.4.2/24",
+		"route -j " + task.Metadata.UID + " add default 10.200.4.1"} {
+		if indexOf(lines, want) < 0 {
+			t.Errorf("join did not run %q: %q", want, lines)
+		}
+	}
+
+	n.Apply(ctx, []endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Labels: map[string]string{"app": "web"},
+		Ports: []endpoints.Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}},
+		Tasks: []endpoints.Task{{Name: "web-1", IP: ip, Node: "n1", Slot: 1}}}})
+	select {
+	case err := <-joined:
+		if err != nil {
+			t.Fatalf("Join: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Join still held after the policy was loaded")
+	}
+	svc := lastStdin(f, "pfctl -a legion/svc -f -")
+	if !strings.Contains(svc, "10.201.0.1") || !strings.Contains(svc, "port 8080") || !strings.Contains(svc, "10.200.4.2") {
+		t.Errorf("legion/svc must redirect the VIP to the task's port:\n%s", svc)
+	}
+	pol := lastStdin(f, "pfctl -a legion/policy -f -")
+	if !strings.Contains(pol, "lp000000000011") {
+		t.Errorf("legion/policy must guard the pod's host end:\n%s", pol)
+	}
+	z, err := os.ReadFile(zone)
+	if err != nil || !strings.Contains(string(z), "10.201.0.1") || strings.Contains(string(z), "127.") {
+		t.Errorf("the zone must answer the real VIP: %s (%v)", z, err)
+	}
+	var zf resolver.Zone
+	if err := json.Unmarshal(z, &zf); err != nil || len(zf.Records) == 0 {
+		t.Errorf("zone records %v (%v)", zf.Records, err)
+	}
+
+	f.Reset()
+	if err := n.Detach(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	lines = f.Lines()
+	if len(lines) == 0 || lines[0] != "ifconfig lp000000000011 destroy" {
+		t.Fatalf("leaving must destroy the host end first: %q", lines)
+	}
+	if pol := lastStdin(f, "pfctl -a legion/policy -f -"); strings.Contains(pol, "lp000000000011") {
+		t.Errorf("the policy still guards a pod that left:\n%s", pol)
+	}
+	if n.Guards.Guarded(netip.MustParseAddr(ip)) {
+		t.Error("a pod that left is still recorded as guarded")
+	}
+	if again, _ := n.Attach(ctx, podTask("00000000-0000-4000-8000-000000000013", "shop", "web")); again != ip {
+		t.Errorf("a freed address is given again: got %s, want %s", again, ip)
+	}
+}
+
+// After an agent restart a running pod's network is adopted as it is:
+// no epair is made and nothing waits for the policy.
+func TestPFNetworkAdoptsJoinedPod(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := freshHost()
+	n, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: f, Log: quietLog()}, Node: netbsd.Node{Name: "n1", Subnet: 4},
+		KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := podTask("00000000-0000-4000-8000-000000000011", "shop", "web")
+	task.Status.IP = "10.200.4.7"
+	f.Reset()
+	f.On("ifconfig lp000000000011", sys.Answer{Stdout: "lp000000000011: flags=8863<UP> metric 0 mtu 1420\n\tether 58:9c:fc:10:ff:b6\n"})
+	f.On("ifconfig -j "+task.Metadata.UID, sys.Answer{Stdout: "epair4b: flags=8863<UP> metric 0 mtu 1420\n\tinet 10.200.4.7 netmask 0xffffff00 broadcast 10.200.4.255\n\tinet6 fd00:10:200:4::7 prefixlen 64\n"})
+	ip, err := n.Attach(ctx, task)
+	if err != nil || ip != "10.200.4.7" {
+		t.Fatalf("Attach = %s, %v", ip, err)
+	}
+	if err := n.Join(ctx, task, ip, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range f.Lines() {
+		if strings.Contains(l, "epair create") || strings.Contains(l, " inet ") || strings.HasPrefix(l, "pfctl") {
+			t.Errorf("adopting ran %q: an adopted pod keeps its network, and pf keeps its anchors until the endpoints arrive", l)
+		}
+	}
+}
+
+// The jails platform opens the jail runtime on ZFS and the pf network,
+// serving DNS on the bridge's gateway; the process one the loopback
+// network on the configured port.
+func TestOpenPlatform(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	f := freshHost()
+	o := Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Platform: PlatformJails, Runner: f}
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := openPlatform(ctx, o, "/usr/local/bin/legion", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	if err := p.openNetwork(ctx, o, networkConfig{subnet: 4, node: "n1", zone: filepath.Join(dir, "zone.json"), keyDir: filepath.Join(dir, "pki")}, quietLog()); err != nil {
+		t.Fatal(err)
+	}
+	nw, ok := p.network.(*PFNetwork)
+	if !ok {
+		t.Fatalf("jails platform network is %T, want *PFNetwork", p.network)
+	}
+	if nw.ExtIf != "vtnet0" || p.dnsListen != "10.200.4.1:53" {
+		t.Errorf("ext if %q (want the default route's, vtnet0), DNS at %q (want the gateway's port 53)", nw.ExtIf, p.dnsListen)
+	}
+	if _, ok := p.runtime.(*jail.Jails); !ok {
+		t.Errorf("jails platform runtime is %T", p.runtime)
+	}
+	if indexOf(f.Lines(), "sysctl -n kern.racct.enable") < 0 || indexOf(f.Lines(), "kldload") < 0 {
+		t.Errorf("the jail runtime's start-up did not run: %q", f.Lines())
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "pki", "wireguard.key")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("WireGuard key: %v %v", fi, err)
+	}
+	var _ agent.PodJoiner = nw
+	var _ agent.PodResolver = nw
+
+	q := Options{DataDir: filepath.Join(dir, "pdata"), RunDir: filepath.Join(dir, "prun"), Platform: PlatformProcess, DNSListen: "127.0.0.1:0"}
+	if err := q.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	pp, err := openPlatform(ctx, q, "/usr/local/bin/legion", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pp.close()
+	if err := pp.openNetwork(ctx, q, networkConfig{subnet: 4, zone: filepath.Join(dir, "pzone.json")}, quietLog()); err != nil {
+		t.Fatal(err)
+	}
+	ln, ok := pp.network.(*LoopbackNetwork)
+	if !ok || ln.Subnet.String() != "127.200.4.0/24" || pp.dnsListen != "127.0.0.1:0" {
+		t.Errorf("process platform network %#v, DNS %q", pp.network, pp.dnsListen)
+	}
+	if _, ok := pp.network.(agent.PodJoiner); ok {
+		t.Error("the loopback network has nothing to join")
+	}
+
+	bad := Options{DataDir: filepath.Join(dir, "b"), Platform: "bhyve"}
+	if _, err := OpenImages(bad, nil); err == nil || !strings.Contains(err.Error(), `platform "bhyve"`) {
+		t.Errorf("an unknown platform must be refused by name, got %v", err)
+	}
+}
+
+func TestSubnetOf(t *testing.T) {
+	if n, err := subnetOf("10.200.7.0/24"); err != nil || n != 7 {
+		t.Errorf("subnetOf = %d, %v", n, err)
+	}
+	for _, bad := range []string{"", "10.201.7.0/24", "10.200.7.0/16", "junk"} {
+		if _, err := subnetOf(bad); err == nil {
+			t.Errorf("subnetOf(%q) must fail", bad)
+		}
+	}
+}

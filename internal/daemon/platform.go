@@ -1,0 +1,208 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/endpoints"
+	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/jail/process"
+	"github.com/legionbsd/legion/netbsd"
+	"github.com/legionbsd/legion/zfs"
+)
+
+// What a node runs pods with (Options.Platform).
+const (
+	// PlatformJails: FreeBSD jails on ZFS clones of their images, each pod
+	// a VNET jail on the legion0 bridge, services balanced by pf.
+	PlatformJails = "jails"
+	// PlatformProcess: host processes in their images' unpacked roots on
+	// the loopback network. It isolates nothing; it is for development
+	// and tests on any Unix.
+	PlatformProcess = "process"
+)
+
+// DefaultZFSRoot is the dataset images and container roots live under on
+// a jails node.
+const DefaultZFSRoot = "zroot/legion"
+
+// DefaultPlatform is the jails on FreeBSD and the process runtime
+// elsewhere.
+func DefaultPlatform() string {
+	if runtime.GOOS == "freebsd" {
+		return PlatformJails
+	}
+	return PlatformProcess
+}
+
+// nodeRuntime is a runtime the daemon can wait for at its end: the
+// supervisors it started are reaped.
+type nodeRuntime interface {
+	jail.Runtime
+	Wait()
+}
+
+// platform is how this node runs pods: the runtime, the image store that
+// feeds it, the pod network and what turns the endpoints into load
+// balancing and DNS.
+type platform struct {
+	kind      string
+	images    *image.Images
+	runtime   nodeRuntime
+	network   agent.Network
+	endpoints func(context.Context, []endpoints.Service)
+	dnsListen string // where the node resolver answers
+	close     func()
+}
+
+func (o *Options) platformDefaults() {
+	if o.Platform == "" {
+		o.Platform = DefaultPlatform()
+	}
+	if o.ZFSRoot == "" {
+		o.ZFSRoot = DefaultZFSRoot
+	}
+}
+
+func (o *Options) runner() sys.Runner {
+	if o.Runner != nil {
+		return o.Runner
+	}
+	return sys.Exec{}
+}
+
+// OpenImages opens the node's image store: layers as ZFS datasets under
+// the ZFS root on a jails node, directories under the data directory on
+// a process one.
+func OpenImages(o Options, log *slog.Logger) (*image.Images, error) {
+	o.platformDefaults()
+	var store image.Store
+	switch o.Platform {
+	case PlatformJails:
+		store = image.NewZFSStore(zfs.New(o.runner()), o.ZFSRoot)
+	case PlatformProcess:
+		ds, err := image.NewDirStore(filepath.Join(o.DataDir, "layers"))
+		if err != nil {
+			return nil, err
+		}
+		store = ds
+	default:
+		return nil, fmt.Errorf("platform %q: expected %s or %s", o.Platform, PlatformJails, PlatformProcess)
+	}
+	return image.Open(image.Options{DataDir: o.DataDir, Store: store, Log: log,
+		Platform: image.PlatformRule{Arch: runtime.GOARCH, AllowLinux: o.Platform == PlatformProcess && runtime.GOOS != "freebsd"}})
+}
+
+// openPlatform opens the node's image store and runtime, and says at start
+// which they are; openNetwork adds the pod network once the node's subnet
+// is known.
+func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) (*platform, error) {
+	images, err := OpenImages(o, log)
+	if err != nil {
+		return nil, err
+	}
+	p := &platform{kind: o.Platform, images: images, close: func() { images.Close() }}
+	switch o.Platform {
+	case PlatformProcess:
+		log.Warn("platform process: containers are host processes and pods share the host's network (loopback); nothing is isolated")
+		p.runtime, err = process.New(process.Config{DataDir: o.DataDir, Shim: exe, Log: log})
+	case PlatformJails:
+		p.runtime, err = openJails(ctx, o, exe, log)
+	}
+	if err != nil {
+		images.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*jail.Jails, error) {
+	r := o.runner()
+	host, warnings, err := jail.Startup(ctx, r, false)
+	if err != nil {
+		return nil, fmt.Errorf("jail runtime: %w", err)
+	}
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+	log.Info("platform jails: pods are VNET jails on ZFS clones of their images", "zfs_root", o.ZFSRoot)
+	return jail.NewJails(jail.Config{DataDir: o.DataDir, Runner: r, Shim: exe, NoLimits: host.NoLimits,
+		Spawner: jail.ExecSpawner{}, Log: log})
+}
+
+// networkConfig is what a node's pod network is made from.
+type networkConfig struct {
+	subnet int    // the node's pod subnet, 10.200.<subnet>.0/24
+	node   string // the node's name
+	zone   string // the resolver's zone file
+	keyDir string // where the node's WireGuard key lives
+}
+
+// openNetwork gives the platform its pod network: the loopback one with a
+// proxy per VIP port for processes, legion0 and pf for jails.
+func (p *platform) openNetwork(ctx context.Context, o Options, nc networkConfig, log *slog.Logger) error {
+	if p.kind == PlatformProcess {
+		eps := &Endpoints{ZoneFile: nc.zone, Logger: log, VIPOctet: o.VIPOctet}
+		p.network = &LoopbackNetwork{Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, o.PodOctet, byte(nc.subnet), 0}), 24)}
+		p.endpoints = eps.Apply
+		p.dnsListen = o.DNSListen
+		images := p.images
+		p.close = func() { eps.Close(); images.Close() }
+		return nil
+	}
+	r := o.runner()
+	extIf := o.ExtIf
+	if extIf == "" {
+		var err error
+		if extIf, err = defaultInterface(ctx, r); err != nil {
+			log.Warn("no external interface found: published ports are not redirected", "err", err)
+		}
+	}
+	if err := os.MkdirAll(nc.keyDir, 0o700); err != nil {
+		return err
+	}
+	nw, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: r, Log: log},
+		Node:    netbsd.Node{Name: nc.node, Subnet: nc.subnet},
+		KeyPath: filepath.Join(nc.keyDir, "wireguard.key"), ExtIf: extIf, ZoneFile: nc.zone, Logger: log})
+	if err != nil {
+		return err
+	}
+	log.Info("pod network: legion0 and pf", "subnet", netbsd.NodeSubnet(nc.subnet), "ext_if", extIf)
+	p.network = nw
+	p.endpoints = nw.Apply
+	p.dnsListen = netip.AddrPortFrom(netbsd.Gateway(nc.subnet), 53).String()
+	return nil
+}
+
+// subnetOf is n of a node's pod subnet 10.200.n.0/24.
+func subnetOf(podCIDR string) (int, error) {
+	p, err := netip.ParsePrefix(podCIDR)
+	if err != nil || !netbsd.PodCIDR().Contains(p.Addr()) || p.Bits() != 24 {
+		return 0, fmt.Errorf("pod subnet %q: expected a /24 of %s", podCIDR, netbsd.PodCIDR())
+	}
+	return int(p.Addr().As4()[2]), nil
+}
+
+// defaultInterface is the interface of the default route, where published
+// ports arrive (`route -n get default` prints "interface: em0").
+func defaultInterface(ctx context.Context, r sys.Runner) (string, error) {
+	res, err := sys.Run(ctx, r, "route", "-n", "get", "default")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == "interface" {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("route -n get default printed no interface")
+}
