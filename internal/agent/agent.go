@@ -48,6 +48,35 @@ type PodResolver interface {
 	Nameserver() string
 }
 
+// TaskDirs mounts and unmounts the memory file system a task's secrets,
+// configs and tmpfs volumes live on (9: secrets are held in tmpfs).
+type TaskDirs interface {
+	// MountTaskDir mounts it on dir, at most size bytes (0: no limit).
+	MountTaskDir(ctx context.Context, dir string, size int64) error
+	// UnmountTaskDir unmounts it; a directory with nothing mounted is
+	// success.
+	UnmountTaskDir(ctx context.Context, dir string) error
+}
+
+// taskFilesSpace is what a task's secrets and configs may take of its
+// file system, beside its tmpfs volumes.
+const taskFilesSpace = 16 << 20
+
+// taskDirSize bounds a task's file system: its files and its tmpfs
+// volumes; a tmpfs volume without a size leaves it unbounded.
+func taskDirSize(t *legion.Task) int64 {
+	size := int64(taskFilesSpace)
+	for _, v := range t.Spec.Pod.Volumes {
+		if v.Tmpfs != nil {
+			if v.Tmpfs.Size == 0 {
+				return 0
+			}
+			size += int64(v.Tmpfs.Size)
+		}
+	}
+	return size
+}
+
 // JoinWaitMessage is the task's message while a new pod waits for its
 // network policy (5.6).
 const JoinWaitMessage = "loading the pod's network policy"
@@ -68,6 +97,10 @@ type Agent struct {
 	RunDir string
 	Logger *slog.Logger
 	Now    func() time.Time
+	// TaskDirs, when set, mounts a memory file system on each task's
+	// private directory (RunDir/tasks/<uid>); without it the directory is
+	// only private (mode 0700), in whatever RunDir is.
+	TaskDirs TaskDirs
 	// Endpoints, when set, is given every service's endpoints each time
 	// the assignments arrive (the node's load balancing and DNS).
 	Endpoints func(ctx context.Context, services []endpoints.Service)
@@ -204,8 +237,6 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 	}
 }
 
-// writeFiles writes the Secrets and Configs a task's containers mount as
-// files into the task's private directory and makes its tmpfs volumes.
 // ResolvConfKey is the files entry of a pod's resolv.conf.
 const ResolvConfKey = "resolv.conf"
 
@@ -223,10 +254,17 @@ func (a *Agent) writeResolvConf(t *legion.Task, files map[string]string, nameser
 	return files, nil
 }
 
+// writeFiles writes the Secrets and Configs a task's containers mount as
+// files into the task's private directory and makes its tmpfs volumes.
 func (a *Agent) writeFiles(t *legion.Task, values map[string][]byte) (map[string]string, error) {
 	dir := filepath.Join(a.RunDir, "tasks", t.Metadata.UID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
+	}
+	if a.TaskDirs != nil {
+		if err := a.TaskDirs.MountTaskDir(context.Background(), dir, taskDirSize(t)); err != nil {
+			return nil, fmt.Errorf("task files: %w", err)
+		}
 	}
 	out := map[string]string{}
 	ns := t.Metadata.Namespace

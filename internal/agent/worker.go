@@ -444,7 +444,14 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 			w.a.log.Debug("removing container root", "err", err)
 		}
 	}
-	os.RemoveAll(filepath.Join(w.a.RunDir, "tasks", t.Metadata.UID))
+	dir := filepath.Join(w.a.RunDir, "tasks", t.Metadata.UID)
+	if w.a.TaskDirs != nil {
+		if err := w.a.TaskDirs.UnmountTaskDir(ctx, dir); err != nil {
+			// The files are removed below either way.
+			w.a.log.Warn("unmounting the task's files", "task", t.Metadata.Name, "err", err)
+		}
+	}
+	os.RemoveAll(dir)
 	now := w.a.now()
 	w.status.Finished = &now
 	w.report(ctx, state, msg)

@@ -88,6 +88,7 @@ type node struct {
 	eps     *Endpoints
 	images  *image.Images
 	net     agent.Network
+	dirs    agent.TaskDirs
 
 	clock       *offsetClock
 	agentCancel context.CancelFunc
@@ -100,7 +101,7 @@ func (n *node) startAgent(ctx context.Context) {
 	actx, cancel := context.WithCancel(ctx)
 	n.agentCancel, n.agentDone = cancel, make(chan struct{})
 	a := &agent.Agent{Node: "n1", Manager: n.local, Runtime: n.rt, Images: n.images, Network: n.net,
-		DataDir: n.dataDir, RunDir: n.runDir, Endpoints: n.eps.Apply}
+		DataDir: n.dataDir, RunDir: n.runDir, Endpoints: n.eps.Apply, TaskDirs: n.dirs}
 	go func() { defer close(n.agentDone); a.Run(actx) }()
 }
 

@@ -59,7 +59,7 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	images, rt := p.images, p.runtime
 	sess, err := session.New(session.Config{Managers: managers, TLS: creds.ClientConfig(), Logger: log,
 		Usage:  newUsageSampler(rt, srv.NodeID()).Usage,
-		Status: func() legion.NodeStatus { return nodeStatus(NodeName(), o.Platform) }})
+		Status: func() legion.NodeStatus { return nodeStatus(NodeName(), p) }})
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	}
 	run("sessions", sc.Run)
 	a := &agent.Agent{Node: srv.NodeID(), Manager: sess, Runtime: rt, Images: images,
-		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints}
+		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs}
 	run("agent", a.Run)
 	wg.Wait()
 	rt.Wait()
@@ -125,12 +125,14 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 }
 
 // nodeStatus is what this node reports of itself. Linux images run only
-// where containers are host processes on Linux.
-func nodeStatus(hostname, platform string) legion.NodeStatus {
+// where containers are host processes on Linux; a jails node without rctl
+// says it takes no limits.
+func nodeStatus(hostname string, p *platform) legion.NodeStatus {
 	cpu := legion.CPU(runtime.NumCPU() * 1000)
 	mem := legion.Bytes(memoryBytes())
 	return legion.NodeStatus{State: legion.NodeReady, Hostname: hostname,
-		Platform:  legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux" && platform == PlatformProcess},
+		Platform: legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux" && p.kind == PlatformProcess,
+			NoLimits: p.noLimits},
 		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
 		Version:   "dev", ImagePins: true}
 }

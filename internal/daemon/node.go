@@ -194,17 +194,8 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		}
 	}
 
-	name := NodeName()
-	subnet, err := registerNode(ctx, st, name, o.Platform)
-	if err != nil {
-		return fmt.Errorf("registering node %s: %w", name, err)
-	}
 	exe, err := os.Executable()
 	if err != nil {
-		return err
-	}
-	zone := filepath.Join(o.RunDir, "resolver", "zone.json")
-	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
 		return err
 	}
 	p, err := openPlatform(ctx, o, exe, log)
@@ -212,6 +203,15 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		return err
 	}
 	defer func() { p.close() }()
+	name := NodeName()
+	subnet, err := registerNode(ctx, st, name, p)
+	if err != nil {
+		return fmt.Errorf("registering node %s: %w", name, err)
+	}
+	zone := filepath.Join(o.RunDir, "resolver", "zone.json")
+	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
+		return err
+	}
 	if err := p.openNetwork(ctx, o, networkConfig{subnet: subnet, node: name, zone: zone,
 		keyDir: filepath.Join(o.DataDir, "manager", server.PKIDir)}, log); err != nil {
 		return err
@@ -256,7 +256,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		return err
 	}
 	a := &agent.Agent{Node: name, Manager: local, Runtime: rt, Images: images, Network: p.network,
-		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints}
+		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs}
 	run("agent", a.Run)
 	sc, err := sessions.New(sessions.Config{Managers: func() []string { return []string{srv.Addr()} }, TLS: srv.Credentials().ClientConfig(),
 		Node: name, Logs: rt.Logs, DataDir: o.DataDir, Logger: log})
@@ -290,8 +290,8 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 // operator's spec (availability, taints, labels) when it exists, and
 // reserves its pod subnet (after the Node exists, as the dispatcher does),
 // recorded in its status.
-func registerNode(ctx context.Context, st *store.Store, name, platform string) (int, error) {
-	status := nodeStatus(name, platform)
+func registerNode(ctx context.Context, st *store.Store, name string, p *platform) (int, error) {
+	status := nodeStatus(name, p)
 	now := time.Now()
 	status.LastHeartbeat = &now
 	o, _, err := st.Get(legion.KindNode, "", name)

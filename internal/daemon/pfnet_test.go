@@ -246,6 +246,20 @@ func TestOpenPlatform(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "pki", "wireguard.key")); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("WireGuard key: %v %v", fi, err)
 	}
+	f.Reset()
+	f.On("umount -f /var/run/legion/tasks/gone", sys.Answer{Code: 1, Stderr: "umount: /var/run/legion/tasks/gone: not a file system root directory\n"})
+	if err := p.taskDirs.MountTaskDir(ctx, "/var/run/legion/tasks/t1", 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.taskDirs.UnmountTaskDir(ctx, "/var/run/legion/tasks/t1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.taskDirs.UnmountTaskDir(ctx, "/var/run/legion/tasks/gone"); err != nil {
+		t.Errorf("nothing mounted must be success: %v", err)
+	}
+	if d := strings.Join(f.Lines(), "\n"); d != "mount -t tmpfs -o mode=0700,size=16777216 tmpfs /var/run/legion/tasks/t1\numount -f /var/run/legion/tasks/t1\numount -f /var/run/legion/tasks/gone" {
+		t.Errorf("task directory commands:\n%s", d)
+	}
 	var _ agent.PodJoiner = nw
 	var _ agent.PodResolver = nw
 
@@ -264,6 +278,12 @@ func TestOpenPlatform(t *testing.T) {
 	ln, ok := pp.network.(*LoopbackNetwork)
 	if !ok || ln.Subnet.String() != "127.200.4.0/24" || pp.dnsListen != "127.0.0.1:0" {
 		t.Errorf("process platform network %#v, DNS %q", pp.network, pp.dnsListen)
+	}
+	if pp.taskDirs != nil || p.taskDirs == nil || p.noLimits {
+		t.Errorf("task dirs: process %v, jails %v; jails noLimits %v with kern.racct.enable=1", pp.taskDirs, p.taskDirs, p.noLimits)
+	}
+	if st := nodeStatus("n1", p); st.Platform.Linux || st.Platform.NoLimits {
+		t.Errorf("a jails node with rctl reports %+v", st.Platform)
 	}
 	if _, ok := pp.network.(agent.PodJoiner); ok {
 		t.Error("the loopback network has nothing to join")

@@ -59,6 +59,8 @@ type platform struct {
 	images    *image.Images
 	runtime   nodeRuntime
 	network   agent.Network
+	taskDirs  agent.TaskDirs // nil: private directories only
+	noLimits  bool           // rctl is off: containers with limits cannot run
 	endpoints func(context.Context, []endpoints.Service)
 	dnsListen string // where the node resolver answers
 	close     func()
@@ -116,7 +118,8 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 		log.Warn("platform process: containers are host processes and pods share the host's network (loopback); nothing is isolated")
 		p.runtime, err = process.New(process.Config{DataDir: o.DataDir, Shim: exe, Log: log})
 	case PlatformJails:
-		p.runtime, err = openJails(ctx, o, exe, log)
+		p.runtime, p.noLimits, err = openJails(ctx, o, exe, log)
+		p.taskDirs = tmpfsDirs{r: o.runner()}
 	}
 	if err != nil {
 		images.Close()
@@ -125,18 +128,19 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 	return p, nil
 }
 
-func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*jail.Jails, error) {
+func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*jail.Jails, bool, error) {
 	r := o.runner()
 	host, warnings, err := jail.Startup(ctx, r, false)
 	if err != nil {
-		return nil, fmt.Errorf("jail runtime: %w", err)
+		return nil, false, fmt.Errorf("jail runtime: %w", err)
 	}
 	for _, w := range warnings {
 		log.Warn(w)
 	}
 	log.Info("platform jails: pods are VNET jails on ZFS clones of their images", "zfs_root", o.ZFSRoot)
-	return jail.NewJails(jail.Config{DataDir: o.DataDir, Runner: r, Shim: exe, NoLimits: host.NoLimits,
+	rt, err := jail.NewJails(jail.Config{DataDir: o.DataDir, Runner: r, Shim: exe, NoLimits: host.NoLimits,
 		Spawner: jail.ExecSpawner{}, Log: log})
+	return rt, host.NoLimits, err
 }
 
 // networkConfig is what a node's pod network is made from.
@@ -205,4 +209,27 @@ func defaultInterface(ctx context.Context, r sys.Runner) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("route -n get default printed no interface")
+}
+
+// tmpfsDirs gives each task's private directory a tmpfs of its own, so
+// secrets are held in memory and go with the mount.
+type tmpfsDirs struct{ r sys.Runner }
+
+func (m tmpfsDirs) MountTaskDir(ctx context.Context, dir string, size int64) error {
+	opts := "mode=0700"
+	if size > 0 {
+		opts += fmt.Sprintf(",size=%d", size)
+	}
+	_, err := sys.Run(ctx, m.r, "mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir)
+	return err
+}
+
+// UnmountTaskDir: umount answering "not a file system root directory"
+// means nothing is mounted there.
+func (m tmpfsDirs) UnmountTaskDir(ctx context.Context, dir string) error {
+	_, err := sys.Run(ctx, m.r, "umount", "-f", dir)
+	if sys.IsExit(err, "not a file system root directory") || sys.IsExit(err, "No such file or directory") {
+		return nil
+	}
+	return err
 }

@@ -67,6 +67,18 @@ func (j *joiningNetwork) Detach(ctx context.Context, t *legion.Task) error {
 
 func (j *joiningNetwork) Nameserver() string { return "10.200.1.1" }
 
+// MountTaskDir and UnmountTaskDir make it the agent's TaskDirs too.
+func (j *joiningNetwork) MountTaskDir(_ context.Context, dir string, size int64) error {
+	j.note("mount %s %d", filepath.Base(dir), size)
+	return nil
+}
+
+func (j *joiningNetwork) UnmountTaskDir(_ context.Context, dir string) error {
+	_, err := os.Stat(filepath.Join(dir, agent.ResolvConfKey))
+	j.note("unmount %s files-there=%v", filepath.Base(dir), err == nil)
+	return nil
+}
+
 // A pod is joined once its infra container exists and before any of its
 // containers is made (a VNET jail's interface moves into a jail that is
 // there; nothing may run before the pod's guard is loaded), leaves the
@@ -79,7 +91,7 @@ func TestPodJoinsBetweenItsJailAndItsContainers(t *testing.T) {
 	n := startNode(t)
 	n.stopAgent()
 	jn := &joiningNetwork{LoopbackNetwork: &LoopbackNetwork{Subnet: n.net.(*LoopbackNetwork).Subnet}, rt: n.rt}
-	n.net = jn
+	n.net, n.dirs = jn, jn
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n.startAgent(ctx)
@@ -111,9 +123,12 @@ spec:
 	ev := jn.seen()
 	// Joined with only the pod's jail there; left with the jail still
 	// there (its host end goes first, 5.3).
-	if len(ev) != 2 || ev[0] != "join dns hold=true pod[infra=running]" ||
-		!strings.HasPrefix(ev[1], "detach dns pod[infra=running,container=") {
-		t.Fatalf("network calls %q", ev)
+	// The task's files are on their own file system from before the pod
+	// is made until after it is gone.
+	uid := task.Metadata.UID
+	if len(ev) != 4 || ev[0] != fmt.Sprintf("mount %s %d", uid, 16<<20) || ev[1] != "join dns hold=true pod[infra=running]" ||
+		!strings.HasPrefix(ev[2], "detach dns pod[infra=running,container=") || ev[3] != "unmount "+uid+" files-there=true" {
+		t.Fatalf("network and task-directory calls %q", ev)
 	}
 
 	n.apply(t, webService)
