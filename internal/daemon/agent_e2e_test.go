@@ -271,6 +271,22 @@ func (n *node) job(t *testing.T, name string) *legion.Job {
 	return o.(*legion.Job)
 }
 
+// jobOutput waits for a job to complete (failing the test if it fails)
+// and returns what its container printed, as saved when its pod went.
+func (n *node) jobOutput(t *testing.T, name, container string) string {
+	t.Helper()
+	poll(t, "job "+name+" to complete", 60*time.Second, func() bool {
+		j := n.job(t, name)
+		if j.Status.State == legion.JobFailed {
+			t.Fatalf("job %s failed: %s", name, j.Status.Message)
+		}
+		return j.Status.State == legion.JobComplete
+	})
+	task := n.tasksOf(t, "legion.job", name)[0]
+	saved, _ := os.ReadFile(filepath.Join(agent.SavedOutputDir(n.dataDir, task.Metadata.UID), container+".log"))
+	return string(saved)
+}
+
 // A job runs to completion through the whole node: the planner places its
 // task, the agent pulls nothing (a loaded image), runs the container as a
 // supervised process, reports it complete, and keeps its output.
@@ -342,16 +358,7 @@ spec:
         args: [-cat, /run/secrets/token]
         secrets: [{name: token}]
 `)
-	poll(t, "the reader job to complete", 60*time.Second, func() bool {
-		s := n.job(t, "reader").Status.State
-		if s == legion.JobFailed {
-			t.Fatalf("the job failed: %s", n.job(t, "reader").Status.Message)
-		}
-		return s == legion.JobComplete
-	})
-	task := n.tasksOf(t, "legion.job", "reader")[0]
-	saved, _ := os.ReadFile(filepath.Join(agent.SavedOutputDir(n.dataDir, task.Metadata.UID), "cat.log"))
-	if !strings.Contains(string(saved), value) {
+	if saved := n.jobOutput(t, "reader", "cat"); !strings.Contains(saved, value) {
 		t.Fatalf("the container did not read the secret file: %q", saved)
 	}
 	// As an environment variable: a service answers its value over HTTP.

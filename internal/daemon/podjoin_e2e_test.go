@@ -106,17 +106,10 @@ spec:
         pullPolicy: never
         args: [-cat, /etc/resolv.conf]
 `)
-	poll(t, "the job to complete", 60*time.Second, func() bool {
-		s := n.job(t, "dns").Status.State
-		if s == legion.JobFailed {
-			t.Fatalf("the job failed: %s", n.job(t, "dns").Status.Message)
-		}
-		return s == legion.JobComplete
-	})
+	saved := n.jobOutput(t, "dns", "cat")
 	task := n.tasksOf(t, "legion.job", "dns")[0]
-	saved, _ := os.ReadFile(filepath.Join(agent.SavedOutputDir(n.dataDir, task.Metadata.UID), "cat.log"))
 	for _, want := range []string{"search default.legion legion", "nameserver 10.200.1.1", "options ndots:2"} {
-		if !strings.Contains(string(saved), want) {
+		if !strings.Contains(saved, want) {
 			t.Errorf("the container's /etc/resolv.conf lacks %q: %q", want, saved)
 		}
 	}
