@@ -57,13 +57,13 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	}
 }
 
-// waitChange returns once a task, Secret or Config changed after version
+// waitChange returns once a task, Secret, Config, Service or Node changed after version
 // at (or the history no longer reaches back), or with an error once the
 // replica no longer follows a leader.
 func (s *Service) waitChange(ctx context.Context, st *store.Store, at uint64) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.check)
-		err := st.WaitChange(wctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService)
+		err := st.WaitChange(wctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService, legion.KindNode)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return err
@@ -108,6 +108,17 @@ func assignments(st *store.Store, node string) (*legionpb.AssignmentSet, error) 
 	}
 	if set.Endpoints, err = json.Marshal(eps); err != nil {
 		return nil, status.Errorf(codes.Internal, "endpoints: %v", err)
+	}
+	nodeObjs, _, err := st.List(legion.KindNode, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	nodes := make([]*legion.Node, len(nodeObjs))
+	for i, o := range nodeObjs {
+		nodes[i] = o.(*legion.Node)
+	}
+	if set.Peers, err = json.Marshal(endpoints.Peers(nodes)); err != nil {
+		return nil, status.Errorf(codes.Internal, "peers: %v", err)
 	}
 	set.Version = at
 	return set, nil

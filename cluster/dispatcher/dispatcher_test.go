@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/legionbsd/legion/internal/endpoints"
 	"io"
 	"slices"
 	"strings"
@@ -525,5 +526,38 @@ func TestFollowerCutOffFromTheLeaderEndsItsStreams(t *testing.T) {
 	}
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("new stream on a follower without a leader: %v, want Unavailable", err)
+	}
+}
+
+func peersOf(t *testing.T, set *legionpb.AssignmentSet) []endpoints.Peer {
+	t.Helper()
+	var ps []endpoints.Peer
+	if err := json.Unmarshal(set.GetPeers(), &ps); err != nil {
+		t.Fatalf("peers %q: %v", set.GetPeers(), err)
+	}
+	return ps
+}
+
+// Every node's set lists the mesh: the nodes with a pod subnet and a
+// WireGuard key, reached at their address on the design's port. A node
+// registering its key sends everyone a new set.
+func TestAssignmentsCarryTheMeshPeers(t *testing.T) {
+	m := dispatchertest.Start(t)
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	b := dial(t, m, "node-b", pki.RoleWorker)
+	register(t, a, legion.NodeStatus{Hostname: "node-a", Addr: "192.0.2.10", WireGuard: &legion.WireGuard{PublicKey: "KEY-A"}})
+	register(t, b, legion.NodeStatus{Hostname: "node-b", Addr: "192.0.2.11"})
+	s, err := a.Assignments(ctxT(t), &legionpb.AssignmentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []endpoints.Peer{{Name: "node-a", PodCIDR: "10.200.0.0/24", PublicKey: "KEY-A", Endpoint: "192.0.2.10:51820"}}
+	if diff := cmp.Diff(want, peersOf(t, recv(t, s))); diff != "" {
+		t.Fatalf("peers before node-b has a key (-want +got):\n%s", diff)
+	}
+	register(t, b, legion.NodeStatus{Hostname: "node-b", Addr: "192.0.2.11", WireGuard: &legion.WireGuard{PublicKey: "KEY-B", Endpoint: "198.51.100.7:51900"}})
+	want = append(want, endpoints.Peer{Name: "node-b", PodCIDR: "10.200.1.0/24", PublicKey: "KEY-B", Endpoint: "198.51.100.7:51900"})
+	if diff := cmp.Diff(want, peersOf(t, recv(t, s))); diff != "" {
+		t.Fatalf("peers after node-b registered its key (-want +got):\n%s", diff)
 	}
 }

@@ -104,6 +104,9 @@ type Agent struct {
 	// Endpoints, when set, is given every service's endpoints each time
 	// the assignments arrive (the node's load balancing and DNS).
 	Endpoints func(ctx context.Context, services []endpoints.Service)
+	// Peers, when set, is given the mesh's nodes each time assignments
+	// carrying them arrive.
+	Peers func(ctx context.Context, peers []endpoints.Peer)
 
 	log     *slog.Logger
 	mu      sync.Mutex
@@ -165,6 +168,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.reconcile(ctx, as, pods)
 			if a.Endpoints != nil {
 				a.Endpoints(ctx, as.Endpoints)
+			}
+			if a.Peers != nil && as.Peers != nil {
+				a.Peers(ctx, as.Peers)
 			}
 			pods = nil // adoption happens once, against the first assignments
 		case ev, ok := <-events:

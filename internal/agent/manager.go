@@ -28,6 +28,9 @@ type Assignments struct {
 	// Endpoints are every service's ready tasks, for the node's load
 	// balancing and DNS.
 	Endpoints []endpoints.Service
+	// Peers are the mesh's nodes, for the node's wg0; nil when the
+	// managers sent none.
+	Peers []endpoints.Peer
 }
 
 // ValueKey names a Secret's or Config's value in Assignments.Values.

@@ -57,6 +57,13 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	}
 	defer func() { p.close() }()
 	images, rt := p.images, p.runtime
+	keyDir := o.DataDir
+	if st != nil {
+		keyDir = filepath.Join(o.DataDir, server.PKIDir)
+	}
+	if err := p.wireGuardKey(ctx, o, keyDir); err != nil {
+		return err
+	}
 	sess, err := session.New(session.Config{Managers: managers, TLS: creds.ClientConfig(), Logger: log,
 		Usage:  newUsageSampler(rt, srv.NodeID()).Usage,
 		Status: func() legion.NodeStatus { return nodeStatus(NodeName(), p) }})
@@ -90,10 +97,6 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
 		return err
 	}
-	keyDir := o.DataDir
-	if st != nil {
-		keyDir = filepath.Join(o.DataDir, server.PKIDir)
-	}
 	if err := p.openNetwork(ctx, o, networkConfig{subnet: subnet, node: srv.NodeID(), zone: zone, keyDir: keyDir}, log); err != nil {
 		return err
 	}
@@ -117,7 +120,7 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	}
 	run("sessions", sc.Run)
 	a := &agent.Agent{Node: srv.NodeID(), Manager: sess, Runtime: rt, Images: images,
-		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs}
+		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers}
 	run("agent", a.Run)
 	wg.Wait()
 	rt.Wait()
@@ -130,9 +133,13 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 func nodeStatus(hostname string, p *platform) legion.NodeStatus {
 	cpu := legion.CPU(runtime.NumCPU() * 1000)
 	mem := legion.Bytes(memoryBytes())
-	return legion.NodeStatus{State: legion.NodeReady, Hostname: hostname,
+	st := legion.NodeStatus{State: legion.NodeReady, Hostname: hostname,
 		Platform: legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux" && p.kind == PlatformProcess,
 			NoLimits: p.noLimits},
 		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
 		Version:   "dev", ImagePins: true}
+	if p.wgKey != "" {
+		st.WireGuard = &legion.WireGuard{PublicKey: p.wgKey}
+	}
+	return st
 }

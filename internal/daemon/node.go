@@ -203,6 +203,9 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		return err
 	}
 	defer func() { p.close() }()
+	if err := p.wireGuardKey(ctx, o, filepath.Join(o.DataDir, "manager", server.PKIDir)); err != nil {
+		return err
+	}
 	name := NodeName()
 	subnet, err := registerNode(ctx, st, name, p)
 	if err != nil {

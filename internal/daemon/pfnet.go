@@ -30,6 +30,8 @@ type PFNetwork struct {
 	ZoneFile string
 	Logger   *slog.Logger
 
+	Mesh *netbsd.Mesh
+
 	mu    sync.Mutex
 	addrs map[string]netip.Addr // task uid -> pod address
 	pods  map[string]netbsd.Pod // task uid -> joined pod
@@ -64,6 +66,7 @@ func NewPFNetwork(ctx context.Context, cfg PFNetworkConfig) (*PFNetwork, error) 
 	guards := netbsd.NewGuards(netbsd.SystemClock{})
 	return &PFNetwork{Host: cfg.Host, PF: &netbsd.PF{R: cfg.Host.R, Log: log, Guards: guards}, Guards: guards,
 		Node: cfg.Node, Net: nn, ExtIf: cfg.ExtIf, ZoneFile: cfg.ZoneFile, Logger: log,
+		Mesh:  &netbsd.Mesh{R: cfg.Host.R, Self: cfg.Node.Name},
 		addrs: map[string]netip.Addr{}, pods: map[string]netbsd.Pod{}}, nil
 }
 
@@ -231,4 +234,25 @@ func zoneServices(services []endpoints.Service, vip func(netip.Addr) netip.Addr)
 		zone = append(zone, zs)
 	}
 	return zone
+}
+
+// ApplyPeers brings wg0's peers to the mesh's nodes (this one left out),
+// adding, changing and removing only the peers that differ.
+func (n *PFNetwork) ApplyPeers(ctx context.Context, peers []endpoints.Peer) {
+	nodes := make([]netbsd.Node, 0, len(peers))
+	for _, p := range peers {
+		sub, err := subnetOf(p.PodCIDR)
+		if err != nil {
+			n.Logger.Warn("mesh peer left out", "node", p.Name, "err", err)
+			continue
+		}
+		nd := netbsd.Node{Name: p.Name, Subnet: sub, PublicKey: p.PublicKey}
+		if ap, err := netip.ParseAddrPort(p.Endpoint); err == nil {
+			nd.Endpoint = ap
+		}
+		nodes = append(nodes, nd)
+	}
+	if _, err := n.Mesh.Converge(ctx, nodes); err != nil {
+		n.Logger.Warn("converging the mesh", "err", err)
+	}
 }

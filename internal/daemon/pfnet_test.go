@@ -282,8 +282,14 @@ func TestOpenPlatform(t *testing.T) {
 	if pp.taskDirs != nil || p.taskDirs == nil || p.noLimits {
 		t.Errorf("task dirs: process %v, jails %v; jails noLimits %v with kern.racct.enable=1", pp.taskDirs, p.taskDirs, p.noLimits)
 	}
-	if st := nodeStatus("n1", p); st.Platform.Linux || st.Platform.NoLimits {
-		t.Errorf("a jails node with rctl reports %+v", st.Platform)
+	if err := p.wireGuardKey(ctx, o, filepath.Join(dir, "pki")); err != nil {
+		t.Fatal(err)
+	}
+	if st := nodeStatus("n1", p); st.Platform.Linux || st.Platform.NoLimits || st.WireGuard == nil || st.WireGuard.PublicKey != "PUB3" {
+		t.Errorf("a jails node with rctl reports %+v, WireGuard %+v", st.Platform, st.WireGuard)
+	}
+	if err := pp.wireGuardKey(ctx, q, filepath.Join(dir, "ppki")); err != nil || nodeStatus("n1", pp).WireGuard != nil {
+		t.Errorf("a process node has no mesh: %v", err)
 	}
 	if _, ok := pp.network.(agent.PodJoiner); ok {
 		t.Error("the loopback network has nothing to join")
@@ -302,6 +308,40 @@ func TestSubnetOf(t *testing.T) {
 	for _, bad := range []string{"", "10.201.7.0/24", "10.200.7.0/16", "junk"} {
 		if _, err := subnetOf(bad); err == nil {
 			t.Errorf("subnetOf(%q) must fail", bad)
+		}
+	}
+}
+
+// The mesh follows the peers the managers send: every other node becomes
+// a wg0 peer with its pod subnet and underlay address; this node is left
+// out.
+func TestPFNetworkAppliesPeers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := freshHost()
+	n, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: f, Log: quietLog()}, Node: netbsd.Node{Name: "n1", Subnet: 4},
+		KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Reset()
+	n.ApplyPeers(ctx, []endpoints.Peer{
+		{Name: "n1", PodCIDR: "10.200.4.0/24", PublicKey: "PUB3", Endpoint: "192.0.2.4:51820"},
+		{Name: "n2", PodCIDR: "10.200.5.0/24", PublicKey: "KEY2", Endpoint: "192.0.2.5:51820"},
+		{Name: "broken", PodCIDR: "10.9.0.0/24", PublicKey: "KEY9"},
+	})
+	var set string
+	for _, l := range f.Lines() {
+		if strings.Contains(l, "PUB3") || strings.Contains(l, "KEY9") {
+			t.Errorf("wg ran %q: this node and a peer without a pod subnet are no peers", l)
+		}
+		if strings.HasPrefix(l, "wg set wg0 peer KEY2") {
+			set = l
+		}
+	}
+	for _, want := range []string{"10.200.5.0/24", "100.64.5.1/32", "endpoint 192.0.2.5:51820", "persistent-keepalive 25"} {
+		if !strings.Contains(set, want) {
+			t.Errorf("peer n2 set with %q, want %q in it (all: %q)", set, want, f.Lines())
 		}
 	}
 }

@@ -61,6 +61,8 @@ type platform struct {
 	network   agent.Network
 	taskDirs  agent.TaskDirs // nil: private directories only
 	noLimits  bool           // rctl is off: containers with limits cannot run
+	wgKey     string         // the node's WireGuard public key (jails)
+	peers     func(context.Context, []endpoints.Peer)
 	endpoints func(context.Context, []endpoints.Service)
 	dnsListen string // where the node resolver answers
 	close     func()
@@ -130,6 +132,11 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 
 func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*jail.Jails, bool, error) {
 	r := o.runner()
+	if o.Runner == nil && os.Geteuid() != 0 {
+		// jail(8), ifconfig, pfctl and zfs all need it; say so before the
+		// first of them fails on its own terms.
+		return nil, false, fmt.Errorf("platform %s runs jails, ZFS and pf and needs root (running as uid %d); use --platform %s for a development node", PlatformJails, os.Geteuid(), PlatformProcess)
+	}
 	host, warnings, err := jail.Startup(ctx, r, false)
 	if err != nil {
 		return nil, false, fmt.Errorf("jail runtime: %w", err)
@@ -183,7 +190,26 @@ func (p *platform) openNetwork(ctx context.Context, o Options, nc networkConfig,
 	log.Info("pod network: legion0 and pf", "subnet", netbsd.NodeSubnet(nc.subnet), "ext_if", extIf)
 	p.network = nw
 	p.endpoints = nw.Apply
+	p.peers = nw.ApplyPeers
 	p.dnsListen = netip.AddrPortFrom(netbsd.Gateway(nc.subnet), 53).String()
+	return nil
+}
+
+// wireGuardKey makes the node's WireGuard key on first start (jails) and
+// keeps its public half for the node's status, which the other nodes'
+// meshes are made from.
+func (p *platform) wireGuardKey(ctx context.Context, o Options, keyDir string) error {
+	if p.kind != PlatformJails {
+		return nil
+	}
+	if err := os.MkdirAll(keyDir, 0o700); err != nil {
+		return err
+	}
+	pub, err := netbsd.EnsureKey(ctx, o.runner(), filepath.Join(keyDir, "wireguard.key"))
+	if err != nil {
+		return err
+	}
+	p.wgKey = pub
 	return nil
 }
 

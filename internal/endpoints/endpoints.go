@@ -7,6 +7,7 @@
 package endpoints
 
 import (
+	"net"
 	"sort"
 
 	"github.com/legionbsd/legion"
@@ -89,5 +90,39 @@ func Compute(services []*legion.Service, tasks []*legion.Task) []Service {
 		}
 		return out[i].Name < out[j].Name
 	})
+	return out
+}
+
+// Peer is a node of the WireGuard mesh as the other nodes need it: its pod
+// subnet and key, and where it listens when it says.
+type Peer struct {
+	Name      string `json:"name"`
+	PodCIDR   string `json:"podCidr"`
+	PublicKey string `json:"publicKey"`
+	// Endpoint is host:port of its WireGuard listener: the one it
+	// advertises, else its address at the port of the design; empty when
+	// it has neither (it is reached once it has reached the other side).
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// WireGuardPort is where a node's wg0 listens unless it says otherwise.
+const WireGuardPort = "51820"
+
+// Peers lists the nodes that can be peers, with a pod subnet and a key,
+// in name order. Down nodes stay: a peer goes when its Node is removed.
+func Peers(nodes []*legion.Node) []Peer {
+	out := []Peer{}
+	for _, n := range nodes {
+		wg := n.Status.WireGuard
+		if wg == nil || wg.PublicKey == "" || n.Status.PodCIDR == "" {
+			continue
+		}
+		p := Peer{Name: n.Metadata.Name, PodCIDR: n.Status.PodCIDR, PublicKey: wg.PublicKey, Endpoint: wg.Endpoint}
+		if p.Endpoint == "" && n.Status.Addr != "" {
+			p.Endpoint = net.JoinHostPort(n.Status.Addr, WireGuardPort)
+		}
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }

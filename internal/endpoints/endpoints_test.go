@@ -55,3 +55,33 @@ spec:
 		t.Fatalf("endpoints (-want +got):\n%s", d)
 	}
 }
+
+func TestPeers(t *testing.T) {
+	node := func(name, cidr, key, addr, endpoint string) *legion.Node {
+		n := &legion.Node{}
+		n.Metadata.Name = name
+		n.Status.PodCIDR, n.Status.Addr = cidr, addr
+		if key != "" {
+			n.Status.WireGuard = &legion.WireGuard{PublicKey: key, Endpoint: endpoint}
+		}
+		return n
+	}
+	got := Peers([]*legion.Node{
+		node("c", "10.200.2.0/24", "KC", "192.0.2.3", ""),
+		node("a", "10.200.0.0/24", "KA", "192.0.2.1", "198.51.100.1:51821"),
+		node("nokey", "10.200.3.0/24", "", "192.0.2.4", ""),
+		node("nosubnet", "", "KD", "192.0.2.5", ""),
+		node("behind-nat", "10.200.4.0/24", "KE", "", ""),
+	})
+	want := []Peer{
+		{Name: "a", PodCIDR: "10.200.0.0/24", PublicKey: "KA", Endpoint: "198.51.100.1:51821"},
+		{Name: "behind-nat", PodCIDR: "10.200.4.0/24", PublicKey: "KE"},
+		{Name: "c", PodCIDR: "10.200.2.0/24", PublicKey: "KC", Endpoint: "192.0.2.3:51820"},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("Peers (-want +got):\n%s", d)
+	}
+	if p := Peers(nil); p == nil || len(p) != 0 {
+		t.Errorf("no nodes must give an empty list, not nil (nil means none received): %#v", p)
+	}
+}

@@ -369,7 +369,10 @@ type AssignmentSet struct {
 	Version uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`                                                                        // the store version the set was read at
 	// JSON of every service's endpoints (a list of endpoints.Service), for
 	// the node's load balancing and DNS.
-	Endpoints     []byte `protobuf:"bytes,4,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
+	Endpoints []byte `protobuf:"bytes,4,opt,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// JSON of the mesh's peers (a list of endpoints.Peer): every node with
+	// a pod subnet and a WireGuard key, for the node's wg0.
+	Peers         []byte `protobuf:"bytes,5,opt,name=peers,proto3" json:"peers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -428,6 +431,13 @@ func (x *AssignmentSet) GetVersion() uint64 {
 func (x *AssignmentSet) GetEndpoints() []byte {
 	if x != nil {
 		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetPeers() []byte {
+	if x != nil {
+		return x.Peers
 	}
 	return nil
 }
@@ -607,12 +617,13 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
 	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"(\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"\xd6\x01\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xec\x01\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x1c\n" +
-	"\tendpoints\x18\x04 \x01(\fR\tendpoints\x1a9\n" +
+	"\tendpoints\x18\x04 \x01(\fR\tendpoints\x12\x14\n" +
+	"\x05peers\x18\x05 \x01(\fR\x05peers\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +

@@ -111,6 +111,13 @@ func decode(set *legionpb.AssignmentSet) (agent.Assignments, error) {
 			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: endpoints: %w", set.GetVersion(), err)
 		}
 	}
+	// No peers field (a manager from before the mesh) leaves Peers nil:
+	// the node's wg0 is left as it is.
+	if raw := set.GetPeers(); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &as.Peers); err != nil {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: peers: %w", set.GetVersion(), err)
+		}
+	}
 	return as, nil
 }
 

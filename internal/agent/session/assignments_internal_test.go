@@ -66,3 +66,24 @@ func TestDeliverReplacesAnUntakenSet(t *testing.T) {
 	default:
 	}
 }
+
+// Peers sent (even none) reach the agent; a set without the field (a
+// manager from before the mesh) leaves them nil, so wg0 is left alone.
+func TestDecodePeers(t *testing.T) {
+	as, err := decode(&legionpb.AssignmentSet{Peers: []byte(`[{"name":"n2","podCidr":"10.200.5.0/24","publicKey":"K2","endpoint":"192.0.2.5:51820"}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as.Peers) != 1 || as.Peers[0].Name != "n2" || as.Peers[0].PodCIDR != "10.200.5.0/24" || as.Peers[0].Endpoint != "192.0.2.5:51820" {
+		t.Errorf("peers %+v", as.Peers)
+	}
+	if as, _ := decode(&legionpb.AssignmentSet{Peers: []byte(`[]`)}); as.Peers == nil {
+		t.Error("an empty list sent must stay a list (remove every peer), not nil")
+	}
+	if as, _ := decode(&legionpb.AssignmentSet{}); as.Peers != nil {
+		t.Errorf("no peers field must leave Peers nil, got %v", as.Peers)
+	}
+	if _, err := decode(&legionpb.AssignmentSet{Version: 4, Peers: []byte(`{`)}); err == nil || !strings.Contains(err.Error(), "version 4: peers") {
+		t.Errorf("broken peers: %v", err)
+	}
+}
