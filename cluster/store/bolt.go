@@ -20,6 +20,9 @@ var (
 
 var keyApplied = []byte("applied")
 
+// initialMmapSize is address space only (the file grows as it needs).
+const initialMmapSize = 256 << 20
+
 // FileName is the store's file inside a manager's data directory.
 const FileName = "store.db"
 
@@ -28,8 +31,10 @@ func openBolt(path string) (*bolt.DB, error) {
 	// clear error instead of waiting forever. The free list is not written
 	// at each commit (bbolt rebuilds it when it opens the file, as etcd
 	// does): that halves what a commit writes and nearly doubles fsynced
-	// writes per second.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType, NoFreelistSync: true})
+	// writes per second. The map is made large at once: growing it makes
+	// a commit wait for every open read, and new reads wait for it.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType,
+		NoFreelistSync: true, InitialMmapSize: initialMmapSize})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
 			return nil, fmt.Errorf("opening %s: held by another process", path)

@@ -9,11 +9,16 @@ import (
 // committer is group commit without waiting: a write that finds no
 // transaction running commits at once; writes that arrive while one runs
 // share the next transaction, and so one pair of fsyncs. Raft's log
-// appends and its state machine's applies, which run side by side under
-// load, go through it. (bbolt's Batch does the same but holds even a lone
-// write for its delay.)
+// appends go through it, and every transaction it makes also carries the
+// state machine's pending changes (see pending.go), so those cost no
+// fsync of their own while writes keep coming. (bbolt's Batch does the
+// same but holds even a lone write for its delay.)
 type committer struct {
-	db      *bolt.DB
+	db *bolt.DB
+	// rider writes what rides along in every transaction and returns
+	// what to run once that transaction is committed (may be nil).
+	rider func(*bolt.Tx) (func(), error)
+
 	mu      sync.Mutex
 	running bool
 	queue   []*commitJob
@@ -49,26 +54,45 @@ func (c *committer) update(fn func(*bolt.Tx) error) error {
 }
 
 func (c *committer) commit(batch []*commitJob) {
-	if len(batch) == 1 {
-		batch[0].done <- c.db.Update(batch[0].fn)
-		return
+	fns := make([]func(*bolt.Tx) error, len(batch))
+	for i, j := range batch {
+		fns[i] = j.fn
 	}
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	err := c.run(fns...)
+	if err == nil || len(batch) == 1 {
 		for _, j := range batch {
-			if err := j.fn(tx); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err == nil {
-		for _, j := range batch {
-			j.done <- nil
+			j.done <- err
 		}
 		return
 	}
 	// One failed and rolled back the others: each alone, so only it fails.
 	for _, j := range batch {
-		j.done <- c.db.Update(j.fn)
+		j.done <- c.run(j.fn)
 	}
+}
+
+// run commits fns and the rider in one transaction. The rider goes first,
+// so a job that rewrites what it wrote (a snapshot install) wins.
+func (c *committer) run(fns ...func(*bolt.Tx) error) error {
+	var after func()
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		after = nil
+		if c.rider != nil {
+			a, err := c.rider(tx)
+			if err != nil {
+				return err
+			}
+			after = a
+		}
+		for _, fn := range fns {
+			if err := fn(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil && after != nil {
+		after()
+	}
+	return err
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -14,16 +15,30 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// fsm is the persistent state machine. An apply batch writes its objects
-// and the last applied index in one transaction; entries at or below the
-// stored index are skipped, so raft replaying its log after a restart
-// re-applies nothing.
+// fsm is the persistent state machine. Each apply batch's changes and
+// its last index go to the file together (see pending.go for when);
+// entries at or below the index the state machine is at are skipped, so
+// raft replaying its log after a restart re-applies nothing already in
+// the file.
 type fsm struct {
 	db      *bolt.DB
 	commit  *committer
 	hist    *history
 	log     *slog.Logger
 	applied atomic.Uint64
+
+	cur       atomic.Pointer[view]
+	mu        sync.Mutex    // serialises publishing views
+	restoreMu sync.RWMutex  // held by a snapshot install, so no read mixes old and new
+	kick      chan struct{} // wakes the flusher after an apply
+}
+
+func newFSM(db *bolt.DB, commit *committer, hist *history, log *slog.Logger, applied uint64) *fsm {
+	f := &fsm{db: db, commit: commit, hist: hist, log: log, kick: make(chan struct{}, 1)}
+	f.cur.Store(&view{applied: applied})
+	f.applied.Store(applied)
+	commit.rider = f.persist
+	return f
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -33,20 +48,14 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	var events []Event
-	var last uint64
-	// The apply may share a transaction (and its fsyncs) with a log append
-	// running at the same time, and run again alone if that transaction
-	// fails, so it starts from scratch.
-	err := f.commit.update(func(tx *bolt.Tx) error {
-		objs, meta := tx.Bucket(bucketObjects), tx.Bucket(bucketMeta)
-		applied := readU64(meta.Get(keyApplied))
-		events, last = events[:0], 0
-		clear(out)
+	d := &delta{objects: map[string][]byte{}}
+	err := f.read(func(r *reader) error {
+		w := &batchWriter{r: r, d: d.objects}
 		for i, l := range logs {
-			if l.Index <= applied {
+			if l.Index <= r.v.applied {
 				continue
 			}
-			last = l.Index
+			d.applied = l.Index
 			if l.Type != raft.LogCommand {
 				continue
 			}
@@ -55,33 +64,32 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 				out[i] = &result{err: fmt.Errorf("log entry %d: decoding command: %w", l.Index, err)}
 				continue
 			}
-			r, ev := applyCommand(objs, &c, l.Index)
+			r, ev := applyCommand(w, &c, l.Index)
 			out[i] = r
 			if ev != nil {
 				events = append(events, *ev)
 			}
 		}
-		if last == 0 {
-			return nil
-		}
-		return meta.Put(keyApplied, u64(last))
+		return nil
 	})
 	if err != nil {
-		// The disk refused a write: carrying on would diverge from the
+		// The file cannot be read: carrying on would diverge from the
 		// other replicas.
 		panic(fmt.Sprintf("store: applying log entries: %v", err))
 	}
-	if last != 0 {
-		f.applied.Store(last)
+	if d.applied == 0 {
+		return out
 	}
+	f.publish(d)
+	f.applied.Store(d.applied)
 	f.hist.append(events)
 	return out
 }
 
-func applyCommand(b *bolt.Bucket, c *command, index uint64) (*result, *Event) {
+func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 	key := []byte(c.key())
 	var prev legion.Object
-	if raw := b.Get(key); raw != nil {
+	if raw := b.get(key); raw != nil {
 		o, err := legion.FromJSON(raw)
 		if err != nil {
 			return &result{err: fmt.Errorf("%s: decoding stored object: %w", key, err)}, nil
@@ -105,9 +113,7 @@ func applyCommand(b *bolt.Bucket, c *command, index uint64) (*result, *Event) {
 		if prev == nil {
 			return &result{err: fmt.Errorf("%s %s: %w", c.Kind, displayKey(c), ErrNotFound)}, nil
 		}
-		if err := b.Delete(key); err != nil {
-			return &result{err: err}, nil
-		}
+		b.del(key)
 		gone := legion.Clone(prev)
 		gone.GetMetadata().Version = index
 		return &result{obj: gone, prev: prev}, &Event{Type: Deleted, Version: index, Object: gone, memo: &memo{}}
@@ -155,9 +161,7 @@ func applyCommand(b *bolt.Bucket, c *command, index uint64) (*result, *Event) {
 	if err != nil {
 		return &result{err: err}, nil
 	}
-	if err := b.Put(key, data); err != nil {
-		return &result{err: err}, nil
-	}
+	b.put(key, data)
 	t := Added
 	if prev != nil {
 		t = Modified
@@ -208,11 +212,18 @@ type snapshotData struct {
 	Objects []json.RawMessage `json:"objects"`
 }
 
+// Snapshot writes the pending changes to the file first: raft compacts
+// its log up to the snapshot and, with the state machine persistent,
+// never restores it at start, so the file must hold at least as much.
+// Raft calls it between applies, so nothing is pending after the flush.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.flush(); err != nil {
+		return nil, fmt.Errorf("writing pending changes before a snapshot: %w", err)
+	}
 	var s snapshotData
-	err := f.db.View(func(tx *bolt.Tx) error {
-		s.Index = readU64(tx.Bucket(bucketMeta).Get(keyApplied))
-		return tx.Bucket(bucketObjects).ForEach(func(_, v []byte) error {
+	err := f.read(func(r *reader) error {
+		s.Index = r.v.applied
+		return r.scan(nil, func(_, v []byte) error {
 			s.Objects = append(s.Objects, bytes.Clone(v))
 			return nil
 		})
@@ -241,7 +252,11 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(rc).Decode(&s); err != nil {
 		return fmt.Errorf("decoding snapshot: %w", err)
 	}
-	err := f.db.Update(func(tx *bolt.Tx) error {
+	// Readers wait for the new view: none mixes the old deltas with the
+	// new file.
+	f.restoreMu.Lock()
+	defer f.restoreMu.Unlock()
+	err := f.commit.update(func(tx *bolt.Tx) error {
 		if err := tx.DeleteBucket(bucketObjects); err != nil {
 			return err
 		}
@@ -263,6 +278,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return fmt.Errorf("restoring snapshot at %d: %w", s.Index, err)
 	}
+	f.mu.Lock()
+	f.cur.Store(&view{gen: f.cur.Load().gen + 1, applied: s.Index})
+	f.mu.Unlock()
 	f.applied.Store(s.Index)
 	f.hist.reset(s.Index)
 	f.log.Info("restored snapshot", "index", s.Index, "objects", len(s.Objects))

@@ -69,7 +69,18 @@ type Config struct {
 	// HistorySize is how many events watches can replay; zero means
 	// HistorySize.
 	HistorySize int
+
+	// flushDelay is how long applied changes may wait in memory for a
+	// transaction to ride in before the flusher makes one; zero means
+	// flushDelay. Tests lengthen it to leave changes unwritten.
+	flushDelay time.Duration
 }
+
+// flushDelay is how long applied changes wait for a log append to ride
+// in before they get a transaction of their own: short, so an idle
+// replica's file catches up soon, long enough that a busy one never needs
+// it.
+const flushDelay = 20 * time.Millisecond
 
 // Store is one manager's replica.
 type Store struct {
@@ -122,6 +133,9 @@ func Open(cfg Config) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	if cfg.flushDelay == 0 {
+		cfg.flushDelay = flushDelay
+	}
 	s := &Store{cfg: cfg, db: db, log: cfg.Logger}
 	commit := &committer{db: db}
 	s.logs = &logStore{db: db, commit: commit}
@@ -132,8 +146,11 @@ func Open(cfg Config) (*Store, error) {
 		cfg.HistorySize = HistorySize
 	}
 	s.hist = newHistory(cfg.HistorySize, applied)
-	s.fsm = &fsm{db: db, commit: commit, hist: s.hist, log: cfg.Logger}
-	s.fsm.applied.Store(applied)
+	s.fsm = newFSM(db, commit, s.hist, cfg.Logger, applied)
+	if err := s.catchUpWithSnapshot(applied); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -167,8 +184,54 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.raft = r
 	s.stop = make(chan struct{})
+	s.bg.Add(1)
+	go s.flusher()
 	s.soloFast()
 	return s, nil
+}
+
+// catchUpWithSnapshot restores the state machine from the stored snapshot
+// when the snapshot is newer: a crash between storing an installed
+// snapshot and restoring it leaves it so, and raft, which starts after the
+// snapshot and never restores it into a persistent state machine, would
+// not apply what the snapshot covers.
+func (s *Store) catchUpWithSnapshot(applied uint64) error {
+	meta, err := s.snaps.meta()
+	if err != nil || meta == nil || meta.Index <= applied {
+		return err
+	}
+	_, rc, err := s.snaps.Open(meta.ID)
+	if err != nil {
+		return err
+	}
+	return s.fsm.Restore(rc)
+}
+
+// flusher writes applied changes that no log append carried to the file
+// shortly after they were applied.
+func (s *Store) flusher() {
+	defer s.bg.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.fsm.kick:
+		}
+		t.Reset(s.cfg.flushDelay)
+		select {
+		case <-s.stop:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if err := s.fsm.flush(); err != nil {
+			// Not fatal: the next log append or flush carries them, and
+			// the log holds them meanwhile.
+			s.log.Warn("writing applied changes to the store file", "error", err)
+		}
+	}
 }
 
 // soloFast lets the only voter of a cluster elect itself after the leader
@@ -385,9 +448,9 @@ func (s *Store) wait(ctx context.Context, f raft.Future, what string, mayApply b
 func (s *Store) Get(kind legion.Kind, namespace, name string) (legion.Object, uint64, error) {
 	var obj legion.Object
 	var at uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		at = readU64(tx.Bucket(bucketMeta).Get(keyApplied))
-		raw := tx.Bucket(bucketObjects).Get([]byte(legion.Key(kind, namespace, name)))
+	err := s.fsm.read(func(r *reader) error {
+		at = r.v.applied
+		raw := r.get([]byte(legion.Key(kind, namespace, name)))
 		if raw == nil {
 			return nil
 		}
@@ -415,10 +478,9 @@ func (s *Store) List(kind legion.Kind, namespace string, keep func(legion.Object
 	var out []legion.Object
 	var at uint64
 	p := []byte(prefix(kind, namespace))
-	err := s.db.View(func(tx *bolt.Tx) error {
-		at = readU64(tx.Bucket(bucketMeta).Get(keyApplied))
-		c := tx.Bucket(bucketObjects).Cursor()
-		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+	err := s.fsm.read(func(r *reader) error {
+		at = r.v.applied
+		return r.scan(p, func(k, v []byte) error {
 			o, err := legion.FromJSON(v)
 			if err != nil {
 				return fmt.Errorf("%s: %w", k, err)
@@ -426,8 +488,8 @@ func (s *Store) List(kind legion.Kind, namespace string, keep func(legion.Object
 			if keep == nil || keep(o) {
 				out = append(out, o)
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	return out, at, err
 }
@@ -459,6 +521,10 @@ func (s *Store) Close() error {
 		close(s.stop)
 		s.bg.Wait()
 		err := s.raft.Shutdown().Error()
+		// What raft applied last: a restart then re-applies nothing.
+		if ferr := s.fsm.flush(); err == nil {
+			err = ferr
+		}
 		if cerr := s.db.Close(); err == nil {
 			err = cerr
 		}

@@ -1,0 +1,205 @@
+package store
+
+import (
+	"bytes"
+	"maps"
+	"slices"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The state machine's changes reach the file after the client has its
+// answer, so a write costs the log's fsyncs only (as etcd does): applies
+// change memory (pending deltas over the file), and the deltas ride in
+// the next transaction the committer makes for any reason - usually the
+// log append of a later write - or, when nothing else commits, in one the
+// flusher makes shortly after. Objects and the applied index are still
+// written together, so the file always holds the state at one index; the
+// Raft log, fsynced on a quorum before any client hears of a write, holds
+// every entry after it, and raft applies those again after a crash
+// (entries at or below the file's index are skipped). Reads see the
+// pending deltas on top of the file, so every applied write is visible.
+
+// delta is what one apply batch changed: key -> object JSON, nil for a
+// deleted key. It is never changed once published.
+type delta struct {
+	objects map[string][]byte
+	applied uint64 // the last index the batch applied
+}
+
+// view is the state machine as readers see it: the file plus the deltas
+// not yet in it. A view is never changed once published; applies, flushes
+// and snapshot installs publish new ones.
+type view struct {
+	gen     uint64   // bumped by a snapshot install
+	deltas  []*delta // oldest first
+	applied uint64   // the index this view is at
+}
+
+// reader is a consistent read of the state machine: a view and a read
+// transaction on the file that the view's deltas complete.
+type reader struct {
+	v  *view
+	tx *bolt.Tx
+}
+
+// read runs fn on a consistent reader. The file's applied index must not
+// be beyond the view's (a flush of newer deltas landed between loading
+// the view and opening the transaction): then it takes both again. Any
+// file state from before the view's first delta up to the view is fine,
+// since the deltas rewrite every key they touch.
+func (f *fsm) read(fn func(*reader) error) error {
+	for {
+		f.restoreMu.RLock()
+		v := f.cur.Load()
+		tx, err := f.db.Begin(false)
+		f.restoreMu.RUnlock()
+		if err != nil {
+			return err
+		}
+		if readU64(tx.Bucket(bucketMeta).Get(keyApplied)) > v.applied {
+			tx.Rollback()
+			continue
+		}
+		err = fn(&reader{v: v, tx: tx})
+		tx.Rollback()
+		return err
+	}
+}
+
+// get returns an object's JSON, nil when there is none. The slice is
+// valid until the read ends.
+func (r *reader) get(key []byte) []byte {
+	for i := len(r.v.deltas) - 1; i >= 0; i-- {
+		if val, ok := r.v.deltas[i].objects[string(key)]; ok {
+			return val
+		}
+	}
+	return r.tx.Bucket(bucketObjects).Get(key)
+}
+
+// scan calls fn for every object whose key starts with prefix, in key
+// order. The slices are valid until the read ends.
+func (r *reader) scan(prefix []byte, fn func(k, v []byte) error) error {
+	var over map[string][]byte
+	for _, d := range r.v.deltas {
+		for k, val := range d.objects {
+			if strings.HasPrefix(k, string(prefix)) {
+				if over == nil {
+					over = map[string][]byte{}
+				}
+				over[k] = val
+			}
+		}
+	}
+	keys := slices.Sorted(maps.Keys(over))
+	c := r.tx.Bucket(bucketObjects).Cursor()
+	k, v := c.Seek(prefix)
+	for i := 0; ; {
+		inFile := k != nil && bytes.HasPrefix(k, prefix)
+		switch {
+		case i < len(keys) && (!inFile || keys[i] <= string(k)):
+			if inFile && keys[i] == string(k) {
+				k, v = c.Next()
+			}
+			if val := over[keys[i]]; val != nil {
+				if err := fn([]byte(keys[i]), val); err != nil {
+					return err
+				}
+			}
+			i++
+		case inFile:
+			if err := fn(k, v); err != nil {
+				return err
+			}
+			k, v = c.Next()
+		default:
+			return nil
+		}
+	}
+}
+
+// batchWriter is what one apply batch reads and writes: its own changes
+// over a reader.
+type batchWriter struct {
+	r *reader
+	d map[string][]byte
+}
+
+func (w *batchWriter) get(key []byte) []byte {
+	if val, ok := w.d[string(key)]; ok {
+		return val
+	}
+	return w.r.get(key)
+}
+
+func (w *batchWriter) put(key, val []byte) { w.d[string(key)] = val }
+func (w *batchWriter) del(key []byte)      { w.d[string(key)] = nil }
+
+// publish makes an apply batch's changes visible to readers.
+func (f *fsm) publish(d *delta) {
+	f.mu.Lock()
+	cur := f.cur.Load()
+	f.cur.Store(&view{gen: cur.gen, deltas: append(slices.Clip(cur.deltas), d), applied: d.applied})
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// pendingDeltas is how many published deltas are not in the file yet.
+func (f *fsm) pendingDeltas() int { return len(f.cur.Load().deltas) }
+
+// persist writes the pending deltas and their applied index into tx (the
+// committer calls it in every transaction it makes) and returns what to
+// run once tx is committed: dropping them from memory.
+func (f *fsm) persist(tx *bolt.Tx) (func(), error) {
+	v := f.cur.Load()
+	if len(v.deltas) == 0 {
+		return nil, nil
+	}
+	objs := tx.Bucket(bucketObjects)
+	for _, d := range v.deltas {
+		for k, val := range d.objects {
+			var err error
+			if val == nil {
+				err = objs.Delete([]byte(k))
+			} else {
+				err = objs.Put([]byte(k), val)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tx.Bucket(bucketMeta).Put(keyApplied, u64(v.applied)); err != nil {
+		return nil, err
+	}
+	return func() { f.trim(v) }, nil
+}
+
+// trim drops the deltas of v, now in the file, from the current view.
+func (f *fsm) trim(v *view) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.cur.Load()
+	if cur.gen != v.gen {
+		return // a snapshot install replaced them
+	}
+	i := slices.Index(cur.deltas, v.deltas[len(v.deltas)-1])
+	if i < 0 {
+		return
+	}
+	f.cur.Store(&view{gen: cur.gen, deltas: slices.Clone(cur.deltas[i+1:]), applied: cur.applied})
+}
+
+// flush writes the pending deltas now, in a transaction of their own
+// unless they can share one already being made.
+func (f *fsm) flush() error {
+	if f.pendingDeltas() == 0 {
+		return nil
+	}
+	return f.commit.update(func(*bolt.Tx) error { return nil })
+}
