@@ -31,6 +31,9 @@ type fsm struct {
 	mu        sync.Mutex    // serialises publishing views
 	restoreMu sync.RWMutex  // held by a snapshot install, so no read mixes old and new
 	kick      chan struct{} // wakes the flusher after an apply
+	// hold keeps applied changes out of the file, as a crash before they
+	// reach it would: tests only.
+	hold atomic.Bool
 }
 
 func newFSM(db *bolt.DB, commit *committer, hist *history, log *slog.Logger, applied uint64) *fsm {

@@ -152,12 +152,22 @@ func (f *fsm) publish(d *delta) {
 // pendingDeltas is how many published deltas are not in the file yet.
 func (f *fsm) pendingDeltas() int { return len(f.cur.Load().deltas) }
 
+// The file's applied index (the state machine's may be ahead).
+func (f *fsm) fileApplied() (uint64, error) {
+	var p uint64
+	err := f.db.View(func(tx *bolt.Tx) error {
+		p = readU64(tx.Bucket(bucketMeta).Get(keyApplied))
+		return nil
+	})
+	return p, err
+}
+
 // persist writes the pending deltas and their applied index into tx (the
 // committer calls it in every transaction it makes) and returns what to
 // run once tx is committed: dropping them from memory.
 func (f *fsm) persist(tx *bolt.Tx) (func(), error) {
 	v := f.cur.Load()
-	if len(v.deltas) == 0 {
+	if len(v.deltas) == 0 || f.hold.Load() {
 		return nil, nil
 	}
 	objs := tx.Bucket(bucketObjects)

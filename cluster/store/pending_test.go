@@ -1,0 +1,313 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion"
+	bolt "go.etcd.io/bbolt"
+)
+
+// crash stops a store leaving its file as kill -9 would: raft and the
+// flusher stop and nothing more is written to the file.
+func crash(t *testing.T, s *Store) {
+	t.Helper()
+	s.fsm.hold.Store(true)
+	s.hist.close()
+	close(s.stop)
+	s.bg.Wait()
+	if err := s.raft.Shutdown().Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listed is what a List shows of each object: enough to tell a stale or
+// re-created object from the right one.
+type listed struct {
+	Name, Data, UID    string
+	Version, Generation uint64
+}
+
+func listConfigs(t *testing.T, s *Store) ([]listed, uint64) {
+	t.Helper()
+	objs, at, err := s.List(legion.KindConfig, "default", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []listed
+	for _, o := range objs {
+		m := o.GetMetadata()
+		out = append(out, listed{Name: m.Name, Data: string(o.(*legion.Config).Spec.Data), UID: m.UID,
+			Version: m.Version, Generation: m.Generation})
+	}
+	return out, at
+}
+
+func names(ls []listed) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, l.Name)
+	}
+	return out
+}
+
+// Changes applied but not yet in the file are read over it (new keys in
+// key order among the file's, deletions hiding them, updates replacing
+// them); after a crash the file serves its own state at once, and raft
+// applies again from its log exactly what the file lacked.
+func TestCrashBeforeTheFileCaughtUpReappliesFromTheLog(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, "m1", dir)
+	if err := n.s.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader", 5*time.Second, n.s.IsLeader)
+	ctx := context.Background()
+	for i := range 5 {
+		if _, _, err := n.s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.s.fsm.flush(); err != nil {
+		t.Fatal(err)
+	}
+	inFile, inFileAt := listConfigs(t, n.s)
+
+	n.s.fsm.hold.Store(true)
+	for _, o := range []*legion.Config{config("default", "c0a", "new"), config("default", "c3", "changed"), config("default", "d", "new")} {
+		if _, _, err := n.s.Put(ctx, o, WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.s.Delete(ctx, legion.KindConfig, "default", "c2", Precondition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.s.Get(legion.KindConfig, "default", "c2"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get of a deleted object not yet out of the file: %v, want ErrNotFound", err)
+	}
+	if o, _, err := n.s.Get(legion.KindConfig, "default", "c3"); err != nil || string(o.(*legion.Config).Spec.Data) != "changed" {
+		t.Fatalf("get of an update not yet in the file: %v %v", o, err)
+	}
+	before, beforeAt := listConfigs(t, n.s)
+	if diff := cmp.Diff([]string{"c0", "c0a", "c1", "c3", "c4", "d"}, names(before)); diff != "" {
+		t.Fatalf("list over pending changes (-want +got):\n%s", diff)
+	}
+	if p, err := n.s.fsm.fileApplied(); err != nil || p != inFileAt {
+		t.Fatalf("the file is at %d (%v), want %d: the test needs the changes unwritten", p, err, inFileAt)
+	}
+	crash(t, n.s)
+
+	n2 := openNode(t, "m1", dir)
+	defer n2.s.Close()
+	// At once, before any election: the file's state.
+	got, at := listConfigs(t, n2.s)
+	if at != inFileAt {
+		t.Fatalf("read after the crash at %d, want the file's %d", at, inFileAt)
+	}
+	if diff := cmp.Diff(inFile, got); diff != "" {
+		t.Fatalf("objects after the crash, before raft applied again (-want +got):\n%s", diff)
+	}
+	w, err := n2.s.Watch(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader after the crash", 5*time.Second, n2.s.IsLeader)
+	if err := n2.s.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = listConfigs(t, n2.s)
+	if diff := cmp.Diff(before, got); diff != "" {
+		t.Fatalf("objects once the log was applied again (-want +got):\n%s", diff)
+	}
+	// The watch sees each lost change once, in order, at its version.
+	type ev struct {
+		Type EventType
+		Name string
+	}
+	var evs []ev
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for w.Version() < beforeAt {
+		e, err := w.Next(wctx)
+		if err != nil {
+			t.Fatalf("after %v: %v", evs, err)
+		}
+		evs = append(evs, ev{e.Type, e.Object.GetMetadata().Name})
+	}
+	want := []ev{{Added, "c0a"}, {Modified, "c3"}, {Added, "d"}, {Deleted, "c2"}}
+	if diff := cmp.Diff(want, evs); diff != "" {
+		t.Fatalf("events applied again (-want +got):\n%s", diff)
+	}
+	o, _, err := n2.s.Put(ctx, config("default", "after", "x"), WriteOptions{})
+	if err != nil || o.GetMetadata().Version <= beforeAt {
+		t.Fatalf("write after the crash: %v %v, want a version above %d", o, err, beforeAt)
+	}
+}
+
+// Raft compacts its log up to a snapshot and never restores it into the
+// persistent state machine at start, so a snapshot first writes what is
+// pending to the file.
+func TestSnapshotWritesPendingChangesFirst(t *testing.T) {
+	n := single(t)
+	ctx := context.Background()
+	for i := range 5 {
+		if _, _, err := n.s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.s.fsm.hold.Store(true)
+	last, _, err := n.s.Put(ctx, config("default", "last", "x"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.s.fsm.pendingDeltas() == 0 {
+		t.Fatal("the last write reached the file: the test needs it pending")
+	}
+	n.s.fsm.hold.Store(false)
+	if err := n.s.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := n.s.snaps.meta()
+	if err != nil || meta == nil {
+		t.Fatalf("snapshot meta: %v %v", meta, err)
+	}
+	p, err := n.s.fsm.fileApplied()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p < meta.Index || p < last.GetMetadata().Version {
+		t.Fatalf("file at %d after a snapshot at %d of a write at %d", p, meta.Index, last.GetMetadata().Version)
+	}
+}
+
+// A crash between storing an installed snapshot and restoring it leaves
+// the state machine behind the snapshot; raft would start after the
+// snapshot, so Open restores it.
+func TestOpenRestoresASnapshotNewerThanTheFile(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, "m1", dir)
+	if err := n.s.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader", 5*time.Second, n.s.IsLeader)
+	ctx := context.Background()
+	for i := range 5 {
+		if _, _, err := n.s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.s.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	want, wantAt := listConfigs(t, n.s)
+	if err := n.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The state machine as it was before the snapshot arrived: empty.
+	db, err := openBolt(dir + "/" + FileName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketObjects); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(bucketObjects); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyApplied, u64(1))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2 := openNode(t, "m1", dir)
+	defer n2.s.Close()
+	got, at := listConfigs(t, n2.s)
+	if at != wantAt {
+		t.Fatalf("read after open at %d, want the snapshot's %d", at, wantAt)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("objects after open (-want +got):\n%s", diff)
+	}
+}
+
+// Reads while writes apply and reach the file see one consistent state:
+// exactly the objects created at or below the version they were read at.
+func TestReadsAreConsistentWhileChangesReachTheFile(t *testing.T) {
+	n := single(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var created []uint64
+	var writers sync.WaitGroup
+	for w := range 8 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := range 25 {
+				o, _, err := n.s.Put(ctx, config("default", fmt.Sprintf("w%d-%d", w, i), "x"), WriteOptions{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				created = append(created, o.GetMetadata().Version)
+				mu.Unlock()
+			}
+		}()
+	}
+	type read struct {
+		at       uint64
+		versions []uint64
+	}
+	var reads []read
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			objs, at, err := n.s.List(legion.KindConfig, "default", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			r := read{at: at}
+			for _, o := range objs {
+				r.versions = append(r.versions, o.GetMetadata().Version)
+			}
+			reads = append(reads, r)
+		}
+	}()
+	writers.Wait()
+	cancel()
+	<-done
+	if len(reads) == 0 {
+		t.Fatal("no reads made")
+	}
+	for _, r := range reads {
+		want := 0
+		for _, v := range created {
+			if v <= r.at {
+				want++
+			}
+		}
+		for _, v := range r.versions {
+			if v > r.at {
+				t.Fatalf("read at %d shows an object at %d", r.at, v)
+			}
+		}
+		if len(r.versions) != want {
+			t.Fatalf("read at %d shows %d objects, %d were created by then", r.at, len(r.versions), want)
+		}
+	}
+}
