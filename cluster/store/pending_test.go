@@ -32,7 +32,7 @@ func crash(t *testing.T, s *Store) {
 // listed is what a List shows of each object: enough to tell a stale or
 // re-created object from the right one.
 type listed struct {
-	Name, Data, UID    string
+	Name, Data, UID     string
 	Version, Generation uint64
 }
 
