@@ -147,7 +147,16 @@ func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*j
 	log.Info("platform jails: pods are VNET jails on ZFS clones of their images", "zfs_root", o.ZFSRoot)
 	rt, err := jail.NewJails(jail.Config{DataDir: o.DataDir, Runner: r, Shim: exe, NoLimits: host.NoLimits,
 		Spawner: jail.ExecSpawner{}, Log: log})
-	return rt, host.NoLimits, err
+	if err != nil {
+		return nil, false, err
+	}
+	// Jails an earlier daemon left running are checked against their
+	// profiles (tightened where looser) and get their rctl rules back;
+	// the agent then adopts their pods by label.
+	if err := rt.Adopt(ctx); err != nil {
+		log.Warn("checking the jails left running", "err", err)
+	}
+	return rt, host.NoLimits, nil
 }
 
 // networkConfig is what a node's pod network is made from.
