@@ -8,11 +8,10 @@ import (
 
 // committer is group commit without waiting: a write that finds no
 // transaction running commits at once; writes that arrive while one runs
-// share the next transaction, and so one pair of fsyncs. Raft's log
-// appends go through it, and every transaction it makes also carries the
-// state machine's pending changes (see pending.go), so those cost no
-// fsync of their own while writes keep coming. (bbolt's Batch does the
-// same but holds even a lone write for its delay.)
+// share the next transaction, and so one pair of fsyncs. Every
+// transaction it makes also carries the state machine's pending changes
+// (see pending.go). (bbolt's Batch does the same but holds even a lone
+// write for its delay.)
 type committer struct {
 	db *bolt.DB
 	// rider writes what rides along in every transaction and returns

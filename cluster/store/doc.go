@@ -1,7 +1,14 @@
 // Package store is a manager's replicated object store: hashicorp/raft
-// over one bbolt file that holds the Raft log, the stable store (term and
-// vote), the current snapshot and the persistent state machine (the
-// objects and the last applied index, written in the same transaction).
+// over the Raft log's segment files (data-dir/raft-log, one write and one
+// fdatasync per append) and one bbolt file that holds the stable store
+// (term and vote), the current snapshot and the persistent state machine
+// (the objects and the last applied index, written in the same
+// transaction).
+//
+// A write is acknowledged once its entry is fsynced in the log of a
+// quorum and applied in memory; the state machine's changes reach the
+// bbolt file shortly after, and after a crash raft applies again from the
+// log whatever the file lacks (see pending.go).
 //
 // Keys are Kind/namespace/name; an object's version is the Raft index of
 // its last write, its uid derives from the index that created it and its

@@ -11,78 +11,26 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// logStore is raft's LogStore and StableStore on the shared bbolt file.
-// Every StoreLogs call is one fsynced transaction, so raft's batching of
-// appends turns into one disk sync per batch.
+// logStore is raft's LogStore (the segment files of walLog) and its
+// StableStore (term and vote, in the shared bbolt file).
 type logStore struct {
-	db     *bolt.DB
-	commit *committer
+	db  *bolt.DB
+	wal *walLog
 }
 
 var (
-	_ raft.LogStore    = (*logStore)(nil)
-	_ raft.StableStore = (*logStore)(nil)
+	_ raft.LogStore          = (*logStore)(nil)
+	_ raft.StableStore       = (*logStore)(nil)
+	_ raft.MonotonicLogStore = (*logStore)(nil)
 )
 
-func (s *logStore) FirstIndex() (uint64, error) {
-	var idx uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket(bucketLog).Cursor().First(); k != nil {
-			idx = readU64(k)
-		}
-		return nil
-	})
-	return idx, err
-}
-
-func (s *logStore) LastIndex() (uint64, error) {
-	var idx uint64
-	err := s.db.View(func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket(bucketLog).Cursor().Last(); k != nil {
-			idx = readU64(k)
-		}
-		return nil
-	})
-	return idx, err
-}
-
-func (s *logStore) GetLog(index uint64, log *raft.Log) error {
-	return s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketLog).Get(u64(index))
-		if v == nil {
-			return raft.ErrLogNotFound
-		}
-		return decodeLog(v, index, log)
-	})
-}
-
-func (s *logStore) StoreLog(log *raft.Log) error { return s.StoreLogs([]*raft.Log{log}) }
-
-func (s *logStore) StoreLogs(logs []*raft.Log) error {
-	// May share a transaction with a state machine apply running at the
-	// same time (see committer).
-	return s.commit.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketLog)
-		for _, l := range logs {
-			if err := b.Put(u64(l.Index), encodeLog(l)); err != nil {
-				return fmt.Errorf("storing log entry %d: %w", l.Index, err)
-			}
-		}
-		return nil
-	})
-}
-
-func (s *logStore) DeleteRange(min, max uint64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketLog).Cursor()
-		for k, _ := c.Seek(u64(min)); k != nil && readU64(k) <= max; k, _ = c.Next() {
-			if err := c.Delete(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
+func (s *logStore) FirstIndex() (uint64, error)              { return s.wal.FirstIndex() }
+func (s *logStore) LastIndex() (uint64, error)               { return s.wal.LastIndex() }
+func (s *logStore) GetLog(index uint64, log *raft.Log) error { return s.wal.GetLog(index, log) }
+func (s *logStore) StoreLog(log *raft.Log) error             { return s.wal.StoreLogs([]*raft.Log{log}) }
+func (s *logStore) StoreLogs(logs []*raft.Log) error         { return s.wal.StoreLogs(logs) }
+func (s *logStore) DeleteRange(min, max uint64) error        { return s.wal.DeleteRange(min, max) }
+func (s *logStore) IsMonotonic() bool                        { return true }
 
 func (s *logStore) Set(key, val []byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketStable).Put(key, val) })

@@ -12,12 +12,18 @@ import (
 )
 
 func TestLogStoreKeepsEntriesAndRanges(t *testing.T) {
-	db, err := openBolt(filepath.Join(t.TempDir(), FileName))
+	dir := t.TempDir()
+	db, err := openBolt(filepath.Join(dir, FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	s := &logStore{db: db, commit: &committer{db: db}}
+	wal, err := openWAL(filepath.Join(dir, LogDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wal.Close()
+	s := &logStore{db: db, wal: wal}
 	if i, _ := s.FirstIndex(); i != 0 {
 		t.Fatalf("empty first index %d", i)
 	}

@@ -12,9 +12,9 @@ import (
 // The state machine's changes reach the file after the client has its
 // answer, so a write costs the log's fsyncs only (as etcd does): applies
 // change memory (pending deltas over the file), and the deltas ride in
-// the next transaction the committer makes for any reason - usually the
-// log append of a later write - or, when nothing else commits, in one the
-// flusher makes shortly after. Objects and the applied index are still
+// the next transaction the committer makes for any reason, or in one the
+// flusher makes shortly after (Store.flusher): many applies share one
+// commit. Objects and the applied index are still
 // written together, so the file always holds the state at one index; the
 // Raft log, fsynced on a quorum before any client hears of a write, holds
 // every entry after it, and raft applies those again after a crash

@@ -12,8 +12,8 @@ import (
 )
 
 // snapshotStore keeps the one current snapshot in the shared bbolt file
-// (the object set as JSON, and its meta beside it), so a manager's whole
-// state is one file. Snapshots are small: they are the objects.
+// (the object set as JSON, and its meta beside it). Snapshots are small:
+// they are the objects.
 type snapshotStore struct{ db *bolt.DB }
 
 var (

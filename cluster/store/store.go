@@ -69,17 +69,13 @@ type Config struct {
 	// HistorySize is how many events watches can replay; zero means
 	// HistorySize.
 	HistorySize int
-
-	// flushDelay is how long applied changes may wait in memory for a
-	// transaction to ride in before the flusher makes one; zero means
-	// flushDelay. Tests lengthen it to leave changes unwritten.
-	flushDelay time.Duration
 }
 
-// flushDelay is how long applied changes wait for a log append to ride
-// in before they get a transaction of their own: short, so an idle
-// replica's file catches up soon, long enough that a busy one never needs
-// it.
+// flushDelay is how long applied changes wait in memory before the
+// flusher writes them: long enough that a busy replica writes many
+// applies in one bbolt commit (its two fsyncs then cost little against
+// the log's), short enough that reads scan few pending changes and an
+// idle replica's file catches up at once.
 const flushDelay = 20 * time.Millisecond
 
 // Store is one manager's replica.
@@ -125,20 +121,30 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	// The lock on the bbolt file guards the log directory too.
+	wal, err := openWAL(filepath.Join(cfg.Dir, LogDir))
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	fail := func(err error) (*Store, error) {
+		wal.Close()
+		db.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if err := moveBoltLog(db, wal); err != nil {
+		return fail(err)
+	}
 	var applied uint64
 	if err := db.View(func(tx *bolt.Tx) error {
 		applied = readU64(tx.Bucket(bucketMeta).Get(keyApplied))
 		return nil
 	}); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	if cfg.flushDelay == 0 {
-		cfg.flushDelay = flushDelay
+		return fail(err)
 	}
 	s := &Store{cfg: cfg, db: db, log: cfg.Logger}
 	commit := &committer{db: db}
-	s.logs = &logStore{db: db, commit: commit}
+	s.logs = &logStore{db: db, wal: wal}
 	s.snaps = &snapshotStore{db: db}
 	// History starts empty after a restart: a watch from before what this
 	// replica had applied at open is compacted.
@@ -148,8 +154,7 @@ func Open(cfg Config) (*Store, error) {
 	s.hist = newHistory(cfg.HistorySize, applied)
 	s.fsm = newFSM(db, commit, s.hist, cfg.Logger, applied)
 	if err := s.catchUpWithSnapshot(applied); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: %w", err)
+		return fail(err)
 	}
 
 	rc := raft.DefaultConfig()
@@ -162,8 +167,8 @@ func Open(cfg Config) (*Store, error) {
 	rc.SnapshotThreshold = t.SnapshotThreshold
 	rc.SnapshotInterval = t.SnapshotInterval
 	rc.TrailingLogs = t.TrailingLogs
-	// Batching: many writes share one log append, one fsync and one apply
-	// transaction.
+	// Batching: many writes share one log append (one fdatasync) and one
+	// apply.
 	rc.MaxAppendEntries = 512
 	rc.BatchApplyCh = true
 	// The state machine is persistent: never restore the snapshot into it
@@ -174,13 +179,11 @@ func Open(cfg Config) (*Store, error) {
 	})
 	logs, err := raft.NewLogCache(1024, s.logs)
 	if err != nil {
-		db.Close()
-		return nil, err
+		return fail(err)
 	}
 	r, err := raft.NewRaft(rc, s.fsm, logs, s.logs, s.snaps, cfg.Transport)
 	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: starting raft: %w", err)
+		return fail(fmt.Errorf("starting raft: %w", err))
 	}
 	s.raft = r
 	s.stop = make(chan struct{})
@@ -207,8 +210,8 @@ func (s *Store) catchUpWithSnapshot(applied uint64) error {
 	return s.fsm.Restore(rc)
 }
 
-// flusher writes applied changes that no log append carried to the file
-// shortly after they were applied.
+// flusher writes applied changes to the file shortly after they were
+// applied.
 func (s *Store) flusher() {
 	defer s.bg.Done()
 	t := time.NewTimer(time.Hour)
@@ -219,7 +222,7 @@ func (s *Store) flusher() {
 			return
 		case <-s.fsm.kick:
 		}
-		t.Reset(s.cfg.flushDelay)
+		t.Reset(flushDelay)
 		select {
 		case <-s.stop:
 			t.Stop()
@@ -227,8 +230,8 @@ func (s *Store) flusher() {
 		case <-t.C:
 		}
 		if err := s.fsm.flush(); err != nil {
-			// Not fatal: the next log append or flush carries them, and
-			// the log holds them meanwhile.
+			// Not fatal: the next flush carries them, and the log holds
+			// them meanwhile.
 			s.log.Warn("writing applied changes to the store file", "error", err)
 		}
 	}
@@ -524,6 +527,9 @@ func (s *Store) Close() error {
 		// What raft applied last: a restart then re-applies nothing.
 		if ferr := s.fsm.flush(); err == nil {
 			err = ferr
+		}
+		if werr := s.logs.wal.Close(); err == nil {
+			err = werr
 		}
 		if cerr := s.db.Close(); err == nil {
 			err = cerr

@@ -1,0 +1,453 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// walLog is raft's LogStore as append-only segment files: appending a
+// batch is one write and one fdatasync, where a bbolt transaction costs
+// two fsyncs and rewrites whole pages (measured on the lab disk: about
+// 0.17 ms against 0.4 ms, and the log append is twice on the path of every
+// write of a three-manager cluster).
+//
+// A segment is named after the index of its first entry. A record is its
+// payload's length and CRC-32C (4 bytes each, big endian), then the
+// payload: the entry's index (8 bytes) and the entry as encodeLog writes
+// it. Opening reads every segment; a record cut short or failing its
+// checksum ends the last segment (a crash during an append, which raft
+// never acknowledged) and is cut off; anywhere else it is an error.
+type walLog struct {
+	dir    string
+	segMax int64 // a segment takes no more appends once this long
+
+	mu    sync.RWMutex
+	segs  []*segment // oldest first; the last takes the appends
+	first uint64     // 0 when the log is empty
+	last  uint64
+}
+
+type segment struct {
+	base uint64
+	f    *os.File
+	offs []int64 // offs[i] is where entry base+i starts
+	size int64   // where the next record goes
+}
+
+var _ raft.LogStore = (*walLog)(nil)
+var _ raft.MonotonicLogStore = (*walLog)(nil)
+
+const (
+	walSuffix     = ".wal"
+	walSegmentMax = 64 << 20
+	walHeader     = 8
+	walMaxRecord  = 1 << 30
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// IsMonotonic tells raft the log holds no gaps: after installing a
+// snapshot raft deletes the whole log rather than leaving entries from
+// before it.
+func (w *walLog) IsMonotonic() bool { return true }
+
+func openWAL(dir string) (*walLog, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
+	var bases []uint64
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), walSuffix)
+		if !ok {
+			continue
+		}
+		b, err := strconv.ParseUint(name, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("raft log: %s: not a segment name (its first index, then %s)", e.Name(), walSuffix)
+		}
+		bases = append(bases, b)
+	}
+	slices.Sort(bases)
+	w := &walLog{dir: dir, segMax: walSegmentMax}
+	for i, b := range bases {
+		// A segment not following on from the one before is what an
+		// interrupted truncation left: it and what follows were being
+		// removed.
+		if w.last != 0 && b != w.last+1 {
+			for _, stale := range bases[i:] {
+				if err := os.Remove(w.segPath(stale)); err != nil {
+					w.Close()
+					return nil, fmt.Errorf("raft log: %w", err)
+				}
+			}
+			if err := syncDir(dir); err != nil {
+				w.Close()
+				return nil, err
+			}
+			break
+		}
+		s, err := w.loadSegment(b, i == len(bases)-1)
+		if err != nil {
+			w.Close()
+			return nil, err
+		}
+		if len(s.offs) == 0 && i < len(bases)-1 {
+			// A segment created for an append that never landed.
+			s.f.Close()
+			if err := os.Remove(w.segPath(b)); err != nil {
+				w.Close()
+				return nil, fmt.Errorf("raft log: %w", err)
+			}
+			continue
+		}
+		w.segs = append(w.segs, s)
+		if len(s.offs) > 0 {
+			if w.first == 0 {
+				w.first = s.base
+			}
+			w.last = s.base + uint64(len(s.offs)) - 1
+		}
+	}
+	return w, nil
+}
+
+func (w *walLog) segPath(base uint64) string {
+	return filepath.Join(w.dir, fmt.Sprintf("%020d%s", base, walSuffix))
+}
+
+// loadSegment reads a segment's records, cutting a torn end off the last
+// one.
+func (w *walLog) loadSegment(base uint64, last bool) (*segment, error) {
+	path := w.segPath(base)
+	f, err := os.OpenFile(path, os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("raft log: reading %s: %w", path, err)
+	}
+	s := &segment{base: base, f: f}
+	var off int64
+	for off < int64(len(data)) {
+		payload, err := walRecord(data[off:], base+uint64(len(s.offs)))
+		if err != nil {
+			if !last {
+				f.Close()
+				return nil, fmt.Errorf("raft log: %s at offset %d: %w", path, off, err)
+			}
+			if err := f.Truncate(off); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("raft log: cutting the torn end off %s: %w", path, err)
+			}
+			if err := datasync(f); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("raft log: %w", err)
+			}
+			break
+		}
+		s.offs = append(s.offs, off)
+		off += walHeader + int64(len(payload))
+	}
+	s.size = off
+	return s, nil
+}
+
+// walRecord checks the record at the start of b, which should hold entry
+// index, and returns its payload.
+func walRecord(b []byte, index uint64) ([]byte, error) {
+	if len(b) < walHeader {
+		return nil, errors.New("record header cut short")
+	}
+	n := binary.BigEndian.Uint32(b)
+	if n < 8 || n > walMaxRecord || int64(n) > int64(len(b)-walHeader) {
+		return nil, fmt.Errorf("record of %d bytes cut short or impossible", n)
+	}
+	payload := b[walHeader : walHeader+int(n)]
+	if crc32.Checksum(payload, crcTable) != binary.BigEndian.Uint32(b[4:]) {
+		return nil, errors.New("record checksum mismatch")
+	}
+	if got := binary.BigEndian.Uint64(payload); got != index {
+		return nil, fmt.Errorf("record holds entry %d, want %d", got, index)
+	}
+	return payload, nil
+}
+
+func appendRecord(buf []byte, l *raft.Log) []byte {
+	start := len(buf)
+	buf = append(buf, make([]byte, walHeader)...)
+	buf = binary.BigEndian.AppendUint64(buf, l.Index)
+	buf = append(buf, encodeLog(l)...)
+	payload := buf[start+walHeader:]
+	binary.BigEndian.PutUint32(buf[start:], uint32(len(payload)))
+	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(payload, crcTable))
+	return buf
+}
+
+func (w *walLog) FirstIndex() (uint64, error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.first, nil
+}
+
+func (w *walLog) LastIndex() (uint64, error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.last, nil
+}
+
+func (w *walLog) GetLog(index uint64, l *raft.Log) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.first == 0 || index < w.first || index > w.last {
+		return raft.ErrLogNotFound
+	}
+	i, found := slices.BinarySearchFunc(w.segs, index, func(s *segment, idx uint64) int {
+		switch {
+		case s.base > idx:
+			return 1
+		case s.base+uint64(len(s.offs)) <= idx:
+			return -1
+		}
+		return 0
+	})
+	if !found {
+		return raft.ErrLogNotFound
+	}
+	s := w.segs[i]
+	k := index - s.base
+	end := s.size
+	if int(k)+1 < len(s.offs) {
+		end = s.offs[k+1]
+	}
+	buf := make([]byte, end-s.offs[k])
+	if _, err := s.f.ReadAt(buf, s.offs[k]); err != nil {
+		return fmt.Errorf("raft log: reading entry %d: %w", index, err)
+	}
+	payload, err := walRecord(buf, index)
+	if err != nil {
+		return fmt.Errorf("raft log: entry %d: %w", index, err)
+	}
+	return decodeLog(payload[8:], index, l)
+}
+
+func (w *walLog) StoreLog(l *raft.Log) error { return w.StoreLogs([]*raft.Log{l}) }
+
+// StoreLogs appends entries that follow on from the last one, in one
+// write and one fdatasync.
+func (w *walLog) StoreLogs(logs []*raft.Log) error {
+	if len(logs) == 0 {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, l := range logs[1:] {
+		if l.Index != logs[i].Index+1 {
+			return fmt.Errorf("raft log: entries %d and %d do not follow on", logs[i].Index, l.Index)
+		}
+	}
+	next := logs[0].Index
+	switch {
+	case w.last != 0 && next <= w.last:
+		return fmt.Errorf("raft log: appending entry %d over the log's last %d", next, w.last)
+	case w.last != 0 && next > w.last+1:
+		// Only after a snapshot install that deleted the log and was
+		// interrupted: what is left is from before the snapshot.
+		if err := w.removeAll(); err != nil {
+			return err
+		}
+	}
+	s := w.tail()
+	if s == nil || s.size >= w.segMax || (len(s.offs) == 0 && s.base != next) {
+		var err error
+		if s, err = w.newSegment(next); err != nil {
+			return err
+		}
+	}
+	var buf []byte
+	offs := make([]int64, 0, len(logs))
+	for _, l := range logs {
+		offs = append(offs, s.size+int64(len(buf)))
+		buf = appendRecord(buf, l)
+	}
+	if _, err := s.f.WriteAt(buf, s.size); err != nil {
+		_ = s.f.Truncate(s.size)
+		return fmt.Errorf("raft log: appending entries %d to %d: %w", next, logs[len(logs)-1].Index, err)
+	}
+	if err := datasync(s.f); err != nil {
+		// The write may or may not have reached the disk: cut it off so
+		// the file and memory agree.
+		_ = s.f.Truncate(s.size)
+		return fmt.Errorf("raft log: syncing entries %d to %d: %w", next, logs[len(logs)-1].Index, err)
+	}
+	s.offs = append(s.offs, offs...)
+	s.size += int64(len(buf))
+	if w.first == 0 {
+		w.first = next
+	}
+	w.last = logs[len(logs)-1].Index
+	return nil
+}
+
+func (w *walLog) tail() *segment {
+	if len(w.segs) == 0 {
+		return nil
+	}
+	return w.segs[len(w.segs)-1]
+}
+
+// newSegment starts a segment for entries from base, replacing an empty
+// tail segment.
+func (w *walLog) newSegment(base uint64) (*segment, error) {
+	if t := w.tail(); t != nil && len(t.offs) == 0 {
+		t.f.Close()
+		if err := os.Remove(w.segPath(t.base)); err != nil {
+			return nil, fmt.Errorf("raft log: %w", err)
+		}
+		w.segs = w.segs[:len(w.segs)-1]
+	}
+	f, err := os.OpenFile(w.segPath(base), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
+	if err := syncDir(w.dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	s := &segment{base: base, f: f}
+	w.segs = append(w.segs, s)
+	return s, nil
+}
+
+// DeleteRange removes entries min to max. Raft removes either a head of
+// the log (compaction after a snapshot) or a tail (entries a new leader
+// does not have), never a middle.
+func (w *walLog) DeleteRange(min, max uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.first == 0 || max < w.first || min > w.last || min > max {
+		return nil
+	}
+	switch {
+	case min <= w.first && max >= w.last:
+		return w.removeAll()
+	case min <= w.first:
+		return w.removeHead(max)
+	case max >= w.last:
+		return w.removeTail(min)
+	}
+	return fmt.Errorf("raft log: deleting entries %d to %d from the middle of %d to %d", min, max, w.first, w.last)
+}
+
+// removeAll deletes every segment, newest first, so an interruption
+// leaves a log that still starts where it did.
+func (w *walLog) removeAll() error {
+	for len(w.segs) > 0 {
+		s := w.tail()
+		s.f.Close()
+		if err := os.Remove(w.segPath(s.base)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("raft log: %w", err)
+		}
+		w.segs = w.segs[:len(w.segs)-1]
+	}
+	w.first, w.last = 0, 0
+	return syncDir(w.dir)
+}
+
+// removeHead drops the segments holding only entries up to max. The
+// entries up to max in the segment that also holds later ones stay on
+// disk (so FirstIndex is lower again after a restart, which raft
+// tolerates) but are no longer served.
+func (w *walLog) removeHead(max uint64) error {
+	for len(w.segs) > 1 {
+		s := w.segs[0]
+		if s.base+uint64(len(s.offs))-1 > max {
+			break
+		}
+		s.f.Close()
+		if err := os.Remove(w.segPath(s.base)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("raft log: %w", err)
+		}
+		w.segs = w.segs[1:]
+	}
+	w.first = max + 1
+	return syncDir(w.dir)
+}
+
+// removeTail cuts the log back to end before min: later segments go,
+// newest first, then the one holding min is truncated.
+func (w *walLog) removeTail(min uint64) error {
+	for {
+		s := w.tail()
+		if s.base < min {
+			break
+		}
+		s.f.Close()
+		if err := os.Remove(w.segPath(s.base)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("raft log: %w", err)
+		}
+		w.segs = w.segs[:len(w.segs)-1]
+	}
+	if err := syncDir(w.dir); err != nil {
+		return err
+	}
+	s := w.tail()
+	k := min - s.base
+	if k >= uint64(len(s.offs)) {
+		w.last = min - 1
+		return nil
+	}
+	if err := s.f.Truncate(s.offs[k]); err != nil {
+		return fmt.Errorf("raft log: cutting entries from %d: %w", min, err)
+	}
+	if err := datasync(s.f); err != nil {
+		return fmt.Errorf("raft log: cutting entries from %d: %w", min, err)
+	}
+	s.size = s.offs[k]
+	s.offs = s.offs[:k]
+	w.last = min - 1
+	return nil
+}
+
+// Close closes the segment files.
+func (w *walLog) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first error
+	for _, s := range w.segs {
+		if err := s.f.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	w.segs = nil
+	return first
+}
+
+// syncDir makes the creation or removal of files in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("raft log: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("raft log: syncing %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,297 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/raft"
+	bolt "go.etcd.io/bbolt"
+)
+
+func entry(i uint64) *raft.Log {
+	return &raft.Log{Index: i, Term: 1 + i/10, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("entry %d", i)),
+		AppendedAt: time.Unix(int64(i), 0)}
+}
+
+func entries(from, to uint64) []*raft.Log {
+	var out []*raft.Log
+	for i := from; i <= to; i++ {
+		out = append(out, entry(i))
+	}
+	return out
+}
+
+// smallSegments makes a log whose segments take two or three entries.
+func openSmallWAL(t *testing.T, dir string) *walLog {
+	t.Helper()
+	w, err := openWAL(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.segMax = 100
+	return w
+}
+
+// checkLog asserts the log's range and that every entry in it reads back
+// as written.
+func checkLog(t *testing.T, w *walLog, first, last uint64) {
+	t.Helper()
+	f, _ := w.FirstIndex()
+	l, _ := w.LastIndex()
+	if f != first || l != last {
+		t.Fatalf("log holds %d..%d, want %d..%d", f, l, first, last)
+	}
+	for i := first; i <= last && first != 0; i++ {
+		var got raft.Log
+		if err := w.GetLog(i, &got); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if diff := cmp.Diff(*entry(i), got); diff != "" {
+			t.Fatalf("entry %d (-written +read):\n%s", i, diff)
+		}
+	}
+	var got raft.Log
+	if err := w.GetLog(last+1, &got); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("entry after the last: %v, want ErrLogNotFound", err)
+	}
+}
+
+func segmentFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// Entries survive a reopen across many segments; compaction drops whole
+// segments from the head; a new leader's truncation cuts the tail, and
+// appends carry on from there.
+func TestWALKeepsTruncatesAndReopens(t *testing.T) {
+	dir := t.TempDir()
+	w := openSmallWAL(t, dir)
+	checkLog(t, w, 0, 0)
+	for i := uint64(1); i <= 20; i += 4 {
+		if err := w.StoreLogs(entries(i, i+3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.StoreLog(entry(21)); err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, w, 1, 21)
+	if n := len(segmentFiles(t, dir)); n < 4 {
+		t.Fatalf("%d segments, want several: the test needs them", n)
+	}
+	if err := w.DeleteRange(1, 9); err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, w, 10, 21)
+	if err := w.DeleteRange(17, 21); err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, w, 10, 16)
+	if err := w.StoreLogs(entries(17, 19)); err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, w, 10, 19)
+	if err := w.DeleteRange(12, 14); err == nil {
+		t.Fatal("deleting from the middle was accepted")
+	}
+	if err := w.StoreLog(entry(19)); err == nil {
+		t.Fatal("appending over the last entry was accepted")
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	w = openSmallWAL(t, dir)
+	defer w.Close()
+	// Entries before 10 in a segment that also holds later ones are kept
+	// on disk: the first index may be lower after a reopen, never higher.
+	f, _ := w.FirstIndex()
+	if f > 10 || f == 0 {
+		t.Fatalf("first index after reopen %d, want at most 10", f)
+	}
+	checkLog(t, w, f, 19)
+	if err := w.StoreLogs(entries(20, 22)); err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, w, f, 22)
+	if err := w.DeleteRange(f, 22); err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, w, 0, 0)
+	if files := segmentFiles(t, dir); len(files) != 0 {
+		t.Fatalf("segments left after deleting everything: %v", files)
+	}
+	// After a snapshot install the log starts again further on.
+	if err := w.StoreLogs(entries(40, 41)); err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, w, 40, 41)
+}
+
+// An append cut short by a crash (never acknowledged) is cut off at
+// open; the log carries on after the last whole entry.
+func TestWALCutsATornAppend(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tear func(t *testing.T, path string)
+	}{
+		{"cut short", func(t *testing.T, path string) {
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, fi.Size()-3); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"garbage", func(t *testing.T, path string) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data[len(data)-2] ^= 0xff
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			w := openSmallWAL(t, dir)
+			if err := w.StoreLogs(entries(1, 2)); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.StoreLogs(entries(3, 3)); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			files := segmentFiles(t, dir)
+			tc.tear(t, filepath.Join(dir, files[len(files)-1]))
+			w = openSmallWAL(t, dir)
+			defer w.Close()
+			checkLog(t, w, 1, 2)
+			if err := w.StoreLog(entry(3)); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			w = openSmallWAL(t, dir)
+			checkLog(t, w, 1, 3)
+		})
+	}
+}
+
+// Damage anywhere but the end of the last segment is not a torn append:
+// opening fails rather than dropping acknowledged entries.
+func TestWALRefusesADamagedOlderSegment(t *testing.T) {
+	dir := t.TempDir()
+	w := openSmallWAL(t, dir)
+	for i := uint64(1); i <= 9; i += 3 {
+		if err := w.StoreLogs(entries(i, i+2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	files := segmentFiles(t, dir)
+	if len(files) < 2 {
+		t.Fatalf("segments %v, want several", files)
+	}
+	path := filepath.Join(dir, files[0])
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[walHeader+3] ^= 0xff
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openWAL(dir); err == nil {
+		t.Fatal("a damaged older segment was accepted")
+	}
+}
+
+// A segment that does not follow on from the one before is what an
+// interrupted tail truncation left; it goes at open.
+func TestWALDropsSegmentsAfterAGap(t *testing.T) {
+	dir := t.TempDir()
+	w := openSmallWAL(t, dir)
+	if err := w.StoreLogs(entries(1, 6)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	// A stray later segment, as if the truncation had cut 7 onwards but
+	// not yet removed it.
+	stray := openSmallWAL(t, t.TempDir())
+	if err := stray.StoreLogs(entries(9, 10)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(stray.segPath(9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray.Close()
+	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%020d%s", 9, walSuffix)), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w = openSmallWAL(t, dir)
+	defer w.Close()
+	checkLog(t, w, 1, 6)
+	if slices.Contains(segmentFiles(t, dir), fmt.Sprintf("%020d%s", 9, walSuffix)) {
+		t.Fatal("the segment after the gap is still there")
+	}
+}
+
+// A store made when the log lived in the bbolt file moves it to the
+// segments on its first open.
+func TestBoltLogMovesToSegments(t *testing.T) {
+	dir := t.TempDir()
+	db, err := openBolt(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, l := range append(entries(1, 2), entries(5, 8)...) {
+			if err := tx.Bucket(bucketLog).Put(u64(l.Index), encodeLog(l)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := openSmallWAL(t, filepath.Join(dir, LogDir))
+	if err := moveBoltLog(db, w); err != nil {
+		t.Fatal(err)
+	}
+	// Only the entries after the gap: raft left the gap at a snapshot.
+	checkLog(t, w, 5, 8)
+	left := 0
+	db.View(func(tx *bolt.Tx) error {
+		left = tx.Bucket(bucketLog).Stats().KeyN
+		return nil
+	})
+	if left != 0 {
+		t.Fatalf("%d entries left in the bbolt file", left)
+	}
+	if err := moveBoltLog(db, w); err != nil {
+		t.Fatal(err)
+	}
+	checkLog(t, w, 5, 8)
+	w.Close()
+	db.Close()
+}
