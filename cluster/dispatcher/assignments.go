@@ -57,13 +57,15 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	}
 }
 
-// waitChange returns once a task, Secret, Config, Service or Node changed after version
+// waitChange returns once a task, Secret, Config, Service, Node,
+// Namespace or NetworkPolicy changed after version
 // at (or the history no longer reaches back), or with an error once the
 // replica no longer follows a leader.
 func (s *Service) waitChange(ctx context.Context, st *store.Store, at uint64) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.check)
-		err := st.WaitChange(wctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService, legion.KindNode)
+		err := st.WaitChange(wctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService, legion.KindNode,
+			legion.KindNamespace, legion.KindNetworkPolicy)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return err
@@ -120,8 +122,44 @@ func assignments(st *store.Store, node string) (*legionpb.AssignmentSet, error) 
 	if set.Peers, err = json.Marshal(endpoints.Peers(nodes)); err != nil {
 		return nil, status.Errorf(codes.Internal, "peers: %v", err)
 	}
+	pols, err := ComputePolicies(st)
+	if err != nil {
+		return nil, err
+	}
+	if set.Policies, err = json.Marshal(pols); err != nil {
+		return nil, status.Errorf(codes.Internal, "policies: %v", err)
+	}
 	set.Version = at
 	return set, nil
+}
+
+// ComputePolicies reads the network policy state every node enforces.
+func ComputePolicies(st *store.Store) (endpoints.Policies, error) {
+	nsObjs, _, err := st.List(legion.KindNamespace, "", nil)
+	if err != nil {
+		return endpoints.Policies{}, err
+	}
+	polObjs, _, err := st.List(legion.KindNetworkPolicy, "", nil)
+	if err != nil {
+		return endpoints.Policies{}, err
+	}
+	taskObjs, _, err := st.List(legion.KindTask, "", func(o legion.Object) bool { return endpoints.Running(o.(*legion.Task)) })
+	if err != nil {
+		return endpoints.Policies{}, err
+	}
+	nss := make([]*legion.Namespace, len(nsObjs))
+	for i, o := range nsObjs {
+		nss[i] = o.(*legion.Namespace)
+	}
+	pols := make([]*legion.NetworkPolicy, len(polObjs))
+	for i, o := range polObjs {
+		pols[i] = o.(*legion.NetworkPolicy)
+	}
+	tasks := make([]*legion.Task, len(taskObjs))
+	for i, o := range taskObjs {
+		tasks[i] = o.(*legion.Task)
+	}
+	return endpoints.ComputePolicies(nss, pols, tasks), nil
 }
 
 // ComputeEndpoints reads every service and its ready tasks from the

@@ -561,3 +561,40 @@ func TestAssignmentsCarryTheMeshPeers(t *testing.T) {
 		t.Fatalf("peers after node-b registered its key (-want +got):\n%s", diff)
 	}
 }
+
+// Every set carries the policy state; a new NetworkPolicy or isolation
+// mode sends a new one.
+func TestAssignmentsCarryThePolicyState(t *testing.T) {
+	m := dispatchertest.Start(t)
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	register(t, a, legion.NodeStatus{Hostname: "node-a"})
+	s, err := a.Assignments(ctxT(t), &legionpb.AssignmentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policiesOf := func(set *legionpb.AssignmentSet) endpoints.Policies {
+		var p endpoints.Policies
+		if err := json.Unmarshal(set.GetPolicies(), &p); err != nil {
+			t.Fatalf("policies %q: %v", set.GetPolicies(), err)
+		}
+		return p
+	}
+	if p := policiesOf(recv(t, s)); len(p.Policies) != 0 || len(p.Isolation) != 0 {
+		t.Fatalf("policies before any: %+v", p)
+	}
+	ns, _ := legion.New(legion.KindNamespace)
+	ns.GetMetadata().Name = "vault"
+	ns.(*legion.Namespace).Spec.Isolation = legion.IsolationLocked
+	put(t, m.Store, ns)
+	if p := policiesOf(recv(t, s)); p.Isolation["vault"] != legion.IsolationLocked {
+		t.Fatalf("after a locked namespace: %+v", p)
+	}
+	np, _ := legion.New(legion.KindNetworkPolicy)
+	np.GetMetadata().Namespace, np.GetMetadata().Name = "vault", "from-web"
+	np.(*legion.NetworkPolicy).Spec.Ingress = []legion.IngressRule{{From: []legion.Peer{{Namespace: "web"}}}}
+	put(t, m.Store, np)
+	want := []endpoints.Policy{{Namespace: "vault", Name: "from-web", Spec: np.(*legion.NetworkPolicy).Spec}}
+	if diff := cmp.Diff(want, policiesOf(recv(t, s)).Policies); diff != "" {
+		t.Fatalf("after a policy (-want +got):\n%s", diff)
+	}
+}

@@ -101,9 +101,10 @@ type Agent struct {
 	// private directory (RunDir/tasks/<uid>); without it the directory is
 	// only private (mode 0700), in whatever RunDir is.
 	TaskDirs TaskDirs
-	// Endpoints, when set, is given every service's endpoints each time
-	// the assignments arrive (the node's load balancing and DNS).
-	Endpoints func(ctx context.Context, services []endpoints.Service)
+	// Endpoints, when set, is given every service's endpoints and the
+	// network policy state (nil when none was sent) each time the
+	// assignments arrive (the node's load balancing, DNS and policy).
+	Endpoints func(ctx context.Context, services []endpoints.Service, policies *endpoints.Policies)
 	// Peers, when set, is given the mesh's nodes each time assignments
 	// carrying them arrive.
 	Peers func(ctx context.Context, peers []endpoints.Peer)
@@ -167,7 +168,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			a.reconcile(ctx, as, pods)
 			if a.Endpoints != nil {
-				a.Endpoints(ctx, as.Endpoints)
+				a.Endpoints(ctx, as.Endpoints, as.Policies)
 			}
 			if a.Peers != nil && as.Peers != nil {
 				a.Peers(ctx, as.Peers)

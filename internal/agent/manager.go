@@ -31,6 +31,9 @@ type Assignments struct {
 	// Peers are the mesh's nodes, for the node's wg0; nil when the
 	// managers sent none.
 	Peers []endpoints.Peer
+	// Policies is the network policy state; nil when the managers sent
+	// none.
+	Policies *endpoints.Policies
 }
 
 // ValueKey names a Secret's or Config's value in Assignments.Values.

@@ -68,7 +68,7 @@ func (l *Local) Usage() []scheduler.Usage {
 }
 
 // Assignments implements agent.Manager: a new set after every change to
-// tasks, secrets or configs.
+// tasks, secrets, configs, services, namespaces or network policies.
 func (l *Local) Assignments(ctx context.Context) (<-chan agent.Assignments, error) {
 	out := make(chan agent.Assignments, 1)
 	go func() {
@@ -83,7 +83,8 @@ func (l *Local) Assignments(ctx context.Context) (<-chan agent.Assignments, erro
 			case <-ctx.Done():
 				return
 			}
-			if err := l.Store.WaitChange(ctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService); err != nil {
+			if err := l.Store.WaitChange(ctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService,
+				legion.KindNamespace, legion.KindNetworkPolicy); err != nil {
 				return
 			}
 		}
@@ -121,6 +122,11 @@ func (l *Local) assignments() (agent.Assignments, uint64, error) {
 		return agent.Assignments{}, 0, err
 	}
 	as.Endpoints = eps
+	pols, err := dispatcher.ComputePolicies(l.Store)
+	if err != nil {
+		return agent.Assignments{}, 0, err
+	}
+	as.Policies = &pols
 	return as, at, nil
 }
 

@@ -38,6 +38,9 @@ type PFNetwork struct {
 	// services is the last endpoints received; nil until the first, so
 	// that pf keeps what an earlier agent loaded until then (5.4).
 	services []endpoints.Service
+	// policies is the last policy state received; nil: none yet (every
+	// namespace isolated by default, no NetworkPolicy).
+	policies *endpoints.Policies
 }
 
 // PFNetworkConfig is what a node's pf network is set up from.
@@ -142,14 +145,18 @@ func (n *PFNetwork) Detach(ctx context.Context, t *legion.Task) error {
 }
 
 // Apply brings pf's service and policy anchors and the resolver's zone to
-// the cluster's endpoints.
-func (n *PFNetwork) Apply(ctx context.Context, services []endpoints.Service) {
+// the cluster's endpoints and network policy (nil: none sent, the last
+// kept).
+func (n *PFNetwork) Apply(ctx context.Context, services []endpoints.Service, policies *endpoints.Policies) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if services == nil {
 		services = []endpoints.Service{}
 	}
 	n.services = services
+	if policies != nil {
+		n.policies = policies
+	}
 	if err := n.applyLocked(ctx, true); err != nil {
 		n.Logger.Warn("applying the endpoints to pf", "err", err)
 	}
@@ -186,8 +193,88 @@ func (n *PFNetwork) applyLocked(ctx context.Context, services bool) error {
 		pods = append(pods, p)
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].TaskUID < pods[j].TaskUID })
-	_, err := n.PF.ApplyPolicy(ctx, &netbsd.PolicyState{Node: n.Node, Services: svcs, Endpoints: eps, Pods: pods})
+	ps := &netbsd.PolicyState{Node: n.Node, Services: svcs, Endpoints: eps, Pods: pods}
+	if n.policies != nil {
+		ps.Isolation, ps.Policies = netPolicies(n.policies, n.Logger)
+		ps.Endpoints = netMembers(n.policies.Members, eps)
+	}
+	_, err := n.PF.ApplyPolicy(ctx, ps)
 	return err
+}
+
+// netMembers lists every running task as a member of its namespace (and
+// service), ready where the service's endpoints hold it.
+func netMembers(members []endpoints.Member, ready []netbsd.Endpoint) []netbsd.Endpoint {
+	isReady := make(map[string]bool, len(ready))
+	for _, e := range ready {
+		isReady[e.Namespace+"/"+e.TaskUID] = true
+	}
+	out := make([]netbsd.Endpoint, 0, len(members))
+	for _, m := range members {
+		a, err := netip.ParseAddr(m.IP)
+		if err != nil || !a.Is4() {
+			continue
+		}
+		out = append(out, netbsd.Endpoint{Namespace: m.Namespace, Service: m.Service, TaskUID: m.Task, Node: m.Node, Addr: a,
+			Ready: isReady[m.Namespace+"/"+m.Task]})
+	}
+	return out
+}
+
+// netPolicies translates the isolation modes and NetworkPolicies into the
+// network's terms. An egress rule naming a network that does not parse
+// (admission refuses them) is left out, and said.
+func netPolicies(p *endpoints.Policies, log *slog.Logger) (map[string]netbsd.Isolation, []netbsd.Policy) {
+	iso := make(map[string]netbsd.Isolation, len(p.Isolation))
+	for ns, m := range p.Isolation {
+		iso[ns] = netbsd.Isolation(m)
+	}
+	ports := func(ps []legion.PolicyPort) []netbsd.PolicyPort {
+		var out []netbsd.PolicyPort
+		for _, pp := range ps {
+			out = append(out, netbsd.PolicyPort{Proto: netbsd.Proto(pp.Protocol), Port: uint16(pp.Port)})
+		}
+		return out
+	}
+	out := make([]netbsd.Policy, 0, len(p.Policies))
+	for _, pol := range p.Policies {
+		np := netbsd.Policy{Namespace: pol.Namespace, Name: pol.Name, Services: pol.Spec.Services}
+		for _, r := range pol.Spec.Ingress {
+			rule := netbsd.PolicyRule{Ports: ports(r.Ports)}
+			for _, f := range r.From {
+				rule.Peers = append(rule.Peers, netbsd.Peer{Namespace: f.Namespace, ServiceLabels: f.Services})
+			}
+			np.Ingress = append(np.Ingress, rule)
+		}
+		if pol.Spec.Egress != nil {
+			egress := []netbsd.PolicyRule{}
+			for _, r := range *pol.Spec.Egress {
+				rule, ok := netbsd.PolicyRule{Ports: ports(r.Ports)}, true
+				for _, to := range r.To {
+					peer := netbsd.Peer{Namespace: to.Namespace, ServiceLabels: to.Services}
+					if to.CIDR != "" {
+						c, err := netip.ParsePrefix(to.CIDR)
+						if err != nil {
+							ok = false
+							break
+						}
+						peer = netbsd.Peer{CIDR: c}
+					}
+					rule.Peers = append(rule.Peers, peer)
+				}
+				if !ok {
+					// Dropping the whole rule allows less; dropping the
+					// peer would leave a rule allowing anywhere.
+					log.Warn("network policy: egress rule with a bad network left out", "policy", pol.Namespace+"/"+pol.Name)
+					continue
+				}
+				egress = append(egress, rule)
+			}
+			np.Egress = &egress
+		}
+		out = append(out, np)
+	}
+	return iso, out
 }
 
 // netServices translates the endpoints into the network's terms. Every

@@ -135,7 +135,7 @@ func TestPFNetworkPodLifecycle(t *testing.T) {
 
 	n.Apply(ctx, []endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Labels: map[string]string{"app": "web"},
 		Ports: []endpoints.Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}},
-		Tasks: []endpoints.Task{{Name: "web-1", IP: ip, Node: "n1", Slot: 1}}}})
+		Tasks: []endpoints.Task{{Name: "web-1", IP: ip, Node: "n1", Slot: 1}}}}, nil)
 	select {
 	case err := <-joined:
 		if err != nil {
@@ -343,5 +343,60 @@ func TestPFNetworkAppliesPeers(t *testing.T) {
 		if !strings.Contains(set, want) {
 			t.Errorf("peer n2 set with %q, want %q in it (all: %q)", set, want, f.Lines())
 		}
+	}
+}
+
+// The managers' policy state reaches pf: a namespace's isolation mode, its
+// NetworkPolicies, and every running task of the cluster as a member of
+// its namespace, a Job's on another node included.
+func TestPFNetworkEnforcesThePolicyState(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := freshHost()
+	n, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: f, Log: quietLog()}, Node: netbsd.Node{Name: "n1", Subnet: 4},
+		KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.On("ifconfig lp000000000011 ", sys.Answer{})
+	f.On("ifconfig lp000000000011", sys.Answer{Code: 1, Stderr: strings.ReplaceAll(labNoIface, "%s", "lp000000000011")})
+	web := podTask("00000000-0000-4000-8000-000000000011", "shop", "web")
+	ip, _ := n.Attach(ctx, web)
+	if err := n.Join(ctx, web, ip, false); err != nil {
+		t.Fatal(err)
+	}
+	services := []endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Labels: map[string]string{"app": "web"},
+		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080}}, Tasks: []endpoints.Task{{Name: "web-1", IP: ip, Node: "n1"}}}}
+	members := []endpoints.Member{
+		{Namespace: "shop", Service: "web", Task: "web-1", IP: ip, Node: "n1"},
+		{Namespace: "shop", Task: "report-1", IP: "10.200.5.9", Node: "n2"},
+		{Namespace: "front", Service: "gw", Task: "gw-1", IP: "10.200.6.3", Node: "n3"},
+	}
+	fromFront := legion.NetworkPolicySpec{Services: map[string]string{"app": "web"},
+		Ingress: []legion.IngressRule{{From: []legion.Peer{{Namespace: "front"}}, Ports: []legion.PolicyPort{{Protocol: legion.TCP, Port: 8080}}}}}
+
+	f.Reset()
+	n.Apply(ctx, services, &endpoints.Policies{Isolation: map[string]legion.Isolation{"shop": legion.IsolationLocked},
+		Policies: []endpoints.Policy{{Namespace: "shop", Name: "from-front", Spec: fromFront}}, Members: members})
+	pol := lastStdin(f, "pfctl -a legion/policy -f -")
+	if strings.Contains(pol, "from <ns_shop> to 10.200.4.2") {
+		t.Errorf("a locked namespace's own tasks must not be let in:\n%s", pol)
+	}
+	if !strings.Contains(pol, "tasks of namespace front") || !strings.Contains(pol, "to 10.200.4.2 port 8080") || !strings.Contains(pol, "10.200.6.3") {
+		t.Errorf("the policy must let namespace front's tasks (10.200.6.3) in on port 8080:\n%s", pol)
+	}
+
+	f.Reset()
+	n.Apply(ctx, services, &endpoints.Policies{Members: members})
+	pol = lastStdin(f, "pfctl -a legion/policy -f -")
+	if !strings.Contains(pol, "from <ns_shop> to 10.200.4.2") || !strings.Contains(pol, "10.200.5.9") || strings.Contains(pol, "port 8080") {
+		t.Errorf("with the default isolation the namespace's tasks, a Job's on another node included, are let in and no policy is left:\n%s", pol)
+	}
+
+	// A set without policy state keeps the last one.
+	f.Reset()
+	n.Apply(ctx, services, nil)
+	if pol := lastStdin(f, "pfctl -a legion/policy -f -"); pol != "" {
+		t.Errorf("no policy state sent must not reload the policy:\n%s", pol)
 	}
 }

@@ -63,7 +63,7 @@ type platform struct {
 	noLimits  bool           // rctl is off: containers with limits cannot run
 	wgKey     string         // the node's WireGuard public key (jails)
 	peers     func(context.Context, []endpoints.Peer)
-	endpoints func(context.Context, []endpoints.Service)
+	endpoints func(context.Context, []endpoints.Service, *endpoints.Policies)
 	dnsListen string // where the node resolver answers
 	close     func()
 }

@@ -85,3 +85,44 @@ func TestPeers(t *testing.T) {
 		t.Errorf("no nodes must give an empty list, not nil (nil means none received): %#v", p)
 	}
 }
+
+func TestComputePolicies(t *testing.T) {
+	ns := func(name string, iso legion.Isolation) *legion.Namespace {
+		n := &legion.Namespace{}
+		n.Metadata.Name, n.Spec.Isolation = name, iso
+		return n
+	}
+	pol := func(ns, name string) *legion.NetworkPolicy {
+		p := &legion.NetworkPolicy{}
+		p.Metadata.Namespace, p.Metadata.Name = ns, name
+		p.Spec.Services = map[string]string{"tier": "db"}
+		return p
+	}
+	task := func(ns, name string, owner legion.Kind, ownerName, ip string, state legion.TaskState) *legion.Task {
+		t := &legion.Task{}
+		t.Metadata.Namespace, t.Metadata.Name = ns, name
+		t.Spec.Owner = legion.Owner{Kind: owner, Name: ownerName}
+		t.Spec.DesiredState, t.Spec.Node = legion.TaskRunning, "n1"
+		t.Status.State, t.Status.IP = state, ip
+		return t
+	}
+	got := ComputePolicies(
+		[]*legion.Namespace{ns("default", ""), ns("shop", legion.IsolationLocked), ns("lab", legion.IsolationNamespace), ns("pub", legion.IsolationOpen)},
+		[]*legion.NetworkPolicy{pol("shop", "z"), pol("shop", "a")},
+		[]*legion.Task{
+			task("shop", "web-1", legion.KindService, "web", "10.200.1.2", legion.TaskRunning),
+			task("shop", "batch-1", legion.KindJob, "batch", "10.200.1.3", legion.TaskRunning),
+			task("shop", "web-2", legion.KindService, "web", "10.200.1.4", legion.TaskStarting),
+			task("shop", "web-3", legion.KindService, "web", "", legion.TaskRunning),
+		})
+	want := Policies{
+		Isolation: map[string]legion.Isolation{"shop": legion.IsolationLocked, "pub": legion.IsolationOpen},
+		Policies: []Policy{{Namespace: "shop", Name: "a", Spec: legion.NetworkPolicySpec{Services: map[string]string{"tier": "db"}}},
+			{Namespace: "shop", Name: "z", Spec: legion.NetworkPolicySpec{Services: map[string]string{"tier": "db"}}}},
+		Members: []Member{{Namespace: "shop", Task: "batch-1", IP: "10.200.1.3", Node: "n1"},
+			{Namespace: "shop", Service: "web", Task: "web-1", IP: "10.200.1.2", Node: "n1"}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ComputePolicies (-want +got):\n%s", d)
+	}
+}

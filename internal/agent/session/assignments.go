@@ -8,6 +8,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/endpoints"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 )
 
@@ -116,6 +117,12 @@ func decode(set *legionpb.AssignmentSet) (agent.Assignments, error) {
 	if raw := set.GetPeers(); len(raw) > 0 {
 		if err := json.Unmarshal(raw, &as.Peers); err != nil {
 			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: peers: %w", set.GetVersion(), err)
+		}
+	}
+	if raw := set.GetPolicies(); len(raw) > 0 {
+		as.Policies = &endpoints.Policies{}
+		if err := json.Unmarshal(raw, as.Policies); err != nil {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: policies: %w", set.GetVersion(), err)
 		}
 	}
 	return as, nil

@@ -86,4 +86,11 @@ func TestDecodePeers(t *testing.T) {
 	if _, err := decode(&legionpb.AssignmentSet{Version: 4, Peers: []byte(`{`)}); err == nil || !strings.Contains(err.Error(), "version 4: peers") {
 		t.Errorf("broken peers: %v", err)
 	}
+	as, err = decode(&legionpb.AssignmentSet{Policies: []byte(`{"isolation":{"vault":"locked"},"members":[{"namespace":"vault","task":"db-1","ip":"10.200.1.5","node":"n2"}]}`)})
+	if err != nil || as.Policies == nil || as.Policies.Isolation["vault"] != "locked" || len(as.Policies.Members) != 1 {
+		t.Errorf("policies %+v, %v", as.Policies, err)
+	}
+	if as, _ := decode(&legionpb.AssignmentSet{}); as.Policies != nil {
+		t.Errorf("no policies field must leave Policies nil, got %+v", as.Policies)
+	}
 }
