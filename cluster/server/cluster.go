@@ -328,6 +328,11 @@ func (c *clusterService) JoinCluster(ctx context.Context, req *pb.JoinClusterReq
 	if err := s.persistMembership(files, resp.Role); err != nil {
 		return nil, toStatus(err)
 	}
+	// The agent of a worker reaches the cluster through the manager it
+	// joined by until it learns the others from its heartbeats.
+	if err := pki.WriteFile(filepath.Join(s.cfg.DataDir, joinedFile), []byte(req.Server+"\n")); err != nil {
+		return nil, toStatus(err)
+	}
 	if err := s.become(resp.Role, files, false); err != nil {
 		return nil, toStatus(err)
 	}

@@ -340,11 +340,18 @@ func TestWorkerJoinsAndServesNothing(t *testing.T) {
 		!strings.Contains(err.Error(), "worker") {
 		t.Fatalf("API on a worker: %v", err)
 	}
-	// The worker keeps its certificate across a restart.
+	// The worker keeps its certificate across a restart, and the manager
+	// it joined through, for its agent.
 	w.stop()
 	w.restart()
 	if st, err := w.bare().Status(ctx); err != nil || !st.Initialized || st.Role != "worker" {
 		t.Fatalf("worker after restart: %+v %v", st, err)
+	}
+	if got := w.s.JoinedThrough(); len(got) != 1 || got[0] != m.addr {
+		t.Fatalf("worker joined through %q, want [%s]", got, m.addr)
+	}
+	if got := m.s.JoinedThrough(); got != nil {
+		t.Fatalf("the first manager joined through nothing, got %q", got)
 	}
 }
 

@@ -47,6 +47,7 @@ const (
 	PKIDir     = "pki"
 	AdminFile  = "admin.pem"
 	roleFile   = "role"
+	joinedFile = "joined-through" // the manager address a join went through
 )
 
 // Config configures a daemon's port.
@@ -331,6 +332,16 @@ func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
 	}
 	s.conns[addr] = c
 	return c, nil
+}
+
+// JoinedThrough is the manager address this daemon joined its cluster
+// through (nothing for the cluster's first manager or before a join).
+func (s *Server) JoinedThrough() []string {
+	data, err := os.ReadFile(filepath.Join(s.cfg.DataDir, joinedFile))
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(data))
 }
 
 // NodeID is this daemon's node id.

@@ -72,7 +72,7 @@ func newDaemonCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "the node's data directory (store, certificates, node id)")
 	cmd.Flags().StringVar(&listen, "listen", fmt.Sprintf("0.0.0.0:%d", server.DefaultPort), "address of the gRPC port")
-	cmd.Flags().StringSliceVar(&managers, "manager", nil, "a manager's address for this node's agent (a worker needs one; it learns the others)")
+	cmd.Flags().StringSliceVar(&managers, "manager", nil, "a manager's address for this node's agent (default on a worker: the one it joined through; it learns the others)")
 	cmd.Flags().StringVar(&runDir, "run-dir", "", "where tasks' secrets live, memory-backed and outside the data directory (default: under /dev/shm or the temporary directory)")
 	cmd.Flags().StringVar(&dnsListen, "dns-listen", "", "address of the node resolver on a manager (none by default)")
 	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "run no agent: a manager that runs no tasks")

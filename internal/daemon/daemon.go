@@ -40,7 +40,10 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 		managers = append([]string{srv.Advertise()}, managers...)
 	}
 	if len(managers) == 0 {
-		return fmt.Errorf("this node is a worker: give --manager ADDR so its agent can reach the cluster")
+		managers = srv.JoinedThrough()
+	}
+	if len(managers) == 0 {
+		return fmt.Errorf("this node is a worker that knows no manager: give --manager ADDR so its agent can reach the cluster")
 	}
 	for _, d := range []string{o.DataDir, o.RunDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
