@@ -7,11 +7,12 @@ import (
 )
 
 // imagesReady says whether an owner's current pod may get new tasks: once
-// every node runs pins, a pod naming an image by tag waits until the
-// leader has resolved its tags for this very pod (status.images keyed by
-// the pod's hash, without a failure), so every task runs the same digests
-// and an update waits with its old tasks running. References by digest,
-// local images and pullPolicy never ask no registry and never wait.
+// every node runs pins, a pod naming an image a registry serves waits
+// until the leader has passed over this very pod (status.images keyed by
+// the pod's hash, without a failure): tags resolved, so every task runs
+// the same digests and an update waits with its old tasks running, and
+// every image, by tag or by digest, checked against the image policies.
+// Local images and pullPolicy never ask no registry and never wait.
 func (p *planner) imagesReady(o *owner) bool {
 	if o.imageGate != 0 {
 		return o.imageGate == 1
@@ -32,11 +33,11 @@ func (p *planner) imagesReady(o *owner) bool {
 	return o.imageGate == 1
 }
 
-// needsResolving: a container of the pod names an image by tag that a
-// registry serves.
+// needsResolving: a container of the pod names an image, by tag or by
+// digest, that a registry serves.
 func needsResolving(pod *legion.PodSpec) bool {
 	for _, c := range pod.AllContainers() {
-		if c.PullPolicy != legion.PullNever && !strings.Contains(c.Image, "@") && !strings.HasPrefix(c.Image, "localhost/") {
+		if c.PullPolicy != legion.PullNever && !strings.HasPrefix(c.Image, "localhost/") {
 			return true
 		}
 	}

@@ -81,3 +81,28 @@ func TestLocalImagesAndUnpinnedNodesDoNotWait(t *testing.T) {
 		t.Fatalf("nodes without pins: %d tasks, want 4", got)
 	}
 }
+
+// An image by digest has nothing to resolve, but it waits for the leader
+// to check it against the image policies, and a check that failed holds
+// it.
+func TestImagesByDigestWaitForTheCheck(t *testing.T) {
+	c := schedtest.New(t)
+	c.AddNodes("n", 2)
+	pinNodes(c)
+	c.Apply(updSpec("registry.example/app@sha256:"+strings.Repeat("ab", 32), "stop-first", "pause", 1, "0s", ""))
+	c.Converge()
+	if got := len(c.Live("app")); got != 0 {
+		t.Fatalf("%d tasks before the image was checked, want none", got)
+	}
+	s := c.Service("app")
+	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod), Message: "cannot resolve registry.example/app@sha256:abab…: held by image policy: unsigned"}
+	c.Converge()
+	if got := len(c.Live("app")); got != 0 {
+		t.Fatalf("%d tasks of an image the policy holds, want none", got)
+	}
+	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod)}
+	c.Converge()
+	if got := len(c.Live("app")); got != 4 {
+		t.Fatalf("%d tasks once checked, want 4", got)
+	}
+}

@@ -39,10 +39,11 @@ type ImageResolver struct {
 	Retry time.Duration
 }
 
-// needsResolving: a reference by digest, a local image and an image the
-// pod never pulls ask no registry.
+// needsResolving: an image a registry serves is resolved (a tag) and
+// checked against the image policies (a tag or a digest); a local image
+// and an image the pod never pulls ask no registry.
 func needsResolving(c *legion.Container) bool {
-	return c.PullPolicy != legion.PullNever && !strings.Contains(c.Image, "@") && !strings.HasPrefix(c.Image, "localhost/")
+	return c.PullPolicy != legion.PullNever && !strings.HasPrefix(c.Image, "localhost/")
 }
 
 // Run resolves after every change to services, jobs or secrets, and
@@ -125,19 +126,25 @@ func (r *ImageResolver) resolveOwner(ctx context.Context, o legion.Object) error
 	}
 	res := &legion.ImagesStatus{PodHash: hash, Digests: map[string]string{}}
 	var problems []string
+	seen := map[string]bool{}
 	for _, c := range pod.AllContainers() {
-		if !needsResolving(c) {
+		if !needsResolving(c) || seen[c.Image] {
 			continue
 		}
-		if _, done := res.Digests[c.Image]; done {
-			continue
+		seen[c.Image] = true
+		d, pinned := "", false
+		if _, dg, ok := strings.Cut(c.Image, "@"); ok {
+			d, pinned = dg, true // by digest: nothing to resolve, only to check
+		} else {
+			var err error
+			if d, err = r.Resolve(ctx, c.Image, logins); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", c.Image, err))
+				continue
+			}
 		}
-		d, err := r.Resolve(ctx, c.Image, logins)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", c.Image, err))
-			continue
+		if !pinned {
+			res.Digests[c.Image] = d
 		}
-		res.Digests[c.Image] = d
 		if r.Check == nil {
 			continue
 		}

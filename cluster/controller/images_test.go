@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"github.com/google/go-cmp/cmp"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -56,9 +57,18 @@ spec:
       - {name: local, image: localhost/side:1}
       - {name: pinned, image: `+host+`/shop/web@`+want.String()+`}
 `)
-	res := &ImageResolver{Store: s, Resolve: resolve}
+	checked := map[string]string{}
+	check := func(ctx context.Context, ref, digest string, _ [][]byte) (*legion.VerifiedImage, []string, error) {
+		checked[ref] = digest
+		return nil, nil, nil
+	}
+	res := &ImageResolver{Store: s, Resolve: resolve, Check: check}
 	if failed := res.Pass(context.Background()); failed {
 		t.Fatal("the pass failed")
+	}
+	pinnedRef := host + "/shop/web@" + want.String()
+	if d := cmp.Diff(map[string]string{ref: want.String(), pinnedRef: want.String()}, checked); d != "" {
+		t.Fatalf("images checked against the policies (-want +got):\n%s", d)
 	}
 	o, _, _ := s.Get(legion.KindService, "default", "web")
 	im := o.(*legion.Service).Status.Images
