@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -209,26 +210,47 @@ func waitAndShow(ctx context.Context, out io.Writer, n *daemon.Node, objs []legi
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
-		fmt.Fprintf(out, "service %s/%s: %d of %d tasks ready", ns, name, ready, want)
-		if cur != nil && cur.Status.VIP != "" {
-			vip := cur.Status.VIP
-			local := vip
-			if a, err := netip.ParseAddr(vip); err == nil && a.Is4() {
-				local = daemon.LocalAddr(a, n.VIPOctet).String()
-			}
-			for _, p := range s.Spec.Endpoint.Ports {
-				fmt.Fprintf(out, "; VIP %s:%d (here %s:%d)", vip, p.Port, local, p.Port)
-			}
-		}
-		for _, p := range s.Spec.Endpoint.Ports {
-			if p.Publish != "" {
-				fmt.Fprintf(out, "; published at http://127.0.0.1:%d/", p.PublishedPort)
-			}
-		}
-		fmt.Fprintf(out, "; DNS %s.%s.legion (dig @%s -p %s)\n", name, ns, strings.Split(n.DNS, ":")[0], strings.Split(n.DNS, ":")[1])
+		fmt.Fprintln(out, describeService(n, s, cur, ready, want))
 		if ready < want {
 			fmt.Fprintf(out, "  not all ready yet: legion get tasks -n %s --server %s --credentials %s\n", ns, n.API, n.Admin)
 		}
 	}
 	return nil
+}
+
+// describeService says how ready a service is and where it answers: on the
+// process platform its VIPs and published ports are served on this host's
+// loopback; on jails pf serves them, to pods and to other hosts, not to
+// this host's own traffic.
+func describeService(n *daemon.Node, s, cur *legion.Service, ready, want int) string {
+	var b strings.Builder
+	ns, name := s.Metadata.Namespace, s.Metadata.Name
+	fmt.Fprintf(&b, "service %s/%s: %d of %d tasks ready", ns, name, ready, want)
+	jails := n.Platform == daemon.PlatformJails
+	if cur != nil && cur.Status.VIP != "" {
+		vip := cur.Status.VIP
+		for _, p := range s.Spec.Endpoint.Ports {
+			if jails {
+				fmt.Fprintf(&b, "; VIP %s:%d (from pods)", vip, p.Port)
+				continue
+			}
+			local := vip
+			if a, err := netip.ParseAddr(vip); err == nil && a.Is4() {
+				local = daemon.LocalAddr(a, n.VIPOctet).String()
+			}
+			fmt.Fprintf(&b, "; VIP %s:%d (here %s:%d)", vip, p.Port, local, p.Port)
+		}
+	}
+	for _, p := range s.Spec.Endpoint.Ports {
+		switch {
+		case p.Publish == "":
+		case jails:
+			fmt.Fprintf(&b, "; published on port %d of %s (from other hosts)", p.PublishedPort, n.ExtIf)
+		default:
+			fmt.Fprintf(&b, "; published at http://127.0.0.1:%d/", p.PublishedPort)
+		}
+	}
+	host, port, _ := net.SplitHostPort(n.DNS)
+	fmt.Fprintf(&b, "; DNS %s.%s.legion (dig @%s -p %s)", name, ns, host, port)
+	return b.String()
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/daemon"
 	"io"
 	"net/http"
 	"os"
@@ -108,5 +110,36 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 		if !strings.HasPrefix(n, "hello from hello-") {
 			t.Errorf("answer %q", n)
 		}
+	}
+}
+
+// Where up says a service answers depends on the platform: the loopback
+// proxies on this host, or pf, which serves pods and other hosts but not
+// this host's own traffic.
+func TestDescribeServicePerPlatform(t *testing.T) {
+	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  pod:
+    containers: [{name: web, image: localhost/web:1, ports: [{name: http, containerPort: 8080}]}]
+  endpoint:
+    ports: [{name: http, port: 80, targetPort: http, publish: ingress, publishedPort: 8080}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := objs[0].(*legion.Service)
+	cur := legion.Clone(s).(*legion.Service)
+	cur.Status.VIP = "10.201.0.7"
+	proc := &daemon.Node{Platform: daemon.PlatformProcess, VIPOctet: 201, DNS: "127.0.0.1:5353"}
+	want := "service shop/web: 2 of 2 tasks ready; VIP 10.201.0.7:80 (here 127.201.0.7:80); published at http://127.0.0.1:8080/; DNS web.shop.legion (dig @127.0.0.1 -p 5353)"
+	if got := describeService(proc, s, cur, 2, 2); got != want {
+		t.Errorf("process platform:\n got %s\nwant %s", got, want)
+	}
+	jails := &daemon.Node{Platform: daemon.PlatformJails, ExtIf: "vtnet0", DNS: "10.200.0.1:53"}
+	want = "service shop/web: 1 of 2 tasks ready; VIP 10.201.0.7:80 (from pods); published on port 8080 of vtnet0 (from other hosts); DNS web.shop.legion (dig @10.200.0.1 -p 53)"
+	if got := describeService(jails, s, cur, 1, 2); got != want {
+		t.Errorf("jails platform:\n got %s\nwant %s", got, want)
 	}
 }

@@ -75,8 +75,13 @@ type Node struct {
 	API     string
 	DNS     string
 	Runtime jail.Runtime
-	// VIPOctet places VIPs on this host (LocalAddr).
+	// VIPOctet places VIPs on this host (LocalAddr) on the process
+	// platform.
 	VIPOctet byte
+	// Platform is what pods run on; ExtIf, on jails, the interface
+	// published ports are redirected from.
+	Platform string
+	ExtIf    string
 }
 
 func (o *Options) defaults() error {
@@ -270,7 +275,11 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	}
 	run("sessions", sc.Run)
 
-	n := &Node{Name: name, Client: cl, Images: images, Store: st, Admin: admin, API: srv.Addr(), DNS: dnsAddr, Runtime: rt, VIPOctet: o.VIPOctet}
+	n := &Node{Name: name, Client: cl, Images: images, Store: st, Admin: admin, API: srv.Addr(), DNS: dnsAddr, Runtime: rt, VIPOctet: o.VIPOctet,
+		Platform: p.kind}
+	if nw, ok := p.network.(*PFNetwork); ok {
+		n.ExtIf = nw.ExtIf
+	}
 	var result error
 	if ready != nil {
 		if err := ready(n); err != nil {
