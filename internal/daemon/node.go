@@ -291,7 +291,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	stop()
 	wg.Wait()
 	if o.RemovePods {
-		removePods(context.Background(), p, name, log)
+		removePods(context.Background(), p, name, o.RunDir, log)
 		os.RemoveAll(o.RunDir) // the zone with it, and so the resolver stops
 	}
 	rt.Wait()
@@ -363,8 +363,8 @@ func memoryBytes() int64 {
 }
 
 // removePods stops and removes every container of the node, with their
-// roots and the pods' network.
-func removePods(ctx context.Context, p *platform, node string, log *slog.Logger) {
+// roots, the pods' network and their tasks' file systems.
+func removePods(ctx context.Context, p *platform, node, runDir string, log *slog.Logger) {
 	rt := p.runtime
 	cs, err := rt.List(ctx, map[string]string{agent.LabelNode: node})
 	if err != nil {
@@ -381,6 +381,11 @@ func removePods(ctx context.Context, p *platform, node string, log *slog.Logger)
 			t.Metadata.UID = c.ID
 			if err := p.network.Detach(ctx, t); err != nil {
 				log.Warn("removing pod network", "id", c.ID, "err", err)
+			}
+			if p.taskDirs != nil {
+				if err := p.taskDirs.UnmountTaskDir(ctx, filepath.Join(runDir, "tasks", c.ID)); err != nil {
+					log.Warn("unmounting the task's files", "id", c.ID, "err", err)
+				}
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/jail/jailtest"
 )
 
 // joiningNetwork is the loopback network acting as a network with pods
@@ -144,5 +145,48 @@ spec:
 		if strings.Contains(e, "hold=true") || strings.HasPrefix(e, "detach") {
 			t.Errorf("adopting must join the running pods without holding them: %q", e)
 		}
+	}
+}
+
+// memRuntime is the in-memory runtime as the daemon's: Wait reaps
+// nothing.
+type memRuntime struct{ *jailtest.Memory }
+
+func (memRuntime) Wait() {}
+
+// legion up's exit removes every pod of the node with its network and its
+// task's file system.
+func TestRemovePodsTakesNetworkAndTaskFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	mem := jailtest.NewMemory()
+	defer mem.Close()
+	images, err := OpenImages(Options{DataDir: filepath.Join(dir, "data"), Platform: PlatformProcess}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer images.Close()
+	jn := &joiningNetwork{LoopbackNetwork: &LoopbackNetwork{}, rt: mem}
+	p := &platform{kind: PlatformJails, images: images, runtime: memRuntime{mem}, network: jn, taskDirs: jn}
+	const uid = "00000000-0000-4000-8000-000000000021"
+	labels := map[string]string{agent.LabelNode: "n1", agent.LabelTask: uid}
+	if err := mem.Create(ctx, jail.ContainerSpec{ID: uid, Infra: true, Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Create(ctx, jail.ContainerSpec{ID: uid + "-web", Pod: uid, Labels: labels, Root: jail.Root{Path: dir}, Command: []string{"sleep", "60"}}); err != nil {
+		t.Fatal(err)
+	}
+	other := map[string]string{agent.LabelNode: "n2", agent.LabelTask: "x"}
+	if err := mem.Create(ctx, jail.ContainerSpec{ID: "00000000-0000-4000-8000-000000000099", Infra: true, Labels: other}); err != nil {
+		t.Fatal(err)
+	}
+	removePods(ctx, p, "n1", filepath.Join(dir, "run"), quietLog())
+	left, _ := mem.List(ctx, nil)
+	if len(left) != 1 || left[0].Labels[agent.LabelNode] != "n2" {
+		t.Errorf("left %+v, want only the other node's pod", left)
+	}
+	ev := jn.seen()
+	if len(ev) != 2 || !strings.HasPrefix(ev[0], "detach  pod[") || ev[1] != "unmount "+uid+" files-there=false" {
+		t.Errorf("network and task-directory calls %q", ev)
 	}
 }
