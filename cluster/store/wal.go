@@ -43,6 +43,12 @@ type segment struct {
 	f    *os.File
 	offs []int64 // offs[i] is where entry base+i starts
 	size int64   // where the next record goes
+	// zeroed is where the zeros written ahead of the appends end (the
+	// file's length). Appending into blocks the file already has makes
+	// fdatasync flush data only; growing the file at every append made
+	// each one a filesystem journal commit, which three managers (and
+	// the bbolt file) on one disk queue behind each other.
+	zeroed int64
 }
 
 var _ raft.LogStore = (*walLog)(nil)
@@ -53,6 +59,7 @@ const (
 	walSegmentMax = 64 << 20
 	walHeader     = 8
 	walMaxRecord  = 1 << 30
+	walZeroChunk  = 1 << 20 // how far ahead of the appends zeros go
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -148,10 +155,14 @@ func (w *walLog) loadSegment(base uint64, last bool) (*segment, error) {
 	for off < int64(len(data)) {
 		payload, err := walRecord(data[off:], base+uint64(len(s.offs)))
 		if err != nil {
-			if !last {
+			// Zeros are what was written ahead of the appends; any other
+			// damage is only a torn append at the very end of the log.
+			if !last && slices.ContainsFunc(data[off:], func(b byte) bool { return b != 0 }) {
 				f.Close()
 				return nil, fmt.Errorf("raft log: %s at offset %d: %w", path, off, err)
 			}
+			// The zeros written ahead go too, so that nothing after the
+			// end can ever read as a record.
 			if err := f.Truncate(off); err != nil {
 				f.Close()
 				return nil, fmt.Errorf("raft log: cutting the torn end off %s: %w", path, err)
@@ -165,7 +176,7 @@ func (w *walLog) loadSegment(base uint64, last bool) (*segment, error) {
 		s.offs = append(s.offs, off)
 		off += walHeader + int64(len(payload))
 	}
-	s.size = off
+	s.size, s.zeroed = off, off
 	return s, nil
 }
 
@@ -286,15 +297,26 @@ func (w *walLog) StoreLogs(logs []*raft.Log) error {
 		offs = append(offs, s.size+int64(len(buf)))
 		buf = appendRecord(buf, l)
 	}
-	if _, err := s.f.WriteAt(buf, s.size); err != nil {
+	end := s.size + int64(len(buf))
+	fail := func(what string, err error) error {
+		// The write may or may not have reached the disk: cut it off
+		// (and the zeros ahead) so the file and memory agree.
 		_ = s.f.Truncate(s.size)
-		return fmt.Errorf("raft log: appending entries %d to %d: %w", next, logs[len(logs)-1].Index, err)
+		s.zeroed = s.size
+		return fmt.Errorf("raft log: %s entries %d to %d: %w", what, next, logs[len(logs)-1].Index, err)
+	}
+	if end > s.zeroed {
+		zeroed := end + walZeroChunk
+		if _, err := s.f.WriteAt(make([]byte, zeroed-s.zeroed), s.zeroed); err != nil {
+			return fail("making room for", err)
+		}
+		s.zeroed = zeroed
+	}
+	if _, err := s.f.WriteAt(buf, s.size); err != nil {
+		return fail("appending", err)
 	}
 	if err := datasync(s.f); err != nil {
-		// The write may or may not have reached the disk: cut it off so
-		// the file and memory agree.
-		_ = s.f.Truncate(s.size)
-		return fmt.Errorf("raft log: syncing entries %d to %d: %w", next, logs[len(logs)-1].Index, err)
+		return fail("syncing", err)
 	}
 	s.offs = append(s.offs, offs...)
 	s.size += int64(len(buf))
@@ -321,6 +343,17 @@ func (w *walLog) newSegment(base uint64) (*segment, error) {
 			return nil, fmt.Errorf("raft log: %w", err)
 		}
 		w.segs = w.segs[:len(w.segs)-1]
+	}
+	// A segment that takes no more appends ends at its last record: only
+	// the last one may end in zeros (opening reads them as its end).
+	if t := w.tail(); t != nil && t.zeroed > t.size {
+		if err := t.f.Truncate(t.size); err != nil {
+			return nil, fmt.Errorf("raft log: closing a segment: %w", err)
+		}
+		if err := datasync(t.f); err != nil {
+			return nil, fmt.Errorf("raft log: closing a segment: %w", err)
+		}
+		t.zeroed = t.size
 	}
 	f, err := os.OpenFile(w.segPath(base), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -419,7 +452,7 @@ func (w *walLog) removeTail(min uint64) error {
 	if err := datasync(s.f); err != nil {
 		return fmt.Errorf("raft log: cutting entries from %d: %w", min, err)
 	}
-	s.size = s.offs[k]
+	s.size, s.zeroed = s.offs[k], s.offs[k]
 	s.offs = s.offs[:k]
 	w.last = min - 1
 	return nil

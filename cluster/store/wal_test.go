@@ -144,31 +144,22 @@ func TestWALKeepsTruncatesAndReopens(t *testing.T) {
 }
 
 // An append cut short by a crash (never acknowledged) is cut off at
-// open; the log carries on after the last whole entry.
+// open, with the zeros written ahead of it; the log carries on after the
+// last whole entry.
 func TestWALCutsATornAppend(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		tear func(t *testing.T, path string)
+		// tear damages the file given where its last record starts and
+		// where the records end.
+		tear func(data []byte, last, end int64)
 	}{
-		{"cut short", func(t *testing.T, path string) {
-			fi, err := os.Stat(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Truncate(path, fi.Size()-3); err != nil {
-				t.Fatal(err)
-			}
+		{"cut short", func(data []byte, last, end int64) {
+			// Only the header and a few bytes of the record reached the
+			// disk.
+			clear(data[last+walHeader+3 : end])
 		}},
-		{"garbage", func(t *testing.T, path string) {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			data[len(data)-2] ^= 0xff
-			if err := os.WriteFile(path, data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		{"garbage", func(data []byte, last, end int64) { data[end-2] ^= 0xff }},
+		{"header only", func(data []byte, last, end int64) { clear(data[last+4 : end]) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -179,17 +170,31 @@ func TestWALCutsATornAppend(t *testing.T) {
 			if err := w.StoreLogs(entries(3, 3)); err != nil {
 				t.Fatal(err)
 			}
+			seg := w.tail()
+			path, last, end := w.segPath(seg.base), seg.offs[len(seg.offs)-1], seg.size
 			w.Close()
-			files := segmentFiles(t, dir)
-			tc.tear(t, filepath.Join(dir, files[len(files)-1]))
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int64(len(data)) <= end {
+				t.Fatalf("segment of %d bytes, records end at %d: no zeros written ahead", len(data), end)
+			}
+			tc.tear(data, last, end)
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
 			w = openSmallWAL(t, dir)
-			defer w.Close()
 			checkLog(t, w, 1, 2)
+			if fi, err := os.Stat(path); err != nil || fi.Size() != last {
+				t.Fatalf("segment after open: %v %v, want it cut at %d", fi, err, last)
+			}
 			if err := w.StoreLog(entry(3)); err != nil {
 				t.Fatal(err)
 			}
 			w.Close()
 			w = openSmallWAL(t, dir)
+			defer w.Close()
 			checkLog(t, w, 1, 3)
 		})
 	}
