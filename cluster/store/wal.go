@@ -25,9 +25,10 @@ import (
 // A segment is named after the index of its first entry. A record is its
 // payload's length and CRC-32C (4 bytes each, big endian), then the
 // payload: the entry's index (8 bytes) and the entry as encodeLog writes
-// it. Opening reads every segment; a record cut short or failing its
-// checksum ends the last segment (a crash during an append, which raft
-// never acknowledged) and is cut off; anywhere else it is an error.
+// it. Zeros follow the last record (see segment.zeroed). Opening reads
+// every segment: zeros end it; a record cut short or failing its checksum
+// ends the last segment (a crash during an append, which raft never
+// acknowledged); both are cut off. Other damage is an error.
 type walLog struct {
 	dir    string
 	segMax int64 // a segment takes no more appends once this long
