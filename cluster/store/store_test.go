@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,10 @@ import (
 // is left unset), so the store's waiter on such a write stays; see
 // Store.wait.
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(killChildEnv); dir != "" {
+		killChild(dir)
+		return
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
 }
 

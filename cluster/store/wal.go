@@ -57,7 +57,7 @@ var _ raft.MonotonicLogStore = (*walLog)(nil)
 
 const (
 	walSuffix     = ".wal"
-	walSegmentMax = 64 << 20
+	walSegmentMax = 16 << 20
 	walHeader     = 8
 	walMaxRecord  = 1 << 30
 	walZeroChunk  = 1 << 20 // how far ahead of the appends zeros go
