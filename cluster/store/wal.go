@@ -93,21 +93,10 @@ func openWAL(dir string) (*walLog, error) {
 	slices.Sort(bases)
 	w := &walLog{dir: dir, segMax: walSegmentMax}
 	for i, b := range bases {
-		// A segment not following on from the one before is what an
-		// interrupted truncation left: it and what follows were being
-		// removed.
+		// Appends, truncations and removals never leave a gap.
 		if w.last != 0 && b != w.last+1 {
-			for _, stale := range bases[i:] {
-				if err := os.Remove(w.segPath(stale)); err != nil {
-					w.Close()
-					return nil, fmt.Errorf("raft log: %w", err)
-				}
-			}
-			if err := syncDir(dir); err != nil {
-				w.Close()
-				return nil, err
-			}
-			break
+			w.Close()
+			return nil, fmt.Errorf("raft log: %s: segment starts at entry %d, the one before ends at %d", dir, b, w.last)
 		}
 		s, err := w.loadSegment(b, i == len(bases)-1)
 		if err != nil {
@@ -155,6 +144,11 @@ func (w *walLog) loadSegment(base uint64, last bool) (*segment, error) {
 	var off int64
 	for off < int64(len(data)) {
 		payload, err := walRecord(data[off:], base+uint64(len(s.offs)))
+		var wrong *wrongEntryError
+		if errors.As(err, &wrong) {
+			f.Close()
+			return nil, fmt.Errorf("raft log: %s at offset %d: %w", path, off, err)
+		}
 		if err != nil {
 			// Zeros are what was written ahead of the appends; any other
 			// damage is only a torn append at the very end of the log.
@@ -196,9 +190,17 @@ func walRecord(b []byte, index uint64) ([]byte, error) {
 		return nil, errors.New("record checksum mismatch")
 	}
 	if got := binary.BigEndian.Uint64(payload); got != index {
-		return nil, fmt.Errorf("record holds entry %d, want %d", got, index)
+		return nil, &wrongEntryError{got, index}
 	}
 	return payload, nil
+}
+
+// wrongEntryError is a whole record in the wrong place: damage, not a
+// torn append.
+type wrongEntryError struct{ got, want uint64 }
+
+func (e *wrongEntryError) Error() string {
+	return fmt.Sprintf("record holds entry %d, want %d", e.got, e.want)
 }
 
 func appendRecord(buf []byte, l *raft.Log) []byte {

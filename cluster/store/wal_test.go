@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,34 +229,38 @@ func TestWALRefusesADamagedOlderSegment(t *testing.T) {
 	}
 }
 
-// A segment that does not follow on from the one before is what an
-// interrupted tail truncation left; it goes at open.
-func TestWALDropsSegmentsAfterAGap(t *testing.T) {
+// Appends, truncations and removals never leave a gap between segments,
+// nor a record in another's place: either is damage, and opening fails
+// rather than guess.
+func TestWALRefusesAGapOrAMisplacedRecord(t *testing.T) {
 	dir := t.TempDir()
 	w := openSmallWAL(t, dir)
 	if err := w.StoreLogs(entries(1, 6)); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
-	// A stray later segment, as if the truncation had cut 7 onwards but
-	// not yet removed it.
-	stray := openSmallWAL(t, t.TempDir())
-	if err := stray.StoreLogs(entries(9, 10)); err != nil {
+	other := openSmallWAL(t, t.TempDir())
+	if err := other.StoreLogs(entries(9, 10)); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(stray.segPath(9))
+	data, err := os.ReadFile(other.segPath(9))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stray.Close()
-	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%020d%s", 9, walSuffix)), data, 0o600); err != nil {
+	other.Close()
+	stray := filepath.Join(dir, fmt.Sprintf("%020d%s", 9, walSuffix))
+	if err := os.WriteFile(stray, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w = openSmallWAL(t, dir)
-	defer w.Close()
-	checkLog(t, w, 1, 6)
-	if slices.Contains(segmentFiles(t, dir), fmt.Sprintf("%020d%s", 9, walSuffix)) {
-		t.Fatal("the segment after the gap is still there")
+	if _, err := openWAL(dir); err == nil || !strings.Contains(err.Error(), "starts at entry 9") {
+		t.Fatalf("open with a gap: %v", err)
+	}
+	// The same records under the name of the segment that follows on.
+	if err := os.Rename(stray, filepath.Join(dir, fmt.Sprintf("%020d%s", 7, walSuffix))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openWAL(dir); err == nil || !strings.Contains(err.Error(), "holds entry 9, want 7") {
+		t.Fatalf("open with a misplaced record: %v", err)
 	}
 }
 
