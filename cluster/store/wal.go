@@ -33,10 +33,13 @@ type walLog struct {
 	dir    string
 	segMax int64 // a segment takes no more appends once this long
 
-	mu    sync.RWMutex
-	segs  []*segment // oldest first; the last takes the appends
-	first uint64     // 0 when the log is empty
-	last  uint64
+	// change serialises appends and deletions; mu guards what readers
+	// see, so an append's write and fdatasync do not hold them up.
+	change sync.Mutex
+	mu     sync.RWMutex
+	segs   []*segment // oldest first; the last takes the appends
+	first  uint64     // 0 when the log is empty
+	last   uint64
 }
 
 type segment struct {
@@ -269,8 +272,8 @@ func (w *walLog) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
 		return nil
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.change.Lock()
+	defer w.change.Unlock()
 	for i, l := range logs[1:] {
 		if l.Index != logs[i].Index+1 {
 			return fmt.Errorf("raft log: entries %d and %d do not follow on", logs[i].Index, l.Index)
@@ -283,17 +286,25 @@ func (w *walLog) StoreLogs(logs []*raft.Log) error {
 	case w.last != 0 && next > w.last+1:
 		// Only after a snapshot install that deleted the log and was
 		// interrupted: what is left is from before the snapshot.
-		if err := w.removeAll(); err != nil {
+		w.mu.Lock()
+		err := w.removeAll()
+		w.mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
 	s := w.tail()
 	if s == nil || s.size >= w.segMax || (len(s.offs) == 0 && s.base != next) {
+		w.mu.Lock()
 		var err error
-		if s, err = w.newSegment(next); err != nil {
+		s, err = w.newSegment(next)
+		w.mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}
+	// Readers only read below s.size, which moves once the records are
+	// durable.
 	var buf []byte
 	offs := make([]int64, 0, len(logs))
 	for _, l := range logs {
@@ -321,12 +332,14 @@ func (w *walLog) StoreLogs(logs []*raft.Log) error {
 	if err := datasync(s.f); err != nil {
 		return fail("syncing", err)
 	}
+	w.mu.Lock()
 	s.offs = append(s.offs, offs...)
 	s.size += int64(len(buf))
 	if w.first == 0 {
 		w.first = next
 	}
 	w.last = logs[len(logs)-1].Index
+	w.mu.Unlock()
 	return nil
 }
 
@@ -375,6 +388,8 @@ func (w *walLog) newSegment(base uint64) (*segment, error) {
 // the log (compaction after a snapshot) or a tail (entries a new leader
 // does not have), never a middle.
 func (w *walLog) DeleteRange(min, max uint64) error {
+	w.change.Lock()
+	defer w.change.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.first == 0 || max < w.first || min > w.last || min > max {
@@ -463,6 +478,8 @@ func (w *walLog) removeTail(min uint64) error {
 
 // Close closes the segment files.
 func (w *walLog) Close() error {
+	w.change.Lock()
+	defer w.change.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first error

@@ -304,3 +304,69 @@ func TestBoltLogMovesToSegments(t *testing.T) {
 	w.Close()
 	db.Close()
 }
+
+// Reads run while entries are appended and the head compacted (raft does
+// both at once: appends from its main loop, compaction after a snapshot),
+// and every entry read is as written.
+func TestWALReadsWhileAppendingAndCompacting(t *testing.T) {
+	w := openSmallWAL(t, t.TempDir())
+	defer w.Close()
+	const total = 400
+	done := make(chan error, 2)
+	go func() {
+		for i := uint64(1); i <= total; i += 4 {
+			if err := w.StoreLogs(entries(i, i+3)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	go func() {
+		for {
+			last, _ := w.LastIndex()
+			if last > 20 {
+				if err := w.DeleteRange(1, last-20); err != nil {
+					done <- err
+					return
+				}
+			}
+			if last >= total {
+				done <- nil
+				return
+			}
+		}
+	}()
+	reads := 0
+	for finished := 0; finished < 2; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			finished++
+			continue
+		default:
+		}
+		first, _ := w.FirstIndex()
+		last, _ := w.LastIndex()
+		for i := last; i >= first && i > 0 && i+10 > last; i-- {
+			var got raft.Log
+			err := w.GetLog(i, &got)
+			if errors.Is(err, raft.ErrLogNotFound) {
+				continue // compacted meanwhile
+			}
+			if err != nil {
+				t.Fatalf("entry %d: %v", i, err)
+			}
+			if diff := cmp.Diff(*entry(i), got); diff != "" {
+				t.Fatalf("entry %d (-written +read):\n%s", i, diff)
+			}
+			reads++
+		}
+	}
+	if reads == 0 {
+		t.Fatal("no entry read while appending")
+	}
+	checkLog(t, w, total-19, total)
+}
