@@ -190,7 +190,11 @@ func startNode(t testing.TB) *node {
 	n.clock = &offsetClock{}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	beat := func() { n.local.Heartbeat("n1", n.clock.Now()) }
+	sampler := newUsageSampler(rt, "n1")
+	beat := func() {
+		n.local.Heartbeat("n1", n.clock.Now())
+		n.local.ReportUsage(sampler.Usage())
+	}
 	beat()
 	n.zone = filepath.Join(n.runDir, "resolver", "zone.json")
 	n.eps = &Endpoints{ZoneFile: n.zone, VIPOctet: testVIPOctet}
