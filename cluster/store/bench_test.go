@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -16,14 +18,7 @@ func BenchmarkPut(b *testing.B) {
 		b.Fatal(err)
 	}
 	waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, _, err := n.s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+	benchPuts(b, n.s, 1)
 }
 
 // BenchmarkPutThree is sequential fsynced writes on three managers over
@@ -35,12 +30,55 @@ func BenchmarkPutThree(b *testing.B) {
 			n.s.Close()
 		}
 	}()
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, _, err := ns[0].s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
+	benchPuts(b, ns[0].s, 1)
+}
+
+// BenchmarkPutConcurrent is 64 writers at once on one and on three
+// managers: raft batches their entries into shared appends.
+func BenchmarkPutConcurrent(b *testing.B) {
+	b.Run("managers=1", func(b *testing.B) {
+		n := openNode(b, "m1", b.TempDir())
+		defer n.s.Close()
+		if err := n.s.Bootstrap("m1"); err != nil {
 			b.Fatal(err)
 		}
+		waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
+		benchPuts(b, n.s, 64)
+	})
+	b.Run("managers=3", func(b *testing.B) {
+		ns := threeNodes(b)
+		defer func() {
+			for _, n := range ns {
+				n.s.Close()
+			}
+		}()
+		benchPuts(b, ns[0].s, 64)
+	})
+}
+
+// benchPuts makes b.N writes of new objects from the given number of
+// writers and reports writes per second.
+func benchPuts(b *testing.B, s *Store, writers int) {
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if _, _, err := s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
 	}
+	wg.Wait()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 }
