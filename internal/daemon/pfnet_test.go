@@ -46,6 +46,18 @@ func freshHost() *sys.Fake {
 	return f
 }
 
+// labPFNetwork is node n1's network on subnet 4 of a fresh lab host.
+func labPFNetwork(ctx context.Context, t *testing.T, zone string) (*PFNetwork, *sys.Fake) {
+	t.Helper()
+	f := freshHost()
+	n, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: f, Log: quietLog()}, Node: netbsd.Node{Name: "n1", Subnet: 4},
+		KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), ExtIf: "vtnet0", ZoneFile: zone, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, f
+}
+
 func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func podTask(uid, ns, svc string) *legion.Task {
@@ -80,13 +92,8 @@ func lastStdin(f *sys.Fake, line string) string {
 func TestPFNetworkPodLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f := freshHost()
 	zone := filepath.Join(t.TempDir(), "zone.json")
-	n, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: f, Log: quietLog()}, Node: netbsd.Node{Name: "n1", Subnet: 4},
-		KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), ExtIf: "vtnet0", ZoneFile: zone, Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, f := labPFNetwork(ctx, t, zone)
 	if n.Net.BridgeEther != "58:9c:fc:10:ff:b6" || n.Nameserver() != "10.200.4.1" {
 		t.Fatalf("node network %+v, nameserver %s", n.Net, n.Nameserver())
 	}
@@ -185,12 +192,7 @@ func TestPFNetworkPodLifecycle(t *testing.T) {
 func TestPFNetworkAdoptsJoinedPod(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f := freshHost()
-	n, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: f, Log: quietLog()}, Node: netbsd.Node{Name: "n1", Subnet: 4},
-		KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, f := labPFNetwork(ctx, t, "")
 	task := podTask("00000000-0000-4000-8000-000000000011", "shop", "web")
 	task.Status.IP = "10.200.4.7"
 	f.Reset()
@@ -318,12 +320,7 @@ func TestSubnetOf(t *testing.T) {
 func TestPFNetworkAppliesPeers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f := freshHost()
-	n, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: f, Log: quietLog()}, Node: netbsd.Node{Name: "n1", Subnet: 4},
-		KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, f := labPFNetwork(ctx, t, "")
 	f.Reset()
 	n.ApplyPeers(ctx, []endpoints.Peer{
 		{Name: "n1", PodCIDR: "10.200.4.0/24", PublicKey: "PUB3", Endpoint: "192.0.2.4:51820"},
@@ -352,12 +349,7 @@ func TestPFNetworkAppliesPeers(t *testing.T) {
 func TestPFNetworkEnforcesThePolicyState(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f := freshHost()
-	n, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: f, Log: quietLog()}, Node: netbsd.Node{Name: "n1", Subnet: 4},
-		KeyPath: filepath.Join(t.TempDir(), "wireguard.key"), Logger: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, f := labPFNetwork(ctx, t, "")
 	f.On("ifconfig lp000000000011 ", sys.Answer{})
 	f.On("ifconfig lp000000000011", sys.Answer{Code: 1, Stderr: strings.ReplaceAll(labNoIface, "%s", "lp000000000011")})
 	web := podTask("00000000-0000-4000-8000-000000000011", "shop", "web")
