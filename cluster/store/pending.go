@@ -10,16 +10,18 @@ import (
 )
 
 // The state machine's changes reach the file after the client has its
-// answer, so a write costs the log's fsyncs only (as etcd does): applies
-// change memory (pending deltas over the file), and the deltas ride in
-// the next transaction the committer makes for any reason, or in one the
-// flusher makes shortly after (Store.flusher): many applies share one
-// commit. Objects and the applied index are still
-// written together, so the file always holds the state at one index; the
-// Raft log, fsynced on a quorum before any client hears of a write, holds
+// answer, so a write costs the log's fdatasync only (as etcd does):
+// applies change memory (pending deltas over the file), and the flusher
+// writes them shortly after (Store.flusher), many applies in one bbolt
+// commit; any other commit the committer makes (a snapshot install)
+// carries them too. Objects and the applied index are still written
+// together, so the file always holds the state at one index; the Raft
+// log, fsynced on a quorum before any client hears of a write, holds
 // every entry after it, and raft applies those again after a crash
 // (entries at or below the file's index are skipped). Reads see the
 // pending deltas on top of the file, so every applied write is visible.
+// A snapshot writes them first (fsm.Snapshot), since raft compacts the
+// log behind it.
 
 // delta is what one apply batch changed: key -> object JSON, nil for a
 // deleted key. It is never changed once published.
