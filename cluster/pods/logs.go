@@ -22,7 +22,7 @@ type podsServer struct {
 func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer) error {
 	s := h.s
 	ctx := out.Context()
-	if _, err := user(ctx); err != nil {
+	if _, err := user(ctx, "logs"); err != nil {
 		return err
 	}
 	objs, err := s.objects()

@@ -98,13 +98,13 @@ func identity(ctx context.Context) (pki.Identity, bool) {
 
 // user checks the caller of Pods: an admin or a manager certificate, until
 // RBAC (view in the task's namespace for logs) is wired in.
-func user(ctx context.Context) (pki.Identity, error) {
+func user(ctx context.Context, verb string) (pki.Identity, error) {
 	id, ok := identity(ctx)
 	if !ok {
 		return id, status.Error(codes.Unauthenticated, "a client certificate of this cluster is required")
 	}
 	if id.Role != pki.RoleAdmin && id.Role != pki.RoleManager {
-		return id, status.Errorf(codes.PermissionDenied, "logs: not allowed for a %s certificate (%s)", id.Role, id.Name)
+		return id, status.Errorf(codes.PermissionDenied, "%s: not allowed for a %s certificate (%s)", verb, id.Role, id.Name)
 	}
 	return id, nil
 }

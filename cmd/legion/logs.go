@@ -81,21 +81,9 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 	if o.since < 0 {
 		return fmt.Errorf("--since %s: expected a positive duration", o.since)
 	}
-	credsFile := c.v.GetString("credentials")
-	if f := cmd.Flags().Lookup("credentials"); f != nil && f.Changed {
-		credsFile = f.Value.String()
-	}
-	if credsFile == "" {
-		return errors.New("no credentials: pass --credentials or set LEGION_CREDENTIALS (legion init prints where admin.pem is)")
-	}
-	creds, err := pki.LoadBundle(credsFile)
+	conn, err := c.podsConn(cmd)
 	if err != nil {
 		return err
-	}
-	server := c.server(cmd)
-	conn, err := grpc.NewClient(server, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
-	if err != nil {
-		return fmt.Errorf("server %q: %w", server, err)
 	}
 	defer conn.Close()
 	// Interrupting a follow is how it ends: that is no failure.
@@ -160,4 +148,26 @@ func printLogs(stream logsStream, stdout, stderr io.Writer, timestamps bool) err
 			}
 		}
 	}
+}
+
+// podsConn dials the manager for the Pods service (logs, exec), which the
+// client package does not wrap: its calls are streams of their own.
+func (c *clusterCLI) podsConn(cmd *cobra.Command) (*grpc.ClientConn, error) {
+	credsFile := c.v.GetString("credentials")
+	if f := cmd.Flags().Lookup("credentials"); f != nil && f.Changed {
+		credsFile = f.Value.String()
+	}
+	if credsFile == "" {
+		return nil, errors.New("no credentials: pass --credentials or set LEGION_CREDENTIALS (legion init prints where admin.pem is)")
+	}
+	creds, err := pki.LoadBundle(credsFile)
+	if err != nil {
+		return nil, err
+	}
+	server := c.server(cmd)
+	conn, err := grpc.NewClient(server, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", server, err)
+	}
+	return conn, nil
 }

@@ -117,7 +117,7 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 			log.Warn("node resolver not started", "err", err)
 		}
 	}
-	sc, err := sessions.New(sessions.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, DataDir: o.DataDir, Logger: log})
+	sc, err := sessions.New(sessions.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, Exec: rt.Exec, DataDir: o.DataDir, Logger: log})
 	if err != nil {
 		return err
 	}

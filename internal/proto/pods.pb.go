@@ -1,5 +1,5 @@
 // The Pods and Sessions services of a manager's port: how a user reaches a
-// task's containers (logs now; exec and port-forward later) without a port
+// task's containers (logs and exec; port-forward later) without a port
 // on the node. The user calls Pods on any manager; the manager offers the
 // session to the agent of the task's node over the Sessions stream that
 // agent keeps open with it, and the agent answers with Attach, whose frames
@@ -300,6 +300,223 @@ func (x *LogFrame) GetRecords() []*LogRecord {
 	return nil
 }
 
+// ExecStart opens an exec session: a command run in a running container.
+type ExecStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Command       []string               `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
+	Stdin         bool                   `protobuf:"varint,3,opt,name=stdin,proto3" json:"stdin,omitempty"` // the caller sends input; without it the command reads none
+	Tty           bool                   `protobuf:"varint,4,opt,name=tty,proto3" json:"tty,omitempty"`     // run it on a terminal (runtimes that offer one)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecStart) Reset() {
+	*x = ExecStart{}
+	mi := &file_pods_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecStart) ProtoMessage() {}
+
+func (x *ExecStart) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
+func (*ExecStart) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ExecStart) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ExecStart) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *ExecStart) GetStdin() bool {
+	if x != nil {
+		return x.Stdin
+	}
+	return false
+}
+
+func (x *ExecStart) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
+// ExecInput is what the caller sends: first the start alone, then input
+// and its end.
+type ExecInput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Start         *ExecStart             `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
+	Stdin         []byte                 `protobuf:"bytes,2,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	StdinClosed   bool                   `protobuf:"varint,3,opt,name=stdin_closed,json=stdinClosed,proto3" json:"stdin_closed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecInput) Reset() {
+	*x = ExecInput{}
+	mi := &file_pods_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecInput) ProtoMessage() {}
+
+func (x *ExecInput) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
+func (*ExecInput) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ExecInput) GetStart() *ExecStart {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *ExecInput) GetStdin() []byte {
+	if x != nil {
+		return x.Stdin
+	}
+	return nil
+}
+
+func (x *ExecInput) GetStdinClosed() bool {
+	if x != nil {
+		return x.StdinClosed
+	}
+	return false
+}
+
+// ExecOutput is what the caller gets: first the task, container and node
+// the session reached, then output, and last the command's exit code.
+type ExecOutput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Container     string                 `protobuf:"bytes,2,opt,name=container,proto3" json:"container,omitempty"`
+	Node          string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	Stdout        []byte                 `protobuf:"bytes,4,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr        []byte                 `protobuf:"bytes,5,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	ExitCode      *int32                 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecOutput) Reset() {
+	*x = ExecOutput{}
+	mi := &file_pods_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecOutput) ProtoMessage() {}
+
+func (x *ExecOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
+func (*ExecOutput) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ExecOutput) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *ExecOutput) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *ExecOutput) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ExecOutput) GetStdout() []byte {
+	if x != nil {
+		return x.Stdout
+	}
+	return nil
+}
+
+func (x *ExecOutput) GetStderr() []byte {
+	if x != nil {
+		return x.Stderr
+	}
+	return nil
+}
+
+func (x *ExecOutput) GetExitCode() int32 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
 // SessionsRequest opens a node's stream of offers with one manager.
 type SessionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -310,7 +527,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_pods_proto_msgTypes[4]
+	mi := &file_pods_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +539,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[4]
+	mi := &file_pods_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +552,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{4}
+	return file_pods_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SessionsRequest) GetNode() string {
@@ -356,7 +573,7 @@ type LogsOffer struct {
 
 func (x *LogsOffer) Reset() {
 	*x = LogsOffer{}
-	mi := &file_pods_proto_msgTypes[5]
+	mi := &file_pods_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +585,7 @@ func (x *LogsOffer) String() string {
 func (*LogsOffer) ProtoMessage() {}
 
 func (x *LogsOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[5]
+	mi := &file_pods_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +598,7 @@ func (x *LogsOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsOffer.ProtoReflect.Descriptor instead.
 func (*LogsOffer) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{5}
+	return file_pods_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LogsOffer) GetFollow() bool {
@@ -398,6 +615,67 @@ func (x *LogsOffer) GetSinceUnixNano() int64 {
 	return 0
 }
 
+// ExecOffer asks for a command run in the container.
+type ExecOffer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Command       []string               `protobuf:"bytes,1,rep,name=command,proto3" json:"command,omitempty"`
+	Stdin         bool                   `protobuf:"varint,2,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Tty           bool                   `protobuf:"varint,3,opt,name=tty,proto3" json:"tty,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecOffer) Reset() {
+	*x = ExecOffer{}
+	mi := &file_pods_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecOffer) ProtoMessage() {}
+
+func (x *ExecOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecOffer.ProtoReflect.Descriptor instead.
+func (*ExecOffer) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ExecOffer) GetCommand() []string {
+	if x != nil {
+		return x.Command
+	}
+	return nil
+}
+
+func (x *ExecOffer) GetStdin() bool {
+	if x != nil {
+		return x.Stdin
+	}
+	return false
+}
+
+func (x *ExecOffer) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
 // SessionOffer asks the agent to attach for one session. The first message
 // of every stream has an empty id: it says the manager has the node's
 // stream.
@@ -411,6 +689,7 @@ type SessionOffer struct {
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*SessionOffer_Logs
+	//	*SessionOffer_Exec
 	Kind          isSessionOffer_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -418,7 +697,7 @@ type SessionOffer struct {
 
 func (x *SessionOffer) Reset() {
 	*x = SessionOffer{}
-	mi := &file_pods_proto_msgTypes[6]
+	mi := &file_pods_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +709,7 @@ func (x *SessionOffer) String() string {
 func (*SessionOffer) ProtoMessage() {}
 
 func (x *SessionOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[6]
+	mi := &file_pods_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +722,7 @@ func (x *SessionOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOffer.ProtoReflect.Descriptor instead.
 func (*SessionOffer) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{6}
+	return file_pods_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionOffer) GetId() string {
@@ -497,15 +776,30 @@ func (x *SessionOffer) GetLogs() *LogsOffer {
 	return nil
 }
 
+func (x *SessionOffer) GetExec() *ExecOffer {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionOffer_Exec); ok {
+			return x.Exec
+		}
+	}
+	return nil
+}
+
 type isSessionOffer_Kind interface {
 	isSessionOffer_Kind()
 }
 
 type SessionOffer_Logs struct {
-	Logs *LogsOffer `protobuf:"bytes,10,opt,name=logs,proto3,oneof"` // ExecOffer exec = 11; PortForwardOffer port_forward = 12; later
+	Logs *LogsOffer `protobuf:"bytes,10,opt,name=logs,proto3,oneof"`
+}
+
+type SessionOffer_Exec struct {
+	Exec *ExecOffer `protobuf:"bytes,11,opt,name=exec,proto3,oneof"` // PortForwardOffer port_forward = 12; later
 }
 
 func (*SessionOffer_Logs) isSessionOffer_Kind() {}
+
+func (*SessionOffer_Exec) isSessionOffer_Kind() {}
 
 // SessionError ends a session from the agent's side, with the gRPC code the
 // user is given.
@@ -519,7 +813,7 @@ type SessionError struct {
 
 func (x *SessionError) Reset() {
 	*x = SessionError{}
-	mi := &file_pods_proto_msgTypes[7]
+	mi := &file_pods_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +825,7 @@ func (x *SessionError) String() string {
 func (*SessionError) ProtoMessage() {}
 
 func (x *SessionError) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[7]
+	mi := &file_pods_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +838,7 @@ func (x *SessionError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionError.ProtoReflect.Descriptor instead.
 func (*SessionError) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{7}
+	return file_pods_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SessionError) GetCode() int32 {
@@ -567,14 +861,17 @@ type AttachOutput struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       string                 `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
 	Records       []*LogRecord           `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
-	Error         *SessionError          `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"` // bytes stdout = 4; bytes stderr = 5; optional int32 exit_code = 6; later
+	Error         *SessionError          `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	Stdout        []byte                 `protobuf:"bytes,4,opt,name=stdout,proto3" json:"stdout,omitempty"` // exec
+	Stderr        []byte                 `protobuf:"bytes,5,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	ExitCode      *int32                 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"` // the exec's last message
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AttachOutput) Reset() {
 	*x = AttachOutput{}
-	mi := &file_pods_proto_msgTypes[8]
+	mi := &file_pods_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +883,7 @@ func (x *AttachOutput) String() string {
 func (*AttachOutput) ProtoMessage() {}
 
 func (x *AttachOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[8]
+	mi := &file_pods_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +896,7 @@ func (x *AttachOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachOutput.ProtoReflect.Descriptor instead.
 func (*AttachOutput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{8}
+	return file_pods_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AttachOutput) GetSession() string {
@@ -623,17 +920,40 @@ func (x *AttachOutput) GetError() *SessionError {
 	return nil
 }
 
+func (x *AttachOutput) GetStdout() []byte {
+	if x != nil {
+		return x.Stdout
+	}
+	return nil
+}
+
+func (x *AttachOutput) GetStderr() []byte {
+	if x != nil {
+		return x.Stderr
+	}
+	return nil
+}
+
+func (x *AttachOutput) GetExitCode() int32 {
+	if x != nil && x.ExitCode != nil {
+		return *x.ExitCode
+	}
+	return 0
+}
+
 // AttachInput is what the manager relays from the user to the agent.
-// Logs send none; exec will send input, its end and the terminal size.
+// Logs send none; exec sends input and its end.
 type AttachInput struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Stdin         []byte                 `protobuf:"bytes,1,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	StdinClosed   bool                   `protobuf:"varint,2,opt,name=stdin_closed,json=stdinClosed,proto3" json:"stdin_closed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AttachInput) Reset() {
 	*x = AttachInput{}
-	mi := &file_pods_proto_msgTypes[9]
+	mi := &file_pods_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +965,7 @@ func (x *AttachInput) String() string {
 func (*AttachInput) ProtoMessage() {}
 
 func (x *AttachInput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[9]
+	mi := &file_pods_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +978,21 @@ func (x *AttachInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachInput.ProtoReflect.Descriptor instead.
 func (*AttachInput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{9}
+	return file_pods_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AttachInput) GetStdin() []byte {
+	if x != nil {
+		return x.Stdin
+	}
+	return nil
+}
+
+func (x *AttachInput) GetStdinClosed() bool {
+	if x != nil {
+		return x.StdinClosed
+	}
+	return false
 }
 
 var File_pods_proto protoreflect.FileDescriptor
@@ -685,12 +1019,35 @@ const file_pods_proto_rawDesc = "" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x1c\n" +
 	"\tcontainer\x18\x02 \x01(\tR\tcontainer\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12.\n" +
-	"\arecords\x18\x04 \x03(\v2\x14.legion.v1.LogRecordR\arecords\"%\n" +
+	"\arecords\x18\x04 \x03(\v2\x14.legion.v1.LogRecordR\arecords\"x\n" +
+	"\tExecStart\x12)\n" +
+	"\x06target\x18\x01 \x01(\v2\x11.legion.v1.TargetR\x06target\x12\x18\n" +
+	"\acommand\x18\x02 \x03(\tR\acommand\x12\x14\n" +
+	"\x05stdin\x18\x03 \x01(\bR\x05stdin\x12\x10\n" +
+	"\x03tty\x18\x04 \x01(\bR\x03tty\"p\n" +
+	"\tExecInput\x12*\n" +
+	"\x05start\x18\x01 \x01(\v2\x14.legion.v1.ExecStartR\x05start\x12\x14\n" +
+	"\x05stdin\x18\x02 \x01(\fR\x05stdin\x12!\n" +
+	"\fstdin_closed\x18\x03 \x01(\bR\vstdinClosed\"\xb2\x01\n" +
+	"\n" +
+	"ExecOutput\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\x1c\n" +
+	"\tcontainer\x18\x02 \x01(\tR\tcontainer\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x16\n" +
+	"\x06stdout\x18\x04 \x01(\fR\x06stdout\x12\x16\n" +
+	"\x06stderr\x18\x05 \x01(\fR\x06stderr\x12 \n" +
+	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01B\f\n" +
+	"\n" +
+	"_exit_code\"%\n" +
 	"\x0fSessionsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"K\n" +
 	"\tLogsOffer\x12\x16\n" +
 	"\x06follow\x18\x01 \x01(\bR\x06follow\x12&\n" +
-	"\x0fsince_unix_nano\x18\x02 \x01(\x03R\rsinceUnixNano\"\xbd\x01\n" +
+	"\x0fsince_unix_nano\x18\x02 \x01(\x03R\rsinceUnixNano\"M\n" +
+	"\tExecOffer\x12\x18\n" +
+	"\acommand\x18\x01 \x03(\tR\acommand\x12\x14\n" +
+	"\x05stdin\x18\x02 \x01(\bR\x05stdin\x12\x10\n" +
+	"\x03tty\x18\x03 \x01(\bR\x03tty\"\xe9\x01\n" +
 	"\fSessionOffer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -698,18 +1055,27 @@ const file_pods_proto_rawDesc = "" +
 	"\btask_uid\x18\x04 \x01(\tR\ataskUid\x12\x1c\n" +
 	"\tcontainer\x18\x05 \x01(\tR\tcontainer\x12*\n" +
 	"\x04logs\x18\n" +
-	" \x01(\v2\x14.legion.v1.LogsOfferH\x00R\x04logsB\x06\n" +
+	" \x01(\v2\x14.legion.v1.LogsOfferH\x00R\x04logs\x12*\n" +
+	"\x04exec\x18\v \x01(\v2\x14.legion.v1.ExecOfferH\x00R\x04execB\x06\n" +
 	"\x04kind\"<\n" +
 	"\fSessionError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x87\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xe7\x01\n" +
 	"\fAttachOutput\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12.\n" +
 	"\arecords\x18\x02 \x03(\v2\x14.legion.v1.LogRecordR\arecords\x12-\n" +
-	"\x05error\x18\x03 \x01(\v2\x17.legion.v1.SessionErrorR\x05error\"\r\n" +
-	"\vAttachInput2=\n" +
+	"\x05error\x18\x03 \x01(\v2\x17.legion.v1.SessionErrorR\x05error\x12\x16\n" +
+	"\x06stdout\x18\x04 \x01(\fR\x06stdout\x12\x16\n" +
+	"\x06stderr\x18\x05 \x01(\fR\x06stderr\x12 \n" +
+	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01B\f\n" +
+	"\n" +
+	"_exit_code\"F\n" +
+	"\vAttachInput\x12\x14\n" +
+	"\x05stdin\x18\x01 \x01(\fR\x05stdin\x12!\n" +
+	"\fstdin_closed\x18\x02 \x01(\bR\vstdinClosed2v\n" +
 	"\x04Pods\x125\n" +
-	"\x04Logs\x12\x16.legion.v1.LogsRequest\x1a\x13.legion.v1.LogFrame0\x012\x8c\x01\n" +
+	"\x04Logs\x12\x16.legion.v1.LogsRequest\x1a\x13.legion.v1.LogFrame0\x01\x127\n" +
+	"\x04Exec\x12\x14.legion.v1.ExecInput\x1a\x15.legion.v1.ExecOutput(\x010\x012\x8c\x01\n" +
 	"\bSessions\x12A\n" +
 	"\bSessions\x12\x1a.legion.v1.SessionsRequest\x1a\x17.legion.v1.SessionOffer0\x01\x12=\n" +
 	"\x06Attach\x12\x17.legion.v1.AttachOutput\x1a\x16.legion.v1.AttachInput(\x010\x01B5Z3github.com/legionbsd/legion/internal/proto;legionpbb\x06proto3"
@@ -726,36 +1092,45 @@ func file_pods_proto_rawDescGZIP() []byte {
 	return file_pods_proto_rawDescData
 }
 
-var file_pods_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_pods_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_pods_proto_goTypes = []any{
 	(*Target)(nil),          // 0: legion.v1.Target
 	(*LogsRequest)(nil),     // 1: legion.v1.LogsRequest
 	(*LogRecord)(nil),       // 2: legion.v1.LogRecord
 	(*LogFrame)(nil),        // 3: legion.v1.LogFrame
-	(*SessionsRequest)(nil), // 4: legion.v1.SessionsRequest
-	(*LogsOffer)(nil),       // 5: legion.v1.LogsOffer
-	(*SessionOffer)(nil),    // 6: legion.v1.SessionOffer
-	(*SessionError)(nil),    // 7: legion.v1.SessionError
-	(*AttachOutput)(nil),    // 8: legion.v1.AttachOutput
-	(*AttachInput)(nil),     // 9: legion.v1.AttachInput
+	(*ExecStart)(nil),       // 4: legion.v1.ExecStart
+	(*ExecInput)(nil),       // 5: legion.v1.ExecInput
+	(*ExecOutput)(nil),      // 6: legion.v1.ExecOutput
+	(*SessionsRequest)(nil), // 7: legion.v1.SessionsRequest
+	(*LogsOffer)(nil),       // 8: legion.v1.LogsOffer
+	(*ExecOffer)(nil),       // 9: legion.v1.ExecOffer
+	(*SessionOffer)(nil),    // 10: legion.v1.SessionOffer
+	(*SessionError)(nil),    // 11: legion.v1.SessionError
+	(*AttachOutput)(nil),    // 12: legion.v1.AttachOutput
+	(*AttachInput)(nil),     // 13: legion.v1.AttachInput
 }
 var file_pods_proto_depIdxs = []int32{
-	0, // 0: legion.v1.LogsRequest.target:type_name -> legion.v1.Target
-	2, // 1: legion.v1.LogFrame.records:type_name -> legion.v1.LogRecord
-	5, // 2: legion.v1.SessionOffer.logs:type_name -> legion.v1.LogsOffer
-	2, // 3: legion.v1.AttachOutput.records:type_name -> legion.v1.LogRecord
-	7, // 4: legion.v1.AttachOutput.error:type_name -> legion.v1.SessionError
-	1, // 5: legion.v1.Pods.Logs:input_type -> legion.v1.LogsRequest
-	4, // 6: legion.v1.Sessions.Sessions:input_type -> legion.v1.SessionsRequest
-	8, // 7: legion.v1.Sessions.Attach:input_type -> legion.v1.AttachOutput
-	3, // 8: legion.v1.Pods.Logs:output_type -> legion.v1.LogFrame
-	6, // 9: legion.v1.Sessions.Sessions:output_type -> legion.v1.SessionOffer
-	9, // 10: legion.v1.Sessions.Attach:output_type -> legion.v1.AttachInput
-	8, // [8:11] is the sub-list for method output_type
-	5, // [5:8] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	0,  // 0: legion.v1.LogsRequest.target:type_name -> legion.v1.Target
+	2,  // 1: legion.v1.LogFrame.records:type_name -> legion.v1.LogRecord
+	0,  // 2: legion.v1.ExecStart.target:type_name -> legion.v1.Target
+	4,  // 3: legion.v1.ExecInput.start:type_name -> legion.v1.ExecStart
+	8,  // 4: legion.v1.SessionOffer.logs:type_name -> legion.v1.LogsOffer
+	9,  // 5: legion.v1.SessionOffer.exec:type_name -> legion.v1.ExecOffer
+	2,  // 6: legion.v1.AttachOutput.records:type_name -> legion.v1.LogRecord
+	11, // 7: legion.v1.AttachOutput.error:type_name -> legion.v1.SessionError
+	1,  // 8: legion.v1.Pods.Logs:input_type -> legion.v1.LogsRequest
+	5,  // 9: legion.v1.Pods.Exec:input_type -> legion.v1.ExecInput
+	7,  // 10: legion.v1.Sessions.Sessions:input_type -> legion.v1.SessionsRequest
+	12, // 11: legion.v1.Sessions.Attach:input_type -> legion.v1.AttachOutput
+	3,  // 12: legion.v1.Pods.Logs:output_type -> legion.v1.LogFrame
+	6,  // 13: legion.v1.Pods.Exec:output_type -> legion.v1.ExecOutput
+	10, // 14: legion.v1.Sessions.Sessions:output_type -> legion.v1.SessionOffer
+	13, // 15: legion.v1.Sessions.Attach:output_type -> legion.v1.AttachInput
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_pods_proto_init() }
@@ -763,16 +1138,19 @@ func file_pods_proto_init() {
 	if File_pods_proto != nil {
 		return
 	}
-	file_pods_proto_msgTypes[6].OneofWrappers = []any{
+	file_pods_proto_msgTypes[6].OneofWrappers = []any{}
+	file_pods_proto_msgTypes[10].OneofWrappers = []any{
 		(*SessionOffer_Logs)(nil),
+		(*SessionOffer_Exec)(nil),
 	}
+	file_pods_proto_msgTypes[12].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pods_proto_rawDesc), len(file_pods_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -1,5 +1,5 @@
 // The Pods and Sessions services of a manager's port: how a user reaches a
-// task's containers (logs now; exec and port-forward later) without a port
+// task's containers (logs and exec; port-forward later) without a port
 // on the node. The user calls Pods on any manager; the manager offers the
 // session to the agent of the task's node over the Sessions stream that
 // agent keeps open with it, and the agent answers with Attach, whose frames
@@ -27,6 +27,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Pods_Logs_FullMethodName = "/legion.v1.Pods/Logs"
+	Pods_Exec_FullMethodName = "/legion.v1.Pods/Exec"
 )
 
 // PodsClient is the client API for Pods service.
@@ -34,6 +35,7 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type PodsClient interface {
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogFrame], error)
+	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecInput, ExecOutput], error)
 }
 
 type podsClient struct {
@@ -63,11 +65,25 @@ func (c *podsClient) Logs(ctx context.Context, in *LogsRequest, opts ...grpc.Cal
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Pods_LogsClient = grpc.ServerStreamingClient[LogFrame]
 
+func (c *podsClient) Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecInput, ExecOutput], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Pods_ServiceDesc.Streams[1], Pods_Exec_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExecInput, ExecOutput]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Pods_ExecClient = grpc.BidiStreamingClient[ExecInput, ExecOutput]
+
 // PodsServer is the server API for Pods service.
 // All implementations must embed UnimplementedPodsServer
 // for forward compatibility.
 type PodsServer interface {
 	Logs(*LogsRequest, grpc.ServerStreamingServer[LogFrame]) error
+	Exec(grpc.BidiStreamingServer[ExecInput, ExecOutput]) error
 	mustEmbedUnimplementedPodsServer()
 }
 
@@ -80,6 +96,9 @@ type UnimplementedPodsServer struct{}
 
 func (UnimplementedPodsServer) Logs(*LogsRequest, grpc.ServerStreamingServer[LogFrame]) error {
 	return status.Error(codes.Unimplemented, "method Logs not implemented")
+}
+func (UnimplementedPodsServer) Exec(grpc.BidiStreamingServer[ExecInput, ExecOutput]) error {
+	return status.Error(codes.Unimplemented, "method Exec not implemented")
 }
 func (UnimplementedPodsServer) mustEmbedUnimplementedPodsServer() {}
 func (UnimplementedPodsServer) testEmbeddedByValue()              {}
@@ -113,6 +132,13 @@ func _Pods_Logs_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Pods_LogsServer = grpc.ServerStreamingServer[LogFrame]
 
+func _Pods_Exec_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PodsServer).Exec(&grpc.GenericServerStream[ExecInput, ExecOutput]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Pods_ExecServer = grpc.BidiStreamingServer[ExecInput, ExecOutput]
+
 // Pods_ServiceDesc is the grpc.ServiceDesc for Pods service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -125,6 +151,12 @@ var Pods_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Logs",
 			Handler:       _Pods_Logs_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Exec",
+			Handler:       _Pods_Exec_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "pods.proto",

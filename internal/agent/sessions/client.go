@@ -22,6 +22,9 @@ import (
 // returns an error matching jail.ErrNotFound for a container that is gone.
 type ReadLog func(ctx context.Context, id string, opts jail.LogOptions) (io.ReadCloser, error)
 
+// ExecFunc runs a command in a container and returns its exit code.
+type ExecFunc func(ctx context.Context, id string, spec jail.ExecSpec) (int, error)
+
 // Config says where the managers are and how to read logs.
 type Config struct {
 	// Managers lists the managers' addresses; it is read again every
@@ -33,6 +36,9 @@ type Config struct {
 	// (the node of `legion up` is named after its host).
 	Node string
 	Logs ReadLog
+	// Exec runs a command in a running container; jail.Runtime.Exec is
+	// one. Without it exec sessions are refused.
+	Exec ExecFunc
 	// DataDir holds the saved output of finished tasks
 	// (agent.SavedOutputDir).
 	DataDir string
@@ -186,13 +192,22 @@ func (c *Client) serve(ctx context.Context, cl legionpb.SessionsClient, o *legio
 		return fmt.Errorf("attaching: %w", err)
 	}
 	// The manager ends Attach when the user goes away: that ends the
-	// session here.
+	// session here. What it relays from the user (an exec's input) is
+	// handed on in order; closing inputs says there is no more.
 	ended := make(chan struct{})
+	inputs := make(chan *legionpb.AttachInput, 16)
 	go func() {
 		defer close(ended)
 		defer cancel()
+		defer close(inputs)
 		for {
-			if _, err := st.Recv(); err != nil {
+			in, err := st.Recv()
+			if err != nil {
+				return
+			}
+			select {
+			case inputs <- in:
+			case <-actx.Done():
 				return
 			}
 		}
@@ -201,6 +216,8 @@ func (c *Client) serve(ctx context.Context, cl legionpb.SessionsClient, o *legio
 	switch k := o.Kind.(type) {
 	case *legionpb.SessionOffer_Logs:
 		err = c.logs(actx, st, o, k.Logs)
+	case *legionpb.SessionOffer_Exec:
+		err = c.exec(actx, st, o, k.Exec, inputs)
 	default:
 		err = sendError(st, errUnsupported)
 	}

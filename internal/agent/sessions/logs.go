@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-var errUnsupported = status.Error(codes.Unimplemented, "this agent serves logs sessions only")
+var errUnsupported = status.Error(codes.Unimplemented, "this agent does not serve this kind of session")
 
 // batchBytes bounds the text of one frame.
 const batchBytes = 64 << 10

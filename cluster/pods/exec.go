@@ -1,0 +1,127 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/legionbsd/legion"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Exec runs a command in a task's running container: the caller's first
+// message says what and where, the session is offered to the node's agent
+// like a logs session, and the manager relays input to the agent and
+// output, then the exit code, back.
+func (h podsServer) Exec(stream legionpb.Pods_ExecServer) error {
+	s := h.s
+	ctx := stream.Context()
+	if _, err := user(ctx, "exec"); err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	start := first.GetStart()
+	if start == nil {
+		return status.Error(codes.InvalidArgument, "exec: the first message must say what to run (start)")
+	}
+	if len(start.Command) == 0 || start.Command[0] == "" {
+		return status.Error(codes.InvalidArgument, "exec: command: missing")
+	}
+	objs, err := s.objects()
+	if err != nil {
+		return err
+	}
+	r, err := resolve(objs, start.Target)
+	if err != nil {
+		return err
+	}
+	t := r.task
+	if t.Status.State != legion.TaskRunning {
+		return status.Errorf(codes.FailedPrecondition, "exec: task %s/%s is %s, not running", t.Metadata.Namespace, t.Metadata.Name, t.Status.State)
+	}
+	ss, err := s.offer(ctx, t.Spec.Node, &legionpb.SessionOffer{
+		Namespace: t.Metadata.Namespace, Task: t.Metadata.Name, TaskUid: t.Metadata.UID, Container: r.container,
+		Kind: &legionpb.SessionOffer_Exec{Exec: &legionpb.ExecOffer{Command: start.Command, Stdin: start.Stdin, Tty: start.Tty}},
+	})
+	if err != nil {
+		return err
+	}
+	defer s.forget(ss)
+	agent, err := s.waitAttach(ctx, ss)
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, ss.finish)
+	defer stop()
+	if err := stream.Send(&legionpb.ExecOutput{Task: t.Metadata.Name, Container: r.container, Node: t.Spec.Node}); err != nil {
+		return err
+	}
+	// The caller's input goes on to the agent; the caller closing its
+	// side is the input's end. The relay outlives this handler until the
+	// caller's stream ends, so it stops sending once the session is over
+	// (the agent's stream is not to be used after its handler returned).
+	var mu sync.Mutex
+	over := false
+	send := func(in *legionpb.AttachInput) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if over {
+			return io.EOF
+		}
+		return agent.Send(in)
+	}
+	defer func() { mu.Lock(); over = true; mu.Unlock() }()
+	go func() {
+		closed := !start.Stdin
+		for {
+			in, err := stream.Recv()
+			if err != nil {
+				if !closed {
+					send(&legionpb.AttachInput{StdinClosed: true})
+				}
+				return
+			}
+			if closed {
+				continue
+			}
+			closed = in.StdinClosed
+			if len(in.Stdin) > 0 || in.StdinClosed {
+				if send(&legionpb.AttachInput{Stdin: in.Stdin, StdinClosed: in.StdinClosed}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	for {
+		m, err := agent.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			select {
+			case <-s.stopped():
+				return errStopping
+			default:
+			}
+			return status.Errorf(codes.Unavailable, "the agent of node %s dropped the session: %v", t.Spec.Node, err)
+		}
+		if m.Error != nil {
+			return status.Error(codes.Code(m.Error.Code), m.Error.Message)
+		}
+		if len(m.Stdout) == 0 && len(m.Stderr) == 0 && m.ExitCode == nil {
+			continue
+		}
+		if err := stream.Send(&legionpb.ExecOutput{Stdout: m.Stdout, Stderr: m.Stderr, ExitCode: m.ExitCode}); err != nil {
+			return err
+		}
+	}
+}

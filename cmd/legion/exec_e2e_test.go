@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+)
+
+// legion exec on a real one-node daemon: the command runs in the
+// service's container, its output comes back apart, and legion exits
+// with its exit code.
+func TestExecOnADaemon(t *testing.T) {
+	n := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := os.Open("../../examples/hello/hello.oci.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := n.Images.Load(ctx, f, "localhost/hello:1", time.Now()); err != nil {
+		t.Fatalf("loading the example's image: %v", err)
+	}
+	objs, err := legion.ParseManifest("svc.yaml", []byte(`apiVersion: legion/v1
+kind: Service
+metadata: {name: shell}
+spec:
+  pod:
+    containers:
+      - name: app
+        image: localhost/hello:1
+        pullPolicy: never
+        args: [-listen, "$(LEGION_POD_IP):8080"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the service's task running", func() bool {
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		for _, o := range tasks {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "shell" && tk.Status.State == legion.TaskRunning {
+				return true
+			}
+		}
+		return false
+	})
+	var out, errOut *syncBuffer
+	waitFor(t, "legion exec to reach the node's agent", func() bool {
+		out, errOut = &syncBuffer{}, &syncBuffer{}
+		root := logsRoot()
+		root.SetOut(out)
+		root.SetErr(errOut)
+		root.SetArgs([]string{"exec", "shell", "--server", n.API, "--credentials", n.Admin, "--",
+			"/app/server", "-say", "from inside", "-err", "to stderr", "-exit", "4"})
+		err = root.ExecuteContext(ctx)
+		return err == nil || !strings.Contains(err.Error(), "is not connected to this manager")
+	})
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 4 {
+		t.Fatalf("legion exec: %v, want the command's exit code 4", err)
+	}
+	if got := out.String(); got != "from inside\n" {
+		t.Errorf("stdout %q", got)
+	}
+	if got := errOut.String(); got != "to stderr\n" {
+		t.Errorf("stderr %q", got)
+	}
+	root := logsRoot()
+	root.SetOut(&syncBuffer{})
+	root.SetErr(&syncBuffer{})
+	root.SetArgs([]string{"exec", "shell", "--server", n.API, "--credentials", n.Admin, "/app/server"})
+	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "put -- between") {
+		t.Errorf("exec without --: %v", err)
+	}
+}
