@@ -55,6 +55,7 @@ type Service struct {
 	now   func() time.Time
 	log   *slog.Logger
 	check time.Duration
+	issue func(csrPEM []byte, id pki.Identity) ([]byte, error)
 
 	mu    sync.Mutex
 	beats map[string]time.Time
@@ -73,6 +74,9 @@ type Options struct {
 	// follows a leader, and how long a follower may take to catch up
 	// before serving one; zero means CheckInterval.
 	Check time.Duration
+	// Issue signs a renewal's certificate request for the node the
+	// calling certificate names; nil refuses renewals.
+	Issue func(csrPEM []byte, id pki.Identity) ([]byte, error)
 }
 
 // CheckInterval is how often open streams check their replica.
@@ -80,7 +84,7 @@ const CheckInterval = 5 * time.Second
 
 // New makes the Dispatcher of the manager whose store src gives.
 func New(src Source, o Options) *Service {
-	s := &Service{src: src, peers: o.Peers, now: o.Now, log: o.Logger, check: o.Check,
+	s := &Service{src: src, peers: o.Peers, now: o.Now, log: o.Logger, check: o.Check, issue: o.Issue,
 		beats: map[string]time.Time{}, usage: map[string][]scheduler.Usage{}}
 	if s.peers == nil {
 		s.peers = raftPeers(src)

@@ -3,19 +3,51 @@ package pki
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 )
 
 // Credentials are a certificate with its key and the CA that verifies
 // peers.
 type Credentials struct {
-	Cert tls.Certificate
+	Cert tls.Certificate // as first loaded; Current is what is presented
 	CA   *x509.Certificate
 	Pool *x509.CertPool
 	ID   Identity
+
+	renewed atomic.Pointer[tls.Certificate]
+}
+
+// Current is the certificate presented now: the renewed one once Renew
+// ran. Configurations made by ServerConfig and ClientConfig read it at
+// each handshake, so a renewal needs no restart and open connections
+// carry on.
+func (c *Credentials) Current() *tls.Certificate {
+	if r := c.renewed.Load(); r != nil {
+		return r
+	}
+	return &c.Cert
+}
+
+// Renew presents a new certificate and key from the next handshake on. It
+// must name the same holder and chain to the same CA.
+func (c *Credentials) Renew(certPEM, keyPEM []byte) error {
+	n, err := NewCredentials(certPEM, keyPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.CA.Raw}))
+	if err != nil {
+		return err
+	}
+	if n.ID != c.ID {
+		return fmt.Errorf("renewed certificate names %s (%s), expected %s (%s)", n.ID.Name, n.ID.Role, c.ID.Name, c.ID.Role)
+	}
+	if err := verifyChain(n.Cert.Certificate, c.Pool); err != nil {
+		return fmt.Errorf("renewed certificate: %w", err)
+	}
+	c.renewed.Store(&n.Cert)
+	return nil
 }
 
 // NewCredentials assembles credentials from PEM: the certificate, its
@@ -73,10 +105,10 @@ func LoadBundle(path string) (*Credentials, error) {
 // without one, except the join call, which a token authenticates.
 func (c *Credentials) ServerConfig() *tls.Config {
 	return &tls.Config{
-		Certificates: []tls.Certificate{c.Cert},
-		ClientCAs:    c.Pool,
-		ClientAuth:   tls.VerifyClientCertIfGiven,
-		MinVersion:   tls.VersionTLS13,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.Current(), nil },
+		ClientCAs:      c.Pool,
+		ClientAuth:     tls.VerifyClientCertIfGiven,
+		MinVersion:     tls.VersionTLS13,
 	}
 }
 
@@ -87,9 +119,9 @@ func (c *Credentials) ServerConfig() *tls.Config {
 func (c *Credentials) ClientConfig() *tls.Config {
 	pool := c.Pool
 	return &tls.Config{
-		Certificates:       []tls.Certificate{c.Cert},
-		MinVersion:         tls.VersionTLS13,
-		InsecureSkipVerify: true, // replaced by VerifyPeerCertificate below
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return c.Current(), nil },
+		MinVersion:           tls.VersionTLS13,
+		InsecureSkipVerify:   true, // replaced by VerifyPeerCertificate below
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
 			return verifyChain(raw, pool)
 		},

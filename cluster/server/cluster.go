@@ -57,6 +57,7 @@ func (c *clusterService) Init(ctx context.Context, _ *pb.InitRequest) (*pb.InitR
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	ca.Lifetime = s.cfg.CertLifetime
 	issue := func(id pki.Identity, h []string) (cert, key []byte, err error) {
 		k, err := pki.NewKey()
 		if err != nil {

@@ -41,6 +41,7 @@ type manager struct {
 	addr string
 	s    *Server
 	done chan error
+	opts []func(*Config) // kept for restarts
 }
 
 func freeAddr(t testing.TB) string {
@@ -53,14 +54,18 @@ func freeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-func startManager(t testing.TB, dir, addr string) *manager {
+func startManager(t testing.TB, dir, addr string, opts ...func(*Config)) *manager {
 	t.Helper()
 	var s *Server
 	var err error
 	// The port of a manager just stopped may take a moment to free.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		s, err = New(Config{DataDir: dir, Listen: addr, Timing: fastTiming(), WriteTimeout: 5 * time.Second})
+		cfg := Config{DataDir: dir, Listen: addr, Timing: fastTiming(), WriteTimeout: 5 * time.Second}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		s, err = New(cfg)
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -69,7 +74,7 @@ func startManager(t testing.TB, dir, addr string) *manager {
 	if err != nil {
 		t.Fatalf("starting manager in %s: %v", dir, err)
 	}
-	m := &manager{t: t, dir: dir, addr: s.Addr(), s: s, done: make(chan error, 1)}
+	m := &manager{t: t, dir: dir, addr: s.Addr(), s: s, done: make(chan error, 1), opts: opts}
 	go func() { m.done <- s.Serve() }()
 	return m
 }
@@ -97,7 +102,7 @@ func (m *manager) kill() {
 	m.s = nil
 }
 
-func (m *manager) restart() { *m = *startManager(m.t, m.dir, m.addr) }
+func (m *manager) restart() { *m = *startManager(m.t, m.dir, m.addr, m.opts...) }
 
 // bare is a client without credentials (init, join, status on a fresh
 // daemon).

@@ -61,6 +61,12 @@ type Config struct {
 	WriteTimeout time.Duration
 	Logger       *slog.Logger
 	Now          func() time.Time
+	// CertLifetime is how long the certificates a manager issues last
+	// (pki.CertLifetime when zero); each is renewed two thirds into it.
+	CertLifetime time.Duration
+	// RenewCheck is how often the node's certificate is checked for
+	// renewal (an hour when zero).
+	RenewCheck time.Duration
 }
 
 // Server is a daemon's port: fresh, a manager, or a worker.
@@ -86,7 +92,8 @@ type Server struct {
 	fresh   tls.Certificate             // served before init or join
 	stopped bool
 
-	wg      sync.WaitGroup // background work (promotion after a join)
+	wg      sync.WaitGroup // background work (promotion after a join, renewals)
+	renewer sync.Once      // starts keepRenewed once the node has credentials
 	members members        // for checking who makes Raft calls
 
 	// disp serves agents (registration, heartbeats, assignments, status).
@@ -153,7 +160,7 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})
 	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember, stopping: s.watchCtx.Done()})
-	s.disp = dispatcher.New(s, dispatcher.Options{Logger: s.log})
+	s.disp = dispatcher.New(s, dispatcher.Options{Logger: s.log, Issue: s.issueRenewal})
 	s.disp.RegisterOn(s.grpc)
 	pods.New(pods.FromStore(s.Store), pods.Options{Logger: s.log, Stopping: s.watchCtx.Done()}).RegisterOn(s.grpc)
 	return s, nil
@@ -236,9 +243,14 @@ func (s *Server) become(role string, files *pki.NodeFiles, bootstrap bool) error
 	if err != nil {
 		return err
 	}
+	ca.Lifetime = s.cfg.CertLifetime
 	s.mu.Lock()
 	s.creds, s.ca = creds, ca
 	s.mu.Unlock()
+	s.renewer.Do(func() {
+		s.wg.Add(1)
+		go s.keepRenewed()
+	})
 	if role != roleManager {
 		s.mu.Lock()
 		s.state = role

@@ -602,6 +602,94 @@ func (x *NotLeader) GetLeader() string {
 	return ""
 }
 
+type RenewRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Csr           []byte                 `protobuf:"bytes,1,opt,name=csr,proto3" json:"csr,omitempty"` // PEM certificate request for the node's new key
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_dispatcher_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dispatcher_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_dispatcher_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RenewRequest) GetCsr() []byte {
+	if x != nil {
+		return x.Csr
+	}
+	return nil
+}
+
+type RenewResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Certificate   []byte                 `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"` // PEM
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_dispatcher_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dispatcher_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_dispatcher_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RenewResponse) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
 var File_dispatcher_proto protoreflect.FileDescriptor
 
 const file_dispatcher_proto_rawDesc = "" +
@@ -645,13 +733,18 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\fR\x06status\"\x10\n" +
 	"\x0eReportResponse\"#\n" +
 	"\tNotLeader\x12\x16\n" +
-	"\x06leader\x18\x01 \x01(\tR\x06leader2\xa2\x02\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\" \n" +
+	"\fRenewRequest\x12\x10\n" +
+	"\x03csr\x18\x01 \x01(\fR\x03csr\"1\n" +
+	"\rRenewResponse\x12 \n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate2\xde\x02\n" +
 	"\n" +
 	"Dispatcher\x12C\n" +
 	"\bRegister\x12\x1a.legion.v1.RegisterRequest\x1a\x1b.legion.v1.RegisterResponse\x12F\n" +
 	"\tHeartbeat\x12\x1b.legion.v1.HeartbeatRequest\x1a\x1c.legion.v1.HeartbeatResponse\x12H\n" +
 	"\vAssignments\x12\x1d.legion.v1.AssignmentsRequest\x1a\x18.legion.v1.AssignmentSet0\x01\x12=\n" +
-	"\x06Report\x12\x18.legion.v1.ReportRequest\x1a\x19.legion.v1.ReportResponseB5Z3github.com/legionbsd/legion/internal/proto;legionpbb\x06proto3"
+	"\x06Report\x12\x18.legion.v1.ReportRequest\x1a\x19.legion.v1.ReportResponse\x12:\n" +
+	"\x05Renew\x12\x17.legion.v1.RenewRequest\x1a\x18.legion.v1.RenewResponseB5Z3github.com/legionbsd/legion/internal/proto;legionpbb\x06proto3"
 
 var (
 	file_dispatcher_proto_rawDescOnce sync.Once
@@ -665,7 +758,7 @@ func file_dispatcher_proto_rawDescGZIP() []byte {
 	return file_dispatcher_proto_rawDescData
 }
 
-var file_dispatcher_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_dispatcher_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_dispatcher_proto_goTypes = []any{
 	(*RegisterRequest)(nil),    // 0: legion.v1.RegisterRequest
 	(*RegisterResponse)(nil),   // 1: legion.v1.RegisterResponse
@@ -677,21 +770,25 @@ var file_dispatcher_proto_goTypes = []any{
 	(*ReportRequest)(nil),      // 7: legion.v1.ReportRequest
 	(*ReportResponse)(nil),     // 8: legion.v1.ReportResponse
 	(*NotLeader)(nil),          // 9: legion.v1.NotLeader
-	nil,                        // 10: legion.v1.AssignmentSet.ValuesEntry
+	(*RenewRequest)(nil),       // 10: legion.v1.RenewRequest
+	(*RenewResponse)(nil),      // 11: legion.v1.RenewResponse
+	nil,                        // 12: legion.v1.AssignmentSet.ValuesEntry
 }
 var file_dispatcher_proto_depIdxs = []int32{
 	2,  // 0: legion.v1.HeartbeatRequest.usage:type_name -> legion.v1.TaskUsage
-	10, // 1: legion.v1.AssignmentSet.values:type_name -> legion.v1.AssignmentSet.ValuesEntry
+	12, // 1: legion.v1.AssignmentSet.values:type_name -> legion.v1.AssignmentSet.ValuesEntry
 	0,  // 2: legion.v1.Dispatcher.Register:input_type -> legion.v1.RegisterRequest
 	3,  // 3: legion.v1.Dispatcher.Heartbeat:input_type -> legion.v1.HeartbeatRequest
 	5,  // 4: legion.v1.Dispatcher.Assignments:input_type -> legion.v1.AssignmentsRequest
 	7,  // 5: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
-	1,  // 6: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
-	4,  // 7: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
-	6,  // 8: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
-	8,  // 9: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
-	6,  // [6:10] is the sub-list for method output_type
-	2,  // [2:6] is the sub-list for method input_type
+	10, // 6: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
+	1,  // 7: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
+	4,  // 8: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
+	6,  // 9: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
+	8,  // 10: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
+	11, // 11: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
+	7,  // [7:12] is the sub-list for method output_type
+	2,  // [2:7] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
 	2,  // [2:2] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name
@@ -708,7 +805,7 @@ func file_dispatcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dispatcher_proto_rawDesc), len(file_dispatcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

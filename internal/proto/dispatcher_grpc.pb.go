@@ -27,6 +27,7 @@ const (
 	Dispatcher_Heartbeat_FullMethodName   = "/legion.v1.Dispatcher/Heartbeat"
 	Dispatcher_Assignments_FullMethodName = "/legion.v1.Dispatcher/Assignments"
 	Dispatcher_Report_FullMethodName      = "/legion.v1.Dispatcher/Report"
+	Dispatcher_Renew_FullMethodName       = "/legion.v1.Dispatcher/Renew"
 )
 
 // DispatcherClient is the client API for Dispatcher service.
@@ -37,6 +38,10 @@ type DispatcherClient interface {
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
 	Assignments(ctx context.Context, in *AssignmentsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AssignmentSet], error)
 	Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*ReportResponse, error)
+	// Renew issues the calling node a new certificate for a new key, naming
+	// whoever the calling certificate names (9: renewal at two thirds of a
+	// certificate's life).
+	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
 }
 
 type dispatcherClient struct {
@@ -96,6 +101,16 @@ func (c *dispatcherClient) Report(ctx context.Context, in *ReportRequest, opts .
 	return out, nil
 }
 
+func (c *dispatcherClient) Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewResponse)
+	err := c.cc.Invoke(ctx, Dispatcher_Renew_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DispatcherServer is the server API for Dispatcher service.
 // All implementations must embed UnimplementedDispatcherServer
 // for forward compatibility.
@@ -104,6 +119,10 @@ type DispatcherServer interface {
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
 	Assignments(*AssignmentsRequest, grpc.ServerStreamingServer[AssignmentSet]) error
 	Report(context.Context, *ReportRequest) (*ReportResponse, error)
+	// Renew issues the calling node a new certificate for a new key, naming
+	// whoever the calling certificate names (9: renewal at two thirds of a
+	// certificate's life).
+	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
 	mustEmbedUnimplementedDispatcherServer()
 }
 
@@ -125,6 +144,9 @@ func (UnimplementedDispatcherServer) Assignments(*AssignmentsRequest, grpc.Serve
 }
 func (UnimplementedDispatcherServer) Report(context.Context, *ReportRequest) (*ReportResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
+}
+func (UnimplementedDispatcherServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
 }
 func (UnimplementedDispatcherServer) mustEmbedUnimplementedDispatcherServer() {}
 func (UnimplementedDispatcherServer) testEmbeddedByValue()                    {}
@@ -212,6 +234,24 @@ func _Dispatcher_Report_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Dispatcher_Renew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DispatcherServer).Renew(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Dispatcher_Renew_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DispatcherServer).Renew(ctx, req.(*RenewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Dispatcher_ServiceDesc is the grpc.ServiceDesc for Dispatcher service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -230,6 +270,10 @@ var Dispatcher_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Report",
 			Handler:    _Dispatcher_Report_Handler,
+		},
+		{
+			MethodName: "Renew",
+			Handler:    _Dispatcher_Renew_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

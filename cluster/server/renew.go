@@ -1,0 +1,171 @@
+package server
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/legionbsd/legion/cluster/pki"
+	pb "github.com/legionbsd/legion/internal/proto"
+)
+
+// DefaultRenewCheck is how often a node looks at its certificate's age.
+const DefaultRenewCheck = time.Hour
+
+// keepRenewed renews the node's certificate (and, on a manager, the admin
+// credentials beside it) two thirds into its life, checking at start and
+// every RenewCheck, until shutdown. Nothing restarts: the node's TLS
+// configurations present the new certificate from the next handshake.
+func (s *Server) keepRenewed() {
+	defer s.wg.Done()
+	every := s.cfg.RenewCheck
+	if every <= 0 {
+		every = DefaultRenewCheck
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := s.renewIfDue(s.watchCtx); err != nil && s.watchCtx.Err() == nil {
+			s.log.Warn("renewing the node's certificate; trying again later", "err", err, "every", every)
+		}
+		select {
+		case <-s.watchCtx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// renewIfDue renews what is two thirds into its life.
+func (s *Server) renewIfDue(ctx context.Context) error {
+	creds := s.Credentials()
+	if creds == nil {
+		return nil
+	}
+	now := s.cfg.Now()
+	if s.role() == roleManager {
+		if err := s.renewAdminIfDue(now); err != nil {
+			return err
+		}
+	}
+	if now.Before(pki.RenewAt(creds.Current().Leaf)) {
+		return nil
+	}
+	key, err := pki.NewKey()
+	if err != nil {
+		return err
+	}
+	csr, err := pki.CSR(key, creds.ID.Name)
+	if err != nil {
+		return err
+	}
+	var cert []byte
+	if s.role() == roleManager {
+		cert, err = s.caNow().Issue(csr, creds.ID, hosts(s.cfg.Advertise), now)
+	} else {
+		cert, err = s.renewThroughManager(ctx, csr)
+	}
+	if err != nil {
+		return err
+	}
+	keyPEM, err := pki.KeyPEM(key)
+	if err != nil {
+		return err
+	}
+	if err := pki.SaveRenewed(filepath.Join(s.cfg.DataDir, PKIDir), cert, keyPEM); err != nil {
+		return err
+	}
+	if err := creds.Renew(cert, keyPEM); err != nil {
+		return err
+	}
+	s.log.Info("node certificate renewed", "node", creds.ID.Name, "until", creds.Current().Leaf.NotAfter)
+	return nil
+}
+
+// renewThroughManager asks the managers this worker knows for a
+// certificate, the first that answers.
+func (s *Server) renewThroughManager(ctx context.Context, csr []byte) ([]byte, error) {
+	managers := s.JoinedThrough()
+	if len(managers) == 0 {
+		return nil, fmt.Errorf("no manager known to renew the certificate through")
+	}
+	var last error
+	for _, addr := range managers {
+		conn, err := s.dial(addr)
+		if err != nil {
+			last = err
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		resp, err := pb.NewDispatcherClient(conn).Renew(cctx, &pb.RenewRequest{Csr: csr})
+		cancel()
+		conn.Close()
+		if err == nil {
+			return resp.Certificate, nil
+		}
+		last = fmt.Errorf("manager %s: %w", addr, err)
+	}
+	return nil, last
+}
+
+// issueRenewal signs a node's renewal on this manager.
+func (s *Server) issueRenewal(csr []byte, id pki.Identity) ([]byte, error) {
+	ca := s.caNow()
+	if ca == nil || ca.Key == nil {
+		return nil, fmt.Errorf("this daemon holds no CA key")
+	}
+	return ca.Issue(csr, id, nil, s.cfg.Now())
+}
+
+func (s *Server) caNow() *pki.CA {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ca
+}
+
+// renewAdminIfDue renews <data-dir>/admin.pem, the credentials init wrote
+// for the CLI, keeping who it names.
+func (s *Server) renewAdminIfDue(now time.Time) error {
+	path := filepath.Join(s.cfg.DataDir, AdminFile)
+	if _, err := os.Stat(path); err != nil {
+		return nil // not written here (a manager that joined)
+	}
+	admin, err := pki.LoadBundle(path)
+	if err != nil {
+		return err
+	}
+	leaf := admin.Cert.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(admin.Cert.Certificate[0]); err != nil {
+			return err
+		}
+	}
+	if now.Before(pki.RenewAt(leaf)) {
+		return nil
+	}
+	key, err := pki.NewKey()
+	if err != nil {
+		return err
+	}
+	csr, err := pki.CSR(key, admin.ID.Name)
+	if err != nil {
+		return err
+	}
+	ca := s.caNow()
+	cert, err := ca.Issue(csr, admin.ID, nil, now)
+	if err != nil {
+		return err
+	}
+	keyPEM, err := pki.KeyPEM(key)
+	if err != nil {
+		return err
+	}
+	if err := pki.WriteFile(path, pki.Bundle(cert, keyPEM, ca.CertPEM())); err != nil {
+		return err
+	}
+	s.log.Info("admin credentials renewed", "file", path)
+	return nil
+}

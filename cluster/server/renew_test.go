@@ -1,0 +1,113 @@
+package server
+
+import (
+	"context"
+	"crypto/x509"
+	"math/big"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/pki"
+	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+)
+
+func serialOf(c *pki.Credentials) *big.Int { return c.Current().Leaf.SerialNumber }
+
+func adminLeaf(t *testing.T, dir string) *x509.Certificate {
+	t.Helper()
+	b, err := pki.LoadBundle(filepath.Join(dir, AdminFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Cert.Leaf
+}
+
+// Certificates are renewed two thirds into their life without a restart:
+// the manager's own and the admin credentials by the manager, a worker's
+// through a manager's dispatcher; once the first ones have expired the
+// cluster still works on the renewed ones, and a restarted worker loads
+// its renewed pair.
+func TestCertificatesRenewBeforeTheyExpire(t *testing.T) {
+	short := func(c *Config) { c.CertLifetime, c.RenewCheck = 3*time.Second, 100*time.Millisecond }
+	m := startManager(t, t.TempDir(), freeAddr(t), short)
+	defer m.stop()
+	admin := initCluster(t, m)
+	ctx := context.Background()
+	tok, err := admin.Token(ctx, "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startManager(t, t.TempDir(), freeAddr(t), short)
+	defer w.stop()
+	if _, err := w.bare().JoinCluster(ctx, tok, m.addr, ""); err != nil {
+		t.Fatal(err)
+	}
+	mFirst, wFirst := m.s.Credentials().Current().Leaf, w.s.Credentials().Current().Leaf
+	aFirst := adminLeaf(t, m.dir)
+	if got := mFirst.NotAfter.Sub(mFirst.NotBefore); got > 4*time.Second {
+		t.Fatalf("certificates last %s, want the configured 3 s (and a little back-dating)", got)
+	}
+	waitFor(t, "every certificate renewed", 15*time.Second, func() bool {
+		return serialOf(m.s.Credentials()).Cmp(mFirst.SerialNumber) != 0 &&
+			serialOf(w.s.Credentials()).Cmp(wFirst.SerialNumber) != 0 &&
+			adminLeaf(t, m.dir).SerialNumber.Cmp(aFirst.SerialNumber) != 0
+	})
+	for _, c := range []*pki.Credentials{m.s.Credentials(), w.s.Credentials()} {
+		if c.Current().Leaf.NotBefore.Before(pki.RenewAt(mFirst).Add(-time.Second)) {
+			t.Errorf("%s renewed at %s, before two thirds of the first one's life", c.ID.Name, c.Current().Leaf.NotBefore)
+		}
+		if c.ID != IdentityOfFile(t, c) {
+			t.Errorf("renewal changed who %s is", c.ID.Name)
+		}
+	}
+	// Past the first certificates' end, every handshake uses renewed ones.
+	waitFor(t, "the first certificates expired", 10*time.Second, func() bool {
+		return time.Now().After(mFirst.NotAfter) && time.Now().After(wFirst.NotAfter) && time.Now().After(aFirst.NotAfter)
+	})
+	fresh, err := client.New(client.Options{Server: m.addr, CredentialsFile: filepath.Join(m.dir, AdminFile), Retry: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if _, _, err := fresh.List(ctx, legion.KindConfig, client.ListOptions{}); err != nil {
+		t.Fatalf("the API with renewed admin credentials: %v", err)
+	}
+	conn, err := grpc.NewClient(m.addr, grpc.WithTransportCredentials(credentials.NewTLS(w.s.Credentials().ClientConfig())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := pb.NewDispatcherClient(conn).Register(ctx, &pb.RegisterRequest{}); err != nil {
+		t.Fatalf("the worker's dispatcher call on its renewed certificate: %v", err)
+	}
+	if _, err := pb.NewDispatcherClient(conn).Renew(ctx, &pb.RenewRequest{Csr: []byte("junk")}); status.Code(err) != codes.InvalidArgument ||
+		!strings.Contains(err.Error(), "certificate request") {
+		t.Fatalf("a renewal without a certificate request: %v", err)
+	}
+	// A restarted worker presents what it renewed last.
+	renewed := serialOf(w.s.Credentials())
+	w.stop()
+	w.restart()
+	files, err := pki.LoadNodeFiles(filepath.Join(w.dir, PKIDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk, _ := files.Credentials()
+	if got := serialOf(w.s.Credentials()); got.Cmp(onDisk.Cert.Leaf.SerialNumber) != 0 || got.Cmp(wFirst.SerialNumber) == 0 {
+		t.Fatalf("restarted worker presents %s, on disk %s (last renewed %s, first %s)", got, onDisk.Cert.Leaf.SerialNumber, renewed, wFirst.SerialNumber)
+	}
+}
+
+// IdentityOfFile is who the node's certificate on disk names.
+func IdentityOfFile(t *testing.T, c *pki.Credentials) pki.Identity {
+	t.Helper()
+	return pki.IdentityOf(c.Current().Leaf)
+}
