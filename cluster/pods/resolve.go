@@ -25,8 +25,21 @@ var ownerKinds = []legion.Kind{legion.KindService, legion.KindJob}
 
 // resolve finds the task and container t names.
 func resolve(objs Objects, t *legionpb.Target) (resolved, error) {
+	task, err := resolveTask(objs, t)
+	if err != nil {
+		return resolved{}, err
+	}
+	c, err := container(task, t.Container)
+	if err != nil {
+		return resolved{}, err
+	}
+	return resolved{task: task, container: c}, nil
+}
+
+// resolveTask finds the task t names, placed on a node.
+func resolveTask(objs Objects, t *legionpb.Target) (*legion.Task, error) {
 	if t == nil || t.Name == "" {
-		return resolved{}, status.Error(codes.InvalidArgument, "target.name: a task, service or job name is required")
+		return nil, status.Error(codes.InvalidArgument, "target.name: a task, service or job name is required")
 	}
 	ns := t.Namespace
 	if ns == "" {
@@ -43,7 +56,7 @@ func resolve(objs Objects, t *legionpb.Target) (resolved, error) {
 	case strings.EqualFold(string(k), string(legion.KindJob)):
 		kinds = []legion.Kind{legion.KindJob}
 	default:
-		return resolved{}, status.Errorf(codes.InvalidArgument, "target.kind %q: expected Task, Service or Job", t.Kind)
+		return nil, status.Errorf(codes.InvalidArgument, "target.kind %q: expected Task, Service or Job", t.Kind)
 	}
 	var task *legion.Task
 	for _, kind := range kinds {
@@ -52,12 +65,12 @@ func resolve(objs Objects, t *legionpb.Target) (resolved, error) {
 			continue
 		}
 		if err != nil {
-			return resolved{}, status.Errorf(codes.Unavailable, "reading %s %s/%s: %v", kind, ns, t.Name, err)
+			return nil, status.Errorf(codes.Unavailable, "reading %s %s/%s: %v", kind, ns, t.Name, err)
 		}
 		if kind == legion.KindTask {
 			task = o.(*legion.Task)
 		} else if task, err = ownerTask(objs, kind, ns, t.Name); err != nil {
-			return resolved{}, err
+			return nil, err
 		}
 		break
 	}
@@ -66,16 +79,12 @@ func resolve(objs Objects, t *legionpb.Target) (resolved, error) {
 		if len(kinds) == 1 {
 			what = strings.ToLower(string(kinds[0]))
 		}
-		return resolved{}, status.Errorf(codes.NotFound, "no %s named %s in namespace %s", what, t.Name, ns)
-	}
-	c, err := container(task, t.Container)
-	if err != nil {
-		return resolved{}, err
+		return nil, status.Errorf(codes.NotFound, "no %s named %s in namespace %s", what, t.Name, ns)
 	}
 	if task.Spec.Node == "" {
-		return resolved{}, status.Errorf(codes.FailedPrecondition, "task %s/%s is not on a node yet: it has no output", ns, task.Metadata.Name)
+		return nil, status.Errorf(codes.FailedPrecondition, "task %s/%s is not on a node yet: it has no output", ns, task.Metadata.Name)
 	}
-	return resolved{task: task, container: c}, nil
+	return task, nil
 }
 
 // ownerTask picks the task of a Service or Job to read: a running one (the

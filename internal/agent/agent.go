@@ -112,6 +112,7 @@ type Agent struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	workers map[string]*worker // by task uid
+	podIPs  map[string]string  // by task uid: pods attached to the network
 	vals    map[string][]byte
 	wg      sync.WaitGroup
 }
@@ -121,6 +122,28 @@ func (a *Agent) now() time.Time {
 		return a.Now()
 	}
 	return time.Now()
+}
+
+// PodIP is the address of a pod this agent runs, by its task's uid: what
+// a port-forward may connect to on this node.
+func (a *Agent) PodIP(taskUID string) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ip, ok := a.podIPs[taskUID]
+	return ip, ok
+}
+
+func (a *Agent) setPodIP(taskUID, ip string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.podIPs == nil {
+		a.podIPs = map[string]string{}
+	}
+	if ip == "" {
+		delete(a.podIPs, taskUID)
+	} else {
+		a.podIPs[taskUID] = ip
+	}
 }
 
 func (a *Agent) values() map[string][]byte {

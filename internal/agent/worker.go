@@ -146,6 +146,7 @@ func (w *worker) prepare(ctx context.Context) error {
 		return fmt.Errorf("pod network: %w", err)
 	}
 	w.status.IP = ip
+	w.a.setPodIP(t.Metadata.UID, ip)
 	w.report(ctx, legion.TaskStarting, "creating the pod")
 	infra := jail.ContainerSpec{ID: t.Metadata.UID, Infra: true, Labels: labels(t, w.a.Node, ""),
 		Annotations: map[string]string{"legion.pod.ip": ip}}
@@ -256,11 +257,15 @@ func (w *worker) adopted(ctx context.Context) {
 	w.status = w.task.Status
 	// The network learns the pod's address again (so no new pod takes
 	// it) and its connection, which it leaves as it is.
-	if ip, err := w.a.Network.Attach(ctx, w.task); err != nil {
+	ip, err := w.a.Network.Attach(ctx, w.task)
+	if err != nil {
 		w.a.log.Warn("adopting the pod's address", "task", w.task.Metadata.Name, "err", err)
-	} else if j, ok := w.a.Network.(PodJoiner); ok {
-		if err := j.Join(ctx, w.task, ip, false); err != nil {
-			w.a.log.Warn("adopting the pod's network", "task", w.task.Metadata.Name, "err", err)
+	} else {
+		w.a.setPodIP(w.task.Metadata.UID, ip)
+		if j, ok := w.a.Network.(PodJoiner); ok {
+			if err := j.Join(ctx, w.task, ip, false); err != nil {
+				w.a.log.Warn("adopting the pod's network", "task", w.task.Metadata.Name, "err", err)
+			}
 		}
 	}
 	w.ready = w.task.Status.Ready || w.allReady()
@@ -430,6 +435,7 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 	for _, c := range t.Spec.Pod.AllContainers() {
 		w.a.saveOutput(ctx, t, c.Name)
 	}
+	w.a.setPodIP(t.Metadata.UID, "")
 	// The pod's interface goes first: destroying its host end removes the
 	// pair while the other end is still in the pod's jail (5.3).
 	if err := w.a.Network.Detach(ctx, t); err != nil {

@@ -117,13 +117,14 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 			log.Warn("node resolver not started", "err", err)
 		}
 	}
-	sc, err := sessions.New(sessions.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, Exec: rt.Exec, DataDir: o.DataDir, Logger: log})
+	a := &agent.Agent{Node: srv.NodeID(), Manager: sess, Runtime: rt, Images: images,
+		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers}
+	sc, err := sessions.New(sessions.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, Exec: rt.Exec, PodIP: a.PodIP,
+		DataDir: o.DataDir, Logger: log})
 	if err != nil {
 		return err
 	}
 	run("sessions", sc.Run)
-	a := &agent.Agent{Node: srv.NodeID(), Manager: sess, Runtime: rt, Images: images,
-		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers}
 	run("agent", a.Run)
 	wg.Wait()
 	rt.Wait()

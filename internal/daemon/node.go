@@ -267,7 +267,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs}
 	run("agent", a.Run)
 	sc, err := sessions.New(sessions.Config{Managers: func() []string { return []string{srv.Addr()} }, TLS: srv.Credentials().ClientConfig(),
-		Node: name, Logs: rt.Logs, Exec: rt.Exec, DataDir: o.DataDir, Logger: log})
+		Node: name, Logs: rt.Logs, Exec: rt.Exec, PodIP: a.PodIP, DataDir: o.DataDir, Logger: log})
 	if err != nil {
 		stop()
 		wg.Wait()

@@ -1,5 +1,5 @@
 // The Pods and Sessions services of a manager's port: how a user reaches a
-// task's containers (logs and exec; port-forward later) without a port
+// task's containers (logs, exec, port-forward) without a port
 // on the node. The user calls Pods on any manager; the manager offers the
 // session to the agent of the task's node over the Sessions stream that
 // agent keeps open with it, and the agent answers with Attach, whose frames
@@ -517,6 +517,139 @@ func (x *ExecOutput) GetExitCode() int32 {
 	return 0
 }
 
+// PortForwardInput is what the caller sends: first the target and port
+// alone, then the connection's bytes and its end.
+type PortForwardInput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"` // the container is not needed: pods share their address
+	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Closed        bool                   `protobuf:"varint,4,opt,name=closed,proto3" json:"closed,omitempty"` // the caller will send no more (half-close)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortForwardInput) Reset() {
+	*x = PortForwardInput{}
+	mi := &file_pods_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortForwardInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortForwardInput) ProtoMessage() {}
+
+func (x *PortForwardInput) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortForwardInput.ProtoReflect.Descriptor instead.
+func (*PortForwardInput) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PortForwardInput) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *PortForwardInput) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *PortForwardInput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *PortForwardInput) GetClosed() bool {
+	if x != nil {
+		return x.Closed
+	}
+	return false
+}
+
+// PortForwardOutput is what the caller gets: first the task and node the
+// connection reached, then the pod's bytes; the stream's end is the
+// connection's.
+type PortForwardOutput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          string                 `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortForwardOutput) Reset() {
+	*x = PortForwardOutput{}
+	mi := &file_pods_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortForwardOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortForwardOutput) ProtoMessage() {}
+
+func (x *PortForwardOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortForwardOutput.ProtoReflect.Descriptor instead.
+func (*PortForwardOutput) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PortForwardOutput) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *PortForwardOutput) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *PortForwardOutput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // SessionsRequest opens a node's stream of offers with one manager.
 type SessionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -527,7 +660,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_pods_proto_msgTypes[7]
+	mi := &file_pods_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +672,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[7]
+	mi := &file_pods_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +685,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{7}
+	return file_pods_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SessionsRequest) GetNode() string {
@@ -573,7 +706,7 @@ type LogsOffer struct {
 
 func (x *LogsOffer) Reset() {
 	*x = LogsOffer{}
-	mi := &file_pods_proto_msgTypes[8]
+	mi := &file_pods_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +718,7 @@ func (x *LogsOffer) String() string {
 func (*LogsOffer) ProtoMessage() {}
 
 func (x *LogsOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[8]
+	mi := &file_pods_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +731,7 @@ func (x *LogsOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsOffer.ProtoReflect.Descriptor instead.
 func (*LogsOffer) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{8}
+	return file_pods_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LogsOffer) GetFollow() bool {
@@ -627,7 +760,7 @@ type ExecOffer struct {
 
 func (x *ExecOffer) Reset() {
 	*x = ExecOffer{}
-	mi := &file_pods_proto_msgTypes[9]
+	mi := &file_pods_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +772,7 @@ func (x *ExecOffer) String() string {
 func (*ExecOffer) ProtoMessage() {}
 
 func (x *ExecOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[9]
+	mi := &file_pods_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +785,7 @@ func (x *ExecOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOffer.ProtoReflect.Descriptor instead.
 func (*ExecOffer) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{9}
+	return file_pods_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecOffer) GetCommand() []string {
@@ -676,6 +809,59 @@ func (x *ExecOffer) GetTty() bool {
 	return false
 }
 
+// PortForwardOffer asks for a TCP connection to a port of the pod.
+type PortForwardOffer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PodIp         string                 `protobuf:"bytes,1,opt,name=pod_ip,json=podIp,proto3" json:"pod_ip,omitempty"` // the task's address as the manager knows it
+	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortForwardOffer) Reset() {
+	*x = PortForwardOffer{}
+	mi := &file_pods_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortForwardOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortForwardOffer) ProtoMessage() {}
+
+func (x *PortForwardOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortForwardOffer.ProtoReflect.Descriptor instead.
+func (*PortForwardOffer) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PortForwardOffer) GetPodIp() string {
+	if x != nil {
+		return x.PodIp
+	}
+	return ""
+}
+
+func (x *PortForwardOffer) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
 // SessionOffer asks the agent to attach for one session. The first message
 // of every stream has an empty id: it says the manager has the node's
 // stream.
@@ -690,6 +876,7 @@ type SessionOffer struct {
 	//
 	//	*SessionOffer_Logs
 	//	*SessionOffer_Exec
+	//	*SessionOffer_PortForward
 	Kind          isSessionOffer_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -697,7 +884,7 @@ type SessionOffer struct {
 
 func (x *SessionOffer) Reset() {
 	*x = SessionOffer{}
-	mi := &file_pods_proto_msgTypes[10]
+	mi := &file_pods_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +896,7 @@ func (x *SessionOffer) String() string {
 func (*SessionOffer) ProtoMessage() {}
 
 func (x *SessionOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[10]
+	mi := &file_pods_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +909,7 @@ func (x *SessionOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOffer.ProtoReflect.Descriptor instead.
 func (*SessionOffer) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{10}
+	return file_pods_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SessionOffer) GetId() string {
@@ -785,6 +972,15 @@ func (x *SessionOffer) GetExec() *ExecOffer {
 	return nil
 }
 
+func (x *SessionOffer) GetPortForward() *PortForwardOffer {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionOffer_PortForward); ok {
+			return x.PortForward
+		}
+	}
+	return nil
+}
+
 type isSessionOffer_Kind interface {
 	isSessionOffer_Kind()
 }
@@ -794,12 +990,18 @@ type SessionOffer_Logs struct {
 }
 
 type SessionOffer_Exec struct {
-	Exec *ExecOffer `protobuf:"bytes,11,opt,name=exec,proto3,oneof"` // PortForwardOffer port_forward = 12; later
+	Exec *ExecOffer `protobuf:"bytes,11,opt,name=exec,proto3,oneof"`
+}
+
+type SessionOffer_PortForward struct {
+	PortForward *PortForwardOffer `protobuf:"bytes,12,opt,name=port_forward,json=portForward,proto3,oneof"`
 }
 
 func (*SessionOffer_Logs) isSessionOffer_Kind() {}
 
 func (*SessionOffer_Exec) isSessionOffer_Kind() {}
+
+func (*SessionOffer_PortForward) isSessionOffer_Kind() {}
 
 // SessionError ends a session from the agent's side, with the gRPC code the
 // user is given.
@@ -813,7 +1015,7 @@ type SessionError struct {
 
 func (x *SessionError) Reset() {
 	*x = SessionError{}
-	mi := &file_pods_proto_msgTypes[11]
+	mi := &file_pods_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +1027,7 @@ func (x *SessionError) String() string {
 func (*SessionError) ProtoMessage() {}
 
 func (x *SessionError) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[11]
+	mi := &file_pods_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +1040,7 @@ func (x *SessionError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionError.ProtoReflect.Descriptor instead.
 func (*SessionError) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{11}
+	return file_pods_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SessionError) GetCode() int32 {
@@ -865,13 +1067,14 @@ type AttachOutput struct {
 	Stdout        []byte                 `protobuf:"bytes,4,opt,name=stdout,proto3" json:"stdout,omitempty"` // exec
 	Stderr        []byte                 `protobuf:"bytes,5,opt,name=stderr,proto3" json:"stderr,omitempty"`
 	ExitCode      *int32                 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"` // the exec's last message
+	Data          []byte                 `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`                                // a port-forward's bytes from the pod
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AttachOutput) Reset() {
 	*x = AttachOutput{}
-	mi := &file_pods_proto_msgTypes[12]
+	mi := &file_pods_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1086,7 @@ func (x *AttachOutput) String() string {
 func (*AttachOutput) ProtoMessage() {}
 
 func (x *AttachOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[12]
+	mi := &file_pods_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1099,7 @@ func (x *AttachOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachOutput.ProtoReflect.Descriptor instead.
 func (*AttachOutput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{12}
+	return file_pods_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AttachOutput) GetSession() string {
@@ -941,19 +1144,29 @@ func (x *AttachOutput) GetExitCode() int32 {
 	return 0
 }
 
+func (x *AttachOutput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // AttachInput is what the manager relays from the user to the agent.
-// Logs send none; exec sends input and its end.
+// Logs send none; exec sends input and its end; a port-forward the
+// caller's bytes and their end.
 type AttachInput struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stdin         []byte                 `protobuf:"bytes,1,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	StdinClosed   bool                   `protobuf:"varint,2,opt,name=stdin_closed,json=stdinClosed,proto3" json:"stdin_closed,omitempty"`
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Closed        bool                   `protobuf:"varint,4,opt,name=closed,proto3" json:"closed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AttachInput) Reset() {
 	*x = AttachInput{}
-	mi := &file_pods_proto_msgTypes[13]
+	mi := &file_pods_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1178,7 @@ func (x *AttachInput) String() string {
 func (*AttachInput) ProtoMessage() {}
 
 func (x *AttachInput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[13]
+	mi := &file_pods_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1191,7 @@ func (x *AttachInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachInput.ProtoReflect.Descriptor instead.
 func (*AttachInput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{13}
+	return file_pods_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AttachInput) GetStdin() []byte {
@@ -991,6 +1204,20 @@ func (x *AttachInput) GetStdin() []byte {
 func (x *AttachInput) GetStdinClosed() bool {
 	if x != nil {
 		return x.StdinClosed
+	}
+	return false
+}
+
+func (x *AttachInput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *AttachInput) GetClosed() bool {
+	if x != nil {
+		return x.Closed
 	}
 	return false
 }
@@ -1038,7 +1265,16 @@ const file_pods_proto_rawDesc = "" +
 	"\x06stderr\x18\x05 \x01(\fR\x06stderr\x12 \n" +
 	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01B\f\n" +
 	"\n" +
-	"_exit_code\"%\n" +
+	"_exit_code\"}\n" +
+	"\x10PortForwardInput\x12)\n" +
+	"\x06target\x18\x01 \x01(\v2\x11.legion.v1.TargetR\x06target\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x16\n" +
+	"\x06closed\x18\x04 \x01(\bR\x06closed\"O\n" +
+	"\x11PortForwardOutput\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"%\n" +
 	"\x0fSessionsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"K\n" +
 	"\tLogsOffer\x12\x16\n" +
@@ -1047,7 +1283,10 @@ const file_pods_proto_rawDesc = "" +
 	"\tExecOffer\x12\x18\n" +
 	"\acommand\x18\x01 \x03(\tR\acommand\x12\x14\n" +
 	"\x05stdin\x18\x02 \x01(\bR\x05stdin\x12\x10\n" +
-	"\x03tty\x18\x03 \x01(\bR\x03tty\"\xe9\x01\n" +
+	"\x03tty\x18\x03 \x01(\bR\x03tty\"=\n" +
+	"\x10PortForwardOffer\x12\x15\n" +
+	"\x06pod_ip\x18\x01 \x01(\tR\x05podIp\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\"\xab\x02\n" +
 	"\fSessionOffer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1056,26 +1295,31 @@ const file_pods_proto_rawDesc = "" +
 	"\tcontainer\x18\x05 \x01(\tR\tcontainer\x12*\n" +
 	"\x04logs\x18\n" +
 	" \x01(\v2\x14.legion.v1.LogsOfferH\x00R\x04logs\x12*\n" +
-	"\x04exec\x18\v \x01(\v2\x14.legion.v1.ExecOfferH\x00R\x04execB\x06\n" +
+	"\x04exec\x18\v \x01(\v2\x14.legion.v1.ExecOfferH\x00R\x04exec\x12@\n" +
+	"\fport_forward\x18\f \x01(\v2\x1b.legion.v1.PortForwardOfferH\x00R\vportForwardB\x06\n" +
 	"\x04kind\"<\n" +
 	"\fSessionError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xe7\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xfb\x01\n" +
 	"\fAttachOutput\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12.\n" +
 	"\arecords\x18\x02 \x03(\v2\x14.legion.v1.LogRecordR\arecords\x12-\n" +
 	"\x05error\x18\x03 \x01(\v2\x17.legion.v1.SessionErrorR\x05error\x12\x16\n" +
 	"\x06stdout\x18\x04 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x05 \x01(\fR\x06stderr\x12 \n" +
-	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01B\f\n" +
+	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x12\n" +
+	"\x04data\x18\a \x01(\fR\x04dataB\f\n" +
 	"\n" +
-	"_exit_code\"F\n" +
+	"_exit_code\"r\n" +
 	"\vAttachInput\x12\x14\n" +
 	"\x05stdin\x18\x01 \x01(\fR\x05stdin\x12!\n" +
-	"\fstdin_closed\x18\x02 \x01(\bR\vstdinClosed2v\n" +
+	"\fstdin_closed\x18\x02 \x01(\bR\vstdinClosed\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x16\n" +
+	"\x06closed\x18\x04 \x01(\bR\x06closed2\xc4\x01\n" +
 	"\x04Pods\x125\n" +
 	"\x04Logs\x12\x16.legion.v1.LogsRequest\x1a\x13.legion.v1.LogFrame0\x01\x127\n" +
-	"\x04Exec\x12\x14.legion.v1.ExecInput\x1a\x15.legion.v1.ExecOutput(\x010\x012\x8c\x01\n" +
+	"\x04Exec\x12\x14.legion.v1.ExecInput\x1a\x15.legion.v1.ExecOutput(\x010\x01\x12L\n" +
+	"\vPortForward\x12\x1b.legion.v1.PortForwardInput\x1a\x1c.legion.v1.PortForwardOutput(\x010\x012\x8c\x01\n" +
 	"\bSessions\x12A\n" +
 	"\bSessions\x12\x1a.legion.v1.SessionsRequest\x1a\x17.legion.v1.SessionOffer0\x01\x12=\n" +
 	"\x06Attach\x12\x17.legion.v1.AttachOutput\x1a\x16.legion.v1.AttachInput(\x010\x01B5Z3github.com/legionbsd/legion/internal/proto;legionpbb\x06proto3"
@@ -1092,45 +1336,52 @@ func file_pods_proto_rawDescGZIP() []byte {
 	return file_pods_proto_rawDescData
 }
 
-var file_pods_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_pods_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_pods_proto_goTypes = []any{
-	(*Target)(nil),          // 0: legion.v1.Target
-	(*LogsRequest)(nil),     // 1: legion.v1.LogsRequest
-	(*LogRecord)(nil),       // 2: legion.v1.LogRecord
-	(*LogFrame)(nil),        // 3: legion.v1.LogFrame
-	(*ExecStart)(nil),       // 4: legion.v1.ExecStart
-	(*ExecInput)(nil),       // 5: legion.v1.ExecInput
-	(*ExecOutput)(nil),      // 6: legion.v1.ExecOutput
-	(*SessionsRequest)(nil), // 7: legion.v1.SessionsRequest
-	(*LogsOffer)(nil),       // 8: legion.v1.LogsOffer
-	(*ExecOffer)(nil),       // 9: legion.v1.ExecOffer
-	(*SessionOffer)(nil),    // 10: legion.v1.SessionOffer
-	(*SessionError)(nil),    // 11: legion.v1.SessionError
-	(*AttachOutput)(nil),    // 12: legion.v1.AttachOutput
-	(*AttachInput)(nil),     // 13: legion.v1.AttachInput
+	(*Target)(nil),            // 0: legion.v1.Target
+	(*LogsRequest)(nil),       // 1: legion.v1.LogsRequest
+	(*LogRecord)(nil),         // 2: legion.v1.LogRecord
+	(*LogFrame)(nil),          // 3: legion.v1.LogFrame
+	(*ExecStart)(nil),         // 4: legion.v1.ExecStart
+	(*ExecInput)(nil),         // 5: legion.v1.ExecInput
+	(*ExecOutput)(nil),        // 6: legion.v1.ExecOutput
+	(*PortForwardInput)(nil),  // 7: legion.v1.PortForwardInput
+	(*PortForwardOutput)(nil), // 8: legion.v1.PortForwardOutput
+	(*SessionsRequest)(nil),   // 9: legion.v1.SessionsRequest
+	(*LogsOffer)(nil),         // 10: legion.v1.LogsOffer
+	(*ExecOffer)(nil),         // 11: legion.v1.ExecOffer
+	(*PortForwardOffer)(nil),  // 12: legion.v1.PortForwardOffer
+	(*SessionOffer)(nil),      // 13: legion.v1.SessionOffer
+	(*SessionError)(nil),      // 14: legion.v1.SessionError
+	(*AttachOutput)(nil),      // 15: legion.v1.AttachOutput
+	(*AttachInput)(nil),       // 16: legion.v1.AttachInput
 }
 var file_pods_proto_depIdxs = []int32{
 	0,  // 0: legion.v1.LogsRequest.target:type_name -> legion.v1.Target
 	2,  // 1: legion.v1.LogFrame.records:type_name -> legion.v1.LogRecord
 	0,  // 2: legion.v1.ExecStart.target:type_name -> legion.v1.Target
 	4,  // 3: legion.v1.ExecInput.start:type_name -> legion.v1.ExecStart
-	8,  // 4: legion.v1.SessionOffer.logs:type_name -> legion.v1.LogsOffer
-	9,  // 5: legion.v1.SessionOffer.exec:type_name -> legion.v1.ExecOffer
-	2,  // 6: legion.v1.AttachOutput.records:type_name -> legion.v1.LogRecord
-	11, // 7: legion.v1.AttachOutput.error:type_name -> legion.v1.SessionError
-	1,  // 8: legion.v1.Pods.Logs:input_type -> legion.v1.LogsRequest
-	5,  // 9: legion.v1.Pods.Exec:input_type -> legion.v1.ExecInput
-	7,  // 10: legion.v1.Sessions.Sessions:input_type -> legion.v1.SessionsRequest
-	12, // 11: legion.v1.Sessions.Attach:input_type -> legion.v1.AttachOutput
-	3,  // 12: legion.v1.Pods.Logs:output_type -> legion.v1.LogFrame
-	6,  // 13: legion.v1.Pods.Exec:output_type -> legion.v1.ExecOutput
-	10, // 14: legion.v1.Sessions.Sessions:output_type -> legion.v1.SessionOffer
-	13, // 15: legion.v1.Sessions.Attach:output_type -> legion.v1.AttachInput
-	12, // [12:16] is the sub-list for method output_type
-	8,  // [8:12] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	0,  // 4: legion.v1.PortForwardInput.target:type_name -> legion.v1.Target
+	10, // 5: legion.v1.SessionOffer.logs:type_name -> legion.v1.LogsOffer
+	11, // 6: legion.v1.SessionOffer.exec:type_name -> legion.v1.ExecOffer
+	12, // 7: legion.v1.SessionOffer.port_forward:type_name -> legion.v1.PortForwardOffer
+	2,  // 8: legion.v1.AttachOutput.records:type_name -> legion.v1.LogRecord
+	14, // 9: legion.v1.AttachOutput.error:type_name -> legion.v1.SessionError
+	1,  // 10: legion.v1.Pods.Logs:input_type -> legion.v1.LogsRequest
+	5,  // 11: legion.v1.Pods.Exec:input_type -> legion.v1.ExecInput
+	7,  // 12: legion.v1.Pods.PortForward:input_type -> legion.v1.PortForwardInput
+	9,  // 13: legion.v1.Sessions.Sessions:input_type -> legion.v1.SessionsRequest
+	15, // 14: legion.v1.Sessions.Attach:input_type -> legion.v1.AttachOutput
+	3,  // 15: legion.v1.Pods.Logs:output_type -> legion.v1.LogFrame
+	6,  // 16: legion.v1.Pods.Exec:output_type -> legion.v1.ExecOutput
+	8,  // 17: legion.v1.Pods.PortForward:output_type -> legion.v1.PortForwardOutput
+	13, // 18: legion.v1.Sessions.Sessions:output_type -> legion.v1.SessionOffer
+	16, // 19: legion.v1.Sessions.Attach:output_type -> legion.v1.AttachInput
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_pods_proto_init() }
@@ -1139,18 +1390,19 @@ func file_pods_proto_init() {
 		return
 	}
 	file_pods_proto_msgTypes[6].OneofWrappers = []any{}
-	file_pods_proto_msgTypes[10].OneofWrappers = []any{
+	file_pods_proto_msgTypes[13].OneofWrappers = []any{
 		(*SessionOffer_Logs)(nil),
 		(*SessionOffer_Exec)(nil),
+		(*SessionOffer_PortForward)(nil),
 	}
-	file_pods_proto_msgTypes[12].OneofWrappers = []any{}
+	file_pods_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pods_proto_rawDesc), len(file_pods_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

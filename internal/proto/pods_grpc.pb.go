@@ -1,5 +1,5 @@
 // The Pods and Sessions services of a manager's port: how a user reaches a
-// task's containers (logs and exec; port-forward later) without a port
+// task's containers (logs, exec, port-forward) without a port
 // on the node. The user calls Pods on any manager; the manager offers the
 // session to the agent of the task's node over the Sessions stream that
 // agent keeps open with it, and the agent answers with Attach, whose frames
@@ -26,8 +26,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Pods_Logs_FullMethodName = "/legion.v1.Pods/Logs"
-	Pods_Exec_FullMethodName = "/legion.v1.Pods/Exec"
+	Pods_Logs_FullMethodName        = "/legion.v1.Pods/Logs"
+	Pods_Exec_FullMethodName        = "/legion.v1.Pods/Exec"
+	Pods_PortForward_FullMethodName = "/legion.v1.Pods/PortForward"
 )
 
 // PodsClient is the client API for Pods service.
@@ -36,6 +37,9 @@ const (
 type PodsClient interface {
 	Logs(ctx context.Context, in *LogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LogFrame], error)
 	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecInput, ExecOutput], error)
+	// PortForward is one TCP connection to a port of a task's pod, made by
+	// the agent of the pod's node.
+	PortForward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PortForwardInput, PortForwardOutput], error)
 }
 
 type podsClient struct {
@@ -78,12 +82,28 @@ func (c *podsClient) Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.Bi
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Pods_ExecClient = grpc.BidiStreamingClient[ExecInput, ExecOutput]
 
+func (c *podsClient) PortForward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[PortForwardInput, PortForwardOutput], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Pods_ServiceDesc.Streams[2], Pods_PortForward_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PortForwardInput, PortForwardOutput]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Pods_PortForwardClient = grpc.BidiStreamingClient[PortForwardInput, PortForwardOutput]
+
 // PodsServer is the server API for Pods service.
 // All implementations must embed UnimplementedPodsServer
 // for forward compatibility.
 type PodsServer interface {
 	Logs(*LogsRequest, grpc.ServerStreamingServer[LogFrame]) error
 	Exec(grpc.BidiStreamingServer[ExecInput, ExecOutput]) error
+	// PortForward is one TCP connection to a port of a task's pod, made by
+	// the agent of the pod's node.
+	PortForward(grpc.BidiStreamingServer[PortForwardInput, PortForwardOutput]) error
 	mustEmbedUnimplementedPodsServer()
 }
 
@@ -99,6 +119,9 @@ func (UnimplementedPodsServer) Logs(*LogsRequest, grpc.ServerStreamingServer[Log
 }
 func (UnimplementedPodsServer) Exec(grpc.BidiStreamingServer[ExecInput, ExecOutput]) error {
 	return status.Error(codes.Unimplemented, "method Exec not implemented")
+}
+func (UnimplementedPodsServer) PortForward(grpc.BidiStreamingServer[PortForwardInput, PortForwardOutput]) error {
+	return status.Error(codes.Unimplemented, "method PortForward not implemented")
 }
 func (UnimplementedPodsServer) mustEmbedUnimplementedPodsServer() {}
 func (UnimplementedPodsServer) testEmbeddedByValue()              {}
@@ -139,6 +162,13 @@ func _Pods_Exec_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Pods_ExecServer = grpc.BidiStreamingServer[ExecInput, ExecOutput]
 
+func _Pods_PortForward_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PodsServer).PortForward(&grpc.GenericServerStream[PortForwardInput, PortForwardOutput]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Pods_PortForwardServer = grpc.BidiStreamingServer[PortForwardInput, PortForwardOutput]
+
 // Pods_ServiceDesc is the grpc.ServiceDesc for Pods service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -155,6 +185,12 @@ var Pods_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Exec",
 			Handler:       _Pods_Exec_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "PortForward",
+			Handler:       _Pods_PortForward_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

@@ -75,3 +75,28 @@ func (e *Execs) Running() int {
 	defer e.mu.Unlock()
 	return e.running
 }
+
+// PodIPs is which pods the node runs, at which address, as its agent
+// knows them.
+type PodIPs struct {
+	mu  sync.Mutex
+	ips map[string]string
+}
+
+// Set records a task's pod address.
+func (p *PodIPs) Set(taskUID, ip string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ips == nil {
+		p.ips = map[string]string{}
+	}
+	p.ips[taskUID] = ip
+}
+
+// PodIP implements sessions.Config.PodIP.
+func (p *PodIPs) PodIP(taskUID string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ip, ok := p.ips[taskUID]
+	return ip, ok
+}

@@ -98,6 +98,7 @@ type Agent struct {
 	DataDir string
 	Logs    *Logs
 	Execs   *Execs
+	Pods    *PodIPs
 }
 
 // StartAgent runs node's sessions client against m, reading logs from a
@@ -119,9 +120,9 @@ func (m *Manager) StartManagerAgent(t testing.TB, cert, node string) *Agent {
 
 func (m *Manager) startAgent(t testing.TB, node string, creds *pki.Credentials, asked string) *Agent {
 	t.Helper()
-	a := &Agent{Node: node, DataDir: t.TempDir(), Logs: NewLogs(), Execs: &Execs{}}
+	a := &Agent{Node: node, DataDir: t.TempDir(), Logs: NewLogs(), Execs: &Execs{}, Pods: &PodIPs{}}
 	c, err := sessions.New(sessions.Config{Managers: func() []string { return []string{m.Addr} }, TLS: creds.ClientConfig(), Node: asked,
-		Logs: a.Logs.Read, Exec: a.Execs.Exec, DataDir: a.DataDir, Backoff: 50 * time.Millisecond, Refresh: 100 * time.Millisecond})
+		Logs: a.Logs.Read, Exec: a.Execs.Exec, PodIP: a.Pods.PodIP, DataDir: a.DataDir, Backoff: 50 * time.Millisecond, Refresh: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,10 @@ type Config struct {
 	// Exec runs a command in a running container; jail.Runtime.Exec is
 	// one. Without it exec sessions are refused.
 	Exec ExecFunc
+	// PodIP says the address of a pod running on this node, by its task's
+	// uid: the only addresses a port-forward connects to. Without it
+	// port-forwards are refused.
+	PodIP func(taskUID string) (string, bool)
 	// DataDir holds the saved output of finished tasks
 	// (agent.SavedOutputDir).
 	DataDir string
@@ -218,6 +222,8 @@ func (c *Client) serve(ctx context.Context, cl legionpb.SessionsClient, o *legio
 		err = c.logs(actx, st, o, k.Logs)
 	case *legionpb.SessionOffer_Exec:
 		err = c.exec(actx, st, o, k.Exec, inputs)
+	case *legionpb.SessionOffer_PortForward:
+		err = c.portForward(actx, st, o, k.PortForward, inputs)
 	default:
 		err = sendError(st, errUnsupported)
 	}

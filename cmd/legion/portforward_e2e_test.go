@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+)
+
+// legion port-forward on a real one-node daemon: an HTTP request to the
+// local port reaches the service's pod on a port nothing publishes, and
+// an interrupt ends the command cleanly.
+func TestPortForwardOnADaemon(t *testing.T) {
+	n := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := os.Open("../../examples/hello/hello.oci.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := n.Images.Load(ctx, f, "localhost/hello:1", time.Now()); err != nil {
+		t.Fatalf("loading the example's image: %v", err)
+	}
+	objs, err := legion.ParseManifest("svc.yaml", []byte(`apiVersion: legion/v1
+kind: Service
+metadata: {name: fwd}
+spec:
+  pod:
+    containers:
+      - name: app
+        image: localhost/hello:1
+        pullPolicy: never
+        args: [-listen, "$(LEGION_POD_IP):8080"]
+        env: [{name: NAME, value: "reached through the forward"}]
+        ports: [{name: http, containerPort: 8080}]
+        probes:
+          readiness: {http: {path: /ready, port: http}, period: 100ms}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the service's task ready", func() bool {
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		for _, o := range tasks {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "fwd" && tk.Status.Ready {
+				return true
+			}
+		}
+		return false
+	})
+	fctx, stop := context.WithCancel(ctx)
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		root := logsRoot()
+		root.SetOut(out)
+		root.SetErr(errOut)
+		root.SetArgs([]string{"port-forward", "fwd", "0:8080", "--server", n.API, "--credentials", n.Admin})
+		done <- root.ExecuteContext(fctx)
+	}()
+	var addr string
+	waitFor(t, "the forward listening", func() bool {
+		line, _, _ := strings.Cut(out.String(), "\n")
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Forwarding" {
+			addr = f[1]
+		}
+		return addr != ""
+	})
+	var body string
+	// The node's agent opens its sessions stream as the daemon starts.
+	waitFor(t, "a request through the forward", func() bool {
+		resp, err := http.Get("http://" + addr + "/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK
+	})
+	if !strings.Contains(body, "reached through the forward") {
+		t.Fatalf("the forward answered %q (stderr %q)", body, errOut.String())
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("port-forward after an interrupt: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("port-forward did not end on its context")
+	}
+}
+
+func TestParsePorts(t *testing.T) {
+	for arg, want := range map[string][2]int{"8080": {8080, 8080}, "9000:80": {9000, 80}, "0:443": {0, 443}} {
+		l, r, err := parsePorts(arg)
+		if err != nil || l != want[0] || r != want[1] {
+			t.Errorf("parsePorts(%q) = %d, %d, %v; want %v", arg, l, r, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "0", "70000", "1:0", "-1:80", "a:80"} {
+		if _, _, err := parsePorts(bad); err == nil {
+			t.Errorf("parsePorts(%q) must fail", bad)
+		}
+	}
+}
