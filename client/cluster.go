@@ -45,3 +45,13 @@ func (c *Client) RotateToken(ctx context.Context, role string) (string, error) {
 	}
 	return r.Token, nil
 }
+
+// IssueUser has the cluster sign a user's certificate request (cluster
+// admin only) and returns the certificate and the cluster's CA, both PEM.
+func (c *Client) IssueUser(ctx context.Context, name string, csrPEM []byte) (cert, ca []byte, err error) {
+	r, err := c.cluster.IssueUser(ctx, &pb.IssueUserRequest{Name: name, Csr: csrPEM})
+	if err != nil {
+		return nil, nil, wrap(err)
+	}
+	return r.Certificate, r.CaCertificate, nil
+}

@@ -25,6 +25,8 @@ const (
 	RoleManager Role = "manager"
 	RoleWorker  Role = "worker"
 	RoleAdmin   Role = "admin"
+	// RoleUser holds only what RoleBindings give it (package rbac).
+	RoleUser Role = "user"
 )
 
 // Lifetimes.

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/rbac"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,7 +20,8 @@ import (
 func (h podsServer) Exec(stream legionpb.Pods_ExecServer) error {
 	s := h.s
 	ctx := stream.Context()
-	if _, err := user(ctx, "exec"); err != nil {
+	id, err := user(ctx, "exec")
+	if err != nil {
 		return err
 	}
 	first, err := stream.Recv()
@@ -42,6 +44,9 @@ func (h podsServer) Exec(stream legionpb.Pods_ExecServer) error {
 		return err
 	}
 	t := r.task
+	if err := allowed(objs, id, rbac.Write, "exec", t.Metadata.Namespace); err != nil {
+		return err
+	}
 	if t.Status.State != legion.TaskRunning {
 		return status.Errorf(codes.FailedPrecondition, "exec: task %s/%s is %s, not running", t.Metadata.Namespace, t.Metadata.Name, t.Status.State)
 	}

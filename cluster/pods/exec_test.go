@@ -12,6 +12,7 @@ import (
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/pods/podstest"
+	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -145,4 +146,34 @@ func TestExecEndsWithItsCaller(t *testing.T) {
 	dispatchertest.Poll(t, "the command running", 10*time.Second, func() bool { return a.Execs.Running() == 1 })
 	cancel()
 	dispatchertest.Poll(t, "the command ended", 10*time.Second, func() bool { return a.Execs.Running() == 0 })
+}
+
+// A user's sessions follow its RoleBindings in the task's namespace: logs
+// take view, exec edit.
+func TestUserSessionsFollowRoles(t *testing.T) {
+	m := podstest.Start(t)
+	a := m.StartAgent(t, "n1")
+	task := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")
+	m.Put(t, "lab", "db.1", "n1", legion.TaskRunning, legion.Owner{}, "app")
+	a.Logs.Append(task.Metadata.UID+"-app", rec(1, "stdout", "hello"))
+	b, _ := legion.New(legion.KindRoleBinding)
+	b.GetMetadata().Name, b.GetMetadata().Namespace = "carol", "shop"
+	b.(*legion.RoleBinding).Spec = legion.RoleBindingSpec{User: "carol", Role: legion.RoleView}
+	if _, _, err := m.Store.Put(context.Background(), b, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	carol, _ := podstest.Issue(t, m.CA, "carol", pki.RoleUser)
+	c := dial(t, m, carol)
+	if frames, err := readAll(t, c, target("Task", "web.1", "")); err != nil || len(lines(frames)) != 1 {
+		t.Fatalf("view reading logs: %v (%d lines)", err, len(lines(frames)))
+	}
+	req := target("Task", "db.1", "")
+	req.Target.Namespace = "lab"
+	if _, err := readAll(t, c, req); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "no role in namespace lab") {
+		t.Errorf("logs in another namespace: %v", err)
+	}
+	_, err := execute(t, c, &legionpb.ExecStart{Target: &legionpb.Target{Namespace: "shop", Name: "web.1"}, Command: []string{"cat"}})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "exec: user carol is view in namespace shop") {
+		t.Errorf("view running exec: %v", err)
+	}
 }

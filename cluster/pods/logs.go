@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/legionbsd/legion/cluster/rbac"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -22,7 +23,8 @@ type podsServer struct {
 func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer) error {
 	s := h.s
 	ctx := out.Context()
-	if _, err := user(ctx, "logs"); err != nil {
+	id, err := user(ctx, "logs")
+	if err != nil {
 		return err
 	}
 	objs, err := s.objects()
@@ -34,6 +36,9 @@ func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer
 		return err
 	}
 	t := r.task
+	if err := allowed(objs, id, rbac.Read, "logs", t.Metadata.Namespace); err != nil {
+		return err
+	}
 	ss, err := s.offer(ctx, t.Spec.Node, &legionpb.SessionOffer{
 		Namespace: t.Metadata.Namespace, Task: t.Metadata.Name, TaskUid: t.Metadata.UID, Container: r.container,
 		Kind: &legionpb.SessionOffer_Logs{Logs: &legionpb.LogsOffer{Follow: req.Follow, SinceUnixNano: req.SinceUnixNano}},

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/rbac"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,7 +19,8 @@ import (
 func (h podsServer) PortForward(stream legionpb.Pods_PortForwardServer) error {
 	s := h.s
 	ctx := stream.Context()
-	if _, err := user(ctx, "port-forward"); err != nil {
+	id, err := user(ctx, "port-forward")
+	if err != nil {
 		return err
 	}
 	first, err := stream.Recv()
@@ -34,6 +36,9 @@ func (h podsServer) PortForward(stream legionpb.Pods_PortForwardServer) error {
 	}
 	t, err := resolveTask(objs, first.Target)
 	if err != nil {
+		return err
+	}
+	if err := allowed(objs, id, rbac.Write, "port-forward", t.Metadata.Namespace); err != nil {
 		return err
 	}
 	if t.Status.State != legion.TaskRunning || t.Status.IP == "" {

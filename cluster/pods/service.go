@@ -8,6 +8,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/rbac"
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
@@ -96,17 +97,41 @@ func identity(ctx context.Context) (pki.Identity, bool) {
 	return pki.IdentityOf(ti.State.PeerCertificates[0]), true
 }
 
-// user checks the caller of Pods: an admin or a manager certificate, until
-// RBAC (view in the task's namespace for logs) is wired in.
+// user checks the caller of Pods: the cluster admin, a manager, or a user,
+// whose RoleBindings allowed then checks once the task is known.
 func user(ctx context.Context, verb string) (pki.Identity, error) {
 	id, ok := identity(ctx)
 	if !ok {
 		return id, status.Error(codes.Unauthenticated, "a client certificate of this cluster is required")
 	}
-	if id.Role != pki.RoleAdmin && id.Role != pki.RoleManager {
+	if id.Role != pki.RoleAdmin && id.Role != pki.RoleManager && id.Role != pki.RoleUser {
 		return id, status.Errorf(codes.PermissionDenied, "%s: not allowed for a %s certificate (%s)", verb, id.Role, id.Name)
 	}
 	return id, nil
+}
+
+// allowed checks a user's RoleBindings for a session in a namespace (3.8:
+// logs take view, exec and port-forward edit); the cluster admin and
+// managers may do anything.
+func allowed(objs Objects, id pki.Identity, v rbac.Verb, what, namespace string) error {
+	if id.Role != pki.RoleUser {
+		return nil
+	}
+	list, _, err := objs.List(legion.KindRoleBinding, namespace, func(o legion.Object) bool {
+		return o.(*legion.RoleBinding).Spec.User == id.Name
+	})
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "reading the roles of %s: %v", id.Name, err)
+	}
+	bindings := make([]*legion.RoleBinding, len(list))
+	for i, o := range list {
+		bindings[i] = o.(*legion.RoleBinding)
+	}
+	// A session reads or writes the pod, as a Task of the namespace.
+	if err := rbac.Check(bindings, id.Name, v, legion.KindService, namespace); err != nil {
+		return status.Errorf(codes.PermissionDenied, "%s: %v", what, err)
+	}
+	return nil
 }
 
 // node checks the caller of Sessions: a node certificate, acting for its

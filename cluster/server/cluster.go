@@ -416,3 +416,28 @@ func (c *clusterService) Promote(ctx context.Context, req *pb.PromoteRequest) (*
 	}
 	return &pb.PromoteResponse{}, nil
 }
+
+// IssueUser signs a user's certificate: the role is always user, whatever
+// the request says, so the certificate carries no right of its own.
+func (c *clusterService) IssueUser(ctx context.Context, req *pb.IssueUserRequest) (*pb.IssueUserResponse, error) {
+	if userOf(ctx) != nil {
+		return nil, status.Error(codes.PermissionDenied, "only the cluster admin issues user certificates")
+	}
+	if err := legion.ValidName(req.Name); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "user name %q: %v", req.Name, err)
+	}
+	switch req.Name {
+	case "admin":
+		return nil, status.Error(codes.InvalidArgument, `user name "admin": reserved for the cluster admin`)
+	}
+	ca := c.s.caNow()
+	if ca == nil || ca.Key == nil {
+		return nil, status.Error(codes.Unavailable, "this daemon holds no CA key: ask another manager")
+	}
+	cert, err := ca.Issue(req.Csr, pki.Identity{Name: req.Name, Role: pki.RoleUser}, nil, c.s.cfg.Now())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "user %s: %v", req.Name, err)
+	}
+	c.s.log.Info("user certificate issued", "user", req.Name)
+	return &pb.IssueUserResponse{Certificate: cert, CaCertificate: ca.CertPEM()}, nil
+}

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/rbac"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
@@ -59,6 +61,13 @@ func (o *objectsService) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetRe
 	if err != nil {
 		return nil, err
 	}
+	a, err := o.s.accessOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.check(rbac.Read, kind, ns); err != nil {
+		return nil, err
+	}
 	st, conn, fctx, err := o.s.leader(ctx)
 	if err != nil {
 		return nil, err
@@ -85,17 +94,39 @@ func (o *objectsService) List(ctx context.Context, req *pb.ListRequest) (*pb.Lis
 	if err != nil {
 		return nil, err
 	}
+	a, err := o.s.accessOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// One namespace must be readable; across namespaces a user sees only
+	// what it may read.
+	if ns != "" || !kind.Namespaced() {
+		if err := a.check(rbac.Read, kind, ns); err != nil {
+			return nil, err
+		}
+	}
 	st, conn, fctx, err := o.s.leader(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if conn != nil {
-		return pb.NewObjectsClient(conn).List(fctx, req)
+		resp, err := pb.NewObjectsClient(conn).List(fctx, req)
+		if err != nil || a == nil {
+			return resp, err
+		}
+		kept := resp.Objects[:0]
+		for _, p := range resp.Objects {
+			if a.check(rbac.Read, kind, p.GetMetadata().GetNamespace()) == nil {
+				kept = append(kept, p)
+			}
+		}
+		resp.Objects = kept
+		return resp, nil
 	}
 	if err := st.Barrier(ctx); err != nil {
 		return nil, toStatus(err)
 	}
-	objs, at, err := st.List(kind, ns, func(x legion.Object) bool { return visible(x, req.Labels) })
+	objs, at, err := st.List(kind, ns, func(x legion.Object) bool { return visible(x, req.Labels) && a.readable(x) })
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -113,6 +144,13 @@ func (o *objectsService) List(ctx context.Context, req *pb.ListRequest) (*pb.Lis
 func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
 	kind, ns, err := scope(req.Kind, req.Namespace, false)
 	if err != nil {
+		return nil, err
+	}
+	a, err := o.s.accessOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.check(rbac.Write, kind, ns); err != nil {
 		return nil, err
 	}
 	st, conn, fctx, err := o.s.leader(ctx)
@@ -144,10 +182,20 @@ func (o *objectsService) Watch(req *pb.WatchRequest, stream grpc.ServerStreaming
 	if err != nil {
 		return err
 	}
+	a, err := o.s.accessOf(stream.Context())
+	if err != nil {
+		return err
+	}
+	if ns != "" || !kind.Namespaced() {
+		if err := a.check(rbac.Read, kind, ns); err != nil {
+			return err
+		}
+	}
 	st := o.s.store()
 	if st == nil {
 		return o.s.notServing(o.s.role())
 	}
+	read := time.Now()
 	w, err := st.Watch(req.FromVersion)
 	if err != nil {
 		return toStatus(err)
@@ -168,6 +216,24 @@ func (o *objectsService) Watch(req *pb.WatchRequest, stream grpc.ServerStreaming
 		if e.Object.GetKind() != kind || (ns != "" && m.Namespace != ns) || !visible(e.Object, req.Labels) {
 			continue
 		}
+		if a != nil {
+			// A user's rights are read again as time passes, so a binding
+			// taken away ends what it may see (9: within 5 s).
+			if time.Since(read) > rightsRecheck {
+				if a, err = o.s.accessOf(stream.Context()); err != nil {
+					return err
+				}
+				read = time.Now()
+				if ns != "" {
+					if err := a.check(rbac.Read, kind, ns); err != nil {
+						return err
+					}
+				}
+			}
+			if !a.readable(e.Object) {
+				continue
+			}
+		}
 		p, err := e.Encoded(func(o legion.Object) (any, error) { return pb.ToProto(o) })
 		if err != nil {
 			return toStatus(err)
@@ -182,6 +248,15 @@ func (o *objectsService) Apply(ctx context.Context, req *pb.ApplyRequest) (*pb.A
 	items, err := decodeApply(req)
 	if err != nil {
 		return nil, err
+	}
+	a, err := o.s.accessOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		if err := a.check(rbac.Write, it.obj.GetKind(), it.obj.GetMetadata().Namespace); err != nil {
+			return nil, status.Errorf(codes.PermissionDenied, "%s %s: %s (nothing applied)", it.obj.GetKind(), legion.DisplayName(it.obj), status.Convert(err).Message())
+		}
 	}
 	st, conn, fctx, err := o.s.leader(ctx)
 	if err != nil {

@@ -1652,6 +1652,110 @@ func (x *TokenResponse) GetToken() string {
 	return ""
 }
 
+type IssueUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Csr           []byte                 `protobuf:"bytes,2,opt,name=csr,proto3" json:"csr,omitempty"` // PEM; the key never leaves the user's machine
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueUserRequest) Reset() {
+	*x = IssueUserRequest{}
+	mi := &file_legion_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueUserRequest) ProtoMessage() {}
+
+func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueUserRequest.ProtoReflect.Descriptor instead.
+func (*IssueUserRequest) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *IssueUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *IssueUserRequest) GetCsr() []byte {
+	if x != nil {
+		return x.Csr
+	}
+	return nil
+}
+
+type IssueUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Certificate   []byte                 `protobuf:"bytes,1,opt,name=certificate,proto3" json:"certificate,omitempty"`                          // PEM
+	CaCertificate []byte                 `protobuf:"bytes,2,opt,name=ca_certificate,json=caCertificate,proto3" json:"ca_certificate,omitempty"` // PEM
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueUserResponse) Reset() {
+	*x = IssueUserResponse{}
+	mi := &file_legion_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueUserResponse) ProtoMessage() {}
+
+func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueUserResponse.ProtoReflect.Descriptor instead.
+func (*IssueUserResponse) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *IssueUserResponse) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+func (x *IssueUserResponse) GetCaCertificate() []byte {
+	if x != nil {
+		return x.CaCertificate
+	}
+	return nil
+}
+
 // RaftMessage carries one of hashicorp/raft's request or response
 // structures as JSON, so this file does not track raft's types.
 type RaftMessage struct {
@@ -1663,7 +1767,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_legion_proto_msgTypes[27]
+	mi := &file_legion_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1779,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[27]
+	mi := &file_legion_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1792,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{27}
+	return file_legion_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RaftMessage) GetPayload() []byte {
@@ -1708,7 +1812,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_legion_proto_msgTypes[28]
+	mi := &file_legion_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1824,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[28]
+	mi := &file_legion_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1837,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{28}
+	return file_legion_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SnapshotChunk) GetRequest() []byte {
@@ -1879,7 +1983,13 @@ const file_legion_proto_rawDesc = "" +
 	"\fTokenRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"%\n" +
 	"\rTokenResponse\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\"'\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"8\n" +
+	"\x10IssueUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03csr\x18\x02 \x01(\fR\x03csr\"\\\n" +
+	"\x11IssueUserResponse\x12 \n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate\x12%\n" +
+	"\x0eca_certificate\x18\x02 \x01(\fR\rcaCertificate\"'\n" +
 	"\vRaftMessage\x12\x18\n" +
 	"\apayload\x18\x01 \x01(\fR\apayload\"=\n" +
 	"\rSnapshotChunk\x12\x18\n" +
@@ -1890,7 +2000,7 @@ const file_legion_proto_rawDesc = "" +
 	"\x03Get\x12\x15.legion.v1.GetRequest\x1a\x16.legion.v1.GetResponse\x127\n" +
 	"\x04List\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse\x12=\n" +
 	"\x06Delete\x12\x18.legion.v1.DeleteRequest\x1a\x19.legion.v1.DeleteResponse\x129\n" +
-	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xcc\x03\n" +
+	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\x94\x04\n" +
 	"\aCluster\x127\n" +
 	"\x04Init\x12\x16.legion.v1.InitRequest\x1a\x17.legion.v1.InitResponse\x12=\n" +
 	"\x06Status\x12\x18.legion.v1.StatusRequest\x1a\x19.legion.v1.StatusResponse\x127\n" +
@@ -1898,7 +2008,8 @@ const file_legion_proto_rawDesc = "" +
 	"\vJoinCluster\x12\x1d.legion.v1.JoinClusterRequest\x1a\x1e.legion.v1.JoinClusterResponse\x12@\n" +
 	"\aPromote\x12\x19.legion.v1.PromoteRequest\x1a\x1a.legion.v1.PromoteResponse\x12>\n" +
 	"\tTokenShow\x12\x17.legion.v1.TokenRequest\x1a\x18.legion.v1.TokenResponse\x12@\n" +
-	"\vTokenRotate\x12\x17.legion.v1.TokenRequest\x1a\x18.legion.v1.TokenResponse2\x9a\x03\n" +
+	"\vTokenRotate\x12\x17.legion.v1.TokenRequest\x1a\x18.legion.v1.TokenResponse\x12F\n" +
+	"\tIssueUser\x12\x1b.legion.v1.IssueUserRequest\x1a\x1c.legion.v1.IssueUserResponse2\x9a\x03\n" +
 	"\x04Raft\x12?\n" +
 	"\rAppendEntries\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage\x12K\n" +
 	"\x15AppendEntriesPipeline\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage(\x010\x01\x12=\n" +
@@ -1920,7 +2031,7 @@ func file_legion_proto_rawDescGZIP() []byte {
 	return file_legion_proto_rawDescData
 }
 
-var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_legion_proto_goTypes = []any{
 	(*Metadata)(nil),            // 0: legion.v1.Metadata
 	(*Object)(nil),              // 1: legion.v1.Object
@@ -1949,14 +2060,16 @@ var file_legion_proto_goTypes = []any{
 	(*PromoteResponse)(nil),     // 24: legion.v1.PromoteResponse
 	(*TokenRequest)(nil),        // 25: legion.v1.TokenRequest
 	(*TokenResponse)(nil),       // 26: legion.v1.TokenResponse
-	(*RaftMessage)(nil),         // 27: legion.v1.RaftMessage
-	(*SnapshotChunk)(nil),       // 28: legion.v1.SnapshotChunk
-	nil,                         // 29: legion.v1.Metadata.LabelsEntry
-	nil,                         // 30: legion.v1.ListRequest.LabelsEntry
-	nil,                         // 31: legion.v1.WatchRequest.LabelsEntry
+	(*IssueUserRequest)(nil),    // 27: legion.v1.IssueUserRequest
+	(*IssueUserResponse)(nil),   // 28: legion.v1.IssueUserResponse
+	(*RaftMessage)(nil),         // 29: legion.v1.RaftMessage
+	(*SnapshotChunk)(nil),       // 30: legion.v1.SnapshotChunk
+	nil,                         // 31: legion.v1.Metadata.LabelsEntry
+	nil,                         // 32: legion.v1.ListRequest.LabelsEntry
+	nil,                         // 33: legion.v1.WatchRequest.LabelsEntry
 }
 var file_legion_proto_depIdxs = []int32{
-	29, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
+	31, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
 	0,  // 1: legion.v1.Object.metadata:type_name -> legion.v1.Metadata
 	1,  // 2: legion.v1.ApplyItem.object:type_name -> legion.v1.Object
 	2,  // 3: legion.v1.ApplyRequest.items:type_name -> legion.v1.ApplyItem
@@ -1964,10 +2077,10 @@ var file_legion_proto_depIdxs = []int32{
 	1,  // 5: legion.v1.ApplyResult.previous:type_name -> legion.v1.Object
 	4,  // 6: legion.v1.ApplyResponse.results:type_name -> legion.v1.ApplyResult
 	1,  // 7: legion.v1.GetResponse.object:type_name -> legion.v1.Object
-	30, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
+	32, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
 	1,  // 9: legion.v1.ListResponse.objects:type_name -> legion.v1.Object
 	1,  // 10: legion.v1.DeleteResponse.object:type_name -> legion.v1.Object
-	31, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
+	33, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
 	1,  // 12: legion.v1.WatchEvent.object:type_name -> legion.v1.Object
 	16, // 13: legion.v1.StatusResponse.members:type_name -> legion.v1.Member
 	3,  // 14: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
@@ -1982,32 +2095,34 @@ var file_legion_proto_depIdxs = []int32{
 	23, // 23: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
 	25, // 24: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
 	25, // 25: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
-	27, // 26: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
-	27, // 27: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
-	27, // 28: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
-	27, // 29: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
-	27, // 30: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
-	28, // 31: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
-	5,  // 32: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
-	7,  // 33: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
-	9,  // 34: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
-	11, // 35: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
-	13, // 36: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
-	15, // 37: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
-	18, // 38: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
-	20, // 39: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
-	22, // 40: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
-	24, // 41: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
-	26, // 42: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
-	26, // 43: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
-	27, // 44: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
-	27, // 45: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
-	27, // 46: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
-	27, // 47: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
-	27, // 48: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
-	27, // 49: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
-	32, // [32:50] is the sub-list for method output_type
-	14, // [14:32] is the sub-list for method input_type
+	27, // 26: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
+	29, // 27: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
+	29, // 28: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
+	29, // 29: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
+	29, // 30: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
+	29, // 31: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
+	30, // 32: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
+	5,  // 33: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
+	7,  // 34: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
+	9,  // 35: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
+	11, // 36: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
+	13, // 37: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
+	15, // 38: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
+	18, // 39: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
+	20, // 40: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
+	22, // 41: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
+	24, // 42: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
+	26, // 43: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
+	26, // 44: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
+	28, // 45: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
+	29, // 46: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
+	29, // 47: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
+	29, // 48: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
+	29, // 49: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
+	29, // 50: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
+	29, // 51: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
+	33, // [33:52] is the sub-list for method output_type
+	14, // [14:33] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2026,7 +2141,7 @@ func file_legion_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_legion_proto_rawDesc), len(file_legion_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

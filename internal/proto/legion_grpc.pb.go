@@ -294,6 +294,7 @@ const (
 	Cluster_Promote_FullMethodName     = "/legion.v1.Cluster/Promote"
 	Cluster_TokenShow_FullMethodName   = "/legion.v1.Cluster/TokenShow"
 	Cluster_TokenRotate_FullMethodName = "/legion.v1.Cluster/TokenRotate"
+	Cluster_IssueUser_FullMethodName   = "/legion.v1.Cluster/IssueUser"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -307,6 +308,9 @@ type ClusterClient interface {
 	Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*PromoteResponse, error)
 	TokenShow(ctx context.Context, in *TokenRequest, opts ...grpc.CallOption) (*TokenResponse, error)
 	TokenRotate(ctx context.Context, in *TokenRequest, opts ...grpc.CallOption) (*TokenResponse, error)
+	// IssueUser signs a user's certificate request (cluster admin only); the
+	// user holds only what RoleBindings give it.
+	IssueUser(ctx context.Context, in *IssueUserRequest, opts ...grpc.CallOption) (*IssueUserResponse, error)
 }
 
 type clusterClient struct {
@@ -387,6 +391,16 @@ func (c *clusterClient) TokenRotate(ctx context.Context, in *TokenRequest, opts 
 	return out, nil
 }
 
+func (c *clusterClient) IssueUser(ctx context.Context, in *IssueUserRequest, opts ...grpc.CallOption) (*IssueUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IssueUserResponse)
+	err := c.cc.Invoke(ctx, Cluster_IssueUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -398,6 +412,9 @@ type ClusterServer interface {
 	Promote(context.Context, *PromoteRequest) (*PromoteResponse, error)
 	TokenShow(context.Context, *TokenRequest) (*TokenResponse, error)
 	TokenRotate(context.Context, *TokenRequest) (*TokenResponse, error)
+	// IssueUser signs a user's certificate request (cluster admin only); the
+	// user holds only what RoleBindings give it.
+	IssueUser(context.Context, *IssueUserRequest) (*IssueUserResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -428,6 +445,9 @@ func (UnimplementedClusterServer) TokenShow(context.Context, *TokenRequest) (*To
 }
 func (UnimplementedClusterServer) TokenRotate(context.Context, *TokenRequest) (*TokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TokenRotate not implemented")
+}
+func (UnimplementedClusterServer) IssueUser(context.Context, *IssueUserRequest) (*IssueUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssueUser not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -576,6 +596,24 @@ func _Cluster_TokenRotate_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_IssueUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssueUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).IssueUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_IssueUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).IssueUser(ctx, req.(*IssueUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -610,6 +648,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TokenRotate",
 			Handler:    _Cluster_TokenRotate_Handler,
+		},
+		{
+			MethodName: "IssueUser",
+			Handler:    _Cluster_IssueUser_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,73 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/rbac"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// rightsRecheck is how often an open watch reads its user's rights again.
+const rightsRecheck = 5 * time.Second
+
+// userOf is the calling user, or nil for the cluster admin and managers,
+// who keep every right.
+func userOf(ctx context.Context) *pki.Identity {
+	c, _ := ctx.Value(callerKey{}).(caller)
+	if c.id == nil || c.id.Role != pki.RoleUser {
+		return nil
+	}
+	return c.id
+}
+
+// access is what a user may do, decided from this manager's replica
+// before anything is forwarded, so a binding deleted takes effect here as
+// soon as it replicates.
+type access struct {
+	user     string
+	bindings []*legion.RoleBinding
+}
+
+// accessOf reads the user's bindings; nil for callers with every right.
+func (s *Server) accessOf(ctx context.Context) (*access, error) {
+	id := userOf(ctx)
+	if id == nil {
+		return nil, nil
+	}
+	st := s.store()
+	if st == nil {
+		return nil, s.notServing(s.role())
+	}
+	objs, _, err := st.List(legion.KindRoleBinding, "", func(o legion.Object) bool {
+		return o.(*legion.RoleBinding).Spec.User == id.Name
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	a := &access{user: id.Name}
+	for _, o := range objs {
+		a.bindings = append(a.bindings, o.(*legion.RoleBinding))
+	}
+	return a, nil
+}
+
+// check refuses what the user may not do; a nil access may do anything.
+func (a *access) check(v rbac.Verb, kind legion.Kind, namespace string) error {
+	if a == nil {
+		return nil
+	}
+	if err := rbac.Check(a.bindings, a.user, v, kind, namespace); err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return nil
+}
+
+// readable keeps what the user may read, for lists and watches across
+// namespaces.
+func (a *access) readable(o legion.Object) bool {
+	return a == nil || a.check(rbac.Read, o.GetKind(), o.GetMetadata().Namespace) == nil
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// legion user create writes a user's credentials and binds its role; the
+// user then reads in its namespace and is refused writes.
+func TestUserCreate(t *testing.T) {
+	n := startCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := func(args ...string) (string, error) {
+		out := &syncBuffer{}
+		root := logsRoot()
+		root.SetOut(out)
+		root.SetErr(&syncBuffer{})
+		root.SetArgs(append(args, "--server", n.API))
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
+	pem := filepath.Join(t.TempDir(), "dana.pem")
+	out, err := run("user", "create", "dana", "--role", "view", "-n", "default", "-o", pem, "--credentials", n.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "User dana is view in namespace default.") {
+		t.Errorf("user create said %q", out)
+	}
+	if fi, err := os.Stat(pem); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file: %v %v", fi, err)
+	}
+	if _, err := run("get", "configs", "--credentials", pem); err != nil {
+		t.Errorf("a viewer listing configs: %v", err)
+	}
+	manifest := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(manifest, []byte("apiVersion: legion/v1\nkind: Config\nmetadata: {name: c}\nspec: {text: x}\n"), 0o644)
+	if _, err := run("apply", "-f", manifest, "--credentials", pem); err == nil || !strings.Contains(err.Error(), "needs edit") {
+		t.Errorf("a viewer applying: %v", err)
+	}
+	if _, err := run("user", "create", "dana", "-o", pem, "--credentials", n.Admin); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("overwriting credentials: %v", err)
+	}
+}
