@@ -3,8 +3,10 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"sort"
+	"strings"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
@@ -58,14 +60,14 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 }
 
 // waitChange returns once a task, Secret, Config, Service, Node,
-// Namespace or NetworkPolicy changed after version
+// Namespace, NetworkPolicy or Route changed after version
 // at (or the history no longer reaches back), or with an error once the
 // replica no longer follows a leader.
 func (s *Service) waitChange(ctx context.Context, st *store.Store, at uint64) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.check)
 		err := st.WaitChange(wctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService, legion.KindNode,
-			legion.KindNamespace, legion.KindNetworkPolicy)
+			legion.KindNamespace, legion.KindNetworkPolicy, legion.KindRoute)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return err
@@ -121,6 +123,19 @@ func assignments(st *store.Store, node string) (*legionpb.AssignmentSet, error) 
 	}
 	if set.Peers, err = json.Marshal(endpoints.Peers(nodes)); err != nil {
 		return nil, status.Errorf(codes.Internal, "peers: %v", err)
+	}
+	routes, certs, err := ComputeRoutes(st, eps, node)
+	if err != nil {
+		return nil, err
+	}
+	if set.Routes, err = json.Marshal(routes); err != nil {
+		return nil, status.Errorf(codes.Internal, "routes: %v", err)
+	}
+	if len(certs) > 0 && set.Values == nil {
+		set.Values = map[string][]byte{}
+	}
+	for k, v := range certs {
+		set.Values[k] = v
 	}
 	pols, err := ComputePolicies(st)
 	if err != nil {
@@ -240,4 +255,71 @@ func ValueRefs(t *legion.Task) []ValueRef {
 		out = append(out, ValueRef{legion.KindSecret, s})
 	}
 	return out
+}
+
+// IngressLabel marks the nodes that serve HTTPS: once any node has it,
+// only those read the routes' certificates.
+const IngressLabel = "legion.ingress"
+
+// ComputeRoutes resolves every route against the endpoints and gives the
+// TLS Secrets of the routes a node may serve: only Secrets that hold a
+// certificate and a key (a route cannot hand nodes another Secret), and
+// only to nodes labelled legion.ingress=true once any node is.
+func ComputeRoutes(st *store.Store, eps []endpoints.Service, node string) ([]endpoints.Route, map[string][]byte, error) {
+	objs, _, err := st.List(legion.KindRoute, "", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	routes := make([]*legion.Route, len(objs))
+	for i, o := range objs {
+		routes[i] = o.(*legion.Route)
+	}
+	out := endpoints.ComputeRoutes(routes, eps)
+	labelled, _, err := st.List(legion.KindNode, "", func(o legion.Object) bool {
+		return o.GetMetadata().Labels[IngressLabel] == "true"
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	mayServe := len(labelled) == 0
+	for _, n := range labelled {
+		mayServe = mayServe || n.GetMetadata().Name == node
+	}
+	certs := map[string][]byte{}
+	if !mayServe {
+		return out, certs, nil
+	}
+	for _, r := range out {
+		if r.TLSSecret == "" {
+			continue
+		}
+		o, _, err := st.Get(legion.KindSecret, r.Namespace, r.TLSSecret)
+		if err != nil {
+			continue // said by the proxy: a host without a certificate
+		}
+		data := o.(*legion.Secret).Spec.Data
+		if holdsCertificate(data) {
+			certs[legion.Key(legion.KindSecret, r.Namespace, r.TLSSecret)] = data
+		}
+	}
+	return out, certs, nil
+}
+
+// holdsCertificate reports whether PEM data holds a certificate and a
+// private key.
+func holdsCertificate(data []byte) bool {
+	var cert, key bool
+	for rest := data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return cert && key
+		}
+		switch {
+		case b.Type == "CERTIFICATE":
+			cert = true
+		case strings.HasSuffix(b.Type, "PRIVATE KEY"):
+			key = true
+		}
+	}
 }

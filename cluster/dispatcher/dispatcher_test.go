@@ -598,3 +598,45 @@ func TestAssignmentsCarryThePolicyState(t *testing.T) {
 		t.Fatalf("after a policy (-want +got):\n%s", diff)
 	}
 }
+
+// Every set carries the routes; a route's TLS Secret reaches the nodes
+// only when it holds a certificate and a key, and once a node is
+// labelled legion.ingress=true only labelled nodes get it.
+func TestAssignmentsCarryRoutesAndTheirCertificates(t *testing.T) {
+	m := dispatchertest.Start(t)
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	register(t, a, legion.NodeStatus{Hostname: "node-a"})
+	certPEM := "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n"
+	put(t, m.Store, secret("web", "tls", certPEM))
+	put(t, m.Store, secret("web", "db-password", "hunter2"))
+	for _, r := range []struct{ name, secret string }{{"site", "tls"}, {"sneaky", "db-password"}} {
+		o, _ := legion.New(legion.KindRoute)
+		o.GetMetadata().Namespace, o.GetMetadata().Name = "web", r.name
+		o.(*legion.Route).Spec = legion.RouteSpec{Host: r.name + ".example", Path: "/", Service: "front", TLS: &legion.RouteTLS{Secret: r.secret}}
+		put(t, m.Store, o)
+	}
+	s, err := a.Assignments(ctxT(t), &legionpb.AssignmentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := recv(t, s)
+	var routes []endpoints.Route
+	if err := json.Unmarshal(set.GetRoutes(), &routes); err != nil || len(routes) != 2 || routes[0].Name != "site" || routes[0].TLSSecret != "tls" {
+		t.Fatalf("routes %+v (%v)", routes, err)
+	}
+	vals := decodeSet(t, set).Values
+	if vals["Secret/web/tls"] != certPEM {
+		t.Errorf("the route's certificate did not reach the node: %v", vals)
+	}
+	if _, ok := vals["Secret/web/db-password"]; ok {
+		t.Error("a route named a Secret without a certificate and the node got it")
+	}
+	// Another node becomes the ingress node: this one loses the key.
+	n, _ := legion.New(legion.KindNode)
+	n.GetMetadata().Name = "node-b"
+	n.GetMetadata().Labels = map[string]string{dispatcher.IngressLabel: "true"}
+	put(t, m.Store, n)
+	if _, ok := decodeSet(t, recv(t, s)).Values["Secret/web/tls"]; ok {
+		t.Error("a node not labelled for ingress still gets the certificate once another node is")
+	}
+}

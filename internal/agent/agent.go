@@ -108,6 +108,10 @@ type Agent struct {
 	// Peers, when set, is given the mesh's nodes each time assignments
 	// carrying them arrive.
 	Peers func(ctx context.Context, peers []endpoints.Peer)
+	// Routes, when set, is given every HTTP route and the Secret and
+	// Config values delivered (the routes' certificates among them) each
+	// time the assignments arrive.
+	Routes func(ctx context.Context, routes []endpoints.Route, values map[string][]byte)
 
 	log     *slog.Logger
 	mu      sync.Mutex
@@ -195,6 +199,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			if a.Peers != nil && as.Peers != nil {
 				a.Peers(ctx, as.Peers)
+			}
+			if a.Routes != nil {
+				a.Routes(ctx, as.Routes, as.Values)
 			}
 			pods = nil // adoption happens once, against the first assignments
 		case ev, ok := <-events:

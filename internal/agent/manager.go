@@ -34,6 +34,9 @@ type Assignments struct {
 	// Policies is the network policy state; nil when the managers sent
 	// none.
 	Policies *endpoints.Policies
+	// Routes are every HTTP route with its backends, for the node's
+	// ingress proxy; their certificates are in Values.
+	Routes []endpoints.Route
 }
 
 // ValueKey names a Secret's or Config's value in Assignments.Values.

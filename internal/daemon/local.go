@@ -68,7 +68,8 @@ func (l *Local) Usage() []scheduler.Usage {
 }
 
 // Assignments implements agent.Manager: a new set after every change to
-// tasks, secrets, configs, services, namespaces or network policies.
+// tasks, secrets, configs, services, namespaces, network policies or
+// routes.
 func (l *Local) Assignments(ctx context.Context) (<-chan agent.Assignments, error) {
 	out := make(chan agent.Assignments, 1)
 	go func() {
@@ -84,7 +85,7 @@ func (l *Local) Assignments(ctx context.Context) (<-chan agent.Assignments, erro
 				return
 			}
 			if err := l.Store.WaitChange(ctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService,
-				legion.KindNamespace, legion.KindNetworkPolicy); err != nil {
+				legion.KindNamespace, legion.KindNetworkPolicy, legion.KindRoute); err != nil {
 				return
 			}
 		}
@@ -122,6 +123,14 @@ func (l *Local) assignments() (agent.Assignments, uint64, error) {
 		return agent.Assignments{}, 0, err
 	}
 	as.Endpoints = eps
+	routes, certs, err := dispatcher.ComputeRoutes(l.Store, eps, l.Node)
+	if err != nil {
+		return agent.Assignments{}, 0, err
+	}
+	as.Routes = routes
+	for k, v := range certs {
+		as.Values[k] = v
+	}
 	pols, err := dispatcher.ComputePolicies(l.Store)
 	if err != nil {
 		return agent.Assignments{}, 0, err

@@ -126,3 +126,38 @@ func TestComputePolicies(t *testing.T) {
 		t.Errorf("ComputePolicies (-want +got):\n%s", d)
 	}
 }
+
+func TestComputeRoutes(t *testing.T) {
+	route := func(ns, name, host, path, svc string, port legion.PortRef) *legion.Route {
+		r := &legion.Route{}
+		r.Metadata.Namespace, r.Metadata.Name = ns, name
+		r.Spec = legion.RouteSpec{Host: host, Path: path, Service: svc, Port: port}
+		return r
+	}
+	tls := route("shop", "secure", "shop.example", "/", "web", legion.PortRef{Name: "http"})
+	tls.Spec.TLS = &legion.RouteTLS{Secret: "shop-cert"}
+	tls.Status.Challenges = []legion.ACMEChallenge{{Host: "shop.example", Token: "tok", KeyAuthorization: "tok.key"}, {Host: "other.example", Token: "x", KeyAuthorization: "y"}}
+	services := []Service{
+		{Namespace: "shop", Name: "web", Ports: []Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}, {Name: "admin", Protocol: legion.TCP, Port: 81, TargetPort: 9090}},
+			Tasks: []Task{{Name: "web-1", IP: "10.200.0.2"}, {Name: "web-2", IP: "10.200.1.3"}}},
+		{Namespace: "shop", Name: "api", Ports: []Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 3000}}, Tasks: []Task{{Name: "api-1", IP: "10.200.0.4"}}},
+	}
+	got := ComputeRoutes([]*legion.Route{
+		tls,
+		route("shop", "api", "api.example", "", "api", legion.PortRef{}),
+		route("shop", "admin", "shop.example", "/admin", "web", legion.PortRef{Number: 81}),
+		route("shop", "vague", "shop.example", "/x", "web", legion.PortRef{}),
+		route("shop", "missing", "gone.example", "/", "gone", legion.PortRef{}),
+	}, services)
+	want := []Route{
+		{Namespace: "shop", Name: "admin", Host: "shop.example", Path: "/admin", Backends: []string{"10.200.0.2:9090", "10.200.1.3:9090"}},
+		{Namespace: "shop", Name: "api", Host: "api.example", Path: "/", Backends: []string{"10.200.0.4:3000"}},
+		{Namespace: "shop", Name: "missing", Host: "gone.example", Path: "/"},
+		{Namespace: "shop", Name: "secure", Host: "shop.example", Path: "/", Backends: []string{"10.200.0.2:8080", "10.200.1.3:8080"},
+			TLSSecret: "shop-cert", Challenges: map[string]string{"tok": "tok.key"}},
+		{Namespace: "shop", Name: "vague", Host: "shop.example", Path: "/x", Problem: "service web has several TCP ports: the route must name one"},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ComputeRoutes (-want +got):\n%s", d)
+	}
+}

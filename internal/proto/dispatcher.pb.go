@@ -375,7 +375,11 @@ type AssignmentSet struct {
 	Peers []byte `protobuf:"bytes,5,opt,name=peers,proto3" json:"peers,omitempty"`
 	// JSON of the network policy state (an endpoints.Policies): isolation
 	// modes, NetworkPolicies and every running task with an address.
-	Policies      []byte `protobuf:"bytes,6,opt,name=policies,proto3" json:"policies,omitempty"`
+	Policies []byte `protobuf:"bytes,6,opt,name=policies,proto3" json:"policies,omitempty"`
+	// JSON of every HTTP route with its backends (a list of
+	// endpoints.Route), for the node's ingress proxy; the certificates of
+	// the routes' TLS Secrets ride in values.
+	Routes        []byte `protobuf:"bytes,7,opt,name=routes,proto3" json:"routes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -448,6 +452,13 @@ func (x *AssignmentSet) GetPeers() []byte {
 func (x *AssignmentSet) GetPolicies() []byte {
 	if x != nil {
 		return x.Policies
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetRoutes() []byte {
+	if x != nil {
+		return x.Routes
 	}
 	return nil
 }
@@ -715,14 +726,15 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
 	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"(\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"\x88\x02\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xa0\x02\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x1c\n" +
 	"\tendpoints\x18\x04 \x01(\fR\tendpoints\x12\x14\n" +
 	"\x05peers\x18\x05 \x01(\fR\x05peers\x12\x1a\n" +
-	"\bpolicies\x18\x06 \x01(\fR\bpolicies\x1a9\n" +
+	"\bpolicies\x18\x06 \x01(\fR\bpolicies\x12\x16\n" +
+	"\x06routes\x18\a \x01(\fR\x06routes\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +

@@ -119,6 +119,11 @@ func decode(set *legionpb.AssignmentSet) (agent.Assignments, error) {
 			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: peers: %w", set.GetVersion(), err)
 		}
 	}
+	if raw := set.GetRoutes(); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &as.Routes); err != nil {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: routes: %w", set.GetVersion(), err)
+		}
+	}
 	if raw := set.GetPolicies(); len(raw) > 0 {
 		as.Policies = &endpoints.Policies{}
 		if err := json.Unmarshal(raw, as.Policies); err != nil {

@@ -90,6 +90,13 @@ func TestDecodePeers(t *testing.T) {
 	if err != nil || as.Policies == nil || as.Policies.Isolation["vault"] != "locked" || len(as.Policies.Members) != 1 {
 		t.Errorf("policies %+v, %v", as.Policies, err)
 	}
+	as, err = decode(&legionpb.AssignmentSet{Routes: []byte(`[{"namespace":"web","name":"site","host":"site.example","path":"/","backends":["10.200.0.2:8080"],"tlsSecret":"tls"}]`)})
+	if err != nil || len(as.Routes) != 1 || as.Routes[0].Backends[0] != "10.200.0.2:8080" || as.Routes[0].TLSSecret != "tls" {
+		t.Errorf("routes %+v, %v", as.Routes, err)
+	}
+	if _, err := decode(&legionpb.AssignmentSet{Version: 5, Routes: []byte(`[`)}); err == nil || !strings.Contains(err.Error(), "version 5: routes") {
+		t.Errorf("broken routes: %v", err)
+	}
 	if as, _ := decode(&legionpb.AssignmentSet{}); as.Policies != nil {
 		t.Errorf("no policies field must leave Policies nil, got %+v", as.Policies)
 	}
