@@ -1,0 +1,15 @@
+// Package ingress is the node's HTTP proxy for Route objects: it picks a
+// route by the request's Host and path, sends the request to the route's
+// ready backends in turn over kept-alive HTTP/1.1, answers ACME HTTP-01
+// challenges for the route's host, and terminates TLS with a certificate
+// chosen by SNI.
+//
+// The agent feeds it: SetRoutes with the routes as the dispatcher streams
+// them (backends already resolved to task address and target port), and
+// SetCertificates with the certificates parsed (ParseCertificate) from the
+// Secrets the routes name. Both swap an immutable table atomically, so they
+// may be called at any time while Serve and ServeTLS run.
+//
+// The package is a library with no knowledge of the cluster: it imports only
+// the standard library, never the legion object model nor the agent.
+package ingress

@@ -1,0 +1,109 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// namedBackend answers every request with its name in X-Backend and the body
+// "<name> <path>", and echoes the headers the proxy sets.
+func namedBackend(t testing.TB, name string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", name)
+		w.Header().Set("X-Seen-Host", r.Host)
+		w.Header().Set("X-Seen-Forwarded-For", r.Header.Get("X-Forwarded-For"))
+		w.Header().Set("X-Seen-Forwarded-Host", r.Header.Get("X-Forwarded-Host"))
+		w.Header().Set("X-Seen-Forwarded-Proto", r.Header.Get("X-Forwarded-Proto"))
+		io.WriteString(w, name+" "+r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// addr is a test server's host:port.
+func addr(srv *httptest.Server) string { return srv.Listener.Addr().String() }
+
+// startProxy serves p on a loopback port (TLS or not) until the test ends,
+// and checks Serve then returns nil.
+func startProxy(t testing.TB, p *Proxy, useTLS bool) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		if useTLS {
+			done <- p.ServeTLS(ctx, l)
+		} else {
+			done <- p.Serve(ctx, l)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve returned %v, want nil", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("Serve did not return after its context ended")
+		}
+	})
+	return l.Addr().String()
+}
+
+// client is an HTTP/1.1 client whose idle connections close with the test.
+func client(t testing.TB) *http.Client {
+	tr := &http.Transport{Proxy: nil}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 20 * time.Second}
+}
+
+// result is what a test compares of a response.
+type result struct {
+	Status  int
+	Backend string
+	Body    string
+}
+
+// get asks proxyAddr for path with the given Host header.
+func get(t testing.TB, c *http.Client, scheme, proxyAddr, host, path string, header http.Header) (result, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, scheme+"://"+proxyAddr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s %s: %v", host, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil && !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	r := result{Status: resp.StatusCode, Backend: resp.Header.Get("X-Backend")}
+	if r.Backend != "" || resp.StatusCode == http.StatusOK {
+		r.Body = string(body)
+	}
+	return r, resp.Header
+}
