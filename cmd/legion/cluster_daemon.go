@@ -41,7 +41,8 @@ func newDaemonCommand() *cobra.Command {
 			} else {
 				go func() {
 					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log, ResolverProcess: true,
-						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf}, managers)
+						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf,
+						IngressListen: po.IngressListen, IngressTLSListen: po.IngressTLSListen}, managers)
 				}()
 			}
 			select {
@@ -77,6 +78,7 @@ func newDaemonCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dnsListen, "dns-listen", "", "address of the node resolver on a manager (none by default)")
 	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "run no agent: a manager that runs no tasks")
 	platformFlags(cmd.Flags(), &po)
+	ingressFlags(cmd, &po)
 	cmd.Flags().StringVar(&po.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "address other managers reach this one at (default: the listen address, loopback when unspecified)")
 	return cmd

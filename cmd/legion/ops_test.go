@@ -14,16 +14,19 @@ import (
 
 // startCluster runs a one-node cluster in the test and returns it once it
 // serves.
-func startCluster(t *testing.T) *daemon.Node {
+func startCluster(t *testing.T, opts ...func(*daemon.Options)) *daemon.Node {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan *daemon.Node, 1)
 	done := make(chan error, 1)
+	o := daemon.Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"),
+		Listen: "127.0.0.1:0", DNSListen: "127.0.0.1:0", Upstreams: []string{}, RemovePods: true}
+	for _, f := range opts {
+		f(&o)
+	}
 	go func() {
-		done <- daemon.Run(ctx, daemon.Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"),
-			Listen: "127.0.0.1:0", DNSListen: "127.0.0.1:0", Upstreams: []string{}, RemovePods: true},
-			func(n *daemon.Node) error { ready <- n; return nil })
+		done <- daemon.Run(ctx, o, func(n *daemon.Node) error { ready <- n; return nil })
 	}()
 	t.Cleanup(func() {
 		cancel()

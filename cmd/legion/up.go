@@ -55,6 +55,9 @@ and trying Legion out.`,
 			out := cmd.OutOrStdout()
 			return daemon.Run(ctx, o, func(n *daemon.Node) error {
 				fmt.Fprintf(out, "Legion is up: node %s, API %s (credentials %s), DNS %s.\n", n.Name, n.API, n.Admin, n.DNS)
+				if len(n.Ingress) > 0 {
+					fmt.Fprintf(out, "Routes are served at %s.\n", strings.Join(n.Ingress, " and "))
+				}
 				if len(args) == 0 {
 					fmt.Fprintln(out, "Nothing to deploy. Press Ctrl-C to stop.")
 					return nil
@@ -73,6 +76,7 @@ and trying Legion out.`,
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the node does")
 	platformFlags(cmd.Flags(), &o)
 	cmd.Flags().StringVar(&o.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
+	ingressFlags(cmd, &o)
 	cmd.Flags().DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the services to be ready")
 	return cmd
 }
@@ -253,4 +257,10 @@ func describeService(n *daemon.Node, s, cur *legion.Service, ready, want int) st
 	host, port, _ := net.SplitHostPort(n.DNS)
 	fmt.Fprintf(&b, "; DNS %s.%s.legion (dig @%s -p %s)", name, ns, host, port)
 	return b.String()
+}
+
+// ingressFlags are the flags of the node's HTTP proxy for Routes.
+func ingressFlags(cmd *cobra.Command, o *daemon.Options) {
+	cmd.Flags().StringVar(&o.IngressListen, "ingress-listen", "", "serve Routes over HTTP here (e.g. 0.0.0.0:80; off when empty)")
+	cmd.Flags().StringVar(&o.IngressTLSListen, "ingress-tls-listen", "", "serve Routes over HTTPS here (e.g. 0.0.0.0:443; off when empty)")
 }

@@ -119,6 +119,15 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	}
 	a := &agent.Agent{Node: srv.NodeID(), Manager: sess, Runtime: rt, Images: images,
 		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers}
+	if o.IngressListen != "" || o.IngressTLSListen != "" {
+		g := NewIngress(log)
+		addrs, err := g.Serve(ctx, o.IngressListen, o.IngressTLSListen, run)
+		if err != nil {
+			return err
+		}
+		log.Info("ingress proxy listening", "addrs", addrs)
+		a.Routes = g.Apply
+	}
 	sc, err := sessions.New(sessions.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, Exec: rt.Exec, PodIP: a.PodIP,
 		DataDir: o.DataDir, Logger: log})
 	if err != nil {

@@ -62,6 +62,9 @@ type Options struct {
 	// Runner runs the FreeBSD commands of a jails node (sys.Exec when
 	// nil); tests give a fake.
 	Runner sys.Runner
+	// IngressListen and IngressTLSListen, when set, run the node's HTTP
+	// proxy for Routes (5.8) there.
+	IngressListen, IngressTLSListen string
 	Logger *slog.Logger
 }
 
@@ -82,6 +85,9 @@ type Node struct {
 	// published ports are redirected from.
 	Platform string
 	ExtIf    string
+	// Ingress lists where the HTTP proxy for Routes listens (none when
+	// off).
+	Ingress []string
 }
 
 func (o *Options) defaults() error {
@@ -265,6 +271,16 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	}
 	a := &agent.Agent{Node: name, Manager: local, Runtime: rt, Images: images, Network: p.network,
 		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs}
+	var ingressAddrs []string
+	if o.IngressListen != "" || o.IngressTLSListen != "" {
+		g := NewIngress(log)
+		if ingressAddrs, err = g.Serve(runCtx, o.IngressListen, o.IngressTLSListen, run); err != nil {
+			stop()
+			wg.Wait()
+			return err
+		}
+		a.Routes = g.Apply
+	}
 	run("agent", a.Run)
 	sc, err := sessions.New(sessions.Config{Managers: func() []string { return []string{srv.Addr()} }, TLS: srv.Credentials().ClientConfig(),
 		Node: name, Logs: rt.Logs, Exec: rt.Exec, PodIP: a.PodIP, DataDir: o.DataDir, Logger: log})
@@ -276,7 +292,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	run("sessions", sc.Run)
 
 	n := &Node{Name: name, Client: cl, Images: images, Store: st, Admin: admin, API: srv.Addr(), DNS: dnsAddr, Runtime: rt, VIPOctet: o.VIPOctet,
-		Platform: p.kind}
+		Platform: p.kind, Ingress: ingressAddrs}
 	if nw, ok := p.network.(*PFNetwork); ok {
 		n.ExtIf = nw.ExtIf
 	}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/daemon"
+)
+
+// A Route on a real one-node cluster: the node's ingress proxy sends a
+// request for the route's host to the service's ready task, and a host
+// no route names gets 404.
+func TestRouteServedByTheIngressProxy(t *testing.T) {
+	n := startCluster(t, func(o *daemon.Options) { o.IngressListen = "127.0.0.1:0" })
+	if len(n.Ingress) != 1 {
+		t.Fatalf("ingress listens at %v, want one address", n.Ingress)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := os.Open("../../examples/hello/hello.oci.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := n.Images.Load(ctx, f, "localhost/hello:1", time.Now()); err != nil {
+		t.Fatalf("loading the example's image: %v", err)
+	}
+	objs, err := legion.ParseManifest("route.yaml", []byte(`apiVersion: legion/v1
+kind: Service
+metadata: {name: site}
+spec:
+  pod:
+    containers:
+      - name: app
+        image: localhost/hello:1
+        pullPolicy: never
+        args: [-listen, "$(LEGION_POD_IP):8080"]
+        env: [{name: NAME, value: "served by the route"}]
+        ports: [{name: http, containerPort: 8080}]
+        probes:
+          readiness: {http: {path: /ready, port: http}, period: 100ms}
+  endpoint:
+    ports: [{name: http, port: 80, targetPort: http}]
+---
+apiVersion: legion/v1
+kind: Route
+metadata: {name: site}
+spec: {host: site.test, path: /, service: site}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	get := func(host string) (int, string) {
+		req, _ := http.NewRequest("GET", "http://"+n.Ingress[0]+"/", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var code int
+	var body string
+	waitFor(t, "the route answering", func() bool {
+		code, body = get("site.test")
+		return code == http.StatusOK
+	})
+	if !strings.Contains(body, "served by the route") {
+		t.Fatalf("the route answered %d %q", code, body)
+	}
+	if code, _ := get("nothing.test"); code != http.StatusNotFound {
+		t.Errorf("a host no route names: %d, want 404", code)
+	}
+}
