@@ -65,7 +65,7 @@ type Options struct {
 	// IngressListen and IngressTLSListen, when set, run the node's HTTP
 	// proxy for Routes (5.8) there.
 	IngressListen, IngressTLSListen string
-	Logger *slog.Logger
+	Logger                          *slog.Logger
 }
 
 // Node is a running single-node cluster.
