@@ -111,3 +111,13 @@ func TestZeroProxyServesNotFound(t *testing.T) {
 		t.Errorf("status %d, want 404", got.Status)
 	}
 }
+
+func TestDefaults(t *testing.T) {
+	p := &Proxy{}
+	p.init()
+	got := []any{p.HeaderTimeout, p.IdleTimeout, p.GracePeriod, p.transport.IdleConnTimeout, p.transport.ResponseHeaderTimeout, p.transport.Proxy == nil}
+	want := []any{DefaultHeaderTimeout, DefaultIdleTimeout, DefaultGracePeriod, DefaultIdleTimeout, DefaultHeaderTimeout, true}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("defaults (-want +got):\n%s", d)
+	}
+}
