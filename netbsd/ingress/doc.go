@@ -10,6 +10,14 @@
 // Secrets the routes name. Both swap an immutable table atomically, so they
 // may be called at any time while Serve and ServeTLS run.
 //
+// What clients get: 404 when no route takes the host and path, 503 when the
+// route has no ready backend, 502 when the backend refuses or cannot be
+// reached, 504 when it sends no headers within Proxy.HeaderTimeout (5 s).
+// Upgrades (WebSocket) pass through on HTTP/1.1. Serve speaks HTTP/1.1 and
+// cleartext HTTP/2 (by its preface), ServeTLS both by ALPN; backends always
+// get HTTP/1.1 with X-Forwarded-For, -Host and -Proto, and the Host the
+// client asked for.
+//
 // The package is a library with no knowledge of the cluster: it imports only
 // the standard library, never the legion object model nor the agent.
 package ingress
