@@ -200,6 +200,15 @@ func TestTLS(t *testing.T) {
 		}
 	}
 
+	// A client sending no SNI (connecting by address) gets no certificate.
+	conn, err := tls.Dial("tcp", proxyAddr, &tls.Config{InsecureSkipVerify: true})
+	if err == nil {
+		conn.Close()
+		t.Error("handshake without SNI succeeded, want it refused")
+	} else if !strings.Contains(err.Error(), "unrecognized name") {
+		t.Errorf("handshake without SNI: %v, want unrecognized name", err)
+	}
+
 	// A renewed certificate takes over without restarting anything.
 	p.SetCertificates(map[string]*tls.Certificate{"ns/a-tls": mustParse(t, ca.leafPEM(t, 12, "a.example", "renewed.a.example"))})
 	resp, _, err := tlsGet(t, ca, proxyAddr, "a.example", true)
