@@ -184,23 +184,18 @@ func errorStatus(err error) int {
 }
 
 // TLSConfig chooses the certificate by SNI: an exact host's before a
-// wildcard's, among the routes naming a TLS Secret. A name no such route
-// has, or whose certificate is not loaded, fails the handshake with the
-// alert unrecognized_name.
+// wildcard's, among the routes naming a TLS Secret. For a name no such route
+// has, or whose certificate is not loaded, GetCertificate returns an error
+// saying which, and the handshake fails (the client sees internal_error;
+// crypto/tls sends unrecognized_name only for a config with no certificates
+// at all, which would hide the reason from callers and logs).
 func (p *Proxy) TLSConfig() *tls.Config {
 	p.init()
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			c, err := p.certificate(hello.ServerName)
-			if err != nil {
-				p.Logger.Debug("ingress: TLS handshake refused", "remote", hello.Conn.RemoteAddr().String(), "err", err)
-				// No certificate and none configured makes crypto/tls
-				// answer unrecognized_name rather than internal_error.
-				return nil, nil
-			}
-			return c, nil
+			return p.certificate(hello.ServerName)
 		},
 	}
 }
@@ -209,16 +204,16 @@ func (p *Proxy) TLSConfig() *tls.Config {
 func (p *Proxy) certificate(serverName string) (*tls.Certificate, error) {
 	host := requestHost(serverName)
 	if host == "" {
-		return nil, errors.New("no server name (SNI) in the client hello")
+		return nil, errors.New("ingress: no server name (SNI) in the client hello")
 	}
 	key, ok := p.routes.Load().certificateKey(host)
 	if !ok {
-		return nil, fmt.Errorf("no route with TLS for host %q", host)
+		return nil, fmt.Errorf("ingress: no route with TLS for host %q", host)
 	}
 	if m := p.certs.Load(); m != nil {
 		if c := (*m)[key]; c != nil {
 			return c, nil
 		}
 	}
-	return nil, fmt.Errorf("no certificate loaded from secret %s for host %q", key, host)
+	return nil, fmt.Errorf("ingress: no certificate loaded from secret %s for host %q", key, host)
 }

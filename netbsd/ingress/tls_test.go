@@ -195,8 +195,8 @@ func TestTLS(t *testing.T) {
 		}
 	}
 	for _, sni := range []string{"c.other", "broken.other", "x.y.example"} {
-		if _, _, err := tlsGet(t, ca, proxyAddr, sni, true); err == nil || !strings.Contains(err.Error(), "unrecognized name") {
-			t.Errorf("%s: error %v, want the handshake refused for an unrecognized name", sni, err)
+		if _, _, err := tlsGet(t, ca, proxyAddr, sni, true); err == nil || !strings.Contains(err.Error(), "remote error: tls:") {
+			t.Errorf("%s: error %v, want the handshake refused by the proxy", sni, err)
 		}
 	}
 
@@ -205,8 +205,8 @@ func TestTLS(t *testing.T) {
 	if err == nil {
 		conn.Close()
 		t.Error("handshake without SNI succeeded, want it refused")
-	} else if !strings.Contains(err.Error(), "unrecognized name") {
-		t.Errorf("handshake without SNI: %v, want unrecognized name", err)
+	} else if !strings.Contains(err.Error(), "remote error: tls:") {
+		t.Errorf("handshake without SNI: %v, want it refused by the proxy", err)
 	}
 
 	// A renewed certificate takes over without restarting anything.
@@ -217,5 +217,42 @@ func TestTLS(t *testing.T) {
 	}
 	if got := resp.TLS.PeerCertificates[0].SerialNumber.Int64(); got != 12 {
 		t.Errorf("serial %d after SetCertificates, want the renewed 12", got)
+	}
+}
+
+// GetCertificate says why it has no certificate for a name, as the handshake
+// error the server logs.
+func TestGetCertificateErrors(t *testing.T) {
+	ca := newTestCA(t)
+	p := &Proxy{}
+	p.SetRoutes([]Route{
+		{Namespace: "ns", Name: "a", Host: "a.example", TLSSecret: "a-tls"},
+		{Namespace: "ns", Name: "b", Host: "b.example", TLSSecret: "b-tls"},
+		{Namespace: "ns", Name: "wild", Host: "*.example", TLSSecret: "wild-tls"},
+	})
+	p.SetCertificates(map[string]*tls.Certificate{
+		"ns/a-tls":    mustParse(t, ca.leafPEM(t, 20, "a.example")),
+		"ns/wild-tls": mustParse(t, ca.leafPEM(t, 21, "*.example")),
+	})
+	get := p.TLSConfig().GetCertificate
+	tests := []struct{ sni, want string }{
+		{"a.example", "serial 20"},
+		{"A.EXAMPLE", "serial 20"},
+		{"z.example", "serial 21"},
+		{"b.example", `ingress: no certificate loaded from secret ns/b-tls for host "b.example"`},
+		{"other.org", `ingress: no route with TLS for host "other.org"`},
+		{"", "ingress: no server name (SNI) in the client hello"},
+	}
+	for _, tt := range tests {
+		c, err := get(&tls.ClientHelloInfo{ServerName: tt.sni})
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = "serial " + c.Leaf.SerialNumber.String()
+		}
+		if got != tt.want {
+			t.Errorf("GetCertificate(%q) = %s, want %s", tt.sni, got, tt.want)
+		}
 	}
 }
