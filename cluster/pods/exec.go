@@ -1,11 +1,6 @@
 package pods
 
 import (
-	"context"
-	"errors"
-	"io"
-	"sync"
-
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/rbac"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -50,45 +45,26 @@ func (h podsServer) Exec(stream legionpb.Pods_ExecServer) error {
 	if t.Status.State != legion.TaskRunning {
 		return status.Errorf(codes.FailedPrecondition, "exec: task %s/%s is %s, not running", t.Metadata.Namespace, t.Metadata.Name, t.Status.State)
 	}
-	ss, err := s.offer(ctx, t.Spec.Node, &legionpb.SessionOffer{
+	a, err := s.attach(ctx, t.Spec.Node, &legionpb.SessionOffer{
 		Namespace: t.Metadata.Namespace, Task: t.Metadata.Name, TaskUid: t.Metadata.UID, Container: r.container,
 		Kind: &legionpb.SessionOffer_Exec{Exec: &legionpb.ExecOffer{Command: start.Command, Stdin: start.Stdin, Tty: start.Tty}},
 	})
 	if err != nil {
 		return err
 	}
-	defer s.forget(ss)
-	agent, err := s.waitAttach(ctx, ss)
-	if err != nil {
-		return err
-	}
-	stop := context.AfterFunc(ctx, ss.finish)
-	defer stop()
+	defer a.close()
 	if err := stream.Send(&legionpb.ExecOutput{Task: t.Metadata.Name, Container: r.container, Node: t.Spec.Node}); err != nil {
 		return err
 	}
 	// The caller's input goes on to the agent; the caller closing its
-	// side is the input's end. The relay outlives this handler until the
-	// caller's stream ends, so it stops sending once the session is over
-	// (the agent's stream is not to be used after its handler returned).
-	var mu sync.Mutex
-	over := false
-	send := func(in *legionpb.AttachInput) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if over {
-			return io.EOF
-		}
-		return agent.Send(in)
-	}
-	defer func() { mu.Lock(); over = true; mu.Unlock() }()
+	// side is the input's end.
 	go func() {
 		closed := !start.Stdin
 		for {
 			in, err := stream.Recv()
 			if err != nil {
 				if !closed {
-					send(&legionpb.AttachInput{StdinClosed: true})
+					a.send(&legionpb.AttachInput{StdinClosed: true})
 				}
 				return
 			}
@@ -97,36 +73,16 @@ func (h podsServer) Exec(stream legionpb.Pods_ExecServer) error {
 			}
 			closed = in.StdinClosed
 			if len(in.Stdin) > 0 || in.StdinClosed {
-				if send(&legionpb.AttachInput{Stdin: in.Stdin, StdinClosed: in.StdinClosed}) != nil {
+				if a.send(&legionpb.AttachInput{Stdin: in.Stdin, StdinClosed: in.StdinClosed}) != nil {
 					return
 				}
 			}
 		}
 	}()
-	for {
-		m, err := agent.Recv()
-		if errors.Is(err, io.EOF) {
+	return a.relay(ctx, func(m *legionpb.AttachOutput) error {
+		if len(m.Stdout) == 0 && len(m.Stderr) == 0 && m.ExitCode == nil {
 			return nil
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return status.FromContextError(ctx.Err()).Err()
-			}
-			select {
-			case <-s.stopped():
-				return errStopping
-			default:
-			}
-			return status.Errorf(codes.Unavailable, "the agent of node %s dropped the session: %v", t.Spec.Node, err)
-		}
-		if m.Error != nil {
-			return status.Error(codes.Code(m.Error.Code), m.Error.Message)
-		}
-		if len(m.Stdout) == 0 && len(m.Stderr) == 0 && m.ExitCode == nil {
-			continue
-		}
-		if err := stream.Send(&legionpb.ExecOutput{Stdout: m.Stdout, Stderr: m.Stderr, ExitCode: m.ExitCode}); err != nil {
-			return err
-		}
-	}
+		return stream.Send(&legionpb.ExecOutput{Stdout: m.Stdout, Stderr: m.Stderr, ExitCode: m.ExitCode})
+	})
 }

@@ -2,8 +2,6 @@ package pods
 
 import (
 	"context"
-	"errors"
-	"io"
 	"time"
 
 	"github.com/legionbsd/legion/cluster/rbac"
@@ -39,52 +37,23 @@ func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer
 	if err := allowed(objs, id, rbac.Read, "logs", t.Metadata.Namespace); err != nil {
 		return err
 	}
-	ss, err := s.offer(ctx, t.Spec.Node, &legionpb.SessionOffer{
+	a, err := s.attach(ctx, t.Spec.Node, &legionpb.SessionOffer{
 		Namespace: t.Metadata.Namespace, Task: t.Metadata.Name, TaskUid: t.Metadata.UID, Container: r.container,
 		Kind: &legionpb.SessionOffer_Logs{Logs: &legionpb.LogsOffer{Follow: req.Follow, SinceUnixNano: req.SinceUnixNano}},
 	})
 	if err != nil {
 		return err
 	}
-	defer s.forget(ss)
-	agent, err := s.waitAttach(ctx, ss)
-	if err != nil {
-		return err
-	}
-	// The caller leaving, or the manager stopping, ends the agent's side:
-	// Attach returns, which cancels the agent's stream and so the Recv
-	// below.
-	stop := context.AfterFunc(ctx, ss.finish)
-	defer stop()
+	defer a.close()
 	if err := out.Send(&legionpb.LogFrame{Task: t.Metadata.Name, Container: r.container, Node: t.Spec.Node}); err != nil {
 		return err
 	}
-	for {
-		m, err := agent.Recv()
-		if errors.Is(err, io.EOF) {
+	return a.relay(ctx, func(m *legionpb.AttachOutput) error {
+		if len(m.Records) == 0 {
 			return nil
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return status.FromContextError(ctx.Err()).Err()
-			}
-			select {
-			case <-s.stopped():
-				return errStopping
-			default:
-			}
-			return status.Errorf(codes.Unavailable, "the agent of node %s dropped the session: %v", t.Spec.Node, err)
-		}
-		if m.Error != nil {
-			return status.Error(codes.Code(m.Error.Code), m.Error.Message)
-		}
-		if len(m.Records) == 0 {
-			continue
-		}
-		if err := out.Send(&legionpb.LogFrame{Records: m.Records}); err != nil {
-			return err
-		}
-	}
+		return out.Send(&legionpb.LogFrame{Records: m.Records})
+	})
 }
 
 // waitAttach waits for the agent's Attach to the offered session.

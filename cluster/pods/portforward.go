@@ -1,11 +1,6 @@
 package pods
 
 import (
-	"context"
-	"errors"
-	"io"
-	"sync"
-
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/rbac"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -44,73 +39,35 @@ func (h podsServer) PortForward(stream legionpb.Pods_PortForwardServer) error {
 	if t.Status.State != legion.TaskRunning || t.Status.IP == "" {
 		return status.Errorf(codes.FailedPrecondition, "port-forward: task %s/%s is %s, not running with an address", t.Metadata.Namespace, t.Metadata.Name, t.Status.State)
 	}
-	ss, err := s.offer(ctx, t.Spec.Node, &legionpb.SessionOffer{
+	a, err := s.attach(ctx, t.Spec.Node, &legionpb.SessionOffer{
 		Namespace: t.Metadata.Namespace, Task: t.Metadata.Name, TaskUid: t.Metadata.UID,
 		Kind: &legionpb.SessionOffer_PortForward{PortForward: &legionpb.PortForwardOffer{PodIp: t.Status.IP, Port: first.Port}},
 	})
 	if err != nil {
 		return err
 	}
-	defer s.forget(ss)
-	agent, err := s.waitAttach(ctx, ss)
-	if err != nil {
-		return err
-	}
-	stop := context.AfterFunc(ctx, ss.finish)
-	defer stop()
+	defer a.close()
 	if err := stream.Send(&legionpb.PortForwardOutput{Task: t.Metadata.Name, Node: t.Spec.Node}); err != nil {
 		return err
 	}
-	// As for exec: the relay stops sending once the session is over.
-	var mu sync.Mutex
-	over := false
-	send := func(in *legionpb.AttachInput) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if over {
-			return io.EOF
-		}
-		return agent.Send(in)
-	}
-	defer func() { mu.Lock(); over = true; mu.Unlock() }()
 	go func() {
 		for {
 			in, err := stream.Recv()
 			if err != nil {
-				send(&legionpb.AttachInput{Closed: true})
+				a.send(&legionpb.AttachInput{Closed: true})
 				return
 			}
 			if len(in.Data) > 0 || in.Closed {
-				if send(&legionpb.AttachInput{Data: in.Data, Closed: in.Closed}) != nil || in.Closed {
+				if a.send(&legionpb.AttachInput{Data: in.Data, Closed: in.Closed}) != nil || in.Closed {
 					return
 				}
 			}
 		}
 	}()
-	for {
-		m, err := agent.Recv()
-		if errors.Is(err, io.EOF) {
+	return a.relay(ctx, func(m *legionpb.AttachOutput) error {
+		if len(m.Data) == 0 {
 			return nil
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return status.FromContextError(ctx.Err()).Err()
-			}
-			select {
-			case <-s.stopped():
-				return errStopping
-			default:
-			}
-			return status.Errorf(codes.Unavailable, "the agent of node %s dropped the connection: %v", t.Spec.Node, err)
-		}
-		if m.Error != nil {
-			return status.Error(codes.Code(m.Error.Code), m.Error.Message)
-		}
-		if len(m.Data) == 0 {
-			continue
-		}
-		if err := stream.Send(&legionpb.PortForwardOutput{Data: m.Data}); err != nil {
-			return err
-		}
-	}
+		return stream.Send(&legionpb.PortForwardOutput{Data: m.Data})
+	})
 }

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/client"
 )
 
 // legion exec on a real one-node daemon: the command runs in the
@@ -19,15 +17,7 @@ func TestExecOnADaemon(t *testing.T) {
 	n := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f, err := os.Open("../../examples/hello/hello.oci.tar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := n.Images.Load(ctx, f, "localhost/hello:1", time.Now()); err != nil {
-		t.Fatalf("loading the example's image: %v", err)
-	}
-	objs, err := legion.ParseManifest("svc.yaml", []byte(`apiVersion: legion/v1
+	deployHello(ctx, t, n, `apiVersion: legion/v1
 kind: Service
 metadata: {name: shell}
 spec:
@@ -37,25 +27,9 @@ spec:
         image: localhost/hello:1
         pullPolicy: never
         args: [-listen, "$(LEGION_POD_IP):8080"]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the service's task running", func() bool {
-		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
-		if err != nil {
-			return false
-		}
-		for _, o := range tasks {
-			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "shell" && tk.Status.State == legion.TaskRunning {
-				return true
-			}
-		}
-		return false
-	})
+`)
+	waitTaskOf(ctx, t, n, "shell", func(tk *legion.Task) bool { return tk.Status.State == legion.TaskRunning })
+	var err error
 	var out, errOut *syncBuffer
 	waitFor(t, "legion exec to reach the node's agent", func() bool {
 		out, errOut = &syncBuffer{}, &syncBuffer{}

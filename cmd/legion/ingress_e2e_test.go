@@ -4,13 +4,10 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/internal/daemon"
 )
 
@@ -24,15 +21,7 @@ func TestRouteServedByTheIngressProxy(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f, err := os.Open("../../examples/hello/hello.oci.tar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := n.Images.Load(ctx, f, "localhost/hello:1", time.Now()); err != nil {
-		t.Fatalf("loading the example's image: %v", err)
-	}
-	objs, err := legion.ParseManifest("route.yaml", []byte(`apiVersion: legion/v1
+	deployHello(ctx, t, n, `apiVersion: legion/v1
 kind: Service
 metadata: {name: site}
 spec:
@@ -53,13 +42,7 @@ apiVersion: legion/v1
 kind: Route
 metadata: {name: site}
 spec: {host: site.test, path: /, service: site}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
+`)
 	get := func(host string) (int, string) {
 		req, _ := http.NewRequest("GET", "http://"+n.Ingress[0]+"/", nil)
 		req.Host = host

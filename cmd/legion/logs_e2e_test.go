@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/client"
 )
 
 // A job's finished task on a real one-node daemon: legion logs prints its
@@ -17,15 +15,7 @@ func TestLogsOfAFinishedJobOnADaemon(t *testing.T) {
 	n := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f, err := os.Open("../../examples/hello/hello.oci.tar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := n.Images.Load(ctx, f, "localhost/hello:1", time.Now()); err != nil {
-		t.Fatalf("loading the example's image: %v", err)
-	}
-	objs, err := legion.ParseManifest("job.yaml", []byte(`apiVersion: legion/v1
+	deployHello(ctx, t, n, `apiVersion: legion/v1
 kind: Job
 metadata: {name: greet}
 spec:
@@ -35,27 +25,8 @@ spec:
         image: localhost/hello:1
         pullPolicy: never
         args: [-say, "hello from the job", -say, "second line", -err, "a warning", -exit, "0"]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var task string
-	waitFor(t, "the job's task to complete", func() bool {
-		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
-		if err != nil {
-			return false
-		}
-		for _, o := range tasks {
-			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "greet" && tk.Status.State == legion.TaskComplete {
-				task = tk.Metadata.Name
-				return true
-			}
-		}
-		return false
-	})
+`)
+	task := waitTaskOf(ctx, t, n, "greet", func(tk *legion.Task) bool { return tk.Status.State == legion.TaskComplete }).Metadata.Name
 	for _, arg := range []string{"greet", "task/" + task} {
 		var out, errOut *syncBuffer
 		var err error

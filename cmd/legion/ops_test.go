@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -130,4 +131,46 @@ spec:
 		out := legionCmd("tasks", "web")
 		return strings.Contains(out, "web-1-") && strings.Contains(out, "NODE")
 	})
+}
+
+// deployHello loads the example's image into the node and applies the
+// manifest, which may use localhost/hello:1.
+func deployHello(ctx context.Context, t *testing.T, n *daemon.Node, manifest string) {
+	t.Helper()
+	f, err := os.Open("../../examples/hello/hello.oci.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := n.Images.Load(ctx, f, "localhost/hello:1", time.Now()); err != nil {
+		t.Fatalf("loading the example's image: %v", err)
+	}
+	objs, err := legion.ParseManifest("test.yaml", []byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitTaskOf waits for a task of owner (a service or job of the default
+// namespace) that ok accepts, and returns it.
+func waitTaskOf(ctx context.Context, t *testing.T, n *daemon.Node, owner string, ok func(*legion.Task) bool) *legion.Task {
+	t.Helper()
+	var found *legion.Task
+	waitFor(t, "a task of "+owner, func() bool {
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		for _, o := range tasks {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == owner && ok(tk) {
+				found = tk
+				return true
+			}
+		}
+		return false
+	})
+	return found
 }

@@ -4,13 +4,11 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/client"
 )
 
 // legion port-forward on a real one-node daemon: an HTTP request to the
@@ -20,15 +18,7 @@ func TestPortForwardOnADaemon(t *testing.T) {
 	n := startCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f, err := os.Open("../../examples/hello/hello.oci.tar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := n.Images.Load(ctx, f, "localhost/hello:1", time.Now()); err != nil {
-		t.Fatalf("loading the example's image: %v", err)
-	}
-	objs, err := legion.ParseManifest("svc.yaml", []byte(`apiVersion: legion/v1
+	deployHello(ctx, t, n, `apiVersion: legion/v1
 kind: Service
 metadata: {name: fwd}
 spec:
@@ -42,25 +32,8 @@ spec:
         ports: [{name: http, containerPort: 8080}]
         probes:
           readiness: {http: {path: /ready, port: http}, period: 100ms}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the service's task ready", func() bool {
-		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
-		if err != nil {
-			return false
-		}
-		for _, o := range tasks {
-			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "fwd" && tk.Status.Ready {
-				return true
-			}
-		}
-		return false
-	})
+`)
+	waitTaskOf(ctx, t, n, "fwd", func(tk *legion.Task) bool { return tk.Status.Ready })
 	fctx, stop := context.WithCancel(ctx)
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
