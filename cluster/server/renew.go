@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/legionbsd/legion/cluster/pki"
@@ -85,10 +86,23 @@ func (s *Server) renewIfDue(ctx context.Context) error {
 	return nil
 }
 
+// UseManagers tells a worker where the managers are now (its agent
+// learns them from heartbeats), for renewing its certificate; without it
+// the manager it joined through is asked.
+func (s *Server) UseManagers(list func() []string) { s.managers.Store(&list) }
+
 // renewThroughManager asks the managers this worker knows for a
 // certificate, the first that answers.
 func (s *Server) renewThroughManager(ctx context.Context, csr []byte) ([]byte, error) {
-	managers := s.JoinedThrough()
+	var managers []string
+	if f := s.managers.Load(); f != nil {
+		managers = (*f)()
+	}
+	for _, m := range s.JoinedThrough() {
+		if !slices.Contains(managers, m) {
+			managers = append(managers, m)
+		}
+	}
 	if len(managers) == 0 {
 		return nil, fmt.Errorf("no manager known to renew the certificate through")
 	}

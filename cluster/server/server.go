@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -94,7 +95,9 @@ type Server struct {
 
 	wg      sync.WaitGroup // background work (promotion after a join, renewals)
 	renewer sync.Once      // starts keepRenewed once the node has credentials
-	members members        // for checking who makes Raft calls
+	// managers lists the managers a worker's agent knows (UseManagers).
+	managers atomic.Pointer[func() []string]
+	members  members // for checking who makes Raft calls
 
 	// disp serves agents (registration, heartbeats, assignments, status).
 	disp *dispatcher.Service

@@ -74,6 +74,7 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 		return err
 	}
 	defer sess.Close()
+	srv.UseManagers(sess.Managers)
 	if err := sess.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
