@@ -91,7 +91,10 @@ func TestExecRunsInTheTasksContainer(t *testing.T) {
 	if r.stderr != "went wrong" || r.code != 3 || r.stdout != "" {
 		t.Fatalf("fail: %+v", r)
 	}
-	if calls := a.Execs.Calls(); len(calls) != 2 || calls[0] != task.Metadata.UID+"-app: cat" {
+	if _, err := execute(t, c, &legionpb.ExecStart{Target: &legionpb.Target{Namespace: "shop", Name: "web.1"}, Command: []string{"fail", "x"}, Tty: true}); err != nil {
+		t.Fatal(err)
+	}
+	if calls := a.Execs.Calls(); len(calls) != 3 || calls[0] != task.Metadata.UID+"-app: cat" || calls[2] != task.Metadata.UID+"-app: fail x (tty)" {
 		t.Fatalf("execs on the node %q", calls)
 	}
 }

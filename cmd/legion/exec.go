@@ -5,17 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 
 	"github.com/legionbsd/legion"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"google.golang.org/grpc/status"
 )
 
 type execOptions struct {
 	namespace, container string
-	stdin                bool
+	stdin, tty           bool
 }
 
 // newExecCommand is `legion exec`: a command run in a task's running
@@ -30,7 +32,10 @@ func newExecCommand() *cobra.Command {
 name picks one of its running tasks), as the container's user, in its
 environment. Its output comes back on standard output and standard error,
 and legion exits with its exit code. With -i standard input is sent to it.
-A pod with several containers needs -c. No terminal is offered yet.`,
+A pod with several containers needs -c. With -t the command runs on a
+terminal (jails nodes; its output then comes on standard output alone),
+and a terminal on standard input is put in raw mode meanwhile; its size
+is not passed on yet.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
@@ -39,6 +44,13 @@ A pod with several containers needs -c. No terminal is offered yet.`,
 			var in io.Reader
 			if o.stdin {
 				in = cmd.InOrStdin()
+				if f, ok := in.(*os.File); ok && o.tty && term.IsTerminal(int(f.Fd())) {
+					old, err := term.MakeRaw(int(f.Fd()))
+					if err != nil {
+						return fmt.Errorf("exec: terminal: %w", err)
+					}
+					defer term.Restore(int(f.Fd()), old)
+				}
 			}
 			code, err := cli.exec(cmd, args[0], args[1:], o, in)
 			if err != nil {
@@ -54,6 +66,7 @@ A pod with several containers needs -c. No terminal is offered yet.`,
 	f.StringVarP(&o.namespace, "namespace", "n", legion.DefaultNamespace, "namespace of the task, service or job")
 	f.StringVarP(&o.container, "container", "c", "", "container to run in, when the pod has several")
 	f.BoolVarP(&o.stdin, "stdin", "i", false, "send standard input to the command")
+	f.BoolVarP(&o.tty, "tty", "t", false, "run the command on a terminal")
 	return cmd
 }
 
@@ -74,7 +87,7 @@ func (c *clusterCLI) exec(cmd *cobra.Command, arg string, command []string, o ex
 	if err != nil {
 		return 0, fmt.Errorf("exec %s: %w", arg, err)
 	}
-	code, err := runExec(stream, &legionpb.ExecStart{Target: target, Command: command, Stdin: stdin != nil}, stdin, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	code, err := runExec(stream, &legionpb.ExecStart{Target: target, Command: command, Stdin: stdin != nil, Tty: o.tty}, stdin, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	if err != nil {
 		if s, ok := status.FromError(err); ok {
 			return 0, fmt.Errorf("exec %s: %s", arg, s.Message())

@@ -51,7 +51,15 @@ spec:
 	if got := errOut.String(); got != "to stderr\n" {
 		t.Errorf("stderr %q", got)
 	}
+	// The process runtime offers no terminal, and says so.
 	root := logsRoot()
+	root.SetOut(&syncBuffer{})
+	root.SetErr(&syncBuffer{})
+	root.SetArgs([]string{"exec", "-t", "shell", "--server", n.API, "--credentials", n.Admin, "--", "/app/server", "-exit", "0"})
+	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "terminal is not offered by the process runtime") {
+		t.Errorf("exec -t on the process runtime: %v", err)
+	}
+	root = logsRoot()
 	root.SetOut(&syncBuffer{})
 	root.SetErr(&syncBuffer{})
 	root.SetArgs([]string{"exec", "shell", "--server", n.API, "--credentials", n.Admin, "/app/server"})

@@ -34,7 +34,11 @@ func (e *Execs) Stop(id string) {
 // Exec implements sessions.ExecFunc.
 func (e *Execs) Exec(ctx context.Context, id string, spec jail.ExecSpec) (int, error) {
 	e.mu.Lock()
-	e.calls = append(e.calls, id+": "+strings.Join(spec.Command, " "))
+	call := id + ": " + strings.Join(spec.Command, " ")
+	if spec.TTY {
+		call += " (tty)"
+	}
+	e.calls = append(e.calls, call)
 	stopped := e.stopped[id]
 	e.running++
 	e.mu.Unlock()
@@ -62,7 +66,8 @@ func (e *Execs) Exec(ctx context.Context, id string, spec jail.ExecSpec) (int, e
 	return 127, nil
 }
 
-// Calls lists "container id: command" of every exec so far.
+// Calls lists "container id: command" of every exec so far, marked
+// " (tty)" when run on a terminal.
 func (e *Execs) Calls() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
