@@ -243,8 +243,9 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 	}
 	var start []*worker
 	for uid, t := range want {
-		if w, ok := a.workers[uid]; ok {
-			w.task.Status = t.Status
+		// A running worker keeps the task it started with: its status is
+		// the worker's own to report, and its goroutine reads the task.
+		if _, ok := a.workers[uid]; ok {
 			continue
 		}
 		// A task the store still shows with a status from a finished
