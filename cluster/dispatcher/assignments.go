@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
-	"sort"
 	"strings"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
-	"github.com/legionbsd/legion/internal/endpoints"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -80,146 +78,25 @@ func (s *Service) waitChange(ctx context.Context, st *store.Store, at uint64) er
 
 // assignments reads a node's set from the local replica.
 func assignments(st *store.Store, node string) (*legionpb.AssignmentSet, error) {
-	objs, at, err := st.List(legion.KindTask, "", func(o legion.Object) bool {
-		return o.(*legion.Task).Spec.Node == node
-	})
+	v, err := ReadView(st, node)
 	if err != nil {
 		return nil, err
 	}
-	tasks := make([]*legion.Task, 0, len(objs))
-	for _, o := range objs {
-		tasks = append(tasks, o.(*legion.Task))
-	}
-	set, err := buildSet(tasks, func(kind legion.Kind, namespace, name string) ([]byte, bool) {
-		o, _, err := st.Get(kind, namespace, name)
-		if err != nil {
-			return nil, false // admission checked it; a deleted one fails the task's start
-		}
-		switch v := o.(type) {
-		case *legion.Secret:
-			return v.Spec.Data, true
-		case *legion.Config:
-			return v.Spec.Data, true
-		}
-		return nil, false
-	})
-	if err != nil {
-		return nil, err
-	}
-	eps, err := ComputeEndpoints(st)
-	if err != nil {
-		return nil, err
-	}
-	if set.Endpoints, err = json.Marshal(eps); err != nil {
-		return nil, status.Errorf(codes.Internal, "endpoints: %v", err)
-	}
-	nodeObjs, _, err := st.List(legion.KindNode, "", nil)
-	if err != nil {
-		return nil, err
-	}
-	nodes := make([]*legion.Node, len(nodeObjs))
-	for i, o := range nodeObjs {
-		nodes[i] = o.(*legion.Node)
-	}
-	if set.Peers, err = json.Marshal(endpoints.Peers(nodes)); err != nil {
-		return nil, status.Errorf(codes.Internal, "peers: %v", err)
-	}
-	routes, certs, err := ComputeRoutes(st, eps, node)
-	if err != nil {
-		return nil, err
-	}
-	if set.Routes, err = json.Marshal(routes); err != nil {
-		return nil, status.Errorf(codes.Internal, "routes: %v", err)
-	}
-	if len(certs) > 0 && set.Values == nil {
-		set.Values = map[string][]byte{}
-	}
-	for k, v := range certs {
-		set.Values[k] = v
-	}
-	pols, err := ComputePolicies(st)
-	if err != nil {
-		return nil, err
-	}
-	if set.Policies, err = json.Marshal(pols); err != nil {
-		return nil, status.Errorf(codes.Internal, "policies: %v", err)
-	}
-	set.Version = at
-	return set, nil
-}
-
-// ComputePolicies reads the network policy state every node enforces.
-func ComputePolicies(st *store.Store) (endpoints.Policies, error) {
-	nsObjs, _, err := st.List(legion.KindNamespace, "", nil)
-	if err != nil {
-		return endpoints.Policies{}, err
-	}
-	polObjs, _, err := st.List(legion.KindNetworkPolicy, "", nil)
-	if err != nil {
-		return endpoints.Policies{}, err
-	}
-	taskObjs, _, err := st.List(legion.KindTask, "", func(o legion.Object) bool { return endpoints.Running(o.(*legion.Task)) })
-	if err != nil {
-		return endpoints.Policies{}, err
-	}
-	nss := make([]*legion.Namespace, len(nsObjs))
-	for i, o := range nsObjs {
-		nss[i] = o.(*legion.Namespace)
-	}
-	pols := make([]*legion.NetworkPolicy, len(polObjs))
-	for i, o := range polObjs {
-		pols[i] = o.(*legion.NetworkPolicy)
-	}
-	tasks := make([]*legion.Task, len(taskObjs))
-	for i, o := range taskObjs {
-		tasks[i] = o.(*legion.Task)
-	}
-	return endpoints.ComputePolicies(nss, pols, tasks), nil
-}
-
-// ComputeEndpoints reads every service and its ready tasks from the
-// replica: what every node serves (VIPs, published ports, DNS).
-func ComputeEndpoints(st *store.Store) ([]endpoints.Service, error) {
-	svcObjs, _, err := st.List(legion.KindService, "", nil)
-	if err != nil {
-		return nil, err
-	}
-	taskObjs, _, err := st.List(legion.KindTask, "", func(o legion.Object) bool { return endpoints.Ready(o.(*legion.Task)) })
-	if err != nil {
-		return nil, err
-	}
-	svcs := make([]*legion.Service, len(svcObjs))
-	for i, o := range svcObjs {
-		svcs[i] = o.(*legion.Service)
-	}
-	tasks := make([]*legion.Task, len(taskObjs))
-	for i, o := range taskObjs {
-		tasks[i] = o.(*legion.Task)
-	}
-	return endpoints.Compute(svcs, tasks), nil
-}
-
-// buildSet encodes tasks (in name order) and the values they use, as
-// value finds them.
-func buildSet(tasks []*legion.Task, value func(kind legion.Kind, namespace, name string) ([]byte, bool)) (*legionpb.AssignmentSet, error) {
-	sort.Slice(tasks, func(i, j int) bool {
-		a, b := tasks[i].Metadata, tasks[j].Metadata
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Name < b.Name
-	})
-	set := &legionpb.AssignmentSet{Values: map[string][]byte{}}
-	for _, t := range tasks {
+	set := &legionpb.AssignmentSet{Values: v.Values, Version: v.At}
+	for _, t := range v.Tasks {
 		data, err := legion.MarshalJSON(t)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "task %s/%s: %v", t.Metadata.Namespace, t.Metadata.Name, err)
 		}
 		set.Tasks = append(set.Tasks, data)
-		for _, ref := range ValueRefs(t) {
-			if v, ok := value(ref.Kind, t.Metadata.Namespace, ref.Name); ok {
-				set.Values[legion.Key(ref.Kind, t.Metadata.Namespace, ref.Name)] = v
-			}
+	}
+	for _, f := range []struct {
+		dst  *[]byte
+		what string
+		v    any
+	}{{&set.Endpoints, "endpoints", v.Endpoints}, {&set.Peers, "peers", v.Peers}, {&set.Routes, "routes", v.Routes}, {&set.Policies, "policies", v.Policies}} {
+		if *f.dst, err = json.Marshal(f.v); err != nil {
+			return nil, status.Errorf(codes.Internal, "%s: %v", f.what, err)
 		}
 	}
 	return set, nil
@@ -260,50 +137,6 @@ func ValueRefs(t *legion.Task) []ValueRef {
 // IngressLabel marks the nodes that serve HTTPS: once any node has it,
 // only those read the routes' certificates.
 const IngressLabel = "legion.ingress"
-
-// ComputeRoutes resolves every route against the endpoints and gives the
-// TLS Secrets of the routes a node may serve: only Secrets that hold a
-// certificate and a key (a route cannot hand nodes another Secret), and
-// only to nodes labelled legion.ingress=true once any node is.
-func ComputeRoutes(st *store.Store, eps []endpoints.Service, node string) ([]endpoints.Route, map[string][]byte, error) {
-	objs, _, err := st.List(legion.KindRoute, "", nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	routes := make([]*legion.Route, len(objs))
-	for i, o := range objs {
-		routes[i] = o.(*legion.Route)
-	}
-	out := endpoints.ComputeRoutes(routes, eps)
-	labelled, _, err := st.List(legion.KindNode, "", func(o legion.Object) bool {
-		return o.GetMetadata().Labels[IngressLabel] == "true"
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	mayServe := len(labelled) == 0
-	for _, n := range labelled {
-		mayServe = mayServe || n.GetMetadata().Name == node
-	}
-	certs := map[string][]byte{}
-	if !mayServe {
-		return out, certs, nil
-	}
-	for _, r := range out {
-		if r.TLSSecret == "" {
-			continue
-		}
-		o, _, err := st.Get(legion.KindSecret, r.Namespace, r.TLSSecret)
-		if err != nil {
-			continue // said by the proxy: a host without a certificate
-		}
-		data := o.(*legion.Secret).Spec.Data
-		if holdsCertificate(data) {
-			certs[legion.Key(legion.KindSecret, r.Namespace, r.TLSSecret)] = data
-		}
-	}
-	return out, certs, nil
-}
 
 // holdsCertificate reports whether PEM data holds a certificate and a
 // private key.

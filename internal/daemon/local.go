@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"errors"
-	"sort"
 	"sync"
 	"time"
 
@@ -94,49 +93,12 @@ func (l *Local) Assignments(ctx context.Context) (<-chan agent.Assignments, erro
 }
 
 func (l *Local) assignments() (agent.Assignments, uint64, error) {
-	objs, at, err := l.Store.List(legion.KindTask, "", func(o legion.Object) bool {
-		return o.(*legion.Task).Spec.Node == l.Node
-	})
+	v, err := dispatcher.ReadView(l.Store, l.Node)
 	if err != nil {
 		return agent.Assignments{}, 0, err
 	}
-	as := agent.Assignments{Values: map[string][]byte{}}
-	for _, o := range objs {
-		t := o.(*legion.Task)
-		as.Tasks = append(as.Tasks, t)
-		for _, ref := range dispatcher.ValueRefs(t) {
-			v, _, err := l.Store.Get(ref.Kind, t.Metadata.Namespace, ref.Name)
-			if err != nil {
-				continue // the admission checked it; a deleted one fails the task's start
-			}
-			switch v := v.(type) {
-			case *legion.Secret:
-				as.Values[agent.ValueKey(ref.Kind, t.Metadata.Namespace, ref.Name)] = v.Spec.Data
-			case *legion.Config:
-				as.Values[agent.ValueKey(ref.Kind, t.Metadata.Namespace, ref.Name)] = v.Spec.Data
-			}
-		}
-	}
-	sort.Slice(as.Tasks, func(i, j int) bool { return as.Tasks[i].Metadata.Name < as.Tasks[j].Metadata.Name })
-	eps, err := dispatcher.ComputeEndpoints(l.Store)
-	if err != nil {
-		return agent.Assignments{}, 0, err
-	}
-	as.Endpoints = eps
-	routes, certs, err := dispatcher.ComputeRoutes(l.Store, eps, l.Node)
-	if err != nil {
-		return agent.Assignments{}, 0, err
-	}
-	as.Routes = routes
-	for k, v := range certs {
-		as.Values[k] = v
-	}
-	pols, err := dispatcher.ComputePolicies(l.Store)
-	if err != nil {
-		return agent.Assignments{}, 0, err
-	}
-	as.Policies = &pols
-	return as, at, nil
+	return agent.Assignments{Tasks: v.Tasks, Values: v.Values, Endpoints: v.Endpoints, Peers: v.Peers,
+		Routes: v.Routes, Policies: &v.Policies}, v.At, nil
 }
 
 // Report implements agent.Manager: the task's status is replaced, its
