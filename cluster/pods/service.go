@@ -117,15 +117,9 @@ func allowed(objs Objects, id pki.Identity, v rbac.Verb, what, namespace string)
 	if id.Role != pki.RoleUser {
 		return nil
 	}
-	list, _, err := objs.List(legion.KindRoleBinding, namespace, func(o legion.Object) bool {
-		return o.(*legion.RoleBinding).Spec.User == id.Name
-	})
+	bindings, err := rbac.BindingsOf(objs.List, id.Name)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "reading the roles of %s: %v", id.Name, err)
-	}
-	bindings := make([]*legion.RoleBinding, len(list))
-	for i, o := range list {
-		bindings[i] = o.(*legion.RoleBinding)
 	}
 	// A session reads or writes the pod, as a Task of the namespace.
 	if err := rbac.Check(bindings, id.Name, v, legion.KindService, namespace); err != nil {

@@ -78,3 +78,22 @@ func Check(bindings []*legion.RoleBinding, user string, v Verb, kind legion.Kind
 	}
 	return fmt.Errorf("user %s is %s in namespace %s; to %s %ss it needs %s", user, have, namespace, v, kind, need)
 }
+
+// Lister lists objects of a kind, as a store or the Pods service's view of
+// one does.
+type Lister func(kind legion.Kind, namespace string, keep func(legion.Object) bool) ([]legion.Object, uint64, error)
+
+// BindingsOf reads user's RoleBindings in every namespace.
+func BindingsOf(list Lister, user string) ([]*legion.RoleBinding, error) {
+	objs, _, err := list(legion.KindRoleBinding, "", func(o legion.Object) bool {
+		return o.(*legion.RoleBinding).Spec.User == user
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*legion.RoleBinding, len(objs))
+	for i, o := range objs {
+		out[i] = o.(*legion.RoleBinding)
+	}
+	return out, nil
+}

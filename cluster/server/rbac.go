@@ -42,16 +42,11 @@ func (s *Server) accessOf(ctx context.Context) (*access, error) {
 	if st == nil {
 		return nil, s.notServing(s.role())
 	}
-	objs, _, err := st.List(legion.KindRoleBinding, "", func(o legion.Object) bool {
-		return o.(*legion.RoleBinding).Spec.User == id.Name
-	})
+	bindings, err := rbac.BindingsOf(st.List, id.Name)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	a := &access{user: id.Name}
-	for _, o := range objs {
-		a.bindings = append(a.bindings, o.(*legion.RoleBinding))
-	}
+	a := &access{user: id.Name, bindings: bindings}
 	return a, nil
 }
 
