@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -151,13 +150,7 @@ func (s *Server) renewAdminIfDue(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	leaf := admin.Cert.Leaf
-	if leaf == nil {
-		if leaf, err = x509.ParseCertificate(admin.Cert.Certificate[0]); err != nil {
-			return err
-		}
-	}
-	if now.Before(pki.RenewAt(leaf)) {
+	if now.Before(pki.RenewAt(admin.Cert.Leaf)) { // NewCredentials sets Leaf
 		return nil
 	}
 	key, err := pki.NewKey()
