@@ -206,7 +206,14 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 		}
 	}()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, r.cfg.Shim, ShimCommand, "start", dir)
+	// The start helper forks the supervisor, which outlives it: killing
+	// the helper when ctx ends would leave a supervisor running whose
+	// start was never recorded, which no Stop or Remove finds. So the
+	// helper runs to its end however the caller's context ends; it bounds
+	// its own wait by startTimeout, and this bound leaves it that.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*startTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(sctx, r.cfg.Shim, ShimCommand, "start", dir)
 	cmd.Stderr = &stderr
 	err = cmd.Run()
 	if err != nil {
