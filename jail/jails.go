@@ -555,7 +555,12 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 			j.noteDeath(st) // a run that ended already
 		}
 	}()
-	if _, err := j.run(ctx, j.cfg.Shim, "jail-shim", "start", dir); err != nil {
+	// The start front end forks the supervisor, which outlives it: cut
+	// short by the caller's context it would leave a supervisor whose
+	// start no record holds. It bounds its own wait by waitTimeout.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*waitTimeout)
+	defer cancel()
+	if _, err := j.run(sctx, j.cfg.Shim, "jail-shim", "start", dir); err != nil {
 		j.removeJail(ctx, rec.Jail)
 		var ee *sys.ExitError
 		if errors.As(err, &ee) && (ee.Code == ShimExitPermanent) {
