@@ -63,6 +63,9 @@ func Admit(o Object) error {
 	default:
 		errs.add("kind", "unknown kind %q", o.GetKind())
 	}
+	if len(errs) == 0 {
+		admitSize(o, &errs)
+	}
 	return errs.Err()
 }
 
@@ -91,6 +94,9 @@ func admitMetadata(o Object, errs *ErrorList) {
 }
 
 func validLabels(labels map[string]string, p string, errs *ErrorList) {
+	if !withinCount(len(labels), MaxLabels, p, "labels", errs) {
+		return
+	}
 	for _, k := range sortedKeys(labels) {
 		if err := validLabelKey(k); err != nil {
 			errs.add(field(p, k), "invalid label key %v", err)
@@ -232,6 +238,9 @@ func admitEndpoint(e *Endpoint, pod *PodSpec, errs *ErrorList) {
 	names := map[string]int{}
 	ports := map[string]int{}
 	published := map[string]int{}
+	if !withinCount(len(e.Ports), MaxPorts, p+".ports", "ports", errs) {
+		return
+	}
 	for i := range e.Ports {
 		sp := &e.Ports[i]
 		pp := index(p+".ports", i)
@@ -292,6 +301,15 @@ func admitEndpoint(e *Endpoint, pod *PodSpec, errs *ErrorList) {
 }
 
 func admitPlacement(pl *Placement, p string, errs *ErrorList) {
+	for _, l := range []struct {
+		name string
+		n    int
+	}{{"constraints", len(pl.Constraints)}, {"preferences", len(pl.Preferences)}, {"tolerations", len(pl.Tolerations)},
+		{"antiAffinity", len(pl.AntiAffinity)}, {"affinity", len(pl.Affinity)}} {
+		if !withinCount(l.n, MaxPlacementTerms, p+"."+l.name, l.name, errs) {
+			return
+		}
+	}
 	for i, s := range pl.Constraints {
 		c, err := ParseConstraint(s)
 		if err != nil {
@@ -322,6 +340,11 @@ func admitPlacement(pl *Placement, p string, errs *ErrorList) {
 			errs.add(tp+".key", "missing")
 		} else if err := validLabelKey(t.Key); err != nil {
 			errs.add(tp+".key", "%v", err)
+		}
+		if t.Value != "" {
+			if err := validLabelValue(t.Value); err != nil {
+				errs.add(tp+".value", "%v", err)
+			}
 		}
 		if t.Effect != "" && !validEffect(t.Effect) {
 			errs.add(tp+".effect", "%q is not valid: expected NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
@@ -359,6 +382,13 @@ type podContext struct {
 func admitPod(pod *PodSpec, p string, ctx podContext, errs *ErrorList) {
 	if len(pod.Containers) == 0 {
 		errs.add(p+".containers", "missing: a pod needs at least one container")
+	}
+	ok := withinCount(len(pod.Containers), MaxContainers, p+".containers", "containers", errs)
+	ok = withinCount(len(pod.InitContainers), MaxContainers, p+".initContainers", "init containers", errs) && ok
+	ok = withinCount(len(pod.Volumes), MaxVolumes, p+".volumes", "volumes", errs) && ok
+	ok = withinCount(len(pod.ImagePullSecrets), MaxPullSecrets, p+".imagePullSecrets", "pull secrets", errs) && ok
+	if !ok {
+		return
 	}
 	// Pod volumes first: mounts refer to them.
 	vols := map[string]int{}
@@ -443,6 +473,9 @@ func admitPod(pod *PodSpec, p string, ctx podContext, errs *ErrorList) {
 				errs.add(cp+".name", "%q is already the name of %s", c.Name, other)
 			}
 			containerNames[c.Name] = cp
+			if !withinCount(len(c.Ports), MaxPorts, cp+".ports", "ports", errs) {
+				continue
+			}
 			for j := range c.Ports {
 				port := &c.Ports[j]
 				pp := index(cp+".ports", j)
@@ -477,12 +510,18 @@ func admitPod(pod *PodSpec, p string, ctx podContext, errs *ErrorList) {
 }
 
 func admitContainer(c *Container, p string, pod *PodSpec, vols map[string]int, init bool, errs *ErrorList) {
-	if strings.TrimSpace(c.Image) == "" {
-		errs.add(p+".image", "missing")
-	} else if strings.ContainsAny(c.Image, " \t\n") {
-		errs.add(p+".image", "%q: an image reference has no spaces", c.Image)
+	if err := ValidImage(c.Image); err != nil {
+		errs.add(p+".image", "%v", err)
 	}
 	oneOf(&c.PullPolicy, p+".pullPolicy", PullIfNotPresent, []PullPolicy{PullIfNotPresent, PullAlways, PullNever}, errs)
+	admitExec(c, p, errs)
+	withinLength(c.User, MaxText, p+".user", errs)
+	ok := withinCount(len(c.VolumeMounts), MaxVolumes, p+".volumeMounts", "volume mounts", errs)
+	ok = withinCount(len(c.Secrets), MaxVolumes, p+".secrets", "secret files", errs) && ok
+	ok = withinCount(len(c.Configs), MaxVolumes, p+".configs", "config files", errs) && ok
+	if !ok {
+		return
+	}
 	envNames := map[string]int{}
 	for i, e := range c.Env {
 		ep := index(p+".env", i)
@@ -514,7 +553,7 @@ func admitContainer(c *Container, p string, pod *PodSpec, vols map[string]int, i
 			errs.add(ep, "expected one of value, secret or config")
 		}
 	}
-	if c.WorkingDir != "" && !path.IsAbs(c.WorkingDir) {
+	if withinLength(c.WorkingDir, MaxPath, p+".workingDir", errs) && c.WorkingDir != "" && !path.IsAbs(c.WorkingDir) {
 		errs.add(p+".workingDir", "%q: expected an absolute path", c.WorkingDir)
 	}
 	admitResources(&c.Resources, p+".resources", errs)
@@ -586,9 +625,36 @@ func admitContainer(c *Container, p string, pod *PodSpec, vols map[string]int, i
 	defaultDur(&c.StopGracePeriod, DefaultStopGrace)
 }
 
+// admitExec holds a container's command line and environment, as written,
+// to what one exec can take.
+func admitExec(c *Container, p string, errs *ErrorList) {
+	ok := withinCount(len(c.Command), MaxArgs, p+".command", "arguments", errs)
+	ok = withinCount(len(c.Args), MaxArgs, p+".args", "arguments", errs) && ok
+	ok = withinCount(len(c.Env), MaxEnv, p+".env", "variables", errs) && ok
+	if !ok {
+		return
+	}
+	n := 0
+	for _, a := range c.Command {
+		n += len(a) + 1
+	}
+	for _, a := range c.Args {
+		n += len(a) + 1
+	}
+	for _, e := range c.Env {
+		n += len(e.Name) + len("=") + len(e.Value) + 1
+	}
+	if n > MaxExecBytes {
+		errs.add(p, "command, args and env take %d bytes, at most %d allowed (what one exec can pass)", n, MaxExecBytes)
+	}
+}
+
 func absPath(s, p string, errs *ErrorList) (string, bool) {
 	if s == "" {
 		errs.add(p, "missing")
+		return "", false
+	}
+	if !withinLength(s, MaxPath, p, errs) {
 		return "", false
 	}
 	if !path.IsAbs(s) {
@@ -658,13 +724,17 @@ func admitProbe(pr *Probe, p string, pod *PodSpec, single bool, errs *ErrorList)
 		checkPort(h.Port, p+".http.port")
 		if h.Path == "" {
 			h.Path = "/"
-		} else if !strings.HasPrefix(h.Path, "/") {
+		} else if withinLength(h.Path, MaxText, p+".http.path", errs) && !strings.HasPrefix(h.Path, "/") {
 			errs.add(p+".http.path", "%q: expected a path starting with /", h.Path)
 		}
 		oneOf(&h.Scheme, p+".http.scheme", "http", []string{"http", "https"}, errs)
-		for i, hd := range h.Headers {
-			if hd.Name == "" || strings.ContainsAny(hd.Name, ": \t\r\n") {
-				errs.add(index(p+".http.headers", i)+".name", "%q is not a header name", hd.Name)
+		if withinCount(len(h.Headers), MaxHeaders, p+".http.headers", "headers", errs) {
+			for i, hd := range h.Headers {
+				hp := index(p+".http.headers", i)
+				if withinLength(hd.Name, MaxText, hp+".name", errs) && (hd.Name == "" || strings.ContainsAny(hd.Name, ": \t\r\n")) {
+					errs.add(hp+".name", "%q is not a header name", hd.Name)
+				}
+				withinLength(hd.Value, MaxText, hp+".value", errs)
 			}
 		}
 	}
@@ -676,6 +746,14 @@ func admitProbe(pr *Probe, p string, pod *PodSpec, single bool, errs *ErrorList)
 		kinds++
 		if len(pr.Exec.Command) == 0 {
 			errs.add(p+".exec.command", "missing")
+		} else if withinCount(len(pr.Exec.Command), MaxArgs, p+".exec.command", "arguments", errs) {
+			n := 0
+			for _, a := range pr.Exec.Command {
+				n += len(a) + 1
+			}
+			if n > MaxExecBytes {
+				errs.add(p+".exec.command", "%d bytes, at most %d allowed", n, MaxExecBytes)
+			}
 		}
 	}
 	if kinds != 1 {
@@ -822,7 +900,9 @@ func admitVolume(v *VolumeSpec, errs *ErrorList) {
 		if n.Server == "" {
 			errs.add("spec.nfs.server", "missing")
 		}
-		if !path.IsAbs(n.Path) {
+		withinLength(n.Server, MaxText, "spec.nfs.server", errs)
+		withinLength(n.Options, MaxText, "spec.nfs.options", errs)
+		if withinLength(n.Path, MaxPath, "spec.nfs.path", errs) && !path.IsAbs(n.Path) {
 			errs.add("spec.nfs.path", "%q: expected the export's absolute path", n.Path)
 		}
 	}
@@ -833,6 +913,8 @@ func admitVolume(v *VolumeSpec, errs *ErrorList) {
 		if i.Target == "" {
 			errs.add("spec.iscsi.target", "missing")
 		}
+		withinLength(i.Portal, MaxText, "spec.iscsi.portal", errs)
+		withinLength(i.Target, MaxText, "spec.iscsi.target", errs)
 		if i.LUN < 0 {
 			errs.add("spec.iscsi.lun", "%d is negative", i.LUN)
 		}
@@ -840,6 +922,13 @@ func admitVolume(v *VolumeSpec, errs *ErrorList) {
 	if pl := v.Plugin; pl != nil && v.Driver == DriverPlugin {
 		if err := ValidName(pl.Name); err != nil {
 			errs.add("spec.plugin.name", "%v", err)
+		}
+		if withinCount(len(pl.Options), MaxPluginOptions, "spec.plugin.options", "options", errs) {
+			for _, k := range sortedKeys(pl.Options) {
+				if withinLength(k, MaxText, "spec.plugin.options", errs) {
+					withinLength(pl.Options[k], MaxText, field("spec.plugin.options", k), errs)
+				}
+			}
 		}
 	}
 }
@@ -864,6 +953,9 @@ func admitNode(s *NodeSpec, errs *ErrorList) {
 	oneOf(&s.Role, "spec.role", RoleWorker, []NodeRole{RoleManager, RoleWorker}, errs)
 	oneOf(&s.Availability, "spec.availability", AvailabilityActive, []Availability{AvailabilityActive, AvailabilityPause, AvailabilityDrain}, errs)
 	seen := map[string]int{}
+	if !withinCount(len(s.Taints), MaxPlacementTerms, "spec.taints", "taints", errs) {
+		return
+	}
 	for i, t := range s.Taints {
 		tp := index("spec.taints", i)
 		if t.Key == "" {

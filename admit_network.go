@@ -32,9 +32,18 @@ func ValidSchedule(s string) error {
 
 func admitNetworkPolicy(s *NetworkPolicySpec, errs *ErrorList) {
 	validLabels(s.Services, "spec.services", errs)
+	if !withinCount(len(s.Ingress), MaxPolicyTerms, "spec.ingress", "rules", errs) {
+		return
+	}
+	if s.Egress != nil && !withinCount(len(*s.Egress), MaxPolicyTerms, "spec.egress", "rules", errs) {
+		return
+	}
 	for i := range s.Ingress {
 		r := &s.Ingress[i]
 		rp := index("spec.ingress", i)
+		if !withinCount(len(r.From), MaxPolicyTerms, rp+".from", "peers", errs) {
+			continue
+		}
 		for j, peer := range r.From {
 			pp := index(rp+".from", j)
 			if peer.Namespace != "" {
@@ -50,6 +59,9 @@ func admitNetworkPolicy(s *NetworkPolicySpec, errs *ErrorList) {
 		for i := range *s.Egress {
 			r := &(*s.Egress)[i]
 			rp := index("spec.egress", i)
+			if !withinCount(len(r.To), MaxPolicyTerms, rp+".to", "peers", errs) {
+				continue
+			}
 			for j := range r.To {
 				peer := &r.To[j]
 				pp := index(rp+".to", j)
@@ -81,6 +93,9 @@ func admitNetworkPolicy(s *NetworkPolicySpec, errs *ErrorList) {
 }
 
 func admitPolicyPorts(ports []PolicyPort, p string, errs *ErrorList) {
+	if !withinCount(len(ports), MaxPolicyTerms, p, "ports", errs) {
+		return
+	}
 	for i := range ports {
 		pp := index(p, i)
 		oneOf(&ports[i].Protocol, pp+".protocol", TCP, []Protocol{TCP, UDP}, errs)
@@ -128,7 +143,7 @@ func admitRoute(s *RouteSpec, errs *ErrorList) {
 			if strings.HasPrefix(s.Host, "*.") {
 				errs.add("spec.tls.acme", "a wildcard host needs a DNS challenge, which is not supported: give the certificate in the Secret")
 			}
-			if !strings.Contains(a.Email, "@") {
+			if withinLength(a.Email, MaxText, "spec.tls.acme.email", errs) && !strings.Contains(a.Email, "@") {
 				errs.add("spec.tls.acme.email", "%q: expected an e-mail address", a.Email)
 			}
 			if a.Directory == "" {
@@ -136,6 +151,8 @@ func admitRoute(s *RouteSpec, errs *ErrorList) {
 			}
 			u, err := url.Parse(a.Directory)
 			switch {
+			case len(a.Directory) > MaxText:
+				errs.add("spec.tls.acme.directory", "%d characters, at most %d allowed", len(a.Directory), MaxText)
 			case err != nil || u.Host == "":
 				errs.add("spec.tls.acme.directory", "%q: expected an https URL", a.Directory)
 			case u.Scheme == "https":
@@ -174,6 +191,7 @@ func admitRoleBinding(s *RoleBindingSpec, errs *ErrorList) {
 	if s.User == "" {
 		errs.add("spec.user", "missing: expected the user's name as their certificate gives it")
 	}
+	withinLength(s.User, MaxUser, "spec.user", errs)
 	if s.Role == "" {
 		errs.add("spec.role", "missing: expected view, edit or admin")
 	} else {
@@ -185,6 +203,10 @@ func admitImagePolicy(s *ImagePolicySpec, errs *ErrorList) {
 	oneOf(&s.Mode, "spec.mode", PolicyEnforce, []ImagePolicyMode{PolicyEnforce, PolicyWarn}, errs)
 	if len(s.Repositories) == 0 {
 		errs.add("spec.repositories", "missing: expected repository patterns such as ghcr.io/acme/**")
+	}
+	if !withinCount(len(s.Repositories), MaxPolicyKeys, "spec.repositories", "patterns", errs) ||
+		!withinCount(len(s.Keys), MaxPolicyKeys, "spec.keys", "keys", errs) {
+		return
 	}
 	for i, r := range s.Repositories {
 		if err := ValidRepositoryPattern(r); err != nil {
@@ -205,6 +227,9 @@ func admitImagePolicy(s *ImagePolicySpec, errs *ErrorList) {
 // registry[:port]/path, * within one segment, ** as whole segments, no tag
 // or digest. The registry is always named.
 func ValidRepositoryPattern(p string) error {
+	if err := lengthError(p, MaxImageName); err != nil {
+		return err
+	}
 	segs := strings.Split(p, "/")
 	if len(segs) < 2 {
 		return fmt.Errorf("%q: expected registry/path, such as docker.io/library/nginx or ghcr.io/acme/**", p)

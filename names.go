@@ -15,7 +15,7 @@ func ValidName(s string) error {
 		return fmt.Errorf("missing")
 	}
 	if len(s) > MaxNameLength {
-		return fmt.Errorf("%q is %d characters, at most %d allowed (a DNS label)", s, len(s), MaxNameLength)
+		return fmt.Errorf("%d characters, at most %d allowed (a DNS label)", len(s), MaxNameLength)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -30,16 +30,20 @@ func ValidName(s string) error {
 }
 
 // validLabelKey checks a label key: an optional DNS-subdomain prefix and
-// '/', then a name of at most 63 letters, digits, '-', '_' and '.',
-// starting and ending with a letter or digit.
+// '/', then a name of at most MaxLabelName letters, digits, '-', '_' and
+// '.', starting and ending with a letter or digit.
 func validLabelKey(k string) error {
+	if len(k) > MaxLabelPrefix+1+MaxLabelName {
+		return fmt.Errorf("%d characters, at most %d allowed (a prefix of %d, '/' and a name of %d)",
+			len(k), MaxLabelPrefix+1+MaxLabelName, MaxLabelPrefix, MaxLabelName)
+	}
 	prefix, name, hasPrefix := strings.Cut(k, "/")
 	if !hasPrefix {
 		name, prefix = prefix, ""
 	}
 	if hasPrefix {
-		if prefix == "" || len(prefix) > 253 {
-			return fmt.Errorf("%q: the prefix before '/' must be a DNS name of at most 253 characters", k)
+		if prefix == "" || len(prefix) > MaxLabelPrefix {
+			return fmt.Errorf("%q: the prefix before '/' must be a DNS name of at most %d characters", k, MaxLabelPrefix)
 		}
 		for _, part := range strings.Split(prefix, ".") {
 			if ValidName(part) != nil {
@@ -50,7 +54,7 @@ func validLabelKey(k string) error {
 	if name == "" {
 		return fmt.Errorf("%q: missing name", k)
 	}
-	if err := labelText(name); err != nil {
+	if err := labelText(name, MaxLabelName); err != nil {
 		return fmt.Errorf("%q: %v", k, err)
 	}
 	return nil
@@ -61,15 +65,18 @@ func validLabelValue(v string) error {
 	if v == "" {
 		return nil
 	}
-	if err := labelText(v); err != nil {
+	if len(v) > MaxLabelValue {
+		return fmt.Errorf("%d characters, at most %d allowed", len(v), MaxLabelValue)
+	}
+	if err := labelText(v, MaxLabelValue); err != nil {
 		return fmt.Errorf("%q: %v", v, err)
 	}
 	return nil
 }
 
-func labelText(s string) error {
-	if len(s) > 63 {
-		return fmt.Errorf("is %d characters, at most 63 allowed", len(s))
+func labelText(s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("is %d characters, at most %d allowed", len(s), max)
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
