@@ -23,6 +23,8 @@ func toStatus(err error) error {
 	switch {
 	case errors.As(err, &el):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, store.ErrTooLarge):
+		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, store.ErrExists):

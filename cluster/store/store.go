@@ -381,6 +381,9 @@ func (s *Store) apply(ctx context.Context, c *command) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkEntry(c, data); err != nil {
+		return nil, err
+	}
 	f := s.raft.Apply(data, s.cfg.WriteTimeout)
 	if err := s.wait(ctx, f, "write", true); err != nil {
 		return nil, err
