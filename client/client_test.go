@@ -3,14 +3,12 @@ package client_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
-	"github.com/legionbsd/legion/cluster/server"
-	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/testcluster"
 	"go.uber.org/goleak"
 )
 
@@ -18,57 +16,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
 }
 
-type daemon struct {
-	dir, addr string
-	s         *server.Server
-	done      chan error
-}
-
-func start(t *testing.T, dir, addr string) *daemon {
+// initialised is a one-manager cluster and an admin client to it.
+func initialised(t *testing.T) (*testcluster.Manager, *client.Client) {
 	t.Helper()
-	var s *server.Server
-	var err error
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s, err = server.New(server.Config{DataDir: dir, Listen: addr, WriteTimeout: 5 * time.Second,
-			Timing: store.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-				LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
-				SnapshotThreshold: 1 << 20, SnapshotInterval: time.Hour, TrailingLogs: 100}})
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &daemon{dir: dir, addr: s.Addr(), s: s, done: make(chan error, 1)}
-	go func() { d.done <- s.Serve() }()
-	return d
-}
-
-func (d *daemon) stop() {
-	d.s.Stop()
-	<-d.done
-}
-
-func initialised(t *testing.T) (*daemon, *client.Client) {
-	t.Helper()
-	d := start(t, t.TempDir(), "127.0.0.1:0")
-	bare, err := client.New(client.Options{Server: d.addr, Retry: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bare.Close()
-	if _, err := bare.Init(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(client.Options{Server: d.addr, CredentialsFile: filepath.Join(d.dir, server.AdminFile)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return d, c
+	c := testcluster.New(t, testcluster.Options{})
+	return c.Managers[0], c.Client()
 }
 
 func config(name, text string) legion.Object {
@@ -79,8 +31,7 @@ func config(name, text string) legion.Object {
 }
 
 func TestTypedCallsAndErrors(t *testing.T) {
-	d, c := initialised(t)
-	defer d.stop()
+	_, c := initialised(t)
 	ctx := context.Background()
 	r, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{})
 	if err != nil || r.Outcome != client.Created || r.Previous != nil {
@@ -114,15 +65,15 @@ func TestSingleCallsRetryWhileTheManagerRestarts(t *testing.T) {
 	if _, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	d.stop()
-	restarted := make(chan *daemon, 1)
+	d.Stop()
+	restarted := make(chan struct{})
 	go func() {
+		defer close(restarted)
 		time.Sleep(300 * time.Millisecond) // the manager is away for a while
-		restarted <- start(t, d.dir, d.addr)
+		d.Restart()
 	}()
 	_, err := c.Get(ctx, legion.KindConfig, "", "a")
-	d2 := <-restarted
-	defer d2.stop()
+	<-restarted
 	if err != nil {
 		t.Fatalf("get across a restart: %v", err)
 	}
@@ -156,9 +107,7 @@ func TestListWatchListsAgain(t *testing.T) {
 	if ev.Listed || ev.Event.Type != client.Added || ev.Event.Object.GetMetadata().Name != "b" {
 		t.Fatalf("event: %+v", ev)
 	}
-	d.stop()
-	d2 := start(t, d.dir, d.addr)
-	defer d2.stop()
+	d.Restart()
 	// The stream broke; the helper lists again once the manager is back.
 	again := <-updates
 	if !again.Listed || len(again.Objects) != 2 {

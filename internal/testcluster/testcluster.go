@@ -1,0 +1,261 @@
+// Package testcluster is the one harness for tests that need real
+// managers: it starts Legion daemons in-process on loopback with fast
+// Raft timings, makes the first one a cluster and joins the others, and
+// stops everything when the test ends. It follows Nomad's TestServer: a
+// test asks for what it needs in Options and gets running pieces back.
+//
+// It is for tests only; production code must not import it. The store's
+// and the server's own package tests keep small local helpers, as they
+// cannot import this package without a cycle.
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/cluster/store"
+)
+
+// WriteTimeout bounds writes in test clusters: long enough for an
+// election under load, short enough that a lost quorum fails a test
+// quickly.
+const WriteTimeout = 5 * time.Second
+
+// settle bounds how long the harness waits for a cluster to form or
+// elect.
+const settle = 20 * time.Second
+
+// Options says what cluster a test wants.
+type Options struct {
+	// Managers is how many managers to start (default 1). The first
+	// initialises the cluster; the others join it with the manager token
+	// and the call returns once all are voters.
+	Managers int
+	// Configure, when set, adjusts each manager's configuration (i counts
+	// from 0) before it starts, and again on every restart.
+	Configure func(i int, c *server.Config)
+}
+
+// Cluster is a running test cluster.
+type Cluster struct {
+	t        testing.TB
+	Managers []*Manager
+}
+
+// New starts the cluster o describes; everything stops at the end of
+// the test.
+func New(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	if o.Managers <= 0 {
+		o.Managers = 1
+	}
+	c := &Cluster{t: t}
+	for i := range o.Managers {
+		var cfg func(*server.Config)
+		if o.Configure != nil {
+			cfg = func(sc *server.Config) { o.Configure(i, sc) }
+		}
+		c.Managers = append(c.Managers, StartManager(t, t.TempDir(), FreeAddr(t), cfg))
+	}
+	ctx := context.Background()
+	if _, err := c.Managers[0].Bare().Init(ctx); err != nil {
+		t.Fatalf("init: %v", err)
+	}
+	if o.Managers == 1 {
+		c.WaitLeader()
+		return c
+	}
+	tok, err := c.Client().Token(ctx, "manager")
+	if err != nil {
+		t.Fatalf("manager token: %v", err)
+	}
+	for _, m := range c.Managers[1:] {
+		if _, err := m.Bare().JoinCluster(ctx, tok, c.Managers[0].Addr, "manager"); err != nil {
+			t.Fatalf("joining %s: %v", m.Addr, err)
+		}
+	}
+	c.WaitVoters(o.Managers)
+	return c
+}
+
+// AdminFile is the cluster admin's credentials, written by init.
+func (c *Cluster) AdminFile() string {
+	return filepath.Join(c.Managers[0].Dir, server.AdminFile)
+}
+
+// Client is a client with the admin's credentials to the first manager;
+// it retries through elections.
+func (c *Cluster) Client() *client.Client { return c.ClientTo(c.Managers[0]) }
+
+// ClientTo is an admin client to manager m.
+func (c *Cluster) ClientTo(m *Manager) *client.Client {
+	c.t.Helper()
+	cl, err := client.New(client.Options{Server: m.Addr, CredentialsFile: c.AdminFile(), Retry: 10 * time.Second})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// Token is the join token of a role (worker or manager).
+func (c *Cluster) Token(role string) string {
+	c.t.Helper()
+	tok, err := c.Client().Token(context.Background(), role)
+	if err != nil {
+		c.t.Fatalf("%s token: %v", role, err)
+	}
+	return tok
+}
+
+// WaitLeader waits for a running manager that leads and returns it.
+func (c *Cluster) WaitLeader() *Manager {
+	c.t.Helper()
+	var leader *Manager
+	WaitFor(c.t, "a leader", settle, func() bool {
+		for _, m := range c.Managers {
+			if st := m.Store(); st != nil && st.IsLeader() {
+				leader = m
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+// WaitVoters waits until the leader counts n voters.
+func (c *Cluster) WaitVoters(n int) {
+	c.t.Helper()
+	WaitFor(c.t, fmt.Sprintf("%d voters", n), settle, func() bool {
+		for _, m := range c.Managers {
+			st := m.Store()
+			if st == nil || !st.IsLeader() {
+				continue
+			}
+			f := st.Raft().GetConfiguration()
+			if f.Error() != nil {
+				return false
+			}
+			voters := 0
+			for _, s := range f.Configuration().Servers {
+				if s.Suffrage == raft.Voter {
+					voters++
+				}
+			}
+			return voters == n
+		}
+		return false
+	})
+}
+
+// Manager is one daemon on loopback with its own data directory.
+type Manager struct {
+	t         testing.TB
+	Dir, Addr string
+	Server    *server.Server // nil while stopped
+	done      chan error
+	configure func(*server.Config)
+}
+
+// StartManager starts a fresh (or, over an existing directory, the same)
+// daemon at addr; it stops when the test ends. configure may be nil.
+func StartManager(t testing.TB, dir, addr string, configure func(*server.Config)) *Manager {
+	t.Helper()
+	m := &Manager{t: t, Dir: dir, Addr: addr, configure: configure}
+	t.Cleanup(m.Stop)
+	m.start()
+	return m
+}
+
+func (m *Manager) start() {
+	m.t.Helper()
+	cfg := server.Config{DataDir: m.Dir, Listen: m.Addr, Timing: store.FastTiming(), WriteTimeout: WriteTimeout}
+	if m.configure != nil {
+		m.configure(&cfg)
+	}
+	var s *server.Server
+	var err error
+	// The port of a manager just stopped may take a moment to free.
+	WaitFor(m.t, "the manager's port "+m.Addr, 5*time.Second, func() bool {
+		s, err = server.New(cfg)
+		return err == nil
+	})
+	m.Server, m.Addr, m.done = s, s.Addr(), make(chan error, 1)
+	go func() { m.done <- s.Serve() }()
+}
+
+// Store is the manager's store, nil while it is stopped or not a manager.
+func (m *Manager) Store() *store.Store {
+	if m.Server == nil {
+		return nil
+	}
+	return m.Server.Store()
+}
+
+// Stop stops the daemon as SIGTERM would; Kill as a crash would. Both
+// may be called on a stopped manager.
+func (m *Manager) Stop() { m.end((*server.Server).Stop) }
+
+// Kill stops the daemon without closing its store cleanly.
+func (m *Manager) Kill() { m.end((*server.Server).Kill) }
+
+func (m *Manager) end(how func(*server.Server)) {
+	if m.Server == nil {
+		return
+	}
+	how(m.Server)
+	<-m.done
+	m.Server = nil
+}
+
+// Restart starts the stopped daemon again over its directory and address.
+func (m *Manager) Restart() {
+	m.t.Helper()
+	m.Stop()
+	m.start()
+}
+
+// Bare is a client without credentials (init, join and status on a
+// fresh daemon); it does not retry.
+func (m *Manager) Bare() *client.Client {
+	m.t.Helper()
+	c, err := client.New(client.Options{Server: m.Addr, Retry: -1})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// FreeAddr is a loopback address no listener holds now. A manager keeps
+// its address across restarts (Raft knows it by it), so the harness picks
+// one rather than listening on port 0 each time.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// WaitFor polls cond until it holds, failing the test after d.
+func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
