@@ -2,6 +2,7 @@ package netbsd
 
 import (
 	"fmt"
+	"math/bits"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -51,9 +52,15 @@ func parseIfconfig(out string) ([]ifaceInfo, error) {
 			info := ifaceInfo{Name: name, Flags: angleWords(rest, "flags=")}
 			f := strings.Fields(rest)
 			for i := 0; i+1 < len(f); i++ {
-				if f[i] == "mtu" {
-					info.MTU, _ = strconv.Atoi(f[i+1])
+				if f[i] != "mtu" {
+					continue
 				}
+				// A wrong MTU read as 0 would have the plan set it on every pass.
+				mtu, err := strconv.Atoi(f[i+1])
+				if err != nil || mtu < 1 || mtu > maxMTU {
+					return nil, fmt.Errorf("ifconfig output line %d: mtu %q: expected 1..%d", ln+1, f[i+1], maxMTU)
+				}
+				info.MTU = mtu
 			}
 			ifs = append(ifs, info)
 			continue
@@ -82,15 +89,14 @@ func parseIfconfig(out string) ([]ifaceInfo, error) {
 			if err != nil {
 				return nil, fmt.Errorf("ifconfig output line %d: %w", ln+1, err)
 			}
-			mask, err := strconv.ParseUint(strings.TrimPrefix(f[3], "0x"), 16, 32)
+			if !a.Is4() {
+				return nil, fmt.Errorf("ifconfig output line %d: inet address %s is not IPv4", ln+1, f[1])
+			}
+			plen, err := maskBits(f[3])
 			if err != nil {
-				return nil, fmt.Errorf("ifconfig output line %d: netmask %q: %w", ln+1, f[3], err)
+				return nil, fmt.Errorf("ifconfig output line %d: %w", ln+1, err)
 			}
-			bits := 0
-			for m := uint32(mask); m&0x80000000 != 0; m <<= 1 {
-				bits++
-			}
-			cur.Addrs = append(cur.Addrs, netip.PrefixFrom(a, bits))
+			cur.Addrs = append(cur.Addrs, netip.PrefixFrom(a, plen))
 		case "inet6":
 			if len(f) < 4 || f[2] != "prefixlen" {
 				return nil, fmt.Errorf("ifconfig output line %d: %q: expected \"inet6 A prefixlen N\"", ln+1, line)
@@ -99,14 +105,38 @@ func parseIfconfig(out string) ([]ifaceInfo, error) {
 			if err != nil {
 				return nil, fmt.Errorf("ifconfig output line %d: %w", ln+1, err)
 			}
-			bits, err := strconv.Atoi(f[3])
-			if err != nil {
-				return nil, fmt.Errorf("ifconfig output line %d: prefixlen %q: %w", ln+1, f[3], err)
+			if !a.Is6() {
+				return nil, fmt.Errorf("ifconfig output line %d: inet6 address %s is not IPv6", ln+1, f[1])
 			}
-			cur.Addrs = append(cur.Addrs, netip.PrefixFrom(a.WithZone(""), bits))
+			plen, err := strconv.Atoi(f[3])
+			if err != nil || plen < 0 || plen > 128 {
+				return nil, fmt.Errorf("ifconfig output line %d: prefixlen %q: expected 0..128", ln+1, f[3])
+			}
+			cur.Addrs = append(cur.Addrs, netip.PrefixFrom(a.WithZone(""), plen))
 		}
 	}
 	return ifs, nil
+}
+
+// maxMTU is the largest MTU an interface can have (IF_MAXMTU).
+const maxMTU = 65535
+
+// maskBits reads an inet netmask as ifconfig prints it (0xffffff00) and
+// returns its prefix length; a mask whose ones are not contiguous has none.
+func maskBits(s string) (int, error) {
+	hex, ok := strings.CutPrefix(s, "0x")
+	if !ok {
+		return 0, fmt.Errorf("netmask %q: expected 0x and 8 hex digits", s)
+	}
+	mask, err := strconv.ParseUint(hex, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("netmask %q: expected 0x and 8 hex digits", s)
+	}
+	ones := bits.LeadingZeros32(^uint32(mask))
+	if ones < 32 && uint32(mask)<<ones != 0 {
+		return 0, fmt.Errorf("netmask %q: its ones are not contiguous", s)
+	}
+	return ones, nil
 }
 
 // angleWords returns the comma-separated words in <...> after key.

@@ -62,6 +62,11 @@ func parseAddrSelection(out string) ([]AddrPolicy, error) {
 		if len(f) < 3 {
 			return nil, fmt.Errorf("ip6addrctl output line %d: %q: expected \"prefix precedence label\"", i+1, line)
 		}
+		// The entry is given to ip6addrctl again in every pod: a prefix it
+		// would refuse stops there, not here.
+		if p, err := netip.ParsePrefix(f[0]); err != nil || !p.Addr().Is6() {
+			return nil, fmt.Errorf("ip6addrctl output line %d: prefix %q: expected an IPv6 prefix of length 0..128", i+1, f[0])
+		}
 		prec, err1 := strconv.Atoi(f[1])
 		label, err2 := strconv.Atoi(f[2])
 		if err1 != nil || err2 != nil {

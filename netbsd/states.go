@@ -3,11 +3,12 @@ package netbsd
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
 // pfHost is one side of a state as pfctl prints it: a.b.c.d:port or
-// v6addr[port].
+// v6addr[port], or the bare address when the port is 0.
 type pfHost struct {
 	Text string
 	Addr netip.Addr
@@ -15,15 +16,31 @@ type pfHost struct {
 
 func parsePFHost(s string) (pfHost, error) {
 	h := pfHost{Text: s}
-	addr := s
+	addr, port, v6 := s, "", false
+	if a, err := netip.ParseAddr(s); err == nil {
+		// pfctl prints no port when it is 0 (protocols without ports).
+		h.Addr = a
+		return h, nil
+	}
 	if i := strings.IndexByte(s, '['); i >= 0 {
-		addr = s[:i]
+		p, ok := strings.CutSuffix(s[i+1:], "]")
+		if !ok {
+			return h, fmt.Errorf("state host %q: expected addr[port]", s)
+		}
+		addr, port, v6 = s[:i], p, true
 	} else if i := strings.LastIndexByte(s, ':'); i >= 0 {
-		addr = s[:i]
+		addr, port = s[:i], s[i+1:]
 	}
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		return h, fmt.Errorf("state host %q: %w", s, err)
+	}
+	if a.Is6() != v6 {
+		return h, fmt.Errorf("state host %q: expected a.b.c.d:port or v6addr[port]", s)
+	}
+	// The text goes back to pfctl as a key: its port must be one.
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return h, fmt.Errorf("state host %q: port %q: expected 0..65535", s, port)
 	}
 	h.Addr = a
 	return h, nil
