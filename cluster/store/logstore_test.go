@@ -18,7 +18,7 @@ func TestLogStoreKeepsEntriesAndRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	wal, err := openWAL(filepath.Join(dir, LogDir))
+	wal, err := openWAL(filepath.Join(dir, LogDir), quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	// The lock on the bbolt file guards the log directory too.
-	wal, err := openWAL(filepath.Join(cfg.Dir, LogDir))
+	wal, err := openWAL(filepath.Join(cfg.Dir, LogDir), cfg.Logger)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,11 +27,15 @@ import (
 // payload's length and CRC-32C (4 bytes each, big endian), then the
 // payload: the entry's index (8 bytes) and the entry as encodeLog writes
 // it. Zeros follow the last record (see segment.zeroed). Opening reads
-// every segment: zeros end it; a record cut short or failing its checksum
-// ends the last segment (a crash during an append, which raft never
-// acknowledged); both are cut off. Other damage is an error.
+// every segment: zeros end it; a bad record (cut short or failing its
+// checksum) with no whole record after it ends the last segment (a crash
+// during an append, which raft never acknowledged); both are cut off, a
+// torn append with a warning. Any other damage, a bad record with good
+// ones after it among them, refuses to open: those later entries may have
+// been acknowledged.
 type walLog struct {
 	dir    string
+	log    *slog.Logger
 	segMax int64 // a segment takes no more appends once this long
 
 	// change serialises appends and deletions; mu guards what readers
@@ -73,7 +78,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // before it.
 func (w *walLog) IsMonotonic() bool { return true }
 
-func openWAL(dir string) (*walLog, error) {
+func openWAL(dir string, log *slog.Logger) (*walLog, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("raft log: %w", err)
 	}
@@ -94,7 +99,7 @@ func openWAL(dir string) (*walLog, error) {
 		bases = append(bases, b)
 	}
 	slices.Sort(bases)
-	w := &walLog{dir: dir, segMax: walSegmentMax}
+	w := &walLog{dir: dir, log: log, segMax: walSegmentMax}
 	for i, b := range bases {
 		// Appends, truncations and removals never leave a gap.
 		if w.last != 0 && b != w.last+1 {
@@ -134,6 +139,7 @@ func (w *walLog) segPath(base uint64) string {
 // one.
 func (w *walLog) loadSegment(base uint64, last bool) (*segment, error) {
 	path := w.segPath(base)
+	name := filepath.Base(path)
 	f, err := os.OpenFile(path, os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("raft log: %w", err)
@@ -146,18 +152,33 @@ func (w *walLog) loadSegment(base uint64, last bool) (*segment, error) {
 	s := &segment{base: base, f: f}
 	var off int64
 	for off < int64(len(data)) {
-		payload, err := walRecord(data[off:], base+uint64(len(s.offs)))
+		want := base + uint64(len(s.offs))
+		payload, err := walRecord(data[off:], want)
 		var wrong *wrongEntryError
 		if errors.As(err, &wrong) {
 			f.Close()
-			return nil, fmt.Errorf("raft log: %s at offset %d: %w", path, off, err)
+			return nil, fmt.Errorf("raft log: %s at byte %d: %w; %s", path, off, err, walDamageHelp)
 		}
 		if err != nil {
-			// Zeros are what was written ahead of the appends; any other
-			// damage is only a torn append at the very end of the log.
-			if !last && slices.ContainsFunc(data[off:], func(b byte) bool { return b != 0 }) {
+			rest := data[off:]
+			zeros := !slices.ContainsFunc(rest, func(b byte) bool { return b != 0 })
+			// Zeros are what was written ahead of the appends. Anything
+			// else can only be the last append, torn by a crash: in an
+			// older segment, or with a whole record after it, it is
+			// damage.
+			if !last && !zeros {
 				f.Close()
-				return nil, fmt.Errorf("raft log: %s at offset %d: %w", path, off, err)
+				return nil, fmt.Errorf("raft log: %s: bad record at byte %d (entry %d: %w) in a segment that is not the last; %s",
+					path, off, want, err, walDamageHelp)
+			}
+			if at, idx, ok := nextRecord(data, off+1, want); ok {
+				f.Close()
+				return nil, fmt.Errorf("raft log: %s: bad record at byte %d (entry %d: %w) with whole entry %d at byte %d after it: damage, not a torn append; %s",
+					path, off, want, err, idx, at, walDamageHelp)
+			}
+			if !zeros {
+				w.log.Warn("raft log: cutting off a torn append (a crash during a write raft never acknowledged)",
+					"segment", name, "byte", off, "entry", want, "cut_bytes", len(rest), "reason", err.Error())
 			}
 			// The zeros written ahead go too, so that nothing after the
 			// end can ever read as a record.
@@ -176,6 +197,29 @@ func (w *walLog) loadSegment(base uint64, last bool) (*segment, error) {
 	}
 	s.size, s.zeroed = off, off
 	return s, nil
+}
+
+// walDamageHelp is what to do about a damaged log.
+const walDamageHelp = "the log is damaged: restore this manager from a backup, or remove its data directory and join it to the cluster again from empty"
+
+// nextRecord looks for a whole record holding entry want or a later one
+// anywhere in data from byte from on. A bad record followed by one is
+// damage in the middle of the log, not a torn end.
+func nextRecord(data []byte, from int64, want uint64) (at int64, index uint64, ok bool) {
+	for p := from; p+walHeader+8 <= int64(len(data)); p++ {
+		n := int64(binary.BigEndian.Uint32(data[p:]))
+		if n < 8 || n > walMaxRecord || p+walHeader+n > int64(len(data)) {
+			continue
+		}
+		idx := binary.BigEndian.Uint64(data[p+walHeader:])
+		if idx < want || idx-want > uint64(len(data)) {
+			continue
+		}
+		if payload, err := walRecord(data[p:], idx); err == nil && len(payload) > 0 {
+			return p, idx, true
+		}
+	}
+	return 0, 0, false
 }
 
 // walRecord checks the record at the start of b, which should hold entry

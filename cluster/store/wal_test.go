@@ -1,11 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +16,29 @@ import (
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
 )
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// logBuffer collects what a logger writes, for tests that check a
+// warning.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 func entry(i uint64) *raft.Log {
 	return &raft.Log{Index: i, Term: 1 + i/10, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("entry %d", i)),
@@ -30,7 +56,7 @@ func entries(from, to uint64) []*raft.Log {
 // smallSegments makes a log whose segments take two or three entries.
 func openSmallWAL(t *testing.T, dir string) *walLog {
 	t.Helper()
-	w, err := openWAL(dir)
+	w, err := openWAL(dir, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,10 +210,18 @@ func TestWALCutsATornAppend(t *testing.T) {
 			if err := os.WriteFile(path, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			w = openSmallWAL(t, dir)
+			var logged logBuffer
+			w, err = openWAL(dir, logged.logger())
+			if err != nil {
+				t.Fatal(err)
+			}
 			checkLog(t, w, 1, 2)
 			if fi, err := os.Stat(path); err != nil || fi.Size() != last {
 				t.Fatalf("segment after open: %v %v, want it cut at %d", fi, err, last)
+			}
+			if got := logged.String(); !strings.Contains(got, "torn append") || !strings.Contains(got, filepath.Base(path)) ||
+				!strings.Contains(got, fmt.Sprintf("byte=%d", last)) || !strings.Contains(got, "entry=3") {
+				t.Fatalf("cutting the torn append logged %q, want a warning naming the segment, byte %d and entry 3", got, last)
 			}
 			if err := w.StoreLog(entry(3)); err != nil {
 				t.Fatal(err)
@@ -224,8 +258,71 @@ func TestWALRefusesADamagedOlderSegment(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openWAL(dir); err == nil {
+	if _, err := openWAL(dir, quiet); err == nil {
 		t.Fatal("a damaged older segment was accepted")
+	}
+}
+
+// A bad record with whole records after it in the last segment is
+// damage, not a torn append (those later entries may have been
+// acknowledged): opening refuses, naming the segment, the byte and the
+// entries, and leaves the file as it was.
+func TestWALRefusesDamageInTheMiddleOfTheLastSegment(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(data []byte, at int64)
+	}{
+		{"payload", func(data []byte, at int64) { data[at+walHeader+12] ^= 0xff }},
+		{"checksum", func(data []byte, at int64) { data[at+5] ^= 0x01 }},
+		{"length", func(data []byte, at int64) { data[at] = 0x7f }},
+		{"zeroed", func(data []byte, at int64) { clear(data[at : at+walHeader+10]) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			w, err := openWAL(dir, quiet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := uint64(1); i <= 30; i += 5 {
+				if err := w.StoreLogs(entries(i, i+4)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			seg := w.tail()
+			path, at := w.segPath(seg.base), seg.offs[9] // entry 10
+			if len(w.segs) != 1 {
+				t.Fatalf("%d segments, want the entries in one (the last)", len(w.segs))
+			}
+			w.Close()
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.damage(data, at)
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var logged logBuffer
+			w, err = openWAL(dir, logged.logger())
+			if err == nil {
+				w.Close()
+				t.Fatal("a log damaged in the middle of its last segment opened")
+			}
+			msg := err.Error()
+			for _, want := range []string{filepath.Base(path), fmt.Sprintf("byte %d", at), "entry 10", "whole entry 11", "not a torn append"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error %q does not say %q", msg, want)
+				}
+			}
+			after, err := os.ReadFile(path)
+			if err != nil || !bytes.Equal(after, data) {
+				t.Fatalf("the refused segment was changed (%v)", err)
+			}
+			if strings.Contains(logged.String(), "torn") {
+				t.Fatalf("logged a torn append: %s", logged.String())
+			}
+		})
 	}
 }
 
@@ -252,14 +349,14 @@ func TestWALRefusesAGapOrAMisplacedRecord(t *testing.T) {
 	if err := os.WriteFile(stray, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openWAL(dir); err == nil || !strings.Contains(err.Error(), "starts at entry 9") {
+	if _, err := openWAL(dir, quiet); err == nil || !strings.Contains(err.Error(), "starts at entry 9") {
 		t.Fatalf("open with a gap: %v", err)
 	}
 	// The same records under the name of the segment that follows on.
 	if err := os.Rename(stray, filepath.Join(dir, fmt.Sprintf("%020d%s", 7, walSuffix))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openWAL(dir); err == nil || !strings.Contains(err.Error(), "holds entry 9, want 7") {
+	if _, err := openWAL(dir, quiet); err == nil || !strings.Contains(err.Error(), "holds entry 9, want 7") {
 		t.Fatalf("open with a misplaced record: %v", err)
 	}
 }
