@@ -1,18 +1,14 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"github.com/legionbsd/legion"
-	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	"google.golang.org/grpc/status"
 )
 
 type execOptions struct {
@@ -76,95 +72,15 @@ func (c *clusterCLI) exec(cmd *cobra.Command, arg string, command []string, o ex
 	if err != nil {
 		return 0, err
 	}
-	conn, err := c.podsConn(cmd)
+	cl, err := c.connect(cmd)
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithCancel(ctxOf(cmd))
-	defer cancel()
-	stream, err := legionpb.NewPodsClient(conn).Exec(ctx)
+	defer cl.Close()
+	code, err := cl.Exec(ctxOf(cmd), target, client.ExecOptions{Command: command, Stdin: stdin, TTY: o.tty,
+		Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()})
 	if err != nil {
-		return 0, fmt.Errorf("exec %s: %w", arg, err)
-	}
-	code, err := runExec(stream, &legionpb.ExecStart{Target: target, Command: command, Stdin: stdin != nil, Tty: o.tty}, stdin, cmd.OutOrStdout(), cmd.ErrOrStderr())
-	if err != nil {
-		if s, ok := status.FromError(err); ok {
-			return 0, fmt.Errorf("exec %s: %s", arg, s.Message())
-		}
 		return 0, fmt.Errorf("exec %s: %w", arg, err)
 	}
 	return code, nil
-}
-
-// execStream is what runExec drives: a Pods.Exec stream.
-type execStream interface {
-	Send(*legionpb.ExecInput) error
-	CloseSend() error
-	Recv() (*legionpb.ExecOutput, error)
-}
-
-// runExec starts the session, sends stdin (then its end) as it is read,
-// and writes the output until the exit code arrives.
-func runExec(stream execStream, start *legionpb.ExecStart, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	if err := stream.Send(&legionpb.ExecInput{Start: start}); err != nil {
-		return 0, err
-	}
-	// Sending (the input) and closing (once the command ended) may not
-	// overlap on a stream.
-	var mu sync.Mutex
-	closed := false
-	send := func(in *legionpb.ExecInput) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if closed {
-			return io.EOF
-		}
-		return stream.Send(in)
-	}
-	defer func() {
-		mu.Lock()
-		closed = true
-		stream.CloseSend()
-		mu.Unlock()
-	}()
-	if stdin != nil {
-		go func() {
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := stdin.Read(buf)
-				if n > 0 {
-					if send(&legionpb.ExecInput{Stdin: append([]byte(nil), buf[:n]...)}) != nil {
-						return
-					}
-				}
-				if err != nil {
-					send(&legionpb.ExecInput{StdinClosed: true})
-					return
-				}
-			}
-		}()
-	}
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return 0, errors.New("the session ended without the command's exit code")
-		}
-		if err != nil {
-			return 0, err
-		}
-		if len(m.Stdout) > 0 {
-			if _, err := stdout.Write(m.Stdout); err != nil {
-				return 0, err
-			}
-		}
-		if len(m.Stderr) > 0 {
-			if _, err := stderr.Write(m.Stderr); err != nil {
-				return 0, err
-			}
-		}
-		if m.ExitCode != nil {
-			return int(*m.ExitCode), nil
-		}
-	}
 }

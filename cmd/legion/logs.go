@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,13 +10,8 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/cluster/pki"
-	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
 )
 
 // logsOptions are the flags of legion logs.
@@ -58,17 +52,17 @@ several containers needs -c.`,
 }
 
 // logsTarget reads TASK, SERVICE or JOB, optionally as kind/name.
-func logsTarget(arg, namespace, container string) (*legionpb.Target, error) {
-	t := &legionpb.Target{Namespace: namespace, Name: arg, Container: container}
+func logsTarget(arg, namespace, container string) (client.Target, error) {
+	t := client.Target{Namespace: namespace, Name: arg, Container: container}
 	if kind, name, ok := strings.Cut(arg, "/"); ok {
 		k, err := resolveKind(kind)
 		if err != nil || (k != legion.KindTask && k != legion.KindService && k != legion.KindJob) {
-			return nil, fmt.Errorf("%s: logs read a task, a service or a job, not %q", arg, kind)
+			return t, fmt.Errorf("%s: logs read a task, a service or a job, not %q", arg, kind)
 		}
-		t.Kind, t.Name = string(k), name
+		t.Kind, t.Name = k, name
 	}
 	if t.Name == "" {
-		return nil, fmt.Errorf("%q: a name is required", arg)
+		return t, fmt.Errorf("%q: a name is required", arg)
 	}
 	return t, nil
 }
@@ -81,93 +75,56 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 	if o.since < 0 {
 		return fmt.Errorf("--since %s: expected a positive duration", o.since)
 	}
-	conn, err := c.podsConn(cmd)
+	cl, err := c.connect(cmd)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer cl.Close()
 	// Interrupting a follow is how it ends: that is no failure.
 	ctx, stop := signal.NotifyContext(ctxOf(cmd), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	req := &legionpb.LogsRequest{Target: target, Follow: o.follow}
+	lo := client.LogsOptions{Follow: o.follow}
 	if o.since > 0 {
-		req.SinceUnixNano = time.Now().Add(-o.since).UnixNano()
+		lo.Since = time.Now().Add(-o.since)
 	}
-	stream, err := legionpb.NewPodsClient(conn).Logs(ctx, req)
-	if err == nil {
-		err = printLogs(stream, cmd.OutOrStdout(), cmd.ErrOrStderr(), o.timestamps)
+	p := logPrinter{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps}
+	if err := cl.Logs(ctx, target, lo, p.print); err != nil {
+		return fmt.Errorf("logs %s: %w", arg, err)
 	}
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil && status.Code(err) == codes.Canceled:
-		return nil
-	}
-	if s, ok := status.FromError(err); ok {
-		return fmt.Errorf("logs %s: %s", arg, s.Message())
-	}
-	return fmt.Errorf("logs %s: %w", arg, err)
+	return nil
 }
 
-// logsStream is what printLogs reads: a Pods.Logs stream.
-type logsStream interface {
-	Recv() (*legionpb.LogFrame, error)
+// logPrinter writes each record's text, stderr records to stderr.
+type logPrinter struct {
+	stdout, stderr io.Writer
+	timestamps     bool
+	// A record that is part of a longer line goes on in the next one:
+	// the time is printed only at the start of a line of each stream.
+	midLine map[string]bool
 }
 
-// printLogs writes each record's text, stderr records to stderr, until the
-// stream ends.
-func printLogs(stream logsStream, stdout, stderr io.Writer, timestamps bool) error {
-	// A record that is part of a longer line goes on in the next one: the
-	// time is printed only at the start of a line of each stream.
-	midLine := map[string]bool{}
-	for {
-		f, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
+func (p *logPrinter) print(f client.LogFrame) error {
+	if p.midLine == nil {
+		p.midLine = map[string]bool{}
+	}
+	for _, r := range f.Records {
+		w := p.stdout
+		if r.Stream == "stderr" {
+			w = p.stderr
 		}
-		if err != nil {
+		var b strings.Builder
+		if p.timestamps && !p.midLine[r.Stream] && !r.Time.IsZero() {
+			b.WriteString(r.Time.UTC().Format(time.RFC3339Nano))
+			b.WriteByte(' ')
+		}
+		b.WriteString(r.Text)
+		if !r.Partial {
+			b.WriteByte('\n')
+		}
+		p.midLine[r.Stream] = r.Partial
+		if _, err := io.WriteString(w, b.String()); err != nil {
 			return err
 		}
-		for _, r := range f.Records {
-			w := stdout
-			if r.Stream == "stderr" {
-				w = stderr
-			}
-			var b strings.Builder
-			if timestamps && !midLine[r.Stream] && r.TimeUnixNano != 0 {
-				b.WriteString(time.Unix(0, r.TimeUnixNano).UTC().Format(time.RFC3339Nano))
-				b.WriteByte(' ')
-			}
-			b.WriteString(r.Text)
-			if !r.Partial {
-				b.WriteByte('\n')
-			}
-			midLine[r.Stream] = r.Partial
-			if _, err := io.WriteString(w, b.String()); err != nil {
-				return err
-			}
-		}
 	}
-}
-
-// podsConn dials the manager for the Pods service (logs, exec), which the
-// client package does not wrap: its calls are streams of their own.
-func (c *clusterCLI) podsConn(cmd *cobra.Command) (*grpc.ClientConn, error) {
-	credsFile := c.v.GetString("credentials")
-	if f := cmd.Flags().Lookup("credentials"); f != nil && f.Changed {
-		credsFile = f.Value.String()
-	}
-	if credsFile == "" {
-		return nil, errors.New("no credentials: pass --credentials or set LEGION_CREDENTIALS (legion init prints where admin.pem is)")
-	}
-	creds, err := pki.LoadBundle(credsFile)
-	if err != nil {
-		return nil, err
-	}
-	server := c.server(cmd)
-	conn, err := grpc.NewClient(server, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
-	if err != nil {
-		return nil, fmt.Errorf("server %q: %w", server, err)
-	}
-	return conn, nil
+	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"io"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,10 +13,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pods/podstest"
 	"github.com/legionbsd/legion/cluster/store"
-	legionpb "github.com/legionbsd/legion/internal/proto"
 	"github.com/legionbsd/legion/jail"
 	"github.com/spf13/cobra"
 	"go.uber.org/goleak"
@@ -130,21 +130,24 @@ func TestLogsCommand(t *testing.T) {
 }
 
 func TestPrintLogsPartialLines(t *testing.T) {
-	recs := func(rs ...jail.LogRecord) *legionpb.LogFrame {
-		f := &legionpb.LogFrame{}
+	recs := func(rs ...jail.LogRecord) client.LogFrame {
+		f := client.LogFrame{}
 		for _, r := range rs {
-			f.Records = append(f.Records, &legionpb.LogRecord{TimeUnixNano: r.Time.UnixNano(), Stream: r.Stream, Partial: r.Partial, Text: r.Text})
+			f.Records = append(f.Records, client.LogRecord{Time: r.Time, Stream: r.Stream, Partial: r.Partial, Text: r.Text})
 		}
 		return f
 	}
-	frames := &fakeFrames{frames: []*legionpb.LogFrame{
+	frames := []client.LogFrame{
 		{Task: "t", Container: "c"},
 		recs(logRec(1, "stdout", "a long ", true), logRec(1, "stderr", "err", false)),
 		recs(logRec(2, "stdout", "line", false), logRec(3, "stdout", "", false)),
-	}}
+	}
 	var out, errOut bytes.Buffer
-	if err := printLogs(frames, &out, &errOut, true); err != nil {
-		t.Fatal(err)
+	p := logPrinter{stdout: &out, stderr: &errOut, timestamps: true}
+	for _, f := range frames {
+		if err := p.print(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want := "2026-11-30T12:00:01Z a long line\n2026-11-30T12:00:03Z \n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
@@ -153,17 +156,6 @@ func TestPrintLogsPartialLines(t *testing.T) {
 	if diff := cmp.Diff("2026-11-30T12:00:01Z err\n", errOut.String()); diff != "" {
 		t.Errorf("stderr (-want +got):\n%s", diff)
 	}
-}
-
-type fakeFrames struct{ frames []*legionpb.LogFrame }
-
-func (f *fakeFrames) Recv() (*legionpb.LogFrame, error) {
-	if len(f.frames) == 0 {
-		return nil, ioEOF
-	}
-	fr := f.frames[0]
-	f.frames = f.frames[1:]
-	return fr, nil
 }
 
 func golden(t *testing.T, name, got string) {
@@ -185,7 +177,5 @@ func golden(t *testing.T, name, got string) {
 		t.Errorf("%s (-want +got):\n%s", name, diff)
 	}
 }
-
-var ioEOF = io.EOF
 
 func storeWrite() store.WriteOptions { return store.WriteOptions{} }

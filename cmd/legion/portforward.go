@@ -1,23 +1,16 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/legionbsd/legion"
-	legionpb "github.com/legionbsd/legion/internal/proto"
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 )
 
 // newPortForwardCommand is `legion port-forward`: connections to a local
@@ -43,11 +36,11 @@ Nothing needs to be published: the agent of the pod's node connects.`,
 			if err != nil {
 				return err
 			}
-			conn, err := cli.podsConn(cmd)
+			cl, err := cli.connect(cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
+			defer cl.Close()
 			l, err := net.Listen("tcp", net.JoinHostPort(address, strconv.Itoa(local)))
 			if err != nil {
 				return err
@@ -55,7 +48,8 @@ Nothing needs to be published: the agent of the pod's node connects.`,
 			ctx, stop := signal.NotifyContext(ctxOf(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			fmt.Fprintf(cmd.OutOrStdout(), "Forwarding %s to port %d of %s\n", l.Addr(), remote, args[0])
-			return forward(ctx, l, conn, target, remote, cmd.ErrOrStderr())
+			errOut := cmd.ErrOrStderr()
+			return cl.ServePortForward(ctx, l, target, remote, func(err error) { fmt.Fprintf(errOut, "port-forward: %v\n", err) })
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", legion.DefaultNamespace, "namespace of the task, service or job")
@@ -79,75 +73,4 @@ func parsePorts(arg string) (local, remote int, err error) {
 		}
 	}
 	return local, remote, nil
-}
-
-// forward serves the listener until ctx ends, one stream a connection.
-func forward(ctx context.Context, l net.Listener, conn *grpc.ClientConn, target *legionpb.Target, port int, errOut io.Writer) error {
-	stop := context.AfterFunc(ctx, func() { l.Close() })
-	defer stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := forwardOne(ctx, c, conn, target, port); err != nil && ctx.Err() == nil {
-				if s, ok := status.FromError(err); ok {
-					err = errors.New(s.Message())
-				}
-				fmt.Fprintf(errOut, "port-forward: %v\n", err)
-			}
-		}()
-	}
-}
-
-// forwardOne carries one local connection over a PortForward stream.
-func forwardOne(ctx context.Context, c net.Conn, conn *grpc.ClientConn, target *legionpb.Target, port int) error {
-	defer c.Close()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := legionpb.NewPodsClient(conn).PortForward(sctx)
-	if err != nil {
-		return err
-	}
-	if err := stream.Send(&legionpb.PortForwardInput{Target: target, Port: int32(port)}); err != nil {
-		return err
-	}
-	go func() {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := c.Read(buf)
-			if n > 0 {
-				if stream.Send(&legionpb.PortForwardInput{Data: append([]byte(nil), buf[:n]...)}) != nil {
-					return
-				}
-			}
-			if err != nil {
-				stream.Send(&legionpb.PortForwardInput{Closed: true})
-				stream.CloseSend()
-				return
-			}
-		}
-	}()
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if len(m.Data) > 0 {
-			if _, err := c.Write(m.Data); err != nil {
-				return err
-			}
-		}
-	}
 }
