@@ -22,7 +22,7 @@ import (
 // changes the set.
 func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.ServerStreamingServer[legionpb.AssignmentSet]) error {
 	ctx := stream.Context()
-	id, err := caller(ctx, req.GetNode())
+	id, leaf, err := caller(ctx, req.GetNode())
 	if err != nil {
 		return err
 	}
@@ -31,6 +31,9 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 		return err
 	}
 	if err := s.following(ctx, st); err != nil {
+		return err
+	}
+	if err := s.holds(ctx, st, id, leaf, false); err != nil {
 		return err
 	}
 	var last *legionpb.AssignmentSet

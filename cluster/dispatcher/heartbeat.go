@@ -17,12 +17,15 @@ import (
 // Heartbeat records that the node is alive and what its tasks use, and
 // tells it where the managers are. Only the leader tracks liveness.
 func (s *Service) Heartbeat(ctx context.Context, req *legionpb.HeartbeatRequest) (*legionpb.HeartbeatResponse, error) {
-	id, err := caller(ctx, req.GetNode())
+	id, leaf, err := caller(ctx, req.GetNode())
 	if err != nil {
 		return nil, err
 	}
 	st, err := s.leaderStore()
 	if err != nil {
+		return nil, err
+	}
+	if err := s.holds(ctx, st, id, leaf, true); err != nil {
 		return nil, err
 	}
 	if _, _, err := st.Get(legion.KindNode, "", id.Name); errors.Is(err, store.ErrNotFound) {

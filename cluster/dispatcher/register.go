@@ -25,7 +25,7 @@ const SubnetsConfig = "node-subnets"
 // Register records what the node reports of itself in its Node's status,
 // keeping the operator's spec, and gives it its pod subnet once.
 func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (*legionpb.RegisterResponse, error) {
-	id, err := caller(ctx, req.GetNode())
+	id, leaf, err := caller(ctx, req.GetNode())
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +40,9 @@ func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (
 	}
 	st, err := s.leaderStore()
 	if err != nil {
+		return nil, err
+	}
+	if err := s.holds(ctx, st, id, leaf, true); err != nil {
 		return nil, err
 	}
 	n, err := ReserveSubnet(ctx, st, id.Name)

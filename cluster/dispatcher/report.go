@@ -16,7 +16,7 @@ import (
 // spec, retrying when the planner wrote the task meanwhile. A node reports
 // only the tasks assigned to it.
 func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*legionpb.ReportResponse, error) {
-	id, err := caller(ctx, req.GetNode())
+	id, leaf, err := caller(ctx, req.GetNode())
 	if err != nil {
 		return nil, err
 	}
@@ -26,6 +26,9 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 	}
 	st, err := s.leaderStore()
 	if err != nil {
+		return nil, err
+	}
+	if err := s.holds(ctx, st, id, leaf, true); err != nil {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"log/slog"
 	"sync"
@@ -123,25 +124,28 @@ func raftPeers(src Source) Peers {
 	}
 }
 
-// caller returns the node the call's client certificate names. asked is
-// the node the request names, if any: it must be the same.
-func caller(ctx context.Context, asked string) (pki.Identity, error) {
+// caller returns the node the call's client certificate names, and that
+// certificate. asked is the node the request names, if any: it must be
+// the same. Whether the certificate is one the cluster issued that node is
+// checked apart (holds), against a replica.
+func caller(ctx context.Context, asked string) (pki.Identity, *x509.Certificate, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return pki.Identity{}, status.Error(codes.Unauthenticated, "a node certificate of this cluster is required")
+		return pki.Identity{}, nil, status.Error(codes.Unauthenticated, "a node certificate of this cluster is required")
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.PeerCertificates) == 0 {
-		return pki.Identity{}, status.Error(codes.Unauthenticated, "a node certificate of this cluster is required")
+		return pki.Identity{}, nil, status.Error(codes.Unauthenticated, "a node certificate of this cluster is required")
 	}
-	id := pki.IdentityOf(ti.State.PeerCertificates[0])
+	leaf := ti.State.PeerCertificates[0]
+	id := pki.IdentityOf(leaf)
 	if id.Role != pki.RoleWorker && id.Role != pki.RoleManager {
-		return pki.Identity{}, status.Errorf(codes.PermissionDenied, "the dispatcher serves nodes: %s holds a %s certificate", id.Name, id.Role)
+		return pki.Identity{}, nil, status.Errorf(codes.PermissionDenied, "the dispatcher serves nodes: %s holds a %s certificate", id.Name, id.Role)
 	}
 	if asked != "" && asked != id.Name {
-		return pki.Identity{}, status.Errorf(codes.PermissionDenied, "node %s may act only for itself, not for node %s", id.Name, asked)
+		return pki.Identity{}, nil, status.Errorf(codes.PermissionDenied, "node %s may act only for itself, not for node %s", id.Name, asked)
 	}
-	return id, nil
+	return id, leaf, nil
 }
 
 // replica is this manager's store; a daemon that is no manager sends the

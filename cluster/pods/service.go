@@ -2,6 +2,8 @@ package pods
 
 import (
 	"context"
+	"crypto/x509"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -86,15 +88,22 @@ func (s *Service) RegisterOn(g grpc.ServiceRegistrar) {
 
 // identity is the verified client certificate's identity.
 func identity(ctx context.Context) (pki.Identity, bool) {
+	id, _, ok := peerCert(ctx)
+	return id, ok
+}
+
+// peerCert is the verified client certificate, and who it names.
+func peerCert(ctx context.Context) (pki.Identity, *x509.Certificate, bool) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return pki.Identity{}, false
+		return pki.Identity{}, nil, false
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.PeerCertificates) == 0 {
-		return pki.Identity{}, false
+		return pki.Identity{}, nil, false
 	}
-	return pki.IdentityOf(ti.State.PeerCertificates[0]), true
+	leaf := ti.State.PeerCertificates[0]
+	return pki.IdentityOf(leaf), leaf, true
 }
 
 // user checks the caller of Pods: the cluster admin, a manager, or a user,
@@ -128,25 +137,79 @@ func allowed(objs Objects, id pki.Identity, v rbac.Verb, what, namespace string)
 	return nil
 }
 
-// node checks the caller of Sessions: a node certificate, acting for its
-// own node (asked empty or its name). A manager's may act for any node:
-// it holds the cluster's state already, and the node of `legion up` is
-// named after its host, not after its manager's certificate.
-func node(ctx context.Context, asked string) (string, error) {
-	id, ok := identity(ctx)
+// sessionsCaller is the node a Sessions call acts for, and how sure that is.
+type sessionsCaller struct {
+	node string
+	// cert is the fingerprint of the certificate presented.
+	cert string
+	// proven: the certificate is one recorded for the node, so it may take
+	// over the node's stream. Without a record (a node that joined before
+	// records were kept, or the host node of `legion up`, which its
+	// manager serves) nothing tells two certificates apart.
+	proven bool
+}
+
+// node checks the caller of Sessions: a node certificate the cluster
+// issued the node it names (its record holds it), acting for its own node
+// (asked empty or its name). A manager's may also act for a node that has
+// no record of its own, such as the node of `legion up`, named after its
+// host rather than after its manager's certificate; never for a node that
+// joined with its own certificate.
+func (s *Service) node(ctx context.Context, asked string) (sessionsCaller, error) {
+	id, leaf, ok := peerCert(ctx)
 	if !ok {
-		return "", status.Error(codes.Unauthenticated, "a node certificate of this cluster is required")
+		return sessionsCaller{}, status.Error(codes.Unauthenticated, "a node certificate of this cluster is required")
 	}
 	if id.Role != pki.RoleWorker && id.Role != pki.RoleManager {
-		return "", status.Errorf(codes.PermissionDenied, "sessions are served to nodes: %s holds a %s certificate", id.Name, id.Role)
+		return sessionsCaller{}, status.Errorf(codes.PermissionDenied, "sessions are served to nodes: %s holds a %s certificate", id.Name, id.Role)
 	}
+	objs, err := s.objects()
+	if err != nil {
+		return sessionsCaller{}, err
+	}
+	own, err := recorded(objs, id.Name)
+	if err != nil {
+		return sessionsCaller{}, err
+	}
+	if own != nil && !own.Holds(leaf) {
+		return sessionsCaller{}, status.Errorf(codes.PermissionDenied, "node %s: the certificate presented (serial %s) is not one this cluster issued to node %s",
+			id.Name, leaf.SerialNumber.Text(16), id.Name)
+	}
+	c := sessionsCaller{node: id.Name, cert: pki.Fingerprint(leaf), proven: own != nil}
 	if asked == "" || asked == id.Name {
-		return id.Name, nil
+		return c, nil
 	}
-	if id.Role == pki.RoleManager {
-		return asked, nil
+	if id.Role != pki.RoleManager {
+		return sessionsCaller{}, status.Errorf(codes.PermissionDenied, "node %s may take only its own sessions, not node %s's", id.Name, asked)
 	}
-	return "", status.Errorf(codes.PermissionDenied, "node %s may take only its own sessions, not node %s's", id.Name, asked)
+	other, err := recorded(objs, asked)
+	if err != nil {
+		return sessionsCaller{}, err
+	}
+	if other != nil {
+		return sessionsCaller{}, status.Errorf(codes.PermissionDenied, "manager %s may not take the sessions of node %s, which holds its own certificate", id.Name, asked)
+	}
+	return sessionsCaller{node: asked, cert: c.cert}, nil
+}
+
+// recorded is node's certificate record in the replica, nil without one.
+func recorded(objs Objects, node string) (*pki.NodeCerts, error) {
+	o, _, err := objs.Get(legion.KindConfig, legion.SystemNamespace, pki.NodeCertsConfig(node))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "node %s: reading its certificate record: %v", node, err)
+	}
+	c, ok := o.(*legion.Config)
+	if !ok {
+		return nil, status.Errorf(codes.Internal, "node %s: its certificate record is a %s, not a Config", node, o.GetKind())
+	}
+	r, err := pki.ParseNodeCerts(c.Spec.Data)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "node %s: %v", node, err)
+	}
+	return r, nil
 }
 
 // objects is this manager's replica, or UNAVAILABLE off a manager.

@@ -14,6 +14,7 @@ import (
 // agentConn is one node's open Sessions stream with this manager.
 type agentConn struct {
 	node   string
+	cert   string // fingerprint of the certificate it was opened with
 	offers chan *legionpb.SessionOffer
 	gone   chan struct{} // closed when the stream ends
 }
@@ -37,16 +38,25 @@ type sessionsServer struct {
 	s *Service
 }
 
-// Sessions keeps a node's stream of offers; the newest stream of a node
-// replaces an older one.
+// Sessions keeps a node's stream of offers. The newest stream of a node
+// replaces an older one (whose connection may be dead without this
+// manager knowing yet) only if it proves to be the node's: its certificate
+// is recorded for the node, or, for a node with no record, it is the
+// certificate the open stream came with.
 func (h sessionsServer) Sessions(req *legionpb.SessionsRequest, stream legionpb.Sessions_SessionsServer) error {
 	s := h.s
-	name, err := node(stream.Context(), req.Node)
+	who, err := s.node(stream.Context(), req.Node)
 	if err != nil {
 		return err
 	}
-	c := &agentConn{node: name, offers: make(chan *legionpb.SessionOffer), gone: make(chan struct{})}
+	name := who.node
+	c := &agentConn{node: name, cert: who.cert, offers: make(chan *legionpb.SessionOffer), gone: make(chan struct{})}
 	s.mu.Lock()
+	if old := s.agents[name]; old != nil && !who.proven && old.cert != who.cert {
+		s.mu.Unlock()
+		return status.Errorf(codes.AlreadyExists, "node %s already holds a sessions stream with this manager under another certificate, "+
+			"and no certificate is recorded for the node to tell which is its own", name)
+	}
 	s.agents[name] = c
 	s.mu.Unlock()
 	defer func() {
@@ -91,10 +101,11 @@ func (h sessionsServer) Attach(stream legionpb.Sessions_AttachServer) error {
 	}
 	s.mu.Unlock()
 	// A worker attaches only to its own node's sessions.
-	name, err := node(ctx, asked)
+	who, err := s.node(ctx, asked)
 	if err != nil {
 		return err
 	}
+	name := who.node
 	s.mu.Lock()
 	ss := s.sessions[first.Session]
 	if ss != nil && ss.node == name {

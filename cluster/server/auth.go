@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/legionbsd/legion/cluster/pki"
@@ -50,7 +52,7 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 			return nil, status.Error(codes.PermissionDenied, "init and join are taken only from the daemon's own host")
 		}
 		if role != "" && !isAdmin(c) {
-			return nil, status.Error(codes.Unauthenticated, "a client certificate of this cluster is required")
+			return nil, s.alreadyMember(role, c.loopback)
 		}
 		return ctx, nil
 	case "/legion.v1.Cluster/Status":
@@ -97,6 +99,22 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 
 func isAdmin(c caller) bool {
 	return c.id != nil && (c.id.Role == pki.RoleAdmin || c.id.Role == pki.RoleManager)
+}
+
+// alreadyMember answers init or join on a daemon that belongs to a
+// cluster, saying what to do instead. Its own host is told where the
+// admin credentials are, if this manager wrote them.
+func (s *Server) alreadyMember(role string, loopback bool) error {
+	if role == roleWorker {
+		return status.Error(codes.FailedPrecondition, "this daemon is already a worker of a cluster (joined): it serves no API; run legion status with --server pointing at a manager")
+	}
+	admin := "the cluster's admin credentials (admin.pem, written by the manager that ran init)"
+	if path := filepath.Join(s.cfg.DataDir, AdminFile); loopback {
+		if _, err := os.Stat(path); err == nil {
+			admin = "the admin credentials at " + path
+		}
+	}
+	return status.Errorf(codes.FailedPrecondition, "this daemon is already a manager of a cluster (initialised, or joined as one): nothing to do; see the cluster with legion status, using %s", admin)
 }
 
 func (s *Server) notServing(role string) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
@@ -49,8 +50,8 @@ func (c *clusterService) Init(ctx context.Context, _ *pb.InitRequest) (*pb.InitR
 	s := c.s
 	s.joinMu.Lock()
 	defer s.joinMu.Unlock()
-	if s.role() != "" {
-		return nil, status.Errorf(codes.FailedPrecondition, "this daemon is already a %s of a cluster", s.role())
+	if role := s.role(); role != "" {
+		return nil, s.alreadyMember(role, callerOf(ctx).loopback)
 	}
 	now := s.cfg.Now()
 	ca, err := pki.NewCA(now)
@@ -99,6 +100,9 @@ func (c *clusterService) Init(ctx context.Context, _ *pb.InitRequest) (*pb.InitR
 	st := s.store()
 	if err := waitLeader(ctx, st, s.cfg.WriteTimeout); err != nil {
 		return nil, err
+	}
+	if err := recordIssued(ctx, st, cert, true); err != nil {
+		return nil, toStatus(fmt.Errorf("recording this manager's certificate: %w", err))
 	}
 	for _, role := range []string{roleWorker, roleManager} {
 		if err := writeToken(ctx, st, role); err != nil {
@@ -259,26 +263,66 @@ func (c *clusterService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.Joi
 	if role == roleManager && tokenRole != roleManager {
 		return nil, status.Error(codes.PermissionDenied, "join token: a worker token cannot join a manager; use the manager token (legion token show manager)")
 	}
-	if req.NodeId == "" || (role == roleManager && req.Address == "") {
-		return nil, status.Error(codes.InvalidArgument, "join: node_id and (for a manager) address are required")
+	if err := checkNodeID(req.NodeId); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "join: %v", err)
+	}
+	if role == roleManager && req.Address == "" {
+		return nil, status.Error(codes.InvalidArgument, "join: address: required for a manager (where the others reach it)")
+	}
+	// The id names the node from now on, in its certificate and its Node:
+	// it must not name anyone already.
+	if err := nodeIDFree(st, req.NodeId); errors.Is(err, errNodeIDTaken) {
+		return nil, status.Errorf(codes.AlreadyExists, "join: %v", err)
+	} else if err != nil {
+		return nil, toStatus(err)
 	}
 	cert, err := s.ca.Issue(req.Csr, pki.Identity{Name: req.NodeId, Role: pki.Role(role)}, hosts(req.Address), s.cfg.Now())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	if err := recordIssued(ctx, st, cert, true); errors.Is(err, dispatcher.ErrIssued) {
+		// Another join of the same id got there first.
+		return nil, status.Errorf(codes.AlreadyExists, "join: node_id %q: already in use by a node whose join finished first", req.NodeId)
+	} else if err != nil {
+		return nil, toStatus(err)
+	}
 	out := &pb.JoinResponse{Certificate: cert, CaCertificate: s.ca.CertPEM(), Role: role}
 	if role == roleManager {
 		if out.CaKey, err = s.ca.KeyPEM(); err != nil {
-			return nil, toStatus(err)
+			return nil, s.unrecord(req.NodeId, toStatus(err))
 		}
 		f := st.Raft().AddNonvoter(raft.ServerID(req.NodeId), raft.ServerAddress(req.Address), 0, s.writeTimeout())
 		if err := f.Error(); err != nil {
-			return nil, status.Errorf(codes.Unavailable, "adding manager %s to raft: %v", req.NodeId, err)
+			return nil, s.unrecord(req.NodeId, status.Errorf(codes.Unavailable, "adding manager %s to raft: %v", req.NodeId, err))
 		}
 		out.Index = f.Index()
 	}
 	s.log.Info("node joined", "node", req.NodeId, "role", role, "address", req.Address)
 	return out, nil
+}
+
+// recordIssued records a certificate the leader issued for the node it
+// names, before it is handed out (dispatcher.RecordCert).
+func recordIssued(ctx context.Context, st *store.Store, certPEM []byte, first bool) error {
+	cert, err := pki.ParseCert(certPEM)
+	if err != nil {
+		return err
+	}
+	return dispatcher.RecordCert(ctx, st, cert, first)
+}
+
+// unrecord drops the record of a join that failed after it, so the id is
+// free again for the node's next try; the certificate was never handed
+// out.
+func (s *Server) unrecord(node string, failed error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.writeTimeout())
+	defer cancel()
+	if st := s.store(); st != nil {
+		if err := dispatcher.ForgetCerts(ctx, st, node); err != nil {
+			s.log.Warn("dropping the certificate record of a failed join", "node", node, "err", err)
+		}
+	}
+	return failed
 }
 
 func (s *Server) writeTimeout() time.Duration {
@@ -295,8 +339,8 @@ func (c *clusterService) JoinCluster(ctx context.Context, req *pb.JoinClusterReq
 	s := c.s
 	s.joinMu.Lock()
 	defer s.joinMu.Unlock()
-	if s.role() != "" {
-		return nil, status.Errorf(codes.FailedPrecondition, "this daemon is already a %s of a cluster", s.role())
+	if role := s.role(); role != "" {
+		return nil, s.alreadyMember(role, callerOf(ctx).loopback)
 	}
 	tok, err := pki.ParseToken(req.Token)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/legionbsd/legion/cluster/pki"
 	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc/status"
 )
 
 // DefaultRenewCheck is how often a node looks at its certificate's age.
@@ -62,9 +63,13 @@ func (s *Server) renewIfDue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The leader records every certificate before it is used, so even a
+	// manager, which holds the CA, has its own renewal go through it.
 	var cert []byte
-	if s.role() == roleManager {
-		cert, err = s.caNow().Issue(csr, creds.ID, hosts(s.cfg.Advertise), now)
+	if st := s.store(); st != nil && st.IsLeader() {
+		if cert, err = s.caNow().Issue(csr, creds.ID, hosts(s.cfg.Advertise), now); err == nil {
+			err = recordIssued(ctx, st, cert, false)
+		}
 	} else {
 		cert, err = s.renewThroughManager(ctx, csr)
 	}
@@ -90,29 +95,41 @@ func (s *Server) renewIfDue(ctx context.Context) error {
 // the manager it joined through is asked.
 func (s *Server) UseManagers(list func() []string) { s.managers.Store(&list) }
 
-// renewThroughManager asks the managers this worker knows for a
-// certificate, the first that answers.
+// renewCallTimeout bounds one renewal call to a manager.
+const renewCallTimeout = 30 * time.Second
+
+// renewThroughManager asks the leader for a certificate (only it records
+// one): a manager asks the leader it follows; a worker the managers it
+// knows, going to the leader a follower names.
 func (s *Server) renewThroughManager(ctx context.Context, csr []byte) ([]byte, error) {
 	var managers []string
-	if f := s.managers.Load(); f != nil {
-		managers = (*f)()
-	}
-	for _, m := range s.JoinedThrough() {
-		if !slices.Contains(managers, m) {
-			managers = append(managers, m)
+	if st := s.store(); st != nil {
+		if leader, _ := st.Leader(); leader != "" {
+			managers = append(managers, leader)
 		}
 	}
+	if f := s.managers.Load(); f != nil {
+		managers = append(managers, (*f)()...)
+	}
+	managers = append(managers, s.JoinedThrough()...)
 	if len(managers) == 0 {
 		return nil, fmt.Errorf("no manager known to renew the certificate through")
 	}
+	tried := map[string]bool{}
 	var last error
-	for _, addr := range managers {
+	for len(managers) > 0 {
+		addr := managers[0]
+		managers = managers[1:]
+		if addr == "" || tried[addr] {
+			continue
+		}
+		tried[addr] = true
 		conn, err := s.dial(addr)
 		if err != nil {
 			last = err
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, renewCallTimeout)
 		resp, err := pb.NewDispatcherClient(conn).Renew(cctx, &pb.RenewRequest{Csr: csr})
 		cancel()
 		conn.Close()
@@ -120,17 +137,42 @@ func (s *Server) renewThroughManager(ctx context.Context, csr []byte) ([]byte, e
 			return resp.Certificate, nil
 		}
 		last = fmt.Errorf("manager %s: %w", addr, err)
+		if l := leaderNamed(err); l != "" {
+			managers = slices.Insert(managers, 0, l)
+		}
 	}
 	return nil, last
 }
 
-// issueRenewal signs a node's renewal on this manager.
+// leaderNamed is the leader a follower's refusal names, if any.
+func leaderNamed(err error) string {
+	for _, d := range status.Convert(err).Details() {
+		if nl, ok := d.(*pb.NotLeader); ok {
+			return nl.GetLeader()
+		}
+	}
+	return ""
+}
+
+// issueRenewal signs a node's renewal on this manager; a manager's keeps
+// the addresses its certificate serves TLS for (its Raft address, which
+// is the one it advertises).
 func (s *Server) issueRenewal(csr []byte, id pki.Identity) ([]byte, error) {
 	ca := s.caNow()
 	if ca == nil || ca.Key == nil {
 		return nil, fmt.Errorf("this daemon holds no CA key")
 	}
-	return ca.Issue(csr, id, nil, s.cfg.Now())
+	var h []string
+	if st := s.store(); st != nil && id.Role == pki.RoleManager {
+		if f := st.Raft().GetConfiguration(); f.Error() == nil {
+			for _, m := range f.Configuration().Servers {
+				if string(m.ID) == id.Name {
+					h = hosts(string(m.Address))
+				}
+			}
+		}
+	}
+	return ca.Issue(csr, id, h, s.cfg.Now())
 }
 
 func (s *Server) caNow() *pki.CA {
