@@ -6,25 +6,78 @@ import (
 	pb "github.com/legionbsd/legion/internal/proto"
 )
 
+// InitResult is what init made.
+type InitResult struct {
+	NodeID string // the new manager's node
+	// AdminCredentials is the path, on the manager's host, of the admin
+	// bundle (admin.pem) init wrote.
+	AdminCredentials string
+}
+
 // Init makes the fresh daemon this client reaches the first manager of a
-// new cluster; it answers with the path of the admin credentials it wrote.
-func (c *Client) Init(ctx context.Context) (*pb.InitResponse, error) {
+// new cluster.
+func (c *Client) Init(ctx context.Context) (InitResult, error) {
 	r, err := c.cluster.Init(ctx, &pb.InitRequest{})
-	return r, wrap(err)
+	if err != nil {
+		return InitResult{}, wrap(err)
+	}
+	return InitResult{NodeID: r.NodeId, AdminCredentials: r.AdminCredentials}, nil
+}
+
+// JoinResult is how a daemon joined.
+type JoinResult struct {
+	NodeID string
+	Role   string // manager or worker
 }
 
 // JoinCluster makes the fresh daemon this client reaches join the
 // cluster of the manager at server, with a join token. role may be empty
 // (the token's).
-func (c *Client) JoinCluster(ctx context.Context, token, server, role string) (*pb.JoinClusterResponse, error) {
+func (c *Client) JoinCluster(ctx context.Context, token, server, role string) (JoinResult, error) {
 	r, err := c.cluster.JoinCluster(ctx, &pb.JoinClusterRequest{Token: token, Server: server, Role: role})
-	return r, wrap(err)
+	if err != nil {
+		return JoinResult{}, wrap(err)
+	}
+	return JoinResult{NodeID: r.NodeId, Role: r.Role}, nil
 }
 
-// Status describes the manager reached and its cluster.
-func (c *Client) Status(ctx context.Context) (*pb.StatusResponse, error) {
+// Status describes the daemon reached and, on a manager, its view of the
+// cluster's Raft state.
+type Status struct {
+	NodeID      string
+	Role        string // manager, worker, or empty before init or join
+	Initialized bool
+	// The rest is a manager's only.
+	State         string // Leader, Follower, Candidate, Shutdown
+	LeaderID      string
+	LeaderAddress string
+	Term          uint64
+	AppliedIndex  uint64
+	CommitIndex   uint64
+	Members       []Member
+	Protocol      int // the wire protocol the daemon speaks
+}
+
+// Member is a manager in the Raft configuration.
+type Member struct {
+	ID, Address string
+	Voter       bool // a learner otherwise, until it catches up
+	Leader      bool
+}
+
+// Status describes the daemon reached; a fresh daemon of this host
+// answers without credentials.
+func (c *Client) Status(ctx context.Context) (Status, error) {
 	r, err := c.cluster.Status(ctx, &pb.StatusRequest{})
-	return r, wrap(err)
+	if err != nil {
+		return Status{}, wrap(err)
+	}
+	st := Status{NodeID: r.NodeId, Role: r.Role, Initialized: r.Initialized, State: r.State, LeaderID: r.LeaderId,
+		LeaderAddress: r.LeaderAddress, Term: r.Term, AppliedIndex: r.AppliedIndex, CommitIndex: r.CommitIndex, Protocol: int(r.Protocol)}
+	for _, m := range r.Members {
+		st.Members = append(st.Members, Member{ID: m.Id, Address: m.Address, Voter: m.Voter, Leader: m.Leader})
+	}
+	return st, nil
 }
 
 // Token shows the join token of a role (worker or manager).

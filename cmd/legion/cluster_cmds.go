@@ -96,7 +96,7 @@ func (c *clusterCLI) initCommand() *cobra.Command {
 				return fmt.Errorf("init: %w", err)
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "Initialised a new cluster; this manager is node %s.\n", resp.NodeId)
+			fmt.Fprintf(out, "Initialised a new cluster; this manager is node %s.\n", resp.NodeID)
 			fmt.Fprintf(out, "Admin credentials: %s\n", resp.AdminCredentials)
 			fmt.Fprintf(out, "  export LEGION_CREDENTIALS=%s\n", resp.AdminCredentials)
 			fmt.Fprintln(out, "Join tokens: legion token show worker|manager")
@@ -129,7 +129,7 @@ certificate; a manager token makes it a manager, a worker token a worker.`,
 			if err != nil {
 				return fmt.Errorf("join: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Node %s joined the cluster as a %s.\n", resp.NodeId, resp.Role)
+			fmt.Fprintf(cmd.OutOrStdout(), "Node %s joined the cluster as a %s.\n", resp.NodeID, resp.Role)
 			return nil
 		},
 	}
@@ -158,13 +158,13 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if !st.Initialized {
-				fmt.Fprintf(out, "Node %s belongs to no cluster: run legion init, or legion join.\n", st.NodeId)
+				fmt.Fprintf(out, "Node %s belongs to no cluster: run legion init, or legion join.\n", st.NodeID)
 				return nil
 			}
-			fmt.Fprintf(out, "Node:     %s (%s)\n", st.NodeId, st.Role)
+			fmt.Fprintf(out, "Node:     %s (%s)\n", st.NodeID, st.Role)
 			if st.State != "" {
 				fmt.Fprintf(out, "State:    %s, term %d\n", st.State, st.Term)
-				fmt.Fprintf(out, "Leader:   %s at %s\n", orNone(st.LeaderId), orNone(st.LeaderAddress))
+				fmt.Fprintf(out, "Leader:   %s at %s\n", orNone(st.LeaderID), orNone(st.LeaderAddress))
 				fmt.Fprintf(out, "Indexes:  applied %d, committed %d\n", st.AppliedIndex, st.CommitIndex)
 				fmt.Fprintln(out, "Managers:")
 				for _, m := range st.Members {
@@ -175,7 +175,7 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 					if m.Leader {
 						what += ", leader"
 					}
-					fmt.Fprintf(out, "  %s  %s  (%s)\n", m.Id, m.Address, what)
+					fmt.Fprintf(out, "  %s  %s  (%s)\n", m.ID, m.Address, what)
 				}
 			}
 			return nil
