@@ -1,4 +1,4 @@
-package daemon
+package leader
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"github.com/legionbsd/legion/image/cosign"
 )
 
-// checkWith verifies resolved images against the cluster's ImagePolicies
+// Check verifies resolved images against the cluster's ImagePolicies
 // (6.1 "Signatures"), reading the policies from the replica at each check
 // so a changed policy applies from the next resolution.
-func checkWith(st *store.Store, reg *image.Registry) controller.CheckFunc {
+func Check(st *store.Store, reg *image.Registry) controller.CheckFunc {
 	return func(ctx context.Context, ref, digest string, configs [][]byte) (*legion.VerifiedImage, []string, error) {
 		objs, _, err := st.List(legion.KindImagePolicy, "", nil)
 		if err != nil {
@@ -53,6 +53,19 @@ func checkWith(st *store.Store, reg *image.Registry) controller.CheckFunc {
 			return verified, d.Warnings, err
 		}
 		return verified, d.Warnings, nil
+	}
+}
+
+// Resolve names the digest a tag points to by asking its registry, with
+// the login a pod's pull secrets hold for that registry. The leader needs
+// no image store for it, so a manager without an agent resolves too.
+func Resolve(reg *image.Registry) controller.ResolveFunc {
+	return func(ctx context.Context, ref string, configs [][]byte) (string, error) {
+		r, err := image.ParseReference(ref)
+		if err != nil {
+			return "", err
+		}
+		return reg.Resolve(ctx, r, loginFor(r, configs))
 	}
 }
 

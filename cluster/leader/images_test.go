@@ -1,4 +1,4 @@
-package daemon
+package leader
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -18,15 +17,18 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/controller"
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/image/cosign"
 )
 
-// The leader's resolver checks each resolved image against the image
-// policies: a signed image is recorded verified with its key, an unsigned
-// one under enforce holds the pod with the reason.
+// The leader's resolver, asking the registry itself (no image store),
+// pins each tag and checks the image against the image policies: a signed
+// image is recorded verified with its key, an unsigned one under enforce
+// holds the pod with the reason.
 func TestResolverChecksImagePolicies(t *testing.T) {
+	t.Parallel()
 	reg := httptest.NewServer(registry.New())
 	defer reg.Close()
 	host := strings.TrimPrefix(reg.URL, "http://")
@@ -61,17 +63,24 @@ func TestResolverChecksImagePolicies(t *testing.T) {
 	pubPEM := string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 	fingerprint, _ := cosign.Fingerprint(&key.PublicKey)
 
-	n := startNode(t)
+	st := dispatchertest.OpenStore(t)
+	service := func(name string) *legion.Service {
+		o, _, err := st.Get(legion.KindService, "default", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(*legion.Service)
+	}
 	policy, _ := legion.New(legion.KindImagePolicy)
 	policy.GetMetadata().Name = "shop"
 	policy.(*legion.ImagePolicy).Spec = legion.ImagePolicySpec{Repositories: []string{host + "/shop/**"}, Keys: []string{pubPEM}}
 	if err := legion.Admit(policy); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := n.st.Put(ctx, policy, store.WriteOptions{}); err != nil {
+	if _, _, err := st.Put(ctx, policy, store.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n.apply(t, `apiVersion: legion/v1
+	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
 kind: Service
 metadata: {name: good}
 spec:
@@ -82,40 +91,39 @@ kind: Service
 metadata: {name: bad}
 spec:
   pod: {containers: [{name: c, image: `+host+`/shop/unsigned:1}]}
-`)
-	images, err := OpenImages(Options{DataDir: n.dataDir + "-resolver", Platform: PlatformProcess}, nil)
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer images.Close()
-	res := &controller.ImageResolver{Store: n.st, Resolve: resolveWith(images), Check: checkWith(n.st, client)}
-	// The controller loop writes the services' status too: a write that
-	// lost the race is tried again, as the resolver's loop does.
-	poll(t, "both services resolved", 20*time.Second, func() bool {
-		if failed := res.Pass(ctx); !failed {
-			t.Fatal("the unsigned image did not fail the pass")
+	for _, o := range objs {
+		if _, _, err := st.Put(ctx, o, store.WriteOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		return n.service(t, "good").Status.Images != nil && n.service(t, "bad").Status.Images != nil
-	})
-	good := n.service(t, "good").Status.Images
+	}
+	res := &controller.ImageResolver{Store: st, Resolve: Resolve(client), Check: Check(st, client)}
+	if failed := res.Pass(ctx); !failed {
+		t.Fatal("the unsigned image did not fail the pass")
+	}
+	good := service("good").Status.Images
 	if good == nil || good.Message != "" || good.Verified[host+"/shop/signed:1"] != (legion.VerifiedImage{Digest: signedDigest, Key: fingerprint}) {
 		t.Fatalf("signed image status %+v, want verified by %s", good, fingerprint)
 	}
-	bad := n.service(t, "bad").Status.Images
+	if d := good.Digests[host+"/shop/signed:1"]; d != signedDigest {
+		t.Fatalf("tag pinned to %q, want the registry's %s", d, signedDigest)
+	}
+	bad := service("bad").Status.Images
 	if bad == nil || !strings.Contains(bad.Message, "held by image policy") {
 		t.Fatalf("unsigned image status %+v, want held", bad)
 	}
 	// Under warn the unsigned image runs with a warning.
 	policy.(*legion.ImagePolicy).Spec.Mode = legion.PolicyWarn
-	if _, _, err := n.st.Put(ctx, policy, store.WriteOptions{}); err != nil {
+	if _, _, err := st.Put(ctx, policy, store.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the warning", 20*time.Second, func() bool {
-		res.Pass(ctx)
-		b := n.service(t, "bad").Status.Images
-		return b != nil && b.Message == ""
-	})
-	bad = n.service(t, "bad").Status.Images
+	if failed := res.Pass(ctx); failed {
+		t.Fatal("the pass failed under warn")
+	}
+	bad = service("bad").Status.Images
 	if bad == nil || bad.Message != "" || bad.Warning == "" {
 		t.Fatalf("under warn: %+v, want a warning and no hold", bad)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package leader
 
 import (
 	"context"
@@ -10,9 +10,8 @@ import (
 // Leadership tells whether this manager leads.
 type Leadership interface{ IsLeader() bool }
 
-// LeaderTask is work only the leader does (the controller loop, the VIP
-// allocator, the image resolver); it runs until its context ends.
-type LeaderTask struct {
+// Task is work only the leader does; it runs until its context ends.
+type Task struct {
 	Name string
 	Run  func(ctx context.Context) error
 }
@@ -21,7 +20,7 @@ type LeaderTask struct {
 // starts them when it becomes leader and stops them (waiting for them to
 // return) as soon as it sees the leadership gone, checking every period.
 // It returns when ctx ends.
-func RunWhileLeader(ctx context.Context, l Leadership, period time.Duration, log *slog.Logger, tasks ...LeaderTask) {
+func RunWhileLeader(ctx context.Context, l Leadership, period time.Duration, log *slog.Logger, tasks ...Task) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -42,7 +41,7 @@ func RunWhileLeader(ctx context.Context, l Leadership, period time.Duration, log
 		switch {
 		case leading && cancel == nil:
 			log.Info("leading: starting the controllers")
-			tctx, cancelTerm := context.WithCancel(context.WithValue(ctx, leaderSinceKey{}, time.Now()))
+			tctx, cancelTerm := context.WithCancel(context.WithValue(ctx, sinceKey{}, time.Now()))
 			cancel = cancelTerm
 			for _, t := range tasks {
 				wg.Add(1)
@@ -65,10 +64,10 @@ func RunWhileLeader(ctx context.Context, l Leadership, period time.Duration, log
 	}
 }
 
-type leaderSinceKey struct{}
+type sinceKey struct{}
 
-// LeaderSince is when the leadership the context belongs to began.
-func LeaderSince(ctx context.Context) time.Time {
-	t, _ := ctx.Value(leaderSinceKey{}).(time.Time)
+// Since is when the leadership the context belongs to began.
+func Since(ctx context.Context) time.Time {
+	t, _ := ctx.Value(sinceKey{}).(time.Time)
 	return t
 }

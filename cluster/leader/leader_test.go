@@ -1,4 +1,4 @@
-package daemon
+package leader
 
 import (
 	"context"
@@ -6,21 +6,26 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 )
+
+var poll = dispatchertest.Poll
 
 type flag struct{ v atomic.Bool }
 
 func (f *flag) IsLeader() bool { return f.v.Load() }
 
 func TestRunWhileLeaderStartsAndStopsWithLeadership(t *testing.T) {
+	t.Parallel()
 	var lead flag
 	var mu sync.Mutex
 	running, starts := 0, 0
-	task := LeaderTask{Name: "t", Run: func(ctx context.Context) error {
+	task := Task{Name: "t", Run: func(ctx context.Context) error {
 		mu.Lock()
 		running++
 		starts++
-		since := LeaderSince(ctx)
+		since := Since(ctx)
 		mu.Unlock()
 		if since.IsZero() {
 			t.Error("no leadership start time in the context")

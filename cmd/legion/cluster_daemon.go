@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/legionbsd/legion/cluster/manager"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/spf13/cobra"
@@ -19,22 +20,21 @@ func newDaemonCommand() *cobra.Command {
 	var po daemon.Options // the platform flags
 	cmd := &cobra.Command{
 		Use:   "daemon --data-dir DIR [--listen ADDR] [--advertise ADDR]",
-		Short: "Run the node daemon (and, once initialised or joined as one, the manager)",
+		Short: "Run the node daemon: its agent and, once initialised or joined as one, the manager",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
 				return fmt.Errorf("--data-dir is required")
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			s, err := server.New(server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log})
+			m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log}})
 			if err != nil {
 				return err
 			}
+			s := m.Server()
 			log.Info("legion daemon listening", "addr", s.Addr(), "advertise", s.Advertise(), "node", s.NodeID())
 			ctx, stop := signal.NotifyContext(ctxOf(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			done := make(chan error, 1)
-			go func() { done <- s.Serve() }()
 			agentDone := make(chan error, 1)
 			if noAgent {
 				agentDone <- nil
@@ -51,23 +51,22 @@ func newDaemonCommand() *cobra.Command {
 				if err := <-agentDone; err != nil {
 					log.Error("agent", "err", err)
 				}
-				s.Stop()
-				return <-done
+				return m.Stop()
 			case err := <-agentDone:
 				if err != nil {
 					stop()
-					s.Stop()
-					<-done
+					m.Stop()
 					return fmt.Errorf("agent: %w", err)
 				}
-				<-ctx.Done()
-				s.Stop()
-				return <-done
-			case err := <-done:
+				select {
+				case <-ctx.Done():
+				case <-m.Done():
+				}
+				return m.Stop()
+			case <-m.Done():
 				stop()
 				<-agentDone
-				s.Stop()
-				return err
+				return m.Stop()
 			}
 		},
 	}
@@ -76,7 +75,7 @@ func newDaemonCommand() *cobra.Command {
 	cmd.Flags().StringSliceVar(&managers, "manager", nil, "a manager's address for this node's agent (default on a worker: the one it joined through; it learns the others)")
 	cmd.Flags().StringVar(&runDir, "run-dir", "", "where tasks' secrets live, memory-backed and outside the data directory (default: under /dev/shm or the temporary directory)")
 	cmd.Flags().StringVar(&dnsListen, "dns-listen", "", "address of the node resolver on a manager (none by default)")
-	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "run no agent: a manager that runs no tasks")
+	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "run no agent: a manager that runs no tasks (it still schedules, allocates and resolves when it leads)")
 	platformFlags(cmd.Flags(), &po)
 	ingressFlags(cmd, &po)
 	cmd.Flags().StringVar(&po.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")

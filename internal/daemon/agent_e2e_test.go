@@ -15,14 +15,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/controller"
+	"github.com/legionbsd/legion/cluster/dispatcher"
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
+	"github.com/legionbsd/legion/cluster/leader"
+	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/agent/session"
 	"github.com/legionbsd/legion/internal/testimage"
 	"github.com/legionbsd/legion/jail/process"
+	"github.com/legionbsd/legion/scheduler"
 )
 
 // The test binary is also the container supervisor, as the legion binary
@@ -78,7 +83,8 @@ func loadTestImage(t testing.TB, images *image.Images) {
 
 type node struct {
 	st      *store.Store
-	local   *Local
+	disp    *dispatchertest.Manager
+	sess    *session.Session
 	dataDir string
 	runDir  string
 	cancel  context.CancelFunc
@@ -100,7 +106,7 @@ type node struct {
 func (n *node) startAgent(ctx context.Context) {
 	actx, cancel := context.WithCancel(ctx)
 	n.agentCancel, n.agentDone = cancel, make(chan struct{})
-	a := &agent.Agent{Node: "n1", Manager: n.local, Runtime: n.rt, Images: n.images, Network: n.net,
+	a := &agent.Agent{Node: "n1", Manager: n.sess, Runtime: n.rt, Images: n.images, Network: n.net,
 		DataDir: n.dataDir, RunDir: n.runDir, Endpoints: n.eps.Apply, TaskDirs: n.dirs}
 	go func() { defer close(n.agentDone); a.Run(actx) }()
 }
@@ -129,6 +135,37 @@ func (c *offsetClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+func (c *offsetClock) offset() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.off
+}
+
+// shiftedSignals are the dispatcher's heartbeats and usage on the
+// planner's clock: the dispatcher stamps them in real time.
+type shiftedSignals struct {
+	d     *dispatcher.Service
+	clock *offsetClock
+}
+
+func (s shiftedSignals) Heartbeats() map[string]time.Time {
+	off := s.clock.offset()
+	out := s.d.Heartbeats()
+	for k, v := range out {
+		out[k] = v.Add(off)
+	}
+	return out
+}
+
+func (s shiftedSignals) Usage() []scheduler.Usage {
+	off := s.clock.offset()
+	out := s.d.Usage()
+	for i := range out {
+		out[i].Time = out[i].Time.Add(off)
+	}
+	return out
+}
+
 func poll(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -140,26 +177,19 @@ func poll(t testing.TB, what string, d time.Duration, cond func() bool) {
 	}
 }
 
-// startNode runs a one-node cluster in the test: a store, the controller
-// loop, and the agent with the process runtime and a directory image
-// store.
+// startNode runs a one-node cluster in the test: a store with the
+// controller loop and the VIP allocator, its dispatcher on a loopback
+// port, and an agent (the process runtime, a directory image store) that
+// registers and follows its assignments through that dispatcher with a
+// node certificate, as a daemon's does.
 func startNode(t testing.TB) *node {
 	t.Helper()
 	base := t.TempDir()
 	n := &node{dataDir: filepath.Join(base, "data"), runDir: filepath.Join(base, "run")}
-	_, tr := raft.NewInmemTransport("m1")
-	st, err := store.Open(store.Config{Dir: filepath.Join(n.dataDir, "manager"), ID: "m1", Transport: tr, WriteTimeout: 5 * time.Second,
-		Timing: store.Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
-			LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
-			SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour, TrailingLogs: 1024}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := dispatchertest.NewCA(t)
+	st := dispatchertest.OpenStore(t)
 	n.st = st
-	if err := st.Bootstrap("m1"); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "leadership", 10*time.Second, st.IsLeader)
+	n.disp = dispatchertest.Serve(t, ca, st, nil, nil)
 
 	ds, err := image.NewDirStore(filepath.Join(n.dataDir, "layers"))
 	if err != nil {
@@ -176,53 +206,31 @@ func startNode(t testing.TB) *node {
 	}
 	n.rt = rt
 
-	nodeObj, _ := legion.New(legion.KindNode)
-	nodeObj.GetMetadata().Name = "n1"
-	legion.Admit(nodeObj)
-	nd := nodeObj.(*legion.Node)
-	nd.Status = legion.NodeStatus{State: legion.NodeReady, Hostname: "n1",
+	status := legion.NodeStatus{State: legion.NodeReady, Hostname: "n1",
 		Platform:  legion.Platform{OS: "freebsd", Arch: "amd64"},
 		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}, Allocatable: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}}}
-	if _, _, err := st.Put(context.Background(), nd, store.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	n.local = &Local{Store: st, Node: "n1"}
 	n.clock = &offsetClock{}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	sampler := newUsageSampler(rt, "n1")
-	beat := func() {
-		n.local.Heartbeat("n1", n.clock.Now())
-		n.local.ReportUsage(sampler.Usage())
+	sess, err := session.New(session.Config{Managers: []string{n.disp.Addr},
+		TLS:    dispatchertest.Credentials(t, ca, "n1", pki.RoleWorker).ClientConfig(),
+		Status: func() legion.NodeStatus { return status }, Usage: newUsageSampler(rt, "n1").Usage})
+	if err != nil {
+		t.Fatal(err)
 	}
-	beat()
+	n.sess = sess
 	n.zone = filepath.Join(n.runDir, "resolver", "zone.json")
 	n.eps = &Endpoints{ZoneFile: n.zone, VIPOctet: testVIPOctet}
-	n.done.Add(3)
-	go func() { defer n.done.Done(); RunVIPAllocator(ctx, st, nil) }()
-	go func() {
-		defer n.done.Done()
-		tk := time.NewTicker(500 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tk.C:
-				beat()
-			}
-		}
-	}()
-	loop := &controller.Loop{Store: st, Signals: n.local, LeaderSince: time.Now().Add(-time.Hour), Interval: 250 * time.Millisecond, Now: n.clock.Now}
-	go func() { defer n.done.Done(); loop.Run(ctx) }()
 	n.images = images
 	// Addresses of their own, apart from other packages' tests running
 	// beside these on the same host.
 	n.net = &LoopbackNetwork{Subnet: netip.MustParsePrefix("127.210.1.0/24")}
-	n.startAgent(ctx)
 	t.Cleanup(func() {
 		cancel()
-		n.stopAgent()
+		if n.agentDone != nil {
+			n.stopAgent()
+		}
+		sess.Close()
 		n.done.Wait()
 		n.eps.Close()
 		// Pods outlive the agent by design: remove what is left.
@@ -232,9 +240,20 @@ func startNode(t testing.TB) *node {
 			}
 		}
 		rt.Wait()
-		st.Close()
-		tr.Close()
 	})
+	if err := sess.Start(ctx); err != nil {
+		t.Fatalf("registering the node: %v", err)
+	}
+	n.done.Add(2)
+	go func() { defer n.done.Done(); leader.RunVIPAllocator(ctx, st, nil) }()
+	loop := &controller.Loop{Store: st, Signals: shiftedSignals{d: n.disp.Service, clock: n.clock}, LeaderSince: time.Now().Add(-time.Hour),
+		Interval: 250 * time.Millisecond, Now: n.clock.Now}
+	go func() { defer n.done.Done(); loop.Run(ctx) }()
+	poll(t, "the node ready", 10*time.Second, func() bool {
+		o, _, err := st.Get(legion.KindNode, "", "n1")
+		return err == nil && o.(*legion.Node).Status.State == legion.NodeReady
+	})
+	n.startAgent(ctx)
 	return n
 }
 

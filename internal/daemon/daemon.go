@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,12 +18,44 @@ import (
 	"github.com/legionbsd/legion/netbsd/resolver"
 )
 
-// RunAgent is the node side of `legion daemon`: once the daemon belongs to
-// a cluster (after init or join) it runs the agent, which reaches the
-// managers through the dispatcher like any other node's, and on a manager
-// the leader's controllers and the endpoints. It returns when ctx ends;
-// pods keep running for the next daemon to adopt.
+// credentialsPoll is how often an agent looks whether its daemon has
+// joined a cluster yet (init or join may come after the start).
+const credentialsPoll = 500 * time.Millisecond
+
+// RunAgent is the node side of `legion daemon` and `legion up`: once the
+// daemon belongs to a cluster (after init or join) it runs the agent,
+// which reaches the managers through the dispatcher like any other
+// node's, on a manager through its own port first. The leader's work is
+// the manager's (cluster/manager), not the agent's. It returns when ctx
+// ends; pods keep running for the next daemon to adopt unless
+// o.RemovePods.
 func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []string) error {
+	return runAgent(ctx, srv, o, agentConfig{managers: managers})
+}
+
+// agentConfig is what differs between the daemon's agent and up's.
+type agentConfig struct {
+	managers []string
+	// keyDir holds the node's WireGuard key; empty: the data directory's
+	// pki directory on a manager, the data directory on a worker.
+	keyDir string
+	// needResolver makes a node resolver that does not start an error
+	// rather than a warning.
+	needResolver bool
+	// started is called once the node is registered and its agent runs;
+	// an error from it ends the run with that error.
+	started func(*startedNode) error
+}
+
+// startedNode is what a running agent tells the one who started it.
+type startedNode struct {
+	name     string
+	platform *platform
+	dns      string   // where the node resolver answers
+	ingress  []string // where the HTTP proxy listens
+}
+
+func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig) error {
 	if err := o.defaults(); err != nil {
 		return err
 	}
@@ -31,12 +64,14 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(credentialsPoll):
 		}
 	}
 	creds := srv.Credentials()
-	st := srv.Store()
-	if st != nil {
+	name := srv.NodeID()
+	managing := srv.Store() != nil
+	managers := ac.managers
+	if managing {
 		managers = append([]string{srv.Advertise()}, managers...)
 	}
 	if len(managers) == 0 {
@@ -60,15 +95,18 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	}
 	defer func() { p.close() }()
 	images, rt := p.images, p.runtime
-	keyDir := o.DataDir
-	if st != nil {
-		keyDir = filepath.Join(o.DataDir, server.PKIDir)
+	keyDir := ac.keyDir
+	if keyDir == "" {
+		keyDir = o.DataDir
+		if managing {
+			keyDir = filepath.Join(o.DataDir, server.PKIDir)
+		}
 	}
 	if err := p.wireGuardKey(ctx, o, keyDir); err != nil {
 		return err
 	}
 	sess, err := session.New(session.Config{Managers: managers, TLS: creds.ClientConfig(), Logger: log,
-		Usage:  newUsageSampler(rt, srv.NodeID()).Usage,
+		Usage:  newUsageSampler(rt, name).Usage,
 		Status: func() legion.NodeStatus { return nodeStatus(NodeName(), p) }})
 	if err != nil {
 		return err
@@ -87,46 +125,57 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 			return err
 		}
 	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	run := func(what string, f func(context.Context) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := f(ctx); err != nil && ctx.Err() == nil {
+			if err := f(runCtx); err != nil && runCtx.Err() == nil {
 				log.Error(what+" stopped", "err", err)
 			}
 		}()
 	}
+	// Whatever was started is stopped and waited for on every way out;
+	// the pods go too when asked.
+	defer func() {
+		stop()
+		wg.Wait()
+		if o.RemovePods {
+			removePods(context.Background(), p, name, o.RunDir, log)
+			os.RemoveAll(o.RunDir) // the zone with it, and so the resolver stops
+		}
+		rt.Wait()
+	}()
 	zone := filepath.Join(o.RunDir, "resolver", "zone.json")
 	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
 		return err
 	}
-	if err := p.openNetwork(ctx, o, networkConfig{subnet: subnet, node: srv.NodeID(), zone: zone, keyDir: keyDir}, log); err != nil {
+	if err := p.openNetwork(ctx, o, networkConfig{subnet: subnet, node: name, zone: zone, keyDir: keyDir}, log); err != nil {
 		return err
 	}
 	if p.kind == PlatformJails {
 		o.DNSListen = p.dnsListen
 	}
-	if st != nil {
-		run("leader", func(ctx context.Context) error {
-			RunWhileLeader(ctx, st, time.Second, log, LeaderTasks(st, srv.Dispatcher(), resolveWith(images), log)...)
-			return nil
-		})
-	}
+	var dnsAddr string
 	if o.DNSListen != "" {
-		if _, err := serveResolver(ctx, o, exe, zone, run, log); err != nil {
+		if dnsAddr, err = serveResolver(runCtx, o, exe, zone, run, log); err != nil {
+			if ac.needResolver {
+				return err
+			}
 			log.Warn("node resolver not started", "err", err)
 		}
 	}
-	a := &agent.Agent{Node: srv.NodeID(), Manager: sess, Runtime: rt, Images: images,
+	a := &agent.Agent{Node: name, Manager: sess, Runtime: rt, Images: images,
 		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers}
+	var ingressAddrs []string
 	if o.IngressListen != "" || o.IngressTLSListen != "" {
 		g := NewIngress(log)
-		addrs, err := g.Serve(ctx, o.IngressListen, o.IngressTLSListen, run)
-		if err != nil {
+		if ingressAddrs, err = g.Serve(runCtx, o.IngressListen, o.IngressTLSListen, run); err != nil {
 			return err
 		}
-		log.Info("ingress proxy listening", "addrs", addrs)
+		log.Info("ingress proxy listening", "addrs", ingressAddrs)
 		a.Routes = g.Apply
 	}
 	sc, err := sessions.New(sessions.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, Exec: rt.Exec, PodIP: a.PodIP,
@@ -136,8 +185,12 @@ func RunAgent(ctx context.Context, srv *server.Server, o Options, managers []str
 	}
 	run("sessions", sc.Run)
 	run("agent", a.Run)
-	wg.Wait()
-	rt.Wait()
+	if ac.started != nil {
+		if err := ac.started(&startedNode{name: name, platform: p, dns: dnsAddr, ingress: ingressAddrs}); err != nil {
+			return err
+		}
+	}
+	<-runCtx.Done()
 	return nil
 }
 
@@ -156,4 +209,24 @@ func nodeStatus(hostname string, p *platform) legion.NodeStatus {
 		st.WireGuard = &legion.WireGuard{PublicKey: p.wgKey}
 	}
 	return st
+}
+
+// serveResolver starts the node resolver, as its own process or in this
+// one, and returns the address it answers at.
+func serveResolver(ctx context.Context, o Options, exe, zone string, run func(string, func(context.Context) error), log *slog.Logger) (string, error) {
+	if o.ResolverProcess {
+		return startResolverProcess(ctx, exe, o.DNSListen, zone, o.DataDir, log)
+	}
+	pc, tl, err := resolver.Listen(o.DNSListen)
+	if err != nil {
+		return "", fmt.Errorf("node resolver: %w", err)
+	}
+	ups := o.Upstreams
+	if ups == nil {
+		ups, _ = resolver.HostUpstreams("/etc/resolv.conf", o.DNSListen)
+	}
+	run("node resolver", func(ctx context.Context) error {
+		return (&resolver.Server{ZoneFile: zone, Upstreams: ups, Logger: log}).Serve(ctx, pc, tl)
+	})
+	return pc.LocalAddr().String(), nil
 }

@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -11,9 +9,7 @@ import (
 	"sync"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/endpoints"
-	"github.com/legionbsd/legion/netbsd"
 	"github.com/legionbsd/legion/netbsd/loopback"
 	"github.com/legionbsd/legion/netbsd/resolver"
 )
@@ -134,59 +130,4 @@ func (e *Endpoints) Close() {
 	}
 	e.mu.Unlock()
 	e.wg.Wait()
-}
-
-// AllocateVIPs gives every VIP-mode service without one the lowest free
-// address of the service range, recorded in its status. The leader runs
-// it; a write that lost a race is tried again on the next change.
-func AllocateVIPs(ctx context.Context, st *store.Store) error {
-	objs, _, err := st.List(legion.KindService, "", nil)
-	if err != nil {
-		return err
-	}
-	assigned := map[string]netip.Addr{}
-	var need []*legion.Service
-	for _, o := range objs {
-		s := o.(*legion.Service)
-		key := s.Metadata.Namespace + "/" + s.Metadata.Name
-		if a, err := netip.ParseAddr(s.Status.VIP); err == nil {
-			assigned[key] = a
-		} else if s.Spec.Endpoint.Mode == legion.EndpointVIP {
-			need = append(need, s)
-		}
-	}
-	for _, s := range need {
-		key := s.Metadata.Namespace + "/" + s.Metadata.Name
-		a, err := netbsd.AssignVIP(assigned, key)
-		if err != nil {
-			return fmt.Errorf("service %s: %w", key, err)
-		}
-		s.Status.VIP = a.String()
-		if _, err := st.PutStatus(ctx, s, store.Precondition{Version: s.Metadata.Version}); err != nil && !errors.Is(err, store.ErrConflict) {
-			return err
-		}
-		assigned[key] = a
-	}
-	return nil
-}
-
-// RunVIPAllocator allocates VIPs after every change to services, until
-// ctx ends. The leader runs it.
-func RunVIPAllocator(ctx context.Context, st *store.Store, log *slog.Logger) error {
-	for ctx.Err() == nil {
-		at, err := st.Version()
-		if err != nil {
-			return err
-		}
-		if err := AllocateVIPs(ctx, st); err != nil && log != nil {
-			log.Warn("allocating VIPs", "err", err)
-		}
-		if err := st.WaitChange(ctx, at, legion.KindService); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-	}
-	return nil
 }

@@ -9,22 +9,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
-	"github.com/legionbsd/legion/cluster/controller"
-	"github.com/legionbsd/legion/cluster/dispatcher"
+	"github.com/legionbsd/legion/cluster/manager"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
-	"github.com/legionbsd/legion/internal/agent/sessions"
 	"github.com/legionbsd/legion/internal/sys"
 	"github.com/legionbsd/legion/jail"
-	"github.com/legionbsd/legion/netbsd"
-	"github.com/legionbsd/legion/netbsd/resolver"
 )
 
 // Options configure a single-node cluster run in the foreground.
@@ -151,28 +146,30 @@ func NodeName() string {
 	return s
 }
 
-// Run starts a one-node cluster (manager and agent in this process, the
-// process runtime and loopback network), initialising it on first use,
-// calls ready once it serves, and runs until ctx ends.
+// readyPoll is how often up looks whether its node is ready for tasks.
+const readyPoll = 50 * time.Millisecond
+
+// Run is `legion up`: a one-node cluster in this process, initialising it
+// on first use. The manager (cluster/manager) serves on o.Listen and the
+// node's agent registers with it over loopback, through its dispatcher,
+// with the manager's own node certificate, as `legion daemon` does. Once
+// the node is registered, its agent runs and the leader has it ready for
+// tasks, ready is called; Run returns when ctx ends (removing the pods
+// when o.RemovePods) or with ready's error.
 func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	if err := o.defaults(); err != nil {
 		return err
 	}
 	log := o.Logger
-	for _, d := range []string{o.DataDir, o.RunDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
-	}
-	srv, err := server.New(server.Config{DataDir: filepath.Join(o.DataDir, "manager"), Listen: o.Listen, Logger: log})
+	managerDir := filepath.Join(o.DataDir, "manager")
+	m, err := manager.Start(manager.Config{Server: server.Config{DataDir: managerDir, Listen: o.Listen, Logger: log}})
 	if err != nil {
 		return err
 	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve() }()
-	defer func() { srv.Stop(); <-served }()
+	defer m.Stop()
+	srv := m.Server()
 
-	admin := filepath.Join(o.DataDir, "manager", server.AdminFile)
+	admin := filepath.Join(managerDir, server.AdminFile)
 	if _, err := os.Stat(admin); errors.Is(err, os.ErrNotExist) {
 		bare, err := client.New(client.Options{Server: srv.Addr()})
 		if err != nil {
@@ -185,184 +182,49 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		}
 		log.Info("initialised a new cluster", "admin", admin)
 	}
+	st := srv.Store()
+	if st == nil {
+		return errors.New("the daemon is not a manager of its cluster")
+	}
 	cl, err := client.New(client.Options{Server: srv.Addr(), CredentialsFile: admin})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	st := srv.Store()
-	if st == nil {
-		return errors.New("the daemon is not a manager of its cluster")
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	started := func(sn *startedNode) error {
+		if !waitNodeReady(agentCtx, st, sn.name) || ready == nil {
+			return nil
+		}
+		p := sn.platform
+		n := &Node{Name: sn.name, Client: cl, Images: p.images, Store: st, Admin: admin, API: srv.Addr(), DNS: sn.dns,
+			Runtime: p.runtime, VIPOctet: o.VIPOctet, Platform: p.kind, Ingress: sn.ingress}
+		if nw, ok := p.network.(*PFNetwork); ok {
+			n.ExtIf = nw.ExtIf
+		}
+		return ready(n)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !st.IsLeader(); {
-		if time.Now().After(deadline) {
-			return errors.New("no leader after 30 s")
+	return runAgent(agentCtx, srv, o, agentConfig{keyDir: filepath.Join(managerDir, server.PKIDir), needResolver: true, started: started})
+}
+
+// waitNodeReady waits until the leader has seen the node's heartbeats and
+// marked it ready, so tasks can be placed on it; false when ctx ended
+// first.
+func waitNodeReady(ctx context.Context, st *store.Store, name string) bool {
+	tk := time.NewTicker(readyPoll)
+	defer tk.Stop()
+	for {
+		o, _, err := st.Get(legion.KindNode, "", name)
+		if err == nil && o.(*legion.Node).Status.State == legion.NodeReady {
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-time.After(20 * time.Millisecond):
+			return false
+		case <-tk.C:
 		}
 	}
-
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	p, err := openPlatform(ctx, o, exe, log)
-	if err != nil {
-		return err
-	}
-	defer func() { p.close() }()
-	if err := p.wireGuardKey(ctx, o, filepath.Join(o.DataDir, "manager", server.PKIDir)); err != nil {
-		return err
-	}
-	name := NodeName()
-	subnet, err := registerNode(ctx, st, name, p)
-	if err != nil {
-		return fmt.Errorf("registering node %s: %w", name, err)
-	}
-	zone := filepath.Join(o.RunDir, "resolver", "zone.json")
-	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
-		return err
-	}
-	if err := p.openNetwork(ctx, o, networkConfig{subnet: subnet, node: name, zone: zone,
-		keyDir: filepath.Join(o.DataDir, "manager", server.PKIDir)}, log); err != nil {
-		return err
-	}
-	images, rt := p.images, p.runtime
-	o.DNSListen = p.dnsListen
-	local := &Local{Store: st, Node: name}
-
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	run := func(what string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(runCtx); err != nil && runCtx.Err() == nil {
-				log.Error(what+" stopped", "err", err)
-			}
-		}()
-	}
-	run("heartbeat", func(ctx context.Context) error {
-		tk := time.NewTicker(2 * time.Second)
-		defer tk.Stop()
-		sampler := newUsageSampler(rt, name)
-		for {
-			local.Heartbeat(name, time.Now())
-			local.ReportUsage(sampler.Usage())
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-tk.C:
-			}
-		}
-	})
-	run("leader", func(ctx context.Context) error {
-		RunWhileLeader(ctx, st, time.Second, log, LeaderTasks(st, local, resolveWith(images), log)...)
-		return nil
-	})
-	dnsAddr, err := serveResolver(runCtx, o, exe, zone, run, log)
-	if err != nil {
-		stop()
-		wg.Wait()
-		return err
-	}
-	a := &agent.Agent{Node: name, Manager: local, Runtime: rt, Images: images, Network: p.network,
-		DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs}
-	var ingressAddrs []string
-	if o.IngressListen != "" || o.IngressTLSListen != "" {
-		g := NewIngress(log)
-		if ingressAddrs, err = g.Serve(runCtx, o.IngressListen, o.IngressTLSListen, run); err != nil {
-			stop()
-			wg.Wait()
-			return err
-		}
-		a.Routes = g.Apply
-	}
-	run("agent", a.Run)
-	sc, err := sessions.New(sessions.Config{Managers: func() []string { return []string{srv.Addr()} }, TLS: srv.Credentials().ClientConfig(),
-		Node: name, Logs: rt.Logs, Exec: rt.Exec, PodIP: a.PodIP, DataDir: o.DataDir, Logger: log})
-	if err != nil {
-		stop()
-		wg.Wait()
-		return err
-	}
-	run("sessions", sc.Run)
-
-	n := &Node{Name: name, Client: cl, Images: images, Store: st, Admin: admin, API: srv.Addr(), DNS: dnsAddr, Runtime: rt, VIPOctet: o.VIPOctet,
-		Platform: p.kind, Ingress: ingressAddrs}
-	if nw, ok := p.network.(*PFNetwork); ok {
-		n.ExtIf = nw.ExtIf
-	}
-	var result error
-	if ready != nil {
-		if err := ready(n); err != nil {
-			result = err
-			stop()
-		}
-	}
-	<-runCtx.Done()
-	stop()
-	wg.Wait()
-	if o.RemovePods {
-		removePods(context.Background(), p, name, o.RunDir, log)
-		os.RemoveAll(o.RunDir) // the zone with it, and so the resolver stops
-	}
-	rt.Wait()
-	return result
-}
-
-// registerNode writes the node's object with what it offers, keeping an
-// operator's spec (availability, taints, labels) when it exists, and
-// reserves its pod subnet (after the Node exists, as the dispatcher does),
-// recorded in its status.
-func registerNode(ctx context.Context, st *store.Store, name string, p *platform) (int, error) {
-	status := nodeStatus(name, p)
-	now := time.Now()
-	status.LastHeartbeat = &now
-	o, _, err := st.Get(legion.KindNode, "", name)
-	var node *legion.Node
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		n, _ := legion.New(legion.KindNode)
-		n.GetMetadata().Name = name
-		if err := legion.Admit(n); err != nil {
-			return 0, err
-		}
-		node = n.(*legion.Node)
-		node.Spec.Role = legion.RoleManager
-		node.Status = status
-		if _, _, err = st.Put(ctx, node, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}}); err != nil {
-			return 0, err
-		}
-	case err != nil:
-		return 0, err
-	default:
-		node = o.(*legion.Node)
-		status.PodCIDR = node.Status.PodCIDR
-		node.Status = status
-		if _, err = st.PutStatus(ctx, node, store.Precondition{Version: node.Metadata.Version}); err != nil {
-			return 0, err
-		}
-	}
-	subnet, err := dispatcher.ReserveSubnet(ctx, st, name)
-	if err != nil {
-		return 0, err
-	}
-	if cidr := netbsd.NodeSubnet(subnet).String(); node.Status.PodCIDR != cidr {
-		o, _, err := st.Get(legion.KindNode, "", name)
-		if err != nil {
-			return 0, err
-		}
-		node = o.(*legion.Node)
-		node.Status.PodCIDR = cidr
-		if _, err := st.PutStatus(ctx, node, store.Precondition{Version: node.Metadata.Version}); err != nil {
-			return 0, err
-		}
-	}
-	return subnet, nil
 }
 
 func memoryBytes() int64 {
@@ -415,48 +277,4 @@ func removePods(ctx context.Context, p *platform, node, runDir string, log *slog
 			}
 		}
 	}
-}
-
-// LeaderTasks is the work a leading manager does: the controller loop,
-// the VIP allocator and the image resolver.
-func LeaderTasks(st *store.Store, signals controller.Signals, resolve controller.ResolveFunc, log *slog.Logger) []LeaderTask {
-	return []LeaderTask{
-		{Name: "controller", Run: func(ctx context.Context) error {
-			return (&controller.Loop{Store: st, Signals: signals, Logger: log, LeaderSince: LeaderSince(ctx)}).Run(ctx)
-		}},
-		{Name: "VIP allocator", Run: func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) }},
-		{Name: "image resolver", Run: (&controller.ImageResolver{Store: st, Resolve: resolve, Check: checkWith(st, &image.Registry{}), Logger: log}).Run},
-	}
-}
-
-// resolveWith resolves tags through the node's registry client, with the
-// login a pod's pull secrets hold for the image's registry.
-func resolveWith(images *image.Images) controller.ResolveFunc {
-	return func(ctx context.Context, ref string, configs [][]byte) (string, error) {
-		r, err := image.ParseReference(ref)
-		if err != nil {
-			return "", err
-		}
-		return images.Resolve(ctx, ref, loginFor(r, configs))
-	}
-}
-
-// serveResolver starts the node resolver, as its own process or in this
-// one, and returns the address it answers at.
-func serveResolver(ctx context.Context, o Options, exe, zone string, run func(string, func(context.Context) error), log *slog.Logger) (string, error) {
-	if o.ResolverProcess {
-		return startResolverProcess(ctx, exe, o.DNSListen, zone, o.DataDir, log)
-	}
-	pc, tl, err := resolver.Listen(o.DNSListen)
-	if err != nil {
-		return "", fmt.Errorf("node resolver: %w", err)
-	}
-	ups := o.Upstreams
-	if ups == nil {
-		ups, _ = resolver.HostUpstreams("/etc/resolv.conf", o.DNSListen)
-	}
-	run("node resolver", func(ctx context.Context) error {
-		return (&resolver.Server{ZoneFile: zone, Upstreams: ups, Logger: log}).Serve(ctx, pc, tl)
-	})
-	return pc.LocalAddr().String(), nil
 }

@@ -1,0 +1,12 @@
+// Package leader is the work only the leading manager does: the
+// controller loop (cluster/controller), the allocation of service VIPs,
+// and the pinning of image tags to digests with their signature checks.
+// Run starts that work on whichever manager leads and stops it when the
+// leadership moves, whether or not the manager runs an agent: nothing here
+// needs a node's runtime, image store or network. Tags are resolved by
+// asking the registry directly.
+//
+// It reads and writes the store and asks registries; it must not import
+// the node side (internal/agent, internal/daemon, jail, zfs, the netbsd
+// host code) nor cluster/server, which composes it (cluster/manager).
+package leader

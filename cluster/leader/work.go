@@ -1,0 +1,81 @@
+package leader
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/legionbsd/legion/cluster/controller"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/image"
+)
+
+// CheckPeriod is how often Run looks whether this manager leads (and,
+// before that, whether the daemon is a manager yet).
+const CheckPeriod = time.Second
+
+// Source gives the manager's store: nil while the daemon is no manager
+// (before init or join, or a worker). *server.Server is one.
+type Source interface {
+	Store() *store.Store
+}
+
+// Options configure the leader's work.
+type Options struct {
+	// Signals are the nodes' heartbeats and usage reports: the manager's
+	// dispatcher (server.Server.Dispatcher).
+	Signals controller.Signals
+	// Registry resolves tags and reads signatures; nil means a registry
+	// client of its own.
+	Registry *image.Registry
+	// Period is how often leadership is checked (CheckPeriod when zero).
+	Period time.Duration
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Registry == nil {
+		o.Registry = &image.Registry{}
+	}
+	if o.Period <= 0 {
+		o.Period = CheckPeriod
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Tasks is the work a leading manager does over its store: the controller
+// loop, the VIP allocator and the image resolver.
+func Tasks(st *store.Store, o Options) []Task {
+	o.defaults()
+	log := o.Logger
+	return []Task{
+		{Name: "controller", Run: func(ctx context.Context) error {
+			return (&controller.Loop{Store: st, Signals: o.Signals, Logger: log, LeaderSince: Since(ctx)}).Run(ctx)
+		}},
+		{Name: "VIP allocator", Run: func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) }},
+		{Name: "image resolver", Run: (&controller.ImageResolver{Store: st, Resolve: Resolve(o.Registry),
+			Check: Check(st, o.Registry), Logger: log}).Run},
+	}
+}
+
+// Run does the leader's work whenever this manager leads, until ctx ends:
+// it waits for the daemon to become a manager (an init or a join may come
+// later), then starts Tasks on each leadership term and stops them when
+// the term ends.
+func Run(ctx context.Context, src Source, o Options) {
+	o.defaults()
+	tick := time.NewTicker(o.Period)
+	defer tick.Stop()
+	st := src.Store()
+	for st == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		st = src.Store()
+	}
+	RunWhileLeader(ctx, st, o.Period, o.Logger, Tasks(st, o)...)
+}
