@@ -1,10 +1,6 @@
 package compose
 
 import (
-	"go/parser"
-	"go/token"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -126,32 +122,3 @@ func TestCPUs(t *testing.T) {
 	}
 }
 
-// TestImportsNoIO holds the package to its doc: its own files import no
-// package that does I/O (compose-go, which it uses for parsing, is told
-// not to read files).
-func TestImportsNoIO(t *testing.T) {
-	banned := []string{"os", "os/exec", "net", "net/http", "io/ioutil", "syscall",
-		"github.com/legionbsd/legion/client", "github.com/legionbsd/legion/internal/sys"}
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range af.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			for _, b := range banned {
-				if path == b {
-					t.Errorf("%s imports %s", f, path)
-				}
-			}
-		}
-	}
-}

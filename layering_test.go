@@ -1,0 +1,255 @@
+package legion_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/legionbsd/legion"
+
+// layer is what the packages matching pattern may import. A pattern is a
+// package path relative to the module ("" is the root, legion), or one
+// ending in "/..." for a package and everything below it; the longest
+// pattern that matches a package holds it.
+type layer struct {
+	pattern string
+	// may lists the module's packages (patterns, as above) a package of
+	// the layer may import directly.
+	may []string
+	// thirdParty, when not nil, lists the only modules outside the
+	// standard library and this module it may import directly.
+	thirdParty []string
+	// noStd lists standard packages it may not import directly: the ones
+	// that do I/O, for packages that must stay pure.
+	noStd []string
+	// neverDeps lists package path prefixes that may not appear anywhere
+	// in its dependencies: what would make an embedder pull in a server.
+	neverDeps []string
+}
+
+var (
+	pureStd = []string{"os", "os/exec", "net", "net/http", "io/fs", "io/ioutil", "syscall", "database/sql"}
+	// A program embedding the runtime, the images or the client must not
+	// get Raft, a gRPC server of the managers' or the CLI with them.
+	noServer = []string{"github.com/hashicorp/raft", "github.com/spf13/cobra", "go.etcd.io/bbolt",
+		module + "/cluster/server", module + "/cluster/store", module + "/internal/agent", module + "/internal/daemon"}
+	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/pods/podstest", "scheduler/schedtest",
+		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest"}
+)
+
+// layers is the map of the module: one row a layer, read top to bottom
+// from the object model to the binary. A package no row matches fails the
+// test, so a new package gets a row on purpose.
+var layers = []layer{
+	// The object model and admission: no I/O, few dependencies.
+	{pattern: "", thirdParty: []string{"go.yaml.in/yaml/v3", "github.com/robfig/cron/v3",
+		"github.com/google/go-containerregistry/pkg/name", "github.com/opencontainers/go-digest"},
+		noStd: pureStd, neverDeps: []string{"net/http", "os/exec"}},
+	// The planner is a pure function: no I/O, no clock, no randomness.
+	{pattern: "scheduler", may: []string{""}, thirdParty: []string{"github.com/robfig/cron/v3"},
+		noStd: append([]string{"math/rand", "math/rand/v2", "log", "log/slog"}, pureStd...)},
+	{pattern: "compose", may: []string{""}, noStd: pureStd},
+
+	// Node-side building blocks, each usable alone.
+	{pattern: "internal/sys"},
+	{pattern: "jail/...", may: []string{"jail/...", "internal/sys"}, neverDeps: noServer},
+	{pattern: "zfs", may: []string{"internal/sys"}, neverDeps: noServer},
+	{pattern: "image/...", may: []string{"image/...", "zfs", "internal/sys"}, neverDeps: noServer},
+	// netbsd renders what the agent translates from the object model; it
+	// does not read the object model itself.
+	{pattern: "netbsd", may: []string{"internal/sys"}, neverDeps: noServer},
+	{pattern: "netbsd/ingress", thirdParty: []string{}, neverDeps: noServer},
+	{pattern: "netbsd/loopback", neverDeps: noServer},
+	{pattern: "netbsd/resolver", neverDeps: noServer},
+
+	// The wire and the client.
+	{pattern: "internal/proto", may: []string{""}},
+	{pattern: "internal/endpoints", may: []string{""}},
+	{pattern: "client", may: []string{"", "cluster/pki", "internal/proto"}, neverDeps: noServer},
+
+	// The manager.
+	{pattern: "cluster/pki"},
+	{pattern: "cluster/rbac", may: []string{""}},
+	{pattern: "cluster/store", may: []string{""}},
+	{pattern: "cluster/...", may: []string{"", "scheduler", "cluster/...", "internal/proto", "internal/endpoints",
+		"netbsd", "image", "image/cosign"}},
+
+	// The node agent: it reaches the managers only through the protocol.
+	{pattern: "internal/agent/...", may: []string{"", "internal/agent/...", "internal/endpoints", "internal/proto",
+		"internal/sys", "jail", "image", "scheduler"}},
+
+	// The daemon composes everything; the binary composes the daemon.
+	{pattern: "internal/daemon", may: []string{"", "...", "-cmd"}},
+	{pattern: "cmd/...", may: []string{"", "...", "-cmd"}},
+	// Test harnesses compose whatever they start; only tests import them.
+	{pattern: "internal/testcluster", may: []string{"", "...", "-cmd"}},
+	{pattern: "internal/testimage/...", may: []string{"", "...", "-cmd"}},
+	{pattern: "scheduler/schedtest", may: []string{"", "scheduler"}, noStd: pureStd},
+
+	{pattern: "examples/...", may: []string{"", "client", "image", "jail/...", "internal/sys"}},
+}
+
+// matches says whether the module-relative path rel falls under pattern.
+func matches(pattern, rel string) bool {
+	switch {
+	case pattern == "...":
+		return true
+	case strings.HasSuffix(pattern, "/..."):
+		base := strings.TrimSuffix(pattern, "/...")
+		return rel == base || strings.HasPrefix(rel, base+"/")
+	}
+	return rel == pattern
+}
+
+// layerOf is the row with the longest pattern matching rel.
+func layerOf(rel string) (layer, bool) {
+	best, found := layer{}, false
+	for _, l := range layers {
+		if matches(l.pattern, rel) && (!found || len(l.pattern) > len(best.pattern)) {
+			best, found = l, true
+		}
+	}
+	return best, found
+}
+
+// allowed says whether a package of l may import the module's package rel.
+// A "-x/..." entry (or "-x") excludes what it names from the rest.
+func (l layer) allowed(rel string) bool {
+	ok := false
+	for _, m := range l.may {
+		if neg, isNeg := strings.CutPrefix(m, "-"); isNeg {
+			if matches(neg, rel) || matches(neg+"/...", rel) {
+				return false
+			}
+			continue
+		}
+		ok = ok || matches(m, rel)
+	}
+	return ok
+}
+
+type listed struct {
+	ImportPath string
+	Standard   bool
+	Imports    []string
+	Deps       []string
+}
+
+func goList(t *testing.T) []listed {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json=ImportPath,Standard,Imports,Deps", "./...").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []listed
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p listed
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func relative(path string) (string, bool) {
+	if path == module {
+		return "", true
+	}
+	return strings.CutPrefix(path, module+"/")
+}
+
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+// thirdPartyAllowed: an import of a module's package or a package below it.
+func thirdPartyAllowed(list []string, path string) bool {
+	for _, m := range list {
+		if path == m || strings.HasPrefix(path, m+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLayering holds every package of the module to its row of layers:
+// what it may import directly, which I/O it may not do, and what must
+// never come into its dependencies.
+func TestLayering(t *testing.T) {
+	pkgs := goList(t)
+	if len(pkgs) < 20 {
+		t.Fatalf("go list found %d packages: is the test run from the module?", len(pkgs))
+	}
+	for _, p := range pkgs {
+		rel, ok := relative(p.ImportPath)
+		if !ok {
+			continue
+		}
+		l, ok := layerOf(rel)
+		if !ok {
+			t.Errorf("%s: no row of layers holds it; add one", p.ImportPath)
+			continue
+		}
+		isHarness := slices.ContainsFunc(harnesses, func(h string) bool { return matches(h, rel) })
+		for _, imp := range p.Imports {
+			switch r, own := relative(imp); {
+			case own:
+				if !isHarness && slices.ContainsFunc(harnesses, func(h string) bool { return matches(h, r) }) {
+					t.Errorf("%s imports the test harness %s", p.ImportPath, imp)
+				} else if !isHarness && !l.allowed(r) {
+					t.Errorf("%s imports %s, which its layer (%q) may not", p.ImportPath, imp, l.pattern)
+				}
+			case isStd(imp):
+				if slices.Contains(l.noStd, imp) {
+					t.Errorf("%s imports %s: it does I/O, which its layer (%q) may not", p.ImportPath, imp, l.pattern)
+				}
+			default:
+				if l.thirdParty != nil && !thirdPartyAllowed(l.thirdParty, imp) {
+					t.Errorf("%s imports %s; its layer (%q) allows only %v", p.ImportPath, imp, l.pattern, l.thirdParty)
+				}
+			}
+		}
+		for _, dep := range p.Deps {
+			for _, never := range l.neverDeps {
+				if dep == never || strings.HasPrefix(dep, never+"/") {
+					t.Errorf("%s depends on %s, which its layer (%q) must never pull in", p.ImportPath, dep, l.pattern)
+				}
+			}
+		}
+	}
+}
+
+// The table itself: a package outside every row is caught, the longest
+// row wins, and exclusions hold.
+func TestLayerRules(t *testing.T) {
+	if _, ok := layerOf("brand/new"); ok {
+		t.Error("a package no row names matched a row")
+	}
+	if l, _ := layerOf("cluster/store"); l.pattern != "cluster/store" {
+		t.Errorf("cluster/store held by %q", l.pattern)
+	}
+	if l, _ := layerOf("cluster/leader"); l.pattern != "cluster/..." {
+		t.Errorf("cluster/leader held by %q", l.pattern)
+	}
+	d, _ := layerOf("internal/daemon")
+	if d.allowed("cmd/legion") || !d.allowed("internal/agent") || !d.allowed("") {
+		t.Error("internal/daemon's row: cmd must be excluded, the rest allowed")
+	}
+	if c, _ := layerOf("client"); c.allowed("cluster/store") {
+		t.Error("the client may import the store")
+	}
+}
