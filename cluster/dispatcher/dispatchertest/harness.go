@@ -4,6 +4,7 @@
 package dispatchertest
 
 import (
+	"context"
 	"net"
 	"sync"
 	"testing"
@@ -71,6 +72,16 @@ func Credentials(t testing.TB, ca *pki.CA, name string, role pki.Role) *pki.Cred
 		t.Fatal(err)
 	}
 	return c
+}
+
+// Record records creds' certificate for the node it names, as a join
+// does, so the dispatcher and the sessions service take it as that node's
+// (and no other certificate naming the node).
+func Record(t testing.TB, st *store.Store, creds *pki.Credentials) {
+	t.Helper()
+	if err := dispatcher.RecordCert(context.Background(), st, creds.Cert.Leaf, false); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // OpenStore opens a one-manager store and waits until it leads.

@@ -102,8 +102,18 @@ type Agent struct {
 }
 
 // StartAgent runs node's sessions client against m, reading logs from a
-// new Logs, and waits until m holds its stream.
+// new Logs, and waits until m holds its stream. Its certificate is
+// recorded as the node's, as a join records it.
 func (m *Manager) StartAgent(t testing.TB, node string) *Agent {
+	t.Helper()
+	creds, _ := Issue(t, m.CA, node, pki.RoleWorker)
+	dispatchertest.Record(t, m.Store, creds)
+	return m.startAgent(t, node, creds, "")
+}
+
+// StartUnrecordedAgent is StartAgent for a node with no certificate on
+// record, as one that joined before records were kept.
+func (m *Manager) StartUnrecordedAgent(t testing.TB, node string) *Agent {
 	t.Helper()
 	creds, _ := Issue(t, m.CA, node, pki.RoleWorker)
 	return m.startAgent(t, node, creds, "")
@@ -115,6 +125,7 @@ func (m *Manager) StartAgent(t testing.TB, node string) *Agent {
 func (m *Manager) StartManagerAgent(t testing.TB, cert, node string) *Agent {
 	t.Helper()
 	creds, _ := Issue(t, m.CA, cert, pki.RoleManager)
+	dispatchertest.Record(t, m.Store, creds)
 	return m.startAgent(t, node, creds, node)
 }
 
