@@ -15,6 +15,7 @@ import (
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Outcomes of an apply.
@@ -44,6 +45,12 @@ func decodeApply(req *pb.ApplyRequest) ([]applyItem, error) {
 	var items []applyItem
 	var errs []string
 	for i, it := range req.Items {
+		// Refused by its size before its JSON is decoded; admission checks
+		// the normalised object again.
+		if n := proto.Size(it.Object); n > legion.MaxObjectSize {
+			errs = append(errs, fmt.Sprintf("%s: %d bytes, at most %d (1 MiB) allowed", wireName(i, it.Object), n, legion.MaxObjectSize))
+			continue
+		}
 		obj, err := pb.FromProto(it.Object)
 		if err != nil {
 			errs = append(errs, fmt.Sprintf("object %d: %v", i+1, err))
@@ -77,6 +84,20 @@ func decodeApply(req *pb.ApplyRequest) ([]applyItem, error) {
 	}
 	sort.SliceStable(items, func(a, b int) bool { return order[items[a].obj.GetKind()] < order[items[b].obj.GetKind()] })
 	return items, nil
+}
+
+// wireName names an object of a request before it is decoded: its kind
+// and name when they are short enough to be names, else its position.
+func wireName(i int, o *pb.Object) string {
+	m := o.GetMetadata()
+	if len(o.GetKind()) > 32 || len(m.GetName()) > legion.MaxNameLength || len(m.GetNamespace()) > legion.MaxNameLength {
+		return fmt.Sprintf("object %d", i+1)
+	}
+	name := m.GetName()
+	if m.GetNamespace() != "" {
+		name = m.GetNamespace() + "/" + name
+	}
+	return fmt.Sprintf("object %d (%s %s)", i+1, o.GetKind(), name)
 }
 
 func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun bool) (*pb.ApplyResponse, error) {

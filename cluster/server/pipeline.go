@@ -56,19 +56,23 @@ func (t *transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 	return p, nil
 }
 
+// AppendEntries sends a request in as many pieces as its size needs
+// (encodeAppend); its future waits for an answer to each.
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
-	payload, err := json.Marshal(args)
+	pieces, err := encodeAppend(args)
 	if err != nil {
 		return nil, err
 	}
-	f := &appendFuture{start: time.Now(), args: args, resp: resp, errCh: make(chan error, 1)}
+	f := &appendFuture{start: time.Now(), args: args, resp: resp, parts: len(pieces), errCh: make(chan error, 1)}
 	select {
 	case p.inflight <- f:
 	case <-p.stop:
 		return nil, raft.ErrPipelineShutdown
 	}
-	if err := p.stream.Send(&pb.RaftMessage{Payload: payload}); err != nil {
-		return nil, err
+	for _, payload := range pieces {
+		if err := p.stream.Send(&pb.RaftMessage{Payload: payload}); err != nil {
+			return nil, err
+		}
 	}
 	return f, nil
 }
@@ -79,15 +83,23 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 func (p *pipeline) receive() {
 	defer p.wg.Done()
 	for {
-		msg, err := p.stream.Recv()
 		var f *appendFuture
 		select {
 		case f = <-p.inflight:
 		case <-p.stop:
 			return
 		}
-		if err == nil {
-			err = json.Unmarshal(msg.Payload, f.resp)
+		// One answer per piece: the first refusal stands, else the last.
+		var err error
+		for k := 0; k < f.parts && err == nil; k++ {
+			var msg *pb.RaftMessage
+			if msg, err = p.stream.Recv(); err != nil {
+				break
+			}
+			var r raft.AppendEntriesResponse
+			if err = json.Unmarshal(msg.Payload, &r); err == nil && (k == 0 || f.resp.Success) {
+				*f.resp = r
+			}
 		}
 		f.errCh <- err
 		select {
@@ -116,6 +128,7 @@ type appendFuture struct {
 	start time.Time
 	args  *raft.AppendEntriesRequest
 	resp  *raft.AppendEntriesResponse
+	parts int // messages the request went in, each answered
 	errCh chan error
 	err   error
 	got   bool

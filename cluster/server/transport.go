@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -21,6 +23,30 @@ const snapshotChunk = 1 << 20
 
 // raftCallTimeout bounds one Raft call to a peer.
 const raftCallTimeout = 10 * time.Second
+
+// Raft messages between managers hold by construction within MaxMessage.
+// raft batches up to MaxAppendEntries entries (512) into one
+// AppendEntries, so the entries' count times their size bounds nothing
+// useful; instead the transport cuts a request whose JSON is over
+// maxRaftPayload into consecutive requests, each under it. An entry is at
+// most store.MaxEntry (the store proposes nothing larger), so every entry
+// fits in a piece of its own: its data travels as base64 (4/3) plus its
+// other fields. The constant checks below fail to compile if the figures
+// ever stop agreeing.
+const (
+	maxRaftPayload  = 16 << 20
+	entryOverhead   = 256  // a log entry's JSON besides its data and extensions
+	requestOverhead = 1024 // an AppendEntries' JSON besides its entries
+	protoOverhead   = 64   // the RaftMessage around the JSON
+	maxEntryJSON    = (store.MaxEntry+2)/3*4 + entryOverhead
+)
+
+// A negative constant does not convert to uint: these fail to build
+// unless the largest entry fits a piece and a piece fits a gRPC message.
+const (
+	_ = uint(maxRaftPayload - requestOverhead - maxEntryJSON)
+	_ = uint(MaxMessage - protoOverhead - maxRaftPayload)
+)
 
 // transport is raft.Transport over the manager's gRPC port: outgoing calls
 // go through the Raft service of the peer (mutual TLS with the node's
@@ -74,13 +100,18 @@ func (t *transport) client(target raft.ServerAddress) (pb.RaftClient, error) {
 	return pb.NewRaftClient(c), nil
 }
 
-func (t *transport) call(target raft.ServerAddress, args, resp any,
-	method func(pb.RaftClient, context.Context, *pb.RaftMessage, ...grpc.CallOption) (*pb.RaftMessage, error)) error {
-	c, err := t.client(target)
+type raftMethod func(pb.RaftClient, context.Context, *pb.RaftMessage, ...grpc.CallOption) (*pb.RaftMessage, error)
+
+func (t *transport) call(target raft.ServerAddress, args, resp any, method raftMethod) error {
+	payload, err := json.Marshal(args)
 	if err != nil {
 		return err
 	}
-	payload, err := json.Marshal(args)
+	return t.send(target, payload, resp, method)
+}
+
+func (t *transport) send(target raft.ServerAddress, payload []byte, resp any, method raftMethod) error {
+	c, err := t.client(target)
 	if err != nil {
 		return err
 	}
@@ -101,8 +132,80 @@ func (t *transport) call(target raft.ServerAddress, args, resp any,
 	return json.Unmarshal(out.Payload, resp)
 }
 
+// AppendEntries sends a request in as many pieces as its size needs, one
+// after another; the first piece the follower refuses ends it, and its
+// answer is raft's.
 func (t *transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	return t.call(target, args, resp, pb.RaftClient.AppendEntries)
+	pieces, err := encodeAppend(args)
+	if err != nil {
+		return err
+	}
+	for _, p := range pieces {
+		*resp = raft.AppendEntriesResponse{}
+		if err := t.send(target, p, resp, pb.RaftClient.AppendEntries); err != nil {
+			return err
+		}
+		if !resp.Success {
+			return nil
+		}
+	}
+	return nil
+}
+
+// encodeAppend encodes a request as one payload, or, when that is over
+// maxRaftPayload, as consecutive requests each under it.
+func encodeAppend(a *raft.AppendEntriesRequest) ([][]byte, error) {
+	pieces := splitAppend(a)
+	var out [][]byte
+	for _, piece := range pieces {
+		p, err := json.Marshal(piece)
+		if err != nil {
+			return nil, err
+		}
+		if len(p) > maxRaftPayload {
+			return nil, fmt.Errorf("raft: an AppendEntries piece of %d entries is %d bytes, over the %d a message may carry", len(piece.Entries), len(p), maxRaftPayload)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// entryJSON bounds the JSON of one log entry from above.
+func entryJSON(e *raft.Log) int {
+	return base64.StdEncoding.EncodedLen(len(e.Data)) + base64.StdEncoding.EncodedLen(len(e.Extensions)) + entryOverhead
+}
+
+// splitAppend cuts a request's entries into consecutive requests whose
+// JSON stays under maxRaftPayload. Each piece names the entry before its
+// first as its previous one, so the follower checks the log as for one
+// request; a piece before the last carries a commit index no later than
+// its own last entry, so a follower never commits past what it has been
+// sent in this request (the Raft paper's rule).
+func splitAppend(a *raft.AppendEntriesRequest) []*raft.AppendEntriesRequest {
+	var out []*raft.AppendEntriesRequest
+	start, size := 0, requestOverhead
+	cut := func(end int) {
+		piece := *a
+		piece.Entries = a.Entries[start:end]
+		if start > 0 {
+			prev := a.Entries[start-1]
+			piece.PrevLogEntry, piece.PrevLogTerm = prev.Index, prev.Term
+		}
+		if end < len(a.Entries) {
+			piece.LeaderCommitIndex = min(a.LeaderCommitIndex, a.Entries[end-1].Index)
+		}
+		out = append(out, &piece)
+	}
+	for i, e := range a.Entries {
+		n := entryJSON(e)
+		if i > start && size+n > maxRaftPayload {
+			cut(i)
+			start, size = i, requestOverhead
+		}
+		size += n
+	}
+	cut(len(a.Entries))
+	return out
 }
 
 func (t *transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
