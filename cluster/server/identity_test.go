@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
@@ -277,5 +278,41 @@ func TestInitOnAMemberSaysWhatItIs(t *testing.T) {
 	}
 	if _, err := w.bare().Init(ctx); client.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "already a worker of a cluster") {
 		t.Errorf("init on a worker: %v", err)
+	}
+}
+
+// A manager that follows renews through the leader, which records the
+// new certificate (keeping the addresses it serves TLS for) before
+// handing it out; the dispatcher then takes it as that manager's.
+func TestFollowerManagerRenewsThroughTheLeader(t *testing.T) {
+	t.Parallel()
+	short := func(c *Config) { c.CertLifetime, c.RenewCheck = 3*time.Second, 100*time.Millisecond }
+	m := startManager(t, t.TempDir(), freeAddr(t), short)
+	defer m.stop()
+	admin := initCluster(t, m)
+	ctx := context.Background()
+	tok, err := admin.Token(ctx, "manager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startManager(t, t.TempDir(), freeAddr(t), short)
+	defer f.stop()
+	if _, err := f.bare().JoinCluster(ctx, tok, m.addr, ""); err != nil {
+		t.Fatal(err)
+	}
+	first := f.s.Credentials().Current().Leaf
+	waitFor(t, "the follower's certificate renewed", 15*time.Second, func() bool {
+		return serialOf(f.s.Credentials()).Cmp(first.SerialNumber) != 0
+	})
+	renewed := f.s.Credentials().Current().Leaf
+	r, _, err := dispatcher.ReadCerts(m.s.Store(), f.s.NodeID())
+	if err != nil || r == nil || !r.Holds(renewed) {
+		t.Fatalf("the leader's record of %s: %+v %v, want the renewed certificate in it", f.s.NodeID(), r, err)
+	}
+	if len(renewed.IPAddresses) == 0 || renewed.IPAddresses[0].String() != "127.0.0.1" {
+		t.Errorf("the renewed certificate serves %v, want its loopback address kept", renewed.IPAddresses)
+	}
+	if err := registerAs(t, m.addr, f.s.Credentials()); err != nil {
+		t.Errorf("the follower's dispatcher call on its renewed certificate: %v", err)
 	}
 }
