@@ -71,7 +71,7 @@ func (j *Jails) Create(ctx context.Context, spec ContainerSpec) error {
 	if err := j.records.Put(rec); err != nil {
 		return fail(err)
 	}
-	j.emit(EventCreated, spec, 0)
+	j.Emit(EventCreated, spec, 0)
 	return nil
 }
 

@@ -14,15 +14,18 @@
 // goes through internal/sys's Runner, so the command lines are tested on any
 // host; file-system work (records, mount targets, logs) is portable Go.
 //
-// Where things are: runtime.go (the contract); the runtime in jails.go
+// Where things are: runtime.go (the contract); keeper.go (Keeper, the
+// bookkeeping on the records both this runtime and package process embed:
+// statuses, events, stop and remove, logs); the jail runtime in jails.go
 // (its configuration and helpers), create.go, mounts.go, start.go,
-// stop.go, remove.go, inspect.go, events.go, exec.go, logs.go, limits.go
-// (usage and the OOM killer's list) and adopt.go; security.go (profiles
-// and read-back), rctl.go and memacct.go (limits and the memory count of
-// 6.3; vmmap.go decodes the kernel's records for it), modules.go
-// (start-up, Linux ABI), records.go (<data-dir>/jails/<id>), safepath.go
-// (mount targets), supervisor.go, shim.go, passwd.go and pty_*.go (the
-// supervisor), logrecord.go (log records, rotation, follow).
+// stop.go, remove.go, find.go, exec.go, limits.go (usage and the OOM
+// killer's list) and adopt.go; security.go (profiles and read-back),
+// rctl.go and memacct.go (limits and the memory count of 6.3; vmmap.go
+// decodes the kernel's records for it), modules.go (start-up, Linux ABI),
+// records.go (<data-dir>/jails/<id>), safepath.go (mount targets);
+// supervisor.go, shim.go (ShimFront, the start and supervise modes both
+// supervisor commands share), passwd.go and pty_*.go (the supervisor);
+// logrecord.go (log records, rotation, follow).
 //
 // This package imports only the standard library, internal/sys and
 // golang.org/x/sys. It must not import the legion object model, the image

@@ -14,16 +14,8 @@ import (
 // Exec implements Runtime: the supervisor's exec mode enters the jail as
 // the container's process does. Output is collected, then written.
 func (j *Jails) Exec(ctx context.Context, id string, spec ExecSpec) (int, error) {
-	rec, err := j.records.Get(id)
-	if err != nil {
+	if _, err := j.ExecTarget(ctx, id); err != nil {
 		return -1, err
-	}
-	st, err := j.status(ctx, rec)
-	if err != nil {
-		return -1, err
-	}
-	if rec.Spec.Infra || st.State != StateRunning {
-		return -1, fmt.Errorf("exec in %s: %w", id, ErrNotRunning)
 	}
 	if spec.TTY && j.cfg.Spawner == nil {
 		return -1, fmt.Errorf("exec in %s: a terminal needs a Spawner (the runner cannot stream)", id)

@@ -58,22 +58,16 @@ type Config struct {
 // no process, each container a child jail <infra>.<id> on its prepared
 // root, supervised by `legion jail-shim`.
 type Jails struct {
+	*Keeper // records, statuses, events, stop and remove, logs
 	cfg     Config
 	records Records
 	clock   Clock
 	log     *slog.Logger
 
-	mu   sync.Mutex
-	boot int64
-	subs []chan Event
-	// watching: someone subscribed to events; reported: the finish time
-	// of the last died event sent per container.
-	watching bool
-	reported map[string]time.Time
-	starting map[string]bool // its died event waits for its started event
-	vnetOK   map[string]bool // infra jails whose VNET was checked
-	wg       sync.WaitGroup
-	podMu    sync.Mutex // serialises changes of pod jails' parameters
+	mu     sync.Mutex
+	boot   int64
+	vnetOK map[string]bool // infra jails whose VNET was checked
+	podMu  sync.Mutex      // serialises changes of pod jails' parameters
 }
 
 var _ Runtime = (*Jails)(nil)
@@ -88,7 +82,7 @@ func NewJails(cfg Config) (*Jails, error) {
 		cfg.ChildrenMax = DefaultChildrenMax
 	}
 	j := &Jails{cfg: cfg, records: Records{Dir: filepath.Join(cfg.DataDir, "jails")},
-		clock: cfg.Clock, log: cfg.Log, vnetOK: map[string]bool{}, reported: map[string]time.Time{}, starting: map[string]bool{}}
+		clock: cfg.Clock, log: cfg.Log, vnetOK: map[string]bool{}}
 	if j.clock == nil {
 		j.clock = RealClock{}
 	}
@@ -98,12 +92,10 @@ func NewJails(cfg Config) (*Jails, error) {
 	if j.cfg.Alive == nil {
 		j.cfg.Alive = ProcessAlive
 	}
+	j.Keeper = NewKeeper(j.records, j.clock, j.log, j.cfg.Alive, jailsDriver{j},
+		KeeperTiming{Poll: pollEvery, Watch: eventPoll, ShimMargin: ShimMargin})
 	return j, nil
 }
-
-// Wait waits for the goroutines of Events and Logs callers whose contexts
-// have ended.
-func (j *Jails) Wait() { j.wg.Wait() }
 
 var boottimeRE = regexp.MustCompile(`sec = (\d+)`)
 
@@ -180,3 +172,9 @@ func ProcessAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
+
+// jailsDriver is what the Keeper asks of the jail runtime.
+type jailsDriver struct{ *Jails }
+
+// Boot is kern.boottime.
+func (d jailsDriver) Boot(ctx context.Context) (int64, error) { return d.bootTime(ctx) }

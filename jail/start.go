@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,29 +31,16 @@ func (j *Jails) checkVnet(ctx context.Context, infraJail string) error {
 
 // Start implements Runtime.
 func (j *Jails) Start(ctx context.Context, id string) error {
-	rec, err := j.records.Get(id)
-	if err != nil {
+	rec, ok, err := j.Startable(ctx, id)
+	if !ok || err != nil {
 		return err
 	}
-	if rec.Spec.Infra {
-		return nil
-	}
-	st, err := j.status(ctx, rec)
-	if err != nil {
-		return err
-	}
-	if st.State == StateRunning {
-		return nil
-	}
-	j.noteDeath(st)
 	boot, err := j.bootTime(ctx)
 	if err != nil {
 		return err
 	}
 	dir := j.records.Path(id)
-	os.Remove(filepath.Join(dir, ExitFile))
-	os.Remove(filepath.Join(dir, StopFile))
-	if err := WriteJSON(filepath.Join(dir, RunFile), RunInfo{Boot: boot, StartedAt: j.clock.Now()}); err != nil {
+	if err := j.NewRun(id, boot); err != nil {
 		return err
 	}
 	failed := func(code int, err error) error {
@@ -97,17 +83,7 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 		j.removeJail(ctx, rec.Jail)
 		return failed(255, err)
 	}
-	j.mu.Lock()
-	j.starting[id] = true
-	j.mu.Unlock()
-	defer func() {
-		j.mu.Lock()
-		delete(j.starting, id)
-		j.mu.Unlock()
-		if st, err := j.status(ctx, rec); err == nil {
-			j.noteDeath(st) // a run that ended already
-		}
-	}()
+	defer j.Launching(ctx, rec)()
 	// The start front end forks the supervisor, which outlives it: cut
 	// short by the caller's context it would leave a supervisor whose
 	// start no record holds. It bounds its own wait by waitTimeout.
@@ -121,6 +97,6 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 		}
 		return failed(255, err)
 	}
-	j.emit(EventStarted, rec.Spec, 0)
+	j.Emit(EventStarted, rec.Spec, 0)
 	return nil
 }

@@ -12,8 +12,10 @@
 //
 // State lives in <data-dir>/containers/<id> in package jail's layout
 // (record.json, run, exit, log, stop), written by jail.Records and
-// jail.Supervisor, so a new Runtime on the same data directory finds the
-// running containers again and a run from before a reboot counts as over.
+// jail.Supervisor and kept by an embedded jail.Keeper (statuses, events,
+// stop and remove, logs) as the jail runtime's are, so a new Runtime on
+// the same data directory finds the running containers again and a run
+// from before a reboot counts as over.
 //
 // It imports only the standard library, golang.org/x/sys and package jail;
 // never the object model, the image store or the agent.

@@ -15,16 +15,9 @@ import (
 // container's environment under spec.Env, in a session of its own that is
 // killed when ctx ends.
 func (r *Runtime) Exec(ctx context.Context, id string, spec jail.ExecSpec) (int, error) {
-	rec, err := r.records.Get(id)
+	rec, err := r.ExecTarget(ctx, id)
 	if err != nil {
 		return -1, err
-	}
-	st, err := r.status(rec)
-	if err != nil {
-		return -1, err
-	}
-	if rec.Spec.Infra || st.State != jail.StateRunning {
-		return -1, fmt.Errorf("exec in %s: %w", id, jail.ErrNotRunning)
 	}
 	if spec.TTY {
 		return -1, fmt.Errorf("exec in %s: a terminal is not offered by the process runtime", id)

@@ -14,7 +14,7 @@ func (r *Runtime) Usage(ctx context.Context, id string) (jail.Usage, error) {
 	if err != nil {
 		return jail.Usage{}, err
 	}
-	st, err := r.status(rec)
+	st, err := r.Status(ctx, rec)
 	if err != nil {
 		return jail.Usage{}, err
 	}
