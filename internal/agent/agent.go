@@ -180,6 +180,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			pods[c.Labels[LabelTask]] = true
 		}
 	}
+	// Before any worker makes a task directory of its own.
+	a.sweepTaskDirs(ctx, pods)
 	asg, err := a.Manager.Assignments(ctx)
 	if err != nil {
 		return fmt.Errorf("agent: assignments: %w", err)
@@ -271,6 +273,7 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		if _, ok := want[uid]; !ok {
 			a.log.Info("removing a pod no task wants", "task", uid)
 			a.Runtime.Remove(ctx, uid)
+			a.removeTaskDir(ctx, uid)
 		}
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -450,14 +448,7 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 			w.a.log.Debug("removing container root", "err", err)
 		}
 	}
-	dir := filepath.Join(w.a.RunDir, "tasks", t.Metadata.UID)
-	if w.a.TaskDirs != nil {
-		if err := w.a.TaskDirs.UnmountTaskDir(ctx, dir); err != nil {
-			// The files are removed below either way.
-			w.a.log.Warn("unmounting the task's files", "task", t.Metadata.Name, "err", err)
-		}
-	}
-	os.RemoveAll(dir)
+	w.a.removeTaskDir(ctx, t.Metadata.UID)
 	now := w.a.now()
 	w.status.Finished = &now
 	w.report(ctx, state, msg)

@@ -121,7 +121,7 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 		p.runtime, err = process.New(process.Config{DataDir: o.DataDir, Shim: exe, Log: log})
 	case PlatformJails:
 		p.runtime, p.noLimits, err = openJails(ctx, o, exe, log)
-		p.taskDirs = tmpfsDirs{r: o.runner()}
+		p.taskDirs = agent.TmpfsDirs{Runner: o.runner()}
 	}
 	if err != nil {
 		images.Close()
@@ -244,27 +244,4 @@ func defaultInterface(ctx context.Context, r sys.Runner) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("route -n get default printed no interface")
-}
-
-// tmpfsDirs gives each task's private directory a tmpfs of its own, so
-// secrets are held in memory and go with the mount.
-type tmpfsDirs struct{ r sys.Runner }
-
-func (m tmpfsDirs) MountTaskDir(ctx context.Context, dir string, size int64) error {
-	opts := "mode=0700"
-	if size > 0 {
-		opts += fmt.Sprintf(",size=%d", size)
-	}
-	_, err := sys.Run(ctx, m.r, "mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir)
-	return err
-}
-
-// UnmountTaskDir: umount answering "not a file system root directory"
-// means nothing is mounted there.
-func (m tmpfsDirs) UnmountTaskDir(ctx context.Context, dir string) error {
-	_, err := sys.Run(ctx, m.r, "umount", "-f", dir)
-	if sys.IsExit(err, "not a file system root directory") || sys.IsExit(err, "No such file or directory") {
-		return nil
-	}
-	return err
 }
