@@ -38,17 +38,22 @@ func ShimMain(args []string) int {
 		return 2
 	}
 	dir := args[1]
+	front := ShimFront{Command: "jail-shim", Supervisor: shimSupervisor}
 	switch args[0] {
 	case "start":
-		return shimStart(dir)
+		return front.Start(dir)
 	case "supervise":
-		return shimSupervise(dir)
+		return front.Supervise(dir)
 	case "exec":
 		return shimExec(dir, args[2:])
 	}
 	fmt.Fprintf(os.Stderr, "jail-shim: unknown mode %q: expected start, supervise or exec\n", args[0])
 	return 2
 }
+
+// ShimStartTimeout is the longest a supervisor front end waits for the
+// supervisor to say whether the process runs.
+const ShimStartTimeout = 30 * time.Second
 
 // Report lines from the supervisor to the start front end, on fd 3.
 const (
@@ -57,64 +62,83 @@ const (
 	reportFailed    = "failed "
 )
 
-func shimStart(dir string) int {
+// ShimFront is the front end of a supervisor command of the legion binary
+// (jail-shim, process-shim): the start mode that forks the supervisor and
+// relays its report, and the supervise mode, the supervisor itself.
+type ShimFront struct {
+	// Command is the word after `legion` that names the supervisor
+	// command: the start mode runs `legion Command supervise DIR`.
+	Command string
+	// Supervisor returns the supervisor of the container in dir.
+	Supervisor func(dir string) *Supervisor
+}
+
+// Start starts the container recorded in dir under a detached supervisor
+// and returns once its process runs: 0, or ShimExitPermanent or
+// ShimExitFailed with the reason on standard error. It exits at once
+// after, so the supervisor is re-parented to init, which reaps it: the
+// caller keeps no child per container.
+func (f ShimFront) Start(dir string) int {
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", f.Command, err)
+		return ShimExitFailed
+	}
 	exe, err := os.Executable()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "jail-shim: %v\n", err)
-		return ShimExitFailed
+		return fail(err)
 	}
+	logf, err := os.OpenFile(filepath.Join(dir, ShimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fail(err)
+	}
+	defer logf.Close()
 	r, w, err := os.Pipe()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "jail-shim: %v\n", err)
-		return ShimExitFailed
+		return fail(err)
 	}
-	cmd := exec.Command(exe, "jail-shim", "supervise", dir)
+	defer r.Close()
+	cmd := exec.Command(exe, f.Command, "supervise", dir)
 	cmd.ExtraFiles = []*os.File{w}
-	// What the supervisor has to say beyond its report goes to a file
-	// beside the container's log.
-	if f, err := os.OpenFile(filepath.Join(dir, ShimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
-		cmd.Stderr = f
-		defer f.Close()
-	}
-	// Its own session: the agent's signals and exit do not reach it.
+	// Its own output, never the caller's pipes: the caller may be gone
+	// long before the supervisor ends.
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own session: the caller's signals and exit do not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "jail-shim: start supervisor: %v\n", err)
-		return ShimExitFailed
+		w.Close()
+		return fail(fmt.Errorf("start supervisor: %w", err))
 	}
 	w.Close()
-	type answer struct {
-		line string
-		err  error
-	}
-	got := make(chan answer, 1)
+	got := make(chan string, 1)
 	go func() {
-		line, err := bufio.NewReader(r).ReadString('\n')
-		got <- answer{strings.TrimSpace(line), err}
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		got <- strings.TrimSpace(line)
 	}()
-	var a answer
+	var line string
 	select {
-	case a = <-got:
-	case <-time.After(waitTimeout):
-		a = answer{err: errors.New("no answer from the supervisor")}
+	case line = <-got:
+	case <-time.After(ShimStartTimeout):
+		line = reportFailed + "no answer from the supervisor within " + ShimStartTimeout.String()
 	}
-	r.Close()
 	cmd.Process.Release()
 	switch {
-	case a.line == reportOK:
+	case line == reportOK:
 		return 0
-	case strings.HasPrefix(a.line, reportPermanent):
-		fmt.Fprintln(os.Stderr, strings.TrimPrefix(a.line, reportPermanent))
+	case strings.HasPrefix(line, reportPermanent):
+		fmt.Fprintln(os.Stderr, strings.TrimPrefix(line, reportPermanent))
 		return ShimExitPermanent
-	case strings.HasPrefix(a.line, reportFailed):
-		fmt.Fprintln(os.Stderr, strings.TrimPrefix(a.line, reportFailed))
+	case strings.HasPrefix(line, reportFailed):
+		fmt.Fprintln(os.Stderr, strings.TrimPrefix(line, reportFailed))
 		return ShimExitFailed
 	}
-	fmt.Fprintf(os.Stderr, "jail-shim: supervisor ended without reporting: %v\n", a.err)
+	fmt.Fprintf(os.Stderr, "%s: supervisor ended without reporting (see %s)\n", f.Command, filepath.Join(dir, ShimLogFile))
 	return ShimExitFailed
 }
 
-func shimSupervise(dir string) int {
+// Supervise is the supervisor of the container in dir: it reports the
+// start on fd 3 (from Start) and runs the process to its end, stopping
+// it on SIGTERM as the stop request says.
+func (f ShimFront) Supervise(dir string) int {
 	report := os.NewFile(3, "report")
 	var once sync.Once
 	started := func(err error) {
@@ -148,9 +172,9 @@ func shimSupervise(dir string) int {
 		case <-ctx.Done():
 		}
 	}()
-	sup := shimSupervisor(dir)
-	if _, err := sup.Run(ctx, stop, started); err != nil {
+	if _, err := f.Supervisor(dir).Run(ctx, stop, started); err != nil {
 		started(err)
+		fmt.Fprintf(os.Stderr, "%s: %s: %v\n", f.Command, dir, err)
 		return 1
 	}
 	return 0

@@ -86,8 +86,8 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 	defer j.Launching(ctx, rec)()
 	// The start front end forks the supervisor, which outlives it: cut
 	// short by the caller's context it would leave a supervisor whose
-	// start no record holds. It bounds its own wait by waitTimeout.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*waitTimeout)
+	// start no record holds. It bounds its own wait by ShimStartTimeout.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*ShimStartTimeout)
 	defer cancel()
 	if _, err := j.run(sctx, j.cfg.Shim, "jail-shim", "start", dir); err != nil {
 		j.removeJail(ctx, rec.Jail)

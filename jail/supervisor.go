@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/legionbsd/legion/internal/sys"
 	"golang.org/x/sys/unix"
@@ -381,9 +380,6 @@ func (s *Supervisor) removeJail(ctx context.Context, rec Record) {
 // KillGroup kills the process group a process leads (Setsid), for
 // HostStarter: what the process left behind goes with it.
 func KillGroup(p Process) { syscall.Kill(-p.Pid(), syscall.SIGKILL) }
-
-// waitTimeout is the longest the start front end waits for the supervisor.
-const waitTimeout = 30 * time.Second
 
 // readEnvFile reads a JSON list of KEY=VALUE entries; no name, no entries.
 func readEnvFile(name string) ([]string, error) {

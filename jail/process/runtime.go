@@ -155,8 +155,8 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	// the helper when ctx ends would leave a supervisor running whose
 	// start was never recorded, which no Stop or Remove finds. So the
 	// helper runs to its end however the caller's context ends; it bounds
-	// its own wait by startTimeout, and this bound leaves it that.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*startTimeout)
+	// its own wait by jail.ShimStartTimeout, and this bound leaves it that.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*jail.ShimStartTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(sctx, r.cfg.Shim, ShimCommand, "start", dir)
 	cmd.Stderr = &stderr
