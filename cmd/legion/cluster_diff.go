@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"maps"
 	"strings"
+
+	"github.com/legionbsd/legion"
+	"go.yaml.in/yaml/v3"
 )
 
 // unifiedDiff renders the line differences of a and b as a unified diff
@@ -117,4 +122,45 @@ func diffLines(a, b []string) []diffOp {
 		return nil
 	}
 	return ops
+}
+
+// diffViews renders the live and applied sides of an object for diff
+// (before is nil for a new object). A Secret's value never shows: both
+// sides give its size and whether it changed.
+func diffViews(prev, obj legion.Object) (before, after []byte, err error) {
+	if s, ok := obj.(*legion.Secret); ok {
+		var old *legion.Secret
+		if prev != nil {
+			old, _ = prev.(*legion.Secret)
+		}
+		return secretViews(old, s)
+	}
+	if prev != nil {
+		if before, err = diffView(prev); err != nil {
+			return nil, nil, err
+		}
+	}
+	after, err = diffView(obj)
+	return before, after, err
+}
+
+func secretViews(prev, s *legion.Secret) (before, after []byte, err error) {
+	view := func(o *legion.Secret, state string) ([]byte, error) {
+		labels := map[string]string{}
+		maps.Copy(labels, o.Metadata.Labels)
+		data := fmt.Sprintf("(secret data: %d bytes, %s)", len(o.Spec.Data), state)
+		return yaml.Marshal(map[string]any{"labels": labels, "spec": map[string]any{"data": data}})
+	}
+	state := "new"
+	if prev != nil {
+		state = "unchanged"
+		if !bytes.Equal(prev.Spec.Data, s.Spec.Data) {
+			state = "changed"
+		}
+		if before, err = view(prev, state); err != nil {
+			return nil, nil, err
+		}
+	}
+	after, err = view(s, state)
+	return before, after, err
 }

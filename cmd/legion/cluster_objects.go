@@ -247,8 +247,9 @@ func (c *clusterCLI) diffCommand() *cobra.Command {
 		Short: "Show what apply would change: a unified diff of labels and normalised spec",
 		Long: `Diff asks the cluster for a dry-run apply of the manifests and prints, for each
 object that would change, a unified diff of its labels and spec as stored
-and as it would be stored (after admission's defaults). It exits 1 when
-anything would change, 0 when nothing would.`,
+and as it would be stored (after admission's defaults). A Secret's value is
+never printed: it shows as its size and whether it would change. It exits 1
+when anything would change, 0 when nothing would.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -273,13 +274,7 @@ anything would change, 0 when nothing would.`,
 					continue
 				}
 				changed = true
-				var before []byte
-				if r.Previous != nil {
-					if before, err = diffView(r.Previous); err != nil {
-						return err
-					}
-				}
-				after, err := diffView(r.Object)
+				before, after, err := diffViews(r.Previous, r.Object)
 				if err != nil {
 					return err
 				}

@@ -19,9 +19,9 @@ import (
 // each that did not.
 func readManifests(stdin io.Reader, arg string) ([]legion.Object, error) {
 	if arg == "-" {
-		data, err := io.ReadAll(stdin)
+		data, err := readLimited(stdin, "standard input")
 		if err != nil {
-			return nil, fmt.Errorf("reading standard input: %w", err)
+			return nil, err
 		}
 		return legion.ParseManifest("-", data)
 	}
@@ -58,7 +58,7 @@ func readManifests(stdin io.Reader, arg string) ([]legion.Object, error) {
 	var all []legion.Object
 	var errs []error
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := readManifestFile(f)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -70,4 +70,32 @@ func readManifests(stdin io.Reader, arg string) ([]legion.Object, error) {
 		}
 	}
 	return all, errors.Join(errs...)
+}
+
+// readManifestFile reads a manifest file of at most legion.MaxManifestSize
+// bytes; a larger one is refused by its size, unread.
+func readManifestFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.Mode().IsRegular() && info.Size() > legion.MaxManifestSize {
+		return nil, fmt.Errorf("%s: %d bytes, at most %d (%d MiB) allowed in a manifest", name, info.Size(), legion.MaxManifestSize, legion.MaxManifestSize>>20)
+	}
+	return readLimited(f, name)
+}
+
+// readLimited reads r to its end, or refuses it once it has given more
+// than legion.MaxManifestSize bytes: a pipe or device has no size to check
+// first.
+func readLimited(r io.Reader, name string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, legion.MaxManifestSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if len(data) > legion.MaxManifestSize {
+		return nil, fmt.Errorf("%s: more than %d bytes, at most %d (%d MiB) allowed in a manifest", name, legion.MaxManifestSize, legion.MaxManifestSize, legion.MaxManifestSize>>20)
+	}
+	return data, nil
 }
