@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -130,5 +131,103 @@ func TestDamagedStoreFileIsRefusedClearly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Losing store.db loses neither the term nor the vote (they are kept
+// beside the log): a log that starts at its first entry rebuilds the
+// objects; a log compacted behind a snapshot that went with store.db is
+// refused, naming what is missing.
+func TestLostStoreFileKeepsTermAndVote(t *testing.T) {
+	t.Parallel()
+	n := openNode(t, "m1", t.TempDir())
+	if err := n.s.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader", 5*time.Second, n.s.IsLeader)
+	for i := range 5 {
+		if _, _, err := n.s.Put(t.Context(), config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	term, err := n.s.logs.GetUint64([]byte("CurrentTerm"))
+	if err != nil || term == 0 {
+		t.Fatalf("term %d, %v", term, err)
+	}
+	voteTerm, err := n.s.logs.GetUint64([]byte("LastVoteTerm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cand, err := n.s.logs.Get([]byte("LastVoteCand"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.Remove(filepath.Join(n.dir, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	n = openNode(t, "m1", n.dir)
+	t.Cleanup(func() { n.s.Close() })
+	if got, err := n.s.logs.GetUint64([]byte("CurrentTerm")); err != nil || got < term {
+		t.Fatalf("term after losing store.db: %d (%v), want at least %d", got, err, term)
+	}
+	if got, _ := n.s.logs.GetUint64([]byte("LastVoteTerm")); got < voteTerm {
+		t.Fatalf("vote term after losing store.db: %d, want at least %d", got, voteTerm)
+	}
+	if got, _ := n.s.logs.Get([]byte("LastVoteCand")); !bytes.Equal(got, cand) && voteTerm == term {
+		t.Fatalf("vote after losing store.db: %q, want %q", got, cand)
+	}
+	waitFor(t, "the objects replayed from the log", 10*time.Second, func() bool {
+		objs, _, err := n.s.List("Config", "default", nil)
+		return err == nil && len(objs) == 5
+	})
+
+	// A log compacted behind a snapshot (here: starting at entry 10):
+	// without store.db nothing holds what came before its first entry.
+	// And a log whose term and vote are gone too.
+	for _, withVote := range []bool{true, false} {
+		dir := t.TempDir()
+		logDir := filepath.Join(dir, LogDir)
+		w, err := openWAL(logDir, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.StoreLogs(entries(10, 12)); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		if withVote {
+			db, err := openBolt(filepath.Join(t.TempDir(), FileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _, err := openVoteFile(logDir, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := v.set([]byte("CurrentTerm"), u64(3)); err != nil {
+				t.Fatal(err)
+			}
+			v.close()
+			db.Close()
+		}
+		_, tr := raft.NewInmemTransport("m1")
+		s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: testTiming()})
+		if err == nil {
+			s.Close()
+			t.Fatalf("a log from entry 10 without store.db (term and vote kept: %v) opened", withVote)
+		}
+		wants := []string{logDir, "term and vote are missing", "restore this manager from a backup"}
+		if withVote {
+			wants = []string{filepath.Join(dir, FileName), "starts at entry 10", "restore this manager from a backup"}
+		}
+		for _, want := range wants {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
 	}
 }

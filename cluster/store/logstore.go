@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	bolt "go.etcd.io/bbolt"
 )
 
 // logStore is raft's LogStore (the segment files of walLog) and its
-// StableStore (term and vote, in the shared bbolt file).
+// StableStore (term and vote, in a file beside them: see voteFile).
 type logStore struct {
-	db  *bolt.DB
-	wal *walLog
+	wal  *walLog
+	vote *voteFile
 }
 
 var (
@@ -32,25 +31,18 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error         { return s.wal.Stor
 func (s *logStore) DeleteRange(min, max uint64) error        { return s.wal.DeleteRange(min, max) }
 func (s *logStore) IsMonotonic() bool                        { return true }
 
-func (s *logStore) Set(key, val []byte) error {
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketStable).Put(key, val) })
-}
+func (s *logStore) Set(key, val []byte) error { return s.vote.set(key, val) }
 
 // errKeyNotFound is what raft expects for a missing stable key: it
 // compares the message.
 var errKeyNotFound = errors.New("not found")
 
 func (s *logStore) Get(key []byte) ([]byte, error) {
-	var out []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketStable).Get(key)
-		if v == nil {
-			return errKeyNotFound
-		}
-		out = bytes.Clone(v)
-		return nil
-	})
-	return out, err
+	v, ok := s.vote.get(key)
+	if !ok {
+		return nil, errKeyNotFound
+	}
+	return v, nil
 }
 
 func (s *logStore) SetUint64(key []byte, val uint64) error { return s.Set(key, u64(val)) }

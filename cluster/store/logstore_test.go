@@ -23,7 +23,12 @@ func TestLogStoreKeepsEntriesAndRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wal.Close()
-	s := &logStore{db: db, wal: wal}
+	vote, _, err := openVoteFile(filepath.Join(dir, LogDir), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vote.close()
+	s := &logStore{wal: wal, vote: vote}
 	if i, _ := s.FirstIndex(); i != 0 {
 		t.Fatalf("empty first index %d", i)
 	}

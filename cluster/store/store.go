@@ -156,12 +156,21 @@ func Open(cfg Config) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	var vote *voteFile
 	fail := func(err error) (*Store, error) {
+		if vote != nil {
+			vote.close()
+		}
 		wal.Close()
 		db.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	if err := moveBoltLog(db, wal); err != nil {
+		return fail(err)
+	}
+	vote, freshVote, err := openVoteFile(filepath.Join(cfg.Dir, LogDir), db)
+	if err != nil {
+		vote = nil
 		return fail(err)
 	}
 	var applied uint64
@@ -173,8 +182,11 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s := &Store{cfg: cfg, db: db, log: cfg.Logger}
 	commit := &committer{db: db}
-	s.logs = &logStore{db: db, wal: wal}
+	s.logs = &logStore{wal: wal, vote: vote}
 	s.snaps = &snapshotStore{db: db}
+	if err := s.checkStateMatchesLog(applied, freshVote); err != nil {
+		return fail(err)
+	}
 	// History starts empty after a restart: a watch from before what this
 	// replica had applied at open is compacted.
 	if cfg.HistorySize <= 0 {
@@ -225,6 +237,36 @@ func Open(cfg Config) (*Store, error) {
 		go s.standWatch()
 	}
 	return s, nil
+}
+
+// checkStateMatchesLog refuses to start on a log whose term and vote, or
+// whose state before its first entry, are gone: without them raft could
+// vote twice in a term, or apply entries to a state machine missing what
+// came before them (store.db lost, or older than the log).
+func (s *Store) checkStateMatchesLog(applied uint64, freshVote bool) error {
+	first, _ := s.logs.FirstIndex()
+	last, _ := s.logs.LastIndex()
+	if last == 0 {
+		return nil
+	}
+	dir := filepath.Join(s.cfg.Dir, LogDir)
+	if freshVote {
+		return fmt.Errorf("the raft log in %s holds entries %d to %d but the term and vote are missing (%s and store.db's copy); %s",
+			dir, first, last, voteFileName, boltDamageHelp)
+	}
+	base := applied
+	meta, err := s.snaps.meta()
+	if err != nil {
+		return err
+	}
+	if meta != nil {
+		base = max(base, meta.Index)
+	}
+	if first > base+1 {
+		return fmt.Errorf("the raft log in %s starts at entry %d but %s holds the state up to entry %d only (missing, or older than the log); %s",
+			dir, first, filepath.Join(s.cfg.Dir, FileName), base, boltDamageHelp)
+	}
+	return nil
 }
 
 // catchUpWithSnapshot restores the state machine from the stored snapshot
@@ -649,6 +691,9 @@ func (s *Store) Close() error {
 		}
 		if werr := s.logs.wal.Close(); err == nil {
 			err = werr
+		}
+		if verr := s.logs.vote.close(); err == nil {
+			err = verr
 		}
 		if cerr := s.db.Close(); err == nil {
 			err = cerr
