@@ -29,6 +29,8 @@ type command struct {
 	Version      uint64 `json:"version,omitempty"`
 	// KeepStatus keeps the stored status on a put (server-side apply).
 	KeepStatus bool `json:"keepStatus,omitempty"`
+	// Requires: objects that must exist for the command to apply (batch.go).
+	Requires []Requirement `json:"requires,omitempty"`
 }
 
 func (c *command) key() string { return legion.Key(c.Kind, c.Namespace, c.Name) }

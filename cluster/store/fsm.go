@@ -111,6 +111,9 @@ func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 				c.Kind, displayKey(c), c.Version, prev.GetMetadata().Version, ErrConflict)}, nil
 		}
 	}
+	if err := checkRequires(b, c); err != nil {
+		return &result{prev: prev, err: err}, nil
+	}
 	switch c.Op {
 	case opDelete:
 		if prev == nil {

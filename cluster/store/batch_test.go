@@ -1,0 +1,71 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/legionbsd/legion"
+)
+
+// WriteAll applies each write as its own entry with its own preconditions,
+// and a write whose required object is gone, or was made again, is
+// refused as a conflict while the others apply.
+func TestWriteAllRequirements(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	ctx := context.Background()
+	owner, _, err := n.s.Put(ctx, config("default", "owner", "x"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Requirement{Kind: legion.KindConfig, Namespace: "default", Name: "owner", UID: owner.GetMetadata().UID}
+	var writes []Write
+	for i := range 600 { // more than one window
+		writes = append(writes, Write{Object: config("default", fmt.Sprint("c", i), "x"),
+			Options: WriteOptions{Precondition: Precondition{MustNotExist: true}}, Requires: []Requirement{req}})
+	}
+	errs := n.s.WriteAll(ctx, writes)
+	seen := map[uint64]bool{}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		o, _, err := n.s.Get(legion.KindConfig, "default", fmt.Sprint("c", i))
+		if err != nil {
+			t.Fatalf("c%d: %v", i, err)
+		}
+		if v := o.GetMetadata().Version; seen[v] {
+			t.Fatalf("c%d shares version %d with another write", i, v)
+		} else {
+			seen[v] = true
+		}
+	}
+
+	// Made again under the same name: the old uid no longer meets it.
+	if _, err := n.s.Delete(ctx, legion.KindConfig, "default", "owner", Precondition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.s.Put(ctx, config("default", "owner", "y"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := n.s.AppliedIndex()
+	errs = n.s.WriteAll(ctx, []Write{
+		{Object: config("default", "late", "x"), Requires: []Requirement{req}},
+		{Object: config("default", "c1", "x"), Delete: true},
+		{Object: config("default", "free", "x"), Requires: []Requirement{{Kind: legion.KindConfig, Namespace: "default", Name: "owner"}}},
+		{Object: config("default", "orphan", "x"), Requires: []Requirement{{Kind: legion.KindConfig, Namespace: "default", Name: "nobody"}}},
+	})
+	if !errors.Is(errs[0], ErrConflict) || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], ErrConflict) {
+		t.Fatalf("errors %v, want a conflict, nil, nil, a conflict", errs)
+	}
+	for _, name := range []string{"late", "orphan", "c1"} {
+		if _, _, err := n.s.Get(legion.KindConfig, "default", name); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: %v, want it absent", name, err)
+		}
+	}
+	if got := n.s.AppliedIndex() - before; got != 4 {
+		t.Fatalf("%d entries applied, want 4 (one per write)", got)
+	}
+}
