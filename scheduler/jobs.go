@@ -236,7 +236,7 @@ func (p *planner) jobRetry(o *owner, s *slot) bool {
 			}
 		}
 	}
-	if !p.imagesReady(o) {
+	if !p.imagesReady(o) || !p.mayCreate(o) {
 		return false
 	}
 	e := p.newTask(o, s)

@@ -39,6 +39,9 @@ type owner struct {
 
 	imageGate int8 // 0: not yet known; 1: may start tasks; 2: held for image digests
 
+	// created counts the tasks made this run (mayCreate).
+	created int
+
 	// Placement data, built by prepare.
 	prepared   bool
 	requests   legion.ResourceRequests

@@ -12,8 +12,24 @@ import (
 // Plan computes the writes that converge the snapshot at time now. It is
 // pure and deterministic: it changes nothing it is given and the same
 // input always gives the same result.
+//
+// A pass makes at most MaxCreatesPerPass tasks, shared fairly between the
+// owners that want new ones (see creates.go).
 func Plan(state State, now time.Time) Result {
-	p := newPlanner(&state, now)
+	r, demand := plan(&state, now, nil)
+	if sum(demand) <= MaxCreatesPerPass {
+		return r
+	}
+	r, _ = plan(&state, now, fairShares(demand, MaxCreatesPerPass))
+	return r
+}
+
+// plan is one run of the planner; caps, when not nil, is how many tasks
+// each owner may make (none for an owner it leaves out). It returns how
+// many tasks each owner wanted to make, up to MaxCreatesPerPass each.
+func plan(state *State, now time.Time, caps map[ownerKey]int) (Result, map[ownerKey]int) {
+	p := newPlanner(state, now)
+	p.caps = caps
 	p.nodeHealth()
 	p.indexTasks()
 	p.cronJobs()
@@ -28,7 +44,7 @@ func Plan(state State, now time.Time) Result {
 		}
 	}
 	p.drainStatus()
-	return p.finish()
+	return p.finish(), p.demand
 }
 
 // planner holds one pass's indexes and the writes made so far.
@@ -53,6 +69,11 @@ type planner struct {
 	volumes   map[nsName]*legion.Volume
 	// servicesByNS lists the services of each namespace, for affinity terms.
 	servicesByNS map[string][]*owner
+
+	// caps and demand: the tasks each owner may make this run, and wanted
+	// to (see creates.go).
+	caps   map[ownerKey]int
+	demand map[ownerKey]int
 
 	svcOut map[*legion.Service]*legion.Service
 	jobOut map[*legion.Job]*legion.Job

@@ -537,6 +537,9 @@ func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, seen *slotView, maySt
 	if !p.imagesReady(o) {
 		return // the resolver's write wakes the next pass
 	}
+	if !p.mayCreate(o) {
+		return
+	}
 	e := p.newTask(o, s)
 	withFailures(e, failures)
 	p.placeTask(e)
@@ -616,6 +619,10 @@ func (p *planner) replaceOld(o *owner, sp *svcPass, s *slot, old *entry, mayStar
 	}
 	if !p.imagesReady(o) {
 		old.drainReason = "waiting for its replacement's image digests"
+		return
+	}
+	if !p.mayCreate(o) {
+		old.drainReason = "waiting for its replacement to be made (at most " + strconv.Itoa(MaxCreatesPerPass) + " tasks per pass)"
 		return
 	}
 	old.drainReason = "waiting for its replacement to be ready"

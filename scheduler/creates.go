@@ -1,0 +1,83 @@
+package scheduler
+
+import (
+	"cmp"
+	"slices"
+)
+
+// MaxCreatesPerPass bounds the tasks one pass makes, so a service of
+// tens of thousands of replicas grows by steps the store takes in one
+// log append (raft's batch is 512 entries) instead of flooding it in one
+// plan; the loop plans again as soon as those writes land.
+const MaxCreatesPerPass = 512
+
+// mayCreate says whether the owner may make one more task this run, and
+// counts what it wanted. An owner refused is planned again at once.
+func (p *planner) mayCreate(o *owner) bool {
+	if p.demand == nil {
+		p.demand = map[ownerKey]int{}
+	}
+	limit := MaxCreatesPerPass
+	if p.caps != nil {
+		limit = p.caps[o.key]
+	}
+	wanted := p.demand[o.key]
+	if wanted < MaxCreatesPerPass {
+		p.demand[o.key] = wanted + 1
+	}
+	if o.created >= limit {
+		p.wake(p.now)
+		return false
+	}
+	o.created++
+	return true
+}
+
+// fairShares splits limit between the owners' demands, max-min fair: no
+// owner gets more than it wants, and what the small ones leave goes in
+// equal parts to the others. Ties go in owner order.
+func fairShares(demand map[ownerKey]int, limit int) map[ownerKey]int {
+	keys := make([]ownerKey, 0, len(demand))
+	for k := range demand {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b ownerKey) int {
+		if c := cmp.Compare(demand[a], demand[b]); c != 0 {
+			return c
+		}
+		return compareKeys(a, b)
+	})
+	shares := make(map[ownerKey]int, len(keys))
+	left := limit
+	for i, k := range keys {
+		// Spread the remainder over the first owners, so the shares add up
+		// to the limit when the demands allow.
+		rest := len(keys) - i
+		share := left / rest
+		if left%rest != 0 {
+			share++
+		}
+		share = min(share, demand[k])
+		shares[k] = share
+		left -= share
+	}
+	return shares
+}
+
+func compareKeys(a, b ownerKey) int {
+	if c := cmp.Compare(a.ns, b.ns); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.kind, b.kind); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.name, b.name)
+}
+
+func sum(m map[ownerKey]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
