@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -15,8 +17,7 @@ import (
 // Store is what the loop needs of the replicated store.
 type Store interface {
 	List(kind legion.Kind, namespace string, keep func(legion.Object) bool) ([]legion.Object, uint64, error)
-	Put(ctx context.Context, o legion.Object, opts store.WriteOptions) (obj, prev legion.Object, err error)
-	Delete(ctx context.Context, kind legion.Kind, namespace, name string, pre store.Precondition) (legion.Object, error)
+	WriteAll(ctx context.Context, writes []store.Write) []error
 	Watch(from uint64) (*store.Watcher, error)
 }
 
@@ -51,6 +52,7 @@ type PassResult struct {
 	Writes    int // applied
 	Conflicts int // refused by a precondition: the next pass recomputes
 	Errors    int
+	Unchanged int // updates equal to what the snapshot holds: not written
 	NextWake  time.Time
 }
 
@@ -204,7 +206,7 @@ func (l *Loop) Pass(ctx context.Context) (PassResult, error) {
 		return PassResult{}, err
 	}
 	plan := scheduler.Plan(st, now)
-	res := l.apply(ctx, &plan)
+	res := l.apply(ctx, &st, &plan)
 	res.NextWake = plan.NextWake
 	if l.Passed != nil {
 		l.Passed(res)
@@ -215,33 +217,45 @@ func (l *Loop) Pass(ctx context.Context) (PassResult, error) {
 	return res, nil
 }
 
-// apply writes a plan: creations must not exist yet, updates and
-// deletions must find the version the plan read.
-func (l *Loop) apply(ctx context.Context, plan *scheduler.Result) PassResult {
+// apply writes a plan in one go (raft shares appends between the
+// writes): creations must not exist yet, updates and deletions must find
+// the version the plan read, and a task written for a Service or Job must
+// find that owner still there, so nothing is made or started for an
+// owner deleted after the snapshot. An update equal to what the snapshot
+// holds is not written: a write wakes every watcher, this loop included.
+func (l *Loop) apply(ctx context.Context, st *scheduler.State, plan *scheduler.Result) PassResult {
 	var res PassResult
-	count := func(what string, o legion.Object, err error) {
-		switch {
-		case err == nil:
-			res.Writes++
-		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExists), errors.Is(err, store.ErrNotFound):
-			res.Conflicts++
-		default:
-			res.Errors++
-			l.Logger.Warn("controller write failed", "what", what, "object", legion.ObjectKey(o), "err", err)
+	owners := ownerUIDs(st)
+	var orig *originals
+	var writes []store.Write
+	var what []string
+	add := func(kind string, w store.Write) {
+		if kind == "update" {
+			if orig == nil {
+				orig = indexSnapshot(st)
+			}
+			if old := orig.get(w.Object); old != nil && unchanged(old, w.Object) {
+				res.Unchanged++
+				return
+			}
 		}
+		if t, ok := w.Object.(*legion.Task); ok && !w.Delete {
+			k := legion.Key(t.Spec.Owner.Kind, t.Metadata.Namespace, t.Spec.Owner.Name)
+			if uid, ok := owners[k]; ok {
+				w.Requires = []store.Requirement{{Kind: t.Spec.Owner.Kind, Namespace: t.Metadata.Namespace, Name: t.Spec.Owner.Name, UID: uid}}
+			}
+		}
+		writes = append(writes, w)
+		what = append(what, kind)
 	}
 	create := func(o legion.Object) {
-		_, _, err := l.Store.Put(ctx, o, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}})
-		count("create", o, err)
+		add("create", store.Write{Object: o, Options: store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}}})
 	}
 	update := func(o legion.Object) {
-		_, _, err := l.Store.Put(ctx, o, store.WriteOptions{Precondition: store.Precondition{Version: o.GetMetadata().Version}})
-		count("update", o, err)
+		add("update", store.Write{Object: o, Options: store.WriteOptions{Precondition: store.Precondition{Version: o.GetMetadata().Version}}})
 	}
 	del := func(o legion.Object) {
-		m := o.GetMetadata()
-		_, err := l.Store.Delete(ctx, o.GetKind(), m.Namespace, m.Name, store.Precondition{Version: m.Version})
-		count("delete", o, err)
+		add("delete", store.Write{Object: o, Delete: true, Options: store.WriteOptions{Precondition: store.Precondition{Version: o.GetMetadata().Version}}})
 	}
 	// Volumes before the tasks that mount them; jobs before their tasks.
 	for _, v := range plan.CreateVolumes {
@@ -277,5 +291,77 @@ func (l *Loop) apply(ctx context.Context, plan *scheduler.Result) PassResult {
 	for _, n := range plan.UpdateNodes {
 		update(n)
 	}
+	if len(writes) == 0 {
+		return res
+	}
+	for i, err := range l.Store.WriteAll(ctx, writes) {
+		switch {
+		case err == nil:
+			res.Writes++
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExists), errors.Is(err, store.ErrNotFound):
+			res.Conflicts++
+		default:
+			res.Errors++
+			l.Logger.Warn("controller write failed", "what", what[i], "object", legion.ObjectKey(writes[i].Object), "err", err)
+		}
+	}
 	return res
+}
+
+// ownerUIDs maps the snapshot's Services and Jobs to their uids.
+func ownerUIDs(st *scheduler.State) map[string]string {
+	m := make(map[string]string, len(st.Services)+len(st.Jobs))
+	for _, s := range st.Services {
+		m[legion.Key(legion.KindService, s.Metadata.Namespace, s.Metadata.Name)] = s.Metadata.UID
+	}
+	for _, j := range st.Jobs {
+		m[legion.Key(legion.KindJob, j.Metadata.Namespace, j.Metadata.Name)] = j.Metadata.UID
+	}
+	return m
+}
+
+// originals finds the snapshot's object an update replaces.
+type originals struct{ m map[string]legion.Object }
+
+func indexSnapshot(st *scheduler.State) *originals {
+	o := &originals{m: make(map[string]legion.Object, len(st.Tasks)+len(st.Services)+len(st.Jobs)+len(st.Nodes))}
+	add := func(x legion.Object) {
+		m := x.GetMetadata()
+		o.m[legion.Key(x.GetKind(), m.Namespace, m.Name)] = x
+	}
+	for _, x := range st.Tasks {
+		add(x)
+	}
+	for _, x := range st.Services {
+		add(x)
+	}
+	for _, x := range st.Jobs {
+		add(x)
+	}
+	for _, x := range st.CronJobs {
+		add(x)
+	}
+	for _, x := range st.Nodes {
+		add(x)
+	}
+	for _, x := range st.Volumes {
+		add(x)
+	}
+	return o
+}
+
+func (o *originals) get(x legion.Object) legion.Object {
+	m := x.GetMetadata()
+	return o.m[legion.Key(x.GetKind(), m.Namespace, m.Name)]
+}
+
+// unchanged: the store would keep the same bytes (same JSON), so the
+// write would only bump the version and wake the watchers.
+func unchanged(a, b legion.Object) bool {
+	if reflect.DeepEqual(a, b) {
+		return true
+	}
+	x, err1 := legion.MarshalJSON(a)
+	y, err2 := legion.MarshalJSON(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }

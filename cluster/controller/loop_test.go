@@ -210,7 +210,7 @@ spec:
 			stale.UpdateTasks = append(stale.UpdateTasks, c)
 		}
 	}
-	res := l.apply(context.Background(), &stale)
+	res := l.apply(context.Background(), &st, &stale)
 	if res.Conflicts != len(stale.UpdateTasks) || res.Writes != 0 || res.Errors != 0 {
 		t.Fatalf("stale writes: %+v, want %d conflicts", res, len(stale.UpdateTasks))
 	}
