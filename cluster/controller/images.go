@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -24,6 +27,15 @@ type ResolveFunc func(ctx context.Context, ref string, dockerConfigs [][]byte) (
 // error when an enforce-mode policy refuses it.
 type CheckFunc func(ctx context.Context, ref, digest string, dockerConfigs [][]byte) (*legion.VerifiedImage, []string, error)
 
+// Retries of an owner whose images failed to resolve or check: the
+// first after RetryFirst, doubling per failure in a row up to RetryMax.
+// A change of the owner's spec, of its pull secrets or of the image
+// policies, and a success, start it over.
+const (
+	RetryFirst = time.Second
+	RetryMax   = 5 * time.Minute
+)
+
 // ImageResolver pins the tags of every Service's and Job's pod to
 // digests once per pod deployed (6.1 "Identity"), recording them on the
 // owner's status keyed by the pod's hash, so scaling keeps them and tasks
@@ -35,8 +47,24 @@ type ImageResolver struct {
 	// the ImagePolicies covering it; the results go to status.images.
 	Check  CheckFunc
 	Logger *slog.Logger
-	// Retry is how soon an owner whose resolution failed is tried again.
-	Retry time.Duration
+	// Retry is how soon an owner whose resolution failed is first tried
+	// again (zero: RetryFirst); the delay doubles per failure in a row up
+	// to MaxRetry (zero: RetryMax).
+	Retry    time.Duration
+	MaxRetry time.Duration
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+
+	mu      sync.Mutex
+	failing map[string]*failure // by owner key
+}
+
+// failure is an owner's run of failed attempts for one input.
+type failure struct {
+	input string // what was tried: see inputOf
+	count int    // failures in a row
+	next  time.Time
+	msg   string // the error last logged
 }
 
 // needsResolving: an image a registry serves is resolved (a tag) and
@@ -46,27 +74,37 @@ func needsResolving(c *legion.Container) bool {
 	return c.PullPolicy != legion.PullNever && !strings.HasPrefix(c.Image, "localhost/")
 }
 
-// Run resolves after every change to services, jobs or secrets, and
-// retries failures, until ctx ends.
-func (r *ImageResolver) Run(ctx context.Context) error {
+func (r *ImageResolver) defaults() {
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)
 	}
 	if r.Retry == 0 {
-		r.Retry = 30 * time.Second
+		r.Retry = RetryFirst
 	}
+	if r.MaxRetry == 0 {
+		r.MaxRetry = RetryMax
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+}
+
+// Run resolves after every change to services, jobs, secrets or image
+// policies, and when a failed owner's retry is due, until ctx ends.
+func (r *ImageResolver) Run(ctx context.Context) error {
+	r.defaults()
 	for ctx.Err() == nil {
 		at, err := r.Store.Version()
 		if err != nil {
 			return err
 		}
-		failed := r.Pass(ctx)
+		_, next := r.pass(ctx)
 		wctx, cancel := context.WithCancel(ctx)
 		var retry *time.Timer
-		if failed {
-			retry = time.AfterFunc(r.Retry, cancel)
+		if !next.IsZero() {
+			retry = time.AfterFunc(max(next.Sub(r.Now()), 0), cancel)
 		}
-		err = r.Store.WaitChange(wctx, at, legion.KindService, legion.KindJob, legion.KindSecret)
+		err = r.Store.WaitChange(wctx, at, legion.KindService, legion.KindJob, legion.KindSecret, legion.KindImagePolicy)
 		if retry != nil {
 			retry.Stop()
 		}
@@ -78,29 +116,74 @@ func (r *ImageResolver) Run(ctx context.Context) error {
 	return nil
 }
 
-// Pass resolves every owner whose recorded digests are for another pod;
-// it reports whether any failed.
+// Pass resolves every owner whose recorded digests are for another pod,
+// leaving out those whose retry is not due yet; it reports whether any
+// owner's images are still unresolved.
 func (r *ImageResolver) Pass(ctx context.Context) (failed bool) {
-	if r.Logger == nil {
-		r.Logger = slog.New(slog.DiscardHandler)
+	r.defaults()
+	failed, _ = r.pass(ctx)
+	return failed
+}
+
+// pass is Pass, also saying when the next retry is due (zero: none).
+func (r *ImageResolver) pass(ctx context.Context) (failed bool, next time.Time) {
+	policies, _, err := r.Store.List(legion.KindImagePolicy, "", nil)
+	if err != nil {
+		r.Logger.Warn("listing image policies", "err", err)
+		return true, r.Now().Add(r.Retry)
 	}
+	var pv strings.Builder
+	for _, p := range policies {
+		fmt.Fprintf(&pv, "%s@%d,", p.GetMetadata().Name, p.GetMetadata().Version)
+	}
+	seen := map[string]bool{}
 	for _, kind := range []legion.Kind{legion.KindService, legion.KindJob} {
 		objs, _, err := r.Store.List(kind, "", nil)
 		if err != nil {
 			r.Logger.Warn("listing owners to resolve", "err", err)
-			return true
+			return true, r.Now().Add(r.Retry)
 		}
 		for _, o := range objs {
-			if err := r.resolveOwner(ctx, o); err != nil {
+			key := legion.ObjectKey(o)
+			seen[key] = true
+			due, ok := r.resolveOwner(ctx, key, o, pv.String())
+			if !ok {
 				failed = true
-				r.Logger.Warn("resolving images", "owner", legion.ObjectKey(o), "err", err)
+				if next.IsZero() || due.Before(next) {
+					next = due
+				}
 			}
 		}
 	}
-	return failed
+	r.mu.Lock()
+	for k := range r.failing {
+		if !seen[k] {
+			delete(r.failing, k)
+		}
+	}
+	r.mu.Unlock()
+	return failed, next
 }
 
-func (r *ImageResolver) resolveOwner(ctx context.Context, o legion.Object) error {
+// inputOf is what an attempt depends on beyond the registry: the owner
+// (uid, so one made again starts over, and generation, bumped by a spec
+// change), the pod, its pull secrets' versions and the image policies'.
+func inputOf(o legion.Object, hash string, secrets []legion.Object, policies string) string {
+	m := o.GetMetadata()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%d/%s/", m.UID, m.Generation, hash)
+	for _, s := range secrets {
+		fmt.Fprintf(&b, "%s@%d,", s.GetMetadata().Name, s.GetMetadata().Version)
+	}
+	b.WriteString("/" + policies)
+	return b.String()
+}
+
+// resolveOwner resolves one owner's pod unless its status already holds
+// it or its retry is not due. It writes the status only when it changes,
+// and logs a failure only when its message changes. ok is false while the
+// owner's images are unresolved, with when to try again.
+func (r *ImageResolver) resolveOwner(ctx context.Context, key string, o legion.Object, policies string) (due time.Time, ok bool) {
 	var pod *legion.PodSpec
 	var status **legion.ImagesStatus
 	switch o := o.(type) {
@@ -109,21 +192,96 @@ func (r *ImageResolver) resolveOwner(ctx context.Context, o legion.Object) error
 	case *legion.Job:
 		pod, status = &o.Spec.Pod, &o.Status.Images
 	default:
-		return nil
+		return time.Time{}, true
 	}
 	hash := scheduler.PodHash(pod)
-	if cur := *status; cur != nil && cur.PodHash == hash && cur.Message == "" {
-		return nil
+	cur := *status
+	if cur != nil && cur.PodHash == hash && cur.Message == "" {
+		r.forget(key, "")
+		return time.Time{}, true
 	}
 	ns := o.GetMetadata().Namespace
+	var secrets []legion.Object
 	var logins [][]byte
 	for _, name := range pod.ImagePullSecrets {
 		s, _, err := r.Store.Get(legion.KindSecret, ns, name)
 		if err != nil {
 			continue
 		}
+		secrets = append(secrets, s)
 		logins = append(logins, s.(*legion.Secret).Spec.Data)
 	}
+	input := inputOf(o, hash, secrets, policies)
+	now := r.Now()
+	r.mu.Lock()
+	f := r.failing[key]
+	r.mu.Unlock()
+	if f != nil && f.input == input && now.Before(f.next) {
+		return f.next, false
+	}
+	res, problems := r.resolve(ctx, pod, hash, logins)
+	if !sameImages(cur, res) {
+		*status = res
+		_, err := r.Store.PutStatus(ctx, o, store.Precondition{Version: o.GetMetadata().Version})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			problems = append(problems, "writing the status: "+err.Error())
+		}
+	}
+	if len(problems) == 0 {
+		r.forget(key, "images resolved")
+		return time.Time{}, true
+	}
+	msg := strings.Join(problems, "; ")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f == nil || f.input != input {
+		f = &failure{input: input}
+		if r.failing == nil {
+			r.failing = map[string]*failure{}
+		}
+		r.failing[key] = f
+	}
+	f.count++
+	f.next = now.Add(retryDelay(r.Retry, r.MaxRetry, f.count))
+	if msg != f.msg {
+		f.msg = msg
+		r.Logger.Warn("resolving images", "owner", key, "err", msg, "retry", f.next.Sub(now).String())
+	}
+	return f.next, false
+}
+
+// forget drops an owner's failures; said, when not empty, is logged if
+// it had any.
+func (r *ImageResolver) forget(key, said string) {
+	r.mu.Lock()
+	f := r.failing[key]
+	delete(r.failing, key)
+	r.mu.Unlock()
+	if f != nil && said != "" {
+		r.Logger.Info(said, "owner", key, "after", f.count)
+	}
+}
+
+// retryDelay is first doubled per failure in a row after the first,
+// capped at limit.
+func retryDelay(first, limit time.Duration, failures int) time.Duration {
+	d := first
+	for i := 1; i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// sameImages: writing b over a would store the same status.
+func sameImages(a, b *legion.ImagesStatus) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// resolve pins the pod's tags and checks its images against the image
+// policies, saying what failed.
+func (r *ImageResolver) resolve(ctx context.Context, pod *legion.PodSpec, hash string, logins [][]byte) (*legion.ImagesStatus, []string) {
 	res := &legion.ImagesStatus{PodHash: hash, Digests: map[string]string{}}
 	var problems []string
 	seen := map[string]bool{}
@@ -172,13 +330,5 @@ func (r *ImageResolver) resolveOwner(ctx context.Context, o legion.Object) error
 	if len(res.Digests) == 0 {
 		res.Digests = nil
 	}
-	*status = res
-	_, err := r.Store.PutStatus(ctx, o, store.Precondition{Version: o.GetMetadata().Version})
-	if err != nil && !errors.Is(err, store.ErrConflict) {
-		return err
-	}
-	if len(problems) > 0 {
-		return errors.New(res.Message)
-	}
-	return nil
+	return res, problems
 }
