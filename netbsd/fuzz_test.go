@@ -1,6 +1,7 @@
 package netbsd
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,9 @@ func FuzzParseIfconfig(f *testing.F) {
 			return
 		}
 		for _, i := range ifs {
+			if i.MTU < 0 || i.MTU > maxMTU {
+				t.Fatalf("mtu %d accepted from %q", i.MTU, out)
+			}
 			for _, a := range i.Addrs {
 				if !a.IsValid() {
 					t.Fatalf("invalid prefix accepted from %q", out)
@@ -56,6 +60,12 @@ func FuzzParseStates(f *testing.F) {
 			if k := strings.Fields(s.key()); len(k) != 4 || (k[2] != "<-" && k[2] != "->") {
 				t.Fatalf("key %q is not \"proto host dir host\"", s.key())
 			}
+			// What goes back to pfctl reads again as the same host.
+			for _, h := range []pfHost{s.A, s.B} {
+				if again, err := parsePFHost(h.Text); err != nil || again.Addr != h.Addr {
+					t.Fatalf("host %q reads again as %v, %v", h.Text, again.Addr, err)
+				}
+			}
 		}
 	})
 }
@@ -64,6 +74,14 @@ func FuzzParseAddrSelection(f *testing.F) {
 	f.Add(ip6addrctlOut)
 	f.Add("Prefix Prec\n::1/128 x 0\n")
 	f.Fuzz(func(t *testing.T, out string) {
-		_, _ = parseAddrSelection(out)
+		tab, err := parseAddrSelection(out)
+		if err != nil {
+			return
+		}
+		for _, p := range tab {
+			if pre, err := netip.ParsePrefix(p.Prefix); err != nil || !pre.Addr().Is6() {
+				t.Fatalf("prefix %q accepted from %q", p.Prefix, out)
+			}
+		}
 	})
 }
