@@ -38,6 +38,7 @@ var (
 	// get Raft, a gRPC server of the managers' or the CLI with them.
 	noServer = []string{"github.com/hashicorp/raft", "github.com/spf13/cobra", "go.etcd.io/bbolt",
 		module + "/cluster/server", module + "/cluster/store", module + "/internal/agent", module + "/internal/daemon"}
+	nodeSide  = []string{module + "/internal/agent", module + "/internal/daemon", module + "/jail"}
 	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/pods/podstest", "scheduler/schedtest",
 		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest"}
 )
@@ -78,6 +79,11 @@ var layers = []layer{
 	{pattern: "cluster/store", may: []string{""}},
 	{pattern: "cluster/...", may: []string{"", "scheduler", "cluster/...", "internal/proto", "internal/endpoints",
 		"netbsd", "image", "image/cosign"}},
+	// The leader's work and the manager's entry point run on managers
+	// without an agent: nothing of the node side comes with them.
+	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/store", "netbsd", "image", "image/cosign"},
+		neverDeps: nodeSide},
+	{pattern: "cluster/manager", may: []string{"cluster/leader", "cluster/server", "image"}, neverDeps: nodeSide},
 
 	// The node agent: it reaches the managers only through the protocol.
 	{pattern: "internal/agent/...", may: []string{"", "internal/agent/...", "internal/endpoints", "internal/proto",
@@ -242,8 +248,8 @@ func TestLayerRules(t *testing.T) {
 	if l, _ := layerOf("cluster/store"); l.pattern != "cluster/store" {
 		t.Errorf("cluster/store held by %q", l.pattern)
 	}
-	if l, _ := layerOf("cluster/leader"); l.pattern != "cluster/..." {
-		t.Errorf("cluster/leader held by %q", l.pattern)
+	if l, _ := layerOf("cluster/controller"); l.pattern != "cluster/..." {
+		t.Errorf("cluster/controller held by %q", l.pattern)
 	}
 	d, _ := layerOf("internal/daemon")
 	if d.allowed("cmd/legion") || !d.allowed("internal/agent") || !d.allowed("") {

@@ -7,6 +7,6 @@
 // asking the registry directly.
 //
 // It reads and writes the store and asks registries; it must not import
-// the node side (internal/agent, internal/daemon, jail, zfs, the netbsd
-// host code) nor cluster/server, which composes it (cluster/manager).
+// the node side (internal/agent, internal/daemon, jail and its runtimes)
+// nor cluster/server: cluster/manager composes the two.
 package leader

@@ -9,8 +9,8 @@
 // beside it, which reaches this manager through its dispatcher like any
 // other node.
 //
-// It must not import the node side (internal/agent, internal/daemon, jail,
-// zfs): a manager runs where no pods do.
+// It must not import the node side (internal/agent, internal/daemon, jail
+// and its runtimes): a manager runs where no pods do.
 package manager
 
 import (
