@@ -98,6 +98,10 @@ type Config struct {
 // changes and an idle replica's file soon catches up.
 const flushDelay = 100 * time.Millisecond
 
+// flushRetry is how soon a failed flush (a full disk, say) is tried again
+// when no apply wakes the flusher before.
+const flushRetry = time.Second
+
 // Store is one manager's replica.
 type Store struct {
 	cfg   Config
@@ -290,25 +294,47 @@ func (s *Store) catchUpWithSnapshot(applied uint64) error {
 // applied.
 func (s *Store) flusher() {
 	defer s.bg.Done()
+	flushLoop(s.stop, s.fsm.kick, s.fsm.flush, s.log)
+}
+
+// flushLoop calls flush flushDelay after each kick until stop closes. A
+// failed flush is not fatal, to the leader or to the changes: they stay
+// in memory (reads see them, the log holds them) and the flush is tried
+// again at the next kick or after flushRetry. It logs when the error
+// changes and when flushing works again, not at every attempt.
+func flushLoop(stop <-chan struct{}, kick <-chan struct{}, flush func() error, log *slog.Logger) {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	failing := ""
 	for {
 		select {
-		case <-s.stop:
+		case <-stop:
 			return
-		case <-s.fsm.kick:
+		case <-kick:
+		case <-retry.C:
 		}
 		t.Reset(flushDelay)
 		select {
-		case <-s.stop:
+		case <-stop:
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		if err := s.fsm.flush(); err != nil {
-			// Not fatal: the next flush carries them, and the log holds
-			// them meanwhile.
-			s.log.Warn("writing applied changes to the store file", "error", err)
+		err := flush()
+		switch {
+		case err != nil:
+			if err.Error() != failing {
+				failing = err.Error()
+				log.Warn("writing applied changes to the store file failed; they stay in memory and the log, and are written again soon",
+					"error", failing)
+			}
+			retry.Reset(flushRetry)
+		case failing != "":
+			failing = ""
+			log.Info("writing applied changes to the store file works again")
 		}
 	}
 }
@@ -541,6 +567,9 @@ func (s *Store) apply(ctx context.Context, c *command) (*result, error) {
 	if err := checkEntry(c, data); err != nil {
 		return nil, err
 	}
+	if err := s.roomForWrites(); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", c.Kind, displayKey(c), err)
+	}
 	f := s.raft.Apply(data, s.cfg.WriteTimeout)
 	if err := s.wait(ctx, f, "write", true); err != nil {
 		return nil, err
@@ -550,6 +579,21 @@ func (s *Store) apply(ctx context.Context, c *command) (*result, error) {
 		return nil, fmt.Errorf("%s %s: the state machine gave no answer", c.Kind, displayKey(c))
 	}
 	return r, nil
+}
+
+// roomForWrites refuses a client write while the leader's log has no room
+// ahead (ErrLogFull): a leader whose append fails steps down, and as the
+// only voter it would then elect itself and fail again, so reads would
+// flap too. What room is left goes to raft's own entries (an election's
+// no-op, configurations, read barriers), so leadership holds. Each call
+// tries to make room again, so writes resume once space is freed. A
+// follower leaves the refusal to raft (ErrNotLeader sends the client to
+// the leader).
+func (s *Store) roomForWrites() error {
+	if !s.IsLeader() {
+		return nil
+	}
+	return s.logs.wal.room()
 }
 
 // Barrier returns once this replica leads and has applied everything

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -45,6 +46,14 @@ type walLog struct {
 	segs   []*segment // oldest first; the last takes the appends
 	first  uint64     // 0 when the log is empty
 	last   uint64
+
+	// writeAt writes to a segment file (tests make it refuse room, as a
+	// full disk does).
+	writeAt func(f *os.File, b []byte, off int64) (int, error)
+	// full is set while making room ahead of the appends fails: client
+	// writes are refused (see room) so that the reserve left goes to
+	// raft's own small entries and the leader never fails an append.
+	full atomic.Pointer[LogFullError]
 }
 
 type segment struct {
@@ -69,7 +78,31 @@ const (
 	walHeader     = 8
 	walMaxRecord  = 1 << 30
 	walZeroChunk  = 1 << 20 // how far ahead of the appends zeros go
+	// walReserve is the room an append leaves ahead at least, or else
+	// makes more: when making more fails, what is left still takes
+	// thousands of raft's own entries (an election's no-op, a
+	// configuration, a read barrier; each well under 1 KiB) and the
+	// client writes already on their way.
+	walReserve = 256 << 10
 )
+
+// ErrLogFull: the raft log's disk has no room for more entries; client
+// writes are refused until space is freed, reads go on.
+var ErrLogFull = errors.New("raft log disk full")
+
+// LogFullError says which log ran out of room and why. It matches
+// ErrLogFull and the file system's error (syscall.ENOSPC, EDQUOT).
+type LogFullError struct {
+	Dir string
+	Err error
+}
+
+func (e *LogFullError) Error() string {
+	return fmt.Sprintf("%s: the raft log in %s has no room for more entries (%v); writes are refused until space is freed on its disk, reads go on",
+		ErrLogFull, e.Dir, e.Err)
+}
+
+func (e *LogFullError) Unwrap() []error { return []error{ErrLogFull, e.Err} }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -99,7 +132,7 @@ func openWAL(dir string, log *slog.Logger) (*walLog, error) {
 		bases = append(bases, b)
 	}
 	slices.Sort(bases)
-	w := &walLog{dir: dir, log: log, segMax: walSegmentMax}
+	w := &walLog{dir: dir, log: log, segMax: walSegmentMax, writeAt: (*os.File).WriteAt}
 	for i, b := range bases {
 		// Appends, truncations and removals never leave a gap.
 		if w.last != 0 && b != w.last+1 {
@@ -180,8 +213,14 @@ func (w *walLog) loadSegment(base uint64, last bool) (*segment, error) {
 				w.log.Warn("raft log: cutting off a torn append (a crash during a write raft never acknowledged)",
 					"segment", name, "byte", off, "entry", want, "cut_bytes", len(rest), "reason", err.Error())
 			}
-			// The zeros written ahead go too, so that nothing after the
-			// end can ever read as a record.
+			if last && (zeros || w.zeroOut(f, off, int64(len(rest))) == nil) {
+				// The last segment keeps its room ahead (a restart on a
+				// full disk must not give it up); zeros never read as a
+				// record.
+				s.size, s.zeroed = off, int64(len(data))
+				return s, nil
+			}
+			// An older segment ends at its last record.
 			if err := f.Truncate(off); err != nil {
 				f.Close()
 				return nil, fmt.Errorf("raft log: cutting the torn end off %s: %w", path, err)
@@ -337,15 +376,9 @@ func (w *walLog) StoreLogs(logs []*raft.Log) error {
 			return err
 		}
 	}
-	s := w.tail()
-	if s == nil || s.size >= w.segMax || (len(s.offs) == 0 && s.base != next) {
-		w.mu.Lock()
-		var err error
-		s, err = w.newSegment(next)
-		w.mu.Unlock()
-		if err != nil {
-			return err
-		}
+	s, err := w.appendSegment(next, logs)
+	if err != nil {
+		return err
 	}
 	// Readers only read below s.size, which moves once the records are
 	// durable.
@@ -356,21 +389,24 @@ func (w *walLog) StoreLogs(logs []*raft.Log) error {
 		buf = appendRecord(buf, l)
 	}
 	end := s.size + int64(len(buf))
+	if end+walReserve > s.zeroed {
+		// Making room early means it fails while some is left, which
+		// this append may still use.
+		if err := w.extend(s, end); err != nil && end > s.zeroed {
+			return fmt.Errorf("appending entries %d to %d (%d bytes, %d left ahead): %w",
+				next, logs[len(logs)-1].Index, len(buf), s.zeroed-s.size, err)
+		}
+	}
 	fail := func(what string, err error) error {
-		// The write may or may not have reached the disk: cut it off
-		// (and the zeros ahead) so the file and memory agree.
-		_ = s.f.Truncate(s.size)
-		s.zeroed = s.size
+		// The write may or may not have reached the disk: clear it so the
+		// file and memory agree, keeping the room ahead.
+		if zerr := w.zeroOut(s.f, s.size, int64(len(buf))); zerr != nil {
+			_ = s.f.Truncate(s.size)
+			s.zeroed = s.size
+		}
 		return fmt.Errorf("raft log: %s entries %d to %d: %w", what, next, logs[len(logs)-1].Index, err)
 	}
-	if end > s.zeroed {
-		zeroed := end + walZeroChunk
-		if _, err := s.f.WriteAt(make([]byte, zeroed-s.zeroed), s.zeroed); err != nil {
-			return fail("making room for", err)
-		}
-		s.zeroed = zeroed
-	}
-	if _, err := s.f.WriteAt(buf, s.size); err != nil {
+	if _, err := w.writeAt(s.f, buf, s.size); err != nil {
 		return fail("appending", err)
 	}
 	if err := datasync(s.f); err != nil {
@@ -394,38 +430,128 @@ func (w *walLog) tail() *segment {
 	return w.segs[len(w.segs)-1]
 }
 
-// newSegment starts a segment for entries from base, replacing an empty
-// tail segment.
-func (w *walLog) newSegment(base uint64) (*segment, error) {
-	if t := w.tail(); t != nil && len(t.offs) == 0 {
-		t.f.Close()
-		if err := os.Remove(w.segPath(t.base)); err != nil {
+// appendSegment returns the segment that takes the append of logs, from
+// entry next on, starting a new one when needed. A segment past segMax
+// takes more while the disk has no room for a new one.
+func (w *walLog) appendSegment(next uint64, logs []*raft.Log) (*segment, error) {
+	t := w.tail()
+	switch {
+	case t != nil && len(t.offs) == 0 && t.base != next:
+		// An empty tail for other entries: renaming it keeps its room.
+		if err := os.Rename(w.segPath(t.base), w.segPath(next)); err != nil {
 			return nil, fmt.Errorf("raft log: %w", err)
 		}
-		w.segs = w.segs[:len(w.segs)-1]
-	}
-	// A segment that takes no more appends ends at its last record: only
-	// the last one may end in zeros (opening reads them as its end).
-	if t := w.tail(); t != nil && t.zeroed > t.size {
-		if err := t.f.Truncate(t.size); err != nil {
-			return nil, fmt.Errorf("raft log: closing a segment: %w", err)
+		if err := syncDir(w.dir); err != nil {
+			return nil, err
 		}
-		if err := datasync(t.f); err != nil {
-			return nil, fmt.Errorf("raft log: closing a segment: %w", err)
-		}
-		t.zeroed = t.size
+		w.mu.Lock()
+		t.base = next
+		w.mu.Unlock()
+		return t, nil
+	case t != nil && t.size < w.segMax:
+		return t, nil
 	}
-	f, err := os.OpenFile(w.segPath(base), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s, err := w.newSegment(next)
+	if err != nil && t != nil && errors.Is(err, ErrLogFull) && t.size+int64(walRecordsLen(logs)) <= t.zeroed {
+		return t, nil
+	}
+	return s, err
+}
+
+// walRecordsLen is how many bytes the records of logs take.
+func walRecordsLen(logs []*raft.Log) int {
+	n := 0
+	for _, l := range logs {
+		n += walHeader + 8 + len(encodeLog(l))
+	}
+	return n
+}
+
+// newSegment starts a segment for entries from base after the tail (which
+// holds entries). It makes the new file's room first: on a full disk the
+// tail keeps its own and the new file goes again.
+func (w *walLog) newSegment(base uint64) (*segment, error) {
+	path := w.segPath(base)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("raft log: %w", err)
+	}
+	s := &segment{base: base, f: f}
+	if err := w.extend(s, 0); err != nil {
+		f.Close()
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("raft log: starting segment %s: %w", filepath.Base(path), err)
 	}
 	if err := syncDir(w.dir); err != nil {
 		f.Close()
 		return nil, err
 	}
-	s := &segment{base: base, f: f}
+	// A segment that takes no more appends ends at its last record: only
+	// the last one may end in zeros (opening reads them as its end).
+	if t := w.tail(); t != nil && t.zeroed > t.size {
+		if err := t.f.Truncate(t.size); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("raft log: closing a segment: %w", err)
+		}
+		if err := datasync(t.f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("raft log: closing a segment: %w", err)
+		}
+		t.zeroed = t.size
+	}
 	w.segs = append(w.segs, s)
 	return s, nil
+}
+
+// extend writes zeros ahead of s's appends to walZeroChunk past end. On
+// failure the log is marked full (client writes are refused) and the
+// error says so; success clears the mark. Callers hold w.change.
+func (w *walLog) extend(s *segment, end int64) error {
+	if to := end + walZeroChunk; to > s.zeroed {
+		n, err := w.writeAt(s.f, make([]byte, to-s.zeroed), s.zeroed)
+		s.zeroed += int64(n)
+		if err != nil {
+			full := &LogFullError{Dir: w.dir, Err: err}
+			if w.full.Swap(full) == nil {
+				w.log.Warn("raft log: no room for more entries; refusing writes until space is freed",
+					"dir", w.dir, "room_left", max(0, s.zeroed-end), "error", err.Error())
+			}
+			return full
+		}
+	}
+	if w.full.Swap(nil) != nil {
+		w.log.Info("raft log: room for entries again; writes are taken", "dir", w.dir)
+	}
+	return nil
+}
+
+// room returns the full log's error, after trying once more to make room
+// (space may have been freed); nil when there is room.
+func (w *walLog) room() error {
+	if w.full.Load() == nil {
+		return nil
+	}
+	w.change.Lock()
+	defer w.change.Unlock()
+	s := w.tail()
+	if s == nil {
+		return nil
+	}
+	return w.extend(s, s.size)
+}
+
+// zeroOut overwrites n bytes of f at off with zeros, durably: blocks the
+// file has already, so no new space is needed.
+func (w *walLog) zeroOut(f *os.File, off, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	if _, err := w.writeAt(f, make([]byte, n), off); err != nil {
+		return err
+	}
+	return datasync(f)
 }
 
 // DeleteRange removes entries min to max. Raft removes either a head of
@@ -508,13 +634,18 @@ func (w *walLog) removeTail(min uint64) error {
 		w.last = min - 1
 		return nil
 	}
-	if err := s.f.Truncate(s.offs[k]); err != nil {
-		return fmt.Errorf("raft log: cutting entries from %d: %w", min, err)
+	// Zeros over the cut entries keep the room they took; truncating
+	// (which needs no room at all) is the way out if that fails.
+	if err := w.zeroOut(s.f, s.offs[k], s.size-s.offs[k]); err != nil {
+		if err := s.f.Truncate(s.offs[k]); err != nil {
+			return fmt.Errorf("raft log: cutting entries from %d: %w", min, err)
+		}
+		if err := datasync(s.f); err != nil {
+			return fmt.Errorf("raft log: cutting entries from %d: %w", min, err)
+		}
+		s.zeroed = s.offs[k]
 	}
-	if err := datasync(s.f); err != nil {
-		return fmt.Errorf("raft log: cutting entries from %d: %w", min, err)
-	}
-	s.size, s.zeroed = s.offs[k], s.offs[k]
+	s.size = s.offs[k]
 	s.offs = s.offs[:k]
 	w.last = min - 1
 	return nil
