@@ -12,24 +12,28 @@ import (
 const MaxCreatesPerPass = 512
 
 // mayCreate says whether the owner may make one more task this run, and
-// counts what it wanted. An owner refused is planned again at once.
+// counts what it wanted. Without caps (the first run) owners are served
+// first come up to the bound; what they wanted decides whether a second
+// run shares the bound out fairly (Plan). An owner refused is planned
+// again at once.
 func (p *planner) mayCreate(o *owner) bool {
 	if p.demand == nil {
 		p.demand = map[ownerKey]int{}
-	}
-	limit := MaxCreatesPerPass
-	if p.caps != nil {
-		limit = p.caps[o.key]
 	}
 	wanted := p.demand[o.key]
 	if wanted < MaxCreatesPerPass {
 		p.demand[o.key] = wanted + 1
 	}
-	if o.created >= limit {
+	allowed := p.created < MaxCreatesPerPass
+	if p.caps != nil {
+		allowed = o.created < p.caps[o.key]
+	}
+	if !allowed {
 		p.wake(p.now)
 		return false
 	}
 	o.created++
+	p.created++
 	return true
 }
 

@@ -72,8 +72,9 @@ type planner struct {
 
 	// caps and demand: the tasks each owner may make this run, and wanted
 	// to (see creates.go).
-	caps   map[ownerKey]int
-	demand map[ownerKey]int
+	caps    map[ownerKey]int
+	demand  map[ownerKey]int
+	created int
 
 	svcOut map[*legion.Service]*legion.Service
 	jobOut map[*legion.Job]*legion.Job
