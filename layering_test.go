@@ -57,13 +57,13 @@ var layers = []layer{
 	{pattern: "compose", may: []string{""}, noStd: pureStd},
 
 	// Node-side building blocks, each usable alone.
-	{pattern: "internal/sys"},
-	{pattern: "jail/...", may: []string{"jail/...", "internal/sys"}, neverDeps: noServer},
-	{pattern: "zfs", may: []string{"internal/sys"}, neverDeps: noServer},
-	{pattern: "image/...", may: []string{"image/...", "zfs", "internal/sys"}, neverDeps: noServer},
+	{pattern: "sys"},
+	{pattern: "jail/...", may: []string{"jail/...", "sys"}, neverDeps: noServer},
+	{pattern: "zfs", may: []string{"sys"}, neverDeps: noServer},
+	{pattern: "image/...", may: []string{"image/...", "zfs", "sys"}, neverDeps: noServer},
 	// netbsd renders what the agent translates from the object model; it
 	// does not read the object model itself.
-	{pattern: "netbsd", may: []string{"internal/sys"}, neverDeps: noServer},
+	{pattern: "netbsd", may: []string{"sys"}, neverDeps: noServer},
 	{pattern: "netbsd/ingress", thirdParty: []string{}, neverDeps: noServer},
 	{pattern: "netbsd/loopback", neverDeps: noServer},
 	{pattern: "netbsd/resolver", neverDeps: noServer},
@@ -87,7 +87,7 @@ var layers = []layer{
 
 	// The node agent: it reaches the managers only through the protocol.
 	{pattern: "internal/agent/...", may: []string{"", "internal/agent/...", "internal/endpoints", "internal/proto",
-		"internal/sys", "jail", "image", "scheduler"}},
+		"sys", "jail", "image", "scheduler"}},
 
 	// The daemon composes everything; the binary composes the daemon.
 	{pattern: "internal/daemon", may: []string{"", "...", "-cmd"}},
@@ -97,7 +97,7 @@ var layers = []layer{
 	{pattern: "internal/testimage/...", may: []string{"", "...", "-cmd"}},
 	{pattern: "scheduler/schedtest", may: []string{"", "scheduler"}, noStd: pureStd},
 
-	{pattern: "examples/...", may: []string{"", "client", "image", "jail/...", "internal/sys"}},
+	{pattern: "examples/...", may: []string{"", "client", "image", "jail/...", "sys"}},
 }
 
 // matches says whether the module-relative path rel falls under pattern.

@@ -121,4 +121,3 @@ func TestCPUs(t *testing.T) {
 		}
 	}
 }
-

@@ -32,7 +32,7 @@
 //
 // Signatures are in the sub-package image/cosign.
 //
-// It imports the standard library, internal/sys, zfs and its libraries
+// It imports the standard library, sys, zfs and its libraries
 // (go-containerregistry, klauspost/compress, x/sys, x/term). It must not
 // import the legion object model, the agent or the cluster: it defines
 // its own small types (Platform, Login, PullOptions) that those adapt to.

@@ -3,7 +3,7 @@ package image
 import (
 	"context"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // FileFlags changes BSD file flags (chflags(1)). On FreeBSD a file marked

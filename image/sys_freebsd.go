@@ -4,7 +4,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 	"golang.org/x/sys/unix"
 )
 

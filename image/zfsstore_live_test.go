@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 	"github.com/legionbsd/legion/zfs"
 )
 

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/legionbsd/legion/internal/sys"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/jailtest"
+	"github.com/legionbsd/legion/sys"
 )
 
 // The test binary is also the supervisor: the runtime runs it as

@@ -11,7 +11,7 @@
 // The FreeBSD runtime (Jails) runs pods as jails: a persistent VNET jail per
 // pod with no process, and each container a child jail on its prepared
 // root, supervised by `legion jail-shim` (ShimMain). Every FreeBSD command
-// goes through internal/sys's Runner, so the command lines are tested on any
+// goes through sys's Runner, so the command lines are tested on any
 // host; file-system work (records, mount targets, logs) is portable Go.
 //
 // Where things are: runtime.go (the contract); keeper.go (Keeper, the
@@ -27,7 +27,7 @@
 // supervisor commands share), passwd.go and pty_*.go (the supervisor);
 // logrecord.go (log records, rotation, follow).
 //
-// This package imports only the standard library, internal/sys and
+// This package imports only the standard library, sys and
 // golang.org/x/sys. It must not import the legion object model, the image
 // store or the agent: an image-build tool imports it on its own.
 package jail

@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // Exec implements Runtime: the supervisor's exec mode enters the jail as

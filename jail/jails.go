@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // Annotations the jail runtime reads, as the agent's pods carry them.

@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/legionbsd/legion/internal/sys"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/jailtest"
+	"github.com/legionbsd/legion/sys"
 )
 
 func liveRoot(t *testing.T, env string) string {

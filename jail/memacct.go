@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // The memory count of 6.3. rctl's memoryuse sums each process's resident

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // NodeModules are the kernel modules a node needs: after a reboot the

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // mountPoint is one mount the runtime makes in a container's root.

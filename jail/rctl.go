@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // RctlRules are the rules limiting one container's jail. Limits go on each

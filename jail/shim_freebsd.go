@@ -10,7 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // JailStarter starts processes inside a container's jail: the child

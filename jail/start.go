@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // checkVnet makes sure a pod's jail has a network stack of its own before

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 	"golang.org/x/sys/unix"
 )
 

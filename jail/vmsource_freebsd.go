@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 	"golang.org/x/sys/unix"
 )
 

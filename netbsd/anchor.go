@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // Legion's anchors. pf.conf belongs to the operator and calls them with

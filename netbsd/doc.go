@@ -32,6 +32,6 @@
 // AssignPodAddr, AssignVIP, Twin, CheckRanges), RenderServices,
 // RenderPolicy, PlanAnchor, PlanPeers and PlanStateKills.
 //
-// It imports only the standard library and internal/sys. It must not import
+// It imports only the standard library and sys. It must not import
 // the legion object model: the agent translates objects into these types.
 package netbsd

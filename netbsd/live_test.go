@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // jexecRunner runs a node's commands inside its jail; kernel modules are

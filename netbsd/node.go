@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // Modules the agent loads at start: after a reboot the bridge and epair

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // PF applies the rendered anchors through the system runner. It remembers

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // HostIfName is the name of a pod's epair host end: lp and the last 12 hex

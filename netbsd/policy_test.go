@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 func svc(ns, name, vip string, port, target uint16, labels map[string]string) Service {

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // EnsureKey returns the node's WireGuard public key, making the private key

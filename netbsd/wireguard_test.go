@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // wgDump renders `wg show wg0 dump` for peers that have the allowed IPs

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/legionbsd/legion/internal/sys"
+	"github.com/legionbsd/legion/sys"
 )
 
 // Errors callers branch on. Each wraps the *sys.ExitError that carried it.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/image"
-	"github.com/legionbsd/legion/internal/sys"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/jailtest"
+	"github.com/legionbsd/legion/sys"
 )
 
 // sweepManager delivers one set of assignments and records the reports.

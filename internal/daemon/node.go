@@ -18,8 +18,8 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
-	"github.com/legionbsd/legion/internal/sys"
 	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/sys"
 )
 
 // Options configure a single-node cluster run in the foreground.

@@ -14,10 +14,10 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/endpoints"
-	"github.com/legionbsd/legion/internal/sys"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/netbsd"
 	"github.com/legionbsd/legion/netbsd/resolver"
+	"github.com/legionbsd/legion/sys"
 )
 
 // What the lab's hosts print (netbsd's golden tests hold the same).

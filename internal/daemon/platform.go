@@ -13,10 +13,10 @@ import (
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/endpoints"
-	"github.com/legionbsd/legion/internal/sys"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/process"
 	"github.com/legionbsd/legion/netbsd"
+	"github.com/legionbsd/legion/sys"
 	"github.com/legionbsd/legion/zfs"
 )
 
