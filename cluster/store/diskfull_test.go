@@ -108,7 +108,7 @@ func TestWALKeepsItsRoomOnAFullDisk(t *testing.T) {
 	if got := fileSize(t, path); got < room {
 		t.Fatalf("segment shrank from %d to %d bytes after a failed append: its room is gone", room, got)
 	}
-	if w.room() == nil {
+	if w.room(0) == nil {
 		t.Fatal("the log does not report itself full")
 	}
 	// Raft's own entries are small and still land.
@@ -128,7 +128,7 @@ func TestWALKeepsItsRoomOnAFullDisk(t *testing.T) {
 		t.Fatalf("small entry after a reopen on a full disk: %v", err)
 	}
 	d.full.Store(false)
-	if err := w.room(); err != nil {
+	if err := w.room(0); err != nil {
 		t.Fatalf("room once space is freed: %v", err)
 	}
 	if err := w.StoreLogs(bigEntries(next+4, next+13, 100<<10)); err != nil {
@@ -165,7 +165,7 @@ func TestWALStaysInItsSegmentOnAFullDisk(t *testing.T) {
 	if got := segmentFiles(t, dir); !slicesEqual(got, before) {
 		t.Fatalf("segments %v after an append on a full disk, want %v", got, before)
 	}
-	if !errors.Is(w.room(), ErrLogFull) {
+	if !errors.Is(w.room(0), ErrLogFull) {
 		t.Fatal("the log does not report itself full after failing to start a segment")
 	}
 	d.full.Store(false)
@@ -175,7 +175,7 @@ func TestWALStaysInItsSegmentOnAFullDisk(t *testing.T) {
 	if got := segmentFiles(t, dir); len(got) != len(before)+1 || w.tail().base != 7 {
 		t.Fatalf("segments %v once space is freed, want a new one from entry 7 after %v", got, before)
 	}
-	if w.room() != nil {
+	if w.room(0) != nil {
 		t.Fatal("still full after a new segment got its room")
 	}
 	w.Close()
@@ -295,7 +295,7 @@ func TestFullDiskKeepsTheOnlyManagerLeading(t *testing.T) {
 	defer probe.Stop()
 	for start := time.Now(); time.Since(start) < period; <-probe.C {
 		if _, _, err := n.s.Put(ctx, config("default", "late", "x"), WriteOptions{}); !errors.Is(err, ErrLogFull) {
-			t.Fatalf("write while full: %v, want ErrLogFull", err)
+			t.Fatalf("write while full: %v, want ErrLogFull (raft went through %v)", err, states())
 		}
 		if _, _, err := n.s.Get(legion.KindConfig, "default", "a"); err != nil {
 			t.Fatalf("get while full: %v", err)
@@ -384,4 +384,94 @@ func TestFlusherRetriesAFailedFlushAndLogsOnce(t *testing.T) {
 	if calls.Load() != failures+1 {
 		t.Fatalf("%d flushes, want %d: it went on flushing with nothing to do", calls.Load(), failures+1)
 	}
+}
+
+// Of three managers, the leader's disk fills: it keeps leading (same
+// leader, same term, followers still following it) and refuses writes
+// with ErrLogFull rather than step down, so the cluster takes no writes
+// until space is freed there; reads go on on every manager, and every
+// acknowledged write is on all three. Once space is freed writes resume
+// and reach the followers.
+func TestFullDiskOnTheLeaderOfThree(t *testing.T) {
+	t.Parallel()
+	ns := threeNodes(t)
+	t.Cleanup(func() {
+		for _, n := range ns {
+			n.s.Close()
+		}
+	})
+	leader := ns[0]
+	var d fakeDisk
+	onDisk(leader.s.logs.wal, &d)
+	states := leaderWatch(t, leader.s.raft)
+	term := leader.s.raft.CurrentTerm()
+	acked := map[string]string{}
+	d.full.Store(true)
+	if refused := fillUntilRefused(t, leader.s, acked); !errors.Is(refused, ErrLogFull) || !errors.Is(refused, syscall.ENOSPC) {
+		t.Fatalf("write on the full leader: %v, want ErrLogFull with ENOSPC", refused)
+	}
+	ctx := context.Background()
+	probe := time.NewTicker(20 * time.Millisecond)
+	defer probe.Stop()
+	for start := time.Now(); time.Since(start) < 4*testTiming().HeartbeatTimeout; <-probe.C {
+		if _, _, err := leader.s.Put(ctx, config("default", "late", "x"), WriteOptions{}); !errors.Is(err, ErrLogFull) {
+			t.Fatalf("write while the leader is full: %v, want ErrLogFull (raft went through %v)", err, states())
+		}
+		for _, n := range ns {
+			if _, id := n.s.Leader(); id != leader.id {
+				t.Fatalf("%s sees leader %q, want %s", n.id, id, leader.id)
+			}
+		}
+	}
+	if got := states(); len(got) != 0 || leader.s.raft.CurrentTerm() != term {
+		t.Fatalf("the full leader went through %v, term %d -> %d", got, term, leader.s.raft.CurrentTerm())
+	}
+	for _, n := range ns {
+		waitFor(t, n.id+" applying every acknowledged write", 5*time.Second, func() bool {
+			return n.s.AppliedIndex() >= leader.s.AppliedIndex()
+		})
+		checkAcked(t, n.s, acked)
+	}
+	d.full.Store(false)
+	if _, _, err := leader.s.Put(ctx, config("default", "after", "freed"), WriteOptions{}); err != nil {
+		t.Fatalf("write once space is freed: %v", err)
+	}
+	acked["after"] = "freed"
+	for _, n := range ns {
+		waitFor(t, n.id+" applying the write after", 5*time.Second, func() bool {
+			return n.s.AppliedIndex() >= leader.s.AppliedIndex()
+		})
+		checkAcked(t, n.s, acked)
+	}
+}
+
+// A write bigger than the room left ahead, the first to meet the full
+// disk, is refused before raft sees it: proposed, its append would fail
+// and the leader step down.
+func TestFullDiskRefusesAWriteBiggerThanTheRoomLeft(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	var d fakeDisk
+	onDisk(n.s.logs.wal, &d)
+	states := leaderWatch(t, n.s.raft)
+	term := n.s.raft.CurrentTerm()
+	d.full.Store(true)
+	ahead := n.s.logs.wal.ahead.Load()
+	text := strings.Repeat("x", int(ahead)) // its entry is bigger still (base64)
+	ctx := context.Background()
+	if _, _, err := n.s.Put(ctx, config("default", "big", text), WriteOptions{}); !errors.Is(err, ErrLogFull) {
+		t.Fatalf("write of %d bytes with %d bytes of room left on a full disk: %v, want ErrLogFull", len(text), ahead, err)
+	}
+	// Raft's own entries still land: a read barrier in this term.
+	if err := n.s.Barrier(ctx); err != nil {
+		t.Fatalf("linearizable read on a full disk: %v", err)
+	}
+	if got := states(); len(got) != 0 || !n.s.IsLeader() || n.s.raft.CurrentTerm() != term {
+		t.Fatalf("raft went through %v, term %d -> %d: leadership was lost", got, term, n.s.raft.CurrentTerm())
+	}
+	d.full.Store(false)
+	if _, _, err := n.s.Put(ctx, config("default", "big", text), WriteOptions{}); err != nil {
+		t.Fatalf("the same write once space is freed: %v", err)
+	}
+	checkAcked(t, n.s, map[string]string{"big": text})
 }

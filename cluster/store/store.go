@@ -567,7 +567,7 @@ func (s *Store) apply(ctx context.Context, c *command) (*result, error) {
 	if err := checkEntry(c, data); err != nil {
 		return nil, err
 	}
-	if err := s.roomForWrites(); err != nil {
+	if err := s.roomForWrites(len(data)); err != nil {
 		return nil, fmt.Errorf("%s %s: %w", c.Kind, displayKey(c), err)
 	}
 	f := s.raft.Apply(data, s.cfg.WriteTimeout)
@@ -581,19 +581,19 @@ func (s *Store) apply(ctx context.Context, c *command) (*result, error) {
 	return r, nil
 }
 
-// roomForWrites refuses a client write while the leader's log has no room
-// ahead (ErrLogFull): a leader whose append fails steps down, and as the
-// only voter it would then elect itself and fail again, so reads would
-// flap too. What room is left goes to raft's own entries (an election's
-// no-op, configurations, read barriers), so leadership holds. Each call
-// tries to make room again, so writes resume once space is freed. A
-// follower leaves the refusal to raft (ErrNotLeader sends the client to
-// the leader).
-func (s *Store) roomForWrites() error {
+// roomForWrites refuses a client write of an n-byte entry while the
+// leader's log has no room for it ahead (ErrLogFull): a leader whose
+// append fails steps down, and as the only voter it would then elect
+// itself and fail again, so reads would flap too. What room is left goes
+// to raft's own entries (an election's no-op, configurations, read
+// barriers), so leadership holds. Each call tries to make room again, so
+// writes resume once space is freed. A follower leaves the refusal to
+// raft (ErrNotLeader sends the client to the leader).
+func (s *Store) roomForWrites(n int) error {
 	if !s.IsLeader() {
 		return nil
 	}
-	return s.logs.wal.room()
+	return s.logs.wal.room(n)
 }
 
 // Barrier returns once this replica leads and has applied everything

@@ -54,6 +54,9 @@ type walLog struct {
 	// writes are refused (see room) so that the reserve left goes to
 	// raft's own small entries and the leader never fails an append.
 	full atomic.Pointer[LogFullError]
+	// ahead is the room after the tail's last record, for room to check
+	// without waiting for an append in progress.
+	ahead atomic.Int64
 }
 
 type segment struct {
@@ -84,6 +87,9 @@ const (
 	// configuration, a read barrier; each well under 1 KiB) and the
 	// client writes already on their way.
 	walReserve = 256 << 10
+	// walRecordExtra is what a record adds to a command's bytes: the
+	// header, the index and encodeLog's fields.
+	walRecordExtra = walHeader + 8 + 21
 )
 
 // ErrLogFull: the raft log's disk has no room for more entries; client
@@ -161,7 +167,17 @@ func openWAL(dir string, log *slog.Logger) (*walLog, error) {
 			w.last = s.base + uint64(len(s.offs)) - 1
 		}
 	}
+	w.noteAhead()
 	return w, nil
+}
+
+// noteAhead records the room after the tail's last record.
+func (w *walLog) noteAhead() {
+	var n int64
+	if t := w.tail(); t != nil {
+		n = t.zeroed - t.size
+	}
+	w.ahead.Store(n)
 }
 
 func (w *walLog) segPath(base uint64) string {
@@ -420,6 +436,7 @@ func (w *walLog) StoreLogs(logs []*raft.Log) error {
 	}
 	w.last = logs[len(logs)-1].Index
 	w.mu.Unlock()
+	w.noteAhead()
 	return nil
 }
 
@@ -502,6 +519,7 @@ func (w *walLog) newSegment(base uint64) (*segment, error) {
 		t.zeroed = t.size
 	}
 	w.segs = append(w.segs, s)
+	w.noteAhead()
 	return s, nil
 }
 
@@ -527,10 +545,14 @@ func (w *walLog) extend(s *segment, end int64) error {
 	return nil
 }
 
-// room returns the full log's error, after trying once more to make room
-// (space may have been freed); nil when there is room.
-func (w *walLog) room() error {
-	if w.full.Load() == nil {
+// room says whether an entry of n command bytes may be proposed: nil when
+// the log is not full and has room for it and its reserve; otherwise it
+// tries to make room (space may have been freed) and returns the full
+// log's error if that fails. Checking before proposing matters: an
+// append that fails makes the leader step down.
+func (w *walLog) room(n int) error {
+	need := int64(n) + walRecordExtra
+	if w.full.Load() == nil && w.ahead.Load() >= need+walReserve {
 		return nil
 	}
 	w.change.Lock()
@@ -539,7 +561,13 @@ func (w *walLog) room() error {
 	if s == nil {
 		return nil
 	}
-	return w.extend(s, s.size)
+	if err := w.extend(s, s.size+need); err != nil {
+		return err
+	}
+	if s == w.tail() {
+		w.noteAhead()
+	}
+	return nil
 }
 
 // zeroOut overwrites n bytes of f at off with zeros, durably: blocks the
@@ -588,6 +616,7 @@ func (w *walLog) removeAll() error {
 		w.segs = w.segs[:len(w.segs)-1]
 	}
 	w.first, w.last = 0, 0
+	w.noteAhead()
 	return syncDir(w.dir)
 }
 
@@ -648,6 +677,7 @@ func (w *walLog) removeTail(min uint64) error {
 	s.size = s.offs[k]
 	s.offs = s.offs[:k]
 	w.last = min - 1
+	w.noteAhead()
 	return nil
 }
 
