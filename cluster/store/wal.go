@@ -34,6 +34,14 @@ import (
 // torn append with a warning. Any other damage, a bad record with good
 // ones after it among them, refuses to open: those later entries may have
 // been acknowledged.
+//
+// A full disk: raft makes a leader whose append fails step down, so the
+// log keeps room ahead of its appends (made early, kept through failed
+// appends, restarts and segment changes) and, once making more fails,
+// says it is full (room) so the leader proposes no client writes while
+// raft's own small entries still land. On ZFS, copy-on-write, zeros
+// written ahead reserve nothing; there making room only finds out early
+// that space is short.
 type walLog struct {
 	dir    string
 	log    *slog.Logger
