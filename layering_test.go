@@ -39,7 +39,7 @@ var (
 	noServer = []string{"github.com/hashicorp/raft", "github.com/spf13/cobra", "go.etcd.io/bbolt",
 		module + "/cluster/server", module + "/cluster/store", module + "/internal/agent", module + "/internal/daemon"}
 	nodeSide  = []string{module + "/internal/agent", module + "/internal/daemon", module + "/jail"}
-	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/pods/podstest", "scheduler/schedtest",
+	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/sessions/sessionstest", "scheduler/schedtest",
 		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest"}
 )
 
@@ -63,7 +63,9 @@ var layers = []layer{
 	{pattern: "image/...", may: []string{"image/...", "zfs", "sys"}, neverDeps: noServer},
 	// netbsd renders what the agent translates from the object model; it
 	// does not read the object model itself.
-	{pattern: "netbsd", may: []string{"sys"}, neverDeps: noServer},
+	{pattern: "netbsd", may: []string{"sys", "netbsd/addrplan"}, neverDeps: noServer},
+	// The address plan is shared by managers and nodes, so it does no I/O.
+	{pattern: "netbsd/addrplan", thirdParty: []string{}, noStd: pureStd},
 	{pattern: "netbsd/ingress", thirdParty: []string{}, neverDeps: noServer},
 	{pattern: "netbsd/loopback", neverDeps: noServer},
 	{pattern: "netbsd/resolver", neverDeps: noServer},
@@ -78,10 +80,10 @@ var layers = []layer{
 	{pattern: "cluster/rbac", may: []string{""}},
 	{pattern: "cluster/store", may: []string{""}},
 	{pattern: "cluster/...", may: []string{"", "scheduler", "cluster/...", "internal/proto", "internal/endpoints",
-		"netbsd", "image", "image/cosign"}},
+		"netbsd/addrplan", "image", "image/cosign"}},
 	// The leader's work and the manager's entry point run on managers
 	// without an agent: nothing of the node side comes with them.
-	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/store", "netbsd", "image", "image/cosign"},
+	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/store", "netbsd/addrplan", "image", "image/cosign"},
 		neverDeps: nodeSide},
 	{pattern: "cluster/manager", may: []string{"cluster/leader", "cluster/server", "image"}, neverDeps: nodeSide},
 

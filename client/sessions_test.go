@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
-	"github.com/legionbsd/legion/cluster/pods/podstest"
+	"github.com/legionbsd/legion/cluster/sessions/sessionstest"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/jail"
 )
@@ -22,7 +22,7 @@ import (
 // The session calls reach a node's agent through a manager and hand back
 // only the client's own types.
 func TestSessions(t *testing.T) {
-	m := podstest.Start(t)
+	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	running := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")
 	done := m.Put(t, "shop", "batch.1", "n1", legion.TaskComplete, legion.Owner{}, "app")

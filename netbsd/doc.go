@@ -1,6 +1,5 @@
 // Package netbsd is everything the node agent does to a FreeBSD node's
-// network: the address plan (a pod /24 per node, pod addresses, VIPs and
-// their IPv6 twins), the legion0 bridge and the pods' epairs, the WireGuard
+// network, on the address plan of netbsd/addrplan: the legion0 bridge and the pods' epairs, the WireGuard
 // mesh, and the pf anchors under legion/ (service tables, VIP and published
 // port redirection, hairpin and mesh NAT, network policy guards).
 //
@@ -28,10 +27,9 @@
 //   - On every peer list, Mesh.Converge adds, changes and removes only the
 //     wg0 peers that differ; nil leaves wg0 as it is.
 //
-// Pure pieces usable on their own: the address plan (AssignSubnet,
-// AssignPodAddr, AssignVIP, Twin, CheckRanges), RenderServices,
-// RenderPolicy, PlanAnchor, PlanPeers and PlanStateKills.
+// Pure pieces usable on their own: RenderServices, RenderPolicy,
+// PlanAnchor, PlanPeers and PlanStateKills.
 //
-// It imports only the standard library and sys. It must not import
+// It imports only the standard library, sys and netbsd/addrplan. It must not import
 // the legion object model: the agent translates objects into these types.
 package netbsd

@@ -2,6 +2,7 @@ package netbsd
 
 import (
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion/netbsd/addrplan"
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -99,4 +101,26 @@ func dbService() Service {
 
 func ep(svc, uid, node, a string, ready bool) Endpoint {
 	return Endpoint{Namespace: "shop", Service: svc, TaskUID: uid, Node: node, Addr: addr(a), Ready: ready}
+}
+
+// The address plan of the lab fixtures in both families, as every golden
+// file uses it.
+func TestAddressPlanGolden(t *testing.T) {
+	var d doc
+	var b strings.Builder
+	for _, n := range labNodes() {
+		fmt.Fprintf(&b, "node %s: pods %s %s gateway %s %s wg0 %s/16 %s/96\n", n.Name,
+			addrplan.NodeSubnet(n.Subnet), addrplan.NodeSubnet6(n.Subnet), addrplan.Gateway(n.Subnet), addrplan.MustTwin(addrplan.Gateway(n.Subnet)),
+			n.Underlay(), addrplan.MustTwin(n.Underlay()))
+	}
+	d.section("nodes", b.String())
+	b.Reset()
+	for _, a := range []string{"10.200.3.17", "10.200.3.18", "10.200.3.19", "10.200.1.20", "10.200.3.254"} {
+		fmt.Fprintf(&b, "pod %s = %s\n", a, addrplan.MustTwin(addr(a)))
+	}
+	for _, a := range []string{"10.201.0.5", "10.201.0.6", "10.201.1.10", "10.201.255.254"} {
+		fmt.Fprintf(&b, "vip %s = %s\n", a, addrplan.MustTwin(addr(a)))
+	}
+	d.section("twins", b.String())
+	golden(t, "address_plan", d.String())
 }

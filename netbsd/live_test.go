@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/netbsd/addrplan"
+
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -249,7 +251,7 @@ func TestLivePodReachesPodAcrossTwoNodesOverWireGuard(t *testing.T) {
 		}
 		var local []Pod
 		for _, p := range []Pod{client, server} {
-			if NodeSubnet(n.node.Subnet).Contains(p.Addr) {
+			if addrplan.NodeSubnet(n.node.Subnet).Contains(p.Addr) {
 				local = append(local, p)
 			}
 		}
@@ -260,7 +262,7 @@ func TestLivePodReachesPodAcrossTwoNodesOverWireGuard(t *testing.T) {
 	if !n1.reaches(ctx, client, server.Addr.String(), 8080, 30*time.Second) {
 		t.Error("pod on n1 does not reach the pod on n2 over wg0")
 	}
-	if !n1.reaches(ctx, client, MustTwin(server.Addr).String(), 8080, 20*time.Second) {
+	if !n1.reaches(ctx, client, addrplan.MustTwin(server.Addr).String(), 8080, 20*time.Second) {
 		t.Error("pod on n1 does not reach the pod on n2 over IPv6")
 	}
 	if !n1.reaches(ctx, client, "10.201.0.5", 80, 20*time.Second) {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/legionbsd/legion/netbsd/addrplan"
+
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -144,8 +146,8 @@ func (h Host) runAll(ctx context.Context, cmds [][]string) error {
 // and the mesh routes to what cfg says, changing only what is missing. It
 // makes the WireGuard key on first start.
 func (h Host) SetUpNode(ctx context.Context, cfg NodeConfig) (NodeNet, error) {
-	if cfg.Subnet < 0 || cfg.Subnet >= MaxSubnets {
-		return NodeNet{}, fmt.Errorf("node config: subnet %d, expected 0..%d", cfg.Subnet, MaxSubnets-1)
+	if cfg.Subnet < 0 || cfg.Subnet >= addrplan.MaxSubnets {
+		return NodeNet{}, fmt.Errorf("node config: subnet %d, expected 0..%d", cfg.Subnet, addrplan.MaxSubnets-1)
 	}
 	for _, m := range nodeModules() {
 		if _, err := h.run(ctx, "kldload", "-n", m); err != nil {
@@ -158,7 +160,7 @@ func (h Host) SetUpNode(ctx context.Context, cfg NodeConfig) (NodeNet, error) {
 		}
 	}
 	n := cfg.Subnet
-	gw, gw6 := netip.PrefixFrom(Gateway(n), 24), netip.PrefixFrom(MustTwin(Gateway(n)), 64)
+	gw, gw6 := netip.PrefixFrom(addrplan.Gateway(n), 24), netip.PrefixFrom(addrplan.MustTwin(addrplan.Gateway(n)), 64)
 	bridge, err := h.readIface(ctx, "", Bridge)
 	if err != nil {
 		return NodeNet{}, err
@@ -186,7 +188,7 @@ func (h Host) SetUpNode(ctx context.Context, cfg NodeConfig) (NodeNet, error) {
 	if err != nil {
 		return NodeNet{}, err
 	}
-	u, u6 := netip.PrefixFrom(UnderlayAddr(n), 16), netip.PrefixFrom(MustTwin(UnderlayAddr(n)), 96)
+	u, u6 := netip.PrefixFrom(addrplan.UnderlayAddr(n), 16), netip.PrefixFrom(addrplan.MustTwin(addrplan.UnderlayAddr(n)), 96)
 	if err := h.runAll(ctx, planIface(wg, ifaceWant{
 		Name: WGIface, Create: []string{"wg", "create", "name", WGIface}, MTU: MTU,
 		Addrs: []netip.Prefix{u, u6},
@@ -197,8 +199,8 @@ func (h Host) SetUpNode(ctx context.Context, cfg NodeConfig) (NodeNet, error) {
 		return NodeNet{}, err
 	}
 	for _, r := range [][]string{
-		{"-n", "add", "-net", PodCIDR().String(), "-interface", WGIface},
-		{"-n", "add", "-inet6", "-net", PodCIDR6().String(), "-interface", WGIface},
+		{"-n", "add", "-net", addrplan.PodCIDR().String(), "-interface", WGIface},
+		{"-n", "add", "-inet6", "-net", addrplan.PodCIDR6().String(), "-interface", WGIface},
 	} {
 		_, err := h.run(ctx, "route", r...)
 		if sys.IsExit(err, "File exists") || sys.IsExit(err, "already in table") {

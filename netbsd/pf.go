@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/legionbsd/legion/netbsd/addrplan"
+
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -129,7 +131,7 @@ func (p *PF) ApplyServices(ctx context.Context, st *ServiceState) (AnchorPlan, e
 		for _, e := range st.Endpoints {
 			if dead[e.Addr] {
 				delete(dead, e.Addr)
-				if t, ok := Twin(e.Addr); ok {
+				if t, ok := addrplan.Twin(e.Addr); ok {
 					delete(dead, t)
 				}
 			}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/legionbsd/legion/netbsd/addrplan"
 )
 
 // PolicyState is what the legion/policy anchor is rendered from: this node,
@@ -91,9 +93,9 @@ func (a allowance) render(fam int) (string, bool) {
 		return "<" + a.set.table() + ">", true
 	case endEveryTask:
 		if fam == 0 {
-			return PodCIDR().String(), true
+			return addrplan.PodCIDR().String(), true
 		}
-		return PodCIDR6().String(), true
+		return addrplan.PodCIDR6().String(), true
 	case endCIDR:
 		return a.cidr.String(), fam == 0 // pods reach the outside over IPv4 only
 	}
@@ -346,8 +348,8 @@ func RenderPolicy(st PolicyState) (Anchor, error) {
 func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 	st := *stp
 	n := st.Node.Subnet
-	if n < 0 || n >= MaxSubnets {
-		return "", nil, fmt.Errorf("policy state: node %s subnet %d, expected 0..%d", st.Node.Name, n, MaxSubnets-1)
+	if n < 0 || n >= addrplan.MaxSubnets {
+		return "", nil, fmt.Errorf("policy state: node %s subnet %d, expected 0..%d", st.Node.Name, n, addrplan.MaxSubnets-1)
 	}
 	for _, p := range st.Policies {
 		if p.Egress == nil {
@@ -366,20 +368,20 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 	copy(pods, st.Pods)
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Addr.Less(pods[j].Addr) })
 
-	sub, sub6 := NodeSubnet(n), NodeSubnet6(n)
-	gw := both(Gateway(n))
+	sub, sub6 := addrplan.NodeSubnet(n), addrplan.NodeSubnet6(n)
+	gw := both(addrplan.Gateway(n))
 	sets := make(map[string]peerSet)
 	var b, mesh strings.Builder
 	b.Grow(1024 + len(pods)*(2048+len(ix.services)*200))
 	fmt.Fprintf(&b, "# %s for node %s (%s): rendered by the Legion agent\n", AnchorPolicy, st.Node.Name, sub)
 	// What pods start toward other nodes keeps a floating state on the
 	// mesh, so the replies are not taken for new connections below.
-	fmt.Fprintf(&b, "pass out quick on %s inet from %s to %s keep state (floating)\n", WGIface, sub, PodCIDR())
-	fmt.Fprintf(&b, "pass out quick on %s inet6 from %s to %s keep state (floating)\n", WGIface, sub6, PodCIDR6())
+	fmt.Fprintf(&b, "pass out quick on %s inet from %s to %s keep state (floating)\n", WGIface, sub, addrplan.PodCIDR())
+	fmt.Fprintf(&b, "pass out quick on %s inet6 from %s to %s keep state (floating)\n", WGIface, sub6, addrplan.PodCIDR6())
 
 	vipCache := make(map[string][]vipPort)
 	for _, pod := range pods {
-		if !sub.Contains(pod.Addr) || pod.Addr == Gateway(n) {
+		if !sub.Contains(pod.Addr) || pod.Addr == addrplan.Gateway(n) {
 			return "", nil, fmt.Errorf("pod %s: address %s is not a pod address of node subnet %s", pod.TaskUID, pod.Addr, sub)
 		}
 		lp := pod.HostIf
@@ -433,8 +435,8 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 				b.WriteString(" keep state (if-bound)\n")
 			}
 		}
-		fmt.Fprintf(&b, "block drop in quick on %s inet to %s\n", lp, ServiceCIDR())
-		fmt.Fprintf(&b, "block drop in quick on %s inet6 to %s\n", lp, ServiceCIDR6())
+		fmt.Fprintf(&b, "block drop in quick on %s inet to %s\n", lp, addrplan.ServiceCIDR())
+		fmt.Fprintf(&b, "block drop in quick on %s inet6 to %s\n", lp, addrplan.ServiceCIDR6())
 
 		// What the pod starts is kept as if-bound state, so its replies
 		// pass its own guard without matching again on the bridge.
@@ -484,8 +486,8 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 
 		// Who may connect: the nodes, what a VIP's or published port's
 		// rdr translated here, and the allowed peer sets on their ports.
-		fmt.Fprintf(&b, "pass out quick on %s inet from { %s %s } to %s\n", lp, gw[0], UnderlayCIDR(), addr[0])
-		fmt.Fprintf(&b, "pass out quick on %s inet6 from { %s %s } to %s\n", lp, gw[1], UnderlayCIDR6(), addr[1])
+		fmt.Fprintf(&b, "pass out quick on %s inet from { %s %s } to %s\n", lp, gw[0], addrplan.UnderlayCIDR(), addr[0])
+		fmt.Fprintf(&b, "pass out quick on %s inet6 from { %s %s } to %s\n", lp, gw[1], addrplan.UnderlayCIDR6(), addr[1])
 		fmt.Fprintf(&b, "pass out quick on %s tagged %s\n", lp, ServiceTag)
 		for _, a := range dedupe(ix.ingress(pod.Namespace, pod.Service, pod.ServiceLabels)) {
 			if a.kind == endTable {
@@ -508,8 +510,8 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 		fmt.Fprintf(&b, "# connections from other nodes' tasks\n")
 		b.WriteString(mesh.String())
 	}
-	fmt.Fprintf(&b, "block drop in quick on %s inet from %s to %s\n", WGIface, PodCIDR(), sub)
-	fmt.Fprintf(&b, "block drop in quick on %s inet6 from %s to %s\n", WGIface, PodCIDR6(), sub6)
+	fmt.Fprintf(&b, "block drop in quick on %s inet from %s to %s\n", WGIface, addrplan.PodCIDR(), sub)
+	fmt.Fprintf(&b, "block drop in quick on %s inet6 from %s to %s\n", WGIface, addrplan.PodCIDR6(), sub6)
 
 	// Name what each table holds, for whoever reads `pfctl -a legion/policy -s rules`.
 	var legend strings.Builder
@@ -552,7 +554,7 @@ func policyTables(st *PolicyState, sets map[string]peerSet) []Table {
 	}
 	members := make(map[string][]netip.Addr, len(sets))
 	add := func(ns, svc string, labels map[string]string, a netip.Addr) {
-		if !PodCIDR().Contains(a) {
+		if !addrplan.PodCIDR().Contains(a) {
 			return
 		}
 		for _, s := range byNS[ns] {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/netbsd/addrplan"
+
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -159,7 +161,7 @@ func TestEveryRuleIsTwinned(t *testing.T) {
 				if err != nil {
 					continue
 				}
-				if tw, ok := Twin(a); ok && !strings.Contains(twin, tw.String()) {
+				if tw, ok := addrplan.Twin(a); ok && !strings.Contains(twin, tw.String()) {
 					t.Errorf("%s: twin of %q lacks %s: %q", an.Path, l, tw, twin)
 				}
 			}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/legionbsd/legion/netbsd/addrplan"
 )
 
 // SoftDrain is how long a ready Service task told to stop keeps running
@@ -40,7 +42,7 @@ func ServiceTable(s Service) string { return tableName("svc_", s.Namespace, s.Na
 func LocalTable(s Service) string { return tableName("svl_", s.Namespace, s.Name) }
 
 // both returns an address and its twin.
-func both(a netip.Addr) [2]netip.Addr { return [2]netip.Addr{a, MustTwin(a)} }
+func both(a netip.Addr) [2]netip.Addr { return [2]netip.Addr{a, addrplan.MustTwin(a)} }
 
 // RenderServices renders the legion/svc anchor: one table per service of
 // its ready endpoints (both families), a round-robin rdr per VIP port
@@ -75,8 +77,8 @@ type serviceRules struct {
 
 func renderServiceRules(st ServiceState) (serviceRules, error) {
 	n := st.Node.Subnet
-	if n < 0 || n >= MaxSubnets {
-		return serviceRules{}, fmt.Errorf("service state: node %s subnet %d, expected 0..%d", st.Node.Name, n, MaxSubnets-1)
+	if n < 0 || n >= addrplan.MaxSubnets {
+		return serviceRules{}, fmt.Errorf("service state: node %s subnet %d, expected 0..%d", st.Node.Name, n, addrplan.MaxSubnets-1)
 	}
 	svcs := make([]Service, len(st.Services))
 	copy(svcs, st.Services)
@@ -89,23 +91,23 @@ func renderServiceRules(st ServiceState) (serviceRules, error) {
 
 	var b strings.Builder
 	b.Grow(256 + len(svcs)*512)
-	gw, sub := Gateway(n), NodeSubnet(n)
+	gw, sub := addrplan.Gateway(n), addrplan.NodeSubnet(n)
 	fmt.Fprintf(&b, "# %s for node %s (%s): rendered by the Legion agent\n", AnchorServices, st.Node.Name, sub)
 	// Hairpin: a backend on the client's own bridge would answer it
 	// directly, bypassing the host's states; NAT to the gateway brings the
 	// reply back. The IPv6 twin names the address, as (legion0) would
 	// include the link-local one.
 	fmt.Fprintf(&b, "nat pass on %s inet from %s to %s tagged %s -> (%s)\n", Bridge, sub, sub, ServiceTag, Bridge)
-	fmt.Fprintf(&b, "nat pass on %s inet6 from %s to %s tagged %s -> %s\n", Bridge, NodeSubnet6(n), NodeSubnet6(n), ServiceTag, MustTwin(gw))
+	fmt.Fprintf(&b, "nat pass on %s inet6 from %s to %s tagged %s -> %s\n", Bridge, addrplan.NodeSubnet6(n), addrplan.NodeSubnet6(n), ServiceTag, addrplan.MustTwin(gw))
 	// Mesh NAT: what reaches a remote backend from outside the pod range
 	// (a published port) comes back through this node.
-	fmt.Fprintf(&b, "nat pass on %s inet from ! %s to %s -> (%s)\n", WGIface, PodCIDR(), PodCIDR(), WGIface)
-	fmt.Fprintf(&b, "nat pass on %s inet6 from ! %s to %s -> %s\n", WGIface, PodCIDR6(), PodCIDR6(), MustTwin(UnderlayAddr(n)))
+	fmt.Fprintf(&b, "nat pass on %s inet from ! %s to %s -> (%s)\n", WGIface, addrplan.PodCIDR(), addrplan.PodCIDR(), WGIface)
+	fmt.Fprintf(&b, "nat pass on %s inet6 from ! %s to %s -> %s\n", WGIface, addrplan.PodCIDR6(), addrplan.PodCIDR6(), addrplan.MustTwin(addrplan.UnderlayAddr(n)))
 
 	type published struct{ svc, port string }
 	seen := make(map[string]published)
 	uses := make([]tableUse, 0, len(svcs))
-	cidr := ServiceCIDR()
+	cidr := addrplan.ServiceCIDR()
 	var rules strings.Builder
 	for _, s := range svcs {
 		usesAll, usesLocal := false, false
@@ -192,7 +194,7 @@ func (r serviceRules) fill(st ServiceState) ([]Table, error) {
 			byKey[u.key] = &members{}
 		}
 	}
-	pods := PodCIDR()
+	pods := addrplan.PodCIDR()
 	var key []byte
 	for _, e := range st.Endpoints {
 		if e.Service == "" || !e.InTable() {

@@ -1,6 +1,10 @@
 package netbsd
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/legionbsd/legion/netbsd/addrplan"
+)
 
 // Names and numbers fixed by the design.
 const (
@@ -40,7 +44,7 @@ type Node struct {
 }
 
 // Underlay is the node's wg0 address, 100.64.n.1.
-func (n Node) Underlay() netip.Addr { return UnderlayAddr(n.Subnet) }
+func (n Node) Underlay() netip.Addr { return addrplan.UnderlayAddr(n.Subnet) }
 
 // ServicePort is one port of a service.
 type ServicePort struct {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/legionbsd/legion/netbsd/addrplan"
+
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -126,8 +128,8 @@ func parseWGDump(out string) ([]WGPeer, error) {
 func PeerAllowedIPs(n Node) []netip.Prefix {
 	u := n.Underlay()
 	return []netip.Prefix{
-		NodeSubnet(n.Subnet), NodeSubnet6(n.Subnet),
-		netip.PrefixFrom(u, 32), netip.PrefixFrom(MustTwin(u), 128),
+		addrplan.NodeSubnet(n.Subnet), addrplan.NodeSubnet6(n.Subnet),
+		netip.PrefixFrom(u, 32), netip.PrefixFrom(addrplan.MustTwin(u), 128),
 	}
 }
 

@@ -135,9 +135,9 @@ func (p *planner) autoscale(o *owner, sp *svcPass) int {
 
 // usage is the newest report for a task from its own node within the
 // window.
-func (p *planner) usage(t *legion.Task) (Usage, bool) {
+func (p *planner) usage(t *legion.Task) (legion.Usage, bool) {
 	if p.usageIdx == nil {
-		p.usageIdx = map[nsName]Usage{}
+		p.usageIdx = map[nsName]legion.Usage{}
 		for _, u := range p.st.Usage {
 			if p.now.Sub(u.Time) > UsageWindow || u.Time.After(p.now) {
 				continue

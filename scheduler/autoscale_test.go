@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/scheduler"
 	"github.com/legionbsd/legion/scheduler/schedtest"
 )
 
@@ -43,7 +42,7 @@ func report(c *schedtest.Cluster, total int64, wrongNode bool) {
 		if wrongNode {
 			node = "elsewhere"
 		}
-		c.Usage = append(c.Usage, scheduler.Usage{Namespace: "default", Task: tk.Metadata.Name, Node: node,
+		c.Usage = append(c.Usage, legion.Usage{Namespace: "default", Task: tk.Metadata.Name, Node: node,
 			Time: c.Now, CPU: legion.CPU(cpu)})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/scheduler"
 	"github.com/legionbsd/legion/scheduler/schedtest"
 )
@@ -45,7 +46,7 @@ func TestCreatesBoundedPerPass(t *testing.T) {
 		if len(r.CreateTasks) > scheduler.MaxCreatesPerPass {
 			t.Fatalf("pass %d made %d tasks, at most %d allowed", len(perPass), len(r.CreateTasks), scheduler.MaxCreatesPerPass)
 		}
-		if len(c.OwnerTasks("big")) < replicas && (r.NextWake.IsZero() || r.NextWake.Sub(c.Now) > scheduler.HeartbeatPeriod) {
+		if len(c.OwnerTasks("big")) < replicas && (r.NextWake.IsZero() || r.NextWake.Sub(c.Now) > legion.HeartbeatPeriod) {
 			t.Fatalf("pass %d left tasks to make but wakes at %v (now %v)", len(perPass), r.NextWake, c.Now)
 		}
 	}

@@ -75,8 +75,8 @@ func (p *planner) nodeOut(n *nodeInfo) *legion.Node {
 // before hearing from the node and nothing down within eight periods of
 // taking over.
 func (p *planner) nodeHealth() {
-	suspect := SuspectAfter * HeartbeatPeriod
-	down := DownAfter * HeartbeatPeriod
+	suspect := SuspectAfter * legion.HeartbeatPeriod
+	down := DownAfter * legion.HeartbeatPeriod
 	settleAt := p.st.LeaderSince.Add(down)
 	settled := !p.now.Before(settleAt)
 	for _, n := range p.nodes {

@@ -87,7 +87,7 @@ type planner struct {
 	filters     map[string]*filterResult
 	spreads     map[string][]groupLevel
 	tierCache   map[string][2][]nodeGroup
-	usageIdx    map[nsName]Usage
+	usageIdx    map[nsName]legion.Usage
 	deletedJobs map[*legion.Job]bool
 }
 

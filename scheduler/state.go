@@ -28,18 +28,7 @@ type State struct {
 	LeaderSince time.Time
 	// Usage is the recent use reported in heartbeats, one per running
 	// task; reports older than UsageWindow are ignored.
-	Usage []Usage
-}
-
-// Usage is what a running task's app containers used together, as its node
-// reported it (rctl pcpu and memoryuse).
-type Usage struct {
-	Namespace string
-	Task      string // task name
-	Node      string // the reporting node; believed only if the task runs there
-	Time      time.Time
-	CPU       legion.CPU
-	Memory    legion.Bytes
+	Usage []legion.Usage
 }
 
 // Result is the writes that converge the snapshot, each a whole object as
@@ -82,7 +71,6 @@ func (r *Result) Empty() bool {
 
 // Timing the planner follows (3.3, 3.3.1, 4.2).
 const (
-	HeartbeatPeriod   = 2 * time.Second
 	SuspectAfter      = 3 // missed heartbeats
 	DownAfter         = 8 // missed heartbeats
 	MaxRestartDelay   = 60 * time.Second

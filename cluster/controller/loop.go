@@ -26,7 +26,7 @@ type Store interface {
 // on the leader.
 type Signals interface {
 	Heartbeats() map[string]time.Time
-	Usage() []scheduler.Usage
+	Usage() []legion.Usage
 }
 
 // Interval is how often the loop plans when nothing else wakes it.

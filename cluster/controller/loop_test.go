@@ -62,7 +62,7 @@ func (s *signals) Heartbeats() map[string]time.Time {
 	}
 	return out
 }
-func (s *signals) Usage() []scheduler.Usage { return nil }
+func (s *signals) Usage() []legion.Usage { return nil }
 
 func put(t *testing.T, s *store.Store, manifest string) {
 	t.Helper()

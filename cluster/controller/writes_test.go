@@ -45,7 +45,7 @@ func (a alive) Heartbeats() map[string]time.Time {
 	}
 	return m
 }
-func (alive) Usage() []scheduler.Usage { return nil }
+func (alive) Usage() []legion.Usage { return nil }
 
 // runUntil runs fn in the background until the test ends.
 func runUntil(t *testing.T, fn func(context.Context) error) {

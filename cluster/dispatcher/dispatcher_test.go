@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/legionbsd/legion/internal/endpoints"
 	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/legionbsd/legion/internal/endpoints"
+	"github.com/legionbsd/legion/netbsd/addrplan"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
@@ -20,7 +22,6 @@ import (
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
-	"github.com/legionbsd/legion/netbsd"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -435,8 +436,8 @@ func TestConcurrentRegistrationsTakeDistinctSubnets(t *testing.T) {
 func TestFullRangeTakesOverADeletedNodesSubnet(t *testing.T) {
 	m := dispatchertest.Start(t)
 	reserved := map[string]int{}
-	errs := make(chan error, netbsd.MaxSubnets)
-	for i := range netbsd.MaxSubnets {
+	errs := make(chan error, addrplan.MaxSubnets)
+	for i := range addrplan.MaxSubnets {
 		name := fmt.Sprintf("n%d", i)
 		reserved[name] = i
 		go func() {
@@ -453,7 +454,7 @@ func TestFullRangeTakesOverADeletedNodesSubnet(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for range netbsd.MaxSubnets {
+	for range addrplan.MaxSubnets {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
@@ -468,7 +469,7 @@ func TestFullRangeTakesOverADeletedNodesSubnet(t *testing.T) {
 		t.Fatalf("newcomer's subnet %s, want the deleted n7's 10.200.7.0/24", got)
 	}
 	r := reservations(t, m.Store)
-	if _, held := r["n7"]; held || r["newcomer"] != 7 || len(r) != netbsd.MaxSubnets {
+	if _, held := r["n7"]; held || r["newcomer"] != 7 || len(r) != addrplan.MaxSubnets {
 		t.Errorf("reservations: n7 held %v, newcomer %d, %d in all; want the reservation moved", held, r["newcomer"], len(r))
 	}
 	// With every subnet held by a live node, registration fails and says so.

@@ -1,4 +1,5 @@
-// Package dispatcher is the manager's side of the agents' sessions: the
+// Package dispatcher is the manager's side of the Dispatcher;
+// internal/agent/dispatcherclient is the node's side. It serves the
 // Dispatcher gRPC service (internal/proto, dispatcher.proto) that nodes
 // register with, send heartbeats to, follow their assignments through and
 // report task status to.

@@ -6,12 +6,12 @@ import (
 	"maps"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
-	"github.com/legionbsd/legion/scheduler"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Heartbeat records that the node is alive and what its tasks use, and
@@ -36,7 +36,7 @@ func (s *Service) Heartbeat(ctx context.Context, req *legionpb.HeartbeatRequest)
 	}
 	s.beat(id.Name, req.GetUsage())
 	leader, managers := s.peers()
-	return &legionpb.HeartbeatResponse{Managers: managers, Leader: leader, PeriodMs: HeartbeatPeriod.Milliseconds()}, nil
+	return &legionpb.HeartbeatResponse{Managers: managers, Leader: leader, PeriodMs: legion.HeartbeatPeriod.Milliseconds()}, nil
 }
 
 // beat records a heartbeat; usage replaces the node's last report when
@@ -49,9 +49,9 @@ func (s *Service) beat(node string, usage []*legionpb.TaskUsage) {
 	if usage == nil {
 		return
 	}
-	us := make([]scheduler.Usage, 0, len(usage))
+	us := make([]legion.Usage, 0, len(usage))
 	for _, u := range usage {
-		us = append(us, scheduler.Usage{Namespace: u.GetNamespace(), Task: u.GetTask(), Node: node, Time: now,
+		us = append(us, legion.Usage{Namespace: u.GetNamespace(), Task: u.GetTask(), Node: node, Time: now,
 			CPU: legion.CPU(u.GetCpuMillis()), Memory: legion.Bytes(u.GetMemoryBytes())})
 	}
 	s.usage[node] = us
@@ -66,10 +66,10 @@ func (s *Service) Heartbeats() map[string]time.Time {
 }
 
 // Usage implements controller.Signals: every node's last usage report.
-func (s *Service) Usage() []scheduler.Usage {
+func (s *Service) Usage() []legion.Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []scheduler.Usage
+	var out []legion.Usage
 	for _, us := range s.usage {
 		out = append(out, us...)
 	}

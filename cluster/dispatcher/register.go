@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/legionbsd/legion/netbsd/addrplan"
+
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
-	"github.com/legionbsd/legion/netbsd"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -49,7 +50,7 @@ func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (
 	if err != nil {
 		return nil, s.statusOf(fmt.Errorf("node %s: pod subnet: %w", id.Name, err))
 	}
-	cidr := netbsd.NodeSubnet(n).String()
+	cidr := addrplan.NodeSubnet(n).String()
 	node, err := writeNode(ctx, st, id, rep, cidr)
 	if err != nil {
 		return nil, s.statusOf(fmt.Errorf("node %s: %w", id.Name, err))
@@ -76,7 +77,7 @@ func peerHost(ctx context.Context) string {
 }
 
 // ReserveSubnet returns the node's subnet index, reserving the lowest free
-// one the first time (netbsd.AssignSubnet). The reservation is written
+// one the first time (addrplan.AssignSubnet). The reservation is written
 // with a version precondition, so two nodes registering at once cannot
 // take the same subnet.
 func ReserveSubnet(ctx context.Context, st *store.Store, node string) (int, error) {
@@ -108,7 +109,7 @@ func ReserveSubnet(ctx context.Context, st *store.Store, node string) (int, erro
 		for _, o := range nodes {
 			live[o.GetMetadata().Name] = true
 		}
-		n, err := netbsd.AssignSubnet(reserved, func(name string) bool { return live[name] }, node)
+		n, err := addrplan.AssignSubnet(reserved, func(name string) bool { return live[name] }, node)
 		if err != nil {
 			return 0, err
 		}

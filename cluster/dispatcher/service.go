@@ -8,20 +8,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/legionbsd/legion/cluster/pki"
-	"github.com/legionbsd/legion/cluster/store"
-	legionpb "github.com/legionbsd/legion/internal/proto"
-	"github.com/legionbsd/legion/netbsd"
-	"github.com/legionbsd/legion/scheduler"
+	"github.com/legionbsd/legion/netbsd/addrplan"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-)
 
-// HeartbeatPeriod is how often agents send heartbeats (3.3).
-const HeartbeatPeriod = 2 * time.Second
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/store"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+)
 
 // Source gives the manager's store: nil while the daemon is no manager
 // (before init or join, or a worker). *server.Server is one.
@@ -60,7 +59,7 @@ type Service struct {
 
 	mu    sync.Mutex
 	beats map[string]time.Time
-	usage map[string][]scheduler.Usage // by node: its last heartbeat's report
+	usage map[string][]legion.Usage // by node: its last heartbeat's report
 }
 
 // Options tune a Service; the zero value serves production.
@@ -86,7 +85,7 @@ const CheckInterval = 5 * time.Second
 // New makes the Dispatcher of the manager whose store src gives.
 func New(src Source, o Options) *Service {
 	s := &Service{src: src, peers: o.Peers, now: o.Now, log: o.Logger, check: o.Check, issue: o.Issue,
-		beats: map[string]time.Time{}, usage: map[string][]scheduler.Usage{}}
+		beats: map[string]time.Time{}, usage: map[string][]legion.Usage{}}
 	if s.peers == nil {
 		s.peers = raftPeers(src)
 	}
@@ -197,7 +196,7 @@ func (s *Service) statusOf(err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, netbsd.ErrExhausted):
+	case errors.Is(err, addrplan.ErrExhausted):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrExists):
 		return status.Error(codes.Aborted, err.Error())

@@ -7,9 +7,10 @@ import (
 	"log/slog"
 	"net/netip"
 
+	"github.com/legionbsd/legion/netbsd/addrplan"
+
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
-	"github.com/legionbsd/legion/netbsd"
 )
 
 // AllocateVIPs gives every VIP-mode service without one the lowest free
@@ -33,7 +34,7 @@ func AllocateVIPs(ctx context.Context, st *store.Store) error {
 	}
 	for _, s := range need {
 		key := s.Metadata.Namespace + "/" + s.Metadata.Name
-		a, err := netbsd.AssignVIP(assigned, key)
+		a, err := addrplan.AssignVIP(assigned, key)
 		if err != nil {
 			return fmt.Errorf("service %s: %w", key, err)
 		}

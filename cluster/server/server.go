@@ -20,7 +20,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/pki"
-	"github.com/legionbsd/legion/cluster/pods"
+	"github.com/legionbsd/legion/cluster/sessions"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
@@ -165,7 +165,7 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember, stopping: s.watchCtx.Done()})
 	s.disp = dispatcher.New(s, dispatcher.Options{Logger: s.log, Issue: s.issueRenewal})
 	s.disp.RegisterOn(s.grpc)
-	pods.New(pods.FromStore(s.Store), pods.Options{Logger: s.log, Stopping: s.watchCtx.Done()}).RegisterOn(s.grpc)
+	sessions.New(sessions.FromStore(s.Store), sessions.Options{Logger: s.log, Stopping: s.watchCtx.Done()}).RegisterOn(s.grpc)
 	return s, nil
 }
 

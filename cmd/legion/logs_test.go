@@ -15,7 +15,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
-	"github.com/legionbsd/legion/cluster/pods/podstest"
+	"github.com/legionbsd/legion/cluster/sessions/sessionstest"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/jail"
 	"github.com/spf13/cobra"
@@ -34,7 +34,7 @@ func logRec(sec int, stream, text string, partial bool) jail.LogRecord {
 func logsRoot() *cobra.Command { return newRootCommand() }
 
 // runLogs runs legion logs against m with separate stdout and stderr.
-func runLogs(ctx context.Context, m *podstest.Manager, stdout, stderr *syncBuffer, args ...string) error {
+func runLogs(ctx context.Context, m *sessionstest.Manager, stdout, stderr *syncBuffer, args ...string) error {
 	root := logsRoot()
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -46,7 +46,7 @@ func TestLogsCommand(t *testing.T) {
 	// Registered first, so it runs after the servers' cleanups.
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) })
-	m := podstest.Start(t)
+	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	m.Put(t, "shop", "away.1", "n2", legion.TaskRunning, legion.Owner{}, "app")
 	m.Put(t, "shop", "pair.1", "n1", legion.TaskRunning, legion.Owner{}, "app", "sidecar")

@@ -24,10 +24,9 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
-	"github.com/legionbsd/legion/internal/agent/session"
+	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
 	"github.com/legionbsd/legion/internal/testimage"
 	"github.com/legionbsd/legion/jail/process"
-	"github.com/legionbsd/legion/scheduler"
 )
 
 // The test binary is also the container supervisor, as the legion binary
@@ -84,7 +83,7 @@ func loadTestImage(t testing.TB, images *image.Images) {
 type node struct {
 	st      *store.Store
 	disp    *dispatchertest.Manager
-	sess    *session.Session
+	sess    *dispatcherclient.Session
 	dataDir string
 	runDir  string
 	cancel  context.CancelFunc
@@ -157,7 +156,7 @@ func (s shiftedSignals) Heartbeats() map[string]time.Time {
 	return out
 }
 
-func (s shiftedSignals) Usage() []scheduler.Usage {
+func (s shiftedSignals) Usage() []legion.Usage {
 	off := s.clock.offset()
 	out := s.d.Usage()
 	for i := range out {
@@ -212,7 +211,7 @@ func startNode(t testing.TB) *node {
 	n.clock = &offsetClock{}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	sess, err := session.New(session.Config{Managers: []string{n.disp.Addr},
+	sess, err := dispatcherclient.New(dispatcherclient.Config{Managers: []string{n.disp.Addr},
 		TLS:    dispatchertest.Credentials(t, ca, "n1", pki.RoleWorker).ClientConfig(),
 		Status: func() legion.NodeStatus { return status }, Usage: newUsageSampler(rt, "n1").Usage})
 	if err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/internal/agent"
-	"github.com/legionbsd/legion/internal/agent/session"
-	"github.com/legionbsd/legion/internal/agent/sessions"
+	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
+	"github.com/legionbsd/legion/internal/agent/sessionsclient"
 	"github.com/legionbsd/legion/netbsd/resolver"
 )
 
@@ -105,7 +105,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	if err := p.wireGuardKey(ctx, o, keyDir); err != nil {
 		return err
 	}
-	sess, err := session.New(session.Config{Managers: managers, TLS: creds.ClientConfig(), Logger: log,
+	sess, err := dispatcherclient.New(dispatcherclient.Config{Managers: managers, TLS: creds.ClientConfig(), Logger: log,
 		Usage:  newUsageSampler(rt, name).Usage,
 		Status: func() legion.NodeStatus { return nodeStatus(NodeName(), p) }})
 	if err != nil {
@@ -178,7 +178,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		log.Info("ingress proxy listening", "addrs", ingressAddrs)
 		a.Routes = g.Apply
 	}
-	sc, err := sessions.New(sessions.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, Exec: rt.Exec, PodIP: a.PodIP,
+	sc, err := sessionsclient.New(sessionsclient.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, Exec: rt.Exec, PodIP: a.PodIP,
 		DataDir: o.DataDir, Logger: log})
 	if err != nil {
 		return err

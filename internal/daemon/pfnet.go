@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/legionbsd/legion/netbsd/addrplan"
 	"context"
 	"fmt"
 	"log/slog"
@@ -74,7 +75,7 @@ func NewPFNetwork(ctx context.Context, cfg PFNetworkConfig) (*PFNetwork, error) 
 }
 
 // Nameserver is the node resolver as pods reach it: the bridge's gateway.
-func (n *PFNetwork) Nameserver() string { return netbsd.Gateway(n.Node.Subnet).String() }
+func (n *PFNetwork) Nameserver() string { return addrplan.Gateway(n.Node.Subnet).String() }
 
 // Attach gives the task's pod the lowest free address of the node's
 // subnet, or the one its status records (kept across agent restarts).
@@ -83,11 +84,11 @@ func (n *PFNetwork) Attach(_ context.Context, t *legion.Task) (string, error) {
 	defer n.mu.Unlock()
 	uid := t.Metadata.UID
 	if _, ok := n.addrs[uid]; !ok {
-		if a, err := netip.ParseAddr(t.Status.IP); err == nil && netbsd.NodeSubnet(n.Node.Subnet).Contains(a) {
+		if a, err := netip.ParseAddr(t.Status.IP); err == nil && addrplan.NodeSubnet(n.Node.Subnet).Contains(a) {
 			n.addrs[uid] = a
 		}
 	}
-	a, err := netbsd.AssignPodAddr(n.Node.Subnet, n.addrs, uid)
+	a, err := addrplan.AssignPodAddr(n.Node.Subnet, n.addrs, uid)
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/legionbsd/legion/netbsd/addrplan"
 	"context"
 	"fmt"
 	"log/slog"
@@ -196,11 +197,11 @@ func (p *platform) openNetwork(ctx context.Context, o Options, nc networkConfig,
 	if err != nil {
 		return err
 	}
-	log.Info("pod network: legion0 and pf", "subnet", netbsd.NodeSubnet(nc.subnet), "ext_if", extIf)
+	log.Info("pod network: legion0 and pf", "subnet", addrplan.NodeSubnet(nc.subnet), "ext_if", extIf)
 	p.network = nw
 	p.endpoints = nw.Apply
 	p.peers = nw.ApplyPeers
-	p.dnsListen = netip.AddrPortFrom(netbsd.Gateway(nc.subnet), 53).String()
+	p.dnsListen = netip.AddrPortFrom(addrplan.Gateway(nc.subnet), 53).String()
 	return nil
 }
 
@@ -225,8 +226,8 @@ func (p *platform) wireGuardKey(ctx context.Context, o Options, keyDir string) e
 // subnetOf is n of a node's pod subnet 10.200.n.0/24.
 func subnetOf(podCIDR string) (int, error) {
 	p, err := netip.ParsePrefix(podCIDR)
-	if err != nil || !netbsd.PodCIDR().Contains(p.Addr()) || p.Bits() != 24 {
-		return 0, fmt.Errorf("pod subnet %q: expected a /24 of %s", podCIDR, netbsd.PodCIDR())
+	if err != nil || !addrplan.PodCIDR().Contains(p.Addr()) || p.Bits() != 24 {
+		return 0, fmt.Errorf("pod subnet %q: expected a /24 of %s", podCIDR, addrplan.PodCIDR())
 	}
 	return int(p.Addr().As4()[2]), nil
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/jail"
-	"github.com/legionbsd/legion/scheduler"
 )
 
 // usageSampler measures what each running task's containers use together,
@@ -34,7 +33,7 @@ func newUsageSampler(rt jail.Runtime, node string) *usageSampler {
 }
 
 // Usage samples every running container of the node.
-func (u *usageSampler) Usage() []scheduler.Usage {
+func (u *usageSampler) Usage() []legion.Usage {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	cs, err := u.rt.List(ctx, map[string]string{agent.LabelNode: u.node})
@@ -44,7 +43,7 @@ func (u *usageSampler) Usage() []scheduler.Usage {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	type key struct{ ns, task string }
-	sums := map[key]*scheduler.Usage{}
+	sums := map[key]*legion.Usage{}
 	incomplete := map[key]bool{}
 	seen := map[string]bool{}
 	now := u.now()
@@ -66,7 +65,7 @@ func (u *usageSampler) Usage() []scheduler.Usage {
 		u.last[c.ID] = cpuSample{cpu: use.CPUTime, at: now}
 		s := sums[k]
 		if s == nil {
-			s = &scheduler.Usage{Namespace: k.ns, Task: k.task, Node: u.node, Time: now}
+			s = &legion.Usage{Namespace: k.ns, Task: k.task, Node: u.node, Time: now}
 			sums[k] = s
 		}
 		s.Memory += legion.Bytes(use.MemoryBytes)
@@ -81,7 +80,7 @@ func (u *usageSampler) Usage() []scheduler.Usage {
 			delete(u.last, id)
 		}
 	}
-	out := make([]scheduler.Usage, 0, len(sums))
+	out := make([]legion.Usage, 0, len(sums))
 	for k, s := range sums {
 		if !incomplete[k] {
 			out = append(out, *s)

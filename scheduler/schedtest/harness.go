@@ -45,7 +45,7 @@ type Cluster struct {
 	Volumes    map[string]*legion.Volume
 	Namespaces map[string]*legion.Namespace
 	Heartbeats map[string]time.Time
-	Usage      []scheduler.Usage
+	Usage      []legion.Usage
 
 	// Silent nodes send no heartbeats and their agents do nothing.
 	Silent map[string]bool

@@ -1,0 +1,81 @@
+package sessions
+
+import (
+	"context"
+	"time"
+
+	"github.com/legionbsd/legion/cluster/rbac"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+type podsServer struct {
+	legionpb.UnimplementedPodsServer
+	s *Service
+}
+
+// Logs resolves the target, offers the session to its node's agent and
+// relays the records the agent sends until it ends them or the caller
+// goes away.
+func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer) error {
+	s := h.s
+	ctx := out.Context()
+	id, err := user(ctx, "logs")
+	if err != nil {
+		return err
+	}
+	objs, err := s.objects()
+	if err != nil {
+		return err
+	}
+	r, err := resolve(objs, req.Target)
+	if err != nil {
+		return err
+	}
+	t := r.task
+	if err := allowed(objs, id, rbac.Read, "logs", t.Metadata.Namespace); err != nil {
+		return err
+	}
+	a, err := s.attach(ctx, t.Spec.Node, &legionpb.SessionOffer{
+		Namespace: t.Metadata.Namespace, Task: t.Metadata.Name, TaskUid: t.Metadata.UID, Container: r.container,
+		Kind: &legionpb.SessionOffer_Logs{Logs: &legionpb.LogsOffer{Follow: req.Follow, SinceUnixNano: req.SinceUnixNano}},
+	})
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := out.Send(&legionpb.LogFrame{Task: t.Metadata.Name, Container: r.container, Node: t.Spec.Node}); err != nil {
+		return err
+	}
+	return a.relay(ctx, func(m *legionpb.AttachOutput) error {
+		if len(m.Records) == 0 {
+			return nil
+		}
+		return out.Send(&legionpb.LogFrame{Records: m.Records})
+	})
+}
+
+// waitAttach waits for the agent's Attach to the offered session.
+func (s *Service) waitAttach(ctx context.Context, ss *session) (legionpb.Sessions_AttachServer, error) {
+	timer := time.NewTimer(s.attachIn)
+	defer timer.Stop()
+	select {
+	case a := <-ss.attached:
+		// Shutdown ends the session like the caller leaving does.
+		go func() {
+			select {
+			case <-s.stopped():
+				ss.finish()
+			case <-ss.done:
+			}
+		}()
+		return a, nil
+	case <-timer.C:
+		return nil, status.Errorf(codes.Unavailable, "the agent of node %s did not answer the session within %s", ss.node, s.attachIn)
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-s.stopped():
+		return nil, errStopping
+	}
+}

@@ -1,0 +1,168 @@
+package dispatcherclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/endpoints"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+)
+
+// Assignments implements agent.Manager: the node's whole set each time it
+// changes, followed through one manager at a time; when the stream breaks
+// it is opened again on the next manager. The channel closes when ctx
+// ends or at Close. A set the agent has not taken yet is replaced by a
+// newer one.
+func (s *Session) Assignments(ctx context.Context) (<-chan agent.Assignments, error) {
+	out := make(chan agent.Assignments, 1)
+	sctx, cancel := s.scope(ctx)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		defer close(out)
+		s.follow(sctx, out)
+	}()
+	return out, nil
+}
+
+func (s *Session) follow(ctx context.Context, out chan agent.Assignments) {
+	wait := s.cfg.Backoff
+	for ctx.Err() == nil {
+		addr := s.streamAddr()
+		got, err := s.followOne(ctx, addr, out)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("assignments stream ended, going to the next manager", "manager", addr, "err", err)
+		s.nextStream(addr)
+		if got {
+			wait = s.cfg.Backoff
+		}
+		if !sleep(ctx, wait) {
+			return
+		}
+		wait = min(2*wait, s.currentPeriod())
+	}
+}
+
+// followOne follows the stream of one manager until it fails, reporting
+// whether it delivered anything.
+func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Assignments) (bool, error) {
+	c, err := s.client(addr)
+	if err != nil {
+		return false, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.mu.Lock()
+	s.cutStream, s.streamOn = cancel, addr
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.cutStream, s.streamOn = nil, ""
+		s.mu.Unlock()
+	}()
+	st, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{Node: s.cfg.Node})
+	if err != nil {
+		return false, err
+	}
+	got := false
+	for {
+		set, err := st.Recv()
+		if err != nil {
+			return got, err
+		}
+		as, err := decode(set)
+		if err != nil {
+			// Only whole sets reach the agent: a manager sending what this
+			// agent cannot read is left for another.
+			return got, fmt.Errorf("manager %s: %w", addr, err)
+		}
+		if !deliver(ctx, out, as) {
+			return got, ctx.Err()
+		}
+		got = true
+	}
+}
+
+// decode reads a whole set, or fails.
+func decode(set *legionpb.AssignmentSet) (agent.Assignments, error) {
+	as := agent.Assignments{Tasks: make([]*legion.Task, 0, len(set.GetTasks())), Values: map[string][]byte{}}
+	for i, raw := range set.GetTasks() {
+		o, err := legion.FromJSON(raw)
+		if err != nil {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: task %d: %w", set.GetVersion(), i, err)
+		}
+		t, ok := o.(*legion.Task)
+		if !ok {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: entry %d: expected a Task, got a %s", set.GetVersion(), i, o.GetKind())
+		}
+		as.Tasks = append(as.Tasks, t)
+	}
+	for k, v := range set.GetValues() {
+		as.Values[k] = v
+	}
+	if raw := set.GetEndpoints(); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &as.Endpoints); err != nil {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: endpoints: %w", set.GetVersion(), err)
+		}
+	}
+	// No peers field (a manager from before the mesh) leaves Peers nil:
+	// the node's wg0 is left as it is.
+	if raw := set.GetPeers(); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &as.Peers); err != nil {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: peers: %w", set.GetVersion(), err)
+		}
+	}
+	if raw := set.GetRoutes(); len(raw) > 0 {
+		if err := json.Unmarshal(raw, &as.Routes); err != nil {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: routes: %w", set.GetVersion(), err)
+		}
+	}
+	if raw := set.GetPolicies(); len(raw) > 0 {
+		as.Policies = &endpoints.Policies{}
+		if err := json.Unmarshal(raw, as.Policies); err != nil {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: policies: %w", set.GetVersion(), err)
+		}
+	}
+	return as, nil
+}
+
+// deliver hands the agent a set, dropping one it has not taken yet.
+func deliver(ctx context.Context, out chan agent.Assignments, as agent.Assignments) bool {
+	for {
+		select {
+		case out <- as:
+			return true
+		case <-ctx.Done():
+			return false
+		default:
+		}
+		select {
+		case <-out: // stale: the new set replaces it
+		default:
+		}
+	}
+}
+
+func (s *Session) streamAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream == "" || !slices.Contains(s.addrs, s.stream) {
+		s.stream = s.addrs[0]
+	}
+	return s.stream
+}
+
+// nextStream moves the stream to the manager after the one that failed.
+func (s *Session) nextStream(failed string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i := slices.Index(s.addrs, failed)
+	s.stream = s.addrs[(i+1)%len(s.addrs)]
+}

@@ -1,0 +1,103 @@
+package dispatcherclient
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion/internal/agent"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+)
+
+func TestDecodeTakesWholeSetsOnly(t *testing.T) {
+	task := []byte(`{"apiVersion":"legion/v1","kind":"Task","metadata":{"name":"a-1","namespace":"web"},"spec":{"node":"node-a","desiredState":"running","pod":{"containers":[]}}}`)
+	secret := []byte(`{"apiVersion":"legion/v1","kind":"Secret","metadata":{"name":"s","namespace":"web"},"spec":{}}`)
+	for _, tc := range []struct {
+		name    string
+		set     *legionpb.AssignmentSet
+		wantErr string
+		want    []string
+	}{
+		{name: "whole", set: &legionpb.AssignmentSet{Tasks: [][]byte{task}, Values: map[string][]byte{"Secret/web/s": []byte("v")}}, want: []string{"web/a-1"}},
+		{name: "empty", set: &legionpb.AssignmentSet{}, want: nil},
+		{name: "a broken task", set: &legionpb.AssignmentSet{Version: 9, Tasks: [][]byte{task, []byte(`{"kind":`)}}, wantErr: "assignment set at version 9: task 1"},
+		{name: "not a task", set: &legionpb.AssignmentSet{Version: 9, Tasks: [][]byte{secret}}, wantErr: "expected a Task, got a Secret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as, err := decode(tc.set)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || as.Tasks != nil {
+					t.Fatalf("decode: %v (tasks %v), want an error with %q and nothing decoded", err, as.Tasks, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, tk := range as.Tasks {
+				got = append(got, tk.Metadata.Namespace+"/"+tk.Metadata.Name)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("tasks (-want +got):\n%s", diff)
+			}
+			if len(as.Values) != len(tc.set.GetValues()) {
+				t.Errorf("values %v, want %v", as.Values, tc.set.GetValues())
+			}
+		})
+	}
+}
+
+func TestDeliverReplacesAnUntakenSet(t *testing.T) {
+	out := make(chan agent.Assignments, 1)
+	ctx := context.Background()
+	first := agent.Assignments{Values: map[string][]byte{"v": []byte("1")}}
+	second := agent.Assignments{Values: map[string][]byte{"v": []byte("2")}}
+	if !deliver(ctx, out, first) || !deliver(ctx, out, second) {
+		t.Fatal("deliver refused with a live context")
+	}
+	if got := string((<-out).Values["v"]); got != "2" {
+		t.Fatalf("the agent got set %s, want the newest, 2", got)
+	}
+	select {
+	case as := <-out:
+		t.Fatalf("a stale set is still queued: %v", as)
+	default:
+	}
+}
+
+// Peers sent (even none) reach the agent; a set without the field (a
+// manager from before the mesh) leaves them nil, so wg0 is left alone.
+func TestDecodePeers(t *testing.T) {
+	as, err := decode(&legionpb.AssignmentSet{Peers: []byte(`[{"name":"n2","podCidr":"10.200.5.0/24","publicKey":"K2","endpoint":"192.0.2.5:51820"}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as.Peers) != 1 || as.Peers[0].Name != "n2" || as.Peers[0].PodCIDR != "10.200.5.0/24" || as.Peers[0].Endpoint != "192.0.2.5:51820" {
+		t.Errorf("peers %+v", as.Peers)
+	}
+	if as, _ := decode(&legionpb.AssignmentSet{Peers: []byte(`[]`)}); as.Peers == nil {
+		t.Error("an empty list sent must stay a list (remove every peer), not nil")
+	}
+	if as, _ := decode(&legionpb.AssignmentSet{}); as.Peers != nil {
+		t.Errorf("no peers field must leave Peers nil, got %v", as.Peers)
+	}
+	if _, err := decode(&legionpb.AssignmentSet{Version: 4, Peers: []byte(`{`)}); err == nil || !strings.Contains(err.Error(), "version 4: peers") {
+		t.Errorf("broken peers: %v", err)
+	}
+	as, err = decode(&legionpb.AssignmentSet{Policies: []byte(`{"isolation":{"vault":"locked"},"members":[{"namespace":"vault","task":"db-1","ip":"10.200.1.5","node":"n2"}]}`)})
+	if err != nil || as.Policies == nil || as.Policies.Isolation["vault"] != "locked" || len(as.Policies.Members) != 1 {
+		t.Errorf("policies %+v, %v", as.Policies, err)
+	}
+	as, err = decode(&legionpb.AssignmentSet{Routes: []byte(`[{"namespace":"web","name":"site","host":"site.example","path":"/","backends":["10.200.0.2:8080"],"tlsSecret":"tls"}]`)})
+	if err != nil || len(as.Routes) != 1 || as.Routes[0].Backends[0] != "10.200.0.2:8080" || as.Routes[0].TLSSecret != "tls" {
+		t.Errorf("routes %+v, %v", as.Routes, err)
+	}
+	if _, err := decode(&legionpb.AssignmentSet{Version: 5, Routes: []byte(`[`)}); err == nil || !strings.Contains(err.Error(), "version 5: routes") {
+		t.Errorf("broken routes: %v", err)
+	}
+	if as, _ := decode(&legionpb.AssignmentSet{}); as.Policies != nil {
+		t.Errorf("no policies field must leave Policies nil, got %+v", as.Policies)
+	}
+}

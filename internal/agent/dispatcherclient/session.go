@@ -1,0 +1,396 @@
+package dispatcherclient
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/agent"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+)
+
+// Defaults.
+const (
+	// CallTimeout bounds one unary call to one manager.
+	CallTimeout = 5 * time.Second
+	// Keepalive is the default probe interval of idle connections.
+	Keepalive = 5 * time.Minute
+	// maxMessage is the largest assignment set taken: values are up to
+	// 500 KiB each.
+	maxMessage = 256 << 20
+)
+
+// Config sets a Session up.
+type Config struct {
+	// Node is this node's name; empty means the one its certificate names
+	// (a manager refuses any other).
+	Node string
+	// Managers are the addresses to start from; heartbeat replies add the
+	// cluster's current ones.
+	Managers []string
+	// TLS is the node's client configuration (pki.Credentials.ClientConfig).
+	TLS *tls.Config
+	// Status is what the node reports of itself at registration.
+	Status func() legion.NodeStatus
+	// Usage is what the node's tasks use, sent with each heartbeat.
+	Usage  func() []legion.Usage
+	Logger *slog.Logger
+	// Backoff is the first wait after a failed attempt, doubled up to the
+	// heartbeat period; zero means 100 ms.
+	Backoff time.Duration
+	// CallTimeout bounds one unary call to one manager; zero means
+	// CallTimeout.
+	CallTimeout time.Duration
+	// Keepalive is how often an idle connection to a manager is probed, so
+	// a stream from a host that went silent ends; zero means Keepalive.
+	// Managers refuse probes more frequent than their enforcement policy
+	// allows (gRPC's default: 5 minutes).
+	Keepalive time.Duration
+}
+
+// Session is one node's link to the managers.
+type Session struct {
+	cfg  Config
+	log  *slog.Logger
+	base context.Context // ends at Close
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	addrs   []string // every manager known, seeds first until replies say otherwise
+	leader  string   // where writes go first
+	stream  string   // the manager the assignments stream uses
+	period  time.Duration
+	podCIDR string
+	conns   map[string]*grpc.ClientConn
+	// cutStream ends the assignments stream, which runs on streamOn.
+	cutStream context.CancelFunc
+	streamOn  string
+}
+
+var _ agent.Manager = (*Session)(nil)
+
+// New makes a Session; nothing is dialled until it is used.
+func New(cfg Config) (*Session, error) {
+	if len(cfg.Managers) == 0 {
+		return nil, errors.New("session: managers: at least one address is needed")
+	}
+	if cfg.TLS == nil {
+		return nil, errors.New("session: TLS: the node's client credentials are needed")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 100 * time.Millisecond
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = CallTimeout
+	}
+	if cfg.Keepalive <= 0 {
+		cfg.Keepalive = Keepalive
+	}
+	base, stop := context.WithCancel(context.Background())
+	return &Session{cfg: cfg, log: cfg.Logger, base: base, stop: stop,
+		addrs: dedup(cfg.Managers), period: legion.HeartbeatPeriod, conns: map[string]*grpc.ClientConn{}}, nil
+}
+
+// Start registers the node, trying every manager until one leader takes
+// it or ctx ends, then sends heartbeats until ctx ends or Close.
+func (s *Session) Start(ctx context.Context) error {
+	if err := s.register(ctx); err != nil {
+		return err
+	}
+	hctx, cancel := s.scope(ctx)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		s.heartbeats(hctx)
+	}()
+	return nil
+}
+
+// Close stops what the Session runs and closes its connections.
+func (s *Session) Close() error {
+	s.stop()
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for addr, c := range s.conns {
+		errs = append(errs, c.Close())
+		delete(s.conns, addr)
+	}
+	return errors.Join(errs...)
+}
+
+// PodCIDR is the pod subnet the managers gave the node (empty before
+// registration).
+func (s *Session) PodCIDR() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.podCIDR
+}
+
+// Managers are the managers' addresses as last learned.
+func (s *Session) Managers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.addrs)
+}
+
+// scope is ctx, also ended by Close.
+func (s *Session) scope(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.base, cancel)
+	return c, func() { stop(); cancel() }
+}
+
+func (s *Session) client(addr string) (legionpb.DispatcherClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.base.Err() != nil {
+		return nil, errors.New("session closed")
+	}
+	c, ok := s.conns[addr]
+	if !ok {
+		var err error
+		c, err = grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(s.cfg.TLS)),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: s.cfg.Keepalive, Timeout: s.cfg.CallTimeout}))
+		if err != nil {
+			return nil, fmt.Errorf("manager %s: %w", addr, err)
+		}
+		s.conns[addr] = c
+	}
+	return legionpb.NewDispatcherClient(c), nil
+}
+
+// register records the node with the leader, trying again after every
+// failed round until ctx ends.
+func (s *Session) register(ctx context.Context) error {
+	st := legion.NodeStatus{}
+	if s.cfg.Status != nil {
+		st = s.cfg.Status()
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("node status: %w", err)
+	}
+	wait := s.cfg.Backoff
+	for {
+		err := s.write(ctx, "register", func(ctx context.Context, c legionpb.DispatcherClient) error {
+			r, err := c.Register(ctx, &legionpb.RegisterRequest{Node: s.cfg.Node, Status: data})
+			if err == nil {
+				s.mu.Lock()
+				s.podCIDR = r.GetPodCidr()
+				s.mu.Unlock()
+			}
+			return err
+		})
+		if err == nil || !failover(err) {
+			return err
+		}
+		s.log.Warn("registration failed, trying again", "err", err, "in", wait)
+		if !sleep(ctx, wait) {
+			return fmt.Errorf("registering node: %w (last: %w)", ctx.Err(), err)
+		}
+		wait = min(2*wait, s.currentPeriod())
+	}
+}
+
+func (s *Session) heartbeats(ctx context.Context) {
+	t := time.NewTimer(s.currentPeriod())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// A node the managers do not know (NotFound) was removed by the
+		// operator: it is not registered again behind their back.
+		if err := s.heartbeat(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("heartbeat failed", "err", err)
+		}
+		t.Reset(s.currentPeriod())
+	}
+}
+
+func (s *Session) heartbeat(ctx context.Context) error {
+	req := &legionpb.HeartbeatRequest{Node: s.cfg.Node}
+	if s.cfg.Usage != nil {
+		for _, u := range s.cfg.Usage() {
+			req.Usage = append(req.Usage, &legionpb.TaskUsage{Namespace: u.Namespace, Task: u.Task,
+				CpuMillis: int64(u.CPU), MemoryBytes: int64(u.Memory)})
+		}
+	}
+	return s.write(ctx, "heartbeat", func(ctx context.Context, c legionpb.DispatcherClient) error {
+		r, err := c.Heartbeat(ctx, req)
+		if err == nil {
+			s.learn(r)
+		}
+		return err
+	})
+}
+
+// learn takes the managers a heartbeat reply names.
+func (s *Session) learn(r *legionpb.HeartbeatResponse) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(r.GetManagers()) > 0 {
+		// The cluster's list first; seeds stay as a last resort.
+		s.addrs = dedup(append(slices.Clone(r.GetManagers()), s.cfg.Managers...))
+	}
+	if r.GetLeader() != "" {
+		s.leader = r.GetLeader()
+	}
+	if p := time.Duration(r.GetPeriodMs()) * time.Millisecond; p > 0 {
+		s.period = p
+	}
+}
+
+func (s *Session) currentPeriod() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.period
+}
+
+// Report implements agent.Manager: the task's status goes to the leader.
+func (s *Session) Report(ctx context.Context, namespace, name string, st legion.TaskStatus) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("task %s/%s: status: %w", namespace, name, err)
+	}
+	req := &legionpb.ReportRequest{Node: s.cfg.Node, Namespace: namespace, Name: name, Status: data}
+	return s.write(ctx, "report of task "+namespace+"/"+name, func(ctx context.Context, c legionpb.DispatcherClient) error {
+		_, err := c.Report(ctx, req)
+		return err
+	})
+}
+
+// write makes a call that needs the leader: to the leader last known,
+// then to the one a follower names, then to every other manager. It
+// returns the last failure when none took it.
+func (s *Session) write(ctx context.Context, what string, call func(context.Context, legionpb.DispatcherClient) error) error {
+	s.mu.Lock()
+	next := dedup(append([]string{s.leader}, s.addrs...))
+	s.mu.Unlock()
+	tried := map[string]bool{}
+	var last error
+	for len(next) > 0 {
+		addr := next[0]
+		next = next[1:]
+		if addr == "" || tried[addr] {
+			continue
+		}
+		tried[addr] = true
+		c, err := s.client(addr)
+		if err != nil {
+			last = err
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		err = call(cctx, c)
+		cancel()
+		if err == nil {
+			s.mu.Lock()
+			s.leader = addr
+			s.mu.Unlock()
+			return nil
+		}
+		last = fmt.Errorf("%s at %s: %w", what, addr, err)
+		if ctx.Err() != nil {
+			return last
+		}
+		if !failover(err) {
+			return last
+		}
+		if status.Code(err) == codes.DeadlineExceeded {
+			// A manager that does not answer in time may have gone silent
+			// without closing its connections: its stream would wait
+			// forever, so it moves too.
+			s.abandon(addr)
+		}
+		if l := leaderOf(err); l != "" && !tried[l] {
+			next = append([]string{l}, next...)
+		}
+	}
+	if last == nil {
+		last = fmt.Errorf("%s: no manager to ask", what)
+	}
+	return last
+}
+
+// abandon ends the assignments stream if it runs on addr; it opens again
+// on the next manager.
+func (s *Session) abandon(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streamOn == addr && s.cutStream != nil {
+		s.log.Warn("manager did not answer in time: leaving its assignments stream", "manager", addr)
+		s.cutStream()
+	}
+}
+
+// failover reports whether another manager may answer where this one
+// could not (status.Code sees through wrapping).
+func failover(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// leaderOf reads the leader a follower named in its refusal.
+func leaderOf(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if nl, ok := d.(*legionpb.NotLeader); ok {
+			return nl.GetLeader()
+		}
+	}
+	return ""
+}
+
+func dedup(addrs []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range addrs {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// sleep waits d unless ctx ends first, reporting whether it waited.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,295 @@
+package dispatcherclient_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
+	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func newSession(t *testing.T, ca *pki.CA, node string, managers ...string) *dispatcherclient.Session {
+	t.Helper()
+	s, err := dispatcherclient.New(dispatcherclient.Config{
+		Managers: managers,
+		TLS:      dispatchertest.Credentials(t, ca, node, pki.RoleWorker).ClientConfig(),
+		Status:   func() legion.NodeStatus { return legion.NodeStatus{Hostname: node, Version: "test"} },
+		Usage: func() []legion.Usage {
+			return []legion.Usage{{Namespace: "web", Task: "a-1", CPU: 100, Memory: 1 << 20}}
+		},
+		Backoff: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func put(t *testing.T, st *store.Store, o legion.Object) {
+	t.Helper()
+	if o.GetKind() != legion.KindTask { // tasks are the planner's: admission refuses them
+		if err := legion.Admit(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := st.Put(context.Background(), o, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func header(kind legion.Kind, ns, name string) legion.Header {
+	return legion.Header{APIVersion: legion.APIVersion, Kind: kind, Metadata: legion.Metadata{Name: name, Namespace: ns}}
+}
+
+func task(name, node, secret string) *legion.Task {
+	t := &legion.Task{Header: header(legion.KindTask, "web", name)}
+	t.Spec.Node = node
+	t.Spec.DesiredState = legion.TaskRunning
+	c := legion.Container{Name: "app", Image: "example/app:1"}
+	if secret != "" {
+		c.Secrets = []legion.FileRef{{Name: secret}}
+	}
+	t.Spec.Pod.Containers = []legion.Container{c}
+	return t
+}
+
+func secret(name, value string) *legion.Secret {
+	s := &legion.Secret{Header: header(legion.KindSecret, "web", name)}
+	s.Spec.Data = []byte(value)
+	return s
+}
+
+type summary struct {
+	Tasks  []string
+	Values map[string]string
+}
+
+func summarize(as agent.Assignments) summary {
+	s := summary{Values: map[string]string{}}
+	for _, t := range as.Tasks {
+		s.Tasks = append(s.Tasks, t.Metadata.Name+"@"+t.Spec.Node)
+	}
+	for k, v := range as.Values {
+		s.Values[k] = string(v)
+	}
+	return s
+}
+
+// until reads sets until one matches want, failing after the deadline;
+// intermediate sets are allowed (a newer set replaces an untaken one).
+func until(t *testing.T, ch <-chan agent.Assignments, want summary) {
+	t.Helper()
+	deadline := time.NewTimer(15 * time.Second)
+	defer deadline.Stop()
+	var last summary
+	for {
+		select {
+		case as, ok := <-ch:
+			if !ok {
+				t.Fatal("assignments channel closed")
+			}
+			last = summarize(as)
+			if cmp.Equal(want, last) {
+				return
+			}
+		case <-deadline.C:
+			t.Fatalf("no set as wanted within 15s (-want +last):\n%s", cmp.Diff(want, last))
+		}
+	}
+}
+
+func TestSessionRegistersFollowsAndReports(t *testing.T) {
+	m := dispatchertest.Start(t)
+	put(t, m.Store, secret("token", "s3cret"))
+	put(t, m.Store, secret("theirs", "not-yours"))
+	put(t, m.Store, task("a-1", "node-a", "token"))
+	put(t, m.Store, task("b-1", "node-b", "theirs"))
+
+	s := newSession(t, m.CA, "node-a", m.Addr)
+	ctx := ctxT(t)
+	registered := time.Now()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.PodCIDR(); got != "10.200.0.0/24" {
+		t.Errorf("pod CIDR %q, want the lowest free 10.200.0.0/24", got)
+	}
+	o, _, err := m.Store.Get(legion.KindNode, "", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := o.(*legion.Node).Status; st.Hostname != "node-a" || st.Version != "test" || st.PodCIDR != "10.200.0.0/24" {
+		t.Errorf("node-a status %+v: want the session's report and its subnet", st)
+	}
+
+	ch, err := s.Assignments(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, ch, summary{Tasks: []string{"a-1@node-a"}, Values: map[string]string{"Secret/web/token": "s3cret"}})
+	put(t, m.Store, task("a-2", "node-a", ""))
+	until(t, ch, summary{Tasks: []string{"a-1@node-a", "a-2@node-a"}, Values: map[string]string{"Secret/web/token": "s3cret"}})
+
+	st := legion.TaskStatus{State: legion.TaskRunning, Message: "up", Ready: true}
+	if err := s.Report(ctx, "web", "a-1", st); err != nil {
+		t.Fatal(err)
+	}
+	o, _, err = m.Store.Get(legion.KindTask, "web", "a-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, o.(*legion.Task).Status); diff != "" {
+		t.Errorf("a-1 status (-want +got):\n%s", diff)
+	}
+	if err := s.Report(ctx, "web", "b-1", st); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("reporting node-b's task: %v, want PermissionDenied", err)
+	}
+
+	// Heartbeats carry the usage; registration alone does not.
+	dispatchertest.Poll(t, "a heartbeat with usage", 10*time.Second, func() bool {
+		return slices.ContainsFunc(m.Service.Usage(), func(u legion.Usage) bool {
+			return u.Node == "node-a" && u.Task == "a-1" && u.CPU == 100
+		})
+	})
+	if at := m.Service.Heartbeats()["node-a"]; at.Before(registered) {
+		t.Errorf("node-a last heard %s, before the session started at %s", at, registered)
+	}
+}
+
+func TestSessionFailsOverToALiveManager(t *testing.T) {
+	ca := dispatchertest.NewCA(t)
+	st := dispatchertest.OpenStore(t)
+	// Two managers serving one replica, as two managers of a cluster
+	// would after replication.
+	l1, l2 := dispatchertest.Listen(t), dispatchertest.Listen(t)
+	a1, a2 := l1.Addr().String(), l2.Addr().String()
+	peers := func() (string, []string) { return a1, []string{a1, a2} }
+	m1 := dispatchertest.Serve(t, ca, st, l1, peers)
+	dispatchertest.Serve(t, ca, st, l2, peers)
+	put(t, st, task("a-1", "node-a", ""))
+
+	dead := dispatchertest.DeadAddr(t)
+	s := newSession(t, ca, "node-a", dead, a1)
+	ctx := ctxT(t)
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("start with a dead first manager: %v", err)
+	}
+	ch, err := s.Assignments(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, ch, summary{Tasks: []string{"a-1@node-a"}, Values: map[string]string{}})
+	// The session learns the second manager from a heartbeat reply.
+	dispatchertest.Poll(t, "learning the managers", 10*time.Second, func() bool { return slices.Contains(s.Managers(), a2) })
+	if got := s.Managers(); got[0] != a1 || got[1] != a2 {
+		t.Errorf("managers %v: want the cluster's list first", got)
+	}
+
+	m1.Stop() // the manager the stream and the writes use dies
+	put(t, st, task("a-2", "node-a", ""))
+	until(t, ch, summary{Tasks: []string{"a-1@node-a", "a-2@node-a"}, Values: map[string]string{}})
+	want := legion.TaskStatus{State: legion.TaskRunning, Message: "after failover"}
+	if err := s.Report(ctx, "web", "a-2", want); err != nil {
+		t.Fatalf("report after the first manager died: %v", err)
+	}
+	o, _, err := st.Get(legion.KindTask, "web", "a-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := o.(*legion.Task).Status; got.Message != want.Message {
+		t.Errorf("a-2 status %+v, want %+v", got, want)
+	}
+}
+
+func TestSessionWritesGoToTheLeaderAFollowerNames(t *testing.T) {
+	ca := dispatchertest.NewCA(t)
+	lst, fst := dispatchertest.OpenPair(t)
+	ll, fl := dispatchertest.Listen(t), dispatchertest.Listen(t)
+	la, fa := ll.Addr().String(), fl.Addr().String()
+	peers := func() (string, []string) { return la, []string{la, fa} }
+	dispatchertest.Serve(t, ca, lst, ll, peers)
+	dispatchertest.Serve(t, ca, fst, fl, peers)
+
+	// The follower refuses a write, naming the leader.
+	conn, err := grpc.NewClient(fa, grpc.WithTransportCredentials(credentials.NewTLS(
+		dispatchertest.Credentials(t, ca, "node-a", pki.RoleWorker).ClientConfig())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	data, _ := json.Marshal(legion.NodeStatus{})
+	_, err = legionpb.NewDispatcherClient(conn).Register(ctxT(t), &legionpb.RegisterRequest{Status: data})
+	stt, _ := status.FromError(err)
+	var named string
+	for _, d := range stt.Details() {
+		if nl, ok := d.(*legionpb.NotLeader); ok {
+			named = nl.GetLeader()
+		}
+	}
+	if stt.Code() != codes.Unavailable || named != la {
+		t.Fatalf("register on the follower: %v (leader named %q), want Unavailable naming %s", err, named, la)
+	}
+
+	// A session that knows only the follower registers through the
+	// leader, and follows its assignments from the follower's replica.
+	put(t, lst, task("a-1", "node-a", ""))
+	s := newSession(t, ca, "node-a", fa)
+	ctx := ctxT(t)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := lst.Get(legion.KindNode, "", "node-a"); err != nil {
+		t.Fatalf("node-a not registered on the leader: %v", err)
+	}
+	ch, err := s.Assignments(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, ch, summary{Tasks: []string{"a-1@node-a"}, Values: map[string]string{}})
+	if err := s.Report(ctx, "web", "a-1", legion.TaskStatus{State: legion.TaskRunning}); err != nil {
+		t.Fatal(err)
+	}
+	o, _, err := lst.Get(legion.KindTask, "web", "a-1")
+	if err != nil || o.(*legion.Task).Status.State != legion.TaskRunning {
+		t.Fatalf("a-1 on the leader: %v %v, want running", o, err)
+	}
+}
+
+func TestSessionForAnotherNodeIsRefused(t *testing.T) {
+	m := dispatchertest.Start(t)
+	s, err := dispatcherclient.New(dispatcherclient.Config{Node: "node-b", Managers: []string{m.Addr},
+		TLS: dispatchertest.Credentials(t, m.CA, "node-a", pki.RoleWorker).ClientConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Start(ctxT(t)); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("node-a's certificate registering node-b: %v, want PermissionDenied", err)
+	}
+}
