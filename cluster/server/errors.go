@@ -25,6 +25,10 @@ func toStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, store.ErrTooLarge):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, store.ErrLogFull):
+		// The manager's disk is full: nothing a retry elsewhere fixes
+		// until space is freed, which the message names.
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, store.ErrExists):

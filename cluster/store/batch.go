@@ -46,18 +46,34 @@ func (s *Store) WriteAll(ctx context.Context, writes []Write) []error {
 	errs := make([]error, len(writes))
 	for start := 0; start < len(writes); start += writeAllWindow {
 		end := min(start+writeAllWindow, len(writes))
-		futures := make([]raft.ApplyFuture, end-start)
+		encoded := make([][]byte, end-start)
+		total := 0
 		for i := start; i < end; i++ {
 			data, err := encodeWrite(&writes[i])
+			if err == nil {
+				err = ctx.Err()
+			}
 			if err != nil {
 				errs[i] = err
 				continue
 			}
-			if err := ctx.Err(); err != nil {
-				errs[i] = err
-				continue
+			encoded[i-start], total = data, total+len(data)
+		}
+		// The window goes to raft together, so the log must have room
+		// for all of it, as for a single write (see roomForWrites).
+		if err := s.roomForWrites(total); err != nil {
+			for i := start; i < end; i++ {
+				if errs[i] == nil {
+					errs[i] = fmt.Errorf("%s: %w", legion.ObjectKey(writes[i].Object), err)
+				}
 			}
-			futures[i-start] = s.raft.Apply(data, s.cfg.WriteTimeout)
+			continue
+		}
+		futures := make([]raft.ApplyFuture, end-start)
+		for i := start; i < end; i++ {
+			if encoded[i-start] != nil {
+				futures[i-start] = s.raft.Apply(encoded[i-start], s.cfg.WriteTimeout)
+			}
 		}
 		for i := start; i < end; i++ {
 			f := futures[i-start]
@@ -100,7 +116,15 @@ func encodeWrite(w *Write) ([]byte, error) {
 		}
 		c.Op, c.Object, c.KeepStatus = opPut, data, w.Options.KeepStatus
 	}
-	return json.Marshal(c)
+	data, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	// Every entry is held to MaxEntry, whichever path proposes it.
+	if err := checkEntry(c, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // checkRequires refuses a command whose required objects are gone or were

@@ -475,3 +475,40 @@ func TestFullDiskRefusesAWriteBiggerThanTheRoomLeft(t *testing.T) {
 	}
 	checkAcked(t, n.s, map[string]string{"big": text})
 }
+
+// A bulk write (the controllers' path) is held to the same room as a
+// single one: on a full disk the window is refused as a whole with
+// ErrLogFull, nothing reaches the log, and the leader stays.
+func TestFullDiskRefusesABulkWrite(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	var d fakeDisk
+	onDisk(n.s.logs.wal, &d)
+	states := leaderWatch(t, n.s.raft)
+	term := n.s.raft.CurrentTerm()
+	d.full.Store(true)
+	ahead := int(n.s.logs.wal.ahead.Load())
+	// Each write fits alone; together they are more than the room left.
+	var writes []Write
+	for i := 0; i*ahead/4 < 2*ahead; i++ {
+		writes = append(writes, Write{Object: config("default", fmt.Sprintf("bulk-%d", i), strings.Repeat("x", ahead/4))})
+	}
+	before := n.s.raft.LastIndex()
+	for i, err := range n.s.WriteAll(context.Background(), writes) {
+		if !errors.Is(err, ErrLogFull) {
+			t.Fatalf("write %d of %d on a full disk: %v, want ErrLogFull", i, len(writes), err)
+		}
+	}
+	if after := n.s.raft.LastIndex(); after != before {
+		t.Fatalf("refused writes reached the log: last index %d -> %d", before, after)
+	}
+	if got := states(); len(got) != 0 || !n.s.IsLeader() || n.s.raft.CurrentTerm() != term {
+		t.Fatalf("raft went through %v, term %d -> %d: leadership was lost", got, term, n.s.raft.CurrentTerm())
+	}
+	d.full.Store(false)
+	for i, err := range n.s.WriteAll(context.Background(), writes[:2]) {
+		if err != nil {
+			t.Fatalf("write %d once space is freed: %v", i, err)
+		}
+	}
+}

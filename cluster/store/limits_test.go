@@ -70,3 +70,27 @@ func TestEntriesOverTheLimitAreNeverProposed(t *testing.T) {
 		t.Fatalf("a write after the refusal: %v", err)
 	}
 }
+
+// The bulk path checks each entry against MaxEntry as Put does: the one
+// too large is refused, the others in the same call are written.
+func TestBulkWritesAreHeldToTheEntryLimit(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	ctx := context.Background()
+	small, _ := legion.New(legion.KindConfig)
+	small.GetMetadata().Name, small.GetMetadata().Namespace = "small", "default"
+	small.(*legion.Config).Spec.Data = []byte("x")
+	huge := bigService(t)
+	huge.Status.Message = strings.Repeat("m", MaxEntry)
+	before := n.s.Raft().LastIndex()
+	errs := n.s.WriteAll(ctx, []Write{{Object: huge}, {Object: small}})
+	if !errors.Is(errs[0], ErrTooLarge) {
+		t.Fatalf("a bulk write over the entry limit: %v, want ErrTooLarge", errs[0])
+	}
+	if errs[1] != nil {
+		t.Fatalf("the small write beside it: %v", errs[1])
+	}
+	if after := n.s.Raft().LastIndex(); after != before+1 {
+		t.Fatalf("last index %d -> %d: want exactly the small write appended", before, after)
+	}
+}
