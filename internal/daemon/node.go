@@ -30,7 +30,9 @@ type Options struct {
 	// it exists, else the system's temporary directory).
 	RunDir    string
 	Listen    string // the API, default 127.0.0.1:7470
-	DNSListen string // the node resolver, default 127.0.0.1:5353
+	// DNSListen is where the node resolver answers on the process
+	// platform; empty starts none (legion up's flag asks for one).
+	DNSListen string
 	// Upstreams for names outside the cluster; the host's when nil.
 	Upstreams []string
 	// PodOctet and VIPOctet place pods and VIPs in 127/8: pod
@@ -109,9 +111,6 @@ func (o *Options) defaults() error {
 	}
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:7470"
-	}
-	if o.DNSListen == "" {
-		o.DNSListen = "127.0.0.1:5353"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
