@@ -28,8 +28,8 @@ type Options struct {
 	// RunDir holds task secrets and the resolver's zone; it must not be
 	// under DataDir (default: a directory of the user's in /dev/shm where
 	// it exists, else the system's temporary directory).
-	RunDir    string
-	Listen    string // the API, default 127.0.0.1:7470
+	RunDir string
+	Listen string // the API, default 127.0.0.1:7470
 	// DNSListen is where the node resolver answers on the process
 	// platform; empty starts none (legion up's flag asks for one).
 	DNSListen string
