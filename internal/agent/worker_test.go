@@ -1,0 +1,317 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/jail"
+)
+
+// An assigned task is prepared, its pod made (infra container first, then
+// init and main containers), the init container run to its end before the
+// main ones start, and each step reported until it runs.
+func TestAgentRunsAssignedTask(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := testTask("t1")
+	task.Spec.Pod.InitContainers = []legion.Container{{Name: "setup", Image: "example/tools:1", Command: sh("exit 0")}}
+	task.Spec.Pod.Containers = append(task.Spec.Pod.Containers, legion.Container{Name: "side", Image: "example/web:1"})
+	r.start(t)
+	r.assign(nil, task)
+
+	st := r.mgr.await(t, "web-t1", "the task running", isState(legion.TaskRunning, ""))
+
+	var states []string
+	for _, s := range r.mgr.of("web-t1") {
+		states = append(states, string(s.State)+": "+s.Message)
+	}
+	want := []string{"preparing: pulling images", "starting: creating the pod",
+		"starting: running init container setup", "running: "}
+	if !slices.Equal(states, want) {
+		t.Errorf("reports: %q, want %q", states, want)
+	}
+	if got, want := r.rt.createdIDs(), []string{"t1", "t1-setup", "t1-main", "t1-side"}; !slices.Equal(got, want) {
+		t.Errorf("created %q, want %q", got, want)
+	}
+	if got, want := r.rt.started(), []string{"t1-setup", "t1-main", "t1-side"}; !slices.Equal(got, want) {
+		t.Errorf("started %q, want %q", got, want)
+	}
+	// One pull per image, whatever the number of containers running it.
+	if got, want := r.images.pulled(), []string{"example/tools:1", "example/web:1"}; !slices.Equal(got, want) {
+		t.Errorf("pulled %q, want %q", got, want)
+	}
+	if st.IP != testIP || st.Started == nil || !st.Ready || st.Manifests["example/web:1"] != "sha256:m-example/web:1" {
+		t.Errorf("running status: ip %q started %v ready %v manifests %v", st.IP, st.Started, st.Ready, st.Manifests)
+	}
+	if ip, ok := r.agent.PodIP("t1"); !ok || ip != testIP {
+		t.Errorf("PodIP: %q, %v", ip, ok)
+	}
+	for _, id := range []string{"t1-main", "t1-side"} {
+		cs, err := r.rt.Inspect(context.Background(), id)
+		if err != nil || cs.State != jail.StateRunning {
+			t.Errorf("%s: %v, %v", id, cs.State, err)
+		}
+		if cs.Pod != "t1" || cs.Labels[LabelNode] != testNode || cs.Labels[LabelTask] != "t1" {
+			t.Errorf("%s: pod %q labels %v", id, cs.Pod, cs.Labels)
+		}
+	}
+	for _, s := range r.rt.created() {
+		if s.ID == "t1-main" && !slices.Contains(s.Env, "LEGION_POD_IP="+testIP) {
+			t.Errorf("main's env %q lacks the pod's address", s.Env)
+		}
+	}
+}
+
+// Tasks that are not this node's to run, or not to run at all, are left
+// alone: nothing is pulled or created for them.
+func TestAgentRunsOnlyItsRunningTasks(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	other := testTask("other")
+	other.Spec.Node = "n2"
+	down := testTask("down")
+	down.Spec.DesiredState = legion.TaskShutdown
+	done := testTask("done")
+	done.Status.State = legion.TaskComplete
+	mine := testTask("mine")
+	r.start(t)
+	r.assign(nil, other, down, done, mine)
+	r.mgr.await(t, "web-mine", "the node's task running", isState(legion.TaskRunning, ""))
+	if got := r.rt.createdIDs(); !slices.Equal(got, []string{"mine", "mine-main"}) {
+		t.Errorf("created %q: only the node's running task should be", got)
+	}
+	for _, name := range []string{"web-other", "web-down", "web-done"} {
+		if sts := r.mgr.of(name); len(sts) > 0 {
+			t.Errorf("%s reported: %s", name, describe(sts))
+		}
+	}
+}
+
+// awaitGone waits for the task's pod and files to go.
+func awaitGone(t *testing.T, r *rig, uid string) {
+	t.Helper()
+	waitFor(t, "the pod of "+uid+" removed", func() bool { return r.podGone(uid) },
+		func() string { return fmt.Sprint(r.rt.List(context.Background(), nil)) })
+	if _, err := os.Stat(r.agent.taskDir(uid)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("task directory of %s left: %v", uid, err)
+	}
+	if !slices.Contains(r.net.detaches(), uid) {
+		t.Errorf("the pod of %s was not detached from the network", uid)
+	}
+	if _, ok := r.agent.PodIP(uid); ok {
+		t.Errorf("the pod of %s keeps its address", uid)
+	}
+}
+
+// A task whose desired state becomes shutdown leaves the endpoints first
+// (reported not ready, draining), then its pod is stopped and removed and
+// it is reported shut down.
+func TestAgentShutsDownTask(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := testTask("t1")
+	r.start(t)
+	r.assign(nil, task)
+	r.mgr.await(t, "web-t1", "the task running", isState(legion.TaskRunning, ""))
+
+	down := testTask("t1")
+	down.Spec.DesiredState = legion.TaskShutdown
+	down.Status.State = legion.TaskRunning
+	r.assign(nil, down)
+	st := r.mgr.await(t, "web-t1", "the task shut down", isState(legion.TaskShutdown, "stopped"))
+	if st.Finished == nil || st.Ready {
+		t.Errorf("shutdown status: finished %v ready %v", st.Finished, st.Ready)
+	}
+	sts := r.mgr.of("web-t1")
+	drain := slices.IndexFunc(sts, isState(legion.TaskRunning, "draining"))
+	if drain < 0 || sts[drain].Ready || drain > slices.IndexFunc(sts, isState(legion.TaskShutdown, "stopped")) {
+		t.Errorf("no drain reported (not ready) before the shutdown: %s", describe(sts))
+	}
+	awaitGone(t, r, "t1")
+}
+
+// A task no longer among the node's assignments is stopped and removed;
+// a job is not drained, as it serves no endpoints.
+func TestAgentRemovesUnassignedTask(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	keep, gone := testTask("keep"), testTask("gone")
+	gone.Spec.Job = true
+	r.start(t)
+	r.assign(nil, keep, gone)
+	r.mgr.await(t, "web-gone", "the job running", isState(legion.TaskRunning, ""))
+	r.mgr.await(t, "web-keep", "the kept task running", isState(legion.TaskRunning, ""))
+
+	r.assign(nil, keep)
+	r.mgr.await(t, "web-gone", "the job shut down", isState(legion.TaskShutdown, "stopped"))
+	if sts := r.mgr.of("web-gone"); slices.ContainsFunc(sts, isState(legion.TaskRunning, "draining")) {
+		t.Errorf("a job was drained: %s", describe(sts))
+	}
+	awaitGone(t, r, "gone")
+	if r.podGone("keep") {
+		t.Error("the task still assigned lost its pod")
+	}
+	if sts := r.mgr.of("web-keep"); sts[len(sts)-1].State != legion.TaskRunning {
+		t.Errorf("the kept task: %s", describe(sts))
+	}
+}
+
+// A container that ends is started again after a delay that doubles with
+// each failure in a row, up to MaxRestartDelay, and falls back to the
+// first delay once a run lasted StableRun.
+func TestAgentRestartBackoff(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := testTask("t1")
+	task.Spec.Pod.RestartPolicy = &legion.RestartPolicy{Condition: legion.RestartAny, Delay: legion.Duration(16 * time.Second)}
+	r.start(t)
+	r.assign(nil, task)
+	_, seen := r.mgr.awaitAfter(t, 0, "web-t1", "the task running", isState(legion.TaskRunning, ""))
+
+	ctx := context.Background()
+	for i, wait := range []string{"16s", "32s", "1m0s", "1m0s", "reset"} {
+		if wait == "reset" {
+			r.clock.advance(StableRun)
+			wait = "16s"
+		}
+		// The container is ended by a TERM it does not trap: exit 143.
+		if err := r.rt.Stop(ctx, "t1-main", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		msg := fmt.Sprintf("container main exited with 143: restarting in %s (attempt %d)", wait, i+1)
+		var st legion.TaskStatus
+		st, seen = r.mgr.awaitAfter(t, seen, "web-t1", msg, isState(legion.TaskRunning, msg))
+		if st.Ready || st.Restarts != i {
+			t.Errorf("restart pending: ready %v restarts %d, want false, %d", st.Ready, st.Restarts, i)
+		}
+		d, err := time.ParseDuration(wait)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.clock.advance(d)
+		st, seen = r.mgr.awaitAfter(t, seen, "web-t1", "the restart", isState(legion.TaskRunning, ""))
+		if st.Restarts != i+1 || !st.Ready {
+			t.Errorf("restarted: restarts %d ready %v, want %d, true", st.Restarts, st.Ready, i+1)
+		}
+		if n := r.rt.startCount("t1-main"); n != i+2 {
+			t.Errorf("main started %d times, want %d", n, i+2)
+		}
+	}
+}
+
+// The restart policy decides how a task whose container ends finishes:
+// complete or failed with the exit code, or failed once the restarts
+// allowed are spent.
+func TestAgentRestartPolicyEnds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		script   string
+		policy   legion.RestartPolicy
+		restarts int
+		state    legion.TaskState
+		msg      string
+		code     int // -1: none reported
+	}{
+		{"success is not restarted on failure", "exit 0", legion.RestartPolicy{Condition: legion.RestartOnFailure}, 0,
+			legion.TaskComplete, "", 0},
+		{"never restarted", "exit 3", legion.RestartPolicy{Condition: legion.RestartNone}, 0,
+			legion.TaskFailed, "container main exited with 3", 3},
+		{"restarts exhausted", "exit 3", legion.RestartPolicy{Condition: legion.RestartOnFailure, MaxAttempts: 2}, 2,
+			legion.TaskFailed, "container main exited with 3; restart policy exhausted after 2 attempts", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			task := testTask("t1")
+			task.Spec.Pod.Containers[0].Command = sh(tc.script)
+			task.Spec.Pod.RestartPolicy = &tc.policy
+			r.start(t)
+			r.assign(nil, task)
+			// Each restart waits for the clock: move it on until the task ends.
+			var st legion.TaskStatus
+			waitFor(t, "the task ended", func() bool {
+				sts := r.mgr.of("web-t1")
+				if len(sts) > 0 && sts[len(sts)-1].State.Terminal() {
+					st = sts[len(sts)-1]
+					return true
+				}
+				r.clock.advance(time.Minute)
+				return false
+			}, func() string { return describe(r.mgr.of("web-t1")) })
+			if st.State != tc.state || st.Message != tc.msg || st.Restarts != tc.restarts {
+				t.Errorf("ended %s %q after %d restarts, want %s %q after %d", st.State, st.Message, st.Restarts, tc.state, tc.msg, tc.restarts)
+			}
+			if tc.code >= 0 && (st.ExitCode == nil || *st.ExitCode != tc.code) {
+				t.Errorf("exit code %v, want %d", st.ExitCode, tc.code)
+			}
+			if n := r.rt.startCount("t1-main"); n != tc.restarts+1 {
+				t.Errorf("main started %d times, want %d", n, tc.restarts+1)
+			}
+			awaitGone(t, r, "t1")
+		})
+	}
+}
+
+// A task that cannot start fails with a message saying what went wrong,
+// permanent only when waiting cannot fix it, and leaves nothing behind.
+func TestAgentReportsStartFailures(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		setup     func(r *rig, task *legion.Task)
+		msg       string
+		permanent bool
+	}{
+		{"image pull", func(r *rig, task *legion.Task) {
+			r.images.fail = map[string]error{"example/web:1": errors.New("registry.example: 401 Unauthorized")}
+		}, "pulling example/web:1: registry.example: 401 Unauthorized", false},
+		{"pinned image pull", func(r *rig, task *legion.Task) {
+			task.Spec.Images = map[string]string{"example/web:1": "sha256:abc"}
+			r.images.fail = map[string]error{"example/web:1@sha256:abc": errors.New("manifest unknown")}
+		}, "pulling example/web:1@sha256:abc: manifest unknown", false},
+		{"pod create", func(r *rig, task *legion.Task) {
+			r.rt.failOn["t1"] = errors.New("jail t1: no free jail ids")
+		}, "creating the pod: jail t1: no free jail ids", false},
+		{"container create", func(r *rig, task *legion.Task) {
+			r.rt.failOn["t1-main"] = fmt.Errorf("jail t1-main: %w: allow.mlock needs a 14.1 kernel", jail.ErrPermanent)
+		}, "container main: jail t1-main: permanent failure: allow.mlock needs a 14.1 kernel", true},
+		{"no command", func(r *rig, task *legion.Task) {
+			r.images.cmd = nil
+		}, "container main: permanent failure: the image names no command and the pod gives none", true},
+		{"container start", func(r *rig, task *legion.Task) {
+			task.Spec.Pod.Containers[0].Command = []string{"/usr/local/bin/web"}
+		}, "container main: start t1-main: permanent failure: /usr/local/bin/web: no such file or directory", true},
+		{"init container", func(r *rig, task *legion.Task) {
+			task.Spec.Pod.InitContainers = []legion.Container{{Name: "migrate", Image: "example/web:1", Command: sh("exit 4")}}
+		}, "init container migrate exited with 4", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			task := testTask("t1")
+			tc.setup(r, task)
+			r.start(t)
+			r.assign(nil, task)
+			st := r.mgr.await(t, "web-t1", "the task failed", func(s legion.TaskStatus) bool { return s.State.Terminal() })
+			if st.State != legion.TaskFailed || st.Message != tc.msg || st.Permanent != tc.permanent {
+				t.Errorf("ended %s %q permanent %v, want failed %q permanent %v", st.State, st.Message, st.Permanent, tc.msg, tc.permanent)
+			}
+			if slices.ContainsFunc(r.mgr.of("web-t1"), func(s legion.TaskStatus) bool { return s.State == legion.TaskRunning }) {
+				t.Error("a task that never started was reported running")
+			}
+			waitFor(t, "nothing left of the task", func() bool { return r.podGone("t1") },
+				func() string { return fmt.Sprint(r.rt.List(context.Background(), nil)) })
+			if _, err := os.Stat(r.agent.taskDir("t1")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("task directory left: %v", err)
+			}
+		})
+	}
+}
+
