@@ -314,4 +314,3 @@ func TestAgentReportsStartFailures(t *testing.T) {
 		})
 	}
 }
-
