@@ -123,8 +123,9 @@ func changed(li, ui os.FileInfo, lp, up string) bool {
 	return lok && uok && ls.Rdev != us.Rdev
 }
 
-// writeEntry writes one entry of upper, as a hard link to an entry already
-// written when it shares its inode.
+// writeEntry writes the file at p as the layer entry rel (slashed), as a
+// hard link to an entry already written when it shares its inode; diffs
+// and packed directories both write their entries with it.
 func writeEntry(tw *tar.Writer, p, rel string, fi os.FileInfo, emitted map[inodeKey]string) error {
 	link := ""
 	if fi.Mode()&os.ModeSymlink != 0 {
