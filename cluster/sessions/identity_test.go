@@ -45,11 +45,11 @@ func TestSessionsStreamStaysWithItsNode(t *testing.T) {
 	a := m.StartAgent(t, "n1")
 	task := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{Kind: legion.KindService, Name: "web"}, "app")
 
-	forged, _ := sessionstest.Issue(t, m.CA, "n1", pki.RoleWorker)
+	forged, _ := dispatchertest.Issue(t, m.CA, "n1", pki.RoleWorker)
 	if err := openSessions(t, m, forged, ""); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "issued to node n1") {
 		t.Errorf("a certificate not issued to n1: %v, want PermissionDenied naming n1", err)
 	}
-	mgr, _ := sessionstest.Issue(t, m.CA, "m9", pki.RoleManager)
+	mgr, _ := dispatchertest.Issue(t, m.CA, "m9", pki.RoleManager)
 	dispatchertest.Record(t, m.Store, mgr)
 	if err := openSessions(t, m, mgr, "n1"); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "node n1") {
 		t.Errorf("a manager asking for n1, which holds its own certificate: %v, want PermissionDenied", err)
@@ -74,7 +74,7 @@ func TestUnrecordedNodesStreamIsNotReplacedByAnotherCertificate(t *testing.T) {
 	t.Parallel()
 	m := sessionstest.Start(t)
 	m.StartUnrecordedAgent(t, "n2")
-	other, _ := sessionstest.Issue(t, m.CA, "n2", pki.RoleWorker)
+	other, _ := dispatchertest.Issue(t, m.CA, "n2", pki.RoleWorker)
 	if err := openSessions(t, m, other, ""); status.Code(err) != codes.AlreadyExists {
 		t.Errorf("a second certificate of unrecorded n2: %v, want AlreadyExists", err)
 	}

@@ -31,13 +31,6 @@ type Manager struct {
 // address goes dead, as a manager's that crashed.
 func (m *Manager) Stop() { m.stop() }
 
-// Timing is a fast Raft timing for tests.
-func Timing() store.Timing {
-	return store.Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
-		SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour, TrailingLogs: 1024}
-}
-
 // NewCA makes a cluster CA.
 func NewCA(t testing.TB) *pki.CA {
 	t.Helper()
@@ -50,6 +43,15 @@ func NewCA(t testing.TB) *pki.CA {
 
 // Credentials issues a certificate of the CA for name in role.
 func Credentials(t testing.TB, ca *pki.CA, name string, role pki.Role) *pki.Credentials {
+	t.Helper()
+	c, _ := Issue(t, ca, name, role)
+	return c
+}
+
+// Issue issues a certificate of the CA for name in role (valid for
+// 127.0.0.1), and returns it as credentials and as a PEM bundle
+// (certificate, key, CA) such as admin.pem.
+func Issue(t testing.TB, ca *pki.CA, name string, role pki.Role) (*pki.Credentials, []byte) {
 	t.Helper()
 	key, err := pki.NewKey()
 	if err != nil {
@@ -71,7 +73,7 @@ func Credentials(t testing.TB, ca *pki.CA, name string, role pki.Role) *pki.Cred
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, pki.Bundle(cert, keyPEM, ca.CertPEM())
 }
 
 // Record records creds' certificate for the node it names, as a join
@@ -88,7 +90,7 @@ func Record(t testing.TB, st *store.Store, creds *pki.Credentials) {
 func OpenStore(t testing.TB) *store.Store {
 	t.Helper()
 	_, tr := raft.NewInmemTransport("m1")
-	st, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 5 * time.Second, Timing: Timing()})
+	st, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 5 * time.Second, Timing: store.FastTiming()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func OpenPair(t testing.TB) (leader, follower *store.Store) {
 	var trs []*raft.InmemTransport
 	for _, id := range []string{"m1", "m2"} {
 		_, tr := raft.NewInmemTransport(raft.ServerAddress(id))
-		st, err := store.Open(store.Config{Dir: t.TempDir(), ID: id, Transport: tr, WriteTimeout: 5 * time.Second, Timing: Timing()})
+		st, err := store.Open(store.Config{Dir: t.TempDir(), ID: id, Transport: tr, WriteTimeout: 5 * time.Second, Timing: store.FastTiming()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,7 +47,7 @@ func Start(t testing.TB) *Manager {
 	st := dispatchertest.OpenStore(t)
 	stopping, once := make(chan struct{}), &sync.Once{}
 	svc := sessions.New(sessions.FromStore(func() *store.Store { return st }), sessions.Options{AttachTimeout: 5 * time.Second, Stopping: stopping})
-	mgr, _ := Issue(t, ca, "m1", pki.RoleManager)
+	mgr, _ := dispatchertest.Issue(t, ca, "m1", pki.RoleManager)
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(mgr.ServerConfig())))
 	svc.RegisterOn(g)
 	lis := dispatchertest.Listen(t)
@@ -58,38 +58,12 @@ func Start(t testing.TB) *Manager {
 		g.GracefulStop()
 		<-served
 	})
-	admin, bundle := Issue(t, ca, "admin", pki.RoleAdmin)
+	admin, bundle := dispatchertest.Issue(t, ca, "admin", pki.RoleAdmin)
 	file := filepath.Join(t.TempDir(), "admin.pem")
 	if err := os.WriteFile(file, bundle, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return &Manager{CA: ca, Store: st, Pods: svc, Addr: lis.Addr().String(), Admin: admin, AdminFile: file, stopping: stopping, once: once}
-}
-
-// Issue makes credentials of the CA for name in role, and their bundle.
-func Issue(t testing.TB, ca *pki.CA, name string, role pki.Role) (*pki.Credentials, []byte) {
-	t.Helper()
-	key, err := pki.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := pki.CSR(key, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.Issue(csr, pki.Identity{Name: name, Role: role}, []string{"127.0.0.1"}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, err := pki.KeyPEM(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := pki.NewCredentials(cert, keyPEM, ca.CertPEM())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, pki.Bundle(cert, keyPEM, ca.CertPEM())
 }
 
 // Agent is a node's sessions client.
@@ -106,7 +80,7 @@ type Agent struct {
 // recorded as the node's, as a join records it.
 func (m *Manager) StartAgent(t testing.TB, node string) *Agent {
 	t.Helper()
-	creds, _ := Issue(t, m.CA, node, pki.RoleWorker)
+	creds, _ := dispatchertest.Issue(t, m.CA, node, pki.RoleWorker)
 	dispatchertest.Record(t, m.Store, creds)
 	return m.startAgent(t, node, creds, "")
 }
@@ -115,7 +89,7 @@ func (m *Manager) StartAgent(t testing.TB, node string) *Agent {
 // record, as one that joined before records were kept.
 func (m *Manager) StartUnrecordedAgent(t testing.TB, node string) *Agent {
 	t.Helper()
-	creds, _ := Issue(t, m.CA, node, pki.RoleWorker)
+	creds, _ := dispatchertest.Issue(t, m.CA, node, pki.RoleWorker)
 	return m.startAgent(t, node, creds, "")
 }
 
@@ -124,7 +98,7 @@ func (m *Manager) StartUnrecordedAgent(t testing.TB, node string) *Agent {
 // asks for the node by name.
 func (m *Manager) StartManagerAgent(t testing.TB, cert, node string) *Agent {
 	t.Helper()
-	creds, _ := Issue(t, m.CA, cert, pki.RoleManager)
+	creds, _ := dispatchertest.Issue(t, m.CA, cert, pki.RoleManager)
 	dispatchertest.Record(t, m.Store, creds)
 	return m.startAgent(t, node, creds, node)
 }
