@@ -1,0 +1,87 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/jail"
+)
+
+// runningPod leaves the task's pod running in the runtime as an earlier
+// agent would have, and returns the task as the store shows it.
+func runningPod(t *testing.T, r *rig, uid string) *legion.Task {
+	t.Helper()
+	task := testTask(uid)
+	task.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: testIP}
+	ctx := context.Background()
+	// Straight to the runtime, past the recording.
+	if err := r.rt.Memory.Create(ctx, jail.ContainerSpec{ID: uid, Infra: true, Labels: labels(task, testNode, "")}); err != nil {
+		t.Fatal(err)
+	}
+	id := containerID(task, "main")
+	if err := r.rt.Memory.Create(ctx, jail.ContainerSpec{ID: id, Pod: uid, Labels: labels(task, testNode, "main"), Command: sh("sleep 30")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rt.Memory.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+// An agent started over a runtime already running a task's pod takes it
+// over: nothing is pulled, created or started, the task is reported
+// running (ready as it was), and the pod is supervised from then on.
+func TestAgentAdoptsRunningPod(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := runningPod(t, r, "t1")
+	r.start(t)
+	r.assign(nil, task)
+
+	st, seen := r.mgr.awaitAfter(t, 0, "web-t1", "the adoption", isState(legion.TaskRunning, "adopted after an agent restart"))
+	if !st.Ready || st.IP != testIP {
+		t.Errorf("adopted: ready %v ip %q", st.Ready, st.IP)
+	}
+	if got := r.mgr.of("web-t1"); len(got) != 1 {
+		t.Errorf("reports before the adoption: %s", describe(got))
+	}
+	if c, p, s := r.rt.created(), r.images.pulled(), r.rt.started(); len(c)+len(p)+len(s) > 0 {
+		t.Errorf("adoption created %d containers, pulled %q, started %q", len(c), p, s)
+	}
+	if ip, ok := r.agent.PodIP("t1"); !ok || ip != testIP {
+		t.Errorf("PodIP of the adopted pod: %q, %v", ip, ok)
+	}
+
+	// Its container's end is the worker's to handle, as for its own pods.
+	if err := r.rt.Stop(context.Background(), "t1-main", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const msg = "container main exited with 143: restarting in 1s (attempt 1)"
+	_, seen = r.mgr.awaitAfter(t, seen, "web-t1", "the restart pending", isState(legion.TaskRunning, msg))
+	r.clock.advance(time.Second)
+	r.mgr.awaitAfter(t, seen, "web-t1", "the restart", isState(legion.TaskRunning, ""))
+	if r.rt.startCount("t1-main") != 1 {
+		t.Errorf("starts after the adoption: %q", r.rt.started())
+	}
+}
+
+// A pod adopted with a container that ended meanwhile applies the restart
+// policy to it at once.
+func TestAgentAdoptsPodWithEndedContainer(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := runningPod(t, r, "t1")
+	task.Spec.Pod.RestartPolicy = &legion.RestartPolicy{Condition: legion.RestartNone}
+	if err := r.rt.Memory.Stop(context.Background(), "t1-main", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.start(t)
+	r.assign(nil, task)
+	st := r.mgr.await(t, "web-t1", "the task failed", func(s legion.TaskStatus) bool { return s.State.Terminal() })
+	if st.State != legion.TaskFailed || st.Message != "container main exited with 143" {
+		t.Errorf("ended %s %q, want failed with the container's exit", st.State, st.Message)
+	}
+	awaitGone(t, r, "t1")
+}

@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+)
+
+// execProbe checks every 10ms through the runtime's exec, which the test
+// answers; one result in either direction is a transition.
+func execProbe() *legion.Probe {
+	return &legion.Probe{Exec: &legion.ExecProbe{Command: []string{"/bin/check"}},
+		Period: legion.Duration(10 * time.Millisecond), FailureThreshold: 1, SuccessThreshold: 1}
+}
+
+// A container's readiness probe decides the task's reported ready: not
+// ready until it passes, ready when it does, not ready again (with the
+// probe's reason) when it fails.
+func TestAgentReadinessProbe(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := testTask("t1")
+	task.Spec.Pod.Containers[0].Probes.Readiness = execProbe()
+	r.rt.setExec("t1-main", 1)
+	r.start(t)
+	r.assign(nil, task)
+
+	st, seen := r.mgr.awaitAfter(t, 0, "web-t1", "the task running", isState(legion.TaskRunning, ""))
+	if st.Ready {
+		t.Error("reported ready before its readiness probe passed")
+	}
+	r.rt.setExec("t1-main", 0)
+	_, seen = r.mgr.awaitAfter(t, seen, "web-t1", "the task ready", func(s legion.TaskStatus) bool {
+		return s.State == legion.TaskRunning && s.Ready && s.Message == ""
+	})
+	r.rt.setExec("t1-main", 1)
+	st, _ = r.mgr.awaitAfter(t, seen, "web-t1", "the task not ready", func(s legion.TaskStatus) bool {
+		return s.State == legion.TaskRunning && !s.Ready
+	})
+	if want := `container main not ready: exec ["/bin/check"]: exit code 1, expected 0`; st.Message != want {
+		t.Errorf("not ready message %q, want %q", st.Message, want)
+	}
+	if n := r.rt.startCount("t1-main"); n != 1 {
+		t.Errorf("a failing readiness probe restarted the container: %d starts", n)
+	}
+}
+
+// A failed liveness probe stops the container, and the restart policy
+// starts it again.
+func TestAgentLivenessProbeRestarts(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := testTask("t1")
+	task.Spec.Pod.Containers[0].Probes.Liveness = execProbe()
+	r.start(t)
+	r.assign(nil, task)
+	_, seen := r.mgr.awaitAfter(t, 0, "web-t1", "the task running", isState(legion.TaskRunning, ""))
+
+	r.rt.setExec("t1-main", 7)
+	st, seen := r.mgr.awaitAfter(t, seen, "web-t1", "the liveness failure", func(s legion.TaskStatus) bool {
+		return strings.HasPrefix(s.Message, "container main liveness probe failed: ")
+	})
+	if st.State != legion.TaskRunning || st.Ready || !strings.Contains(st.Message, "exit code 7") {
+		t.Errorf("liveness failure reported as %s ready=%v %q", st.State, st.Ready, st.Message)
+	}
+	const msg = "container main exited with 143: restarting in 1s (attempt 1)"
+	_, seen = r.mgr.awaitAfter(t, seen, "web-t1", "the restart pending", isState(legion.TaskRunning, msg))
+	r.rt.setExec("t1-main", 0)
+	r.clock.advance(time.Second)
+	st, _ = r.mgr.awaitAfter(t, seen, "web-t1", "the restart", isState(legion.TaskRunning, ""))
+	if st.Restarts != 1 || r.rt.startCount("t1-main") != 2 {
+		t.Errorf("after the restart: %d restarts reported, %d starts", st.Restarts, r.rt.startCount("t1-main"))
+	}
+}
