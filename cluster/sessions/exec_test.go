@@ -107,7 +107,7 @@ func TestExecRefusals(t *testing.T) {
 	m.Put(t, "shop", "done.1", "n1", legion.TaskComplete, legion.Owner{}, "app")
 	m.Put(t, "shop", "two.1", "n1", legion.TaskRunning, legion.Owner{}, "a", "b")
 	a.Execs.Stop(task.Metadata.UID + "-app")
-	worker, _ := sessionstest.Issue(t, m.CA, "n9", pki.RoleWorker)
+	worker, _ := dispatchertest.Issue(t, m.CA, "n9", pki.RoleWorker)
 	for _, tc := range []struct {
 		name   string
 		client legionpb.PodsClient
@@ -165,7 +165,7 @@ func TestUserSessionsFollowRoles(t *testing.T) {
 	if _, _, err := m.Store.Put(context.Background(), b, store.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	carol, _ := sessionstest.Issue(t, m.CA, "carol", pki.RoleUser)
+	carol, _ := dispatchertest.Issue(t, m.CA, "carol", pki.RoleUser)
 	c := dial(t, m, carol)
 	if frames, err := readAll(t, c, target("Task", "web.1", "")); err != nil || len(lines(frames)) != 1 {
 		t.Fatalf("view reading logs: %v (%d lines)", err, len(lines(frames)))

@@ -224,7 +224,7 @@ func TestRefusals(t *testing.T) {
 	m.Put(t, "shop", "away.1", "n2", legion.TaskRunning, legion.Owner{}, "app")
 	m.Put(t, "shop", "nolog.1", "n1", legion.TaskComplete, legion.Owner{}, "app")
 	m.Put(t, "shop", "waiting.1", "", legion.TaskPending, legion.Owner{}, "app")
-	worker, _ := sessionstest.Issue(t, m.CA, "n1", pki.RoleWorker)
+	worker, _ := dispatchertest.Issue(t, m.CA, "n1", pki.RoleWorker)
 	admin := dial(t, m, m.Admin)
 	for _, tc := range []struct {
 		what string
@@ -269,7 +269,7 @@ func TestSessionsCallersChecked(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("an admin's Sessions: %v, want PermissionDenied", err)
 	}
-	n1, _ := sessionstest.Issue(t, m.CA, "n1", pki.RoleWorker)
+	n1, _ := dispatchertest.Issue(t, m.CA, "n1", pki.RoleWorker)
 	node, err := grpc.NewClient(m.Addr, grpc.WithTransportCredentials(credentials.NewTLS(n1.ClientConfig())))
 	if err != nil {
 		t.Fatal(err)

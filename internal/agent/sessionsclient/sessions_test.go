@@ -39,7 +39,7 @@ type manager struct {
 func serve(t *testing.T, ca *pki.CA, st *store.Store, lis net.Listener) *manager {
 	t.Helper()
 	svc := sessions.New(sessions.FromStore(func() *store.Store { return st }), sessions.Options{})
-	creds, _ := sessionstest.Issue(t, ca, "m", pki.RoleManager)
+	creds, _ := dispatchertest.Issue(t, ca, "m", pki.RoleManager)
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(creds.ServerConfig())))
 	svc.RegisterOn(g)
 	done := make(chan error, 1)
@@ -60,7 +60,7 @@ func TestStreamsFollowTheManagers(t *testing.T) {
 	var mu sync.Mutex
 	list := []string{m1.addr, m2.addr}
 	managers := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), list...) }
-	creds, _ := sessionstest.Issue(t, ca, "n1", pki.RoleWorker)
+	creds, _ := dispatchertest.Issue(t, ca, "n1", pki.RoleWorker)
 	c, err := sessionsclient.New(sessionsclient.Config{Managers: managers, TLS: creds.ClientConfig(), Logs: sessionstest.NewLogs().Read,
 		DataDir: t.TempDir(), Backoff: 20 * time.Millisecond, Refresh: 20 * time.Millisecond})
 	if err != nil {
