@@ -58,7 +58,7 @@ type Timing struct {
 // quorum for 2 s (two heartbeats at least) steps down. A replica stands
 // 5 to 6 s after the leader fell silent and a turned-away candidate asks
 // again 2 to 4 s later, so a new leader is in place 5 to 10 s after the
-// old one was last heard (measured: cluster/server TestFailoverTime).
+// old one was last heard (measured: cluster/server BenchmarkFailover).
 func DefaultTiming() Timing {
 	return Timing{
 		HeartbeatTimeout:   5 * time.Second,
