@@ -85,3 +85,25 @@ func TestAgentAdoptsPodWithEndedContainer(t *testing.T) {
 	}
 	awaitGone(t, r, "t1")
 }
+
+// A pod adopted ready is reported ready until its readiness probe says
+// otherwise, and not ready once it fails, even if it never passed under
+// this agent: the earlier agent's word is not taken for ever.
+func TestAgentAdoptedReadinessFails(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := runningPod(t, r, "t1")
+	task.Spec.Pod.Containers[0].Probes.Readiness = execProbe()
+	r.rt.setExec("t1-main", 1) // failing from the first check on
+	r.start(t)
+	r.assign(nil, task)
+	// The adoption is reported before any probe result is taken in.
+	st, seen := r.mgr.awaitAfter(t, 0, "web-t1", "the adoption", isState(legion.TaskRunning, "adopted after an agent restart"))
+	if !st.Ready {
+		t.Error("a pod adopted ready was reported not ready before any probe")
+	}
+	st, _ = r.mgr.awaitAfter(t, seen, "web-t1", "the task not ready", func(s legion.TaskStatus) bool { return !s.Ready })
+	if want := `container main not ready: exec ["/bin/check"]: exit code 1, expected 0`; st.State != legion.TaskRunning || st.Message != want {
+		t.Errorf("not ready: %s %q, want running %q", st.State, st.Message, want)
+	}
+}

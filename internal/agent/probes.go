@@ -41,13 +41,16 @@ func (w *worker) startProbes(ctx context.Context, name string) {
 	}
 	w.probeGen[name]++
 	gen := w.probeGen[name]
+	// Only an adopted container is ready here (as its task was): the
+	// prober starts from that, so a failure is reported as a change.
+	ready := p.Readiness != nil && w.containerReady[name]
 	if p.Readiness != nil {
-		w.containerReady[name] = false
+		w.containerReady[name] = ready
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	w.probeStop[name] = cancel
 	pr, err := probe.New(probe.Config{
-		Probes: p, Pod: &w.task.Spec.Pod, Host: w.status.IP, Started: w.started[name],
+		Probes: p, Pod: &w.task.Spec.Pod, Host: w.status.IP, Started: w.started[name], Ready: ready,
 		Exec: execer{rt: w.a.Runtime, id: containerID(w.task, name)},
 		Log:  w.a.log,
 		Report: func(r probe.Result) {

@@ -52,6 +52,10 @@ type Config struct {
 	// Started is when the container started (initial delays count from
 	// it); now when zero. An adopted container gives its start time.
 	Started time.Time
+	// Ready starts the readiness probe passing: a container adopted ready
+	// keeps serving until the probe fails, instead of waiting unready
+	// for its first pass (or, failing, never being reported at all).
+	Ready bool
 	// Report receives the transitions, one call at a time, in order.
 	Report func(Result)
 	Log    *slog.Logger
@@ -158,7 +162,9 @@ func (p *Prober) Run(ctx context.Context) {
 		if r == nil {
 			continue
 		}
-		initial := r.kind == Liveness // alive until shown otherwise; not ready until shown
+		// Alive until shown otherwise; not ready until shown, unless it
+		// was ready already.
+		initial := r.kind == Liveness || p.cfg.Ready
 		wg.Go(func() {
 			r.loop(ctx, p.cfg.Started, initial, func(passing bool, reason string) bool {
 				report(r.kind, passing, reason)

@@ -434,3 +434,15 @@ func TestNewRefusesWhatCannotRun(t *testing.T) {
 		t.Fatal("a prober without Report: want an error")
 	}
 }
+
+// A container already ready (adopted) starts its readiness probe passing:
+// a failure from the first check on is a transition, and is reported.
+func TestReadyStartsPassing(t *testing.T) {
+	t.Parallel()
+	ex := newScripted(func(string, int) int { return 1 })
+	results, _ := run(t, probe.Config{Exec: ex, Ready: true, Probes: legion.Probes{Readiness: execProbe("ready", 1, 1)}})
+	r := expect(t, results, probe.Readiness, false)
+	if !strings.Contains(r.Reason, "exit code 1") {
+		t.Fatalf("reason %q: want the exit code", r.Reason)
+	}
+}
