@@ -23,9 +23,7 @@ func openStore(t *testing.T) *store.Store {
 	t.Helper()
 	_, tr := raft.NewInmemTransport("m1")
 	s, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 3 * time.Second,
-		Timing: store.Timing{HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
-			LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
-			SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour, TrailingLogs: 1024}})
+		Timing: store.FastTiming()})
 	if err != nil {
 		t.Fatal(err)
 	}

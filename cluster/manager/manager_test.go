@@ -44,9 +44,7 @@ func TestManagerLeadsWithoutAnAgentOnceInitialised(t *testing.T) {
 		}
 	})
 	m, err := Start(Config{Server: server.Config{DataDir: dir, Listen: "127.0.0.1:0", WriteTimeout: 5 * time.Second,
-		Timing: store.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-			LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
-			SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour, TrailingLogs: 100}},
+		Timing: store.FastTiming()},
 		LeaderCheck: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -21,9 +21,9 @@ import (
 
 // threeManagers forms a cluster: the first inits, two join with the
 // manager token and are promoted to voters.
-func threeManagers(t testing.TB) ([]*manager, *client.Client) {
+func threeManagers(t testing.TB, opts ...func(*Config)) ([]*manager, *client.Client) {
 	t.Helper()
-	ms := []*manager{newManager(t)}
+	ms := []*manager{newManager(t, opts...)}
 	admin := initCluster(t, ms[0])
 	ctx := context.Background()
 	tok, err := admin.Token(ctx, "manager")
@@ -31,7 +31,7 @@ func threeManagers(t testing.TB) ([]*manager, *client.Client) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		m := newManager(t)
+		m := newManager(t, opts...)
 		resp, err := m.bare().JoinCluster(ctx, tok, ms[0].addr, "")
 		if err != nil {
 			t.Fatalf("join: %v", err)
@@ -188,7 +188,9 @@ func TestThreeManagersSurviveLeaderLossAndRestart(t *testing.T) {
 }
 
 func TestLaggingManagerCaughtUpBySnapshot(t *testing.T) {
-	ms, admin := threeManagers(t)
+	// Few logs kept after a snapshot, so that 30 writes compact past
+	// the stopped manager and it must take a snapshot to catch up.
+	ms, admin := threeManagers(t, func(c *Config) { c.Timing.TrailingLogs = 5 })
 	defer stopAll(ms)
 	ctx := context.Background()
 	lead := leaderOf(t, ms)

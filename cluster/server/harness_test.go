@@ -20,20 +20,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
 }
 
-// fastTiming keeps elections short in tests; production uses
-// store.DefaultTiming.
-func fastTiming() store.Timing {
-	return store.Timing{
-		HeartbeatTimeout:   300 * time.Millisecond,
-		ElectionTimeout:    300 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond,
-		CommitTimeout:      5 * time.Millisecond,
-		SnapshotThreshold:  1 << 30,
-		SnapshotInterval:   time.Hour,
-		TrailingLogs:       5,
-	}
-}
-
 // manager is one in-process manager on loopback with its own directory.
 type manager struct {
 	t    testing.TB
@@ -61,7 +47,7 @@ func startManager(t testing.TB, dir, addr string, opts ...func(*Config)) *manage
 	// The port of a manager just stopped may take a moment to free.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		cfg := Config{DataDir: dir, Listen: addr, Timing: fastTiming(), WriteTimeout: 5 * time.Second}
+		cfg := Config{DataDir: dir, Listen: addr, Timing: store.FastTiming(), WriteTimeout: 5 * time.Second}
 		for _, o := range opts {
 			o(&cfg)
 		}
@@ -79,8 +65,8 @@ func startManager(t testing.TB, dir, addr string, opts ...func(*Config)) *manage
 	return m
 }
 
-func newManager(t testing.TB) *manager {
-	return startManager(t, t.TempDir(), freeAddr(t))
+func newManager(t testing.TB, opts ...func(*Config)) *manager {
+	return startManager(t, t.TempDir(), freeAddr(t), opts...)
 }
 
 // stop is SIGTERM; kill a crash.

@@ -111,7 +111,7 @@ func TestDamagedStoreFileIsRefusedClearly(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, tr := raft.NewInmemTransport("m1")
-			s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: testTiming()})
+			s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: FastTiming()})
 			if err == nil {
 				// Garbage may land on free pages, which nobody reads, or
 				// inside a stored value (bbolt keeps no checksum of its
@@ -215,7 +215,7 @@ func TestLostStoreFileKeepsTermAndVote(t *testing.T) {
 			db.Close()
 		}
 		_, tr := raft.NewInmemTransport("m1")
-		s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: testTiming()})
+		s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: FastTiming()})
 		if err == nil {
 			s.Close()
 			t.Fatalf("a log from entry 10 without store.db (term and vote kept: %v) opened", withVote)

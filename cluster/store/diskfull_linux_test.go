@@ -46,7 +46,7 @@ func TestFullTmpfsKeepsTheOnlyManagerLeading(t *testing.T) {
 	})
 	var logged logBuffer
 	_, tr := raft.NewInmemTransport("m1")
-	s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: testTiming(), WriteTimeout: 3 * time.Second, Logger: logged.logger()})
+	s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: FastTiming(), WriteTimeout: 3 * time.Second, Logger: logged.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestFullTmpfsKeepsTheOnlyManagerLeading(t *testing.T) {
 	probe := time.NewTicker(20 * time.Millisecond)
 	defer probe.Stop()
 	// Long enough for the flusher to try (and fail) more than once.
-	for start := time.Now(); time.Since(start) < max(4*testTiming().HeartbeatTimeout, 2*flushRetry); <-probe.C {
+	for start := time.Now(); time.Since(start) < max(4*FastTiming().HeartbeatTimeout, 2*flushRetry); <-probe.C {
 		if _, _, err := n.s.Put(ctx, config("default", "late", "x"), WriteOptions{}); !errors.Is(err, ErrLogFull) {
 			t.Fatalf("write while full: %v, want ErrLogFull (raft went through %v)", err, states())
 		}

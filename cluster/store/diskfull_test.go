@@ -290,7 +290,7 @@ func TestFullDiskKeepsTheOnlyManagerLeading(t *testing.T) {
 		t.Fatalf("write on a full disk: %v, want ErrLogFull with ENOSPC naming %s", refused, logDir)
 	}
 	// Several heartbeat timeouts of refused writes and answered reads.
-	period := 4 * testTiming().HeartbeatTimeout
+	period := 4 * FastTiming().HeartbeatTimeout
 	probe := time.NewTicker(20 * time.Millisecond)
 	defer probe.Stop()
 	for start := time.Now(); time.Since(start) < period; <-probe.C {
@@ -413,7 +413,7 @@ func TestFullDiskOnTheLeaderOfThree(t *testing.T) {
 	ctx := context.Background()
 	probe := time.NewTicker(20 * time.Millisecond)
 	defer probe.Stop()
-	for start := time.Now(); time.Since(start) < 4*testTiming().HeartbeatTimeout; <-probe.C {
+	for start := time.Now(); time.Since(start) < 4*FastTiming().HeartbeatTimeout; <-probe.C {
 		if _, _, err := leader.s.Put(ctx, config("default", "late", "x"), WriteOptions{}); !errors.Is(err, ErrLogFull) {
 			t.Fatalf("write while the leader is full: %v, want ErrLogFull (raft went through %v)", err, states())
 		}

@@ -29,7 +29,7 @@ const (
 func killChild(dir string) {
 	from, _ := strconv.Atoi(os.Getenv(killChildFromEnv))
 	_, tr := raft.NewInmemTransport("m1")
-	s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: testTiming()})
+	s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: FastTiming()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

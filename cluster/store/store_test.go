@@ -30,18 +30,6 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("go.etcd.io/bbolt.(*DB).freepages.func2"))
 }
 
-func testTiming() Timing {
-	return Timing{
-		HeartbeatTimeout:   500 * time.Millisecond,
-		ElectionTimeout:    500 * time.Millisecond,
-		LeaderLeaseTimeout: 400 * time.Millisecond,
-		CommitTimeout:      5 * time.Millisecond,
-		SnapshotThreshold:  1 << 30,
-		SnapshotInterval:   time.Hour,
-		TrailingLogs:       10,
-	}
-}
-
 type node struct {
 	id, dir string
 	tr      *raft.InmemTransport
@@ -50,7 +38,7 @@ type node struct {
 
 func openNode(t testing.TB, id, dir string) *node {
 	t.Helper()
-	return openNodeTiming(t, id, dir, testTiming())
+	return openNodeTiming(t, id, dir, FastTiming())
 }
 
 func openNodeTiming(t testing.TB, id, dir string, timing Timing) *node {
@@ -243,7 +231,7 @@ func TestWatchCompactedBeyondHistory(t *testing.T) {
 	const size = 64
 	n := &node{id: "m1", dir: t.TempDir()}
 	_, n.tr = raft.NewInmemTransport("m1")
-	st, err := Open(Config{Dir: n.dir, ID: "m1", Transport: n.tr, Timing: testTiming(), HistorySize: size})
+	st, err := Open(Config{Dir: n.dir, ID: "m1", Transport: n.tr, Timing: FastTiming(), HistorySize: size})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +342,7 @@ func TestCloseAndReopen100Times(t *testing.T) {
 	dir := t.TempDir()
 	for i := range 100 {
 		_, tr := raft.NewInmemTransport("m1")
-		s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: testTiming()})
+		s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: FastTiming()})
 		if err != nil {
 			t.Fatalf("open #%d: %v", i, err)
 		}
@@ -374,7 +362,7 @@ func TestSecondOpenOfOneDirectoryIsRefused(t *testing.T) {
 	n := openNode(t, "m1", dir)
 	defer n.s.Close()
 	_, tr := raft.NewInmemTransport("m1b")
-	_, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: testTiming()})
+	_, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: FastTiming()})
 	if err == nil || !strings.Contains(err.Error(), "held by another process") {
 		t.Fatalf("second open: %v", err)
 	}
@@ -383,9 +371,14 @@ func TestSecondOpenOfOneDirectoryIsRefused(t *testing.T) {
 // cluster of three in-memory-transport managers.
 func threeNodes(t testing.TB) []*node {
 	t.Helper()
+	return threeNodesTiming(t, FastTiming())
+}
+
+func threeNodesTiming(t testing.TB, timing Timing) []*node {
+	t.Helper()
 	var ns []*node
 	for i := range 3 {
-		ns = append(ns, openNode(t, fmt.Sprint("m", i+1), t.TempDir()))
+		ns = append(ns, openNodeTiming(t, fmt.Sprint("m", i+1), t.TempDir(), timing))
 	}
 	for _, a := range ns {
 		for _, b := range ns {
@@ -425,7 +418,11 @@ func leaderOf(t *testing.T, ns []*node) *node {
 }
 
 func TestLaggingReplicaCaughtUpBySnapshot(t *testing.T) {
-	ns := threeNodes(t)
+	// Few logs kept after a snapshot, so that 50 writes compact past the
+	// cut-off replica and it must take a snapshot to catch up.
+	timing := FastTiming()
+	timing.TrailingLogs = 10
+	ns := threeNodesTiming(t, timing)
 	defer func() {
 		for _, n := range ns {
 			n.s.Close()

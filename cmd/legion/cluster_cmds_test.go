@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/server"
-	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/testcluster"
 )
 
 // run runs the CLI with args and returns what it printed.
@@ -30,23 +30,12 @@ func run(t *testing.T, stdin string, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// startDaemon starts a daemon that belongs to no cluster yet: the CLI
+// under test inits it.
 func startDaemon(t *testing.T) (*server.Server, string) {
 	t.Helper()
-	dir := t.TempDir()
-	s, err := server.New(server.Config{DataDir: dir, Listen: "127.0.0.1:0", WriteTimeout: 5 * time.Second,
-		Timing: store.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-			LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
-			SnapshotThreshold: 1 << 20, SnapshotInterval: time.Hour, TrailingLogs: 100}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve() }()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
-	return s, dir
+	m := testcluster.StartManager(t, t.TempDir(), testcluster.FreeAddr(t), nil)
+	return m.Server, m.Dir
 }
 
 const cliManifest = `

@@ -14,59 +14,9 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
-	"github.com/legionbsd/legion/cluster/manager"
-	"github.com/legionbsd/legion/cluster/server"
-	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/testcluster"
 	"github.com/legionbsd/legion/jail/process"
 )
-
-// fastTiming is a Raft timing for tests on loopback.
-func fastTiming() store.Timing {
-	return store.Timing{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
-		SnapshotThreshold: 1 << 20, SnapshotInterval: time.Hour, TrailingLogs: 100}
-}
-
-// startManager runs a daemon's cluster side (as `legion daemon` does,
-// with or without an agent) on a loopback port until the test ends.
-func startManager(t testing.TB, dataDir string) *server.Server {
-	t.Helper()
-	var m *manager.Manager
-	t.Cleanup(func() {
-		if m != nil {
-			if err := m.Stop(); err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		}
-	})
-	m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: "127.0.0.1:0", WriteTimeout: 5 * time.Second,
-		Timing: fastTiming()}, LeaderCheck: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m.Server()
-}
-
-// initCluster makes srv the first manager of a new cluster and returns
-// the admin's client.
-func initCluster(t testing.TB, srv *server.Server, dataDir string) *client.Client {
-	t.Helper()
-	bare, err := client.New(client.Options{Server: srv.Addr(), Retry: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = bare.Init(context.Background())
-	bare.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(client.Options{Server: srv.Addr(), CredentialsFile: filepath.Join(dataDir, server.AdminFile)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	return cl
-}
 
 // removeAllPods removes the pods a daemon left running for the next one.
 func removeAllPods(t testing.TB, dataDir string) {
@@ -87,12 +37,12 @@ func removeAllPods(t testing.TB, dataDir string) {
 // the API runs to completion on the node.
 func TestDaemonRunsWorkloadsThroughTheDispatcher(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	srv := startManager(t, filepath.Join(dir, "data"))
+	c := testcluster.New(t, testcluster.Options{Leader: true})
+	srv, data := c.Managers[0].Server, c.Managers[0].Dir
 	ctx, cancel := context.WithCancel(context.Background())
 	agentDone := make(chan error, 1)
 	go func() {
-		agentDone <- RunAgent(ctx, srv, Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), PodOctet: 212, VIPOctet: 213, DNSListen: "127.0.0.1:0"}, nil)
+		agentDone <- RunAgent(ctx, srv, Options{DataDir: data, RunDir: filepath.Join(t.TempDir(), "run"), PodOctet: 212, VIPOctet: 213, DNSListen: "127.0.0.1:0"}, nil)
 	}()
 	defer func() {
 		cancel()
@@ -100,14 +50,14 @@ func TestDaemonRunsWorkloadsThroughTheDispatcher(t *testing.T) {
 			t.Errorf("agent: %v", err)
 		}
 	}()
-	t.Cleanup(func() { removeAllPods(t, filepath.Join(dir, "data")) })
-	cl := initCluster(t, srv, filepath.Join(dir, "data"))
+	t.Cleanup(func() { removeAllPods(t, data) })
+	cl := c.Client()
 	poll(t, "the node registered", 30*time.Second, func() bool {
 		o, err := cl.Get(context.Background(), legion.KindNode, "", srv.NodeID())
 		return err == nil && o.(*legion.Node).Status.PodCIDR != ""
 	})
 	// The image ships with the example; load it as `legion image load` would.
-	images, err := OpenImages(Options{DataDir: filepath.Join(dir, "data"), Platform: PlatformProcess}, nil)
+	images, err := OpenImages(Options{DataDir: data, Platform: PlatformProcess}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,25 +126,10 @@ spec:
 // the manager, which runs no agent, has no Node.
 func TestManagerWithoutAgentSchedulesOntoAWorker(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	mdir, wdir := filepath.Join(dir, "manager"), filepath.Join(dir, "worker")
-	msrv := startManager(t, mdir)
-	cl := initCluster(t, msrv, mdir)
+	c := testcluster.New(t, testcluster.Options{Leader: true, Workers: 1})
+	msrv, wsrv, wdir := c.Managers[0].Server, c.Workers[0].Server, c.Workers[0].Dir
+	cl := c.Client()
 	ctx := context.Background()
-	tok, err := cl.Token(ctx, "worker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wsrv := startManager(t, wdir)
-	bare, err := client.New(client.Options{Server: wsrv.Addr(), Retry: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = bare.JoinCluster(ctx, tok, msrv.Addr(), "")
-	bare.Close()
-	if err != nil {
-		t.Fatalf("joining the worker: %v", err)
-	}
 	t.Cleanup(func() { removeAllPods(t, wdir) })
 	actx, cancel := context.WithCancel(ctx)
 	agentDone := make(chan error, 1)
@@ -205,7 +140,7 @@ func TestManagerWithoutAgentSchedulesOntoAWorker(t *testing.T) {
 		}
 	})
 	go func() {
-		agentDone <- RunAgent(actx, wsrv, Options{DataDir: wdir, RunDir: filepath.Join(dir, "run"), PodOctet: 214, VIPOctet: 215, DNSListen: "127.0.0.1:0"}, nil)
+		agentDone <- RunAgent(actx, wsrv, Options{DataDir: wdir, RunDir: filepath.Join(t.TempDir(), "run"), PodOctet: 214, VIPOctet: 215, DNSListen: "127.0.0.1:0"}, nil)
 	}()
 	images, err := OpenImages(Options{DataDir: wdir, Platform: PlatformProcess}, nil)
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package testcluster is the one harness for tests that need real
-// managers: it starts Legion daemons in-process on loopback with fast
-// Raft timings, makes the first one a cluster and joins the others, and
-// stops everything when the test ends. It follows Nomad's TestServer: a
+// managers: it starts Legion daemons in-process on loopback with the fast
+// Raft timing (store.FastTiming), makes the first one a cluster and joins
+// the others, and stops everything when the test ends. It follows Nomad's TestServer: a
 // test asks for what it needs in Options and gets running pieces back.
 //
 // It is for tests only; production code must not import it. The store's
@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/manager"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
 )
@@ -27,6 +28,10 @@ import (
 // election under load, short enough that a lost quorum fails a test
 // quickly.
 const WriteTimeout = 5 * time.Second
+
+// LeaderCheck is how often a manager started with Options.Leader looks
+// whether it leads: the leader's work starts soon after an election.
+const LeaderCheck = 20 * time.Millisecond
 
 // settle bounds how long the harness waits for a cluster to form or
 // elect.
@@ -41,12 +46,23 @@ type Options struct {
 	// Configure, when set, adjusts each manager's configuration (i counts
 	// from 0) before it starts, and again on every restart.
 	Configure func(i int, c *server.Config)
+	// Workers is how many fresh daemons to join with the worker token
+	// once the managers are voters; they are in Cluster.Workers. An agent
+	// is the test's to run beside them.
+	Workers int
+	// Leader runs the leader's work (cluster/manager: controllers,
+	// planner, allocators) beside every daemon's port, as legion daemon
+	// does. Without it a daemon serves the API, the dispatcher and Raft
+	// only, and nothing acts on what is applied. Kill needs it off: a
+	// manager.Manager only stops cleanly.
+	Leader bool
 }
 
 // Cluster is a running test cluster.
 type Cluster struct {
 	t        testing.TB
 	Managers []*Manager
+	Workers  []*Manager // daemons joined as workers: not in Raft
 }
 
 // New starts the cluster o describes; everything stops at the end of
@@ -62,7 +78,7 @@ func New(t testing.TB, o Options) *Cluster {
 		if o.Configure != nil {
 			cfg = func(sc *server.Config) { o.Configure(i, sc) }
 		}
-		c.Managers = append(c.Managers, StartManager(t, t.TempDir(), FreeAddr(t), cfg))
+		c.Managers = append(c.Managers, start(t, t.TempDir(), FreeAddr(t), cfg, o.Leader))
 	}
 	ctx := context.Background()
 	if _, err := c.Managers[0].Bare().Init(ctx); err != nil {
@@ -70,18 +86,29 @@ func New(t testing.TB, o Options) *Cluster {
 	}
 	if o.Managers == 1 {
 		c.WaitLeader()
-		return c
+	} else {
+		tok := c.Token("manager")
+		for _, m := range c.Managers[1:] {
+			if _, err := m.Bare().JoinCluster(ctx, tok, c.Managers[0].Addr, "manager"); err != nil {
+				t.Fatalf("joining %s: %v", m.Addr, err)
+			}
+		}
+		c.WaitVoters(o.Managers)
 	}
-	tok, err := c.Client().Token(ctx, "manager")
-	if err != nil {
-		t.Fatalf("manager token: %v", err)
-	}
-	for _, m := range c.Managers[1:] {
-		if _, err := m.Bare().JoinCluster(ctx, tok, c.Managers[0].Addr, "manager"); err != nil {
-			t.Fatalf("joining %s: %v", m.Addr, err)
+	if o.Workers > 0 {
+		tok := c.Token("worker")
+		for i := range o.Workers {
+			var cfg func(*server.Config)
+			if o.Configure != nil {
+				cfg = func(sc *server.Config) { o.Configure(o.Managers+i, sc) }
+			}
+			w := start(t, t.TempDir(), FreeAddr(t), cfg, o.Leader)
+			if _, err := w.Bare().JoinCluster(ctx, tok, c.Managers[0].Addr, "worker"); err != nil {
+				t.Fatalf("joining worker %s: %v", w.Addr, err)
+			}
+			c.Workers = append(c.Workers, w)
 		}
 	}
-	c.WaitVoters(o.Managers)
 	return c
 }
 
@@ -156,20 +183,36 @@ func (c *Cluster) WaitVoters(n int) {
 	})
 }
 
-// Manager is one daemon on loopback with its own data directory.
+// Manager is one daemon on loopback with its own data directory (a
+// worker's too: it is a manager until it joins as one).
 type Manager struct {
 	t         testing.TB
 	Dir, Addr string
 	Server    *server.Server // nil while stopped
 	done      chan error
 	configure func(*server.Config)
+	leader    bool
+	mgr       *manager.Manager // with the leader's work, nil without
 }
 
 // StartManager starts a fresh (or, over an existing directory, the same)
-// daemon at addr; it stops when the test ends. configure may be nil.
+// daemon at addr that belongs to no cluster until the test inits or joins
+// it; it stops when the test ends. configure may be nil.
 func StartManager(t testing.TB, dir, addr string, configure func(*server.Config)) *Manager {
 	t.Helper()
-	m := &Manager{t: t, Dir: dir, Addr: addr, configure: configure}
+	return start(t, dir, addr, configure, false)
+}
+
+// StartLeading is StartManager with the leader's work beside the port
+// (see Options.Leader).
+func StartLeading(t testing.TB, dir, addr string, configure func(*server.Config)) *Manager {
+	t.Helper()
+	return start(t, dir, addr, configure, true)
+}
+
+func start(t testing.TB, dir, addr string, configure func(*server.Config), leader bool) *Manager {
+	t.Helper()
+	m := &Manager{t: t, Dir: dir, Addr: addr, configure: configure, leader: leader}
 	t.Cleanup(m.Stop)
 	m.start()
 	return m
@@ -182,14 +225,24 @@ func (m *Manager) start() {
 		m.configure(&cfg)
 	}
 	var s *server.Server
+	var mgr *manager.Manager
 	var err error
 	// The port of a manager just stopped may take a moment to free.
 	WaitFor(m.t, "the manager's port "+m.Addr, 5*time.Second, func() bool {
-		s, err = server.New(cfg)
+		if m.leader {
+			if mgr, err = manager.Start(manager.Config{Server: cfg, LeaderCheck: LeaderCheck}); err == nil {
+				s = mgr.Server()
+			}
+		} else {
+			s, err = server.New(cfg)
+		}
 		return err == nil
 	})
-	m.Server, m.Addr, m.done = s, s.Addr(), make(chan error, 1)
-	go func() { m.done <- s.Serve() }()
+	m.Server, m.Addr, m.mgr = s, s.Addr(), mgr
+	if mgr == nil {
+		m.done = make(chan error, 1)
+		go func() { m.done <- s.Serve() }()
+	}
 }
 
 // Store is the manager's store, nil while it is stopped or not a manager.
@@ -200,12 +253,27 @@ func (m *Manager) Store() *store.Store {
 	return m.Server.Store()
 }
 
-// Stop stops the daemon as SIGTERM would; Kill as a crash would. Both
-// may be called on a stopped manager.
-func (m *Manager) Stop() { m.end((*server.Server).Stop) }
+// Stop stops the daemon as SIGTERM would (the leader's work first, when
+// it runs); Kill as a crash would. Both may be called on a stopped
+// manager.
+func (m *Manager) Stop() {
+	if m.mgr != nil {
+		if err := m.mgr.Stop(); err != nil {
+			m.t.Errorf("stopping the manager at %s: %v", m.Addr, err)
+		}
+		m.Server, m.mgr = nil, nil
+		return
+	}
+	m.end((*server.Server).Stop)
+}
 
 // Kill stops the daemon without closing its store cleanly.
-func (m *Manager) Kill() { m.end((*server.Server).Kill) }
+func (m *Manager) Kill() {
+	if m.mgr != nil {
+		m.t.Fatal("testcluster: Kill with Options.Leader: a manager.Manager only stops cleanly")
+	}
+	m.end((*server.Server).Kill)
+}
 
 func (m *Manager) end(how func(*server.Server)) {
 	if m.Server == nil {
