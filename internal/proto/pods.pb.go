@@ -300,6 +300,59 @@ func (x *LogFrame) GetRecords() []*LogRecord {
 	return nil
 }
 
+// TermSize is a terminal's size in characters; each is 1 to 65535.
+type TermSize struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rows          uint32                 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols          uint32                 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TermSize) Reset() {
+	*x = TermSize{}
+	mi := &file_pods_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TermSize) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TermSize) ProtoMessage() {}
+
+func (x *TermSize) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TermSize.ProtoReflect.Descriptor instead.
+func (*TermSize) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TermSize) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *TermSize) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
 // ExecStart opens an exec session: a command run in a running container.
 type ExecStart struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -307,13 +360,14 @@ type ExecStart struct {
 	Command       []string               `protobuf:"bytes,2,rep,name=command,proto3" json:"command,omitempty"`
 	Stdin         bool                   `protobuf:"varint,3,opt,name=stdin,proto3" json:"stdin,omitempty"` // the caller sends input; without it the command reads none
 	Tty           bool                   `protobuf:"varint,4,opt,name=tty,proto3" json:"tty,omitempty"`     // run it on a terminal (runtimes that offer one)
+	Size          *TermSize              `protobuf:"bytes,5,opt,name=size,proto3" json:"size,omitempty"`    // the terminal's size at the start; only with tty
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecStart) Reset() {
 	*x = ExecStart{}
-	mi := &file_pods_proto_msgTypes[4]
+	mi := &file_pods_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +379,7 @@ func (x *ExecStart) String() string {
 func (*ExecStart) ProtoMessage() {}
 
 func (x *ExecStart) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[4]
+	mi := &file_pods_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +392,7 @@ func (x *ExecStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStart.ProtoReflect.Descriptor instead.
 func (*ExecStart) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{4}
+	return file_pods_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecStart) GetTarget() *Target {
@@ -369,20 +423,28 @@ func (x *ExecStart) GetTty() bool {
 	return false
 }
 
+func (x *ExecStart) GetSize() *TermSize {
+	if x != nil {
+		return x.Size
+	}
+	return nil
+}
+
 // ExecInput is what the caller sends: first the start alone, then input
-// and its end.
+// and its end, and (with tty) the terminal's new size when it changes.
 type ExecInput struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Start         *ExecStart             `protobuf:"bytes,1,opt,name=start,proto3" json:"start,omitempty"`
 	Stdin         []byte                 `protobuf:"bytes,2,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	StdinClosed   bool                   `protobuf:"varint,3,opt,name=stdin_closed,json=stdinClosed,proto3" json:"stdin_closed,omitempty"`
+	Resize        *TermSize              `protobuf:"bytes,4,opt,name=resize,proto3" json:"resize,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecInput) Reset() {
 	*x = ExecInput{}
-	mi := &file_pods_proto_msgTypes[5]
+	mi := &file_pods_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +456,7 @@ func (x *ExecInput) String() string {
 func (*ExecInput) ProtoMessage() {}
 
 func (x *ExecInput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[5]
+	mi := &file_pods_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +469,7 @@ func (x *ExecInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecInput.ProtoReflect.Descriptor instead.
 func (*ExecInput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{5}
+	return file_pods_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecInput) GetStart() *ExecStart {
@@ -431,6 +493,13 @@ func (x *ExecInput) GetStdinClosed() bool {
 	return false
 }
 
+func (x *ExecInput) GetResize() *TermSize {
+	if x != nil {
+		return x.Resize
+	}
+	return nil
+}
+
 // ExecOutput is what the caller gets: first the task, container and node
 // the session reached, then output, and last the command's exit code.
 type ExecOutput struct {
@@ -447,7 +516,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_pods_proto_msgTypes[6]
+	mi := &file_pods_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -459,7 +528,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[6]
+	mi := &file_pods_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -472,7 +541,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{6}
+	return file_pods_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExecOutput) GetTask() string {
@@ -531,7 +600,7 @@ type PortForwardInput struct {
 
 func (x *PortForwardInput) Reset() {
 	*x = PortForwardInput{}
-	mi := &file_pods_proto_msgTypes[7]
+	mi := &file_pods_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +612,7 @@ func (x *PortForwardInput) String() string {
 func (*PortForwardInput) ProtoMessage() {}
 
 func (x *PortForwardInput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[7]
+	mi := &file_pods_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +625,7 @@ func (x *PortForwardInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardInput.ProtoReflect.Descriptor instead.
 func (*PortForwardInput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{7}
+	return file_pods_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PortForwardInput) GetTarget() *Target {
@@ -601,7 +670,7 @@ type PortForwardOutput struct {
 
 func (x *PortForwardOutput) Reset() {
 	*x = PortForwardOutput{}
-	mi := &file_pods_proto_msgTypes[8]
+	mi := &file_pods_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +682,7 @@ func (x *PortForwardOutput) String() string {
 func (*PortForwardOutput) ProtoMessage() {}
 
 func (x *PortForwardOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[8]
+	mi := &file_pods_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +695,7 @@ func (x *PortForwardOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardOutput.ProtoReflect.Descriptor instead.
 func (*PortForwardOutput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{8}
+	return file_pods_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PortForwardOutput) GetTask() string {
@@ -660,7 +729,7 @@ type SessionsRequest struct {
 
 func (x *SessionsRequest) Reset() {
 	*x = SessionsRequest{}
-	mi := &file_pods_proto_msgTypes[9]
+	mi := &file_pods_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +741,7 @@ func (x *SessionsRequest) String() string {
 func (*SessionsRequest) ProtoMessage() {}
 
 func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[9]
+	mi := &file_pods_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +754,7 @@ func (x *SessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionsRequest.ProtoReflect.Descriptor instead.
 func (*SessionsRequest) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{9}
+	return file_pods_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SessionsRequest) GetNode() string {
@@ -706,7 +775,7 @@ type LogsOffer struct {
 
 func (x *LogsOffer) Reset() {
 	*x = LogsOffer{}
-	mi := &file_pods_proto_msgTypes[10]
+	mi := &file_pods_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +787,7 @@ func (x *LogsOffer) String() string {
 func (*LogsOffer) ProtoMessage() {}
 
 func (x *LogsOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[10]
+	mi := &file_pods_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +800,7 @@ func (x *LogsOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogsOffer.ProtoReflect.Descriptor instead.
 func (*LogsOffer) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{10}
+	return file_pods_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LogsOffer) GetFollow() bool {
@@ -754,13 +823,14 @@ type ExecOffer struct {
 	Command       []string               `protobuf:"bytes,1,rep,name=command,proto3" json:"command,omitempty"`
 	Stdin         bool                   `protobuf:"varint,2,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	Tty           bool                   `protobuf:"varint,3,opt,name=tty,proto3" json:"tty,omitempty"`
+	Size          *TermSize              `protobuf:"bytes,4,opt,name=size,proto3" json:"size,omitempty"` // only with tty; unset leaves the runtime's default
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecOffer) Reset() {
 	*x = ExecOffer{}
-	mi := &file_pods_proto_msgTypes[11]
+	mi := &file_pods_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +842,7 @@ func (x *ExecOffer) String() string {
 func (*ExecOffer) ProtoMessage() {}
 
 func (x *ExecOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[11]
+	mi := &file_pods_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +855,7 @@ func (x *ExecOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOffer.ProtoReflect.Descriptor instead.
 func (*ExecOffer) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{11}
+	return file_pods_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ExecOffer) GetCommand() []string {
@@ -809,6 +879,13 @@ func (x *ExecOffer) GetTty() bool {
 	return false
 }
 
+func (x *ExecOffer) GetSize() *TermSize {
+	if x != nil {
+		return x.Size
+	}
+	return nil
+}
+
 // PortForwardOffer asks for a TCP connection to a port of the pod.
 type PortForwardOffer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -820,7 +897,7 @@ type PortForwardOffer struct {
 
 func (x *PortForwardOffer) Reset() {
 	*x = PortForwardOffer{}
-	mi := &file_pods_proto_msgTypes[12]
+	mi := &file_pods_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +909,7 @@ func (x *PortForwardOffer) String() string {
 func (*PortForwardOffer) ProtoMessage() {}
 
 func (x *PortForwardOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[12]
+	mi := &file_pods_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +922,7 @@ func (x *PortForwardOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PortForwardOffer.ProtoReflect.Descriptor instead.
 func (*PortForwardOffer) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{12}
+	return file_pods_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PortForwardOffer) GetPodIp() string {
@@ -884,7 +961,7 @@ type SessionOffer struct {
 
 func (x *SessionOffer) Reset() {
 	*x = SessionOffer{}
-	mi := &file_pods_proto_msgTypes[13]
+	mi := &file_pods_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +973,7 @@ func (x *SessionOffer) String() string {
 func (*SessionOffer) ProtoMessage() {}
 
 func (x *SessionOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[13]
+	mi := &file_pods_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +986,7 @@ func (x *SessionOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOffer.ProtoReflect.Descriptor instead.
 func (*SessionOffer) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{13}
+	return file_pods_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SessionOffer) GetId() string {
@@ -1015,7 +1092,7 @@ type SessionError struct {
 
 func (x *SessionError) Reset() {
 	*x = SessionError{}
-	mi := &file_pods_proto_msgTypes[14]
+	mi := &file_pods_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1104,7 @@ func (x *SessionError) String() string {
 func (*SessionError) ProtoMessage() {}
 
 func (x *SessionError) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[14]
+	mi := &file_pods_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1117,7 @@ func (x *SessionError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionError.ProtoReflect.Descriptor instead.
 func (*SessionError) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{14}
+	return file_pods_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SessionError) GetCode() int32 {
@@ -1074,7 +1151,7 @@ type AttachOutput struct {
 
 func (x *AttachOutput) Reset() {
 	*x = AttachOutput{}
-	mi := &file_pods_proto_msgTypes[15]
+	mi := &file_pods_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1163,7 @@ func (x *AttachOutput) String() string {
 func (*AttachOutput) ProtoMessage() {}
 
 func (x *AttachOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[15]
+	mi := &file_pods_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1176,7 @@ func (x *AttachOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachOutput.ProtoReflect.Descriptor instead.
 func (*AttachOutput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{15}
+	return file_pods_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AttachOutput) GetSession() string {
@@ -1152,21 +1229,22 @@ func (x *AttachOutput) GetData() []byte {
 }
 
 // AttachInput is what the manager relays from the user to the agent.
-// Logs send none; exec sends input and its end; a port-forward the
-// caller's bytes and their end.
+// Logs send none; exec sends input and its end, and on a terminal its new
+// sizes; a port-forward the caller's bytes and their end.
 type AttachInput struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stdin         []byte                 `protobuf:"bytes,1,opt,name=stdin,proto3" json:"stdin,omitempty"`
 	StdinClosed   bool                   `protobuf:"varint,2,opt,name=stdin_closed,json=stdinClosed,proto3" json:"stdin_closed,omitempty"`
 	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
 	Closed        bool                   `protobuf:"varint,4,opt,name=closed,proto3" json:"closed,omitempty"`
+	Resize        *TermSize              `protobuf:"bytes,5,opt,name=resize,proto3" json:"resize,omitempty"` // exec with tty
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AttachInput) Reset() {
 	*x = AttachInput{}
-	mi := &file_pods_proto_msgTypes[16]
+	mi := &file_pods_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1256,7 @@ func (x *AttachInput) String() string {
 func (*AttachInput) ProtoMessage() {}
 
 func (x *AttachInput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[16]
+	mi := &file_pods_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1269,7 @@ func (x *AttachInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachInput.ProtoReflect.Descriptor instead.
 func (*AttachInput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{16}
+	return file_pods_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AttachInput) GetStdin() []byte {
@@ -1222,6 +1300,13 @@ func (x *AttachInput) GetClosed() bool {
 	return false
 }
 
+func (x *AttachInput) GetResize() *TermSize {
+	if x != nil {
+		return x.Resize
+	}
+	return nil
+}
+
 var File_pods_proto protoreflect.FileDescriptor
 
 const file_pods_proto_rawDesc = "" +
@@ -1246,16 +1331,21 @@ const file_pods_proto_rawDesc = "" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x1c\n" +
 	"\tcontainer\x18\x02 \x01(\tR\tcontainer\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12.\n" +
-	"\arecords\x18\x04 \x03(\v2\x14.legion.v1.LogRecordR\arecords\"x\n" +
+	"\arecords\x18\x04 \x03(\v2\x14.legion.v1.LogRecordR\arecords\"2\n" +
+	"\bTermSize\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\rR\x04cols\"\xa1\x01\n" +
 	"\tExecStart\x12)\n" +
 	"\x06target\x18\x01 \x01(\v2\x11.legion.v1.TargetR\x06target\x12\x18\n" +
 	"\acommand\x18\x02 \x03(\tR\acommand\x12\x14\n" +
 	"\x05stdin\x18\x03 \x01(\bR\x05stdin\x12\x10\n" +
-	"\x03tty\x18\x04 \x01(\bR\x03tty\"p\n" +
+	"\x03tty\x18\x04 \x01(\bR\x03tty\x12'\n" +
+	"\x04size\x18\x05 \x01(\v2\x13.legion.v1.TermSizeR\x04size\"\x9d\x01\n" +
 	"\tExecInput\x12*\n" +
 	"\x05start\x18\x01 \x01(\v2\x14.legion.v1.ExecStartR\x05start\x12\x14\n" +
 	"\x05stdin\x18\x02 \x01(\fR\x05stdin\x12!\n" +
-	"\fstdin_closed\x18\x03 \x01(\bR\vstdinClosed\"\xb2\x01\n" +
+	"\fstdin_closed\x18\x03 \x01(\bR\vstdinClosed\x12+\n" +
+	"\x06resize\x18\x04 \x01(\v2\x13.legion.v1.TermSizeR\x06resize\"\xb2\x01\n" +
 	"\n" +
 	"ExecOutput\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x1c\n" +
@@ -1279,11 +1369,12 @@ const file_pods_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\"K\n" +
 	"\tLogsOffer\x12\x16\n" +
 	"\x06follow\x18\x01 \x01(\bR\x06follow\x12&\n" +
-	"\x0fsince_unix_nano\x18\x02 \x01(\x03R\rsinceUnixNano\"M\n" +
+	"\x0fsince_unix_nano\x18\x02 \x01(\x03R\rsinceUnixNano\"v\n" +
 	"\tExecOffer\x12\x18\n" +
 	"\acommand\x18\x01 \x03(\tR\acommand\x12\x14\n" +
 	"\x05stdin\x18\x02 \x01(\bR\x05stdin\x12\x10\n" +
-	"\x03tty\x18\x03 \x01(\bR\x03tty\"=\n" +
+	"\x03tty\x18\x03 \x01(\bR\x03tty\x12'\n" +
+	"\x04size\x18\x04 \x01(\v2\x13.legion.v1.TermSizeR\x04size\"=\n" +
 	"\x10PortForwardOffer\x12\x15\n" +
 	"\x06pod_ip\x18\x01 \x01(\tR\x05podIp\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\"\xab\x02\n" +
@@ -1310,12 +1401,13 @@ const file_pods_proto_rawDesc = "" +
 	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x12\n" +
 	"\x04data\x18\a \x01(\fR\x04dataB\f\n" +
 	"\n" +
-	"_exit_code\"r\n" +
+	"_exit_code\"\x9f\x01\n" +
 	"\vAttachInput\x12\x14\n" +
 	"\x05stdin\x18\x01 \x01(\fR\x05stdin\x12!\n" +
 	"\fstdin_closed\x18\x02 \x01(\bR\vstdinClosed\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x16\n" +
-	"\x06closed\x18\x04 \x01(\bR\x06closed2\xc4\x01\n" +
+	"\x06closed\x18\x04 \x01(\bR\x06closed\x12+\n" +
+	"\x06resize\x18\x05 \x01(\v2\x13.legion.v1.TermSizeR\x06resize2\xc4\x01\n" +
 	"\x04Pods\x125\n" +
 	"\x04Logs\x12\x16.legion.v1.LogsRequest\x1a\x13.legion.v1.LogFrame0\x01\x127\n" +
 	"\x04Exec\x12\x14.legion.v1.ExecInput\x1a\x15.legion.v1.ExecOutput(\x010\x01\x12L\n" +
@@ -1336,52 +1428,57 @@ func file_pods_proto_rawDescGZIP() []byte {
 	return file_pods_proto_rawDescData
 }
 
-var file_pods_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_pods_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_pods_proto_goTypes = []any{
 	(*Target)(nil),            // 0: legion.v1.Target
 	(*LogsRequest)(nil),       // 1: legion.v1.LogsRequest
 	(*LogRecord)(nil),         // 2: legion.v1.LogRecord
 	(*LogFrame)(nil),          // 3: legion.v1.LogFrame
-	(*ExecStart)(nil),         // 4: legion.v1.ExecStart
-	(*ExecInput)(nil),         // 5: legion.v1.ExecInput
-	(*ExecOutput)(nil),        // 6: legion.v1.ExecOutput
-	(*PortForwardInput)(nil),  // 7: legion.v1.PortForwardInput
-	(*PortForwardOutput)(nil), // 8: legion.v1.PortForwardOutput
-	(*SessionsRequest)(nil),   // 9: legion.v1.SessionsRequest
-	(*LogsOffer)(nil),         // 10: legion.v1.LogsOffer
-	(*ExecOffer)(nil),         // 11: legion.v1.ExecOffer
-	(*PortForwardOffer)(nil),  // 12: legion.v1.PortForwardOffer
-	(*SessionOffer)(nil),      // 13: legion.v1.SessionOffer
-	(*SessionError)(nil),      // 14: legion.v1.SessionError
-	(*AttachOutput)(nil),      // 15: legion.v1.AttachOutput
-	(*AttachInput)(nil),       // 16: legion.v1.AttachInput
+	(*TermSize)(nil),          // 4: legion.v1.TermSize
+	(*ExecStart)(nil),         // 5: legion.v1.ExecStart
+	(*ExecInput)(nil),         // 6: legion.v1.ExecInput
+	(*ExecOutput)(nil),        // 7: legion.v1.ExecOutput
+	(*PortForwardInput)(nil),  // 8: legion.v1.PortForwardInput
+	(*PortForwardOutput)(nil), // 9: legion.v1.PortForwardOutput
+	(*SessionsRequest)(nil),   // 10: legion.v1.SessionsRequest
+	(*LogsOffer)(nil),         // 11: legion.v1.LogsOffer
+	(*ExecOffer)(nil),         // 12: legion.v1.ExecOffer
+	(*PortForwardOffer)(nil),  // 13: legion.v1.PortForwardOffer
+	(*SessionOffer)(nil),      // 14: legion.v1.SessionOffer
+	(*SessionError)(nil),      // 15: legion.v1.SessionError
+	(*AttachOutput)(nil),      // 16: legion.v1.AttachOutput
+	(*AttachInput)(nil),       // 17: legion.v1.AttachInput
 }
 var file_pods_proto_depIdxs = []int32{
 	0,  // 0: legion.v1.LogsRequest.target:type_name -> legion.v1.Target
 	2,  // 1: legion.v1.LogFrame.records:type_name -> legion.v1.LogRecord
 	0,  // 2: legion.v1.ExecStart.target:type_name -> legion.v1.Target
-	4,  // 3: legion.v1.ExecInput.start:type_name -> legion.v1.ExecStart
-	0,  // 4: legion.v1.PortForwardInput.target:type_name -> legion.v1.Target
-	10, // 5: legion.v1.SessionOffer.logs:type_name -> legion.v1.LogsOffer
-	11, // 6: legion.v1.SessionOffer.exec:type_name -> legion.v1.ExecOffer
-	12, // 7: legion.v1.SessionOffer.port_forward:type_name -> legion.v1.PortForwardOffer
-	2,  // 8: legion.v1.AttachOutput.records:type_name -> legion.v1.LogRecord
-	14, // 9: legion.v1.AttachOutput.error:type_name -> legion.v1.SessionError
-	1,  // 10: legion.v1.Pods.Logs:input_type -> legion.v1.LogsRequest
-	5,  // 11: legion.v1.Pods.Exec:input_type -> legion.v1.ExecInput
-	7,  // 12: legion.v1.Pods.PortForward:input_type -> legion.v1.PortForwardInput
-	9,  // 13: legion.v1.Sessions.Sessions:input_type -> legion.v1.SessionsRequest
-	15, // 14: legion.v1.Sessions.Attach:input_type -> legion.v1.AttachOutput
-	3,  // 15: legion.v1.Pods.Logs:output_type -> legion.v1.LogFrame
-	6,  // 16: legion.v1.Pods.Exec:output_type -> legion.v1.ExecOutput
-	8,  // 17: legion.v1.Pods.PortForward:output_type -> legion.v1.PortForwardOutput
-	13, // 18: legion.v1.Sessions.Sessions:output_type -> legion.v1.SessionOffer
-	16, // 19: legion.v1.Sessions.Attach:output_type -> legion.v1.AttachInput
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	4,  // 3: legion.v1.ExecStart.size:type_name -> legion.v1.TermSize
+	5,  // 4: legion.v1.ExecInput.start:type_name -> legion.v1.ExecStart
+	4,  // 5: legion.v1.ExecInput.resize:type_name -> legion.v1.TermSize
+	0,  // 6: legion.v1.PortForwardInput.target:type_name -> legion.v1.Target
+	4,  // 7: legion.v1.ExecOffer.size:type_name -> legion.v1.TermSize
+	11, // 8: legion.v1.SessionOffer.logs:type_name -> legion.v1.LogsOffer
+	12, // 9: legion.v1.SessionOffer.exec:type_name -> legion.v1.ExecOffer
+	13, // 10: legion.v1.SessionOffer.port_forward:type_name -> legion.v1.PortForwardOffer
+	2,  // 11: legion.v1.AttachOutput.records:type_name -> legion.v1.LogRecord
+	15, // 12: legion.v1.AttachOutput.error:type_name -> legion.v1.SessionError
+	4,  // 13: legion.v1.AttachInput.resize:type_name -> legion.v1.TermSize
+	1,  // 14: legion.v1.Pods.Logs:input_type -> legion.v1.LogsRequest
+	6,  // 15: legion.v1.Pods.Exec:input_type -> legion.v1.ExecInput
+	8,  // 16: legion.v1.Pods.PortForward:input_type -> legion.v1.PortForwardInput
+	10, // 17: legion.v1.Sessions.Sessions:input_type -> legion.v1.SessionsRequest
+	16, // 18: legion.v1.Sessions.Attach:input_type -> legion.v1.AttachOutput
+	3,  // 19: legion.v1.Pods.Logs:output_type -> legion.v1.LogFrame
+	7,  // 20: legion.v1.Pods.Exec:output_type -> legion.v1.ExecOutput
+	9,  // 21: legion.v1.Pods.PortForward:output_type -> legion.v1.PortForwardOutput
+	14, // 22: legion.v1.Sessions.Sessions:output_type -> legion.v1.SessionOffer
+	17, // 23: legion.v1.Sessions.Attach:output_type -> legion.v1.AttachInput
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_pods_proto_init() }
@@ -1389,20 +1486,20 @@ func file_pods_proto_init() {
 	if File_pods_proto != nil {
 		return
 	}
-	file_pods_proto_msgTypes[6].OneofWrappers = []any{}
-	file_pods_proto_msgTypes[13].OneofWrappers = []any{
+	file_pods_proto_msgTypes[7].OneofWrappers = []any{}
+	file_pods_proto_msgTypes[14].OneofWrappers = []any{
 		(*SessionOffer_Logs)(nil),
 		(*SessionOffer_Exec)(nil),
 		(*SessionOffer_PortForward)(nil),
 	}
-	file_pods_proto_msgTypes[15].OneofWrappers = []any{}
+	file_pods_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pods_proto_rawDesc), len(file_pods_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
