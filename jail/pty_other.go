@@ -7,6 +7,10 @@ import (
 	"os"
 )
 
+var errNoPTY = errors.New("pseudo-terminals are supported on FreeBSD and Linux only")
+
 func openPTY() (master, slave *os.File, err error) {
-	return nil, nil, errors.New("pseudo-terminals are supported on FreeBSD and Linux only")
+	return nil, nil, errNoPTY
 }
+
+func setWinsize(*os.File, TermSize) error { return errNoPTY }

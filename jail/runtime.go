@@ -247,9 +247,35 @@ type ExecSpec struct {
 	User    string
 	WorkDir string
 	TTY     bool
-	Stdin   io.Reader
-	Stdout  io.Writer
-	Stderr  io.Writer
+	// Size is the terminal's size at the start (nil: the runtime's
+	// default); Resize brings its later sizes until it is closed or the
+	// command ends. Both need TTY.
+	Size   *TermSize
+	Resize <-chan TermSize
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// TermSize is a terminal's size in characters.
+type TermSize struct {
+	Rows, Cols uint16
+}
+
+func (s TermSize) String() string { return fmt.Sprintf("%dx%d", s.Rows, s.Cols) }
+
+// CheckTerminal refuses a terminal size, or its changes, for a command
+// that is not run on a terminal: nothing would apply them.
+func (s ExecSpec) CheckTerminal() error {
+	switch {
+	case s.TTY:
+		return nil
+	case s.Size != nil:
+		return errors.New("exec: size: a terminal size needs tty")
+	case s.Resize != nil:
+		return errors.New("exec: resize: terminal resizes need tty")
+	}
+	return nil
 }
 
 // LogOptions selects output from Logs.

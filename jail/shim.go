@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,9 +27,12 @@ import (
 //	               ShimExitPermanent or ShimExitFailed with the reason on
 //	               standard error
 //	supervise DIR  the supervisor itself (started by start)
-//	exec DIR [-user U] [-workdir W] [-env K=V]... -- CMD...
+//	exec DIR [-user U] [-workdir W] [-env K=V]... [-tty [-size RxC]
+//	     [-resize-fd N]] -- CMD...
 //	               run CMD in the running container on this terminal's
-//	               standard streams and exit with its code
+//	               standard streams and exit with its code; with -tty
+//	               on a pseudo-terminal of that size, resized to each
+//	               "RxC" line read from descriptor N
 //
 // The process enters the jail in the child between fork and exec
 // (SysProcAttr.Jail on FreeBSD), so the Go runtime's threads never matter.
@@ -192,10 +196,25 @@ func shimExec(dir string, args []string) int {
 	user := fs.String("user", "", "user[:group] in the image")
 	workdir := fs.String("workdir", "", "working directory in the container")
 	tty := fs.Bool("tty", false, "run on a pseudo-terminal")
+	size := fs.String("size", "", "ROWSxCOLS: the terminal's size (with -tty)")
+	resizeFD := fs.Int("resize-fd", -1, "descriptor whose ROWSxCOLS lines resize the terminal (with -tty)")
 	var env stringList
 	fs.Var(&env, "env", "KEY=VALUE, repeated")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if !*tty && (*size != "" || *resizeFD >= 0) {
+		fmt.Fprintln(os.Stderr, "jail-shim exec: -size and -resize-fd need -tty")
+		return 2
+	}
+	var initial *TermSize
+	if *size != "" {
+		s, err := parseTermSize(*size)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "jail-shim exec: -size: %v\n", err)
+			return 2
+		}
+		initial = &s
 	}
 	var rec Record
 	if err := ReadJSON(filepath.Join(dir, RecordFile), &rec); err != nil {
@@ -218,6 +237,15 @@ func shimExec(dir string, args []string) int {
 		defer slave.Close()
 		master = m
 		defer master.Close()
+		if initial != nil {
+			if err := setWinsize(master, *initial); err != nil {
+				fmt.Fprintf(os.Stderr, "jail-shim exec: %v\n", err)
+				return ShimExitFailed
+			}
+		}
+		if *resizeFD >= 0 {
+			go followResizes(os.NewFile(uintptr(*resizeFD), "resizes"), master)
+		}
 		ps.Stdin, ps.Stdout, ps.Stderr, ps.TTY = slave, slave, slave, true
 		if !envHas(ps.Env, "TERM") {
 			ps.Env = append(ps.Env, "TERM=xterm")
@@ -251,6 +279,34 @@ func shimExec(dir string, args []string) int {
 	}
 	output.Wait()
 	return code
+}
+
+// followResizes applies each size read from r to the terminal until r
+// ends. A size that cannot be read or set is reported and skipped: the
+// command goes on at its current size.
+func followResizes(r *os.File, master *os.File) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		s, err := parseTermSize(sc.Text())
+		if err == nil {
+			err = setWinsize(master, s)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "jail-shim exec: resize: %v\n", err)
+		}
+	}
+}
+
+// parseTermSize reads ROWSxCOLS, as TermSize.String writes it.
+func parseTermSize(v string) (TermSize, error) {
+	rows, cols, ok := strings.Cut(v, "x")
+	r, rerr := strconv.ParseUint(rows, 10, 16)
+	c, cerr := strconv.ParseUint(cols, 10, 16)
+	if !ok || rerr != nil || cerr != nil {
+		return TermSize{}, fmt.Errorf("%q: expected ROWSxCOLS, each 0 to 65535", v)
+	}
+	return TermSize{Rows: uint16(r), Cols: uint16(c)}, nil
 }
 
 func envHas(env []string, key string) bool {

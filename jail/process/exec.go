@@ -15,12 +15,15 @@ import (
 // container's environment under spec.Env, in a session of its own that is
 // killed when ctx ends.
 func (r *Runtime) Exec(ctx context.Context, id string, spec jail.ExecSpec) (int, error) {
+	if spec.TTY {
+		return -1, fmt.Errorf("exec in %s: a terminal is not offered by the process runtime", id)
+	}
+	if err := spec.CheckTerminal(); err != nil {
+		return -1, fmt.Errorf("exec in %s: %w: %w", id, jail.ErrPermanent, err)
+	}
 	rec, err := r.ExecTarget(ctx, id)
 	if err != nil {
 		return -1, err
-	}
-	if spec.TTY {
-		return -1, fmt.Errorf("exec in %s: a terminal is not offered by the process runtime", id)
 	}
 	ps, err := jail.ProcessFor(rec.Spec, spec.Command, spec.Env, spec.User, spec.WorkDir)
 	if err != nil {
