@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -12,8 +13,10 @@ import (
 
 // Execs is a node's containers as exec sees them: commands the tests
 // know. "cat" copies its input to its output; "fail TEXT" writes TEXT to
-// stderr and exits 3; "wait" runs until the session ends; anything in a
-// container marked with Stop is refused as not running.
+// stderr and exits 3; "wait" runs until the session ends; "sizes N"
+// writes the terminal's size, then each of N resizes, as "ROWSxCOLS"
+// lines and exits 0; anything in a container marked with Stop is refused
+// as not running.
 type Execs struct {
 	mu      sync.Mutex
 	stopped map[string]bool // container ids
@@ -35,8 +38,16 @@ func (e *Execs) Stop(id string) {
 func (e *Execs) Exec(ctx context.Context, id string, spec jail.ExecSpec) (int, error) {
 	e.mu.Lock()
 	call := id + ": " + strings.Join(spec.Command, " ")
-	if spec.TTY {
+	switch {
+	case spec.TTY && spec.Size != nil:
+		call += " (tty " + spec.Size.String() + ")"
+	case spec.TTY:
 		call += " (tty)"
+	}
+	if err := spec.CheckTerminal(); err != nil {
+		e.calls = append(e.calls, call)
+		e.mu.Unlock()
+		return -1, fmt.Errorf("exec in %s: %w: %w", id, jail.ErrPermanent, err)
 	}
 	e.calls = append(e.calls, call)
 	stopped := e.stopped[id]
@@ -61,13 +72,32 @@ func (e *Execs) Exec(ctx context.Context, id string, spec jail.ExecSpec) (int, e
 	case "wait":
 		<-ctx.Done()
 		return -1, ctx.Err()
+	case "sizes":
+		n, err := strconv.Atoi(spec.Command[len(spec.Command)-1])
+		if err != nil || spec.Size == nil {
+			fmt.Fprint(spec.Stderr, "sizes: needs N and a terminal size")
+			return 2, nil
+		}
+		fmt.Fprintf(spec.Stdout, "%s\n", spec.Size)
+		for range n {
+			select {
+			case s, ok := <-spec.Resize:
+				if !ok {
+					return 1, nil
+				}
+				fmt.Fprintf(spec.Stdout, "%s\n", s)
+			case <-ctx.Done():
+				return -1, ctx.Err()
+			}
+		}
+		return 0, nil
 	}
 	fmt.Fprintf(spec.Stderr, "%s: not found", spec.Command[0])
 	return 127, nil
 }
 
 // Calls lists "container id: command" of every exec so far, marked
-// " (tty)" when run on a terminal.
+// " (tty)" when run on a terminal, " (tty ROWSxCOLS)" when given its size.
 func (e *Execs) Calls() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -35,26 +35,40 @@ func (c *Client) exec(ctx context.Context, st legionpb.Sessions_AttachClient, o 
 	spec := jail.ExecSpec{Command: eo.Command, TTY: eo.Tty,
 		Stdout: streamWriter(func(p []byte) error { return send(&legionpb.AttachOutput{Stdout: p}) }),
 		Stderr: streamWriter(func(p []byte) error { return send(&legionpb.AttachOutput{Stderr: p}) })}
+	if eo.Size != nil {
+		if !eo.Tty {
+			return sendError(st, status.Error(codes.InvalidArgument, "exec: size: a terminal size needs tty"))
+		}
+		size, err := termSize("size", eo.Size)
+		if err != nil {
+			return sendError(st, err)
+		}
+		spec.Size = &size
+	}
+	// A resize that cannot apply ends the session with its reason (the
+	// cause), rather than leaving the terminal at a size the user did
+	// not ask for.
+	ectx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var pw *io.PipeWriter
 	if eo.Stdin {
-		pr, pw := io.Pipe()
+		var pr *io.PipeReader
+		pr, pw = io.Pipe()
 		defer pr.Close()
 		spec.Stdin = pr
-		go func() {
-			for in := range inputs {
-				if len(in.Stdin) > 0 {
-					if _, err := pw.Write(in.Stdin); err != nil {
-						return
-					}
-				}
-				if in.StdinClosed {
-					pw.Close()
-					return
-				}
-			}
-			pw.CloseWithError(io.ErrUnexpectedEOF) // the manager went away
-		}()
 	}
-	code, err := c.cfg.Exec(ctx, o.TaskUid+"-"+o.Container, spec)
+	var resizes chan jail.TermSize
+	if eo.Tty {
+		resizes = make(chan jail.TermSize)
+		spec.Resize = resizes
+	}
+	if eo.Stdin || eo.Tty {
+		go relayInput(ectx, cancel, inputs, pw, resizes)
+	}
+	code, err := c.cfg.Exec(ectx, o.TaskUid+"-"+o.Container, spec)
+	if cause := context.Cause(ectx); ectx.Err() != nil && ctx.Err() == nil && cause != nil {
+		return sendError(st, cause)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -64,6 +78,54 @@ func (c *Client) exec(ctx context.Context, st legionpb.Sessions_AttachClient, o 
 	c32 := int32(code)
 	return send(&legionpb.AttachOutput{ExitCode: &c32})
 }
+
+// relayInput hands the user's input to the command (stdin, nil when it
+// reads none) and the terminal's new sizes to the runtime (resizes, nil
+// without a terminal) until the manager stops relaying or the exec ends.
+func relayInput(ctx context.Context, fail context.CancelCauseFunc, inputs <-chan *legionpb.AttachInput, stdin *io.PipeWriter, resizes chan<- jail.TermSize) {
+	for in := range inputs {
+		if stdin != nil && len(in.Stdin) > 0 {
+			if _, err := stdin.Write(in.Stdin); err != nil {
+				return
+			}
+		}
+		if stdin != nil && in.StdinClosed {
+			stdin.Close()
+			stdin = nil
+		}
+		if in.Resize != nil {
+			if resizes == nil {
+				fail(status.Error(codes.InvalidArgument, "exec: resize: terminal resizes need tty"))
+				return
+			}
+			size, err := termSize("resize", in.Resize)
+			if err != nil {
+				fail(err)
+				return
+			}
+			select {
+			case resizes <- size:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	if stdin != nil {
+		stdin.CloseWithError(io.ErrUnexpectedEOF) // the manager went away
+	}
+}
+
+// termSize is a size from the wire as the runtime takes it.
+func termSize(field string, s *legionpb.TermSize) (jail.TermSize, error) {
+	if s.Rows < 1 || s.Rows > maxTermSide || s.Cols < 1 || s.Cols > maxTermSide {
+		return jail.TermSize{}, status.Errorf(codes.InvalidArgument, "exec: %s: %dx%d: rows and cols are each 1 to %d", field, s.Rows, s.Cols, maxTermSide)
+	}
+	return jail.TermSize{Rows: uint16(s.Rows), Cols: uint16(s.Cols)}, nil
+}
+
+// maxTermSide is the most rows or columns a terminal has (a 16-bit field
+// of the kernel's window size).
+const maxTermSide = 65535
 
 // execStatus says why a command did not run, with the code the user gets.
 func execStatus(o *legionpb.SessionOffer, err error) error {
