@@ -20,6 +20,7 @@ const web = "{name: web, image: nginx, ports: [{name: http, containerPort: 80}]}
 // Every cross-field check and limit, each with an object that passes and
 // one that fails with the expected error.
 func TestCrossFieldChecksAndLimits(t *testing.T) {
+	t.Parallel()
 	big := strings.Repeat("a", MaxValueSize)
 	cases := []struct {
 		name        string
@@ -371,6 +372,7 @@ func TestCrossFieldChecksAndLimits(t *testing.T) {
 }
 
 func TestScopeLabelsAndTasks(t *testing.T) {
+	t.Parallel()
 	if errs := errorsOf(t, "apiVersion: legion/v1\nkind: Namespace\nmetadata: {name: shop, namespace: x}\nspec: {}\n"); !hasError(errs, "metadata.namespace: Namespace is cluster-scoped") {
 		t.Errorf("a namespaced Namespace: %q", errs)
 	}

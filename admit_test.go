@@ -51,6 +51,7 @@ func sameJSON(t *testing.T, got, want string) {
 const containerDefaults = `"pullPolicy":"if-not-present","resources":{"requests":{"cpu":"0","memory":"0"},"limits":{"cpu":"0","memory":"0","maxproc":0,"openfiles":0}},"probes":{},"security":{"securelevel":2,"enforceStatfs":2},"stopGracePeriod":"10s"`
 
 func TestDefaultsOfEveryKind(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		kind, meta, spec, want string
 	}{
@@ -92,6 +93,7 @@ const testKeyPEM = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcD
 var jsonKey = func() string { b, _ := json.Marshal(testKeyPEM); return string(b) }()
 
 func TestDefaultsServerFieldsAndStatusAreDropped(t *testing.T) {
+	t.Parallel()
 	o := admitOne(t, `apiVersion: legion/v1
 kind: Service
 metadata: {name: web, uid: abc, version: 9, generation: 3}
@@ -108,6 +110,7 @@ status: {ready: 3, message: hi}
 }
 
 func TestTwoManifestsMeaningTheSameStoreTheSameBytes(t *testing.T) {
+	t.Parallel()
 	a := `apiVersion: legion/v1
 kind: Service
 metadata: {name: web, namespace: default}

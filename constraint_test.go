@@ -3,6 +3,7 @@ package legion
 import "testing"
 
 func TestParseConstraint(t *testing.T) {
+	t.Parallel()
 	good := []struct{ in, canon string }{
 		{"node.labels.disk == ssd", "node.labels.disk == ssd"},
 		{"node.labels.disk==ssd", "node.labels.disk == ssd"},
@@ -40,6 +41,7 @@ func TestParseConstraint(t *testing.T) {
 }
 
 func TestConstraintEval(t *testing.T) {
+	t.Parallel()
 	n := &Node{}
 	n.Metadata.Name = "node-1"
 	n.Metadata.Labels = map[string]string{"disk": "ssd", "zone": "a"}

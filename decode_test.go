@@ -48,6 +48,7 @@ spec:
 `
 
 func TestDecodeStrictErrorsNameTheFullPath(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, manifest, want string
 	}{
@@ -90,6 +91,7 @@ func TestDecodeStrictErrorsNameTheFullPath(t *testing.T) {
 }
 
 func TestDecodeMultiDocumentJSONAndMergeKeys(t *testing.T) {
+	t.Parallel()
 	manifest := `
 x-common: &common
   image: nginx
@@ -132,6 +134,7 @@ spec:
 }
 
 func TestDecodeSyntaxErrorAndEmptyDocuments(t *testing.T) {
+	t.Parallel()
 	objs, err := ParseManifest("e.yaml", []byte("---\n---\n"+minimalService+"---\n"))
 	if err != nil || len(objs) != 1 {
 		t.Fatalf("empty documents must be skipped: %d objects, %v", len(objs), err)
@@ -143,6 +146,7 @@ func TestDecodeSyntaxErrorAndEmptyDocuments(t *testing.T) {
 }
 
 func TestDecodeAliasBombIsBounded(t *testing.T) {
+	t.Parallel()
 	// A small document whose aliases expand to millions of values: 1100
 	// containers, each the same alias holding 1000 environment variables.
 	var b strings.Builder
@@ -174,6 +178,7 @@ func TestDecodeAliasBombIsBounded(t *testing.T) {
 }
 
 func TestDecodeSelfMergeIsRefused(t *testing.T) {
+	t.Parallel()
 	errs := errorsOf(t, "apiVersion: legion/v1\nkind: Secret\nmetadata: &m {name: s, <<: *m}\nspec: {text: x}\n")
 	if !hasError(errs, "merge key (<<) includes the mapping it is in") {
 		t.Fatalf("got %q", errs)

@@ -198,6 +198,7 @@ func thirdPartyAllowed(list []string, path string) bool {
 // what it may import directly, which I/O it may not do, and what must
 // never come into its dependencies.
 func TestLayering(t *testing.T) {
+	t.Parallel()
 	pkgs := goList(t)
 	if len(pkgs) < 20 {
 		t.Fatalf("go list found %d packages: is the test run from the module?", len(pkgs))
@@ -244,6 +245,7 @@ func TestLayering(t *testing.T) {
 // The table itself: a package outside every row is caught, the longest
 // row wins, and exclusions hold.
 func TestLayerRules(t *testing.T) {
+	t.Parallel()
 	if _, ok := layerOf("brand/new"); ok {
 		t.Error("a package no row names matched a row")
 	}

@@ -6,6 +6,7 @@ import (
 )
 
 func TestCPUCanonicalForm(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   string
 		want string
@@ -32,6 +33,7 @@ func TestCPUCanonicalForm(t *testing.T) {
 }
 
 func TestBytesCanonicalForm(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   string
 		want string
@@ -60,6 +62,7 @@ func TestBytesCanonicalForm(t *testing.T) {
 }
 
 func TestDurationCanonicalForm(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want string }{
 		{"90s", "1m30s"}, {"1m30s", "1m30s"}, {"1h0m0s", "1h"}, {"3600s", "1h"}, {"0s", "0s"},
 		{"0", "0s"}, {"500ms", "500ms"}, {"1.5s", "1s500ms"}, {"1.5m", "1m30s"}, {"25h", "25h"},
@@ -89,6 +92,7 @@ func TestDurationCanonicalForm(t *testing.T) {
 }
 
 func TestQuantitiesJSONRoundTrip(t *testing.T) {
+	t.Parallel()
 	r := ResourceRequests{CPU: 1500, Memory: 3 << 29}
 	data, err := MarshalJSONValue(r)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 )
 
 func TestTaskStateMachine(t *testing.T) {
+	t.Parallel()
 	allowed := []struct{ from, to TaskState }{
 		{TaskPending, TaskAssigned}, {TaskAssigned, TaskAccepted}, {TaskAccepted, TaskPreparing},
 		{TaskPreparing, TaskStarting}, {TaskStarting, TaskRunning}, {TaskRunning, TaskComplete},
@@ -60,6 +61,7 @@ func TestTaskStateMachine(t *testing.T) {
 }
 
 func TestPodHelpers(t *testing.T) {
+	t.Parallel()
 	o := admitOne(t, manifest("Service", "x", svcSpec("", `initContainers: [{name: i, image: n, resources: {requests: {cpu: 2, memory: 64Mi}}}],
   containers: [{name: a, image: n, ports: [{name: http, containerPort: 80}], resources: {requests: {cpu: 500m, memory: 1Gi}}},
                {name: b, image: n, ports: [{containerPort: 53, protocol: udp}], resources: {requests: {cpu: 250m}, limits: {maxproc: 10}}}]`)))
@@ -95,6 +97,7 @@ func TestPodHelpers(t *testing.T) {
 }
 
 func TestObjectHelpers(t *testing.T) {
+	t.Parallel()
 	for _, k := range Kinds() {
 		o, err := New(k)
 		if err != nil {

@@ -31,6 +31,7 @@ func config(name, text string) legion.Object {
 }
 
 func TestTypedCallsAndErrors(t *testing.T) {
+	t.Parallel()
 	_, c := initialised(t)
 	ctx := context.Background()
 	r, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{})
@@ -60,6 +61,7 @@ func TestTypedCallsAndErrors(t *testing.T) {
 // A single call made while the manager restarts is asked again until it
 // answers.
 func TestSingleCallsRetryWhileTheManagerRestarts(t *testing.T) {
+	t.Parallel()
 	d, c := initialised(t)
 	ctx := context.Background()
 	if _, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{}); err != nil {
@@ -82,6 +84,7 @@ func TestSingleCallsRetryWhileTheManagerRestarts(t *testing.T) {
 // After a restart the watch history is empty: an old version is
 // compacted, and ListWatch lists again when its stream breaks.
 func TestListWatchListsAgain(t *testing.T) {
+	t.Parallel()
 	d, c := initialised(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

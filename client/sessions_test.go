@@ -22,6 +22,7 @@ import (
 // The session calls reach a node's agent through a manager and hand back
 // only the client's own types.
 func TestSessions(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	running := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")

@@ -50,6 +50,7 @@ func stackOf(n int) []byte {
 }
 
 func TestStackOf50Converts(t *testing.T) {
+	t.Parallel()
 	res, err := Convert(context.Background(), []File{{Name: "stack.yaml", Content: stackOf(50)}}, Options{Stack: "big", Env: map[string]string{"TOKEN": "t"}})
 	if err != nil {
 		t.Fatal(err)

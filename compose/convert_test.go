@@ -185,6 +185,7 @@ func checkObjects(t *testing.T, opts Options, objs []legion.Object) {
 // TestGolden converts each construct under testdata/golden and compares
 // warnings and objects (or the error) with its want.golden.
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	for _, dir := range caseDirs(t, "testdata/golden") {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			files, opts := caseOptions(t, dir)
@@ -205,6 +206,7 @@ func TestGolden(t *testing.T) {
 // error to objects that pass admission, with the warnings its want.golden
 // records.
 func TestCorpus(t *testing.T) {
+	t.Parallel()
 	dirs := caseDirs(t, "testdata/corpus")
 	if len(dirs) < 15 {
 		t.Errorf("the corpus has %d files, want at least 15", len(dirs))

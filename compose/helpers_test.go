@@ -10,6 +10,7 @@ import (
 )
 
 func TestDNSLabel(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"web", "web"},
 		{"db_data", "db-data"},
@@ -35,6 +36,7 @@ func TestDNSLabel(t *testing.T) {
 }
 
 func TestMergeValue(t *testing.T) {
+	t.Parallel()
 	m := func(kv ...any) map[string]any {
 		out := map[string]any{}
 		for i := 0; i < len(kv); i += 2 {
@@ -67,6 +69,7 @@ func TestMergeValue(t *testing.T) {
 }
 
 func TestUnsetVariables(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"SET": "1", "EMPTY": ""}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	tests := []struct {
@@ -88,6 +91,7 @@ func TestUnsetVariables(t *testing.T) {
 }
 
 func TestDockerSizesAreBinary(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want string // canonical Legion quantity
@@ -111,6 +115,7 @@ func TestDockerSizesAreBinary(t *testing.T) {
 }
 
 func TestCPUs(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   float32
 		want string

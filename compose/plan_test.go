@@ -32,6 +32,7 @@ func steps(in []Step) []Step {
 }
 
 func TestPlanDeploy(t *testing.T) {
+	t.Parallel()
 	desired := []legion.Object{
 		obj(legion.KindSecret, "shop", "db-password", "shop"),
 		obj(legion.KindService, "shop", "db", "shop"),
@@ -76,6 +77,7 @@ func TestPlanDeploy(t *testing.T) {
 }
 
 func TestPlanRemove(t *testing.T) {
+	t.Parallel()
 	current := []legion.Object{
 		obj(legion.KindConfig, "shop", "nginx-conf", "shop"),
 		obj(legion.KindVolume, "shop", "db-data", "shop"),
@@ -102,6 +104,7 @@ func TestPlanRemove(t *testing.T) {
 }
 
 func TestStacksAndServices(t *testing.T) {
+	t.Parallel()
 	web := obj(legion.KindService, "shop", "web", "shop").(*legion.Service)
 	three := 3
 	web.Spec = legion.ServiceSpec{Mode: legion.ModeReplicated, Replicas: &three,
@@ -134,6 +137,7 @@ func TestStacksAndServices(t *testing.T) {
 }
 
 func TestNamespaceStep(t *testing.T) {
+	t.Parallel()
 	want := &legion.Namespace{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNamespace, Metadata: legion.Metadata{Name: "shop"}}}
 	if _, ok := NamespaceStep(want, []legion.Object{obj(legion.KindNamespace, "", "shop", "")}); ok {
 		t.Error("an existing namespace is made again")

@@ -37,6 +37,7 @@ func diffEntries(t *testing.T, lower, upper string) []string {
 }
 
 func TestDiffTrees(t *testing.T) {
+	t.Parallel()
 	lower := t.TempDir()
 	mkTree := func(root string) {
 		os.MkdirAll(filepath.Join(root, "etc"), 0o755)
@@ -85,6 +86,7 @@ func TestDiffTrees(t *testing.T) {
 }
 
 func TestCommitBuiltImage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -155,6 +157,7 @@ func TestCommitBuiltImage(t *testing.T) {
 }
 
 func TestCommitFromScratch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	ds, _ := NewDirStore(filepath.Join(dir, "s"))

@@ -9,6 +9,7 @@ import (
 // A layer without a "./" entry still gives a root of mode 0755, so a
 // container running as a user other than root can reach its files.
 func TestDirStoreRootIsNotPrivate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := NewDirStore(t.TempDir())
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestExportLoadRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -97,6 +98,7 @@ func TestExportLoadRoundTrip(t *testing.T) {
 }
 
 func TestPushPackedImage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -129,6 +131,7 @@ func TestPushPackedImage(t *testing.T) {
 }
 
 func TestPushIndexOfPlatforms(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	fbsd, lin := Platform{OS: "freebsd", Arch: "amd64"}, Platform{OS: "linux", Arch: "amd64"}
@@ -172,6 +175,7 @@ func TestPushIndexOfPlatforms(t *testing.T) {
 }
 
 func TestKeptBlobsGoOutAsTheyCame(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}

@@ -46,6 +46,7 @@ func apply(t *testing.T, root string, opts ApplyOptions, ents ...ent) error {
 }
 
 func TestWhiteoutsAndOpaqueDirsAcrossTwoLayers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -90,6 +91,7 @@ func TestWhiteoutsAndOpaqueDirsAcrossTwoLayers(t *testing.T) {
 }
 
 func TestUnsafeLayersRefused(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		ents []ent
@@ -131,6 +133,7 @@ func TestUnsafeLayersRefused(t *testing.T) {
 }
 
 func TestUnsafeLayerPullStoresNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -150,6 +153,7 @@ func TestUnsafeLayerPullStoresNothing(t *testing.T) {
 }
 
 func TestReplacingKeepsTypesStraight(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if err := apply(t, root, ApplyOptions{},
 		ent{name: "x/", typ: tar.TypeDir}, ent{name: "x/f", body: "1"},
@@ -176,6 +180,7 @@ func TestReplacingKeepsTypesStraight(t *testing.T) {
 }
 
 func TestFileFlagsThroughRunner(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "lib"), 0o755)
 	os.WriteFile(filepath.Join(root, "lib/libc.so.7"), []byte("old"), 0o444)
@@ -212,6 +217,7 @@ func TestFileFlagsThroughRunner(t *testing.T) {
 }
 
 func TestXattrsKeptWherePossible(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	err := apply(t, root, ApplyOptions{}, ent{name: "f", body: "x", pax: map[string]string{"SCHILY.xattr.user.legion": "yes"}})
 	if err != nil {
@@ -228,6 +234,7 @@ func TestXattrsKeptWherePossible(t *testing.T) {
 }
 
 func TestDirStoreClearsFlagsBeforeRemoving(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := sys.NewFake()
 	ds, err := NewDirStore(t.TempDir())
@@ -262,6 +269,7 @@ func TestDirStoreClearsFlagsBeforeRemoving(t *testing.T) {
 }
 
 func TestFifoAndOwnersAsRoot(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("owners and special files need root")
 	}

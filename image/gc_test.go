@@ -15,6 +15,7 @@ import (
 )
 
 func TestGCHonoursAgeClonesAndPins(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -97,6 +98,7 @@ func TestGCHonoursAgeClonesAndPins(t *testing.T) {
 }
 
 func TestDeadPinDropped(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	chain := "sha256:" + strings.Repeat("0", 64)
 	// A pin file nobody holds locked: its process died.
@@ -120,6 +122,7 @@ func TestDeadPinDropped(t *testing.T) {
 }
 
 func TestIndexLockAndAtomicWrites(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// Two indexStore values stand for two processes: each takes the flock on
 	// its own open file.
@@ -158,6 +161,7 @@ func TestIndexLockAndAtomicWrites(t *testing.T) {
 }
 
 func TestConfigLowerCaseKeysAndUnknownKeysKept(t *testing.T) {
+	t.Parallel()
 	in := `{"architecture":"amd64","os":"freebsd","config":{"cmd":["/bin/sh"],"env":["A=1"],"workingdir":"/w","Healthcheck":{"Test":["CMD","true"]}},"rootfs":{"type":"layers","diff_ids":[]},"history":[{"created_by":"x"}],"org.freebsd.extra":1}`
 	c, err := ParseConfig([]byte(in))
 	if err != nil {
@@ -197,6 +201,7 @@ func TestConfigLowerCaseKeysAndUnknownKeysKept(t *testing.T) {
 }
 
 func TestParseDockerConfig(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in      string
 		want    Logins
@@ -233,6 +238,7 @@ func TestParseDockerConfig(t *testing.T) {
 }
 
 func TestCanonicalReferences(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"nginx":                             "docker.io/library/nginx:latest",
 		"index.docker.io/library/nginx:1.2": "docker.io/library/nginx:1.2",
@@ -254,6 +260,7 @@ func TestCanonicalReferences(t *testing.T) {
 }
 
 func TestLoginFor(t *testing.T) {
+	t.Parallel()
 	a := Logins{"ghcr.io": {Username: "a"}}
 	b := Logins{"docker.io": {Username: "b"}, "ghcr.io": {Username: "b2"}}
 	cases := []struct {
@@ -281,6 +288,7 @@ func TestLoginFor(t *testing.T) {
 }
 
 func TestGCRemovesStaleLeftovers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m, ds, _ := newImages(t, freebsdAmd64)
 	now := time.Now()

@@ -16,6 +16,7 @@ import (
 )
 
 func TestConcurrentPullsShareLayers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -53,6 +54,7 @@ func TestConcurrentPullsShareLayers(t *testing.T) {
 }
 
 func TestLinuxImageInStoreRefusedWithoutLinux(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	pushImage(t, reg.ref("l:1"), imageOf(t, Platform{OS: "linux", Arch: "amd64"}, layerOf(t, "gzip", ent{name: "l", body: "l"})))
@@ -79,6 +81,7 @@ func TestLinuxImageInStoreRefusedWithoutLinux(t *testing.T) {
 }
 
 func TestCollectRunsAtTicks(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	reg := startRegistry(t, nil)
 	pushImage(t, reg.ref("c:1"), imageOf(t, Platform{OS: "freebsd", Arch: "amd64"}, layerOf(t, "gzip", ent{name: "c", body: "c"})))
@@ -115,6 +118,7 @@ func TestCollectRunsAtTicks(t *testing.T) {
 }
 
 func TestLogProgress(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -154,6 +158,7 @@ func dropTime(_ []string, a slog.Attr) slog.Attr {
 }
 
 func TestFailureMidPullLeavesNoRecordOrTempFiles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := Platform{OS: "freebsd", Arch: "amd64"}
 	l0 := layerOf(t, "gzip", ent{name: "a", body: strings.Repeat("a", 1<<15)})
@@ -184,6 +189,7 @@ func TestFailureMidPullLeavesNoRecordOrTempFiles(t *testing.T) {
 }
 
 func TestIndexPlatformMustMatchConfig(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	linuxImg := imageOf(t, Platform{OS: "linux", Arch: "amd64"}, layerOf(t, "gzip", ent{name: "x", body: "x"}))

@@ -47,6 +47,7 @@ func tarDir(t *testing.T, dir string) []byte {
 }
 
 func TestLoadOCIArchive(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := Platform{OS: "freebsd", Arch: "amd64"}
 	img := imageOf(t, p, layerOf(t, "gzip", ent{name: "etc/motd", body: "loaded"}), layerOf(t, "zstd", ent{name: "app", body: "a"}))
@@ -91,6 +92,7 @@ func TestLoadOCIArchive(t *testing.T) {
 }
 
 func TestLoadDockerSave(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := Platform{OS: "freebsd", Arch: "amd64"}
 	img := imageOf(t, p, layerOf(t, "gzip", ent{name: "hello", body: "docker"}))
@@ -116,6 +118,7 @@ func TestLoadDockerSave(t *testing.T) {
 }
 
 func TestPullPolicyNeverAsksNoRegistry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -159,6 +162,7 @@ func TestPullPolicyNeverAsksNoRegistry(t *testing.T) {
 }
 
 func TestLoadRefusesAlteredBlobs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := Platform{OS: "freebsd", Arch: "amd64"}
 	for _, what := range []string{"config", "layer"} {

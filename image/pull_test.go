@@ -18,6 +18,7 @@ import (
 )
 
 func TestPullExtractsLayersAndRecordsImage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	base := layerOf(t, "gzip",
@@ -105,6 +106,7 @@ func countFiles(ents []os.DirEntry, suffix string) int {
 }
 
 func TestPlatformChoice(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	img := func(p Platform) v1.Image { return imageOf(t, p, layerOf(t, "gzip", ent{name: "os", body: p.String()})) }
@@ -161,6 +163,7 @@ func TestPlatformChoice(t *testing.T) {
 }
 
 func TestResolveNamesIndexDigest(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	fbsd := Platform{OS: "freebsd", Arch: "amd64"}
@@ -205,6 +208,7 @@ func TestResolveNamesIndexDigest(t *testing.T) {
 }
 
 func TestTamperedBlobRefusedNothingStored(t *testing.T) {
+	t.Parallel()
 	for _, comp := range []string{"gzip", "zstd", "none"} {
 		t.Run(comp, func(t *testing.T) { testTamperedBlob(t, comp) })
 	}
@@ -253,6 +257,7 @@ func testTamperedBlob(t *testing.T, comp string) {
 }
 
 func TestDiffIDMismatchRefusedBeforeExtraction(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	img := imageOf(t, Platform{OS: "freebsd", Arch: "amd64"}, layerOf(t, "gzip", ent{name: "a", body: "a"}))
@@ -278,6 +283,7 @@ func TestDiffIDMismatchRefusedBeforeExtraction(t *testing.T) {
 }
 
 func TestSharedBaseLayerStoredOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -308,6 +314,7 @@ func TestSharedBaseLayerStoredOnce(t *testing.T) {
 }
 
 func TestLoginProtectedRepository(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	tok := &tokenServer{user: "alice", pass: "s3cret", token: "tok-123"}
 	reg := startRegistry(t, tok.wrap)

@@ -14,6 +14,7 @@ import (
 )
 
 func TestDistributionRegistry(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	host := regtest.Distribution(t)
 	fbsd, lin := Platform{OS: "freebsd", Arch: "amd64"}, Platform{OS: "linux", Arch: "amd64"}
@@ -54,6 +55,7 @@ func TestDistributionRegistry(t *testing.T) {
 }
 
 func TestDistributionLoginTamperAndDiffID(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := regtest.Start(t, regtest.Options{User: "bob", Password: "pw"})
 	auth := remote.WithAuth(&basicAuth{"bob", "pw"})

@@ -12,6 +12,7 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func TestTermProgressGolden(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	p := &TermProgress{W: &buf}
 	a := "sha256:" + "aaaaaaaaaaaaaaaa" + "0000000000000000000000000000000000000000000000000"

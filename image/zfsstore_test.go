@@ -17,6 +17,7 @@ import (
 // with a fake zfs(8) whose "mountpoints" are temporary directories, and
 // checks the exact commands for the pull, a container clone and removal.
 func TestZFSStorePullCloneRemove(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	reg := startRegistry(t, nil)
 	p := Platform{OS: "freebsd", Arch: "amd64"}
@@ -149,6 +150,7 @@ func TestZFSStorePullCloneRemove(t *testing.T) {
 }
 
 func TestZFSStoreErrorAnswers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	chain := "sha256:" + strings.Repeat("ab", 32)
 	ds := "tank/images/" + strings.Repeat("ab", 32)

@@ -115,6 +115,7 @@ func join(parts ...any) string {
 }
 
 func TestPodWithVolumeSecretAndLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	webRoot, sideRoot := t.TempDir(), t.TempDir()
@@ -234,6 +235,7 @@ func intp(i int) *int { return &i }
 func alwaysAlive(int) bool { return true }
 
 func TestLoosenedSecurityGivesTheInfraJailTheUnion(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.fake.On("jls --libxo=json -j pod1 vnet", jlsAnswer("pod1", append([]Param{{"vnet", "new"}}, InfraParams(nil)...)))
@@ -288,6 +290,7 @@ func TestLoosenedSecurityGivesTheInfraJailTheUnion(t *testing.T) {
 }
 
 func TestReadBackMismatchRefusesThePod(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	// The kernel left raw sockets on (as ocijail did to every jail).
@@ -384,6 +387,7 @@ func (r *exitOn) Run(ctx context.Context, c sys.Cmd) (sys.Result, error) {
 }
 
 func TestStopWithGracePeriod(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	spec := ContainerSpec{ID: "web", Pod: "pod1", Command: []string{"/bin/web"}, StopGrace: 30 * time.Second}
 
@@ -433,6 +437,7 @@ func TestStopWithGracePeriod(t *testing.T) {
 }
 
 func TestAdoptionAfterRestart(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	spec := ContainerSpec{ID: "web", Pod: "pod1", Command: []string{"/bin/web"}, Root: Root{Path: t.TempDir()},
@@ -495,6 +500,7 @@ func TestAdoptionAfterRestart(t *testing.T) {
 }
 
 func TestStartAfterRebootMountsAgain(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	root := t.TempDir()
@@ -515,6 +521,7 @@ func TestStartAfterRebootMountsAgain(t *testing.T) {
 }
 
 func TestShimFailureIsPermanent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.fake.On(shim+" jail-shim start", sys.Answer{Code: ShimExitPermanent, Stderr: "exec /bin/nope: no such file or directory\n"})
@@ -537,6 +544,7 @@ func TestShimFailureIsPermanent(t *testing.T) {
 }
 
 func TestRctlQuirks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := sys.NewFake().
 		On("rctl -r jail:gone", sys.Answer{Code: 1, Stderr: "rctl: failed to remove rule 'jail:gone': No such process\n"}).
@@ -574,6 +582,7 @@ func TestRctlQuirks(t *testing.T) {
 }
 
 func TestPlatformNoLimits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, tc := range []struct {
 		answer sys.Answer
@@ -596,6 +605,7 @@ func TestPlatformNoLimits(t *testing.T) {
 }
 
 func TestLinuxEnablement(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	mods := []string{"kldload -n linux64", "kldload -n linprocfs", "kldload -n linsysfs", "kldload -n fdescfs", "kldload -n tmpfs"}
 	t.Run("fallback brand unset is set to Linux", func(t *testing.T) {
@@ -630,6 +640,7 @@ func TestLinuxEnablement(t *testing.T) {
 }
 
 func TestNodeModules(t *testing.T) {
+	t.Parallel()
 	f := sys.NewFake()
 	if err := LoadModules(context.Background(), f, NodeModules); err != nil {
 		t.Fatal(err)
@@ -645,6 +656,7 @@ func TestNodeModules(t *testing.T) {
 }
 
 func TestLinuxContainerMounts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.fake.On("jls --libxo=json -j pod1 ", jlsAnswer("pod1", append([]Param{{"vnet", "new"}}, InfraParams(nil)...)))
@@ -677,6 +689,7 @@ func TestLinuxContainerMounts(t *testing.T) {
 }
 
 func TestMountTargetThroughImageLinkRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.fake.On("jls --libxo=json -j pod1 ", jlsAnswer("pod1", append([]Param{{"vnet", "new"}}, InfraParams(nil)...)))
@@ -702,6 +715,7 @@ func TestMountTargetThroughImageLinkRefused(t *testing.T) {
 }
 
 func TestStandaloneMemberAndAnnotations(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	root := t.TempDir()
@@ -739,6 +753,7 @@ func TestStandaloneMemberAndAnnotations(t *testing.T) {
 }
 
 func TestExecAndUsageLines(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	startedMember(t, e, ContainerSpec{ID: "web", Pod: "pod1", Command: []string{"/bin/web"}, Root: Root{Path: t.TempDir()}})
@@ -774,6 +789,7 @@ type constCounter int64
 func (c constCounter) JailMemory(context.Context, string) (int64, error) { return int64(c), nil }
 
 func TestStartReplacesALeftoverJail(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	root := t.TempDir()
@@ -793,6 +809,7 @@ func TestStartReplacesALeftoverJail(t *testing.T) {
 }
 
 func TestStartupOrder(t *testing.T) {
+	t.Parallel()
 	f := sys.NewFake().
 		On("sysctl -n kern.elf64.fallback_brand", sys.Answer{Stdout: "3\n"}).
 		On("sysctl -n kern.racct.enable", sys.Answer{Stdout: "0\n"})
@@ -809,6 +826,7 @@ func TestStartupOrder(t *testing.T) {
 }
 
 func TestLimitedAndNoLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	startedMember(t, e, ContainerSpec{ID: "db", Pod: "pod1", Command: []string{"/bin/db"}, Root: Root{Path: t.TempDir()},
@@ -826,6 +844,7 @@ func TestLimitedAndNoLimits(t *testing.T) {
 }
 
 func TestFindAndRootRequired(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.fake.On("jls --libxo=json -j ", jlsAnswer("x", append([]Param{{"vnet", "new"}}, InfraParams(nil)...)))

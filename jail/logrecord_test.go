@@ -19,6 +19,7 @@ func stepClock(start time.Time) func() time.Time {
 }
 
 func TestLogRecordsFullAndPartial(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	lf := &LogFile{Path: filepath.Join(dir, "log"), Now: stepClock(t0)}
@@ -78,6 +79,7 @@ func TestLogRecordsFullAndPartial(t *testing.T) {
 }
 
 func TestLogRotationKeepsOneOldFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	lf := &LogFile{Path: filepath.Join(dir, "log"), MaxSize: 200, Now: stepClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))}
 	// Each record is 24+1+6+1+1+1+20+1 = 55 bytes: three fit in 200.
@@ -136,6 +138,7 @@ func FuzzParseRecord(f *testing.F) {
 }
 
 func TestLogFollowerAcrossRotations(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	lf := &LogFile{Path: filepath.Join(dir, "log"), MaxSize: 200, Now: stepClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))}
 	f := &LogFollower{Path: lf.Path}

@@ -45,6 +45,7 @@ func loadMemoryFixtures(t *testing.T) map[string]memoryFixture {
 }
 
 func TestCountMemoryFixtures(t *testing.T) {
+	t.Parallel()
 	for name, f := range loadMemoryFixtures(t) {
 		t.Run(name, func(t *testing.T) {
 			got := CountMemory(f.Procs, f.Objects, f.PageSize)
@@ -62,6 +63,7 @@ func TestCountMemoryFixtures(t *testing.T) {
 // The rctl view of the postgres fixture counts each process's resident
 // pages, shared or not: the reason for the count above.
 func TestRctlWouldCountSharedPagesPerProcess(t *testing.T) {
+	t.Parallel()
 	f := loadMemoryFixtures(t)["postgres"]
 	var sum uint64
 	for _, p := range f.Procs {
@@ -87,6 +89,7 @@ func (s fixtureSource) SwapObjects(ctx context.Context) ([]VMObject, error) { re
 func (s fixtureSource) PageSize() int64                                     { return s.f.PageSize }
 
 func TestOOMKillerLoop(t *testing.T) {
+	t.Parallel()
 	f := loadMemoryFixtures(t)["postgres"]
 	counter := VMCounter{Source: fixtureSource{f}}
 	fake := sys.NewFake().On("kill -s KILL 999", sys.Answer{Code: 1, Stderr: "kill: 999: No such process"})

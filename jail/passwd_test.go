@@ -28,6 +28,7 @@ nobody:*:65534:
 `
 
 func TestResolveUser(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		spec    string
 		want    Credential
@@ -62,6 +63,7 @@ func TestResolveUser(t *testing.T) {
 }
 
 func TestLookupUserInImage(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
 	os.WriteFile(filepath.Join(root, "etc/passwd"), []byte(testPasswd), 0o644)

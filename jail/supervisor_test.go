@@ -76,6 +76,7 @@ func supervisorDir(t *testing.T, spec ContainerSpec) string {
 }
 
 func TestSupervisorStopWaitsGraceThenRemovesJail(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	spec := ContainerSpec{ID: "web", Pod: "pod1", Command: []string{"/bin/web", "-v"}, Root: Root{Path: root},
 		ImageEnv: []string{"PATH=/bin", "LANG=C"}, Env: []string{"LANG=en_US.UTF-8"}, WorkDir: "/srv",
@@ -142,6 +143,7 @@ func TestSupervisorStopWaitsGraceThenRemovesJail(t *testing.T) {
 }
 
 func TestSupervisorExitWithoutStop(t *testing.T) {
+	t.Parallel()
 	spec := ContainerSpec{ID: "job", Command: []string{"/bin/job"}, Root: Root{Path: t.TempDir()}}
 	dir := supervisorDir(t, spec)
 	proc := &fakeProc{end: make(chan [2]any, 1)}
@@ -158,6 +160,7 @@ func TestSupervisorExitWithoutStop(t *testing.T) {
 }
 
 func TestSupervisorStartFailures(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		spec      ContainerSpec
@@ -191,6 +194,7 @@ func TestSupervisorStartFailures(t *testing.T) {
 }
 
 func TestMergeEnvAndSignals(t *testing.T) {
+	t.Parallel()
 	got := MergeEnv([]string{"PATH=/bin", "A=1"}, []string{"A=2", "B=3"}, []string{"B=4"})
 	if d := cmp.Diff([]string{"PATH=/bin", "A=2", "B=4"}, got); d != "" {
 		t.Fatalf("(-want +got):\n%s", d)
@@ -209,6 +213,7 @@ func TestMergeEnvAndSignals(t *testing.T) {
 }
 
 func TestShimMainRefusesBadArguments(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{nil, {"start"}, {"frobnicate", "/tmp/x"}} {
 		if code := ShimMain(args); code != 2 {
 			t.Errorf("ShimMain(%q) = %d, want 2", args, code)
@@ -221,6 +226,7 @@ func TestShimMainRefusesBadArguments(t *testing.T) {
 }
 
 func TestProcessForReadsTheEnvFile(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "bin"), 0o755)
 	os.WriteFile(filepath.Join(root, "bin", "app"), []byte("#!/bin/sh\n"), 0o755)

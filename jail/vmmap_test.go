@@ -37,6 +37,7 @@ func vmobject(me, backing, resident uint64) []byte {
 }
 
 func TestDecodeVMMap(t *testing.T) {
+	t.Parallel()
 	var b []byte
 	b = append(b, vmentry(kvmeTypeVnode, 0x1000, 0x11000, 0x2000, 77, 16, 0x5a, "/lib/libc.so.7")...)
 	b = append(b, vmentry(kvmeTypeDefault, 0x20000, 0x40000, 0, 0, 3, 0xfffff800abc, "")...)
@@ -75,6 +76,7 @@ func TestDecodeVMMap(t *testing.T) {
 }
 
 func TestDecodeVMObjects(t *testing.T) {
+	t.Parallel()
 	b := append(vmobject(0x10, 0, 100), vmobject(0x20, 0x10, 10)...)
 	got, err := DecodeVMObjects(b)
 	if err != nil {

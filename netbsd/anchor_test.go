@@ -10,6 +10,7 @@ import (
 )
 
 func TestPlanAnchor(t *testing.T) {
+	t.Parallel()
 	a, b := addr("10.200.1.2"), addr("10.200.1.3")
 	next := Anchor{Path: "legion/svc", Rules: "R\n", Tables: []Table{{Name: "t1", Addrs: []netip.Addr{a, b}}, {Name: "t2"}}}
 	for _, c := range []struct {
@@ -53,6 +54,7 @@ func TestPlanAnchor(t *testing.T) {
 // A table read after a restart: addresses one a line; a missing table is
 // empty (pfctl: "Table does not exist").
 func TestShowTable(t *testing.T) {
+	t.Parallel()
 	f := sys.NewFake().
 		On("pfctl -a legion/svc -t svc_shop_web -T show", sys.Answer{Stdout: "   10.200.3.17\n   fd00:10:200:3::11\n   10.200.1.2\n"}).
 		On("pfctl -a legion/svc -t svc_gone -T show", sys.Answer{Code: 1, Stderr: "pfctl: Table does not exist.\n"}).
@@ -74,6 +76,7 @@ func TestShowTable(t *testing.T) {
 }
 
 func TestPlanStateKills(t *testing.T) {
+	t.Parallel()
 	out := `all tcp 10.200.1.20:8080 (10.201.0.5:80) <- 10.200.3.40:41234       ESTABLISHED:ESTABLISHED
 all udp 10.200.1.20:5353 (10.201.0.7:53) <- 10.200.3.40:5000       MULTIPLE:SINGLE
 em0 tcp 10.200.1.20:8080 (192.0.2.1:30080) <- 198.51.100.7:6000       ESTABLISHED:ESTABLISHED

@@ -106,6 +106,7 @@ func ep(svc, uid, node, a string, ready bool) Endpoint {
 // The address plan of the lab fixtures in both families, as every golden
 // file uses it.
 func TestAddressPlanGolden(t *testing.T) {
+	t.Parallel()
 	var d doc
 	var b strings.Builder
 	for _, n := range labNodes() {

@@ -44,6 +44,7 @@ const ip6addrctlOut = `Prefix                          Prec Label      Use
 `
 
 func TestParseIfconfig(t *testing.T) {
+	t.Parallel()
 	ifs, err := parseIfconfig(bridgeUp + wgUp)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +74,7 @@ func TestParseIfconfig(t *testing.T) {
 // restart, upgrade) nothing is set again, in particular no address
 // (ifconfig inet replaces an address even with itself, 5.4).
 func TestSetUpNodeGolden(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	key := filepath.Join(t.TempDir(), "wireguard.key")
 	var d doc
@@ -137,6 +139,7 @@ func reads(f *sys.Fake, cmd string, answers ...sys.Answer) *sys.Fake {
 }
 
 func TestHostIfName(t *testing.T) {
+	t.Parallel()
 	for uid, want := range map[string]string{
 		"7f3c2a10-8e4b-4d2a-9c1e-0123456789AB": "lp0123456789ab",
 		"0000000000000000000000000000a017":     "lp00000000a017",
@@ -162,6 +165,7 @@ func labPod() Pod {
 }
 
 func TestPodJoinAndLeaveGolden(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	var d doc
 	f := reads(sys.NewFake(), "ifconfig lp00000000a017", sys.Answer{Code: 1, Stderr: "ifconfig: interface lp00000000a017 does not exist\n"}).

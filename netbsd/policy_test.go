@@ -80,6 +80,7 @@ func policyLab() PolicyState {
 }
 
 func TestPolicyGolden(t *testing.T) {
+	t.Parallel()
 	an, err := RenderPolicy(policyLab())
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +137,7 @@ func TestPolicyGolden(t *testing.T) {
 // Every rule has its IPv6 twin, except what only IPv4 can do (egress to a
 // network); the IPv6 rules name the twins of the IPv4 addresses.
 func TestEveryRuleIsTwinned(t *testing.T) {
+	t.Parallel()
 	st := oneNodeState()
 	svcAnchor, err := RenderServices(st)
 	if err != nil {
@@ -215,6 +217,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // A new pod is held until a pass has loaded its guard; a pod whose guard
 // pf refuses fails after GuardDeadline.
 func TestGuardBeforeAnythingRuns(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clock := &fakeClock{}
 	guards := NewGuards(clock)
@@ -266,6 +269,7 @@ func TestGuardBeforeAnythingRuns(t *testing.T) {
 }
 
 func TestPolicyTableOnlyUpdate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := sys.NewFake()
 	pf := &PF{R: f, Log: quiet()}
@@ -285,6 +289,7 @@ func TestPolicyTableOnlyUpdate(t *testing.T) {
 }
 
 func TestPolicyRefusesIPv6Egress(t *testing.T) {
+	t.Parallel()
 	st := policyLab()
 	eg := []PolicyRule{{Peers: []Peer{{CIDR: netip.MustParsePrefix("2001:db8::/32")}}}}
 	st.Policies = append(st.Policies, Policy{Namespace: "shop", Name: "v6", Egress: &eg})
@@ -296,6 +301,7 @@ func TestPolicyRefusesIPv6Egress(t *testing.T) {
 // egress: [] allows nothing more than DNS; a policy without egress limits
 // nothing.
 func TestEmptyEgressAllowsOnlyDNS(t *testing.T) {
+	t.Parallel()
 	st := policyLab()
 	none := []PolicyRule{}
 	st.Policies = []Policy{{Namespace: "pub", Name: "quiet", Egress: &none}}
@@ -322,6 +328,7 @@ func TestEmptyEgressAllowsOnlyDNS(t *testing.T) {
 }
 
 func TestSamePeersTwiceRenderOnce(t *testing.T) {
+	t.Parallel()
 	st := policyLab()
 	st.Policies = append(st.Policies, st.Policies[0]) // the same allowance again, under another name
 	st.Policies[len(st.Policies)-1].Name = "gw-to-web-again"
@@ -337,6 +344,7 @@ func TestSamePeersTwiceRenderOnce(t *testing.T) {
 // The fingerprint the applier reuses rules by moves with every input of
 // the rules and with no endpoint.
 func TestPolicyRulesKey(t *testing.T) {
+	t.Parallel()
 	base := policyRulesKey(ptr(policyLab()))
 	same := policyLab()
 	same.Endpoints = append(same.Endpoints, task("front", "gw", "0000000000000000000000000000c007", "n1", "10.200.1.7"))
@@ -368,6 +376,7 @@ func TestPolicyRulesKey(t *testing.T) {
 // Whatever the sequence of changes, the applier loads what RenderPolicy
 // renders for the last state.
 func TestPolicyApplierMatchesRender(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := sys.NewFake()
 	pf := &PF{R: f, Log: quiet()}

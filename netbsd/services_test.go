@@ -26,6 +26,7 @@ func oneNodeState() ServiceState {
 // A first apply after start reads the tables the previous agent left
 // (missing ones are empty, lab fact) and loads the whole anchor.
 func TestOneNodeTwoServicesGolden(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db", "svc_shop_web")
 	pf := &PF{R: f, Log: quiet()}
@@ -51,6 +52,7 @@ func TestOneNodeTwoServicesGolden(t *testing.T) {
 }
 
 func TestThreeNodeMeshGolden(t *testing.T) {
+	t.Parallel()
 	nodes := labNodes()
 	st := ServiceState{
 		Node: nodes[0], ExtIf: "em0",
@@ -80,6 +82,7 @@ func TestThreeNodeMeshGolden(t *testing.T) {
 }
 
 func TestPublishedPortsGolden(t *testing.T) {
+	t.Parallel()
 	web := webService()
 	web.Ports[0].Publish, web.Ports[0].PublishedPort = PublishIngress, 30080
 	api := Service{Namespace: "shop", Name: "api", VIP: addr("10.201.0.7"), Labels: map[string]string{"app": "api"},
@@ -125,6 +128,7 @@ func TestPublishedPortsGolden(t *testing.T) {
 // A readiness change replaces one table and reloads no rule; a task gone
 // from the endpoints has its translated states killed by key.
 func TestReadinessChangeGolden(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db", "svc_shop_web")
 	pf := &PF{R: f, Log: quiet()}
@@ -191,6 +195,7 @@ func TestReadinessChangeGolden(t *testing.T) {
 
 // An agent restarted before the endpoints arrive leaves the loaded anchor.
 func TestRestartLeavesAnchorUntilEndpoints(t *testing.T) {
+	t.Parallel()
 	f := sys.NewFake()
 	pf := &PF{R: f, Log: quiet()}
 	plan, err := pf.ApplyServices(context.Background(), nil)
@@ -205,6 +210,7 @@ func TestRestartLeavesAnchorUntilEndpoints(t *testing.T) {
 // A service change reloads the rules with the tables' current contents and
 // drops the tables no rule uses any more.
 func TestServiceRemovedReloadsAndKillsTable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db", "svc_shop_web")
 	pf := &PF{R: f, Log: quiet()}
@@ -231,6 +237,7 @@ func TestServiceRemovedReloadsAndKillsTable(t *testing.T) {
 }
 
 func TestTableNames(t *testing.T) {
+	t.Parallel()
 	long := tableName("svc_", "a-very-long-namespace", "with-a-very-long-service-name")
 	if len(long) > maxTableName || !strings.HasPrefix(long, "svc_a-very-long") {
 		t.Errorf("long name %q (%d chars)", long, len(long))
@@ -244,6 +251,7 @@ func TestTableNames(t *testing.T) {
 }
 
 func TestDrainFor(t *testing.T) {
+	t.Parallel()
 	if DrainFor(true, true) != SoftDrain || DrainFor(true, false) != 0 || DrainFor(false, true) != 0 {
 		t.Error("only a ready Service task drains")
 	}
@@ -252,6 +260,7 @@ func TestDrainFor(t *testing.T) {
 // A service deleted with its tasks: its table goes and its backends'
 // states are killed.
 func TestDeletedServiceKillsItsStates(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db", "svc_shop_web")
 	pf := &PF{R: f, Log: quiet()}

@@ -39,6 +39,7 @@ func asPeer(n Node, learned netip.AddrPort) WGPeer {
 // did not change are not touched, and an endpoint WireGuard learned (NAT)
 // stands unless the peer advertises another.
 func TestNodeJoinAndLeaveGolden(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	nodes := labNodes()
 	n4 := Node{Name: "n4", Subnet: 4, PublicKey: "PUB4", Endpoint: netip.MustParseAddrPort("192.0.2.4:51820")}
@@ -90,6 +91,7 @@ func TestNodeJoinAndLeaveGolden(t *testing.T) {
 }
 
 func TestPlanPeersFixesDrift(t *testing.T) {
+	t.Parallel()
 	nodes := labNodes()
 	drifted := asPeer(nodes[1], nodes[1].Endpoint)
 	drifted.AllowedIPs = drifted.AllowedIPs[:1]
@@ -102,6 +104,7 @@ func TestPlanPeersFixesDrift(t *testing.T) {
 }
 
 func TestParseWGDump(t *testing.T) {
+	t.Parallel()
 	out := "PRIV\tPUB1\t51820\toff\nPUB2\t(none)\t[2001:db8::2]:51820\t10.200.2.0/24,100.64.2.1/32\t0\t0\t0\toff\nPUB3\t(none)\t(none)\t(none)\t0\t0\t0\t25\n"
 	got, err := parseWGDump(out)
 	if err != nil {
@@ -120,6 +123,7 @@ func TestParseWGDump(t *testing.T) {
 }
 
 func TestEnsureKeyMakesKeyOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "data", "wireguard.key")
 	f := sys.NewFake().On("wg genkey", sys.Answer{Stdout: "cHJpdmF0ZQ==\n"}).On("wg pubkey", sys.Answer{Stdout: "cHVibGlj\n"})

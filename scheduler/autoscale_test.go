@@ -59,6 +59,7 @@ func runReporting(c *schedtest.Cluster, d time.Duration, cpu int64) {
 }
 
 func TestAutoscaleGrowsAtOnce(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(scaleYAML)
@@ -74,6 +75,7 @@ func TestAutoscaleGrowsAtOnce(t *testing.T) {
 }
 
 func TestAutoscaleDeadBand(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(scaleYAML)
@@ -89,6 +91,7 @@ func TestAutoscaleDeadBand(t *testing.T) {
 }
 
 func TestAutoscaleShrinksOnlyAfterDownDelay(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(strings.Replace(scaleYAML, "replicas: 2", "replicas: 4", 1))
@@ -104,6 +107,7 @@ func TestAutoscaleShrinksOnlyAfterDownDelay(t *testing.T) {
 }
 
 func TestAutoscaleNewLeaderWaitsBeforeShrinking(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(strings.Replace(scaleYAML, "replicas: 2", "replicas: 4", 1))
@@ -125,6 +129,7 @@ func TestAutoscaleNewLeaderWaitsBeforeShrinking(t *testing.T) {
 }
 
 func TestAutoscaleIgnoresReportsFromOtherNodesAndMissingOnesAreIdle(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(scaleYAML)

@@ -21,6 +21,7 @@ func readyCount(c *schedtest.Cluster, owner string) int {
 }
 
 func TestMaxUnavailableZeroSurgesInsteadOfStalling(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 0"))
@@ -37,6 +38,7 @@ func TestMaxUnavailableZeroSurgesInsteadOfStalling(t *testing.T) {
 }
 
 func TestMaxUnavailableBoundsStopFirstUpdates(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 1"))
@@ -53,6 +55,7 @@ func TestMaxUnavailableBoundsStopFirstUpdates(t *testing.T) {
 }
 
 func TestDrainHonoursTheDisruptionBudget(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	// Three tasks on n1 only, then n2 opens.
@@ -86,6 +89,7 @@ func TestDrainHonoursTheDisruptionBudget(t *testing.T) {
 }
 
 func TestDrainWithMaxUnavailableZeroStartsTheReplacementFirst(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.SetAvailability("n2", legion.AvailabilityPause)
@@ -108,6 +112,7 @@ func TestDrainWithMaxUnavailableZeroStartsTheReplacementFirst(t *testing.T) {
 }
 
 func TestTaints(t *testing.T) {
+	t.Parallel()
 	svc := func(tol string) string {
 		return `
 apiVersion: legion/v1
@@ -179,6 +184,7 @@ spec:
 }
 
 func TestStartFirstServiceDrainsByStartingTheReplacementFirst(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.SetAvailability("n2", legion.AvailabilityPause)

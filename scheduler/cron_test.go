@@ -36,6 +36,7 @@ func cronJobNames(c *schedtest.Cluster) []string {
 func minutes(t time.Time) string { return strconv.FormatInt(t.Unix()/60, 10) }
 
 func TestCronJobFirstSightOwesNothingThenRunsOnSchedule(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t) // no nodes: their heartbeat deadlines would wake it sooner
 	c.Apply(cronSpec(""))
 	r := c.Plan()
@@ -58,6 +59,7 @@ func TestCronJobFirstSightOwesNothingThenRunsOnSchedule(t *testing.T) {
 }
 
 func TestCronJobCatchingUpAfterDowntimeOwesOneRun(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	c.Apply(cronSpec(""))
@@ -74,6 +76,7 @@ func TestCronJobCatchingUpAfterDowntimeOwesOneRun(t *testing.T) {
 }
 
 func TestCronJobSkips(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, extra, want string
 		running           bool
@@ -111,6 +114,7 @@ func TestCronJobSkips(t *testing.T) {
 }
 
 func TestCronJobReplaceDeletesTheRunningJob(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	c.JobRunTime = time.Hour
@@ -132,6 +136,7 @@ func TestCronJobReplaceDeletesTheRunningJob(t *testing.T) {
 }
 
 func TestCronJobHistoryLimitsAndDeletion(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	c.JobRunTime = 0
@@ -175,6 +180,7 @@ func TestCronJobHistoryLimitsAndDeletion(t *testing.T) {
 }
 
 func TestCronJobAllowRunsAlongside(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	c.JobRunTime = time.Hour

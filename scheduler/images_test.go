@@ -30,6 +30,7 @@ func resolve(c *schedtest.Cluster, name, digest string) {
 // after the leader resolved its tags for that pod, and an update waits
 // with its old tasks running.
 func TestTasksWaitForImageDigests(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	pinNodes(c)
@@ -65,6 +66,7 @@ func TestTasksWaitForImageDigests(t *testing.T) {
 // A local image never waits, and nodes that do not all run pins do not
 // hold anything.
 func TestLocalImagesAndUnpinnedNodesDoNotWait(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	pinNodes(c)
@@ -86,6 +88,7 @@ func TestLocalImagesAndUnpinnedNodesDoNotWait(t *testing.T) {
 // to check it against the image policies, and a check that failed holds
 // it.
 func TestImagesByDigestWaitForTheCheck(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	pinNodes(c)

@@ -22,6 +22,7 @@ spec:
 `
 
 func TestJobRunsCompletionSlotsWithParallelism(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(strings.Replace(jobYAML, "LIMIT", "6", 1))
@@ -48,6 +49,7 @@ func TestJobRunsCompletionSlotsWithParallelism(t *testing.T) {
 }
 
 func TestJobRetriesWithBackoffThenFails(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	c.JobRunTime = 0
@@ -79,6 +81,7 @@ func TestJobRetriesWithBackoffThenFails(t *testing.T) {
 }
 
 func TestJobActiveDeadline(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	c.JobRunTime = time.Hour
@@ -98,6 +101,7 @@ func TestJobActiveDeadline(t *testing.T) {
 }
 
 func TestGlobalJobCompletesOnEveryNode(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(`
@@ -116,6 +120,7 @@ spec:
 }
 
 func TestJobTaskMovedByDrainIsRetriedWithoutCounting(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.JobRunTime = time.Minute
@@ -134,6 +139,7 @@ func TestJobTaskMovedByDrainIsRetriedWithoutCounting(t *testing.T) {
 }
 
 func TestJobUnstartableTaskIsNotRetried(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	c.FailImages["batch:1"] = "no command"
@@ -149,6 +155,7 @@ func TestJobUnstartableTaskIsNotRetried(t *testing.T) {
 }
 
 func TestGlobalJobSlotGoesWithADrainedNode(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.JobRunTime = time.Minute

@@ -10,6 +10,7 @@ import (
 )
 
 func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(webYAML)
@@ -57,6 +58,7 @@ func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
 }
 
 func TestNewLeaderWaitsBeforeMarkingNodesDown(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.Apply(webYAML)
@@ -90,6 +92,7 @@ func TestNewLeaderWaitsBeforeMarkingNodesDown(t *testing.T) {
 }
 
 func TestDrainMovesTasksAndReportsCompletion(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(webYAML)
@@ -115,6 +118,7 @@ func TestDrainMovesTasksAndReportsCompletion(t *testing.T) {
 }
 
 func TestDrainBlockedByUnreachableNode(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.Apply(stringsReplace(webYAML, "replicas: 3", "replicas: 2"))
@@ -142,6 +146,7 @@ func TestDrainBlockedByUnreachableNode(t *testing.T) {
 }
 
 func TestPausedNodeKeepsTasksButGetsNoNewOnes(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.Apply(stringsReplace(webYAML, "replicas: 3", "replicas: 2"))
@@ -155,6 +160,7 @@ func TestPausedNodeKeepsTasksButGetsNoNewOnes(t *testing.T) {
 }
 
 func TestGlobalServiceSlotGoesWithItsLostNode(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(`

@@ -109,6 +109,7 @@ func (p *planner) pickLinear(o *owner, volNode string, avoid map[string]bool) in
 // plain scan over every candidate, on random nodes and placement
 // preferences, task after task.
 func TestPickMatchesLinearScan(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 		st := State{Heartbeats: map[string]time.Time{}, LeaderSince: now.Add(-time.Hour)}

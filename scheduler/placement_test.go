@@ -18,6 +18,7 @@ func zoneOf(c *schedtest.Cluster, owner string) map[string]int {
 }
 
 func TestSpreadPreferenceBalancesOverLabelValues(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	// Zone a has three nodes, zone b one, and one node has no zone.
 	c.AddNodes("a", 3, schedtest.Labels("zone", "a"))
@@ -40,6 +41,7 @@ spec:
 }
 
 func TestNestedSpreadPreferences(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNode("a1", schedtest.Labels("zone", "a", "rack", "1"))
 	c.AddNode("a2", schedtest.Labels("zone", "a", "rack", "1"))
@@ -63,6 +65,7 @@ spec:
 }
 
 func TestRequiredAntiAffinityAndHostPorts(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(`
@@ -102,6 +105,7 @@ spec:
 }
 
 func TestImagePlatformRejectionKeepsTasksOffThatPlatform(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNode("arm1", schedtest.Arch("arm64"))
 	c.AddNode("x1", schedtest.Arch("amd64"), schedtest.Resources("1", "1Gi"))
@@ -145,6 +149,7 @@ spec:
 }
 
 func TestPlatformConstraintAndLimitsNeedRacct(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNode("arm1", schedtest.Arch("arm64"))
 	c.AddNode("x1", func(n *legion.Node) { n.Status.Platform.NoLimits = true })
@@ -166,6 +171,7 @@ spec:
 }
 
 func TestLeastRequestedBreaksTies(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.Apply(`
@@ -186,6 +192,7 @@ spec:
 }
 
 func TestPreferredAffinityAndAntiAffinity(t *testing.T) {
+	t.Parallel()
 	// Nodes tie on every other key, so without the terms the first name
 	// (n1) would win: a on n2 draws "near" there, a on n1 sends "far" to n2.
 	for _, tc := range []struct{ aOn, term, name string }{

@@ -186,6 +186,7 @@ func simulate(t *rapid.T, inv invariant) *schedtest.Cluster {
 }
 
 func TestPropertyAtMostOneCurrentTaskPerSlot(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		simulate(t, func(t *rapid.T, _ scheduler.State, c *schedtest.Cluster, _ scheduler.Result) {
 			current := map[string]int{}
@@ -217,6 +218,7 @@ func globalNode(c *schedtest.Cluster, tk *legion.Task) string {
 }
 
 func TestPropertyQuotaNeverExceeded(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		simulate(t, func(t *rapid.T, _ scheduler.State, c *schedtest.Cluster, _ scheduler.Result) {
 			ns := c.Namespaces["default"]
@@ -240,6 +242,7 @@ func TestPropertyQuotaNeverExceeded(t *testing.T) {
 }
 
 func TestPropertyVoluntaryDisruptionsWithinMaxUnavailable(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		simulate(t, func(t *rapid.T, before scheduler.State, c *schedtest.Cluster, _ scheduler.Result) {
 			for _, s := range before.Services {
@@ -289,6 +292,7 @@ func TestPropertyVoluntaryDisruptionsWithinMaxUnavailable(t *testing.T) {
 }
 
 func TestPropertySameInputSameOutput(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		simulate(t, func(t *rapid.T, before scheduler.State, c *schedtest.Cluster, r scheduler.Result) {
 			// The same snapshot, with every list reversed.
@@ -325,6 +329,7 @@ func stripVersions(r scheduler.Result) string {
 }
 
 func TestPropertyConvergedStateWritesNothing(t *testing.T) {
+	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		c := simulate(t, func(*rapid.T, scheduler.State, *schedtest.Cluster, scheduler.Result) {})
 		if r := scheduler.Plan(c.State(), c.Now); !r.Empty() {
@@ -338,6 +343,7 @@ func TestPropertyConvergedStateWritesNothing(t *testing.T) {
 // panic, must give the same output twice, and must never create a task
 // whose name is taken.
 func TestPropertyArbitraryTasks(t *testing.T) {
+	t.Parallel()
 	states := []legion.TaskState{"", legion.TaskPending, legion.TaskAssigned, legion.TaskRunning, legion.TaskComplete,
 		legion.TaskFailed, legion.TaskRejected, legion.TaskShutdown, legion.TaskOrphaned}
 	rapid.Check(t, func(t *rapid.T) {

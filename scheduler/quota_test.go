@@ -40,6 +40,7 @@ func shopTasks(c *schedtest.Cluster) (placed int, pending []string) {
 }
 
 func TestQuotaHoldsPlacement(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.Apply(shop("1", 3, "web:1", "stop-first"))
@@ -51,6 +52,7 @@ func TestQuotaHoldsPlacement(t *testing.T) {
 }
 
 func TestQuotaLoweredBelowUseStopsNothing(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.Apply(shop("2", 4, "web:1", "stop-first"))
@@ -77,6 +79,7 @@ func TestQuotaLoweredBelowUseStopsNothing(t *testing.T) {
 }
 
 func TestStartFirstUpdateNeedsRoomForOneMore(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.Apply(shop("800m", 2, "web:1", "start-first"))

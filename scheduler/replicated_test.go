@@ -24,6 +24,7 @@ spec:
 `
 
 func TestReplicatedPlacesSlotsAndNamesTasks(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(webYAML)
@@ -55,6 +56,7 @@ func TestReplicatedPlacesSlotsAndNamesTasks(t *testing.T) {
 }
 
 func TestScaleDownStopsHighSlotsAndDropsTheirHistory(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(webYAML)
@@ -67,6 +69,7 @@ func TestScaleDownStopsHighSlotsAndDropsTheirHistory(t *testing.T) {
 }
 
 func TestPendingMessageNamesUnmetFiltersAndCounts(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("hdd", 3, schedtest.Labels("disk", "hdd"))
 	c.AddNode("d1", schedtest.Labels("disk", "ssd"))
@@ -98,6 +101,7 @@ spec:
 }
 
 func TestPendingForResources(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2, schedtest.Resources("1", "1Gi"))
 	c.Apply(strings.Replace(webYAML, "replicas: 3", "replicas: 5", 1))
@@ -125,6 +129,7 @@ func describeTasks(ts []*legion.Task) []string {
 }
 
 func TestReplacementBackoffDoublesToTheCap(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	c.Apply(`
@@ -178,6 +183,7 @@ spec:
 }
 
 func TestReplacementByRestartCondition(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		cond     string
 		end      legion.TaskState
@@ -219,6 +225,7 @@ spec:
 }
 
 func TestUnstartableTaskIsNotReplacedUntilTheSpecChanges(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.FailImages["bad:1"] = "exec format error"
@@ -248,6 +255,7 @@ spec:
 }
 
 func TestThreeFailedStartsOnDifferentNodesAreReported(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.FailImages["flaky:1"] = "mount failed"
@@ -267,6 +275,7 @@ spec:
 }
 
 func TestDeletedServiceTasksStopThenGo(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.Apply(webYAML)
@@ -285,6 +294,7 @@ func TestDeletedServiceTasksStopThenGo(t *testing.T) {
 }
 
 func TestPlanIsDeterministic(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 5, schedtest.Labels("zone", "a"))
 	c.Apply(webYAML)

@@ -27,6 +27,7 @@ func db(replicas, image, size string) string {
 }
 
 func TestStatefulOrdinalsStartInOrderWithTheirVolumes(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Ready = false
@@ -62,6 +63,7 @@ func TestStatefulOrdinalsStartInOrderWithTheirVolumes(t *testing.T) {
 }
 
 func TestStatefulTaskGoesToItsVolumesNode(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(`
@@ -89,6 +91,7 @@ spec: {size: 1Gi}
 }
 
 func TestStatefulShrinksFromTheHighestOrdinalOneAtATime(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(db("3", "db:1", "1Gi"))
@@ -114,6 +117,7 @@ func TestStatefulShrinksFromTheHighestOrdinalOneAtATime(t *testing.T) {
 }
 
 func TestStatefulUpdatesFromTheHighestDownStopFirst(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 3)
 	c.Apply(db("3", "db:1", "1Gi"))
@@ -148,6 +152,7 @@ func TestStatefulUpdatesFromTheHighestDownStopFirst(t *testing.T) {
 }
 
 func TestStatefulClaimResize(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	c.Apply(db("1", "db:1", "1Gi"))
@@ -172,6 +177,7 @@ func sortStrings(s []string) []string {
 }
 
 func TestDrainWaitsForAStatefulOrdinalsVolume(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	c.Apply(db("1", "db:1", "1Gi"))
@@ -188,6 +194,7 @@ func TestDrainWaitsForAStatefulOrdinalsVolume(t *testing.T) {
 }
 
 func TestStatefulUpdateNamesItsSnapshot(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	spec := func(img string) string {

@@ -53,6 +53,7 @@ func watch(c *schedtest.Cluster, d time.Duration, check func()) {
 }
 
 func TestRollingUpdateStopFirstHonoursParallelismAndCompletes(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "2s", ""))
@@ -86,6 +87,7 @@ func TestRollingUpdateStopFirstHonoursParallelismAndCompletes(t *testing.T) {
 }
 
 func TestRollingUpdateStartFirstKeepsEveryReplica(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(updSpec("app:1", "start-first", "pause", 2, "0s", ""))
@@ -116,6 +118,7 @@ func TestRollingUpdateStartFirstKeepsEveryReplica(t *testing.T) {
 }
 
 func TestUpdateDelayHoldsTheNextSlot(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "10s", ""))
@@ -136,6 +139,7 @@ func TestUpdateDelayHoldsTheNextSlot(t *testing.T) {
 }
 
 func TestUpdateFailurePauses(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.FailImages["app:bad"] = "exit status 2"
@@ -153,6 +157,7 @@ func TestUpdateFailurePauses(t *testing.T) {
 }
 
 func TestUpdateFailureContinues(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.FailImages["app:bad"] = "exit status 2"
@@ -169,6 +174,7 @@ func TestUpdateFailureContinues(t *testing.T) {
 }
 
 func TestUpdateFailureRollsBack(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.FailImages["app:bad"] = "exit status 2"
@@ -191,6 +197,7 @@ func TestUpdateFailureRollsBack(t *testing.T) {
 }
 
 func TestManualRollbackDuringFailedUpdate(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.FailImages["app:bad"] = "exit status 2"
@@ -222,6 +229,7 @@ func TestManualRollbackDuringFailedUpdate(t *testing.T) {
 }
 
 func TestRollbackPausedWhenRollbackFails(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 4, "0s", ""))
@@ -238,6 +246,7 @@ func TestRollbackPausedWhenRollbackFails(t *testing.T) {
 }
 
 func TestNonPodChangeIsNoUpdate(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "0s", ""))
@@ -254,6 +263,7 @@ func TestNonPodChangeIsNoUpdate(t *testing.T) {
 }
 
 func TestFailureAfterTheMonitorWindowIsNoUpdateFailure(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	spec := func(img string) string {
@@ -282,6 +292,7 @@ func TestFailureAfterTheMonitorWindowIsNoUpdateFailure(t *testing.T) {
 }
 
 func TestBackoffSetsNextWake(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 1)
 	c.Apply(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 1", 1))
@@ -308,6 +319,7 @@ func TestBackoffSetsNextWake(t *testing.T) {
 }
 
 func TestSlotLeftEmptyByAFailureHoldsNoUpdateBack(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 2)
 	spec := func(img string) string {
@@ -332,6 +344,7 @@ func TestSlotLeftEmptyByAFailureHoldsNoUpdateBack(t *testing.T) {
 // sets off the failure action, though under a restart policy without a
 // limit the task itself never fails.
 func TestUpdateCrashLoopWithinMonitorRollsBack(t *testing.T) {
+	t.Parallel()
 	c := schedtest.New(t)
 	c.AddNodes("n", 4)
 	c.Apply(updSpec("app:1", "stop-first", "rollback", 1, "0s", ""))

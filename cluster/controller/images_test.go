@@ -18,6 +18,7 @@ import (
 // The resolver pins a service's tag to the digest the registry names,
 // once per pod, and the planner's new tasks carry it.
 func TestImageResolverPinsTagsPerPod(t *testing.T) {
+	t.Parallel()
 	reg := httptest.NewServer(registry.New())
 	defer reg.Close()
 	host := strings.TrimPrefix(reg.URL, "http://")

@@ -107,6 +107,7 @@ func tasks(t *testing.T, s *store.Store) []*legion.Task {
 // The loop places a new service's tasks, follows a scale-down through
 // the store's watch, and stops when its context ends.
 func TestLoopConvergesTheStore(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	sig := &signals{beats: map[string]time.Time{"n1": time.Now(), "n2": time.Now()}}
 	addNode(t, s, "n1")
@@ -174,6 +175,7 @@ spec:
 // A plan computed from a version that has changed since is refused by the
 // store and counted as a conflict, not an error; nothing is lost.
 func TestPassCountsConflicts(t *testing.T) {
+	t.Parallel()
 	s := openStore(t)
 	addNode(t, s, "n1")
 	put(t, s, `apiVersion: legion/v1

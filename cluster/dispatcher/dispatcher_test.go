@@ -141,6 +141,7 @@ func reservations(t *testing.T, st *store.Store) map[string]int {
 }
 
 func TestRegisterAllocatesLowestFreeSubnetAndKeepsIt(t *testing.T) {
+	t.Parallel()
 	m := dispatchertest.Start(t)
 	// A deleted node's reservation stays: index 0 is held, so the first
 	// node to register takes 1, the next 2.
@@ -228,6 +229,7 @@ func decodeSet(t *testing.T, set *legionpb.AssignmentSet) decodedSet {
 }
 
 func TestAssignmentsCarryOnlyTheNodesTasksAndValues(t *testing.T) {
+	t.Parallel()
 	m := dispatchertest.Start(t)
 	for _, o := range []legion.Object{
 		secret("web", "token", "s3cret"), config("web", "conf", "listen 80"), secret("web", "pull", "registry-pw"),
@@ -295,6 +297,7 @@ func TestAssignmentsCarryOnlyTheNodesTasksAndValues(t *testing.T) {
 }
 
 func TestAssignmentsOfAnotherNodeAreRefused(t *testing.T) {
+	t.Parallel()
 	m := dispatchertest.Start(t)
 	put(t, m.Store, task("web", "b-1", "node-b", "", "", ""))
 	a := dial(t, m, "node-a", pki.RoleWorker)
@@ -327,6 +330,7 @@ func TestAssignmentsOfAnotherNodeAreRefused(t *testing.T) {
 }
 
 func TestReportWritesOwnTasksOnly(t *testing.T) {
+	t.Parallel()
 	m := dispatchertest.Start(t)
 	put(t, m.Store, task("web", "a-1", "node-a", "", "", ""))
 	put(t, m.Store, task("web", "b-1", "node-b", "", "", ""))
@@ -373,6 +377,7 @@ func TestReportWritesOwnTasksOnly(t *testing.T) {
 }
 
 func TestHeartbeatsReachSignals(t *testing.T) {
+	t.Parallel()
 	m := dispatchertest.Start(t)
 	a := dial(t, m, "node-a", pki.RoleWorker)
 	// Not registered yet: the agent is told to register.
@@ -404,6 +409,7 @@ func TestHeartbeatsReachSignals(t *testing.T) {
 }
 
 func TestConcurrentRegistrationsTakeDistinctSubnets(t *testing.T) {
+	t.Parallel()
 	m := dispatchertest.Start(t)
 	const nodes = 6
 	got := make([]string, nodes)
@@ -434,6 +440,7 @@ func TestConcurrentRegistrationsTakeDistinctSubnets(t *testing.T) {
 }
 
 func TestFullRangeTakesOverADeletedNodesSubnet(t *testing.T) {
+	t.Parallel()
 	m := dispatchertest.Start(t)
 	reserved := map[string]int{}
 	errs := make(chan error, addrplan.MaxSubnets)
@@ -480,6 +487,7 @@ func TestFullRangeTakesOverADeletedNodesSubnet(t *testing.T) {
 }
 
 func TestNoManagerSendsTheAgentElsewhere(t *testing.T) {
+	t.Parallel()
 	ca := dispatchertest.NewCA(t)
 	m := dispatchertest.ServeWith(t, ca, dispatcher.Fixed(nil), nil, dispatcher.Options{})
 	c := dial(t, m, "node-a", pki.RoleWorker)
@@ -496,6 +504,7 @@ func TestNoManagerSendsTheAgentElsewhere(t *testing.T) {
 }
 
 func TestFollowerCutOffFromTheLeaderEndsItsStreams(t *testing.T) {
+	t.Parallel()
 	ca := dispatchertest.NewCA(t)
 	lst, fst := dispatchertest.OpenPair(t)
 	put(t, lst, task("web", "a-1", "node-a", "", "", ""))
@@ -543,6 +552,7 @@ func peersOf(t *testing.T, set *legionpb.AssignmentSet) []endpoints.Peer {
 // WireGuard key, reached at their address on the design's port. A node
 // registering its key sends everyone a new set.
 func TestAssignmentsCarryTheMeshPeers(t *testing.T) {
+	t.Parallel()
 	m := dispatchertest.Start(t)
 	a := dial(t, m, "node-a", pki.RoleWorker)
 	b := dial(t, m, "node-b", pki.RoleWorker)
@@ -566,6 +576,7 @@ func TestAssignmentsCarryTheMeshPeers(t *testing.T) {
 // Every set carries the policy state; a new NetworkPolicy or isolation
 // mode sends a new one.
 func TestAssignmentsCarryThePolicyState(t *testing.T) {
+	t.Parallel()
 	m := dispatchertest.Start(t)
 	a := dial(t, m, "node-a", pki.RoleWorker)
 	register(t, a, legion.NodeStatus{Hostname: "node-a"})
@@ -604,6 +615,7 @@ func TestAssignmentsCarryThePolicyState(t *testing.T) {
 // only when it holds a certificate and a key, and once a node is
 // labelled legion.ingress=true only labelled nodes get it.
 func TestAssignmentsCarryRoutesAndTheirCertificates(t *testing.T) {
+	t.Parallel()
 	m := dispatchertest.Start(t)
 	a := dial(t, m, "node-a", pki.RoleWorker)
 	register(t, a, legion.NodeStatus{Hostname: "node-a"})

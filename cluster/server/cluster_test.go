@@ -88,6 +88,7 @@ func leaderOf(t testing.TB, ms []*manager) *manager {
 }
 
 func TestThreeManagersSurviveLeaderLossAndRestart(t *testing.T) {
+	t.Parallel()
 	ms, _ := threeManagers(t)
 	defer stopAll(ms)
 	ctx := context.Background()
@@ -188,6 +189,7 @@ func TestThreeManagersSurviveLeaderLossAndRestart(t *testing.T) {
 }
 
 func TestLaggingManagerCaughtUpBySnapshot(t *testing.T) {
+	t.Parallel()
 	// Few logs kept after a snapshot, so that 30 writes compact past
 	// the stopped manager and it must take a snapshot to catch up.
 	ms, admin := threeManagers(t, func(c *Config) { c.Timing.TrailingLogs = 5 })
@@ -231,6 +233,7 @@ func TestLaggingManagerCaughtUpBySnapshot(t *testing.T) {
 }
 
 func TestRefusalsWriteNothing(t *testing.T) {
+	t.Parallel()
 	m := newManager(t)
 	defer m.stop()
 	admin := initCluster(t, m)
@@ -326,6 +329,7 @@ func TestRefusalsWriteNothing(t *testing.T) {
 }
 
 func TestWorkerJoinsAndServesNothing(t *testing.T) {
+	t.Parallel()
 	m := newManager(t)
 	defer m.stop()
 	admin := initCluster(t, m)
@@ -360,6 +364,7 @@ func TestWorkerJoinsAndServesNothing(t *testing.T) {
 // A manager certificate of the cluster is not enough for Raft calls: the
 // caller must be a member.
 func TestRaftCallsFromNonMembersAreRefused(t *testing.T) {
+	t.Parallel()
 	m := newManager(t)
 	defer m.stop()
 	initCluster(t, m)

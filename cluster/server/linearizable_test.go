@@ -60,6 +60,7 @@ var registerModel = porcupine.Model{
 }
 
 func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills leaders for a few seconds")
 	}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestProtocolCheckSaysWhichSideToUpgrade(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		md   metadata.MD
 		want string

@@ -73,6 +73,7 @@ func refused(t *testing.T, what string, err error, says string) {
 // RoleBindings; cluster-scoped objects, tokens and certificates are the
 // cluster admin's.
 func TestUsersActWithinTheirRoles(t *testing.T) {
+	t.Parallel()
 	m := newManager(t)
 	defer m.stop()
 	admin := initCluster(t, m)
@@ -140,6 +141,7 @@ func TestUsersActWithinTheirRoles(t *testing.T) {
 
 // A user's watch across namespaces shows what it may read only.
 func TestUserWatchShowsOnlyReadableNamespaces(t *testing.T) {
+	t.Parallel()
 	m := newManager(t)
 	defer m.stop()
 	admin := initCluster(t, m)

@@ -36,6 +36,7 @@ func adminLeaf(t *testing.T, dir string) *x509.Certificate {
 // cluster still works on the renewed ones, and a restarted worker loads
 // its renewed pair.
 func TestCertificatesRenewBeforeTheyExpire(t *testing.T) {
+	t.Parallel()
 	short := func(c *Config) { c.CertLifetime, c.RenewCheck = 3*time.Second, 100*time.Millisecond }
 	m := startManager(t, t.TempDir(), freeAddr(t), short)
 	defer m.stop()

@@ -37,6 +37,7 @@ spec: {}
 `
 
 func TestSingleManagerServesEveryVerb(t *testing.T) {
+	t.Parallel()
 	m := newManager(t)
 	defer m.stop()
 	ctx := context.Background()
@@ -210,6 +211,7 @@ spec:
 func ptr[T any](v T) *T { return &v }
 
 func TestStopEndsWatchesWithUnavailable(t *testing.T) {
+	t.Parallel()
 	m := newManager(t)
 	c := initCluster(t, m)
 	w, err := c.Watch(context.Background(), legion.KindConfig, client.ListOptions{}, 0)

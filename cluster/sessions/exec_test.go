@@ -72,6 +72,7 @@ func execute(t *testing.T, c legionpb.PodsClient, start *legionpb.ExecStart, inp
 // An exec reaches the container through the task's node: input goes in,
 // output and the exit code come back.
 func TestExecRunsInTheTasksContainer(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	task := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{Kind: legion.KindService, Name: "web"}, "app")
@@ -101,6 +102,7 @@ func TestExecRunsInTheTasksContainer(t *testing.T) {
 
 // What exec refuses, each with its reason and code.
 func TestExecRefusals(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	task := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")
@@ -132,6 +134,7 @@ func TestExecRefusals(t *testing.T) {
 
 // The caller going away ends the command on the node.
 func TestExecEndsWithItsCaller(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")
@@ -154,6 +157,7 @@ func TestExecEndsWithItsCaller(t *testing.T) {
 // A user's sessions follow its RoleBindings in the task's namespace: logs
 // take view, exec edit.
 func TestUserSessionsFollowRoles(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	task := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")

@@ -85,6 +85,7 @@ func target(kind, name, container string) *legionpb.LogsRequest {
 }
 
 func TestFinishedTaskServesSavedOutput(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	task := m.Put(t, "shop", "batch.1", "n1", legion.TaskComplete, legion.Owner{}, "app")
@@ -114,6 +115,7 @@ func TestFinishedTaskServesSavedOutput(t *testing.T) {
 }
 
 func TestRunningContainerFollowsUntilCancelled(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	task := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")
@@ -172,6 +174,7 @@ func TestRunningContainerFollowsUntilCancelled(t *testing.T) {
 }
 
 func TestOwnerPicksTask(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	put := func(o legion.Object) {
@@ -218,6 +221,7 @@ func TestOwnerPicksTask(t *testing.T) {
 }
 
 func TestRefusals(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	m.StartAgent(t, "n1")
 	m.Put(t, "shop", "pair.1", "n1", legion.TaskRunning, legion.Owner{}, "app", "sidecar")
@@ -254,6 +258,7 @@ func TestRefusals(t *testing.T) {
 // A node may attach only to its own sessions, and an admin may not hold a
 // node's stream.
 func TestSessionsCallersChecked(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	admin, err := grpc.NewClient(m.Addr, grpc.WithTransportCredentials(credentials.NewTLS(m.Admin.ClientConfig())))
 	if err != nil {
@@ -316,6 +321,7 @@ func TestManagerAgentServesANamedNode(t *testing.T) {
 // A manager shutting down ends an open follow with UNAVAILABLE, and the
 // agent's side with it, so a graceful stop is not held up.
 func TestShutdownEndsAFollow(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	task := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")

@@ -95,6 +95,7 @@ func forwardOnce(t *testing.T, c legionpb.PodsClient, target *legionpb.Target, p
 // A connection reaches the pod's port through its node's agent, both
 // ways, and the caller's end (a half-close) lets the pod finish.
 func TestPortForwardReachesThePod(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	port := echoServer(t)
@@ -112,6 +113,7 @@ func TestPortForwardReachesThePod(t *testing.T) {
 
 // What port-forward refuses, each with its reason and code.
 func TestPortForwardRefusals(t *testing.T) {
+	t.Parallel()
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	port := echoServer(t)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestWaitChange(t *testing.T) {
+	t.Parallel()
 	n := single(t)
 	ctx := context.Background()
 	from, err := n.s.Version()

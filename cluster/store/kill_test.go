@@ -111,6 +111,7 @@ func runAndKill(t *testing.T, dir string, from, n int) map[string]ack {
 // Every acknowledged write survives kill -9 of its only manager, twice
 // over: the state machine's file lags the log and is caught up from it.
 func TestAcknowledgedWritesSurviveKill(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	acks := runAndKill(t, dir, 0, 150)
 	for k, a := range runAndKill(t, dir, 1000, 150) {

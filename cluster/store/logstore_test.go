@@ -12,6 +12,7 @@ import (
 )
 
 func TestLogStoreKeepsEntriesAndRanges(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := openBolt(filepath.Join(dir, FileName))
 	if err != nil {
@@ -86,6 +87,7 @@ func FuzzDecodeLog(f *testing.F) {
 }
 
 func TestDefaultTimingIsTheSpecs(t *testing.T) {
+	t.Parallel()
 	d := DefaultTiming()
 	// Elections after 5 to 10 s of silence (raft waits between the
 	// timeout and twice it); heartbeats every tenth of it.
@@ -97,6 +99,7 @@ func TestDefaultTimingIsTheSpecs(t *testing.T) {
 // Writes that arrive while a transaction runs share the next one; a
 // failing one fails alone.
 func TestCommitterGroupsAndIsolatesFailures(t *testing.T) {
+	t.Parallel()
 	db, err := openBolt(filepath.Join(t.TempDir(), FileName))
 	if err != nil {
 		t.Fatal(err)

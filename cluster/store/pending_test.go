@@ -64,6 +64,7 @@ func names(ls []listed) []string {
 // them); after a crash the file serves its own state at once, and raft
 // applies again from its log exactly what the file lacked.
 func TestCrashBeforeTheFileCaughtUpReappliesFromTheLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := openNode(t, "m1", dir)
 	if err := n.s.Bootstrap("m1"); err != nil {
@@ -156,6 +157,7 @@ func TestCrashBeforeTheFileCaughtUpReappliesFromTheLog(t *testing.T) {
 // persistent state machine at start, so a snapshot first writes what is
 // pending to the file.
 func TestSnapshotWritesPendingChangesFirst(t *testing.T) {
+	t.Parallel()
 	n := single(t)
 	ctx := context.Background()
 	for i := range 5 {
@@ -192,6 +194,7 @@ func TestSnapshotWritesPendingChangesFirst(t *testing.T) {
 // the state machine behind the snapshot; raft would start after the
 // snapshot, so Open restores it.
 func TestOpenRestoresASnapshotNewerThanTheFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := openNode(t, "m1", dir)
 	if err := n.s.Bootstrap("m1"); err != nil {
@@ -245,6 +248,7 @@ func TestOpenRestoresASnapshotNewerThanTheFile(t *testing.T) {
 // Reads while writes apply and reach the file see one consistent state:
 // exactly the objects created at or below the version they were read at.
 func TestReadsAreConsistentWhileChangesReachTheFile(t *testing.T) {
+	t.Parallel()
 	n := single(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

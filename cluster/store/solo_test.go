@@ -11,6 +11,7 @@ import (
 // heartbeat timeout, after bootstrap and after a restart, then goes back
 // to the normal timing.
 func TestOnlyVoterElectsAfterTheLease(t *testing.T) {
+	t.Parallel()
 	timing := FastTiming()
 	timing.HeartbeatTimeout, timing.ElectionTimeout, timing.LeaderLeaseTimeout = time.Minute, time.Minute, 100*time.Millisecond
 	dir := t.TempDir()

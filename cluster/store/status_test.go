@@ -10,6 +10,7 @@ import (
 // A status write replaces the status: a field set before and left out of
 // the new status (false, empty) does not survive.
 func TestStatusWriteReplacesTheStatus(t *testing.T) {
+	t.Parallel()
 	n := single(t)
 	ctx := context.Background()
 	o, _ := legion.New(legion.KindTask)

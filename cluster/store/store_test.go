@@ -90,6 +90,7 @@ func volume(ns, name, size string) *legion.Volume {
 }
 
 func TestWritesSetVersionUIDAndGeneration(t *testing.T) {
+	t.Parallel()
 	n := single(t)
 	ctx := context.Background()
 	a, prev, err := n.s.Put(ctx, config("default", "a", "one"), WriteOptions{Precondition: Precondition{MustNotExist: true}})
@@ -144,6 +145,7 @@ func TestWritesSetVersionUIDAndGeneration(t *testing.T) {
 }
 
 func TestStatusWritesKeepSpec(t *testing.T) {
+	t.Parallel()
 	n := single(t)
 	ctx := context.Background()
 	v := volume("default", "data", "1")
@@ -177,6 +179,7 @@ func TestStatusWritesKeepSpec(t *testing.T) {
 }
 
 func TestListAndWatchHaveNoGapNoDuplicate(t *testing.T) {
+	t.Parallel()
 	n := single(t)
 	ctx := context.Background()
 	for i := range 5 {
@@ -227,6 +230,7 @@ func TestListAndWatchHaveNoGapNoDuplicate(t *testing.T) {
 }
 
 func TestWatchCompactedBeyondHistory(t *testing.T) {
+	t.Parallel()
 	// A short history: compaction is the same at any size.
 	const size = 64
 	n := &node{id: "m1", dir: t.TempDir()}
@@ -280,6 +284,7 @@ func TestWatchCompactedBeyondHistory(t *testing.T) {
 }
 
 func TestRestartServesReadsAndReappliesNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := openNode(t, "m1", dir)
 	if err := n.s.Bootstrap("m1"); err != nil {
@@ -339,6 +344,7 @@ func TestRestartServesReadsAndReappliesNothing(t *testing.T) {
 }
 
 func TestCloseAndReopen100Times(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for i := range 100 {
 		_, tr := raft.NewInmemTransport("m1")
@@ -358,6 +364,7 @@ func TestCloseAndReopen100Times(t *testing.T) {
 }
 
 func TestSecondOpenOfOneDirectoryIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	n := openNode(t, "m1", dir)
 	defer n.s.Close()
@@ -418,6 +425,7 @@ func leaderOf(t *testing.T, ns []*node) *node {
 }
 
 func TestLaggingReplicaCaughtUpBySnapshot(t *testing.T) {
+	t.Parallel()
 	// Few logs kept after a snapshot, so that 50 writes compact past the
 	// cut-off replica and it must take a snapshot to catch up.
 	timing := FastTiming()
@@ -473,6 +481,7 @@ func TestLaggingReplicaCaughtUpBySnapshot(t *testing.T) {
 }
 
 func TestWriteWithoutQuorumGivesUp(t *testing.T) {
+	t.Parallel()
 	ns := threeNodes(t)
 	lead := ns[0]
 	for _, n := range ns[1:] {

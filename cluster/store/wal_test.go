@@ -105,6 +105,7 @@ func segmentFiles(t *testing.T, dir string) []string {
 // segments from the head; a new leader's truncation cuts the tail, and
 // appends carry on from there.
 func TestWALKeepsTruncatesAndReopens(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w := openSmallWAL(t, dir)
 	checkLog(t, w, 0, 0)
@@ -173,6 +174,7 @@ func TestWALKeepsTruncatesAndReopens(t *testing.T) {
 // keeping the room written ahead of it; the log carries on after the
 // last whole entry.
 func TestWALCutsATornAppend(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		// tear damages the file given where its last record starts and
@@ -239,6 +241,7 @@ func TestWALCutsATornAppend(t *testing.T) {
 // Damage anywhere but the end of the last segment is not a torn append:
 // opening fails rather than dropping acknowledged entries.
 func TestWALRefusesADamagedOlderSegment(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w := openSmallWAL(t, dir)
 	for i := uint64(1); i <= 9; i += 3 {
@@ -332,6 +335,7 @@ func TestWALRefusesDamageInTheMiddleOfTheLastSegment(t *testing.T) {
 // nor a record in another's place: either is damage, and opening fails
 // rather than guess.
 func TestWALRefusesAGapOrAMisplacedRecord(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w := openSmallWAL(t, dir)
 	if err := w.StoreLogs(entries(1, 6)); err != nil {
@@ -366,6 +370,7 @@ func TestWALRefusesAGapOrAMisplacedRecord(t *testing.T) {
 // A store made when the log lived in the bbolt file moves it to the
 // segments on its first open.
 func TestBoltLogMovesToSegments(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db, err := openBolt(filepath.Join(dir, FileName))
 	if err != nil {
@@ -408,6 +413,7 @@ func TestBoltLogMovesToSegments(t *testing.T) {
 // both at once: appends from its main loop, compaction after a snapshot),
 // and every entry read is as written.
 func TestWALReadsWhileAppendingAndCompacting(t *testing.T) {
+	t.Parallel()
 	w := openSmallWAL(t, t.TempDir())
 	defer w.Close()
 	const total = 400

@@ -171,6 +171,7 @@ func TestClusterCommandsEndToEnd(t *testing.T) {
 }
 
 func TestResolveKind(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]legion.Kind{
 		"service": legion.KindService, "services": legion.KindService, "svc": legion.KindService,
 		"Namespace": legion.KindNamespace, "ns": legion.KindNamespace, "networkpolicies": legion.KindNetworkPolicy,
@@ -188,6 +189,7 @@ func TestResolveKind(t *testing.T) {
 }
 
 func TestUnifiedDiff(t *testing.T) {
+	t.Parallel()
 	a := "a\nb\nc\nd\ne\nf\ng\nh\ni\nj\nk\n"
 	b := "a\nb\nc\nD\ne\nf\ng\nh\ni\nj\nk\nl\n"
 	want := `--- x
@@ -221,6 +223,7 @@ func TestUnifiedDiff(t *testing.T) {
 // The daemon command serves until its context ends (as SIGTERM ends it),
 // then closes its store so the directory opens again at once.
 func TestDaemonStopsCleanly(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

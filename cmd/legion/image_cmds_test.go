@@ -6,6 +6,7 @@ import (
 )
 
 func TestImageLoadListRemove(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out, err := runLegion(t, "", "image", "load", "--data-dir", dir, "../../examples/hello/hello.oci.tar")
 	if err != nil || !strings.Contains(out, "Loaded localhost/hello:1") {

@@ -130,6 +130,7 @@ func TestLogsCommand(t *testing.T) {
 }
 
 func TestPrintLogsPartialLines(t *testing.T) {
+	t.Parallel()
 	recs := func(rs ...jail.LogRecord) client.LogFrame {
 		f := client.LogFrame{}
 		for _, r := range rs {

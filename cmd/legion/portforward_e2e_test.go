@@ -79,6 +79,7 @@ spec:
 }
 
 func TestParsePorts(t *testing.T) {
+	t.Parallel()
 	for arg, want := range map[string][2]int{"8080": {8080, 8080}, "9000:80": {9000, 80}, "0:443": {0, 443}} {
 		l, r, err := parsePorts(arg)
 		if err != nil || l != want[0] || r != want[1] {

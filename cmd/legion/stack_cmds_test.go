@@ -107,6 +107,7 @@ func runStackIn(t *testing.T, c stackClient, stdin string, args ...string) (stri
 }
 
 func TestStackConvert(t *testing.T) {
+	t.Parallel()
 	file := writeStack(t)
 	out, errOut, err := runStack(t, nil, "convert", "-c", file, "shop")
 	if err != nil {
@@ -155,6 +156,7 @@ func TestStackConvert(t *testing.T) {
 }
 
 func TestStackConvertStdinAndOverride(t *testing.T) {
+	t.Parallel()
 	base := writeStack(t)
 	override := "services:\n  web:\n    deploy:\n      replicas: 5\n"
 	out, _, err := runStackIn(t, nil, override, "convert", "-n", "shop-prod", "-c", base, "-c", "-", "shop")
@@ -176,6 +178,7 @@ func TestStackConvertStdinAndOverride(t *testing.T) {
 }
 
 func TestStackConvertStrict(t *testing.T) {
+	t.Parallel()
 	file := writeStack(t)
 	out, _, err := runStack(t, nil, "convert", "--strict", "-c", file, "shop")
 	if err == nil || !strings.Contains(err.Error(), "services.web.privileged") {
@@ -187,6 +190,7 @@ func TestStackConvertStrict(t *testing.T) {
 }
 
 func TestStackDeployPrune(t *testing.T) {
+	t.Parallel()
 	file := writeStack(t)
 	stale := mustService("shop", "old", "shop")
 	other := mustService("shop", "admin", "")
@@ -222,6 +226,7 @@ func TestStackDeployPrune(t *testing.T) {
 }
 
 func TestStackRmKeepsVolumes(t *testing.T) {
+	t.Parallel()
 	file := writeStack(t)
 	c := newFakeCluster()
 	if _, _, err := runStack(t, c, "deploy", "-c", file, "shop"); err != nil {
@@ -244,6 +249,7 @@ func TestStackRmKeepsVolumes(t *testing.T) {
 }
 
 func TestStackLsAndServices(t *testing.T) {
+	t.Parallel()
 	file := writeStack(t)
 	c := newFakeCluster(mustService("tools", "gitea", "git"))
 	if _, _, err := runStack(t, c, "deploy", "-c", file, "shop"); err != nil {

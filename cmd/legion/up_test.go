@@ -117,6 +117,7 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 // proxies on this host, or pf, which serves pods and other hosts but not
 // this host's own traffic.
 func TestDescribeServicePerPlatform(t *testing.T) {
+	t.Parallel()
 	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
 kind: Service
 metadata: {name: web, namespace: shop}

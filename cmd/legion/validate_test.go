@@ -20,6 +20,7 @@ func runLegion(t *testing.T, stdin string, args ...string) (string, error) {
 }
 
 func TestValidateExamplesPrintsNormalisedObjects(t *testing.T) {
+	t.Parallel()
 	out, err := runLegion(t, "", "validate", "-f", "../../examples")
 	if err != nil {
 		t.Fatalf("validate examples: %v", err)
@@ -39,6 +40,7 @@ func TestValidateExamplesPrintsNormalisedObjects(t *testing.T) {
 }
 
 func TestValidateReportsEveryErrorAndExits1(t *testing.T) {
+	t.Parallel()
 	bad := `apiVersion: legion/v1
 kind: Service
 metadata: {name: web}
@@ -79,6 +81,7 @@ spec: {text: fine}
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	out, err := runLegion(t, "", "version")
 	if err != nil || !strings.HasPrefix(out, "legion "+version) {
 		t.Fatalf("version: %q %v", out, err)
@@ -86,6 +89,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestNodeResolverNeedsItsFlags(t *testing.T) {
+	t.Parallel()
 	if _, err := runLegion(t, "", "node-resolver"); err == nil || !strings.Contains(err.Error(), "--listen and --zone are required") {
 		t.Fatalf("node-resolver without flags: %v", err)
 	}

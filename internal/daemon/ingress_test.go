@@ -40,6 +40,7 @@ func selfSigned(t *testing.T, host string) []byte {
 // keeps the last good one when a new one does not parse, and drops it with
 // its route.
 func TestIngressCertificatesFollowTheRoutes(t *testing.T) {
+	t.Parallel()
 	g := NewIngress(quietLog())
 	cfg := g.Proxy.TLSConfig()
 	serial := func() (string, error) {

@@ -90,6 +90,7 @@ func lastStdin(f *sys.Fake, line string) string {
 // until its guard is loaded with the first endpoints, is balanced to by
 // pf's rdr for its service's VIP, and leaves host end first.
 func TestPFNetworkPodLifecycle(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	zone := filepath.Join(t.TempDir(), "zone.json")
@@ -190,6 +191,7 @@ func TestPFNetworkPodLifecycle(t *testing.T) {
 // After an agent restart a running pod's network is adopted as it is:
 // no epair is made and nothing waits for the policy.
 func TestPFNetworkAdoptsJoinedPod(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, f := labPFNetwork(ctx, t, "")
@@ -216,6 +218,7 @@ func TestPFNetworkAdoptsJoinedPod(t *testing.T) {
 // serving DNS on the bridge's gateway; the process one the loopback
 // network on the configured port.
 func TestOpenPlatform(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir := t.TempDir()
@@ -304,6 +307,7 @@ func TestOpenPlatform(t *testing.T) {
 }
 
 func TestSubnetOf(t *testing.T) {
+	t.Parallel()
 	if n, err := subnetOf("10.200.7.0/24"); err != nil || n != 7 {
 		t.Errorf("subnetOf = %d, %v", n, err)
 	}
@@ -318,6 +322,7 @@ func TestSubnetOf(t *testing.T) {
 // a wg0 peer with its pod subnet and underlay address; this node is left
 // out.
 func TestPFNetworkAppliesPeers(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, f := labPFNetwork(ctx, t, "")
@@ -347,6 +352,7 @@ func TestPFNetworkAppliesPeers(t *testing.T) {
 // NetworkPolicies, and every running task of the cluster as a member of
 // its namespace, a Job's on another node included.
 func TestPFNetworkEnforcesThePolicyState(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n, f := labPFNetwork(ctx, t, "")

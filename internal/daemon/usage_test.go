@@ -23,6 +23,7 @@ func (f *fakeUsage) List(context.Context, map[string]string) ([]jail.ContainerSt
 func (f *fakeUsage) Usage(_ context.Context, id string) (jail.Usage, error) { return f.use[id], nil }
 
 func TestUsageSamplerRatesAndSums(t *testing.T) {
+	t.Parallel()
 	lbl := func(task string) map[string]string {
 		return map[string]string{agent.LabelNode: "n1", agent.LabelNamespace: "shop", agent.LabelTaskName: task}
 	}
