@@ -102,6 +102,34 @@ type ExecOptions struct {
 	// TTY runs the command on a terminal, where the node's runtime offers
 	// one (jails); elsewhere the call is refused.
 	TTY bool
+	// Size is the terminal's size at the start (nil: the node's default);
+	// Resize brings its later sizes, until it is closed or the command
+	// ends. Both need TTY.
+	Size   *TermSize
+	Resize <-chan TermSize
+}
+
+// TermSize is a terminal's size in characters; neither may be 0.
+type TermSize struct {
+	Rows, Cols uint16
+}
+
+func (s TermSize) proto() *pb.TermSize {
+	return &pb.TermSize{Rows: uint32(s.Rows), Cols: uint32(s.Cols)}
+}
+
+// check refuses settings of the terminal that the session could not
+// apply, naming the field.
+func (o ExecOptions) check() error {
+	switch {
+	case o.Size != nil && !o.TTY:
+		return errors.New("exec: Size: a terminal size needs TTY")
+	case o.Resize != nil && !o.TTY:
+		return errors.New("exec: Resize: terminal resizes need TTY")
+	case o.Size != nil && (o.Size.Rows == 0 || o.Size.Cols == 0):
+		return fmt.Errorf("exec: Size: %dx%d: rows and cols must each be at least 1", o.Size.Rows, o.Size.Cols)
+	}
+	return nil
 }
 
 // Exec runs a command in a task's running container and returns its
@@ -115,14 +143,20 @@ func (c *Client) Exec(ctx context.Context, t Target, o ExecOptions) (int, error)
 	if len(o.Command) == 0 {
 		return 0, errors.New("exec: a command is required")
 	}
+	if err := o.check(); err != nil {
+		return 0, err
+	}
+	start := &pb.ExecStart{Target: target, Command: o.Command, Stdin: o.Stdin != nil, Tty: o.TTY}
+	if o.Size != nil {
+		start.Size = o.Size.proto()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := pb.NewPodsClient(c.conn).Exec(ctx)
 	if err != nil {
 		return 0, wrap(err)
 	}
-	code, err := runExec(stream, &pb.ExecStart{Target: target, Command: o.Command, Stdin: o.Stdin != nil, Tty: o.TTY},
-		o.Stdin, orDiscard(o.Stdout), orDiscard(o.Stderr))
+	code, err := runExec(stream, start, o.Stdin, o.Resize, orDiscard(o.Stdout), orDiscard(o.Stderr))
 	return code, wrap(err)
 }
 
@@ -140,9 +174,10 @@ type execStream interface {
 	Recv() (*pb.ExecOutput, error)
 }
 
-// runExec starts the session, sends stdin (then its end) as it is read,
-// and writes the output until the exit code arrives.
-func runExec(stream execStream, start *pb.ExecStart, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+// runExec starts the session, sends stdin (then its end) as it is read
+// and the terminal's sizes as they come, and writes the output until the
+// exit code arrives.
+func runExec(stream execStream, start *pb.ExecStart, stdin io.Reader, resize <-chan TermSize, stdout, stderr io.Writer) (int, error) {
 	if err := stream.Send(&pb.ExecInput{Start: start}); err != nil {
 		return 0, err
 	}
@@ -158,12 +193,28 @@ func runExec(stream execStream, start *pb.ExecStart, stdin io.Reader, stdout, st
 		}
 		return stream.Send(in)
 	}
+	ended := make(chan struct{})
 	defer func() {
+		close(ended)
 		mu.Lock()
 		closed = true
 		stream.CloseSend()
 		mu.Unlock()
 	}()
+	if resize != nil {
+		go func() {
+			for {
+				select {
+				case s, ok := <-resize:
+					if !ok || send(&pb.ExecInput{Resize: s.proto()}) != nil {
+						return
+					}
+				case <-ended:
+					return
+				}
+			}
+		}()
+	}
 	if stdin != nil {
 		go func() {
 			buf := make([]byte, 32<<10)

@@ -3,7 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"os/signal"
+	"sync"
+	"syscall"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
@@ -29,9 +33,9 @@ name picks one of its running tasks), as the container's user, in its
 environment. Its output comes back on standard output and standard error,
 and legion exits with its exit code. With -i standard input is sent to it.
 A pod with several containers needs -c. With -t the command runs on a
-terminal (jails nodes; its output then comes on standard output alone),
-and a terminal on standard input is put in raw mode meanwhile; its size
-is not passed on yet.`,
+terminal (jails nodes; its output then comes on standard output alone)
+as large as the terminal on standard input, and resized with it; with
+-i as well that terminal is put in raw mode meanwhile.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
@@ -48,7 +52,14 @@ is not passed on yet.`,
 					defer term.Restore(int(f.Fd()), old)
 				}
 			}
-			code, err := cli.exec(cmd, args[0], args[1:], o, in)
+			var size *client.TermSize
+			var resizes <-chan client.TermSize
+			if f, ok := cmd.InOrStdin().(*os.File); ok && o.tty {
+				var stop func()
+				size, resizes, stop = followTerminal(f)
+				defer stop()
+			}
+			code, err := cli.exec(cmd, args[0], args[1:], o, in, size, resizes)
 			if err != nil {
 				return err
 			}
@@ -67,7 +78,7 @@ is not passed on yet.`,
 }
 
 // exec runs the session and returns the command's exit code.
-func (c *clusterCLI) exec(cmd *cobra.Command, arg string, command []string, o execOptions, stdin io.Reader) (int, error) {
+func (c *clusterCLI) exec(cmd *cobra.Command, arg string, command []string, o execOptions, stdin io.Reader, size *client.TermSize, resizes <-chan client.TermSize) (int, error) {
 	target, err := logsTarget(arg, o.namespace, o.container)
 	if err != nil {
 		return 0, err
@@ -78,9 +89,59 @@ func (c *clusterCLI) exec(cmd *cobra.Command, arg string, command []string, o ex
 	}
 	defer cl.Close()
 	code, err := cl.Exec(ctxOf(cmd), target, client.ExecOptions{Command: command, Stdin: stdin, TTY: o.tty,
-		Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()})
+		Size: size, Resize: resizes, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()})
 	if err != nil {
 		return 0, fmt.Errorf("exec %s: %w", arg, err)
 	}
 	return code, nil
+}
+
+// followTerminal reads the size of the terminal on f and, until stop, its
+// new sizes as SIGWINCH announces them. Off a terminal there is neither:
+// nil, nil.
+func followTerminal(f *os.File) (size *client.TermSize, resizes <-chan client.TermSize, stop func()) {
+	fd := int(f.Fd())
+	if !term.IsTerminal(fd) {
+		return nil, nil, func() {}
+	}
+	get := func() (client.TermSize, bool) {
+		w, h, err := term.GetSize(fd)
+		if err != nil || w < 1 || h < 1 || w > math.MaxUint16 || h > math.MaxUint16 {
+			return client.TermSize{}, false
+		}
+		return client.TermSize{Rows: uint16(h), Cols: uint16(w)}, true
+	}
+	if s, ok := get(); ok {
+		size = &s
+	}
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	out := make(chan client.TermSize)
+	done := make(chan struct{})
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-winch:
+				s, ok := get()
+				if !ok {
+					continue
+				}
+				select {
+				case out <- s:
+				case <-done:
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return size, out, func() {
+		once.Do(func() {
+			signal.Stop(winch)
+			close(done)
+		})
+	}
 }
