@@ -4,13 +4,15 @@ import "time"
 
 // FastTiming is the Raft timing for tests and single-host labs: elections
 // within about a second, so a test that kills a leader sees the next one
-// quickly. Every test cluster uses this one value, so a change to how
-// fast tests elect is made here. Production uses DefaultTiming.
+// quickly, and a lease long enough that a leader on a loaded two-core
+// machine (tests run in parallel, under -race too) does not step down
+// between heartbeats. Every test cluster uses this one value, so a change
+// to how fast tests elect is made here. Production uses DefaultTiming.
 func FastTiming() Timing {
 	return Timing{
-		HeartbeatTimeout:   300 * time.Millisecond,
-		ElectionTimeout:    300 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond,
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    500 * time.Millisecond,
+		LeaderLeaseTimeout: 400 * time.Millisecond,
 		CommitTimeout:      5 * time.Millisecond,
 		SnapshotThreshold:  1 << 20,
 		SnapshotInterval:   time.Hour,
