@@ -44,7 +44,9 @@ func openNode(t testing.TB, id, dir string) *node {
 func openNodeTiming(t testing.TB, id, dir string, timing Timing) *node {
 	t.Helper()
 	_, tr := raft.NewInmemTransport(raft.ServerAddress(id))
-	s, err := Open(Config{Dir: dir, ID: id, Transport: tr, Timing: timing, WriteTimeout: 3 * time.Second})
+	// Writes of entries near MaxEntry under -race on a loaded machine take
+	// seconds; tests that want a write to time out set their own.
+	s, err := Open(Config{Dir: dir, ID: id, Transport: tr, Timing: timing, WriteTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("open %s: %v", id, err)
 	}
@@ -409,7 +411,7 @@ func threeNodesTiming(t testing.TB, timing Timing) []*node {
 func raftID(id string) raft.ServerID        { return raft.ServerID(id) }
 func raftAddr(id string) raft.ServerAddress { return raft.ServerAddress(id) }
 
-func leaderOf(t *testing.T, ns []*node) *node {
+func leaderOf(t testing.TB, ns []*node) *node {
 	t.Helper()
 	var l *node
 	waitFor(t, "a leader", 10*time.Second, func() bool {
