@@ -1,9 +1,11 @@
 // Package store is a manager's replicated object store: hashicorp/raft
 // over the Raft log's segment files (data-dir/raft-log, one write and one
-// fdatasync per append) and one bbolt file that holds the stable store
-// (term and vote), the current snapshot and the persistent state machine
-// (the objects and the last applied index, written in the same
-// transaction).
+// fdatasync per append), the term and vote beside them (raft-log/vote, so
+// a lost store.db cannot take them), and one bbolt file, store.db, that
+// holds the current snapshot and the persistent state machine (the
+// objects and the last applied index, written in the same transaction).
+// Damage to either is refused at open with what to do, never cut away
+// silently: only a torn final append is.
 //
 // A write is acknowledged once its entry is fsynced in the log of a
 // quorum and applied in memory; the state machine's changes reach the
