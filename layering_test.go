@@ -40,7 +40,7 @@ var (
 		module + "/cluster/server", module + "/cluster/store", module + "/internal/agent", module + "/internal/daemon"}
 	nodeSide  = []string{module + "/internal/agent", module + "/internal/daemon", module + "/jail"}
 	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/sessions/sessionstest", "scheduler/schedtest",
-		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest"}
+		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest", "internal/leakcheck"}
 )
 
 // layers is the map of the module: one row a layer, read top to bottom
@@ -97,6 +97,7 @@ var layers = []layer{
 	// Test harnesses compose whatever they start; only tests import them.
 	{pattern: "internal/testcluster", may: []string{"", "...", "-cmd"}},
 	{pattern: "internal/testimage/...", may: []string{"", "...", "-cmd"}},
+	{pattern: "internal/leakcheck", thirdParty: []string{"go.uber.org/goleak"}},
 	{pattern: "scheduler/schedtest", may: []string{"", "scheduler"}, noStd: pureStd},
 
 	{pattern: "examples/...", may: []string{"", "client", "image", "jail/...", "zfs", "netbsd", "sys"}, neverDeps: []string{"github.com/hashicorp/raft", "github.com/spf13/cobra", "go.etcd.io/bbolt", module + "/cluster/server", module + "/cluster/store"}},

@@ -9,15 +9,11 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/leakcheck"
 	"github.com/legionbsd/legion/scheduler"
-	"go.uber.org/goleak"
 )
 
-// The store leaves a goroutine waiting on a Raft future for a moment after
-// closing; it is the store's, not the loop's.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func openStore(t *testing.T) *store.Store {
 	t.Helper()

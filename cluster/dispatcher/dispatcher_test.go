@@ -21,17 +21,15 @@ import (
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/leakcheck"
 	legionpb "github.com/legionbsd/legion/internal/proto"
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // dial connects to the manager as the node the certificate names.
 func dial(t testing.TB, m *dispatchertest.Manager, name string, role pki.Role) legionpb.DispatcherClient {

@@ -10,12 +10,10 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
-	"go.uber.org/goleak"
+	"github.com/legionbsd/legion/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func poll(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()

@@ -10,15 +10,10 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/store"
-	"go.uber.org/goleak"
+	"github.com/legionbsd/legion/internal/leakcheck"
 )
 
-// raft never answers a future queued when it shuts down (its ShutdownCh
-// is left unset), so the store's waiter on such a write stays; see
-// Store.wait.
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // manager is one in-process manager on loopback with its own directory.
 type manager struct {

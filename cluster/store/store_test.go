@@ -12,18 +12,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/leakcheck"
 	"go.uber.org/goleak"
 )
 
-// raft never answers a future queued when it shuts down (its ShutdownCh
-// is left unset), so the store's waiter on such a write stays; see
-// Store.wait.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(killChildEnv); dir != "" {
 		killChild(dir)
 		return
 	}
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"),
+	leakcheck.Main(m,
 		// Opening a damaged store file can leave bbolt's free-page scan
 		// stuck reporting its second finding (it panics on the first,
 		// which openBolt turns into the refusal); a refused daemon exits.

@@ -6,13 +6,11 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/legionbsd/legion/internal/leakcheck"
 	"github.com/legionbsd/legion/internal/testcluster"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // The example runs against a real manager on loopback.
 func TestExampleAgainstAManager(t *testing.T) {

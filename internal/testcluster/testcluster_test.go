@@ -7,13 +7,11 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/leakcheck"
 	"github.com/legionbsd/legion/internal/testcluster"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*deferError).Error"))
-}
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func config(name string) legion.Object {
 	o, _ := legion.New(legion.KindConfig)
