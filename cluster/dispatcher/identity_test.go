@@ -24,19 +24,6 @@ func startIssuing(t *testing.T) *dispatchertest.Manager {
 		Issue: func(csr []byte, id pki.Identity) ([]byte, error) { return ca.Issue(csr, id, nil, time.Now()) }})
 }
 
-func newCSR(t *testing.T, name string) []byte {
-	t.Helper()
-	key, err := pki.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := pki.CSR(key, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return csr
-}
-
 // refusedAs checks that a call was refused as a certificate not issued to
 // the node it names.
 func refusedAs(t *testing.T, what, node string, err error) {
@@ -95,7 +82,8 @@ func TestCertificateNotIssuedToTheNodeIsRefused(t *testing.T) {
 			}
 		}
 		refusedAs(t, "assignments as "+node, node, err)
-		_, err = c.Renew(ctxT(t), &legionpb.RenewRequest{Csr: newCSR(t, node)})
+		_, csr := dispatchertest.NewCSR(t, node)
+		_, err = c.Renew(ctxT(t), &legionpb.RenewRequest{Csr: csr})
 		refusedAs(t, "renewal as "+node, node, err)
 	}
 

@@ -121,6 +121,20 @@ func initCluster(t testing.TB, m *manager) *client.Client {
 	return adminClient(t, m.addr, m.dir)
 }
 
+// join has n join admin's cluster through the manager at addr, with a
+// fresh token for role.
+func join(t testing.TB, admin *client.Client, n *manager, role, addr string) {
+	t.Helper()
+	ctx := context.Background()
+	tok, err := admin.Token(ctx, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.bare().JoinCluster(ctx, tok, addr, ""); err != nil {
+		t.Fatalf("%s join: %v", role, err)
+	}
+}
+
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)

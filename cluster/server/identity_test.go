@@ -12,6 +12,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/dispatcher"
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
@@ -34,14 +35,7 @@ func joinRaw(t *testing.T, addr, token, id, role, advertise string) (*pb.JoinRes
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	key, err := pki.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := pki.CSR(key, "whoever")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, csr := dispatchertest.NewCSR(t, "whoever")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	return pb.NewClusterClient(conn).Join(ctx, &pb.JoinRequest{Token: token, Csr: csr, NodeId: id, Address: advertise, Role: role, Protocol: Protocol})
@@ -187,14 +181,7 @@ func forge(t *testing.T, dir, name string, role pki.Role) *pki.Credentials {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := pki.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := pki.CSR(key, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, csr := dispatchertest.NewCSR(t, name)
 	cert, err := ca.Issue(csr, pki.Identity{Name: name, Role: role}, nil, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -216,15 +203,9 @@ func TestCertificateNotIssuedToTheNodeIsRefusedOnTheManagersPort(t *testing.T) {
 	defer m.stop()
 	admin := initCluster(t, m)
 	ctx := context.Background()
-	tok, err := admin.Token(ctx, "worker")
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := newManager(t)
 	defer w.stop()
-	if _, err := w.bare().JoinCluster(ctx, tok, m.addr, ""); err != nil {
-		t.Fatal(err)
-	}
+	join(t, admin, w, "worker", m.addr)
 	for _, who := range []struct {
 		id   string
 		role pki.Role
@@ -267,15 +248,9 @@ func TestInitOnAMemberSaysWhatItIs(t *testing.T) {
 		!strings.Contains(err.Error(), filepath.Join(m.dir, AdminFile)) || !strings.Contains(err.Error(), "legion status") {
 		t.Errorf("init on an initialised manager: %v", err)
 	}
-	tok, err := admin.Token(ctx, "worker")
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := newManager(t)
 	defer w.stop()
-	if _, err := w.bare().JoinCluster(ctx, tok, m.addr, ""); err != nil {
-		t.Fatal(err)
-	}
+	join(t, admin, w, "worker", m.addr)
 	if _, err := w.bare().Init(ctx); client.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "already a worker of a cluster") {
 		t.Errorf("init on a worker: %v", err)
 	}
@@ -290,16 +265,9 @@ func TestFollowerManagerRenewsThroughTheLeader(t *testing.T) {
 	m := startManager(t, t.TempDir(), freeAddr(t), short)
 	defer m.stop()
 	admin := initCluster(t, m)
-	ctx := context.Background()
-	tok, err := admin.Token(ctx, "manager")
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := startManager(t, t.TempDir(), freeAddr(t), short)
 	defer f.stop()
-	if _, err := f.bare().JoinCluster(ctx, tok, m.addr, ""); err != nil {
-		t.Fatal(err)
-	}
+	join(t, admin, f, "manager", m.addr)
 	first := f.s.Credentials().Current().Leaf
 	waitFor(t, "the follower's certificate renewed", 15*time.Second, func() bool {
 		return serialOf(f.s.Credentials()).Cmp(first.SerialNumber) != 0

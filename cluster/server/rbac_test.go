@@ -8,6 +8,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pki"
 	"google.golang.org/grpc/codes"
 )
@@ -16,14 +17,7 @@ import (
 // client holding it.
 func userClient(t *testing.T, admin *client.Client, addr, name string) *client.Client {
 	t.Helper()
-	key, err := pki.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := pki.CSR(key, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, csr := dispatchertest.NewCSR(t, name)
 	cert, ca, err := admin.IssueUser(context.Background(), name, csr)
 	if err != nil {
 		t.Fatal(err)

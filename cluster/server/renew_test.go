@@ -42,15 +42,9 @@ func TestCertificatesRenewBeforeTheyExpire(t *testing.T) {
 	defer m.stop()
 	admin := initCluster(t, m)
 	ctx := context.Background()
-	tok, err := admin.Token(ctx, "worker")
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := startManager(t, t.TempDir(), freeAddr(t), short)
 	defer w.stop()
-	if _, err := w.bare().JoinCluster(ctx, tok, m.addr, ""); err != nil {
-		t.Fatal(err)
-	}
+	join(t, admin, w, "worker", m.addr)
 	// The manager it joined through is gone by now; the worker renews
 	// through the managers its agent knows.
 	if err := pki.WriteFile(filepath.Join(w.dir, joinedFile), []byte("127.0.0.1:1\n")); err != nil {

@@ -5,6 +5,7 @@ package dispatchertest
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"net"
 	"sync"
 	"testing"
@@ -53,14 +54,7 @@ func Credentials(t testing.TB, ca *pki.CA, name string, role pki.Role) *pki.Cred
 // (certificate, key, CA) such as admin.pem.
 func Issue(t testing.TB, ca *pki.CA, name string, role pki.Role) (*pki.Credentials, []byte) {
 	t.Helper()
-	key, err := pki.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := pki.CSR(key, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, csr := NewCSR(t, name)
 	cert, err := ca.Issue(csr, pki.Identity{Name: name, Role: role}, []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +68,21 @@ func Issue(t testing.TB, ca *pki.CA, name string, role pki.Role) (*pki.Credentia
 		t.Fatal(err)
 	}
 	return c, pki.Bundle(cert, keyPEM, ca.CertPEM())
+}
+
+// NewCSR makes a fresh key and a certificate request for name signed
+// with it.
+func NewCSR(t testing.TB, name string) (*ecdsa.PrivateKey, []byte) {
+	t.Helper()
+	key, err := pki.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := pki.CSR(key, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, csr
 }
 
 // Record records creds' certificate for the node it names, as a join
