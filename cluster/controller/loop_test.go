@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -71,6 +72,28 @@ func put(t *testing.T, s *store.Store, manifest string) {
 	}
 }
 
+// putWeb puts the Service web: replicas tasks of one container running
+// image.
+func putWeb(t *testing.T, s *store.Store, replicas int, image string) {
+	t.Helper()
+	put(t, s, fmt.Sprintf(`apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  replicas: %d
+  pod: {containers: [{name: web, image: %s}]}
+`, replicas, image))
+}
+
+// webStore opens a store with one node, n1, and the Service web.
+func webStore(t *testing.T, replicas int, image string) *store.Store {
+	t.Helper()
+	s := openStore(t)
+	addNode(t, s, "n1")
+	putWeb(t, s, replicas, image)
+	return s
+}
+
 func addNode(t *testing.T, s *store.Store, name string) {
 	t.Helper()
 	n, _ := legion.New(legion.KindNode)
@@ -122,13 +145,7 @@ func TestLoopConvergesTheStore(t *testing.T) {
 		}
 	}()
 
-	put(t, s, `apiVersion: legion/v1
-kind: Service
-metadata: {name: web}
-spec:
-  replicas: 3
-  pod: {containers: [{name: web, image: nginx}]}
-`)
+	putWeb(t, s, 3, "nginx")
 	// With an hour between timed passes, only the watch can wake the loop.
 	poll(t, "three placed tasks", func() bool {
 		ts := tasks(t, s)
@@ -145,13 +162,7 @@ spec:
 			t.Errorf("task %s: owner %+v labels %v", task.Metadata.Name, task.Spec.Owner, task.Metadata.Labels)
 		}
 	}
-	put(t, s, `apiVersion: legion/v1
-kind: Service
-metadata: {name: web}
-spec:
-  replicas: 1
-  pod: {containers: [{name: web, image: nginx}]}
-`)
+	putWeb(t, s, 1, "nginx")
 	poll(t, "two tasks told to shut down", func() bool {
 		down := 0
 		for _, task := range tasks(t, s) {
@@ -172,15 +183,7 @@ spec:
 // store and counted as a conflict, not an error; nothing is lost.
 func TestPassCountsConflicts(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	addNode(t, s, "n1")
-	put(t, s, `apiVersion: legion/v1
-kind: Service
-metadata: {name: web}
-spec:
-  replicas: 1
-  pod: {containers: [{name: web, image: nginx}]}
-`)
+	s := webStore(t, 1, "nginx")
 	sig := &signals{beats: map[string]time.Time{"n1": time.Now()}}
 	l := &Loop{Store: s, Signals: sig, LeaderSince: time.Now().Add(-time.Hour)}
 	if _, err := l.Pass(context.Background()); err != nil {

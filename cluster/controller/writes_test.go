@@ -226,15 +226,7 @@ spec:
 // An update equal to what the snapshot holds is not written.
 func TestApplySkipsUnchangedUpdates(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	addNode(t, s, "n1")
-	put(t, s, `apiVersion: legion/v1
-kind: Service
-metadata: {name: web}
-spec:
-  replicas: 2
-  pod: {containers: [{name: web, image: localhost/web:1}]}
-`)
+	s := webStore(t, 2, "localhost/web:1")
 	l := &Loop{Store: s, Signals: &signals{beats: map[string]time.Time{"n1": time.Now()}}, LeaderSince: time.Now().Add(-time.Hour)}
 	if _, err := l.Pass(context.Background()); err != nil {
 		t.Fatal(err)
@@ -265,15 +257,7 @@ spec:
 // each write requires the owner the plan read.
 func TestApplyRefusesTasksOfDeletedOwner(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
-	addNode(t, s, "n1")
-	put(t, s, `apiVersion: legion/v1
-kind: Service
-metadata: {name: web}
-spec:
-  replicas: 3
-  pod: {containers: [{name: web, image: localhost/web:1}]}
-`)
+	s := webStore(t, 3, "localhost/web:1")
 	l := &Loop{Store: s, Signals: &signals{beats: map[string]time.Time{"n1": time.Now()}}, LeaderSince: time.Now().Add(-time.Hour)}
 	st, err := l.Snapshot(time.Now())
 	if err != nil {
