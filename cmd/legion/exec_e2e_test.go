@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/legionbsd/legion"
 )
@@ -14,30 +12,14 @@ import (
 // service's container, its output comes back apart, and legion exits
 // with its exit code.
 func TestExecOnADaemon(t *testing.T) {
-	n := startCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	deployHello(ctx, t, n, `apiVersion: legion/v1
-kind: Service
-metadata: {name: shell}
-spec:
-  pod:
-    containers:
-      - name: app
-        image: localhost/hello:1
-        pullPolicy: never
-        args: [-listen, "$(LEGION_POD_IP):8080"]
-`)
+	n, ctx := helloCluster(t, helloApp("shell", ""))
 	waitTaskOf(ctx, t, n, "shell", func(tk *legion.Task) bool { return tk.Status.State == legion.TaskRunning })
 	var err error
 	var out, errOut *syncBuffer
 	waitFor(t, "legion exec to reach the node's agent", func() bool {
 		out, errOut = &syncBuffer{}, &syncBuffer{}
-		root := logsRoot()
-		root.SetOut(out)
-		root.SetErr(errOut)
-		root.SetArgs([]string{"exec", "shell", "--server", n.API, "--credentials", n.Admin, "--",
-			"/app/server", "-say", "from inside", "-err", "to stderr", "-exit", "4"})
+		root := rootWith(out, errOut, "exec", "shell", "--server", n.API, "--credentials", n.Admin, "--",
+			"/app/server", "-say", "from inside", "-err", "to stderr", "-exit", "4")
 		err = root.ExecuteContext(ctx)
 		return err == nil || !strings.Contains(err.Error(), "is not connected to this manager")
 	})
@@ -52,17 +34,11 @@ spec:
 		t.Errorf("stderr %q", got)
 	}
 	// The process runtime offers no terminal, and says so.
-	root := logsRoot()
-	root.SetOut(&syncBuffer{})
-	root.SetErr(&syncBuffer{})
-	root.SetArgs([]string{"exec", "-t", "shell", "--server", n.API, "--credentials", n.Admin, "--", "/app/server", "-exit", "0"})
+	root := rootWith(&syncBuffer{}, &syncBuffer{}, "exec", "-t", "shell", "--server", n.API, "--credentials", n.Admin, "--", "/app/server", "-exit", "0")
 	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "terminal is not offered by the process runtime") {
 		t.Errorf("exec -t on the process runtime: %v", err)
 	}
-	root = logsRoot()
-	root.SetOut(&syncBuffer{})
-	root.SetErr(&syncBuffer{})
-	root.SetArgs([]string{"exec", "shell", "--server", n.API, "--credentials", n.Admin, "/app/server"})
+	root = rootWith(&syncBuffer{}, &syncBuffer{}, "exec", "shell", "--server", n.API, "--credentials", n.Admin, "/app/server")
 	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "put -- between") {
 		t.Errorf("exec without --: %v", err)
 	}

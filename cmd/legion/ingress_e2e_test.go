@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/legionbsd/legion/internal/daemon"
 )
@@ -15,34 +13,18 @@ import (
 // request for the route's host to the service's ready task, and a host
 // no route names gets 404.
 func TestRouteServedByTheIngressProxy(t *testing.T) {
-	n := startCluster(t, func(o *daemon.Options) { o.IngressListen = "127.0.0.1:0" })
-	if len(n.Ingress) != 1 {
-		t.Fatalf("ingress listens at %v, want one address", n.Ingress)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	deployHello(ctx, t, n, `apiVersion: legion/v1
-kind: Service
-metadata: {name: site}
-spec:
-  pod:
-    containers:
-      - name: app
-        image: localhost/hello:1
-        pullPolicy: never
-        args: [-listen, "$(LEGION_POD_IP):8080"]
-        env: [{name: NAME, value: "served by the route"}]
-        ports: [{name: http, containerPort: 8080}]
-        probes:
-          readiness: {http: {path: /ready, port: http}, period: 100ms}
-  endpoint:
+	n, _ := helloCluster(t, helloApp("site", `        env: [{name: NAME, value: "served by the route"}]
+`+readyHTTP+`  endpoint:
     ports: [{name: http, port: 80, targetPort: http}]
 ---
 apiVersion: legion/v1
 kind: Route
 metadata: {name: site}
 spec: {host: site.test, path: /, service: site}
-`)
+`), func(o *daemon.Options) { o.IngressListen = "127.0.0.1:0" })
+	if len(n.Ingress) != 1 {
+		t.Fatalf("ingress listens at %v, want one address", n.Ingress)
+	}
 	get := func(host string) (int, string) {
 		req, _ := http.NewRequest("GET", "http://"+n.Ingress[0]+"/", nil)
 		req.Host = host

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/legionbsd/legion"
 )
@@ -12,10 +10,7 @@ import (
 // A job's finished task on a real one-node daemon: legion logs prints its
 // output, by the job's name and by the task's, once its pod is gone.
 func TestLogsOfAFinishedJobOnADaemon(t *testing.T) {
-	n := startCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	deployHello(ctx, t, n, `apiVersion: legion/v1
+	n, ctx := helloCluster(t, `apiVersion: legion/v1
 kind: Job
 metadata: {name: greet}
 spec:
@@ -34,10 +29,7 @@ spec:
 		// until then the manager says it is not connected.
 		waitFor(t, "legion logs to reach the node's agent", func() bool {
 			out, errOut = &syncBuffer{}, &syncBuffer{}
-			root := logsRoot()
-			root.SetOut(out)
-			root.SetErr(errOut)
-			root.SetArgs([]string{"logs", arg, "--server", n.API, "--credentials", n.Admin})
+			root := rootWith(out, errOut, "logs", arg, "--server", n.API, "--credentials", n.Admin)
 			err = root.ExecuteContext(ctx)
 			return err == nil || !strings.Contains(err.Error(), "is not connected to this manager")
 		})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 
 	"os"
 	"path/filepath"
@@ -30,15 +31,18 @@ func logRec(sec int, stream, text string, partial bool) jail.LogRecord {
 	return jail.LogRecord{Time: logsT0.Add(time.Duration(sec) * time.Second), Stream: stream, Text: text, Partial: partial}
 }
 
-// logsRoot is the CLI, which has legion logs.
-func logsRoot() *cobra.Command { return newRootCommand() }
+// rootWith is the CLI writing to out and errOut, set to run args.
+func rootWith(out, errOut io.Writer, args ...string) *cobra.Command {
+	root := newRootCommand()
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.SetArgs(args)
+	return root
+}
 
 // runLogs runs legion logs against m with separate stdout and stderr.
 func runLogs(ctx context.Context, m *sessionstest.Manager, stdout, stderr *syncBuffer, args ...string) error {
-	root := logsRoot()
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetArgs(append(append([]string{"logs"}, args...), "--server", m.Addr, "--credentials", m.AdminFile))
+	root := rootWith(stdout, stderr, append(append([]string{"logs"}, args...), "--server", m.Addr, "--credentials", m.AdminFile)...)
 	return root.ExecuteContext(ctx)
 }
 

@@ -154,6 +154,42 @@ func deployHello(ctx context.Context, t *testing.T, n *daemon.Node, manifest str
 	}
 }
 
+// helloCluster starts a one-node cluster and deploys manifest on it (see
+// deployHello); the context it returns ends after two minutes or with the
+// test.
+func helloCluster(t *testing.T, manifest string, opts ...func(*daemon.Options)) (*daemon.Node, context.Context) {
+	t.Helper()
+	n := startCluster(t, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	deployHello(ctx, t, n, manifest)
+	return n, ctx
+}
+
+// helloApp is a manifest of a Service named name whose one container,
+// app, runs the hello example's server on the pod's address at 8080; more
+// is appended as it is (further container lines, then the rest).
+func helloApp(name, more string) string {
+	return `apiVersion: legion/v1
+kind: Service
+metadata: {name: ` + name + `}
+spec:
+  pod:
+    containers:
+      - name: app
+        image: localhost/hello:1
+        pullPolicy: never
+        args: [-listen, "$(LEGION_POD_IP):8080"]
+` + more
+}
+
+// readyHTTP are container lines of helloApp naming port 8080 http and
+// probing the server's readiness on it.
+const readyHTTP = `        ports: [{name: http, containerPort: 8080}]
+        probes:
+          readiness: {http: {path: /ready, port: http}, period: 100ms}
+`
+
 // waitTaskOf waits for a task of owner (a service or job of the default
 // namespace) that ok accepts, and returns it.
 func waitTaskOf(ctx context.Context, t *testing.T, n *daemon.Node, owner string, ok func(*legion.Task) bool) *legion.Task {

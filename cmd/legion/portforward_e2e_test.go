@@ -15,33 +15,14 @@ import (
 // local port reaches the service's pod on a port nothing publishes, and
 // an interrupt ends the command cleanly.
 func TestPortForwardOnADaemon(t *testing.T) {
-	n := startCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	deployHello(ctx, t, n, `apiVersion: legion/v1
-kind: Service
-metadata: {name: fwd}
-spec:
-  pod:
-    containers:
-      - name: app
-        image: localhost/hello:1
-        pullPolicy: never
-        args: [-listen, "$(LEGION_POD_IP):8080"]
-        env: [{name: NAME, value: "reached through the forward"}]
-        ports: [{name: http, containerPort: 8080}]
-        probes:
-          readiness: {http: {path: /ready, port: http}, period: 100ms}
-`)
+	n, ctx := helloCluster(t, helloApp("fwd", `        env: [{name: NAME, value: "reached through the forward"}]
+`+readyHTTP))
 	waitTaskOf(ctx, t, n, "fwd", func(tk *legion.Task) bool { return tk.Status.Ready })
 	fctx, stop := context.WithCancel(ctx)
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		root := logsRoot()
-		root.SetOut(out)
-		root.SetErr(errOut)
-		root.SetArgs([]string{"port-forward", "fwd", "0:8080", "--server", n.API, "--credentials", n.Admin})
+		root := rootWith(out, errOut, "port-forward", "fwd", "0:8080", "--server", n.API, "--credentials", n.Admin)
 		done <- root.ExecuteContext(fctx)
 	}()
 	var addr string

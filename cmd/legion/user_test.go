@@ -17,10 +17,7 @@ func TestUserCreate(t *testing.T) {
 	defer cancel()
 	run := func(args ...string) (string, error) {
 		out := &syncBuffer{}
-		root := logsRoot()
-		root.SetOut(out)
-		root.SetErr(&syncBuffer{})
-		root.SetArgs(append(args, "--server", n.API))
+		root := rootWith(out, &syncBuffer{}, append(args, "--server", n.API)...)
 		err := root.ExecuteContext(ctx)
 		return out.String(), err
 	}
