@@ -81,8 +81,12 @@ func (c *Client) exec(ctx context.Context, st legionpb.Sessions_AttachClient, o 
 
 // relayInput hands the user's input to the command (stdin, nil when it
 // reads none) and the terminal's new sizes to the runtime (resizes, nil
-// without a terminal) until the manager stops relaying or the exec ends.
+// without a terminal, closed once no more can come) until the manager
+// stops relaying or the exec ends.
 func relayInput(ctx context.Context, fail context.CancelCauseFunc, inputs <-chan *legionpb.AttachInput, stdin *io.PipeWriter, resizes chan<- jail.TermSize) {
+	if resizes != nil {
+		defer close(resizes)
+	}
 	for in := range inputs {
 		if stdin != nil && len(in.Stdin) > 0 {
 			if _, err := stdin.Write(in.Stdin); err != nil {
