@@ -51,21 +51,9 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 		Short: "Create or update objects from manifests (server-side apply)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return errors.New("-f FILE|DIR|- is required")
-			}
-			objs, err := readManifests(cmd.InOrStdin(), file)
+			res, err := c.applyFile(cmd, "apply", file, dryRun)
 			if err != nil {
 				return err
-			}
-			cl, err := c.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			res, err := cl.Apply(ctxOf(cmd), objs, client.ApplyOptions{DryRun: dryRun})
-			if err != nil {
-				return fmt.Errorf("apply: %w", err)
 			}
 			suffix := ""
 			if dryRun {
@@ -77,9 +65,37 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file, directory of them, or - for standard input")
+	fileFlag(cmd, &file)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change, write nothing")
 	return cmd
+}
+
+// applyFile has the cluster apply the manifests read from file (a file,
+// a directory of them, or - for standard input); what names the command
+// in the error of a refused apply.
+func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file string, dryRun bool) ([]client.Result, error) {
+	if file == "" {
+		return nil, errors.New("-f FILE|DIR|- is required")
+	}
+	objs, err := readManifests(cmd.InOrStdin(), file)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.connect(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	res, err := cl.Apply(ctxOf(cmd), objs, client.ApplyOptions{DryRun: dryRun})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return res, nil
+}
+
+// fileFlag adds -f, the manifests a command reads.
+func fileFlag(cmd *cobra.Command, file *string) {
+	cmd.Flags().StringVarP(file, "filename", "f", "", "manifest file, directory of them, or - for standard input")
 }
 
 // ref names an object as kubectl does: kind/name, with the namespace.
@@ -92,6 +108,27 @@ func ref(o legion.Object) string {
 	return s
 }
 
+// query checks what get and watch were asked (the kind, the output
+// format, the scope flags) and connects; the caller closes the client.
+func (c *clusterCLI) query(cmd *cobra.Command, kindArg, output string, f *scopeFlags) (legion.Kind, client.ListOptions, *client.Client, error) {
+	kind, err := resolveKind(kindArg)
+	if err != nil {
+		return "", client.ListOptions{}, nil, err
+	}
+	if err := checkOutput(output); err != nil {
+		return "", client.ListOptions{}, nil, err
+	}
+	opts, err := f.options()
+	if err != nil {
+		return "", client.ListOptions{}, nil, err
+	}
+	cl, err := c.connect(cmd)
+	if err != nil {
+		return "", client.ListOptions{}, nil, err
+	}
+	return kind, opts, cl, nil
+}
+
 func (c *clusterCLI) getCommand(use string) *cobra.Command {
 	var f scopeFlags
 	var output string
@@ -100,18 +137,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 		Short: "Show one object, or list the objects of a kind",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := resolveKind(args[0])
-			if err != nil {
-				return err
-			}
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			opts, err := f.options()
-			if err != nil {
-				return err
-			}
-			cl, err := c.connect(cmd)
+			kind, opts, cl, err := c.query(cmd, args[0], output, &f)
 			if err != nil {
 				return err
 			}
@@ -205,18 +231,7 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 		Short: "List a kind, then print every change to it as it happens",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := resolveKind(args[0])
-			if err != nil {
-				return err
-			}
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			opts, err := f.options()
-			if err != nil {
-				return err
-			}
-			cl, err := c.connect(cmd)
+			kind, opts, cl, err := c.query(cmd, args[0], output, &f)
 			if err != nil {
 				return err
 			}
@@ -252,21 +267,9 @@ never printed: it shows as its size and whether it would change. It exits 1
 when anything would change, 0 when nothing would.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return errors.New("-f FILE|DIR|- is required")
-			}
-			objs, err := readManifests(cmd.InOrStdin(), file)
+			res, err := c.applyFile(cmd, "diff", file, true)
 			if err != nil {
 				return err
-			}
-			cl, err := c.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			res, err := cl.Apply(ctxOf(cmd), objs, client.ApplyOptions{DryRun: true})
-			if err != nil {
-				return fmt.Errorf("diff: %w", err)
 			}
 			changed := false
 			for _, r := range res {
@@ -287,6 +290,6 @@ when anything would change, 0 when nothing would.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file, directory of them, or - for standard input")
+	fileFlag(cmd, &file)
 	return cmd
 }

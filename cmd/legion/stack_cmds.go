@@ -225,19 +225,8 @@ the files no longer have are deleted.`,
 }
 
 func newStackRmCommand(deps stackDeps) *cobra.Command {
-	var namespace string
-	cmd := &cobra.Command{
-		Use:   "rm [-n NS] STACK",
-		Short: "Remove a stack's services, network policies, secrets and configs (volumes are kept)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			stack := args[0]
-			c, done, err := connectStack(cmd, deps)
-			if err != nil {
-				return err
-			}
-			defer done()
-			ns := stackNamespace(namespace, stack)
+	return stackCommand(deps, "rm [-n NS] STACK", "Remove a stack's services, network policies, secrets and configs (volumes are kept)",
+		func(cmd *cobra.Command, c stackClient, stack, ns string) error {
 			var current []legion.Object
 			for _, k := range compose.RemoveKinds() {
 				objs, err := c.List(cmd.Context(), k, ns, map[string]string{compose.StackLabel: stack})
@@ -251,6 +240,25 @@ func newStackRmCommand(deps stackDeps) *cobra.Command {
 				return fmt.Errorf("stack %s: nothing of it in namespace %s", stack, ns)
 			}
 			return runSteps(cmd, c, steps)
+		})
+}
+
+// stackCommand is a command on the stack its one argument names, in the
+// namespace -n names (by default the stack's own); run gets a connection.
+func stackCommand(deps stackDeps, use, short string, run func(cmd *cobra.Command, c stackClient, stack, ns string) error) *cobra.Command {
+	var namespace string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			stack := args[0]
+			c, done, err := connectStack(cmd, deps)
+			if err != nil {
+				return err
+			}
+			defer done()
+			return run(cmd, c, stack, stackNamespace(namespace, stack))
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the stack (default: the stack's name)")
@@ -283,19 +291,9 @@ func newStackLsCommand(deps stackDeps) *cobra.Command {
 }
 
 func newStackServicesCommand(deps stackDeps) *cobra.Command {
-	var namespace string
-	cmd := &cobra.Command{
-		Use:   "services [-n NS] STACK",
-		Short: "List a stack's services",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			stack := args[0]
-			c, done, err := connectStack(cmd, deps)
-			if err != nil {
-				return err
-			}
-			defer done()
-			svcs, err := c.List(cmd.Context(), legion.KindService, stackNamespace(namespace, stack), map[string]string{compose.StackLabel: stack})
+	return stackCommand(deps, "services [-n NS] STACK", "List a stack's services",
+		func(cmd *cobra.Command, c stackClient, stack, ns string) error {
+			svcs, err := c.List(cmd.Context(), legion.KindService, ns, map[string]string{compose.StackLabel: stack})
 			if err != nil {
 				return err
 			}
@@ -305,10 +303,7 @@ func newStackServicesCommand(deps stackDeps) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Mode, s.Replicas, s.Image, s.Ports)
 			}
 			return tw.Flush()
-		},
-	}
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the stack (default: the stack's name)")
-	return cmd
+		})
 }
 
 func stackNamespace(flag, stack string) string {
