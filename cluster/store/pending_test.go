@@ -66,17 +66,9 @@ func names(ls []listed) []string {
 func TestCrashBeforeTheFileCaughtUpReappliesFromTheLog(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	n := openNode(t, "m1", dir)
-	if err := n.s.Bootstrap("m1"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "leader", 5*time.Second, n.s.IsLeader)
+	n := leaderIn(t, dir)
+	putConfigs(t, n, 5)
 	ctx := context.Background()
-	for i := range 5 {
-		if _, _, err := n.s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if err := n.s.fsm.flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -196,17 +188,8 @@ func TestSnapshotWritesPendingChangesFirst(t *testing.T) {
 func TestOpenRestoresASnapshotNewerThanTheFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	n := openNode(t, "m1", dir)
-	if err := n.s.Bootstrap("m1"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "leader", 5*time.Second, n.s.IsLeader)
-	ctx := context.Background()
-	for i := range 5 {
-		if _, _, err := n.s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	n := leaderIn(t, dir)
+	putConfigs(t, n, 5)
 	if err := n.s.Snapshot(); err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,28 @@ func openNodeTiming(t testing.TB, id, dir string, timing Timing) *node {
 	return &node{id: id, dir: dir, tr: tr, s: s}
 }
 
+// leaderIn opens m1 in dir, bootstraps it alone and waits until it
+// leads.
+func leaderIn(t *testing.T, dir string) *node {
+	t.Helper()
+	n := openNode(t, "m1", dir)
+	if err := n.s.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader", 5*time.Second, n.s.IsLeader)
+	return n
+}
+
+// putConfigs writes the Configs c0 to c<count-1> of the default namespace.
+func putConfigs(t *testing.T, n *node, count int) {
+	t.Helper()
+	for i := range count {
+		if _, _, err := n.s.Put(context.Background(), config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -286,11 +308,7 @@ func TestWatchCompactedBeyondHistory(t *testing.T) {
 func TestRestartServesReadsAndReappliesNothing(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	n := openNode(t, "m1", dir)
-	if err := n.s.Bootstrap("m1"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "leader", 5*time.Second, n.s.IsLeader)
+	n := leaderIn(t, dir)
 	ctx := context.Background()
 	var last uint64
 	for i := range 10 {
