@@ -57,17 +57,7 @@ func (c *Config) Platform() Platform {
 
 func (c *Config) UnmarshalJSON(b []byte) error {
 	type plain Config
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	extra, err := unknownKeys(b, reflect.TypeOf(p))
-	if err != nil {
-		return err
-	}
-	*c = Config(p)
-	c.extra = extra
-	return nil
+	return decodeKnown(b, (*plain)(c), &c.extra)
 }
 
 func (c Config) MarshalJSON() ([]byte, error) {
@@ -77,22 +67,28 @@ func (c Config) MarshalJSON() ([]byte, error) {
 
 func (c *ContainerConfig) UnmarshalJSON(b []byte) error {
 	type plain ContainerConfig
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
-		return err
-	}
-	extra, err := unknownKeys(b, reflect.TypeOf(p))
-	if err != nil {
-		return err
-	}
-	*c = ContainerConfig(p)
-	c.extra = extra
-	return nil
+	return decodeKnown(b, (*plain)(c), &c.extra)
 }
 
 func (c ContainerConfig) MarshalJSON() ([]byte, error) {
 	type plain ContainerConfig
 	return withExtra(plain(c), c.extra)
+}
+
+// decodeKnown decodes b into *v, starting from v's zero value, and keeps
+// the keys no field of v names in *extra; on an error *v is left as it was.
+func decodeKnown[T any](b []byte, v *T, extra *map[string]json.RawMessage) error {
+	var p T
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	x, err := unknownKeys(b, reflect.TypeOf(p))
+	if err != nil {
+		return err
+	}
+	*v = p
+	*extra = x
+	return nil
 }
 
 // unknownKeys returns the object's keys that no field of t names, compared
