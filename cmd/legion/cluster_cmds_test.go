@@ -17,19 +17,6 @@ import (
 	"github.com/legionbsd/legion/internal/testcluster"
 )
 
-// run runs the CLI with args and returns what it printed.
-func run(t *testing.T, stdin string, args ...string) (string, error) {
-	t.Helper()
-	root := newRootCommand()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetIn(strings.NewReader(stdin))
-	root.SetArgs(args)
-	err := root.Execute()
-	return out.String(), err
-}
-
 // startDaemon starts a daemon that belongs to no cluster yet: the CLI
 // under test inits it.
 func startDaemon(t *testing.T) (*server.Server, string) {
@@ -53,11 +40,11 @@ spec: {}
 func TestClusterCommandsEndToEnd(t *testing.T) {
 	s, dir := startDaemon(t)
 	addr := s.Addr()
-	out, err := run(t, "", "status", "--server", addr)
+	out, err := runLegion(t, "", "status", "--server", addr)
 	if err != nil || !strings.Contains(out, "belongs to no cluster") {
 		t.Fatalf("status of a fresh daemon: %q %v", out, err)
 	}
-	out, err = run(t, "", "init", "--server", addr)
+	out, err = runLegion(t, "", "init", "--server", addr)
 	admin := filepath.Join(dir, server.AdminFile)
 	if err != nil || !strings.Contains(out, admin) {
 		t.Fatalf("init: %q %v", out, err)
@@ -68,7 +55,7 @@ func TestClusterCommandsEndToEnd(t *testing.T) {
 	}
 	flags := []string{"--server", addr, "--credentials", admin}
 	cli := func(stdin string, args ...string) (string, error) {
-		return run(t, stdin, append(args, flags...)...)
+		return runLegion(t, stdin, append(args, flags...)...)
 	}
 
 	out, err = cli(cliManifest, "apply", "-f", "-")
@@ -159,13 +146,13 @@ func TestClusterCommandsEndToEnd(t *testing.T) {
 	// The environment stands in for the flags.
 	t.Setenv("LEGION_SERVER", addr)
 	t.Setenv("LEGION_CREDENTIALS", admin)
-	if out, err := run(t, "", "get", "ns"); err != nil || !strings.Contains(out, "No namespaces found") {
+	if out, err := runLegion(t, "", "get", "ns"); err != nil || !strings.Contains(out, "No namespaces found") {
 		t.Fatalf("get with LEGION_SERVER and LEGION_CREDENTIALS: %q %v", out, err)
 	}
 	t.Setenv("LEGION_CREDENTIALS", "")
 
 	// Without credentials the CLI says what to do.
-	if _, err := run(t, "", "list", "configs", "--server", addr, "--credentials", ""); err == nil || !strings.Contains(err.Error(), "credentials") {
+	if _, err := runLegion(t, "", "list", "configs", "--server", addr, "--credentials", ""); err == nil || !strings.Contains(err.Error(), "credentials") {
 		t.Fatalf("no credentials: %v", err)
 	}
 }
@@ -249,7 +236,7 @@ func TestDaemonStopsCleanly(t *testing.T) {
 			want = "voter, leader"
 		}
 		for {
-			o, err := run(t, "", args...)
+			o, err := runLegion(t, "", args...)
 			if err == nil && strings.Contains(o, want) {
 				break
 			}
@@ -259,7 +246,7 @@ func TestDaemonStopsCleanly(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		if round == 0 {
-			if _, err := run(t, "", "init", "--server", addr); err != nil {
+			if _, err := runLegion(t, "", "init", "--server", addr); err != nil {
 				t.Fatal(err)
 			}
 		}

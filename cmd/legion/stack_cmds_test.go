@@ -276,7 +276,7 @@ func TestStackLsAndServices(t *testing.T) {
 func TestStackDeployNeedsCredentials(t *testing.T) {
 	t.Setenv("LEGION_CREDENTIALS", "")
 	file := writeStack(t)
-	_, err := run(t, "", "stack", "deploy", "-c", file, "shop")
+	_, err := runLegion(t, "", "stack", "deploy", "-c", file, "shop")
 	if err == nil || !strings.Contains(err.Error(), "no credentials") {
 		t.Fatalf("deploy without credentials: got %v", err)
 	}
@@ -287,12 +287,12 @@ func TestStackDeployNeedsCredentials(t *testing.T) {
 func TestStackEndToEnd(t *testing.T) {
 	s, dir := startDaemon(t)
 	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
-	if out, err := run(t, "", "init", "--server", s.Addr()); err != nil {
+	if out, err := runLegion(t, "", "init", "--server", s.Addr()); err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
 	cli := func(args ...string) string {
 		t.Helper()
-		out, err := run(t, "", append(args, flags...)...)
+		out, err := runLegion(t, "", append(args, flags...)...)
 		if err != nil {
 			t.Fatalf("legion %s: %v\n%s", strings.Join(args, " "), err, out)
 		}

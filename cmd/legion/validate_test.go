@@ -7,14 +7,12 @@ import (
 	"testing"
 )
 
+// runLegion runs the CLI with args and returns what it printed.
 func runLegion(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	root := newRootCommand()
 	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
+	root := rootWith(&out, &out, args...)
 	root.SetIn(strings.NewReader(stdin))
-	root.SetArgs(args)
 	err := root.Execute()
 	return out.String(), err
 }
