@@ -43,6 +43,45 @@ const testVIPOctet = 211
 
 const testImage = "localhost/legion-test/server:1"
 
+// testPod is a manifest of kind (Job or Service) named name whose one
+// container, c, runs the test image with args (a YAML list); specLines
+// come first in its spec. Further container lines can be appended.
+func testPod(kind, name, c, args string, specLines ...string) string {
+	spec := ""
+	for _, l := range specLines {
+		spec += "  " + l + "\n"
+	}
+	return `apiVersion: legion/v1
+kind: ` + kind + `
+metadata: {name: ` + name + `}
+spec:
+` + spec + `  pod:
+    containers:
+      - name: ` + c + `
+        image: ` + testImage + `
+        pullPolicy: never
+        args: ` + args + `
+`
+}
+
+// listen8080 are the test server's arguments to serve HTTP on the pod's
+// address at 8080.
+const listen8080 = `[-listen, "$(LEGION_POD_IP):8080"]`
+
+// servesHTTP are container lines of testPod naming port 8080 http and
+// probing readiness there every period.
+func servesHTTP(period string) string {
+	return `        ports: [{name: http, containerPort: 8080}]
+        probes:
+          readiness: {http: {path: /ready, port: http}, period: ` + period + `}
+`
+}
+
+// endpointHTTP, after a Service's pod, publishes its port http at 80.
+const endpointHTTP = `  endpoint:
+    ports: [{name: http, port: 80, targetPort: http}]
+`
+
 // buildImage compiles the test server once and loads it into a new image
 // store.
 var imageOnce struct {
@@ -314,17 +353,7 @@ func (n *node) jobOutput(t *testing.T, name, container string) string {
 // supervised process, reports it complete, and keeps its output.
 func TestJobRunsToCompletionAndKeepsItsOutput(t *testing.T) {
 	n := startNode(t)
-	n.apply(t, `apiVersion: legion/v1
-kind: Job
-metadata: {name: hello}
-spec:
-  pod:
-    containers:
-      - name: say
-        image: `+testImage+`
-        pullPolicy: never
-        args: [-say, "hello from a job", -exit, "0"]
-`)
+	n.apply(t, testPod("Job", "hello", "say", `[-say, "hello from a job", -exit, "0"]`))
 	poll(t, "the job to complete", 60*time.Second, func() bool { return n.job(t, "hello").Status.State == legion.JobComplete })
 	tasks := n.tasksOf(t, "legion.job", "hello")
 	if len(tasks) != 1 || tasks[0].Status.State != legion.TaskComplete {
@@ -339,18 +368,7 @@ spec:
 // A failing job's tasks are retried and the job fails after backoffLimit.
 func TestFailingJobFailsAfterItsBackoffLimit(t *testing.T) {
 	n := startNode(t)
-	n.apply(t, `apiVersion: legion/v1
-kind: Job
-metadata: {name: broken}
-spec:
-  backoffLimit: 0
-  pod:
-    containers:
-      - name: fail
-        image: `+testImage+`
-        pullPolicy: never
-        args: [-err, "it went wrong", -exit, "3"]
-`)
+	n.apply(t, testPod("Job", "broken", "fail", `[-err, "it went wrong", -exit, "3"]`, "backoffLimit: 0"))
 	poll(t, "the job to fail", 60*time.Second, func() bool { return n.job(t, "broken").Status.State == legion.JobFailed })
 	j := n.job(t, "broken")
 	if j.Status.Failed != 1 || !strings.Contains(j.Status.Message, "3") {
@@ -368,37 +386,14 @@ kind: Secret
 metadata: {name: token}
 spec: {text: `+value+`}
 ---
-apiVersion: legion/v1
-kind: Job
-metadata: {name: reader}
-spec:
-  pod:
-    containers:
-      - name: cat
-        image: `+testImage+`
-        pullPolicy: never
-        args: [-cat, /run/secrets/token]
-        secrets: [{name: token}]
+`+testPod("Job", "reader", "cat", "[-cat, /run/secrets/token]")+`        secrets: [{name: token}]
 `)
 	if saved := n.jobOutput(t, "reader", "cat"); !strings.Contains(saved, value) {
 		t.Fatalf("the container did not read the secret file: %q", saved)
 	}
 	// As an environment variable: a service answers its value over HTTP.
-	n.apply(t, `apiVersion: legion/v1
-kind: Service
-metadata: {name: envsvc}
-spec:
-  pod:
-    containers:
-      - name: web
-        image: `+testImage+`
-        pullPolicy: never
-        args: [-listen, "$(LEGION_POD_IP):8080"]
-        env: [{name: TOKEN, secret: token}]
-        ports: [{name: http, containerPort: 8080}]
-        probes:
-          readiness: {http: {path: /ready, port: http}, period: 100ms}
-`)
+	n.apply(t, testPod("Service", "envsvc", "web", listen8080)+`        env: [{name: TOKEN, secret: token}]
+`+servesHTTP("100ms"))
 	poll(t, "the env service ready", 60*time.Second, func() bool { return readyTasks(n.tasksOf(t, "legion.service", "envsvc")) == 1 })
 	ip := n.tasksOf(t, "legion.service", "envsvc")[0].Status.IP
 	resp, err := http.Get("http://" + ip + ":8080/env/TOKEN")

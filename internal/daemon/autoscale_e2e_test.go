@@ -12,23 +12,9 @@ import (
 // than the target (here: memory far above a 1 MiB request), up to max.
 func TestServiceAutoscalesOnWhatItsTasksUse(t *testing.T) {
 	n := startNode(t)
-	n.apply(t, `apiVersion: legion/v1
-kind: Service
-metadata: {name: auto}
-spec:
-  replicas: 1
-  autoscale: {min: 1, max: 3, memory: 50}
-  pod:
-    containers:
-      - name: web
-        image: `+testImage+`
-        pullPolicy: never
-        args: [-listen, "$(LEGION_POD_IP):8080"]
-        resources: {requests: {memory: 1Mi}}
-        ports: [{name: http, containerPort: 8080}]
-        probes:
-          readiness: {http: {path: /ready, port: http}, period: 100ms}
-`)
+	n.apply(t, testPod("Service", "auto", "web", listen8080, "replicas: 1", "autoscale: {min: 1, max: 3, memory: 50}")+
+		`        resources: {requests: {memory: 1Mi}}
+`+servesHTTP("100ms"))
 	poll(t, "the service grown to its max", 60*time.Second, func() bool {
 		return readyTasks(n.tasksOf(t, "legion.service", "auto")) == 3
 	})

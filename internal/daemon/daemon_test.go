@@ -63,17 +63,7 @@ func TestDaemonRunsWorkloadsThroughTheDispatcher(t *testing.T) {
 	}
 	loadTestImage(t, images)
 	images.Close()
-	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
-kind: Job
-metadata: {name: hello}
-spec:
-  pod:
-    containers:
-      - name: say
-        image: `+testImage+`
-        pullPolicy: never
-        args: [-say, hi, -exit, "0"]
-`))
+	objs, err := legion.ParseManifest("t", []byte(testPod("Job", "hello", "say", `[-say, hi, -exit, "0"]`)))
 	if err != nil {
 		t.Fatal(err)
 	}

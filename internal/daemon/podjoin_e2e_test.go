@@ -96,17 +96,7 @@ func TestPodJoinsBetweenItsJailAndItsContainers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n.startAgent(ctx)
-	n.apply(t, `apiVersion: legion/v1
-kind: Job
-metadata: {name: dns}
-spec:
-  pod:
-    containers:
-      - name: cat
-        image: `+testImage+`
-        pullPolicy: never
-        args: [-cat, /etc/resolv.conf]
-`)
+	n.apply(t, testPod("Job", "dns", "cat", "[-cat, /etc/resolv.conf]"))
 	saved := n.jobOutput(t, "dns", "cat")
 	task := n.tasksOf(t, "legion.job", "dns")[0]
 	for _, want := range []string{"search default.legion legion", "nameserver 10.200.1.1", "options ndots:2"} {

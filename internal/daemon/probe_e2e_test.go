@@ -11,25 +11,13 @@ import (
 	"github.com/legionbsd/legion/jail"
 )
 
-const probedService = `apiVersion: legion/v1
-kind: Service
-metadata: {name: probed}
-spec:
-  replicas: 1
-  pod:
-    containers:
-      - name: web
-        image: ` + testImage + `
-        pullPolicy: never
-        args: [-listen, "$(LEGION_POD_IP):8080"]
-        ports: [{name: http, containerPort: 8080}]
+var probedService = testPod("Service", "probed", "web", listen8080, "replicas: 1") +
+	`        ports: [{name: http, containerPort: 8080}]
         probes:
           readiness: {http: {path: /ready, port: http}, period: 100ms, failureThreshold: 1}
           liveness: {http: {path: /live, port: http}, period: 100ms, failureThreshold: 2}
     restartPolicy: {condition: any, delay: 1s}
-  endpoint:
-    ports: [{name: http, port: 80, targetPort: http}]
-`
+` + endpointHTTP
 
 func (n *node) inContainer(t *testing.T, task *legion.Task, args ...string) {
 	t.Helper()

@@ -16,24 +16,9 @@ import (
 	"github.com/miekg/dns"
 )
 
-const webService = `apiVersion: legion/v1
-kind: Service
-metadata: {name: web}
-spec:
-  replicas: 3
-  pod:
-    containers:
-      - name: web
-        image: ` + testImage + `
-        pullPolicy: never
-        args: [-listen, "$(LEGION_POD_IP):8080"]
-        env: [{name: NAME, value: "$(HOSTNAME)"}]
-        ports: [{name: http, containerPort: 8080}]
-        probes:
-          readiness: {http: {path: /ready, port: http}, period: 200ms}
-  endpoint:
-    ports: [{name: http, port: 80, targetPort: http}]
-`
+var webService = testPod("Service", "web", "web", listen8080, "replicas: 3") +
+	`        env: [{name: NAME, value: "$(HOSTNAME)"}]
+` + servesHTTP("200ms") + endpointHTTP
 
 func (n *node) service(t *testing.T, name string) *legion.Service {
 	t.Helper()

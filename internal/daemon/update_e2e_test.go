@@ -20,24 +20,10 @@ func rolling(order, name, failure string) string {
 }
 
 func rollingWith(order, name, failure, monitor, restart string) string {
-	return `apiVersion: legion/v1
-kind: Service
-metadata: {name: roll}
-spec:
-  replicas: 3
-  pod:
-    containers:
-      - name: web
-        image: ` + testImage + `
-        pullPolicy: never
-        args: [-listen, "$(LEGION_POD_IP):8080"` + failure + `]
-        env: [{name: NAME, value: "` + name + `"}]
-        ports: [{name: http, containerPort: 8080}]
-        probes:
-          readiness: {http: {path: /ready, port: http}, period: 100ms}` + restart + `
-  endpoint:
-    ports: [{name: http, port: 80, targetPort: http}]
-  update: {order: ` + order + `, parallelism: 1, monitor: ` + monitor + `, failureAction: rollback}
+	return testPod("Service", "roll", "web", `[-listen, "$(LEGION_POD_IP):8080"`+failure+`]`, "replicas: 3") +
+		`        env: [{name: NAME, value: "` + name + `"}]
+` + servesHTTP("100ms") + restart + endpointHTTP +
+		`  update: {order: ` + order + `, parallelism: 1, monitor: ` + monitor + `, failureAction: rollback}
 `
 }
 
@@ -150,7 +136,7 @@ func TestStopFirstRollingUpdateReplacesEveryTask(t *testing.T) {
 // policy the task fails; with the default one the agent restarts the
 // container within the task, and that restart counts as the failure.
 func TestFailingUpdateRollsBack(t *testing.T) {
-	for name, restart := range map[string]string{"limited": "\n    restartPolicy: {condition: any, maxAttempts: 1}", "unlimited": ""} {
+	for name, restart := range map[string]string{"limited": "    restartPolicy: {condition: any, maxAttempts: 1}\n", "unlimited": ""} {
 		t.Run(name, func(t *testing.T) { failingUpdateRollsBack(t, restart) })
 	}
 }
