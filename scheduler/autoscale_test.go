@@ -60,8 +60,7 @@ func runReporting(c *schedtest.Cluster, d time.Duration, cpu int64) {
 
 func TestAutoscaleGrowsAtOnce(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(scaleYAML)
 	c.Converge()
 	report(c, 1800, false) // 90% of each request, target 50%: ceil(180/50) = 4
@@ -76,8 +75,7 @@ func TestAutoscaleGrowsAtOnce(t *testing.T) {
 
 func TestAutoscaleDeadBand(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(scaleYAML)
 	c.Converge()
 	runReporting(c, 2*time.Minute, 1080) // 54%: within a tenth of 50
@@ -92,8 +90,7 @@ func TestAutoscaleDeadBand(t *testing.T) {
 
 func TestAutoscaleShrinksOnlyAfterDownDelay(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(strings.Replace(scaleYAML, "replicas: 2", "replicas: 4", 1))
 	c.Converge()
 	runReporting(c, 50*time.Second, 400) // 10%: wants 1
@@ -108,8 +105,7 @@ func TestAutoscaleShrinksOnlyAfterDownDelay(t *testing.T) {
 
 func TestAutoscaleNewLeaderWaitsBeforeShrinking(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(strings.Replace(scaleYAML, "replicas: 2", "replicas: 4", 1))
 	c.Converge()
 	c.LeaderSince = c.Now
@@ -130,8 +126,7 @@ func TestAutoscaleNewLeaderWaitsBeforeShrinking(t *testing.T) {
 
 func TestAutoscaleIgnoresReportsFromOtherNodesAndMissingOnesAreIdle(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(scaleYAML)
 	c.Converge()
 	report(c, 4000, true)

@@ -22,8 +22,7 @@ func readyCount(c *schedtest.Cluster, owner string) int {
 
 func TestMaxUnavailableZeroSurgesInsteadOfStalling(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 0"))
 	c.Converge()
 	c.Apply(updSpec("app:2", "stop-first", "pause", 0, "0s", ", maxUnavailable: 0"))
@@ -39,8 +38,7 @@ func TestMaxUnavailableZeroSurgesInsteadOfStalling(t *testing.T) {
 
 func TestMaxUnavailableBoundsStopFirstUpdates(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 1"))
 	c.Converge()
 	c.Apply(updSpec("app:2", "stop-first", "pause", 0, "0s", ", maxUnavailable: 1"))
@@ -56,8 +54,7 @@ func TestMaxUnavailableBoundsStopFirstUpdates(t *testing.T) {
 
 func TestDrainHonoursTheDisruptionBudget(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	// Three tasks on n1 only, then n2 opens.
 	c.SetAvailability("n2", legion.AvailabilityPause)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 1"))
@@ -90,8 +87,7 @@ func TestDrainHonoursTheDisruptionBudget(t *testing.T) {
 
 func TestDrainWithMaxUnavailableZeroStartsTheReplacementFirst(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.SetAvailability("n2", legion.AvailabilityPause)
 	c.Apply(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 0"), "replicas: 4", "replicas: 1", 1))
 	c.Converge()
@@ -155,8 +151,7 @@ spec:
 		}
 	})
 	t.Run("NoSchedule leaves running tasks, NoExecute evicts them", func(t *testing.T) {
-		c := schedtest.New(t)
-		c.AddNodes("n", 2)
+		c := schedtest.WithNodes(t, 2)
 		c.Apply(svc(""))
 		c.Converge()
 		c.SetTaints("n1", legion.Taint{Key: "k", Effect: legion.NoSchedule})
@@ -185,8 +180,7 @@ spec:
 
 func TestStartFirstServiceDrainsByStartingTheReplacementFirst(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.SetAvailability("n2", legion.AvailabilityPause)
 	c.Apply(strings.Replace(updSpec("app:1", "start-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 2", 1))
 	c.Converge()

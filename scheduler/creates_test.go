@@ -35,8 +35,7 @@ func createdBy(r scheduler.Result) map[string]int {
 // once; the next passes make the rest.
 func TestCreatesBoundedPerPass(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	const replicas = 2*scheduler.MaxCreatesPerPass + 100
 	c.Apply(unplaceable("big", replicas))
 	var perPass []int
@@ -63,8 +62,7 @@ func TestCreatesBoundedPerPass(t *testing.T) {
 // big ones split the rest evenly, and whoever sorts last is not starved.
 func TestCreatesFairAcrossOwners(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(unplaceable("a-huge", 65536))
 	c.Apply(unplaceable("m-small", 7))
 	c.Apply(unplaceable("z-big", 3000))
@@ -102,8 +100,7 @@ spec:
 // deleted in the same pass, however many there are.
 func TestDeletedServiceMakesNoTasks(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(unplaceable("gone", 5000))
 	c.Apply(unplaceable("kept", 2))
 	c.Plan()

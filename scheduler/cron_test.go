@@ -60,8 +60,7 @@ func TestCronJobFirstSightOwesNothingThenRunsOnSchedule(t *testing.T) {
 
 func TestCronJobCatchingUpAfterDowntimeOwesOneRun(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	c.Apply(cronSpec(""))
 	c.Plan()
 	c.Advance(3*time.Hour + 2*time.Minute)
@@ -86,8 +85,7 @@ func TestCronJobSkips(t *testing.T) {
 		{"forbid", "concurrencyPolicy: forbid", "still runs", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := schedtest.New(t)
-			c.AddNodes("n", 1)
+			c := schedtest.WithNodes(t, 1)
 			c.JobRunTime = time.Hour
 			c.Apply(cronSpec(strings.Replace(tc.extra, "startingDeadline: 30s", "", 1)))
 			c.Plan()
@@ -115,8 +113,7 @@ func TestCronJobSkips(t *testing.T) {
 
 func TestCronJobReplaceDeletesTheRunningJob(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	c.JobRunTime = time.Hour
 	c.Apply(cronSpec("concurrencyPolicy: replace"))
 	c.Plan()
@@ -137,8 +134,7 @@ func TestCronJobReplaceDeletesTheRunningJob(t *testing.T) {
 
 func TestCronJobHistoryLimitsAndDeletion(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	c.JobRunTime = 0
 	c.Apply(cronSpec(""))
 	c.Plan()
@@ -181,8 +177,7 @@ func TestCronJobHistoryLimitsAndDeletion(t *testing.T) {
 
 func TestCronJobAllowRunsAlongside(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	c.JobRunTime = time.Hour
 	c.Apply(cronSpec(""))
 	c.Plan()

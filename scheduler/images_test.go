@@ -31,8 +31,7 @@ func resolve(c *schedtest.Cluster, name, digest string) {
 // with its old tasks running.
 func TestTasksWaitForImageDigests(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	pinNodes(c)
 	c.Apply(updSpec("registry.example/app:1", "stop-first", "pause", 1, "0s", ""))
 	c.Converge()
@@ -67,8 +66,7 @@ func TestTasksWaitForImageDigests(t *testing.T) {
 // hold anything.
 func TestLocalImagesAndUnpinnedNodesDoNotWait(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	pinNodes(c)
 	c.Apply(updSpec("localhost/app:1", "stop-first", "pause", 1, "0s", ""))
 	c.Converge()
@@ -89,8 +87,7 @@ func TestLocalImagesAndUnpinnedNodesDoNotWait(t *testing.T) {
 // it.
 func TestImagesByDigestWaitForTheCheck(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	pinNodes(c)
 	c.Apply(updSpec("registry.example/app@sha256:"+strings.Repeat("ab", 32), "stop-first", "pause", 1, "0s", ""))
 	c.Converge()

@@ -23,8 +23,7 @@ spec:
 
 func TestJobRunsCompletionSlotsWithParallelism(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(strings.Replace(jobYAML, "LIMIT", "6", 1))
 	maxActive := 0
 	watch(c, 30*time.Second, func() {
@@ -50,8 +49,7 @@ func TestJobRunsCompletionSlotsWithParallelism(t *testing.T) {
 
 func TestJobRetriesWithBackoffThenFails(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	c.JobRunTime = 0
 	c.FailJobs["batch"] = true
 	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "3", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
@@ -82,8 +80,7 @@ func TestJobRetriesWithBackoffThenFails(t *testing.T) {
 
 func TestJobActiveDeadline(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	c.JobRunTime = time.Hour
 	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "6", 1), "backoffLimit: 6", "backoffLimit: 6\n  activeDeadline: 30s", 1))
 	c.Run(29 * time.Second)
@@ -102,8 +99,7 @@ func TestJobActiveDeadline(t *testing.T) {
 
 func TestGlobalJobCompletesOnEveryNode(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(`
 apiVersion: legion/v1
 kind: Job
@@ -121,8 +117,7 @@ spec:
 
 func TestJobTaskMovedByDrainIsRetriedWithoutCounting(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.JobRunTime = time.Minute
 	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "0", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
 	c.Converge()
@@ -140,8 +135,7 @@ func TestJobTaskMovedByDrainIsRetriedWithoutCounting(t *testing.T) {
 
 func TestJobUnstartableTaskIsNotRetried(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	c.FailImages["batch:1"] = "no command"
 	c.Permanent["batch:1"] = true
 	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "6", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
@@ -156,8 +150,7 @@ func TestJobUnstartableTaskIsNotRetried(t *testing.T) {
 
 func TestGlobalJobSlotGoesWithADrainedNode(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.JobRunTime = time.Minute
 	c.Apply(`
 apiVersion: legion/v1

@@ -11,8 +11,7 @@ import (
 
 func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(webYAML)
 	c.Converge()
 	lost := c.Task("web-1-1").Spec.Node
@@ -59,8 +58,7 @@ func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
 
 func TestNewLeaderWaitsBeforeMarkingNodesDown(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(webYAML)
 	c.Converge()
 	// A new leader takes over now and has heard from nobody yet.
@@ -93,8 +91,7 @@ func TestNewLeaderWaitsBeforeMarkingNodesDown(t *testing.T) {
 
 func TestDrainMovesTasksAndReportsCompletion(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(webYAML)
 	c.Converge()
 	c.SetAvailability("n1", legion.AvailabilityDrain)
@@ -119,8 +116,7 @@ func TestDrainMovesTasksAndReportsCompletion(t *testing.T) {
 
 func TestDrainBlockedByUnreachableNode(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(stringsReplace(webYAML, "replicas: 3", "replicas: 2"))
 	c.Converge()
 	onN1 := taskOn(c, "web", "n1")
@@ -147,8 +143,7 @@ func TestDrainBlockedByUnreachableNode(t *testing.T) {
 
 func TestPausedNodeKeepsTasksButGetsNoNewOnes(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(stringsReplace(webYAML, "replicas: 3", "replicas: 2"))
 	c.Converge()
 	c.SetAvailability("n1", legion.AvailabilityPause)
@@ -161,8 +156,7 @@ func TestPausedNodeKeepsTasksButGetsNoNewOnes(t *testing.T) {
 
 func TestGlobalServiceSlotGoesWithItsLostNode(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(`
 apiVersion: legion/v1
 kind: Service

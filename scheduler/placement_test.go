@@ -66,8 +66,7 @@ spec:
 
 func TestRequiredAntiAffinityAndHostPorts(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(`
 apiVersion: legion/v1
 kind: Service
@@ -172,8 +171,7 @@ spec:
 
 func TestLeastRequestedBreaksTies(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(`
 apiVersion: legion/v1
 kind: Service
@@ -200,8 +198,7 @@ func TestPreferredAffinityAndAntiAffinity(t *testing.T) {
 		{"n1", "antiAffinity", "far"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := schedtest.New(t)
-			c.AddNodes("n", 2)
+			c := schedtest.WithNodes(t, 2)
 			c.Apply(`
 apiVersion: legion/v1
 kind: Service

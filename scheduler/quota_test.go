@@ -41,8 +41,7 @@ func shopTasks(c *schedtest.Cluster) (placed int, pending []string) {
 
 func TestQuotaHoldsPlacement(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(shop("1", 3, "web:1", "stop-first"))
 	c.Converge()
 	placed, pending := shopTasks(c)
@@ -53,8 +52,7 @@ func TestQuotaHoldsPlacement(t *testing.T) {
 
 func TestQuotaLoweredBelowUseStopsNothing(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(shop("2", 4, "web:1", "stop-first"))
 	c.Converge()
 	if placed, _ := shopTasks(c); placed != 4 {
@@ -80,8 +78,7 @@ func TestQuotaLoweredBelowUseStopsNothing(t *testing.T) {
 
 func TestStartFirstUpdateNeedsRoomForOneMore(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(shop("800m", 2, "web:1", "start-first"))
 	c.Converge()
 	c.Apply(shop("800m", 2, "web:2", "start-first"))

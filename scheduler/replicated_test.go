@@ -25,8 +25,7 @@ spec:
 
 func TestReplicatedPlacesSlotsAndNamesTasks(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(webYAML)
 	c.Converge()
 	got := schedtest.SortedNames(c.Live("web"))
@@ -57,8 +56,7 @@ func TestReplicatedPlacesSlotsAndNamesTasks(t *testing.T) {
 
 func TestScaleDownStopsHighSlotsAndDropsTheirHistory(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(webYAML)
 	c.Converge()
 	c.Apply(strings.Replace(webYAML, "replicas: 3", "replicas: 1", 1))
@@ -102,8 +100,7 @@ spec:
 
 func TestPendingForResources(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2, schedtest.Resources("1", "1Gi"))
+	c := schedtest.WithNodes(t, 2, schedtest.Resources("1", "1Gi"))
 	c.Apply(strings.Replace(webYAML, "replicas: 3", "replicas: 5", 1))
 	c.Converge()
 	if got := c.Running("web"); got != 4 {
@@ -130,8 +127,7 @@ func describeTasks(ts []*legion.Task) []string {
 
 func TestReplacementBackoffDoublesToTheCap(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	c.Apply(`
 apiVersion: legion/v1
 kind: Service
@@ -197,8 +193,7 @@ func TestReplacementByRestartCondition(t *testing.T) {
 		{"none", legion.TaskOrphaned, true},
 	} {
 		t.Run(tc.cond+"/"+string(tc.end), func(t *testing.T) {
-			c := schedtest.New(t)
-			c.AddNodes("n", 1)
+			c := schedtest.WithNodes(t, 1)
 			c.Apply(`
 apiVersion: legion/v1
 kind: Service
@@ -226,8 +221,7 @@ spec:
 
 func TestUnstartableTaskIsNotReplacedUntilTheSpecChanges(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.FailImages["bad:1"] = "exec format error"
 	c.Permanent["bad:1"] = true
 	svc := `
@@ -256,8 +250,7 @@ spec:
 
 func TestThreeFailedStartsOnDifferentNodesAreReported(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.FailImages["flaky:1"] = "mount failed"
 	c.Apply(`
 apiVersion: legion/v1
@@ -276,8 +269,7 @@ spec:
 
 func TestDeletedServiceTasksStopThenGo(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(webYAML)
 	c.Converge()
 	c.DeleteService("web")
@@ -295,8 +287,7 @@ func TestDeletedServiceTasksStopThenGo(t *testing.T) {
 
 func TestPlanIsDeterministic(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 5, schedtest.Labels("zone", "a"))
+	c := schedtest.WithNodes(t, 5, schedtest.Labels("zone", "a"))
 	c.Apply(webYAML)
 	st := c.State()
 	a := schedtestPlan(st, c.Now)

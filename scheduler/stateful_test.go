@@ -28,8 +28,7 @@ func db(replicas, image, size string) string {
 
 func TestStatefulOrdinalsStartInOrderWithTheirVolumes(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Ready = false
 	c.Apply(db("3", "db:1", "1Gi"))
 	c.Converge()
@@ -64,8 +63,7 @@ func TestStatefulOrdinalsStartInOrderWithTheirVolumes(t *testing.T) {
 
 func TestStatefulTaskGoesToItsVolumesNode(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(`
 apiVersion: legion/v1
 kind: Volume
@@ -92,8 +90,7 @@ spec: {size: 1Gi}
 
 func TestStatefulShrinksFromTheHighestOrdinalOneAtATime(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(db("3", "db:1", "1Gi"))
 	c.Converge()
 	c.Apply(db("1", "db:1", "1Gi"))
@@ -118,8 +115,7 @@ func TestStatefulShrinksFromTheHighestOrdinalOneAtATime(t *testing.T) {
 
 func TestStatefulUpdatesFromTheHighestDownStopFirst(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 3)
+	c := schedtest.WithNodes(t, 3)
 	c.Apply(db("3", "db:1", "1Gi"))
 	c.Converge()
 	c.Apply(db("3", "db:2", "1Gi"))
@@ -153,8 +149,7 @@ func TestStatefulUpdatesFromTheHighestDownStopFirst(t *testing.T) {
 
 func TestStatefulClaimResize(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	c.Apply(db("1", "db:1", "1Gi"))
 	c.Converge()
 	c.Apply(db("1", "db:1", "2Gi"))
@@ -178,8 +173,7 @@ func sortStrings(s []string) []string {
 
 func TestDrainWaitsForAStatefulOrdinalsVolume(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	c.Apply(db("1", "db:1", "1Gi"))
 	c.Converge()
 	node := c.Task("db-0-1").Spec.Node
@@ -195,8 +189,7 @@ func TestDrainWaitsForAStatefulOrdinalsVolume(t *testing.T) {
 
 func TestStatefulUpdateNamesItsSnapshot(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	spec := func(img string) string {
 		return strings.Replace(db("1", img, "1Gi"), "  mode: stateful", "  mode: stateful\n  update: {snapshot: true}", 1)
 	}

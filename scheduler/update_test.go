@@ -54,8 +54,7 @@ func watch(c *schedtest.Cluster, d time.Duration, check func()) {
 
 func TestRollingUpdateStopFirstHonoursParallelismAndCompletes(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "2s", ""))
 	c.Converge()
 	if u := c.Service("app").Status.Update; u != nil {
@@ -88,8 +87,7 @@ func TestRollingUpdateStopFirstHonoursParallelismAndCompletes(t *testing.T) {
 
 func TestRollingUpdateStartFirstKeepsEveryReplica(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(updSpec("app:1", "start-first", "pause", 2, "0s", ""))
 	c.Converge()
 	c.Apply(updSpec("app:2", "start-first", "pause", 2, "0s", ""))
@@ -119,8 +117,7 @@ func TestRollingUpdateStartFirstKeepsEveryReplica(t *testing.T) {
 
 func TestUpdateDelayHoldsTheNextSlot(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "10s", ""))
 	c.Converge()
 	c.Apply(updSpec("app:2", "stop-first", "pause", 1, "10s", ""))
@@ -140,8 +137,7 @@ func TestUpdateDelayHoldsTheNextSlot(t *testing.T) {
 
 func TestUpdateFailurePauses(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.FailImages["app:bad"] = "exit status 2"
 	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "0s", ""))
 	c.Converge()
@@ -158,8 +154,7 @@ func TestUpdateFailurePauses(t *testing.T) {
 
 func TestUpdateFailureContinues(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.FailImages["app:bad"] = "exit status 2"
 	c.Apply(updSpec("app:1", "stop-first", "continue", 1, "0s", ""))
 	c.Converge()
@@ -175,8 +170,7 @@ func TestUpdateFailureContinues(t *testing.T) {
 
 func TestUpdateFailureRollsBack(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.FailImages["app:bad"] = "exit status 2"
 	c.Apply(updSpec("app:1", "stop-first", "rollback", 1, "0s", ""))
 	c.Converge()
@@ -198,8 +192,7 @@ func TestUpdateFailureRollsBack(t *testing.T) {
 
 func TestManualRollbackDuringFailedUpdate(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.FailImages["app:bad"] = "exit status 2"
 	spec := func(img string) string {
 		return strings.Replace(updSpec(img, "stop-first", "pause", 1, "0s", ""), "condition: any", "condition: none", 1)
@@ -230,8 +223,7 @@ func TestManualRollbackDuringFailedUpdate(t *testing.T) {
 
 func TestRollbackPausedWhenRollbackFails(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 4, "0s", ""))
 	c.Converge()
 	c.Apply(updSpec("app:2", "stop-first", "pause", 4, "0s", ""))
@@ -247,8 +239,7 @@ func TestRollbackPausedWhenRollbackFails(t *testing.T) {
 
 func TestNonPodChangeIsNoUpdate(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "0s", ""))
 	c.Converge()
 	before := schedtest.SortedNames(c.Live("app"))
@@ -264,8 +255,7 @@ func TestNonPodChangeIsNoUpdate(t *testing.T) {
 
 func TestFailureAfterTheMonitorWindowIsNoUpdateFailure(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	spec := func(img string) string {
 		return strings.Replace(updSpec(img, "stop-first", "pause", 0, "0s", ""), "replicas: 4", "replicas: 2", 1)
 	}
@@ -293,8 +283,7 @@ func TestFailureAfterTheMonitorWindowIsNoUpdateFailure(t *testing.T) {
 
 func TestBackoffSetsNextWake(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 1)
+	c := schedtest.WithNodes(t, 1)
 	c.Apply(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 1", 1))
 	c.Converge()
 	for i := 0; i < 3; i++ {
@@ -320,8 +309,7 @@ func TestBackoffSetsNextWake(t *testing.T) {
 
 func TestSlotLeftEmptyByAFailureHoldsNoUpdateBack(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 2)
+	c := schedtest.WithNodes(t, 2)
 	spec := func(img string) string {
 		s := strings.Replace(updSpec(img, "stop-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 2", 1)
 		return strings.Replace(s, "condition: any", "condition: none", 1)
@@ -345,8 +333,7 @@ func TestSlotLeftEmptyByAFailureHoldsNoUpdateBack(t *testing.T) {
 // limit the task itself never fails.
 func TestUpdateCrashLoopWithinMonitorRollsBack(t *testing.T) {
 	t.Parallel()
-	c := schedtest.New(t)
-	c.AddNodes("n", 4)
+	c := schedtest.WithNodes(t, 4)
 	c.Apply(updSpec("app:1", "stop-first", "rollback", 1, "0s", ""))
 	c.Converge()
 	c.Apply(updSpec("app:2", "stop-first", "rollback", 1, "0s", ""))

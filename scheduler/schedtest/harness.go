@@ -158,6 +158,14 @@ func (c *Cluster) AddNodes(prefix string, count int, opts ...NodeOption) {
 	}
 }
 
+// WithNodes returns a new cluster with count ready nodes, n1 to
+// n<count>, each with opts (see AddNodes).
+func WithNodes(t TB, count int, opts ...NodeOption) *Cluster {
+	c := New(t)
+	c.AddNodes("n", count, opts...)
+	return c
+}
+
 // SetAvailability drains, pauses or activates a node.
 func (c *Cluster) SetAvailability(name string, a legion.Availability) {
 	c.helper()
