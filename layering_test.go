@@ -40,7 +40,8 @@ var (
 		module + "/cluster/server", module + "/cluster/store", module + "/internal/agent", module + "/internal/daemon"}
 	nodeSide  = []string{module + "/internal/agent", module + "/internal/daemon", module + "/jail"}
 	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/sessions/sessionstest", "scheduler/schedtest",
-		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest", "internal/leakcheck"}
+		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest", "internal/leakcheck",
+		"internal/testpoll"}
 )
 
 // layers is the map of the module: one row a layer, read top to bottom
@@ -98,6 +99,7 @@ var layers = []layer{
 	{pattern: "internal/testcluster", may: []string{"", "...", "-cmd"}},
 	{pattern: "internal/testimage/...", may: []string{"", "...", "-cmd"}},
 	{pattern: "internal/leakcheck", thirdParty: []string{"go.uber.org/goleak"}},
+	{pattern: "internal/testpoll", thirdParty: []string{}},
 	{pattern: "scheduler/schedtest", may: []string{"", "scheduler"}, noStd: pureStd},
 
 	{pattern: "examples/...", may: []string{"", "client", "image", "jail/...", "zfs", "netbsd", "sys"}, neverDeps: []string{"github.com/hashicorp/raft", "github.com/spf13/cobra", "go.etcd.io/bbolt", module + "/cluster/server", module + "/cluster/store"}},

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/internal/testpoll"
 	"github.com/legionbsd/legion/netbsd/addrplan"
 
 	"github.com/legionbsd/legion/sys"
@@ -205,13 +206,7 @@ func (c *fakeClock) fire() {
 // waitFor polls cond until it holds or a real deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testpoll.Until(t, what, 5*time.Second, time.Millisecond, cond)
 }
 
 // A new pod is held until a pass has loaded its guard; a pod whose guard

@@ -11,6 +11,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/leakcheck"
+	"github.com/legionbsd/legion/internal/testpoll"
 	"github.com/legionbsd/legion/scheduler"
 )
 
@@ -34,13 +35,7 @@ func openStore(t *testing.T) *store.Store {
 
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testpoll.Until(t, what, 10*time.Second, 5*time.Millisecond, cond)
 }
 
 type signals struct {

@@ -11,19 +11,14 @@ import (
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/leakcheck"
+	"github.com/legionbsd/legion/internal/testpoll"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func poll(t *testing.T, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
+	testpoll.Until(t, what, d, 20*time.Millisecond, cond)
 }
 
 // A manager started fresh, with no agent anywhere, takes up the leader's

@@ -11,6 +11,7 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/leakcheck"
+	"github.com/legionbsd/legion/internal/testpoll"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
@@ -137,13 +138,7 @@ func join(t testing.TB, admin *client.Client, n *manager, role, addr string) {
 
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testpoll.Until(t, what, d, 10*time.Millisecond, cond)
 }
 
 func configObj(ns, name, text string) *legion.Config {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/leakcheck"
+	"github.com/legionbsd/legion/internal/testpoll"
 	"go.uber.org/goleak"
 )
 
@@ -75,13 +76,7 @@ func putConfigs(t *testing.T, n *node, count int) {
 
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testpoll.Until(t, what, d, 5*time.Millisecond, cond)
 }
 
 func single(t *testing.T) *node {

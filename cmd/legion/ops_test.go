@@ -11,6 +11,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/internal/daemon"
+	"github.com/legionbsd/legion/internal/testpoll"
 )
 
 // startCluster runs a one-node cluster in the test and returns it once it
@@ -48,13 +49,7 @@ func startCluster(t *testing.T, opts ...func(*daemon.Options)) *daemon.Node {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testpoll.Until(t, what, 60*time.Second, 50*time.Millisecond, cond)
 }
 
 func TestScaleRollbackNodeAndTasksCommands(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
 	"github.com/legionbsd/legion/internal/testimage"
+	"github.com/legionbsd/legion/internal/testpoll"
 	"github.com/legionbsd/legion/jail/process"
 )
 
@@ -206,13 +207,7 @@ func (s shiftedSignals) Usage() []legion.Usage {
 
 func poll(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testpoll.Until(t, what, d, 20*time.Millisecond, cond)
 }
 
 // startNode runs a one-node cluster in the test: a store with the

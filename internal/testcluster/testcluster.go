@@ -22,6 +22,7 @@ import (
 	"github.com/legionbsd/legion/cluster/manager"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/testpoll"
 )
 
 // WriteTimeout bounds writes in test clusters: long enough for an
@@ -319,11 +320,5 @@ func FreeAddr(t testing.TB) string {
 // WaitFor polls cond until it holds, failing the test after d.
 func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testpoll.Until(t, what, d, 10*time.Millisecond, cond)
 }
