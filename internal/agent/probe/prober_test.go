@@ -19,6 +19,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent/probe"
+	"github.com/legionbsd/legion/internal/testpoll"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -86,13 +87,7 @@ func fastProbe(p legion.Probe) *legion.Probe {
 // waitFor polls cond every 5 ms until it holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testpoll.Until(t, what, 10*time.Second, 5*time.Millisecond, cond)
 }
 
 func TestTCPReadinessByNamedPort(t *testing.T) {
