@@ -10,6 +10,23 @@ import (
 	"github.com/legionbsd/legion/sys"
 )
 
+// shopPF is a PF on a fake whose two service tables are not loaded yet,
+// and the one-node state of the shop's services.
+func shopPF() (*sys.Fake, *PF, ServiceState) {
+	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db", "svc_shop_web")
+	return f, &PF{R: f, Log: quiet()}, oneNodeState()
+}
+
+// applyThenReset applies st and forgets the commands it ran, so that a
+// test sees only those of its next change.
+func applyThenReset(t *testing.T, f *sys.Fake, pf *PF, st *ServiceState) {
+	t.Helper()
+	if _, err := pf.ApplyServices(context.Background(), st); err != nil {
+		t.Fatal(err)
+	}
+	f.Reset()
+}
+
 func oneNodeState() ServiceState {
 	return ServiceState{
 		Node:     labNodes()[2],
@@ -28,9 +45,7 @@ func oneNodeState() ServiceState {
 func TestOneNodeTwoServicesGolden(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db", "svc_shop_web")
-	pf := &PF{R: f, Log: quiet()}
-	st := oneNodeState()
+	f, pf, st := shopPF()
 	plan, err := pf.ApplyServices(ctx, &st)
 	if err != nil {
 		t.Fatal(err)
@@ -130,14 +145,9 @@ func TestPublishedPortsGolden(t *testing.T) {
 func TestReadinessChangeGolden(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db", "svc_shop_web")
-	pf := &PF{R: f, Log: quiet()}
-	st := oneNodeState()
+	f, pf, st := shopPF()
 	st.Endpoints = append(st.Endpoints, ep("web", "0000000000000000000000000000a020", "n1", "10.200.1.20", true))
-	if _, err := pf.ApplyServices(ctx, &st); err != nil {
-		t.Fatal(err)
-	}
-	f.Reset()
+	applyThenReset(t, f, pf, &st)
 	var d doc
 
 	st.Endpoints[1].Ready = false
@@ -212,13 +222,8 @@ func TestRestartLeavesAnchorUntilEndpoints(t *testing.T) {
 func TestServiceRemovedReloadsAndKillsTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db", "svc_shop_web")
-	pf := &PF{R: f, Log: quiet()}
-	st := oneNodeState()
-	if _, err := pf.ApplyServices(ctx, &st); err != nil {
-		t.Fatal(err)
-	}
-	f.Reset()
+	f, pf, st := shopPF()
+	applyThenReset(t, f, pf, &st)
 	st.Services = st.Services[:1]
 	plan, err := pf.ApplyServices(ctx, &st)
 	if err != nil {
@@ -262,13 +267,8 @@ func TestDrainFor(t *testing.T) {
 func TestDeletedServiceKillsItsStates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db", "svc_shop_web")
-	pf := &PF{R: f, Log: quiet()}
-	st := oneNodeState()
-	if _, err := pf.ApplyServices(ctx, &st); err != nil {
-		t.Fatal(err)
-	}
-	f.Reset()
+	f, pf, st := shopPF()
+	applyThenReset(t, f, pf, &st)
 	f.On("pfctl -s states", sys.Answer{Stdout: "all tcp 10.200.3.19:5432 (10.201.0.6:5432) <- 10.200.3.17:40000       ESTABLISHED:ESTABLISHED\n"})
 	st.Services, st.Endpoints = st.Services[:1], st.Endpoints[:2]
 	if _, err := pf.ApplyServices(ctx, &st); err != nil {
