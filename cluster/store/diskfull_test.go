@@ -187,6 +187,16 @@ func slicesEqual(a, b []string) bool {
 	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
 }
 
+// watchedDisk puts n's log on a fake disk and starts watching its
+// leadership: the states raft goes through from now, and the term it is
+// in now.
+func watchedDisk(t *testing.T, n *node) (*fakeDisk, func() []raft.RaftState, uint64) {
+	t.Helper()
+	d := &fakeDisk{}
+	onDisk(n.s.logs.wal, d)
+	return d, leaderWatch(t, n.s.raft), n.s.raft.CurrentTerm()
+}
+
 // leaderWatch records every raft state change after it starts.
 func leaderWatch(t *testing.T, r *raft.Raft) func() []raft.RaftState {
 	ch := make(chan raft.Observation, 64)
@@ -278,10 +288,7 @@ func TestFullDiskKeepsTheOnlyManagerLeading(t *testing.T) {
 		}
 		acked[name] = name
 	}
-	var d fakeDisk
-	onDisk(n.s.logs.wal, &d)
-	states := leaderWatch(t, n.s.raft)
-	term := n.s.raft.CurrentTerm()
+	d, states, term := watchedDisk(t, n)
 
 	d.full.Store(true)
 	refused := fillUntilRefused(t, n.s, acked)
@@ -451,10 +458,7 @@ func TestFullDiskOnTheLeaderOfThree(t *testing.T) {
 func TestFullDiskRefusesAWriteBiggerThanTheRoomLeft(t *testing.T) {
 	t.Parallel()
 	n := single(t)
-	var d fakeDisk
-	onDisk(n.s.logs.wal, &d)
-	states := leaderWatch(t, n.s.raft)
-	term := n.s.raft.CurrentTerm()
+	d, states, term := watchedDisk(t, n)
 	d.full.Store(true)
 	ahead := n.s.logs.wal.ahead.Load()
 	text := strings.Repeat("x", int(ahead)) // its entry is bigger still (base64)
@@ -482,10 +486,7 @@ func TestFullDiskRefusesAWriteBiggerThanTheRoomLeft(t *testing.T) {
 func TestFullDiskRefusesABulkWrite(t *testing.T) {
 	t.Parallel()
 	n := single(t)
-	var d fakeDisk
-	onDisk(n.s.logs.wal, &d)
-	states := leaderWatch(t, n.s.raft)
-	term := n.s.raft.CurrentTerm()
+	d, states, term := watchedDisk(t, n)
 	d.full.Store(true)
 	ahead := int(n.s.logs.wal.ahead.Load())
 	// Each write fits alone; together they are more than the room left.
