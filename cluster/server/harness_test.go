@@ -136,6 +136,23 @@ func join(t testing.TB, admin *client.Client, n *manager, role, addr string) {
 	}
 }
 
+// joinedPair starts and initialises a manager, then a second node that
+// joins it as role; both stop when the test ends.
+func joinedPair(t *testing.T, role string, opts ...func(*Config)) (m, n *manager, admin *client.Client) {
+	t.Helper()
+	m = newManager(t, opts...)
+	t.Cleanup(m.stop)
+	admin = initCluster(t, m)
+	n = newManager(t, opts...)
+	t.Cleanup(n.stop)
+	join(t, admin, n, role, m.addr)
+	return m, n, admin
+}
+
+// shortCerts makes certificates last 3 s, checked for renewal every
+// 100 ms.
+func shortCerts(c *Config) { c.CertLifetime, c.RenewCheck = 3*time.Second, 100*time.Millisecond }
+
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
 	testpoll.Until(t, what, d, 10*time.Millisecond, cond)

@@ -199,13 +199,8 @@ func forge(t *testing.T, dir, name string, role pki.Role) *pki.Credentials {
 // dispatcher and by sessions; the nodes' own certificates are not.
 func TestCertificateNotIssuedToTheNodeIsRefusedOnTheManagersPort(t *testing.T) {
 	t.Parallel()
-	m := newManager(t)
-	defer m.stop()
-	admin := initCluster(t, m)
+	m, w, _ := joinedPair(t, "worker")
 	ctx := context.Background()
-	w := newManager(t)
-	defer w.stop()
-	join(t, admin, w, "worker", m.addr)
 	for _, who := range []struct {
 		id   string
 		role pki.Role
@@ -261,13 +256,7 @@ func TestInitOnAMemberSaysWhatItIs(t *testing.T) {
 // handing it out; the dispatcher then takes it as that manager's.
 func TestFollowerManagerRenewsThroughTheLeader(t *testing.T) {
 	t.Parallel()
-	short := func(c *Config) { c.CertLifetime, c.RenewCheck = 3*time.Second, 100*time.Millisecond }
-	m := startManager(t, t.TempDir(), freeAddr(t), short)
-	defer m.stop()
-	admin := initCluster(t, m)
-	f := startManager(t, t.TempDir(), freeAddr(t), short)
-	defer f.stop()
-	join(t, admin, f, "manager", m.addr)
+	m, f, _ := joinedPair(t, "manager", shortCerts)
 	first := f.s.Credentials().Current().Leaf
 	waitFor(t, "the follower's certificate renewed", 15*time.Second, func() bool {
 		return serialOf(f.s.Credentials()).Cmp(first.SerialNumber) != 0

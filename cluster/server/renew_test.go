@@ -37,14 +37,8 @@ func adminLeaf(t *testing.T, dir string) *x509.Certificate {
 // its renewed pair.
 func TestCertificatesRenewBeforeTheyExpire(t *testing.T) {
 	t.Parallel()
-	short := func(c *Config) { c.CertLifetime, c.RenewCheck = 3*time.Second, 100*time.Millisecond }
-	m := startManager(t, t.TempDir(), freeAddr(t), short)
-	defer m.stop()
-	admin := initCluster(t, m)
+	m, w, _ := joinedPair(t, "worker", shortCerts)
 	ctx := context.Background()
-	w := startManager(t, t.TempDir(), freeAddr(t), short)
-	defer w.stop()
-	join(t, admin, w, "worker", m.addr)
 	// The manager it joined through is gone by now; the worker renews
 	// through the managers its agent knows.
 	if err := pki.WriteFile(filepath.Join(w.dir, joinedFile), []byte("127.0.0.1:1\n")); err != nil {
