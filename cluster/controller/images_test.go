@@ -2,36 +2,28 @@ package controller
 
 import (
 	"context"
-	"github.com/google/go-cmp/cmp"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/testimage"
 )
 
 // The resolver pins a service's tag to the digest the registry names,
 // once per pod, and the planner's new tasks carry it.
 func TestImageResolverPinsTagsPerPod(t *testing.T) {
 	t.Parallel()
-	reg := httptest.NewServer(registry.New())
+	reg := testimage.StartRegistry()
 	defer reg.Close()
-	host := strings.TrimPrefix(reg.URL, "http://")
-	ref := host + "/shop/web:1"
-	img, err := random.Image(256, 1)
+	host, ref := reg.Host(), reg.Ref("shop/web", "1")
+	want, err := testimage.PushRandom(context.Background(), ref, 256)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := name.ParseReference(ref)
-	if err := remote.Write(r, img); err != nil {
-		t.Fatal(err)
-	}
-	want, _ := img.Digest()
 	calls := 0
 	resolve := func(ctx context.Context, s string, _ [][]byte) (string, error) {
 		calls++

@@ -7,20 +7,16 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/controller"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/image/cosign"
+	"github.com/legionbsd/legion/internal/testimage"
 )
 
 // The leader's resolver, asking the registry itself (no image store),
@@ -29,19 +25,14 @@ import (
 // holds the pod with the reason.
 func TestResolverChecksImagePolicies(t *testing.T) {
 	t.Parallel()
-	reg := httptest.NewServer(registry.New())
+	reg := testimage.StartRegistry()
 	defer reg.Close()
-	host := strings.TrimPrefix(reg.URL, "http://")
+	host := reg.Host()
 	push := func(repo string) string {
-		img, err := random.Image(128, 1)
+		d, err := testimage.PushRandom(context.Background(), reg.Ref(repo, "1"), 128)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, _ := name.ParseReference(host + "/" + repo + ":1")
-		if err := remote.Write(r, img); err != nil {
-			t.Fatal(err)
-		}
-		d, _ := img.Digest()
 		return d.String()
 	}
 	signedDigest := push("shop/signed")

@@ -13,6 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -115,4 +116,17 @@ func Push(ctx context.Context, img v1.Image, ref string, opts ...remote.Option) 
 		return fmt.Errorf("testimage: push %s: %w", ref, err)
 	}
 	return nil
+}
+
+// PushRandom uploads a random image of one layer of size bytes as ref
+// (see Push) and returns its digest.
+func PushRandom(ctx context.Context, ref string, size int64) (v1.Hash, error) {
+	img, err := random.Image(size, 1)
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("testimage: random image: %w", err)
+	}
+	if err := Push(ctx, img, ref); err != nil {
+		return v1.Hash{}, err
+	}
+	return img.Digest()
 }
