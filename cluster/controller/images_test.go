@@ -17,8 +17,7 @@ import (
 // once per pod, and the planner's new tasks carry it.
 func TestImageResolverPinsTagsPerPod(t *testing.T) {
 	t.Parallel()
-	reg := testimage.StartRegistry()
-	defer reg.Close()
+	reg := testimage.NewRegistry(t)
 	host, ref := reg.Host(), reg.Ref("shop/web", "1")
 	want, err := testimage.PushRandom(context.Background(), ref, 256)
 	if err != nil {

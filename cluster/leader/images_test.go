@@ -25,8 +25,7 @@ import (
 // holds the pod with the reason.
 func TestResolverChecksImagePolicies(t *testing.T) {
 	t.Parallel()
-	reg := testimage.StartRegistry()
-	defer reg.Close()
+	reg := testimage.NewRegistry(t)
 	host := reg.Host()
 	push := func(repo string) string {
 		d, err := testimage.PushRandom(context.Background(), reg.Ref(repo, "1"), 128)

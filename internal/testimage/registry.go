@@ -5,6 +5,7 @@ import (
 	"log"
 	"net/http/httptest"
 	"strings"
+	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 )
@@ -18,6 +19,13 @@ type Registry struct {
 // StartRegistry serves an empty registry on 127.0.0.1; Close stops it.
 func StartRegistry() *Registry {
 	return &Registry{srv: httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))}
+}
+
+// NewRegistry is StartRegistry for one test: it stops when the test ends.
+func NewRegistry(t testing.TB) *Registry {
+	r := StartRegistry()
+	t.Cleanup(r.Close)
+	return r
 }
 
 // Host is the registry's host:port, the first part of its references.
