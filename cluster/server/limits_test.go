@@ -251,20 +251,6 @@ func threeSlowManagers(t *testing.T) []*manager {
 		c.Timing.LeaderLeaseTimeout = time.Second
 		c.WriteTimeout = 20 * time.Second
 	}
-	ms := []*manager{startManager(t, t.TempDir(), freeAddr(t), slow)}
-	admin := initCluster(t, ms[0])
-	ctx := context.Background()
-	tok, err := admin.Token(ctx, "manager")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		m := startManager(t, t.TempDir(), freeAddr(t), slow)
-		if _, err := m.bare().JoinCluster(ctx, tok, ms[0].addr, ""); err != nil {
-			t.Fatalf("join: %v", err)
-		}
-		ms = append(ms, m)
-	}
-	waitVoters(t, ms[0], 3)
+	ms, _ := threeManagers(t, slow)
 	return ms
 }
