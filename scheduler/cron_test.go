@@ -23,6 +23,24 @@ spec:
 
 func cronSpec(extra string) string { return strings.Replace(cronYAML, "EXTRA", extra, 1) }
 
+// longJobsCron is a one-node cluster with the nightly cron job (extra
+// added to its spec), whose jobs run for an hour, planned once.
+func longJobsCron(t *testing.T, extra string) *schedtest.Cluster {
+	t.Helper()
+	c := schedtest.WithNodes(t, 1)
+	c.JobRunTime = time.Hour
+	c.Apply(cronSpec(extra))
+	c.Plan()
+	return c
+}
+
+// nextRun moves the clock on to the cron job's next five-minute run and
+// lets the cluster settle.
+func nextRun(c *schedtest.Cluster) {
+	c.Advance(5 * time.Minute)
+	c.Converge()
+}
+
 func cronJobNames(c *schedtest.Cluster) []string {
 	var out []string
 	for _, j := range c.Jobs {
@@ -47,8 +65,7 @@ func TestCronJobFirstSightOwesNothingThenRunsOnSchedule(t *testing.T) {
 	if want := c.Now.Add(5 * time.Minute); !r.NextWake.Equal(want) {
 		t.Fatalf("next wake %s, want the next run %s", r.NextWake, want)
 	}
-	c.Advance(5 * time.Minute)
-	c.Converge()
+	nextRun(c)
 	want := "nightly-" + minutes(c.Now)
 	if got := cronJobNames(c); !cmp.Equal(got, []string{want}) {
 		t.Fatalf("jobs %v, want [%s]", got, want)
@@ -85,13 +102,9 @@ func TestCronJobSkips(t *testing.T) {
 		{"forbid", "concurrencyPolicy: forbid", "still runs", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := schedtest.WithNodes(t, 1)
-			c.JobRunTime = time.Hour
-			c.Apply(cronSpec(strings.Replace(tc.extra, "startingDeadline: 30s", "", 1)))
-			c.Plan()
+			c := longJobsCron(t, strings.Replace(tc.extra, "startingDeadline: 30s", "", 1))
 			if tc.running {
-				c.Advance(5 * time.Minute)
-				c.Converge()
+				nextRun(c)
 			}
 			c.Apply(cronSpec(tc.extra))
 			c.Advance(5*time.Minute + time.Minute)
@@ -113,15 +126,10 @@ func TestCronJobSkips(t *testing.T) {
 
 func TestCronJobReplaceDeletesTheRunningJob(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 1)
-	c.JobRunTime = time.Hour
-	c.Apply(cronSpec("concurrencyPolicy: replace"))
-	c.Plan()
-	c.Advance(5 * time.Minute)
-	c.Converge()
+	c := longJobsCron(t, "concurrencyPolicy: replace")
+	nextRun(c)
 	first := cronJobNames(c)
-	c.Advance(5 * time.Minute)
-	c.Converge()
+	nextRun(c)
 	got := cronJobNames(c)
 	if len(got) != 1 || cmp.Equal(got, first) {
 		t.Fatalf("replace: jobs %v then %v", first, got)
@@ -139,8 +147,7 @@ func TestCronJobHistoryLimitsAndDeletion(t *testing.T) {
 	c.Apply(cronSpec(""))
 	c.Plan()
 	for i := 0; i < 6; i++ {
-		c.Advance(5 * time.Minute)
-		c.Converge()
+		nextRun(c)
 		c.Advance(time.Second)
 		c.Converge()
 	}
@@ -177,12 +184,8 @@ func TestCronJobHistoryLimitsAndDeletion(t *testing.T) {
 
 func TestCronJobAllowRunsAlongside(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 1)
-	c.JobRunTime = time.Hour
-	c.Apply(cronSpec(""))
-	c.Plan()
-	c.Advance(5 * time.Minute)
-	c.Converge()
+	c := longJobsCron(t, "")
+	nextRun(c)
 	c.Advance(5 * time.Minute)
 	c.Converge()
 	if got := cronJobNames(c); len(got) != 2 || len(c.CronJobs["default/nightly"].Status.Active) != 2 {
