@@ -61,8 +61,7 @@ func runReporting(c *schedtest.Cluster, d time.Duration, cpu int64) {
 func TestAutoscaleGrowsAtOnce(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(scaleYAML)
-	c.Converge()
+	c.ApplyAndConverge(scaleYAML)
 	report(c, 1800, false) // 90% of each request, target 50%: ceil(180/50) = 4
 	c.Converge()
 	if got := c.Service("api").Status.Autoscale.Replicas; got != 4 {
@@ -76,8 +75,7 @@ func TestAutoscaleGrowsAtOnce(t *testing.T) {
 func TestAutoscaleDeadBand(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(scaleYAML)
-	c.Converge()
+	c.ApplyAndConverge(scaleYAML)
 	runReporting(c, 2*time.Minute, 1080) // 54%: within a tenth of 50
 	if n := len(c.Live("api")); n != 2 {
 		t.Fatalf("%d tasks, want 2: within the dead band nothing changes", n)
@@ -91,8 +89,7 @@ func TestAutoscaleDeadBand(t *testing.T) {
 func TestAutoscaleShrinksOnlyAfterDownDelay(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(strings.Replace(scaleYAML, "replicas: 2", "replicas: 4", 1))
-	c.Converge()
+	c.ApplyAndConverge(strings.Replace(scaleYAML, "replicas: 2", "replicas: 4", 1))
 	runReporting(c, 50*time.Second, 400) // 10%: wants 1
 	if n := len(c.Live("api")); n != 4 {
 		t.Fatalf("50s of low use: %d tasks, want still 4 (downDelay 1m)", n)
@@ -106,8 +103,7 @@ func TestAutoscaleShrinksOnlyAfterDownDelay(t *testing.T) {
 func TestAutoscaleNewLeaderWaitsBeforeShrinking(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(strings.Replace(scaleYAML, "replicas: 2", "replicas: 4", 1))
-	c.Converge()
+	c.ApplyAndConverge(strings.Replace(scaleYAML, "replicas: 2", "replicas: 4", 1))
 	c.LeaderSince = c.Now
 	svc := c.Service("api")
 	svc.Status.Autoscale.Recommendations = nil // a new leader's view
@@ -127,8 +123,7 @@ func TestAutoscaleNewLeaderWaitsBeforeShrinking(t *testing.T) {
 func TestAutoscaleIgnoresReportsFromOtherNodesAndMissingOnesAreIdle(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(scaleYAML)
-	c.Converge()
+	c.ApplyAndConverge(scaleYAML)
 	report(c, 4000, true)
 	c.Converge()
 	if n := len(c.Live("api")); n != 2 {

@@ -23,8 +23,7 @@ func readyCount(c *schedtest.Cluster, owner string) int {
 func TestMaxUnavailableZeroSurgesInsteadOfStalling(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 0"))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 0"))
 	c.Apply(updSpec("app:2", "stop-first", "pause", 0, "0s", ", maxUnavailable: 0"))
 	watch(c, 20*time.Second, func() {
 		if r := readyCount(c, "app"); r < 4 {
@@ -39,8 +38,7 @@ func TestMaxUnavailableZeroSurgesInsteadOfStalling(t *testing.T) {
 func TestMaxUnavailableBoundsStopFirstUpdates(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 1"))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 1"))
 	c.Apply(updSpec("app:2", "stop-first", "pause", 0, "0s", ", maxUnavailable: 1"))
 	watch(c, 20*time.Second, func() {
 		if r := readyCount(c, "app"); r < 3 {
@@ -58,8 +56,7 @@ func TestDrainHonoursTheDisruptionBudget(t *testing.T) {
 	// Three tasks on n1 only, then n2 opens.
 	c.SetAvailability("n2", legion.AvailabilityPause)
 	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 1"))
-	c.Apply(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 1"), "replicas: 4", "replicas: 3", 1))
-	c.Converge()
+	c.ApplyAndConverge(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 1"), "replicas: 4", "replicas: 3", 1))
 	c.SetAvailability("n2", legion.AvailabilityActive)
 	c.SetAvailability("n1", legion.AvailabilityDrain)
 	c.Plan()
@@ -89,8 +86,7 @@ func TestDrainWithMaxUnavailableZeroStartsTheReplacementFirst(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
 	c.SetAvailability("n2", legion.AvailabilityPause)
-	c.Apply(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 0"), "replicas: 4", "replicas: 1", 1))
-	c.Converge()
+	c.ApplyAndConverge(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 0"), "replicas: 4", "replicas: 1", 1))
 	c.SetAvailability("n2", legion.AvailabilityActive)
 	c.SetAvailability("n1", legion.AvailabilityDrain)
 	c.Plan()
@@ -124,8 +120,7 @@ spec:
 		c := schedtest.New(t)
 		c.AddNode("a", schedtest.Taint("dedicated", "db", legion.NoSchedule))
 		c.AddNode("b")
-		c.Apply(svc(""))
-		c.Converge()
+		c.ApplyAndConverge(svc(""))
 		if diff := cmp.Diff(map[string]int{"b": 2}, c.NodesOf("s")); diff != "" {
 			t.Fatal(diff)
 		}
@@ -134,8 +129,7 @@ spec:
 		c := schedtest.New(t)
 		c.AddNode("a", schedtest.Taint("dedicated", "db", legion.NoSchedule))
 		c.AddNode("b")
-		c.Apply(svc("{key: dedicated, value: db, effect: NoSchedule}"))
-		c.Converge()
+		c.ApplyAndConverge(svc("{key: dedicated, value: db, effect: NoSchedule}"))
 		if diff := cmp.Diff(map[string]int{"a": 1, "b": 1}, c.NodesOf("s")); diff != "" {
 			t.Fatal(diff)
 		}
@@ -143,8 +137,7 @@ spec:
 	t.Run("a toleration for another value does not", func(t *testing.T) {
 		c := schedtest.New(t)
 		c.AddNode("a", schedtest.Taint("dedicated", "db", legion.NoSchedule))
-		c.Apply(svc("{key: dedicated, value: web}"))
-		c.Converge()
+		c.ApplyAndConverge(svc("{key: dedicated, value: web}"))
 		live := c.Live("s")
 		if len(live) != 2 || live[0].Status.Message != "no node can run it: 1 node has untolerated taint dedicated=db:NoSchedule" {
 			t.Fatalf("%v", describeTasks(live))
@@ -152,8 +145,7 @@ spec:
 	})
 	t.Run("NoSchedule leaves running tasks, NoExecute evicts them", func(t *testing.T) {
 		c := schedtest.WithNodes(t, 2)
-		c.Apply(svc(""))
-		c.Converge()
+		c.ApplyAndConverge(svc(""))
 		c.SetTaints("n1", legion.Taint{Key: "k", Effect: legion.NoSchedule})
 		c.Converge()
 		if c.NodesOf("s")["n1"] != 1 {
@@ -170,8 +162,7 @@ spec:
 		c.AddNode("a", schedtest.Taint("spot", "", legion.PreferNoSchedule))
 		c.AddNode("b", schedtest.Resources("1", "8Gi"))
 		c.Apply(strings.Replace(svc(""), "image: s:1}", "image: s:1, resources: {requests: {cpu: 500m}}}", 1))
-		c.Apply(strings.Replace(strings.Replace(svc(""), "image: s:1}", "image: s:1, resources: {requests: {cpu: 500m}}}", 1), "replicas: 2", "replicas: 3", 1))
-		c.Converge()
+		c.ApplyAndConverge(strings.Replace(strings.Replace(svc(""), "image: s:1}", "image: s:1, resources: {requests: {cpu: 500m}}}", 1), "replicas: 2", "replicas: 3", 1))
 		if diff := cmp.Diff(map[string]int{"a": 1, "b": 2}, c.NodesOf("s")); diff != "" {
 			t.Fatalf("PreferNoSchedule (-want +got):\n%s", diff)
 		}
@@ -182,8 +173,7 @@ func TestStartFirstServiceDrainsByStartingTheReplacementFirst(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
 	c.SetAvailability("n2", legion.AvailabilityPause)
-	c.Apply(strings.Replace(updSpec("app:1", "start-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 2", 1))
-	c.Converge()
+	c.ApplyAndConverge(strings.Replace(updSpec("app:1", "start-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 2", 1))
 	c.SetAvailability("n2", legion.AvailabilityActive)
 	c.SetAvailability("n1", legion.AvailabilityDrain)
 	watch(c, 5*time.Second, func() {

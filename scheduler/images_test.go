@@ -33,8 +33,7 @@ func TestTasksWaitForImageDigests(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
 	pinNodes(c)
-	c.Apply(updSpec("registry.example/app:1", "stop-first", "pause", 1, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("registry.example/app:1", "stop-first", "pause", 1, "0s", ""))
 	if got := len(c.Live("app")); got != 0 {
 		t.Fatalf("%d tasks before the tag was resolved, want none", got)
 	}
@@ -50,8 +49,7 @@ func TestTasksWaitForImageDigests(t *testing.T) {
 		}
 	}
 	// An update to an unresolved tag stops nothing.
-	c.Apply(updSpec("registry.example/app:2", "stop-first", "pause", 1, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("registry.example/app:2", "stop-first", "pause", 1, "0s", ""))
 	if got := images(c, "app")["registry.example/app:1"]; got != 4 {
 		t.Fatalf("%d old tasks while the new tag is unresolved, want all 4 running", got)
 	}
@@ -68,15 +66,13 @@ func TestLocalImagesAndUnpinnedNodesDoNotWait(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
 	pinNodes(c)
-	c.Apply(updSpec("localhost/app:1", "stop-first", "pause", 1, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("localhost/app:1", "stop-first", "pause", 1, "0s", ""))
 	if got := len(c.Live("app")); got != 4 {
 		t.Fatalf("a local image: %d tasks, want 4 at once", got)
 	}
 	c2 := schedtest.New(t)
 	c2.AddNodes("n", 2)
-	c2.Apply(updSpec("registry.example/app:1", "stop-first", "pause", 1, "0s", ""))
-	c2.Converge()
+	c2.ApplyAndConverge(updSpec("registry.example/app:1", "stop-first", "pause", 1, "0s", ""))
 	if got := len(c2.Live("app")); got != 4 {
 		t.Fatalf("nodes without pins: %d tasks, want 4", got)
 	}
@@ -89,8 +85,7 @@ func TestImagesByDigestWaitForTheCheck(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
 	pinNodes(c)
-	c.Apply(updSpec("registry.example/app@sha256:"+strings.Repeat("ab", 32), "stop-first", "pause", 1, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("registry.example/app@sha256:"+strings.Repeat("ab", 32), "stop-first", "pause", 1, "0s", ""))
 	if got := len(c.Live("app")); got != 0 {
 		t.Fatalf("%d tasks before the image was checked, want none", got)
 	}

@@ -119,8 +119,7 @@ func TestJobTaskMovedByDrainIsRetriedWithoutCounting(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
 	c.JobRunTime = time.Minute
-	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "0", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
-	c.Converge()
+	c.ApplyAndConverge(strings.Replace(strings.Replace(jobYAML, "LIMIT", "0", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
 	node := c.Live("batch")[0].Spec.Node
 	c.SetAvailability(node, legion.AvailabilityDrain)
 	c.Converge()

@@ -12,8 +12,7 @@ import (
 func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 3)
-	c.Apply(webYAML)
-	c.Converge()
+	c.ApplyAndConverge(webYAML)
 	lost := c.Task("web-1-1").Spec.Node
 	c.Silent[lost] = true
 
@@ -29,8 +28,7 @@ func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
 		t.Fatalf("a suspect node's task must not be replaced: %s desired %s", tk.Status.State, tk.Spec.DesiredState)
 	}
 	// A suspect node gets no new tasks.
-	c.Apply(stringsReplace(webYAML, "replicas: 3", "replicas: 6"))
-	c.Converge()
+	c.ApplyAndConverge(stringsReplace(webYAML, "replicas: 3", "replicas: 6"))
 	if n := c.NodesOf("web")[lost]; n != 1 {
 		t.Fatalf("suspect node %s got new tasks: %d of web there", lost, n)
 	}
@@ -59,8 +57,7 @@ func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
 func TestNewLeaderWaitsBeforeMarkingNodesDown(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
-	c.Apply(webYAML)
-	c.Converge()
+	c.ApplyAndConverge(webYAML)
 	// A new leader takes over now and has heard from nobody yet.
 	c.LeaderSince = c.Now
 	c.Heartbeats = map[string]time.Time{}
@@ -92,8 +89,7 @@ func TestNewLeaderWaitsBeforeMarkingNodesDown(t *testing.T) {
 func TestDrainMovesTasksAndReportsCompletion(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 3)
-	c.Apply(webYAML)
-	c.Converge()
+	c.ApplyAndConverge(webYAML)
 	c.SetAvailability("n1", legion.AvailabilityDrain)
 	c.Plan()
 	ds := c.Node("n1").Status.Drain
@@ -117,8 +113,7 @@ func TestDrainMovesTasksAndReportsCompletion(t *testing.T) {
 func TestDrainBlockedByUnreachableNode(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
-	c.Apply(stringsReplace(webYAML, "replicas: 3", "replicas: 2"))
-	c.Converge()
+	c.ApplyAndConverge(stringsReplace(webYAML, "replicas: 3", "replicas: 2"))
 	onN1 := taskOn(c, "web", "n1")
 	c.Silent["n1"] = true
 	c.Run(6 * time.Second)
@@ -144,11 +139,9 @@ func TestDrainBlockedByUnreachableNode(t *testing.T) {
 func TestPausedNodeKeepsTasksButGetsNoNewOnes(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
-	c.Apply(stringsReplace(webYAML, "replicas: 3", "replicas: 2"))
-	c.Converge()
+	c.ApplyAndConverge(stringsReplace(webYAML, "replicas: 3", "replicas: 2"))
 	c.SetAvailability("n1", legion.AvailabilityPause)
-	c.Apply(webYAML)
-	c.Converge()
+	c.ApplyAndConverge(webYAML)
 	if diff := cmp.Diff(map[string]int{"n1": 1, "n2": 2}, c.NodesOf("web")); diff != "" {
 		t.Fatalf("placement with n1 paused (-want +got):\n%s", diff)
 	}

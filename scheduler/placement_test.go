@@ -182,8 +182,7 @@ spec:
   pod: {containers: [{name: c, image: b:1, resources: {requests: {cpu: 2}}}]}
 `)
 	c.Converge()
-	c.Apply(strings.Replace(webYAML, "replicas: 3", "replicas: 1", 1))
-	c.Converge()
+	c.ApplyAndConverge(strings.Replace(webYAML, "replicas: 3", "replicas: 1", 1))
 	if diff := cmp.Diff(map[string]int{"n2": 1}, c.NodesOf("web")); diff != "" {
 		t.Fatalf("least requested (-want +got):\n%s", diff)
 	}

@@ -42,8 +42,7 @@ func shopTasks(c *schedtest.Cluster) (placed int, pending []string) {
 func TestQuotaHoldsPlacement(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
-	c.Apply(shop("1", 3, "web:1", "stop-first"))
-	c.Converge()
+	c.ApplyAndConverge(shop("1", 3, "web:1", "stop-first"))
 	placed, pending := shopTasks(c)
 	if placed != 2 || len(pending) != 1 || pending[0] != "over the quota of namespace shop: cpu 1200m of 1" {
 		t.Fatalf("placed %d, pending %q", placed, pending)
@@ -53,24 +52,20 @@ func TestQuotaHoldsPlacement(t *testing.T) {
 func TestQuotaLoweredBelowUseStopsNothing(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
-	c.Apply(shop("2", 4, "web:1", "stop-first"))
-	c.Converge()
+	c.ApplyAndConverge(shop("2", 4, "web:1", "stop-first"))
 	if placed, _ := shopTasks(c); placed != 4 {
 		t.Fatalf("placed %d, want 4", placed)
 	}
-	c.Apply(shop("1", 4, "web:1", "stop-first"))
-	c.Converge()
+	c.ApplyAndConverge(shop("1", 4, "web:1", "stop-first"))
 	if placed, pending := shopTasks(c); placed != 4 || len(pending) != 0 {
 		t.Fatalf("a lowered quota stopped or held tasks: placed %d pending %q", placed, pending)
 	}
 	// Shrinking still goes through; growing again is held at the quota.
-	c.Apply(shop("1", 1, "web:1", "stop-first"))
-	c.Converge()
+	c.ApplyAndConverge(shop("1", 1, "web:1", "stop-first"))
 	if placed, _ := shopTasks(c); placed != 1 {
 		t.Fatalf("after shrinking: placed %d", placed)
 	}
-	c.Apply(shop("1", 3, "web:1", "stop-first"))
-	c.Converge()
+	c.ApplyAndConverge(shop("1", 3, "web:1", "stop-first"))
 	if placed, pending := shopTasks(c); placed != 2 || len(pending) != 1 {
 		t.Fatalf("growing under the lowered quota: placed %d pending %q", placed, pending)
 	}
@@ -79,10 +74,8 @@ func TestQuotaLoweredBelowUseStopsNothing(t *testing.T) {
 func TestStartFirstUpdateNeedsRoomForOneMore(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
-	c.Apply(shop("800m", 2, "web:1", "start-first"))
-	c.Converge()
-	c.Apply(shop("800m", 2, "web:2", "start-first"))
-	c.Converge()
+	c.ApplyAndConverge(shop("800m", 2, "web:1", "start-first"))
+	c.ApplyAndConverge(shop("800m", 2, "web:2", "start-first"))
 	placed, pending := shopTasks(c)
 	if placed != 2 || len(pending) != 1 || !strings.HasPrefix(pending[0], "over the quota of namespace shop: cpu 1200m of 800m") {
 		t.Fatalf("placed %d pending %q", placed, pending)

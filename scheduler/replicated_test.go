@@ -26,8 +26,7 @@ spec:
 func TestReplicatedPlacesSlotsAndNamesTasks(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 3)
-	c.Apply(webYAML)
-	c.Converge()
+	c.ApplyAndConverge(webYAML)
 	got := schedtest.SortedNames(c.Live("web"))
 	if diff := cmp.Diff([]string{"web-1-1", "web-2-1", "web-3-1"}, got); diff != "" {
 		t.Fatalf("tasks (-want +got):\n%s", diff)
@@ -57,10 +56,8 @@ func TestReplicatedPlacesSlotsAndNamesTasks(t *testing.T) {
 func TestScaleDownStopsHighSlotsAndDropsTheirHistory(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 3)
-	c.Apply(webYAML)
-	c.Converge()
-	c.Apply(strings.Replace(webYAML, "replicas: 3", "replicas: 1", 1))
-	c.Converge()
+	c.ApplyAndConverge(webYAML)
+	c.ApplyAndConverge(strings.Replace(webYAML, "replicas: 3", "replicas: 1", 1))
 	if got := schedtest.SortedNames(c.OwnerTasks("web")); !cmp.Equal(got, []string{"web-1-1"}) {
 		t.Fatalf("after scaling to 1: tasks %v, want only web-1-1 (slots no longer wanted keep no history)", got)
 	}
@@ -101,8 +98,7 @@ spec:
 func TestPendingForResources(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2, schedtest.Resources("1", "1Gi"))
-	c.Apply(strings.Replace(webYAML, "replicas: 3", "replicas: 5", 1))
-	c.Converge()
+	c.ApplyAndConverge(strings.Replace(webYAML, "replicas: 3", "replicas: 5", 1))
 	if got := c.Running("web"); got != 4 {
 		t.Fatalf("running %d, want 4 (two 500m tasks per 1-CPU node)", got)
 	}
@@ -241,8 +237,7 @@ spec:
 	if !strings.Contains(msg, "bad-1-1 failed as unstartable (exec format error): not started again until the spec changes") {
 		t.Fatalf("service message %q does not say why", msg)
 	}
-	c.Apply(strings.Replace(svc, "IMAGE", "good:1", 1))
-	c.Converge()
+	c.ApplyAndConverge(strings.Replace(svc, "IMAGE", "good:1", 1))
 	if c.Running("bad") != 1 || c.Service("bad").Status.Message != "" {
 		t.Fatalf("after the spec changed: running %d, message %q", c.Running("bad"), c.Service("bad").Status.Message)
 	}
@@ -270,8 +265,7 @@ spec:
 func TestDeletedServiceTasksStopThenGo(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
-	c.Apply(webYAML)
-	c.Converge()
+	c.ApplyAndConverge(webYAML)
 	c.DeleteService("web")
 	c.Plan()
 	for _, tk := range c.OwnerTasks("web") {

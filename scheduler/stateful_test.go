@@ -30,8 +30,7 @@ func TestStatefulOrdinalsStartInOrderWithTheirVolumes(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 3)
 	c.Ready = false
-	c.Apply(db("3", "db:1", "1Gi"))
-	c.Converge()
+	c.ApplyAndConverge(db("3", "db:1", "1Gi"))
 	if got := schedtest.SortedNames(c.Live("db")); !cmp.Equal(got, []string{"db-0-1"}) {
 		t.Fatalf("before ordinal 0 is ready: %v, want only db-0-1", got)
 	}
@@ -72,8 +71,7 @@ spec: {size: 1Gi}
 `)
 	v := c.Volumes["default/data-db-0"]
 	v.Status.Node = "n3"
-	c.Apply(db("1", "db:1", "1Gi"))
-	c.Converge()
+	c.ApplyAndConverge(db("1", "db:1", "1Gi"))
 	if diff := cmp.Diff(map[string]int{"n3": 1}, c.NodesOf("db")); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
@@ -91,8 +89,7 @@ spec: {size: 1Gi}
 func TestStatefulShrinksFromTheHighestOrdinalOneAtATime(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 3)
-	c.Apply(db("3", "db:1", "1Gi"))
-	c.Converge()
+	c.ApplyAndConverge(db("3", "db:1", "1Gi"))
 	c.Apply(db("1", "db:1", "1Gi"))
 	c.Plan()
 	var stopping []string
@@ -116,8 +113,7 @@ func TestStatefulShrinksFromTheHighestOrdinalOneAtATime(t *testing.T) {
 func TestStatefulUpdatesFromTheHighestDownStopFirst(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 3)
-	c.Apply(db("3", "db:1", "1Gi"))
-	c.Converge()
+	c.ApplyAndConverge(db("3", "db:1", "1Gi"))
 	c.Apply(db("3", "db:2", "1Gi"))
 	c.Plan()
 	var order []string
@@ -150,8 +146,7 @@ func TestStatefulUpdatesFromTheHighestDownStopFirst(t *testing.T) {
 func TestStatefulClaimResize(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 1)
-	c.Apply(db("1", "db:1", "1Gi"))
-	c.Converge()
+	c.ApplyAndConverge(db("1", "db:1", "1Gi"))
 	c.Apply(db("1", "db:1", "2Gi"))
 	r := c.Plan()
 	if len(r.UpdateVolumes) != 1 || r.UpdateVolumes[0].Spec.Size != 2<<30 {
@@ -174,8 +169,7 @@ func sortStrings(s []string) []string {
 func TestDrainWaitsForAStatefulOrdinalsVolume(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)
-	c.Apply(db("1", "db:1", "1Gi"))
-	c.Converge()
+	c.ApplyAndConverge(db("1", "db:1", "1Gi"))
 	node := c.Task("db-0-1").Spec.Node
 	c.Volumes["default/data-db-0"].Status.Node = node // the agent binds it on first use
 	c.SetAvailability(node, legion.AvailabilityDrain)
@@ -193,8 +187,7 @@ func TestStatefulUpdateNamesItsSnapshot(t *testing.T) {
 	spec := func(img string) string {
 		return strings.Replace(db("1", img, "1Gi"), "  mode: stateful", "  mode: stateful\n  update: {snapshot: true}", 1)
 	}
-	c.Apply(spec("db:1"))
-	c.Converge()
+	c.ApplyAndConverge(spec("db:1"))
 	c.Apply(spec("db:2"))
 	c.Plan()
 	s := c.Service("db")

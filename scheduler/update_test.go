@@ -55,8 +55,7 @@ func watch(c *schedtest.Cluster, d time.Duration, check func()) {
 func TestRollingUpdateStopFirstHonoursParallelismAndCompletes(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "2s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 1, "2s", ""))
 	if u := c.Service("app").Status.Update; u != nil {
 		t.Fatalf("first sight of a service is no update: %+v", u)
 	}
@@ -88,8 +87,7 @@ func TestRollingUpdateStopFirstHonoursParallelismAndCompletes(t *testing.T) {
 func TestRollingUpdateStartFirstKeepsEveryReplica(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(updSpec("app:1", "start-first", "pause", 2, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "start-first", "pause", 2, "0s", ""))
 	c.Apply(updSpec("app:2", "start-first", "pause", 2, "0s", ""))
 	maxLive := 0
 	watch(c, 30*time.Second, func() {
@@ -118,10 +116,8 @@ func TestRollingUpdateStartFirstKeepsEveryReplica(t *testing.T) {
 func TestUpdateDelayHoldsTheNextSlot(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "10s", ""))
-	c.Converge()
-	c.Apply(updSpec("app:2", "stop-first", "pause", 1, "10s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 1, "10s", ""))
+	c.ApplyAndConverge(updSpec("app:2", "stop-first", "pause", 1, "10s", ""))
 	if got := images(c, "app")["app:2"]; got != 1 {
 		t.Fatalf("right after the update starts: %d new tasks, want 1", got)
 	}
@@ -139,8 +135,7 @@ func TestUpdateFailurePauses(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
 	c.FailImages["app:bad"] = "exit status 2"
-	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 1, "0s", ""))
 	c.Apply(updSpec("app:bad", "stop-first", "pause", 1, "0s", ""))
 	c.Run(30 * time.Second)
 	u := c.Service("app").Status.Update
@@ -156,8 +151,7 @@ func TestUpdateFailureContinues(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
 	c.FailImages["app:bad"] = "exit status 2"
-	c.Apply(updSpec("app:1", "stop-first", "continue", 1, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "stop-first", "continue", 1, "0s", ""))
 	c.Apply(updSpec("app:bad", "stop-first", "continue", 0, "0s", ""))
 	c.Run(10 * time.Second)
 	if got := images(c, "app")["app:1"]; got != 0 {
@@ -172,8 +166,7 @@ func TestUpdateFailureRollsBack(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
 	c.FailImages["app:bad"] = "exit status 2"
-	c.Apply(updSpec("app:1", "stop-first", "rollback", 1, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "stop-first", "rollback", 1, "0s", ""))
 	c.Apply(updSpec("app:bad", "stop-first", "rollback", 1, "0s", ""))
 	c.Run(5 * time.Second)
 	s := c.Service("app")
@@ -197,8 +190,7 @@ func TestManualRollbackDuringFailedUpdate(t *testing.T) {
 	spec := func(img string) string {
 		return strings.Replace(updSpec(img, "stop-first", "pause", 1, "0s", ""), "condition: any", "condition: none", 1)
 	}
-	c.Apply(spec("app:1"))
-	c.Converge()
+	c.ApplyAndConverge(spec("app:1"))
 	c.Apply(spec("app:bad"))
 	c.Run(10 * time.Second)
 	if s := c.Service("app").Status.Update.State; s != legion.UpdatePaused {
@@ -224,8 +216,7 @@ func TestManualRollbackDuringFailedUpdate(t *testing.T) {
 func TestRollbackPausedWhenRollbackFails(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(updSpec("app:1", "stop-first", "pause", 4, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 4, "0s", ""))
 	c.Apply(updSpec("app:2", "stop-first", "pause", 4, "0s", ""))
 	c.Run(10 * time.Second)
 	// The old image is gone from the registry: rolling back fails.
@@ -240,11 +231,9 @@ func TestRollbackPausedWhenRollbackFails(t *testing.T) {
 func TestNonPodChangeIsNoUpdate(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(updSpec("app:1", "stop-first", "pause", 1, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 1, "0s", ""))
 	before := schedtest.SortedNames(c.Live("app"))
-	c.Apply(updSpec("app:1", "start-first", "pause", 2, "5s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "start-first", "pause", 2, "5s", ""))
 	if after := schedtest.SortedNames(c.Live("app")); strings.Join(before, ",") != strings.Join(after, ",") {
 		t.Fatalf("update settings changed tasks: %v -> %v", before, after)
 	}
@@ -259,8 +248,7 @@ func TestFailureAfterTheMonitorWindowIsNoUpdateFailure(t *testing.T) {
 	spec := func(img string) string {
 		return strings.Replace(updSpec(img, "stop-first", "pause", 0, "0s", ""), "replicas: 4", "replicas: 2", 1)
 	}
-	c.Apply(spec("app:1"))
-	c.Converge()
+	c.ApplyAndConverge(spec("app:1"))
 	c.Apply(spec("app:2"))
 	c.Run(3 * time.Second)
 	if s := c.Service("app").Status.Update.State; s != legion.UpdateUpdating {
@@ -284,8 +272,7 @@ func TestFailureAfterTheMonitorWindowIsNoUpdateFailure(t *testing.T) {
 func TestBackoffSetsNextWake(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 1)
-	c.Apply(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 1", 1))
-	c.Converge()
+	c.ApplyAndConverge(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 1", 1))
 	for i := 0; i < 3; i++ {
 		name := c.Live("app")[0].Metadata.Name
 		c.Fail(name, "exit status 1")
@@ -314,8 +301,7 @@ func TestSlotLeftEmptyByAFailureHoldsNoUpdateBack(t *testing.T) {
 		s := strings.Replace(updSpec(img, "stop-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 2", 1)
 		return strings.Replace(s, "condition: any", "condition: none", 1)
 	}
-	c.Apply(spec("app:1"))
-	c.Converge()
+	c.ApplyAndConverge(spec("app:1"))
 	c.Fail("app-1-1", "exit status 1") // condition none: slot 1 stays empty
 	c.Run(2 * time.Second)
 	c.Apply(spec("app:2"))
@@ -334,10 +320,8 @@ func TestSlotLeftEmptyByAFailureHoldsNoUpdateBack(t *testing.T) {
 func TestUpdateCrashLoopWithinMonitorRollsBack(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
-	c.Apply(updSpec("app:1", "stop-first", "rollback", 1, "0s", ""))
-	c.Converge()
-	c.Apply(updSpec("app:2", "stop-first", "rollback", 1, "0s", ""))
-	c.Converge()
+	c.ApplyAndConverge(updSpec("app:1", "stop-first", "rollback", 1, "0s", ""))
+	c.ApplyAndConverge(updSpec("app:2", "stop-first", "rollback", 1, "0s", ""))
 	var crashed *legion.Task
 	for _, tk := range c.Live("app") {
 		if tk.Spec.Pod.Containers[0].Image == "app:2" && tk.Status.State == legion.TaskRunning {

@@ -208,6 +208,13 @@ func (c *Cluster) Apply(manifest string) {
 	}
 }
 
+// ApplyAndConverge applies manifest and plans until the cluster settles.
+func (c *Cluster) ApplyAndConverge(manifest string) {
+	c.helper()
+	c.Apply(manifest)
+	c.Converge()
+}
+
 // Store writes an admitted object as the API server would: generation
 // bumps on spec changes, status is kept from the stored object.
 func (c *Cluster) Store(o legion.Object) {
