@@ -22,9 +22,7 @@ func readyCount(c *schedtest.Cluster, owner string) int {
 
 func TestMaxUnavailableZeroSurgesInsteadOfStalling(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 4)
-	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 0"))
-	c.Apply(updSpec("app:2", "stop-first", "pause", 0, "0s", ", maxUnavailable: 0"))
+	c := updating(t, "stop-first", "pause", 0, "0s", ", maxUnavailable: 0")
 	watch(c, 20*time.Second, func() {
 		if r := readyCount(c, "app"); r < 4 {
 			t.Fatalf("at %s %d ready: maxUnavailable 0 must never take a ready task away first", c.Now, r)
@@ -37,9 +35,7 @@ func TestMaxUnavailableZeroSurgesInsteadOfStalling(t *testing.T) {
 
 func TestMaxUnavailableBoundsStopFirstUpdates(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 4)
-	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 0, "0s", ", maxUnavailable: 1"))
-	c.Apply(updSpec("app:2", "stop-first", "pause", 0, "0s", ", maxUnavailable: 1"))
+	c := updating(t, "stop-first", "pause", 0, "0s", ", maxUnavailable: 1")
 	watch(c, 20*time.Second, func() {
 		if r := readyCount(c, "app"); r < 3 {
 			t.Fatalf("at %s %d ready: maxUnavailable 1 allows one slot without a ready task", c.Now, r)

@@ -28,6 +28,16 @@ func updSpec(image, order, action string, par int, delay string, maxUnavail stri
 	return r.Replace(updYAML)
 }
 
+// updating is four nodes running app:1 with the given update settings
+// (see updSpec), just told to update to app:2.
+func updating(t *testing.T, order, action string, par int, delay string, maxUnavail string) *schedtest.Cluster {
+	t.Helper()
+	c := schedtest.WithNodes(t, 4)
+	c.ApplyAndConverge(updSpec("app:1", order, action, par, delay, maxUnavail))
+	c.Apply(updSpec("app:2", order, action, par, delay, maxUnavail))
+	return c
+}
+
 func images(c *schedtest.Cluster, owner string) map[string]int {
 	m := map[string]int{}
 	for _, tk := range c.Live(owner) {
@@ -86,9 +96,7 @@ func TestRollingUpdateStopFirstHonoursParallelismAndCompletes(t *testing.T) {
 
 func TestRollingUpdateStartFirstKeepsEveryReplica(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 4)
-	c.ApplyAndConverge(updSpec("app:1", "start-first", "pause", 2, "0s", ""))
-	c.Apply(updSpec("app:2", "start-first", "pause", 2, "0s", ""))
+	c := updating(t, "start-first", "pause", 2, "0s", "")
 	maxLive := 0
 	watch(c, 30*time.Second, func() {
 		ready := 0
@@ -115,9 +123,8 @@ func TestRollingUpdateStartFirstKeepsEveryReplica(t *testing.T) {
 
 func TestUpdateDelayHoldsTheNextSlot(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 4)
-	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 1, "10s", ""))
-	c.ApplyAndConverge(updSpec("app:2", "stop-first", "pause", 1, "10s", ""))
+	c := updating(t, "stop-first", "pause", 1, "10s", "")
+	c.Converge()
 	if got := images(c, "app")["app:2"]; got != 1 {
 		t.Fatalf("right after the update starts: %d new tasks, want 1", got)
 	}
@@ -215,9 +222,7 @@ func TestManualRollbackDuringFailedUpdate(t *testing.T) {
 
 func TestRollbackPausedWhenRollbackFails(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 4)
-	c.ApplyAndConverge(updSpec("app:1", "stop-first", "pause", 4, "0s", ""))
-	c.Apply(updSpec("app:2", "stop-first", "pause", 4, "0s", ""))
+	c := updating(t, "stop-first", "pause", 4, "0s", "")
 	c.Run(10 * time.Second)
 	// The old image is gone from the registry: rolling back fails.
 	c.FailImages["app:1"] = "no such image"
@@ -319,9 +324,8 @@ func TestSlotLeftEmptyByAFailureHoldsNoUpdateBack(t *testing.T) {
 // limit the task itself never fails.
 func TestUpdateCrashLoopWithinMonitorRollsBack(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 4)
-	c.ApplyAndConverge(updSpec("app:1", "stop-first", "rollback", 1, "0s", ""))
-	c.ApplyAndConverge(updSpec("app:2", "stop-first", "rollback", 1, "0s", ""))
+	c := updating(t, "stop-first", "rollback", 1, "0s", "")
+	c.Converge()
 	var crashed *legion.Task
 	for _, tk := range c.Live("app") {
 		if tk.Spec.Pod.Containers[0].Image == "app:2" && tk.Status.State == legion.TaskRunning {
