@@ -9,6 +9,15 @@ import (
 	"github.com/legionbsd/legion/scheduler/schedtest"
 )
 
+// pinnedRunning is two nodes that run pins, told to run app on image.
+func pinnedRunning(t *testing.T, image string) *schedtest.Cluster {
+	t.Helper()
+	c := schedtest.WithNodes(t, 2)
+	pinNodes(c)
+	c.ApplyAndConverge(updSpec(image, "stop-first", "pause", 1, "0s", ""))
+	return c
+}
+
 func pinNodes(c *schedtest.Cluster) {
 	for _, n := range c.Nodes {
 		n.Status.ImagePins = true
@@ -31,9 +40,7 @@ func resolve(c *schedtest.Cluster, name, digest string) {
 // with its old tasks running.
 func TestTasksWaitForImageDigests(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 2)
-	pinNodes(c)
-	c.ApplyAndConverge(updSpec("registry.example/app:1", "stop-first", "pause", 1, "0s", ""))
+	c := pinnedRunning(t, "registry.example/app:1")
 	if got := len(c.Live("app")); got != 0 {
 		t.Fatalf("%d tasks before the tag was resolved, want none", got)
 	}
@@ -64,14 +71,11 @@ func TestTasksWaitForImageDigests(t *testing.T) {
 // hold anything.
 func TestLocalImagesAndUnpinnedNodesDoNotWait(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 2)
-	pinNodes(c)
-	c.ApplyAndConverge(updSpec("localhost/app:1", "stop-first", "pause", 1, "0s", ""))
+	c := pinnedRunning(t, "localhost/app:1")
 	if got := len(c.Live("app")); got != 4 {
 		t.Fatalf("a local image: %d tasks, want 4 at once", got)
 	}
-	c2 := schedtest.New(t)
-	c2.AddNodes("n", 2)
+	c2 := schedtest.WithNodes(t, 2)
 	c2.ApplyAndConverge(updSpec("registry.example/app:1", "stop-first", "pause", 1, "0s", ""))
 	if got := len(c2.Live("app")); got != 4 {
 		t.Fatalf("nodes without pins: %d tasks, want 4", got)

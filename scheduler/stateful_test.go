@@ -86,12 +86,20 @@ spec: {size: 1Gi}
 	}
 }
 
-func TestStatefulShrinksFromTheHighestOrdinalOneAtATime(t *testing.T) {
-	t.Parallel()
+// changingDB is three nodes running the three ordinals of db on db:1,
+// planned once after db was changed to replicas running image.
+func changingDB(t *testing.T, replicas, image string) *schedtest.Cluster {
+	t.Helper()
 	c := schedtest.WithNodes(t, 3)
 	c.ApplyAndConverge(db("3", "db:1", "1Gi"))
-	c.Apply(db("1", "db:1", "1Gi"))
+	c.Apply(db(replicas, image, "1Gi"))
 	c.Plan()
+	return c
+}
+
+func TestStatefulShrinksFromTheHighestOrdinalOneAtATime(t *testing.T) {
+	t.Parallel()
+	c := changingDB(t, "1", "db:1")
 	var stopping []string
 	for _, tk := range c.OwnerTasks("db") {
 		if tk.Spec.DesiredState == legion.TaskShutdown {
@@ -112,10 +120,7 @@ func TestStatefulShrinksFromTheHighestOrdinalOneAtATime(t *testing.T) {
 
 func TestStatefulUpdatesFromTheHighestDownStopFirst(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 3)
-	c.ApplyAndConverge(db("3", "db:1", "1Gi"))
-	c.Apply(db("3", "db:2", "1Gi"))
-	c.Plan()
+	c := changingDB(t, "3", "db:2")
 	var order []string
 	seen := map[string]bool{}
 	for i := 0; i < 60; i++ {
