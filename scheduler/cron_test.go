@@ -27,8 +27,7 @@ func cronSpec(extra string) string { return strings.Replace(cronYAML, "EXTRA", e
 // added to its spec), whose jobs run for an hour, planned once.
 func longJobsCron(t *testing.T, extra string) *schedtest.Cluster {
 	t.Helper()
-	c := schedtest.WithNodes(t, 1)
-	c.JobRunTime = time.Hour
+	c := withJobRunTime(t, 1, time.Hour)
 	c.Apply(cronSpec(extra))
 	c.Plan()
 	return c
@@ -142,8 +141,7 @@ func TestCronJobReplaceDeletesTheRunningJob(t *testing.T) {
 
 func TestCronJobHistoryLimitsAndDeletion(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 1)
-	c.JobRunTime = 0
+	c := withJobRunTime(t, 1, 0)
 	c.Apply(cronSpec(""))
 	c.Plan()
 	for i := 0; i < 6; i++ {

@@ -21,10 +21,27 @@ spec:
   pod: {containers: [{name: c, image: batch:1}]}
 `
 
+// jobSpec is the batch job with backoffLimit limit.
+func jobSpec(limit string) string { return strings.Replace(jobYAML, "LIMIT", limit, 1) }
+
+// singleJob is the batch job with backoffLimit limit and one completion.
+func singleJob(limit string) string {
+	return strings.Replace(jobSpec(limit), "completions: 3\n  parallelism: 2", "completions: 1", 1)
+}
+
+// withJobRunTime is a cluster of nodes nodes whose jobs' tasks complete
+// after running for d.
+func withJobRunTime(t *testing.T, nodes int, d time.Duration) *schedtest.Cluster {
+	t.Helper()
+	c := schedtest.WithNodes(t, nodes)
+	c.JobRunTime = d
+	return c
+}
+
 func TestJobRunsCompletionSlotsWithParallelism(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 3)
-	c.Apply(strings.Replace(jobYAML, "LIMIT", "6", 1))
+	c.Apply(jobSpec("6"))
 	maxActive := 0
 	watch(c, 30*time.Second, func() {
 		maxActive = max(maxActive, len(c.Live("batch")))
@@ -49,10 +66,9 @@ func TestJobRunsCompletionSlotsWithParallelism(t *testing.T) {
 
 func TestJobRetriesWithBackoffThenFails(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 1)
-	c.JobRunTime = 0
+	c := withJobRunTime(t, 1, 0)
 	c.FailJobs["batch"] = true
-	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "3", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
+	c.Apply(singleJob("3"))
 	var starts []time.Time
 	seen := map[string]bool{}
 	watch(c, 3*time.Minute, func() {
@@ -80,9 +96,8 @@ func TestJobRetriesWithBackoffThenFails(t *testing.T) {
 
 func TestJobActiveDeadline(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 1)
-	c.JobRunTime = time.Hour
-	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "6", 1), "backoffLimit: 6", "backoffLimit: 6\n  activeDeadline: 30s", 1))
+	c := withJobRunTime(t, 1, time.Hour)
+	c.Apply(strings.Replace(jobSpec("6"), "backoffLimit: 6", "backoffLimit: 6\n  activeDeadline: 30s", 1))
 	c.Run(29 * time.Second)
 	if s := c.Job("batch").Status.State; s != legion.JobRunning {
 		t.Fatalf("before the deadline: %s", s)
@@ -117,9 +132,8 @@ spec:
 
 func TestJobTaskMovedByDrainIsRetriedWithoutCounting(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 2)
-	c.JobRunTime = time.Minute
-	c.ApplyAndConverge(strings.Replace(strings.Replace(jobYAML, "LIMIT", "0", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
+	c := withJobRunTime(t, 2, time.Minute)
+	c.ApplyAndConverge(singleJob("0"))
 	node := c.Live("batch")[0].Spec.Node
 	c.SetAvailability(node, legion.AvailabilityDrain)
 	c.Converge()
@@ -137,7 +151,7 @@ func TestJobUnstartableTaskIsNotRetried(t *testing.T) {
 	c := schedtest.WithNodes(t, 1)
 	c.FailImages["batch:1"] = "no command"
 	c.Permanent["batch:1"] = true
-	c.Apply(strings.Replace(strings.Replace(jobYAML, "LIMIT", "6", 1), "completions: 3\n  parallelism: 2", "completions: 1", 1))
+	c.Apply(singleJob("6"))
 	c.Run(2 * time.Minute)
 	if n := len(c.OwnerTasks("batch")); n != 1 {
 		t.Fatalf("%d tasks, want 1: an unstartable task is not retried", n)
@@ -149,8 +163,7 @@ func TestJobUnstartableTaskIsNotRetried(t *testing.T) {
 
 func TestGlobalJobSlotGoesWithADrainedNode(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 2)
-	c.JobRunTime = time.Minute
+	c := withJobRunTime(t, 2, time.Minute)
 	c.Apply(`
 apiVersion: legion/v1
 kind: Job
