@@ -20,6 +20,18 @@ func readyCount(c *schedtest.Cluster, owner string) int {
 	return n
 }
 
+// drainingN1 is two nodes where manifest was placed on n1 alone, then
+// n2 opened and n1 set to drain.
+func drainingN1(t *testing.T, manifest string) *schedtest.Cluster {
+	t.Helper()
+	c := schedtest.WithNodes(t, 2)
+	c.SetAvailability("n2", legion.AvailabilityPause)
+	c.ApplyAndConverge(manifest)
+	c.SetAvailability("n2", legion.AvailabilityActive)
+	c.SetAvailability("n1", legion.AvailabilityDrain)
+	return c
+}
+
 func TestMaxUnavailableZeroSurgesInsteadOfStalling(t *testing.T) {
 	t.Parallel()
 	c := updating(t, "stop-first", "pause", 0, "0s", ", maxUnavailable: 0")
@@ -80,11 +92,7 @@ func TestDrainHonoursTheDisruptionBudget(t *testing.T) {
 
 func TestDrainWithMaxUnavailableZeroStartsTheReplacementFirst(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 2)
-	c.SetAvailability("n2", legion.AvailabilityPause)
-	c.ApplyAndConverge(strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 0"), "replicas: 4", "replicas: 1", 1))
-	c.SetAvailability("n2", legion.AvailabilityActive)
-	c.SetAvailability("n1", legion.AvailabilityDrain)
+	c := drainingN1(t, strings.Replace(updSpec("app:1", "stop-first", "pause", 1, "0s", ", maxUnavailable: 0"), "replicas: 4", "replicas: 1", 1))
 	c.Plan()
 	ds := c.Node("n1").Status.Drain
 	if ds == nil || len(ds.Remaining) != 1 || !strings.HasPrefix(ds.Remaining[0].Reason, "waiting for its replacement app-1-2") {
@@ -167,11 +175,7 @@ spec:
 
 func TestStartFirstServiceDrainsByStartingTheReplacementFirst(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 2)
-	c.SetAvailability("n2", legion.AvailabilityPause)
-	c.ApplyAndConverge(strings.Replace(updSpec("app:1", "start-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 2", 1))
-	c.SetAvailability("n2", legion.AvailabilityActive)
-	c.SetAvailability("n1", legion.AvailabilityDrain)
+	c := drainingN1(t, strings.Replace(updSpec("app:1", "start-first", "pause", 1, "0s", ""), "replicas: 4", "replicas: 2", 1))
 	watch(c, 5*time.Second, func() {
 		if r := readyCount(c, "app"); r < 2 {
 			t.Fatalf("at %s %d ready: a start-first service drains by surging", c.Now, r)
