@@ -1,9 +1,9 @@
 package daemon
 
 import (
-	"github.com/legionbsd/legion/netbsd/addrplan"
 	"context"
 	"fmt"
+	"github.com/legionbsd/legion/netbsd/addrplan"
 	"log/slog"
 	"net/netip"
 	"os"
