@@ -352,6 +352,16 @@ func TestReportWritesOwnTasksOnly(t *testing.T) {
 	if o.(*legion.Task).Spec.Node != "node-a" {
 		t.Errorf("a-1 spec changed: node %q", o.(*legion.Task).Spec.Node)
 	}
+	// The same report again writes nothing.
+	last := m.Store.Raft().LastIndex()
+	if _, err := a.Report(ctxT(t), &legionpb.ReportRequest{Namespace: "web", Name: "a-1", Status: data}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _, _ := m.Store.Get(legion.KindTask, "web", "a-1"); again.GetMetadata().Version != o.GetMetadata().Version ||
+		m.Store.Raft().LastIndex() != last {
+		t.Errorf("a repeated report wrote: version %d -> %d, last index %d -> %d", o.GetMetadata().Version,
+			again.GetMetadata().Version, last, m.Store.Raft().LastIndex())
+	}
 
 	_, err = a.Report(ctxT(t), &legionpb.ReportRequest{Namespace: "web", Name: "b-1", Status: data})
 	if status.Code(err) != codes.PermissionDenied {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
@@ -13,8 +14,9 @@ import (
 )
 
 // Report replaces a task's status with what its node reports, keeping its
-// spec, retrying when the planner wrote the task meanwhile. A node reports
-// only the tasks assigned to it.
+// spec, retrying when the planner wrote the task meanwhile, and writing
+// nothing when the status is already the one stored. A node reports only
+// the tasks assigned to it.
 func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*legionpb.ReportResponse, error) {
 	id, leaf, err := caller(ctx, req.GetNode())
 	if err != nil {
@@ -39,6 +41,11 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 		t := o.(*legion.Task)
 		if t.Spec.Node != id.Name {
 			return nil, status.Errorf(codes.PermissionDenied, "task %s/%s is assigned to node %q, not to %s", req.GetNamespace(), req.GetName(), t.Spec.Node, id.Name)
+		}
+		// An agent that reports again what is stored (after a reconnect,
+		// or a retry whose first try landed) costs no Raft write.
+		if reflect.DeepEqual(t.Status, ts) {
+			return &legionpb.ReportResponse{}, nil
 		}
 		t.Status = ts
 		_, err = st.PutStatus(ctx, t, store.Precondition{Version: t.Metadata.Version})
