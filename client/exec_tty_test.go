@@ -18,11 +18,7 @@ func TestExecTerminalSize(t *testing.T) {
 	m := sessionstest.Start(t)
 	a := m.StartAgent(t, "n1")
 	task := m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")
-	c, err := client.New(client.Options{Server: m.Addr, CredentialsFile: m.AdminFile, Retry: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := adminOf(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	target := client.Target{Namespace: "shop", Name: "web.1"}

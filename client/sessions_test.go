@@ -30,11 +30,7 @@ func TestSessions(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	a.SaveOutput(t, done, "app", jail.FormatRecord(jail.LogRecord{Time: t0, Stream: "stdout", Text: "hello"})+
 		jail.FormatRecord(jail.LogRecord{Time: t0.Add(time.Second), Stream: "stderr", Text: "careful", Partial: true}))
-	c, err := client.New(client.Options{Server: m.Addr, CredentialsFile: m.AdminFile, Retry: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := adminOf(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -141,4 +137,15 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// adminOf is a client of m's cluster admin that does not retry.
+func adminOf(t *testing.T, m *sessionstest.Manager) *client.Client {
+	t.Helper()
+	c, err := client.New(client.Options{Server: m.Addr, CredentialsFile: m.AdminFile, Retry: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
