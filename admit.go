@@ -448,6 +448,9 @@ func admitPod(pod *PodSpec, p string, ctx podContext, errs *ErrorList) {
 	if rp.Delay == 0 {
 		rp.Delay = Duration(time.Second)
 	}
+	if g := pod.FSGroup; g != nil && (*g < 0 || *g > MaxID) {
+		errs.add(p+".fsGroup", "%d: expected a group id from 0 to %d", *g, MaxID)
+	}
 	if pod.Hostname != "" {
 		if err := ValidName(pod.Hostname); err != nil {
 			errs.add(p+".hostname", "%v", err)

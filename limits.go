@@ -66,6 +66,9 @@ const (
 	// MaxUser bounds a RoleBinding's user: X.509's upper bound for the
 	// common name a user's certificate carries.
 	MaxUser = 64
+	// MaxID is the largest user or group id (FreeBSD's uid_t is 32 bits,
+	// but ids above 2^31-1 break too many tools to be worth admitting).
+	MaxID = 1<<31 - 1
 
 	// Image references follow the distribution grammar: a name (registry
 	// and repository) of at most 255 characters, then a tag of at most

@@ -15,6 +15,11 @@ type PodSpec struct {
 	ImagePullSecrets []string       `json:"imagePullSecrets,omitempty"`
 	RestartPolicy    *RestartPolicy `json:"restartPolicy,omitempty"`
 	Hostname         string         `json:"hostname,omitempty"`
+	// FSGroup owns the root of every Volume the pod mounts when first
+	// made, group-writable and setgid, like Kubernetes' fsGroup. Unset, the
+	// root is owned by the user and group of the first container that
+	// mounts it writable (its user, else its image's).
+	FSGroup *int `json:"fsGroup,omitempty"`
 }
 
 // RestartPolicy says when a pod's containers (by the agent) and a slot's

@@ -33,6 +33,20 @@ type TaskSpec struct {
 	Hostname        string            `json:"hostname,omitempty"` // stateful: <service>-<n>
 	Volumes         map[string]string `json:"volumes,omitempty"`  // pod volume -> Volume object, claims resolved
 	Placed          *time.Time        `json:"placed,omitempty"`   // when assigned to Node
+	// Snapshot: a stateful update's task snapshots its claimed Volumes
+	// before it starts, or its rollback's task rolls them back (4.3).
+	Snapshot *TaskSnapshot `json:"snapshot,omitempty"`
+}
+
+// TaskSnapshot says what the agent does to a task's claimed Volumes before
+// the task starts.
+type TaskSnapshot struct {
+	// Name is the snapshot, legion-update-<generation>.
+	Name string `json:"name"`
+	// Restore rolls each claimed Volume back to Name and drops it; without
+	// it the agent takes Name unless it exists, dropping older
+	// legion-update-* snapshots.
+	Restore bool `json:"restore,omitempty"`
 }
 
 // TaskState is where a task stands (7.1's state machine).

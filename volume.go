@@ -54,15 +54,72 @@ type PluginVolume struct {
 
 // VolumeStatus is where a volume's data is and whether it is moving.
 type VolumeStatus struct {
-	Node      string           `json:"node,omitempty"`
+	// Node holds the data: set by the first claim of a ZFS Volume and kept
+	// until it moves or the node is removed; for iSCSI and unshared plugin
+	// Volumes only while the node's tasks use it.
+	Node string `json:"node,omitempty"`
+	// Backend is how Node keeps the data, as its agent said when claiming
+	// ("zfs dataset tank/legion/volumes/shop/db", "directory /var/...").
+	Backend   string           `json:"backend,omitempty"`
 	Migration *VolumeMigration `json:"migration,omitempty"`
 	Snapshots []string         `json:"snapshots,omitempty"`
 	Message   string           `json:"message,omitempty"`
 }
 
+// VolumeState is a Volume's standing as `legion volume ls` shows it.
+type VolumeState string
+
+// Volume states.
+const (
+	VolumeFree   VolumeState = "free"   // no node holds it
+	VolumeBound  VolumeState = "bound"  // its data is on Status.Node
+	VolumeMoving VolumeState = "moving" // a migration is under way
+)
+
+// State says whether the volume is free, bound or moving.
+func (v *Volume) State() VolumeState {
+	switch {
+	case v.Status.Migration != nil:
+		return VolumeMoving
+	case v.Status.Node != "":
+		return VolumeBound
+	}
+	return VolumeFree
+}
+
+// Migration states, in order (4.3): the leader's planner records a move as
+// copying; the migrator marks it copied once the full copy is on the new
+// node, which lets the drain stop the tasks using it on the old node; with
+// none left there the planner marks it finishing, and the migrator sends
+// the last part, binds the Volume to the new node and clears the
+// migration.
+const (
+	MigrationCopying   = "copying"
+	MigrationCopied    = "copied"
+	MigrationFinishing = "finishing"
+)
+
+// VolumeBackupHeader is the first line of a volume backup file (4.3),
+// before the data stream; a restore takes the Volume's labels and spec
+// from it.
+type VolumeBackupHeader struct {
+	Format      string            `json:"format"` // VolumeBackupFormat
+	Namespace   string            `json:"namespace"`
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Spec        VolumeSpec        `json:"spec"`
+	Node        string            `json:"node"`    // where it was taken; on restore, where it goes
+	Backend     string            `json:"backend"` // the stream's form: "zfs" (zfs send) or "dir" (tar)
+	Time        time.Time         `json:"time"`
+	Consistency string            `json:"consistency"` // "crash": the data at one instant while its tasks ran
+}
+
+// VolumeBackupFormat names the backup file's format and version.
+const VolumeBackupFormat = "legion-volume-backup/1"
+
 // VolumeMigration is a move of a ZFS volume between nodes.
 type VolumeMigration struct {
-	State       string     `json:"state"` // copying, finishing
+	State       string     `json:"state"` // copying, copied, finishing
 	From        string     `json:"from"`
 	To          string     `json:"to"`
 	Attempt     int        `json:"attempt,omitempty"`

@@ -379,7 +379,11 @@ type AssignmentSet struct {
 	// JSON of every HTTP route with its backends (a list of
 	// endpoints.Route), for the node's ingress proxy; the certificates of
 	// the routes' TLS Secrets ride in values.
-	Routes        []byte `protobuf:"bytes,7,opt,name=routes,proto3" json:"routes,omitempty"`
+	Routes []byte `protobuf:"bytes,7,opt,name=routes,proto3" json:"routes,omitempty"`
+	// JSON of legion.Volume: every Volume the node's tasks mount, and every
+	// Volume bound to the node or moving to or from it, so the agent knows
+	// what to attach and which local copies are still wanted.
+	Volumes       [][]byte `protobuf:"bytes,8,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,6 +463,13 @@ func (x *AssignmentSet) GetPolicies() []byte {
 func (x *AssignmentSet) GetRoutes() []byte {
 	if x != nil {
 		return x.Routes
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetVolumes() [][]byte {
+	if x != nil {
+		return x.Volumes
 	}
 	return nil
 }
@@ -613,6 +624,140 @@ func (x *NotLeader) GetLeader() string {
 	return ""
 }
 
+type ClaimVolumeRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Node      string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // empty: the certificate's node
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The node's task that will mount it (claims only): a node may claim
+	// only the Volumes its own tasks mount.
+	Task string `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
+	// No task of the node uses the Volume any more, and it is unmounted and
+	// detached.
+	Release bool `protobuf:"varint,5,opt,name=release,proto3" json:"release,omitempty"`
+	// How the node keeps the data, for the Volume's status (claims only),
+	// e.g. "zfs dataset tank/legion/volumes/shop/db" or "directory /var/...".
+	Backend       string `protobuf:"bytes,6,opt,name=backend,proto3" json:"backend,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimVolumeRequest) Reset() {
+	*x = ClaimVolumeRequest{}
+	mi := &file_dispatcher_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimVolumeRequest) ProtoMessage() {}
+
+func (x *ClaimVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_dispatcher_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimVolumeRequest.ProtoReflect.Descriptor instead.
+func (*ClaimVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_dispatcher_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ClaimVolumeRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ClaimVolumeRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ClaimVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClaimVolumeRequest) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *ClaimVolumeRequest) GetRelease() bool {
+	if x != nil {
+		return x.Release
+	}
+	return false
+}
+
+func (x *ClaimVolumeRequest) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+type ClaimVolumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        []byte                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"` // JSON of legion.Volume as stored after the call
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimVolumeResponse) Reset() {
+	*x = ClaimVolumeResponse{}
+	mi := &file_dispatcher_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimVolumeResponse) ProtoMessage() {}
+
+func (x *ClaimVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_dispatcher_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimVolumeResponse.ProtoReflect.Descriptor instead.
+func (*ClaimVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_dispatcher_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ClaimVolumeResponse) GetVolume() []byte {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
 type RenewRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Csr           []byte                 `protobuf:"bytes,1,opt,name=csr,proto3" json:"csr,omitempty"` // PEM certificate request for the node's new key
@@ -622,7 +767,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_dispatcher_proto_msgTypes[10]
+	mi := &file_dispatcher_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +779,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[10]
+	mi := &file_dispatcher_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +792,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{10}
+	return file_dispatcher_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RenewRequest) GetCsr() []byte {
@@ -666,7 +811,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_dispatcher_proto_msgTypes[11]
+	mi := &file_dispatcher_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +823,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[11]
+	mi := &file_dispatcher_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +836,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{11}
+	return file_dispatcher_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RenewResponse) GetCertificate() []byte {
@@ -726,7 +871,7 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
 	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"(\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"\xa0\x02\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xba\x02\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
@@ -734,7 +879,8 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\tendpoints\x18\x04 \x01(\fR\tendpoints\x12\x14\n" +
 	"\x05peers\x18\x05 \x01(\fR\x05peers\x12\x1a\n" +
 	"\bpolicies\x18\x06 \x01(\fR\bpolicies\x12\x16\n" +
-	"\x06routes\x18\a \x01(\fR\x06routes\x1a9\n" +
+	"\x06routes\x18\a \x01(\fR\x06routes\x12\x18\n" +
+	"\avolumes\x18\b \x03(\fR\avolumes\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +
@@ -745,18 +891,28 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\fR\x06status\"\x10\n" +
 	"\x0eReportResponse\"#\n" +
 	"\tNotLeader\x12\x16\n" +
-	"\x06leader\x18\x01 \x01(\tR\x06leader\" \n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\"\xa2\x01\n" +
+	"\x12ClaimVolumeRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
+	"\x04task\x18\x04 \x01(\tR\x04task\x12\x18\n" +
+	"\arelease\x18\x05 \x01(\bR\arelease\x12\x18\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\"-\n" +
+	"\x13ClaimVolumeResponse\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\fR\x06volume\" \n" +
 	"\fRenewRequest\x12\x10\n" +
 	"\x03csr\x18\x01 \x01(\fR\x03csr\"1\n" +
 	"\rRenewResponse\x12 \n" +
-	"\vcertificate\x18\x01 \x01(\fR\vcertificate2\xde\x02\n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate2\xac\x03\n" +
 	"\n" +
 	"Dispatcher\x12C\n" +
 	"\bRegister\x12\x1a.legion.v1.RegisterRequest\x1a\x1b.legion.v1.RegisterResponse\x12F\n" +
 	"\tHeartbeat\x12\x1b.legion.v1.HeartbeatRequest\x1a\x1c.legion.v1.HeartbeatResponse\x12H\n" +
 	"\vAssignments\x12\x1d.legion.v1.AssignmentsRequest\x1a\x18.legion.v1.AssignmentSet0\x01\x12=\n" +
 	"\x06Report\x12\x18.legion.v1.ReportRequest\x1a\x19.legion.v1.ReportResponse\x12:\n" +
-	"\x05Renew\x12\x17.legion.v1.RenewRequest\x1a\x18.legion.v1.RenewResponseB5Z3github.com/legionbsd/legion/internal/proto;legionpbb\x06proto3"
+	"\x05Renew\x12\x17.legion.v1.RenewRequest\x1a\x18.legion.v1.RenewResponse\x12L\n" +
+	"\vClaimVolume\x12\x1d.legion.v1.ClaimVolumeRequest\x1a\x1e.legion.v1.ClaimVolumeResponseB5Z3github.com/legionbsd/legion/internal/proto;legionpbb\x06proto3"
 
 var (
 	file_dispatcher_proto_rawDescOnce sync.Once
@@ -770,37 +926,41 @@ func file_dispatcher_proto_rawDescGZIP() []byte {
 	return file_dispatcher_proto_rawDescData
 }
 
-var file_dispatcher_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_dispatcher_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_dispatcher_proto_goTypes = []any{
-	(*RegisterRequest)(nil),    // 0: legion.v1.RegisterRequest
-	(*RegisterResponse)(nil),   // 1: legion.v1.RegisterResponse
-	(*TaskUsage)(nil),          // 2: legion.v1.TaskUsage
-	(*HeartbeatRequest)(nil),   // 3: legion.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),  // 4: legion.v1.HeartbeatResponse
-	(*AssignmentsRequest)(nil), // 5: legion.v1.AssignmentsRequest
-	(*AssignmentSet)(nil),      // 6: legion.v1.AssignmentSet
-	(*ReportRequest)(nil),      // 7: legion.v1.ReportRequest
-	(*ReportResponse)(nil),     // 8: legion.v1.ReportResponse
-	(*NotLeader)(nil),          // 9: legion.v1.NotLeader
-	(*RenewRequest)(nil),       // 10: legion.v1.RenewRequest
-	(*RenewResponse)(nil),      // 11: legion.v1.RenewResponse
-	nil,                        // 12: legion.v1.AssignmentSet.ValuesEntry
+	(*RegisterRequest)(nil),     // 0: legion.v1.RegisterRequest
+	(*RegisterResponse)(nil),    // 1: legion.v1.RegisterResponse
+	(*TaskUsage)(nil),           // 2: legion.v1.TaskUsage
+	(*HeartbeatRequest)(nil),    // 3: legion.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),   // 4: legion.v1.HeartbeatResponse
+	(*AssignmentsRequest)(nil),  // 5: legion.v1.AssignmentsRequest
+	(*AssignmentSet)(nil),       // 6: legion.v1.AssignmentSet
+	(*ReportRequest)(nil),       // 7: legion.v1.ReportRequest
+	(*ReportResponse)(nil),      // 8: legion.v1.ReportResponse
+	(*NotLeader)(nil),           // 9: legion.v1.NotLeader
+	(*ClaimVolumeRequest)(nil),  // 10: legion.v1.ClaimVolumeRequest
+	(*ClaimVolumeResponse)(nil), // 11: legion.v1.ClaimVolumeResponse
+	(*RenewRequest)(nil),        // 12: legion.v1.RenewRequest
+	(*RenewResponse)(nil),       // 13: legion.v1.RenewResponse
+	nil,                         // 14: legion.v1.AssignmentSet.ValuesEntry
 }
 var file_dispatcher_proto_depIdxs = []int32{
 	2,  // 0: legion.v1.HeartbeatRequest.usage:type_name -> legion.v1.TaskUsage
-	12, // 1: legion.v1.AssignmentSet.values:type_name -> legion.v1.AssignmentSet.ValuesEntry
+	14, // 1: legion.v1.AssignmentSet.values:type_name -> legion.v1.AssignmentSet.ValuesEntry
 	0,  // 2: legion.v1.Dispatcher.Register:input_type -> legion.v1.RegisterRequest
 	3,  // 3: legion.v1.Dispatcher.Heartbeat:input_type -> legion.v1.HeartbeatRequest
 	5,  // 4: legion.v1.Dispatcher.Assignments:input_type -> legion.v1.AssignmentsRequest
 	7,  // 5: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
-	10, // 6: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
-	1,  // 7: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
-	4,  // 8: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
-	6,  // 9: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
-	8,  // 10: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
-	11, // 11: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
-	7,  // [7:12] is the sub-list for method output_type
-	2,  // [2:7] is the sub-list for method input_type
+	12, // 6: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
+	10, // 7: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
+	1,  // 8: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
+	4,  // 9: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
+	6,  // 10: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
+	8,  // 11: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
+	13, // 12: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
+	11, // 13: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
+	8,  // [8:14] is the sub-list for method output_type
+	2,  // [2:8] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
 	2,  // [2:2] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name
@@ -817,7 +977,7 @@ func file_dispatcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dispatcher_proto_rawDesc), len(file_dispatcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

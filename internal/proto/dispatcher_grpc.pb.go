@@ -28,6 +28,7 @@ const (
 	Dispatcher_Assignments_FullMethodName = "/legion.v1.Dispatcher/Assignments"
 	Dispatcher_Report_FullMethodName      = "/legion.v1.Dispatcher/Report"
 	Dispatcher_Renew_FullMethodName       = "/legion.v1.Dispatcher/Renew"
+	Dispatcher_ClaimVolume_FullMethodName = "/legion.v1.Dispatcher/ClaimVolume"
 )
 
 // DispatcherClient is the client API for Dispatcher service.
@@ -42,6 +43,11 @@ type DispatcherClient interface {
 	// whoever the calling certificate names (9: renewal at two thirds of a
 	// certificate's life).
 	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
+	// ClaimVolume takes a Volume for the node's tasks before they use it, or
+	// lets go of it once none of them does (6.7). A Volume used by one node
+	// at a time is bound to the first claimer; a claim from another node is
+	// refused with FAILED_PRECONDITION naming the holder.
+	ClaimVolume(ctx context.Context, in *ClaimVolumeRequest, opts ...grpc.CallOption) (*ClaimVolumeResponse, error)
 }
 
 type dispatcherClient struct {
@@ -111,6 +117,16 @@ func (c *dispatcherClient) Renew(ctx context.Context, in *RenewRequest, opts ...
 	return out, nil
 }
 
+func (c *dispatcherClient) ClaimVolume(ctx context.Context, in *ClaimVolumeRequest, opts ...grpc.CallOption) (*ClaimVolumeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClaimVolumeResponse)
+	err := c.cc.Invoke(ctx, Dispatcher_ClaimVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DispatcherServer is the server API for Dispatcher service.
 // All implementations must embed UnimplementedDispatcherServer
 // for forward compatibility.
@@ -123,6 +139,11 @@ type DispatcherServer interface {
 	// whoever the calling certificate names (9: renewal at two thirds of a
 	// certificate's life).
 	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
+	// ClaimVolume takes a Volume for the node's tasks before they use it, or
+	// lets go of it once none of them does (6.7). A Volume used by one node
+	// at a time is bound to the first claimer; a claim from another node is
+	// refused with FAILED_PRECONDITION naming the holder.
+	ClaimVolume(context.Context, *ClaimVolumeRequest) (*ClaimVolumeResponse, error)
 	mustEmbedUnimplementedDispatcherServer()
 }
 
@@ -147,6 +168,9 @@ func (UnimplementedDispatcherServer) Report(context.Context, *ReportRequest) (*R
 }
 func (UnimplementedDispatcherServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
+}
+func (UnimplementedDispatcherServer) ClaimVolume(context.Context, *ClaimVolumeRequest) (*ClaimVolumeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClaimVolume not implemented")
 }
 func (UnimplementedDispatcherServer) mustEmbedUnimplementedDispatcherServer() {}
 func (UnimplementedDispatcherServer) testEmbeddedByValue()                    {}
@@ -252,6 +276,24 @@ func _Dispatcher_Renew_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Dispatcher_ClaimVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClaimVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DispatcherServer).ClaimVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Dispatcher_ClaimVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DispatcherServer).ClaimVolume(ctx, req.(*ClaimVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Dispatcher_ServiceDesc is the grpc.ServiceDesc for Dispatcher service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -274,6 +316,10 @@ var Dispatcher_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Renew",
 			Handler:    _Dispatcher_Renew_Handler,
+		},
+		{
+			MethodName: "ClaimVolume",
+			Handler:    _Dispatcher_ClaimVolume_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

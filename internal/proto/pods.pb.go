@@ -954,6 +954,9 @@ type SessionOffer struct {
 	//	*SessionOffer_Logs
 	//	*SessionOffer_Exec
 	//	*SessionOffer_PortForward
+	//	*SessionOffer_VolumeSend
+	//	*SessionOffer_VolumeReceive
+	//	*SessionOffer_VolumeDrop
 	Kind          isSessionOffer_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1058,6 +1061,33 @@ func (x *SessionOffer) GetPortForward() *PortForwardOffer {
 	return nil
 }
 
+func (x *SessionOffer) GetVolumeSend() *VolumeSendOffer {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionOffer_VolumeSend); ok {
+			return x.VolumeSend
+		}
+	}
+	return nil
+}
+
+func (x *SessionOffer) GetVolumeReceive() *VolumeReceiveOffer {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionOffer_VolumeReceive); ok {
+			return x.VolumeReceive
+		}
+	}
+	return nil
+}
+
+func (x *SessionOffer) GetVolumeDrop() *VolumeDropOffer {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionOffer_VolumeDrop); ok {
+			return x.VolumeDrop
+		}
+	}
+	return nil
+}
+
 type isSessionOffer_Kind interface {
 	isSessionOffer_Kind()
 }
@@ -1074,11 +1104,268 @@ type SessionOffer_PortForward struct {
 	PortForward *PortForwardOffer `protobuf:"bytes,12,opt,name=port_forward,json=portForward,proto3,oneof"`
 }
 
+type SessionOffer_VolumeSend struct {
+	VolumeSend *VolumeSendOffer `protobuf:"bytes,13,opt,name=volume_send,json=volumeSend,proto3,oneof"`
+}
+
+type SessionOffer_VolumeReceive struct {
+	VolumeReceive *VolumeReceiveOffer `protobuf:"bytes,14,opt,name=volume_receive,json=volumeReceive,proto3,oneof"`
+}
+
+type SessionOffer_VolumeDrop struct {
+	VolumeDrop *VolumeDropOffer `protobuf:"bytes,15,opt,name=volume_drop,json=volumeDrop,proto3,oneof"`
+}
+
 func (*SessionOffer_Logs) isSessionOffer_Kind() {}
 
 func (*SessionOffer_Exec) isSessionOffer_Kind() {}
 
 func (*SessionOffer_PortForward) isSessionOffer_Kind() {}
+
+func (*SessionOffer_VolumeSend) isSessionOffer_Kind() {}
+
+func (*SessionOffer_VolumeReceive) isSessionOffer_Kind() {}
+
+func (*SessionOffer_VolumeDrop) isSessionOffer_Kind() {}
+
+// VolumeSendOffer asks the agent to stream a local Volume's data as
+// AttachOutput.data: the snapshot named (taken first if missing), all of
+// it, or only what changed since the snapshot `from`. The agent ends with
+// an AttachOutput whose done is set once everything is sent.
+type VolumeSendOffer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Volume        string                 `protobuf:"bytes,2,opt,name=volume,proto3" json:"volume,omitempty"`
+	VolumeUid     string                 `protobuf:"bytes,3,opt,name=volume_uid,json=volumeUid,proto3" json:"volume_uid,omitempty"`
+	Snapshot      string                 `protobuf:"bytes,4,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	From          string                 `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`                                      // empty: all of it
+	DropSnapshot  bool                   `protobuf:"varint,6,opt,name=drop_snapshot,json=dropSnapshot,proto3" json:"drop_snapshot,omitempty"` // destroy the snapshot afterwards, sent or not (backups)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeSendOffer) Reset() {
+	*x = VolumeSendOffer{}
+	mi := &file_pods_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeSendOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeSendOffer) ProtoMessage() {}
+
+func (x *VolumeSendOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeSendOffer.ProtoReflect.Descriptor instead.
+func (*VolumeSendOffer) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *VolumeSendOffer) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *VolumeSendOffer) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *VolumeSendOffer) GetVolumeUid() string {
+	if x != nil {
+		return x.VolumeUid
+	}
+	return ""
+}
+
+func (x *VolumeSendOffer) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+func (x *VolumeSendOffer) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *VolumeSendOffer) GetDropSnapshot() bool {
+	if x != nil {
+		return x.DropSnapshot
+	}
+	return false
+}
+
+// VolumeReceiveOffer asks the agent to take a Volume's data from
+// AttachInput.data until AttachInput.closed, then answer done once it is
+// whole and kept, or an error (a cut-short stream leaves no part copy).
+type VolumeReceiveOffer struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Namespace   string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Volume      string                 `protobuf:"bytes,2,opt,name=volume,proto3" json:"volume,omitempty"`
+	VolumeUid   string                 `protobuf:"bytes,3,opt,name=volume_uid,json=volumeUid,proto3" json:"volume_uid,omitempty"`
+	Incremental bool                   `protobuf:"varint,4,opt,name=incremental,proto3" json:"incremental,omitempty"` // onto the full copy this node received before
+	// A restore from a backup: refuse if the node has data of that name.
+	Restore       bool   `protobuf:"varint,5,opt,name=restore,proto3" json:"restore,omitempty"`
+	Spec          []byte `protobuf:"bytes,6,opt,name=spec,proto3" json:"spec,omitempty"` // JSON of legion.VolumeSpec (size as the quota)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeReceiveOffer) Reset() {
+	*x = VolumeReceiveOffer{}
+	mi := &file_pods_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeReceiveOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeReceiveOffer) ProtoMessage() {}
+
+func (x *VolumeReceiveOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeReceiveOffer.ProtoReflect.Descriptor instead.
+func (*VolumeReceiveOffer) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *VolumeReceiveOffer) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *VolumeReceiveOffer) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *VolumeReceiveOffer) GetVolumeUid() string {
+	if x != nil {
+		return x.VolumeUid
+	}
+	return ""
+}
+
+func (x *VolumeReceiveOffer) GetIncremental() bool {
+	if x != nil {
+		return x.Incremental
+	}
+	return false
+}
+
+func (x *VolumeReceiveOffer) GetRestore() bool {
+	if x != nil {
+		return x.Restore
+	}
+	return false
+}
+
+func (x *VolumeReceiveOffer) GetSpec() []byte {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+// VolumeDropOffer asks the agent to destroy its copy of a Volume that now
+// lives on another node (the end of a migration). Refused while a task of
+// the node uses it.
+type VolumeDropOffer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Volume        string                 `protobuf:"bytes,2,opt,name=volume,proto3" json:"volume,omitempty"`
+	VolumeUid     string                 `protobuf:"bytes,3,opt,name=volume_uid,json=volumeUid,proto3" json:"volume_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeDropOffer) Reset() {
+	*x = VolumeDropOffer{}
+	mi := &file_pods_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeDropOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeDropOffer) ProtoMessage() {}
+
+func (x *VolumeDropOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeDropOffer.ProtoReflect.Descriptor instead.
+func (*VolumeDropOffer) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *VolumeDropOffer) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *VolumeDropOffer) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *VolumeDropOffer) GetVolumeUid() string {
+	if x != nil {
+		return x.VolumeUid
+	}
+	return ""
+}
 
 // SessionError ends a session from the agent's side, with the gRPC code the
 // user is given.
@@ -1092,7 +1379,7 @@ type SessionError struct {
 
 func (x *SessionError) Reset() {
 	*x = SessionError{}
-	mi := &file_pods_proto_msgTypes[15]
+	mi := &file_pods_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1391,7 @@ func (x *SessionError) String() string {
 func (*SessionError) ProtoMessage() {}
 
 func (x *SessionError) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[15]
+	mi := &file_pods_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1404,7 @@ func (x *SessionError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionError.ProtoReflect.Descriptor instead.
 func (*SessionError) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{15}
+	return file_pods_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionError) GetCode() int32 {
@@ -1144,14 +1431,15 @@ type AttachOutput struct {
 	Stdout        []byte                 `protobuf:"bytes,4,opt,name=stdout,proto3" json:"stdout,omitempty"` // exec
 	Stderr        []byte                 `protobuf:"bytes,5,opt,name=stderr,proto3" json:"stderr,omitempty"`
 	ExitCode      *int32                 `protobuf:"varint,6,opt,name=exit_code,json=exitCode,proto3,oneof" json:"exit_code,omitempty"` // the exec's last message
-	Data          []byte                 `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`                                // a port-forward's bytes from the pod
+	Data          []byte                 `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`                                // a port-forward's bytes from the pod; a volume send's stream
+	Done          bool                   `protobuf:"varint,8,opt,name=done,proto3" json:"done,omitempty"`                               // a volume session: all of it sent, received or dropped
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AttachOutput) Reset() {
 	*x = AttachOutput{}
-	mi := &file_pods_proto_msgTypes[16]
+	mi := &file_pods_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1451,7 @@ func (x *AttachOutput) String() string {
 func (*AttachOutput) ProtoMessage() {}
 
 func (x *AttachOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[16]
+	mi := &file_pods_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1464,7 @@ func (x *AttachOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachOutput.ProtoReflect.Descriptor instead.
 func (*AttachOutput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{16}
+	return file_pods_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AttachOutput) GetSession() string {
@@ -1228,6 +1516,13 @@ func (x *AttachOutput) GetData() []byte {
 	return nil
 }
 
+func (x *AttachOutput) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 // AttachInput is what the manager relays from the user to the agent.
 // Logs send none; exec sends input and its end, and on a terminal its new
 // sizes; a port-forward the caller's bytes and their end.
@@ -1244,7 +1539,7 @@ type AttachInput struct {
 
 func (x *AttachInput) Reset() {
 	*x = AttachInput{}
-	mi := &file_pods_proto_msgTypes[17]
+	mi := &file_pods_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1551,7 @@ func (x *AttachInput) String() string {
 func (*AttachInput) ProtoMessage() {}
 
 func (x *AttachInput) ProtoReflect() protoreflect.Message {
-	mi := &file_pods_proto_msgTypes[17]
+	mi := &file_pods_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1564,7 @@ func (x *AttachInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachInput.ProtoReflect.Descriptor instead.
 func (*AttachInput) Descriptor() ([]byte, []int) {
-	return file_pods_proto_rawDescGZIP(), []int{17}
+	return file_pods_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AttachInput) GetStdin() []byte {
@@ -1303,6 +1598,157 @@ func (x *AttachInput) GetClosed() bool {
 func (x *AttachInput) GetResize() *TermSize {
 	if x != nil {
 		return x.Resize
+	}
+	return nil
+}
+
+// VolumeChunk is a piece of a volume backup file's content: the first
+// message of a stream carries only the header (JSON of a
+// VolumeBackupHeader as the client package defines it), the rest data.
+type VolumeChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        []byte                 `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeChunk) Reset() {
+	*x = VolumeChunk{}
+	mi := &file_pods_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeChunk) ProtoMessage() {}
+
+func (x *VolumeChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeChunk.ProtoReflect.Descriptor instead.
+func (*VolumeChunk) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *VolumeChunk) GetHeader() []byte {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *VolumeChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type VolumeBackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeBackupRequest) Reset() {
+	*x = VolumeBackupRequest{}
+	mi := &file_pods_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeBackupRequest) ProtoMessage() {}
+
+func (x *VolumeBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeBackupRequest.ProtoReflect.Descriptor instead.
+func (*VolumeBackupRequest) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *VolumeBackupRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *VolumeBackupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type VolumeRestoreResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        []byte                 `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"` // JSON of legion.Volume as made
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeRestoreResponse) Reset() {
+	*x = VolumeRestoreResponse{}
+	mi := &file_pods_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeRestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeRestoreResponse) ProtoMessage() {}
+
+func (x *VolumeRestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pods_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeRestoreResponse.ProtoReflect.Descriptor instead.
+func (*VolumeRestoreResponse) Descriptor() ([]byte, []int) {
+	return file_pods_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *VolumeRestoreResponse) GetVolume() []byte {
+	if x != nil {
+		return x.Volume
 	}
 	return nil
 }
@@ -1377,7 +1823,7 @@ const file_pods_proto_rawDesc = "" +
 	"\x04size\x18\x04 \x01(\v2\x13.legion.v1.TermSizeR\x04size\"=\n" +
 	"\x10PortForwardOffer\x12\x15\n" +
 	"\x06pod_ip\x18\x01 \x01(\tR\x05podIp\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\x05R\x04port\"\xab\x02\n" +
+	"\x04port\x18\x02 \x01(\x05R\x04port\"\xf1\x03\n" +
 	"\fSessionOffer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1387,11 +1833,37 @@ const file_pods_proto_rawDesc = "" +
 	"\x04logs\x18\n" +
 	" \x01(\v2\x14.legion.v1.LogsOfferH\x00R\x04logs\x12*\n" +
 	"\x04exec\x18\v \x01(\v2\x14.legion.v1.ExecOfferH\x00R\x04exec\x12@\n" +
-	"\fport_forward\x18\f \x01(\v2\x1b.legion.v1.PortForwardOfferH\x00R\vportForwardB\x06\n" +
-	"\x04kind\"<\n" +
+	"\fport_forward\x18\f \x01(\v2\x1b.legion.v1.PortForwardOfferH\x00R\vportForward\x12=\n" +
+	"\vvolume_send\x18\r \x01(\v2\x1a.legion.v1.VolumeSendOfferH\x00R\n" +
+	"volumeSend\x12F\n" +
+	"\x0evolume_receive\x18\x0e \x01(\v2\x1d.legion.v1.VolumeReceiveOfferH\x00R\rvolumeReceive\x12=\n" +
+	"\vvolume_drop\x18\x0f \x01(\v2\x1a.legion.v1.VolumeDropOfferH\x00R\n" +
+	"volumeDropB\x06\n" +
+	"\x04kind\"\xbb\x01\n" +
+	"\x0fVolumeSendOffer\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
+	"\x06volume\x18\x02 \x01(\tR\x06volume\x12\x1d\n" +
+	"\n" +
+	"volume_uid\x18\x03 \x01(\tR\tvolumeUid\x12\x1a\n" +
+	"\bsnapshot\x18\x04 \x01(\tR\bsnapshot\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\tR\x04from\x12#\n" +
+	"\rdrop_snapshot\x18\x06 \x01(\bR\fdropSnapshot\"\xb9\x01\n" +
+	"\x12VolumeReceiveOffer\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
+	"\x06volume\x18\x02 \x01(\tR\x06volume\x12\x1d\n" +
+	"\n" +
+	"volume_uid\x18\x03 \x01(\tR\tvolumeUid\x12 \n" +
+	"\vincremental\x18\x04 \x01(\bR\vincremental\x12\x18\n" +
+	"\arestore\x18\x05 \x01(\bR\arestore\x12\x12\n" +
+	"\x04spec\x18\x06 \x01(\fR\x04spec\"f\n" +
+	"\x0fVolumeDropOffer\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x16\n" +
+	"\x06volume\x18\x02 \x01(\tR\x06volume\x12\x1d\n" +
+	"\n" +
+	"volume_uid\x18\x03 \x01(\tR\tvolumeUid\"<\n" +
 	"\fSessionError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xfb\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x8f\x02\n" +
 	"\fAttachOutput\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12.\n" +
 	"\arecords\x18\x02 \x03(\v2\x14.legion.v1.LogRecordR\arecords\x12-\n" +
@@ -1399,7 +1871,8 @@ const file_pods_proto_rawDesc = "" +
 	"\x06stdout\x18\x04 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x05 \x01(\fR\x06stderr\x12 \n" +
 	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01\x12\x12\n" +
-	"\x04data\x18\a \x01(\fR\x04dataB\f\n" +
+	"\x04data\x18\a \x01(\fR\x04data\x12\x12\n" +
+	"\x04done\x18\b \x01(\bR\x04doneB\f\n" +
 	"\n" +
 	"_exit_code\"\x9f\x01\n" +
 	"\vAttachInput\x12\x14\n" +
@@ -1407,14 +1880,25 @@ const file_pods_proto_rawDesc = "" +
 	"\fstdin_closed\x18\x02 \x01(\bR\vstdinClosed\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x16\n" +
 	"\x06closed\x18\x04 \x01(\bR\x06closed\x12+\n" +
-	"\x06resize\x18\x05 \x01(\v2\x13.legion.v1.TermSizeR\x06resize2\xc4\x01\n" +
+	"\x06resize\x18\x05 \x01(\v2\x13.legion.v1.TermSizeR\x06resize\"9\n" +
+	"\vVolumeChunk\x12\x16\n" +
+	"\x06header\x18\x01 \x01(\fR\x06header\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"G\n" +
+	"\x13VolumeBackupRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"/\n" +
+	"\x15VolumeRestoreResponse\x12\x16\n" +
+	"\x06volume\x18\x01 \x01(\fR\x06volume2\xc4\x01\n" +
 	"\x04Pods\x125\n" +
 	"\x04Logs\x12\x16.legion.v1.LogsRequest\x1a\x13.legion.v1.LogFrame0\x01\x127\n" +
 	"\x04Exec\x12\x14.legion.v1.ExecInput\x1a\x15.legion.v1.ExecOutput(\x010\x01\x12L\n" +
 	"\vPortForward\x12\x1b.legion.v1.PortForwardInput\x1a\x1c.legion.v1.PortForwardOutput(\x010\x012\x8c\x01\n" +
 	"\bSessions\x12A\n" +
 	"\bSessions\x12\x1a.legion.v1.SessionsRequest\x1a\x17.legion.v1.SessionOffer0\x01\x12=\n" +
-	"\x06Attach\x12\x17.legion.v1.AttachOutput\x1a\x16.legion.v1.AttachInput(\x010\x01B5Z3github.com/legionbsd/legion/internal/proto;legionpbb\x06proto3"
+	"\x06Attach\x12\x17.legion.v1.AttachOutput\x1a\x16.legion.v1.AttachInput(\x010\x012\x94\x01\n" +
+	"\aVolumes\x12B\n" +
+	"\x06Backup\x12\x1e.legion.v1.VolumeBackupRequest\x1a\x16.legion.v1.VolumeChunk0\x01\x12E\n" +
+	"\aRestore\x12\x16.legion.v1.VolumeChunk\x1a .legion.v1.VolumeRestoreResponse(\x01B5Z3github.com/legionbsd/legion/internal/proto;legionpbb\x06proto3"
 
 var (
 	file_pods_proto_rawDescOnce sync.Once
@@ -1428,26 +1912,32 @@ func file_pods_proto_rawDescGZIP() []byte {
 	return file_pods_proto_rawDescData
 }
 
-var file_pods_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_pods_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_pods_proto_goTypes = []any{
-	(*Target)(nil),            // 0: legion.v1.Target
-	(*LogsRequest)(nil),       // 1: legion.v1.LogsRequest
-	(*LogRecord)(nil),         // 2: legion.v1.LogRecord
-	(*LogFrame)(nil),          // 3: legion.v1.LogFrame
-	(*TermSize)(nil),          // 4: legion.v1.TermSize
-	(*ExecStart)(nil),         // 5: legion.v1.ExecStart
-	(*ExecInput)(nil),         // 6: legion.v1.ExecInput
-	(*ExecOutput)(nil),        // 7: legion.v1.ExecOutput
-	(*PortForwardInput)(nil),  // 8: legion.v1.PortForwardInput
-	(*PortForwardOutput)(nil), // 9: legion.v1.PortForwardOutput
-	(*SessionsRequest)(nil),   // 10: legion.v1.SessionsRequest
-	(*LogsOffer)(nil),         // 11: legion.v1.LogsOffer
-	(*ExecOffer)(nil),         // 12: legion.v1.ExecOffer
-	(*PortForwardOffer)(nil),  // 13: legion.v1.PortForwardOffer
-	(*SessionOffer)(nil),      // 14: legion.v1.SessionOffer
-	(*SessionError)(nil),      // 15: legion.v1.SessionError
-	(*AttachOutput)(nil),      // 16: legion.v1.AttachOutput
-	(*AttachInput)(nil),       // 17: legion.v1.AttachInput
+	(*Target)(nil),                // 0: legion.v1.Target
+	(*LogsRequest)(nil),           // 1: legion.v1.LogsRequest
+	(*LogRecord)(nil),             // 2: legion.v1.LogRecord
+	(*LogFrame)(nil),              // 3: legion.v1.LogFrame
+	(*TermSize)(nil),              // 4: legion.v1.TermSize
+	(*ExecStart)(nil),             // 5: legion.v1.ExecStart
+	(*ExecInput)(nil),             // 6: legion.v1.ExecInput
+	(*ExecOutput)(nil),            // 7: legion.v1.ExecOutput
+	(*PortForwardInput)(nil),      // 8: legion.v1.PortForwardInput
+	(*PortForwardOutput)(nil),     // 9: legion.v1.PortForwardOutput
+	(*SessionsRequest)(nil),       // 10: legion.v1.SessionsRequest
+	(*LogsOffer)(nil),             // 11: legion.v1.LogsOffer
+	(*ExecOffer)(nil),             // 12: legion.v1.ExecOffer
+	(*PortForwardOffer)(nil),      // 13: legion.v1.PortForwardOffer
+	(*SessionOffer)(nil),          // 14: legion.v1.SessionOffer
+	(*VolumeSendOffer)(nil),       // 15: legion.v1.VolumeSendOffer
+	(*VolumeReceiveOffer)(nil),    // 16: legion.v1.VolumeReceiveOffer
+	(*VolumeDropOffer)(nil),       // 17: legion.v1.VolumeDropOffer
+	(*SessionError)(nil),          // 18: legion.v1.SessionError
+	(*AttachOutput)(nil),          // 19: legion.v1.AttachOutput
+	(*AttachInput)(nil),           // 20: legion.v1.AttachInput
+	(*VolumeChunk)(nil),           // 21: legion.v1.VolumeChunk
+	(*VolumeBackupRequest)(nil),   // 22: legion.v1.VolumeBackupRequest
+	(*VolumeRestoreResponse)(nil), // 23: legion.v1.VolumeRestoreResponse
 }
 var file_pods_proto_depIdxs = []int32{
 	0,  // 0: legion.v1.LogsRequest.target:type_name -> legion.v1.Target
@@ -1461,24 +1951,31 @@ var file_pods_proto_depIdxs = []int32{
 	11, // 8: legion.v1.SessionOffer.logs:type_name -> legion.v1.LogsOffer
 	12, // 9: legion.v1.SessionOffer.exec:type_name -> legion.v1.ExecOffer
 	13, // 10: legion.v1.SessionOffer.port_forward:type_name -> legion.v1.PortForwardOffer
-	2,  // 11: legion.v1.AttachOutput.records:type_name -> legion.v1.LogRecord
-	15, // 12: legion.v1.AttachOutput.error:type_name -> legion.v1.SessionError
-	4,  // 13: legion.v1.AttachInput.resize:type_name -> legion.v1.TermSize
-	1,  // 14: legion.v1.Pods.Logs:input_type -> legion.v1.LogsRequest
-	6,  // 15: legion.v1.Pods.Exec:input_type -> legion.v1.ExecInput
-	8,  // 16: legion.v1.Pods.PortForward:input_type -> legion.v1.PortForwardInput
-	10, // 17: legion.v1.Sessions.Sessions:input_type -> legion.v1.SessionsRequest
-	16, // 18: legion.v1.Sessions.Attach:input_type -> legion.v1.AttachOutput
-	3,  // 19: legion.v1.Pods.Logs:output_type -> legion.v1.LogFrame
-	7,  // 20: legion.v1.Pods.Exec:output_type -> legion.v1.ExecOutput
-	9,  // 21: legion.v1.Pods.PortForward:output_type -> legion.v1.PortForwardOutput
-	14, // 22: legion.v1.Sessions.Sessions:output_type -> legion.v1.SessionOffer
-	17, // 23: legion.v1.Sessions.Attach:output_type -> legion.v1.AttachInput
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	15, // 11: legion.v1.SessionOffer.volume_send:type_name -> legion.v1.VolumeSendOffer
+	16, // 12: legion.v1.SessionOffer.volume_receive:type_name -> legion.v1.VolumeReceiveOffer
+	17, // 13: legion.v1.SessionOffer.volume_drop:type_name -> legion.v1.VolumeDropOffer
+	2,  // 14: legion.v1.AttachOutput.records:type_name -> legion.v1.LogRecord
+	18, // 15: legion.v1.AttachOutput.error:type_name -> legion.v1.SessionError
+	4,  // 16: legion.v1.AttachInput.resize:type_name -> legion.v1.TermSize
+	1,  // 17: legion.v1.Pods.Logs:input_type -> legion.v1.LogsRequest
+	6,  // 18: legion.v1.Pods.Exec:input_type -> legion.v1.ExecInput
+	8,  // 19: legion.v1.Pods.PortForward:input_type -> legion.v1.PortForwardInput
+	10, // 20: legion.v1.Sessions.Sessions:input_type -> legion.v1.SessionsRequest
+	19, // 21: legion.v1.Sessions.Attach:input_type -> legion.v1.AttachOutput
+	22, // 22: legion.v1.Volumes.Backup:input_type -> legion.v1.VolumeBackupRequest
+	21, // 23: legion.v1.Volumes.Restore:input_type -> legion.v1.VolumeChunk
+	3,  // 24: legion.v1.Pods.Logs:output_type -> legion.v1.LogFrame
+	7,  // 25: legion.v1.Pods.Exec:output_type -> legion.v1.ExecOutput
+	9,  // 26: legion.v1.Pods.PortForward:output_type -> legion.v1.PortForwardOutput
+	14, // 27: legion.v1.Sessions.Sessions:output_type -> legion.v1.SessionOffer
+	20, // 28: legion.v1.Sessions.Attach:output_type -> legion.v1.AttachInput
+	21, // 29: legion.v1.Volumes.Backup:output_type -> legion.v1.VolumeChunk
+	23, // 30: legion.v1.Volumes.Restore:output_type -> legion.v1.VolumeRestoreResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_pods_proto_init() }
@@ -1491,17 +1988,20 @@ func file_pods_proto_init() {
 		(*SessionOffer_Logs)(nil),
 		(*SessionOffer_Exec)(nil),
 		(*SessionOffer_PortForward)(nil),
+		(*SessionOffer_VolumeSend)(nil),
+		(*SessionOffer_VolumeReceive)(nil),
+		(*SessionOffer_VolumeDrop)(nil),
 	}
-	file_pods_proto_msgTypes[16].OneofWrappers = []any{}
+	file_pods_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pods_proto_rawDesc), len(file_pods_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   24,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_pods_proto_goTypes,
 		DependencyIndexes: file_pods_proto_depIdxs,

@@ -338,3 +338,149 @@ var Sessions_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "pods.proto",
 }
+
+const (
+	Volumes_Backup_FullMethodName  = "/legion.v1.Volumes/Backup"
+	Volumes_Restore_FullMethodName = "/legion.v1.Volumes/Restore"
+)
+
+// VolumesClient is the client API for Volumes service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Volumes streams a Volume's data out of the cluster and back in (4.3):
+// served by any manager through the node's sessions.
+type VolumesClient interface {
+	Backup(ctx context.Context, in *VolumeBackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[VolumeChunk], error)
+	// The first chunk's header names the target: namespace, name, node and
+	// the backup's labels and spec.
+	Restore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[VolumeChunk, VolumeRestoreResponse], error)
+}
+
+type volumesClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewVolumesClient(cc grpc.ClientConnInterface) VolumesClient {
+	return &volumesClient{cc}
+}
+
+func (c *volumesClient) Backup(ctx context.Context, in *VolumeBackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[VolumeChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Volumes_ServiceDesc.Streams[0], Volumes_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[VolumeBackupRequest, VolumeChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Volumes_BackupClient = grpc.ServerStreamingClient[VolumeChunk]
+
+func (c *volumesClient) Restore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[VolumeChunk, VolumeRestoreResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Volumes_ServiceDesc.Streams[1], Volumes_Restore_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[VolumeChunk, VolumeRestoreResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Volumes_RestoreClient = grpc.ClientStreamingClient[VolumeChunk, VolumeRestoreResponse]
+
+// VolumesServer is the server API for Volumes service.
+// All implementations must embed UnimplementedVolumesServer
+// for forward compatibility.
+//
+// Volumes streams a Volume's data out of the cluster and back in (4.3):
+// served by any manager through the node's sessions.
+type VolumesServer interface {
+	Backup(*VolumeBackupRequest, grpc.ServerStreamingServer[VolumeChunk]) error
+	// The first chunk's header names the target: namespace, name, node and
+	// the backup's labels and spec.
+	Restore(grpc.ClientStreamingServer[VolumeChunk, VolumeRestoreResponse]) error
+	mustEmbedUnimplementedVolumesServer()
+}
+
+// UnimplementedVolumesServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedVolumesServer struct{}
+
+func (UnimplementedVolumesServer) Backup(*VolumeBackupRequest, grpc.ServerStreamingServer[VolumeChunk]) error {
+	return status.Error(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedVolumesServer) Restore(grpc.ClientStreamingServer[VolumeChunk, VolumeRestoreResponse]) error {
+	return status.Error(codes.Unimplemented, "method Restore not implemented")
+}
+func (UnimplementedVolumesServer) mustEmbedUnimplementedVolumesServer() {}
+func (UnimplementedVolumesServer) testEmbeddedByValue()                 {}
+
+// UnsafeVolumesServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to VolumesServer will
+// result in compilation errors.
+type UnsafeVolumesServer interface {
+	mustEmbedUnimplementedVolumesServer()
+}
+
+func RegisterVolumesServer(s grpc.ServiceRegistrar, srv VolumesServer) {
+	// If the following call panics, it indicates UnimplementedVolumesServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Volumes_ServiceDesc, srv)
+}
+
+func _Volumes_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(VolumeBackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(VolumesServer).Backup(m, &grpc.GenericServerStream[VolumeBackupRequest, VolumeChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Volumes_BackupServer = grpc.ServerStreamingServer[VolumeChunk]
+
+func _Volumes_Restore_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(VolumesServer).Restore(&grpc.GenericServerStream[VolumeChunk, VolumeRestoreResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Volumes_RestoreServer = grpc.ClientStreamingServer[VolumeChunk, VolumeRestoreResponse]
+
+// Volumes_ServiceDesc is the grpc.ServiceDesc for Volumes service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Volumes_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "legion.v1.Volumes",
+	HandlerType: (*VolumesServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Backup",
+			Handler:       _Volumes_Backup_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Restore",
+			Handler:       _Volumes_Restore_Handler,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "pods.proto",
+}
