@@ -37,6 +37,9 @@ type Assignments struct {
 	// Routes are every HTTP route with its backends, for the node's
 	// ingress proxy; their certificates are in Values.
 	Routes []endpoints.Route
+	// Volumes are the Volumes the node's tasks mount and those bound to
+	// the node or moving to or from it.
+	Volumes []*legion.Volume
 }
 
 // ValueKey names a Secret's or Config's value in Assignments.Values.
