@@ -46,9 +46,12 @@ const (
 const (
 	NodeIDFile = "node-id"
 	PKIDir     = "pki"
-	AdminFile  = "admin.pem"
-	roleFile   = "role"
-	joinedFile = "joined-through" // the manager address a join went through
+	// StoreKeyFile, in PKIDir, is the manager's data key: everything its
+	// store writes is sealed under it (encryption at rest).
+	StoreKeyFile = "store.key"
+	AdminFile    = "admin.pem"
+	roleFile     = "role"
+	joinedFile   = "joined-through" // the manager address a join went through
 )
 
 // Config configures a daemon's port.
@@ -260,9 +263,13 @@ func (s *Server) become(role string, files *pki.NodeFiles, bootstrap bool) error
 		s.mu.Unlock()
 		return nil
 	}
+	key, err := store.LoadKey(filepath.Join(s.cfg.DataDir, PKIDir, StoreKeyFile))
+	if err != nil {
+		return err
+	}
 	tr := newTransport(s.cfg.Advertise, s.dial)
 	st, err := store.Open(store.Config{Dir: s.cfg.DataDir, ID: s.nodeID, Transport: tr, Timing: s.cfg.Timing,
-		WriteTimeout: s.cfg.WriteTimeout, Logger: s.log})
+		WriteTimeout: s.cfg.WriteTimeout, Logger: s.log, Key: key})
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,13 @@ var (
 	bucketObjects   = []byte("objects")   // Kind/namespace/name -> object JSON
 	bucketMeta      = []byte("meta")      // applied index
 	bucketSnapshots = []byte("snapshots") // the current snapshot: meta and data
+
+	// The tables values are sealed for (the associated data's first part).
+	tableObjects   = "objects"
+	tableMeta      = "meta"
+	tableSnapshots = "snapshots"
+	tableLog       = "raft-log"
+	tableVote      = "vote"
 )
 
 var keyApplied = []byte("applied")

@@ -22,6 +22,7 @@ import (
 // the file.
 type fsm struct {
 	db      *bolt.DB
+	seal    *sealer // nil: values in the clear
 	commit  *committer
 	hist    *history
 	log     *slog.Logger
@@ -36,8 +37,8 @@ type fsm struct {
 	hold atomic.Bool
 }
 
-func newFSM(db *bolt.DB, commit *committer, hist *history, log *slog.Logger, applied uint64) *fsm {
-	f := &fsm{db: db, commit: commit, hist: hist, log: log, kick: make(chan struct{}, 1)}
+func newFSM(db *bolt.DB, seal *sealer, commit *committer, hist *history, log *slog.Logger, applied uint64) *fsm {
+	f := &fsm{db: db, seal: seal, commit: commit, hist: hist, log: log, kick: make(chan struct{}, 1)}
 	f.cur.Store(&view{applied: applied})
 	f.applied.Store(applied)
 	commit.rider = f.persist
@@ -275,11 +276,12 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			if err != nil {
 				return fmt.Errorf("snapshot object: %w", err)
 			}
-			if err := b.Put([]byte(legion.ObjectKey(o)), raw); err != nil {
+			key := []byte(legion.ObjectKey(o))
+			if err := b.Put(key, f.seal.seal(tableObjects, key, raw)); err != nil {
 				return err
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(keyApplied, u64(s.Index))
+		return f.putApplied(tx, s.Index)
 	})
 	if err != nil {
 		return fmt.Errorf("restoring snapshot at %d: %w", s.Index, err)

@@ -15,6 +15,7 @@ import (
 type logStore struct {
 	wal  *walLog
 	vote *voteFile
+	seal *sealer
 }
 
 var (
@@ -25,13 +26,59 @@ var (
 
 func (s *logStore) FirstIndex() (uint64, error)              { return s.wal.FirstIndex() }
 func (s *logStore) LastIndex() (uint64, error)               { return s.wal.LastIndex() }
-func (s *logStore) GetLog(index uint64, log *raft.Log) error { return s.wal.GetLog(index, log) }
-func (s *logStore) StoreLog(log *raft.Log) error             { return s.wal.StoreLogs([]*raft.Log{log}) }
-func (s *logStore) StoreLogs(logs []*raft.Log) error         { return s.wal.StoreLogs(logs) }
+func (s *logStore) StoreLog(log *raft.Log) error             { return s.StoreLogs([]*raft.Log{log}) }
 func (s *logStore) DeleteRange(min, max uint64) error        { return s.wal.DeleteRange(min, max) }
 func (s *logStore) IsMonotonic() bool                        { return true }
 
-func (s *logStore) Set(key, val []byte) error { return s.vote.set(key, val) }
+// logSealed flags a sealed entry in its type: its Data holds its data
+// and extensions sealed together (logs from raft use types below 16).
+const logSealed raft.LogType = 0x80
+
+func (s *logStore) GetLog(index uint64, log *raft.Log) error {
+	if err := s.wal.GetLog(index, log); err != nil {
+		return err
+	}
+	if log.Type&logSealed == 0 {
+		return nil
+	}
+	plain, err := s.seal.open(tableLog, u64(index), log.Data)
+	if err != nil {
+		return fmt.Errorf("raft log: entry %d: %w", index, err)
+	}
+	if len(plain) < 4 || int(binary.BigEndian.Uint32(plain)) > len(plain)-4 {
+		return fmt.Errorf("raft log: entry %d: sealed contents cut short", index)
+	}
+	n := binary.BigEndian.Uint32(plain)
+	log.Type &^= logSealed
+	log.Data = plain[4 : 4+n]
+	log.Extensions = nil
+	if ext := plain[4+n:]; len(ext) > 0 {
+		log.Extensions = ext
+	}
+	return nil
+}
+
+// StoreLogs seals copies of the entries: raft keeps using its own.
+func (s *logStore) StoreLogs(logs []*raft.Log) error {
+	if s.seal == nil {
+		return s.wal.StoreLogs(logs)
+	}
+	out := make([]*raft.Log, len(logs))
+	for i, l := range logs {
+		plain := make([]byte, 0, 4+len(l.Data)+len(l.Extensions))
+		plain = binary.BigEndian.AppendUint32(plain, uint32(len(l.Data)))
+		plain = append(plain, l.Data...)
+		plain = append(plain, l.Extensions...)
+		c := *l
+		c.Type |= logSealed
+		c.Data = s.seal.seal(tableLog, u64(l.Index), plain)
+		c.Extensions = nil
+		out[i] = &c
+	}
+	return s.wal.StoreLogs(out)
+}
+
+func (s *logStore) Set(key, val []byte) error { return s.vote.set(key, s.seal.seal(tableVote, key, val)) }
 
 // errKeyNotFound is what raft expects for a missing stable key: it
 // compares the message.
@@ -42,7 +89,7 @@ func (s *logStore) Get(key []byte) ([]byte, error) {
 	if !ok {
 		return nil, errKeyNotFound
 	}
-	return v, nil
+	return s.seal.open(tableVote, key, v)
 }
 
 func (s *logStore) SetUint64(key []byte, val uint64) error { return s.Set(key, u64(val)) }

@@ -42,8 +42,27 @@ type view struct {
 // reader is a consistent read of the state machine: a view and a read
 // transaction on the file that the view's deltas complete.
 type reader struct {
-	v  *view
-	tx *bolt.Tx
+	v    *view
+	tx   *bolt.Tx
+	seal *sealer
+	err  error // the first value of the file that failed to open
+}
+
+// file opens a value read from the file's objects. One that fails to
+// open is returned as it is, which no caller takes for an object, and
+// its error ends the read.
+func (r *reader) file(key, val []byte) []byte {
+	if val == nil {
+		return nil
+	}
+	plain, err := r.seal.open(tableObjects, key, val)
+	if err != nil {
+		if r.err == nil {
+			r.err = err
+		}
+		return val
+	}
+	return plain
 }
 
 // read runs fn on a consistent reader. The file's applied index must not
@@ -60,12 +79,21 @@ func (f *fsm) read(fn func(*reader) error) error {
 		if err != nil {
 			return err
 		}
-		if readU64(tx.Bucket(bucketMeta).Get(keyApplied)) > v.applied {
+		applied, err := f.readApplied(tx)
+		if err != nil {
+			tx.Rollback()
+			return err
+		}
+		if applied > v.applied {
 			tx.Rollback()
 			continue
 		}
-		err = fn(&reader{v: v, tx: tx})
+		r := &reader{v: v, tx: tx, seal: f.seal}
+		err = fn(r)
 		tx.Rollback()
+		if r.err != nil {
+			err = r.err // the cause of whatever fn made of the value
+		}
 		return err
 	}
 }
@@ -78,7 +106,7 @@ func (r *reader) get(key []byte) []byte {
 			return val
 		}
 	}
-	return r.tx.Bucket(bucketObjects).Get(key)
+	return r.file(key, r.tx.Bucket(bucketObjects).Get(key))
 }
 
 // scan calls fn for every object whose key starts with prefix, in key
@@ -112,7 +140,7 @@ func (r *reader) scan(prefix []byte, fn func(k, v []byte) error) error {
 			}
 			i++
 		case inFile:
-			if err := fn(k, v); err != nil {
+			if err := fn(k, r.file(k, v)); err != nil {
 				return err
 			}
 			k, v = c.Next()
@@ -158,10 +186,29 @@ func (f *fsm) pendingDeltas() int { return len(f.cur.Load().deltas) }
 func (f *fsm) fileApplied() (uint64, error) {
 	var p uint64
 	err := f.db.View(func(tx *bolt.Tx) error {
-		p = readU64(tx.Bucket(bucketMeta).Get(keyApplied))
-		return nil
+		var err error
+		p, err = f.readApplied(tx)
+		return err
 	})
 	return p, err
+}
+
+// readApplied is the index the file's objects are at.
+func (f *fsm) readApplied(tx *bolt.Tx) (uint64, error) {
+	return readApplied(tx, f.seal)
+}
+
+func readApplied(tx *bolt.Tx, s *sealer) (uint64, error) {
+	v, err := s.open(tableMeta, keyApplied, tx.Bucket(bucketMeta).Get(keyApplied))
+	if err != nil {
+		return 0, err
+	}
+	return readU64(v), nil
+}
+
+// putApplied writes the index the file's objects are at.
+func (f *fsm) putApplied(tx *bolt.Tx, index uint64) error {
+	return tx.Bucket(bucketMeta).Put(keyApplied, f.seal.seal(tableMeta, keyApplied, u64(index)))
 }
 
 // persist writes the pending deltas and their applied index into tx (the
@@ -179,14 +226,14 @@ func (f *fsm) persist(tx *bolt.Tx) (func(), error) {
 			if val == nil {
 				err = objs.Delete([]byte(k))
 			} else {
-				err = objs.Put([]byte(k), val)
+				err = objs.Put([]byte(k), f.seal.seal(tableObjects, []byte(k), val))
 			}
 			if err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := tx.Bucket(bucketMeta).Put(keyApplied, u64(v.applied)); err != nil {
+	if err := f.putApplied(tx, v.applied); err != nil {
 		return nil, err
 	}
 	return func() { f.trim(v) }, nil

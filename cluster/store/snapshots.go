@@ -14,7 +14,10 @@ import (
 // snapshotStore keeps the one current snapshot in the shared bbolt file
 // (the object set as JSON, and its meta beside it). Snapshots are small:
 // they are the objects.
-type snapshotStore struct{ db *bolt.DB }
+type snapshotStore struct {
+	db   *bolt.DB
+	seal *sealer
+}
 
 var (
 	keySnapMeta = []byte("meta")
@@ -51,6 +54,10 @@ func (s *snapshotStore) meta() (*raft.SnapshotMeta, error) {
 		if v == nil {
 			return nil
 		}
+		v, err := s.seal.open(tableSnapshots, keySnapMeta, v)
+		if err != nil {
+			return err
+		}
 		meta = new(raft.SnapshotMeta)
 		return json.Unmarshal(v, meta)
 	})
@@ -69,13 +76,21 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 		if v == nil {
 			return fmt.Errorf("snapshot %s: none held", id)
 		}
+		v, err := s.seal.open(tableSnapshots, keySnapMeta, v)
+		if err != nil {
+			return fmt.Errorf("snapshot %s: %w", id, err)
+		}
 		if err := json.Unmarshal(v, &meta); err != nil {
 			return fmt.Errorf("snapshot %s: %w", id, err)
 		}
 		if meta.ID != id {
 			return fmt.Errorf("snapshot %s: not held (the current one is %s)", id, meta.ID)
 		}
-		data = bytes.Clone(b.Get(keySnapData))
+		d, err := s.seal.open(tableSnapshots, keySnapData, b.Get(keySnapData))
+		if err != nil {
+			return fmt.Errorf("snapshot %s: %w", id, err)
+		}
+		data = bytes.Clone(d)
 		return nil
 	})
 	if err != nil {
@@ -113,9 +128,10 @@ func (s *snapshotSink) Close() error {
 	}
 	return s.store.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSnapshots)
-		if err := b.Put(keySnapMeta, meta); err != nil {
+		seal := s.store.seal
+		if err := b.Put(keySnapMeta, seal.seal(tableSnapshots, keySnapMeta, meta)); err != nil {
 			return err
 		}
-		return b.Put(keySnapData, s.buf.Bytes())
+		return b.Put(keySnapData, seal.seal(tableSnapshots, keySnapData, s.buf.Bytes()))
 	})
 }

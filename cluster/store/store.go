@@ -79,7 +79,11 @@ const DefaultWriteTimeout = 30 * time.Second
 
 // Config opens a store.
 type Config struct {
-	Dir          string // the manager's data directory; the file is Dir/store.db
+	Dir string // the manager's data directory; the file is Dir/store.db
+	// Key is the data key every value written is sealed under (KeySize
+	// bytes; LoadKey reads or makes one). Nil writes values in the clear;
+	// sealed values then cannot be read.
+	Key          []byte
 	ID           string // this manager's Raft id (its node id)
 	Transport    raft.Transport
 	Timing       Timing        // zero: DefaultTiming
@@ -177,17 +181,22 @@ func Open(cfg Config) (*Store, error) {
 		vote = nil
 		return fail(err)
 	}
+	seal, err := newSealer(cfg.Key)
+	if err != nil {
+		return fail(err)
+	}
 	var applied uint64
 	if err := db.View(func(tx *bolt.Tx) error {
-		applied = readU64(tx.Bucket(bucketMeta).Get(keyApplied))
-		return nil
+		var err error
+		applied, err = readApplied(tx, seal)
+		return err
 	}); err != nil {
 		return fail(err)
 	}
 	s := &Store{cfg: cfg, db: db, log: cfg.Logger}
 	commit := &committer{db: db}
-	s.logs = &logStore{wal: wal, vote: vote}
-	s.snaps = &snapshotStore{db: db}
+	s.logs = &logStore{wal: wal, vote: vote, seal: seal}
+	s.snaps = &snapshotStore{db: db, seal: seal}
 	if err := s.checkStateMatchesLog(applied, freshVote); err != nil {
 		return fail(err)
 	}
@@ -197,7 +206,7 @@ func Open(cfg Config) (*Store, error) {
 		cfg.HistorySize = HistorySize
 	}
 	s.hist = newHistory(cfg.HistorySize, applied)
-	s.fsm = newFSM(db, commit, s.hist, cfg.Logger, applied)
+	s.fsm = newFSM(db, seal, commit, s.hist, cfg.Logger, applied)
 	if err := s.catchUpWithSnapshot(applied); err != nil {
 		return fail(err)
 	}

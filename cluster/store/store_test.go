@@ -42,10 +42,17 @@ func openNode(t testing.TB, id, dir string) *node {
 
 func openNodeTiming(t testing.TB, id, dir string, timing Timing) *node {
 	t.Helper()
+	return openNodeKey(t, id, dir, timing, nil)
+}
+
+// openNodeKey opens a node whose values are sealed under key (nil: in
+// the clear).
+func openNodeKey(t testing.TB, id, dir string, timing Timing, key []byte) *node {
+	t.Helper()
 	_, tr := raft.NewInmemTransport(raft.ServerAddress(id))
 	// Writes of entries near MaxEntry under -race on a loaded machine take
 	// seconds; tests that want a write to time out set their own.
-	s, err := Open(Config{Dir: dir, ID: id, Transport: tr, Timing: timing, WriteTimeout: 10 * time.Second})
+	s, err := Open(Config{Dir: dir, ID: id, Transport: tr, Timing: timing, WriteTimeout: 10 * time.Second, Key: key})
 	if err != nil {
 		t.Fatalf("open %s: %v", id, err)
 	}
@@ -396,9 +403,20 @@ func threeNodes(t testing.TB) []*node {
 
 func threeNodesTiming(t testing.TB, timing Timing) []*node {
 	t.Helper()
+	return threeNodesKeys(t, timing, nil)
+}
+
+// threeNodesKeys is three managers, m1 leading; keys[i], when given,
+// seals node i's values.
+func threeNodesKeys(t testing.TB, timing Timing, keys [][]byte) []*node {
+	t.Helper()
 	var ns []*node
 	for i := range 3 {
-		ns = append(ns, openNodeTiming(t, fmt.Sprint("m", i+1), t.TempDir(), timing))
+		var key []byte
+		if keys != nil {
+			key = keys[i]
+		}
+		ns = append(ns, openNodeKey(t, fmt.Sprint("m", i+1), t.TempDir(), timing, key))
 	}
 	for _, a := range ns {
 		for _, b := range ns {
