@@ -104,6 +104,7 @@ type Server struct {
 
 	// disp serves agents (registration, heartbeats, assignments, status).
 	disp *dispatcher.Service
+	lock *DataDirLock // held from New to the end of shutdown
 }
 
 // Credentials are the node's certificate and key once it belongs to a
@@ -132,30 +133,35 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+	lock, err := LockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
 	}
 	id, err := nodeID(cfg.DataDir)
 	if err != nil {
+		lock.Release()
 		return nil, err
 	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		lock.Release()
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	if cfg.Advertise == "" {
 		cfg.Advertise = advertiseFor(lis.Addr().String())
 	}
-	s := &Server{cfg: cfg, nodeID: id, lis: lis, log: cfg.Logger, conns: map[string]*grpc.ClientConn{}}
+	s := &Server{cfg: cfg, nodeID: id, lis: lis, log: cfg.Logger, conns: map[string]*grpc.ClientConn{}, lock: lock}
 	s.watchCtx, s.endWatches = context.WithCancel(context.Background())
 	ca, err := pki.NewCA(cfg.Now())
 	if err != nil {
 		lis.Close()
+		lock.Release()
 		return nil, err
 	}
 	s.fresh = tls.Certificate{Certificate: [][]byte{ca.Cert.Raw}, PrivateKey: ca.Key}
 	if err := s.load(); err != nil {
 		lis.Close()
+		lock.Release()
 		return nil, err
 	}
 	s.grpc = grpc.NewServer(
@@ -430,6 +436,7 @@ func (s *Server) shutdown() {
 			s.log.Error("closing the store", "err", err)
 		}
 	}
+	s.lock.Release()
 }
 
 // stopping reports whether shutdown began (background work ends).
