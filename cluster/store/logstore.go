@@ -24,11 +24,11 @@ var (
 	_ raft.MonotonicLogStore = (*logStore)(nil)
 )
 
-func (s *logStore) FirstIndex() (uint64, error)              { return s.wal.FirstIndex() }
-func (s *logStore) LastIndex() (uint64, error)               { return s.wal.LastIndex() }
-func (s *logStore) StoreLog(log *raft.Log) error             { return s.StoreLogs([]*raft.Log{log}) }
-func (s *logStore) DeleteRange(min, max uint64) error        { return s.wal.DeleteRange(min, max) }
-func (s *logStore) IsMonotonic() bool                        { return true }
+func (s *logStore) FirstIndex() (uint64, error)       { return s.wal.FirstIndex() }
+func (s *logStore) LastIndex() (uint64, error)        { return s.wal.LastIndex() }
+func (s *logStore) StoreLog(log *raft.Log) error      { return s.StoreLogs([]*raft.Log{log}) }
+func (s *logStore) DeleteRange(min, max uint64) error { return s.wal.DeleteRange(min, max) }
+func (s *logStore) IsMonotonic() bool                 { return true }
 
 // logSealed flags a sealed entry in its type: its Data holds its data
 // and extensions sealed together (logs from raft use types below 16).
@@ -78,7 +78,9 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 	return s.wal.StoreLogs(out)
 }
 
-func (s *logStore) Set(key, val []byte) error { return s.vote.set(key, s.seal.seal(tableVote, key, val)) }
+func (s *logStore) Set(key, val []byte) error {
+	return s.vote.set(key, s.seal.seal(tableVote, key, val))
+}
 
 // errKeyNotFound is what raft expects for a missing stable key: it
 // compares the message.

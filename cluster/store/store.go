@@ -151,63 +151,11 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: timing: stand timeout %s must be between the leader lease %s and the heartbeat timeout %s (or zero), election jitter %s not negative",
 			t.StandTimeout, t.LeaderLeaseTimeout, t.HeartbeatTimeout, t.ElectionJitter)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	db, err := openBolt(filepath.Join(cfg.Dir, FileName))
+	s, fail, err := openParts(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
-	// The lock on the bbolt file guards the log directory too.
-	wal, err := openWAL(filepath.Join(cfg.Dir, LogDir), cfg.Logger)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	var vote *voteFile
-	fail := func(err error) (*Store, error) {
-		if vote != nil {
-			vote.close()
-		}
-		wal.Close()
-		db.Close()
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	if err := moveBoltLog(db, wal); err != nil {
-		return fail(err)
-	}
-	vote, freshVote, err := openVoteFile(filepath.Join(cfg.Dir, LogDir), db)
-	if err != nil {
-		vote = nil
-		return fail(err)
-	}
-	seal, err := newSealer(cfg.Key)
-	if err != nil {
-		return fail(err)
-	}
-	var applied uint64
-	if err := db.View(func(tx *bolt.Tx) error {
-		var err error
-		applied, err = readApplied(tx, seal)
-		return err
-	}); err != nil {
-		return fail(err)
-	}
-	s := &Store{cfg: cfg, db: db, log: cfg.Logger}
-	commit := &committer{db: db}
-	s.logs = &logStore{wal: wal, vote: vote, seal: seal}
-	s.snaps = &snapshotStore{db: db, seal: seal}
-	if err := s.checkStateMatchesLog(applied, freshVote); err != nil {
-		return fail(err)
-	}
-	// History starts empty after a restart: a watch from before what this
-	// replica had applied at open is compacted.
-	if cfg.HistorySize <= 0 {
-		cfg.HistorySize = HistorySize
-	}
-	s.hist = newHistory(cfg.HistorySize, applied)
-	s.fsm = newFSM(db, seal, commit, s.hist, cfg.Logger, applied)
-	if err := s.catchUpWithSnapshot(applied); err != nil {
+	if err := s.catchUpWithSnapshot(s.fsm.applied.Load()); err != nil {
 		return fail(err)
 	}
 
@@ -228,9 +176,7 @@ func Open(cfg Config) (*Store, error) {
 	// The state machine is persistent: never restore the snapshot into it
 	// at start, it already holds at least that much.
 	rc.NoSnapshotRestoreOnStart = true
-	rc.Logger = hclog.FromStandardLogger(log.New(slogWriter{cfg.Logger}, "", 0), &hclog.LoggerOptions{
-		Name: "raft", Level: hclog.Warn,
-	})
+	rc.Logger = raftLogger(cfg.Logger)
 	logs, err := raft.NewLogCache(1024, s.logs)
 	if err != nil {
 		return fail(err)
@@ -754,4 +700,91 @@ func (s *Store) Close() error {
 		s.closeErr = err
 	})
 	return s.closeErr
+}
+
+// openParts opens the store's files and state machine in cfg.Dir, without
+// Raft. fail closes them and returns err wrapped, for the caller's
+// failures after.
+func openParts(cfg Config) (s *Store, fail func(error) (*Store, error), err error) {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("store: %w", err)
+	}
+	db, err := openBolt(filepath.Join(cfg.Dir, FileName))
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: %w", err)
+	}
+	// The lock on the bbolt file guards the log directory too.
+	wal, err := openWAL(filepath.Join(cfg.Dir, LogDir), cfg.Logger)
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("store: %w", err)
+	}
+	var vote *voteFile
+	fail = func(err error) (*Store, error) {
+		if vote != nil {
+			vote.close()
+		}
+		wal.Close()
+		db.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	early := func(err error) (*Store, func(error) (*Store, error), error) {
+		_, err = fail(err)
+		return nil, nil, err
+	}
+	if err := moveBoltLog(db, wal); err != nil {
+		return early(err)
+	}
+	vote, freshVote, err := openVoteFile(filepath.Join(cfg.Dir, LogDir), db)
+	if err != nil {
+		vote = nil
+		return early(err)
+	}
+	seal, err := newSealer(cfg.Key)
+	if err != nil {
+		return early(err)
+	}
+	var applied uint64
+	if err := db.View(func(tx *bolt.Tx) error {
+		var err error
+		applied, err = readApplied(tx, seal)
+		return err
+	}); err != nil {
+		return early(err)
+	}
+	s = &Store{cfg: cfg, db: db, log: cfg.Logger}
+	s.logs = &logStore{wal: wal, vote: vote, seal: seal}
+	s.snaps = &snapshotStore{db: db, seal: seal}
+	if err := s.checkStateMatchesLog(applied, freshVote); err != nil {
+		return early(err)
+	}
+	// History starts empty after a restart: a watch from before what this
+	// replica had applied at open is compacted.
+	if cfg.HistorySize <= 0 {
+		cfg.HistorySize = HistorySize
+	}
+	s.hist = newHistory(cfg.HistorySize, applied)
+	s.fsm = newFSM(db, seal, &committer{db: db}, s.hist, cfg.Logger, applied)
+	return s, fail, nil
+}
+
+// closeParts closes what openParts opened (a store without Raft).
+func (s *Store) closeParts() error {
+	s.hist.close()
+	err := s.fsm.flush()
+	if werr := s.logs.wal.Close(); err == nil {
+		err = werr
+	}
+	if verr := s.logs.vote.close(); err == nil {
+		err = verr
+	}
+	if cerr := s.db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// raftLogger passes raft's warnings and errors to the store's logger.
+func raftLogger(l *slog.Logger) hclog.Logger {
+	return hclog.FromStandardLogger(log.New(slogWriter{l}, "", 0), &hclog.LoggerOptions{Name: "raft", Level: hclog.Warn})
 }
