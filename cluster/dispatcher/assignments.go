@@ -18,8 +18,8 @@ import (
 
 // Assignments streams the caller's node its tasks and the Secret and
 // Config values they use, from this manager's replica: one whole set at
-// once, and a new one after every change to tasks, Secrets or Configs that
-// changes the set.
+// once, and a new one after every change to tasks, Secrets, Configs,
+// Volumes or what else it carries that changes the set.
 func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.ServerStreamingServer[legionpb.AssignmentSet]) error {
 	ctx := stream.Context()
 	id, leaf, err := caller(ctx, req.GetNode())
@@ -38,7 +38,7 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	}
 	var last *legionpb.AssignmentSet
 	for {
-		set, err := assignments(st, id.Name)
+		set, err := s.assignments(st, id.Name)
 		if err != nil {
 			return s.statusOf(err)
 		}
@@ -61,14 +61,14 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 }
 
 // waitChange returns once a task, Secret, Config, Service, Node,
-// Namespace, NetworkPolicy or Route changed after version
+// Namespace, NetworkPolicy, Route or Volume changed after version
 // at (or the history no longer reaches back), or with an error once the
 // replica no longer follows a leader.
 func (s *Service) waitChange(ctx context.Context, st *store.Store, at uint64) error {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, s.check)
 		err := st.WaitChange(wctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService, legion.KindNode,
-			legion.KindNamespace, legion.KindNetworkPolicy, legion.KindRoute)
+			legion.KindNamespace, legion.KindNetworkPolicy, legion.KindRoute, legion.KindVolume)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return err
@@ -80,8 +80,8 @@ func (s *Service) waitChange(ctx context.Context, st *store.Store, at uint64) er
 }
 
 // assignments reads a node's set from the local replica.
-func assignments(st *store.Store, node string) (*legionpb.AssignmentSet, error) {
-	v, err := ReadView(st, node)
+func (s *Service) assignments(st *store.Store, node string) (*legionpb.AssignmentSet, error) {
+	v, err := readView(st, node, s.volumeIndexAt)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +92,13 @@ func assignments(st *store.Store, node string) (*legionpb.AssignmentSet, error) 
 			return nil, status.Errorf(codes.Internal, "task %s/%s: %v", t.Metadata.Namespace, t.Metadata.Name, err)
 		}
 		set.Tasks = append(set.Tasks, data)
+	}
+	for _, vol := range v.Volumes {
+		data, err := legion.MarshalJSON(vol)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "volume %s/%s: %v", vol.Metadata.Namespace, vol.Metadata.Name, err)
+		}
+		set.Volumes = append(set.Volumes, data)
 	}
 	for _, f := range []struct {
 		dst  *[]byte

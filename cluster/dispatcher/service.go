@@ -60,6 +60,10 @@ type Service struct {
 	mu    sync.Mutex
 	beats map[string]time.Time
 	usage map[string][]legion.Usage // by node: its last heartbeat's report
+
+	vmu    sync.Mutex
+	vols   *volumeIndex // shared by every stream; see volumeIndexAt
+	volsOf *store.Store // the replica vols was read from
 }
 
 // Options tune a Service; the zero value serves production.

@@ -23,12 +23,21 @@ type View struct {
 	Peers     []endpoints.Peer
 	Routes    []endpoints.Route
 	Policies  endpoints.Policies
+	// Volumes are those the node's tasks mount and those bound to the
+	// node or moving from or to it, in namespace and name order.
+	Volumes []*legion.Volume
 }
 
 // ReadView reads node's view: every task once (the node's, the ready ones
 // for endpoints, the running ones for policy), every node once (peers,
-// who serves HTTPS).
+// who serves HTTPS), every Volume once.
 func ReadView(st *store.Store, node string) (View, error) {
+	return readView(st, node, func(*store.Store, uint64) (*volumeIndex, error) { return readVolumes(st) })
+}
+
+// readView reads node's view, taking the Volumes as of the tasks'
+// version from volumes.
+func readView(st *store.Store, node string, volumes func(st *store.Store, at uint64) (*volumeIndex, error)) (View, error) {
 	taskObjs, at, err := st.List(legion.KindTask, "", nil)
 	if err != nil {
 		return View{}, err
@@ -58,6 +67,11 @@ func ReadView(st *store.Store, node string) (View, error) {
 			}
 		}
 	}
+	vols, err := volumes(st, at)
+	if err != nil {
+		return View{}, err
+	}
+	v.Volumes = vols.forNode(node, v.Tasks)
 	services, err := listAs[*legion.Service](st, legion.KindService)
 	if err != nil {
 		return View{}, err

@@ -1,0 +1,120 @@
+package dispatcher
+
+import (
+	"context"
+	"sort"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+)
+
+// volumeIndex is every Volume of a replica at one version, with the ones
+// each node holds or that move from or to it: read once and shared by
+// every node's stream until a Volume changes, so a change elsewhere costs
+// no scan of the Volumes per node.
+type volumeIndex struct {
+	at     uint64
+	byKey  map[string]*legion.Volume // namespace/name; read-only once made
+	byNode map[string][]string       // keys bound to, or moving from or to, the node
+}
+
+// readVolumes indexes every Volume of the replica.
+func readVolumes(st *store.Store) (*volumeIndex, error) {
+	objs, at, err := st.List(legion.KindVolume, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	ix := &volumeIndex{at: at, byKey: make(map[string]*legion.Volume, len(objs)), byNode: map[string][]string{}}
+	for _, o := range objs {
+		v := o.(*legion.Volume)
+		k := volumeKey(v.Metadata.Namespace, v.Metadata.Name)
+		ix.byKey[k] = v
+		nodes := []string{v.Status.Node}
+		if m := v.Status.Migration; m != nil {
+			nodes = append(nodes, m.From, m.To)
+		}
+		seen := map[string]bool{"": true}
+		for _, n := range nodes {
+			if !seen[n] {
+				seen[n] = true
+				ix.byNode[n] = append(ix.byNode[n], k)
+			}
+		}
+	}
+	return ix, nil
+}
+
+func volumeKey(namespace, name string) string { return namespace + "/" + name }
+
+// forNode lists the Volumes node's tasks mount and those it holds or that
+// move from or to it, in namespace and name order. A mounted Volume that
+// does not exist is left out: the agent fails the task that needs it.
+func (ix *volumeIndex) forNode(node string, tasks []*legion.Task) []*legion.Volume {
+	keys := map[string]bool{}
+	for _, k := range ix.byNode[node] {
+		keys[k] = true
+	}
+	for _, t := range tasks {
+		for _, name := range t.Spec.Volumes {
+			if k := volumeKey(t.Metadata.Namespace, name); ix.byKey[k] != nil {
+				keys[k] = true
+			}
+		}
+	}
+	out := make([]*legion.Volume, 0, len(keys))
+	for k := range keys {
+		out = append(out, ix.byKey[k])
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Metadata, out[j].Metadata
+		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+	})
+	return out
+}
+
+// volumeIndexAt is the Volumes as of version at (or later): the one
+// shared index when no Volume changed between its reading and at, else a
+// new reading, which becomes the shared one.
+func (s *Service) volumeIndexAt(st *store.Store, at uint64) (*volumeIndex, error) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	if s.vols != nil && s.volsOf == st && !volumesChanged(st, s.vols.at, at) {
+		return s.vols, nil
+	}
+	ix, err := readVolumes(st)
+	if err != nil {
+		return nil, err
+	}
+	s.vols, s.volsOf = ix, st
+	return ix, nil
+}
+
+// volumesChanged reports whether a Volume may have changed after version
+// from up to version to, from the replica's change history without
+// waiting: true unless the history shows every change up to to and none
+// of them is a Volume's (a history that does not reach to yet, or no
+// longer reaches back to from, means reading again).
+func volumesChanged(st *store.Store, from, to uint64) bool {
+	if from >= to {
+		return false
+	}
+	w, err := st.Watch(from)
+	if err != nil {
+		return true
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel() // Next hands over what the history holds, then stops
+	for {
+		ev, err := w.Next(done)
+		switch {
+		case err != nil:
+			return true
+		case ev.Version > to:
+			return false
+		case ev.Object.GetKind() == legion.KindVolume:
+			return true
+		case ev.Version == to:
+			return false
+		}
+	}
+}
