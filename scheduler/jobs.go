@@ -193,8 +193,8 @@ func (p *planner) jobSlotRun(s *slot) {
 		if !live(t) || t.Spec.DesiredState != legion.TaskRunning {
 			continue
 		}
-		if p.mustLeave(e) {
-			p.stop(e, "node "+t.Spec.Node+" is draining")
+		if why := p.leaveReason(e); why != "" {
+			p.stop(e, why)
 			continue
 		}
 		if taint, bad := p.noExecute(e); bad {

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -254,34 +253,6 @@ func (p *planner) drainStatus() {
 			p.nodeOut(n).Status.Drain = ds
 		}
 	}
-}
-
-// drainVolumes lists the claimed Volumes on a draining node that a wanted
-// stateful ordinal still needs. Their data has to move before the drain is
-// done, and moving it (4.3) is not built in this planner yet, so they hold
-// the drain rather than let it report completed with data left behind.
-func (p *planner) drainVolumes(n *nodeInfo) []legion.DrainItem {
-	var items []legion.DrainItem
-	for _, v := range p.st.Volumes {
-		if v.Spec.Driver != legion.DriverZFS || v.Status.Node != n.name {
-			continue
-		}
-		svc, ok := v.Metadata.Labels[LabelService]
-		if !ok {
-			continue
-		}
-		ord, err := strconv.Atoi(v.Metadata.Labels[LabelOrdinal])
-		if err != nil {
-			continue
-		}
-		o := p.owners[ownerKey{legion.KindService, v.Metadata.Namespace, svc}]
-		if o == nil || !o.stateful || ord >= o.wanted {
-			continue
-		}
-		items = append(items, legion.DrainItem{Kind: legion.KindVolume, Name: v.Metadata.Namespace + "/" + v.Metadata.Name,
-			Reason: "holds the data of " + svc + "-" + strconv.Itoa(ord) + ": moving volumes between nodes is not built yet"})
-	}
-	return items
 }
 
 func sameDrain(a, b *legion.DrainStatus) bool {

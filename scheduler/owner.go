@@ -62,6 +62,9 @@ type owner struct {
 	failMsg string
 	// message collects what the owner's status should say.
 	messages []string
+	// snap is what the tasks an update or rollback starts do to their
+	// Volumes first (see updateSnapshot).
+	snap *legion.TaskSnapshot
 }
 
 type hostPort struct {
@@ -320,6 +323,7 @@ func (p *planner) newTask(o *owner, s *slot) *entry {
 	}
 	if vols := p.taskVolumes(o, s.key); vols != nil {
 		t.Spec.Volumes = vols
+		t.Spec.Snapshot = slotSnapshot(o, s)
 	}
 	if o.global {
 		// A global task names its node from the start; the slot is 0.

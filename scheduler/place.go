@@ -360,11 +360,15 @@ func (p *planner) placeTask(e *entry) bool {
 		}
 		fixed = i
 	}
-	volNode, volMsg := p.volumeNode(e)
+	pin, volMsg := p.volumeNode(e)
+	if volMsg == "" && pin.node != "" {
+		volMsg = p.pinMessage(pin)
+	}
 	if volMsg != "" {
 		p.pend(e, volMsg)
 		return false
 	}
+	volNode := pin.node
 	general := fixed < 0 && volNode == ""
 	if general && o.failMsg != "" {
 		p.pend(e, o.failMsg)
@@ -382,6 +386,10 @@ func (p *planner) placeTask(e *entry) bool {
 	}
 	if best < 0 {
 		msg := p.whyNot(o, fixed, volNode)
+		if pin.held {
+			_, one := p.firstFailure(o, p.nodeIdx[volNode], volNode)
+			msg = "waiting for volume " + pin.volume + ", held by node " + volNode + ", which " + one
+		}
 		if general {
 			o.failMsg = msg
 		}
@@ -741,33 +749,62 @@ func claimName(claim, svc string, ordinal int) string {
 	return claim + "-" + svc + "-" + strconv.Itoa(ordinal)
 }
 
-// volumeNode is the node holding the (ZFS) Volumes the task mounts, which
-// it must go to, or why it cannot go anywhere yet.
-func (p *planner) volumeNode(e *entry) (node, msg string) {
-	names := make([]string, 0, len(e.t.Spec.Volumes))
-	for _, v := range e.t.Spec.Volumes {
-		names = append(names, v)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+// volumePin is the node a task must go to for the Volumes it mounts.
+type volumePin struct {
+	node   string
+	volume string // namespace/name of the Volume that pins it
+	held   bool   // an iSCSI or unshared plugin Volume in use there, not ZFS data
+}
+
+// volumeNode is the node holding the Volumes the task mounts (a ZFS
+// Volume's data, or an iSCSI or unshared plugin Volume while a node uses
+// it), which it must go to, or why it cannot go anywhere yet.
+func (p *planner) volumeNode(e *entry) (pin volumePin, msg string) {
+	for _, name := range sortedValues(e.t.Spec.Volumes) {
 		v := p.volumes[nsName{e.t.Metadata.Namespace, name}]
-		if v == nil || v.Spec.Driver != legion.DriverZFS {
+		if v == nil || v.Spec.Shared() {
 			continue
 		}
-		if v.Status.Migration != nil {
-			return "", "volume " + name + " is moving"
-		}
-		at := v.Status.Node
-		if at == "" {
-			at = v.Spec.Node
+		full := e.t.Metadata.Namespace + "/" + name
+		at, held := v.Status.Node, v.Spec.Driver != legion.DriverZFS
+		if !held {
+			if m := v.Status.Migration; m != nil {
+				return volumePin{}, "volume " + full + " is moving to node " + m.To
+			}
+			if at == "" {
+				at = v.Spec.Node
+			}
 		}
 		if at == "" {
 			continue
 		}
-		if node != "" && node != at {
-			return "", "its volumes are on different nodes: " + node + " and " + at
+		if pin.node != "" && pin.node != at {
+			return volumePin{}, "its volumes are on different nodes: " + pin.node + " and " + at
 		}
-		node = at
+		if pin.node == "" {
+			pin = volumePin{node: at, volume: full, held: held}
+		}
 	}
-	return node, ""
+	return pin, ""
+}
+
+// pinMessage says why a task pinned to a node by a Volume cannot go there
+// when the node is missing or not ready (it waits; it never starts
+// elsewhere), or "" when the usual filters tell.
+func (p *planner) pinMessage(pin volumePin) string {
+	what := "waiting for volume " + pin.volume + " on node " + pin.node
+	if pin.held {
+		what = "waiting for volume " + pin.volume + ", held by node " + pin.node
+	}
+	i, ok := p.nodeIdx[pin.node]
+	if !ok {
+		return what + ", which does not exist"
+	}
+	if st := p.nodes[i].state; st != legion.NodeReady {
+		if st == "" {
+			st = legion.NodeUnknown
+		}
+		return what + ", which is " + string(st)
+	}
+	return ""
 }

@@ -32,6 +32,7 @@ func plan(state *State, now time.Time, caps map[ownerKey]int) (Result, map[owner
 	p.caps = caps
 	p.nodeHealth()
 	p.indexTasks()
+	p.volumesBefore()
 	p.cronJobs()
 	for _, o := range p.ownerList {
 		switch {
@@ -43,6 +44,7 @@ func plan(state *State, now time.Time, caps map[ownerKey]int) (Result, map[owner
 			p.ownerGone(o)
 		}
 	}
+	p.volumesAfter()
 	p.drainStatus()
 	return p.finish(), p.demand
 }
@@ -66,7 +68,9 @@ type planner struct {
 	ownerList []*owner // services by namespace/name, then jobs, then tasks' missing owners
 	entries   []*entry
 	ns        map[string]*nsInfo
-	volumes   map[nsName]*legion.Volume
+	volumes   map[nsName]*legion.Volume // as this pass leaves them
+	vols      map[nsName]*volState
+	volOut    map[nsName]*legion.Volume // the Volumes this pass changed
 	// servicesByNS lists the services of each namespace, for affinity terms.
 	servicesByNS map[string][]*owner
 
@@ -374,6 +378,7 @@ func (p *planner) finish() Result {
 	slices.SortFunc(p.res.UpdateJobs, byJob)
 	slices.SortFunc(p.res.DeleteJobs, byJob)
 	slices.SortFunc(p.res.UpdateCronJobs, func(a, b *legion.CronJob) int { return compareMeta(&a.Metadata, &b.Metadata) })
+	p.volumeWrites()
 	byVol := func(a, b *legion.Volume) int { return compareMeta(&a.Metadata, &b.Metadata) }
 	slices.SortFunc(p.res.CreateVolumes, byVol)
 	slices.SortFunc(p.res.UpdateVolumes, byVol)

@@ -54,6 +54,7 @@ func (p *planner) service(o *owner) {
 			}
 		}
 	}
+	o.snap = updateSnapshot(o, sp.status.Update)
 	wanted := p.autoscale(o, sp)
 	switch svc.Spec.Mode {
 	case legion.ModeGlobal:
@@ -87,8 +88,9 @@ func (p *planner) updateState(o *owner, sp *svcPass) bool {
 		u := st.Update
 		if u != nil && u.PreviousSpec != nil && PodHash(&u.PreviousSpec.Pod) == o.hash &&
 			(u.State == legion.UpdateUpdating || u.State == legion.UpdatePaused || u.State == legion.UpdateCompleted) {
+			// The rollback's tasks restore the update's snapshot.
 			st.Update = &legion.UpdateStatus{State: legion.UpdateRollingBack, Started: &now, PreviousSpec: prev,
-				Message: "rolling back to the spec the update came from"}
+				Message: "rolling back to the spec the update came from", Snapshot: u.Snapshot}
 		} else {
 			st.Update = &legion.UpdateStatus{State: legion.UpdateUpdating, Started: &now, PreviousSpec: prev}
 			if o.stateful && cur.Update.Snapshot {
@@ -139,7 +141,7 @@ func (p *planner) updateState(o *owner, sp *svcPass) bool {
 		out.Status = *st
 		out.Status.Spec = &restored
 		out.Status.Update = &legion.UpdateStatus{State: legion.UpdateRollingBack, Started: &now,
-			PreviousSpec: &failedSpec, Message: "rolling back: " + what}
+			PreviousSpec: &failedSpec, Message: "rolling back: " + what, Snapshot: u.Snapshot}
 		p.svcOut[svc] = &out
 		return true
 	default:
@@ -382,9 +384,30 @@ func slotReady(s *slot) bool {
 	return false
 }
 
-// mustLeave: a task on a draining node (the replacement goes elsewhere).
+// mustLeave: a task on a draining node (the replacement goes elsewhere),
+// or on the node a Volume it mounts is moving off once the copy is in.
 func (p *planner) mustLeave(e *entry) bool {
-	return e.node >= 0 && p.nodes[e.node].availability() == legion.AvailabilityDrain
+	return p.leaveReason(e) != ""
+}
+
+// leaveReason says why a task must leave its node, or "". A task on a
+// draining node stays while a Volume it mounts is still being copied off
+// it (the reason goes to the drain status).
+func (p *planner) leaveReason(e *entry) string {
+	if e.node < 0 {
+		return ""
+	}
+	if msg := p.volumeLeave(e); msg != "" {
+		return msg
+	}
+	if p.nodes[e.node].availability() != legion.AvailabilityDrain {
+		return ""
+	}
+	if why := p.volumeStay(e); why != "" {
+		e.drainReason = why
+		return ""
+	}
+	return "node " + e.t.Spec.Node + " is draining"
 }
 
 // progress ranks how far a task has come: ready, running, placed, pending.
@@ -580,7 +603,15 @@ func (p *planner) evictNoExecute(o *owner, s *slot) bool {
 // the order and the disruption budget allow, else start-first (the old
 // task stops once the new one is ready).
 func (p *planner) replaceOld(o *owner, sp *svcPass, s *slot, old *entry, mayStart bool) {
-	moving := p.mustLeave(old)
+	leave := p.leaveReason(old)
+	moving := leave != ""
+	if moving && p.volumeLeave(old) != "" {
+		// Its Volume cannot be in two places: the task stops first,
+		// whatever the order and the budget, and its next one waits for
+		// the move.
+		p.stop(old, leave)
+		return
+	}
 	if !moving {
 		if sp.paused {
 			return
@@ -609,7 +640,7 @@ func (p *planner) replaceOld(o *owner, sp *svcPass, s *slot, old *entry, mayStar
 		}
 		msg := "updated"
 		if moving {
-			msg = "node " + old.t.Spec.Node + " is draining"
+			msg = leave
 		}
 		p.stop(old, msg)
 		return

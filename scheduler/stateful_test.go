@@ -171,21 +171,6 @@ func sortStrings(s []string) []string {
 	return out
 }
 
-func TestDrainWaitsForAStatefulOrdinalsVolume(t *testing.T) {
-	t.Parallel()
-	c := schedtest.WithNodes(t, 2)
-	c.ApplyAndConverge(db("1", "db:1", "1Gi"))
-	node := c.Task("db-0-1").Spec.Node
-	c.Volumes["default/data-db-0"].Status.Node = node // the agent binds it on first use
-	c.SetAvailability(node, legion.AvailabilityDrain)
-	c.Converge()
-	ds := c.Node(node).Status.Drain
-	if ds == nil || ds.State == legion.DrainCompleted || len(ds.Remaining) != 1 || ds.Remaining[0].Kind != legion.KindVolume ||
-		ds.Remaining[0].Name != "default/data-db-0" {
-		t.Fatalf("drain status %+v: the ordinal's volume still holds the drain", ds)
-	}
-}
-
 func TestStatefulUpdateNamesItsSnapshot(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 1)

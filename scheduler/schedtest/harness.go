@@ -176,6 +176,38 @@ func (c *Cluster) SetAvailability(name string, a legion.Availability) {
 	c.Nodes[name] = &cp
 }
 
+// RemoveNode deletes a node, as `legion node rm` does.
+func (c *Cluster) RemoveNode(name string) {
+	c.helper()
+	c.node(name)
+	delete(c.Nodes, name)
+	delete(c.Heartbeats, name)
+}
+
+// Volume returns a stored Volume of the default namespace.
+func (c *Cluster) Volume(name string) *legion.Volume {
+	c.helper()
+	v := c.Volumes["default/"+name]
+	if v == nil {
+		c.t.Fatalf("no volume %s", name)
+	}
+	return v
+}
+
+// SetVolume changes a stored Volume of the default namespace (as the
+// dispatcher's claims and the migrator do), bumping its version.
+func (c *Cluster) SetVolume(name string, fn func(*legion.Volume)) {
+	c.helper()
+	cp := *c.Volume(name)
+	if m := cp.Status.Migration; m != nil {
+		mc := *m
+		cp.Status.Migration = &mc
+	}
+	fn(&cp)
+	cp.Metadata.Version = c.nextVersion()
+	c.Volumes["default/"+name] = &cp
+}
+
 // SetTaints replaces a node's taints.
 func (c *Cluster) SetTaints(name string, taints ...legion.Taint) {
 	c.helper()
@@ -375,6 +407,13 @@ func (c *Cluster) apply(r scheduler.Result) {
 		c.Volumes[key(&v.Metadata)] = v
 	}
 	for _, v := range r.UpdateVolumes {
+		old := c.Volumes[key(&v.Metadata)]
+		if old == nil {
+			c.t.Fatalf("plan updates volume %s, which does not exist", key(&v.Metadata))
+		}
+		if old.Metadata.Version != v.Metadata.Version {
+			c.t.Fatalf("plan updates volume %s at version %d, stored %d", key(&v.Metadata), v.Metadata.Version, old.Metadata.Version)
+		}
 		v.Metadata.Version = c.nextVersion()
 		c.Volumes[key(&v.Metadata)] = v
 	}
