@@ -14,7 +14,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newValidateCommand(), newVersionCommand(), newNodeResolverCommand(), newUpCommand(), newImageCommand(), newLogsCommand(), newExecCommand(), newPortForwardCommand())
+	root.AddCommand(newValidateCommand(), newVersionCommand(), newNodeResolverCommand(), newUpCommand(), newImageCommand(), newLogsCommand(), newExecCommand(), newPortForwardCommand(), newVolumeCommand())
 	addClusterCommands(root)
 	addStackCommands(root)
 	addOpsCommands(root)
