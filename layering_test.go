@@ -90,7 +90,7 @@ var layers = []layer{
 
 	// The node agent: it reaches the managers only through the protocol.
 	{pattern: "internal/agent/...", may: []string{"", "internal/agent/...", "internal/endpoints", "internal/proto",
-		"sys", "jail", "image", "scheduler"}},
+		"sys", "jail", "image", "scheduler", "zfs"}},
 
 	// The daemon composes everything; the binary composes the daemon.
 	{pattern: "internal/daemon", may: []string{"", "...", "-cmd"}},
