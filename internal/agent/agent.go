@@ -112,6 +112,12 @@ type Agent struct {
 	// Config values delivered (the routes' certificates among them) each
 	// time the assignments arrive.
 	Routes func(ctx context.Context, routes []endpoints.Route, values map[string][]byte)
+	// Volumes, when set, keeps the node's local (zfs driver) Volumes; a
+	// task mounting one fails on a node without it.
+	Volumes VolumeStore
+	// Attacher, when set, mounts the Volumes of the other drivers it
+	// serves; a task mounting one fails on a node without it.
+	Attacher VolumeAttacher
 
 	log     *slog.Logger
 	mu      sync.Mutex
@@ -119,6 +125,8 @@ type Agent struct {
 	podIPs  map[string]string  // by task uid: pods attached to the network
 	vals    map[string][]byte
 	wg      sync.WaitGroup
+	vl      volumeLocks
+	volSets chan Assignments // the latest set, for the local copies
 }
 
 func (a *Agent) now() time.Time {
@@ -164,6 +172,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log = slog.New(slog.DiscardHandler)
 	}
 	a.workers = map[string]*worker{}
+	a.volSets = make(chan Assignments, 1)
 	evCtx, stopEvents := context.WithCancel(ctx)
 	defer stopEvents()
 	events, err := a.Runtime.Events(evCtx)
@@ -187,6 +196,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: assignments: %w", err)
 	}
 	defer a.wg.Wait()
+	volCtx, stopVolumes := context.WithCancel(ctx)
+	defer stopVolumes()
+	a.wg.Add(1)
+	go func() { defer a.wg.Done(); a.followLocalCopies(volCtx) }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -196,6 +209,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				return nil
 			}
 			a.reconcile(ctx, as, pods)
+			a.queueLocalCopies(as)
 			if a.Endpoints != nil {
 				a.Endpoints(ctx, as.Endpoints, as.Policies)
 			}
@@ -230,6 +244,7 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[string]bool) {
 	a.mu.Lock()
 	a.vals = as.Values
+	a.vl.setObjects(as.Volumes)
 	for uid, w := range a.workers {
 		select {
 		case <-w.done:
@@ -273,7 +288,9 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		if _, ok := want[uid]; !ok {
 			a.log.Info("removing a pod no task wants", "task", uid)
 			a.Runtime.Remove(ctx, uid)
-			a.removeTaskDir(ctx, uid)
+			if a.detachDir(ctx, uid) {
+				a.removeTaskDir(ctx, uid)
+			}
 		}
 	}
 }
@@ -296,7 +313,8 @@ func (a *Agent) writeResolvConf(t *legion.Task, files map[string]string, nameser
 }
 
 // writeFiles writes the Secrets and Configs a task's containers mount as
-// files into the task's private directory and makes its tmpfs volumes.
+// files into the task's private directory and makes its tmpfs volumes;
+// Volumes are mounted apart (mountVolumes).
 func (a *Agent) writeFiles(t *legion.Task, values map[string][]byte) (map[string]string, error) {
 	dir := filepath.Join(a.RunDir, "tasks", t.Metadata.UID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -335,15 +353,10 @@ func (a *Agent) writeFiles(t *legion.Task, values map[string][]byte) (map[string
 		}
 	}
 	for _, v := range t.Spec.Pod.Volumes {
-		var p string
-		switch {
-		case v.Tmpfs != nil:
-			p = filepath.Join(dir, "volumes", v.Name)
-		case v.Volume != nil:
-			p = filepath.Join(a.DataDir, "volumes", ns, v.Volume.Name)
-		case v.Claim != nil:
-			p = filepath.Join(a.DataDir, "volumes", ns, t.Spec.Volumes[v.Name])
+		if v.Tmpfs == nil {
+			continue
 		}
+		p := filepath.Join(dir, "volumes", v.Name)
 		if err := os.MkdirAll(p, 0o755); err != nil {
 			return nil, err
 		}

@@ -39,9 +39,72 @@ type fakeManager struct {
 	ch      chan Assignments
 	mu      sync.Mutex
 	reports []report
+	// Volumes as the dispatcher keeps them, by namespace/name; a claim of
+	// one in refuse is refused with its error.
+	volumes  map[string]*legion.Volume
+	refuse   map[string]error
+	claims   []string // "ns/name task backend", in order
+	releases []string // "ns/name"
+	// onClaim, when set, runs at each claim, under mu (the test's view
+	// of what was made before it).
+	onClaim func(key string)
 }
 
-func newFakeManager() *fakeManager { return &fakeManager{ch: make(chan Assignments, 16)} }
+func newFakeManager() *fakeManager {
+	return &fakeManager{ch: make(chan Assignments, 16), volumes: map[string]*legion.Volume{}, refuse: map[string]error{}}
+}
+
+func (m *fakeManager) ClaimVolume(ctx context.Context, ns, name, task, backend string) (*legion.Volume, error) {
+	key := ns + "/" + name
+	m.mu.Lock()
+	m.claims = append(m.claims, key+" "+task+" "+backend)
+	on := m.onClaim
+	err := m.refuse[key]
+	v := m.volumes[key]
+	if err == nil && v == nil {
+		err = fmt.Errorf("volume %s not found", key)
+	}
+	var out *legion.Volume
+	if err == nil {
+		if v.Spec.Driver == "" || v.Spec.Driver == legion.DriverZFS {
+			v.Status.Node, v.Status.Backend = testNode, backend
+		}
+		c := *v
+		out = &c
+	}
+	if on != nil {
+		on(key)
+	}
+	m.mu.Unlock()
+	return out, err
+}
+
+func (m *fakeManager) ReleaseVolume(ctx context.Context, ns, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.releases = append(m.releases, ns+"/"+name)
+	return nil
+}
+
+// addVolume keeps a Volume as the dispatcher would and returns it.
+func (m *fakeManager) addVolume(v *legion.Volume) *legion.Volume {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.volumes[v.Metadata.Namespace+"/"+v.Metadata.Name] = v
+	return v
+}
+
+func (m *fakeManager) claimed() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.claims)
+}
+
+func (m *fakeManager) released() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.releases)
+}
 
 func (m *fakeManager) Assignments(ctx context.Context) (<-chan Assignments, error) { return m.ch, nil }
 
@@ -130,6 +193,9 @@ func waitFor(t *testing.T, what string, cond func() bool, state func() string) {
 type fakeImages struct {
 	cmd  []string // the images' Cmd
 	fail map[string]error
+	// user is the images' configured User; root, when set, is every
+	// container's root (else a path that does not exist).
+	user, root string
 
 	mu      sync.Mutex
 	pulls   []string
@@ -145,7 +211,7 @@ func (f *fakeImages) Pull(ctx context.Context, ref string, o image.PullOptions) 
 		return nil, err
 	}
 	cfg, err := json.Marshal(image.Config{OS: "freebsd", Architecture: "amd64",
-		Config: image.ContainerConfig{Cmd: f.cmd, Env: []string{"PATH=/bin"}}})
+		Config: image.ContainerConfig{Cmd: f.cmd, Env: []string{"PATH=/bin"}, User: f.user}})
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +222,9 @@ func (f *fakeImages) PrepareRoot(ctx context.Context, id, ref, ns string, now ti
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.roots = append(f.roots, id)
+	if f.root != "" {
+		return f.root, nil
+	}
 	return "/var/legion/roots/" + id, nil
 }
 
@@ -332,9 +401,17 @@ func (r *rig) start(t *testing.T) {
 	go func() { done <- r.agent.Run(ctx) }()
 }
 
-// assign sends the tasks as the node's whole assignment set.
+// assign sends the tasks as the node's whole assignment set, with the
+// Volumes the manager keeps.
 func (r *rig) assign(values map[string][]byte, tasks ...*legion.Task) {
-	r.mgr.send(Assignments{Tasks: tasks, Values: values})
+	r.mgr.mu.Lock()
+	var vols []*legion.Volume
+	for _, v := range r.mgr.volumes {
+		c := *v
+		vols = append(vols, &c)
+	}
+	r.mgr.mu.Unlock()
+	r.mgr.send(Assignments{Tasks: tasks, Values: values, Volumes: vols})
 }
 
 // podGone reports whether nothing of the task is left in the runtime.

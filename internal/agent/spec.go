@@ -99,10 +99,7 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 	for i := range argv {
 		argv[i] = expand(argv[i], known)
 	}
-	user := c.User
-	if user == "" {
-		user = ic.User
-	}
+	user := containerUser(c, cfg)
 	wd := c.WorkingDir
 	if wd == "" {
 		wd = ic.WorkingDir
@@ -149,6 +146,15 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 		spec.Mounts = append(spec.Mounts, jail.Mount{Source: p, Target: "/etc/resolv.conf", ReadOnly: true, Kind: jail.MountNullfs})
 	}
 	return spec, hidden, nil
+}
+
+// containerUser is who a container runs as: its own user, else its
+// image's.
+func containerUser(c *legion.Container, cfg *image.Config) string {
+	if c.User != "" {
+		return c.User
+	}
+	return cfg.Config.User
 }
 
 // mountsOver reports whether a mount already covers target, which the

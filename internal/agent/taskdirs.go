@@ -71,6 +71,11 @@ func (a *Agent) sweepTaskDirs(ctx context.Context, keep map[string]bool) {
 		if keep[e.Name()] {
 			continue
 		}
+		// Its volumes first: the directory's records say what to undo,
+		// and it stays until that succeeds.
+		if !a.detachDir(ctx, e.Name()) {
+			continue
+		}
 		a.log.Info("removing the files of a task whose pod is gone", "task", e.Name())
 		a.removeTaskDir(ctx, e.Name())
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,6 +37,12 @@ func (m *sweepManager) Report(ctx context.Context, namespace, name string, st le
 	m.reports[name] = st
 	return nil
 }
+
+func (m *sweepManager) ClaimVolume(ctx context.Context, ns, name, task, backend string) (*legion.Volume, error) {
+	return nil, fmt.Errorf("volume %s/%s: no volumes in the sweep tests", ns, name)
+}
+
+func (m *sweepManager) ReleaseVolume(ctx context.Context, ns, name string) error { return nil }
 
 func (m *sweepManager) report(name string) (legion.TaskStatus, bool) {
 	m.mu.Lock()

@@ -135,6 +135,12 @@ func (w *worker) prepare(ctx context.Context) error {
 			return errStopped
 		}
 	}
+	// Before anything is made: a Volume the node cannot serve fails the
+	// task.
+	tvs, err := w.a.taskVolumes(t)
+	if err != nil {
+		return err
+	}
 	files, err := w.a.writeFiles(t, w.a.values())
 	if err != nil {
 		return err
@@ -163,12 +169,27 @@ func (w *worker) prepare(ctx context.Context) error {
 			return err
 		}
 	}
+	roots, users := map[string]string{}, map[string]string{}
 	for _, c := range t.Spec.Pod.AllContainers() {
 		root, err := w.a.Images.PrepareRoot(ctx, containerID(t, c.Name), imageRef(t, c.Image), t.Metadata.Namespace, w.a.now())
 		if err != nil {
 			return fmt.Errorf("container %s: root: %w", c.Name, err)
 		}
-		spec, hidden, err := containerSpec(t, w.a.Node, c, configs[c.Image], root, files, w.a.values(),
+		roots[c.Name], users[c.Name] = root, containerUser(c, configs[c.Image])
+	}
+	// The roots tell who owns a new Volume; the containers need the
+	// Volumes' paths.
+	if len(tvs) > 0 {
+		w.report(ctx, legion.TaskStarting, "mounting volumes")
+		if err := w.mountVolumes(ctx, tvs, files, users, roots); err != nil {
+			return err
+		}
+		if w.stopping() {
+			return errStopped
+		}
+	}
+	for _, c := range t.Spec.Pod.AllContainers() {
+		spec, hidden, err := containerSpec(t, w.a.Node, c, configs[c.Image], roots[c.Name], files, w.a.values(),
 			[]string{"LEGION_POD_IP=" + ip, "HOSTNAME=" + hostname(t)})
 		if err != nil {
 			return err
@@ -253,6 +274,7 @@ func (w *worker) runToEnd(ctx context.Context, id string) (int, error) {
 // is whatever the runtime says.
 func (w *worker) adopted(ctx context.Context) {
 	w.status = w.task.Status
+	w.a.adoptVolumes(w.task)
 	// The network learns the pod's address again (so no new pod takes
 	// it) and its connection, which it leaves as it is.
 	ip, err := w.a.Network.Attach(ctx, w.task)
@@ -448,7 +470,11 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 			w.a.log.Debug("removing container root", "err", err)
 		}
 	}
-	w.a.removeTaskDir(ctx, t.Metadata.UID)
+	// Unmounted now: the Volumes are detached, and let go of once no
+	// other task of the node uses them.
+	if w.a.releaseVolumes(ctx, t) {
+		w.a.removeTaskDir(ctx, t.Metadata.UID)
+	}
 	now := w.a.now()
 	w.status.Finished = &now
 	w.report(ctx, state, msg)
