@@ -123,7 +123,8 @@ func Load(dir string, key []byte, id, addr string, objects []json.RawMessage, ve
 }
 
 // Recover makes the stopped manager's store in dir the store of a cluster
-// of one, the manager id at addr its only voter: every entry of its log
+// of one, the manager id at addr (empty: where its membership has it) its
+// only voter: every entry of its log
 // is taken as committed (nothing else is left to decide) and applied, the
 // log compacted into a snapshot. For a cluster that lost its quorum for
 // good; it returns the version the store is at.
@@ -141,6 +142,28 @@ func Recover(dir string, key []byte, id, addr string, log *slog.Logger) (uint64,
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(id)
 	conf.Logger = raftLogger(log)
+	conf.NoSnapshotRestoreOnStart = true
+	if addr == "" {
+		// Where the membership last put this manager.
+		_, tr := raft.NewInmemTransport("")
+		cf, err := raft.GetConfiguration(conf, s.fsm, s.logs, s.logs, s.snaps, tr)
+		if err != nil {
+			s.closeParts()
+			return 0, fmt.Errorf("store: reading the membership: %w", err)
+		}
+		for _, sv := range cf.Servers {
+			if sv.ID == raft.ServerID(id) {
+				addr = string(sv.Address)
+			}
+		}
+		if addr == "" {
+			s.closeParts()
+			return 0, fmt.Errorf("store: manager %s is not in its own store's membership: give the address to lead at", id)
+		}
+		conf = raft.DefaultConfig()
+		conf.LocalID = raft.ServerID(id)
+		conf.Logger = raftLogger(log)
+	}
 	_, tr := raft.NewInmemTransport(raft.ServerAddress(addr))
 	err = raft.RecoverCluster(conf, s.fsm, s.logs, s.logs, s.snaps, tr, soleVoter(id, addr))
 	version := s.fsm.applied.Load()

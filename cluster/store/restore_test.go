@@ -83,7 +83,7 @@ func TestRecoverMakesASurvivorLeadAlone(t *testing.T) {
 	for _, n := range ns {
 		n.s.Close()
 	}
-	version, err := Recover(ns[2].dir, keys[2], "m3", "m3", nil)
+	version, err := Recover(ns[2].dir, keys[2], "m3", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -295,6 +295,7 @@ const (
 	Cluster_TokenShow_FullMethodName   = "/legion.v1.Cluster/TokenShow"
 	Cluster_TokenRotate_FullMethodName = "/legion.v1.Cluster/TokenRotate"
 	Cluster_IssueUser_FullMethodName   = "/legion.v1.Cluster/IssueUser"
+	Cluster_Backup_FullMethodName      = "/legion.v1.Cluster/Backup"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -311,6 +312,9 @@ type ClusterClient interface {
 	// IssueUser signs a user's certificate request (cluster admin only); the
 	// user holds only what RoleBindings give it.
 	IssueUser(ctx context.Context, in *IssueUserRequest, opts ...grpc.CallOption) (*IssueUserResponse, error)
+	// Backup streams the control state (3.7), read by the leader at one
+	// linearizable version: the backup file's bytes (cluster admin only).
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
 }
 
 type clusterClient struct {
@@ -401,6 +405,25 @@ func (c *clusterClient) IssueUser(ctx context.Context, in *IssueUserRequest, opt
 	return out, nil
 }
 
+func (c *clusterClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_BackupClient = grpc.ServerStreamingClient[BackupChunk]
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -415,6 +438,9 @@ type ClusterServer interface {
 	// IssueUser signs a user's certificate request (cluster admin only); the
 	// user holds only what RoleBindings give it.
 	IssueUser(context.Context, *IssueUserRequest) (*IssueUserResponse, error)
+	// Backup streams the control state (3.7), read by the leader at one
+	// linearizable version: the backup file's bytes (cluster admin only).
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -448,6 +474,9 @@ func (UnimplementedClusterServer) TokenRotate(context.Context, *TokenRequest) (*
 }
 func (UnimplementedClusterServer) IssueUser(context.Context, *IssueUserRequest) (*IssueUserResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method IssueUser not implemented")
+}
+func (UnimplementedClusterServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
+	return status.Error(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -614,6 +643,17 @@ func _Cluster_IssueUser_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_BackupServer = grpc.ServerStreamingServer[BackupChunk]
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -654,7 +694,13 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Cluster_IssueUser_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Backup",
+			Handler:       _Cluster_Backup_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "legion.proto",
 }
 
