@@ -37,11 +37,14 @@ type iscsiSession struct {
 // attachISCSI logs in to the target, checks the LUN's UFS and mounts it
 // once for all the node's tasks: a task finding it mounted shares it.
 func (a *Attacher) attachISCSI(ctx context.Context, taskDir string, rec record) error {
-	mounted, err := a.mountedAt(ctx, rec.Dir)
+	unlock, err := a.lockTarget(ctx, rec)
 	if err != nil {
-		return fmt.Errorf("iscsi: reading the mount table: %w", err)
+		return err
 	}
-	if mounted {
+	defer unlock()
+	if mounted, err := a.mountedAt(ctx, rec.Dir); err != nil {
+		return fmt.Errorf("iscsi: reading the mount table: %w", err)
+	} else if mounted {
 		return nil
 	}
 	if _, err := sys.Run(ctx, a.Runner, "kldload", "-n", "iscsi"); err != nil {
@@ -160,6 +163,11 @@ func (a *Attacher) waitLUN(ctx context.Context, rec record) (string, error) {
 // detachISCSI unmounts the LUN once no other task of the node uses it, and
 // logs out of the target once none uses any of its LUNs.
 func (a *Attacher) detachISCSI(ctx context.Context, taskDir string, rec record) error {
+	unlock, err := a.lockTarget(ctx, rec)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	users, err := a.othersUsing(taskDir, func(o record) bool { return o.Driver == legion.DriverISCSI && o.Dir == rec.Dir })
 	if err != nil {
 		return fmt.Errorf("iscsi: finding the LUN's other users: %w", err)
@@ -186,4 +194,15 @@ func (a *Attacher) detachISCSI(ctx context.Context, taskDir string, rec record) 
 		return fmt.Errorf("iscsi: logging out of %s at %s: %w", rec.Target, rec.Portal, err)
 	}
 	return nil
+}
+
+// lockTarget takes the lock of rec's target, taken after the volume's:
+// Volumes on LUNs of one target share its session, so their logins and
+// logouts must not interleave either.
+func (a *Attacher) lockTarget(ctx context.Context, rec record) (func(), error) {
+	unlock, err := a.lock(ctx, "iscsi target "+rec.Portal+" "+rec.Target)
+	if err != nil {
+		return nil, fmt.Errorf("iscsi: waiting for the lock of %s at %s: %w", rec.Target, rec.Portal, err)
+	}
+	return unlock, nil
 }

@@ -120,3 +120,37 @@ func TestNFSFailedUnmountStaysRecorded(t *testing.T) {
 		t.Errorf("attached.json after the retry: %+v, want none", r)
 	}
 }
+
+// checkingRunner runs check before each command it passes on.
+type checkingRunner struct {
+	sys.Runner
+	check func(sys.Cmd)
+}
+
+func (r checkingRunner) Run(ctx context.Context, c sys.Cmd) (sys.Result, error) {
+	r.check(c)
+	return r.Runner.Run(ctx, c)
+}
+
+// The record is on disk before the mount runs, so an agent that dies
+// during the mount leaves its teardown something to find.
+func TestNFSRecordWrittenBeforeTheMount(t *testing.T) {
+	t.Parallel()
+	a := node(t, PlatformJails, nil)
+	dir := taskDir(t, a, "t1")
+	mounts := 0
+	a.Runner = checkingRunner{Runner: sys.NewFake(), check: func(c sys.Cmd) {
+		if c.Name == "mount" {
+			mounts++
+			if r := records(t, dir); len(r) != 1 || r[0].Driver != legion.DriverNFS {
+				t.Errorf("records when %s ran: %+v, want the nfs record", c, r)
+			}
+		}
+	}}
+	if _, err := a.Attach(context.Background(), dir, nfsVolume("")); err != nil {
+		t.Fatal(err)
+	}
+	if mounts != 1 {
+		t.Errorf("%d mount commands, want 1", mounts)
+	}
+}
