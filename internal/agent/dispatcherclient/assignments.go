@@ -124,6 +124,13 @@ func decode(set *legionpb.AssignmentSet) (agent.Assignments, error) {
 			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: routes: %w", set.GetVersion(), err)
 		}
 	}
+	for i, raw := range set.GetVolumes() {
+		v, err := decodeVolume(raw)
+		if err != nil {
+			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: entry %d of volumes: %w", set.GetVersion(), i, err)
+		}
+		as.Volumes = append(as.Volumes, v)
+	}
 	if raw := set.GetPolicies(); len(raw) > 0 {
 		as.Policies = &endpoints.Policies{}
 		if err := json.Unmarshal(raw, as.Policies); err != nil {

@@ -101,3 +101,21 @@ func TestDecodePeers(t *testing.T) {
 		t.Errorf("no policies field must leave Policies nil, got %+v", as.Policies)
 	}
 }
+
+func TestDecodeVolumes(t *testing.T) {
+	vol := []byte(`{"apiVersion":"legion/v1","kind":"Volume","metadata":{"name":"db","namespace":"shop"},"spec":{"driver":"zfs"},"status":{"node":"node-a","backend":"zfs dataset tank/v"}}`)
+	secret := []byte(`{"apiVersion":"legion/v1","kind":"Secret","metadata":{"name":"s","namespace":"web"},"spec":{}}`)
+	as, err := decode(&legionpb.AssignmentSet{Volumes: [][]byte{vol}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as.Volumes) != 1 || as.Volumes[0].Metadata.Name != "db" || as.Volumes[0].Status.Node != "node-a" || as.Volumes[0].Status.Backend != "zfs dataset tank/v" {
+		t.Fatalf("volumes %+v, want shop/db bound to node-a", as.Volumes)
+	}
+	for _, bad := range [][]byte{secret, []byte(`{"kind":`)} {
+		as, err := decode(&legionpb.AssignmentSet{Version: 4, Volumes: [][]byte{vol, bad}})
+		if err == nil || !strings.Contains(err.Error(), "assignment set at version 4: entry 1 of volumes") || as.Volumes != nil {
+			t.Errorf("decode of %s: %v (volumes %v), want the set refused naming the entry", bad, err, as.Volumes)
+		}
+	}
+}
