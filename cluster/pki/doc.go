@@ -5,5 +5,7 @@
 // whose digest lets a joining node check the cluster it reaches before it
 // sends anything.
 //
-// It imports only the standard library: no store, no gRPC.
+// It also seals a manager's private keys under an autolock unlock key
+// (keyseal.go). It imports only the standard library and x/crypto's
+// ChaCha20-Poly1305: no store, no gRPC.
 package pki
