@@ -1652,6 +1652,190 @@ func (x *TokenResponse) GetToken() string {
 	return ""
 }
 
+type AutolockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Action        string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"` // enable, show, rotate or disable
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AutolockRequest) Reset() {
+	*x = AutolockRequest{}
+	mi := &file_legion_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutolockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutolockRequest) ProtoMessage() {}
+
+func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutolockRequest.ProtoReflect.Descriptor instead.
+func (*AutolockRequest) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *AutolockRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+type AutolockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Enabled       bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"` // LGN-UNLOCK-...; empty once disabled
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AutolockResponse) Reset() {
+	*x = AutolockResponse{}
+	mi := &file_legion_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AutolockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AutolockResponse) ProtoMessage() {}
+
+func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AutolockResponse.ProtoReflect.Descriptor instead.
+func (*AutolockResponse) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *AutolockResponse) GetEnabled() bool {
+	if x != nil {
+		return x.Enabled
+	}
+	return false
+}
+
+func (x *AutolockResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type UnlockRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnlockRequest) Reset() {
+	*x = UnlockRequest{}
+	mi := &file_legion_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnlockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnlockRequest) ProtoMessage() {}
+
+func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
+func (*UnlockRequest) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UnlockRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type UnlockResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnlockResponse) Reset() {
+	*x = UnlockResponse{}
+	mi := &file_legion_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnlockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnlockResponse) ProtoMessage() {}
+
+func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
+func (*UnlockResponse) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *UnlockResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 type BackupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1660,7 +1844,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_legion_proto_msgTypes[27]
+	mi := &file_legion_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1856,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[27]
+	mi := &file_legion_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1869,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{27}
+	return file_legion_proto_rawDescGZIP(), []int{31}
 }
 
 // BackupChunk is the next part of the backup file.
@@ -1698,7 +1882,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_legion_proto_msgTypes[28]
+	mi := &file_legion_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1894,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[28]
+	mi := &file_legion_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1907,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{28}
+	return file_legion_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -1743,7 +1927,7 @@ type IssueUserRequest struct {
 
 func (x *IssueUserRequest) Reset() {
 	*x = IssueUserRequest{}
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1755,7 +1939,7 @@ func (x *IssueUserRequest) String() string {
 func (*IssueUserRequest) ProtoMessage() {}
 
 func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1768,7 +1952,7 @@ func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserRequest.ProtoReflect.Descriptor instead.
 func (*IssueUserRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{29}
+	return file_legion_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *IssueUserRequest) GetName() string {
@@ -1795,7 +1979,7 @@ type IssueUserResponse struct {
 
 func (x *IssueUserResponse) Reset() {
 	*x = IssueUserResponse{}
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +1991,7 @@ func (x *IssueUserResponse) String() string {
 func (*IssueUserResponse) ProtoMessage() {}
 
 func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +2004,7 @@ func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserResponse.ProtoReflect.Descriptor instead.
 func (*IssueUserResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{30}
+	return file_legion_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *IssueUserResponse) GetCertificate() []byte {
@@ -1848,7 +2032,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2044,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2057,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{31}
+	return file_legion_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RaftMessage) GetPayload() []byte {
@@ -1893,7 +2077,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2089,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2102,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{32}
+	return file_legion_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SnapshotChunk) GetRequest() []byte {
@@ -2064,7 +2248,16 @@ const file_legion_proto_rawDesc = "" +
 	"\fTokenRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"%\n" +
 	"\rTokenResponse\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\"\x0f\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\")\n" +
+	"\x0fAutolockRequest\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\">\n" +
+	"\x10AutolockResponse\x12\x18\n" +
+	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"!\n" +
+	"\rUnlockRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\")\n" +
+	"\x0eUnlockResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x0f\n" +
 	"\rBackupRequest\"!\n" +
 	"\vBackupChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\"8\n" +
@@ -2084,7 +2277,7 @@ const file_legion_proto_rawDesc = "" +
 	"\x03Get\x12\x15.legion.v1.GetRequest\x1a\x16.legion.v1.GetResponse\x127\n" +
 	"\x04List\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse\x12=\n" +
 	"\x06Delete\x12\x18.legion.v1.DeleteRequest\x1a\x19.legion.v1.DeleteResponse\x129\n" +
-	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xd2\x04\n" +
+	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xd6\x05\n" +
 	"\aCluster\x127\n" +
 	"\x04Init\x12\x16.legion.v1.InitRequest\x1a\x17.legion.v1.InitResponse\x12=\n" +
 	"\x06Status\x12\x18.legion.v1.StatusRequest\x1a\x19.legion.v1.StatusResponse\x127\n" +
@@ -2094,7 +2287,9 @@ const file_legion_proto_rawDesc = "" +
 	"\tTokenShow\x12\x17.legion.v1.TokenRequest\x1a\x18.legion.v1.TokenResponse\x12@\n" +
 	"\vTokenRotate\x12\x17.legion.v1.TokenRequest\x1a\x18.legion.v1.TokenResponse\x12F\n" +
 	"\tIssueUser\x12\x1b.legion.v1.IssueUserRequest\x1a\x1c.legion.v1.IssueUserResponse\x12<\n" +
-	"\x06Backup\x12\x18.legion.v1.BackupRequest\x1a\x16.legion.v1.BackupChunk0\x012\x9a\x03\n" +
+	"\x06Backup\x12\x18.legion.v1.BackupRequest\x1a\x16.legion.v1.BackupChunk0\x01\x12C\n" +
+	"\bAutolock\x12\x1a.legion.v1.AutolockRequest\x1a\x1b.legion.v1.AutolockResponse\x12=\n" +
+	"\x06Unlock\x12\x18.legion.v1.UnlockRequest\x1a\x19.legion.v1.UnlockResponse2\x9a\x03\n" +
 	"\x04Raft\x12?\n" +
 	"\rAppendEntries\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage\x12K\n" +
 	"\x15AppendEntriesPipeline\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage(\x010\x01\x12=\n" +
@@ -2116,7 +2311,7 @@ func file_legion_proto_rawDescGZIP() []byte {
 	return file_legion_proto_rawDescData
 }
 
-var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_legion_proto_goTypes = []any{
 	(*Metadata)(nil),            // 0: legion.v1.Metadata
 	(*Object)(nil),              // 1: legion.v1.Object
@@ -2145,18 +2340,22 @@ var file_legion_proto_goTypes = []any{
 	(*PromoteResponse)(nil),     // 24: legion.v1.PromoteResponse
 	(*TokenRequest)(nil),        // 25: legion.v1.TokenRequest
 	(*TokenResponse)(nil),       // 26: legion.v1.TokenResponse
-	(*BackupRequest)(nil),       // 27: legion.v1.BackupRequest
-	(*BackupChunk)(nil),         // 28: legion.v1.BackupChunk
-	(*IssueUserRequest)(nil),    // 29: legion.v1.IssueUserRequest
-	(*IssueUserResponse)(nil),   // 30: legion.v1.IssueUserResponse
-	(*RaftMessage)(nil),         // 31: legion.v1.RaftMessage
-	(*SnapshotChunk)(nil),       // 32: legion.v1.SnapshotChunk
-	nil,                         // 33: legion.v1.Metadata.LabelsEntry
-	nil,                         // 34: legion.v1.ListRequest.LabelsEntry
-	nil,                         // 35: legion.v1.WatchRequest.LabelsEntry
+	(*AutolockRequest)(nil),     // 27: legion.v1.AutolockRequest
+	(*AutolockResponse)(nil),    // 28: legion.v1.AutolockResponse
+	(*UnlockRequest)(nil),       // 29: legion.v1.UnlockRequest
+	(*UnlockResponse)(nil),      // 30: legion.v1.UnlockResponse
+	(*BackupRequest)(nil),       // 31: legion.v1.BackupRequest
+	(*BackupChunk)(nil),         // 32: legion.v1.BackupChunk
+	(*IssueUserRequest)(nil),    // 33: legion.v1.IssueUserRequest
+	(*IssueUserResponse)(nil),   // 34: legion.v1.IssueUserResponse
+	(*RaftMessage)(nil),         // 35: legion.v1.RaftMessage
+	(*SnapshotChunk)(nil),       // 36: legion.v1.SnapshotChunk
+	nil,                         // 37: legion.v1.Metadata.LabelsEntry
+	nil,                         // 38: legion.v1.ListRequest.LabelsEntry
+	nil,                         // 39: legion.v1.WatchRequest.LabelsEntry
 }
 var file_legion_proto_depIdxs = []int32{
-	33, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
+	37, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
 	0,  // 1: legion.v1.Object.metadata:type_name -> legion.v1.Metadata
 	1,  // 2: legion.v1.ApplyItem.object:type_name -> legion.v1.Object
 	2,  // 3: legion.v1.ApplyRequest.items:type_name -> legion.v1.ApplyItem
@@ -2164,10 +2363,10 @@ var file_legion_proto_depIdxs = []int32{
 	1,  // 5: legion.v1.ApplyResult.previous:type_name -> legion.v1.Object
 	4,  // 6: legion.v1.ApplyResponse.results:type_name -> legion.v1.ApplyResult
 	1,  // 7: legion.v1.GetResponse.object:type_name -> legion.v1.Object
-	34, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
+	38, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
 	1,  // 9: legion.v1.ListResponse.objects:type_name -> legion.v1.Object
 	1,  // 10: legion.v1.DeleteResponse.object:type_name -> legion.v1.Object
-	35, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
+	39, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
 	1,  // 12: legion.v1.WatchEvent.object:type_name -> legion.v1.Object
 	16, // 13: legion.v1.StatusResponse.members:type_name -> legion.v1.Member
 	3,  // 14: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
@@ -2182,36 +2381,40 @@ var file_legion_proto_depIdxs = []int32{
 	23, // 23: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
 	25, // 24: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
 	25, // 25: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
-	29, // 26: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
-	27, // 27: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
-	31, // 28: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
-	31, // 29: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
-	31, // 30: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
-	31, // 31: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
-	31, // 32: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
-	32, // 33: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
-	5,  // 34: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
-	7,  // 35: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
-	9,  // 36: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
-	11, // 37: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
-	13, // 38: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
-	15, // 39: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
-	18, // 40: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
-	20, // 41: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
-	22, // 42: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
-	24, // 43: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
-	26, // 44: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
-	26, // 45: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
-	30, // 46: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
-	28, // 47: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
-	31, // 48: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
-	31, // 49: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
-	31, // 50: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
-	31, // 51: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
-	31, // 52: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
-	31, // 53: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
-	34, // [34:54] is the sub-list for method output_type
-	14, // [14:34] is the sub-list for method input_type
+	33, // 26: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
+	31, // 27: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
+	27, // 28: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
+	29, // 29: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
+	35, // 30: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
+	35, // 31: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
+	35, // 32: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
+	35, // 33: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
+	35, // 34: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
+	36, // 35: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
+	5,  // 36: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
+	7,  // 37: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
+	9,  // 38: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
+	11, // 39: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
+	13, // 40: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
+	15, // 41: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
+	18, // 42: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
+	20, // 43: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
+	22, // 44: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
+	24, // 45: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
+	26, // 46: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
+	26, // 47: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
+	34, // 48: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
+	32, // 49: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
+	28, // 50: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
+	30, // 51: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
+	35, // 52: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
+	35, // 53: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
+	35, // 54: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
+	35, // 55: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
+	35, // 56: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
+	35, // 57: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
+	36, // [36:58] is the sub-list for method output_type
+	14, // [14:36] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2230,7 +2433,7 @@ func file_legion_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_legion_proto_rawDesc), len(file_legion_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   36,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

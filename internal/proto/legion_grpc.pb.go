@@ -296,6 +296,8 @@ const (
 	Cluster_TokenRotate_FullMethodName = "/legion.v1.Cluster/TokenRotate"
 	Cluster_IssueUser_FullMethodName   = "/legion.v1.Cluster/IssueUser"
 	Cluster_Backup_FullMethodName      = "/legion.v1.Cluster/Backup"
+	Cluster_Autolock_FullMethodName    = "/legion.v1.Cluster/Autolock"
+	Cluster_Unlock_FullMethodName      = "/legion.v1.Cluster/Unlock"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -315,6 +317,12 @@ type ClusterClient interface {
 	// Backup streams the control state (3.7), read by the leader at one
 	// linearizable version: the backup file's bytes (cluster admin only).
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
+	// Autolock enables, shows, rotates or disables the unlock key that
+	// managers seal their private keys under (cluster admin only).
+	Autolock(ctx context.Context, in *AutolockRequest, opts ...grpc.CallOption) (*AutolockResponse, error)
+	// Unlock gives a manager that started with sealed keys the unlock key;
+	// taken without credentials, from the manager's own host only.
+	Unlock(ctx context.Context, in *UnlockRequest, opts ...grpc.CallOption) (*UnlockResponse, error)
 }
 
 type clusterClient struct {
@@ -424,6 +432,26 @@ func (c *clusterClient) Backup(ctx context.Context, in *BackupRequest, opts ...g
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_BackupClient = grpc.ServerStreamingClient[BackupChunk]
 
+func (c *clusterClient) Autolock(ctx context.Context, in *AutolockRequest, opts ...grpc.CallOption) (*AutolockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AutolockResponse)
+	err := c.cc.Invoke(ctx, Cluster_Autolock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Unlock(ctx context.Context, in *UnlockRequest, opts ...grpc.CallOption) (*UnlockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnlockResponse)
+	err := c.cc.Invoke(ctx, Cluster_Unlock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -441,6 +469,12 @@ type ClusterServer interface {
 	// Backup streams the control state (3.7), read by the leader at one
 	// linearizable version: the backup file's bytes (cluster admin only).
 	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
+	// Autolock enables, shows, rotates or disables the unlock key that
+	// managers seal their private keys under (cluster admin only).
+	Autolock(context.Context, *AutolockRequest) (*AutolockResponse, error)
+	// Unlock gives a manager that started with sealed keys the unlock key;
+	// taken without credentials, from the manager's own host only.
+	Unlock(context.Context, *UnlockRequest) (*UnlockResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -477,6 +511,12 @@ func (UnimplementedClusterServer) IssueUser(context.Context, *IssueUserRequest) 
 }
 func (UnimplementedClusterServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
 	return status.Error(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedClusterServer) Autolock(context.Context, *AutolockRequest) (*AutolockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Autolock not implemented")
+}
+func (UnimplementedClusterServer) Unlock(context.Context, *UnlockRequest) (*UnlockResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Unlock not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -654,6 +694,42 @@ func _Cluster_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_BackupServer = grpc.ServerStreamingServer[BackupChunk]
 
+func _Cluster_Autolock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AutolockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Autolock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Autolock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Autolock(ctx, req.(*AutolockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Unlock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnlockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Unlock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Unlock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Unlock(ctx, req.(*UnlockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -692,6 +768,14 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "IssueUser",
 			Handler:    _Cluster_IssueUser_Handler,
+		},
+		{
+			MethodName: "Autolock",
+			Handler:    _Cluster_Autolock_Handler,
+		},
+		{
+			MethodName: "Unlock",
+			Handler:    _Cluster_Unlock_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
