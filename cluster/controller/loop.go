@@ -191,8 +191,11 @@ func (l *Loop) Snapshot(now time.Time) (scheduler.State, error) {
 	read(legion.KindJob, func(o legion.Object) { st.Jobs = append(st.Jobs, o.(*legion.Job)) })
 	read(legion.KindCronJob, func(o legion.Object) { st.CronJobs = append(st.CronJobs, o.(*legion.CronJob)) })
 	read(legion.KindTask, func(o legion.Object) { st.Tasks = append(st.Tasks, o.(*legion.Task)) })
-	read(legion.KindNode, func(o legion.Object) { st.Nodes = append(st.Nodes, o.(*legion.Node)) })
+	// Volumes before Nodes: the planner frees the Volumes of nodes missing
+	// from the list, so a node that joins and claims one between the two
+	// reads must be in it.
 	read(legion.KindVolume, func(o legion.Object) { st.Volumes = append(st.Volumes, o.(*legion.Volume)) })
+	read(legion.KindNode, func(o legion.Object) { st.Nodes = append(st.Nodes, o.(*legion.Node)) })
 	read(legion.KindNamespace, func(o legion.Object) { st.Namespaces = append(st.Namespaces, o.(*legion.Namespace)) })
 	return st, err
 }
