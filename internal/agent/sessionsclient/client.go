@@ -43,6 +43,9 @@ type Config struct {
 	// uid: the only addresses a port-forward connects to. Without it
 	// port-forwards are refused.
 	PodIP func(taskUID string) (string, bool)
+	// Volumes serves volume sessions (send, receive, drop); nil refuses
+	// them.
+	Volumes VolumeData
 	// DataDir holds the saved output of finished tasks
 	// (agent.SavedOutputDir).
 	DataDir string
@@ -224,6 +227,12 @@ func (c *Client) serve(ctx context.Context, cl legionpb.SessionsClient, o *legio
 		err = c.exec(actx, st, o, k.Exec, inputs)
 	case *legionpb.SessionOffer_PortForward:
 		err = c.portForward(actx, st, o, k.PortForward, inputs)
+	case *legionpb.SessionOffer_VolumeSend:
+		err = c.volumeSend(actx, st, k.VolumeSend)
+	case *legionpb.SessionOffer_VolumeReceive:
+		err = c.volumeReceive(actx, st, k.VolumeReceive, inputs)
+	case *legionpb.SessionOffer_VolumeDrop:
+		err = c.volumeDrop(actx, st, k.VolumeDrop)
 	default:
 		err = sendError(st, errUnsupported)
 	}
