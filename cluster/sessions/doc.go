@@ -7,6 +7,13 @@
 // node this way, with no port open on the node and no forwarding between
 // managers.
 //
+// Volume data moves the same way (4.3): CopyVolume joins one node's send
+// session to another's receive session, so a migration needs no port on
+// either node, and the Volumes service streams a Volume out to a backup
+// file and back in. Backups and restores run on the leader (a follower
+// forwards them through Options.Leader), which reads the Volume
+// linearizably and makes a restored one.
+//
 // Callers are checked here too, so the package is safe on a port without
 // the server's interceptors: users by their RoleBindings (view for logs,
 // edit for exec and port-forward), the cluster admin and managers always;

@@ -53,6 +53,11 @@ type Options struct {
 	// Stopping, when closed, ends every open stream with UNAVAILABLE, so a
 	// graceful stop of the gRPC server is not held up by them.
 	Stopping <-chan struct{}
+	// Leader reaches the leader, to which a follower forwards volume
+	// backups and restores; nil, they are served only by a leader.
+	Leader Leader
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 }
 
 // Service serves Pods and Sessions on one manager.
@@ -61,6 +66,8 @@ type Service struct {
 	log      *slog.Logger
 	attachIn time.Duration
 	stopping <-chan struct{}
+	leader   Leader
+	now      func() time.Time
 
 	mu       sync.Mutex
 	agents   map[string]*agentConn // by node name: its newest Sessions stream
@@ -69,10 +76,13 @@ type Service struct {
 
 // New makes the service of the manager whose objects src gives.
 func New(src Source, o Options) *Service {
-	s := &Service{src: src, log: o.Logger, attachIn: o.AttachTimeout, stopping: o.Stopping,
+	s := &Service{src: src, log: o.Logger, attachIn: o.AttachTimeout, stopping: o.Stopping, leader: o.Leader, now: o.Now,
 		agents: map[string]*agentConn{}, sessions: map[string]*session{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	if s.attachIn <= 0 {
 		s.attachIn = DefaultAttachTimeout
@@ -80,10 +90,12 @@ func New(src Source, o Options) *Service {
 	return s
 }
 
-// RegisterOn adds both services to a gRPC server (the manager's port).
+// RegisterOn adds Pods, Sessions and Volumes to a gRPC server (the
+// manager's port).
 func (s *Service) RegisterOn(g grpc.ServiceRegistrar) {
 	legionpb.RegisterPodsServer(g, podsServer{s: s})
 	legionpb.RegisterSessionsServer(g, sessionsServer{s: s})
+	legionpb.RegisterVolumesServer(g, volumesServer{s: s})
 }
 
 // identity is the verified client certificate's identity.
@@ -123,6 +135,13 @@ func user(ctx context.Context, verb string) (pki.Identity, error) {
 // logs take view, exec and port-forward edit); the cluster admin and
 // managers may do anything.
 func allowed(objs Objects, id pki.Identity, v rbac.Verb, what, namespace string) error {
+	// A session reads or writes the pod, as a Task of the namespace.
+	return allowedKind(objs, id, v, legion.KindService, what, namespace)
+}
+
+// allowedKind checks a user's RoleBindings for v on objects of kind in a
+// namespace; the cluster admin and managers may do anything.
+func allowedKind(objs Objects, id pki.Identity, v rbac.Verb, kind legion.Kind, what, namespace string) error {
 	if id.Role != pki.RoleUser {
 		return nil
 	}
@@ -130,8 +149,7 @@ func allowed(objs Objects, id pki.Identity, v rbac.Verb, what, namespace string)
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "reading the roles of %s: %v", id.Name, err)
 	}
-	// A session reads or writes the pod, as a Task of the namespace.
-	if err := rbac.Check(bindings, id.Name, v, legion.KindService, namespace); err != nil {
+	if err := rbac.Check(bindings, id.Name, v, kind, namespace); err != nil {
 		return status.Errorf(codes.PermissionDenied, "%s: %v", what, err)
 	}
 	return nil

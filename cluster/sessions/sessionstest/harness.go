@@ -73,7 +73,12 @@ type Agent struct {
 	Logs    *Logs
 	Execs   *Execs
 	Pods    *PodIPs
+	Volumes *Volumes
+	stop    func()
 }
+
+// Stop ends the agent's sessions and streams, as a node cut off would.
+func (a *Agent) Stop() { a.stop() }
 
 // StartAgent runs node's sessions client against m, reading logs from a
 // new Logs, and waits until m holds its stream. Its certificate is
@@ -105,9 +110,9 @@ func (m *Manager) StartManagerAgent(t testing.TB, cert, node string) *Agent {
 
 func (m *Manager) startAgent(t testing.TB, node string, creds *pki.Credentials, asked string) *Agent {
 	t.Helper()
-	a := &Agent{Node: node, DataDir: t.TempDir(), Logs: NewLogs(), Execs: &Execs{}, Pods: &PodIPs{}}
+	a := &Agent{Node: node, DataDir: t.TempDir(), Logs: NewLogs(), Execs: &Execs{}, Pods: &PodIPs{}, Volumes: &Volumes{}}
 	c, err := sessionsclient.New(sessionsclient.Config{Managers: func() []string { return []string{m.Addr} }, TLS: creds.ClientConfig(), Node: asked,
-		Logs: a.Logs.Read, Exec: a.Execs.Exec, PodIP: a.Pods.PodIP, DataDir: a.DataDir, Backoff: 50 * time.Millisecond, Refresh: 100 * time.Millisecond})
+		Logs: a.Logs.Read, Exec: a.Execs.Exec, PodIP: a.Pods.PodIP, Volumes: a.Volumes, DataDir: a.DataDir, Backoff: 50 * time.Millisecond, Refresh: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +123,8 @@ func (m *Manager) startAgent(t testing.TB, node string, creds *pki.Credentials, 
 		defer wg.Done()
 		c.Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	a.stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(a.stop)
 	dispatchertest.Poll(t, "agent of "+node+" connected", 10*time.Second, func() bool { return m.Pods.Connected(node) })
 	return a
 }
