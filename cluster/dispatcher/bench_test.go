@@ -57,3 +57,46 @@ func BenchmarkTaskChangeReachesStream(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTaskChangeReachesStreamAmongVolumes is the same with n
+// Volumes in the store, none of them the node's: what a task change costs
+// the streams once the set carries Volumes.
+func BenchmarkTaskChangeReachesStreamAmongVolumes(b *testing.B) {
+	for _, n := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("volumes=%d", n), func(b *testing.B) {
+			m := dispatchertest.Start(b)
+			ctx := context.Background()
+			for i := range n {
+				v := zfsVolume("shop", fmt.Sprintf("v-%d", i))
+				v.Spec.Node = "node-b"
+				if _, _, err := m.Store.Put(ctx, v, store.WriteOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, _, err := m.Store.Put(ctx, task("web", "t-0", "node-a", "", "", ""), store.WriteOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			c := dialTLS(b, m.Addr, dispatchertest.Credentials(b, m.CA, "node-a", pki.RoleWorker).ClientConfig())
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			s, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Recv(); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				tk := task("web", "t-0", "node-a", "", "", "")
+				tk.Spec.Slot = i + 1
+				if _, _, err := m.Store.Put(ctx, tk, store.WriteOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Recv(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -64,6 +64,7 @@ type Service struct {
 	vmu    sync.Mutex
 	vols   *volumeIndex // shared by every stream; see volumeIndexAt
 	volsOf *store.Store // the replica vols was read from
+	volsAt uint64       // the latest version vols is known to hold at
 }
 
 // Options tune a Service; the zero value serves production.

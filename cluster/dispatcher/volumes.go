@@ -78,14 +78,17 @@ func (ix *volumeIndex) forNode(node string, tasks []*legion.Task) []*legion.Volu
 func (s *Service) volumeIndexAt(st *store.Store, at uint64) (*volumeIndex, error) {
 	s.vmu.Lock()
 	defer s.vmu.Unlock()
-	if s.vols != nil && s.volsOf == st && !volumesChanged(st, s.vols.at, at) {
+	if s.vols != nil && s.volsOf == st && !volumesChanged(st, s.volsAt, at) {
+		// It still holds at at: the next check starts there, not back at
+		// the reading, so checks stay short while no Volume changes.
+		s.volsAt = max(s.volsAt, at)
 		return s.vols, nil
 	}
 	ix, err := readVolumes(st)
 	if err != nil {
 		return nil, err
 	}
-	s.vols, s.volsOf = ix, st
+	s.vols, s.volsOf, s.volsAt = ix, st, ix.at
 	return ix, nil
 }
 

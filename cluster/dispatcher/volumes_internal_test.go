@@ -51,6 +51,9 @@ func TestVolumeIndexIsReadAgainOnlyAfterAVolumeChanged(t *testing.T) {
 	if again, err := s.volumeIndexAt(st, at); err != nil || again != first {
 		t.Fatalf("after a task write: index %p (err %v), want the shared %p", again, err, first)
 	}
+	if s.volsAt != at {
+		t.Errorf("the shared index is known to hold at %d, want %d: the next check would start further back", s.volsAt, at)
+	}
 	at = write(vol("b"))
 	third, err := s.volumeIndexAt(st, at)
 	if err != nil || third == first || third.byKey["shop/b"] == nil {
