@@ -482,3 +482,40 @@ func TestMigratorForgetsDropWhenMovingBack(t *testing.T) {
 		t.Fatalf("%d drops on w1, want none after the Volume started moving back to it", n)
 	}
 }
+
+// The leader's tasks include the migrator when given a mover, working
+// over the store the other tasks use, and leave it out without one.
+func TestTasksRunMigratorGivenMover(t *testing.T) {
+	t.Parallel()
+	st := dispatchertest.OpenStore(t)
+	if _, _, err := st.Put(context.Background(), movingVolume("db"), store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	find := func(tasks []Task) *Task {
+		for i := range tasks {
+			if tasks[i].Name == "volume migrator" {
+				return &tasks[i]
+			}
+		}
+		return nil
+	}
+	if find(Tasks(st, Options{})) != nil {
+		t.Fatal("a migrator runs with no mover to move data")
+	}
+	mover := &fakeMover{}
+	task := find(Tasks(st, Options{Mover: mover}))
+	if task == nil {
+		t.Fatal("no migrator among the leader's tasks")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	t.Cleanup(func() { cancel(); <-done })
+	go func() { done <- task.Run(ctx) }()
+	dispatchertest.Poll(t, "copied", 10*time.Second, func() bool {
+		o, _, err := st.Get(legion.KindVolume, "shop", "db")
+		return err == nil && o.(*legion.Volume).Status.Migration != nil && o.(*legion.Volume).Status.Migration.State == legion.MigrationCopied
+	})
+	if n := len(mover.recorded()); n != 1 {
+		t.Fatalf("%d transfers, want the full copy", n)
+	}
+}
