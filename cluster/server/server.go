@@ -105,6 +105,8 @@ type Server struct {
 	// disp serves agents (registration, heartbeats, assignments, status).
 	disp *dispatcher.Service
 	lock *DataDirLock // held from New to the end of shutdown
+	// sess serves sessions and moves volume data between nodes.
+	sess *sessions.Service
 }
 
 // Credentials are the node's certificate and key once it belongs to a
@@ -118,6 +120,20 @@ func (s *Server) Credentials() *pki.Credentials {
 // Dispatcher is the manager's service for agents; its heartbeats and
 // usage reports are what the controller loop plans with.
 func (s *Server) Dispatcher() *dispatcher.Service { return s.disp }
+
+// Sessions is the manager's sessions service, through which the leader's
+// migrator copies volume data between nodes.
+func (s *Server) Sessions() *sessions.Service { return s.sess }
+
+// leaderConn reaches the leader for calls that run there (nil when this
+// manager leads).
+func (s *Server) leaderConn(ctx context.Context) (grpc.ClientConnInterface, context.Context, error) {
+	_, conn, fctx, err := s.leader(ctx)
+	if err != nil || conn == nil {
+		return nil, ctx, err
+	}
+	return conn, fctx, nil
+}
 
 // New prepares a daemon's port on its data directory: it reads (or makes)
 // the node id, and if the node already belongs to a cluster its
@@ -174,7 +190,8 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember, stopping: s.watchCtx.Done()})
 	s.disp = dispatcher.New(s, dispatcher.Options{Logger: s.log, Issue: s.issueRenewal})
 	s.disp.RegisterOn(s.grpc)
-	sessions.New(sessions.FromStore(s.Store), sessions.Options{Logger: s.log, Stopping: s.watchCtx.Done()}).RegisterOn(s.grpc)
+	s.sess = sessions.New(sessions.FromStore(s.Store), sessions.Options{Logger: s.log, Stopping: s.watchCtx.Done(), Leader: s.leaderConn, Now: s.cfg.Now})
+	s.sess.RegisterOn(s.grpc)
 	return s, nil
 }
 

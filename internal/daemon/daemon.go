@@ -99,10 +99,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	if keyDir == "" {
 		keyDir = o.DataDir
 		if managing {
-			// pki, or the run directory while autolock keeps it sealed.
-			if keyDir, err = srv.WireGuardKeyDir(o.RunDir); err != nil {
-				return err
-			}
+			keyDir = filepath.Join(o.DataDir, server.PKIDir)
 		}
 	}
 	if err := p.wireGuardKey(ctx, o, keyDir); err != nil {
@@ -171,8 +168,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		}
 	}
 	a := &agent.Agent{Node: name, Manager: sess, Runtime: rt, Images: images,
-		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers,
-		Volumes: p.volumes, Attacher: p.attacher}
+		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers}
 	var ingressAddrs []string
 	if o.IngressListen != "" || o.IngressTLSListen != "" {
 		g := NewIngress(log)
@@ -183,7 +179,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		a.Routes = g.Apply
 	}
 	sc, err := sessionsclient.New(sessionsclient.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, Exec: rt.Exec, PodIP: a.PodIP,
-		DataDir: o.DataDir, Logger: log, Volumes: a})
+		DataDir: o.DataDir, Logger: log})
 	if err != nil {
 		return err
 	}
