@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base32"
 	"encoding/hex"
 	"errors"
@@ -13,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/chacha20poly1305"
 )
@@ -82,6 +86,36 @@ func ParseUnlockKey(s string) (UnlockKey, error) {
 	}
 	copy(k[:], b)
 	return k, nil
+}
+
+// LockedCommonName names the certificate a locked manager presents: it
+// holds no key of its cluster, so callers that check the cluster's CA
+// can only be told why the handshake fails.
+const LockedCommonName = "legion manager locked: run legion unlock on its host"
+
+// ErrManagerLocked: the server reached is a locked manager.
+var ErrManagerLocked = errors.New("this manager is locked: run legion unlock on its host")
+
+// LockedCertificate is a throwaway self-signed certificate naming the
+// lock, for a locked manager to serve Unlock with.
+func LockedCertificate(now time.Time) (tls.Certificate, error) {
+	key, err := NewKey()
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: LockedCommonName, Organization: []string{Organization}},
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     now.Add(CALifetime),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("making the locked manager's certificate: %w", err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // SealKey seals a key file's contents under k, bound to the file's name

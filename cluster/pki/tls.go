@@ -137,6 +137,9 @@ func verifyChain(raw [][]byte, pool *x509.CertPool) error {
 		return err
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		if leaf.Subject.CommonName == LockedCommonName {
+			return ErrManagerLocked
+		}
 		return fmt.Errorf("the server's certificate is not from this cluster's CA: %w", err)
 	}
 	return nil

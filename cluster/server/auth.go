@@ -45,6 +45,9 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 	c := callerOf(ctx)
 	ctx = context.WithValue(ctx, callerKey{}, c)
 	role := s.role()
+	if method == unlockMethod || role == roleLocked {
+		return s.authorizeLocked(ctx, method, c, role)
+	}
 	switch method {
 	case "/legion.v1.Cluster/Init", "/legion.v1.Cluster/JoinCluster":
 		// The handlers refuse a daemon that is already a member.

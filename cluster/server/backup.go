@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
 )
@@ -144,6 +145,9 @@ type RestoreOptions struct {
 	// Advertise is the address the manager will lead at; empty takes the
 	// one the backup (or, without one, the store) records for it.
 	Advertise string
+	// UnlockKey opens the store key of a manager whose keys are sealed
+	// (autolock); unused otherwise.
+	UnlockKey *pki.UnlockKey
 	Now       func() time.Time
 	Logger    *slog.Logger
 }
@@ -184,7 +188,7 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 	if role, err := os.ReadFile(filepath.Join(o.DataDir, roleFile)); err != nil || strings.TrimSpace(string(role)) != roleManager {
 		return res, fmt.Errorf("%s is not a manager's data directory (its role is %q): only a manager's store is restored", o.DataDir, strings.TrimSpace(string(role)))
 	}
-	key, err := store.LoadKey(filepath.Join(o.DataDir, PKIDir, StoreKeyFile))
+	key, err := restoreStoreKey(o.DataDir, o.UnlockKey)
 	if err != nil {
 		return res, err
 	}

@@ -105,6 +105,8 @@ type Server struct {
 	// disp serves agents (registration, heartbeats, assignments, status).
 	disp *dispatcher.Service
 	lock *DataDirLock // held from New to the end of shutdown
+	// al holds the private keys while they are sealed (autolock.go).
+	al autolockState
 	// sess serves sessions and moves volume data between nodes.
 	sess *sessions.Service
 }
@@ -232,9 +234,12 @@ func nodeID(dir string) (string, error) {
 
 // load reads the node's certificates and role; a manager opens its store.
 func (s *Server) load() error {
-	files, err := pki.LoadNodeFiles(filepath.Join(s.cfg.DataDir, PKIDir))
+	files, err := s.loadNodeFiles()
 	if errors.Is(err, pki.ErrNoPKI) {
 		return nil
+	}
+	if errors.Is(err, pki.ErrLocked) {
+		return s.setLocked()
 	}
 	if err != nil {
 		return err
@@ -286,7 +291,7 @@ func (s *Server) become(role string, files *pki.NodeFiles, bootstrap bool) error
 		s.mu.Unlock()
 		return nil
 	}
-	key, err := store.LoadKey(filepath.Join(s.cfg.DataDir, PKIDir, StoreKeyFile))
+	key, err := s.storeKey()
 	if err != nil {
 		return err
 	}
@@ -305,6 +310,7 @@ func (s *Server) become(role string, files *pki.NodeFiles, bootstrap bool) error
 	s.mu.Lock()
 	s.st, s.tr, s.state = st, tr, roleManager
 	s.mu.Unlock()
+	s.startAutolock()
 	s.log.Info("serving as a manager", "node", s.nodeID, "advertise", s.cfg.Advertise)
 	return nil
 }
