@@ -18,6 +18,7 @@ func newRootCommand() *cobra.Command {
 	addClusterCommands(root)
 	addStackCommands(root)
 	addOpsCommands(root)
+	addAutolockCommands(root)
 	return root
 }
 

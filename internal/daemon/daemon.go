@@ -99,7 +99,10 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	if keyDir == "" {
 		keyDir = o.DataDir
 		if managing {
-			keyDir = filepath.Join(o.DataDir, server.PKIDir)
+			// pki, or the run directory while autolock keeps it sealed.
+			if keyDir, err = srv.WireGuardKeyDir(o.RunDir); err != nil {
+				return err
+			}
 		}
 	}
 	if err := p.wireGuardKey(ctx, o, keyDir); err != nil {
