@@ -64,8 +64,8 @@ func Start(cfg Config) (*Manager, error) {
 	}()
 	go func() {
 		defer close(m.leading)
-		leader.Run(ctx, srv, leader.Options{Signals: srv.Dispatcher(), Registry: cfg.Registry, Period: cfg.LeaderCheck,
-			Logger: cfg.Server.Logger})
+		leader.Run(ctx, srv, leader.Options{Signals: srv.Dispatcher(), Mover: srv.Sessions(), Registry: cfg.Registry,
+			Period: cfg.LeaderCheck, Logger: cfg.Server.Logger})
 	}()
 	return m, nil
 }
