@@ -84,7 +84,7 @@ var layers = []layer{
 		"netbsd/addrplan", "image", "image/cosign"}},
 	// The leader's work and the manager's entry point run on managers
 	// without an agent: nothing of the node side comes with them.
-	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/store", "netbsd/addrplan", "image", "image/cosign"},
+	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/store", "internal/proto", "netbsd/addrplan", "image", "image/cosign"},
 		neverDeps: nodeSide},
 	{pattern: "cluster/manager", may: []string{"cluster/leader", "cluster/server", "image"}, neverDeps: nodeSide},
 

@@ -1,6 +1,8 @@
 // Package leader is the work only the leading manager does: the
 // controller loop (cluster/controller), the allocation of service VIPs,
-// and the pinning of image tags to digests with their signature checks.
+// the pinning of image tags to digests with their signature checks, and
+// the moving of Volumes' data between nodes (through the sessions service
+// it is given, as a VolumeMover).
 // Run starts that work on whichever manager leads and stops it when the
 // leadership moves, whether or not the manager runs an agent: nothing here
 // needs a node's runtime, image store or network. Tags are resolved by

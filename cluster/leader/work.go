@@ -28,6 +28,10 @@ type Options struct {
 	// Registry resolves tags and reads signatures; nil means a registry
 	// client of its own.
 	Registry *image.Registry
+	// Mover carries Volume data between nodes for the migrator: the
+	// manager's sessions service (server.Server.Sessions). Without one no
+	// migrator runs, and migrations stay as the planner records them.
+	Mover VolumeMover
 	// Period is how often leadership is checked (CheckPeriod when zero).
 	Period time.Duration
 	Logger *slog.Logger
@@ -46,11 +50,12 @@ func (o *Options) defaults() {
 }
 
 // Tasks is the work a leading manager does over its store: the controller
-// loop, the VIP allocator and the image resolver.
+// loop, the VIP allocator, the image resolver and, given a Mover, the
+// volume migrator.
 func Tasks(st *store.Store, o Options) []Task {
 	o.defaults()
 	log := o.Logger
-	return []Task{
+	tasks := []Task{
 		{Name: "controller", Run: func(ctx context.Context) error {
 			return (&controller.Loop{Store: st, Signals: o.Signals, Logger: log, LeaderSince: Since(ctx)}).Run(ctx)
 		}},
@@ -58,6 +63,12 @@ func Tasks(st *store.Store, o Options) []Task {
 		{Name: "image resolver", Run: (&controller.ImageResolver{Store: st, Resolve: Resolve(o.Registry),
 			Check: Check(st, o.Registry), Logger: log}).Run},
 	}
+	if o.Mover != nil {
+		tasks = append(tasks, Task{Name: "volume migrator", Run: func(ctx context.Context) error {
+			return (&Migrator{Store: st, Mover: o.Mover, Logger: log}).Run(ctx)
+		}})
+	}
+	return tasks
 }
 
 // Run does the leader's work whenever this manager leads, until ctx ends:
