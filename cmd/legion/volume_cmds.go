@@ -361,8 +361,9 @@ func (c *clusterCLI) volumeBackupCommand() *cobra.Command {
 	var force bool
 	cmd := &cobra.Command{
 		Use:   "backup NAME -o FILE",
-		Short: "Write a zfs Volume's data to a file: a header line, then its zfs send stream",
-		Long: `Backup has the Volume's node snapshot it and send all of it, and writes
+		Short: "Write a zfs Volume's data to a file: a header line, then its data stream",
+		Long: `Backup has the Volume's node snapshot it and send all of it (a zfs send
+stream, or a tar stream where the node keeps it as a directory), and writes
 the stream to FILE after a header line (JSON: format, namespace, name,
 labels, spec, node, time, consistency). The file is written beside FILE
 with mode 0600 and takes FILE's name only once whole. The data is the
