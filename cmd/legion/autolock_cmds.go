@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/spf13/cobra"
 )
 
@@ -56,6 +57,23 @@ key safe: a restarted manager cannot start without it.`,
 		})
 	}
 	return cmd
+}
+
+// readUnlockKeyFile reads an unlock key from a file.
+func readUnlockKeyFile(path string) (pki.UnlockKey, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return pki.UnlockKey{}, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyInput+1))
+	if err != nil {
+		return pki.UnlockKey{}, err
+	}
+	if len(data) > maxKeyInput {
+		return pki.UnlockKey{}, fmt.Errorf("%s holds more than %d bytes: expected one LGN-UNLOCK-... key", path, maxKeyInput)
+	}
+	return pki.ParseUnlockKey(string(data))
 }
 
 // maxKeyInput bounds what is read as an unlock key.
