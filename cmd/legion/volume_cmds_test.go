@@ -22,7 +22,9 @@ import (
 	pb "github.com/legionbsd/legion/internal/proto"
 	"github.com/legionbsd/legion/internal/testcluster"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 )
 
 // volumeCluster is a one-manager cluster (no controllers: the statuses
@@ -33,6 +35,7 @@ import (
 type volumeCluster struct {
 	st    *store.Store
 	flags []string
+	next  time.Time // logs' next migration attempt
 }
 
 func newVolumeCluster(t *testing.T) *volumeCluster {
@@ -77,7 +80,8 @@ spec: {driver: nfs, nfs: {server: nas, path: /export/share}}
 	if _, err := cl.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	next := time.Now().Add(time.Minute)
+	next := time.Now().Add(time.Minute).Truncate(time.Second)
+	vc.next = next
 	vc.setStatus(t, "db", legion.VolumeStatus{Node: "w1", Backend: "dir /var/legion/volumes/shop/db", Snapshots: []string{"legion-update-2"}})
 	vc.setStatus(t, "logs", legion.VolumeStatus{Node: "w1", Backend: "dir /var/legion/volumes/shop/logs",
 		Migration: &legion.VolumeMigration{State: legion.MigrationCopying, From: "w1", To: "w3", Attempt: 2, NextAttempt: &next, Message: "w3: out of space"}})
@@ -175,7 +179,7 @@ func TestVolumeListGetAndMove(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"Name:", "shop/logs", "Wanted on:", "w3", "dir /var/legion/volumes/shop/logs", "moving w1→w3 (copying)",
-			"Migration:", "copying from w1 to w3", "Attempt:", "2", "Next attempt:", "(in 1m0s)", "w3: out of space", "logs-1-a (pending on -)"} {
+			"Migration:", "copying from w1 to w3", "Attempt:", "2", "Next attempt:", vc.next.UTC().Format(time.RFC3339) + " (in ", "w3: out of space", "logs-1-a (pending on -)"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("volume get lacks %q:\n%s", want, out)
 			}
@@ -255,14 +259,20 @@ func TestVolumeListGetAndMove(t *testing.T) {
 	})
 }
 
-// backupServer serves Volumes.Backup from script with mutual TLS and
-// returns the CLI's --server and --credentials flags for it.
-func backupServer(t *testing.T, script func(*pb.VolumeBackupRequest, grpc.ServerStreamingServer[pb.VolumeChunk]) error) []string {
+// fakeManager serves Volumes as vols does and Objects.Get from objs
+// (keyed by legion.Key) with mutual TLS, and returns the CLI's --server
+// and --credentials flags for it.
+func fakeManager(t *testing.T, vols pb.VolumesServer, objs ...legion.Object) []string {
 	t.Helper()
 	ca := dispatchertest.NewCA(t)
 	mgr, _ := dispatchertest.Issue(t, ca, "m1", pki.RoleManager)
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(mgr.ServerConfig())))
-	pb.RegisterVolumesServer(g, scriptedVolumes{backup: script})
+	pb.RegisterVolumesServer(g, vols)
+	known := map[string]legion.Object{}
+	for _, o := range objs {
+		known[legion.ObjectKey(o)] = o
+	}
+	pb.RegisterObjectsServer(g, fakeObjects{known: known})
 	lis := dispatchertest.Listen(t)
 	served := make(chan error, 1)
 	t.Cleanup(func() { g.Stop(); <-served })
@@ -275,13 +285,41 @@ func backupServer(t *testing.T, script func(*pb.VolumeBackupRequest, grpc.Server
 	return []string{"--server", lis.Addr().String(), "--credentials", file}
 }
 
+type fakeObjects struct {
+	pb.UnimplementedObjectsServer
+	known map[string]legion.Object
+}
+
+func (f fakeObjects) Get(_ context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+	o, ok := f.known[legion.Key(legion.Kind(req.Kind), req.Namespace, req.Name)]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "%s %s/%s not found", req.Kind, req.Namespace, req.Name)
+	}
+	p, err := pb.ToProto(o)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.GetResponse{Object: p}, nil
+}
+
+// scriptedVolumes is the Volumes service as a test scripts it.
 type scriptedVolumes struct {
 	pb.UnimplementedVolumesServer
-	backup func(*pb.VolumeBackupRequest, grpc.ServerStreamingServer[pb.VolumeChunk]) error
+	backup  func(*pb.VolumeBackupRequest, grpc.ServerStreamingServer[pb.VolumeChunk]) error
+	restore func(grpc.ClientStreamingServer[pb.VolumeChunk, pb.VolumeRestoreResponse]) error
 }
 
 func (s scriptedVolumes) Backup(req *pb.VolumeBackupRequest, stream grpc.ServerStreamingServer[pb.VolumeChunk]) error {
 	return s.backup(req, stream)
+}
+
+func (s scriptedVolumes) Restore(stream grpc.ClientStreamingServer[pb.VolumeChunk, pb.VolumeRestoreResponse]) error {
+	return s.restore(stream)
+}
+
+func backupServer(t *testing.T, script func(*pb.VolumeBackupRequest, grpc.ServerStreamingServer[pb.VolumeChunk]) error) []string {
+	t.Helper()
+	return fakeManager(t, scriptedVolumes{backup: script})
 }
 
 var backupData = bytes.Repeat([]byte("zfs send stream\x00\xff"), 40000)
@@ -392,5 +430,93 @@ func TestVolumeRestoreRefusesAFileWithoutHeader(t *testing.T) {
 	}
 	if _, err := runLegion(t, "", "volume", "restore", filepath.Join(dir, "empty")); err == nil || !strings.Contains(err.Error(), "--node NODE is required") {
 		t.Errorf("restore without --node: %v", err)
+	}
+}
+
+// A restore reads the header line, sends it with the target's namespace,
+// name and node and the backup's labels and spec, then every byte after
+// the line; it refuses a name a Volume has before sending anything, and
+// passes on the server's refusal.
+func TestVolumeRestoreSendsTheHeaderThenTheStream(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "db.backup")
+	flags := backupServer(t, sendBackup(nil))
+	if out, err := runLegion(t, "", append([]string{"volume", "backup", "db", "-n", "shop", "-o", file}, flags...)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var (
+		sent     legion.VolumeBackupHeader
+		received bytes.Buffer
+		restores int
+	)
+	vols := scriptedVolumes{restore: func(s grpc.ClientStreamingServer[pb.VolumeChunk, pb.VolumeRestoreResponse]) error {
+		restores++
+		first, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		if len(first.Data) > 0 || json.Unmarshal(first.Header, &sent) != nil {
+			return status.Error(codes.InvalidArgument, "the first message is not a header alone")
+		}
+		if sent.Name == "taken" {
+			return status.Error(codes.AlreadyExists, "volume shop/taken was made meanwhile: the restored data is kept as legion-restore-taken on w2")
+		}
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				break
+			}
+			received.Write(m.Data)
+		}
+		v := &legion.Volume{Header: header(legion.KindVolume, sent.Namespace, sent.Name), Spec: sent.Spec,
+			Status: legion.VolumeStatus{Node: sent.Node, Backend: "dir /var/legion/volumes/" + sent.Namespace + "/" + sent.Name}}
+		v.Metadata.Labels = sent.Labels
+		out, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return s.SendAndClose(&pb.VolumeRestoreResponse{Volume: out})
+	}}
+	w2 := &legion.Node{Header: header(legion.KindNode, "", "w2")}
+	exists := &legion.Volume{Header: header(legion.KindVolume, "shop", "db")}
+	flags = fakeManager(t, vols, w2, exists)
+	restore := func(args ...string) (string, error) {
+		return runLegion(t, "", append(append([]string{"volume", "restore", file}, args...), flags...)...)
+	}
+
+	out, err := restore("--node", "w2", "--name", "db2", "-n", "shop", "--dry-run")
+	if err != nil || !strings.Contains(out, "volume shop/db2 would be restored onto w2") || restores != 0 {
+		t.Fatalf("dry run: %v, %d restores\n%s", err, restores, out)
+	}
+	out, err = restore("--node", "w2", "--name", "db2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := legion.VolumeBackupHeader{Format: legion.VolumeBackupFormat, Namespace: "shop", Name: "db2",
+		Labels: map[string]string{"app": "db"}, Spec: legion.VolumeSpec{Driver: legion.DriverZFS, Size: 1 << 30},
+		Node: "w2", Backend: "zfs", Time: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC), Consistency: "crash"}
+	if diff := cmp.Diff(want, sent); diff != "" {
+		t.Errorf("header sent (-want +got):\n%s", diff)
+	}
+	if !bytes.Equal(received.Bytes(), backupData) {
+		t.Errorf("data sent: %d bytes, want the %d bytes after the header line", received.Len(), len(backupData))
+	}
+	for _, want := range []string{"volume shop/db2 restored onto w2 from " + file + ", backup of shop/db (taken on w1", "Labels:", "app=db", "Size:", "1Gi"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	restores = 0
+	if _, err := restore("--node", "w2"); err == nil || !strings.Contains(err.Error(), "volume shop/db exists: a restore never replaces a Volume") || restores != 0 {
+		t.Errorf("restore over an existing volume: %v (%d restores)", err, restores)
+	}
+	if _, err := restore("--node", "w9", "--name", "db3"); err == nil || !strings.Contains(err.Error(), "node w9: no such node") || restores != 0 {
+		t.Errorf("restore onto an unknown node: %v (%d restores)", err, restores)
+	}
+	_, err = restore("--node", "w2", "--name", "taken")
+	if err == nil || !strings.Contains(err.Error(), "volume shop/taken was made meanwhile: the restored data is kept as legion-restore-taken on w2") {
+		t.Errorf("a restore the server refuses: %v", err)
 	}
 }

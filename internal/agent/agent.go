@@ -120,6 +120,7 @@ type Agent struct {
 	Attacher VolumeAttacher
 
 	log     *slog.Logger
+	logOnce sync.Once
 	mu      sync.Mutex
 	workers map[string]*worker // by task uid
 	podIPs  map[string]string  // by task uid: pods attached to the network
@@ -127,6 +128,17 @@ type Agent struct {
 	wg      sync.WaitGroup
 	vl      volumeLocks
 	volSets chan Assignments // the latest set, for the local copies
+}
+
+// initLog sets the agent's logger once: volume sessions may be served
+// before Run starts.
+func (a *Agent) initLog() {
+	a.logOnce.Do(func() {
+		a.log = a.Logger
+		if a.log == nil {
+			a.log = slog.New(slog.DiscardHandler)
+		}
+	})
 }
 
 func (a *Agent) now() time.Time {
@@ -167,11 +179,10 @@ func (a *Agent) values() map[string][]byte {
 // Run follows the node's assignments until ctx ends. Pods keep running
 // when it returns, for the next agent to adopt.
 func (a *Agent) Run(ctx context.Context) error {
-	a.log = a.Logger
-	if a.log == nil {
-		a.log = slog.New(slog.DiscardHandler)
-	}
+	a.initLog()
+	a.mu.Lock()
 	a.workers = map[string]*worker{}
+	a.mu.Unlock()
 	a.volSets = make(chan Assignments, 1)
 	evCtx, stopEvents := context.WithCancel(ctx)
 	defer stopEvents()

@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,9 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent/attach"
 	"github.com/legionbsd/legion/internal/agent/volumes"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // fakeStore keeps Volumes as directories, snapshots as copies, recording
@@ -457,5 +462,61 @@ func TestVolumeLocalCopiesReconciled(t *testing.T) {
 		if !st.has("default", name) {
 			t.Errorf("copy of %s destroyed; calls %q", name, st.called())
 		}
+	}
+}
+
+func TestVolumeSessionsRoundTripThroughDirStores(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	from := &Agent{Node: "n1", Volumes: volumes.NewDir(t.TempDir())}
+	to := &Agent{Node: "n2", Volumes: volumes.NewDir(t.TempDir())}
+	ref := volumes.Ref{Namespace: "default", Name: "db", UID: "v1"}
+	p, err := from.Volumes.Ensure(ctx, ref, 0, volumes.Owner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(p, "row"), []byte("marker"), 0o644)
+
+	var full bytes.Buffer
+	if err := from.SendVolume(ctx, &legionpb.VolumeSendOffer{Namespace: "default", Volume: "db", VolumeUid: "v1", Snapshot: "legion-move-1"}, &full); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := json.Marshal(legion.VolumeSpec{Driver: legion.DriverZFS})
+	if err := to.ReceiveVolume(ctx, &legionpb.VolumeReceiveOffer{Namespace: "default", Volume: "db", VolumeUid: "v1", Spec: spec}, bytes.NewReader(full.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	got, err := to.Volumes.Ensure(ctx, ref, 0, volumes.Owner{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, err := os.ReadFile(filepath.Join(got, "row")); err != nil || string(data) != "marker" {
+		t.Fatalf("received volume holds %q (%v), want the sent data", data, err)
+	}
+	// A restore where data of that name is: refused, the data left alone.
+	err = to.ReceiveVolume(ctx, &legionpb.VolumeReceiveOffer{Namespace: "default", Volume: "db", VolumeUid: "v2", Restore: true, Spec: spec}, bytes.NewReader(full.Bytes()))
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("restore over existing data: %v, want FailedPrecondition", err)
+	}
+	// A backup's send drops its snapshot afterwards.
+	var backup bytes.Buffer
+	if err := from.SendVolume(ctx, &legionpb.VolumeSendOffer{Namespace: "default", Volume: "db", VolumeUid: "v1", Snapshot: "legion-backup-1", DropSnapshot: true}, &backup); err != nil {
+		t.Fatal(err)
+	}
+	l, err := from.local(ctx, "default", "db")
+	if err != nil || l == nil || slices.Contains(l.Snapshots, "legion-backup-1") || !slices.Contains(l.Snapshots, "legion-move-1") {
+		t.Fatalf("snapshots after a backup %+v (%v), want the move's kept and the backup's dropped", l, err)
+	}
+	// Dropping the old copy: refused while a task uses it, done after.
+	from.vl.use("default/db", "t1")
+	drop := &legionpb.VolumeDropOffer{Namespace: "default", Volume: "db", VolumeUid: "v1"}
+	if err := from.DropVolume(ctx, drop); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("drop while in use: %v, want FailedPrecondition", err)
+	}
+	from.vl.drop("default/db", "t1")
+	if err := from.DropVolume(ctx, drop); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := from.local(ctx, "default", "db"); err != nil || l != nil {
+		t.Fatalf("copy left after the drop: %+v (%v)", l, err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent/volumes"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // VolumeStreams copies a local Volume's data out and in: a migration's
@@ -32,6 +34,7 @@ var errNoVolumes = errors.New("this node keeps no local volumes")
 // snapshot named, taken first if missing, dropped afterwards when the
 // offer says so (a backup's), sent or not.
 func (a *Agent) SendVolume(ctx context.Context, o *legionpb.VolumeSendOffer, w io.Writer) (err error) {
+	a.initLog()
 	if a.Volumes == nil {
 		return errNoVolumes
 	}
@@ -65,6 +68,7 @@ func (a *Agent) SendVolume(ctx context.Context, o *legionpb.VolumeSendOffer, w i
 // restore is refused where the node holds data of that name; a copy a
 // task here uses is never written over.
 func (a *Agent) ReceiveVolume(ctx context.Context, o *legionpb.VolumeReceiveOffer, r io.Reader) error {
+	a.initLog()
 	if a.Volumes == nil {
 		return errNoVolumes
 	}
@@ -78,7 +82,7 @@ func (a *Agent) ReceiveVolume(ctx context.Context, o *legionpb.VolumeReceiveOffe
 	}
 	defer a.vl.lock(key)()
 	if task := a.taskUsing(ns, name); task != "" {
-		return fmt.Errorf("volume %s: task %s of this node uses it: not receiving over its data", key, task)
+		return status.Errorf(codes.FailedPrecondition, "volume %s: task %s of this node uses it: not receiving over its data", key, task)
 	}
 	// Kept from the destroying of unwanted copies until a set names it.
 	a.vl.markReceived(key)
@@ -87,7 +91,9 @@ func (a *Agent) ReceiveVolume(ctx context.Context, o *legionpb.VolumeReceiveOffe
 		if o.GetIncremental() {
 			return fmt.Errorf("volume %s: a restore is a whole copy, not an increment", key)
 		}
-		if err := a.Volumes.Restore(ctx, ref, int64(spec.Size), r); err != nil {
+		if err := a.Volumes.Restore(ctx, ref, int64(spec.Size), r); errors.Is(err, volumes.ErrExists) {
+			return status.Errorf(codes.FailedPrecondition, "volume %s: restoring: %v", key, err)
+		} else if err != nil {
 			return fmt.Errorf("volume %s: restoring: %w", key, err)
 		}
 	} else if err := a.Volumes.Receive(ctx, ref, int64(spec.Size), o.GetIncremental(), r); err != nil {
@@ -100,6 +106,7 @@ func (a *Agent) ReceiveVolume(ctx context.Context, o *legionpb.VolumeReceiveOffe
 // DropVolume serves a manager's offer to destroy the node's copy of a
 // Volume that now lives elsewhere; refused while a task here uses it.
 func (a *Agent) DropVolume(ctx context.Context, o *legionpb.VolumeDropOffer) error {
+	a.initLog()
 	if a.Volumes == nil {
 		return errNoVolumes
 	}
@@ -107,7 +114,7 @@ func (a *Agent) DropVolume(ctx context.Context, o *legionpb.VolumeDropOffer) err
 	key := volumeKey(ns, name)
 	defer a.vl.lock(key)()
 	if task := a.taskUsing(ns, name); task != "" {
-		return fmt.Errorf("volume %s: task %s of this node uses it: not dropping its data", key, task)
+		return status.Errorf(codes.FailedPrecondition, "volume %s: task %s of this node uses it: not dropping its data", key, task)
 	}
 	l, err := a.local(ctx, ns, name)
 	if err != nil {
@@ -130,10 +137,10 @@ func (a *Agent) DropVolume(ctx context.Context, o *legionpb.VolumeDropOffer) err
 // name than the one the managers mean.
 func sameVolume(key string, l *volumes.Local, uid string) error {
 	if l == nil {
-		return fmt.Errorf("volume %s: no data of that name on this node", key)
+		return status.Errorf(codes.NotFound, "volume %s: no data of that name on this node", key)
 	}
 	if uid != "" && l.UID != "" && l.UID != uid {
-		return fmt.Errorf("volume %s: the node's copy is of Volume uid %s, not %s: %w", key, l.UID, uid, volumes.ErrOtherVolume)
+		return status.Errorf(codes.FailedPrecondition, "volume %s: the node's copy is of Volume uid %s, not %s: %v", key, l.UID, uid, volumes.ErrOtherVolume)
 	}
 	return nil
 }

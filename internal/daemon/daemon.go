@@ -171,7 +171,8 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		}
 	}
 	a := &agent.Agent{Node: name, Manager: sess, Runtime: rt, Images: images,
-		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers}
+		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers,
+		Volumes: p.volumes, Attacher: p.attacher}
 	var ingressAddrs []string
 	if o.IngressListen != "" || o.IngressTLSListen != "" {
 		g := NewIngress(log)
@@ -182,7 +183,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		a.Routes = g.Apply
 	}
 	sc, err := sessionsclient.New(sessionsclient.Config{Managers: sess.Managers, TLS: creds.ClientConfig(), Logs: rt.Logs, Exec: rt.Exec, PodIP: a.PodIP,
-		DataDir: o.DataDir, Logger: log})
+		DataDir: o.DataDir, Logger: log, Volumes: a})
 	if err != nil {
 		return err
 	}

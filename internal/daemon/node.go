@@ -53,6 +53,9 @@ type Options struct {
 	// ZFSRoot is the dataset of images and container roots on a jails
 	// node (DefaultZFSRoot when empty).
 	ZFSRoot string
+	// VolumePlugins is the directory of volume plugin executables
+	// (attach.DefaultPluginDir when empty).
+	VolumePlugins string
 	// ExtIf is the interface published ports are redirected from on a
 	// jails node; the default route's when empty.
 	ExtIf string

@@ -13,6 +13,8 @@ import (
 
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/agent/attach"
+	"github.com/legionbsd/legion/internal/agent/volumes"
 	"github.com/legionbsd/legion/internal/endpoints"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/process"
@@ -61,8 +63,10 @@ type platform struct {
 	runtime   nodeRuntime
 	network   agent.Network
 	taskDirs  agent.TaskDirs // nil: private directories only
-	noLimits  bool           // rctl is off: containers with limits cannot run
-	wgKey     string         // the node's WireGuard public key (jails)
+	volumes   volumes.Store  // the node's local Volumes
+	attacher  *attach.Attacher
+	noLimits  bool   // rctl is off: containers with limits cannot run
+	wgKey     string // the node's WireGuard public key (jails)
 	peers     func(context.Context, []endpoints.Peer)
 	endpoints func(context.Context, []endpoints.Service, *endpoints.Policies)
 	dnsListen string // where the node resolver answers
@@ -116,13 +120,19 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 		return nil, err
 	}
 	p := &platform{kind: o.Platform, images: images, close: func() { images.Close() }}
+	// Volumes of other drivers: every one on jails, plugins only on the
+	// process platform (the attacher says so to a task that asks).
+	p.attacher = &attach.Attacher{Runner: o.runner(), RunDir: o.RunDir, PluginDir: o.VolumePlugins, Platform: attach.PlatformProcess, Logger: log}
 	switch o.Platform {
 	case PlatformProcess:
 		log.Warn("platform process: containers are host processes and pods share the host's network (loopback); nothing is isolated")
 		p.runtime, err = process.New(process.Config{DataDir: o.DataDir, Shim: exe, Log: log})
+		p.volumes = volumes.NewDir(o.DataDir)
 	case PlatformJails:
 		p.runtime, p.noLimits, err = openJails(ctx, o, exe, log)
 		p.taskDirs = agent.TmpfsDirs{Runner: o.runner()}
+		p.volumes = volumes.NewZFS(o.runner(), o.ZFSRoot)
+		p.attacher.Platform = attach.PlatformJails
 	}
 	if err != nil {
 		images.Close()
