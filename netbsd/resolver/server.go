@@ -72,8 +72,12 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) e
 		l.Close()
 		return err
 	}
-	udp := &dns.Server{PacketConn: pc, Handler: s, UDPSize: dns.DefaultMsgSize}
-	tcp := &dns.Server{Listener: l, Handler: s}
+	// miekg/dns refuses a Shutdown that comes before the server started
+	// ("server not started") and the server then serves on for good: a
+	// stop right after the start waits for both to have started.
+	started := make(chan struct{}, 2)
+	udp := &dns.Server{PacketConn: pc, Handler: s, UDPSize: dns.DefaultMsgSize, NotifyStartedFunc: func() { started <- struct{}{} }}
+	tcp := &dns.Server{Listener: l, Handler: s, NotifyStartedFunc: func() { started <- struct{}{} }}
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	for _, srv := range []*dns.Server{udp, tcp} {
@@ -82,8 +86,12 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) e
 			defer wg.Done()
 			if err := srv.ActivateAndServe(); err != nil {
 				errs <- err
+				started <- struct{}{} // it will not start: do not wait for it
 			}
 		}()
+	}
+	for range 2 {
+		<-started
 	}
 	ticker := time.NewTicker(s.PollInterval)
 	defer ticker.Stop()

@@ -334,3 +334,27 @@ func TestServerStopsWhenAWatchedPathGoes(t *testing.T) {
 		t.Fatal("the server did not stop once its watched path was gone")
 	}
 }
+
+// A server stopped as soon as it starts stops: miekg/dns refuses a
+// shutdown that comes before it started, and would then serve for good.
+func TestServerStoppedAtOnceStops(t *testing.T) {
+	zf := filepath.Join(t.TempDir(), "zone.json")
+	if err := WriteZone(zf, Zone{Records: map[string]Record{}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		pc, l, err := Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		done := make(chan error, 1)
+		go func() { done <- (&Server{ZoneFile: zf, Upstreams: []string{}}).Serve(ctx, pc, l) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a server cancelled before it started is still serving after 10 s")
+		}
+	}
+}
