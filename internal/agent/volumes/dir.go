@@ -170,6 +170,12 @@ func (d *Dir) Ensure(ctx context.Context, ref Ref, size int64, owner Owner) (str
 	vdir := d.volDir(ref.Namespace, ref.Name)
 	data := filepath.Join(vdir, dataSub)
 	m, err := readMeta(vdir)
+	if err == nil && m.UID == RestoredUID && ref.UID != RestoredUID {
+		m.UID = ref.UID
+		if err := writeMeta(vdir, m); err != nil {
+			return "", fmt.Errorf("volume %s/%s: taking the restored copy: %w", ref.Namespace, ref.Name, err)
+		}
+	}
 	if err == nil {
 		if err := m.checkUID(vdir, ref.UID); err != nil {
 			return "", err

@@ -487,3 +487,23 @@ func TestDirStreamRefusesEscapes(t *testing.T) {
 		}
 	}
 }
+
+// A copy restored before its Volume was made is taken by the Volume's
+// first use, and then refuses any other uid.
+func TestDirRestoredCopyTakesTheVolumesUID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, dst := NewDir(t.TempDir()), NewDir(t.TempDir())
+	fillVolume(t, ensure(t, src, shopDB, Owner{}))
+	stream := sendTo(t, src, "legion-backup-1", "")
+	if err := dst.Restore(ctx, Ref{Namespace: "shop", Name: "db"}, 0, strings.NewReader(string(stream))); err != nil {
+		t.Fatal(err)
+	}
+	p := ensure(t, dst, shopDB, Owner{})
+	if diff := cmp.Diff(treeSum(t, filepath.Join(src.volDir("shop", "db"), snapshotsSub, "legion-backup-1")), treeSum(t, p)); diff != "" {
+		t.Errorf("the restored copy's data (-backup +used):\n%s", diff)
+	}
+	if _, err := dst.Ensure(ctx, Ref{Namespace: "shop", Name: "db", UID: "someone-else"}, 0, Owner{}); !errors.Is(err, ErrOtherVolume) {
+		t.Fatalf("another uid after the first use: %v, want ErrOtherVolume", err)
+	}
+}

@@ -204,7 +204,7 @@ func (d *Dir) Receive(ctx context.Context, ref Ref, size int64, incremental bool
 
 // Restore implements Store.
 func (d *Dir) Restore(ctx context.Context, ref Ref, size int64, r io.Reader) error {
-	return d.receive(ctx, ref, size, false, true, r)
+	return d.receive(ctx, restoredRef(ref), size, false, true, r)
 }
 
 func (d *Dir) receive(ctx context.Context, ref Ref, size int64, incremental, restore bool, r io.Reader) error {

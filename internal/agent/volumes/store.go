@@ -118,6 +118,19 @@ func checkSnap(field, snap string) error {
 	return nil
 }
 
+// RestoredUID marks a copy restored from a backup before its Volume was
+// made (the leader makes the Volume once the node holds the data, so the
+// uid is not known yet): the first Ensure takes it for the Volume's.
+const RestoredUID = "restored"
+
+// restoredRef gives a restore without a uid the restored mark.
+func restoredRef(ref Ref) Ref {
+	if ref.UID == "" {
+		ref.UID = RestoredUID
+	}
+	return ref
+}
+
 func checkRef(ref Ref) error {
 	if err := checkName(ref.Namespace, ref.Name); err != nil {
 		return err

@@ -97,6 +97,10 @@ func (s *ZFS) Ensure(ctx context.Context, ref Ref, size int64, owner Owner) (str
 		made = true
 	case err != nil:
 		return "", fmt.Errorf("volume %s/%s: %w", ref.Namespace, ref.Name, err)
+	case have == RestoredUID && ref.UID != RestoredUID:
+		if err := s.z.Set(ctx, ds, uidProp, ref.UID); err != nil {
+			return "", fmt.Errorf("volume %s/%s: taking the restored copy: %w", ref.Namespace, ref.Name, err)
+		}
 	default:
 		if err := checkUID(ds, have, ref.UID); err != nil {
 			return "", fmt.Errorf("volume %s/%s: %w", ref.Namespace, ref.Name, err)
@@ -258,7 +262,7 @@ func (s *ZFS) Receive(ctx context.Context, ref Ref, size int64, incremental bool
 
 // Restore implements Store.
 func (s *ZFS) Restore(ctx context.Context, ref Ref, size int64, r io.Reader) error {
-	return s.receive(ctx, ref, size, false, true, r)
+	return s.receive(ctx, restoredRef(ref), size, false, true, r)
 }
 
 func (s *ZFS) receive(ctx context.Context, ref Ref, size int64, incremental, restore bool, r io.Reader) error {

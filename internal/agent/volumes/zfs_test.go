@@ -299,3 +299,34 @@ func TestZFSList(t *testing.T) {
 		t.Errorf("List without the volumes dataset: %v, %v; want none", got, err)
 	}
 }
+
+// A copy restored before its Volume was made carries the restored mark,
+// and the Volume's first use gives the dataset its uid.
+func TestZFSRestoredCopyTakesTheVolumesUID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := sys.NewFake().On("zfs list", noDataset)
+	if err := newZFS(f).Restore(ctx, Ref{Namespace: "shop", Name: "db"}, 0, strings.NewReader("B")); err != nil {
+		t.Fatal(err)
+	}
+	checkLines(t, f, []string{
+		"zfs list -H -o name -t filesystem " + ds,
+		"zfs create -p zroot/legion/volumes/shop",
+		"zfs receive -u -o legion:uid=" + RestoredUID + " " + ds,
+	})
+	mp := t.TempDir()
+	use := sys.NewFake().
+		On("zfs get -H -p -o value legion:uid", sys.Answer{Stdout: RestoredUID + "\n"}).
+		On("zfs get -H -p -o value mounted", sys.Answer{Stdout: "no\n"}).
+		On("zfs get -H -p -o value mountpoint", sys.Answer{Stdout: mp + "\n"})
+	if _, err := newZFS(use).Ensure(ctx, shopDB, 0, Owner{}); err != nil {
+		t.Fatal(err)
+	}
+	checkLines(t, use, []string{
+		"zfs get -H -p -o value legion:uid " + ds,
+		"zfs set legion:uid=" + shopDB.UID + " " + ds,
+		"zfs get -H -p -o value mounted " + ds,
+		"zfs mount " + ds,
+		"zfs get -H -p -o value mountpoint " + ds,
+	})
+}
