@@ -19,6 +19,7 @@ func newRootCommand() *cobra.Command {
 	addStackCommands(root)
 	addOpsCommands(root)
 	addAutolockCommands(root)
+	addBackupCommands(root)
 	return root
 }
 
