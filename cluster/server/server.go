@@ -54,6 +54,12 @@ const (
 	joinedFile   = "joined-through" // the manager address a join went through
 )
 
+// streamWindow is how much a stream may have in flight before its
+// receiver acknowledges it (gRPC's flow control). The default's 64 KiB,
+// grown by estimates, leaves a bulk stream such as a volume's moving data
+// waiting on acknowledgements; nothing is allocated for it up front.
+const streamWindow = 8 << 20
+
 // Config configures a daemon's port.
 type Config struct {
 	DataDir   string
@@ -185,6 +191,7 @@ func New(cfg Config) (*Server, error) {
 	s.grpc = grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, GetConfigForClient: s.serverTLS})),
 		grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage),
+		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
 		grpc.ChainUnaryInterceptor(s.unaryAuth), grpc.ChainStreamInterceptor(s.streamAuth),
 	)
 	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})

@@ -72,7 +72,7 @@ func BenchmarkVolumeMigration(b *testing.B) {
 	b.Run("legion", func(b *testing.B) {
 		b.SetBytes(migrationSize)
 		for i := range b.N {
-			send := &legionpb.VolumeSendOffer{Namespace: ref.Namespace, Volume: ref.Name, VolumeUid: ref.UID, Snapshot: fmt.Sprintf("bench-%d", i)}
+			send := &legionpb.VolumeSendOffer{Namespace: ref.Namespace, Volume: ref.Name, VolumeUid: ref.UID, Snapshot: fmt.Sprintf("%sbench-%d-full", volumes.MoveSnapshotPrefix, i)}
 			recv := &legionpb.VolumeReceiveOffer{Namespace: ref.Namespace, Volume: ref.Name, VolumeUid: ref.UID}
 			if err := sess.CopyVolume(context.Background(), from, to, send, recv); err != nil {
 				b.Fatalf("copying the volume: %v", err)

@@ -60,6 +60,11 @@ type Config struct {
 	Keepalive time.Duration
 }
 
+// streamWindow is how much of a session's stream may be in flight before
+// the manager acknowledges it: gRPC's default 64 KiB, grown by estimates,
+// leaves a volume's data waiting on acknowledgements.
+const streamWindow = 8 << 20
+
 // Client keeps the node's Sessions streams and serves their offers.
 type Client struct {
 	cfg Config
@@ -138,6 +143,7 @@ func (c *Client) Run(ctx context.Context) error {
 // break, and serves its offers.
 func (c *Client) keep(ctx context.Context, addr string) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(c.cfg.TLS)),
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: c.cfg.Keepalive, Timeout: 20 * time.Second}))
 	if err != nil {
 		c.log.Error("sessions: manager address", "manager", addr, "err", err)

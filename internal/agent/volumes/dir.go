@@ -44,6 +44,11 @@ type dirMeta struct {
 	// whole files and the full list of paths, so an incremental one
 	// applies onto the full copy or onto itself received before alike.
 	Received []string `json:"received,omitempty"`
+	// Manifests are a migration's snapshots (MoveSnapshotPrefix), sent
+	// from the live data: what was sent is kept as a list of its files
+	// (snapshots/<name>.json), enough to send what changed since, with no
+	// copy of the data (see Send).
+	Manifests []string `json:"manifests,omitempty"`
 }
 
 const (
@@ -246,7 +251,7 @@ func (d *Dir) List(ctx context.Context) ([]Local, error) {
 			}
 			out = append(out, Local{
 				Ref:       Ref{Namespace: ns.Name(), Name: v.Name(), UID: m.UID},
-				Snapshots: append(slices.Clone(m.Received), m.Snapshots...),
+				Snapshots: slices.Concat(m.Received, m.Snapshots, m.Manifests),
 			})
 		}
 	}
@@ -351,11 +356,15 @@ func (d *Dir) dropSnaps(vdir string, m dirMeta, drop []string) error {
 	}
 	m.Snapshots = slices.DeleteFunc(m.Snapshots, func(s string) bool { return slices.Contains(drop, s) })
 	m.Received = slices.DeleteFunc(m.Received, func(s string) bool { return slices.Contains(drop, s) })
+	m.Manifests = slices.DeleteFunc(m.Manifests, func(s string) bool { return slices.Contains(drop, s) })
 	if err := writeMeta(vdir, m); err != nil {
 		return err
 	}
 	for _, s := range drop {
 		if err := os.RemoveAll(filepath.Join(vdir, snapshotsSub, s)); err != nil {
+			return err
+		}
+		if err := os.Remove(manifestPath(vdir, s)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
 	}
@@ -377,7 +386,7 @@ func (d *Dir) DropSnapshots(ctx context.Context, namespace, name, prefix, keep s
 		return err
 	}
 	var drop []string
-	for _, s := range append(slices.Clone(m.Received), m.Snapshots...) {
+	for _, s := range slices.Concat(m.Received, m.Snapshots, m.Manifests) {
 		if strings.HasPrefix(s, prefix) && s != keep {
 			drop = append(drop, s)
 		}

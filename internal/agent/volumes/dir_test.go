@@ -507,3 +507,45 @@ func TestDirRestoredCopyTakesTheVolumesUID(t *testing.T) {
 		t.Fatalf("another uid after the first use: %v, want ErrOtherVolume", err)
 	}
 }
+
+// A migration's snapshots are sent from the live data: no copy of the
+// volume is made on the sending node, only a manifest of what went, and
+// the last part, from that manifest, makes the receiver's copy equal.
+func TestDirMoveSendsLiveDataWithAManifest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, dst := NewDir(t.TempDir()), NewDir(t.TempDir())
+	data := ensure(t, src, shopDB, Owner{UID: 1000, GID: 1000})
+	fillVolume(t, data)
+	full, last := MoveSnapshotPrefix+"7-full", MoveSnapshotPrefix+"7-last"
+	pipeSend(t, src, dst, shopDB, full, "", false)
+	vdir := src.volDir("shop", "db")
+	if _, err := os.Stat(filepath.Join(vdir, snapshotsSub, full)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the sending node copied the volume for the move: %v", err)
+	}
+	if _, err := os.Stat(manifestPath(vdir, full)); err != nil {
+		t.Fatalf("no manifest of what was sent: %v", err)
+	}
+	got := filepath.Join(dst.volDir("shop", "db"), dataSub)
+	write(t, filepath.Join(data, "pg/base/1"), "rows written after the full copy", 0o600, 1000, 1000)
+	if err := os.Remove(filepath.Join(data, "pg/PG_VERSION")); err != nil {
+		t.Fatal(err)
+	}
+	pipeSend(t, src, dst, shopDB, last, full, true)
+	if diff := cmp.Diff(treeSum(t, data), treeSum(t, got)); diff != "" {
+		t.Fatalf("after the last part the copy differs (-sent +received):\n%s", diff)
+	}
+	if err := src.Rollback(ctx, "shop", "db", full); !errors.Is(err, ErrNoSnapshot) {
+		t.Fatalf("rollback to a manifest: %v, want ErrNoSnapshot", err)
+	}
+	if err := src.DropSnapshots(ctx, "shop", "db", MoveSnapshotPrefix, ""); err != nil {
+		t.Fatal(err)
+	}
+	locals, err := src.List(ctx)
+	if err != nil || len(locals) != 1 || len(locals[0].Snapshots) != 0 {
+		t.Fatalf("after dropping the move's snapshots: %+v %v", locals, err)
+	}
+	if _, err := os.Stat(manifestPath(vdir, full)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the manifest outlived its snapshot: %v", err)
+	}
+}

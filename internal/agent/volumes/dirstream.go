@@ -102,34 +102,74 @@ func (d *Dir) Send(ctx context.Context, namespace, name, snap, from string, w io
 			return err
 		}
 	}
-	unlock := d.lock(namespace, name)
-	err := d.snapshot(namespace, name, snap)
 	vdir := d.volDir(namespace, name)
-	var m dirMeta
-	if err == nil {
-		m, err = readMeta(vdir)
+	unlock := d.lock(namespace, name)
+	m, err := readMeta(vdir)
+	live := err == nil && isMove(snap) && !slices.Contains(m.Snapshots, snap)
+	if err == nil && !live {
+		err = d.snapshot(namespace, name, snap)
+		if err == nil {
+			m, err = readMeta(vdir)
+		}
 	}
 	unlock()
 	if err != nil {
 		return err
 	}
-	for _, s := range []string{snap, from} {
-		if s != "" && !slices.Contains(m.Snapshots, s) {
-			return fmt.Errorf("volume %s/%s: snapshot %s: no copy on this node to send from: %w", namespace, name, s, ErrNoSnapshot)
+	if !live && !slices.Contains(m.Snapshots, snap) {
+		return fmt.Errorf("volume %s/%s: snapshot %s: no copy on this node to send from: %w", namespace, name, snap, ErrNoSnapshot)
+	}
+	var base func(rel string) (entry, bool)
+	switch {
+	case from == "":
+	case slices.Contains(m.Snapshots, from):
+		fromDir := filepath.Join(vdir, snapshotsSub, from)
+		base = func(rel string) (entry, bool) {
+			old, err := statEntry(fromDir, rel)
+			return old, err == nil
 		}
+	case slices.Contains(m.Manifests, from):
+		sent, err := readManifest(vdir, from)
+		if err != nil {
+			return fmt.Errorf("volume %s/%s: %w", namespace, name, err)
+		}
+		base = func(rel string) (entry, bool) {
+			old, ok := sent[rel]
+			return old, ok
+		}
+	default:
+		return fmt.Errorf("volume %s/%s: snapshot %s: no copy on this node to send from: %w", namespace, name, from, ErrNoSnapshot)
 	}
-	snapDir := filepath.Join(vdir, snapshotsSub, snap)
-	fromDir := ""
-	if from != "" {
-		fromDir = filepath.Join(vdir, snapshotsSub, from)
+	root := filepath.Join(vdir, snapshotsSub, snap)
+	var sent *[]manifestEntry
+	if live {
+		root, sent = filepath.Join(vdir, dataSub), new([]manifestEntry)
 	}
-	if err := sendTree(ctx, snapDir, fromDir, streamHead{Format: streamFormat, Snap: snap, From: from}, w); err != nil {
+	if err := sendTree(ctx, root, base, sent, streamHead{Format: streamFormat, Snap: snap, From: from}, w); err != nil {
 		return fmt.Errorf("volume %s/%s: send %s: %w", namespace, name, snap, err)
+	}
+	if !live {
+		return nil
+	}
+	defer d.lock(namespace, name)()
+	if err := writeManifest(vdir, snap, *sent); err != nil {
+		return fmt.Errorf("volume %s/%s: snapshot %s: %w", namespace, name, snap, err)
+	}
+	if m, err = readMeta(vdir); err != nil {
+		return err
+	}
+	if !slices.Contains(m.Manifests, snap) {
+		m.Manifests = append(m.Manifests, snap)
+		return writeMeta(vdir, m)
 	}
 	return nil
 }
 
-func sendTree(ctx context.Context, root, fromDir string, head streamHead, w io.Writer) error {
+// sendTree streams the tree at root: everything, or with base only what
+// differs from it. With sent it is live data (a migration's): a file
+// written while it goes is sent as far as its size said and recorded as
+// changed, so the next part sends it again.
+func sendTree(ctx context.Context, root string, base func(rel string) (entry, bool), sent *[]manifestEntry, head streamHead, w io.Writer) error {
 	bw := bufio.NewWriterSize(w, streamBufSize)
 	tw := tar.NewWriter(bw)
 	if err := writeRecord(tw, headName, head); err != nil {
@@ -141,10 +181,13 @@ func sendTree(ctx context.Context, root, fromDir string, head streamHead, w io.W
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if fromDir != "" {
+		if base != nil {
 			end.Paths = append(end.Paths, e.rel)
 			if !e.mode.IsDir() {
-				if old, err := statEntry(fromDir, e.rel); err == nil && same(old, e) {
+				if old, ok := base(e.rel); ok && same(old, e) {
+					if sent != nil {
+						*sent = append(*sent, manifestOf(e))
+					}
 					return nil
 				}
 			}
@@ -167,19 +210,41 @@ func sendTree(ctx context.Context, root, fromDir string, head streamHead, w io.W
 		}
 		end.Entries++
 		if hdr.Typeflag != tar.TypeReg {
+			if sent != nil {
+				*sent = append(*sent, manifestOf(e))
+			}
 			return nil
 		}
-		f, err := os.Open(filepath.Join(root, filepath.FromSlash(e.rel)))
+		p := filepath.Join(root, filepath.FromSlash(e.rel))
+		f, err := os.Open(p)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		// Hide WriteTo so the large buffer is used, not io.Copy's 32 KiB.
-		n, err := io.CopyBuffer(tw, struct{ io.Reader }{f}, buf)
-		if err == nil && n != e.size {
-			err = fmt.Errorf("%s: changed size while sent (%d bytes, want %d)", e.rel, n, e.size)
+		if sent == nil {
+			// Hide WriteTo so the large buffer is used, not io.Copy's 32 KiB.
+			n, err := io.CopyBuffer(tw, struct{ io.Reader }{f}, buf)
+			if err == nil && n != e.size {
+				err = fmt.Errorf("%s: changed size while sent (%d bytes, want %d)", e.rel, n, e.size)
+			}
+			return err
 		}
-		return err
+		n, err := io.CopyBuffer(tw, io.LimitReader(f, e.size), buf)
+		if err != nil {
+			return err
+		}
+		rec := manifestOf(e)
+		if n < e.size {
+			// Cut while sent: the rest is zeros, and the file goes again.
+			if _, err := io.CopyBuffer(tw, io.LimitReader(zeros{}, e.size-n), buf); err != nil {
+				return err
+			}
+			rec.MTime = 0
+		} else if now, err := statEntry(root, e.rel); err != nil || !same(now, e) {
+			rec.MTime = 0
+		}
+		*sent = append(*sent, rec)
+		return nil
 	})
 	if err != nil {
 		return err
@@ -500,4 +565,12 @@ func (x *extractor) entryOf(hdr *tar.Header, dirs map[string]bool) (entry, error
 		return entry{}, fmt.Errorf("entry %q: the root twice", hdr.Name)
 	}
 	return e, nil
+}
+
+// zeros reads as endless zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
