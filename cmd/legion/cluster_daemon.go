@@ -9,6 +9,7 @@ import (
 
 	"github.com/legionbsd/legion/cluster/manager"
 	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/internal/agent/attach"
 	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/spf13/cobra"
 )
@@ -41,7 +42,7 @@ func newDaemonCommand() *cobra.Command {
 			} else {
 				go func() {
 					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log, ResolverProcess: true,
-						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf,
+						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf, VolumePlugins: po.VolumePlugins,
 						IngressListen: po.IngressListen, IngressTLSListen: po.IngressTLSListen}, managers)
 				}()
 			}
@@ -79,6 +80,7 @@ func newDaemonCommand() *cobra.Command {
 	platformFlags(cmd.Flags(), &po)
 	ingressFlags(cmd, &po)
 	cmd.Flags().StringVar(&po.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
+	cmd.Flags().StringVar(&po.VolumePlugins, "volume-plugins", attach.DefaultPluginDir, "the directory of volume plugin executables (driver: plugin)")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "address other managers reach this one at (default: the listen address, loopback when unspecified)")
 	return cmd
 }
