@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,7 +59,11 @@ func BenchmarkPutConcurrent(b *testing.B) {
 
 // benchPuts makes b.N writes of new objects from the given number of
 // writers and reports writes per second.
-func benchPuts(b *testing.B, s *Store, writers int) {
+func benchPuts(b *testing.B, s *Store, writers int) { benchPutsSized(b, s, writers, 1) }
+
+// benchPutsSized is benchPuts with values of size bytes.
+func benchPutsSized(b *testing.B, s *Store, writers, size int) {
+	value := strings.Repeat("x", size)
 	ctx := context.Background()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -72,7 +77,7 @@ func benchPuts(b *testing.B, s *Store, writers int) {
 				if i > int64(b.N) {
 					return
 				}
-				if _, _, err := s.Put(ctx, config("default", fmt.Sprint("c", i), "x"), WriteOptions{}); err != nil {
+				if _, _, err := s.Put(ctx, config("default", fmt.Sprint("c", i), value), WriteOptions{}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -81,4 +86,85 @@ func benchPuts(b *testing.B, s *Store, writers int) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+}
+
+// BenchmarkPutSealing is the cost of encryption at rest: writes of
+// 512-byte values on one and three managers, from 1 and 64 writers, with
+// every value sealed under a data key and in the clear, side by side.
+func BenchmarkPutSealing(b *testing.B) {
+	for _, managers := range []int{1, 3} {
+		for _, writers := range []int{1, 64} {
+			for _, sealedRun := range []bool{false, true} {
+				name := fmt.Sprintf("managers=%d/writers=%d/sealed=%v", managers, writers, sealedRun)
+				b.Run(name, func(b *testing.B) {
+					var keys [][]byte
+					if sealedRun {
+						keys = [][]byte{newKey(b), newKey(b), newKey(b)}
+					}
+					var s *Store
+					if managers == 1 {
+						var key []byte
+						if keys != nil {
+							key = keys[0]
+						}
+						n := openNodeKey(b, "m1", b.TempDir(), FastTiming(), key)
+						defer n.s.Close()
+						if err := n.s.Bootstrap("m1"); err != nil {
+							b.Fatal(err)
+						}
+						waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
+						s = n.s
+					} else {
+						ns := threeNodesKeys(b, FastTiming(), keys)
+						defer func() {
+							for _, n := range ns {
+								n.s.Close()
+							}
+						}()
+						s = ns[0].s
+					}
+					benchPutsSized(b, s, writers, 512)
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkDump reads 100,000 objects of about 512 bytes as a backup
+// does, reporting MB/s of their JSON.
+func BenchmarkDump(b *testing.B) {
+	n := openNodeKey(b, "m1", b.TempDir(), FastTiming(), newKey(b))
+	defer n.s.Close()
+	if err := n.s.Bootstrap("m1"); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
+	ctx := context.Background()
+	const objects = 100_000
+	writes := make([]Write, 0, 1000)
+	for i := range objects {
+		writes = append(writes, Write{Object: config("default", fmt.Sprint("c", i), strings.Repeat("x", 384))})
+		if len(writes) == cap(writes) {
+			for _, err := range n.s.WriteAll(ctx, writes) {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			writes = writes[:0]
+		}
+	}
+	b.ResetTimer()
+	var total int64
+	for range b.N {
+		count := 0
+		_, _, err := n.s.Dump(ctx, func(raw []byte) error {
+			total += int64(len(raw))
+			count++
+			return nil
+		})
+		if err != nil || count != objects {
+			b.Fatalf("dump: %d objects, %v", count, err)
+		}
+	}
+	b.ReportMetric(float64(total)/1e6/b.Elapsed().Seconds(), "MB/s")
 }
