@@ -965,11 +965,14 @@ func (x *InitResponse) GetAdminCredentials() string {
 }
 
 type Member struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
-	Voter         bool                   `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
-	Leader        bool                   `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Voter   bool                   `protobuf:"varint,3,opt,name=voter,proto3" json:"voter,omitempty"`
+	Leader  bool                   `protobuf:"varint,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	// reachability is Leader, Reachable or Unreachable, as the manager
+	// answering found it just now.
+	Reachability  string `protobuf:"bytes,5,opt,name=reachability,proto3" json:"reachability,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1030,6 +1033,13 @@ func (x *Member) GetLeader() bool {
 		return x.Leader
 	}
 	return false
+}
+
+func (x *Member) GetReachability() string {
+	if x != nil {
+		return x.Reachability
+	}
+	return ""
 }
 
 type StatusRequest struct {
@@ -1529,7 +1539,13 @@ func (x *PromoteRequest) GetAppliedIndex() uint64 {
 }
 
 type PromoteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Voter bool                   `protobuf:"varint,1,opt,name=voter,proto3" json:"voter,omitempty"`
+	// index: a manager just added as a non-voter is caught up once it has
+	// applied this.
+	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// held says why the manager stays a non-voter (demoted by the admin).
+	Held          string `protobuf:"bytes,3,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1564,6 +1580,124 @@ func (*PromoteResponse) Descriptor() ([]byte, []int) {
 	return file_legion_proto_rawDescGZIP(), []int{24}
 }
 
+func (x *PromoteResponse) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *PromoteResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *PromoteResponse) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
+// SetVoterRequest promotes (voter) or demotes a manager's vote in Raft.
+type SetVoterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Voter         bool                   `protobuf:"varint,2,opt,name=voter,proto3" json:"voter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetVoterRequest) Reset() {
+	*x = SetVoterRequest{}
+	mi := &file_legion_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetVoterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetVoterRequest) ProtoMessage() {}
+
+func (x *SetVoterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetVoterRequest.ProtoReflect.Descriptor instead.
+func (*SetVoterRequest) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SetVoterRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *SetVoterRequest) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+type SetVoterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"` // false: it already was what was asked
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetVoterResponse) Reset() {
+	*x = SetVoterResponse{}
+	mi := &file_legion_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetVoterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetVoterResponse) ProtoMessage() {}
+
+func (x *SetVoterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetVoterResponse.ProtoReflect.Descriptor instead.
+func (*SetVoterResponse) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SetVoterResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
 type TokenRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"` // worker or manager
@@ -1573,7 +1707,7 @@ type TokenRequest struct {
 
 func (x *TokenRequest) Reset() {
 	*x = TokenRequest{}
-	mi := &file_legion_proto_msgTypes[25]
+	mi := &file_legion_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1719,7 @@ func (x *TokenRequest) String() string {
 func (*TokenRequest) ProtoMessage() {}
 
 func (x *TokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[25]
+	mi := &file_legion_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1732,7 @@ func (x *TokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRequest.ProtoReflect.Descriptor instead.
 func (*TokenRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{25}
+	return file_legion_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TokenRequest) GetRole() string {
@@ -1617,7 +1751,7 @@ type TokenResponse struct {
 
 func (x *TokenResponse) Reset() {
 	*x = TokenResponse{}
-	mi := &file_legion_proto_msgTypes[26]
+	mi := &file_legion_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1763,7 @@ func (x *TokenResponse) String() string {
 func (*TokenResponse) ProtoMessage() {}
 
 func (x *TokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[26]
+	mi := &file_legion_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1776,7 @@ func (x *TokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenResponse.ProtoReflect.Descriptor instead.
 func (*TokenResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{26}
+	return file_legion_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TokenResponse) GetToken() string {
@@ -1661,7 +1795,7 @@ type AutolockRequest struct {
 
 func (x *AutolockRequest) Reset() {
 	*x = AutolockRequest{}
-	mi := &file_legion_proto_msgTypes[27]
+	mi := &file_legion_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1807,7 @@ func (x *AutolockRequest) String() string {
 func (*AutolockRequest) ProtoMessage() {}
 
 func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[27]
+	mi := &file_legion_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1820,7 @@ func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutolockRequest.ProtoReflect.Descriptor instead.
 func (*AutolockRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{27}
+	return file_legion_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AutolockRequest) GetAction() string {
@@ -1706,7 +1840,7 @@ type AutolockResponse struct {
 
 func (x *AutolockResponse) Reset() {
 	*x = AutolockResponse{}
-	mi := &file_legion_proto_msgTypes[28]
+	mi := &file_legion_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1852,7 @@ func (x *AutolockResponse) String() string {
 func (*AutolockResponse) ProtoMessage() {}
 
 func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[28]
+	mi := &file_legion_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1865,7 @@ func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutolockResponse.ProtoReflect.Descriptor instead.
 func (*AutolockResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{28}
+	return file_legion_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AutolockResponse) GetEnabled() bool {
@@ -1757,7 +1891,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +1903,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +1916,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{29}
+	return file_legion_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UnlockRequest) GetKey() string {
@@ -1801,7 +1935,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +1947,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +1960,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{30}
+	return file_legion_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UnlockResponse) GetNodeId() string {
@@ -1844,7 +1978,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +1990,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +2003,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{31}
+	return file_legion_proto_rawDescGZIP(), []int{33}
 }
 
 // BackupChunk is the next part of the backup file.
@@ -1882,7 +2016,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2028,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2041,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{32}
+	return file_legion_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -1927,7 +2061,7 @@ type IssueUserRequest struct {
 
 func (x *IssueUserRequest) Reset() {
 	*x = IssueUserRequest{}
-	mi := &file_legion_proto_msgTypes[33]
+	mi := &file_legion_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2073,7 @@ func (x *IssueUserRequest) String() string {
 func (*IssueUserRequest) ProtoMessage() {}
 
 func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[33]
+	mi := &file_legion_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2086,7 @@ func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserRequest.ProtoReflect.Descriptor instead.
 func (*IssueUserRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{33}
+	return file_legion_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *IssueUserRequest) GetName() string {
@@ -1979,7 +2113,7 @@ type IssueUserResponse struct {
 
 func (x *IssueUserResponse) Reset() {
 	*x = IssueUserResponse{}
-	mi := &file_legion_proto_msgTypes[34]
+	mi := &file_legion_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2125,7 @@ func (x *IssueUserResponse) String() string {
 func (*IssueUserResponse) ProtoMessage() {}
 
 func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[34]
+	mi := &file_legion_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2138,7 @@ func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserResponse.ProtoReflect.Descriptor instead.
 func (*IssueUserResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{34}
+	return file_legion_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *IssueUserResponse) GetCertificate() []byte {
@@ -2032,7 +2166,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_legion_proto_msgTypes[35]
+	mi := &file_legion_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2178,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[35]
+	mi := &file_legion_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2191,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{35}
+	return file_legion_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RaftMessage) GetPayload() []byte {
@@ -2077,7 +2211,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_legion_proto_msgTypes[36]
+	mi := &file_legion_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2223,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[36]
+	mi := &file_legion_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2236,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{36}
+	return file_legion_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SnapshotChunk) GetRequest() []byte {
@@ -2200,12 +2334,13 @@ const file_legion_proto_rawDesc = "" +
 	"\vInitRequest\"T\n" +
 	"\fInitResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12+\n" +
-	"\x11admin_credentials\x18\x02 \x01(\tR\x10adminCredentials\"`\n" +
+	"\x11admin_credentials\x18\x02 \x01(\tR\x10adminCredentials\"\x84\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
 	"\x05voter\x18\x03 \x01(\bR\x05voter\x12\x16\n" +
-	"\x06leader\x18\x04 \x01(\bR\x06leader\"\x0f\n" +
+	"\x06leader\x18\x04 \x01(\bR\x06leader\x12\"\n" +
+	"\freachability\x18\x05 \x01(\tR\freachability\"\x0f\n" +
 	"\rStatusRequest\"\xde\x02\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
@@ -2243,8 +2378,16 @@ const file_legion_proto_rawDesc = "" +
 	"\x0ePromoteRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\x11\n" +
-	"\x0fPromoteResponse\"\"\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"Q\n" +
+	"\x0fPromoteResponse\x12\x14\n" +
+	"\x05voter\x18\x01 \x01(\bR\x05voter\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04held\x18\x03 \x01(\tR\x04held\";\n" +
+	"\x0fSetVoterRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05voter\x18\x02 \x01(\bR\x05voter\",\n" +
+	"\x10SetVoterResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\"\"\n" +
 	"\fTokenRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"%\n" +
 	"\rTokenResponse\x12\x14\n" +
@@ -2277,13 +2420,14 @@ const file_legion_proto_rawDesc = "" +
 	"\x03Get\x12\x15.legion.v1.GetRequest\x1a\x16.legion.v1.GetResponse\x127\n" +
 	"\x04List\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse\x12=\n" +
 	"\x06Delete\x12\x18.legion.v1.DeleteRequest\x1a\x19.legion.v1.DeleteResponse\x129\n" +
-	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xd6\x05\n" +
+	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\x9b\x06\n" +
 	"\aCluster\x127\n" +
 	"\x04Init\x12\x16.legion.v1.InitRequest\x1a\x17.legion.v1.InitResponse\x12=\n" +
 	"\x06Status\x12\x18.legion.v1.StatusRequest\x1a\x19.legion.v1.StatusResponse\x127\n" +
 	"\x04Join\x12\x16.legion.v1.JoinRequest\x1a\x17.legion.v1.JoinResponse\x12L\n" +
 	"\vJoinCluster\x12\x1d.legion.v1.JoinClusterRequest\x1a\x1e.legion.v1.JoinClusterResponse\x12@\n" +
-	"\aPromote\x12\x19.legion.v1.PromoteRequest\x1a\x1a.legion.v1.PromoteResponse\x12>\n" +
+	"\aPromote\x12\x19.legion.v1.PromoteRequest\x1a\x1a.legion.v1.PromoteResponse\x12C\n" +
+	"\bSetVoter\x12\x1a.legion.v1.SetVoterRequest\x1a\x1b.legion.v1.SetVoterResponse\x12>\n" +
 	"\tTokenShow\x12\x17.legion.v1.TokenRequest\x1a\x18.legion.v1.TokenResponse\x12@\n" +
 	"\vTokenRotate\x12\x17.legion.v1.TokenRequest\x1a\x18.legion.v1.TokenResponse\x12F\n" +
 	"\tIssueUser\x12\x1b.legion.v1.IssueUserRequest\x1a\x1c.legion.v1.IssueUserResponse\x12<\n" +
@@ -2311,7 +2455,7 @@ func file_legion_proto_rawDescGZIP() []byte {
 	return file_legion_proto_rawDescData
 }
 
-var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_legion_proto_goTypes = []any{
 	(*Metadata)(nil),            // 0: legion.v1.Metadata
 	(*Object)(nil),              // 1: legion.v1.Object
@@ -2338,24 +2482,26 @@ var file_legion_proto_goTypes = []any{
 	(*JoinClusterResponse)(nil), // 22: legion.v1.JoinClusterResponse
 	(*PromoteRequest)(nil),      // 23: legion.v1.PromoteRequest
 	(*PromoteResponse)(nil),     // 24: legion.v1.PromoteResponse
-	(*TokenRequest)(nil),        // 25: legion.v1.TokenRequest
-	(*TokenResponse)(nil),       // 26: legion.v1.TokenResponse
-	(*AutolockRequest)(nil),     // 27: legion.v1.AutolockRequest
-	(*AutolockResponse)(nil),    // 28: legion.v1.AutolockResponse
-	(*UnlockRequest)(nil),       // 29: legion.v1.UnlockRequest
-	(*UnlockResponse)(nil),      // 30: legion.v1.UnlockResponse
-	(*BackupRequest)(nil),       // 31: legion.v1.BackupRequest
-	(*BackupChunk)(nil),         // 32: legion.v1.BackupChunk
-	(*IssueUserRequest)(nil),    // 33: legion.v1.IssueUserRequest
-	(*IssueUserResponse)(nil),   // 34: legion.v1.IssueUserResponse
-	(*RaftMessage)(nil),         // 35: legion.v1.RaftMessage
-	(*SnapshotChunk)(nil),       // 36: legion.v1.SnapshotChunk
-	nil,                         // 37: legion.v1.Metadata.LabelsEntry
-	nil,                         // 38: legion.v1.ListRequest.LabelsEntry
-	nil,                         // 39: legion.v1.WatchRequest.LabelsEntry
+	(*SetVoterRequest)(nil),     // 25: legion.v1.SetVoterRequest
+	(*SetVoterResponse)(nil),    // 26: legion.v1.SetVoterResponse
+	(*TokenRequest)(nil),        // 27: legion.v1.TokenRequest
+	(*TokenResponse)(nil),       // 28: legion.v1.TokenResponse
+	(*AutolockRequest)(nil),     // 29: legion.v1.AutolockRequest
+	(*AutolockResponse)(nil),    // 30: legion.v1.AutolockResponse
+	(*UnlockRequest)(nil),       // 31: legion.v1.UnlockRequest
+	(*UnlockResponse)(nil),      // 32: legion.v1.UnlockResponse
+	(*BackupRequest)(nil),       // 33: legion.v1.BackupRequest
+	(*BackupChunk)(nil),         // 34: legion.v1.BackupChunk
+	(*IssueUserRequest)(nil),    // 35: legion.v1.IssueUserRequest
+	(*IssueUserResponse)(nil),   // 36: legion.v1.IssueUserResponse
+	(*RaftMessage)(nil),         // 37: legion.v1.RaftMessage
+	(*SnapshotChunk)(nil),       // 38: legion.v1.SnapshotChunk
+	nil,                         // 39: legion.v1.Metadata.LabelsEntry
+	nil,                         // 40: legion.v1.ListRequest.LabelsEntry
+	nil,                         // 41: legion.v1.WatchRequest.LabelsEntry
 }
 var file_legion_proto_depIdxs = []int32{
-	37, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
+	39, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
 	0,  // 1: legion.v1.Object.metadata:type_name -> legion.v1.Metadata
 	1,  // 2: legion.v1.ApplyItem.object:type_name -> legion.v1.Object
 	2,  // 3: legion.v1.ApplyRequest.items:type_name -> legion.v1.ApplyItem
@@ -2363,10 +2509,10 @@ var file_legion_proto_depIdxs = []int32{
 	1,  // 5: legion.v1.ApplyResult.previous:type_name -> legion.v1.Object
 	4,  // 6: legion.v1.ApplyResponse.results:type_name -> legion.v1.ApplyResult
 	1,  // 7: legion.v1.GetResponse.object:type_name -> legion.v1.Object
-	38, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
+	40, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
 	1,  // 9: legion.v1.ListResponse.objects:type_name -> legion.v1.Object
 	1,  // 10: legion.v1.DeleteResponse.object:type_name -> legion.v1.Object
-	39, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
+	41, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
 	1,  // 12: legion.v1.WatchEvent.object:type_name -> legion.v1.Object
 	16, // 13: legion.v1.StatusResponse.members:type_name -> legion.v1.Member
 	3,  // 14: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
@@ -2379,42 +2525,44 @@ var file_legion_proto_depIdxs = []int32{
 	19, // 21: legion.v1.Cluster.Join:input_type -> legion.v1.JoinRequest
 	21, // 22: legion.v1.Cluster.JoinCluster:input_type -> legion.v1.JoinClusterRequest
 	23, // 23: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
-	25, // 24: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
-	25, // 25: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
-	33, // 26: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
-	31, // 27: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
-	27, // 28: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
-	29, // 29: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
-	35, // 30: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
-	35, // 31: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
-	35, // 32: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
-	35, // 33: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
-	35, // 34: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
-	36, // 35: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
-	5,  // 36: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
-	7,  // 37: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
-	9,  // 38: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
-	11, // 39: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
-	13, // 40: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
-	15, // 41: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
-	18, // 42: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
-	20, // 43: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
-	22, // 44: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
-	24, // 45: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
-	26, // 46: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
-	26, // 47: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
-	34, // 48: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
-	32, // 49: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
-	28, // 50: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
-	30, // 51: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
-	35, // 52: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
-	35, // 53: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
-	35, // 54: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
-	35, // 55: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
-	35, // 56: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
-	35, // 57: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
-	36, // [36:58] is the sub-list for method output_type
-	14, // [14:36] is the sub-list for method input_type
+	25, // 24: legion.v1.Cluster.SetVoter:input_type -> legion.v1.SetVoterRequest
+	27, // 25: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
+	27, // 26: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
+	35, // 27: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
+	33, // 28: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
+	29, // 29: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
+	31, // 30: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
+	37, // 31: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
+	37, // 32: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
+	37, // 33: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
+	37, // 34: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
+	37, // 35: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
+	38, // 36: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
+	5,  // 37: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
+	7,  // 38: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
+	9,  // 39: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
+	11, // 40: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
+	13, // 41: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
+	15, // 42: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
+	18, // 43: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
+	20, // 44: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
+	22, // 45: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
+	24, // 46: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
+	26, // 47: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
+	28, // 48: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
+	28, // 49: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
+	36, // 50: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
+	34, // 51: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
+	30, // 52: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
+	32, // 53: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
+	37, // 54: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
+	37, // 55: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
+	37, // 56: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
+	37, // 57: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
+	37, // 58: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
+	37, // 59: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
+	37, // [37:60] is the sub-list for method output_type
+	14, // [14:37] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2433,7 +2581,7 @@ func file_legion_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_legion_proto_rawDesc), len(file_legion_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -292,6 +292,7 @@ const (
 	Cluster_Join_FullMethodName        = "/legion.v1.Cluster/Join"
 	Cluster_JoinCluster_FullMethodName = "/legion.v1.Cluster/JoinCluster"
 	Cluster_Promote_FullMethodName     = "/legion.v1.Cluster/Promote"
+	Cluster_SetVoter_FullMethodName    = "/legion.v1.Cluster/SetVoter"
 	Cluster_TokenShow_FullMethodName   = "/legion.v1.Cluster/TokenShow"
 	Cluster_TokenRotate_FullMethodName = "/legion.v1.Cluster/TokenRotate"
 	Cluster_IssueUser_FullMethodName   = "/legion.v1.Cluster/IssueUser"
@@ -309,6 +310,8 @@ type ClusterClient interface {
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
 	JoinCluster(ctx context.Context, in *JoinClusterRequest, opts ...grpc.CallOption) (*JoinClusterResponse, error)
 	Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*PromoteResponse, error)
+	// SetVoter promotes or demotes a manager (cluster admin only).
+	SetVoter(ctx context.Context, in *SetVoterRequest, opts ...grpc.CallOption) (*SetVoterResponse, error)
 	TokenShow(ctx context.Context, in *TokenRequest, opts ...grpc.CallOption) (*TokenResponse, error)
 	TokenRotate(ctx context.Context, in *TokenRequest, opts ...grpc.CallOption) (*TokenResponse, error)
 	// IssueUser signs a user's certificate request (cluster admin only); the
@@ -377,6 +380,16 @@ func (c *clusterClient) Promote(ctx context.Context, in *PromoteRequest, opts ..
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PromoteResponse)
 	err := c.cc.Invoke(ctx, Cluster_Promote_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) SetVoter(ctx context.Context, in *SetVoterRequest, opts ...grpc.CallOption) (*SetVoterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetVoterResponse)
+	err := c.cc.Invoke(ctx, Cluster_SetVoter_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -461,6 +474,8 @@ type ClusterServer interface {
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
 	JoinCluster(context.Context, *JoinClusterRequest) (*JoinClusterResponse, error)
 	Promote(context.Context, *PromoteRequest) (*PromoteResponse, error)
+	// SetVoter promotes or demotes a manager (cluster admin only).
+	SetVoter(context.Context, *SetVoterRequest) (*SetVoterResponse, error)
 	TokenShow(context.Context, *TokenRequest) (*TokenResponse, error)
 	TokenRotate(context.Context, *TokenRequest) (*TokenResponse, error)
 	// IssueUser signs a user's certificate request (cluster admin only); the
@@ -499,6 +514,9 @@ func (UnimplementedClusterServer) JoinCluster(context.Context, *JoinClusterReque
 }
 func (UnimplementedClusterServer) Promote(context.Context, *PromoteRequest) (*PromoteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Promote not implemented")
+}
+func (UnimplementedClusterServer) SetVoter(context.Context, *SetVoterRequest) (*SetVoterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetVoter not implemented")
 }
 func (UnimplementedClusterServer) TokenShow(context.Context, *TokenRequest) (*TokenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TokenShow not implemented")
@@ -625,6 +643,24 @@ func _Cluster_Promote_Handler(srv interface{}, ctx context.Context, dec func(int
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ClusterServer).Promote(ctx, req.(*PromoteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_SetVoter_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetVoterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).SetVoter(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_SetVoter_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).SetVoter(ctx, req.(*SetVoterRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -756,6 +792,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Promote",
 			Handler:    _Cluster_Promote_Handler,
+		},
+		{
+			MethodName: "SetVoter",
+			Handler:    _Cluster_SetVoter_Handler,
 		},
 		{
 			MethodName: "TokenShow",
