@@ -80,13 +80,15 @@ var layers = []layer{
 	{pattern: "cluster/pki"},
 	{pattern: "cluster/rbac", may: []string{""}},
 	{pattern: "cluster/store", may: []string{""}},
+	// Audit events, their buffer and batches: over the store, no network.
+	{pattern: "cluster/audit", may: []string{"", "cluster/store"}},
 	{pattern: "cluster/...", may: []string{"", "scheduler", "cluster/...", "internal/proto", "internal/endpoints",
 		"netbsd/addrplan", "image", "image/cosign"}},
 	// The leader's work and the manager's entry point run on managers
 	// without an agent: nothing of the node side comes with them.
 	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/store", "internal/proto", "netbsd/addrplan", "image", "image/cosign"},
 		neverDeps: nodeSide},
-	{pattern: "cluster/manager", may: []string{"cluster/leader", "cluster/server", "image"}, neverDeps: nodeSide},
+	{pattern: "cluster/manager", may: []string{"cluster/audit", "cluster/leader", "cluster/server", "image"}, neverDeps: nodeSide},
 
 	// The node agent: it reaches the managers only through the protocol.
 	{pattern: "internal/agent/...", may: []string{"", "internal/agent/...", "internal/endpoints", "internal/proto",

@@ -1,0 +1,223 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
+	"github.com/legionbsd/legion/internal/leakcheck"
+)
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func ev(i int) Event {
+	return Event{Time: t0.Add(time.Duration(i) * time.Second), Actor: "alice", Action: ActionApply, Kind: "Config",
+		Namespace: "shop", Name: fmt.Sprintf("c%d", i), Outcome: OK, Manager: "m1"}
+}
+
+func names(evs []Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+// The buffer keeps the newest events up to its limit, and what could not
+// be handed on goes back ahead of what came since.
+func TestRecorderHoldsTheNewestUpToItsLimit(t *testing.T) {
+	t.Parallel()
+	r := NewRecorder(3, nil)
+	for i := range 5 {
+		r.Record(ev(i))
+	}
+	if got, want := names(r.Take()), []string{"c2", "c3", "c4"}; !cmp.Equal(got, want) {
+		t.Fatalf("held %v, want %v", got, want)
+	}
+	if r.Len() != 0 {
+		t.Fatalf("%d held after Take", r.Len())
+	}
+	r.Record(ev(10))
+	r.PutBack([]Event{ev(7), ev(8), ev(9)})
+	if got, want := names(r.Take()), []string{"c8", "c9", "c10"}; !cmp.Equal(got, want) {
+		t.Fatalf("after PutBack %v, want %v", got, want)
+	}
+	long := ev(1)
+	long.Message = strings.Repeat("é", MaxMessage)
+	r.Record(long)
+	if m := r.Take()[0].Message; len(m) > MaxMessage+len("…") || !strings.HasSuffix(m, "…") {
+		t.Fatalf("a long message kept %d bytes", len(m))
+	}
+}
+
+func TestFilterNarrowsByEachField(t *testing.T) {
+	t.Parallel()
+	all := []Event{
+		{Time: t0, Actor: "alice", Action: "apply", Kind: "Service", Namespace: "shop", Name: "web", Outcome: OK},
+		{Time: t0.Add(time.Minute), Actor: "bob", Action: "delete", Kind: "Secret", Namespace: "lab", Name: "pw", Outcome: Denied},
+		{Time: t0.Add(2 * time.Minute), Actor: "admin", Action: "exec", Kind: "Task", Namespace: "shop", Name: "web-1", Outcome: Error},
+	}
+	for _, c := range []struct {
+		f    Filter
+		want []string
+	}{
+		{Filter{}, []string{"web", "pw", "web-1"}},
+		{Filter{Since: t0.Add(time.Minute)}, []string{"pw", "web-1"}},
+		{Filter{Actor: "bob"}, []string{"pw"}},
+		{Filter{Action: "exec"}, []string{"web-1"}},
+		{Filter{Namespace: "shop"}, []string{"web", "web-1"}},
+		{Filter{Kind: "service"}, []string{"web"}},
+		{Filter{Denied: true}, []string{"pw"}},
+		{Filter{Namespace: "shop", Action: "apply", Actor: "bob"}, nil},
+	} {
+		if got := names(Select(all, c.f)); !cmp.Equal(got, c.want) {
+			t.Errorf("%+v: %v, want %v", c.f, got, c.want)
+		}
+	}
+}
+
+func batchCounts(t *testing.T, st Store) map[string]int {
+	t.Helper()
+	bs, _, err := batches(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, b := range bs {
+		out[b.name] = b.count
+	}
+	return out
+}
+
+// A flush on the leader writes one Config in the system namespace per
+// round, its count in a label; more than a batch holds goes in parts.
+func TestLeaderWritesBatchesWithTheirCount(t *testing.T) {
+	t.Parallel()
+	st := dispatchertest.OpenStore(t)
+	r := NewRecorder(0, nil)
+	now := t0
+	f := &Flusher{Recorder: r, Store: func() Leading { return st }, Now: func() time.Time { return now },
+		Hand: func(context.Context, []Event) error { return errors.New("the leader hands nothing on") }}
+	var want []Event
+	for i := range batchEvents + 5 {
+		want = append(want, ev(i))
+	}
+	r.Record(want...)
+	if err := f.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ms := strconv.FormatInt(t0.UnixMilli(), 10)
+	if got, w := batchCounts(t, st), map[string]int{"audit-" + ms + "-0": batchEvents, "audit-" + ms + "-1": 5}; !cmp.Equal(got, w) {
+		t.Fatalf("batches %v, want %v", got, w)
+	}
+	// A second round in the same millisecond takes the next free name.
+	r.Record(ev(9999))
+	if err := f.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := batchCounts(t, st)["audit-"+ms+"-2"]; got != 1 {
+		t.Fatalf("second round: %v", batchCounts(t, st))
+	}
+	got, err := Read(st, Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(append(want, ev(9999)), got); d != "" {
+		t.Fatalf("read back (-want +got):\n%s", d)
+	}
+	if r.Len() != 0 {
+		t.Fatalf("%d events still held", r.Len())
+	}
+}
+
+// Batches older than the retention go, then the oldest while more events
+// are kept than the limit.
+func TestRetentionByAgeAndCount(t *testing.T) {
+	t.Parallel()
+	st := dispatchertest.OpenStore(t)
+	ctx := context.Background()
+	write := func(at time.Time, n int) {
+		evs := make([]Event, n)
+		for i := range evs {
+			evs[i] = ev(i)
+		}
+		if _, err := Write(ctx, st, at, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	day := 24 * time.Hour
+	write(t0.Add(-40*day), 1)
+	write(t0.Add(-31*day), 2)
+	write(t0.Add(-29*day), 3)
+	write(t0.Add(-1*day), 4)
+	write(t0, 5)
+	r := Retention{Age: 30 * day, MaxEvents: 10}
+	gone, err := Prune(ctx, st, t0, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// By age the first two go (12 left), by count the third (9 left).
+	want := map[string]int{batchName(t0.Add(-1*day), 0): 4, batchName(t0, 0): 5}
+	if got := batchCounts(t, st); gone != 3 || !cmp.Equal(got, want) {
+		t.Fatalf("pruned %d, kept %v; want 3 and %v", gone, got, want)
+	}
+	if gone, err := Prune(ctx, st, t0, r); err != nil || gone != 0 {
+		t.Fatalf("second prune: %d, %v", gone, err)
+	}
+	if !cmp.Equal(r.withDefaults(), r) || (Retention{}).withDefaults() != (Retention{Age: DefaultRetention, MaxEvents: DefaultMaxEvents}) {
+		t.Fatalf("defaults: %+v", Retention{}.withDefaults())
+	}
+}
+
+type follower struct{ Leading }
+
+func (follower) IsLeader() bool { return false }
+
+// A follower hands its events to the leader; what the leader cannot take
+// is held for the next round, not lost.
+func TestFollowerHandsOnAndHoldsWhatFails(t *testing.T) {
+	t.Parallel()
+	st := dispatchertest.OpenStore(t)
+	r := NewRecorder(0, nil)
+	var handed []Event
+	fail := true
+	f := &Flusher{Recorder: r, Store: func() Leading { return follower{st} }, Hand: func(_ context.Context, evs []Event) error {
+		if fail {
+			return errors.New("no leader")
+		}
+		handed = append(handed, evs...)
+		return nil
+	}}
+	r.Record(ev(1), ev(2))
+	if err := f.Flush(context.Background()); err == nil {
+		t.Fatal("a failed hand-over reported no error")
+	}
+	r.Record(ev(3))
+	if r.Len() != 3 {
+		t.Fatalf("held %d after a failed hand-over, want 3", r.Len())
+	}
+	fail = false
+	if err := f.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(handed), []string{"c1", "c2", "c3"}; !cmp.Equal(got, want) {
+		t.Fatalf("handed %v, want %v", got, want)
+	}
+	if bs := batchCounts(t, st); len(bs) != 0 {
+		t.Fatalf("a follower wrote batches: %v", bs)
+	}
+	// Without a store (no manager yet) everything is held.
+	f.Store = func() Leading { return nil }
+	r.Record(ev(4))
+	if err := f.Flush(context.Background()); err != nil || r.Len() != 1 {
+		t.Fatalf("no store: %v, held %d", err, r.Len())
+	}
+}

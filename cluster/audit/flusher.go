@@ -1,0 +1,104 @@
+package audit
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// FlushPeriod is how often a manager writes (leader) or hands on
+// (follower) what it recorded.
+const FlushPeriod = time.Second
+
+// pruneEvery is how often the leader applies the retention when it has
+// nothing to write; after each write it applies it at once.
+const pruneEvery = time.Minute
+
+// Leading is a manager's store as the flusher needs it.
+type Leading interface {
+	Store
+	IsLeader() bool
+}
+
+// Flusher moves a manager's recorded events on: the leader writes them
+// as batches and applies the retention, a follower hands them to the
+// leader. What fails is held for the next round.
+type Flusher struct {
+	Recorder *Recorder
+	// Store is the manager's store; nil while the daemon is no manager.
+	Store func() Leading
+	// Hand gives events to the leader (Cluster.RecordAudit).
+	Hand      func(ctx context.Context, events []Event) error
+	Retention Retention
+	Period    time.Duration // FlushPeriod when zero
+	Now       func() time.Time
+	Logger    *slog.Logger
+
+	lastPrune time.Time
+}
+
+// Run flushes every period until ctx ends.
+func (f *Flusher) Run(ctx context.Context) {
+	if f.Period <= 0 {
+		f.Period = FlushPeriod
+	}
+	tick := time.NewTicker(f.Period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := f.Flush(ctx); err != nil && ctx.Err() == nil {
+			f.logger().Warn("audit: events held for the next round", "err", err, "held", f.Recorder.Len())
+		}
+	}
+}
+
+func (f *Flusher) logger() *slog.Logger {
+	if f.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return f.Logger
+}
+
+func (f *Flusher) now() time.Time {
+	if f.Now == nil {
+		return time.Now()
+	}
+	return f.Now()
+}
+
+// Flush does one round.
+func (f *Flusher) Flush(ctx context.Context) error {
+	st := f.Store()
+	if st == nil {
+		return nil // no manager yet: held
+	}
+	if !st.IsLeader() {
+		events := f.Recorder.Take()
+		if len(events) == 0 {
+			return nil
+		}
+		if err := f.Hand(ctx, events); err != nil {
+			f.Recorder.PutBack(events)
+			return err
+		}
+		return nil
+	}
+	now := f.now()
+	events := f.Recorder.Take()
+	if len(events) > 0 {
+		n, err := Write(ctx, st, now, events)
+		if err != nil {
+			f.Recorder.PutBack(events[n:])
+			return err
+		}
+	} else if now.Sub(f.lastPrune) < pruneEvery {
+		return nil
+	}
+	f.lastPrune = now
+	_, err := Prune(ctx, st, now, f.Retention)
+	return err
+}

@@ -1,0 +1,78 @@
+package audit
+
+import (
+	"log/slog"
+	"sync"
+)
+
+// DefaultHold is how many events a manager holds that it could not hand
+// on yet; past it the oldest are dropped.
+const DefaultHold = 10000
+
+// Recorder holds the events a manager recorded (and, on the leader, those
+// the followers handed it) until they are written or handed on.
+type Recorder struct {
+	max int
+	log *slog.Logger
+
+	mu      sync.Mutex
+	events  []Event
+	dropped uint64 // since the last report in the log
+}
+
+// NewRecorder holds up to max events (DefaultHold when max <= 0).
+func NewRecorder(max int, log *slog.Logger) *Recorder {
+	if max <= 0 {
+		max = DefaultHold
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Recorder{max: max, log: log}
+}
+
+// Record adds events, dropping the oldest held beyond the limit.
+func (r *Recorder) Record(events ...Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range events {
+		r.events = append(r.events, e.trimmed())
+	}
+	r.trim()
+}
+
+// Take removes and returns everything held, oldest first.
+func (r *Recorder) Take() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.events
+	r.events = nil
+	if r.dropped > 0 {
+		r.log.Warn("audit events dropped: more were held than the limit while they could not be written", "dropped", r.dropped, "limit", r.max)
+		r.dropped = 0
+	}
+	return out
+}
+
+// PutBack returns events Take gave that could not be written, ahead of
+// what was recorded since; the oldest go first if that is too many.
+func (r *Recorder) PutBack(events []Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(append([]Event(nil), events...), r.events...)
+	r.trim()
+}
+
+// Len is how many events are held.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+func (r *Recorder) trim() {
+	if over := len(r.events) - r.max; over > 0 {
+		r.events = append(r.events[:0:0], r.events[over:]...)
+		r.dropped += uint64(over)
+	}
+}
