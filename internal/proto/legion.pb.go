@@ -1786,6 +1786,297 @@ func (x *TokenResponse) GetToken() string {
 	return ""
 }
 
+// AuditEvent is one audited request: who asked what of which object, how
+// it ended, and which manager decided. It never holds an object's spec.
+type AuditEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeUnixNano  int64                  `protobuf:"varint,1,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"` // as the certificate names it; empty without one
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`   // the certificate's role
+	From          string                 `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`   // the caller's address
+	Action        string                 `protobuf:"bytes,5,opt,name=action,proto3" json:"action,omitempty"`
+	Kind          string                 `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace     string                 `protobuf:"bytes,7,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,8,opt,name=name,proto3" json:"name,omitempty"`
+	Outcome       string                 `protobuf:"bytes,9,opt,name=outcome,proto3" json:"outcome,omitempty"` // ok, denied or error
+	Message       string                 `protobuf:"bytes,10,opt,name=message,proto3" json:"message,omitempty"`
+	Manager       string                 `protobuf:"bytes,11,opt,name=manager,proto3" json:"manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEvent) Reset() {
+	*x = AuditEvent{}
+	mi := &file_legion_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEvent) ProtoMessage() {}
+
+func (x *AuditEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
+func (*AuditEvent) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *AuditEvent) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *AuditEvent) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetManager() string {
+	if x != nil {
+		return x.Manager
+	}
+	return ""
+}
+
+type RecordAuditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*AuditEvent          `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordAuditRequest) Reset() {
+	*x = RecordAuditRequest{}
+	mi := &file_legion_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordAuditRequest) ProtoMessage() {}
+
+func (x *RecordAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordAuditRequest.ProtoReflect.Descriptor instead.
+func (*RecordAuditRequest) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RecordAuditRequest) GetEvents() []*AuditEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+type RecordAuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordAuditResponse) Reset() {
+	*x = RecordAuditResponse{}
+	mi := &file_legion_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordAuditResponse) ProtoMessage() {}
+
+func (x *RecordAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordAuditResponse.ProtoReflect.Descriptor instead.
+func (*RecordAuditResponse) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{31}
+}
+
+// AuditRequest narrows a listing; empty fields keep everything.
+type AuditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SinceUnixNano int64                  `protobuf:"varint,1,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Action        string                 `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	Namespace     string                 `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Kind          string                 `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	Denied        bool                   `protobuf:"varint,6,opt,name=denied,proto3" json:"denied,omitempty"` // refusals only
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRequest) Reset() {
+	*x = AuditRequest{}
+	mi := &file_legion_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRequest) ProtoMessage() {}
+
+func (x *AuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
+func (*AuditRequest) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *AuditRequest) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
+func (x *AuditRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AuditRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AuditRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AuditRequest) GetDenied() bool {
+	if x != nil {
+		return x.Denied
+	}
+	return false
+}
+
 type AutolockRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Action        string                 `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"` // enable, show, rotate or disable
@@ -1795,7 +2086,7 @@ type AutolockRequest struct {
 
 func (x *AutolockRequest) Reset() {
 	*x = AutolockRequest{}
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +2098,7 @@ func (x *AutolockRequest) String() string {
 func (*AutolockRequest) ProtoMessage() {}
 
 func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +2111,7 @@ func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutolockRequest.ProtoReflect.Descriptor instead.
 func (*AutolockRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{29}
+	return file_legion_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AutolockRequest) GetAction() string {
@@ -1840,7 +2131,7 @@ type AutolockResponse struct {
 
 func (x *AutolockResponse) Reset() {
 	*x = AutolockResponse{}
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +2143,7 @@ func (x *AutolockResponse) String() string {
 func (*AutolockResponse) ProtoMessage() {}
 
 func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +2156,7 @@ func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutolockResponse.ProtoReflect.Descriptor instead.
 func (*AutolockResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{30}
+	return file_legion_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AutolockResponse) GetEnabled() bool {
@@ -1891,7 +2182,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +2194,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2207,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{31}
+	return file_legion_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UnlockRequest) GetKey() string {
@@ -1935,7 +2226,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2238,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2251,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{32}
+	return file_legion_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UnlockResponse) GetNodeId() string {
@@ -1978,7 +2269,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_legion_proto_msgTypes[33]
+	mi := &file_legion_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1990,7 +2281,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[33]
+	mi := &file_legion_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2003,7 +2294,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{33}
+	return file_legion_proto_rawDescGZIP(), []int{37}
 }
 
 // BackupChunk is the next part of the backup file.
@@ -2016,7 +2307,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_legion_proto_msgTypes[34]
+	mi := &file_legion_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2319,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[34]
+	mi := &file_legion_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2332,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{34}
+	return file_legion_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -2061,7 +2352,7 @@ type IssueUserRequest struct {
 
 func (x *IssueUserRequest) Reset() {
 	*x = IssueUserRequest{}
-	mi := &file_legion_proto_msgTypes[35]
+	mi := &file_legion_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2364,7 @@ func (x *IssueUserRequest) String() string {
 func (*IssueUserRequest) ProtoMessage() {}
 
 func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[35]
+	mi := &file_legion_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2377,7 @@ func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserRequest.ProtoReflect.Descriptor instead.
 func (*IssueUserRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{35}
+	return file_legion_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *IssueUserRequest) GetName() string {
@@ -2113,7 +2404,7 @@ type IssueUserResponse struct {
 
 func (x *IssueUserResponse) Reset() {
 	*x = IssueUserResponse{}
-	mi := &file_legion_proto_msgTypes[36]
+	mi := &file_legion_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2416,7 @@ func (x *IssueUserResponse) String() string {
 func (*IssueUserResponse) ProtoMessage() {}
 
 func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[36]
+	mi := &file_legion_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2429,7 @@ func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserResponse.ProtoReflect.Descriptor instead.
 func (*IssueUserResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{36}
+	return file_legion_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *IssueUserResponse) GetCertificate() []byte {
@@ -2166,7 +2457,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_legion_proto_msgTypes[37]
+	mi := &file_legion_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2469,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[37]
+	mi := &file_legion_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2482,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{37}
+	return file_legion_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RaftMessage) GetPayload() []byte {
@@ -2211,7 +2502,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_legion_proto_msgTypes[38]
+	mi := &file_legion_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2514,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[38]
+	mi := &file_legion_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2527,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{38}
+	return file_legion_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SnapshotChunk) GetRequest() []byte {
@@ -2391,7 +2682,31 @@ const file_legion_proto_rawDesc = "" +
 	"\fTokenRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"%\n" +
 	"\rTokenResponse\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\")\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"\x9c\x02\n" +
+	"\n" +
+	"AuditEvent\x12$\n" +
+	"\x0etime_unix_nano\x18\x01 \x01(\x03R\ftimeUnixNano\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\tR\x04from\x12\x16\n" +
+	"\x06action\x18\x05 \x01(\tR\x06action\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\a \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\b \x01(\tR\x04name\x12\x18\n" +
+	"\aoutcome\x18\t \x01(\tR\aoutcome\x12\x18\n" +
+	"\amessage\x18\n" +
+	" \x01(\tR\amessage\x12\x18\n" +
+	"\amanager\x18\v \x01(\tR\amanager\"C\n" +
+	"\x12RecordAuditRequest\x12-\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.legion.v1.AuditEventR\x06events\"\x15\n" +
+	"\x13RecordAuditResponse\"\xae\x01\n" +
+	"\fAuditRequest\x12&\n" +
+	"\x0fsince_unix_nano\x18\x01 \x01(\x03R\rsinceUnixNano\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06denied\x18\x06 \x01(\bR\x06denied\")\n" +
 	"\x0fAutolockRequest\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\">\n" +
 	"\x10AutolockResponse\x12\x18\n" +
@@ -2420,7 +2735,7 @@ const file_legion_proto_rawDesc = "" +
 	"\x03Get\x12\x15.legion.v1.GetRequest\x1a\x16.legion.v1.GetResponse\x127\n" +
 	"\x04List\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse\x12=\n" +
 	"\x06Delete\x12\x18.legion.v1.DeleteRequest\x1a\x19.legion.v1.DeleteResponse\x129\n" +
-	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\x9b\x06\n" +
+	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xa4\a\n" +
 	"\aCluster\x127\n" +
 	"\x04Init\x12\x16.legion.v1.InitRequest\x1a\x17.legion.v1.InitResponse\x12=\n" +
 	"\x06Status\x12\x18.legion.v1.StatusRequest\x1a\x19.legion.v1.StatusResponse\x127\n" +
@@ -2433,7 +2748,9 @@ const file_legion_proto_rawDesc = "" +
 	"\tIssueUser\x12\x1b.legion.v1.IssueUserRequest\x1a\x1c.legion.v1.IssueUserResponse\x12<\n" +
 	"\x06Backup\x12\x18.legion.v1.BackupRequest\x1a\x16.legion.v1.BackupChunk0\x01\x12C\n" +
 	"\bAutolock\x12\x1a.legion.v1.AutolockRequest\x1a\x1b.legion.v1.AutolockResponse\x12=\n" +
-	"\x06Unlock\x12\x18.legion.v1.UnlockRequest\x1a\x19.legion.v1.UnlockResponse2\x9a\x03\n" +
+	"\x06Unlock\x12\x18.legion.v1.UnlockRequest\x1a\x19.legion.v1.UnlockResponse\x12L\n" +
+	"\vRecordAudit\x12\x1d.legion.v1.RecordAuditRequest\x1a\x1e.legion.v1.RecordAuditResponse\x129\n" +
+	"\x05Audit\x12\x17.legion.v1.AuditRequest\x1a\x15.legion.v1.AuditEvent0\x012\x9a\x03\n" +
 	"\x04Raft\x12?\n" +
 	"\rAppendEntries\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage\x12K\n" +
 	"\x15AppendEntriesPipeline\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage(\x010\x01\x12=\n" +
@@ -2455,7 +2772,7 @@ func file_legion_proto_rawDescGZIP() []byte {
 	return file_legion_proto_rawDescData
 }
 
-var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_legion_proto_goTypes = []any{
 	(*Metadata)(nil),            // 0: legion.v1.Metadata
 	(*Object)(nil),              // 1: legion.v1.Object
@@ -2486,22 +2803,26 @@ var file_legion_proto_goTypes = []any{
 	(*SetVoterResponse)(nil),    // 26: legion.v1.SetVoterResponse
 	(*TokenRequest)(nil),        // 27: legion.v1.TokenRequest
 	(*TokenResponse)(nil),       // 28: legion.v1.TokenResponse
-	(*AutolockRequest)(nil),     // 29: legion.v1.AutolockRequest
-	(*AutolockResponse)(nil),    // 30: legion.v1.AutolockResponse
-	(*UnlockRequest)(nil),       // 31: legion.v1.UnlockRequest
-	(*UnlockResponse)(nil),      // 32: legion.v1.UnlockResponse
-	(*BackupRequest)(nil),       // 33: legion.v1.BackupRequest
-	(*BackupChunk)(nil),         // 34: legion.v1.BackupChunk
-	(*IssueUserRequest)(nil),    // 35: legion.v1.IssueUserRequest
-	(*IssueUserResponse)(nil),   // 36: legion.v1.IssueUserResponse
-	(*RaftMessage)(nil),         // 37: legion.v1.RaftMessage
-	(*SnapshotChunk)(nil),       // 38: legion.v1.SnapshotChunk
-	nil,                         // 39: legion.v1.Metadata.LabelsEntry
-	nil,                         // 40: legion.v1.ListRequest.LabelsEntry
-	nil,                         // 41: legion.v1.WatchRequest.LabelsEntry
+	(*AuditEvent)(nil),          // 29: legion.v1.AuditEvent
+	(*RecordAuditRequest)(nil),  // 30: legion.v1.RecordAuditRequest
+	(*RecordAuditResponse)(nil), // 31: legion.v1.RecordAuditResponse
+	(*AuditRequest)(nil),        // 32: legion.v1.AuditRequest
+	(*AutolockRequest)(nil),     // 33: legion.v1.AutolockRequest
+	(*AutolockResponse)(nil),    // 34: legion.v1.AutolockResponse
+	(*UnlockRequest)(nil),       // 35: legion.v1.UnlockRequest
+	(*UnlockResponse)(nil),      // 36: legion.v1.UnlockResponse
+	(*BackupRequest)(nil),       // 37: legion.v1.BackupRequest
+	(*BackupChunk)(nil),         // 38: legion.v1.BackupChunk
+	(*IssueUserRequest)(nil),    // 39: legion.v1.IssueUserRequest
+	(*IssueUserResponse)(nil),   // 40: legion.v1.IssueUserResponse
+	(*RaftMessage)(nil),         // 41: legion.v1.RaftMessage
+	(*SnapshotChunk)(nil),       // 42: legion.v1.SnapshotChunk
+	nil,                         // 43: legion.v1.Metadata.LabelsEntry
+	nil,                         // 44: legion.v1.ListRequest.LabelsEntry
+	nil,                         // 45: legion.v1.WatchRequest.LabelsEntry
 }
 var file_legion_proto_depIdxs = []int32{
-	39, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
+	43, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
 	0,  // 1: legion.v1.Object.metadata:type_name -> legion.v1.Metadata
 	1,  // 2: legion.v1.ApplyItem.object:type_name -> legion.v1.Object
 	2,  // 3: legion.v1.ApplyRequest.items:type_name -> legion.v1.ApplyItem
@@ -2509,63 +2830,68 @@ var file_legion_proto_depIdxs = []int32{
 	1,  // 5: legion.v1.ApplyResult.previous:type_name -> legion.v1.Object
 	4,  // 6: legion.v1.ApplyResponse.results:type_name -> legion.v1.ApplyResult
 	1,  // 7: legion.v1.GetResponse.object:type_name -> legion.v1.Object
-	40, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
+	44, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
 	1,  // 9: legion.v1.ListResponse.objects:type_name -> legion.v1.Object
 	1,  // 10: legion.v1.DeleteResponse.object:type_name -> legion.v1.Object
-	41, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
+	45, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
 	1,  // 12: legion.v1.WatchEvent.object:type_name -> legion.v1.Object
 	16, // 13: legion.v1.StatusResponse.members:type_name -> legion.v1.Member
-	3,  // 14: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
-	6,  // 15: legion.v1.Objects.Get:input_type -> legion.v1.GetRequest
-	8,  // 16: legion.v1.Objects.List:input_type -> legion.v1.ListRequest
-	10, // 17: legion.v1.Objects.Delete:input_type -> legion.v1.DeleteRequest
-	12, // 18: legion.v1.Objects.Watch:input_type -> legion.v1.WatchRequest
-	14, // 19: legion.v1.Cluster.Init:input_type -> legion.v1.InitRequest
-	17, // 20: legion.v1.Cluster.Status:input_type -> legion.v1.StatusRequest
-	19, // 21: legion.v1.Cluster.Join:input_type -> legion.v1.JoinRequest
-	21, // 22: legion.v1.Cluster.JoinCluster:input_type -> legion.v1.JoinClusterRequest
-	23, // 23: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
-	25, // 24: legion.v1.Cluster.SetVoter:input_type -> legion.v1.SetVoterRequest
-	27, // 25: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
-	27, // 26: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
-	35, // 27: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
-	33, // 28: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
-	29, // 29: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
-	31, // 30: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
-	37, // 31: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
-	37, // 32: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
-	37, // 33: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
-	37, // 34: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
-	37, // 35: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
-	38, // 36: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
-	5,  // 37: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
-	7,  // 38: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
-	9,  // 39: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
-	11, // 40: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
-	13, // 41: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
-	15, // 42: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
-	18, // 43: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
-	20, // 44: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
-	22, // 45: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
-	24, // 46: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
-	26, // 47: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
-	28, // 48: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
-	28, // 49: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
-	36, // 50: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
-	34, // 51: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
-	30, // 52: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
-	32, // 53: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
-	37, // 54: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
-	37, // 55: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
-	37, // 56: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
-	37, // 57: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
-	37, // 58: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
-	37, // 59: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
-	37, // [37:60] is the sub-list for method output_type
-	14, // [14:37] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	29, // 14: legion.v1.RecordAuditRequest.events:type_name -> legion.v1.AuditEvent
+	3,  // 15: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
+	6,  // 16: legion.v1.Objects.Get:input_type -> legion.v1.GetRequest
+	8,  // 17: legion.v1.Objects.List:input_type -> legion.v1.ListRequest
+	10, // 18: legion.v1.Objects.Delete:input_type -> legion.v1.DeleteRequest
+	12, // 19: legion.v1.Objects.Watch:input_type -> legion.v1.WatchRequest
+	14, // 20: legion.v1.Cluster.Init:input_type -> legion.v1.InitRequest
+	17, // 21: legion.v1.Cluster.Status:input_type -> legion.v1.StatusRequest
+	19, // 22: legion.v1.Cluster.Join:input_type -> legion.v1.JoinRequest
+	21, // 23: legion.v1.Cluster.JoinCluster:input_type -> legion.v1.JoinClusterRequest
+	23, // 24: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
+	25, // 25: legion.v1.Cluster.SetVoter:input_type -> legion.v1.SetVoterRequest
+	27, // 26: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
+	27, // 27: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
+	39, // 28: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
+	37, // 29: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
+	33, // 30: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
+	35, // 31: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
+	30, // 32: legion.v1.Cluster.RecordAudit:input_type -> legion.v1.RecordAuditRequest
+	32, // 33: legion.v1.Cluster.Audit:input_type -> legion.v1.AuditRequest
+	41, // 34: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
+	41, // 35: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
+	41, // 36: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
+	41, // 37: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
+	41, // 38: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
+	42, // 39: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
+	5,  // 40: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
+	7,  // 41: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
+	9,  // 42: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
+	11, // 43: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
+	13, // 44: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
+	15, // 45: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
+	18, // 46: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
+	20, // 47: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
+	22, // 48: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
+	24, // 49: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
+	26, // 50: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
+	28, // 51: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
+	28, // 52: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
+	40, // 53: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
+	38, // 54: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
+	34, // 55: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
+	36, // 56: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
+	31, // 57: legion.v1.Cluster.RecordAudit:output_type -> legion.v1.RecordAuditResponse
+	29, // 58: legion.v1.Cluster.Audit:output_type -> legion.v1.AuditEvent
+	41, // 59: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
+	41, // 60: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
+	41, // 61: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
+	41, // 62: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
+	41, // 63: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
+	41, // 64: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
+	40, // [40:65] is the sub-list for method output_type
+	15, // [15:40] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_legion_proto_init() }
@@ -2581,7 +2907,7 @@ func file_legion_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_legion_proto_rawDesc), len(file_legion_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -299,6 +299,8 @@ const (
 	Cluster_Backup_FullMethodName      = "/legion.v1.Cluster/Backup"
 	Cluster_Autolock_FullMethodName    = "/legion.v1.Cluster/Autolock"
 	Cluster_Unlock_FullMethodName      = "/legion.v1.Cluster/Unlock"
+	Cluster_RecordAudit_FullMethodName = "/legion.v1.Cluster/RecordAudit"
+	Cluster_Audit_FullMethodName       = "/legion.v1.Cluster/Audit"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -326,6 +328,12 @@ type ClusterClient interface {
 	// Unlock gives a manager that started with sealed keys the unlock key;
 	// taken without credentials, from the manager's own host only.
 	Unlock(ctx context.Context, in *UnlockRequest, opts ...grpc.CallOption) (*UnlockResponse, error)
+	// RecordAudit takes the audit events a follower recorded, for the
+	// leader to write (managers only).
+	RecordAudit(ctx context.Context, in *RecordAuditRequest, opts ...grpc.CallOption) (*RecordAuditResponse, error)
+	// Audit lists the kept audit events, oldest first, narrowed by the
+	// request (cluster admin only).
+	Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AuditEvent], error)
 }
 
 type clusterClient struct {
@@ -465,6 +473,35 @@ func (c *clusterClient) Unlock(ctx context.Context, in *UnlockRequest, opts ...g
 	return out, nil
 }
 
+func (c *clusterClient) RecordAudit(ctx context.Context, in *RecordAuditRequest, opts ...grpc.CallOption) (*RecordAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordAuditResponse)
+	err := c.cc.Invoke(ctx, Cluster_RecordAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AuditEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[1], Cluster_Audit_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AuditRequest, AuditEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_AuditClient = grpc.ServerStreamingClient[AuditEvent]
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -490,6 +527,12 @@ type ClusterServer interface {
 	// Unlock gives a manager that started with sealed keys the unlock key;
 	// taken without credentials, from the manager's own host only.
 	Unlock(context.Context, *UnlockRequest) (*UnlockResponse, error)
+	// RecordAudit takes the audit events a follower recorded, for the
+	// leader to write (managers only).
+	RecordAudit(context.Context, *RecordAuditRequest) (*RecordAuditResponse, error)
+	// Audit lists the kept audit events, oldest first, narrowed by the
+	// request (cluster admin only).
+	Audit(*AuditRequest, grpc.ServerStreamingServer[AuditEvent]) error
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -535,6 +578,12 @@ func (UnimplementedClusterServer) Autolock(context.Context, *AutolockRequest) (*
 }
 func (UnimplementedClusterServer) Unlock(context.Context, *UnlockRequest) (*UnlockResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Unlock not implemented")
+}
+func (UnimplementedClusterServer) RecordAudit(context.Context, *RecordAuditRequest) (*RecordAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordAudit not implemented")
+}
+func (UnimplementedClusterServer) Audit(*AuditRequest, grpc.ServerStreamingServer[AuditEvent]) error {
+	return status.Error(codes.Unimplemented, "method Audit not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -766,6 +815,35 @@ func _Cluster_Unlock_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_RecordAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).RecordAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_RecordAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).RecordAudit(ctx, req.(*RecordAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Audit_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(AuditRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).Audit(m, &grpc.GenericServerStream[AuditRequest, AuditEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_AuditServer = grpc.ServerStreamingServer[AuditEvent]
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -817,11 +895,20 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Unlock",
 			Handler:    _Cluster_Unlock_Handler,
 		},
+		{
+			MethodName: "RecordAudit",
+			Handler:    _Cluster_RecordAudit_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Backup",
 			Handler:       _Cluster_Backup_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Audit",
+			Handler:       _Cluster_Audit_Handler,
 			ServerStreams: true,
 		},
 	},
