@@ -57,6 +57,11 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 			}
 			return s.statusOf(err)
 		}
+		// The removal of the node is a Config change, which wakes the
+		// wait: the stream ends with the refusal at once.
+		if err := Revoked(st, leaf); err != nil {
+			return err
+		}
 	}
 }
 

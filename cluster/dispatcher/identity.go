@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/pki"
@@ -55,6 +56,12 @@ func RecordCert(ctx context.Context, st *store.Store, cert *x509.Certificate, fi
 			return err
 		}
 		pre := store.Precondition{MustNotExist: true}
+		if r == nil && !first {
+			// A renewal finding no record: the node was removed meanwhile.
+			if err := refuseRemoved(st, cert, nil); err != nil {
+				return err
+			}
+		}
 		switch {
 		case r != nil && first:
 			return fmt.Errorf("node %s: %w", node, ErrIssued)
@@ -111,6 +118,9 @@ func (s *Service) holds(ctx context.Context, st *store.Store, id pki.Identity, l
 	if err != nil {
 		return s.statusOf(fmt.Errorf("node %s: certificate record: %w", id.Name, err))
 	}
+	if err := refuseRemoved(st, leaf, r); err != nil {
+		return s.statusOf(err)
+	}
 	switch {
 	case r != nil && r.Holds(leaf):
 		return nil
@@ -128,4 +138,104 @@ func (s *Service) holds(ctx context.Context, st *store.Store, id pki.Identity, l
 	s.log.Info("node certificate recorded on first use: the node had none on record", "node", id.Name,
 		"serial", leaf.SerialNumber.Text(16))
 	return nil
+}
+
+// ReadRemoved reads the record of removed nodes from a replica, with its
+// version; an empty record (and 0) when none was written.
+func ReadRemoved(g Getter) (*pki.RemovedNodes, uint64, error) {
+	o, _, err := g.Get(legion.KindConfig, legion.SystemNamespace, pki.RemovedNodesConfig)
+	if errors.Is(err, store.ErrNotFound) {
+		r, _ := pki.ParseRemovedNodes(nil)
+		return r, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	c, ok := o.(*legion.Config)
+	if !ok {
+		return nil, 0, fmt.Errorf("config %s/%s: not a Config", legion.SystemNamespace, pki.RemovedNodesConfig)
+	}
+	r, err := pki.ParseRemovedNodes(c.Spec.Data)
+	if err != nil {
+		return nil, 0, fmt.Errorf("config %s/%s: %w", legion.SystemNamespace, pki.RemovedNodesConfig, err)
+	}
+	return r, c.Metadata.Version, nil
+}
+
+// Revoked refuses (PERMISSION_DENIED) a node certificate issued before its
+// node was removed, reading the replica g; nil for any other certificate.
+// The API, the dispatcher, the sessions service and the Raft transport
+// all ask it, managers' certificates included.
+func Revoked(g Getter, leaf *x509.Certificate) error {
+	id := pki.IdentityOf(leaf)
+	if id.Role != pki.RoleWorker && id.Role != pki.RoleManager {
+		return nil
+	}
+	r, _, err := ReadCerts(g, id.Name)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "node %s: certificate record: %v", id.Name, err)
+	}
+	return refuseRemoved(g, leaf, r)
+}
+
+// refuseRemoved refuses leaf if its node was removed after issuing it;
+// record is the node's current certificate record (nil if none).
+func refuseRemoved(g Getter, leaf *x509.Certificate, record *pki.NodeCerts) error {
+	removed, _, err := ReadRemoved(g)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "reading the removed nodes: %v", err)
+	}
+	if e, refused := removed.Refuses(leaf, record); refused {
+		return status.Error(codes.PermissionDenied, pki.RemovedMessage(leaf, e))
+	}
+	return nil
+}
+
+// RecordRemoval records through the leader's store that node was removed
+// at now, and drops its certificate record, so every certificate issued to
+// it so far is refused and a join under its name may start a new record.
+// The entry is kept until the last of those certificates expires; for a
+// node with no record, until now plus lifetime, the longest any could
+// have been issued for. Entries past their time are dropped here.
+func RecordRemoval(ctx context.Context, st *store.Store, node string, now time.Time, lifetime time.Duration) error {
+	certs, _, err := ReadCerts(st, node)
+	if err != nil {
+		return err
+	}
+	until := now.Add(lifetime)
+	if certs != nil {
+		until = now
+		for _, c := range certs.Certs {
+			if c.NotAfter.After(until) {
+				until = c.NotAfter
+			}
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		r, version, err := ReadRemoved(st)
+		if err != nil {
+			return err
+		}
+		r.Prune(now)
+		r.Add(node, now, until)
+		data, err := r.Marshal()
+		if err != nil {
+			return err
+		}
+		c := &legion.Config{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindConfig,
+			Metadata: legion.Metadata{Name: pki.RemovedNodesConfig, Namespace: legion.SystemNamespace}}}
+		c.Spec.Data = data
+		pre := store.Precondition{Version: version}
+		if version == 0 {
+			pre = store.Precondition{MustNotExist: true}
+		}
+		_, _, err = st.Put(ctx, c, store.WriteOptions{Precondition: pre})
+		if err == nil {
+			break
+		}
+		if !retryable(err) || attempt >= maxAttempts {
+			return fmt.Errorf("recording the removal of node %s: %w", node, err)
+		}
+	}
+	return ForgetCerts(ctx, st, node)
 }

@@ -164,6 +164,11 @@ func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb
 	if req.ExpectedVersion != nil {
 		pre.Version = *req.ExpectedVersion
 	}
+	if kind == legion.KindNode {
+		if err := o.s.revokeRemovedNode(ctx, st, req.Name, pre); err != nil {
+			return nil, toStatus(err)
+		}
+	}
 	obj, err := st.Delete(ctx, kind, ns, req.Name, pre)
 	if err != nil {
 		return nil, toStatus(err)

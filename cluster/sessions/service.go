@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/rbac"
 	"github.com/legionbsd/legion/cluster/store"
@@ -183,6 +184,9 @@ func (s *Service) node(ctx context.Context, asked string) (sessionsCaller, error
 	}
 	objs, err := s.objects()
 	if err != nil {
+		return sessionsCaller{}, err
+	}
+	if err := dispatcher.Revoked(objs, leaf); err != nil {
 		return sessionsCaller{}, err
 	}
 	own, err := recorded(objs, id.Name)

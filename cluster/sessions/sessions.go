@@ -5,7 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"sync"
+	"time"
 
+	"github.com/legionbsd/legion/cluster/dispatcher"
+	"github.com/legionbsd/legion/cluster/pki"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -71,12 +74,24 @@ func (h sessionsServer) Sessions(req *legionpb.SessionsRequest, stream legionpb.
 	if err := stream.Send(&legionpb.SessionOffer{}); err != nil {
 		return err
 	}
+	_, leaf, _ := peerCert(stream.Context())
+	recheck := time.NewTicker(pki.Recheck)
+	defer recheck.Stop()
 	for {
 		select {
 		case <-stream.Context().Done():
 			return status.FromContextError(stream.Context().Err()).Err()
 		case <-s.stopped():
 			return errStopping
+		case <-recheck.C:
+			// A node removed since the stream opened is let go, saying why.
+			objs, err := s.objects()
+			if err != nil {
+				return err
+			}
+			if err := dispatcher.Revoked(objs, leaf); err != nil {
+				return err
+			}
 		case o := <-c.offers:
 			if err := stream.Send(o); err != nil {
 				return err
