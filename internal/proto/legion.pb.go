@@ -1786,6 +1786,206 @@ func (x *TokenResponse) GetToken() string {
 	return ""
 }
 
+type RevokeUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeUserRequest) Reset() {
+	*x = RevokeUserRequest{}
+	mi := &file_legion_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeUserRequest) ProtoMessage() {}
+
+func (x *RevokeUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeUserRequest.ProtoReflect.Descriptor instead.
+func (*RevokeUserRequest) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RevokeUserRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+type RevokeUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Removed       []string               `protobuf:"bytes,1,rep,name=removed,proto3" json:"removed,omitempty"` // namespace/name of each binding removed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeUserResponse) Reset() {
+	*x = RevokeUserResponse{}
+	mi := &file_legion_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeUserResponse) ProtoMessage() {}
+
+func (x *RevokeUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeUserResponse.ProtoReflect.Descriptor instead.
+func (*RevokeUserResponse) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RevokeUserResponse) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+type RotateCARequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StatusOnly    bool                   `protobuf:"varint,1,opt,name=status_only,json=statusOnly,proto3" json:"status_only,omitempty"` // report the rotation under way, start none
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateCARequest) Reset() {
+	*x = RotateCARequest{}
+	mi := &file_legion_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateCARequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateCARequest) ProtoMessage() {}
+
+func (x *RotateCARequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateCARequest.ProtoReflect.Descriptor instead.
+func (*RotateCARequest) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RotateCARequest) GetStatusOnly() bool {
+	if x != nil {
+		return x.StatusOnly
+	}
+	return false
+}
+
+type RotateCAResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Digest         string                 `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`                                       // the CA nodes are issued certificates under now
+	PreviousDigest string                 `protobuf:"bytes,2,opt,name=previous_digest,json=previousDigest,proto3" json:"previous_digest,omitempty"` // the CA still trusted until every node renewed; empty when none
+	Pending        []string               `protobuf:"bytes,3,rep,name=pending,proto3" json:"pending,omitempty"`                                     // nodes whose certificate is not yet under the new CA
+	Started        bool                   `protobuf:"varint,4,opt,name=started,proto3" json:"started,omitempty"`                                    // this call started the rotation
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RotateCAResponse) Reset() {
+	*x = RotateCAResponse{}
+	mi := &file_legion_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateCAResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateCAResponse) ProtoMessage() {}
+
+func (x *RotateCAResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateCAResponse.ProtoReflect.Descriptor instead.
+func (*RotateCAResponse) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RotateCAResponse) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *RotateCAResponse) GetPreviousDigest() string {
+	if x != nil {
+		return x.PreviousDigest
+	}
+	return ""
+}
+
+func (x *RotateCAResponse) GetPending() []string {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *RotateCAResponse) GetStarted() bool {
+	if x != nil {
+		return x.Started
+	}
+	return false
+}
+
 // AuditEvent is one audited request: who asked what of which object, how
 // it ended, and which manager decided. It never holds an object's spec.
 type AuditEvent struct {
@@ -1807,7 +2007,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +2019,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +2032,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{29}
+	return file_legion_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AuditEvent) GetTimeUnixNano() int64 {
@@ -1921,7 +2121,7 @@ type RecordAuditRequest struct {
 
 func (x *RecordAuditRequest) Reset() {
 	*x = RecordAuditRequest{}
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2133,7 @@ func (x *RecordAuditRequest) String() string {
 func (*RecordAuditRequest) ProtoMessage() {}
 
 func (x *RecordAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2146,7 @@ func (x *RecordAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditRequest.ProtoReflect.Descriptor instead.
 func (*RecordAuditRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{30}
+	return file_legion_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RecordAuditRequest) GetEvents() []*AuditEvent {
@@ -1964,7 +2164,7 @@ type RecordAuditResponse struct {
 
 func (x *RecordAuditResponse) Reset() {
 	*x = RecordAuditResponse{}
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2176,7 @@ func (x *RecordAuditResponse) String() string {
 func (*RecordAuditResponse) ProtoMessage() {}
 
 func (x *RecordAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2189,7 @@ func (x *RecordAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditResponse.ProtoReflect.Descriptor instead.
 func (*RecordAuditResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{31}
+	return file_legion_proto_rawDescGZIP(), []int{35}
 }
 
 // AuditRequest narrows a listing; empty fields keep everything.
@@ -2007,7 +2207,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2219,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2232,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{32}
+	return file_legion_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AuditRequest) GetSinceUnixNano() int64 {
@@ -2086,7 +2286,7 @@ type AutolockRequest struct {
 
 func (x *AutolockRequest) Reset() {
 	*x = AutolockRequest{}
-	mi := &file_legion_proto_msgTypes[33]
+	mi := &file_legion_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2298,7 @@ func (x *AutolockRequest) String() string {
 func (*AutolockRequest) ProtoMessage() {}
 
 func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[33]
+	mi := &file_legion_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2311,7 @@ func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutolockRequest.ProtoReflect.Descriptor instead.
 func (*AutolockRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{33}
+	return file_legion_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AutolockRequest) GetAction() string {
@@ -2131,7 +2331,7 @@ type AutolockResponse struct {
 
 func (x *AutolockResponse) Reset() {
 	*x = AutolockResponse{}
-	mi := &file_legion_proto_msgTypes[34]
+	mi := &file_legion_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2343,7 @@ func (x *AutolockResponse) String() string {
 func (*AutolockResponse) ProtoMessage() {}
 
 func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[34]
+	mi := &file_legion_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2356,7 @@ func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutolockResponse.ProtoReflect.Descriptor instead.
 func (*AutolockResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{34}
+	return file_legion_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AutolockResponse) GetEnabled() bool {
@@ -2182,7 +2382,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_legion_proto_msgTypes[35]
+	mi := &file_legion_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2394,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[35]
+	mi := &file_legion_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2407,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{35}
+	return file_legion_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UnlockRequest) GetKey() string {
@@ -2226,7 +2426,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_legion_proto_msgTypes[36]
+	mi := &file_legion_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +2438,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[36]
+	mi := &file_legion_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +2451,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{36}
+	return file_legion_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UnlockResponse) GetNodeId() string {
@@ -2269,7 +2469,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_legion_proto_msgTypes[37]
+	mi := &file_legion_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2481,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[37]
+	mi := &file_legion_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2494,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{37}
+	return file_legion_proto_rawDescGZIP(), []int{41}
 }
 
 // BackupChunk is the next part of the backup file.
@@ -2307,7 +2507,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_legion_proto_msgTypes[38]
+	mi := &file_legion_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2519,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[38]
+	mi := &file_legion_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2532,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{38}
+	return file_legion_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -2352,7 +2552,7 @@ type IssueUserRequest struct {
 
 func (x *IssueUserRequest) Reset() {
 	*x = IssueUserRequest{}
-	mi := &file_legion_proto_msgTypes[39]
+	mi := &file_legion_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2564,7 @@ func (x *IssueUserRequest) String() string {
 func (*IssueUserRequest) ProtoMessage() {}
 
 func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[39]
+	mi := &file_legion_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2577,7 @@ func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserRequest.ProtoReflect.Descriptor instead.
 func (*IssueUserRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{39}
+	return file_legion_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *IssueUserRequest) GetName() string {
@@ -2404,7 +2604,7 @@ type IssueUserResponse struct {
 
 func (x *IssueUserResponse) Reset() {
 	*x = IssueUserResponse{}
-	mi := &file_legion_proto_msgTypes[40]
+	mi := &file_legion_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2616,7 @@ func (x *IssueUserResponse) String() string {
 func (*IssueUserResponse) ProtoMessage() {}
 
 func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[40]
+	mi := &file_legion_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2629,7 @@ func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserResponse.ProtoReflect.Descriptor instead.
 func (*IssueUserResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{40}
+	return file_legion_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *IssueUserResponse) GetCertificate() []byte {
@@ -2457,7 +2657,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_legion_proto_msgTypes[41]
+	mi := &file_legion_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2669,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[41]
+	mi := &file_legion_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2682,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{41}
+	return file_legion_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RaftMessage) GetPayload() []byte {
@@ -2502,7 +2702,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_legion_proto_msgTypes[42]
+	mi := &file_legion_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2714,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[42]
+	mi := &file_legion_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2727,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{42}
+	return file_legion_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SnapshotChunk) GetRequest() []byte {
@@ -2682,7 +2882,19 @@ const file_legion_proto_rawDesc = "" +
 	"\fTokenRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"%\n" +
 	"\rTokenResponse\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\"\x9c\x02\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"'\n" +
+	"\x11RevokeUserRequest\x12\x12\n" +
+	"\x04user\x18\x01 \x01(\tR\x04user\".\n" +
+	"\x12RevokeUserResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x03(\tR\aremoved\"2\n" +
+	"\x0fRotateCARequest\x12\x1f\n" +
+	"\vstatus_only\x18\x01 \x01(\bR\n" +
+	"statusOnly\"\x87\x01\n" +
+	"\x10RotateCAResponse\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\tR\x06digest\x12'\n" +
+	"\x0fprevious_digest\x18\x02 \x01(\tR\x0epreviousDigest\x12\x18\n" +
+	"\apending\x18\x03 \x03(\tR\apending\x12\x18\n" +
+	"\astarted\x18\x04 \x01(\bR\astarted\"\x9c\x02\n" +
 	"\n" +
 	"AuditEvent\x12$\n" +
 	"\x0etime_unix_nano\x18\x01 \x01(\x03R\ftimeUnixNano\x12\x14\n" +
@@ -2735,7 +2947,7 @@ const file_legion_proto_rawDesc = "" +
 	"\x03Get\x12\x15.legion.v1.GetRequest\x1a\x16.legion.v1.GetResponse\x127\n" +
 	"\x04List\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse\x12=\n" +
 	"\x06Delete\x12\x18.legion.v1.DeleteRequest\x1a\x19.legion.v1.DeleteResponse\x129\n" +
-	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xa4\a\n" +
+	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xb4\b\n" +
 	"\aCluster\x127\n" +
 	"\x04Init\x12\x16.legion.v1.InitRequest\x1a\x17.legion.v1.InitResponse\x12=\n" +
 	"\x06Status\x12\x18.legion.v1.StatusRequest\x1a\x19.legion.v1.StatusResponse\x127\n" +
@@ -2750,7 +2962,10 @@ const file_legion_proto_rawDesc = "" +
 	"\bAutolock\x12\x1a.legion.v1.AutolockRequest\x1a\x1b.legion.v1.AutolockResponse\x12=\n" +
 	"\x06Unlock\x12\x18.legion.v1.UnlockRequest\x1a\x19.legion.v1.UnlockResponse\x12L\n" +
 	"\vRecordAudit\x12\x1d.legion.v1.RecordAuditRequest\x1a\x1e.legion.v1.RecordAuditResponse\x129\n" +
-	"\x05Audit\x12\x17.legion.v1.AuditRequest\x1a\x15.legion.v1.AuditEvent0\x012\x9a\x03\n" +
+	"\x05Audit\x12\x17.legion.v1.AuditRequest\x1a\x15.legion.v1.AuditEvent0\x01\x12I\n" +
+	"\n" +
+	"RevokeUser\x12\x1c.legion.v1.RevokeUserRequest\x1a\x1d.legion.v1.RevokeUserResponse\x12C\n" +
+	"\bRotateCA\x12\x1a.legion.v1.RotateCARequest\x1a\x1b.legion.v1.RotateCAResponse2\x9a\x03\n" +
 	"\x04Raft\x12?\n" +
 	"\rAppendEntries\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage\x12K\n" +
 	"\x15AppendEntriesPipeline\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage(\x010\x01\x12=\n" +
@@ -2772,7 +2987,7 @@ func file_legion_proto_rawDescGZIP() []byte {
 	return file_legion_proto_rawDescData
 }
 
-var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_legion_proto_goTypes = []any{
 	(*Metadata)(nil),            // 0: legion.v1.Metadata
 	(*Object)(nil),              // 1: legion.v1.Object
@@ -2803,26 +3018,30 @@ var file_legion_proto_goTypes = []any{
 	(*SetVoterResponse)(nil),    // 26: legion.v1.SetVoterResponse
 	(*TokenRequest)(nil),        // 27: legion.v1.TokenRequest
 	(*TokenResponse)(nil),       // 28: legion.v1.TokenResponse
-	(*AuditEvent)(nil),          // 29: legion.v1.AuditEvent
-	(*RecordAuditRequest)(nil),  // 30: legion.v1.RecordAuditRequest
-	(*RecordAuditResponse)(nil), // 31: legion.v1.RecordAuditResponse
-	(*AuditRequest)(nil),        // 32: legion.v1.AuditRequest
-	(*AutolockRequest)(nil),     // 33: legion.v1.AutolockRequest
-	(*AutolockResponse)(nil),    // 34: legion.v1.AutolockResponse
-	(*UnlockRequest)(nil),       // 35: legion.v1.UnlockRequest
-	(*UnlockResponse)(nil),      // 36: legion.v1.UnlockResponse
-	(*BackupRequest)(nil),       // 37: legion.v1.BackupRequest
-	(*BackupChunk)(nil),         // 38: legion.v1.BackupChunk
-	(*IssueUserRequest)(nil),    // 39: legion.v1.IssueUserRequest
-	(*IssueUserResponse)(nil),   // 40: legion.v1.IssueUserResponse
-	(*RaftMessage)(nil),         // 41: legion.v1.RaftMessage
-	(*SnapshotChunk)(nil),       // 42: legion.v1.SnapshotChunk
-	nil,                         // 43: legion.v1.Metadata.LabelsEntry
-	nil,                         // 44: legion.v1.ListRequest.LabelsEntry
-	nil,                         // 45: legion.v1.WatchRequest.LabelsEntry
+	(*RevokeUserRequest)(nil),   // 29: legion.v1.RevokeUserRequest
+	(*RevokeUserResponse)(nil),  // 30: legion.v1.RevokeUserResponse
+	(*RotateCARequest)(nil),     // 31: legion.v1.RotateCARequest
+	(*RotateCAResponse)(nil),    // 32: legion.v1.RotateCAResponse
+	(*AuditEvent)(nil),          // 33: legion.v1.AuditEvent
+	(*RecordAuditRequest)(nil),  // 34: legion.v1.RecordAuditRequest
+	(*RecordAuditResponse)(nil), // 35: legion.v1.RecordAuditResponse
+	(*AuditRequest)(nil),        // 36: legion.v1.AuditRequest
+	(*AutolockRequest)(nil),     // 37: legion.v1.AutolockRequest
+	(*AutolockResponse)(nil),    // 38: legion.v1.AutolockResponse
+	(*UnlockRequest)(nil),       // 39: legion.v1.UnlockRequest
+	(*UnlockResponse)(nil),      // 40: legion.v1.UnlockResponse
+	(*BackupRequest)(nil),       // 41: legion.v1.BackupRequest
+	(*BackupChunk)(nil),         // 42: legion.v1.BackupChunk
+	(*IssueUserRequest)(nil),    // 43: legion.v1.IssueUserRequest
+	(*IssueUserResponse)(nil),   // 44: legion.v1.IssueUserResponse
+	(*RaftMessage)(nil),         // 45: legion.v1.RaftMessage
+	(*SnapshotChunk)(nil),       // 46: legion.v1.SnapshotChunk
+	nil,                         // 47: legion.v1.Metadata.LabelsEntry
+	nil,                         // 48: legion.v1.ListRequest.LabelsEntry
+	nil,                         // 49: legion.v1.WatchRequest.LabelsEntry
 }
 var file_legion_proto_depIdxs = []int32{
-	43, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
+	47, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
 	0,  // 1: legion.v1.Object.metadata:type_name -> legion.v1.Metadata
 	1,  // 2: legion.v1.ApplyItem.object:type_name -> legion.v1.Object
 	2,  // 3: legion.v1.ApplyRequest.items:type_name -> legion.v1.ApplyItem
@@ -2830,13 +3049,13 @@ var file_legion_proto_depIdxs = []int32{
 	1,  // 5: legion.v1.ApplyResult.previous:type_name -> legion.v1.Object
 	4,  // 6: legion.v1.ApplyResponse.results:type_name -> legion.v1.ApplyResult
 	1,  // 7: legion.v1.GetResponse.object:type_name -> legion.v1.Object
-	44, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
+	48, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
 	1,  // 9: legion.v1.ListResponse.objects:type_name -> legion.v1.Object
 	1,  // 10: legion.v1.DeleteResponse.object:type_name -> legion.v1.Object
-	45, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
+	49, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
 	1,  // 12: legion.v1.WatchEvent.object:type_name -> legion.v1.Object
 	16, // 13: legion.v1.StatusResponse.members:type_name -> legion.v1.Member
-	29, // 14: legion.v1.RecordAuditRequest.events:type_name -> legion.v1.AuditEvent
+	33, // 14: legion.v1.RecordAuditRequest.events:type_name -> legion.v1.AuditEvent
 	3,  // 15: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
 	6,  // 16: legion.v1.Objects.Get:input_type -> legion.v1.GetRequest
 	8,  // 17: legion.v1.Objects.List:input_type -> legion.v1.ListRequest
@@ -2850,45 +3069,49 @@ var file_legion_proto_depIdxs = []int32{
 	25, // 25: legion.v1.Cluster.SetVoter:input_type -> legion.v1.SetVoterRequest
 	27, // 26: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
 	27, // 27: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
-	39, // 28: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
-	37, // 29: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
-	33, // 30: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
-	35, // 31: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
-	30, // 32: legion.v1.Cluster.RecordAudit:input_type -> legion.v1.RecordAuditRequest
-	32, // 33: legion.v1.Cluster.Audit:input_type -> legion.v1.AuditRequest
-	41, // 34: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
-	41, // 35: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
-	41, // 36: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
-	41, // 37: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
-	41, // 38: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
-	42, // 39: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
-	5,  // 40: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
-	7,  // 41: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
-	9,  // 42: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
-	11, // 43: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
-	13, // 44: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
-	15, // 45: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
-	18, // 46: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
-	20, // 47: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
-	22, // 48: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
-	24, // 49: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
-	26, // 50: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
-	28, // 51: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
-	28, // 52: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
-	40, // 53: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
-	38, // 54: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
-	34, // 55: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
-	36, // 56: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
-	31, // 57: legion.v1.Cluster.RecordAudit:output_type -> legion.v1.RecordAuditResponse
-	29, // 58: legion.v1.Cluster.Audit:output_type -> legion.v1.AuditEvent
-	41, // 59: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
-	41, // 60: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
-	41, // 61: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
-	41, // 62: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
-	41, // 63: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
-	41, // 64: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
-	40, // [40:65] is the sub-list for method output_type
-	15, // [15:40] is the sub-list for method input_type
+	43, // 28: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
+	41, // 29: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
+	37, // 30: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
+	39, // 31: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
+	34, // 32: legion.v1.Cluster.RecordAudit:input_type -> legion.v1.RecordAuditRequest
+	36, // 33: legion.v1.Cluster.Audit:input_type -> legion.v1.AuditRequest
+	29, // 34: legion.v1.Cluster.RevokeUser:input_type -> legion.v1.RevokeUserRequest
+	31, // 35: legion.v1.Cluster.RotateCA:input_type -> legion.v1.RotateCARequest
+	45, // 36: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
+	45, // 37: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
+	45, // 38: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
+	45, // 39: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
+	45, // 40: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
+	46, // 41: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
+	5,  // 42: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
+	7,  // 43: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
+	9,  // 44: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
+	11, // 45: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
+	13, // 46: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
+	15, // 47: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
+	18, // 48: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
+	20, // 49: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
+	22, // 50: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
+	24, // 51: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
+	26, // 52: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
+	28, // 53: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
+	28, // 54: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
+	44, // 55: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
+	42, // 56: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
+	38, // 57: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
+	40, // 58: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
+	35, // 59: legion.v1.Cluster.RecordAudit:output_type -> legion.v1.RecordAuditResponse
+	33, // 60: legion.v1.Cluster.Audit:output_type -> legion.v1.AuditEvent
+	30, // 61: legion.v1.Cluster.RevokeUser:output_type -> legion.v1.RevokeUserResponse
+	32, // 62: legion.v1.Cluster.RotateCA:output_type -> legion.v1.RotateCAResponse
+	45, // 63: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
+	45, // 64: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
+	45, // 65: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
+	45, // 66: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
+	45, // 67: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
+	45, // 68: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
+	42, // [42:69] is the sub-list for method output_type
+	15, // [15:42] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -2907,7 +3130,7 @@ func file_legion_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_legion_proto_rawDesc), len(file_legion_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

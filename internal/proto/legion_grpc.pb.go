@@ -301,6 +301,8 @@ const (
 	Cluster_Unlock_FullMethodName      = "/legion.v1.Cluster/Unlock"
 	Cluster_RecordAudit_FullMethodName = "/legion.v1.Cluster/RecordAudit"
 	Cluster_Audit_FullMethodName       = "/legion.v1.Cluster/Audit"
+	Cluster_RevokeUser_FullMethodName  = "/legion.v1.Cluster/RevokeUser"
+	Cluster_RotateCA_FullMethodName    = "/legion.v1.Cluster/RotateCA"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -334,6 +336,12 @@ type ClusterClient interface {
 	// Audit lists the kept audit events, oldest first, narrowed by the
 	// request (cluster admin only).
 	Audit(ctx context.Context, in *AuditRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AuditEvent], error)
+	// RevokeUser removes every RoleBinding of a user in one step (cluster
+	// admin only).
+	RevokeUser(ctx context.Context, in *RevokeUserRequest, opts ...grpc.CallOption) (*RevokeUserResponse, error)
+	// RotateCA starts a rotation to a new root CA, or reports the one under
+	// way (cluster admin only).
+	RotateCA(ctx context.Context, in *RotateCARequest, opts ...grpc.CallOption) (*RotateCAResponse, error)
 }
 
 type clusterClient struct {
@@ -502,6 +510,26 @@ func (c *clusterClient) Audit(ctx context.Context, in *AuditRequest, opts ...grp
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_AuditClient = grpc.ServerStreamingClient[AuditEvent]
 
+func (c *clusterClient) RevokeUser(ctx context.Context, in *RevokeUserRequest, opts ...grpc.CallOption) (*RevokeUserResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeUserResponse)
+	err := c.cc.Invoke(ctx, Cluster_RevokeUser_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) RotateCA(ctx context.Context, in *RotateCARequest, opts ...grpc.CallOption) (*RotateCAResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateCAResponse)
+	err := c.cc.Invoke(ctx, Cluster_RotateCA_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -533,6 +561,12 @@ type ClusterServer interface {
 	// Audit lists the kept audit events, oldest first, narrowed by the
 	// request (cluster admin only).
 	Audit(*AuditRequest, grpc.ServerStreamingServer[AuditEvent]) error
+	// RevokeUser removes every RoleBinding of a user in one step (cluster
+	// admin only).
+	RevokeUser(context.Context, *RevokeUserRequest) (*RevokeUserResponse, error)
+	// RotateCA starts a rotation to a new root CA, or reports the one under
+	// way (cluster admin only).
+	RotateCA(context.Context, *RotateCARequest) (*RotateCAResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -584,6 +618,12 @@ func (UnimplementedClusterServer) RecordAudit(context.Context, *RecordAuditReque
 }
 func (UnimplementedClusterServer) Audit(*AuditRequest, grpc.ServerStreamingServer[AuditEvent]) error {
 	return status.Error(codes.Unimplemented, "method Audit not implemented")
+}
+func (UnimplementedClusterServer) RevokeUser(context.Context, *RevokeUserRequest) (*RevokeUserResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeUser not implemented")
+}
+func (UnimplementedClusterServer) RotateCA(context.Context, *RotateCARequest) (*RotateCAResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateCA not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -844,6 +884,42 @@ func _Cluster_Audit_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_AuditServer = grpc.ServerStreamingServer[AuditEvent]
 
+func _Cluster_RevokeUser_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeUserRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).RevokeUser(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_RevokeUser_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).RevokeUser(ctx, req.(*RevokeUserRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_RotateCA_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateCARequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).RotateCA(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_RotateCA_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).RotateCA(ctx, req.(*RotateCARequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -898,6 +974,14 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RecordAudit",
 			Handler:    _Cluster_RecordAudit_Handler,
+		},
+		{
+			MethodName: "RevokeUser",
+			Handler:    _Cluster_RevokeUser_Handler,
+		},
+		{
+			MethodName: "RotateCA",
+			Handler:    _Cluster_RotateCA_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
