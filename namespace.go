@@ -1,5 +1,11 @@
 package legion
 
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // Namespace scopes names, DNS, quotas, RBAC and network isolation. It is
 // cluster-scoped and set by the cluster admin only.
 type Namespace struct {
@@ -54,4 +60,57 @@ type QuotaUsage struct {
 	Tasks   int   `json:"tasks"`
 	Volumes int   `json:"volumes"`
 	Storage Bytes `json:"storage"`
+}
+
+// SecurityExcess is one loosening a container asks for that its
+// namespace's allow-list does not give: the container's field and the
+// allow-list entry it would need.
+type SecurityExcess struct {
+	Field   string // e.g. spec.pod.containers[0].security.securelevel
+	Setting string // the allow-list name: rawSockets, ..., securelevel, enforceStatfs
+}
+
+// Excess lists what the pod's containers loosen beyond the allow-list,
+// their fields under path (e.g. "spec.pod"). An admitted pod has its
+// defaults written out; unset levels count as the defaults.
+func (s NamespaceSecurity) Excess(pod *PodSpec, path string) []SecurityExcess {
+	var out []SecurityExcess
+	check := func(cp string, c *Container) {
+		for _, a := range c.Security.Allow {
+			if !slices.Contains(s.Allow, a) {
+				out = append(out, SecurityExcess{Field: cp + ".security.allow", Setting: a})
+			}
+		}
+		if l := c.Security.Securelevel; l != nil && *l < 2 && !slices.Contains(s.Allow, AllowSecurelevel) {
+			out = append(out, SecurityExcess{Field: cp + ".security.securelevel", Setting: AllowSecurelevel})
+		}
+		if e := c.Security.EnforceStatfs; e != nil && *e < 2 && !slices.Contains(s.Allow, AllowEnforceStatfs) {
+			out = append(out, SecurityExcess{Field: cp + ".security.enforceStatfs", Setting: AllowEnforceStatfs})
+		}
+	}
+	for i := range pod.InitContainers {
+		check(fmt.Sprintf("%s.initContainers[%d]", path, i), &pod.InitContainers[i])
+	}
+	for i := range pod.Containers {
+		check(fmt.Sprintf("%s.containers[%d]", path, i), &pod.Containers[i])
+	}
+	return out
+}
+
+// ExcessMessage says in one line what the pod asks for beyond namespace
+// ns's allow-list, or "" when nothing.
+func (s NamespaceSecurity) ExcessMessage(ns string, pod *PodSpec, path string) string {
+	ex := s.Excess(pod, path)
+	if len(ex) == 0 {
+		return ""
+	}
+	parts := make([]string, len(ex))
+	for i, e := range ex {
+		parts[i] = e.Field + ": " + e.Setting
+	}
+	allowed := "nothing"
+	if len(s.Allow) > 0 {
+		allowed = strings.Join(s.Allow, ", ")
+	}
+	return fmt.Sprintf("not allowed in namespace %s (its spec.security.allow: %s): %s", ns, allowed, strings.Join(parts, "; "))
 }

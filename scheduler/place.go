@@ -347,6 +347,10 @@ func (p *planner) placeTask(e *entry) bool {
 	o := e.owner
 	p.prepare(o)
 	t := e.t
+	if msg := p.securityMessage(t); msg != "" {
+		p.pend(e, msg)
+		return false
+	}
 	if msg := p.quotaMessage(t.Metadata.Namespace, o.requests); msg != "" {
 		p.pend(e, msg)
 		return false

@@ -46,6 +46,7 @@ func plan(state *State, now time.Time, caps map[ownerKey]int) (Result, map[owner
 	}
 	p.volumesAfter()
 	p.drainStatus()
+	p.namespaceUsage()
 	return p.finish(), p.demand
 }
 
@@ -133,9 +134,10 @@ type slot struct {
 }
 
 type nsInfo struct {
-	quota *legion.Quota
-	used  legion.ResourceRequests
-	tasks int
+	quota    *legion.Quota
+	security legion.NamespaceSecurity
+	used     legion.ResourceRequests
+	tasks    int
 }
 
 func newPlanner(st *State, now time.Time) *planner {
@@ -164,7 +166,7 @@ func newPlanner(st *State, now time.Time) *planner {
 		p.nodeIdx[n.Metadata.Name] = i
 	}
 	for _, n := range st.Namespaces {
-		p.ns[n.Metadata.Name] = &nsInfo{quota: n.Spec.Quota}
+		p.ns[n.Metadata.Name] = &nsInfo{quota: n.Spec.Quota, security: n.Spec.Security}
 	}
 	for _, v := range st.Volumes {
 		p.volumes[nsName{v.Metadata.Namespace, v.Metadata.Name}] = v

@@ -56,6 +56,8 @@ type Result struct {
 	CreateVolumes []*legion.Volume // stateful claims
 	UpdateVolumes []*legion.Volume // claims resized
 
+	UpdateNamespaces []*legion.Namespace // status.used
+
 	// NextWake is the earliest time something is due (a backoff, an update
 	// delay or monitor window, a cron run, a heartbeat deadline); zero when
 	// nothing is.
@@ -66,7 +68,7 @@ type Result struct {
 func (r *Result) Empty() bool {
 	return len(r.CreateTasks)+len(r.UpdateTasks)+len(r.DeleteTasks)+len(r.UpdateServices)+
 		len(r.CreateJobs)+len(r.UpdateJobs)+len(r.DeleteJobs)+len(r.UpdateCronJobs)+
-		len(r.UpdateNodes)+len(r.CreateVolumes)+len(r.UpdateVolumes) == 0
+		len(r.UpdateNodes)+len(r.CreateVolumes)+len(r.UpdateVolumes)+len(r.UpdateNamespaces) == 0
 }
 
 // Timing the planner follows (3.3, 3.3.1, 4.2).

@@ -294,6 +294,9 @@ func (l *Loop) apply(ctx context.Context, st *scheduler.State, plan *scheduler.R
 	for _, n := range plan.UpdateNodes {
 		update(n)
 	}
+	for _, n := range plan.UpdateNamespaces {
+		update(n)
+	}
 	if len(writes) == 0 {
 		return res
 	}

@@ -417,6 +417,12 @@ func (c *Cluster) apply(r scheduler.Result) {
 		v.Metadata.Version = c.nextVersion()
 		c.Volumes[key(&v.Metadata)] = v
 	}
+	for _, n := range r.UpdateNamespaces {
+		if c.Namespaces[n.Metadata.Name] != nil {
+			n.Metadata.Version = c.nextVersion()
+			c.Namespaces[n.Metadata.Name] = n
+		}
+	}
 }
 
 // Agents lets every node that is not silent act on its tasks once: stop

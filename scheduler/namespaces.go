@@ -1,0 +1,117 @@
+package scheduler
+
+import (
+	"time"
+
+	"github.com/legionbsd/legion"
+)
+
+// Demand is what namespace ns's Services and Volumes want in all, as
+// admission holds it to the namespace's quota (3.3.1): each service its
+// replicas (a global one, a task per eligible node of st.Nodes) times its
+// pod's requests, and every Volume with its size, counting the Volumes a
+// stateful service's claims will make for its wanted ordinals (and an
+// existing claim Volume at its claim's size, as it will be resized).
+// Jobs are not counted: their tasks beyond the quota wait pending.
+func Demand(ns string, st *State) legion.QuotaUsage {
+	var u legion.QuotaUsage
+	vols := map[string]legion.Bytes{}
+	for _, v := range st.Volumes {
+		if v.Metadata.Namespace == ns {
+			vols[v.Metadata.Name] = v.Spec.Size
+		}
+	}
+	var p *planner
+	for _, s := range st.Services {
+		if s.Metadata.Namespace != ns {
+			continue
+		}
+		n := s.WantedReplicas()
+		if s.Spec.Mode == legion.ModeGlobal {
+			if p == nil {
+				p = newPlanner(&State{Nodes: st.Nodes}, time.Time{})
+			}
+			n = p.eligibleNodes(newServiceOwner(s))
+		}
+		req := s.Spec.Pod.Requests()
+		u.CPU += legion.CPU(n) * req.CPU
+		u.Memory += legion.Bytes(n) * req.Memory
+		u.Tasks += n
+		if s.Spec.Mode != legion.ModeStateful {
+			continue
+		}
+		for ord := 0; ord < n; ord++ {
+			for _, pv := range s.Spec.Pod.Volumes {
+				if pv.Claim != nil {
+					vols[claimName(pv.Name, s.Metadata.Name, ord)] = pv.Claim.Size
+				}
+			}
+		}
+	}
+	u.Volumes = len(vols)
+	for _, size := range vols {
+		u.Storage += size
+	}
+	return u
+}
+
+// eligibleNodes counts the nodes a global owner runs a task on now: those
+// its placement allows that are ready or only suspect, and active.
+func (p *planner) eligibleNodes(o *owner) int {
+	cons, _ := legion.ParseConstraints(o.placement.Constraints)
+	hasLimits := o.pod.HasLimits()
+	n := 0
+	for _, ni := range p.nodes {
+		switch p.staticFilter(o, ni, cons, hasLimits).code {
+		case rNone, rSuspect:
+			n++
+		}
+	}
+	return n
+}
+
+// namespaceUsage writes each namespace's status.used as this pass leaves
+// it: the requests and count of its placed tasks, and its Volumes with
+// their sizes.
+func (p *planner) namespaceUsage() {
+	used := make(map[string]*legion.QuotaUsage, len(p.st.Namespaces))
+	for _, n := range p.st.Namespaces {
+		used[n.Metadata.Name] = &legion.QuotaUsage{}
+	}
+	for _, e := range p.entries {
+		if e.deleted || !placed(e.t) {
+			continue
+		}
+		u := used[e.t.Metadata.Namespace]
+		if u == nil {
+			continue
+		}
+		req := e.owner.requestsOf(e.t)
+		u.CPU += req.CPU
+		u.Memory += req.Memory
+		u.Tasks++
+	}
+	for k, v := range p.volumes {
+		if u := used[k.ns]; u != nil {
+			u.Volumes++
+			u.Storage += v.Spec.Size
+		}
+	}
+	for _, n := range p.st.Namespaces {
+		u := used[n.Metadata.Name]
+		if old := n.Status.Used; old != nil && *old == *u {
+			continue
+		}
+		out := *n
+		out.Status.Used = u
+		p.res.UpdateNamespaces = append(p.res.UpdateNamespaces, &out)
+	}
+}
+
+// securityMessage says why a task's pod may not start in its namespace
+// now: it loosens its jails more than the namespace's allow-list, which
+// may have been tightened since its spec was admitted (9).
+func (p *planner) securityMessage(t *legion.Task) string {
+	n := p.nsOf(t.Metadata.Namespace)
+	return n.security.ExcessMessage(t.Metadata.Namespace, &t.Spec.Pod, "spec.pod")
+}
