@@ -63,6 +63,9 @@ type Member struct {
 	ID, Address string
 	Voter       bool // a learner otherwise, until it catches up
 	Leader      bool
+	// Reachability is Leader, Reachable or Unreachable, as the manager
+	// answering found it.
+	Reachability string
 }
 
 // Status describes the daemon reached; a fresh daemon of this host
@@ -75,7 +78,8 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	st := Status{NodeID: r.NodeId, Role: r.Role, Initialized: r.Initialized, State: r.State, LeaderID: r.LeaderId,
 		LeaderAddress: r.LeaderAddress, Term: r.Term, AppliedIndex: r.AppliedIndex, CommitIndex: r.CommitIndex, Protocol: int(r.Protocol)}
 	for _, m := range r.Members {
-		st.Members = append(st.Members, Member{ID: m.Id, Address: m.Address, Voter: m.Voter, Leader: m.Leader})
+		st.Members = append(st.Members, Member{ID: m.Id, Address: m.Address, Voter: m.Voter, Leader: m.Leader,
+			Reachability: m.Reachability})
 	}
 	return st, nil
 }
@@ -107,4 +111,14 @@ func (c *Client) IssueUser(ctx context.Context, name string, csrPEM []byte) (cer
 		return nil, nil, wrap(err)
 	}
 	return r.Certificate, r.CaCertificate, nil
+}
+
+// SetVoter promotes (voter) or demotes a manager's vote in Raft (cluster
+// admin only); changed is false when it already was what was asked.
+func (c *Client) SetVoter(ctx context.Context, node string, voter bool) (changed bool, err error) {
+	r, err := c.cluster.SetVoter(ctx, &pb.SetVoterRequest{Node: node, Voter: voter})
+	if err != nil {
+		return false, wrap(err)
+	}
+	return r.Changed, nil
 }

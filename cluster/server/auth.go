@@ -70,6 +70,12 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 		}
 		return ctx, nil
 	}
+	if role == roleManager && method != "/legion.v1.Cluster/Status" && s.selfRemoved() {
+		if strings.HasPrefix(method, "/legion.v1.Dispatcher/") || strings.HasPrefix(method, "/legion.v1.Sessions/") {
+			return nil, status.Errorf(codes.Unavailable, "manager %s was removed from the cluster: ask another manager", s.nodeID)
+		}
+		return nil, s.removedError()
+	}
 	if strings.HasPrefix(method, "/legion.v1.Dispatcher/") || strings.HasPrefix(method, "/legion.v1.Sessions/") {
 		// Agents of every node; the service acts only for the node the
 		// certificate names. Unavailable (not a refusal) off a manager,
@@ -87,6 +93,12 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 	}
 	if c.id == nil {
 		return nil, status.Error(codes.Unauthenticated, "a client certificate of this cluster is required")
+	}
+	if c.id.Role == pki.RoleManager {
+		// A removed manager's certificate, what it forwards included.
+		if err := s.managerRevoked(ctx); err != nil {
+			return nil, err
+		}
 	}
 	managerOnly := strings.HasPrefix(method, "/legion.v1.Raft/") || method == "/legion.v1.Cluster/Promote"
 	switch {

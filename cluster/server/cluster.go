@@ -174,6 +174,11 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 			out.Members = append(out.Members, &pb.Member{Id: string(m.ID), Address: string(m.Address),
 				Voter: m.Suffrage == raft.Voter, Leader: string(m.ID) == out.LeaderId})
 		}
+		// A manager asked by another for its status (a probe) does not
+		// probe in turn.
+		if !forwarded(ctx) {
+			s.reach(ctx, out.Members)
+		}
 	}
 	return out, nil
 }
@@ -215,9 +220,10 @@ func (c *clusterService) token(ctx context.Context, req *pb.TokenRequest, rotate
 }
 
 // Join admits a node holding a join token: it checks the token against
-// this cluster's CA and secrets before anything is written, signs the
-// node's certificate request and, for a manager, adds it to Raft as a
-// non-voter (it asks to be promoted once caught up).
+// this cluster's CA and secrets before anything is written and signs the
+// node's certificate request. A manager is not added to Raft here: it
+// asks for that itself (Promote) once it serves its new certificate, so
+// the leader never reaches it before its TLS is in place.
 func (c *clusterService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.JoinResponse, error) {
 	s := c.s
 	tok, err := pki.ParseToken(req.Token)
@@ -291,11 +297,6 @@ func (c *clusterService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.Joi
 		if out.CaKey, err = s.ca.KeyPEM(); err != nil {
 			return nil, s.unrecord(req.NodeId, toStatus(err))
 		}
-		f := st.Raft().AddNonvoter(raft.ServerID(req.NodeId), raft.ServerAddress(req.Address), 0, s.writeTimeout())
-		if err := f.Error(); err != nil {
-			return nil, s.unrecord(req.NodeId, status.Errorf(codes.Unavailable, "adding manager %s to raft: %v", req.NodeId, err))
-		}
-		out.Index = f.Index()
 	}
 	s.log.Info("node joined", "node", req.NodeId, "role", role, "address", req.Address)
 	return out, nil
@@ -382,83 +383,14 @@ func (c *clusterService) JoinCluster(ctx context.Context, req *pb.JoinClusterReq
 		return nil, toStatus(err)
 	}
 	if resp.Role == roleManager {
-		s.wg.Add(1)
-		go s.promoteWhenCaughtUp(resp.Index)
+		// The join is done once this manager votes: a cluster told it has
+		// one more manager then tolerates the loss it expects.
+		if err := s.waitVoter(ctx, req.Server); err != nil {
+			s.keepJoining()
+			return nil, err
+		}
 	}
 	return &pb.JoinClusterResponse{NodeId: s.nodeID, Role: resp.Role}, nil
-}
-
-// promoteWhenCaughtUp asks the leader to make this manager a voter once
-// it has applied what the cluster held when it joined.
-func (s *Server) promoteWhenCaughtUp(index uint64) {
-	defer s.wg.Done()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stopping():
-			return
-		case <-tick.C:
-		}
-		st := s.store()
-		if st == nil || st.Raft().AppliedIndex() < index {
-			continue
-		}
-		addr, _ := st.Leader()
-		if addr == "" {
-			continue
-		}
-		conn, err := s.peer(addr)
-		if err != nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(s.watchCtx, 5*time.Second)
-		_, err = pb.NewClusterClient(conn).Promote(ctx, &pb.PromoteRequest{NodeId: s.nodeID, Address: s.cfg.Advertise,
-			AppliedIndex: st.Raft().AppliedIndex()})
-		cancel()
-		if err == nil {
-			s.log.Info("promoted to voter", "node", s.nodeID)
-			return
-		}
-		s.log.Debug("promotion not yet", "err", err)
-	}
-}
-
-func (c *clusterService) Promote(ctx context.Context, req *pb.PromoteRequest) (*pb.PromoteResponse, error) {
-	id := callerOf(ctx).id
-	if id == nil || id.Name != req.NodeId {
-		return nil, status.Error(codes.PermissionDenied, "a manager promotes only itself")
-	}
-	st, conn, fctx, err := c.s.leader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if conn != nil {
-		return pb.NewClusterClient(conn).Promote(fctx, req)
-	}
-	f := st.Raft().GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, toStatus(err)
-	}
-	known := false
-	for _, m := range f.Configuration().Servers {
-		if string(m.ID) == req.NodeId {
-			known = true
-			if m.Suffrage == raft.Voter {
-				return &pb.PromoteResponse{}, nil
-			}
-		}
-	}
-	if !known {
-		return nil, status.Errorf(codes.FailedPrecondition, "manager %s is not a member", req.NodeId)
-	}
-	if err := st.Raft().AddVoter(raft.ServerID(req.NodeId), raft.ServerAddress(req.Address), 0, c.s.writeTimeout()).Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) {
-			return nil, status.Error(codes.Unavailable, "no leader: an election is in progress")
-		}
-		return nil, status.Errorf(codes.Unavailable, "promoting %s: %v", req.NodeId, err)
-	}
-	return &pb.PromoteResponse{}, nil
 }
 
 // IssueUser signs a user's certificate: the role is always user, whatever
