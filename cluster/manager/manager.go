@@ -1,8 +1,10 @@
 // Package manager runs the cluster side of a Legion daemon as a library:
 // its gRPC port (cluster/server: the API, the dispatcher, sessions, Raft)
 // and, once the daemon is a manager of its cluster, the leader's work
-// (cluster/leader) for as long as it leads. It needs no agent: a manager
-// that runs no tasks still plans, allocates and resolves for the others.
+// (cluster/leader) for as long as it leads, and the audit flusher, which
+// writes (leader) or hands on (follower) the events recorded here. It
+// needs no agent: a manager that runs no tasks still plans, allocates and
+// resolves for the others.
 //
 // A program embeds a manager with Start and ends it with Stop. cmd/legion's
 // daemon and up commands do so and add the node's agent (internal/daemon)
@@ -18,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/legionbsd/legion/cluster/audit"
 	"github.com/legionbsd/legion/cluster/leader"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/image"
@@ -35,6 +38,9 @@ type Config struct {
 	// LeaderCheck is how often the manager looks whether it leads
 	// (leader.CheckPeriod when zero).
 	LeaderCheck time.Duration
+	// Audit is how long, and how many, audit events the leader keeps
+	// (audit.DefaultRetention and audit.DefaultMaxEvents when zero).
+	Audit audit.Retention
 }
 
 // Manager is a running daemon port with the leader's work beside it.
@@ -42,6 +48,7 @@ type Manager struct {
 	srv      *server.Server
 	cancel   context.CancelFunc
 	leading  chan struct{} // closed when the leader's work has returned
+	audited  chan struct{} // closed when the audit flusher has returned
 	served   chan struct{} // closed when Serve has returned
 	serveErr error
 	stopOnce sync.Once
@@ -57,7 +64,7 @@ func Start(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{srv: srv, cancel: cancel, leading: make(chan struct{}), served: make(chan struct{})}
+	m := &Manager{srv: srv, cancel: cancel, leading: make(chan struct{}), audited: make(chan struct{}), served: make(chan struct{})}
 	go func() {
 		defer close(m.served)
 		m.serveErr = srv.Serve()
@@ -66,6 +73,11 @@ func Start(cfg Config) (*Manager, error) {
 		defer close(m.leading)
 		leader.Run(ctx, srv, leader.Options{Signals: srv.Dispatcher(), Mover: srv.Sessions(), Registry: cfg.Registry,
 			Period: cfg.LeaderCheck, Logger: cfg.Server.Logger})
+	}()
+	go func() {
+		defer close(m.audited)
+		(&audit.Flusher{Recorder: srv.AuditRecorder(), Store: srv.AuditStore, Hand: srv.HandAudit,
+			Retention: cfg.Audit, Logger: cfg.Server.Logger}).Run(ctx)
 	}()
 	return m, nil
 }
@@ -85,6 +97,7 @@ func (m *Manager) Stop() error {
 	m.stopOnce.Do(func() {
 		m.cancel()
 		<-m.leading
+		<-m.audited
 		m.srv.Stop()
 		<-m.served
 	})

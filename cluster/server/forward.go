@@ -32,7 +32,7 @@ func (s *Server) leader(ctx context.Context) (*store.Store, *grpc.ClientConn, co
 	if forwarded(ctx) {
 		return nil, nil, nil, status.Error(codes.Unavailable, "not the leader (this call was forwarded once already)")
 	}
-	addr, _ := st.Leader()
+	addr, id := st.Leader()
 	if addr == "" {
 		return nil, nil, nil, status.Error(codes.Unavailable, "no leader: an election is in progress")
 	}
@@ -40,5 +40,6 @@ func (s *Server) leader(ctx context.Context) (*store.Store, *grpc.ClientConn, co
 	if err != nil {
 		return nil, nil, nil, status.Errorf(codes.Unavailable, "reaching the leader at %s: %v", addr, err)
 	}
+	noteLeader(ctx, id) // the leader decides: its name goes in the audit event
 	return nil, conn, metadata.AppendToOutgoingContext(ctx, forwardedKey, s.nodeID), nil
 }

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion/cluster/audit"
 	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/sessions"
@@ -114,6 +116,8 @@ type Server struct {
 	al autolockState
 	// sess serves sessions and moves volume data between nodes.
 	sess *sessions.Service
+	// audit holds the events recorded here until they are written.
+	audit *audit.Recorder
 }
 
 // Credentials are the node's certificate and key once it belongs to a
@@ -174,6 +178,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Advertise = advertiseFor(lis.Addr().String())
 	}
 	s := &Server{cfg: cfg, nodeID: id, lis: lis, log: cfg.Logger, conns: map[string]*grpc.ClientConn{}, lock: lock}
+	s.audit = audit.NewRecorder(audit.DefaultHold, cfg.Logger)
 	s.watchCtx, s.endWatches = context.WithCancel(context.Background())
 	ca, err := pki.NewCA(cfg.Now())
 	if err != nil {
@@ -191,7 +196,7 @@ func New(cfg Config) (*Server, error) {
 		grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, GetConfigForClient: s.serverTLS})),
 		grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage),
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
-		grpc.ChainUnaryInterceptor(s.unaryAuth), grpc.ChainStreamInterceptor(s.streamAuth),
+		grpc.ChainUnaryInterceptor(s.unaryAudit, s.unaryAuth), grpc.ChainStreamInterceptor(s.streamAudit, s.streamAuth),
 	)
 	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})
@@ -257,9 +262,17 @@ func (s *Server) load() error {
 	if err := s.become(strings.TrimSpace(string(role)), files, false); err != nil {
 		return err
 	}
-	// A manager that restarted before its join made it a voter asks again.
-	if st := s.store(); st != nil && s.unfinishedJoin(st) {
-		s.keepJoining()
+	// A manager that restarted before it was promoted asks again.
+	if st := s.store(); st != nil {
+		f := st.Raft().GetConfiguration()
+		if f.Error() == nil {
+			for _, m := range f.Configuration().Servers {
+				if string(m.ID) == s.nodeID && m.Suffrage != raft.Voter {
+					s.wg.Add(1)
+					go s.promoteWhenCaughtUp(st.Raft().LastIndex())
+				}
+			}
+		}
 	}
 	return nil
 }

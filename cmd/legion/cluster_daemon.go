@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/legionbsd/legion/cluster/audit"
 	"github.com/legionbsd/legion/cluster/manager"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/internal/agent/attach"
@@ -18,6 +20,7 @@ func newDaemonCommand() *cobra.Command {
 	var dataDir, listen, advertise, runDir, dnsListen string
 	var managers []string
 	var noAgent bool
+	var auditDays, auditMax int
 	var po daemon.Options // the platform flags
 	cmd := &cobra.Command{
 		Use:   "daemon --data-dir DIR [--listen ADDR] [--advertise ADDR]",
@@ -27,8 +30,12 @@ func newDaemonCommand() *cobra.Command {
 			if dataDir == "" {
 				return fmt.Errorf("--data-dir is required")
 			}
+			if auditDays < 1 || auditMax < 1 {
+				return fmt.Errorf("--audit-retention-days %d, --audit-max-events %d: each must be at least 1", auditDays, auditMax)
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log}})
+			m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log},
+				Audit: audit.Retention{Age: time.Duration(auditDays) * 24 * time.Hour, MaxEvents: auditMax}})
 			if err != nil {
 				return err
 			}
@@ -82,5 +89,7 @@ func newDaemonCommand() *cobra.Command {
 	cmd.Flags().StringVar(&po.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
 	cmd.Flags().StringVar(&po.VolumePlugins, "volume-plugins", attach.DefaultPluginDir, "the directory of volume plugin executables (driver: plugin)")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "address other managers reach this one at (default: the listen address, loopback when unspecified)")
+	cmd.Flags().IntVar(&auditDays, "audit-retention-days", int(audit.DefaultRetention/(24*time.Hour)), "days the leader keeps audit events")
+	cmd.Flags().IntVar(&auditMax, "audit-max-events", audit.DefaultMaxEvents, "most audit events the leader keeps (the oldest go first)")
 	return cmd
 }

@@ -20,6 +20,7 @@ func newRootCommand() *cobra.Command {
 	addOpsCommands(root)
 	addAutolockCommands(root)
 	addBackupCommands(root)
+	addAuditCommands(root)
 	return root
 }
 
