@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion/cluster/audit"
 	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/pki"
@@ -262,17 +261,9 @@ func (s *Server) load() error {
 	if err := s.become(strings.TrimSpace(string(role)), files, false); err != nil {
 		return err
 	}
-	// A manager that restarted before it was promoted asks again.
-	if st := s.store(); st != nil {
-		f := st.Raft().GetConfiguration()
-		if f.Error() == nil {
-			for _, m := range f.Configuration().Servers {
-				if string(m.ID) == s.nodeID && m.Suffrage != raft.Voter {
-					s.wg.Add(1)
-					go s.promoteWhenCaughtUp(st.Raft().LastIndex())
-				}
-			}
-		}
+	// A manager that restarted before its join made it a voter asks again.
+	if st := s.store(); st != nil && s.unfinishedJoin(st) {
+		s.keepJoining()
 	}
 	return nil
 }
