@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/legionbsd/legion/internal/testcluster"
-	"github.com/legionbsd/legion/jail"
-	"github.com/legionbsd/legion/jail/process"
 )
 
 // workerAgent runs an agent beside a test cluster's worker, as legion
@@ -49,45 +46,10 @@ func startWorker(t *testing.T, w *testcluster.Manager, podOctet byte) *workerAge
 	}
 	t.Cleanup(func() {
 		a.stop()
-		// The pods outlive their agent, as a daemon restart adopts them.
-		rt := runtimeOf(t, w.Dir)
-		cs, _ := rt.List(context.Background(), nil)
-		for _, c := range cs {
-			rt.Remove(context.Background(), c.ID)
-		}
-		rt.Wait()
+		removeContainers(w.Dir)
 	})
 	a.start()
 	return a
-}
-
-// runtimeOf opens the process runtime holding a node's containers.
-func runtimeOf(t *testing.T, dataDir string) *process.Runtime {
-	t.Helper()
-	rt, err := process.New(process.Config{DataDir: dataDir, Shim: os.Args[0]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rt
-}
-
-// runs lists a node's running containers by id, with the process and
-// start time of each: a container started again shows another.
-func runs(t *testing.T, dataDir string) map[string]string {
-	t.Helper()
-	rt := runtimeOf(t, dataDir)
-	defer rt.Wait()
-	cs, err := rt.List(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, c := range cs {
-		if c.State == jail.StateRunning {
-			out[c.ID] = fmt.Sprintf("pid %d started %s", c.Pid, c.StartedAt.Format(time.RFC3339Nano))
-		}
-	}
-	return out
 }
 
 func (a *workerAgent) start() {
@@ -176,7 +138,7 @@ func TestBackupThenRestoreOnOneManagerAfterLosingTwo(t *testing.T) {
 
 	// Everything stops; two managers lose their disks.
 	agent.stop()
-	running := runs(t, c.Workers[0].Dir)
+	running := containers(t, c.Workers[0].Dir)
 	if len(running) == 0 {
 		t.Fatal("no container of the worker runs once its agent stopped: nothing to adopt")
 	}
@@ -236,7 +198,7 @@ func TestBackupThenRestoreOnOneManagerAfterLosingTwo(t *testing.T) {
 			t.Errorf("task %s restarted %d times (%d before the backup): %+v", tk.Metadata.Name, tk.Status.Restarts, task.Status.Restarts, tk.Status)
 		}
 	}
-	if got := runs(t, c.Workers[0].Dir); !maps.Equal(got, running) {
+	if got := containers(t, c.Workers[0].Dir); !maps.Equal(got, running) {
 		t.Errorf("the worker's containers after the restore: %v, want the ones running before, adopted: %v", got, running)
 	}
 	newer := applyObjects(t, cl, strings.ReplaceAll(configManifest, "NAME", "newer"))[0].Object

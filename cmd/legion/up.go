@@ -50,6 +50,9 @@ and trying Legion out.`,
 			o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
 			o.RemovePods = true
 			o.ResolverProcess = true
+			// Only what this node's agent reports from now on counts as
+			// ready: the store may still hold the last run's statuses.
+			started := time.Now()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out := cmd.OutOrStdout()
@@ -62,7 +65,7 @@ and trying Legion out.`,
 					fmt.Fprintln(out, "Nothing to deploy. Press Ctrl-C to stop.")
 					return nil
 				}
-				if err := deploy(ctx, cmd, n, args[0], readyTimeout); err != nil {
+				if err := deploy(ctx, cmd, n, args[0], started, readyTimeout); err != nil {
 					return err
 				}
 				fmt.Fprintln(out, "Press Ctrl-C to stop; the pods go with it.")
@@ -91,7 +94,7 @@ func isCompose(path string) bool {
 
 // deploy loads the image archives and applies the objects of path, then
 // waits for the services and says where they answer.
-func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string, readyTimeout time.Duration) error {
+func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string, since time.Time, readyTimeout time.Duration) error {
 	out := cmd.OutOrStdout()
 	info, err := os.Stat(path)
 	if err != nil {
@@ -164,7 +167,7 @@ func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string
 	for _, r := range results {
 		fmt.Fprintf(out, "%s %s %s\n", r.Object.GetKind(), legion.DisplayName(r.Object), r.Outcome)
 	}
-	return waitAndShow(ctx, out, n, objs, readyTimeout)
+	return waitAndShow(ctx, out, n, objs, since, readyTimeout)
 }
 
 func environ() map[string]string {
@@ -176,9 +179,9 @@ func environ() map[string]string {
 	return env
 }
 
-// waitAndShow waits for each applied service's tasks to be ready and
-// prints its addresses.
-func waitAndShow(ctx context.Context, out io.Writer, n *daemon.Node, objs []legion.Object, timeout time.Duration) error {
+// waitAndShow waits for each applied service's tasks to be ready, as
+// reported since since, and prints its addresses.
+func waitAndShow(ctx context.Context, out io.Writer, n *daemon.Node, objs []legion.Object, since time.Time, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for _, o := range objs {
 		s, ok := o.(*legion.Service)
@@ -197,7 +200,7 @@ func waitAndShow(ctx context.Context, out io.Writer, n *daemon.Node, objs []legi
 			tasks, _, err := n.Store.List(legion.KindTask, ns, func(o legion.Object) bool {
 				t := o.(*legion.Task)
 				return t.Spec.Owner.Kind == legion.KindService && t.Spec.Owner.Name == name &&
-					t.Spec.DesiredState == legion.TaskRunning && t.Status.Ready
+					t.Spec.DesiredState == legion.TaskRunning && t.Status.Ready && !t.Status.Timestamp.Before(since)
 			})
 			if err == nil {
 				ready = len(tasks)

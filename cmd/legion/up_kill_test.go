@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -66,6 +67,20 @@ func containers(t *testing.T, dataDir string) map[string]int {
 	return out
 }
 
+// removeContainers removes every container of a node's data directory
+// (pods outlive a killed daemon, and a daemon restart adopts them).
+func removeContainers(dataDir string) {
+	rt, err := process.New(process.Config{DataDir: dataDir, Shim: "/nonexistent"})
+	if err != nil {
+		return
+	}
+	cs, _ := rt.List(context.Background(), nil)
+	for _, c := range cs {
+		rt.Remove(context.Background(), c.ID)
+	}
+	rt.Wait()
+}
+
 // The daemon killed with SIGKILL and started again adopts the running
 // pods: the same processes go on serving, none is restarted.
 func TestUpKilledAndRestartedAdoptsItsPods(t *testing.T) {
@@ -101,10 +116,7 @@ func TestUpKilledAndRestartedAdoptsItsPods(t *testing.T) {
 		}
 		if left := containers(t, dataDir); len(left) != 0 {
 			t.Errorf("%d containers left after legion up stopped", len(left))
-			for id := range left {
-				rt, _ := process.New(process.Config{DataDir: dataDir, Shim: "/nonexistent"})
-				rt.Remove(context.Background(), id)
-			}
+			removeContainers(dataDir)
 		}
 	}()
 	after := containers(t, dataDir)
@@ -116,4 +128,78 @@ func TestUpKilledAndRestartedAdoptsItsPods(t *testing.T) {
 	if len(after) != 2 {
 		t.Errorf("%d running containers after the restart, want the same 2", len(after))
 	}
+}
+
+// answersFromEveryReplica gets the example's published URL (as up printed
+// it) until both replicas have answered.
+func answersFromEveryReplica(t *testing.T, out *syncBuffer) {
+	t.Helper()
+	_, rest, ok := strings.Cut(out.String(), "published at ")
+	url, _, _ := strings.Cut(rest, ";")
+	if !ok || !strings.HasPrefix(url, "http://") {
+		t.Fatalf("legion up printed no published address:\n%s", out.String())
+	}
+	seen := map[string]bool{}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	waitFor(t, "both replicas answering at "+url, func() bool {
+		resp, err := client.Get(url)
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if name := strings.TrimSpace(string(body)); resp.StatusCode == 200 && strings.HasPrefix(name, "hello from hello-") {
+			seen[strings.TrimPrefix(name, "hello from ")[:len("hello-1")]] = true
+		}
+		return len(seen) == 2
+	})
+}
+
+// stopUp ends a legion up with sig and waits for it.
+func stopUp(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
+	t.Helper()
+	if err := cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("legion up did not stop on %v", sig)
+	}
+}
+
+// legion up works every time: started again after Ctrl-C on its data
+// directory (whose store still says the last run's tasks were running
+// and ready), after kill -9, and on a fresh directory, the published port
+// answers from every replica each time, and up never says ready before.
+func TestUpServesAfterCtrlCKillAndOnAFreshDirectory(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "legion")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building legion: %v\n%s", err, out)
+	}
+	dataDir, fresh := filepath.Join(dir, "data"), filepath.Join(dir, "fresh")
+	t.Cleanup(func() {
+		removeContainers(dataDir)
+		removeContainers(fresh)
+	})
+	up, out := startUp(t, bin, dataDir)
+	answersFromEveryReplica(t, out)
+	stopUp(t, up, syscall.SIGINT)
+
+	up, out = startUp(t, bin, dataDir)
+	answersFromEveryReplica(t, out)
+	stopUp(t, up, syscall.SIGKILL)
+
+	up, out = startUp(t, bin, dataDir)
+	answersFromEveryReplica(t, out)
+	stopUp(t, up, syscall.SIGINT)
+
+	up, out = startUp(t, bin, fresh)
+	answersFromEveryReplica(t, out)
+	stopUp(t, up, syscall.SIGINT)
 }

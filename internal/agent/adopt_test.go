@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,27 @@ func TestAgentAdoptedReadinessFails(t *testing.T) {
 	st, _ = r.mgr.awaitAfter(t, seen, "web-t1", "the task not ready", func(s legion.TaskStatus) bool { return !s.Ready })
 	if want := `container main not ready: exec ["/bin/check"]: exit code 1, expected 0`; st.State != legion.TaskRunning || st.Message != want {
 		t.Errorf("not ready: %s %q, want running %q", st.State, st.Message, want)
+	}
+}
+
+// An agent started with no pod for a task the store shows running (its
+// pod went with the last agent, as legion up's Ctrl-C removes them)
+// reports the task orphaned rather than leave it running and ready with
+// nothing behind it, and starts nothing for it.
+func TestAgentReportsATaskWhosePodIsGoneOrphaned(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := testTask("t1")
+	task.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: testIP}
+	r.start(t)
+	r.assign(nil, task)
+	st := r.mgr.await(t, "web-t1", "the lost task reported", func(s legion.TaskStatus) bool {
+		return s.State == legion.TaskOrphaned && strings.HasPrefix(s.Message, "its pod was gone")
+	})
+	if st.Ready {
+		t.Errorf("a lost task reported ready: %+v", st)
+	}
+	if c := r.rt.created(); len(c) > 0 {
+		t.Errorf("the agent made %d containers for a task whose status it did not own", len(c))
 	}
 }

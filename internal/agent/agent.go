@@ -270,6 +270,7 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		}
 	}
 	var start []*worker
+	var lost []*legion.Task
 	for uid, t := range want {
 		// A running worker keeps the task it started with: its status is
 		// the worker's own to report, and its goroutine reads the task.
@@ -279,6 +280,14 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		// A task the store still shows with a status from a finished
 		// worker is not run twice: only pending ones, or adoptable ones.
 		if t.Status.State != "" && t.Status.State != legion.TaskPending && t.Status.State != legion.TaskAssigned && !adoptable[uid] {
+			// At start (adoptable is the runtime's pods then), such a
+			// task has no pod: it went with an earlier agent or the
+			// node. Left as it is, the store would show it running, even
+			// ready, with nothing behind it; reported lost, its slot is
+			// run again.
+			if adoptable != nil {
+				lost = append(lost, t)
+			}
 			continue
 		}
 		w := newWorker(a, t, adoptable[uid])
@@ -291,6 +300,15 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		}
 	}
 	a.mu.Unlock()
+	for _, t := range lost {
+		st := t.Status
+		st.State, st.Ready, st.Timestamp = legion.TaskOrphaned, false, a.now()
+		st.Message = "its pod was gone when the node's agent started: the node or its agent restarted and the pod did not survive"
+		a.log.Warn("a task's pod is gone", "task", t.Metadata.Namespace+"/"+t.Metadata.Name, "was", t.Status.State)
+		if err := a.Manager.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, st); err != nil {
+			a.log.Warn("reporting a lost task", "task", t.Metadata.Name, "err", err)
+		}
+	}
 	for _, w := range start {
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); w.run(ctx) }()
