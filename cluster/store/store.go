@@ -1,16 +1,16 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -417,13 +417,6 @@ func (s *Store) standWatch() {
 }
 
 // slogWriter passes raft's log lines to slog.
-type slogWriter struct{ l *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.l.Warn(string(bytes.TrimSpace(p)), "component", "raft")
-	return len(p), nil
-}
-
 // HasState reports whether the store belongs to a cluster already.
 func (s *Store) HasState() bool {
 	ok, err := raft.HasExistingState(s.logs, s.logs, s.snaps)
@@ -784,7 +777,31 @@ func (s *Store) closeParts() error {
 	return err
 }
 
-// raftLogger passes raft's warnings and errors to the store's logger.
+// raftLogger passes raft's warnings and errors to the store's logger at
+// their own levels, with raft's fields as attributes.
 func raftLogger(l *slog.Logger) hclog.Logger {
-	return hclog.FromStandardLogger(log.New(slogWriter{l}, "", 0), &hclog.LoggerOptions{Name: "raft", Level: hclog.Warn})
+	il := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: "raft", Level: hclog.Off, Output: io.Discard})
+	il.RegisterSink(raftSink{l})
+	return il
+}
+
+// raftSink is where raft's log lines go (hclog's sink interface).
+type raftSink struct{ l *slog.Logger }
+
+func (s raftSink) Accept(name string, level hclog.Level, msg string, args ...interface{}) {
+	var lv slog.Level
+	switch {
+	case level >= hclog.Error:
+		lv = slog.LevelError
+	case level == hclog.Warn:
+		lv = slog.LevelWarn
+		// A manager that starts, or a follower whose leader went, elects:
+		// nothing is wrong yet.
+		if strings.HasPrefix(msg, "heartbeat timeout reached, starting election") {
+			lv = slog.LevelInfo
+		}
+	default:
+		return // raft's chatter below warnings stays out
+	}
+	s.l.Log(context.Background(), lv, msg, append([]any{"component", name}, args...)...)
 }
