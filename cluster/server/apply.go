@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
@@ -100,7 +101,15 @@ func wireName(i int, o *pb.Object) string {
 	return fmt.Sprintf("object %d (%s %s)", i+1, o.GetKind(), name)
 }
 
-func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun bool) (*pb.ApplyResponse, error) {
+// applyItems admits and writes an apply on the leader. An apply the
+// cluster-wide checks read for (see serialised) holds admit from its
+// check to its last write, so two cannot both fit under one quota or
+// take one port.
+func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun bool, admit *sync.Mutex) (*pb.ApplyResponse, error) {
+	if serialised(items) {
+		admit.Lock()
+		defer admit.Unlock()
+	}
 	// Writes are guarded by preconditions the state machine checks in log
 	// order, so they may start from this leader's local state; answers
 	// that write nothing (a dry run, a refusal, "unchanged") are confirmed
@@ -116,6 +125,15 @@ func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun 
 		}
 		if err := checkReferences(st, items); err != nil {
 			return nil, err
+		}
+	}
+	if err := admitCluster(st, items); err != nil {
+		// Refuse only on what the cluster has agreed on.
+		if berr := st.Barrier(ctx); berr != nil {
+			return nil, toStatus(berr)
+		}
+		if err := admitCluster(st, items); err != nil {
+			return nil, toStatus(err)
 		}
 	}
 	results := make([]*pb.ApplyResult, len(items))
@@ -323,4 +341,113 @@ func checkReferences(st *store.Store, items []applyItem) error {
 		return status.Error(codes.FailedPrecondition, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// admission is what the checks needing the cluster's state share for one
+// apply: its items, those that would change what is stored (an unchanged
+// object writes nothing, so it is not held to today's rules), and the
+// Namespaces read so far.
+type admission struct {
+	items       []applyItem
+	changed     []applyItem
+	changedKeys map[string]bool
+	namespaces  map[string]*legion.Namespace
+}
+
+func newAdmission(st *store.Store, items []applyItem) (*admission, error) {
+	a := &admission{items: items, changedKeys: map[string]bool{}, namespaces: map[string]*legion.Namespace{}}
+	for _, it := range items {
+		m := it.obj.GetMetadata()
+		cur, _, err := st.Get(it.obj.GetKind(), m.Namespace, m.Name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if err == nil && sameContent(cur, it.obj) {
+			continue
+		}
+		a.changed = append(a.changed, it)
+		a.changedKeys[legion.ObjectKey(it.obj)] = true
+	}
+	return a, nil
+}
+
+// namespace is Namespace ns as the apply leaves it: its own, else the
+// stored one; nil when there is none.
+func (a *admission) namespace(st *store.Store, ns string) (*legion.Namespace, error) {
+	if n, ok := a.namespaces[ns]; ok {
+		return n, nil
+	}
+	var out *legion.Namespace
+	for _, it := range a.items {
+		if n, ok := it.obj.(*legion.Namespace); ok && n.Metadata.Name == ns {
+			out = n
+		}
+	}
+	if out == nil {
+		o, _, err := st.Get(legion.KindNamespace, "", ns)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			out = o.(*legion.Namespace)
+		}
+	}
+	a.namespaces[ns] = out
+	return out, nil
+}
+
+// admitCluster runs the admission only the leader can make, from the
+// cluster's state (3.3.1, 9, 3.2): namespace security allow-lists,
+// published ports, then namespace quotas. A refusal names the setting,
+// the owner or the number, and nothing of the apply is written.
+func admitCluster(st *store.Store, items []applyItem) error {
+	a, err := newAdmission(st, items)
+	if err != nil || len(a.changed) == 0 {
+		return err
+	}
+	checks := []struct {
+		code  codes.Code
+		check func(*store.Store, *admission) ([]string, error)
+	}{
+		{codes.FailedPrecondition, admitSecurity},
+		{codes.AlreadyExists, admitPorts},
+		{codes.ResourceExhausted, admitQuotas},
+	}
+	for _, c := range checks {
+		errs, err := c.check(st, a)
+		if err != nil {
+			return err
+		}
+		if len(errs) > 0 {
+			return status.Error(c.code, strings.Join(errs, "; ")+" (nothing applied)")
+		}
+	}
+	return nil
+}
+
+// serialised reports whether an apply must be admitted and written while
+// no other such apply is: one whose Services, Volumes or Namespaces the
+// quota and published-port checks read (3.3.1).
+func serialised(items []applyItem) bool {
+	for _, it := range items {
+		switch it.obj.GetKind() {
+		case legion.KindService, legion.KindVolume, legion.KindNamespace:
+			return true
+		}
+	}
+	return false
+}
+
+// listKind reads the objects of a kind (every namespace when ns is empty).
+func listKind[T legion.Object](st *store.Store, kind legion.Kind, ns string) ([]T, error) {
+	objs, _, err := st.List(kind, ns, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(T))
+	}
+	return out, nil
 }

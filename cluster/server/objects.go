@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -18,6 +19,9 @@ import (
 type objectsService struct {
 	pb.UnimplementedObjectsServer
 	s *Server
+	// admit serialises the applies whose admission reads the cluster
+	// (apply.go).
+	admit sync.Mutex
 }
 
 // scope checks a request's kind and namespace: a namespaced kind without
@@ -270,5 +274,5 @@ func (o *objectsService) Apply(ctx context.Context, req *pb.ApplyRequest) (*pb.A
 	if conn != nil {
 		return pb.NewObjectsClient(conn).Apply(fctx, req)
 	}
-	return applyItems(ctx, st, items, req.DryRun)
+	return applyItems(ctx, st, items, req.DryRun, &o.admit)
 }

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+)
+
+// admitSecurity refuses a changed Service, Job or CronJob whose containers
+// loosen their jails more than the namespace's spec.security.allow lists
+// (9), naming each field and the entry it would need. A namespace without
+// a Namespace object allows nothing beyond the jail defaults.
+func admitSecurity(st *store.Store, a *admission) ([]string, error) {
+	var errs []string
+	for _, c := range a.changed {
+		var pod *legion.PodSpec
+		path := "spec.pod"
+		switch o := c.obj.(type) {
+		case *legion.Service:
+			pod = &o.Spec.Pod
+		case *legion.Job:
+			pod = &o.Spec.Pod
+		case *legion.CronJob:
+			pod, path = &o.Spec.Job.Pod, "spec.job.pod"
+		default:
+			continue
+		}
+		ns := c.obj.GetMetadata().Namespace
+		nsObj, err := a.namespace(st, ns)
+		if err != nil {
+			return nil, err
+		}
+		var sec legion.NamespaceSecurity
+		if nsObj != nil {
+			sec = nsObj.Spec.Security
+		}
+		if msg := sec.ExcessMessage(ns, pod, path); msg != "" {
+			errs = append(errs, fmt.Sprintf("%s %s: %s", c.obj.GetKind(), legion.DisplayName(c.obj), msg))
+		}
+	}
+	return errs, nil
+}
