@@ -316,7 +316,23 @@ func (s auditedStream) RecvMsg(m any) error {
 
 func (s auditedStream) SendMsg(m any) error {
 	if s.a.session {
-		s.a.finish(nil)
+		s.a.opened(m)
 	}
 	return s.ServerStream.SendMsg(m)
+}
+
+// opened records a session once its first frame, which names the task it
+// reached, goes out.
+func (a *auditCall) opened(first any) {
+	task, _ := first.(interface{ GetTask() string })
+	a.mu.Lock()
+	if task != nil && task.GetTask() != "" && !a.recorded {
+		ns := legion.DefaultNamespace
+		if len(a.objects) > 0 && a.objects[0][1] != "" {
+			ns = a.objects[0][1]
+		}
+		a.objects = [][3]string{{string(legion.KindTask), ns, task.GetTask()}}
+	}
+	a.mu.Unlock()
+	a.finish(nil)
 }
