@@ -22,6 +22,11 @@ const DefaultServer = "127.0.0.1:7470"
 // DefaultRetry is how long single calls retry UNAVAILABLE.
 const DefaultRetry = 30 * time.Second
 
+// DialRetry is how long a call keeps trying when nothing answers at the
+// address at all (connection refused, no route): enough for a daemon
+// restarting, short enough that a wrong or down address is said at once.
+const DialRetry = 2 * time.Second
+
 const maxMessage = 64 << 20
 
 // Options say where and as whom to connect.
@@ -34,16 +39,20 @@ type Options struct {
 	CredentialsFile string
 	Credentials     *pki.Credentials
 	// Retry is how long single calls retry UNAVAILABLE; zero means
-	// DefaultRetry, negative means no retry.
+	// DefaultRetry, negative means no retry. Left zero, a call to an
+	// address where no daemon answers at all fails after DialRetry; set,
+	// it waits as long for one (a manager restarting).
 	Retry time.Duration
 }
 
 // Client talks to one manager (which forwards to the leader).
 type Client struct {
-	conn    *grpc.ClientConn
-	objects pb.ObjectsClient
-	cluster pb.ClusterClient
-	retry   time.Duration
+	conn      *grpc.ClientConn
+	objects   pb.ObjectsClient
+	cluster   pb.ClusterClient
+	retry     time.Duration
+	dialRetry time.Duration // how long nothing answering at server is waited out
+	server    string
 }
 
 // New connects (lazily: the first call dials).
@@ -51,8 +60,9 @@ func New(opts Options) (*Client, error) {
 	if opts.Server == "" {
 		opts.Server = DefaultServer
 	}
+	dialRetry := opts.Retry
 	if opts.Retry == 0 {
-		opts.Retry = DefaultRetry
+		opts.Retry, dialRetry = DefaultRetry, DialRetry
 	}
 	creds := opts.Credentials
 	if creds == nil && opts.CredentialsFile != "" {
@@ -69,7 +79,7 @@ func New(opts Options) (*Client, error) {
 		// host takes calls without a certificate.
 		tc = &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}
 	}
-	c := &Client{retry: opts.Retry}
+	c := &Client{retry: opts.Retry, dialRetry: dialRetry, server: opts.Server}
 	conn, err := grpc.NewClient(opts.Server,
 		grpc.WithTransportCredentials(credentials.NewTLS(tc)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
@@ -91,10 +101,14 @@ func (c *Client) Close() error { return c.conn.Close() }
 // up to the retry period.
 func (c *Client) retryUnavailable(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	deadline := time.Now().Add(c.retry)
+	start := time.Now()
+	deadline := start.Add(c.retry)
 	wait := 50 * time.Millisecond
 	for {
 		err := invoker(ctx, method, req, reply, cc, opts...)
+		if err := c.unreachable(err, start); err != nil {
+			return err
+		}
 		if !retryable(err) || c.retry < 0 || time.Now().Add(wait).After(deadline) {
 			return err
 		}
@@ -111,10 +125,14 @@ func (c *Client) retryUnavailable(ctx context.Context, method string, req, reply
 // answering); a stream that broke once open is not resumed here.
 func (c *Client) retryOpen(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	deadline := time.Now().Add(c.retry)
+	start := time.Now()
+	deadline := start.Add(c.retry)
 	wait := 50 * time.Millisecond
 	for {
 		s, err := streamer(ctx, desc, cc, method, opts...)
+		if err := c.unreachable(err, start); err != nil {
+			return s, err
+		}
 		if !retryable(err) || c.retry < 0 || time.Now().Add(wait).After(deadline) {
 			return s, err
 		}
@@ -125,6 +143,24 @@ func (c *Client) retryOpen(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.
 		}
 		wait = min(wait*2, time.Second)
 	}
+}
+
+// unreachable turns a failure to reach any daemon at the address, once
+// the client's dial retry has passed since start, into an error
+// that says where it tried and what to do; nil otherwise.
+func (c *Client) unreachable(err error, start time.Time) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "Error while dialing") {
+		return nil
+	}
+	if c.retry >= 0 && time.Since(start) < c.dialRetry {
+		return nil
+	}
+	cause := st.Message()
+	if _, after, ok := strings.Cut(cause, "Error while dialing: "); ok {
+		cause = strings.TrimSuffix(after, `"`)
+	}
+	return status.Errorf(codes.Unavailable, "no manager answers at %s (%s): is a legion daemon running there? Point --server (or LEGION_SERVER) at a running manager", c.server, cause)
 }
 
 // retryable: the cluster may answer soon (an election, a manager

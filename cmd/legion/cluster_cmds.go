@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
@@ -26,6 +27,7 @@ func addClusterCommands(root *cobra.Command) {
 	pf := root.PersistentFlags()
 	pf.String("server", client.DefaultServer, "address of a manager (env LEGION_SERVER)")
 	pf.String("credentials", "", "PEM bundle of certificate, key and CA, such as a manager's admin.pem (env LEGION_CREDENTIALS)")
+	pf.Duration("request-timeout", 0, fmt.Sprintf("how long a call waits for the cluster: through an election, or for a manager that does not answer yet (default: %s through elections, %s when nothing answers at --server)", client.DefaultRetry, client.DialRetry))
 	root.AddCommand(
 		newDaemonCommand(),
 		cli.initCommand(), cli.joinCommand(), cli.statusCommand(), cli.tokenCommand(),
@@ -64,13 +66,24 @@ func (c *clusterCLI) connect(cmd *cobra.Command) (*client.Client, error) {
 	if creds == "" {
 		return nil, errors.New("no credentials: pass --credentials or set LEGION_CREDENTIALS (legion init prints where admin.pem is)")
 	}
-	return client.New(client.Options{Server: c.server(cmd), CredentialsFile: creds})
+	return client.New(client.Options{Server: c.server(cmd), CredentialsFile: creds, Retry: requestTimeout(cmd)})
+}
+
+// requestTimeout is --request-timeout when given, else zero (the client's
+// defaults).
+func requestTimeout(cmd *cobra.Command) time.Duration {
+	if f := cmd.Flags().Lookup("request-timeout"); f != nil && f.Changed {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil {
+			return d
+		}
+	}
+	return 0
 }
 
 // bare makes a client without credentials: init, join and status on a
 // fresh daemon of this host.
 func (c *clusterCLI) bare(cmd *cobra.Command, server string) (*client.Client, error) {
-	return client.New(client.Options{Server: server})
+	return client.New(client.Options{Server: server, Retry: requestTimeout(cmd)})
 }
 
 func ctxOf(cmd *cobra.Command) context.Context {
