@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/rbac"
@@ -204,20 +203,23 @@ func (o *objectsService) Watch(req *pb.WatchRequest, stream grpc.ServerStreaming
 	if st == nil {
 		return o.s.notServing(o.s.role())
 	}
-	read := time.Now()
 	w, err := st.Watch(req.FromVersion)
 	if err != nil {
 		return toStatus(err)
 	}
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	stop := context.AfterFunc(o.s.watchCtx, cancel)
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(o.s.watchCtx, func() { cancel(nil) })
 	defer stop()
+	go o.s.endWhenLowered(ctx, a, cancel, "watch")
 	for {
 		e, err := w.Next(ctx)
 		if err != nil {
 			if o.s.watchCtx.Err() != nil || errors.Is(err, store.ErrClosed) {
 				return status.Error(codes.Unavailable, "the manager is shutting down")
+			}
+			if cause := context.Cause(ctx); status.Code(cause) == codes.PermissionDenied {
+				return cause
 			}
 			return toStatus(err)
 		}
@@ -225,23 +227,8 @@ func (o *objectsService) Watch(req *pb.WatchRequest, stream grpc.ServerStreaming
 		if e.Object.GetKind() != kind || (ns != "" && m.Namespace != ns) || !visible(e.Object, req.Labels) {
 			continue
 		}
-		if a != nil {
-			// A user's rights are read again as time passes, so a binding
-			// taken away ends what it may see (9: within 5 s).
-			if time.Since(read) > rightsRecheck {
-				if a, err = o.s.accessOf(stream.Context()); err != nil {
-					return err
-				}
-				read = time.Now()
-				if ns != "" {
-					if err := a.check(rbac.Read, kind, ns); err != nil {
-						return err
-					}
-				}
-			}
-			if !a.readable(e.Object) {
-				continue
-			}
+		if !a.readable(e.Object) {
+			continue
 		}
 		p, err := e.Encoded(func(o legion.Object) (any, error) { return pb.ToProto(o) })
 		if err != nil {

@@ -11,9 +11,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// rightsRecheck is how often an open watch reads its user's rights again.
-const rightsRecheck = 5 * time.Second
-
 // userOf is the calling user, or nil for the cluster admin and managers,
 // who keep every right.
 func userOf(ctx context.Context) *pki.Identity {
@@ -65,4 +62,31 @@ func (a *access) check(v rbac.Verb, kind legion.Kind, namespace string) error {
 // namespaces.
 func (a *access) readable(o legion.Object) bool {
 	return a == nil || a.check(rbac.Read, o.GetKind(), o.GetMetadata().Namespace) == nil
+}
+
+// endWhenLowered reads the user's rights again every pki.Recheck until
+// ctx ends and, once a role the stream was opened with (a) is lowered or
+// taken away, ends it with the refusal through end: a watch does not go
+// quiet on what its user may no longer see (9: within 5 s).
+func (s *Server) endWhenLowered(ctx context.Context, a *access, end context.CancelCauseFunc, what string) {
+	if a == nil {
+		return
+	}
+	t := time.NewTicker(pki.Recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now, err := s.accessOf(ctx)
+		if err != nil {
+			continue // the replica cannot say now; the next tick asks again
+		}
+		if err := rbac.Lowered(a.bindings, now.bindings, a.user); err != nil {
+			end(status.Errorf(codes.PermissionDenied, "%s ended: %v", what, err))
+			return
+		}
+	}
 }

@@ -49,6 +49,7 @@ func (h podsServer) Exec(stream legionpb.Pods_ExecServer) error {
 	if err := allowed(objs, id, rbac.Write, "exec", t.Metadata.Namespace); err != nil {
 		return err
 	}
+	go s.endWhenDenied(ctx, id, rbac.Write, "exec", t.Metadata.Namespace, fail)
 	if t.Status.State != legion.TaskRunning {
 		return status.Errorf(codes.FailedPrecondition, "exec: task %s/%s is %s, not running", t.Metadata.Namespace, t.Metadata.Name, t.Status.State)
 	}

@@ -20,7 +20,9 @@ type podsServer struct {
 // goes away.
 func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer) error {
 	s := h.s
-	ctx := out.Context()
+	// A user losing the right to read ends the session with the reason.
+	ctx, end := context.WithCancelCause(out.Context())
+	defer end(nil)
 	id, err := user(ctx, "logs")
 	if err != nil {
 		return err
@@ -37,6 +39,7 @@ func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer
 	if err := allowed(objs, id, rbac.Read, "logs", t.Metadata.Namespace); err != nil {
 		return err
 	}
+	go s.endWhenDenied(ctx, id, rbac.Read, "logs", t.Metadata.Namespace, end)
 	a, err := s.attach(ctx, t.Spec.Node, &legionpb.SessionOffer{
 		Namespace: t.Metadata.Namespace, Task: t.Metadata.Name, TaskUid: t.Metadata.UID, Container: r.container,
 		Kind: &legionpb.SessionOffer_Logs{Logs: &legionpb.LogsOffer{Follow: req.Follow, SinceUnixNano: req.SinceUnixNano}},
@@ -48,12 +51,16 @@ func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer
 	if err := out.Send(&legionpb.LogFrame{Task: t.Metadata.Name, Container: r.container, Node: t.Spec.Node}); err != nil {
 		return err
 	}
-	return a.relay(ctx, func(m *legionpb.AttachOutput) error {
+	err = a.relay(ctx, func(m *legionpb.AttachOutput) error {
 		if len(m.Records) == 0 {
 			return nil
 		}
 		return out.Send(&legionpb.LogFrame{Records: m.Records})
 	})
+	if ctx.Err() != nil && out.Context().Err() == nil {
+		return context.Cause(ctx) // the refusal that ended it
+	}
+	return err
 }
 
 // waitAttach waits for the agent's Attach to the offered session.

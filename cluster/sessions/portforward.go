@@ -1,6 +1,8 @@
 package sessions
 
 import (
+	"context"
+
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/rbac"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -13,7 +15,9 @@ import (
 // until either side ends.
 func (h podsServer) PortForward(stream legionpb.Pods_PortForwardServer) error {
 	s := h.s
-	ctx := stream.Context()
+	// A user losing the right ends the connection with the reason.
+	ctx, end := context.WithCancelCause(stream.Context())
+	defer end(nil)
 	id, err := user(ctx, "port-forward")
 	if err != nil {
 		return err
@@ -36,6 +40,7 @@ func (h podsServer) PortForward(stream legionpb.Pods_PortForwardServer) error {
 	if err := allowed(objs, id, rbac.Write, "port-forward", t.Metadata.Namespace); err != nil {
 		return err
 	}
+	go s.endWhenDenied(ctx, id, rbac.Write, "port-forward", t.Metadata.Namespace, end)
 	if t.Status.State != legion.TaskRunning || t.Status.IP == "" {
 		return status.Errorf(codes.FailedPrecondition, "port-forward: task %s/%s is %s, not running with an address", t.Metadata.Namespace, t.Metadata.Name, t.Status.State)
 	}
@@ -64,10 +69,14 @@ func (h podsServer) PortForward(stream legionpb.Pods_PortForwardServer) error {
 			}
 		}
 	}()
-	return a.relay(ctx, func(m *legionpb.AttachOutput) error {
+	err = a.relay(ctx, func(m *legionpb.AttachOutput) error {
 		if len(m.Data) == 0 {
 			return nil
 		}
 		return stream.Send(&legionpb.PortForwardOutput{Data: m.Data})
 	})
+	if ctx.Err() != nil && stream.Context().Err() == nil {
+		return context.Cause(ctx) // the refusal that ended it
+	}
+	return err
 }

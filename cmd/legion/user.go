@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
@@ -84,6 +85,33 @@ and deletes, admin also manages the namespace's RoleBindings.`,
 	create.Flags().StringVar(&role, "role", "", "view, edit or admin in the namespace (none: bind it later with a RoleBinding)")
 	create.Flags().StringVarP(&namespace, "namespace", "n", legion.DefaultNamespace, "namespace of the role")
 	create.Flags().StringVarP(&out, "output", "o", "", "file to write the credentials to (default NAME.pem)")
-	cmd.AddCommand(create)
+	cmd.AddCommand(create, c.userRevokeCommand())
 	return cmd
+}
+
+// userRevokeCommand is `legion user revoke NAME`: every RoleBinding of
+// the user goes in one request.
+func (c *clusterCLI) userRevokeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Remove every RoleBinding of a user, in every namespace (cluster admin only)",
+		Long: `Revoke removes all of a user's RoleBindings in one request. The user's
+next request is refused, and its open watches and sessions (logs, exec,
+port-forward) end within seconds, saying why. Its certificate stays valid
+until it expires but gives no right: binding the user again restores them.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			removed, err := cl.RevokeUser(ctxOf(cmd), args[0])
+			if err != nil {
+				return fmt.Errorf("user revoke %s: %w", args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "User %s revoked: removed RoleBindings %s.\n", args[0], strings.Join(removed, ", "))
+			return nil
+		},
+	}
 }
