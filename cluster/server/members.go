@@ -353,10 +353,15 @@ func (c *clusterService) SetVoter(ctx context.Context, req *pb.SetVoterRequest) 
 }
 
 // removeManager takes the manager a deleted Node names out of Raft before
-// the Node goes (nothing when it names no manager): it votes no more and
-// its Raft calls are refused. The last voter is never removed, and the
-// leader hands leadership over rather than remove itself mid-call.
-func (s *Server) removeManager(st *store.Store, name string) error {
+// the Node goes (nothing when it names no manager, or the Node is not
+// there to delete as asked): it votes no more and its Raft calls are
+// refused. The last voter is never removed, and the leader hands
+// leadership over rather than remove itself mid-call.
+func (s *Server) removeManager(st *store.Store, name string, pre store.Precondition) error {
+	o, _, err := st.Get(legion.KindNode, "", name)
+	if err != nil || pre.Version != 0 && o.GetMetadata().Version != pre.Version {
+		return nil // the delete fails as it would have
+	}
 	cfg, at, err := raftConfig(st)
 	if err != nil {
 		return toStatus(err)

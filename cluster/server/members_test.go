@@ -3,7 +3,9 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,10 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
+	pb "github.com/legionbsd/legion/internal/proto"
 	"github.com/legionbsd/legion/internal/testcluster"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // failoverBound is how soon, after the leader dies, the cluster must
@@ -95,6 +100,177 @@ func TestLeaderKilledRightAfterTwoJoinsLeavesAQuorum(t *testing.T) {
 				t.Fatalf("no write accepted within %s of the leader's death: %v", failoverBound, err)
 			}
 			t.Logf("a write accepted %s after the kill", time.Since(killed).Round(time.Millisecond))
+		})
+	}
+}
+
+// A manager whose Node is deleted, the leader here, leaves Raft first
+// (leadership moves away, the client's retry finishes the delete): it
+// votes no more, its certificate can neither read nor write nor make
+// Raft calls, and it serves nothing though its process still runs.
+func TestRemovedManagerCanNeitherReadWriteNorVote(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, testcluster.Options{Managers: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	victim := c.WaitLeader()
+	id := victim.Server.NodeID()
+	var rest []*testcluster.Manager
+	for _, m := range c.Managers {
+		if m != victim {
+			rest = append(rest, m)
+		}
+	}
+	creds := victim.Server.Credentials()
+	// Its agent registered its Node, as legion daemon's does.
+	if err := register(ctx, nodeConn(t, victim.Addr, creds)); err != nil {
+		t.Fatalf("registering the manager's Node: %v", err)
+	}
+	if _, err := c.ClientTo(rest[0]).Delete(ctx, legion.KindNode, "", id, nil); err != nil {
+		t.Fatalf("deleting the Node of manager %s: %v", id, err)
+	}
+	for _, m := range rest {
+		testcluster.WaitFor(t, "the removal to reach "+m.Addr, 5*time.Second, func() bool {
+			member, _ := suffrage(t, m.Store(), id)
+			return !member
+		})
+	}
+	if victim.Server == nil || victim.Store() == nil {
+		t.Fatal("the removed manager is meant to keep running")
+	}
+	if _, err := c.ClientTo(rest[0]).Get(ctx, legion.KindNode, "", id); client.Code(err) != codes.NotFound {
+		t.Fatalf("the Node after the delete: %v, want NOT_FOUND", err)
+	}
+	conn := nodeConn(t, rest[1].Addr, creds)
+	_, err := pb.NewObjectsClient(conn).List(ctx, &pb.ListRequest{Kind: string(legion.KindConfig)})
+	refusedAsRemoved(t, "a read with the removed manager's certificate", err)
+	_, err = pb.NewObjectsClient(conn).Delete(ctx, &pb.DeleteRequest{Kind: string(legion.KindConfig), Namespace: legion.DefaultNamespace, Name: "any"})
+	refusedAsRemoved(t, "a write with the removed manager's certificate", err)
+	_, err = pb.NewRaftClient(conn).RequestVote(ctx, &pb.RaftMessage{Payload: []byte(`{"Term": 1000}`)})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a vote request from the removed manager: %v, want PERMISSION_DENIED", err)
+	}
+	if term := rest[1].Store().Raft().CurrentTerm(); term >= 1000 {
+		t.Errorf("the refused vote request moved the term to %d", term)
+	}
+	// Reached directly, it serves nothing: its own replica no longer
+	// lists it.
+	direct := adminOf(t, victim.Addr, c.AdminFile(), -1)
+	testcluster.WaitFor(t, "the removed manager to refuse the API", 5*time.Second, func() bool {
+		_, _, err := direct.List(ctx, legion.KindConfig, client.ListOptions{})
+		return client.Code(err) == codes.PermissionDenied && strings.Contains(err.Error(), "was removed from the cluster")
+	})
+	// The two left make a quorum of their own.
+	if _, err := c.ClientTo(rest[1]).ApplyOne(ctx, config("after-removal"), client.ApplyOptions{}); err != nil {
+		t.Fatalf("a write after the removal: %v", err)
+	}
+}
+
+// The last voting manager's Node is not deleted: Raft would be left
+// without a quorum.
+func TestDeletingTheLastVotersNodeIsRefused(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, testcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := c.Managers[0]
+	id := m.Server.NodeID()
+	if err := register(ctx, nodeConn(t, m.Addr, m.Server.Credentials())); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Client().Delete(ctx, legion.KindNode, "", id, nil)
+	if client.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "only voting manager") {
+		t.Fatalf("deleting the only manager's Node: %v, want FAILED_PRECONDITION naming the only voting manager", err)
+	}
+	if _, err := c.Client().Get(ctx, legion.KindNode, "", id); err != nil {
+		t.Fatalf("the Node after the refused delete: %v", err)
+	}
+	if member, voter := suffrage(t, m.Store(), id); !member || !voter {
+		t.Fatalf("the manager after the refused delete: member=%v voter=%v", member, voter)
+	}
+}
+
+// legion node promote and demote change a manager's vote; a worker, an
+// unknown node and the last voter are refused, each saying why.
+func TestPromoteAndDemote(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, testcluster.Options{Managers: 2, Workers: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := c.WaitLeader()
+	follower := c.Managers[0]
+	if follower == leader {
+		follower = c.Managers[1]
+	}
+	w := c.Workers[0]
+	if err := register(ctx, nodeConn(t, leader.Addr, w.Server.Credentials())); err != nil {
+		t.Fatal(err)
+	}
+	admin := c.ClientTo(follower)
+	_, err := admin.SetVoter(ctx, w.Server.NodeID(), true)
+	if client.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "is a worker") || !strings.Contains(err.Error(), "manager token") {
+		t.Errorf("promoting a worker: %v, want FAILED_PRECONDITION saying how a worker becomes a manager", err)
+	}
+	if _, err := admin.SetVoter(ctx, "no-such-node", true); client.Code(err) != codes.NotFound {
+		t.Errorf("promoting an unknown node: %v, want NOT_FOUND", err)
+	}
+	fid, lid := follower.Server.NodeID(), leader.Server.NodeID()
+	if changed, err := admin.SetVoter(ctx, fid, false); err != nil || !changed {
+		t.Fatalf("demoting %s: changed=%v %v", fid, changed, err)
+	}
+	if member, voter := suffrage(t, leader.Store(), fid); !member || voter {
+		t.Fatalf("after the demotion: member=%v voter=%v, want a non-voting member", member, voter)
+	}
+	if changed, err := admin.SetVoter(ctx, fid, false); err != nil || changed {
+		t.Errorf("demoting a non-voter again: changed=%v %v, want nothing to do", changed, err)
+	}
+	_, err = admin.SetVoter(ctx, lid, false)
+	if client.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "only voting manager") {
+		t.Errorf("demoting the last voter: %v, want FAILED_PRECONDITION naming the only voting manager", err)
+	}
+	if _, voter := suffrage(t, leader.Store(), lid); !voter {
+		t.Fatal("the refused demotion took the last voter's vote")
+	}
+	if changed, err := admin.SetVoter(ctx, fid, true); err != nil || !changed {
+		t.Fatalf("promoting %s: changed=%v %v", fid, changed, err)
+	}
+	if _, voter := suffrage(t, leader.Store(), fid); !voter {
+		t.Fatal("the promoted manager does not vote")
+	}
+}
+
+// legion status tells, of every manager, whether it leads, answers or
+// not.
+func TestStatusShowsEachManagersReachability(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, testcluster.Options{Managers: 3})
+	leader := c.WaitLeader()
+	var up, down *testcluster.Manager
+	for _, m := range c.Managers {
+		switch {
+		case m == leader:
+		case down == nil:
+			down = m
+		default:
+			up = m
+		}
+	}
+	downID := down.Server.NodeID()
+	down.Stop()
+	want := map[string]string{leader.Server.NodeID(): server.ReachLeader, up.Server.NodeID(): server.ReachReachable, downID: server.ReachUnreachable}
+	for _, asked := range []*testcluster.Manager{leader, up} {
+		cl := c.ClientTo(asked)
+		var got map[string]string
+		testcluster.WaitFor(t, "the reachability seen from "+asked.Addr, 10*time.Second, func() bool {
+			st, err := cl.Status(context.Background())
+			if err != nil {
+				return false
+			}
+			got = map[string]string{}
+			for _, m := range st.Members {
+				got[m.ID] = m.Reachability
+			}
+			return maps.Equal(got, want)
 		})
 	}
 }

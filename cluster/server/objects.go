@@ -168,6 +168,10 @@ func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb
 		pre.Version = *req.ExpectedVersion
 	}
 	if kind == legion.KindNode {
+		// A manager leaves Raft first; its removal is recorded below.
+		if err := o.s.removeManager(st, req.Name, pre); err != nil {
+			return nil, err
+		}
 		if err := o.s.revokeRemovedNode(ctx, st, req.Name, pre); err != nil {
 			return nil, toStatus(err)
 		}
