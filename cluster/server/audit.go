@@ -134,6 +134,7 @@ type auditCall struct {
 	dryRun  bool
 
 	mu       sync.Mutex
+	read     bool        // the request (a stream's first message) was read
 	objects  [][3]string // kind, namespace, name
 	leader   string      // set when the call was passed on to the leader
 	recorded bool
@@ -185,9 +186,10 @@ func noteLeader(ctx context.Context, leader string) {
 func (a *auditCall) request(req any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.objects) > 0 {
+	if a.read {
 		return // only the first message of a stream names them
 	}
+	a.read = true
 	add := func(kind, ns, name string) {
 		if ns == "" && legion.Kind(kind).Namespaced() {
 			ns = legion.DefaultNamespace
