@@ -180,16 +180,7 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 				fmt.Fprintf(out, "Leader:   %s at %s\n", orNone(st.LeaderID), orNone(st.LeaderAddress))
 				fmt.Fprintf(out, "Indexes:  applied %d, committed %d\n", st.AppliedIndex, st.CommitIndex)
 				fmt.Fprintln(out, "Managers:")
-				for _, m := range st.Members {
-					what := "voter"
-					if !m.Voter {
-						what = "learner"
-					}
-					if m.Leader {
-						what += ", leader"
-					}
-					fmt.Fprintf(out, "  %s  %s  (%s)\n", m.ID, m.Address, what)
-				}
+				printManagers(out, st.Members)
 			}
 			return nil
 		},

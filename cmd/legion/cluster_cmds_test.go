@@ -125,7 +125,7 @@ func TestClusterCommandsEndToEnd(t *testing.T) {
 
 	// Status with credentials.
 	out, err = cli("", "status")
-	if err != nil || !strings.Contains(out, "Leader") || !strings.Contains(out, "voter, leader") {
+	if err != nil || !strings.Contains(out, "Leader") || !strings.Contains(out, "Leader  voter") {
 		t.Fatalf("status: %q %v", out, err)
 	}
 
@@ -233,7 +233,7 @@ func TestDaemonStopsCleanly(t *testing.T) {
 		if round == 1 {
 			// Back from its disk; the only voter elects itself at once.
 			args = append(args, "--credentials", filepath.Join(dir, server.AdminFile))
-			want = "voter, leader"
+			want = "Leader  voter"
 		}
 		for {
 			o, err := runLegion(t, "", args...)

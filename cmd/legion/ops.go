@@ -22,11 +22,12 @@ func addOpsCommands(root *cobra.Command) {
 	cli := &clusterCLI{v: viper.New()}
 	cli.v.BindEnv("server", "LEGION_SERVER")
 	cli.v.BindEnv("credentials", "LEGION_CREDENTIALS")
-	node := &cobra.Command{Use: "node", Short: "List nodes and set their availability"}
+	node := &cobra.Command{Use: "node", Short: "List nodes, set their availability, promote and demote managers"}
 	node.AddCommand(cli.nodeListCommand(),
 		cli.availabilityCommand("drain", legion.AvailabilityDrain, "stop the node's tasks and run them elsewhere"),
 		cli.availabilityCommand("pause", legion.AvailabilityPause, "keep the node's tasks but place no new ones there"),
-		cli.availabilityCommand("activate", legion.AvailabilityActive, "let the node take tasks again"))
+		cli.availabilityCommand("activate", legion.AvailabilityActive, "let the node take tasks again"),
+		cli.suffrageCommand(true), cli.suffrageCommand(false))
 	root.AddCommand(cli.scaleCommand(), cli.rollbackCommand(), node, cli.tasksCommand())
 }
 
