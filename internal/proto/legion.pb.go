@@ -1543,9 +1543,7 @@ type PromoteResponse struct {
 	Voter bool                   `protobuf:"varint,1,opt,name=voter,proto3" json:"voter,omitempty"`
 	// index: a manager just added as a non-voter is caught up once it has
 	// applied this.
-	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	// held says why the manager stays a non-voter (demoted by the admin).
-	Held          string `protobuf:"bytes,3,opt,name=held,proto3" json:"held,omitempty"`
+	Index         uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1592,13 +1590,6 @@ func (x *PromoteResponse) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
-}
-
-func (x *PromoteResponse) GetHeld() string {
-	if x != nil {
-		return x.Held
-	}
-	return ""
 }
 
 // SetVoterRequest promotes (voter) or demotes a manager's vote in Raft.
@@ -2869,11 +2860,10 @@ const file_legion_proto_rawDesc = "" +
 	"\x0ePromoteRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"Q\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"C\n" +
 	"\x0fPromoteResponse\x12\x14\n" +
 	"\x05voter\x18\x01 \x01(\bR\x05voter\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
-	"\x04held\x18\x03 \x01(\tR\x04held\";\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05indexJ\x04\b\x03\x10\x04\";\n" +
 	"\x0fSetVoterRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05voter\x18\x02 \x01(\bR\x05voter\",\n" +
