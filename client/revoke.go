@@ -17,3 +17,22 @@ func (c *Client) RevokeUser(ctx context.Context, user string) ([]string, error) 
 	}
 	return r.Removed, nil
 }
+
+// CARotation is the state of the cluster's root CA.
+type CARotation struct {
+	Digest         string   // the CA certificates are issued under now
+	PreviousDigest string   // the CA still trusted until every node renewed; empty when none
+	Pending        []string // nodes not yet renewed under Digest
+	Started        bool     // this call started the rotation
+}
+
+// RotateCA starts a rotation to a new root CA (cluster admin only): nodes
+// renew under it on their own, and once all have, the old CA is refused.
+// With statusOnly it starts nothing and reports the rotation under way.
+func (c *Client) RotateCA(ctx context.Context, statusOnly bool) (CARotation, error) {
+	r, err := c.cluster.RotateCA(ctx, &pb.RotateCARequest{StatusOnly: statusOnly})
+	if err != nil {
+		return CARotation{}, wrap(err)
+	}
+	return CARotation{Digest: r.Digest, PreviousDigest: r.PreviousDigest, Pending: r.Pending, Started: r.Started}, nil
+}

@@ -30,6 +30,9 @@ type IssuedCert struct {
 	SHA256   string    `json:"sha256"` // of the DER, lower-case hex
 	Serial   string    `json:"serial"` // hex, for reading alongside logs
 	NotAfter time.Time `json:"notAfter"`
+	// Authority is the key id of the CA that signed it, in hex, so the
+	// leader sees when every node renewed under a rotated CA.
+	Authority string `json:"authority,omitempty"`
 }
 
 // NodeCertsPrefix starts the name of each node's record, a Config of the
@@ -65,7 +68,8 @@ func (r *NodeCerts) Add(c *x509.Certificate) {
 	if r.Holds(c) {
 		return
 	}
-	r.Certs = append(r.Certs, IssuedCert{SHA256: Fingerprint(c), Serial: c.SerialNumber.Text(16), NotAfter: c.NotAfter})
+	r.Certs = append(r.Certs, IssuedCert{SHA256: Fingerprint(c), Serial: c.SerialNumber.Text(16), NotAfter: c.NotAfter,
+		Authority: hex.EncodeToString(c.AuthorityKeyId)})
 	if n := len(r.Certs); n > KeptCerts {
 		r.Certs = slices.Delete(r.Certs, 0, n-KeptCerts)
 	}
@@ -82,3 +86,8 @@ func ParseNodeCerts(data []byte) (*NodeCerts, error) {
 
 // Marshal encodes the record.
 func (r *NodeCerts) Marshal() ([]byte, error) { return json.Marshal(r) }
+
+// Under reports whether the node's newest certificate was signed by ca.
+func (r *NodeCerts) Under(ca *x509.Certificate) bool {
+	return len(r.Certs) > 0 && r.Certs[len(r.Certs)-1].Authority == hex.EncodeToString(ca.SubjectKeyId)
+}

@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -20,6 +21,56 @@ type Credentials struct {
 	ID   Identity
 
 	renewed atomic.Pointer[tls.Certificate]
+	// trust, once SetAuthority ran, replaces CA and Pool (a CA rotation).
+	trust atomic.Pointer[authority]
+	// rotated is a CA newer than the one the certificate came from, seen
+	// in a manager's verified chain: the cluster's CA is rotating.
+	rotated atomic.Pointer[x509.Certificate]
+}
+
+// auth is what the credentials trust and present now.
+func (c *Credentials) auth() *authority {
+	if a := c.trust.Load(); a != nil {
+		return a
+	}
+	a := &authority{current: c.CA, pool: c.Pool}
+	if c.CA != nil {
+		a.chain = [][]byte{c.CA.Raw}
+	}
+	return a
+}
+
+// Authority is the CA the node's certificates come from now.
+func (c *Credentials) Authority() *x509.Certificate { return c.auth().current }
+
+// SetAuthority replaces what the node trusts and presents after its
+// certificate, from a ca.crt (AuthorityPEM): a CA rotation needs no
+// restart either.
+func (c *Credentials) SetAuthority(caPEM []byte) error {
+	a, err := parseAuthority(caPEM)
+	if err != nil {
+		return fmt.Errorf("CA certificates: %w", err)
+	}
+	c.trust.Store(a)
+	cur := *c.Current()
+	cur.Certificate = append([][]byte{cur.Certificate[0]}, a.chain...)
+	c.renewed.Store(&cur)
+	if r := c.rotated.Load(); r != nil && r.Equal(a.current) {
+		c.rotated.Store(nil)
+	}
+	return nil
+}
+
+// RotationSeen is a CA a manager presented that the node's certificate
+// does not come from, verified through the cross-signed copy the
+// manager presented with it: the node should renew under it. Nil when
+// none was seen.
+func (c *Credentials) RotationSeen() *x509.Certificate {
+	r := c.rotated.Load()
+	if r == nil || IssuedBy(c.Current().Leaf, r) {
+		return nil
+	}
+	return r
 }
 
 // Current is the certificate presented now: the renewed one once Renew
@@ -34,17 +85,30 @@ func (c *Credentials) Current() *tls.Certificate {
 }
 
 // Renew presents a new certificate and key from the next handshake on. It
-// must name the same holder and chain to the same CA.
-func (c *Credentials) Renew(certPEM, keyPEM []byte) error {
-	n, err := NewCredentials(certPEM, keyPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.CA.Raw}))
+// must name the same holder and chain to a CA the node trusts; caPEM,
+// when given, is what the node trusts from then on (SetAuthority), for a
+// certificate renewed under a rotated CA.
+func (c *Credentials) Renew(certPEM, keyPEM []byte, caPEM ...[]byte) error {
+	a := c.auth()
+	if len(caPEM) > 0 && len(caPEM[0]) > 0 {
+		var err error
+		if a, err = parseAuthority(caPEM[0]); err != nil {
+			return fmt.Errorf("CA certificates: %w", err)
+		}
+	}
+	n, err := NewCredentials(certPEM, keyPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: a.current.Raw}))
 	if err != nil {
 		return err
 	}
 	if n.ID != c.ID {
 		return fmt.Errorf("renewed certificate names %s (%s), expected %s (%s)", n.ID.Name, n.ID.Role, c.ID.Name, c.ID.Role)
 	}
-	if err := verifyChain(n.Cert.Certificate, c.Pool); err != nil {
+	if err := verifyChain(n.Cert.Certificate, a.pool); err != nil {
 		return fmt.Errorf("renewed certificate: %w", err)
+	}
+	n.Cert.Certificate = append([][]byte{n.Cert.Certificate[0]}, a.chain...)
+	if a != c.auth() {
+		c.trust.Store(a)
 	}
 	c.renewed.Store(&n.Cert)
 	return nil
@@ -57,7 +121,7 @@ func NewCredentials(certPEM, keyPEM, caPEM []byte) (*Credentials, error) {
 	if err != nil {
 		return nil, fmt.Errorf("certificate and key: %w", err)
 	}
-	ca, err := ParseCert(caPEM)
+	a, err := parseAuthority(caPEM)
 	if err != nil {
 		return nil, fmt.Errorf("CA certificate: %w", err)
 	}
@@ -66,12 +130,13 @@ func NewCredentials(certPEM, keyPEM, caPEM []byte) (*Credentials, error) {
 		return nil, err
 	}
 	pair.Leaf = leaf
-	// Present the chain with the CA, so a joining node can read the CA
-	// from the handshake and check it against its token's digest.
-	pair.Certificate = append(pair.Certificate, ca.Raw)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &Credentials{Cert: pair, CA: ca, Pool: pool, ID: IdentityOf(leaf)}, nil
+	// Present the chain with the CA last, so a joining node can read the
+	// CA from the handshake and check it against its token's digest;
+	// while the CA rotates, its cross-signed copy comes before it.
+	pair.Certificate = append(pair.Certificate[:1], a.chain...)
+	c := &Credentials{Cert: pair, CA: a.current, Pool: a.pool, ID: IdentityOf(leaf)}
+	c.trust.Store(a)
+	return c, nil
 }
 
 // Bundle encodes credentials as one PEM file (certificate, key, CA), the
@@ -83,7 +148,8 @@ func Bundle(certPEM, keyPEM, caPEM []byte) []byte {
 }
 
 // LoadBundle reads a PEM bundle: the first certificate is the holder's,
-// the last the CA's.
+// the others the CA's (AuthorityPEM: while the CA rotates, the new one,
+// its cross-signed copy and the old one).
 func LoadBundle(path string) (*Credentials, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -93,7 +159,7 @@ func LoadBundle(path string) (*Credentials, error) {
 	if len(certs) < 2 || key == nil {
 		return nil, fmt.Errorf("credentials %s: expected a certificate, its key and the CA certificate", path)
 	}
-	c, err := NewCredentials(certs[0], key, certs[len(certs)-1])
+	c, err := NewCredentials(certs[0], key, bytes.Join(certs[1:], nil))
 	if err != nil {
 		return nil, fmt.Errorf("credentials %s: %w", path, err)
 	}
@@ -106,7 +172,7 @@ func LoadBundle(path string) (*Credentials, error) {
 func (c *Credentials) ServerConfig() *tls.Config {
 	return &tls.Config{
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.Current(), nil },
-		ClientCAs:      c.Pool,
+		ClientCAs:      c.auth().pool,
 		ClientAuth:     tls.VerifyClientCertIfGiven,
 		MinVersion:     tls.VersionTLS13,
 	}
@@ -117,15 +183,44 @@ func (c *Credentials) ServerConfig() *tls.Config {
 // checked (managers are reached by any of their addresses); the chain to
 // the cluster's CA is.
 func (c *Credentials) ClientConfig() *tls.Config {
-	pool := c.Pool
 	return &tls.Config{
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return c.Current(), nil },
 		MinVersion:           tls.VersionTLS13,
 		InsecureSkipVerify:   true, // replaced by VerifyPeerCertificate below
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			return verifyChain(raw, pool)
+			if err := verifyChain(raw, c.auth().pool); err != nil {
+				return err
+			}
+			c.noteRotation(raw)
+			return nil
 		},
 	}
+}
+
+// noteRotation remembers the CA a verified server chain ends with when
+// the node's certificate does not come from it and the chain holds its
+// cross-signed copy: the server renewed under a rotated CA.
+func (c *Credentials) noteRotation(raw [][]byte) {
+	if len(raw) < 3 {
+		return
+	}
+	last, err := x509.ParseCertificate(raw[len(raw)-1])
+	if err != nil || IssuedBy(c.Current().Leaf, last) || last.CheckSignatureFrom(last) != nil {
+		return
+	}
+	for _, r := range raw[1 : len(raw)-1] {
+		if x, err := x509.ParseCertificate(r); err == nil && bytes.Equal(x.RawSubjectPublicKeyInfo, last.RawSubjectPublicKeyInfo) &&
+			c.auth().verifies(x) {
+			c.rotated.Store(last)
+			return
+		}
+	}
+}
+
+// verifies reports whether a CA certificate chains to a trusted root.
+func (a *authority) verifies(x *x509.Certificate) bool {
+	_, err := x.Verify(x509.VerifyOptions{Roots: a.pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err == nil
 }
 
 func verifyChain(raw [][]byte, pool *x509.CertPool) error {
@@ -136,7 +231,14 @@ func verifyChain(raw [][]byte, pool *x509.CertPool) error {
 	if err != nil {
 		return err
 	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+	// What follows the leaf may be a rotated CA's cross-signed copy.
+	inter := x509.NewCertPool()
+	for _, r := range raw[1:] {
+		if x, err := x509.ParseCertificate(r); err == nil {
+			inter.AddCert(x)
+		}
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 		if leaf.Subject.CommonName == LockedCommonName {
 			return ErrManagerLocked
 		}

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,14 +31,24 @@ func (s *Server) keepRenewed() {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// A manager also follows a CA rotation, much sooner than renewals.
+	rot := time.NewTicker(rotationCheck)
+	defer rot.Stop()
 	for {
 		if err := s.renewIfDue(s.watchCtx); err != nil && s.watchCtx.Err() == nil {
 			s.log.Warn("renewing the node's certificate; trying again later", "err", err, "every", every)
 		}
-		select {
-		case <-s.watchCtx.Done():
-			return
-		case <-t.C:
+		for again := true; again; {
+			select {
+			case <-s.watchCtx.Done():
+				return
+			case <-t.C:
+				again = false
+			case <-rot.C:
+				if err := s.followRotation(s.watchCtx); err != nil && s.watchCtx.Err() == nil {
+					s.log.Warn("following the CA rotation; trying again", "err", err, "every", rotationCheck)
+				}
+			}
 		}
 	}
 }
@@ -52,7 +65,22 @@ func (s *Server) renewIfDue(ctx context.Context) error {
 			return err
 		}
 	}
-	if now.Before(pki.RenewAt(creds.Current().Leaf)) {
+	// A manager renews once it issues under a rotated CA; a worker once a
+	// manager presented one (verified through its cross-signed copy).
+	leaf := creds.Current().Leaf
+	var seen *x509.Certificate
+	rotated := false
+	if s.role() == roleManager {
+		rotated = !pki.IssuedBy(leaf, s.caNow().Cert)
+	} else {
+		if creds.RotationSeen() == nil {
+			s.probeRotation(ctx, creds)
+		}
+		if seen = creds.RotationSeen(); seen != nil {
+			rotated = true
+		}
+	}
+	if now.Before(pki.RenewAt(leaf)) && !rotated {
 		return nil
 	}
 	key, err := pki.NewKey()
@@ -80,13 +108,29 @@ func (s *Server) renewIfDue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var authority []byte
+	if seen != nil {
+		// The worker trusts the new CA alone from now on; written first,
+		// so a crash leaves it trusting what its next certificate needs.
+		authority = pki.AuthorityPEM(seen, nil, nil)
+		parsed, err := pki.ParseCert(cert)
+		if err != nil {
+			return err
+		}
+		if !pki.IssuedBy(parsed, seen) {
+			return fmt.Errorf("the manager renewed the certificate under another CA than %s: trying again", pki.CAName(seen))
+		}
+		if err := pki.WriteFile(filepath.Join(s.cfg.DataDir, PKIDir, pki.CACertFile), authority); err != nil {
+			return err
+		}
+	}
 	if err := pki.SaveRenewed(filepath.Join(s.cfg.DataDir, PKIDir), cert, keyPEM); err != nil {
 		return err
 	}
-	if err := creds.Renew(cert, keyPEM); err != nil {
+	if err := creds.Renew(cert, keyPEM, authority); err != nil {
 		return err
 	}
-	s.log.Info("node certificate renewed", "node", creds.ID.Name, "until", creds.Current().Leaf.NotAfter)
+	s.log.Info("node certificate renewed", "node", creds.ID.Name, "until", creds.Current().Leaf.NotAfter, "ca", pki.CAName(creds.Authority()))
 	return nil
 }
 
@@ -192,7 +236,17 @@ func (s *Server) renewAdminIfDue(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if now.Before(pki.RenewAt(admin.Cert.Leaf)) { // NewCredentials sets Leaf
+	// Renewed under a rotated CA too, with what the manager trusts now.
+	ca := s.caNow()
+	authority, err := os.ReadFile(filepath.Join(s.pkiDir(), pki.CACertFile))
+	if err != nil {
+		return err
+	}
+	held, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if now.Before(pki.RenewAt(admin.Cert.Leaf)) && pki.IssuedBy(admin.Cert.Leaf, ca.Cert) && bytes.HasSuffix(held, authority) { // NewCredentials sets Leaf
 		return nil
 	}
 	key, err := pki.NewKey()
@@ -203,7 +257,6 @@ func (s *Server) renewAdminIfDue(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	ca := s.caNow()
 	cert, err := ca.Issue(csr, admin.ID, nil, now)
 	if err != nil {
 		return err
@@ -212,9 +265,35 @@ func (s *Server) renewAdminIfDue(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := pki.WriteFile(path, pki.Bundle(cert, keyPEM, ca.CertPEM())); err != nil {
+	if err := pki.WriteFile(path, pki.Bundle(cert, keyPEM, authority)); err != nil {
 		return err
 	}
 	s.log.Info("admin credentials renewed", "file", path)
 	return nil
+}
+
+// probeDialTimeout bounds the handshake a worker makes to look at a
+// manager's certificate chain.
+const probeDialTimeout = 10 * time.Second
+
+// probeRotation has a worker shake hands with a manager it knows, which
+// lets its credentials see the CA the manager's certificate comes from
+// (pki.Credentials.RotationSeen): the agent's connections stay open for
+// long, so their handshakes are old.
+func (s *Server) probeRotation(ctx context.Context, creds *pki.Credentials) {
+	var managers []string
+	if f := s.managers.Load(); f != nil {
+		managers = append(managers, (*f)()...)
+	}
+	managers = append(managers, s.JoinedThrough()...)
+	d := tls.Dialer{Config: creds.ClientConfig()}
+	for _, addr := range managers {
+		dctx, cancel := context.WithTimeout(ctx, probeDialTimeout)
+		conn, err := d.DialContext(dctx, "tcp", addr)
+		cancel()
+		if err == nil {
+			conn.Close()
+			return
+		}
+	}
 }

@@ -25,6 +25,7 @@ func newRootCommand() *cobra.Command {
 	addAutolockCommands(root)
 	addBackupCommands(root)
 	addAuditCommands(root)
+	addCACommands(root)
 	return root
 }
 

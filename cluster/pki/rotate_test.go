@@ -1,0 +1,80 @@
+package pki
+
+import (
+	"crypto/x509"
+	"testing"
+	"time"
+)
+
+// A rotated CA's certificates verify, through the cross-signed copy, for
+// a node that still trusts only the old CA, which then sees the rotation;
+// while rotating both CAs are trusted, and after it the old one is not.
+func TestRotateCrossSignsAndHandsOverTrust(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	old, err := NewCA(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, cross, err := old.Rotate(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IssuedBy(cross, old.Cert) || cross.CheckSignatureFrom(next.Cert) == nil {
+		t.Fatal("the cross-signed copy is not signed by the old CA alone")
+	}
+	worker := Identity{Name: "w1", Role: RoleWorker}
+	wc, wk := issuePair(t, old, worker, now)
+	wcreds, err := NewCredentials(wc, wk, old.CertPEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A manager renewed under the new CA, presenting the rotation's chain.
+	mc, mk := issuePair(t, next, Identity{Name: "m1", Role: RoleManager}, now)
+	mcreds, err := NewCredentials(mc, mk, AuthorityPEM(next.Cert, cross, old.Cert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := mcreds.Current().Certificate
+	if len(chain) != 3 {
+		t.Fatalf("the manager presents %d certificates, want its own, the cross-signed CA and the new CA", len(chain))
+	}
+	if err := wcreds.ClientConfig().VerifyPeerCertificate(chain, nil); err != nil {
+		t.Fatalf("a worker trusting the old CA refuses the renewed manager: %v", err)
+	}
+	if seen := wcreds.RotationSeen(); seen == nil || !seen.Equal(next.Cert) {
+		t.Fatalf("the worker saw the rotation to %v, want the new CA", seen)
+	}
+	// The manager, while rotating, trusts the worker's old certificate.
+	if _, err := wcreds.Current().Leaf.Verify(verifyClient(mcreds)); err != nil {
+		t.Errorf("while rotating, the old CA's certificate is refused: %v", err)
+	}
+	// The worker renews under the new CA and trusts it alone.
+	rc, rk := issuePair(t, next, worker, now)
+	if err := wcreds.Renew(rc, rk, AuthorityPEM(next.Cert, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if wcreds.RotationSeen() != nil || !wcreds.Authority().Equal(next.Cert) {
+		t.Error("after renewing under the new CA the worker still sees a rotation")
+	}
+	// Once over, the old CA is no longer trusted.
+	if err := mcreds.SetAuthority(AuthorityPEM(next.Cert, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	oc, _ := issuePair(t, old, Identity{Name: "u", Role: RoleUser}, now)
+	leaf, err := ParseCert(oc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(verifyClient(mcreds)); err == nil {
+		t.Error("after the rotation a certificate of the old CA is trusted")
+	}
+	if _, err := wcreds.Current().Leaf.Verify(verifyClient(mcreds)); err != nil {
+		t.Errorf("after the rotation the renewed worker is refused: %v", err)
+	}
+}
+
+// verifyClient is how a manager's port checks a client certificate.
+func verifyClient(c *Credentials) x509.VerifyOptions {
+	return x509.VerifyOptions{Roots: c.ServerConfig().ClientCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+}

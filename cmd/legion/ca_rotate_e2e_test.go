@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/server"
+	pb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/internal/testcluster"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// nodeWorks has the node of creds take its assignments through the
+// manager at addr, as its agent does (any manager serves them).
+func nodeWorks(ctx context.Context, t *testing.T, addr string, creds *pki.Credentials) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := pb.NewDispatcherClient(conn).Assignments(sctx, &pb.AssignmentsRequest{})
+	if err != nil {
+		return err
+	}
+	_, err = stream.Recv()
+	return err
+}
+
+// listAs lists Configs through the manager at addr with the credentials
+// in file, read now.
+func listAs(ctx context.Context, addr, file string) error {
+	cl, err := client.New(client.Options{Server: addr, CredentialsFile: file, Retry: -1})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	_, _, err = cl.List(ctx, legion.KindConfig, client.ListOptions{})
+	return err
+}
+
+// legion ca rotate on real daemons (two managers, a worker): every node
+// renews under the new CA by itself and keeps working, the admin's
+// credentials are renewed under it, and once the rotation is over a
+// certificate of the old CA (the old admin bundle, a user's) is refused.
+func TestCARotateKeepsNodesAndAdminAndRefusesTheOldCA(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Managers: 2, Workers: 1, Configure: func(_ int, cfg *server.Config) {
+		cfg.RenewCheck = 100 * time.Millisecond
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin := c.AdminFile()
+	w := c.Workers[0]
+	for _, m := range c.Managers {
+		if err := nodeWorks(ctx, t, m.Addr, w.Server.Credentials()); err != nil {
+			t.Fatalf("the worker through %s before the rotation: %v", m.Addr, err)
+		}
+	}
+	oldAdmin := filepath.Join(t.TempDir(), "old-admin.pem")
+	data, err := os.ReadFile(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(oldAdmin, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	user := filepath.Join(t.TempDir(), "fay.pem")
+	if out, err := runLegion(t, "", "user", "create", "fay", "--role", "view", "-n", "default", "-o", user, "--server", c.Managers[0].Addr, "--credentials", admin); err != nil {
+		t.Fatalf("user create: %v\n%s", err, out)
+	}
+	oldCA := c.Managers[0].Server.Credentials().Authority()
+
+	out, err := runLegion(t, "", "ca", "rotate", "--server", c.Managers[1].Addr, "--credentials", admin)
+	if err != nil || !strings.Contains(out, "CA rotation started") || !strings.Contains(out, "legion user create") {
+		t.Fatalf("ca rotate: %v\n%s", err, out)
+	}
+	// While it rotates, the nodes and the admin keep working.
+	var status string
+	testcluster.WaitFor(t, "every node renewed and the rotation over", 30*time.Second, func() bool {
+		for _, m := range c.Managers {
+			if err := listAs(ctx, m.Addr, admin); err != nil {
+				t.Fatalf("the admin through %s during the rotation: %v", m.Addr, err)
+			}
+		}
+		status, err = runLegion(t, "", "ca", "status", "--server", c.Managers[0].Addr, "--credentials", admin)
+		if err != nil {
+			t.Fatalf("ca status: %v\n%s", err, status)
+		}
+		return strings.Contains(status, "none under way")
+	})
+	newCA := c.Managers[0].Server.Credentials().Authority()
+	if newCA.Equal(oldCA) || !strings.Contains(status, pki.Digest(newCA)) {
+		t.Fatalf("the CA did not change (status:\n%s)", status)
+	}
+	for _, n := range append(append([]*testcluster.Manager{}, c.Managers...), w) {
+		if leaf := n.Server.Credentials().Current().Leaf; !pki.IssuedBy(leaf, newCA) {
+			t.Errorf("node %s: its certificate is not under the new CA", n.Server.NodeID())
+		}
+	}
+	for _, m := range c.Managers {
+		if err := nodeWorks(ctx, t, m.Addr, w.Server.Credentials()); err != nil {
+			t.Errorf("the worker through %s after the rotation: %v", m.Addr, err)
+		}
+		if err := listAs(ctx, m.Addr, admin); err != nil {
+			t.Errorf("the renewed admin through %s: %v", m.Addr, err)
+		}
+		// Each manager drops the old CA at its next look (rotationCheck).
+		testcluster.WaitFor(t, "the old CA refused through "+m.Addr, 5*time.Second, func() bool {
+			return listAs(ctx, m.Addr, oldAdmin) != nil && listAs(ctx, m.Addr, user) != nil
+		})
+	}
+	// Restarted, a manager and the worker come back under the new CA.
+	w.Restart()
+	c.Managers[1].Restart()
+	c.WaitVoters(2)
+	testcluster.WaitFor(t, "the restarted worker taking its assignments", 10*time.Second, func() bool {
+		return nodeWorks(ctx, t, c.Managers[1].Addr, w.Server.Credentials()) == nil
+	})
+	if err := listAs(ctx, c.Managers[1].Addr, admin); err != nil {
+		t.Errorf("the admin through the restarted manager: %v", err)
+	}
+}
