@@ -360,7 +360,7 @@ func (c *clusterService) JoinCluster(ctx context.Context, req *pb.JoinClusterReq
 		return nil, status.Errorf(codes.InvalidArgument, "join: server %q: %v", req.Server, err)
 	}
 	defer conn.Close()
-	resp, err := pb.NewClusterClient(conn).Join(ctx, &pb.JoinRequest{Token: req.Token, Csr: csr, NodeId: s.nodeID,
+	resp, err := s.askJoin(ctx, conn, &pb.JoinRequest{Token: req.Token, Csr: csr, NodeId: s.nodeID,
 		Address: s.cfg.Advertise, Role: req.Role, Protocol: Protocol})
 	if err != nil {
 		st := status.Convert(err)

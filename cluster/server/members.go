@@ -117,6 +117,27 @@ func (s *Server) unfinishedJoin(st *store.Store) bool {
 	return len(c.Servers) == 0 || ok && m.Suffrage != raft.Voter
 }
 
+// askJoin sends the join, asking again while the manager reached
+// answers UNAVAILABLE (an election in progress), for up to
+// joinVoterWait. A manager not reached, or a handshake refused (another
+// cluster's CA), fails at once.
+func (s *Server) askJoin(ctx context.Context, conn grpc.ClientConnInterface, req *pb.JoinRequest) (*pb.JoinResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, joinVoterWait)
+	defer cancel()
+	for {
+		var reached peer.Peer
+		resp, err := pb.NewClusterClient(conn).Join(ctx, req, grpc.Peer(&reached))
+		if status.Code(err) != codes.Unavailable || reached.Addr == nil {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(joinPoll):
+		}
+	}
+}
+
 // keepJoining goes on with becomeVoter in the background until the
 // manager votes or stops.
 func (s *Server) keepJoining() {
