@@ -24,6 +24,7 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 )
 
@@ -358,8 +359,19 @@ func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
 		return nil, errors.New("no certificate yet")
 	}
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)),
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: redialTimeout,
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: redialMax}}))
 }
+
+// How a manager reconnects to another. gRPC's default backoff grows to
+// two minutes, so a manager back from an outage (or a joiner whose first
+// contact failed) would wait that long for Raft and forwarding, over and
+// above Raft's own backoff.
+const (
+	redialMax     = time.Second     // the longest wait between attempts
+	redialTimeout = 5 * time.Second // one attempt
+)
 
 // peer returns a cached connection to another manager (for forwarding).
 func (s *Server) peer(addr string) (*grpc.ClientConn, error) {
