@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // A manager the admin demoted does not ask to vote again after a
@@ -23,6 +25,16 @@ func TestDemotedManagerStaysDemotedAcrossRestarts(t *testing.T) {
 	if changed, err := admin.SetVoter(context.Background(), n.s.NodeID(), false); err != nil || !changed {
 		t.Fatalf("demoting: changed=%v %v", changed, err)
 	}
+	// The demotion commits on the leader alone (the only voter left):
+	// the restart below must find it in n's own log.
+	waitFor(t, "the demoted manager to hold its demotion", 10*time.Second, func() bool {
+		c, _, err := raftConfig(n.s.Store())
+		if err != nil {
+			return false
+		}
+		me, ok := findServer(c, n.s.NodeID())
+		return ok && me.Suffrage != raft.Voter
+	})
 	n.stop()
 	n.restart()
 	if n.s.unfinishedJoin(n.s.Store()) {
