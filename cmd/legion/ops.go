@@ -123,11 +123,15 @@ func (c *clusterCLI) rollbackCommand() *cobra.Command {
 }
 
 func (c *clusterCLI) availabilityCommand(verb string, a legion.Availability, what string) *cobra.Command {
-	return &cobra.Command{
+	var df drainFlags
+	cmd := &cobra.Command{
 		Use:   verb + " NODE",
 		Short: "Set a node's availability to " + string(a) + ": " + what,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := df.check(); err != nil {
+				return err
+			}
 			_, err := c.updateObject(cmd, legion.KindNode, "", args[0], func(o legion.Object) error {
 				o.(*legion.Node).Spec.Availability = a
 				return nil
@@ -135,10 +139,24 @@ func (c *clusterCLI) availabilityCommand(verb string, a legion.Availability, wha
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "node %s: %s\n", args[0], a)
-			return nil
+			if df.output == "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "node %s: %s\n", args[0], a)
+			}
+			if !df.wait {
+				return nil
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			return waitDrain(ctxOf(cmd), cl, cmd.OutOrStdout(), args[0], df.timeout, df.output == "json")
 		},
 	}
+	if a == legion.AvailabilityDrain {
+		df.add(cmd)
+	}
+	return cmd
 }
 
 func (c *clusterCLI) nodeListCommand() *cobra.Command {

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/spf13/cobra"
+)
+
+// drainPoll is how often `node drain --wait` asks where the drain stands.
+const drainPoll = 500 * time.Millisecond
+
+// Exit codes of `legion node drain --wait` (3.3.1).
+const (
+	drainCancelled = 1 // the node stopped draining before it completed
+	drainTimedOut  = 2
+)
+
+// waitDrain follows a node's drain until it completes (nil), the node
+// stops draining (exit 1) or the timeout passes (exit 2), printing the
+// drain's state whenever it changes, or, with asJSON, its last state as
+// JSON. A failed read (an election) is asked again.
+func waitDrain(ctx context.Context, cl *client.Client, out io.Writer, node string, timeout time.Duration, asJSON bool) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var last *legion.DrainStatus
+	show := func(d *legion.DrainStatus) {
+		if asJSON || (last != nil && last.State == d.State && slices.Equal(last.Remaining, d.Remaining)) {
+			return
+		}
+		fmt.Fprintln(out, describeDrain(node, d))
+	}
+	end := func(code int, msg string) error {
+		if asJSON && last != nil {
+			b, _ := json.MarshalIndent(last, "", "  ")
+			fmt.Fprintln(out, string(b))
+		}
+		if code == 0 {
+			return nil
+		}
+		return &exitError{code: code, msg: msg}
+	}
+	tick := time.NewTicker(drainPoll)
+	defer tick.Stop()
+	for {
+		o, err := cl.Get(ctx, legion.KindNode, "", node)
+		if err == nil {
+			n := o.(*legion.Node)
+			if n.Spec.Availability != legion.AvailabilityDrain {
+				return end(drainCancelled, fmt.Sprintf("node %s: the drain was cancelled (the node is %s)", node, n.Spec.Availability))
+			}
+			if d := n.Status.Drain; d != nil {
+				show(d)
+				last = d
+				if d.State == legion.DrainCompleted {
+					return end(0, "")
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			msg := fmt.Sprintf("node %s: the drain did not complete within %s", node, timeout)
+			if last != nil {
+				msg += ": " + describeDrain(node, last)
+			}
+			return end(drainTimedOut, msg)
+		case <-tick.C:
+		}
+	}
+}
+
+// describeDrain says where a drain stands and what is left, as one line.
+func describeDrain(node string, d *legion.DrainStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "node %s: drain %s", node, d.State)
+	if len(d.Remaining) > 0 {
+		fmt.Fprintf(&b, ", %d left:", len(d.Remaining))
+		for i, it := range d.Remaining {
+			if i > 0 {
+				b.WriteString(";")
+			}
+			fmt.Fprintf(&b, " %s %s (%s)", strings.ToLower(string(it.Kind)), it.Name, it.Reason)
+		}
+	}
+	return b.String()
+}
+
+// drainFlags are --wait, --timeout and -o of `node drain`.
+type drainFlags struct {
+	wait    bool
+	timeout time.Duration
+	output  string
+}
+
+func (f *drainFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.wait, "wait", false, "follow the drain: exit 0 once completed, 1 if it is cancelled, 2 on the timeout")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "with --wait, give up after this long (default: no limit)")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "", "with --wait, json: print the drain's last state as JSON instead of following lines")
+}
+
+func (f *drainFlags) check() error {
+	switch {
+	case f.output != "" && f.output != "json":
+		return fmt.Errorf("node drain: -o %q: expected json", f.output)
+	case !f.wait && (f.timeout != 0 || f.output != ""):
+		return fmt.Errorf("node drain: --timeout and -o apply only with --wait")
+	case f.timeout < 0:
+		return fmt.Errorf("node drain: --timeout %s: must not be negative", f.timeout)
+	}
+	return nil
+}
