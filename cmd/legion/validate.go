@@ -51,7 +51,11 @@ durations in canonical form), or every error found. It exits 1 on any error.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "manifest file, directory, or - for standard input")
+	// -f/--filename, as apply and delete take it; --file is what validate
+	// took before.
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file, directory, or - for standard input")
+	cmd.Flags().StringVar(&file, "file", "", "")
+	cmd.Flags().MarkDeprecated("file", "use -f/--filename, as apply and delete do")
 	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	return cmd
 }

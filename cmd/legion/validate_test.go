@@ -95,3 +95,14 @@ func TestNodeResolverNeedsItsFlags(t *testing.T) {
 		t.Fatal("node-resolver started without a zone file")
 	}
 }
+
+// validate takes its manifests as apply and delete do: -f/--filename.
+func TestValidateTakesFilenameAsApplyDoes(t *testing.T) {
+	t.Parallel()
+	for _, flag := range []string{"-f", "--filename", "--file"} {
+		out, err := runLegion(t, "", "validate", flag, "../../examples/jobs.yaml")
+		if err != nil || !strings.Contains(out, "kind: Job") {
+			t.Errorf("validate %s: %v\n%s", flag, err, out)
+		}
+	}
+}
