@@ -28,7 +28,7 @@ func addOpsCommands(root *cobra.Command) {
 		cli.availabilityCommand("pause", legion.AvailabilityPause, "keep the node's tasks but place no new ones there"),
 		cli.availabilityCommand("activate", legion.AvailabilityActive, "let the node take tasks again"),
 		cli.suffrageCommand(true), cli.suffrageCommand(false))
-	root.AddCommand(cli.scaleCommand(), cli.rollbackCommand(), node, cli.tasksCommand())
+	root.AddCommand(cli.scaleCommand(), cli.rollbackCommand(), node, cli.tasksCommand(), cli.rolloutCommand())
 }
 
 // updateService reads a service, changes it and applies it back at the
@@ -66,11 +66,15 @@ func (c *clusterCLI) updateObject(cmd *cobra.Command, kind legion.Kind, ns, name
 
 func (c *clusterCLI) scaleCommand() *cobra.Command {
 	var ns string
+	var wf waitFlags
 	cmd := &cobra.Command{
 		Use:   "scale SERVICE REPLICAS",
 		Short: "Set a replicated or stateful service's replica count",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := wf.check(); err != nil {
+				return fmt.Errorf("scale: %w", err)
+			}
 			n, err := strconv.Atoi(args[1])
 			if err != nil || n < 0 || n > legion.MaxReplicas {
 				return fmt.Errorf("scale: replicas %q: expected a whole number from 0 to %d", args[1], legion.MaxReplicas)
@@ -89,20 +93,25 @@ func (c *clusterCLI) scaleCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "service %s scaled to %d (%s)\n", legion.DisplayName(res.Object), n, strings.ToLower(res.Outcome))
-			return nil
+			return c.waitRollout(cmd, wf, ns, args[0], true)
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
+	wf.add(cmd)
 	return cmd
 }
 
 func (c *clusterCLI) rollbackCommand() *cobra.Command {
 	var ns string
+	var wf waitFlags
 	cmd := &cobra.Command{
 		Use:   "rollback SERVICE",
 		Short: "Put back the spec a service had before its last update",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := wf.check(); err != nil {
+				return fmt.Errorf("rollback: %w", err)
+			}
 			res, err := c.updateService(cmd, ns, args[0], func(s *legion.Service) error {
 				u := s.Status.Update
 				if u == nil || u.PreviousSpec == nil {
@@ -115,10 +124,11 @@ func (c *clusterCLI) rollbackCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "service %s rolling back to its previous spec (%s)\n", legion.DisplayName(res.Object), strings.ToLower(res.Outcome))
-			return nil
+			return c.waitRollout(cmd, wf, ns, args[0], true)
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
+	wf.add(cmd)
 	return cmd
 }
 

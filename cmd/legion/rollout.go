@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/scheduler"
+	"github.com/spf13/cobra"
+)
+
+// rolloutPoll is how often a rollout is looked at while followed.
+const rolloutPoll = 500 * time.Millisecond
+
+// Exit codes of a followed rollout (rollout status, --wait).
+const (
+	rolloutFailed   = 1 // paused, rolled back, or its rollback paused
+	rolloutTimedOut = 2
+)
+
+// rollout is where a service's rollout stands, as read once.
+type rollout struct {
+	state   string // "", or the update's state
+	want    int    // replicas wanted now
+	current int    // live tasks running the pod as it is now
+	ready   int    // of those, ready
+	failing string // the latest failed task's message
+	settled bool   // the planner has seen the service's last spec
+	// rollback: a rolled-back update is an end, not a failure: what is
+	// followed is a rollback asked for, or a scale (which starts no
+	// update and leaves the last one's state as it was).
+	rollback bool
+}
+
+func (r rollout) done() bool {
+	end := r.state == "" || r.state == string(legion.UpdateCompleted) || r.rollback && r.state == string(legion.UpdateRolledBack)
+	return r.settled && end && r.current == r.want && r.ready == r.want
+}
+
+func (r rollout) failed() bool {
+	switch legion.UpdateState(r.state) {
+	case legion.UpdatePaused, legion.UpdateRollbackPaused:
+		return r.settled
+	case legion.UpdateRolledBack:
+		return r.settled && !r.rollback
+	}
+	return false
+}
+
+func (r rollout) String() string {
+	s := fmt.Sprintf("%d of %d tasks updated, %d ready", r.current, r.want, r.ready)
+	if r.state != "" {
+		s = r.state + ": " + s
+	}
+	if r.failing != "" {
+		s += "; last failure: " + r.failing
+	}
+	return s
+}
+
+// readRollout reads a service and its tasks.
+func readRollout(ctx context.Context, cl *client.Client, ns, name string) (rollout, error) {
+	o, err := cl.Get(ctx, legion.KindService, ns, name)
+	if err != nil {
+		return rollout{}, err
+	}
+	s := o.(*legion.Service)
+	r := rollout{want: s.Status.Replicas, settled: s.Status.ObservedGeneration >= s.Metadata.Generation}
+	if s.Spec.Mode != legion.ModeGlobal && s.Status.Replicas == 0 && s.Spec.Replicas != nil {
+		r.want = *s.Spec.Replicas
+	}
+	if u := s.Status.Update; u != nil {
+		r.state = string(u.State)
+	}
+	tasks, _, err := cl.List(ctx, legion.KindTask, client.ListOptions{Namespace: ns, Labels: map[string]string{"legion.service": name}})
+	if err != nil {
+		return rollout{}, err
+	}
+	var lastFail time.Time
+	for _, o := range tasks {
+		t := o.(*legion.Task)
+		if t.Spec.Owner.Kind != legion.KindService || t.Spec.Owner.Name != name {
+			continue
+		}
+		if t.Status.State == legion.TaskFailed && t.Status.Timestamp.After(lastFail) {
+			lastFail, r.failing = t.Status.Timestamp, t.Status.Message
+		}
+		if t.Spec.DesiredState == legion.TaskRunning && !t.Status.State.Terminal() && samePod(t, s) {
+			r.current++
+			if t.Status.Ready {
+				r.ready++
+			}
+		}
+	}
+	return r, nil
+}
+
+// samePod reports whether the task runs the service's pod as it is now.
+func samePod(t *legion.Task, s *legion.Service) bool {
+	return t.Spec.PodHash != "" && t.Spec.PodHash == scheduler.PodHash(&s.Spec.Pod)
+}
+
+// followRollout prints the rollout whenever it changes until it is done
+// (nil), fails (exit 1) or the timeout passes (exit 2). Reads that fail
+// during an election are asked again.
+func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, name string, timeout time.Duration, rollback bool) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	tick := time.NewTicker(rolloutPoll)
+	defer tick.Stop()
+	var last string
+	var r rollout
+	for {
+		var err error
+		r, err = readRollout(ctx, cl, ns, name)
+		r.rollback = rollback
+		if err == nil {
+			if line := r.String(); line != last {
+				fmt.Fprintf(out, "service %s/%s: %s\n", ns, name, line)
+				last = line
+			}
+			switch {
+			case r.done():
+				return nil
+			case r.failed():
+				return &exitError{code: rolloutFailed, msg: fmt.Sprintf("service %s/%s: the update is %s", ns, name, r.state)}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return &exitError{code: rolloutTimedOut, msg: fmt.Sprintf("service %s/%s: not rolled out within %s: %s", ns, name, timeout, r)}
+		case <-tick.C:
+		}
+	}
+}
+
+// waitFlags are --wait and --timeout of the commands that change a
+// service.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (f *waitFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.wait, "wait", false, "follow the rollout: exit 0 once every task runs the service's pod and is ready, 1 if the update pauses or rolls back, 2 on the timeout")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "with --wait, give up after this long (default: no limit)")
+}
+
+func (f *waitFlags) check() error {
+	if f.timeout != 0 && !f.wait {
+		return fmt.Errorf("--timeout applies only with --wait")
+	}
+	return nil
+}
+
+func (c *clusterCLI) rolloutCommand() *cobra.Command {
+	var ns string
+	var timeout time.Duration
+	status := &cobra.Command{
+		Use:   "status SERVICE",
+		Short: "Follow a service's rollout until it completes, pauses or rolls back",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			return followRollout(ctxOf(cmd), cl, cmd.OutOrStdout(), ns, args[0], timeout, false)
+		},
+	}
+	status.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
+	status.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: no limit)")
+	cmd := &cobra.Command{Use: "rollout", Short: "Follow services' rollouts"}
+	cmd.AddCommand(status)
+	return cmd
+}
+
+// waitRollout follows the service's rollout when --wait was given.
+func (c *clusterCLI) waitRollout(cmd *cobra.Command, wf waitFlags, ns, name string, rollback bool) error {
+	if !wf.wait {
+		return nil
+	}
+	cl, err := c.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return followRollout(ctxOf(cmd), cl, cmd.OutOrStdout(), ns, name, wf.timeout, rollback)
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// scale --wait follows the rollout to every task ready (exit 0); an
+// update whose new tasks fail pauses, and rollout status says so with the
+// failure and exits 1; rollback --wait follows the way back.
+func TestRolloutStatusAndWait(t *testing.T) {
+	update := "  update: {failureAction: pause, monitor: 5s}\n"
+	n, _ := helloCluster(t, helloApp("web", readyHTTP)+update)
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	legion := func(args ...string) (string, error) { return runLegion(t, "", append(args, flags...)...) }
+	out, err := legion("scale", "web", "2", "--wait", "--timeout", "90s")
+	if err != nil || !strings.Contains(out, "2 of 2 tasks updated, 2 ready") {
+		t.Fatalf("scale --wait: %v\n%s", err, out)
+	}
+	broken := strings.Replace(helloApp("web", readyHTTP), `args: [-listen, "$(LEGION_POD_IP):8080"]`, `args: [-exit, "3"]`, 1)
+	broken = strings.Replace(broken, "spec:\n", "spec:\n  replicas: 2\n", 1) + update
+	if out, err := runLegion(t, broken, append([]string{"apply", "-f", "-"}, flags...)...); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	out, err = legion("rollout", "status", "web", "--timeout", "90s")
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != rolloutFailed || !strings.Contains(out, "paused") {
+		t.Fatalf("rollout status of a failing update: %v, want exit %d saying paused\n%s", err, rolloutFailed, out)
+	}
+	if out, err := legion("rollback", "web", "--wait", "--timeout", "90s"); err != nil || !strings.Contains(out, "2 of 2 tasks updated, 2 ready") {
+		t.Fatalf("rollback --wait: %v\n%s", err, out)
+	}
+	// A scale after the rollback leaves the update rolled-back: that is
+	// no failure of the scale.
+	if out, err := legion("scale", "web", "1", "--wait", "--timeout", "90s"); err != nil || !strings.Contains(out, "1 of 1 tasks updated, 1 ready") {
+		t.Fatalf("scale --wait after a rollback: %v\n%s", err, out)
+	}
+	if _, err := legion("scale", "web", "3", "--timeout", "5s"); err == nil {
+		t.Error("scale --timeout without --wait accepted")
+	}
+}
