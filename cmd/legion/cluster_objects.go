@@ -46,11 +46,18 @@ func (f *scopeFlags) options() (client.ListOptions, error) {
 func (c *clusterCLI) applyCommand() *cobra.Command {
 	var file string
 	var dryRun bool
+	var wf waitFlags
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|-",
 		Short: "Create or update objects from manifests (server-side apply)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := wf.check(); err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
+			if wf.wait && dryRun {
+				return errors.New("apply: --wait and --dry-run: a dry run starts nothing to wait for")
+			}
 			res, err := c.applyFile(cmd, "apply", file, dryRun)
 			if err != nil {
 				return err
@@ -62,11 +69,21 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			for _, r := range res {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %s%s\n", ref(r.Object), r.Outcome, suffix)
 			}
+			// Each Service applied is followed in turn; the first that
+			// fails ends the wait with its code.
+			for _, r := range res {
+				if s, ok := r.Object.(*legion.Service); ok {
+					if err := c.waitRollout(cmd, wf, s.Metadata.Namespace, s.Metadata.Name, false); err != nil {
+						return err
+					}
+				}
+			}
 			return nil
 		},
 	}
 	fileFlag(cmd, &file)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change, write nothing")
+	wf.add(cmd)
 	return cmd
 }
 

@@ -7,8 +7,8 @@ import (
 )
 
 // scale --wait follows the rollout to every task ready (exit 0); an
-// update whose new tasks fail pauses, and rollout status says so with the
-// failure and exits 1; rollback --wait follows the way back.
+// update whose new tasks fail pauses, and apply --wait and rollout status
+// say so and exit 1; rollback --wait follows the way back.
 func TestRolloutStatusAndWait(t *testing.T) {
 	update := "  update: {failureAction: pause, monitor: 5s}\n"
 	n, _ := helloCluster(t, helloApp("web", readyHTTP)+update)
@@ -20,13 +20,14 @@ func TestRolloutStatusAndWait(t *testing.T) {
 	}
 	broken := strings.Replace(helloApp("web", readyHTTP), `args: [-listen, "$(LEGION_POD_IP):8080"]`, `args: [-exit, "3"]`, 1)
 	broken = strings.Replace(broken, "spec:\n", "spec:\n  replicas: 2\n", 1) + update
-	if out, err := runLegion(t, broken, append([]string{"apply", "-f", "-"}, flags...)...); err != nil {
-		t.Fatalf("apply: %v\n%s", err, out)
-	}
-	out, err = legion("rollout", "status", "web", "--timeout", "90s")
+	out, err = runLegion(t, broken, append([]string{"apply", "-f", "-", "--wait", "--timeout", "90s"}, flags...)...)
 	var ee *exitError
 	if !errors.As(err, &ee) || ee.code != rolloutFailed || !strings.Contains(out, "paused") {
-		t.Fatalf("rollout status of a failing update: %v, want exit %d saying paused\n%s", err, rolloutFailed, out)
+		t.Fatalf("apply --wait of a failing update: %v, want exit %d saying paused\n%s", err, rolloutFailed, out)
+	}
+	out, err = legion("rollout", "status", "web", "--timeout", "90s")
+	if !errors.As(err, &ee) || ee.code != rolloutFailed || !strings.Contains(out, "paused") {
+		t.Fatalf("rollout status of a paused update: %v, want exit %d saying paused\n%s", err, rolloutFailed, out)
 	}
 	if out, err := legion("rollback", "web", "--wait", "--timeout", "90s"); err != nil || !strings.Contains(out, "2 of 2 tasks updated, 2 ready") {
 		t.Fatalf("rollback --wait: %v\n%s", err, out)
