@@ -27,7 +27,7 @@ func addOpsCommands(root *cobra.Command) {
 		cli.availabilityCommand("drain", legion.AvailabilityDrain, "stop the node's tasks and run them elsewhere"),
 		cli.availabilityCommand("pause", legion.AvailabilityPause, "keep the node's tasks but place no new ones there"),
 		cli.availabilityCommand("activate", legion.AvailabilityActive, "let the node take tasks again"),
-		cli.suffrageCommand(true), cli.suffrageCommand(false))
+		cli.suffrageCommand(true), cli.suffrageCommand(false), cli.nodeLabelCommand(), cli.nodeUpdateCommand())
 	root.AddCommand(cli.scaleCommand(), cli.rollbackCommand(), node, cli.tasksCommand(), cli.rolloutCommand())
 }
 
