@@ -159,13 +159,45 @@ func Stacks(services []legion.Object) []StackSummary {
 	return out
 }
 
-// ServiceSummary is one Service as stack services shows it.
+// ServiceSummary is one Service as stack services and get show it.
 type ServiceSummary struct {
-	Name     string
-	Mode     legion.ServiceMode
-	Replicas string // running/wanted, or running for global services
+	Name string
+	Mode legion.ServiceMode
+	// Replicas is ready/wanted, or ready for global services: ready, not
+	// running, so crash-looping replicas do not count.
+	Replicas string
 	Image    string
 	Ports    string // published ports: 8080->80/tcp, comma separated
+	Update   string // the last update's state; empty without one
+}
+
+// Summarize is a Service as a row of a table.
+func Summarize(svc *legion.Service) ServiceSummary {
+	s := ServiceSummary{Name: svc.Metadata.Name, Mode: svc.Spec.Mode}
+	if svc.Spec.Mode == legion.ModeGlobal {
+		s.Replicas = itoa(svc.Status.Ready)
+	} else {
+		s.Replicas = itoa(svc.Status.Ready) + "/" + itoa(svc.WantedReplicas())
+	}
+	if len(svc.Spec.Pod.Containers) > 0 {
+		s.Image = svc.Spec.Pod.Containers[0].Image
+	}
+	var ports []string
+	for _, p := range svc.Spec.Endpoint.Ports {
+		if p.Publish == "" {
+			continue
+		}
+		text := itoa(p.PublishedPort) + "->" + p.TargetPort.String() + "/" + string(p.Protocol)
+		if p.Publish == legion.PublishHost {
+			text += " (host)"
+		}
+		ports = append(ports, text)
+	}
+	s.Ports = strings.Join(ports, ", ")
+	if u := svc.Status.Update; u != nil {
+		s.Update = string(u.State)
+	}
+	return s
 }
 
 // Services summarises the stack's Services, by name.
@@ -176,28 +208,7 @@ func Services(stack string, objs []legion.Object) []ServiceSummary {
 		if !ok || !InStack(o, stack) {
 			continue
 		}
-		s := ServiceSummary{Name: svc.Metadata.Name, Mode: svc.Spec.Mode}
-		if svc.Spec.Mode == legion.ModeGlobal {
-			s.Replicas = itoa(svc.Status.Running)
-		} else {
-			s.Replicas = itoa(svc.Status.Running) + "/" + itoa(svc.WantedReplicas())
-		}
-		if len(svc.Spec.Pod.Containers) > 0 {
-			s.Image = svc.Spec.Pod.Containers[0].Image
-		}
-		var ports []string
-		for _, p := range svc.Spec.Endpoint.Ports {
-			if p.Publish == "" {
-				continue
-			}
-			text := itoa(p.PublishedPort) + "->" + p.TargetPort.String() + "/" + string(p.Protocol)
-			if p.Publish == legion.PublishHost {
-				text += " (host)"
-			}
-			ports = append(ports, text)
-		}
-		s.Ports = strings.Join(ports, ", ")
-		out = append(out, s)
+		out = append(out, Summarize(svc))
 	}
 	slices.SortFunc(out, func(a, b ServiceSummary) int { return strings.Compare(a.Name, b.Name) })
 	return out

@@ -114,10 +114,11 @@ func TestStacksAndServices(t *testing.T) {
 			{Protocol: legion.TCP, Port: 9090, TargetPort: legion.PortRef{Number: 9090}},
 			{Protocol: legion.UDP, Port: 53, TargetPort: legion.PortRef{Number: 53}, Publish: legion.PublishHost, PublishedPort: 5353},
 		}}}
-	web.Status.Running = 2
+	web.Status.Running, web.Status.Ready = 3, 2 // one crash-looping
+	web.Status.Update = &legion.UpdateStatus{State: legion.UpdatePaused}
 	agent := obj(legion.KindService, "shop", "agent", "shop").(*legion.Service)
 	agent.Spec = legion.ServiceSpec{Mode: legion.ModeGlobal, Pod: legion.PodSpec{Containers: []legion.Container{{Name: "agent", Image: "agent:5"}}}}
-	agent.Status.Running = 4
+	agent.Status.Running, agent.Status.Ready = 4, 4
 	objs := []legion.Object{web, agent,
 		obj(legion.KindService, "prod", "api", "shop"),
 		obj(legion.KindService, "tools", "gitea", "git"),
@@ -129,7 +130,7 @@ func TestStacksAndServices(t *testing.T) {
 	}
 	wantServices := []ServiceSummary{
 		{Name: "agent", Mode: legion.ModeGlobal, Replicas: "4", Image: "agent:5"},
-		{Name: "web", Mode: legion.ModeReplicated, Replicas: "2/3", Image: "nginx:1.25", Ports: "8080->80/tcp, 5353->53/udp (host)"},
+		{Name: "web", Mode: legion.ModeReplicated, Replicas: "2/3", Image: "nginx:1.25", Ports: "8080->80/tcp, 5353->53/udp (host)", Update: "paused"},
 	}
 	if diff := cmp.Diff(wantServices, Services("shop", objs[:2]), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("services (-want +got):\n%s", diff)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/compose"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -51,18 +52,64 @@ func printObjects(w io.Writer, output string, objs []legion.Object, withNamespac
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head, row := genericColumns, genericRow
+	if kind, ok := oneKind(objs); ok {
+		switch kind {
+		case legion.KindService:
+			head, row = serviceColumns, serviceRow
+		case legion.KindNode:
+			head, row = nodeColumns, nodeRow
+		}
+	}
 	if withNamespace {
 		fmt.Fprint(tw, "NAMESPACE\t")
 	}
-	fmt.Fprintln(tw, "NAME\tVERSION\tGENERATION\tLABELS")
+	fmt.Fprintln(tw, head)
 	for _, o := range objs {
-		m := o.GetMetadata()
 		if withNamespace {
-			fmt.Fprintf(tw, "%s\t", orDash(m.Namespace))
+			fmt.Fprintf(tw, "%s\t", orDash(o.GetMetadata().Namespace))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", m.Name, m.Version, m.Generation, labelString(m.Labels))
+		fmt.Fprintln(tw, row(o))
 	}
 	return tw.Flush()
+}
+
+// oneKind is the kind every object has, if they share one.
+func oneKind(objs []legion.Object) (legion.Kind, bool) {
+	if len(objs) == 0 {
+		return "", false
+	}
+	k := objs[0].GetKind()
+	for _, o := range objs[1:] {
+		if o.GetKind() != k {
+			return "", false
+		}
+	}
+	return k, true
+}
+
+// The tables get prints: per kind where one says more than the metadata,
+// as docker service ls and docker node ls do.
+const (
+	genericColumns = "NAME\tVERSION\tGENERATION\tLABELS"
+	serviceColumns = "NAME\tMODE\tREPLICAS\tIMAGE\tPORTS\tUPDATE"
+	nodeColumns    = "NAME\tHOSTNAME\tADDRESS\tSTATE\tAVAILABILITY\tROLE"
+)
+
+func genericRow(o legion.Object) string {
+	m := o.GetMetadata()
+	return fmt.Sprintf("%s\t%d\t%d\t%s", m.Name, m.Version, m.Generation, labelString(m.Labels))
+}
+
+func serviceRow(o legion.Object) string {
+	s := compose.Summarize(o.(*legion.Service))
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", s.Name, s.Mode, s.Replicas, orDash(s.Image), orDash(s.Ports), orDash(s.Update))
+}
+
+func nodeRow(o legion.Object) string {
+	n := o.(*legion.Node)
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", n.Metadata.Name, orDash(n.Status.Hostname), orDash(n.Status.Addr),
+		orDash(string(n.Status.State)), orDash(string(n.Spec.Availability)), orDash(string(n.Spec.Role)))
 }
 
 func orDash(s string) string {

@@ -298,9 +298,9 @@ func newStackServicesCommand(deps stackDeps) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tMODE\tREPLICAS\tIMAGE\tPORTS")
+			fmt.Fprintln(tw, "NAME\tMODE\tREPLICAS\tIMAGE\tPORTS\tUPDATE")
 			for _, s := range compose.Services(stack, svcs) {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Mode, s.Replicas, s.Image, s.Ports)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Mode, s.Replicas, s.Image, orDash(s.Ports), orDash(s.Update))
 			}
 			return tw.Flush()
 		})

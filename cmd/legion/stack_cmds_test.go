@@ -267,7 +267,7 @@ func TestStackLsAndServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = "NAME  MODE        REPLICAS  IMAGE        PORTS\ndb    replicated  0/1       postgres:15  \nweb   replicated  0/1       nginx:1.25   8080->80/tcp\n"
+	want = "NAME  MODE        REPLICAS  IMAGE        PORTS         UPDATE\ndb    replicated  0/1       postgres:15  -             -\nweb   replicated  0/1       nginx:1.25   8080->80/tcp  -\n"
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("stack services (-want +got):\n%s", diff)
 	}
