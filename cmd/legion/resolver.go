@@ -18,6 +18,8 @@ func newNodeResolverCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node-resolver --listen ADDR --zone FILE",
 		Short: "Serve the node's DNS: cluster names from the zone file, the rest forwarded",
+		// The daemon starts it; nobody runs it by hand.
+		Hidden: true,
 		Long: `node-resolver answers the cluster's names under "legion." from the zone file
 the agent keeps up to date, and forwards every other name to the host's
 resolvers. It runs apart from the daemon so pods resolve names while the

@@ -20,3 +20,13 @@ func TestVersionOnStdout(t *testing.T) {
 		t.Fatalf("stdout %q, stderr %q", out.String(), errOut.String())
 	}
 }
+
+// The top-level help lists what a user runs, not the commands the daemon
+// starts itself (the node resolver).
+func TestHelpHidesInternalCommands(t *testing.T) {
+	t.Parallel()
+	out, err := runLegion(t, "", "--help")
+	if err != nil || strings.Contains(out, "node-resolver") || !strings.Contains(out, "daemon") {
+		t.Fatalf("legion --help: %v\n%s", err, out)
+	}
+}
