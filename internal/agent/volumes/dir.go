@@ -113,13 +113,19 @@ func readMeta(vdir string) (dirMeta, error) {
 	return m, nil
 }
 
-// writeMeta replaces volume.json whole: written aside, synced, renamed.
+// writeMeta replaces volume.json whole.
 func writeMeta(vdir string, m dirMeta) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(vdir, tempName("meta"))
+	return replaceFile(filepath.Join(vdir, metaFile), b)
+}
+
+// replaceFile replaces the file at p whole: written aside, synced,
+// renamed, so a crash leaves the old one or the new one.
+func replaceFile(p string, b []byte) error {
+	tmp := filepath.Join(filepath.Dir(p), tempName(filepath.Base(p)))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
@@ -132,11 +138,11 @@ func writeMeta(vdir string, m dirMeta) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(vdir, metaFile))
+		err = os.Rename(tmp, p)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", filepath.Join(vdir, metaFile), err)
+		return fmt.Errorf("write %s: %w", p, err)
 	}
 	return nil
 }

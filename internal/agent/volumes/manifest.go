@@ -63,7 +63,7 @@ func readManifest(vdir, snap string) (map[string]entry, error) {
 	return out, nil
 }
 
-// writeManifest keeps what was sent, written aside and renamed whole.
+// writeManifest keeps what was sent.
 func writeManifest(vdir, snap string, list []manifestEntry) error {
 	if err := os.MkdirAll(filepath.Join(vdir, snapshotsSub), 0o700); err != nil {
 		return err
@@ -72,14 +72,5 @@ func writeManifest(vdir, snap string, list []manifestEntry) error {
 	if err != nil {
 		return err
 	}
-	p := manifestPath(vdir, snap)
-	tmp := p + tmpPrefix
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return replaceFile(manifestPath(vdir, snap), data)
 }
