@@ -1091,6 +1091,10 @@ type StatusResponse struct {
 	CommitIndex   uint64                 `protobuf:"varint,9,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
 	Members       []*Member              `protobuf:"bytes,10,rep,name=members,proto3" json:"members,omitempty"`
 	Protocol      int32                  `protobuf:"varint,11,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// The daemon's build, as legion version prints it.
+	Version       string `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
+	Commit        string `protobuf:"bytes,13,opt,name=commit,proto3" json:"commit,omitempty"`
+	GoVersion     string `protobuf:"bytes,14,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1200,6 +1204,27 @@ func (x *StatusResponse) GetProtocol() int32 {
 		return x.Protocol
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
 }
 
 // JoinRequest is what a joining node sends a manager, over TLS checked
@@ -2823,7 +2848,7 @@ const file_legion_proto_rawDesc = "" +
 	"\x05voter\x18\x03 \x01(\bR\x05voter\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\bR\x06leader\x12\"\n" +
 	"\freachability\x18\x05 \x01(\tR\freachability\"\x0f\n" +
-	"\rStatusRequest\"\xde\x02\n" +
+	"\rStatusRequest\"\xaf\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12 \n" +
@@ -2836,7 +2861,11 @@ const file_legion_proto_rawDesc = "" +
 	"\fcommit_index\x18\t \x01(\x04R\vcommitIndex\x12+\n" +
 	"\amembers\x18\n" +
 	" \x03(\v2\x11.legion.v1.MemberR\amembers\x12\x1a\n" +
-	"\bprotocol\x18\v \x01(\x05R\bprotocol\"\x98\x01\n" +
+	"\bprotocol\x18\v \x01(\x05R\bprotocol\x12\x18\n" +
+	"\aversion\x18\f \x01(\tR\aversion\x12\x16\n" +
+	"\x06commit\x18\r \x01(\tR\x06commit\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\x0e \x01(\tR\tgoVersion\"\x98\x01\n" +
 	"\vJoinRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n" +
 	"\x03csr\x18\x02 \x01(\fR\x03csr\x12\x17\n" +
