@@ -82,9 +82,12 @@ func (x *RegisterRequest) GetStatus() []byte {
 }
 
 type RegisterResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          []byte                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`                      // JSON of legion.Node as stored
-	PodCidr       string                 `protobuf:"bytes,2,opt,name=pod_cidr,json=podCidr,proto3" json:"pod_cidr,omitempty"` // the node's pod subnet, e.g. 10.200.0.0/24
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Node    []byte                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`                      // JSON of legion.Node as stored
+	PodCidr string                 `protobuf:"bytes,2,opt,name=pod_cidr,json=podCidr,proto3" json:"pod_cidr,omitempty"` // the node's pod subnet, e.g. 10.200.0.0/24
+	// The cluster's service (VIP) range, chosen at init; empty from a
+	// manager that predates stored ranges (the default then).
+	ServiceCidr   string `protobuf:"bytes,3,opt,name=service_cidr,json=serviceCidr,proto3" json:"service_cidr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -129,6 +132,13 @@ func (x *RegisterResponse) GetNode() []byte {
 func (x *RegisterResponse) GetPodCidr() string {
 	if x != nil {
 		return x.PodCidr
+	}
+	return ""
+}
+
+func (x *RegisterResponse) GetServiceCidr() string {
+	if x != nil {
+		return x.ServiceCidr
 	}
 	return ""
 }
@@ -853,10 +863,11 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x10dispatcher.proto\x12\tlegion.v1\"=\n" +
 	"\x0fRegisterRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
-	"\x06status\x18\x02 \x01(\fR\x06status\"A\n" +
+	"\x06status\x18\x02 \x01(\fR\x06status\"d\n" +
 	"\x10RegisterResponse\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\fR\x04node\x12\x19\n" +
-	"\bpod_cidr\x18\x02 \x01(\tR\apodCidr\"\x7f\n" +
+	"\bpod_cidr\x18\x02 \x01(\tR\apodCidr\x12!\n" +
+	"\fservice_cidr\x18\x03 \x01(\tR\vserviceCidr\"\x7f\n" +
 	"\tTaskUsage\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04task\x18\x02 \x01(\tR\x04task\x12\x1d\n" +

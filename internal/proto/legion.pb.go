@@ -877,7 +877,10 @@ func (x *WatchEvent) GetObject() *Object {
 }
 
 type InitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster's ranges (IPv4 /16s); empty lets the daemon choose.
+	PodCidr       string `protobuf:"bytes,1,opt,name=pod_cidr,json=podCidr,proto3" json:"pod_cidr,omitempty"`
+	ServiceCidr   string `protobuf:"bytes,2,opt,name=service_cidr,json=serviceCidr,proto3" json:"service_cidr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -912,10 +915,26 @@ func (*InitRequest) Descriptor() ([]byte, []int) {
 	return file_legion_proto_rawDescGZIP(), []int{14}
 }
 
+func (x *InitRequest) GetPodCidr() string {
+	if x != nil {
+		return x.PodCidr
+	}
+	return ""
+}
+
+func (x *InitRequest) GetServiceCidr() string {
+	if x != nil {
+		return x.ServiceCidr
+	}
+	return ""
+}
+
 type InitResponse struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	NodeId           string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	AdminCredentials string                 `protobuf:"bytes,2,opt,name=admin_credentials,json=adminCredentials,proto3" json:"admin_credentials,omitempty"` // path of admin.pem on the manager
+	PodCidr          string                 `protobuf:"bytes,3,opt,name=pod_cidr,json=podCidr,proto3" json:"pod_cidr,omitempty"`                            // the ranges the cluster was given
+	ServiceCidr      string                 `protobuf:"bytes,4,opt,name=service_cidr,json=serviceCidr,proto3" json:"service_cidr,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -960,6 +979,20 @@ func (x *InitResponse) GetNodeId() string {
 func (x *InitResponse) GetAdminCredentials() string {
 	if x != nil {
 		return x.AdminCredentials
+	}
+	return ""
+}
+
+func (x *InitResponse) GetPodCidr() string {
+	if x != nil {
+		return x.PodCidr
+	}
+	return ""
+}
+
+func (x *InitResponse) GetServiceCidr() string {
+	if x != nil {
+		return x.ServiceCidr
 	}
 	return ""
 }
@@ -2837,11 +2870,15 @@ const file_legion_proto_rawDesc = "" +
 	"WatchEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12)\n" +
-	"\x06object\x18\x03 \x01(\v2\x11.legion.v1.ObjectR\x06object\"\r\n" +
-	"\vInitRequest\"T\n" +
+	"\x06object\x18\x03 \x01(\v2\x11.legion.v1.ObjectR\x06object\"K\n" +
+	"\vInitRequest\x12\x19\n" +
+	"\bpod_cidr\x18\x01 \x01(\tR\apodCidr\x12!\n" +
+	"\fservice_cidr\x18\x02 \x01(\tR\vserviceCidr\"\x92\x01\n" +
 	"\fInitResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12+\n" +
-	"\x11admin_credentials\x18\x02 \x01(\tR\x10adminCredentials\"\x84\x01\n" +
+	"\x11admin_credentials\x18\x02 \x01(\tR\x10adminCredentials\x12\x19\n" +
+	"\bpod_cidr\x18\x03 \x01(\tR\apodCidr\x12!\n" +
+	"\fservice_cidr\x18\x04 \x01(\tR\vserviceCidr\"\x84\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x14\n" +
