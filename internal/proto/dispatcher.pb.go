@@ -327,8 +327,12 @@ func (x *HeartbeatResponse) GetPeriodMs() int64 {
 }
 
 type AssignmentsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // empty: the certificate's node
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // empty: the certificate's node
+	// Ask for changes: the first message is a whole set, each later one
+	// holds only what changed since the message before it on this stream.
+	// Without it every message is a whole set.
+	Deltas        bool `protobuf:"varint,2,opt,name=deltas,proto3" json:"deltas,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -370,8 +374,81 @@ func (x *AssignmentsRequest) GetNode() string {
 	return ""
 }
 
-// AssignmentSet is everything the node must run, as a whole: each message
-// replaces the one before.
+func (x *AssignmentsRequest) GetDeltas() bool {
+	if x != nil {
+		return x.Deltas
+	}
+	return false
+}
+
+// Items are the changes to one keyed part of a node's assignments.
+type Items struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Put     map[string][]byte      `protobuf:"bytes,1,rep,name=put,proto3" json:"put,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added or changed, by key
+	Removed []string               `protobuf:"bytes,2,rep,name=removed,proto3" json:"removed,omitempty"`                                                                   // keys no longer present
+	// The part is put as a whole: keys absent from put are gone.
+	Replace       bool `protobuf:"varint,3,opt,name=replace,proto3" json:"replace,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Items) Reset() {
+	*x = Items{}
+	mi := &file_dispatcher_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Items) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Items) ProtoMessage() {}
+
+func (x *Items) ProtoReflect() protoreflect.Message {
+	mi := &file_dispatcher_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Items.ProtoReflect.Descriptor instead.
+func (*Items) Descriptor() ([]byte, []int) {
+	return file_dispatcher_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Items) GetPut() map[string][]byte {
+	if x != nil {
+		return x.Put
+	}
+	return nil
+}
+
+func (x *Items) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
+func (x *Items) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+// AssignmentSet is everything the node must run. A whole set (delta
+// false) replaces what came before; a delta (asked with
+// AssignmentsRequest.deltas) leaves fields 1, 2 and 4 to 8 empty and
+// carries its changes in fields 10 to 17, keyed as noted there: a key of
+// two names joins them with a NUL byte, so keys sort as the whole set's
+// lists do.
 type AssignmentSet struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Tasks   [][]byte               `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`                                                                             // JSON of legion.Task
@@ -393,14 +470,25 @@ type AssignmentSet struct {
 	// JSON of legion.Volume: every Volume the node's tasks mount, and every
 	// Volume bound to the node or moving to or from it, so the agent knows
 	// what to attach and which local copies are still wanted.
-	Volumes       [][]byte `protobuf:"bytes,8,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Volumes         [][]byte `protobuf:"bytes,8,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Delta           bool     `protobuf:"varint,9,opt,name=delta,proto3" json:"delta,omitempty"`
+	TaskChanges     *Items   `protobuf:"bytes,10,opt,name=task_changes,json=taskChanges,proto3" json:"task_changes,omitempty"`             // namespace NUL name: JSON of legion.Task
+	ValueChanges    *Items   `protobuf:"bytes,11,opt,name=value_changes,json=valueChanges,proto3" json:"value_changes,omitempty"`          // agent.ValueKey: the value
+	VolumeChanges   *Items   `protobuf:"bytes,12,opt,name=volume_changes,json=volumeChanges,proto3" json:"volume_changes,omitempty"`       // namespace NUL name: JSON of legion.Volume
+	EndpointChanges *Items   `protobuf:"bytes,13,opt,name=endpoint_changes,json=endpointChanges,proto3" json:"endpoint_changes,omitempty"` // namespace NUL name: one endpoints.Service
+	PeerChanges     *Items   `protobuf:"bytes,14,opt,name=peer_changes,json=peerChanges,proto3" json:"peer_changes,omitempty"`             // node name: one endpoints.Peer
+	RouteChanges    *Items   `protobuf:"bytes,15,opt,name=route_changes,json=routeChanges,proto3" json:"route_changes,omitempty"`          // namespace NUL name: one endpoints.Route
+	// JSON of an endpoints.Policies holding only isolation and policies,
+	// present when they changed.
+	PolicyRules   []byte `protobuf:"bytes,16,opt,name=policy_rules,json=policyRules,proto3" json:"policy_rules,omitempty"`
+	MemberChanges *Items `protobuf:"bytes,17,opt,name=member_changes,json=memberChanges,proto3" json:"member_changes,omitempty"` // namespace NUL task: one endpoints.Member
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssignmentSet) Reset() {
 	*x = AssignmentSet{}
-	mi := &file_dispatcher_proto_msgTypes[6]
+	mi := &file_dispatcher_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +500,7 @@ func (x *AssignmentSet) String() string {
 func (*AssignmentSet) ProtoMessage() {}
 
 func (x *AssignmentSet) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[6]
+	mi := &file_dispatcher_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +513,7 @@ func (x *AssignmentSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentSet.ProtoReflect.Descriptor instead.
 func (*AssignmentSet) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{6}
+	return file_dispatcher_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AssignmentSet) GetTasks() [][]byte {
@@ -484,6 +572,69 @@ func (x *AssignmentSet) GetVolumes() [][]byte {
 	return nil
 }
 
+func (x *AssignmentSet) GetDelta() bool {
+	if x != nil {
+		return x.Delta
+	}
+	return false
+}
+
+func (x *AssignmentSet) GetTaskChanges() *Items {
+	if x != nil {
+		return x.TaskChanges
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetValueChanges() *Items {
+	if x != nil {
+		return x.ValueChanges
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetVolumeChanges() *Items {
+	if x != nil {
+		return x.VolumeChanges
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetEndpointChanges() *Items {
+	if x != nil {
+		return x.EndpointChanges
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetPeerChanges() *Items {
+	if x != nil {
+		return x.PeerChanges
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetRouteChanges() *Items {
+	if x != nil {
+		return x.RouteChanges
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetPolicyRules() []byte {
+	if x != nil {
+		return x.PolicyRules
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetMemberChanges() *Items {
+	if x != nil {
+		return x.MemberChanges
+	}
+	return nil
+}
+
 type ReportRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // empty: the certificate's node
@@ -496,7 +647,7 @@ type ReportRequest struct {
 
 func (x *ReportRequest) Reset() {
 	*x = ReportRequest{}
-	mi := &file_dispatcher_proto_msgTypes[7]
+	mi := &file_dispatcher_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +659,7 @@ func (x *ReportRequest) String() string {
 func (*ReportRequest) ProtoMessage() {}
 
 func (x *ReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[7]
+	mi := &file_dispatcher_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +672,7 @@ func (x *ReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
 func (*ReportRequest) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{7}
+	return file_dispatcher_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReportRequest) GetNode() string {
@@ -560,7 +711,7 @@ type ReportResponse struct {
 
 func (x *ReportResponse) Reset() {
 	*x = ReportResponse{}
-	mi := &file_dispatcher_proto_msgTypes[8]
+	mi := &file_dispatcher_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +723,7 @@ func (x *ReportResponse) String() string {
 func (*ReportResponse) ProtoMessage() {}
 
 func (x *ReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[8]
+	mi := &file_dispatcher_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +736,7 @@ func (x *ReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
 func (*ReportResponse) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{8}
+	return file_dispatcher_proto_rawDescGZIP(), []int{9}
 }
 
 // NotLeader rides as a detail of an UNAVAILABLE status from a manager that
@@ -599,7 +750,7 @@ type NotLeader struct {
 
 func (x *NotLeader) Reset() {
 	*x = NotLeader{}
-	mi := &file_dispatcher_proto_msgTypes[9]
+	mi := &file_dispatcher_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +762,7 @@ func (x *NotLeader) String() string {
 func (*NotLeader) ProtoMessage() {}
 
 func (x *NotLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[9]
+	mi := &file_dispatcher_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +775,7 @@ func (x *NotLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotLeader.ProtoReflect.Descriptor instead.
 func (*NotLeader) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{9}
+	return file_dispatcher_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NotLeader) GetLeader() string {
@@ -654,7 +805,7 @@ type ClaimVolumeRequest struct {
 
 func (x *ClaimVolumeRequest) Reset() {
 	*x = ClaimVolumeRequest{}
-	mi := &file_dispatcher_proto_msgTypes[10]
+	mi := &file_dispatcher_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +817,7 @@ func (x *ClaimVolumeRequest) String() string {
 func (*ClaimVolumeRequest) ProtoMessage() {}
 
 func (x *ClaimVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[10]
+	mi := &file_dispatcher_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +830,7 @@ func (x *ClaimVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimVolumeRequest.ProtoReflect.Descriptor instead.
 func (*ClaimVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{10}
+	return file_dispatcher_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ClaimVolumeRequest) GetNode() string {
@@ -733,7 +884,7 @@ type ClaimVolumeResponse struct {
 
 func (x *ClaimVolumeResponse) Reset() {
 	*x = ClaimVolumeResponse{}
-	mi := &file_dispatcher_proto_msgTypes[11]
+	mi := &file_dispatcher_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +896,7 @@ func (x *ClaimVolumeResponse) String() string {
 func (*ClaimVolumeResponse) ProtoMessage() {}
 
 func (x *ClaimVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[11]
+	mi := &file_dispatcher_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +909,7 @@ func (x *ClaimVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimVolumeResponse.ProtoReflect.Descriptor instead.
 func (*ClaimVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{11}
+	return file_dispatcher_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ClaimVolumeResponse) GetVolume() []byte {
@@ -777,7 +928,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_dispatcher_proto_msgTypes[12]
+	mi := &file_dispatcher_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +940,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[12]
+	mi := &file_dispatcher_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +953,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{12}
+	return file_dispatcher_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RenewRequest) GetCsr() []byte {
@@ -821,7 +972,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_dispatcher_proto_msgTypes[13]
+	mi := &file_dispatcher_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +984,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[13]
+	mi := &file_dispatcher_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +997,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{13}
+	return file_dispatcher_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewResponse) GetCertificate() []byte {
@@ -880,9 +1031,17 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x1a\n" +
 	"\bmanagers\x18\x01 \x03(\tR\bmanagers\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
-	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"(\n" +
+	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"@\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"\xba\x02\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
+	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\xa0\x01\n" +
+	"\x05Items\x12+\n" +
+	"\x03put\x18\x01 \x03(\v2\x19.legion.v1.Items.PutEntryR\x03put\x12\x18\n" +
+	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x18\n" +
+	"\areplace\x18\x03 \x01(\bR\areplace\x1a6\n" +
+	"\bPutEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xfa\x05\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
@@ -891,7 +1050,17 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x05peers\x18\x05 \x01(\fR\x05peers\x12\x1a\n" +
 	"\bpolicies\x18\x06 \x01(\fR\bpolicies\x12\x16\n" +
 	"\x06routes\x18\a \x01(\fR\x06routes\x12\x18\n" +
-	"\avolumes\x18\b \x03(\fR\avolumes\x1a9\n" +
+	"\avolumes\x18\b \x03(\fR\avolumes\x12\x14\n" +
+	"\x05delta\x18\t \x01(\bR\x05delta\x123\n" +
+	"\ftask_changes\x18\n" +
+	" \x01(\v2\x10.legion.v1.ItemsR\vtaskChanges\x125\n" +
+	"\rvalue_changes\x18\v \x01(\v2\x10.legion.v1.ItemsR\fvalueChanges\x127\n" +
+	"\x0evolume_changes\x18\f \x01(\v2\x10.legion.v1.ItemsR\rvolumeChanges\x12;\n" +
+	"\x10endpoint_changes\x18\r \x01(\v2\x10.legion.v1.ItemsR\x0fendpointChanges\x123\n" +
+	"\fpeer_changes\x18\x0e \x01(\v2\x10.legion.v1.ItemsR\vpeerChanges\x125\n" +
+	"\rroute_changes\x18\x0f \x01(\v2\x10.legion.v1.ItemsR\frouteChanges\x12!\n" +
+	"\fpolicy_rules\x18\x10 \x01(\fR\vpolicyRules\x127\n" +
+	"\x0emember_changes\x18\x11 \x01(\v2\x10.legion.v1.ItemsR\rmemberChanges\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +
@@ -937,7 +1106,7 @@ func file_dispatcher_proto_rawDescGZIP() []byte {
 	return file_dispatcher_proto_rawDescData
 }
 
-var file_dispatcher_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_dispatcher_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_dispatcher_proto_goTypes = []any{
 	(*RegisterRequest)(nil),     // 0: legion.v1.RegisterRequest
 	(*RegisterResponse)(nil),    // 1: legion.v1.RegisterResponse
@@ -945,36 +1114,46 @@ var file_dispatcher_proto_goTypes = []any{
 	(*HeartbeatRequest)(nil),    // 3: legion.v1.HeartbeatRequest
 	(*HeartbeatResponse)(nil),   // 4: legion.v1.HeartbeatResponse
 	(*AssignmentsRequest)(nil),  // 5: legion.v1.AssignmentsRequest
-	(*AssignmentSet)(nil),       // 6: legion.v1.AssignmentSet
-	(*ReportRequest)(nil),       // 7: legion.v1.ReportRequest
-	(*ReportResponse)(nil),      // 8: legion.v1.ReportResponse
-	(*NotLeader)(nil),           // 9: legion.v1.NotLeader
-	(*ClaimVolumeRequest)(nil),  // 10: legion.v1.ClaimVolumeRequest
-	(*ClaimVolumeResponse)(nil), // 11: legion.v1.ClaimVolumeResponse
-	(*RenewRequest)(nil),        // 12: legion.v1.RenewRequest
-	(*RenewResponse)(nil),       // 13: legion.v1.RenewResponse
-	nil,                         // 14: legion.v1.AssignmentSet.ValuesEntry
+	(*Items)(nil),               // 6: legion.v1.Items
+	(*AssignmentSet)(nil),       // 7: legion.v1.AssignmentSet
+	(*ReportRequest)(nil),       // 8: legion.v1.ReportRequest
+	(*ReportResponse)(nil),      // 9: legion.v1.ReportResponse
+	(*NotLeader)(nil),           // 10: legion.v1.NotLeader
+	(*ClaimVolumeRequest)(nil),  // 11: legion.v1.ClaimVolumeRequest
+	(*ClaimVolumeResponse)(nil), // 12: legion.v1.ClaimVolumeResponse
+	(*RenewRequest)(nil),        // 13: legion.v1.RenewRequest
+	(*RenewResponse)(nil),       // 14: legion.v1.RenewResponse
+	nil,                         // 15: legion.v1.Items.PutEntry
+	nil,                         // 16: legion.v1.AssignmentSet.ValuesEntry
 }
 var file_dispatcher_proto_depIdxs = []int32{
 	2,  // 0: legion.v1.HeartbeatRequest.usage:type_name -> legion.v1.TaskUsage
-	14, // 1: legion.v1.AssignmentSet.values:type_name -> legion.v1.AssignmentSet.ValuesEntry
-	0,  // 2: legion.v1.Dispatcher.Register:input_type -> legion.v1.RegisterRequest
-	3,  // 3: legion.v1.Dispatcher.Heartbeat:input_type -> legion.v1.HeartbeatRequest
-	5,  // 4: legion.v1.Dispatcher.Assignments:input_type -> legion.v1.AssignmentsRequest
-	7,  // 5: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
-	12, // 6: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
-	10, // 7: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
-	1,  // 8: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
-	4,  // 9: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
-	6,  // 10: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
-	8,  // 11: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
-	13, // 12: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
-	11, // 13: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
-	8,  // [8:14] is the sub-list for method output_type
-	2,  // [2:8] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	15, // 1: legion.v1.Items.put:type_name -> legion.v1.Items.PutEntry
+	16, // 2: legion.v1.AssignmentSet.values:type_name -> legion.v1.AssignmentSet.ValuesEntry
+	6,  // 3: legion.v1.AssignmentSet.task_changes:type_name -> legion.v1.Items
+	6,  // 4: legion.v1.AssignmentSet.value_changes:type_name -> legion.v1.Items
+	6,  // 5: legion.v1.AssignmentSet.volume_changes:type_name -> legion.v1.Items
+	6,  // 6: legion.v1.AssignmentSet.endpoint_changes:type_name -> legion.v1.Items
+	6,  // 7: legion.v1.AssignmentSet.peer_changes:type_name -> legion.v1.Items
+	6,  // 8: legion.v1.AssignmentSet.route_changes:type_name -> legion.v1.Items
+	6,  // 9: legion.v1.AssignmentSet.member_changes:type_name -> legion.v1.Items
+	0,  // 10: legion.v1.Dispatcher.Register:input_type -> legion.v1.RegisterRequest
+	3,  // 11: legion.v1.Dispatcher.Heartbeat:input_type -> legion.v1.HeartbeatRequest
+	5,  // 12: legion.v1.Dispatcher.Assignments:input_type -> legion.v1.AssignmentsRequest
+	8,  // 13: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
+	13, // 14: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
+	11, // 15: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
+	1,  // 16: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
+	4,  // 17: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
+	7,  // 18: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
+	9,  // 19: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
+	14, // 20: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
+	12, // 21: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_dispatcher_proto_init() }
@@ -988,7 +1167,7 @@ func file_dispatcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dispatcher_proto_rawDesc), len(file_dispatcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
