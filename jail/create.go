@@ -18,6 +18,9 @@ func (j *Jails) Create(ctx context.Context, spec ContainerSpec) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
+	if spec.NetNS != "" {
+		return fmt.Errorf("container spec %s: netns %q: jails take their network from the pod's VNET jail, not a Linux namespace", spec.ID, spec.NetNS)
+	}
 	if err := spec.Security.Validate(); err != nil {
 		return fmt.Errorf("container spec %s: %w", spec.ID, err)
 	}

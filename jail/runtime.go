@@ -137,6 +137,10 @@ type ContainerSpec struct {
 	StopGrace  time.Duration  `json:"stopGrace,omitempty"`
 	// Linux runs the container through the Linux ABI.
 	Linux bool `json:"linux,omitempty"`
+	// NetNS is the path of a Linux network namespace (a /run/netns file)
+	// the container's processes, execs included, run in: the process
+	// runtime's pod network. Jails have VNET instead and refuse it.
+	NetNS string `json:"netns,omitempty"`
 }
 
 // DefaultStopGrace is the grace period when a spec gives none.

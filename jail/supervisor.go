@@ -35,6 +35,9 @@ type ProcSpec struct {
 	// TTY makes Stdin, a terminal, the process's controlling terminal
 	// (with Setsid).
 	TTY bool
+	// NetNS is the network namespace the process starts in (the spec's);
+	// empty: the starter's own.
+	NetNS string
 }
 
 // Process is a started process.
@@ -230,7 +233,7 @@ func ProcessFor(spec ContainerSpec, argv []string, extraEnv []string, user, work
 	if workdir == "" {
 		workdir = "/"
 	}
-	return ProcSpec{Jail: jailName(spec), Root: spec.Root.Path, Path: p, Args: argv, Env: env, Dir: workdir, Cred: cred}, nil
+	return ProcSpec{Jail: jailName(spec), Root: spec.Root.Path, Path: p, Args: argv, Env: env, Dir: workdir, Cred: cred, NetNS: spec.NetNS}, nil
 }
 
 // Supervisor runs one container's process to its end: output to the log,

@@ -5,10 +5,13 @@
 // the image's user when root, under a supervisor of its own
 // (`legion process-shim`, ShimMain) that survives the daemon.
 //
-// It isolates nothing: no network, process, user or resource isolation;
-// members of a pod share the host's network (the loopback network gives
-// the pod an address in 127.0.0.0/8). It is a test and development tool;
-// the runtime says so when it is made.
+// It isolates nothing but, where the spec names one (ContainerSpec.NetNS),
+// the network: a container then starts, and every exec into it runs, in
+// that Linux network namespace, which the daemon makes per pod. Without
+// one, members of a pod share the host's network (the loopback network
+// gives the pod an address in 127.0.0.0/8). There is no process, user or
+// resource isolation. It is a test and development tool; the runtime says
+// so when it is made.
 //
 // State lives in <data-dir>/containers/<id> in package jail's layout
 // (record.json, run, exit, log, stop), written by jail.Records and

@@ -104,6 +104,9 @@ func (r *Runtime) Create(ctx context.Context, spec jail.ContainerSpec) error {
 	if !spec.Infra && spec.Root.Path == "" {
 		return fmt.Errorf("container spec %s: root.path: missing (the image's unpacked root)", spec.ID)
 	}
+	if err := checkNetNS(spec); err != nil {
+		return err
+	}
 	if spec.Pod != "" {
 		infra, err := r.records.Get(spec.Pod)
 		if err != nil || !infra.Spec.Infra {

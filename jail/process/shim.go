@@ -44,5 +44,6 @@ func ShimMain(args []string) int {
 }
 
 // starter runs containers as host processes in their own session,
-// chrooted into their root when we may.
-func starter() jail.HostStarter { return jail.HostStarter{Chroot: os.Geteuid() == 0} }
+// chrooted into their root when we may, in their pod's network namespace
+// when the spec names one.
+func starter() nsStarter { return nsStarter{jail.HostStarter{Chroot: os.Geteuid() == 0}} }

@@ -14,8 +14,10 @@
 // (exit with N after printing, without serving), -whoami (print
 // "uid=U gid=G cwd=D" first), -touch PATH and -rm PATH (create or remove
 // a file and exit: how tests flip health from inside a container that has
-// no other program), -cat PATH (print a file and exit). SIGTERM and SIGINT end it with exit code 0 after
-// saying "stopping".
+// no other program), -cat PATH (print a file and exit), -get URL (print
+// what the URL answers and exit: the pod's own view of names and
+// addresses). SIGTERM and SIGINT end it with exit code 0 after saying
+// "stopping".
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -56,6 +59,7 @@ func run() int {
 	touch := fs.String("touch", "", "create this file and exit")
 	rm := fs.String("rm", "", "remove this file and exit")
 	cat := fs.String("cat", "", "print this file and exit")
+	get := fs.String("get", "", "print the body of this URL and exit (1 when it fails or answers other than 200)")
 	unready := fs.String("unready", "/tmp/unready", "while this file exists /ready fails")
 	dead := fs.String("dead", "/tmp/dead", "while this file exists /live fails")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -76,6 +80,9 @@ func run() int {
 		}
 		os.Stdout.Write(data)
 		return 0
+	}
+	if *get != "" {
+		return fetch(*get)
 	}
 	if *rm != "" {
 		if err := os.Remove(*rm); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -139,6 +146,24 @@ func run() int {
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(shutdown)
+	return 0
+}
+
+// fetch prints the body of url, resolving its host as the container's
+// resolv.conf says: how a test sees what a pod reaches.
+func fetch(url string) int {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer resp.Body.Close()
+	io.Copy(os.Stdout, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, resp.Status)
+		return 1
+	}
 	return 0
 }
 
