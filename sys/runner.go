@@ -46,10 +46,16 @@ type ExitError struct {
 	Cmd    string
 	Code   int
 	Stderr string
+	// Stdout is kept too: some tools print their refusal there (route(8)
+	// says "route already in table" with printf).
+	Stdout string
 }
 
 func (e *ExitError) Error() string {
 	msg := strings.TrimSpace(e.Stderr)
+	if msg == "" {
+		msg = strings.TrimSpace(e.Stdout)
+	}
 	if msg == "" {
 		return fmt.Sprintf("%s: exit status %d", e.Cmd, e.Code)
 	}
@@ -65,6 +71,16 @@ func IsExit(err error, substr string) bool {
 		return false
 	}
 	return strings.Contains(ee.Stderr, substr)
+}
+
+// IsExitOut is IsExit for a tool that prints its refusal on standard
+// output rather than standard error.
+func IsExitOut(err error, substr string) bool {
+	var ee *ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	return strings.Contains(ee.Stdout, substr)
 }
 
 // Run is a shorthand for r.Run(ctx, Command(name, args...)).
@@ -87,7 +103,7 @@ func (Exec) Run(ctx context.Context, c Cmd) (Result, error) {
 	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return res, &ExitError{Cmd: c.String(), Code: ee.ExitCode(), Stderr: stderr.String()}
+		return res, &ExitError{Cmd: c.String(), Code: ee.ExitCode(), Stderr: stderr.String(), Stdout: stdout.String()}
 	}
 	if err != nil {
 		return res, fmt.Errorf("%s: %w", c.String(), err)
