@@ -33,8 +33,8 @@ type Anchor struct {
 }
 
 // Text is what `pfctl -a Path -f -` loads: the tables with their current
-// contents (a reload defines them anew, so they must not come back empty)
-// and the rules.
+// contents (a reload defines them anew, emptied ones included) and the
+// rules.
 func (a Anchor) Text() string {
 	var b strings.Builder
 	n := len(a.Rules)
@@ -45,16 +45,14 @@ func (a Anchor) Text() string {
 	for _, t := range a.Tables {
 		b.WriteString("table <")
 		b.WriteString(t.Name)
-		b.WriteString("> persist")
-		if len(t.Addrs) > 0 {
-			b.WriteString(" {")
-			for _, ad := range t.Addrs {
-				b.WriteByte(' ')
-				b.WriteString(ad.String())
-			}
-			b.WriteString(" }")
+		// Always with a list, { } when empty: pf.conf(5) leaves a table
+		// that exists and is defined without one as it was.
+		b.WriteString("> persist {")
+		for _, ad := range t.Addrs {
+			b.WriteByte(' ')
+			b.WriteString(ad.String())
 		}
-		b.WriteByte('\n')
+		b.WriteString(" }\n")
 	}
 	b.WriteString(a.Rules)
 	return b.String()

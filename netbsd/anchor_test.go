@@ -44,7 +44,10 @@ func TestPlanAnchor(t *testing.T) {
 			}{p.RulesChanged, p.TablesChanged, lines}); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
 			}
-			if p.RulesChanged && string(p.Cmds[0].Stdin) != "table <t1> persist { 10.200.1.2 10.200.1.3 }\ntable <t2> persist\nR\n" {
+			// An empty table is given as { }: pf.conf(5) leaves a table
+			// that exists and is defined without a list as it was, so a
+			// reload would keep the addresses it should drop.
+			if p.RulesChanged && string(p.Cmds[0].Stdin) != "table <t1> persist { 10.200.1.2 10.200.1.3 }\ntable <t2> persist { }\nR\n" {
 				t.Errorf("stdin %q", p.Cmds[0].Stdin)
 			}
 		})

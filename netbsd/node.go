@@ -2,6 +2,7 @@ package netbsd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -53,6 +54,10 @@ func ipv4PreferTable() []AddrPolicy {
 	}
 }
 
+// noAddrSelection is what `ip6addrctl show` prints (standard output, exit
+// 0) on a host without a table.
+const noAddrSelection = "no source-address-selection policy is installed"
+
 // parseAddrSelection reads `ip6addrctl show`.
 func parseAddrSelection(out string) ([]AddrPolicy, error) {
 	var t []AddrPolicy
@@ -60,6 +65,9 @@ func parseAddrSelection(out string) ([]AddrPolicy, error) {
 		f := strings.Fields(line)
 		if len(f) == 0 || f[0] == "Prefix" {
 			continue
+		}
+		if strings.TrimSpace(line) == noAddrSelection {
+			return nil, nil
 		}
 		if len(f) < 3 {
 			return nil, fmt.Errorf("ip6addrctl output line %d: %q: expected \"prefix precedence label\"", i+1, line)
@@ -202,11 +210,7 @@ func (h Host) SetUpNode(ctx context.Context, cfg NodeConfig) (NodeNet, error) {
 		{"-n", "add", "-net", addrplan.PodCIDR().String(), "-interface", WGIface},
 		{"-n", "add", "-inet6", "-net", addrplan.PodCIDR6().String(), "-interface", WGIface},
 	} {
-		_, err := h.run(ctx, "route", r...)
-		if sys.IsExit(err, "File exists") || sys.IsExit(err, "already in table") {
-			continue
-		}
-		if err != nil {
+		if err := h.ensureRoute(ctx, r); err != nil {
 			return NodeNet{}, fmt.Errorf("route the pod range into %s: %w", WGIface, err)
 		}
 	}
@@ -240,4 +244,43 @@ func (h Host) ensureWGKey(ctx context.Context, keyPath, pub string) error {
 		return fmt.Errorf("set %s key: %w", WGIface, err)
 	}
 	return nil
+}
+
+// ensureRoute runs `route -n add ... -interface wg0`. The route survives a
+// daemon restart, so it is often there: route(8) then prints its refusal
+// on standard output, worded from the errno it got, and over netlink that
+// wording is not to be relied on. A failed add is therefore settled by the
+// table: the route there through wg0 is success, anything else fails.
+func (h Host) ensureRoute(ctx context.Context, add []string) error {
+	_, err := h.run(ctx, "route", add...)
+	if err == nil || sys.IsExitOut(err, "already in table") {
+		return nil
+	}
+	var ee *sys.ExitError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	get := []string{"-n", "get"}
+	for i, a := range add {
+		if a == "add" {
+			// "-n add [-inet6] -net CIDR -interface wg0" without the gateway
+			get = append(get, add[i+1:len(add)-2]...)
+			break
+		}
+	}
+	res, gerr := h.run(ctx, "route", get...)
+	if gerr == nil && routeIface(string(res.Stdout)) == WGIface {
+		return nil
+	}
+	return err
+}
+
+// routeIface is the interface `route -n get` names.
+func routeIface(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == "interface" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }

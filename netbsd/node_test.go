@@ -3,6 +3,7 @@ package netbsd
 import (
 	"context"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,8 +105,9 @@ func TestSetUpNodeGolden(t *testing.T) {
 	again.
 		On("wg pubkey", sys.Answer{Stdout: "PUB3\n"}).
 		On("wg show wg0 dump", sys.Answer{Stdout: "UFJJVjM=\tPUB3\t51820\toff\n"}).
-		On("route -n add", sys.Answer{Code: 1, Stderr: "route: route has not been found\nadd net 10.200.0.0: gateway wg0 fib 0: route already in table\n"}).
-		On("ip6addrctl show", sys.Answer{Stdout: ""})
+		On("route -n add -net", sys.RouteExists("10.200.0.0/16", "wg0")).
+		On("route -n add -inet6", sys.RouteExists("fd00:10:200::/48", "wg0")).
+		On("ip6addrctl show", sys.IP6AddrctlNone())
 	h.R = again
 	nn, err = h.SetUpNode(ctx, cfg)
 	if err != nil {
@@ -216,5 +218,63 @@ epair7b: flags=8863<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST> metric 0 mtu 1420
 	bad.Addr = addr("10.200.4.17")
 	if err := h.JoinPod(ctx, bad, labNodeNet()); err == nil {
 		t.Error("an address outside the node subnet must be refused")
+	}
+}
+
+// route(8) words a refusal from the errno it got; over netlink that code
+// may not be EEXIST's. A failed add is then checked against the table:
+// the route through wg0 is there (daemon restart) or the add failed.
+func TestSetUpNodeRouteFailureCheckedAgainstTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	key := filepath.Join(t.TempDir(), "wireguard.key")
+	if err := os.WriteFile(key, []byte("UFJJVjM=\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	host := func(get4 sys.Answer) *sys.Fake {
+		f := sys.NewFake()
+		reads(f, "ifconfig legion0", sys.Answer{Stdout: bridgeUp})
+		reads(f, "ifconfig wg0", sys.Answer{Stdout: wgUp})
+		f.On("wg pubkey", sys.Answer{Stdout: "PUB3\n"}).
+			On("wg show wg0 dump", sys.Answer{Stdout: "UFJJVjM=\tPUB3\t51820\toff\n"}).
+			On("route -n add -net", sys.RouteErrno("10.200.0.0/16", "wg0", "Unknown error: 0")).
+			On("route -n add -inet6", sys.RouteExists("fd00:10:200::/48", "wg0")).
+			On("route -n get -net", get4).
+			On("ip6addrctl show", sys.Answer{Stdout: ip6addrctlOut})
+		return f
+	}
+	there := host(sys.Answer{Stdout: "   route to: 10.200.0.0\ndestination: 10.200.0.0\n       mask: 255.255.0.0\n        fib: 0\n  interface: wg0\n      flags: <UP,DONE,STATIC>\n"})
+	if _, err := (Host{R: there, Log: quiet()}).SetUpNode(ctx, NodeConfig{Subnet: 3, KeyPath: key}); err != nil {
+		t.Fatalf("the route is in the table through wg0: %v", err)
+	}
+	if !slicesContains(there.Lines(), "route -n get -net 10.200.0.0/16") {
+		t.Errorf("the failed add was not checked against the table: %q", there.Lines())
+	}
+	elsewhere := host(sys.Answer{Stdout: "   route to: 10.200.0.0\ndestination: default\n       mask: default\n    gateway: 192.0.2.1\n        fib: 0\n  interface: em0\n"})
+	_, err := (Host{R: elsewhere, Log: quiet()}).SetUpNode(ctx, NodeConfig{Subnet: 3, KeyPath: key})
+	if err == nil || !strings.Contains(err.Error(), "Unknown error: 0") {
+		t.Fatalf("a failed add with no route through wg0 must fail naming route's answer, got %v", err)
+	}
+}
+
+func slicesContains(lines []string, want string) bool {
+	for _, l := range lines {
+		if l == want {
+			return true
+		}
+	}
+	return false
+}
+
+// A host with no address selection table: ip6addrctl says so on standard
+// output and succeeds; pods get the IPv4-preferring table.
+func TestParseAddrSelectionNoPolicy(t *testing.T) {
+	t.Parallel()
+	got, err := parseAddrSelection(sys.IP6AddrctlNone().Stdout)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("no policy installed: got %v, %v; want an empty table", got, err)
+	}
+	if _, err := parseAddrSelection("no idea what this is\n"); err == nil {
+		t.Fatal("other text must still be refused")
 	}
 }
