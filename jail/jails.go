@@ -160,7 +160,10 @@ func (j *Jails) readBack(ctx context.Context, name string, want []Param) error {
 }
 
 func (j *Jails) removeJail(ctx context.Context, name string) error {
-	_, err := j.run(ctx, "jail", "-r", name)
+	// -R, not -r: -r reads /etc/jail.conf for the jail's stop commands
+	// and parameters, and Legion's jails are not there (an operator's
+	// jail.conf might even name one alike); -R just removes it.
+	_, err := j.run(ctx, "jail", "-R", name)
 	if err != nil && !sys.IsExit(err, "not found") {
 		return fmt.Errorf("remove jail %s: %w", name, err)
 	}

@@ -216,7 +216,7 @@ func TestPodWithVolumeSecretAndLimits(t *testing.T) {
 		"umount -f " + webRoot + "/var/db/web",
 		"umount -f " + webRoot + "/dev",
 		"rctl -r jail:pod1.web",
-		"jail -r pod1",
+		"jail -R pod1",
 	})
 	if l, _ := e.j.List(ctx, nil); len(l) != 0 {
 		t.Fatalf("after removing the pod: %+v", l)
@@ -314,7 +314,7 @@ func TestReadBackMismatchRefusesThePod(t *testing.T) {
 		t.Fatalf("error %q does not name the parameter", err)
 	}
 	lines := e.fake.Lines()
-	if last := lines[len(lines)-1]; last != "jail -r pod1.web" {
+	if last := lines[len(lines)-1]; last != "jail -R pod1.web" {
 		t.Fatalf("last command %q, want the jail removed; all: %q", last, lines)
 	}
 	for _, l := range lines {
@@ -395,7 +395,7 @@ func TestStopWithGracePeriod(t *testing.T) {
 		e := newEnv(t)
 		spec.Root = Root{Path: t.TempDir()}
 		startedMember(t, e, spec)
-		// The supervisor reports after the stop signal: no jail -r from the runtime.
+		// The supervisor reports after the stop signal: no jail -R from the runtime.
 		j, _ := NewJails(Config{DataDir: e.data, Shim: shim, Clock: e.clock, Alive: alwaysAlive, Runner: &exitOn{next: e.fake, prefix: "kill",
 			path: filepath.Join(e.data, "jails", "web", ExitFile), exit: ExitInfo{Code: 0}}})
 		if err := j.Stop(ctx, "web", -1); err != nil {
@@ -419,7 +419,7 @@ func TestStopWithGracePeriod(t *testing.T) {
 		if err := e.j.Stop(ctx, "web", 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		e.wantLines([]string{"kill -s TERM 4242", "jail -r pod1.web"})
+		e.wantLines([]string{"kill -s TERM 4242", "jail -R pod1.web"})
 		waited := e.clock.waited - before
 		if want := 10*time.Second + 2*ShimMargin; waited != want {
 			t.Fatalf("waited %v, want the grace of 10s plus the supervisor's margins (%v)", waited, want)
@@ -534,7 +534,7 @@ func TestShimFailureIsPermanent(t *testing.T) {
 		t.Fatalf("start: %v", err)
 	}
 	lines := e.fake.Lines()
-	if lines[len(lines)-1] != "jail -r pod1.web" {
+	if lines[len(lines)-1] != "jail -R pod1.web" {
 		t.Fatalf("the jail must go: %q", lines)
 	}
 	st, _ := e.j.Inspect(ctx, "web")
@@ -803,7 +803,7 @@ func TestStartReplacesALeftoverJail(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := e.fake.Lines()
-	if !strings.HasPrefix(lines[0], "jail -c name=pod1.web") || lines[1] != "jail -r pod1.web" || !strings.HasPrefix(lines[2], "jail -c name=pod1.web") {
+	if !strings.HasPrefix(lines[0], "jail -c name=pod1.web") || lines[1] != "jail -R pod1.web" || !strings.HasPrefix(lines[2], "jail -c name=pod1.web") {
 		t.Fatalf("lines %q: want create, remove the leftover, create again", lines)
 	}
 }
@@ -868,5 +868,56 @@ func TestFindAndRootRequired(t *testing.T) {
 	err := e.j.Create(ctx, ContainerSpec{ID: "noroot", Pod: "web-1", Command: []string{"/bin/sh"}})
 	if err == nil || !strings.Contains(err.Error(), "root.path") {
 		t.Fatalf("a member without a root: %v", err)
+	}
+}
+
+// After a reboot nothing is mounted: umount refuses each path in the words
+// of umount.c, and Remove must still go through, or the container could
+// never be removed. A file mounted over a file (a secret, resolv.conf)
+// is "unknown file system", a directory "not a file system root
+// directory", a path gone "statfs: No such file or directory".
+func TestRemoveAfterRebootToleratesWhatIsNotMounted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	root := t.TempDir()
+	volume := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "db-password")
+	if err := os.WriteFile(secret, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.On("jls --libxo=json -j pod1 ", jlsAnswer("pod1", append([]Param{{"vnet", "new"}}, InfraParams(nil)...)))
+	if err := e.j.Create(ctx, ContainerSpec{ID: "pod1", Infra: true}); err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	web := ContainerSpec{ID: "web", Pod: "pod1", Command: []string{"/usr/local/bin/web"}, Root: Root{Path: root},
+		Mounts: []Mount{
+			{Kind: MountNullfs, Source: volume, Target: "/var/db/web"},
+			{Kind: MountNullfs, Source: secret, Target: "/run/secrets/db-password", ReadOnly: true},
+			{Kind: MountNullfs, Source: secret, Target: "/etc/gone", ReadOnly: true},
+		}}
+	if err := e.j.Create(ctx, web); err != nil {
+		t.Fatalf("create web: %v", err)
+	}
+	if err := os.Remove(filepath.Join(root, "etc/gone")); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.On("umount -f "+root+"/dev", sys.UmountNotRoot(root+"/dev")).
+		On("umount -f "+root+"/var/db/web", sys.UmountNotRoot(root+"/var/db/web")).
+		On("umount -f "+root+"/run/secrets/db-password", sys.UmountNotMounted(root+"/run/secrets/db-password")).
+		On("umount -f "+root+"/etc/gone", sys.UmountMissing(root+"/etc/gone"))
+	writeExit(t, e.data, "web", ExitInfo{Code: 137, Signal: "KILL"})
+	e.fake.Reset()
+	if err := e.j.Remove(ctx, "web"); err != nil {
+		t.Fatalf("remove after a reboot: %v", err)
+	}
+	var umounts int
+	for _, l := range e.fake.Lines() {
+		if strings.HasPrefix(l, "umount -f ") {
+			umounts++
+		}
+	}
+	if umounts != 4 {
+		t.Fatalf("want 4 unmounts tried, got %q", e.fake.Lines())
 	}
 }

@@ -128,9 +128,19 @@ func (j *Jails) unmountAll(ctx context.Context, rec Record) error {
 	var first error
 	for i := len(mps) - 1; i >= 0; i-- {
 		_, err := j.run(ctx, "umount", "-f", mps[i].path)
-		if err != nil && !sys.IsExit(err, "not a file system") && !sys.IsExit(err, "No such file") && first == nil {
+		if err != nil && !notMounted(err) && first == nil {
 			first = fmt.Errorf("container %s: unmount %s: %w", rec.Spec.ID, mps[i].path, err)
 		}
 	}
 	return first
+}
+
+// notMounted reports umount(8) refusing a path because nothing is mounted
+// there (standard error, exit 1): a directory is "not a file system root
+// directory", anything else found in no mount "unknown file system" (a
+// file mounted over a file, after a reboot), a missing path first "No
+// such file or directory".
+func notMounted(err error) bool {
+	return sys.IsExit(err, "not a file system root directory") || sys.IsExit(err, "unknown file system") ||
+		sys.IsExit(err, "No such file or directory")
 }

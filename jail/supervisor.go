@@ -374,7 +374,7 @@ func (s *Supervisor) removeJail(ctx context.Context, rec Record) {
 	if s.Runner == nil {
 		return
 	}
-	_, err := sys.Run(ctx, s.Runner, "jail", "-r", rec.Jail)
+	_, err := sys.Run(ctx, s.Runner, "jail", "-R", rec.Jail) // without jail.conf, as removeJail
 	if err != nil && !sys.IsExit(err, "not found") {
 		fmt.Fprintf(os.Stderr, "jail-shim: remove jail %s: %v\n", rec.Jail, err)
 	}

@@ -116,7 +116,7 @@ func TestSupervisorStopWaitsGraceThenRemovesJail(t *testing.T) {
 	if clock.waited != 7*time.Second {
 		t.Fatalf("waited %v, want the stop request's grace of 7s", clock.waited)
 	}
-	if d := cmp.Diff([]string{"jail -r pod1.web", "jail -r pod1.web"}, fake.Lines()); d != "" {
+	if d := cmp.Diff([]string{"jail -R pod1.web", "jail -R pod1.web"}, fake.Lines()); d != "" {
 		t.Fatalf("jail removal (-want +got):\n%s", d)
 	}
 	var onDisk ExitInfo
@@ -148,13 +148,13 @@ func TestSupervisorExitWithoutStop(t *testing.T) {
 	dir := supervisorDir(t, spec)
 	proc := &fakeProc{end: make(chan [2]any, 1)}
 	proc.finish(3, "")
-	fake := sys.NewFake().On("jail -r job", sys.Answer{Code: 1, Stderr: `jail: "job" not found`})
+	fake := sys.NewFake().On("jail -R job", sys.Answer{Code: 1, Stderr: `jail: "job" not found`})
 	sup := &Supervisor{Dir: dir, Starter: &fakeStarter{proc: proc}, Runner: fake, Clock: &fakeClock{}}
 	ei, err := sup.Run(context.Background(), nil, func(error) {})
 	if err != nil || ei.Code != 3 || ei.Signal != "" {
 		t.Fatalf("exit %+v %v", ei, err)
 	}
-	if d := cmp.Diff([]string{"jail -r job"}, fake.Lines()); d != "" {
+	if d := cmp.Diff([]string{"jail -R job"}, fake.Lines()); d != "" {
 		t.Fatalf("the jail goes when the main process ends (-want +got):\n%s", d)
 	}
 }
