@@ -278,3 +278,27 @@ func TestParseAddrSelectionNoPolicy(t *testing.T) {
 		t.Fatal("other text must still be refused")
 	}
 }
+
+// FreeBSD 15's bridge refuses members that carry addresses, and a host
+// giving new interfaces an IPv6 link-local would give one to a pod's host
+// end as it comes up: IPv6 is off on it before it is up and added.
+func TestPodHostEndHasNoIPv6BeforeAddm(t *testing.T) {
+	t.Parallel()
+	pod := Pod{TaskUID: "t", Jail: "pod1", HostIf: "lp00000000a017", Addr: netip.MustParseAddr("10.200.3.17")}
+	cmds := planPodJoin(pod, "epair7a", NodeNet{Subnet: 3, BridgeEther: "58:9c:fc:10:ff:b6"})
+	off, up, addm := -1, -1, -1
+	for i, c := range cmds {
+		line := strings.Join(c, " ")
+		switch {
+		case line == "ifconfig lp00000000a017 inet6 -auto_linklocal ifdisabled":
+			off = i
+		case strings.HasPrefix(line, "ifconfig lp00000000a017 ") && strings.HasSuffix(line, " up"):
+			up = i
+		case line == "ifconfig legion0 addm lp00000000a017":
+			addm = i
+		}
+	}
+	if off < 0 || up < 0 || addm < 0 || off > up || off > addm {
+		t.Fatalf("host end: inet6 off at %d, up at %d, addm at %d; want inet6 off first in %q", off, up, addm, cmds)
+	}
+}

@@ -51,6 +51,11 @@ func planPodJoin(pod Pod, epairA string, node NodeNet) [][]string {
 		// address whichever interface they came from, so the pod's frames
 		// for the host are taken in on legion0, where the VIP rdr is.
 		{"ifconfig", host, "ether", node.BridgeEther},
+		// Before it comes up: a host that gives new interfaces an IPv6
+		// link-local would give the host end one, and FreeBSD 15's bridge
+		// refuses members with addresses (net.link.bridge.member_ifaddrs).
+		// The host end carries no traffic of its own, so IPv6 stays off.
+		{"ifconfig", host, "inet6", "-auto_linklocal", "ifdisabled"},
 		{"ifconfig", host, "mtu", mtu, "up"},
 		{"ifconfig", Bridge, "addm", host},
 		{"ifconfig", b, "vnet", j},
