@@ -376,8 +376,10 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 	fmt.Fprintf(&b, "# %s for node %s (%s): rendered by the Legion agent\n", AnchorPolicy, st.Node.Name, sub)
 	// What pods start toward other nodes keeps a floating state on the
 	// mesh, so the replies are not taken for new connections below.
-	fmt.Fprintf(&b, "pass out quick on %s inet from %s to %s keep state (floating)\n", WGIface, sub, addrplan.PodCIDR())
-	fmt.Fprintf(&b, "pass out quick on %s inet6 from %s to %s keep state (floating)\n", WGIface, sub6, addrplan.PodCIDR6())
+	// The main ruleset reaches legion/* in name order: this quick pass ends
+	// the evaluation before legion/svc's MSS clamp, so it clamps too.
+	fmt.Fprintf(&b, "pass out quick on %s inet from %s to %s keep state (floating) scrub (max-mss %d)\n", WGIface, sub, addrplan.PodCIDR(), MTU-40)
+	fmt.Fprintf(&b, "pass out quick on %s inet6 from %s to %s keep state (floating) scrub (max-mss %d)\n", WGIface, sub6, addrplan.PodCIDR6(), MTU-60)
 
 	vipCache := make(map[string][]vipPort)
 	for _, pod := range pods {

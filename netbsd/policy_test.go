@@ -3,6 +3,7 @@ package netbsd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -413,4 +414,36 @@ func addrStrings(as []netip.Addr) []string {
 		out[i] = a.String()
 	}
 	return out
+}
+
+// The main ruleset reaches legion/* anchors in name order, so legion/policy
+// comes before legion/svc and a quick pass there ends the evaluation
+// before svc's MSS clamp: every quick pass out on wg0 in legion/policy
+// must clamp the MSS itself, to what fits wg0's MTU.
+func TestPolicyQuickPassOnMeshClampsMSS(t *testing.T) {
+	t.Parallel()
+	if !(AnchorPolicy < AnchorServices) {
+		t.Fatalf("this test assumes %s is evaluated before %s", AnchorPolicy, AnchorServices)
+	}
+	an, err := RenderPolicy(policyLab())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for _, line := range strings.Split(an.Rules, "\n") {
+		if !strings.HasPrefix(line, "pass out quick on "+WGIface+" ") {
+			continue
+		}
+		n++
+		want := fmt.Sprintf("scrub (max-mss %d)", MTU-40)
+		if strings.Contains(line, " inet6 ") {
+			want = fmt.Sprintf("scrub (max-mss %d)", MTU-60)
+		}
+		if !strings.Contains(line, want) {
+			t.Errorf("%q: a quick pass out on %s without %q", line, WGIface, want)
+		}
+	}
+	if n == 0 {
+		t.Fatalf("no quick pass out on %s in:\n%s", WGIface, an.Rules)
+	}
 }
