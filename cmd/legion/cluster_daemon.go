@@ -22,6 +22,7 @@ func newDaemonCommand() *cobra.Command {
 	var noAgent bool
 	var auditDays, auditMax int
 	var po daemon.Options // the platform flags
+	var timingName *string
 	cmd := &cobra.Command{
 		Use:   "daemon --data-dir DIR [--listen ADDR] [--advertise ADDR]",
 		Short: "Run the node daemon: its agent and, once initialised or joined as one, the manager",
@@ -33,8 +34,12 @@ func newDaemonCommand() *cobra.Command {
 			if auditDays < 1 || auditMax < 1 {
 				return fmt.Errorf("--audit-retention-days %d, --audit-max-events %d: each must be at least 1", auditDays, auditMax)
 			}
+			timing, err := raftTiming(*timingName)
+			if err != nil {
+				return err
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log},
+			m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log, Timing: timing},
 				Audit: audit.Retention{Age: time.Duration(auditDays) * 24 * time.Hour, MaxEvents: auditMax}})
 			if err != nil {
 				return err
@@ -85,6 +90,7 @@ func newDaemonCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dnsListen, "dns-listen", "", "address of the node resolver on a manager (none by default)")
 	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "run no agent: a manager that runs no tasks (it still schedules, allocates and resolves when it leads)")
 	platformFlags(cmd.Flags(), &po)
+	timingName = raftTimingFlag(cmd.Flags())
 	ingressFlags(cmd, &po)
 	cmd.Flags().StringVar(&po.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
 	cmd.Flags().StringVar(&po.VolumePlugins, "volume-plugins", attach.DefaultPluginDir, "the directory of volume plugin executables (driver: plugin)")
