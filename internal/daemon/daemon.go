@@ -158,8 +158,8 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	if err := p.openNetwork(ctx, o, networkConfig{subnet: subnet, node: name, zone: zone, keyDir: keyDir}, log); err != nil {
 		return err
 	}
-	if p.kind == PlatformJails {
-		o.DNSListen = p.dnsListen
+	if p.kind == PlatformJails || p.netns != nil {
+		o.DNSListen = p.dnsListen // the gateway, where pods' resolv.conf points
 	}
 	var dnsAddr string
 	if o.DNSListen != "" {

@@ -27,6 +27,9 @@ type Endpoints struct {
 	// at 127.<VIPOctet>.a.b (201 by default). Nodes sharing a host (tests)
 	// take different ones.
 	VIPOctet byte
+	// Local, when set, is where a VIP is served instead (the address
+	// itself on a network of namespaces, where VIPs sit on the bridge).
+	Local func(netip.Addr) netip.Addr
 
 	mu      sync.Mutex
 	proxies map[string]*vipProxy // by listen address
@@ -63,7 +66,10 @@ func (e *Endpoints) Apply(ctx context.Context, services []endpoints.Service, _ *
 	if e.PublishHost == "" {
 		e.PublishHost = "127.0.0.1"
 	}
-	local := func(a netip.Addr) netip.Addr { return LocalAddr(a, e.vipOctet()) }
+	local := e.Local
+	if local == nil {
+		local = func(a netip.Addr) netip.Addr { return LocalAddr(a, e.vipOctet()) }
+	}
 	zone := zoneServices(services, local)
 	want := map[string][]string{} // listen address -> backends
 	for _, s := range services {

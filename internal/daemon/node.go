@@ -50,6 +50,9 @@ type Options struct {
 	// Platform is what pods run on: PlatformJails or PlatformProcess
 	// (DefaultPlatform when empty).
 	Platform string
+	// PodNetwork is a process node's pod network: PodNetworkLoopback (the
+	// default when empty), PodNetworkNetNS or PodNetworkAuto.
+	PodNetwork string
 	// ZFSRoot is the dataset of images and container roots on a jails
 	// node (DefaultZFSRoot when empty).
 	ZFSRoot string
@@ -277,6 +280,11 @@ func removePods(ctx context.Context, p *platform, node, runDir string, log *slog
 			if err := p.images.RemoveRoot(ctx, c.ID); err != nil {
 				log.Debug("removing container root", "id", c.ID, "err", err)
 			}
+		}
+	}
+	if p.dropNetwork != nil {
+		if err := p.dropNetwork(ctx); err != nil {
+			log.Warn("removing the pod network", "err", err)
 		}
 	}
 }

@@ -71,6 +71,11 @@ type platform struct {
 	endpoints func(context.Context, []endpoints.Service, *endpoints.Policies)
 	dnsListen string // where the node resolver answers
 	close     func()
+	// netns, on a process node, names its pods' namespaces when each pod
+	// has its own (nil: the loopback network); dropNetwork takes the pod
+	// network off the host once the pods are gone (legion up's end).
+	netns       *netnsNames
+	dropNetwork func(context.Context) error
 }
 
 func (o *Options) platformDefaults() {
@@ -125,9 +130,11 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 	p.attacher = &attach.Attacher{Runner: o.runner(), RunDir: o.RunDir, PluginDir: o.VolumePlugins, Platform: attach.PlatformProcess, Logger: log}
 	switch o.Platform {
 	case PlatformProcess:
-		log.Warn("platform process: containers are host processes and pods share the host's network (loopback); nothing is isolated")
 		p.runtime, err = process.New(process.Config{DataDir: o.DataDir, Shim: exe, Log: log})
 		p.volumes = volumes.NewDir(o.DataDir)
+		if err == nil {
+			err = p.choosePodNetwork(ctx, o, log)
+		}
 	case PlatformJails:
 		p.runtime, p.noLimits, err = openJails(ctx, o, exe, log)
 		p.taskDirs = agent.TmpfsDirs{Runner: o.runner()}
@@ -139,6 +146,33 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 		return nil, err
 	}
 	return p, nil
+}
+
+// choosePodNetwork decides a process node's pod network: a namespace per
+// pod when asked for and possible, the loopback network otherwise, and
+// says which and why.
+func (p *platform) choosePodNetwork(ctx context.Context, o Options, log *slog.Logger) error {
+	switch o.PodNetwork {
+	case "", PodNetworkLoopback:
+		log.Warn("platform process: containers are host processes and pods share the host's network (pod network loopback); nothing is isolated")
+		return nil
+	case PodNetworkNetNS, PodNetworkAuto:
+	default:
+		return fmt.Errorf("pod network %q: expected %s, %s or %s", o.PodNetwork, PodNetworkAuto, PodNetworkNetNS, PodNetworkLoopback)
+	}
+	names := netnsNames{netnsTag(o.DataDir)}
+	if why := netnsUsable(ctx, o.runner(), names); why != "" {
+		if o.PodNetwork == PodNetworkNetNS {
+			return fmt.Errorf("pod network %s: %s; use --pod-network %s", PodNetworkNetNS, why, PodNetworkLoopback)
+		}
+		log.Warn("platform process: containers are host processes and pods share the host's network (pod network loopback); nothing is isolated",
+			"why_not_netns", why)
+		return nil
+	}
+	log.Warn("platform process: containers are host processes, each pod in a network namespace of its own (pod network netns); nothing else is isolated")
+	p.netns = &names
+	p.runtime = netnsRuntime{nodeRuntime: p.runtime, names: names}
+	return nil
 }
 
 func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*jail.Jails, bool, error) {
@@ -181,7 +215,11 @@ type networkConfig struct {
 // openNetwork gives the platform its pod network: the loopback one with a
 // proxy per VIP port for processes, legion0 and pf for jails.
 func (p *platform) openNetwork(ctx context.Context, o Options, nc networkConfig, log *slog.Logger) error {
+	if p.netns != nil {
+		return p.openNetNSNetwork(ctx, o, nc, log)
+	}
 	if p.kind == PlatformProcess {
+		log.Info("pod network: loopback", "subnet", netip.PrefixFrom(netip.AddrFrom4([4]byte{127, o.PodOctet, byte(nc.subnet), 0}), 24))
 		eps := &Endpoints{ZoneFile: nc.zone, Logger: log, VIPOctet: o.VIPOctet}
 		p.network = &LoopbackNetwork{Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, o.PodOctet, byte(nc.subnet), 0}), 24)}
 		p.endpoints = eps.Apply
@@ -212,6 +250,36 @@ func (p *platform) openNetwork(ctx context.Context, o Options, nc networkConfig,
 	p.endpoints = nw.Apply
 	p.peers = nw.ApplyPeers
 	p.dnsListen = netip.AddrPortFrom(addrplan.Gateway(nc.subnet), 53).String()
+	return nil
+}
+
+// openNetNSNetwork gives a process node's pods namespaces of their own on
+// its bridge, after removing what an earlier daemon left of pods that are
+// gone; the resolver answers on the gateway.
+func (p *platform) openNetNSNetwork(ctx context.Context, o Options, nc networkConfig, log *slog.Logger) error {
+	keep := map[string]bool{}
+	cs, err := p.runtime.List(ctx, map[string]string{agent.LabelNode: nc.node})
+	if err != nil {
+		return fmt.Errorf("pod network: listing the pods left running: %w", err)
+	}
+	for _, c := range cs {
+		if c.Infra {
+			keep[c.ID] = true
+		}
+	}
+	subnet, gw := addrplan.NodeSubnet(nc.subnet), addrplan.Gateway(nc.subnet)
+	eps := &Endpoints{ZoneFile: nc.zone, Logger: log, Local: func(a netip.Addr) netip.Addr { return a }}
+	nw, err := NewNetNSNetwork(ctx, o.runner(), p.netns.tag, subnet, gw, eps, keep, log)
+	if err != nil {
+		return err
+	}
+	log.Info("pod network: netns, a namespace per pod on the node's bridge", "bridge", p.netns.bridge(), "subnet", subnet, "gateway", gw)
+	p.network = nw
+	p.endpoints = nw.Apply
+	p.dropNetwork = nw.Remove
+	p.dnsListen = netip.AddrPortFrom(gw, 53).String()
+	images := p.images
+	p.close = func() { eps.Close(); images.Close() }
 	return nil
 }
 

@@ -1,0 +1,339 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/compose"
+	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/netbsd/addrplan"
+	"github.com/legionbsd/legion/sys"
+)
+
+// netnsDaemonEnv makes the test binary a legion up with pods in network
+// namespaces, on the data directory it names (the kill -9 test's
+// daemon): it prints "ready API ADMIN" once the node is ready and runs
+// until SIGTERM, removing its pods then.
+const netnsDaemonEnv = "LEGION_TEST_NETNS_DAEMON"
+
+func init() {
+	dir := os.Getenv(netnsDaemonEnv)
+	if dir == "" {
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := Run(ctx, netnsOptions(dir), func(n *Node) error {
+		fmt.Printf("ready %s %s\n", n.API, n.Admin)
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func netnsOptions(dir string) Options {
+	return Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Listen: "127.0.0.1:0",
+		Upstreams: []string{}, RemovePods: true, PodNetwork: PodNetworkNetNS}
+}
+
+// requireNetNS skips where this host cannot make network namespaces, and
+// says why.
+func requireNetNS(t testing.TB) {
+	t.Helper()
+	if why := netnsUsable(context.Background(), sys.Exec{}, netnsNames{"t" + randHex(2)}); why != "" {
+		t.Skip("pods in network namespaces: " + why)
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// startNetNSNode runs legion up in the test with a namespace per pod and
+// the test image loaded. These tests run one at a time (not parallel):
+// every single-node cluster takes the same pod /24, which two bridges
+// of one host cannot both route.
+func startNetNSNode(t testing.TB) *Node {
+	t.Helper()
+	requireNetNS(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan *Node, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, netnsOptions(dir), func(n *Node) error { ready <- n; return nil }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("node: %v", err)
+		}
+		checkNoNetNSLeft(t, filepath.Join(dir, "data"), nil, true)
+	})
+	select {
+	case n := <-ready:
+		loadTestImage(t, n.Images)
+		return n
+	case err := <-done:
+		t.Fatalf("the node did not start: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the node did not start in 60 s")
+	}
+	return nil
+}
+
+func applyText(t testing.TB, cl *client.Client, manifest string) {
+	t.Helper()
+	objs, err := legion.ParseManifest("t", []byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Apply(context.Background(), objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readyOf lists the running, ready tasks of a service.
+func readyOf(t testing.TB, cl *client.Client, ns, svc string) []*legion.Task {
+	t.Helper()
+	objs, _, err := cl.List(context.Background(), legion.KindTask, client.ListOptions{Namespace: ns, Labels: map[string]string{"legion.service": svc}})
+	if err != nil {
+		return nil
+	}
+	var out []*legion.Task
+	for _, o := range objs {
+		task := o.(*legion.Task)
+		if task.Status.State == legion.TaskRunning && task.Status.Ready && task.Spec.DesiredState == legion.TaskRunning {
+			out = append(out, task)
+		}
+	}
+	return out
+}
+
+// inPod runs the test server with args in the task's container c, as an
+// exec session would, and returns what it printed.
+func inPod(ctx context.Context, rt jail.Runtime, task *legion.Task, c string, args ...string) (int, string) {
+	var out bytes.Buffer
+	code, err := rt.Exec(ctx, task.Metadata.UID+"-"+c, jail.ExecSpec{Command: append([]string{"server"}, args...), Stdout: &out, Stderr: &out})
+	if err != nil {
+		return -1, err.Error()
+	}
+	return code, out.String()
+}
+
+func httpBody(c *http.Client, url string) (string, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return strings.TrimSpace(string(b)), err
+}
+
+// anyServer is a service of the test image serving 0.0.0.0:8080, as
+// ordinary images do, with a readiness probe there.
+func anyServer(name string, replicas int) string {
+	return testPod("Service", name, "web", `[-listen, "0.0.0.0:8080"]`, fmt.Sprintf("replicas: %d", replicas)) +
+		`        env: [{name: NAME, value: "$(HOSTNAME)"}]
+` + servesHTTP("200ms") + `  endpoint:
+    ports: [{name: http, port: 8080, targetPort: http}]
+`
+}
+
+// Two pods of an image that binds 0.0.0.0:8080 serve side by side on one
+// node, each at its own address of the node's /24, reached from the
+// host over the bridge; each container's resolv.conf names the node
+// resolver on the gateway, bind-mounted over the image's own file.
+func TestNetNSPodsBindTheSamePort(t *testing.T) {
+	n := startNetNSNode(t)
+	applyText(t, n.Client, anyServer("web", 2))
+	var tasks []*legion.Task
+	poll(t, "two ready replicas", 60*time.Second, func() bool {
+		tasks = readyOf(t, n.Client, "default", "web")
+		return len(tasks) == 2
+	})
+	c := &http.Client{Timeout: 2 * time.Second}
+	for _, task := range tasks {
+		a, err := netip.ParseAddr(task.Status.IP)
+		if err != nil || !addrplan.PodCIDR().Contains(a) {
+			t.Fatalf("task %s has address %q, want one of the pod range %s", task.Metadata.Name, task.Status.IP, addrplan.PodCIDR())
+		}
+		body, err := httpBody(c, "http://"+net.JoinHostPort(task.Status.IP, "8080")+"/")
+		if err != nil || body != task.Metadata.Name {
+			t.Fatalf("%s at %s:8080: %q %v, want its own name", task.Metadata.Name, task.Status.IP, body, err)
+		}
+	}
+	if tasks[0].Status.IP == tasks[1].Status.IP {
+		t.Fatalf("both replicas at %s", tasks[0].Status.IP)
+	}
+	gw := addrplan.Gateway(int(netip.MustParseAddr(tasks[0].Status.IP).As4()[2]))
+	code, conf := inPod(context.Background(), n.Runtime, tasks[0], "web", "-cat", "/etc/resolv.conf")
+	for _, want := range []string{"nameserver " + gw.String() + "\n", "search default.legion legion\n", "options ndots:2\n"} {
+		if code != 0 || !strings.Contains(conf, want) {
+			t.Fatalf("the pod's resolv.conf (exit %d):\n%s\nwant a line %q", code, conf, want)
+		}
+	}
+	// The pod's own view: the service by name through the node resolver
+	// and the VIP, which balances over both.
+	seen := map[string]bool{}
+	poll(t, "both replicas by name from a pod", 30*time.Second, func() bool {
+		code, out := inPod(context.Background(), n.Runtime, tasks[0], "web", "-get", "http://web:8080/")
+		if code == 0 {
+			seen[strings.TrimSpace(out)] = true
+		}
+		return len(seen) == 2
+	})
+}
+
+// The acceptance: a compose stack of three services whose images all
+// listen on 0.0.0.0:8080, three replicas each, on one node; from a
+// container of each, every other service answers by its name (the node
+// resolver, then its VIP).
+func TestNetNSComposeStackReachesEachOtherByName(t *testing.T) {
+	n := startNetNSNode(t)
+	var b strings.Builder
+	b.WriteString("services:\n")
+	svcs := []string{"alpha", "beta", "gamma"}
+	for _, s := range svcs {
+		fmt.Fprintf(&b, `  %s:
+    image: %s
+    command: [-listen, "0.0.0.0:8080"]
+    environment: {NAME: %s}
+    ports: [{target: 8080}]
+    deploy: {replicas: 3}
+`, s, testImage, s)
+	}
+	res, err := compose.Convert(context.Background(), []compose.File{{Name: "compose.yaml", Content: []byte(b.String())}},
+		compose.Options{Stack: legion.DefaultNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.Apply(context.Background(), res.Objects, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ready := map[string][]*legion.Task{}
+	poll(t, "three ready replicas of each service", 90*time.Second, func() bool {
+		for _, s := range svcs {
+			if ready[s] = readyOf(t, n.Client, "default", s); len(ready[s]) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, from := range svcs {
+		for _, to := range svcs {
+			if to == from {
+				continue
+			}
+			poll(t, from+" reaching "+to+" by name", 30*time.Second, func() bool {
+				code, out := inPod(context.Background(), n.Runtime, ready[from][0], from, "-get", "http://"+to+":8080/")
+				return code == 0 && strings.TrimSpace(out) == to
+			})
+		}
+	}
+}
+
+// netnsLeft lists what a node's pod network has on the host: its pods'
+// namespaces, their veths' host ends, the bridge's ports, and mounts of
+// its namespaces or under its data directory.
+func netnsLeft(t testing.TB, dataDir string) (netns, veths, ports, mounts []string, bridge bool) {
+	t.Helper()
+	names := netnsNames{netnsTag(dataDir)}
+	entries, _ := os.ReadDir(netnsDir)
+	for _, e := range entries {
+		if uid, ok := strings.CutPrefix(e.Name(), names.prefix()); ok {
+			netns = append(netns, uid)
+		}
+	}
+	out, err := exec.Command("ip", "-o", "link", "show").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		if strings.HasPrefix(name, "lv"+names.tag) {
+			veths = append(veths, name)
+		}
+		if name == names.bridge() {
+			bridge = true
+		}
+		if strings.Contains(line, " master "+names.bridge()+" ") {
+			ports = append(ports, name)
+		}
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (strings.HasPrefix(f[4], filepath.Join(netnsDir, names.prefix())) || strings.HasPrefix(f[4], dataDir+"/")) {
+			mounts = append(mounts, f[4])
+		}
+	}
+	return
+}
+
+// checkNoNetNSLeft fails the test if the node's pod network holds more
+// than the pods of keep (and, when gone, the bridge itself).
+func checkNoNetNSLeft(t testing.TB, dataDir string, keep map[string]bool, gone bool) {
+	t.Helper()
+	netns, veths, ports, mounts, bridge := netnsLeft(t, dataDir)
+	names := netnsNames{netnsTag(dataDir)}
+	var extra []string
+	for _, uid := range netns {
+		if !keep[uid] {
+			extra = append(extra, "netns "+uid)
+		}
+	}
+	tails := map[string]bool{}
+	for uid := range keep {
+		tails[names.hostEnd(uid)] = true
+	}
+	for _, v := range veths {
+		if !tails[v] {
+			extra = append(extra, "veth "+v)
+		}
+	}
+	for _, p := range ports {
+		if !tails[p] {
+			extra = append(extra, "bridge port "+p)
+		}
+	}
+	if gone {
+		for _, m := range mounts {
+			extra = append(extra, "mount "+m)
+		}
+		if bridge {
+			extra = append(extra, "bridge "+names.bridge())
+		}
+	}
+	if len(extra) > 0 {
+		t.Errorf("left behind: %s", strings.Join(extra, ", "))
+	}
+}

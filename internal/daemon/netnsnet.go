@@ -1,0 +1,420 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/endpoints"
+	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/sys"
+)
+
+// The pod networks of the process platform (Options.PodNetwork).
+const (
+	// PodNetworkLoopback: pods share the host's network and take
+	// addresses in 127/8 (LoopbackNetwork).
+	PodNetworkLoopback = "loopback"
+	// PodNetworkNetNS: each pod has a Linux network namespace of its own
+	// on the node's bridge (NetNSNetwork); the node fails to start where
+	// it cannot make one.
+	PodNetworkNetNS = "netns"
+	// PodNetworkAuto: netns where this host allows it (Linux, root,
+	// ip(8), namespaces), else loopback, saying why.
+	PodNetworkAuto = "auto"
+)
+
+// netnsDir is where ip(8) keeps named network namespaces (bind mounts of
+// their nsfs files).
+const netnsDir = "/run/netns"
+
+// netnsTag is the short name of this node's pod network objects on the
+// host, from its data directory: the netns, veth and bridge names carry
+// it, so nodes sharing a host never touch each other's, and a restarted
+// daemon finds its own.
+func netnsTag(dataDir string) string {
+	h := fnv.New32a()
+	h.Write([]byte(dataDir))
+	return fmt.Sprintf("%08x", h.Sum32())[:5]
+}
+
+// netnsNames derives the host names of a node's pod network objects.
+type netnsNames struct{ tag string }
+
+// bridge is the node's bridge, "legion" and the tag (11 characters; the
+// kernel takes 15).
+func (n netnsNames) bridge() string { return "legion" + n.tag }
+
+// netns is the name of a pod's namespace under /run/netns.
+func (n netnsNames) netns(uid string) string { return "legion-" + n.tag + "-" + uid }
+
+// prefix starts every pod namespace name of this node.
+func (n netnsNames) prefix() string { return "legion-" + n.tag + "-" }
+
+// path is the file a container joins.
+func (n netnsNames) path(uid string) string { return filepath.Join(netnsDir, n.netns(uid)) }
+
+// hostEnd and podEnd name a pod's veth pair: l, v (host) or q (pod, before
+// it is renamed eth0 inside), the tag and the uid's last 8 hex digits.
+func (n netnsNames) hostEnd(uid string) string { return "lv" + n.tag + uidTail(uid) }
+func (n netnsNames) podEnd(uid string) string  { return "lq" + n.tag + uidTail(uid) }
+
+// uidTail is the last 8 hex digits of a task uid (dashes dropped).
+func uidTail(uid string) string {
+	s := strings.ReplaceAll(strings.ToLower(uid), "-", "")
+	if len(s) > 8 {
+		s = s[len(s)-8:]
+	}
+	return s
+}
+
+// validUID keeps what reaches ip(8) and file names to hex digits and
+// dashes, as task uids are.
+func validUID(uid string) error {
+	if uid == "" {
+		return errors.New("task uid: missing")
+	}
+	for _, c := range uid {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' || c == '-') {
+			return fmt.Errorf("task uid %q: %q is not a hex digit", uid, c)
+		}
+	}
+	return nil
+}
+
+// netnsUsable says why this host cannot give pods namespaces of their
+// own, or "" when it can: it makes one and removes it again.
+func netnsUsable(ctx context.Context, r sys.Runner, names netnsNames) string {
+	if runtime.GOOS != "linux" {
+		return "network namespaces are Linux's"
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Sprintf("making network namespaces needs root (running as uid %d)", os.Geteuid())
+	}
+	probe := names.prefix() + "probe"
+	if _, err := sys.Run(ctx, r, "ip", "netns", "add", probe); err != nil {
+		return fmt.Sprintf("ip netns add failed: %v", err)
+	}
+	if _, err := sys.Run(ctx, r, "ip", "netns", "del", probe); err != nil {
+		return fmt.Sprintf("ip netns del failed: %v", err)
+	}
+	return ""
+}
+
+// netnsRuntime gives every member container of a pod its pod's network
+// namespace: the runtime honours the path and knows nothing of pods'
+// networks.
+type netnsRuntime struct {
+	nodeRuntime
+	names netnsNames
+}
+
+// Create implements jail.Runtime.
+func (r netnsRuntime) Create(ctx context.Context, spec jail.ContainerSpec) error {
+	if spec.Pod != "" && spec.NetNS == "" {
+		spec.NetNS = r.names.path(spec.Pod)
+	}
+	return r.nodeRuntime.Create(ctx, spec)
+}
+
+// NetNSNetwork gives each pod of a process node a network namespace of its
+// own: a veth pair whose pod end, eth0, holds the pod's address from the
+// node's /24 with a default route through the gateway, and whose host end
+// is a port of the node's bridge, which holds the gateway (where the node
+// resolver answers) and the VIPs the proxies serve. Containers join the
+// namespace through netnsRuntime; ip(8) does the work through the system
+// runner, as every other host primitive goes.
+type NetNSNetwork struct {
+	R       sys.Runner
+	Log     *slog.Logger
+	Subnet  netip.Prefix // the node's pod /24
+	Gateway netip.Addr   // on the bridge
+	names   netnsNames
+	eps     *Endpoints
+	pool    LoopbackNetwork // hands out addresses (nothing loopback in it)
+
+	mu   sync.Mutex
+	vips map[netip.Addr]bool // VIP addresses on the bridge
+}
+
+// NewNetNSNetwork makes (or finds) the node's bridge with the gateway on
+// it, turns on IPv4 forwarding for pods to reach other nodes' pods, and
+// removes what an earlier daemon left of pods no longer there: keep
+// reports the uids of pods whose infra container is still there.
+func NewNetNSNetwork(ctx context.Context, r sys.Runner, tag string, subnet netip.Prefix, gateway netip.Addr,
+	eps *Endpoints, keep map[string]bool, log *slog.Logger) (*NetNSNetwork, error) {
+	n := &NetNSNetwork{R: r, Log: log, Subnet: subnet, Gateway: gateway, names: netnsNames{tag}, eps: eps,
+		pool: LoopbackNetwork{Subnet: subnet}, vips: map[netip.Addr]bool{}}
+	br := n.names.bridge()
+	if _, err := sys.Run(ctx, r, "ip", "link", "show", "dev", br); err != nil {
+		if _, err := sys.Run(ctx, r, "ip", "link", "add", br, "type", "bridge"); err != nil {
+			return nil, fmt.Errorf("pod network: bridge %s: %w", br, err)
+		}
+	}
+	addrs, err := n.bridgeAddrs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gw := netip.PrefixFrom(gateway, subnet.Bits())
+	// Set only when missing: replacing an address takes its routes away
+	// for a moment.
+	if !addrs[gw] {
+		if _, err := sys.Run(ctx, r, "ip", "addr", "add", gw.String(), "dev", br); err != nil {
+			return nil, fmt.Errorf("pod network: gateway %s on %s: %w", gw, br, err)
+		}
+	}
+	for p := range addrs {
+		if p.Bits() == 32 {
+			n.vips[p.Addr()] = true // an earlier daemon's; Apply keeps or drops them
+		}
+	}
+	if _, err := sys.Run(ctx, r, "ip", "link", "set", br, "up"); err != nil {
+		return nil, fmt.Errorf("pod network: %s up: %w", br, err)
+	}
+	if err := enableForwarding(log); err != nil {
+		log.Warn("pod network: IPv4 forwarding is off and could not be turned on: pods reach only this node", "err", err)
+	}
+	if err := n.adopt(ctx, keep); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// enableForwarding turns on the host's IPv4 forwarding, which pods need to
+// reach beyond the bridge, and says so when it changes it.
+func enableForwarding(log *slog.Logger) error {
+	const knob = "/proc/sys/net/ipv4/ip_forward"
+	cur, err := os.ReadFile(knob)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(string(cur)) == "1" {
+		return nil
+	}
+	if err := os.WriteFile(knob, []byte("1\n"), 0o644); err != nil {
+		return err
+	}
+	log.Info("pod network: turned on IPv4 forwarding (net.ipv4.ip_forward=1) so pods reach past the bridge")
+	return nil
+}
+
+// bridgeAddrs lists the IPv4 addresses on the bridge.
+func (n *NetNSNetwork) bridgeAddrs(ctx context.Context) (map[netip.Prefix]bool, error) {
+	res, err := sys.Run(ctx, n.R, "ip", "-o", "-4", "addr", "show", "dev", n.names.bridge())
+	if err != nil {
+		return nil, fmt.Errorf("pod network: addresses of %s: %w", n.names.bridge(), err)
+	}
+	out := map[netip.Prefix]bool{}
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		f := strings.Fields(line)
+		for i := 0; i+1 < len(f); i++ {
+			if f[i] == "inet" {
+				if p, err := netip.ParsePrefix(f[i+1]); err == nil {
+					out[p] = true
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// adopt removes the namespaces and veths of this node's pods that keep
+// does not name: what a daemon killed mid-way through a pod's start or
+// removal left.
+func (n *NetNSNetwork) adopt(ctx context.Context, keep map[string]bool) error {
+	entries, err := os.ReadDir(netnsDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("pod network: %w", err)
+	}
+	tails := map[string]bool{}
+	for uid := range keep {
+		tails[uidTail(uid)] = true
+	}
+	for _, e := range entries {
+		uid, ok := strings.CutPrefix(e.Name(), n.names.prefix())
+		if !ok || keep[uid] {
+			continue
+		}
+		n.Log.Info("pod network: removing the namespace of a pod that is gone", "netns", e.Name())
+		if err := n.delNetNS(ctx, e.Name()); err != nil {
+			n.Log.Warn("pod network: removing a namespace", "netns", e.Name(), "err", err)
+		}
+	}
+	links, err := n.links(ctx)
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		tail, ok := strings.CutPrefix(l, "lv"+n.names.tag)
+		if !ok || tails[tail] {
+			continue
+		}
+		n.Log.Info("pod network: removing the veth of a pod that is gone", "link", l)
+		if err := n.delLink(ctx, l); err != nil {
+			n.Log.Warn("pod network: removing a veth", "link", l, "err", err)
+		}
+	}
+	return nil
+}
+
+// links lists the host's interface names.
+func (n *NetNSNetwork) links(ctx context.Context) ([]string, error) {
+	res, err := sys.Run(ctx, n.R, "ip", "-o", "link", "show")
+	if err != nil {
+		return nil, fmt.Errorf("pod network: listing links: %w", err)
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(res.Stdout))
+	for sc.Scan() {
+		// "7: lvab12c0000002a@if6: <BROADCAST,...> ..."
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+func (n *NetNSNetwork) delNetNS(ctx context.Context, name string) error {
+	_, err := sys.Run(ctx, n.R, "ip", "netns", "del", name)
+	if err != nil && (sys.IsExit(err, "No such file") || sys.IsExit(err, "No such")) {
+		return nil
+	}
+	return err
+}
+
+func (n *NetNSNetwork) delLink(ctx context.Context, name string) error {
+	_, err := sys.Run(ctx, n.R, "ip", "link", "del", name)
+	if err != nil && sys.IsExit(err, "Cannot find device") {
+		return nil
+	}
+	return err
+}
+
+// Attach gives a task the lowest free address of the node's /24, or the
+// one it has.
+func (n *NetNSNetwork) Attach(ctx context.Context, t *legion.Task) (string, error) {
+	return n.pool.Attach(ctx, t)
+}
+
+// Join makes the pod's namespace and veth pair, or adopts them when an
+// earlier agent made both. There is no policy to wait for here.
+func (n *NetNSNetwork) Join(ctx context.Context, t *legion.Task, ip string, _ bool) error {
+	uid := t.Metadata.UID
+	if err := validUID(uid); err != nil {
+		return err
+	}
+	a, err := netip.ParseAddr(ip)
+	if err != nil || !n.Subnet.Contains(a) {
+		return fmt.Errorf("pod %s: address %q: expected one of %s", uid, ip, n.Subnet)
+	}
+	ns, host, pod := n.names.netns(uid), n.names.hostEnd(uid), n.names.podEnd(uid)
+	if n.joined(ctx, uid) {
+		return nil
+	}
+	// Whatever half of it is there goes first: a daemon killed mid-way.
+	n.delLink(ctx, host)
+	n.delNetNS(ctx, ns)
+	steps := []sys.Cmd{
+		sys.Command("ip", "netns", "add", ns),
+		sys.Command("ip", "link", "add", host, "type", "veth", "peer", "name", pod, "netns", ns),
+		sys.Command("ip", "link", "set", host, "master", n.names.bridge(), "up"),
+		{Name: "ip", Args: []string{"-n", ns, "-batch", "-"}, Stdin: []byte(
+			"link set lo up\n" +
+				"link set dev " + pod + " name eth0\n" +
+				"addr add " + netip.PrefixFrom(a, n.Subnet.Bits()).String() + " dev eth0\n" +
+				"link set eth0 up\n" +
+				"route add default via " + n.Gateway.String() + "\n")},
+	}
+	for _, c := range steps {
+		if _, err := n.R.Run(ctx, c); err != nil {
+			n.delLink(context.WithoutCancel(ctx), host)
+			n.delNetNS(context.WithoutCancel(ctx), ns)
+			return fmt.Errorf("pod %s: network namespace: %w", uid, err)
+		}
+	}
+	return nil
+}
+
+// joined reports whether the pod's namespace is there with its host end
+// on the bridge.
+func (n *NetNSNetwork) joined(ctx context.Context, uid string) bool {
+	if _, err := os.Stat(n.names.path(uid)); err != nil {
+		return false
+	}
+	res, err := sys.Run(ctx, n.R, "ip", "-o", "link", "show", "dev", n.names.hostEnd(uid))
+	return err == nil && strings.Contains(string(res.Stdout), " master "+n.names.bridge()+" ")
+}
+
+// Detach removes the pod's veth pair and namespace and frees its address.
+func (n *NetNSNetwork) Detach(ctx context.Context, t *legion.Task) error {
+	uid := t.Metadata.UID
+	if err := validUID(uid); err != nil {
+		return err
+	}
+	err := errors.Join(n.delLink(ctx, n.names.hostEnd(uid)), n.delNetNS(ctx, n.names.netns(uid)))
+	n.pool.Detach(ctx, t)
+	return err
+}
+
+// Nameserver is where pods reach the node resolver: the gateway.
+func (n *NetNSNetwork) Nameserver() string { return n.Gateway.String() }
+
+// Apply puts the services' VIPs on the bridge (routed to from pods by
+// their default route), has the proxies serve them, and takes off the
+// VIPs no service has any more.
+func (n *NetNSNetwork) Apply(ctx context.Context, services []endpoints.Service, pol *endpoints.Policies) {
+	want := map[netip.Addr]bool{}
+	for _, s := range services {
+		if a, err := netip.ParseAddr(s.VIP); err == nil && a.Is4() && !s.DNSRR {
+			want[a] = true
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	br := n.names.bridge()
+	for a := range want {
+		if n.vips[a] {
+			continue
+		}
+		if _, err := sys.Run(ctx, n.R, "ip", "addr", "add", a.String()+"/32", "dev", br); err != nil && !sys.IsExit(err, "File exists") {
+			n.Log.Warn("pod network: VIP not put on the bridge", "vip", a, "err", err)
+			continue
+		}
+		n.vips[a] = true
+	}
+	n.eps.Apply(ctx, services, pol)
+	for a := range n.vips {
+		if want[a] {
+			continue
+		}
+		if _, err := sys.Run(ctx, n.R, "ip", "addr", "del", a.String()+"/32", "dev", br); err != nil && !sys.IsExit(err, "Cannot assign") {
+			n.Log.Warn("pod network: VIP not taken off the bridge", "vip", a, "err", err)
+			continue
+		}
+		delete(n.vips, a)
+	}
+}
+
+// Remove takes the node's pod network off the host: every namespace and
+// veth of its pods, and the bridge (legion up's end, with its pods).
+func (n *NetNSNetwork) Remove(ctx context.Context) error {
+	err := n.adopt(ctx, nil)
+	if derr := n.delLink(ctx, n.names.bridge()); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	return err
+}
