@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
@@ -127,23 +128,24 @@ func ref(o legion.Object) string {
 
 // query checks what get and watch were asked (the kind, the output
 // format, the scope flags) and connects; the caller closes the client.
-func (c *clusterCLI) query(cmd *cobra.Command, kindArg, output string, f *scopeFlags) (legion.Kind, client.ListOptions, *client.Client, error) {
+func (c *clusterCLI) query(cmd *cobra.Command, kindArg, output string, f *scopeFlags) (legion.Kind, format, client.ListOptions, *client.Client, error) {
 	kind, err := resolveKind(kindArg)
 	if err != nil {
-		return "", client.ListOptions{}, nil, err
+		return "", format{}, client.ListOptions{}, nil, err
 	}
-	if err := checkOutput(output); err != nil {
-		return "", client.ListOptions{}, nil, err
+	fm, err := parseOutput(output)
+	if err != nil {
+		return "", format{}, client.ListOptions{}, nil, err
 	}
 	opts, err := f.options()
 	if err != nil {
-		return "", client.ListOptions{}, nil, err
+		return "", format{}, client.ListOptions{}, nil, err
 	}
 	cl, err := c.connect(cmd)
 	if err != nil {
-		return "", client.ListOptions{}, nil, err
+		return "", format{}, client.ListOptions{}, nil, err
 	}
-	return kind, opts, cl, nil
+	return kind, fm, opts, cl, nil
 }
 
 func (c *clusterCLI) getCommand(use string) *cobra.Command {
@@ -154,7 +156,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 		Short: "Show one object, or list the objects of a kind",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, opts, cl, err := c.query(cmd, args[0], output, &f)
+			kind, fm, opts, cl, err := c.query(cmd, args[0], output, &f)
 			if err != nil {
 				return err
 			}
@@ -164,21 +166,20 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printObjects(cmd.OutOrStdout(), output, []legion.Object{o}, false)
+				l := objectListing([]legion.Object{o}, false, true, time.Now())
+				return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 			}
 			objs, _, err := cl.List(ctxOf(cmd), kind, opts)
 			if err != nil {
 				return err
 			}
-			if len(objs) == 0 && output == "table" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "No %s found.\n", plural(strings.ToLower(string(kind))))
-				return nil
-			}
-			return printObjects(cmd.OutOrStdout(), output, objs, f.all)
+			l := objectListing(objs, f.all, false, time.Now())
+			l.none = plural(strings.ToLower(string(kind)))
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}
 	f.add(cmd, true)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, yaml or json")
+	outputFlag(cmd, &output)
 	return cmd
 }
 
@@ -248,27 +249,24 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 		Short: "List a kind, then print every change to it as it happens",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, opts, cl, err := c.query(cmd, args[0], output, &f)
+			kind, fm, opts, cl, err := c.query(cmd, args[0], output, &f)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			out := cmd.OutOrStdout()
+			p := &watchPrinter{w: cmd.OutOrStdout(), f: fm, withNamespace: f.all, now: time.Now}
 			return cl.ListWatch(ctxOf(cmd), kind, opts, func(u client.Update) error {
 				if u.Listed {
-					for _, o := range u.Objects {
-						if err := printEvent(out, output, client.Event{Type: "LISTED", Version: u.Version, Object: o}); err != nil {
-							return err
-						}
-					}
-					return nil
+					// A listing, first or after the watch was reset, shows
+					// what is there now as added.
+					return p.print(client.Added, u.Objects)
 				}
-				return printEvent(out, output, *u.Event)
+				return p.print(u.Event.Type, []legion.Object{u.Event.Object})
 			})
 		},
 	}
 	f.add(cmd, true)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, yaml or json")
+	outputFlag(cmd, &output)
 	return cmd
 }
 

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -170,12 +169,17 @@ func (c *clusterCLI) availabilityCommand(verb string, a legion.Availability, wha
 }
 
 func (c *clusterCLI) nodeListCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List the nodes with their state, availability and tasks",
+		Short:   "List the nodes with their address, state, availability, manager status and tasks",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
 			cl, err := c.connect(cmd)
 			if err != nil {
 				return err
@@ -189,37 +193,59 @@ func (c *clusterCLI) nodeListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			running := map[string]int{}
-			for _, o := range tasks {
-				t := o.(*legion.Task)
-				if t.Spec.Node != "" && t.Spec.DesiredState == legion.TaskRunning && !t.Status.State.Terminal() {
-					running[t.Spec.Node]++
-				}
+			// Managers' reachability as the manager reached sees it; a
+			// manager that cannot tell still lists the nodes.
+			st, err := cl.Status(ctxOf(cmd))
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: manager status unknown: %v\n", err)
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSTATE\tAVAILABILITY\tROLE\tPLATFORM\tTASKS\tDRAIN")
-			for _, o := range nodes {
-				n := o.(*legion.Node)
-				drain := "-"
-				if n.Status.Drain != nil {
-					drain = string(n.Status.Drain.State)
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s/%s\t%d\t%s\n", n.Metadata.Name, orDash(string(n.Status.State)), n.Spec.Availability,
-					n.Spec.Role, orDash(n.Status.Platform.OS), orDash(n.Status.Platform.Arch), running[n.Metadata.Name], drain)
-			}
-			return w.Flush()
+			l := nodeListing(nodes, tasks, st.Members, time.Now())
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// nodeListing is node ls: get's node table with each manager's status
+// (Leader, Reachable, Unreachable) and the tasks running on each node.
+func nodeListing(nodes, tasks []legion.Object, members []client.Member, now time.Time) listing {
+	running := map[string]int{}
+	for _, o := range tasks {
+		t := o.(*legion.Task)
+		if t.Spec.Node != "" && t.Spec.DesiredState == legion.TaskRunning && !t.Status.State.Terminal() {
+			running[t.Spec.Node]++
+		}
+	}
+	status := map[string]string{}
+	for _, m := range members {
+		status[m.ID] = m.Reachability
+	}
+	l := objectListing(nodes, false, false, now)
+	l.none = "nodes"
+	var manager, count []string
+	for _, o := range nodes {
+		name := o.GetMetadata().Name
+		manager = append(manager, status[name])
+		count = append(count, strconv.Itoa(running[name]))
+	}
+	l.addColumn("MANAGER STATUS", manager)
+	l.addColumn("TASKS", count)
+	return l
 }
 
 func (c *clusterCLI) tasksCommand() *cobra.Command {
-	var ns string
+	var ns, output string
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "tasks [SERVICE|JOB]",
 		Short: "List tasks with their state, node, readiness and message",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
 			cl, err := c.connect(cmd)
 			if err != nil {
 				return err
@@ -230,34 +256,36 @@ func (c *clusterCLI) tasksCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var tasks []*legion.Task
-			for _, o := range objs {
-				t := o.(*legion.Task)
-				if len(args) == 1 && t.Spec.Owner.Name != args[0] {
-					continue
-				}
-				tasks = append(tasks, t)
+			owner := ""
+			if len(args) == 1 {
+				owner = args[0]
 			}
-			sort.Slice(tasks, func(i, j int) bool {
-				if tasks[i].Metadata.Namespace != tasks[j].Metadata.Namespace {
-					return tasks[i].Metadata.Namespace < tasks[j].Metadata.Namespace
-				}
-				return tasks[i].Metadata.Name < tasks[j].Metadata.Name
-			})
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAMESPACE\tNAME\tDESIRED\tSTATE\tNODE\tREADY\tIP\tAGE\tMESSAGE")
-			for _, t := range tasks {
-				age := "-"
-				if !t.Status.Timestamp.IsZero() {
-					age = time.Since(t.Status.Timestamp).Round(time.Second).String()
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\n", t.Metadata.Namespace, t.Metadata.Name, t.Spec.DesiredState,
-					orDash(string(t.Status.State)), orDash(t.Spec.Node), t.Status.Ready, orDash(t.Status.IP), age, t.Status.Message)
-			}
-			return w.Flush()
+			l := objectListing(ownedTasks(objs, owner), all, false, time.Now())
+			l.none = "tasks"
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
+	outputFlag(cmd, &output)
 	return cmd
+}
+
+// ownedTasks are the tasks of the service or job named (all when none),
+// by namespace and name.
+func ownedTasks(objs []legion.Object, owner string) []legion.Object {
+	var tasks []legion.Object
+	for _, o := range objs {
+		if owner == "" || o.(*legion.Task).Spec.Owner.Name == owner {
+			tasks = append(tasks, o)
+		}
+	}
+	sort.SliceStable(tasks, func(i, j int) bool {
+		a, b := tasks[i].GetMetadata(), tasks[j].GetMetadata()
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return tasks
 }

@@ -59,7 +59,8 @@ func (c *clusterCLI) volumeListCommand() *cobra.Command {
 		Short:   "List Volumes with their driver, size, node, state and the tasks using them",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output); err != nil {
+			fm, err := parseOutput(output)
+			if err != nil {
 				return err
 			}
 			cl, err := c.connect(cmd)
@@ -72,38 +73,32 @@ func (c *clusterCLI) volumeListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if output != "table" {
-				return printObjects(cmd.OutOrStdout(), output, vols, all)
-			}
-			if len(vols) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "No volumes found.")
-				return nil
-			}
-			tasks, _, err := cl.List(ctxOf(cmd), legion.KindTask, opts)
-			if err != nil {
-				return err
-			}
-			users := volumeUsers(tasks)
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			if all {
-				fmt.Fprint(w, "NAMESPACE\t")
-			}
-			fmt.Fprintln(w, "NAME\tDRIVER\tSIZE\tNODE\tSTATE\tUSED BY")
-			for _, o := range vols {
-				v := o.(*legion.Volume)
-				if all {
-					fmt.Fprintf(w, "%s\t", v.Metadata.Namespace)
+			l := objectListing(vols, all, false, time.Now())
+			l.none = "volumes"
+			if (fm.name == "table" || fm.name == "wide") && len(vols) > 0 {
+				tasks, _, err := cl.List(ctxOf(cmd), legion.KindTask, opts)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", v.Metadata.Name, v.Spec.Driver, sizeOf(v), orDash(v.Status.Node),
-					volumeState(v), orDash(strings.Join(users[volumeKey(v.Metadata.Namespace, v.Metadata.Name)], ",")))
+				addVolumeUsers(&l, vols, volumeUsers(tasks))
 			}
-			return w.Flush()
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (default: default)")
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, yaml or json")
+	outputFlag(cmd, &output)
 	return cmd
+}
+
+// addVolumeUsers adds the USED BY column: the tasks mounting each Volume.
+func addVolumeUsers(l *listing, vols []legion.Object, users map[string][]string) {
+	var cells []string
+	for _, o := range vols {
+		m := o.GetMetadata()
+		cells = append(cells, strings.Join(users[volumeKey(m.Namespace, m.Name)], ","))
+	}
+	l.addColumn("USED BY", cells)
 }
 
 func volumeKey(ns, name string) string { return ns + "/" + name }
@@ -155,7 +150,8 @@ func (c *clusterCLI) volumeGetCommand() *cobra.Command {
 		Short: "Show a Volume: where its data is, how it is kept, its move, snapshots and users",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			fm, err := parseOutput(output)
+			if err != nil {
 				return err
 			}
 			cl, err := c.connect(cmd)
@@ -167,8 +163,9 @@ func (c *clusterCLI) volumeGetCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("volume %s: %w", args[0], err)
 			}
-			if output != "table" {
-				return printObjects(cmd.OutOrStdout(), output, []legion.Object{v}, false)
+			if fm.name != "table" && fm.name != "wide" {
+				l := objectListing([]legion.Object{v}, false, true, time.Now())
+				return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 			}
 			tasks, _, err := cl.List(ctxOf(cmd), legion.KindTask, client.ListOptions{Namespace: v.Metadata.Namespace})
 			if err != nil {
@@ -178,7 +175,7 @@ func (c *clusterCLI) volumeGetCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (default: default)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (details), yaml or json")
+	outputFlag(cmd, &output)
 	return cmd
 }
 
