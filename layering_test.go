@@ -41,7 +41,7 @@ var (
 	nodeSide  = []string{module + "/internal/agent", module + "/internal/daemon", module + "/jail"}
 	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/sessions/sessionstest", "scheduler/schedtest",
 		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest", "internal/leakcheck",
-		"internal/testpoll", "internal/lab/..."}
+		"internal/testpoll"}
 )
 
 // layers is the map of the module: one row a layer, read top to bottom
@@ -68,7 +68,7 @@ var layers = []layer{
 	// The address plan is shared by managers and nodes, so it does no I/O.
 	{pattern: "netbsd/addrplan", thirdParty: []string{}, noStd: pureStd},
 	{pattern: "netbsd/ingress", thirdParty: []string{}, neverDeps: noServer},
-	{pattern: "netbsd/loopback", neverDeps: noServer},
+	{pattern: "netbsd/loopback", may: []string{"netbsd/addrplan"}, neverDeps: noServer},
 	{pattern: "netbsd/resolver", neverDeps: noServer},
 
 	// The wire and the client.
@@ -80,13 +80,15 @@ var layers = []layer{
 	{pattern: "cluster/pki"},
 	{pattern: "cluster/rbac", may: []string{""}},
 	{pattern: "cluster/store", may: []string{""}},
+	// The cluster's address plan in the store.
+	{pattern: "cluster/netplan", may: []string{"", "cluster/store", "netbsd/addrplan"}},
 	// Audit events, their buffer and batches: over the store, no network.
 	{pattern: "cluster/audit", may: []string{"", "cluster/store"}},
 	{pattern: "cluster/...", may: []string{"", "scheduler", "cluster/...", "internal/proto", "internal/endpoints",
 		"netbsd/addrplan", "image", "image/cosign"}},
 	// The leader's work and the manager's entry point run on managers
 	// without an agent: nothing of the node side comes with them.
-	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/store", "internal/proto", "netbsd/addrplan", "image", "image/cosign"},
+	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/netplan", "cluster/store", "internal/proto", "netbsd/addrplan", "image", "image/cosign"},
 		neverDeps: nodeSide},
 	{pattern: "cluster/manager", may: []string{"cluster/audit", "cluster/leader", "cluster/server", "image"}, neverDeps: nodeSide},
 
@@ -102,8 +104,6 @@ var layers = []layer{
 	{pattern: "internal/testimage/...", may: []string{"", "...", "-cmd"}},
 	{pattern: "internal/leakcheck", thirdParty: []string{"go.uber.org/goleak"}},
 	{pattern: "internal/testpoll", thirdParty: []string{}},
-	// Real daemons in network namespaces, and the command that runs them.
-	{pattern: "internal/lab/...", may: []string{"", "...", "-cmd"}},
 	{pattern: "scheduler/schedtest", may: []string{"", "scheduler"}, noStd: pureStd},
 
 	{pattern: "examples/...", may: []string{"", "client", "image", "jail/...", "zfs", "netbsd", "sys"}, neverDeps: []string{"github.com/hashicorp/raft", "github.com/spf13/cobra", "go.etcd.io/bbolt", module + "/cluster/server", module + "/cluster/store"}},

@@ -10,6 +10,7 @@ import (
 	"github.com/legionbsd/legion/netbsd/addrplan"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/netplan"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -24,7 +25,8 @@ import (
 const SubnetsConfig = "node-subnets"
 
 // Register records what the node reports of itself in its Node's status,
-// keeping the operator's spec, and gives it its pod subnet once.
+// keeping the operator's spec, and gives it its pod subnet once and the
+// cluster's service range.
 func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (*legionpb.RegisterResponse, error) {
 	id, leaf, err := caller(ctx, req.GetNode())
 	if err != nil {
@@ -50,7 +52,11 @@ func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (
 	if err != nil {
 		return nil, s.statusOf(fmt.Errorf("node %s: pod subnet: %w", id.Name, err))
 	}
-	cidr := addrplan.NodeSubnet(n).String()
+	plan, err := netplan.Read(st)
+	if err != nil {
+		return nil, s.statusOf(fmt.Errorf("node %s: the cluster's ranges: %w", id.Name, err))
+	}
+	cidr := plan.NodeSubnet(n).String()
 	node, err := writeNode(ctx, st, id, rep, cidr)
 	if err != nil {
 		return nil, s.statusOf(fmt.Errorf("node %s: %w", id.Name, err))
@@ -61,7 +67,7 @@ func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	s.log.Info("node registered", "node", id.Name, "podCidr", cidr, "addr", rep.Addr)
-	return &legionpb.RegisterResponse{Node: data, PodCidr: cidr}, nil
+	return &legionpb.RegisterResponse{Node: data, PodCidr: cidr, ServiceCidr: plan.Service.String()}, nil
 }
 
 func peerHost(ctx context.Context) string {

@@ -7,17 +7,20 @@ import (
 	"log/slog"
 	"net/netip"
 
-	"github.com/legionbsd/legion/netbsd/addrplan"
-
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/netplan"
 	"github.com/legionbsd/legion/cluster/store"
 )
 
 // AllocateVIPs gives every VIP-mode service without one the lowest free
-// address of the service range, recorded in its status. The leader runs
+// address of the cluster's service range, recorded in its status. The leader runs
 // it; a write that lost a race is tried again on the next change.
 func AllocateVIPs(ctx context.Context, st *store.Store) error {
 	objs, _, err := st.List(legion.KindService, "", nil)
+	if err != nil {
+		return err
+	}
+	plan, err := netplan.Read(st)
 	if err != nil {
 		return err
 	}
@@ -34,7 +37,7 @@ func AllocateVIPs(ctx context.Context, st *store.Store) error {
 	}
 	for _, s := range need {
 		key := s.Metadata.Namespace + "/" + s.Metadata.Name
-		a, err := addrplan.AssignVIP(assigned, key)
+		a, err := plan.AssignVIP(assigned, key)
 		if err != nil {
 			return fmt.Errorf("service %s: %w", key, err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/legionbsd/legion/cluster/sessions"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/netbsd/addrplan"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -78,6 +79,11 @@ type Config struct {
 	// RenewCheck is how often the node's certificate is checked for
 	// renewal (an hour when zero).
 	RenewCheck time.Duration
+	// Ranges completes and checks the address plan init was asked for
+	// (unset ranges are zero prefixes) on this host: the daemon picks
+	// free ones on the loopback network and refuses ranges overlapping
+	// the host's networks. Nil fills unset ranges from addrplan.Default.
+	Ranges func(asked addrplan.Plan) (addrplan.Plan, error)
 }
 
 // Server is a daemon's port: fresh, a manager, or a worker.

@@ -20,8 +20,13 @@ import (
 // pods (a /24 of it per node) and services (VIPs). Their IPv6 twins are
 // ULA ranges derived from them (5.2, 5.7). The zero Plan is Default.
 type Plan struct {
-	Pod, Service netip.Prefix
+	Pod     netip.Prefix `json:"podCIDR"`
+	Service netip.Prefix `json:"serviceCIDR"`
 }
+
+// ConfigName is the Config of the reserved namespace holding the plan
+// (its JSON), written once by init.
+const ConfigName = "cluster-network"
 
 // Default is the plan of a cluster whose init was given no ranges on
 // jails: 10.200.0.0/16 for pods, 10.201.0.0/16 for services.
