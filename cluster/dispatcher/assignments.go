@@ -1,11 +1,12 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"encoding/pem"
-	"errors"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
@@ -17,9 +18,12 @@ import (
 )
 
 // Assignments streams the caller's node its tasks and the Secret and
-// Config values they use, from this manager's replica: one whole set at
-// once, and a new one after every change to tasks, Secrets, Configs,
-// Volumes or what else it carries that changes the set.
+// Config values they use, from this manager's replica: a whole set at
+// once, then, after every change that touches the node's set, either a
+// new whole set or (when the request asks for deltas) only what changed
+// since the message before. Every stream reads the replica through one
+// cache kept from its events (viewCache), so a change costs the work of
+// that change, not a reading of the cluster per node.
 func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.ServerStreamingServer[legionpb.AssignmentSet]) error {
 	ctx := stream.Context()
 	id, leaf, err := caller(ctx, req.GetNode())
@@ -36,26 +40,37 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	if err := s.holds(ctx, st, id, leaf, false); err != nil {
 		return err
 	}
+	c := s.cacheOf(st)
+	if err := c.sync(ctx); err != nil {
+		return s.endOf(ctx, err)
+	}
+	ss := &streamState{node: id.Name}
 	var last *legionpb.AssignmentSet
 	for {
-		set, err := s.assignments(st, id.Name)
+		whole := !req.GetDeltas() || !ss.sent
+		set, ch, err := s.compose(st, c, ss, whole)
 		if err != nil {
 			return s.statusOf(err)
 		}
-		at := set.Version
-		set.Version = 0 // compared without it: a set that did not change is not sent again
-		if last == nil || !proto.Equal(set, last) {
-			last = proto.Clone(set).(*legionpb.AssignmentSet)
-			set.Version = at
+		if set != nil && whole {
+			// A whole set that did not change is not sent again.
+			at := set.Version
+			set.Version = 0
+			if last != nil && proto.Equal(set, last) {
+				set = nil
+			} else {
+				last = proto.Clone(set).(*legionpb.AssignmentSet)
+				set.Version = at
+			}
+		}
+		if set != nil {
 			if err := stream.Send(set); err != nil {
 				return err
 			}
+			ss.sent = true
 		}
-		if err := s.waitChange(ctx, st, at); err != nil {
-			if ctx.Err() != nil {
-				return status.FromContextError(ctx.Err()).Err()
-			}
-			return s.statusOf(err)
+		if err := s.waitChange(ctx, st, ch); err != nil {
+			return s.endOf(ctx, err)
 		}
 		// The removal of the node is a Config change, which wakes the
 		// wait: the stream ends with the refusal at once.
@@ -65,56 +80,208 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	}
 }
 
-// waitChange returns once a task, Secret, Config, Service, Node,
-// Namespace, NetworkPolicy, Route or Volume changed after version
-// at (or the history no longer reaches back), or with an error once the
-// replica no longer follows a leader.
-func (s *Service) waitChange(ctx context.Context, st *store.Store, at uint64) error {
+// endOf is the status a stream ends with.
+func (s *Service) endOf(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return s.statusOf(err)
+}
+
+// waitChange returns once the cache published again (ch closed), or with
+// an error once the replica no longer follows a leader.
+func (s *Service) waitChange(ctx context.Context, st *store.Store, ch <-chan struct{}) error {
+	t := time.NewTimer(s.check)
+	defer t.Stop()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, s.check)
-		err := st.WaitChange(wctx, at, legion.KindTask, legion.KindSecret, legion.KindConfig, legion.KindService, legion.KindNode,
-			legion.KindNamespace, legion.KindNetworkPolicy, legion.KindRoute, legion.KindVolume)
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
-			return err
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
 		}
 		if err := s.following(ctx, st); err != nil {
 			return err
 		}
+		t.Reset(s.check)
 	}
 }
 
-// assignments reads a node's set from the local replica.
-func (s *Service) assignments(st *store.Store, node string) (*legionpb.AssignmentSet, error) {
-	v, err := readView(st, node, s.volumeIndexAt)
-	if err != nil {
-		return nil, err
+// streamState is what one stream has sent: the cache generation its last
+// message was made at, and the node's values and volumes as sent.
+type streamState struct {
+	node    string
+	sent    bool
+	gen     uint64
+	values  map[string][]byte
+	volumes map[string][]byte
+}
+
+// compose makes the stream's next message from the cache: a whole set,
+// or the changes since the stream's last message (nil when none). ch is
+// closed at the cache's next publication.
+func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole bool) (*legionpb.AssignmentSet, <-chan struct{}, error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return nil, nil, c.err
 	}
-	set := &legionpb.AssignmentSet{Values: v.Values, Version: v.At}
-	for _, t := range v.Tasks {
-		data, err := legion.MarshalJSON(t)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "task %s/%s: %v", t.Metadata.Namespace, t.Metadata.Name, err)
+	ch, gen, at := c.changed, c.gen, c.at
+	if ss.gen < c.loadGen {
+		whole = true // the cache read the replica again since
+	}
+	set := &legionpb.AssignmentSet{Version: at, Delta: !whole}
+	tp := c.byNode[ss.node]
+	tasksChanged := whole || tp != nil && tp.changed(ss.gen)
+	redoValues := tasksChanged || c.valuesGen > ss.gen || c.nodesGen > ss.gen || c.routesP.changed(ss.gen)
+	redoVolumes := tasksChanged || c.volumesGen > ss.gen
+	var tasks []*legion.Task
+	if redoValues || redoVolumes {
+		if tp != nil {
+			for k := range tp.items {
+				tasks = append(tasks, c.tasks[k])
+			}
 		}
-		set.Tasks = append(set.Tasks, data)
+		sort.Slice(tasks, func(i, j int) bool {
+			a, b := tasks[i].Metadata, tasks[j].Metadata
+			return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+		})
 	}
-	for _, vol := range v.Volumes {
-		data, err := legion.MarshalJSON(vol)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "volume %s/%s: %v", vol.Metadata.Namespace, vol.Metadata.Name, err)
-		}
-		set.Volumes = append(set.Volumes, data)
-	}
-	for _, f := range []struct {
-		dst  *[]byte
-		what string
-		v    any
-	}{{&set.Endpoints, "endpoints", v.Endpoints}, {&set.Peers, "peers", v.Peers}, {&set.Routes, "routes", v.Routes}, {&set.Policies, "policies", v.Policies}} {
-		if *f.dst, err = json.Marshal(f.v); err != nil {
-			return nil, status.Errorf(codes.Internal, "%s: %v", f.what, err)
+	var tlsRoutes []*legion.Route
+	serveHTTPS := false
+	if redoValues {
+		serveHTTPS = mayServeHTTPS(sortedValues(c.nodes), ss.node)
+		for _, r := range sortedValues(c.routes) {
+			if r.Spec.TLS != nil && r.Spec.TLS.Secret != "" {
+				tlsRoutes = append(tlsRoutes, r)
+			}
 		}
 	}
-	return set, nil
+	vols := c.vols
+	if whole {
+		if tp != nil {
+			set.Tasks = listOf(tp.items)
+		} else {
+			set.Tasks = [][]byte{}
+		}
+		set.Endpoints, set.Peers, set.Routes = c.endpoints.list(), c.peers.list(), c.routesP.list()
+		set.Policies = policiesJSON(c.rules, c.members.list())
+	} else {
+		if tasksChanged && tp != nil {
+			set.TaskChanges = itemsOf(tp.since(ss.gen))
+		}
+		set.EndpointChanges = itemsOf(c.endpoints.since(ss.gen))
+		set.PeerChanges = itemsOf(c.peers.since(ss.gen))
+		set.RouteChanges = itemsOf(c.routesP.since(ss.gen))
+		set.MemberChanges = itemsOf(c.members.since(ss.gen))
+		if c.rulesGen > ss.gen {
+			set.PolicyRules = c.rules
+		}
+	}
+	c.mu.Unlock()
+
+	values, volumes := ss.values, ss.volumes
+	if redoValues {
+		values = nodeValues(st, tasks, tlsRoutes, serveHTTPS)
+	}
+	if redoVolumes {
+		volumes = map[string][]byte{}
+		for _, v := range vols.forNode(ss.node, tasks) {
+			data, err := legion.MarshalJSON(v)
+			if err != nil {
+				return nil, nil, status.Errorf(codes.Internal, "volume %s/%s: %v", v.Metadata.Namespace, v.Metadata.Name, err)
+			}
+			volumes[itemKey(v.Metadata.Namespace, v.Metadata.Name)] = data
+		}
+	}
+	if whole {
+		set.Values = values
+		set.Volumes = listOf(volumes)
+		if len(set.Volumes) == 0 {
+			set.Volumes = nil
+		}
+	} else {
+		set.ValueChanges = itemsOf(diff(ss.values, values))
+		set.VolumeChanges = itemsOf(diff(ss.volumes, volumes))
+	}
+	ss.gen, ss.values, ss.volumes = gen, values, volumes
+	if !whole && set.TaskChanges == nil && set.ValueChanges == nil && set.VolumeChanges == nil && set.EndpointChanges == nil &&
+		set.PeerChanges == nil && set.RouteChanges == nil && set.MemberChanges == nil && set.PolicyRules == nil {
+		return nil, ch, nil
+	}
+	return set, ch, nil
+}
+
+// nodeValues reads the Secrets and Configs the node's tasks use, and the
+// certificates of the routes it may serve.
+func nodeValues(st *store.Store, tasks []*legion.Task, tlsRoutes []*legion.Route, serveHTTPS bool) map[string][]byte {
+	values := map[string][]byte{}
+	for _, t := range tasks {
+		for _, ref := range ValueRefs(t) {
+			if data, ok := valueOf(st, ref.Kind, t.Metadata.Namespace, ref.Name); ok {
+				values[legion.Key(ref.Kind, t.Metadata.Namespace, ref.Name)] = data
+			}
+		}
+	}
+	if serveHTTPS {
+		for _, r := range tlsRoutes {
+			// A route cannot hand nodes another Secret: only one holding
+			// a certificate and a key goes.
+			if data, ok := valueOf(st, legion.KindSecret, r.Metadata.Namespace, r.Spec.TLS.Secret); ok && holdsCertificate(data) {
+				values[legion.Key(legion.KindSecret, r.Metadata.Namespace, r.Spec.TLS.Secret)] = data
+			}
+		}
+	}
+	return values
+}
+
+// diff is what turns from into to.
+func diff(from, to map[string][]byte) (put map[string][]byte, removed []string, whole bool) {
+	put = map[string][]byte{}
+	for k, v := range to {
+		if old, ok := from[k]; !ok || !bytes.Equal(old, v) {
+			put[k] = v
+		}
+	}
+	for k := range from {
+		if _, ok := to[k]; !ok {
+			removed = append(removed, k)
+		}
+	}
+	sort.Strings(removed)
+	return put, removed, false
+}
+
+// itemsOf is a part's changes as sent; nil when there are none.
+func itemsOf(put map[string][]byte, removed []string, whole bool) *legionpb.Items {
+	if !whole && len(put) == 0 && len(removed) == 0 {
+		return nil
+	}
+	return &legionpb.Items{Put: put, Removed: removed, Replace: whole}
+}
+
+// listOf is a map's values in key order.
+func listOf(m map[string][]byte) [][]byte {
+	return sortedValues(m)
+}
+
+// policiesJSON joins the policy rules (an endpoints.Policies without
+// members) and the members' list into one endpoints.Policies.
+func policiesJSON(rules, members []byte) []byte {
+	if len(rules) == 0 {
+		rules = []byte("{}")
+	}
+	if string(members) == "[]" {
+		return rules
+	}
+	out := append([]byte(nil), rules[:len(rules)-1]...)
+	if string(rules) != "{}" {
+		out = append(out, ',')
+	}
+	out = append(out, `"members":`...)
+	out = append(out, members...)
+	return append(out, '}')
 }
 
 // ValueRef names a Secret or Config of a task's namespace.

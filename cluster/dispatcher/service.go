@@ -65,6 +65,9 @@ type Service struct {
 	vols   *volumeIndex // shared by every stream; see volumeIndexAt
 	volsOf *store.Store // the replica vols was read from
 	volsAt uint64       // the latest version vols is known to hold at
+
+	cmu   sync.Mutex
+	cache *viewCache // the replica's state for the streams; see cacheOf
 }
 
 // Options tune a Service; the zero value serves production.

@@ -24,9 +24,17 @@ func readVolumes(st *store.Store) (*volumeIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	ix := &volumeIndex{at: at, byKey: make(map[string]*legion.Volume, len(objs)), byNode: map[string][]string{}}
-	for _, o := range objs {
-		v := o.(*legion.Volume)
+	vols := make([]*legion.Volume, len(objs))
+	for i, o := range objs {
+		vols[i] = o.(*legion.Volume)
+	}
+	return indexVolumes(vols, at), nil
+}
+
+// indexVolumes indexes Volumes read at version at.
+func indexVolumes(vols []*legion.Volume, at uint64) *volumeIndex {
+	ix := &volumeIndex{at: at, byKey: make(map[string]*legion.Volume, len(vols)), byNode: map[string][]string{}}
+	for _, v := range vols {
 		k := volumeKey(v.Metadata.Namespace, v.Metadata.Name)
 		ix.byKey[k] = v
 		nodes := []string{v.Status.Node}
@@ -41,7 +49,7 @@ func readVolumes(st *store.Store) (*volumeIndex, error) {
 			}
 		}
 	}
-	return ix, nil
+	return ix
 }
 
 func volumeKey(namespace, name string) string { return namespace + "/" + name }

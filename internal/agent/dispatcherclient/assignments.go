@@ -13,8 +13,10 @@ import (
 )
 
 // Assignments implements agent.Manager: the node's whole set each time it
-// changes, followed through one manager at a time; when the stream breaks
-// it is opened again on the next manager. The channel closes when ctx
+// changes, followed through one manager at a time, which sends a whole
+// set first and then only changes, applied here; when the stream breaks
+// it is opened again on the next manager, which starts again with a
+// whole set. The channel closes when ctx
 // ends or at Close. A set the agent has not taken yet is replaced by a
 // newer one.
 func (s *Session) Assignments(ctx context.Context) (<-chan agent.Assignments, error) {
@@ -67,20 +69,34 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 		s.cutStream, s.streamOn = nil, ""
 		s.mu.Unlock()
 	}()
-	st, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{Node: s.cfg.Node})
+	st, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{Node: s.cfg.Node, Deltas: true})
 	if err != nil {
 		return false, err
 	}
 	got := false
+	var cur *state // nil until the stream's first, whole, set
 	for {
 		set, err := st.Recv()
 		if err != nil {
 			return got, err
 		}
-		as, err := decode(set)
+		var as agent.Assignments
+		switch {
+		case !set.GetDelta():
+			if as, err = decode(set); err == nil {
+				cur = stateOf(as)
+			}
+		case cur == nil:
+			err = fmt.Errorf("changes at version %d before a whole set", set.GetVersion())
+		default:
+			if err = cur.apply(set); err == nil {
+				as = cur.assignments()
+			}
+		}
 		if err != nil {
 			// Only whole sets reach the agent: a manager sending what this
-			// agent cannot read is left for another.
+			// agent cannot read is left for another, which starts again
+			// with a whole set.
 			return got, fmt.Errorf("manager %s: %w", addr, err)
 		}
 		if !deliver(ctx, out, as) {

@@ -1,0 +1,531 @@
+package dispatcher
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/endpoints"
+)
+
+// publishEvery is the shortest time between two publications of the
+// cache: the events of a busy moment (a rollout writes thousands) are
+// folded into one, so the derived parts are worked out once for all of
+// them and each stream wakes once.
+const publishEvery = 20 * time.Millisecond
+
+// itemKey joins two names with a NUL byte, so keys sort as (first,
+// second) pairs do: as the whole set's lists are ordered.
+func itemKey(a, b string) string { return a + "\x00" + b }
+
+// part is one keyed part of what nodes are sent (a node's tasks, the
+// services' endpoints, ...): each item's JSON, and a log of which keys
+// changed at which generation, so a stream asks what changed since the
+// generation it last sent.
+type part struct {
+	items map[string][]byte
+	log   []partChange // in generation order
+	base  uint64       // changes at or before base may be gone from log
+}
+
+type partChange struct {
+	gen uint64
+	key string
+}
+
+// maxLogSlack bounds the log beyond the number of items before the older
+// half is dropped; a stream behind what is left gets the part whole.
+const maxLogSlack = 4096
+
+func newPart() *part { return &part{items: map[string][]byte{}} }
+
+func (p *part) put(gen uint64, key string, data []byte) {
+	if old, ok := p.items[key]; ok && bytes.Equal(old, data) {
+		return
+	}
+	p.items[key] = data
+	p.note(gen, key)
+}
+
+func (p *part) remove(gen uint64, key string) {
+	if _, ok := p.items[key]; !ok {
+		return
+	}
+	delete(p.items, key)
+	p.note(gen, key)
+}
+
+func (p *part) note(gen uint64, key string) {
+	p.log = append(p.log, partChange{gen, key})
+	if n := len(p.log); n > maxLogSlack && n > 4*len(p.items) {
+		cut := n / 2
+		p.base = p.log[cut-1].gen
+		p.log = append([]partChange(nil), p.log[cut:]...)
+	}
+}
+
+// changed reports whether anything changed after generation since.
+func (p *part) changed(since uint64) bool {
+	return since < p.base || len(p.log) > 0 && p.log[len(p.log)-1].gen > since
+}
+
+// since lists the changes after generation since; whole when the log no
+// longer reaches back that far (put then holds every item).
+func (p *part) since(since uint64) (put map[string][]byte, removed []string, whole bool) {
+	if since < p.base {
+		return p.all(), nil, true
+	}
+	i := sort.Search(len(p.log), func(i int) bool { return p.log[i].gen > since })
+	put = map[string][]byte{}
+	seen := map[string]bool{}
+	for _, c := range p.log[i:] {
+		if seen[c.key] {
+			continue
+		}
+		seen[c.key] = true
+		if data, ok := p.items[c.key]; ok {
+			put[c.key] = data
+		} else {
+			removed = append(removed, c.key)
+		}
+	}
+	sort.Strings(removed)
+	return put, removed, false
+}
+
+func (p *part) all() map[string][]byte {
+	out := make(map[string][]byte, len(p.items))
+	for k, v := range p.items {
+		out[k] = v
+	}
+	return out
+}
+
+// list is the part's items as one JSON list in key order.
+func (p *part) list() []byte {
+	keys := make([]string, 0, len(p.items))
+	for k := range p.items {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(p.items[k])
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+// viewCache is one replica's state as every node's stream needs it, kept
+// from the replica's events by one goroutine: the objects of the kinds
+// the sets are made of, each node's tasks, and the parts every node
+// follows (endpoints per service, peers per node, routes, policy rules,
+// policy members per task), each worked out again only where an event
+// touched it. Streams read it under mu.
+type viewCache struct {
+	st *store.Store
+
+	mu      sync.Mutex
+	err     error         // set once the cache stopped (the store closed)
+	changed chan struct{} // closed at the next publication
+	gen     uint64        // publications so far
+	loadGen uint64        // the publication of the last full reading
+	at      uint64        // the version of the last event taken
+
+	tasks     map[string]*legion.Task // namespace NUL name
+	byService map[string]map[string]bool
+	services  map[string]*legion.Service
+	nodes     map[string]*legion.Node
+	routes    map[string]*legion.Route
+	nss       map[string]*legion.Namespace
+	netpols   map[string]*legion.NetworkPolicy
+	volumes   map[string]*legion.Volume
+
+	byNode    map[string]*part // each node's tasks, as JSON
+	endpoints *part
+	epVals    map[string]endpoints.Service
+	peers     *part
+	routesP   *part
+	members   *part
+	rules     []byte
+	rulesGen  uint64
+	// Generations of the last change to Secrets and Configs, Nodes, and
+	// Volumes: what a node's values and volumes depend on beyond its
+	// tasks.
+	valuesGen, nodesGen, volumesGen uint64
+	vols                            *volumeIndex
+
+	// What the events of the batch being taken touched.
+	dirtyServices                         map[string]bool
+	dirtyPeers, dirtyRoutes, dirtyRules   bool
+	dirtyVolumes                          bool
+	dirtyValues, dirtyNodes, dirtyConfigs bool
+	configsGen                            uint64
+}
+
+// cacheKinds are the kinds the sets are made of.
+var cacheKinds = []legion.Kind{legion.KindTask, legion.KindService, legion.KindNode, legion.KindRoute,
+	legion.KindNamespace, legion.KindNetworkPolicy, legion.KindVolume}
+
+// cacheOf is the cache of st, started on first use; a cache whose store
+// closed is replaced.
+func (s *Service) cacheOf(st *store.Store) *viewCache {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if c := s.cache; c != nil && c.st == st {
+		c.mu.Lock()
+		err := c.err
+		c.mu.Unlock()
+		if err == nil {
+			return c
+		}
+	}
+	c := &viewCache{st: st, changed: make(chan struct{})}
+	s.cache = c
+	go c.run()
+	return c
+}
+
+// run follows the replica until it closes: a full reading, then events;
+// a history that no longer reaches back (compacted, or a snapshot
+// installed) means reading again.
+func (c *viewCache) run() {
+	for {
+		w, err := c.load()
+		if err == nil {
+			err = c.follow(w)
+		}
+		if errors.Is(err, store.ErrCompacted) || errors.Is(err, store.ErrReset) {
+			continue
+		}
+		c.mu.Lock()
+		c.err = err
+		close(c.changed)
+		c.mu.Unlock()
+		return
+	}
+}
+
+// load reads every object the cache holds and publishes them, returning
+// a watch from the reading's version.
+func (c *viewCache) load() (*store.Watcher, error) {
+	at, err := c.st.Version()
+	if err != nil {
+		return nil, err
+	}
+	w, err := c.st.Watch(max(at, 1))
+	if err != nil {
+		return nil, err
+	}
+	objs := map[legion.Kind][]legion.Object{}
+	for _, k := range cacheKinds {
+		if objs[k], _, err = c.st.List(k, "", nil); err != nil {
+			return nil, err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = at
+	// Streams that sent anything before this reading get whole sets:
+	// the parts' logs start again here.
+	c.loadGen = c.gen + 1
+	c.tasks, c.byService, c.byNode = map[string]*legion.Task{}, map[string]map[string]bool{}, map[string]*part{}
+	c.services, c.nodes, c.routes = map[string]*legion.Service{}, map[string]*legion.Node{}, map[string]*legion.Route{}
+	c.nss, c.netpols, c.volumes = map[string]*legion.Namespace{}, map[string]*legion.NetworkPolicy{}, map[string]*legion.Volume{}
+	c.endpoints, c.epVals, c.peers, c.routesP, c.members = newPart(), map[string]endpoints.Service{}, newPart(), newPart(), newPart()
+	c.dirtyServices = map[string]bool{}
+	c.dirtyPeers, c.dirtyRoutes, c.dirtyRules, c.dirtyVolumes = true, true, true, true
+	c.dirtyValues, c.dirtyNodes, c.dirtyConfigs = true, true, true
+	for _, k := range cacheKinds {
+		for _, o := range objs[k] {
+			c.take(store.Event{Type: store.Added, Object: o})
+		}
+	}
+	for k := range c.services {
+		c.dirtyServices[k] = true
+	}
+	c.publish()
+	return w, nil
+}
+
+// follow takes events until the watch fails, publishing the events of
+// each busy moment together.
+func (c *viewCache) follow(w *store.Watcher) error {
+	ctx := context.Background()
+	drained, cancel := context.WithCancel(ctx)
+	cancel() // Next hands over what the history holds, then stops
+	last := time.Time{}
+	for {
+		ev, err := w.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if wait := publishEvery - time.Since(last); wait > 0 {
+			time.Sleep(wait) // let the rest of the moment's events arrive
+		}
+		c.mu.Lock()
+		c.take(ev)
+		for {
+			ev, err := w.Next(drained)
+			if errors.Is(err, context.Canceled) {
+				break
+			}
+			if err != nil {
+				c.mu.Unlock()
+				return err
+			}
+			c.take(ev)
+		}
+		c.publish()
+		c.mu.Unlock()
+		last = time.Now()
+	}
+}
+
+// take applies one event to the objects, noting what it touches. Called
+// with mu held, gen not yet advanced for the batch.
+func (c *viewCache) take(ev store.Event) {
+	gen := c.gen + 1
+	if ev.Version > c.at {
+		c.at = ev.Version
+	}
+	o := ev.Object
+	md := o.GetMetadata()
+	key := itemKey(md.Namespace, md.Name)
+	gone := ev.Type == store.Deleted
+	switch x := o.(type) {
+	case *legion.Task:
+		old := c.tasks[key]
+		if old != nil {
+			c.touchTask(old)
+			if old.Spec.Node != x.Spec.Node || gone {
+				if p := c.byNode[old.Spec.Node]; p != nil {
+					p.remove(gen, key)
+				}
+			}
+		}
+		if gone {
+			delete(c.tasks, key)
+			if old != nil && old.Spec.Owner.Kind == legion.KindService {
+				delete(c.byService[itemKey(md.Namespace, old.Spec.Owner.Name)], key)
+			}
+			c.members.remove(gen, key)
+			return
+		}
+		c.tasks[key] = x
+		c.touchTask(x)
+		if x.Spec.Owner.Kind == legion.KindService {
+			sk := itemKey(md.Namespace, x.Spec.Owner.Name)
+			if c.byService[sk] == nil {
+				c.byService[sk] = map[string]bool{}
+			}
+			c.byService[sk][key] = true
+		}
+		if x.Spec.Node != "" {
+			data, err := legion.MarshalJSON(x)
+			if err == nil {
+				p := c.byNode[x.Spec.Node]
+				if p == nil {
+					p = newPart()
+					c.byNode[x.Spec.Node] = p
+				}
+				p.put(gen, key, data)
+			}
+		}
+		if endpoints.Running(x) {
+			m := endpoints.Member{Namespace: md.Namespace, Task: md.Name, IP: x.Status.IP, Node: x.Spec.Node}
+			if x.Spec.Owner.Kind == legion.KindService {
+				m.Service = x.Spec.Owner.Name
+			}
+			if data, err := json.Marshal(m); err == nil {
+				c.members.put(gen, key, data)
+			}
+		} else {
+			c.members.remove(gen, key)
+		}
+	case *legion.Service:
+		setOrDelete(c.services, key, x, gone)
+		c.dirtyServices[key] = true
+	case *legion.Node:
+		setOrDelete(c.nodes, md.Name, x, gone)
+		c.dirtyPeers, c.dirtyNodes = true, true
+	case *legion.Route:
+		setOrDelete(c.routes, key, x, gone)
+		c.dirtyRoutes = true
+	case *legion.Namespace:
+		setOrDelete(c.nss, md.Name, x, gone)
+		c.dirtyRules = true
+	case *legion.NetworkPolicy:
+		setOrDelete(c.netpols, key, x, gone)
+		c.dirtyRules = true
+	case *legion.Volume:
+		setOrDelete(c.volumes, key, x, gone)
+		c.dirtyVolumes = true
+	case *legion.Secret:
+		c.dirtyValues = true
+	case *legion.Config:
+		c.dirtyValues, c.dirtyConfigs = true, true
+	}
+}
+
+// touchTask marks the service a task's readiness feeds as changed.
+// A task leaving readiness is seen through its old version, which was
+// ready; one entering it through its new one.
+func (c *viewCache) touchTask(t *legion.Task) {
+	if endpoints.Ready(t) {
+		c.dirtyServices[itemKey(t.Metadata.Namespace, t.Spec.Owner.Name)] = true
+	}
+}
+
+func setOrDelete[T any](m map[string]T, key string, v T, gone bool) {
+	if gone {
+		delete(m, key)
+		return
+	}
+	m[key] = v
+}
+
+// publish works out again what the batch's events touched and wakes the
+// streams. Called with mu held.
+func (c *viewCache) publish() {
+	c.gen++
+	gen := c.gen
+	epChanged := false
+	for sk := range c.dirtyServices {
+		svc := c.services[sk]
+		if svc == nil {
+			if _, ok := c.epVals[sk]; ok {
+				delete(c.epVals, sk)
+				c.endpoints.remove(gen, sk)
+				epChanged = true
+			}
+			continue
+		}
+		var tasks []*legion.Task
+		for tk := range c.byService[sk] {
+			if t := c.tasks[tk]; t != nil {
+				tasks = append(tasks, t)
+			}
+		}
+		e := endpoints.Compute([]*legion.Service{svc}, tasks)[0]
+		data, err := json.Marshal(e)
+		if err != nil {
+			continue
+		}
+		if old, ok := c.endpoints.items[sk]; !ok || !bytes.Equal(old, data) {
+			epChanged = true
+		}
+		c.epVals[sk] = e
+		c.endpoints.put(gen, sk, data)
+	}
+	clear(c.dirtyServices)
+	if c.dirtyPeers {
+		nodes := sortedValues(c.nodes)
+		seen := map[string]bool{}
+		for _, p := range endpoints.Peers(nodes) {
+			if data, err := json.Marshal(p); err == nil {
+				c.peers.put(gen, p.Name, data)
+				seen[p.Name] = true
+			}
+		}
+		for k := range c.peers.items {
+			if !seen[k] {
+				c.peers.remove(gen, k)
+			}
+		}
+	}
+	if c.dirtyRoutes || epChanged && len(c.routes) > 0 {
+		var eps []endpoints.Service
+		for _, r := range c.routes {
+			if e, ok := c.epVals[itemKey(r.Metadata.Namespace, r.Spec.Service)]; ok {
+				eps = append(eps, e)
+			}
+		}
+		seen := map[string]bool{}
+		for _, r := range endpoints.ComputeRoutes(sortedValues(c.routes), eps) {
+			k := itemKey(r.Namespace, r.Name)
+			if data, err := json.Marshal(r); err == nil {
+				c.routesP.put(gen, k, data)
+				seen[k] = true
+			}
+		}
+		for k := range c.routesP.items {
+			if !seen[k] {
+				c.routesP.remove(gen, k)
+			}
+		}
+	}
+	if c.dirtyRules {
+		p := endpoints.ComputePolicies(sortedValues(c.nss), sortedValues(c.netpols), nil)
+		if data, err := json.Marshal(p); err == nil && !bytes.Equal(data, c.rules) {
+			c.rules, c.rulesGen = data, gen
+		}
+	}
+	if c.dirtyVolumes {
+		c.vols = indexVolumes(sortedValues(c.volumes), c.at)
+		c.volumesGen = gen
+	}
+	if c.dirtyValues {
+		c.valuesGen = gen
+	}
+	if c.dirtyNodes {
+		c.nodesGen = gen
+	}
+	if c.dirtyConfigs {
+		c.configsGen = gen
+	}
+	c.dirtyPeers, c.dirtyRoutes, c.dirtyRules, c.dirtyVolumes = false, false, false, false
+	c.dirtyValues, c.dirtyNodes, c.dirtyConfigs = false, false, false
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// sortedValues lists a map's values in key order.
+func sortedValues[T any](m map[string]T) []T {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]T, len(keys))
+	for i, k := range keys {
+		out[i] = m[k]
+	}
+	return out
+}
+
+// sync waits until the cache has taken every event the replica's history
+// holds now, so a stream opened after a write sees it.
+func (c *viewCache) sync(ctx context.Context) error {
+	drained, cancel := context.WithCancel(ctx)
+	cancel()
+	for {
+		c.mu.Lock()
+		at, ch, err, loaded := c.at, c.changed, c.err, c.gen > 0
+		c.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		w, err := c.st.Watch(max(at, 1))
+		if err == nil && loaded {
+			if _, err = w.Next(drained); errors.Is(err, context.Canceled) && ctx.Err() == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,281 @@
+package dispatcherclient
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
+	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/agent"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/internal/testpoll"
+	"google.golang.org/protobuf/proto"
+)
+
+// latest keeps the last assignments a stream gave, with the version of
+// the message they came from.
+type latest struct {
+	mu  sync.Mutex
+	as  agent.Assignments
+	at  uint64
+	n   int // messages
+	err error
+}
+
+func (l *latest) set(as agent.Assignments, at uint64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		l.err = err
+		return
+	}
+	l.as, l.at = as, max(l.at, at)
+	l.n++
+}
+
+func (l *latest) get() (agent.Assignments, uint64, int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.as, l.at, l.n, l.err
+}
+
+// follow reads a raw stream until it ends: whole sets decoded, changes
+// applied to the state the first whole set started.
+func follow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient, deltas bool, l *latest, sizes *[]int) {
+	t.Helper()
+	s, err := c.Assignments(ctx, &legionpb.AssignmentsRequest{Deltas: deltas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		var cur *state
+		for {
+			set, err := s.Recv()
+			if err != nil {
+				if ctx.Err() == nil {
+					l.set(agent.Assignments{}, 0, err)
+				}
+				return
+			}
+			var as agent.Assignments
+			switch {
+			case !set.GetDelta():
+				if as, err = decode(set); err == nil {
+					cur = stateOf(as)
+				}
+			case cur == nil:
+				err = fmt.Errorf("changes before a whole set")
+			default:
+				if err = cur.apply(set); err == nil {
+					as = cur.assignments()
+				}
+			}
+			if sizes != nil {
+				l.mu.Lock()
+				if set.GetDelta() != (len(*sizes) > 0) {
+					err = fmt.Errorf("message %d of a delta stream: delta=%v", len(*sizes), set.GetDelta())
+				}
+				*sizes = append(*sizes, proto.Size(set))
+				l.mu.Unlock()
+			}
+			l.set(as, set.GetVersion(), err)
+		}
+	}()
+}
+
+// wholeNow is the first set of a new stream, decoded.
+func wholeNow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient) agent.Assignments {
+	t.Helper()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set.GetDelta() {
+		t.Fatal("the first message of a stream is a delta")
+	}
+	as, err := decode(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return as
+}
+
+// TestDeltasEndWhereWholeSetsDo follows one node's assignments as changes
+// applied to a first whole set, through random sequences of writes to
+// everything a set is made of, and checks after each sequence that the
+// agent holds what the whole set of a stream opened then gives it.
+func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
+	t.Parallel()
+	m := dispatchertest.Start(t)
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("LEGION_DELTA_SEED"), 10, 64); err == nil {
+		seed = v // to replay a failure
+	}
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	creds := dispatchertest.Credentials(t, m.CA, "node-a", pki.RoleWorker)
+	conn, err := grpc.NewClient(m.Addr, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := legionpb.NewDispatcherClient(conn)
+
+	var delta latest
+	var sizes []int
+	follow(ctx, t, c, true, &delta, &sizes)
+
+	var last uint64
+	w := func(o legion.Object, del bool) {
+		t.Helper()
+		md := o.GetMetadata()
+		if del {
+			if _, err := m.Store.Delete(ctx, o.GetKind(), md.Namespace, md.Name, store.Precondition{}); err == nil {
+				v, _ := m.Store.Version()
+				last = v
+			}
+			return
+		}
+		got, _, err := m.Store.Put(ctx, o, store.WriteOptions{})
+		if err != nil {
+			t.Fatalf("writing %s %s: %v", o.GetKind(), md.Name, err)
+		}
+		last = max(last, got.GetMetadata().Version)
+	}
+	// A task of the node uses the marker, written last in each round: both
+	// streams send at its version at least.
+	marker := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+		Metadata: legion.Metadata{Namespace: "web", Name: "marked"}}}
+	marker.Spec.Node, marker.Spec.DesiredState = "node-a", legion.TaskRunning
+	marker.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example/app:1", Configs: []legion.FileRef{{Name: "marker"}}}}
+	w(marker, false)
+	for round := range 12 {
+		for range 1 + rng.IntN(15) {
+			randomWrite(rng, w)
+		}
+		cfg := &legion.Config{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindConfig,
+			Metadata: legion.Metadata{Namespace: "web", Name: "marker"}}}
+		cfg.Spec.Data = []byte(fmt.Sprint(round))
+		w(cfg, false)
+		// A stream opened now starts with the whole set of this moment.
+		want := wholeNow(ctx, t, c)
+		var why string
+		t.Cleanup(func() {
+			if t.Failed() && why != "" {
+				t.Logf("round %d: %s", round, why)
+			}
+		})
+		testpoll.Until(t, fmt.Sprintf("round %d: the delta stream at the whole set of version %d", round, last), 20*time.Second, 10*time.Millisecond, func() bool {
+			da, _, _, derr := delta.get()
+			if derr != nil {
+				t.Fatalf("delta stream failed: %v", derr)
+			}
+			why = cmp.Diff(want, da)
+			return why == ""
+		})
+		t.Logf("round %d: equal at version %d", round, last)
+	}
+	_, _, n, _ := delta.get()
+	if n < 2 || len(sizes) < 2 {
+		t.Fatalf("the delta stream sent %d messages: too few to show changes", n)
+	}
+}
+
+// randomWrite writes or deletes one random object of the kinds a set is
+// made of: tasks of the node and of another (running, ready, with
+// secrets and configs, owned by services), services, secrets, configs,
+// nodes, routes, namespaces, network policies and volumes.
+func randomWrite(rng *rand.Rand, w func(legion.Object, bool)) {
+	pick := func(n int) int { return rng.IntN(n) }
+	ns := []string{"web", "shop"}[pick(2)]
+	del := pick(5) == 0
+	h := func(k legion.Kind, ns, name string) legion.Header {
+		return legion.Header{APIVersion: legion.APIVersion, Kind: k, Metadata: legion.Metadata{Name: name, Namespace: ns}}
+	}
+	switch pick(9) {
+	case 0, 1, 2:
+		t := &legion.Task{Header: h(legion.KindTask, ns, fmt.Sprintf("t-%d", pick(8)))}
+		t.Spec.Node = []string{"node-a", "node-a", "node-b"}[pick(3)]
+		t.Spec.DesiredState = []legion.TaskState{legion.TaskRunning, legion.TaskShutdown}[pick(2)]
+		t.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: fmt.Sprintf("s-%d", pick(3))}
+		t.Spec.Slot = pick(4)
+		cont := legion.Container{Name: "app", Image: "example/app:1"}
+		if pick(2) == 0 {
+			cont.Secrets = []legion.FileRef{{Name: fmt.Sprintf("sec-%d", pick(3))}}
+		}
+		if pick(2) == 0 {
+			cont.Env = []legion.EnvVar{{Name: "X", Config: fmt.Sprintf("cfg-%d", pick(3))}}
+		}
+		t.Spec.Pod.Containers = []legion.Container{cont}
+		if pick(3) > 0 {
+			t.Spec.Volumes = map[string]string{"data": fmt.Sprintf("v-%d", pick(3))}
+		}
+		t.Status.State = []legion.TaskState{legion.TaskRunning, legion.TaskStarting}[pick(2)]
+		t.Status.Ready = pick(2) == 0
+		if pick(4) > 0 {
+			t.Status.IP = fmt.Sprintf("10.200.0.%d", 2+pick(50))
+		}
+		w(t, del)
+	case 3:
+		s := &legion.Service{Header: h(legion.KindService, ns, fmt.Sprintf("s-%d", pick(3)))}
+		s.Status.VIP = fmt.Sprintf("10.201.0.%d", 1+pick(9))
+		s.Spec.Endpoint.Ports = []legion.ServicePort{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: legion.PortRef{Number: 8000 + pick(3)}}}
+		w(s, del)
+	case 4:
+		if pick(2) == 0 {
+			s := &legion.Secret{Header: h(legion.KindSecret, ns, fmt.Sprintf("sec-%d", pick(3)))}
+			s.Spec.Data = []byte(fmt.Sprintf("value %d", pick(100)))
+			w(s, del)
+		} else {
+			c := &legion.Config{Header: h(legion.KindConfig, ns, fmt.Sprintf("cfg-%d", pick(3)))}
+			c.Spec.Data = []byte(fmt.Sprintf("value %d", pick(100)))
+			w(c, del)
+		}
+	case 5:
+		n := &legion.Node{Header: h(legion.KindNode, "", []string{"node-a", "node-b", "node-c"}[pick(3)])}
+		n.Status.PodCIDR = fmt.Sprintf("10.200.%d.0/24", pick(3))
+		n.Status.Addr = "192.0.2.1"
+		n.Status.WireGuard = &legion.WireGuard{PublicKey: fmt.Sprintf("key-%d", pick(5))}
+		if pick(2) == 0 {
+			n.Metadata.Labels = map[string]string{"legion.ingress": "true"}
+		}
+		w(n, del)
+	case 6:
+		r := &legion.Route{Header: h(legion.KindRoute, ns, fmt.Sprintf("r-%d", pick(3)))}
+		r.Spec = legion.RouteSpec{Host: fmt.Sprintf("h%d.example", pick(3)), Service: fmt.Sprintf("s-%d", pick(3))}
+		if pick(2) == 0 {
+			r.Spec.TLS = &legion.RouteTLS{Secret: fmt.Sprintf("sec-%d", pick(3))}
+		}
+		w(r, del)
+	case 7:
+		n := &legion.Namespace{Header: h(legion.KindNamespace, "", ns)}
+		n.Spec.Isolation = []legion.Isolation{legion.IsolationNamespace, legion.IsolationOpen}[pick(2)]
+		w(n, del)
+		p := &legion.NetworkPolicy{Header: h(legion.KindNetworkPolicy, ns, fmt.Sprintf("p-%d", pick(2)))}
+		w(p, pick(2) == 0)
+	case 8:
+		v := &legion.Volume{Header: h(legion.KindVolume, ns, fmt.Sprintf("v-%d", pick(3))), Spec: legion.VolumeSpec{Driver: legion.DriverZFS, Size: 1 << 30}}
+		v.Status.Node = []string{"", "node-a", "node-b"}[pick(3)]
+		w(v, del)
+	}
+}
