@@ -2,6 +2,7 @@ package netbsd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -23,6 +24,7 @@ type PF struct {
 	Guards *Guards // told which pods the loaded policy guards; may be nil
 
 	mu      sync.Mutex
+	mainOK  bool // pf was seen enabled with a main ruleset calling legion/*
 	loaded  map[string]*Loaded
 	svcMemo *serviceMemo
 	polMemo *policyMemo
@@ -167,6 +169,15 @@ func (p *PF) ApplyPolicy(ctx context.Context, st *PolicyState) (AnchorPlan, erro
 		return plan, err
 	}
 	if p.Guards != nil {
+		// An anchor pf never reaches guards nothing: pods are marked only
+		// once pf is seen enabled and calling legion/* (then trusted, as
+		// the node's start-up checks saw to it).
+		if !p.mainOK {
+			if err := CheckMain(ctx, p.R); err != nil {
+				return plan, fmt.Errorf("%s loaded but its pods are not marked guarded: %w", an.Path, err)
+			}
+			p.mainOK = true
+		}
 		addrs := make([]netip.Addr, len(st.Pods))
 		for i, pod := range st.Pods {
 			addrs[i] = pod.Addr
@@ -255,6 +266,81 @@ func (p *PF) killStates(ctx context.Context, dead map[netip.Addr]bool) error {
 	}
 	if len(kills) > 0 {
 		p.log().Info("killed states of dead backends", "states", len(kills))
+	}
+	return nil
+}
+
+// The main ruleset must call Legion's anchors: pf.conf(5) evaluates an
+// anchor's rules only where the main ruleset reaches a call of it, so
+// without these lines VIPs do nothing and policy is not enforced.
+var mainCalls = []struct{ show, line string }{
+	{"nat", `nat-anchor "legion/*"`},
+	{"nat", `rdr-anchor "legion/*"`},
+	{"rules", `anchor "legion/*"`},
+}
+
+// MainRuleset is the main ruleset `--pf-main` loads on a host whose own
+// does not call Legion's anchors: the calls and nothing else, so what the
+// anchors do not decide passes, as with no ruleset at all.
+const MainRuleset = "nat-anchor \"legion/*\"\nrdr-anchor \"legion/*\"\nanchor \"legion/*\"\n"
+
+// PFEnabled reads the status line of `pfctl -s info`.
+func PFEnabled(info string) (bool, error) {
+	for _, line := range strings.Split(info, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "Status:" {
+			return f[1] == "Enabled", nil
+		}
+	}
+	return false, fmt.Errorf("pfctl -s info printed no Status line")
+}
+
+// MissingMainCalls lists the anchor calls Legion needs that the main
+// ruleset lacks, given `pfctl -s nat` and `pfctl -s rules`; pfctl prints
+// each call as its keyword, the quoted path and what it applies to.
+func MissingMainCalls(nat, rules string) []string {
+	out := map[string]string{"nat": nat, "rules": rules}
+	var missing []string
+	for _, c := range mainCalls {
+		found := false
+		for _, line := range strings.Split(out[c.show], "\n") {
+			l := strings.TrimSpace(line)
+			if l == c.line || strings.HasPrefix(l, c.line+" ") {
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, c.line)
+		}
+	}
+	return missing
+}
+
+// CheckMain reads whether pf is enabled and its main ruleset calls
+// Legion's anchors; nil when both hold.
+func CheckMain(ctx context.Context, r sys.Runner) error {
+	res, err := r.Run(ctx, sys.Command("pfctl", "-s", "info"))
+	if err != nil {
+		return fmt.Errorf("read pf's status: %w", err)
+	}
+	on, err := PFEnabled(string(res.Stdout))
+	if err != nil {
+		return err
+	}
+	if !on {
+		return errors.New("pf is not enabled (pfctl -s info): nothing Legion loads is applied")
+	}
+	var shown [2]string
+	for i, what := range []string{"nat", "rules"} {
+		res, err := r.Run(ctx, sys.Command("pfctl", "-s", what))
+		if err != nil {
+			return fmt.Errorf("read pf's main ruleset (pfctl -s %s): %w", what, err)
+		}
+		shown[i] = string(res.Stdout)
+	}
+	if m := MissingMainCalls(shown[0], shown[1]); len(m) > 0 {
+		return fmt.Errorf("pf's main ruleset lacks %s: Legion's anchors are never evaluated", strings.Join(m, ", "))
 	}
 	return nil
 }

@@ -217,7 +217,7 @@ func TestGuardBeforeAnythingRuns(t *testing.T) {
 	ctx := context.Background()
 	clock := &fakeClock{}
 	guards := NewGuards(clock)
-	f := sys.NewFake()
+	f := readyPF(sys.NewFake())
 	pf := &PF{R: f, Log: quiet(), Guards: guards}
 	st := policyLab()
 	newPod := pod("shop", "web", map[string]string{"app": "web"}, "0000000000000000000000000000a099", "10.200.3.99")
@@ -445,5 +445,53 @@ func TestPolicyQuickPassOnMeshClampsMSS(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatalf("no quick pass out on %s in:\n%s", WGIface, an.Rules)
+	}
+}
+
+// readyPF scripts pf enabled with a main ruleset calling legion/*, as
+// pfctl prints them.
+func readyPF(f *sys.Fake) *sys.Fake {
+	return f.On("pfctl -s info", sys.PfInfo(true)).
+		On("pfctl -s nat", sys.Answer{Stdout: "nat-anchor \"legion/*\" all\nrdr-anchor \"legion/*\" all\n"}).
+		On("pfctl -s rules", sys.Answer{Stdout: "scrub in all fragment reassemble\nanchor \"legion/*\" all\npass all flags S/SA keep state\n"})
+}
+
+// Pods are marked guarded only when pf applies the anchor: pf enabled and
+// the main ruleset calling legion/*. Otherwise the anchor loads, but the
+// pods wait and fail, and the error says what is missing.
+func TestPolicyGuardsOnlyWhenMainCallsAnchors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		f    *sys.Fake
+		want string
+	}{
+		{"pf disabled", sys.NewFake().On("pfctl -s info", sys.PfInfo(false)), "pf is not enabled"},
+		{"no anchor call", sys.NewFake().On("pfctl -s info", sys.PfInfo(true)).
+			On("pfctl -s nat", sys.Answer{Stdout: "nat-anchor \"legion/*\" all\nrdr-anchor \"legion/*\" all\n"}).
+			On("pfctl -s rules", sys.Answer{Stdout: "pass all flags S/SA keep state\n"}), `lacks anchor "legion/*"`},
+		{"no nat calls", sys.NewFake().On("pfctl -s info", sys.PfInfo(true)).
+			On("pfctl -s rules", sys.Answer{Stdout: "anchor \"legion/*\" all\n"}), `lacks nat-anchor "legion/*", rdr-anchor "legion/*"`},
+		{"ready", readyPF(sys.NewFake()), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			guards := NewGuards(&fakeClock{})
+			pf := &PF{R: c.f, Log: quiet(), Guards: guards}
+			st := policyLab()
+			_, err := pf.ApplyPolicy(ctx, &st)
+			if c.want == "" {
+				if err != nil || !guards.Guarded(st.Pods[0].Addr) {
+					t.Fatalf("ready pf: err %v, guarded %v", err, guards.Guarded(st.Pods[0].Addr))
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("want an error saying %q, got %v", c.want, err)
+			}
+			if guards.Guarded(st.Pods[0].Addr) {
+				t.Fatal("a pod was marked guarded by an anchor pf never evaluates")
+			}
+		})
 	}
 }
