@@ -12,16 +12,24 @@ type InitResult struct {
 	// AdminCredentials is the path, on the manager's host, of the admin
 	// bundle (admin.pem) init wrote.
 	AdminCredentials string
+	// PodCIDR and ServiceCIDR are the ranges the cluster got.
+	PodCIDR, ServiceCIDR string
 }
 
 // Init makes the fresh daemon this client reaches the first manager of a
-// new cluster.
+// new cluster, with ranges the daemon chooses.
 func (c *Client) Init(ctx context.Context) (InitResult, error) {
-	r, err := c.cluster.Init(ctx, &pb.InitRequest{})
+	return c.InitRanges(ctx, "", "")
+}
+
+// InitRanges is Init with the cluster's pod and service ranges (IPv4
+// /16s); an empty one is chosen by the daemon.
+func (c *Client) InitRanges(ctx context.Context, podCIDR, serviceCIDR string) (InitResult, error) {
+	r, err := c.cluster.Init(ctx, &pb.InitRequest{PodCidr: podCIDR, ServiceCidr: serviceCIDR})
 	if err != nil {
 		return InitResult{}, wrap(err)
 	}
-	return InitResult{NodeID: r.NodeId, AdminCredentials: r.AdminCredentials}, nil
+	return InitResult{NodeID: r.NodeId, AdminCredentials: r.AdminCredentials, PodCIDR: r.PodCidr, ServiceCIDR: r.ServiceCidr}, nil
 }
 
 // JoinResult is how a daemon joined.
@@ -56,6 +64,8 @@ type Status struct {
 	CommitIndex   uint64
 	Members       []Member
 	Protocol      int // the wire protocol the daemon speaks
+	// The daemon's build.
+	Version, Commit, GoVersion string
 }
 
 // Member is a manager in the Raft configuration.
@@ -76,7 +86,8 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		return Status{}, wrap(err)
 	}
 	st := Status{NodeID: r.NodeId, Role: r.Role, Initialized: r.Initialized, State: r.State, LeaderID: r.LeaderId,
-		LeaderAddress: r.LeaderAddress, Term: r.Term, AppliedIndex: r.AppliedIndex, CommitIndex: r.CommitIndex, Protocol: int(r.Protocol)}
+		LeaderAddress: r.LeaderAddress, Term: r.Term, AppliedIndex: r.AppliedIndex, CommitIndex: r.CommitIndex, Protocol: int(r.Protocol),
+		Version: r.Version, Commit: r.Commit, GoVersion: r.GoVersion}
 	for _, m := range r.Members {
 		st.Members = append(st.Members, Member{ID: m.Id, Address: m.Address, Voter: m.Voter, Leader: m.Leader,
 			Reachability: m.Reachability})

@@ -46,38 +46,31 @@ func newClusterCLI() *clusterCLI {
 }
 
 // server is the manager address in effect: the flag if given, else
-// LEGION_SERVER, else the default.
+// LEGION_SERVER, else the current context's, else the default.
 func (c *clusterCLI) server(cmd *cobra.Command) string {
-	if f := cmd.Flags().Lookup("server"); f != nil && f.Changed {
-		return f.Value.String()
-	}
-	if s := c.v.GetString("server"); s != "" {
-		return s
-	}
-	return client.DefaultServer
+	return serverSetting(cmd)
 }
 
-// connect makes a client with the credentials in effect.
+// connect makes a client with the credentials in effect (the flag, else
+// LEGION_CREDENTIALS, else the current context's).
 func (c *clusterCLI) connect(cmd *cobra.Command) (*client.Client, error) {
-	creds := c.v.GetString("credentials")
-	if f := cmd.Flags().Lookup("credentials"); f != nil && f.Changed {
-		creds = f.Value.String()
-	}
+	creds := credentialsSetting(cmd)
 	if creds == "" {
-		return nil, errors.New("no credentials: pass --credentials or set LEGION_CREDENTIALS (legion init prints where admin.pem is)")
+		return nil, errors.New("no credentials: pass --credentials, set LEGION_CREDENTIALS or choose a context (legion context ls; legion init prints where admin.pem is)")
 	}
-	return client.New(client.Options{Server: c.server(cmd), CredentialsFile: creds, Retry: requestTimeout(cmd)})
+	retry, err := requestTimeoutSetting(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(client.Options{Server: c.server(cmd), CredentialsFile: creds, Retry: retry})
 }
 
-// requestTimeout is --request-timeout when given, else zero (the client's
-// defaults).
+// requestTimeout is the request timeout in effect (the flag, else
+// LEGION_REQUEST_TIMEOUT, else the context's), else zero (the client's
+// defaults); one that does not parse is said by connect.
 func requestTimeout(cmd *cobra.Command) time.Duration {
-	if f := cmd.Flags().Lookup("request-timeout"); f != nil && f.Changed {
-		if d, err := time.ParseDuration(f.Value.String()); err == nil {
-			return d
-		}
-	}
-	return 0
+	d, _ := requestTimeoutSetting(cmd)
+	return d
 }
 
 // bare makes a client without credentials: init, join and status on a
@@ -94,28 +87,40 @@ func ctxOf(cmd *cobra.Command) context.Context {
 }
 
 func (c *clusterCLI) initCommand() *cobra.Command {
-	return &cobra.Command{
+	var podCIDR, serviceCIDR string
+	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Make the daemon reached (a fresh one on this host) the first manager of a new cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkRangeFlags(podCIDR, serviceCIDR); err != nil {
+				return err
+			}
 			cl, err := c.bare(cmd, c.server(cmd))
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			resp, err := cl.Init(ctxOf(cmd))
+			resp, err := cl.InitRanges(ctxOf(cmd), podCIDR, serviceCIDR)
 			if err != nil {
 				return fmt.Errorf("init: %w", err)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Initialised a new cluster; this manager is node %s.\n", resp.NodeID)
+			fmt.Fprintf(out, "Cluster ranges: pods %s, services %s.\n", resp.PodCIDR, resp.ServiceCIDR)
 			fmt.Fprintf(out, "Admin credentials: %s\n", resp.AdminCredentials)
 			fmt.Fprintf(out, "  export LEGION_CREDENTIALS=%s\n", resp.AdminCredentials)
+			if line, err := rememberCluster(cmd, clusterDirOf(resp.AdminCredentials), c.server(cmd), resp.AdminCredentials); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: no context for this cluster: %v\n", err)
+			} else {
+				fmt.Fprintln(out, line)
+			}
 			fmt.Fprintln(out, "Join tokens: legion token show worker|manager")
 			return nil
 		},
 	}
+	rangeFlags(cmd.Flags(), &podCIDR, &serviceCIDR)
+	return cmd
 }
 
 func (c *clusterCLI) joinCommand() *cobra.Command {
@@ -133,6 +138,11 @@ certificate; a manager token makes it a manager, a worker token a worker.`,
 			if len(args) == 2 {
 				server = args[1]
 			}
+			if !cmd.Flags().Changed("daemon") {
+				if err := checkJoinDaemon(ctxOf(cmd), daemon); err != nil {
+					return err
+				}
+			}
 			cl, err := c.bare(cmd, daemon)
 			if err != nil {
 				return err
@@ -146,17 +156,22 @@ certificate; a manager token makes it a manager, a worker token a worker.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&daemon, "daemon", client.DefaultServer, "address of this host's fresh daemon")
+	cmd.Flags().StringVar(&daemon, "daemon", joinDefaultDaemon, "address of this host's fresh daemon")
 	cmd.Flags().StringVar(&role, "role", "", "manager or worker (default: the token's)")
 	return cmd
 }
 
 func (c *clusterCLI) statusCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the manager reached and its cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
 			cl, err := c.connect(cmd)
 			if err != nil {
 				// A fresh daemon of this host answers without credentials.
@@ -170,6 +185,10 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 				return fmt.Errorf("status: %w", err)
 			}
 			out := cmd.OutOrStdout()
+			if fm.name != "table" && fm.name != "wide" {
+				l := statusListing(st)
+				return l.print(out, cmd.ErrOrStderr(), fm)
+			}
 			if !st.Initialized {
 				fmt.Fprintf(out, "Node %s belongs to no cluster: run legion init, or legion join.\n", st.NodeID)
 				return nil
@@ -185,6 +204,8 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 			return nil
 		},
 	}
+	outputFlag(cmd, &output)
+	return cmd
 }
 
 func orNone(s string) string {

@@ -1,15 +1,20 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
-	"runtime"
-	"runtime/debug"
+	"time"
 
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/buildinfo"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
+// version is the release this build says it is.
+var version = buildinfo.Version
 
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -26,45 +31,103 @@ func newRootCommand() *cobra.Command {
 	addBackupCommands(root)
 	addAuditCommands(root)
 	addCACommands(root)
+	root.AddCommand(newContextCommand())
+	configFlags(root)
 	return root
 }
 
+// serverVersionWait bounds how long legion version waits for a manager
+// to say its build: past the client's dial limit, it is unreachable.
+const serverVersionWait = client.DialRetry + time.Second
+
+// buildVersion is one build's identity, as legion version -o json prints
+// it.
+type buildVersion struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	GoVersion string `json:"goVersion"`
+}
+
+// versionReport is legion version's answer: the server's build, or why
+// there is none (serverError: "unreachable (...)" when nothing answered,
+// "unknown (...)" when a manager answered without saying).
+type versionReport struct {
+	Client      buildVersion  `json:"client"`
+	ObjectModel string        `json:"objectModel"`
+	Server      *buildVersion `json:"server,omitempty"`
+	ServerAddr  string        `json:"serverAddress"`
+	ServerError string        `json:"serverError,omitempty"`
+}
+
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	var clientOnly bool
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print Legion's version, the commit it was built from and the Go that built it",
+		Short: "Print Legion's version, commit and Go, and those of the manager reached",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "legion %s (commit %s, %s, object model %s)\n", version, commit(), runtime.Version(), "legion/v1")
+			if output != "" && output != "json" {
+				return fmt.Errorf("--output %q: version prints text or json", output)
+			}
+			r := versionReport{Client: buildVersion{buildinfo.Version, buildinfo.Commit(), buildinfo.GoVersion()}, ObjectModel: legion.APIVersion}
+			if !clientOnly {
+				r.ServerAddr = serverSetting(cmd)
+				r.Server, r.ServerError = serverBuild(cmd)
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(r)
+			}
+			fmt.Fprintf(out, "legion %s (commit %s, %s, object model %s)\n", r.Client.Version, r.Client.Commit, r.Client.GoVersion, r.ObjectModel)
+			switch {
+			case clientOnly:
+			case r.Server != nil:
+				fmt.Fprintf(out, "Server: legion %s (commit %s, %s) at %s\n", r.Server.Version, r.Server.Commit, r.Server.GoVersion, r.ServerAddr)
+			default:
+				fmt.Fprintf(out, "Server: %s\n", r.ServerError)
+			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json: print it as JSON")
+	cmd.Flags().BoolVar(&clientOnly, "client", false, "this build only: ask no manager")
+	return cmd
 }
 
-// commit is the VCS revision the binary was built from, as the go command
-// stamped it ("unknown" when it did not: go run, -buildvcs=false).
-func commit() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
+// serverBuild asks the manager in effect for its build, with the
+// credentials in effect if any (a fresh daemon answers without), for no
+// longer than serverVersionWait unless a request timeout is set. The
+// reason for no answer starts with "unreachable" when nothing answered.
+func serverBuild(cmd *cobra.Command) (*buildVersion, string) {
+	addr := serverSetting(cmd)
+	retry, err := requestTimeoutSetting(cmd)
+	if err != nil {
+		return nil, err.Error()
 	}
-	rev, dirty := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
+	wait := serverVersionWait
+	if retry > 0 {
+		wait = retry
 	}
-	if rev == "" {
-		return "unknown"
+	cl, err := client.New(client.Options{Server: addr, CredentialsFile: credentialsSetting(cmd), Retry: retry})
+	if err != nil {
+		return nil, "unknown (" + err.Error() + ")"
 	}
-	if len(rev) > 12 {
-		rev = rev[:12]
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctxOf(cmd), wait)
+	defer cancel()
+	st, err := cl.Status(ctx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Sprintf("unreachable (%s: no answer within %s)", addr, wait)
+	case client.Code(err) == codes.Unavailable:
+		return nil, "unreachable (" + err.Error() + ")"
+	case err != nil:
+		return nil, "unknown (" + err.Error() + ")"
+	case st.Version == "":
+		return nil, fmt.Sprintf("unknown (%s answers but is too old to say its version)", addr)
 	}
-	if dirty {
-		rev += "+changes"
-	}
-	return rev
+	return &buildVersion{st.Version, st.Commit, st.GoVersion}, ""
 }

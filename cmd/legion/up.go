@@ -43,11 +43,12 @@ host's network in 127.0.0.0/8: nothing is isolated; that is for development
 and trying Legion out.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			level := slog.LevelWarn
-			if verbose {
-				level = slog.LevelInfo
+			logPath, logFile, err := openUpLog(o.DataDir)
+			if err != nil {
+				return err
 			}
-			o.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			defer logFile.Close()
+			o.Logger = upLogger(cmd.ErrOrStderr(), logFile, verbose)
 			o.RemovePods = true
 			o.ResolverProcess = true
 			// Only what this node's agent reports from now on counts as
@@ -58,6 +59,14 @@ and trying Legion out.`,
 			out := cmd.OutOrStdout()
 			return daemon.Run(ctx, o, func(n *daemon.Node) error {
 				fmt.Fprintf(out, "Legion is up: node %s, API %s (credentials %s), DNS %s.\n", n.Name, n.API, n.Admin, n.DNS)
+				if !verbose {
+					fmt.Fprintf(out, "Its log is %s (--verbose shows it here).\n", logPath)
+				}
+				if line, err := rememberCluster(cmd, o.DataDir, n.API, n.Admin); err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: no context for this cluster: %v\n", err)
+				} else {
+					fmt.Fprintln(out, line)
+				}
 				if len(n.Ingress) > 0 {
 					fmt.Fprintf(out, "Routes are served at %s.\n", strings.Join(n.Ingress, " and "))
 				}
@@ -76,12 +85,42 @@ and trying Legion out.`,
 	cmd.Flags().StringVar(&o.DataDir, "data-dir", ".legion", "where the cluster keeps its state")
 	cmd.Flags().StringVar(&o.Listen, "listen", "127.0.0.1:7470", "address of the API")
 	cmd.Flags().StringVar(&o.DNSListen, "dns-listen", "127.0.0.1:5353", "address of the node resolver (process; jails serve it on the bridge's gateway, port 53)")
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the node does")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the node does here too, not only to DATA-DIR/legion.log")
 	platformFlags(cmd.Flags(), &o)
 	cmd.Flags().StringVar(&o.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
 	ingressFlags(cmd, &o)
 	cmd.Flags().DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the services to be ready")
 	return cmd
+}
+
+// upLogName is the file, in the data directory, legion up logs to.
+const upLogName = "legion.log"
+
+// openUpLog opens (appending) the log of legion up in its data directory.
+func openUpLog(dataDir string) (string, *os.File, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("--data-dir %s: %w", dataDir, err)
+	}
+	path := filepath.Join(dataDir, upLogName)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return "", nil, fmt.Errorf("the log of legion up: %w", err)
+	}
+	return path, f, nil
+}
+
+// upLogger logs everything from info up to file; the terminal gets only
+// errors, the rest of what up prints being for the user, unless verbose
+// asks for the whole log there too.
+func upLogger(term, file io.Writer, verbose bool) *slog.Logger {
+	termLevel := slog.LevelError
+	if verbose {
+		termLevel = slog.LevelInfo
+	}
+	return slog.New(slog.NewMultiHandler(
+		slog.NewTextHandler(file, &slog.HandlerOptions{Level: slog.LevelInfo}),
+		slog.NewTextHandler(term, &slog.HandlerOptions{Level: termLevel}),
+	))
 }
 
 func isCompose(path string) bool {

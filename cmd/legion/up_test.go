@@ -32,7 +32,16 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	// Commands that write the CLI's settings file (legion up, init,
+	// context) write a file of the tests' own, never the user's.
+	dir, err := os.MkdirTemp("", "legion-cli-config-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(envConfig, filepath.Join(dir, "config.yaml"))
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 type syncBuffer struct {

@@ -80,7 +80,7 @@ spec: {text: fine}
 
 func TestVersion(t *testing.T) {
 	t.Parallel()
-	out, err := runLegion(t, "", "version")
+	out, err := runLegion(t, "", "version", "--client")
 	if err != nil || !strings.HasPrefix(out, "legion "+version) {
 		t.Fatalf("version: %q %v", out, err)
 	}
