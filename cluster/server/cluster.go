@@ -11,10 +11,12 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/dispatcher"
+	"github.com/legionbsd/legion/cluster/netplan"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/buildinfo"
 	pb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/netbsd/addrplan"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -47,12 +49,16 @@ func hosts(addr string) []string {
 	return out
 }
 
-func (c *clusterService) Init(ctx context.Context, _ *pb.InitRequest) (*pb.InitResponse, error) {
+func (c *clusterService) Init(ctx context.Context, req *pb.InitRequest) (*pb.InitResponse, error) {
 	s := c.s
 	s.joinMu.Lock()
 	defer s.joinMu.Unlock()
 	if role := s.role(); role != "" {
 		return nil, s.alreadyMember(role, callerOf(ctx).loopback)
+	}
+	plan, err := s.initRanges(req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	now := s.cfg.Now()
 	ca, err := pki.NewCA(now)
@@ -105,13 +111,48 @@ func (c *clusterService) Init(ctx context.Context, _ *pb.InitRequest) (*pb.InitR
 	if err := recordIssued(ctx, st, cert, true); err != nil {
 		return nil, toStatus(fmt.Errorf("recording this manager's certificate: %w", err))
 	}
+	if err := netplan.Write(ctx, st, plan); err != nil {
+		return nil, toStatus(err)
+	}
 	for _, role := range []string{roleWorker, roleManager} {
 		if err := writeToken(ctx, st, role); err != nil {
 			return nil, toStatus(err)
 		}
 	}
-	s.log.Info("initialised a new cluster", "node", s.nodeID, "admin", adminPath)
-	return &pb.InitResponse{NodeId: s.nodeID, AdminCredentials: adminPath}, nil
+	s.log.Info("initialised a new cluster", "node", s.nodeID, "admin", adminPath, "pod_cidr", plan.Pod, "service_cidr", plan.Service)
+	return &pb.InitResponse{NodeId: s.nodeID, AdminCredentials: adminPath,
+		PodCidr: plan.Pod.String(), ServiceCidr: plan.Service.String()}, nil
+}
+
+// initRanges is the address plan a new cluster gets: the ranges asked
+// for, the rest chosen by Config.Ranges (or the defaults), checked.
+func (s *Server) initRanges(req *pb.InitRequest) (addrplan.Plan, error) {
+	var asked addrplan.Plan
+	var err error
+	if v := req.GetPodCidr(); v != "" {
+		if asked.Pod, err = addrplan.ParseRange("pod CIDR", v); err != nil {
+			return addrplan.Plan{}, err
+		}
+	}
+	if v := req.GetServiceCidr(); v != "" {
+		if asked.Service, err = addrplan.ParseRange("service CIDR", v); err != nil {
+			return addrplan.Plan{}, err
+		}
+	}
+	plan := asked
+	if s.cfg.Ranges != nil {
+		if plan, err = s.cfg.Ranges(asked); err != nil {
+			return addrplan.Plan{}, err
+		}
+	} else {
+		if !plan.Pod.IsValid() {
+			plan.Pod = addrplan.Default().Pod
+		}
+		if !plan.Service.IsValid() {
+			plan.Service = addrplan.Default().Service
+		}
+	}
+	return plan, plan.Validate()
 }
 
 func (s *Server) persistMembership(files *pki.NodeFiles, role string) error {
