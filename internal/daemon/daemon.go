@@ -60,7 +60,10 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		return err
 	}
 	log := o.Logger
-	for srv.Credentials() == nil {
+	// Init and join publish the credentials before a manager's store
+	// opens: wait for the role too, or a manager starting up looks like
+	// a worker that knows no manager.
+	for srv.Credentials() == nil || srv.Role() != "manager" && srv.Role() != "worker" {
 		select {
 		case <-ctx.Done():
 			return nil
