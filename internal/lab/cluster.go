@@ -7,21 +7,28 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"google.golang.org/grpc/metadata"
 )
 
 // pollEvery is how often the lab's waits look again.
 const pollEvery = 100 * time.Millisecond
 
-// Status asks n's daemon for its status, within a second.
+// statusTimeout bounds a status call.
+const statusTimeout = 3 * time.Second
+
+// Status asks n's daemon for its status, within statusTimeout. It asks as
+// one manager probing another does, so the manager answers from its own
+// Raft state at once instead of first probing the others for up to a
+// second each, which a partition makes it do.
 func (l *Lab) Status(n *Node) (client.Status, error) {
 	c, err := client.New(client.Options{Server: n.Endpoint(), CredentialsFile: l.Admin(), Retry: -1})
 	if err != nil {
 		return client.Status{}, err
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	return c.Status(ctx)
+	return c.Status(metadata.AppendToOutgoingContext(ctx, "legion-forwarded", "lab"))
 }
 
 // Leader is the manager that says it leads, in the highest term any
@@ -56,8 +63,8 @@ func WaitFor(timeout time.Duration, what string, cond func() bool) error {
 	return nil
 }
 
-// WaitFormed waits until a leader has every manager as a voter and every
-// node is ready.
+// WaitFormed waits until a leader has every manager as a voter, every
+// manager follows it in its term, and every node is ready.
 func (l *Lab) WaitFormed(timeout time.Duration) error {
 	return WaitFor(timeout, "every manager a voter and every node ready", func() bool {
 		leader, st, err := l.Leader()
@@ -72,6 +79,11 @@ func (l *Lab) WaitFormed(timeout time.Duration) error {
 		}
 		if voters != len(l.Managers()) {
 			return false
+		}
+		for _, m := range l.Managers() {
+			if mst, err := l.Status(m); err != nil || mst.LeaderID != leader.ID || mst.Term != st.Term {
+				return false
+			}
 		}
 		states, err := l.NodeStates(leader)
 		if err != nil {
