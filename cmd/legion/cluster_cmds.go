@@ -87,27 +87,22 @@ func ctxOf(cmd *cobra.Command) context.Context {
 }
 
 func (c *clusterCLI) initCommand() *cobra.Command {
-	var podCIDR, serviceCIDR string
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "init",
 		Short: "Make the daemon reached (a fresh one on this host) the first manager of a new cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkRangeFlags(podCIDR, serviceCIDR); err != nil {
-				return err
-			}
 			cl, err := c.bare(cmd, c.server(cmd))
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			resp, err := cl.InitRanges(ctxOf(cmd), podCIDR, serviceCIDR)
+			resp, err := cl.Init(ctxOf(cmd))
 			if err != nil {
 				return fmt.Errorf("init: %w", err)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Initialised a new cluster; this manager is node %s.\n", resp.NodeID)
-			fmt.Fprintf(out, "Cluster ranges: pods %s, services %s.\n", resp.PodCIDR, resp.ServiceCIDR)
 			fmt.Fprintf(out, "Admin credentials: %s\n", resp.AdminCredentials)
 			fmt.Fprintf(out, "  export LEGION_CREDENTIALS=%s\n", resp.AdminCredentials)
 			if line, err := rememberCluster(cmd, clusterDirOf(resp.AdminCredentials), c.server(cmd), resp.AdminCredentials); err != nil {
@@ -119,8 +114,6 @@ func (c *clusterCLI) initCommand() *cobra.Command {
 			return nil
 		},
 	}
-	rangeFlags(cmd.Flags(), &podCIDR, &serviceCIDR)
-	return cmd
 }
 
 func (c *clusterCLI) joinCommand() *cobra.Command {
@@ -162,16 +155,11 @@ certificate; a manager token makes it a manager, a worker token a worker.`,
 }
 
 func (c *clusterCLI) statusCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "status",
 		Short: "Show the manager reached and its cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fm, err := parseOutput(output)
-			if err != nil {
-				return err
-			}
 			cl, err := c.connect(cmd)
 			if err != nil {
 				// A fresh daemon of this host answers without credentials.
@@ -185,10 +173,6 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 				return fmt.Errorf("status: %w", err)
 			}
 			out := cmd.OutOrStdout()
-			if fm.name != "table" && fm.name != "wide" {
-				l := statusListing(st)
-				return l.print(out, cmd.ErrOrStderr(), fm)
-			}
 			if !st.Initialized {
 				fmt.Fprintf(out, "Node %s belongs to no cluster: run legion init, or legion join.\n", st.NodeID)
 				return nil
@@ -204,8 +188,6 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 			return nil
 		},
 	}
-	outputFlag(cmd, &output)
-	return cmd
 }
 
 func orNone(s string) string {
