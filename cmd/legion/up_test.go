@@ -94,7 +94,16 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	for _, want := range []string{"Loaded image localhost/hello:1", "Service default/hello created", "published at http://127.0.0.1:8080/"} {
+	// The terminal shows what the user needs, first that the node is up;
+	// the node's log goes to the data directory.
+	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(first, "Legion is up: ") || strings.Contains(out.String(), "level=") {
+		t.Errorf("up printed log lines (or not first that it is up):\n%s", out.String())
+	}
+	if log, err := os.ReadFile(filepath.Join(dir, "data", upLogName)); err != nil || !strings.Contains(string(log), "level=") {
+		t.Errorf("up's log file: %v\n%s", err, log)
+	}
+	for _, want := range []string{"Loaded image localhost/hello:1", "Service default/hello created", "published at http://127.0.0.1:8080/",
+		"Its log is " + filepath.Join(dir, "data", upLogName), "Context " + filepath.Base(filepath.Join(dir, "data")) + " added and in use"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
