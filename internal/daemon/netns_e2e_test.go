@@ -12,10 +12,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,33 +21,8 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/compose"
 	"github.com/legionbsd/legion/jail"
-	"github.com/legionbsd/legion/netbsd/addrplan"
 	"github.com/legionbsd/legion/sys"
 )
-
-// netnsDaemonEnv makes the test binary a legion up with pods in network
-// namespaces, on the data directory it names (the kill -9 test's
-// daemon): it prints "ready API ADMIN" once the node is ready and runs
-// until SIGTERM, removing its pods then.
-const netnsDaemonEnv = "LEGION_TEST_NETNS_DAEMON"
-
-func init() {
-	dir := os.Getenv(netnsDaemonEnv)
-	if dir == "" {
-		return
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	err := Run(ctx, netnsOptions(dir), func(n *Node) error {
-		fmt.Printf("ready %s %s\n", n.API, n.Admin)
-		return nil
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
 
 func netnsOptions(dir string) Options {
 	return Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Listen: "127.0.0.1:0",
@@ -173,11 +146,16 @@ func TestNetNSPodsBindTheSamePort(t *testing.T) {
 		tasks = readyOf(t, n.Client, "default", "web")
 		return len(tasks) == 2
 	})
+	no, err := n.Client.Get(context.Background(), legion.KindNode, "", n.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subnet := netip.MustParsePrefix(no.(*legion.Node).Status.PodCIDR)
 	c := &http.Client{Timeout: 2 * time.Second}
 	for _, task := range tasks {
 		a, err := netip.ParseAddr(task.Status.IP)
-		if err != nil || !addrplan.PodCIDR().Contains(a) {
-			t.Fatalf("task %s has address %q, want one of the pod range %s", task.Metadata.Name, task.Status.IP, addrplan.PodCIDR())
+		if err != nil || !subnet.Contains(a) {
+			t.Fatalf("task %s has address %q, want one of the node's %s", task.Metadata.Name, task.Status.IP, subnet)
 		}
 		body, err := httpBody(c, "http://"+net.JoinHostPort(task.Status.IP, "8080")+"/")
 		if err != nil || body != task.Metadata.Name {
@@ -187,7 +165,7 @@ func TestNetNSPodsBindTheSamePort(t *testing.T) {
 	if tasks[0].Status.IP == tasks[1].Status.IP {
 		t.Fatalf("both replicas at %s", tasks[0].Status.IP)
 	}
-	gw := addrplan.Gateway(int(netip.MustParseAddr(tasks[0].Status.IP).As4()[2]))
+	gw := subnet.Masked().Addr().Next() // .1, on the bridge
 	code, conf := inPod(context.Background(), n.Runtime, tasks[0], "web", "-cat", "/etc/resolv.conf")
 	for _, want := range []string{"nameserver " + gw.String() + "\n", "search default.legion legion\n", "options ndots:2\n"} {
 		if code != 0 || !strings.Contains(conf, want) {
@@ -335,5 +313,45 @@ func checkNoNetNSLeft(t testing.TB, dataDir string, keep map[string]bool, gone b
 	}
 	if len(extra) > 0 {
 		t.Errorf("left behind: %s", strings.Join(extra, ", "))
+	}
+}
+
+// Requests per second to a pod in its own namespace, through its VIP
+// (the proxy on the bridge) and straight to its address, in the same
+// run, over one kept-alive connection each:
+//
+//	go test ./internal/daemon -run '^$' -bench NetNSVIP -benchtime 3s
+func BenchmarkNetNSVIPAgainstDirect(b *testing.B) {
+	n := startNetNSNode(b)
+	applyText(b, n.Client, anyServer("bench", 1))
+	var tasks []*legion.Task
+	poll(b, "a ready replica", 60*time.Second, func() bool {
+		tasks = readyOf(b, n.Client, "default", "bench")
+		return len(tasks) == 1
+	})
+	var vip string
+	poll(b, "a VIP served", 30*time.Second, func() bool {
+		o, err := n.Client.Get(context.Background(), legion.KindService, "default", "bench")
+		if err != nil {
+			return false
+		}
+		vip = o.(*legion.Service).Status.VIP
+		_, err = httpBody(&http.Client{Timeout: time.Second}, "http://"+net.JoinHostPort(vip, "8080")+"/")
+		return vip != "" && err == nil
+	})
+	for _, tc := range []struct{ name, addr string }{
+		{"direct", tasks[0].Status.IP},
+		{"vip", vip},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := &http.Client{Timeout: 5 * time.Second}
+			url := "http://" + net.JoinHostPort(tc.addr, "8080") + "/"
+			for b.Loop() {
+				if body, err := httpBody(c, url); err != nil || body != tasks[0].Metadata.Name {
+					b.Fatalf("%s: %q %v", url, body, err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
 	}
 }
