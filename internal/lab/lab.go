@@ -48,6 +48,9 @@ type Options struct {
 	Dir string
 	// Images are image archives loaded into every node before it starts.
 	Images []string
+	// JoinVia names the manager (m1, m2, ...) the other nodes join
+	// through, which a worker's agent then follows first; empty means m1.
+	JoinVia string
 	// RaftTiming is the daemons' --raft-timing; empty means fast.
 	RaftTiming string
 	// ClientRetry is the Retry of the clients Client makes (zero: 5 s).
@@ -419,12 +422,31 @@ func (l *Lab) form() error {
 		}
 		tokens[role == "manager"] = lastField(out)
 	}
+	via := first
+	if l.opts.JoinVia != "" {
+		if via = l.Node(l.opts.JoinVia); via == nil || !via.Manager {
+			return fmt.Errorf("JoinVia %q: no such manager", l.opts.JoinVia)
+		}
+	}
 	for _, n := range l.Nodes[1:] {
-		if _, err := l.legion(n, "join", tokens[n.Manager], "--server", first.Endpoint(), "--daemon", local); err != nil {
+		server := via.Endpoint()
+		if indexOf(l.Nodes, n) <= indexOf(l.Nodes, via) {
+			server = first.Endpoint() // via itself, and managers before it, join through m1
+		}
+		if _, err := l.legion(n, "join", tokens[n.Manager], "--server", server, "--daemon", local); err != nil {
 			return err
 		}
 	}
 	return l.WaitFormed(startTimeout)
+}
+
+func indexOf(nodes []*Node, n *Node) int {
+	for i, o := range nodes {
+		if o == n {
+			return i
+		}
+	}
+	return -1
 }
 
 // lastField is the last word of s: token show prints the token last.

@@ -223,3 +223,21 @@ func (l *Lab) ClearNetem(n *Node) error {
 	return errors.Join(ipcmd("tc", "-n", n.NS, "qdisc", "del", "dev", "eth0", "root"),
 		ipcmd("tc", "qdisc", "del", "dev", n.Veth, "root"))
 }
+
+// NetemAvailable says why Netem cannot work here, or nil: it tries a
+// netem qdisc in a throwaway namespace.
+func NetemAvailable() error {
+	if _, err := exec.LookPath("tc"); err != nil {
+		return ErrNoNetem
+	}
+	probe := "lab-netem-" + randomHex(4)
+	if err := ipcmd("ip", "netns", "add", probe); err != nil {
+		return err
+	}
+	defer exec.Command("ip", "netns", "del", probe).Run()
+	out, err := exec.Command("tc", "-n", probe, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: %s", ErrNoNetem, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
