@@ -3,6 +3,8 @@ package controller
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +59,9 @@ type ImageResolver struct {
 
 	mu      sync.Mutex
 	failing map[string]*failure // by owner key
+	// images holds the tags that failed to resolve, by imageKey, so owners
+	// sharing an image ask the registry once per retry, not once each.
+	images map[string]*failure
 }
 
 // failure is an owner's run of failed attempts for one input.
@@ -159,6 +164,14 @@ func (r *ImageResolver) pass(ctx context.Context) (failed bool, next time.Time) 
 	for k := range r.failing {
 		if !seen[k] {
 			delete(r.failing, k)
+		}
+	}
+	// A tag no owner asked for since long after its retry was due is no
+	// longer used.
+	now := r.Now()
+	for k, f := range r.images {
+		if now.After(f.next.Add(r.MaxRetry)) {
+			delete(r.images, k)
 		}
 	}
 	r.mu.Unlock()
@@ -272,6 +285,47 @@ func retryDelay(first, limit time.Duration, failures int) time.Duration {
 	return min(d, limit)
 }
 
+// imageKey is what a tag's resolution depends on: the tag and the
+// registry logins it is asked with.
+func imageKey(ref string, logins [][]byte) string {
+	h := sha256.New()
+	for _, l := range logins {
+		h.Write(l)
+		h.Write([]byte{0})
+	}
+	return ref + "@" + hex.EncodeToString(h.Sum(nil))
+}
+
+// resolveImage asks the registry for a tag's digest, unless the tag
+// failed lately and its retry (the same schedule as an owner's) is not
+// due: then the last error stands.
+func (r *ImageResolver) resolveImage(ctx context.Context, ref string, logins [][]byte) (string, error) {
+	key, now := imageKey(ref, logins), r.Now()
+	r.mu.Lock()
+	f := r.images[key]
+	r.mu.Unlock()
+	if f != nil && now.Before(f.next) {
+		return "", errors.New(f.msg)
+	}
+	d, err := r.Resolve(ctx, ref, logins)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		delete(r.images, key)
+		return d, nil
+	}
+	if f == nil {
+		f = &failure{}
+		if r.images == nil {
+			r.images = map[string]*failure{}
+		}
+		r.images[key] = f
+	}
+	f.count++
+	f.next, f.msg = now.Add(retryDelay(r.Retry, r.MaxRetry, f.count)), err.Error()
+	return "", err
+}
+
 // sameImages: writing b over a would store the same status.
 func sameImages(a, b *legion.ImagesStatus) bool {
 	x, err1 := json.Marshal(a)
@@ -295,7 +349,7 @@ func (r *ImageResolver) resolve(ctx context.Context, pod *legion.PodSpec, hash s
 			d, pinned = dg, true // by digest: nothing to resolve, only to check
 		} else {
 			var err error
-			if d, err = r.Resolve(ctx, c.Image, logins); err != nil {
+			if d, err = r.resolveImage(ctx, c.Image, logins); err != nil {
 				problems = append(problems, fmt.Sprintf("%s: %v", c.Image, err))
 				continue
 			}
