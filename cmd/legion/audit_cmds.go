@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/legionbsd/legion/client"
@@ -17,7 +15,7 @@ func addAuditCommands(root *cobra.Command) {
 
 func (c *clusterCLI) auditCommand() *cobra.Command {
 	var f client.AuditFilter
-	var since string
+	var since, output string
 	cmd := &cobra.Command{
 		Use:   "audit [--since WHEN] [--actor NAME] [--action ACTION] [-n NAMESPACE] [--kind KIND] [--denied]",
 		Short: "List who changed what, who opened sessions and what was refused (cluster admin only)",
@@ -30,6 +28,10 @@ The leader keeps them for --audit-retention-days and at most
 --audit-max-events (legion daemon flags).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
 			if since != "" {
 				t, err := parseSince(since, time.Now())
 				if err != nil {
@@ -46,13 +48,8 @@ The leader keeps them for --audit-retention-days and at most
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "TIME\tACTOR\tACTION\tOBJECT\tOUTCOME\tMANAGER\tMESSAGE")
-			for _, e := range events {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.UTC().Format(time.RFC3339), actorOf(e), e.Action,
-					objectOf(e), e.Outcome, orDash(e.Manager), orDash(strings.ReplaceAll(e.Message, "\n", " ")))
-			}
-			return w.Flush()
+			l := auditListing(events)
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}
 	fl := cmd.Flags()
@@ -62,6 +59,7 @@ The leader keeps them for --audit-retention-days and at most
 	fl.StringVarP(&f.Namespace, "namespace", "n", "", "only objects of this namespace")
 	fl.StringVar(&f.Kind, "kind", "", "only objects of this kind")
 	fl.BoolVar(&f.Denied, "denied", false, "only requests refused for rights")
+	outputFlag(cmd, &output)
 	return cmd
 }
 

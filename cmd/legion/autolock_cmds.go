@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/spf13/cobra"
@@ -116,7 +117,7 @@ func (c *clusterCLI) unlockCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("unlock: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "manager %s unlocked\n", id)
+			confirm(cmd.OutOrStdout(), string(legion.KindNode), id, "unlocked")
 			return nil
 		},
 	}

@@ -33,14 +33,33 @@ ends. Join tokens change with the CA: show them again with legion token.`,
 			return c.caCall(cmd, false)
 		},
 	}
+	var output string
 	st := &cobra.Command{
 		Use:   "status",
 		Short: "Show the CA certificates are issued under and the nodes not yet renewed under it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.caCall(cmd, true)
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
+			if fm.name == "table" || fm.name == "wide" {
+				return c.caCall(cmd, true)
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			r, err := cl.RotateCA(ctxOf(cmd), true)
+			if err != nil {
+				return fmt.Errorf("ca status: %w", err)
+			}
+			l := caListing(r)
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}
+	outputFlag(st, &output)
 	cmd.AddCommand(rotate, st)
 	return cmd
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/legionbsd/legion/image"
@@ -43,18 +42,23 @@ func newImageCommand() *cobra.Command {
 				return err
 			}
 			for _, r := range recs {
-				fmt.Fprintf(cmd.OutOrStdout(), "Loaded %s (%s, %s/%s)\n", r.Reference, short(r.Digest), r.Platform.OS, r.Platform.Arch)
+				confirm(cmd.OutOrStdout(), "image", r.Reference, "loaded", fmt.Sprintf("(%s, %s/%s)", short(r.Digest), r.Platform.OS, r.Platform.Arch))
 			}
 			return nil
 		},
 	}
 	load.Flags().String("name", "", "name the image (a localhost/ name when the archive gives none)")
+	var output string
 	ls := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List the images of this node",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
 			m, err := open()
 			if err != nil {
 				return err
@@ -64,22 +68,11 @@ func newImageCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "REFERENCE\tDIGEST\tPLATFORM\tLAYERS\tORIGIN\tLAST USED")
-			for _, r := range recs {
-				origin := "pulled"
-				if r.Local {
-					origin = "loaded"
-				}
-				if r.Private {
-					origin += ", private to " + strings.Join(r.Namespaces, ",")
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s/%s\t%d\t%s\t%s\n", r.Reference, short(r.Digest), r.Platform.OS, r.Platform.Arch,
-					len(r.Layers), origin, r.LastUsed.Format(time.RFC3339))
-			}
-			return w.Flush()
+			l := imageListing(recs)
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}
+	outputFlag(ls, &output)
 	rm := &cobra.Command{
 		Use:   "rm REF",
 		Short: "Remove an image, and the layers no other image or container uses",
@@ -94,7 +87,7 @@ func newImageCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Removed %s (%d layers freed)\n", args[0], len(gone))
+			confirm(cmd.OutOrStdout(), "image", args[0], "removed", fmt.Sprintf("(%d layers freed)", len(gone)))
 			return nil
 		},
 	}

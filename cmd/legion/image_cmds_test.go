@@ -9,7 +9,7 @@ func TestImageLoadListRemove(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	out, err := runLegion(t, "", "image", "load", "--data-dir", dir, "../../examples/hello/hello.oci.tar")
-	if err != nil || !strings.Contains(out, "Loaded localhost/hello:1") {
+	if err != nil || !strings.HasPrefix(out, "image/localhost/hello:1 loaded (") {
 		t.Fatalf("load: %v\n%s", err, out)
 	}
 	out, err = runLegion(t, "", "image", "ls", "--data-dir", dir)
@@ -20,7 +20,7 @@ func TestImageLoadListRemove(t *testing.T) {
 		t.Fatal("removing an image that is not there succeeded")
 	}
 	out, err = runLegion(t, "", "image", "rm", "--data-dir", dir, "localhost/hello:1")
-	if err != nil || !strings.Contains(out, "1 layers freed") {
+	if err != nil || out != "image/localhost/hello:1 removed (1 layers freed)\n" {
 		t.Fatalf("rm: %v\n%s", err, out)
 	}
 	out, _ = runLegion(t, "", "image", "ls", "--data-dir", dir)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
 )
@@ -13,9 +14,9 @@ import (
 // Raft. A worker becomes a manager only by joining again with the
 // manager token; the cluster says so when asked to promote one.
 func (c *clusterCLI) suffrageCommand(voter bool) *cobra.Command {
-	use, short, done, already := "demote NODE", "Take a manager's vote in Raft (it keeps serving as a non-voting manager)", "demoted", "is not a voter"
+	use, short, done, already := "demote NODE", "Take a manager's vote in Raft (it keeps serving as a non-voting manager)", "demoted", "not a voter already"
 	if voter {
-		use, short, done, already = "promote NODE", "Give a non-voting manager a vote in Raft", "promoted", "already votes"
+		use, short, done, already = "promote NODE", "Give a non-voting manager a vote in Raft", "promoted", "a voter already"
 	}
 	return &cobra.Command{
 		Use:   use,
@@ -32,9 +33,9 @@ func (c *clusterCLI) suffrageCommand(voter bool) *cobra.Command {
 				return err
 			}
 			if changed {
-				fmt.Fprintf(cmd.OutOrStdout(), "Manager %s %s.\n", args[0], done)
+				confirm(cmd.OutOrStdout(), string(legion.KindNode), args[0], done)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "Manager %s %s: nothing to do.\n", args[0], already)
+				confirm(cmd.OutOrStdout(), string(legion.KindNode), args[0], "unchanged:", already)
 			}
 			return nil
 		},

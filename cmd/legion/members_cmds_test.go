@@ -29,16 +29,16 @@ func TestNodePromoteDemoteAndStatus(t *testing.T) {
 	flags := []string{"--server", leader.Addr, "--credentials", c.AdminFile()}
 	cli := func(args ...string) (string, error) { return runLegion(t, "", append(args, flags...)...) }
 	fid := follower.Server.NodeID()
-	if out, err := cli("node", "demote", fid); err != nil || out != "Manager "+fid+" demoted.\n" {
+	if out, err := cli("node", "demote", fid); err != nil || out != "node/"+fid+" demoted\n" {
 		t.Fatalf("node demote: %q %v", out, err)
 	}
-	if out, err := cli("node", "demote", fid); err != nil || !strings.Contains(out, "is not a voter: nothing to do") {
+	if out, err := cli("node", "demote", fid); err != nil || out != "node/"+fid+" unchanged: not a voter already\n" {
 		t.Fatalf("node demote again: %q %v", out, err)
 	}
 	if _, err := cli("node", "promote", "no-such-node"); err == nil || !strings.Contains(err.Error(), "no such manager") {
 		t.Fatalf("node promote of an unknown node: %v", err)
 	}
-	if out, err := cli("node", "promote", fid); err != nil || out != "Manager "+fid+" promoted.\n" {
+	if out, err := cli("node", "promote", fid); err != nil || out != "node/"+fid+" promoted\n" {
 		t.Fatalf("node promote: %q %v", out, err)
 	}
 	sid := stopped.Server.NodeID()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -91,7 +90,11 @@ func (c *clusterCLI) scaleCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "service %s scaled to %d (%s)\n", legion.DisplayName(res.Object), n, strings.ToLower(res.Outcome))
+			if res.Outcome == client.Unchanged {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s unchanged: %d replicas already\n", ref(res.Object), n)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s scaled to %d\n", ref(res.Object), n)
+			}
 			return c.waitRollout(cmd, wf, ns, args[0], true)
 		},
 	}
@@ -122,13 +125,19 @@ func (c *clusterCLI) rollbackCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "service %s rolling back to its previous spec (%s)\n", legion.DisplayName(res.Object), strings.ToLower(res.Outcome))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s rolled back to its previous spec\n", ref(res.Object))
 			return c.waitRollout(cmd, wf, ns, args[0], true)
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
 	wf.add(cmd)
 	return cmd
+}
+
+// availabilityVerb says what setting each availability did: a drain has
+// only begun when the command returns (--wait follows it).
+var availabilityVerb = map[legion.Availability]string{
+	legion.AvailabilityDrain: "draining", legion.AvailabilityPause: "paused", legion.AvailabilityActive: "activated",
 }
 
 func (c *clusterCLI) availabilityCommand(verb string, a legion.Availability, what string) *cobra.Command {
@@ -149,7 +158,7 @@ func (c *clusterCLI) availabilityCommand(verb string, a legion.Availability, wha
 				return err
 			}
 			if df.output == "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "node %s: %s\n", args[0], a)
+				confirm(cmd.OutOrStdout(), string(legion.KindNode), args[0], availabilityVerb[a])
 			}
 			if !df.wait {
 				return nil

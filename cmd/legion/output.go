@@ -17,6 +17,17 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 )
 
+// confirm says what a command did to something, in the one style every
+// command uses, as kubectl does: kind/name (the kind in lower case) and
+// the verb, then any detail.
+func confirm(w io.Writer, kind, name, verb string, detail ...string) {
+	line := strings.ToLower(kind) + "/" + name + " " + verb
+	if len(detail) > 0 {
+		line += " " + strings.Join(detail, " ")
+	}
+	fmt.Fprintln(w, line)
+}
+
 // outputChoices names every -o value a listing command takes.
 const outputChoices = "table, wide, name, json, yaml, go-template=TEMPLATE, go-template-file=FILE, jsonpath=EXPR, jsonpath-file=FILE, custom-columns=HEADER:EXPR[,...]"
 

@@ -13,6 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/compose"
+	"github.com/legionbsd/legion/image"
 )
 
 var update = flag.Bool("update", false, "rewrite the testdata/*.golden files from what the code prints")
@@ -413,4 +415,52 @@ func TestWatchRows(t *testing.T) {
 	if got := run("jsonpath={.metadata.name} {.status.ready}"); got != "web 1\nagent 2\nweb 3\nagent 2\n" {
 		t.Errorf("watch -o jsonpath: %q", got)
 	}
+}
+
+// The listings of status, stack ls and services, audit, image ls and ca
+// status take -o like get's: their tables and JSON are in the golden.
+func TestOtherListings(t *testing.T) {
+	t.Parallel()
+	byKind := fixtures(t)
+	svcs := byKind[legion.KindService]
+	for _, o := range svcs {
+		o.GetMetadata().Labels = map[string]string{compose.StackLabel: "shop"}
+	}
+	st := client.Status{NodeID: "m1", Role: "manager", Initialized: true, State: "Leader", Term: 3, LeaderID: "m1", LeaderAddress: "192.0.2.1:7470",
+		AppliedIndex: 40, CommitIndex: 40, Members: []client.Member{{ID: "m1", Address: "192.0.2.1:7470", Voter: true, Leader: true, Reachability: "Leader"}}}
+	events := []client.AuditEvent{
+		{Time: fixtureNow, Actor: "admin", Role: "admin", From: "192.0.2.9:5000", Action: "apply", Kind: "Service", Namespace: "shop", Name: "web", Outcome: "ok", Manager: "m1"},
+		{Time: fixtureNow.Add(time.Second), Actor: "bob", Action: "exec", Kind: "Task", Namespace: "shop", Name: "web-1-a", Outcome: "denied", Message: "bob may not exec\nin shop", Manager: "m1"},
+	}
+	images := []*image.Record{{Reference: "localhost/hello:1", Digest: "sha256:0123456789abcdef0123", Manifest: "sha256:fedcba9876543210fedc",
+		Platform: image.Platform{OS: "freebsd", Arch: "amd64"}, Layers: make([]image.LayerRecord, 2), Local: true, Pulled: fixtureNow, LastUsed: fixtureNow}}
+	ca := client.CARotation{Digest: "sha256:new", PreviousDigest: "sha256:old", Pending: []string{"w1", "w2"}}
+	var b strings.Builder
+	for _, c := range []struct {
+		cmd string
+		l   listing
+	}{
+		{"status -o json", statusListing(st)},
+		{"stack ls", stackListing(svcs)},
+		{"stack ls -o name", stackListing(svcs)},
+		{"stack services shop", stackServicesListing("shop", svcs, fixtureNow)},
+		{"stack services other", stackServicesListing("other", svcs, fixtureNow)},
+		{"audit -o wide", auditListing(events)},
+		{"audit -o name", auditListing(events)},
+		{"audit -o json", auditListing(events[:1])},
+		{"image ls -o wide", imageListing(images)},
+		{"image ls -o jsonpath={[*].reference}", imageListing(images)},
+		{"ca status -o yaml", caListing(ca)},
+	} {
+		output := "table"
+		if _, o, ok := strings.Cut(c.cmd, " -o "); ok {
+			output = o
+		}
+		out, errOut := render(t, c.l, output)
+		b.WriteString("$ legion " + c.cmd + "\n" + out + errOut)
+		if !strings.HasSuffix(out+errOut, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	goldenOutput(t, "other_listings", b.String())
 }

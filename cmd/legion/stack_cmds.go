@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/compose"
@@ -266,11 +266,16 @@ func stackCommand(deps stackDeps, use, short string, run func(cmd *cobra.Command
 }
 
 func newStackLsCommand(deps stackDeps) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the stacks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
 			c, done, err := connectStack(cmd, deps)
 			if err != nil {
 				return err
@@ -280,30 +285,31 @@ func newStackLsCommand(deps stackDeps) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tNAMESPACE\tSERVICES")
-			for _, s := range compose.Stacks(svcs) {
-				fmt.Fprintf(tw, "%s\t%s\t%d\n", s.Name, s.Namespace, s.Services)
-			}
-			return tw.Flush()
+			l := stackListing(svcs)
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}
+	outputFlag(cmd, &output)
+	return cmd
 }
 
 func newStackServicesCommand(deps stackDeps) *cobra.Command {
-	return stackCommand(deps, "services [-n NS] STACK", "List a stack's services",
+	var output string
+	cmd := stackCommand(deps, "services [-n NS] STACK", "List a stack's services",
 		func(cmd *cobra.Command, c stackClient, stack, ns string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
 			svcs, err := c.List(cmd.Context(), legion.KindService, ns, map[string]string{compose.StackLabel: stack})
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tMODE\tREPLICAS\tIMAGE\tPORTS\tUPDATE")
-			for _, s := range compose.Services(stack, svcs) {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Mode, s.Replicas, s.Image, orDash(s.Ports), orDash(s.Update))
-			}
-			return tw.Flush()
+			l := stackServicesListing(stack, svcs, time.Now())
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		})
+	outputFlag(cmd, &output)
+	return cmd
 }
 
 func stackNamespace(flag, stack string) string {
@@ -318,21 +324,22 @@ func stackNamespace(flag, stack string) string {
 func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) error {
 	out := cmd.OutOrStdout()
 	for _, s := range steps {
-		what := fmt.Sprintf("%s %s/%s", s.Kind, s.Namespace, s.Name)
-		if s.Namespace == "" {
-			what = fmt.Sprintf("%s %s", s.Kind, s.Name)
+		// kind/name -n NS, as the other commands confirm what they did.
+		what := strings.ToLower(string(s.Kind)) + "/" + s.Name
+		if s.Namespace != "" {
+			what += " -n " + s.Namespace
 		}
 		switch s.Op {
 		case compose.OpApply:
 			if _, err := c.Apply(cmd.Context(), s.Object); err != nil {
 				return fmt.Errorf("applying %s: %w", what, err)
 			}
-			fmt.Fprintln(out, "applied", what)
+			fmt.Fprintln(out, what, "applied")
 		case compose.OpDelete:
 			if err := c.Delete(cmd.Context(), s.Kind, s.Namespace, s.Name); err != nil {
 				return fmt.Errorf("deleting %s: %w", what, err)
 			}
-			fmt.Fprintln(out, "deleted", what)
+			fmt.Fprintln(out, what, "deleted")
 		}
 	}
 	return nil

@@ -207,7 +207,7 @@ func TestStackDeployPrune(t *testing.T) {
 	if diff := cmp.Diff(want, c.writes); diff != "" {
 		t.Errorf("writes (-want +got):\n%s", diff)
 	}
-	if !strings.Contains(out, "deleted Service shop/old") {
+	if !strings.Contains(out, "service/old -n shop deleted") {
 		t.Errorf("output does not say what was deleted:\n%s", out)
 	}
 
@@ -301,7 +301,7 @@ func TestStackEndToEnd(t *testing.T) {
 	t.Setenv("PG_VERSION", "15")
 	file := writeStack(t)
 	out := cli("stack", "deploy", "-c", file, "shop")
-	for _, want := range []string{"applied Namespace shop", "applied Secret shop/db-password", "applied Service shop/web", "warning: services.web.privileged"} {
+	for _, want := range []string{"namespace/shop applied", "secret/db-password -n shop applied", "service/web -n shop applied", "warning: services.web.privileged"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("deploy output lacks %q:\n%s", want, out)
 		}
@@ -319,11 +319,11 @@ func TestStackEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = cli("stack", "deploy", "--prune", "-c", file, "shop")
-	if !strings.Contains(out, "deleted Service shop/db") || strings.Contains(out, "applied Namespace") {
+	if !strings.Contains(out, "service/db -n shop deleted") || strings.Contains(out, "namespace/shop applied") {
 		t.Errorf("deploy --prune:\n%s", out)
 	}
 	out = cli("stack", "rm", "shop")
-	for _, want := range []string{"deleted Service shop/web", "deleted Secret shop/db-password"} {
+	for _, want := range []string{"service/web -n shop deleted", "secret/db-password -n shop deleted"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rm output lacks %q:\n%s", want, out)
 		}

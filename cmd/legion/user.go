@@ -72,12 +72,13 @@ and deletes, admin also manages the namespace's RoleBindings.`,
 			if err := pki.WriteFile(out, pki.Bundle(cert, keyPEM, ca)); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Wrote the credentials of user %s to %s.\n", name, out)
+			confirm(cmd.OutOrStdout(), "user", name, "created", "(credentials in "+out+")")
 			if binding != nil {
-				if _, err := cl.Apply(ctxOf(cmd), []legion.Object{binding}, client.ApplyOptions{}); err != nil {
+				res, err := cl.Apply(ctxOf(cmd), []legion.Object{binding}, client.ApplyOptions{})
+				if err != nil {
 					return fmt.Errorf("user create %s: the credentials are written, the role is not: %w", name, err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "User %s is %s in namespace %s.\n", name, role, namespace)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s (%s in namespace %s)\n", ref(res[0].Object), res[0].Outcome, role, namespace)
 			}
 			return nil
 		},
@@ -110,7 +111,7 @@ until it expires but gives no right: binding the user again restores them.`,
 			if err != nil {
 				return fmt.Errorf("user revoke %s: %w", args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "User %s revoked: removed RoleBindings %s.\n", args[0], strings.Join(removed, ", "))
+			confirm(cmd.OutOrStdout(), "user", args[0], "revoked", "(RoleBindings removed: "+strings.Join(removed, ", ")+")")
 			return nil
 		},
 	}

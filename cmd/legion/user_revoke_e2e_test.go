@@ -85,7 +85,7 @@ func TestUserRevokeEndsWatchAndExec(t *testing.T) {
 		t.Fatalf("user revoke: %v\n%s", err, out)
 	}
 	revoked := time.Now()
-	if !strings.Contains(out, "User erin revoked") || !strings.Contains(out, "default/erin") || !strings.Contains(out, "lab/erin-too") {
+	if !strings.Contains(out, "user/erin revoked") || !strings.Contains(out, "default/erin") || !strings.Contains(out, "lab/erin-too") {
 		t.Errorf("user revoke said %q, want both bindings named", out)
 	}
 	for _, s := range []struct {

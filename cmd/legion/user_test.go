@@ -26,7 +26,7 @@ func TestUserCreate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "User dana is view in namespace default.") {
+	if !strings.Contains(out, "user/dana created (credentials in ") || !strings.Contains(out, "rolebinding/dana created (view in namespace default)\n") {
 		t.Errorf("user create said %q", out)
 	}
 	if fi, err := os.Stat(pem); err != nil || fi.Mode().Perm() != 0o600 {

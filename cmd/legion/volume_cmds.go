@@ -267,16 +267,16 @@ is bound on NODE.`,
 			}
 			v := res.Object.(*legion.Volume)
 			out := cmd.OutOrStdout()
-			name := legion.DisplayName(v)
+			name := ref(v)
 			switch from := v.Status.Node; {
 			case from == "":
-				fmt.Fprintf(out, "volume %s holds no data yet: it will be made on %s when a task first uses it\n", name, node)
+				fmt.Fprintf(out, "%s configured: it holds no data yet, and is made on %s when a task first uses it\n", name, node)
 				return nil
 			case from == node && v.Status.Migration == nil:
-				fmt.Fprintf(out, "volume %s is on %s already\n", name, node)
+				fmt.Fprintf(out, "%s unchanged: on %s already\n", name, node)
 				return nil
 			default:
-				fmt.Fprintf(out, "volume %s will move from %s to %s; its tasks on %s stop once the copy is in\n", name, from, node, from)
+				fmt.Fprintf(out, "%s moving from %s to %s: its tasks on %s stop once the copy is in\n", name, from, node, from)
 			}
 			if !wait {
 				return nil
@@ -325,7 +325,7 @@ func (c *clusterCLI) followMove(cmd *cobra.Command, out io.Writer, ns, name, nod
 		switch {
 		case err == nil:
 			if v.Status.Node == node && v.Status.Migration == nil {
-				fmt.Fprintf(out, "volume %s is bound on %s\n", legion.DisplayName(v), node)
+				fmt.Fprintf(out, "%s moved: bound on %s\n", ref(v), node)
 				return nil
 			}
 			if v.Spec.Node != node {
@@ -336,7 +336,7 @@ func (c *clusterCLI) followMove(cmd *cobra.Command, out io.Writer, ns, name, nod
 				state += ": " + m.Message
 			}
 			if state != last {
-				fmt.Fprintf(out, "volume %s: %s\n", legion.DisplayName(v), state)
+				fmt.Fprintf(out, "%s %s\n", ref(v), state)
 				last = state
 			}
 		case ctx.Err() == nil:

@@ -208,7 +208,7 @@ func TestVolumeListGetAndMove(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := "volume shop/db will move from w1 to w2; its tasks on w1 stop once the copy is in\n"; out != want {
+		if want := "volume/db -n shop moving from w1 to w2: its tasks on w1 stop once the copy is in\n"; out != want {
 			t.Errorf("move output %q, want %q", out, want)
 		}
 		v := vc.volume(t, "db")
@@ -249,7 +249,7 @@ func TestVolumeListGetAndMove(t *testing.T) {
 		default:
 		}
 		vc.setStatus(t, "logs", legion.VolumeStatus{Node: "w3", Backend: "dir /var/legion/volumes/shop/logs"})
-		if err := <-done; err != nil || !strings.Contains(out.String(), "volume shop/logs is bound on w3") {
+		if err := <-done; err != nil || !strings.Contains(out.String(), "volume/logs -n shop moved: bound on w3") {
 			t.Fatalf("move --wait: %v\n%s", err, out.String())
 		}
 		_, err := vc.legion(t, "volume", "move", "cache", "--node", "w2", "-n", "shop", "--wait", "--timeout", "1s")
