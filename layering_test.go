@@ -90,11 +90,16 @@ var layers = []layer{
 	// without an agent: nothing of the node side comes with them.
 	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/netplan", "cluster/store", "internal/proto", "netbsd/addrplan", "image", "image/cosign"},
 		neverDeps: nodeSide},
+	// Metrics read the store; a scrape reaches nothing else.
+	{pattern: "cluster/metrics", may: []string{"", "cluster/store"}, neverDeps: nodeSide},
 	{pattern: "cluster/manager", may: []string{"cluster/audit", "cluster/leader", "cluster/server", "image"}, neverDeps: nodeSide},
 
 	// The node agent: it reaches the managers only through the protocol.
 	{pattern: "internal/agent/...", may: []string{"", "internal/agent/...", "internal/endpoints", "internal/proto",
 		"sys", "jail", "image", "scheduler", "zfs"}},
+
+	// The agent's metrics read the runtime and the image store they are given.
+	{pattern: "internal/agent/metrics", may: []string{"", "jail", "image"}},
 
 	// The daemon composes everything; the binary composes the daemon.
 	{pattern: "internal/daemon", may: []string{"", "...", "-cmd"}},

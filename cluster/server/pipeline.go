@@ -28,6 +28,7 @@ type pipeline struct {
 	stop     chan struct{}
 	once     sync.Once
 	wg       sync.WaitGroup
+	ack      func(*raft.AppendEntriesResponse) // an answer that succeeded
 }
 
 func (t *transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
@@ -42,7 +43,8 @@ func (t *transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 		return nil, err
 	}
 	p := &pipeline{stream: stream, cancel: cancel, inflight: make(chan *appendFuture, pipelineDepth),
-		done: make(chan raft.AppendFuture, pipelineDepth), stop: make(chan struct{})}
+		done: make(chan raft.AppendFuture, pipelineDepth), stop: make(chan struct{}),
+		ack: func(r *raft.AppendEntriesResponse) { t.ack(target, r) }}
 	p.wg.Add(1)
 	go p.receive()
 	// The pipeline ends with the transport too.
@@ -100,6 +102,9 @@ func (p *pipeline) receive() {
 			if err = json.Unmarshal(msg.Payload, &r); err == nil && (k == 0 || f.resp.Success) {
 				*f.resp = r
 			}
+		}
+		if err == nil {
+			p.ack(f.resp)
 		}
 		f.errCh <- err
 		select {

@@ -24,6 +24,7 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"github.com/legionbsd/legion/netbsd/addrplan"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
@@ -79,6 +80,9 @@ type Config struct {
 	// RenewCheck is how often the node's certificate is checked for
 	// renewal (an hour when zero).
 	RenewCheck time.Duration
+	// Metrics, when set, gets the manager's metrics (cluster/metrics):
+	// its gRPC calls, Raft state and, on the leader, the cluster.
+	Metrics prometheus.Registerer
 	// Ranges completes and checks the address plan init was asked for
 	// (unset ranges are zero prefixes) on this host: the daemon picks
 	// free ones on the loopback network and refuses ranges overlapping
@@ -193,6 +197,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.fresh = tls.Certificate{Certificate: [][]byte{ca.Cert.Raw}, PrivateKey: ca.Key}
+	unary, stream, err := s.interceptors()
+	if err != nil {
+		lis.Close()
+		lock.Release()
+		return nil, err
+	}
 	if err := s.load(); err != nil {
 		lis.Close()
 		lock.Release()
@@ -202,7 +212,7 @@ func New(cfg Config) (*Server, error) {
 		grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, GetConfigForClient: s.serverTLS})),
 		grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage),
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
-		grpc.ChainUnaryInterceptor(s.unaryAudit, s.unaryAuth), grpc.ChainStreamInterceptor(s.streamAudit, s.streamAuth),
+		grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...),
 	)
 	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})

@@ -62,6 +62,9 @@ type transport struct {
 	conns     map[raft.ServerAddress]*grpc.ClientConn
 	heartbeat func(raft.RPC)
 	closed    bool
+	// acked is the last log index each follower acknowledged, for the
+	// leader's lag metric (metrics.go).
+	acked map[raft.ServerAddress]uint64
 }
 
 var (
@@ -149,6 +152,7 @@ func (t *transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 			return nil
 		}
 	}
+	t.ack(target, resp)
 	return nil
 }
 
