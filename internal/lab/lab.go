@@ -38,6 +38,9 @@ type Logger interface {
 
 // Options describe a lab.
 type Options struct {
+	// Name tags the lab's namespaces, bridge and links (lab-NAME-m1,
+	// lbNAME); up to 8 lower-case letters and digits, random when empty.
+	Name     string
 	Managers int // at least 1; the first runs init
 	Workers  int
 	// Binary is the legion binary; empty builds it once per process
@@ -180,8 +183,23 @@ func newLab(opts Options) *Lab {
 	if opts.ClientRetry == 0 {
 		opts.ClientRetry = 5 * time.Second
 	}
-	id := randomHex(3)
+	id := opts.Name
+	if id == "" {
+		id = randomHex(3)
+	}
 	return &Lab{opts: opts, id: id, Bridge: "lb" + id, Dir: opts.Dir}
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 8 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
 }
 
 func randomHex(n int) string {
@@ -202,6 +220,9 @@ func (l *Lab) logf(format string, args ...any) {
 
 // start builds the network, then starts, initialises and joins the nodes.
 func (l *Lab) start() error {
+	if !validName(l.id) {
+		return fmt.Errorf("lab name %q: want 1 to 8 lower-case letters and digits (interface names are at most 15 bytes)", l.id)
+	}
 	bin := l.opts.Binary
 	if bin == "" {
 		var err error

@@ -1,8 +1,11 @@
 package lab_test
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,33 +18,91 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// A lab forms a cluster whose nodes reach each other over the lab
-// network only, and Close leaves no namespace, link or bridge behind.
+// leftovers lists what a lab named name with its data under dir left:
+// namespaces, links, processes and mounts.
+func leftovers(name, dir string) []string {
+	var out []string
+	nss, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(nss), "\n") {
+		if strings.HasPrefix(line, "lab-"+name+"-") {
+			out = append(out, "namespace "+line)
+		}
+	}
+	links, _ := exec.Command("ip", "-o", "link", "show").Output()
+	for _, line := range strings.Split(string(links), "\n") {
+		if strings.Contains(line, " lb"+name) {
+			out = append(out, "link "+line)
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), dir) {
+			out = append(out, "process "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(line, dir) {
+			out = append(out, "mount "+line)
+		}
+	}
+	return out
+}
+
+// A lab forms a cluster of a manager and a worker on addresses of its
+// own range, and Close leaves nothing behind.
 func TestLabFormsAndCleansUp(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir()
+	name := "ok" + randomName()
 	var l *lab.Lab
 	t.Run("lab", func(t *testing.T) {
-		l = lab.New(t, lab.Options{Managers: 1, Workers: 1})
+		l = lab.New(t, lab.Options{Name: name, Dir: dir, Managers: 1, Workers: 1})
 		if _, st, err := l.Leader(); err != nil || len(st.Members) != 1 {
 			t.Fatalf("leader: %v, members %v", err, st.Members)
 		}
 		for _, n := range l.Nodes {
-			if !l.Prefix().Contains(n.Addr) {
-				t.Errorf("node %s at %s, outside the lab's %s", n.Name, n.Addr, l.Prefix())
+			if !l.Prefix().Contains(n.Addr) || n.ID == "" {
+				t.Errorf("node %s at %s (id %q), want an id and an address in the lab's %s", n.Name, n.Addr, n.ID, l.Prefix())
 			}
+		}
+		if got := len(leftovers(name, dir)); got == 0 {
+			t.Errorf("leftovers finds nothing of a running lab: it could not see a leak either")
 		}
 	})
 	if l == nil {
 		return
 	}
-	links, _ := exec.Command("ip", "-o", "link", "show").Output()
-	if strings.Contains(string(links), l.Bridge) {
-		t.Errorf("a link of the lab's bridge %s is left:\n%s", l.Bridge, links)
+	if left := leftovers(name, dir); len(left) > 0 {
+		t.Errorf("the closed lab left:\n%s", strings.Join(left, "\n"))
 	}
-	nss, _ := exec.Command("ip", "netns", "list").Output()
-	for _, n := range l.Nodes {
-		if strings.Contains(string(nss), n.NS) {
-			t.Errorf("namespace %s is left", n.NS)
-		}
+}
+
+// A lab that fails half-way, after its daemons started, removes what it
+// made before saying why.
+func TestLabLeavesNothingAfterAFailedStart(t *testing.T) {
+	t.Parallel()
+	if err := lab.Available(); err != nil {
+		t.Skipf("no lab: %v", err)
 	}
+	dir := t.TempDir()
+	name := "bad" + randomName()
+	l, err := lab.Open(lab.Options{Name: name, Dir: dir, Managers: 2, JoinVia: "m9"})
+	if err == nil {
+		l.Close()
+		t.Fatal("a lab joining through a manager it does not have started")
+	}
+	if !strings.Contains(err.Error(), "m9") {
+		t.Errorf("error %q does not name the missing manager", err)
+	}
+	if left := leftovers(name, dir); len(left) > 0 {
+		t.Errorf("the failed lab left:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// randomName keeps parallel runs of a test apart.
+func randomName() string {
+	b := make([]byte, 2)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
