@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,11 +122,37 @@ spec:
 	if err != nil || o.(*legion.Node).Spec.Availability != legion.AvailabilityDrain {
 		t.Fatalf("after drain: %+v %v", o, err)
 	}
-	legionCmd("node", "activate", n.Name)
+	if out := legionCmd("node", "activate", n.Name); out != "node/"+n.Name+" activated\n" {
+		t.Fatalf("node activate said %q", out)
+	}
 	waitFor(t, "tasks listed", func() bool {
 		out := legionCmd("tasks", "web")
 		return strings.Contains(out, "web-1-") && strings.Contains(out, "NODE")
 	})
+
+	// The same -o on tasks, node ls and get, against the daemon.
+	if out := legionCmd("node", "ls", "-o", "name"); out != "node/"+n.Name+"\n" {
+		t.Errorf("node ls -o name: %q", out)
+	}
+	if out := legionCmd("node", "ls", "-o", "jsonpath={[0].status.addr}"); out == "" || !strings.Contains(n.API, strings.Split(out, ":")[0]) {
+		t.Errorf("node ls -o jsonpath: %q (API %s)", out, n.API)
+	}
+	if out := legionCmd("node", "ls", "-o", "wide"); !strings.Contains(out, "MANAGER STATUS") || !strings.Contains(out, "PLATFORM") || !strings.Contains(out, "Leader") {
+		t.Errorf("node ls -o wide:\n%s", out)
+	}
+	owners := legionCmd("tasks", "web", "-o", `go-template={{range .}}{{.spec.owner.name}}{{"\n"}}{{end}}`)
+	if lines := strings.Fields(owners); len(lines) < 4 || slices.ContainsFunc(lines, func(s string) bool { return s != "web" }) {
+		t.Errorf("tasks -o go-template: %q", owners)
+	}
+	if out := legionCmd("tasks", "web", "-o", "wide"); !strings.Contains(out, "IMAGE") || !strings.Contains(out, "localhost/none:1") {
+		t.Errorf("tasks -o wide:\n%s", out)
+	}
+	if out := legionCmd("get", "service", "web", "-o", "jsonpath={.spec.replicas}"); out != "4" {
+		t.Errorf("get service web -o jsonpath: %q", out)
+	}
+	if _, err := runLegion(t, "", append([]string{"tasks", "-o", "xml"}, flags...)...); err == nil || !strings.Contains(err.Error(), "jsonpath=") {
+		t.Errorf("tasks -o xml: %v", err)
+	}
 }
 
 // deployHello loads the example's image into the node and applies the

@@ -464,3 +464,21 @@ func TestOtherListings(t *testing.T) {
 	}
 	goldenOutput(t, "other_listings", b.String())
 }
+
+// What a command did reads kind/name verb everywhere, the kind in lower
+// case, as kubectl says it.
+func TestConfirm(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	confirm(&b, string(legion.KindService), "hello", "created")
+	confirm(&b, string(legion.KindNode), "w1", "unchanged:", "a voter already")
+	confirm(&b, "image", "localhost/hello:1", "removed", "(2 layers freed)")
+	want := "service/hello created\nnode/w1 unchanged: a voter already\nimage/localhost/hello:1 removed (2 layers freed)\n"
+	if b.String() != want {
+		t.Errorf("confirm printed %q, want %q", b.String(), want)
+	}
+	svc := decode(t, "apiVersion: legion/v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec: {pod: {containers: [{name: c, image: x}]}}\n")[0]
+	if got := ref(svc); got != "service/web -n shop" {
+		t.Errorf("ref: %q", got)
+	}
+}

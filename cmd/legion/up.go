@@ -204,7 +204,7 @@ func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string
 		return err
 	}
 	for _, r := range results {
-		fmt.Fprintf(out, "%s %s %s\n", r.Object.GetKind(), legion.DisplayName(r.Object), r.Outcome)
+		fmt.Fprintf(out, "%s %s\n", ref(r.Object), r.Outcome)
 	}
 	return waitAndShow(ctx, out, n, objs, since, readyTimeout)
 }

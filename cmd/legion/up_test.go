@@ -102,7 +102,7 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 	if log, err := os.ReadFile(filepath.Join(dir, "data", upLogName)); err != nil || !strings.Contains(string(log), "level=") {
 		t.Errorf("up's log file: %v\n%s", err, log)
 	}
-	for _, want := range []string{"Loaded image localhost/hello:1", "Service default/hello created", "published at http://127.0.0.1:8080/",
+	for _, want := range []string{"Loaded image localhost/hello:1", "service/hello created", "published at http://127.0.0.1:8080/",
 		"Its log is " + filepath.Join(dir, "data", upLogName), "Context " + filepath.Base(filepath.Join(dir, "data")) + " added and in use"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
