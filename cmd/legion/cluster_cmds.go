@@ -145,7 +145,7 @@ certificate; a manager token makes it a manager, a worker token a worker.`,
 			if err != nil {
 				return fmt.Errorf("join: %w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Node %s joined the cluster as a %s.\n", resp.NodeID, resp.Role)
+			confirm(cmd.OutOrStdout(), string(legion.KindNode), resp.NodeID, "joined", "(as a "+resp.Role+")")
 			return nil
 		},
 	}
