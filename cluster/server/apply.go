@@ -180,6 +180,18 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool) (
 		if errors.Is(err, store.ErrNotFound) {
 			cur = nil
 		}
+		if cur == nil && kind == legion.KindNode {
+			// A Node is made by its daemon joining; one applied first would
+			// be a node that never reports, down for good.
+			if !confirmed {
+				if err := st.Barrier(ctx); err != nil {
+					return nil, nil, "", err
+				}
+				confirmed = true
+				continue
+			}
+			return nil, nil, "", status.Errorf(codes.NotFound, "no node %s in the cluster: a node is added by its daemon joining (legion join); apply only changes one that has (legion node ls)", m.Name)
+		}
 		if cur != nil && sameContent(cur, it.obj) || dryRun {
 			// Nothing will be written: answer from a linearizable read.
 			if !confirmed {

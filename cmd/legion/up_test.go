@@ -129,6 +129,12 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 			t.Errorf("answer %q", n)
 		}
 	}
+	// Every other example that runs offline runs on this node too.
+	m := regexp.MustCompile(`API (\S+) \(credentials (\S+)\)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("up did not say its API and credentials:\n%s", out.String())
+	}
+	applyRunnableExamples(t, m[1], m[2])
 }
 
 // Where up says a service answers depends on the platform: the loopback
