@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 
 	"github.com/legionbsd/legion/netbsd/addrplan"
 
@@ -86,7 +87,14 @@ func peerHost(ctx context.Context) string {
 // one the first time (addrplan.AssignSubnet). The reservation is written
 // with a version precondition, so two nodes registering at once cannot
 // take the same subnet.
+//
+// Reservations through this manager go one at a time: they all write the
+// same record, so nodes registering together (a cluster of hundreds
+// coming back) would otherwise lose the version race again and again
+// until one ran out of attempts and its registration failed.
 func ReserveSubnet(ctx context.Context, st *store.Store, node string) (int, error) {
+	subnetMu.Lock()
+	defer subnetMu.Unlock()
 	for attempt := 0; ; attempt++ {
 		reserved := map[string]int{}
 		pre := store.Precondition{MustNotExist: true}
@@ -141,6 +149,9 @@ func ReserveSubnet(ctx context.Context, st *store.Store, node string) (int, erro
 		}
 	}
 }
+
+// subnetMu orders the reservations ReserveSubnet makes in this process.
+var subnetMu sync.Mutex
 
 func retryable(err error) bool {
 	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists)
