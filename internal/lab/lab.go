@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -312,6 +313,7 @@ func (l *Lab) run(n *Node) error {
 	// daemon's.
 	cmd := exec.Command("ip", "netns", "exec", n.NS, l.bin, "daemon", "--data-dir", n.DataDir,
 		"--listen", fmt.Sprintf("0.0.0.0:%d", Port), "--advertise", n.Endpoint(), "--raft-timing", l.opts.RaftTiming)
+	cmd.Env = l.cliEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -408,12 +410,26 @@ func (l *Lab) legion(n *Node, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.NS, l.bin}, args...)...)
-	cmd.Env = append(os.Environ(), "LEGION_SERVER=", "LEGION_CREDENTIALS=")
+	cmd.Env = l.cliEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("legion %s on %s: %v: %s", strings.Join(args, " "), n.Name, err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
+}
+
+// cliEnv is the environment of the legion commands the lab runs: none of
+// the user's settings, and the contexts init saves kept in the lab's
+// directory, not the user's.
+func (l *Lab) cliEnv() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "LEGION_") && !strings.HasPrefix(e, "HOME=") && !strings.HasPrefix(e, "XDG_CONFIG_HOME=") {
+			env = append(env, e)
+		}
+	}
+	cfg := filepath.Join(l.Dir, "cli")
+	return append(env, "HOME="+cfg, "XDG_CONFIG_HOME="+cfg, "LEGION_CONFIG="+filepath.Join(cfg, "config.yaml"))
 }
 
 // form runs init on the first manager and joins the others through it.
@@ -516,6 +532,7 @@ func (l *Lab) Close() {
 	wg.Wait()
 	for _, n := range l.Nodes {
 		removePods(n.DataDir, l.bin)
+		killNamespace(n.NS)
 	}
 	for i := len(cleanups) - 1; i >= 0; i-- {
 		cleanups[i]()
@@ -534,6 +551,26 @@ func removePods(dataDir, shim string) {
 		rt.Remove(context.Background(), c.ID)
 	}
 	rt.Wait()
+}
+
+// killNamespace kills whatever still runs in a node's namespace, such as
+// the node resolver a daemon starts, which outlives a SIGKILL of the
+// daemon for a moment; it waits until they are gone.
+func killNamespace(ns string) {
+	deadline := time.Now().Add(stopTimeout)
+	for time.Now().Before(deadline) {
+		out, err := exec.Command("ip", "netns", "pids", ns).Output()
+		pids := strings.Fields(string(out))
+		if err != nil || len(pids) == 0 {
+			return
+		}
+		for _, p := range pids {
+			if pid, err := strconv.Atoi(p); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(pollEvery) // the kernel reaps them; the loop looks again
+	}
 }
 
 // dumpLogs logs the end of each node's log, for a failed test.
