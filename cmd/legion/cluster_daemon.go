@@ -13,6 +13,7 @@ import (
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/internal/agent/attach"
 	"github.com/legionbsd/legion/internal/daemon"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
 
@@ -39,7 +40,16 @@ func newDaemonCommand() *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log, Timing: timing},
+			var metrics prometheus.Registerer // --metrics-listen's registry
+			if po.MetricsListen != "" {
+				ms, err := daemon.ServeMetrics(po.MetricsListen, log)
+				if err != nil {
+					return err
+				}
+				defer ms.Close()
+				metrics = ms.Registry
+			}
+			m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log, Metrics: metrics, Timing: timing},
 				Audit: audit.Retention{Age: time.Duration(auditDays) * 24 * time.Hour, MaxEvents: auditMax}})
 			if err != nil {
 				return err
@@ -55,7 +65,7 @@ func newDaemonCommand() *cobra.Command {
 				go func() {
 					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log, ResolverProcess: true,
 						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf, VolumePlugins: po.VolumePlugins,
-						IngressListen: po.IngressListen, IngressTLSListen: po.IngressTLSListen}, managers)
+						IngressListen: po.IngressListen, IngressTLSListen: po.IngressTLSListen, Metrics: metrics}, managers)
 				}()
 			}
 			select {
@@ -90,6 +100,7 @@ func newDaemonCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dnsListen, "dns-listen", "", "address of the node resolver on a manager (none by default)")
 	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "run no agent: a manager that runs no tasks (it still schedules, allocates and resolves when it leads)")
 	platformFlags(cmd.Flags(), &po)
+	metricsFlag(cmd.Flags(), &po)
 	timingName = raftTimingFlag(cmd.Flags())
 	ingressFlags(cmd, &po)
 	cmd.Flags().StringVar(&po.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")

@@ -87,6 +87,7 @@ and trying Legion out.`,
 	cmd.Flags().StringVar(&o.DNSListen, "dns-listen", "127.0.0.1:5353", "address of the node resolver (process; jails serve it on the bridge's gateway, port 53)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the node does here too, not only to DATA-DIR/legion.log")
 	platformFlags(cmd.Flags(), &o)
+	metricsFlag(cmd.Flags(), &o)
 	cmd.Flags().StringVar(&o.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
 	ingressFlags(cmd, &o)
 	cmd.Flags().DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the services to be ready")

@@ -157,6 +157,18 @@ func (a *Agent) PodIP(taskUID string) (string, bool) {
 	return ip, ok
 }
 
+// Tasks are the tasks this agent runs now (its metrics read their
+// containers' limits here).
+func (a *Agent) Tasks() []*legion.Task {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*legion.Task, 0, len(a.workers))
+	for _, w := range a.workers {
+		out = append(out, w.task)
+	}
+	return out
+}
+
 func (a *Agent) setPodIP(taskUID, ip string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

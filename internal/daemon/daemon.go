@@ -14,6 +14,7 @@ import (
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
+	agentmetrics "github.com/legionbsd/legion/internal/agent/metrics"
 	"github.com/legionbsd/legion/internal/agent/sessionsclient"
 	"github.com/legionbsd/legion/netbsd/resolver"
 )
@@ -189,6 +190,12 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		DataDir: o.DataDir, Logger: log, Volumes: a})
 	if err != nil {
 		return err
+	}
+	if o.Metrics != nil {
+		if err := agentmetrics.Register(o.Metrics, agentmetrics.Source{Node: name, Runtime: rt, Tasks: a.Tasks,
+			Images: images.List, Sessions: sc.Sessions}); err != nil {
+			return fmt.Errorf("registering the agent's metrics: %w", err)
+		}
 	}
 	run("sessions", sc.Run)
 	run("agent", a.Run)

@@ -20,6 +20,7 @@ import (
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/sys"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configure a single-node cluster run in the foreground.
@@ -69,6 +70,12 @@ type Options struct {
 	// proxy for Routes (5.8) there.
 	IngressListen, IngressTLSListen string
 	Logger                          *slog.Logger
+	// MetricsListen, when set, has Run serve Prometheus metrics at
+	// /metrics there (its manager's and its agent's).
+	MetricsListen string
+	// Metrics, when set, gets the agent's metrics (the daemon's
+	// MetricsServer registry).
+	Metrics prometheus.Registerer
 }
 
 // Node is a running single-node cluster.
@@ -167,7 +174,16 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	}
 	log := o.Logger
 	managerDir := filepath.Join(o.DataDir, "manager")
-	m, err := manager.Start(manager.Config{Server: server.Config{DataDir: managerDir, Listen: o.Listen, Logger: log}})
+	sc := server.Config{DataDir: managerDir, Listen: o.Listen, Logger: log}
+	if o.MetricsListen != "" {
+		ms, err := ServeMetrics(o.MetricsListen, log)
+		if err != nil {
+			return err
+		}
+		defer ms.Close()
+		sc.Metrics, o.Metrics = ms.Registry, ms.Registry
+	}
+	m, err := manager.Start(manager.Config{Server: sc})
 	if err != nil {
 		return err
 	}

@@ -67,8 +67,9 @@ const streamWindow = 8 << 20
 
 // Client keeps the node's Sessions streams and serves their offers.
 type Client struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	counts counts
 }
 
 // New checks cfg and makes a client; Run serves.
@@ -195,6 +196,7 @@ func (c *Client) follow(ctx context.Context, cl legionpb.SessionsClient, addr st
 
 // serve attaches for one offer and runs the session.
 func (c *Client) serve(ctx context.Context, cl legionpb.SessionsClient, o *legionpb.SessionOffer) error {
+	defer c.counts.start(kindOf(o))()
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := cl.Attach(actx)
