@@ -64,7 +64,7 @@ func newDaemonCommand() *cobra.Command {
 			} else {
 				go func() {
 					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log, ResolverProcess: true,
-						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf, VolumePlugins: po.VolumePlugins,
+						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf, PFMain: po.PFMain, VolumePlugins: po.VolumePlugins,
 						IngressListen: po.IngressListen, IngressTLSListen: po.IngressTLSListen, Metrics: metrics}, managers)
 				}()
 			}
@@ -104,6 +104,7 @@ func newDaemonCommand() *cobra.Command {
 	timingName = raftTimingFlag(cmd.Flags())
 	ingressFlags(cmd, &po)
 	cmd.Flags().StringVar(&po.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
+	cmd.Flags().BoolVar(&po.PFMain, "pf-main", false, "on a jails node whose pf main ruleset is empty, load one of just the calls of Legion's anchors (one with rules of its own is never replaced)")
 	cmd.Flags().StringVar(&po.VolumePlugins, "volume-plugins", attach.DefaultPluginDir, "the directory of volume plugin executables (driver: plugin)")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "address other managers reach this one at (default: the listen address, loopback when unspecified)")
 	cmd.Flags().IntVar(&auditDays, "audit-retention-days", int(audit.DefaultRetention/(24*time.Hour)), "days the leader keeps audit events")

@@ -61,6 +61,10 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		return err
 	}
 	log := o.Logger
+	// Before init or join: a host that cannot be a node never joins (D7).
+	if err := checkJailsHost(ctx, o, log); err != nil {
+		return err
+	}
 	// Init and join publish the credentials before a manager's store
 	// opens: wait for the role too, or a manager starting up looks like
 	// a worker that knows no manager.

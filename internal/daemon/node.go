@@ -63,6 +63,9 @@ type Options struct {
 	// ExtIf is the interface published ports are redirected from on a
 	// jails node; the default route's when empty.
 	ExtIf string
+	// PFMain lets a jails node load a main pf ruleset of just the calls of
+	// Legion's anchors when the host's is empty (--pf-main).
+	PFMain bool
 	// Runner runs the FreeBSD commands of a jails node (sys.Exec when
 	// nil); tests give a fake.
 	Runner sys.Runner

@@ -43,7 +43,7 @@ func freshHost() *sys.Fake {
 		On("route -n get default", sys.Answer{Stdout: labRouteGet}).
 		On("sysctl -n kern.racct.enable", sys.Answer{Stdout: "1\n"}).
 		On("ifconfig epair create", sys.Answer{Stdout: "epair4a\n"})
-	return f
+	return readyJailsHost(f) // pf enabled and calling legion/*: pods can be guarded
 }
 
 // labPFNetwork is node n1's network on subnet 4 of a fresh lab host.
