@@ -115,12 +115,13 @@ func (h *history) get(ctx context.Context, c *client.Client, id int, key string)
 }
 
 // electionBound is how soon the managers left with a majority must have
-// a new leader once the old one is cut off: its followers notice after a
-// heartbeat timeout, and a randomised election takes at most twice the
-// election timeout (raft's jitter); one more election timeout covers a
-// split vote on a loaded two-core machine.
+// a new leader once the old one is cut off: raft draws each follower's
+// heartbeat timeout between one and two HeartbeatTimeouts, and a
+// candidate's election timeout between one and two ElectionTimeouts; one
+// more ElectionTimeout allows a split vote. The old leader steps down
+// within the same bound (its lease is shorter than an election).
 func electionBound(t store.Timing) time.Duration {
-	return t.HeartbeatTimeout + 3*t.ElectionTimeout
+	return 2*t.HeartbeatTimeout + 3*t.ElectionTimeout
 }
 
 // The leader cut off from the other two managers: they elect a new one
@@ -203,8 +204,6 @@ func TestLeaderCutOffFromTheOtherManagers(t *testing.T) {
 	if bound := electionBound(timing); elected > bound {
 		t.Errorf("new leader %s after %v, want within %v", newLeader.Name, elected, bound)
 	}
-	// The old leader steps down once its lease runs out without hearing
-	// from a majority; that takes about as long as an election.
 	if bound := electionBound(timing); steppedDown > bound {
 		t.Errorf("the old leader %s stepped down after %v, want within %v", old.Name, steppedDown, bound)
 	}

@@ -306,7 +306,7 @@ func cutFromManagerOnly(t *testing.T, l *lab.Lab, manager, watcher *lab.Node) {
 		t.Fatal(err)
 	}
 	// Watch for longer than a node takes to go down: nothing may change.
-	watch := time.Duration(scheduler.DownAfter+2) * legion.HeartbeatPeriod
+	watch := time.Duration(scheduler.DownAfter+1) * legion.HeartbeatPeriod
 	states := map[legion.NodeState]int{}
 	sample := time.NewTicker(200 * time.Millisecond)
 	defer sample.Stop()
