@@ -84,6 +84,13 @@ func (w *worker) report(ctx context.Context, state legion.TaskState, msg string)
 func (w *worker) run(ctx context.Context) {
 	defer close(w.done)
 	log := w.a.log.With("task", w.task.Metadata.Namespace+"/"+w.task.Metadata.Name)
+	if w.adopt && leftMidStart(w.task.Status.State) {
+		// An earlier agent ended (killed, say) while making this pod: its
+		// containers may be missing or never started. Every step of
+		// prepare takes what is already there, so it finishes the pod.
+		log.Info("finishing a pod an earlier agent left mid-way through its start")
+		w.adopt = false
+	}
 	if !w.adopt {
 		if err := w.prepare(ctx); err != nil {
 			log.Warn("task failed to start", "err", err)
@@ -105,6 +112,16 @@ func (w *worker) run(ctx context.Context) {
 }
 
 var errStopped = errors.New("stopped")
+
+// leftMidStart reports whether a task in this state had not been reported
+// running yet: its pod may be half made.
+func leftMidStart(s legion.TaskState) bool {
+	switch s {
+	case "", legion.TaskPending, legion.TaskAssigned, legion.TaskAccepted, legion.TaskPreparing, legion.TaskStarting:
+		return true
+	}
+	return false
+}
 
 // prepare pulls the images, writes the secrets and configs, makes the pod
 // and runs its init containers.

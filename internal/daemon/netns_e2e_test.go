@@ -1,28 +1,65 @@
 package daemon
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/compose"
+	"github.com/legionbsd/legion/internal/testcluster"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/sys"
 )
+
+// netnsDaemonEnv makes the test binary a legion up with pods in network
+// namespaces, on the data directory it names (the kill -9 test's
+// daemon): it prints "ready API ADMIN" once the node is ready and runs
+// until SIGTERM, removing its pods then.
+const netnsDaemonEnv = "LEGION_TEST_NETNS_DAEMON"
+
+func init() {
+	dir := os.Getenv(netnsDaemonEnv)
+	if dir == "" || len(os.Args) > 1 && os.Args[1] == "process-shim" {
+		return // the supervisors it starts inherit the variable
+	}
+	os.Unsetenv(netnsDaemonEnv)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	o := netnsOptions(dir)
+	// The same port on every start: the node's agent reaches its manager
+	// at the address it registered.
+	if listen, err := os.ReadFile(filepath.Join(dir, "listen")); err == nil {
+		o.Listen = string(listen)
+	}
+	o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	err := Run(ctx, o, func(n *Node) error {
+		fmt.Printf("ready %s %s\n", n.API, n.Admin)
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
 
 func netnsOptions(dir string) Options {
 	return Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Listen: "127.0.0.1:0",
@@ -314,6 +351,156 @@ func checkNoNetNSLeft(t testing.TB, dataDir string, keep map[string]bool, gone b
 	if len(extra) > 0 {
 		t.Errorf("left behind: %s", strings.Join(extra, ", "))
 	}
+}
+
+// netnsDaemon is the test binary run as a netns node (netnsDaemonEnv).
+type netnsDaemon struct {
+	cmd *exec.Cmd
+	cl  *client.Client
+}
+
+func startNetNSDaemon(t *testing.T, dir string) *netnsDaemon {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), netnsDaemonEnv+"="+dir)
+	logf, err := os.CreateTemp(dir, "daemon-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd.Stderr = logf
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("%s:\n%s", logf.Name(), b)
+		}
+	})
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &netnsDaemon{cmd: cmd}
+	t.Cleanup(func() { d.kill() })
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(out).ReadString('\n')
+		line <- s
+		io.Copy(io.Discard, out)
+	}()
+	var f []string
+	select {
+	case s := <-line:
+		f = strings.Fields(s)
+	case <-time.After(60 * time.Second):
+	}
+	if len(f) != 3 || f[0] != "ready" {
+		d.kill()
+		t.Fatalf("the daemon said %q, want ready API ADMIN", f)
+	}
+	if d.cl, err = client.New(client.Options{Server: f[1], CredentialsFile: f[2]}); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// kill ends the daemon with SIGKILL: its pods run on under their shims.
+func (d *netnsDaemon) kill() {
+	if d.cmd.Process == nil || d.cmd.ProcessState != nil {
+		return
+	}
+	if d.cl != nil {
+		d.cl.Close()
+	}
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+}
+
+// stop ends it with SIGTERM, which removes its pods and their network.
+func (d *netnsDaemon) stop(t *testing.T) {
+	d.cl.Close()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	if err := d.cmd.Wait(); err != nil {
+		t.Errorf("the daemon's end: %v", err)
+	}
+}
+
+// netnsPods is the uids whose namespaces the node has on the host.
+func netnsPods(t testing.TB, dataDir string) map[string]bool {
+	netns, _, _, _, _ := netnsLeft(t, dataDir)
+	out := map[string]bool{}
+	for _, uid := range netns {
+		out[uid] = true
+	}
+	return out
+}
+
+// A daemon killed with -9 while pods are being made, and again while
+// they are being removed, leaves namespaces and veths that its next start
+// sorts out: those of pods still there are kept and the rest removed, so
+// nothing of the pod network is left once the pods are gone.
+func TestNetNSNothingLeftAfterKill9(t *testing.T) {
+	requireNetNS(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.WriteFile(filepath.Join(dir, "listen"), []byte(testcluster.FreeAddr(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	images, err := OpenImages(Options{DataDir: data, Platform: PlatformProcess}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadTestImage(t, images)
+	images.Close()
+	t.Cleanup(func() {
+		removeAllPods(t, data)
+		(&NetNSNetwork{R: sys.Exec{}, Log: quietLog(), names: netnsNames{netnsTag(data)}}).Remove(context.Background())
+	})
+
+	d := startNetNSDaemon(t, dir)
+	applyText(t, d.cl, anyServer("web", 3))
+	poll(t, "a first pod namespace", 60*time.Second, func() bool { return len(netnsPods(t, data)) > 0 })
+	d.kill() // mid-way through the pods' start
+
+	d = startNetNSDaemon(t, dir)
+	var tasks []*legion.Task
+	poll(t, "three ready replicas after the restart", 60*time.Second, func() bool {
+		tasks = readyOf(t, d.cl, "default", "web")
+		return len(tasks) == 3
+	})
+	keep := map[string]bool{}
+	for _, task := range tasks {
+		keep[task.Metadata.UID] = true
+	}
+	poll(t, "namespaces of the three running pods only", 30*time.Second, func() bool {
+		got := netnsPods(t, data)
+		return len(got) == 3 && got[tasks[0].Metadata.UID] && got[tasks[1].Metadata.UID] && got[tasks[2].Metadata.UID]
+	})
+	checkNoNetNSLeft(t, data, keep, false)
+
+	applyText(t, d.cl, anyServer("web", 0))
+	poll(t, "a first pod namespace removed", 60*time.Second, func() bool { return len(netnsPods(t, data)) < 3 })
+	d.kill() // mid-way through the pods' removal
+
+	d = startNetNSDaemon(t, dir)
+	poll(t, "every pod and its namespace gone", 60*time.Second, func() bool {
+		objs, _, err := d.cl.List(context.Background(), legion.KindTask, client.ListOptions{Labels: map[string]string{"legion.service": "web"}})
+		if err != nil {
+			return false
+		}
+		for _, o := range objs {
+			if o.(*legion.Task).Status.State == legion.TaskRunning {
+				return false
+			}
+		}
+		netns, veths, ports, _, _ := netnsLeft(t, data)
+		return len(netns)+len(veths)+len(ports) == 0
+	})
+	checkNoNetNSLeft(t, data, nil, false)
+	d.stop(t)
+	checkNoNetNSLeft(t, data, nil, true)
 }
 
 // Requests per second to a pod in its own namespace, through its VIP
