@@ -296,3 +296,47 @@ func TestLiveMemoryCount(t *testing.T) {
 		t.Fatalf("count %d above rctl's per-process sum %d", c.Bytes, u.MemoryBytes)
 	}
 }
+
+// After a reboot (simulated: everything of the container unmounted by
+// hand, as a reboot leaves it) Remove must still go through (defect 3 of
+// issue 22). It also shows what umount(8) says of a file mounted over a
+// file that is no longer mounted, which sys.UmountNotMounted records.
+func TestLiveRemoveAfterSimulatedReboot(t *testing.T) {
+	root := liveRoot(t, "LEGION_LIVE_ROOT")
+	j := liveRuntime(t)
+	ctx := context.Background()
+	if err := j.Create(ctx, jail.ContainerSpec{ID: "rebootpod", Infra: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.Remove(context.Background(), "rebootpod") })
+	secret := t.TempDir() + "/token"
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec := jail.ContainerSpec{ID: "rebooted", Pod: "rebootpod", Root: jail.Root{Path: root},
+		Command: []string{"/bin/sh", "-c", "exec sleep 1000"},
+		Mounts:  []jail.Mount{{Kind: jail.MountNullfs, Source: secret, Target: "/run/secrets/token", ReadOnly: true}}}
+	if err := j.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Start(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	// What a reboot leaves: no jail, nothing mounted.
+	if _, err := sys.Run(ctx, sys.Exec{}, "jail", "-R", "rebootpod.rebooted"); err != nil {
+		t.Fatal(err)
+	}
+	target := root + "/run/secrets/token"
+	for _, p := range []string{target, root + "/dev"} {
+		if _, err := sys.Run(ctx, sys.Exec{}, "umount", "-f", p); err != nil {
+			t.Fatalf("unmount %s: %v", p, err)
+		}
+	}
+	_, err := sys.Run(ctx, sys.Exec{}, "umount", "-f", target)
+	if !sys.IsExit(err, "unknown file system") {
+		t.Errorf("umount of a file no longer mounted: got %v, recorded \"unknown file system\" on standard error (sys.UmountNotMounted)", err)
+	}
+	if err := j.Remove(ctx, spec.ID); err != nil {
+		t.Fatalf("remove after a reboot: %v", err)
+	}
+}

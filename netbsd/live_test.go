@@ -10,6 +10,7 @@ package netbsd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -80,7 +81,7 @@ func newLabNode(t *testing.T, ctx context.Context, name string, subnet int, ext 
 	}
 	jail := "lgtest-" + name
 	mustRun(t, ctx, sys.Exec{}, "jail", "-c", "name="+jail, "path=/", "vnet", "persist", "children.max=16", "allow.raw_sockets")
-	t.Cleanup(func() { _, _ = sys.Run(context.Background(), sys.Exec{}, "jail", "-r", jail) })
+	t.Cleanup(func() { _, _ = sys.Run(context.Background(), sys.Exec{}, "jail", "-R", jail) })
 	if ext != "" {
 		mustRun(t, ctx, sys.Exec{}, "ifconfig", ext, "vnet", jail)
 	}
@@ -273,5 +274,41 @@ func TestLivePodReachesPodAcrossTwoNodesOverWireGuard(t *testing.T) {
 	res, err := n2.r.Run(ctx, sys.Command("nc", "-z", "-w", "3", "192.0.2.1", "30080"))
 	if err != nil {
 		t.Errorf("published port on n1 does not reach the task on n2: %v %s", err, res.Stderr)
+	}
+}
+
+// A daemon restart on a node whose wg0 and routes survived (defect 1 of
+// issue 22): route(8) refuses the second add, and set-up must still
+// succeed. The test also shows where this host's route(8) puts the
+// refusal, which sys.RouteExists records (standard output, exit 1).
+func TestLiveDaemonRestartWithRoutesPresent(t *testing.T) {
+	ctx := context.Background()
+	mustRun(t, ctx, sys.Exec{}, "kldload", "-n", "pf")
+	n := newLabNode(t, ctx, "restart", 6, "", netip.Prefix{}) // sets up twice already
+	got := mustRun(t, ctx, n.r, "route", "-n", "get", "-net", addrplan.PodCIDR().String())
+	if routeIface(got) != WGIface {
+		t.Fatalf("the pod range is not routed into %s:\n%s", WGIface, got)
+	}
+	_, err := n.r.Run(ctx, sys.Command("route", "-n", "add", "-net", addrplan.PodCIDR().String(), "-interface", WGIface))
+	var ee *sys.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("adding the route again: want route(8) to refuse, got %v", err)
+	}
+	t.Logf("route(8) refusal: exit %d, stdout %q, stderr %q", ee.Code, ee.Stdout, ee.Stderr)
+	if !strings.Contains(ee.Stdout, "already in table") {
+		t.Errorf("route(8) did not print its refusal on standard output as recorded (sys.RouteExists): stdout %q stderr %q", ee.Stdout, ee.Stderr)
+	}
+	// The restarted daemon's set-up: a fresh Host, the same node.
+	if _, err := (Host{R: n.r}).SetUpNode(ctx, NodeConfig{Subnet: 6, KeyPath: filepath.Join(t.TempDir(), "wireguard.key")}); err != nil {
+		t.Fatalf("set up after a restart with the routes present: %v", err)
+	}
+	// A fresh VNET has no address selection policy: ip6addrctl says so on
+	// standard output (sys.IP6AddrctlNone) and pods get the IPv4-preferring
+	// table.
+	out := mustRun(t, ctx, n.r, "ip6addrctl", "show")
+	if tbl, err := parseAddrSelection(out); err != nil {
+		t.Errorf("ip6addrctl show %q: %v", out, err)
+	} else if len(tbl) == 0 && len(n.net.AddrSelection) == 0 {
+		t.Error("a node without a policy must give pods the IPv4-preferring table")
 	}
 }
