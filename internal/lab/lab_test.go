@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/legionbsd/legion/internal/lab"
 )
@@ -50,7 +51,8 @@ func leftovers(name, dir string) []string {
 }
 
 // A lab forms a cluster of a manager and a worker on addresses of its
-// own range, and Close leaves nothing behind.
+// own range, a node killed and restarted rejoins it, and Close leaves
+// nothing behind.
 func TestLabFormsAndCleansUp(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -65,6 +67,20 @@ func TestLabFormsAndCleansUp(t *testing.T) {
 			if !l.Prefix().Contains(n.Addr) || n.ID == "" {
 				t.Errorf("node %s at %s (id %q), want an id and an address in the lab's %s", n.Name, n.Addr, n.ID, l.Prefix())
 			}
+		}
+		// A node killed and started again comes back into the cluster.
+		w := l.Node("w1")
+		if err := l.Kill(w); err != nil {
+			t.Fatal(err)
+		}
+		if w.Running() {
+			t.Fatal("w1 runs after Kill")
+		}
+		if err := l.Restart(w); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WaitFormed(30 * time.Second); err != nil {
+			t.Fatalf("after w1's restart: %v", err)
 		}
 		if got := len(leftovers(name, dir)); got == 0 {
 			t.Errorf("leftovers finds nothing of a running lab: it could not see a leak either")
