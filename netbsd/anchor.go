@@ -11,8 +11,9 @@ import (
 )
 
 // Legion's anchors. pf.conf belongs to the operator and calls them with
-// nat-anchor, rdr-anchor and anchor "legion/*"; Legion never loads the
-// main ruleset.
+// nat-anchor, rdr-anchor and anchor "legion/*"; Legion loads a main
+// ruleset (MainRuleset) only when asked to (--pf-main) and the host's is
+// empty.
 const (
 	AnchorServices = "legion/svc"
 	AnchorPolicy   = "legion/policy"
