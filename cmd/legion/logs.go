@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,6 +25,7 @@ type logsOptions struct {
 	follow     bool
 	since      time.Duration
 	timestamps bool
+	tail       int // the last lines of each task's output; negative for all
 }
 
 // newLogsCommand is `legion logs`: a task's output, read by the agent of
@@ -29,14 +34,15 @@ func newLogsCommand() *cobra.Command {
 	cli := newClusterCLI()
 	var o logsOptions
 	cmd := &cobra.Command{
-		Use:   "logs [-f] [--since DURATION] TASK|SERVICE|JOB [-c CONTAINER]",
-		Short: "Print a task's output; a service or job's running task, else the one that last ended",
+		Use:   "logs [-f] [--since DURATION] [--tail N] [--timestamps] TASK|SERVICE|JOB [-c CONTAINER]",
+		Short: "Print a task's output, or every task of a service or job at once",
 		Long: `Logs prints the output of a task's container: stdout to standard output,
-stderr to standard error. A service or job name reads one of its running
-tasks, or the task that last ended on a node when none runs; a finished
-task's output is kept on its node until the task is deleted. Name the
-kind to be sure (service/web, job/migrate, task/web.1). A pod with
-several containers needs -c.`,
+stderr to standard error. A service or job name reads every one of its
+tasks placed on a node and not being shut down, all at once, each line
+after the task's name ("web-1-1 | line") when there are several; with
+none, the task that last ended on a node. A finished task's output is kept on its node until the
+task is deleted. Name the kind to be sure (service/web, job/migrate,
+task/web.1). A pod with several containers needs -c.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cli.logs(cmd, args[0], o)
@@ -48,6 +54,7 @@ several containers needs -c.`,
 	f.BoolVarP(&o.follow, "follow", "f", false, "go on printing new output until interrupted")
 	f.DurationVar(&o.since, "since", 0, "only output of the last DURATION (e.g. 10m)")
 	f.BoolVar(&o.timestamps, "timestamps", false, "print each line's time before it")
+	f.IntVar(&o.tail, "tail", -1, "print only the last N lines of each task's output so far (all when negative)")
 	return cmd
 }
 
@@ -87,17 +94,137 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 	if o.since > 0 {
 		lo.Since = time.Now().Add(-o.since)
 	}
-	p := logPrinter{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps}
-	if err := cl.Logs(ctx, target, lo, p.print); err != nil {
-		return fmt.Errorf("logs %s: %w", arg, err)
+	tasks := logTasks(ctx, cl, target)
+	if len(tasks) < 2 {
+		// A task, an owner of one, or one with none to follow (the
+		// manager picks the last that ended): no prefix, as before.
+		p := &logPrinter{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps}
+		if err := readLogs(ctx, cl, target, lo, o.tail, p.print); err != nil {
+			return fmt.Errorf("logs %s: %w", arg, err)
+		}
+		return nil
 	}
-	return nil
+	var mu sync.Mutex // one line at a time, whole, from every task
+	// The first task that fails ends the others.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(tasks))
+	for i, name := range tasks {
+		p := &logPrinter{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps, prefix: name + " | ", mu: &mu}
+		t := client.Target{Namespace: target.Namespace, Kind: legion.KindTask, Name: name, Container: target.Container}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := readLogs(rctx, cl, t, lo, o.tail, p.print); err != nil && rctx.Err() == nil {
+				errs[i] = fmt.Errorf("logs %s, task %s: %w", arg, name, err)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// logTasks names the tasks of the service or job target names (either,
+// when its kind is not given) that are placed on a node and not being
+// shut down, in name order; none for a task. Tasks that cannot be listed
+// leave the choice to the manager, whose answer says what is wrong.
+func logTasks(ctx context.Context, cl *client.Client, target client.Target) []string {
+	if target.Kind == legion.KindTask {
+		return nil
+	}
+	ns := target.Namespace
+	if ns == "" {
+		ns = legion.DefaultNamespace
+	}
+	objs, _, err := cl.List(ctx, legion.KindTask, client.ListOptions{Namespace: ns})
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, o := range objs {
+		t := o.(*legion.Task)
+		owner := t.Spec.Owner
+		if owner.Name != target.Name || (target.Kind != "" && owner.Kind != target.Kind) {
+			continue
+		}
+		if t.Spec.Node == "" || t.Spec.DesiredState == legion.TaskShutdown {
+			continue
+		}
+		names = append(names, t.Metadata.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// readLogs reads a target's output into fn; with tail at 0 or more, only
+// the last tail lines of what it holds so far, then (following) what
+// comes after them.
+func readLogs(ctx context.Context, cl *client.Client, t client.Target, lo client.LogsOptions, tail int, fn func(client.LogFrame) error) error {
+	if tail < 0 {
+		return cl.Logs(ctx, t, lo, fn)
+	}
+	// The protocol has no tail: read what there is, keep its last lines.
+	var frames []client.LogFrame
+	now := lo
+	now.Follow = false
+	if err := cl.Logs(ctx, t, now, func(f client.LogFrame) error { frames = append(frames, f); return nil }); err != nil {
+		return err
+	}
+	last, kept := lastLines(frames, tail)
+	if kept.Records != nil {
+		if err := fn(kept); err != nil {
+			return err
+		}
+	}
+	if !lo.Follow {
+		return nil
+	}
+	if !last.IsZero() {
+		lo.Since = last.Add(time.Nanosecond)
+	}
+	return cl.Logs(ctx, t, lo, fn)
+}
+
+// lastLines keeps the records of the last n lines of frames (a line ends
+// at a record that is not partial), and says when the last record was.
+func lastLines(frames []client.LogFrame, n int) (time.Time, client.LogFrame) {
+	var all []client.LogRecord
+	var out client.LogFrame
+	for _, f := range frames {
+		out.Task, out.Container, out.Node = f.Task, f.Container, f.Node
+		all = append(all, f.Records...)
+	}
+	var last time.Time
+	if len(all) > 0 {
+		last = all[len(all)-1].Time
+	}
+	start, lines := len(all), 0
+	for i := len(all) - 1; i >= 0; i-- {
+		if !all[i].Partial {
+			if lines == n {
+				break
+			}
+			lines++
+		}
+		start = i
+	}
+	if start < len(all) {
+		out.Records = all[start:]
+	}
+	return last, out
 }
 
 // logPrinter writes each record's text, stderr records to stderr.
 type logPrinter struct {
 	stdout, stderr io.Writer
 	timestamps     bool
+	// prefix, when set, starts every line (the task's name, when several
+	// tasks print at once); lines are then written whole, under mu.
+	prefix  string
+	mu      *sync.Mutex
+	pending map[string]*strings.Builder // a line's start, by stream
 	// A record that is part of a longer line goes on in the next one:
 	// the time is printed only at the start of a line of each stream.
 	midLine map[string]bool
@@ -122,9 +249,37 @@ func (p *logPrinter) print(f client.LogFrame) error {
 			b.WriteByte('\n')
 		}
 		p.midLine[r.Stream] = r.Partial
+		if p.mu != nil {
+			if err := p.line(w, r.Stream, b.String(), r.Partial); err != nil {
+				return err
+			}
+			continue
+		}
 		if _, err := io.WriteString(w, b.String()); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// line gathers a prefixed line's records and writes it once it ends.
+func (p *logPrinter) line(w io.Writer, stream, text string, partial bool) error {
+	if p.pending == nil {
+		p.pending = map[string]*strings.Builder{}
+	}
+	b := p.pending[stream]
+	if b == nil {
+		b = &strings.Builder{}
+		b.WriteString(p.prefix)
+		p.pending[stream] = b
+	}
+	b.WriteString(text)
+	if partial {
+		return nil
+	}
+	delete(p.pending, stream)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, err := io.WriteString(w, b.String())
+	return err
 }

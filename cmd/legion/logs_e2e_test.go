@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
 )
 
 // A job's finished task on a real one-node daemon: legion logs prints its
@@ -42,5 +46,85 @@ spec:
 		if got, want := errOut.String(), "a warning\n"; got != want {
 			t.Errorf("legion logs %s: stderr %q, want %q", arg, got, want)
 		}
+	}
+}
+
+// legion logs SERVICE -f follows all three replicas of a service at once,
+// each line after its task's name; --tail 2 keeps each task's last two.
+func TestLogsFollowsEveryReplicaOfAService(t *testing.T) {
+	n, ctx := helloCluster(t, `apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  replicas: 3
+  pod:
+    containers:
+      - name: app
+        image: localhost/hello:1
+        pullPolicy: never
+        args: [-say, "line one", -say, "line two", -listen, "$(LEGION_POD_IP):8080"]
+`+readyHTTP)
+	var names []string
+	waitFor(t, "three running tasks of web", func() bool {
+		names = names[:0]
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		for _, o := range tasks {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "web" && tk.Status.State == legion.TaskRunning && tk.Status.Ready {
+				names = append(names, tk.Metadata.Name)
+			}
+		}
+		return len(names) == 3
+	})
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	fctx, stop := context.WithCancel(ctx)
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- rootWith(out, errOut, append([]string{"logs", "web", "-f"}, flags...)...).ExecuteContext(fctx)
+	}()
+	waitFor(t, "a line from every replica", func() bool {
+		for _, name := range names {
+			if !strings.Contains(out.String(), name+" | line two\n") {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("legion logs web -f: %v (stderr %q)", err, errOut.String())
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		name, _, ok := strings.Cut(line, " | ")
+		if !ok || !slices.Contains(names, name) {
+			t.Errorf("line %q does not start with one of the tasks %v", line, names)
+		}
+	}
+
+	out = &syncBuffer{}
+	// Each replica printed "line one", "line two", then "listening on".
+	if err := rootWith(out, errOut, append([]string{"logs", "service/web", "--tail", "2", "--timestamps"}, flags...)...).ExecuteContext(ctx); err != nil {
+		t.Fatalf("legion logs --tail 2: %v", err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("--tail 2 printed %q, want two lines of each of 3 tasks", out.String())
+	}
+	seen := map[string]int{}
+	for _, line := range lines {
+		name, rest, _ := strings.Cut(line, " | ")
+		stamp, text, _ := strings.Cut(rest, " ")
+		if _, err := time.Parse(time.RFC3339Nano, stamp); err != nil || text == "line one" || !slices.Contains(names, name) {
+			t.Errorf("--tail 2 --timestamps line %q, want TASK | TIME and one of the last two lines", line)
+		}
+		if text == "line two" {
+			seen[name]++
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("--tail 2: \"line two\" from %v, want every task", seen)
 	}
 }
