@@ -241,3 +241,43 @@ func NetemAvailable() error {
 	}
 	return nil
 }
+
+// ErrNoLoss says iptables cannot drop packets at random here.
+var ErrNoLoss = errors.New("iptables with the statistic match is not available here")
+
+// lossRules are the iptables rules Loss adds in a node's namespace: a
+// random share of what enters and leaves its link is dropped.
+func lossRules(percent float64) [][]string {
+	p := fmt.Sprintf("%g", percent/100)
+	return [][]string{
+		{"INPUT", "-i", "eth0", "-m", "statistic", "--mode", "random", "--probability", p, "-j", "DROP"},
+		{"OUTPUT", "-o", "eth0", "-m", "statistic", "--mode", "random", "--probability", p, "-j", "DROP"},
+	}
+}
+
+// Loss drops percent of n's packets each way, with iptables rather than
+// netem, until ClearLoss: for kernels without sch_netem, which can then
+// still lose packets but not delay them.
+func (l *Lab) Loss(n *Node, percent float64) error {
+	if _, err := exec.LookPath("iptables"); err != nil {
+		return ErrNoLoss
+	}
+	l.logf("loss %s: %.0f%% (iptables)", n.Name, percent)
+	for _, r := range lossRules(percent) {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", n.NS, "iptables", "-A"}, r...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", ErrNoLoss, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// ClearLoss removes what Loss(n, percent) added.
+func (l *Lab) ClearLoss(n *Node, percent float64) error {
+	l.logf("clear loss %s", n.Name)
+	var errs []error
+	for _, r := range lossRules(percent) {
+		errs = append(errs, ipcmd("ip", append([]string{"netns", "exec", n.NS, "iptables", "-D"}, r...)...))
+	}
+	return errors.Join(errs...)
+}
