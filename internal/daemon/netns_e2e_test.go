@@ -171,60 +171,12 @@ func anyServer(name string, replicas int) string {
 `
 }
 
-// Two pods of an image that binds 0.0.0.0:8080 serve side by side on one
-// node, each at its own address of the node's /24, reached from the
-// host over the bridge; each container's resolv.conf names the node
-// resolver on the gateway, bind-mounted over the image's own file.
-func TestNetNSPodsBindTheSamePort(t *testing.T) {
-	n := startNetNSNode(t)
-	applyText(t, n.Client, anyServer("web", 2))
-	var tasks []*legion.Task
-	poll(t, "two ready replicas", 60*time.Second, func() bool {
-		tasks = readyOf(t, n.Client, "default", "web")
-		return len(tasks) == 2
-	})
-	no, err := n.Client.Get(context.Background(), legion.KindNode, "", n.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subnet := netip.MustParsePrefix(no.(*legion.Node).Status.PodCIDR)
-	c := &http.Client{Timeout: 2 * time.Second}
-	for _, task := range tasks {
-		a, err := netip.ParseAddr(task.Status.IP)
-		if err != nil || !subnet.Contains(a) {
-			t.Fatalf("task %s has address %q, want one of the node's %s", task.Metadata.Name, task.Status.IP, subnet)
-		}
-		body, err := httpBody(c, "http://"+net.JoinHostPort(task.Status.IP, "8080")+"/")
-		if err != nil || body != task.Metadata.Name {
-			t.Fatalf("%s at %s:8080: %q %v, want its own name", task.Metadata.Name, task.Status.IP, body, err)
-		}
-	}
-	if tasks[0].Status.IP == tasks[1].Status.IP {
-		t.Fatalf("both replicas at %s", tasks[0].Status.IP)
-	}
-	gw := subnet.Masked().Addr().Next() // .1, on the bridge
-	code, conf := inPod(context.Background(), n.Runtime, tasks[0], "web", "-cat", "/etc/resolv.conf")
-	for _, want := range []string{"nameserver " + gw.String() + "\n", "search default.legion legion\n", "options ndots:2\n"} {
-		if code != 0 || !strings.Contains(conf, want) {
-			t.Fatalf("the pod's resolv.conf (exit %d):\n%s\nwant a line %q", code, conf, want)
-		}
-	}
-	// The pod's own view: the service by name through the node resolver
-	// and the VIP, which balances over both.
-	seen := map[string]bool{}
-	poll(t, "both replicas by name from a pod", 30*time.Second, func() bool {
-		code, out := inPod(context.Background(), n.Runtime, tasks[0], "web", "-get", "http://web:8080/")
-		if code == 0 {
-			seen[strings.TrimSpace(out)] = true
-		}
-		return len(seen) == 2
-	})
-}
-
 // The acceptance: a compose stack of three services whose images all
-// listen on 0.0.0.0:8080, three replicas each, on one node; from a
-// container of each, every other service answers by its name (the node
-// resolver, then its VIP).
+// listen on 0.0.0.0:8080, three replicas each, on one node. Every replica
+// serves at its own address of the node's /24; each container's
+// resolv.conf names the node resolver on the gateway; and from a
+// container of each service, every other one answers by its name (the
+// node resolver, then its VIP).
 func TestNetNSComposeStackReachesEachOtherByName(t *testing.T) {
 	n := startNetNSNode(t)
 	var b strings.Builder
@@ -256,6 +208,37 @@ func TestNetNSComposeStackReachesEachOtherByName(t *testing.T) {
 		}
 		return true
 	})
+	// Each replica at its own address of the node's /24, all on port 8080,
+	// reached from the host over the bridge.
+	no, err := n.Client.Get(context.Background(), legion.KindNode, "", n.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subnet := netip.MustParsePrefix(no.(*legion.Node).Status.PodCIDR)
+	c := &http.Client{Timeout: 2 * time.Second}
+	seen := map[string]bool{}
+	for _, s := range svcs {
+		for _, task := range ready[s] {
+			a, err := netip.ParseAddr(task.Status.IP)
+			if err != nil || !subnet.Contains(a) || seen[task.Status.IP] {
+				t.Fatalf("task %s has address %q, want one of the node's %s of its own", task.Metadata.Name, task.Status.IP, subnet)
+			}
+			seen[task.Status.IP] = true
+			body, err := httpBody(c, "http://"+net.JoinHostPort(task.Status.IP, "8080")+"/")
+			if err != nil || body != s {
+				t.Fatalf("%s at %s:8080: %q %v, want %s", task.Metadata.Name, task.Status.IP, body, err, s)
+			}
+		}
+	}
+	// The node resolver on the gateway, bind-mounted over the image's
+	// /etc/resolv.conf.
+	gw := subnet.Masked().Addr().Next()
+	code, conf := inPod(context.Background(), n.Runtime, ready["alpha"][0], "alpha", "-cat", "/etc/resolv.conf")
+	for _, want := range []string{"nameserver " + gw.String() + "\n", "search default.legion legion\n", "options ndots:2\n"} {
+		if code != 0 || !strings.Contains(conf, want) {
+			t.Fatalf("the pod's resolv.conf (exit %d):\n%s\nwant a line %q", code, conf, want)
+		}
+	}
 	for _, from := range svcs {
 		for _, to := range svcs {
 			if to == from {
@@ -460,28 +443,28 @@ func TestNetNSNothingLeftAfterKill9(t *testing.T) {
 	})
 
 	d := startNetNSDaemon(t, dir)
-	applyText(t, d.cl, anyServer("web", 3))
+	applyText(t, d.cl, anyServer("web", 2))
 	poll(t, "a first pod namespace", 60*time.Second, func() bool { return len(netnsPods(t, data)) > 0 })
 	d.kill() // mid-way through the pods' start
 
 	d = startNetNSDaemon(t, dir)
 	var tasks []*legion.Task
-	poll(t, "three ready replicas after the restart", 60*time.Second, func() bool {
+	poll(t, "two ready replicas after the restart", 60*time.Second, func() bool {
 		tasks = readyOf(t, d.cl, "default", "web")
-		return len(tasks) == 3
+		return len(tasks) == 2
 	})
 	keep := map[string]bool{}
 	for _, task := range tasks {
 		keep[task.Metadata.UID] = true
 	}
-	poll(t, "namespaces of the three running pods only", 30*time.Second, func() bool {
+	poll(t, "namespaces of the two running pods only", 30*time.Second, func() bool {
 		got := netnsPods(t, data)
-		return len(got) == 3 && got[tasks[0].Metadata.UID] && got[tasks[1].Metadata.UID] && got[tasks[2].Metadata.UID]
+		return len(got) == 2 && got[tasks[0].Metadata.UID] && got[tasks[1].Metadata.UID]
 	})
 	checkNoNetNSLeft(t, data, keep, false)
 
 	applyText(t, d.cl, anyServer("web", 0))
-	poll(t, "a first pod namespace removed", 60*time.Second, func() bool { return len(netnsPods(t, data)) < 3 })
+	poll(t, "a first pod namespace removed", 60*time.Second, func() bool { return len(netnsPods(t, data)) < 2 })
 	d.kill() // mid-way through the pods' removal
 
 	d = startNetNSDaemon(t, dir)
