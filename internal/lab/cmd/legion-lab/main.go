@@ -105,6 +105,7 @@ const help = `Commands:
   cut NODE, heal NODE            take NODE's link down, bring it up
   isolate NODE PEER...           cut NODE off from the PEERs only (rejoin NODE PEER... undoes it)
   netem NODE DELAY LOSS          delay and drop NODE's packets, e.g. netem w1 200ms 30 (clear NODE undoes it)
+  loss NODE PERCENT              drop NODE's packets with iptables, where netem is missing (noloss NODE PERCENT undoes it)
   stop, kill, restart NODE       SIGTERM, SIGKILL, start again
   status                         each manager's Raft state
   nodes                          the lab's nodes
@@ -199,6 +200,24 @@ func run(l *lab.Lab, f []string) bool {
 			break
 		}
 		err = l.Netem(ns[0], d, loss)
+	case "loss", "noloss":
+		if len(f) != 3 {
+			err = fmt.Errorf("%s NODE PERCENT, e.g. %s w1 30", f[0], f[0])
+			break
+		}
+		var ns []*lab.Node
+		if ns, err = nodes(f[1:2]); err != nil {
+			break
+		}
+		var pct float64
+		if pct, err = strconv.ParseFloat(strings.TrimSuffix(f[2], "%"), 64); err != nil {
+			break
+		}
+		if f[0] == "loss" {
+			err = l.Loss(ns[0], pct)
+		} else {
+			err = l.ClearLoss(ns[0], pct)
+		}
 	default:
 		err = fmt.Errorf("unknown command %q; help lists them", f[0])
 	}
