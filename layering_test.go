@@ -41,7 +41,7 @@ var (
 	nodeSide  = []string{module + "/internal/agent", module + "/internal/daemon", module + "/jail"}
 	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/sessions/sessionstest", "scheduler/schedtest",
 		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest", "internal/leakcheck",
-		"internal/testpoll", "internal/lab/..."}
+		"internal/testpoll", "internal/scale", "internal/lab/..."}
 )
 
 // layers is the map of the module: one row a layer, read top to bottom
@@ -109,6 +109,8 @@ var layers = []layer{
 	{pattern: "internal/testimage/...", may: []string{"", "...", "-cmd"}},
 	{pattern: "internal/leakcheck", thirdParty: []string{"go.uber.org/goleak"}},
 	{pattern: "internal/testpoll", thirdParty: []string{}},
+	// Many simulated agents against real managers, for scale runs.
+	{pattern: "internal/scale", may: []string{"", "...", "-cmd"}},
 	// Real daemons in network namespaces, and the command that runs them.
 	{pattern: "internal/lab/...", may: []string{"", "...", "-cmd"}},
 	{pattern: "scheduler/schedtest", may: []string{"", "scheduler"}, noStd: pureStd},

@@ -10,6 +10,7 @@ import (
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/endpoints"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/protobuf/proto"
 )
 
 // Assignments implements agent.Manager: the node's whole set each time it
@@ -79,6 +80,9 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 		set, err := st.Recv()
 		if err != nil {
 			return got, err
+		}
+		if s.cfg.OnAssignments != nil {
+			s.cfg.OnAssignments(proto.Size(set), set.GetDelta())
 		}
 		var as agent.Assignments
 		switch {

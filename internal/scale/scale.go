@@ -1,0 +1,337 @@
+// Package scale runs a cluster at size in one process for tests and
+// benchmarks: real managers (internal/testcluster, with the leader's
+// work) and many simulated agents. Each simulated agent is a real
+// dispatcher client (dispatcherclient.Session over mutual TLS): it joins
+// with the worker token, registers, sends heartbeats, follows its
+// assignments and reports its tasks, "running" what it is told to at
+// once and dropping what is taken away. The harness counts what the
+// assignment streams carry, and can stop managers and drop agents.
+//
+// It is for tests only, as testcluster is.
+package scale
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/internal/testcluster"
+)
+
+// reportRetry is the wait before a failed report is sent again.
+const reportRetry = 200 * time.Millisecond
+
+// Options size a run.
+type Options struct {
+	Managers int // default 3
+	Agents   int // default 256
+}
+
+// Harness is a running cluster with its simulated agents.
+type Harness struct {
+	t       testing.TB
+	Cluster *testcluster.Cluster
+	Agents  []*Agent
+	addrs   []string
+
+	// What the assignment streams carried to every agent.
+	Messages, Deltas, Bytes atomic.Int64
+	// Reports is how many task reports the agents made.
+	Reports atomic.Int64
+	// Trace, when set, is told the counts at each poll of WaitFor.
+	Trace func(format string, args ...any)
+	// Largest is the largest message since ResetLargest.
+	Largest atomic.Int64
+}
+
+// ResetLargest starts the record of the largest message again.
+func (h *Harness) ResetLargest() { h.Largest.Store(0) }
+
+// Traffic is a reading of the counters.
+type Traffic struct{ Messages, Deltas, Bytes, Reports int64 }
+
+// Traffic reads the counters.
+func (h *Harness) Traffic() Traffic {
+	return Traffic{h.Messages.Load(), h.Deltas.Load(), h.Bytes.Load(), h.Reports.Load()}
+}
+
+// Sub is the traffic since an earlier reading.
+func (a Traffic) Sub(b Traffic) Traffic {
+	return Traffic{a.Messages - b.Messages, a.Deltas - b.Deltas, a.Bytes - b.Bytes, a.Reports - b.Reports}
+}
+
+// New starts the managers and the agents; everything stops at the end of
+// the test.
+func New(t testing.TB, o Options) *Harness {
+	t.Helper()
+	if o.Managers <= 0 {
+		o.Managers = 3
+	}
+	if o.Agents <= 0 {
+		o.Agents = 256
+	}
+	c := testcluster.New(t, testcluster.Options{Managers: o.Managers, Leader: true})
+	h := &Harness{t: t, Cluster: c}
+	for _, m := range c.Managers {
+		h.addrs = append(h.addrs, m.Addr)
+	}
+	tok := c.Token("worker")
+	h.Agents = make([]*Agent, o.Agents)
+	var wg sync.WaitGroup
+	errs := make(chan error, o.Agents)
+	sem := make(chan struct{}, 16)
+	for i := range o.Agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			a, err := h.startAgent(fmt.Sprintf("sim-%03d", i), tok, i)
+			if err != nil {
+				errs <- err
+				return
+			}
+			h.Agents[i] = a
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// Agent is one simulated node.
+type Agent struct {
+	Name   string
+	h      *Harness
+	sess   *dispatcherclient.Session
+	cancel context.CancelFunc
+	done   chan struct{}
+	octet  int
+
+	mu      sync.Mutex
+	tasks   map[string]*legion.Task // what it runs, by namespace/name
+	sent    map[string]string       // the last report made of each task: uid and state
+	nextIP  int
+	dropped bool
+}
+
+// startAgent joins a node with the token and starts its session and its
+// work.
+func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
+	creds, err := join(h.addrs[0], token, name)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", name, err)
+	}
+	a := &Agent{Name: name, h: h, octet: i, tasks: map[string]*legion.Task{}, sent: map[string]string{}, done: make(chan struct{})}
+	cpu, mem := legion.CPU(64_000), legion.Bytes(256<<30)
+	sess, err := dispatcherclient.New(dispatcherclient.Config{
+		Node: name, Managers: slices.Clone(h.addrs), TLS: creds.ClientConfig(),
+		Status: func() legion.NodeStatus {
+			return legion.NodeStatus{State: legion.NodeReady, Hostname: name, Addr: fmt.Sprintf("192.0.2.%d", i%250+1),
+				Platform:  legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux"},
+				Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
+				Version:   "scale", ImagePins: true}
+		},
+		Backoff: 50 * time.Millisecond,
+		OnAssignments: func(size int, delta bool) {
+			h.Messages.Add(1)
+			h.Bytes.Add(int64(size))
+			for {
+				l := h.Largest.Load()
+				if int64(size) <= l || h.Largest.CompareAndSwap(l, int64(size)) {
+					break
+				}
+			}
+			if delta {
+				h.Deltas.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.sess, a.cancel = sess, cancel
+	h.t.Cleanup(a.Drop)
+	if err := sess.Start(ctx); err != nil {
+		close(a.done)
+		return nil, fmt.Errorf("agent %s: starting: %w", name, err)
+	}
+	ch, err := sess.Assignments(ctx)
+	if err != nil {
+		close(a.done)
+		return nil, err
+	}
+	go func() {
+		defer close(a.done)
+		a.run(ctx, ch)
+	}()
+	return a, nil
+}
+
+// join asks a manager for a worker certificate with the token, as a
+// joining daemon does.
+func join(addr, token, name string) (*pki.Credentials, error) {
+	tok, err := pki.ParseToken(token)
+	if err != nil {
+		return nil, err
+	}
+	key, err := pki.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	csr, err := pki.CSR(key, name)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(pki.JoinConfig(tok.Digest, nil))))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := legionpb.NewClusterClient(conn).Join(ctx, &legionpb.JoinRequest{Token: token, Csr: csr, NodeId: name,
+		Role: "worker", Protocol: server.Protocol})
+	if err != nil {
+		return nil, fmt.Errorf("join: %w", err)
+	}
+	keyPEM, err := pki.KeyPEM(key)
+	if err != nil {
+		return nil, err
+	}
+	return pki.NewCredentials(resp.Certificate, keyPEM, resp.CaCertificate)
+}
+
+// Drop stops the agent as a node that went away would: no more
+// heartbeats, streams or reports.
+func (a *Agent) Drop() {
+	a.mu.Lock()
+	if a.dropped {
+		a.mu.Unlock()
+		return
+	}
+	a.dropped = true
+	a.mu.Unlock()
+	a.cancel()
+	a.sess.Close()
+	<-a.done
+}
+
+// Tasks is what the agent runs now.
+func (a *Agent) Tasks() map[string]*legion.Task {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]*legion.Task, len(a.tasks))
+	for k, v := range a.tasks {
+		out[k] = v
+	}
+	return out
+}
+
+// run takes each set as the real agent would, at once: every task told to
+// run is running, ready, with an address; every task told to stop is
+// stopped; what the set no longer holds is forgotten.
+func (a *Agent) run(ctx context.Context, ch <-chan agent.Assignments) {
+	for as := range ch {
+		type report struct {
+			t  *legion.Task
+			st legion.TaskStatus
+		}
+		var todo []report
+		a.mu.Lock()
+		seen := map[string]bool{}
+		for _, t := range as.Tasks {
+			k := t.Metadata.Namespace + "/" + t.Metadata.Name
+			seen[k] = true
+			a.tasks[k] = t
+			var st legion.TaskStatus
+			switch {
+			case t.Spec.DesiredState == legion.TaskRunning && t.Status.State != legion.TaskRunning:
+				ip := t.Status.IP
+				if ip == "" {
+					a.nextIP++
+					ip = fmt.Sprintf("10.%d.%d.%d", 100+a.octet/250, a.octet%250, a.nextIP%250+2)
+				}
+				now := time.Now()
+				st = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: ip, Started: &now, Timestamp: now}
+			case t.Spec.DesiredState != legion.TaskRunning && !terminal(t.Status.State):
+				now := time.Now()
+				st = legion.TaskStatus{State: legion.TaskShutdown, Finished: &now, Timestamp: now}
+			default:
+				continue
+			}
+			mark := t.Metadata.UID + "/" + string(st.State)
+			if a.sent[k] == mark {
+				continue // reported already; the set is older than the report
+			}
+			a.sent[k] = mark
+			todo = append(todo, report{t, st})
+		}
+		for k := range a.tasks {
+			if !seen[k] {
+				delete(a.tasks, k)
+				delete(a.sent, k)
+			}
+		}
+		a.mu.Unlock()
+		// Reports go out a few at a time, as a node's tasks start side by
+		// side.
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for _, r := range todo {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				// Through elections too: tried again until it is taken or
+				// the agent stops.
+				for {
+					err := a.sess.Report(ctx, r.t.Metadata.Namespace, r.t.Metadata.Name, r.st)
+					if err == nil {
+						a.h.Reports.Add(1)
+						return
+					}
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(reportRetry):
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+func terminal(s legion.TaskState) bool {
+	switch s {
+	case legion.TaskComplete, legion.TaskFailed, legion.TaskRejected, legion.TaskShutdown, legion.TaskOrphaned:
+		return true
+	}
+	return false
+}
+
+// Client is an admin client that follows the leader.
+func (h *Harness) Client() *client.Client {
+	return h.Cluster.ClientTo(h.Cluster.WaitLeader())
+}

@@ -1,0 +1,188 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion/client"
+)
+
+// TestAssignmentsAreSentAsChanges runs 16 simulated agents and 200
+// tasks to convergence, then changes one service by one task and checks
+// what that costs the assignment streams: a bounded number of bytes per
+// agent, whatever the number of tasks in the cluster (a whole set would
+// carry every service's endpoints and every running task to every node).
+func TestAssignmentsAreSentAsChanges(t *testing.T) {
+	t.Parallel()
+	const agents, services, replicas = 16, 10, 20
+	w0 := time.Now()
+	h := New(t, Options{Agents: agents})
+	t.Logf("3 managers and %d agents up in %s", agents, time.Since(w0).Round(time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := h.Apply(ctx, services, replicas, "1"); err != nil {
+		t.Fatal(err)
+	}
+	took, err := h.WaitFor(ctx, "every task running", "1", nil, func(c Counts) bool { return c.Running == services*replicas })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d tasks running on %d agents %s after the apply; %+v", services*replicas, agents, took.Round(time.Millisecond), h.Traffic())
+
+	// Let the last reports' changes reach every stream, then change one
+	// service by one task: the node that runs it is sent the task, and
+	// every node its service's endpoints and the new policy member. Other
+	// changes may still go on (a node late with a heartbeat), so what is
+	// bounded is each message, not the window's sum.
+	settle(t, h)
+	before := h.Traffic()
+	h.ResetLargest()
+	s := service(0, replicas+1, "1")
+	if _, err := h.Client().ApplyOne(ctx, s, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.WaitFor(ctx, "the new task running", "1", nil, func(c Counts) bool { return c.Running == services*replicas+1 }); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, h)
+	d := h.Traffic().Sub(before)
+	largest := h.Largest.Load()
+	t.Logf("one task added: %d messages (%d deltas), %d bytes to %d agents, the largest %d bytes", d.Messages, d.Deltas, d.Bytes, agents, largest)
+	if d.Messages < agents || d.Deltas != d.Messages {
+		t.Fatalf("the change reached the agents as %d messages of which %d deltas: want changes only, to each of %d agents", d.Messages, d.Deltas, agents)
+	}
+	// The new task, or its service's endpoints (21 tasks) and a member:
+	// a few kilobytes. A whole set holds every service and member (tens
+	// of kilobytes here) and grows with the cluster.
+	const bound = 8 << 10
+	if largest > bound {
+		t.Fatalf("a message of the change held %d bytes: want at most %d", largest, bound)
+	}
+}
+
+// settle waits until the assignment streams carried nothing for a while.
+func settle(t *testing.T, h *Harness) {
+	t.Helper()
+	const quiet = 500 * time.Millisecond
+	deadline := time.Now().Add(20 * time.Second)
+	last, since := h.Traffic(), time.Now()
+	for time.Since(since) < quiet {
+		if time.Now().After(deadline) {
+			t.Fatalf("the assignment streams did not go quiet within 20s: %+v", h.Traffic())
+		}
+		time.Sleep(50 * time.Millisecond) // sampling the counters
+		if now := h.Traffic(); now != last {
+			last, since = now, time.Now()
+		}
+	}
+}
+
+// envInt reads a size from the environment.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// cpu is the process's user and system time so far.
+func cpu() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestScale is the full run of issue 21: 3 managers, 256 agents, 200
+// services of 100 replicas; apply, a rolling update with a leader stop in
+// the middle, a drain of 32 nodes; each phase timed, with the traffic of
+// the assignment streams and the process's CPU. Too big for CI: it runs
+// with LEGION_SCALE=1 (sizes: LEGION_SCALE_AGENTS, _SERVICES, _REPLICAS,
+// _DRAIN).
+func TestScale(t *testing.T) {
+	if os.Getenv("LEGION_SCALE") == "" {
+		t.Skip("the full scale run takes minutes: set LEGION_SCALE=1")
+	}
+	agents := envInt("LEGION_SCALE_AGENTS", 256)
+	services := envInt("LEGION_SCALE_SERVICES", 200)
+	replicas := envInt("LEGION_SCALE_REPLICAS", 100)
+	drain := envInt("LEGION_SCALE_DRAIN", 32)
+	total := services * replicas
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	h := New(t, Options{Agents: agents})
+	if os.Getenv("LEGION_SCALE_TRACE") != "" {
+		h.Trace = t.Logf
+	}
+	t.Logf("start: 3 managers, %d agents joined and registered in %s", agents, time.Since(start).Round(time.Millisecond))
+
+	phase := func(name string, run func() (time.Duration, error)) {
+		t.Helper()
+		tr, c0, w0 := h.Traffic(), cpu(), time.Now()
+		took, err := run()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		wall := time.Since(w0)
+		d := h.Traffic().Sub(tr)
+		t.Logf("%-28s %8s  messages %7d (deltas %7d)  bytes %11d (%6.1f MB/s)  reports %6d  process CPU %5.1f cores",
+			name, took.Round(time.Millisecond), d.Messages, d.Deltas, d.Bytes, float64(d.Bytes)/wall.Seconds()/1e6, d.Reports,
+			(cpu()-c0).Seconds()/wall.Seconds())
+	}
+	// Heartbeats alone: the whole process (agents sending, managers
+	// taking) over 10 s of an idle cluster bounds the leader's share.
+	phase("idle (heartbeats only)", func() (time.Duration, error) {
+		time.Sleep(10 * time.Second) // a measuring window, not a wait for a condition
+		return 10 * time.Second, nil
+	})
+	phase(fmt.Sprintf("apply %d tasks", total), func() (time.Duration, error) {
+		w0 := time.Now()
+		if err := h.Apply(ctx, services, replicas, "1"); err != nil {
+			return 0, err
+		}
+		_, err := h.WaitFor(ctx, "every task running", "1", nil, func(c Counts) bool { return c.Running == total })
+		return time.Since(w0), err
+	})
+	phase("rolling update, leader stop", func() (time.Duration, error) {
+		w0 := time.Now()
+		if err := h.Apply(ctx, services, replicas, "2"); err != nil {
+			return 0, err
+		}
+		if _, err := h.WaitFor(ctx, "a quarter updated", "2", nil, func(c Counts) bool { return c.AtTag >= total/4 }); err != nil {
+			return 0, err
+		}
+		leader := h.Cluster.WaitLeader()
+		k0 := time.Now()
+		leader.Stop()
+		t.Logf("leader %s stopped %s into the update", leader.Addr, k0.Sub(w0).Round(time.Millisecond))
+		_, err := h.WaitFor(ctx, "every task updated", "2", nil, func(c Counts) bool { return c.Running == total && c.AtTag == total })
+		t.Logf("converged %s after the leader stop", time.Since(k0).Round(time.Millisecond))
+		return time.Since(w0), err
+	})
+	phase(fmt.Sprintf("drain %d nodes", drain), func() (time.Duration, error) {
+		w0 := time.Now()
+		var names []string
+		drained := map[string]bool{}
+		for _, a := range h.Agents[:drain] {
+			names = append(names, a.Name)
+			drained[a.Name] = true
+		}
+		if err := h.Drain(ctx, names); err != nil {
+			return 0, err
+		}
+		_, err := h.WaitFor(ctx, "the drained nodes empty", "", drained, func(c Counts) bool { return c.OnNodes == 0 && c.Running == total })
+		return time.Since(w0), err
+	})
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("process heap in use at the end: %d MB", ms.HeapInuse>>20)
+}

@@ -1,0 +1,141 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+)
+
+// Namespace holds the services the scenarios apply.
+const Namespace = "scale"
+
+// poll is how often the scenarios look whether the cluster got there.
+const poll = 100 * time.Millisecond
+
+// service is one of the scenarios' services at an image tag.
+func service(i, replicas int, tag string) *legion.Service {
+	s := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+		Metadata: legion.Metadata{Namespace: Namespace, Name: fmt.Sprintf("svc-%03d", i)}}}
+	s.Spec.Replicas = &replicas
+	s.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: imageOf(tag)}}
+	par, monitor := 25, legion.Duration(0)
+	s.Spec.Update = legion.UpdateConfig{Parallelism: &par, Monitor: &monitor}
+	return s
+}
+
+// imageOf is the image of a tag, pinned by a digest made of it (a hex
+// digit) so the managers resolve nothing.
+func imageOf(tag string) string {
+	return "example.org/scale/app@sha256:" + strings.Repeat(tag, 64)[:64]
+}
+
+// Apply applies n services of replicas tasks each, at tag.
+func (h *Harness) Apply(ctx context.Context, n, replicas int, tag string) error {
+	c := h.Client()
+	ns := &legion.Namespace{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNamespace,
+		Metadata: legion.Metadata{Name: Namespace}}}
+	if _, err := c.ApplyOne(ctx, ns, client.ApplyOptions{}); err != nil {
+		return fmt.Errorf("namespace: %w", err)
+	}
+	objs := make([]legion.Object, n)
+	for i := range n {
+		objs[i] = service(i, replicas, tag)
+	}
+	// A few dozen at a time: one apply is one request.
+	for len(objs) > 0 {
+		k := min(len(objs), 50)
+		if _, err := c.Apply(ctx, objs[:k], client.ApplyOptions{}); err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		objs = objs[k:]
+	}
+	return nil
+}
+
+// Counts is the scenarios' tasks as the leader's replica holds them.
+type Counts struct {
+	Running   int            // told to run, running and ready
+	AtTag     int            // of those, at the tag asked
+	OnNodes   int            // of those, on the nodes asked
+	Other     int            // every other task of the namespace
+	PerNode   map[string]int // running ones per node
+	ReadAtVer uint64
+}
+
+// Count reads the scenarios' tasks from the leader's replica.
+func (h *Harness) Count(tag string, nodes map[string]bool) (Counts, error) {
+	st := h.Cluster.WaitLeader().Store()
+	if st == nil {
+		return Counts{}, fmt.Errorf("no leader store")
+	}
+	objs, at, err := st.List(legion.KindTask, Namespace, nil)
+	if err != nil {
+		return Counts{}, err
+	}
+	c := Counts{PerNode: map[string]int{}, ReadAtVer: at}
+	for _, o := range objs {
+		t := o.(*legion.Task)
+		if t.Spec.DesiredState == legion.TaskRunning && t.Status.State == legion.TaskRunning && t.Status.Ready {
+			c.Running++
+			c.PerNode[t.Spec.Node]++
+			if tag == "" || len(t.Spec.Pod.Containers) > 0 && t.Spec.Pod.Containers[0].Image == imageOf(tag) {
+				c.AtTag++
+			}
+			if nodes == nil || nodes[t.Spec.Node] {
+				c.OnNodes++
+			}
+			continue
+		}
+		c.Other++
+	}
+	return c, nil
+}
+
+// WaitFor polls Count until done holds or ctx ends, and returns how long
+// it took.
+func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[string]bool, done func(Counts) bool) (time.Duration, error) {
+	start := time.Now()
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	var last Counts
+	for {
+		c, err := h.Count(tag, nodes)
+		if err == nil {
+			last = c
+			if h.Trace != nil {
+				h.Trace("%s %s: running %d, at the tag %d, on the nodes %d, other %d", time.Since(start).Round(time.Millisecond), what,
+					c.Running, c.AtTag, c.OnNodes, c.Other)
+			}
+			if done(c) {
+				return time.Since(start), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), fmt.Errorf("%s: not within %s: running %d, at tag %d, on the nodes %d, other %d",
+				what, time.Since(start).Round(time.Millisecond), last.Running, last.AtTag, last.OnNodes, last.Other)
+		case <-t.C:
+		}
+	}
+}
+
+// Drain drains the nodes.
+func (h *Harness) Drain(ctx context.Context, nodes []string) error {
+	c := h.Client()
+	for _, name := range nodes {
+		o, err := c.Get(ctx, legion.KindNode, "", name)
+		if err != nil {
+			return err
+		}
+		n := o.(*legion.Node)
+		n.Spec.Availability = legion.AvailabilityDrain
+		if _, err := c.ApplyOne(ctx, n, client.ApplyOptions{}); err != nil {
+			return fmt.Errorf("draining %s: %w", name, err)
+		}
+	}
+	return nil
+}
