@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/daemon"
+	"github.com/legionbsd/legion/internal/testcluster"
 )
 
 // A job's finished task on a real one-node daemon: legion logs prints its
@@ -51,7 +55,10 @@ spec:
 
 // legion logs SERVICE -f follows all three replicas of a service at once,
 // each line after its task's name; --tail 2 keeps each task's last two.
+// The node runs with --metrics-listen, whose page shows the leader and
+// the three pods.
 func TestLogsFollowsEveryReplicaOfAService(t *testing.T) {
+	metricsAddr := testcluster.FreeAddr(t)
 	n, ctx := helloCluster(t, `apiVersion: legion/v1
 kind: Service
 metadata: {name: web}
@@ -63,7 +70,7 @@ spec:
         image: localhost/hello:1
         pullPolicy: never
         args: [-say, "line one", -say, "line two", -listen, "$(LEGION_POD_IP):8080"]
-`+readyHTTP)
+`+readyHTTP, func(o *daemon.Options) { o.MetricsListen = metricsAddr })
 	var names []string
 	waitFor(t, "three running tasks of web", func() bool {
 		names = names[:0]
@@ -77,6 +84,19 @@ spec:
 			}
 		}
 		return len(names) == 3
+	})
+	page := func() string {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatalf("scraping legion up's metrics: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	waitFor(t, "the node's metrics to show the leader and three pods", func() bool {
+		p := page()
+		return strings.Contains(p, "\nlegion_raft_leader 1\n") && strings.Contains(p, `legion_agent_pods{namespace="default"} 3`+"\n")
 	})
 	flags := []string{"--server", n.API, "--credentials", n.Admin}
 	fctx, stop := context.WithCancel(ctx)
