@@ -488,7 +488,8 @@ func TestNetNSNothingLeftAfterKill9(t *testing.T) {
 
 // Requests per second to a pod in its own namespace, through its VIP
 // (the proxy on the bridge) and straight to its address, in the same
-// run, over one kept-alive connection each:
+// run, over one kept-alive connection each; and, where iptables is, the
+// VIP through a kernel DNAT rule instead of the proxy:
 //
 //	go test ./internal/daemon -run '^$' -bench NetNSVIP -benchtime 3s
 func BenchmarkNetNSVIPAgainstDirect(b *testing.B) {
@@ -509,11 +510,26 @@ func BenchmarkNetNSVIPAgainstDirect(b *testing.B) {
 		_, err = httpBody(&http.Client{Timeout: time.Second}, "http://"+net.JoinHostPort(vip, "8080")+"/")
 		return vip != "" && err == nil
 	})
+	// Kernel DNAT for comparison, where iptables is: the same VIP sent
+	// straight to the pod by a nat rule on locally made packets, which
+	// then never reach the proxy.
+	dnat := []string{"-t", "nat", "OUTPUT", "-d", vip, "-p", "tcp", "--dport", "8080", "-j", "DNAT", "--to-destination", net.JoinHostPort(tasks[0].Status.IP, "8080")}
+	rule := func(op string) error {
+		args := append([]string{dnat[0], dnat[1], op}, dnat[2:]...)
+		return exec.Command("iptables", args...).Run()
+	}
 	for _, tc := range []struct{ name, addr string }{
 		{"direct", tasks[0].Status.IP},
 		{"vip", vip},
+		{"vip-dnat", vip},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			if tc.name == "vip-dnat" {
+				if err := rule("-I"); err != nil {
+					b.Skipf("no kernel DNAT to compare with (iptables -t nat -I OUTPUT: %v)", err)
+				}
+				defer rule("-D")
+			}
 			c := &http.Client{Timeout: 5 * time.Second}
 			url := "http://" + net.JoinHostPort(tc.addr, "8080") + "/"
 			for b.Loop() {
