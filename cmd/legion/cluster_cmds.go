@@ -107,7 +107,7 @@ func (c *clusterCLI) initCommand() *cobra.Command {
 			fmt.Fprintf(out, "  export LEGION_CREDENTIALS=%s\n", resp.AdminCredentials)
 			if line, err := rememberCluster(cmd, clusterDirOf(resp.AdminCredentials), c.server(cmd), resp.AdminCredentials); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: no context for this cluster: %v\n", err)
-			} else {
+			} else if line != "" {
 				fmt.Fprintln(out, line)
 			}
 			fmt.Fprintln(out, "Join tokens: legion token show worker|manager")

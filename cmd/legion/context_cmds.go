@@ -64,17 +64,25 @@ const (
 // configFlags puts --config and --context on the root.
 func configFlags(root *cobra.Command) {
 	pf := root.PersistentFlags()
-	pf.String("config", "", "the CLI's settings file (env "+envConfig+"; default $XDG_CONFIG_HOME/legion/config.yaml, else ~/.config/legion/config.yaml)")
+	pf.String("config", "", "the CLI's settings file, or none for no file (env "+envConfig+"; default $XDG_CONFIG_HOME/legion/config.yaml, else ~/.config/legion/config.yaml)")
 	pf.String("context", "", "the context of the settings file to use instead of its current one (env "+envContext+")")
 	root.PersistentPreRunE = loadSettings
 }
 
-// configPath is the settings file in effect.
+// noConfig, as --config or LEGION_CONFIG, means no settings file: none
+// is read and init and up write none (scripts, tests).
+const noConfig = "none"
+
+// configPath is the settings file in effect ("" for none).
 func configPath(cmd *cobra.Command) (string, error) {
+	p := os.Getenv(envConfig)
 	if f := cmd.Flags().Lookup("config"); f != nil && f.Changed {
-		return f.Value.String(), nil
+		p = f.Value.String()
 	}
-	if p := os.Getenv(envConfig); p != "" {
+	if p == noConfig {
+		return "", nil
+	}
+	if p != "" {
 		return p, nil
 	}
 	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
@@ -170,7 +178,7 @@ func loadSettings(cmd *cobra.Command, _ []string) error {
 		return nil
 	}
 	path, err := configPath(cmd)
-	if err != nil {
+	if err != nil || path == "" {
 		return err
 	}
 	cfg, err := readConfig(path)
@@ -306,6 +314,9 @@ func editConfig(cmd *cobra.Command, change func(*cliConfig) (bool, error)) error
 		var err error
 		if path, err = configPath(cmd); err != nil {
 			return err
+		}
+		if path == "" {
+			return fmt.Errorf("no settings file: --config or %s is %s", envConfig, noConfig)
 		}
 	}
 	cfg, err := readConfig(path)
@@ -483,10 +494,13 @@ func contextRmCommand() *cobra.Command {
 
 // rememberCluster adds or updates, in the settings file, a context for a
 // cluster this CLI just made (legion init, legion up) and makes it
-// current, returning the line that says so. A context of that name that
-// holds another cluster's credentials is left alone: the new one gets a
-// numbered name.
+// current, returning the line that says so ("" with no settings file). A
+// context of that name that holds another cluster's credentials is left
+// alone: the new one gets a numbered name.
 func rememberCluster(cmd *cobra.Command, name, server, credentials string) (string, error) {
+	if p, err := configPath(cmd); err != nil || p == "" {
+		return "", err
+	}
 	abs, err := filepath.Abs(credentials)
 	if err != nil {
 		return "", fmt.Errorf("credentials %q: %w", credentials, err)

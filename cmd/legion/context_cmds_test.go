@@ -214,4 +214,14 @@ func TestBrokenSettingsFile(t *testing.T) {
 	if _, err := runLegion(t, "", "context", "ls", "--config", cfg); err == nil || !strings.Contains(err.Error(), cfg) || !strings.Contains(err.Error(), "no name") {
 		t.Fatalf("a context without a name: %v", err)
 	}
+	// none: no file read, none to edit.
+	if out, err := runLegion(t, "", "context", "show", "--config", cfg); err == nil {
+		t.Fatalf("a broken file did not stop context show:\n%s", out)
+	}
+	if _, err := runLegion(t, "", "context", "show", "--config", noConfig); err != nil {
+		t.Fatalf("context show --config none: %v", err)
+	}
+	if _, err := runLegion(t, "", "context", "ls", "--config", noConfig); err == nil || !strings.Contains(err.Error(), "no settings file") {
+		t.Fatalf("context ls --config none: %v", err)
+	}
 }

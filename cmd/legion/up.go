@@ -64,7 +64,7 @@ and trying Legion out.`,
 				}
 				if line, err := rememberCluster(cmd, o.DataDir, n.API, n.Admin); err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: no context for this cluster: %v\n", err)
-				} else {
+				} else if line != "" {
 					fmt.Fprintln(out, line)
 				}
 				if len(n.Ingress) > 0 {

@@ -32,16 +32,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	// Commands that write the CLI's settings file (legion up, init,
-	// context) write a file of the tests' own, never the user's.
-	dir, err := os.MkdirTemp("", "legion-cli-config-")
-	if err != nil {
-		panic(err)
-	}
-	os.Setenv(envConfig, filepath.Join(dir, "config.yaml"))
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// No settings file unless a test names one: neither the user's, nor
+	// contexts that legion up and init in one test would leave to others.
+	os.Setenv(envConfig, noConfig)
+	os.Exit(m.Run())
 }
 
 type syncBuffer struct {
@@ -68,7 +62,7 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	root.SetContext(ctx)
 	root.SetArgs([]string{"up", "../../examples/hello", "--data-dir", filepath.Join(dir, "data"),
-		"--listen", "127.0.0.1:0", "--dns-listen", "127.0.0.1:0"})
+		"--listen", "127.0.0.1:0", "--dns-listen", "127.0.0.1:0", "--config", filepath.Join(dir, "config.yaml")})
 	done := make(chan error, 1)
 	go func() { done <- root.Execute() }()
 	defer func() {
