@@ -17,11 +17,7 @@ import (
 // heartbeats still arrive within the limits, is never declared down.
 // Where the kernel has no netem, the link loses packets but is not
 // delayed.
-func TestFlappingLink(t *testing.T) {
-	t.Parallel()
-	if err := lab.Available(); err != nil {
-		t.Skipf("no lab: %v", err)
-	}
+func flappingLink(t *testing.T) {
 	netemErr := lab.NetemAvailable()
 	l := lab.New(t, lab.Options{Managers: 3, Workers: 1, RaftTiming: "default"})
 	leader, before, err := l.Leader()

@@ -17,6 +17,33 @@ import (
 	"github.com/legionbsd/legion/internal/testpoll"
 )
 
+// TestPartitions runs each partition scenario on a lab of its own, all
+// at once whatever -parallel says: they wait on heartbeats and elections,
+// not on the CPU, and one after another they would take minutes.
+func TestPartitions(t *testing.T) {
+	t.Parallel()
+	if err := lab.Available(); err != nil {
+		t.Skipf("no lab: %v", err)
+	}
+	scenarios := []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"leader cut off from the other managers", leaderCutOffFromTheOtherManagers},
+		{"worker cut off", workerCutOff},
+		{"worker cut off from its manager only", workerCutOffFromItsManagerOnly},
+		{"worker cut off from the leader only", workerCutOffFromTheLeaderOnly},
+		{"flapping link", flappingLink},
+	}
+	var wg sync.WaitGroup
+	for _, s := range scenarios {
+		// t.Run may be called from several goroutines; each returns when
+		// its scenario has.
+		wg.Go(func() { t.Run(s.name, s.run) })
+	}
+	wg.Wait()
+}
+
 // regInput and regOutput are an operation on one register per key: a
 // Config whose data is the value.
 type regInput struct {
@@ -128,8 +155,7 @@ func electionBound(t store.Timing) time.Duration {
 // within the election bound, the old one steps down and takes no write,
 // every write and read made through any manager during and after the cut
 // is linearizable, and no acknowledged write is lost once healed.
-func TestLeaderCutOffFromTheOtherManagers(t *testing.T) {
-	t.Parallel()
+func leaderCutOffFromTheOtherManagers(t *testing.T) {
 	l := lab.New(t, lab.Options{Managers: 3, ClientRetry: time.Second})
 	timing := store.FastTiming()
 	old, oldSt, err := l.Leader()
