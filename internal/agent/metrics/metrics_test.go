@@ -81,7 +81,9 @@ func TestAgentCollector(t *testing.T) {
 		Images: func() ([]*image.Record, error) {
 			return []*image.Record{{Layers: []image.LayerRecord{layer, {Digest: "sha256:b", Size: 7}}}, {Layers: []image.LayerRecord{layer}}}, nil
 		},
-		Sessions: func() (map[string]int, map[string]uint64) { return map[string]int{"logs": 1}, map[string]uint64{"logs": 4} }})
+		Sessions: func() (map[string]int, map[string]uint64) {
+			return map[string]int{"logs": 1}, map[string]uint64{"logs": 4}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
