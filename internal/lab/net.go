@@ -169,17 +169,18 @@ func (l *Lab) Heal(n *Node) error {
 }
 
 // Isolate cuts n off from the nodes named, both ways, and from nobody
-// else (the test's host still reaches it): a blackhole route to each in
-// n's namespace and one to n in each of theirs. A new connection fails at
-// once; one already open stops getting answers.
+// else (the test's host still reaches it). With iptables, each side drops
+// what arrives from the other, so packets vanish and calls time out as on
+// a real partition; without it, a blackhole route on each side makes new
+// connections fail at once instead. Either way, a connection already open
+// stops getting answers.
 func (l *Lab) Isolate(n *Node, from ...*Node) error {
 	for _, o := range from {
 		l.logf("isolate %s from %s", n.Name, o.Name)
-		if err := ipcmd("ip", "-n", n.NS, "route", "add", "blackhole", o.Addr.String()+"/32"); err != nil {
-			return err
-		}
-		if err := ipcmd("ip", "-n", o.NS, "route", "add", "blackhole", n.Addr.String()+"/32"); err != nil {
-			return err
+		for _, c := range isolation(n, o, "-A", "add") {
+			if err := ipcmd(c[0], c[1:]...); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -190,10 +191,27 @@ func (l *Lab) Rejoin(n *Node, from ...*Node) error {
 	var errs []error
 	for _, o := range from {
 		l.logf("rejoin %s with %s", n.Name, o.Name)
-		errs = append(errs, ipcmd("ip", "-n", n.NS, "route", "del", "blackhole", o.Addr.String()+"/32"),
-			ipcmd("ip", "-n", o.NS, "route", "del", "blackhole", n.Addr.String()+"/32"))
+		for _, c := range isolation(n, o, "-D", "del") {
+			errs = append(errs, ipcmd(c[0], c[1:]...))
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// isolation are the commands that add (-A, add) or remove (-D, del) the
+// cut between a and b. Drops are on input only: a locally sent packet
+// dropped on output fails its send at once, which a partition does not.
+func isolation(a, b *Node, iptablesOp, routeOp string) [][]string {
+	if _, err := exec.LookPath("iptables"); err == nil {
+		return [][]string{
+			{"ip", "netns", "exec", a.NS, "iptables", iptablesOp, "INPUT", "-s", b.Addr.String(), "-j", "DROP"},
+			{"ip", "netns", "exec", b.NS, "iptables", iptablesOp, "INPUT", "-s", a.Addr.String(), "-j", "DROP"},
+		}
+	}
+	return [][]string{
+		{"ip", "-n", a.NS, "route", routeOp, "blackhole", b.Addr.String() + "/32"},
+		{"ip", "-n", b.NS, "route", routeOp, "blackhole", a.Addr.String() + "/32"},
+	}
 }
 
 // Netem delays and drops n's packets, both ways (each direction gets
