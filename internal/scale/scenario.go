@@ -38,7 +38,7 @@ func (h *Harness) Apply(ctx context.Context, n, replicas int, tag string) error 
 	c := h.Client()
 	ns := &legion.Namespace{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNamespace,
 		Metadata: legion.Metadata{Name: Namespace}}}
-	if _, err := c.ApplyOne(ctx, ns, client.ApplyOptions{}); err != nil {
+	if err := retry(ctx, func() error { _, err := c.ApplyOne(ctx, ns, client.ApplyOptions{}); return err }); err != nil {
 		return fmt.Errorf("namespace: %w", err)
 	}
 	objs := make([]legion.Object, n)
@@ -48,13 +48,33 @@ func (h *Harness) Apply(ctx context.Context, n, replicas int, tag string) error 
 	// A few dozen at a time: one apply is one request.
 	for len(objs) > 0 {
 		k := min(len(objs), 50)
-		if _, err := c.Apply(ctx, objs[:k], client.ApplyOptions{}); err != nil {
+		if err := retry(ctx, func() error { _, err := c.Apply(ctx, objs[:k], client.ApplyOptions{}); return err }); err != nil {
 			return fmt.Errorf("apply: %w", err)
 		}
 		objs = objs[k:]
 	}
 	return nil
 }
+
+// retry calls f until it succeeds or ctx ends: an apply is the same
+// however often it is made, and a loaded machine may hold an election
+// in the middle of one.
+func retry(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(retryWait):
+		}
+	}
+}
+
+// retryWait is the wait between two tries of a failed call.
+const retryWait = 500 * time.Millisecond
 
 // Counts is the scenarios' tasks as the leader's replica holds them.
 type Counts struct {
@@ -133,7 +153,7 @@ func (h *Harness) Drain(ctx context.Context, nodes []string) error {
 		}
 		n := o.(*legion.Node)
 		n.Spec.Availability = legion.AvailabilityDrain
-		if _, err := c.ApplyOne(ctx, n, client.ApplyOptions{}); err != nil {
+		if err := retry(ctx, func() error { _, err := c.ApplyOne(ctx, n, client.ApplyOptions{}); return err }); err != nil {
 			return fmt.Errorf("draining %s: %w", name, err)
 		}
 	}
