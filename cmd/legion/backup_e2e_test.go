@@ -26,10 +26,10 @@ type workerAgent struct {
 	done   chan error
 }
 
-func startWorker(t *testing.T, w *testcluster.Manager, podOctet byte) *workerAgent {
+func startWorker(t *testing.T, w *testcluster.Manager) *workerAgent {
 	t.Helper()
 	a := &workerAgent{t: t, w: w, o: daemon.Options{DataDir: w.Dir, RunDir: filepath.Join(t.TempDir(), "run"),
-		PodOctet: podOctet, VIPOctet: podOctet + 1, DNSListen: "127.0.0.1:0", Upstreams: []string{}}}
+		DNSListen: "127.0.0.1:0", Upstreams: []string{}}}
 	images, err := daemon.OpenImages(daemon.Options{DataDir: w.Dir, Platform: daemon.PlatformProcess}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestBackupThenRestoreOnOneManagerAfterLosingTwo(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 3, Leader: true, Workers: 1})
 	cl := c.Client()
-	agent := startWorker(t, c.Workers[0], 232)
+	agent := startWorker(t, c.Workers[0])
 	before := applyObjects(t, cl, strings.ReplaceAll(configManifest, "NAME", "before"))[0].Object
 	applyObjects(t, cl, helloApp("web", readyHTTP))
 	var task *legion.Task

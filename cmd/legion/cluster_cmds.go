@@ -87,33 +87,40 @@ func ctxOf(cmd *cobra.Command) context.Context {
 }
 
 func (c *clusterCLI) initCommand() *cobra.Command {
-	return &cobra.Command{
+	var podCIDR, serviceCIDR string
+	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Make the daemon reached (a fresh one on this host) the first manager of a new cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkRangeFlags(podCIDR, serviceCIDR); err != nil {
+				return err
+			}
 			cl, err := c.bare(cmd, c.server(cmd))
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			resp, err := cl.Init(ctxOf(cmd))
+			resp, err := cl.InitRanges(ctxOf(cmd), podCIDR, serviceCIDR)
 			if err != nil {
 				return fmt.Errorf("init: %w", err)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Initialised a new cluster; this manager is node %s.\n", resp.NodeID)
+			fmt.Fprintf(out, "Cluster ranges: pods %s, services %s.\n", resp.PodCIDR, resp.ServiceCIDR)
 			fmt.Fprintf(out, "Admin credentials: %s\n", resp.AdminCredentials)
 			fmt.Fprintf(out, "  export LEGION_CREDENTIALS=%s\n", resp.AdminCredentials)
 			if line, err := rememberCluster(cmd, clusterDirOf(resp.AdminCredentials), c.server(cmd), resp.AdminCredentials); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: no context for this cluster: %v\n", err)
-			} else if line != "" {
+			} else {
 				fmt.Fprintln(out, line)
 			}
 			fmt.Fprintln(out, "Join tokens: legion token show worker|manager")
 			return nil
 		},
 	}
+	rangeFlags(cmd.Flags(), &podCIDR, &serviceCIDR)
+	return cmd
 }
 
 func (c *clusterCLI) joinCommand() *cobra.Command {

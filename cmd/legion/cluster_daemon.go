@@ -49,7 +49,8 @@ func newDaemonCommand() *cobra.Command {
 				defer ms.Close()
 				metrics = ms.Registry
 			}
-			m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log, Metrics: metrics, Timing: timing},
+			m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log, Metrics: metrics, Timing: timing,
+				Ranges: daemon.Ranges(po)},
 				Audit: audit.Retention{Age: time.Duration(auditDays) * 24 * time.Hour, MaxEvents: auditMax}})
 			if err != nil {
 				return err
@@ -97,7 +98,7 @@ func newDaemonCommand() *cobra.Command {
 	cmd.Flags().StringVar(&listen, "listen", fmt.Sprintf("0.0.0.0:%d", server.DefaultPort), "address of the gRPC port")
 	cmd.Flags().StringSliceVar(&managers, "manager", nil, "a manager's address for this node's agent (default on a worker: the one it joined through; it learns the others)")
 	cmd.Flags().StringVar(&runDir, "run-dir", "", "where tasks' secrets live, memory-backed and outside the data directory (default: under /dev/shm or the temporary directory)")
-	cmd.Flags().StringVar(&dnsListen, "dns-listen", "", "address of the node resolver on a manager (none by default)")
+	cmd.Flags().StringVar(&dnsListen, "dns-listen", "", dnsListenHelp)
 	cmd.Flags().BoolVar(&noAgent, "no-agent", false, "run no agent: a manager that runs no tasks (it still schedules, allocates and resolves when it leads)")
 	platformFlags(cmd.Flags(), &po)
 	metricsFlag(cmd.Flags(), &po)

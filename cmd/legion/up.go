@@ -43,6 +43,9 @@ host's network in 127.0.0.0/8: nothing is isolated; that is for development
 and trying Legion out.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkRangeFlags(o.PodCIDR, o.ServiceCIDR); err != nil {
+				return err
+			}
 			logPath, logFile, err := openUpLog(o.DataDir)
 			if err != nil {
 				return err
@@ -59,6 +62,7 @@ and trying Legion out.`,
 			out := cmd.OutOrStdout()
 			return daemon.Run(ctx, o, func(n *daemon.Node) error {
 				fmt.Fprintf(out, "Legion is up: node %s, API %s (credentials %s), DNS %s.\n", n.Name, n.API, n.Admin, n.DNS)
+				fmt.Fprintf(out, "Cluster ranges: pods %s, services %s.\n", n.PodCIDR, n.ServiceCIDR)
 				if !verbose {
 					fmt.Fprintf(out, "Its log is %s (--verbose shows it here).\n", logPath)
 				}
@@ -84,7 +88,8 @@ and trying Legion out.`,
 	}
 	cmd.Flags().StringVar(&o.DataDir, "data-dir", ".legion", "where the cluster keeps its state")
 	cmd.Flags().StringVar(&o.Listen, "listen", "127.0.0.1:7470", "address of the API")
-	cmd.Flags().StringVar(&o.DNSListen, "dns-listen", "127.0.0.1:5353", "address of the node resolver (process; jails serve it on the bridge's gateway, port 53)")
+	cmd.Flags().StringVar(&o.DNSListen, "dns-listen", "", dnsListenHelp)
+	rangeFlags(cmd.Flags(), &o.PodCIDR, &o.ServiceCIDR)
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log what the node does here too, not only to DATA-DIR/legion.log")
 	platformFlags(cmd.Flags(), &o)
 	metricsFlag(cmd.Flags(), &o)

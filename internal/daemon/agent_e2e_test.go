@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -25,9 +24,11 @@ import (
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
+	"github.com/legionbsd/legion/internal/testcluster"
 	"github.com/legionbsd/legion/internal/testimage"
 	"github.com/legionbsd/legion/internal/testpoll"
 	"github.com/legionbsd/legion/jail/process"
+	"github.com/legionbsd/legion/netbsd/loopback"
 )
 
 // The test binary is also the container supervisor, as the legion binary
@@ -38,9 +39,6 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
-
-// testVIPOctet places these tests' VIPs in 127.211/16.
-const testVIPOctet = 211
 
 const testImage = "localhost/legion-test/server:1"
 
@@ -134,6 +132,9 @@ type node struct {
 	images  *image.Images
 	net     agent.Network
 	dirs    agent.TaskDirs
+	// vipOctet places the node's VIPs in 127/8 (LocalAddr), from ranges
+	// of its own.
+	vipOctet byte
 
 	clock       *offsetClock
 	agentCancel context.CancelFunc
@@ -253,11 +254,16 @@ func startNode(t testing.TB) *node {
 	}
 	n.sess = sess
 	n.zone = filepath.Join(n.runDir, "resolver", "zone.json")
-	n.eps = &Endpoints{ZoneFile: n.zone, VIPOctet: testVIPOctet}
+	// Addresses of their own, apart from other tests and clusters
+	// running beside these on the same host.
+	plan, err := testcluster.FreePlan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.vipOctet = plan.ServiceOctet()
+	n.eps = &Endpoints{ZoneFile: n.zone, VIPOctet: n.vipOctet}
 	n.images = images
-	// Addresses of their own, apart from other packages' tests running
-	// beside these on the same host.
-	n.net = &LoopbackNetwork{Subnet: netip.MustParsePrefix("127.210.1.0/24")}
+	n.net = &LoopbackNetwork{Subnet: loopback.Image(plan.NodeSubnet(1))}
 	t.Cleanup(func() {
 		cancel()
 		if n.agentDone != nil {

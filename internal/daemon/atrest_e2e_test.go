@@ -6,8 +6,8 @@ import (
 	"encoding/base64"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,7 +29,7 @@ func TestSecretIsInNoFileOfAnyDataDirectory(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 3, Leader: true, Workers: 1})
 	cl := c.Client()
-	startWorkerAgents(t, c, 224)
+	startWorkerAgents(t, c)
 	value := "s3cret-" + strings.TrimPrefix(marker(t), "/data/marker-")
 	applyManifest(t, cl, `apiVersion: legion/v1
 kind: Secret
@@ -53,7 +53,7 @@ spec: {text: `+value+`}
 		}
 		return false
 	})
-	resp, err := http.Get("http://" + LocalAddr(netip.MustParseAddr(task.Status.IP), 224).String() + ":8080/env/TOKEN")
+	resp, err := http.Get("http://" + net.JoinHostPort(task.Status.IP, "8080") + "/env/TOKEN")
 	if err != nil {
 		t.Fatal(err)
 	}

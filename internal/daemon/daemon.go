@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -130,11 +131,12 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		}
 		return err
 	}
-	subnet := 1 // a manager from before subnets gives none
-	if cidr := sess.PodCIDR(); cidr != "" || o.Platform == PlatformJails {
-		if subnet, err = subnetOf(cidr); err != nil {
-			return err
-		}
+	if sess.PodCIDR() == "" && o.Platform == PlatformJails {
+		return errors.New("the managers gave this node no pod subnet")
+	}
+	plan, subnet, err := nodePlan(sess.PodCIDR(), sess.ServiceCIDR())
+	if err != nil {
+		return err
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -163,14 +165,16 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	if err := resolver.WriteZone(zone, resolver.Zone{Records: map[string]resolver.Record{}}); err != nil {
 		return err
 	}
-	if err := p.openNetwork(ctx, o, networkConfig{subnet: subnet, node: name, zone: zone, keyDir: keyDir}, log); err != nil {
+	if err := p.openNetwork(ctx, o, networkConfig{plan: plan, subnet: subnet, node: name, zone: zone, keyDir: keyDir}, log); err != nil {
 		return err
 	}
 	if p.kind == PlatformJails || p.netns != nil {
 		o.DNSListen = p.dnsListen // the gateway, where pods' resolv.conf points
+	} else if o.DNSListen == "" {
+		o.DNSListen = p.dnsListen // the gateway of the node's slice of 127/8
 	}
 	var dnsAddr string
-	if o.DNSListen != "" {
+	if o.DNSListen != "" && o.DNSListen != NoResolver {
 		if dnsAddr, err = serveResolver(runCtx, o, exe, zone, run, log); err != nil {
 			if ac.needResolver {
 				return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/netplan"
 	"github.com/legionbsd/legion/internal/testcluster"
 	"github.com/legionbsd/legion/jail/process"
 )
@@ -42,7 +43,7 @@ func TestDaemonRunsWorkloadsThroughTheDispatcher(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	agentDone := make(chan error, 1)
 	go func() {
-		agentDone <- RunAgent(ctx, srv, Options{DataDir: data, RunDir: filepath.Join(t.TempDir(), "run"), PodOctet: 212, VIPOctet: 213, DNSListen: "127.0.0.1:0"}, nil)
+		agentDone <- RunAgent(ctx, srv, Options{DataDir: data, RunDir: filepath.Join(t.TempDir(), "run"), DNSListen: "127.0.0.1:0"}, nil)
 	}()
 	defer func() {
 		cancel()
@@ -99,7 +100,19 @@ func TestDaemonRunsWorkloadsThroughTheDispatcher(t *testing.T) {
 		vip = o.(*legion.Service).Status.VIP
 		return vip != ""
 	})
-	local := LocalAddr(netip.MustParseAddr(vip), 213).String()
+	// The VIP and the node's subnet are in the ranges the cluster was
+	// initialised with, and served at their images in 127/8.
+	plan, err := netplan.Read(srv.Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := netip.MustParseAddr(vip); !plan.Service.Contains(a) {
+		t.Errorf("VIP %s is outside the cluster's service range %s", a, plan.Service)
+	}
+	if o, err := cl.Get(context.Background(), legion.KindNode, "", srv.NodeID()); err != nil || !plan.Pod.Contains(netip.MustParsePrefix(o.(*legion.Node).Status.PodCIDR).Addr()) {
+		t.Errorf("the node's pod subnet is outside the cluster's pod range %s (%v)", plan.Pod, err)
+	}
+	local := LocalAddr(netip.MustParseAddr(vip), plan.ServiceOctet()).String()
 	poll(t, "an answer through the VIP", 60*time.Second, func() bool {
 		resp, err := http.Get("http://" + net.JoinHostPort(local, "80") + "/")
 		if err != nil {
@@ -130,7 +143,7 @@ func TestManagerWithoutAgentSchedulesOntoAWorker(t *testing.T) {
 		}
 	})
 	go func() {
-		agentDone <- RunAgent(actx, wsrv, Options{DataDir: wdir, RunDir: filepath.Join(t.TempDir(), "run"), PodOctet: 214, VIPOctet: 215, DNSListen: "127.0.0.1:0"}, nil)
+		agentDone <- RunAgent(actx, wsrv, Options{DataDir: wdir, RunDir: filepath.Join(t.TempDir(), "run"), DNSListen: "127.0.0.1:0"}, nil)
 	}()
 	images, err := OpenImages(Options{DataDir: wdir, Platform: PlatformProcess}, nil)
 	if err != nil {

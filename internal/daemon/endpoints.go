@@ -7,11 +7,13 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/endpoints"
 	"github.com/legionbsd/legion/netbsd/loopback"
 	"github.com/legionbsd/legion/netbsd/resolver"
+	"golang.org/x/sys/unix"
 )
 
 // Endpoints serves the cluster's services on the loopback network: a VIP
@@ -72,6 +74,7 @@ func (e *Endpoints) Apply(ctx context.Context, services []endpoints.Service, _ *
 	}
 	zone := zoneServices(services, local)
 	want := map[string][]string{} // listen address -> backends
+	vips := map[string]bool{}     // which of them are VIPs
 	for _, s := range services {
 		var vip netip.Addr
 		if a, err := netip.ParseAddr(s.VIP); err == nil && a.Is4() && !s.DNSRR {
@@ -86,7 +89,8 @@ func (e *Endpoints) Apply(ctx context.Context, services []endpoints.Service, _ *
 				backends = append(backends, net.JoinHostPort(t.IP, strconv.Itoa(p.TargetPort)))
 			}
 			if vip.IsValid() {
-				want[net.JoinHostPort(vip.String(), strconv.Itoa(p.Port))] = backends
+				at := net.JoinHostPort(vip.String(), strconv.Itoa(p.Port))
+				want[at], vips[at] = backends, true
 			}
 			if p.Publish != "" {
 				want[net.JoinHostPort(e.PublishHost, strconv.Itoa(p.PublishedPort))] = backends
@@ -112,7 +116,13 @@ func (e *Endpoints) Apply(ctx context.Context, services []endpoints.Service, _ *
 	for addr, backends := range want {
 		vp, ok := e.proxies[addr]
 		if !ok {
-			l, err := net.Listen("tcp", addr)
+			lc := net.ListenConfig{}
+			if vips[addr] {
+				// Nodes of one cluster sharing a host serve the same VIPs
+				// with the same backends: they share the port.
+				lc.Control = reusePort
+			}
+			l, err := lc.Listen(ctx, "tcp", addr)
 			if err != nil {
 				e.Logger.Warn("VIP port not served", "addr", addr, "err", err)
 				continue
@@ -125,6 +135,20 @@ func (e *Endpoints) Apply(ctx context.Context, services []endpoints.Service, _ *
 		}
 		vp.p.SetBackends(backends)
 	}
+}
+
+// reusePort lets every node of a cluster on this host listen on a VIP's
+// port (SO_REUSEPORT): the kernel spreads connections over their
+// proxies, which hold the same backends. Published ports stay exclusive,
+// so two clusters never share one by accident.
+func reusePort(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // Close stops every proxy and waits for them.

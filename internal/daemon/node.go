@@ -14,6 +14,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/manager"
+	"github.com/legionbsd/legion/cluster/netplan"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/image"
@@ -32,15 +33,18 @@ type Options struct {
 	RunDir string
 	Listen string // the API, default 127.0.0.1:7470
 	// DNSListen is where the node resolver answers on the process
-	// platform; empty starts none (legion up's flag asks for one).
+	// platform's loopback network: by default the gateway of the node's
+	// pod /24 in 127/8, on port 53 when this process may bind it, else on
+	// a port chosen there; NoResolver starts none. Jails and pod
+	// namespaces always serve it on the gateway, port 53.
 	DNSListen string
 	// Upstreams for names outside the cluster; the host's when nil.
 	Upstreams []string
-	// PodOctet and VIPOctet place pods and VIPs in 127/8: pod
-	// 10.200.n.h is 127.<PodOctet>.n.h, VIP 10.201.a.b is
-	// 127.<VIPOctet>.a.b (200 and 201 by default). Nodes sharing a host
-	// (tests) take different ones.
-	PodOctet, VIPOctet byte
+	// PodCIDR and ServiceCIDR are the ranges Run gives a cluster it
+	// initialises (IPv4 /16s); empty ones are chosen (Ranges). On the
+	// loopback network pod 10.X.n.h is 127.X.n.h and VIP 10.Y.a.b is
+	// 127.Y.a.b, so clusters with other ranges share a host.
+	PodCIDR, ServiceCIDR string
 	// ResolverProcess runs the node resolver as a process of its own
 	// (`legion node-resolver`, which outlives daemon restarts) rather than
 	// in this one; the binary must be legion.
@@ -92,8 +96,10 @@ type Node struct {
 	DNS     string
 	Runtime jail.Runtime
 	// VIPOctet places VIPs on this host (LocalAddr) on the process
-	// platform.
+	// platform: the second octet of the cluster's service range.
 	VIPOctet byte
+	// PodCIDR and ServiceCIDR are the cluster's ranges.
+	PodCIDR, ServiceCIDR string
 	// Platform is what pods run on; ExtIf, on jails, the interface
 	// published ports are redirected from.
 	Platform string
@@ -132,12 +138,6 @@ func (o *Options) defaults() error {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.platformDefaults()
-	if o.PodOctet == 0 {
-		o.PodOctet = 200
-	}
-	if o.VIPOctet == 0 {
-		o.VIPOctet = 201
-	}
 	return nil
 }
 
@@ -177,7 +177,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	}
 	log := o.Logger
 	managerDir := filepath.Join(o.DataDir, "manager")
-	sc := server.Config{DataDir: managerDir, Listen: o.Listen, Logger: log}
+	sc := server.Config{DataDir: managerDir, Listen: o.Listen, Logger: log, Ranges: Ranges(o)}
 	if o.MetricsListen != "" {
 		ms, err := ServeMetrics(o.MetricsListen, log)
 		if err != nil {
@@ -199,7 +199,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		if err != nil {
 			return err
 		}
-		_, err = bare.Init(ctx)
+		_, err = bare.InitRanges(ctx, o.PodCIDR, o.ServiceCIDR)
 		bare.Close()
 		if err != nil {
 			return fmt.Errorf("initialising the cluster: %w", err)
@@ -223,7 +223,10 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		}
 		p := sn.platform
 		n := &Node{Name: sn.name, Client: cl, Images: p.images, Store: st, Admin: admin, API: srv.Addr(), DNS: sn.dns,
-			Runtime: p.runtime, VIPOctet: o.VIPOctet, Platform: p.kind, Ingress: sn.ingress}
+			Runtime: p.runtime, VIPOctet: p.vipOctet, Platform: p.kind, Ingress: sn.ingress}
+		if plan, err := netplan.Read(st); err == nil {
+			n.PodCIDR, n.ServiceCIDR = plan.Pod.String(), plan.Service.String()
+		}
 		if nw, ok := p.network.(*PFNetwork); ok {
 			n.ExtIf = nw.ExtIf
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/legionbsd/legion/internal/endpoints"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/netbsd"
+	"github.com/legionbsd/legion/netbsd/addrplan"
 	"github.com/legionbsd/legion/netbsd/resolver"
 	"github.com/legionbsd/legion/sys"
 )
@@ -277,12 +278,15 @@ func TestOpenPlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pp.close()
-	if err := pp.openNetwork(ctx, q, networkConfig{subnet: 4, zone: filepath.Join(dir, "pzone.json")}, quietLog()); err != nil {
+	// The loopback network follows the cluster's ranges: pods and the
+	// resolver in the image of the node's /24, VIPs in the service range's.
+	plan := addrplan.Plan{Pod: netip.MustParsePrefix("10.42.0.0/16"), Service: netip.MustParsePrefix("10.43.0.0/16")}
+	if err := pp.openNetwork(ctx, q, networkConfig{plan: plan, subnet: 4, zone: filepath.Join(dir, "pzone.json")}, quietLog()); err != nil {
 		t.Fatal(err)
 	}
 	ln, ok := pp.network.(*LoopbackNetwork)
-	if !ok || ln.Subnet.String() != "127.200.4.0/24" || pp.dnsListen != "127.0.0.1:0" {
-		t.Errorf("process platform network %#v, DNS %q", pp.network, pp.dnsListen)
+	if !ok || ln.Subnet.String() != "127.42.4.0/24" || (pp.dnsListen != "127.42.4.1:53" && pp.dnsListen != "127.42.4.1:0") || pp.vipOctet != 43 {
+		t.Errorf("process platform network %v, DNS %q, VIP octet %d", ln.Subnet, pp.dnsListen, pp.vipOctet)
 	}
 	if pp.taskDirs != nil || p.taskDirs == nil || p.noLimits {
 		t.Errorf("task dirs: process %v, jails %v; jails noLimits %v with kern.racct.enable=1", pp.taskDirs, p.taskDirs, p.noLimits)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/legionbsd/legion/netbsd/addrplan"
+	"github.com/legionbsd/legion/netbsd/loopback"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -70,6 +71,7 @@ type platform struct {
 	peers     func(context.Context, []endpoints.Peer)
 	endpoints func(context.Context, []endpoints.Service, *endpoints.Policies)
 	dnsListen string // where the node resolver answers
+	vipOctet  byte   // the second octet of VIPs in 127/8 (loopback network)
 	close     func()
 	// netns, on a process node, names its pods' namespaces when each pod
 	// has its own (nil: the loopback network); dropNetwork takes the pod
@@ -206,10 +208,11 @@ func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*j
 
 // networkConfig is what a node's pod network is made from.
 type networkConfig struct {
-	subnet int    // the node's pod subnet, 10.200.<subnet>.0/24
-	node   string // the node's name
-	zone   string // the resolver's zone file
-	keyDir string // where the node's WireGuard key lives
+	plan   addrplan.Plan // the cluster's ranges
+	subnet int           // the node's pod subnet, the plan's <subnet>-th /24
+	node   string        // the node's name
+	zone   string        // the resolver's zone file
+	keyDir string        // where the node's WireGuard key lives
 }
 
 // openNetwork gives the platform its pod network: the loopback one with a
@@ -219,14 +222,22 @@ func (p *platform) openNetwork(ctx context.Context, o Options, nc networkConfig,
 		return p.openNetNSNetwork(ctx, o, nc, log)
 	}
 	if p.kind == PlatformProcess {
-		log.Info("pod network: loopback", "subnet", netip.PrefixFrom(netip.AddrFrom4([4]byte{127, o.PodOctet, byte(nc.subnet), 0}), 24))
-		eps := &Endpoints{ZoneFile: nc.zone, Logger: log, VIPOctet: o.VIPOctet}
-		p.network = &LoopbackNetwork{Subnet: netip.PrefixFrom(netip.AddrFrom4([4]byte{127, o.PodOctet, byte(nc.subnet), 0}), 24)}
+		// The cluster's ranges mapped into 127/8: pod 10.X.n.h is 127.X.n.h.
+		sub := loopback.Image(nc.plan.NodeSubnet(nc.subnet))
+		log.Info("pod network: loopback", "subnet", sub, "vips", loopback.Image(nc.plan.Service))
+		eps := &Endpoints{ZoneFile: nc.zone, Logger: log, VIPOctet: nc.plan.ServiceOctet()}
+		p.network = &LoopbackNetwork{Subnet: sub}
 		p.endpoints = eps.Apply
-		p.dnsListen = o.DNSListen
+		p.vipOctet = nc.plan.ServiceOctet()
+		p.dnsListen = resolverAddr(sub.Addr().Next())
 		images := p.images
 		p.close = func() { eps.Close(); images.Close() }
 		return nil
+	}
+	if nc.plan != (addrplan.Plan{}) && nc.plan != addrplan.Default() {
+		// netbsd's rules are written for the default plan still.
+		return fmt.Errorf("pod network: ranges %s and %s: jails nodes take only the default ranges %s and %s so far",
+			nc.plan.Pod, nc.plan.Service, addrplan.Default().Pod, addrplan.Default().Service)
 	}
 	r := o.runner()
 	extIf := o.ExtIf
@@ -267,7 +278,7 @@ func (p *platform) openNetNSNetwork(ctx context.Context, o Options, nc networkCo
 			keep[c.ID] = true
 		}
 	}
-	subnet, gw := addrplan.NodeSubnet(nc.subnet), addrplan.Gateway(nc.subnet)
+	subnet, gw := nc.plan.NodeSubnet(nc.subnet), nc.plan.Gateway(nc.subnet)
 	eps := &Endpoints{ZoneFile: nc.zone, Logger: log, Local: func(a netip.Addr) netip.Addr { return a }}
 	nw, err := NewNetNSNetwork(ctx, o.runner(), p.netns.tag, subnet, gw, eps, keep, log)
 	if err != nil {

@@ -47,7 +47,7 @@ func TestServiceBecomesReadyBehindItsVIPAndDNS(t *testing.T) {
 	poll(t, "three ready tasks", 60*time.Second, func() bool { return readyTasks(n.tasksOf(t, "legion.service", "web")) == 3 })
 	poll(t, "a VIP", 10*time.Second, func() bool { return n.service(t, "web").Status.VIP != "" })
 	vip := n.service(t, "web").Status.VIP
-	loopVIP := LocalAddr(netip.MustParseAddr(vip), testVIPOctet).String()
+	loopVIP := LocalAddr(netip.MustParseAddr(vip), n.vipOctet).String()
 
 	// DNS from the zone the endpoints wrote.
 	pc, l, err := resolver.Listen("127.0.0.1:0")

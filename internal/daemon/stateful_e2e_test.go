@@ -30,15 +30,15 @@ type workerAgent struct {
 	done   chan error
 }
 
-// startWorkerAgents runs an agent on each of the cluster's workers, each
-// with pods and VIPs in 127.<octets[i]>/16 and 127.<octets[i]+1>/16,
-// with the test image loaded.
-func startWorkerAgents(t testing.TB, c *testcluster.Cluster, octets ...byte) []*workerAgent {
+// startWorkerAgents runs an agent on each of the cluster's workers, with
+// the test image loaded; their pods and VIPs are in the cluster's ranges
+// (its own, from the harness).
+func startWorkerAgents(t testing.TB, c *testcluster.Cluster) []*workerAgent {
 	t.Helper()
 	var out []*workerAgent
-	for i, w := range c.Workers {
+	for _, w := range c.Workers {
 		a := &workerAgent{t: t, w: w, o: Options{DataDir: w.Dir, RunDir: filepath.Join(t.TempDir(), "run"),
-			PodOctet: octets[i], VIPOctet: octets[i] + 1, DNSListen: "127.0.0.1:0", Upstreams: []string{}}}
+			DNSListen: "127.0.0.1:0", Upstreams: []string{}}}
 		t.Cleanup(func() { removeAllPods(t, w.Dir) })
 		images, err := OpenImages(Options{DataDir: w.Dir, Platform: PlatformProcess}, nil)
 		if err != nil {
@@ -194,7 +194,7 @@ func TestStatefulServiceKeepsItsDataThroughDrainAndNodeLoss(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 3, Leader: true, Workers: 2})
 	cl := c.Client()
-	agents := startWorkerAgents(t, c, 216, 218)
+	agents := startWorkerAgents(t, c)
 	applyManifest(t, cl, statefulDB(listen8080, readyProbe, "", ""))
 	var db [2]*legion.Task
 	poll(t, "both ordinals ready", 90*time.Second, func() bool {
@@ -332,7 +332,7 @@ func TestStatefulSnapshotRollbackAndVolumeBackup(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Leader: true, Workers: 2})
 	cl := c.Client()
-	startWorkerAgents(t, c, 220, 222)
+	startWorkerAgents(t, c)
 	update := "  update: {snapshot: true, failureAction: rollback, monitor: 5s}\n"
 	applyManifest(t, cl, statefulDB(listen8080, readyProbe, "", update))
 	var db1 *legion.Task

@@ -74,7 +74,7 @@ func (n *node) vipAddr(t *testing.T, svc string) string {
 	t.Helper()
 	poll(t, "a VIP", 10*time.Second, func() bool { return n.service(t, svc).Status.VIP != "" })
 	vip := n.service(t, svc).Status.VIP
-	return net.JoinHostPort(LocalAddr(netip.MustParseAddr(vip), testVIPOctet).String(), "80")
+	return net.JoinHostPort(LocalAddr(netip.MustParseAddr(vip), n.vipOctet).String(), "80")
 }
 
 func runningWith(n *node, t *testing.T, svc, name string) int {

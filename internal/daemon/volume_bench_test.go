@@ -49,7 +49,7 @@ func fillRandom(b *testing.B, dir string, size int64) {
 // Run it with -benchtime=3x.
 func BenchmarkVolumeMigration(b *testing.B) {
 	c := testcluster.New(b, testcluster.Options{Workers: 2})
-	startWorkerAgents(b, c, 236, 238)
+	startWorkerAgents(b, c)
 	from, to := c.Workers[0].Server.NodeID(), c.Workers[1].Server.NodeID()
 	ref := volumes.Ref{Namespace: "default", Name: "big", UID: "00000000-0000-4000-8000-00000000b16b"}
 	path, err := volumes.NewDir(c.Workers[0].Dir).Ensure(context.Background(), ref, 0, volumes.Owner{})

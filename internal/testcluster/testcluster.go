@@ -221,7 +221,7 @@ func start(t testing.TB, dir, addr string, configure func(*server.Config), leade
 
 func (m *Manager) start() {
 	m.t.Helper()
-	cfg := server.Config{DataDir: m.Dir, Listen: m.Addr, Timing: store.FastTiming(), WriteTimeout: WriteTimeout}
+	cfg := server.Config{DataDir: m.Dir, Listen: m.Addr, Timing: store.FastTiming(), WriteTimeout: WriteTimeout, Ranges: ranges}
 	if m.configure != nil {
 		m.configure(&cfg)
 	}

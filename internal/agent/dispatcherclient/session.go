@@ -54,10 +54,6 @@ type Config struct {
 	// CallTimeout bounds one unary call to one manager; zero means
 	// CallTimeout.
 	CallTimeout time.Duration
-	// OnAssignments, when set, is told each message of the assignments
-	// stream as it arrives: its encoded size and whether it held changes
-	// only. For measuring (internal/scale).
-	OnAssignments func(size int, delta bool)
 	// Keepalive is how often an idle connection to a manager is probed, so
 	// a stream from a host that went silent ends; zero means Keepalive.
 	// Managers refuse probes more frequent than their enforcement policy
@@ -79,6 +75,7 @@ type Session struct {
 	stream  string   // the manager the assignments stream uses
 	period  time.Duration
 	podCIDR string
+	svcCIDR string
 	conns   map[string]*grpc.ClientConn
 	// cutStream ends the assignments stream, which runs on streamOn.
 	cutStream context.CancelFunc
@@ -150,6 +147,14 @@ func (s *Session) PodCIDR() string {
 	return s.podCIDR
 }
 
+// ServiceCIDR is the cluster's service range the managers gave the node
+// (empty before registration, or from a manager that predates it).
+func (s *Session) ServiceCIDR() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.svcCIDR
+}
+
 // Managers are the managers' addresses as last learned.
 func (s *Session) Managers() []string {
 	s.mu.Lock()
@@ -201,7 +206,7 @@ func (s *Session) register(ctx context.Context) error {
 			r, err := c.Register(ctx, &legionpb.RegisterRequest{Node: s.cfg.Node, Status: data})
 			if err == nil {
 				s.mu.Lock()
-				s.podCIDR = r.GetPodCidr()
+				s.podCIDR, s.svcCIDR = r.GetPodCidr(), r.GetServiceCidr()
 				s.mu.Unlock()
 			}
 			return err

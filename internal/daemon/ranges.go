@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"syscall"
+
+	"github.com/legionbsd/legion/netbsd/addrplan"
+	"github.com/legionbsd/legion/netbsd/loopback"
+)
+
+// Ranges is what init on this host does with the ranges it was asked
+// for (server.Config.Ranges): on the process platform it fills the
+// missing ones with a pair no other cluster of this host uses, on jails
+// with the defaults; either way the plan must overlap none of the host's
+// networks.
+func Ranges(o Options) func(addrplan.Plan) (addrplan.Plan, error) {
+	o.platformDefaults()
+	return func(asked addrplan.Plan) (addrplan.Plan, error) {
+		nets, err := hostNets()
+		if err != nil {
+			return addrplan.Plan{}, err
+		}
+		plan := asked
+		if o.Platform == PlatformProcess {
+			used, err := loopback.UsedOctets("/proc/net")
+			if err != nil {
+				return addrplan.Plan{}, err
+			}
+			var flat []netip.Prefix
+			for _, ps := range nets {
+				flat = append(flat, ps...)
+			}
+			if plan, err = loopback.FreePlan(asked, used, flat, rand.IntN(126)); err != nil {
+				return addrplan.Plan{}, err
+			}
+		} else {
+			if !plan.Pod.IsValid() {
+				plan.Pod = addrplan.Default().Pod
+			}
+			if !plan.Service.IsValid() {
+				plan.Service = addrplan.Default().Service
+			}
+		}
+		if err := plan.Validate(); err != nil {
+			return addrplan.Plan{}, err
+		}
+		return plan, plan.CheckRanges(map[string][]netip.Prefix{"this host": nets["this host"]})
+	}
+}
+
+// hostNets are the networks of this host's interfaces, loopback and
+// Legion's own bridges left out (they are the clusters' ranges, not
+// networks a range could collide with).
+func hostNets() (map[string][]netip.Prefix, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("listing this host's networks: %w", err)
+	}
+	var out []netip.Prefix
+	for _, i := range ifs {
+		if i.Flags&net.FlagLoopback != 0 || len(i.Name) >= 6 && i.Name[:6] == "legion" {
+			continue
+		}
+		addrs, err := i.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil && !p.Addr().IsLinkLocalUnicast() {
+				out = append(out, p.Masked())
+			}
+		}
+	}
+	return map[string][]netip.Prefix{"this host": out}, nil
+}
+
+// nodePlan is the cluster's plan as registration told it (the node's
+// pod /24 and the service range) and the node's subnet index.
+func nodePlan(podCIDR, serviceCIDR string) (addrplan.Plan, int, error) {
+	plan := addrplan.Default()
+	n := 1 // a manager from before subnets gives none
+	if podCIDR != "" {
+		p, err := netip.ParsePrefix(podCIDR)
+		if err != nil || !p.Addr().Is4() || p.Bits() != 24 {
+			return addrplan.Plan{}, 0, fmt.Errorf("pod subnet %q: expected an IPv4 /24", podCIDR)
+		}
+		plan.Pod, n = netip.PrefixFrom(p.Addr(), 16).Masked(), int(p.Addr().As4()[2])
+	}
+	if serviceCIDR != "" {
+		s, err := addrplan.ParseRange("service CIDR", serviceCIDR)
+		if err != nil {
+			return addrplan.Plan{}, 0, err
+		}
+		plan.Service = s
+	}
+	return plan, n, plan.Validate()
+}
+
+// resolverAddr is where a process node's resolver answers: port 53 of
+// its gateway when this process may bind it (or a resolver of its own
+// already does), else a port chosen there.
+func resolverAddr(gw netip.Addr) string {
+	at53 := netip.AddrPortFrom(gw, 53).String()
+	c, err := net.ListenPacket("udp", at53)
+	if err == nil {
+		c.Close()
+		return at53
+	}
+	if errors.Is(err, syscall.EADDRINUSE) && answers(at53) {
+		return at53
+	}
+	return netip.AddrPortFrom(gw, 0).String()
+}
+
+// NoResolver as Options.DNSListen starts no node resolver.
+const NoResolver = "none"

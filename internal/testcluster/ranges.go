@@ -1,0 +1,70 @@
+package testcluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/legionbsd/legion/netbsd/addrplan"
+	"github.com/legionbsd/legion/netbsd/loopback"
+)
+
+// taken holds the second octets this test binary has handed out, so two
+// clusters of one binary never share a range even before either binds.
+var taken struct {
+	sync.Mutex
+	octets map[byte]bool
+}
+
+// FreePlan is a fresh pod and service range pair for a test cluster: one
+// whose 127/8 images no socket of this host uses (a user's cluster, a
+// test of another package) and no cluster of this binary has had, found
+// from a random start. Every cluster the harness makes gets one.
+func FreePlan() (addrplan.Plan, error) {
+	taken.Lock()
+	defer taken.Unlock()
+	used, err := loopback.UsedOctets("/proc/net")
+	if err != nil {
+		return addrplan.Plan{}, err
+	}
+	if taken.octets == nil {
+		taken.octets = map[byte]bool{}
+	}
+	for o := range taken.octets {
+		used[o] = true
+	}
+	p, err := loopback.FreePlan(addrplan.Plan{}, used, nil, rand.IntN(1<<16))
+	if err != nil {
+		return addrplan.Plan{}, err
+	}
+	taken.octets[p.PodOctet()], taken.octets[p.ServiceOctet()] = true, true
+	return p, nil
+}
+
+// Ranges is FreePlan for a test that passes the ranges itself (legion
+// up's --pod-cidr and --service-cidr, daemon.Options).
+func Ranges(t testing.TB) (pod, service string) {
+	t.Helper()
+	p, err := FreePlan()
+	if err != nil {
+		t.Fatalf("choosing the test cluster's ranges: %v", err)
+	}
+	return p.Pod.String(), p.Service.String()
+}
+
+// ranges is server.Config.Ranges for the harness: the asked ranges, the
+// others fresh.
+func ranges(asked addrplan.Plan) (addrplan.Plan, error) {
+	p, err := FreePlan()
+	if err != nil {
+		return addrplan.Plan{}, fmt.Errorf("test cluster ranges: %w", err)
+	}
+	if asked.Pod.IsValid() {
+		p.Pod = asked.Pod
+	}
+	if asked.Service.IsValid() {
+		p.Service = asked.Service
+	}
+	return p, nil
+}
