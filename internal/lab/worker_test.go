@@ -334,6 +334,6 @@ func cutFromManagerOnly(t *testing.T, l *lab.Lab, manager, watcher *lab.Node) {
 	if err := l.Rejoin(w, manager); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("worker cut from %s only (leader %s, term %d): watched %v, node states sampled %v, %d tasks unchanged, %d pods unchanged",
+	t.Logf("worker cut from %s only (leader %s, term %d): watched %v, node states sampled %v, %d tasks after, %d pods of the worker before",
 		manager.Name, leader.Name, st.Term, watch, states, len(after), len(podsBefore))
 }
