@@ -19,6 +19,11 @@ import (
 type GRPC struct {
 	handled *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	// Known, when set, says whether the server has a method; a stream
+	// to one it lacks (the server's unknown-service handler) is counted
+	// under service and method "unknown" and refused without going on
+	// down the chain, so any caller's made-up names add no series.
+	Known func(fullMethod string) bool
 }
 
 // NewGRPC registers the gRPC families on reg.
@@ -85,6 +90,12 @@ func (g *GRPC) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 
 // Stream counts streams and times each until its first message out.
 func (g *GRPC) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if g.Known != nil && !g.Known(info.FullMethod) {
+		err := unimplemented(info.FullMethod)
+		g.latency.WithLabelValues("unknown", "unknown").Observe(0)
+		g.done("unknown", "unknown", err)
+		return err
+	}
 	service, method := splitMethod(info.FullMethod)
 	w := &timedStream{ServerStream: ss, start: time.Now(), observe: g.latency.WithLabelValues(service, method)}
 	err := handler(srv, w)
@@ -118,4 +129,31 @@ func (t *timedStream) SendHeader(md metadata.MD) error {
 func (t *timedStream) SendMsg(m any) error {
 	t.first()
 	return t.ServerStream.SendMsg(m)
+}
+
+// Methods lists a server's methods by full name, for GRPC.Known.
+func Methods(services map[string]grpc.ServiceInfo) map[string]bool {
+	out := map[string]bool{}
+	for name, svc := range services {
+		for _, m := range svc.Methods {
+			out["/"+name+"/"+m.Name] = true
+		}
+	}
+	return out
+}
+
+// Unimplemented is a server's unknown-service handler: it refuses the call
+// as gRPC does without one.
+func Unimplemented(_ any, ss grpc.ServerStream) error {
+	m, _ := grpc.MethodFromServerStream(ss)
+	return unimplemented(m)
+}
+
+// unimplemented is gRPC's own refusal of a method the server lacks.
+func unimplemented(fullMethod string) error {
+	service, method := splitMethod(fullMethod)
+	if service == "unknown" {
+		return status.Errorf(codes.Unimplemented, "malformed method name: %q", fullMethod)
+	}
+	return status.Errorf(codes.Unimplemented, "unknown method %v for service %v", method, service)
 }

@@ -78,3 +78,29 @@ func TestStreamTimedAtFirstMessageAndCanceled(t *testing.T) {
 		t.Errorf("the stream was timed %d times, want once", got)
 	}
 }
+
+// A stream to a method the server lacks is counted under "unknown" and
+// refused as gRPC refuses it, without reaching the rest of the chain.
+func TestUnknownMethodsCountedUnderUnknown(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	g, err := NewGRPC(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Known = func(m string) bool {
+		return Methods(map[string]grpc.ServiceInfo{"legion.v1.Objects": {Methods: []grpc.MethodInfo{{Name: "Apply"}}}})[m]
+	}
+	reached := false
+	err = g.Stream(nil, &fakeStream{ctx: context.Background()}, &grpc.StreamServerInfo{FullMethod: "/made.Up/Name"},
+		func(any, grpc.ServerStream) error { reached = true; return nil })
+	if status.Code(err) != codes.Unimplemented || reached {
+		t.Fatalf("an unknown method: %v, handler reached %v; want Unimplemented and not reached", err, reached)
+	}
+	if v := counter(t, g.handled.WithLabelValues("unknown", "unknown", "Unimplemented")); v != 1 {
+		t.Errorf("unknown calls = %v, want 1", v)
+	}
+	if g.Known("/legion.v1.Objects/Apply") != true {
+		t.Error("a registered method is not known")
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion/cluster/metrics"
@@ -59,17 +60,30 @@ func (s *Server) metricsSource() metrics.Source {
 	}
 }
 
-// interceptors are the chains every call goes through: metrics first (when
+// callOptions are the chains every call goes through: metrics first (when
 // asked for), so refusals by audit and authentication are counted too.
-func (s *Server) interceptors() ([]grpc.UnaryServerInterceptor, []grpc.StreamServerInterceptor, error) {
+// With metrics, calls to methods the server does not have reach the
+// metrics' interceptor too (gRPC answers them before any interceptor
+// otherwise), which counts and refuses them as gRPC would.
+func (s *Server) callOptions() ([]grpc.ServerOption, error) {
 	unary := []grpc.UnaryServerInterceptor{s.unaryAudit, s.unaryAuth}
 	stream := []grpc.StreamServerInterceptor{s.streamAudit, s.streamAuth}
 	if s.cfg.Metrics == nil {
-		return unary, stream, nil
+		return []grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}, nil
 	}
 	g, err := metrics.NewManager(s.cfg.Metrics, s.metricsSource())
 	if err != nil {
-		return nil, nil, fmt.Errorf("registering the manager's metrics: %w", err)
+		return nil, fmt.Errorf("registering the manager's metrics: %w", err)
 	}
-	return append([]grpc.UnaryServerInterceptor{g.Unary}, unary...), append([]grpc.StreamServerInterceptor{g.Stream}, stream...), nil
+	var known sync.Once
+	var methods map[string]bool
+	g.Known = func(fullMethod string) bool {
+		known.Do(func() { methods = metrics.Methods(s.grpc.GetServiceInfo()) })
+		return methods[fullMethod]
+	}
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{g.Unary}, unary...)...),
+		grpc.ChainStreamInterceptor(append([]grpc.StreamServerInterceptor{g.Stream}, stream...)...),
+		grpc.UnknownServiceHandler(metrics.Unimplemented),
+	}, nil
 }

@@ -197,7 +197,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.fresh = tls.Certificate{Certificate: [][]byte{ca.Cert.Raw}, PrivateKey: ca.Key}
-	unary, stream, err := s.interceptors()
+	calls, err := s.callOptions()
 	if err != nil {
 		lis.Close()
 		lock.Release()
@@ -208,12 +208,11 @@ func New(cfg Config) (*Server, error) {
 		lock.Release()
 		return nil, err
 	}
-	s.grpc = grpc.NewServer(
+	s.grpc = grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, GetConfigForClient: s.serverTLS})),
 		grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage),
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
-		grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...),
-	)
+	}, calls...)...)
 	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})
 	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember, stopping: s.watchCtx.Done()})
