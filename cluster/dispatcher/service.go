@@ -61,11 +61,6 @@ type Service struct {
 	beats map[string]time.Time
 	usage map[string][]legion.Usage // by node: its last heartbeat's report
 
-	vmu    sync.Mutex
-	vols   *volumeIndex // shared by every stream; see volumeIndexAt
-	volsOf *store.Store // the replica vols was read from
-	volsAt uint64       // the latest version vols is known to hold at
-
 	cmu   sync.Mutex
 	cache *viewCache // the replica's state for the streams; see cacheOf
 }

@@ -32,12 +32,6 @@ type View struct {
 // for endpoints, the running ones for policy), every node once (peers,
 // who serves HTTPS), every Volume once.
 func ReadView(st *store.Store, node string) (View, error) {
-	return readView(st, node, func(*store.Store, uint64) (*volumeIndex, error) { return readVolumes(st) })
-}
-
-// readView reads node's view, taking the Volumes as of the tasks'
-// version from volumes.
-func readView(st *store.Store, node string, volumes func(st *store.Store, at uint64) (*volumeIndex, error)) (View, error) {
 	taskObjs, at, err := st.List(legion.KindTask, "", nil)
 	if err != nil {
 		return View{}, err
@@ -67,7 +61,7 @@ func readView(st *store.Store, node string, volumes func(st *store.Store, at uin
 			}
 		}
 	}
-	vols, err := volumes(st, at)
+	vols, err := readVolumes(st)
 	if err != nil {
 		return View{}, err
 	}

@@ -1,7 +1,6 @@
 package dispatcher
 
 import (
-	"context"
 	"sort"
 
 	"github.com/legionbsd/legion"
@@ -78,54 +77,4 @@ func (ix *volumeIndex) forNode(node string, tasks []*legion.Task) []*legion.Volu
 		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
 	})
 	return out
-}
-
-// volumeIndexAt is the Volumes as of version at (or later): the one
-// shared index when no Volume changed between its reading and at, else a
-// new reading, which becomes the shared one.
-func (s *Service) volumeIndexAt(st *store.Store, at uint64) (*volumeIndex, error) {
-	s.vmu.Lock()
-	defer s.vmu.Unlock()
-	if s.vols != nil && s.volsOf == st && !volumesChanged(st, s.volsAt, at) {
-		// It still holds at at: the next check starts there, not back at
-		// the reading, so checks stay short while no Volume changes.
-		s.volsAt = max(s.volsAt, at)
-		return s.vols, nil
-	}
-	ix, err := readVolumes(st)
-	if err != nil {
-		return nil, err
-	}
-	s.vols, s.volsOf, s.volsAt = ix, st, ix.at
-	return ix, nil
-}
-
-// volumesChanged reports whether a Volume may have changed after version
-// from up to version to, from the replica's change history without
-// waiting: true unless the history shows every change up to to and none
-// of them is a Volume's (a history that does not reach to yet, or no
-// longer reaches back to from, means reading again).
-func volumesChanged(st *store.Store, from, to uint64) bool {
-	if from >= to {
-		return false
-	}
-	w, err := st.Watch(from)
-	if err != nil {
-		return true
-	}
-	done, cancel := context.WithCancel(context.Background())
-	cancel() // Next hands over what the history holds, then stops
-	for {
-		ev, err := w.Next(done)
-		switch {
-		case err != nil:
-			return true
-		case ev.Version > to:
-			return false
-		case ev.Object.GetKind() == legion.KindVolume:
-			return true
-		case ev.Version == to:
-			return false
-		}
-	}
 }
