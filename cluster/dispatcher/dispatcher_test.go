@@ -667,3 +667,45 @@ func TestAssignmentsCarryRoutesAndTheirCertificates(t *testing.T) {
 		t.Error("a node not labelled for ingress still gets the certificate once another node is")
 	}
 }
+
+// A stream that asks for deltas gets a whole set first, then only what
+// changed: nothing for another node's task, the changed value alone, the
+// removed task and its value by key; a new stream starts whole again.
+func TestDeltaStreamsCarryOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	m := dispatchertest.Start(t)
+	for _, o := range []legion.Object{secret("web", "token", "s3cret"), task("web", "a-1", "node-a", "token", "", ""),
+		task("web", "a-2", "node-a", "", "", ""), task("web", "b-1", "node-b", "", "", "")} {
+		put(t, m.Store, o)
+	}
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	open := func() grpc.ServerStreamingClient[legionpb.AssignmentSet] {
+		s, err := a.Assignments(ctxT(t), &legionpb.AssignmentsRequest{Deltas: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open()
+	if first := recv(t, s); first.GetDelta() || len(first.GetTasks()) != 2 {
+		t.Fatalf("first message: delta %v, %d tasks; want the whole set of 2", first.GetDelta(), len(first.GetTasks()))
+	}
+	put(t, m.Store, task("web", "b-2", "node-b", "", "", ""))
+	put(t, m.Store, secret("web", "token", "rotated"))
+	d := recv(t, s)
+	if !d.GetDelta() || d.GetTaskChanges() != nil || string(d.GetValueChanges().GetPut()["Secret/web/token"]) != "rotated" ||
+		len(d.GetValueChanges().GetPut()) != 1 || len(d.GetTasks()) != 0 {
+		t.Fatalf("after another node's task and a secret: %v, want the secret's new value alone", d)
+	}
+	if _, err := m.Store.Delete(context.Background(), legion.KindTask, "web", "a-1", store.Precondition{}); err != nil {
+		t.Fatal(err)
+	}
+	d = recv(t, s)
+	if !d.GetDelta() || !slices.Equal(d.GetTaskChanges().GetRemoved(), []string{"web\x00a-1"}) || len(d.GetTaskChanges().GetPut()) != 0 ||
+		!slices.Equal(d.GetValueChanges().GetRemoved(), []string{"Secret/web/token"}) {
+		t.Fatalf("after a-1's removal: %v, want a-1 and its secret removed", d)
+	}
+	if again := recv(t, open()); again.GetDelta() || len(again.GetTasks()) != 1 {
+		t.Fatalf("a new stream: delta %v, %d tasks; want the whole set of 1", again.GetDelta(), len(again.GetTasks()))
+	}
+}
