@@ -40,9 +40,10 @@ func newLogsCommand() *cobra.Command {
 stderr to standard error. A service or job name reads every one of its
 tasks placed on a node and not being shut down, all at once, each line
 after the task's name ("web-1-1 | line") when there are several; with
-none, the task that last ended on a node. A finished task's output is kept on its node until the
-task is deleted. Name the kind to be sure (service/web, job/migrate,
-task/web.1). A pod with several containers needs -c.`,
+none, the task that last ended on a node. A finished task's output is
+kept on its node until the task is deleted. Name the kind to be sure
+(service/web, job/migrate, task/web-1-1). A pod with several containers
+needs -c.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cli.logs(cmd, args[0], o)
