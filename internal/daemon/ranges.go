@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"strings"
 	"syscall"
 
 	"github.com/legionbsd/legion/netbsd/addrplan"
@@ -20,7 +21,7 @@ import (
 func Ranges(o Options) func(addrplan.Plan) (addrplan.Plan, error) {
 	o.platformDefaults()
 	return func(asked addrplan.Plan) (addrplan.Plan, error) {
-		nets, err := hostNets()
+		nets, err := hostNets(false)
 		if err != nil {
 			return addrplan.Plan{}, err
 		}
@@ -30,11 +31,12 @@ func Ranges(o Options) func(addrplan.Plan) (addrplan.Plan, error) {
 			if err != nil {
 				return addrplan.Plan{}, err
 			}
-			var flat []netip.Prefix
-			for _, ps := range nets {
-				flat = append(flat, ps...)
+			// Other clusters' bridges (pod namespaces) are avoided too.
+			all, err := hostNets(true)
+			if err != nil {
+				return addrplan.Plan{}, err
 			}
-			if plan, err = loopback.FreePlan(asked, used, flat, rand.IntN(126)); err != nil {
+			if plan, err = loopback.FreePlan(asked, used, all["this host"], rand.IntN(126)); err != nil {
 				return addrplan.Plan{}, err
 			}
 		} else {
@@ -52,17 +54,18 @@ func Ranges(o Options) func(addrplan.Plan) (addrplan.Plan, error) {
 	}
 }
 
-// hostNets are the networks of this host's interfaces, loopback and
-// Legion's own bridges left out (they are the clusters' ranges, not
-// networks a range could collide with).
-func hostNets() (map[string][]netip.Prefix, error) {
+// hostNets are the networks of this host's interfaces, loopback left
+// out, and Legion's own bridges too unless withBridges: they hold
+// clusters' ranges (maybe this very node's, from before), which a new
+// cluster avoids but is not refused for.
+func hostNets(withBridges bool) (map[string][]netip.Prefix, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("listing this host's networks: %w", err)
 	}
 	var out []netip.Prefix
 	for _, i := range ifs {
-		if i.Flags&net.FlagLoopback != 0 || len(i.Name) >= 6 && i.Name[:6] == "legion" {
+		if i.Flags&net.FlagLoopback != 0 || !withBridges && strings.HasPrefix(i.Name, "legion") {
 			continue
 		}
 		addrs, err := i.Addrs()
