@@ -25,7 +25,8 @@ func checkJoinDaemon(ctx context.Context, addr string) error {
 	st, err := cl.Status(ctx)
 	switch {
 	case client.Code(err) == codes.Unavailable:
-		return fmt.Errorf("join: no daemon answers at %s, the default: pass --daemon ADDR, the API address of the fresh daemon to join (legion daemon --listen) (%v)", addr, err)
+		// The client's own hint names --server, which join does not dial.
+		return fmt.Errorf("join: no daemon answers at %s, the default: pass --daemon ADDR, the API address of the fresh daemon to join (legion daemon --listen)", addr)
 	case err != nil:
 		// A daemon in a cluster takes no call without its certificate.
 		return fmt.Errorf("join: the daemon at %s, the default, is not a fresh one: it already belongs to a cluster (%v): pass --daemon ADDR, the API address of a fresh daemon to join", addr, err)
