@@ -13,7 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// version is the release this build says it is.
+// version is the release this build says it is. Stamp
+// internal/buildinfo.Version, not this copy: managers report that one.
 var version = buildinfo.Version
 
 func newRootCommand() *cobra.Command {
