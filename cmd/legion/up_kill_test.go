@@ -17,11 +17,21 @@ import (
 	"github.com/legionbsd/legion/jail/process"
 )
 
-// startUp runs the built legion binary's `up` on the hello example and
-// waits for both replicas to be ready.
+// helloCopies holds each data directory's copy of the hello example, so
+// an up started again on it publishes the same port.
+var helloCopies sync.Map
+
+// startUp runs the built legion binary's `up` on the hello example (on a
+// free published port, one per data directory) and waits for both
+// replicas to be ready.
 func startUp(t *testing.T, bin, dataDir string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
-	cmd := exec.Command(bin, "up", "../../examples/hello", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--dns-listen", "127.0.0.1:0")
+	hello, ok := helloCopies.Load(dataDir)
+	if !ok {
+		dir, _ := helloOnFreePort(t)
+		hello, _ = helloCopies.LoadOrStore(dataDir, dir)
+	}
+	cmd := exec.Command(bin, "up", hello.(string), "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--dns-listen", "127.0.0.1:0")
 	var out syncBuffer
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -55,13 +56,15 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // port, and removes its pods on the way out.
 func TestUpRunsTheHelloExample(t *testing.T) {
 	dir := t.TempDir()
+	hello, port := helloOnFreePort(t) // 8080 may be a user's cluster's
+	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"
 	var out syncBuffer
 	root := newRootCommand()
 	root.SetOut(&out)
 	root.SetErr(&out)
 	ctx, cancel := context.WithCancel(context.Background())
 	root.SetContext(ctx)
-	root.SetArgs([]string{"up", "../../examples/hello", "--data-dir", filepath.Join(dir, "data"),
+	root.SetArgs([]string{"up", hello, "--data-dir", filepath.Join(dir, "data"),
 		"--listen", "127.0.0.1:0", "--dns-listen", "127.0.0.1:0", "--config", filepath.Join(dir, "config.yaml")})
 	done := make(chan error, 1)
 	go func() { done <- root.Execute() }()
@@ -96,7 +99,7 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 	if log, err := os.ReadFile(filepath.Join(dir, "data", upLogName)); err != nil || !strings.Contains(string(log), "level=") {
 		t.Errorf("up's log file: %v\n%s", err, log)
 	}
-	for _, want := range []string{"Loaded image localhost/hello:1", "service/hello created", "published at http://127.0.0.1:8080/",
+	for _, want := range []string{"Loaded image localhost/hello:1", "service/hello created", "published at " + url,
 		"Its log is " + filepath.Join(dir, "data", upLogName), "Context " + filepath.Base(filepath.Join(dir, "data")) + " added and in use"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -106,7 +109,7 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	deadline = time.Now().Add(30 * time.Second)
 	for len(names) < 2 && time.Now().Before(deadline) {
-		resp, err := client.Get("http://127.0.0.1:8080/")
+		resp, err := client.Get(url)
 		if err != nil {
 			time.Sleep(50 * time.Millisecond)
 			continue
