@@ -11,6 +11,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/netplan"
 	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/legionbsd/legion/internal/testcluster"
 )
@@ -123,6 +124,10 @@ func TestBackupThenRestoreOnOneManagerAfterLosingTwo(t *testing.T) {
 		}
 		return false
 	})
+	plan, err := netplan.Read(c.Managers[0].Store())
+	if err != nil {
+		t.Fatal(err)
+	}
 	token := c.Token("manager")
 	file := filepath.Join(t.TempDir(), "cluster.backup")
 	m0 := c.Managers[0]
@@ -163,6 +168,10 @@ func TestBackupThenRestoreOnOneManagerAfterLosingTwo(t *testing.T) {
 		st := m0.Store()
 		return st != nil && st.IsLeader()
 	})
+	// The cluster's ranges come back with it: every address is in them.
+	if got, err := netplan.Read(m0.Store()); err != nil || got != plan {
+		t.Errorf("the restored cluster's ranges: %v %v, want %v", got, err, plan)
+	}
 	got, err := getObject(t, cl, legion.KindConfig, legion.DefaultNamespace, "before")
 	if err != nil || got.GetMetadata().Version != before.GetMetadata().Version {
 		t.Fatalf("Config before after the restore: %+v %v, want version %d", got, err, before.GetMetadata().Version)
