@@ -54,6 +54,10 @@ type Config struct {
 	// CallTimeout bounds one unary call to one manager; zero means
 	// CallTimeout.
 	CallTimeout time.Duration
+	// OnAssignments, when set, is told each message of the assignments
+	// stream as it arrives: its encoded size and whether it held changes
+	// only. For measuring (internal/scale).
+	OnAssignments func(size int, delta bool)
 	// Keepalive is how often an idle connection to a manager is probed, so
 	// a stream from a host that went silent ends; zero means Keepalive.
 	// Managers refuse probes more frequent than their enforcement policy
