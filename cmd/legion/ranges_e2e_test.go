@@ -140,35 +140,7 @@ func TestClustersSideBySideOnOneHost(t *testing.T) {
 		_, out := background(t, bin, "up", dir, "--data-dir", data, "--listen", testcluster.FreeAddr(t))
 		ups[i], ports[i] = out, port
 	}
-	for i, out := range ups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			testcluster.WaitFor(t, "legion up "+strconv.Itoa(i)+" ready", 3*time.Minute, func() bool {
-				return strings.Contains(out.String(), "service default/hello: 2 of 2 tasks ready")
-			})
-		}()
-	}
-	wg.Wait()
-	for i, out := range ups {
-		r := rangesOf(t, out.String())
-		add(r)
-		m := regexp.MustCompile(`DNS (\S+)\.\n`).FindStringSubmatch(out.String())
-		if m == nil {
-			t.Fatalf("up %d printed no resolver address:\n%s", i, out.String())
-		}
-		at := netip.MustParseAddrPort(m[1])
-		if !loopback.Image(r[0]).Contains(at.Addr()) {
-			t.Errorf("up %d: resolver %s is outside its pod range's image %s", i, at, loopback.Image(r[0]))
-		}
-		dns = append(dns, m[1])
-		answersFromEveryReplica(t, out)
-		if !strings.Contains(out.String(), "published at http://127.0.0.1:"+strconv.Itoa(ports[i])+"/") {
-			t.Errorf("up %d does not publish on its port %d:\n%s", i, ports[i], out.String())
-		}
-	}
-
-	// A three-node cluster from the CLI alone.
+	// A three-node cluster from the CLI alone, while those start.
 	helloDir, port := helloOnFreePort(t)
 	addrs := make([]string, 3)
 	for i := range addrs {
@@ -211,6 +183,35 @@ func TestClustersSideBySideOnOneHost(t *testing.T) {
 	var published syncBuffer
 	published.Write([]byte("published at http://127.0.0.1:" + strconv.Itoa(port) + "/;"))
 	answersFromEveryReplica(t, &published)
+
+	// The single-node clusters, started first, came up meanwhile.
+	for i, out := range ups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			testcluster.WaitFor(t, "legion up "+strconv.Itoa(i)+" ready", 3*time.Minute, func() bool {
+				return strings.Contains(out.String(), "service default/hello: 2 of 2 tasks ready")
+			})
+		}()
+	}
+	wg.Wait()
+	for i, out := range ups {
+		r := rangesOf(t, out.String())
+		add(r)
+		m := regexp.MustCompile(`DNS (\S+)\.\n`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("up %d printed no resolver address:\n%s", i, out.String())
+		}
+		at := netip.MustParseAddrPort(m[1])
+		if !loopback.Image(r[0]).Contains(at.Addr()) {
+			t.Errorf("up %d: resolver %s is outside its pod range's image %s", i, at, loopback.Image(r[0]))
+		}
+		dns = append(dns, m[1])
+		answersFromEveryReplica(t, out)
+		if !strings.Contains(out.String(), "published at http://127.0.0.1:"+strconv.Itoa(ports[i])+"/") {
+			t.Errorf("up %d does not publish on its port %d:\n%s", i, ports[i], out.String())
+		}
+	}
 
 	// No two clusters share a range, so none shares an address.
 	for i := range ranges {
