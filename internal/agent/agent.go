@@ -325,15 +325,52 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); w.run(ctx) }()
 	}
+	byUID := map[string]*legion.Task{}
+	for _, t := range as.Tasks {
+		byUID[t.Metadata.UID] = t
+	}
 	for uid := range adoptable {
-		if _, ok := want[uid]; !ok {
-			a.log.Info("removing a pod no task wants", "task", uid)
-			a.Runtime.Remove(ctx, uid)
-			if a.detachDir(ctx, uid) {
-				a.removeTaskDir(ctx, uid)
-			}
+		if _, ok := want[uid]; ok {
+			continue
+		}
+		if t := byUID[uid]; t != nil && t.Spec.Node == a.Node && !t.Status.State.Terminal() {
+			// An earlier agent ended (killed, say) while stopping it:
+			// finish the stop, whose report ends the task.
+			a.log.Info("finishing the stop of a pod an earlier agent left", "task", t.Metadata.Namespace+"/"+t.Metadata.Name)
+			w := newWorker(a, t, true)
+			w.status = t.Status
+			a.wg.Add(1)
+			go func() { defer a.wg.Done(); w.teardown(context.WithoutCancel(ctx), legion.TaskShutdown, "stopped") }()
+			continue
+		}
+		a.log.Info("removing a pod no task wants", "task", uid)
+		a.removeUnknownPod(ctx, uid)
+		if a.detachDir(ctx, uid) {
+			a.removeTaskDir(ctx, uid)
 		}
 	}
+}
+
+// removeUnknownPod removes a pod found at start that no task names: its
+// containers with their roots, its network, and the pod itself.
+func (a *Agent) removeUnknownPod(ctx context.Context, uid string) {
+	members, _ := a.Runtime.List(ctx, map[string]string{LabelTask: uid})
+	for _, c := range members {
+		if c.ID == uid {
+			continue
+		}
+		a.Runtime.Stop(ctx, c.ID, -1)
+		a.Runtime.Remove(ctx, c.ID)
+		if err := a.Images.RemoveRoot(ctx, c.ID); err != nil {
+			a.log.Debug("removing container root", "err", err)
+		}
+	}
+	t := &legion.Task{}
+	t.Metadata.UID = uid
+	if err := a.Network.Detach(ctx, t); err != nil {
+		a.log.Warn("pod network teardown", "task", uid, "err", err)
+	}
+	a.Runtime.Remove(ctx, uid)
 }
 
 // ResolvConfKey is the files entry of a pod's resolv.conf.

@@ -61,3 +61,25 @@ func (n *LoopbackNetwork) Detach(_ context.Context, t *legion.Task) error {
 	}
 	return nil
 }
+
+// reserve holds a for the task uid (an address found in use).
+func (n *LoopbackNetwork) reserve(a netip.Addr, uid string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.inUse == nil {
+		n.inUse = map[netip.Addr]string{}
+	}
+	n.inUse[a] = uid
+}
+
+// holder is the address held for the task uid, if any.
+func (n *LoopbackNetwork) holder(uid string) (netip.Addr, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for a, u := range n.inUse {
+		if u == uid {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}

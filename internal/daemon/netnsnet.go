@@ -243,7 +243,15 @@ func (n *NetNSNetwork) adopt(ctx context.Context, keep map[string]bool) error {
 	}
 	for _, e := range entries {
 		uid, ok := strings.CutPrefix(e.Name(), n.names.prefix())
-		if !ok || keep[uid] {
+		if !ok {
+			continue
+		}
+		if keep[uid] {
+			// The pod keeps the address its namespace holds, whatever its
+			// task's status says (an agent killed before reporting it).
+			if a, ok := n.podAddr(ctx, uid); ok {
+				n.pool.reserve(a, uid)
+			}
 			continue
 		}
 		n.Log.Info("pod network: removing the namespace of a pod that is gone", "netns", e.Name())
@@ -266,6 +274,21 @@ func (n *NetNSNetwork) adopt(ctx context.Context, keep map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// podAddr is the address on eth0 in the pod's namespace.
+func (n *NetNSNetwork) podAddr(ctx context.Context, uid string) (netip.Addr, bool) {
+	res, err := sys.Run(ctx, n.R, "ip", "-n", n.names.netns(uid), "-o", "-4", "addr", "show", "dev", "eth0")
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	f := strings.Fields(string(res.Stdout))
+	for i := 0; i+1 < len(f); i++ {
+		if p, err := netip.ParsePrefix(f[i+1]); f[i] == "inet" && err == nil && n.Subnet.Contains(p.Addr()) {
+			return p.Addr(), true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 // links lists the host's interface names.
@@ -305,8 +328,11 @@ func (n *NetNSNetwork) delLink(ctx context.Context, name string) error {
 }
 
 // Attach gives a task the lowest free address of the node's /24, or the
-// one it has.
+// one its pod has (held since the network found its namespace at start).
 func (n *NetNSNetwork) Attach(ctx context.Context, t *legion.Task) (string, error) {
+	if a, ok := n.pool.holder(t.Metadata.UID); ok {
+		return a.String(), nil
+	}
 	return n.pool.Attach(ctx, t)
 }
 
@@ -322,7 +348,7 @@ func (n *NetNSNetwork) Join(ctx context.Context, t *legion.Task, ip string, _ bo
 		return fmt.Errorf("pod %s: address %q: expected one of %s", uid, ip, n.Subnet)
 	}
 	ns, host, pod := n.names.netns(uid), n.names.hostEnd(uid), n.names.podEnd(uid)
-	if n.joined(ctx, uid) {
+	if n.joined(ctx, uid, a) {
 		return nil
 	}
 	// Whatever half of it is there goes first: a daemon killed mid-way.
@@ -349,14 +375,19 @@ func (n *NetNSNetwork) Join(ctx context.Context, t *legion.Task, ip string, _ bo
 	return nil
 }
 
-// joined reports whether the pod's namespace is there with its host end
-// on the bridge.
-func (n *NetNSNetwork) joined(ctx context.Context, uid string) bool {
+// joined reports whether the pod's namespace is there, whole: its host
+// end on the bridge and its eth0 holding the address (a daemon killed
+// mid-way leaves less).
+func (n *NetNSNetwork) joined(ctx context.Context, uid string, a netip.Addr) bool {
 	if _, err := os.Stat(n.names.path(uid)); err != nil {
 		return false
 	}
 	res, err := sys.Run(ctx, n.R, "ip", "-o", "link", "show", "dev", n.names.hostEnd(uid))
-	return err == nil && strings.Contains(string(res.Stdout), " master "+n.names.bridge()+" ")
+	if err != nil || !strings.Contains(string(res.Stdout), " master "+n.names.bridge()+" ") {
+		return false
+	}
+	have, ok := n.podAddr(ctx, uid)
+	return ok && have == a
 }
 
 // Detach removes the pod's veth pair and namespace and frees its address.
