@@ -85,7 +85,7 @@ var layers = []layer{
 	// Audit events, their buffer and batches: over the store, no network.
 	{pattern: "cluster/audit", may: []string{"", "cluster/store"}},
 	{pattern: "cluster/...", may: []string{"", "scheduler", "cluster/...", "internal/proto", "internal/endpoints",
-		"netbsd/addrplan", "image", "image/cosign"}},
+		"netbsd/addrplan", "image", "image/cosign", "internal/buildinfo"}},
 	// The leader's work and the manager's entry point run on managers
 	// without an agent: nothing of the node side comes with them.
 	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/netplan", "cluster/store", "internal/proto", "netbsd/addrplan", "image", "image/cosign"},
@@ -113,6 +113,8 @@ var layers = []layer{
 	{pattern: "internal/scale", may: []string{"", "...", "-cmd"}},
 	// Real daemons in network namespaces, and the command that runs them.
 	{pattern: "internal/lab/...", may: []string{"", "...", "-cmd"}},
+	// The build stamp: read by the CLI and reported by managers.
+	{pattern: "internal/buildinfo", thirdParty: []string{}, noStd: pureStd},
 	{pattern: "scheduler/schedtest", may: []string{"", "scheduler"}, noStd: pureStd},
 
 	{pattern: "examples/...", may: []string{"", "client", "image", "jail/...", "zfs", "netbsd", "sys"}, neverDeps: []string{"github.com/hashicorp/raft", "github.com/spf13/cobra", "go.etcd.io/bbolt", module + "/cluster/server", module + "/cluster/store"}},

@@ -112,7 +112,7 @@ func (c *clusterCLI) initCommand() *cobra.Command {
 			fmt.Fprintf(out, "  export LEGION_CREDENTIALS=%s\n", resp.AdminCredentials)
 			if line, err := rememberCluster(cmd, clusterDirOf(resp.AdminCredentials), c.server(cmd), resp.AdminCredentials); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: no context for this cluster: %v\n", err)
-			} else {
+			} else if line != "" {
 				fmt.Fprintln(out, line)
 			}
 			fmt.Fprintln(out, "Join tokens: legion token show worker|manager")
@@ -162,11 +162,16 @@ certificate; a manager token makes it a manager, a worker token a worker.`,
 }
 
 func (c *clusterCLI) statusCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the manager reached and its cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
 			cl, err := c.connect(cmd)
 			if err != nil {
 				// A fresh daemon of this host answers without credentials.
@@ -180,6 +185,10 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 				return fmt.Errorf("status: %w", err)
 			}
 			out := cmd.OutOrStdout()
+			if fm.name != "table" && fm.name != "wide" {
+				l := statusListing(st)
+				return l.print(out, cmd.ErrOrStderr(), fm)
+			}
 			if !st.Initialized {
 				fmt.Fprintf(out, "Node %s belongs to no cluster: run legion init, or legion join.\n", st.NodeID)
 				return nil
@@ -195,6 +204,8 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 			return nil
 		},
 	}
+	outputFlag(cmd, &output)
+	return cmd
 }
 
 func orNone(s string) string {
