@@ -108,4 +108,6 @@ func platformFlags(fs *pflag.FlagSet, o *daemon.Options) {
 	fs.StringVar(&o.Platform, "platform", daemon.DefaultPlatform(),
 		"what pods run on: jails (FreeBSD jails on ZFS, pf network) or process (host processes on loopback, isolating nothing)")
 	fs.StringVar(&o.ZFSRoot, "zfs-root", daemon.DefaultZFSRoot, "the dataset images and container roots live under (jails)")
+	fs.StringVar(&o.PodNetwork, "pod-network", "",
+		"the process platform's pod network: loopback (the default: pods share the host's network), netns (a Linux network namespace per pod; needs root) or auto (netns where this host allows it)")
 }

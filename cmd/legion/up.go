@@ -63,6 +63,9 @@ and trying Legion out.`,
 			return daemon.Run(ctx, o, func(n *daemon.Node) error {
 				fmt.Fprintf(out, "Legion is up: node %s, API %s (credentials %s), DNS %s.\n", n.Name, n.API, n.Admin, n.DNS)
 				fmt.Fprintf(out, "Cluster ranges: pods %s, services %s.\n", n.PodCIDR, n.ServiceCIDR)
+				if n.PodNetwork != "" {
+					fmt.Fprintf(out, "Pod network: %s.\n", n.PodNetwork)
+				}
 				if !verbose {
 					fmt.Fprintf(out, "Its log is %s (--verbose shows it here).\n", logPath)
 				}
@@ -284,6 +287,11 @@ func describeService(n *daemon.Node, s, cur *legion.Service, ready, want int) st
 		for _, p := range s.Spec.Endpoint.Ports {
 			if jails {
 				fmt.Fprintf(&b, "; VIP %s:%d (from pods)", vip, p.Port)
+				continue
+			}
+			if n.PodNetwork == daemon.PodNetworkNetNS {
+				// The VIP itself sits on the node's bridge.
+				fmt.Fprintf(&b, "; VIP %s:%d (here too)", vip, p.Port)
 				continue
 			}
 			local := vip

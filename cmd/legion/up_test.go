@@ -96,6 +96,9 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(first, "Legion is up: ") || strings.Contains(out.String(), "level=") {
 		t.Errorf("up printed log lines (or not first that it is up):\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "Pod network: loopback.") {
+		t.Errorf("up did not say which pod network the node uses:\n%s", out.String())
+	}
 	if log, err := os.ReadFile(filepath.Join(dir, "data", upLogName)); err != nil || !strings.Contains(string(log), "level=") {
 		t.Errorf("up's log file: %v\n%s", err, log)
 	}
@@ -158,6 +161,11 @@ spec:
 	want := "service shop/web: 2 of 2 tasks ready; VIP 10.201.0.7:80 (here 127.201.0.7:80); published at http://127.0.0.1:8080/; DNS web.shop.legion (dig @127.0.0.1 -p 5353)"
 	if got := describeService(proc, s, cur, 2, 2); got != want {
 		t.Errorf("process platform:\n got %s\nwant %s", got, want)
+	}
+	netns := &daemon.Node{Platform: daemon.PlatformProcess, PodNetwork: daemon.PodNetworkNetNS, DNS: "10.200.0.1:53"}
+	want = "service shop/web: 2 of 2 tasks ready; VIP 10.201.0.7:80 (here too); published at http://127.0.0.1:8080/; DNS web.shop.legion (dig @10.200.0.1 -p 53)"
+	if got := describeService(netns, s, cur, 2, 2); got != want {
+		t.Errorf("process platform, pod network netns:\n got %s\nwant %s", got, want)
 	}
 	jails := &daemon.Node{Platform: daemon.PlatformJails, ExtIf: "vtnet0", DNS: "10.200.0.1:53"}
 	want = "service shop/web: 1 of 2 tasks ready; VIP 10.201.0.7:80 (from pods); published on port 8080 of vtnet0 (from other hosts); DNS web.shop.legion (dig @10.200.0.1 -p 53)"

@@ -104,6 +104,9 @@ type Node struct {
 	// published ports are redirected from.
 	Platform string
 	ExtIf    string
+	// PodNetwork is a process node's pod network (PodNetworkLoopback or
+	// PodNetworkNetNS); empty on jails.
+	PodNetwork string
 	// Ingress lists where the HTTP proxy for Routes listens (none when
 	// off).
 	Ingress []string
@@ -224,6 +227,12 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		p := sn.platform
 		n := &Node{Name: sn.name, Client: cl, Images: p.images, Store: st, Admin: admin, API: srv.Addr(), DNS: sn.dns,
 			Runtime: p.runtime, VIPOctet: p.vipOctet, Platform: p.kind, Ingress: sn.ingress}
+		if p.kind == PlatformProcess {
+			n.PodNetwork = PodNetworkLoopback
+			if p.netns != nil {
+				n.PodNetwork = PodNetworkNetNS
+			}
+		}
 		if plan, err := netplan.Read(st); err == nil {
 			n.PodCIDR, n.ServiceCIDR = plan.Pod.String(), plan.Service.String()
 		}

@@ -402,3 +402,22 @@ func TestPFNetworkEnforcesThePolicyState(t *testing.T) {
 		t.Errorf("no policy state sent must not reload the policy:\n%s", pol)
 	}
 }
+
+// A pod network asked of a jails node is refused, not ignored: jails
+// always have their VNET network.
+func TestJailsRefuseAPodNetworkChoice(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	o := Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Platform: PlatformJails, Runner: freshHost(), PodNetwork: PodNetworkNetNS}
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := openPlatform(context.Background(), o, "/usr/local/bin/legion", quietLog())
+	if err == nil {
+		p.close()
+		t.Fatal("a jails node took --pod-network netns")
+	}
+	if !strings.Contains(err.Error(), `pod network "netns"`) || !strings.Contains(err.Error(), "process platform") {
+		t.Errorf("error %q does not name the setting and where it applies", err)
+	}
+}

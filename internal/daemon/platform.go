@@ -138,6 +138,12 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 			err = p.choosePodNetwork(ctx, o, log)
 		}
 	case PlatformJails:
+		if o.PodNetwork != "" {
+			// Jails have their own network (VNET on legion0): refuse
+			// rather than ignore a setting that cannot apply.
+			images.Close()
+			return nil, fmt.Errorf("pod network %q: only the process platform has a choice of pod network; jails are always VNET jails on legion0", o.PodNetwork)
+		}
 		p.runtime, p.noLimits, err = openJails(ctx, o, exe, log)
 		p.taskDirs = agent.TmpfsDirs{Runner: o.runner()}
 		p.volumes = volumes.NewZFS(o.runner(), o.ZFSRoot)
