@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
@@ -17,16 +18,27 @@ import (
 // Heartbeat records that the node is alive and what its tasks use, and
 // tells it where the managers are. Only the leader tracks liveness.
 func (s *Service) Heartbeat(ctx context.Context, req *legionpb.HeartbeatRequest) (*legionpb.HeartbeatResponse, error) {
-	id, leaf, err := caller(ctx, req.GetNode())
+	id, leaf, relayed, err := nodeCaller(ctx, req.GetNode())
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.leaderStore()
+	st, err := s.replica()
 	if err != nil {
 		return nil, err
 	}
-	if err := s.holds(ctx, st, id, leaf, true); err != nil {
-		return nil, err
+	if !st.IsLeader() {
+		c, fctx, err := s.relay(ctx, st, id, leaf, relayed)
+		if err != nil {
+			return nil, err
+		}
+		fwd := proto.Clone(req).(*legionpb.HeartbeatRequest)
+		fwd.Node = id.Name
+		return c.Heartbeat(fctx, fwd)
+	}
+	if !relayed {
+		if err := s.holds(ctx, st, id, leaf, true); err != nil {
+			return nil, err
+		}
 	}
 	if _, _, err := st.Get(legion.KindNode, "", id.Name); errors.Is(err, store.ErrNotFound) {
 		// Deleted, or never registered: the agent registers again.

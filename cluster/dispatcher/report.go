@@ -11,6 +11,7 @@ import (
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Report replaces a task's status with what its node reports, keeping its
@@ -18,7 +19,7 @@ import (
 // nothing when the status is already the one stored. A node reports only
 // the tasks assigned to it.
 func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*legionpb.ReportResponse, error) {
-	id, leaf, err := caller(ctx, req.GetNode())
+	id, leaf, relayed, err := nodeCaller(ctx, req.GetNode())
 	if err != nil {
 		return nil, err
 	}
@@ -26,12 +27,23 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 	if err := json.Unmarshal(req.GetStatus(), &ts); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "status: expected the JSON of a task status: %v", err)
 	}
-	st, err := s.leaderStore()
+	st, err := s.replica()
 	if err != nil {
 		return nil, err
 	}
-	if err := s.holds(ctx, st, id, leaf, true); err != nil {
-		return nil, err
+	if !st.IsLeader() {
+		c, fctx, err := s.relay(ctx, st, id, leaf, relayed)
+		if err != nil {
+			return nil, err
+		}
+		fwd := proto.Clone(req).(*legionpb.ReportRequest)
+		fwd.Node = id.Name
+		return c.Report(fctx, fwd)
+	}
+	if !relayed {
+		if err := s.holds(ctx, st, id, leaf, true); err != nil {
+			return nil, err
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		o, _, err := st.Get(legion.KindTask, req.GetNamespace(), req.GetName())

@@ -56,6 +56,7 @@ type Service struct {
 	log   *slog.Logger
 	check time.Duration
 	issue func(csrPEM []byte, id pki.Identity) ([]byte, error)
+	lead  LeaderConn
 
 	mu    sync.Mutex
 	beats map[string]time.Time
@@ -80,14 +81,22 @@ type Options struct {
 	// Issue signs a renewal's certificate request for the node the
 	// calling certificate names; nil refuses renewals.
 	Issue func(csrPEM []byte, id pki.Identity) ([]byte, error)
+	// Leader gives a follower a connection to the leader (and the context
+	// marking the call forwarded), so heartbeats and reports a node sends
+	// to a follower reach the leader; nil refuses them with NotLeader.
+	Leader LeaderConn
 }
+
+// LeaderConn returns a connection to the leader and the context to call it
+// with, or a nil connection when this manager leads.
+type LeaderConn func(ctx context.Context) (grpc.ClientConnInterface, context.Context, error)
 
 // CheckInterval is how often open streams check their replica.
 const CheckInterval = 5 * time.Second
 
 // New makes the Dispatcher of the manager whose store src gives.
 func New(src Source, o Options) *Service {
-	s := &Service{src: src, peers: o.Peers, now: o.Now, log: o.Logger, check: o.Check, issue: o.Issue,
+	s := &Service{src: src, peers: o.Peers, now: o.Now, log: o.Logger, check: o.Check, issue: o.Issue, lead: o.Leader,
 		beats: map[string]time.Time{}, usage: map[string][]legion.Usage{}}
 	if s.peers == nil {
 		s.peers = raftPeers(src)

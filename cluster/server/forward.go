@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/legionbsd/legion/cluster/store"
+	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -12,7 +13,7 @@ import (
 
 // forwardedKey marks a call a follower passed to the leader, so it is
 // never passed on twice.
-const forwardedKey = "legion-forwarded"
+const forwardedKey = legionpb.ForwardedKey
 
 func forwarded(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)

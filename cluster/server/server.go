@@ -216,7 +216,7 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})
 	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember, stopping: s.watchCtx.Done()})
-	s.disp = dispatcher.New(s, dispatcher.Options{Logger: s.log, Issue: s.issueRenewal})
+	s.disp = dispatcher.New(s, dispatcher.Options{Logger: s.log, Issue: s.issueRenewal, Leader: s.leaderConn})
 	s.disp.RegisterOn(s.grpc)
 	s.sess = sessions.New(sessions.FromStore(s.Store), sessions.Options{Logger: s.log, Stopping: s.watchCtx.Done(), Leader: s.leaderConn, Now: s.cfg.Now})
 	s.sess.RegisterOn(s.grpc)
