@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -34,12 +33,12 @@ type cliConfig struct {
 
 // cliContext is one cluster as one user reaches it.
 type cliContext struct {
-	Name        string `mapstructure:"name" yaml:"name"`
-	Server      string `mapstructure:"server" yaml:"server,omitempty"`
-	Credentials string `mapstructure:"credentials" yaml:"credentials,omitempty"`
-	Namespace   string `mapstructure:"namespace" yaml:"namespace,omitempty"`
+	Name        string `mapstructure:"name" yaml:"name" json:"name"`
+	Server      string `mapstructure:"server" yaml:"server,omitempty" json:"server,omitempty"`
+	Credentials string `mapstructure:"credentials" yaml:"credentials,omitempty" json:"credentials,omitempty"`
+	Namespace   string `mapstructure:"namespace" yaml:"namespace,omitempty" json:"namespace,omitempty"`
 	// RequestTimeout is a Go duration ("45s"), as --request-timeout.
-	RequestTimeout string `mapstructure:"request-timeout" yaml:"request-timeout,omitempty"`
+	RequestTimeout string `mapstructure:"request-timeout" yaml:"request-timeout,omitempty" json:"requestTimeout,omitempty"`
 }
 
 func (c *cliConfig) find(name string) *cliContext {
@@ -331,26 +330,43 @@ func editConfig(cmd *cobra.Command, change func(*cliConfig) (bool, error)) error
 }
 
 func contextLsCommand() *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
 		Short:   "List the contexts; * marks the current one",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
 			return editConfig(cmd, func(cfg *cliConfig) (bool, error) {
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CURRENT\tNAME\tSERVER\tCREDENTIALS\tNAMESPACE")
-				for _, c := range cfg.Contexts {
-					mark := ""
-					if c.Name == cfg.CurrentContext {
-						mark = "*"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", mark, c.Name, c.Server, c.Credentials, c.Namespace)
-				}
-				return false, tw.Flush()
+				l := contextListing(cfg)
+				return false, l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 			})
 		},
 	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// contextListing is context ls in every format: the table marks the
+// current context, -o json prints each with current: true|false.
+func contextListing(cfg *cliConfig) listing {
+	type view struct {
+		cliContext
+		Current bool `json:"current"`
+	}
+	l := listing{columns: cols("CURRENT", "NAME", "SERVER", "CREDENTIALS", "NAMESPACE"), none: "contexts"}
+	for _, c := range cfg.Contexts {
+		mark := ""
+		if c.Name == cfg.CurrentContext {
+			mark = "*"
+		}
+		l.add("context/"+c.Name, view{c, mark == "*"}, mark, c.Name, c.Server, c.Credentials, c.Namespace)
+	}
+	return l
 }
 
 func contextUseCommand() *cobra.Command {

@@ -150,6 +150,13 @@ func TestContextLsUseInHome(t *testing.T) {
 	if got := current(); got != "b" {
 		t.Fatalf("current after use b: %q", got)
 	}
+	// context ls takes -o as every listing does.
+	if out, err := runLegion(t, "", "context", "ls", "-o", "name"); err != nil || out != "context/a\ncontext/b\n" {
+		t.Errorf("context ls -o name: %v %q", err, out)
+	}
+	if out, err := runLegion(t, "", "context", "ls", "-o", "jsonpath={[?(@.current==true)].name}"); err != nil || out != "b" {
+		t.Errorf("context ls -o jsonpath of the current one: %v %q", err, out)
+	}
 	if _, err := runLegion(t, "", "context", "use", "nope"); err == nil {
 		t.Fatal("context use of an unknown name succeeded")
 	}
