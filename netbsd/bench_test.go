@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/legionbsd/legion/netbsd/addrplan"
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -139,12 +140,12 @@ func BenchmarkPlanPeers256(b *testing.B) {
 		nodes[i] = Node{Name: fmt.Sprintf("node%03d", i), Subnet: i, PublicKey: fmt.Sprintf("PUB%03d", i),
 			Endpoint: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), WGPort)}
 		if i > 1 && i < 255 {
-			current = append(current, WGPeer{PublicKey: nodes[i].PublicKey, Endpoint: nodes[i].Endpoint, AllowedIPs: PeerAllowedIPs(nodes[i]), Keepalive: Keepalive})
+			current = append(current, WGPeer{PublicKey: nodes[i].PublicKey, Endpoint: nodes[i].Endpoint, AllowedIPs: PeerAllowedIPs(addrplan.Plan{}, nodes[i]), Keepalive: Keepalive})
 		}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		cmds, _ := PlanPeers("node000", current, nodes, nil)
+		cmds, _ := PlanPeers(addrplan.Plan{}, "node000", current, nodes, nil)
 		if len(cmds) != 2 {
 			b.Fatalf("%d commands", len(cmds))
 		}

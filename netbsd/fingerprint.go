@@ -15,6 +15,8 @@ func policyRulesKey(st *PolicyState) [sha256.Size]byte {
 	h := fp{sha256.New()}
 	h.str(st.Node.Name)
 	h.int(st.Node.Subnet)
+	h.str(st.Plan.Pod.String())
+	h.str(st.Plan.Service.String())
 	h.labels(func() map[string]string {
 		m := make(map[string]string, len(st.Isolation))
 		for k, v := range st.Isolation {

@@ -89,12 +89,14 @@ func parseAddrSelection(out string) ([]AddrPolicy, error) {
 
 // NodeConfig is what this node's network is set up from.
 type NodeConfig struct {
-	Subnet  int    // n of 10.200.n.0/24
-	KeyPath string // the WireGuard private key file
+	Plan    addrplan.Plan // the cluster's ranges; zero: addrplan.Default()
+	Subnet  int           // n of the plan's n-th pod /24
+	KeyPath string        // the WireGuard private key file
 }
 
 // NodeNet is the node's network as set up: what pods need from it.
 type NodeNet struct {
+	Plan          addrplan.Plan // the cluster's ranges, as NodeConfig gave them
 	Subnet        int
 	BridgeEther   string       // legion0's Ethernet address, given to every host end
 	AddrSelection []AddrPolicy // copied into every pod
@@ -167,8 +169,8 @@ func (h Host) SetUpNode(ctx context.Context, cfg NodeConfig) (NodeNet, error) {
 			return NodeNet{}, fmt.Errorf("set %s: %w", s, err)
 		}
 	}
-	n := cfg.Subnet
-	gw, gw6 := netip.PrefixFrom(addrplan.Gateway(n), 24), netip.PrefixFrom(addrplan.MustTwin(addrplan.Gateway(n)), 64)
+	n, plan := cfg.Subnet, cfg.Plan.OrDefault()
+	gw, gw6 := netip.PrefixFrom(plan.Gateway(n), 24), netip.PrefixFrom(plan.MustTwin(plan.Gateway(n)), 64)
 	bridge, err := h.readIface(ctx, "", Bridge)
 	if err != nil {
 		return NodeNet{}, err
@@ -196,7 +198,7 @@ func (h Host) SetUpNode(ctx context.Context, cfg NodeConfig) (NodeNet, error) {
 	if err != nil {
 		return NodeNet{}, err
 	}
-	u, u6 := netip.PrefixFrom(addrplan.UnderlayAddr(n), 16), netip.PrefixFrom(addrplan.MustTwin(addrplan.UnderlayAddr(n)), 96)
+	u, u6 := netip.PrefixFrom(addrplan.UnderlayAddr(n), 16), netip.PrefixFrom(plan.MustTwin(addrplan.UnderlayAddr(n)), 96)
 	if err := h.runAll(ctx, planIface(wg, ifaceWant{
 		Name: WGIface, Create: []string{"wg", "create", "name", WGIface}, MTU: MTU,
 		Addrs: []netip.Prefix{u, u6},
@@ -207,8 +209,8 @@ func (h Host) SetUpNode(ctx context.Context, cfg NodeConfig) (NodeNet, error) {
 		return NodeNet{}, err
 	}
 	for _, r := range [][]string{
-		{"-n", "add", "-net", addrplan.PodCIDR().String(), "-interface", WGIface},
-		{"-n", "add", "-inet6", "-net", addrplan.PodCIDR6().String(), "-interface", WGIface},
+		{"-n", "add", "-net", plan.Pod.String(), "-interface", WGIface},
+		{"-n", "add", "-inet6", "-net", plan.Pod6().String(), "-interface", WGIface},
 	} {
 		if err := h.ensureRoute(ctx, r); err != nil {
 			return NodeNet{}, fmt.Errorf("route the pod range into %s: %w", WGIface, err)
@@ -226,7 +228,7 @@ func (h Host) SetUpNode(ctx context.Context, cfg NodeConfig) (NodeNet, error) {
 	if len(table) == 0 {
 		table = ipv4PreferTable()
 	}
-	return NodeNet{Subnet: n, BridgeEther: bridge.Ether, AddrSelection: table, PublicKey: pub}, nil
+	return NodeNet{Plan: cfg.Plan, Subnet: n, BridgeEther: bridge.Ether, AddrSelection: table, PublicKey: pub}, nil
 }
 
 // ensureWGKey gives wg0 the node's key and port unless it has them already.

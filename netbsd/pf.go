@@ -10,8 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/legionbsd/legion/netbsd/addrplan"
-
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -79,7 +77,7 @@ func (p *PF) ApplyServices(ctx context.Context, st *ServiceState) (AnchorPlan, e
 		if err != nil {
 			return AnchorPlan{}, err
 		}
-		memo := &serviceMemo{rules: r, state: ServiceState{Node: st.Node, ExtIf: st.ExtIf, Services: cloneServices(st.Services)}}
+		memo := &serviceMemo{rules: r, state: ServiceState{Node: st.Node, Plan: st.Plan, ExtIf: st.ExtIf, Services: cloneServices(st.Services)}}
 		p.svcMemo = memo
 	}
 	tables, err := p.svcMemo.rules.fill(*st)
@@ -133,7 +131,7 @@ func (p *PF) ApplyServices(ctx context.Context, st *ServiceState) (AnchorPlan, e
 		for _, e := range st.Endpoints {
 			if dead[e.Addr] {
 				delete(dead, e.Addr)
-				if t, ok := addrplan.Twin(e.Addr); ok {
+				if t, ok := st.Plan.Twin(e.Addr); ok {
 					delete(dead, t)
 				}
 			}

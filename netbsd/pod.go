@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/legionbsd/legion/netbsd/addrplan"
-
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -43,8 +41,9 @@ func planPodJoin(pod Pod, epairA string, node NodeNet) [][]string {
 	host, j := pod.HostIf, pod.Jail
 	mtu := strconv.Itoa(MTU)
 	a4 := netip.PrefixFrom(pod.Addr, 24).String()
-	a6 := netip.PrefixFrom(addrplan.MustTwin(pod.Addr), 64).String()
-	gw, gw6 := addrplan.Gateway(node.Subnet).String(), addrplan.MustTwin(addrplan.Gateway(node.Subnet)).String()
+	plan := node.Plan
+	a6 := netip.PrefixFrom(plan.MustTwin(pod.Addr), 64).String()
+	gw, gw6 := plan.Gateway(node.Subnet).String(), plan.MustTwin(plan.Gateway(node.Subnet)).String()
 	cmds := [][]string{
 		{"ifconfig", epairA, "name", host},
 		// The bridge's own Ethernet address: ARP answers then name one
@@ -78,7 +77,8 @@ func planPodJoin(pod Pod, epairA string, node NodeNet) [][]string {
 // planPodAdopt completes a pod found already joined after an agent restart
 // (its v4 address on jailIf): only its missing IPv6 twin is added.
 func planPodAdopt(pod Pod, jailIf *ifaceInfo, node NodeNet) [][]string {
-	a6 := netip.PrefixFrom(addrplan.MustTwin(pod.Addr), 64)
+	plan := node.Plan
+	a6 := netip.PrefixFrom(plan.MustTwin(pod.Addr), 64)
 	if jailIf.has(a6) {
 		return nil
 	}
@@ -86,7 +86,7 @@ func planPodAdopt(pod Pod, jailIf *ifaceInfo, node NodeNet) [][]string {
 	return [][]string{
 		{"ifconfig", "-j", j, jailIf.Name, "inet6", "no_dad", "-ifdisabled"},
 		{"ifconfig", "-j", j, jailIf.Name, "inet6", a6.String(), "alias"},
-		{"route", "-j", j, "add", "-inet6", "default", addrplan.MustTwin(addrplan.Gateway(node.Subnet)).String()},
+		{"route", "-j", j, "add", "-inet6", "default", plan.MustTwin(plan.Gateway(node.Subnet)).String()},
 	}
 }
 
@@ -95,8 +95,8 @@ func planPodAdopt(pod Pod, jailIf *ifaceInfo, node NodeNet) [][]string {
 // (addresses are never set again); a half-made one is destroyed and made
 // again.
 func (h Host) JoinPod(ctx context.Context, pod Pod, node NodeNet) error {
-	if !addrplan.NodeSubnet(node.Subnet).Contains(pod.Addr) || pod.Addr == addrplan.Gateway(node.Subnet) {
-		return fmt.Errorf("pod %s: address %s is not a pod address of node subnet %s", pod.TaskUID, pod.Addr, addrplan.NodeSubnet(node.Subnet))
+	if sub := node.Plan.NodeSubnet(node.Subnet); !sub.Contains(pod.Addr) || pod.Addr == node.Plan.Gateway(node.Subnet) {
+		return fmt.Errorf("pod %s: address %s is not a pod address of node subnet %s", pod.TaskUID, pod.Addr, sub)
 	}
 	if pod.Jail == "" {
 		return fmt.Errorf("pod %s: no infra jail", pod.TaskUID)

@@ -16,6 +16,7 @@ import (
 // cluster's services and tasks (Job tasks included), and this node's pods.
 type PolicyState struct {
 	Node      Node
+	Plan      addrplan.Plan // the cluster's ranges; zero: addrplan.Default()
 	Isolation map[string]Isolation
 	Policies  []Policy
 	Services  []Service
@@ -87,15 +88,15 @@ type allowance struct {
 	ports []PolicyPort
 }
 
-func (a allowance) render(fam int) (string, bool) {
+func (a allowance) render(plan addrplan.Plan, fam int) (string, bool) {
 	switch a.kind {
 	case endTable:
 		return "<" + a.set.table() + ">", true
 	case endEveryTask:
 		if fam == 0 {
-			return addrplan.PodCIDR().String(), true
+			return plan.OrDefault().Pod.String(), true
 		}
-		return addrplan.PodCIDR6().String(), true
+		return plan.Pod6().String(), true
 	case endCIDR:
 		return a.cidr.String(), fam == 0 // pods reach the outside over IPv4 only
 	}
@@ -253,7 +254,7 @@ func (ix *policyIndex) ingress(ns, svc string, labels map[string]string) []allow
 func (ix *policyIndex) vipTo(i, j int) [2]string {
 	if ix.svcTo[i] == nil {
 		s := &ix.services[i]
-		vip := both(s.VIP)
+		vip := both(ix.st.Plan, s.VIP)
 		v4, v6 := vip[0].String(), vip[1].String()
 		ix.svcTo[i] = make([][2]string, len(s.Ports))
 		for k, p := range s.Ports {
@@ -368,8 +369,9 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 	copy(pods, st.Pods)
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Addr.Less(pods[j].Addr) })
 
-	sub, sub6 := addrplan.NodeSubnet(n), addrplan.NodeSubnet6(n)
-	gw := both(addrplan.Gateway(n))
+	plan := st.Plan.OrDefault()
+	sub, sub6 := plan.NodeSubnet(n), plan.NodeSubnet6(n)
+	gw := both(plan, plan.Gateway(n))
 	sets := make(map[string]peerSet)
 	var b, mesh strings.Builder
 	b.Grow(1024 + len(pods)*(2048+len(ix.services)*200))
@@ -378,12 +380,12 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 	// mesh, so the replies are not taken for new connections below.
 	// The main ruleset reaches legion/* in name order: this quick pass ends
 	// the evaluation before legion/svc's MSS clamp, so it clamps too.
-	fmt.Fprintf(&b, "pass out quick on %s inet from %s to %s keep state (floating) scrub (max-mss %d)\n", WGIface, sub, addrplan.PodCIDR(), MTU-40)
-	fmt.Fprintf(&b, "pass out quick on %s inet6 from %s to %s keep state (floating) scrub (max-mss %d)\n", WGIface, sub6, addrplan.PodCIDR6(), MTU-60)
+	fmt.Fprintf(&b, "pass out quick on %s inet from %s to %s keep state (floating) scrub (max-mss %d)\n", WGIface, sub, plan.Pod, MTU-40)
+	fmt.Fprintf(&b, "pass out quick on %s inet6 from %s to %s keep state (floating) scrub (max-mss %d)\n", WGIface, sub6, plan.Pod6(), MTU-60)
 
 	vipCache := make(map[string][]vipPort)
 	for _, pod := range pods {
-		if !sub.Contains(pod.Addr) || pod.Addr == addrplan.Gateway(n) {
+		if !sub.Contains(pod.Addr) || pod.Addr == plan.Gateway(n) {
 			return "", nil, fmt.Errorf("pod %s: address %s is not a pod address of node subnet %s", pod.TaskUID, pod.Addr, sub)
 		}
 		lp := pod.HostIf
@@ -393,7 +395,7 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 				return "", nil, err
 			}
 		}
-		addr := both(pod.Addr)
+		addr := both(plan, pod.Addr)
 		c := client{ns: pod.Namespace, svc: pod.Service, labels: pod.ServiceLabels}
 		name := pod.Namespace + "/" + pod.Service
 		if pod.Service == "" {
@@ -437,8 +439,8 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 				b.WriteString(" keep state (if-bound)\n")
 			}
 		}
-		fmt.Fprintf(&b, "block drop in quick on %s inet to %s\n", lp, addrplan.ServiceCIDR())
-		fmt.Fprintf(&b, "block drop in quick on %s inet6 to %s\n", lp, addrplan.ServiceCIDR6())
+		fmt.Fprintf(&b, "block drop in quick on %s inet to %s\n", lp, plan.Service)
+		fmt.Fprintf(&b, "block drop in quick on %s inet6 to %s\n", lp, plan.Service6())
 
 		// What the pod starts is kept as if-bound state, so its replies
 		// pass its own guard without matching again on the bridge.
@@ -468,7 +470,7 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 					}
 					for _, pc := range portClauses(a.ports) {
 						for f := range 2 {
-							to, ok := a.render(f)
+							to, ok := a.render(plan, f)
 							if !ok {
 								continue
 							}
@@ -497,7 +499,7 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 			}
 			for _, pc := range portClauses(a.ports) {
 				for f := range 2 {
-					from, _ := a.render(f)
+					from, _ := a.render(plan, f)
 					b.WriteString(words("pass out quick on", lp, family(f), pc[0], "from", from, "to", addr[f].String(), pc[1]))
 					// Traffic from other nodes' tasks is routed in by the
 					// host and never seen on the host end: check it where
@@ -512,8 +514,8 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 		fmt.Fprintf(&b, "# connections from other nodes' tasks\n")
 		b.WriteString(mesh.String())
 	}
-	fmt.Fprintf(&b, "block drop in quick on %s inet from %s to %s\n", WGIface, addrplan.PodCIDR(), sub)
-	fmt.Fprintf(&b, "block drop in quick on %s inet6 from %s to %s\n", WGIface, addrplan.PodCIDR6(), sub6)
+	fmt.Fprintf(&b, "block drop in quick on %s inet from %s to %s\n", WGIface, plan.Pod, sub)
+	fmt.Fprintf(&b, "block drop in quick on %s inet6 from %s to %s\n", WGIface, plan.Pod6(), sub6)
 
 	// Name what each table holds, for whoever reads `pfctl -a legion/policy -s rules`.
 	var legend strings.Builder
@@ -555,13 +557,14 @@ func policyTables(st *PolicyState, sets map[string]peerSet) []Table {
 		byNS[s.ns] = append(byNS[s.ns], s)
 	}
 	members := make(map[string][]netip.Addr, len(sets))
+	pods := st.Plan.OrDefault().Pod
 	add := func(ns, svc string, labels map[string]string, a netip.Addr) {
-		if !addrplan.PodCIDR().Contains(a) {
+		if !pods.Contains(a) {
 			return
 		}
 		for _, s := range byNS[ns] {
 			if len(s.labels) == 0 || (svc != "" && labelsMatch(s.labels, labels)) {
-				t := both(a)
+				t := both(st.Plan, a)
 				k := s.key()
 				members[k] = append(members[k], t[0], t[1])
 			}

@@ -29,6 +29,7 @@ func DrainFor(serviceTask, wasReady bool) time.Duration {
 // its external interface, and the cluster's services and endpoints.
 type ServiceState struct {
 	Node      Node
+	Plan      addrplan.Plan // the cluster's ranges; zero: addrplan.Default()
 	ExtIf     string
 	Services  []Service
 	Endpoints []Endpoint
@@ -41,8 +42,8 @@ func ServiceTable(s Service) string { return tableName("svc_", s.Namespace, s.Na
 // publish: host.
 func LocalTable(s Service) string { return tableName("svl_", s.Namespace, s.Name) }
 
-// both returns an address and its twin.
-func both(a netip.Addr) [2]netip.Addr { return [2]netip.Addr{a, addrplan.MustTwin(a)} }
+// both returns an address and its twin in plan p.
+func both(p addrplan.Plan, a netip.Addr) [2]netip.Addr { return [2]netip.Addr{a, p.MustTwin(a)} }
 
 // RenderServices renders the legion/svc anchor: one table per service of
 // its ready endpoints (both families), a round-robin rdr per VIP port
@@ -91,23 +92,24 @@ func renderServiceRules(st ServiceState) (serviceRules, error) {
 
 	var b strings.Builder
 	b.Grow(256 + len(svcs)*512)
-	gw, sub := addrplan.Gateway(n), addrplan.NodeSubnet(n)
+	plan := st.Plan.OrDefault()
+	gw, sub, sub6 := plan.Gateway(n), plan.NodeSubnet(n), plan.NodeSubnet6(n)
 	fmt.Fprintf(&b, "# %s for node %s (%s): rendered by the Legion agent\n", AnchorServices, st.Node.Name, sub)
 	// Hairpin: a backend on the client's own bridge would answer it
 	// directly, bypassing the host's states; NAT to the gateway brings the
 	// reply back. The IPv6 twin names the address, as (legion0) would
 	// include the link-local one.
 	fmt.Fprintf(&b, "nat pass on %s inet from %s to %s tagged %s -> (%s)\n", Bridge, sub, sub, ServiceTag, Bridge)
-	fmt.Fprintf(&b, "nat pass on %s inet6 from %s to %s tagged %s -> %s\n", Bridge, addrplan.NodeSubnet6(n), addrplan.NodeSubnet6(n), ServiceTag, addrplan.MustTwin(gw))
+	fmt.Fprintf(&b, "nat pass on %s inet6 from %s to %s tagged %s -> %s\n", Bridge, sub6, sub6, ServiceTag, plan.MustTwin(gw))
 	// Mesh NAT: what reaches a remote backend from outside the pod range
 	// (a published port) comes back through this node.
-	fmt.Fprintf(&b, "nat pass on %s inet from ! %s to %s -> (%s)\n", WGIface, addrplan.PodCIDR(), addrplan.PodCIDR(), WGIface)
-	fmt.Fprintf(&b, "nat pass on %s inet6 from ! %s to %s -> %s\n", WGIface, addrplan.PodCIDR6(), addrplan.PodCIDR6(), addrplan.MustTwin(addrplan.UnderlayAddr(n)))
+	fmt.Fprintf(&b, "nat pass on %s inet from ! %s to %s -> (%s)\n", WGIface, plan.Pod, plan.Pod, WGIface)
+	fmt.Fprintf(&b, "nat pass on %s inet6 from ! %s to %s -> %s\n", WGIface, plan.Pod6(), plan.Pod6(), plan.MustTwin(addrplan.UnderlayAddr(n)))
 
 	type published struct{ svc, port string }
 	seen := make(map[string]published)
 	uses := make([]tableUse, 0, len(svcs))
-	cidr := addrplan.ServiceCIDR()
+	cidr := plan.Service
 	var rules strings.Builder
 	for _, s := range svcs {
 		usesAll, usesLocal := false, false
@@ -127,7 +129,7 @@ func renderServiceRules(st ServiceState) (serviceRules, error) {
 				}
 				usesAll = true
 				port := strconv.Itoa(int(p.Port))
-				for i, vip := range both(s.VIP) {
+				for i, vip := range both(plan, s.VIP) {
 					rules.WriteString(words("rdr pass on", Bridge, family(i), "proto", string(p.Proto), "to", vip.String(), "port", port,
 						"tag", ServiceTag, "-> <"+all+"> port", target, "round-robin"))
 				}
@@ -194,7 +196,7 @@ func (r serviceRules) fill(st ServiceState) ([]Table, error) {
 			byKey[u.key] = &members{}
 		}
 	}
-	pods := addrplan.PodCIDR()
+	pods := st.Plan.OrDefault().Pod
 	var key []byte
 	for _, e := range st.Endpoints {
 		if e.Service == "" || !e.InTable() {
@@ -208,7 +210,7 @@ func (r serviceRules) fill(st ServiceState) ([]Table, error) {
 		if !pods.Contains(e.Addr) {
 			return nil, fmt.Errorf("endpoint %s of %s/%s: address %s is outside the pod CIDR %s", e.TaskUID, e.Namespace, e.Service, e.Addr, pods)
 		}
-		t := both(e.Addr)
+		t := both(st.Plan, e.Addr)
 		m.all = append(m.all, t[0], t[1])
 		if e.Node == st.Node.Name {
 			m.local = append(m.local, t[0], t[1])
@@ -229,7 +231,7 @@ func (r serviceRules) fill(st ServiceState) ([]Table, error) {
 // sameServices reports whether two states render the same service rules,
 // so an endpoint change can skip rendering them.
 func sameServices(a, b *ServiceState) bool {
-	if a.Node != b.Node || a.ExtIf != b.ExtIf || len(a.Services) != len(b.Services) {
+	if a.Node != b.Node || a.Plan != b.Plan || a.ExtIf != b.ExtIf || len(a.Services) != len(b.Services) {
 		return false
 	}
 	for i := range a.Services {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion/netbsd/addrplan"
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -86,7 +87,7 @@ func TestThreeNodeMeshGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		d.section("anchor "+an.Path+" on "+self.Name, an.Text())
-		cmds, _ := PlanPeers(self.Name, nil, nodes, nil)
+		cmds, _ := PlanPeers(addrplan.Plan{}, self.Name, nil, nodes, nil)
 		var lines []string
 		for _, c := range cmds {
 			lines = append(lines, sys.Command("wg", c...).String())

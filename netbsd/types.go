@@ -38,7 +38,7 @@ const (
 // Node is one cluster node as the network sees it.
 type Node struct {
 	Name      string
-	Subnet    int            // n of the node's pod subnet 10.200.n.0/24
+	Subnet    int            // n of the node's pod subnet, the n-th /24 of the pod range
 	PublicKey string         // WireGuard public key (base64); empty until registered
 	Endpoint  netip.AddrPort // advertised WireGuard endpoint; zero when none
 }

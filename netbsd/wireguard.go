@@ -123,13 +123,13 @@ func parseWGDump(out string) ([]WGPeer, error) {
 	return peers, nil
 }
 
-// PeerAllowedIPs is what a peer node routes for: its pod /24 and /64 and
-// its underlay /32 and /128.
-func PeerAllowedIPs(n Node) []netip.Prefix {
+// PeerAllowedIPs is what a peer node routes for: its pod /24 and /64 in
+// plan p and its underlay /32 and /128.
+func PeerAllowedIPs(p addrplan.Plan, n Node) []netip.Prefix {
 	u := n.Underlay()
 	return []netip.Prefix{
-		addrplan.NodeSubnet(n.Subnet), addrplan.NodeSubnet6(n.Subnet),
-		netip.PrefixFrom(u, 32), netip.PrefixFrom(addrplan.MustTwin(u), 128),
+		p.NodeSubnet(n.Subnet), p.NodeSubnet6(n.Subnet),
+		netip.PrefixFrom(u, 32), netip.PrefixFrom(p.MustTwin(u), 128),
 	}
 }
 
@@ -165,8 +165,8 @@ func samePrefixSet(a, b []netip.Prefix) bool {
 // the endpoint each peer advertised when last seen (by public key); an
 // endpoint is set only for a new peer or a changed advertisement, so an
 // endpoint WireGuard learned from a peer behind NAT stands. The returned
-// map is the new advertised set.
-func PlanPeers(self string, current []WGPeer, nodes []Node, advertised map[string]netip.AddrPort) ([][]string, map[string]netip.AddrPort) {
+// map is the new advertised set. Pod ranges come from plan.
+func PlanPeers(plan addrplan.Plan, self string, current []WGPeer, nodes []Node, advertised map[string]netip.AddrPort) ([][]string, map[string]netip.AddrPort) {
 	have := make(map[string]WGPeer, len(current))
 	for _, p := range current {
 		have[p.PublicKey] = p
@@ -187,7 +187,7 @@ func PlanPeers(self string, current []WGPeer, nodes []Node, advertised map[strin
 	var cmds [][]string
 	for _, k := range keys {
 		n := want[k]
-		allowed := PeerAllowedIPs(n)
+		allowed := PeerAllowedIPs(plan, n)
 		next[k] = n.Endpoint
 		cur, exists := have[k]
 		args := []string{"set", WGIface, "peer", k}
@@ -225,6 +225,7 @@ func PlanPeers(self string, current []WGPeer, nodes []Node, advertised map[strin
 type Mesh struct {
 	R    sys.Runner
 	Self string
+	Plan addrplan.Plan // the cluster's ranges; zero: addrplan.Default()
 
 	mu         sync.Mutex
 	advertised map[string]netip.AddrPort
@@ -247,7 +248,7 @@ func (m *Mesh) Converge(ctx context.Context, nodes []Node) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmds, next := PlanPeers(m.Self, cur, nodes, m.advertised)
+	cmds, next := PlanPeers(m.Plan, m.Self, cur, nodes, m.advertised)
 	var done []string
 	for _, c := range cmds {
 		cmd := sys.Command("wg", c...)

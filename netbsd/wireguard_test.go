@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion/netbsd/addrplan"
 	"github.com/legionbsd/legion/sys"
 )
 
@@ -32,7 +33,7 @@ func wgDump(peers ...WGPeer) string {
 }
 
 func asPeer(n Node, learned netip.AddrPort) WGPeer {
-	return WGPeer{PublicKey: n.PublicKey, Endpoint: learned, AllowedIPs: PeerAllowedIPs(n), Keepalive: Keepalive}
+	return WGPeer{PublicKey: n.PublicKey, Endpoint: learned, AllowedIPs: PeerAllowedIPs(addrplan.Plan{}, n), Keepalive: Keepalive}
 }
 
 // A node joining is one `wg set`; a node leaving is one remove; peers that
@@ -96,7 +97,7 @@ func TestPlanPeersFixesDrift(t *testing.T) {
 	drifted := asPeer(nodes[1], nodes[1].Endpoint)
 	drifted.AllowedIPs = drifted.AllowedIPs[:1]
 	drifted.Keepalive = 0
-	cmds, _ := PlanPeers("n1", []WGPeer{drifted, asPeer(nodes[2], nodes[2].Endpoint)}, nodes, map[string]netip.AddrPort{"PUB2": nodes[1].Endpoint, "PUB3": nodes[2].Endpoint})
+	cmds, _ := PlanPeers(addrplan.Plan{}, "n1", []WGPeer{drifted, asPeer(nodes[2], nodes[2].Endpoint)}, nodes, map[string]netip.AddrPort{"PUB2": nodes[1].Endpoint, "PUB3": nodes[2].Endpoint})
 	want := [][]string{{"set", "wg0", "peer", "PUB2", "persistent-keepalive", "25", "allowed-ips", "10.200.2.0/24,fd00:10:200:2::/64,100.64.2.1/32,fd00:100:64::2:1/128"}}
 	if d := cmp.Diff(want, cmds); d != "" {
 		t.Errorf("(-want +got):\n%s", d)

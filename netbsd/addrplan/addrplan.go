@@ -35,6 +35,10 @@ func Default() Plan {
 		Service: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 201, 0, 0}), 16)}
 }
 
+// OrDefault is p, or Default when p is the zero Plan: what a caller
+// reading the ranges themselves uses.
+func (p Plan) OrDefault() Plan { return p.orDefault() }
+
 // orDefault is p, or Default when p is the zero Plan.
 func (p Plan) orDefault() Plan {
 	if !p.Pod.IsValid() && !p.Service.IsValid() {
