@@ -26,6 +26,7 @@ type PFNetwork struct {
 	PF       *netbsd.PF
 	Guards   *netbsd.Guards
 	Node     netbsd.Node    // this node: name and pod subnet
+	Plan     addrplan.Plan  // the cluster's ranges; zero: addrplan.Default()
 	Net      netbsd.NodeNet // what SetUpNode made
 	ExtIf    string         // where published ports are redirected from
 	ZoneFile string
@@ -48,7 +49,8 @@ type PFNetwork struct {
 type PFNetworkConfig struct {
 	Host     netbsd.Host
 	Node     netbsd.Node
-	KeyPath  string // the node's WireGuard key, made on first start
+	Plan     addrplan.Plan // the cluster's ranges; zero: addrplan.Default()
+	KeyPath  string        // the node's WireGuard key, made on first start
 	ExtIf    string
 	ZoneFile string
 	Logger   *slog.Logger
@@ -62,20 +64,20 @@ func NewPFNetwork(ctx context.Context, cfg PFNetworkConfig) (*PFNetwork, error) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	nn, err := cfg.Host.SetUpNode(ctx, netbsd.NodeConfig{Subnet: cfg.Node.Subnet, KeyPath: cfg.KeyPath})
+	nn, err := cfg.Host.SetUpNode(ctx, netbsd.NodeConfig{Plan: cfg.Plan, Subnet: cfg.Node.Subnet, KeyPath: cfg.KeyPath})
 	if err != nil {
 		return nil, fmt.Errorf("node network: %w", err)
 	}
 	cfg.Node.PublicKey = nn.PublicKey
 	guards := netbsd.NewGuards(netbsd.SystemClock{})
 	return &PFNetwork{Host: cfg.Host, PF: &netbsd.PF{R: cfg.Host.R, Log: log, Guards: guards}, Guards: guards,
-		Node: cfg.Node, Net: nn, ExtIf: cfg.ExtIf, ZoneFile: cfg.ZoneFile, Logger: log,
-		Mesh:  &netbsd.Mesh{R: cfg.Host.R, Self: cfg.Node.Name},
+		Node: cfg.Node, Plan: cfg.Plan, Net: nn, ExtIf: cfg.ExtIf, ZoneFile: cfg.ZoneFile, Logger: log,
+		Mesh:  &netbsd.Mesh{R: cfg.Host.R, Self: cfg.Node.Name, Plan: cfg.Plan},
 		addrs: map[string]netip.Addr{}, pods: map[string]netbsd.Pod{}}, nil
 }
 
 // Nameserver is the node resolver as pods reach it: the bridge's gateway.
-func (n *PFNetwork) Nameserver() string { return addrplan.Gateway(n.Node.Subnet).String() }
+func (n *PFNetwork) Nameserver() string { return n.Plan.Gateway(n.Node.Subnet).String() }
 
 // Attach gives the task's pod the lowest free address of the node's
 // subnet, or the one its status records (kept across agent restarts).
@@ -84,11 +86,11 @@ func (n *PFNetwork) Attach(_ context.Context, t *legion.Task) (string, error) {
 	defer n.mu.Unlock()
 	uid := t.Metadata.UID
 	if _, ok := n.addrs[uid]; !ok {
-		if a, err := netip.ParseAddr(t.Status.IP); err == nil && addrplan.NodeSubnet(n.Node.Subnet).Contains(a) {
+		if a, err := netip.ParseAddr(t.Status.IP); err == nil && n.Plan.NodeSubnet(n.Node.Subnet).Contains(a) {
 			n.addrs[uid] = a
 		}
 	}
-	a, err := addrplan.AssignPodAddr(n.Node.Subnet, n.addrs, uid)
+	a, err := n.Plan.AssignPodAddr(n.Node.Subnet, n.addrs, uid)
 	if err != nil {
 		return "", err
 	}
@@ -172,7 +174,7 @@ func (n *PFNetwork) applyLocked(ctx context.Context, services bool) error {
 	}
 	svcs, eps := netServices(n.services)
 	if services {
-		st := &netbsd.ServiceState{Node: n.Node, ExtIf: n.ExtIf, Services: svcs, Endpoints: eps}
+		st := &netbsd.ServiceState{Node: n.Node, Plan: n.Plan, ExtIf: n.ExtIf, Services: svcs, Endpoints: eps}
 		if _, err := n.PF.ApplyServices(ctx, st); err != nil {
 			return err
 		}
@@ -194,7 +196,7 @@ func (n *PFNetwork) applyLocked(ctx context.Context, services bool) error {
 		pods = append(pods, p)
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].TaskUID < pods[j].TaskUID })
-	ps := &netbsd.PolicyState{Node: n.Node, Services: svcs, Endpoints: eps, Pods: pods}
+	ps := &netbsd.PolicyState{Node: n.Node, Plan: n.Plan, Services: svcs, Endpoints: eps, Pods: pods}
 	if n.policies != nil {
 		ps.Isolation, ps.Policies = netPolicies(n.policies, n.Logger)
 		ps.Endpoints = netMembers(n.policies.Members, eps)
@@ -329,7 +331,7 @@ func zoneServices(services []endpoints.Service, vip func(netip.Addr) netip.Addr)
 func (n *PFNetwork) ApplyPeers(ctx context.Context, peers []endpoints.Peer) {
 	nodes := make([]netbsd.Node, 0, len(peers))
 	for _, p := range peers {
-		sub, err := subnetOf(p.PodCIDR)
+		sub, err := subnetOf(n.Plan, p.PodCIDR)
 		if err != nil {
 			n.Logger.Warn("mesh peer left out", "node", p.Name, "err", err)
 			continue

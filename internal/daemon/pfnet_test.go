@@ -312,13 +312,21 @@ func TestOpenPlatform(t *testing.T) {
 
 func TestSubnetOf(t *testing.T) {
 	t.Parallel()
-	if n, err := subnetOf("10.200.7.0/24"); err != nil || n != 7 {
+	if n, err := subnetOf(addrplan.Plan{}, "10.200.7.0/24"); err != nil || n != 7 {
 		t.Errorf("subnetOf = %d, %v", n, err)
 	}
 	for _, bad := range []string{"", "10.201.7.0/24", "10.200.7.0/16", "junk"} {
-		if _, err := subnetOf(bad); err == nil {
+		if _, err := subnetOf(addrplan.Plan{}, bad); err == nil {
 			t.Errorf("subnetOf(%q) must fail", bad)
 		}
+	}
+	// A cluster of other ranges: its pod range's /24s, not the default's.
+	other := addrplan.Plan{Pod: netip.MustParsePrefix("10.42.0.0/16"), Service: netip.MustParsePrefix("10.43.0.0/16")}
+	if n, err := subnetOf(other, "10.42.7.0/24"); err != nil || n != 7 {
+		t.Errorf("subnetOf in 10.42/16 = %d, %v", n, err)
+	}
+	if _, err := subnetOf(other, "10.200.7.0/24"); err == nil || !strings.Contains(err.Error(), "10.42.0.0/16") {
+		t.Errorf("a /24 of the default range must be refused in a 10.42/16 cluster naming it, got %v", err)
 	}
 }
 

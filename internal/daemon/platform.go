@@ -240,11 +240,6 @@ func (p *platform) openNetwork(ctx context.Context, o Options, nc networkConfig,
 		p.close = func() { eps.Close(); images.Close() }
 		return nil
 	}
-	if nc.plan != (addrplan.Plan{}) && nc.plan != addrplan.Default() {
-		// netbsd's rules are written for the default plan still.
-		return fmt.Errorf("pod network: ranges %s and %s: jails nodes take only the default ranges %s and %s so far",
-			nc.plan.Pod, nc.plan.Service, addrplan.Default().Pod, addrplan.Default().Service)
-	}
 	r := o.runner()
 	extIf := o.ExtIf
 	if extIf == "" {
@@ -257,16 +252,16 @@ func (p *platform) openNetwork(ctx context.Context, o Options, nc networkConfig,
 		return err
 	}
 	nw, err := NewPFNetwork(ctx, PFNetworkConfig{Host: netbsd.Host{R: r, Log: log},
-		Node:    netbsd.Node{Name: nc.node, Subnet: nc.subnet},
+		Node: netbsd.Node{Name: nc.node, Subnet: nc.subnet}, Plan: nc.plan,
 		KeyPath: filepath.Join(nc.keyDir, "wireguard.key"), ExtIf: extIf, ZoneFile: nc.zone, Logger: log})
 	if err != nil {
 		return err
 	}
-	log.Info("pod network: legion0 and pf", "subnet", addrplan.NodeSubnet(nc.subnet), "ext_if", extIf)
+	log.Info("pod network: legion0 and pf", "subnet", nc.plan.NodeSubnet(nc.subnet), "vips", nc.plan.OrDefault().Service, "ext_if", extIf)
 	p.network = nw
 	p.endpoints = nw.Apply
 	p.peers = nw.ApplyPeers
-	p.dnsListen = netip.AddrPortFrom(addrplan.Gateway(nc.subnet), 53).String()
+	p.dnsListen = netip.AddrPortFrom(nc.plan.Gateway(nc.subnet), 53).String()
 	return nil
 }
 
@@ -318,11 +313,12 @@ func (p *platform) wireGuardKey(ctx context.Context, o Options, keyDir string) e
 	return nil
 }
 
-// subnetOf is n of a node's pod subnet 10.200.n.0/24.
-func subnetOf(podCIDR string) (int, error) {
+// subnetOf is n of a node's pod subnet, the n-th /24 of plan's pod range.
+func subnetOf(plan addrplan.Plan, podCIDR string) (int, error) {
+	pods := plan.OrDefault().Pod
 	p, err := netip.ParsePrefix(podCIDR)
-	if err != nil || !addrplan.PodCIDR().Contains(p.Addr()) || p.Bits() != 24 {
-		return 0, fmt.Errorf("pod subnet %q: expected a /24 of %s", podCIDR, addrplan.PodCIDR())
+	if err != nil || !pods.Contains(p.Addr()) || p.Bits() != 24 {
+		return 0, fmt.Errorf("pod subnet %q: expected a /24 of %s", podCIDR, pods)
 	}
 	return int(p.Addr().As4()[2]), nil
 }
