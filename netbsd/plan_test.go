@@ -217,3 +217,26 @@ func TestAppliersRenderAgainForAnotherPlan(t *testing.T) {
 		t.Error("policy rules under two plans must not share a fingerprint")
 	}
 }
+
+// A task leaving its table but still running (not ready, draining) keeps
+// its connections in both families under any plan: its IPv6 twin is
+// found in the cluster's ranges, so nothing is looked up or killed.
+func TestNotReadyKeepsStatesInAnotherPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, pf, st := shopPF()
+	st.Plan, st.Services, st.Endpoints = otherPlan, moveServices(st.Services), moveEndpoints(st.Endpoints)
+	applyThenReset(t, f, pf, &st)
+	st.Endpoints[1].Ready = false
+	if _, err := pf.ApplyServices(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range f.Lines() {
+		if strings.HasPrefix(l, "pfctl -s states") || strings.HasPrefix(l, "pfctl -k") {
+			t.Errorf("a task still running had its states looked up or killed: %q", f.Lines())
+		}
+	}
+	if len(f.Lines()) == 0 {
+		t.Error("the not-ready task's table was not replaced")
+	}
+}
