@@ -190,6 +190,11 @@ func TestOtherPlanGolden(t *testing.T) {
 	for i := range pmoved.Pods {
 		pmoved.Pods[i].Addr = moveAddr(pmoved.Pods[i].Addr)
 	}
+	pstale := pmoved
+	pstale.Services = pdef.Services
+	if _, err := RenderPolicy(pstale); err == nil || !strings.Contains(err.Error(), "10.43.0.0/16") {
+		t.Errorf("a VIP of the default range must be refused naming the plan's service range, got %v", err)
+	}
 	got = polText(pmoved)
 	check("anchor legion/policy on n3", polText(pdef), got)
 	for _, want := range []string{"block drop in quick on wg0 inet from 10.42.0.0/16 to 10.42.3.0/24", "to 10.43.0.0/16", "to fd00:10:43::/96"} {

@@ -364,12 +364,18 @@ func renderPolicyRules(stp *PolicyState) (string, map[string]peerSet, error) {
 			}
 		}
 	}
+	plan := st.Plan.OrDefault()
+	for _, s := range st.Services {
+		// Its twin is derived from the plan: one outside has none.
+		if s.VIP.IsValid() && !plan.Service.Contains(s.VIP) {
+			return "", nil, fmt.Errorf("service %s: VIP %s is outside the service CIDR %s", s.Key(), s.VIP, plan.Service)
+		}
+	}
 	ix := newPolicyIndex(&st)
 	pods := make([]Pod, len(st.Pods))
 	copy(pods, st.Pods)
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Addr.Less(pods[j].Addr) })
 
-	plan := st.Plan.OrDefault()
 	sub, sub6 := plan.NodeSubnet(n), plan.NodeSubnet6(n)
 	gw := both(plan, plan.Gateway(n))
 	sets := make(map[string]peerSet)
