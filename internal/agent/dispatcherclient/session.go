@@ -252,7 +252,11 @@ func (s *Session) heartbeat(ctx context.Context) error {
 				CpuMillis: int64(u.CPU), MemoryBytes: int64(u.Memory)})
 		}
 	}
-	return s.write(ctx, "heartbeat", func(ctx context.Context, c legionpb.DispatcherClient) error {
+	// A manager that does not answer a heartbeat within half a period is
+	// left for the next one (any manager passes it on to the leader): a
+	// full CallTimeout on a leader cut off from this node alone would let
+	// the node be taken for suspect.
+	return s.writeWithin(ctx, "heartbeat", s.currentPeriod()/2, func(ctx context.Context, c legionpb.DispatcherClient) error {
 		r, err := c.Heartbeat(ctx, req)
 		if err == nil {
 			s.learn(r)
@@ -300,6 +304,14 @@ func (s *Session) Report(ctx context.Context, namespace, name string, st legion.
 // then to the one a follower names, then to every other manager. It
 // returns the last failure when none took it.
 func (s *Session) write(ctx context.Context, what string, call func(context.Context, legionpb.DispatcherClient) error) error {
+	return s.writeWithin(ctx, what, s.cfg.CallTimeout, call)
+}
+
+// writeWithin is write with each manager given at most d to answer.
+func (s *Session) writeWithin(ctx context.Context, what string, d time.Duration, call func(context.Context, legionpb.DispatcherClient) error) error {
+	if d <= 0 || d > s.cfg.CallTimeout {
+		d = s.cfg.CallTimeout
+	}
 	s.mu.Lock()
 	next := dedup(append([]string{s.leader}, s.addrs...))
 	s.mu.Unlock()
@@ -317,7 +329,7 @@ func (s *Session) write(ctx context.Context, what string, call func(context.Cont
 			last = err
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, d)
 		err = call(cctx, c)
 		cancel()
 		if err == nil {
@@ -333,9 +345,10 @@ func (s *Session) write(ctx context.Context, what string, call func(context.Cont
 		if !failover(err) {
 			return last
 		}
-		if status.Code(err) == codes.DeadlineExceeded {
+		if status.Code(err) == codes.DeadlineExceeded && d == s.cfg.CallTimeout {
 			// A manager that does not answer in time may have gone silent
-			// without closing its connections: its stream would wait
+			// without closing its connections (a heartbeat's shorter wait
+			// says too little to leave a stream for): its stream would wait
 			// forever, so it moves too.
 			s.abandon(addr)
 		}
