@@ -65,7 +65,7 @@ func newDaemonCommand() *cobra.Command {
 			} else {
 				go func() {
 					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log, ResolverProcess: true,
-						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf, PFMain: po.PFMain, VolumePlugins: po.VolumePlugins,
+						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf, PFMain: po.PFMain, VolumePlugins: po.VolumePlugins, PodNetwork: podNetworkOf(po),
 						IngressListen: po.IngressListen, IngressTLSListen: po.IngressTLSListen, Metrics: metrics}, managers)
 				}()
 			}

@@ -109,5 +109,14 @@ func platformFlags(fs *pflag.FlagSet, o *daemon.Options) {
 		"what pods run on: jails (FreeBSD jails on ZFS, pf network) or process (host processes on loopback, isolating nothing)")
 	fs.StringVar(&o.ZFSRoot, "zfs-root", daemon.DefaultZFSRoot, "the dataset images and container roots live under (jails)")
 	fs.StringVar(&o.PodNetwork, "pod-network", "",
-		"the process platform's pod network: loopback (the default: pods share the host's network), netns (a Linux network namespace per pod; needs root) or auto (netns where this host allows it)")
+		"the process platform's pod network: auto (the default: a Linux network namespace per pod where this host allows it, as root, else loopback), netns (insist on namespaces) or loopback (pods share the host's network)")
+}
+
+// podNetworkOf is the pod network a node asks for: the flag's, or auto on
+// the process platform (jails have theirs and take no choice).
+func podNetworkOf(o daemon.Options) string {
+	if o.PodNetwork == "" && o.Platform == daemon.PlatformProcess {
+		return daemon.PodNetworkAuto
+	}
+	return o.PodNetwork
 }

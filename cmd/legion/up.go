@@ -54,6 +54,7 @@ and trying Legion out.`,
 			o.Logger = upLogger(cmd.ErrOrStderr(), logFile, verbose)
 			o.RemovePods = true
 			o.ResolverProcess = true
+			o.PodNetwork = podNetworkOf(o)
 			// Only what this node's agent reports from now on counts as
 			// ready: the store may still hold the last run's statuses.
 			started := time.Now()

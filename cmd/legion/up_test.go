@@ -96,7 +96,7 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 	if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasPrefix(first, "Legion is up: ") || strings.Contains(out.String(), "level=") {
 		t.Errorf("up printed log lines (or not first that it is up):\n%s", out.String())
 	}
-	if !strings.Contains(out.String(), "Pod network: loopback.") {
+	if !strings.Contains(out.String(), "Pod network: ") {
 		t.Errorf("up did not say which pod network the node uses:\n%s", out.String())
 	}
 	if log, err := os.ReadFile(filepath.Join(dir, "data", upLogName)); err != nil || !strings.Contains(string(log), "level=") {
