@@ -330,6 +330,10 @@ func checkNoNetNSLeft(t testing.TB, dataDir string, keep map[string]bool, gone b
 		if bridge {
 			extra = append(extra, "bridge "+names.bridge())
 		}
+		if out, err := exec.Command("iptables", "-t", "nat", "-S", "POSTROUTING").Output(); err == nil &&
+			strings.Contains(string(out)+" ", "--comment "+names.bridge()+" ") {
+			extra = append(extra, "NAT rule of "+names.bridge())
+		}
 	}
 	if len(extra) > 0 {
 		t.Errorf("left behind: %s", strings.Join(extra, ", "))

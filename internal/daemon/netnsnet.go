@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -185,10 +186,51 @@ func NewNetNSNetwork(ctx context.Context, r sys.Runner, tag string, subnet netip
 	if err := enableForwarding(log); err != nil {
 		log.Warn("pod network: IPv4 forwarding is off and could not be turned on: pods reach only this node", "err", err)
 	}
+	if err := n.masquerade(ctx, "-C"); err != nil {
+		if err := n.masquerade(ctx, "-A"); err != nil {
+			log.Warn("pod network: no NAT for pods (iptables MASQUERADE): pods reach this host's networks only", "err", err)
+		}
+	}
 	if err := n.adopt(ctx, keep); err != nil {
 		return nil, err
 	}
 	return n, nil
+}
+
+// masquerade checks (-C), adds (-A) or deletes (-D) the NAT rule that lets
+// pods reach past this host as a VNET jail's do: what leaves the pod
+// subnet other than through the bridge takes the host's address. The
+// comment names the node's bridge, so several nodes on a host keep theirs.
+func (n *NetNSNetwork) masquerade(ctx context.Context, op string) error {
+	br := n.names.bridge()
+	_, err := sys.Run(ctx, n.R, "iptables", "-t", "nat", op, "POSTROUTING", "-s", n.Subnet.Masked().String(), "!", "-o", br,
+		"-m", "comment", "--comment", br, "-j", "MASQUERADE")
+	return err
+}
+
+// unmasquerade deletes every NAT rule that names this node's bridge,
+// whatever subnet it was made for (a cleanup may not know it).
+func (n *NetNSNetwork) unmasquerade(ctx context.Context) error {
+	res, err := sys.Run(ctx, n.R, "iptables", "-t", "nat", "-S", "POSTROUTING")
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil // no iptables, no rule
+		}
+		return err
+	}
+	mark := "--comment " + n.names.bridge() + " "
+	var errs []error
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "-A" || !strings.Contains(line+" ", mark) {
+			continue
+		}
+		f[0] = "-D"
+		if _, err := sys.Run(ctx, n.R, "iptables", append([]string{"-t", "nat"}, f...)...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // enableForwarding turns on the host's IPv4 forwarding, which pods need to
@@ -445,6 +487,9 @@ func (n *NetNSNetwork) Apply(ctx context.Context, services []endpoints.Service, 
 func (n *NetNSNetwork) Remove(ctx context.Context) error {
 	err := n.adopt(ctx, nil)
 	if derr := n.delLink(ctx, n.names.bridge()); derr != nil {
+		err = errors.Join(err, derr)
+	}
+	if derr := n.unmasquerade(ctx); derr != nil {
 		err = errors.Join(err, derr)
 	}
 	return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -176,5 +177,52 @@ func TestNetNSRuntimeGivesMembersTheirPodsNamespace(t *testing.T) {
 	got := []string{rec.specs[0].NetNS, rec.specs[1].NetNS}
 	if diff := cmp.Diff([]string{"", "/run/netns/legion-ab12c-u1"}, got); diff != "" {
 		t.Fatalf("netns of infra and member (-want +got):\n%s", diff)
+	}
+}
+
+// Pods reach past the host as a VNET jail's do: the node adds one
+// MASQUERADE rule for its subnet (once: a restarted daemon finds it) and
+// takes it away with its bridge.
+func TestNetNSNetworkMasqueradesItsSubnet(t *testing.T) {
+	t.Parallel()
+	rule := "POSTROUTING -s 10.200.3.0/24 ! -o legionab12c -m comment --comment legionab12c -j MASQUERADE"
+	f := sys.NewFake().Once("iptables -t nat -C", sys.Answer{Code: 1, Stderr: "iptables: Bad rule (does a matching rule exist in that chain?).\n"})
+	n, err := NewNetNSNetwork(context.Background(), f, "ab12c", netip.MustParsePrefix("10.200.3.0/24"), netip.MustParseAddr("10.200.3.1"),
+		&Endpoints{}, nil, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nat []string
+	for _, l := range f.Lines() {
+		if strings.HasPrefix(l, "iptables") {
+			nat = append(nat, l)
+		}
+	}
+	if diff := cmp.Diff([]string{"iptables -t nat -C " + rule, "iptables -t nat -A " + rule}, nat); diff != "" {
+		t.Errorf("NAT at start (-want +got):\n%s", diff)
+	}
+	// Started again with the rule there: nothing added.
+	again := sys.NewFake()
+	if _, err := NewNetNSNetwork(context.Background(), again, "ab12c", n.Subnet, n.Gateway, &Endpoints{}, nil, quietLog()); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(again.Lines(), "iptables -t nat -A "+rule) {
+		t.Errorf("a restarted node added its NAT rule twice: %q", again.Lines())
+	}
+	// Removed with the bridge.
+	// iptables -S prints the rule as it was added (comment before the
+	// target), beside another node's.
+	gone := sys.NewFake().On("iptables -t nat -S POSTROUTING", sys.Answer{Stdout: "-P POSTROUTING ACCEPT\n" +
+		"-A POSTROUTING -s 10.200.3.0/24 ! -o legionab12c -m comment --comment legionab12c -j MASQUERADE\n" +
+		"-A POSTROUTING -s 10.200.4.0/24 ! -o legionff000 -m comment --comment legionff000 -j MASQUERADE\n"})
+	n.R = gone
+	if err := n.Remove(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(gone.Lines(), func(l string) bool { return strings.Contains(l, "-D") && strings.Contains(l, "legionff000") }) {
+		t.Errorf("Remove took another node's NAT rule: %q", gone.Lines())
+	}
+	if !slices.Contains(gone.Lines(), "iptables -t nat -D "+rule) {
+		t.Errorf("the NAT rule stayed after Remove: %q", gone.Lines())
 	}
 }
