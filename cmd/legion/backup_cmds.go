@@ -8,14 +8,11 @@ import (
 
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
 )
 
 // addBackupCommands adds legion backup and legion restore (3.7).
 func addBackupCommands(root *cobra.Command) {
-	cli := &clusterCLI{v: viper.New()}
-	cli.v.BindEnv("server", "LEGION_SERVER")
-	cli.v.BindEnv("credentials", "LEGION_CREDENTIALS")
+	cli := newClusterCLI()
 	root.AddCommand(cli.backupCommand(), restoreCommand())
 }
 

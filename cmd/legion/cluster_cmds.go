@@ -10,14 +10,12 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
 )
 
 // clusterCLI holds what the cluster commands share: where the manager is
-// and as whom to call it, read from flags and the environment.
-type clusterCLI struct {
-	v *viper.Viper
-}
+// and as whom to call it, read from flags, the environment and the
+// settings file's context (settings in context_cmds.go).
+type clusterCLI struct{}
 
 // addClusterCommands adds the commands that talk to a cluster (daemon,
 // init, join, apply, get, ...). It also puts --server and --credentials
@@ -36,14 +34,7 @@ func addClusterCommands(root *cobra.Command) {
 	)
 }
 
-// newClusterCLI reads LEGION_SERVER and LEGION_CREDENTIALS; the flags of
-// the command run, when given, win over them.
-func newClusterCLI() *clusterCLI {
-	v := viper.New()
-	v.BindEnv("server", "LEGION_SERVER")
-	v.BindEnv("credentials", "LEGION_CREDENTIALS")
-	return &clusterCLI{v: v}
-}
+func newClusterCLI() *clusterCLI { return &clusterCLI{} }
 
 // server is the manager address in effect: the flag if given, else
 // LEGION_SERVER, else the current context's, else the default.

@@ -10,16 +10,13 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
 )
 
 // addOpsCommands adds the everyday operations on a running cluster:
 // scale, rollback, node availability and task listing. They share the
 // root's --server and --credentials.
 func addOpsCommands(root *cobra.Command) {
-	cli := &clusterCLI{v: viper.New()}
-	cli.v.BindEnv("server", "LEGION_SERVER")
-	cli.v.BindEnv("credentials", "LEGION_CREDENTIALS")
+	cli := newClusterCLI()
 	node := &cobra.Command{Use: "node", Short: "List nodes, set their availability, promote and demote managers"}
 	node.AddCommand(cli.nodeListCommand(),
 		cli.availabilityCommand("drain", legion.AvailabilityDrain, "stop the node's tasks and run them elsewhere"),

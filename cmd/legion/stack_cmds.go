@@ -13,7 +13,6 @@ import (
 	"github.com/legionbsd/legion/compose"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
-	"github.com/spf13/viper"
 )
 
 // stackClient is what the stack commands need of a cluster. The
@@ -41,10 +40,7 @@ func addStackCommands(root *cobra.Command) {
 // --credentials (or LEGION_SERVER and LEGION_CREDENTIALS) name, as the
 // cluster commands do.
 func connectStackClient(cmd *cobra.Command) (stackClient, error) {
-	v := viper.New()
-	v.BindEnv("server", "LEGION_SERVER")
-	v.BindEnv("credentials", "LEGION_CREDENTIALS")
-	cl, err := (&clusterCLI{v: v}).connect(cmd)
+	cl, err := newClusterCLI().connect(cmd)
 	if err != nil {
 		return nil, err
 	}
