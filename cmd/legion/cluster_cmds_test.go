@@ -218,6 +218,7 @@ func TestDaemonStopsCleanly(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
+	t.Cleanup(func() { removeContainers(dir) })
 	for round := range 2 {
 		ctx, cancel := context.WithCancel(context.Background())
 		root := newRootCommand()

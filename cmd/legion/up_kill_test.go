@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/process"
 )
@@ -80,6 +81,9 @@ func containers(t *testing.T, dataDir string) map[string]int {
 // removeContainers removes every container of a node's data directory
 // (pods outlive a killed daemon, and a daemon restart adopts them).
 func removeContainers(dataDir string) {
+	// The pod network goes last, once nothing runs in it (a node keeps
+	// it for the next daemon; nothing will come after a test's).
+	defer daemon.RemovePodNetwork(context.Background(), dataDir)
 	rt, err := process.New(process.Config{DataDir: dataDir, Shim: "/nonexistent"})
 	if err != nil {
 		return

@@ -494,3 +494,17 @@ func (n *NetNSNetwork) Remove(ctx context.Context) error {
 	}
 	return err
 }
+
+// RemovePodNetwork takes what a process node on dataDir made of its pod
+// network off this host: its pods' namespaces and veths, its bridge and
+// its NAT rule. A node that stops keeps them for the next daemon to
+// adopt; this is for whoever removes the node for good (tests, an
+// operator's clean-up). Nothing to remove is no error.
+func RemovePodNetwork(ctx context.Context, dataDir string) error {
+	n := &NetNSNetwork{R: sys.Exec{}, Log: slog.New(slog.DiscardHandler), names: netnsNames{netnsTag(dataDir)}}
+	return n.Remove(ctx)
+}
+
+// PodNetNSPrefix is how the names of the pod namespaces a process node on
+// dataDir makes begin (under /run/netns), for checks that none is left.
+func PodNetNSPrefix(dataDir string) string { return netnsNames{netnsTag(dataDir)}.prefix() }

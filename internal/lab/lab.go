@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/legionbsd/legion/jail/process"
 	"google.golang.org/grpc/codes"
 )
@@ -533,6 +534,9 @@ func (l *Lab) Close() {
 	for _, n := range l.Nodes {
 		removePods(n.DataDir, l.bin)
 		killNamespace(n.NS)
+		// Pod namespaces are files under /run/netns, which every
+		// namespace shares: they outlive the node's own.
+		daemon.RemovePodNetwork(context.Background(), n.DataDir)
 	}
 	for i := len(cleanups) - 1; i >= 0; i-- {
 		cleanups[i]()

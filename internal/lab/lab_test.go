@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/legionbsd/legion/internal/lab"
+	"github.com/legionbsd/legion/internal/testpoll"
 )
 
 func TestMain(m *testing.M) {
@@ -59,10 +62,24 @@ func TestLabFormsAndCleansUp(t *testing.T) {
 	name := "ok" + randomName()
 	var l *lab.Lab
 	t.Run("lab", func(t *testing.T) {
-		l = lab.New(t, lab.Options{Name: name, Dir: dir, Managers: 1, Workers: 1})
+		l = lab.New(t, lab.Options{Name: name, Dir: dir, Managers: 1, Workers: 1, Images: []string{helloImage}})
 		if _, st, err := l.Leader(); err != nil || len(st.Members) != 1 {
 			t.Fatalf("leader: %v, members %v", err, st.Members)
 		}
+		// Pods, so that their namespaces (files under /run/netns, shared
+		// by every namespace) must go too.
+		c := l.Client(l.Node("m1"))
+		apply(t, c, webService(2))
+		testpoll.Until(t, "two pods running", 30*time.Second, 100*time.Millisecond, func() bool {
+			ts, err := tasks(c)
+			running := 0
+			for _, task := range ts {
+				if task.Status.State == legion.TaskRunning {
+					running++
+				}
+			}
+			return err == nil && running == 2
+		})
 		for _, n := range l.Nodes {
 			if !l.Prefix().Contains(n.Addr) || n.ID == "" {
 				t.Errorf("node %s at %s (id %q), want an id and an address in the lab's %s", n.Name, n.Addr, n.ID, l.Prefix())
@@ -89,7 +106,16 @@ func TestLabFormsAndCleansUp(t *testing.T) {
 	if l == nil {
 		return
 	}
-	if left := leftovers(name, dir); len(left) > 0 {
+	left := leftovers(name, dir)
+	nss, _ := os.ReadDir("/run/netns")
+	for _, n := range l.Nodes {
+		for _, e := range nss {
+			if strings.HasPrefix(e.Name(), daemon.PodNetNSPrefix(n.DataDir)) {
+				left = append(left, "pod namespace "+e.Name()+" of "+n.Name)
+			}
+		}
+	}
+	if len(left) > 0 {
 		t.Errorf("the closed lab left:\n%s", strings.Join(left, "\n"))
 	}
 }
