@@ -109,6 +109,8 @@ var layers = []layer{
 	{pattern: "internal/testimage/...", may: []string{"", "...", "-cmd"}},
 	{pattern: "internal/leakcheck", thirdParty: []string{"go.uber.org/goleak"}},
 	{pattern: "internal/testpoll", thirdParty: []string{}},
+	// The register model linearizability tests check histories against.
+	{pattern: "internal/regmodel", thirdParty: []string{"github.com/anishathalye/porcupine"}, noStd: pureStd},
 	// Many simulated agents against real managers, for scale runs.
 	{pattern: "internal/scale", may: []string{"", "...", "-cmd"}},
 	// Real daemons in network namespaces, and the command that runs them.

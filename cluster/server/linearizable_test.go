@@ -12,52 +12,8 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/regmodel"
 )
-
-type kvInput struct {
-	put        bool
-	key, value string
-}
-
-type kvOutput struct {
-	value string
-}
-
-// registerModel is one register per key: a put sets it, a get returns it.
-var registerModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Input.(kvInput).key
-			if _, ok := byKey[k]; !ok {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], op)
-		}
-		var out [][]porcupine.Operation
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		in := input.(kvInput)
-		if in.put {
-			return true, in.value
-		}
-		return output.(kvOutput).value == state.(string), state
-	},
-	Equal: func(a, b any) bool { return a == b },
-	DescribeOperation: func(input, output any) string {
-		in := input.(kvInput)
-		if in.put {
-			return fmt.Sprintf("put(%s, %s)", in.key, in.value)
-		}
-		return fmt.Sprintf("get(%s) -> %s", in.key, output.(kvOutput).value)
-	},
-}
 
 func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
 	t.Parallel()
@@ -108,17 +64,17 @@ func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
 					} else {
 						okOps.Add(1)
 					}
-					record(porcupine.Operation{ClientId: id, Input: kvInput{put: true, key: key, value: v}, Call: call, Output: kvOutput{}, Return: ret})
+					record(porcupine.Operation{ClientId: id, Input: regmodel.Input{Put: true, Key: key, Value: v}, Call: call, Output: regmodel.Output{}, Return: ret})
 				} else {
 					o, err := c.Get(octx, legion.KindConfig, "default", key)
 					ret := now()
 					switch {
 					case err == nil:
 						okOps.Add(1)
-						record(porcupine.Operation{ClientId: id, Input: kvInput{key: key}, Call: call,
-							Output: kvOutput{value: string(o.(*legion.Config).Spec.Data)}, Return: ret})
+						record(porcupine.Operation{ClientId: id, Input: regmodel.Input{Key: key}, Call: call,
+							Output: regmodel.Output{Value: string(o.(*legion.Config).Spec.Data)}, Return: ret})
 					case client.Code(err).String() == "NotFound":
-						record(porcupine.Operation{ClientId: id, Input: kvInput{key: key}, Call: call, Output: kvOutput{}, Return: ret})
+						record(porcupine.Operation{ClientId: id, Input: regmodel.Input{Key: key}, Call: call, Output: regmodel.Output{}, Return: ret})
 					}
 				}
 				ocancel()
@@ -150,7 +106,7 @@ func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
 	if kills == 0 || okOps.Load() < 20 {
 		t.Fatalf("too little happened: %d kills, %d successful operations", kills, okOps.Load())
 	}
-	res := porcupine.CheckOperationsTimeout(registerModel, history, 20*time.Second)
+	res := porcupine.CheckOperationsTimeout(regmodel.Model, history, 20*time.Second)
 	if res != porcupine.Ok {
 		t.Fatalf("history of %d operations is not linearizable (%v)", len(history), res)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/lab"
+	"github.com/legionbsd/legion/internal/regmodel"
 	"github.com/legionbsd/legion/internal/testpoll"
 )
 
@@ -42,50 +43,6 @@ func TestPartitions(t *testing.T) {
 		wg.Go(func() { t.Run(s.name, s.run) })
 	}
 	wg.Wait()
-}
-
-// regInput and regOutput are an operation on one register per key: a
-// Config whose data is the value.
-type regInput struct {
-	put        bool
-	key, value string
-}
-
-type regOutput struct{ value string }
-
-var registerModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Input.(regInput).key
-			if _, ok := byKey[k]; !ok {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], op)
-		}
-		var out [][]porcupine.Operation
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		in := input.(regInput)
-		if in.put {
-			return true, in.value
-		}
-		return output.(regOutput).value == state.(string), state
-	},
-	Equal: func(a, b any) bool { return a == b },
-	DescribeOperation: func(input, output any) string {
-		in := input.(regInput)
-		if in.put {
-			return fmt.Sprintf("put(%s, %s)", in.key, in.value)
-		}
-		return fmt.Sprintf("get(%s) -> %s", in.key, output.(regOutput).value)
-	},
 }
 
 func configObj(name, value string) *legion.Config {
@@ -121,7 +78,7 @@ func (h *history) put(ctx context.Context, c *client.Client, id int, key, value 
 	} else {
 		h.acked.Add(1)
 	}
-	h.record(porcupine.Operation{ClientId: id, Input: regInput{put: true, key: key, value: value}, Call: call, Output: regOutput{}, Return: ret})
+	h.record(porcupine.Operation{ClientId: id, Input: regmodel.Input{Put: true, Key: key, Value: value}, Call: call, Output: regmodel.Output{}, Return: ret})
 	return err
 }
 
@@ -133,10 +90,10 @@ func (h *history) get(ctx context.Context, c *client.Client, id int, key string)
 	switch {
 	case err == nil:
 		h.reads.Add(1)
-		h.record(porcupine.Operation{ClientId: id, Input: regInput{key: key}, Call: call, Output: regOutput{value: string(o.(*legion.Config).Spec.Data)}, Return: ret})
+		h.record(porcupine.Operation{ClientId: id, Input: regmodel.Input{Key: key}, Call: call, Output: regmodel.Output{Value: string(o.(*legion.Config).Spec.Data)}, Return: ret})
 	case client.Code(err).String() == "NotFound":
 		h.reads.Add(1)
-		h.record(porcupine.Operation{ClientId: id, Input: regInput{key: key}, Call: call, Output: regOutput{}, Return: ret})
+		h.record(porcupine.Operation{ClientId: id, Input: regmodel.Input{Key: key}, Call: call, Output: regmodel.Output{}, Return: ret})
 	}
 	return err
 }
@@ -281,7 +238,7 @@ func leaderCutOffFromTheOtherManagers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, info := porcupine.CheckOperationsVerbose(registerModel, h.ops, 30*time.Second)
+	res, info := porcupine.CheckOperationsVerbose(regmodel.Model, h.ops, 30*time.Second)
 	if res != porcupine.Ok {
 		t.Errorf("history of %d operations is not linearizable (%v)", len(h.ops), res)
 		if res == porcupine.Illegal {
