@@ -41,7 +41,7 @@ var (
 	nodeSide  = []string{module + "/internal/agent", module + "/internal/daemon", module + "/jail"}
 	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/sessions/sessionstest", "scheduler/schedtest",
 		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest", "internal/leakcheck",
-		"internal/testpoll", "internal/scale", "internal/lab/..."}
+		"internal/testpoll", "internal/scale", "internal/lab/...", "internal/golden", "internal/regmodel"}
 )
 
 // layers is the map of the module: one row a layer, read top to bottom
@@ -109,6 +109,8 @@ var layers = []layer{
 	{pattern: "internal/testimage/...", may: []string{"", "...", "-cmd"}},
 	{pattern: "internal/leakcheck", thirdParty: []string{"go.uber.org/goleak"}},
 	{pattern: "internal/testpoll", thirdParty: []string{}},
+	// Golden files under testdata, rewritten with -update.
+	{pattern: "internal/golden", thirdParty: []string{"github.com/google/go-cmp"}},
 	// The register model linearizability tests check histories against.
 	{pattern: "internal/regmodel", thirdParty: []string{"github.com/anishathalye/porcupine"}, noStd: pureStd},
 	// Many simulated agents against real managers, for scale runs.

@@ -3,7 +3,6 @@ package compose
 import (
 	"context"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 // caseOptions reads a case directory: compose files (compose.yaml unless
 // an options line files= lists them), the environment from env (KEY=VALUE
@@ -109,23 +107,6 @@ func render(t *testing.T, res *Result, err error) string {
 	return b.String()
 }
 
-func checkGolden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./compose -update to write it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s differs (-want +got):\n%s", path, diff)
-	}
-}
-
 func caseDirs(t *testing.T, root string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(root)
@@ -197,7 +178,7 @@ func TestGolden(t *testing.T) {
 			if opts.Strict && err != nil && !errors.As(err, &se) && !strings.HasSuffix(dir, "-error") {
 				t.Errorf("strict conversion failed with %T, want *StrictError: %v", err, err)
 			}
-			checkGolden(t, filepath.Join(dir, "want.golden"), render(t, res, err))
+			golden.Check(t, filepath.Join(dir, "want.golden"), render(t, res, err))
 		})
 	}
 }
@@ -228,7 +209,7 @@ func TestCorpus(t *testing.T) {
 				t.Error("no Service converted")
 			}
 			checkObjects(t, opts, res.Objects)
-			checkGolden(t, filepath.Join(dir, "want.golden"), render(t, res, err))
+			golden.Check(t, filepath.Join(dir, "want.golden"), render(t, res, err))
 		})
 	}
 }

@@ -1,39 +1,23 @@
 package netbsd
 
 import (
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	goldenfile "github.com/legionbsd/legion/internal/golden"
+
 	"github.com/legionbsd/legion/netbsd/addrplan"
 	"github.com/legionbsd/legion/sys"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
-
 // golden compares got with testdata/name.golden (or rewrites it).
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read %s (run go test -update to make it): %v", path, err)
-	}
-	if d := cmp.Diff(string(want), got); d != "" {
-		t.Errorf("%s differs (-want +got):\n%s", path, d)
-	}
+	goldenfile.Check(t, filepath.Join("testdata", name+".golden"), got)
 }
 
 // transcript renders recorded commands, each input line prefixed with "| ".

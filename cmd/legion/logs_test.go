@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"io"
 
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,12 +16,11 @@ import (
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/sessions/sessionstest"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/golden"
 	"github.com/legionbsd/legion/jail"
 	"github.com/spf13/cobra"
 	"go.uber.org/goleak"
 )
-
-var updateLogs = flag.Bool("update-logs", false, "rewrite the golden files of legion logs")
 
 var logsT0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
@@ -82,7 +79,7 @@ func TestLogsCommand(t *testing.T) {
 		if err := runLogs(ctx, m, &out, &out, "-n", "shop", "--timestamps", "task/batch.1"); err != nil {
 			t.Fatal(err)
 		}
-		golden(t, "logs_timestamps.golden", out.String())
+		golden.Check(t, filepath.Join("testdata", "logs_timestamps.golden"), out.String())
 	})
 
 	t.Run("errors", func(t *testing.T) {
@@ -160,26 +157,6 @@ func TestPrintLogsPartialLines(t *testing.T) {
 	}
 	if diff := cmp.Diff("2026-11-30T12:00:01Z err\n", errOut.String()); diff != "" {
 		t.Errorf("stderr (-want +got):\n%s", diff)
-	}
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *updateLogs {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update-logs to write it)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", name, diff)
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,27 +14,13 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/compose"
 	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the testdata/*.golden files from what the code prints")
 
 // goldenOutput compares got with testdata/NAME.golden, or writes it with -update.
 func goldenOutput(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run %s -update to write it)", err, t.Name())
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", path, diff)
-	}
+	golden.Check(t, filepath.Join("testdata", name+".golden"), got)
 }
 
 // decode reads objects as the cluster stores them, without admission

@@ -2,18 +2,15 @@ package daemon
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion/internal/golden"
 	"github.com/legionbsd/legion/sys"
 )
-
-var updateHostChecks = flag.Bool("update-hostchecks", false, "rewrite testdata/hostchecks.golden")
 
 // readyJailsHost scripts a host with everything a jails node needs, in
 // the tools' own words; rules added before it take precedence.
@@ -165,23 +162,7 @@ func TestHostChecksGolden(t *testing.T) {
 		}
 		b.WriteString("\n")
 	}
-	path := filepath.Join("testdata", "hostchecks.golden")
-	if *updateHostChecks {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read %s (run go test -run TestHostChecksGolden -update-hostchecks to make it): %v", path, err)
-	}
-	if d := cmp.Diff(string(want), b.String()); d != "" {
-		t.Errorf("%s differs (-want +got):\n%s", path, d)
-	}
+	golden.Check(t, filepath.Join("testdata", "hostchecks.golden"), b.String())
 }
 
 // The daemon runs the checks before its agent waits for init or join, and
