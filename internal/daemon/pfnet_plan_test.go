@@ -25,10 +25,7 @@ func TestOpenPlatformJailsOtherPlan(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	f := freshHost()
-	o := Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Platform: PlatformJails, Runner: f}
-	if err := o.defaults(); err != nil {
-		t.Fatal(err)
-	}
+	o := jailsOptions(t, dir, f)
 	p, err := openPlatform(ctx, o, "/usr/local/bin/legion", quietLog())
 	if err != nil {
 		t.Fatal(err)

@@ -224,10 +224,7 @@ func TestOpenPlatform(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	f := freshHost()
-	o := Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Platform: PlatformJails, Runner: f}
-	if err := o.defaults(); err != nil {
-		t.Fatal(err)
-	}
+	o := jailsOptions(t, dir, f)
 	p, err := openPlatform(ctx, o, "/usr/local/bin/legion", quietLog())
 	if err != nil {
 		t.Fatal(err)
@@ -415,11 +412,8 @@ func TestPFNetworkEnforcesThePolicyState(t *testing.T) {
 // always have their VNET network.
 func TestJailsRefuseAPodNetworkChoice(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	o := Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Platform: PlatformJails, Runner: freshHost(), PodNetwork: PodNetworkNetNS}
-	if err := o.defaults(); err != nil {
-		t.Fatal(err)
-	}
+	o := jailsOptions(t, t.TempDir(), freshHost())
+	o.PodNetwork = PodNetworkNetNS
 	p, err := openPlatform(context.Background(), o, "/usr/local/bin/legion", quietLog())
 	if err == nil {
 		p.close()
@@ -428,4 +422,15 @@ func TestJailsRefuseAPodNetworkChoice(t *testing.T) {
 	if !strings.Contains(err.Error(), `pod network "netns"`) || !strings.Contains(err.Error(), "process platform") {
 		t.Errorf("error %q does not name the setting and where it applies", err)
 	}
+}
+
+// jailsOptions are a jails node's options on dir, its FreeBSD commands
+// answered by f, with the defaults filled in.
+func jailsOptions(t *testing.T, dir string, f *sys.Fake) Options {
+	t.Helper()
+	o := Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Platform: PlatformJails, Runner: f}
+	if err := o.defaults(); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
