@@ -245,16 +245,8 @@ func TestStatusShowsEachManagersReachability(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 3})
 	leader := c.WaitLeader()
-	var up, down *testcluster.Manager
-	for _, m := range c.Managers {
-		switch {
-		case m == leader:
-		case down == nil:
-			down = m
-		default:
-			up = m
-		}
-	}
+	fs := c.Followers(leader)
+	down, up := fs[0], fs[1]
 	downID := down.Server.NodeID()
 	down.Stop()
 	want := map[string]string{leader.Server.NodeID(): server.ReachLeader, up.Server.NodeID(): server.ReachReachable, downID: server.ReachUnreachable}

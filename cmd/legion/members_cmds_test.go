@@ -16,16 +16,8 @@ func TestNodePromoteDemoteAndStatus(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 3})
 	leader := c.WaitLeader()
-	var follower, stopped *testcluster.Manager
-	for _, m := range c.Managers {
-		switch {
-		case m == leader:
-		case follower == nil:
-			follower = m
-		default:
-			stopped = m
-		}
-	}
+	fs := c.Followers(leader)
+	follower, stopped := fs[0], fs[1]
 	flags := []string{"--server", leader.Addr, "--credentials", c.AdminFile()}
 	cli := func(args ...string) (string, error) { return runLegion(t, "", append(args, flags...)...) }
 	fid := follower.Server.NodeID()

@@ -159,6 +159,17 @@ func (c *Cluster) WaitLeader() *Manager {
 	return leader
 }
 
+// Followers are the managers other than leader, in order.
+func (c *Cluster) Followers(leader *Manager) []*Manager {
+	var out []*Manager
+	for _, m := range c.Managers {
+		if m != leader {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // WaitVoters waits until the leader counts n voters.
 func (c *Cluster) WaitVoters(n int) {
 	c.t.Helper()
