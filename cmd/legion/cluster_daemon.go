@@ -63,11 +63,12 @@ func newDaemonCommand() *cobra.Command {
 			if noAgent {
 				agentDone <- nil
 			} else {
-				go func() {
-					agentDone <- daemon.RunAgent(ctx, s, daemon.Options{DataDir: dataDir, RunDir: runDir, DNSListen: dnsListen, Logger: log, ResolverProcess: true,
-						Platform: po.Platform, ZFSRoot: po.ZFSRoot, ExtIf: po.ExtIf, PFMain: po.PFMain, VolumePlugins: po.VolumePlugins, PodNetwork: podNetworkOf(po),
-						IngressListen: po.IngressListen, IngressTLSListen: po.IngressTLSListen, Metrics: metrics}, managers)
-				}()
+				// Every node flag reaches the agent: the options start from
+				// them rather than naming each (one once went missing so).
+				ao := po
+				ao.DataDir, ao.RunDir, ao.DNSListen, ao.Logger = dataDir, runDir, dnsListen, log
+				ao.ResolverProcess, ao.Metrics, ao.PodNetwork = true, metrics, podNetworkOf(po)
+				go func() { agentDone <- daemon.RunAgent(ctx, s, ao, managers) }()
 			}
 			select {
 			case <-ctx.Done():
