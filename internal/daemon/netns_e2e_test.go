@@ -224,9 +224,17 @@ func TestNetNSComposeStackReachesEachOtherByName(t *testing.T) {
 				t.Fatalf("task %s has address %q, want one of the node's %s of its own", task.Metadata.Name, task.Status.IP, subnet)
 			}
 			seen[task.Status.IP] = true
-			body, err := httpBody(c, "http://"+net.JoinHostPort(task.Status.IP, "8080")+"/")
-			if err != nil || body != s {
-				t.Fatalf("%s at %s:8080: %q %v, want %s", task.Metadata.Name, task.Status.IP, body, err, s)
+			// The compose services have no healthcheck, so ready means
+			// started, not yet listening: poll until the server answers.
+			url := "http://" + net.JoinHostPort(task.Status.IP, "8080") + "/"
+			var body string
+			poll(t, task.Metadata.Name+" answering at "+url, 15*time.Second, func() bool {
+				var err error
+				body, err = httpBody(c, url)
+				return err == nil
+			})
+			if body != s {
+				t.Fatalf("%s at %s: %q, want %s", task.Metadata.Name, url, body, s)
 			}
 		}
 	}
