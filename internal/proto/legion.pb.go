@@ -1835,6 +1835,179 @@ func (x *TokenResponse) GetToken() string {
 	return ""
 }
 
+type UsageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"` // empty: every namespace the caller may read
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageRequest) Reset() {
+	*x = UsageRequest{}
+	mi := &file_legion_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageRequest) ProtoMessage() {}
+
+func (x *UsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageRequest.ProtoReflect.Descriptor instead.
+func (*UsageRequest) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UsageRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+// TaskUsageReport is one task's last reported use.
+type TaskUsageReport struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Task          string                 `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	Node          string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`                                  // the node that reported it
+	TimeUnixMs    int64                  `protobuf:"varint,4,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"` // when the leader heard it
+	CpuMillis     int64                  `protobuf:"varint,5,opt,name=cpu_millis,json=cpuMillis,proto3" json:"cpu_millis,omitempty"`
+	MemoryBytes   int64                  `protobuf:"varint,6,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskUsageReport) Reset() {
+	*x = TaskUsageReport{}
+	mi := &file_legion_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskUsageReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskUsageReport) ProtoMessage() {}
+
+func (x *TaskUsageReport) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskUsageReport.ProtoReflect.Descriptor instead.
+func (*TaskUsageReport) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *TaskUsageReport) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *TaskUsageReport) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *TaskUsageReport) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *TaskUsageReport) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
+func (x *TaskUsageReport) GetCpuMillis() int64 {
+	if x != nil {
+		return x.CpuMillis
+	}
+	return 0
+}
+
+func (x *TaskUsageReport) GetMemoryBytes() int64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+type UsageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tasks         []*TaskUsageReport     `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UsageResponse) Reset() {
+	*x = UsageResponse{}
+	mi := &file_legion_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageResponse) ProtoMessage() {}
+
+func (x *UsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageResponse.ProtoReflect.Descriptor instead.
+func (*UsageResponse) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *UsageResponse) GetTasks() []*TaskUsageReport {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
 type RevokeUserRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	User          string                 `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
@@ -1844,7 +2017,7 @@ type RevokeUserRequest struct {
 
 func (x *RevokeUserRequest) Reset() {
 	*x = RevokeUserRequest{}
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +2029,7 @@ func (x *RevokeUserRequest) String() string {
 func (*RevokeUserRequest) ProtoMessage() {}
 
 func (x *RevokeUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +2042,7 @@ func (x *RevokeUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserRequest.ProtoReflect.Descriptor instead.
 func (*RevokeUserRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{29}
+	return file_legion_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RevokeUserRequest) GetUser() string {
@@ -1888,7 +2061,7 @@ type RevokeUserResponse struct {
 
 func (x *RevokeUserResponse) Reset() {
 	*x = RevokeUserResponse{}
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2073,7 @@ func (x *RevokeUserResponse) String() string {
 func (*RevokeUserResponse) ProtoMessage() {}
 
 func (x *RevokeUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2086,7 @@ func (x *RevokeUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserResponse.ProtoReflect.Descriptor instead.
 func (*RevokeUserResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{30}
+	return file_legion_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RevokeUserResponse) GetRemoved() []string {
@@ -1932,7 +2105,7 @@ type RotateCARequest struct {
 
 func (x *RotateCARequest) Reset() {
 	*x = RotateCARequest{}
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2117,7 @@ func (x *RotateCARequest) String() string {
 func (*RotateCARequest) ProtoMessage() {}
 
 func (x *RotateCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2130,7 @@ func (x *RotateCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateCARequest.ProtoReflect.Descriptor instead.
 func (*RotateCARequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{31}
+	return file_legion_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RotateCARequest) GetStatusOnly() bool {
@@ -1979,7 +2152,7 @@ type RotateCAResponse struct {
 
 func (x *RotateCAResponse) Reset() {
 	*x = RotateCAResponse{}
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2164,7 @@ func (x *RotateCAResponse) String() string {
 func (*RotateCAResponse) ProtoMessage() {}
 
 func (x *RotateCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2177,7 @@ func (x *RotateCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateCAResponse.ProtoReflect.Descriptor instead.
 func (*RotateCAResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{32}
+	return file_legion_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RotateCAResponse) GetDigest() string {
@@ -2056,7 +2229,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_legion_proto_msgTypes[33]
+	mi := &file_legion_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2241,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[33]
+	mi := &file_legion_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2254,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{33}
+	return file_legion_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AuditEvent) GetTimeUnixNano() int64 {
@@ -2170,7 +2343,7 @@ type RecordAuditRequest struct {
 
 func (x *RecordAuditRequest) Reset() {
 	*x = RecordAuditRequest{}
-	mi := &file_legion_proto_msgTypes[34]
+	mi := &file_legion_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2355,7 @@ func (x *RecordAuditRequest) String() string {
 func (*RecordAuditRequest) ProtoMessage() {}
 
 func (x *RecordAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[34]
+	mi := &file_legion_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2368,7 @@ func (x *RecordAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditRequest.ProtoReflect.Descriptor instead.
 func (*RecordAuditRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{34}
+	return file_legion_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RecordAuditRequest) GetEvents() []*AuditEvent {
@@ -2213,7 +2386,7 @@ type RecordAuditResponse struct {
 
 func (x *RecordAuditResponse) Reset() {
 	*x = RecordAuditResponse{}
-	mi := &file_legion_proto_msgTypes[35]
+	mi := &file_legion_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2398,7 @@ func (x *RecordAuditResponse) String() string {
 func (*RecordAuditResponse) ProtoMessage() {}
 
 func (x *RecordAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[35]
+	mi := &file_legion_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2411,7 @@ func (x *RecordAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditResponse.ProtoReflect.Descriptor instead.
 func (*RecordAuditResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{35}
+	return file_legion_proto_rawDescGZIP(), []int{38}
 }
 
 // AuditRequest narrows a listing; empty fields keep everything.
@@ -2256,7 +2429,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_legion_proto_msgTypes[36]
+	mi := &file_legion_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2441,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[36]
+	mi := &file_legion_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2454,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{36}
+	return file_legion_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AuditRequest) GetSinceUnixNano() int64 {
@@ -2335,7 +2508,7 @@ type AutolockRequest struct {
 
 func (x *AutolockRequest) Reset() {
 	*x = AutolockRequest{}
-	mi := &file_legion_proto_msgTypes[37]
+	mi := &file_legion_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2520,7 @@ func (x *AutolockRequest) String() string {
 func (*AutolockRequest) ProtoMessage() {}
 
 func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[37]
+	mi := &file_legion_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2533,7 @@ func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutolockRequest.ProtoReflect.Descriptor instead.
 func (*AutolockRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{37}
+	return file_legion_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AutolockRequest) GetAction() string {
@@ -2380,7 +2553,7 @@ type AutolockResponse struct {
 
 func (x *AutolockResponse) Reset() {
 	*x = AutolockResponse{}
-	mi := &file_legion_proto_msgTypes[38]
+	mi := &file_legion_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2565,7 @@ func (x *AutolockResponse) String() string {
 func (*AutolockResponse) ProtoMessage() {}
 
 func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[38]
+	mi := &file_legion_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2578,7 @@ func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutolockResponse.ProtoReflect.Descriptor instead.
 func (*AutolockResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{38}
+	return file_legion_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AutolockResponse) GetEnabled() bool {
@@ -2431,7 +2604,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_legion_proto_msgTypes[39]
+	mi := &file_legion_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2616,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[39]
+	mi := &file_legion_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2629,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{39}
+	return file_legion_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UnlockRequest) GetKey() string {
@@ -2475,7 +2648,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_legion_proto_msgTypes[40]
+	mi := &file_legion_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2660,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[40]
+	mi := &file_legion_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2673,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{40}
+	return file_legion_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UnlockResponse) GetNodeId() string {
@@ -2518,7 +2691,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_legion_proto_msgTypes[41]
+	mi := &file_legion_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2703,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[41]
+	mi := &file_legion_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2716,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{41}
+	return file_legion_proto_rawDescGZIP(), []int{44}
 }
 
 // BackupChunk is the next part of the backup file.
@@ -2556,7 +2729,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_legion_proto_msgTypes[42]
+	mi := &file_legion_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2741,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[42]
+	mi := &file_legion_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2754,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{42}
+	return file_legion_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -2601,7 +2774,7 @@ type IssueUserRequest struct {
 
 func (x *IssueUserRequest) Reset() {
 	*x = IssueUserRequest{}
-	mi := &file_legion_proto_msgTypes[43]
+	mi := &file_legion_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2786,7 @@ func (x *IssueUserRequest) String() string {
 func (*IssueUserRequest) ProtoMessage() {}
 
 func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[43]
+	mi := &file_legion_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2799,7 @@ func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserRequest.ProtoReflect.Descriptor instead.
 func (*IssueUserRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{43}
+	return file_legion_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *IssueUserRequest) GetName() string {
@@ -2653,7 +2826,7 @@ type IssueUserResponse struct {
 
 func (x *IssueUserResponse) Reset() {
 	*x = IssueUserResponse{}
-	mi := &file_legion_proto_msgTypes[44]
+	mi := &file_legion_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2838,7 @@ func (x *IssueUserResponse) String() string {
 func (*IssueUserResponse) ProtoMessage() {}
 
 func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[44]
+	mi := &file_legion_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2851,7 @@ func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserResponse.ProtoReflect.Descriptor instead.
 func (*IssueUserResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{44}
+	return file_legion_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *IssueUserResponse) GetCertificate() []byte {
@@ -2706,7 +2879,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_legion_proto_msgTypes[45]
+	mi := &file_legion_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2891,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[45]
+	mi := &file_legion_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2904,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{45}
+	return file_legion_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RaftMessage) GetPayload() []byte {
@@ -2751,7 +2924,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_legion_proto_msgTypes[46]
+	mi := &file_legion_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +2936,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[46]
+	mi := &file_legion_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +2949,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{46}
+	return file_legion_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SnapshotChunk) GetRequest() []byte {
@@ -2791,6 +2964,216 @@ func (x *SnapshotChunk) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+// EventsRequest narrows the events read; empty fields keep everything.
+type EventsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SinceUnixNano int64                  `protobuf:"varint,1,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	AfterSequence uint64                 `protobuf:"varint,2,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"` // resume a follow: only later events
+	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace     string                 `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"` // empty: every namespace the caller may read
+	Name          string                 `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	Type          string                 `protobuf:"bytes,6,opt,name=type,proto3" json:"type,omitempty"` // Normal or Warning
+	Follow        bool                   `protobuf:"varint,7,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsRequest) Reset() {
+	*x = EventsRequest{}
+	mi := &file_legion_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsRequest) ProtoMessage() {}
+
+func (x *EventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
+func (*EventsRequest) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *EventsRequest) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
+func (x *EventsRequest) GetAfterSequence() uint64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
+
+func (x *EventsRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+// ClusterEvent is one derived event (legion.Event).
+type ClusterEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sequence      uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	TimeUnixNano  int64                  `protobuf:"varint,2,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`    // last seen
+	FirstUnixNano int64                  `protobuf:"varint,3,opt,name=first_unix_nano,json=firstUnixNano,proto3" json:"first_unix_nano,omitempty"` // first seen, when count > 1
+	Type          string                 `protobuf:"bytes,4,opt,name=type,proto3" json:"type,omitempty"`
+	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Kind          string                 `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace     string                 `protobuf:"bytes,7,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,8,opt,name=name,proto3" json:"name,omitempty"`
+	Message       string                 `protobuf:"bytes,9,opt,name=message,proto3" json:"message,omitempty"`
+	Count         int32                  `protobuf:"varint,10,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterEvent) Reset() {
+	*x = ClusterEvent{}
+	mi := &file_legion_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterEvent) ProtoMessage() {}
+
+func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterEvent.ProtoReflect.Descriptor instead.
+func (*ClusterEvent) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ClusterEvent) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *ClusterEvent) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *ClusterEvent) GetFirstUnixNano() int64 {
+	if x != nil {
+		return x.FirstUnixNano
+	}
+	return 0
+}
+
+func (x *ClusterEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ClusterEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ClusterEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ClusterEvent) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ClusterEvent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClusterEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ClusterEvent) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
 }
 
 var File_legion_proto protoreflect.FileDescriptor
@@ -2938,7 +3321,20 @@ const file_legion_proto_rawDesc = "" +
 	"\fTokenRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\"%\n" +
 	"\rTokenResponse\x12\x14\n" +
-	"\x05token\x18\x01 \x01(\tR\x05token\"'\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\",\n" +
+	"\fUsageRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"\xbb\x01\n" +
+	"\x0fTaskUsageReport\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\tR\x04task\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12 \n" +
+	"\ftime_unix_ms\x18\x04 \x01(\x03R\n" +
+	"timeUnixMs\x12\x1d\n" +
+	"\n" +
+	"cpu_millis\x18\x05 \x01(\x03R\tcpuMillis\x12!\n" +
+	"\fmemory_bytes\x18\x06 \x01(\x03R\vmemoryBytes\"A\n" +
+	"\rUsageResponse\x120\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x1a.legion.v1.TaskUsageReportR\x05tasks\"'\n" +
 	"\x11RevokeUserRequest\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\".\n" +
 	"\x12RevokeUserResponse\x12\x18\n" +
@@ -2997,13 +3393,33 @@ const file_legion_proto_rawDesc = "" +
 	"\apayload\x18\x01 \x01(\fR\apayload\"=\n" +
 	"\rSnapshotChunk\x12\x18\n" +
 	"\arequest\x18\x01 \x01(\fR\arequest\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data2\xae\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xd0\x01\n" +
+	"\rEventsRequest\x12&\n" +
+	"\x0fsince_unix_nano\x18\x01 \x01(\x03R\rsinceUnixNano\x12%\n" +
+	"\x0eafter_sequence\x18\x02 \x01(\x04R\rafterSequence\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12\x12\n" +
+	"\x04type\x18\x06 \x01(\tR\x04type\x12\x16\n" +
+	"\x06follow\x18\a \x01(\bR\x06follow\"\x9a\x02\n" +
+	"\fClusterEvent\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12$\n" +
+	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12&\n" +
+	"\x0ffirst_unix_nano\x18\x03 \x01(\x03R\rfirstUnixNano\x12\x12\n" +
+	"\x04type\x18\x04 \x01(\tR\x04type\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\a \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\b \x01(\tR\x04name\x12\x18\n" +
+	"\amessage\x18\t \x01(\tR\amessage\x12\x14\n" +
+	"\x05count\x18\n" +
+	" \x01(\x05R\x05count2\xae\x02\n" +
 	"\aObjects\x12:\n" +
 	"\x05Apply\x12\x17.legion.v1.ApplyRequest\x1a\x18.legion.v1.ApplyResponse\x124\n" +
 	"\x03Get\x12\x15.legion.v1.GetRequest\x1a\x16.legion.v1.GetResponse\x127\n" +
 	"\x04List\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse\x12=\n" +
 	"\x06Delete\x12\x18.legion.v1.DeleteRequest\x1a\x19.legion.v1.DeleteResponse\x129\n" +
-	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xb4\b\n" +
+	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xaf\t\n" +
 	"\aCluster\x127\n" +
 	"\x04Init\x12\x16.legion.v1.InitRequest\x1a\x17.legion.v1.InitResponse\x12=\n" +
 	"\x06Status\x12\x18.legion.v1.StatusRequest\x1a\x19.legion.v1.StatusResponse\x127\n" +
@@ -3021,7 +3437,9 @@ const file_legion_proto_rawDesc = "" +
 	"\x05Audit\x12\x17.legion.v1.AuditRequest\x1a\x15.legion.v1.AuditEvent0\x01\x12I\n" +
 	"\n" +
 	"RevokeUser\x12\x1c.legion.v1.RevokeUserRequest\x1a\x1d.legion.v1.RevokeUserResponse\x12C\n" +
-	"\bRotateCA\x12\x1a.legion.v1.RotateCARequest\x1a\x1b.legion.v1.RotateCAResponse2\x9a\x03\n" +
+	"\bRotateCA\x12\x1a.legion.v1.RotateCARequest\x1a\x1b.legion.v1.RotateCAResponse\x12=\n" +
+	"\x06Events\x12\x18.legion.v1.EventsRequest\x1a\x17.legion.v1.ClusterEvent0\x01\x12:\n" +
+	"\x05Usage\x12\x17.legion.v1.UsageRequest\x1a\x18.legion.v1.UsageResponse2\x9a\x03\n" +
 	"\x04Raft\x12?\n" +
 	"\rAppendEntries\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage\x12K\n" +
 	"\x15AppendEntriesPipeline\x12\x16.legion.v1.RaftMessage\x1a\x16.legion.v1.RaftMessage(\x010\x01\x12=\n" +
@@ -3043,7 +3461,7 @@ func file_legion_proto_rawDescGZIP() []byte {
 	return file_legion_proto_rawDescData
 }
 
-var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_legion_proto_goTypes = []any{
 	(*Metadata)(nil),            // 0: legion.v1.Metadata
 	(*Object)(nil),              // 1: legion.v1.Object
@@ -3074,30 +3492,35 @@ var file_legion_proto_goTypes = []any{
 	(*SetVoterResponse)(nil),    // 26: legion.v1.SetVoterResponse
 	(*TokenRequest)(nil),        // 27: legion.v1.TokenRequest
 	(*TokenResponse)(nil),       // 28: legion.v1.TokenResponse
-	(*RevokeUserRequest)(nil),   // 29: legion.v1.RevokeUserRequest
-	(*RevokeUserResponse)(nil),  // 30: legion.v1.RevokeUserResponse
-	(*RotateCARequest)(nil),     // 31: legion.v1.RotateCARequest
-	(*RotateCAResponse)(nil),    // 32: legion.v1.RotateCAResponse
-	(*AuditEvent)(nil),          // 33: legion.v1.AuditEvent
-	(*RecordAuditRequest)(nil),  // 34: legion.v1.RecordAuditRequest
-	(*RecordAuditResponse)(nil), // 35: legion.v1.RecordAuditResponse
-	(*AuditRequest)(nil),        // 36: legion.v1.AuditRequest
-	(*AutolockRequest)(nil),     // 37: legion.v1.AutolockRequest
-	(*AutolockResponse)(nil),    // 38: legion.v1.AutolockResponse
-	(*UnlockRequest)(nil),       // 39: legion.v1.UnlockRequest
-	(*UnlockResponse)(nil),      // 40: legion.v1.UnlockResponse
-	(*BackupRequest)(nil),       // 41: legion.v1.BackupRequest
-	(*BackupChunk)(nil),         // 42: legion.v1.BackupChunk
-	(*IssueUserRequest)(nil),    // 43: legion.v1.IssueUserRequest
-	(*IssueUserResponse)(nil),   // 44: legion.v1.IssueUserResponse
-	(*RaftMessage)(nil),         // 45: legion.v1.RaftMessage
-	(*SnapshotChunk)(nil),       // 46: legion.v1.SnapshotChunk
-	nil,                         // 47: legion.v1.Metadata.LabelsEntry
-	nil,                         // 48: legion.v1.ListRequest.LabelsEntry
-	nil,                         // 49: legion.v1.WatchRequest.LabelsEntry
+	(*UsageRequest)(nil),        // 29: legion.v1.UsageRequest
+	(*TaskUsageReport)(nil),     // 30: legion.v1.TaskUsageReport
+	(*UsageResponse)(nil),       // 31: legion.v1.UsageResponse
+	(*RevokeUserRequest)(nil),   // 32: legion.v1.RevokeUserRequest
+	(*RevokeUserResponse)(nil),  // 33: legion.v1.RevokeUserResponse
+	(*RotateCARequest)(nil),     // 34: legion.v1.RotateCARequest
+	(*RotateCAResponse)(nil),    // 35: legion.v1.RotateCAResponse
+	(*AuditEvent)(nil),          // 36: legion.v1.AuditEvent
+	(*RecordAuditRequest)(nil),  // 37: legion.v1.RecordAuditRequest
+	(*RecordAuditResponse)(nil), // 38: legion.v1.RecordAuditResponse
+	(*AuditRequest)(nil),        // 39: legion.v1.AuditRequest
+	(*AutolockRequest)(nil),     // 40: legion.v1.AutolockRequest
+	(*AutolockResponse)(nil),    // 41: legion.v1.AutolockResponse
+	(*UnlockRequest)(nil),       // 42: legion.v1.UnlockRequest
+	(*UnlockResponse)(nil),      // 43: legion.v1.UnlockResponse
+	(*BackupRequest)(nil),       // 44: legion.v1.BackupRequest
+	(*BackupChunk)(nil),         // 45: legion.v1.BackupChunk
+	(*IssueUserRequest)(nil),    // 46: legion.v1.IssueUserRequest
+	(*IssueUserResponse)(nil),   // 47: legion.v1.IssueUserResponse
+	(*RaftMessage)(nil),         // 48: legion.v1.RaftMessage
+	(*SnapshotChunk)(nil),       // 49: legion.v1.SnapshotChunk
+	(*EventsRequest)(nil),       // 50: legion.v1.EventsRequest
+	(*ClusterEvent)(nil),        // 51: legion.v1.ClusterEvent
+	nil,                         // 52: legion.v1.Metadata.LabelsEntry
+	nil,                         // 53: legion.v1.ListRequest.LabelsEntry
+	nil,                         // 54: legion.v1.WatchRequest.LabelsEntry
 }
 var file_legion_proto_depIdxs = []int32{
-	47, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
+	52, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
 	0,  // 1: legion.v1.Object.metadata:type_name -> legion.v1.Metadata
 	1,  // 2: legion.v1.ApplyItem.object:type_name -> legion.v1.Object
 	2,  // 3: legion.v1.ApplyRequest.items:type_name -> legion.v1.ApplyItem
@@ -3105,72 +3528,77 @@ var file_legion_proto_depIdxs = []int32{
 	1,  // 5: legion.v1.ApplyResult.previous:type_name -> legion.v1.Object
 	4,  // 6: legion.v1.ApplyResponse.results:type_name -> legion.v1.ApplyResult
 	1,  // 7: legion.v1.GetResponse.object:type_name -> legion.v1.Object
-	48, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
+	53, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
 	1,  // 9: legion.v1.ListResponse.objects:type_name -> legion.v1.Object
 	1,  // 10: legion.v1.DeleteResponse.object:type_name -> legion.v1.Object
-	49, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
+	54, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
 	1,  // 12: legion.v1.WatchEvent.object:type_name -> legion.v1.Object
 	16, // 13: legion.v1.StatusResponse.members:type_name -> legion.v1.Member
-	33, // 14: legion.v1.RecordAuditRequest.events:type_name -> legion.v1.AuditEvent
-	3,  // 15: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
-	6,  // 16: legion.v1.Objects.Get:input_type -> legion.v1.GetRequest
-	8,  // 17: legion.v1.Objects.List:input_type -> legion.v1.ListRequest
-	10, // 18: legion.v1.Objects.Delete:input_type -> legion.v1.DeleteRequest
-	12, // 19: legion.v1.Objects.Watch:input_type -> legion.v1.WatchRequest
-	14, // 20: legion.v1.Cluster.Init:input_type -> legion.v1.InitRequest
-	17, // 21: legion.v1.Cluster.Status:input_type -> legion.v1.StatusRequest
-	19, // 22: legion.v1.Cluster.Join:input_type -> legion.v1.JoinRequest
-	21, // 23: legion.v1.Cluster.JoinCluster:input_type -> legion.v1.JoinClusterRequest
-	23, // 24: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
-	25, // 25: legion.v1.Cluster.SetVoter:input_type -> legion.v1.SetVoterRequest
-	27, // 26: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
-	27, // 27: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
-	43, // 28: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
-	41, // 29: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
-	37, // 30: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
-	39, // 31: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
-	34, // 32: legion.v1.Cluster.RecordAudit:input_type -> legion.v1.RecordAuditRequest
-	36, // 33: legion.v1.Cluster.Audit:input_type -> legion.v1.AuditRequest
-	29, // 34: legion.v1.Cluster.RevokeUser:input_type -> legion.v1.RevokeUserRequest
-	31, // 35: legion.v1.Cluster.RotateCA:input_type -> legion.v1.RotateCARequest
-	45, // 36: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
-	45, // 37: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
-	45, // 38: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
-	45, // 39: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
-	45, // 40: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
-	46, // 41: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
-	5,  // 42: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
-	7,  // 43: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
-	9,  // 44: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
-	11, // 45: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
-	13, // 46: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
-	15, // 47: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
-	18, // 48: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
-	20, // 49: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
-	22, // 50: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
-	24, // 51: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
-	26, // 52: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
-	28, // 53: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
-	28, // 54: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
-	44, // 55: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
-	42, // 56: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
-	38, // 57: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
-	40, // 58: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
-	35, // 59: legion.v1.Cluster.RecordAudit:output_type -> legion.v1.RecordAuditResponse
-	33, // 60: legion.v1.Cluster.Audit:output_type -> legion.v1.AuditEvent
-	30, // 61: legion.v1.Cluster.RevokeUser:output_type -> legion.v1.RevokeUserResponse
-	32, // 62: legion.v1.Cluster.RotateCA:output_type -> legion.v1.RotateCAResponse
-	45, // 63: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
-	45, // 64: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
-	45, // 65: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
-	45, // 66: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
-	45, // 67: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
-	45, // 68: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
-	42, // [42:69] is the sub-list for method output_type
-	15, // [15:42] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	30, // 14: legion.v1.UsageResponse.tasks:type_name -> legion.v1.TaskUsageReport
+	36, // 15: legion.v1.RecordAuditRequest.events:type_name -> legion.v1.AuditEvent
+	3,  // 16: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
+	6,  // 17: legion.v1.Objects.Get:input_type -> legion.v1.GetRequest
+	8,  // 18: legion.v1.Objects.List:input_type -> legion.v1.ListRequest
+	10, // 19: legion.v1.Objects.Delete:input_type -> legion.v1.DeleteRequest
+	12, // 20: legion.v1.Objects.Watch:input_type -> legion.v1.WatchRequest
+	14, // 21: legion.v1.Cluster.Init:input_type -> legion.v1.InitRequest
+	17, // 22: legion.v1.Cluster.Status:input_type -> legion.v1.StatusRequest
+	19, // 23: legion.v1.Cluster.Join:input_type -> legion.v1.JoinRequest
+	21, // 24: legion.v1.Cluster.JoinCluster:input_type -> legion.v1.JoinClusterRequest
+	23, // 25: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
+	25, // 26: legion.v1.Cluster.SetVoter:input_type -> legion.v1.SetVoterRequest
+	27, // 27: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
+	27, // 28: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
+	46, // 29: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
+	44, // 30: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
+	40, // 31: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
+	42, // 32: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
+	37, // 33: legion.v1.Cluster.RecordAudit:input_type -> legion.v1.RecordAuditRequest
+	39, // 34: legion.v1.Cluster.Audit:input_type -> legion.v1.AuditRequest
+	32, // 35: legion.v1.Cluster.RevokeUser:input_type -> legion.v1.RevokeUserRequest
+	34, // 36: legion.v1.Cluster.RotateCA:input_type -> legion.v1.RotateCARequest
+	50, // 37: legion.v1.Cluster.Events:input_type -> legion.v1.EventsRequest
+	29, // 38: legion.v1.Cluster.Usage:input_type -> legion.v1.UsageRequest
+	48, // 39: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
+	48, // 40: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
+	48, // 41: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
+	48, // 42: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
+	48, // 43: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
+	49, // 44: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
+	5,  // 45: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
+	7,  // 46: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
+	9,  // 47: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
+	11, // 48: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
+	13, // 49: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
+	15, // 50: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
+	18, // 51: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
+	20, // 52: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
+	22, // 53: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
+	24, // 54: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
+	26, // 55: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
+	28, // 56: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
+	28, // 57: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
+	47, // 58: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
+	45, // 59: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
+	41, // 60: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
+	43, // 61: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
+	38, // 62: legion.v1.Cluster.RecordAudit:output_type -> legion.v1.RecordAuditResponse
+	36, // 63: legion.v1.Cluster.Audit:output_type -> legion.v1.AuditEvent
+	33, // 64: legion.v1.Cluster.RevokeUser:output_type -> legion.v1.RevokeUserResponse
+	35, // 65: legion.v1.Cluster.RotateCA:output_type -> legion.v1.RotateCAResponse
+	51, // 66: legion.v1.Cluster.Events:output_type -> legion.v1.ClusterEvent
+	31, // 67: legion.v1.Cluster.Usage:output_type -> legion.v1.UsageResponse
+	48, // 68: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
+	48, // 69: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
+	48, // 70: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
+	48, // 71: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
+	48, // 72: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
+	48, // 73: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
+	45, // [45:74] is the sub-list for method output_type
+	16, // [16:45] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_legion_proto_init() }
@@ -3186,7 +3614,7 @@ func file_legion_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_legion_proto_rawDesc), len(file_legion_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -303,6 +303,8 @@ const (
 	Cluster_Audit_FullMethodName       = "/legion.v1.Cluster/Audit"
 	Cluster_RevokeUser_FullMethodName  = "/legion.v1.Cluster/RevokeUser"
 	Cluster_RotateCA_FullMethodName    = "/legion.v1.Cluster/RotateCA"
+	Cluster_Events_FullMethodName      = "/legion.v1.Cluster/Events"
+	Cluster_Usage_FullMethodName       = "/legion.v1.Cluster/Usage"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -342,6 +344,14 @@ type ClusterClient interface {
 	// RotateCA starts a rotation to a new root CA, or reports the one under
 	// way (cluster admin only).
 	RotateCA(ctx context.Context, in *RotateCARequest, opts ...grpc.CallOption) (*RotateCAResponse, error)
+	// Events streams the events this manager derived from the changes it
+	// applied, oldest first, narrowed by the request and by what the caller
+	// may read; with follow it goes on sending new ones.
+	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ClusterEvent], error)
+	// Usage is what running tasks use, as their nodes' heartbeats last
+	// said: the leader answers (a follower forwards), keeping only tasks
+	// in namespaces the caller may read tasks in.
+	Usage(ctx context.Context, in *UsageRequest, opts ...grpc.CallOption) (*UsageResponse, error)
 }
 
 type clusterClient struct {
@@ -530,6 +540,35 @@ func (c *clusterClient) RotateCA(ctx context.Context, in *RotateCARequest, opts 
 	return out, nil
 }
 
+func (c *clusterClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ClusterEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[2], Cluster_Events_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EventsRequest, ClusterEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_EventsClient = grpc.ServerStreamingClient[ClusterEvent]
+
+func (c *clusterClient) Usage(ctx context.Context, in *UsageRequest, opts ...grpc.CallOption) (*UsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UsageResponse)
+	err := c.cc.Invoke(ctx, Cluster_Usage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -567,6 +606,14 @@ type ClusterServer interface {
 	// RotateCA starts a rotation to a new root CA, or reports the one under
 	// way (cluster admin only).
 	RotateCA(context.Context, *RotateCARequest) (*RotateCAResponse, error)
+	// Events streams the events this manager derived from the changes it
+	// applied, oldest first, narrowed by the request and by what the caller
+	// may read; with follow it goes on sending new ones.
+	Events(*EventsRequest, grpc.ServerStreamingServer[ClusterEvent]) error
+	// Usage is what running tasks use, as their nodes' heartbeats last
+	// said: the leader answers (a follower forwards), keeping only tasks
+	// in namespaces the caller may read tasks in.
+	Usage(context.Context, *UsageRequest) (*UsageResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -624,6 +671,12 @@ func (UnimplementedClusterServer) RevokeUser(context.Context, *RevokeUserRequest
 }
 func (UnimplementedClusterServer) RotateCA(context.Context, *RotateCARequest) (*RotateCAResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateCA not implemented")
+}
+func (UnimplementedClusterServer) Events(*EventsRequest, grpc.ServerStreamingServer[ClusterEvent]) error {
+	return status.Error(codes.Unimplemented, "method Events not implemented")
+}
+func (UnimplementedClusterServer) Usage(context.Context, *UsageRequest) (*UsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Usage not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -920,6 +973,35 @@ func _Cluster_RotateCA_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Events_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(EventsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).Events(m, &grpc.GenericServerStream[EventsRequest, ClusterEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_EventsServer = grpc.ServerStreamingServer[ClusterEvent]
+
+func _Cluster_Usage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Usage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Usage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Usage(ctx, req.(*UsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -983,6 +1065,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "RotateCA",
 			Handler:    _Cluster_RotateCA_Handler,
 		},
+		{
+			MethodName: "Usage",
+			Handler:    _Cluster_Usage_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -993,6 +1079,11 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Audit",
 			Handler:       _Cluster_Audit_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Events",
+			Handler:       _Cluster_Events_Handler,
 			ServerStreams: true,
 		},
 	},
