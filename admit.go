@@ -30,6 +30,7 @@ func Admit(o Object) error {
 	case *Service:
 		o.Status = ServiceStatus{}
 		admitService(&o.Spec, &errs)
+		admitDependsOn(o.Metadata.Name, o.Spec.DependsOn, &errs)
 	case *Job:
 		o.Status = JobStatus{}
 		admitJob(&o.Spec, "spec", &errs)
@@ -420,8 +421,12 @@ func admitPod(pod *PodSpec, p string, ctx podContext, errs *ErrorList) {
 		if v.Tmpfs != nil {
 			sources++
 		}
+		if v.HostPath != nil {
+			sources++
+			admitHostPath(v.HostPath.Path, vp+".hostPath.path", errs)
+		}
 		if sources != 1 {
-			errs.add(vp, "expected exactly one of volume, claim or tmpfs, got %d", sources)
+			errs.add(vp, "expected exactly one of volume, claim, tmpfs or hostPath, got %d", sources)
 		}
 	}
 	seenSecrets := map[string]bool{}
@@ -936,7 +941,7 @@ func admitVolume(v *VolumeSpec, errs *ErrorList) {
 	}
 }
 
-var namespaceAllows = []string{AllowRawSockets, AllowChflags, AllowMlock, AllowSysvipc, AllowSecurelevel, AllowEnforceStatfs}
+var namespaceAllows = []string{AllowRawSockets, AllowChflags, AllowMlock, AllowSysvipc, AllowSecurelevel, AllowEnforceStatfs, AllowHostPath}
 
 func admitNamespace(n *Namespace, errs *ErrorList) {
 	s := &n.Spec

@@ -114,7 +114,7 @@ func TestCrossFieldChecksAndLimits(t *testing.T) {
 		{name: "pod volume has one source", kind: "Service",
 			good: svcSpec("", "containers: [{name: a, image: n}], volumes: [{name: d, volume: {name: v}}]"),
 			bad:  svcSpec("", "containers: [{name: a, image: n}], volumes: [{name: d, volume: {name: v}, tmpfs: {}}]"),
-			want: "spec.pod.volumes[0]: expected exactly one of volume, claim or tmpfs, got 2"},
+			want: "spec.pod.volumes[0]: expected exactly one of volume, claim, tmpfs or hostPath, got 2"},
 		{name: "claims only in stateful services", kind: "Service",
 			good: svcSpec("mode: stateful, ", "containers: [{name: a, image: n}], volumes: [{name: d, claim: {size: 1Gi}}]"),
 			bad:  svcSpec("", "containers: [{name: a, image: n}], volumes: [{name: d, claim: {size: 1Gi}}]"),

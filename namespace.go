@@ -42,8 +42,8 @@ type Quota struct {
 }
 
 // NamespaceSecurity lists what the namespace's containers may loosen:
-// rawSockets, chflags, mlock, sysvipc, securelevel (a level below 2) and
-// enforceStatfs (1).
+// rawSockets, chflags, mlock, sysvipc, securelevel (a level below 2),
+// enforceStatfs (1) and hostPath (pod volumes on the node's own paths).
 type NamespaceSecurity struct {
 	Allow []string `json:"allow,omitempty"`
 }
@@ -88,6 +88,11 @@ func (s NamespaceSecurity) Excess(pod *PodSpec, path string) []SecurityExcess {
 			out = append(out, SecurityExcess{Field: cp + ".security.enforceStatfs", Setting: AllowEnforceStatfs})
 		}
 	}
+	for i, v := range pod.Volumes {
+		if v.HostPath != nil && !slices.Contains(s.Allow, AllowHostPath) {
+			out = append(out, SecurityExcess{Field: fmt.Sprintf("%s.volumes[%d].hostPath", path, i), Setting: AllowHostPath})
+		}
+	}
 	for i := range pod.InitContainers {
 		check(fmt.Sprintf("%s.initContainers[%d]", path, i), &pod.InitContainers[i])
 	}
@@ -112,5 +117,5 @@ func (s NamespaceSecurity) ExcessMessage(ns string, pod *PodSpec, path string) s
 	if len(s.Allow) > 0 {
 		allowed = strings.Join(s.Allow, ", ")
 	}
-	return fmt.Sprintf("not allowed in namespace %s (its spec.security.allow: %s): %s", ns, allowed, strings.Join(parts, "; "))
+	return fmt.Sprintf("not allowed in namespace %s (its spec.security.allow: %s): %s; a cluster admin may add them to the Namespace's spec.security.allow", ns, allowed, strings.Join(parts, "; "))
 }

@@ -227,12 +227,22 @@ type FileRef struct {
 }
 
 // PodVolume is a volume of the pod: a Volume object, a claim (stateful
-// services: a Volume of the task's own), or a tmpfs living with the pod.
+// services: a Volume of the task's own), a tmpfs living with the pod, or
+// a directory or file of the node (only where the namespace allows
+// hostPath).
 type PodVolume struct {
-	Name   string       `json:"name"`
-	Volume *VolumeRef   `json:"volume,omitempty"`
-	Claim  *VolumeClaim `json:"claim,omitempty"`
-	Tmpfs  *TmpfsVolume `json:"tmpfs,omitempty"`
+	Name     string          `json:"name"`
+	Volume   *VolumeRef      `json:"volume,omitempty"`
+	Claim    *VolumeClaim    `json:"claim,omitempty"`
+	Tmpfs    *TmpfsVolume    `json:"tmpfs,omitempty"`
+	HostPath *HostPathVolume `json:"hostPath,omitempty"`
+}
+
+// HostPathVolume is a path on the node the task runs on, mounted as it is
+// (nullfs on jails, a bind mount on the process platform). It must exist
+// there: nothing creates it.
+type HostPathVolume struct {
+	Path string `json:"path"`
 }
 
 // VolumeRef names a Volume of the pod's namespace.
@@ -267,6 +277,8 @@ const (
 	// Only in a Namespace's allow-list: a securelevel below 2, enforceStatfs 1.
 	AllowSecurelevel   = "securelevel"
 	AllowEnforceStatfs = "enforceStatfs"
+	// Only in a Namespace's allow-list: pod volumes on the node's paths.
+	AllowHostPath = "hostPath"
 )
 
 // AllContainers returns the init containers followed by the containers.

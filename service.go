@@ -29,6 +29,7 @@ type ServiceSpec struct {
 	Endpoint  Endpoint     `json:"endpoint"`
 	Update    UpdateConfig `json:"update"`
 	Autoscale *Autoscale   `json:"autoscale,omitempty"`
+	DependsOn []Dependency `json:"dependsOn,omitempty"` // waited for on first deploy
 }
 
 // Placement says where tasks may and should go.

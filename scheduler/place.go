@@ -351,6 +351,10 @@ func (p *planner) placeTask(e *entry) bool {
 		p.pend(e, msg)
 		return false
 	}
+	if msg := p.dependsMessage(o); msg != "" {
+		p.pend(e, msg)
+		return false
+	}
 	if msg := p.quotaMessage(t.Metadata.Namespace, o.requests); msg != "" {
 		p.pend(e, msg)
 		return false
