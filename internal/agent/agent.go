@@ -431,6 +431,12 @@ func (a *Agent) writeFiles(t *legion.Task, values map[string][]byte) (map[string
 		}
 	}
 	for _, v := range t.Spec.Pod.Volumes {
+		if v.HostPath != nil {
+			// The node's own path, mounted as it is; the runtime says so
+			// when it is missing.
+			out["volume:"+v.Name] = v.HostPath.Path
+			continue
+		}
 		if v.Tmpfs == nil {
 			continue
 		}
