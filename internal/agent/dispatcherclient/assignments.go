@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent"
@@ -17,11 +18,12 @@ import (
 // changes, followed through one manager at a time, which sends a whole
 // set first and then only changes, applied here; when the stream breaks
 // it is opened again on the next manager, which starts again with a
-// whole set. The channel closes when ctx
-// ends or at Close. A set the agent has not taken yet is replaced by a
-// newer one.
+// whole set. The channel closes when ctx ends or at Close. A set is built
+// when the agent is ready to take one, from every change received until
+// then: changes arriving while the agent works on a set cost nothing
+// more than applying them.
 func (s *Session) Assignments(ctx context.Context) (<-chan agent.Assignments, error) {
-	out := make(chan agent.Assignments, 1)
+	out := make(chan agent.Assignments)
 	sctx, cancel := s.scope(ctx)
 	s.wg.Add(1)
 	go func() {
@@ -74,8 +76,18 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 	if err != nil {
 		return false, err
 	}
+	f := newFollower()
+	hctx, stopHanding := context.WithCancel(sctx)
+	handed := make(chan struct{})
+	go func() {
+		defer close(handed)
+		f.handOver(hctx, out)
+	}()
+	defer func() {
+		stopHanding()
+		<-handed
+	}()
 	got := false
-	var cur *state // nil until the stream's first, whole, set
 	for {
 		set, err := st.Recv()
 		if err != nil {
@@ -84,29 +96,79 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 		if s.cfg.OnAssignments != nil {
 			s.cfg.OnAssignments(proto.Size(set), set.GetDelta())
 		}
-		var as agent.Assignments
-		switch {
-		case !set.GetDelta():
-			if as, err = decode(set); err == nil {
-				cur = stateOf(as)
-			}
-		case cur == nil:
-			err = fmt.Errorf("changes at version %d before a whole set", set.GetVersion())
-		default:
-			if err = cur.apply(set); err == nil {
-				as = cur.assignments()
-			}
-		}
-		if err != nil {
+		if err := f.take(set); err != nil {
 			// Only whole sets reach the agent: a manager sending what this
 			// agent cannot read is left for another, which starts again
 			// with a whole set.
 			return got, fmt.Errorf("manager %s: %w", addr, err)
 		}
-		if !deliver(ctx, out, as) {
-			return got, ctx.Err()
-		}
 		got = true
+	}
+}
+
+// follower holds one stream's state of the node's assignments and hands
+// it to the agent as a whole set whenever the agent is ready for one.
+// Building a set copies every list (every running task in the cluster is
+// a policy member), so it is done once per set the agent takes, not once
+// per change received: in a rollout changes come every few milliseconds.
+type follower struct {
+	mu     sync.Mutex
+	cur    *state // nil until the stream's first, whole, set
+	dirty  chan struct{}
+	builds int // sets built, for tests
+}
+
+func newFollower() *follower { return &follower{dirty: make(chan struct{}, 1)} }
+
+// take applies one message of the stream. On an error the state is not
+// used again.
+func (f *follower) take(set *legionpb.AssignmentSet) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case !set.GetDelta():
+		as, err := decode(set)
+		if err != nil {
+			return err
+		}
+		f.cur = stateOf(as)
+	case f.cur == nil:
+		return fmt.Errorf("changes at version %d before a whole set", set.GetVersion())
+	default:
+		if err := f.cur.apply(set); err != nil {
+			f.cur = nil
+			return err
+		}
+	}
+	select {
+	case f.dirty <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// handOver builds a set after changes and waits for the agent to take
+// it, until ctx ends; changes taken meanwhile make the next set.
+func (f *follower) handOver(ctx context.Context, out chan<- agent.Assignments) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.dirty:
+		}
+		f.mu.Lock()
+		if f.cur == nil {
+			f.mu.Unlock()
+			continue
+		}
+		as := f.cur.assignments()
+		f.builds++
+		f.mu.Unlock()
+		select {
+		case out <- as:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -158,23 +220,6 @@ func decode(set *legionpb.AssignmentSet) (agent.Assignments, error) {
 		}
 	}
 	return as, nil
-}
-
-// deliver hands the agent a set, dropping one it has not taken yet.
-func deliver(ctx context.Context, out chan agent.Assignments, as agent.Assignments) bool {
-	for {
-		select {
-		case out <- as:
-			return true
-		case <-ctx.Done():
-			return false
-		default:
-		}
-		select {
-		case <-out: // stale: the new set replaces it
-		default:
-		}
-	}
 }
 
 func (s *Session) streamAddr() string {

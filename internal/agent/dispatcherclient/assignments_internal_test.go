@@ -2,6 +2,7 @@ package dispatcherclient
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,21 +50,52 @@ func TestDecodeTakesWholeSetsOnly(t *testing.T) {
 	}
 }
 
-func TestDeliverReplacesAnUntakenSet(t *testing.T) {
-	out := make(chan agent.Assignments, 1)
-	ctx := context.Background()
-	first := agent.Assignments{Values: map[string][]byte{"v": []byte("1")}}
-	second := agent.Assignments{Values: map[string][]byte{"v": []byte("2")}}
-	if !deliver(ctx, out, first) || !deliver(ctx, out, second) {
-		t.Fatal("deliver refused with a live context")
+// A burst of changes while the agent is busy costs one set, built when
+// the agent is ready, holding every change; not a set per change (each
+// copies every list of the node's state).
+func TestSetsAreBuiltWhenTheAgentTakesThem(t *testing.T) {
+	t.Parallel()
+	f := newFollower()
+	if err := f.take(&legionpb.AssignmentSet{Version: 1, Values: map[string][]byte{"v": []byte("0")}}); err != nil {
+		t.Fatal(err)
 	}
-	if got := string((<-out).Values["v"]); got != "2" {
-		t.Fatalf("the agent got set %s, want the newest, 2", got)
+	out := make(chan agent.Assignments)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		f.handOver(ctx, out)
+	}()
+	if got := string((<-out).Values["v"]); got != "0" {
+		t.Fatalf("first set: value %q, want 0", got)
 	}
-	select {
-	case as := <-out:
-		t.Fatalf("a stale set is still queued: %v", as)
-	default:
+	const changes = 100
+	for i := 1; i <= changes; i++ {
+		set := &legionpb.AssignmentSet{Version: uint64(1 + i), Delta: true,
+			ValueChanges: &legionpb.Items{Put: map[string][]byte{"v": []byte(strconv.Itoa(i))}}}
+		if err := f.take(set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The agent takes sets until it holds the last change: at most the one
+	// built when the burst began and one with the rest.
+	taken := 1
+	for {
+		as := <-out
+		taken++
+		if string(as.Values["v"]) == strconv.Itoa(changes) {
+			break
+		}
+		if taken > 3 {
+			t.Fatalf("%d sets taken and the last change not in them (holds %q)", taken, as.Values["v"])
+		}
+	}
+	f.mu.Lock()
+	builds := f.builds
+	f.mu.Unlock()
+	if builds > 3 {
+		t.Fatalf("%d sets built for 1 whole set and %d changes: want at most 3", builds, changes)
 	}
 }
 
