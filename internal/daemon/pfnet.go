@@ -178,8 +178,9 @@ func (n *PFNetwork) applyLocked(ctx context.Context, services bool) error {
 		if _, err := n.PF.ApplyServices(ctx, st); err != nil {
 			return err
 		}
+		// Pods are dual-stack here (5.7), so every A has its AAAA twin.
 		if n.ZoneFile != "" {
-			if err := resolver.WriteZone(n.ZoneFile, resolver.BuildZone(zoneServices(n.services, nil), nil)); err != nil {
+			if err := resolver.WriteZone(n.ZoneFile, resolver.BuildZone(zoneServices(n.services, nil), n.Plan.Twin)); err != nil {
 				n.Logger.Warn("writing the resolver's zone", "err", err)
 			}
 		}

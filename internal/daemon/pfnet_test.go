@@ -169,6 +169,13 @@ func TestPFNetworkPodLifecycle(t *testing.T) {
 	if err := json.Unmarshal(z, &zf); err != nil || len(zf.Records) == 0 {
 		t.Errorf("zone records %v (%v)", zf.Records, err)
 	}
+	// A jails node is dual-stack (5.7): each A has its IPv6 twin beside it.
+	if r := zf.Records["web.shop.legion."]; len(r.A) != 1 || len(r.AAAA) != 1 || r.AAAA[0] != addrplan.MustTwin(netip.MustParseAddr(r.A[0])).String() {
+		t.Errorf("the VIP's record must carry its twin: %+v", r)
+	}
+	if r := zf.Records["tasks.web.shop.legion."]; len(r.AAAA) != 1 || r.AAAA[0] != addrplan.MustTwin(netip.MustParseAddr(ip)).String() {
+		t.Errorf("the task's record must carry its twin: %+v", r)
+	}
 
 	f.Reset()
 	if err := n.Detach(ctx, task); err != nil {

@@ -169,6 +169,61 @@ func TestServerAnswersClusterNames(t *testing.T) {
 	}
 }
 
+// With twins, every name with A records answers AAAA with the twins of
+// those same addresses.
+func TestServerAnswersAAAAForEveryA(t *testing.T) {
+	t.Parallel()
+	// Unlike twin, this maps the VIPs too, as addrplan does.
+	every := func(a netip.Addr) (netip.Addr, bool) {
+		b := a.As4()
+		return netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x10, 0, b[1], 0, b[2], 14: 0, 15: b[3]}), a.Is4()
+	}
+	z := BuildZone(testServices(), every)
+	r := start(t, z)
+	for name, rec := range z.Records {
+		if len(rec.A) == 0 {
+			continue
+		}
+		var want []string
+		for _, a := range rec.A {
+			tw, ok := every(netip.MustParseAddr(a))
+			if !ok {
+				t.Fatalf("%s: %s has no twin", name, a)
+			}
+			want = append(want, tw.String())
+		}
+		sort.Strings(want)
+		m := query(t, r.addr, "tcp", name, dns.TypeAAAA) // tcp: the 60-task names are truncated over udp
+		if m.Rcode != dns.RcodeSuccess || !m.Authoritative {
+			t.Errorf("%s AAAA: rcode %s authoritative %v", name, dns.RcodeToString[m.Rcode], m.Authoritative)
+		}
+		if d := cmp.Diff(want, addrs(m)); d != "" {
+			t.Errorf("%s AAAA (-want +got):\n%s", name, d)
+		}
+	}
+}
+
+// A node without IPv6 (no twins) answers AAAA for a name it serves with
+// NOERROR and no records, the SOA in the authority section (NODATA, RFC
+// 2308): NXDOMAIN would tell the client the name has no A either.
+func TestServerAnswersNoDataForAAAAWithoutIPv6(t *testing.T) {
+	t.Parallel()
+	r := start(t, BuildZone(testServices(), nil))
+	for _, name := range []string{"web.shop.legion.", "tasks.web.shop.legion.", "db-0.db.shop.legion."} {
+		m := query(t, r.addr, "udp", name, dns.TypeAAAA)
+		if m.Rcode != dns.RcodeSuccess || !m.Authoritative || len(m.Answer) != 0 {
+			t.Errorf("%s AAAA: rcode %s authoritative %v answers %v, want NOERROR, authoritative, none", name,
+				dns.RcodeToString[m.Rcode], m.Authoritative, m.Answer)
+		}
+		if len(m.Ns) != 1 || m.Ns[0].Header().Rrtype != dns.TypeSOA {
+			t.Errorf("%s AAAA: authority %v, want the zone's SOA", name, m.Ns)
+		}
+		if a := query(t, r.addr, "udp", name, dns.TypeA); len(a.Answer) == 0 {
+			t.Errorf("%s A: no answer, yet AAAA said the name exists", name)
+		}
+	}
+}
+
 func TestServerRoundRobinsAnswers(t *testing.T) {
 	r := start(t, BuildZone(testServices(), twin))
 	first := map[string]bool{}
