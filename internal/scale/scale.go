@@ -27,6 +27,7 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -40,6 +41,11 @@ const reportRetry = 200 * time.Millisecond
 type Options struct {
 	Managers int // default 3
 	Agents   int // default 256
+	// Timing, when set, replaces the tests' fast Raft timing: the full run
+	// uses the production one, as its figures are meant for a real cluster
+	// (and a fast election timeout on a loaded machine holds elections
+	// that a real cluster would not).
+	Timing *store.Timing
 }
 
 // Harness is a running cluster with its simulated agents.
@@ -85,7 +91,11 @@ func New(t testing.TB, o Options) *Harness {
 	if o.Agents <= 0 {
 		o.Agents = 256
 	}
-	c := testcluster.New(t, testcluster.Options{Managers: o.Managers, Leader: true})
+	opts := testcluster.Options{Managers: o.Managers, Leader: true}
+	if o.Timing != nil {
+		opts.Configure = func(_ int, c *server.Config) { c.Timing = *o.Timing }
+	}
+	c := testcluster.New(t, opts)
 	h := &Harness{t: t, Cluster: c}
 	for _, m := range c.Managers {
 		h.addrs = append(h.addrs, m.Addr)

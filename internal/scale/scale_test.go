@@ -3,6 +3,8 @@ package scale
 import (
 	"context"
 	"fmt"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"runtime"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/store"
 )
 
 // TestAssignmentsAreSentAsChanges runs 16 simulated agents and 200
@@ -105,7 +108,9 @@ func cpu() time.Duration {
 // the middle, a drain of 32 nodes; each phase timed, with the traffic of
 // the assignment streams and the process's CPU. Too big for CI: it runs
 // with LEGION_SCALE=1 (sizes: LEGION_SCALE_AGENTS, _SERVICES, _REPLICAS,
-// _DRAIN).
+// _DRAIN; LEGION_SCALE_TRACE=1 logs each poll, LEGION_SCALE_PPROF=addr
+// serves live profiles, LEGION_SCALE_FAST=1 keeps the tests' Raft timing
+// instead of the production one).
 func TestScale(t *testing.T) {
 	if os.Getenv("LEGION_SCALE") == "" {
 		t.Skip("the full scale run takes minutes: set LEGION_SCALE=1")
@@ -118,8 +123,19 @@ func TestScale(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
+	if addr := os.Getenv("LEGION_SCALE_PPROF"); addr != "" {
+		// Live profiles of the run (net/http/pprof's handlers).
+		srv := &http.Server{Addr: addr}
+		t.Cleanup(func() { srv.Close() })
+		go srv.ListenAndServe()
+	}
+	o := Options{Agents: agents}
+	if os.Getenv("LEGION_SCALE_FAST") == "" {
+		tm := store.DefaultTiming()
+		o.Timing = &tm
+	}
 	start := time.Now()
-	h := New(t, Options{Agents: agents})
+	h := New(t, o)
 	if os.Getenv("LEGION_SCALE_TRACE") != "" {
 		h.Trace = t.Logf
 	}

@@ -127,8 +127,8 @@ func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[strin
 		if err == nil {
 			last = c
 			if h.Trace != nil {
-				h.Trace("%s %s: running %d, at the tag %d, on the nodes %d, other %d", time.Since(start).Round(time.Millisecond), what,
-					c.Running, c.AtTag, c.OnNodes, c.Other)
+				h.Trace("%s %s: running %d, at the tag %d, on the nodes %d, other %d (leader %s)", time.Since(start).Round(time.Millisecond), what,
+					c.Running, c.AtTag, c.OnNodes, c.Other, h.Cluster.WaitLeader().Addr)
 			}
 			if done(c) {
 				return time.Since(start), nil
