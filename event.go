@@ -23,7 +23,6 @@ const (
 	ReasonTaskOrphaned       = "TaskOrphaned"
 	ReasonBackOff            = "BackOff"
 	ReasonProbeFailed        = "ProbeFailed"
-	ReasonTaskReady          = "TaskReady"
 	ReasonImagePullFailed    = "ImagePullFailed"
 	ReasonWrongPlatform      = "WrongPlatform"
 	ReasonNodeJoined         = "NodeJoined"

@@ -128,6 +128,8 @@ type Server struct {
 	sess *sessions.Service
 	// audit holds the events recorded here until they are written.
 	audit *audit.Recorder
+	// events holds the events derived from what this manager applied.
+	events eventFeed
 }
 
 // Credentials are the node's certificate and key once it belongs to a
@@ -328,6 +330,7 @@ func (s *Server) become(role string, files *pki.NodeFiles, bootstrap bool) error
 	s.mu.Lock()
 	s.st, s.tr, s.state = st, tr, roleManager
 	s.mu.Unlock()
+	s.startEvents(st)
 	s.startAutolock()
 	s.log.Info("serving as a manager", "node", s.nodeID, "advertise", s.cfg.Advertise)
 	return nil
