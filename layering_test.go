@@ -84,6 +84,8 @@ var layers = []layer{
 	{pattern: "cluster/netplan", may: []string{"", "cluster/store", "netbsd/addrplan"}},
 	// Audit events, their buffer and batches: over the store, no network.
 	{pattern: "cluster/audit", may: []string{"", "cluster/store"}},
+	// Events derived from changes, and their ring: pure, fed by the server.
+	{pattern: "cluster/events", may: []string{""}, neverDeps: nodeSide},
 	{pattern: "cluster/...", may: []string{"", "scheduler", "cluster/...", "internal/proto", "internal/endpoints",
 		"netbsd/addrplan", "image", "image/cosign", "internal/buildinfo"}},
 	// The leader's work and the manager's entry point run on managers
