@@ -118,6 +118,13 @@ type Agent struct {
 	// Attacher, when set, mounts the Volumes of the other drivers it
 	// serves; a task mounting one fails on a node without it.
 	Attacher VolumeAttacher
+	// Platform is the node's platform as its status reports it: a task
+	// whose image offers nothing for it is rejected naming it
+	// (wrongPlatform), which keeps the planner off such nodes.
+	Platform legion.Platform
+	// ImageGCEvery is how often images no task here uses are collected
+	// when Images can collect; ImageGCInterval when zero.
+	ImageGCEvery time.Duration
 
 	log     *slog.Logger
 	logOnce sync.Once
@@ -128,6 +135,52 @@ type Agent struct {
 	wg      sync.WaitGroup
 	vl      volumeLocks
 	volSets chan Assignments // the latest set, for the local copies
+	// assigned are the latest set's tasks for this node: their images
+	// are kept from collection.
+	assigned []*legion.Task
+}
+
+// ImageGCInterval is how often a node collects the images no task uses
+// (6.1: checked every ten minutes; the store keeps each an hour unused).
+const ImageGCInterval = 10 * time.Minute
+
+// ImageCollector is an image store that removes, at each tick, images
+// unused for its grace except those keep names (image.Images).
+type ImageCollector interface {
+	Collect(ctx context.Context, tick <-chan time.Time, now func() time.Time, keep func() []string)
+}
+
+// imagesInUse names the images of every task assigned here and of every
+// worker still running (pulling, or stopping after its task went).
+func (a *Agent) imagesInUse() []string {
+	a.mu.Lock()
+	tasks := append([]*legion.Task(nil), a.assigned...)
+	for _, w := range a.workers {
+		select {
+		case <-w.done:
+		default:
+			tasks = append(tasks, w.task)
+		}
+	}
+	a.mu.Unlock()
+	var out []string
+	for _, t := range tasks {
+		for _, c := range t.Spec.Pod.AllContainers() {
+			out = append(out, c.Image, imageRef(t, c.Image))
+		}
+	}
+	return out
+}
+
+// collectImages runs the store's collection until ctx ends.
+func (a *Agent) collectImages(ctx context.Context, c ImageCollector) {
+	every := a.ImageGCEvery
+	if every <= 0 {
+		every = ImageGCInterval
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	c.Collect(ctx, tick.C, a.now, a.imagesInUse)
 }
 
 // initLog sets the agent's logger once: volume sessions may be served
@@ -223,6 +276,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stopVolumes()
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.followLocalCopies(volCtx) }()
+	if c, ok := a.Images.(ImageCollector); ok {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.collectImages(volCtx, c) }()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -276,7 +333,11 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		}
 	}
 	want := map[string]*legion.Task{}
+	a.assigned = a.assigned[:0]
 	for _, t := range as.Tasks {
+		if t.Spec.Node == a.Node && !t.Status.State.Terminal() {
+			a.assigned = append(a.assigned, t)
+		}
 		if t.Spec.Node == a.Node && t.Spec.DesiredState == legion.TaskRunning && !t.Status.State.Terminal() {
 			want[t.Metadata.UID] = t
 		}

@@ -196,6 +196,7 @@ type fakeImages struct {
 	// user is the images' configured User; root, when set, is every
 	// container's root (else a path that does not exist).
 	user, root string
+	os         string // the images' OS; freebsd when empty
 
 	mu      sync.Mutex
 	pulls   []string
@@ -210,7 +211,11 @@ func (f *fakeImages) Pull(ctx context.Context, ref string, o image.PullOptions) 
 	if err := f.fail[ref]; err != nil {
 		return nil, err
 	}
-	cfg, err := json.Marshal(image.Config{OS: "freebsd", Architecture: "amd64",
+	imageOS := f.os
+	if imageOS == "" {
+		imageOS = "freebsd"
+	}
+	cfg, err := json.Marshal(image.Config{OS: imageOS, Architecture: "amd64",
 		Config: image.ContainerConfig{Cmd: f.cmd, Env: []string{"PATH=/bin"}, User: f.user}})
 	if err != nil {
 		return nil, err

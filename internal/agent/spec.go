@@ -114,6 +114,9 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 			MaxProc: int64(c.Resources.Limits.Maxproc), OpenFiles: int64(c.Resources.Limits.Openfiles),
 		},
 		Security: jail.Security{Allow: c.Security.Allow, Securelevel: c.Security.Securelevel, EnforceStatfs: c.Security.EnforceStatfs},
+		// A Linux image (the store took it only on a node that runs them)
+		// gets what Linux programs expect of /proc, /sys and /dev (6.6).
+		Linux: cfg.OS == "linux",
 	}
 	if c.StopGracePeriod != nil {
 		spec.StopGrace = c.StopGracePeriod.D()

@@ -101,6 +101,14 @@ func (w *worker) run(ctx context.Context) {
 				w.teardown(context.WithoutCancel(ctx), legion.TaskShutdown, "stopped before it ran")
 				return
 			}
+			if wp := (*image.ErrPlatform)(nil); errors.As(err, &wp) {
+				// No image for this node's platform: rejected with it, so
+				// the planner places the owner's next task elsewhere.
+				pl := w.a.Platform
+				w.status.WrongPlatform = &pl
+				w.teardown(context.WithoutCancel(ctx), legion.TaskRejected, err.Error())
+				return
+			}
 			w.teardown(context.WithoutCancel(ctx), legion.TaskFailed, err.Error())
 			return
 		}

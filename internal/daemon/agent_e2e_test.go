@@ -135,6 +135,8 @@ type node struct {
 	// vipOctet places the node's VIPs in 127/8 (LocalAddr), from ranges
 	// of its own.
 	vipOctet byte
+	// platform is what the node's status reports.
+	platform legion.Platform
 
 	clock       *offsetClock
 	agentCancel context.CancelFunc
@@ -147,7 +149,7 @@ func (n *node) startAgent(ctx context.Context) {
 	actx, cancel := context.WithCancel(ctx)
 	n.agentCancel, n.agentDone = cancel, make(chan struct{})
 	a := &agent.Agent{Node: "n1", Manager: n.sess, Runtime: n.rt, Images: n.images, Network: n.net,
-		DataDir: n.dataDir, RunDir: n.runDir, Endpoints: n.eps.Apply, TaskDirs: n.dirs}
+		DataDir: n.dataDir, RunDir: n.runDir, Endpoints: n.eps.Apply, TaskDirs: n.dirs, Platform: n.platform}
 	go func() { defer close(n.agentDone); a.Run(actx) }()
 }
 
@@ -243,6 +245,7 @@ func startNode(t testing.TB) *node {
 	status := legion.NodeStatus{State: legion.NodeReady, Hostname: "n1",
 		Platform:  legion.Platform{OS: "freebsd", Arch: "amd64"},
 		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}, Allocatable: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}}}
+	n.platform = status.Platform
 	n.clock = &offsetClock{}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel

@@ -184,7 +184,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	}
 	a := &agent.Agent{Node: name, Manager: sess, Runtime: rt, Images: images,
 		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers,
-		Volumes: p.volumes, Attacher: p.attacher}
+		Volumes: p.volumes, Attacher: p.attacher, Platform: p.nodePlatform()}
 	var ingressAddrs []string
 	if o.IngressListen != "" || o.IngressTLSListen != "" {
 		g := NewIngress(log)
@@ -216,15 +216,21 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	return nil
 }
 
-// nodeStatus is what this node reports of itself. Linux images run only
-// where containers are host processes on Linux; a jails node without rctl
-// says it takes no limits.
+// nodePlatform is what this node runs: its OS and architecture, and
+// whether it runs Linux images (p.linux).
+func (p *platform) nodePlatform() legion.Platform {
+	return legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: p.linux}
+}
+
+// nodeStatus is what this node reports of itself: its platform, and on a
+// jails node without rctl that it takes no limits.
 func nodeStatus(hostname string, p *platform) legion.NodeStatus {
 	cpu := legion.CPU(runtime.NumCPU() * 1000)
 	mem := legion.Bytes(memoryBytes())
+	pl := p.nodePlatform()
+	pl.NoLimits = p.noLimits
 	st := legion.NodeStatus{State: legion.NodeReady, Hostname: hostname,
-		Platform: legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: runtime.GOOS == "linux" && p.kind == PlatformProcess,
-			NoLimits: p.noLimits},
+		Platform:  pl,
 		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
 		Version:   "dev", ImagePins: true}
 	if p.wgKey != "" {

@@ -67,6 +67,10 @@ type Options struct {
 	// ExtIf is the interface published ports are redirected from on a
 	// jails node; the default route's when empty.
 	ExtIf string
+	// Linux has a jails node run Linux images too, through FreeBSD's
+	// Linux ABI (--linux, 6.6); a process node on Linux runs them anyway
+	// and one elsewhere cannot (see linuxImages).
+	Linux bool
 	// PFMain lets a jails node load a main pf ruleset of just the calls of
 	// Legion's anchors when the host's is empty (--pf-main).
 	PFMain bool

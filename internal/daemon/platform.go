@@ -67,6 +67,7 @@ type platform struct {
 	volumes   volumes.Store  // the node's local Volumes
 	attacher  *attach.Attacher
 	noLimits  bool   // rctl is off: containers with limits cannot run
+	linux     bool   // runs Linux images (node.platform.linux)
 	wgKey     string // the node's WireGuard public key (jails)
 	peers     func(context.Context, []endpoints.Peer)
 	endpoints func(context.Context, []endpoints.Service, *endpoints.Policies)
@@ -114,8 +115,29 @@ func OpenImages(o Options, log *slog.Logger) (*image.Images, error) {
 	default:
 		return nil, fmt.Errorf("platform %q: expected %s or %s", o.Platform, PlatformJails, PlatformProcess)
 	}
+	linux, err := linuxImages(o)
+	if err != nil {
+		return nil, err
+	}
 	return image.Open(image.Options{DataDir: o.DataDir, Store: store, Log: log,
-		Platform: image.PlatformRule{Arch: runtime.GOARCH, AllowLinux: o.Platform == PlatformProcess && runtime.GOOS != "freebsd"}})
+		Platform: image.PlatformRule{Arch: runtime.GOARCH, AllowLinux: linux}})
+}
+
+// linuxImages says whether the node runs Linux images: a jails node when
+// started with --linux (through linux64); a process node when its host is
+// Linux, whose programs its containers are, --linux or not. A process
+// node on any other host has no Linux ABI to run them with, so --linux
+// is refused there rather than accepted and not done.
+func linuxImages(o Options) (bool, error) {
+	switch {
+	case o.Platform == PlatformJails:
+		return o.Linux, nil
+	case runtime.GOOS == "linux":
+		return true, nil
+	case o.Linux:
+		return false, fmt.Errorf("--linux: the %s platform runs images as host processes, and this %s host has no Linux ABI for them; use --platform %s on FreeBSD", o.Platform, runtime.GOOS, PlatformJails)
+	}
+	return false, nil
 }
 
 // openPlatform opens the node's image store and runtime, and says at start
@@ -127,6 +149,7 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 		return nil, err
 	}
 	p := &platform{kind: o.Platform, images: images, close: func() { images.Close() }}
+	p.linux, _ = linuxImages(o) // OpenImages refused what it refuses
 	// Volumes of other drivers: every one on jails, plugins only on the
 	// process platform (the attacher says so to a task that asks).
 	p.attacher = &attach.Attacher{Runner: o.runner(), RunDir: o.RunDir, PluginDir: o.VolumePlugins, Platform: attach.PlatformProcess, Logger: log}
@@ -190,7 +213,7 @@ func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*j
 		// first of them fails on its own terms.
 		return nil, false, fmt.Errorf("platform %s runs jails, ZFS and pf and needs root (running as uid %d); use --platform %s for a development node", PlatformJails, os.Geteuid(), PlatformProcess)
 	}
-	host, warnings, err := jail.Startup(ctx, r, false)
+	host, warnings, err := jail.Startup(ctx, r, o.Linux)
 	if err != nil {
 		return nil, false, fmt.Errorf("jail runtime: %w", err)
 	}
