@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/legionbsd/legion/cluster/acme"
 	"github.com/legionbsd/legion/cluster/controller"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/image"
@@ -50,8 +51,8 @@ func (o *Options) defaults() {
 }
 
 // Tasks is the work a leading manager does over its store: the controller
-// loop, the VIP allocator, the image resolver and, given a Mover, the
-// volume migrator.
+// loop, the VIP allocator, the image resolver, the ACME certificates of
+// Routes and, given a Mover, the volume migrator.
 func Tasks(st *store.Store, o Options) []Task {
 	o.defaults()
 	log := o.Logger
@@ -62,6 +63,7 @@ func Tasks(st *store.Store, o Options) []Task {
 		{Name: "VIP allocator", Run: func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) }},
 		{Name: "image resolver", Run: (&controller.ImageResolver{Store: st, Resolve: Resolve(o.Registry),
 			Check: Check(st, o.Registry), Logger: log}).Run},
+		{Name: "ACME", Run: (&acme.Controller{Store: st, Logger: log}).Run},
 	}
 	if o.Mover != nil {
 		tasks = append(tasks, Task{Name: "volume migrator", Run: func(ctx context.Context) error {
