@@ -86,11 +86,13 @@ var layers = []layer{
 	{pattern: "cluster/audit", may: []string{"", "cluster/store"}},
 	// Events derived from changes, and their ring: pure, fed by the server.
 	{pattern: "cluster/events", may: []string{""}, neverDeps: nodeSide},
+	// ACME for Routes: the store and an authority, nothing of the node side.
+	{pattern: "cluster/acme", may: []string{"", "cluster/store"}, neverDeps: nodeSide},
 	{pattern: "cluster/...", may: []string{"", "scheduler", "cluster/...", "internal/proto", "internal/endpoints",
 		"netbsd/addrplan", "image", "image/cosign", "internal/buildinfo"}},
 	// The leader's work and the manager's entry point run on managers
 	// without an agent: nothing of the node side comes with them.
-	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/controller", "cluster/netplan", "cluster/store", "internal/proto", "netbsd/addrplan", "image", "image/cosign"},
+	{pattern: "cluster/leader", may: []string{"", "scheduler", "cluster/acme", "cluster/controller", "cluster/netplan", "cluster/store", "internal/proto", "netbsd/addrplan", "image", "image/cosign"},
 		neverDeps: nodeSide},
 	// Metrics read the store; a scrape reaches nothing else.
 	{pattern: "cluster/metrics", may: []string{"", "cluster/store"}, neverDeps: nodeSide},
