@@ -41,6 +41,14 @@ type Options struct {
 	// Strict refuses every setting Legion does not support (the
 	// Unsupported warnings) rather than warn.
 	Strict bool
+	// Dir is the absolute directory relative bind mount sources resolve
+	// against: the first compose file's, as compose resolves them. Empty
+	// refuses relative bind mounts.
+	Dir string
+	// Profiles are the active compose profiles: a service naming profiles
+	// is deployed only when one of them is active ("*": all), as
+	// docker compose does.
+	Profiles []string
 }
 
 // Warning is something of the compose file Legion does not carry over as
@@ -117,6 +125,7 @@ func Convert(ctx context.Context, files []File, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	c.warnUnmapped()
 	project, err := c.load(ctx, files)
 	if err != nil {
 		return nil, err
@@ -153,6 +162,9 @@ type converter struct {
 	warnings  []Warning
 	seen      map[string]bool
 	segmented bool // the compose networks separate some services
+
+	scanService  string              // the service the scan is in: services.<key>
+	unmappedKeys map[string][]string // by services.<key>: its keys Legion does not map
 }
 
 // namespace builds the Namespace the converted objects ask for.
@@ -186,10 +198,24 @@ func (c *converter) note(path, format string, args ...any) {
 }
 
 func (c *converter) add(w Warning) {
+	if w.Msg == "not supported, ignored" && c.inUnmapped(w.Path) {
+		return // the service's one line already lists it
+	}
 	if key := w.String(); !c.seen[key] {
 		c.seen[key] = true
 		c.warnings = append(c.warnings, w)
 	}
+}
+
+// inUnmapped reports whether the scan listed path among its service's
+// unmapped keys.
+func (c *converter) inUnmapped(path string) bool {
+	for svc, keys := range c.unmappedKeys {
+		if rel, ok := strings.CutPrefix(path, svc+"."); ok && slices.Contains(keys, rel) {
+			return true
+		}
+	}
+	return false
 }
 
 // stackLabels are the labels of every object of the stack.

@@ -19,7 +19,9 @@ import (
 // text names are read from the directory.
 func caseOptions(t *testing.T, dir string) ([]File, Options) {
 	t.Helper()
-	opts := Options{Stack: "app", Env: map[string]string{}}
+	// Relative bind mounts resolve against the directory the CLI would
+	// give: a fixed one, so the golden files do not depend on the checkout.
+	opts := Options{Stack: "app", Env: map[string]string{}, Dir: "/srv/compose/" + filepath.Base(dir)}
 	names := []string{"compose.yaml"}
 	for _, line := range readLines(t, filepath.Join(dir, "options")) {
 		k, v, _ := strings.Cut(line, "=")
@@ -32,6 +34,8 @@ func caseOptions(t *testing.T, dir string) ([]File, Options) {
 			opts.Strict = v == "true"
 		case "files":
 			names = strings.Split(v, ",")
+		case "profiles":
+			opts.Profiles = strings.Split(v, ",")
 		default:
 			t.Fatalf("%s/options: unknown option %q", dir, k)
 		}

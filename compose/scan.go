@@ -52,24 +52,25 @@ var composeShape = func() *shape {
 		"ports":  {items: fields(map[string]*shape{"target": leaf, "published": leaf, "protocol": leaf, "mode": leaf, "name": leaf})},
 		"expose": leaf,
 		"volumes": {items: fields(map[string]*shape{"type": leaf, "source": leaf, "target": leaf, "read_only": leaf,
-			"tmpfs": fields(map[string]*shape{"size": leaf})})},
+			"tmpfs": fields(map[string]*shape{"size": leaf}),
+			"bind":  fields(map[string]*shape{"propagation": leaf, "selinux": leaf, "recursive": leaf})})},
 		"tmpfs":   leaf,
 		"secrets": {items: fileRef},
 		"configs": {items: fileRef},
 		"healthcheck": fields(map[string]*shape{"test": leaf, "interval": leaf, "timeout": leaf, "retries": leaf,
-			"start_period": leaf, "disable": leaf}),
+			"start_period": leaf, "start_interval": leaf, "disable": leaf}),
 		"deploy":         deploy,
 		"networks":       {each: fields(map[string]*shape{})},
 		"cap_add":        leaf,
 		"network_mode":   unsupported("not supported, ignored: every task has its own network stack"),
 		"privileged":     unsupported("not supported, ignored: jails have no privileged mode"),
-		"depends_on":     unsupported("not supported, ignored (as docker stack deploy does): services start in any order"),
-		"restart":        unsupported("not supported, ignored (as docker stack deploy does): deploy.restart_policy says when tasks restart"),
-		"build":          unsupported("not supported, ignored: Legion deploys the image"),
+		"depends_on":     {each: fields(map[string]*shape{"condition": leaf, "restart": leaf, "required": leaf})},
+		"restart":        leaf,
+		"build":          unsupported("Legion deploys the image"),
 		"container_name": unsupported("not supported, ignored: Legion names the tasks"),
 		"labels":         unsupported("not supported, ignored: container labels; deploy.labels label the Service"),
-		"extends":        unsupported("not supported, ignored"),
-		"profiles":       unsupported("ignored: every service is deployed, as docker stack deploy does"),
+		"extends":        leaf,
+		"profiles":       leaf,
 	})
 	return fields(map[string]*shape{
 		"version":  leaf,
@@ -109,14 +110,20 @@ func (c *converter) scan(f File) error {
 
 func (c *converter) walk(v any, s *shape, path string) {
 	if s.note != "" {
-		c.warn(path, "%s", s.note)
+		c.unmapped(path, s.note)
 		return
 	}
 	switch v := v.(type) {
 	case map[string]any:
 		if s.each != nil {
 			for _, k := range sortedKeys(v) {
+				if path == "services" {
+					c.scanService = join(path, k)
+				}
 				c.walk(v[k], s.each, join(path, k))
+			}
+			if path == "services" {
+				c.scanService = ""
 			}
 			return
 		}
@@ -129,7 +136,7 @@ func (c *converter) walk(v any, s *shape, path string) {
 			}
 			child, ok := s.fields[k]
 			if !ok {
-				c.warn(join(path, k), "not supported, ignored")
+				c.unmapped(join(path, k), "")
 				continue
 			}
 			c.walk(v[k], child, join(path, k))
@@ -143,6 +150,37 @@ func (c *converter) walk(v any, s *shape, path string) {
 				c.walk(e, s.items, fmt.Sprintf("%s[%d]", path, i))
 			}
 		}
+	}
+}
+
+// unmapped records a key Legion does not map: a service's are gathered
+// into one warning for the service (warnUnmapped), others warned at once.
+func (c *converter) unmapped(path, why string) {
+	svc := c.scanService
+	rel, ok := strings.CutPrefix(path, svc+".")
+	if svc == "" || !ok {
+		if why == "" {
+			why = "not supported, ignored"
+		}
+		c.warn(path, "%s", why)
+		return
+	}
+	why = strings.TrimPrefix(strings.TrimPrefix(why, "not supported, ignored"), ": ")
+	if why != "" {
+		rel += " (" + why + ")"
+	}
+	if c.unmappedKeys == nil {
+		c.unmappedKeys = map[string][]string{}
+	}
+	if !slices.Contains(c.unmappedKeys[svc], rel) {
+		c.unmappedKeys[svc] = append(c.unmappedKeys[svc], rel)
+	}
+}
+
+// warnUnmapped gives each service's unmapped keys as one warning.
+func (c *converter) warnUnmapped() {
+	for _, svc := range sortedKeys(c.unmappedKeys) {
+		c.warn(svc, "not mapped, ignored: %s", strings.Join(c.unmappedKeys[svc], ", "))
 	}
 }
 

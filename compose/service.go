@@ -26,6 +26,9 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 	name := names.services[key]
 	svc := &legion.Service{Header: c.header(legion.KindService, name, nil)}
 	if strings.TrimSpace(s.Image) == "" {
+		if s.Build != nil {
+			return nil, fmt.Errorf("%s.image: missing: Legion deploys images and builds none; build this one (docker build -t registry.example/%s .), push it, and name it in image: beside build:", p, name)
+		}
 		return nil, fmt.Errorf("%s.image: missing: Legion deploys images and builds none", p)
 	}
 	ctr := legion.Container{Name: name, Image: s.Image, User: s.User}
@@ -86,6 +89,8 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 	if err != nil {
 		return nil, err
 	}
+	c.restart(p+".restart", s.Restart, pod)
+	svc.Spec.DependsOn = c.dependsOn(p+".depends_on", s.DependsOn, names)
 	for net := range s.Networks {
 		if l, ok := names.networks[net]; ok {
 			labels[l] = "true"
@@ -219,19 +224,29 @@ func (c *converter) ports(p string, s types.ServiceConfig, ctr *legion.Container
 		ep.Ports = append(ep.Ports, sp)
 	}
 	for i, e := range s.Expose {
-		ep := fmt.Sprintf("%s.expose[%d]", p, i)
+		xp := fmt.Sprintf("%s.expose[%d]", p, i)
 		spec, protoText, _ := strings.Cut(e, "/")
-		proto, ok := c.protocol(ep, protoText)
+		proto, ok := c.protocol(xp, protoText)
 		if !ok {
 			continue
 		}
 		lo, hi, err := portRange(spec)
 		if err != nil {
-			c.warn(ep, "%q: %v, ignored", e, err)
+			c.warn(xp, "%q: %v, ignored", e, err)
 			continue
 		}
 		for n := lo; n <= hi; n++ {
 			addContainerPort(n, proto, "")
+			// A service port too, as on a compose network every port of
+			// a container answers by its service's name.
+			if key := fmt.Sprintf("%d/%s", n, proto); len(ep.Ports) < maxServicePorts {
+				if _, dup := vip[key]; !dup {
+					vip[key] = len(ep.Ports)
+					ep.Ports = append(ep.Ports, legion.ServicePort{Protocol: proto, Port: n, TargetPort: legion.PortRef{Number: n}})
+				}
+			} else if _, dup := vip[key]; !dup {
+				c.warn(xp, "%d/%s: a service has at most %d ports; a container port only", n, proto, maxServicePorts)
+			}
 		}
 	}
 }
@@ -258,6 +273,9 @@ func (c *converter) published(pp string, port types.ServicePortConfig) (int, leg
 
 // maxExposeRange bounds the container ports one expose range makes.
 const maxExposeRange = 1024
+
+// maxServicePorts bounds the service ports expose adds.
+const maxServicePorts = 64
 
 func portRange(s string) (int, int, error) {
 	loText, hiText, isRange := strings.Cut(s, "-")
@@ -351,7 +369,21 @@ func (c *converter) volumes(p string, s types.ServiceConfig, ctr *legion.Contain
 			}
 			tmpfs(vp, v.Target, size)
 		case types.VolumeTypeBind:
-			c.warn(vp, "bind mount of %s: not supported, ignored (use a named volume)", v.Source)
+			src, err := c.bindSource(vp+".source", v.Source)
+			if err != nil {
+				return err
+			}
+			if !strings.HasPrefix(v.Target, "/") {
+				c.warn(vp, "%q: a mount target must be an absolute path, ignored", v.Target)
+				continue
+			}
+			if b := v.Bind; b != nil && (b.Propagation != "" && b.Propagation != types.PropagationRPrivate || b.SELinux != "" || b.Recursive != "") {
+				c.warn(vp+".bind", "propagation, selinux and recursive: not supported, ignored")
+			}
+			c.note(p+".volumes", "%s", hostPathNote)
+			name := uniqueName("host-"+dnsLabel(v.Target), usedNames)
+			pod.Volumes = append(pod.Volumes, legion.PodVolume{Name: name, HostPath: &legion.HostPathVolume{Path: src}})
+			mount(vp, name, v.Target, v.ReadOnly)
 		default:
 			c.warn(vp, "volume type %q: not supported, ignored", v.Type)
 		}
@@ -505,12 +537,27 @@ func (c *converter) healthcheck(p string, h *types.HealthCheckConfig, ctr *legio
 	if h.StartPeriod != nil {
 		probe.InitialDelay = c.duration(p+".start_period", *h.StartPeriod)
 	}
-	if h.StartInterval != nil {
-		c.warn(p+".start_interval", "not supported, ignored")
+	var startup *legion.Probe
+	if h.StartInterval != nil && *h.StartInterval > 0 {
+		// Checks every start_interval through start_period, as Docker
+		// does: a startup probe, which the others wait for.
+		if probe.InitialDelay == 0 {
+			c.warn(p+".start_interval", "ignored: it applies during start_period, which is not set")
+		} else {
+			s := probe
+			s.Exec = &legion.ExecProbe{Command: slices.Clone(cmd)}
+			s.Period = c.duration(p+".start_interval", *h.StartInterval)
+			if s.Period > 0 {
+				s.FailureThreshold = int(min((probe.InitialDelay.D()+s.Period.D()-1)/s.Period.D(), 1000)) + probe.FailureThreshold
+				s.InitialDelay = 0
+				probe.InitialDelay = 0
+				startup = &s
+			}
+		}
 	}
 	live, ready := probe, probe
 	live.Exec = &legion.ExecProbe{Command: slices.Clone(cmd)}
-	ctr.Probes.Liveness, ctr.Probes.Readiness = &live, &ready
+	ctr.Probes.Liveness, ctr.Probes.Readiness, ctr.Probes.Startup = &live, &ready, startup
 }
 
 // duration converts a compose duration, which may be finer than the
