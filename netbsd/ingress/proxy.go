@@ -47,6 +47,7 @@ type Proxy struct {
 	mu        sync.Mutex // orders SetRoutes, which reads the previous table
 	routes    atomic.Pointer[table]
 	certs     atomic.Pointer[map[string]*tls.Certificate]
+	conflicts string // the certificate conflicts last logged, under mu
 }
 
 func (p *Proxy) init() {
@@ -89,7 +90,9 @@ func (p *Proxy) SetRoutes(routes []Route) {
 	p.init()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.routes.Store(buildTable(routes, p.routes.Load(), p.newReverseProxy))
+	t := buildTable(routes, p.routes.Load(), p.newReverseProxy)
+	p.routes.Store(t)
+	p.reportConflicts(t)
 }
 
 // SetCertificates replaces the certificates, keyed "namespace/secret". Nil
@@ -198,22 +201,4 @@ func (p *Proxy) TLSConfig() *tls.Config {
 			return p.certificate(hello.ServerName)
 		},
 	}
-}
-
-// certificate is the certificate for an SNI name, or why there is none.
-func (p *Proxy) certificate(serverName string) (*tls.Certificate, error) {
-	host := requestHost(serverName)
-	if host == "" {
-		return nil, errors.New("ingress: no server name (SNI) in the client hello")
-	}
-	key, ok := p.routes.Load().certificateKey(host)
-	if !ok {
-		return nil, fmt.Errorf("ingress: no route with TLS for host %q", host)
-	}
-	if m := p.certs.Load(); m != nil {
-		if c := (*m)[key]; c != nil {
-			return c, nil
-		}
-	}
-	return nil, fmt.Errorf("ingress: no certificate loaded from secret %s for host %q", key, host)
 }

@@ -46,8 +46,10 @@ type hostRoutes struct {
 type table struct {
 	exact    map[string]*hostRoutes // "a.example.org"
 	wildcard map[string]*hostRoutes // "example.org" for "*.example.org"
-	tlsExact map[string]string      // host -> "namespace/secret"
-	tlsWild  map[string]string      // suffix -> "namespace/secret"
+	// The "namespace/secret" of each route with TLS of a host (or
+	// wildcard suffix), in namespace/name order, each once.
+	tlsExact map[string][]string
+	tlsWild  map[string][]string
 }
 
 // normalisePath makes a route path comparable: "" and "/" are the root,
@@ -117,8 +119,8 @@ func buildTable(routes []Route, old *table, newProxy func(*entry) *httputil.Reve
 	t := &table{
 		exact:    map[string]*hostRoutes{},
 		wildcard: map[string]*hostRoutes{},
-		tlsExact: map[string]string{},
-		tlsWild:  map[string]string{},
+		tlsExact: map[string][]string{},
+		tlsWild:  map[string][]string{},
 	}
 	// Sorted by namespace/name so that, of two routes claiming the same host
 	// and path, or certificates of one host, the same one wins on every node.
@@ -156,8 +158,8 @@ func buildTable(routes []Route, old *table, newProxy func(*entry) *httputil.Reve
 			}
 		}
 		if r.TLSSecret != "" {
-			if _, taken := tlsGroup[key]; !taken {
-				tlsGroup[key] = r.Namespace + "/" + r.TLSSecret
+			if k := r.Namespace + "/" + r.TLSSecret; !slices.Contains(tlsGroup[key], k) {
+				tlsGroup[key] = append(tlsGroup[key], k)
 			}
 		}
 	}
@@ -216,18 +218,35 @@ func (t *table) challenge(host, token string) (string, bool) {
 	return "", false
 }
 
-// certificateKey is the "namespace/secret" whose certificate serves the SNI
-// name host: an exact host's before a wildcard's, among routes with TLS.
-func (t *table) certificateKey(host string) (string, bool) {
-	if key, ok := t.tlsExact[host]; ok {
-		return key, true
+// certificateKeys are the "namespace/secret"s that may serve the SNI name
+// host, in the order they are tried (namespace/name of their routes): the
+// exact host's routes with TLS if it has any, else the wildcard's.
+func (t *table) certificateKeys(host string) []string {
+	if keys := t.tlsExact[host]; len(keys) > 0 {
+		return keys
 	}
 	if suffix := wildcardSuffix(host); suffix != "" {
-		if key, ok := t.tlsWild[suffix]; ok {
-			return key, true
+		return t.tlsWild[suffix]
+	}
+	return nil
+}
+
+// certificateConflicts names the hosts whose routes name several Secrets,
+// sorted: only one certificate serves each name.
+func (t *table) certificateConflicts() []string {
+	var out []string
+	for _, g := range []struct {
+		keys   map[string][]string
+		prefix string
+	}{{t.tlsExact, ""}, {t.tlsWild, "*."}} {
+		for host, keys := range g.keys {
+			if len(keys) > 1 {
+				out = append(out, g.prefix+host+": "+strings.Join(keys, ", "))
+			}
 		}
 	}
-	return "", false
+	slices.Sort(out)
+	return out
 }
 
 // backend is the next backend of e in turn, "" when it has none.
