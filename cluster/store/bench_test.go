@@ -86,6 +86,7 @@ func benchPutsSized(b *testing.B, s *Store, writers, size int) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+	reportSyncs(b, s)
 }
 
 // BenchmarkPutSealing is the cost of encryption at rest: writes of
@@ -167,4 +168,12 @@ func BenchmarkDump(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(total)/1e6/b.Elapsed().Seconds(), "MB/s")
+}
+
+// reportSyncs reports how many entries each log append (one fdatasync)
+// carried in the benchmark: how well concurrent writes share a sync.
+func reportSyncs(b *testing.B, s *Store) {
+	if a := s.logs.wal.appends.Load(); a > 0 {
+		b.ReportMetric(float64(s.logs.wal.appended.Load())/float64(a), "entries/sync")
+	}
 }

@@ -168,12 +168,18 @@ func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 	if err != nil {
 		return &result{err: err}, nil
 	}
+	// The event's copy is decoded from the bytes just encoded: a clone
+	// would encode the object a second time.
+	ev, err := legion.FromJSON(data)
+	if err != nil {
+		return &result{err: err}, nil
+	}
 	b.put(key, data)
 	t := Added
 	if prev != nil {
 		t = Modified
 	}
-	return &result{obj: obj, prev: prev}, &Event{Type: t, Version: index, Object: legion.Clone(obj), memo: &memo{}}
+	return &result{obj: obj, prev: prev}, &Event{Type: t, Version: index, Object: ev, memo: &memo{}}
 }
 
 func displayKey(c *command) string {

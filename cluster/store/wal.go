@@ -65,6 +65,10 @@ type walLog struct {
 	// ahead is the room after the tail's last record, for room to check
 	// without waiting for an append in progress.
 	ahead atomic.Int64
+	// appends and appended count StoreLogs calls that reached the disk
+	// (each one fdatasync) and the entries they carried: their ratio is
+	// how well concurrent writes share a sync.
+	appends, appended atomic.Uint64
 }
 
 type segment struct {
@@ -445,6 +449,8 @@ func (w *walLog) StoreLogs(logs []*raft.Log) error {
 	w.last = logs[len(logs)-1].Index
 	w.mu.Unlock()
 	w.noteAhead()
+	w.appends.Add(1)
+	w.appended.Add(uint64(len(logs)))
 	return nil
 }
 
