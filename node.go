@@ -107,6 +107,12 @@ type DrainItem struct {
 	Reason string `json:"reason"`
 }
 
+// How a node runs pods (NodeStatus.Runtime).
+const (
+	NodeRuntimeJails   = "jails"
+	NodeRuntimeProcess = "process"
+)
+
 // NodeStatus is what the node reports and the leader decides about it.
 type NodeStatus struct {
 	State         NodeState     `json:"state,omitempty"`
@@ -122,4 +128,10 @@ type NodeStatus struct {
 	ImagePins     bool          `json:"imagePins,omitempty"`
 	Version       string        `json:"version,omitempty"`
 	Message       string        `json:"message,omitempty"`
+	// Runtime is how the node runs pods: NodeRuntimeJails or
+	// NodeRuntimeProcess; empty from nodes older than the field.
+	Runtime string `json:"runtime,omitempty"`
+	// ZFSRoot is the dataset a jails node keeps images and containers
+	// under, found at start; a jails node reporting none is refused (D7).
+	ZFSRoot string `json:"zfsRoot,omitempty"`
 }

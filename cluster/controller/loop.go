@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -47,10 +45,6 @@ type Loop struct {
 	// Passed, when set, is told the outcome of every pass (for tests and
 	// metrics).
 	Passed func(PassResult)
-
-	cacheMu sync.Mutex
-	cache   *objectCache // while Run follows the store
-	cached  atomic.Int64 // snapshots taken from the cache, for tests
 }
 
 // PassResult is what one pass did.
@@ -80,9 +74,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 	}()
 
-	// The first pass comes when follow has read the store (it signals
-	// changed), so it plans from the cache too.
-	timer := time.NewTimer(l.Interval)
+	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
@@ -138,36 +130,30 @@ func (l *Loop) defaults() {
 	}
 }
 
-// follow keeps the loop's object cache from the store's events and
-// signals changed after every event, coalescing bursts; it reads
-// everything again when the watch falls behind.
+// follow signals changed after every store event, coalescing bursts, and
+// lists again when the watch falls behind.
 func (l *Loop) follow(ctx context.Context, changed chan<- struct{}) error {
-	defer l.setCache(nil)
 	for {
-		c, w, err := loadCache(l.Store)
+		_, from, err := l.Store.List(legion.KindNamespace, "", func(legion.Object) bool { return false })
+		if err != nil {
+			return err
+		}
+		w, err := l.Store.Watch(from)
 		if err != nil {
 			if errors.Is(err, store.ErrCompacted) {
 				continue
 			}
 			return err
 		}
-		l.setCache(c)
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
 		for {
-			var ev store.Event
-			if ev, err = w.Next(ctx); err != nil {
+			if _, err = w.Next(ctx); err != nil {
 				break
 			}
-			c.take(ev)
 			select {
 			case changed <- struct{}{}:
 			default:
 			}
 		}
-		l.setCache(nil)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -183,33 +169,12 @@ func (l *Loop) follow(ctx context.Context, changed chan<- struct{}) error {
 	}
 }
 
-func (l *Loop) setCache(c *objectCache) {
-	l.cacheMu.Lock()
-	l.cache = c
-	l.cacheMu.Unlock()
-}
-
-func (l *Loop) currentCache() *objectCache {
-	l.cacheMu.Lock()
-	defer l.cacheMu.Unlock()
-	return l.cache
-}
-
-// Snapshot is the planner's input: from the loop's cache while Run
-// follows the store (once it holds every event applied, the loop's own
-// last writes among them), read from the store otherwise.
+// Snapshot reads the planner's input from the store.
 func (l *Loop) Snapshot(now time.Time) (scheduler.State, error) {
 	st := scheduler.State{LeaderSince: l.LeaderSince}
 	if l.Signals != nil {
 		st.Heartbeats = l.Signals.Heartbeats()
 		st.Usage = l.Signals.Usage()
-	}
-	if c := l.currentCache(); c != nil {
-		if c.fill(l.Store, &st) {
-			l.cached.Add(1)
-			return st, nil
-		}
-		st.Services, st.Jobs, st.CronJobs, st.Tasks, st.Volumes, st.Nodes, st.Namespaces = nil, nil, nil, nil, nil, nil, nil
 	}
 	var err error
 	read := func(kind legion.Kind, add func(legion.Object)) {

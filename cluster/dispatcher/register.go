@@ -42,6 +42,9 @@ func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (
 	if rep.Addr == "" {
 		rep.Addr = peerHost(ctx)
 	}
+	if err := storageReady(id.Name, rep); err != nil {
+		return nil, err
+	}
 	st, err := s.leaderStore()
 	if err != nil {
 		return nil, err
@@ -69,6 +72,16 @@ func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (
 	}
 	s.log.Info("node registered", "node", id.Name, "podCidr", cidr, "addr", rep.Addr)
 	return &legionpb.RegisterResponse{Node: data, PodCidr: cidr, ServiceCidr: plan.Service.String()}, nil
+}
+
+// storageReady refuses a jails node that found no ZFS root for its images
+// and containers: every such node needs a pool (D7). The node checks this
+// itself before it registers; the managers hold to it for any node.
+func storageReady(node string, rep legion.NodeStatus) error {
+	if rep.Runtime != legion.NodeRuntimeJails || rep.ZFSRoot != "" {
+		return nil
+	}
+	return status.Errorf(codes.FailedPrecondition, "node %s: status.zfsRoot: a jails node needs a ZFS pool and its --zfs-root dataset, and this one reports none: create the pool (zpool create) or start the daemon with --zfs-root POOL/legion, then check the host with legion doctor", node)
 }
 
 func peerHost(ctx context.Context) string {
@@ -198,6 +211,7 @@ func reported(st, rep legion.NodeStatus, cidr string) legion.NodeStatus {
 	st.Hostname = rep.Hostname
 	st.Addr = rep.Addr
 	st.Platform = rep.Platform
+	st.Runtime, st.ZFSRoot = rep.Runtime, rep.ZFSRoot
 	st.Resources = rep.Resources
 	st.WireGuard = rep.WireGuard
 	st.Protocol = rep.Protocol

@@ -225,8 +225,7 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool) (
 			// The caller's expectation, checked in log order.
 			pre = store.Precondition{MustNotExist: *it.expected == 0, Version: *it.expected}
 		}
-		// Put encodes the object and leaves it as it is: no copy needed.
-		obj, prev, err := st.Put(ctx, it.obj, store.WriteOptions{Precondition: pre, KeepStatus: true})
+		obj, prev, err := st.Put(ctx, legion.Clone(it.obj), store.WriteOptions{Precondition: pre, KeepStatus: true})
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
 			if it.expected != nil {
 				return nil, nil, "", status.Error(codes.Aborted, err.Error())

@@ -236,6 +236,7 @@ func nodeStatus(hostname string, p *platform) legion.NodeStatus {
 	if p.wgKey != "" {
 		st.WireGuard = &legion.WireGuard{PublicKey: p.wgKey}
 	}
+	st.Runtime, st.ZFSRoot = p.kind, p.zfsRoot
 	return st
 }
 

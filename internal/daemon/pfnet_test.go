@@ -301,6 +301,13 @@ func TestOpenPlatform(t *testing.T) {
 	if st := nodeStatus("n1", p); st.Platform.Linux || st.Platform.NoLimits || st.WireGuard == nil || st.WireGuard.PublicKey != "PUB3" {
 		t.Errorf("a jails node with rctl reports %+v, WireGuard %+v", st.Platform, st.WireGuard)
 	}
+	// The managers refuse a jails node reporting no ZFS root (D7).
+	if st := nodeStatus("n1", p); st.Runtime != legion.NodeRuntimeJails || st.ZFSRoot != o.ZFSRoot {
+		t.Errorf("a jails node reports runtime %q and ZFS root %q, want %q and %q", st.Runtime, st.ZFSRoot, legion.NodeRuntimeJails, o.ZFSRoot)
+	}
+	if st := nodeStatus("n1", pp); st.Runtime != legion.NodeRuntimeProcess || st.ZFSRoot != "" {
+		t.Errorf("a process node reports runtime %q and ZFS root %q", st.Runtime, st.ZFSRoot)
+	}
 	if err := pp.wireGuardKey(ctx, q, filepath.Join(dir, "ppki")); err != nil || nodeStatus("n1", pp).WireGuard != nil {
 		t.Errorf("a process node has no mesh: %v", err)
 	}

@@ -67,6 +67,7 @@ type platform struct {
 	volumes   volumes.Store  // the node's local Volumes
 	attacher  *attach.Attacher
 	noLimits  bool   // rctl is off: containers with limits cannot run
+	zfsRoot   string // jails: the dataset the host checks found (D7)
 	linux     bool   // runs Linux images (node.platform.linux)
 	wgKey     string // the node's WireGuard public key (jails)
 	peers     func(context.Context, []endpoints.Peer)
@@ -149,6 +150,9 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 		return nil, err
 	}
 	p := &platform{kind: o.Platform, images: images, close: func() { images.Close() }}
+	if o.Platform == PlatformJails {
+		p.zfsRoot = o.ZFSRoot // checkJailsHost found or made it before this
+	}
 	p.linux, _ = linuxImages(o) // OpenImages refused what it refuses
 	// Volumes of other drivers: every one on jails, plugins only on the
 	// process platform (the attacher says so to a task that asks).

@@ -22,7 +22,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
@@ -64,9 +63,6 @@ type Harness struct {
 	Trace func(format string, args ...any)
 	// Largest is the largest message since ResetLargest.
 	Largest atomic.Int64
-	// Poll is how often WaitFor counts the tasks (default 100 ms); a
-	// count decodes every task, so large runs count less often.
-	Poll time.Duration
 }
 
 // ResetLargest starts the record of the largest message again.
@@ -135,7 +131,6 @@ func New(t testing.TB, o Options) *Harness {
 type Agent struct {
 	Name   string
 	h      *Harness
-	creds  *pki.Credentials
 	sess   *dispatcherclient.Session
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -155,7 +150,7 @@ func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
-	a := &Agent{Name: name, h: h, creds: creds, octet: i, tasks: map[string]*legion.Task{}, sent: map[string]string{}, done: make(chan struct{})}
+	a := &Agent{Name: name, h: h, octet: i, tasks: map[string]*legion.Task{}, sent: map[string]string{}, done: make(chan struct{})}
 	cpu, mem := legion.CPU(64_000), legion.Bytes(256<<30)
 	sess, err := dispatcherclient.New(dispatcherclient.Config{
 		Node: name, Managers: slices.Clone(h.addrs), TLS: creds.ClientConfig(),
@@ -344,31 +339,6 @@ func terminal(s legion.TaskState) bool {
 		return true
 	}
 	return false
-}
-
-// WholeSetSize is the size of the whole set a stream opened now as the
-// agent's node starts with: what every message would cost were sets sent
-// whole.
-func (a *Agent) WholeSetSize(ctx context.Context) (int, error) {
-	conn, err := grpc.NewClient(a.h.addrs[0], grpc.WithTransportCredentials(credentials.NewTLS(a.creds.ClientConfig())))
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	st, err := legionpb.NewDispatcherClient(conn).Assignments(sctx, &legionpb.AssignmentsRequest{Node: a.Name, Deltas: true})
-	if err != nil {
-		return 0, err
-	}
-	set, err := st.Recv()
-	if err != nil {
-		return 0, err
-	}
-	if set.GetDelta() {
-		return 0, fmt.Errorf("the first message of a stream is a delta")
-	}
-	return proto.Size(set), nil
 }
 
 // Client is an admin client that follows the leader.

@@ -13,8 +13,7 @@ import (
 // Namespace holds the services the scenarios apply.
 const Namespace = "scale"
 
-// poll is how often the scenarios look whether the cluster got there by
-// default (Harness.Poll): each look reads and decodes every task.
+// poll is how often the scenarios look whether the cluster got there.
 const poll = 100 * time.Millisecond
 
 // service is one of the scenarios' services at an image tag.
@@ -120,11 +119,7 @@ func (h *Harness) Count(tag string, nodes map[string]bool) (Counts, error) {
 // it took.
 func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[string]bool, done func(Counts) bool) (time.Duration, error) {
 	start := time.Now()
-	every := h.Poll
-	if every == 0 {
-		every = poll
-	}
-	t := time.NewTicker(every)
+	t := time.NewTicker(poll)
 	defer t.Stop()
 	var last Counts
 	for {
