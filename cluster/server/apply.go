@@ -225,7 +225,8 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool) (
 			// The caller's expectation, checked in log order.
 			pre = store.Precondition{MustNotExist: *it.expected == 0, Version: *it.expected}
 		}
-		obj, prev, err := st.Put(ctx, legion.Clone(it.obj), store.WriteOptions{Precondition: pre, KeepStatus: true})
+		// Put encodes the object and leaves it as it is: no copy needed.
+		obj, prev, err := st.Put(ctx, it.obj, store.WriteOptions{Precondition: pre, KeepStatus: true})
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
 			if it.expected != nil {
 				return nil, nil, "", status.Error(codes.Aborted, err.Error())
@@ -410,9 +411,10 @@ func (a *admission) namespace(st *store.Store, ns string) (*legion.Namespace, er
 }
 
 // admitCluster runs the admission only the leader can make, from the
-// cluster's state (3.3.1, 9, 3.2): namespace security allow-lists,
-// published ports, then namespace quotas. A refusal names the setting,
-// the owner or the number, and nothing of the apply is written.
+// cluster's state (3.3.1, 9, 3.2, 5.8): namespace security allow-lists,
+// route certificates, published ports, then namespace quotas. A refusal
+// names the setting, the owner or the number, and nothing of the apply is
+// written.
 func admitCluster(st *store.Store, items []applyItem) error {
 	a, err := newAdmission(st, items)
 	if err != nil || len(a.changed) == 0 {
@@ -423,6 +425,7 @@ func admitCluster(st *store.Store, items []applyItem) error {
 		check func(*store.Store, *admission) ([]string, error)
 	}{
 		{codes.FailedPrecondition, admitSecurity},
+		{codes.FailedPrecondition, admitRouteCertificates},
 		{codes.AlreadyExists, admitPorts},
 		{codes.ResourceExhausted, admitQuotas},
 	}
