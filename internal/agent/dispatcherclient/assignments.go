@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent"
@@ -93,6 +94,9 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 		if err != nil {
 			return got, err
 		}
+		s.mu.Lock()
+		s.streamHeard = time.Now()
+		s.mu.Unlock()
 		if s.cfg.OnAssignments != nil {
 			s.cfg.OnAssignments(proto.Size(set), set.GetDelta())
 		}

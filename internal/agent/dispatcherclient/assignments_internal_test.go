@@ -2,9 +2,11 @@ package dispatcherclient
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion/internal/agent"
@@ -149,5 +151,25 @@ func TestDecodeVolumes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "assignment set at version 4: entry 1 of volumes") || as.Volumes != nil {
 			t.Errorf("decode of %s: %v (volumes %v), want the set refused naming the entry", bad, err, as.Volumes)
 		}
+	}
+}
+
+// A write that timed out on the stream's manager moves the stream only
+// when the stream is quiet too: one that delivers is from a live manager
+// whose store is slow, and leaving it costs a whole set.
+func TestAStreamThatDeliversIsNotAbandoned(t *testing.T) {
+	t.Parallel()
+	s := &Session{cfg: Config{CallTimeout: time.Second}, log: slog.New(slog.DiscardHandler)}
+	cut := false
+	s.streamOn, s.cutStream = "m1", func() { cut = true }
+	s.streamHeard = time.Now()
+	s.abandon("m1")
+	if cut {
+		t.Fatal("a stream that delivered just now was left")
+	}
+	s.streamHeard = time.Now().Add(-2 * time.Second)
+	s.abandon("m1")
+	if !cut {
+		t.Fatal("a stream quiet for longer than the call timeout was kept on a manager that did not answer")
 	}
 }

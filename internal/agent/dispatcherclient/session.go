@@ -84,6 +84,8 @@ type Session struct {
 	// cutStream ends the assignments stream, which runs on streamOn.
 	cutStream context.CancelFunc
 	streamOn  string
+	// streamHeard is when the stream last delivered a message.
+	streamHeard time.Time
 }
 
 var _ agent.Manager = (*Session)(nil)
@@ -367,7 +369,11 @@ func (s *Session) writeWithin(ctx context.Context, what string, d time.Duration,
 func (s *Session) abandon(addr string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.streamOn == addr && s.cutStream != nil {
+	// A stream that delivers is from a manager that is not silent: a
+	// write it was slow to answer waited on the store, which another
+	// manager's would too, and leaving costs a whole set (megabytes at
+	// scale, to every node that left at once).
+	if s.streamOn == addr && s.cutStream != nil && time.Since(s.streamHeard) >= s.cfg.CallTimeout {
 		s.log.Warn("manager did not answer in time: leaving its assignments stream", "manager", addr)
 		s.cutStream()
 	}
