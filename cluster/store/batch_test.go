@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 )
 
@@ -68,4 +72,65 @@ func TestWriteAllRequirements(t *testing.T) {
 	if got := n.s.AppliedIndex() - before; got != 4 {
 		t.Fatalf("%d entries applied, want 4 (one per write)", got)
 	}
+}
+
+// Writes that arrive while the leader syncs the log go to disk together
+// afterwards: one append and one fdatasync for all of them, counted by
+// the log. Without raft's batching (a buffered apply queue, appends of up
+// to MaxAppendEntries) each would cost a sync of its own.
+func TestWritesWaitingForASyncShareTheNext(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	w := n.s.logs.wal
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	w.change.Lock()
+	w.sync = func(f *os.File) error {
+		once.Do(func() { close(entered); <-release })
+		return datasync(f)
+	}
+	w.change.Unlock()
+
+	const waiting = 63
+	first := n.s.raft.Apply(mustEncode(t, "first"), 10*time.Second)
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first write never reached the log's sync")
+	}
+	// The leader is inside the first append's sync; these queue behind it
+	// (Apply returns once raft has taken the entry into its queue).
+	appends, appended := w.appends.Load(), w.appended.Load()
+	// An apply queue too short to hold them makes Apply wait for room:
+	// the timeout turns that into a failure rather than a hang.
+	futures := make([]raft.ApplyFuture, waiting)
+	for i := range futures {
+		futures[i] = n.s.raft.Apply(mustEncode(t, fmt.Sprint("w", i)), 2*time.Second)
+	}
+	close(release)
+	for i, f := range append(futures, first) {
+		if err := f.Error(); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if r := f.Response().(*result); r.err != nil {
+			t.Fatalf("write %d: %v", i, r.err)
+		}
+	}
+	if got := w.appended.Load() - appended; got != waiting+1 {
+		t.Fatalf("%d entries appended after the first sync began, want %d", got, waiting+1)
+	}
+	// The first append ends (counted once its sync returns), then one for
+	// all the writes that waited.
+	if got := w.appends.Load() - appends; got != 2 {
+		t.Fatalf("%d appends (fdatasyncs) for one write and %d waiting behind it, want 2", got, waiting)
+	}
+}
+
+func mustEncode(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := encodeWrite(&Write{Object: config("default", name, "x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
