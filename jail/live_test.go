@@ -280,7 +280,8 @@ func TestLiveMemoryCount(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	c, err := jail.VMCounter{Source: jail.KernelVM{Runner: sys.Exec{}}}.Count(ctx, "mempod.forks")
+	vm, _ := jail.HostVM(sys.Exec{})
+	c, err := jail.VMCounter{Source: vm}.Count(ctx, "mempod.forks")
 	if err != nil {
 		t.Fatal(err)
 	}

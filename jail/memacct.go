@@ -244,6 +244,14 @@ func (o *OOMKiller) log() *slog.Logger {
 	return o.Log
 }
 
+// OOMKiller is the runtime's memory killer over src: it watches the
+// running containers with a memory limit (Limited), counts each with
+// src, and kills through the runtime's Runner on its clock.
+func (j *Jails) OOMKiller(src VMSource) *OOMKiller {
+	return &OOMKiller{Clock: j.clock, Containers: j.Limited, Count: VMCounter{Source: src}.Count,
+		Runner: j.cfg.Runner, Log: j.log}
+}
+
 // Run ticks until ctx ends.
 func (o *OOMKiller) Run(ctx context.Context) {
 	clock, every := o.Clock, o.Interval

@@ -207,6 +207,9 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	}
 	run("sessions", sc.Run)
 	run("agent", a.Run)
+	if p.oom != nil {
+		run("memory killer", func(ctx context.Context) error { p.oom.Run(ctx); return nil })
+	}
 	if ac.started != nil {
 		if err := ac.started(&startedNode{name: name, platform: p, dns: dnsAddr, ingress: ingressAddrs}); err != nil {
 			return err

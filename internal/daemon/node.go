@@ -77,6 +77,9 @@ type Options struct {
 	// Runner runs the FreeBSD commands of a jails node (sys.Exec when
 	// nil); tests give a fake.
 	Runner sys.Runner
+	// kernelVM is where a jails node reads its containers' memory maps
+	// (jail.HostVM when nil); tests give recorded ones.
+	kernelVM jail.VMSource
 	// IngressListen and IngressTLSListen, when set, run the node's HTTP
 	// proxy for Routes (5.8) there.
 	IngressListen, IngressTLSListen string

@@ -80,6 +80,9 @@ type platform struct {
 	// network off the host once the pods are gone (legion up's end).
 	netns       *netnsNames
 	dropNetwork func(context.Context) error
+	// oom is the per-container memory killer a jails node with rctl runs
+	// (nil: not started, and the start-up said why).
+	oom *jail.OOMKiller
 }
 
 func (o *Options) platformDefaults() {
@@ -171,7 +174,7 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 			images.Close()
 			return nil, fmt.Errorf("pod network %q: only the process platform has a choice of pod network; jails are always VNET jails on legion0", o.PodNetwork)
 		}
-		p.runtime, p.noLimits, err = openJails(ctx, o, exe, log)
+		p.runtime, p.oom, p.noLimits, err = openJails(ctx, o, exe, log)
 		p.taskDirs = agent.TmpfsDirs{Runner: o.runner()}
 		p.volumes = volumes.NewZFS(o.runner(), o.ZFSRoot)
 		p.attacher.Platform = attach.PlatformJails
@@ -210,25 +213,45 @@ func (p *platform) choosePodNetwork(ctx context.Context, o Options, log *slog.Lo
 	return nil
 }
 
-func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*jail.Jails, bool, error) {
+func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*jail.Jails, *jail.OOMKiller, bool, error) {
 	r := o.runner()
 	if o.Runner == nil && os.Geteuid() != 0 {
 		// jail(8), ifconfig, pfctl and zfs all need it; say so before the
 		// first of them fails on its own terms.
-		return nil, false, fmt.Errorf("platform %s runs jails, ZFS and pf and needs root (running as uid %d); use --platform %s for a development node", PlatformJails, os.Geteuid(), PlatformProcess)
+		return nil, nil, false, fmt.Errorf("platform %s runs jails, ZFS and pf and needs root (running as uid %d); use --platform %s for a development node", PlatformJails, os.Geteuid(), PlatformProcess)
 	}
 	host, warnings, err := jail.Startup(ctx, r, o.Linux)
 	if err != nil {
-		return nil, false, fmt.Errorf("jail runtime: %w", err)
+		return nil, nil, false, fmt.Errorf("jail runtime: %w", err)
 	}
 	for _, w := range warnings {
 		log.Warn(w)
 	}
-	log.Info("platform jails: pods are VNET jails on ZFS clones of their images", "zfs_root", o.ZFSRoot)
-	rt, err := jail.NewJails(jail.Config{DataDir: o.DataDir, Runner: r, Shim: exe, NoLimits: host.NoLimits,
-		Spawner: jail.ExecSpawner{}, Log: log})
+	log.Info("platform jails: pods are VNET jails on ZFS clones of their images", "zfs_root", o.ZFSRoot, "linux", o.Linux)
+	cfg := jail.Config{DataDir: o.DataDir, Runner: r, Shim: exe, NoLimits: host.NoLimits,
+		Spawner: jail.ExecSpawner{}, Log: log}
+	vm, haveVM := jail.VMSource(nil), false
+	if o.kernelVM != nil {
+		vm, haveVM = o.kernelVM, true
+	} else if hv, ok := jail.HostVM(r); ok {
+		vm, haveVM = hv, true
+	}
+	if haveVM {
+		// Usage, metrics and the autoscaler see the count the killer acts on.
+		cfg.Memory = jail.VMCounter{Source: vm}
+	}
+	rt, err := jail.NewJails(cfg)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
+	}
+	var oom *jail.OOMKiller
+	switch {
+	case host.NoLimits:
+		log.Warn("memory killer not started: rctl is off (kern.racct.enable is not 1), so this node runs no container with a memory limit")
+	case !haveVM:
+		log.Warn("memory killer not started: this host has no kernel memory records to count containers by; rctl's per-process memoryuse rule is the only memory limit")
+	default:
+		oom = rt.OOMKiller(vm)
 	}
 	// Jails an earlier daemon left running are checked against their
 	// profiles (tightened where looser) and get their rctl rules back;
@@ -236,7 +259,7 @@ func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*j
 	if err := rt.Adopt(ctx); err != nil {
 		log.Warn("checking the jails left running", "err", err)
 	}
-	return rt, host.NoLimits, nil
+	return rt, oom, host.NoLimits, nil
 }
 
 // networkConfig is what a node's pod network is made from.
