@@ -1125,9 +1125,12 @@ type StatusResponse struct {
 	Members       []*Member              `protobuf:"bytes,10,rep,name=members,proto3" json:"members,omitempty"`
 	Protocol      int32                  `protobuf:"varint,11,opt,name=protocol,proto3" json:"protocol,omitempty"`
 	// The daemon's build, as legion version prints it.
-	Version       string `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
-	Commit        string `protobuf:"bytes,13,opt,name=commit,proto3" json:"commit,omitempty"`
-	GoVersion     string `protobuf:"bytes,14,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	Version   string `protobuf:"bytes,12,opt,name=version,proto3" json:"version,omitempty"`
+	Commit    string `protobuf:"bytes,13,opt,name=commit,proto3" json:"commit,omitempty"`
+	GoVersion string `protobuf:"bytes,14,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	// The answering daemon's clock when it answered (legion doctor's
+	// clock skew check).
+	NowUnixNano   int64 `protobuf:"varint,15,opt,name=now_unix_nano,json=nowUnixNano,proto3" json:"now_unix_nano,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1258,6 +1261,13 @@ func (x *StatusResponse) GetGoVersion() string {
 		return x.GoVersion
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetNowUnixNano() int64 {
+	if x != nil {
+		return x.NowUnixNano
+	}
+	return 0
 }
 
 // JoinRequest is what a joining node sends a manager, over TLS checked
@@ -3268,7 +3278,7 @@ const file_legion_proto_rawDesc = "" +
 	"\x05voter\x18\x03 \x01(\bR\x05voter\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\bR\x06leader\x12\"\n" +
 	"\freachability\x18\x05 \x01(\tR\freachability\"\x0f\n" +
-	"\rStatusRequest\"\xaf\x03\n" +
+	"\rStatusRequest\"\xd3\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12 \n" +
@@ -3285,7 +3295,8 @@ const file_legion_proto_rawDesc = "" +
 	"\aversion\x18\f \x01(\tR\aversion\x12\x16\n" +
 	"\x06commit\x18\r \x01(\tR\x06commit\x12\x1d\n" +
 	"\n" +
-	"go_version\x18\x0e \x01(\tR\tgoVersion\"\x98\x01\n" +
+	"go_version\x18\x0e \x01(\tR\tgoVersion\x12\"\n" +
+	"\rnow_unix_nano\x18\x0f \x01(\x03R\vnowUnixNano\"\x98\x01\n" +
 	"\vJoinRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n" +
 	"\x03csr\x18\x02 \x01(\fR\x03csr\x12\x17\n" +
