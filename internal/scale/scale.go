@@ -22,6 +22,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
@@ -33,6 +34,9 @@ import (
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"github.com/legionbsd/legion/internal/testcluster"
 )
+
+// joinWithin bounds how long an agent tries to join.
+const joinWithin = 3 * time.Minute
 
 // reportRetry is the wait before a failed report is sent again.
 const reportRetry = 200 * time.Millisecond
@@ -63,6 +67,9 @@ type Harness struct {
 	Trace func(format string, args ...any)
 	// Largest is the largest message since ResetLargest.
 	Largest atomic.Int64
+	// Poll is how often WaitFor counts the tasks (default 100 ms); a
+	// count decodes every task, so large runs count less often.
+	Poll time.Duration
 }
 
 // ResetLargest starts the record of the largest message again.
@@ -131,6 +138,7 @@ func New(t testing.TB, o Options) *Harness {
 type Agent struct {
 	Name   string
 	h      *Harness
+	creds  *pki.Credentials
 	sess   *dispatcherclient.Session
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -146,11 +154,15 @@ type Agent struct {
 // startAgent joins a node with the token and starts its session and its
 // work.
 func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
-	creds, err := join(h.addrs[0], token, name)
-	if err != nil {
+	// Joins go on through a loaded machine's elections and slow reads,
+	// as applies do.
+	jctx, cancel := context.WithTimeout(context.Background(), joinWithin)
+	defer cancel()
+	var creds *pki.Credentials
+	if err := retry(jctx, func() (err error) { creds, err = join(h.addrs[i%len(h.addrs)], token, name); return err }); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
-	a := &Agent{Name: name, h: h, octet: i, tasks: map[string]*legion.Task{}, sent: map[string]string{}, done: make(chan struct{})}
+	a := &Agent{Name: name, h: h, creds: creds, octet: i, tasks: map[string]*legion.Task{}, sent: map[string]string{}, done: make(chan struct{})}
 	cpu, mem := legion.CPU(64_000), legion.Bytes(256<<30)
 	sess, err := dispatcherclient.New(dispatcherclient.Config{
 		Node: name, Managers: slices.Clone(h.addrs), TLS: creds.ClientConfig(),
@@ -339,6 +351,31 @@ func terminal(s legion.TaskState) bool {
 		return true
 	}
 	return false
+}
+
+// WholeSetSize is the size of the whole set a stream opened now as the
+// agent's node starts with: what every message would cost were sets sent
+// whole.
+func (a *Agent) WholeSetSize(ctx context.Context) (int, error) {
+	conn, err := grpc.NewClient(a.h.addrs[0], grpc.WithTransportCredentials(credentials.NewTLS(a.creds.ClientConfig())))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := legionpb.NewDispatcherClient(conn).Assignments(sctx, &legionpb.AssignmentsRequest{Node: a.Name, Deltas: true})
+	if err != nil {
+		return 0, err
+	}
+	set, err := st.Recv()
+	if err != nil {
+		return 0, err
+	}
+	if set.GetDelta() {
+		return 0, fmt.Errorf("the first message of a stream is a delta")
+	}
+	return proto.Size(set), nil
 }
 
 // Client is an admin client that follows the leader.

@@ -16,56 +16,89 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 )
 
-// TestAssignmentsAreSentAsChanges runs 16 simulated agents and 200
-// tasks to convergence, then changes one service by one task and checks
-// what that costs the assignment streams: a bounded number of bytes per
-// agent, whatever the number of tasks in the cluster (a whole set would
-// carry every service's endpoints and every running task to every node).
+// TestAssignmentsAreSentAsChanges runs 16 simulated agents at two
+// sizes, 200 and then 1,000 tasks, and at each changes one service by one
+// task: what that change costs the assignment streams must not grow with
+// the cluster. Each message of the change (the new task to its node, the
+// service's endpoints and the new policy member to every node) stays
+// about the same size, while the whole set a stream starts with grows
+// with the tasks (it carries every service's endpoints and every running
+// task as a policy member), and no stream is sent a whole set.
 func TestAssignmentsAreSentAsChanges(t *testing.T) {
 	t.Parallel()
-	const agents, services, replicas = 16, 10, 20
+	const agents, replicas = 16, 20
 	w0 := time.Now()
 	h := New(t, Options{Agents: agents})
 	t.Logf("3 managers and %d agents up in %s", agents, time.Since(w0).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := h.Apply(ctx, services, replicas, "1"); err != nil {
-		t.Fatal(err)
-	}
-	took, err := h.WaitFor(ctx, "every task running", "1", nil, func(c Counts) bool { return c.Running == services*replicas })
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d tasks running on %d agents %s after the apply; %+v", services*replicas, agents, took.Round(time.Millisecond), h.Traffic())
 
-	// Let the last reports' changes reach every stream, then change one
-	// service by one task: the node that runs it is sent the task, and
-	// every node its service's endpoints and the new policy member. Other
-	// changes may still go on (a node late with a heartbeat), so what is
-	// bounded is each message, not the window's sum.
-	settle(t, h)
-	before := h.Traffic()
-	h.ResetLargest()
-	s := service(0, replicas+1, "1")
-	if _, err := h.Client().ApplyOne(ctx, s, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
+	type reading struct {
+		tasks             int
+		largest, perAgent int64
+		whole             int
 	}
-	if _, err := h.WaitFor(ctx, "the new task running", "1", nil, func(c Counts) bool { return c.Running == services*replicas+1 }); err != nil {
-		t.Fatal(err)
+	measure := func(services int) reading {
+		t.Helper()
+		total := services * replicas
+		w0 := time.Now()
+		if err := h.Apply(ctx, services, replicas, "1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WaitFor(ctx, "every task running", "1", nil, func(c Counts) bool { return c.Running == total }); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d tasks running on %d agents %s after the apply", total, agents, time.Since(w0).Round(time.Millisecond))
+		// Let the last reports' changes reach every stream, then change one
+		// service by one task. Other changes may still go on (a node late
+		// with a heartbeat), so what is compared is each message, not the
+		// window's sum.
+		settle(t, h)
+		before := h.Traffic()
+		h.ResetLargest()
+		if _, err := h.Client().ApplyOne(ctx, service(0, replicas+1, "1"), client.ApplyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WaitFor(ctx, "the new task running", "1", nil, func(c Counts) bool { return c.Running == total+1 }); err != nil {
+			t.Fatal(err)
+		}
+		settle(t, h)
+		d := h.Traffic().Sub(before)
+		if d.Messages < agents || d.Deltas != d.Messages {
+			t.Fatalf("at %d tasks the change reached the agents as %d messages of which %d deltas: want changes only, to each of %d agents",
+				total, d.Messages, d.Deltas, agents)
+		}
+		whole, err := h.Agents[0].WholeSetSize(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Back to the size it had, for the next reading.
+		if _, err := h.Client().ApplyOne(ctx, service(0, replicas, "1"), client.ApplyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.WaitFor(ctx, "the extra task gone", "1", nil, func(c Counts) bool { return c.Running == total }); err != nil {
+			t.Fatal(err)
+		}
+		r := reading{tasks: total, largest: h.Largest.Load(), perAgent: d.Bytes / agents, whole: whole}
+		t.Logf("%d tasks, one task added: %d messages, %d bytes per agent, the largest %d bytes; a whole set %d bytes",
+			total, d.Messages, r.perAgent, r.largest, r.whole)
+		return r
 	}
-	settle(t, h)
-	d := h.Traffic().Sub(before)
-	largest := h.Largest.Load()
-	t.Logf("one task added: %d messages (%d deltas), %d bytes to %d agents, the largest %d bytes", d.Messages, d.Deltas, d.Bytes, agents, largest)
-	if d.Messages < agents || d.Deltas != d.Messages {
-		t.Fatalf("the change reached the agents as %d messages of which %d deltas: want changes only, to each of %d agents", d.Messages, d.Deltas, agents)
+	small := measure(10)
+	large := measure(50)
+	if large.whole < 3*small.whole {
+		t.Fatalf("a whole set grew from %d to %d bytes with the tasks from %d to %d: the comparison shows nothing",
+			small.whole, large.whole, small.tasks, large.tasks)
 	}
-	// The new task, or its service's endpoints (21 tasks) and a member:
-	// a few kilobytes. A whole set holds every service and member (tens
-	// of kilobytes here) and grows with the cluster.
-	const bound = 8 << 10
-	if largest > bound {
-		t.Fatalf("a message of the change held %d bytes: want at most %d", largest, bound)
+	// The changed service is the same size at both: its endpoints, its
+	// new task and member. Slack for names a digit longer.
+	const slack = 512
+	if large.largest > small.largest+slack {
+		t.Fatalf("the largest message of a one-task change grew from %d bytes at %d tasks to %d at %d: want it independent of the cluster's size",
+			small.largest, small.tasks, large.largest, large.tasks)
+	}
+	if large.largest >= int64(large.whole)/4 {
+		t.Fatalf("a message of the change held %d bytes, a whole set %d: want a change far smaller than the set", large.largest, large.whole)
 	}
 }
 
@@ -136,6 +169,7 @@ func TestScale(t *testing.T) {
 	}
 	start := time.Now()
 	h := New(t, o)
+	h.Poll = time.Second
 	if os.Getenv("LEGION_SCALE_TRACE") != "" {
 		h.Trace = t.Logf
 	}
