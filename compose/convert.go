@@ -134,6 +134,7 @@ func Convert(ctx context.Context, files []File, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.noteHostPaths()
 	// By path, so the same file always warns in the same order.
 	slices.SortStableFunc(c.warnings, func(a, b Warning) int { return strings.Compare(a.Path, b.Path) })
 	want, err := c.namespace(objs)
@@ -165,6 +166,8 @@ type converter struct {
 
 	scanService  string              // the service the scan is in: services.<key>
 	unmappedKeys map[string][]string // by services.<key>: its keys Legion does not map
+
+	hostPathServices []string // the services whose bind mounts became hostPath volumes
 }
 
 // namespace builds the Namespace the converted objects ask for.

@@ -187,32 +187,87 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// TestCorpus converts realistic compose files: each must convert without
-// error to objects that pass admission, with the warnings its want.golden
-// records.
+// corpusWant is what each compose file of testdata/corpus must give:
+// converted with this many Services, or refused with an error holding
+// refusal (naming the key).
+var corpusWant = map[string]struct {
+	services int
+	refusal  string
+}{
+	"airflow":                       {services: 6}, // flower is in a profile
+	"awesome-react-express-mongodb": {refusal: "services.backend.image: missing: Legion deploys images and builds none; build this one"},
+	"ci-runners-override":           {services: 2},
+	"django-postgres-redis":         {services: 4},
+	"docker-elk":                    {refusal: "services.elasticsearch.image: missing: Legion deploys images and builds none; build this one"},
+	"dockprom":                      {services: 7},
+	"elk":                           {services: 3},
+	"gitea-external-secrets":        {services: 2},
+	"home-assistant":                {services: 2},
+	"immich":                        {services: 4},
+	"jaeger-hotrod":                 {services: 2},
+	"kafka-zookeeper":               {services: 4},
+	"keycloak-postgres":             {services: 2},
+	"loki-promtail":                 {services: 2},
+	"mastodon":                      {services: 5},
+	"matomo-mariadb":                {services: 3},
+	"microservices-x-legion":        {services: 4},
+	"minio-stateful":                {services: 1},
+	"mongo-express-node":            {services: 3},
+	"monitoring":                    {services: 3},
+	"n8n-postgres":                  {services: 2},
+	"nats-dnsrr":                    {services: 2},
+	"nextcloud-anchors":             {services: 4},
+	"nginx-tls-proxy":               {services: 2},
+	"plausible":                     {services: 3},
+	"portainer-agent":               {services: 2},
+	"rabbitmq-workers":              {services: 3},
+	"redash":                        {services: 8},
+	"traefik-whoami":                {services: 2},
+	"uptime-monitor-netraw":         {services: 2},
+	"vaultwarden-caddy":             {services: 2},
+	"voting-app":                    {services: 6},
+	"wordpress-mysql":               {services: 2},
+}
+
+// TestCorpus converts compose files of public projects: each converts to
+// objects that pass admission, with the Services and warnings expected,
+// or is refused with the expected error.
 func TestCorpus(t *testing.T) {
 	t.Parallel()
 	dirs := caseDirs(t, "testdata/corpus")
-	if len(dirs) < 15 {
-		t.Errorf("the corpus has %d files, want at least 15", len(dirs))
+	if len(dirs) < 30 {
+		t.Errorf("the corpus has %d files, want at least 30", len(dirs))
+	}
+	if len(dirs) != len(corpusWant) {
+		t.Errorf("the corpus has %d files and corpusWant %d entries: keep them in step", len(dirs), len(corpusWant))
 	}
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
+			want, ok := corpusWant[filepath.Base(dir)]
+			if !ok {
+				t.Fatal("no expectation in corpusWant")
+			}
 			files, opts := caseOptions(t, dir)
 			res, err := Convert(context.Background(), files, opts)
-			if err != nil {
-				t.Fatalf("conversion failed: %v", err)
-			}
-			services := 0
-			for _, o := range res.Objects {
-				if o.GetKind() == legion.KindService {
-					services++
+			if want.refusal != "" {
+				if err == nil || !strings.Contains(err.Error(), want.refusal) {
+					t.Fatalf("conversion: got %v, want a refusal containing %q", err, want.refusal)
 				}
+			} else {
+				if err != nil {
+					t.Fatalf("conversion failed: %v", err)
+				}
+				services := 0
+				for _, o := range res.Objects {
+					if o.GetKind() == legion.KindService {
+						services++
+					}
+				}
+				if services != want.services {
+					t.Errorf("%d Services converted, want %d", services, want.services)
+				}
+				checkObjects(t, opts, res.Objects)
 			}
-			if services == 0 {
-				t.Error("no Service converted")
-			}
-			checkObjects(t, opts, res.Objects)
 			golden.Check(t, filepath.Join(dir, "want.golden"), render(t, res, err))
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -72,9 +73,6 @@ func (c *converter) dependsOn(p string, deps types.DependsOnConfig, names *stack
 			c.warn(dp, "no service %s in the file; ignored", key)
 			continue
 		}
-		if d.Restart {
-			c.warn(dp+".restart", "not supported, ignored: a dependency's restart does not restart this service")
-		}
 		if !d.Required {
 			c.warn(dp+".required", "false is not supported: the dependency is waited for all the same")
 		}
@@ -83,8 +81,19 @@ func (c *converter) dependsOn(p string, deps types.DependsOnConfig, names *stack
 	return out
 }
 
-// hostPathNote tells where a bind mount's source must be, once per file.
-const hostPathNote = "a bind mount becomes a hostPath volume: the path must exist on every node the tasks may run on, and the namespace must allow hostPath (spec.security.allow, set by a cluster admin)"
+// noteHostPaths says once, for every service with bind mounts, what their
+// host paths need.
+func (c *converter) noteHostPaths() {
+	if len(c.hostPathServices) == 0 {
+		return
+	}
+	slices.Sort(c.hostPathServices)
+	c.note("services", "the bind mounts of %s become hostPath volumes: each path must exist on every node the tasks may run on, and the namespace must allow hostPath (spec.security.allow, set by a cluster admin)",
+		strings.Join(c.hostPathServices, ", "))
+}
+
+// name0 is the compose key of the service at path services.<key>.
+func name0(p string) string { return strings.TrimPrefix(p, "services.") }
 
 // bindSource resolves a bind mount's source against the compose file's
 // directory, as compose does; a path from the home directory (~) is the

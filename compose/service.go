@@ -380,7 +380,13 @@ func (c *converter) volumes(p string, s types.ServiceConfig, ctr *legion.Contain
 			if b := v.Bind; b != nil && (b.Propagation != "" && b.Propagation != types.PropagationRPrivate || b.SELinux != "" || b.Recursive != "") {
 				c.warn(vp+".bind", "propagation, selinux and recursive: not supported, ignored")
 			}
-			c.note(p+".volumes", "%s", hostPathNote)
+			if src == "/" {
+				c.warn(vp, "the node's root cannot be mounted into a container, ignored")
+				continue
+			}
+			if !slices.Contains(c.hostPathServices, name0(p)) {
+				c.hostPathServices = append(c.hostPathServices, name0(p))
+			}
 			name := uniqueName("host-"+dnsLabel(v.Target), usedNames)
 			pod.Volumes = append(pod.Volumes, legion.PodVolume{Name: name, HostPath: &legion.HostPathVolume{Path: src}})
 			mount(vp, name, v.Target, v.ReadOnly)
