@@ -15,7 +15,6 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
-	"github.com/legionbsd/legion/cluster/acme"
 	"github.com/legionbsd/legion/internal/testcluster"
 )
 
@@ -41,15 +40,14 @@ func certSecret(t *testing.T, name string, hosts ...string) legion.Object {
 
 // A Route whose Secret is the user's: once the Secret is changed to a
 // certificate for another host (admission only sees the Route), the
-// running controller says so in the route's status, and says nothing
-// once a covering one is back.
+// leader's controller (started by the leader's work, as in legion daemon)
+// says so in the route's status, and says nothing once a covering one is
+// back.
 func TestStatusFollowsSecret(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, testcluster.Options{})
+	c := testcluster.New(t, testcluster.Options{Leader: true})
 	st := c.Managers[0].Store()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	t.Cleanup(func() { cancel(); <-done })
+	ctx := context.Background()
 	apply := func(objs ...legion.Object) {
 		t.Helper()
 		if _, err := c.Client().Apply(ctx, objs, client.ApplyOptions{}); err != nil {
@@ -62,8 +60,6 @@ func TestStatusFollowsSecret(t *testing.T) {
 	r.Spec.Host, r.Spec.Service = "shop.example", "web"
 	r.Spec.TLS = &legion.RouteTLS{Secret: "shop-tls"}
 	apply(certSecret(t, "shop-tls", "shop.example"), r)
-
-	go func() { done <- (&acme.Controller{Store: st}).Run(ctx) }()
 	status := func() legion.RouteStatus {
 		o, _, err := st.Get(legion.KindRoute, "default", "shop")
 		if err != nil {
