@@ -133,10 +133,11 @@ func (c *Controller) Pass(ctx context.Context) (next time.Time) {
 		routes = append(routes, o.(*legion.Route))
 	}
 	groups := Groups(routes)
+	conflicts := HostConflicts(groups)
 	seen := map[string]bool{}
 	for _, g := range groups {
 		seen[g.Key()] = true
-		due := c.keep(ctx, g)
+		due := c.keep(ctx, g, conflicts)
 		if !due.IsZero() && (next.IsZero() || due.Before(next)) {
 			next = due
 		}
@@ -153,7 +154,7 @@ func (c *Controller) Pass(ctx context.Context) (next time.Time) {
 
 // keep decides for one group, orders when due, and writes the status;
 // it says when the group needs a look again.
-func (c *Controller) keep(ctx context.Context, g *Group) time.Time {
+func (c *Controller) keep(ctx context.Context, g *Group, conflicts map[string]string) time.Time {
 	sec, secVersion := c.secret(g)
 	c.mu.Lock()
 	fail := c.failing[g.Key()]
@@ -185,7 +186,13 @@ func (c *Controller) keep(ctx context.Context, g *Group) time.Time {
 		}
 	}
 	for _, r := range g.Routes {
-		c.writeStatus(ctx, r, func(*legion.Route) legion.RouteStatus { return RouteStatus(r, d.Status, nil) })
+		status := RouteStatus(r, d.Status, nil)
+		if note := conflicts[r.Spec.Host]; note != "" {
+			status.Message = withNote(status.Message, note)
+		}
+		if err := c.writeStatus(ctx, r, func(*legion.Route) legion.RouteStatus { return status }); err != nil {
+			c.Logger.Warn("acme: route status", "err", err)
+		}
 	}
 	if d.Status.NextOrder != nil {
 		return *d.Status.NextOrder

@@ -83,4 +83,15 @@ func TestStatusFollowsSecret(t *testing.T) {
 	if s := status(); s.NextOrder != nil || len(s.Challenges) != 0 {
 		t.Errorf("a user's certificate got %+v, want no order planned", s)
 	}
+
+	// Another route of the host naming another Secret: both say so.
+	o, _ = legion.New(legion.KindRoute)
+	r2 := o.(*legion.Route)
+	r2.Metadata.Name, r2.Metadata.Namespace = "cart", "default"
+	r2.Spec.Host, r2.Spec.Path, r2.Spec.Service = "shop.example", "/cart", "web"
+	r2.Spec.TLS = &legion.RouteTLS{Secret: "cart-tls"}
+	apply(r2)
+	testcluster.WaitFor(t, "the route's status to report the other Secret", 10*time.Second, func() bool {
+		return status().Message == "routes of shop.example name secrets default/cart-tls, default/shop-tls: the proxies serve the first, by route namespace and name, whose certificate covers the name"
+	})
 }

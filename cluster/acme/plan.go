@@ -234,8 +234,8 @@ func Decide(g *Group, sec SecretState, fail *Failure, now time.Time) Decision {
 			Message: fmt.Sprintf("%s%s; next attempt at %s", failedPrefix, fail.Err, next.UTC().Format(time.RFC3339))}
 	}
 	if g.Conflict != "" {
-		d.Status.Message = strings.TrimPrefix(d.Status.Message+"; ", "; ") +
-			fmt.Sprintf("routes %s ask for other ACME settings than the first route naming secret %s: its settings are used", g.Conflict, g.Secret)
+		d.Status.Message = withNote(d.Status.Message,
+			fmt.Sprintf("routes %s ask for other ACME settings than the first route naming secret %s: its settings are used", g.Conflict, g.Secret))
 	}
 	return d
 }
@@ -281,6 +281,37 @@ func RouteStatus(r *legion.Route, group legion.RouteStatus, challenges []legion.
 		}
 	}
 	return out
+}
+
+// HostConflicts says, for each host whose routes name more than one
+// Secret, which ones: every proxy serves the first (by the routes'
+// namespace and name) whose certificate covers the name asked.
+func HostConflicts(groups []*Group) map[string]string {
+	secrets := map[string][]string{}
+	for _, g := range groups {
+		for _, r := range g.Routes {
+			if k := g.Key(); !slices.Contains(secrets[r.Spec.Host], k) {
+				secrets[r.Spec.Host] = append(secrets[r.Spec.Host], k)
+			}
+		}
+	}
+	out := map[string]string{}
+	for host, keys := range secrets {
+		if len(keys) > 1 {
+			slices.Sort(keys)
+			out[host] = fmt.Sprintf("routes of %s name secrets %s: the proxies serve the first, by route namespace and name, whose certificate covers the name",
+				host, strings.Join(keys, ", "))
+		}
+	}
+	return out
+}
+
+// withNote adds a sentence to a status message.
+func withNote(msg, note string) string {
+	if msg == "" {
+		return note
+	}
+	return msg + "; " + note
 }
 
 // ResumeFailure reads a failed order's wait back from a route's status

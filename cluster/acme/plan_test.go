@@ -221,3 +221,19 @@ func TestResumeFailure(t *testing.T) {
 		t.Error("a status that is no failure is resumed as one")
 	}
 }
+
+func TestHostConflicts(t *testing.T) {
+	t.Parallel()
+	gs := Groups([]*legion.Route{
+		route("b", "shop", "shop.example", "tls", nil),
+		route("a", "shop", "shop.example", "tls", nil),
+		route("a", "cart", "shop.example", "cart-tls", nil),
+		route("a", "blog", "blog.example", "tls", nil),
+		route("a", "blog2", "blog.example", "tls", nil), // one Secret: no conflict
+	})
+	got := HostConflicts(gs)
+	want := map[string]string{"shop.example": "routes of shop.example name secrets a/cart-tls, a/tls, b/tls: the proxies serve the first, by route namespace and name, whose certificate covers the name"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("conflicts (-want +got):\n%s", d)
+	}
+}
