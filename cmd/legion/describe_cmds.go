@@ -1,0 +1,430 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/spf13/cobra"
+)
+
+// describeEvents is how many of an object's last events describe shows.
+const describeEvents = 30
+
+func (c *clusterCLI) describeCommand() *cobra.Command {
+	var namespace string
+	cmd := &cobra.Command{
+		Use:   "describe KIND NAME [-n NAMESPACE]",
+		Short: "Show one object for people: metadata, spec summary, status, its tasks and its last events",
+		Long: `Describe prints an object as a person reads it: its metadata, a summary
+of its spec, its status, the tasks it runs (a Service or Job's tasks, the
+tasks on a Node) and its last events and its tasks' (see legion events).
+Kinds without a view of their own print spec and status as YAML. For
+scripts, use legion get -o json.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, err := resolveKind(args[0])
+			if err != nil {
+				return err
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx := ctxOf(cmd)
+			o, err := cl.Get(ctx, kind, namespace, args[1])
+			if err != nil {
+				return err
+			}
+			m := o.GetMetadata()
+			var tasks []*legion.Task
+			if kind == legion.KindService || kind == legion.KindJob || kind == legion.KindNode {
+				opts := client.ListOptions{Namespace: m.Namespace, AllNamespaces: kind == legion.KindNode}
+				objs, _, err := cl.List(ctx, legion.KindTask, opts)
+				if err != nil {
+					return fmt.Errorf("listing %s's tasks: %w", args[1], err)
+				}
+				tasks = ownTasks(o, objs)
+			}
+			ours := map[legion.ObjectRef]bool{{Kind: kind, Namespace: m.Namespace, Name: m.Name}: true}
+			eo := client.EventsOptions{Namespace: m.Namespace, Kind: kind, Object: m.Name}
+			if len(tasks) > 0 && kind != legion.KindNode {
+				eo.Kind, eo.Object = "", "" // the tasks' events too, kept below
+				for _, t := range tasks {
+					ours[legion.ObjectRef{Kind: legion.KindTask, Namespace: t.Metadata.Namespace, Name: t.Metadata.Name}] = true
+				}
+			}
+			var evs []legion.Event
+			err = cl.Events(ctx, eo, func(e legion.Event) error {
+				if ours[e.Object] {
+					evs = append(evs, e)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			return describe(cmd.OutOrStdout(), o, tasks, evs, time.Now())
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace (default: default)")
+	return cmd
+}
+
+// ownTasks keeps the tasks of a Service or Job, or those on a Node, by
+// slot then name.
+func ownTasks(o legion.Object, objs []legion.Object) []*legion.Task {
+	m := o.GetMetadata()
+	var out []*legion.Task
+	for _, x := range objs {
+		t, ok := x.(*legion.Task)
+		if !ok {
+			continue
+		}
+		switch o.GetKind() {
+		case legion.KindNode:
+			if t.Spec.Node != m.Name {
+				continue
+			}
+		default:
+			if t.Spec.Owner.Kind != o.GetKind() || t.Spec.Owner.Name != m.Name || t.Metadata.Namespace != m.Namespace {
+				continue
+			}
+		}
+		out = append(out, t)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Spec.Slot != out[j].Spec.Slot {
+			return out[i].Spec.Slot < out[j].Spec.Slot
+		}
+		return out[i].Metadata.Name < out[j].Metadata.Name
+	})
+	return out
+}
+
+// describer writes "Key:  value" lines, indented by section.
+type describer struct {
+	tw     *tabwriter.Writer
+	indent string
+}
+
+func (d *describer) line(key string, value any) {
+	v := fmt.Sprint(value)
+	if v == "" {
+		v = "<none>"
+	}
+	fmt.Fprintf(d.tw, "%s%s:\t%s\n", d.indent, key, v)
+}
+
+func (d *describer) section(name string) {
+	fmt.Fprintf(d.tw, "%s%s:\n", d.indent, name)
+}
+
+// describe writes the human view of o; tasks and events as describe
+// read them.
+func describe(w io.Writer, o legion.Object, tasks []*legion.Task, evs []legion.Event, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	d := &describer{tw: tw}
+	m := o.GetMetadata()
+	d.line("Name", m.Name)
+	if o.GetKind().Namespaced() {
+		d.line("Namespace", m.Namespace)
+	}
+	d.line("Kind", o.GetKind())
+	d.line("Labels", labelString(m.Labels))
+	d.line("Version", m.Version)
+	if m.Generation > 0 {
+		d.line("Generation", m.Generation)
+	}
+	var err error
+	switch x := o.(type) {
+	case *legion.Service:
+		descService(d, x, now)
+	case *legion.Job:
+		descJob(d, x, now)
+	case *legion.Node:
+		descNode(d, x, now)
+	case *legion.Task:
+		descTask(d, x, now)
+	case *legion.Volume:
+		descVolume(d, x)
+	default:
+		err = descGeneric(d, o)
+	}
+	if err != nil {
+		return err
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if o.GetKind() == legion.KindService || o.GetKind() == legion.KindJob || o.GetKind() == legion.KindNode {
+		fmt.Fprintln(w, "Tasks:")
+		if len(tasks) == 0 {
+			fmt.Fprintln(w, "  <none>")
+		} else {
+			tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  NAME\tNODE\tDESIRED\tSTATE\tREADY\tRESTARTS\tAGE\tMESSAGE")
+			for _, t := range tasks {
+				name := t.Metadata.Name
+				if o.GetKind() == legion.KindNode {
+					name = t.Metadata.Namespace + "/" + name
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%t\t%d\t%s\t%s\n", name, orDash(t.Spec.Node), t.Spec.DesiredState,
+					stateOf(t), t.Status.Ready, t.Status.Restarts, orDash(age(t.Status.Timestamp, now)), cell(t.Status.Message))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintln(w, "Events:")
+	if len(evs) == 0 {
+		fmt.Fprintln(w, "  <none>")
+		return nil
+	}
+	if len(evs) > describeEvents {
+		evs = evs[len(evs)-describeEvents:]
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  LAST SEEN\tTYPE\tREASON\tOBJECT\tMESSAGE")
+	for _, e := range evs {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", lastSeen(e, now), e.Type, e.Reason, eventObject(e.Object), cell(e.Message))
+	}
+	return tw.Flush()
+}
+
+func stateOf(t *legion.Task) legion.TaskState {
+	if t.Status.State == "" {
+		return legion.TaskPending
+	}
+	return t.Status.State
+}
+
+func descPod(d *describer, p legion.PodSpec) {
+	d.section("Containers")
+	in := d.indent
+	d.indent += "  "
+	for _, c := range p.AllContainers() {
+		d.line(c.Name, descContainer(*c))
+	}
+	d.indent = in
+	if rp := p.RestartPolicy; rp != nil {
+		d.line("Restart", fmt.Sprintf("%s, delay %s, max attempts %d", rp.Condition, rp.Delay.D(), rp.MaxAttempts))
+	}
+}
+
+func descContainer(c legion.Container) string {
+	s := c.Image
+	r := c.Resources
+	if r.Requests.CPU > 0 || r.Requests.Memory > 0 {
+		s += fmt.Sprintf(", requests cpu %s memory %s", r.Requests.CPU, r.Requests.Memory)
+	}
+	if r.Limits.CPU > 0 || r.Limits.Memory > 0 {
+		s += fmt.Sprintf(", limits cpu %s memory %s", r.Limits.CPU, r.Limits.Memory)
+	}
+	return s
+}
+
+func descService(d *describer, s *legion.Service, now time.Time) {
+	d.section("Spec")
+	d.indent = "  "
+	d.line("Mode", s.Spec.Mode)
+	if s.Spec.Replicas != nil {
+		d.line("Replicas", *s.Spec.Replicas)
+	}
+	descPod(d, s.Spec.Pod)
+	if len(s.Spec.Placement.Constraints) > 0 {
+		d.line("Constraints", strings.Join(s.Spec.Placement.Constraints, ", "))
+	}
+	u := s.Spec.Update
+	par := "1"
+	if u.Parallelism != nil {
+		par = strconv.Itoa(*u.Parallelism)
+	}
+	d.line("Update", fmt.Sprintf("parallelism %s, order %s, on failure %s", par, orDash(string(u.Order)), orDash(string(u.FailureAction))))
+	d.indent = ""
+	d.section("Status")
+	d.indent = "  "
+	st := s.Status
+	d.line("Replicas", fmt.Sprintf("%d wanted, %d running, %d ready", st.Replicas, st.Running, st.Ready))
+	if st.VIP != "" {
+		d.line("VIP", st.VIP)
+	}
+	if up := st.Update; up != nil {
+		v := string(up.State)
+		if up.Started != nil {
+			v += ", started " + age(*up.Started, now) + " ago"
+		}
+		if up.Completed != nil {
+			v += ", ended " + age(*up.Completed, now) + " ago"
+		}
+		d.line("Update", v)
+		if up.Message != "" {
+			d.line("Update message", up.Message)
+		}
+	}
+	if st.Message != "" {
+		d.line("Message", st.Message)
+	}
+	d.indent = ""
+}
+
+func descJob(d *describer, j *legion.Job, now time.Time) {
+	d.section("Spec")
+	d.indent = "  "
+	d.line("Mode", j.Spec.Mode)
+	if j.Spec.Completions > 0 {
+		d.line("Completions", j.Spec.Completions)
+	}
+	if j.Spec.Parallelism > 0 {
+		d.line("Parallelism", j.Spec.Parallelism)
+	}
+	if j.Spec.BackoffLimit != nil {
+		d.line("Backoff limit", *j.Spec.BackoffLimit)
+	}
+	descPod(d, j.Spec.Pod)
+	d.indent = ""
+	d.section("Status")
+	d.indent = "  "
+	st := j.Status
+	d.line("State", st.State)
+	d.line("Tasks", fmt.Sprintf("%d active, %d succeeded, %d failed", st.Active, st.Succeeded, st.Failed))
+	if st.Started != nil {
+		d.line("Started", age(*st.Started, now)+" ago")
+	}
+	if st.Finished != nil {
+		d.line("Finished", age(*st.Finished, now)+" ago")
+	}
+	if st.Message != "" {
+		d.line("Message", st.Message)
+	}
+	d.indent = ""
+}
+
+func descNode(d *describer, n *legion.Node, now time.Time) {
+	d.line("Role", n.Spec.Role)
+	d.line("Availability", n.Spec.Availability)
+	var taints []string
+	for _, t := range n.Spec.Taints {
+		taints = append(taints, t.Key+"="+t.Value+":"+string(t.Effect))
+	}
+	d.line("Taints", strings.Join(taints, ", "))
+	d.section("Status")
+	d.indent = "  "
+	st := n.Status
+	d.line("State", st.State)
+	d.line("Address", st.Addr)
+	d.line("Hostname", st.Hostname)
+	if st.Platform.OS != "" {
+		d.line("Platform", st.Platform.OS+"/"+st.Platform.Arch)
+	}
+	d.line("Version", st.Version)
+	r := st.Resources
+	d.line("Capacity", fmt.Sprintf("cpu %s, memory %s", r.Capacity.CPU, r.Capacity.Memory))
+	d.line("Allocatable", fmt.Sprintf("cpu %s, memory %s", r.Allocatable.CPU, r.Allocatable.Memory))
+	if st.LastHeartbeat != nil {
+		d.line("Last heartbeat", age(*st.LastHeartbeat, now)+" ago")
+	}
+	if dr := st.Drain; dr != nil {
+		d.line("Drain", dr.State)
+		for _, it := range dr.Remaining {
+			d.line("  Holding it up", string(it.Kind)+" "+it.Name+": "+it.Reason)
+		}
+	}
+	if st.Message != "" {
+		d.line("Message", st.Message)
+	}
+	d.indent = ""
+}
+
+func descTask(d *describer, t *legion.Task, now time.Time) {
+	d.line("Owner", strings.ToLower(string(t.Spec.Owner.Kind))+"/"+t.Spec.Owner.Name)
+	d.line("Slot", t.Spec.Slot)
+	d.line("Node", t.Spec.Node)
+	d.line("Desired state", t.Spec.DesiredState)
+	descPod(d, t.Spec.Pod)
+	d.section("Status")
+	d.indent = "  "
+	st := t.Status
+	d.line("State", stateOf(t))
+	d.line("Ready", st.Ready)
+	d.line("Restarts", st.Restarts)
+	if !st.Timestamp.IsZero() {
+		d.line("Since", age(st.Timestamp, now)+" ago")
+	}
+	if st.IP != "" {
+		d.line("IP", st.IP)
+	}
+	if st.ExitCode != nil {
+		d.line("Exit code", *st.ExitCode)
+	}
+	if st.Message != "" {
+		d.line("Message", st.Message)
+	}
+	d.indent = ""
+}
+
+func descVolume(d *describer, v *legion.Volume) {
+	d.line("Driver", v.Spec.Driver)
+	if v.Spec.Size > 0 {
+		d.line("Size", v.Spec.Size)
+	}
+	d.section("Status")
+	d.indent = "  "
+	d.line("State", v.State())
+	d.line("Node", v.Status.Node)
+	d.line("Backend", v.Status.Backend)
+	if mg := v.Status.Migration; mg != nil {
+		d.line("Migration", fmt.Sprintf("%s from %s to %s (attempt %d)", mg.State, mg.From, mg.To, mg.Attempt))
+	}
+	if len(v.Status.Snapshots) > 0 {
+		d.line("Snapshots", strings.Join(v.Status.Snapshots, ", "))
+	}
+	if v.Status.Message != "" {
+		d.line("Message", v.Status.Message)
+	}
+	d.indent = ""
+}
+
+// describeGeneric prints spec and status as YAML for kinds without a
+// view of their own; a Secret's value never shows.
+func descGeneric(d *describer, o legion.Object) error {
+	if s, ok := o.(*legion.Secret); ok {
+		c := *s
+		c.Spec = legion.SecretSpec{}
+		d.line("Data", fmt.Sprintf("%d bytes (not shown)", len(s.Spec.Data)))
+		o = &c
+	}
+	for _, part := range []struct {
+		name string
+		v    any
+	}{{"Spec", o.SpecPtr()}, {"Status", o.StatusPtr()}} {
+		if part.v == nil {
+			continue
+		}
+		data, err := json.Marshal(part.v)
+		if err != nil {
+			return err
+		}
+		if string(data) == "{}" || string(data) == "null" {
+			continue
+		}
+		y, err := legion.JSONToYAML(data)
+		if err != nil {
+			return err
+		}
+		d.section(part.name)
+		for _, l := range strings.Split(strings.TrimRight(string(y), "\n"), "\n") {
+			fmt.Fprintf(d.tw, "  %s\n", l)
+		}
+	}
+	return nil
+}

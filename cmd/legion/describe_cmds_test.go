@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/golden"
+)
+
+var describeNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func describeAgo(d time.Duration) *time.Time { t := describeNow.Add(-d); return &t }
+
+func describeFixtures() (svc *legion.Service, tasks []*legion.Task, evs []legion.Event) {
+	three := 3
+	svc = &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+		Metadata: legion.Metadata{Name: "web", Namespace: "shop", Labels: map[string]string{"app": "web"}, Version: 42, Generation: 2}}}
+	svc.Spec.Mode, svc.Spec.Replicas = legion.ModeReplicated, &three
+	svc.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "registry.example/web:2",
+		Resources: legion.Resources{Requests: legion.ResourceRequests{CPU: 250, Memory: 64 << 20}}}}
+	svc.Spec.Update.FailureAction, svc.Spec.Update.Order = legion.FailureRollback, legion.StopFirst
+	svc.Status = legion.ServiceStatus{Replicas: 3, Running: 2, Ready: 1, VIP: "10.96.0.7",
+		Update: &legion.UpdateStatus{State: legion.UpdateRolledBack, Message: "task web-2 failed", Started: describeAgo(5 * time.Minute), Completed: describeAgo(time.Minute)}}
+	for i, st := range []legion.TaskState{legion.TaskRunning, legion.TaskRunning, legion.TaskPending} {
+		t := &legion.Task{Header: legion.Header{Kind: legion.KindTask, Metadata: legion.Metadata{Name: fmt.Sprintf("web-%d-a1", i+1), Namespace: "shop"}}}
+		t.Spec.Owner, t.Spec.Slot, t.Spec.DesiredState = legion.Owner{Kind: legion.KindService, Name: "web"}, i+1, legion.TaskRunning
+		t.Spec.Pod = svc.Spec.Pod
+		t.Status.State, t.Status.Timestamp = st, describeNow.Add(-time.Duration(i+1)*time.Minute)
+		if st == legion.TaskRunning {
+			t.Spec.Node = "n" + fmt.Sprint(i+1)
+			t.Status.Ready = i == 0
+		}
+		if i == 1 {
+			t.Status.Restarts, t.Status.Message = 4, "container app exited with 1: restarting in 8s (attempt 5)"
+		}
+		if i == 2 {
+			t.Status.Message = "over the quota of namespace shop: tasks 3 of 2"
+		}
+		tasks = append(tasks, t)
+	}
+	ev := func(ago time.Duration, typ legion.EventType, reason string, kind legion.Kind, name, msg string) legion.Event {
+		return legion.Event{Time: describeNow.Add(-ago), Type: typ, Reason: reason, Count: 1, Message: msg,
+			Object: legion.ObjectRef{Kind: kind, Namespace: "shop", Name: name}}
+	}
+	evs = []legion.Event{
+		ev(5*time.Minute, legion.EventNormal, legion.ReasonUpdateStarted, legion.KindService, "web", "to generation 2"),
+		ev(4*time.Minute, legion.EventWarning, legion.ReasonTaskFailed, legion.KindTask, "web-2-a1", "failed on node n2: container app exited with 1"),
+		ev(3*time.Minute, legion.EventWarning, legion.ReasonUpdateRollingBack, legion.KindService, "web", "task web-2 failed"),
+		ev(time.Minute, legion.EventWarning, legion.ReasonUpdateRolledBack, legion.KindService, "web", ""),
+	}
+	backoff := ev(10*time.Second, legion.EventWarning, legion.ReasonBackOff, legion.KindTask, "web-2-a1", "container app exited with 1: restarting in 8s")
+	backoff.Count, backoff.First = 4, describeNow.Add(-2*time.Minute)
+	evs = append(evs, backoff)
+	for i := range evs {
+		evs[i].Sequence = uint64(100+i) << 10
+	}
+	return svc, tasks, evs
+}
+
+func TestDescribeGolden(t *testing.T) {
+	t.Parallel()
+	svc, tasks, evs := describeFixtures()
+	node := &legion.Node{Header: legion.Header{Kind: legion.KindNode, Metadata: legion.Metadata{Name: "n2", Version: 9}}}
+	node.Spec = legion.NodeSpec{Role: legion.RoleWorker, Availability: legion.AvailabilityDrain,
+		Taints: []legion.Taint{{Key: "gpu", Value: "yes", Effect: legion.NoSchedule}}}
+	node.Status = legion.NodeStatus{State: legion.NodeReady, Addr: "192.0.2.2:7946", Hostname: "n2.example", Version: "1.0.0",
+		Platform: legion.Platform{OS: "freebsd", Arch: "amd64"}, LastHeartbeat: describeAgo(2 * time.Second),
+		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}, Allocatable: legion.ResourceRequests{CPU: 3500, Memory: 7 << 30}},
+		Drain:     &legion.DrainStatus{State: legion.DrainBlocked, Remaining: []legion.DrainItem{{Kind: legion.KindVolume, Name: "shop/db", Reason: "its data is on this node"}}}}
+	nodeEvs := []legion.Event{{Time: describeNow.Add(-time.Minute), Type: legion.EventNormal, Reason: legion.ReasonNodeDraining, Count: 1,
+		Object: legion.ObjectRef{Kind: legion.KindNode, Name: "n2"}, Message: "moving its tasks elsewhere"}}
+	cfg := &legion.Config{Header: legion.Header{Kind: legion.KindConfig, Metadata: legion.Metadata{Name: "site", Namespace: "shop", Version: 3}}}
+	cfg.Spec.Data = []byte("hello")
+	for _, c := range []struct {
+		name  string
+		o     legion.Object
+		tasks []*legion.Task
+		evs   []legion.Event
+	}{
+		{"service", svc, tasks, evs},
+		{"task", tasks[1], nil, evs[4:]},
+		{"node", node, tasks[1:2], nodeEvs},
+		{"config", cfg, nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := describe(&b, c.o, c.tasks, c.evs, describeNow); err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, filepath.Join("testdata", "describe_"+c.name+".golden"), b.String())
+		})
+	}
+}
+
+func TestEventsTable(t *testing.T) {
+	t.Parallel()
+	_, _, evs := describeFixtures()
+	for _, o := range []string{"table", "wide", "json"} {
+		fm, err := parseOutput(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		l := eventListing(evs, true, describeNow)
+		if err := l.print(&b, &b, fm); err != nil {
+			t.Fatal(err)
+		}
+		golden.Check(t, filepath.Join("testdata", "events_"+o+".golden"), b.String())
+	}
+}
