@@ -31,6 +31,7 @@ func newRootCommand() *cobra.Command {
 	addAutolockCommands(root)
 	addBackupCommands(root)
 	addAuditCommands(root)
+	addEventsCommands(root)
 	addCACommands(root)
 	root.AddCommand(newContextCommand())
 	configFlags(root)
