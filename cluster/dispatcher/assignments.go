@@ -171,10 +171,8 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 		if tasksChanged && tp != nil {
 			set.TaskChanges = itemsOf(tp.since(ss.gen))
 		}
-		set.EndpointChanges = itemsOf(c.endpoints.since(ss.gen))
-		set.PeerChanges = itemsOf(c.peers.since(ss.gen))
-		set.RouteChanges = itemsOf(c.routesP.since(ss.gen))
-		set.MemberChanges = itemsOf(c.members.since(ss.gen))
+		sh := c.sharedSince(ss.gen)
+		set.EndpointChanges, set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.endpoints, sh.peers, sh.routes, sh.members
 		if c.rulesGen > ss.gen {
 			set.PolicyRules = c.rules
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/endpoints"
+	legionpb "github.com/legionbsd/legion/internal/proto"
 )
 
 // publishEvery is the shortest time between two publications of the
@@ -164,6 +165,15 @@ type viewCache struct {
 	// tasks.
 	valuesGen, nodesGen, volumesGen uint64
 	vols                            *volumeIndex
+
+	// shared holds, for the current generation, the changes of the parts
+	// every node follows since each generation a stream asked from: the
+	// streams of a cluster mostly sent their last message at the same
+	// generation, so one publication works them out once, not once per
+	// node. Read only once made (marshalled by many streams at once).
+	shared map[uint64]*sharedChanges
+	// sharedBuilt counts the changes worked out, for tests.
+	sharedBuilt int
 
 	// What the events of the batch being taken touched.
 	dirtyServices                         map[string]bool
@@ -486,8 +496,28 @@ func (c *viewCache) publish() {
 	}
 	c.dirtyPeers, c.dirtyRoutes, c.dirtyRules, c.dirtyVolumes = false, false, false, false
 	c.dirtyValues, c.dirtyNodes, c.dirtyConfigs = false, false, false
+	clear(c.shared) // worked out up to the generation before
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// sharedChanges is what changed in the parts every node follows.
+type sharedChanges struct{ endpoints, peers, routes, members *legionpb.Items }
+
+// sharedSince is the changes of the shared parts after generation since,
+// up to the current one. Called with mu held.
+func (c *viewCache) sharedSince(since uint64) *sharedChanges {
+	if sh, ok := c.shared[since]; ok {
+		return sh
+	}
+	sh := &sharedChanges{endpoints: itemsOf(c.endpoints.since(since)), peers: itemsOf(c.peers.since(since)),
+		routes: itemsOf(c.routesP.since(since)), members: itemsOf(c.members.since(since))}
+	if c.shared == nil {
+		c.shared = map[uint64]*sharedChanges{}
+	}
+	c.shared[since] = sh
+	c.sharedBuilt++
+	return sh
 }
 
 // sortedValues lists a map's values in key order.

@@ -2,12 +2,14 @@ package dispatcher
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	legionpb "github.com/legionbsd/legion/internal/proto"
 	"github.com/legionbsd/legion/internal/testpoll"
 )
 
@@ -64,4 +66,69 @@ func openStore(t *testing.T) *store.Store {
 	}
 	testpoll.Until(t, "leadership", 10*time.Second, 10*time.Millisecond, st.IsLeader)
 	return st
+}
+
+// The parts every node follows change the same way for every stream that
+// sent its last message at the same generation: a change is worked out
+// once for all of them, not once per node.
+func TestSharedChangesAreWorkedOutOncePerGeneration(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	s := New(Fixed(st), Options{})
+	c := s.cacheOf(st)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	put := func(o legion.Object) {
+		t.Helper()
+		if _, _, err := st.Put(ctx, o, store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replicas := 1
+	svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+		Metadata: legion.Metadata{Namespace: "shop", Name: "web"}}}
+	svc.Spec.Replicas = &replicas
+	put(svc)
+	const nodes = 8
+	streams := make([]*streamState, nodes)
+	for i := range streams {
+		streams[i] = &streamState{node: fmt.Sprintf("n%d", i)}
+		if _, _, err := s.compose(st, c, streams[i], true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.mu.Lock()
+	built := c.sharedBuilt
+	c.mu.Unlock()
+	now := time.Now()
+	tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+		Metadata: legion.Metadata{Namespace: "shop", Name: "web-1-1"}}}
+	tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: "web"}
+	tk.Spec.Node, tk.Spec.DesiredState = "n0", legion.TaskRunning
+	tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: "10.200.0.5", Started: &now}
+	put(tk)
+	var first *legionpb.Items
+	for i, ss := range streams {
+		set, _, err := s.compose(st, c, ss, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set == nil || set.EndpointChanges == nil || set.MemberChanges == nil {
+			t.Fatalf("node %s: no endpoint and member changes for a task become ready: %v", ss.node, set)
+		}
+		if i == 0 {
+			first = set.EndpointChanges
+		} else if set.EndpointChanges != first {
+			t.Fatalf("node %s: its own endpoint changes, not the ones worked out for n0", ss.node)
+		}
+	}
+	c.mu.Lock()
+	got := c.sharedBuilt - built
+	c.mu.Unlock()
+	if got != 1 {
+		t.Fatalf("the shared changes were worked out %d times for %d streams at one generation: want once", got, nodes)
+	}
 }
