@@ -55,7 +55,9 @@ func (w legionWriter) put(ctx context.Context, key, value string) error {
 // from 64 at once; then 64 clients at pacedRate writes/s for latency.
 // etcd's endpoints come from BENCH_ETCD1 and BENCH_ETCD3 (comma
 // separated; bench/run starts both clusters); without them only Legion
-// runs. Every write is fsynced on a quorum by both.
+// runs. Legion's managers are the daemons at BENCH_LEGION1 and
+// BENCH_LEGION3 when set (see legionCluster). Every write is fsynced on a
+// quorum by both.
 //
 //	BENCH_ETCD1=127.0.0.1:2379 go test -run '^$' -bench Store -benchtime 3000x
 func BenchmarkStore(b *testing.B) {
@@ -69,9 +71,7 @@ func BenchmarkStore(b *testing.B) {
 			b.Cleanup(func() { c.Close() })
 			systems["etcd"] = etcdWriter{c}
 		}
-		tc := testcluster.New(b, testcluster.Options{Managers: members, Leader: true})
-		tc.WaitLeader()
-		systems["legion"] = legionWriter{tc.Client()}
+		systems["legion"] = legionCluster(b, members)
 		for _, name := range []string{"legion", "etcd"} {
 			w, ok := systems[name]
 			if !ok {
@@ -87,6 +87,25 @@ func BenchmarkStore(b *testing.B) {
 			})
 		}
 	}
+}
+
+// legionCluster is a writer to Legion managers: those at BENCH_LEGIONn
+// (daemons bench/run started, a process apart as etcd is, with the
+// admin's credentials in BENCH_LEGIONn_CREDENTIALS), else members
+// started in this process by internal/testcluster.
+func legionCluster(b *testing.B, members int) writer {
+	env := fmt.Sprintf("BENCH_LEGION%d", members)
+	if addr := os.Getenv(env); addr != "" {
+		c, err := client.New(client.Options{Server: addr, CredentialsFile: os.Getenv(env + "_CREDENTIALS"), Retry: 30 * time.Second})
+		if err != nil {
+			b.Fatalf("Legion at %s: %v", addr, err)
+		}
+		b.Cleanup(func() { c.Close() })
+		return legionWriter{c}
+	}
+	tc := testcluster.New(b, testcluster.Options{Managers: members, Leader: true})
+	tc.WaitLeader()
+	return legionWriter{tc.Client()}
 }
 
 // runs numbers the runs of a benchmark body, so each writes new keys.
