@@ -108,6 +108,8 @@ func platformFlags(fs *pflag.FlagSet, o *daemon.Options) {
 	fs.StringVar(&o.Platform, "platform", daemon.DefaultPlatform(),
 		"what pods run on: jails (FreeBSD jails on ZFS, pf network) or process (host processes on loopback, isolating nothing)")
 	fs.StringVar(&o.ZFSRoot, "zfs-root", daemon.DefaultZFSRoot, "the dataset images and container roots live under (jails)")
+	fs.BoolVar(&o.Linux, "linux", false,
+		"also run Linux images of this architecture when an image has no FreeBSD build (jails: through the Linux ABI, which the node loads, and placement's node.platform.linux == true); a process node on Linux runs them with or without it")
 	fs.StringVar(&o.PodNetwork, "pod-network", "",
 		"the process platform's pod network: auto (the default: a Linux network namespace per pod where this host allows it, as root, else loopback), netns (insist on namespaces) or loopback (pods share the host's network)")
 }
