@@ -108,6 +108,11 @@ var layers = []layer{
 	// The daemon composes everything; the binary composes the daemon.
 	{pattern: "internal/daemon", may: []string{"", "...", "-cmd"}},
 	{pattern: "cmd/...", may: []string{"", "...", "-cmd"}},
+	// legion top's views and terminal UI: a pure model over the object
+	// model; the command feeds it the cluster.
+	{pattern: "internal/topui", may: []string{""}, thirdParty: []string{"github.com/charmbracelet/bubbletea",
+		"github.com/charmbracelet/bubbles", "github.com/charmbracelet/lipgloss", "github.com/charmbracelet/x/ansi"},
+		noStd: pureStd, neverDeps: noServer},
 	// Test harnesses compose whatever they start; only tests import them.
 	{pattern: "internal/testcluster", may: []string{"", "...", "-cmd"}},
 	{pattern: "internal/testimage/...", may: []string{"", "...", "-cmd"}},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -40,8 +41,14 @@ func (c *clusterCLI) updateObject(cmd *cobra.Command, kind legion.Kind, ns, name
 		return client.Result{}, err
 	}
 	defer cl.Close()
+	return changeObject(ctxOf(cmd), cl, kind, ns, name, change)
+}
+
+// changeObject is updateObject through a client already open (legion
+// top's actions make the same calls).
+func changeObject(ctx context.Context, cl *client.Client, kind legion.Kind, ns, name string, change func(legion.Object) error) (client.Result, error) {
 	for attempt := 1; ; attempt++ {
-		s, err := cl.Get(ctxOf(cmd), kind, ns, name)
+		s, err := cl.Get(ctx, kind, ns, name)
 		if err != nil {
 			return client.Result{}, err
 		}
@@ -49,7 +56,7 @@ func (c *clusterCLI) updateObject(cmd *cobra.Command, kind legion.Kind, ns, name
 			return client.Result{}, err
 		}
 		v := s.GetMetadata().Version
-		res, err := cl.ApplyOne(ctxOf(cmd), s, client.ApplyOptions{ExpectedVersion: &v})
+		res, err := cl.ApplyOne(ctx, s, client.ApplyOptions{ExpectedVersion: &v})
 		// The controllers write the service's status all the time: read
 		// it again and retry when one did between the read and the write.
 		if errors.Is(err, client.ErrAborted) && attempt < 5 {
@@ -74,16 +81,7 @@ func (c *clusterCLI) scaleCommand() *cobra.Command {
 			if err != nil || n < 0 || n > legion.MaxReplicas {
 				return fmt.Errorf("scale: replicas %q: expected a whole number from 0 to %d", args[1], legion.MaxReplicas)
 			}
-			res, err := c.updateService(cmd, ns, args[0], func(s *legion.Service) error {
-				if s.Spec.Mode == legion.ModeGlobal {
-					return fmt.Errorf("scale: service %s is global: it runs one task per eligible node", args[0])
-				}
-				if a := s.Spec.Autoscale; a != nil && (n < a.Min || n > a.Max) {
-					return fmt.Errorf("scale: service %s autoscales between %d and %d; %d is outside, change spec.autoscale instead", args[0], a.Min, a.Max, n)
-				}
-				s.Spec.Replicas = &n
-				return nil
-			})
+			res, err := c.updateService(cmd, ns, args[0], func(s *legion.Service) error { return setReplicas(s, n) })
 			if err != nil {
 				return err
 			}
@@ -100,6 +98,33 @@ func (c *clusterCLI) scaleCommand() *cobra.Command {
 	return cmd
 }
 
+// setReplicas is scale's change: refused for a global service and
+// outside an autoscaler's bounds.
+func setReplicas(s *legion.Service, n int) error {
+	name := s.Metadata.Name
+	if n < 0 || n > legion.MaxReplicas {
+		return fmt.Errorf("scale: replicas %d: expected a whole number from 0 to %d", n, legion.MaxReplicas)
+	}
+	if s.Spec.Mode == legion.ModeGlobal {
+		return fmt.Errorf("scale: service %s is global: it runs one task per eligible node", name)
+	}
+	if a := s.Spec.Autoscale; a != nil && (n < a.Min || n > a.Max) {
+		return fmt.Errorf("scale: service %s autoscales between %d and %d; %d is outside, change spec.autoscale instead", name, a.Min, a.Max, n)
+	}
+	s.Spec.Replicas = &n
+	return nil
+}
+
+// rollBack is rollback's change: the spec before the last update.
+func rollBack(s *legion.Service) error {
+	u := s.Status.Update
+	if u == nil || u.PreviousSpec == nil {
+		return fmt.Errorf("rollback: service %s has no earlier spec to go back to", s.Metadata.Name)
+	}
+	s.Spec = *u.PreviousSpec
+	return nil
+}
+
 func (c *clusterCLI) rollbackCommand() *cobra.Command {
 	var ns string
 	var wf waitFlags
@@ -111,14 +136,7 @@ func (c *clusterCLI) rollbackCommand() *cobra.Command {
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("rollback: %w", err)
 			}
-			res, err := c.updateService(cmd, ns, args[0], func(s *legion.Service) error {
-				u := s.Status.Update
-				if u == nil || u.PreviousSpec == nil {
-					return fmt.Errorf("rollback: service %s has no earlier spec to go back to", args[0])
-				}
-				s.Spec = *u.PreviousSpec
-				return nil
-			})
+			res, err := c.updateService(cmd, ns, args[0], rollBack)
 			if err != nil {
 				return err
 			}

@@ -33,6 +33,7 @@ func newRootCommand() *cobra.Command {
 	addAuditCommands(root)
 	addEventsCommands(root)
 	addCACommands(root)
+	addTopCommands(root)
 	root.AddCommand(newContextCommand())
 	configFlags(root)
 	return root

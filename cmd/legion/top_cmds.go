@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/topui"
+	"github.com/spf13/cobra"
+)
+
+// addTopCommands adds legion top and its nodes, tasks and services views.
+func addTopCommands(root *cobra.Command) {
+	cli := newClusterCLI()
+	top := cli.topCommand()
+	top.AddCommand(cli.topNodesCommand(), cli.topListCommand("tasks", "Show each running task's CPU and memory against its requests and limits", tasksTopListing),
+		cli.topListCommand("services", "Show each service's CPU and memory summed over its tasks, against their requests and limits", servicesTopListing))
+	root.AddCommand(top)
+}
+
+// usageData is what the top views are computed from.
+type usageData struct {
+	nodes    []*legion.Node
+	tasks    []*legion.Task
+	services []*legion.Service
+	usage    []legion.Usage
+}
+
+// readUsage lists what the top views need: nodes only when asked (a
+// user may read tasks without nodes).
+func readUsage(ctx context.Context, cl *client.Client, opts client.ListOptions, withNodes bool) (usageData, error) {
+	var d usageData
+	if withNodes {
+		objs, _, err := cl.List(ctx, legion.KindNode, client.ListOptions{})
+		if err != nil {
+			return d, err
+		}
+		d.nodes = typed[*legion.Node](objs)
+	}
+	objs, _, err := cl.List(ctx, legion.KindTask, opts)
+	if err != nil {
+		return d, err
+	}
+	d.tasks = typed[*legion.Task](objs)
+	objs, _, err = cl.List(ctx, legion.KindService, opts)
+	if err != nil {
+		return d, err
+	}
+	d.services = typed[*legion.Service](objs)
+	ns := opts.Namespace
+	if opts.AllNamespaces {
+		ns = ""
+	}
+	d.usage, err = cl.Usage(ctx, ns)
+	return d, err
+}
+
+func typed[T legion.Object](objs []legion.Object) []T {
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (c *clusterCLI) topNodesCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "nodes",
+		Short: "Show each node's CPU and memory in use against what it can allocate and holds",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			d, err := readUsage(ctxOf(cmd), cl, client.ListOptions{AllNamespaces: true}, true)
+			if err != nil {
+				return err
+			}
+			l := nodesTopListing(d)
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func (c *clusterCLI) topListCommand(use, short string, view func(usageData) listing) *cobra.Command {
+	var ns, output string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			d, err := readUsage(ctxOf(cmd), cl, client.ListOptions{Namespace: ns, AllNamespaces: all}, false)
+			if err != nil {
+				return err
+			}
+			l := view(d)
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+		},
+	}
+	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace")
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// dashUnless is "-" for an amount that is not set (no limit, no report).
+func dashUnless(set bool, s string) string {
+	if !set {
+		return "-"
+	}
+	return s
+}
+
+func nodesTopListing(d usageData) listing {
+	l := listing{none: "nodes", columns: []column{{name: "NAME"}, {name: "STATE"}, {name: "TASKS"},
+		{name: "CPU"}, {name: "CPU%"}, {name: "CPU ALLOCATABLE"}, {name: "CPU CAPACITY", wide: true},
+		{name: "MEMORY"}, {name: "MEMORY%"}, {name: "MEMORY ALLOCATABLE"}, {name: "MEMORY CAPACITY", wide: true},
+		{name: "AVAILABILITY", wide: true}}}
+	for _, n := range topui.Nodes(d.nodes, d.tasks, d.usage) {
+		l.add("node/"+n.Name, n, n.Name, string(n.State), strconv.Itoa(n.Tasks),
+			dashUnless(n.Reported, topui.FormatCPU(n.CPU)), dashUnless(n.Reported, topui.Percent(int64(n.CPU), int64(n.CPUAllocatable))),
+			topui.FormatCPU(n.CPUAllocatable), topui.FormatCPU(n.CPUCapacity),
+			dashUnless(n.Reported, topui.FormatBytes(n.Memory)), dashUnless(n.Reported, topui.Percent(int64(n.Memory), int64(n.MemoryAllocatable))),
+			topui.FormatBytes(n.MemoryAllocatable), topui.FormatBytes(n.MemoryCapacity), string(n.Availability))
+	}
+	return l
+}
+
+// share is used against the limit, or against the request when there is
+// no limit.
+func share(used, request, limit int64) string {
+	if limit > 0 {
+		return topui.Percent(used, limit)
+	}
+	return topui.Percent(used, request)
+}
+
+func tasksTopListing(d usageData) listing {
+	l := listing{none: "tasks", columns: []column{{name: "NAMESPACE"}, {name: "NAME"}, {name: "NODE"},
+		{name: "CPU"}, {name: "CPU REQUEST"}, {name: "CPU LIMIT"}, {name: "CPU%"},
+		{name: "MEMORY"}, {name: "MEMORY REQUEST"}, {name: "MEMORY LIMIT"}, {name: "MEMORY%"},
+		{name: "OWNER", wide: true}, {name: "STATE", wide: true}}}
+	for _, t := range topui.Tasks(d.tasks, d.usage) {
+		l.add("task/"+t.Name, t, t.Namespace, t.Name, t.Node,
+			dashUnless(t.Reported, topui.FormatCPU(t.CPU)), topui.FormatCPU(t.CPURequest), dashUnless(t.CPULimit > 0, topui.FormatCPU(t.CPULimit)),
+			dashUnless(t.Reported, share(int64(t.CPU), int64(t.CPURequest), int64(t.CPULimit))),
+			dashUnless(t.Reported, topui.FormatBytes(t.Memory)), topui.FormatBytes(t.MemoryRequest), dashUnless(t.MemoryLimit > 0, topui.FormatBytes(t.MemoryLimit)),
+			dashUnless(t.Reported, share(int64(t.Memory), int64(t.MemoryRequest), int64(t.MemoryLimit))),
+			t.Owner, string(t.State))
+	}
+	return l
+}
+
+func servicesTopListing(d usageData) listing {
+	l := listing{none: "services", columns: []column{{name: "NAMESPACE"}, {name: "NAME"}, {name: "TASKS"},
+		{name: "CPU"}, {name: "CPU REQUEST"}, {name: "CPU LIMIT"}, {name: "CPU%"},
+		{name: "MEMORY"}, {name: "MEMORY REQUEST"}, {name: "MEMORY LIMIT"}, {name: "MEMORY%"}}}
+	for _, s := range topui.Services(d.services, d.tasks, d.usage) {
+		l.add("service/"+s.Name, s, s.Namespace, s.Name, strconv.Itoa(s.Tasks),
+			dashUnless(s.Reported, topui.FormatCPU(s.CPU)), topui.FormatCPU(s.CPURequest), dashUnless(s.CPULimit > 0, topui.FormatCPU(s.CPULimit)),
+			dashUnless(s.Reported, share(int64(s.CPU), int64(s.CPURequest), int64(s.CPULimit))),
+			dashUnless(s.Reported, topui.FormatBytes(s.Memory)), topui.FormatBytes(s.MemoryRequest), dashUnless(s.MemoryLimit > 0, topui.FormatBytes(s.MemoryLimit)),
+			dashUnless(s.Reported, share(int64(s.Memory), int64(s.MemoryRequest), int64(s.MemoryLimit))))
+	}
+	return l
+}

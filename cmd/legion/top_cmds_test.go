@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/golden"
+)
+
+// topFixture is legion top's known cluster (internal/topui/testdata):
+// fixed objects and the usage their nodes reported.
+func topFixture(t *testing.T) usageData {
+	t.Helper()
+	data, err := os.ReadFile("../../internal/topui/testdata/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := legion.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []legion.Object
+	for _, d := range docs {
+		if len(d.Errs) > 0 {
+			t.Fatalf("document %d: %v", d.Index, d.Errs)
+		}
+		objs = append(objs, d.Object)
+	}
+	raw, err := os.ReadFile("../../internal/topui/testdata/usage.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u struct{ Usage []legion.Usage }
+	if err := json.Unmarshal(raw, &u); err != nil {
+		t.Fatal(err)
+	}
+	return usageData{nodes: typed[*legion.Node](objs), tasks: typed[*legion.Task](objs), services: typed[*legion.Service](objs), usage: u.Usage}
+}
+
+// legion top nodes|tasks|services on the known cluster, in the table,
+// wide and JSON forms.
+func TestTopListingsGolden(t *testing.T) {
+	t.Parallel()
+	d := topFixture(t)
+	for name, view := range map[string]func(usageData) listing{"nodes": nodesTopListing, "tasks": tasksTopListing, "services": servicesTopListing} {
+		for _, o := range []string{"table", "wide", "json"} {
+			f, err := parseOutput(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out, errw bytes.Buffer
+			l := view(d)
+			if err := l.print(&out, &errw, f); err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, filepath.Join("testdata", "top_"+name+"_"+o+".golden"), out.String())
+		}
+	}
+}
