@@ -157,6 +157,9 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 		p.zfsRoot = o.ZFSRoot // checkJailsHost found or made it before this
 	}
 	p.linux, _ = linuxImages(o) // OpenImages refused what it refuses
+	if o.Linux && o.Platform == PlatformProcess {
+		log.Info("--linux: this process node runs Linux images as the host's own processes, with or without it (node.platform.linux true)")
+	}
 	// Volumes of other drivers: every one on jails, plugins only on the
 	// process platform (the attacher says so to a task that asks).
 	p.attacher = &attach.Attacher{Runner: o.runner(), RunDir: o.RunDir, PluginDir: o.VolumePlugins, Platform: attach.PlatformProcess, Logger: log}
