@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,7 +72,7 @@ func newStackCommand(deps stackDeps) *cobra.Command {
 		Short: "Deploy, convert and remove compose stacks",
 	}
 	cmd.AddCommand(newStackConvertCommand(deps), newStackDeployCommand(deps), newStackRmCommand(deps),
-		newStackLsCommand(deps), newStackServicesCommand(deps))
+		newStackLsCommand(deps), newStackServicesCommand(deps), newStackPsCommand(deps))
 	return cmd
 }
 
@@ -80,12 +81,14 @@ type stackFlags struct {
 	files     []string
 	namespace string
 	strict    bool
+	profiles  []string
 }
 
 func (f *stackFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVarP(&f.files, "compose-file", "c", nil, "compose file (repeat to merge several; - for standard input)")
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace of the stack's objects (default: the stack's name)")
 	cmd.Flags().BoolVar(&f.strict, "strict", false, "refuse any compose setting Legion does not map, rather than warn")
+	cmd.Flags().StringArrayVar(&f.profiles, "profile", nil, "activate a compose profile (repeat for several; * for all): services naming profiles are deployed only when one is active")
 }
 
 // convertStack reads the compose files and converts them, printing the
@@ -121,8 +124,15 @@ func convertStack(cmd *cobra.Command, deps stackDeps, f stackFlags, stack string
 			env[k] = v
 		}
 	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
 	opts := compose.Options{
-		Stack: stack, Namespace: f.namespace, Env: env, Strict: f.strict,
+		Stack: stack, Namespace: f.namespace, Env: env, Strict: f.strict, Profiles: f.profiles,
+		// Relative bind mounts are the compose file's directory's, as in
+		// compose; the nodes must have the same path.
+		Dir: absDir,
 		// Files the compose file names are relative to its directory.
 		ReadFile: func(name string) ([]byte, error) {
 			if !filepath.IsAbs(name) {
@@ -221,7 +231,7 @@ the files no longer have are deleted.`,
 }
 
 func newStackRmCommand(deps stackDeps) *cobra.Command {
-	return stackCommand(deps, "rm [-n NS] STACK", "Remove a stack's services, network policies, secrets and configs (volumes are kept)",
+	return stackCommand(deps, "rm [-n NS] STACK", "Remove a stack's services, network policies, secrets and configs (volumes are kept), and its namespace once empty",
 		func(cmd *cobra.Command, c stackClient, stack, ns string) error {
 			var current []legion.Object
 			for _, k := range compose.RemoveKinds() {
@@ -235,8 +245,87 @@ func newStackRmCommand(deps stackDeps) *cobra.Command {
 			if len(steps) == 0 {
 				return fmt.Errorf("stack %s: nothing of it in namespace %s", stack, ns)
 			}
-			return runSteps(cmd, c, steps)
+			if err := runSteps(cmd, c, steps); err != nil {
+				return err
+			}
+			return removeStackNamespace(cmd, c, stack, ns)
 		})
+}
+
+// removeStackNamespace deletes the namespace stack deploy made for the
+// stack (it carries the stack's label) once nothing but tasks is left in
+// it: the kept Volumes, or anything else put there, keep it, and one the
+// stack did not make is never deleted. Tasks are left out: the removed
+// Services' tasks are stopping, and go with them.
+func removeStackNamespace(cmd *cobra.Command, c stackClient, stack, ns string) error {
+	ctx := cmd.Context()
+	namespaces, err := c.List(ctx, legion.KindNamespace, "", nil)
+	if err != nil {
+		return fmt.Errorf("listing namespaces: %w", err)
+	}
+	var mine legion.Object
+	for _, o := range namespaces {
+		if o.GetMetadata().Name == ns {
+			mine = o
+		}
+	}
+	if mine == nil {
+		return nil
+	}
+	if !compose.InStack(mine, stack) {
+		fmt.Fprintf(cmd.OutOrStdout(), "namespace/%s kept: stack %s did not create it\n", ns, stack)
+		return nil
+	}
+	var left []string
+	for _, k := range legion.Kinds() {
+		if !k.Namespaced() || k == legion.KindTask {
+			continue
+		}
+		objs, err := c.List(ctx, k, ns, nil)
+		if err != nil {
+			return fmt.Errorf("listing the %ss left in namespace %s: %w", k, ns, err)
+		}
+		for _, o := range objs {
+			left = append(left, strings.ToLower(string(k))+"/"+o.GetMetadata().Name)
+		}
+	}
+	if len(left) > 0 {
+		const shown = 3
+		more := ""
+		if len(left) > shown {
+			more = fmt.Sprintf(" and %d more", len(left)-shown)
+			left = left[:shown]
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "namespace/%s kept: it still holds %s%s\n", ns, strings.Join(left, ", "), more)
+		return nil
+	}
+	return runSteps(cmd, c, []compose.Step{{Op: compose.OpDelete, Kind: legion.KindNamespace, Name: ns}})
+}
+
+func newStackPsCommand(deps stackDeps) *cobra.Command {
+	var output string
+	cmd := stackCommand(deps, "ps [-n NS] STACK", "List the tasks of a stack's services",
+		func(cmd *cobra.Command, c stackClient, stack, ns string) error {
+			fm, err := parseOutput(output)
+			if err != nil {
+				return err
+			}
+			svcs, err := c.List(cmd.Context(), legion.KindService, ns, map[string]string{compose.StackLabel: stack})
+			if err != nil {
+				return err
+			}
+			if len(svcs) == 0 {
+				return fmt.Errorf("stack %s: no services of it in namespace %s", stack, ns)
+			}
+			tasks, err := c.List(cmd.Context(), legion.KindTask, ns, nil)
+			if err != nil {
+				return err
+			}
+			l := stackTasksListing(svcs, tasks, time.Now())
+			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+		})
+	outputFlag(cmd, &output)
+	return cmd
 }
 
 // stackCommand is a command on the stack its one argument names, in the
@@ -339,4 +428,69 @@ func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) error {
 		}
 	}
 	return nil
+}
+
+// stackTaskView is a task as stack ps -o json prints it.
+type stackTaskView struct {
+	ID           string           `json:"id"`
+	Name         string           `json:"name"`
+	Service      string           `json:"service"`
+	Image        string           `json:"image"`
+	Node         string           `json:"node,omitempty"`
+	DesiredState legion.TaskState `json:"desiredState"`
+	CurrentState legion.TaskState `json:"currentState"`
+	Since        time.Time        `json:"since,omitzero"`
+	Error        string           `json:"error,omitempty"`
+}
+
+// stackTaskIDLength is how much of a task's UID stack ps shows, as docker
+// shortens its IDs.
+const stackTaskIDLength = 12
+
+// stackTasksListing is stack ps: the tasks of the stack's Services (their
+// history too), by service and slot, newest first within a slot. ERROR
+// is the message of a task that is not running: why it failed, or what
+// a pending one waits for.
+func stackTasksListing(services, tasks []legion.Object, now time.Time) listing {
+	mine := map[string]bool{}
+	for _, o := range services {
+		mine[o.GetMetadata().Name] = true
+	}
+	var ts []*legion.Task
+	for _, o := range tasks {
+		if t, ok := o.(*legion.Task); ok && t.Spec.Owner.Kind == legion.KindService && mine[t.Spec.Owner.Name] {
+			ts = append(ts, t)
+		}
+	}
+	slices.SortStableFunc(ts, func(a, b *legion.Task) int {
+		if d := strings.Compare(a.Spec.Owner.Name, b.Spec.Owner.Name); d != 0 {
+			return d
+		}
+		if d := a.Spec.Slot - b.Spec.Slot; d != 0 {
+			return d
+		}
+		if d := b.Status.Timestamp.Compare(a.Status.Timestamp); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Metadata.Name, b.Metadata.Name)
+	})
+	l := listing{columns: cols("ID", "NAME", "IMAGE", "NODE", "DESIRED STATE", "CURRENT STATE", "ERROR"), none: "tasks"}
+	for _, t := range ts {
+		id := t.Metadata.UID
+		if len(id) > stackTaskIDLength {
+			id = id[:stackTaskIDLength]
+		}
+		current := string(t.Status.State)
+		if a := age(t.Status.Timestamp, now); a != "" {
+			current += " " + a + " ago"
+		}
+		errText := ""
+		if t.Status.State != legion.TaskRunning {
+			errText = t.Status.Message
+		}
+		v := stackTaskView{ID: id, Name: t.Metadata.Name, Service: t.Spec.Owner.Name, Image: imagesOf(t.Spec.Pod), Node: t.Spec.Node,
+			DesiredState: t.Spec.DesiredState, CurrentState: t.Status.State, Since: t.Status.Timestamp, Error: errText}
+		l.add("task/"+t.Metadata.Name, v, id, t.Metadata.Name, v.Image, t.Spec.Node, string(t.Spec.DesiredState), current, errText)
+	}
+	return l
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
@@ -113,7 +115,7 @@ func TestStackConvert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(errOut, "warning: services.web.privileged: not supported") {
+	if !strings.Contains(errOut, "warning: services.web: not mapped, ignored: privileged (jails have no privileged mode)") {
 		t.Errorf("stderr lacks the privileged warning:\n%s", errOut)
 	}
 	objs, err := legion.ParseManifest("convert", []byte(out))
@@ -181,8 +183,8 @@ func TestStackConvertStrict(t *testing.T) {
 	t.Parallel()
 	file := writeStack(t)
 	out, _, err := runStack(t, nil, "convert", "--strict", "-c", file, "shop")
-	if err == nil || !strings.Contains(err.Error(), "services.web.privileged") {
-		t.Fatalf("strict convert: got %v, want a refusal naming services.web.privileged", err)
+	if err == nil || !strings.Contains(err.Error(), "services.web: not mapped, ignored: privileged") {
+		t.Fatalf("strict convert: got %v, want a refusal naming services.web's privileged", err)
 	}
 	if out != "" {
 		t.Errorf("strict refusal printed objects:\n%s", out)
@@ -301,7 +303,7 @@ func TestStackEndToEnd(t *testing.T) {
 	t.Setenv("PG_VERSION", "15")
 	file := writeStack(t)
 	out := cli("stack", "deploy", "-c", file, "shop")
-	for _, want := range []string{"namespace/shop applied", "secret/db-password -n shop applied", "service/web -n shop applied", "warning: services.web.privileged"} {
+	for _, want := range []string{"namespace/shop applied", "secret/db-password -n shop applied", "service/web -n shop applied", "warning: services.web: not mapped, ignored: privileged"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("deploy output lacks %q:\n%s", want, out)
 		}
@@ -311,6 +313,11 @@ func TestStackEndToEnd(t *testing.T) {
 	}
 	if out := cli("stack", "services", "shop"); !strings.Contains(out, "db    replicated") || !strings.Contains(out, "postgres:15") {
 		t.Errorf("stack services:\n%s", out)
+	}
+	// The images are not resolved offline, so the services have no tasks
+	// yet: ps says so (TestStackPs shows the table).
+	if out := cli("stack", "ps", "shop"); !strings.Contains(out, "No tasks found.") {
+		t.Errorf("stack ps:\n%s", out)
 	}
 
 	// The file loses db: --prune deletes its Service, keeps its volume.
@@ -323,7 +330,7 @@ func TestStackEndToEnd(t *testing.T) {
 		t.Errorf("deploy --prune:\n%s", out)
 	}
 	out = cli("stack", "rm", "shop")
-	for _, want := range []string{"service/web -n shop deleted", "secret/db-password -n shop deleted"} {
+	for _, want := range []string{"service/web -n shop deleted", "secret/db-password -n shop deleted", "namespace/shop kept: it still holds volume/db-data"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rm output lacks %q:\n%s", want, out)
 		}
@@ -344,4 +351,155 @@ func mustService(ns, name, stack string) legion.Object {
 		m.Labels = map[string]string{compose.StackLabel: stack}
 	}
 	return o
+}
+
+// stack rm deletes the namespace deploy made once nothing is left in it,
+// and keeps one holding anything else or one the stack did not make.
+func TestStackRmRemovesTheNamespaceItMadeWhenEmpty(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "compose.yaml")
+	if err := os.WriteFile(file, []byte("services:\n  web: {image: nginx:1.25}\n  cache: {image: redis:7}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deploy := func(c *fakeCluster, args ...string) {
+		t.Helper()
+		if _, _, err := runStack(t, c, append([]string{"deploy", "-c", file}, args...)...); err != nil {
+			t.Fatal(err)
+		}
+		c.writes = nil
+	}
+	plain := func(kind legion.Kind, ns, name string) legion.Object {
+		o, _ := legion.New(kind)
+		m := o.GetMetadata()
+		m.Namespace, m.Name = ns, name
+		return o
+	}
+	tests := []struct {
+		name    string
+		setup   func(c *fakeCluster)
+		deleted bool
+		says    string
+	}{
+		{name: "empty afterwards", setup: func(c *fakeCluster) { deploy(c, "shop") }, deleted: true, says: "namespace/shop deleted"},
+		{name: "another object in it", setup: func(c *fakeCluster) {
+			deploy(c, "shop")
+			c.objs["Service/shop/admin"] = mustService("shop", "admin", "")
+		}, says: "namespace/shop kept: it still holds service/admin"},
+		{name: "a kept volume in it", setup: func(c *fakeCluster) {
+			deploy(c, "shop")
+			c.objs["Volume/shop/data"] = plain(legion.KindVolume, "shop", "data")
+		}, says: "namespace/shop kept: it still holds volume/data"},
+		{name: "made by the admin", setup: func(c *fakeCluster) {
+			c.objs["Namespace//shop"] = plain(legion.KindNamespace, "", "shop")
+			deploy(c, "shop")
+		}, says: "namespace/shop kept: stack shop did not create it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newFakeCluster()
+			tt.setup(c)
+			out, _, err := runStack(t, c, "rm", "shop")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, tt.says) {
+				t.Errorf("rm output lacks %q:\n%s", tt.says, out)
+			}
+			_, still := c.objs["Namespace//shop"]
+			if still == tt.deleted {
+				t.Errorf("namespace still there = %v, want %v; writes %v", still, !tt.deleted, c.writes)
+			}
+			if tt.deleted && c.writes[len(c.writes)-1] != "delete Namespace//shop" {
+				t.Errorf("the namespace was not deleted last: %v", c.writes)
+			}
+		})
+	}
+}
+
+func TestStackPs(t *testing.T) {
+	t.Parallel()
+	ago := time.Now().Add(-5*time.Minute - 10*time.Second)
+	task := func(svc string, slot, num int, node string, state legion.TaskState, msg string) legion.Object {
+		tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+			Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("%s-%d-%d", svc, slot, num), UID: fmt.Sprintf("%s%d%d-0123456789abcdef", svc, slot, num)}}}
+		tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: svc}
+		tk.Spec.Slot, tk.Spec.Node, tk.Spec.DesiredState = slot, node, legion.TaskRunning
+		tk.Spec.Pod.Containers = []legion.Container{{Name: svc, Image: svc + ":1"}}
+		tk.Status.State, tk.Status.Message, tk.Status.Timestamp = state, msg, ago.Add(time.Duration(num)*time.Second)
+		if state == legion.TaskFailed {
+			tk.Spec.DesiredState = legion.TaskShutdown
+		}
+		return tk
+	}
+	c := newFakeCluster(
+		mustService("shop", "web", "shop"), mustService("shop", "db", "shop"), mustService("shop", "admin", ""),
+		task("web", 1, 1, "", legion.TaskPending, "waiting for db to be ready"),
+		task("db", 1, 1, "n1", legion.TaskFailed, "container db exited with 1"),
+		task("db", 1, 2, "n2", legion.TaskRunning, "probe ok"),
+		task("admin", 1, 1, "n1", legion.TaskRunning, ""),
+	)
+	out, _, err := runStack(t, c, "ps", "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"ID            NAME     IMAGE  NODE  DESIRED STATE  CURRENT STATE   ERROR\n" +
+		"db12-0123456  db-1-2   db:1   n2    running        running 5m ago  -\n" +
+		"db11-0123456  db-1-1   db:1   n1    shutdown       failed 5m ago   container db exited with 1\n" +
+		"web11-012345  web-1-1  web:1  -     running        pending 5m ago  waiting for db to be ready\n"
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("stack ps (-want +got):\n%s", diff)
+	}
+	if _, _, err := runStack(t, c, "ps", "nothere"); err == nil || !strings.Contains(err.Error(), "stack nothere: no services of it in namespace nothere") {
+		t.Errorf("ps of a missing stack: %v", err)
+	}
+}
+
+// Relative bind mounts are resolved against the compose file's directory,
+// and --profile activates profiles.
+func TestStackConvertBindMountsAndProfiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "compose.yaml")
+	text := "services:\n  web:\n    image: nginx:1.25\n    volumes: ['./html:/usr/share/nginx/html:ro']\n  debug: {image: busybox:1, profiles: [debug]}\n"
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args  []string
+		debug bool
+	}{{nil, false}, {[]string{"--profile", "debug"}, true}} {
+		out, _, err := runStack(t, nil, append([]string{"convert", "-c", file}, append(tt.args, "shop")...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := legion.ParseManifest("convert", []byte(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var web *legion.Service
+		names := map[string]bool{}
+		for _, o := range objs {
+			if s, ok := o.(*legion.Service); ok {
+				names[s.Metadata.Name] = true
+				if s.Metadata.Name == "web" {
+					web = s
+				}
+			}
+		}
+		if names["debug"] != tt.debug {
+			t.Errorf("%v: debug service deployed = %v, want %v", tt.args, names["debug"], tt.debug)
+		}
+		if web == nil || len(web.Spec.Pod.Volumes) != 1 || web.Spec.Pod.Volumes[0].HostPath == nil {
+			t.Fatalf("web has no host path volume: %+v", web)
+		}
+		if got, want := web.Spec.Pod.Volumes[0].HostPath.Path, filepath.Join(dir, "html"); got != want {
+			t.Errorf("host path %q, want %q", got, want)
+		}
+		if m := web.Spec.Pod.Containers[0].VolumeMounts; len(m) != 1 || !m[0].ReadOnly || m[0].Path != "/usr/share/nginx/html" {
+			t.Errorf("mount %+v, want read-only at /usr/share/nginx/html", m)
+		}
+	}
 }
