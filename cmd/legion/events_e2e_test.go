@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+)
+
+// eventsApp is a Service of one hello container with args, rolled back
+// when an update's task fails within 10 s; more is appended to the
+// container's lines.
+func eventsApp(name, args, more string) string {
+	return `apiVersion: legion/v1
+kind: Service
+metadata: {name: ` + name + `}
+spec:
+  update: {order: stop-first, monitor: 10s, failureAction: rollback}
+  pod:
+    containers:
+      - name: app
+        image: localhost/hello:1
+        pullPolicy: never
+        args: ` + args + `
+` + more
+}
+
+// followed reads legion events -f -o json's lines as they came.
+func followed(t *testing.T, out string) []eventView {
+	t.Helper()
+	var evs []eventView
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var e eventView
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("legion events -f -o json printed %q: %v", line, err)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
+
+// reasonsOf is the reasons of the events of the objects keep takes, in
+// the order they came.
+func reasonsOf(evs []eventView, keep func(eventView) bool) []string {
+	var out []string
+	for _, e := range evs {
+		if keep(e) {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}
+
+// inOrder reports whether want appears in got in this order, other
+// reasons between allowed.
+func inOrder(got, want []string) bool {
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
+}
+
+// On a real one-node daemon, legion events -f shows while they happen a
+// service whose container keeps crashing (its task started, then backed
+// off again and again) and a failed update rolled back (started, rolling
+// back, rolled back); legion describe then shows the rollback in the
+// service's status and events, with its task.
+func TestEventsFollowACrashLoopAndARolledBackUpdate(t *testing.T) {
+	listen := `[-listen, "$(LEGION_POD_IP):8080"]`
+	n, ctx := helloCluster(t, eventsApp("web", listen, readyHTTP))
+	waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready })
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+
+	fctx, stop := context.WithCancel(ctx)
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- rootWith(out, errOut, append([]string{"events", "-f", "-o", "json"}, flags...)...).ExecuteContext(fctx)
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("legion events -f printed:\n%s", out.String())
+		}
+	})
+	// What happened before it started comes first: web's task started.
+	waitFor(t, "legion events -f to list web's start", func() bool {
+		return strings.Contains(out.String(), `"reason":"TaskStarted"`)
+	})
+	objs, err := legion.ParseManifest("t.yaml", []byte(eventsApp("crash", `[-exit, "1"]`, "")+"---\n"+
+		eventsApp("web", `[-listen, "$(LEGION_POD_IP):8080", -exit, "1"]`, readyHTTP)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crashTask := func(e eventView) bool { return e.Kind == "Task" && strings.HasPrefix(e.Name, "crash-") }
+	webService := func(e eventView) bool { return e.Kind == "Service" && e.Name == "web" }
+	crashWant := []string{legion.ReasonScheduled, legion.ReasonTaskStarted, legion.ReasonBackOff, legion.ReasonBackOff}
+	webWant := []string{legion.ReasonUpdateStarted, legion.ReasonUpdateRollingBack, legion.ReasonUpdateRolledBack}
+	waitFor(t, "the crash loop and the rollback in legion events -f", func() bool {
+		evs := followed(t, out.String())
+		return inOrder(reasonsOf(evs, crashTask), crashWant) && inOrder(reasonsOf(evs, webService), webWant)
+	})
+	evs := followed(t, out.String())
+	for _, e := range evs {
+		if crashTask(e) && e.Reason == legion.ReasonBackOff && (e.Type != string(legion.EventWarning) || !strings.Contains(e.Message, "restarting in")) {
+			t.Errorf("backoff event %+v: want a warning saying when it restarts", e)
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("legion events -f: %v (stderr %q)", err, errOut.String())
+	}
+	done <- nil // for the cleanup
+
+	desc, err := runLegion(t, "", append([]string{"describe", "service", "web"}, flags...)...)
+	if err != nil {
+		t.Fatalf("legion describe service web: %v\n%s", err, desc)
+	}
+	status, events, ok := strings.Cut(desc, "\nEvents:\n")
+	if !ok || !strings.Contains(status, "rolled-back") || !strings.Contains(status, "\nTasks:\n  NAME") {
+		t.Fatalf("describe service web shows no rolled-back update with its tasks:\n%s", desc)
+	}
+	var got []string
+	for _, line := range strings.Split(events, "\n") {
+		for _, r := range webWant {
+			if strings.Contains(line, " "+r+" ") {
+				got = append(got, r)
+			}
+		}
+	}
+	if !inOrder(got, webWant) {
+		t.Errorf("describe service web's events %v, want %v in order:\n%s", got, webWant, desc)
+	}
+}
