@@ -3,7 +3,10 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +15,28 @@ import (
 	"github.com/legionbsd/legion/sys"
 )
 
-// emptyVM is a kernel with no processes to count.
-type emptyVM struct{}
+const testPage = 4096
 
-func (emptyVM) JailMaps(context.Context, string) ([]jail.ProcessMap, error) { return nil, nil }
-func (emptyVM) SwapObjects(context.Context) ([]jail.VMObject, error)        { return nil, nil }
-func (emptyVM) PageSize() int64                                             { return 4096 }
+// mapsVM is a kernel's memory maps by jail (jail.KernelVM reads them from
+// ps -J and kern.proc.vmmap; jail's own tests cover that part).
+type mapsVM map[string][]jail.ProcessMap
+
+func (m mapsVM) JailMaps(_ context.Context, name string) ([]jail.ProcessMap, error) {
+	return m[name], nil
+}
+func (mapsVM) SwapObjects(context.Context) ([]jail.VMObject, error) { return nil, nil }
+func (mapsVM) PageSize() int64                                      { return testPage }
+
+// anonMap is a process's map of anonymous objects, object -> resident pages.
+func anonMap(pid int, objects map[uint64]uint64) jail.ProcessMap {
+	pm := jail.ProcessMap{Pid: pid}
+	start := uint64(0x10000)
+	for obj, pages := range objects {
+		pm.Maps = append(pm.Maps, jail.Mapping{Start: start, End: start + pages*testPage, Kind: jail.MapAnon, Object: obj, Resident: pages})
+		start += 0x1000000
+	}
+	return pm
+}
 
 // racctIs answers kern.racct.enable with its value, as sysctl prints it
 // on stdout, and everything else with the fake.
@@ -49,7 +68,12 @@ func TestJailsNodeStartsTheMemoryKillerOnlyWithRctl(t *testing.T) {
 		f := freshHost()
 		o := jailsOptions(t, dir, f)
 		o.Runner = racctIs{f, tc.racct}
-		o.kernelVM = emptyVM{}
+		// web's 101 and 102 share 10 pages (a fork's object); 101 has 10
+		// of its own, 102 30; side's 201 has 5.
+		o.kernelVM = mapsVM{
+			"pod1.web":  {anonMap(101, map[uint64]uint64{0xa1: 10, 0x5a: 10}), anonMap(102, map[uint64]uint64{0xa2: 30, 0x5a: 10})},
+			"pod1.side": {anonMap(201, map[uint64]uint64{0xb1: 5})},
+		}
 		var logs bytes.Buffer
 		p, err := openPlatform(ctx, o, "/usr/local/bin/legion", slog.New(slog.NewTextHandler(&logs, nil)))
 		if err != nil {
@@ -73,6 +97,70 @@ func TestJailsNodeStartsTheMemoryKillerOnlyWithRctl(t *testing.T) {
 			if killed := p.oom.Tick(ctx); len(killed) != 0 || len(f.Lines()) != 0 {
 				t.Errorf("a pass over an empty node killed %v, ran %q", killed, f.Lines())
 			}
+			killsLargestOverLimit(ctx, t, p, o, f)
 		}
+	}
+}
+
+// jlsOf is jls --libxo=json's answer for a jail holding params.
+func jlsOf(name string, params []jail.Param) sys.Answer {
+	j := map[string]string{"name": name}
+	for _, p := range params {
+		v := p.Value
+		if strings.HasPrefix(p.Name, "allow.") {
+			v = map[string]string{"0": "false", "1": "true"}[v]
+		}
+		j[p.Name] = v
+	}
+	b, _ := json.Marshal(map[string]any{"__version": "2", "jail-information": map[string]any{"jail": []any{j}}})
+	return sys.Answer{Stdout: string(b) + "\n"}
+}
+
+// killsLargestOverLimit runs a pod of two limited containers on the
+// node's runtime and one pass of the node's memory killer: web, 50 pages
+// against a limit of 40, loses its process with the most pages of its
+// own; side, under its limit, keeps its.
+func killsLargestOverLimit(ctx context.Context, t *testing.T, p *platform, o Options, f *sys.Fake) {
+	t.Helper()
+	rt := p.runtime
+	f.On("sysctl -n kern.boottime", sys.Answer{Stdout: "{ sec = 1764000000, usec = 42 } Mon Nov 24 16:00:00 2025\n"})
+	f.On("jls --libxo=json -j pod1 ", jlsOf("pod1", append([]jail.Param{{Name: "vnet", Value: "new"}}, jail.InfraParams(nil)...)))
+	if err := rt.Create(ctx, jail.ContainerSpec{ID: "pod1", Infra: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []jail.ContainerSpec{{ID: "web", Resources: jail.Resources{MemoryBytes: 40 * testPage}},
+		{ID: "side", Resources: jail.Resources{MemoryBytes: 1 << 30}}} {
+		m.Pod, m.Command, m.Root = "pod1", []string{"/bin/sleep", "1000"}, jail.Root{Path: t.TempDir()}
+		f.On("jls --libxo=json -j pod1."+m.ID+" ", jlsOf("pod1."+m.ID, jail.ContainerParams(m.Security, true)))
+		if err := rt.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Start(ctx, m.ID); err != nil {
+			t.Fatal(err)
+		}
+		// What the supervisor records once it runs; this test process
+		// stands in for it, as a supervisor that is alive.
+		path := filepath.Join(o.DataDir, "jails", m.ID, jail.RunFile)
+		var run jail.RunInfo
+		if err := jail.ReadJSON(path, &run); err != nil {
+			t.Fatal(err)
+		}
+		run.ShimPid, run.Pid = os.Getpid(), 100
+		if err := jail.WriteJSON(path, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Reset()
+	if killed := p.oom.Tick(ctx); len(killed) != 1 || killed[0] != 102 {
+		t.Errorf("killed %v, want web's largest process 102 alone", killed)
+	}
+	var kills []string
+	for _, l := range f.Lines() {
+		if strings.HasPrefix(l, "kill") {
+			kills = append(kills, l)
+		}
+	}
+	if len(kills) != 1 || kills[0] != "kill -s KILL 102" {
+		t.Errorf("kill commands %q, want kill -s KILL 102 alone", kills)
 	}
 }
