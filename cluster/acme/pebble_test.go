@@ -333,8 +333,12 @@ func TestPebble(t *testing.T) {
 	if want := acme.RenewAt(first); !r.Status.NextOrder.Equal(want) {
 		t.Errorf("nextOrder %v, want two thirds into the life: %v", *r.Status.NextOrder, want)
 	}
-	if _, _, err := st.Get(legion.KindSecret, legion.SystemNamespace, acme.AccountSecret(peb.directory, "ops@shop.test")); err != nil {
-		t.Errorf("account key secret: %v", err)
+	account, _, err := st.Get(legion.KindSecret, legion.SystemNamespace, acme.AccountSecret(peb.directory, "ops@shop.test"))
+	if err != nil {
+		t.Fatalf("account key secret: %v", err)
+	}
+	if !strings.Contains(string(account.(*legion.Secret).Spec.Data), "Account: https://") {
+		t.Errorf("account secret without the account's URL:\n%s", account.(*legion.Secret).Spec.Data)
 	}
 	// Nothing is due: a pass orders nothing.
 	ctl.Pass(ctx)
@@ -342,11 +346,17 @@ func TestPebble(t *testing.T) {
 		t.Errorf("a pass before the renewal changed the certificate: %v", again.Status)
 	}
 
-	// Renewal: the clock passes nextOrder.
+	// Renewal: the clock passes nextOrder. A new controller (a new
+	// leader) renews with the stored account, registering none.
 	clock.Lock()
 	clock.skew = r.Status.NextOrder.Sub(time.Now()) + time.Minute
 	clock.Unlock()
+	ctl = &acme.Controller{Store: st, HTTPClient: ctl.HTTPClient, Now: now, Retry: ctl.Retry, Answered: ctl.Answered}
 	ctl.Pass(ctx)
+	if again, _, err := st.Get(legion.KindSecret, legion.SystemNamespace, acme.AccountSecret(peb.directory, "ops@shop.test")); err != nil ||
+		again.GetMetadata().Version != account.GetMetadata().Version {
+		t.Errorf("the account secret was written again by the renewal (%v)", err)
+	}
 	clock.Lock()
 	clock.skew = 0
 	clock.Unlock()
