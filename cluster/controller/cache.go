@@ -1,0 +1,166 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/scheduler"
+)
+
+// plannerKinds are the kinds a snapshot holds, in the order they are
+// read: Volumes before Nodes (see Snapshot).
+var plannerKinds = []legion.Kind{legion.KindService, legion.KindJob, legion.KindCronJob, legion.KindTask,
+	legion.KindVolume, legion.KindNode, legion.KindNamespace}
+
+// catchUpWait bounds how long a pass waits for the cache to take the
+// events the store has applied (its own last writes among them) before
+// it reads the store instead.
+const catchUpWait = 2 * time.Second
+
+// objectCache holds the planner's kinds as the loop's watch leaves them,
+// so a pass costs no reading and decoding of every object: at 20,000
+// tasks a pass that listed them spent ten times longer decoding than
+// planning, and during a rollout a pass follows every burst of writes.
+type objectCache struct {
+	mu      sync.Mutex
+	objs    map[legion.Kind]map[string]legion.Object
+	listed  map[legion.Kind]uint64 // the version each kind was listed at
+	at      uint64                 // the last event taken
+	changed chan struct{}          // closed at the next event taken
+}
+
+// loadCache lists the planner's kinds and returns them with a watch from
+// before the first list; events a list already holds are skipped by
+// take.
+func loadCache(st Store) (*objectCache, *store.Watcher, error) {
+	_, from, err := st.List(legion.KindNamespace, "", func(legion.Object) bool { return false })
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := st.Watch(from)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &objectCache{objs: map[legion.Kind]map[string]legion.Object{}, listed: map[legion.Kind]uint64{},
+		at: from, changed: make(chan struct{})}
+	for _, k := range plannerKinds {
+		objs, at, err := st.List(k, "", nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		m := make(map[string]legion.Object, len(objs))
+		for _, o := range objs {
+			m[cacheKey(o)] = o
+		}
+		c.objs[k], c.listed[k] = m, at
+	}
+	return c, w, nil
+}
+
+func cacheKey(o legion.Object) string {
+	md := o.GetMetadata()
+	return md.Namespace + "/" + md.Name
+}
+
+// take applies one event.
+func (c *objectCache) take(ev store.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = max(c.at, ev.Version)
+	close(c.changed)
+	c.changed = make(chan struct{})
+	k := ev.Object.GetKind()
+	m, ok := c.objs[k]
+	if !ok || ev.Version <= c.listed[k] {
+		return // not a planner kind, or in the list already
+	}
+	if ev.Type == store.Deleted {
+		delete(m, cacheKey(ev.Object))
+		return
+	}
+	m[cacheKey(ev.Object)] = ev.Object
+}
+
+// caughtUp reports whether the cache has taken every event up to version
+// target, or every event the store holds (the entries after the last
+// event may make none).
+func (c *objectCache) caughtUp(st Store, target uint64) (bool, <-chan struct{}) {
+	c.mu.Lock()
+	at, ch := c.at, c.changed
+	c.mu.Unlock()
+	if at == 0 {
+		return false, ch
+	}
+	if at >= target {
+		return true, ch
+	}
+	w, err := st.Watch(at)
+	if err != nil {
+		return false, ch
+	}
+	drained, cancel := context.WithCancel(context.Background())
+	cancel() // Next returns at once: an event, or nothing pending
+	_, err = w.Next(drained)
+	return errors.Is(err, context.Canceled), ch
+}
+
+// fill copies the cache into st once it holds what the store had applied
+// when fill was called, reporting false when it does not within
+// catchUpWait. Events written meanwhile need not be waited for: under a
+// stream of reports there would always be one more.
+func (c *objectCache) fill(src Store, st *scheduler.State) bool {
+	_, target, err := src.List(legion.KindNamespace, "", func(legion.Object) bool { return false })
+	if err != nil {
+		return false
+	}
+	deadline := time.NewTimer(catchUpWait)
+	defer deadline.Stop()
+	for {
+		ok, changed := c.caughtUp(src, target)
+		if ok {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return false
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.objs[legion.KindService] {
+		st.Services = append(st.Services, o.(*legion.Service))
+	}
+	for _, o := range c.objs[legion.KindJob] {
+		st.Jobs = append(st.Jobs, o.(*legion.Job))
+	}
+	for _, o := range c.objs[legion.KindCronJob] {
+		st.CronJobs = append(st.CronJobs, o.(*legion.CronJob))
+	}
+	st.Tasks = make([]*legion.Task, 0, len(c.objs[legion.KindTask]))
+	for _, o := range c.objs[legion.KindTask] {
+		st.Tasks = append(st.Tasks, o.(*legion.Task))
+	}
+	// In the store's order, as a list gives them: the planner files an
+	// owner's tasks faster when they come together.
+	slices.SortFunc(st.Tasks, func(a, b *legion.Task) int {
+		return cmp.Or(strings.Compare(a.Metadata.Namespace, b.Metadata.Namespace), strings.Compare(a.Metadata.Name, b.Metadata.Name))
+	})
+	for _, o := range c.objs[legion.KindVolume] {
+		st.Volumes = append(st.Volumes, o.(*legion.Volume))
+	}
+	for _, o := range c.objs[legion.KindNode] {
+		st.Nodes = append(st.Nodes, o.(*legion.Node))
+	}
+	for _, o := range c.objs[legion.KindNamespace] {
+		st.Namespaces = append(st.Namespaces, o.(*legion.Namespace))
+	}
+	return true
+}
