@@ -90,26 +90,3 @@ func TestAgentCollectsImagesNoTaskUses(t *testing.T) {
 	waitFor(t, "the image of the task no longer assigned collected", func() bool { return len(storedImages(t, images)) == 0 },
 		func() string { return "" })
 }
-
-// A container of a Linux image is made a Linux one (linprocfs, linsysfs
-// and the rest on jails); a FreeBSD image's is not.
-func TestLinuxImageMakesALinuxContainer(t *testing.T) {
-	t.Parallel()
-	for _, os := range []string{"linux", "freebsd"} {
-		r := newRig(t)
-		r.images.os = os
-		r.start(t)
-		task := testTask("lx-" + os)
-		r.assign(nil, task)
-		r.mgr.await(t, task.Metadata.Name, "the task running", func(s legion.TaskStatus) bool { return s.State == legion.TaskRunning })
-		var got *bool
-		for _, s := range r.rt.created() {
-			if s.ID == containerID(task, "main") {
-				got = &s.Linux
-			}
-		}
-		if got == nil || *got != (os == "linux") {
-			t.Errorf("image of %s: container spec Linux %v, want %v", os, got, os == "linux")
-		}
-	}
-}
