@@ -75,4 +75,3 @@ func TestHostPathMounts(t *testing.T) {
 		t.Errorf("the devfs mounted before was not undone: %q", e.fake.Lines())
 	}
 }
-
