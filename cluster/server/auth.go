@@ -105,7 +105,7 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 	case c.id.Role == pki.RoleManager:
 	case c.id.Role == pki.RoleAdmin && !managerOnly:
 	case c.id.Role == pki.RoleUser && (strings.HasPrefix(method, "/legion.v1.Objects/") || strings.HasPrefix(method, "/legion.v1.Pods/") ||
-		strings.HasPrefix(method, "/legion.v1.Volumes/") || method == usageMethod):
+		strings.HasPrefix(method, "/legion.v1.Volumes/") || method == usageMethod || method == eventsMethod):
 		// The handlers check the user's RoleBindings per object.
 	default:
 		return nil, status.Errorf(codes.PermissionDenied, "%s: not allowed for a %s certificate (%s)", method, c.id.Role, c.id.Name)

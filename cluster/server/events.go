@@ -20,6 +20,10 @@ import (
 // after the store failed to list.
 const eventsRetry = time.Second
 
+// eventsMethod is Cluster.Events, which users may call: it filters by
+// their rights.
+const eventsMethod = "/legion.v1.Cluster/Events"
+
 // eventFeed is this manager's ring of derived events.
 type eventFeed struct {
 	once sync.Once
@@ -124,10 +128,16 @@ func (c *clusterService) Events(req *pb.EventsRequest, out grpc.ServerStreamingS
 	if err != nil {
 		return err
 	}
-	// Asking for one kind in one namespace needs the right to read it;
-	// wider asks see only what the caller may read.
-	if kind != "" && (req.Namespace != "" || !kind.Namespaced()) {
+	// Asking for one namespace (or a cluster-scoped kind) needs the right
+	// to read there: tasks stand for every kind when none is named. Wider
+	// asks see only what the caller may read.
+	switch {
+	case kind != "" && (req.Namespace != "" || !kind.Namespaced()):
 		if err := a.check(rbac.Read, kind, req.Namespace); err != nil {
+			return err
+		}
+	case kind == "" && req.Namespace != "":
+		if err := a.check(rbac.Read, legion.KindTask, req.Namespace); err != nil {
 			return err
 		}
 	}
