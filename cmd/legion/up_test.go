@@ -24,8 +24,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "process-shim" {
 		os.Exit(process.ShimMain(os.Args[2:]))
 	}
-	// legion up starts `legion node-resolver` from its own binary.
-	if len(os.Args) > 1 && os.Args[1] == "node-resolver" {
+	// legion up starts `legion node-resolver` from its own binary; the
+	// tmux test runs `legion top` from it.
+	if len(os.Args) > 1 && (os.Args[1] == "node-resolver" || os.Args[1] == "top") {
 		root := newRootCommand()
 		root.SetArgs(os.Args[1:])
 		if err := root.Execute(); err != nil {

@@ -211,3 +211,14 @@ func TestNoColorDrawsNoEscapes(t *testing.T) {
 		t.Errorf("NO_COLOR view holds escape codes:\n%q", v)
 	}
 }
+
+// Keys that arrive together in one read each act, as typed one by one.
+func TestKeysReadTogetherEachAct(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t, &fakeBackend{})
+	next, _ := d.m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("3/web-2")})
+	d.m = next.(Model)
+	d.keys("enter")
+	d.shows("[3 tasks]", "/web-2", "web-2")
+	d.hides("web-1", "migrate-1")
+}
