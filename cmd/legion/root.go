@@ -34,7 +34,7 @@ func newRootCommand() *cobra.Command {
 	addEventsCommands(root)
 	addCACommands(root)
 	addTopCommands(root)
-	root.AddCommand(newContextCommand())
+	root.AddCommand(newContextCommand(), newGenManCommand())
 	configFlags(root)
 	return root
 }
