@@ -13,6 +13,7 @@ import (
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/internal/agent/attach"
 	"github.com/legionbsd/legion/internal/daemon"
+	"github.com/legionbsd/legion/sys"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
@@ -24,6 +25,7 @@ func newDaemonCommand() *cobra.Command {
 	var auditDays, auditMax int
 	var po daemon.Options // the platform flags
 	var timingName *string
+	var vip vipFlags
 	cmd := &cobra.Command{
 		Use:   "daemon --data-dir DIR [--listen ADDR] [--advertise ADDR]",
 		Short: "Run the node daemon: its agent and, once initialised or joined as one, the manager",
@@ -38,6 +40,16 @@ func newDaemonCommand() *cobra.Command {
 			timing, err := raftTiming(*timingName)
 			if err != nil {
 				return err
+			}
+			carp, err := vip.carp(po.Platform, listen)
+			if err != nil {
+				return err
+			}
+			if carp != nil {
+				carp.Runner = sys.Exec{}
+				if err := carp.Setup(ctxOf(cmd)); err != nil {
+					return err
+				}
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 			var metrics prometheus.Registerer // --metrics-listen's registry
@@ -59,6 +71,13 @@ func newDaemonCommand() *cobra.Command {
 			log.Info("legion daemon listening", "addr", s.Addr(), "advertise", s.Advertise(), "node", s.NodeID())
 			ctx, stop := signal.NotifyContext(ctxOf(cmd), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if carp != nil {
+				carpDone := make(chan struct{})
+				go func() { defer close(carpDone); daemon.RunCARP(ctx, *carp, daemon.ServerRole(s), log) }()
+				// Given up before the daemon exits, so another manager
+				// takes the address at once.
+				defer func() { stop(); <-carpDone }()
+			}
 			agentDone := make(chan error, 1)
 			if noAgent {
 				agentDone <- nil
@@ -109,6 +128,7 @@ func newDaemonCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&po.PFMain, "pf-main", false, "on a jails node whose pf main ruleset is empty, load one of just the calls of Legion's anchors (one with rules of its own is never replaced)")
 	cmd.Flags().StringVar(&po.VolumePlugins, "volume-plugins", attach.DefaultPluginDir, "the directory of volume plugin executables (driver: plugin)")
 	cmd.Flags().StringVar(&advertise, "advertise", "", "address other managers reach this one at (default: the listen address, loopback when unspecified)")
+	vip.register(cmd.Flags())
 	cmd.Flags().IntVar(&auditDays, "audit-retention-days", int(audit.DefaultRetention/(24*time.Hour)), "days the leader keeps audit events")
 	cmd.Flags().IntVar(&auditMax, "audit-max-events", audit.DefaultMaxEvents, "most audit events the leader keeps (the oldest go first)")
 	return cmd
