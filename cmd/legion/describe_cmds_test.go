@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,27 @@ func TestEventsTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		golden.Check(t, filepath.Join("testdata", "events_"+o+".golden"), b.String())
+	}
+}
+
+// legion events refuses what it cannot ask before reaching any manager,
+// saying which flag and what it takes.
+func TestEventsFlagsRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--type", "error"}, `--type "error": expected normal or warning`},
+		{[]string{"--object", "web"}, `--object "web": expected KIND/NAME`},
+		{[]string{"--object", "pod/web"}, `--object: unknown kind "pod"`},
+		{[]string{"--kind", "service", "--object", "job/x"}, "--object job/x is a Job, but --kind asks for Service"},
+		{[]string{"-n", "shop", "-A"}, "-n shop and -A: choose one"},
+		{[]string{"--since", "yesterday"}, `--since "yesterday"`},
+	} {
+		_, err := runLegion(t, "", append([]string{"events", "--server", "127.0.0.1:1"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("legion events %v: %v, want it to say %q", c.args, err, c.says)
+		}
 	}
 }
