@@ -111,6 +111,7 @@ var rightsTable = map[string]map[string]verdict{
 	"/legion.v1.Cluster/RevokeUser":  only(rAdmin, rManager),
 	"/legion.v1.Cluster/RotateCA":    only(rAdmin, rManager),
 	"/legion.v1.Cluster/Usage":       only(rAdmin, rManager, rView, rEdit, rNSAdmin),
+	"/legion.v1.Cluster/Events":      only(rAdmin, rManager, rView, rEdit, rNSAdmin),
 
 	"/legion.v1.Raft/AppendEntries":         only(rManager),
 	"/legion.v1.Raft/AppendEntriesPipeline": only(rManager),
@@ -174,6 +175,7 @@ func requests(task, managerName string) map[string]proto.Message {
 		"/legion.v1.Objects/Watch":    &pb.WatchRequest{Kind: "Config", Namespace: "shop"},
 		"/legion.v1.Cluster/Promote":  &pb.PromoteRequest{NodeId: managerName},
 		"/legion.v1.Cluster/Usage":    &pb.UsageRequest{Namespace: "shop"},
+		"/legion.v1.Cluster/Events":   &pb.EventsRequest{Namespace: "shop"},
 		"/legion.v1.Pods/Logs":        &pb.LogsRequest{Target: target},
 		"/legion.v1.Pods/Exec":        &pb.ExecInput{Start: &pb.ExecStart{Target: target, Command: []string{"true"}}},
 		"/legion.v1.Pods/PortForward": &pb.PortForwardInput{Target: target, Port: 80},
