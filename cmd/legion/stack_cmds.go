@@ -211,8 +211,16 @@ the files no longer have are deleted.`,
 			// one that exists is left as its admin set it.
 			if namespaces, err := c.List(ctx, legion.KindNamespace, "", nil); err != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: namespaces could not be listed (%v): not creating namespace %s\n", err, res.Namespace.Metadata.Name)
-			} else if step, ok := compose.NamespaceStep(res.Namespace, namespaces); ok {
-				steps = append(steps, step)
+			} else {
+				step, ok := compose.NamespaceStep(res.Namespace, namespaces)
+				if ok {
+					steps = append(steps, step)
+				}
+				// Refused before anything is written, rather than after
+				// the stack's Secrets and Volumes.
+				if err := hostPathsAllowed(res, namespaces); err != nil {
+					return err
+				}
 			}
 			var current []legion.Object
 			if prune {
@@ -250,6 +258,31 @@ func newStackRmCommand(deps stackDeps) *cobra.Command {
 			}
 			return removeStackNamespace(cmd, c, stack, ns)
 		})
+}
+
+// hostPathsAllowed refuses a stack whose bind mounts (hostPath volumes)
+// its namespace, as it is or as deploy would create it, does not allow.
+func hostPathsAllowed(res *compose.Result, namespaces []legion.Object) error {
+	ns := res.Namespace
+	for _, o := range namespaces {
+		if n, ok := o.(*legion.Namespace); ok && n.Metadata.Name == ns.Metadata.Name {
+			ns = n
+		}
+	}
+	if slices.Contains(ns.Spec.Security.Allow, legion.AllowHostPath) {
+		return nil
+	}
+	var users []string
+	for _, o := range res.Objects {
+		if svc, ok := o.(*legion.Service); ok && slices.ContainsFunc(svc.Spec.Pod.Volumes, func(v legion.PodVolume) bool { return v.HostPath != nil }) {
+			users = append(users, svc.Metadata.Name)
+		}
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the bind mounts of %s (hostPath volumes) are not allowed in namespace %s: a cluster admin may add hostPath to its spec.security.allow, or deploy into a namespace that allows it (-n)",
+		strings.Join(users, ", "), ns.Metadata.Name)
 }
 
 // removeStackNamespace deletes the namespace stack deploy made for the

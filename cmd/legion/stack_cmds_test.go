@@ -503,3 +503,31 @@ func TestStackConvertBindMountsAndProfiles(t *testing.T) {
 		}
 	}
 }
+
+// A stack with bind mounts is refused before anything is written unless
+// its namespace allows hostPath; an admin's namespace that does takes it.
+func TestStackDeployBindMountsNeedHostPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "compose.yaml")
+	if err := os.WriteFile(file, []byte("services:\n  web: {image: nginx:1.25, volumes: ['./html:/usr/share/nginx/html']}\n  db: {image: postgres:16}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newFakeCluster()
+	_, _, err := runStack(t, c, "deploy", "-c", file, "shop")
+	if err == nil || !strings.Contains(err.Error(), "the bind mounts of web (hostPath volumes) are not allowed in namespace shop: a cluster admin may add hostPath") {
+		t.Fatalf("deploy into a new namespace: got %v, want a refusal naming web and the way out", err)
+	}
+	if len(c.writes) != 0 {
+		t.Errorf("a refused deploy wrote %v", c.writes)
+	}
+	ns := &legion.Namespace{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNamespace, Metadata: legion.Metadata{Name: "shop"}},
+		Spec: legion.NamespaceSpec{Security: legion.NamespaceSecurity{Allow: []string{legion.AllowHostPath}}}}
+	c = newFakeCluster(ns)
+	if _, _, err := runStack(t, c, "deploy", "-c", file, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(c.writes, "apply Service/shop/web") {
+		t.Errorf("writes %v lack web", c.writes)
+	}
+}
