@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"time"
 
 	pb "github.com/legionbsd/legion/internal/proto"
 )
@@ -66,6 +67,8 @@ type Status struct {
 	Protocol      int // the wire protocol the daemon speaks
 	// The daemon's build.
 	Version, Commit, GoVersion string
+	// Now is the daemon's clock as it answered; zero from older daemons.
+	Now time.Time
 }
 
 // Member is a manager in the Raft configuration.
@@ -88,6 +91,9 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	st := Status{NodeID: r.NodeId, Role: r.Role, Initialized: r.Initialized, State: r.State, LeaderID: r.LeaderId,
 		LeaderAddress: r.LeaderAddress, Term: r.Term, AppliedIndex: r.AppliedIndex, CommitIndex: r.CommitIndex, Protocol: int(r.Protocol),
 		Version: r.Version, Commit: r.Commit, GoVersion: r.GoVersion}
+	if r.NowUnixNano != 0 {
+		st.Now = time.Unix(0, r.NowUnixNano)
+	}
 	for _, m := range r.Members {
 		st.Members = append(st.Members, Member{ID: m.Id, Address: m.Address, Voter: m.Voter, Leader: m.Leader,
 			Reachability: m.Reachability})

@@ -169,3 +169,13 @@ func PfInfo(enabled bool) Answer {
 func SysctlUnknown(name string) Answer {
 	return Answer{Stderr: fmt.Sprintf("sysctl: unknown oid '%s'\n", name), Code: 1}
 }
+
+// KldstatNoModule is `kldstat -q -m NAME` for a module the kernel does
+// not have: modfind fails, -q keeps the warning off standard error, exit 1.
+func KldstatNoModule() Answer { return Answer{Code: 1} }
+
+// FreeBSDVersion is `freebsd-version -ru`: the running kernel's release
+// and then the userland's, a line each on standard output.
+func FreeBSDVersion(kernel, userland string) Answer {
+	return Answer{Stdout: kernel + "\n" + userland + "\n"}
+}

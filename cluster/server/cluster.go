@@ -200,7 +200,8 @@ func readToken(st *store.Store, role string) (string, error) {
 func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
 	s := c.s
 	out := &pb.StatusResponse{NodeId: s.nodeID, Role: s.role(), Protocol: Protocol,
-		Version: buildinfo.Version, Commit: buildinfo.Commit(), GoVersion: buildinfo.GoVersion()}
+		Version: buildinfo.Version, Commit: buildinfo.Commit(), GoVersion: buildinfo.GoVersion(),
+		NowUnixNano: time.Now().UnixNano()}
 	st := s.store()
 	if st == nil {
 		out.Initialized = out.Role != ""

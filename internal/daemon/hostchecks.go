@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -33,6 +35,12 @@ type HostCheckOptions struct {
 	// PFMain loads netbsd.MainRuleset when the main ruleset is empty
 	// (--pf-main); a main ruleset with rules of its own is never replaced.
 	PFMain bool
+	// DryRun changes nothing on the host (legion doctor): what the node
+	// would see to itself at start is said instead, as a check that is
+	// not OK and not Needed, its Fix how to make it last.
+	DryRun bool
+	// Linux adds what Linux images need (--linux, 6.6).
+	Linux bool
 }
 
 // hostModule is a kernel module a jails node needs and what it is for.
@@ -50,20 +58,113 @@ var hostModules = []hostModule{
 // CheckHost checks a jails node's host. It does what the node may do
 // itself and says so in the result: loading modules, enabling pf, creating
 // the ZFS root on an existing pool, and with PFMain loading the minimal
-// main ruleset.
+// main ruleset. With DryRun it only looks.
 func CheckHost(ctx context.Context, r sys.Runner, o HostCheckOptions) []HostCheck {
 	var out []HostCheck
-	for _, m := range hostModules {
+	pfLoaded := true
+	modules := hostModules
+	if o.Linux {
+		modules = append(append([]hostModule(nil), hostModules...), linuxModules...)
+	}
+	for _, m := range modules {
+		if o.DryRun {
+			c := probeModule(ctx, r, m)
+			pfLoaded = pfLoaded && (m.name != "pf" || c.OK)
+			out = append(out, c)
+			continue
+		}
 		_, err := sys.Run(ctx, r, "kldload", "-n", m.name)
 		out = append(out, judgeModule(m, err))
 	}
 	res, err := sys.Run(ctx, r, "sysctl", "-n", "kern.racct.enable")
 	out = append(out, judgeRacct(string(res.Stdout), err))
-	out = append(out, checkPFEnabled(ctx, r))
-	out = append(out, checkPFMain(ctx, r, o.PFMain))
+	if pfLoaded {
+		out = append(out, checkPFEnabled(ctx, r, o.DryRun))
+		out = append(out, checkPFMain(ctx, r, o.PFMain, o.DryRun))
+	} else {
+		// Without the module pfctl cannot say; the node loads it first.
+		for _, name := range []string{pfEnabledCheck, pfMainCheck} {
+			out = append(out, HostCheck{Name: name, Found: "not known: pf is not loaded yet",
+				Fix: "kldload pf, then run legion doctor again"})
+		}
+	}
 	out = append(out, checkDevfs(ctx, r, jail.DevfsRuleset))
-	out = append(out, checkZFSRoot(ctx, r, o.ZFSRoot))
+	out = append(out, checkZFSRoot(ctx, r, o.ZFSRoot, o.DryRun))
+	if o.Linux {
+		res, err := sys.Run(ctx, r, "sysctl", "-n", "kern.elf64.fallback_brand")
+		out = append(out, judgeFallbackBrand(string(res.Stdout), err))
+	}
 	return out
+}
+
+// linuxModules are jail.LinuxModules but tmpfs, which every node has.
+var linuxModules = []hostModule{
+	{"linux64", "the Linux ABI (--linux)"},
+	{"linprocfs", "/proc in Linux containers"},
+	{"linsysfs", "/sys in Linux containers"},
+	{"fdescfs", "/dev/fd in Linux containers"},
+}
+
+// judgeFallbackBrand reads kern.elf64.fallback_brand, which the daemon
+// sets to Linux at start only where the host left it unset (-1).
+func judgeFallbackBrand(out string, err error) HostCheck {
+	c := HostCheck{Name: "static Linux programs (kern.elf64.fallback_brand)"}
+	switch v := strings.TrimSpace(out); {
+	case err != nil:
+		c.Found, c.Fix = "sysctl failed: "+errText(err), "load linux64 (kldload linux64)"
+	case v == jail.FallbackBrandLinux:
+		c.OK, c.Found = true, v+": unbranded programs run as Linux ones"
+	case v == "-1":
+		c.Found = "unset (-1): the node sets it to " + jail.FallbackBrandLinux + " (Linux) at start"
+		c.Fix = "add kern.elf64.fallback_brand=" + jail.FallbackBrandLinux + " to /etc/sysctl.conf to have it at boot"
+	default:
+		c.Found = v + ": the host chose another brand, which the node keeps, so static Linux programs will not run (linux.static)"
+		c.Fix = "sysctl kern.elf64.fallback_brand=" + jail.FallbackBrandLinux + " if nothing else on this host needs " + v
+	}
+	return c
+}
+
+// exitCode is a command's exit status; -1 when it did not run to exit.
+func exitCode(err error) int {
+	var ee *sys.ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return -1
+}
+
+// Names of the pf checks, which a dry run without pf reports unchecked.
+const (
+	pfEnabledCheck = "pf enabled"
+	pfMainCheck    = `pf main ruleset calls "legion/*"`
+)
+
+// kldstatName is the name a module registers itself under, which
+// `kldstat -m` looks for, where it is not its file's name: the amd64
+// Linux ABI's linux64.ko declares linux64elf.
+var kldstatName = map[string]string{"linux64": "linux64elf"}
+
+// probeModule looks for a module without loading it: `kldstat -q -m`
+// exits 0 when the module is in the kernel (loaded from a file or built
+// in) and 1, printing nothing with -q, when not.
+func probeModule(ctx context.Context, r sys.Runner, m hostModule) HostCheck {
+	c := HostCheck{Name: "kernel module " + m.name}
+	name := m.name
+	if n, ok := kldstatName[name]; ok {
+		name = n
+	}
+	_, err := sys.Run(ctx, r, "kldstat", "-q", "-m", name)
+	switch {
+	case err == nil:
+		c.OK, c.Found = true, "loaded ("+m.use+")"
+	case exitCode(err) == 1:
+		c.Found = "not loaded: the node loads it at start (kldload -n " + m.name + ")"
+		c.Fix = fmt.Sprintf("kldload %s to see that it loads; add it to kld_list in /etc/rc.conf to have it at boot (needed for %s)", m.name, m.use)
+	default:
+		c.Needed = true
+		c.Found, c.Fix = "kldstat failed: "+errText(err), "check kldstat -m "+name+" by hand"
+	}
+	return c
 }
 
 // HostReady is nil when every needed check passed, otherwise an error
@@ -131,8 +232,8 @@ func judgeRacct(out string, err error) HostCheck {
 // checkPFEnabled enables pf when it is off: `pfctl -e` prints "pf
 // enabled" on standard error, or fails with "pf already enabled" when
 // something enabled it meanwhile.
-func checkPFEnabled(ctx context.Context, r sys.Runner) HostCheck {
-	c := HostCheck{Name: "pf enabled", Needed: true}
+func checkPFEnabled(ctx context.Context, r sys.Runner, dryRun bool) HostCheck {
+	c := HostCheck{Name: pfEnabledCheck, Needed: true}
 	res, err := sys.Run(ctx, r, "pfctl", "-s", "info")
 	if err != nil {
 		c.Found, c.Fix = "pfctl -s info failed: "+errText(err), "load pf (kldload pf) and check /dev/pf exists"
@@ -147,6 +248,11 @@ func checkPFEnabled(ctx context.Context, r sys.Runner) HostCheck {
 		c.OK, c.Found = true, "enabled"
 		return c
 	}
+	if dryRun {
+		c.Needed = false
+		c.Found, c.Fix = "disabled: the node enables it at start (pfctl -e)", `set pf_enable="YES" in /etc/rc.conf to have it at boot`
+		return c
+	}
 	if _, err := sys.Run(ctx, r, "pfctl", "-e"); err != nil && !sys.IsExit(err, "pf already enabled") {
 		c.Found, c.Fix = "disabled, and pfctl -e failed: "+errText(err), `run pfctl -e and set pf_enable="YES" in /etc/rc.conf`
 		return c
@@ -155,8 +261,8 @@ func checkPFEnabled(ctx context.Context, r sys.Runner) HostCheck {
 	return c
 }
 
-func checkPFMain(ctx context.Context, r sys.Runner, load bool) HostCheck {
-	c := HostCheck{Name: `pf main ruleset calls "legion/*"`, Needed: true}
+func checkPFMain(ctx context.Context, r sys.Runner, load, dryRun bool) HostCheck {
+	c := HostCheck{Name: pfMainCheck, Needed: true}
 	nat, rules, err := showMain(ctx, r)
 	if err != nil {
 		c.Found, c.Fix = err.Error(), "check pfctl -s rules by hand"
@@ -176,6 +282,12 @@ func checkPFMain(ctx context.Context, r sys.Runner, load bool) HostCheck {
 	if strings.TrimSpace(nat) != "" || strings.TrimSpace(rules) != "" {
 		c.Found += "; --pf-main loads only onto an empty main ruleset and this one has rules of its own"
 		c.Fix = addLines
+		return c
+	}
+	if dryRun {
+		c.Needed = false
+		c.Found += "; the main ruleset is empty: the node loads one of just these calls at start (--pf-main)"
+		c.Fix = addLines + " to keep them when pf.conf is reloaded"
 		return c
 	}
 	if _, err := r.Run(ctx, sys.Cmd{Name: "pfctl", Args: []string{"-f", "-"}, Stdin: []byte(netbsd.MainRuleset)}); err != nil {
@@ -257,7 +369,7 @@ func devfsInclude(rule string) (int, bool) {
 
 // checkZFSRoot finds the ZFS root, creating it on a pool the host has; a
 // host without the pool cannot be a node (D7).
-func checkZFSRoot(ctx context.Context, r sys.Runner, root string) HostCheck {
+func checkZFSRoot(ctx context.Context, r sys.Runner, root string, dryRun bool) HostCheck {
 	c := HostCheck{Name: "ZFS root " + root, Needed: true}
 	pool, _, _ := strings.Cut(root, "/")
 	if _, err := sys.Run(ctx, r, "zfs", "list", "-H", "-o", "name", root); err == nil {
@@ -270,6 +382,11 @@ func checkZFSRoot(ctx context.Context, r sys.Runner, root string) HostCheck {
 	if _, err := sys.Run(ctx, r, "zpool", "list", "-H", "-o", "name", pool); err != nil {
 		c.Found = "no ZFS pool " + pool + ": " + errText(err)
 		c.Fix = "every node needs a ZFS pool: create one (zpool create " + pool + " DEVICE) or give --zfs-root POOL/legion on a pool this host has"
+		return c
+	}
+	if dryRun {
+		c.Needed = false
+		c.Found, c.Fix = "missing on pool "+pool+": the node creates it at start", "nothing, or zfs create -p "+root+" beforehand"
 		return c
 	}
 	if _, err := sys.Run(ctx, r, "zfs", "create", "-p", root); err != nil {
@@ -294,4 +411,27 @@ func errText(err error) string {
 		return strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
 	}
 	return err.Error()
+}
+
+// HostNets are the networks of this host's interfaces, loopback and
+// Legion's own bridges left out: what a cluster's ranges must not overlap.
+func HostNets() (map[string][]netip.Prefix, error) { return hostNets(false) }
+
+// NetNSAvailable says, without making one, why this host cannot give
+// pods network namespaces of their own, or "" when it looks able to: the
+// node itself finds out for sure by making one at start.
+func NetNSAvailable(ctx context.Context, r sys.Runner) string {
+	if runtime.GOOS != "linux" {
+		return "network namespaces are Linux's"
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Sprintf("making network namespaces needs root (running as uid %d)", os.Geteuid())
+	}
+	if _, err := os.Stat("/proc/self/ns/net"); err != nil {
+		return "the kernel has no network namespaces: " + err.Error()
+	}
+	if _, err := sys.Run(ctx, r, "ip", "netns", "list"); err != nil {
+		return "ip netns list failed (iproute2 is needed): " + errText(err)
+	}
+	return ""
 }
