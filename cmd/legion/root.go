@@ -35,6 +35,7 @@ func newRootCommand() *cobra.Command {
 	addCACommands(root)
 	addTopCommands(root)
 	root.AddCommand(newContextCommand(), newGenManCommand())
+	root.AddCommand(newDoctorCommand())
 	configFlags(root)
 	return root
 }
