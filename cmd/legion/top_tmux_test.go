@@ -84,7 +84,7 @@ spec:
 	keys("3", "/", "w", "e", "b", "-", "1", "Enter")
 	sees("the tasks filtered", "[3 tasks]", "/web-1", "web-1")
 	keys("l")
-	sees("the task's log in a pane", "logs default/web-1", "hello from the top test", "esc close logs")
+	sees("the task's log in a pane", "logs default/web-1", "hello from the top test", "esc close pane")
 	keys("Escape")
 	sees("the pane closed", "[3 tasks]")
 	if strings.Contains(screen, "logs default/web-1") {

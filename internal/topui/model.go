@@ -300,6 +300,8 @@ func (m Model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 		}
 	case "l":
 		return m.openLogs()
+	case "y":
+		m.openYAML()
 	default:
 		return m.act(s)
 	}
@@ -451,6 +453,31 @@ func (m Model) openLogs() (tea.Model, tea.Cmd) {
 		return logMsg{seq: seq, line: l, more: lines}
 	}
 	return m, start
+}
+
+// openYAML shows the selected object as YAML in the pane (a Secret's
+// value was dropped on arrival, so it never shows).
+func (m *Model) openYAML() {
+	r, ok := m.selected()
+	if !ok || views[m.tab].name == "events" {
+		return
+	}
+	for _, o := range m.data.Objects[r.Kind] {
+		if md := o.GetMetadata(); md.Namespace != r.Namespace || md.Name != r.Name {
+			continue
+		}
+		m.closeLogs()
+		m.logSeq++
+		text, err := legion.MarshalYAML(o)
+		if err != nil {
+			text = []byte(err.Error())
+		}
+		m.logs = &logPane{title: strings.ToLower(string(r.Kind)) + " " + legion.DisplayName(o) + " as YAML", seq: m.logSeq,
+			cancel: func() {}, vp: viewport.New(m.width, 1), lines: strings.Split(strings.TrimRight(string(text), "\n"), "\n")}
+		m.sizeLogs()
+		m.logs.vp.SetContent(strings.Join(m.logs.lines, "\n"))
+		return
+	}
 }
 
 func waitLog(seq int, more <-chan string) tea.Cmd {

@@ -144,7 +144,7 @@ func TestLogsPaneOpensAndCloses(t *testing.T) {
 	d := newDriver(t, b)
 	d.logLines = 3
 	d.keys("3", "/", "w", "e", "b", "-", "1", "enter", "l")
-	d.shows("logs shop/web-1", "listening on :8080", "GET / 200", "bell here", "esc close logs")
+	d.shows("logs shop/web-1", "listening on :8080", "GET / 200", "bell here", "esc close pane")
 	d.hides("\x1b[31m", "\a")
 	d.keys("z")
 	d.hides("NAMESPACE  NAME")
@@ -221,4 +221,16 @@ func TestKeysReadTogetherEachAct(t *testing.T) {
 	d.keys("enter")
 	d.shows("[3 tasks]", "/web-2", "web-2")
 	d.hides("web-1", "migrate-1")
+}
+
+// y shows the selected object as YAML in the pane; a Secret's value is
+// not there, as it was dropped on arrival.
+func TestYAMLPane(t *testing.T) {
+	t.Parallel()
+	d := newDriver(t, &fakeBackend{})
+	d.keys("2", "/", "s", "h", "o", "p", " ", "w", "e", "b", "enter", "y")
+	d.shows("service shop/web as YAML", "kind: Service", "image: example/web:1", "replicas: 2")
+	d.keys("esc", "6", "/", "s", "e", "c", "r", "e", "t", "enter", "y")
+	d.shows("secret shop/shop-tls as YAML", "kind: Secret")
+	d.hides("BEGIN CERTIFICATE")
 }

@@ -235,16 +235,16 @@ func (m *Model) help() string {
 	keys := "q quit  ←/→ tabs  / filter  ↑/↓ select"
 	switch views[m.tab].name {
 	case "nodes":
-		keys += "  enter tasks  d drain  p pause  a activate"
+		keys += "  enter tasks  y yaml  d drain  p pause  a activate"
 	case "workloads":
-		keys += "  enter tasks  +/- scale  r rollback  s/u suspend/resume  x delete"
+		keys += "  enter tasks  y yaml  +/- scale  r rollback  s/u suspend/resume  x delete"
 	case "tasks":
-		keys += "  l logs  x delete"
+		keys += "  l logs  y yaml  x delete"
 	case "storage", "network", "config":
-		keys += "  x delete"
+		keys += "  y yaml  x delete"
 	}
 	if m.logs != nil {
-		keys += "  esc close logs  pgup/pgdn scroll  z zoom"
+		keys += "  esc close pane  pgup/pgdn scroll  z zoom"
 	}
 	return keys
 }
