@@ -135,3 +135,39 @@ func TestEventsFlagsRefused(t *testing.T) {
 		}
 	}
 }
+
+// legion events -f prints the header once, then each new event as a row
+// aligned under the first rows' widths; a repeat comes again with its
+// count.
+func TestEventsFollowPrinterTable(t *testing.T) {
+	t.Parallel()
+	_, _, evs := describeFixtures()
+	fm, err := parseOutput("table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	p := &eventPrinter{w: &b, f: fm, now: func() time.Time { return describeNow }}
+	if err := p.print(evs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	again := evs[4]
+	again.Count, again.Time = 5, describeNow
+	if err := p.print([]legion.Event{again}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "LAST SEEN") || strings.Count(b.String(), "LAST SEEN") != 1 {
+		t.Fatalf("printed %d lines, want the header once then three rows:\n%s", len(lines), b.String())
+	}
+	// A later cell wider than the first rows' pushes its row along.
+	col := strings.Index(lines[0], "REASON")
+	for _, l := range lines[1:3] {
+		if len(l) <= col || l[col-1] != ' ' || l[col] == ' ' {
+			t.Errorf("row %q: REASON not at column %d", l, col)
+		}
+	}
+	if !strings.HasPrefix(lines[3], "0s (x5 over 2m)") || !strings.Contains(lines[3], "BackOff") {
+		t.Errorf("the repeat printed %q, want its count and reason", lines[3])
+	}
+}
