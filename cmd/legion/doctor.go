@@ -75,6 +75,9 @@ func runDoctor(ctx context.Context, r sys.Runner, h doctorHost, o doctorOptions)
 	jails := o.Platform == daemon.PlatformJails
 	if jails {
 		out = append(out, checkFreeBSDVersion(ctx, r, h.OS))
+		if h.OS != "freebsd" {
+			return out // FreeBSD's tools are not here to ask
+		}
 		root := doctorCheck{Check: "running as root", Status: doctorOK, Found: "yes"}
 		if h.EUID != 0 {
 			root = doctorCheck{Check: "running as root", Status: doctorFail, Found: fmt.Sprintf("no (uid %d): this check sees less, and a jails node does not start",

@@ -144,6 +144,19 @@ func TestDoctorGolden(t *testing.T) {
 	}
 }
 
+// Asked about jails on a host that is not FreeBSD, doctor fails the one
+// check that matters and runs none of FreeBSD's tools.
+func TestDoctorJailsOffFreeBSD(t *testing.T) {
+	t.Parallel()
+	f := sys.NewFake()
+	h := labHost(0, 0)
+	h.OS = "linux"
+	checks := runDoctor(context.Background(), f, h, doctorOptions{Platform: daemon.PlatformJails, ZFSRoot: daemon.DefaultZFSRoot})
+	if len(checks) != 1 || checks[0].Status != doctorFail || !strings.Contains(checks[0].Fix, "--platform process") || len(f.Lines()) != 0 {
+		t.Fatalf("checks %+v, commands %q", checks, f.Lines())
+	}
+}
+
 // The skew is measured against the middle of the call, either way, and
 // judged by clockSkewWarn and clockSkewFail.
 func TestDoctorClockSkew(t *testing.T) {
