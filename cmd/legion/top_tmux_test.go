@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,7 +15,8 @@ import (
 
 // legion top on a real one-node cluster, run inside tmux: capture-pane
 // after keystrokes shows the tabs switching, the filter narrowing the
-// rows and the selected task's log in a pane.
+// rows and the selected task's log in a pane; killing the session (the
+// terminal hanging up) ends it.
 func TestTopInteractiveUnderTmux(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed (.ci/test installs it from .ci/packages)")
@@ -42,7 +45,7 @@ spec:
 		return string(out), err
 	}
 	t.Cleanup(func() { tmux("kill-server") })
-	command := fmt.Sprintf("NO_COLOR=1 %s=%s %s top --server %s --credentials %s", envConfig, noConfig, bin, n.API, n.Admin)
+	command := fmt.Sprintf("exec env NO_COLOR=1 %s=%s %s top --server %s --credentials %s", envConfig, noConfig, bin, n.API, n.Admin)
 	if out, err := tmux("new-session", "-d", "-s", "top", "-x", "160", "-y", "48", command); err != nil {
 		t.Fatalf("tmux new-session: %v\n%s", err, out)
 	}
@@ -86,9 +89,25 @@ spec:
 	keys("l")
 	sees("the task's log in a pane", "logs default/web-1", "hello from the top test", "esc close pane")
 	keys("Escape")
-	sees("the pane closed", "[3 tasks]")
-	if strings.Contains(screen, "logs default/web-1") {
-		t.Errorf("the log pane stayed open after Esc:\n%s", screen)
+	testpoll.Until(t, "the pane to close", 30*time.Second, 100*time.Millisecond, func() bool {
+		out, err := tmux("capture-pane", "-p", "-t", "top")
+		screen = out
+		return err == nil && strings.Contains(out, "[3 tasks]") && !strings.Contains(out, "logs default/web-1")
+	})
+	// The terminal hanging up ends legion top.
+	out, err := tmux("display-message", "-p", "-t", "top", "#{pane_pid}")
+	if err != nil {
+		t.Fatalf("tmux display-message: %v\n%s", err, out)
 	}
-	keys("q")
+	pid, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatalf("pane pid %q: %v", out, err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // should it outlive its terminal
+	if out, err := tmux("kill-session", "-t", "top"); err != nil {
+		t.Fatalf("tmux kill-session: %v\n%s", err, out)
+	}
+	testpoll.Until(t, "legion top to end once its terminal hung up", 30*time.Second, 50*time.Millisecond, func() bool {
+		return syscall.Kill(pid, 0) != nil
+	})
 }
