@@ -135,6 +135,24 @@ func admitRoute(s *RouteSpec, errs *ErrorList) {
 	if s.Port.Number != 0 {
 		checkCount(s.Port.Number, "spec.port", 1, 65535, errs)
 	}
+	for i, c := range s.TrustedProxies {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			if a, aerr := netip.ParseAddr(c); aerr == nil {
+				p, err = netip.PrefixFrom(a, a.BitLen()), nil
+			}
+		}
+		if err != nil {
+			errs.add(index("spec.trustedProxies", i), "%q: expected an address or a CIDR of the proxies in front", c)
+		} else {
+			s.TrustedProxies[i] = p.Masked().String()
+		}
+	}
+	switch s.ProxyProtocol {
+	case "", ProxyProtocolV1, ProxyProtocolV2:
+	default:
+		errs.add("spec.proxyProtocol", "%q: expected %s or %s", s.ProxyProtocol, ProxyProtocolV1, ProxyProtocolV2)
+	}
 	if t := s.TLS; t != nil {
 		if err := ValidName(t.Secret); err != nil {
 			errs.add("spec.tls.secret", "%v", err)

@@ -73,6 +73,8 @@ func TestDefaultsOfEveryKind(t *testing.T) {
 		{"Route", "{name: r}", "{host: A.Example.org., service: web}", `{"host":"a.example.org","path":"/","service":"web"}`},
 		{"Route", "{name: r}", "{host: a.example.org, path: /shop/, service: web, tls: {secret: s, acme: {email: a@b.c}}}",
 			`{"host":"a.example.org","path":"/shop","service":"web","tls":{"secret":"s","acme":{"email":"a@b.c","directory":"` + LetsEncryptDirectory + `"}}}`},
+		{"Route", "{name: r}", "{host: a.b, service: web, trustedProxies: [10.1.2.3/8, 192.0.2.7], tls: {secret: s, redirect: true}}",
+			`{"host":"a.b","path":"/","service":"web","tls":{"secret":"s","redirect":true},"trustedProxies":["10.0.0.0/8","192.0.2.7/32"]}`},
 		{"RoleBinding", "{name: rb}", "{user: alice, role: view}", `{"user":"alice","role":"view"}`},
 		{"ImagePolicy", "{name: ip}", "{repositories: [docker.io/library/*], keys: [" + jsonKey + "]}",
 			`{"repositories":["docker.io/library/*"],"keys":[` + jsonKey + `],"mode":"enforce"}`},

@@ -16,6 +16,7 @@ require (
 	github.com/hashicorp/raft v1.8.0
 	github.com/klauspost/compress v1.20.4
 	github.com/miekg/dns v1.1.73
+	github.com/pires/go-proxyproto v0.15.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.71.0

@@ -55,7 +55,10 @@ var layers = []layer{
 	// The planner is a pure function: no I/O, no clock, no randomness.
 	{pattern: "scheduler", may: []string{""}, thirdParty: []string{"github.com/robfig/cron/v3"},
 		noStd: append([]string{"math/rand", "math/rand/v2", "log", "log/slog"}, pureStd...)},
-	{pattern: "compose", may: []string{""}, noStd: pureStd},
+	// compose-go reads files an extends names only from local paths, so
+	// the converter copies them (read through Options.ReadFile) into a
+	// temporary directory: os, for that alone.
+	{pattern: "compose", may: []string{""}, noStd: []string{"os/exec", "net", "net/http", "io/fs", "io/ioutil", "syscall", "database/sql"}},
 
 	// Node-side building blocks, each usable alone.
 	{pattern: "sys"},
@@ -67,7 +70,8 @@ var layers = []layer{
 	{pattern: "netbsd", may: []string{"sys", "netbsd/addrplan"}, neverDeps: noServer},
 	// The address plan is shared by managers and nodes, so it does no I/O.
 	{pattern: "netbsd/addrplan", thirdParty: []string{}, noStd: pureStd},
-	{pattern: "netbsd/ingress", thirdParty: []string{}, neverDeps: noServer},
+	// PROXY protocol on both sides through go-proxyproto, not by hand.
+	{pattern: "netbsd/ingress", thirdParty: []string{"github.com/pires/go-proxyproto"}, neverDeps: noServer},
 	{pattern: "netbsd/loopback", may: []string{"netbsd/addrplan"}, neverDeps: noServer},
 	{pattern: "netbsd/resolver", neverDeps: noServer},
 
@@ -129,6 +133,9 @@ var layers = []layer{
 	// The build stamp: read by the CLI and reported by managers.
 	{pattern: "internal/buildinfo", thirdParty: []string{}, noStd: pureStd},
 	{pattern: "scheduler/schedtest", may: []string{"", "scheduler"}, noStd: pureStd},
+
+	// No code: tests of the FreeBSD port, rc.d script and release script.
+	{pattern: "packaging", thirdParty: []string{}},
 
 	{pattern: "examples/...", may: []string{"", "client", "image", "jail/...", "zfs", "netbsd", "sys"}, neverDeps: []string{"github.com/hashicorp/raft", "github.com/spf13/cobra", "go.etcd.io/bbolt", module + "/cluster/server", module + "/cluster/store"}},
 }

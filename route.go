@@ -17,13 +17,31 @@ type RouteSpec struct {
 	Service string    `json:"service"`
 	Port    PortRef   `json:"port,omitzero"` // the service's port, needed when it has several TCP ports
 	TLS     *RouteTLS `json:"tls,omitempty"`
+	// TrustedProxies are the proxies in front of the ingress (CIDRs) whose
+	// X-Forwarded-For, X-Forwarded-Proto and Forwarded the route believes;
+	// from any other peer those headers are replaced, so a client cannot
+	// choose the address a backend sees.
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
+	// ProxyProtocol, v1 or v2, has the proxy open every backend connection
+	// with a PROXY protocol header naming the client, for backends that
+	// read the client's address there rather than from headers.
+	ProxyProtocol string `json:"proxyProtocol,omitempty"`
 }
+
+// The PROXY protocol versions a Route may send its backends.
+const (
+	ProxyProtocolV1 = "v1"
+	ProxyProtocolV2 = "v2"
+)
 
 // RouteTLS names the Secret holding the certificate chain and key in PEM,
 // and optionally has the leader keep it from an ACME authority.
 type RouteTLS struct {
 	Secret string     `json:"secret"`
 	ACME   *RouteACME `json:"acme,omitempty"`
+	// Redirect answers plain HTTP requests of the route with a permanent
+	// redirect (308) to the same URL over HTTPS.
+	Redirect bool `json:"redirect,omitempty"`
 }
 
 // RouteACME orders certificates with HTTP-01 validation.

@@ -320,4 +320,5 @@ func describeService(n *daemon.Node, s, cur *legion.Service, ready, want int) st
 func ingressFlags(cmd *cobra.Command, o *daemon.Options) {
 	cmd.Flags().StringVar(&o.IngressListen, "ingress-listen", "", "serve Routes over HTTP here (e.g. 0.0.0.0:80; off when empty)")
 	cmd.Flags().StringVar(&o.IngressTLSListen, "ingress-tls-listen", "", "serve Routes over HTTPS here (e.g. 0.0.0.0:443; off when empty)")
+	cmd.Flags().StringSliceVar(&o.IngressProxyProtocol, "ingress-proxy-protocol", nil, "CIDRs of load balancers in front of the ingress that send the PROXY protocol (v1 or v2): from them it is required and its client address used, from anyone else refused")
 }

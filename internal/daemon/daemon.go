@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -188,6 +189,13 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	var ingressAddrs []string
 	if o.IngressListen != "" || o.IngressTLSListen != "" {
 		g := NewIngress(log)
+		for _, c := range o.IngressProxyProtocol {
+			pf, err := netip.ParsePrefix(c)
+			if err != nil {
+				return fmt.Errorf("--ingress-proxy-protocol %q: want the load balancers' CIDR", c)
+			}
+			g.Proxy.AcceptProxyProtocol = append(g.Proxy.AcceptProxyProtocol, pf.Masked())
+		}
 		if ingressAddrs, err = g.Serve(runCtx, o.IngressListen, o.IngressTLSListen, run); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 
 	"github.com/legionbsd/legion"
@@ -42,7 +43,17 @@ func (g *Ingress) Apply(_ context.Context, routes []endpoints.Route, values map[
 	want := map[string]bool{}
 	for _, r := range routes {
 		ir := ingress.Route{Namespace: r.Namespace, Name: r.Name, Host: r.Host, Path: r.Path,
-			Backends: r.Backends, TLSSecret: r.TLSSecret, Challenges: r.Challenges}
+			Backends: r.Backends, TLSSecret: r.TLSSecret, Challenges: r.Challenges,
+			ProxyProtocol: r.ProxyProtocol, RedirectHTTPS: r.RedirectHTTPS}
+		for _, c := range r.TrustedProxies {
+			// Admission normalised them; one that does not parse is left
+			// out (trusting less), and said.
+			if p, err := netip.ParsePrefix(c); err == nil {
+				ir.TrustedProxies = append(ir.TrustedProxies, p)
+			} else {
+				g.Logger.Warn("ingress: a trusted proxy that is no CIDR is not trusted", "route", r.Namespace+"/"+r.Name, "trustedProxy", c)
+			}
+		}
 		out = append(out, ir)
 		if r.TLSSecret == "" {
 			continue

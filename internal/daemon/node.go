@@ -83,6 +83,10 @@ type Options struct {
 	// IngressListen and IngressTLSListen, when set, run the node's HTTP
 	// proxy for Routes (5.8) there.
 	IngressListen, IngressTLSListen string
+	// IngressProxyProtocol are the load balancers in front of the ingress
+	// (CIDRs) that open each connection with a PROXY protocol header
+	// (--ingress-proxy-protocol); none when empty.
+	IngressProxyProtocol []string
 	Logger                          *slog.Logger
 	// MetricsListen, when set, has Run serve Prometheus metrics at
 	// /metrics there (its manager's and its agent's).

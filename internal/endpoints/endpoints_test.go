@@ -135,7 +135,8 @@ func TestComputeRoutes(t *testing.T) {
 		return r
 	}
 	tls := route("shop", "secure", "shop.example", "/", "web", legion.PortRef{Name: "http"})
-	tls.Spec.TLS = &legion.RouteTLS{Secret: "shop-cert"}
+	tls.Spec.TLS = &legion.RouteTLS{Secret: "shop-cert", Redirect: true}
+	tls.Spec.TrustedProxies, tls.Spec.ProxyProtocol = []string{"192.0.2.0/28"}, legion.ProxyProtocolV2
 	tls.Status.Challenges = []legion.ACMEChallenge{{Host: "shop.example", Token: "tok", KeyAuthorization: "tok.key"}, {Host: "other.example", Token: "x", KeyAuthorization: "y"}}
 	services := []Service{
 		{Namespace: "shop", Name: "web", Ports: []Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}, {Name: "admin", Protocol: legion.TCP, Port: 81, TargetPort: 9090}},
@@ -154,7 +155,8 @@ func TestComputeRoutes(t *testing.T) {
 		{Namespace: "shop", Name: "api", Host: "api.example", Path: "/", Backends: []string{"10.200.0.4:3000"}},
 		{Namespace: "shop", Name: "missing", Host: "gone.example", Path: "/"},
 		{Namespace: "shop", Name: "secure", Host: "shop.example", Path: "/", Backends: []string{"10.200.0.2:8080", "10.200.1.3:8080"},
-			TLSSecret: "shop-cert", Challenges: map[string]string{"tok": "tok.key"}},
+			TLSSecret: "shop-cert", Challenges: map[string]string{"tok": "tok.key"},
+			TrustedProxies: []string{"192.0.2.0/28"}, ProxyProtocol: "v2", RedirectHTTPS: true},
 		{Namespace: "shop", Name: "vague", Host: "shop.example", Path: "/x", Problem: "service web has several TCP ports: the route must name one"},
 	}
 	if d := cmp.Diff(want, got); d != "" {

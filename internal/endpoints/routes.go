@@ -26,6 +26,11 @@ type Route struct {
 	// Challenges are the ACME HTTP-01 tokens to answer, token to key
 	// authorization.
 	Challenges map[string]string `json:"challenges,omitempty"`
+	// TrustedProxies, ProxyProtocol and RedirectHTTPS are the route's
+	// spec.trustedProxies, spec.proxyProtocol and spec.tls.redirect.
+	TrustedProxies []string `json:"trustedProxies,omitempty"`
+	ProxyProtocol  string   `json:"proxyProtocol,omitempty"`
+	RedirectHTTPS  bool     `json:"redirectHTTPS,omitempty"`
 }
 
 // ComputeRoutes resolves every route against the services' endpoints, in
@@ -37,12 +42,13 @@ func ComputeRoutes(routes []*legion.Route, services []Service) []Route {
 	}
 	out := make([]Route, 0, len(routes))
 	for _, r := range routes {
-		rt := Route{Namespace: r.Metadata.Namespace, Name: r.Metadata.Name, Host: r.Spec.Host, Path: r.Spec.Path}
+		rt := Route{Namespace: r.Metadata.Namespace, Name: r.Metadata.Name, Host: r.Spec.Host, Path: r.Spec.Path,
+			TrustedProxies: r.Spec.TrustedProxies, ProxyProtocol: r.Spec.ProxyProtocol}
 		if rt.Path == "" {
 			rt.Path = "/"
 		}
 		if r.Spec.TLS != nil {
-			rt.TLSSecret = r.Spec.TLS.Secret
+			rt.TLSSecret, rt.RedirectHTTPS = r.Spec.TLS.Secret, r.Spec.TLS.Redirect
 		}
 		for _, c := range r.Status.Challenges {
 			if c.Host == r.Spec.Host {

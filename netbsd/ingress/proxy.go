@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,8 +42,14 @@ type Proxy struct {
 	// GracePeriod is how long Serve lets requests in flight finish once its
 	// context ends, before closing them (DefaultGracePeriod when zero).
 	GracePeriod time.Duration
+	// AcceptProxyProtocol are the load balancers in front (CIDRs) that open
+	// each connection with a PROXY protocol header: from them one is
+	// required and its client address used; from anyone else one is
+	// refused. Empty: no PROXY protocol is read.
+	AcceptProxyProtocol []netip.Prefix
 
 	once      sync.Once
+	dialer    *net.Dialer
 	transport *http.Transport
 	mu        sync.Mutex // orders SetRoutes, which reads the previous table
 	routes    atomic.Pointer[table]
@@ -65,6 +72,7 @@ func (p *Proxy) init() {
 			p.GracePeriod = DefaultGracePeriod
 		}
 		dialer := &net.Dialer{Timeout: p.HeaderTimeout, KeepAlive: 30 * time.Second}
+		p.dialer = dialer
 		var protocols http.Protocols
 		protocols.SetHTTP1(true) // backends get HTTP/1.1 only (5.8)
 		p.transport = &http.Transport{
@@ -137,6 +145,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no route for this host and path", http.StatusNotFound)
 		return
 	}
+	if e.route.RedirectHTTPS && hopOf(r, e.route.TrustedProxies).proto == "http" {
+		http.Redirect(w, r, "https://"+r.Host+r.URL.RequestURI(), http.StatusPermanentRedirect)
+		return
+	}
 	if len(e.route.Backends) == 0 {
 		http.Error(w, "no ready backend for this route", http.StatusServiceUnavailable)
 		return
@@ -148,16 +160,33 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // backend per request and shares the Proxy's transport.
 func (p *Proxy) newReverseProxy(e *entry) *httputil.ReverseProxy {
 	log := p.Logger.With("route", e.route.Namespace+"/"+e.route.Name)
+	transport, proxyProtocol := p.transport, e.route.ProxyProtocol != ""
+	if proxyProtocol {
+		var version byte = 1
+		if e.route.ProxyProtocol == "v2" {
+			version = 2
+		}
+		// A connection's PROXY header names one client: never reuse it
+		// for another's request.
+		transport = p.transport.Clone()
+		transport.DisableKeepAlives = true
+		transport.DialContext = dialProxyProtocol(p.dialer.DialContext, version)
+	}
 	return &httputil.ReverseProxy{
-		Transport: p.transport,
+		Transport: transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = e.backend()
 			// The backend sees the Host the client asked for, as a virtual
-			// host would; the client's own X-Forwarded-* are dropped by
-			// Rewrite, as this proxy is where requests enter the cluster.
+			// host would, and the client's address and scheme as far as
+			// the route trusts the hops in front (Rewrite has dropped the
+			// incoming X-Forwarded-* and Forwarded; hopOf reads them).
 			pr.Out.Host = pr.In.Host
-			pr.SetXForwarded()
+			h := hopOf(pr.In, e.route.TrustedProxies)
+			h.setHeaders(pr)
+			if proxyProtocol {
+				withClientConn(pr, h)
+			}
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			status := errorStatus(err)

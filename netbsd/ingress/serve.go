@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/pires/go-proxyproto"
 )
 
 // Serve serves plain HTTP on l, HTTP/1.1 and HTTP/2 by its preface (h2c),
@@ -32,6 +34,17 @@ func (p *Proxy) ServeTLS(ctx context.Context, l net.Listener) error {
 
 func (p *Proxy) serve(ctx context.Context, l net.Listener, protocols *http.Protocols, useTLS bool) error {
 	p.init()
+	if len(p.AcceptProxyProtocol) > 0 {
+		trusted := make([]string, len(p.AcceptProxyProtocol))
+		for i, c := range p.AcceptProxyProtocol {
+			trusted[i] = c.String()
+		}
+		policy, err := proxyproto.PolicyFromRanges(trusted, proxyproto.REQUIRE, proxyproto.REJECT)
+		if err != nil {
+			return err
+		}
+		l = &proxyproto.Listener{Listener: l, ConnPolicy: policy}
+	}
 	// Requests live on a context of their own, not ctx, so that ending ctx
 	// lets them finish; cancelling it at the end closes upgraded
 	// connections, which Shutdown does not track.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net"
 	"net/http/httputil"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -25,6 +26,16 @@ type Route struct {
 	// Challenges maps ACME HTTP-01 tokens to their key authorizations,
 	// answered at /.well-known/acme-challenge/<token> for Host.
 	Challenges map[string]string
+	// TrustedProxies are the peers whose X-Forwarded-For, X-Forwarded-Proto
+	// and Forwarded are believed; any other peer's are replaced.
+	TrustedProxies []netip.Prefix
+	// ProxyProtocol, "v1" or "v2", opens each backend connection with a
+	// PROXY protocol header naming the client; such connections serve one
+	// request each, since a kept one would carry the next client under
+	// the first one's address.
+	ProxyProtocol string
+	// RedirectHTTPS answers plain HTTP with 308 to the same URL in https.
+	RedirectHTTPS bool
 }
 
 // entry is a route in the table, with what serving it needs.
