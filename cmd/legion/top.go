@@ -197,8 +197,8 @@ func (b topBackend) Do(ctx context.Context, a topui.Action) (string, error) {
 	return "", fmt.Errorf("legion top has no action %q", a.Verb)
 }
 
-func (b topBackend) Logs(ctx context.Context, ns, task string, line func(string)) error {
-	t := client.Target{Namespace: ns, Kind: legion.KindTask, Name: task}
+func (b topBackend) Logs(ctx context.Context, ns, task, container string, line func(string)) error {
+	t := client.Target{Namespace: ns, Kind: legion.KindTask, Name: task, Container: container}
 	var partial string
 	return b.cl.Logs(ctx, t, client.LogsOptions{Follow: true}, func(f client.LogFrame) error {
 		for _, r := range f.Records {

@@ -3,6 +3,7 @@ package topui
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,8 +35,9 @@ func (a Action) String() string {
 type Backend interface {
 	// Do carries an action out and says what it did.
 	Do(ctx context.Context, a Action) (string, error)
-	// Logs follows a task's log, a line at a time, until ctx ends.
-	Logs(ctx context.Context, namespace, task string, line func(string)) error
+	// Logs follows a task's log (of container, when given), a line at
+	// a time, until ctx ends.
+	Logs(ctx context.Context, namespace, task, container string, line func(string)) error
 }
 
 // Messages the program sends the model.
@@ -62,10 +64,11 @@ type (
 // question is a confirmation asked before an action: answered by y, or
 // by typing want when it is set.
 type question struct {
-	prompt string
-	want   string
-	typed  string
-	action Action
+	prompt  string
+	want    string
+	choices []string // the answer is typed: one of these
+	typed   string
+	action  Action
 }
 
 // logPane follows one task's log under the table.
@@ -380,6 +383,23 @@ func (m Model) answer(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	switch s := k.String(); {
 	case s == "esc":
 		m.ask, m.status = nil, "cancelled"
+	case q.choices != nil && s == "enter":
+		m.ask = nil
+		if !slices.Contains(q.choices, q.typed) {
+			m.status = fmt.Sprintf("cancelled: no container %q", q.typed)
+			return m, nil
+		}
+		return m.followLogs(q.action.Namespace, q.action.Name, q.typed)
+	case q.choices != nil && s == "backspace":
+		if q.typed != "" {
+			nq := *q
+			nq.typed = q.typed[:len(q.typed)-1]
+			m.ask = &nq
+		}
+	case q.choices != nil && k.Type == tea.KeyRunes:
+		nq := *q
+		nq.typed += string(k.Runes)
+		m.ask = &nq
 	case q.want == "" && (s == "y" || s == "Y"):
 		m.ask = nil
 		return m, m.do(q.action)
@@ -423,22 +443,45 @@ func (m *Model) do(a Action) tea.Cmd {
 // actionTimeout bounds one action's calls.
 const actionTimeout = 30 * time.Second
 
+// openLogs follows the selected task's log, asking first which
+// container when its pod has several.
 func (m Model) openLogs() (tea.Model, tea.Cmd) {
 	r, ok := m.selected()
 	if !ok || r.Kind != legion.KindTask || views[m.tab].name != "tasks" {
 		return m, nil
 	}
+	var names []string
+	for _, o := range m.data.Objects[legion.KindTask] {
+		if t, ok := o.(*legion.Task); ok && t.Metadata.Namespace == r.Namespace && t.Metadata.Name == r.Name {
+			for _, c := range t.Spec.Pod.Containers {
+				names = append(names, c.Name)
+			}
+		}
+	}
+	if len(names) > 1 {
+		m.ask = &question{prompt: fmt.Sprintf("logs of which container (%s)? ", strings.Join(names, ", ")), choices: names,
+			action: Action{Verb: "logs", Kind: legion.KindTask, Namespace: r.Namespace, Name: r.Name}}
+		return m, nil
+	}
+	return m.followLogs(r.Namespace, r.Name, "")
+}
+
+func (m Model) followLogs(ns, name, container string) (tea.Model, tea.Cmd) {
 	m.closeLogs()
 	m.logSeq++
 	ctx, cancel := context.WithCancel(context.Background())
-	m.logs = &logPane{title: r.Namespace + "/" + r.Name, seq: m.logSeq, cancel: cancel, vp: viewport.New(m.width, 1), follow: true}
+	title := ns + "/" + name
+	if container != "" {
+		title += " " + container
+	}
+	m.logs = &logPane{title: title, seq: m.logSeq, cancel: cancel, vp: viewport.New(m.width, 1), follow: true}
 	m.sizeLogs()
 	lines := make(chan string, 256)
-	b, seq, ns, name := m.backend, m.logSeq, r.Namespace, r.Name
+	b, seq := m.backend, m.logSeq
 	start := func() tea.Msg {
 		done := make(chan error, 1)
 		go func() {
-			done <- b.Logs(ctx, ns, name, func(l string) {
+			done <- b.Logs(ctx, ns, name, container, func(l string) {
 				select {
 				case lines <- l:
 				case <-ctx.Done():

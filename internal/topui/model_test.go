@@ -30,8 +30,12 @@ func (f *fakeBackend) Do(_ context.Context, a Action) (string, error) {
 	return a.String() + ": done", nil
 }
 
-func (f *fakeBackend) Logs(ctx context.Context, ns, task string, line func(string)) error {
-	for _, l := range f.logs[ns+"/"+task] {
+func (f *fakeBackend) Logs(ctx context.Context, ns, task, container string, line func(string)) error {
+	key := ns + "/" + task
+	if container != "" {
+		key += "/" + container
+	}
+	for _, l := range f.logs[key] {
 		line(l)
 	}
 	<-ctx.Done()
@@ -91,7 +95,7 @@ func (d *driver) keys(ks ...string) {
 		}
 		next, cmd := d.m.Update(msg)
 		d.m = next.(Model)
-		if _, isLog := d.m.logsPending(); isLog && k == "l" {
+		if _, isLog := d.m.logsPending(); isLog && (k == "l" || d.m.logs.lines == nil && k == "enter") {
 			d.run(cmd, d.logLines) // the lines of a log just opened
 		} else {
 			d.run(cmd, 1)
@@ -233,4 +237,23 @@ func TestYAMLPane(t *testing.T) {
 	d.keys("esc", "6", "/", "s", "e", "c", "r", "e", "t", "enter", "y")
 	d.shows("secret shop/shop-tls as YAML", "kind: Secret")
 	d.hides("BEGIN CERTIFICATE")
+}
+
+// A task whose pod has several containers: l asks which one first.
+func TestLogsAskWhichContainer(t *testing.T) {
+	t.Parallel()
+	b := &fakeBackend{logs: map[string][]string{"shop/web-1/sidecar": {"from the sidecar"}}}
+	d := newDriver(t, b)
+	data := fixture(t)
+	for _, o := range data.Objects[legion.KindTask] {
+		if tk := o.(*legion.Task); tk.Metadata.Name == "web-1" {
+			tk.Spec.Pod.Containers = append(tk.Spec.Pod.Containers, legion.Container{Name: "sidecar", Image: "example/side:1"})
+		}
+	}
+	d.m = d.m.SetData(data)
+	d.logLines = 1
+	d.keys("3", "/", "w", "e", "b", "-", "1", "enter", "l")
+	d.shows("logs of which container (app, sidecar)?")
+	d.keys("s", "i", "d", "e", "c", "a", "r", "enter")
+	d.shows("logs shop/web-1 sidecar", "from the sidecar")
 }
