@@ -63,10 +63,9 @@ type doctorHost struct {
 
 // managerClock is a manager's answer with the local times around it.
 type managerClock struct {
-	Addr          string
-	Sent, Got     time.Time // this host's clock around the call
-	ManagerNow    time.Time // zero: the manager is too old to say
-	ManagerAnswer string    // the manager's build, for the message
+	Addr       string
+	Sent, Got  time.Time // this host's clock around the call
+	ManagerNow time.Time // zero: the manager is too old to say
 }
 
 // runDoctor checks the host and never changes it.
@@ -228,7 +227,7 @@ func checkClock(ctx context.Context, ask func(context.Context) (managerClock, er
 	c := doctorCheck{Check: "clock skew"}
 	m, err := ask(ctx)
 	if err != nil {
-		c.Status, c.Found, c.Fix = doctorWarn, "not checked: "+err.Error(), "give --manager ADDR of a reachable manager (or a context with credentials)"
+		c.Status, c.Found, c.Fix = doctorWarn, "not checked: "+err.Error(), "a manager answers only clients of its cluster: run doctor with a context holding credentials, or LEGION_CREDENTIALS, and --manager ADDR"
 		return c
 	}
 	if m.ManagerNow.IsZero() {
