@@ -87,7 +87,7 @@ type Options struct {
 	// (CIDRs) that open each connection with a PROXY protocol header
 	// (--ingress-proxy-protocol); none when empty.
 	IngressProxyProtocol []string
-	Logger                          *slog.Logger
+	Logger               *slog.Logger
 	// MetricsListen, when set, has Run serve Prometheus metrics at
 	// /metrics there (its manager's and its agent's).
 	MetricsListen string
