@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -140,7 +141,9 @@ http {
 	cmd := exec.Command(nginx, "-p", dir, "-c", filepath.Join(dir, "nginx.conf"))
 	b.Cleanup(func() {
 		if cmd.Process != nil {
-			cmd.Process.Kill()
+			// TERM: the master stops its workers before it exits (a
+			// killed master would leave them running).
+			cmd.Process.Signal(syscall.SIGTERM)
 			cmd.Wait()
 		}
 	})
