@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -45,6 +47,10 @@ type Loop struct {
 	// Passed, when set, is told the outcome of every pass (for tests and
 	// metrics).
 	Passed func(PassResult)
+
+	cacheMu sync.Mutex
+	cache   *objectCache // while Run follows the store
+	cached  atomic.Int64 // snapshots taken from the cache, for tests
 }
 
 // PassResult is what one pass did.
@@ -74,7 +80,9 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 	}()
 
-	timer := time.NewTimer(0)
+	// The first pass comes when follow has read the store (it signals
+	// changed), so it plans from the cache too.
+	timer := time.NewTimer(l.Interval)
 	defer timer.Stop()
 	for {
 		select {
@@ -130,30 +138,36 @@ func (l *Loop) defaults() {
 	}
 }
 
-// follow signals changed after every store event, coalescing bursts, and
-// lists again when the watch falls behind.
+// follow keeps the loop's object cache from the store's events and
+// signals changed after every event, coalescing bursts; it reads
+// everything again when the watch falls behind.
 func (l *Loop) follow(ctx context.Context, changed chan<- struct{}) error {
+	defer l.setCache(nil)
 	for {
-		_, from, err := l.Store.List(legion.KindNamespace, "", func(legion.Object) bool { return false })
-		if err != nil {
-			return err
-		}
-		w, err := l.Store.Watch(from)
+		c, w, err := loadCache(l.Store)
 		if err != nil {
 			if errors.Is(err, store.ErrCompacted) {
 				continue
 			}
 			return err
 		}
+		l.setCache(c)
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
 		for {
-			if _, err = w.Next(ctx); err != nil {
+			var ev store.Event
+			if ev, err = w.Next(ctx); err != nil {
 				break
 			}
+			c.take(ev)
 			select {
 			case changed <- struct{}{}:
 			default:
 			}
 		}
+		l.setCache(nil)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -169,12 +183,33 @@ func (l *Loop) follow(ctx context.Context, changed chan<- struct{}) error {
 	}
 }
 
-// Snapshot reads the planner's input from the store.
+func (l *Loop) setCache(c *objectCache) {
+	l.cacheMu.Lock()
+	l.cache = c
+	l.cacheMu.Unlock()
+}
+
+func (l *Loop) currentCache() *objectCache {
+	l.cacheMu.Lock()
+	defer l.cacheMu.Unlock()
+	return l.cache
+}
+
+// Snapshot is the planner's input: from the loop's cache while Run
+// follows the store (once it holds every event applied, the loop's own
+// last writes among them), read from the store otherwise.
 func (l *Loop) Snapshot(now time.Time) (scheduler.State, error) {
 	st := scheduler.State{LeaderSince: l.LeaderSince}
 	if l.Signals != nil {
 		st.Heartbeats = l.Signals.Heartbeats()
 		st.Usage = l.Signals.Usage()
+	}
+	if c := l.currentCache(); c != nil {
+		if c.fill(l.Store, &st) {
+			l.cached.Add(1)
+			return st, nil
+		}
+		st.Services, st.Jobs, st.CronJobs, st.Tasks, st.Volumes, st.Nodes, st.Namespaces = nil, nil, nil, nil, nil, nil, nil
 	}
 	var err error
 	read := func(kind legion.Kind, add func(legion.Object)) {

@@ -13,7 +13,8 @@ import (
 // Namespace holds the services the scenarios apply.
 const Namespace = "scale"
 
-// poll is how often the scenarios look whether the cluster got there.
+// poll is how often the scenarios look whether the cluster got there by
+// default (Harness.Poll): each look reads and decodes every task.
 const poll = 100 * time.Millisecond
 
 // service is one of the scenarios' services at an image tag.
@@ -119,7 +120,11 @@ func (h *Harness) Count(tag string, nodes map[string]bool) (Counts, error) {
 // it took.
 func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[string]bool, done func(Counts) bool) (time.Duration, error) {
 	start := time.Now()
-	t := time.NewTicker(poll)
+	every := h.Poll
+	if every == 0 {
+		every = poll
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	var last Counts
 	for {

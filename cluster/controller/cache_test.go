@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+)
+
+// countingStore counts the lists of Tasks a loop makes.
+type countingStore struct {
+	Store
+	taskLists atomic.Int64
+}
+
+func (s *countingStore) List(kind legion.Kind, ns string, keep func(legion.Object) bool) ([]legion.Object, uint64, error) {
+	if kind == legion.KindTask {
+		s.taskLists.Add(1)
+	}
+	return s.Store.List(kind, ns, keep)
+}
+
+// A service grows by more than one pass's worth of tasks (the planner
+// makes at most 512 per pass) and the loop passes after each burst of
+// writes; the tasks are read from the store once, when the loop starts,
+// and every pass after works from the watch's events: a pass that read
+// and decoded every task cost more than planning at 20,000 tasks. Each
+// pass also sees the loop's own last writes, or it would make the same
+// slots' tasks again.
+func TestPassesPlanFromTheWatchNotFromLists(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	addNode(t, s, "n1")
+	addNode(t, s, "n2")
+	cs := &countingStore{Store: s}
+	sig := &signals{beats: map[string]time.Time{"n1": time.Now(), "n2": time.Now()}}
+	var mu sync.Mutex
+	var passes, conflicts int
+	l := &Loop{Store: cs, Signals: sig, Interval: time.Hour, LeaderSince: time.Now().Add(-time.Hour),
+		Passed: func(r PassResult) { mu.Lock(); passes++; conflicts += r.Conflicts; mu.Unlock() }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	go func() { done <- l.Run(ctx) }()
+
+	const replicas = 1200
+	putWeb(t, s, replicas, "nginx")
+	poll(t, "every task placed", func() bool {
+		placed := 0
+		for _, task := range tasks(t, s) {
+			if task.Spec.Node != "" && task.Spec.DesiredState == legion.TaskRunning {
+				placed++
+			}
+		}
+		return placed == replicas
+	})
+	if n := len(tasks(t, s)); n != replicas {
+		t.Fatalf("%d tasks for %d replicas", n, replicas)
+	}
+	mu.Lock()
+	p, c := passes, conflicts
+	mu.Unlock()
+	if p < 3 {
+		t.Fatalf("%d passes: want at least 3 for %d tasks", p, replicas)
+	}
+	if got := cs.taskLists.Load(); got != 1 {
+		t.Fatalf("tasks listed %d times in %d passes: want once, when the loop started", got, p)
+	}
+	if got := l.cached.Load(); got < int64(p) {
+		t.Fatalf("%d of %d passes planned from the cache", got, p)
+	}
+	if c != 0 {
+		t.Fatalf("%d writes refused: a pass planned without the last one's writes", c)
+	}
+}
