@@ -14,8 +14,9 @@ import (
 func addTopCommands(root *cobra.Command) {
 	cli := newClusterCLI()
 	top := cli.topCommand()
-	top.AddCommand(cli.topNodesCommand(), cli.topListCommand("tasks", "Show each running task's CPU and memory against its requests and limits", tasksTopListing),
-		cli.topListCommand("services", "Show each service's CPU and memory summed over its tasks, against their requests and limits", servicesTopListing))
+	top.AddCommand(cli.topListCommand("nodes", "Show each node's CPU and memory in use against what it can allocate and holds", nodesTopListing, true),
+		cli.topListCommand("tasks", "Show each running task's CPU and memory against its requests and limits", tasksTopListing, false),
+		cli.topListCommand("services", "Show each service's CPU and memory summed over its tasks, against their requests and limits", servicesTopListing, false))
 	root.AddCommand(top)
 }
 
@@ -66,35 +67,9 @@ func typed[T legion.Object](objs []legion.Object) []T {
 	return out
 }
 
-func (c *clusterCLI) topNodesCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:   "nodes",
-		Short: "Show each node's CPU and memory in use against what it can allocate and holds",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fm, err := parseOutput(output)
-			if err != nil {
-				return err
-			}
-			cl, err := c.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			d, err := readUsage(ctxOf(cmd), cl, client.ListOptions{AllNamespaces: true}, true)
-			if err != nil {
-				return err
-			}
-			l := nodesTopListing(d)
-			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
-		},
-	}
-	outputFlag(cmd, &output)
-	return cmd
-}
-
-func (c *clusterCLI) topListCommand(use, short string, view func(usageData) listing) *cobra.Command {
+// topListCommand is one of top's listings. Nodes are of no namespace: they
+// read every namespace's usage and take no namespace flags.
+func (c *clusterCLI) topListCommand(use, short string, view func(usageData) listing, nodes bool) *cobra.Command {
 	var ns, output string
 	var all bool
 	cmd := &cobra.Command{
@@ -111,7 +86,7 @@ func (c *clusterCLI) topListCommand(use, short string, view func(usageData) list
 				return err
 			}
 			defer cl.Close()
-			d, err := readUsage(ctxOf(cmd), cl, client.ListOptions{Namespace: ns, AllNamespaces: all}, false)
+			d, err := readUsage(ctxOf(cmd), cl, client.ListOptions{Namespace: ns, AllNamespaces: all || nodes}, nodes)
 			if err != nil {
 				return err
 			}
@@ -119,8 +94,10 @@ func (c *clusterCLI) topListCommand(use, short string, view func(usageData) list
 			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}
-	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace")
-	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
+	if !nodes {
+		cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace")
+		cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
+	}
 	outputFlag(cmd, &output)
 	return cmd
 }

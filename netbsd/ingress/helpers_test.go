@@ -40,7 +40,13 @@ func addr(srv *httptest.Server) string { return srv.Listener.Addr().String() }
 // and checks Serve then returns nil.
 func startProxy(t testing.TB, p *Proxy, useTLS bool) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveAt(t, p, useTLS, "127.0.0.1:0").String()
+}
+
+// serveAt is startProxy on the address given; it returns the one bound.
+func serveAt(t testing.TB, p *Proxy, useTLS bool, at string) net.Addr {
+	t.Helper()
+	l, err := net.Listen("tcp", at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +70,7 @@ func startProxy(t testing.TB, p *Proxy, useTLS bool) string {
 			t.Errorf("Serve did not return after its context ended")
 		}
 	})
-	return l.Addr().String()
+	return l.Addr()
 }
 
 // client is an HTTP/1.1 client whose idle connections close with the test.

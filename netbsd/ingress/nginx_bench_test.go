@@ -1,7 +1,6 @@
 package ingress
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -73,21 +72,7 @@ func BenchmarkProxyAgainstNginx(b *testing.B) {
 // serveOn serves p on localhost (so TLS clients send it as SNI) on a free
 // port, until the benchmark ends.
 func serveOn(b *testing.B, p *Proxy, useTLS bool) string {
-	l, err := net.Listen("tcp", "localhost:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		if useTLS {
-			done <- p.ServeTLS(ctx, l)
-		} else {
-			done <- p.Serve(ctx, l)
-		}
-	}()
-	b.Cleanup(func() { cancel(); <-done })
-	_, port, _ := net.SplitHostPort(l.Addr().String())
+	_, port, _ := net.SplitHostPort(serveAt(b, p, useTLS, "localhost:0").String())
 	return "localhost:" + port
 }
 
