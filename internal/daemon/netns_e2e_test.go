@@ -480,17 +480,29 @@ func TestNetNSNothingLeftAfterKill9(t *testing.T) {
 	d.kill() // mid-way through the pods' removal
 
 	d = startNetNSDaemon(t, dir)
+	// What the wait saw last, said if it times out (it failed once in CI
+	// under load without saying which part was left).
+	var waiting string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last seen while waiting for every pod to go: %s", waiting)
+		}
+	})
 	poll(t, "every pod and its namespace gone", 60*time.Second, func() bool {
 		objs, _, err := d.cl.List(context.Background(), legion.KindTask, client.ListOptions{Labels: map[string]string{"legion.service": "web"}})
 		if err != nil {
+			waiting = "listing tasks: " + err.Error()
 			return false
 		}
 		for _, o := range objs {
-			if o.(*legion.Task).Status.State == legion.TaskRunning {
+			if task := o.(*legion.Task); task.Status.State == legion.TaskRunning {
+				waiting = fmt.Sprintf("task %s still %s (desired %s, message %q, at %s)", task.Metadata.Name, task.Status.State,
+					task.Spec.DesiredState, task.Status.Message, task.Status.Timestamp.Format(time.RFC3339Nano))
 				return false
 			}
 		}
 		netns, veths, ports, _, _ := netnsLeft(t, data)
+		waiting = fmt.Sprintf("namespaces %v, veths %v, bridge ports %v", netns, veths, ports)
 		return len(netns)+len(veths)+len(ports) == 0
 	})
 	checkNoNetNSLeft(t, data, nil, false)
