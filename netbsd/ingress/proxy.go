@@ -49,6 +49,7 @@ type Proxy struct {
 	AcceptProxyProtocol []netip.Prefix
 
 	once      sync.Once
+	buffers   *bufferPool
 	dialer    *net.Dialer
 	transport *http.Transport
 	mu        sync.Mutex // orders SetRoutes, which reads the previous table
@@ -73,6 +74,7 @@ func (p *Proxy) init() {
 		}
 		dialer := &net.Dialer{Timeout: p.HeaderTimeout, KeepAlive: 30 * time.Second}
 		p.dialer = dialer
+		p.buffers = newBufferPool()
 		var protocols http.Protocols
 		protocols.SetHTTP1(true) // backends get HTTP/1.1 only (5.8)
 		p.transport = &http.Transport{
@@ -173,7 +175,8 @@ func (p *Proxy) newReverseProxy(e *entry) *httputil.ReverseProxy {
 		transport.DialContext = dialProxyProtocol(p.dialer.DialContext, version)
 	}
 	return &httputil.ReverseProxy{
-		Transport: transport,
+		Transport:  transport,
+		BufferPool: p.buffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = e.backend()
