@@ -130,7 +130,12 @@ type Agent struct {
 	logOnce sync.Once
 	mu      sync.Mutex
 	workers map[string]*worker // by task uid
-	podIPs  map[string]string  // by task uid: pods attached to the network
+	// finals are the last statuses of ended workers that no manager took
+	// (by task uid): sent again at each assignment set still showing the
+	// task unfinished, until one does, so a lost report cannot leave a
+	// task running in the store with nothing behind it.
+	finals  map[string]*legion.Task
+	podIPs  map[string]string // by task uid: pods attached to the network
 	vals    map[string][]byte
 	wg      sync.WaitGroup
 	vl      volumeLocks
@@ -342,6 +347,23 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 			want[t.Metadata.UID] = t
 		}
 	}
+	var resend []*legion.Task
+	assignedUIDs := map[string]bool{}
+	for _, t := range as.Tasks {
+		assignedUIDs[t.Metadata.UID] = true
+		if f := a.finals[t.Metadata.UID]; f != nil {
+			if t.Status.State.Terminal() {
+				delete(a.finals, t.Metadata.UID)
+			} else {
+				resend = append(resend, f)
+			}
+		}
+	}
+	for uid := range a.finals {
+		if !assignedUIDs[uid] {
+			delete(a.finals, uid) // deleted, or no longer this node's
+		}
+	}
 	var start []*worker
 	var lost []*legion.Task
 	for uid, t := range want {
@@ -380,7 +402,12 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		a.log.Warn("a task's pod is gone", "task", t.Metadata.Namespace+"/"+t.Metadata.Name, "was", t.Status.State)
 		if err := a.Manager.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, st); err != nil {
 			a.log.Warn("reporting a lost task", "task", t.Metadata.Name, "err", err)
+			a.keepFinal(t, st)
 		}
+	}
+	for _, f := range resend {
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.reportFinal(ctx, f) }()
 	}
 	for _, w := range start {
 		a.wg.Add(1)
@@ -579,4 +606,29 @@ func (a *Agent) saveOutput(ctx context.Context, t *legion.Task, container string
 // SavedOutputDir is where a finished task's output is kept.
 func SavedOutputDir(dataDir, taskUID string) string {
 	return filepath.Join(dataDir, "logs", taskUID)
+}
+
+// keepFinal holds an ended worker's last status that no manager took,
+// for reconcile to send again.
+func (a *Agent) keepFinal(t *legion.Task, st legion.TaskStatus) {
+	f := &legion.Task{Header: t.Header, Status: st}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.finals == nil {
+		a.finals = map[string]*legion.Task{}
+	}
+	a.finals[t.Metadata.UID] = f
+}
+
+// reportFinal sends a kept last status again; taken, it is forgotten.
+func (a *Agent) reportFinal(ctx context.Context, f *legion.Task) {
+	if err := a.Manager.Report(ctx, f.Metadata.Namespace, f.Metadata.Name, f.Status); err != nil {
+		a.log.Warn("reporting an ended task's last status again", "task", f.Metadata.Name, "err", err)
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.finals[f.Metadata.UID] == f {
+		delete(a.finals, f.Metadata.UID)
+	}
 }

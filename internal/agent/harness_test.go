@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -48,6 +49,9 @@ type fakeManager struct {
 	// onClaim, when set, runs at each claim, under mu (the test's view
 	// of what was made before it).
 	onClaim func(key string)
+	// refuseFinal is how many reports of a terminal state to refuse, as
+	// a manager without a leader would.
+	refuseFinal int
 }
 
 func newFakeManager() *fakeManager {
@@ -111,6 +115,10 @@ func (m *fakeManager) Assignments(ctx context.Context) (<-chan Assignments, erro
 func (m *fakeManager) Report(ctx context.Context, namespace, name string, st legion.TaskStatus) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if st.State.Terminal() && m.refuseFinal > 0 {
+		m.refuseFinal--
+		return errors.New("no leader: the report was not taken")
+	}
 	m.reports = append(m.reports, report{namespace, name, st})
 	return nil
 }

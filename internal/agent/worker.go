@@ -67,7 +67,7 @@ func newWorker(a *Agent, task *legion.Task, adopt bool) *worker {
 		probeGen: map[string]int{}, containerReady: map[string]bool{}}
 }
 
-func (w *worker) report(ctx context.Context, state legion.TaskState, msg string) {
+func (w *worker) report(ctx context.Context, state legion.TaskState, msg string) error {
 	w.status.State, w.status.Message = state, msg
 	w.status.Timestamp = w.a.now()
 	w.status.Ready = w.ready && state == legion.TaskRunning
@@ -75,9 +75,11 @@ func (w *worker) report(ctx context.Context, state legion.TaskState, msg string)
 	for _, n := range w.restarts {
 		w.status.Restarts += n
 	}
-	if err := w.a.Manager.Report(ctx, w.task.Metadata.Namespace, w.task.Metadata.Name, w.status); err != nil {
+	err := w.a.Manager.Report(ctx, w.task.Metadata.Namespace, w.task.Metadata.Name, w.status)
+	if err != nil {
 		w.a.log.Warn("reporting task status", "task", w.task.Metadata.Name, "err", err)
 	}
+	return err
 }
 
 // run drives the pod until it is asked to stop or ends for good.
@@ -502,5 +504,7 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 	}
 	now := w.a.now()
 	w.status.Finished = &now
-	w.report(ctx, state, msg)
+	if err := w.report(ctx, state, msg); err != nil {
+		w.a.keepFinal(t, w.status)
+	}
 }

@@ -314,3 +314,50 @@ func TestAgentReportsStartFailures(t *testing.T) {
 		})
 	}
 }
+
+// A task's last report that no manager takes (no leader at that moment,
+// say) is sent again with the next assignment set that still shows the
+// task unfinished, and not after one that shows it ended: otherwise the
+// store would show it running for good with nothing behind it.
+func TestAnEndedTasksLastReportIsSentAgainUntilTaken(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := testTask("t1")
+	r.start(t)
+	r.assign(nil, task)
+	r.mgr.await(t, "web-t1", "running", isState(legion.TaskRunning, ""))
+	r.mgr.mu.Lock()
+	r.mgr.refuseFinal = 1
+	r.mgr.mu.Unlock()
+	down := testTask("t1")
+	down.Spec.DesiredState = legion.TaskShutdown
+	down.Status.State = legion.TaskRunning
+	r.assign(nil, down)
+	awaitGone(t, r, "t1")
+	waitFor(t, "the refused last report", func() bool {
+		r.mgr.mu.Lock()
+		defer r.mgr.mu.Unlock()
+		return r.mgr.refuseFinal == 0
+	}, func() string { return describe(r.mgr.of("web-t1")) })
+	if sts := r.mgr.of("web-t1"); sts[len(sts)-1].State.Terminal() {
+		t.Fatalf("a refused report was recorded: %s", describe(sts))
+	}
+	// The store still shows it running: the next set sends it again.
+	r.assign(nil, down)
+	st := r.mgr.await(t, "web-t1", "the last status sent again", func(st legion.TaskStatus) bool { return st.State == legion.TaskShutdown })
+	if st.Finished == nil {
+		t.Errorf("the status sent again lost its end time: %+v", st)
+	}
+	// Once a set shows it ended, nothing more is sent.
+	n := len(r.mgr.of("web-t1"))
+	ended := testTask("t1")
+	ended.Spec.DesiredState = legion.TaskShutdown
+	ended.Status = st
+	r.assign(nil, ended)
+	r.assign(nil, ended) // the agent has taken the first set once it reads the second
+	r.assign(nil)
+	waitFor(t, "the sets taken", func() bool { return len(r.mgr.ch) == 0 }, func() string { return "" })
+	if got := len(r.mgr.of("web-t1")); got != n {
+		t.Errorf("reports after the set showing the task ended: %s", describe(r.mgr.of("web-t1")[n:]))
+	}
+}
