@@ -149,6 +149,20 @@ func joinedPair(t *testing.T, role string, opts ...func(*Config)) (m, n *manager
 	return m, n, admin
 }
 
+// twoManagersAndAWorker is joinedPair's two managers and a third node
+// joined as a worker and registered with the leader's dispatcher.
+func twoManagersAndAWorker(t *testing.T) (m, f, w *manager, admin *client.Client) {
+	t.Helper()
+	m, f, admin = joinedPair(t, "manager")
+	w = newManager(t)
+	t.Cleanup(w.stop)
+	join(t, admin, w, "worker", m.addr)
+	if err := registerAs(t, m.addr, w.s.Credentials()); err != nil {
+		t.Fatal(err)
+	}
+	return m, f, w, admin
+}
+
 // shortCerts makes certificates last 3 s, checked for renewal every
 // 100 ms.
 func shortCerts(c *Config) { c.CertLifetime, c.RenewCheck = 3*time.Second, 100*time.Millisecond }

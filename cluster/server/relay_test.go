@@ -20,13 +20,7 @@ import (
 // alive. A worker cannot use the forwarded mark to speak for another node.
 func TestFollowerRelaysHeartbeatsAndReportsToTheLeader(t *testing.T) {
 	t.Parallel()
-	m, f, admin := joinedPair(t, "manager")
-	w := newManager(t)
-	t.Cleanup(w.stop)
-	join(t, admin, w, "worker", m.addr)
-	if err := registerAs(t, m.addr, w.s.Credentials()); err != nil {
-		t.Fatal(err)
-	}
+	m, f, w, _ := twoManagersAndAWorker(t)
 	dial := func(addr string, creds *pki.Credentials) pb.DispatcherClient {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
 		if err != nil {

@@ -20,13 +20,7 @@ import (
 // them, and keeps from a user the namespaces it may not read tasks in.
 func TestUsageFromHeartbeatsForwardedAndFiltered(t *testing.T) {
 	t.Parallel()
-	m, f, admin := joinedPair(t, "manager")
-	w := newManager(t)
-	t.Cleanup(w.stop)
-	join(t, admin, w, "worker", m.addr)
-	if err := registerAs(t, m.addr, w.s.Credentials()); err != nil {
-		t.Fatal(err)
-	}
+	m, f, w, admin := twoManagersAndAWorker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := admin.Apply(ctx, []legion.Object{namespaceObj("shop"), namespaceObj("lab"), roleBinding("shop", "vera", legion.RoleView)}, client.ApplyOptions{}); err != nil {

@@ -339,14 +339,6 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 	}
 	want := map[string]*legion.Task{}
 	a.assigned = a.assigned[:0]
-	for _, t := range as.Tasks {
-		if t.Spec.Node == a.Node && !t.Status.State.Terminal() {
-			a.assigned = append(a.assigned, t)
-		}
-		if t.Spec.Node == a.Node && t.Spec.DesiredState == legion.TaskRunning && !t.Status.State.Terminal() {
-			want[t.Metadata.UID] = t
-		}
-	}
 	var resend []*legion.Task
 	assignedUIDs := map[string]bool{}
 	for _, t := range as.Tasks {
@@ -357,6 +349,12 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 			} else {
 				resend = append(resend, f)
 			}
+		}
+		if t.Spec.Node == a.Node && !t.Status.State.Terminal() {
+			a.assigned = append(a.assigned, t)
+		}
+		if t.Spec.Node == a.Node && t.Spec.DesiredState == legion.TaskRunning && !t.Status.State.Terminal() {
+			want[t.Metadata.UID] = t
 		}
 	}
 	for uid := range a.finals {
