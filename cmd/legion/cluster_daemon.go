@@ -61,8 +61,10 @@ func newDaemonCommand() *cobra.Command {
 				defer ms.Close()
 				metrics = ms.Registry
 			}
+			ranges, release := daemon.Ranges(po)
+			defer release()
 			m, err := manager.Start(manager.Config{Server: server.Config{DataDir: dataDir, Listen: listen, Advertise: advertise, Logger: log, Metrics: metrics, Timing: timing,
-				Ranges: daemon.Ranges(po)},
+				Ranges: ranges},
 				Audit: audit.Retention{Age: time.Duration(auditDays) * 24 * time.Hour, MaxEvents: auditMax}})
 			if err != nil {
 				return err

@@ -191,7 +191,9 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	}
 	log := o.Logger
 	managerDir := filepath.Join(o.DataDir, "manager")
-	sc := server.Config{DataDir: managerDir, Listen: o.Listen, Logger: log, Ranges: Ranges(o)}
+	ranges, release := Ranges(o)
+	defer release()
+	sc := server.Config{DataDir: managerDir, Listen: o.Listen, Logger: log, Ranges: ranges}
 	if o.MetricsListen != "" {
 		ms, err := ServeMetrics(o.MetricsListen, log)
 		if err != nil {

@@ -3,10 +3,12 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/legionbsd/legion/netbsd/addrplan"
@@ -17,26 +19,34 @@ import (
 // for (server.Config.Ranges): on the process platform it fills the
 // missing ones with a pair no other cluster of this host uses, on jails
 // with the defaults; either way the plan must overlap none of the host's
-// networks.
-func Ranges(o Options) func(addrplan.Plan) (addrplan.Plan, error) {
+// networks. A pod range it chose stays claimed (loopback.Claim) until
+// release, so two clusters made at the same moment never share it.
+func Ranges(o Options) (choose func(addrplan.Plan) (addrplan.Plan, error), release func()) {
 	o.platformDefaults()
-	return func(asked addrplan.Plan) (addrplan.Plan, error) {
+	var (
+		mu     sync.Mutex
+		claims []io.Closer
+	)
+	release = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range claims {
+			c.Close()
+		}
+		claims = nil
+	}
+	choose = func(asked addrplan.Plan) (addrplan.Plan, error) {
 		nets, err := hostNets(false)
 		if err != nil {
 			return addrplan.Plan{}, err
 		}
 		plan := asked
 		if o.Platform == PlatformProcess {
-			used, err := loopback.UsedOctets("/proc/net")
-			if err != nil {
-				return addrplan.Plan{}, err
-			}
-			// Other clusters' bridges (pod namespaces) are avoided too.
-			all, err := hostNets(true)
-			if err != nil {
-				return addrplan.Plan{}, err
-			}
-			if plan, err = loopback.FreePlan(asked, used, all["this host"], rand.IntN(126)); err != nil {
+			if plan, err = freePlan(asked, rand.IntN(126), func(c io.Closer) {
+				mu.Lock()
+				defer mu.Unlock()
+				claims = append(claims, c)
+			}); err != nil {
 				return addrplan.Plan{}, err
 			}
 		} else {
@@ -51,6 +61,41 @@ func Ranges(o Options) func(addrplan.Plan) (addrplan.Plan, error) {
 			return addrplan.Plan{}, err
 		}
 		return plan, plan.CheckRanges(map[string][]netip.Prefix{"this host": nets["this host"]})
+	}
+	return choose, release
+}
+
+// freePlan completes asked with ranges no other cluster of this host
+// uses, claiming the pod range it chose (keep holds the claim); a range
+// another cluster claimed meanwhile is passed over. start is where the
+// search begins (random, so clusters made at once rarely race at all).
+func freePlan(asked addrplan.Plan, start int, keep func(io.Closer)) (addrplan.Plan, error) {
+	used, err := loopback.UsedOctets("/proc/net")
+	if err != nil {
+		return addrplan.Plan{}, err
+	}
+	// Other clusters' bridges (pod namespaces) are avoided too.
+	all, err := hostNets(true)
+	if err != nil {
+		return addrplan.Plan{}, err
+	}
+	for {
+		plan, err := loopback.FreePlan(asked, used, all["this host"], start)
+		if err != nil || asked.Pod.IsValid() {
+			return plan, err
+		}
+		c, err := loopback.Claim(plan.Pod)
+		if loopback.AlreadyClaimed(err) {
+			used[loopback.Image(plan.Pod).Addr().As4()[1]] = true
+			continue
+		}
+		if err != nil {
+			return addrplan.Plan{}, err
+		}
+		if c != nil {
+			keep(c)
+		}
+		return plan, nil
 	}
 }
 

@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"io"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/legionbsd/legion/netbsd/addrplan"
@@ -14,7 +17,12 @@ import (
 // networks, naming it.
 func TestRangesChosenAndChecked(t *testing.T) {
 	t.Parallel()
-	choose := Ranges(Options{Platform: PlatformProcess})
+	choose, release := Ranges(Options{Platform: PlatformProcess})
+	t.Cleanup(release)
+	before, err := loopback.UsedOctets("/proc/net")
+	if err != nil {
+		t.Fatal(err)
+	}
 	got, err := choose(addrplan.Plan{})
 	if err != nil {
 		t.Fatal(err)
@@ -22,18 +30,23 @@ func TestRangesChosenAndChecked(t *testing.T) {
 	if err := got.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	used, err := loopback.UsedOctets("/proc/net")
+	if before[got.PodOctet()] || before[got.ServiceOctet()] {
+		t.Errorf("chose %v, whose 127/8 images were in use", got)
+	}
+	after, err := loopback.UsedOctets("/proc/net")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if used[got.PodOctet()] || used[got.ServiceOctet()] {
-		t.Errorf("chose %v, whose 127/8 images are in use", got)
+	if !after[got.PodOctet()] {
+		t.Errorf("chose %v but holds no claim on it", got)
 	}
 	given := netip.MustParsePrefix("10.42.0.0/16")
 	if p, err := choose(addrplan.Plan{Pod: given}); err != nil || p.Pod != given || p.Service.Overlaps(given) {
 		t.Errorf("with --pod-cidr %s: %v, %v", given, p, err)
 	}
-	jails, err := Ranges(Options{Platform: PlatformJails})(addrplan.Plan{})
+	chooseJails, releaseJails := Ranges(Options{Platform: PlatformJails})
+	t.Cleanup(releaseJails)
+	jails, err := chooseJails(addrplan.Plan{})
 	if err == nil && jails != addrplan.Default() {
 		t.Errorf("jails chose %v, want the defaults", jails)
 	}
@@ -56,6 +69,69 @@ func TestRangesChosenAndChecked(t *testing.T) {
 	_, err = choose(addrplan.Plan{Pod: over})
 	if err == nil || !strings.Contains(err.Error(), "network "+hostNet.String()+" overlaps the pod CIDR "+over.String()) {
 		t.Errorf("pod range %s over host network %s: %v", over, hostNet, err)
+	}
+}
+
+// Clusters made on one host at the same moment, all starting their
+// search at the same pair, still get a pair each: the pod range is
+// claimed, and a claimed range is passed over (once, two "legion up"
+// started together both took 10.212.0.0/16).
+func TestRangesChosenAtOnceNeverShared(t *testing.T) {
+	t.Parallel()
+	const clusters = 8
+	var (
+		mu     sync.Mutex
+		claims []io.Closer
+	)
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range claims {
+			c.Close()
+		}
+	})
+	keep := func(c io.Closer) {
+		mu.Lock()
+		defer mu.Unlock()
+		claims = append(claims, c)
+	}
+	start := rand.IntN(126)
+	plans := make([]addrplan.Plan, clusters)
+	errs := make([]error, clusters)
+	var ready, done sync.WaitGroup
+	ready.Add(1)
+	for i := range clusters {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			ready.Wait()
+			plans[i], errs[i] = freePlan(addrplan.Plan{}, start, keep)
+		}()
+	}
+	ready.Done()
+	done.Wait()
+	for i := range clusters {
+		if errs[i] != nil {
+			t.Fatalf("cluster %d: %v", i, errs[i])
+		}
+		for j := range i {
+			if plans[i].Pod.Overlaps(plans[j].Pod) || plans[i].Pod.Overlaps(plans[j].Service) || plans[i].Service.Overlaps(plans[j].Pod) {
+				t.Errorf("clusters %d and %d share addresses: %v and %v", j, i, plans[j], plans[i])
+			}
+		}
+	}
+	if len(claims) != clusters {
+		t.Errorf("%d claims held for %d clusters", len(claims), clusters)
+	}
+	// A claim shows to a later chooser as a used range.
+	used, err := loopback.UsedOctets("/proc/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range plans {
+		if !used[p.PodOctet()] {
+			t.Errorf("cluster %d's claimed pod range %s is not seen as used", i, p.Pod)
+		}
 	}
 }
 

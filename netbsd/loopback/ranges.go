@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/legionbsd/legion/netbsd/addrplan"
 )
@@ -131,3 +133,35 @@ func FreePlan(asked addrplan.Plan, used map[byte]bool, hostNets []netip.Prefix, 
 	}
 	return addrplan.Plan{}, fmt.Errorf("loopback network: no free pair of /16s in 127.2.0.0-127.253.255.255 on this host: give --pod-cidr and --service-cidr")
 }
+
+// claimPort is the port of a range's claim (Claim). Only its pairing
+// with the claim address matters: nothing else of Legion listens on the
+// last address of a range's image.
+const claimPort = 7479
+
+// Claim makes choosing pod as a new cluster's range atomic across this
+// host: it listens on the last address of pod's 127/8 image (the
+// broadcast address of the range's last /24, which no pod or gateway
+// takes), so a second cluster choosing at the same moment gets an error
+// for which AlreadyClaimed holds, and one choosing later sees the socket
+// in UsedOctets. The claim lasts until closed; by then the node's
+// resolver or bridge shows the range. Where the image is not a local
+// address (FreeBSD's lo0 holds only 127.0.0.1) nothing can be claimed:
+// Claim returns a nil Closer and no error.
+func Claim(pod netip.Prefix) (io.Closer, error) {
+	img := Image(pod.Masked())
+	last := img.Addr().As4()
+	last[2], last[3] = 255, 255
+	l, err := net.Listen("tcp4", netip.AddrPortFrom(netip.AddrFrom4(last), claimPort).String())
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claiming %s for this host's new cluster: %w", pod, err)
+	}
+	return l, nil
+}
+
+// AlreadyClaimed says whether Claim failed because another cluster of
+// this host claimed the range first.
+func AlreadyClaimed(err error) bool { return errors.Is(err, syscall.EADDRINUSE) }
