@@ -171,3 +171,18 @@ func TestRingFollowResumes(t *testing.T) {
 		t.Fatalf("resumed %s, ended %v", names(resumed), err)
 	}
 }
+
+// BenchmarkAddWhenFull is the cost of an event once the ring holds all it
+// may: each addition drops the oldest.
+func BenchmarkAddWhenFull(b *testing.B) {
+	c := &clock{t: time.Unix(1_700_000_000, 0)}
+	r := NewRing(MaxEvents, MaxAge, c.now)
+	for i := range MaxEvents {
+		r.Add(uint64(i+1), ev(c, fmt.Sprintf("t%d", i), "Started", "started"))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		r.Add(uint64(MaxEvents+i+1), ev(c, fmt.Sprintf("u%d", i), "Started", "started"))
+	}
+}
