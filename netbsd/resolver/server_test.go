@@ -16,8 +16,14 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Every server a test starts is stopped by the time the tests end.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// Every server a test starts is stopped by the time the tests end. Run
+// by BenchmarkAgainstDnsmasq, the test binary is the resolver instead.
+func TestMain(m *testing.M) {
+	if zf := os.Getenv(benchServeEnv); zf != "" {
+		serveForBenchmark(zf)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // twin is 5.7's mapping for pod addresses, enough for these tests.
 func twin(a netip.Addr) (netip.Addr, bool) {

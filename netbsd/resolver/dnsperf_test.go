@@ -1,0 +1,331 @@
+package resolver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// BenchmarkAgainstDnsmasq drives Legion's resolver and Debian's dnsmasq
+// with dnsperf (Debian), one after the other in the same run, with the
+// same records, the same queries, the same duration and concurrency.
+// dnsperf is C and asks from its own process, so the client is not the
+// limit; each server is a process of its own. With two or more CPUs the
+// server under test is pinned to CPU 1 and dnsperf and the upstream to
+// CPU 0 (taskset): each server gets one core to itself, which is all
+// dnsmasq (single-threaded) can use anyway.
+//
+// The queries are what a node's pods ask through their search list
+// (search <ns>.legion legion, ndots:2), A and AAAA side by side as
+// glibc and musl ask them:
+//
+//	40 % service names (svcN.bench.legion.), half A, half AAAA
+//	20 % tasks.svcN.bench.legion. (10 addresses), half A, half AAAA
+//	25 % names under legion. that do not exist, NXDOMAIN: the search
+//	     list's misses (svcN.bench.bench.legion., hK.example.org.bench.legion.)
+//	15 % names outside the cluster, forwarded to the same upstream
+//	     (a dnsmasq on loopback answering 100 hK.example.org. names)
+//
+// The zone has 200 services of 10 ready tasks, dual-stack (every address
+// has its IPv6 twin); dnsmasq gets the same records as a hosts file, with
+// --local=/legion/ so unknown cluster names never leave it, and caches up
+// to 10,000 answers. The resolver serves no SRV records, so none are asked.
+//
+// LEGION_DNSPERF_SECONDS sets each run's length (default 5);
+// LEGION_RESOLVER_CPUPROFILE=file profiles the resolver process. Metrics:
+// queries/s, latency-us (mean), lost-% (queries unanswered).
+func BenchmarkAgainstDnsmasq(b *testing.B) {
+	perf, err := exec.LookPath("dnsperf")
+	if err != nil {
+		b.Skip("dnsperf is not installed (apt-get install dnsperf): nothing measured")
+	}
+	dnsmasq, err := exec.LookPath("dnsmasq")
+	if err != nil {
+		b.Skip("dnsmasq is not installed (apt-get install dnsmasq-base): nothing measured")
+	}
+	seconds := 5
+	if s, err := strconv.Atoi(os.Getenv("LEGION_DNSPERF_SECONDS")); err == nil && s > 0 {
+		seconds = s
+	}
+	dir := b.TempDir()
+	zone := BuildZone(benchServices(), everyTwin)
+
+	// The upstream both forward to, on the client's CPU.
+	var ext strings.Builder
+	for k := range 100 {
+		fmt.Fprintf(&ext, "192.0.2.%d h%d.example.org\n2001:db8::%x h%d.example.org\n", k+1, k, k+1, k)
+	}
+	upstream := startDnsmasq(b, dnsmasq, dir, "upstream", ext.String(), pinClient, "--local=/example.org/", "--local-ttl=300")
+
+	var hosts strings.Builder
+	for name, r := range zone.Records {
+		for _, ip := range slices.Concat(r.A, r.AAAA) {
+			fmt.Fprintf(&hosts, "%s %s\n", ip, strings.TrimSuffix(name, "."))
+		}
+	}
+	queries := filepath.Join(dir, "queries")
+	if err := os.WriteFile(queries, []byte(perfQueries()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	zf := filepath.Join(dir, "zone.json")
+	if err := WriteZone(zf, zone); err != nil {
+		b.Fatal(err)
+	}
+
+	servers := map[string]func(b *testing.B) string{
+		"legion": func(b *testing.B) string { return startLegion(b, zf, upstream) },
+		"dnsmasq": func(b *testing.B) string {
+			return startDnsmasq(b, dnsmasq, b.TempDir(), "dnsmasq", hosts.String(), pinServer,
+				"--local=/legion/", "--local-ttl=5", "--server=/example.org/"+strings.Replace(upstream, ":", "#", 1))
+		},
+	}
+	var reference map[string]string
+	for _, name := range []string{"legion", "dnsmasq"} {
+		b.Run(name, func(b *testing.B) {
+			addr := servers[name](b)
+			// The two must answer alike before they are timed.
+			got := sample(b, addr)
+			if reference == nil {
+				reference = got
+			} else {
+				for q, want := range reference {
+					if got[q] != want {
+						b.Fatalf("%s answers %s with %s, legion with %s", name, q, got[q], want)
+					}
+				}
+			}
+			for b.Loop() {
+				r := runDnsperf(b, perf, addr, queries, seconds)
+				b.ReportMetric(r.qps, "queries/s")
+				b.ReportMetric(r.latency*1e6, "latency-us")
+				b.ReportMetric(r.lost, "lost-%")
+			}
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// everyTwin maps every IPv4 address to an IPv6 twin, as a jails node's
+// plan does for pods and VIPs.
+func everyTwin(a netip.Addr) (netip.Addr, bool) {
+	v := a.As4()
+	return netip.AddrFrom16([16]byte{0xfd, 0, 0, 0x10, 0, v[1], 0, v[2], 14: 0, 15: v[3]}), a.Is4()
+}
+
+// perfQueries is the query file, 1,000 lines in the mix
+// BenchmarkAgainstDnsmasq describes, interleaved.
+func perfQueries() string {
+	var out strings.Builder
+	types := []string{"A", "AAAA"}
+	for i := range 1000 {
+		t := types[i%2]
+		s := (i * 7) % 200
+		switch p := i % 20; {
+		case p < 8:
+			fmt.Fprintf(&out, "svc%d.bench.legion %s\n", s, t)
+		case p < 12:
+			fmt.Fprintf(&out, "tasks.svc%d.bench.legion %s\n", s, t)
+		case p < 15:
+			fmt.Fprintf(&out, "svc%d.bench.bench.legion %s\n", s, t)
+		case p < 17:
+			fmt.Fprintf(&out, "h%d.example.org.bench.legion %s\n", s%100, t)
+		default:
+			fmt.Fprintf(&out, "h%d.example.org %s\n", s%100, t)
+		}
+	}
+	return out.String()
+}
+
+// sample asks one name of each kind and sums up each answer (rcode and
+// sorted addresses).
+func sample(b *testing.B, addr string) map[string]string {
+	out := map[string]string{}
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	for _, q := range []string{"svc3.bench.legion. A", "svc3.bench.legion. AAAA", "tasks.svc4.bench.legion. A",
+		"tasks.svc4.bench.legion. AAAA", "svc3.bench.bench.legion. A", "h5.example.org.bench.legion. AAAA",
+		"h5.example.org. A", "h6.example.org. AAAA"} {
+		name, t, _ := strings.Cut(q, " ")
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.StringToType[t])
+		var resp *dns.Msg
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if resp, _, err = c.Exchange(m, addr); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+		var ips []string
+		for _, rr := range resp.Answer {
+			switch r := rr.(type) {
+			case *dns.A:
+				ips = append(ips, r.A.String())
+			case *dns.AAAA:
+				ips = append(ips, r.AAAA.String())
+			}
+		}
+		slices.Sort(ips)
+		out[q] = dns.RcodeToString[resp.Rcode] + " " + strings.Join(ips, ",")
+	}
+	return out
+}
+
+type perfResult struct{ qps, latency, lost float64 }
+
+var (
+	reQPS     = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
+	reLatency = regexp.MustCompile(`Average Latency \(s\):\s+([0-9.]+)`)
+	reLost    = regexp.MustCompile(`Queries lost:\s+\d+ \(([0-9.]+)%\)`)
+)
+
+func runDnsperf(b *testing.B, perf, addr, queries string, seconds int) perfResult {
+	host, port, _ := net.SplitHostPort(addr)
+	args := []string{perf, "-s", host, "-p", port, "-d", queries, "-l", strconv.Itoa(seconds),
+		"-T", "1", "-c", "16", "-q", "100", "-t", "2"}
+	out, err := pinClient(args).CombinedOutput()
+	if err != nil {
+		b.Fatalf("dnsperf: %v\n%s", err, out)
+	}
+	if codes := regexp.MustCompile(`Response codes:.*`).Find(out); codes != nil {
+		b.Logf("%s", codes)
+	}
+	var r perfResult
+	for _, f := range []struct {
+		re *regexp.Regexp
+		to *float64
+	}{{reQPS, &r.qps}, {reLatency, &r.latency}, {reLost, &r.lost}} {
+		m := f.re.FindSubmatch(out)
+		if m == nil {
+			b.Fatalf("dnsperf printed no %s:\n%s", f.re, out)
+		}
+		*f.to, _ = strconv.ParseFloat(string(m[1]), 64)
+	}
+	return r
+}
+
+// pinClient and pinServer give the client (and the upstream) CPU 0 and
+// the server under test CPU 1, when there are two.
+func pinClient(args []string) *exec.Cmd { return pinned("0", args) }
+func pinServer(args []string) *exec.Cmd { return pinned("1", args) }
+
+func pinned(cpu string, args []string) *exec.Cmd {
+	if ts, err := exec.LookPath("taskset"); err == nil && runtime.NumCPU() >= 2 {
+		args = append([]string{ts, "-c", cpu}, args...)
+	}
+	return exec.Command(args[0], args[1:]...)
+}
+
+func freePort(b *testing.B) int {
+	pc, l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := pc.LocalAddr().(*net.UDPAddr).Port
+	pc.Close()
+	l.Close()
+	return port
+}
+
+// startDnsmasq runs dnsmasq on a free loopback port answering the given
+// hosts file, and nothing else: no resolv.conf, no /etc/hosts.
+func startDnsmasq(b *testing.B, bin, dir, name, hosts string, pin func([]string) *exec.Cmd, extra ...string) string {
+	hf := filepath.Join(dir, name+".hosts")
+	if err := os.WriteFile(hf, []byte(hosts), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	port := freePort(b)
+	args := append([]string{bin, "--no-daemon", "--keep-in-foreground", "--no-resolv", "--no-hosts", "--addn-hosts=" + hf,
+		"--listen-address=127.0.0.1", "--bind-interfaces", fmt.Sprintf("--port=%d", port),
+		"--user=root", "--pid-file=", "--cache-size=10000", "--log-facility=/dev/null"}, extra...)
+	cmd := pin(args)
+	b.Cleanup(func() {
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+// startLegion runs this test binary again as Legion's resolver (see
+// serveForBenchmark), so it is a process of its own as dnsmasq is.
+func startLegion(b *testing.B, zoneFile, upstream string) string {
+	cmd := pinServer([]string{os.Args[0]})
+	cmd.Env = append(os.Environ(), benchServeEnv+"="+zoneFile, benchUpstreamEnv+"="+upstream)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	b.Cleanup(func() {
+		if cmd.Process != nil {
+			cmd.Process.Signal(syscall.SIGTERM)
+			cmd.Wait()
+		}
+	})
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the resolver process printed no address: %v", err)
+	}
+	go io.Copy(io.Discard, out)
+	return strings.TrimSpace(addr)
+}
+
+const (
+	benchServeEnv    = "LEGION_RESOLVER_BENCH_ZONE"
+	benchUpstreamEnv = "LEGION_RESOLVER_BENCH_UPSTREAM"
+)
+
+// serveForBenchmark is the resolver process startLegion runs: it serves
+// the zone file on a free loopback port, prints the address and serves
+// until SIGTERM or until the zone file is gone.
+func serveForBenchmark(zoneFile string) {
+	pc, l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(pc.LocalAddr().String())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if p := os.Getenv("LEGION_RESOLVER_CPUPROFILE"); p != "" {
+		// go test's -cpuprofile profiles the benchmark, not this process.
+		f, err := os.Create(p)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
+	s := &Server{ZoneFile: zoneFile, Upstreams: strings.Fields(os.Getenv(benchUpstreamEnv))}
+	if err := s.Serve(ctx, pc, l); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pprof.StopCPUProfile()
+	os.Exit(0)
+}
