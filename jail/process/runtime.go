@@ -57,6 +57,7 @@ type Runtime struct {
 	clock        jail.Clock
 	log          *slog.Logger
 	boot         int64
+	sessions     sessionTable // Usage's reads of /proc
 }
 
 var _ jail.Runtime = (*Runtime)(nil)

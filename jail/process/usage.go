@@ -23,7 +23,7 @@ func (r *Runtime) Usage(ctx context.Context, id string) (jail.Usage, error) {
 	}
 	// The main process leads its own session (Setsid): its session id is
 	// its pid, shared by everything it starts that does not leave it.
-	if u, ok := sessionUsage(st.Pid); ok {
+	if u, ok := r.sessions.usage(st.Pid); ok {
 		return u, nil
 	}
 	if r.cfg.Alive(st.Pid) {

@@ -4,5 +4,7 @@ package process
 
 import "github.com/legionbsd/legion/jail"
 
-// sessionUsage has no /proc to read here.
-func sessionUsage(int) (jail.Usage, bool) { return jail.Usage{}, false }
+// sessionTable has no /proc to read here.
+type sessionTable struct{}
+
+func (*sessionTable) usage(int) (jail.Usage, bool) { return jail.Usage{}, false }
