@@ -89,7 +89,9 @@ var imageOnce struct {
 	err     error
 }
 
-func loadTestImage(t testing.TB, images *image.Images) {
+// testImageArchive is the test image as an OCI archive, built once per
+// test binary.
+func testImageArchive(t testing.TB) string {
 	t.Helper()
 	imageOnce.Do(func() {
 		img, err := testimage.Build(context.Background(), testimage.Options{User: "0"})
@@ -108,7 +110,12 @@ func loadTestImage(t testing.TB, images *image.Images) {
 	if imageOnce.err != nil {
 		t.Fatalf("building the test image: %v", imageOnce.err)
 	}
-	f, err := os.Open(imageOnce.archive)
+	return imageOnce.archive
+}
+
+func loadTestImage(t testing.TB, images *image.Images) {
+	t.Helper()
+	f, err := os.Open(testImageArchive(t))
 	if err != nil {
 		t.Fatal(err)
 	}
