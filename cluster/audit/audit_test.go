@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
+	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/leakcheck"
 )
 
@@ -219,5 +221,78 @@ func TestFollowerHandsOnAndHoldsWhatFails(t *testing.T) {
 	r.Record(ev(4))
 	if err := f.Flush(context.Background()); err != nil || r.Len() != 1 {
 		t.Fatalf("no store: %v, held %d", err, r.Len())
+	}
+}
+
+// listCounter counts the listings of a store, and can play a follower.
+type listCounter struct {
+	*store.Store
+	lists    int
+	follower bool
+}
+
+func (c *listCounter) List(kind legion.Kind, ns string, keep func(legion.Object) bool) ([]legion.Object, uint64, error) {
+	c.lists++
+	return c.Store.List(kind, ns, keep)
+}
+
+func (c *listCounter) IsLeader() bool { return !c.follower }
+
+func heldEvents(t *testing.T, st Store) int {
+	t.Helper()
+	n := 0
+	for _, c := range batchCounts(t, st) {
+		n += c
+	}
+	return n
+}
+
+// The leader applies the retention after every write from its own list of
+// the batches, not by reading them all again (which decodes every event
+// kept): it lists them when it takes the lead and once every pruneEvery,
+// which also takes in batches it did not write itself.
+func TestLeaderPrunesFromItsOwnListOfBatches(t *testing.T) {
+	t.Parallel()
+	cs := &listCounter{Store: dispatchertest.OpenStore(t)}
+	r := NewRecorder(0, nil)
+	now := t0
+	f := &Flusher{Recorder: r, Store: func() Leading { return cs }, Now: func() time.Time { return now },
+		Retention: Retention{MaxEvents: 5}, Hand: func(context.Context, []Event) error { return nil }}
+	ctx := context.Background()
+	round := func(events int) {
+		t.Helper()
+		for i := range events {
+			r.Record(ev(i))
+		}
+		if err := f.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Second)
+	}
+	for range 10 {
+		round(2)
+		if n := heldEvents(t, cs.Store); n > 5 {
+			t.Fatalf("%d events kept, the limit is 5", n)
+		}
+	}
+	if cs.lists != 1 {
+		t.Fatalf("the batches were listed %d times in 10 rounds, want once", cs.lists)
+	}
+	// Another leader writes meanwhile; this one leads again and lists.
+	cs.follower = true
+	round(0)
+	if _, err := Write(ctx, cs.Store, now, []Event{ev(1), ev(2), ev(3), ev(4)}); err != nil {
+		t.Fatal(err)
+	}
+	cs.follower = false
+	round(1)
+	if n := heldEvents(t, cs.Store); cs.lists != 2 || n > 5 {
+		t.Fatalf("after leading again: %d listings (want 2), %d events kept (limit 5)", cs.lists, n)
+	}
+	// Once a pruneEvery has passed it lists again, even with nothing new.
+	now = now.Add(pruneEvery)
+	round(0)
+	if cs.lists != 3 {
+		t.Fatalf("%d listings after %s, want 3", cs.lists, pruneEvery)
 	}
 }

@@ -43,11 +43,16 @@ type Store interface {
 // Write stores events as batches written at now, in order; it returns how
 // many were written, so the caller keeps the rest for later.
 func Write(ctx context.Context, st Store, now time.Time, events []Event) (int, error) {
-	done := 0
+	done, _, err := write(ctx, st, now, events)
+	return done, err
+}
+
+// write is Write, also returning the batches it stored.
+func write(ctx context.Context, st Store, now time.Time, events []Event) (done int, written []batch, err error) {
 	for part := 0; done < len(events); part++ {
 		data, n, err := encode(events[done:])
 		if err != nil {
-			return done, err
+			return done, written, err
 		}
 		c, _ := legion.New(legion.KindConfig)
 		m := c.GetMetadata()
@@ -59,11 +64,12 @@ func Write(ctx context.Context, st Store, now time.Time, events []Event) (int, e
 			continue // a batch of the same millisecond: the next part's name
 		}
 		if err != nil {
-			return done, fmt.Errorf("writing audit batch %s: %w", m.Name, err)
+			return done, written, fmt.Errorf("writing audit batch %s: %w", m.Name, err)
 		}
+		written = append(written, batch{name: m.Name, at: time.UnixMilli(now.UnixMilli()), count: n})
 		done += n
 	}
-	return done, nil
+	return done, written, nil
 }
 
 // batchName sorts by time as text: the milliseconds are zero-padded.
@@ -139,11 +145,18 @@ func (r Retention) withDefaults() Retention {
 // while more events are kept than the limit; it returns how many batches
 // went.
 func Prune(ctx context.Context, st Store, now time.Time, r Retention) (int, error) {
-	r = r.withDefaults()
 	bs, _, err := batches(st)
 	if err != nil {
 		return 0, err
 	}
+	gone, err := prune(ctx, st, now, r, bs)
+	return len(gone), err
+}
+
+// prune is Prune over bs, the stored batches in name order; it returns
+// those it deleted (a prefix of bs).
+func prune(ctx context.Context, st Store, now time.Time, r Retention, bs []batch) ([]batch, error) {
+	r = r.withDefaults()
 	total := 0
 	for _, b := range bs {
 		total += b.count
@@ -154,12 +167,12 @@ func Prune(ctx context.Context, st Store, now time.Time, r Retention) (int, erro
 			break
 		}
 		if _, err := st.Delete(ctx, legion.KindConfig, legion.SystemNamespace, b.name, store.Precondition{}); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return gone, fmt.Errorf("deleting audit batch %s: %w", b.name, err)
+			return bs[:gone], fmt.Errorf("deleting audit batch %s: %w", b.name, err)
 		}
 		total -= b.count
 		gone++
 	}
-	return gone, nil
+	return bs[:gone], nil
 }
 
 // Read lists the kept events f matches, oldest first.

@@ -3,6 +3,8 @@ package audit
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -35,6 +37,14 @@ type Flusher struct {
 	Logger    *slog.Logger
 
 	lastPrune time.Time
+	// kept is the leader's list of the stored batches in name order, kept
+	// up as it writes and prunes, so a round's retention reads no batch
+	// (listing them decodes every event kept: up to 100,000). It is read
+	// from the store again when this manager takes the lead and every
+	// pruneEvery, which catches whatever else changed them (a restore).
+	kept   []batch
+	listed time.Time // when kept was read; zero: read it again
+	led    bool      // this manager led at the last round
 }
 
 // Run flushes every period until ctx ends.
@@ -77,6 +87,7 @@ func (f *Flusher) Flush(ctx context.Context) error {
 		return nil // no manager yet: held
 	}
 	if !st.IsLeader() {
+		f.led = false
 		events := f.Recorder.Take()
 		if len(events) == 0 {
 			return nil
@@ -88,9 +99,14 @@ func (f *Flusher) Flush(ctx context.Context) error {
 		return nil
 	}
 	now := f.now()
+	if !f.led || now.Sub(f.listed) >= pruneEvery {
+		f.listed = time.Time{}
+	}
+	f.led = true
 	events := f.Recorder.Take()
 	if len(events) > 0 {
-		n, err := Write(ctx, st, now, events)
+		n, written, err := write(ctx, st, now, events)
+		f.keep(written)
 		if err != nil {
 			f.Recorder.PutBack(events[n:])
 			return err
@@ -99,6 +115,26 @@ func (f *Flusher) Flush(ctx context.Context) error {
 		return nil
 	}
 	f.lastPrune = now
-	_, err := Prune(ctx, st, now, f.Retention)
+	if f.listed.IsZero() {
+		bs, _, err := batches(st)
+		if err != nil {
+			return err
+		}
+		f.kept, f.listed = bs, now
+	}
+	gone, err := prune(ctx, st, now, f.Retention, f.kept)
+	f.kept = f.kept[len(gone):]
+	if err != nil {
+		f.listed = time.Time{} // a delete may have landed: read them again
+	}
 	return err
+}
+
+// keep adds batches just written to the list of those stored.
+func (f *Flusher) keep(written []batch) {
+	if f.listed.IsZero() || len(written) == 0 {
+		return // read from the store before the next prune
+	}
+	f.kept = append(f.kept, written...)
+	slices.SortFunc(f.kept, func(a, b batch) int { return strings.Compare(a.name, b.name) })
 }
