@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/endpoints"
@@ -143,6 +145,7 @@ type Agent struct {
 	// assigned are the latest set's tasks for this node: their images
 	// are kept from collection.
 	assigned []*legion.Task
+	pulls    singleflight.Group // pulls under way (pull)
 }
 
 // ImageGCInterval is how often a node collects the images no task uses

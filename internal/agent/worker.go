@@ -144,7 +144,7 @@ func (w *worker) prepare(ctx context.Context) error {
 		if _, ok := configs[c.Image]; ok {
 			continue
 		}
-		rec, err := w.a.Images.Pull(ctx, ref, image.PullOptions{Namespace: t.Metadata.Namespace,
+		rec, err := w.a.pull(ctx, ref, image.PullOptions{Namespace: t.Metadata.Namespace,
 			Policy: pullPolicy(c.PullPolicy), Now: w.a.now(), Login: w.a.login(t, ref)})
 		if err != nil {
 			return fmt.Errorf("pulling %s: %w", ref, err)
