@@ -44,7 +44,7 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	if err := c.sync(ctx); err != nil {
 		return s.endOf(ctx, err)
 	}
-	ss := &streamState{node: id.Name}
+	ss := &streamState{node: id.Name, endpointTasks: req.GetEndpointTasks()}
 	var last *legionpb.AssignmentSet
 	for {
 		whole := !req.GetDeltas() || !ss.sent
@@ -111,11 +111,13 @@ func (s *Service) waitChange(ctx context.Context, st *store.Store, ch <-chan str
 // streamState is what one stream has sent: the cache generation its last
 // message was made at, and the node's values and volumes as sent.
 type streamState struct {
-	node    string
-	sent    bool
-	gen     uint64
-	values  map[string][]byte
-	volumes map[string][]byte
+	node string
+	// endpointTasks: the stream asked for endpoints as changes per task.
+	endpointTasks bool
+	sent          bool
+	gen           uint64
+	values        map[string][]byte
+	volumes       map[string][]byte
 }
 
 // compose makes the stream's next message from the cache: a whole set,
@@ -171,8 +173,13 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 		if tasksChanged && tp != nil {
 			set.TaskChanges = itemsOf(tp.since(ss.gen))
 		}
-		sh := c.sharedSince(ss.gen)
-		set.EndpointChanges, set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.endpoints, sh.peers, sh.routes, sh.members
+		sh := c.sharedSince(ss.gen, ss.endpointTasks)
+		if ss.endpointTasks {
+			set.EndpointServiceChanges, set.EndpointTaskChanges = sh.epHeads, sh.epTasks
+		} else {
+			set.EndpointChanges = sh.endpoints
+		}
+		set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.peers, sh.routes, sh.members
 		if c.rulesGen > ss.gen {
 			set.PolicyRules = c.rules
 		}
@@ -205,7 +212,7 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 	}
 	ss.gen, ss.values, ss.volumes = gen, values, volumes
 	if !whole && set.TaskChanges == nil && set.ValueChanges == nil && set.VolumeChanges == nil && set.EndpointChanges == nil &&
-		set.PeerChanges == nil && set.RouteChanges == nil && set.MemberChanges == nil && set.PolicyRules == nil {
+		set.EndpointServiceChanges == nil && set.EndpointTaskChanges == nil && set.PeerChanges == nil && set.RouteChanges == nil && set.MemberChanges == nil && set.PolicyRules == nil {
 		return nil, ch, nil
 	}
 	return set, ch, nil

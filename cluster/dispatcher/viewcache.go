@@ -25,6 +25,11 @@ const publishEvery = 20 * time.Millisecond
 // second) pairs do: as the whole set's lists are ordered.
 func itemKey(a, b string) string { return a + "\x00" + b }
 
+// epTaskKey is the key of a ready task in the endpoint tasks part:
+// namespace NUL service NUL task, so a service's tasks sort together, by
+// name, as in its endpoints.
+func epTaskKey(svc, task string) string { return svc + "\x00" + task }
+
 // part is one keyed part of what nodes are sent (a node's tasks, the
 // services' endpoints, ...): each item's JSON, and a log of which keys
 // changed at which generation, so a stream asks what changed since the
@@ -130,7 +135,8 @@ func (p *part) list() []byte {
 // viewCache is one replica's state as every node's stream needs it, kept
 // from the replica's events by one goroutine: the objects of the kinds
 // the sets are made of, each node's tasks, and the parts every node
-// follows (endpoints per service, peers per node, routes, policy rules,
+// follows (endpoints per service, and apart each service without its
+// tasks and each ready task; peers per node, routes, policy rules,
 // policy members per task), each worked out again only where an event
 // touched it. Streams read it under mu.
 type viewCache struct {
@@ -152,14 +158,19 @@ type viewCache struct {
 	netpols   map[string]*legion.NetworkPolicy
 	volumes   map[string]*legion.Volume
 
-	byNode    map[string]*part // each node's tasks, as JSON
-	endpoints *part
-	epVals    map[string]endpoints.Service
-	peers     *part
-	routesP   *part
-	members   *part
-	rules     []byte
-	rulesGen  uint64
+	byNode map[string]*part // each node's tasks, as JSON
+	// endpoints is each service with its ready tasks: whole sets, and the
+	// changes of streams that did not ask for endpoint tasks. epHeads and
+	// epTasks are the same apart, for those that did: each service
+	// without its tasks, and each ready task (epTaskKey), so a change to
+	// one task is one item whatever the service's size.
+	endpoints, epHeads, epTasks *part
+	epVals                      map[string]endpoints.Service
+	peers                       *part
+	routesP                     *part
+	members                     *part
+	rules                       []byte
+	rulesGen                    uint64
 	// Generations of the last change to Secrets and Configs, Nodes, and
 	// Volumes: what a node's values and volumes depend on beyond its
 	// tasks.
@@ -170,7 +181,9 @@ type viewCache struct {
 	// every node follows since each generation a stream asked from: the
 	// streams of a cluster mostly sent their last message at the same
 	// generation, so one publication works them out once, not once per
-	// node. Read only once made (marshalled by many streams at once).
+	// node. Its Items are read only once made (marshalled by many streams
+	// at once); the endpoints' are made, under mu, in the shape the first
+	// stream that needs them asked for.
 	shared map[uint64]*sharedChanges
 	// sharedBuilt counts the changes worked out, for tests.
 	sharedBuilt int
@@ -253,6 +266,7 @@ func (c *viewCache) load() (*store.Watcher, error) {
 	c.services, c.nodes, c.routes = map[string]*legion.Service{}, map[string]*legion.Node{}, map[string]*legion.Route{}
 	c.nss, c.netpols, c.volumes = map[string]*legion.Namespace{}, map[string]*legion.NetworkPolicy{}, map[string]*legion.Volume{}
 	c.endpoints, c.epVals, c.peers, c.routesP, c.members = newPart(), map[string]endpoints.Service{}, newPart(), newPart(), newPart()
+	c.epHeads, c.epTasks = newPart(), newPart()
 	c.dirtyServices = map[string]bool{}
 	c.dirtyPeers, c.dirtyRoutes, c.dirtyRules, c.dirtyVolumes = true, true, true, true
 	c.dirtyValues, c.dirtyNodes, c.dirtyConfigs = true, true, true
@@ -413,10 +427,15 @@ func (c *viewCache) publish() {
 	epChanged := false
 	for sk := range c.dirtyServices {
 		svc := c.services[sk]
+		old, had := c.epVals[sk]
 		if svc == nil {
-			if _, ok := c.epVals[sk]; ok {
+			if had {
 				delete(c.epVals, sk)
 				c.endpoints.remove(gen, sk)
+				c.epHeads.remove(gen, sk)
+				for _, t := range old.Tasks {
+					c.epTasks.remove(gen, epTaskKey(sk, t.Name))
+				}
 				epChanged = true
 			}
 			continue
@@ -432,11 +451,19 @@ func (c *viewCache) publish() {
 		if err != nil {
 			continue
 		}
+		head := e
+		head.Tasks = nil
+		hdata, err := json.Marshal(head)
+		if err != nil {
+			continue
+		}
 		if old, ok := c.endpoints.items[sk]; !ok || !bytes.Equal(old, data) {
 			epChanged = true
 		}
 		c.epVals[sk] = e
 		c.endpoints.put(gen, sk, data)
+		c.epHeads.put(gen, sk, hdata)
+		c.putEndpointTasks(gen, sk, old.Tasks, e.Tasks)
 	}
 	clear(c.dirtyServices)
 	if c.dirtyPeers {
@@ -501,22 +528,62 @@ func (c *viewCache) publish() {
 	c.changed = make(chan struct{})
 }
 
-// sharedChanges is what changed in the parts every node follows.
-type sharedChanges struct{ endpoints, peers, routes, members *legionpb.Items }
+// putEndpointTasks brings the endpoint tasks of service sk from was to
+// now (both in name order, as Compute gives them): a task whose endpoint
+// did not change is not touched, so one task becoming ready, or not, or
+// moving is one change whatever the service's size.
+func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []endpoints.Task) {
+	i := 0
+	for _, t := range now {
+		for i < len(was) && was[i].Name < t.Name {
+			c.epTasks.remove(gen, epTaskKey(sk, was[i].Name))
+			i++
+		}
+		k := epTaskKey(sk, t.Name)
+		if i < len(was) && was[i].Name == t.Name {
+			same := was[i] == t
+			i++
+			if _, ok := c.epTasks.items[k]; same && ok {
+				continue
+			}
+		}
+		if data, err := json.Marshal(t); err == nil {
+			c.epTasks.put(gen, k, data)
+		}
+	}
+	for ; i < len(was); i++ {
+		c.epTasks.remove(gen, epTaskKey(sk, was[i].Name))
+	}
+}
+
+// sharedChanges is what changed in the parts every node follows. The
+// endpoints are worked out in the shape the streams asked for: whole
+// services, or services and tasks apart.
+type sharedChanges struct {
+	endpoints, epHeads, epTasks, peers, routes, members *legionpb.Items
+	whole, apart                                        bool // endpoints worked out, epHeads and epTasks worked out
+}
 
 // sharedSince is the changes of the shared parts after generation since,
-// up to the current one. Called with mu held.
-func (c *viewCache) sharedSince(since uint64) *sharedChanges {
-	if sh, ok := c.shared[since]; ok {
-		return sh
+// up to the current one, with the endpoints as whole services or (apart)
+// services and tasks apart. Called with mu held.
+func (c *viewCache) sharedSince(since uint64, apart bool) *sharedChanges {
+	sh, ok := c.shared[since]
+	if !ok {
+		sh = &sharedChanges{peers: itemsOf(c.peers.since(since)), routes: itemsOf(c.routesP.since(since)),
+			members: itemsOf(c.members.since(since))}
+		if c.shared == nil {
+			c.shared = map[uint64]*sharedChanges{}
+		}
+		c.shared[since] = sh
+		c.sharedBuilt++
 	}
-	sh := &sharedChanges{endpoints: itemsOf(c.endpoints.since(since)), peers: itemsOf(c.peers.since(since)),
-		routes: itemsOf(c.routesP.since(since)), members: itemsOf(c.members.since(since))}
-	if c.shared == nil {
-		c.shared = map[uint64]*sharedChanges{}
+	if apart && !sh.apart {
+		sh.epHeads, sh.epTasks, sh.apart = itemsOf(c.epHeads.since(since)), itemsOf(c.epTasks.since(since)), true
 	}
-	c.shared[since] = sh
-	c.sharedBuilt++
+	if !apart && !sh.whole {
+		sh.endpoints, sh.whole = itemsOf(c.endpoints.since(since)), true
+	}
 	return sh
 }
 

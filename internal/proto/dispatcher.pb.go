@@ -332,7 +332,14 @@ type AssignmentsRequest struct {
 	// Ask for changes: the first message is a whole set, each later one
 	// holds only what changed since the message before it on this stream.
 	// Without it every message is a whole set.
-	Deltas        bool `protobuf:"varint,2,opt,name=deltas,proto3" json:"deltas,omitempty"`
+	Deltas bool `protobuf:"varint,2,opt,name=deltas,proto3" json:"deltas,omitempty"`
+	// With deltas: send a service's endpoints as changes per task, so a
+	// change to one task costs one small item whatever the service's size.
+	// The stream's deltas then leave endpoint_changes empty and carry each
+	// service without its tasks in endpoint_service_changes and each ready
+	// task in endpoint_task_changes; whole sets are as without it. A
+	// manager that predates it sends endpoint_changes.
+	EndpointTasks bool `protobuf:"varint,3,opt,name=endpoint_tasks,json=endpointTasks,proto3" json:"endpoint_tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -377,6 +384,13 @@ func (x *AssignmentsRequest) GetNode() string {
 func (x *AssignmentsRequest) GetDeltas() bool {
 	if x != nil {
 		return x.Deltas
+	}
+	return false
+}
+
+func (x *AssignmentsRequest) GetEndpointTasks() bool {
+	if x != nil {
+		return x.EndpointTasks
 	}
 	return false
 }
@@ -446,7 +460,7 @@ func (x *Items) GetReplace() bool {
 // AssignmentSet is everything the node must run. A whole set (delta
 // false) replaces what came before; a delta (asked with
 // AssignmentsRequest.deltas) leaves fields 1, 2 and 4 to 8 empty and
-// carries its changes in fields 10 to 17, keyed as noted there: a key of
+// carries its changes in fields 10 to 19, keyed as noted there: a key of
 // two names joins them with a NUL byte, so keys sort as the whole set's
 // lists do.
 type AssignmentSet struct {
@@ -482,8 +496,13 @@ type AssignmentSet struct {
 	// present when they changed.
 	PolicyRules   []byte `protobuf:"bytes,16,opt,name=policy_rules,json=policyRules,proto3" json:"policy_rules,omitempty"`
 	MemberChanges *Items `protobuf:"bytes,17,opt,name=member_changes,json=memberChanges,proto3" json:"member_changes,omitempty"` // namespace NUL task: one endpoints.Member
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Asked with AssignmentsRequest.endpoint_tasks, instead of
+	// endpoint_changes: a service's header and its ready tasks apart. A
+	// service removed takes its tasks with it.
+	EndpointServiceChanges *Items `protobuf:"bytes,18,opt,name=endpoint_service_changes,json=endpointServiceChanges,proto3" json:"endpoint_service_changes,omitempty"` // namespace NUL name: one endpoints.Service without tasks
+	EndpointTaskChanges    *Items `protobuf:"bytes,19,opt,name=endpoint_task_changes,json=endpointTaskChanges,proto3" json:"endpoint_task_changes,omitempty"`          // namespace NUL service NUL task: one endpoints.Task
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *AssignmentSet) Reset() {
@@ -631,6 +650,20 @@ func (x *AssignmentSet) GetPolicyRules() []byte {
 func (x *AssignmentSet) GetMemberChanges() *Items {
 	if x != nil {
 		return x.MemberChanges
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetEndpointServiceChanges() *Items {
+	if x != nil {
+		return x.EndpointServiceChanges
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetEndpointTaskChanges() *Items {
+	if x != nil {
+		return x.EndpointTaskChanges
 	}
 	return nil
 }
@@ -1031,17 +1064,18 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x1a\n" +
 	"\bmanagers\x18\x01 \x03(\tR\bmanagers\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
-	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"@\n" +
+	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"g\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
-	"\x06deltas\x18\x02 \x01(\bR\x06deltas\"\xa0\x01\n" +
+	"\x06deltas\x18\x02 \x01(\bR\x06deltas\x12%\n" +
+	"\x0eendpoint_tasks\x18\x03 \x01(\bR\rendpointTasks\"\xa0\x01\n" +
 	"\x05Items\x12+\n" +
 	"\x03put\x18\x01 \x03(\v2\x19.legion.v1.Items.PutEntryR\x03put\x12\x18\n" +
 	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x18\n" +
 	"\areplace\x18\x03 \x01(\bR\areplace\x1a6\n" +
 	"\bPutEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xfa\x05\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x8c\a\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
@@ -1060,7 +1094,9 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\fpeer_changes\x18\x0e \x01(\v2\x10.legion.v1.ItemsR\vpeerChanges\x125\n" +
 	"\rroute_changes\x18\x0f \x01(\v2\x10.legion.v1.ItemsR\frouteChanges\x12!\n" +
 	"\fpolicy_rules\x18\x10 \x01(\fR\vpolicyRules\x127\n" +
-	"\x0emember_changes\x18\x11 \x01(\v2\x10.legion.v1.ItemsR\rmemberChanges\x1a9\n" +
+	"\x0emember_changes\x18\x11 \x01(\v2\x10.legion.v1.ItemsR\rmemberChanges\x12J\n" +
+	"\x18endpoint_service_changes\x18\x12 \x01(\v2\x10.legion.v1.ItemsR\x16endpointServiceChanges\x12D\n" +
+	"\x15endpoint_task_changes\x18\x13 \x01(\v2\x10.legion.v1.ItemsR\x13endpointTaskChanges\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +
@@ -1137,23 +1173,25 @@ var file_dispatcher_proto_depIdxs = []int32{
 	6,  // 7: legion.v1.AssignmentSet.peer_changes:type_name -> legion.v1.Items
 	6,  // 8: legion.v1.AssignmentSet.route_changes:type_name -> legion.v1.Items
 	6,  // 9: legion.v1.AssignmentSet.member_changes:type_name -> legion.v1.Items
-	0,  // 10: legion.v1.Dispatcher.Register:input_type -> legion.v1.RegisterRequest
-	3,  // 11: legion.v1.Dispatcher.Heartbeat:input_type -> legion.v1.HeartbeatRequest
-	5,  // 12: legion.v1.Dispatcher.Assignments:input_type -> legion.v1.AssignmentsRequest
-	8,  // 13: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
-	13, // 14: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
-	11, // 15: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
-	1,  // 16: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
-	4,  // 17: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
-	7,  // 18: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
-	9,  // 19: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
-	14, // 20: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
-	12, // 21: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	6,  // 10: legion.v1.AssignmentSet.endpoint_service_changes:type_name -> legion.v1.Items
+	6,  // 11: legion.v1.AssignmentSet.endpoint_task_changes:type_name -> legion.v1.Items
+	0,  // 12: legion.v1.Dispatcher.Register:input_type -> legion.v1.RegisterRequest
+	3,  // 13: legion.v1.Dispatcher.Heartbeat:input_type -> legion.v1.HeartbeatRequest
+	5,  // 14: legion.v1.Dispatcher.Assignments:input_type -> legion.v1.AssignmentsRequest
+	8,  // 15: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
+	13, // 16: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
+	11, // 17: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
+	1,  // 18: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
+	4,  // 19: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
+	7,  // 20: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
+	9,  // 21: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
+	14, // 22: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
+	12, // 23: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
+	18, // [18:24] is the sub-list for method output_type
+	12, // [12:18] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_dispatcher_proto_init() }

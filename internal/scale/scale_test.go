@@ -17,13 +17,15 @@ import (
 )
 
 // TestAssignmentsAreSentAsChanges runs 16 simulated agents at two
-// sizes, 200 and then 1,000 tasks, and at each changes one service by one
-// task: what that change costs the assignment streams must not grow with
-// the cluster. Each message of the change (the new task to its node, the
-// service's endpoints and the new policy member to every node) stays
-// about the same size, while the whole set a stream starts with grows
-// with the tasks (it carries every service's endpoints and every running
-// task as a policy member), and no stream is sent a whole set.
+// sizes, 200 and then 1,000 tasks (services of 20 replicas), and then
+// with one of the services grown to 200 replicas, and at each changes
+// that service by one task: what that change costs the assignment
+// streams must grow neither with the cluster nor with the service. Each
+// message of the change (the new task to its node, the task's endpoint
+// and the new policy member to every node) stays about the same size,
+// while the whole set a stream starts with grows with the tasks (it
+// carries every service's endpoints and every running task as a policy
+// member), and no stream is sent a whole set.
 func TestAssignmentsAreSentAsChanges(t *testing.T) {
 	t.Parallel()
 	const agents, replicas = 16, 20
@@ -38,11 +40,16 @@ func TestAssignmentsAreSentAsChanges(t *testing.T) {
 		largest, perAgent int64
 		whole             int
 	}
-	measure := func(services int) reading {
+	// measure applies services of replicas tasks, service 0 with first
+	// instead, and adds service 0 a task.
+	measure := func(services, first int) reading {
 		t.Helper()
-		total := services * replicas
+		total := services*replicas + first - replicas
 		w0 := time.Now()
 		if err := h.Apply(ctx, services, replicas, "1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.Client().ApplyOne(ctx, service(0, first, "1"), client.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := h.WaitFor(ctx, "every task running", "1", nil, func(c Counts) bool { return c.Running == total }); err != nil {
@@ -56,7 +63,7 @@ func TestAssignmentsAreSentAsChanges(t *testing.T) {
 		settle(t, h)
 		before := h.Traffic()
 		h.ResetLargest()
-		if _, err := h.Client().ApplyOne(ctx, service(0, replicas+1, "1"), client.ApplyOptions{}); err != nil {
+		if _, err := h.Client().ApplyOne(ctx, service(0, first+1, "1"), client.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := h.WaitFor(ctx, "the new task running", "1", nil, func(c Counts) bool { return c.Running == total+1 }); err != nil {
@@ -73,19 +80,20 @@ func TestAssignmentsAreSentAsChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Back to the size it had, for the next reading.
-		if _, err := h.Client().ApplyOne(ctx, service(0, replicas, "1"), client.ApplyOptions{}); err != nil {
+		if _, err := h.Client().ApplyOne(ctx, service(0, first, "1"), client.ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := h.WaitFor(ctx, "the extra task gone", "1", nil, func(c Counts) bool { return c.Running == total }); err != nil {
 			t.Fatal(err)
 		}
 		r := reading{tasks: total, largest: h.Largest.Load(), perAgent: d.Bytes / agents, whole: whole}
-		t.Logf("%d tasks, one task added: %d messages, %d bytes per agent, the largest %d bytes; a whole set %d bytes",
-			total, d.Messages, r.perAgent, r.largest, r.whole)
+		t.Logf("%d tasks, one task added to a service of %d: %d messages, %d bytes per agent, the largest %d bytes; a whole set %d bytes",
+			total, first, d.Messages, r.perAgent, r.largest, r.whole)
 		return r
 	}
-	small := measure(10)
-	large := measure(50)
+	small := measure(10, replicas)
+	large := measure(50, replicas)
+	big := measure(50, 10*replicas)
 	if large.whole < 3*small.whole {
 		t.Fatalf("a whole set grew from %d to %d bytes with the tasks from %d to %d: the comparison shows nothing",
 			small.whole, large.whole, small.tasks, large.tasks)
@@ -96,6 +104,16 @@ func TestAssignmentsAreSentAsChanges(t *testing.T) {
 	if large.largest > small.largest+slack {
 		t.Fatalf("the largest message of a one-task change grew from %d bytes at %d tasks to %d at %d: want it independent of the cluster's size",
 			small.largest, small.tasks, large.largest, large.tasks)
+	}
+	// Nor with the service's size: a task's endpoint is sent, not the
+	// service's.
+	if big.largest > large.largest+slack {
+		t.Fatalf("the largest message of a one-task change grew from %d bytes with a service of %d tasks to %d with one of %d: want it independent of the service's size",
+			large.largest, replicas, big.largest, 10*replicas)
+	}
+	if big.perAgent > 2*large.perAgent+slack {
+		t.Fatalf("a one-task change cost each agent %d bytes with a service of %d tasks and %d with one of %d: want it independent of the service's size",
+			large.perAgent, replicas, big.perAgent, 10*replicas)
 	}
 	if large.largest >= int64(large.whole)/4 {
 		t.Fatalf("a message of the change held %d bytes, a whole set %d: want a change far smaller than the set", large.largest, large.whole)

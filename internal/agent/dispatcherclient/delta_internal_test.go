@@ -53,9 +53,9 @@ func (l *latest) get() (agent.Assignments, uint64, int, error) {
 
 // follow reads a raw stream until it ends: whole sets decoded, changes
 // applied to the state the first whole set started.
-func follow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient, deltas bool, l *latest, sizes *[]int) {
+func follow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient, req *legionpb.AssignmentsRequest, l *latest, sizes *[]int) {
 	t.Helper()
-	s, err := c.Assignments(ctx, &legionpb.AssignmentsRequest{Deltas: deltas})
+	s, err := c.Assignments(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,9 @@ func wholeNow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient) ag
 // TestDeltasEndWhereWholeSetsDo follows one node's assignments as changes
 // applied to a first whole set, through random sequences of writes to
 // everything a set is made of, and checks after each sequence that the
-// agent holds what the whole set of a stream opened then gives it.
+// agent holds what the whole set of a stream opened then gives it: with
+// endpoints sent as changes per task, and as whole services (what an
+// agent that predates endpoint tasks asks for).
 func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	t.Parallel()
 	m := dispatchertest.Start(t)
@@ -141,9 +143,10 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	t.Cleanup(func() { conn.Close() })
 	c := legionpb.NewDispatcherClient(conn)
 
-	var delta latest
+	var delta, byService latest
 	var sizes []int
-	follow(ctx, t, c, true, &delta, &sizes)
+	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true}, &delta, &sizes)
+	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true}, &byService, nil)
 
 	var last uint64
 	w := func(o legion.Object, del bool) {
@@ -185,13 +188,17 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 				t.Logf("round %d: %s", round, why)
 			}
 		})
-		testpoll.Until(t, fmt.Sprintf("round %d: the delta stream at the whole set of version %d", round, last), 20*time.Second, 10*time.Millisecond, func() bool {
-			da, _, _, derr := delta.get()
-			if derr != nil {
-				t.Fatalf("delta stream failed: %v", derr)
+		testpoll.Until(t, fmt.Sprintf("round %d: the delta streams at the whole set of version %d", round, last), 20*time.Second, 10*time.Millisecond, func() bool {
+			for _, l := range []*latest{&delta, &byService} {
+				da, _, _, derr := l.get()
+				if derr != nil {
+					t.Fatalf("delta stream failed: %v", derr)
+				}
+				if why = cmp.Diff(want, da); why != "" {
+					return false
+				}
 			}
-			why = cmp.Diff(want, da)
-			return why == ""
+			return true
 		})
 		t.Logf("round %d: equal at version %d", round, last)
 	}

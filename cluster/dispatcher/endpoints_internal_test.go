@@ -1,0 +1,161 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/endpoints"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+)
+
+// A stream that asks for endpoint tasks is sent a one-task change as one
+// item, whatever the service's size: the task's endpoint put or removed,
+// the service's header only when the service itself changed; a service
+// removed goes with its tasks. A stream that did not ask is sent the
+// whole service, as before, and the routes follow the tasks either way.
+func TestEndpointsChangePerTask(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	s := New(Fixed(st), Options{})
+	c := s.cacheOf(st)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sync := func() {
+		t.Helper()
+		if err := c.sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := func(o legion.Object) {
+		t.Helper()
+		if _, _, err := st.Put(ctx, o, store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+	}
+	del := func(k legion.Kind, ns, name string) {
+		t.Helper()
+		if _, err := st.Delete(ctx, k, ns, name, store.Precondition{}); err != nil {
+			t.Fatal(err)
+		}
+		sync()
+	}
+	svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+		Metadata: legion.Metadata{Namespace: "shop", Name: "web"}}}
+	svc.Status.VIP = "10.201.0.5"
+	svc.Spec.Endpoint.Ports = []legion.ServicePort{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: legion.PortRef{Number: 8080}}}
+	now := time.Now()
+	task := func(name, ip string, ready bool) *legion.Task {
+		tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+			Metadata: legion.Metadata{Namespace: "shop", Name: name}}}
+		tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: "web"}
+		tk.Spec.Node, tk.Spec.DesiredState = "n1", legion.TaskRunning
+		tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: ready, IP: ip, Started: &now}
+		return tk
+	}
+	put(svc)
+	const replicas = 50
+	for i := range replicas {
+		put(task(fmt.Sprintf("web-%02d", i), fmt.Sprintf("10.200.0.%d", 10+i), true))
+	}
+	route := &legion.Route{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindRoute,
+		Metadata: legion.Metadata{Namespace: "shop", Name: "site"}}}
+	route.Spec = legion.RouteSpec{Host: "shop.example", Service: "web"}
+	put(route)
+
+	apart, whole := &streamState{node: "n2", endpointTasks: true}, &streamState{node: "n2"}
+	for _, ss := range []*streamState{apart, whole} {
+		if set, _, err := s.compose(st, c, ss, true); err != nil || set == nil {
+			t.Fatalf("first set: %v, %v", set, err)
+		}
+	}
+	// next is the changes each stream is sent now.
+	next := func(what string) (a, w *legionpb.AssignmentSet) {
+		t.Helper()
+		a, _, err := s.compose(st, c, apart, false)
+		if err != nil || a == nil {
+			t.Fatalf("%s: the endpoint tasks stream was sent %v, %v", what, a, err)
+		}
+		w, _, err = s.compose(st, c, whole, false)
+		if err != nil || w == nil {
+			t.Fatalf("%s: the whole services stream was sent %v, %v", what, w, err)
+		}
+		if a.EndpointChanges != nil || w.EndpointServiceChanges != nil || w.EndpointTaskChanges != nil {
+			t.Fatalf("%s: a stream sent endpoints in the other shape: %v; %v", what, a, w)
+		}
+		return a, w
+	}
+	wholeService := func(what string, w *legionpb.AssignmentSet, tasks int) {
+		t.Helper()
+		var e endpoints.Service
+		if err := json.Unmarshal(w.GetEndpointChanges().GetPut()["shop\x00web"], &e); err != nil || len(e.Tasks) != tasks {
+			t.Fatalf("%s: the whole services stream got %+v (%v), want the service with %d tasks", what, e, err, tasks)
+		}
+	}
+	backends := func(what string, set *legionpb.AssignmentSet, want int) {
+		t.Helper()
+		var r endpoints.Route
+		if err := json.Unmarshal(set.GetRouteChanges().GetPut()["shop\x00site"], &r); err != nil || len(r.Backends) != want {
+			t.Fatalf("%s: route %+v (%v), want %d backends", what, r, err, want)
+		}
+	}
+
+	// A task no longer ready: its endpoint removed, nothing else.
+	put(task("web-07", "10.200.0.17", false))
+	a, w := next("web-07 not ready")
+	if a.EndpointServiceChanges != nil || len(a.EndpointTaskChanges.GetPut()) != 0 ||
+		!slices.Equal(a.EndpointTaskChanges.GetRemoved(), []string{"shop\x00web\x00web-07"}) {
+		t.Fatalf("web-07 not ready: service %v, tasks %v; want web-07's endpoint removed alone", a.EndpointServiceChanges, a.EndpointTaskChanges)
+	}
+	wholeService("web-07 not ready", w, replicas-1)
+	backends("web-07 not ready", a, replicas-1)
+
+	// A new task ready, and one whose address changed: one item each.
+	put(task("web-99", "10.200.1.99", true))
+	put(task("web-03", "10.200.1.3", true))
+	a, w = next("web-99 added, web-03 moved")
+	got := a.EndpointTaskChanges.GetPut()
+	if a.EndpointServiceChanges != nil || len(got) != 2 || len(a.EndpointTaskChanges.GetRemoved()) != 0 {
+		t.Fatalf("web-99 added, web-03 moved: service %v, tasks %v; want two endpoints put", a.EndpointServiceChanges, a.EndpointTaskChanges)
+	}
+	var et endpoints.Task
+	if err := json.Unmarshal(got["shop\x00web\x00web-03"], &et); err != nil || et != (endpoints.Task{Name: "web-03", IP: "10.200.1.3", Node: "n1"}) {
+		t.Fatalf("web-03's endpoint: %+v, %v", et, err)
+	}
+	wholeService("web-99 added, web-03 moved", w, replicas)
+	backends("web-99 added, web-03 moved", w, replicas)
+
+	// The service itself changes: its header, without its tasks.
+	svc.Status.VIP = "10.201.0.6"
+	put(svc)
+	a, _ = next("a new VIP")
+	var head endpoints.Service
+	if err := json.Unmarshal(a.EndpointServiceChanges.GetPut()["shop\x00web"], &head); err != nil || head.VIP != "10.201.0.6" || head.Tasks != nil {
+		t.Fatalf("a new VIP: header %+v (%v), want the new VIP and no tasks", head, err)
+	}
+	if a.EndpointTaskChanges != nil {
+		t.Fatalf("a new VIP: task changes %v, want none", a.EndpointTaskChanges)
+	}
+
+	// The service removed: its header and every task's endpoint.
+	del(legion.KindService, "shop", "web")
+	a, w = next("the service removed")
+	if !slices.Equal(a.EndpointServiceChanges.GetRemoved(), []string{"shop\x00web"}) || len(a.EndpointTaskChanges.GetRemoved()) != replicas {
+		t.Fatalf("the service removed: service %v, %d task endpoints removed; want the service and its %d",
+			a.EndpointServiceChanges, len(a.EndpointTaskChanges.GetRemoved()), replicas)
+	}
+	if !slices.Equal(w.EndpointChanges.GetRemoved(), []string{"shop\x00web"}) {
+		t.Fatalf("the service removed: the whole services stream got %v", w.EndpointChanges)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.epTasks.items); n != 0 {
+		t.Fatalf("%d endpoint tasks left in the cache after their service went", n)
+	}
+}

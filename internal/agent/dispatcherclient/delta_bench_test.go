@@ -1,0 +1,126 @@
+package dispatcherclient
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/endpoints"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+)
+
+// benchState is a node's state in a cluster of the design's size: 200
+// services of 100 ready tasks (20,000 policy members), 256 peers, and 80
+// tasks of its own.
+func benchState(b *testing.B) *state {
+	b.Helper()
+	const services, replicas = 200, 100
+	var as agent.Assignments
+	as.Policies = &endpoints.Policies{}
+	for s := range services {
+		e := endpoints.Service{Namespace: "default", Name: fmt.Sprintf("svc-%03d", s), VIP: fmt.Sprintf("10.201.%d.%d", s/250, 1+s%250),
+			Ports: []endpoints.Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}}}
+		for r := range replicas {
+			name := fmt.Sprintf("svc-%03d-%03d", s, r)
+			ip := fmt.Sprintf("10.200.%d.%d", r, 2+s)
+			node := fmt.Sprintf("node-%03d", (s*replicas+r)%256)
+			e.Tasks = append(e.Tasks, endpoints.Task{Name: name, IP: ip, Node: node, Slot: r + 1})
+			as.Policies.Members = append(as.Policies.Members, endpoints.Member{Namespace: "default", Task: name, Service: e.Name, IP: ip, Node: node})
+		}
+		as.Endpoints = append(as.Endpoints, e)
+	}
+	for n := range 256 {
+		as.Peers = append(as.Peers, endpoints.Peer{Name: fmt.Sprintf("node-%03d", n), PodCIDR: fmt.Sprintf("10.200.%d.0/24", n), PublicKey: "key"})
+	}
+	for i := range 80 {
+		t := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+			Metadata: legion.Metadata{Namespace: "default", Name: fmt.Sprintf("svc-%03d-%03d", i, 0)}}}
+		as.Tasks = append(as.Tasks, t)
+	}
+	as.Tasks = nonNil(as.Tasks)
+	return stateOf(as)
+}
+
+func mustJSON(b *testing.B, v any) []byte {
+	b.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return data
+}
+
+// BenchmarkMemberDeltaThenHandOver is what one policy member changing
+// costs an agent of a 20,000-task cluster: the delta applied, then the
+// set handed over (as in a rollout, a member comes or goes at each step).
+func BenchmarkMemberDeltaThenHandOver(b *testing.B) {
+	s := benchState(b)
+	key := itemKey("default", "extra")
+	put := &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Put: map[string][]byte{
+		key: mustJSON(b, endpoints.Member{Namespace: "default", Task: "extra", IP: "10.200.255.2", Node: "node-000"})}}}
+	remove := &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Removed: []string{key}}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		set := put
+		if i%2 == 1 {
+			set = remove
+		}
+		if err := s.apply(set); err != nil {
+			b.Fatal(err)
+		}
+		if as := s.assignments(); len(as.Policies.Members) < 20000 {
+			b.Fatalf("%d members", len(as.Policies.Members))
+		}
+	}
+}
+
+// BenchmarkEndpointDeltaThenHandOver is the same for one service's
+// endpoints changing, sent as the whole service (every manager sends
+// that to an agent that does not ask for endpoint tasks).
+func BenchmarkEndpointDeltaThenHandOver(b *testing.B) {
+	s := benchState(b)
+	svc := s.assignments().Endpoints[7]
+	less, more := svc, svc
+	less.Tasks = svc.Tasks[1:]
+	key := itemKey(svc.Namespace, svc.Name)
+	sets := []*legionpb.AssignmentSet{
+		{Delta: true, EndpointChanges: &legionpb.Items{Put: map[string][]byte{key: mustJSON(b, less)}}},
+		{Delta: true, EndpointChanges: &legionpb.Items{Put: map[string][]byte{key: mustJSON(b, more)}}},
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := s.apply(sets[i%2]); err != nil {
+			b.Fatal(err)
+		}
+		if as := s.assignments(); len(as.Endpoints) != 200 {
+			b.Fatalf("%d services", len(as.Endpoints))
+		}
+	}
+}
+
+// BenchmarkEndpointTaskDeltaThenHandOver is the same for one task of a
+// service coming and going, sent as that task's endpoint (what a manager
+// sends an agent that asks for endpoint tasks).
+func BenchmarkEndpointTaskDeltaThenHandOver(b *testing.B) {
+	s := benchState(b)
+	key := "default\x00svc-007\x00svc-007-extra"
+	sets := []*legionpb.AssignmentSet{
+		{Delta: true, EndpointTaskChanges: &legionpb.Items{Put: map[string][]byte{
+			key: mustJSON(b, endpoints.Task{Name: "svc-007-extra", IP: "10.200.255.2", Node: "node-000", Slot: 101})}}},
+		{Delta: true, EndpointTaskChanges: &legionpb.Items{Removed: []string{key}}},
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := s.apply(sets[i%2]); err != nil {
+			b.Fatal(err)
+		}
+		if as := s.assignments(); len(as.Endpoints) != 200 {
+			b.Fatalf("%d services", len(as.Endpoints))
+		}
+	}
+}
