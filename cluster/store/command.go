@@ -43,9 +43,25 @@ type Precondition struct {
 
 // result is what the state machine answers for one command.
 type result struct {
-	obj  legion.Object // the object written (or deleted)
+	obj  legion.Object // the object written (or deleted); see object
 	prev legion.Object // what was there before, if anything
 	err  error
+	// data is the object written, as stored, when obj is left for the
+	// writer to decode (object).
+	kind legion.Kind
+	data []byte
+	// The metadata the state machine gave the object written.
+	version, generation uint64
+	uid                 string
+}
+
+// object is the object written (or deleted), decoded for the writer from
+// what the state machine stored when it did not decode it itself.
+func (r *result) object() (legion.Object, error) {
+	if r.obj != nil || r.data == nil {
+		return r.obj, nil
+	}
+	return decodeObject(r.kind, r.data)
 }
 
 // EventType says what happened to an object.

@@ -93,8 +93,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 	key := []byte(c.key())
 	var prev legion.Object
-	if raw := b.get(key); raw != nil {
-		o, err := legion.FromJSON(raw)
+	prevRaw := b.get(key)
+	if prevRaw != nil {
+		o, err := decodeObject(c.Kind, prevRaw)
 		if err != nil {
 			return &result{err: fmt.Errorf("%s: decoding stored object: %w", key, err)}, nil
 		}
@@ -121,14 +122,17 @@ func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 			return &result{err: fmt.Errorf("%s %s: %w", c.Kind, displayKey(c), ErrNotFound)}, nil
 		}
 		b.del(key)
-		gone := legion.Clone(prev)
+		gone, err := decodeObject(c.Kind, prevRaw) // a copy of prev, for the event
+		if err != nil {
+			return &result{err: err}, nil
+		}
 		gone.GetMetadata().Version = index
 		return &result{obj: gone, prev: prev}, &Event{Type: Deleted, Version: index, Object: gone, memo: &memo{}}
 	case opPut, opStatus:
 	default:
 		return &result{err: fmt.Errorf("unknown command %q", c.Op)}, nil
 	}
-	in, err := legion.FromJSON(c.Object)
+	in, err := decodeObject(c.Kind, c.Object)
 	if err != nil {
 		return &result{err: err}, nil
 	}
@@ -138,7 +142,9 @@ func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 		if prev == nil {
 			return &result{err: fmt.Errorf("%s %s: status write: %w", c.Kind, displayKey(c), ErrNotFound)}, nil
 		}
-		obj = legion.Clone(prev)
+		if obj, err = decodeObject(c.Kind, prevRaw); err != nil { // a copy of prev
+			return &result{err: err}, nil
+		}
 		if err := copyPart(obj.StatusPtr(), in.StatusPtr()); err != nil {
 			return &result{err: err}, nil
 		}
@@ -168,18 +174,33 @@ func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 	if err != nil {
 		return &result{err: err}, nil
 	}
-	// The event's copy is decoded from the bytes just encoded: a clone
-	// would encode the object a second time.
-	ev, err := legion.FromJSON(data)
-	if err != nil {
-		return &result{err: err}, nil
-	}
 	b.put(key, data)
 	t := Added
 	if prev != nil {
 		t = Modified
 	}
-	return &result{obj: obj, prev: prev}, &Event{Type: t, Version: index, Object: ev, memo: &memo{}}
+	// obj, made here from the command's bytes, goes to the watchers; the
+	// writer gets its own copy, decoded from data on its own goroutine
+	// (result.object): raft applies on one goroutine, which every write
+	// of the cluster waits for.
+	return &result{kind: c.Kind, data: data, prev: prev, version: m.Version, uid: m.UID, generation: m.Generation},
+		&Event{Type: t, Version: index, Object: obj, memo: &memo{}}
+}
+
+// decodeObject decodes an object of a known kind in one pass over its
+// JSON (legion.FromJSON reads it twice, the first time for the kind).
+func decodeObject(kind legion.Kind, data []byte) (legion.Object, error) {
+	o, err := legion.New(kind)
+	if err != nil {
+		return legion.FromJSON(data)
+	}
+	if err := json.Unmarshal(data, o); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", kind, err)
+	}
+	if o.GetKind() != kind {
+		return legion.FromJSON(data) // not what the key says: as it is
+	}
+	return o, nil
 }
 
 func displayKey(c *command) string {

@@ -467,6 +467,34 @@ func (s *Store) Put(ctx context.Context, o legion.Object, opts WriteOptions) (ob
 	return s.write(ctx, opPut, o, opts)
 }
 
+// PutInPlace writes o as Put does and, once it is applied, makes o the
+// object as stored: its metadata, and with KeepStatus the stored status.
+// The caller hands o over for the call and must not share it meanwhile;
+// on an error o is left as it was. It spares the writer decoding the
+// stored object again (Put's first result), which a writer that built
+// the object has no need for.
+func (s *Store) PutInPlace(ctx context.Context, o legion.Object, opts WriteOptions) (prev legion.Object, err error) {
+	c, err := s.putCommand(opPut, o, opts)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.apply(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if r.err != nil {
+		return r.prev, r.err
+	}
+	if opts.KeepStatus && r.prev != nil {
+		if err := copyPart(o.StatusPtr(), r.prev.StatusPtr()); err != nil {
+			return r.prev, err
+		}
+	}
+	m := o.GetMetadata()
+	m.Version, m.UID, m.Generation = r.version, r.uid, r.generation
+	return r.prev, nil
+}
+
 // PutStatus replaces a stored object's status only: its labels, spec and
 // generation stay.
 func (s *Store) PutStatus(ctx context.Context, o legion.Object, pre Precondition) (legion.Object, error) {
@@ -487,24 +515,36 @@ func (s *Store) Delete(ctx context.Context, kind legion.Kind, namespace, name st
 }
 
 func (s *Store) write(ctx context.Context, o op, obj legion.Object, opts WriteOptions) (legion.Object, legion.Object, error) {
-	m := obj.GetMetadata()
-	if m.Name == "" {
-		return nil, nil, fmt.Errorf("%s: metadata.name: missing", obj.GetKind())
-	}
-	if obj.GetKind().Namespaced() != (m.Namespace != "") {
-		return nil, nil, fmt.Errorf("%s %s: metadata.namespace: a namespaced kind needs one, a cluster-scoped kind has none", obj.GetKind(), m.Name)
-	}
-	data, err := legion.MarshalJSON(obj)
+	c, err := s.putCommand(o, obj, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &command{Op: o, Kind: obj.GetKind(), Namespace: m.Namespace, Name: m.Name, Object: data,
-		MustNotExist: opts.Precondition.MustNotExist, Version: opts.Precondition.Version, KeepStatus: opts.KeepStatus}
 	r, err := s.apply(ctx, c)
 	if err != nil {
 		return nil, nil, err
 	}
-	return r.obj, r.prev, r.err
+	if r.err != nil {
+		return nil, r.prev, r.err
+	}
+	written, err := r.object()
+	return written, r.prev, err
+}
+
+// putCommand is the command that writes obj.
+func (s *Store) putCommand(o op, obj legion.Object, opts WriteOptions) (*command, error) {
+	m := obj.GetMetadata()
+	if m.Name == "" {
+		return nil, fmt.Errorf("%s: metadata.name: missing", obj.GetKind())
+	}
+	if obj.GetKind().Namespaced() != (m.Namespace != "") {
+		return nil, fmt.Errorf("%s %s: metadata.namespace: a namespaced kind needs one, a cluster-scoped kind has none", obj.GetKind(), m.Name)
+	}
+	data, err := legion.MarshalJSON(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &command{Op: o, Kind: obj.GetKind(), Namespace: m.Namespace, Name: m.Name, Object: data,
+		MustNotExist: opts.Precondition.MustNotExist, Version: opts.Precondition.Version, KeepStatus: opts.KeepStatus}, nil
 }
 
 func (s *Store) apply(ctx context.Context, c *command) (*result, error) {
@@ -610,7 +650,7 @@ func (s *Store) Get(kind legion.Kind, namespace, name string) (legion.Object, ui
 		if raw == nil {
 			return nil
 		}
-		o, err := legion.FromJSON(raw)
+		o, err := decodeObject(kind, raw)
 		obj = o
 		return err
 	})
@@ -637,7 +677,7 @@ func (s *Store) List(kind legion.Kind, namespace string, keep func(legion.Object
 	err := s.fsm.read(func(r *reader) error {
 		at = r.v.applied
 		return r.scan(p, func(k, v []byte) error {
-			o, err := legion.FromJSON(v)
+			o, err := decodeObject(kind, v)
 			if err != nil {
 				return fmt.Errorf("%s: %w", k, err)
 			}

@@ -532,3 +532,123 @@ func TestWriteWithoutQuorumGivesUp(t *testing.T) {
 		t.Fatalf("error does not say the write may still apply: %v", err)
 	}
 }
+
+// The object a write returns is the writer's own: changing it changes
+// neither what watchers are sent nor what is stored.
+func TestWrittenObjectIsTheWritersOwn(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	ctx := context.Background()
+	w, err := n.s.Watch(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, write := range []func() (legion.Object, error){
+		func() (legion.Object, error) {
+			o, _, err := n.s.Put(ctx, config("default", "a", "one"), WriteOptions{})
+			return o, err
+		},
+		func() (legion.Object, error) {
+			return n.s.PutStatus(ctx, volumeWithStatus(t, n), Precondition{})
+		},
+	} {
+		got, err := write()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := got.GetMetadata()
+		kind, ns, name, version := got.GetKind(), m.Namespace, m.Name, m.Version
+		m.Labels = map[string]string{"changed": "by the writer"}
+		m.Name = "changed"
+		e := nextEvent(t, w, version)
+		if e.Object.GetMetadata().Name != name || e.Object.GetMetadata().Labels["changed"] != "" {
+			t.Fatalf("the watchers' %s was changed with the writer's: %+v", kind, e.Object.GetMetadata())
+		}
+		stored, _, err := n.s.Get(kind, ns, name)
+		if err != nil || stored.GetMetadata().Labels["changed"] != "" {
+			t.Fatalf("stored %s: %v %+v", kind, err, stored)
+		}
+	}
+}
+
+// volumeWithStatus stores a Volume and returns a status write for it.
+func volumeWithStatus(t *testing.T, n *node) legion.Object {
+	t.Helper()
+	if _, _, err := n.s.Put(context.Background(), volume("default", "data", "1"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v := volume("default", "data", "1")
+	v.Status.Node = "n1"
+	return v
+}
+
+// nextEvent is the watch's event at version (skipping those before it).
+func nextEvent(t *testing.T, w *Watcher, version uint64) Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for {
+		e, err := w.Next(ctx)
+		if err != nil {
+			t.Fatalf("waiting for the event at %d: %v", version, err)
+		}
+		if e.Version == version {
+			return e
+		}
+	}
+}
+
+// PutInPlace leaves the written object as the store holds it (metadata,
+// and with KeepStatus the stored status), and as it was after a refusal.
+func TestPutInPlaceMakesTheObjectWhatWasStored(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	ctx := context.Background()
+	same := func(o legion.Object) {
+		t.Helper()
+		m := o.GetMetadata()
+		stored, _, err := n.s.Get(o.GetKind(), m.Namespace, m.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := legion.MarshalJSON(o)
+		want, _ := legion.MarshalJSON(stored)
+		if string(got) != string(want) {
+			t.Fatalf("after PutInPlace:\n%s\nstored:\n%s", got, want)
+		}
+	}
+	v := volume("default", "data", "1")
+	v.Spec.Size = 1 << 30
+	if prev, err := n.s.PutInPlace(ctx, v, WriteOptions{Precondition: Precondition{MustNotExist: true}}); err != nil || prev != nil {
+		t.Fatalf("create: %v (prev %v)", err, prev)
+	}
+	if v.Metadata.Version == 0 || v.Metadata.Generation != 1 || v.Metadata.UID != uidFromIndex(v.Metadata.Version) {
+		t.Fatalf("created metadata %+v", v.Metadata)
+	}
+	same(v)
+	st := volume("default", "data", "1")
+	st.Status.Node = "n1"
+	if _, err := n.s.PutStatus(ctx, st, Precondition{}); err != nil {
+		t.Fatal(err)
+	}
+	// A spec change with KeepStatus: the stored status comes back.
+	w := volume("default", "data", "2")
+	w.Spec.Size = 2 << 30
+	prev, err := n.s.PutInPlace(ctx, w, WriteOptions{KeepStatus: true})
+	if err != nil || prev == nil || prev.(*legion.Volume).Status.Node != "n1" {
+		t.Fatalf("update: %v (prev %+v)", err, prev)
+	}
+	if w.Status.Node != "n1" || w.Metadata.Generation != 2 || w.Metadata.UID != v.Metadata.UID {
+		t.Fatalf("updated in place: %+v %+v", w.Metadata, w.Status)
+	}
+	same(w)
+	// Refused: untouched.
+	x := volume("default", "data", "3")
+	before, _ := legion.MarshalJSON(x)
+	if _, err := n.s.PutInPlace(ctx, x, WriteOptions{Precondition: Precondition{MustNotExist: true}}); !errors.Is(err, ErrExists) {
+		t.Fatalf("second create: %v, want ErrExists", err)
+	}
+	if after, _ := legion.MarshalJSON(x); string(after) != string(before) {
+		t.Fatalf("a refused write changed the object: %s", after)
+	}
+}
