@@ -127,18 +127,22 @@ func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun 
 			return nil, err
 		}
 	}
-	if err := admitCluster(st, items); err != nil {
+	adm, err := admitCluster(st, items)
+	if err != nil {
 		// Refuse only on what the cluster has agreed on.
 		if berr := st.Barrier(ctx); berr != nil {
 			return nil, toStatus(berr)
 		}
-		if err := admitCluster(st, items); err != nil {
+		if adm, err = admitCluster(st, items); err != nil {
 			return nil, toStatus(err)
 		}
 	}
 	results := make([]*pb.ApplyResult, len(items))
 	for n, it := range items {
-		obj, prev, outcome, err := applyOne(ctx, st, it, dryRun)
+		// What admission read is where the write starts from; a write
+		// that lost a race to a newer one reads again.
+		cur, read := adm.current[legion.ObjectKey(it.obj)]
+		obj, prev, outcome, err := applyOne(ctx, st, it, dryRun, cur, read)
 		if err != nil {
 			msg := fmt.Sprintf("%s %s: %s", it.obj.GetKind(), legion.DisplayName(it.obj), status.Convert(toStatus(err)).Message())
 			if n > 0 && !dryRun {
@@ -169,16 +173,21 @@ func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun 
 // status. An unchanged object is not written. A write that lost a race is
 // tried again on top of the newer one (last applier wins), unless the
 // caller named the version it expects, which turns the race into ABORTED.
-func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool) (obj, prev legion.Object, outcome string, err error) {
+// With read set, cur is the stored object (nil: none) as just read from
+// this replica, where the first attempt starts; it.obj becomes the object
+// written.
+func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool, cur legion.Object, read bool) (obj, prev legion.Object, outcome string, err error) {
 	kind, m := it.obj.GetKind(), it.obj.GetMetadata()
 	confirmed := dryRun // a dry run already read linearizably
 	for attempt := 0; ; attempt++ {
-		cur, _, err := st.Get(kind, m.Namespace, m.Name)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, nil, "", err
-		}
-		if errors.Is(err, store.ErrNotFound) {
-			cur = nil
+		if attempt > 0 || !read {
+			cur, _, err = st.Get(kind, m.Namespace, m.Name)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return nil, nil, "", err
+			}
+			if errors.Is(err, store.ErrNotFound) {
+				cur = nil
+			}
 		}
 		if cur == nil && kind == legion.KindNode {
 			// A Node is made by its daemon joining; one applied first would
@@ -225,8 +234,9 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool) (
 			// The caller's expectation, checked in log order.
 			pre = store.Precondition{MustNotExist: *it.expected == 0, Version: *it.expected}
 		}
-		// Put encodes the object and leaves it as it is: no copy needed.
-		obj, prev, err := st.Put(ctx, it.obj, store.WriteOptions{Precondition: pre, KeepStatus: true})
+		// The request's object is this call's alone: once written it is
+		// the object as stored, with no copy decoded from the store.
+		prev, err := st.PutInPlace(ctx, it.obj, store.WriteOptions{Precondition: pre, KeepStatus: true})
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
 			if it.expected != nil {
 				return nil, nil, "", status.Error(codes.Aborted, err.Error())
@@ -235,12 +245,14 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool) (
 				continue
 			}
 		}
-		if err == nil && prev != nil {
-			outcome = Updated
-		} else if err == nil {
-			outcome = Created
+		if err != nil {
+			return nil, prev, outcome, err
 		}
-		return obj, prev, outcome, err
+		outcome = Created
+		if prev != nil {
+			outcome = Updated
+		}
+		return it.obj, prev, outcome, nil
 	}
 }
 
@@ -365,16 +377,23 @@ type admission struct {
 	changed     []applyItem
 	changedKeys map[string]bool
 	namespaces  map[string]*legion.Namespace
+	// current is what each item's key held when read (nil: nothing).
+	current map[string]legion.Object
 }
 
 func newAdmission(st *store.Store, items []applyItem) (*admission, error) {
-	a := &admission{items: items, changedKeys: map[string]bool{}, namespaces: map[string]*legion.Namespace{}}
+	a := &admission{items: items, changedKeys: map[string]bool{}, namespaces: map[string]*legion.Namespace{},
+		current: make(map[string]legion.Object, len(items))}
 	for _, it := range items {
 		m := it.obj.GetMetadata()
 		cur, _, err := st.Get(it.obj.GetKind(), m.Namespace, m.Name)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
+		if err != nil {
+			cur = nil
+		}
+		a.current[legion.ObjectKey(it.obj)] = cur
 		if err == nil && sameContent(cur, it.obj) {
 			continue
 		}
@@ -415,10 +434,10 @@ func (a *admission) namespace(st *store.Store, ns string) (*legion.Namespace, er
 // route certificates, published ports, then namespace quotas. A refusal
 // names the setting, the owner or the number, and nothing of the apply is
 // written.
-func admitCluster(st *store.Store, items []applyItem) error {
+func admitCluster(st *store.Store, items []applyItem) (*admission, error) {
 	a, err := newAdmission(st, items)
 	if err != nil || len(a.changed) == 0 {
-		return err
+		return a, err
 	}
 	checks := []struct {
 		code  codes.Code
@@ -432,13 +451,13 @@ func admitCluster(st *store.Store, items []applyItem) error {
 	for _, c := range checks {
 		errs, err := c.check(st, a)
 		if err != nil {
-			return err
+			return a, err
 		}
 		if len(errs) > 0 {
-			return status.Error(c.code, strings.Join(errs, "; ")+" (nothing applied)")
+			return a, status.Error(c.code, strings.Join(errs, "; ")+" (nothing applied)")
 		}
 	}
-	return nil
+	return a, nil
 }
 
 // serialised reports whether an apply must be admitted and written while
