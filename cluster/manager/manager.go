@@ -103,3 +103,17 @@ func (m *Manager) Stop() error {
 	})
 	return m.serveErr
 }
+
+// Kill stops as a crash would: the port first (calls in flight fail, the
+// store closes without handing anything over), then the leader's work,
+// which finds its store gone. It returns what ended serving.
+func (m *Manager) Kill() error {
+	m.stopOnce.Do(func() {
+		m.srv.Kill()
+		m.cancel()
+		<-m.leading
+		<-m.audited
+		<-m.served
+	})
+	return m.serveErr
+}

@@ -279,10 +279,13 @@ func (m *Manager) Stop() {
 	m.end((*server.Server).Stop)
 }
 
-// Kill stops the daemon without closing its store cleanly.
+// Kill stops the daemon without closing its store cleanly (with the
+// leader's work, as manager.Manager.Kill does).
 func (m *Manager) Kill() {
 	if m.mgr != nil {
-		m.t.Fatal("testcluster: Kill with Options.Leader: a manager.Manager only stops cleanly")
+		m.mgr.Kill()
+		m.Server, m.mgr = nil, nil
+		return
 	}
 	m.end((*server.Server).Kill)
 }
