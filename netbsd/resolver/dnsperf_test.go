@@ -25,13 +25,17 @@ import (
 )
 
 // BenchmarkAgainstDnsmasq drives Legion's resolver and Debian's dnsmasq
-// with dnsperf (Debian), one after the other in the same run, with the
-// same records, the same queries, the same duration and concurrency.
-// dnsperf is C and asks from its own process, so the client is not the
-// limit; each server is a process of its own. With two or more CPUs the
-// server under test is pinned to CPU 1 and dnsperf and the upstream to
-// CPU 0 (taskset): each server gets one core to itself, which is all
-// dnsmasq (single-threaded) can use anyway.
+// with dnsperf (Debian) in the same run, with the same records, the same
+// queries, the same run length and concurrency (dnsperf -T 1 -c 16
+// -q 100). dnsperf is C and asks from its own process, so the Go client
+// of BenchmarkResolver is not the limit; each server is a process of its
+// own. With two or more CPUs the server under test is pinned to CPU 1,
+// dnsperf and the upstream to CPU 0 (taskset): each server has one core,
+// which is all dnsmasq (single-threaded) can use anyway. The two are
+// measured in turn, round after round, each round's order the reverse of
+// the last (legion dnsmasq, dnsmasq legion), so a change in the machine's
+// load falls on both alike; the sub-benchmarks legion and dnsmasq report
+// the totals.
 //
 // The queries are what a node's pods ask through their search list
 // (search <ns>.legion legion, ndots:2), A and AAAA side by side as
@@ -49,9 +53,18 @@ import (
 // --local=/legion/ so unknown cluster names never leave it, and caches up
 // to 10,000 answers. The resolver serves no SRV records, so none are asked.
 //
-// LEGION_DNSPERF_SECONDS sets each run's length (default 5);
+// On two cores dnsperf itself (one thread, ~120,000 queries/s here) may
+// be the limit when the machine is quiet: then both answer all it sends.
+// So the server's own CPU time during the run is measured too (Linux,
+// /proc): cpu-us/query, and queries/cpu-s, what the server answers per
+// second of one CPU, which does not depend on the client's speed.
+//
+// LEGION_DNSPERF_SECONDS sets each dnsperf run's length (default 3),
+// LEGION_DNSPERF_ROUNDS the number of rounds (default 2);
+// LEGION_DNSPERF_PIN=0 pins nothing;
 // LEGION_RESOLVER_CPUPROFILE=file profiles the resolver process. Metrics:
-// queries/s, latency-us (mean), lost-% (queries unanswered).
+// queries/s, latency-us (mean), lost-% (queries unanswered), cpu-us/query,
+// queries/cpu-s.
 func BenchmarkAgainstDnsmasq(b *testing.B) {
 	perf, err := exec.LookPath("dnsperf")
 	if err != nil {
@@ -61,9 +74,12 @@ func BenchmarkAgainstDnsmasq(b *testing.B) {
 	if err != nil {
 		b.Skip("dnsmasq is not installed (apt-get install dnsmasq-base): nothing measured")
 	}
-	seconds := 5
+	seconds, rounds := 3, 2
 	if s, err := strconv.Atoi(os.Getenv("LEGION_DNSPERF_SECONDS")); err == nil && s > 0 {
 		seconds = s
+	}
+	if r, err := strconv.Atoi(os.Getenv("LEGION_DNSPERF_ROUNDS")); err == nil && r > 0 {
+		rounds = r
 	}
 	dir := b.TempDir()
 	zone := BuildZone(benchServices(), everyTwin)
@@ -73,7 +89,7 @@ func BenchmarkAgainstDnsmasq(b *testing.B) {
 	for k := range 100 {
 		fmt.Fprintf(&ext, "192.0.2.%d h%d.example.org\n2001:db8::%x h%d.example.org\n", k+1, k, k+1, k)
 	}
-	upstream := startDnsmasq(b, dnsmasq, dir, "upstream", ext.String(), pinClient, "--local=/example.org/", "--local-ttl=300")
+	upstream, _ := startDnsmasq(b, dnsmasq, dir, "upstream", ext.String(), pinClient, "--local=/example.org/", "--local-ttl=300")
 
 	var hosts strings.Builder
 	for name, r := range zone.Records {
@@ -90,33 +106,56 @@ func BenchmarkAgainstDnsmasq(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	servers := map[string]func(b *testing.B) string{
-		"legion": func(b *testing.B) string { return startLegion(b, zf, upstream) },
-		"dnsmasq": func(b *testing.B) string {
-			return startDnsmasq(b, dnsmasq, b.TempDir(), "dnsmasq", hosts.String(), pinServer,
-				"--local=/legion/", "--local-ttl=5", "--server=/example.org/"+strings.Replace(upstream, ":", "#", 1))
-		},
+	type server struct {
+		name, addr string
+		pid        int
+		sent, done float64 // queries
+		seconds    float64 // dnsperf's run time
+		latency    float64 // seconds, summed over the answered queries
+		cpu        time.Duration
+		cpuOK      bool
 	}
-	var reference map[string]string
-	for _, name := range []string{"legion", "dnsmasq"} {
-		b.Run(name, func(b *testing.B) {
-			addr := servers[name](b)
-			// The two must answer alike before they are timed.
-			got := sample(b, addr)
-			if reference == nil {
-				reference = got
-			} else {
-				for q, want := range reference {
-					if got[q] != want {
-						b.Fatalf("%s answers %s with %s, legion with %s", name, q, got[q], want)
-					}
-				}
-			}
-			for b.Loop() {
-				r := runDnsperf(b, perf, addr, queries, seconds)
-				b.ReportMetric(r.qps, "queries/s")
-				b.ReportMetric(r.latency*1e6, "latency-us")
-				b.ReportMetric(r.lost, "lost-%")
+	servers := []*server{{name: "legion", cpuOK: true}, {name: "dnsmasq", cpuOK: true}}
+	servers[0].addr, servers[0].pid = startLegion(b, zf, upstream)
+	servers[1].addr, servers[1].pid = startDnsmasq(b, dnsmasq, dir, "dnsmasq", hosts.String(), pinServer,
+		"--local=/legion/", "--local-ttl=5", "--server=/example.org/"+strings.Replace(upstream, ":", "#", 1))
+	// The two must answer alike before they are timed.
+	want, got := sample(b, servers[0].addr), sample(b, servers[1].addr)
+	for q := range want {
+		if got[q] != want[q] {
+			b.Fatalf("dnsmasq answers %s with %s, legion with %s", q, got[q], want[q])
+		}
+	}
+	// Rounds in turn, legion first then dnsmasq first (ABBA...), so a
+	// change of the machine's load during the run falls on both alike.
+	for round := range rounds {
+		order := []*server{servers[0], servers[1]}
+		if round%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, srv := range order {
+			cpu0, ok0 := processCPU(srv.pid)
+			r := runDnsperf(b, perf, srv.addr, queries, seconds)
+			cpu1, ok1 := processCPU(srv.pid)
+			srv.sent += r.sent
+			srv.done += r.completed
+			srv.seconds += r.seconds
+			srv.latency += r.latency * r.completed
+			srv.cpu += cpu1 - cpu0
+			srv.cpuOK = srv.cpuOK && ok0 && ok1
+			b.Logf("round %d %-7s %8.0f queries/s, mean latency %4.0f us, %s", round+1, srv.name, r.qps, r.latency*1e6, r.codes)
+		}
+	}
+	for _, srv := range servers {
+		b.Run(srv.name, func(b *testing.B) {
+			// The figures were taken above, the two servers in turn;
+			// this only reports them.
+			b.ReportMetric(srv.done/srv.seconds, "queries/s")
+			b.ReportMetric(srv.latency/max(srv.done, 1)*1e6, "latency-us")
+			b.ReportMetric(100*(srv.sent-srv.done)/max(srv.sent, 1), "lost-%")
+			if srv.cpuOK && srv.cpu > 0 && srv.done > 0 {
+				b.ReportMetric(float64(srv.cpu.Microseconds())/srv.done, "cpu-us/query")
+				b.ReportMetric(srv.done/srv.cpu.Seconds(), "queries/cpu-s")
 			}
 			b.ReportMetric(0, "ns/op")
 		})
@@ -190,12 +229,19 @@ func sample(b *testing.B, addr string) map[string]string {
 	return out
 }
 
-type perfResult struct{ qps, latency, lost float64 }
+type perfResult struct {
+	qps, latency, lost, sent, completed, seconds float64
+	codes                                        string
+}
 
 var (
 	reQPS     = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
 	reLatency = regexp.MustCompile(`Average Latency \(s\):\s+([0-9.]+)`)
 	reLost    = regexp.MustCompile(`Queries lost:\s+\d+ \(([0-9.]+)%\)`)
+	reDone    = regexp.MustCompile(`Queries completed:\s+(\d+)`)
+	reSent    = regexp.MustCompile(`Queries sent:\s+(\d+)`)
+	reRunTime = regexp.MustCompile(`Run time \(s\):\s+([0-9.]+)`)
+	reCodes   = regexp.MustCompile(`Response codes:\s*(.*)`)
 )
 
 func runDnsperf(b *testing.B, perf, addr, queries string, seconds int) perfResult {
@@ -206,14 +252,15 @@ func runDnsperf(b *testing.B, perf, addr, queries string, seconds int) perfResul
 	if err != nil {
 		b.Fatalf("dnsperf: %v\n%s", err, out)
 	}
-	if codes := regexp.MustCompile(`Response codes:.*`).Find(out); codes != nil {
-		b.Logf("%s", codes)
-	}
 	var r perfResult
+	if m := reCodes.FindSubmatch(out); m != nil {
+		r.codes = string(m[1])
+	}
 	for _, f := range []struct {
 		re *regexp.Regexp
 		to *float64
-	}{{reQPS, &r.qps}, {reLatency, &r.latency}, {reLost, &r.lost}} {
+	}{{reQPS, &r.qps}, {reLatency, &r.latency}, {reLost, &r.lost}, {reDone, &r.completed},
+		{reSent, &r.sent}, {reRunTime, &r.seconds}} {
 		m := f.re.FindSubmatch(out)
 		if m == nil {
 			b.Fatalf("dnsperf printed no %s:\n%s", f.re, out)
@@ -229,7 +276,7 @@ func pinClient(args []string) *exec.Cmd { return pinned("0", args) }
 func pinServer(args []string) *exec.Cmd { return pinned("1", args) }
 
 func pinned(cpu string, args []string) *exec.Cmd {
-	if ts, err := exec.LookPath("taskset"); err == nil && runtime.NumCPU() >= 2 {
+	if ts, err := exec.LookPath("taskset"); err == nil && runtime.NumCPU() >= 2 && os.Getenv("LEGION_DNSPERF_PIN") != "0" {
 		args = append([]string{ts, "-c", cpu}, args...)
 	}
 	return exec.Command(args[0], args[1:]...)
@@ -248,7 +295,7 @@ func freePort(b *testing.B) int {
 
 // startDnsmasq runs dnsmasq on a free loopback port answering the given
 // hosts file, and nothing else: no resolv.conf, no /etc/hosts.
-func startDnsmasq(b *testing.B, bin, dir, name, hosts string, pin func([]string) *exec.Cmd, extra ...string) string {
+func startDnsmasq(b *testing.B, bin, dir, name, hosts string, pin func([]string) *exec.Cmd, extra ...string) (string, int) {
 	hf := filepath.Join(dir, name+".hosts")
 	if err := os.WriteFile(hf, []byte(hosts), 0o644); err != nil {
 		b.Fatal(err)
@@ -267,12 +314,12 @@ func startDnsmasq(b *testing.B, bin, dir, name, hosts string, pin func([]string)
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	return fmt.Sprintf("127.0.0.1:%d", port)
+	return fmt.Sprintf("127.0.0.1:%d", port), cmd.Process.Pid
 }
 
 // startLegion runs this test binary again as Legion's resolver (see
 // serveForBenchmark), so it is a process of its own as dnsmasq is.
-func startLegion(b *testing.B, zoneFile, upstream string) string {
+func startLegion(b *testing.B, zoneFile, upstream string) (string, int) {
 	cmd := pinServer([]string{os.Args[0]})
 	cmd.Env = append(os.Environ(), benchServeEnv+"="+zoneFile, benchUpstreamEnv+"="+upstream)
 	out, err := cmd.StdoutPipe()
@@ -294,7 +341,7 @@ func startLegion(b *testing.B, zoneFile, upstream string) string {
 		b.Fatalf("the resolver process printed no address: %v", err)
 	}
 	go io.Copy(io.Discard, out)
-	return strings.TrimSpace(addr)
+	return strings.TrimSpace(addr), cmd.Process.Pid
 }
 
 const (
@@ -328,4 +375,28 @@ func serveForBenchmark(zoneFile string) {
 	}
 	pprof.StopCPUProfile()
 	os.Exit(0)
+}
+
+// processCPU is the CPU time (user and system, every thread) a process
+// has used, from /proc: Linux only. taskset runs the server in its own
+// process, so the pid is the server's.
+func processCPU(pid int) (time.Duration, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command (in parentheses, which may hold spaces):
+	// state is field 3, utime and stime are 14 and 15, in USER_HZ (100)
+	// ticks.
+	i := strings.LastIndexByte(string(data), ')')
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, true
 }

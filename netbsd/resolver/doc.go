@@ -1,6 +1,7 @@
 // Package resolver is the node's DNS resolver: it answers the cluster's
 // names under "legion." from a zone file the agent rewrites as endpoints
-// change, and forwards every other name to the host's resolvers.
+// change, and forwards every other name to the host's resolvers, keeping
+// their answers for as long as their TTL says.
 //
 // It runs as a process of its own (legion node-resolver) so pods' lookups
 // go on while the daemon restarts, from the last zone written. Cluster

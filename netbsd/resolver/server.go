@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,12 @@ import (
 const TTL = 5
 
 // Server answers DNS over UDP and TCP on one address.
+//
+// UDP queries are read by one loop per socket that answers cluster names
+// and cached upstream answers itself, reusing its buffers and messages,
+// so a query costs a read, a lookup and a write: no goroutine, no timer.
+// Only a name that must go upstream gets a goroutine of its own. TCP goes
+// through miekg/dns's server (ServeDNS).
 type Server struct {
 	// ZoneFile is read at start and again whenever it changes; once it is
 	// gone the server stops.
@@ -39,13 +46,22 @@ type Server struct {
 
 	zone    atomic.Pointer[compiledZone]
 	rotate  atomic.Uint32
-	started chan struct{}
+	initOne sync.Once
+	cache   *forwardCache
+	// forwards counts the goroutines answering from upstream, so Serve
+	// returns only once they are done.
+	forwards sync.WaitGroup
 }
 
 type compiledZone struct {
-	a, aaaa map[string][]dns.RR
-	names   map[string]bool
-	stamp   fileStamp
+	// names holds every name of the zone and its parents under Domain
+	// (empty non-terminals, with no records).
+	names map[string]*zoneName
+	stamp fileStamp
+}
+
+type zoneName struct {
+	a, aaaa []dns.RR
 }
 
 type fileStamp struct {
@@ -55,44 +71,70 @@ type fileStamp struct {
 
 var errZoneGone = errors.New("zone file removed")
 
+func (s *Server) init() {
+	s.initOne.Do(func() {
+		if s.Logger == nil {
+			s.Logger = slog.New(slog.DiscardHandler)
+		}
+		if s.PollInterval == 0 {
+			s.PollInterval = time.Second
+		}
+		if s.ForwardTimeout == 0 {
+			s.ForwardTimeout = 2 * time.Second
+		}
+		s.cache = newForwardCache(cacheEntries)
+	})
+}
+
 // Serve answers on the given UDP connection and TCP listener until ctx is
-// done or the zone file goes away. It closes both when it returns.
+// done or the zone file goes away. It closes both when it returns. When
+// the UDP socket came from Listen, Serve opens one more socket on the
+// same address for each further CPU Go may use (SO_REUSEPORT on Linux,
+// SO_REUSEPORT_LB on FreeBSD: the kernel spreads clients over them), each
+// with its own loop.
 func (s *Server) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) error {
-	if s.Logger == nil {
-		s.Logger = slog.New(slog.DiscardHandler)
-	}
-	if s.PollInterval == 0 {
-		s.PollInterval = time.Second
-	}
-	if s.ForwardTimeout == 0 {
-		s.ForwardTimeout = 2 * time.Second
-	}
+	s.init()
 	if err := s.reload(); err != nil {
 		pc.Close()
 		l.Close()
 		return err
 	}
+	conns := []net.PacketConn{pc}
+	if u, ok := pc.(*net.UDPConn); ok && isReusePort(u) {
+		for range min(runtime.GOMAXPROCS(0), maxUDPSockets) - 1 {
+			more, err := listenUDP(u.LocalAddr().String())
+			if err != nil {
+				s.Logger.Debug("one UDP socket only", "err", err)
+				break
+			}
+			conns = append(conns, more)
+		}
+	}
 	// miekg/dns refuses a Shutdown that comes before the server started
 	// ("server not started") and the server then serves on for good: a
-	// stop right after the start waits for both to have started.
-	started := make(chan struct{}, 2)
-	udp := &dns.Server{PacketConn: pc, Handler: s, UDPSize: dns.DefaultMsgSize, NotifyStartedFunc: func() { started <- struct{}{} }}
+	// stop right after the start waits for it to have started.
+	started := make(chan struct{}, 1)
 	tcp := &dns.Server{Listener: l, Handler: s, NotifyStartedFunc: func() { started <- struct{}{} }}
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, srv := range []*dns.Server{udp, tcp} {
+	errs := make(chan error, 1+len(conns))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := tcp.ActivateAndServe(); err != nil {
+			errs <- err
+			started <- struct{}{} // it will not start: do not wait for it
+		}
+	}()
+	for _, c := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := srv.ActivateAndServe(); err != nil {
+			if err := s.serveUDP(c); err != nil {
 				errs <- err
-				started <- struct{}{} // it will not start: do not wait for it
 			}
 		}()
 	}
-	for range 2 {
-		<-started
-	}
+	<-started
 	ticker := time.NewTicker(s.PollInterval)
 	defer ticker.Stop()
 	var result error
@@ -118,9 +160,12 @@ loop:
 			}
 		}
 	}
-	udp.Shutdown()
+	for _, c := range conns {
+		c.Close()
+	}
 	tcp.Shutdown()
 	wg.Wait()
+	s.forwards.Wait()
 	return result
 }
 
@@ -158,9 +203,8 @@ func (s *Server) reload() error {
 }
 
 func compile(z Zone, stamp fileStamp) *compiledZone {
-	c := &compiledZone{a: map[string][]dns.RR{}, aaaa: map[string][]dns.RR{}, names: map[string]bool{}, stamp: stamp}
+	c := &compiledZone{names: map[string]*zoneName{}, stamp: stamp}
 	for name, r := range z.Records {
-		c.names[name] = true
 		// Every parent of a name exists too (empty non-terminals answer
 		// NODATA, not NXDOMAIN).
 		for p := name; ; {
@@ -169,18 +213,25 @@ func compile(z Zone, stamp fileStamp) *compiledZone {
 				break
 			}
 			p = p[i+1:]
-			c.names[p] = true
+			if c.names[p] == nil {
+				c.names[p] = &zoneName{}
+			}
+		}
+		n := c.names[name]
+		if n == nil {
+			n = &zoneName{}
+			c.names[name] = n
 		}
 		hdr := func(t uint16) dns.RR_Header {
 			return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: TTL}
 		}
 		for _, ip := range r.A {
 			a, _ := netip.ParseAddr(ip)
-			c.a[name] = append(c.a[name], &dns.A{Hdr: hdr(dns.TypeA), A: a.AsSlice()})
+			n.a = append(n.a, &dns.A{Hdr: hdr(dns.TypeA), A: a.AsSlice()})
 		}
 		for _, ip := range r.AAAA {
 			a, _ := netip.ParseAddr(ip)
-			c.aaaa[name] = append(c.aaaa[name], &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: a.AsSlice()})
+			n.aaaa = append(n.aaaa, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: a.AsSlice()})
 		}
 	}
 	return c
@@ -191,24 +242,43 @@ var soa = &dns.SOA{
 	Ns:  "ns." + Domain, Mbox: "hostmaster." + Domain, Serial: 1, Refresh: TTL, Retry: TTL, Expire: TTL, Minttl: TTL,
 }
 
-// ServeDNS implements dns.Handler.
-func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	if len(req.Question) != 1 {
-		m := new(dns.Msg)
-		m.SetRcode(req, dns.RcodeFormatError)
-		w.WriteMsg(m)
-		return
+// setReply makes m, a message that may have served before, the empty
+// reply to req: what (*dns.Msg).SetReply does, keeping m's slices.
+func setReply(m, req *dns.Msg) {
+	m.MsgHdr = dns.MsgHdr{Id: req.Id, Response: true, Opcode: req.Opcode}
+	if req.Opcode == dns.OpcodeQuery {
+		m.RecursionDesired, m.CheckingDisabled = req.RecursionDesired, req.CheckingDisabled
+	}
+	m.Compress = false
+	m.Question = append(m.Question[:0], req.Question...)
+	clear(m.Answer)
+	clear(m.Ns)
+	clear(m.Extra)
+	m.Answer, m.Ns, m.Extra = m.Answer[:0], m.Ns[:0], m.Extra[:0]
+}
+
+// respond makes m the reply to req from the zone or from the cache of
+// upstream answers. It returns false when neither has it: the name is to
+// be asked upstream (forward).
+func (s *Server) respond(m, req *dns.Msg) bool {
+	setReply(m, req)
+	switch {
+	case req.Opcode != dns.OpcodeQuery:
+		m.Rcode = dns.RcodeNotImplemented
+		return true
+	case len(req.Question) != 1 || len(req.Answer) > 1 || len(req.Ns) > 1 || len(req.Extra) > 2:
+		m.Question = m.Question[:min(len(m.Question), 1)]
+		m.Rcode = dns.RcodeFormatError
+		return true
 	}
 	q := req.Question[0]
 	name := strings.ToLower(q.Name)
 	if name != Domain && !strings.HasSuffix(name, "."+Domain) {
-		s.forward(w, req)
-		return
+		return s.cache.respond(m, req, keyOf(req, name))
 	}
-	m := new(dns.Msg)
-	m.SetReply(req)
 	m.Authoritative = true
 	z := s.zone.Load()
+	n := z.names[name]
 	switch {
 	case name == Domain:
 		if q.Qtype == dns.TypeSOA || q.Qtype == dns.TypeANY {
@@ -216,15 +286,15 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		} else {
 			m.Ns = append(m.Ns, soa)
 		}
-	case !z.names[name]:
+	case n == nil:
 		m.Rcode = dns.RcodeNameError
 		m.Ns = append(m.Ns, soa)
 	default:
 		if q.Qtype == dns.TypeA || q.Qtype == dns.TypeANY {
-			m.Answer = append(m.Answer, s.rotated(z.a[name])...)
+			m.Answer = s.appendRotated(m.Answer, n.a)
 		}
 		if q.Qtype == dns.TypeAAAA || q.Qtype == dns.TypeANY {
-			m.Answer = append(m.Answer, s.rotated(z.aaaa[name])...)
+			m.Answer = s.appendRotated(m.Answer, n.aaaa)
 		}
 		if len(m.Answer) == 0 {
 			m.Ns = append(m.Ns, soa)
@@ -239,31 +309,60 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 			m.Answer[i] = rr
 		}
 	}
-	if _, udp := w.RemoteAddr().(*net.UDPAddr); udp {
-		size := dns.MinMsgSize
-		if opt := req.IsEdns0(); opt != nil {
-			size = max(int(opt.UDPSize()), dns.MinMsgSize)
-		}
-		m.Truncate(size)
+	return true
+}
+
+// ServeDNS implements dns.Handler; the server's TCP connections come
+// here.
+func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	s.init()
+	_, udp := w.RemoteAddr().(*net.UDPAddr)
+	m := new(dns.Msg)
+	if !s.respond(m, req) {
+		s.forward(m, req, udp)
+	}
+	if udp {
+		m.Truncate(udpSize(req))
 	}
 	w.WriteMsg(m)
 }
 
-// rotated starts the list at a different record each time, so clients
-// that take the first address spread over all of them.
-func (s *Server) rotated(rrs []dns.RR) []dns.RR {
-	if len(rrs) < 2 {
-		return rrs
+// udpSize is how large a UDP answer to req may be.
+func udpSize(req *dns.Msg) int {
+	if opt := req.IsEdns0(); opt != nil {
+		return max(int(opt.UDPSize()), dns.MinMsgSize)
 	}
-	k := int(s.rotate.Add(1)) % len(rrs)
-	out := make([]dns.RR, 0, len(rrs))
-	return append(append(out, rrs[k:]...), rrs[:k]...)
+	return dns.MinMsgSize
 }
 
-// forward asks the upstream resolvers, in order, and relays the first
-// answer; none answering is SERVFAIL.
-func (s *Server) forward(w dns.ResponseWriter, req *dns.Msg) {
-	_, udp := w.RemoteAddr().(*net.UDPAddr)
+// appendRotated appends the list starting at a different record each
+// time, so clients that take the first address spread over all of them.
+func (s *Server) appendRotated(dst, rrs []dns.RR) []dns.RR {
+	if len(rrs) < 2 {
+		return append(dst, rrs...)
+	}
+	k := int(s.rotate.Add(1)) % len(rrs)
+	return append(append(dst, rrs[k:]...), rrs[:k]...)
+}
+
+// forward makes m the answer of the upstream resolvers to req, asked in
+// order, and keeps it for the next ones to ask (forwardCache); none
+// answering is SERVFAIL. Questions for a name already on its way
+// upstream wait for that answer rather than asking again.
+func (s *Server) forward(m, req *dns.Msg, udp bool) {
+	key := keyOf(req, strings.ToLower(req.Question[0].Name))
+	resp := s.cache.flight(key, !udp, func() *dns.Msg { return s.exchange(req, udp) })
+	setReply(m, req)
+	if resp == nil {
+		m.Rcode = dns.RcodeServerFailure
+		return
+	}
+	fromUpstream(m, resp, resp.Answer, resp.Ns, resp.Extra)
+}
+
+// exchange asks the upstreams in order and returns the first answer to
+// the question asked, nil if none answers.
+func (s *Server) exchange(req *dns.Msg, udp bool) *dns.Msg {
 	for _, up := range s.Upstreams {
 		c := &dns.Client{Net: "udp", Timeout: s.ForwardTimeout}
 		if !udp {
@@ -271,18 +370,22 @@ func (s *Server) forward(w dns.ResponseWriter, req *dns.Msg) {
 		}
 		// A truncated upstream answer is relayed as it is: the client
 		// retries over TCP, and so do we then.
-		resp, _, err := c.Exchange(req, up)
+		// A fresh ID: the client's is the client's to guess, and the
+		// answer is kept for others.
+		q := *req
+		q.Id = dns.Id()
+		resp, _, err := c.Exchange(&q, up)
+		if err == nil && (len(resp.Question) != 1 || !strings.EqualFold(resp.Question[0].Name, req.Question[0].Name) ||
+			resp.Question[0].Qtype != req.Question[0].Qtype) {
+			err = fmt.Errorf("answer to another question: %v", resp.Question)
+		}
 		if err != nil {
 			s.Logger.Debug("upstream failed", "upstream", up, "err", err)
 			continue
 		}
-		resp.Id = req.Id
-		w.WriteMsg(resp)
-		return
+		return resp
 	}
-	m := new(dns.Msg)
-	m.SetRcode(req, dns.RcodeServerFailure)
-	w.WriteMsg(m)
+	return nil
 }
 
 // HostUpstreams reads the name servers of a resolv.conf file as
@@ -304,14 +407,16 @@ func HostUpstreams(resolvConf string, self string) ([]string, error) {
 
 // Listen opens the UDP and TCP sockets of one address. For port 0 it
 // picks a port free for both, trying again when the TCP port of the
-// number UDP got is taken.
+// number UDP got is taken. The UDP socket lets Serve open more on the
+// same address (SO_REUSEPORT); the TCP one does not, so a second
+// resolver on an address in use still fails here.
 func Listen(addr string) (net.PacketConn, net.Listener, error) {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		pc, err := net.ListenPacket("udp", addr)
+		pc, err := listenUDP(addr)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"testing"
 	"time"
@@ -83,6 +84,13 @@ type running struct {
 
 func start(t *testing.T, zone Zone, upstreams ...string) *running {
 	t.Helper()
+	return startServer(t, zone, &Server{Upstreams: upstreams})
+}
+
+// startServer serves zone with s, given its upstreams (and, for the
+// cache's tests, a clock).
+func startServer(t *testing.T, zone Zone, s *Server) *running {
+	t.Helper()
 	dir := t.TempDir()
 	zf := filepath.Join(dir, "resolver", "zone.json")
 	if err := WriteZone(zf, zone); err != nil {
@@ -93,7 +101,7 @@ func start(t *testing.T, zone Zone, upstreams ...string) *running {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{ZoneFile: zf, Upstreams: upstreams, PollInterval: 20 * time.Millisecond, ForwardTimeout: time.Second}
+	s.ZoneFile, s.PollInterval, s.ForwardTimeout = zf, 20*time.Millisecond, time.Second
 	r := &running{addr: pc.LocalAddr().String(), cancel: cancel, done: make(chan error, 1), zone: zf}
 	go func() { r.done <- s.Serve(ctx, pc, l) }()
 	t.Cleanup(func() {
@@ -358,7 +366,7 @@ func TestReloadKeepsTheLastGoodZone(t *testing.T) {
 	if err := s.reload(); err == nil {
 		t.Fatal("a broken zone file was read without error")
 	}
-	if s.zone.Load() != before || len(before.a["web.shop.legion."]) != 1 {
+	if s.zone.Load() != before || len(before.names["web.shop.legion."].a) != 1 {
 		t.Fatal("a broken zone file replaced the last good zone")
 	}
 	os.Remove(zf)
@@ -417,5 +425,56 @@ func TestServerStoppedAtOnceStops(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("a server cancelled before it started is still serving after 10 s")
 		}
+	}
+}
+
+// The UDP loop answers what miekg/dns's server did: NOTIMP for opcodes
+// other than QUERY, FORMERR for more than one question.
+func TestServerRefusesOtherOpcodesAndQuestions(t *testing.T) {
+	r := start(t, BuildZone(testServices(), twin))
+	query(t, r.addr, "udp", "web.shop.legion.", dns.TypeA) // started
+	c := &dns.Client{Timeout: 2 * time.Second}
+	update := new(dns.Msg)
+	update.SetUpdate("shop.legion.")
+	if m, _, err := c.Exchange(update, r.addr); err != nil || m.Rcode != dns.RcodeNotImplemented {
+		t.Fatalf("UPDATE: %v, %v; want NOTIMP", m, err)
+	}
+	two := new(dns.Msg)
+	two.SetQuestion("web.shop.legion.", dns.TypeA)
+	two.Question = append(two.Question, dns.Question{Name: "db.shop.legion.", Qtype: dns.TypeA, Qclass: dns.ClassINET})
+	if m, _, err := c.Exchange(two, r.addr); err != nil || m.Rcode != dns.RcodeFormatError {
+		t.Fatalf("two questions: %v, %v; want FORMERR", m, err)
+	}
+}
+
+// With more than one CPU the resolver reads UDP from one socket per CPU
+// on its one address: clients from many ports, which the kernel spreads
+// over the sockets, are all answered.
+func TestServerAnswersOnEveryUDPSocket(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one CPU: one UDP socket")
+	}
+	r := start(t, BuildZone(testServices(), twin))
+	query(t, r.addr, "udp", "web.shop.legion.", dns.TypeA) // started
+	for i := range 64 {
+		c := &dns.Client{Timeout: 2 * time.Second} // a new socket, a new port, each time
+		m := new(dns.Msg)
+		m.SetQuestion("web.shop.legion.", dns.TypeA)
+		if resp, _, err := c.Exchange(m, r.addr); err != nil || len(resp.Answer) != 1 {
+			t.Fatalf("client %d: %v, %v", i, resp, err)
+		}
+	}
+}
+
+// The UDP sockets share their address with each other, yet a second
+// resolver on an address in use is refused, as before.
+func TestListenRefusesAnAddressInUse(t *testing.T) {
+	r := start(t, BuildZone(testServices(), twin))
+	query(t, r.addr, "udp", "web.shop.legion.", dns.TypeA) // started
+	pc, l, err := Listen(r.addr)
+	if err == nil {
+		pc.Close()
+		l.Close()
+		t.Fatalf("a second resolver could listen on %s", r.addr)
 	}
 }
