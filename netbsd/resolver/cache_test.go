@@ -33,7 +33,7 @@ func (c *clock) add(d time.Duration) {
 // upstream is a real DNS server on loopback that counts the questions it
 // gets per name: a.example.org. has an A record with a TTL of 300 s,
 // gone.example.org. does not exist (SOA TTL 60, minimum 30), anything
-// else gets SERVFAIL.
+// else gets SERVFAIL. It speaks EDNS to clients that do.
 type upstream struct {
 	addr  string
 	mu    sync.Mutex
@@ -67,6 +67,9 @@ func startUpstream(t *testing.T) *upstream {
 				Ns: "ns.example.org.", Mbox: "h.example.org.", Serial: 1, Refresh: 60, Retry: 60, Expire: 60, Minttl: 30})
 		default:
 			m.Rcode = dns.RcodeServerFailure
+		}
+		if opt := req.IsEdns0(); opt != nil {
+			m.SetEdns0(1232, opt.Do()) // as real servers do
 		}
 		w.WriteMsg(m)
 	})}
@@ -285,5 +288,40 @@ func TestCacheStaysBounded(t *testing.T) {
 		if strings.HasPrefix(k.name, "short") {
 			t.Fatalf("%s expired and is still kept while others were dropped", k.name)
 		}
+	}
+}
+
+// A client speaking EDNS gets an OPT record back, from the upstream or
+// the cache, and the room it offers over UDP; one that does not gets
+// neither, even after an EDNS client's answer was kept.
+func TestServerKeepsEDNSApart(t *testing.T) {
+	u := startUpstream(t)
+	r := startCaching(t, u, &clock{t: time.Unix(1_000_000, 0)})
+	ask := func(name string, edns bool) *dns.Msg {
+		t.Helper()
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		if edns {
+			m.SetEdns0(4096, false)
+		}
+		c := &dns.Client{Timeout: 2 * time.Second, UDPSize: 4096}
+		resp, _, err := c.Exchange(m, r.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	query(t, r.addr, "udp", "web.shop.legion.", dns.TypeA) // started
+	for i, edns := range []bool{true, true, false} {
+		m := ask("a.example.org.", edns)
+		if len(m.Answer) != 1 || (m.IsEdns0() != nil) != edns {
+			t.Fatalf("question %d (EDNS %v): %d answers, OPT %v", i, edns, len(m.Answer), m.IsEdns0())
+		}
+	}
+	if n := u.count("a.example.org."); n != 2 {
+		t.Fatalf("the upstream was asked %d times, want once with EDNS and once without", n)
+	}
+	if m := ask("tasks.fleet.big.legion.", true); m.Truncated || len(m.Answer) != 60 {
+		t.Fatalf("60 addresses with 4096 bytes offered: truncated %v with %d records", m.Truncated, len(m.Answer))
 	}
 }

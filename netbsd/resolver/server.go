@@ -51,6 +51,9 @@ type Server struct {
 	// forwards counts the goroutines answering from upstream, so Serve
 	// returns only once they are done.
 	forwards sync.WaitGroup
+	// oneByOne reads and writes a datagram per system call even where
+	// batches are possible (tests: FreeBSD's way, on Linux).
+	oneByOne bool
 }
 
 type compiledZone struct {

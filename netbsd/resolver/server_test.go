@@ -478,3 +478,28 @@ func TestListenRefusesAnAddressInUse(t *testing.T) {
 		t.Fatalf("a second resolver could listen on %s", r.addr)
 	}
 }
+
+// The loop that reads one datagram per system call (FreeBSD's; Linux
+// reads in batches) answers alike: cluster names, truncation, forwarding.
+func TestServerAnswersOneDatagramAtATime(t *testing.T) {
+	u := startUpstream(t)
+	s := &Server{Upstreams: []string{u.addr}, oneByOne: true}
+	r := startServer(t, BuildZone(testServices(), twin), s)
+	if m := query(t, r.addr, "udp", "web.shop.legion.", dns.TypeA); len(addrs(m)) != 1 || addrs(m)[0] != "10.201.0.5" {
+		t.Fatalf("web.shop.legion.: %v", m)
+	}
+	if m := query(t, r.addr, "udp", "nope.shop.legion.", dns.TypeA); m.Rcode != dns.RcodeNameError {
+		t.Fatalf("nope.shop.legion.: %v", m)
+	}
+	if m := query(t, r.addr, "udp", "tasks.fleet.big.legion.", dns.TypeA); !m.Truncated || len(m.Answer) >= 60 {
+		t.Fatalf("tasks.fleet.big.legion.: truncated %v with %d records, want truncated", m.Truncated, len(m.Answer))
+	}
+	for range 2 {
+		if m := query(t, r.addr, "udp", "a.example.org.", dns.TypeA); len(m.Answer) != 1 {
+			t.Fatalf("a.example.org.: %v", m)
+		}
+	}
+	if n := u.count("a.example.org."); n != 1 {
+		t.Fatalf("the upstream was asked %d times, want once", n)
+	}
+}

@@ -19,7 +19,7 @@ const maxUDPSockets = 8
 // writes the answer when it comes.
 func (s *Server) serveUDP(pc net.PacketConn) error {
 	u, _ := pc.(*net.UDPConn)
-	if u != nil && batchUDP {
+	if u != nil && batchUDP && !s.oneByOne {
 		return s.serveUDPBatch(u)
 	}
 	in := make([]byte, dns.MaxMsgSize)
