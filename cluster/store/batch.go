@@ -116,7 +116,7 @@ func encodeWrite(w *Write) ([]byte, error) {
 		}
 		c.Op, c.Object, c.KeepStatus = opPut, data, w.Options.KeepStatus
 	}
-	data, err := json.Marshal(c)
+	data, err := c.encode()
 	if err != nil {
 		return nil, err
 	}

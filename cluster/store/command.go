@@ -35,6 +35,52 @@ type command struct {
 
 func (c *command) key() string { return legion.Key(c.Kind, c.Namespace, c.Name) }
 
+// The fields of a command around its object, in the order command has
+// them (encode).
+type (
+	commandHead struct {
+		Op        op          `json:"op"`
+		Kind      legion.Kind `json:"kind"`
+		Namespace string      `json:"namespace,omitempty"`
+		Name      string      `json:"name"`
+	}
+	commandTail struct {
+		MustNotExist bool          `json:"mustNotExist,omitempty"`
+		Version      uint64        `json:"version,omitempty"`
+		KeepStatus   bool          `json:"keepStatus,omitempty"`
+		Requires     []Requirement `json:"requires,omitempty"`
+	}
+)
+
+// encode is json.Marshal(c), byte for byte, without the encoder going
+// over the object again: it validates and copies a RawMessage character
+// by character (a quarter of the cost of proposing a 512-byte Config).
+// The object must be what json.Marshal made (compact, HTML escaped), as
+// every caller's is; TestCommandEncodingIsJSONMarshal holds them equal.
+func (c *command) encode() ([]byte, error) {
+	if len(c.Object) == 0 {
+		return json.Marshal(c)
+	}
+	head, err := json.Marshal(commandHead{Op: c.Op, Kind: c.Kind, Namespace: c.Namespace, Name: c.Name})
+	if err != nil {
+		return nil, err
+	}
+	tail, err := json.Marshal(commandTail{MustNotExist: c.MustNotExist, Version: c.Version, KeepStatus: c.KeepStatus, Requires: c.Requires})
+	if err != nil {
+		return nil, err
+	}
+	const objectKey = `,"object":`
+	out := make([]byte, 0, len(head)+len(objectKey)+len(c.Object)+len(tail))
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, objectKey...)
+	out = append(out, c.Object...)
+	if len(tail) > len("{}") {
+		out = append(out, ',')
+		return append(out, tail[1:]...), nil
+	}
+	return append(out, '}'), nil
+}
+
 // Precondition guards a write.
 type Precondition struct {
 	MustNotExist bool   // the key must be free

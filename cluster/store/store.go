@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -548,7 +547,7 @@ func (s *Store) putCommand(o op, obj legion.Object, opts WriteOptions) (*command
 }
 
 func (s *Store) apply(ctx context.Context, c *command) (*result, error) {
-	data, err := json.Marshal(c)
+	data, err := c.encode()
 	if err != nil {
 		return nil, err
 	}
