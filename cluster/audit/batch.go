@@ -35,7 +35,7 @@ const (
 
 // Store is what the leader writes batches to: *store.Store.
 type Store interface {
-	Put(ctx context.Context, o legion.Object, opts store.WriteOptions) (obj, prev legion.Object, err error)
+	PutInPlace(ctx context.Context, o legion.Object, opts store.WriteOptions) (prev legion.Object, err error)
 	List(kind legion.Kind, namespace string, keep func(legion.Object) bool) ([]legion.Object, uint64, error)
 	Delete(ctx context.Context, kind legion.Kind, namespace, name string, pre store.Precondition) (legion.Object, error)
 }
@@ -59,7 +59,8 @@ func write(ctx context.Context, st Store, now time.Time, events []Event) (done i
 		m.Namespace, m.Name = legion.SystemNamespace, batchName(now, part)
 		m.Labels = map[string]string{CountLabel: strconv.Itoa(n)}
 		c.(*legion.Config).Spec.Data = data
-		_, _, err = st.Put(ctx, c, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}})
+		// Nothing is read back: a batch is up to 256 KiB of JSON.
+		_, err = st.PutInPlace(ctx, c, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}})
 		if errors.Is(err, store.ErrExists) {
 			continue // a batch of the same millisecond: the next part's name
 		}
