@@ -64,16 +64,18 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 		return s.wal.StoreLogs(logs)
 	}
 	out := make([]*raft.Log, len(logs))
+	copies := make([]raft.Log, len(logs))
+	var plain []byte // seal copies it: one buffer serves every entry
 	for i, l := range logs {
-		plain := make([]byte, 0, 4+len(l.Data)+len(l.Extensions))
-		plain = binary.BigEndian.AppendUint32(plain, uint32(len(l.Data)))
+		plain = binary.BigEndian.AppendUint32(plain[:0], uint32(len(l.Data)))
 		plain = append(plain, l.Data...)
 		plain = append(plain, l.Extensions...)
-		c := *l
+		c := &copies[i]
+		*c = *l
 		c.Type |= logSealed
 		c.Data = s.seal.seal(tableLog, u64(l.Index), plain)
 		c.Extensions = nil
-		out[i] = &c
+		out[i] = c
 	}
 	return s.wal.StoreLogs(out)
 }
@@ -107,7 +109,14 @@ func (s *logStore) GetUint64(key []byte) (uint64, error) {
 // A log entry on disk: term, type, appended-at (unix ns), then data and
 // extensions each preceded by a 4-byte length.
 func encodeLog(l *raft.Log) []byte {
-	b := make([]byte, 0, 8+1+8+4+len(l.Data)+4+len(l.Extensions))
+	return appendLog(make([]byte, 0, encodedLogLen(l)), l)
+}
+
+// encodedLogLen is how many bytes encodeLog makes of l.
+func encodedLogLen(l *raft.Log) int { return 8 + 1 + 8 + 4 + len(l.Data) + 4 + len(l.Extensions) }
+
+// appendLog appends encodeLog(l) to b.
+func appendLog(b []byte, l *raft.Log) []byte {
 	b = binary.BigEndian.AppendUint64(b, l.Term)
 	b = append(b, byte(l.Type))
 	var at int64

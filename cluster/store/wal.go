@@ -324,7 +324,7 @@ func appendRecord(buf []byte, l *raft.Log) []byte {
 	start := len(buf)
 	buf = append(buf, make([]byte, walHeader)...)
 	buf = binary.BigEndian.AppendUint64(buf, l.Index)
-	buf = append(buf, encodeLog(l)...)
+	buf = appendLog(buf, l)
 	payload := buf[start+walHeader:]
 	binary.BigEndian.PutUint32(buf[start:], uint32(len(payload)))
 	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(payload, crcTable))
@@ -413,7 +413,7 @@ func (w *walLog) StoreLogs(logs []*raft.Log) error {
 	}
 	// Readers only read below s.size, which moves once the records are
 	// durable.
-	var buf []byte
+	buf := make([]byte, 0, walRecordsLen(logs))
 	offs := make([]int64, 0, len(logs))
 	for _, l := range logs {
 		offs = append(offs, s.size+int64(len(buf)))
@@ -498,7 +498,7 @@ func (w *walLog) appendSegment(next uint64, logs []*raft.Log) (*segment, error) 
 func walRecordsLen(logs []*raft.Log) int {
 	n := 0
 	for _, l := range logs {
-		n += walHeader + 8 + len(encodeLog(l))
+		n += walHeader + 8 + encodedLogLen(l)
 	}
 	return n
 }
