@@ -9,8 +9,11 @@ import (
 )
 
 const (
-	// cacheEntries bounds how many upstream answers are kept.
+	// cacheEntries bounds how many upstream answers are kept, and
+	// cacheBytes their size on the wire, added up: a pod asking for many
+	// large answers cannot make the resolver grow without end.
 	cacheEntries = 10000
+	cacheBytes   = 4 << 20
 	// maxCacheTTL bounds how long one is kept, whatever its TTL says.
 	maxCacheTTL = time.Hour
 )
@@ -22,11 +25,13 @@ const (
 // does. It also lets questions asked while the same one is on its way
 // upstream wait for that answer.
 type forwardCache struct {
-	max     int
-	mu      sync.Mutex
-	entries map[cacheKey]*cached
-	flights map[flightKey]*flight
-	now     func() time.Time
+	max      int
+	maxBytes int
+	mu       sync.Mutex
+	bytes    int // the entries' wire size
+	entries  map[cacheKey]*cached
+	flights  map[flightKey]*flight
+	now      func() time.Time
 	// waiting counts the questions waiting for another's (for tests).
 	waiting int
 }
@@ -57,6 +62,7 @@ type flight struct {
 // once a second.
 type cached struct {
 	msg     *dns.Msg
+	size    int // on the wire
 	stored  time.Time
 	expires time.Time
 	view    atomic.Pointer[cacheView]
@@ -67,8 +73,8 @@ type cacheView struct {
 	answer, ns, extra []dns.RR
 }
 
-func newForwardCache(max int) *forwardCache {
-	return &forwardCache{max: max, entries: map[cacheKey]*cached{}, flights: map[flightKey]*flight{}, now: time.Now}
+func newForwardCache(max, maxBytes int) *forwardCache {
+	return &forwardCache{max: max, maxBytes: maxBytes, entries: map[cacheKey]*cached{}, flights: map[flightKey]*flight{}, now: time.Now}
 }
 
 func keyOf(req *dns.Msg, lower string) cacheKey {
@@ -163,34 +169,52 @@ func (c *forwardCache) flight(k cacheKey, tcp bool, ask func() *dns.Msg) *dns.Ms
 
 	f.resp = ask()
 	ttl, ok := cacheTTL(f.resp)
+	size := 0
+	if ok {
+		// One answer is at most a sixteenth of the budget, and no larger
+		// than the UDP answers EDNS clients take.
+		size = f.resp.Len()
+		ok = size <= min(c.maxBytes/16, dns.DefaultMsgSize)
+	}
 	c.mu.Lock()
 	delete(c.flights, fk)
 	if ok {
 		now := c.now()
-		c.makeRoom(now)
-		c.entries[k] = &cached{msg: f.resp, stored: now, expires: now.Add(ttl)}
+		c.drop(k)
+		c.makeRoom(now, size)
+		c.entries[k] = &cached{msg: f.resp, size: size, stored: now, expires: now.Add(ttl)}
+		c.bytes += size
 	}
 	c.mu.Unlock()
 	close(f.done)
 	return f.resp
 }
 
-// makeRoom drops the expired entries when the cache is full, and if that
-// is not enough a tenth of the others. Called with mu held.
-func (c *forwardCache) makeRoom(now time.Time) {
-	if len(c.entries) < c.max {
+// makeRoom makes room for one more entry of size bytes: when the cache
+// is full it drops the expired entries, and if that is not enough others
+// until a tenth is free. Called with mu held.
+func (c *forwardCache) makeRoom(now time.Time, size int) {
+	if len(c.entries) < c.max && c.bytes+size <= c.maxBytes {
 		return
 	}
 	for k, e := range c.entries {
 		if !now.Before(e.expires) {
-			delete(c.entries, k)
+			c.drop(k)
 		}
 	}
 	for k := range c.entries {
-		if len(c.entries) < c.max-c.max/10 {
+		if len(c.entries) < c.max-c.max/10 && c.bytes+size <= c.maxBytes-c.maxBytes/10 {
 			break
 		}
-		delete(c.entries, k) // map order: an arbitrary one
+		c.drop(k) // map order: an arbitrary one
+	}
+}
+
+// drop forgets k's entry. Called with mu held.
+func (c *forwardCache) drop(k cacheKey) {
+	if e := c.entries[k]; e != nil {
+		c.bytes -= e.size
+		delete(c.entries, k)
 	}
 }
 

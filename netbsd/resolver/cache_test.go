@@ -183,7 +183,7 @@ func TestServerAsksUpstreamWithItsOwnID(t *testing.T) {
 // Questions asked while the same one is on its way upstream wait for its
 // answer instead of asking again.
 func TestFlightAsksOnceForConcurrentQuestions(t *testing.T) {
-	c := newForwardCache(10)
+	c := newForwardCache(10, cacheBytes)
 	k := cacheKey{name: "a.example.org.", qtype: dns.TypeA, qclass: dns.ClassINET}
 	release := make(chan struct{})
 	var asked atomic.Int32
@@ -266,7 +266,7 @@ func TestCacheTTL(t *testing.T) {
 // A full cache makes room: the expired entries go first, then others,
 // and it never holds more than its bound.
 func TestCacheStaysBounded(t *testing.T) {
-	c := newForwardCache(20)
+	c := newForwardCache(20, cacheBytes)
 	clk := &clock{t: time.Unix(1_000_000, 0)}
 	c.now = clk.now
 	answer := func(ttl uint32) func() *dns.Msg {
@@ -323,5 +323,34 @@ func TestServerKeepsEDNSApart(t *testing.T) {
 	}
 	if m := ask("tasks.fleet.big.legion.", true); m.Truncated || len(m.Answer) != 60 {
 		t.Fatalf("60 addresses with 4096 bytes offered: truncated %v with %d records", m.Truncated, len(m.Answer))
+	}
+}
+
+// The answers kept add up to no more than the cache's byte budget, and
+// an answer too large for it is not kept at all.
+func TestCacheStaysWithinItsBytes(t *testing.T) {
+	c := newForwardCache(1000, 16<<10) // one answer: at most 1 KiB
+	txt := func(n int) func() *dns.Msg {
+		return func() *dns.Msg {
+			return &dns.Msg{Answer: []dns.RR{&dns.TXT{Hdr: dns.RR_Header{Name: "t.example.org.", Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 300},
+				Txt: []string{strings.Repeat("x", n)}}}}
+		}
+	}
+	for i := range 200 {
+		c.flight(cacheKey{name: fmt.Sprintf("t%d.example.org.", i)}, false, txt(200))
+		sum := 0
+		for _, e := range c.entries {
+			sum += e.size
+		}
+		if sum != c.bytes || c.bytes > 16<<10 {
+			t.Fatalf("after %d answers: %d bytes kept (counted %d), budget %d", i+1, sum, c.bytes, 16<<10)
+		}
+	}
+	if len(c.entries) < 40 {
+		t.Fatalf("%d answers kept: the budget holds about 60", len(c.entries))
+	}
+	c.flight(cacheKey{name: "big.example.org."}, false, txt(2000))
+	if c.entries[cacheKey{name: "big.example.org."}] != nil {
+		t.Fatal("an answer over a sixteenth of the budget was kept")
 	}
 }

@@ -85,7 +85,7 @@ func (s *Server) init() {
 		if s.ForwardTimeout == 0 {
 			s.ForwardTimeout = 2 * time.Second
 		}
-		s.cache = newForwardCache(cacheEntries)
+		s.cache = newForwardCache(cacheEntries, cacheBytes)
 	})
 }
 
