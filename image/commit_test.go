@@ -53,7 +53,7 @@ func TestDiffTrees(t *testing.T) {
 	}
 	mkTree(lower)
 	upper := t.TempDir()
-	if err := copyTree(lower, upper, os.Geteuid() == 0, nil); err != nil {
+	if err := copyTree(lower, upper, os.Geteuid() == 0, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	if d := diffEntries(t, lower, upper); len(d) != 0 {

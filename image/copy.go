@@ -15,7 +15,15 @@ import (
 // setuid bits, numeric owners (when owner), times, links, hard links and,
 // through setFlags (nil where there are none), file flags, never
 // following a link. Extended attributes are not copied.
-func copyTree(src, dst string, owner bool, setFlags func(path string, flags uint32) error) error {
+//
+// With link, a regular file without file flags is not copied but hard
+// linked: dst then shares the file with src, which is right only when
+// nothing writes into dst's files in place (a layer's extraction replaces
+// a file rather than writing into it). A file with flags is copied (schg
+// refuses links, and clearing flags on a shared file would change src),
+// and so is one that cannot be linked (too many links, another file
+// system).
+func copyTree(src, dst string, owner bool, setFlags func(path string, flags uint32) error, link bool) error {
 	type flagged struct {
 		path  string
 		flags uint32
@@ -60,6 +68,10 @@ func copyTree(src, dst string, owner bool, setFlags func(path string, flags uint
 			if err := os.Symlink(l, target); err != nil {
 				return err
 			}
+		case mode.IsRegular() && link && flagsOf(fi) == 0 && os.Link(p, target) == nil:
+			// Owner, mode and times are the shared file's: changing them
+			// (chown clears setuid bits) would change src too.
+			return nil
 		case mode.IsRegular():
 			if st != nil && st.Nlink > 1 {
 				k := inode{uint64(st.Dev), uint64(st.Ino)}

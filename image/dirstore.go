@@ -13,9 +13,11 @@ import (
 // ErrLayerInUse: the layer cannot go while something depends on it.
 var ErrLayerInUse = errors.New("layer in use")
 
-// DirStore keeps each layer as a full copy in <dir>/layers/<chain id hex>,
-// for hosts without ZFS, build hosts and the process runtime; a container
-// root is a full copy in <dir>/roots/<id>.
+// DirStore keeps each layer as a full tree in <dir>/layers/<chain id hex>,
+// for hosts without ZFS, build hosts and the process runtime: the files a
+// layer does not replace are hard links to its parent's (those without
+// file flags), so a layer costs the time and disk of what it adds. A
+// container root is a full copy in <dir>/roots/<id>.
 type DirStore struct {
 	dir   string
 	owner bool
@@ -51,13 +53,14 @@ func (s *DirStore) removeAll(ctx context.Context, p string) error {
 	return os.RemoveAll(p)
 }
 
-// copy copies a tree, setting file flags the source carries.
-func (s *DirStore) copy(ctx context.Context, src, dst string) error {
+// copy copies a tree, setting file flags the source carries; with link,
+// files without flags are hard linked rather than copied (copyTree).
+func (s *DirStore) copy(ctx context.Context, src, dst string, link bool) error {
 	var set func(string, uint32) error
 	if s.flags != nil {
 		set = func(p string, fl uint32) error { return s.flags.Set(ctx, p, fmt.Sprintf("%o", fl)) }
 	}
-	return copyTree(src, dst, s.owner, set)
+	return copyTree(src, dst, s.owner, set, link)
 }
 
 func (s *DirStore) layerDir(chainID string) string {
@@ -120,7 +123,9 @@ func (s *DirStore) BeginLayer(ctx context.Context, chainID, parent string) (Pend
 		return nil, err
 	}
 	if parent != "" {
-		if err := s.copy(ctx, s.layerDir(parent), tmp); err != nil {
+		// The layer's own files replace its parent's, never change them
+		// in place, so the parent's files are hard linked, not copied.
+		if err := s.copy(ctx, s.layerDir(parent), tmp, true); err != nil {
 			s.removeAll(ctx, tmp)
 			return nil, fmt.Errorf("copy parent layer %s: %w", parent, err)
 		}
@@ -173,7 +178,8 @@ func (s *DirStore) PrepareRoot(ctx context.Context, id, chainID string) (string,
 	if err != nil {
 		return "", err
 	}
-	if err := s.copy(ctx, s.layerDir(chainID), tmp); err != nil {
+	// A container writes into its root: a copy of its own.
+	if err := s.copy(ctx, s.layerDir(chainID), tmp, false); err != nil {
 		s.removeAll(ctx, tmp)
 		return "", fmt.Errorf("container %s: copy layer %s: %w", id, chainID, err)
 	}

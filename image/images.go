@@ -107,6 +107,10 @@ type PullOptions struct {
 	Login  *Login
 	Policy PullPolicy
 	Now    time.Time
+
+	// stop cancels the context the registry client reads the image
+	// with, so a layer failing ends the other layers' requests too.
+	stop context.CancelFunc
 }
 
 // Resolve returns the digest a reference names now (the index's for an
@@ -223,6 +227,11 @@ func (m *Images) Pull(ctx context.Context, refStr string, o PullOptions) (*Recor
 		return m.reauthorize(ctx, ref, rec, o)
 	}
 
+	// The registry client keeps this context for every request of the
+	// image, the layers' included.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	o.stop = cancel
 	desc, err := m.o.Registry.fetchDescriptor(ctx, ref, o.Login)
 	if err != nil {
 		return nil, err
@@ -341,12 +350,14 @@ func (m *Images) store(ctx context.Context, ref Reference, digest string, img v1
 		size, _ := l.Size()
 		rec.Layers = append(rec.Layers, LayerRecord{Digest: d.String(), DiffID: cfg.RootFS.DiffIDs[i], ChainID: chains[i], MediaType: string(mt), Size: size})
 		jobs[i] = layerJob{index: i, chainID: chains[i], digest: d.String(), size: size,
-			src: layerSource{layer: l, diffID: cfg.RootFS.DiffIDs[i], compressed: compressed}}
+			// A registry's blobs are checked by its client (local is
+			// false only for pulls).
+			src: layerSource{layer: l, diffID: cfg.RootFS.DiffIDs[i], compressed: compressed, checked: compressed && !local}}
 		if i > 0 {
 			jobs[i].parent = chains[i-1]
 		}
 	}
-	if err := m.ensureLayers(ctx, rec.Reference, jobs); err != nil {
+	if err := m.ensureLayers(ctx, rec.Reference, jobs, o.stop); err != nil {
 		return nil, fmt.Errorf("image %s: %w", ref, err)
 	}
 	if m.o.KeepBlobs && compressed {
@@ -439,68 +450,128 @@ type readyLayer struct {
 	job     layerJob
 	v       *verifiedLayer // nil when present already
 	extract bool           // false: stored already, fetched only to keep its blob
-	unlock  func()
+	unlock  func()         // set once the layer's lock is held for writing
 	err     error
 }
 
-// ensureLayers makes an image's layers ready in order. One goroutine
-// fetches and verifies while this one extracts, so the next layer comes
-// in while the last is written: at most one verified layer waits. Each
-// layer's lock is taken before its presence is checked and held until it
-// is written, so concurrent pulls fetch a shared layer once; locks are
-// taken in chain order, which every image sharing a layer shares.
-func (m *Images) ensureLayers(ctx context.Context, image string, jobs []layerJob) error {
+// maxFetching is how many layers of one pull are fetched, or verified and
+// waiting to be written, at once (containerd also fetches three at a
+// time): the next layers come in while one is written, over as many
+// connections, and at most this many temporary blobs wait on disk.
+const maxFetching = 3
+
+// ensureLayers makes an image's layers ready: up to maxFetching layers
+// are fetched and verified at once while this goroutine writes them in
+// order, each onto the one below. Each layer's lock is taken, in chain
+// order, before its presence is checked and held until it is written, so
+// concurrent pulls fetch a shared layer once; every image sharing a layer
+// shares the layers below it in the same order, so the order cannot
+// deadlock. The first failure of any layer cancels the others, and every
+// layer begun is released (temporary blob removed, lock let go) before
+// this returns.
+//
+// stop, when not nil, cancels the context the layers' source reads with
+// (a registry client's), so a failure ends their requests at once.
+func (m *Images) ensureLayers(ctx context.Context, image string, jobs []layerJob, stop context.CancelFunc) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ready := make(chan readyLayer)
+	if stop != nil {
+		defer context.AfterFunc(ctx, stop)()
+	}
+	var (
+		failMu sync.Mutex
+		failed error
+	)
+	// fail keeps the first failure, preferring a real one to the
+	// cancellations it causes, and stops the rest of the pull.
+	fail := func(j layerJob, err error) {
+		failMu.Lock()
+		if failed == nil || isCanceled(failed) && !isCanceled(err) {
+			failed = fmt.Errorf("layer %d (%s): %w", j.index, j.digest, err)
+		}
+		failMu.Unlock()
+		cancel()
+	}
+	slots := make(chan struct{}, maxFetching)
+	order := make(chan chan readyLayer, len(jobs))
+	var fetching sync.WaitGroup
 	go func() {
-		defer close(ready)
+		defer close(order)
 		for _, j := range jobs {
-			r := m.fetchLayer(ctx, image, j)
 			select {
-			case ready <- r:
+			case slots <- struct{}{}:
 			case <-ctx.Done():
-				r.release()
 				return
 			}
-			if r.err != nil {
-				return
+			res := make(chan readyLayer, 1)
+			order <- res
+			r, fetch := m.claimLayer(ctx, image, j)
+			if !fetch {
+				res <- r
+				if r.err != nil {
+					fail(j, r.err)
+					return
+				}
+				continue
 			}
+			fetching.Add(1)
+			go func() {
+				defer fetching.Done()
+				r.v, r.err = m.fetchLayer(ctx, image, j)
+				if r.err != nil {
+					fail(j, r.err)
+				}
+				res <- r
+			}()
 		}
 	}()
-	var firstErr error
-	for r := range ready {
-		if firstErr != nil || r.err != nil {
-			if firstErr == nil {
-				firstErr = fmt.Errorf("layer %d (%s): %w", r.job.index, r.job.digest, r.err)
-				m.o.Progress.Done(image, r.job.digest, r.err)
-				cancel()
-			} else if r.unlock != nil {
-				// Fetched (or begun) after another layer failed.
-				m.o.Progress.Done(image, r.job.digest, context.Canceled)
+	ready := 0
+	for res := range order {
+		r := <-res
+		if ctx.Err() != nil || r.err != nil {
+			// This layer, or another, failed: let this one go.
+			if r.unlock != nil {
+				err := r.err
+				if err == nil {
+					err = context.Canceled
+				}
+				m.o.Progress.Done(image, r.job.digest, err)
 			}
 			r.release()
+			<-slots
 			continue
 		}
-		if r.v == nil {
-			r.release()
-			continue
+		if r.v != nil {
+			var err error
+			if r.extract {
+				err = m.writeLayer(ctx, r.job, r.v)
+			}
+			if err == nil && m.o.KeepBlobs && r.job.src.compressed {
+				err = m.keepFile(r.v.f.Name(), r.job.digest)
+			}
+			m.o.Progress.Done(image, r.job.digest, err)
+			if err != nil {
+				fail(r.job, err)
+			}
 		}
-		var err error
-		if r.extract {
-			err = m.writeLayer(ctx, r.job, r.v)
+		if ctx.Err() == nil {
+			ready++
 		}
-		if err == nil && m.o.KeepBlobs && r.job.src.compressed {
-			err = m.keepFile(r.v.f.Name(), r.job.digest)
-		}
-		m.o.Progress.Done(image, r.job.digest, err)
 		r.release()
-		if err != nil {
-			firstErr = fmt.Errorf("layer %d (%s): %w", r.job.index, r.job.digest, err)
-			cancel()
-		}
+		<-slots
 	}
-	return firstErr
+	fetching.Wait()
+	failMu.Lock()
+	defer failMu.Unlock()
+	if failed == nil && ready < len(jobs) {
+		// Only the caller's context ended, between two layers.
+		return ctx.Err()
+	}
+	return failed
+}
+
+func isCanceled(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func (r readyLayer) release() {
@@ -512,14 +583,14 @@ func (r readyLayer) release() {
 	}
 }
 
-// fetchLayer locks a layer, and unless it is stored already, fetches and
-// verifies it.
-func (m *Images) fetchLayer(ctx context.Context, image string, j layerJob) readyLayer {
+// claimLayer locks a layer and says whether it must be fetched: not when
+// it is stored already (unless its blob is to be kept), nor on failure.
+func (m *Images) claimLayer(ctx context.Context, image string, j layerJob) (readyLayer, bool) {
 	r := readyLayer{job: j}
 	unlock, err := m.layerLock(ctx, j.chainID)
 	if err != nil {
 		r.err = err
-		return r
+		return r, false
 	}
 	has, err := m.o.Store.HasLayer(ctx, j.chainID)
 	keep := m.o.KeepBlobs && j.src.compressed && !m.hasBlob(j.digest)
@@ -529,15 +600,19 @@ func (m *Images) fetchLayer(ctx context.Context, image string, j layerJob) ready
 			m.o.Progress.Skipped(image, j.digest)
 		}
 		r.err = err
-		return r
+		return r, false
 	}
 	r.unlock, r.extract = unlock, !has
 	m.o.Progress.Start(image, j.digest, j.size)
+	return r, true
+}
+
+// fetchLayer fetches and verifies a claimed layer.
+func (m *Images) fetchLayer(ctx context.Context, image string, j layerJob) (*verifiedLayer, error) {
 	count := func(rd io.Reader) io.Reader {
 		return &countingReader{r: rd, image: image, layer: j.digest, p: m.o.Progress}
 	}
-	r.v, r.err = verifyLayer(ctx, j.src, filepath.Join(m.dir, "tmp"), count)
-	return r
+	return verifyLayer(ctx, j.src, filepath.Join(m.dir, "tmp"), count)
 }
 
 // writeLayer extracts a verified layer onto a copy or clone of its parent.

@@ -84,6 +84,10 @@ type layerSource struct {
 	// (registry and OCI layout blobs); otherwise read the uncompressed
 	// stream (docker save archives) and check only the diff_id.
 	compressed bool
+	// checked: the source checks the blob against its digest and size
+	// itself, failing the read at its end (go-containerregistry's
+	// registry client does), so it is not hashed a second time here.
+	checked bool
 }
 
 // verifiedLayer is a layer whose bytes were all checked: the blob as
@@ -132,8 +136,13 @@ func verifyLayer(ctx context.Context, src layerSource, dir string, count func(io
 	fail := func(err error) (*verifiedLayer, error) { v.close(); return nil, err }
 	name := digestOf(src.layer)
 
-	blob := &hashingReader{r: ctxReader{ctx, count(rc)}, h: sha256.New()}
-	stored := io.TeeReader(blob, f)
+	var blob *hashingReader
+	var in io.Reader = ctxReader{ctx, count(rc)}
+	if src.compressed && !src.checked {
+		blob = &hashingReader{r: in, h: sha256.New()}
+		in = blob
+	}
+	stored := io.TeeReader(in, f)
 	buf := make([]byte, 1<<20)
 	var (
 		scanErr error
@@ -160,7 +169,7 @@ func verifyLayer(ctx context.Context, src layerSource, dir string, count func(io
 	if _, err := io.CopyBuffer(io.Discard, stored, buf); err != nil {
 		return fail(fmt.Errorf("layer %s: %w", name, markDigest(classifyRemote(err))))
 	}
-	if src.compressed {
+	if blob != nil {
 		if got := blob.digest(); got != name {
 			return fail(fmt.Errorf("layer blob %s: got bytes of %s: %w", name, got, ErrDigest))
 		}

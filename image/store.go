@@ -9,7 +9,10 @@ type Store interface {
 	// HasLayer reports whether a complete layer is stored.
 	HasLayer(ctx context.Context, chainID string) (bool, error)
 	// BeginLayer prepares a writable directory holding the parent layer's
-	// files ("" for a base layer), for a layer to be applied onto.
+	// files ("" for a base layer), for a layer to be applied onto. The
+	// files may be the parent's own (DirStore hard links them): a writer
+	// replaces a file, removing it and making it again, and never writes
+	// into it or changes its owner, mode or times; extraction does so.
 	BeginLayer(ctx context.Context, chainID, parent string) (PendingLayer, error)
 	// Layers lists the complete layers, with their parents where the
 	// store depends on them (ZFS clones).
