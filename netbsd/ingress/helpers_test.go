@@ -1,12 +1,17 @@
 package ingress
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +19,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if name := os.Getenv(backendProcessEnv); name != "" {
+		runBackendProcess(name)
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -21,16 +30,71 @@ func TestMain(m *testing.M) {
 // "<name> <path>", and echoes the headers the proxy sets.
 func namedBackend(t testing.TB, name string) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(namedHandler(name))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func namedHandler(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Backend", name)
 		w.Header().Set("X-Seen-Host", r.Host)
 		w.Header().Set("X-Seen-Forwarded-For", r.Header.Get("X-Forwarded-For"))
 		w.Header().Set("X-Seen-Forwarded-Host", r.Header.Get("X-Forwarded-Host"))
 		w.Header().Set("X-Seen-Forwarded-Proto", r.Header.Get("X-Forwarded-Proto"))
 		io.WriteString(w, name+" "+r.URL.Path)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	})
+}
+
+// backendProcessEnv, set to a name, makes the test binary a namedBackend
+// process of its own (runBackendProcess) instead of running tests.
+const backendProcessEnv = "LEGION_INGRESS_TEST_BACKEND"
+
+// runBackendProcess serves namedHandler(name) on a free loopback port,
+// prints the address on stdout, and exits when stdin closes (when the
+// test that started it ends, or dies).
+func runBackendProcess(name string) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	go http.Serve(l, namedHandler(name))
+	fmt.Println(l.Addr())
+	io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
+// backendProcess starts namedHandler(name) in a process of its own, so
+// that it shares no CPU scheduling (GOMAXPROCS, collector) with the proxy
+// measured, and returns its address; it stops when the test ends.
+func backendProcess(t testing.TB, name string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), backendProcessEnv+"="+name)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		if cmd.Process != nil {
+			cmd.Wait()
+		}
+	})
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("backend process printed no address: %v", err)
+	}
+	return strings.TrimSpace(line)
 }
 
 // addr is a test server's host:port.

@@ -1,7 +1,9 @@
 package ingress
 
 import (
+	"bytes"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,12 +26,31 @@ const (
 	wrkConnections = 32
 )
 
+// nginxRounds is how many times BenchmarkProxyAgainstNginx takes each of
+// its four measures, in turn (Legion, nginx, Legion, nginx...), so that a
+// change of load on the machine falls on both alike.
+var nginxRounds = flag.Int("nginx-rounds", 1, "rounds of BenchmarkProxyAgainstNginx, Legion and nginx in turn")
+
 // BenchmarkProxyAgainstNginx measures the ingress proxy and nginx proxying
 // to the same backend, in the same run, with wrk as the client (so the
 // client is not the limit), over plain HTTP and over TLS with the same
-// certificate. Each iteration is one wrk run; run it once:
+// certificate. Each measure is one wrk run; run it once, with as many
+// rounds as wanted:
 //
-//	go test -run '^$' -bench ProxyAgainstNginx -benchtime 1x ./netbsd/ingress
+//	go test -run '^$' -bench ProxyAgainstNginx -benchtime 1x ./netbsd/ingress -nginx-rounds 3
+//
+// Rounds after the first are named "#01", "#02"...; each nginx measure
+// also reports legion/nginx, Legion's figure of the same round over its.
+//
+// What is compared, so that only the proxies differ: the backend is one
+// Go server in a process of its own (not in the benchmark's, where it
+// would share the proxy's GOMAXPROCS and collector); nginx runs as many
+// workers as the machine has CPUs (the Go proxy uses them all), keeps its
+// upstream connections alive over HTTP/1.1 as the ingress proxy does,
+// closes no client connection after a number of requests (the Go server
+// does not), logs no access (neither does Legion), and sends the backend
+// the same headers as the ingress proxy: Host, X-Forwarded-For,
+// X-Forwarded-Proto, X-Forwarded-Host, X-Real-IP and Forwarded.
 //
 // It needs nginx and wrk (Debian's nginx and wrk packages) and skips
 // without them.
@@ -43,29 +66,32 @@ func BenchmarkProxyAgainstNginx(b *testing.B) {
 	if _, err := exec.LookPath("wrk"); err != nil {
 		b.Skip("wrk is not installed (Debian: apt-get install wrk)")
 	}
-	be := namedBackend(b, "web")
+	be := backendProcess(b, "web")
 	certPEM := newTestCA(b).leafPEM(b, 2, "localhost")
 
 	p := &Proxy{}
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "localhost", Backends: []string{addr(be)}, TLSSecret: "web-tls"}})
+	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "localhost", Backends: []string{be}, TLSSecret: "web-tls"}})
 	p.SetCertificates(map[string]*tls.Certificate{"ns/web-tls": mustParse(b, certPEM)})
 	legionHTTP := serveOn(b, p, false)
 	legionTLS := serveOn(b, p, true)
-	nginxHTTP, nginxTLS := startNginx(b, nginx, addr(be), certPEM)
+	nginxHTTP, nginxTLS, nginxPID := startNginx(b, nginx, be, certPEM)
 
-	for _, c := range []struct{ name, url string }{
-		{"http/legion", "http://" + legionHTTP + "/"},
-		{"http/nginx", "http://" + nginxHTTP + "/"},
-		{"https/legion", "https://" + legionTLS + "/"},
-		{"https/nginx", "https://" + nginxTLS + "/"},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			var total float64
-			for b.Loop() {
-				total += wrk(b, c.url)
-			}
-			b.ReportMetric(total/float64(b.N), "req/s")
-		})
+	for range max(*nginxRounds, 1) {
+		for _, scheme := range []struct{ name, legion, nginx string }{
+			{"http", "http://" + legionHTTP + "/", "http://" + nginxHTTP + "/"},
+			{"https", "https://" + legionTLS + "/", "https://" + nginxTLS + "/"},
+		} {
+			var legion float64
+			b.Run(scheme.name+"/legion", func(b *testing.B) {
+				legion = measure(b, scheme.legion, func() []int { return []int{os.Getpid()} })
+			})
+			b.Run(scheme.name+"/nginx", func(b *testing.B) {
+				rate := measure(b, scheme.nginx, func() []int { return childrenOf(nginxPID) })
+				if legion > 0 && rate > 0 {
+					b.ReportMetric(legion/rate, "legion/nginx")
+				}
+			})
+		}
 	}
 }
 
@@ -79,7 +105,7 @@ func serveOn(b *testing.B, p *Proxy, useTLS bool) string {
 // startNginx runs nginx as a reverse proxy to backend on free localhost
 // ports, plain and TLS, with kept-alive upstream connections, as an
 // operator would configure it in front of a service.
-func startNginx(b *testing.B, nginx, backend string, certPEM []byte) (httpAddr, tlsAddr string) {
+func startNginx(b *testing.B, nginx, backend string, certPEM []byte) (httpAddr, tlsAddr string, pid int) {
 	dir := b.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "cert.pem"), certPEM, 0o600); err != nil {
 		b.Fatal(err)
@@ -93,7 +119,7 @@ func startNginx(b *testing.B, nginx, backend string, certPEM []byte) (httpAddr, 
 		_, ports[i], _ = net.SplitHostPort(l.Addr().String())
 		l.Close()
 	}
-	conf := fmt.Sprintf(`worker_processes 2;
+	conf := fmt.Sprintf(`worker_processes %[5]d;
 pid %[1]s/nginx.pid;
 error_log %[1]s/error.log;
 daemon off;
@@ -101,9 +127,10 @@ user root;
 events { worker_connections 1024; }
 http {
   access_log off;
+  keepalive_requests 1000000;
   client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy; fastcgi_temp_path %[1]s/fastcgi;
   uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
-  upstream backend { server %[2]s; keepalive 64; }
+  upstream backend { server %[2]s; keepalive 64; keepalive_requests 1000000; }
   server {
     listen localhost:%[3]s;
     listen localhost:%[4]s ssl;
@@ -113,13 +140,16 @@ http {
       proxy_pass http://backend;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
-      proxy_set_header Host $host;
+      proxy_set_header Host $http_host;
       proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
       proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header X-Forwarded-Host $http_host;
+      proxy_set_header X-Real-IP $remote_addr;
+      proxy_set_header Forwarded "for=$remote_addr;host=\"$http_host\";proto=$scheme";
     }
   }
 }
-`, dir, backend, ports[0], ports[1])
+`, dir, backend, ports[0], ports[1], runtime.NumCPU())
 	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o600); err != nil {
 		b.Fatal(err)
 	}
@@ -145,7 +175,7 @@ http {
 		resp, err := c.Get("http://" + httpAddr + "/")
 		if err == nil {
 			resp.Body.Close()
-			return httpAddr, tlsAddr
+			return httpAddr, tlsAddr, cmd.Process.Pid
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(dir, "error.log"))
@@ -155,11 +185,84 @@ http {
 	}
 }
 
-var wrkRate = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+// measure runs wrk against url b.N times and reports the mean requests
+// per second, which it returns, and, where /proc tells, the CPU time the
+// proxy's processes (procs) spent per request: a figure that varies less
+// than the rate with what else the machine runs.
+func measure(b *testing.B, url string, procs func() []int) float64 {
+	var rate, requests float64
+	var cpu time.Duration
+	cpuKnown := true
+	for b.Loop() {
+		before, ok := cpuTime(procs())
+		r, n := wrk(b, url)
+		after, ok2 := cpuTime(procs())
+		cpuKnown = cpuKnown && ok && ok2
+		rate, requests, cpu = rate+r, requests+n, cpu+after-before
+	}
+	rate /= float64(b.N)
+	b.ReportMetric(rate, "req/s")
+	if cpuKnown && requests > 0 {
+		b.ReportMetric(float64(cpu.Microseconds())/requests, "cpu-us/req")
+	}
+	return rate
+}
 
-// wrk runs wrk against url and returns its requests per second; non-2xx
-// answers fail the benchmark.
-func wrk(b *testing.B, url string) float64 {
+// cpuTime is the user and system time the processes have used, from
+// /proc (false where there is none, as on FreeBSD without linprocfs).
+func cpuTime(pids []int) (time.Duration, bool) {
+	var total time.Duration
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0, false
+		}
+		// Fields after the command (which may hold spaces) in parentheses:
+		// state is the 3rd field, utime and stime the 14th and 15th.
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:]))
+		if i < 0 || len(f) < 13 {
+			return 0, false
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(u+s) * time.Second / clockTicks
+	}
+	return total, true
+}
+
+// clockTicks is the unit of /proc's times (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// childrenOf are the processes whose parent is pid (nginx's workers).
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		if f := strings.Fields(string(stat[i+1:])); i >= 0 && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+var (
+	wrkRate     = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkRequests = regexp.MustCompile(`([0-9]+) requests in`)
+)
+
+// wrk runs wrk against url and returns its requests per second and the
+// requests it made; non-2xx answers fail the benchmark.
+func wrk(b *testing.B, url string) (rate, requests float64) {
 	out, err := exec.Command("wrk", "-t", "2", "-c", strconv.Itoa(wrkConnections), "-d", strconv.Itoa(int(wrkRun.Seconds()))+"s", url).CombinedOutput()
 	if err != nil {
 		b.Fatalf("wrk %s: %v\n%s", url, err, out)
@@ -167,10 +270,11 @@ func wrk(b *testing.B, url string) float64 {
 	if regexp.MustCompile(`Non-2xx or 3xx responses`).Match(out) {
 		b.Fatalf("wrk %s: errors\n%s", url, out)
 	}
-	m := wrkRate.FindSubmatch(out)
-	if m == nil {
+	m, n := wrkRate.FindSubmatch(out), wrkRequests.FindSubmatch(out)
+	if m == nil || n == nil {
 		b.Fatalf("wrk printed no rate:\n%s", out)
 	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
-	return v
+	rate, _ = strconv.ParseFloat(string(m[1]), 64)
+	requests, _ = strconv.ParseFloat(string(n[1]), 64)
+	return rate, requests
 }
