@@ -83,16 +83,28 @@ func trusts(trusted []netip.Prefix, a netip.Addr) bool {
 // X-Forwarded-Host, X-Real-IP (the client) and Forwarded (RFC 7239, with
 // this hop's element after the believed ones).
 func (h hop) setHeaders(pr *httputil.ProxyRequest) {
-	out := pr.Out.Header
-	out.Set("X-Forwarded-For", strings.Join(h.chain, ", "))
-	out.Set("X-Forwarded-Proto", h.proto)
-	out.Set("X-Forwarded-Host", pr.In.Host)
-	out.Set("X-Real-IP", h.client.String())
-	el := "for=" + forwardedNode(h.peer) + ";host=" + quoteForwarded(pr.In.Host) + ";proto=" + h.proto
+	peer := h.chain[len(h.chain)-1] // h.peer.String()
+	client, node := peer, peer
+	if h.client != h.peer {
+		client = h.client.String()
+	}
+	if !h.peer.Is4() {
+		node = forwardedNode(h.peer)
+	}
+	el := "for=" + node + ";host=" + quoteForwarded(pr.In.Host) + ";proto=" + h.proto
 	if h.forwarded != "" {
 		el = h.forwarded + ", " + el
 	}
-	out.Set("Forwarded", el)
+	// The keys in canonical form and the values in one array: one
+	// allocation where Header.Set makes one a header.
+	v := [...]string{strings.Join(h.chain, ", "), h.proto, pr.In.Host, client, el}
+	vs := v[:]
+	out := pr.Out.Header
+	out["X-Forwarded-For"] = vs[0:1:1]
+	out["X-Forwarded-Proto"] = vs[1:2:2]
+	out["X-Forwarded-Host"] = vs[2:3:3]
+	out["X-Real-Ip"] = vs[3:4:4]
+	out["Forwarded"] = vs[4:5:5]
 }
 
 // forwardedNode writes an address as RFC 7239 wants it: IPv6 quoted in

@@ -51,7 +51,8 @@ type Proxy struct {
 	once      sync.Once
 	buffers   *bufferPool
 	dialer    *net.Dialer
-	transport *http.Transport
+	transport *http.Transport // for what backend does not take
+	backend   *backendTransport
 	mu        sync.Mutex // orders SetRoutes, which reads the previous table
 	routes    atomic.Pointer[table]
 	certs     atomic.Pointer[map[string]*tls.Certificate]
@@ -87,6 +88,17 @@ func (p *Proxy) init() {
 			IdleConnTimeout:       p.IdleTimeout,
 			ResponseHeaderTimeout: p.HeaderTimeout,
 			ExpectContinueTimeout: time.Second,
+			// The client's own Accept-Encoding goes to the backend, and
+			// the answer back as it is: no gzip asked for and unpacked.
+			DisableCompression: true,
+		}
+		p.backend = &backendTransport{
+			dial:          dialer.DialContext,
+			fallback:      p.transport,
+			headerTimeout: p.HeaderTimeout,
+			idleTimeout:   p.IdleTimeout,
+			maxIdle:       p.transport.MaxIdleConnsPerHost,
+			maxIdleTotal:  p.transport.MaxIdleConns,
 		}
 		if p.routes.Load() == nil {
 			p.routes.Store(&table{})
@@ -122,7 +134,7 @@ func (p *Proxy) SetCertificates(certs map[string]*tls.Certificate) {
 // ServeTLS do it when they end.
 func (p *Proxy) CloseIdleConnections() {
 	p.init()
-	p.transport.CloseIdleConnections()
+	p.backend.CloseIdleConnections()
 }
 
 // ServeHTTP routes one request: an ACME challenge of the host is answered
@@ -162,7 +174,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // backend per request and shares the Proxy's transport.
 func (p *Proxy) newReverseProxy(e *entry) *httputil.ReverseProxy {
 	log := p.Logger.With("route", e.route.Namespace+"/"+e.route.Name)
-	transport, proxyProtocol := p.transport, e.route.ProxyProtocol != ""
+	var transport http.RoundTripper = p.backend
+	proxyProtocol := e.route.ProxyProtocol != ""
 	if proxyProtocol {
 		var version byte = 1
 		if e.route.ProxyProtocol == "v2" {
@@ -170,9 +183,10 @@ func (p *Proxy) newReverseProxy(e *entry) *httputil.ReverseProxy {
 		}
 		// A connection's PROXY header names one client: never reuse it
 		// for another's request.
-		transport = p.transport.Clone()
-		transport.DisableKeepAlives = true
-		transport.DialContext = dialProxyProtocol(p.dialer.DialContext, version)
+		pp := p.transport.Clone()
+		pp.DisableKeepAlives = true
+		pp.DialContext = dialProxyProtocol(p.dialer.DialContext, version)
+		transport = pp
 	}
 	return &httputil.ReverseProxy{
 		Transport:  transport,

@@ -92,7 +92,7 @@ func (p *Proxy) serve(ctx context.Context, l net.Listener, protocols *http.Proto
 	cancelBase()
 	srv.Close()
 	handlers.closeAndWait()
-	p.transport.CloseIdleConnections()
+	p.backend.CloseIdleConnections()
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

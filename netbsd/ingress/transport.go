@@ -1,0 +1,318 @@
+package ingress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"sync"
+	"time"
+)
+
+// backendTransport makes the round trips of requests without a body to a
+// backend on the goroutine that asks, over a kept-alive HTTP/1.1
+// connection: it writes the request (Request.Write), reads the response
+// (http.ReadResponse) and hands the connection back once the body is read
+// to its end. http.Transport gives each connection a reading and a writing
+// goroutine and passes each request and response between them and the
+// handler, three goroutine switches a request; on a loaded proxy those
+// and the wake-ups of threads they cause cost as much CPU as the request's
+// own work.
+//
+// The rest goes to the fallback (http.Transport): requests with a body
+// (it writes the body while it reads an early response, and handles
+// Expect: 100-continue), protocol upgrades (WebSocket: the connection
+// becomes the client's), and requests not safe to send twice, since a kept
+// connection the backend has just closed is noticed only by using it: an
+// idempotent request is then sent again on a new connection, as
+// http.Transport does.
+type backendTransport struct {
+	dial          func(ctx context.Context, network, addr string) (net.Conn, error)
+	fallback      http.RoundTripper
+	headerTimeout time.Duration // from the request written to the response's headers
+	idleTimeout   time.Duration // how long a connection waits for its next request
+	maxIdle       int           // kept connections per backend
+	maxIdleTotal  int           // kept connections in all
+
+	mu        sync.Mutex
+	idle      map[string][]*backendConn // by backend address, most recent last
+	idleTotal int
+	sweeper   *time.Timer // closes what waited idleTimeout, while any wait
+}
+
+// backendConn is a kept connection to a backend with its buffers.
+type backendConn struct {
+	t         *backendTransport
+	addr      string
+	conn      net.Conn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	idleSince time.Time
+}
+
+// backendBufferSize is the size of the read and write buffers of a
+// backend connection, http.Transport's: a request's headers fit in one
+// write, a response's headers and a small body in one read (a larger body
+// is read straight into the copy buffer).
+const backendBufferSize = 4 << 10
+
+// errBackendConnBroken stands for a kept connection that failed before
+// any byte of a response came (closed by the backend while idle).
+var errBackendConnBroken = errors.New("kept backend connection broken")
+
+func (t *backendTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "http" || (req.Body != nil && req.Body != http.NoBody) || !replayable(req.Method) || req.Header.Get("Upgrade") != "" || req.Close {
+		return t.fallback.RoundTrip(req)
+	}
+	for attempt := 0; ; attempt++ {
+		c, reused, err := t.get(req.Context(), req.URL.Host)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.roundTrip(req)
+		if err == nil {
+			return resp, nil
+		}
+		if !reused || attempt > 0 || !errors.Is(err, errBackendConnBroken) || req.Context().Err() != nil {
+			return nil, err
+		}
+		// The backend closed the kept connection before it read the
+		// request: send it on a new one.
+	}
+}
+
+// replayable methods may be sent again when a kept connection turns out
+// closed (RFC 9110 9.2.2, as http.Transport decides).
+func replayable(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// get is a kept connection to addr, the most recently used, or a new one.
+func (t *backendTransport) get(ctx context.Context, addr string) (c *backendConn, reused bool, err error) {
+	now := time.Now()
+	t.mu.Lock()
+	for list := t.idle[addr]; len(list) > 0; list = t.idle[addr] {
+		c = list[len(list)-1]
+		list[len(list)-1] = nil
+		t.idle[addr] = list[:len(list)-1]
+		t.idleTotal--
+		if len(list) == 1 {
+			delete(t.idle, addr)
+		}
+		if now.Sub(c.idleSince) < t.idleTimeout {
+			t.mu.Unlock()
+			return c, true, nil
+		}
+		c.conn.Close()
+	}
+	t.mu.Unlock()
+	conn, err := t.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, false, err
+	}
+	return &backendConn{
+		t:    t,
+		addr: addr,
+		conn: conn,
+		br:   bufio.NewReaderSize(conn, backendBufferSize),
+		bw:   bufio.NewWriterSize(conn, backendBufferSize),
+	}, false, nil
+}
+
+// put keeps c for the next request to its backend, or closes it when
+// maxIdle of its backend, or maxIdleTotal in all, already wait.
+func (t *backendTransport) put(c *backendConn) {
+	c.idleSince = time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.idle == nil {
+		t.idle = map[string][]*backendConn{}
+	}
+	if len(t.idle[c.addr]) >= t.maxIdle || t.idleTotal >= t.maxIdleTotal {
+		c.conn.Close()
+		return
+	}
+	t.idle[c.addr] = append(t.idle[c.addr], c)
+	t.idleTotal++
+	if t.sweeper == nil {
+		t.sweeper = time.AfterFunc(t.idleTimeout, t.sweep)
+	}
+}
+
+// sweep closes the connections idle for idleTimeout, so that those of a
+// backend no longer asked for (gone from the routes) do not stay open.
+func (t *backendTransport) sweep() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweeper = nil
+	now := time.Now()
+	for addr, list := range t.idle {
+		kept := list[:0]
+		for _, c := range list {
+			if now.Sub(c.idleSince) < t.idleTimeout {
+				kept = append(kept, c)
+			} else {
+				c.conn.Close()
+				t.idleTotal--
+			}
+		}
+		clear(list[len(kept):])
+		if len(kept) == 0 {
+			delete(t.idle, addr)
+		} else {
+			t.idle[addr] = kept
+		}
+	}
+	if len(t.idle) > 0 {
+		t.sweeper = time.AfterFunc(t.idleTimeout, t.sweep)
+	}
+}
+
+// CloseIdleConnections closes the kept connections, the fallback's too.
+func (t *backendTransport) CloseIdleConnections() {
+	t.mu.Lock()
+	for _, list := range t.idle {
+		for _, c := range list {
+			c.conn.Close()
+		}
+	}
+	t.idle, t.idleTotal = nil, 0
+	if t.sweeper != nil {
+		t.sweeper.Stop()
+		t.sweeper = nil
+	}
+	t.mu.Unlock()
+	if ci, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// alreadyPast is a deadline that makes a blocked read or write on a
+// connection return at once.
+var alreadyPast = time.Unix(1, 0)
+
+// roundTrip sends req on c and reads the response's headers; the body is
+// read from c as the caller reads it, and c goes back to the transport at
+// its end. Ending req's context closes c whatever it is doing.
+func (c *backendConn) roundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(alreadyPast) })
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		c.conn.Close()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		return nil, err
+	}
+	if err := req.Write(c.bw); err != nil {
+		return fail(err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		return fail(fmt.Errorf("%w: %w", errBackendConnBroken, err))
+	}
+	// Each change of the deadline is followed by a look at ctx: had it
+	// ended just before, the change would undo the one stop makes.
+	if err := c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout)); err != nil || ctx.Err() != nil {
+		return fail(err)
+	}
+	// A kept connection the backend closed while it was idle fails here,
+	// before any byte of an answer: the caller may then send the request
+	// again.
+	if _, err := c.br.Peek(1); err != nil {
+		if errors.Is(err, io.EOF) || isReset(err) {
+			err = fmt.Errorf("%w: %w", errBackendConnBroken, err)
+		}
+		return fail(err)
+	}
+	var resp *http.Response
+	for {
+		var err error
+		if resp, err = http.ReadResponse(c.br, req); err != nil {
+			return fail(err)
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			// An informational answer (103 Early Hints) before the real
+			// one: passed on as http.Transport does.
+			if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.Got1xxResponse != nil {
+				if err := trace.Got1xxResponse(resp.StatusCode, textproto.MIMEHeader(resp.Header)); err != nil {
+					return fail(err)
+				}
+			}
+			continue
+		}
+		break
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// Upgrades were not asked for on this path.
+		return fail(errors.New("backend switched protocols unasked"))
+	}
+	if err := c.conn.SetReadDeadline(time.Time{}); err != nil || ctx.Err() != nil {
+		return fail(err)
+	}
+	if resp.Body == http.NoBody {
+		// No body (HEAD, 204, 304, a length of 0): done with c already.
+		(&backendBody{c: c, stop: stop, keep: !resp.Close}).finish(true)
+		return resp, nil
+	}
+	resp.Body = &backendBody{c: c, body: resp.Body, stop: stop, keep: !resp.Close}
+	return resp, nil
+}
+
+// isReset is a connection reset or a broken pipe: what a write or read on
+// a connection the backend closed gives.
+func isReset(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && !opErr.Timeout()
+}
+
+// backendBody is a response body read from a kept connection: at its end
+// the connection goes back to the transport; closed before its end, the
+// connection is closed (the rest of the body is not read for nothing).
+type backendBody struct {
+	c    *backendConn
+	body io.ReadCloser
+	stop func() bool
+	keep bool // the backend lets the connection carry another request
+	done bool
+}
+
+func (b *backendBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.body.Read(p)
+	if err == io.EOF {
+		b.finish(true)
+	} else if err != nil {
+		b.finish(false)
+	}
+	return n, err
+}
+
+func (b *backendBody) Close() error {
+	if !b.done {
+		b.finish(false)
+	}
+	return nil
+}
+
+// finish gives the connection back (whole is true when the body was read
+// to its end) or closes it.
+func (b *backendBody) finish(whole bool) {
+	b.done = true
+	if b.stop() && whole && b.keep {
+		b.c.t.put(b.c)
+		return
+	}
+	b.c.conn.Close()
+}
