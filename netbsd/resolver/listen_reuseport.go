@@ -4,21 +4,20 @@ package resolver
 
 import (
 	"context"
-	"errors"
 	"net"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// listenUDP opens a UDP socket with reusePortOption set.
+// listenUDP opens a UDP socket with reusePortOption set where the kernel
+// has it (a kernel without it gets a socket of its own: Serve then reads
+// from that one).
 func listenUDP(addr string) (*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var opErr error
-		err := c.Control(func(fd uintptr) {
-			opErr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, reusePortOption, 1)
+		return c.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, reusePortOption, 1)
 		})
-		return errors.Join(err, opErr)
 	}}
 	pc, err := lc.ListenPacket(context.Background(), "udp", addr)
 	if err != nil {
