@@ -54,7 +54,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	var events []Event
 	d := &delta{objects: map[string][]byte{}}
 	err := f.read(func(r *reader) error {
-		w := &batchWriter{r: r, d: d.objects}
+		w := &batchWriter{r: r, d: d.objects, kinds: &d.kinds}
 		for i, l := range logs {
 			if l.Index <= r.v.applied {
 				continue

@@ -28,6 +28,15 @@ import (
 type delta struct {
 	objects map[string][]byte
 	applied uint64 // the last index the batch applied
+	// kinds are the kinds of the keys in objects (a few at most), so a
+	// scan of one kind passes over the deltas holding none of it.
+	kinds []string
+}
+
+// holds reports whether the delta may hold keys starting with prefix.
+func (d *delta) holds(prefix string) bool {
+	kind, _, ok := strings.Cut(prefix, "/")
+	return !ok || slices.Contains(d.kinds, kind)
 }
 
 // view is the state machine as readers see it: the file plus the deltas
@@ -114,6 +123,9 @@ func (r *reader) get(key []byte) []byte {
 func (r *reader) scan(prefix []byte, fn func(k, v []byte) error) error {
 	var over map[string][]byte
 	for _, d := range r.v.deltas {
+		if !d.holds(string(prefix)) {
+			continue
+		}
 		for k, val := range d.objects {
 			if strings.HasPrefix(k, string(prefix)) {
 				if over == nil {
@@ -153,8 +165,9 @@ func (r *reader) scan(prefix []byte, fn func(k, v []byte) error) error {
 // batchWriter is what one apply batch reads and writes: its own changes
 // over a reader.
 type batchWriter struct {
-	r *reader
-	d map[string][]byte
+	r     *reader
+	d     map[string][]byte
+	kinds *[]string // the delta's kinds
 }
 
 func (w *batchWriter) get(key []byte) []byte {
@@ -164,8 +177,16 @@ func (w *batchWriter) get(key []byte) []byte {
 	return w.r.get(key)
 }
 
-func (w *batchWriter) put(key, val []byte) { w.d[string(key)] = val }
-func (w *batchWriter) del(key []byte)      { w.d[string(key)] = nil }
+func (w *batchWriter) put(key, val []byte) { w.set(key, val) }
+func (w *batchWriter) del(key []byte)      { w.set(key, nil) }
+
+func (w *batchWriter) set(key, val []byte) {
+	w.d[string(key)] = val
+	kind, _, _ := strings.Cut(string(key), "/")
+	if !slices.Contains(*w.kinds, kind) {
+		*w.kinds = append(*w.kinds, kind)
+	}
+}
 
 // publish makes an apply batch's changes visible to readers.
 func (f *fsm) publish(d *delta) {

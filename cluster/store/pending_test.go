@@ -298,3 +298,63 @@ func TestReadsAreConsistentWhileChangesReachTheFile(t *testing.T) {
 		}
 	}
 }
+
+// A list of one kind passes over the pending changes holding none of it,
+// and sees every one that does: a deletion hides the file's object, and
+// a kind only ever pending is listed.
+func TestListOfOneKindOverPendingChangesOfOthers(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	ctx := context.Background()
+	putConfigs(t, n, 3)
+	if _, _, err := n.s.Put(ctx, volume("default", "v0", "1"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.s.fsm.flush(); err != nil {
+		t.Fatal(err)
+	}
+	n.s.fsm.hold.Store(true)
+	// Batches of one kind each, and one of two kinds.
+	if _, _, err := n.s.Put(ctx, config("default", "c9", "new"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.s.Delete(ctx, legion.KindVolume, "default", "v0", Precondition{}); err != nil {
+		t.Fatal(err)
+	}
+	errs := n.s.WriteAll(ctx, []Write{{Object: volume("other", "v1", "1")}, {Object: config("other", "c1", "x")}})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n.s.fsm.pendingDeltas() < 3 {
+		t.Fatalf("%d deltas pending: the test needs them out of the file", n.s.fsm.pendingDeltas())
+	}
+	list := func(kind legion.Kind, ns string) []string {
+		t.Helper()
+		objs, _, err := n.s.List(kind, ns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.GetMetadata().Namespace+"/"+o.GetMetadata().Name)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		kind legion.Kind
+		ns   string
+		want []string
+	}{
+		{legion.KindVolume, "", []string{"other/v1"}},
+		{legion.KindVolume, "default", nil},
+		{legion.KindConfig, "default", []string{"default/c0", "default/c1", "default/c2", "default/c9"}},
+		{legion.KindConfig, "", []string{"default/c0", "default/c1", "default/c2", "default/c9", "other/c1"}},
+		{legion.KindNamespace, "", nil},
+	} {
+		if diff := cmp.Diff(c.want, list(c.kind, c.ns)); diff != "" {
+			t.Errorf("list of %s in %q (-want +got):\n%s", c.kind, c.ns, diff)
+		}
+	}
+}
