@@ -108,7 +108,10 @@ func (t *backendTransport) get(ctx context.Context, addr string) (c *backendConn
 		if len(list) == 1 {
 			delete(t.idle, addr)
 		}
-		if now.Sub(c.idleSince) < t.idleTimeout {
+		// Bytes already read past the last answer are an answer nobody
+		// asked for: such a connection would give the next request another
+		// one's answer (http.Transport closes it too).
+		if now.Sub(c.idleSince) < t.idleTimeout && c.br.Buffered() == 0 {
 			t.mu.Unlock()
 			return c, true, nil
 		}

@@ -129,6 +129,48 @@ func TestClosedKeptConnectionIsRetried(t *testing.T) {
 	}
 }
 
+// A backend that answers more than it was asked: the answer nobody asked
+// for is not given to the next request; its connection is dropped.
+func TestUnaskedAnswerIsNotServed(t *testing.T) {
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // after the listener's close, which ends the loop
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	wg.Go(func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"+
+						"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nextra")
+				}
+			})
+		}
+	})
+	p := &Proxy{}
+	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{l.Addr().String()}}})
+	proxyAddr := startProxy(t, p, false)
+	c := client(t)
+	for i := range 3 {
+		got, _ := get(t, c, "http", proxyAddr, "a.example", "/", nil)
+		if got.Status != http.StatusOK || got.Body != "ok" {
+			t.Fatalf("request %d: %+v, want 200 ok", i, got)
+		}
+	}
+	p.CloseIdleConnections() // so the backend's connections end before wg.Wait
+}
+
 // A client that goes away while the backend thinks: the backend's
 // connection is closed at once (its request's context ends), not when the
 // header timeout passes.
