@@ -68,6 +68,9 @@ type walLog struct {
 	// ahead is the room after the tail's last record, for room to check
 	// without waiting for an append in progress.
 	ahead atomic.Int64
+	// zeros is what extend writes ahead, kept for the next time (only
+	// ever zeros; used under change).
+	zeros []byte
 	// appends and appended count StoreLogs calls that reached the disk
 	// (each one fdatasync) and the entries they carried: their ratio is
 	// how well concurrent writes share a sync.
@@ -545,7 +548,10 @@ func (w *walLog) newSegment(base uint64) (*segment, error) {
 // error says so; success clears the mark. Callers hold w.change.
 func (w *walLog) extend(s *segment, end int64) error {
 	if to := end + walZeroChunk; to > s.zeroed {
-		n, err := w.writeAt(s.f, make([]byte, to-s.zeroed), s.zeroed)
+		if int64(len(w.zeros)) < to-s.zeroed {
+			w.zeros = make([]byte, to-s.zeroed)
+		}
+		n, err := w.writeAt(s.f, w.zeros[:to-s.zeroed], s.zeroed)
 		s.zeroed += int64(n)
 		if err != nil {
 			full := &LogFullError{Dir: w.dir, Err: err}
