@@ -178,8 +178,8 @@ func TestOneLayerFailingStopsTheOthersAndLeavesNothing(t *testing.T) {
 		t.Fatalf("index holds %d images", len(list))
 	}
 	ents, _ := os.ReadDir(filepath.Join(m.dir, "tmp"))
-	if n := countFiles(ents, ".blob"); n != 0 {
-		t.Fatalf("%d temporary blobs left", n)
+	if n := countFiles(ents, ".blob") + countFiles(ents, ".tar"); n != 0 {
+		t.Fatalf("%d temporary layer files left", n)
 	}
 	left, _ := os.ReadDir(filepath.Join(ds.dir, "layers"))
 	if len(left) != 0 {

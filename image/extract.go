@@ -65,14 +65,75 @@ func applyScanned(ctx context.Context, root string, layer io.Reader, list []whit
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	a := &applier{ctx: ctx, root: root, o: opts}
+	if ft, ok := layer.(*fileTar); ok {
+		a.src = ft
+	}
 	if err := a.applyWhiteouts(list); err != nil {
 		return err
 	}
 	return a.extract(layer)
 }
 
+// fileTar reads a tar kept in a file at an offset of its own (pread), so
+// tar.Reader seeks over the bodies extraction copies file to file with
+// the file's own offset.
+type fileTar struct {
+	f   *os.File
+	off int64
+}
+
+func (t *fileTar) Read(p []byte) (int, error) {
+	n, err := t.f.ReadAt(p, t.off)
+	t.off += int64(n)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+// Seek moves the offset only; tar.Reader skips bodies with it.
+func (t *fileTar) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+		t.off = offset
+	case io.SeekCurrent:
+		t.off += offset
+	default:
+		return t.off, errors.New("layer tar: no seeking from the end")
+	}
+	return t.off, nil
+}
+
+// copyBody copies the n bytes at the offset, the body of the entry
+// tar.Reader just returned, to dst, file to file (copy_file_range where
+// the system has it), leaving the offset for tar.Reader to seek past.
+func (t *fileTar) copyBody(dst *os.File, n int64) error {
+	if _, err := t.f.Seek(t.off, io.SeekStart); err != nil {
+		return err
+	}
+	got, err := io.Copy(dst, io.LimitReader(t.f, n))
+	if err == nil && got != n {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// sparse: a GNU sparse file in PAX form, whose body in the archive is not
+// its contents; tar.Reader fills its holes.
+func sparse(h *tar.Header) bool {
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
+}
+
 type applier struct {
-	ctx    context.Context
+	ctx context.Context
+	// src, when the layer is read from a file, copies regular files'
+	// bodies file to file.
+	src    *fileTar
 	root   string
 	o      ApplyOptions
 	dirs   []dirMeta
@@ -364,7 +425,12 @@ func (a *applier) entry(h *tar.Header, rel string, body io.Reader, buf []byte) e
 		if err != nil {
 			return err
 		}
-		if _, err := io.CopyBuffer(f, body, buf); err != nil {
+		if a.src != nil && !sparse(h) {
+			err = a.src.copyBody(f, h.Size)
+		} else {
+			_, err = io.CopyBuffer(f, body, buf)
+		}
+		if err != nil {
 			f.Close()
 			return err
 		}

@@ -450,6 +450,7 @@ type readyLayer struct {
 	job     layerJob
 	v       *verifiedLayer // nil when present already
 	extract bool           // false: stored already, fetched only to keep its blob
+	keep    bool           // its blob is to be kept (Options.KeepBlobs)
 	unlock  func()         // set once the layer's lock is held for writing
 	err     error
 }
@@ -517,7 +518,7 @@ func (m *Images) ensureLayers(ctx context.Context, image string, jobs []layerJob
 			fetching.Add(1)
 			go func() {
 				defer fetching.Done()
-				r.v, r.err = m.fetchLayer(ctx, image, j)
+				r.v, r.err = m.fetchLayer(ctx, image, j, wantFiles{tar: r.extract, blob: r.keep})
 				if r.err != nil {
 					fail(j, r.err)
 				}
@@ -546,8 +547,8 @@ func (m *Images) ensureLayers(ctx context.Context, image string, jobs []layerJob
 			if r.extract {
 				err = m.writeLayer(ctx, r.job, r.v)
 			}
-			if err == nil && m.o.KeepBlobs && r.job.src.compressed {
-				err = m.keepFile(r.v.f.Name(), r.job.digest)
+			if err == nil && r.v.blob != nil {
+				err = m.keepFile(r.v.blob.Name(), r.job.digest)
 			}
 			m.o.Progress.Done(image, r.job.digest, err)
 			if err != nil {
@@ -602,17 +603,17 @@ func (m *Images) claimLayer(ctx context.Context, image string, j layerJob) (read
 		r.err = err
 		return r, false
 	}
-	r.unlock, r.extract = unlock, !has
+	r.unlock, r.extract, r.keep = unlock, !has, keep
 	m.o.Progress.Start(image, j.digest, j.size)
 	return r, true
 }
 
 // fetchLayer fetches and verifies a claimed layer.
-func (m *Images) fetchLayer(ctx context.Context, image string, j layerJob) (*verifiedLayer, error) {
+func (m *Images) fetchLayer(ctx context.Context, image string, j layerJob, want wantFiles) (*verifiedLayer, error) {
 	count := func(rd io.Reader) io.Reader {
 		return &countingReader{r: rd, image: image, layer: j.digest, p: m.o.Progress}
 	}
-	return verifyLayer(ctx, j.src, filepath.Join(m.dir, "tmp"), count)
+	return verifyLayer(ctx, j.src, filepath.Join(m.dir, "tmp"), count, want)
 }
 
 // writeLayer extracts a verified layer onto a copy or clone of its parent.
@@ -621,7 +622,6 @@ func (m *Images) writeLayer(ctx context.Context, j layerJob, v *verifiedLayer) e
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
 	pending, err := m.o.Store.BeginLayer(ctx, j.chainID, j.parent)
 	if err != nil {
 		return err

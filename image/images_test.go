@@ -179,8 +179,8 @@ func TestFailureMidPullLeavesNoRecordOrTempFiles(t *testing.T) {
 		t.Fatalf("%d layers stored; at most the verified first one may stay", n)
 	}
 	ents, _ := os.ReadDir(filepath.Join(m.dir, "tmp"))
-	if n := countFiles(ents, ".blob"); n != 0 {
-		t.Fatalf("%d temporary blobs left", n)
+	if n := countFiles(ents, ".blob") + countFiles(ents, ".tar"); n != 0 {
+		t.Fatalf("%d temporary layer files left", n)
 	}
 	pins, _ := os.ReadDir(filepath.Join(m.dir, "pins"))
 	if len(pins) != 0 {

@@ -90,31 +90,49 @@ type layerSource struct {
 	checked bool
 }
 
-// verifiedLayer is a layer whose bytes were all checked: the blob as
-// stored (compressed or not) in a temporary file, and the whiteouts its
-// tar holds.
+// verifiedLayer is a layer whose bytes were all checked: its tar,
+// uncompressed, in a temporary file (when it is to be extracted), the blob
+// as it came in another (when it is to be kept), and the whiteouts the tar
+// holds.
 type verifiedLayer struct {
-	f         *os.File
+	tarFile   *os.File
+	blob      *os.File
 	whiteouts []whiteout
 }
 
-// tar reads the layer's tar stream again from the temporary file.
-func (v *verifiedLayer) tar() (io.ReadCloser, error) {
-	if _, err := v.f.Seek(0, io.SeekStart); err != nil {
-		return nil, err
+// tar reads the layer's tar again from its temporary file.
+func (v *verifiedLayer) tar() (*fileTar, error) {
+	if v.tarFile == nil {
+		return nil, errors.New("layer tar not kept")
 	}
-	return decompress(v.f)
+	return &fileTar{f: v.tarFile}, nil
 }
 
-func (v *verifiedLayer) close() { v.f.Close(); os.Remove(v.f.Name()) }
+func (v *verifiedLayer) close() {
+	for _, f := range []*os.File{v.tarFile, v.blob} {
+		if f != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}
+}
 
-// verifyLayer reads a whole layer once: it keeps the blob in a temporary
-// file in dir, checks it against its digest (when src.compressed) and
-// its tar against the config's diff_id, and checks every name in it,
+// wantFiles says which temporary files verifyLayer writes.
+type wantFiles struct {
+	tar  bool // the uncompressed tar, to extract
+	blob bool // the blob as it came, to keep
+}
+
+// verifyLayer reads a whole layer once: it checks the blob against its
+// digest (when src.compressed; src.checked leaves that to the source)
+// and its tar against the config's diff_id, and checks every name in it,
 // collecting the whiteouts. Nothing of a layer is extracted until all of
-// it is known good. The file keeps the compressed form, so a pull writes
-// the layer's size once to the temporary file and once extracted.
-func verifyLayer(ctx context.Context, src layerSource, dir string, count func(io.Reader) io.Reader) (*verifiedLayer, error) {
+// it is known good. It decompresses the layer once: the tar goes to a
+// temporary file in dir as it is checked, and extraction reads it from
+// there, copying file bodies file to file (copy_file_range), so a pull
+// writes the layer's uncompressed size once to the temporary file and
+// once extracted.
+func verifyLayer(ctx context.Context, src layerSource, dir string, count func(io.Reader) io.Reader, want wantFiles) (*verifiedLayer, error) {
 	var (
 		rc  io.ReadCloser
 		err error
@@ -128,12 +146,19 @@ func verifyLayer(ctx context.Context, src layerSource, dir string, count func(io
 		return nil, fmt.Errorf("open layer: %w", classifyRemote(err))
 	}
 	defer rc.Close()
-	f, err := os.CreateTemp(dir, "layer-*.blob")
-	if err != nil {
-		return nil, err
-	}
-	v := &verifiedLayer{f: f}
+	v := &verifiedLayer{}
 	fail := func(err error) (*verifiedLayer, error) { v.close(); return nil, err }
+	// Written through buffers: the tar reader reads 512-byte blocks.
+	var flush []*bufio.Writer
+	tempFile := func(pattern string) (*os.File, *bufio.Writer, error) {
+		f, err := os.CreateTemp(dir, pattern)
+		if err != nil {
+			return nil, nil, err
+		}
+		w := bufio.NewWriterSize(f, 256<<10)
+		flush = append(flush, w)
+		return f, w, nil
+	}
 	name := digestOf(src.layer)
 
 	var blob *hashingReader
@@ -142,21 +167,36 @@ func verifyLayer(ctx context.Context, src layerSource, dir string, count func(io
 		blob = &hashingReader{r: in, h: sha256.New()}
 		in = blob
 	}
-	stored := io.TeeReader(in, f)
+	if want.blob && src.compressed {
+		var w *bufio.Writer
+		if v.blob, w, err = tempFile("layer-*.blob"); err != nil {
+			return fail(err)
+		}
+		in = io.TeeReader(in, w)
+	}
 	buf := make([]byte, 1<<20)
 	var (
 		scanErr error
 		diffID  string
 	)
-	dr, derr := decompress(stored)
+	dr, derr := decompress(in)
 	if derr != nil {
 		scanErr = derr
 	} else {
 		diff := &hashingReader{r: dr, h: sha256.New()}
-		v.whiteouts, scanErr = scanLayer(diff)
+		var tr io.Reader = diff
+		if want.tar {
+			var w *bufio.Writer
+			if v.tarFile, w, err = tempFile("layer-*.tar"); err != nil {
+				dr.Close()
+				return fail(err)
+			}
+			tr = io.TeeReader(diff, w)
+		}
+		v.whiteouts, scanErr = scanLayer(tr)
 		if scanErr == nil {
 			// The end-of-archive blocks and any padding count too.
-			_, scanErr = io.CopyBuffer(io.Discard, diff, buf)
+			_, scanErr = io.CopyBuffer(io.Discard, tr, buf)
 		}
 		diffID = diff.digest()
 		dr.Close()
@@ -166,7 +206,7 @@ func verifyLayer(ctx context.Context, src layerSource, dir string, count func(io
 	}
 	// Whatever the tar said, read the blob to its end: its digest is the
 	// first judge of bytes that failed to decompress.
-	if _, err := io.CopyBuffer(io.Discard, stored, buf); err != nil {
+	if _, err := io.CopyBuffer(io.Discard, in, buf); err != nil {
 		return fail(fmt.Errorf("layer %s: %w", name, markDigest(classifyRemote(err))))
 	}
 	if blob != nil {
@@ -179,6 +219,11 @@ func verifyLayer(ctx context.Context, src layerSource, dir string, count func(io
 	}
 	if scanErr != nil {
 		return fail(fmt.Errorf("layer %s: %w", name, markDigest(classifyRemote(scanErr))))
+	}
+	for _, w := range flush {
+		if err := w.Flush(); err != nil {
+			return fail(fmt.Errorf("layer %s: temporary file: %w", name, err))
+		}
 	}
 	if diffID != src.diffID {
 		return fail(fmt.Errorf("layer %s: uncompressed content is %s, config's diff_id says %s: %w", name, diffID, src.diffID, ErrDigest))

@@ -82,7 +82,7 @@ func TestPullExtractsLayersAndRecordsImage(t *testing.T) {
 		t.Fatalf("home/app mode %v; want 0750", di.Mode())
 	}
 	// Nothing is left in the temporary directory.
-	if ents, _ := os.ReadDir(filepath.Join(m.dir, "tmp")); countFiles(ents, ".blob") != 0 {
+	if ents, _ := os.ReadDir(filepath.Join(m.dir, "tmp")); countFiles(ents, ".blob")+countFiles(ents, ".tar") != 0 {
 		t.Fatalf("temporary layer files left: %v", ents)
 	}
 	// A second pull asks nothing more of the registry.
