@@ -50,9 +50,38 @@ type backendConn struct {
 	t         *backendTransport
 	addr      string
 	conn      net.Conn
-	br        *bufio.Reader
+	lr        limitedReader // conn, limited while headers are read
+	br        *bufio.Reader // reads lr
 	bw        *bufio.Writer
 	idleSince time.Time
+}
+
+// maxResponseHeaderBytes bounds what is read from a backend before its
+// answer's headers end, http.Transport's default: a backend sending
+// headers without end would otherwise fill the proxy's memory.
+const maxResponseHeaderBytes = 10 << 20
+
+var errResponseHeaderTooLarge = errors.New("backend answer's headers exceed 10 MiB")
+
+// limitedReader reads r, at most n bytes more when n >= 0.
+type limitedReader struct {
+	r net.Conn
+	n int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(p)
+	}
+	if l.n == 0 {
+		return 0, errResponseHeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
 }
 
 // backendBufferSize is the size of the read and write buffers of a
@@ -122,13 +151,10 @@ func (t *backendTransport) get(ctx context.Context, addr string) (c *backendConn
 	if err != nil {
 		return nil, false, err
 	}
-	return &backendConn{
-		t:    t,
-		addr: addr,
-		conn: conn,
-		br:   bufio.NewReaderSize(conn, backendBufferSize),
-		bw:   bufio.NewWriterSize(conn, backendBufferSize),
-	}, false, nil
+	c = &backendConn{t: t, addr: addr, conn: conn, lr: limitedReader{r: conn, n: -1}}
+	c.br = bufio.NewReaderSize(&c.lr, backendBufferSize)
+	c.bw = bufio.NewWriterSize(conn, backendBufferSize)
+	return c, false, nil
 }
 
 // put keeps c for the next request to its backend, or closes it when
@@ -228,6 +254,7 @@ func (c *backendConn) roundTrip(req *http.Request) (*http.Response, error) {
 	if err := c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout)); err != nil || ctx.Err() != nil {
 		return fail(err)
 	}
+	c.lr.n = maxResponseHeaderBytes
 	// A kept connection the backend closed while it was idle fails here,
 	// before any byte of an answer: the caller may then send the request
 	// again.
@@ -255,6 +282,7 @@ func (c *backendConn) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		break
 	}
+	c.lr.n = -1
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// Upgrades were not asked for on this path.
 		return fail(errors.New("backend switched protocols unasked"))

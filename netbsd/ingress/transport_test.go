@@ -171,6 +171,33 @@ func TestUnaskedAnswerIsNotServed(t *testing.T) {
 	p.CloseIdleConnections() // so the backend's connections end before wg.Wait
 }
 
+// A backend whose headers do not end within 10 MiB gets its client 502: a
+// backend sending headers without end cannot fill the proxy's memory.
+func TestEndlessResponseHeadersAreRefused(t *testing.T) {
+	be, _ := countedBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, bw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		bw.WriteString("HTTP/1.1 200 OK\r\nX-Endless: ")
+		chunk := strings.Repeat("x", 64<<10)
+		for range 200 { // 12.5 MiB, then a proper end
+			if _, err := bw.WriteString(chunk); err != nil {
+				return
+			}
+		}
+		bw.WriteString("\r\nContent-Length: 2\r\n\r\nok")
+		bw.Flush()
+	}))
+	p := &Proxy{}
+	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{be}}})
+	proxyAddr := startProxy(t, p, false)
+	if got, _ := get(t, client(t), "http", proxyAddr, "a.example", "/", nil); got.Status != http.StatusBadGateway {
+		t.Errorf("status %d, want 502", got.Status)
+	}
+}
+
 // A client that goes away while the backend thinks: the backend's
 // connection is closed at once (its request's context ends), not when the
 // header timeout passes.
