@@ -8,7 +8,9 @@ import (
 )
 
 // Progress hears how each layer of a pull goes. Calls for one layer come
-// from one goroutine, in order: Start, any number of Advance, then Done.
+// in order: Start, any number of Advance, then Done. A pull fetches
+// several layers at once, so calls for different layers come from
+// several goroutines at the same time.
 type Progress interface {
 	Start(image, layer string, size int64)
 	Advance(image, layer string, done int64)
