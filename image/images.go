@@ -458,7 +458,8 @@ type readyLayer struct {
 // maxFetching is how many layers of one pull are fetched, or verified and
 // waiting to be written, at once (containerd also fetches three at a
 // time): the next layers come in while one is written, over as many
-// connections, and at most this many temporary blobs wait on disk.
+// connections, and at most this many layers' temporary files wait on
+// disk.
 const maxFetching = 3
 
 // ensureLayers makes an image's layers ready: up to maxFetching layers
@@ -468,7 +469,7 @@ const maxFetching = 3
 // concurrent pulls fetch a shared layer once; every image sharing a layer
 // shares the layers below it in the same order, so the order cannot
 // deadlock. The first failure of any layer cancels the others, and every
-// layer begun is released (temporary blob removed, lock let go) before
+// layer begun is released (temporary files removed, lock let go) before
 // this returns.
 //
 // stop, when not nil, cancels the context the layers' source reads with
