@@ -137,7 +137,8 @@ type applier struct {
 	root   string
 	o      ApplyOptions
 	dirs   []dirMeta
-	fflags [][2]string // path, flags: set last, since schg forbids later changes
+	fflags [][2]string     // path, flags: set last, since schg forbids later changes
+	known  map[string]bool // directories (slash paths under root) known not to be links
 	warned map[string]bool
 }
 
@@ -172,14 +173,29 @@ func cleanName(name string) (string, error) {
 // walkParents checks every directory above rel: none may be a link. With
 // create, missing ones are made (0755, as tar does for implicit parents);
 // otherwise a missing one ends the walk with exists=false.
+//
+// Directories found or made are remembered (a.known), so the entries of a
+// directory do not look at its parents again; removing a directory
+// forgets it and what is below it.
 func (a *applier) walkParents(rel string, create bool) (exists bool, err error) {
 	dir := path.Dir(rel)
 	if dir == "." || dir == "" {
 		return true, nil
 	}
-	cur := a.root
-	for _, el := range strings.Split(dir, "/") {
+	if a.known[dir] {
+		return true, nil
+	}
+	cur, sub := a.root, ""
+	for i, el := range strings.Split(dir, "/") {
 		cur = filepath.Join(cur, el)
+		if i == 0 {
+			sub = el
+		} else {
+			sub += "/" + el
+		}
+		if a.known[sub] {
+			continue
+		}
 		fi, err := os.Lstat(cur)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -189,6 +205,7 @@ func (a *applier) walkParents(rel string, create bool) (exists bool, err error) 
 			if err := os.Mkdir(cur, 0o755); err != nil {
 				return false, err
 			}
+			a.know(sub)
 			continue
 		case err != nil:
 			return false, err
@@ -200,13 +217,55 @@ func (a *applier) walkParents(rel string, create bool) (exists bool, err error) 
 			}
 			return false, fmt.Errorf("layer entry %q: %s is not a directory", rel, strings.TrimPrefix(cur, a.root))
 		}
+		a.know(sub)
 	}
 	return true, nil
+}
+
+// reachable finds what is at p, a path under the root, now, with no link
+// on the way to it.
+func (a *applier) reachable(p string) (os.FileInfo, bool) {
+	if p != a.root {
+		rel, err := filepath.Rel(a.root, p)
+		if err != nil {
+			return nil, false
+		}
+		if ok, err := a.walkParents(filepath.ToSlash(rel), false); err != nil || !ok {
+			return nil, false
+		}
+	}
+	fi, err := os.Lstat(p)
+	return fi, err == nil
+}
+
+// know remembers rel as a directory, not a link, of the root.
+func (a *applier) know(rel string) {
+	if a.known == nil {
+		a.known = map[string]bool{}
+	}
+	a.known[rel] = true
+}
+
+// forget drops what is remembered of the directory at p and below it.
+func (a *applier) forget(p string) {
+	rel, err := filepath.Rel(a.root, p)
+	if err != nil || len(a.known) == 0 {
+		return
+	}
+	rel = filepath.ToSlash(rel)
+	for k := range a.known {
+		if k == rel || strings.HasPrefix(k, rel+"/") || rel == "." {
+			delete(a.known, k)
+		}
+	}
 }
 
 // remove deletes path and what is below it, clearing flags that would
 // refuse it. os.RemoveAll never follows links.
 func (a *applier) remove(p string, fi os.FileInfo, always bool) error {
+	if fi.IsDir() {
+		a.forget(p)
+	}
 	if a.o.Flags != nil && (always || hasFlags(fi)) {
 		if err := a.o.Flags.Clear(a.ctx, p, fi.IsDir()); err != nil {
 			return fmt.Errorf("clear file flags of %s: %w", p, err)
@@ -362,8 +421,14 @@ func (a *applier) extract(r io.Reader) error {
 	}
 	// Directories last, deepest first, so their modes (perhaps read-only)
 	// and times hold after their contents were written.
+	// A later entry may have replaced a directory, or one above it, with
+	// a link: chmod and chtimes follow links, so what is no longer there
+	// is passed over.
 	for i := len(a.dirs) - 1; i >= 0; i-- {
 		d := a.dirs[i]
+		if fi, ok := a.reachable(d.path); !ok || !fi.IsDir() {
+			continue
+		}
 		if err := os.Chmod(d.path, d.mode); err != nil {
 			return err
 		}
@@ -372,6 +437,9 @@ func (a *applier) extract(r io.Reader) error {
 		}
 	}
 	for _, f := range a.fflags {
+		if _, ok := a.reachable(f[0]); !ok {
+			continue
+		}
 		if err := a.o.Flags.Set(a.ctx, f[0], f[1]); err != nil {
 			return fmt.Errorf("set file flags %s on %s: %w", f[1], f[0], err)
 		}

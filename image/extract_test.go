@@ -100,6 +100,10 @@ func TestUnsafeLayersRefused(t *testing.T) {
 		{"dot-dot inside", []ent{{name: "a/../../evil", body: "x"}}},
 		{"write through a link", []ent{{name: "s", typ: tar.TypeSymlink, link: "../outside"}, {name: "s/evil", body: "x"}}},
 		{"write through an absolute link", []ent{{name: "s", typ: tar.TypeSymlink, link: "/"}, {name: "s/tmp/evil", body: "x"}}},
+		// Extraction remembers the directories it went through: one
+		// replaced by a link is forgotten.
+		{"write through a link that replaced a directory", []ent{{name: "s/", typ: tar.TypeDir}, {name: "s/d/", typ: tar.TypeDir}, {name: "s/d/ok", body: "1"}, {name: "s", typ: tar.TypeSymlink, link: "../outside"}, {name: "s/evil", body: "x"}}},
+		{"write through a link that replaced a subdirectory", []ent{{name: "s/d/ok", body: "1"}, {name: "s", typ: tar.TypeSymlink, link: "../outside"}, {name: "s/d/evil", body: "x"}}},
 		{"hard link out", []ent{{name: "h", typ: tar.TypeLink, link: "../outside/secret"}}},
 		{"hard link through a link", []ent{{name: "s", typ: tar.TypeSymlink, link: "../outside"}, {name: "h", typ: tar.TypeLink, link: "s/secret"}}},
 		{"whiteout through a link", []ent{{name: "s", typ: tar.TypeSymlink, link: "../outside"}, {name: "s/.wh.secret"}}},
@@ -294,5 +298,45 @@ func TestFifoAndOwnersAsRoot(t *testing.T) {
 	}
 	if fi, _ := os.Stat(filepath.Join(root, "sgid")); fi.Mode()&os.ModeSetgid == 0 {
 		t.Fatalf("sgid lost its bit after chown: %v", fi.Mode())
+	}
+}
+
+// A directory entry, then a link in its place: the directory's mode and
+// times, set once everything is written, are not set through the link
+// (they once were: a layer could make any directory of the host 0777).
+func TestDirectoryReplacedByLinkKeepsOutsideAlone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	outside := filepath.Join(dir, "outside")
+	os.Mkdir(root, 0o755)
+	os.Mkdir(outside, 0o700)
+	os.Mkdir(filepath.Join(outside, "sub"), 0o700)
+	f := sys.NewFake()
+	err := apply(t, root, ApplyOptions{Flags: RunnerFlags{Runner: f}},
+		ent{name: "s/", typ: tar.TypeDir, mode: 0o777},
+		ent{name: "d/", typ: tar.TypeDir},
+		ent{name: "d/sub/", typ: tar.TypeDir, mode: 0o777},
+		ent{name: "d/sub/f", body: "x", pax: map[string]string{paxFlags: "schg"}},
+		ent{name: "s", typ: tar.TypeSymlink, link: "../outside"},
+		ent{name: "d", typ: tar.TypeSymlink, link: "../outside"},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{outside, filepath.Join(outside, "sub")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o700 {
+			t.Fatalf("%s is now %v: a mode was set through a link", p, fi.Mode())
+		}
+	}
+	if lines := f.Lines(); len(lines) != 0 {
+		t.Fatalf("file flags set through a link: %v", lines)
+	}
+	if d := cmp.Diff([]string{"d -> ../outside", "s -> ../outside"}, tree(t, root)); d != "" {
+		t.Fatalf("root (-want +got):\n%s", d)
 	}
 }
