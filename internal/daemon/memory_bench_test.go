@@ -28,7 +28,8 @@ import (
 // (`legion process-shim`), and neither is the node's. rss-MB is the
 // node's VmRSS, the largest of the readings taken over the settle time
 // once every task runs and is ready; resolver-rss-MB is the node
-// resolver's (`legion node-resolver`, a process of its own too).
+// resolver's (`legion node-resolver`, a process of its own too). cpu-%
+// is the node's CPU over the settle time, in percent of one core.
 //
 // A node's pods take the addresses of its /24 (253), so at 1,000 tasks
 // the node runs 250 and three simulated worker nodes in the benchmark's
@@ -62,10 +63,12 @@ func BenchmarkNodeMemory(b *testing.B) {
 			})
 			local := localTasks(b, n)
 			for b.Loop() {
+				cpu0 := procCPU(b, n.cmd.Process.Pid)
 				rss, res := n.settle(b, memSettle)
 				b.ReportMetric(float64(local), "node-tasks")
 				b.ReportMetric(rss, "rss-MB")
 				b.ReportMetric(res, "resolver-rss-MB")
+				b.ReportMetric(100*(procCPU(b, n.cmd.Process.Pid)-cpu0).Seconds()/memSettle.Seconds(), "cpu-%")
 			}
 		})
 	}
@@ -238,6 +241,24 @@ func (u *upProcess) settle(t testing.TB, d time.Duration) (node, resolver float6
 		time.Sleep(250 * time.Millisecond) // a reading every quarter second, not a wait for a condition
 	}
 	return node, resolver
+}
+
+// procCPU is the CPU time a process has used.
+func procCPU(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		t.Fatalf("/proc/%d/stat: %q", pid, s)
+	}
+	// utime and stime, fields 14 and 15, in clock ticks (USER_HZ, 100).
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 // vmRSS is a process's resident set in kB.
