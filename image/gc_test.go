@@ -3,6 +3,7 @@ package image
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -322,6 +323,45 @@ func TestGCRemovesStaleLeftovers(t *testing.T) {
 	for _, p := range []string{filepath.Join(tmp, "layer-new.blob"), filepath.Join(ds.dir, "layers", ".tmp-new")} {
 		if !exists(p) {
 			t.Fatalf("%s removed while young", p)
+		}
+	}
+}
+
+// Roots made from an image within a minute of its last mark do not write
+// the index again (each write takes the store's lock and an fsync); a
+// later one marks it anew, so collection still sees it used.
+func TestPrepareRootMarksUseAtMostOnceAMinute(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	reg := startRegistry(t, nil)
+	p := Platform{OS: "freebsd", Arch: "amd64"}
+	pushImage(t, reg.ref("busy:1"), imageOf(t, p, layerOf(t, "gzip", ent{name: "busy", body: "b"})))
+	m, _, _ := newImages(t, freebsdAmd64)
+	if _, err := m.Pull(ctx, reg.ref("busy:1"), PullOptions{Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	lastUsed := func() time.Time {
+		t.Helper()
+		recs, err := m.List()
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("List = %v, %v", recs, err)
+		}
+		return recs[0].LastUsed
+	}
+	for i, at := range []struct {
+		after time.Duration
+		want  time.Time
+	}{
+		{10 * time.Second, t0},
+		{59 * time.Second, t0},
+		{2 * time.Minute, t0.Add(2 * time.Minute)},
+		{2*time.Minute + 30*time.Second, t0.Add(2 * time.Minute)},
+	} {
+		if _, err := m.PrepareRoot(ctx, fmt.Sprintf("c%d", i), reg.ref("busy:1"), "", t0.Add(at.after)); err != nil {
+			t.Fatal(err)
+		}
+		if got := lastUsed(); !got.Equal(at.want) {
+			t.Errorf("after a root at +%s: last used %s, want %s", at.after, got, at.want)
 		}
 	}
 }

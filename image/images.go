@@ -655,11 +655,20 @@ func (m *Images) PrepareRoot(ctx context.Context, id, ref, namespace string, now
 	if len(rec.Layers) == 0 {
 		return "", fmt.Errorf("image %s has no layers", r)
 	}
-	if _, err := m.touch(rec.Reference, now, "", false); err != nil {
-		return "", err
+	// Marking it used takes the index's lock and an fsync: a hundred
+	// roots made at once queued on it. A mark under a minute old keeps
+	// the image as well (collection waits for an hour unused).
+	if last := rec.LastUsed; now.Before(last) || now.Sub(last) >= touchEvery {
+		if _, err := m.touch(rec.Reference, now, "", false); err != nil {
+			return "", err
+		}
 	}
 	return m.o.Store.PrepareRoot(ctx, id, rec.TopChainID())
 }
+
+// touchEvery is how stale an image's mark of last use may be before
+// making a root from it marks it again.
+const touchEvery = time.Minute
 
 // RemoveRoot removes a container's root.
 func (m *Images) RemoveRoot(ctx context.Context, id string) error {
