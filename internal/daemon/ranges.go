@@ -70,7 +70,7 @@ func Ranges(o Options) (choose func(addrplan.Plan) (addrplan.Plan, error), relea
 // another cluster claimed meanwhile is passed over. start is where the
 // search begins (random, so clusters made at once rarely race at all).
 func freePlan(asked addrplan.Plan, start int, keep func(io.Closer)) (addrplan.Plan, error) {
-	used, err := loopback.UsedOctets("/proc/net")
+	used, err := loopback.UsedOctets(loopback.ProcNet)
 	if err != nil {
 		return addrplan.Plan{}, err
 	}

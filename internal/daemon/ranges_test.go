@@ -19,7 +19,7 @@ func TestRangesChosenAndChecked(t *testing.T) {
 	t.Parallel()
 	choose, release := Ranges(Options{Platform: PlatformProcess})
 	t.Cleanup(release)
-	before, err := loopback.UsedOctets("/proc/net")
+	before, err := loopback.UsedOctets(loopback.ProcNet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestRangesChosenAndChecked(t *testing.T) {
 	if before[got.PodOctet()] || before[got.ServiceOctet()] {
 		t.Errorf("chose %v, whose 127/8 images were in use", got)
 	}
-	after, err := loopback.UsedOctets("/proc/net")
+	after, err := loopback.UsedOctets(loopback.ProcNet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestRangesChosenAtOnceNeverShared(t *testing.T) {
 		t.Errorf("%d claims held for %d clusters", len(claims), clusters)
 	}
 	// A claim shows to a later chooser as a used range.
-	used, err := loopback.UsedOctets("/proc/net")
+	used, err := loopback.UsedOctets(loopback.ProcNet)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ var taken struct {
 func FreePlan() (addrplan.Plan, error) {
 	taken.Lock()
 	defer taken.Unlock()
-	used, err := loopback.UsedOctets("/proc/net")
+	used, err := loopback.UsedOctets(loopback.ProcNet)
 	if err != nil {
 		return addrplan.Plan{}, err
 	}

@@ -25,6 +25,13 @@ func Image(r netip.Prefix) netip.Prefix {
 	return netip.PrefixFrom(a, r.Bits())
 }
 
+// ProcNet is where UsedOctets reads this host's sockets: the reading
+// thread's network namespace, not /proc/net's (the process's first
+// thread's), since a process that starts pods in namespaces of their own
+// may leave its first thread in one (a goroutine locked to it there is
+// parked with it for good).
+const ProcNet = "/proc/thread-self/net"
+
 // UsedOctets is the set of second octets of the 127/8 addresses this
 // host's sockets are bound or connected to (Linux: /proc/net/tcp, tcp6,
 // udp, udp6 under procNet) or its interfaces carry (lo0 aliases on

@@ -65,7 +65,7 @@ func TestUsedOctetsSeesThisHost(t *testing.T) {
 		t.Fatal("could not listen on any of 127.241-251.9.9")
 	}
 	t.Cleanup(func() { l.Close() })
-	used, err := UsedOctets("/proc/net")
+	used, err := UsedOctets(ProcNet)
 	if err != nil {
 		t.Fatal(err)
 	}
