@@ -130,9 +130,6 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 		return nil, nil, c.err
 	}
 	ch, gen, at := c.changed, c.gen, c.at
-	if ss.gen < c.loadGen {
-		whole = true // the cache read the replica again since
-	}
 	set := &legionpb.AssignmentSet{Version: at, Delta: !whole}
 	tp := c.byNode[ss.node]
 	tasksChanged := whole || tp != nil && tp.changed(ss.gen)

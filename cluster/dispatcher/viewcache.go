@@ -146,7 +146,7 @@ type viewCache struct {
 	err     error         // set once the cache stopped (the store closed)
 	changed chan struct{} // closed at the next publication
 	gen     uint64        // publications so far
-	loadGen uint64        // the publication of the last full reading
+	loads   int           // full readings, for tests
 	at      uint64        // the version of the last event taken
 
 	tasks     map[string]*legion.Task // namespace NUL name
@@ -259,14 +259,21 @@ func (c *viewCache) load() (*store.Watcher, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.at = at
-	// Streams that sent anything before this reading get whole sets:
-	// the parts' logs start again here.
-	c.loadGen = c.gen + 1
-	c.tasks, c.byService, c.byNode = map[string]*legion.Task{}, map[string]map[string]bool{}, map[string]*part{}
+	c.loads++
+	// A reading after the first (the watch fell behind the store's
+	// history under load, or a snapshot was installed) keeps the parts
+	// and works out what differs from them, so the streams go on with
+	// changes: starting every stream again with a whole set cost a
+	// 20,000-task cluster about 5 MB per node at the worst moment.
+	again := c.endpoints != nil
+	if !again {
+		c.byNode = map[string]*part{}
+		c.endpoints, c.epVals, c.peers, c.routesP, c.members = newPart(), map[string]endpoints.Service{}, newPart(), newPart(), newPart()
+		c.epHeads, c.epTasks = newPart(), newPart()
+	}
+	c.tasks, c.byService = map[string]*legion.Task{}, map[string]map[string]bool{}
 	c.services, c.nodes, c.routes = map[string]*legion.Service{}, map[string]*legion.Node{}, map[string]*legion.Route{}
 	c.nss, c.netpols, c.volumes = map[string]*legion.Namespace{}, map[string]*legion.NetworkPolicy{}, map[string]*legion.Volume{}
-	c.endpoints, c.epVals, c.peers, c.routesP, c.members = newPart(), map[string]endpoints.Service{}, newPart(), newPart(), newPart()
-	c.epHeads, c.epTasks = newPart(), newPart()
 	c.dirtyServices = map[string]bool{}
 	c.dirtyPeers, c.dirtyRoutes, c.dirtyRules, c.dirtyVolumes = true, true, true, true
 	c.dirtyValues, c.dirtyNodes, c.dirtyConfigs = true, true, true
@@ -278,8 +285,34 @@ func (c *viewCache) load() (*store.Watcher, error) {
 	for k := range c.services {
 		c.dirtyServices[k] = true
 	}
+	if again {
+		c.dropMissing()
+	}
 	c.publish()
 	return w, nil
+}
+
+// dropMissing removes from the kept parts what a new reading no longer
+// holds: tasks gone or moved to another node, members no longer running,
+// the endpoints of services gone (publish removes those marked dirty).
+// Called by load with mu held, before publish.
+func (c *viewCache) dropMissing() {
+	gen := c.gen + 1
+	for node, p := range c.byNode {
+		for key := range p.items {
+			if t := c.tasks[key]; t == nil || t.Spec.Node != node {
+				p.remove(gen, key)
+			}
+		}
+	}
+	for key := range c.members.items {
+		if t := c.tasks[key]; t == nil || !endpoints.Running(t) {
+			c.members.remove(gen, key)
+		}
+	}
+	for sk := range c.epVals {
+		c.dirtyServices[sk] = true
+	}
 }
 
 // follow takes events until the watch fails, publishing the events of

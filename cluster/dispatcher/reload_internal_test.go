@@ -1,0 +1,119 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/testpoll"
+)
+
+// A cache whose watch fell behind the store's history reads the replica
+// again, and the streams go on with the changes that reading found (a
+// task gone, a task moved away, an address changed) rather than each
+// starting over with a whole set.
+func TestCacheReadingAgainSendsChangesNotWholeSets(t *testing.T) {
+	t.Parallel()
+	_, tr := raft.NewInmemTransport("m1")
+	st, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 5 * time.Second,
+		Timing: store.FastTiming(), HistorySize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, "leadership", 10*time.Second, 10*time.Millisecond, st.IsLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	put := func(o legion.Object) {
+		t.Helper()
+		if _, _, err := st.Put(ctx, o, store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+		Metadata: legion.Metadata{Namespace: "shop", Name: "web"}}}
+	svc.Status.VIP = "10.201.0.5"
+	svc.Spec.Endpoint.Ports = []legion.ServicePort{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: legion.PortRef{Number: 8080}}}
+	now := time.Now()
+	task := func(name, node, ip string) *legion.Task {
+		tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+			Metadata: legion.Metadata{Namespace: "shop", Name: name}}}
+		tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: "web"}
+		tk.Spec.Node, tk.Spec.DesiredState = node, legion.TaskRunning
+		tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: ip, Started: &now}
+		return tk
+	}
+	put(svc)
+	for _, n := range []string{"stays", "goes", "moves"} {
+		put(task("web-"+n, "n1", "10.200.0.10"))
+	}
+	s := New(Fixed(st), Options{})
+	c := s.cacheOf(st)
+	if err := c.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ss := &streamState{node: "n1", endpointTasks: true}
+	if set, _, err := s.compose(st, c, ss, true); err != nil || set == nil || set.GetDelta() {
+		t.Fatalf("first set: %v, %v", set, err)
+	}
+	c.mu.Lock()
+	loads := c.loads
+	c.mu.Unlock()
+
+	// While the cache cannot take events, more happen than the history
+	// holds: it has to read the replica again.
+	c.mu.Lock()
+	if _, err := st.Delete(ctx, legion.KindTask, "shop", "web-goes", store.Precondition{}); err != nil {
+		c.mu.Unlock()
+		t.Fatal(err)
+	}
+	put(task("web-moves", "n2", "10.200.1.10"))
+	put(task("web-stays", "n1", "10.200.0.11"))
+	for i := range 40 {
+		put(&legion.Config{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindConfig,
+			Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("filler-%d", i)}}})
+	}
+	c.mu.Unlock()
+	testpoll.Until(t, "the cache to read the replica again", 10*time.Second, 10*time.Millisecond, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.loads > loads
+	})
+	if err := c.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := s.compose(st, c, ss, false)
+	if err != nil || set == nil {
+		t.Fatalf("after the reading: %v, %v", set, err)
+	}
+	if !set.GetDelta() {
+		t.Fatal("after the cache read the replica again the stream was sent a whole set")
+	}
+	key := func(name string) string { return itemKey("shop", name) }
+	if r := set.GetTaskChanges().GetRemoved(); !slices.Contains(r, key("web-goes")) || !slices.Contains(r, key("web-moves")) {
+		t.Errorf("tasks removed from n1: %q; want web-goes and web-moves", r)
+	}
+	if _, ok := set.GetTaskChanges().GetPut()[key("web-stays")]; !ok {
+		t.Errorf("the changed task web-stays was not sent: %v", set.GetTaskChanges())
+	}
+	eps := set.GetEndpointTaskChanges()
+	if !slices.Contains(eps.GetRemoved(), epTaskKey(key("web"), "web-goes")) {
+		t.Errorf("endpoint of web-goes not removed: %v", eps)
+	}
+	for _, n := range []string{"web-stays", "web-moves"} {
+		if _, ok := eps.GetPut()[epTaskKey(key("web"), n)]; !ok {
+			t.Errorf("endpoint of %s not sent again: %v", n, eps)
+		}
+	}
+	if r := set.GetMemberChanges().GetRemoved(); !slices.Contains(r, key("web-goes")) {
+		t.Errorf("member web-goes not removed: %q", r)
+	}
+}
