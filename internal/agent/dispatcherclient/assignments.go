@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -230,9 +231,19 @@ func (s *Session) streamAddr() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stream == "" || !slices.Contains(s.addrs, s.stream) {
-		s.stream = s.addrs[0]
+		s.stream = s.addrs[spread(s.cfg.Node, len(s.addrs))]
 	}
 	return s.stream
+}
+
+// spread is where in the list of n managers a node's stream starts: by
+// its name, so the nodes of a cluster share the managers' streams out
+// rather than all following the first (which, when it went, sent every
+// node to the next at once, each starting again with a whole set).
+func spread(node string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	return int(h.Sum32() % uint32(n))
 }
 
 // nextStream moves the stream to the manager after the one that failed.

@@ -2,6 +2,7 @@ package dispatcherclient
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -171,5 +172,28 @@ func TestAStreamThatDeliversIsNotAbandoned(t *testing.T) {
 	s.abandon("m1")
 	if !cut {
 		t.Fatal("a stream quiet for longer than the call timeout was kept on a manager that did not answer")
+	}
+}
+
+// The nodes of a cluster share the managers' streams out, each node
+// always starting at the same one: when one manager goes, only its
+// share of the nodes moves (and starts again with a whole set).
+func TestStreamsAreSharedOutAmongManagers(t *testing.T) {
+	t.Parallel()
+	managers := []string{"m1:7470", "m2:7470", "m3:7470"}
+	on := map[string]int{}
+	for i := range 90 {
+		s := &Session{cfg: Config{Node: fmt.Sprintf("node-%d", i)}, addrs: managers}
+		first := s.streamAddr()
+		on[first]++
+		s.stream = ""
+		if again := s.streamAddr(); again != first {
+			t.Fatalf("node-%d starts at %s, then at %s", i, first, again)
+		}
+	}
+	for _, m := range managers {
+		if on[m] < 15 {
+			t.Errorf("%d of 90 nodes follow %s (all: %v); want each manager a fair share", on[m], m, on)
+		}
 	}
 }
