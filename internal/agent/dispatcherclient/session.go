@@ -116,10 +116,17 @@ func New(cfg Config) (*Session, error) {
 }
 
 // Start registers the node, trying every manager until one leader takes
-// it or ctx ends, then sends heartbeats until ctx ends or Close.
+// it or ctx ends, sends a first heartbeat (learning the managers), then
+// sends heartbeats until ctx ends or Close.
 func (s *Session) Start(ctx context.Context) error {
 	if err := s.register(ctx); err != nil {
 		return err
+	}
+	// A first heartbeat at once: its reply names the cluster's managers,
+	// which registration does not, so a node cut off from the one it
+	// registered with a moment later still has the others to go to.
+	if err := s.heartbeat(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("heartbeat failed", "err", err)
 	}
 	hctx, cancel := s.scope(ctx)
 	s.wg.Add(1)
