@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/testpoll"
@@ -19,17 +18,7 @@ import (
 // starting over with a whole set.
 func TestCacheReadingAgainSendsChangesNotWholeSets(t *testing.T) {
 	t.Parallel()
-	_, tr := raft.NewInmemTransport("m1")
-	st, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 5 * time.Second,
-		Timing: store.FastTiming(), HistorySize: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Bootstrap("m1"); err != nil {
-		t.Fatal(err)
-	}
-	testpoll.Until(t, "leadership", 10*time.Second, 10*time.Millisecond, st.IsLeader)
+	st := openStoreWithHistory(t, 16)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	put := func(o legion.Object) {

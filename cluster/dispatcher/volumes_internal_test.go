@@ -55,8 +55,16 @@ func TestVolumeIndexIsMadeAgainOnlyAfterAVolumeChanged(t *testing.T) {
 // which this package's own tests cannot import).
 func openStore(t *testing.T) *store.Store {
 	t.Helper()
+	return openStoreWithHistory(t, 0)
+}
+
+// openStoreWithHistory is openStore keeping history events for watches
+// (0: the store's default).
+func openStoreWithHistory(t *testing.T, history int) *store.Store {
+	t.Helper()
 	_, tr := raft.NewInmemTransport("m1")
-	st, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 5 * time.Second, Timing: store.FastTiming()})
+	st, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 5 * time.Second,
+		Timing: store.FastTiming(), HistorySize: history})
 	if err != nil {
 		t.Fatal(err)
 	}
