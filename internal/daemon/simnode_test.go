@@ -9,13 +9,9 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/cluster/pki"
-	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
-	legionpb "github.com/legionbsd/legion/internal/proto"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
+	"github.com/legionbsd/legion/internal/scale"
 )
 
 // simNode is a worker node with no pods, in the benchmark's process: it
@@ -35,7 +31,7 @@ func startSimNode(t testing.TB, u *upProcess, name string) *simNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	creds, err := joinWorker(ctx, u.api, tok, name)
+	creds, err := scale.Join(ctx, u.api, tok, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,38 +99,4 @@ func (s *simNode) run(ctx context.Context, ch <-chan agent.Assignments) {
 		}
 		wg.Wait()
 	}
-}
-
-// joinWorker asks a manager for a worker certificate with the token, as
-// a joining daemon does.
-func joinWorker(ctx context.Context, addr, token, name string) (*pki.Credentials, error) {
-	tok, err := pki.ParseToken(token)
-	if err != nil {
-		return nil, err
-	}
-	key, err := pki.NewKey()
-	if err != nil {
-		return nil, err
-	}
-	csr, err := pki.CSR(key, name)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(pki.JoinConfig(tok.Digest, nil))))
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	resp, err := legionpb.NewClusterClient(conn).Join(ctx, &legionpb.JoinRequest{Token: token, Csr: csr, NodeId: name,
-		Role: "worker", Protocol: server.Protocol})
-	if err != nil {
-		return nil, fmt.Errorf("join: %w", err)
-	}
-	keyPEM, err := pki.KeyPEM(key)
-	if err != nil {
-		return nil, err
-	}
-	return pki.NewCredentials(resp.Certificate, keyPEM, resp.CaCertificate)
 }

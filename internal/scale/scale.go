@@ -159,7 +159,7 @@ func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
 	jctx, cancel := context.WithTimeout(context.Background(), joinWithin)
 	defer cancel()
 	var creds *pki.Credentials
-	if err := retry(jctx, func() (err error) { creds, err = join(h.addrs[i%len(h.addrs)], token, name); return err }); err != nil {
+	if err := retry(jctx, func() (err error) { creds, err = Join(context.Background(), h.addrs[i%len(h.addrs)], token, name); return err }); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
 	a := &Agent{Name: name, h: h, creds: creds, octet: i, tasks: map[string]*legion.Task{}, sent: map[string]string{}, done: make(chan struct{})}
@@ -209,9 +209,10 @@ func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
 	return a, nil
 }
 
-// join asks a manager for a worker certificate with the token, as a
-// joining daemon does.
-func join(addr, token, name string) (*pki.Credentials, error) {
+// Join asks the manager at addr for a worker certificate with the token,
+// as a joining daemon does (for simulated workers: this harness's agents
+// and internal/daemon's benchmarks).
+func Join(ctx context.Context, addr, token, name string) (*pki.Credentials, error) {
 	tok, err := pki.ParseToken(token)
 	if err != nil {
 		return nil, err
@@ -229,7 +230,7 @@ func join(addr, token, name string) (*pki.Credentials, error) {
 		return nil, err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	resp, err := legionpb.NewClusterClient(conn).Join(ctx, &legionpb.JoinRequest{Token: token, Csr: csr, NodeId: name,
 		Role: "worker", Protocol: server.Protocol})
