@@ -159,7 +159,10 @@ func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
 	jctx, cancel := context.WithTimeout(context.Background(), joinWithin)
 	defer cancel()
 	var creds *pki.Credentials
-	if err := retry(jctx, func() (err error) { creds, err = Join(context.Background(), h.addrs[i%len(h.addrs)], token, name); return err }); err != nil {
+	if err := retry(jctx, func() (err error) {
+		creds, err = Join(context.Background(), h.addrs[i%len(h.addrs)], token, name)
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
 	a := &Agent{Name: name, h: h, creds: creds, octet: i, tasks: map[string]*legion.Task{}, sent: map[string]string{}, done: make(chan struct{})}
