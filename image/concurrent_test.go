@@ -140,19 +140,30 @@ func TestOneLayerFailingStopsTheOthersAndLeavesNothing(t *testing.T) {
 	slowDigest, _ := slow.Digest()
 	gate := newBlobGate(slow)
 	tamper := tamperBlob(badDigest.String())
-	stopped, quit := make(chan struct{}), make(chan struct{})
+	stopped, quit, asked := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var askedOnce sync.Once
 	reg := startRegistry(t, func(h http.Handler) http.Handler {
 		h = tamper(h)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if gate.layerOfRequest(r) == slowDigest.String() {
+			switch gate.layerOfRequest(r) {
+			case slowDigest.String():
 				// The first layer never comes: only the puller giving up
 				// on it ends this request (or the test's end).
+				askedOnce.Do(func() { close(asked) })
 				select {
 				case <-r.Context().Done():
 					close(stopped)
 				case <-quit:
 				}
 				return
+			case badDigest.String():
+				// The bad layer is answered only once the first is on its
+				// way, so its failure has a download in flight to stop.
+				select {
+				case <-asked:
+				case <-quit:
+					return
+				}
 			}
 			h.ServeHTTP(w, r)
 		})
