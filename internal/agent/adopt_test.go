@@ -130,3 +130,24 @@ func TestAgentReportsATaskWhosePodIsGoneOrphaned(t *testing.T) {
 		t.Errorf("the agent made %d containers for a task whose status it did not own", len(c))
 	}
 }
+
+// An agent started with no pod for a task told to stop that the store
+// still shows running (the last agent ended between removing the pod and
+// reporting it) reports the task shut down: nothing else would, and the
+// store would show it running for ever.
+func TestAgentReportsAStoppingTaskWhosePodIsGoneShutDown(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := testTask("t1")
+	task.Spec.DesiredState = legion.TaskShutdown
+	task.Status = legion.TaskStatus{State: legion.TaskRunning, Message: "draining", IP: testIP}
+	r.start(t)
+	r.assign(nil, task)
+	st := r.mgr.await(t, "web-t1", "the stopped task reported", func(s legion.TaskStatus) bool { return s.State.Terminal() })
+	if st.State != legion.TaskShutdown || !strings.HasPrefix(st.Message, "stopped: its pod was gone") || st.Ready {
+		t.Errorf("reported %s %q (ready %v), want shutdown saying its pod was gone", st.State, st.Message, st.Ready)
+	}
+	if c := r.rt.created(); len(c) > 0 {
+		t.Errorf("the agent made %d containers for a task told to stop", len(c))
+	}
+}

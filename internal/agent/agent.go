@@ -395,7 +395,31 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 			close(w.stop)
 		}
 	}
+	// At start, a task told to stop that a worker had (its status says
+	// so) and that has no pod was stopped by an earlier agent, which ended
+	// before reporting it: nobody else would, and it would show running.
+	var stopped []*legion.Task
+	if adoptable != nil {
+		for _, t := range as.Tasks {
+			uid := t.Metadata.UID
+			if t.Spec.Node != a.Node || want[uid] != nil || adoptable[uid] || t.Status.State.Terminal() ||
+				t.Status.State == "" || t.Status.State == legion.TaskPending || t.Status.State == legion.TaskAssigned {
+				continue
+			}
+			stopped = append(stopped, t)
+		}
+	}
 	a.mu.Unlock()
+	for _, t := range stopped {
+		st := t.Status
+		st.State, st.Ready, st.Timestamp = legion.TaskShutdown, false, a.now()
+		st.Message = "stopped: its pod was gone when the node's agent started (an earlier agent ended during the stop)"
+		a.log.Info("a stopping task's pod is gone", "task", t.Metadata.Namespace+"/"+t.Metadata.Name, "was", t.Status.State)
+		if err := a.Manager.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, st); err != nil {
+			a.log.Warn("reporting a stopped task", "task", t.Metadata.Name, "err", err)
+			a.keepFinal(t, st)
+		}
+	}
 	for _, t := range lost {
 		st := t.Status
 		st.State, st.Ready, st.Timestamp = legion.TaskOrphaned, false, a.now()
