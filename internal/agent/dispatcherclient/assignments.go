@@ -50,10 +50,30 @@ func (s *Session) follow(ctx context.Context, out chan agent.Assignments) {
 		if got {
 			wait = s.cfg.Backoff
 		}
-		if !sleep(ctx, wait) {
+		woken, ok := s.waitToFollow(ctx, wait)
+		if !ok {
 			return
 		}
+		if woken {
+			wait = s.cfg.Backoff
+			continue
+		}
 		wait = min(2*wait, s.currentPeriod())
+	}
+}
+
+// waitToFollow waits d before the stream's next attempt, less if a
+// heartbeat gets through meanwhile (woken); ok is false once ctx ends.
+func (s *Session) waitToFollow(ctx context.Context, d time.Duration) (woken, ok bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, false
+	case <-s.streamWake:
+		return true, true
+	case <-t.C:
+		return false, true
 	}
 }
 
@@ -69,6 +89,12 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 	s.mu.Lock()
 	s.cutStream, s.streamOn = cancel, addr
 	s.mu.Unlock()
+	// A wake left from before this attempt is spent: it would cut short
+	// the wait after this stream ends for nothing heard since.
+	select {
+	case <-s.streamWake:
+	default:
+	}
 	defer func() {
 		s.mu.Lock()
 		s.cutStream, s.streamOn = nil, ""

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -86,6 +87,11 @@ type Session struct {
 	streamOn  string
 	// streamHeard is when the stream last delivered a message.
 	streamHeard time.Time
+	// streamWake ends the stream's wait before its next attempt: a
+	// heartbeat answered while no stream runs says a manager is reachable
+	// again, and the node should learn at once what changed while it was
+	// away (tasks given to others), not after the rest of a backoff.
+	streamWake chan struct{}
 }
 
 var _ agent.Manager = (*Session)(nil)
@@ -112,7 +118,8 @@ func New(cfg Config) (*Session, error) {
 	}
 	base, stop := context.WithCancel(context.Background())
 	return &Session{cfg: cfg, log: cfg.Logger, base: base, stop: stop,
-		addrs: dedup(cfg.Managers), period: legion.HeartbeatPeriod, conns: map[string]*grpc.ClientConn{}}, nil
+		addrs: dedup(cfg.Managers), period: legion.HeartbeatPeriod, conns: map[string]*grpc.ClientConn{},
+		streamWake: make(chan struct{}, 1)}, nil
 }
 
 // Start registers the node, trying every manager until one leader takes
@@ -193,13 +200,24 @@ func (s *Session) client(addr string) (legionpb.DispatcherClient, error) {
 		var err error
 		c, err = grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(s.cfg.TLS)),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
-			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: s.cfg.Keepalive, Timeout: s.cfg.CallTimeout}))
+			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: s.cfg.Keepalive, Timeout: s.cfg.CallTimeout}),
+			grpc.WithConnectParams(connectParams()))
 		if err != nil {
 			return nil, fmt.Errorf("manager %s: %w", addr, err)
 		}
 		s.conns[addr] = c
 	}
 	return legionpb.NewDispatcherClient(c), nil
+}
+
+// connectParams bound gRPC's wait between attempts to reach a manager by
+// one heartbeat period (its default grows to two minutes): a node cut off
+// for a while is heard from again within a period of its network coming
+// back, not after minutes taken for down.
+func connectParams() grpc.ConnectParams {
+	b := backoff.DefaultConfig
+	b.MaxDelay = legion.HeartbeatPeriod
+	return grpc.ConnectParams{Backoff: b, MinConnectTimeout: 20 * time.Second}
 }
 
 // register records the node with the leader, trying again after every
@@ -269,6 +287,7 @@ func (s *Session) heartbeat(ctx context.Context) error {
 		r, err := c.Heartbeat(ctx, req)
 		if err == nil {
 			s.learn(r)
+			s.wakeStream()
 		}
 		return err
 	})
@@ -287,6 +306,20 @@ func (s *Session) learn(r *legionpb.HeartbeatResponse) {
 	}
 	if p := time.Duration(r.GetPeriodMs()) * time.Millisecond; p > 0 {
 		s.period = p
+	}
+}
+
+// wakeStream cuts short the assignments stream's wait for its next
+// attempt, if it waits.
+func (s *Session) wakeStream() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cutStream != nil {
+		return
+	}
+	select {
+	case s.streamWake <- struct{}{}:
+	default:
 	}
 }
 
