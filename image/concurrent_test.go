@@ -138,7 +138,8 @@ func TestOneLayerFailingStopsTheOthersAndLeavesNothing(t *testing.T) {
 	bad := layerOf(t, "gzip", ent{name: "bad", body: strings.Repeat("b", 1<<16)})
 	badDigest, _ := bad.Digest()
 	slowDigest, _ := slow.Digest()
-	gate := newBlobGate(slow)
+	// Both watched, so the switch below sees requests for either.
+	gate := newBlobGate(slow, bad)
 	tamper := tamperBlob(badDigest.String())
 	stopped, quit, asked := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var askedOnce sync.Once
