@@ -13,6 +13,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"slices"
 	"sync"
@@ -70,7 +71,13 @@ type Harness struct {
 	// Poll is how often WaitFor counts the tasks (default 100 ms); a
 	// count decodes every task, so large runs count less often.
 	Poll time.Duration
+
+	ends streamEnds
 }
+
+// StreamEnds says why assignment streams ended since the last call, one
+// "count reason" line per reason, most frequent first.
+func (h *Harness) StreamEnds() []string { return h.ends.take() }
 
 // ResetLargest starts the record of the largest message again.
 func (h *Harness) ResetLargest() { h.Largest.Store(0) }
@@ -176,6 +183,7 @@ func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
 				Version:   "scale", ImagePins: true}
 		},
 		Backoff: 50 * time.Millisecond,
+		Logger:  slog.New(h.ends.handler()),
 		OnAssignments: func(size int, delta bool) {
 			h.Messages.Add(1)
 			h.Bytes.Add(int64(size))

@@ -205,6 +205,9 @@ func TestScale(t *testing.T) {
 		t.Logf("%-28s %8s  messages %7d (deltas %7d)  bytes %11d (%6.1f MB/s)  reports %6d  process CPU %5.1f cores",
 			name, took.Round(time.Millisecond), d.Messages, d.Deltas, d.Bytes, float64(d.Bytes)/wall.Seconds()/1e6, d.Reports,
 			(cpu()-c0).Seconds()/wall.Seconds())
+		for _, e := range h.StreamEnds() {
+			t.Logf("    streams ended: %s", e)
+		}
 	}
 	// Heartbeats alone: the whole process (agents sending, managers
 	// taking) over 10 s of an idle cluster bounds the leader's share.
