@@ -34,7 +34,7 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	if err != nil {
 		return err
 	}
-	if err := s.following(ctx, st); err != nil {
+	if err := s.following(ctx, st, true); err != nil {
 		return err
 	}
 	if err := s.holds(ctx, st, id, leaf, false); err != nil {
@@ -101,7 +101,7 @@ func (s *Service) waitChange(ctx context.Context, st *store.Store, ch <-chan str
 			return ctx.Err()
 		case <-t.C:
 		}
-		if err := s.following(ctx, st); err != nil {
+		if err := s.following(ctx, st, false); err != nil {
 			return err
 		}
 		t.Reset(s.check)

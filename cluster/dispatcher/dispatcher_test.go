@@ -535,21 +535,40 @@ func TestFollowerCutOffFromTheLeaderEndsItsStreams(t *testing.T) {
 	if got := decodeSet(t, recv(t, s)); !cmp.Equal(got.Tasks, []string{"web/a-1@node-a"}) {
 		t.Fatalf("from the follower: %v", got.Tasks)
 	}
-	// The leader goes away: the follower's stream ends, and a new one is
-	// refused, so the agent goes to another manager.
+	ended := make(chan error, 1)
+	go func() {
+		_, err := s.Recv()
+		ended <- err
+	}()
+	// The leader goes away. A new stream is refused at once, so an agent
+	// looking for a manager goes to another; the open one is kept for as
+	// long as an election takes (nothing commits without a leader, and
+	// ending it would cost the agent a whole set), then ends.
 	if err := lst.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Recv()
-	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("stream on a follower without a leader: %v, want Unavailable", err)
-	}
-	s, err = c.Assignments(ctxT(t), &legionpb.AssignmentsRequest{})
+	dispatchertest.Poll(t, "the follower without a leader", 10*time.Second, func() bool {
+		l, _ := fst.Leader()
+		return l == ""
+	})
+	s2, err := c.Assignments(ctxT(t), &legionpb.AssignmentsRequest{})
 	if err == nil {
-		_, err = s.Recv()
+		_, err = s2.Recv()
 	}
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("new stream on a follower without a leader: %v, want Unavailable", err)
+	}
+	select {
+	case err := <-ended:
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("stream on a follower without a leader: %v, want Unavailable", err)
+		}
+		// The check runs every 100 ms: allow one.
+		if kept, bound := time.Since(fst.LastContact()), fst.ElectionBound(); kept < bound-200*time.Millisecond {
+			t.Fatalf("the open stream ended %v after the leader was last heard, before an election could have ended (%v)", kept, bound)
+		}
+	case <-time.After(fst.ElectionBound() + 10*time.Second):
+		t.Fatalf("the open stream still runs %v after the follower lost its leader", fst.ElectionBound()+10*time.Second)
 	}
 }
 

@@ -224,12 +224,22 @@ const maxAttempts = 10
 // following checks that a replica serves current data: the leader's does;
 // a follower's must follow a leader and have applied what that leader had
 // committed when asked (within the check interval). One cut off from the
-// leader sends the agent to another manager.
-func (s *Service) following(ctx context.Context, st *store.Store) error {
+// leader sends the agent to another manager. A stream already open
+// (open false) is kept through an election.
+func (s *Service) following(ctx context.Context, st *store.Store, open bool) error {
 	if st.IsLeader() {
 		return nil
 	}
 	if leader, _ := st.Leader(); leader == "" {
+		// An open stream outlasts an election: nothing commits without a
+		// leader, so the replica is no further behind than any other, and
+		// ending every follower's streams at each election sends every
+		// agent on them a whole set again (at 20,000 tasks, megabytes
+		// each, all at once). A replica leaderless for longer than an
+		// election takes is taken for cut off, and its streams end.
+		if !open && time.Since(st.LastContact()) < st.ElectionBound() {
+			return nil
+		}
 		return status.Error(codes.Unavailable, "this manager follows no leader, so its replica may be behind: ask another manager")
 	}
 	target := st.Raft().CommitIndex()

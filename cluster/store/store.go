@@ -449,6 +449,26 @@ func (s *Store) Leader() (addr, id string) {
 	return string(a), string(i)
 }
 
+// ElectionBound is how long after a replica last heard from a leader a
+// new one should be in place with this store's timing, a split vote
+// included. Raft alone stands between one and two heartbeat timeouts
+// after the silence and a candidate waits up to two election timeouts
+// for votes; with StandTimeout (see standWatch) a replica stands a
+// heartbeat timeout and its jitter after the silence and each round of
+// votes takes up to two StandTimeouts. A replica without a leader for
+// longer is likely cut off from the others, not waiting out an election.
+func (s *Store) ElectionBound() time.Duration {
+	t := s.cfg.Timing
+	if t.StandTimeout > 0 {
+		return t.HeartbeatTimeout + t.ElectionJitter + 4*t.StandTimeout
+	}
+	return 2*t.HeartbeatTimeout + 3*t.ElectionTimeout
+}
+
+// LastContact is when this replica last heard from a leader (or stepped
+// down, or granted a vote: raft counts those as contact too).
+func (s *Store) LastContact() time.Time { return s.raft.LastContact() }
+
 // AppliedIndex is the last index this replica's state machine applied.
 func (s *Store) AppliedIndex() uint64 { return s.fsm.applied.Load() }
 
