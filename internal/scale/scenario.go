@@ -152,13 +152,18 @@ func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[strin
 func (h *Harness) Drain(ctx context.Context, nodes []string) error {
 	c := h.Client()
 	for _, name := range nodes {
-		o, err := c.Get(ctx, legion.KindNode, "", name)
-		if err != nil {
+		// The read too goes through elections: on a loaded machine two
+		// managers left of three lose their leader now and then.
+		if err := retry(ctx, func() error {
+			o, err := c.Get(ctx, legion.KindNode, "", name)
+			if err != nil {
+				return err
+			}
+			n := o.(*legion.Node)
+			n.Spec.Availability = legion.AvailabilityDrain
+			_, err = c.ApplyOne(ctx, n, client.ApplyOptions{})
 			return err
-		}
-		n := o.(*legion.Node)
-		n.Spec.Availability = legion.AvailabilityDrain
-		if err := retry(ctx, func() error { _, err := c.ApplyOne(ctx, n, client.ApplyOptions{}); return err }); err != nil {
+		}); err != nil {
 			return fmt.Errorf("draining %s: %w", name, err)
 		}
 	}
