@@ -411,24 +411,12 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 	}
 	a.mu.Unlock()
 	for _, t := range stopped {
-		st := t.Status
-		st.State, st.Ready, st.Timestamp = legion.TaskShutdown, false, a.now()
-		st.Message = "stopped: its pod was gone when the node's agent started (an earlier agent ended during the stop)"
-		a.log.Info("a stopping task's pod is gone", "task", t.Metadata.Namespace+"/"+t.Metadata.Name, "was", t.Status.State)
-		if err := a.Manager.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, st); err != nil {
-			a.log.Warn("reporting a stopped task", "task", t.Metadata.Name, "err", err)
-			a.keepFinal(t, st)
-		}
+		a.reportPodGone(ctx, t, legion.TaskShutdown, slog.LevelInfo,
+			"stopped: its pod was gone when the node's agent started (an earlier agent ended during the stop)")
 	}
 	for _, t := range lost {
-		st := t.Status
-		st.State, st.Ready, st.Timestamp = legion.TaskOrphaned, false, a.now()
-		st.Message = "its pod was gone when the node's agent started: the node or its agent restarted and the pod did not survive"
-		a.log.Warn("a task's pod is gone", "task", t.Metadata.Namespace+"/"+t.Metadata.Name, "was", t.Status.State)
-		if err := a.Manager.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, st); err != nil {
-			a.log.Warn("reporting a lost task", "task", t.Metadata.Name, "err", err)
-			a.keepFinal(t, st)
-		}
+		a.reportPodGone(ctx, t, legion.TaskOrphaned, slog.LevelWarn,
+			"its pod was gone when the node's agent started: the node or its agent restarted and the pod did not survive")
 	}
 	for _, f := range resend {
 		a.wg.Add(1)
@@ -461,6 +449,18 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		if a.detachDir(ctx, uid) {
 			a.removeTaskDir(ctx, uid)
 		}
+	}
+}
+
+// reportPodGone reports a task whose pod was gone at start ended as
+// state, saying msg; a report that fails is kept to be sent again.
+func (a *Agent) reportPodGone(ctx context.Context, t *legion.Task, state legion.TaskState, level slog.Level, msg string) {
+	st := t.Status
+	st.State, st.Ready, st.Timestamp, st.Message = state, false, a.now(), msg
+	a.log.Log(ctx, level, "a task's pod is gone", "task", t.Metadata.Namespace+"/"+t.Metadata.Name, "was", t.Status.State, "now", state)
+	if err := a.Manager.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, st); err != nil {
+		a.log.Warn("reporting a task whose pod is gone", "task", t.Metadata.Name, "err", err)
+		a.keepFinal(t, st)
 	}
 }
 
