@@ -1,7 +1,6 @@
 package dispatcher
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -22,10 +21,7 @@ import (
 func TestEndpointsChangePerTask(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
-	s := New(Fixed(st), Options{})
-	c := s.cacheOf(st)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	s, c, ctx := cacheOver(t, st)
 	sync := func() {
 		t.Helper()
 		if err := c.sync(ctx); err != nil {

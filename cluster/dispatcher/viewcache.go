@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -106,20 +108,15 @@ func (p *part) since(since uint64) (put map[string][]byte, removed []string, who
 }
 
 func (p *part) all() map[string][]byte {
-	out := make(map[string][]byte, len(p.items))
-	for k, v := range p.items {
-		out[k] = v
+	if p.items == nil {
+		return map[string][]byte{}
 	}
-	return out
+	return maps.Clone(p.items)
 }
 
 // list is the part's items as one JSON list in key order.
 func (p *part) list() []byte {
-	keys := make([]string, 0, len(p.items))
-	for k := range p.items {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(p.items))
 	var b bytes.Buffer
 	b.WriteByte('[')
 	for i, k := range keys {
@@ -622,11 +619,7 @@ func (c *viewCache) sharedSince(since uint64, apart bool) *sharedChanges {
 
 // sortedValues lists a map's values in key order.
 func sortedValues[T any](m map[string]T) []T {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	out := make([]T, len(keys))
 	for i, k := range keys {
 		out[i] = m[k]

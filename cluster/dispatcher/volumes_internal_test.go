@@ -18,10 +18,7 @@ import (
 func TestVolumeIndexIsMadeAgainOnlyAfterAVolumeChanged(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
-	s := New(Fixed(st), Options{})
-	c := s.cacheOf(st)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	_, c, ctx := cacheOver(t, st)
 	write := func(o legion.Object) *volumeIndex {
 		t.Helper()
 		if _, _, err := st.Put(ctx, o, store.WriteOptions{}); err != nil {
@@ -58,6 +55,16 @@ func openStore(t *testing.T) *store.Store {
 	return openStoreWithHistory(t, 0)
 }
 
+// cacheOver is a Service over st with its view cache, and a context for
+// the test's calls (10 s).
+func cacheOver(t *testing.T, st *store.Store) (*Service, *viewCache, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	s := New(Fixed(st), Options{})
+	return s, s.cacheOf(st), ctx
+}
+
 // openStoreWithHistory is openStore keeping history events for watches
 // (0: the store's default).
 func openStoreWithHistory(t *testing.T, history int) *store.Store {
@@ -82,10 +89,7 @@ func openStoreWithHistory(t *testing.T, history int) *store.Store {
 func TestSharedChangesAreWorkedOutOncePerGeneration(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
-	s := New(Fixed(st), Options{})
-	c := s.cacheOf(st)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	s, c, ctx := cacheOver(t, st)
 	put := func(o legion.Object) {
 		t.Helper()
 		if _, _, err := st.Put(ctx, o, store.WriteOptions{}); err != nil {

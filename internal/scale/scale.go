@@ -13,7 +13,6 @@ package scale
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"runtime"
 	"slices"
 	"sync"
@@ -182,8 +181,8 @@ func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
 				Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
 				Version:   "scale", ImagePins: true}
 		},
-		Backoff: 50 * time.Millisecond,
-		Logger:  slog.New(h.ends.handler()),
+		Backoff:     50 * time.Millisecond,
+		OnStreamEnd: h.ends.add,
 		OnAssignments: func(size int, delta bool) {
 			h.Messages.Add(1)
 			h.Bytes.Add(int64(size))

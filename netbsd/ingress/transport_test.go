@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/legionbsd/legion/internal/testpoll"
 )
 
 // connCounter counts the connections a test backend took and closed.
@@ -37,16 +39,39 @@ func countedBackend(t *testing.T, h http.Handler) (string, *connCounter) {
 	return addr(srv), &n
 }
 
-// eventually polls cond until it holds or 5 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
+// proxyTo starts a proxy (p, or a new one when nil) whose one route sends
+// a.example to backend, and returns its address.
+func proxyTo(t *testing.T, p *Proxy, backend string) string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 5 s: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if p == nil {
+		p = &Proxy{}
 	}
+	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{backend}}})
+	return startProxy(t, p, false)
+}
+
+// rawBackend accepts connections on a new loopback port and hands each to
+// serve on a goroutine of its own; it returns the port's address. The
+// test waits for every goroutine after closing the listener.
+func rawBackend(t *testing.T, serve func(net.Conn)) string {
+	t.Helper()
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait) // after the listener's close, which ends the loop
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	wg.Go(func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { serve(conn) })
+		}
+	})
+	return l.Addr().String()
 }
 
 // Requests one after another, GET and HEAD, with a body or none, all go over
@@ -60,9 +85,7 @@ func TestBackendConnectionIsKept(t *testing.T) {
 			io.WriteString(w, "hello "+r.URL.Path)
 		}
 	}))
-	p := &Proxy{}
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{be}}})
-	proxyAddr := startProxy(t, p, false)
+	proxyAddr := proxyTo(t, nil, be)
 	c := client(t)
 	for _, path := range []string{"/a", "/empty", "/b", "/empty", "/c"} {
 		got, _ := get(t, c, "http", proxyAddr, "a.example", path, nil)
@@ -93,30 +116,15 @@ func TestBackendConnectionIsKept(t *testing.T) {
 // so: the next request finds the kept connection closed and is sent again
 // on a new one, so the client never sees the closed one.
 func TestClosedKeptConnectionIsRetried(t *testing.T) {
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait) // after the listener's close, which ends the loop
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
 	var served atomic.Int32
-	wg.Go(func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			if _, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
-				served.Add(1)
-				io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Backend: once\r\n\r\nok")
-			}
-			conn.Close()
+	be := rawBackend(t, func(conn net.Conn) {
+		defer conn.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(conn)); err == nil {
+			served.Add(1)
+			io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Backend: once\r\n\r\nok")
 		}
 	})
-	p := &Proxy{}
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{l.Addr().String()}}})
-	proxyAddr := startProxy(t, p, false)
+	proxyAddr := proxyTo(t, nil, be)
 	c := client(t)
 	for i := range 3 {
 		got, _ := get(t, c, "http", proxyAddr, "a.example", "/", nil)
@@ -132,35 +140,19 @@ func TestClosedKeptConnectionIsRetried(t *testing.T) {
 // A backend that answers more than it was asked: the answer nobody asked
 // for is not given to the next request; its connection is dropped.
 func TestUnaskedAnswerIsNotServed(t *testing.T) {
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait) // after the listener's close, which ends the loop
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	wg.Go(func() {
+	be := rawBackend(t, func(conn net.Conn) {
+		defer conn.Close()
+		br := bufio.NewReader(conn)
 		for {
-			conn, err := l.Accept()
-			if err != nil {
+			if _, err := http.ReadRequest(br); err != nil {
 				return
 			}
-			wg.Go(func() {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for {
-					if _, err := http.ReadRequest(br); err != nil {
-						return
-					}
-					io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"+
-						"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nextra")
-				}
-			})
+			io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"+
+				"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nextra")
 		}
 	})
 	p := &Proxy{}
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{l.Addr().String()}}})
-	proxyAddr := startProxy(t, p, false)
+	proxyAddr := proxyTo(t, p, be)
 	c := client(t)
 	for i := range 3 {
 		got, _ := get(t, c, "http", proxyAddr, "a.example", "/", nil)
@@ -190,9 +182,7 @@ func TestEndlessResponseHeadersAreRefused(t *testing.T) {
 		bw.WriteString("\r\nContent-Length: 2\r\n\r\nok")
 		bw.Flush()
 	}))
-	p := &Proxy{}
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{be}}})
-	proxyAddr := startProxy(t, p, false)
+	proxyAddr := proxyTo(t, nil, be)
 	if got, _ := get(t, client(t), "http", proxyAddr, "a.example", "/", nil); got.Status != http.StatusBadGateway {
 		t.Errorf("status %d, want 502", got.Status)
 	}
@@ -208,9 +198,7 @@ func TestClientGoneClosesBackendConnection(t *testing.T) {
 		<-r.Context().Done()
 		ended <- struct{}{}
 	}))
-	p := &Proxy{HeaderTimeout: 20 * time.Second} // longer than the 5 s waited below
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{be}}})
-	proxyAddr := startProxy(t, p, false)
+	proxyAddr := proxyTo(t, &Proxy{HeaderTimeout: 20 * time.Second}, be) // longer than the 5 s waited below
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+proxyAddr+"/", nil)
@@ -248,9 +236,7 @@ func TestClientGoneMidBodyClosesBackendConnection(t *testing.T) {
 			}
 		}
 	}))
-	p := &Proxy{}
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{be}}})
-	proxyAddr := startProxy(t, p, false)
+	proxyAddr := proxyTo(t, nil, be)
 	conn, err := net.Dial("tcp", proxyAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -280,9 +266,7 @@ func TestEarlyHintsAndTrailers(t *testing.T) {
 		w.(http.Flusher).Flush()
 		w.Header().Set("X-Sum", "42")
 	}))
-	p := &Proxy{}
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{be}}})
-	proxyAddr := startProxy(t, p, false)
+	proxyAddr := proxyTo(t, nil, be)
 	var hints []string
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 		Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
@@ -316,9 +300,7 @@ func TestRequestBodyReachesBackend(t *testing.T) {
 		body, _ := io.ReadAll(r.Body) // all before answering, as HTTP/1 handlers must
 		w.Write(body)
 	}))
-	p := &Proxy{}
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{be}}})
-	proxyAddr := startProxy(t, p, false)
+	proxyAddr := proxyTo(t, nil, be)
 	sent := strings.Repeat("payload ", 10000)
 	req, _ := http.NewRequest(http.MethodPost, "http://"+proxyAddr+"/", strings.NewReader(sent))
 	req.Host = "a.example"
@@ -340,13 +322,11 @@ func TestRequestBodyReachesBackend(t *testing.T) {
 // backend gone from the routes do not stay open.
 func TestIdleBackendConnectionIsClosed(t *testing.T) {
 	be, n := countedBackend(t, namedHandler("web"))
-	p := &Proxy{IdleTimeout: 50 * time.Millisecond}
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{be}}})
-	proxyAddr := startProxy(t, p, false)
+	proxyAddr := proxyTo(t, &Proxy{IdleTimeout: 50 * time.Millisecond}, be)
 	if got, _ := get(t, client(t), "http", proxyAddr, "a.example", "/", nil); got.Status != http.StatusOK {
 		t.Fatalf("status %d", got.Status)
 	}
-	eventually(t, "the idle backend connection is still open", func() bool { return n.closed.Load() == 1 })
+	testpoll.Until(t, "the idle backend connection closed", 5*time.Second, 5*time.Millisecond, func() bool { return n.closed.Load() == 1 })
 }
 
 // The backend sees the Accept-Encoding the client sent, none when it sent
@@ -356,9 +336,7 @@ func TestAcceptEncodingIsTheClients(t *testing.T) {
 	be, _ := countedBackend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "accept-encoding="+r.Header.Get("Accept-Encoding"))
 	}))
-	p := &Proxy{}
-	p.SetRoutes([]Route{{Namespace: "ns", Name: "web", Host: "a.example", Backends: []string{be}}})
-	proxyAddr := startProxy(t, p, false)
+	proxyAddr := proxyTo(t, nil, be)
 	tr := &http.Transport{DisableCompression: true} // sends no Accept-Encoding of its own
 	t.Cleanup(tr.CloseIdleConnections)
 	c := &http.Client{Transport: tr, Timeout: 20 * time.Second}

@@ -46,6 +46,9 @@ func (s *Session) follow(ctx context.Context, out chan agent.Assignments) {
 			return
 		}
 		s.log.Warn("assignments stream ended, going to the next manager", "manager", addr, "err", err)
+		if s.cfg.OnStreamEnd != nil {
+			s.cfg.OnStreamEnd(err)
+		}
 		s.nextStream(addr)
 		if got {
 			wait = s.cfg.Backoff

@@ -166,11 +166,7 @@ func (k *keyed[T]) apply(it *legionpb.Items, what string, decode func([]byte) (T
 // decodeItems decodes the items put, in key order.
 func decodeItems[T any](it *legionpb.Items, what string, decode func([]byte) (T, error)) ([]string, []T, error) {
 	put := it.GetPut()
-	keys := make([]string, 0, len(put))
-	for key := range put {
-		keys = append(keys, key)
-	}
-	slices.Sort(keys)
+	keys := slices.Sorted(maps.Keys(put))
 	vals := make([]T, len(keys))
 	for i, key := range keys {
 		v, err := decode(put[key])

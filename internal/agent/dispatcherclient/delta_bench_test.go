@@ -52,6 +52,29 @@ func mustJSON(b *testing.B, v any) []byte {
 	return data
 }
 
+// applyInTurn applies the sets in turn, handing the state over after
+// each, and checks each hand-over with ok.
+func applyInTurn(b *testing.B, s *state, sets []*legionpb.AssignmentSet, ok func(agent.Assignments) error) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := s.apply(sets[i%len(sets)]); err != nil {
+			b.Fatal(err)
+		}
+		if err := ok(s.assignments()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// has200Services checks a hand-over of benchState's services.
+func has200Services(as agent.Assignments) error {
+	if len(as.Endpoints) != 200 {
+		return fmt.Errorf("%d services", len(as.Endpoints))
+	}
+	return nil
+}
+
 // BenchmarkMemberDeltaThenHandOver is what one policy member changing
 // costs an agent of a 20,000-task cluster: the delta applied, then the
 // set handed over (as in a rollout, a member comes or goes at each step).
@@ -61,20 +84,12 @@ func BenchmarkMemberDeltaThenHandOver(b *testing.B) {
 	put := &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Put: map[string][]byte{
 		key: mustJSON(b, endpoints.Member{Namespace: "default", Task: "extra", IP: "10.200.255.2", Node: "node-000"})}}}
 	remove := &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Removed: []string{key}}}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		set := put
-		if i%2 == 1 {
-			set = remove
+	applyInTurn(b, s, []*legionpb.AssignmentSet{put, remove}, func(as agent.Assignments) error {
+		if len(as.Policies.Members) < 20000 {
+			return fmt.Errorf("%d members", len(as.Policies.Members))
 		}
-		if err := s.apply(set); err != nil {
-			b.Fatal(err)
-		}
-		if as := s.assignments(); len(as.Policies.Members) < 20000 {
-			b.Fatalf("%d members", len(as.Policies.Members))
-		}
-	}
+		return nil
+	})
 }
 
 // BenchmarkEndpointDeltaThenHandOver is the same for one service's
@@ -90,16 +105,7 @@ func BenchmarkEndpointDeltaThenHandOver(b *testing.B) {
 		{Delta: true, EndpointChanges: &legionpb.Items{Put: map[string][]byte{key: mustJSON(b, less)}}},
 		{Delta: true, EndpointChanges: &legionpb.Items{Put: map[string][]byte{key: mustJSON(b, more)}}},
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		if err := s.apply(sets[i%2]); err != nil {
-			b.Fatal(err)
-		}
-		if as := s.assignments(); len(as.Endpoints) != 200 {
-			b.Fatalf("%d services", len(as.Endpoints))
-		}
-	}
+	applyInTurn(b, s, sets, has200Services)
 }
 
 // BenchmarkEndpointTaskDeltaThenHandOver is the same for one task of a
@@ -113,14 +119,5 @@ func BenchmarkEndpointTaskDeltaThenHandOver(b *testing.B) {
 			key: mustJSON(b, endpoints.Task{Name: "svc-007-extra", IP: "10.200.255.2", Node: "node-000", Slot: 101})}}},
 		{Delta: true, EndpointTaskChanges: &legionpb.Items{Removed: []string{key}}},
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		if err := s.apply(sets[i%2]); err != nil {
-			b.Fatal(err)
-		}
-		if as := s.assignments(); len(as.Endpoints) != 200 {
-			b.Fatalf("%d services", len(as.Endpoints))
-		}
-	}
+	applyInTurn(b, s, sets, has200Services)
 }

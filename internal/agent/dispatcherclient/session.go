@@ -59,6 +59,9 @@ type Config struct {
 	// stream as it arrives: its encoded size and whether it held changes
 	// only. For measuring (internal/scale).
 	OnAssignments func(size int, delta bool)
+	// OnStreamEnd, when set, is told why each assignments stream ended
+	// (before the next is opened, with a whole set). For measuring.
+	OnStreamEnd func(err error)
 	// Keepalive is how often an idle connection to a manager is probed, so
 	// a stream from a host that went silent ends; zero means Keepalive.
 	// Managers refuse probes more frequent than their enforcement policy
