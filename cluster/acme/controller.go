@@ -233,29 +233,34 @@ func (c *Controller) secret(g *Group) (*legion.Secret, uint64) {
 }
 
 // writeStatus sets a route's status to what status makes of the stored
-// route, when it differs, reading the route again after a conflict.
+// route, when it differs, reading the route again after a conflict. It
+// compares with the route as stored, never the caller's copy: a status
+// written since that copy was read (an order's challenges) would
+// otherwise be left in place whenever the wanted status matches the
+// copy's (a renewal that ends as the pass began).
 func (c *Controller) writeStatus(ctx context.Context, r *legion.Route, status func(*legion.Route) legion.RouteStatus) error {
+	ns, name := r.Metadata.Namespace, r.Metadata.Name
 	for range 3 {
-		want := status(r)
-		if sameStatus(r.Status, want) {
+		o, _, err := c.Store.Get(legion.KindRoute, ns, name)
+		if err != nil {
+			return fmt.Errorf("route %s/%s: %w", ns, name, err)
+		}
+		cur := o.(*legion.Route)
+		want := status(cur)
+		if sameStatus(cur.Status, want) {
 			return nil
 		}
-		next := *r
+		next := *cur
 		next.Status = want
-		_, err := c.Store.PutStatus(ctx, &next, store.Precondition{Version: r.Metadata.Version})
+		_, err = c.Store.PutStatus(ctx, &next, store.Precondition{Version: cur.Metadata.Version})
 		if !errors.Is(err, store.ErrConflict) {
 			if err != nil {
-				return fmt.Errorf("route %s/%s: writing its status: %w", r.Metadata.Namespace, r.Metadata.Name, err)
+				return fmt.Errorf("route %s/%s: writing its status: %w", ns, name, err)
 			}
 			return nil
 		}
-		o, _, err := c.Store.Get(legion.KindRoute, r.Metadata.Namespace, r.Metadata.Name)
-		if err != nil {
-			return fmt.Errorf("route %s/%s: %w", r.Metadata.Namespace, r.Metadata.Name, err)
-		}
-		r = o.(*legion.Route)
 	}
-	return fmt.Errorf("route %s/%s: its status kept changing under the write", r.Metadata.Namespace, r.Metadata.Name)
+	return fmt.Errorf("route %s/%s: its status kept changing under the write", ns, name)
 }
 
 func sameStatus(a, b legion.RouteStatus) bool {
