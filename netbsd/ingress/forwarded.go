@@ -82,7 +82,7 @@ func trusts(trusted []netip.Prefix, a netip.Addr) bool {
 // headers backends read: X-Forwarded-For (the chain), X-Forwarded-Proto,
 // X-Forwarded-Host, X-Real-IP (the client) and Forwarded (RFC 7239, with
 // this hop's element after the believed ones).
-func (h hop) setHeaders(pr *httputil.ProxyRequest) {
+func (h hop) setHeaders(inHost string, out http.Header) {
 	peer := h.chain[len(h.chain)-1] // h.peer.String()
 	client, node := peer, peer
 	if h.client != h.peer {
@@ -91,15 +91,14 @@ func (h hop) setHeaders(pr *httputil.ProxyRequest) {
 	if !h.peer.Is4() {
 		node = forwardedNode(h.peer)
 	}
-	el := "for=" + node + ";host=" + quoteForwarded(pr.In.Host) + ";proto=" + h.proto
+	el := "for=" + node + ";host=" + quoteForwarded(inHost) + ";proto=" + h.proto
 	if h.forwarded != "" {
 		el = h.forwarded + ", " + el
 	}
 	// The keys in canonical form and the values in one array: one
 	// allocation where Header.Set makes one a header.
-	v := [...]string{strings.Join(h.chain, ", "), h.proto, pr.In.Host, client, el}
+	v := [...]string{strings.Join(h.chain, ", "), h.proto, inHost, client, el}
 	vs := v[:]
-	out := pr.Out.Header
 	out["X-Forwarded-For"] = vs[0:1:1]
 	out["X-Forwarded-Proto"] = vs[1:2:2]
 	out["X-Forwarded-Host"] = vs[2:3:3]

@@ -137,6 +137,32 @@ func serveAt(t testing.TB, p *Proxy, useTLS bool, at string) net.Addr {
 	return l.Addr()
 }
 
+// serveStoppable serves p on a loopback port; stop ends Serve's context
+// and returns what Serve returned, failing the test when Serve takes more
+// than within to return.
+func serveStoppable(t *testing.T, p *Proxy) (addr string, stop func(within time.Duration) error) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, l) }()
+	return l.Addr().String(), func(within time.Duration) error {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(within):
+			t.Fatalf("Serve did not return within %v of its context's end", within)
+			return nil
+		}
+	}
+}
+
 // client is an HTTP/1.1 client whose idle connections close with the test.
 func client(t testing.TB) *http.Client {
 	tr := &http.Transport{Proxy: nil}

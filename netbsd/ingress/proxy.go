@@ -57,6 +57,8 @@ type Proxy struct {
 	routes    atomic.Pointer[table]
 	certs     atomic.Pointer[map[string]*tls.Certificate]
 	conflicts string // the certificate conflicts last logged, under mu
+	// handedOver counts the connections lanes gave to net/http's server.
+	handedOver atomic.Int64
 }
 
 func (p *Proxy) init() {
@@ -167,6 +169,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no ready backend for this route", http.StatusServiceUnavailable)
 		return
 	}
+	// No Content-Type of net/http's guessing when the backend sent none:
+	// a proxy passes the answer as it is (and lanes do).
+	w.Header()["Content-Type"] = nil
 	e.proxy.ServeHTTP(w, r)
 }
 
@@ -200,7 +205,7 @@ func (p *Proxy) newReverseProxy(e *entry) *httputil.ReverseProxy {
 			// incoming X-Forwarded-* and Forwarded; hopOf reads them).
 			pr.Out.Host = pr.In.Host
 			h := hopOf(pr.In, e.route.TrustedProxies)
-			h.setHeaders(pr)
+			h.setHeaders(pr.In.Host, pr.Out.Header)
 			if proxyProtocol {
 				withClientConn(pr, h)
 			}

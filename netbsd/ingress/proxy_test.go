@@ -190,22 +190,10 @@ func TestUpgradePassesThrough(t *testing.T) {
 func TestShutdownClosesUpgradedConnections(t *testing.T) {
 	p := &Proxy{GracePeriod: 100 * time.Millisecond}
 	p.SetRoutes([]Route{{Namespace: "ns", Name: "ws", Host: "ws.example", Backends: []string{addr(upgradeBackend(t))}}})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, l) }()
-	conn, br := dialUpgrade(t, l.Addr().String())
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return with an upgraded connection open")
+	proxyAddr, stop := serveStoppable(t, p)
+	conn, br := dialUpgrade(t, proxyAddr)
+	if err := stop(10 * time.Second); err != nil {
+		t.Errorf("Serve: %v", err)
 	}
 	io.WriteString(conn, "late\n")
 	if line, err := br.ReadString('\n'); err == nil {

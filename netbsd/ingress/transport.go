@@ -98,16 +98,23 @@ func (t *backendTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	if req.URL.Scheme != "http" || (req.Body != nil && req.Body != http.NoBody) || !replayable(req.Method) || req.Header.Get("Upgrade") != "" || req.Close {
 		return t.fallback.RoundTrip(req)
 	}
+	return t.keptRoundTrip(req.Context(), req, (*http.Request).Write)
+}
+
+// keptRoundTrip is RoundTrip of a request it takes (bodiless, replayable,
+// no upgrade) under ctx, which stands for req's context; write writes req
+// (Request.Write, or a lane's writeRequest).
+func (t *backendTransport) keptRoundTrip(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		c, reused, err := t.get(req.Context(), req.URL.Host)
+		c, reused, err := t.get(ctx, req.URL.Host)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := c.roundTrip(req)
+		resp, err := c.roundTrip(ctx, req, write)
 		if err == nil {
 			return resp, nil
 		}
-		if !reused || attempt > 0 || !errors.Is(err, errBackendConnBroken) || req.Context().Err() != nil {
+		if !reused || attempt > 0 || !errors.Is(err, errBackendConnBroken) || ctx.Err() != nil {
 			return nil, err
 		}
 		// The backend closed the kept connection before it read the
@@ -231,9 +238,8 @@ var alreadyPast = time.Unix(1, 0)
 
 // roundTrip sends req on c and reads the response's headers; the body is
 // read from c as the caller reads it, and c goes back to the transport at
-// its end. Ending req's context closes c whatever it is doing.
-func (c *backendConn) roundTrip(req *http.Request) (*http.Response, error) {
-	ctx := req.Context()
+// its end. Ending ctx (req's) closes c whatever it is doing.
+func (c *backendConn) roundTrip(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error) (*http.Response, error) {
 	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(alreadyPast) })
 	fail := func(err error) (*http.Response, error) {
 		stop()
@@ -243,7 +249,7 @@ func (c *backendConn) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	if err := req.Write(c.bw); err != nil {
+	if err := write(req, c.bw); err != nil {
 		return fail(err)
 	}
 	if err := c.bw.Flush(); err != nil {
