@@ -67,8 +67,10 @@ const (
 )
 
 // ShimFront is the front end of a supervisor command of the legion binary
-// (jail-shim, process-shim): the start mode that forks the supervisor and
-// relays its report, and the supervise mode, the supervisor itself.
+// (jail-shim, process-shim): Launch starts the supervisor and relays its
+// report (the jail runtime runs it through the start mode, a process of
+// its own that exits after it; the process runtime calls it itself), and
+// Supervise is the supervisor.
 type ShimFront struct {
 	// Command is the word after `legion` that names the supervisor
 	// command: the start mode runs `legion Command supervise DIR`.
@@ -83,13 +85,28 @@ type ShimFront struct {
 // after, so the supervisor is re-parented to init, which reaps it: the
 // caller keeps no child per container.
 func (f ShimFront) Start(dir string) int {
-	fail := func(err error) int {
+	exe, err := os.Executable()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", f.Command, err)
 		return ShimExitFailed
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fail(err)
+	proc, code, reason := f.Launch(exe, dir)
+	if proc != nil {
+		proc.Release()
+	}
+	if reason != "" {
+		fmt.Fprintln(os.Stderr, reason)
+	}
+	return code
+}
+
+// Launch starts `exe Command supervise dir` in a session of its own and
+// returns once it says whether the container's process runs: code 0, or
+// ShimExitPermanent or ShimExitFailed with the reason. proc is the
+// supervisor when it started (the caller's child, to reap or release).
+func (f ShimFront) Launch(exe, dir string) (proc *os.Process, code int, reason string) {
+	fail := func(err error) (*os.Process, int, string) {
+		return nil, ShimExitFailed, fmt.Sprintf("%s: %v", f.Command, err)
 	}
 	logf, err := os.OpenFile(filepath.Join(dir, ShimLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -119,24 +136,22 @@ func (f ShimFront) Start(dir string) int {
 		got <- strings.TrimSpace(line)
 	}()
 	var line string
+	t := time.NewTimer(ShimStartTimeout)
+	defer t.Stop()
 	select {
 	case line = <-got:
-	case <-time.After(ShimStartTimeout):
+	case <-t.C:
 		line = reportFailed + "no answer from the supervisor within " + ShimStartTimeout.String()
 	}
-	cmd.Process.Release()
 	switch {
 	case line == reportOK:
-		return 0
+		return cmd.Process, 0, ""
 	case strings.HasPrefix(line, reportPermanent):
-		fmt.Fprintln(os.Stderr, strings.TrimPrefix(line, reportPermanent))
-		return ShimExitPermanent
+		return cmd.Process, ShimExitPermanent, strings.TrimPrefix(line, reportPermanent)
 	case strings.HasPrefix(line, reportFailed):
-		fmt.Fprintln(os.Stderr, strings.TrimPrefix(line, reportFailed))
-		return ShimExitFailed
+		return cmd.Process, ShimExitFailed, strings.TrimPrefix(line, reportFailed)
 	}
-	fmt.Fprintf(os.Stderr, "%s: supervisor ended without reporting (see %s)\n", f.Command, filepath.Join(dir, ShimLogFile))
-	return ShimExitFailed
+	return cmd.Process, ShimExitFailed, fmt.Sprintf("%s: supervisor ended without reporting (see %s)", f.Command, filepath.Join(dir, ShimLogFile))
 }
 
 // Supervise is the supervisor of the container in dir: it reports the

@@ -14,9 +14,8 @@ import (
 //
 // cpu-s is the CPU the benchmark's process (the node: store, dispatcher,
 // controller, agent; and the benchmark's polling) and the children it
-// waited for (each container's `process-shim start`) used meanwhile; the
-// supervisors and the pods, which it does not wait for, are not in it.
-// On a loaded machine it moves less than the time.
+// reaped used meanwhile; the supervisors, still running, and the pods are
+// not in it. On a loaded machine it moves less than the time.
 func BenchmarkApplyToReady100(b *testing.B) {
 	manifest := strings.Replace(webService, "replicas: 3", "replicas: 100", 1)
 	manifest = strings.Replace(manifest, "name: web}", "name: many}", 1)

@@ -3,7 +3,10 @@
 // process started in its image's unpacked root (chrooted into it when the
 // runtime runs as root, else run with the root as its working base), as
 // the image's user when root, under a supervisor of its own
-// (`legion process-shim`, ShimMain) that survives the daemon.
+// (`legion process-shim`, ShimMain) that survives the daemon. The runtime
+// starts the supervisor itself, in a session of its own, so it is the
+// daemon's child until it ends (one goroutine, woken by SIGCHLD, reaps
+// them all) and init's once the daemon is gone.
 //
 // It isolates nothing but, where the spec names one (ContainerSpec.NetNS),
 // the network: a container then starts, and every exec into it runs, in

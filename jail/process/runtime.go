@@ -1,13 +1,11 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,7 +41,7 @@ const (
 type Config struct {
 	// DataDir holds the containers, in DataDir/containers/<id>.
 	DataDir string
-	// Shim is the legion binary, run as `Shim process-shim start DIR`.
+	// Shim is the legion binary, run as `Shim process-shim supervise DIR`.
 	Shim  string
 	Clock jail.Clock         // jail.RealClock when nil
 	Alive func(pid int) bool // whether a process lives (zombies do not); processAlive when nil
@@ -140,8 +138,9 @@ func (r *Runtime) Create(ctx context.Context, spec jail.ContainerSpec) error {
 	return nil
 }
 
-// Start implements jail.Runtime: `process-shim start` runs the supervisor
-// detached and returns once the process runs or could not start.
+// Start implements jail.Runtime: it starts the supervisor (`process-shim
+// supervise`) in a session of its own and returns once the process runs
+// or could not start.
 func (r *Runtime) Start(ctx context.Context, id string) error {
 	defer r.StartLock(id)()
 	rec, ok, err := r.Startable(ctx, id)
@@ -158,25 +157,22 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 		return err
 	}
 	defer r.Launching(ctx, rec)()
-	var stderr bytes.Buffer
-	// The start helper forks the supervisor, which outlives it: killing
-	// the helper when ctx ends would leave a supervisor running whose
-	// start was never recorded, which no Stop or Remove finds. So the
-	// helper runs to its end however the caller's context ends; it bounds
-	// its own wait by jail.ShimStartTimeout, and this bound leaves it that.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*jail.ShimStartTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(sctx, r.cfg.Shim, ShimCommand, "start", dir)
-	cmd.Stderr = &stderr
-	err = cmd.Run()
-	if err != nil {
-		reason := strings.TrimSpace(stderr.String())
-		if reason == "" {
-			reason = err.Error()
-		}
-		var ee *exec.ExitError
+	// The supervisor is started here rather than by `process-shim start`
+	// (a front end that would exit after it, leaving the supervisor to
+	// init): one exec of the binary less per container, about half of a
+	// container's start. It is this process's child, reaped by
+	// supervisors once it ends. Launch bounds its own wait by
+	// jail.ShimStartTimeout and ignores ctx: a supervisor whose start is
+	// not recorded would be one no Stop or Remove finds.
+	proc, exit, reason := front.Launch(r.cfg.Shim, dir)
+	if proc != nil {
+		pid := proc.Pid
+		proc.Release()
+		supervisors.add(pid)
+	}
+	if exit != 0 {
 		code := 255
-		if errors.As(err, &ee) && ee.ExitCode() == jail.ShimExitPermanent {
+		if exit == jail.ShimExitPermanent {
 			err = fmt.Errorf("start %s: %w: %s", id, jail.ErrPermanent, reason)
 			code = 127
 		} else {

@@ -23,24 +23,15 @@ var front = jail.ShimFront{Command: ShimCommand, Supervisor: func(dir string) *j
 // ShimMain is `legion process-shim`; args are the words after it. It
 // returns the process's exit code.
 //
-//	start DIR      start the container recorded in DIR under a detached
-//	               supervisor and exit once its process runs: 0, or
-//	               jail.ShimExitPermanent / jail.ShimExitFailed with the
-//	               reason on standard error (jail.ShimFront.Start)
-//	supervise DIR  the supervisor itself (started by start)
+//	supervise DIR  the supervisor of the container recorded in DIR,
+//	               started by Runtime.Start (jail.ShimFront.Launch), which
+//	               it tells on descriptor 3 whether the process runs
 func ShimMain(args []string) int {
-	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: legion process-shim start|supervise DIR")
+	if len(args) != 2 || args[0] != "supervise" {
+		fmt.Fprintln(os.Stderr, "usage: legion process-shim supervise DIR")
 		return 2
 	}
-	switch args[0] {
-	case "start":
-		return front.Start(args[1])
-	case "supervise":
-		return front.Supervise(args[1])
-	}
-	fmt.Fprintf(os.Stderr, "process-shim: unknown mode %q: expected start or supervise\n", args[0])
-	return 2
+	return front.Supervise(args[1])
 }
 
 // starter runs containers as host processes in their own session,
