@@ -70,8 +70,10 @@ var layers = []layer{
 	{pattern: "netbsd", may: []string{"sys", "netbsd/addrplan"}, neverDeps: noServer},
 	// The address plan is shared by managers and nodes, so it does no I/O.
 	{pattern: "netbsd/addrplan", thirdParty: []string{}, noStd: pureStd},
-	// PROXY protocol on both sides through go-proxyproto, not by hand.
-	{pattern: "netbsd/ingress", thirdParty: []string{"github.com/pires/go-proxyproto"}, neverDeps: noServer},
+	// PROXY protocol on both sides through go-proxyproto, not by hand;
+	// httpguts is the request checks net/http's server makes, which its
+	// lanes must make alike.
+	{pattern: "netbsd/ingress", thirdParty: []string{"github.com/pires/go-proxyproto", "golang.org/x/net/http/httpguts"}, neverDeps: noServer},
 	{pattern: "netbsd/loopback", may: []string{"netbsd/addrplan"}, neverDeps: noServer},
 	{pattern: "netbsd/resolver", neverDeps: noServer},
 

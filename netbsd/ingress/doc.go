@@ -18,6 +18,8 @@
 // get HTTP/1.1 with X-Forwarded-For, -Host and -Proto, and the Host the
 // client asked for.
 //
-// The package is a library with no knowledge of the cluster: it imports only
-// the standard library, never the legion object model nor the agent.
+// The package is a library with no knowledge of the cluster: it imports the
+// standard library, go-proxyproto and golang.org/x/net/http/httpguts (the
+// request checks net/http's server makes), never the legion object model
+// nor the agent.
 package ingress
