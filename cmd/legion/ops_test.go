@@ -99,8 +99,12 @@ spec:
 	if _, err := runLegion(t, "", append([]string{"rollback", "web"}, flags...)...); err == nil {
 		t.Fatal("rollback with no earlier spec succeeded")
 	}
-	// An update of the pod records the spec it came from; rollback puts
-	// it back.
+	// An update of the pod records the spec it came from, as the planner
+	// last saw it (so once it has seen the scale); rollback puts it back.
+	waitFor(t, "the planner to see the scale", func() bool {
+		s := get().Status.Spec
+		return s != nil && s.Replicas != nil && *s.Replicas == 4
+	})
 	if _, err := n.Client.Apply(ctx, []legion.Object{svc("two")}, client.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
