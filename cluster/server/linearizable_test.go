@@ -1,9 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,6 +85,7 @@ func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
 	}
 	// Kill the leader twice, bringing each back from its disk.
 	kills := 0
+	var events []string
 	for ctx.Err() == nil && kills < 2 {
 		mark := okOps.Load()
 		waitFor(t, "operations between kills", 20*time.Second, func() bool { return okOps.Load() >= mark+10 || ctx.Err() != nil })
@@ -94,10 +97,12 @@ func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
 			break
 		}
 		l := leaderOf(t, ms)
+		killedAt := now()
 		l.kill()
 		kills++
 		time.Sleep(300 * time.Millisecond) // the cluster runs without it for a while
 		l.restart()
+		events = append(events, fmt.Sprintf("leader %s killed at %s, restarted at %s", l.addr, ms3(killedAt), ms3(now())))
 	}
 	mark := okOps.Load()
 	waitFor(t, "operations after the kills", 20*time.Second, func() bool { return okOps.Load() >= mark+20 || ctx.Err() != nil })
@@ -108,7 +113,32 @@ func TestLinearizableWhileLeadersAreKilled(t *testing.T) {
 	}
 	res := porcupine.CheckOperationsTimeout(regmodel.Model, history, 20*time.Second)
 	if res != porcupine.Ok {
+		logIllegal(t, history, events)
 		t.Fatalf("history of %d operations is not linearizable (%v)", len(history), res)
 	}
 	t.Logf("%d operations (%d succeeded), %d leaders killed: linearizable", len(history), okOps.Load(), kills)
 }
+
+// logIllegal logs, for the next engineer, the kills and the operations of
+// each key whose history alone is not linearizable, in call order.
+func logIllegal(t *testing.T, history []porcupine.Operation, events []string) {
+	for _, e := range events {
+		t.Log(e)
+	}
+	for _, part := range regmodel.Model.Partition(history) {
+		if porcupine.CheckOperationsTimeout(regmodel.Model, part, 20*time.Second) == porcupine.Ok {
+			continue
+		}
+		slices.SortFunc(part, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+		for _, op := range part {
+			ret := "never answered"
+			if op.Return != math.MaxInt64 {
+				ret = ms3(op.Return)
+			}
+			t.Logf("client %d %s: %s to %s", op.ClientId, regmodel.Model.DescribeOperation(op.Input, op.Output), ms3(op.Call), ret)
+		}
+	}
+}
+
+// ms3 is a time since the test's start in milliseconds.
+func ms3(ns int64) string { return fmt.Sprintf("%.3f ms", float64(ns)/1e6) }
