@@ -371,6 +371,11 @@ func (ln *lane) forward(req *http.Request, e *entry, closing bool) bool {
 	}
 	buf := ln.p.buffers.Get()
 	defer ln.p.buffers.Put(buf)
+	// A stream may stay silent for long: the client is watched all along,
+	// so one that leaves closes the backend connection at once, not at
+	// the stream's next piece.
+	ln.watchFrom(0)
+	defer ln.unwatch()
 	cw := httputil.NewChunkedWriter(ln.bw)
 	for {
 		n, err := resp.Body.Read(buf)
@@ -421,27 +426,37 @@ func toBackend(req *http.Request, h hop, backend string) {
 // roundTrip sends req to its backend and reads the answer's headers,
 // watching the client meanwhile once that takes clientWatchDelay.
 func (ln *lane) roundTrip(req *http.Request) (*http.Response, error) {
+	ln.watchFrom(clientWatchDelay)
+	resp, err := ln.p.backend.keptRoundTrip(ln.ctx, req, writeRequest)
+	ln.unwatch()
+	return resp, err
+}
+
+// watchFrom has watchClient start after delay.
+func (ln *lane) watchFrom(delay time.Duration) {
 	if ln.watch == nil {
 		ln.ended = make(chan struct{}, 1)
-		ln.watch = time.AfterFunc(clientWatchDelay, ln.watchClient)
-	} else {
-		ln.watch.Reset(clientWatchDelay)
+		ln.watch = time.AfterFunc(delay, ln.watchClient)
+		return
 	}
-	resp, err := ln.p.backend.keptRoundTrip(ln.ctx, req, writeRequest)
+	ln.watch.Reset(delay)
+}
+
+// unwatch stops watchClient, ending its read if it runs and waiting for it.
+func (ln *lane) unwatch() {
 	if !ln.watch.Stop() {
-		// watchClient runs or has run: end its read and wait for it.
 		ln.conn.SetReadDeadline(alreadyPast)
 		ln.idleSet = time.Time{}
 		<-ln.ended
 	}
-	return resp, err
 }
 
 // watchClient reads the client connection while its request waits for the
-// backend, as net/http's server does: a client that closes its connection
-// (or fails) ends the lane's context, which closes the connection to the
-// backend at once rather than when the backend answers. A byte it reads
-// (the next request's) is kept for the lane.
+// backend or its answer streams, as net/http's server does: a client that
+// closes its connection (or fails) ends the lane's context, which closes
+// the connection to the backend at once rather than when the backend
+// next answers. A byte it reads (the next request's) is kept for the
+// lane.
 func (ln *lane) watchClient() {
 	defer func() { ln.ended <- struct{}{} }()
 	n, err := ln.conn.Read(ln.src.b[:])

@@ -281,3 +281,41 @@ func TestServeReturnsWhenItsListenerFails(t *testing.T) {
 		t.Fatal("Serve did not return when its listener failed")
 	}
 }
+
+// A client that leaves while a stream it asked for is silent: the
+// backend's connection is closed at once, not at the stream's next piece.
+func TestClientGoneMidStreamClosesBackendConnection(t *testing.T) {
+	ended := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // silent until the proxy closes the connection
+		ended <- struct{}{}
+	}))
+	t.Cleanup(srv.Close)
+	p := &Proxy{}
+	proxyAddr := proxyTo(t, p, addr(srv))
+	conn, err := net.Dial("tcp", proxyAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	io.WriteString(conn, "GET /events HTTP/1.1\r\nHost: a.example\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || first != "data: first\n" {
+		t.Fatalf("first event %q, %v", first, err)
+	}
+	conn.Close()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the backend's stream still runs 5 s after the client left")
+	}
+	if p.handedOver.Load() != 0 {
+		t.Errorf("handed over: the lane was to serve it")
+	}
+}
