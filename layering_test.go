@@ -39,7 +39,7 @@ var (
 	noServer = []string{"github.com/hashicorp/raft", "github.com/spf13/cobra", "go.etcd.io/bbolt",
 		module + "/cluster/server", module + "/cluster/store", module + "/internal/agent", module + "/internal/daemon"}
 	nodeSide  = []string{module + "/internal/agent", module + "/internal/daemon", module + "/jail"}
-	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/sessions/sessionstest", "scheduler/schedtest",
+	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/sessions/sessionstest", "cluster/store/storetest", "scheduler/schedtest",
 		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest", "internal/leakcheck",
 		"internal/testpoll", "internal/scale", "internal/lab/...", "internal/golden", "internal/regmodel"}
 )

@@ -3,12 +3,10 @@ package acme
 import (
 	"context"
 	"testing"
-	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
-	"github.com/legionbsd/legion/internal/testpoll"
+	"github.com/legionbsd/legion/cluster/store/storetest"
 )
 
 // A pass's last status write compares with the route as stored: when the
@@ -16,16 +14,7 @@ import (
 // that gave the same expiry), the challenges the order wrote meanwhile
 // are still replaced.
 func TestStatusWriteComparesWithTheStoredRoute(t *testing.T) {
-	_, tr := raft.NewInmemTransport("m1")
-	st, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 3 * time.Second, Timing: store.FastTiming()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(); tr.Close() })
-	if err := st.Bootstrap("m1"); err != nil {
-		t.Fatal(err)
-	}
-	testpoll.Until(t, "leadership", 10*time.Second, 5*time.Millisecond, st.IsLeader)
+	st := storetest.Solo(t, nil)
 	ctx := context.Background()
 	o, _ := legion.New(legion.KindRoute)
 	r := o.(*legion.Route)

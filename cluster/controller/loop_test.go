@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/cluster/store/storetest"
 	"github.com/legionbsd/legion/internal/leakcheck"
 	"github.com/legionbsd/legion/internal/testpoll"
 	"github.com/legionbsd/legion/scheduler"
@@ -17,21 +17,7 @@ import (
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
 
-func openStore(t *testing.T) *store.Store {
-	t.Helper()
-	_, tr := raft.NewInmemTransport("m1")
-	s, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 3 * time.Second,
-		Timing: store.FastTiming()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close(); tr.Close() })
-	if err := s.Bootstrap("m1"); err != nil {
-		t.Fatal(err)
-	}
-	poll(t, "leadership", s.IsLeader)
-	return s
-}
+func openStore(t *testing.T) *store.Store { return storetest.Solo(t, nil) }
 
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()

@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/cluster/store/storetest"
 	legionpb "github.com/legionbsd/legion/internal/proto"
-	"github.com/legionbsd/legion/internal/testpoll"
 )
 
 // The cache indexes the Volumes again only when a Volume changed: other
@@ -69,18 +68,7 @@ func cacheOver(t *testing.T, st *store.Store) (*Service, *viewCache, context.Con
 // (0: the store's default).
 func openStoreWithHistory(t *testing.T, history int) *store.Store {
 	t.Helper()
-	_, tr := raft.NewInmemTransport("m1")
-	st, err := store.Open(store.Config{Dir: t.TempDir(), ID: "m1", Transport: tr, WriteTimeout: 5 * time.Second,
-		Timing: store.FastTiming(), HistorySize: history})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Bootstrap("m1"); err != nil {
-		t.Fatal(err)
-	}
-	testpoll.Until(t, "leadership", 10*time.Second, 10*time.Millisecond, st.IsLeader)
-	return st
+	return storetest.Solo(t, func(c *store.Config) { c.HistorySize = history })
 }
 
 // The parts every node follows change the same way for every stream that
