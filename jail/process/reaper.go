@@ -57,9 +57,10 @@ func (r *reaper) reap() {
 	}
 }
 
-// waiting is how many children the reaper waits for.
-func (r *reaper) waiting() int {
+// waitsFor says whether the reaper still waits for pid.
+func (r *reaper) waitsFor(pid int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.pids)
+	_, ok := r.pids[pid]
+	return ok
 }
