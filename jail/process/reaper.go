@@ -39,8 +39,8 @@ func (r *reaper) add(pid int) {
 			}
 		}()
 	}
+	r.reapLocked(pid) // it may have ended before it was added
 	r.mu.Unlock()
-	r.reap() // it may have ended before it was added
 }
 
 // reap waits for those of its children that have ended, without blocking.
@@ -49,11 +49,16 @@ func (r *reaper) reap() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for pid := range r.pids {
-		var ws syscall.WaitStatus
-		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-		if got == pid || errors.Is(err, syscall.ECHILD) {
-			delete(r.pids, pid)
-		}
+		r.reapLocked(pid)
+	}
+}
+
+// reapLocked reaps pid if it has ended; r.mu is held.
+func (r *reaper) reapLocked(pid int) {
+	var ws syscall.WaitStatus
+	got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	if got == pid || errors.Is(err, syscall.ECHILD) {
+		delete(r.pids, pid)
 	}
 }
 

@@ -164,13 +164,13 @@ func (p *Proxy) serveLane(ctx context.Context, c net.Conn, tlsConfig *tls.Config
 			ln.handOver(handOver)
 			return
 		}
-		e := ln.takes(req)
+		e, h := ln.takes(req)
 		if e == nil {
 			ln.handOver(handOver)
 			return
 		}
 		ln.br.Discard(len(head))
-		if !ln.forward(req, e, set.closing.Load()) || set.closing.Load() {
+		if !ln.forward(req, e, h, set.closing.Load()) || set.closing.Load() {
 			ln.conn.Close()
 			return
 		}
@@ -197,6 +197,13 @@ func (ln *lane) waitIdle(set *laneSet) bool {
 	return err == nil
 }
 
+// setReadDeadline sets a read deadline other than the idle one, which
+// waitIdle must then set again.
+func (ln *lane) setReadDeadline(t time.Time) {
+	ln.conn.SetReadDeadline(t)
+	ln.idleSet = time.Time{}
+}
+
 // readHead returns the request head (request line and headers up to the
 // empty line) at the front of the buffer, reading more while it is not
 // all there, within clientHeaderTimeout; nil when it would not fit in
@@ -212,8 +219,7 @@ func (ln *lane) readHead() ([]byte, error) {
 			return nil, nil
 		}
 		if !deadline {
-			ln.conn.SetReadDeadline(time.Now().Add(clientHeaderTimeout))
-			ln.idleSet = time.Time{}
+			ln.setReadDeadline(time.Now().Add(clientHeaderTimeout))
 			deadline = true
 		}
 		if _, err := ln.br.Peek(len(buf) + 1); err != nil {
@@ -259,21 +265,22 @@ func parseHead(head []byte) (*http.Request, error) {
 	return http.ReadRequest(hr.br)
 }
 
-// takes is the route a lane forwards req to, or nil when req is for the
-// net/http server (see lane).
-func (ln *lane) takes(req *http.Request) *entry {
+// takes is the route a lane forwards req to, and how req reached the
+// proxy; nil when req is for the net/http server (see lane).
+func (ln *lane) takes(req *http.Request) (*entry, hop) {
 	if !plainRequest(req) || strings.HasPrefix(req.URL.Path, acmePrefix) {
-		return nil
+		return nil, hop{}
 	}
 	e := ln.p.routes.Load().match(requestHost(req.Host), req.URL.Path)
 	if e == nil || len(e.route.Backends) == 0 || e.route.ProxyProtocol != "" {
-		return nil
+		return nil, hop{}
 	}
 	req.RemoteAddr, req.TLS = ln.remote, ln.tls
-	if e.route.RedirectHTTPS && hopOf(req, e.route.TrustedProxies).proto == "http" {
-		return nil
+	h := hopOf(req, e.route.TrustedProxies)
+	if e.route.RedirectHTTPS && h.proto == "http" {
+		return nil, hop{}
 	}
-	return e
+	return e, h
 }
 
 // plainRequest is a request a lane may forward, whatever its route: GET,
@@ -309,12 +316,12 @@ func plainRequest(req *http.Request) bool {
 	return true
 }
 
-// forward sends req to e's next backend and writes the answer to the
-// client, as ReverseProxy with the route's Rewrite would; false when the
-// connection cannot serve another request. closing adds Connection:
-// close to the answer.
-func (ln *lane) forward(req *http.Request, e *entry, closing bool) bool {
-	toBackend(req, hopOf(req, e.route.TrustedProxies), e.backend())
+// forward sends req, which reached the proxy as h says, to e's next
+// backend and writes the answer to the client, as ReverseProxy with the
+// route's Rewrite would; false when the connection cannot serve another
+// request. closing adds Connection: close to the answer.
+func (ln *lane) forward(req *http.Request, e *entry, h hop, closing bool) bool {
+	toBackend(req, h, e.backend())
 	resp, err := ln.roundTrip(req)
 	if ln.gone.Load() {
 		if err == nil {
@@ -445,8 +452,7 @@ func (ln *lane) watchFrom(delay time.Duration) {
 // unwatch stops watchClient, ending its read if it runs and waiting for it.
 func (ln *lane) unwatch() {
 	if !ln.watch.Stop() {
-		ln.conn.SetReadDeadline(alreadyPast)
-		ln.idleSet = time.Time{}
+		ln.setReadDeadline(alreadyPast)
 		<-ln.ended
 	}
 }
@@ -546,7 +552,7 @@ func (ln *lane) write1xx(code int, header textproto.MIMEHeader) error {
 // handOver gives the connection to the net/http server with what the lane
 // read of it and did not serve, its buffer, first.
 func (ln *lane) handOver(handOver func(net.Conn)) {
-	ln.conn.SetReadDeadline(time.Time{})
+	ln.setReadDeadline(time.Time{})
 	ln.p.handedOver.Add(1)
 	handOver(&handedConn{Conn: ln.conn, r: ln.br, tls: ln.tls})
 }

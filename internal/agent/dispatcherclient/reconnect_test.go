@@ -25,22 +25,11 @@ func TestStreamOpensAgainOnceAHeartbeatGetsThrough(t *testing.T) {
 	put(t, st, task("a-1", "node-a", ""))
 
 	var ended atomic.Int32
-	s, err := dispatcherclient.New(dispatcherclient.Config{Managers: []string{link.addr()},
+	s := openSession(t, dispatcherclient.Config{Managers: []string{link.addr()},
 		TLS:         dispatchertest.Credentials(t, ca, "node-a", pki.RoleWorker).ClientConfig(),
 		OnStreamEnd: func(error) { ended.Add(1) },
 		Backoff:     10 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	ctx := ctxT(t)
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := s.Assignments(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := startFollowing(ctxT(t), t, s)
 	until(t, ch, summary{Tasks: []string{"a-1@node-a"}, Values: map[string]string{}})
 
 	link.setCut(true)

@@ -33,7 +33,7 @@ func ctxT(t *testing.T) context.Context {
 
 func newSession(t *testing.T, ca *pki.CA, node string, managers ...string) *dispatcherclient.Session {
 	t.Helper()
-	s, err := dispatcherclient.New(dispatcherclient.Config{
+	return openSession(t, dispatcherclient.Config{
 		Managers: managers,
 		TLS:      dispatchertest.Credentials(t, ca, node, pki.RoleWorker).ClientConfig(),
 		Status:   func() legion.NodeStatus { return legion.NodeStatus{Hostname: node, Version: "test"} },
@@ -42,11 +42,30 @@ func newSession(t *testing.T, ca *pki.CA, node string, managers ...string) *disp
 		},
 		Backoff: 20 * time.Millisecond,
 	})
+}
+
+// openSession is a session with cfg, closed when the test ends.
+func openSession(t *testing.T, cfg dispatcherclient.Config) *dispatcherclient.Session {
+	t.Helper()
+	s, err := dispatcherclient.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// startFollowing starts s and returns its assignments.
+func startFollowing(ctx context.Context, t *testing.T, s *dispatcherclient.Session) <-chan agent.Assignments {
+	t.Helper()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := s.Assignments(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
 }
 
 func put(t *testing.T, st *store.Store, o legion.Object) {

@@ -22,21 +22,10 @@ func TestSessionLeavesAManagerThatWentSilent(t *testing.T) {
 	dispatchertest.Serve(t, ca, st, l2, peers)
 	put(t, st, task("a-1", "node-a", ""))
 
-	s, err := dispatcherclient.New(dispatcherclient.Config{Managers: []string{silent.addr(), a2},
+	s := openSession(t, dispatcherclient.Config{Managers: []string{silent.addr(), a2},
 		TLS:     dispatchertest.Credentials(t, ca, "node-a", pki.RoleWorker).ClientConfig(),
 		Backoff: 20 * time.Millisecond, CallTimeout: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	ctx := ctxT(t)
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := s.Assignments(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := startFollowing(ctxT(t), t, s)
 	until(t, ch, summary{Tasks: []string{"a-1@node-a"}, Values: map[string]string{}})
 
 	silent.freeze()
