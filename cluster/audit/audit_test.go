@@ -60,6 +60,77 @@ func TestRecorderHoldsTheNewestUpToItsLimit(t *testing.T) {
 	}
 }
 
+// At its limit the recorder drops the oldest event without copying what
+// it keeps: a copy of the whole buffer on every Record, under its lock,
+// made every API call wait in turn once a burst of writes filled it.
+func TestRecorderAtItsLimitDoesNotCopyWhatItKeeps(t *testing.T) {
+	r := NewRecorder(DefaultHold, nil)
+	for i := range DefaultHold {
+		r.Record(ev(i))
+	}
+	e := ev(DefaultHold)
+	// Appending past the slice's end allocates now and then (amortised);
+	// a copy per Record would allocate every time.
+	if allocs := testing.AllocsPerRun(1000, func() { r.Record(e) }); allocs > 0.1 {
+		t.Fatalf("Record at the limit allocates %.2f times a call", allocs)
+	}
+	held := r.Take()
+	if len(held) != DefaultHold || held[len(held)-1].Name != e.Name || held[0].Name != ev(1001).Name {
+		t.Fatalf("held %d events, %s to %s", len(held), held[0].Name, held[len(held)-1].Name)
+	}
+}
+
+// A quarter of the limit held asks for an early flush, once until taken;
+// the flusher then writes without waiting for its period.
+func TestManyEventsAreFlushedBeforeThePeriodEnds(t *testing.T) {
+	t.Parallel()
+	r := NewRecorder(8, nil)
+	r.Record(ev(0))
+	select {
+	case <-r.Pressed():
+		t.Fatal("one event of 8 asked for a flush")
+	default:
+	}
+	r.Record(ev(1))
+	select {
+	case <-r.Pressed():
+	default:
+		t.Fatal("two events of 8 did not ask for a flush")
+	}
+	r.Take()
+
+	st := dispatchertest.OpenStore(t)
+	r = NewRecorder(40, nil)
+	f := &Flusher{Recorder: r, Store: func() Leading { return st }, Period: time.Hour,
+		Hand: func(context.Context, []Event) error { return errors.New("the leader hands nothing on") }}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() { defer close(done); f.Run(ctx) }()
+	var want []Event
+	for i := range 10 {
+		want = append(want, ev(i))
+	}
+	r.Record(want...)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := Read(st, Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == len(want) {
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("written (-want +got):\n%s", d)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events written within 10 s of a period of an hour", len(got), len(want))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestFilterNarrowsByEachField(t *testing.T) {
 	t.Parallel()
 	all := []Event{

@@ -47,20 +47,29 @@ type Flusher struct {
 	led    bool      // this manager led at the last round
 }
 
-// Run flushes every period until ctx ends.
+// Run flushes every period, and sooner when the recorder holds many
+// events (Recorder.Pressed), until ctx ends.
 func (f *Flusher) Run(ctx context.Context) {
 	if f.Period <= 0 {
 		f.Period = FlushPeriod
 	}
 	tick := time.NewTicker(f.Period)
 	defer tick.Stop()
+	failed := false
 	for {
+		pressed := f.Recorder.Pressed()
+		if failed {
+			pressed = nil // after a failure the period is waited out, not each Record
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-pressed:
 		}
-		if err := f.Flush(ctx); err != nil && ctx.Err() == nil {
+		err := f.Flush(ctx)
+		failed = err != nil
+		if err != nil && ctx.Err() == nil {
 			f.logger().Warn("audit: events held for the next round", "err", err, "held", f.Recorder.Len())
 		}
 	}

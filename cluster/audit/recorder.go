@@ -18,7 +18,16 @@ type Recorder struct {
 	mu      sync.Mutex
 	events  []Event
 	dropped uint64 // since the last report in the log
+	// pressed is signalled when a quarter of the limit is held, so the
+	// flusher writes before its period ends: at thousands of writes a
+	// second a period's events would otherwise reach the limit and the
+	// oldest be dropped.
+	pressed chan struct{}
 }
+
+// pressureShare is the part of the limit held at which the recorder asks
+// for an early flush (see Pressed).
+const pressureShare = 4
 
 // NewRecorder holds up to max events (DefaultHold when max <= 0).
 func NewRecorder(max int, log *slog.Logger) *Recorder {
@@ -28,8 +37,12 @@ func NewRecorder(max int, log *slog.Logger) *Recorder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Recorder{max: max, log: log}
+	return &Recorder{max: max, log: log, pressed: make(chan struct{}, 1)}
 }
+
+// Pressed is signalled when enough events are held that they should be
+// written before the flusher's next period.
+func (r *Recorder) Pressed() <-chan struct{} { return r.pressed }
 
 // Record adds events, dropping the oldest held beyond the limit.
 func (r *Recorder) Record(events ...Event) {
@@ -39,6 +52,12 @@ func (r *Recorder) Record(events ...Event) {
 		r.events = append(r.events, e.trimmed())
 	}
 	r.trim()
+	if len(r.events) >= r.max/pressureShare {
+		select {
+		case r.pressed <- struct{}{}:
+		default: // already asked
+		}
+	}
 }
 
 // Take removes and returns everything held, oldest first.
@@ -70,9 +89,14 @@ func (r *Recorder) Len() int {
 	return len(r.events)
 }
 
+// trim drops the oldest events beyond the limit. It moves the slice's
+// start rather than copying what is kept: at the limit every Record
+// trims, and a copy of the whole buffer under the lock each time made
+// every API call wait in turn.
 func (r *Recorder) trim() {
 	if over := len(r.events) - r.max; over > 0 {
-		r.events = append(r.events[:0:0], r.events[over:]...)
+		clear(r.events[:over]) // what they hold can be collected
+		r.events = r.events[over:]
 		r.dropped += uint64(over)
 	}
 }
