@@ -208,7 +208,7 @@ func (n *PFNetwork) applyLocked(ctx context.Context, services bool) error {
 
 // netMembers lists every running task as a member of its namespace (and
 // service), ready where the service's endpoints hold it.
-func netMembers(members []endpoints.Member, ready []netbsd.Endpoint) []netbsd.Endpoint {
+func netMembers(members []*endpoints.Member, ready []netbsd.Endpoint) []netbsd.Endpoint {
 	isReady := make(map[string]bool, len(ready))
 	for _, e := range ready {
 		isReady[e.Namespace+"/"+e.TaskUID] = true

@@ -99,23 +99,50 @@ func (k *keyed[T]) setAll(keys []string, vals []T) {
 		}
 		return
 	}
-	n := len(k.keys) + len(keys)
-	nk, nv := make([]string, 0, n), make([]T, 0, n)
-	i, j := 0, 0
-	for i < len(k.keys) || j < len(keys) {
-		switch {
-		case j == len(keys) || i < len(k.keys) && k.keys[i] < keys[j]:
-			nk, nv = append(nk, k.keys[i]), append(nv, k.vals[i])
-			i++
-		case i == len(k.keys) || keys[j] < k.keys[i]:
-			nk, nv = append(nk, keys[j]), append(nv, vals[j])
-			j++
-		default:
-			nk, nv = append(nk, keys[j]), append(nv, vals[j])
-			i, j = i+1, j+1
+	// Where each key goes, by binary search from the last one's place;
+	// then the held items move once, in blocks: a message's few items
+	// cost a search each, not a comparison with each item held.
+	pos, found := make([]int, len(keys)), make([]bool, len(keys))
+	n, lo := len(k.keys), 0
+	for j, key := range keys {
+		i, ok := slices.BinarySearch(k.keys[lo:], key)
+		pos[j], found[j], lo = lo+i, ok, lo+i
+		if !ok {
+			n++
 		}
 	}
-	k.keys, k.vals, k.shared = nk, nv, false
+	k.keys = putAt(k.keys, keys, pos, found, n, true)
+	k.vals = putAt(k.vals, vals, pos, found, n, !k.shared)
+	k.shared = false
+}
+
+// putAt is held with news[j] put at pos[j] (in place of the item there
+// when found[j], else before it), n items in all; written in place when
+// it may be and has room.
+func putAt[E any](held, news []E, pos []int, found []bool, n int, inPlace bool) []E {
+	out := held[:cap(held)]
+	if !inPlace || cap(held) < n {
+		out = make([]E, n, n+n/8)
+	}
+	out = out[:n]
+	// From the back, so that in place nothing is overwritten before it
+	// has moved.
+	src, dst := len(held), n
+	for j := len(news) - 1; j >= 0; j-- {
+		from := pos[j]
+		if found[j] {
+			from++
+		}
+		dst -= src - from
+		copy(out[dst:], held[from:src])
+		dst--
+		out[dst] = news[j]
+		src = pos[j]
+	}
+	if len(held) > 0 && len(out) > 0 && &out[0] != &held[0] {
+		copy(out, held[:src])
+	}
+	return out
 }
 
 // removeAll removes keys.
@@ -126,24 +153,47 @@ func (k *keyed[T]) removeAll(keys []string) {
 		}
 		return
 	}
-	gone := make(map[string]bool, len(keys))
-	for _, key := range keys {
-		gone[key] = true
-	}
-	nk, nv := k.keys[:0], k.vals[:0]
-	if k.shared {
-		nv = make([]T, 0, len(k.vals))
-	}
-	for i, key := range k.keys {
-		if !gone[key] {
-			nk, nv = append(nk, key), append(nv, k.vals[i])
+	var gone []int
+	lo := 0
+	for _, key := range slices.Sorted(slices.Values(keys)) {
+		i, ok := slices.BinarySearch(k.keys[lo:], key)
+		lo += i
+		if ok {
+			gone = append(gone, lo)
+			lo++
 		}
 	}
-	clear(k.keys[len(nk):])
-	if !k.shared {
-		clear(k.vals[len(nv):])
+	if len(gone) == 0 {
+		return
 	}
-	k.keys, k.vals, k.shared = nk, nv, false
+	k.keys = dropAt(k.keys, gone, true)
+	k.vals = dropAt(k.vals, gone, !k.shared)
+	k.shared = false
+}
+
+// dropAt is held without the items at the indexes gone (in order), in
+// place when it may be.
+func dropAt[E any](held []E, gone []int, inPlace bool) []E {
+	n := len(held) - len(gone)
+	var out []E
+	if inPlace {
+		out = held[:n]
+	} else {
+		out = make([]E, n, n+n/8)
+		copy(out, held[:gone[0]])
+	}
+	dst := gone[0]
+	for g, i := range gone {
+		end := len(held)
+		if g+1 < len(gone) {
+			end = gone[g+1]
+		}
+		dst += copy(out[dst:], held[i+1:end])
+	}
+	if inPlace {
+		clear(held[n:]) // what they hold can be collected
+	}
+	return out
 }
 
 // apply takes a part's changes, decoding each item put.
@@ -357,7 +407,7 @@ type state struct {
 	endpoints *serviceEndpoints
 	peers     *keyed[endpoints.Peer]
 	routes    *keyed[endpoints.Route]
-	members   *keyed[endpoints.Member]
+	members   *keyed[*endpoints.Member]
 	rules     endpoints.Policies // isolation and policies only
 	// hasPeers and hasPolicies: the whole set carried them (a manager
 	// that sends none leaves wg0 and the firewall as they are).
@@ -368,7 +418,7 @@ type state struct {
 func stateOf(as agent.Assignments) *state {
 	s := &state{tasks: newKeyed[*legion.Task](), values: maps.Clone(as.Values), volumes: newKeyed[*legion.Volume](),
 		endpoints: newServiceEndpoints(), peers: newKeyed[endpoints.Peer](), routes: newKeyed[endpoints.Route](),
-		members: newKeyed[endpoints.Member](), hasPeers: as.Peers != nil, hasPolicies: as.Policies != nil}
+		members: newKeyed[*endpoints.Member](), hasPeers: as.Peers != nil, hasPolicies: as.Policies != nil}
 	if s.values == nil {
 		s.values = map[string][]byte{}
 	}
@@ -443,7 +493,7 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 	if set.GetMemberChanges() != nil {
 		s.hasPolicies = true
 	}
-	return wrap(s.members.apply(set.GetMemberChanges(), "policy member", decodeJSON[endpoints.Member]))
+	return wrap(s.members.apply(set.GetMemberChanges(), "policy member", decodeJSON[*endpoints.Member]))
 }
 
 // assignments is the state as the agent takes it: what a whole set of

@@ -27,7 +27,7 @@ func benchState(b *testing.B) *state {
 			ip := fmt.Sprintf("10.200.%d.%d", r, 2+s)
 			node := fmt.Sprintf("node-%03d", (s*replicas+r)%256)
 			e.Tasks = append(e.Tasks, endpoints.Task{Name: name, IP: ip, Node: node, Slot: r + 1})
-			as.Policies.Members = append(as.Policies.Members, endpoints.Member{Namespace: "default", Task: name, Service: e.Name, IP: ip, Node: node})
+			as.Policies.Members = append(as.Policies.Members, &endpoints.Member{Namespace: "default", Task: name, Service: e.Name, IP: ip, Node: node})
 		}
 		as.Endpoints = append(as.Endpoints, e)
 	}

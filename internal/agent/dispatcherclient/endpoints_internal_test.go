@@ -221,10 +221,10 @@ func TestKeyedKeepsOrderAndHandedListsAlone(t *testing.T) {
 	var as agent.Assignments
 	as.Policies = &endpoints.Policies{}
 	for _, i := range rng.Perm(100) {
-		as.Policies.Members = append(as.Policies.Members, endpoints.Member{Namespace: "ns", Task: fmt.Sprintf("t%03d", i)})
+		as.Policies.Members = append(as.Policies.Members, &endpoints.Member{Namespace: "ns", Task: fmt.Sprintf("t%03d", i)})
 	}
 	got := stateOf(as).assignments().Policies.Members
-	if !slices.IsSortedFunc(got, func(a, b endpoints.Member) int { return strings.Compare(a.Task, b.Task) }) || len(got) != 100 {
+	if !slices.IsSortedFunc(got, func(a, b *endpoints.Member) int { return strings.Compare(a.Task, b.Task) }) || len(got) != 100 {
 		t.Fatalf("members not in key order: %v", got)
 	}
 }
