@@ -268,11 +268,14 @@ func (k *keyed[T]) list() []T {
 type serviceEndpoints struct {
 	heads *keyed[endpoints.Service]         // by namespace NUL name, Tasks nil
 	tasks map[string]*keyed[endpoints.Task] // by the service's key, then task name
-	out   []endpoints.Service               // nil when stale
+	out   []endpoints.Service               // the list last handed over; nil when it is to be built whole
+	// stale are the services whose tasks changed since out was built:
+	// a hand-over after a task change builds only those again.
+	stale map[string]bool
 }
 
 func newServiceEndpoints() *serviceEndpoints {
-	return &serviceEndpoints{heads: newKeyed[endpoints.Service](), tasks: map[string]*keyed[endpoints.Task]{}}
+	return &serviceEndpoints{heads: newKeyed[endpoints.Service](), tasks: map[string]*keyed[endpoints.Task]{}, stale: map[string]bool{}}
 }
 
 // put takes a service with its tasks: its header and tasks replace what
@@ -325,7 +328,7 @@ func (e *serviceEndpoints) putTask(key string, t endpoints.Task) {
 		e.tasks[svc] = ts
 	}
 	ts.set(t.Name, t)
-	e.out = nil
+	e.stale[svc] = true
 }
 
 func (e *serviceEndpoints) removeTask(key string) {
@@ -337,7 +340,7 @@ func (e *serviceEndpoints) removeTask(key string) {
 		if ts.len() == 0 {
 			delete(e.tasks, svc)
 		}
-		e.out = nil
+		e.stale[svc] = true
 	}
 }
 
@@ -376,7 +379,8 @@ func (e *serviceEndpoints) list() []endpoints.Service {
 	if e.heads.len() == 0 {
 		return nil
 	}
-	if e.out == nil {
+	switch {
+	case e.out == nil:
 		out := make([]endpoints.Service, len(e.heads.vals))
 		for i, h := range e.heads.vals {
 			out[i] = h
@@ -385,7 +389,21 @@ func (e *serviceEndpoints) list() []endpoints.Service {
 			}
 		}
 		e.out = out
+	case len(e.stale) > 0:
+		// The services are as they were: only the stale ones' tasks are
+		// listed again, in a copy (the last list was handed over).
+		out := slices.Clone(e.out)
+		for svc := range e.stale {
+			if i, ok := slices.BinarySearch(e.heads.keys, svc); ok {
+				out[i].Tasks = nil
+				if ts := e.tasks[svc]; ts != nil {
+					out[i].Tasks = ts.list()
+				}
+			}
+		}
+		e.out = out
 	}
+	clear(e.stale)
 	return e.out
 }
 
