@@ -10,6 +10,7 @@ import (
 
 	"github.com/legionbsd/legion/cluster/pki"
 	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -98,7 +99,8 @@ func New(opts Options) (*Client, error) {
 func (c *Client) Close() error { return c.conn.Close() }
 
 // retryUnavailable asks again while the cluster answers UNAVAILABLE, for
-// up to the retry period.
+// up to the retry period: a read whatever the cause, a write only when
+// it cannot have applied (see sendAgain).
 func (c *Client) retryUnavailable(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	start := time.Now()
@@ -109,7 +111,13 @@ func (c *Client) retryUnavailable(ctx context.Context, method string, req, reply
 		if err := c.unreachable(err, start); err != nil {
 			return err
 		}
-		if !retryable(err) || c.retry < 0 || time.Now().Add(wait).After(deadline) {
+		if !retryable(err) {
+			return err
+		}
+		if !readOnly(method) && !sendAgain(err) {
+			return outcomeUnknown(err)
+		}
+		if c.retry < 0 || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		select {
@@ -172,6 +180,43 @@ func retryable(err error) bool {
 	}
 	m := st.Message()
 	return !strings.Contains(m, "handshake") && !strings.Contains(m, "certificate")
+}
+
+// readOnlyMethods change nothing: asking again is always safe.
+var readOnlyMethods = map[string]bool{
+	pb.Objects_Get_FullMethodName: true, pb.Objects_List_FullMethodName: true, pb.Cluster_Status_FullMethodName: true,
+	pb.Cluster_TokenShow_FullMethodName: true, pb.Cluster_Usage_FullMethodName: true,
+}
+
+func readOnly(method string) bool { return readOnlyMethods[method] }
+
+// sendAgain reports whether a call that failed with UNAVAILABLE cannot
+// have changed anything, so sending it again applies it at most once: no
+// connection was made, or the server refused it before it could apply
+// (its RetryInfo says so). Otherwise a write may have applied (the
+// manager went away after committing it, leadership changed while it
+// committed): sent again, it could apply twice, the second time after
+// other clients' writes, undoing them.
+func sendAgain(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	if strings.Contains(st.Message(), "Error while dialing") {
+		return true
+	}
+	for _, d := range st.Details() {
+		if _, ok := d.(*errdetails.RetryInfo); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// outcomeUnknown says of a write's failure that it may have applied.
+func outcomeUnknown(err error) error {
+	st, _ := status.FromError(err)
+	return status.Errorf(st.Code(), "%s: the change may or may not have been made (a manager failed while it was under way); look before making it again", st.Message())
 }
 
 // Errors callers branch on (match with errors.Is).

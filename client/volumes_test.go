@@ -60,10 +60,17 @@ func (v *volumesServer) callCount() int {
 // client to it that retries for retry.
 func serveVolumes(t *testing.T, v *volumesServer, retry time.Duration) *client.Client {
 	t.Helper()
+	return serveScripted(t, func(g *grpc.Server) { pb.RegisterVolumesServer(g, v) }, retry)
+}
+
+// serveScripted serves the services register adds, with mutual TLS on
+// loopback, and returns an admin client to them that retries for retry.
+func serveScripted(t *testing.T, register func(*grpc.Server), retry time.Duration) *client.Client {
+	t.Helper()
 	ca := dispatchertest.NewCA(t)
 	mgr, _ := dispatchertest.Issue(t, ca, "m1", pki.RoleManager)
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(mgr.ServerConfig())))
-	pb.RegisterVolumesServer(g, v)
+	register(g)
 	lis := dispatchertest.Listen(t)
 	served := make(chan error, 1)
 	t.Cleanup(func() { g.Stop(); <-served })

@@ -6,9 +6,25 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
+
+// notApplied is UNAVAILABLE for a call refused before it could change
+// anything (no leader, a follower that may not forward it): its RetryInfo
+// tells a client it may send the call again as it is. Any other
+// UNAVAILABLE after a write began (leadership lost while committing, no
+// quorum in time, the manager stopping) leaves the write's outcome
+// unknown: it may still apply, so a client sending it again could apply
+// it twice, the second time after later writes.
+func notApplied(msg string) error {
+	st, err := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{})
+	if err != nil {
+		return status.Error(codes.Unavailable, msg)
+	}
+	return st.Err()
+}
 
 // toStatus turns a store or admission error into the gRPC status the
 // client acts on.
@@ -36,7 +52,8 @@ func toStatus(err error) error {
 	case errors.Is(err, store.ErrConflict):
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, store.ErrNotLeader):
-		return status.Error(codes.Unavailable, "no leader: an election is in progress")
+		// Raft refused the write before appending it.
+		return notApplied("no leader: an election is in progress")
 	case errors.Is(err, store.ErrNoQuorum), errors.Is(err, store.ErrClosed):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, store.ErrCompacted):

@@ -2,13 +2,12 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 )
 
 // forwardedKey marks a call a follower passed to the leader, so it is
@@ -31,15 +30,15 @@ func (s *Server) leader(ctx context.Context) (*store.Store, *grpc.ClientConn, co
 		return st, nil, ctx, nil
 	}
 	if forwarded(ctx) {
-		return nil, nil, nil, status.Error(codes.Unavailable, "not the leader (this call was forwarded once already)")
+		return nil, nil, nil, notApplied("not the leader (this call was forwarded once already)")
 	}
 	addr, id := st.Leader()
 	if addr == "" {
-		return nil, nil, nil, status.Error(codes.Unavailable, "no leader: an election is in progress")
+		return nil, nil, nil, notApplied("no leader: an election is in progress")
 	}
 	conn, err := s.peer(addr)
 	if err != nil {
-		return nil, nil, nil, status.Errorf(codes.Unavailable, "reaching the leader at %s: %v", addr, err)
+		return nil, nil, nil, notApplied(fmt.Sprintf("reaching the leader at %s: %v", addr, err))
 	}
 	noteLeader(ctx, id) // the leader decides: its name goes in the audit event
 	return nil, conn, metadata.AppendToOutgoingContext(ctx, forwardedKey, s.nodeID), nil

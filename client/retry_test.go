@@ -1,0 +1,105 @@
+package client_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// objectsServer answers Apply and Get with the errors a test scripts,
+// then with success, counting the calls.
+type objectsServer struct {
+	pb.UnimplementedObjectsServer
+	fail func() error // the answer of the first call of each method
+
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (o *objectsServer) call(method string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.calls == nil {
+		o.calls = map[string]int{}
+	}
+	o.calls[method]++
+	if o.calls[method] == 1 {
+		return o.fail()
+	}
+	return nil
+}
+
+func (o *objectsServer) count(method string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.calls[method]
+}
+
+// stored is the object the fake store holds.
+func stored() *pb.Object {
+	return &pb.Object{ApiVersion: legion.APIVersion, Kind: string(legion.KindConfig),
+		Metadata: &pb.Metadata{Name: "a", Namespace: "default", Version: 7}, Spec: []byte(`{"text":"x"}`)}
+}
+
+func (o *objectsServer) Apply(context.Context, *pb.ApplyRequest) (*pb.ApplyResponse, error) {
+	if err := o.call("apply"); err != nil {
+		return nil, err
+	}
+	return &pb.ApplyResponse{Results: []*pb.ApplyResult{{Object: stored(), Outcome: "created"}}}, nil
+}
+
+func (o *objectsServer) Get(context.Context, *pb.GetRequest) (*pb.GetResponse, error) {
+	if err := o.call("get"); err != nil {
+		return nil, err
+	}
+	return &pb.GetResponse{Object: stored()}, nil
+}
+
+// A write whose manager failed while it was under way may have applied:
+// it is not sent again (it could apply twice, the second time over a
+// later write), and the error says so. A write refused before it could
+// apply (RetryInfo) is sent again, and a read always is.
+func TestWritesAreSentAgainOnlyWhenTheyCannotHaveApplied(t *testing.T) {
+	t.Parallel()
+	ambiguous := func() error {
+		return status.Error(codes.Unavailable, "no quorum: leadership lost during the write: the write may still apply")
+	}
+	refused := func() error {
+		st, err := status.New(codes.Unavailable, "no leader: an election is in progress").WithDetails(&errdetails.RetryInfo{})
+		if err != nil {
+			t.Error(err)
+		}
+		return st.Err()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	o := &objectsServer{fail: ambiguous}
+	c := serveScripted(t, func(g *grpc.Server) { pb.RegisterObjectsServer(g, o) }, 10*time.Second)
+	_, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{})
+	if err == nil || client.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "may or may not have been made") {
+		t.Fatalf("a write whose outcome is unknown: %v", err)
+	}
+	if n := o.count("apply"); n != 1 {
+		t.Fatalf("a write whose outcome is unknown was sent %d times", n)
+	}
+	if _, err := c.Get(ctx, legion.KindConfig, "default", "a"); err != nil || o.count("get") != 2 {
+		t.Fatalf("a read after UNAVAILABLE: %v, sent %d times", err, o.count("get"))
+	}
+
+	o = &objectsServer{fail: refused}
+	c = serveScripted(t, func(g *grpc.Server) { pb.RegisterObjectsServer(g, o) }, 10*time.Second)
+	if _, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{}); err != nil || o.count("apply") != 2 {
+		t.Fatalf("a write refused before it could apply: %v, sent %d times", err, o.count("apply"))
+	}
+}
