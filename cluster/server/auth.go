@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -72,7 +73,7 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 	}
 	if role == roleManager && method != "/legion.v1.Cluster/Status" && s.selfRemoved() {
 		if strings.HasPrefix(method, "/legion.v1.Dispatcher/") || strings.HasPrefix(method, "/legion.v1.Sessions/") {
-			return nil, status.Errorf(codes.Unavailable, "manager %s was removed from the cluster: ask another manager", s.nodeID)
+			return nil, notApplied(fmt.Sprintf("manager %s was removed from the cluster: ask another manager", s.nodeID))
 		}
 		return nil, s.removedError()
 	}
@@ -81,7 +82,7 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 		// certificate names. Unavailable (not a refusal) off a manager,
 		// so agents go on to the next one.
 		if role != roleManager {
-			return nil, status.Error(codes.Unavailable, "this daemon is not a manager: ask another")
+			return nil, notApplied("this daemon is not a manager: ask another")
 		}
 		if c.id == nil {
 			return nil, status.Error(codes.Unauthenticated, "a node certificate of this cluster is required")

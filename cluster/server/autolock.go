@@ -129,7 +129,7 @@ func (s *Server) authorizeLocked(ctx context.Context, method string, c caller, r
 	// Agents and other managers go on to the next manager.
 	for _, p := range []string{"/legion.v1.Dispatcher/", "/legion.v1.Sessions/", "/legion.v1.Raft/"} {
 		if len(method) >= len(p) && method[:len(p)] == p {
-			return nil, status.Error(codes.Unavailable, lockedMsg)
+			return nil, notApplied(lockedMsg)
 		}
 	}
 	return nil, status.Error(codes.FailedPrecondition, lockedMsg)

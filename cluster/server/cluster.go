@@ -452,7 +452,7 @@ func (c *clusterService) IssueUser(ctx context.Context, req *pb.IssueUserRequest
 	}
 	ca := c.s.caNow()
 	if ca == nil || ca.Key == nil {
-		return nil, status.Error(codes.Unavailable, "this daemon holds no CA key: ask another manager")
+		return nil, notApplied("this daemon holds no CA key: ask another manager")
 	}
 	cert, err := ca.Issue(req.Csr, pki.Identity{Name: req.Name, Role: pki.RoleUser}, nil, c.s.cfg.Now())
 	if err != nil {

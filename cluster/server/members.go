@@ -209,7 +209,7 @@ func (s *Server) askPromote(ctx context.Context, st *store.Store, through string
 		addr = through
 	}
 	if addr == "" {
-		return nil, status.Error(codes.Unavailable, "no leader known yet")
+		return nil, notApplied("no leader known yet")
 	}
 	conn, err := s.peer(addr)
 	if err != nil {
@@ -310,7 +310,7 @@ func joinedWith(st *store.Store, leaf *x509.Certificate) error {
 		return toStatus(err)
 	case r == nil:
 		// The join's record may not have replicated here yet.
-		return status.Errorf(codes.Unavailable, "manager %s: no certificate recorded for it on this replica yet", name)
+		return notApplied(fmt.Sprintf("manager %s: no certificate recorded for it on this replica yet", name))
 	case !r.Holds(leaf):
 		return status.Errorf(codes.PermissionDenied, "manager %s: the certificate presented (serial %s) is not one this cluster issued it", name, leaf.SerialNumber.Text(16))
 	}
@@ -318,10 +318,14 @@ func joinedWith(st *store.Store, leaf *x509.Certificate) error {
 }
 
 // raftChangeError says why a membership change failed; a lost
-// leadership is worth a retry.
+// leadership is worth a retry (sent again as it is only when Raft
+// refused the change before taking it).
 func raftChangeError(what string, err error) error {
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		return status.Errorf(codes.Unavailable, "%s: no leader: an election is in progress", what)
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		return notApplied(what + ": no leader: an election is in progress")
+	}
+	if errors.Is(err, raft.ErrLeadershipLost) {
+		return status.Errorf(codes.Unavailable, "%s: leadership was lost while the change was committed: it may still apply", what)
 	}
 	return status.Errorf(codes.Unavailable, "%s: %v", what, err)
 }
@@ -398,7 +402,7 @@ func (s *Server) removeManager(st *store.Store, name string, pre store.Precondit
 		if err := st.Raft().LeadershipTransfer().Error(); err != nil {
 			return raftChangeError("handing leadership over before removing manager "+name, err)
 		}
-		return status.Errorf(codes.Unavailable, "manager %s led the cluster: leadership was handed to another manager first; ask again", name)
+		return notApplied(fmt.Sprintf("manager %s led the cluster: leadership was handed to another manager first; ask again", name))
 	}
 	if err := st.Raft().RemoveServer(m.ID, at, s.writeTimeout()).Error(); err != nil {
 		return raftChangeError("removing manager "+name+" from Raft", err)
@@ -419,7 +423,7 @@ func (s *Server) managerRevoked(ctx context.Context) error {
 	}
 	removed, _, err := dispatcher.ReadRemoved(st)
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "reading the removed nodes: %v", err)
+		return notApplied(fmt.Sprintf("reading the removed nodes: %v", err))
 	}
 	if _, ok := removed.Nodes[pki.IdentityOf(leaf).Name]; !ok {
 		return nil

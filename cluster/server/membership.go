@@ -45,7 +45,7 @@ func (m *members) refresh(st *store.Store) {
 func (s *Server) checkMember(ctx context.Context) error {
 	st := s.store()
 	if st == nil {
-		return status.Error(codes.Unavailable, "raft: this manager's store is not open")
+		return notApplied("raft: this manager's store is not open")
 	}
 	c, ok := ctx.Value(callerKey{}).(caller)
 	if !ok || c.id == nil {
