@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,5 +150,52 @@ func TestAgentReportsAStoppingTaskWhosePodIsGoneShutDown(t *testing.T) {
 	}
 	if c := r.rt.created(); len(c) > 0 {
 		t.Errorf("the agent made %d containers for a task told to stop", len(c))
+	}
+}
+
+// An agent started over a pod whose task ended while the node was away
+// (orphaned, its ordinal given a new task on this node) removes that pod
+// before it makes the new task's: the two would share the ordinal's
+// volume, and a network that does not know the old pod's address could
+// give the new one the same.
+func TestAgentRemovesPodsNoTaskWantsBeforeMakingNewOnes(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	old := runningPod(t, r, "t1")
+	old.Spec.DesiredState, old.Status.State, old.Status.Ready = legion.TaskShutdown, legion.TaskOrphaned, false
+	replacement := testTask("t2")
+	// The old pod's removal is held a while: a new pod made meanwhile
+	// is made beside it.
+	var mu sync.Mutex
+	removing, beside := false, []string(nil)
+	r.rt.beforeRemove = func(id string) {
+		if !strings.HasPrefix(id, "t1") {
+			return
+		}
+		mu.Lock()
+		removing = true
+		mu.Unlock()
+		time.Sleep(time.Second)
+	}
+	r.rt.beforeCreate = func(spec jail.ContainerSpec) {
+		if _, err := r.rt.Memory.Inspect(context.Background(), "t1-main"); err == nil && strings.HasPrefix(spec.ID, "t2") {
+			mu.Lock()
+			beside = append(beside, spec.ID)
+			mu.Unlock()
+		}
+	}
+	r.start(t)
+	r.assign(nil, old, replacement)
+	r.mgr.await(t, "web-t2", "the new task running", func(s legion.TaskStatus) bool { return s.State == legion.TaskRunning })
+	mu.Lock()
+	defer mu.Unlock()
+	if !removing {
+		t.Fatal("the old pod was never removed")
+	}
+	if len(beside) > 0 {
+		t.Fatalf("made %q while the old pod was still there", beside)
+	}
+	if _, err := r.rt.Memory.Inspect(context.Background(), "t1-main"); err == nil {
+		t.Error("the old pod's container is still there")
 	}
 }

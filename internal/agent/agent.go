@@ -422,10 +422,12 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); a.reportFinal(ctx, f) }()
 	}
-	for _, w := range start {
-		a.wg.Add(1)
-		go func() { defer a.wg.Done(); w.run(ctx) }()
-	}
+	// At start, the pods found that no task wants any more go before a new
+	// pod starts: a task replaced while the node was away (a stateful
+	// ordinal) would otherwise run beside its predecessor, on the same
+	// volume, and on a network that does not know the old pod's address,
+	// at the same address.
+	var clearing sync.WaitGroup
 	byUID := map[string]*legion.Task{}
 	for _, t := range as.Tasks {
 		byUID[t.Metadata.UID] = t
@@ -441,7 +443,12 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 			w := newWorker(a, t, true)
 			w.status = t.Status
 			a.wg.Add(1)
-			go func() { defer a.wg.Done(); w.teardown(context.WithoutCancel(ctx), legion.TaskShutdown, "stopped") }()
+			clearing.Add(1)
+			go func() {
+				defer a.wg.Done()
+				defer clearing.Done()
+				w.teardown(context.WithoutCancel(ctx), legion.TaskShutdown, "stopped")
+			}()
 			continue
 		}
 		a.log.Info("removing a pod no task wants", "task", uid)
@@ -449,6 +456,23 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		if a.detachDir(ctx, uid) {
 			a.removeTaskDir(ctx, uid)
 		}
+	}
+	// An adopted pod's address is the network's again before any new pod
+	// asks for one (its worker attaches it too, and logs what fails).
+	for _, w := range start {
+		if w.adopt {
+			a.Network.Attach(ctx, w.task)
+		}
+	}
+	for _, w := range start {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			if !w.adopt {
+				clearing.Wait()
+			}
+			w.run(ctx)
+		}()
 	}
 }
 

@@ -292,6 +292,10 @@ type recRuntime struct {
 	starts    []string
 	failOn    map[string]error // create of this id fails
 	execCodes map[string]int
+	// beforeCreate and beforeRemove, when set, run first in Create and
+	// Remove (outside the lock).
+	beforeCreate func(jail.ContainerSpec)
+	beforeRemove func(id string)
 }
 
 func newRecRuntime(t *testing.T) *recRuntime {
@@ -301,6 +305,9 @@ func newRecRuntime(t *testing.T) *recRuntime {
 }
 
 func (r *recRuntime) Create(ctx context.Context, spec jail.ContainerSpec) error {
+	if r.beforeCreate != nil {
+		r.beforeCreate(spec)
+	}
 	r.mu.Lock()
 	r.creates = append(r.creates, spec)
 	err := r.failOn[spec.ID]
@@ -309,6 +316,13 @@ func (r *recRuntime) Create(ctx context.Context, spec jail.ContainerSpec) error 
 		return err
 	}
 	return r.Memory.Create(ctx, spec)
+}
+
+func (r *recRuntime) Remove(ctx context.Context, id string) error {
+	if r.beforeRemove != nil {
+		r.beforeRemove(id)
+	}
+	return r.Memory.Remove(ctx, id)
 }
 
 func (r *recRuntime) Start(ctx context.Context, id string) error {
