@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -236,7 +237,11 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool, c
 		}
 		// The request's object is this call's alone: once written it is
 		// the object as stored, with no copy decoded from the store.
-		prev, err := st.PutInPlace(ctx, it.obj, store.WriteOptions{Precondition: pre, KeepStatus: true})
+		opts := store.WriteOptions{Precondition: pre, KeepStatus: true}
+		if specBeforeUpdate(cur, it.obj, pre) {
+			opts.KeepStatus = false // cur's status, changed: written at cur's version
+		}
+		prev, err := st.PutInPlace(ctx, it.obj, opts)
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
 			if it.expected != nil {
 				return nil, nil, "", status.Error(codes.Aborted, err.Error())
@@ -254,6 +259,30 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool, c
 		}
 		return it.obj, prev, outcome, nil
 	}
+}
+
+// specBeforeUpdate gives next, a Service write that changes the pod of
+// cur (the stored Service, the write's precondition naming its version),
+// cur's status with status.spec made cur's spec, when the planner has
+// seen cur's pod but not the rest of its spec (a scale written just
+// before): the update the planner starts then comes from the spec as
+// stored before this write, as rollback promises, not from the one it
+// saw last, which would lose the scale. Only the write knows that order.
+// Reports whether it did.
+func specBeforeUpdate(cur, next legion.Object, pre store.Precondition) bool {
+	c, ok := cur.(*legion.Service)
+	n, ok2 := next.(*legion.Service)
+	if !ok || !ok2 || pre.Version != c.Metadata.Version || c.Status.Spec == nil {
+		return false
+	}
+	if reflect.DeepEqual(c.Spec.Pod, n.Spec.Pod) || !reflect.DeepEqual(c.Status.Spec.Pod, c.Spec.Pod) ||
+		reflect.DeepEqual(*c.Status.Spec, c.Spec) {
+		return false
+	}
+	spec := c.Spec
+	n.Status = c.Status
+	n.Status.Spec = &spec
+	return true
 }
 
 func checkExpected(expected *uint64, cur legion.Object) error {
