@@ -114,7 +114,7 @@ func (c *Client) retryUnavailable(ctx context.Context, method string, req, reply
 		if !retryable(err) {
 			return err
 		}
-		if !readOnly(method) && !sendAgain(err) {
+		if !readOnly(method, req) && !sendAgain(err) {
 			return outcomeUnknown(err)
 		}
 		if c.retry < 0 || time.Now().Add(wait).After(deadline) {
@@ -188,7 +188,13 @@ var readOnlyMethods = map[string]bool{
 	pb.Cluster_TokenShow_FullMethodName: true, pb.Cluster_Usage_FullMethodName: true,
 }
 
-func readOnly(method string) bool { return readOnlyMethods[method] }
+// readOnly: the call changes nothing (a read, or an apply's dry run).
+func readOnly(method string, req any) bool {
+	if r, ok := req.(*pb.ApplyRequest); ok && r.GetDryRun() {
+		return true
+	}
+	return readOnlyMethods[method]
+}
 
 // sendAgain reports whether a call that failed with UNAVAILABLE cannot
 // have changed anything, so sending it again applies it at most once: no

@@ -96,6 +96,11 @@ func TestWritesAreSentAgainOnlyWhenTheyCannotHaveApplied(t *testing.T) {
 	if _, err := c.Get(ctx, legion.KindConfig, "default", "a"); err != nil || o.count("get") != 2 {
 		t.Fatalf("a read after UNAVAILABLE: %v, sent %d times", err, o.count("get"))
 	}
+	o = &objectsServer{fail: ambiguous}
+	c = serveScripted(t, func(g *grpc.Server) { pb.RegisterObjectsServer(g, o) }, 10*time.Second)
+	if _, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{DryRun: true}); err != nil || o.count("apply") != 2 {
+		t.Fatalf("a dry run after UNAVAILABLE (it changes nothing): %v, sent %d times", err, o.count("apply"))
+	}
 
 	o = &objectsServer{fail: refused}
 	c = serveScripted(t, func(g *grpc.Server) { pb.RegisterObjectsServer(g, o) }, 10*time.Second)
