@@ -158,7 +158,7 @@ func (c *Client) retryOpen(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.
 // that says where it tried and what to do; nil otherwise.
 func (c *Client) unreachable(err error, start time.Time) error {
 	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "Error while dialing") {
+	if !ok || st.Code() != codes.Unavailable || !dialFailed(st) {
 		return nil
 	}
 	if c.retry >= 0 && time.Since(start) < c.dialRetry {
@@ -208,7 +208,7 @@ func sendAgain(err error) bool {
 	if !ok {
 		return false
 	}
-	if strings.Contains(st.Message(), "Error while dialing") {
+	if dialFailed(st) {
 		return true
 	}
 	for _, d := range st.Details() {
@@ -218,6 +218,10 @@ func sendAgain(err error) bool {
 	}
 	return false
 }
+
+// dialFailed: the call failed because no connection could be made, so
+// nothing was sent.
+func dialFailed(st *status.Status) bool { return strings.Contains(st.Message(), "Error while dialing") }
 
 // outcomeUnknown says of a write's failure that it may have applied.
 func outcomeUnknown(err error) error {

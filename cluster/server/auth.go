@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -73,7 +72,7 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 	}
 	if role == roleManager && method != "/legion.v1.Cluster/Status" && s.selfRemoved() {
 		if strings.HasPrefix(method, "/legion.v1.Dispatcher/") || strings.HasPrefix(method, "/legion.v1.Sessions/") {
-			return nil, notApplied(fmt.Sprintf("manager %s was removed from the cluster: ask another manager", s.nodeID))
+			return nil, notApplied("manager %s was removed from the cluster: ask another manager", s.nodeID)
 		}
 		return nil, s.removedError()
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
@@ -18,7 +19,8 @@ import (
 // quorum in time, the manager stopping) leaves the write's outcome
 // unknown: it may still apply, so a client sending it again could apply
 // it twice, the second time after later writes.
-func notApplied(msg string) error {
+func notApplied(format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
 	st, err := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{})
 	if err != nil {
 		return status.Error(codes.Unavailable, msg)

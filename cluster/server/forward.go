@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -38,7 +37,7 @@ func (s *Server) leader(ctx context.Context) (*store.Store, *grpc.ClientConn, co
 	}
 	conn, err := s.peer(addr)
 	if err != nil {
-		return nil, nil, nil, notApplied(fmt.Sprintf("reaching the leader at %s: %v", addr, err))
+		return nil, nil, nil, notApplied("reaching the leader at %s: %v", addr, err)
 	}
 	noteLeader(ctx, id) // the leader decides: its name goes in the audit event
 	return nil, conn, metadata.AppendToOutgoingContext(ctx, forwardedKey, s.nodeID), nil

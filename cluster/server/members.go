@@ -310,7 +310,7 @@ func joinedWith(st *store.Store, leaf *x509.Certificate) error {
 		return toStatus(err)
 	case r == nil:
 		// The join's record may not have replicated here yet.
-		return notApplied(fmt.Sprintf("manager %s: no certificate recorded for it on this replica yet", name))
+		return notApplied("manager %s: no certificate recorded for it on this replica yet", name)
 	case !r.Holds(leaf):
 		return status.Errorf(codes.PermissionDenied, "manager %s: the certificate presented (serial %s) is not one this cluster issued it", name, leaf.SerialNumber.Text(16))
 	}
@@ -322,7 +322,7 @@ func joinedWith(st *store.Store, leaf *x509.Certificate) error {
 // refused the change before taking it).
 func raftChangeError(what string, err error) error {
 	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		return notApplied(what + ": no leader: an election is in progress")
+		return notApplied("%s: no leader: an election is in progress", what)
 	}
 	if errors.Is(err, raft.ErrLeadershipLost) {
 		return status.Errorf(codes.Unavailable, "%s: leadership was lost while the change was committed: it may still apply", what)
@@ -402,7 +402,7 @@ func (s *Server) removeManager(st *store.Store, name string, pre store.Precondit
 		if err := st.Raft().LeadershipTransfer().Error(); err != nil {
 			return raftChangeError("handing leadership over before removing manager "+name, err)
 		}
-		return notApplied(fmt.Sprintf("manager %s led the cluster: leadership was handed to another manager first; ask again", name))
+		return notApplied("manager %s led the cluster: leadership was handed to another manager first; ask again", name)
 	}
 	if err := st.Raft().RemoveServer(m.ID, at, s.writeTimeout()).Error(); err != nil {
 		return raftChangeError("removing manager "+name+" from Raft", err)
@@ -423,7 +423,7 @@ func (s *Server) managerRevoked(ctx context.Context) error {
 	}
 	removed, _, err := dispatcher.ReadRemoved(st)
 	if err != nil {
-		return notApplied(fmt.Sprintf("reading the removed nodes: %v", err))
+		return notApplied("reading the removed nodes: %v", err)
 	}
 	if _, ok := removed.Nodes[pki.IdentityOf(leaf).Name]; !ok {
 		return nil

@@ -120,11 +120,13 @@ func (k *keyed[T]) setAll(keys []string, vals []T) {
 // when found[j], else before it), n items in all; written in place when
 // it may be and has room.
 func putAt[E any](held, news []E, pos []int, found []bool, n int, inPlace bool) []E {
-	out := held[:cap(held)]
-	if !inPlace || cap(held) < n {
+	inPlace = inPlace && cap(held) >= n
+	var out []E
+	if inPlace {
+		out = held[:n]
+	} else {
 		out = make([]E, n, n+n/8)
 	}
-	out = out[:n]
 	// From the back, so that in place nothing is overwritten before it
 	// has moved.
 	src, dst := len(held), n
@@ -139,8 +141,8 @@ func putAt[E any](held, news []E, pos []int, found []bool, n int, inPlace bool) 
 		out[dst] = news[j]
 		src = pos[j]
 	}
-	if len(held) > 0 && len(out) > 0 && &out[0] != &held[0] {
-		copy(out, held[:src])
+	if !inPlace {
+		copy(out, held[:src]) // in place, the items before the first put stay where they are
 	}
 	return out
 }
