@@ -50,9 +50,9 @@ type backendConn struct {
 	t         *backendTransport
 	addr      string
 	conn      net.Conn
-	lr        limitedReader // conn, limited while headers are read
+	lr        limitedReader // ask, limited while headers are read
 	br        *bufio.Reader // reads lr
-	bw        *bufio.Writer
+	bw        *bufio.Writer // writes ask
 	idleSince time.Time
 }
 
@@ -65,7 +65,7 @@ var errResponseHeaderTooLarge = errors.New("backend answer's headers exceed 10 M
 
 // limitedReader reads r, at most n bytes more when n >= 0.
 type limitedReader struct {
-	r net.Conn
+	r io.Reader
 	n int64
 }
 
@@ -158,9 +158,10 @@ func (t *backendTransport) get(ctx context.Context, addr string) (c *backendConn
 	if err != nil {
 		return nil, false, err
 	}
-	c = &backendConn{t: t, addr: addr, conn: conn, lr: limitedReader{r: conn, n: -1}}
+	ask := newAskingConn(conn)
+	c = &backendConn{t: t, addr: addr, conn: conn, lr: limitedReader{r: ask, n: -1}}
 	c.br = bufio.NewReaderSize(&c.lr, backendBufferSize)
-	c.bw = bufio.NewWriterSize(conn, backendBufferSize)
+	c.bw = bufio.NewWriterSize(ask, backendBufferSize)
 	return c, false, nil
 }
 
@@ -252,6 +253,8 @@ func (c *backendConn) roundTrip(ctx context.Context, req *http.Request, write fu
 	if err := write(req, c.bw); err != nil {
 		return fail(err)
 	}
+	// On a TCP connection the request is sent by the first read of its
+	// answer (askingConn), whose errors say whether it could be sent.
 	if err := c.bw.Flush(); err != nil {
 		return fail(fmt.Errorf("%w: %w", errBackendConnBroken, err))
 	}
