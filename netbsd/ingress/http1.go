@@ -322,10 +322,10 @@ func plainRequest(req *http.Request) bool {
 // request. closing adds Connection: close to the answer.
 func (ln *lane) forward(req *http.Request, e *entry, h hop, closing bool) bool {
 	toBackend(req, h, e.backend())
-	resp, err := ln.roundTrip(req)
+	x, err := ln.roundTrip(req)
 	if ln.gone.Load() {
 		if err == nil {
-			resp.Body.Close()
+			x.abandon()
 		}
 		return false
 	}
@@ -340,6 +340,10 @@ func (ln *lane) forward(req *http.Request, e *entry, h hop, closing bool) bool {
 		ln.writeHeader(status, http.Header{"Content-Length": {"0"}}, closing)
 		return ln.bw.Flush() == nil
 	}
+	if x.resp == nil {
+		return ln.passAnswer(req, x, closing)
+	}
+	resp := x.resp
 	defer resp.Body.Close()
 	removeHopByHop(resp.Header)
 	if len(resp.Trailer) > 0 {
@@ -430,13 +434,86 @@ func toBackend(req *http.Request, h hop, backend string) {
 	req.URL.Scheme, req.URL.Host = "http", backend
 }
 
-// roundTrip sends req to its backend and reads the answer's headers,
+// exchange is a backend's answer to a lane's request, its head read: as
+// an http.Response, or as it lies in the connection's buffer (answer.go).
+type exchange struct {
+	resp *http.Response // nil: the answer is the rest
+	c    *backendConn
+	stop func() bool // c's stop
+	head []byte      // in c's buffer
+	a    answerHead
+}
+
+// abandon closes what the answer is read from.
+func (x exchange) abandon() {
+	if x.resp != nil {
+		x.resp.Body.Close()
+		return
+	}
+	x.c.release(x.stop, false)
+}
+
+// roundTrip sends req to its backend and reads the answer's head,
 // watching the client meanwhile once that takes clientWatchDelay.
-func (ln *lane) roundTrip(req *http.Request) (*http.Response, error) {
+func (ln *lane) roundTrip(req *http.Request) (exchange, error) {
 	ln.watchFrom(clientWatchDelay)
-	resp, err := ln.p.backend.keptRoundTrip(ln.ctx, req, writeRequest)
-	ln.unwatch()
-	return resp, err
+	defer ln.unwatch()
+	c, stop, err := ln.p.backend.keptAsk(ln.ctx, req, writeRequest)
+	if err != nil {
+		return exchange{}, err
+	}
+	head, err := c.bufferedHead()
+	if err != nil {
+		return exchange{}, c.fail(ln.ctx, stop, err)
+	}
+	if head != nil {
+		if a, ok := parseAnswerHead(head, req.Method); ok {
+			return exchange{c: c, stop: stop, head: head, a: a}, nil
+		}
+	}
+	resp, err := c.readResponse(ln.ctx, req, stop)
+	return exchange{resp: resp}, err
+}
+
+// passAnswer writes to the client the answer x holds in the backend
+// connection's buffer, its body copied from there; false when the
+// connection cannot serve another request.
+func (ln *lane) passAnswer(req *http.Request, x exchange, closing bool) bool {
+	c := x.c
+	ln.writeAnswerHead(x.head, x.a, closing)
+	c.br.Discard(len(x.head))
+	c.lr.n = -1
+	n := x.a.length
+	if req.Method == http.MethodHead || n < 0 {
+		n = 0
+	}
+	// What the buffer holds (all of a small body) is written from there:
+	// no read, and the header deadline, which the next request moves, can
+	// stay.
+	if b := int64(c.br.Buffered()); b > 0 && n > 0 {
+		chunk, _ := c.br.Peek(int(min(b, n)))
+		ln.bw.Write(chunk)
+		c.br.Discard(len(chunk))
+		n -= int64(len(chunk))
+	}
+	if n > 0 {
+		if err := c.conn.SetReadDeadline(time.Time{}); err != nil || ln.ctx.Err() != nil {
+			c.release(x.stop, false)
+			return false
+		}
+		buf := ln.p.buffers.Get()
+		defer ln.p.buffers.Put(buf)
+		// Through the buffer: bufio.Writer.ReadFrom would hand a large
+		// body to the connection's ReadFrom, which allocates its own.
+		copied, err := io.CopyBuffer(struct{ io.Writer }{ln.bw}, io.LimitReader(c.br, n), buf)
+		if err != nil || copied < n {
+			// A body cut short cannot be told to the client but by closing.
+			c.release(x.stop, false)
+			return false
+		}
+	}
+	c.release(x.stop, !x.a.close)
+	return ln.bw.Flush() == nil
 }
 
 // watchFrom has watchClient start after delay.
@@ -517,6 +594,17 @@ func writeField(bw *bufio.Writer, k, v string) {
 // writeHeader writes the status line and header, with a Date when the
 // backend sent none, as net/http's server does.
 func (ln *lane) writeHeader(code int, header http.Header, closing bool) {
+	ln.writeStatusLine(code)
+	for k, vv := range header {
+		for _, v := range vv {
+			writeField(ln.bw, k, v)
+		}
+	}
+	_, date := header["Date"]
+	ln.endHead(date, code, closing)
+}
+
+func (ln *lane) writeStatusLine(code int) {
 	ln.bw.WriteString("HTTP/1.1 ")
 	ln.bw.Write(strconv.AppendInt(ln.date[:0], int64(code), 10))
 	ln.bw.WriteByte(' ')
@@ -526,12 +614,12 @@ func (ln *lane) writeHeader(code int, header http.Header, closing bool) {
 		ln.bw.WriteString("status code " + strconv.Itoa(code))
 	}
 	ln.bw.WriteString("\r\n")
-	for k, vv := range header {
-		for _, v := range vv {
-			writeField(ln.bw, k, v)
-		}
-	}
-	if _, ok := header["Date"]; !ok && code >= 200 {
+}
+
+// endHead ends a head of status code whose fields are written: a Date
+// unless it has one, Connection: close when closing, the empty line.
+func (ln *lane) endHead(date bool, code int, closing bool) {
+	if !date && code >= 200 {
 		ln.date = time.Now().UTC().AppendFormat(ln.date[:0], http.TimeFormat)
 		ln.bw.WriteString("Date: ")
 		ln.bw.Write(ln.date)

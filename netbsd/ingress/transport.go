@@ -105,17 +105,29 @@ func (t *backendTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // no upgrade) under ctx, which stands for req's context; write writes req
 // (Request.Write, or a lane's writeRequest).
 func (t *backendTransport) keptRoundTrip(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error) (*http.Response, error) {
+	c, stop, err := t.keptAsk(ctx, req, write)
+	if err != nil {
+		return nil, err
+	}
+	return c.readResponse(ctx, req, stop)
+}
+
+// keptAsk sends req (as keptRoundTrip takes it) on a kept connection, or a
+// new one, and waits for the first byte of its answer. stop ends the
+// watch of ctx that closes c; the answer is to be read with
+// c.readResponse, or as a lane reads it.
+func (t *backendTransport) keptAsk(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error) (c *backendConn, stop func() bool, err error) {
 	for attempt := 0; ; attempt++ {
 		c, reused, err := t.get(ctx, req.URL.Host)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		resp, err := c.roundTrip(ctx, req, write)
+		stop, err := c.ask(ctx, req, write)
 		if err == nil {
-			return resp, nil
+			return c, stop, nil
 		}
 		if !reused || attempt > 0 || !errors.Is(err, errBackendConnBroken) || ctx.Err() != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// The backend closed the kept connection before it read the
 		// request: send it on a new one.
@@ -237,31 +249,23 @@ func (t *backendTransport) CloseIdleConnections() {
 // connection return at once.
 var alreadyPast = time.Unix(1, 0)
 
-// roundTrip sends req on c and reads the response's headers; the body is
-// read from c as the caller reads it, and c goes back to the transport at
-// its end. Ending ctx (req's) closes c whatever it is doing.
-func (c *backendConn) roundTrip(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error) (*http.Response, error) {
-	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(alreadyPast) })
-	fail := func(err error) (*http.Response, error) {
-		stop()
-		c.conn.Close()
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, ctxErr
-		}
-		return nil, err
-	}
+// ask sends req on c and waits, within the header timeout, for the first
+// byte of the answer. Ending ctx (req's) closes c whatever it is doing,
+// until stop is called.
+func (c *backendConn) ask(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error) (stop func() bool, err error) {
+	stop = context.AfterFunc(ctx, func() { c.conn.SetDeadline(alreadyPast) })
 	if err := write(req, c.bw); err != nil {
-		return fail(err)
+		return nil, c.fail(ctx, stop, err)
 	}
 	// On a TCP connection the request is sent by the first read of its
 	// answer (askingConn), whose errors say whether it could be sent.
 	if err := c.bw.Flush(); err != nil {
-		return fail(fmt.Errorf("%w: %w", errBackendConnBroken, err))
+		return nil, c.fail(ctx, stop, fmt.Errorf("%w: %w", errBackendConnBroken, err))
 	}
 	// Each change of the deadline is followed by a look at ctx: had it
 	// ended just before, the change would undo the one stop makes.
 	if err := c.conn.SetReadDeadline(time.Now().Add(c.t.headerTimeout)); err != nil || ctx.Err() != nil {
-		return fail(err)
+		return nil, c.fail(ctx, stop, err)
 	}
 	c.lr.n = maxResponseHeaderBytes
 	// A kept connection the backend closed while it was idle fails here,
@@ -271,8 +275,27 @@ func (c *backendConn) roundTrip(ctx context.Context, req *http.Request, write fu
 		if errors.Is(err, io.EOF) || isReset(err) {
 			err = fmt.Errorf("%w: %w", errBackendConnBroken, err)
 		}
-		return fail(err)
+		return nil, c.fail(ctx, stop, err)
 	}
+	return stop, nil
+}
+
+// fail closes c after a failed exchange and says why: ctx's end, when it
+// ended, else err.
+func (c *backendConn) fail(ctx context.Context, stop func() bool, err error) error {
+	stop()
+	c.conn.Close()
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	return err
+}
+
+// readResponse reads the headers of the answer ask waited for; the body is
+// read from c as the caller reads it, and c goes back to the transport at
+// its end.
+func (c *backendConn) readResponse(ctx context.Context, req *http.Request, stop func() bool) (*http.Response, error) {
+	fail := func(err error) (*http.Response, error) { return nil, c.fail(ctx, stop, err) }
 	var resp *http.Response
 	for {
 		var err error
@@ -350,9 +373,37 @@ func (b *backendBody) Close() error {
 // to its end) or closes it.
 func (b *backendBody) finish(whole bool) {
 	b.done = true
-	if b.stop() && whole && b.keep {
-		b.c.t.put(b.c)
+	b.c.release(b.stop, whole && b.keep)
+}
+
+// release ends an exchange on c, stopping its watch of the request's
+// context: c goes back to the transport when keep is true (the answer was
+// read whole and the backend keeps the connection) and the context did
+// not end meanwhile; else it is closed.
+func (c *backendConn) release(stop func() bool, keep bool) {
+	if stop() && keep {
+		c.t.put(c)
 		return
 	}
-	b.c.conn.Close()
+	c.conn.Close()
+}
+
+// bufferedHead reads until the answer's head (through its empty line) is
+// in c's buffer and returns it; nil when it does not fit there.
+func (c *backendConn) bufferedHead() ([]byte, error) {
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		if n := headLength(buf); n > 0 {
+			return buf[:n], nil
+		}
+		if len(buf) == c.br.Size() {
+			return nil, nil
+		}
+		if _, err := c.br.Peek(len(buf) + 1); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
 }
