@@ -54,6 +54,7 @@ type lane struct {
 	ctx    context.Context    // ends with the connection or the server
 	cancel context.CancelFunc // ends ctx
 	date   []byte             // scratch for the Date header
+	words  laneWords          // the strings of its requests' fields
 	state  atomic.Int32       // laneBusy, laneIdle or laneClosed
 	// idleSet is when the idle deadline was last set, zero when another
 	// deadline has been set since.
@@ -159,10 +160,12 @@ func (p *Proxy) serveLane(ctx context.Context, c net.Conn, tlsConfig *tls.Config
 		}
 		// Parsed where it lies in the buffer, which it leaves only once
 		// taken: what the lane declines goes to net/http untouched.
-		req, err := parseHead(head)
-		if err != nil {
-			ln.handOver(handOver)
-			return
+		req, ok := parseLaneRequest(head, &ln.words)
+		if !ok {
+			if req, err = parseHead(head); err != nil {
+				ln.handOver(handOver)
+				return
+			}
 		}
 		e, h := ln.takes(req)
 		if e == nil {
