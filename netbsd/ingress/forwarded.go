@@ -83,6 +83,20 @@ func trusts(trusted []netip.Prefix, a netip.Addr) bool {
 // X-Forwarded-Host, X-Real-IP (the client) and Forwarded (RFC 7239, with
 // this hop's element after the believed ones).
 func (h hop) setHeaders(inHost string, out http.Header) {
+	// The values in one array: one allocation where Header.Set makes one
+	// a header.
+	v := h.forwardingValues(inHost)
+	vs := v[:]
+	for i, k := range forwardingKeys {
+		out[k] = vs[i : i+1 : i+1]
+	}
+}
+
+// forwardingKeys are the headers setHeaders sets, in canonical form.
+var forwardingKeys = [...]string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Real-Ip", "Forwarded"}
+
+// forwardingValues are the values of forwardingKeys.
+func (h hop) forwardingValues(inHost string) [len(forwardingKeys)]string {
 	peer := h.chain[len(h.chain)-1] // h.peer.String()
 	client, node := peer, peer
 	if h.client != h.peer {
@@ -95,15 +109,24 @@ func (h hop) setHeaders(inHost string, out http.Header) {
 	if h.forwarded != "" {
 		el = h.forwarded + ", " + el
 	}
-	// The keys in canonical form and the values in one array: one
-	// allocation where Header.Set makes one a header.
-	v := [...]string{strings.Join(h.chain, ", "), h.proto, inHost, client, el}
-	vs := v[:]
-	out["X-Forwarded-For"] = vs[0:1:1]
-	out["X-Forwarded-Proto"] = vs[1:2:2]
-	out["X-Forwarded-Host"] = vs[2:3:3]
-	out["X-Real-Ip"] = vs[3:4:4]
-	out["Forwarded"] = vs[4:5:5]
+	return [...]string{strings.Join(h.chain, ", "), h.proto, inHost, client, el}
+}
+
+// appendForwarding appends the header lines setHeaders would set to b.
+func (h hop) appendForwarding(b []byte, inHost string) []byte {
+	for i, v := range h.forwardingValues(inHost) {
+		b = append(b, forwardingKeys[i]...)
+		b = append(b, ": "...)
+		b = append(b, v...)
+		b = append(b, "\r\n"...)
+	}
+	return b
+}
+
+// ownPeer is whether h names no one but the peer: its fields then depend
+// only on the peer, the scheme and the host.
+func (h hop) ownPeer() bool {
+	return len(h.chain) == 1 && h.forwarded == "" && h.client == h.peer
 }
 
 // forwardedNode writes an address as RFC 7239 wants it: IPv6 quoted in

@@ -77,6 +77,23 @@ func TestClientAddressReachesTheBackend(t *testing.T) {
 	if got != want {
 		t.Errorf("behind trusted proxies:\n%s\nwant\n%s", got, want)
 	}
+
+	// The same connection (a lane keeps what it sent the request before
+	// when it would be the same): the scheme a trusted proxy names, then
+	// none, then an untrusted route again.
+	for _, tc := range []struct {
+		host   string
+		header http.Header
+		want   string
+	}{
+		{"lb.test", http.Header{"X-Forwarded-Proto": {"https"}}, "X-Forwarded-For: 127.0.0.1\nX-Forwarded-Proto: https\nX-Forwarded-Host: lb.test\nX-Real-IP: 127.0.0.1\nForwarded: for=127.0.0.1;host=lb.test;proto=https\n"},
+		{"lb.test", nil, "X-Forwarded-For: 127.0.0.1\nX-Forwarded-Proto: http\nX-Forwarded-Host: lb.test\nX-Real-IP: 127.0.0.1\nForwarded: for=127.0.0.1;host=lb.test;proto=http\n"},
+		{"open.test", lies, "X-Forwarded-For: 127.0.0.1\nX-Forwarded-Proto: http\nX-Forwarded-Host: open.test\nX-Real-IP: 127.0.0.1\nForwarded: for=127.0.0.1;host=open.test;proto=http\n"},
+	} {
+		if got := bodyOf(t, c, proxy, tc.host, "/", tc.header); got != tc.want {
+			t.Errorf("%s with %v:\n%s\nwant\n%s", tc.host, tc.header, got, tc.want)
+		}
+	}
 }
 
 // proxyProtocolBackend reads a PROXY header and then one HTTP request per

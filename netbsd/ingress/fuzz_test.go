@@ -96,13 +96,15 @@ func FuzzWriteRequest(f *testing.F) {
 			return
 		}
 		req.RemoteAddr = "192.0.2.1:1234"
-		toBackend(req, hopOf(req, nil), "192.0.2.2:80")
+		h := hopOf(req, nil)
+		toBackend(req, "192.0.2.2:80")
 		var lane, std bytes.Buffer
 		bw := bufio.NewWriter(&lane)
-		if err := writeRequest(req, bw); err != nil {
+		if err := writeRequest(req, h.appendForwarding(nil, req.Host), bw); err != nil {
 			t.Fatal(err)
 		}
 		bw.Flush()
+		h.setHeaders(req.Host, req.Header) // as ReverseProxy's Rewrite does
 		if err := req.Write(&std); err != nil {
 			t.Fatalf("%q: Request.Write: %v", head, err)
 		}

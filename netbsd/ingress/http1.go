@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
+	"net/netip"
 	"net/textproto"
 	"strconv"
 	"strings"
@@ -55,7 +56,22 @@ type lane struct {
 	cancel context.CancelFunc // ends ctx
 	date   []byte             // scratch for the Date header
 	words  laneWords          // the strings of its requests' fields
-	state  atomic.Int32       // laneBusy, laneIdle or laneClosed
+	// untrusted is how its requests come when the route trusts no proxy
+	// at the peer's address (set with the first request).
+	untrusted    hop
+	untrustedSet bool
+	// fwd are the forwarding fields of the request being sent (see
+	// forwarding), kept for the next when they would be the same.
+	fwd              []byte
+	fwdHost, fwdFrom string // the Host and scheme fwd is for
+	fwdKept          bool
+	write            func(*http.Request, io.Writer) error // writeRequest with fwd
+	// backendConn is the backend connection of the request being sent,
+	// whose deadline the end of ctx moves to the past (see watchBackend).
+	backendConn atomic.Pointer[backendConn]
+	watchConn   func(*backendConn) func() bool
+	unwatchConn func() bool
+	state       atomic.Int32 // laneBusy, laneIdle or laneClosed
 	// idleSet is when the idle deadline was last set, zero when another
 	// deadline has been set since.
 	idleSet time.Time
@@ -103,6 +119,8 @@ func (p *Proxy) serveLane(ctx context.Context, c net.Conn, tlsConfig *tls.Config
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ln := &lane{p: p, conn: c, cancel: cancel}
+	ln.write = func(req *http.Request, w io.Writer) error { return writeRequest(req, ln.fwd, w) }
+	ln.watchConn, ln.unwatchConn = ln.watchBackend, ln.unwatchBackend
 	var tc *tls.Conn
 	if tlsConfig != nil {
 		tc = tls.Server(c, tlsConfig)
@@ -140,6 +158,13 @@ func (p *Proxy) serveLane(ctx context.Context, c net.Conn, tlsConfig *tls.Config
 	// A backend's informational answers (103 Early Hints) go to the client
 	// as they come, as ReverseProxy passes them on.
 	ln.ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{Got1xxResponse: ln.write1xx})
+	// One watch of the context for all of the lane's backend requests,
+	// not one each.
+	defer context.AfterFunc(ln.ctx, func() {
+		if bc := ln.backendConn.Load(); bc != nil {
+			bc.conn.SetDeadline(alreadyPast)
+		}
+	})()
 	for {
 		if ln.br.Buffered() == 0 {
 			if !ln.waitIdle(set) {
@@ -279,11 +304,33 @@ func (ln *lane) takes(req *http.Request) (*entry, hop) {
 		return nil, hop{}
 	}
 	req.RemoteAddr, req.TLS = ln.remote, ln.tls
-	h := hopOf(req, e.route.TrustedProxies)
+	h := ln.hopOf(req, e.route.TrustedProxies)
 	if e.route.RedirectHTTPS && h.proto == "http" {
 		return nil, hop{}
 	}
 	return e, h
+}
+
+// hopOf is hopOf(req, trusted) for the lane's requests: the same for all
+// while the peer is not trusted.
+func (ln *lane) hopOf(req *http.Request, trusted []netip.Prefix) hop {
+	if !ln.untrustedSet {
+		ln.untrusted, ln.untrustedSet = hopOf(req, nil), true
+	}
+	if !ln.untrusted.peer.IsValid() || !trusts(trusted, ln.untrusted.peer) {
+		return ln.untrusted
+	}
+	return hopOf(req, trusted)
+}
+
+// forwarding makes ln.fwd the forwarding fields h gives a request for
+// host, unless they are those of the request before.
+func (ln *lane) forwarding(h hop, host string) {
+	if ln.fwdKept && h.ownPeer() && ln.fwdHost == host && ln.fwdFrom == h.proto {
+		return
+	}
+	ln.fwd = h.appendForwarding(ln.fwd[:0], host)
+	ln.fwdHost, ln.fwdFrom, ln.fwdKept = host, h.proto, h.ownPeer()
 }
 
 // plainRequest is a request a lane may forward, whatever its route: GET,
@@ -324,7 +371,8 @@ func plainRequest(req *http.Request) bool {
 // route's Rewrite would; false when the connection cannot serve another
 // request. closing adds Connection: close to the answer.
 func (ln *lane) forward(req *http.Request, e *entry, h hop, closing bool) bool {
-	toBackend(req, h, e.backend())
+	toBackend(req, e.backend())
+	ln.forwarding(h, req.Host)
 	x, err := ln.roundTrip(req)
 	if ln.gone.Load() {
 		if err == nil {
@@ -416,9 +464,10 @@ func (ln *lane) forward(req *http.Request, e *entry, h hop, closing bool) bool {
 }
 
 // toBackend makes req, as a lane read it, the request to send to backend,
-// as ReverseProxy makes it with the routes' Rewrite: hop-by-hop headers
-// dropped, the client's forwarding headers replaced by h's.
-func toBackend(req *http.Request, h hop, backend string) {
+// as ReverseProxy makes it with the routes' Rewrite, but for the
+// forwarding headers (forwarding's): hop-by-hop headers and the client's
+// forwarding headers dropped.
+func toBackend(req *http.Request, backend string) {
 	teTrailers := httpguts.HeaderValuesContainsToken(req.Header["Te"], "trailers")
 	out := req.Header
 	removeHopByHop(out)
@@ -426,11 +475,9 @@ func toBackend(req *http.Request, h hop, backend string) {
 		out["Te"] = []string{"trailers"}
 	}
 	// hopOf has read what of them the route trusts.
-	delete(out, "Forwarded")
-	delete(out, "X-Forwarded-For")
-	delete(out, "X-Forwarded-Host")
-	delete(out, "X-Forwarded-Proto")
-	h.setHeaders(req.Host, out)
+	for _, k := range forwardingKeys {
+		delete(out, k)
+	}
 	if _, ok := out["User-Agent"]; !ok {
 		out["User-Agent"] = []string{""} // none, rather than Go's
 	}
@@ -461,7 +508,7 @@ func (x exchange) abandon() {
 func (ln *lane) roundTrip(req *http.Request) (exchange, error) {
 	ln.watchFrom(clientWatchDelay)
 	defer ln.unwatch()
-	c, stop, err := ln.p.backend.keptAsk(ln.ctx, req, writeRequest)
+	c, stop, err := ln.p.backend.keptAsk(ln.ctx, req, ln.write, ln.watchConn)
 	if err != nil {
 		return exchange{}, err
 	}
@@ -519,6 +566,18 @@ func (ln *lane) passAnswer(req *http.Request, x exchange, closing bool) bool {
 	return ln.bw.Flush() == nil
 }
 
+// watchBackend has the end of the lane's context close c, until the
+// returned stop, which says whether it did not.
+func (ln *lane) watchBackend(c *backendConn) func() bool {
+	ln.backendConn.Store(c)
+	return ln.unwatchConn
+}
+
+func (ln *lane) unwatchBackend() bool {
+	ln.backendConn.Store(nil)
+	return ln.ctx.Err() == nil
+}
+
 // watchFrom has watchClient start after delay.
 func (ln *lane) watchFrom(delay time.Duration) {
 	if ln.watch == nil {
@@ -557,11 +616,12 @@ func (ln *lane) watchClient() {
 	}
 }
 
-// writeRequest writes a request a lane took, as Request.Write would (a
-// test holds them equal) without sorting the header: the lane checked
-// what Request.Write would check or mend (Host valid and without zone,
-// header names and values valid, no body).
-func writeRequest(req *http.Request, w io.Writer) error {
+// writeRequest writes a request a lane took, with the forwarding fields
+// fwd, as Request.Write would with them in its header (a test holds them
+// equal) without sorting the header: the lane checked what Request.Write
+// would check or mend (Host valid and without zone, header names and
+// values valid, no body).
+func writeRequest(req *http.Request, fwd []byte, w io.Writer) error {
 	bw := w.(*bufio.Writer)
 	bw.WriteString(req.Method)
 	bw.WriteByte(' ')
@@ -583,6 +643,7 @@ func writeRequest(req *http.Request, w io.Writer) error {
 			writeField(bw, k, v)
 		}
 	}
+	bw.Write(fwd)
 	_, err := bw.WriteString("\r\n")
 	return err
 }

@@ -105,7 +105,7 @@ func (t *backendTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // no upgrade) under ctx, which stands for req's context; write writes req
 // (Request.Write, or a lane's writeRequest).
 func (t *backendTransport) keptRoundTrip(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error) (*http.Response, error) {
-	c, stop, err := t.keptAsk(ctx, req, write)
+	c, stop, err := t.keptAsk(ctx, req, write, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -115,14 +115,16 @@ func (t *backendTransport) keptRoundTrip(ctx context.Context, req *http.Request,
 // keptAsk sends req (as keptRoundTrip takes it) on a kept connection, or a
 // new one, and waits for the first byte of its answer. stop ends the
 // watch of ctx that closes c; the answer is to be read with
-// c.readResponse, or as a lane reads it.
-func (t *backendTransport) keptAsk(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error) (c *backendConn, stop func() bool, err error) {
+// c.readResponse, or as a lane reads it. watch, when not nil, is how c
+// is watched (see ask).
+func (t *backendTransport) keptAsk(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error,
+	watch func(*backendConn) func() bool) (*backendConn, func() bool, error) {
 	for attempt := 0; ; attempt++ {
 		c, reused, err := t.get(ctx, req.URL.Host)
 		if err != nil {
 			return nil, nil, err
 		}
-		stop, err := c.ask(ctx, req, write)
+		stop, err := c.ask(ctx, req, write, watch)
 		if err == nil {
 			return c, stop, nil
 		}
@@ -251,9 +253,17 @@ var alreadyPast = time.Unix(1, 0)
 
 // ask sends req on c and waits, within the header timeout, for the first
 // byte of the answer. Ending ctx (req's) closes c whatever it is doing,
-// until stop is called.
-func (c *backendConn) ask(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error) (stop func() bool, err error) {
-	stop = context.AfterFunc(ctx, func() { c.conn.SetDeadline(alreadyPast) })
+// until stop is called, which says whether ctx ended meanwhile: by
+// moving c's deadline to the past, from context.AfterFunc, or as watch
+// arranges when it is not nil (a lane has one such function for all its
+// requests).
+func (c *backendConn) ask(ctx context.Context, req *http.Request, write func(*http.Request, io.Writer) error,
+	watch func(*backendConn) func() bool) (stop func() bool, err error) {
+	if watch != nil {
+		stop = watch(c)
+	} else {
+		stop = context.AfterFunc(ctx, func() { c.conn.SetDeadline(alreadyPast) })
+	}
 	if err := write(req, c.bw); err != nil {
 		return nil, c.fail(ctx, stop, err)
 	}
