@@ -479,10 +479,14 @@ func toBackend(req *http.Request, backend string) {
 		delete(out, k)
 	}
 	if _, ok := out["User-Agent"]; !ok {
-		out["User-Agent"] = []string{""} // none, rather than Go's
+		out["User-Agent"] = noUserAgent // none, rather than Go's
 	}
 	req.URL.Scheme, req.URL.Host = "http", backend
 }
+
+// noUserAgent is the User-Agent of a request without one: shared, as the
+// header is only read from then on (an append would copy it).
+var noUserAgent = []string{""}[:1:1]
 
 // exchange is a backend's answer to a lane's request, its head read: as
 // an http.Response, or as it lies in the connection's buffer (answer.go).

@@ -23,6 +23,14 @@ type askingConn struct {
 	conn    net.Conn
 	raw     syscall.RawConn // nil: plain writes and reads
 	pending []byte          // the request written and not sent yet
+	// One Read's state, for step (a method value made once: a closure
+	// per Read would be an allocation per request).
+	step    func(fd uintptr) bool
+	p       []byte // where to read
+	sent, n int
+	err     error
+	wrote   bool // the writes are over: wait, then read
+	short   bool // the socket took only part: the rest goes as usual
 }
 
 func newAskingConn(conn net.Conn) *askingConn {
@@ -33,6 +41,7 @@ func newAskingConn(conn net.Conn) *askingConn {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		if raw, err := tc.SyscallConn(); err == nil {
 			a.raw = raw
+			a.step = a.sendThenRead
 		}
 	}
 	return a
@@ -54,60 +63,59 @@ func (a *askingConn) Read(p []byte) (int, error) {
 	if len(a.pending) == 0 || len(p) == 0 {
 		return a.conn.Read(p)
 	}
-	var (
-		sent    int
-		n       int
-		readErr error
-		wrote   bool // the writes are over: wait, then read
-		short   bool // the socket took only part: the rest goes as usual
-	)
-	err := a.raw.Read(func(fd uintptr) bool {
-		for !wrote {
-			w, err := syscall.Write(int(fd), a.pending[sent:])
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				short = true
-				return true
-			case err != nil:
-				readErr = &net.OpError{Op: "write", Net: "tcp", Source: a.conn.LocalAddr(), Addr: a.conn.RemoteAddr(), Err: os.NewSyscallError("write", err)}
-				return true
-			}
-			if sent += w; sent == len(a.pending) {
-				wrote = true
-				return false // the answer cannot be there yet: wait for it
-			}
-		}
-		for {
-			r, err := syscall.Read(int(fd), p)
-			switch {
-			case err == syscall.EINTR:
-				continue
-			case err == syscall.EAGAIN:
-				return false
-			case err != nil:
-				readErr = &net.OpError{Op: "read", Net: "tcp", Source: a.conn.LocalAddr(), Addr: a.conn.RemoteAddr(), Err: os.NewSyscallError("read", err)}
-			case r == 0:
-				readErr = io.EOF
-			default:
-				n = r
-			}
-			return true
-		}
-	})
-	rest := a.pending[sent:]
-	a.pending = a.pending[:0]
+	a.p, a.sent, a.n, a.err, a.wrote, a.short = p, 0, 0, nil, false, false
+	err := a.raw.Read(a.step)
+	rest := a.pending[a.sent:]
+	a.pending, a.p = a.pending[:0], nil
 	if err != nil {
 		// The poller's error (a deadline passed, the connection closed),
 		// as net.Conn.Read gives it.
 		return 0, &net.OpError{Op: "read", Net: "tcp", Source: a.conn.LocalAddr(), Addr: a.conn.RemoteAddr(), Err: err}
 	}
-	if short {
+	if a.short {
 		if _, err := a.conn.Write(rest); err != nil {
 			return 0, err
 		}
 		return a.conn.Read(p)
 	}
-	return n, readErr
+	return a.n, a.err
+}
+
+// sendThenRead is Read's step under RawConn.Read: it writes what is
+// pending, then (called again once the connection is readable) reads;
+// false to wait for readability.
+func (a *askingConn) sendThenRead(fd uintptr) bool {
+	for !a.wrote {
+		w, err := syscall.Write(int(fd), a.pending[a.sent:])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			a.short = true
+			return true
+		case err != nil:
+			a.err = &net.OpError{Op: "write", Net: "tcp", Source: a.conn.LocalAddr(), Addr: a.conn.RemoteAddr(), Err: os.NewSyscallError("write", err)}
+			return true
+		}
+		if a.sent += w; a.sent == len(a.pending) {
+			a.wrote = true
+			return false // the answer cannot be there yet: wait for it
+		}
+	}
+	for {
+		r, err := syscall.Read(int(fd), a.p)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err == syscall.EAGAIN:
+			return false
+		case err != nil:
+			a.err = &net.OpError{Op: "read", Net: "tcp", Source: a.conn.LocalAddr(), Addr: a.conn.RemoteAddr(), Err: os.NewSyscallError("read", err)}
+		case r == 0:
+			a.err = io.EOF
+		default:
+			a.n = r
+		}
+		return true
+	}
 }

@@ -79,6 +79,33 @@ func TestAskingConnSendsTheRequestWithTheReadOfItsAnswer(t *testing.T) {
 	}
 }
 
+// A proxy asks per request: nothing allocated (with a server that
+// allocates nothing either, as AllocsPerRun counts the process's).
+func TestAskingConnAllocatesNothing(t *testing.T) {
+	ok := []byte("ok\n")
+	a := askingPair(t, func(c net.Conn) {
+		r := bufio.NewReader(c)
+		for {
+			if _, err := r.ReadSlice('\n'); err != nil {
+				return
+			}
+			if _, err := c.Write(ok); err != nil {
+				return
+			}
+		}
+	})
+	r := bufio.NewReader(a)
+	ask := []byte("again\n")
+	if n := testing.AllocsPerRun(50, func() {
+		a.Write(ask)
+		if _, err := r.ReadSlice('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per request and answer, want none", n)
+	}
+}
+
 // A request larger than the socket takes at once is sent in part from the
 // read, the rest by a plain write.
 func TestAskingConnSendsWhatTheSocketCannotTakeAtOnce(t *testing.T) {
