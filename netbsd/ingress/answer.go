@@ -3,6 +3,8 @@ package ingress
 import (
 	"bufio"
 	"bytes"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // A lane passes the usual backend answer on as it lies in the backend
@@ -96,15 +98,11 @@ func parseAnswerHead(head []byte, method string) (answerHead, bool) {
 		case fieldTransferEncoding, fieldTrailer, fieldClose:
 			return a, false
 		case fieldConnection:
-			for tok := range bytes.SplitSeq(value, []byte(",")) {
-				switch tok = bytes.Trim(tok, " \t"); {
-				case len(tok) == 0, bytes.EqualFold(tok, []byte("keep-alive")):
-				case bytes.EqualFold(tok, []byte("close")):
-					a.close = true
-				default:
-					return a, false // names headers to drop
-				}
+			closes, names := connectionTokens(value)
+			if names {
+				return a, false // names headers to drop
 			}
+			a.close = a.close || closes
 		case fieldDate:
 			a.date = true
 		case fieldPragma:
@@ -154,7 +152,7 @@ func nextField(b []byte) (key, value, rest []byte, ok bool) {
 	}
 	key, value = line[:colon], bytes.Trim(line[colon+1:], " \t")
 	for _, c := range key {
-		if !isTokenByte(c) {
+		if !httpguts.IsTokenRune(rune(c)) {
 			return nil, nil, nil, false
 		}
 	}
@@ -166,14 +164,19 @@ func nextField(b []byte) (key, value, rest []byte, ok bool) {
 	return key, value, rest, true
 }
 
-// isTokenByte is a byte of an RFC 9110 token, what a field name is made
-// of.
-func isTokenByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
+// connectionTokens reads a Connection value: whether it says close, and
+// whether it names anything but close and keep-alive (fields to drop).
+func connectionTokens(value []byte) (closes, names bool) {
+	for tok := range bytes.SplitSeq(value, []byte(",")) {
+		switch tok = bytes.Trim(tok, " \t"); {
+		case len(tok) == 0, asciiEqualFold(tok, "keep-alive"):
+		case asciiEqualFold(tok, "close"):
+			closes = true
+		default:
+			names = true
+		}
 	}
-	return c < 0x80 && bytes.IndexByte([]byte("!#$%&'*+-.^_`|~"), c) >= 0
+	return closes, names
 }
 
 // The fields a lane looks at or drops.
@@ -282,15 +285,14 @@ func (ln *lane) writeAnswerHead(head []byte, a answerHead, closing bool) {
 	}
 	rest := head[a.fields[0]:a.fields[1]]
 	for i := 0; len(rest) > 0; i++ {
-		var line []byte
-		line, rest = nextLine(rest)
+		var key, value []byte
+		key, value, rest, _ = nextField(rest) // checked by parseAnswerHead
 		if a.drop&(1<<i) != 0 {
 			continue
 		}
-		colon := bytes.IndexByte(line, ':')
-		writeCanonicalKey(ln.bw, line[:colon])
+		writeCanonicalKey(ln.bw, key)
 		ln.bw.WriteString(": ")
-		ln.bw.Write(bytes.Trim(line[colon+1:], " \t"))
+		ln.bw.Write(value)
 		ln.bw.WriteString("\r\n")
 	}
 	ln.endHead(a.date, a.status, closing)

@@ -238,27 +238,36 @@ func (ln *lane) setReadDeadline(t time.Time) {
 // the buffer.
 func (ln *lane) readHead() ([]byte, error) {
 	deadline := false
-	for {
-		buf, _ := ln.br.Peek(ln.br.Buffered())
-		if n := headLength(buf); n > 0 {
-			return buf[:n], nil
-		}
-		if len(buf) == ln.br.Size() {
-			return nil, nil
-		}
+	return bufferedHead(ln.br, func() {
 		if !deadline {
 			ln.setReadDeadline(time.Now().Add(clientHeaderTimeout))
 			deadline = true
 		}
-		if _, err := ln.br.Peek(len(buf) + 1); err != nil {
+	})
+}
+
+// bufferedHead reads br until the head at its front (headLength's) is in
+// its buffer and returns it, calling beforeRead before each read; nil when
+// the head does not fit in the buffer.
+func bufferedHead(br *bufio.Reader, beforeRead func()) ([]byte, error) {
+	for {
+		buf, _ := br.Peek(br.Buffered())
+		if n := headLength(buf); n > 0 {
+			return buf[:n], nil
+		}
+		if len(buf) == br.Size() {
+			return nil, nil
+		}
+		beforeRead()
+		if _, err := br.Peek(len(buf) + 1); err != nil {
 			return nil, err
 		}
 	}
 }
 
-// headLength is the length of the request head at the start of b, through
-// the empty line that ends it ("\r\n" or a bare "\n", as net/http reads
-// lines), or 0 when b does not hold all of it.
+// headLength is the length of the head (of a request or an answer) at the
+// start of b, through the empty line that ends it ("\r\n" or a bare
+// "\n", as net/http reads lines), or 0 when b does not hold all of it.
 func headLength(b []byte) int {
 	for i := 0; ; {
 		j := bytes.IndexByte(b[i:], '\n')

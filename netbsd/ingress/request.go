@@ -56,10 +56,8 @@ func parseLaneRequest(head []byte, words *laneWords) (*http.Request, bool) {
 		case "Connection":
 			// Only keep-alive: close or names of fields to drop are for
 			// net/http's reading.
-			for tok := range bytes.SplitSeq(value, []byte(",")) {
-				if tok = bytes.Trim(tok, " \t"); len(tok) > 0 && !asciiEqualFold(tok, "keep-alive") {
-					return nil, false
-				}
+			if closes, names := connectionTokens(value); closes || names {
+				return nil, false
 			}
 		case "Pragma":
 			pragma = true // net/http may add a Cache-Control

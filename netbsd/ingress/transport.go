@@ -401,19 +401,9 @@ func (c *backendConn) release(stop func() bool, keep bool) {
 // bufferedHead reads until the answer's head (through its empty line) is
 // in c's buffer and returns it; nil when it does not fit there.
 func (c *backendConn) bufferedHead() ([]byte, error) {
-	for {
-		buf, _ := c.br.Peek(c.br.Buffered())
-		if n := headLength(buf); n > 0 {
-			return buf[:n], nil
-		}
-		if len(buf) == c.br.Size() {
-			return nil, nil
-		}
-		if _, err := c.br.Peek(len(buf) + 1); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
+	head, err := bufferedHead(c.br, func() {})
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF // the answer cut short
 	}
+	return head, err
 }
