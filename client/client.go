@@ -226,8 +226,15 @@ func dialFailed(st *status.Status) bool { return strings.Contains(st.Message(), 
 // outcomeUnknown says of a write's failure that it may have applied.
 func outcomeUnknown(err error) error {
 	st, _ := status.FromError(err)
-	return status.Errorf(st.Code(), "%s: the change may or may not have been made (a manager failed while it was under way); look before making it again", st.Message())
+	return &unknownOutcome{status.Newf(st.Code(), "%s: the change may or may not have been made (a manager failed while it was under way); look before making it again", st.Message())}
 }
+
+// unknownOutcome is outcomeUnknown's error: a gRPC status that wrap
+// marks so that errors.Is matches ErrOutcomeUnknown.
+type unknownOutcome struct{ st *status.Status }
+
+func (u *unknownOutcome) Error() string              { return u.st.Err().Error() }
+func (u *unknownOutcome) GRPCStatus() *status.Status { return u.st }
 
 // Errors callers branch on (match with errors.Is).
 var (
@@ -236,12 +243,18 @@ var (
 	ErrAborted   = errors.New("aborted: the object changed")
 	ErrCompacted = errors.New("watch compacted: list again")
 	ErrReset     = errors.New("watch reset: list again")
+	// ErrOutcomeUnknown is a write that failed when a manager failed
+	// while it was under way: it may have applied or not. Read what it
+	// was to change before writing it again (sent again blindly, it
+	// could apply twice, the second time after other clients' writes).
+	ErrOutcomeUnknown = errors.New("the change may or may not have been made")
 )
 
 // Error is a failed call: the server's message, with its gRPC code.
 type Error struct {
-	Code codes.Code
-	Msg  string
+	Code    codes.Code
+	Msg     string
+	unknown bool // a write whose outcome is unknown (ErrOutcomeUnknown)
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -255,6 +268,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.AlreadyExists
 	case ErrAborted:
 		return e.Code == codes.Aborted
+	case ErrOutcomeUnknown:
+		return e.unknown
 	}
 	return false
 }
@@ -272,7 +287,8 @@ func wrap(err error) error {
 	if st.Code() == codes.Unavailable && msg == "" {
 		msg = "no manager answered"
 	}
-	return &Error{Code: st.Code(), Msg: msg}
+	var u *unknownOutcome
+	return &Error{Code: st.Code(), Msg: msg, unknown: errors.As(err, &u)}
 }
 
 // Code is the gRPC code of an error from this package (OK for nil,

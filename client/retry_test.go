@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -87,7 +88,8 @@ func TestWritesAreSentAgainOnlyWhenTheyCannotHaveApplied(t *testing.T) {
 	o := &objectsServer{fail: ambiguous}
 	c := serveScripted(t, func(g *grpc.Server) { pb.RegisterObjectsServer(g, o) }, 10*time.Second)
 	_, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{})
-	if err == nil || client.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "may or may not have been made") {
+	if err == nil || client.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "may or may not have been made") ||
+		!errors.Is(err, client.ErrOutcomeUnknown) {
 		t.Fatalf("a write whose outcome is unknown: %v", err)
 	}
 	if n := o.count("apply"); n != 1 {
