@@ -327,9 +327,10 @@ func TestGCRemovesStaleLeftovers(t *testing.T) {
 	}
 }
 
-// Roots made from an image within a minute of its last mark do not write
-// the index again (each write takes the store's lock and an fsync); a
-// later one marks it anew, so collection still sees it used.
+// Roots made from an image, and pulls finding it stored, within a minute
+// of its last mark do not write the index again (each write takes the
+// store's lock and an fsync); a later one marks it anew, so collection
+// still sees it used.
 func TestPrepareRootMarksUseAtMostOnceAMinute(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -362,6 +363,82 @@ func TestPrepareRootMarksUseAtMostOnceAMinute(t *testing.T) {
 		}
 		if got := lastUsed(); !got.Equal(at.want) {
 			t.Errorf("after a root at +%s: last used %s, want %s", at.after, got, at.want)
+		}
+	}
+	base := t0.Add(2 * time.Minute)
+	for _, at := range []struct {
+		after time.Duration
+		want  time.Time
+	}{
+		{30 * time.Second, base},
+		{time.Minute, base.Add(time.Minute)},
+	} {
+		for _, policy := range []PullPolicy{Never, IfNotPresent} {
+			rec, err := m.Pull(ctx, reg.ref("busy:1"), PullOptions{Policy: policy, Now: base.Add(at.after)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rec.LastUsed.Equal(at.want) {
+				t.Errorf("pull (%v) at +%s returned last used %s, want %s", policy, at.after, rec.LastUsed, at.want)
+			}
+			if got := lastUsed(); !got.Equal(at.want) {
+				t.Errorf("after a pull (%v) at +%s: last used %s, want %s", policy, at.after, got, at.want)
+			}
+		}
+	}
+}
+
+// The index read once is kept while the file is the same one: a reader
+// is handed copies (changing one changes nothing stored), and a change
+// written by another process (another indexStore on the same directory)
+// is seen at the next read.
+func TestIndexKeptUntilTheFileIsReplaced(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := &indexStore{dir: dir}, &indexStore{dir: dir}
+	t.Cleanup(a.close)
+	key := func(ref string) string {
+		r, err := ParseReference(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.String()
+	}
+	put := func(x *indexStore, ref string) {
+		t.Helper()
+		if err := x.update(func(f *indexFile) error {
+			f.Images[key(ref)] = &Record{Reference: key(ref), Layers: []LayerRecord{{ChainID: "c"}}}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(b, "one")
+	first, err := a.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := a.snapshot(); err != nil || again != first {
+		t.Fatalf("second read of an unchanged index: %p, %v; want the kept %p", again, err, first)
+	}
+	m := &Images{index: a}
+	rec, err := m.Get("one")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Layers[0].ChainID = "changed"
+	if first.Images[key("one")].Layers[0].ChainID != "c" {
+		t.Fatal("changing a record Get returned changed the kept index")
+	}
+	for i := 0; i < 20; i++ {
+		ref := fmt.Sprintf("r%d", i)
+		put(b, ref)
+		f, err := a.snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Images[key(ref)] == nil {
+			t.Fatalf("after another process wrote %s, the index read lacks it", ref)
 		}
 	}
 }

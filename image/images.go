@@ -155,7 +155,7 @@ func (m *Images) Get(ref string) (*Record, error) {
 	if rec == nil {
 		return nil, fmt.Errorf("image %s: %w", r, ErrNotPresent)
 	}
-	return rec, nil
+	return rec.clone(), nil
 }
 
 // List returns the stored images, by reference.
@@ -164,7 +164,11 @@ func (m *Images) List() ([]*Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sortedRecords(f.Images), nil
+	out := sortedRecords(f.Images)
+	for i, r := range out {
+		out[i] = r.clone()
+	}
+	return out, nil
 }
 
 // touch marks an image used now (a task found or pulled it) and grants it
@@ -216,13 +220,13 @@ func (m *Images) Pull(ctx context.Context, refStr string, o PullOptions) (*Recor
 			}
 			return nil, fmt.Errorf("image %s: %w (%s)", ref, ErrNotPresent, why)
 		}
-		return m.touch(rec.Reference, o.Now, "", false)
+		return m.used(rec, o.Now)
 	}
 	// A reference by digest names bytes that cannot change: what the
 	// store holds is it, whatever the policy.
 	if rec != nil && (o.Policy != Always || ref.Digest() != "") {
 		if rec.VisibleTo(o.Namespace) {
-			return m.touch(rec.Reference, o.Now, "", false)
+			return m.used(rec, o.Now)
 		}
 		return m.reauthorize(ctx, ref, rec, o)
 	}
@@ -238,7 +242,7 @@ func (m *Images) Pull(ctx context.Context, refStr string, o PullOptions) (*Recor
 	}
 	if rec != nil && rec.Digest == desc.Digest.String() {
 		if rec.VisibleTo(o.Namespace) {
-			return m.touch(rec.Reference, o.Now, "", false)
+			return m.used(rec, o.Now)
 		}
 		return m.reauthorize(ctx, ref, rec, o)
 	}
@@ -655,20 +659,26 @@ func (m *Images) PrepareRoot(ctx context.Context, id, ref, namespace string, now
 	if len(rec.Layers) == 0 {
 		return "", fmt.Errorf("image %s has no layers", r)
 	}
-	// Marking it used takes the index's lock and an fsync: a hundred
-	// roots made at once queued on it. A mark under a minute old keeps
-	// the image as well (collection waits for an hour unused).
-	if last := rec.LastUsed; now.Before(last) || now.Sub(last) >= touchEvery {
-		if _, err := m.touch(rec.Reference, now, "", false); err != nil {
-			return "", err
-		}
+	if _, err := m.used(rec, now); err != nil {
+		return "", err
 	}
 	return m.o.Store.PrepareRoot(ctx, id, rec.TopChainID())
 }
 
 // touchEvery is how stale an image's mark of last use may be before
-// making a root from it marks it again.
+// finding it for a task or making a root from it marks it again.
 const touchEvery = time.Minute
+
+// used marks an image used now and returns its record. Marking takes
+// the index's lock and an fsync: a hundred pods of one image starting at
+// once queued on it. A mark under touchEvery old is kept instead; it
+// keeps the image as well (collection waits for an hour unused).
+func (m *Images) used(rec *Record, now time.Time) (*Record, error) {
+	if last := rec.LastUsed; !now.Before(last) && now.Sub(last) < touchEvery {
+		return rec.clone(), nil
+	}
+	return m.touch(rec.Reference, now, "", false)
+}
 
 // RemoveRoot removes a container's root.
 func (m *Images) RemoveRoot(ctx context.Context, id string) error {
@@ -872,7 +882,10 @@ func (m *Images) pruneLocked(ctx context.Context, f *indexFile) ([]string, error
 }
 
 // Close lets go of the registry client's idle connections.
-func (m *Images) Close() { m.o.Registry.CloseIdle() }
+func (m *Images) Close() {
+	m.o.Registry.CloseIdle()
+	m.index.close()
+}
 
 // Collect runs GC at every tick (the agent ticks every ten minutes) until
 // ctx ends, with now() read at each tick and keep() naming the images

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -42,6 +44,16 @@ type LayerRecord struct {
 	Size      int64  `json:"size"`
 }
 
+// clone is a copy of the record sharing nothing with it: what Get and
+// List hand out, the index kept by snapshot staying as read.
+func (r *Record) clone() *Record {
+	c := *r
+	c.Config = slices.Clone(r.Config)
+	c.Layers = slices.Clone(r.Layers)
+	c.Namespaces = slices.Clone(r.Namespaces)
+	return &c
+}
+
 // TopChainID is the chain id a container root is made from.
 func (r *Record) TopChainID() string {
 	if len(r.Layers) == 0 {
@@ -67,6 +79,16 @@ type indexFile struct {
 // indexStore is the image index file with its lock.
 type indexStore struct {
 	dir string // <data-dir>/images
+
+	// The index as last read, with that file kept open: the file is only
+	// ever replaced (write renames a new one over it), never changed, and
+	// an inode held open is not reused, so while the path names the same
+	// inode the index is unchanged.
+	mu      sync.Mutex
+	held    *os.File
+	heldDev uint64
+	heldIno uint64
+	last    *indexFile
 }
 
 func (x *indexStore) path() string { return filepath.Join(x.dir, "index.json") }
@@ -99,6 +121,10 @@ func (x *indexStore) read() (*indexFile, error) {
 	if err != nil {
 		return nil, err
 	}
+	return x.decode(b)
+}
+
+func (x *indexStore) decode(b []byte) (*indexFile, error) {
 	var f indexFile
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("%s: %w", x.path(), err)
@@ -152,14 +178,64 @@ func (x *indexStore) update(fn func(*indexFile) error) error {
 	return x.write(f)
 }
 
-// snapshot reads the index under the lock.
+// snapshot is the index as it is now, read without the lock (the file
+// is replaced whole, so the one opened is complete). The same value goes
+// to every caller until the file changes: callers must not change it.
+// Reading it each time, under the lock, queued a hundred pods starting at
+// once for most of a second.
 func (x *indexStore) snapshot() (*indexFile, error) {
-	unlock, err := x.lock()
+	var st syscall.Stat_t
+	err := syscall.Stat(x.path(), &st)
+	if errors.Is(err, os.ErrNotExist) {
+		return &indexFile{Images: map[string]*Record{}}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer unlock()
-	return x.read()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.last != nil && uint64(st.Dev) == x.heldDev && uint64(st.Ino) == x.heldIno {
+		return x.last, nil
+	}
+	fh, err := os.Open(x.path())
+	if errors.Is(err, os.ErrNotExist) {
+		return &indexFile{Images: map[string]*Record{}}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Fstat(int(fh.Fd()), &st); err != nil {
+		fh.Close()
+		return nil, err
+	}
+	b, err := io.ReadAll(fh)
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	f, err := x.decode(b)
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	x.forget()
+	x.held, x.heldDev, x.heldIno, x.last = fh, uint64(st.Dev), uint64(st.Ino), f
+	return f, nil
+}
+
+// forget drops the index kept by snapshot; x.mu is held.
+func (x *indexStore) forget() {
+	if x.held != nil {
+		x.held.Close()
+	}
+	x.held, x.last = nil, nil
+}
+
+// close lets the kept index's file go.
+func (x *indexStore) close() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.forget()
 }
 
 func sortedRecords(m map[string]*Record) []*Record {
