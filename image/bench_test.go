@@ -126,7 +126,7 @@ func benchPull(b *testing.B, layerCount, files, size int) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			dir := b.TempDir()
-			ds, _ := NewDirStore(filepath.Join(dir, "s"))
+			ds := newDirStore(b, filepath.Join(dir, "s"))
 			m, err := Open(Options{DataDir: filepath.Join(dir, "d"), Store: flatStore{ds}, Platform: freebsdAmd64})
 			if err != nil {
 				b.Fatal(err)

@@ -93,7 +93,7 @@ func TestCommitBuiltImage(t *testing.T) {
 	pushImage(t, reg.ref("base:1"), imageOf(t, p,
 		layerOf(t, "gzip", ent{name: "etc/", typ: tar.TypeDir}, ent{name: "etc/motd", body: "base"}, ent{name: "etc/rc.conf", body: "rc"}, ent{name: "bin/sh", body: "sh", mode: 0o755})))
 	dir := t.TempDir()
-	ds, _ := NewDirStore(filepath.Join(dir, "s"))
+	ds := newDirStore(t, filepath.Join(dir, "s"))
 	m, err := Open(Options{DataDir: dir, Store: ds, Platform: freebsdAmd64, KeepBlobs: true})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestCommitFromScratch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	ds, _ := NewDirStore(filepath.Join(dir, "s"))
+	ds := newDirStore(t, filepath.Join(dir, "s"))
 	m, err := Open(Options{DataDir: dir, Store: ds, Platform: freebsdAmd64, KeepBlobs: true})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -16,15 +18,31 @@ var ErrLayerInUse = errors.New("layer in use")
 // DirStore keeps each layer as a full tree in <dir>/layers/<chain id hex>,
 // for hosts without ZFS, build hosts and the process runtime: the files a
 // layer does not replace are hard links to its parent's (those without
-// file flags), so a layer costs the time and disk of what it adds. A
-// container root is a full copy in <dir>/roots/<id>.
+// file flags), so a layer costs the time and disk of what it adds.
+//
+// A container root is <dir>/roots/<id>. On Linux as root it is an
+// overlay mount of its layer, with the container's writes kept in
+// <dir>/roots/.rw/<id>: made in the time of a few system calls whatever
+// the image's size, as a ZFS clone is. Elsewhere, or where the kernel
+// refuses the mount (no overlayfs, or the store itself on an overlay), it
+// is a full copy of the layer. A root removed with RemoveRoot is
+// unmounted; one left behind stays mounted, for the containers using it.
 type DirStore struct {
 	dir   string
 	owner bool
 	// flags clears file flags (schg) before removing a copy and sets them
 	// on copies; nil off FreeBSD.
 	flags FileFlags
+
+	// layered says whether new roots are overlay mounts; probed once, at
+	// the first root (copyRoots set by tests skips the probe).
+	probe     sync.Once
+	layered   bool
+	copyRoots bool
 }
+
+// errOverlayPath: overlayfs would misread the store's path.
+var errOverlayPath = errors.New("path holds a character overlayfs separates options with")
 
 // NewDirStore returns a store under dir, creating its directories. On
 // FreeBSD it changes file flags with chflags(1) on the host.
@@ -34,7 +52,25 @@ func NewDirStore(dir string) (*DirStore, error) {
 			return nil, fmt.Errorf("directory store: %w", err)
 		}
 	}
-	return &DirStore{dir: dir, owner: os.Geteuid() == 0, flags: defaultFileFlags()}, nil
+	s := &DirStore{dir: dir, owner: os.Geteuid() == 0, flags: defaultFileFlags()}
+	s.remountAll()
+	return s, nil
+}
+
+// remountAll mounts again the overlay roots a host restart unmounted, as
+// ZFS mounts its clones at boot: a container an agent adopts and starts
+// again finds its root. One that fails stays unmounted, and PrepareRoot
+// says why.
+func (s *DirStore) remountAll() {
+	ents, err := os.ReadDir(filepath.Join(s.dir, "roots", ".rw"))
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if b, err := os.ReadFile(s.rootDir(e.Name()) + ".layer"); err == nil {
+			s.remount(e.Name(), strings.TrimSpace(string(b)))
+		}
+	}
 }
 
 // WithFlags sets how the store changes file flags (tests inject a fake
@@ -151,10 +187,23 @@ func (s *DirStore) Layers(context.Context) ([]StoredLayer, error) {
 	return out, nil
 }
 
-// RemoveLayer deletes a layer's copy; nothing depends on a full copy.
+// RemoveLayer deletes a layer's tree; an overlay root made from it
+// answers ErrLayerInUse (a copy depends on nothing).
 func (s *DirStore) RemoveLayer(ctx context.Context, chainID string) error {
 	if err := checkDigest(chainID); err != nil {
 		return err
+	}
+	roots, err := s.Roots(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range roots {
+		if r.ChainID != chainID {
+			continue
+		}
+		if _, err := os.Lstat(s.rwDir(r.ID)); err == nil {
+			return fmt.Errorf("%w: the root of container %s lies over it", ErrLayerInUse, r.ID)
+		}
 	}
 	return s.removeAll(ctx, s.layerDir(chainID))
 }
@@ -166,47 +215,175 @@ func checkRootID(id string) error {
 	return nil
 }
 
+func (s *DirStore) rootDir(id string) string { return filepath.Join(s.dir, "roots", id) }
+
+// rwDir holds an overlay root's writes (upper) and overlayfs's scratch
+// directory (work); root ids never start with a dot, so ".rw" is no id.
+func (s *DirStore) rwDir(id string) string { return filepath.Join(s.dir, "roots", ".rw", id) }
+
 func (s *DirStore) PrepareRoot(ctx context.Context, id, chainID string) (string, error) {
 	if err := checkRootID(id); err != nil {
 		return "", err
 	}
-	dir := filepath.Join(s.dir, "roots", id)
+	dir := s.rootDir(id)
 	if _, err := os.Lstat(dir); err == nil {
-		return dir, nil
+		return dir, s.remount(id, chainID)
+	}
+	if s.overlays() {
+		return dir, s.prepareLayered(ctx, id, chainID)
+	}
+	return dir, s.prepareCopy(ctx, id, chainID)
+}
+
+// overlays reports whether roots are overlay mounts here: the kernel is
+// asked once, with a mount of empty directories.
+func (s *DirStore) overlays() bool {
+	s.probe.Do(func() {
+		if s.copyRoots || !s.owner {
+			return
+		}
+		tmp, err := os.MkdirTemp(filepath.Join(s.dir, "roots"), ".tmp-probe-")
+		if err != nil {
+			return
+		}
+		defer os.RemoveAll(tmp)
+		for _, d := range []string{"lower", "upper", "work", "root"} {
+			if os.Mkdir(filepath.Join(tmp, d), 0o700) != nil {
+				return
+			}
+		}
+		root := filepath.Join(tmp, "root")
+		if mountOverlay(filepath.Join(tmp, "lower"), filepath.Join(tmp, "upper"), filepath.Join(tmp, "work"), root) != nil {
+			return
+		}
+		s.layered = unmountOverlay(root) == nil
+	})
+	return s.layered
+}
+
+// remount mounts again an overlay root found unmounted (the host
+// restarted); a copied root is as it was left.
+func (s *DirStore) remount(id, chainID string) error {
+	rw := s.rwDir(id)
+	if _, err := os.Lstat(rw); err != nil {
+		return nil
+	}
+	dir := s.rootDir(id)
+	if on, err := mountedOver(dir); err != nil || on {
+		return err
+	}
+	if b, err := os.ReadFile(dir + ".layer"); err == nil {
+		chainID = strings.TrimSpace(string(b))
+	}
+	if err := mountOverlay(s.layerDir(chainID), filepath.Join(rw, "upper"), filepath.Join(rw, "work"), dir); err != nil {
+		return fmt.Errorf("container %s: mount its root again: %w", id, err)
+	}
+	return nil
+}
+
+// prepareLayered makes the root an overlay of its layer. The writable
+// part is made aside and renamed into place, and the layer recorded,
+// before the mount point exists: a root seen is complete or none.
+func (s *DirStore) prepareLayered(ctx context.Context, id, chainID string) error {
+	layer := s.layerDir(chainID)
+	fi, err := os.Stat(layer)
+	if err != nil {
+		return fmt.Errorf("container %s: layer %s: %w", id, chainID, err)
+	}
+	if err := os.MkdirAll(filepath.Join(s.dir, "roots", ".rw"), 0o700); err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp(filepath.Join(s.dir, "roots"), ".tmp-")
 	if err != nil {
-		return "", err
+		return err
+	}
+	upper := filepath.Join(tmp, "upper")
+	err = errors.Join(os.Mkdir(upper, 0o700), os.Mkdir(filepath.Join(tmp, "work"), 0o700))
+	// The root directory's owner and mode are the upper one's.
+	if err == nil {
+		err = os.Chmod(upper, fi.Mode().Perm())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && err == nil {
+		err = os.Lchown(upper, int(st.Uid), int(st.Gid))
+	}
+	if err != nil {
+		s.removeAll(ctx, tmp)
+		return fmt.Errorf("container %s: root: %w", id, err)
+	}
+	rw, dir := s.rwDir(id), s.rootDir(id)
+	undo := func() {
+		os.Remove(dir)
+		os.Remove(dir + ".layer")
+		s.removeAll(ctx, rw)
+	}
+	if err := os.Rename(tmp, rw); err != nil {
+		s.removeAll(ctx, tmp)
+		return err
+	}
+	if err := os.WriteFile(dir+".layer", []byte(chainID+"\n"), 0o600); err != nil {
+		undo()
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		undo()
+		return err
+	}
+	if err := mountOverlay(layer, filepath.Join(rw, "upper"), filepath.Join(rw, "work"), dir); err != nil {
+		undo()
+		return fmt.Errorf("container %s: mount its root: %w", id, err)
+	}
+	return nil
+}
+
+// prepareCopy makes the root a full copy of its layer.
+func (s *DirStore) prepareCopy(ctx context.Context, id, chainID string) error {
+	dir := s.rootDir(id)
+	tmp, err := os.MkdirTemp(filepath.Join(s.dir, "roots"), ".tmp-")
+	if err != nil {
+		return err
 	}
 	// A container writes into its root: a copy of its own.
 	if err := s.copy(ctx, s.layerDir(chainID), tmp, false); err != nil {
 		s.removeAll(ctx, tmp)
-		return "", fmt.Errorf("container %s: copy layer %s: %w", id, chainID, err)
+		return fmt.Errorf("container %s: copy layer %s: %w", id, chainID, err)
 	}
 	// The root keeps its image's mode, not MkdirTemp's 0700.
 	if fi, err := os.Stat(s.layerDir(chainID)); err == nil {
 		if err := os.Chmod(tmp, fi.Mode().Perm()); err != nil {
 			s.removeAll(ctx, tmp)
-			return "", err
+			return err
 		}
 	}
 	if err := os.WriteFile(dir+".layer", []byte(chainID+"\n"), 0o600); err != nil {
 		s.removeAll(ctx, tmp)
-		return "", err
+		return err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		s.removeAll(ctx, tmp)
-		return "", err
+		return err
 	}
-	return dir, nil
+	return nil
 }
 
+// RemoveRoot unmounts (an overlay root) and removes a container's root.
 func (s *DirStore) RemoveRoot(ctx context.Context, id string) error {
 	if err := checkRootID(id); err != nil {
 		return err
 	}
-	dir := filepath.Join(s.dir, "roots", id)
-	if err := s.removeAll(ctx, dir); err != nil {
+	dir, rw := s.rootDir(id), s.rwDir(id)
+	if _, err := os.Lstat(rw); err == nil {
+		if err := unmountOverlay(dir); err != nil {
+			return fmt.Errorf("container %s: unmount its root: %w", id, err)
+		}
+		// Removed only once unmounted: below the mount point is an empty
+		// directory.
+		if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("container %s: root: %w", id, err)
+		}
+		if err := s.removeAll(ctx, rw); err != nil {
+			return err
+		}
+	} else if err := s.removeAll(ctx, dir); err != nil {
 		return err
 	}
 	if err := os.Remove(dir + ".layer"); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -235,8 +412,9 @@ func (s *DirStore) Roots(context.Context) ([]Root, error) {
 	return out, nil
 }
 
-// CleanStale removes what interrupted writers left (.tmp-* copies) and
-// was last changed before a time; younger ones may still be in use.
+// CleanStale removes what interrupted writers left (.tmp-* copies, an
+// overlay root's writable part with no root recorded) and was last
+// changed before a time; younger ones may still be in use.
 func (s *DirStore) CleanStale(ctx context.Context, before time.Time) ([]string, error) {
 	var removed []string
 	for _, sub := range []string{"layers", "roots"} {
@@ -259,6 +437,26 @@ func (s *DirStore) CleanStale(ctx context.Context, before time.Time) ([]string, 
 			}
 			removed = append(removed, p)
 		}
+	}
+	// An overlay root's writable part whose root was never recorded (its
+	// maker stopped between the two).
+	rws, err := os.ReadDir(filepath.Join(s.dir, "roots", ".rw"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return removed, err
+	}
+	for _, e := range rws {
+		fi, err := e.Info()
+		if err != nil || !fi.ModTime().Before(before) {
+			continue
+		}
+		if _, err := os.Lstat(s.rootDir(e.Name()) + ".layer"); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		p := filepath.Join(s.dir, "roots", ".rw", e.Name())
+		if err := s.removeAll(ctx, p); err != nil {
+			return removed, err
+		}
+		removed = append(removed, p)
 	}
 	return removed, nil
 }

@@ -51,6 +51,8 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// On Linux as root the root is a mount: removed, it is unmounted.
+	defer images.RemoveRoot(ctx, "c1")
 	motd, _ := os.ReadFile(filepath.Join(root, "etc/motd"))
 	cfg, _ := rec.ParsedConfig()
 	fmt.Println(rec.Platform, len(rec.Layers), "layer")

@@ -185,7 +185,7 @@ func TestKeptBlobsGoOutAsTheyCame(t *testing.T) {
 	// The base is in the store already, from a pull that kept no blobs.
 	pushImage(t, reg.ref("base:1"), imageOf(t, p, base))
 	dir := t.TempDir()
-	ds, _ := NewDirStore(filepath.Join(dir, "s"))
+	ds := newDirStore(t, filepath.Join(dir, "s"))
 	plain, err := Open(Options{DataDir: dir, Store: ds, Platform: freebsdAmd64})
 	if err != nil {
 		t.Fatal(err)

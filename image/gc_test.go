@@ -308,6 +308,10 @@ func TestGCRemovesStaleLeftovers(t *testing.T) {
 	mk(filepath.Join(tmp, "load-old"), true, old)
 	mk(filepath.Join(ds.dir, "layers", ".tmp-old"), true, old)
 	mk(filepath.Join(ds.dir, "layers", ".tmp-new"), true, now)
+	// An overlay root's writable part: kept while its root is recorded.
+	mk(filepath.Join(ds.dir, "roots", ".rw", "orphan"), true, old)
+	mk(filepath.Join(ds.dir, "roots", ".rw", "kept"), true, old)
+	mk(filepath.Join(ds.dir, "roots", "kept.layer"), false, old)
 	res, err := m.GC(ctx, now, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -317,10 +321,11 @@ func TestGCRemovesStaleLeftovers(t *testing.T) {
 		got = append(got, filepath.Base(p))
 	}
 	sort.Strings(got)
-	if d := cmp.Diff([]string{".tmp-old", "layer-old.blob", "load-old"}, got); d != "" {
+	if d := cmp.Diff([]string{".tmp-old", "layer-old.blob", "load-old", "orphan"}, got); d != "" {
 		t.Fatalf("stale removed (-want +got):\n%s", d)
 	}
-	for _, p := range []string{filepath.Join(tmp, "layer-new.blob"), filepath.Join(ds.dir, "layers", ".tmp-new")} {
+	for _, p := range []string{filepath.Join(tmp, "layer-new.blob"), filepath.Join(ds.dir, "layers", ".tmp-new"),
+		filepath.Join(ds.dir, "roots", ".rw", "kept")} {
 		if !exists(p) {
 			t.Fatalf("%s removed while young", p)
 		}

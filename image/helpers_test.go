@@ -214,13 +214,32 @@ func (c *countingStore) BeginLayer(ctx context.Context, chainID, parent string) 
 	return c.Store.BeginLayer(ctx, chainID, parent)
 }
 
-func newImages(t testing.TB, rule PlatformRule) (*Images, *DirStore, string) {
+// newDirStore makes a store under dir whose roots (overlay mounts, on
+// Linux as root) are removed when the test ends, before its TempDir.
+func newDirStore(t testing.TB, dir string) *DirStore {
 	t.Helper()
-	dir := t.TempDir()
-	ds, err := NewDirStore(filepath.Join(dir, "store"))
+	ds, err := NewDirStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		roots, err := ds.Roots(context.Background())
+		if err != nil {
+			t.Errorf("roots left: %v", err)
+		}
+		for _, r := range roots {
+			if err := ds.RemoveRoot(context.Background(), r.ID); err != nil {
+				t.Errorf("root %s left: %v", r.ID, err)
+			}
+		}
+	})
+	return ds
+}
+
+func newImages(t testing.TB, rule PlatformRule) (*Images, *DirStore, string) {
+	t.Helper()
+	dir := t.TempDir()
+	ds := newDirStore(t, filepath.Join(dir, "store"))
 	m, err := Open(Options{DataDir: filepath.Join(dir, "data"), Store: ds, Platform: rule})
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func TestLinuxImageInStoreRefusedWithoutLinux(t *testing.T) {
 	reg := startRegistry(t, nil)
 	pushImage(t, reg.ref("l:1"), imageOf(t, Platform{OS: "linux", Arch: "amd64"}, layerOf(t, "gzip", ent{name: "l", body: "l"})))
 	dir := t.TempDir()
-	ds, _ := NewDirStore(filepath.Join(dir, "s"))
+	ds := newDirStore(t, filepath.Join(dir, "s"))
 	withLinux, err := Open(Options{DataDir: dir, Store: ds, Platform: PlatformRule{Arch: "amd64", AllowLinux: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestLogProgress(t *testing.T) {
 	var buf bytes.Buffer
 	lp := &LogProgress{Log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: dropTime}))}
 	dir := t.TempDir()
-	ds, _ := NewDirStore(filepath.Join(dir, "s"))
+	ds := newDirStore(t, filepath.Join(dir, "s"))
 	m, err := Open(Options{DataDir: dir, Store: ds, Platform: freebsdAmd64, Progress: lp})
 	if err != nil {
 		t.Fatal(err)

@@ -78,21 +78,14 @@ func containers(t *testing.T, dataDir string) map[string]int {
 	return out
 }
 
-// removeContainers removes every container of a node's data directory
-// (pods outlive a killed daemon, and a daemon restart adopts them).
+// removeContainers removes every container of a node's data directory,
+// with their roots (pods outlive a killed daemon, and a daemon restart
+// adopts them).
 func removeContainers(dataDir string) {
 	// The pod network goes last, once nothing runs in it (a node keeps
 	// it for the next daemon; nothing will come after a test's).
 	defer daemon.RemovePodNetwork(context.Background(), dataDir)
-	rt, err := process.New(process.Config{DataDir: dataDir, Shim: "/nonexistent"})
-	if err != nil {
-		return
-	}
-	cs, _ := rt.List(context.Background(), nil)
-	for _, c := range cs {
-		rt.Remove(context.Background(), c.ID)
-	}
-	rt.Wait()
+	daemon.RemoveLeftContainers(context.Background(), dataDir, "/nonexistent")
 }
 
 // The daemon killed with SIGKILL and started again adopts the running

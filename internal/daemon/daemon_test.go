@@ -16,21 +16,14 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/netplan"
 	"github.com/legionbsd/legion/internal/testcluster"
-	"github.com/legionbsd/legion/jail/process"
 )
 
-// removeAllPods removes the pods a daemon left running for the next one.
+// removeAllPods removes the pods a daemon left running for the next one,
+// with their roots.
 func removeAllPods(t testing.TB, dataDir string) {
-	rt, err := process.New(process.Config{DataDir: dataDir, Shim: os.Args[0]})
-	if err != nil {
+	if err := RemoveLeftContainers(context.Background(), dataDir, os.Args[0]); err != nil {
 		t.Error(err)
-		return
 	}
-	cs, _ := rt.List(context.Background(), nil)
-	for _, c := range cs {
-		rt.Remove(context.Background(), c.ID)
-	}
-	rt.Wait()
 }
 
 // legion daemon on a manager: after init, its agent registers through the

@@ -2,9 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/legionbsd/legion/netbsd/addrplan"
-	"github.com/legionbsd/legion/netbsd/loopback"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -20,6 +19,8 @@ import (
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/process"
 	"github.com/legionbsd/legion/netbsd"
+	"github.com/legionbsd/legion/netbsd/addrplan"
+	"github.com/legionbsd/legion/netbsd/loopback"
 	"github.com/legionbsd/legion/sys"
 	"github.com/legionbsd/legion/zfs"
 )
@@ -111,7 +112,7 @@ func OpenImages(o Options, log *slog.Logger) (*image.Images, error) {
 	case PlatformJails:
 		store = image.NewZFSStore(zfs.New(o.runner()), o.ZFSRoot)
 	case PlatformProcess:
-		ds, err := image.NewDirStore(filepath.Join(o.DataDir, "layers"))
+		ds, err := image.NewDirStore(dirStorePath(o.DataDir))
 		if err != nil {
 			return nil, err
 		}
@@ -125,6 +126,41 @@ func OpenImages(o Options, log *slog.Logger) (*image.Images, error) {
 	}
 	return image.Open(image.Options{DataDir: o.DataDir, Store: store, Log: log,
 		Platform: image.PlatformRule{Arch: runtime.GOARCH, AllowLinux: linux}})
+}
+
+// dirStorePath is where a process node keeps its layers and roots.
+func dirStorePath(dataDir string) string { return filepath.Join(dataDir, "layers") }
+
+// RemoveLeftContainers removes the containers a process node on dataDir
+// left (a stopped daemon leaves its pods running for the next one to
+// adopt), then their roots, which on Linux as root are mounts. shim is
+// the binary the containers' supervisors run. This is for whoever
+// removes the node for good (tests, the lab), with RemovePodNetwork.
+func RemoveLeftContainers(ctx context.Context, dataDir, shim string) error {
+	rt, err := process.New(process.Config{DataDir: dataDir, Shim: shim})
+	if err != nil {
+		return err
+	}
+	cs, err := rt.List(ctx, nil)
+	for _, c := range cs {
+		if rerr := rt.Remove(ctx, c.ID); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	rt.Wait()
+	if _, serr := os.Stat(dirStorePath(dataDir)); serr != nil {
+		return err // no image store: no roots
+	}
+	ds, derr := image.NewDirStore(dirStorePath(dataDir))
+	if derr != nil {
+		return errors.Join(err, derr)
+	}
+	roots, rerr := ds.Roots(ctx)
+	err = errors.Join(err, rerr)
+	for _, r := range roots {
+		err = errors.Join(err, ds.RemoveRoot(ctx, r.ID))
+	}
+	return err
 }
 
 // linuxImages says whether the node runs Linux images: a jails node when

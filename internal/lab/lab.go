@@ -19,7 +19,6 @@ import (
 
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/internal/daemon"
-	"github.com/legionbsd/legion/jail/process"
 	"google.golang.org/grpc/codes"
 )
 
@@ -544,17 +543,9 @@ func (l *Lab) Close() {
 }
 
 // removePods removes the containers a node's daemon left (a stopped
-// daemon leaves its pods running).
+// daemon leaves its pods running) and their roots.
 func removePods(dataDir, shim string) {
-	rt, err := process.New(process.Config{DataDir: dataDir, Shim: shim})
-	if err != nil {
-		return
-	}
-	cs, _ := rt.List(context.Background(), nil)
-	for _, c := range cs {
-		rt.Remove(context.Background(), c.ID)
-	}
-	rt.Wait()
+	daemon.RemoveLeftContainers(context.Background(), dataDir, shim)
 }
 
 // killNamespace kills whatever still runs in a node's namespace, such as
