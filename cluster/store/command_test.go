@@ -1,24 +1,25 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
 )
 
-// A command's encoding is json.Marshal's, byte for byte: replicas running
-// an older build decode it, and raft's log holds both.
-func TestCommandEncodingIsJSONMarshal(t *testing.T) {
-	t.Parallel()
-	odd := config("default", "a<b>&c\u2028", "<script>&\"é\x00")
-	odd.Metadata.Labels = map[string]string{"z": "1", "a": "<&>"}
+// testCommands are commands of every shape: objects with characters
+// JSON escapes, preconditions, requirements, a delete without object.
+func testCommands(t testing.TB) []command {
+	odd := config("default", "a<b>&c\u2028", "<script>&\"é\x00{[}]\\")
+	odd.Metadata.Labels = map[string]string{"z": "1", "a": "<&>", "object": `,"object":{`, "q": `"},"op":"delete"`}
 	obj, err := legion.MarshalJSON(odd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	plain, _ := legion.MarshalJSON(config("default", "a", "one"))
-	for _, c := range []command{
+	return []command{
 		{Op: opPut, Kind: legion.KindConfig, Namespace: "default", Name: "a", Object: plain},
 		{Op: opPut, Kind: legion.KindNode, Name: "n1", Object: plain, KeepStatus: true},
 		{Op: opPut, Kind: legion.KindConfig, Namespace: "default", Name: "a<b>&c\u2028", Object: obj, MustNotExist: true},
@@ -26,17 +27,79 @@ func TestCommandEncodingIsJSONMarshal(t *testing.T) {
 		{Op: opPut, Kind: legion.KindConfig, Namespace: "default", Name: "a", Object: plain, Version: 7, KeepStatus: true,
 			Requires: []Requirement{{Kind: legion.KindService, Namespace: "default", Name: "web", UID: "u"}, {Kind: legion.KindNode, Name: "n"}}},
 		{Op: opDelete, Kind: legion.KindConfig, Namespace: "default", Name: "a", Version: 3},
-	} {
-		want, err := json.Marshal(&c)
+	}
+}
+
+// A command's encoding is JSON that any decoder reads as json.Marshal's
+// form of it (replicas running an older build decode it with
+// json.Unmarshal, and raft's log holds entries of both forms), and
+// decodeCommand reads both forms as the same command.
+func TestCommandEncodingIsJSON(t *testing.T) {
+	t.Parallel()
+	for _, c := range testCommands(t) {
+		marshalled, err := json.Marshal(&c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := c.encode()
+		encoded, err := c.encode()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(got) != string(want) {
-			t.Errorf("encoded\n%s\njson.Marshal\n%s", got, want)
+		if c.Object != nil && !bytes.HasPrefix(encoded, []byte(objectFirst)) {
+			t.Errorf("encoded without its object first: %s", encoded)
+		}
+		var old command
+		if err := json.Unmarshal(encoded, &old); err != nil {
+			t.Fatalf("json.Unmarshal of %s: %v", encoded, err)
+		}
+		if d := cmp.Diff(c, old); d != "" {
+			t.Errorf("json.Unmarshal read %s as (-want +got):\n%s", encoded, d)
+		}
+		for _, data := range [][]byte{encoded, marshalled} {
+			var got command
+			if err := decodeCommand(data, &got); err != nil {
+				t.Fatalf("decodeCommand(%s): %v", data, err)
+			}
+			if d := cmp.Diff(c, got); d != "" {
+				t.Errorf("decodeCommand read %s as (-want +got):\n%s", data, d)
+			}
+		}
+		if n := objectEnd(encoded); c.Object != nil && (n == 0 || string(encoded[len(objectFirst):n]) != string(c.Object)) {
+			t.Errorf("the object of %s not found where it ends (%d)", encoded, n)
 		}
 	}
+}
+
+// decodeCommand reads whatever json.Unmarshal reads as json.Unmarshal
+// does, and what json.Unmarshal refuses it refuses or reads as a write
+// whose object is not JSON (which the state machine refuses before it
+// writes anything): a replica of this build and one of an older build
+// make the same state of any log entry.
+func FuzzDecodeCommand(f *testing.F) {
+	for _, c := range testCommands(f) {
+		enc, _ := c.encode()
+		f.Add(enc)
+		marshalled, _ := json.Marshal(&c)
+		f.Add(marshalled)
+	}
+	f.Add([]byte(`{"object":{"a":"}"},"op":"put","kind":"Config","name":"x"}`))
+	f.Add([]byte(`{"object":{"a":"\"}"},"op":"delete","kind":"Config","name":"x"}`))
+	f.Add([]byte(`{"object":{],"op":"put","kind":"Config","name":"x","object":{}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want, got command
+		wantErr := json.Unmarshal(data, &want)
+		gotErr := decodeCommand(data, &got)
+		switch {
+		case wantErr == nil && gotErr != nil:
+			t.Fatalf("json.Unmarshal reads %q, decodeCommand refuses it: %v", data, gotErr)
+		case wantErr == nil:
+			if d := cmp.Diff(want, got); d != "" {
+				t.Fatalf("%q read unlike json.Unmarshal (-want +got):\n%s", data, d)
+			}
+		case gotErr == nil:
+			if (got.Op != opPut && got.Op != opStatus) || json.Valid(got.Object) {
+				t.Fatalf("json.Unmarshal refuses %q (%v), decodeCommand reads it as %+v", data, wantErr, got)
+			}
+		}
+	})
 }

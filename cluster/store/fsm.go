@@ -64,7 +64,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 				continue
 			}
 			var c command
-			if err := json.Unmarshal(l.Data, &c); err != nil {
+			if err := decodeCommand(l.Data, &c); err != nil {
 				out[i] = &result{err: fmt.Errorf("log entry %d: decoding command: %w", l.Index, err)}
 				continue
 			}
