@@ -123,7 +123,7 @@ func (p *Proxy) relay(ctx context.Context, client net.Conn) {
 	defer backend.Close()
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
+		relayBytes(dst, src)
 		// Pass the half-close on, so request/response protocols that
 		// close their writing side still get their answer.
 		if tc, ok := dst.(*net.TCPConn); ok {
@@ -137,4 +137,19 @@ func (p *Proxy) relay(ctx context.Context, client net.Conn) {
 	go pipe(client, backend)
 	<-done
 	<-done
+}
+
+// relayBuffers are the buffers connections are relayed through.
+var relayBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+// relayBytes copies src to dst through a buffer, as on FreeBSD. io.Copy
+// between two TCP connections would splice on Linux, which was slower
+// here for the small requests and answers a service mostly carries and
+// for bulk alike (BenchmarkProxyHTTP 32-33k -> 36k requests/s,
+// BenchmarkProxyBulk 1,640-1,650 -> 1,910 MB/s, on loopback).
+func relayBytes(dst io.Writer, src io.Reader) {
+	buf := relayBuffers.Get().(*[32 << 10]byte)
+	defer relayBuffers.Put(buf)
+	// Only Read and Write: the connections' ReadFrom and WriteTo splice.
+	io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf[:])
 }

@@ -226,3 +226,63 @@ func BenchmarkProxyHTTP(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProxyBulk compares a bulk transfer through the VIP proxy with
+// one sent straight to the backend, which reads it all and answers with
+// how much it read.
+func BenchmarkProxyBulk(b *testing.B) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sinks sync.WaitGroup
+	defer sinks.Wait()
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			sinks.Go(func() {
+				defer c.Close()
+				n, _ := io.Copy(io.Discard, c)
+				fmt.Fprint(c, n)
+			})
+		}
+	}()
+	pl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := &Proxy{}
+	p.SetBackends([]string{l.Addr().String()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, pl) }()
+	defer func() { cancel(); <-done }()
+	const size = 64 << 20
+	chunk := make([]byte, 256<<10)
+	for _, target := range []struct{ name, addr string }{{"direct", l.Addr().String()}, {"proxy", pl.Addr().String()}} {
+		b.Run(target.name, func(b *testing.B) {
+			b.SetBytes(size)
+			for b.Loop() {
+				c, err := net.Dial("tcp", target.addr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for sent := 0; sent < size; sent += len(chunk) {
+					if _, err := c.Write(chunk); err != nil {
+						b.Fatal(err)
+					}
+				}
+				c.(*net.TCPConn).CloseWrite()
+				got, err := io.ReadAll(c)
+				c.Close()
+				if err != nil || string(got) != fmt.Sprint(size) {
+					b.Fatalf("the backend read %q bytes (%v), want %d", got, err, size)
+				}
+			}
+		})
+	}
+}
