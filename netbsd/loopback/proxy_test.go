@@ -64,7 +64,7 @@ func backend(t *testing.T, name string) (string, func()) {
 	return l.Addr().String(), func() { l.Close(); wg.Wait() }
 }
 
-func startProxy(t *testing.T, backends ...string) (*Proxy, string) {
+func startProxy(t testing.TB, backends ...string) (*Proxy, string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -197,14 +197,8 @@ func BenchmarkProxyHTTP(b *testing.B) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	go srv.Serve(l)
 	defer srv.Close()
-	pl, _ := net.Listen("tcp", "127.0.0.1:0")
-	p := &Proxy{}
-	p.SetBackends([]string{l.Addr().String()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, pl) }()
-	defer func() { cancel(); <-done }()
-	for _, target := range []struct{ name, addr string }{{"direct", l.Addr().String()}, {"proxy", pl.Addr().String()}} {
+	_, proxied := startProxy(b, l.Addr().String())
+	for _, target := range []struct{ name, addr string }{{"direct", l.Addr().String()}, {"proxy", proxied}} {
 		b.Run(target.name, func(b *testing.B) {
 			tr := &http.Transport{MaxIdleConnsPerHost: 64}
 			defer tr.CloseIdleConnections()
@@ -251,19 +245,10 @@ func BenchmarkProxyBulk(b *testing.B) {
 			})
 		}
 	}()
-	pl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	p := &Proxy{}
-	p.SetBackends([]string{l.Addr().String()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, pl) }()
-	defer func() { cancel(); <-done }()
+	_, proxied := startProxy(b, l.Addr().String())
 	const size = 64 << 20
 	chunk := make([]byte, 256<<10)
-	for _, target := range []struct{ name, addr string }{{"direct", l.Addr().String()}, {"proxy", pl.Addr().String()}} {
+	for _, target := range []struct{ name, addr string }{{"direct", l.Addr().String()}, {"proxy", proxied}} {
 		b.Run(target.name, func(b *testing.B) {
 			b.SetBytes(size)
 			for b.Loop() {
