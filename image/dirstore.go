@@ -311,6 +311,14 @@ func (s *DirStore) prepareLayered(ctx context.Context, id, chainID string) error
 		return fmt.Errorf("container %s: root: %w", id, err)
 	}
 	rw, dir := s.rwDir(id), s.rootDir(id)
+	// A writable part without its mount point is what an interrupted
+	// PrepareRoot left: no container ever ran on it.
+	if _, err := os.Lstat(rw); err == nil {
+		if err := s.removeAll(ctx, rw); err != nil {
+			s.removeAll(ctx, tmp)
+			return fmt.Errorf("container %s: a root left half made: %w", id, err)
+		}
+	}
 	undo := func() {
 		os.Remove(dir)
 		os.Remove(dir + ".layer")

@@ -181,6 +181,23 @@ func TestDirStoreOverlayRootMountedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	mountedAgain("NewDirStore")
+	// A root left half made (its writable part and record, no mount
+	// point) is made anew.
+	if err := os.Remove(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PrepareRoot(ctx, "c1", chain); err != nil {
+		t.Fatalf("PrepareRoot over a root left half made: %v", err)
+	}
+	if got := readFile(t, filepath.Join(root, "etc/motd")); got != "hello" {
+		t.Fatalf("etc/motd = %q in a root made anew, want the layer's", got)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/motd"), []byte("written"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unmountOverlay(root); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.PrepareRoot(ctx, "c1", chain); err != nil {
 		t.Fatal(err)
 	}
