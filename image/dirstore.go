@@ -41,9 +41,6 @@ type DirStore struct {
 	copyRoots bool
 }
 
-// errOverlayPath: overlayfs would misread the store's path.
-var errOverlayPath = errors.New("path holds a character overlayfs separates options with")
-
 // NewDirStore returns a store under dir, creating its directories. On
 // FreeBSD it changes file flags with chflags(1) on the host.
 func NewDirStore(dir string) (*DirStore, error) {
@@ -67,9 +64,7 @@ func (s *DirStore) remountAll() {
 		return
 	}
 	for _, e := range ents {
-		if b, err := os.ReadFile(s.rootDir(e.Name()) + ".layer"); err == nil {
-			s.remount(e.Name(), strings.TrimSpace(string(b)))
-		}
+		s.remount(e.Name())
 	}
 }
 
@@ -227,7 +222,7 @@ func (s *DirStore) PrepareRoot(ctx context.Context, id, chainID string) (string,
 	}
 	dir := s.rootDir(id)
 	if _, err := os.Lstat(dir); err == nil {
-		return dir, s.remount(id, chainID)
+		return dir, s.remount(id)
 	}
 	if s.overlays() {
 		return dir, s.prepareLayered(ctx, id, chainID)
@@ -262,19 +257,24 @@ func (s *DirStore) overlays() bool {
 }
 
 // remount mounts again an overlay root found unmounted (the host
-// restarted); a copied root is as it was left.
-func (s *DirStore) remount(id, chainID string) error {
-	rw := s.rwDir(id)
+// restarted) on the layer it records; a copied root is as it was left,
+// and a writable part without a record or mount point is no root yet.
+func (s *DirStore) remount(id string) error {
+	rw, dir := s.rwDir(id), s.rootDir(id)
 	if _, err := os.Lstat(rw); err != nil {
 		return nil
 	}
-	dir := s.rootDir(id)
 	if on, err := mountedOver(dir); err != nil || on {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 		return err
 	}
-	if b, err := os.ReadFile(dir + ".layer"); err == nil {
-		chainID = strings.TrimSpace(string(b))
+	b, err := os.ReadFile(dir + ".layer")
+	if err != nil {
+		return fmt.Errorf("container %s: its root's layer: %w", id, err)
 	}
+	chainID := strings.TrimSpace(string(b))
 	if err := mountOverlay(s.layerDir(chainID), filepath.Join(rw, "upper"), filepath.Join(rw, "work"), dir); err != nil {
 		return fmt.Errorf("container %s: mount its root again: %w", id, err)
 	}

@@ -7,6 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// errOverlayPath: overlayfs would misread the store's path.
+var errOverlayPath = errors.New("path holds a character overlayfs separates options with")
+
 // overlaySource names Legion's root mounts in the mount table.
 const overlaySource = "legion-root"
 

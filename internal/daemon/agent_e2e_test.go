@@ -282,21 +282,10 @@ func startNode(t testing.TB) *node {
 		sess.Close()
 		n.done.Wait()
 		n.eps.Close()
-		// Pods outlive the agent by design: remove what is left, then
+		// Pods outlive the agent by design: remove what is left, with
 		// their roots (mounts, on Linux as root).
-		if cs, err := rt.List(context.Background(), nil); err == nil {
-			for _, c := range cs {
-				rt.Remove(context.Background(), c.ID)
-			}
-		}
+		removeAllPods(t, n.dataDir)
 		rt.Wait()
-		if roots, err := ds.Roots(context.Background()); err == nil {
-			for _, r := range roots {
-				if err := ds.RemoveRoot(context.Background(), r.ID); err != nil {
-					t.Errorf("container root %s left: %v", r.ID, err)
-				}
-			}
-		}
 	})
 	if err := sess.Start(ctx); err != nil {
 		t.Fatalf("registering the node: %v", err)
