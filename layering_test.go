@@ -48,8 +48,10 @@ var (
 // from the object model to the binary. A package no row matches fails the
 // test, so a new package gets a row on purpose.
 var layers = []layer{
+	// JSON decoded as encoding/json does, faster: below the object model.
+	{pattern: "internal/jsonfast", thirdParty: []string{"github.com/go-json-experiment/json"}, noStd: pureStd},
 	// The object model and admission: no I/O, few dependencies.
-	{pattern: "", thirdParty: []string{"go.yaml.in/yaml/v3", "github.com/robfig/cron/v3",
+	{pattern: "", may: []string{"internal/jsonfast"}, thirdParty: []string{"go.yaml.in/yaml/v3", "github.com/robfig/cron/v3",
 		"github.com/google/go-containerregistry/pkg/name", "github.com/opencontainers/go-digest"},
 		noStd: pureStd, neverDeps: []string{"net/http", "os/exec"}},
 	// The planner is a pure function: no I/O, no clock, no randomness.
@@ -85,7 +87,7 @@ var layers = []layer{
 	// The manager.
 	{pattern: "cluster/pki"},
 	{pattern: "cluster/rbac", may: []string{""}},
-	{pattern: "cluster/store", may: []string{""}},
+	{pattern: "cluster/store", may: []string{"", "internal/jsonfast"}},
 	// The cluster's address plan in the store.
 	{pattern: "cluster/netplan", may: []string{"", "cluster/store", "netbsd/addrplan"}},
 	// Audit events, their buffer and batches: over the store, no network.
@@ -94,7 +96,7 @@ var layers = []layer{
 	{pattern: "cluster/events", may: []string{""}, neverDeps: nodeSide},
 	// ACME for Routes: the store and an authority, nothing of the node side.
 	{pattern: "cluster/acme", may: []string{"", "cluster/store"}, neverDeps: nodeSide},
-	{pattern: "cluster/...", may: []string{"", "scheduler", "cluster/...", "internal/proto", "internal/endpoints",
+	{pattern: "cluster/...", may: []string{"", "scheduler", "cluster/...", "internal/proto", "internal/endpoints", "internal/jsonfast",
 		"netbsd/addrplan", "image", "image/cosign", "internal/buildinfo"}},
 	// The leader's work and the manager's entry point run on managers
 	// without an agent: nothing of the node side comes with them.
@@ -105,7 +107,7 @@ var layers = []layer{
 	{pattern: "cluster/manager", may: []string{"cluster/audit", "cluster/leader", "cluster/server", "image"}, neverDeps: nodeSide},
 
 	// The node agent: it reaches the managers only through the protocol.
-	{pattern: "internal/agent/...", may: []string{"", "internal/agent/...", "internal/endpoints", "internal/proto",
+	{pattern: "internal/agent/...", may: []string{"", "internal/agent/...", "internal/endpoints", "internal/jsonfast", "internal/proto",
 		"sys", "jail", "image", "scheduler", "zfs"}},
 
 	// The agent's metrics read the runtime and the image store they are given.

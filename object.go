@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/legionbsd/legion/internal/jsonfast"
 )
 
 // APIVersion is the only version of the object model.
@@ -180,14 +182,14 @@ func (h *Header) header() *Header { return h }
 // server already admitted; use Decode for what users write.
 func FromJSON(data []byte) (Object, error) {
 	var h Header
-	if err := json.Unmarshal(data, &h); err != nil {
+	if err := jsonfast.Unmarshal(data, &h); err != nil {
 		return nil, fmt.Errorf("decoding object: %w", err)
 	}
 	o, err := New(h.Kind)
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(data, o); err != nil {
+	if err := jsonfast.Unmarshal(data, o); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", h.Kind, err)
 	}
 	return o, nil
@@ -202,12 +204,12 @@ func Assemble(kind Kind, meta Metadata, spec, status []byte) (Object, error) {
 	}
 	*o.GetMetadata() = meta
 	if len(spec) > 0 && o.SpecPtr() != nil {
-		if err := json.Unmarshal(spec, o.SpecPtr()); err != nil {
+		if err := jsonfast.Unmarshal(spec, o.SpecPtr()); err != nil {
 			return nil, fmt.Errorf("decoding %s spec: %w", kind, err)
 		}
 	}
 	if len(status) > 0 && o.StatusPtr() != nil {
-		if err := json.Unmarshal(status, o.StatusPtr()); err != nil {
+		if err := jsonfast.Unmarshal(status, o.StatusPtr()); err != nil {
 			return nil, fmt.Errorf("decoding %s status: %w", kind, err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/legionbsd/legion/cluster/netplan"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/jsonfast"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
@@ -35,7 +36,7 @@ func (s *Service) Register(ctx context.Context, req *legionpb.RegisterRequest) (
 	}
 	var rep legion.NodeStatus
 	if len(req.GetStatus()) > 0 {
-		if err := json.Unmarshal(req.GetStatus(), &rep); err != nil {
+		if err := jsonfast.Unmarshal(req.GetStatus(), &rep); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "status: expected the JSON of a node status: %v", err)
 		}
 	}
@@ -119,7 +120,7 @@ func ReserveSubnet(ctx context.Context, st *store.Store, node string) (int, erro
 		default:
 			c := o.(*legion.Config)
 			if len(c.Spec.Data) > 0 {
-				if err := json.Unmarshal(c.Spec.Data, &reserved); err != nil {
+				if err := jsonfast.Unmarshal(c.Spec.Data, &reserved); err != nil {
 					return 0, fmt.Errorf("config %s/%s: expected JSON of node name to subnet index: %w", legion.SystemNamespace, SubnetsConfig, err)
 				}
 			}

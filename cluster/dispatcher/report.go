@@ -2,12 +2,12 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/jsonfast"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -24,7 +24,7 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 		return nil, err
 	}
 	var ts legion.TaskStatus
-	if err := json.Unmarshal(req.GetStatus(), &ts); err != nil {
+	if err := jsonfast.Unmarshal(req.GetStatus(), &ts); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "status: expected the JSON of a task status: %v", err)
 	}
 	st, err := s.replica()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion/internal/jsonfast"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -100,7 +101,7 @@ func (p *pipeline) receive() {
 				break
 			}
 			var r raft.AppendEntriesResponse
-			if err = json.Unmarshal(msg.Payload, &r); err == nil && (k == 0 || f.resp.Success) {
+			if err = jsonfast.Unmarshal(msg.Payload, &r); err == nil && (k == 0 || f.resp.Success) {
 				*f.resp = r
 			}
 		}
@@ -258,7 +259,7 @@ func (s *raftService) AppendEntriesPipeline(stream grpc.BidiStreamingServer[pb.R
 
 func decodeAppend(m *pb.RaftMessage) (*raft.AppendEntriesRequest, error) {
 	var req raft.AppendEntriesRequest
-	if err := json.Unmarshal(m.Payload, &req); err != nil {
+	if err := jsonfast.Unmarshal(m.Payload, &req); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "raft: decoding AppendEntries: %v", err)
 	}
 	return &req, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/jsonfast"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -132,7 +133,7 @@ func (t *transport) send(target raft.ServerAddress, payload []byte, resp any, me
 	if err != nil {
 		return fmt.Errorf("raft call to %s: %w", target, err)
 	}
-	return json.Unmarshal(out.Payload, resp)
+	return jsonfast.Unmarshal(out.Payload, resp)
 }
 
 // AppendEntries sends a request in as many pieces as its size needs, one
@@ -262,7 +263,7 @@ func (t *transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 	if err != nil {
 		return fmt.Errorf("raft snapshot to %s: %w", target, err)
 	}
-	return json.Unmarshal(out.Payload, resp)
+	return jsonfast.Unmarshal(out.Payload, resp)
 }
 
 func (t *transport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte { return []byte(addr) }
@@ -350,7 +351,7 @@ func (s *raftService) handle(ctx context.Context, in *pb.RaftMessage, cmd any) (
 	if err := s.member(ctx); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(in.Payload, cmd); err != nil {
+	if err := jsonfast.Unmarshal(in.Payload, cmd); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "raft: decoding %T: %v", cmd, err)
 	}
 	resp, err := t.dispatch(ctx, cmd, nil)
@@ -396,7 +397,7 @@ func (s *raftService) InstallSnapshot(stream grpc.ClientStreamingServer[pb.Snaps
 		return err
 	}
 	var req raft.InstallSnapshotRequest
-	if err := json.Unmarshal(first.Request, &req); err != nil {
+	if err := jsonfast.Unmarshal(first.Request, &req); err != nil {
 		return status.Errorf(codes.InvalidArgument, "raft: decoding the snapshot request: %v", err)
 	}
 	resp, err := t.dispatch(stream.Context(), &req, &chunkReader{stream: stream, buf: first.Data})

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/jsonfast"
 )
 
 // op is what a log entry does. Commands carry no replica-specific data:
@@ -93,7 +94,7 @@ func decodeCommand(data []byte, c *command) error {
 		// Only writes, which decode their object before anything is
 		// written: one that is not JSON changes nothing here, as on a
 		// replica whose json.Unmarshal refused the whole command.
-		if json.Unmarshal(rest, &r) == nil && r.Object == nil && (r.Op == opPut || r.Op == opStatus) {
+		if jsonfast.Unmarshal(rest, &r) == nil && r.Object == nil && (r.Op == opPut || r.Op == opStatus) {
 			*c = command{Op: r.Op, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name,
 				Object:       json.RawMessage(data[len(objectFirst):n]),
 				MustNotExist: r.MustNotExist, Version: r.Version, KeepStatus: r.KeepStatus, Requires: r.Requires}
@@ -101,7 +102,7 @@ func decodeCommand(data []byte, c *command) error {
 		}
 	}
 	*c = command{}
-	return json.Unmarshal(data, c)
+	return jsonfast.Unmarshal(data, c)
 }
 
 // objectEnd is where the object of a command encoded with its object

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/jsonfast"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -194,7 +195,7 @@ func decodeObject(kind legion.Kind, data []byte) (legion.Object, error) {
 	if err != nil {
 		return legion.FromJSON(data)
 	}
-	if err := json.Unmarshal(data, o); err != nil {
+	if err := jsonfast.Unmarshal(data, o); err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", kind, err)
 	}
 	if o.GetKind() != kind {
@@ -236,7 +237,7 @@ func copyPart(dst, src any) error {
 	// omitted) must not keep the destination's old values.
 	v := reflect.ValueOf(dst).Elem()
 	v.Set(reflect.Zero(v.Type()))
-	return json.Unmarshal(data, dst)
+	return jsonfast.Unmarshal(data, dst)
 }
 
 // snapshotData is a snapshot's content: the objects as JSON and the index

@@ -2,7 +2,6 @@ package dispatcherclient
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/endpoints"
+	"github.com/legionbsd/legion/internal/jsonfast"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/protobuf/proto"
 )
@@ -224,19 +224,19 @@ func decode(set *legionpb.AssignmentSet) (agent.Assignments, error) {
 		as.Values[k] = v
 	}
 	if raw := set.GetEndpoints(); len(raw) > 0 {
-		if err := json.Unmarshal(raw, &as.Endpoints); err != nil {
+		if err := jsonfast.Unmarshal(raw, &as.Endpoints); err != nil {
 			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: endpoints: %w", set.GetVersion(), err)
 		}
 	}
 	// No peers field (a manager from before the mesh) leaves Peers nil:
 	// the node's wg0 is left as it is.
 	if raw := set.GetPeers(); len(raw) > 0 {
-		if err := json.Unmarshal(raw, &as.Peers); err != nil {
+		if err := jsonfast.Unmarshal(raw, &as.Peers); err != nil {
 			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: peers: %w", set.GetVersion(), err)
 		}
 	}
 	if raw := set.GetRoutes(); len(raw) > 0 {
-		if err := json.Unmarshal(raw, &as.Routes); err != nil {
+		if err := jsonfast.Unmarshal(raw, &as.Routes); err != nil {
 			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: routes: %w", set.GetVersion(), err)
 		}
 	}
@@ -249,7 +249,7 @@ func decode(set *legionpb.AssignmentSet) (agent.Assignments, error) {
 	}
 	if raw := set.GetPolicies(); len(raw) > 0 {
 		as.Policies = &endpoints.Policies{}
-		if err := json.Unmarshal(raw, as.Policies); err != nil {
+		if err := jsonfast.Unmarshal(raw, as.Policies); err != nil {
 			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: policies: %w", set.GetVersion(), err)
 		}
 	}

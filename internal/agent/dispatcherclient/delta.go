@@ -1,7 +1,6 @@
 package dispatcherclient
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/endpoints"
+	"github.com/legionbsd/legion/internal/jsonfast"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 )
 
@@ -505,7 +505,7 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 	}
 	if raw := set.GetPolicyRules(); len(raw) > 0 {
 		var p endpoints.Policies
-		if err := json.Unmarshal(raw, &p); err != nil {
+		if err := jsonfast.Unmarshal(raw, &p); err != nil {
 			return wrap(fmt.Errorf("policy rules: %w", err))
 		}
 		s.rules, s.hasPolicies = endpoints.Policies{Isolation: p.Isolation, Policies: p.Policies}, true
@@ -544,6 +544,6 @@ func decodeTask(raw []byte) (*legion.Task, error) {
 
 func decodeJSON[T any](raw []byte) (T, error) {
 	var v T
-	err := json.Unmarshal(raw, &v)
+	err := jsonfast.Unmarshal(raw, &v)
 	return v, err
 }
