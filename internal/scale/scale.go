@@ -67,9 +67,11 @@ type Harness struct {
 	Trace func(format string, args ...any)
 	// Largest is the largest message since ResetLargest.
 	Largest atomic.Int64
-	// Poll is how often WaitFor counts the tasks (default 100 ms); a
-	// count decodes every task, so large runs count less often.
+	// Poll is how often WaitFor looks at the tally (default 100 ms).
 	Poll time.Duration
+
+	tally     *tally
+	tallyOnce sync.Once
 
 	ends streamEnds
 }

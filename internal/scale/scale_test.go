@@ -187,7 +187,6 @@ func TestScale(t *testing.T) {
 	}
 	start := time.Now()
 	h := New(t, o)
-	h.Poll = time.Second
 	if os.Getenv("LEGION_SCALE_TRACE") != "" {
 		h.Trace = t.Logf
 	}

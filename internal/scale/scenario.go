@@ -8,13 +8,14 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/store"
 )
 
 // Namespace holds the services the scenarios apply.
 const Namespace = "scale"
 
 // poll is how often the scenarios look whether the cluster got there by
-// default (Harness.Poll): each look reads and decodes every task.
+// default (Harness.Poll): a look is a pass over the tally.
 const poll = 100 * time.Millisecond
 
 // service is one of the scenarios' services at an image tag.
@@ -116,10 +117,12 @@ func (h *Harness) Count(tag string, nodes map[string]bool) (Counts, error) {
 	return c, nil
 }
 
-// WaitFor polls Count until done holds or ctx ends, and returns how long
-// it took.
+// WaitFor looks at the tally every Poll until done holds or ctx ends, and
+// returns how long it took. What the tally says is confirmed with a Count
+// (a read of every task from the leader's replica) before it answers.
 func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[string]bool, done func(Counts) bool) (time.Duration, error) {
 	start := time.Now()
+	y := h.followTally()
 	every := h.Poll
 	if every == 0 {
 		every = poll
@@ -127,16 +130,25 @@ func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[strin
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var last Counts
+	leader := func() *store.Store { return h.Cluster.WaitLeader().Store() }
 	for {
-		c, err := h.Count(tag, nodes)
-		if err == nil {
+		y.offer(leader)
+		if c, ok := y.counts(tag, nodes); ok {
 			last = c
 			if h.Trace != nil {
-				h.Trace("%s %s: running %d, at the tag %d, on the nodes %d, other %d (leader %s)", time.Since(start).Round(time.Millisecond), what,
-					c.Running, c.AtTag, c.OnNodes, c.Other, h.Cluster.WaitLeader().Addr)
+				h.Trace("%s %s: running %d, at the tag %d, on the nodes %d, other %d", time.Since(start).Round(time.Millisecond), what,
+					c.Running, c.AtTag, c.OnNodes, c.Other)
 			}
 			if done(c) {
-				return time.Since(start), nil
+				full, err := h.Count(tag, nodes)
+				if err == nil && done(full) {
+					return time.Since(start), nil
+				}
+				if err == nil {
+					h.t.Logf("%s: the tally says done, a read of every task does not: running %d, at the tag %d, on the nodes %d, other %d",
+						what, full.Running, full.AtTag, full.OnNodes, full.Other)
+					last = full
+				}
 			}
 		}
 		select {
@@ -146,6 +158,24 @@ func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[strin
 		case <-t.C:
 		}
 	}
+}
+
+// followTally starts the tally on first use; it stops at the test's end.
+func (h *Harness) followTally() *tally {
+	h.tallyOnce.Do(func() {
+		h.tally = &tally{h: h, offers: make(chan *store.Store, 1)}
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		h.t.Cleanup(func() {
+			cancel()
+			<-stopped
+		})
+		go func() {
+			defer close(stopped)
+			h.tally.follow(ctx)
+		}()
+	})
+	return h.tally
 }
 
 // Drain drains the nodes.
