@@ -88,6 +88,22 @@ type Counts struct {
 	ReadAtVer uint64
 }
 
+// add counts one task in, as asked for tag and nodes.
+func (c *Counts) add(s taskState, tag string, nodes map[string]bool) {
+	if !s.running {
+		c.Other++
+		return
+	}
+	c.Running++
+	c.PerNode[s.node]++
+	if tag == "" || s.image == imageOf(tag) {
+		c.AtTag++
+	}
+	if nodes == nil || nodes[s.node] {
+		c.OnNodes++
+	}
+}
+
 // Count reads the scenarios' tasks from the leader's replica.
 func (h *Harness) Count(tag string, nodes map[string]bool) (Counts, error) {
 	st := h.Cluster.WaitLeader().Store()
@@ -100,19 +116,7 @@ func (h *Harness) Count(tag string, nodes map[string]bool) (Counts, error) {
 	}
 	c := Counts{PerNode: map[string]int{}, ReadAtVer: at}
 	for _, o := range objs {
-		t := o.(*legion.Task)
-		if t.Spec.DesiredState == legion.TaskRunning && t.Status.State == legion.TaskRunning && t.Status.Ready {
-			c.Running++
-			c.PerNode[t.Spec.Node]++
-			if tag == "" || len(t.Spec.Pod.Containers) > 0 && t.Spec.Pod.Containers[0].Image == imageOf(tag) {
-				c.AtTag++
-			}
-			if nodes == nil || nodes[t.Spec.Node] {
-				c.OnNodes++
-			}
-			continue
-		}
-		c.Other++
+		c.add(stateOf(o.(*legion.Task)), tag, nodes)
 	}
 	return c, nil
 }

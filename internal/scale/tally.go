@@ -18,8 +18,8 @@ import (
 // It reads the tasks once from the leader's replica, then follows that
 // replica's events; when the replica closes or stops leading (its manager
 // killed) or its history no longer reaches back, it starts again from
-// whichever manager leads then. WaitFor confirms with a Count what the tally says before it
-// answers, so the tally decides only when to look.
+// whichever manager leads then. WaitFor confirms with a Count what the
+// tally says before it answers, so the tally decides only when to look.
 type tally struct {
 	h *Harness
 
@@ -31,7 +31,7 @@ type tally struct {
 	tasks     map[string]taskState // by name
 }
 
-// taskState is what Count needs of a task.
+// taskState is what Counts.add needs of a task.
 type taskState struct {
 	running bool // told to run, running and ready
 	node    string
@@ -138,18 +138,7 @@ func (y *tally) counts(tag string, nodes map[string]bool) (c Counts, ok bool) {
 	}
 	c.PerNode = map[string]int{}
 	for _, s := range y.tasks {
-		if !s.running {
-			c.Other++
-			continue
-		}
-		c.Running++
-		c.PerNode[s.node]++
-		if tag == "" || s.image == imageOf(tag) {
-			c.AtTag++
-		}
-		if nodes == nil || nodes[s.node] {
-			c.OnNodes++
-		}
+		c.add(s, tag, nodes)
 	}
 	return c, true
 }
