@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,6 +130,14 @@ func TestAgentReportsATaskWhosePodIsGoneOrphaned(t *testing.T) {
 	}
 	if c := r.rt.created(); len(c) > 0 {
 		t.Errorf("the agent made %d containers for a task whose status it did not own", len(c))
+	}
+	// A root prepared before the pod was made (the last agent killed in
+	// between) has nothing else to name it: it goes with the report.
+	r.images.mu.Lock()
+	removed := slices.Clone(r.images.removed)
+	r.images.mu.Unlock()
+	if want := containerID(task, "main"); !slices.Contains(removed, want) {
+		t.Errorf("roots removed %v, want %s among them", removed, want)
 	}
 }
 

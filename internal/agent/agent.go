@@ -411,10 +411,12 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 	}
 	a.mu.Unlock()
 	for _, t := range stopped {
+		a.removeRoots(ctx, t)
 		a.reportPodGone(ctx, t, legion.TaskShutdown, slog.LevelInfo,
 			"stopped: its pod was gone when the node's agent started (an earlier agent ended during the stop)")
 	}
 	for _, t := range lost {
+		a.removeRoots(ctx, t)
 		a.reportPodGone(ctx, t, legion.TaskOrphaned, slog.LevelWarn,
 			"its pod was gone when the node's agent started: the node or its agent restarted and the pod did not survive")
 	}
@@ -485,6 +487,17 @@ func (a *Agent) reportPodGone(ctx context.Context, t *legion.Task, state legion.
 	if err := a.Manager.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, st); err != nil {
 		a.log.Warn("reporting a task whose pod is gone", "task", t.Metadata.Name, "err", err)
 		a.keepFinal(t, st)
+	}
+}
+
+// removeRoots removes the roots of a task's containers whose pod is gone:
+// an earlier agent killed between preparing a root and making its
+// container leaves the root (on Linux a mount) that nothing else names.
+func (a *Agent) removeRoots(ctx context.Context, t *legion.Task) {
+	for _, c := range t.Spec.Pod.AllContainers() {
+		if err := a.Images.RemoveRoot(ctx, containerID(t, c.Name)); err != nil {
+			a.log.Debug("removing container root", "err", err)
+		}
 	}
 }
 

@@ -559,10 +559,8 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 	}
 	for _, c := range t.Spec.Pod.AllContainers() {
 		w.a.Runtime.Remove(ctx, containerID(t, c.Name))
-		if err := w.a.Images.RemoveRoot(ctx, containerID(t, c.Name)); err != nil {
-			w.a.log.Debug("removing container root", "err", err)
-		}
 	}
+	w.a.removeRoots(ctx, t)
 	// Unmounted now: the Volumes are detached, and let go of once no
 	// other task of the node uses them.
 	if w.a.releaseVolumes(ctx, t) {
