@@ -81,7 +81,7 @@ var layers = []layer{
 
 	// The wire and the client.
 	{pattern: "internal/proto", may: []string{""}},
-	{pattern: "internal/endpoints", may: []string{""}},
+	{pattern: "internal/endpoints", may: []string{"", "internal/jsonfast"}},
 	{pattern: "client", may: []string{"", "cluster/pki", "internal/proto"}, neverDeps: noServer},
 
 	// The manager.

@@ -208,13 +208,13 @@ func (n *PFNetwork) applyLocked(ctx context.Context, services bool) error {
 
 // netMembers lists every running task as a member of its namespace (and
 // service), ready where the service's endpoints hold it.
-func netMembers(members []*endpoints.Member, ready []netbsd.Endpoint) []netbsd.Endpoint {
+func netMembers(members endpoints.MemberList, ready []netbsd.Endpoint) []netbsd.Endpoint {
 	isReady := make(map[string]bool, len(ready))
 	for _, e := range ready {
 		isReady[e.Namespace+"/"+e.TaskUID] = true
 	}
-	out := make([]netbsd.Endpoint, 0, len(members))
-	for _, m := range members {
+	out := make([]netbsd.Endpoint, 0, members.Len())
+	for m := range members.All() {
 		a, err := netip.ParseAddr(m.IP)
 		if err != nil || !a.Is4() {
 			continue

@@ -388,11 +388,11 @@ func TestPFNetworkEnforcesThePolicyState(t *testing.T) {
 	}
 	services := []endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Labels: map[string]string{"app": "web"},
 		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080}}, Tasks: []endpoints.Task{{Name: "web-1", IP: ip, Node: "n1"}}}}
-	members := []*endpoints.Member{
+	members := endpoints.MembersOf([]*endpoints.Member{
 		{Namespace: "shop", Service: "web", Task: "web-1", IP: ip, Node: "n1"},
 		{Namespace: "shop", Task: "report-1", IP: "10.200.5.9", Node: "n2"},
 		{Namespace: "front", Service: "gw", Task: "gw-1", IP: "10.200.6.3", Node: "n3"},
-	}
+	})
 	fromFront := legion.NetworkPolicySpec{Services: map[string]string{"app": "web"},
 		Ingress: []legion.IngressRule{{From: []legion.Peer{{Namespace: "front"}}, Ports: []legion.PolicyPort{{Protocol: legion.TCP, Port: 8080}}}}}
 

@@ -119,8 +119,8 @@ func TestComputePolicies(t *testing.T) {
 		Isolation: map[string]legion.Isolation{"shop": legion.IsolationLocked, "pub": legion.IsolationOpen},
 		Policies: []Policy{{Namespace: "shop", Name: "a", Spec: legion.NetworkPolicySpec{Services: map[string]string{"tier": "db"}}},
 			{Namespace: "shop", Name: "z", Spec: legion.NetworkPolicySpec{Services: map[string]string{"tier": "db"}}}},
-		Members: []*Member{{Namespace: "shop", Task: "batch-1", IP: "10.200.1.3", Node: "n1"},
-			{Namespace: "shop", Service: "web", Task: "web-1", IP: "10.200.1.2", Node: "n1"}},
+		Members: MembersOf([]*Member{{Namespace: "shop", Task: "batch-1", IP: "10.200.1.3", Node: "n1"},
+			{Namespace: "shop", Service: "web", Task: "web-1", IP: "10.200.1.2", Node: "n1"}}),
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("ComputePolicies (-want +got):\n%s", d)

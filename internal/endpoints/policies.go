@@ -14,10 +14,9 @@ import (
 type Policies struct {
 	Isolation map[string]legion.Isolation `json:"isolation,omitempty"`
 	Policies  []Policy                    `json:"policies,omitempty"`
-	// Members are pointers: an agent keeps a cluster's 20,000 of them
-	// and hands a new list over at each change, a copy of 8 bytes a
-	// member rather than of the member.
-	Members []*Member `json:"members,omitempty"`
+	// Members are in chunks: an agent keeps a cluster's 20,000 of them
+	// and hands a new list over at each change (see MemberList).
+	Members MemberList `json:"members,omitzero"`
 }
 
 // Policy is a NetworkPolicy of a namespace.
@@ -61,6 +60,7 @@ func ComputePolicies(namespaces []*legion.Namespace, policies []*legion.NetworkP
 		a, b := out.Policies[i], out.Policies[j]
 		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
 	})
+	var members []*Member
 	for _, t := range tasks {
 		if !Running(t) {
 			continue
@@ -69,11 +69,12 @@ func ComputePolicies(namespaces []*legion.Namespace, policies []*legion.NetworkP
 		if t.Spec.Owner.Kind == legion.KindService {
 			m.Service = t.Spec.Owner.Name
 		}
-		out.Members = append(out.Members, &m)
+		members = append(members, &m)
 	}
-	sort.Slice(out.Members, func(i, j int) bool {
-		a, b := out.Members[i], out.Members[j]
+	sort.Slice(members, func(i, j int) bool {
+		a, b := members[i], members[j]
 		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Task < b.Task
 	})
+	out.Members = MembersOf(members)
 	return out
 }

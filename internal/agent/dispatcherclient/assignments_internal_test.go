@@ -122,7 +122,7 @@ func TestDecodePeers(t *testing.T) {
 		t.Errorf("broken peers: %v", err)
 	}
 	as, err = decode(&legionpb.AssignmentSet{Policies: []byte(`{"isolation":{"vault":"locked"},"members":[{"namespace":"vault","task":"db-1","ip":"10.200.1.5","node":"n2"}]}`)})
-	if err != nil || as.Policies == nil || as.Policies.Isolation["vault"] != "locked" || len(as.Policies.Members) != 1 {
+	if err != nil || as.Policies == nil || as.Policies.Isolation["vault"] != "locked" || as.Policies.Members.Len() != 1 {
 		t.Errorf("policies %+v, %v", as.Policies, err)
 	}
 	as, err = decode(&legionpb.AssignmentSet{Routes: []byte(`[{"namespace":"web","name":"site","host":"site.example","path":"/","backends":["10.200.0.2:8080"],"tlsSecret":"tls"}]`)})

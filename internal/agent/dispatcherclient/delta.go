@@ -427,7 +427,7 @@ type state struct {
 	endpoints *serviceEndpoints
 	peers     *keyed[endpoints.Peer]
 	routes    *keyed[endpoints.Route]
-	members   *keyed[*endpoints.Member]
+	members   *memberSet
 	rules     endpoints.Policies // isolation and policies only
 	// hasPeers and hasPolicies: the whole set carried them (a manager
 	// that sends none leaves wg0 and the firewall as they are).
@@ -438,7 +438,7 @@ type state struct {
 func stateOf(as agent.Assignments) *state {
 	s := &state{tasks: newKeyed[*legion.Task](), values: maps.Clone(as.Values), volumes: newKeyed[*legion.Volume](),
 		endpoints: newServiceEndpoints(), peers: newKeyed[endpoints.Peer](), routes: newKeyed[endpoints.Route](),
-		members: newKeyed[*endpoints.Member](), hasPeers: as.Peers != nil, hasPolicies: as.Policies != nil}
+		members: newMemberSet(), hasPeers: as.Peers != nil, hasPolicies: as.Policies != nil}
 	if s.values == nil {
 		s.values = map[string][]byte{}
 	}
@@ -459,7 +459,7 @@ func stateOf(as agent.Assignments) *state {
 	}
 	if p := as.Policies; p != nil {
 		s.rules = endpoints.Policies{Isolation: p.Isolation, Policies: p.Policies}
-		for _, m := range p.Members {
+		for m := range p.Members.All() {
 			s.members.set(itemKey(m.Namespace, m.Task), m)
 		}
 	}
@@ -513,7 +513,7 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 	if set.GetMemberChanges() != nil {
 		s.hasPolicies = true
 	}
-	return wrap(s.members.apply(set.GetMemberChanges(), "policy member", decodeJSON[*endpoints.Member]))
+	return wrap(s.members.apply(set.GetMemberChanges()))
 }
 
 // assignments is the state as the agent takes it: what a whole set of

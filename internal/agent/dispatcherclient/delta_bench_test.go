@@ -19,6 +19,7 @@ func benchState(b *testing.B) *state {
 	const services, replicas = 200, 100
 	var as agent.Assignments
 	as.Policies = &endpoints.Policies{}
+	var members []*endpoints.Member
 	for s := range services {
 		e := endpoints.Service{Namespace: "default", Name: fmt.Sprintf("svc-%03d", s), VIP: fmt.Sprintf("10.201.%d.%d", s/250, 1+s%250),
 			Ports: []endpoints.Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}}}
@@ -27,10 +28,11 @@ func benchState(b *testing.B) *state {
 			ip := fmt.Sprintf("10.200.%d.%d", r, 2+s)
 			node := fmt.Sprintf("node-%03d", (s*replicas+r)%256)
 			e.Tasks = append(e.Tasks, endpoints.Task{Name: name, IP: ip, Node: node, Slot: r + 1})
-			as.Policies.Members = append(as.Policies.Members, &endpoints.Member{Namespace: "default", Task: name, Service: e.Name, IP: ip, Node: node})
+			members = append(members, &endpoints.Member{Namespace: "default", Task: name, Service: e.Name, IP: ip, Node: node})
 		}
 		as.Endpoints = append(as.Endpoints, e)
 	}
+	as.Policies.Members = endpoints.MembersOf(members)
 	for n := range 256 {
 		as.Peers = append(as.Peers, endpoints.Peer{Name: fmt.Sprintf("node-%03d", n), PodCIDR: fmt.Sprintf("10.200.%d.0/24", n), PublicKey: "key"})
 	}
@@ -85,8 +87,8 @@ func BenchmarkMemberDeltaThenHandOver(b *testing.B) {
 		key: mustJSON(b, endpoints.Member{Namespace: "default", Task: "extra", IP: "10.200.255.2", Node: "node-000"})}}}
 	remove := &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Removed: []string{key}}}
 	applyInTurn(b, s, []*legionpb.AssignmentSet{put, remove}, func(as agent.Assignments) error {
-		if len(as.Policies.Members) < 20000 {
-			return fmt.Errorf("%d members", len(as.Policies.Members))
+		if as.Policies.Members.Len() < 20000 {
+			return fmt.Errorf("%d members", as.Policies.Members.Len())
 		}
 		return nil
 	})
@@ -158,7 +160,7 @@ func BenchmarkMembersRollOver(b *testing.B) {
 					b.Fatal(err)
 				}
 				if (i+1)%every == 0 {
-					if n := len(s.assignments().Policies.Members); n != 20000 {
+					if n := s.assignments().Policies.Members.Len(); n != 20000 {
 						b.Fatalf("%d members handed over", n)
 					}
 				}

@@ -220,10 +220,12 @@ func TestKeyedKeepsOrderAndHandedListsAlone(t *testing.T) {
 	// A whole set's items taken in any order end in key order.
 	var as agent.Assignments
 	as.Policies = &endpoints.Policies{}
+	var members []*endpoints.Member
 	for _, i := range rng.Perm(100) {
-		as.Policies.Members = append(as.Policies.Members, &endpoints.Member{Namespace: "ns", Task: fmt.Sprintf("t%03d", i)})
+		members = append(members, &endpoints.Member{Namespace: "ns", Task: fmt.Sprintf("t%03d", i)})
 	}
-	got := stateOf(as).assignments().Policies.Members
+	as.Policies.Members = endpoints.MembersOf(members)
+	got := stateOf(as).assignments().Policies.Members.Slice()
 	if !slices.IsSortedFunc(got, func(a, b *endpoints.Member) int { return strings.Compare(a.Task, b.Task) }) || len(got) != 100 {
 		t.Fatalf("members not in key order: %v", got)
 	}
