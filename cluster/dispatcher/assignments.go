@@ -46,6 +46,11 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	}
 	ss := &streamState{node: id.Name, endpointTasks: req.GetEndpointTasks()}
 	var last *legionpb.AssignmentSet
+	// checked is the cache generation the node's removal was last read at
+	// (0: not since holds): it is read again only after a Config changed,
+	// not at every publication (a Get and a decoding of two records per
+	// node, many times a second in a rollout).
+	checked := uint64(0)
 	for {
 		whole := !req.GetDeltas() || !ss.sent
 		set, ch, err := s.compose(st, c, ss, whole)
@@ -74,8 +79,11 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 		}
 		// The removal of the node is a Config change, which wakes the
 		// wait: the stream ends with the refusal at once.
-		if err := Revoked(st, leaf); err != nil {
-			return err
+		if changed, at := c.configsSince(checked); changed {
+			if err := Revoked(st, leaf); err != nil {
+				return err
+			}
+			checked = at
 		}
 	}
 }

@@ -449,6 +449,14 @@ func setOrDelete[T any](m map[string]T, key string, v T, gone bool) {
 	m[key] = v
 }
 
+// configsSince reports whether a Config changed after generation gen,
+// with the generation published now.
+func (c *viewCache) configsSince(gen uint64) (bool, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.configsGen > gen, c.gen
+}
+
 // publish works out again what the batch's events touched and wakes the
 // streams. Called with mu held.
 func (c *viewCache) publish() {
