@@ -44,7 +44,7 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	if err := c.sync(ctx); err != nil {
 		return s.endOf(ctx, err)
 	}
-	ss := &streamState{node: id.Name, endpointTasks: req.GetEndpointTasks()}
+	ss := &streamState{node: id.Name, endpointTasks: req.GetEndpointTasks(), sharedWire: req.GetSharedChanges()}
 	var last *legionpb.AssignmentSet
 	// checked is the cache generation the node's removal was last read at
 	// (0: not since holds): it is read again only after a Config changed,
@@ -122,10 +122,13 @@ type streamState struct {
 	node string
 	// endpointTasks: the stream asked for endpoints as changes per task.
 	endpointTasks bool
-	sent          bool
-	gen           uint64
-	values        map[string][]byte
-	volumes       map[string][]byte
+	// sharedWire: the stream takes the changes every node is sent alike
+	// encoded once for all streams (AssignmentSet.shared).
+	sharedWire bool
+	sent       bool
+	gen        uint64
+	values     map[string][]byte
+	volumes    map[string][]byte
 }
 
 // compose makes the stream's next message from the cache: a whole set,
@@ -179,12 +182,22 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 			set.TaskChanges = itemsOf(tp.since(ss.gen))
 		}
 		sh := c.sharedSince(ss.gen, ss.endpointTasks)
-		if ss.endpointTasks {
+		var err error
+		if ss.sharedWire {
+			// Encoded here once for the streams at the same generation,
+			// rather than by each stream's Send.
+			set.Shared, err = sh.encode(ss.endpointTasks)
+		}
+		switch {
+		case ss.sharedWire && err == nil:
+		case ss.endpointTasks:
 			set.EndpointServiceChanges, set.EndpointTaskChanges = sh.epHeads, sh.epTasks
-		} else {
+		default:
 			set.EndpointChanges = sh.endpoints
 		}
-		set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.peers, sh.routes, sh.members
+		if !ss.sharedWire || err != nil {
+			set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.peers, sh.routes, sh.members
+		}
 		if c.rulesGen > ss.gen {
 			set.PolicyRules = c.rules
 		}
@@ -217,7 +230,8 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 	}
 	ss.gen, ss.values, ss.volumes = gen, values, volumes
 	if !whole && set.TaskChanges == nil && set.ValueChanges == nil && set.VolumeChanges == nil && set.EndpointChanges == nil &&
-		set.EndpointServiceChanges == nil && set.EndpointTaskChanges == nil && set.PeerChanges == nil && set.RouteChanges == nil && set.MemberChanges == nil && set.PolicyRules == nil {
+		set.EndpointServiceChanges == nil && set.EndpointTaskChanges == nil && set.PeerChanges == nil && set.RouteChanges == nil && set.MemberChanges == nil && set.PolicyRules == nil &&
+		set.Shared == nil {
 		return nil, ch, nil
 	}
 	return set, ch, nil

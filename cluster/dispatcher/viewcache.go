@@ -15,6 +15,7 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/endpoints"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/protobuf/proto"
 )
 
 // publishEvery is the shortest time between two publications of the
@@ -600,6 +601,38 @@ func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []endpoints
 type sharedChanges struct {
 	endpoints, epHeads, epTasks, peers, routes, members *legionpb.Items
 	whole, apart                                        bool // endpoints worked out, epHeads and epTasks worked out
+	// wire is the changes encoded for the streams that take them so
+	// (AssignmentsRequest.shared_changes), with the endpoints whole [0]
+	// or apart [1]; encoded marks those worked out.
+	wire    [2][]byte
+	encoded [2]bool
+}
+
+// encode is the changes in the wire format of an AssignmentSet holding
+// only them (nil when there are none), encoded once for every stream
+// that asks for it. Called with the cache's mu held.
+func (sh *sharedChanges) encode(apart bool) ([]byte, error) {
+	i := 0
+	if apart {
+		i = 1
+	}
+	if !sh.encoded[i] {
+		m := &legionpb.AssignmentSet{PeerChanges: sh.peers, RouteChanges: sh.routes, MemberChanges: sh.members}
+		if apart {
+			m.EndpointServiceChanges, m.EndpointTaskChanges = sh.epHeads, sh.epTasks
+		} else {
+			m.EndpointChanges = sh.endpoints
+		}
+		data, err := proto.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		if len(data) == 0 {
+			data = nil
+		}
+		sh.wire[i], sh.encoded[i] = data, true
+	}
+	return sh.wire[i], nil
 }
 
 // sharedSince is the changes of the shared parts after generation since,

@@ -10,6 +10,7 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/cluster/store/storetest"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/protobuf/proto"
 )
 
 // The cache indexes the Volumes again only when a Volume changed: other
@@ -95,7 +96,8 @@ func TestSharedChangesAreWorkedOutOncePerGeneration(t *testing.T) {
 	const nodes = 8
 	streams := make([]*streamState, nodes)
 	for i := range streams {
-		streams[i] = &streamState{node: fmt.Sprintf("n%d", i)}
+		// Every other stream takes the shared changes encoded apart.
+		streams[i] = &streamState{node: fmt.Sprintf("n%d", i), sharedWire: i%2 == 1}
 		if _, _, err := s.compose(st, c, streams[i], true); err != nil {
 			t.Fatal(err)
 		}
@@ -111,16 +113,39 @@ func TestSharedChangesAreWorkedOutOncePerGeneration(t *testing.T) {
 	tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: "10.200.0.5", Started: &now}
 	put(tk)
 	var first *legionpb.Items
+	var firstSet *legionpb.AssignmentSet
+	var wire []byte
 	for i, ss := range streams {
 		set, _, err := s.compose(st, c, ss, false)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if ss.sharedWire {
+			// Encoded once, the same bytes for every stream; merged, the
+			// same changes as in the fields of the streams that did not ask.
+			if set == nil || len(set.Shared) == 0 || set.EndpointChanges != nil || set.MemberChanges != nil {
+				t.Fatalf("node %s: want the shared changes encoded apart alone, got %v", ss.node, set)
+			}
+			if wire == nil {
+				wire = set.Shared
+			} else if &set.Shared[0] != &wire[0] {
+				t.Fatalf("node %s: the shared changes encoded again for it", ss.node)
+			}
+			var merged legionpb.AssignmentSet
+			if err := proto.Unmarshal(set.Shared, &merged); err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(merged.EndpointChanges, firstSet.EndpointChanges) || !proto.Equal(merged.MemberChanges, firstSet.MemberChanges) ||
+				merged.TaskChanges != nil || merged.ValueChanges != nil {
+				t.Fatalf("node %s: the shared changes decode to %v, want those sent to n0 in their fields", ss.node, &merged)
+			}
+			continue
+		}
 		if set == nil || set.EndpointChanges == nil || set.MemberChanges == nil {
 			t.Fatalf("node %s: no endpoint and member changes for a task become ready: %v", ss.node, set)
 		}
 		if i == 0 {
-			first = set.EndpointChanges
+			first, firstSet = set.EndpointChanges, set
 		} else if set.EndpointChanges != first {
 			t.Fatalf("node %s: its own endpoint changes, not the ones worked out for n0", ss.node)
 		}

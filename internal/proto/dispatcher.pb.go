@@ -340,6 +340,11 @@ type AssignmentsRequest struct {
 	// task in endpoint_task_changes; whole sets are as without it. A
 	// manager that predates it sends endpoint_changes.
 	EndpointTasks bool `protobuf:"varint,3,opt,name=endpoint_tasks,json=endpointTasks,proto3" json:"endpoint_tasks,omitempty"`
+	// With deltas: a delta may carry the changes every node is sent alike
+	// (endpoints, peers, routes, policy members) encoded once for all the
+	// streams, in shared, rather than in their own fields. A manager that
+	// predates it sends them in their fields.
+	SharedChanges bool `protobuf:"varint,4,opt,name=shared_changes,json=sharedChanges,proto3" json:"shared_changes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -391,6 +396,13 @@ func (x *AssignmentsRequest) GetDeltas() bool {
 func (x *AssignmentsRequest) GetEndpointTasks() bool {
 	if x != nil {
 		return x.EndpointTasks
+	}
+	return false
+}
+
+func (x *AssignmentsRequest) GetSharedChanges() bool {
+	if x != nil {
+		return x.SharedChanges
 	}
 	return false
 }
@@ -501,8 +513,14 @@ type AssignmentSet struct {
 	// service removed takes its tasks with it.
 	EndpointServiceChanges *Items `protobuf:"bytes,18,opt,name=endpoint_service_changes,json=endpointServiceChanges,proto3" json:"endpoint_service_changes,omitempty"` // namespace NUL name: one endpoints.Service without tasks
 	EndpointTaskChanges    *Items `protobuf:"bytes,19,opt,name=endpoint_task_changes,json=endpointTaskChanges,proto3" json:"endpoint_task_changes,omitempty"`          // namespace NUL service NUL task: one endpoints.Task
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Asked with AssignmentsRequest.shared_changes: an AssignmentSet in the
+	// wire format holding only fields 13 to 15 and 17 to 19, to be merged
+	// into this one (which then leaves them empty). The manager encodes it
+	// once for every stream that was sent its last message at the same
+	// moment, instead of once per stream.
+	Shared        []byte `protobuf:"bytes,20,opt,name=shared,proto3" json:"shared,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssignmentSet) Reset() {
@@ -664,6 +682,13 @@ func (x *AssignmentSet) GetEndpointServiceChanges() *Items {
 func (x *AssignmentSet) GetEndpointTaskChanges() *Items {
 	if x != nil {
 		return x.EndpointTaskChanges
+	}
+	return nil
+}
+
+func (x *AssignmentSet) GetShared() []byte {
+	if x != nil {
+		return x.Shared
 	}
 	return nil
 }
@@ -1064,18 +1089,19 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x1a\n" +
 	"\bmanagers\x18\x01 \x03(\tR\bmanagers\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
-	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"g\n" +
+	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"\x8e\x01\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06deltas\x18\x02 \x01(\bR\x06deltas\x12%\n" +
-	"\x0eendpoint_tasks\x18\x03 \x01(\bR\rendpointTasks\"\xa0\x01\n" +
+	"\x0eendpoint_tasks\x18\x03 \x01(\bR\rendpointTasks\x12%\n" +
+	"\x0eshared_changes\x18\x04 \x01(\bR\rsharedChanges\"\xa0\x01\n" +
 	"\x05Items\x12+\n" +
 	"\x03put\x18\x01 \x03(\v2\x19.legion.v1.Items.PutEntryR\x03put\x12\x18\n" +
 	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x18\n" +
 	"\areplace\x18\x03 \x01(\bR\areplace\x1a6\n" +
 	"\bPutEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x8c\a\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xa4\a\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
@@ -1096,7 +1122,8 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\fpolicy_rules\x18\x10 \x01(\fR\vpolicyRules\x127\n" +
 	"\x0emember_changes\x18\x11 \x01(\v2\x10.legion.v1.ItemsR\rmemberChanges\x12J\n" +
 	"\x18endpoint_service_changes\x18\x12 \x01(\v2\x10.legion.v1.ItemsR\x16endpointServiceChanges\x12D\n" +
-	"\x15endpoint_task_changes\x18\x13 \x01(\v2\x10.legion.v1.ItemsR\x13endpointTaskChanges\x1a9\n" +
+	"\x15endpoint_task_changes\x18\x13 \x01(\v2\x10.legion.v1.ItemsR\x13endpointTaskChanges\x12\x16\n" +
+	"\x06shared\x18\x14 \x01(\fR\x06shared\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +

@@ -11,6 +11,7 @@ import (
 	"github.com/legionbsd/legion/internal/endpoints"
 	"github.com/legionbsd/legion/internal/jsonfast"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/protobuf/proto"
 )
 
 // itemKey is the managers' key of an item named by two names: joined by
@@ -475,6 +476,14 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 			return fmt.Errorf("assignment changes at version %d: %w", at, err)
 		}
 		return nil
+	}
+	if shared := set.GetShared(); len(shared) > 0 {
+		// The changes every node is sent alike, encoded once by the
+		// manager for all its streams: their fields, merged in.
+		if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(shared, set); err != nil {
+			return wrap(fmt.Errorf("shared changes: %w", err))
+		}
+		set.Shared = nil
 	}
 	if err := s.tasks.apply(set.GetTaskChanges(), "task", decodeTask); err != nil {
 		return wrap(err)

@@ -32,6 +32,9 @@ type latest struct {
 	at  uint64
 	n   int // messages
 	err error
+	// shared counts the messages carrying the shared changes encoded
+	// apart (AssignmentSet.shared).
+	shared int
 }
 
 func (l *latest) set(as agent.Assignments, at uint64, err error) {
@@ -43,6 +46,12 @@ func (l *latest) set(as agent.Assignments, at uint64, err error) {
 	}
 	l.as, l.at = as, max(l.at, at)
 	l.n++
+}
+
+func (l *latest) sharedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.shared
 }
 
 func (l *latest) get() (agent.Assignments, uint64, int, error) {
@@ -70,7 +79,17 @@ func follow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient, req 
 				return
 			}
 			var as agent.Assignments
+			if len(set.GetShared()) > 0 {
+				l.mu.Lock()
+				l.shared++
+				l.mu.Unlock()
+				if set.EndpointChanges != nil || set.EndpointServiceChanges != nil || set.EndpointTaskChanges != nil ||
+					set.PeerChanges != nil || set.RouteChanges != nil || set.MemberChanges != nil {
+					err = fmt.Errorf("message %d carries shared changes both encoded apart and in their fields", l.n)
+				}
+			}
 			switch {
+			case err != nil:
 			case !set.GetDelta():
 				if as, err = decode(set); err == nil {
 					cur = stateOf(as)
@@ -143,10 +162,12 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	t.Cleanup(func() { conn.Close() })
 	c := legionpb.NewDispatcherClient(conn)
 
-	var delta, byService latest
+	var delta, byService, shared, sharedByService latest
 	var sizes []int
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true}, &delta, &sizes)
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true}, &byService, nil)
+	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true, SharedChanges: true}, &shared, nil)
+	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, SharedChanges: true}, &sharedByService, nil)
 
 	var last uint64
 	w := func(o legion.Object, del bool) {
@@ -189,7 +210,7 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 			}
 		})
 		testpoll.Until(t, fmt.Sprintf("round %d: the delta streams at the whole set of version %d", round, last), 20*time.Second, 10*time.Millisecond, func() bool {
-			for _, l := range []*latest{&delta, &byService} {
+			for _, l := range []*latest{&delta, &byService, &shared, &sharedByService} {
 				da, _, _, derr := l.get()
 				if derr != nil {
 					t.Fatalf("delta stream failed: %v", derr)
@@ -205,6 +226,9 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	_, _, n, _ := delta.get()
 	if n < 2 || len(sizes) < 2 {
 		t.Fatalf("the delta stream sent %d messages: too few to show changes", n)
+	}
+	if a, b, c, d := delta.sharedCount(), byService.sharedCount(), shared.sharedCount(), sharedByService.sharedCount(); a != 0 || b != 0 || c == 0 || d == 0 {
+		t.Fatalf("messages with the shared changes encoded apart: %d and %d on the streams that did not ask, %d and %d on those that did", a, b, c, d)
 	}
 }
 
