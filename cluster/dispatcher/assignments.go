@@ -282,7 +282,7 @@ func itemsOf(put map[string][]byte, removed []string, whole bool) *legionpb.Item
 	if !whole && len(put) == 0 && len(removed) == 0 {
 		return nil
 	}
-	return &legionpb.Items{Put: put, Removed: removed, Replace: whole}
+	return &legionpb.Items{Put: legionpb.ItemsPut(put), Removed: removed, Replace: whole}
 }
 
 // listOf is a map's values in key order.

@@ -712,7 +712,7 @@ func TestDeltaStreamsCarryOnlyWhatChanged(t *testing.T) {
 	put(t, m.Store, task("web", "b-2", "node-b", "", "", ""))
 	put(t, m.Store, secret("web", "token", "rotated"))
 	d := recv(t, s)
-	if !d.GetDelta() || d.GetTaskChanges() != nil || string(d.GetValueChanges().GetPut()["Secret/web/token"]) != "rotated" ||
+	if !d.GetDelta() || d.GetTaskChanges() != nil || string(d.GetValueChanges().PutMap()["Secret/web/token"]) != "rotated" ||
 		len(d.GetValueChanges().GetPut()) != 1 || len(d.GetTasks()) != 0 {
 		t.Fatalf("after another node's task and a secret: %v, want the secret's new value alone", d)
 	}

@@ -90,14 +90,14 @@ func TestEndpointsChangePerTask(t *testing.T) {
 	wholeService := func(what string, w *legionpb.AssignmentSet, tasks int) {
 		t.Helper()
 		var e endpoints.Service
-		if err := json.Unmarshal(w.GetEndpointChanges().GetPut()["shop\x00web"], &e); err != nil || len(e.Tasks) != tasks {
+		if err := json.Unmarshal(w.GetEndpointChanges().PutMap()["shop\x00web"], &e); err != nil || len(e.Tasks) != tasks {
 			t.Fatalf("%s: the whole services stream got %+v (%v), want the service with %d tasks", what, e, err, tasks)
 		}
 	}
 	backends := func(what string, set *legionpb.AssignmentSet, want int) {
 		t.Helper()
 		var r endpoints.Route
-		if err := json.Unmarshal(set.GetRouteChanges().GetPut()["shop\x00site"], &r); err != nil || len(r.Backends) != want {
+		if err := json.Unmarshal(set.GetRouteChanges().PutMap()["shop\x00site"], &r); err != nil || len(r.Backends) != want {
 			t.Fatalf("%s: route %+v (%v), want %d backends", what, r, err, want)
 		}
 	}
@@ -116,7 +116,7 @@ func TestEndpointsChangePerTask(t *testing.T) {
 	put(task("web-99", "10.200.1.99", true))
 	put(task("web-03", "10.200.1.3", true))
 	a, w = next("web-99 added, web-03 moved")
-	got := a.EndpointTaskChanges.GetPut()
+	got := a.EndpointTaskChanges.PutMap()
 	if a.EndpointServiceChanges != nil || len(got) != 2 || len(a.EndpointTaskChanges.GetRemoved()) != 0 {
 		t.Fatalf("web-99 added, web-03 moved: service %v, tasks %v; want two endpoints put", a.EndpointServiceChanges, a.EndpointTaskChanges)
 	}
@@ -132,7 +132,7 @@ func TestEndpointsChangePerTask(t *testing.T) {
 	put(svc)
 	a, _ = next("a new VIP")
 	var head endpoints.Service
-	if err := json.Unmarshal(a.EndpointServiceChanges.GetPut()["shop\x00web"], &head); err != nil || head.VIP != "10.201.0.6" || head.Tasks != nil {
+	if err := json.Unmarshal(a.EndpointServiceChanges.PutMap()["shop\x00web"], &head); err != nil || head.VIP != "10.201.0.6" || head.Tasks != nil {
 		t.Fatalf("a new VIP: header %+v (%v), want the new VIP and no tasks", head, err)
 	}
 	if a.EndpointTaskChanges != nil {

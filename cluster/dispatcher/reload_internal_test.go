@@ -90,7 +90,7 @@ func TestCacheReadingAgainSendsChangesNotWholeSets(t *testing.T) {
 	if r := set.GetTaskChanges().GetRemoved(); !slices.Contains(r, key("web-goes")) || !slices.Contains(r, key("web-moves")) {
 		t.Errorf("tasks removed from n1: %q; want web-goes and web-moves", r)
 	}
-	if _, ok := set.GetTaskChanges().GetPut()[key("web-stays")]; !ok {
+	if _, ok := set.GetTaskChanges().PutMap()[key("web-stays")]; !ok {
 		t.Errorf("the changed task web-stays was not sent: %v", set.GetTaskChanges())
 	}
 	eps := set.GetEndpointTaskChanges()
@@ -98,7 +98,7 @@ func TestCacheReadingAgainSendsChangesNotWholeSets(t *testing.T) {
 		t.Errorf("endpoint of web-goes not removed: %v", eps)
 	}
 	for _, n := range []string{"web-stays", "web-moves"} {
-		if _, ok := eps.GetPut()[epTaskKey(key("web"), n)]; !ok {
+		if _, ok := eps.PutMap()[epTaskKey(key("web"), n)]; !ok {
 			t.Errorf("endpoint of %s not sent again: %v", n, eps)
 		}
 	}

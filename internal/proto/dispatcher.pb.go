@@ -409,9 +409,13 @@ func (x *AssignmentsRequest) GetSharedChanges() bool {
 
 // Items are the changes to one keyed part of a node's assignments.
 type Items struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Put     map[string][]byte      `protobuf:"bytes,1,rep,name=put,proto3" json:"put,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added or changed, by key
-	Removed []string               `protobuf:"bytes,2,rep,name=removed,proto3" json:"removed,omitempty"`                                                                   // keys no longer present
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Added or changed, by key, in key order. On the wire this is what a
+	// map<string, bytes> is (an entry of a key and a value each), which it
+	// was: managers and agents from before read it as one. A list decodes
+	// without a map's hashing and growing, and comes sorted.
+	Put     []*Item  `protobuf:"bytes,1,rep,name=put,proto3" json:"put,omitempty"`
+	Removed []string `protobuf:"bytes,2,rep,name=removed,proto3" json:"removed,omitempty"` // keys no longer present
 	// The part is put as a whole: keys absent from put are gone.
 	Replace       bool `protobuf:"varint,3,opt,name=replace,proto3" json:"replace,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -448,7 +452,7 @@ func (*Items) Descriptor() ([]byte, []int) {
 	return file_dispatcher_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *Items) GetPut() map[string][]byte {
+func (x *Items) GetPut() []*Item {
 	if x != nil {
 		return x.Put
 	}
@@ -467,6 +471,59 @@ func (x *Items) GetReplace() bool {
 		return x.Replace
 	}
 	return false
+}
+
+// Item is one entry of Items.put, as a map entry is on the wire.
+type Item struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Item) Reset() {
+	*x = Item{}
+	mi := &file_dispatcher_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Item) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Item) ProtoMessage() {}
+
+func (x *Item) ProtoReflect() protoreflect.Message {
+	mi := &file_dispatcher_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Item.ProtoReflect.Descriptor instead.
+func (*Item) Descriptor() ([]byte, []int) {
+	return file_dispatcher_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Item) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Item) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
 }
 
 // AssignmentSet is everything the node must run. A whole set (delta
@@ -525,7 +582,7 @@ type AssignmentSet struct {
 
 func (x *AssignmentSet) Reset() {
 	*x = AssignmentSet{}
-	mi := &file_dispatcher_proto_msgTypes[7]
+	mi := &file_dispatcher_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +594,7 @@ func (x *AssignmentSet) String() string {
 func (*AssignmentSet) ProtoMessage() {}
 
 func (x *AssignmentSet) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[7]
+	mi := &file_dispatcher_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +607,7 @@ func (x *AssignmentSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentSet.ProtoReflect.Descriptor instead.
 func (*AssignmentSet) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{7}
+	return file_dispatcher_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AssignmentSet) GetTasks() [][]byte {
@@ -705,7 +762,7 @@ type ReportRequest struct {
 
 func (x *ReportRequest) Reset() {
 	*x = ReportRequest{}
-	mi := &file_dispatcher_proto_msgTypes[8]
+	mi := &file_dispatcher_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +774,7 @@ func (x *ReportRequest) String() string {
 func (*ReportRequest) ProtoMessage() {}
 
 func (x *ReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[8]
+	mi := &file_dispatcher_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +787,7 @@ func (x *ReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
 func (*ReportRequest) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{8}
+	return file_dispatcher_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReportRequest) GetNode() string {
@@ -769,7 +826,7 @@ type ReportResponse struct {
 
 func (x *ReportResponse) Reset() {
 	*x = ReportResponse{}
-	mi := &file_dispatcher_proto_msgTypes[9]
+	mi := &file_dispatcher_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -781,7 +838,7 @@ func (x *ReportResponse) String() string {
 func (*ReportResponse) ProtoMessage() {}
 
 func (x *ReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[9]
+	mi := &file_dispatcher_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -794,7 +851,7 @@ func (x *ReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
 func (*ReportResponse) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{9}
+	return file_dispatcher_proto_rawDescGZIP(), []int{10}
 }
 
 // NotLeader rides as a detail of an UNAVAILABLE status from a manager that
@@ -808,7 +865,7 @@ type NotLeader struct {
 
 func (x *NotLeader) Reset() {
 	*x = NotLeader{}
-	mi := &file_dispatcher_proto_msgTypes[10]
+	mi := &file_dispatcher_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +877,7 @@ func (x *NotLeader) String() string {
 func (*NotLeader) ProtoMessage() {}
 
 func (x *NotLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[10]
+	mi := &file_dispatcher_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +890,7 @@ func (x *NotLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotLeader.ProtoReflect.Descriptor instead.
 func (*NotLeader) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{10}
+	return file_dispatcher_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NotLeader) GetLeader() string {
@@ -863,7 +920,7 @@ type ClaimVolumeRequest struct {
 
 func (x *ClaimVolumeRequest) Reset() {
 	*x = ClaimVolumeRequest{}
-	mi := &file_dispatcher_proto_msgTypes[11]
+	mi := &file_dispatcher_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +932,7 @@ func (x *ClaimVolumeRequest) String() string {
 func (*ClaimVolumeRequest) ProtoMessage() {}
 
 func (x *ClaimVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[11]
+	mi := &file_dispatcher_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +945,7 @@ func (x *ClaimVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimVolumeRequest.ProtoReflect.Descriptor instead.
 func (*ClaimVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{11}
+	return file_dispatcher_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ClaimVolumeRequest) GetNode() string {
@@ -942,7 +999,7 @@ type ClaimVolumeResponse struct {
 
 func (x *ClaimVolumeResponse) Reset() {
 	*x = ClaimVolumeResponse{}
-	mi := &file_dispatcher_proto_msgTypes[12]
+	mi := &file_dispatcher_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1011,7 @@ func (x *ClaimVolumeResponse) String() string {
 func (*ClaimVolumeResponse) ProtoMessage() {}
 
 func (x *ClaimVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[12]
+	mi := &file_dispatcher_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1024,7 @@ func (x *ClaimVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimVolumeResponse.ProtoReflect.Descriptor instead.
 func (*ClaimVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{12}
+	return file_dispatcher_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ClaimVolumeResponse) GetVolume() []byte {
@@ -986,7 +1043,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_dispatcher_proto_msgTypes[13]
+	mi := &file_dispatcher_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1055,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[13]
+	mi := &file_dispatcher_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1068,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{13}
+	return file_dispatcher_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewRequest) GetCsr() []byte {
@@ -1030,7 +1087,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_dispatcher_proto_msgTypes[14]
+	mi := &file_dispatcher_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1099,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[14]
+	mi := &file_dispatcher_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1112,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{14}
+	return file_dispatcher_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RenewResponse) GetCertificate() []byte {
@@ -1094,14 +1151,14 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06deltas\x18\x02 \x01(\bR\x06deltas\x12%\n" +
 	"\x0eendpoint_tasks\x18\x03 \x01(\bR\rendpointTasks\x12%\n" +
-	"\x0eshared_changes\x18\x04 \x01(\bR\rsharedChanges\"\xa0\x01\n" +
-	"\x05Items\x12+\n" +
-	"\x03put\x18\x01 \x03(\v2\x19.legion.v1.Items.PutEntryR\x03put\x12\x18\n" +
+	"\x0eshared_changes\x18\x04 \x01(\bR\rsharedChanges\"^\n" +
+	"\x05Items\x12!\n" +
+	"\x03put\x18\x01 \x03(\v2\x0f.legion.v1.ItemR\x03put\x12\x18\n" +
 	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x18\n" +
-	"\areplace\x18\x03 \x01(\bR\areplace\x1a6\n" +
-	"\bPutEntry\x12\x10\n" +
+	"\areplace\x18\x03 \x01(\bR\areplace\".\n" +
+	"\x04Item\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xa4\a\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xa4\a\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
@@ -1178,20 +1235,20 @@ var file_dispatcher_proto_goTypes = []any{
 	(*HeartbeatResponse)(nil),   // 4: legion.v1.HeartbeatResponse
 	(*AssignmentsRequest)(nil),  // 5: legion.v1.AssignmentsRequest
 	(*Items)(nil),               // 6: legion.v1.Items
-	(*AssignmentSet)(nil),       // 7: legion.v1.AssignmentSet
-	(*ReportRequest)(nil),       // 8: legion.v1.ReportRequest
-	(*ReportResponse)(nil),      // 9: legion.v1.ReportResponse
-	(*NotLeader)(nil),           // 10: legion.v1.NotLeader
-	(*ClaimVolumeRequest)(nil),  // 11: legion.v1.ClaimVolumeRequest
-	(*ClaimVolumeResponse)(nil), // 12: legion.v1.ClaimVolumeResponse
-	(*RenewRequest)(nil),        // 13: legion.v1.RenewRequest
-	(*RenewResponse)(nil),       // 14: legion.v1.RenewResponse
-	nil,                         // 15: legion.v1.Items.PutEntry
+	(*Item)(nil),                // 7: legion.v1.Item
+	(*AssignmentSet)(nil),       // 8: legion.v1.AssignmentSet
+	(*ReportRequest)(nil),       // 9: legion.v1.ReportRequest
+	(*ReportResponse)(nil),      // 10: legion.v1.ReportResponse
+	(*NotLeader)(nil),           // 11: legion.v1.NotLeader
+	(*ClaimVolumeRequest)(nil),  // 12: legion.v1.ClaimVolumeRequest
+	(*ClaimVolumeResponse)(nil), // 13: legion.v1.ClaimVolumeResponse
+	(*RenewRequest)(nil),        // 14: legion.v1.RenewRequest
+	(*RenewResponse)(nil),       // 15: legion.v1.RenewResponse
 	nil,                         // 16: legion.v1.AssignmentSet.ValuesEntry
 }
 var file_dispatcher_proto_depIdxs = []int32{
 	2,  // 0: legion.v1.HeartbeatRequest.usage:type_name -> legion.v1.TaskUsage
-	15, // 1: legion.v1.Items.put:type_name -> legion.v1.Items.PutEntry
+	7,  // 1: legion.v1.Items.put:type_name -> legion.v1.Item
 	16, // 2: legion.v1.AssignmentSet.values:type_name -> legion.v1.AssignmentSet.ValuesEntry
 	6,  // 3: legion.v1.AssignmentSet.task_changes:type_name -> legion.v1.Items
 	6,  // 4: legion.v1.AssignmentSet.value_changes:type_name -> legion.v1.Items
@@ -1205,15 +1262,15 @@ var file_dispatcher_proto_depIdxs = []int32{
 	0,  // 12: legion.v1.Dispatcher.Register:input_type -> legion.v1.RegisterRequest
 	3,  // 13: legion.v1.Dispatcher.Heartbeat:input_type -> legion.v1.HeartbeatRequest
 	5,  // 14: legion.v1.Dispatcher.Assignments:input_type -> legion.v1.AssignmentsRequest
-	8,  // 15: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
-	13, // 16: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
-	11, // 17: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
+	9,  // 15: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
+	14, // 16: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
+	12, // 17: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
 	1,  // 18: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
 	4,  // 19: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
-	7,  // 20: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
-	9,  // 21: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
-	14, // 22: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
-	12, // 23: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
+	8,  // 20: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
+	10, // 21: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
+	15, // 22: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
+	13, // 23: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
 	18, // [18:24] is the sub-list for method output_type
 	12, // [12:18] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name

@@ -76,7 +76,7 @@ func TestSetsAreBuiltWhenTheAgentTakesThem(t *testing.T) {
 	const changes = 100
 	for i := 1; i <= changes; i++ {
 		set := &legionpb.AssignmentSet{Version: uint64(1 + i), Delta: true,
-			ValueChanges: &legionpb.Items{Put: map[string][]byte{"v": []byte(strconv.Itoa(i))}}}
+			ValueChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"v": []byte(strconv.Itoa(i))})}}
 		if err := f.take(set); err != nil {
 			t.Fatal(err)
 		}

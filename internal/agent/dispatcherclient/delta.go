@@ -216,19 +216,43 @@ func (k *keyed[T]) apply(it *legionpb.Items, what string, decode func([]byte) (T
 	return nil
 }
 
-// decodeItems decodes the items put, in key order.
+// decodeItems decodes the items put, in key order: as managers send
+// them, or sorted here (a manager from before sent a map's order), the
+// later of two entries of one key counting.
 func decodeItems[T any](it *legionpb.Items, what string, decode func([]byte) (T, error)) ([]string, []T, error) {
-	put := it.GetPut()
-	keys := slices.Sorted(maps.Keys(put))
-	vals := make([]T, len(keys))
-	for i, key := range keys {
-		v, err := decode(put[key])
+	put := inKeyOrder(it.GetPut())
+	keys, vals := make([]string, len(put)), make([]T, len(put))
+	for i, e := range put {
+		v, err := decode(e.GetValue())
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s %q: %w", what, key, err)
+			return nil, nil, fmt.Errorf("%s %q: %w", what, e.GetKey(), err)
 		}
-		vals[i] = v
+		keys[i], vals[i] = e.GetKey(), v
 	}
 	return keys, vals, nil
+}
+
+// inKeyOrder is put in key order with one entry per key (the later of
+// two), put itself when it already is.
+func inKeyOrder(put []*legionpb.Item) []*legionpb.Item {
+	ordered := true
+	for i := 1; i < len(put) && ordered; i++ {
+		ordered = put[i-1].GetKey() < put[i].GetKey()
+	}
+	if ordered {
+		return put
+	}
+	byKey := func(a, b *legionpb.Item) int { return strings.Compare(a.GetKey(), b.GetKey()) }
+	put = slices.Clone(put)
+	slices.SortStableFunc(put, byKey)
+	out := put[:0]
+	for i, e := range put {
+		if i+1 < len(put) && put[i+1].GetKey() == e.GetKey() {
+			continue // the later entry of the key counts
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // applyItems takes a part's changes one key at a time: reset first when
@@ -492,7 +516,9 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 		if it.GetReplace() {
 			s.values = map[string][]byte{}
 		}
-		maps.Copy(s.values, it.GetPut())
+		for _, e := range it.GetPut() {
+			s.values[e.GetKey()] = e.GetValue()
+		}
 		for _, k := range it.GetRemoved() {
 			delete(s.values, k)
 		}

@@ -83,8 +83,8 @@ func has200Services(as agent.Assignments) error {
 func BenchmarkMemberDeltaThenHandOver(b *testing.B) {
 	s := benchState(b)
 	key := itemKey("default", "extra")
-	put := &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Put: map[string][]byte{
-		key: mustJSON(b, endpoints.Member{Namespace: "default", Task: "extra", IP: "10.200.255.2", Node: "node-000"})}}}
+	put := &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{
+		key: mustJSON(b, endpoints.Member{Namespace: "default", Task: "extra", IP: "10.200.255.2", Node: "node-000"})})}}
 	remove := &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Removed: []string{key}}}
 	applyInTurn(b, s, []*legionpb.AssignmentSet{put, remove}, func(as agent.Assignments) error {
 		if as.Policies.Members.Len() < 20000 {
@@ -104,8 +104,8 @@ func BenchmarkEndpointDeltaThenHandOver(b *testing.B) {
 	less.Tasks = svc.Tasks[1:]
 	key := itemKey(svc.Namespace, svc.Name)
 	sets := []*legionpb.AssignmentSet{
-		{Delta: true, EndpointChanges: &legionpb.Items{Put: map[string][]byte{key: mustJSON(b, less)}}},
-		{Delta: true, EndpointChanges: &legionpb.Items{Put: map[string][]byte{key: mustJSON(b, more)}}},
+		{Delta: true, EndpointChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{key: mustJSON(b, less)})}},
+		{Delta: true, EndpointChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{key: mustJSON(b, more)})}},
 	}
 	applyInTurn(b, s, sets, has200Services)
 }
@@ -117,8 +117,8 @@ func BenchmarkEndpointTaskDeltaThenHandOver(b *testing.B) {
 	s := benchState(b)
 	key := "default\x00svc-007\x00svc-007-extra"
 	sets := []*legionpb.AssignmentSet{
-		{Delta: true, EndpointTaskChanges: &legionpb.Items{Put: map[string][]byte{
-			key: mustJSON(b, endpoints.Task{Name: "svc-007-extra", IP: "10.200.255.2", Node: "node-000", Slot: 101})}}},
+		{Delta: true, EndpointTaskChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{
+			key: mustJSON(b, endpoints.Task{Name: "svc-007-extra", IP: "10.200.255.2", Node: "node-000", Slot: 101})})}},
 		{Delta: true, EndpointTaskChanges: &legionpb.Items{Removed: []string{key}}},
 	}
 	applyInTurn(b, s, sets, has200Services)
@@ -146,7 +146,7 @@ func BenchmarkMembersRollOver(b *testing.B) {
 						Service: fmt.Sprintf("svc-%03d", svc), IP: fmt.Sprintf("10.202.%d.%d", r, 2+svc), Node: "node-001"})
 					removed = append(removed, itemKey("default", old))
 				}
-				sets = append(sets, &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Put: put, Removed: removed}})
+				sets = append(sets, &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Put: legionpb.ItemsPut(put), Removed: removed}})
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

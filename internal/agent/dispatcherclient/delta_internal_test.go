@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -308,5 +309,24 @@ func randomWrite(rng *rand.Rand, w func(legion.Object, bool)) {
 		v := &legion.Volume{Header: h(legion.KindVolume, ns, fmt.Sprintf("v-%d", pick(3))), Spec: legion.VolumeSpec{Driver: legion.DriverZFS, Size: 1 << 30}}
 		v.Status.Node = []string{"", "node-a", "node-b"}[pick(3)]
 		w(v, del)
+	}
+}
+
+// Items put by a manager from before come in a map's order, and a list
+// may name a key twice: the agent takes them in key order, the later
+// entry of a key counting, as reading them into a map did.
+func TestItemsPutInAnyOrder(t *testing.T) {
+	it := &legionpb.Items{Put: []*legionpb.Item{{Key: "b", Value: []byte("1")}, {Key: "a", Value: []byte("2")},
+		{Key: "c", Value: []byte("3")}, {Key: "a", Value: []byte("4")}}}
+	keys, vals, err := decodeItems(it, "item", decodeJSON[int])
+	if err != nil || !slices.Equal(keys, []string{"a", "b", "c"}) || !slices.Equal(vals, []int{4, 1, 3}) {
+		t.Fatalf("decoded %v %v (%v), want a b c as 4 1 3", keys, vals, err)
+	}
+	if got := it.GetPut(); got[0].GetKey() != "b" || got[3].GetKey() != "a" {
+		t.Fatal("the message's entries were reordered in place")
+	}
+	sorted := &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"x": []byte("1"), "y": []byte("2")})}
+	if got := inKeyOrder(sorted.GetPut()); &got[0] != &sorted.Put[0] {
+		t.Fatal("entries already in key order were copied")
 	}
 }

@@ -96,12 +96,12 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 	beforeCopy = deepCopy(t, before)
 
 	web.Tasks = []endpoints.Task{task("web-1", "10.200.0.1"), task("web-2", "10.200.0.2"), task("web-3", "10.200.0.3"), task("web-5", "10.200.0.5")}
-	step("web-2 ready", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Put: map[string][]byte{
-		"shop\x00web\x00web-2": itemJSON(t, task("web-2", "10.200.0.2"))}}}, idle, web, db)
+	step("web-2 ready", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{
+		"shop\x00web\x00web-2": itemJSON(t, task("web-2", "10.200.0.2"))})}}, idle, web, db)
 
 	web.Tasks = []endpoints.Task{task("web-1", "10.200.0.1"), task("web-2", "10.200.0.2"), task("web-3", "10.200.9.3")}
 	step("web-3 moved, web-5 not ready", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{
-		Put:     map[string][]byte{"shop\x00web\x00web-3": itemJSON(t, task("web-3", "10.200.9.3"))},
+		Put:     legionpb.ItemsPut(map[string][]byte{"shop\x00web\x00web-3": itemJSON(t, task("web-3", "10.200.9.3"))}),
 		Removed: []string{"shop\x00web\x00web-5"}}}, idle, web, db)
 
 	head := web
@@ -109,8 +109,8 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 	web.VIP = "10.201.0.9"
 	idle.Tasks = []endpoints.Task{task("idle-1", "10.200.3.1")}
 	step("web's VIP changed, idle's first task", &legionpb.AssignmentSet{
-		EndpointServiceChanges: &legionpb.Items{Put: map[string][]byte{"shop\x00web": itemJSON(t, head)}},
-		EndpointTaskChanges:    &legionpb.Items{Put: map[string][]byte{"shop\x00idle\x00idle-1": itemJSON(t, task("idle-1", "10.200.3.1"))}}},
+		EndpointServiceChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"shop\x00web": itemJSON(t, head)})},
+		EndpointTaskChanges:    &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"shop\x00idle\x00idle-1": itemJSON(t, task("idle-1", "10.200.3.1"))})}},
 		idle, web, db)
 
 	step("db removed with its tasks", &legionpb.AssignmentSet{
@@ -122,30 +122,30 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 		EndpointServiceChanges: &legionpb.Items{Removed: []string{"shop\x00idle"}}}, web)
 	idle.Tasks = nil
 	step("idle back, without tasks", &legionpb.AssignmentSet{
-		EndpointServiceChanges: &legionpb.Items{Put: map[string][]byte{"shop\x00idle": itemJSON(t, idle)}}}, idle, web)
+		EndpointServiceChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"shop\x00idle": itemJSON(t, idle)})}}, idle, web)
 
 	api := endpoints.Service{Namespace: "shop", Name: "api", VIP: "10.201.0.3", Tasks: []endpoints.Task{task("api-1", "10.200.4.1")}}
 	apiHead := api
 	apiHead.Tasks = nil
 	step("api new", &legionpb.AssignmentSet{
-		EndpointServiceChanges: &legionpb.Items{Put: map[string][]byte{"shop\x00api": itemJSON(t, apiHead)}},
-		EndpointTaskChanges:    &legionpb.Items{Put: map[string][]byte{"shop\x00api\x00api-1": itemJSON(t, task("api-1", "10.200.4.1"))}}},
+		EndpointServiceChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"shop\x00api": itemJSON(t, apiHead)})},
+		EndpointTaskChanges:    &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"shop\x00api\x00api-1": itemJSON(t, task("api-1", "10.200.4.1"))})}},
 		api, idle, web)
 
 	// A manager that sends whole services (it predates endpoint tasks):
 	// a service put replaces its tasks, none included meaning none.
 	web.Tasks = []endpoints.Task{task("web-7", "10.200.0.7")}
 	api.Tasks = nil
-	step("whole services", &legionpb.AssignmentSet{EndpointChanges: &legionpb.Items{Put: map[string][]byte{
-		"shop\x00web": itemJSON(t, web), "shop\x00api": itemJSON(t, api)}}}, api, idle, web)
+	step("whole services", &legionpb.AssignmentSet{EndpointChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{
+		"shop\x00web": itemJSON(t, web), "shop\x00api": itemJSON(t, api)})}}, api, idle, web)
 
 	// The tasks part sent whole (a stream behind the manager's log).
 	web.Tasks = []endpoints.Task{task("web-8", "10.200.0.8")}
-	step("every task again", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Replace: true, Put: map[string][]byte{
-		"shop\x00web\x00web-8": itemJSON(t, task("web-8", "10.200.0.8"))}}}, api, idle, web)
+	step("every task again", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Replace: true, Put: legionpb.ItemsPut(map[string][]byte{
+		"shop\x00web\x00web-8": itemJSON(t, task("web-8", "10.200.0.8"))})}}, api, idle, web)
 
-	if err := s.apply(&legionpb.AssignmentSet{Delta: true, Version: 7, EndpointTaskChanges: &legionpb.Items{Put: map[string][]byte{
-		"shop\x00web\x00web-9": []byte(`{"name":`)}}}); err == nil {
+	if err := s.apply(&legionpb.AssignmentSet{Delta: true, Version: 7, EndpointTaskChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{
+		"shop\x00web\x00web-9": []byte(`{"name":`)})}}); err == nil {
 		t.Fatal("a broken endpoint task was taken")
 	}
 }
@@ -176,22 +176,28 @@ func TestKeyedKeepsOrderAndHandedListsAlone(t *testing.T) {
 			l := k.list()
 			lists = append(lists, handed{l, slices.Clone(l)})
 		case 5:
-			it := &legionpb.Items{Put: map[string][]byte{}, Replace: rng.IntN(20) == 0}
+			it := &legionpb.Items{Replace: rng.IntN(20) == 0}
+			put := map[string][]byte{}
 			if it.Replace {
 				clear(model)
 			}
 			for range rng.IntN(40) {
 				key := fmt.Sprintf("k%03d", rng.IntN(300))
-				if _, ok := it.Put[key]; ok || slices.Contains(it.Removed, key) {
+				if _, ok := put[key]; ok || slices.Contains(it.Removed, key) {
 					continue
 				}
 				if rng.IntN(2) == 0 {
-					it.Put[key] = []byte(strconv.Itoa(i))
+					put[key] = []byte(strconv.Itoa(i))
 					model[key] = i
 				} else {
 					it.Removed = append(it.Removed, key)
 					delete(model, key)
 				}
+			}
+			it.Put = legionpb.ItemsPut(put)
+			if rng.IntN(2) == 0 {
+				// In a map's order, as a manager from before sends them.
+				rng.Shuffle(len(it.Put), func(a, b int) { it.Put[a], it.Put[b] = it.Put[b], it.Put[a] })
 			}
 			if err := k.apply(it, "item", decodeJSON[int]); err != nil {
 				t.Fatal(err)

@@ -79,13 +79,14 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 			l := s.list()
 			lists = append(lists, handed{l, values(l)})
 		case 5, 6:
-			it := &legionpb.Items{Put: map[string][]byte{}, Replace: rng.IntN(1000) == 0}
+			it := &legionpb.Items{Replace: rng.IntN(1000) == 0}
+			put := map[string][]byte{}
 			if it.Replace {
 				clear(model)
 			}
 			for range rng.IntN(60) {
 				k := key()
-				if _, ok := it.Put[k]; ok || slices.Contains(it.Removed, k) {
+				if _, ok := put[k]; ok || slices.Contains(it.Removed, k) {
 					continue
 				}
 				if rng.IntN(3) > 0 {
@@ -94,13 +95,14 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					it.Put[k] = data
+					put[k] = data
 					model[k] = m
 				} else {
 					it.Removed = append(it.Removed, k)
 					delete(model, k)
 				}
 			}
+			it.Put = legionpb.ItemsPut(put)
 			if err := s.apply(it); err != nil {
 				t.Fatal(err)
 			}
