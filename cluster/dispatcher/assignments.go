@@ -182,20 +182,21 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 			set.TaskChanges = itemsOf(tp.since(ss.gen))
 		}
 		sh := c.sharedSince(ss.gen, ss.endpointTasks)
-		var err error
+		wired := false
 		if ss.sharedWire {
 			// Encoded here once for the streams at the same generation,
-			// rather than by each stream's Send.
-			set.Shared, err = sh.encode(ss.endpointTasks)
+			// rather than by each stream's Send; in the fields should
+			// encoding fail (Send then says why).
+			if data, err := sh.encode(ss.endpointTasks); err == nil {
+				set.Shared, wired = data, true
+			}
 		}
-		switch {
-		case ss.sharedWire && err == nil:
-		case ss.endpointTasks:
-			set.EndpointServiceChanges, set.EndpointTaskChanges = sh.epHeads, sh.epTasks
-		default:
-			set.EndpointChanges = sh.endpoints
-		}
-		if !ss.sharedWire || err != nil {
+		if !wired {
+			if ss.endpointTasks {
+				set.EndpointServiceChanges, set.EndpointTaskChanges = sh.epHeads, sh.epTasks
+			} else {
+				set.EndpointChanges = sh.endpoints
+			}
 			set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.peers, sh.routes, sh.members
 		}
 		if c.rulesGen > ss.gen {

@@ -37,10 +37,10 @@ func MembersOf(ms []*Member) MemberList {
 }
 
 // MemberChunks is a list of the chunks' members, in their order. It keeps
-// the chunks: the caller does not change them afterwards (it may change
-// the outer slice, which is copied).
+// chunks and what they hold: the caller does not change either
+// afterwards.
 func MemberChunks(chunks [][]*Member) MemberList {
-	l := MemberList{chunks: make([][]*Member, 0, len(chunks))}
+	l := MemberList{chunks: chunks[:0]}
 	for _, c := range chunks {
 		if len(c) > 0 {
 			l.chunks = append(l.chunks, c)

@@ -51,22 +51,40 @@ func (k *keyed[T]) set(key string, v T) {
 		return
 	}
 	i, ok := slices.BinarySearch(k.keys, key)
-	switch {
-	case ok && k.shared:
-		k.vals, k.shared = slices.Clone(k.vals), false
+	if ok {
+		if k.shared {
+			k.vals, k.shared = slices.Clone(k.vals), false
+		}
 		k.vals[i] = v
-	case ok:
-		k.vals[i] = v
-	case k.shared:
-		vals := make([]T, len(k.vals)+1, len(k.vals)+1+len(k.vals)/8)
-		copy(vals, k.vals[:i])
-		vals[i] = v
-		copy(vals[i+1:], k.vals[i:])
-		k.vals, k.shared = vals, false
-		k.keys = slices.Insert(k.keys, i, key)
-	default:
-		k.keys, k.vals = slices.Insert(k.keys, i, key), slices.Insert(k.vals, i, v)
+		return
 	}
+	k.keys = slices.Insert(k.keys, i, key)
+	k.vals, k.shared = insertAt(k.vals, i, v, k.shared), false
+}
+
+// insertAt is s with v inserted at i: in place, or, when s was handed
+// over (shared), in a new slice made in one pass.
+func insertAt[E any](s []E, i int, v E, shared bool) []E {
+	if !shared {
+		return slices.Insert(s, i, v)
+	}
+	out := make([]E, len(s)+1, len(s)+1+len(s)/8)
+	copy(out, s[:i])
+	out[i] = v
+	copy(out[i+1:], s[i:])
+	return out
+}
+
+// deleteAt is s without its item at i: in place, or, when s was handed
+// over (shared), in a new slice.
+func deleteAt[E any](s []E, i int, shared bool) []E {
+	if !shared {
+		return slices.Delete(s, i, i+1)
+	}
+	out := make([]E, len(s)-1, len(s))
+	copy(out, s[:i])
+	copy(out[i:], s[i+1:])
+	return out
 }
 
 func (k *keyed[T]) remove(key string) bool {
@@ -75,14 +93,7 @@ func (k *keyed[T]) remove(key string) bool {
 		return false
 	}
 	k.keys = slices.Delete(k.keys, i, i+1)
-	if k.shared {
-		vals := make([]T, len(k.vals)-1, len(k.vals))
-		copy(vals, k.vals[:i])
-		copy(vals[i:], k.vals[i+1:])
-		k.vals, k.shared = vals, false
-	} else {
-		k.vals = slices.Delete(k.vals, i, i+1)
-	}
+	k.vals, k.shared = deleteAt(k.vals, i, k.shared), false
 	return true
 }
 

@@ -2,6 +2,7 @@ package dispatcherclient
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/legionbsd/legion/internal/endpoints"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -31,13 +32,7 @@ func (s *memberSet) len() int { return s.n }
 // chunk is the index of the chunk where key is or would go.
 func (s *memberSet) chunk(key string) int {
 	i, _ := slices.BinarySearchFunc(s.chunks, key, func(c *memberChunk, key string) int {
-		switch last := c.keys[len(c.keys)-1]; {
-		case last < key:
-			return -1
-		case last > key:
-			return 1
-		}
-		return 0
+		return strings.Compare(c.keys[len(c.keys)-1], key)
 	})
 	return min(i, len(s.chunks)-1)
 }
@@ -61,20 +56,14 @@ func (s *memberSet) set(key string, m *endpoints.Member) {
 	}
 	i, found := slices.BinarySearch(c.keys, key)
 	if found {
-		c.own()
+		if c.shared {
+			c.vals, c.shared = slices.Clone(c.vals), false
+		}
 		c.vals[i] = m
 		return
 	}
 	c.keys = slices.Insert(c.keys, i, key)
-	if c.shared {
-		vals := make([]*endpoints.Member, len(c.vals)+1, len(c.vals)+1+len(c.vals)/8)
-		copy(vals, c.vals[:i])
-		vals[i] = m
-		copy(vals[i+1:], c.vals[i:])
-		c.vals, c.shared = vals, false
-	} else {
-		c.vals = slices.Insert(c.vals, i, m)
-	}
+	c.vals, c.shared = insertAt(c.vals, i, m, c.shared), false
 	s.n++
 	if len(c.keys) > 2*endpoints.MemberChunk {
 		// Split in two; each half is a chunk of its own from here.
@@ -82,13 +71,6 @@ func (s *memberSet) set(key string, m *endpoints.Member) {
 		right := &memberChunk{keys: slices.Clone(c.keys[h:]), vals: slices.Clone(c.vals[h:])}
 		left := &memberChunk{keys: slices.Clip(c.keys[:h]), vals: slices.Clip(c.vals[:h])}
 		s.chunks = slices.Replace(s.chunks, ci, ci+1, left, right)
-	}
-}
-
-// own makes the chunk's vals its own to write.
-func (c *memberChunk) own() {
-	if c.shared {
-		c.vals, c.shared = slices.Clone(c.vals), false
 	}
 }
 
@@ -109,14 +91,7 @@ func (s *memberSet) remove(key string) {
 		return
 	}
 	c.keys = slices.Delete(c.keys, i, i+1)
-	if c.shared {
-		vals := make([]*endpoints.Member, len(c.vals)-1)
-		copy(vals, c.vals[:i])
-		copy(vals[i:], c.vals[i+1:])
-		c.vals, c.shared = vals, false
-	} else {
-		c.vals = slices.Delete(c.vals, i, i+1)
-	}
+	c.vals, c.shared = deleteAt(c.vals, i, c.shared), false
 }
 
 // apply takes the part's changes, decoding each member put.
@@ -124,20 +99,7 @@ func (s *memberSet) apply(it *legionpb.Items) error {
 	if it == nil {
 		return nil
 	}
-	keys, vals, err := decodeItems(it, "policy member", decodeJSON[*endpoints.Member])
-	if err != nil {
-		return err
-	}
-	if it.GetReplace() {
-		*s = memberSet{}
-	}
-	for i, key := range keys {
-		s.set(key, vals[i])
-	}
-	for _, key := range it.GetRemoved() {
-		s.remove(key)
-	}
-	return nil
+	return applyItems(it, "policy member", decodeJSON[*endpoints.Member], func() { *s = memberSet{} }, s.set, s.remove)
 }
 
 // list is the members in key order, sharing its chunks with the set
