@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -126,12 +127,16 @@ func New(t testing.TB, o Options) *Harness {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			a, err := h.startAgent(fmt.Sprintf("sim-%03d", i), tok, i)
-			if err != nil {
-				errs <- err
-				return
-			}
-			h.Agents[i] = a
+			name := fmt.Sprintf("sim-%03d", i)
+			// What the agent starts inherits the label (see CPUSplit).
+			pprof.Do(context.Background(), pprof.Labels(AgentLabel, name), func(context.Context) {
+				a, err := h.startAgent(name, tok, i)
+				if err != nil {
+					errs <- err
+					return
+				}
+				h.Agents[i] = a
+			})
 		}()
 	}
 	wg.Wait()

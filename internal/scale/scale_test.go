@@ -6,8 +6,11 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -159,8 +162,10 @@ func cpu() time.Duration {
 // the middle, a drain of 32 nodes; each phase timed, with the traffic of
 // the assignment streams and the process's CPU. Too big for CI: it runs
 // with LEGION_SCALE=1 (sizes: LEGION_SCALE_AGENTS, _SERVICES, _REPLICAS,
-// _DRAIN; LEGION_SCALE_TRACE=1 logs each poll, LEGION_SCALE_PPROF=addr
-// serves live profiles, LEGION_SCALE_FAST=1 keeps the tests' Raft timing
+// _DRAIN; LEGION_SCALE_TRACE=1 logs each poll, LEGION_SCALE_PROFILES=dir
+// keeps each phase's CPU profile there (idle, apply, rolling, drain.pprof),
+// LEGION_SCALE_PPROF=addr serves live profiles (the CPU profile only
+// while no phase takes its own), LEGION_SCALE_FAST=1 keeps the tests' Raft timing
 // instead of the production one).
 func TestScale(t *testing.T) {
 	if os.Getenv("LEGION_SCALE") == "" {
@@ -192,8 +197,13 @@ func TestScale(t *testing.T) {
 	}
 	t.Logf("start: 3 managers, %d agents joined and registered in %s", agents, time.Since(start).Round(time.Millisecond))
 
-	phase := func(name string, run func() (time.Duration, error)) {
+	// phase runs and measures one phase, and returns the leader's share
+	// of its CPU in cores (-1 when the split could not be taken).
+	phase := func(name string, run func() (time.Duration, error)) float64 {
 		t.Helper()
+		leader := h.Cluster.WaitLeader().Addr
+		split, serr := StartCPUSplit()
+		defer pprof.StopCPUProfile() // when run fails; a no-op after Stop
 		tr, c0, w0 := h.Traffic(), cpu(), time.Now()
 		took, err := run()
 		if err != nil {
@@ -207,13 +217,31 @@ func TestScale(t *testing.T) {
 		for _, e := range h.StreamEnds() {
 			t.Logf("    streams ended: %s", e)
 		}
+		var shares CPUShares
+		if serr == nil {
+			shares, serr = split.Stop()
+		}
+		if serr != nil {
+			t.Logf("    CPU by part: not taken: %v", serr)
+			return -1
+		}
+		t.Logf("    CPU by part: %s", shares.Format(leader, wall))
+		if dir := os.Getenv("LEGION_SCALE_PROFILES"); dir != "" {
+			path := filepath.Join(dir, strings.Fields(name)[0]+".pprof")
+			if err := split.Save(path); err != nil {
+				t.Errorf("saving the profile of %s: %v", name, err)
+			}
+		}
+		return shares.Managers[leader].Seconds() / wall.Seconds()
 	}
 	// Heartbeats alone: the whole process (agents sending, managers
 	// taking) over 10 s of an idle cluster bounds the leader's share.
-	phase("idle (heartbeats only)", func() (time.Duration, error) {
+	if l := phase("idle (heartbeats only)", func() (time.Duration, error) {
 		time.Sleep(10 * time.Second) // a measuring window, not a wait for a condition
 		return 10 * time.Second, nil
-	})
+	}); l >= 0 {
+		t.Logf("    the leader's CPU with heartbeats alone: %.1f%% of a core (target: under 5%%)", 100*l)
+	}
 	phase(fmt.Sprintf("apply %d tasks", total), func() (time.Duration, error) {
 		w0 := time.Now()
 		if err := h.Apply(ctx, services, replicas, "1"); err != nil {

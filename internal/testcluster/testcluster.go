@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -33,6 +34,13 @@ const WriteTimeout = 5 * time.Second
 // LeaderCheck is how often a manager started with Options.Leader looks
 // whether it leads: the leader's work starts soon after an election.
 const LeaderCheck = 20 * time.Millisecond
+
+// ProfileLabel is the CPU profile label (runtime/pprof) a manager's
+// goroutines carry, its address as the value: goroutines inherit labels
+// from the one that starts them, so its store, Raft, gRPC server and
+// leader's work are all told apart from the test's own in a profile (the
+// scale harness splits the CPU so).
+const ProfileLabel = "manager"
 
 // settle bounds how long the harness waits for a cluster to form or
 // elect.
@@ -239,22 +247,24 @@ func (m *Manager) start() {
 	var s *server.Server
 	var mgr *manager.Manager
 	var err error
-	// The port of a manager just stopped may take a moment to free.
-	WaitFor(m.t, "the manager's port "+m.Addr, 5*time.Second, func() bool {
-		if m.leader {
-			if mgr, err = manager.Start(manager.Config{Server: cfg, LeaderCheck: LeaderCheck}); err == nil {
-				s = mgr.Server()
+	pprof.Do(context.Background(), pprof.Labels(ProfileLabel, m.Addr), func(context.Context) {
+		// The port of a manager just stopped may take a moment to free.
+		WaitFor(m.t, "the manager's port "+m.Addr, 5*time.Second, func() bool {
+			if m.leader {
+				if mgr, err = manager.Start(manager.Config{Server: cfg, LeaderCheck: LeaderCheck}); err == nil {
+					s = mgr.Server()
+				}
+			} else {
+				s, err = server.New(cfg)
 			}
-		} else {
-			s, err = server.New(cfg)
+			return err == nil
+		})
+		m.Server, m.Addr, m.mgr = s, s.Addr(), mgr
+		if mgr == nil {
+			m.done = make(chan error, 1)
+			go func() { m.done <- s.Serve() }()
 		}
-		return err == nil
 	})
-	m.Server, m.Addr, m.mgr = s, s.Addr(), mgr
-	if mgr == nil {
-		m.done = make(chan error, 1)
-		go func() { m.done <- s.Serve() }()
-	}
 }
 
 // Store is the manager's store, nil while it is stopped or not a manager.
