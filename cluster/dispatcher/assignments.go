@@ -47,9 +47,10 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	ss := &streamState{node: id.Name, endpointTasks: req.GetEndpointTasks(), sharedWire: req.GetSharedChanges()}
 	var last *legionpb.AssignmentSet
 	// checked is the cache generation the node's removal was last read at
-	// (0: not since holds): it is read again only after a Config changed,
-	// not at every publication (a Get and a decoding of two records per
-	// node, many times a second in a rollout).
+	// (0: not since holds): it is read again only after a certificate
+	// record or the removed nodes changed, not at every publication (a
+	// Get and a decoding of two records per node, many times a second in
+	// a rollout).
 	checked := uint64(0)
 	for {
 		whole := !req.GetDeltas() || !ss.sent
@@ -79,7 +80,7 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 		}
 		// The removal of the node is a Config change, which wakes the
 		// wait: the stream ends with the refusal at once.
-		if changed, at := c.configsSince(checked); changed {
+		if changed, at := c.identitiesSince(checked); changed {
 			if err := Revoked(st, leaf); err != nil {
 				return err
 			}

@@ -36,15 +36,19 @@ func (s *Service) Heartbeat(ctx context.Context, req *legionpb.HeartbeatRequest)
 		return c.Heartbeat(fctx, fwd)
 	}
 	if !relayed {
-		if err := s.holds(ctx, st, id, leaf, true); err != nil {
+		if err := s.holdsStill(ctx, st, id, leaf, true); err != nil {
 			return nil, err
 		}
 	}
-	if _, _, err := st.Get(legion.KindNode, "", id.Name); errors.Is(err, store.ErrNotFound) {
-		// Deleted, or never registered: the agent registers again.
-		return nil, status.Errorf(codes.NotFound, "node %s is not registered: register first", id.Name)
-	} else if err != nil {
-		return nil, s.statusOf(err)
+	// The cache knows the node without decoding it; when it does not
+	// (not loaded yet, or a node just registered), the replica says.
+	if !s.cacheOf(st).hasNode(id.Name) {
+		if _, _, err := st.Get(legion.KindNode, "", id.Name); errors.Is(err, store.ErrNotFound) {
+			// Deleted, or never registered: the agent registers again.
+			return nil, status.Errorf(codes.NotFound, "node %s is not registered: register first", id.Name)
+		} else if err != nil {
+			return nil, s.statusOf(err)
+		}
 	}
 	s.beat(id.Name, req.GetUsage())
 	leader, managers := s.peers()

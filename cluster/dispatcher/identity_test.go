@@ -167,3 +167,45 @@ func TestUnrecordedNodeIsRecordedOnFirstUse(t *testing.T) {
 	_, err := other.Heartbeat(ctxT(t), &legionpb.HeartbeatRequest{})
 	refusedAs(t, "a second certificate of node-c", "node-c", err)
 }
+
+// A node's heartbeats are not checked against its certificate record
+// each time once its certificate passed (see holdsStill), but another
+// certificate for the same name is checked in full every time, and the
+// node's removal refuses its next heartbeats as soon as this manager's
+// cache took it.
+func TestHeartbeatPassIsCheckedAgainAfterARecordChanged(t *testing.T) {
+	t.Parallel()
+	m := startIssuing(t)
+	worker := dispatchertest.Credentials(t, m.CA, "node-b", pki.RoleWorker)
+	dispatchertest.Record(t, m.Store, worker)
+	legit := dialTLS(t, m.Addr, worker.ClientConfig())
+	register(t, legit, legion.NodeStatus{Addr: "10.0.0.2"})
+	for range 3 {
+		if _, err := legit.Heartbeat(ctxT(t), &legionpb.HeartbeatRequest{}); err != nil {
+			t.Fatalf("node-b's heartbeat: %v", err)
+		}
+	}
+	forged := dialTLS(t, m.Addr, dispatchertest.Credentials(t, m.CA, "node-b", pki.RoleWorker).ClientConfig())
+	for range 2 {
+		_, err := forged.Heartbeat(ctxT(t), &legionpb.HeartbeatRequest{})
+		refusedAs(t, "a heartbeat with another certificate of node-b after node-b's passed", "node-b", err)
+	}
+	if _, err := legit.Heartbeat(ctxT(t), &legionpb.HeartbeatRequest{}); err != nil {
+		t.Fatalf("node-b's heartbeat after the forged ones: %v", err)
+	}
+
+	if err := dispatcher.RecordRemoval(ctxT(t), m.Store, "node-b", time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := legit.Heartbeat(ctxT(t), &legionpb.HeartbeatRequest{})
+		if status.Code(err) == codes.PermissionDenied && strings.Contains(err.Error(), "was removed from the cluster") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node-b's heartbeat 5s after its removal: %v, want it refused as removed", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the cache to take the removal
+	}
+}

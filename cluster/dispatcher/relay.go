@@ -47,7 +47,7 @@ func (s *Service) relay(ctx context.Context, st *store.Store, id pki.Identity, l
 		leader, _ := s.peers()
 		return nil, nil, notLeader(leader)
 	}
-	if err := s.holds(ctx, st, id, leaf, false); err != nil {
+	if err := s.holdsStill(ctx, st, id, leaf, false); err != nil {
 		return nil, nil, err
 	}
 	conn, fctx, err := s.lead(ctx)

@@ -64,6 +64,8 @@ type Service struct {
 
 	cmu   sync.Mutex
 	cache *viewCache // the replica's state for the streams; see cacheOf
+
+	passes passes // certificates that passed holds lately; see holdsStill
 }
 
 // Options tune a Service; the zero value serves production.

@@ -8,10 +8,12 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/endpoints"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -187,11 +189,14 @@ type viewCache struct {
 	sharedBuilt int
 
 	// What the events of the batch being taken touched.
-	dirtyServices                         map[string]bool
-	dirtyPeers, dirtyRoutes, dirtyRules   bool
-	dirtyVolumes                          bool
-	dirtyValues, dirtyNodes, dirtyConfigs bool
-	configsGen                            uint64
+	dirtyServices                       map[string]bool
+	dirtyPeers, dirtyRoutes, dirtyRules bool
+	dirtyVolumes                        bool
+	dirtyValues, dirtyNodes, dirtyIDs   bool
+	// idsGen is the generation of the last change to what decides whether
+	// a node's certificate is still good: its certificate record or the
+	// removed nodes (see identitiesSince).
+	idsGen uint64
 }
 
 // cacheKinds are the kinds the sets are made of.
@@ -274,7 +279,7 @@ func (c *viewCache) load() (*store.Watcher, error) {
 	c.nss, c.netpols, c.volumes = map[string]*legion.Namespace{}, map[string]*legion.NetworkPolicy{}, map[string]*legion.Volume{}
 	c.dirtyServices = map[string]bool{}
 	c.dirtyPeers, c.dirtyRoutes, c.dirtyRules, c.dirtyVolumes = true, true, true, true
-	c.dirtyValues, c.dirtyNodes, c.dirtyConfigs = true, true, true
+	c.dirtyValues, c.dirtyNodes, c.dirtyIDs = true, true, true
 	for _, k := range cacheKinds {
 		for _, o := range objs[k] {
 			c.take(store.Event{Type: store.Added, Object: o})
@@ -429,7 +434,11 @@ func (c *viewCache) take(ev store.Event) {
 	case *legion.Secret:
 		c.dirtyValues = true
 	case *legion.Config:
-		c.dirtyValues, c.dirtyConfigs = true, true
+		c.dirtyValues = true
+		if md.Namespace == legion.SystemNamespace &&
+			(md.Name == pki.RemovedNodesConfig || strings.HasPrefix(md.Name, pki.NodeCertsPrefix)) {
+			c.dirtyIDs = true
+		}
 	}
 }
 
@@ -450,12 +459,23 @@ func setOrDelete[T any](m map[string]T, key string, v T, gone bool) {
 	m[key] = v
 }
 
-// configsSince reports whether a Config changed after generation gen,
-// with the generation published now.
-func (c *viewCache) configsSince(gen uint64) (bool, uint64) {
+// identitiesSince reports whether a node's certificate record or the
+// removed nodes changed after generation gen, with the generation
+// published now. Other Configs (audit batches are written every second
+// under load) do not count.
+func (c *viewCache) identitiesSince(gen uint64) (bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.configsGen > gen, c.gen
+	return c.idsGen > gen, c.gen
+}
+
+// hasNode reports whether the cache, once loaded, holds node; false
+// when it does not know (not loaded yet), for the caller to ask the
+// replica.
+func (c *viewCache) hasNode(node string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen > 0 && c.nodes[node] != nil
 }
 
 // publish works out again what the batch's events touched and wakes the
@@ -557,11 +577,11 @@ func (c *viewCache) publish() {
 	if c.dirtyNodes {
 		c.nodesGen = gen
 	}
-	if c.dirtyConfigs {
-		c.configsGen = gen
+	if c.dirtyIDs {
+		c.idsGen = gen
 	}
 	c.dirtyPeers, c.dirtyRoutes, c.dirtyRules, c.dirtyVolumes = false, false, false, false
-	c.dirtyValues, c.dirtyNodes, c.dirtyConfigs = false, false, false
+	c.dirtyValues, c.dirtyNodes, c.dirtyIDs = false, false, false
 	clear(c.shared) // worked out up to the generation before
 	close(c.changed)
 	c.changed = make(chan struct{})
