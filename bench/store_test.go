@@ -5,8 +5,11 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,8 +58,10 @@ func (w legionWriter) put(ctx context.Context, key, value string) error {
 // client), with one and three members, from one client in sequence and
 // from 64 at once; then 64 clients at pacedRate writes/s for latency.
 // etcd's endpoints come from BENCH_ETCD1 and BENCH_ETCD3 (comma
-// separated; bench/run starts both clusters); without them only Legion
-// runs. Legion's managers are the daemons at BENCH_LEGION1 and
+// separated; bench/run starts both clusters), and BENCH_ETCD1_TLS and
+// BENCH_ETCD3_TLS for etcd with mutual TLS (certificates in
+// BENCH_ETCD_TLS_DIR), as Legion's API and Raft always are; without them
+// only Legion runs. Legion's managers are the daemons at BENCH_LEGION1 and
 // BENCH_LEGION3 when set (see legionCluster). Every write is fsynced on a
 // quorum by both.
 //
@@ -73,16 +78,14 @@ func BenchmarkStore(b *testing.B) {
 	for _, members := range []int{1, 3} {
 		systems := map[string]writer{}
 		if eps := os.Getenv(fmt.Sprintf("BENCH_ETCD%d", members)); eps != "" {
-			c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(eps, ","), DialTimeout: 10 * time.Second})
-			if err != nil {
-				b.Fatalf("etcd at %s: %v", eps, err)
-			}
-			b.Cleanup(func() { c.Close() })
-			systems["etcd"] = etcdWriter{c}
+			systems["etcd"] = etcdCluster(b, eps, nil)
+		}
+		if eps := os.Getenv(fmt.Sprintf("BENCH_ETCD%d_TLS", members)); eps != "" {
+			systems["etcd-tls"] = etcdCluster(b, eps, etcdTLS(b, os.Getenv("BENCH_ETCD_TLS_DIR")))
 		}
 		systems["legion"] = legionCluster(b, members)
 		var names []string
-		for _, name := range []string{"legion", "etcd"} {
+		for _, name := range []string{"legion", "etcd", "etcd-tls"} {
 			if _, ok := systems[name]; ok {
 				names = append(names, name)
 			}
@@ -114,6 +117,35 @@ func BenchmarkStore(b *testing.B) {
 			}
 		}
 	}
+}
+
+// etcdCluster is a writer to the etcd members at eps (comma separated),
+// over tc when set.
+func etcdCluster(b *testing.B, eps string, tc *tls.Config) writer {
+	c, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(eps, ","), DialTimeout: 10 * time.Second, TLS: tc})
+	if err != nil {
+		b.Fatalf("etcd at %s: %v", eps, err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return etcdWriter{c}
+}
+
+// etcdTLS is the client side of mutual TLS with the certificates
+// bench/run made in dir: ca.crt, and tls.crt and tls.key for the client.
+func etcdTLS(b *testing.B, dir string) *tls.Config {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		b.Fatalf("etcd's client certificate: %v", err)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		b.Fatalf("no certificate in %s", filepath.Join(dir, "ca.crt"))
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}
 }
 
 // figure is one round's measure of a system.
