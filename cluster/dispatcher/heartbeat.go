@@ -18,7 +18,7 @@ import (
 // Heartbeat records that the node is alive and what its tasks use, and
 // tells it where the managers are. Only the leader tracks liveness.
 func (s *Service) Heartbeat(ctx context.Context, req *legionpb.HeartbeatRequest) (*legionpb.HeartbeatResponse, error) {
-	id, leaf, relayed, err := nodeCaller(ctx, req.GetNode())
+	id, leaf, by, err := nodeCaller(ctx, req.GetNode())
 	if err != nil {
 		return nil, err
 	}
@@ -27,7 +27,7 @@ func (s *Service) Heartbeat(ctx context.Context, req *legionpb.HeartbeatRequest)
 		return nil, err
 	}
 	if !st.IsLeader() {
-		c, fctx, err := s.relay(ctx, st, id, leaf, relayed)
+		c, fctx, err := s.relay(ctx, st, id, leaf, by)
 		if err != nil {
 			return nil, err
 		}
@@ -35,10 +35,8 @@ func (s *Service) Heartbeat(ctx context.Context, req *legionpb.HeartbeatRequest)
 		fwd.Node = id.Name
 		return c.Heartbeat(fctx, fwd)
 	}
-	if !relayed {
-		if err := s.holdsStill(ctx, st, id, leaf, true); err != nil {
-			return nil, err
-		}
+	if err := s.checkCaller(ctx, st, id, leaf, by); err != nil {
+		return nil, err
 	}
 	// The cache knows the node without decoding it; when it does not
 	// (not loaded yet, or a node just registered), the replica says.

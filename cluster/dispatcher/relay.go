@@ -18,19 +18,37 @@ import (
 // nodeCaller is who a heartbeat or report is for. A call a follower relayed
 // comes with a manager's certificate, the forwarded mark and the node's
 // name; the follower checked the node's certificate, and the leader takes
-// its word (managers hold the cluster's state anyway). relayed says so.
-func nodeCaller(ctx context.Context, asked string) (id pki.Identity, leaf *x509.Certificate, relayed bool, err error) {
+// its word (managers hold the cluster's state anyway) once the manager's
+// own certificate holds (see checkCaller). by is that manager, nil for a
+// node's own call.
+func nodeCaller(ctx context.Context, asked string) (id pki.Identity, leaf *x509.Certificate, by *relayer, err error) {
 	if asked != "" && forwardedCall(ctx) {
-		mid, _, err := caller(ctx, "")
+		mid, mleaf, err := caller(ctx, "")
 		if err != nil {
-			return pki.Identity{}, nil, false, err
+			return pki.Identity{}, nil, nil, err
 		}
 		if mid.Role == pki.RoleManager {
-			return pki.Identity{Name: asked, Role: pki.RoleWorker}, nil, true, nil
+			return pki.Identity{Name: asked, Role: pki.RoleWorker}, nil, &relayer{mid, mleaf}, nil
 		}
 	}
 	id, leaf, err = caller(ctx, asked)
-	return id, leaf, false, err
+	return id, leaf, nil, err
+}
+
+// relayer is the manager that relayed a node's call.
+type relayer struct {
+	id   pki.Identity
+	leaf *x509.Certificate
+}
+
+// checkCaller checks, on the leader, the certificate of whoever made a
+// node's call: the node's own (adopting it when the node has no record),
+// or the relaying manager's, which a removed manager's fails.
+func (s *Service) checkCaller(ctx context.Context, st *store.Store, id pki.Identity, leaf *x509.Certificate, by *relayer) error {
+	if by != nil {
+		return s.holdsStill(ctx, st, by.id, by.leaf, false)
+	}
+	return s.holdsStill(ctx, st, id, leaf, true)
 }
 
 func forwardedCall(ctx context.Context) bool {
@@ -42,8 +60,8 @@ func forwardedCall(ctx context.Context) bool {
 // checking the node's certificate against this replica. A call relayed once
 // already, or a manager with no way to the leader, is refused naming the
 // leader, as before.
-func (s *Service) relay(ctx context.Context, st *store.Store, id pki.Identity, leaf *x509.Certificate, relayed bool) (legionpb.DispatcherClient, context.Context, error) {
-	if relayed || s.lead == nil {
+func (s *Service) relay(ctx context.Context, st *store.Store, id pki.Identity, leaf *x509.Certificate, by *relayer) (legionpb.DispatcherClient, context.Context, error) {
+	if by != nil || s.lead == nil {
 		leader, _ := s.peers()
 		return nil, nil, notLeader(leader)
 	}

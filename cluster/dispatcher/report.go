@@ -19,7 +19,7 @@ import (
 // nothing when the status is already the one stored. A node reports only
 // the tasks assigned to it.
 func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*legionpb.ReportResponse, error) {
-	id, leaf, relayed, err := nodeCaller(ctx, req.GetNode())
+	id, leaf, by, err := nodeCaller(ctx, req.GetNode())
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +32,7 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 		return nil, err
 	}
 	if !st.IsLeader() {
-		c, fctx, err := s.relay(ctx, st, id, leaf, relayed)
+		c, fctx, err := s.relay(ctx, st, id, leaf, by)
 		if err != nil {
 			return nil, err
 		}
@@ -40,10 +40,8 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 		fwd.Node = id.Name
 		return c.Report(fctx, fwd)
 	}
-	if !relayed {
-		if err := s.holds(ctx, st, id, leaf, true); err != nil {
-			return nil, err
-		}
+	if err := s.checkCaller(ctx, st, id, leaf, by); err != nil {
+		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		o, _, err := st.Get(legion.KindTask, req.GetNamespace(), req.GetName())

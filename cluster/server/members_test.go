@@ -18,6 +18,7 @@ import (
 	pb "github.com/legionbsd/legion/internal/proto"
 	"github.com/legionbsd/legion/internal/testcluster"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -171,6 +172,16 @@ func TestRemovedManagerCanNeitherReadWriteNorVote(t *testing.T) {
 	if term := rest[1].Store().Raft().CurrentTerm(); term >= 1000 {
 		t.Errorf("the refused vote request moved the term to %d", term)
 	}
+	// Nor can it pass on a node's heartbeat or report to the leader, as a
+	// follower does: the leader takes a relaying manager's word only while
+	// its certificate holds.
+	relay := metadata.AppendToOutgoingContext(ctx, pb.ForwardedKey, id)
+	disp := pb.NewDispatcherClient(nodeConn(t, c.WaitLeader().Addr, creds))
+	_, err = disp.Heartbeat(relay, &pb.HeartbeatRequest{Node: rest[0].Server.NodeID()})
+	refusedAsRemoved(t, "a heartbeat relayed by the removed manager", err)
+	_, err = disp.Report(relay, &pb.ReportRequest{Node: rest[0].Server.NodeID(), Namespace: legion.DefaultNamespace, Name: "any",
+		Status: []byte(`{"state":"failed"}`)})
+	refusedAsRemoved(t, "a report relayed by the removed manager", err)
 	// Reached directly, it serves nothing: its own replica no longer
 	// lists it.
 	direct := adminOf(t, victim.Addr, c.AdminFile(), -1)
