@@ -685,6 +685,12 @@ func (m *Images) RemoveRoot(ctx context.Context, id string) error {
 	return m.o.Store.RemoveRoot(ctx, id)
 }
 
+// Roots lists the container roots the store holds (PrepareRoot's), so
+// their owner can find those it no longer has a container for.
+func (m *Images) Roots(ctx context.Context) ([]Root, error) {
+	return m.o.Store.Roots(ctx)
+}
+
 // Remove deletes an image from the index, then the layers nothing uses.
 func (m *Images) Remove(ctx context.Context, ref string) ([]string, error) {
 	r, err := ParseReference(ref)

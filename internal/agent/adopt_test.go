@@ -141,6 +141,43 @@ func TestAgentReportsATaskWhosePodIsGoneOrphaned(t *testing.T) {
 	}
 }
 
+// An agent started over the root of a task deleted while the node was
+// away (the last agent ended between preparing the root and making the
+// container, so no pod names it, and no task either) removes that root;
+// the roots of the task it adopts, of the task it starts and of a
+// container that still exists stay.
+func TestAgentRemovesRootsOfTasksGoneWhileAway(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := context.Background()
+	adopted := runningPod(t, r, "t1")
+	fresh := testTask("t2")
+	other := "t3-main" // a container no task names, still there
+	if err := r.rt.Memory.Create(ctx, jail.ContainerSpec{ID: other, Command: sh("sleep 30")}); err != nil {
+		t.Fatal(err)
+	}
+	stray := "t9-main"
+	for _, id := range []string{containerID(adopted, "main"), containerID(fresh, "main"), other, stray} {
+		if _, err := r.images.PrepareRoot(ctx, id, "example/web:1", "default", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.start(t)
+	r.assign(nil, adopted, fresh)
+	r.mgr.await(t, "web-t2", "the new task running", func(s legion.TaskStatus) bool { return s.State == legion.TaskRunning })
+	r.images.mu.Lock()
+	removed := slices.Clone(r.images.removed)
+	r.images.mu.Unlock()
+	if !slices.Contains(removed, stray) {
+		t.Errorf("roots removed %v: want the stray %s among them", removed, stray)
+	}
+	for _, id := range []string{containerID(adopted, "main"), containerID(fresh, "main"), other} {
+		if slices.Contains(removed, id) {
+			t.Errorf("roots removed %v: %s is in use and must stay", removed, id)
+		}
+	}
+}
+
 // An agent started with no pod for a task told to stop that the store
 // still shows running (the last agent ended between removing the pod and
 // reporting it) reports the task shut down: nothing else would, and the

@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -420,6 +423,13 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		a.reportPodGone(ctx, t, legion.TaskOrphaned, slog.LevelWarn,
 			"its pod was gone when the node's agent started: the node or its agent restarted and the pod did not survive")
 	}
+	if adoptable != nil {
+		keep := slices.Collect(maps.Keys(want))
+		for uid := range adoptable {
+			keep = append(keep, uid)
+		}
+		a.removeStrayRoots(ctx, keep)
+	}
 	for _, f := range resend {
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); a.reportFinal(ctx, f) }()
@@ -497,6 +507,46 @@ func (a *Agent) removeRoots(ctx context.Context, t *legion.Task) {
 	for _, c := range t.Spec.Pod.AllContainers() {
 		if err := a.Images.RemoveRoot(ctx, containerID(t, c.Name)); err != nil {
 			a.log.Debug("removing container root", "err", err)
+		}
+	}
+}
+
+// removeStrayRoots removes, at start, the container roots of every task
+// but the tasks keep names (by UID): those this node runs and those it
+// has a pod of (their roots go with their pods). An earlier agent that
+// ended between preparing a root and making its container leaves a root
+// that nothing else names once the task is deleted while the node is
+// away (a ZFS clone, or on Linux a mount, kept for ever). A root is a
+// task's when its ID is one of the task's container IDs (containerID:
+// the task's UID, a dash, the container's name).
+func (a *Agent) removeStrayRoots(ctx context.Context, keep []string) {
+	roots, err := a.Images.Roots(ctx)
+	if err != nil {
+		a.log.Warn("listing container roots at start; roots of tasks gone while the node was away stay", "err", err)
+		return
+	}
+	// A container that exists keeps its root whatever its task, as
+	// removing the root under it would break it; its pod's removal
+	// takes both.
+	cs, err := a.Runtime.List(ctx, nil)
+	if err != nil {
+		a.log.Warn("listing containers at start; roots of tasks gone while the node was away stay", "err", err)
+		return
+	}
+	exists := map[string]bool{}
+	for _, c := range cs {
+		exists[c.ID] = true
+	}
+	kept := func(id string) bool {
+		return exists[id] || slices.ContainsFunc(keep, func(uid string) bool { return strings.HasPrefix(id, uid+"-") })
+	}
+	for _, r := range roots {
+		if kept(r.ID) {
+			continue
+		}
+		a.log.Info("removing the container root of a task this node no longer has", "root", r.ID)
+		if err := a.Images.RemoveRoot(ctx, r.ID); err != nil {
+			a.log.Warn("removing a stray container root", "root", r.ID, "err", err)
 		}
 	}
 }

@@ -248,6 +248,19 @@ func (f *fakeImages) RemoveRoot(ctx context.Context, id string) error {
 	return nil
 }
 
+// Roots lists the roots prepared and not removed since.
+func (f *fakeImages) Roots(ctx context.Context) ([]image.Root, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []image.Root
+	for _, id := range f.roots {
+		if !slices.Contains(f.removed, id) {
+			out = append(out, image.Root{ID: id})
+		}
+	}
+	return out, nil
+}
+
 func (f *fakeImages) pulled() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

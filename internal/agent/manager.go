@@ -69,4 +69,6 @@ type Images interface {
 	Pull(ctx context.Context, ref string, o image.PullOptions) (*image.Record, error)
 	PrepareRoot(ctx context.Context, id, ref, namespace string, now time.Time) (string, error)
 	RemoveRoot(ctx context.Context, id string) error
+	// Roots lists the container roots the store holds.
+	Roots(ctx context.Context) ([]image.Root, error)
 }

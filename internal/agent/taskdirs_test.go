@@ -69,6 +69,7 @@ func (noImages) PrepareRoot(ctx context.Context, id, ref, ns string, now time.Ti
 	return "", errNoImages
 }
 func (noImages) RemoveRoot(ctx context.Context, id string) error { return nil }
+func (noImages) Roots(ctx context.Context) ([]image.Root, error) { return nil, nil }
 
 // writeSecret leaves a task directory as a worker makes it: a Secret file
 // under secrets/.
