@@ -23,9 +23,9 @@ type passes struct {
 }
 
 type pass struct {
-	c   *viewCache // the cache of the replica it was checked on
-	raw []byte     // the certificate, DER
-	gen uint64
+	cache uint64 // the cache (viewCache.id) of the replica it was checked on
+	raw   []byte // the certificate, DER
+	gen   uint64
 }
 
 // still reports whether leaf passed for node on c and nothing it was
@@ -34,7 +34,7 @@ func (p *passes) still(c *viewCache, node string, leaf *x509.Certificate) bool {
 	p.mu.Lock()
 	e, found := p.by[node]
 	p.mu.Unlock()
-	if !found || e.c != c || !bytes.Equal(e.raw, leaf.Raw) {
+	if !found || e.cache != c.id || !bytes.Equal(e.raw, leaf.Raw) {
 		return false
 	}
 	changed, _ := c.identitiesSince(e.gen)
@@ -54,8 +54,8 @@ func (p *passes) set(node string, e *pass) {
 	p.by[node] = *e
 }
 
-// holdsStill is holds for the calls a node makes often (heartbeats, and
-// a follower's relaying of them): a certificate that passed is not
+// holdsStill is holds for the calls made often (a node's heartbeats and
+// reports, and a follower's relaying of them): a certificate that passed is not
 // checked again until a record it was checked against changes. The
 // cache follows the replica a moment behind, so a removal is seen on
 // the next call after the cache took it, not on the first after it was
@@ -72,6 +72,6 @@ func (s *Service) holdsStill(ctx context.Context, st *store.Store, id pki.Identi
 		s.passes.set(id.Name, nil)
 		return err
 	}
-	s.passes.set(id.Name, &pass{c: c, raw: leaf.Raw, gen: at})
+	s.passes.set(id.Name, &pass{cache: c.id, raw: leaf.Raw, gen: at})
 	return nil
 }

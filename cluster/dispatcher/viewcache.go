@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -141,6 +142,7 @@ func (p *part) list() []byte {
 // touched it. Streams read it under mu.
 type viewCache struct {
 	st *store.Store
+	id uint64 // one per cache made, so what refers to a cache need not keep it
 
 	mu      sync.Mutex
 	err     error         // set once the cache stopped (the store closed)
@@ -199,6 +201,9 @@ type viewCache struct {
 	idsGen uint64
 }
 
+// cachesMade numbers the caches made (viewCache.id).
+var cachesMade atomic.Uint64
+
 // cacheKinds are the kinds the sets are made of.
 var cacheKinds = []legion.Kind{legion.KindTask, legion.KindService, legion.KindNode, legion.KindRoute,
 	legion.KindNamespace, legion.KindNetworkPolicy, legion.KindVolume}
@@ -216,7 +221,7 @@ func (s *Service) cacheOf(st *store.Store) *viewCache {
 			return c
 		}
 	}
-	c := &viewCache{st: st, changed: make(chan struct{})}
+	c := &viewCache{st: st, id: cachesMade.Add(1), changed: make(chan struct{})}
 	s.cache = c
 	go c.run()
 	return c
