@@ -23,6 +23,7 @@ const volumeChunk = 512 << 10
 // takes a cut stream for a whole one. gRPC's flow control holds the
 // sender back to the receiver's pace: nothing is buffered here.
 func (s *Service) CopyVolume(ctx context.Context, from, to string, send *legionpb.VolumeSendOffer, recv *legionpb.VolumeReceiveOffer) error {
+	caller := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The receiver first: a refusal comes before any data is read.
@@ -39,7 +40,18 @@ func (s *Service) CopyVolume(ctx context.Context, from, to string, send *legionp
 	errs := make(chan error, 2)
 	go func() { errs <- feed(ctx, tx, rx) }()
 	go func() { errs <- rx.awaitDone(ctx, "receive") }()
-	return firstError(cancel, errs, 2)
+	return callerEnded(caller, firstError(cancel, errs, 2))
+}
+
+// callerEnded is err, or the caller's own end when its context ended: a
+// relay the caller's cancel broke (each side sees it in its own way, and
+// whichever comes first would be reported) failed because of the caller,
+// not of a node.
+func callerEnded(caller context.Context, err error) error {
+	if err != nil && caller.Err() != nil {
+		return status.FromContextError(caller.Err()).Err()
+	}
+	return err
 }
 
 // feed relays a send session's data to a receive session and closes it.
@@ -93,6 +105,7 @@ func (s *Service) SendVolume(ctx context.Context, node string, send *legionpb.Vo
 // without closing it, so the node keeps nothing. It returns nil only once
 // the node said all was kept.
 func (s *Service) ReceiveVolume(ctx context.Context, node string, recv *legionpb.VolumeReceiveOffer, r io.Reader) error {
+	caller := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rx, err := s.attach(ctx, node, &legionpb.SessionOffer{Namespace: recv.Namespace, Kind: &legionpb.SessionOffer_VolumeReceive{VolumeReceive: recv}})
@@ -103,7 +116,7 @@ func (s *Service) ReceiveVolume(ctx context.Context, node string, recv *legionpb
 	errs := make(chan error, 2)
 	go func() { errs <- upload(r, rx) }()
 	go func() { errs <- rx.awaitDone(ctx, "receive") }()
-	return firstError(cancel, errs, 2)
+	return callerEnded(caller, firstError(cancel, errs, 2))
 }
 
 // upload sends r's data to a receive session, then closes it.
