@@ -106,6 +106,7 @@ func startNetNSNode(t testing.TB) *Node {
 		loadTestImage(t, n.Images)
 		return n
 	case err := <-done:
+		done <- err // the cleanup waits for Run's end too
 		t.Fatalf("the node did not start: %v", err)
 	case <-time.After(60 * time.Second):
 		t.Fatal("the node did not start in 60 s")
