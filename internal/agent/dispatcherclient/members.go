@@ -18,12 +18,9 @@ type memberSet struct {
 	out    *endpoints.MemberList // the list last handed over, until a change
 }
 
-type memberChunk struct {
-	keys []string // sorted; never handed over, so written in place
-	vals []*endpoints.Member
-	// shared: vals was handed over, so a change writes a copy.
-	shared bool
-}
+// memberChunk is one chunk: a keyed part of its own, whose vals are
+// handed over and copied on the first change after.
+type memberChunk = keyed[*endpoints.Member]
 
 func newMemberSet() *memberSet { return &memberSet{} }
 
@@ -45,29 +42,19 @@ func (s *memberSet) set(key string, m *endpoints.Member) {
 	}
 	ci := s.chunk(key)
 	c := s.chunks[ci]
-	if n := len(c.keys); n == 0 || c.keys[n-1] < key {
-		// Past the end of the last chunk: what a whole set gives, in key
-		// order, fills chunks one after the other.
-		if n >= endpoints.MemberChunk && ci == len(s.chunks)-1 {
-			s.chunks = append(s.chunks, &memberChunk{keys: []string{key}, vals: []*endpoints.Member{m}})
-			s.n++
-			return
-		}
-	}
-	i, found := slices.BinarySearch(c.keys, key)
-	if found {
-		if c.shared {
-			c.vals, c.shared = slices.Clone(c.vals), false
-		}
-		c.vals[i] = m
+	if n := c.len(); n >= endpoints.MemberChunk && ci == len(s.chunks)-1 && c.keys[n-1] < key {
+		// Past the end of a full last chunk: what a whole set gives, in
+		// key order, fills chunks one after the other.
+		s.chunks = append(s.chunks, &memberChunk{keys: []string{key}, vals: []*endpoints.Member{m}})
+		s.n++
 		return
 	}
-	c.keys = slices.Insert(c.keys, i, key)
-	c.vals, c.shared = insertAt(c.vals, i, m, c.shared), false
-	s.n++
-	if len(c.keys) > 2*endpoints.MemberChunk {
+	before := c.len()
+	c.set(key, m)
+	s.n += c.len() - before
+	if c.len() > 2*endpoints.MemberChunk {
 		// Split in two; each half is a chunk of its own from here.
-		h := len(c.keys) / 2
+		h := c.len() / 2
 		right := &memberChunk{keys: slices.Clone(c.keys[h:]), vals: slices.Clone(c.vals[h:])}
 		left := &memberChunk{keys: slices.Clip(c.keys[:h]), vals: slices.Clip(c.vals[:h])}
 		s.chunks = slices.Replace(s.chunks, ci, ci+1, left, right)
@@ -80,18 +67,14 @@ func (s *memberSet) remove(key string) {
 	}
 	ci := s.chunk(key)
 	c := s.chunks[ci]
-	i, found := slices.BinarySearch(c.keys, key)
-	if !found {
+	if !c.remove(key) {
 		return
 	}
 	s.out = nil
 	s.n--
-	if len(c.keys) == 1 {
+	if c.len() == 0 {
 		s.chunks = slices.Delete(s.chunks, ci, ci+1)
-		return
 	}
-	c.keys = slices.Delete(c.keys, i, i+1)
-	c.vals, c.shared = deleteAt(c.vals, i, c.shared), false
 }
 
 // apply takes the part's changes, decoding each member put.
