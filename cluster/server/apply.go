@@ -138,29 +138,14 @@ func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun 
 			return nil, toStatus(err)
 		}
 	}
-	results := make([]*pb.ApplyResult, len(items))
-	for n, it := range items {
-		// What admission read is where the write starts from; a write
-		// that lost a race to a newer one reads again.
-		cur, read := adm.current[legion.ObjectKey(it.obj)]
-		obj, prev, outcome, err := applyOne(ctx, st, it, dryRun, cur, read)
-		if err != nil {
-			msg := fmt.Sprintf("%s %s: %s", it.obj.GetKind(), legion.DisplayName(it.obj), status.Convert(toStatus(err)).Message())
-			if n > 0 && !dryRun {
-				msg += fmt.Sprintf(" (%d of %d objects applied before it)", n, len(items))
-			}
-			return nil, status.Error(status.Code(toStatus(err)), msg)
-		}
-		r := &pb.ApplyResult{Outcome: outcome}
-		if r.Object, err = pb.ToProto(obj); err != nil {
-			return nil, toStatus(err)
-		}
-		if prev != nil {
-			if r.Previous, err = pb.ToProto(prev); err != nil {
-				return nil, toStatus(err)
-			}
-		}
-		results[n] = r
+	var results []*pb.ApplyResult
+	if dryRun {
+		results, err = answerDryRun(ctx, st, items, adm)
+	} else {
+		results, err = writeItems(ctx, st, items, adm)
+	}
+	if err != nil {
+		return nil, err
 	}
 	// Answer in the request's order.
 	out := make([]*pb.ApplyResult, len(items))
@@ -170,6 +155,38 @@ func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun 
 	return &pb.ApplyResponse{Results: slices.DeleteFunc(out, func(r *pb.ApplyResult) bool { return r == nil })}, nil
 }
 
+// answerDryRun answers a dry run object by object, as applyOne would
+// write each.
+func answerDryRun(ctx context.Context, st *store.Store, items []applyItem, adm *admission) ([]*pb.ApplyResult, error) {
+	results := make([]*pb.ApplyResult, len(items))
+	for n, it := range items {
+		cur, read := adm.current[legion.ObjectKey(it.obj)]
+		obj, prev, outcome, err := applyOne(ctx, st, it, true, cur, read, true)
+		if err != nil {
+			return nil, itemError(items, n, nil, err)
+		}
+		if results[n], err = resultOf(obj, prev, outcome); err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// resultOf is an object's answer.
+func resultOf(obj, prev legion.Object, outcome string) (*pb.ApplyResult, error) {
+	r := &pb.ApplyResult{Outcome: outcome}
+	var err error
+	if r.Object, err = pb.ToProto(obj); err != nil {
+		return nil, toStatus(err)
+	}
+	if prev != nil {
+		if r.Previous, err = pb.ToProto(prev); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	return r, nil
+}
+
 // applyOne creates the object or replaces its labels and spec, keeping its
 // status. An unchanged object is not written. A write that lost a race is
 // tried again on top of the newer one (last applier wins), unless the
@@ -177,9 +194,9 @@ func applyItems(ctx context.Context, st *store.Store, items []applyItem, dryRun 
 // With read set, cur is the stored object (nil: none) as just read from
 // this replica, where the first attempt starts; it.obj becomes the object
 // written.
-func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool, cur legion.Object, read bool) (obj, prev legion.Object, outcome string, err error) {
+func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool, cur legion.Object, read, confirmed bool) (obj, prev legion.Object, outcome string, err error) {
 	kind, m := it.obj.GetKind(), it.obj.GetMetadata()
-	confirmed := dryRun // a dry run already read linearizably
+	confirmed = confirmed || dryRun // a dry run already read linearizably
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 || !read {
 			cur, _, err = st.Get(kind, m.Namespace, m.Name)
@@ -227,21 +244,9 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool, c
 		if cur != nil {
 			outcome = Updated
 		}
-		pre := store.Precondition{MustNotExist: cur == nil}
-		if cur != nil {
-			pre.Version = cur.GetMetadata().Version
-		}
-		if it.expected != nil {
-			// The caller's expectation, checked in log order.
-			pre = store.Precondition{MustNotExist: *it.expected == 0, Version: *it.expected}
-		}
 		// The request's object is this call's alone: once written it is
 		// the object as stored, with no copy decoded from the store.
-		opts := store.WriteOptions{Precondition: pre, KeepStatus: true}
-		if specBeforeUpdate(cur, it.obj, pre) {
-			opts.KeepStatus = false // cur's status, changed: written at cur's version
-		}
-		prev, err := st.PutInPlace(ctx, it.obj, opts)
+		prev, err := st.PutInPlace(ctx, it.obj, writeOptions(it, cur))
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists) {
 			if it.expected != nil {
 				return nil, nil, "", status.Error(codes.Aborted, err.Error())
@@ -259,6 +264,31 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool, c
 		}
 		return it.obj, prev, outcome, nil
 	}
+}
+
+// answersAlone reports whether an item that would be written over cur is
+// answered by applyOne on its own, after a linearizable read: it writes
+// nothing (unchanged), or it is a Node no daemon made, which is refused.
+func answersAlone(it applyItem, cur legion.Object) bool {
+	return cur == nil && it.obj.GetKind() == legion.KindNode || cur != nil && sameContent(cur, it.obj)
+}
+
+// writeOptions are those of the write of it over cur (nil: none stored):
+// made only where cur is still the stored object, or where the caller's
+// expected version is, checked in log order.
+func writeOptions(it applyItem, cur legion.Object) store.WriteOptions {
+	pre := store.Precondition{MustNotExist: cur == nil}
+	if cur != nil {
+		pre.Version = cur.GetMetadata().Version
+	}
+	if it.expected != nil {
+		pre = store.Precondition{MustNotExist: *it.expected == 0, Version: *it.expected}
+	}
+	opts := store.WriteOptions{Precondition: pre, KeepStatus: true}
+	if specBeforeUpdate(cur, it.obj, pre) {
+		opts.KeepStatus = false // cur's status, changed: written at cur's version
+	}
+	return opts
 }
 
 // specBeforeUpdate gives next, a Service write that changes the pod of

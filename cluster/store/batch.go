@@ -31,9 +31,10 @@ type Write struct {
 	Requires []Requirement
 }
 
-// writeAllWindow is how many writes WriteAll has in flight at once: one
-// raft append's worth (Open sets MaxAppendEntries to 512), so a bulk
-// write costs an fsync per window rather than one per write.
+// writeAllWindow is how many writes WriteAll and PutAllInPlace have in
+// flight at once: one raft append's worth (Open sets MaxAppendEntries to
+// 512), so a bulk write costs an fsync per window rather than one per
+// write.
 const writeAllWindow = 512
 
 // WriteAll applies many writes, each its own log entry with its own
@@ -44,35 +45,98 @@ const writeAllWindow = 512
 // are applied in order.
 func (s *Store) WriteAll(ctx context.Context, writes []Write) []error {
 	errs := make([]error, len(writes))
-	for start := 0; start < len(writes); start += writeAllWindow {
-		end := min(start+writeAllWindow, len(writes))
-		encoded := make([][]byte, end-start)
-		total := 0
-		for i := start; i < end; i++ {
-			data, err := encodeWrite(&writes[i])
-			if err == nil {
-				err = ctx.Err()
-			}
-			if err != nil {
+	encoded := make([][]byte, len(writes))
+	for i := range writes {
+		encoded[i], errs[i] = encodeWrite(&writes[i])
+	}
+	s.proposeAll(ctx, encoded, errs, func(i int) string { return legion.ObjectKey(writes[i].Object) })
+	return errs
+}
+
+// Put is one write of PutAllInPlace.
+type Put struct {
+	Object  legion.Object
+	Options WriteOptions
+}
+
+// PutAllInPlace writes each object as PutInPlace does, in order, each
+// its own log entry, proposed without waiting for the ones before: raft
+// commits them in shared appends, so a caller with many objects to write
+// waits about as long as for one. prevs[i] and errs[i] are what
+// PutInPlace would have returned for puts[i]; a failed write does not
+// stop the later ones, which are in flight by then. When any object
+// cannot be made an entry at all (it is invalid, or its entry too large)
+// nothing is proposed and err says which.
+func (s *Store) PutAllInPlace(ctx context.Context, puts []Put) (prevs []legion.Object, errs []error, err error) {
+	cmds := make([]*command, len(puts))
+	encoded := make([][]byte, len(puts))
+	for i, p := range puts {
+		c, err := s.putCommand(opPut, p.Object, p.Options)
+		if err != nil {
+			return nil, nil, err
+		}
+		data, err := c.encode()
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := checkEntry(c, data); err != nil {
+			return nil, nil, err
+		}
+		cmds[i], encoded[i] = c, data
+	}
+	errs, prevs = make([]error, len(puts)), make([]legion.Object, len(puts))
+	results := s.proposeAll(ctx, encoded, errs, func(i int) string { return string(cmds[i].Kind) + " " + displayKey(cmds[i]) })
+	for i, r := range results {
+		if r == nil {
+			continue
+		}
+		prevs[i] = r.prev
+		if r.err != nil {
+			continue
+		}
+		o, opts := puts[i].Object, puts[i].Options
+		if opts.KeepStatus && r.prev != nil {
+			if err := copyPart(o.StatusPtr(), r.prev.StatusPtr()); err != nil {
 				errs[i] = err
 				continue
 			}
-			encoded[i-start], total = data, total+len(data)
+		}
+		m := o.GetMetadata()
+		m.Version, m.UID, m.Generation = r.version, r.uid, r.generation
+	}
+	return prevs, errs, nil
+}
+
+// proposeAll proposes the entries (a nil one is skipped: its error is in
+// errs already) a window at a time, each window's without waiting for
+// one another, and returns each one's answer from the state machine (nil
+// where errs says why there is none). name names entry i in errors.
+func (s *Store) proposeAll(ctx context.Context, entries [][]byte, errs []error, name func(i int) string) []*result {
+	results := make([]*result, len(entries))
+	for start := 0; start < len(entries); start += writeAllWindow {
+		end := min(start+writeAllWindow, len(entries))
+		total := 0
+		for i := start; i < end; i++ {
+			if entries[i] != nil && errs[i] == nil {
+				if errs[i] = ctx.Err(); errs[i] == nil {
+					total += len(entries[i])
+				}
+			}
 		}
 		// The window goes to raft together, so the log must have room
 		// for all of it, as for a single write (see roomForWrites).
 		if err := s.roomForWrites(total); err != nil {
 			for i := start; i < end; i++ {
 				if errs[i] == nil {
-					errs[i] = fmt.Errorf("%s: %w", legion.ObjectKey(writes[i].Object), err)
+					errs[i] = fmt.Errorf("%s: %w", name(i), err)
 				}
 			}
 			continue
 		}
 		futures := make([]raft.ApplyFuture, end-start)
 		for i := start; i < end; i++ {
-			if encoded[i-start] != nil {
-				futures[i-start] = s.raft.Apply(encoded[i-start], s.cfg.WriteTimeout)
+			if entries[i] != nil && errs[i] == nil {
+				futures[i-start] = s.raft.Apply(entries[i], s.cfg.WriteTimeout)
 			}
 		}
 		for i := start; i < end; i++ {
@@ -86,13 +150,13 @@ func (s *Store) WriteAll(ctx context.Context, writes []Write) []error {
 			}
 			r, _ := f.Response().(*result)
 			if r == nil {
-				errs[i] = fmt.Errorf("%s: the state machine gave no answer", legion.ObjectKey(writes[i].Object))
+				errs[i] = fmt.Errorf("%s: the state machine gave no answer", name(i))
 				continue
 			}
-			errs[i] = r.err
+			results[i], errs[i] = r, r.err
 		}
 	}
-	return errs
+	return results
 }
 
 func encodeWrite(w *Write) ([]byte, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,4 +134,84 @@ func mustEncode(t *testing.T, name string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// PutAllInPlace proposes its writes together: they share the log's
+// appends (written one after another's commit, each would cost an append
+// and an fdatasync of its own), apply in order, each at its own version,
+// and make each object the one stored, as PutInPlace does. A write whose
+// precondition fails fails alone.
+func TestPutAllInPlaceSharesAppends(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	ctx := context.Background()
+	stale, _, err := n.s.Put(ctx, config("default", "stale", "x"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.s.Put(ctx, config("default", "stale", "y"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const count = 64
+	var puts []Put
+	for i := range count {
+		puts = append(puts, Put{Object: config("default", fmt.Sprint("c", i), "x"),
+			Options: WriteOptions{Precondition: Precondition{MustNotExist: true}}})
+	}
+	bad := count / 2
+	puts[bad] = Put{Object: config("default", "stale", "z"),
+		Options: WriteOptions{Precondition: Precondition{Version: stale.GetMetadata().Version}}}
+	appends, entries := n.s.LogAppends()
+	prevs, errs, err := n.s.PutAllInPlace(ctx, puts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, e := n.s.LogAppends()
+	if got := e - entries; got != count {
+		t.Fatalf("%d entries appended, want %d (one per write)", got, count)
+	}
+	if got := a - appends; got > count/4 {
+		t.Fatalf("%d appends for %d writes proposed together, want them to share appends", got, count)
+	}
+	last := uint64(0)
+	for i, p := range puts {
+		m := p.Object.GetMetadata()
+		if i == bad {
+			if !errors.Is(errs[i], ErrConflict) || prevs[i] == nil {
+				t.Fatalf("write at a stale version: %v (prev %v), want a conflict with the stored object", errs[i], prevs[i])
+			}
+			if m.Version != 0 {
+				t.Fatalf("a refused write changed its object: version %d", m.Version)
+			}
+			continue
+		}
+		if errs[i] != nil || prevs[i] != nil {
+			t.Fatalf("write %d: %v (prev %v)", i, errs[i], prevs[i])
+		}
+		stored, _, err := n.s.Get(legion.KindConfig, "default", m.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sm := stored.GetMetadata()
+		if m.Version != sm.Version || m.UID != sm.UID || m.Generation != 1 || m.Version <= last {
+			t.Fatalf("%s in place: version %d uid %s generation %d (after %d), stored: version %d uid %s",
+				m.Name, m.Version, m.UID, m.Generation, last, sm.Version, sm.UID)
+		}
+		last = m.Version
+	}
+	if o, _, err := n.s.Get(legion.KindConfig, "default", "stale"); err != nil || string(o.(*legion.Config).Spec.Data) != "y" {
+		t.Fatalf("the stale write changed the stored object: %v", err)
+	}
+
+	// An object that cannot be an entry refuses the whole call before any
+	// of it is proposed.
+	huge := config("default", "huge", strings.Repeat("x", MaxEntry))
+	before := n.s.AppliedIndex()
+	_, _, err = n.s.PutAllInPlace(ctx, []Put{{Object: config("default", "first", "x")}, {Object: huge}})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("a put of an object over the entry limit: %v, want ErrTooLarge", err)
+	}
+	if n.s.AppliedIndex() != before {
+		t.Fatal("a refused call proposed some of its writes")
+	}
 }

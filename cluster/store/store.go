@@ -472,6 +472,13 @@ func (s *Store) LastContact() time.Time { return s.raft.LastContact() }
 // AppliedIndex is the last index this replica's state machine applied.
 func (s *Store) AppliedIndex() uint64 { return s.fsm.applied.Load() }
 
+// LogAppends is how many appends to this replica's Raft log reached the
+// disk (each one fdatasync) and how many entries they carried: their
+// ratio is how well concurrent writes share a sync.
+func (s *Store) LogAppends() (appends, entries uint64) {
+	return s.logs.wal.appends.Load(), s.logs.wal.appended.Load()
+}
+
 // WriteOptions qualify a write.
 type WriteOptions struct {
 	Precondition Precondition
