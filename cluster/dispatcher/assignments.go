@@ -44,7 +44,8 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	if err := c.sync(ctx); err != nil {
 		return s.endOf(ctx, err)
 	}
-	ss := &streamState{node: id.Name, endpointTasks: req.GetEndpointTasks(), sharedWire: req.GetSharedChanges()}
+	ss := &streamState{node: id.Name, endpointTasks: req.GetEndpointTasks(), sharedWire: req.GetSharedChanges(),
+		typedValues: req.GetTypedValues()}
 	var last *legionpb.AssignmentSet
 	// checked is the cache generation the node's removal was last read at
 	// (0: not since holds): it is read again only after a certificate
@@ -126,10 +127,13 @@ type streamState struct {
 	// sharedWire: the stream takes the changes every node is sent alike
 	// encoded once for all streams (AssignmentSet.shared).
 	sharedWire bool
-	sent       bool
-	gen        uint64
-	values     map[string][]byte
-	volumes    map[string][]byte
+	// typedValues: the stream takes member and endpoint task values in
+	// the wire format (AssignmentSet.typed_values), not JSON.
+	typedValues bool
+	sent        bool
+	gen         uint64
+	values      map[string][]byte
+	volumes     map[string][]byte
 }
 
 // compose makes the stream's next message from the cache: a whole set,
@@ -182,23 +186,25 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 		if tasksChanged && tp != nil {
 			set.TaskChanges = itemsOf(tp.since(ss.gen))
 		}
-		sh := c.sharedSince(ss.gen, ss.endpointTasks)
+		sh := c.sharedSince(ss.gen, ss.endpointTasks, ss.typedValues)
+		set.TypedValues = ss.typedValues
 		wired := false
 		if ss.sharedWire {
 			// Encoded here once for the streams at the same generation,
 			// rather than by each stream's Send; in the fields should
 			// encoding fail (Send then says why).
-			if data, err := sh.encode(ss.endpointTasks); err == nil {
+			if data, err := sh.encode(ss.endpointTasks, ss.typedValues); err == nil {
 				set.Shared, wired = data, true
 			}
 		}
 		if !wired {
+			members, epTasks := sh.values(ss.typedValues)
 			if ss.endpointTasks {
-				set.EndpointServiceChanges, set.EndpointTaskChanges = sh.epHeads, sh.epTasks
+				set.EndpointServiceChanges, set.EndpointTaskChanges = sh.epHeads, epTasks
 			} else {
 				set.EndpointChanges = sh.endpoints
 			}
-			set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.peers, sh.routes, sh.members
+			set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.peers, sh.routes, members
 		}
 		if c.rulesGen > ss.gen {
 			set.PolicyRules = c.rules

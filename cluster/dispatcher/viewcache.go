@@ -17,6 +17,7 @@ import (
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/endpoints"
+	"github.com/legionbsd/legion/internal/jsonfast"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/protobuf/proto"
 )
@@ -622,31 +623,47 @@ func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []endpoints
 
 // sharedChanges is what changed in the parts every node follows. The
 // endpoints are worked out in the shape the streams asked for: whole
-// services, or services and tasks apart.
+// services, or services and tasks apart; and the members and endpoint
+// tasks, for the streams that asked for typed values, with their values
+// in the wire format (typedMembers, typedEpTasks).
 type sharedChanges struct {
 	endpoints, epHeads, epTasks, peers, routes, members *legionpb.Items
-	whole, apart                                        bool // endpoints worked out, epHeads and epTasks worked out
+	typedMembers, typedEpTasks                          *legionpb.Items
+	// Worked out: endpoints; epHeads and epTasks; typedMembers; typedEpTasks.
+	whole, apart, typedM, typedT bool
 	// wire is the changes encoded for the streams that take them so
-	// (AssignmentsRequest.shared_changes), with the endpoints whole [0]
-	// or apart [1]; encoded marks those worked out.
-	wire    [2][]byte
-	encoded [2]bool
+	// (AssignmentsRequest.shared_changes), by shape (wireIndex); encoded
+	// marks those worked out.
+	wire    [4][]byte
+	encoded [4]bool
+}
+
+// wireIndex is where sharedChanges keeps the encoding of a shape: the
+// endpoints whole or apart, the values JSON or typed.
+func wireIndex(apart, typed bool) int {
+	i := 0
+	if apart {
+		i++
+	}
+	if typed {
+		i += 2
+	}
+	return i
 }
 
 // encode is the changes in the wire format of an AssignmentSet holding
 // only them (nil when there are none), encoded once for every stream
-// that asks for it. Called with the cache's mu held.
-func (sh *sharedChanges) encode(apart bool) ([]byte, error) {
-	i := 0
-	if apart {
-		i = 1
-	}
+// that asks for it. Called with the cache's mu held, after sharedSince
+// worked out the shape.
+func (sh *sharedChanges) encode(apart, typed bool) ([]byte, error) {
+	i := wireIndex(apart, typed)
 	if !sh.encoded[i] {
-		m := &legionpb.AssignmentSet{PeerChanges: sh.peers, RouteChanges: sh.routes, MemberChanges: sh.members}
+		m := &legionpb.AssignmentSet{PeerChanges: sh.peers, RouteChanges: sh.routes}
+		m.MemberChanges, m.EndpointTaskChanges = sh.values(typed)
 		if apart {
-			m.EndpointServiceChanges, m.EndpointTaskChanges = sh.epHeads, sh.epTasks
+			m.EndpointServiceChanges = sh.epHeads
 		} else {
-			m.EndpointChanges = sh.endpoints
+			m.EndpointChanges, m.EndpointTaskChanges = sh.endpoints, nil
 		}
 		data, err := proto.Marshal(m)
 		if err != nil {
@@ -660,10 +677,41 @@ func (sh *sharedChanges) encode(apart bool) ([]byte, error) {
 	return sh.wire[i], nil
 }
 
+// values are the member and endpoint task changes, typed or JSON.
+func (sh *sharedChanges) values(typed bool) (members, epTasks *legionpb.Items) {
+	if typed {
+		return sh.typedMembers, sh.typedEpTasks
+	}
+	return sh.members, sh.epTasks
+}
+
+// typedItems is it with each JSON value decoded and encoded again in the
+// wire format: once per generation on the manager, for every node. A
+// value that does not decode (never one the cache made) is left out.
+func typedItems[T any](it *legionpb.Items, encode func(T) ([]byte, error)) *legionpb.Items {
+	if it == nil {
+		return nil
+	}
+	out := &legionpb.Items{Removed: it.Removed, Replace: it.Replace, Put: make([]*legionpb.Item, 0, len(it.Put))}
+	for _, e := range it.Put {
+		var v T
+		if err := jsonfast.Unmarshal(e.Value, &v); err != nil {
+			continue
+		}
+		data, err := encode(v)
+		if err != nil {
+			continue
+		}
+		out.Put = append(out.Put, &legionpb.Item{Key: e.Key, Value: data})
+	}
+	return out
+}
+
 // sharedSince is the changes of the shared parts after generation since,
 // up to the current one, with the endpoints as whole services or (apart)
-// services and tasks apart. Called with mu held.
-func (c *viewCache) sharedSince(since uint64, apart bool) *sharedChanges {
+// services and tasks apart, and the typed values worked out when asked.
+// Called with mu held.
+func (c *viewCache) sharedSince(since uint64, apart, typed bool) *sharedChanges {
 	sh, ok := c.shared[since]
 	if !ok {
 		sh = &sharedChanges{peers: itemsOf(c.peers.since(since)), routes: itemsOf(c.routesP.since(since)),
@@ -679,6 +727,12 @@ func (c *viewCache) sharedSince(since uint64, apart bool) *sharedChanges {
 	}
 	if !apart && !sh.whole {
 		sh.endpoints, sh.whole = itemsOf(c.endpoints.since(since)), true
+	}
+	if typed && !sh.typedM {
+		sh.typedMembers, sh.typedM = typedItems(sh.members, legionpb.MemberValue), true
+	}
+	if typed && apart && !sh.typedT {
+		sh.typedEpTasks, sh.typedT = typedItems(sh.epTasks, legionpb.EndpointTaskValue), true
 	}
 	return sh
 }

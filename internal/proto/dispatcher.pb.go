@@ -345,6 +345,12 @@ type AssignmentsRequest struct {
 	// streams, in shared, rather than in their own fields. A manager that
 	// predates it sends them in their fields.
 	SharedChanges bool `protobuf:"varint,4,opt,name=shared_changes,json=sharedChanges,proto3" json:"shared_changes,omitempty"`
+	// With deltas: the values of member_changes and endpoint_task_changes
+	// come as a PolicyMember and an EndpointTask in the wire format rather
+	// than as JSON; every node decodes every one of them, and JSON took
+	// several times as long. A manager that does sends the sets with
+	// typed_values; one that predates it sends JSON.
+	TypedValues   bool `protobuf:"varint,5,opt,name=typed_values,json=typedValues,proto3" json:"typed_values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -407,6 +413,159 @@ func (x *AssignmentsRequest) GetSharedChanges() bool {
 	return false
 }
 
+func (x *AssignmentsRequest) GetTypedValues() bool {
+	if x != nil {
+		return x.TypedValues
+	}
+	return false
+}
+
+// PolicyMember is one endpoints.Member: a running task with an address.
+type PolicyMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Service       string                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
+	Task          string                 `protobuf:"bytes,3,opt,name=task,proto3" json:"task,omitempty"`
+	Ip            string                 `protobuf:"bytes,4,opt,name=ip,proto3" json:"ip,omitempty"`
+	Node          string                 `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyMember) Reset() {
+	*x = PolicyMember{}
+	mi := &file_dispatcher_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyMember) ProtoMessage() {}
+
+func (x *PolicyMember) ProtoReflect() protoreflect.Message {
+	mi := &file_dispatcher_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyMember.ProtoReflect.Descriptor instead.
+func (*PolicyMember) Descriptor() ([]byte, []int) {
+	return file_dispatcher_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PolicyMember) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PolicyMember) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *PolicyMember) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *PolicyMember) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
+func (x *PolicyMember) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+// EndpointTask is one endpoints.Task: a ready task of a service.
+type EndpointTask struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Ip            string                 `protobuf:"bytes,2,opt,name=ip,proto3" json:"ip,omitempty"`
+	Node          string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	Slot          int64                  `protobuf:"varint,4,opt,name=slot,proto3" json:"slot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointTask) Reset() {
+	*x = EndpointTask{}
+	mi := &file_dispatcher_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointTask) ProtoMessage() {}
+
+func (x *EndpointTask) ProtoReflect() protoreflect.Message {
+	mi := &file_dispatcher_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointTask.ProtoReflect.Descriptor instead.
+func (*EndpointTask) Descriptor() ([]byte, []int) {
+	return file_dispatcher_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *EndpointTask) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EndpointTask) GetIp() string {
+	if x != nil {
+		return x.Ip
+	}
+	return ""
+}
+
+func (x *EndpointTask) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *EndpointTask) GetSlot() int64 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
 // Items are the changes to one keyed part of a node's assignments.
 type Items struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -424,7 +583,7 @@ type Items struct {
 
 func (x *Items) Reset() {
 	*x = Items{}
-	mi := &file_dispatcher_proto_msgTypes[6]
+	mi := &file_dispatcher_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +595,7 @@ func (x *Items) String() string {
 func (*Items) ProtoMessage() {}
 
 func (x *Items) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[6]
+	mi := &file_dispatcher_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +608,7 @@ func (x *Items) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Items.ProtoReflect.Descriptor instead.
 func (*Items) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{6}
+	return file_dispatcher_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Items) GetPut() []*Item {
@@ -484,7 +643,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_dispatcher_proto_msgTypes[7]
+	mi := &file_dispatcher_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -496,7 +655,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[7]
+	mi := &file_dispatcher_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -509,7 +668,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{7}
+	return file_dispatcher_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Item) GetKey() string {
@@ -575,14 +734,18 @@ type AssignmentSet struct {
 	// into this one (which then leaves them empty). The manager encodes it
 	// once for every stream that was sent its last message at the same
 	// moment, instead of once per stream.
-	Shared        []byte `protobuf:"bytes,20,opt,name=shared,proto3" json:"shared,omitempty"`
+	Shared []byte `protobuf:"bytes,20,opt,name=shared,proto3" json:"shared,omitempty"`
+	// The values of member_changes and endpoint_task_changes (here or in
+	// shared) are PolicyMember and EndpointTask messages, not JSON (asked
+	// with AssignmentsRequest.typed_values).
+	TypedValues   bool `protobuf:"varint,21,opt,name=typed_values,json=typedValues,proto3" json:"typed_values,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssignmentSet) Reset() {
 	*x = AssignmentSet{}
-	mi := &file_dispatcher_proto_msgTypes[8]
+	mi := &file_dispatcher_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +757,7 @@ func (x *AssignmentSet) String() string {
 func (*AssignmentSet) ProtoMessage() {}
 
 func (x *AssignmentSet) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[8]
+	mi := &file_dispatcher_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +770,7 @@ func (x *AssignmentSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AssignmentSet.ProtoReflect.Descriptor instead.
 func (*AssignmentSet) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{8}
+	return file_dispatcher_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AssignmentSet) GetTasks() [][]byte {
@@ -750,6 +913,13 @@ func (x *AssignmentSet) GetShared() []byte {
 	return nil
 }
 
+func (x *AssignmentSet) GetTypedValues() bool {
+	if x != nil {
+		return x.TypedValues
+	}
+	return false
+}
+
 type ReportRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // empty: the certificate's node
@@ -762,7 +932,7 @@ type ReportRequest struct {
 
 func (x *ReportRequest) Reset() {
 	*x = ReportRequest{}
-	mi := &file_dispatcher_proto_msgTypes[9]
+	mi := &file_dispatcher_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +944,7 @@ func (x *ReportRequest) String() string {
 func (*ReportRequest) ProtoMessage() {}
 
 func (x *ReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[9]
+	mi := &file_dispatcher_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +957,7 @@ func (x *ReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
 func (*ReportRequest) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{9}
+	return file_dispatcher_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReportRequest) GetNode() string {
@@ -826,7 +996,7 @@ type ReportResponse struct {
 
 func (x *ReportResponse) Reset() {
 	*x = ReportResponse{}
-	mi := &file_dispatcher_proto_msgTypes[10]
+	mi := &file_dispatcher_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1008,7 @@ func (x *ReportResponse) String() string {
 func (*ReportResponse) ProtoMessage() {}
 
 func (x *ReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[10]
+	mi := &file_dispatcher_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1021,7 @@ func (x *ReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
 func (*ReportResponse) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{10}
+	return file_dispatcher_proto_rawDescGZIP(), []int{12}
 }
 
 // NotLeader rides as a detail of an UNAVAILABLE status from a manager that
@@ -865,7 +1035,7 @@ type NotLeader struct {
 
 func (x *NotLeader) Reset() {
 	*x = NotLeader{}
-	mi := &file_dispatcher_proto_msgTypes[11]
+	mi := &file_dispatcher_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -877,7 +1047,7 @@ func (x *NotLeader) String() string {
 func (*NotLeader) ProtoMessage() {}
 
 func (x *NotLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[11]
+	mi := &file_dispatcher_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -890,7 +1060,7 @@ func (x *NotLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotLeader.ProtoReflect.Descriptor instead.
 func (*NotLeader) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{11}
+	return file_dispatcher_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NotLeader) GetLeader() string {
@@ -920,7 +1090,7 @@ type ClaimVolumeRequest struct {
 
 func (x *ClaimVolumeRequest) Reset() {
 	*x = ClaimVolumeRequest{}
-	mi := &file_dispatcher_proto_msgTypes[12]
+	mi := &file_dispatcher_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1102,7 @@ func (x *ClaimVolumeRequest) String() string {
 func (*ClaimVolumeRequest) ProtoMessage() {}
 
 func (x *ClaimVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[12]
+	mi := &file_dispatcher_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1115,7 @@ func (x *ClaimVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimVolumeRequest.ProtoReflect.Descriptor instead.
 func (*ClaimVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{12}
+	return file_dispatcher_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ClaimVolumeRequest) GetNode() string {
@@ -999,7 +1169,7 @@ type ClaimVolumeResponse struct {
 
 func (x *ClaimVolumeResponse) Reset() {
 	*x = ClaimVolumeResponse{}
-	mi := &file_dispatcher_proto_msgTypes[13]
+	mi := &file_dispatcher_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1181,7 @@ func (x *ClaimVolumeResponse) String() string {
 func (*ClaimVolumeResponse) ProtoMessage() {}
 
 func (x *ClaimVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[13]
+	mi := &file_dispatcher_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1194,7 @@ func (x *ClaimVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimVolumeResponse.ProtoReflect.Descriptor instead.
 func (*ClaimVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{13}
+	return file_dispatcher_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ClaimVolumeResponse) GetVolume() []byte {
@@ -1043,7 +1213,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_dispatcher_proto_msgTypes[14]
+	mi := &file_dispatcher_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1225,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[14]
+	mi := &file_dispatcher_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1238,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{14}
+	return file_dispatcher_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RenewRequest) GetCsr() []byte {
@@ -1087,7 +1257,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_dispatcher_proto_msgTypes[15]
+	mi := &file_dispatcher_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1269,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_dispatcher_proto_msgTypes[15]
+	mi := &file_dispatcher_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1282,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_dispatcher_proto_rawDescGZIP(), []int{15}
+	return file_dispatcher_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RenewResponse) GetCertificate() []byte {
@@ -1146,19 +1316,31 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x1a\n" +
 	"\bmanagers\x18\x01 \x03(\tR\bmanagers\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
-	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"\x8e\x01\n" +
+	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"\xb1\x01\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06deltas\x18\x02 \x01(\bR\x06deltas\x12%\n" +
 	"\x0eendpoint_tasks\x18\x03 \x01(\bR\rendpointTasks\x12%\n" +
-	"\x0eshared_changes\x18\x04 \x01(\bR\rsharedChanges\"^\n" +
+	"\x0eshared_changes\x18\x04 \x01(\bR\rsharedChanges\x12!\n" +
+	"\ftyped_values\x18\x05 \x01(\bR\vtypedValues\"~\n" +
+	"\fPolicyMember\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x18\n" +
+	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
+	"\x04task\x18\x03 \x01(\tR\x04task\x12\x0e\n" +
+	"\x02ip\x18\x04 \x01(\tR\x02ip\x12\x12\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\"Z\n" +
+	"\fEndpointTask\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02ip\x18\x02 \x01(\tR\x02ip\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x12\n" +
+	"\x04slot\x18\x04 \x01(\x03R\x04slot\"^\n" +
 	"\x05Items\x12!\n" +
 	"\x03put\x18\x01 \x03(\v2\x0f.legion.v1.ItemR\x03put\x12\x18\n" +
 	"\aremoved\x18\x02 \x03(\tR\aremoved\x12\x18\n" +
 	"\areplace\x18\x03 \x01(\bR\areplace\".\n" +
 	"\x04Item\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xa4\a\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xc7\a\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
@@ -1180,7 +1362,8 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x0emember_changes\x18\x11 \x01(\v2\x10.legion.v1.ItemsR\rmemberChanges\x12J\n" +
 	"\x18endpoint_service_changes\x18\x12 \x01(\v2\x10.legion.v1.ItemsR\x16endpointServiceChanges\x12D\n" +
 	"\x15endpoint_task_changes\x18\x13 \x01(\v2\x10.legion.v1.ItemsR\x13endpointTaskChanges\x12\x16\n" +
-	"\x06shared\x18\x14 \x01(\fR\x06shared\x1a9\n" +
+	"\x06shared\x18\x14 \x01(\fR\x06shared\x12!\n" +
+	"\ftyped_values\x18\x15 \x01(\bR\vtypedValues\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +
@@ -1226,7 +1409,7 @@ func file_dispatcher_proto_rawDescGZIP() []byte {
 	return file_dispatcher_proto_rawDescData
 }
 
-var file_dispatcher_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_dispatcher_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_dispatcher_proto_goTypes = []any{
 	(*RegisterRequest)(nil),     // 0: legion.v1.RegisterRequest
 	(*RegisterResponse)(nil),    // 1: legion.v1.RegisterResponse
@@ -1234,43 +1417,45 @@ var file_dispatcher_proto_goTypes = []any{
 	(*HeartbeatRequest)(nil),    // 3: legion.v1.HeartbeatRequest
 	(*HeartbeatResponse)(nil),   // 4: legion.v1.HeartbeatResponse
 	(*AssignmentsRequest)(nil),  // 5: legion.v1.AssignmentsRequest
-	(*Items)(nil),               // 6: legion.v1.Items
-	(*Item)(nil),                // 7: legion.v1.Item
-	(*AssignmentSet)(nil),       // 8: legion.v1.AssignmentSet
-	(*ReportRequest)(nil),       // 9: legion.v1.ReportRequest
-	(*ReportResponse)(nil),      // 10: legion.v1.ReportResponse
-	(*NotLeader)(nil),           // 11: legion.v1.NotLeader
-	(*ClaimVolumeRequest)(nil),  // 12: legion.v1.ClaimVolumeRequest
-	(*ClaimVolumeResponse)(nil), // 13: legion.v1.ClaimVolumeResponse
-	(*RenewRequest)(nil),        // 14: legion.v1.RenewRequest
-	(*RenewResponse)(nil),       // 15: legion.v1.RenewResponse
-	nil,                         // 16: legion.v1.AssignmentSet.ValuesEntry
+	(*PolicyMember)(nil),        // 6: legion.v1.PolicyMember
+	(*EndpointTask)(nil),        // 7: legion.v1.EndpointTask
+	(*Items)(nil),               // 8: legion.v1.Items
+	(*Item)(nil),                // 9: legion.v1.Item
+	(*AssignmentSet)(nil),       // 10: legion.v1.AssignmentSet
+	(*ReportRequest)(nil),       // 11: legion.v1.ReportRequest
+	(*ReportResponse)(nil),      // 12: legion.v1.ReportResponse
+	(*NotLeader)(nil),           // 13: legion.v1.NotLeader
+	(*ClaimVolumeRequest)(nil),  // 14: legion.v1.ClaimVolumeRequest
+	(*ClaimVolumeResponse)(nil), // 15: legion.v1.ClaimVolumeResponse
+	(*RenewRequest)(nil),        // 16: legion.v1.RenewRequest
+	(*RenewResponse)(nil),       // 17: legion.v1.RenewResponse
+	nil,                         // 18: legion.v1.AssignmentSet.ValuesEntry
 }
 var file_dispatcher_proto_depIdxs = []int32{
 	2,  // 0: legion.v1.HeartbeatRequest.usage:type_name -> legion.v1.TaskUsage
-	7,  // 1: legion.v1.Items.put:type_name -> legion.v1.Item
-	16, // 2: legion.v1.AssignmentSet.values:type_name -> legion.v1.AssignmentSet.ValuesEntry
-	6,  // 3: legion.v1.AssignmentSet.task_changes:type_name -> legion.v1.Items
-	6,  // 4: legion.v1.AssignmentSet.value_changes:type_name -> legion.v1.Items
-	6,  // 5: legion.v1.AssignmentSet.volume_changes:type_name -> legion.v1.Items
-	6,  // 6: legion.v1.AssignmentSet.endpoint_changes:type_name -> legion.v1.Items
-	6,  // 7: legion.v1.AssignmentSet.peer_changes:type_name -> legion.v1.Items
-	6,  // 8: legion.v1.AssignmentSet.route_changes:type_name -> legion.v1.Items
-	6,  // 9: legion.v1.AssignmentSet.member_changes:type_name -> legion.v1.Items
-	6,  // 10: legion.v1.AssignmentSet.endpoint_service_changes:type_name -> legion.v1.Items
-	6,  // 11: legion.v1.AssignmentSet.endpoint_task_changes:type_name -> legion.v1.Items
+	9,  // 1: legion.v1.Items.put:type_name -> legion.v1.Item
+	18, // 2: legion.v1.AssignmentSet.values:type_name -> legion.v1.AssignmentSet.ValuesEntry
+	8,  // 3: legion.v1.AssignmentSet.task_changes:type_name -> legion.v1.Items
+	8,  // 4: legion.v1.AssignmentSet.value_changes:type_name -> legion.v1.Items
+	8,  // 5: legion.v1.AssignmentSet.volume_changes:type_name -> legion.v1.Items
+	8,  // 6: legion.v1.AssignmentSet.endpoint_changes:type_name -> legion.v1.Items
+	8,  // 7: legion.v1.AssignmentSet.peer_changes:type_name -> legion.v1.Items
+	8,  // 8: legion.v1.AssignmentSet.route_changes:type_name -> legion.v1.Items
+	8,  // 9: legion.v1.AssignmentSet.member_changes:type_name -> legion.v1.Items
+	8,  // 10: legion.v1.AssignmentSet.endpoint_service_changes:type_name -> legion.v1.Items
+	8,  // 11: legion.v1.AssignmentSet.endpoint_task_changes:type_name -> legion.v1.Items
 	0,  // 12: legion.v1.Dispatcher.Register:input_type -> legion.v1.RegisterRequest
 	3,  // 13: legion.v1.Dispatcher.Heartbeat:input_type -> legion.v1.HeartbeatRequest
 	5,  // 14: legion.v1.Dispatcher.Assignments:input_type -> legion.v1.AssignmentsRequest
-	9,  // 15: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
-	14, // 16: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
-	12, // 17: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
+	11, // 15: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
+	16, // 16: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
+	14, // 17: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
 	1,  // 18: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
 	4,  // 19: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
-	8,  // 20: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
-	10, // 21: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
-	15, // 22: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
-	13, // 23: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
+	10, // 20: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
+	12, // 21: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
+	17, // 22: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
+	15, // 23: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
 	18, // [18:24] is the sub-list for method output_type
 	12, // [12:18] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
@@ -1289,7 +1474,7 @@ func file_dispatcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_dispatcher_proto_rawDesc), len(file_dispatcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -103,7 +103,7 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 		s.cutStream, s.streamOn = nil, ""
 		s.mu.Unlock()
 	}()
-	st, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{Node: s.cfg.Node, Deltas: true, EndpointTasks: true, SharedChanges: true})
+	st, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{Node: s.cfg.Node, Deltas: true, EndpointTasks: true, SharedChanges: true, TypedValues: true})
 	if err != nil {
 		return false, err
 	}

@@ -404,7 +404,11 @@ func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) error {
 	}
 	if it := set.GetEndpointTaskChanges(); it != nil {
 		reset := func() { e.tasks, e.out = map[string]*keyed[endpoints.Task]{}, nil }
-		return applyItems(it, "endpoint task", decodeJSON[endpoints.Task], reset, e.putTask, e.removeTask)
+		decode := decodeJSON[endpoints.Task]
+		if set.GetTypedValues() {
+			decode = legionpb.EndpointTaskOfValue
+		}
+		return applyItems(it, "endpoint task", decode, reset, e.putTask, e.removeTask)
 	}
 	return nil
 }
@@ -559,7 +563,7 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 	if set.GetMemberChanges() != nil {
 		s.hasPolicies = true
 	}
-	return wrap(s.members.apply(set.GetMemberChanges()))
+	return wrap(s.members.apply(set.GetMemberChanges(), set.GetTypedValues()))
 }
 
 // assignments is the state as the agent takes it: what a whole set of

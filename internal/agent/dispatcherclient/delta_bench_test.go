@@ -128,43 +128,61 @@ func BenchmarkEndpointTaskDeltaThenHandOver(b *testing.B) {
 // 20,000-task cluster follows it: each message replaces 50 policy
 // members across the services (50 put under new names, 50 removed),
 // and the agent takes a set after every message, or after every fourth
-// when it is busy with the last one. Reported per message.
+// when it is busy with the last one; the members' values as JSON or
+// typed (AssignmentsRequest.typed_values). Reported per message.
 func BenchmarkMembersRollOver(b *testing.B) {
-	for _, every := range []int{1, 4} {
-		b.Run(fmt.Sprintf("handover-every=%d", every), func(b *testing.B) {
-			s := benchState(b)
-			const perMessage = 50
-			var sets []*legionpb.AssignmentSet
-			for m := range 400 { // 20,000 members replaced
-				put, removed := map[string][]byte{}, []string(nil)
-				for j := range perMessage {
-					i := m*perMessage + j
-					svc, r := i%200, i/200
-					old := fmt.Sprintf("svc-%03d-%03d", svc, r)
-					name := fmt.Sprintf("svc-%03d-%03d-v2", svc, r)
-					put[itemKey("default", name)] = mustJSON(b, endpoints.Member{Namespace: "default", Task: name,
-						Service: fmt.Sprintf("svc-%03d", svc), IP: fmt.Sprintf("10.202.%d.%d", r, 2+svc), Node: "node-001"})
-					removed = append(removed, itemKey("default", old))
-				}
-				sets = append(sets, &legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Put: legionpb.ItemsPut(put), Removed: removed}})
+	for _, values := range []string{"json", "typed"} {
+		for _, every := range []int{1, 4} {
+			b.Run(fmt.Sprintf("values=%s/handover-every=%d", values, every), func(b *testing.B) {
+				benchMembersRollOver(b, values == "typed", every)
+			})
+		}
+	}
+}
+
+func benchMembersRollOver(b *testing.B, typed bool, every int) {
+	s := benchState(b)
+	const perMessage = 50
+	encode := func(m endpoints.Member) []byte { return mustJSON(b, m) }
+	if typed {
+		encode = func(m endpoints.Member) []byte {
+			data, err := legionpb.MemberValue(&m)
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				if i%len(sets) == 0 && i > 0 {
-					b.StopTimer()
-					s = benchState(b)
-					b.StartTimer()
-				}
-				if err := s.apply(sets[i%len(sets)]); err != nil {
-					b.Fatal(err)
-				}
-				if (i+1)%every == 0 {
-					if n := s.assignments().Policies.Members.Len(); n != 20000 {
-						b.Fatalf("%d members handed over", n)
-					}
-				}
+			return data
+		}
+	}
+	var sets []*legionpb.AssignmentSet
+	for m := range 400 { // 20,000 members replaced
+		put, removed := map[string][]byte{}, []string(nil)
+		for j := range perMessage {
+			i := m*perMessage + j
+			svc, r := i%200, i/200
+			old := fmt.Sprintf("svc-%03d-%03d", svc, r)
+			name := fmt.Sprintf("svc-%03d-%03d-v2", svc, r)
+			put[itemKey("default", name)] = encode(endpoints.Member{Namespace: "default", Task: name,
+				Service: fmt.Sprintf("svc-%03d", svc), IP: fmt.Sprintf("10.202.%d.%d", r, 2+svc), Node: "node-001"})
+			removed = append(removed, itemKey("default", old))
+		}
+		sets = append(sets, &legionpb.AssignmentSet{Delta: true, TypedValues: typed,
+			MemberChanges: &legionpb.Items{Put: legionpb.ItemsPut(put), Removed: removed}})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if i%len(sets) == 0 && i > 0 {
+			b.StopTimer()
+			s = benchState(b)
+			b.StartTimer()
+		}
+		if err := s.apply(sets[i%len(sets)]); err != nil {
+			b.Fatal(err)
+		}
+		if (i+1)%every == 0 {
+			if n := s.assignments().Policies.Members.Len(); n != 20000 {
+				b.Fatalf("%d members handed over", n)
 			}
-		})
+		}
 	}
 }

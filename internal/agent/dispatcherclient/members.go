@@ -77,12 +77,17 @@ func (s *memberSet) remove(key string) {
 	}
 }
 
-// apply takes the part's changes, decoding each member put.
-func (s *memberSet) apply(it *legionpb.Items) error {
+// apply takes the part's changes, decoding each member put: typed (in
+// the wire format) or JSON.
+func (s *memberSet) apply(it *legionpb.Items, typed bool) error {
 	if it == nil {
 		return nil
 	}
-	return applyItems(it, "policy member", decodeJSON[*endpoints.Member], func() { *s = memberSet{} }, s.set, s.remove)
+	decode := decodeJSON[*endpoints.Member]
+	if typed {
+		decode = legionpb.MemberOfValue
+	}
+	return applyItems(it, "policy member", decode, func() { *s = memberSet{} }, s.set, s.remove)
 }
 
 // list is the members in key order, sharing its chunks with the set

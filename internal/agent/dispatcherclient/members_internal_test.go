@@ -81,6 +81,12 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 		case 5, 6:
 			it := &legionpb.Items{Replace: rng.IntN(1000) == 0}
 			put := map[string][]byte{}
+			// Values as JSON, or typed in the wire format.
+			typed := rng.IntN(2) == 0
+			encode := func(m *endpoints.Member) ([]byte, error) { return json.Marshal(m) }
+			if typed {
+				encode = legionpb.MemberValue
+			}
 			if it.Replace {
 				clear(model)
 			}
@@ -91,7 +97,7 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 				}
 				if rng.IntN(3) > 0 {
 					m := member(k, i)
-					data, err := json.Marshal(m)
+					data, err := encode(m)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -103,7 +109,7 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 				}
 			}
 			it.Put = legionpb.ItemsPut(put)
-			if err := s.apply(it); err != nil {
+			if err := s.apply(it, typed); err != nil {
 				t.Fatal(err)
 			}
 			// Decoded members are new pointers: the model takes them.
