@@ -87,11 +87,11 @@ func TestTypedValuesOnlyWhenAsked(t *testing.T) {
 			t.Fatalf("node %s: typed values not said so", node)
 		}
 		m, tv := one(node+" typed members", set.MemberChanges), one(node+" typed endpoint tasks", set.EndpointTaskChanges)
-		gotM, err := legionpb.MemberOfValue(m.Value)
+		gotM, err := endpoints.MemberFromWire(m.Value)
 		if err != nil || *gotM != wantM || m.Key != pm.Key {
 			t.Fatalf("node %s: member %q %+v (%v), want %q %+v", node, m.Key, gotM, err, pm.Key, wantM)
 		}
-		gotT, err := legionpb.EndpointTaskOfValue(tv.Value)
+		gotT, err := endpoints.TaskFromWire(tv.Value)
 		if err != nil || gotT != wantT || tv.Key != pt.Key {
 			t.Fatalf("node %s: endpoint task %q %+v (%v), want %q %+v", node, tv.Key, gotT, err, pt.Key, wantT)
 		}

@@ -688,7 +688,7 @@ func (sh *sharedChanges) values(typed bool) (members, epTasks *legionpb.Items) {
 // typedItems is it with each JSON value decoded and encoded again in the
 // wire format: once per generation on the manager, for every node. A
 // value that does not decode (never one the cache made) is left out.
-func typedItems[T any](it *legionpb.Items, encode func(T) ([]byte, error)) *legionpb.Items {
+func typedItems[T any](it *legionpb.Items, encode func(T) []byte) *legionpb.Items {
 	if it == nil {
 		return nil
 	}
@@ -698,11 +698,7 @@ func typedItems[T any](it *legionpb.Items, encode func(T) ([]byte, error)) *legi
 		if err := jsonfast.Unmarshal(e.Value, &v); err != nil {
 			continue
 		}
-		data, err := encode(v)
-		if err != nil {
-			continue
-		}
-		out.Put = append(out.Put, &legionpb.Item{Key: e.Key, Value: data})
+		out.Put = append(out.Put, &legionpb.Item{Key: e.Key, Value: encode(v)})
 	}
 	return out
 }
@@ -729,10 +725,10 @@ func (c *viewCache) sharedSince(since uint64, apart, typed bool) *sharedChanges 
 		sh.endpoints, sh.whole = itemsOf(c.endpoints.since(since)), true
 	}
 	if typed && !sh.typedM {
-		sh.typedMembers, sh.typedM = typedItems(sh.members, legionpb.MemberValue), true
+		sh.typedMembers, sh.typedM = typedItems(sh.members, endpoints.MemberWire), true
 	}
 	if typed && apart && !sh.typedT {
-		sh.typedEpTasks, sh.typedT = typedItems(sh.epTasks, legionpb.EndpointTaskValue), true
+		sh.typedEpTasks, sh.typedT = typedItems(sh.epTasks, endpoints.TaskWire), true
 	}
 	return sh
 }

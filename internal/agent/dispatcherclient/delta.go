@@ -406,7 +406,7 @@ func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) error {
 		reset := func() { e.tasks, e.out = map[string]*keyed[endpoints.Task]{}, nil }
 		decode := decodeJSON[endpoints.Task]
 		if set.GetTypedValues() {
-			decode = legionpb.EndpointTaskOfValue
+			decode = endpoints.TaskFromWire
 		}
 		return applyItems(it, "endpoint task", decode, reset, e.putTask, e.removeTask)
 	}

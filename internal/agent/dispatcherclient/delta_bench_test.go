@@ -145,13 +145,7 @@ func benchMembersRollOver(b *testing.B, typed bool, every int) {
 	const perMessage = 50
 	encode := func(m endpoints.Member) []byte { return mustJSON(b, m) }
 	if typed {
-		encode = func(m endpoints.Member) []byte {
-			data, err := legionpb.MemberValue(&m)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return data
-		}
+		encode = func(m endpoints.Member) []byte { return endpoints.MemberWire(&m) }
 	}
 	var sets []*legionpb.AssignmentSet
 	for m := range 400 { // 20,000 members replaced

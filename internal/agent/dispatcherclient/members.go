@@ -85,7 +85,7 @@ func (s *memberSet) apply(it *legionpb.Items, typed bool) error {
 	}
 	decode := decodeJSON[*endpoints.Member]
 	if typed {
-		decode = legionpb.MemberOfValue
+		decode = endpoints.MemberFromWire
 	}
 	return applyItems(it, "policy member", decode, func() { *s = memberSet{} }, s.set, s.remove)
 }

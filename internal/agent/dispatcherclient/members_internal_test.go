@@ -85,7 +85,7 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 			typed := rng.IntN(2) == 0
 			encode := func(m *endpoints.Member) ([]byte, error) { return json.Marshal(m) }
 			if typed {
-				encode = legionpb.MemberValue
+				encode = func(m *endpoints.Member) ([]byte, error) { return endpoints.MemberWire(m), nil }
 			}
 			if it.Replace {
 				clear(model)
