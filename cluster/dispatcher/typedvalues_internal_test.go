@@ -2,10 +2,7 @@ package dispatcher
 
 import (
 	"testing"
-	"time"
 
-	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/endpoints"
 	"github.com/legionbsd/legion/internal/jsonfast"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -20,20 +17,8 @@ func TestTypedValuesOnlyWhenAsked(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
 	s, c, ctx := cacheOver(t, st)
-	put := func(o legion.Object) {
-		t.Helper()
-		if _, _, err := st.Put(ctx, o, store.WriteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	replicas := 1
-	svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
-		Metadata: legion.Metadata{Namespace: "shop", Name: "web"}}}
-	svc.Spec.Replicas = &replicas
-	put(svc)
+	svc, tk := webAndItsTask()
+	putSynced(t, ctx, st, c, svc)
 	plain := &streamState{node: "n0", endpointTasks: true}
 	typed := &streamState{node: "n1", endpointTasks: true, typedValues: true}
 	wired := &streamState{node: "n2", endpointTasks: true, typedValues: true, sharedWire: true}
@@ -42,13 +27,7 @@ func TestTypedValuesOnlyWhenAsked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	now := time.Now()
-	tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
-		Metadata: legion.Metadata{Namespace: "shop", Name: "web-1-1"}}}
-	tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: "web"}
-	tk.Spec.Node, tk.Spec.DesiredState, tk.Spec.Slot = "n0", legion.TaskRunning, 1
-	tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: "10.200.0.5", Started: &now}
-	put(tk)
+	putSynced(t, ctx, st, c, tk)
 
 	compose := func(ss *streamState) *legionpb.AssignmentSet {
 		t.Helper()

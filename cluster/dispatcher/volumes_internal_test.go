@@ -65,6 +65,34 @@ func cacheOver(t *testing.T, st *store.Store) (*Service, *viewCache, context.Con
 	return s, s.cacheOf(st), ctx
 }
 
+// webAndItsTask are the Service shop/web of one replica, and its task
+// web-1-1 running and ready on n0 at 10.200.0.5: a service to put before
+// the streams start, and what then changes the parts every node follows.
+func webAndItsTask() (*legion.Service, *legion.Task) {
+	replicas := 1
+	svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+		Metadata: legion.Metadata{Namespace: "shop", Name: "web"}}}
+	svc.Spec.Replicas = &replicas
+	now := time.Now()
+	tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+		Metadata: legion.Metadata{Namespace: "shop", Name: "web-1-1"}}}
+	tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: "web"}
+	tk.Spec.Node, tk.Spec.DesiredState, tk.Spec.Slot = "n0", legion.TaskRunning, 1
+	tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: "10.200.0.5", Started: &now}
+	return svc, tk
+}
+
+// putSynced writes o and waits until the cache took it.
+func putSynced(t *testing.T, ctx context.Context, st *store.Store, c *viewCache, o legion.Object) {
+	t.Helper()
+	if _, _, err := st.Put(ctx, o, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // openStoreWithHistory is openStore keeping history events for watches
 // (0: the store's default).
 func openStoreWithHistory(t *testing.T, history int) *store.Store {
@@ -79,20 +107,8 @@ func TestSharedChangesAreWorkedOutOncePerGeneration(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
 	s, c, ctx := cacheOver(t, st)
-	put := func(o legion.Object) {
-		t.Helper()
-		if _, _, err := st.Put(ctx, o, store.WriteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.sync(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	replicas := 1
-	svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
-		Metadata: legion.Metadata{Namespace: "shop", Name: "web"}}}
-	svc.Spec.Replicas = &replicas
-	put(svc)
+	svc, tk := webAndItsTask()
+	putSynced(t, ctx, st, c, svc)
 	const nodes = 8
 	streams := make([]*streamState, nodes)
 	for i := range streams {
@@ -105,13 +121,7 @@ func TestSharedChangesAreWorkedOutOncePerGeneration(t *testing.T) {
 	c.mu.Lock()
 	built := c.sharedBuilt
 	c.mu.Unlock()
-	now := time.Now()
-	tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
-		Metadata: legion.Metadata{Namespace: "shop", Name: "web-1-1"}}}
-	tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: "web"}
-	tk.Spec.Node, tk.Spec.DesiredState = "n0", legion.TaskRunning
-	tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: "10.200.0.5", Started: &now}
-	put(tk)
+	putSynced(t, ctx, st, c, tk)
 	var first *legionpb.Items
 	var firstSet *legionpb.AssignmentSet
 	var wire []byte

@@ -20,16 +20,7 @@ func BenchmarkWrites(b *testing.B) {
 	for _, managers := range []int{1, 3} {
 		for _, clients := range []int{1, 64} {
 			b.Run(fmt.Sprintf("managers=%d/clients=%d", managers, clients), func(b *testing.B) {
-				var ms []*manager
-				if managers == 1 {
-					ms = []*manager{newManager(b)}
-					initCluster(b, ms[0])
-				} else {
-					ms, _ = threeManagers(b)
-				}
-				defer stopAll(ms)
-				lead := leaderOf(b, ms)
-				c := adminClient(b, lead.addr, ms[0].dir)
+				c := benchCluster(b, managers)
 				ctx := context.Background()
 				var n atomic.Int64
 				b.ResetTimer()
@@ -64,6 +55,21 @@ func BenchmarkWrites(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchCluster starts a cluster of one manager or three, stopped when
+// the benchmark ends, and returns an admin client of its leader.
+func benchCluster(b *testing.B, managers int) *client.Client {
+	b.Helper()
+	var ms []*manager
+	if managers == 1 {
+		ms = []*manager{newManager(b)}
+		initCluster(b, ms[0])
+	} else {
+		ms, _ = threeManagers(b)
+	}
+	b.Cleanup(func() { stopAll(ms) })
+	return adminClient(b, leaderOf(b, ms).addr, ms[0].dir)
 }
 
 // BenchmarkWatchDelivery measures how fast one manager delivers each
@@ -139,16 +145,7 @@ func BenchmarkApplyOfMany(b *testing.B) {
 	const objects = 50
 	for _, managers := range []int{1, 3} {
 		b.Run(fmt.Sprintf("managers=%d/objects=%d", managers, objects), func(b *testing.B) {
-			var ms []*manager
-			if managers == 1 {
-				ms = []*manager{newManager(b)}
-				initCluster(b, ms[0])
-			} else {
-				ms, _ = threeManagers(b)
-			}
-			defer stopAll(ms)
-			lead := leaderOf(b, ms)
-			c := adminClient(b, lead.addr, ms[0].dir)
+			c := benchCluster(b, managers)
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
