@@ -198,13 +198,7 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 			}
 		}
 		if !wired {
-			members, epTasks := sh.values(ss.typedValues)
-			if ss.endpointTasks {
-				set.EndpointServiceChanges, set.EndpointTaskChanges = sh.epHeads, epTasks
-			} else {
-				set.EndpointChanges = sh.endpoints
-			}
-			set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.peers, sh.routes, members
+			sh.fill(set, ss.endpointTasks, ss.typedValues)
 		}
 		if c.rulesGen > ss.gen {
 			set.PolicyRules = c.rules

@@ -658,13 +658,8 @@ func wireIndex(apart, typed bool) int {
 func (sh *sharedChanges) encode(apart, typed bool) ([]byte, error) {
 	i := wireIndex(apart, typed)
 	if !sh.encoded[i] {
-		m := &legionpb.AssignmentSet{PeerChanges: sh.peers, RouteChanges: sh.routes}
-		m.MemberChanges, m.EndpointTaskChanges = sh.values(typed)
-		if apart {
-			m.EndpointServiceChanges = sh.epHeads
-		} else {
-			m.EndpointChanges, m.EndpointTaskChanges = sh.endpoints, nil
-		}
+		m := &legionpb.AssignmentSet{}
+		sh.fill(m, apart, typed)
 		data, err := proto.Marshal(m)
 		if err != nil {
 			return nil, err
@@ -677,12 +672,20 @@ func (sh *sharedChanges) encode(apart, typed bool) ([]byte, error) {
 	return sh.wire[i], nil
 }
 
-// values are the member and endpoint task changes, typed or JSON.
-func (sh *sharedChanges) values(typed bool) (members, epTasks *legionpb.Items) {
+// fill puts the changes in set's fields, in the shape asked for: the
+// endpoints whole or apart, the members' and endpoint tasks' values typed
+// or JSON.
+func (sh *sharedChanges) fill(set *legionpb.AssignmentSet, apart, typed bool) {
+	members, epTasks := sh.members, sh.epTasks
 	if typed {
-		return sh.typedMembers, sh.typedEpTasks
+		members, epTasks = sh.typedMembers, sh.typedEpTasks
 	}
-	return sh.members, sh.epTasks
+	set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.peers, sh.routes, members
+	if apart {
+		set.EndpointServiceChanges, set.EndpointTaskChanges = sh.epHeads, epTasks
+	} else {
+		set.EndpointChanges = sh.endpoints
+	}
 }
 
 // typedItems is it with each JSON value decoded and encoded again in the

@@ -14,6 +14,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// soloCluster starts a cluster of one manager, stopped at the test's end,
+// and returns its admin client and its store.
+func soloCluster(t *testing.T) (*client.Client, *store.Store) {
+	t.Helper()
+	m := newManager(t)
+	t.Cleanup(m.stop)
+	return initCluster(t, m), m.s.Store()
+}
+
 // An apply's writes are proposed together: on a busy cluster each write
 // waits behind the others in the log, and an apply that waited once per
 // object took as many waits as it had objects. They share the log's
@@ -21,11 +30,8 @@ import (
 // before.
 func TestApplyProposesItsWritesTogether(t *testing.T) {
 	t.Parallel()
-	m := newManager(t)
-	defer m.stop()
-	c := initCluster(t, m)
+	c, st := soloCluster(t)
 	ctx := context.Background()
-	st := m.s.Store()
 
 	const count = 64
 	objs := []legion.Object{configObj("", "kept", "x")}
@@ -67,11 +73,8 @@ func TestApplyProposesItsWritesTogether(t *testing.T) {
 // many were applied.
 func TestApplyStopsAtANamedVersion(t *testing.T) {
 	t.Parallel()
-	m := newManager(t)
-	defer m.stop()
-	initCluster(t, m)
+	_, st := soloCluster(t)
 	ctx := context.Background()
-	st := m.s.Store()
 
 	stale := uint64(1)
 	items := []applyItem{
@@ -101,11 +104,8 @@ func TestApplyStopsAtANamedVersion(t *testing.T) {
 // applyOne does, while the rest of its run is written together.
 func TestApplyWritesAgainWhatLostARace(t *testing.T) {
 	t.Parallel()
-	m := newManager(t)
-	defer m.stop()
-	initCluster(t, m)
+	_, st := soloCluster(t)
 	ctx := context.Background()
-	st := m.s.Store()
 
 	read, _, err := st.Put(ctx, configObj("default", "raced", "a"), store.WriteOptions{})
 	if err != nil {

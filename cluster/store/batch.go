@@ -71,15 +71,12 @@ func (s *Store) PutAllInPlace(ctx context.Context, puts []Put) (prevs []legion.O
 	cmds := make([]*command, len(puts))
 	encoded := make([][]byte, len(puts))
 	for i, p := range puts {
-		c, err := s.putCommand(opPut, p.Object, p.Options)
+		c, err := putCommand(opPut, p.Object, p.Options)
 		if err != nil {
 			return nil, nil, err
 		}
-		data, err := c.encode()
+		data, err := c.entry()
 		if err != nil {
-			return nil, nil, err
-		}
-		if err := checkEntry(c, data); err != nil {
 			return nil, nil, err
 		}
 		cmds[i], encoded[i] = c, data
@@ -91,18 +88,9 @@ func (s *Store) PutAllInPlace(ctx context.Context, puts []Put) (prevs []legion.O
 			continue
 		}
 		prevs[i] = r.prev
-		if r.err != nil {
-			continue
+		if r.err == nil {
+			errs[i] = r.storedInto(puts[i].Object, puts[i].Options)
 		}
-		o, opts := puts[i].Object, puts[i].Options
-		if opts.KeepStatus && r.prev != nil {
-			if err := copyPart(o.StatusPtr(), r.prev.StatusPtr()); err != nil {
-				errs[i] = err
-				continue
-			}
-		}
-		m := o.GetMetadata()
-		m.Version, m.UID, m.Generation = r.version, r.uid, r.generation
 	}
 	return prevs, errs, nil
 }
@@ -160,35 +148,16 @@ func (s *Store) proposeAll(ctx context.Context, entries [][]byte, errs []error, 
 }
 
 func encodeWrite(w *Write) ([]byte, error) {
-	o := w.Object
-	m := o.GetMetadata()
-	c := &command{Kind: o.GetKind(), Namespace: m.Namespace, Name: m.Name,
-		MustNotExist: w.Options.Precondition.MustNotExist, Version: w.Options.Precondition.Version,
-		Requires: w.Requires}
-	if w.Delete {
-		c.Op = opDelete
-	} else {
-		if m.Name == "" {
-			return nil, fmt.Errorf("%s: metadata.name: missing", o.GetKind())
-		}
-		if o.GetKind().Namespaced() != (m.Namespace != "") {
-			return nil, fmt.Errorf("%s %s: metadata.namespace: a namespaced kind needs one, a cluster-scoped kind has none", o.GetKind(), m.Name)
-		}
-		data, err := legion.MarshalJSON(o)
-		if err != nil {
+	c := &command{Op: opDelete, Kind: w.Object.GetKind(), Namespace: w.Object.GetMetadata().Namespace, Name: w.Object.GetMetadata().Name,
+		MustNotExist: w.Options.Precondition.MustNotExist, Version: w.Options.Precondition.Version}
+	if !w.Delete {
+		var err error
+		if c, err = putCommand(opPut, w.Object, w.Options); err != nil {
 			return nil, err
 		}
-		c.Op, c.Object, c.KeepStatus = opPut, data, w.Options.KeepStatus
 	}
-	data, err := c.encode()
-	if err != nil {
-		return nil, err
-	}
-	// Every entry is held to MaxEntry, whichever path proposes it.
-	if err := checkEntry(c, data); err != nil {
-		return nil, err
-	}
-	return data, nil
+	c.Requires = w.Requires
+	return c.entry()
 }
 
 // checkRequires refuses a command whose required objects are gone or were

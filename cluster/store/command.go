@@ -79,6 +79,19 @@ func (c *command) encode() ([]byte, error) {
 	return append(out, rest[1:]...), nil
 }
 
+// entry is the command as the log entry every path proposes: encoded,
+// and held to MaxEntry.
+func (c *command) entry() ([]byte, error) {
+	data, err := c.encode()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEntry(c, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
 // decodeCommand reads a log entry's command. A write encode made with
 // its object first has the object taken as it lies (it is decoded once,
 // by the state machine, which refuses it if it is not JSON) and the rest

@@ -500,7 +500,7 @@ func (s *Store) Put(ctx context.Context, o legion.Object, opts WriteOptions) (ob
 // stored object again (Put's first result), which a writer that built
 // the object has no need for.
 func (s *Store) PutInPlace(ctx context.Context, o legion.Object, opts WriteOptions) (prev legion.Object, err error) {
-	c, err := s.putCommand(opPut, o, opts)
+	c, err := putCommand(opPut, o, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -511,14 +511,20 @@ func (s *Store) PutInPlace(ctx context.Context, o legion.Object, opts WriteOptio
 	if r.err != nil {
 		return r.prev, r.err
 	}
+	return r.prev, r.storedInto(o, opts)
+}
+
+// storedInto makes o, written with opts, the object this result stored:
+// its metadata, and with KeepStatus the status kept.
+func (r *result) storedInto(o legion.Object, opts WriteOptions) error {
 	if opts.KeepStatus && r.prev != nil {
 		if err := copyPart(o.StatusPtr(), r.prev.StatusPtr()); err != nil {
-			return r.prev, err
+			return err
 		}
 	}
 	m := o.GetMetadata()
 	m.Version, m.UID, m.Generation = r.version, r.uid, r.generation
-	return r.prev, nil
+	return nil
 }
 
 // PutStatus replaces a stored object's status only: its labels, spec and
@@ -541,7 +547,7 @@ func (s *Store) Delete(ctx context.Context, kind legion.Kind, namespace, name st
 }
 
 func (s *Store) write(ctx context.Context, o op, obj legion.Object, opts WriteOptions) (legion.Object, legion.Object, error) {
-	c, err := s.putCommand(o, obj, opts)
+	c, err := putCommand(o, obj, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -557,7 +563,7 @@ func (s *Store) write(ctx context.Context, o op, obj legion.Object, opts WriteOp
 }
 
 // putCommand is the command that writes obj.
-func (s *Store) putCommand(o op, obj legion.Object, opts WriteOptions) (*command, error) {
+func putCommand(o op, obj legion.Object, opts WriteOptions) (*command, error) {
 	m := obj.GetMetadata()
 	if m.Name == "" {
 		return nil, fmt.Errorf("%s: metadata.name: missing", obj.GetKind())
@@ -574,11 +580,8 @@ func (s *Store) putCommand(o op, obj legion.Object, opts WriteOptions) (*command
 }
 
 func (s *Store) apply(ctx context.Context, c *command) (*result, error) {
-	data, err := c.encode()
+	data, err := c.entry()
 	if err != nil {
-		return nil, err
-	}
-	if err := checkEntry(c, data); err != nil {
 		return nil, err
 	}
 	if err := s.roomForWrites(len(data)); err != nil {
