@@ -2,11 +2,11 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/jsonfast"
 )
 
 // Requirement names an object that must exist when a write applies, or
@@ -176,7 +176,7 @@ func checkRequires(b *batchWriter, c *command) error {
 				UID string `json:"uid"`
 			} `json:"metadata"`
 		}
-		if err := json.Unmarshal(raw, &m); err != nil {
+		if err := jsonfast.Unmarshal(raw, &m); err != nil {
 			return fmt.Errorf("%s %s: reading required %s %s: %w", c.Kind, displayKey(c), r.Kind, requiredName(r), err)
 		}
 		if m.Metadata.UID != r.UID {

@@ -220,3 +220,62 @@ func BenchmarkDecodeCommand(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyCommand is what each replica's state machine pays, on the
+// goroutine every write of the cluster waits for, to apply an agent's
+// report of a task's status and a controller's creation of a task that
+// requires its Service: the two writes a rollout makes most of.
+func BenchmarkApplyCommand(b *testing.B) {
+	svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+		Metadata: legion.Metadata{Namespace: "default", Name: "web", UID: "00000000-0000-4000-8000-000000000001", Version: 1}}}
+	replicas := 100
+	svc.Spec.Replicas = &replicas
+	svc.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example.org/web@sha256:" + strings.Repeat("a", 64),
+		Command: []string{"/bin/web", "--listen", ":8080"}, Env: []legion.EnvVar{{Name: "MODE", Value: "production"}}}}
+	svc.Status.Spec = &svc.Spec
+	task := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+		Metadata: legion.Metadata{Namespace: "default", Name: "web.1-abcdef", Labels: map[string]string{"app": "web"}}}}
+	task.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: "web"}
+	task.Spec.Pod = svc.Spec.Pod
+	task.Spec.Node, task.Spec.Slot, task.Spec.DesiredState = "node-017", 1, legion.TaskRunning
+	stored := func(o legion.Object) []byte {
+		data, err := legion.MarshalJSON(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return data
+	}
+	report := legion.Clone(task).(*legion.Task)
+	report.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: "10.0.3.17", Message: "started"}
+	svcKey, taskKey := legion.Key(legion.KindService, "default", "web"), legion.Key(legion.KindTask, "default", task.Metadata.Name)
+	for _, tc := range []struct {
+		name string
+		c    command
+	}{
+		{"status", command{Op: opStatus, Kind: legion.KindTask, Namespace: "default", Name: task.Metadata.Name, Object: stored(report)}},
+		{"create-requiring-owner", command{Op: opPut, Kind: legion.KindTask, Namespace: "default", Name: task.Metadata.Name,
+			MustNotExist: true, Object: stored(task),
+			Requires: []Requirement{{Kind: legion.KindService, Namespace: "default", Name: "web", UID: svc.Metadata.UID}}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var kinds []string
+			w := &batchWriter{d: map[string][]byte{svcKey: stored(svc)}, kinds: &kinds}
+			// The task as stored before each write: there for the status,
+			// a deleted key (nil) for the creation.
+			var before []byte
+			if tc.c.Op == opStatus {
+				before = stored(task)
+			}
+			index := uint64(2)
+			for b.Loop() {
+				w.d[taskKey] = before
+				r, ev := applyCommand(w, &tc.c, index)
+				if r.err != nil || ev == nil {
+					b.Fatalf("applying: %v", r.err)
+				}
+				index++
+			}
+		})
+	}
+}

@@ -158,7 +158,7 @@ type Precondition struct {
 // result is what the state machine answers for one command.
 type result struct {
 	obj  legion.Object // the object written (or deleted); see object
-	prev legion.Object // what was there before, if anything
+	prev legion.Object // what a put or a refused write found there, if anything
 	err  error
 	// data is the object written, as stored, when obj is left for the
 	// writer to decode (object).

@@ -93,81 +93,79 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 
 func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 	key := []byte(c.key())
-	var prev legion.Object
+	// cur is the stored object, decoded once: a status write or a delete
+	// makes it the object written (their writers never ask what was there
+	// before: result.prev is for puts and refused writes). Raft applies
+	// on one goroutine, which every write of the cluster waits for.
+	var cur legion.Object
 	prevRaw := b.get(key)
 	if prevRaw != nil {
 		o, err := decodeObject(c.Kind, prevRaw)
 		if err != nil {
 			return &result{err: fmt.Errorf("%s: decoding stored object: %w", key, err)}, nil
 		}
-		prev = o
+		cur = o
 	}
-	if c.MustNotExist && prev != nil {
-		return &result{prev: prev, err: fmt.Errorf("%s %s: %w", c.Kind, displayKey(c), ErrExists)}, nil
+	if c.MustNotExist && cur != nil {
+		return &result{prev: cur, err: fmt.Errorf("%s %s: %w", c.Kind, displayKey(c), ErrExists)}, nil
 	}
 	if c.Version != 0 {
 		switch {
-		case prev == nil:
+		case cur == nil:
 			return &result{err: fmt.Errorf("%s %s: expected version %d, found none: %w", c.Kind, displayKey(c), c.Version, ErrConflict)}, nil
-		case prev.GetMetadata().Version != c.Version:
-			return &result{prev: prev, err: fmt.Errorf("%s %s: expected version %d, found %d: %w",
-				c.Kind, displayKey(c), c.Version, prev.GetMetadata().Version, ErrConflict)}, nil
+		case cur.GetMetadata().Version != c.Version:
+			return &result{prev: cur, err: fmt.Errorf("%s %s: expected version %d, found %d: %w",
+				c.Kind, displayKey(c), c.Version, cur.GetMetadata().Version, ErrConflict)}, nil
 		}
 	}
 	if err := checkRequires(b, c); err != nil {
-		return &result{prev: prev, err: err}, nil
+		return &result{prev: cur, err: err}, nil
 	}
+	r := &result{}
+	var obj legion.Object
 	switch c.Op {
 	case opDelete:
-		if prev == nil {
+		if cur == nil {
 			return &result{err: fmt.Errorf("%s %s: %w", c.Kind, displayKey(c), ErrNotFound)}, nil
 		}
 		b.del(key)
-		gone, err := decodeObject(c.Kind, prevRaw) // a copy of prev, for the event
+		cur.GetMetadata().Version = index
+		r.obj = cur
+		return r, &Event{Type: Deleted, Version: index, Object: cur, memo: &memo{}}
+	case opStatus:
+		if cur == nil {
+			return &result{err: fmt.Errorf("%s %s: status write: %w", c.Kind, displayKey(c), ErrNotFound)}, nil
+		}
+		// Only the command's status counts: the rest of it is not decoded.
+		if err := decodeStatus(c.Object, cur.StatusPtr()); err != nil {
+			return &result{err: fmt.Errorf("decoding %s status: %w", c.Kind, err)}, nil
+		}
+		obj = cur
+	case opPut:
+		in, err := decodeObject(c.Kind, c.Object)
 		if err != nil {
 			return &result{err: err}, nil
 		}
-		gone.GetMetadata().Version = index
-		return &result{obj: gone, prev: prev}, &Event{Type: Deleted, Version: index, Object: gone, memo: &memo{}}
-	case opPut, opStatus:
-	default:
-		return &result{err: fmt.Errorf("unknown command %q", c.Op)}, nil
-	}
-	in, err := decodeObject(c.Kind, c.Object)
-	if err != nil {
-		return &result{err: err}, nil
-	}
-	var obj legion.Object
-	switch {
-	case c.Op == opStatus:
-		if prev == nil {
-			return &result{err: fmt.Errorf("%s %s: status write: %w", c.Kind, displayKey(c), ErrNotFound)}, nil
-		}
-		if obj, err = decodeObject(c.Kind, prevRaw); err != nil { // a copy of prev
-			return &result{err: err}, nil
-		}
-		if err := copyPart(obj.StatusPtr(), in.StatusPtr()); err != nil {
-			return &result{err: err}, nil
-		}
-	default:
-		obj = in
-		if c.KeepStatus && prev != nil {
-			if err := copyPart(obj.StatusPtr(), prev.StatusPtr()); err != nil {
+		if c.KeepStatus && cur != nil {
+			if err := copyPart(in.StatusPtr(), cur.StatusPtr()); err != nil {
 				return &result{err: err}, nil
 			}
 		}
+		r.prev, obj = cur, in
+	default:
+		return &result{err: fmt.Errorf("unknown command %q", c.Op)}, nil
 	}
 	m := obj.GetMetadata()
 	m.Name, m.Namespace = c.Name, c.Namespace
 	m.Version = index
-	if prev == nil {
+	if cur == nil {
 		m.UID = uidFromIndex(index)
 		m.Generation = 1
-	} else {
-		pm := prev.GetMetadata()
+	} else if obj != cur {
+		pm := cur.GetMetadata()
 		m.UID = pm.UID
 		m.Generation = pm.Generation
-		if c.Op == opPut && !sameJSON(obj.SpecPtr(), prev.SpecPtr()) {
+		if !sameJSON(obj.SpecPtr(), cur.SpecPtr()) {
 			m.Generation++
 		}
 	}
@@ -177,15 +175,35 @@ func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 	}
 	b.put(key, data)
 	t := Added
-	if prev != nil {
+	if prevRaw != nil {
 		t = Modified
 	}
 	// obj, made here from the command's bytes, goes to the watchers; the
 	// writer gets its own copy, decoded from data on its own goroutine
-	// (result.object): raft applies on one goroutine, which every write
-	// of the cluster waits for.
-	return &result{kind: c.Kind, data: data, prev: prev, version: m.Version, uid: m.UID, generation: m.Generation},
-		&Event{Type: t, Version: index, Object: obj, memo: &memo{}}
+	// (result.object).
+	r.kind, r.data, r.version, r.uid, r.generation = c.Kind, data, m.Version, m.UID, m.Generation
+	return r, &Event{Type: t, Version: index, Object: obj, memo: &memo{}}
+}
+
+// decodeStatus decodes only the status of an object's JSON into dst (the
+// status of the object written, nil for a kind without one), replacing
+// what dst held: fields the JSON leaves out must not keep old values.
+func decodeStatus(data []byte, dst any) error {
+	if dst == nil {
+		return nil
+	}
+	var part struct {
+		Status json.RawMessage `json:"status"`
+	}
+	if err := jsonfast.Unmarshal(data, &part); err != nil {
+		return err
+	}
+	v := reflect.ValueOf(dst).Elem()
+	v.Set(reflect.Zero(v.Type()))
+	if len(part.Status) == 0 {
+		return nil
+	}
+	return jsonfast.Unmarshal(part.Status, dst)
 }
 
 // decodeObject decodes an object of a known kind in one pass over its

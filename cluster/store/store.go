@@ -490,7 +490,15 @@ type WriteOptions struct {
 // status, with KeepStatus). It returns the object as stored, and what was
 // there before (nil when it is new).
 func (s *Store) Put(ctx context.Context, o legion.Object, opts WriteOptions) (obj, prev legion.Object, err error) {
-	return s.write(ctx, opPut, o, opts)
+	r, err := s.write(ctx, opPut, o, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if r.err != nil {
+		return nil, r.prev, r.err
+	}
+	obj, err = r.object()
+	return obj, r.prev, err
 }
 
 // PutInPlace writes o as Put does and, once it is applied, makes o the
@@ -530,8 +538,14 @@ func (r *result) storedInto(o legion.Object, opts WriteOptions) error {
 // PutStatus replaces a stored object's status only: its labels, spec and
 // generation stay.
 func (s *Store) PutStatus(ctx context.Context, o legion.Object, pre Precondition) (legion.Object, error) {
-	obj, _, err := s.write(ctx, opStatus, o, WriteOptions{Precondition: pre})
-	return obj, err
+	r, err := s.write(ctx, opStatus, o, WriteOptions{Precondition: pre})
+	if err != nil {
+		return nil, err
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.object()
 }
 
 // Delete removes an object and returns it as it was, at the deleting
@@ -546,20 +560,14 @@ func (s *Store) Delete(ctx context.Context, kind legion.Kind, namespace, name st
 	return r.obj, r.err
 }
 
-func (s *Store) write(ctx context.Context, o op, obj legion.Object, opts WriteOptions) (legion.Object, legion.Object, error) {
+// write applies the command that writes obj and returns the state
+// machine's answer (whose err says whether the write itself was refused).
+func (s *Store) write(ctx context.Context, o op, obj legion.Object, opts WriteOptions) (*result, error) {
 	c, err := putCommand(o, obj, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	r, err := s.apply(ctx, c)
-	if err != nil {
-		return nil, nil, err
-	}
-	if r.err != nil {
-		return nil, r.prev, r.err
-	}
-	written, err := r.object()
-	return written, r.prev, err
+	return s.apply(ctx, c)
 }
 
 // putCommand is the command that writes obj.
