@@ -88,15 +88,25 @@ type Counts struct {
 	ReadAtVer uint64
 }
 
-// add counts one task in, as asked for tag and nodes.
-func (c *Counts) add(s taskState, tag string, nodes map[string]bool) {
+// imageAt is the image counted at tag: any ("") for no tag. Worked out
+// once per count, not per task: a count at 20,000 tasks every poll shares
+// the cores with the cluster it measures.
+func imageAt(tag string) string {
+	if tag == "" {
+		return ""
+	}
+	return imageOf(tag)
+}
+
+// add counts one task in, as asked for image (imageAt) and nodes.
+func (c *Counts) add(s taskState, image string, nodes map[string]bool) {
 	if !s.running {
 		c.Other++
 		return
 	}
 	c.Running++
 	c.PerNode[s.node]++
-	if tag == "" || s.image == imageOf(tag) {
+	if image == "" || s.image == image {
 		c.AtTag++
 	}
 	if nodes == nil || nodes[s.node] {
@@ -114,9 +124,9 @@ func (h *Harness) Count(tag string, nodes map[string]bool) (Counts, error) {
 	if err != nil {
 		return Counts{}, err
 	}
-	c := Counts{PerNode: map[string]int{}, ReadAtVer: at}
+	c, image := Counts{PerNode: map[string]int{}, ReadAtVer: at}, imageAt(tag)
 	for _, o := range objs {
-		c.add(stateOf(o.(*legion.Task)), tag, nodes)
+		c.add(stateOf(o.(*legion.Task)), image, nodes)
 	}
 	return c, nil
 }

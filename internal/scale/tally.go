@@ -136,9 +136,10 @@ func (y *tally) counts(tag string, nodes map[string]bool) (c Counts, ok bool) {
 	if !y.synced {
 		return Counts{}, false
 	}
-	c.PerNode = map[string]int{}
+	c.PerNode = make(map[string]int, len(y.h.Agents))
+	image := imageAt(tag)
 	for _, s := range y.tasks {
-		c.add(s, tag, nodes)
+		c.add(s, image, nodes)
 	}
 	return c, true
 }
