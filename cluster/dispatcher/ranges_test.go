@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -54,4 +55,43 @@ spec:
 		t.Fatalf("manifest: %v", err)
 	}
 	return objs[0]
+}
+
+// The VIPs of many services applied at once are written together: one
+// commit for all of them, not one each, and no two alike.
+func TestVIPsOfManyServicesAreWrittenTogether(t *testing.T) {
+	t.Parallel()
+	m := dispatchertest.Start(t)
+	const n = 40
+	for i := range n {
+		s := mustService(t).(*legion.Service)
+		s.Metadata.Name = fmt.Sprintf("web-%02d", i)
+		put(t, m.Store, s)
+	}
+	appends, _ := m.Store.LogAppends()
+	if err := leader.AllocateVIPs(context.Background(), m.Store); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := m.Store.LogAppends()
+	if got := after - appends; got > n/4 {
+		t.Errorf("allocating %d VIPs took %d log appends: written one at a time", n, got)
+	}
+	objs, _, err := m.Store.List(legion.KindService, "default", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, o := range objs {
+		s := o.(*legion.Service)
+		vip := s.Status.VIP
+		if _, err := netip.ParseAddr(vip); err != nil {
+			t.Errorf("service %s: VIP %q", s.Metadata.Name, vip)
+		} else if other, ok := seen[vip]; ok {
+			t.Errorf("services %s and %s share the VIP %s", other, s.Metadata.Name, vip)
+		}
+		seen[vip] = s.Metadata.Name
+	}
+	if len(objs) != n {
+		t.Errorf("%d services listed, want %d", len(objs), n)
+	}
 }

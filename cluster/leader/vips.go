@@ -13,8 +13,11 @@ import (
 )
 
 // AllocateVIPs gives every VIP-mode service without one the lowest free
-// address of the cluster's service range, recorded in its status. The leader runs
-// it; a write that lost a race is tried again on the next change.
+// address of the cluster's service range, recorded in its status. The
+// leader runs it; a write that lost a race is tried again on the next
+// change. The addresses of one call go to the log together: an apply of
+// many services would otherwise wait out one commit per service, and
+// each service's endpoints would change at every node once per commit.
 func AllocateVIPs(ctx context.Context, st *store.Store) error {
 	objs, _, err := st.List(legion.KindService, "", nil)
 	if err != nil {
@@ -35,19 +38,28 @@ func AllocateVIPs(ctx context.Context, st *store.Store) error {
 			need = append(need, s)
 		}
 	}
+	var writes []store.Write
+	var failed error
 	for _, s := range need {
 		key := s.Metadata.Namespace + "/" + s.Metadata.Name
 		a, err := plan.AssignVIP(assigned, key)
 		if err != nil {
-			return fmt.Errorf("service %s: %w", key, err)
+			failed = fmt.Errorf("service %s: %w", key, err)
+			break
 		}
 		s.Status.VIP = a.String()
-		if _, err := st.PutStatus(ctx, s, store.Precondition{Version: s.Metadata.Version}); err != nil && !errors.Is(err, store.ErrConflict) {
-			return err
-		}
+		// The service as read, at its version: only its status differs.
+		writes = append(writes, store.Write{Object: s, Options: store.WriteOptions{Precondition: store.Precondition{Version: s.Metadata.Version}}})
 		assigned[key] = a
 	}
-	return nil
+	if len(writes) > 0 {
+		for _, err := range st.WriteAll(ctx, writes) {
+			if err != nil && !errors.Is(err, store.ErrConflict) && failed == nil {
+				failed = err
+			}
+		}
+	}
+	return failed
 }
 
 // RunVIPAllocator allocates VIPs after every change to services, until
