@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/pem"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -151,22 +152,20 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 	tasksChanged := whole || tp != nil && tp.changed(ss.gen)
 	redoValues := tasksChanged || c.valuesGen > ss.gen || c.nodesGen > ss.gen || c.routesP.changed(ss.gen)
 	redoVolumes := tasksChanged || c.volumesGen > ss.gen
+	// The node's tasks, in no order: what is worked out from them (its
+	// values and volumes) is keyed. Every stream whose node's tasks
+	// changed does this at each publication, so nothing here is sorted.
 	var tasks []*legion.Task
-	if redoValues || redoVolumes {
-		if tp != nil {
-			for k := range tp.items {
-				tasks = append(tasks, c.tasks[k])
-			}
+	if (redoValues || redoVolumes) && tp != nil {
+		tasks = make([]*legion.Task, 0, len(tp.items))
+		for k := range tp.items {
+			tasks = append(tasks, c.tasks[k])
 		}
-		sort.Slice(tasks, func(i, j int) bool {
-			a, b := tasks[i].Metadata, tasks[j].Metadata
-			return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
-		})
 	}
 	var tlsRoutes []*legion.Route
 	serveHTTPS := false
 	if redoValues {
-		serveHTTPS = mayServeHTTPS(sortedValues(c.nodes), ss.node)
+		serveHTTPS = mayServeHTTPS(maps.Values(c.nodes), ss.node)
 		for _, r := range sortedValues(c.routes) {
 			if r.Spec.TLS != nil && r.Spec.TLS.Secret != "" {
 				tlsRoutes = append(tlsRoutes, r)

@@ -1,6 +1,8 @@
 package dispatcher
 
 import (
+	"iter"
+	"slices"
 	"sort"
 
 	"github.com/legionbsd/legion"
@@ -81,7 +83,7 @@ func ReadView(st *store.Store, node string) (View, error) {
 		return View{}, err
 	}
 	v.Routes = endpoints.ComputeRoutes(routes, v.Endpoints)
-	if mayServeHTTPS(nodes, node) {
+	if mayServeHTTPS(slices.Values(nodes), node) {
 		for _, r := range v.Routes {
 			if r.TLSSecret == "" {
 				continue
@@ -107,9 +109,9 @@ func ReadView(st *store.Store, node string) (View, error) {
 
 // mayServeHTTPS: every node reads the routes' certificates until one is
 // labelled legion.ingress=true; then only labelled ones do.
-func mayServeHTTPS(nodes []*legion.Node, node string) bool {
+func mayServeHTTPS(nodes iter.Seq[*legion.Node], node string) bool {
 	any := false
-	for _, n := range nodes {
+	for n := range nodes {
 		if n.Metadata.Labels[IngressLabel] == "true" {
 			if n.Metadata.Name == node {
 				return true
