@@ -403,14 +403,86 @@ func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) error {
 		}
 	}
 	if it := set.GetEndpointTaskChanges(); it != nil {
-		reset := func() { e.tasks, e.out = map[string]*keyed[endpoints.Task]{}, nil }
 		decode := decodeJSON[endpoints.Task]
 		if set.GetTypedValues() {
 			decode = endpoints.TaskFromWire
 		}
-		return applyItems(it, "endpoint task", decode, reset, e.putTask, e.removeTask)
+		keys, vals, err := decodeItems(it, "endpoint task", decode)
+		if err != nil {
+			return err
+		}
+		if it.GetReplace() {
+			e.tasks, e.out = map[string]*keyed[endpoints.Task]{}, nil
+		}
+		e.putTasks(keys, vals)
+		e.removeTasks(it.GetRemoved())
 	}
 	return nil
+}
+
+// byService calls fn with each run of keys (of endpoint tasks, in order)
+// of one service: the service's key, the run's bounds, and the tasks'
+// names. Keys that name no task are left out.
+func byService(keys []string, fn func(svc string, from, to int, names []string)) {
+	var names []string
+	for from := 0; from < len(keys); {
+		svc, name, ok := taskKey(keys[from])
+		if !ok {
+			from++
+			continue
+		}
+		names = append(names[:0], name)
+		to := from + 1
+		for ; to < len(keys); to++ {
+			s, n, ok := taskKey(keys[to])
+			if !ok || s != svc {
+				break
+			}
+			names = append(names, n)
+		}
+		fn(svc, from, to, names)
+		from = to
+	}
+}
+
+// putTasks takes endpoint tasks by key, keys in order. A message carries
+// a rollout's tasks service by service: each service's run of them goes
+// into its list in one pass (keyed.setAll), not one insertion each, which
+// moved the tasks after it every time.
+func (e *serviceEndpoints) putTasks(keys []string, vals []endpoints.Task) {
+	byService(keys, func(svc string, from, to int, names []string) {
+		if to-from == 1 {
+			// What most messages hold.
+			e.putTask(keys[from], vals[from])
+			return
+		}
+		ts := e.tasks[svc]
+		if ts == nil {
+			ts = newKeyed[endpoints.Task]()
+			e.tasks[svc] = ts
+		}
+		ts.setAll(names, vals[from:to])
+		e.stale[svc] = true
+	})
+}
+
+// removeTasks drops endpoint tasks by key, each service's at once.
+func (e *serviceEndpoints) removeTasks(keys []string) {
+	byService(keys, func(svc string, from, to int, names []string) {
+		ts := e.tasks[svc]
+		if ts == nil {
+			return
+		}
+		before := ts.len()
+		ts.removeAll(names)
+		if ts.len() == before {
+			return
+		}
+		if ts.len() == 0 {
+			delete(e.tasks, svc)
+		}
+		e.stale[svc] = true
+	})
 }
 
 func (e *serviceEndpoints) reset() { *e = *newServiceEndpoints() }

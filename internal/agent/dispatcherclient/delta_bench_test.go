@@ -180,3 +180,48 @@ func benchMembersRollOver(b *testing.B, typed bool, every int) {
 		}
 	}
 }
+
+// BenchmarkEndpointTasksRollOver is an agent of a 20,000-task cluster
+// taking a rollout's endpoint tasks: each message replaces perService
+// ready tasks of one service, new names among the old ones, and the set
+// is handed over after each.
+func BenchmarkEndpointTasksRollOver(b *testing.B) {
+	for _, perService := range []int{1, 10, 50} {
+		b.Run(fmt.Sprintf("tasks-per-message=%d", perService), func(b *testing.B) {
+			s := benchState(b)
+			var sets []*legionpb.AssignmentSet
+			for m := range 20000 / perService {
+				put, removed := map[string][]byte{}, []string(nil)
+				for j := range perService {
+					i := m*perService + j
+					svc, r := i/100, i%100
+					service := fmt.Sprintf("svc-%03d", svc)
+					old := fmt.Sprintf("svc-%03d-%03d", svc, r)
+					t := endpoints.Task{Name: old + "-v2", IP: fmt.Sprintf("10.202.%d.%d", r, 2+svc), Node: "node-001", Slot: r + 1}
+					put[epKey(service, t.Name)] = endpoints.TaskWire(t)
+					removed = append(removed, epKey(service, old))
+				}
+				sets = append(sets, &legionpb.AssignmentSet{Delta: true, TypedValues: true,
+					EndpointTaskChanges: &legionpb.Items{Put: legionpb.ItemsPut(put), Removed: removed}})
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if i%len(sets) == 0 && i > 0 {
+					b.StopTimer()
+					s = benchState(b)
+					b.StartTimer()
+				}
+				if err := s.apply(sets[i%len(sets)]); err != nil {
+					b.Fatal(err)
+				}
+				as := s.assignments()
+				if n := len(as.Endpoints[i%len(sets)*perService/100].Tasks); n != 100 {
+					b.Fatalf("%d tasks handed over", n)
+				}
+			}
+		})
+	}
+}
+
+func epKey(service, task string) string { return "default\x00" + service + "\x00" + task }

@@ -132,6 +132,26 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 		EndpointTaskChanges:    &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"shop\x00api\x00api-1": itemJSON(t, task("api-1", "10.200.4.1"))})}},
 		api, idle, web)
 
+	// A rollout's message: many tasks of one service at once, put and
+	// then removed, more than fewChanges each (merged in one pass).
+	rollout := map[string][]byte{"shop\x00web\x00web-1": itemJSON(t, task("web-1", "10.200.8.1"))}
+	var gone []string
+	web.Tasks = []endpoints.Task{task("web-1", "10.200.8.1")}
+	for i := 10; i < 22; i++ {
+		name := fmt.Sprintf("web-%d", i)
+		rollout["shop\x00web\x00"+name] = itemJSON(t, task(name, fmt.Sprintf("10.200.8.%d", i)))
+		web.Tasks = append(web.Tasks, task(name, fmt.Sprintf("10.200.8.%d", i)))
+		if i < 20 {
+			gone = append(gone, "shop\x00web\x00"+name)
+		}
+	}
+	web.Tasks = append(web.Tasks, task("web-2", "10.200.0.2"), task("web-3", "10.200.9.3"))
+	slices.SortFunc(web.Tasks, func(a, b endpoints.Task) int { return strings.Compare(a.Name, b.Name) }) // a whole set's order
+	step("a rollout's tasks of web", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Put: legionpb.ItemsPut(rollout)}}, api, idle, web)
+	gone = append(gone, "shop\x00web\x00web-2", "shop\x00web\x00web-3")
+	web.Tasks = []endpoints.Task{task("web-1", "10.200.8.1"), task("web-20", "10.200.8.20"), task("web-21", "10.200.8.21")}
+	step("a rollout's old tasks of web gone", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Removed: gone}}, api, idle, web)
+
 	// A manager that sends whole services (it predates endpoint tasks):
 	// a service put replaces its tasks, none included meaning none.
 	web.Tasks = []endpoints.Task{task("web-7", "10.200.0.7")}
