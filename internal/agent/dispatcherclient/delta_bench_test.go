@@ -162,6 +162,18 @@ func benchMembersRollOver(b *testing.B, typed bool, every int) {
 		sets = append(sets, &legionpb.AssignmentSet{Delta: true, TypedValues: typed,
 			MemberChanges: &legionpb.Items{Put: legionpb.ItemsPut(put), Removed: removed}})
 	}
+	rollOver(b, s, sets, every, func(_ int, as agent.Assignments) error {
+		if n := as.Policies.Members.Len(); n != 20000 {
+			return fmt.Errorf("%d members handed over", n)
+		}
+		return nil
+	})
+}
+
+// rollOver applies a rollout's sets in turn to s, from benchState again
+// once all are applied, and hands the state over after every every-th,
+// checking it with ok (told the set's index).
+func rollOver(b *testing.B, s *state, sets []*legionpb.AssignmentSet, every int, ok func(int, agent.Assignments) error) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -174,8 +186,8 @@ func benchMembersRollOver(b *testing.B, typed bool, every int) {
 			b.Fatal(err)
 		}
 		if (i+1)%every == 0 {
-			if n := s.assignments().Policies.Members.Len(); n != 20000 {
-				b.Fatalf("%d members handed over", n)
+			if err := ok(i%len(sets), s.assignments()); err != nil {
+				b.Fatal(err)
 			}
 		}
 	}
@@ -204,22 +216,12 @@ func BenchmarkEndpointTasksRollOver(b *testing.B) {
 				sets = append(sets, &legionpb.AssignmentSet{Delta: true, TypedValues: true,
 					EndpointTaskChanges: &legionpb.Items{Put: legionpb.ItemsPut(put), Removed: removed}})
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				if i%len(sets) == 0 && i > 0 {
-					b.StopTimer()
-					s = benchState(b)
-					b.StartTimer()
+			rollOver(b, s, sets, 1, func(i int, as agent.Assignments) error {
+				if n := len(as.Endpoints[i*perService/100].Tasks); n != 100 {
+					return fmt.Errorf("%d tasks handed over", n)
 				}
-				if err := s.apply(sets[i%len(sets)]); err != nil {
-					b.Fatal(err)
-				}
-				as := s.assignments()
-				if n := len(as.Endpoints[i%len(sets)*perService/100].Tasks); n != 100 {
-					b.Fatalf("%d tasks handed over", n)
-				}
-			}
+				return nil
+			})
 		})
 	}
 }
