@@ -62,8 +62,8 @@ func (d Duration) String() string {
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	s, err := jsonString(b)
+	if err != nil {
 		return fmt.Errorf("expected a duration string such as 5s, got %s", b)
 	}
 	v, err := ParseDuration(s)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -39,6 +40,9 @@ func ParseCPU(s string) (CPU, error) {
 			return 0, fmt.Errorf("invalid CPU quantity %q: %w", s, errNegative)
 		}
 		return CPU(n), nil
+	}
+	if n, ok := wholeNumber(s); ok && n <= math.MaxInt64/2/1000 {
+		return CPU(n * 1000), nil
 	}
 	r, ok := parseDecimal(s)
 	if !ok {
@@ -85,12 +89,11 @@ func ParseBytes(s string) (Bytes, error) {
 	if s == "" {
 		return 0, errors.New("empty byte quantity: " + expect)
 	}
-	num, mult := s, big.NewRat(1, 1)
+	num, unit := s, int64(1)
 	matched := false
 	for _, u := range binaryUnits {
 		if strings.HasSuffix(s, u.suffix) {
-			num = s[:len(s)-len(u.suffix)]
-			mult = new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), u.shift))
+			num, unit = s[:len(s)-len(u.suffix)], 1<<u.shift
 			matched = true
 			break
 		}
@@ -98,12 +101,17 @@ func ParseBytes(s string) (Bytes, error) {
 	if !matched {
 		for _, u := range decimalUnits {
 			if strings.HasSuffix(s, u.suffix) {
-				num = s[:len(s)-len(u.suffix)]
-				mult = big.NewRat(u.mult, 1)
+				num, unit = s[:len(s)-len(u.suffix)], u.mult
 				break
 			}
 		}
 	}
+	if n, ok := wholeNumber(num); ok {
+		if hi, lo := bits.Mul64(uint64(n), uint64(unit)); hi == 0 && lo <= math.MaxInt64 {
+			return Bytes(lo), nil
+		}
+	}
+	mult := big.NewRat(unit, 1)
 	r, ok := parseDecimal(num)
 	if !ok {
 		return 0, fmt.Errorf("invalid byte quantity %q: %s", s, expect)
@@ -138,6 +146,25 @@ func (b Bytes) String() string {
 		}
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// wholeNumber reads a plain whole number of at most 18 digits (no sign,
+// point or unit), as the canonical forms write them: read without
+// big.Rat, since every object decoded holds a few (a container's
+// resources are written even when zero).
+func wholeNumber(s string) (int64, bool) {
+	if s == "" || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }
 
 // parseDecimal reads a plain decimal number (no exponent, no unit) exactly.
@@ -213,16 +240,33 @@ func (b *Bytes) decodeScalar(s string) error {
 
 // scalarJSON reads a JSON string or number as text.
 func scalarJSON(b []byte) (string, error) {
-	var s string
 	if len(b) > 0 && b[0] == '"' {
-		if err := json.Unmarshal(b, &s); err != nil {
-			return "", err
-		}
-		return s, nil
+		return jsonString(b)
 	}
 	var n json.Number
 	if err := json.Unmarshal(b, &n); err != nil {
 		return "", fmt.Errorf("expected a string or a number, got %s", b)
 	}
 	return n.String(), nil
+}
+
+// jsonString is the text of a JSON string. One of printable ASCII without
+// escapes (what the canonical forms are) is read as it lies, without the
+// decoder; any other goes through it.
+func jsonString(b []byte) (string, error) {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' {
+		plain := true
+		for _, c := range b[1 : n-1] {
+			if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return string(b[1 : n-1]), nil
+		}
+	}
+	var s string
+	err := json.Unmarshal(b, &s)
+	return s, err
 }

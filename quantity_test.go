@@ -109,3 +109,31 @@ func TestQuantitiesJSONRoundTrip(t *testing.T) {
 		t.Fatalf("numbers read as %+v, want %+v", back, r)
 	}
 }
+
+// BenchmarkDecodeTask is decoding a task as managers and agents do at
+// every report and assignment: its containers' resources (four
+// quantities each, written even when zero) and durations are scalars.
+func BenchmarkDecodeTask(b *testing.B) {
+	o, _ := New(KindTask)
+	t := o.(*Task)
+	t.Metadata = Metadata{Namespace: "default", Name: "web.1-abcdef", Version: 7}
+	t.Spec.Pod.Containers = []Container{
+		{Name: "app", Image: "example.org/web:1", Resources: Resources{Requests: ResourceRequests{CPU: 500, Memory: 256 << 20}}},
+		{Name: "sidecar", Image: "example.org/proxy:1"},
+	}
+	t.Spec.DesiredState = TaskRunning
+	data, err := MarshalJSON(t)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := FromJSON(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got.(*Task).Spec.Pod.Containers[0].Resources.Requests.Memory != 256<<20 {
+			b.Fatal("memory request lost")
+		}
+	}
+}
