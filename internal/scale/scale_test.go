@@ -209,16 +209,19 @@ func TestScale(t *testing.T) {
 		leader := h.Cluster.WaitLeader().Addr
 		split, serr := StartCPUSplit()
 		defer pprof.StopCPUProfile() // when run fails; a no-op after Stop
-		tr, c0, w0 := h.Traffic(), cpu(), time.Now()
+		tr, c0, w0, i0 := h.Traffic(), cpu(), time.Now(), h.Cluster.WaitLeader().Store().AppliedIndex()
 		took, err := run()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		wall := time.Since(w0)
 		d := h.Traffic().Sub(tr)
-		t.Logf("%-28s %8s  messages %7d (deltas %7d)  bytes %11d (%6.1f MB/s)  reports %6d  process CPU %5.1f cores",
+		// The log's index is the cluster's, whichever manager leads now:
+		// how many writes the phase took (each replica applies them all).
+		entries := h.Cluster.WaitLeader().Store().AppliedIndex() - i0
+		t.Logf("%-28s %8s  messages %7d (deltas %7d)  bytes %11d (%6.1f MB/s)  reports %6d  log entries %6d  process CPU %5.1f cores",
 			name, took.Round(time.Millisecond), d.Messages, d.Deltas, d.Bytes, float64(d.Bytes)/wall.Seconds()/1e6, d.Reports,
-			(cpu()-c0).Seconds()/wall.Seconds())
+			entries, (cpu()-c0).Seconds()/wall.Seconds())
 		for _, e := range h.StreamEnds() {
 			t.Logf("    streams ended: %s", e)
 		}
