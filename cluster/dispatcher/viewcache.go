@@ -398,7 +398,10 @@ func (c *viewCache) take(ev store.Event) {
 			c.byService[sk][key] = true
 		}
 		if x.Spec.Node != "" {
-			data, err := legion.MarshalJSON(x)
+			data, err := ev.StoredJSON(), error(nil)
+			if data == nil { // an event this replica did not apply (a reading)
+				data, err = legion.MarshalJSON(x)
+			}
 			if err == nil {
 				p := c.byNode[x.Spec.Node]
 				if p == nil {

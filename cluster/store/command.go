@@ -195,7 +195,15 @@ type Event struct {
 	Version uint64
 	Object  legion.Object // for Deleted, the object as it was, at Version
 	memo    *memo
+	stored  []byte // see StoredJSON
 }
+
+// StoredJSON is the object as the store holds it, legion.MarshalJSON of
+// Object byte for byte, when the replica's state machine wrote it (an
+// Added or Modified event it applied); nil otherwise. It is shared: read
+// it, never write it. A watcher that keeps objects as JSON (the
+// dispatcher's per-node tasks) spares encoding each one again.
+func (e Event) StoredJSON() []byte { return e.stored }
 
 type memo struct {
 	once sync.Once

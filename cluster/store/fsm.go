@@ -182,7 +182,7 @@ func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 	// writer gets its own copy, decoded from data on its own goroutine
 	// (result.object).
 	r.kind, r.data, r.version, r.uid, r.generation = c.Kind, data, m.Version, m.UID, m.Generation
-	return r, &Event{Type: t, Version: index, Object: obj, memo: &memo{}}
+	return r, &Event{Type: t, Version: index, Object: obj, memo: &memo{}, stored: data}
 }
 
 // decodeStatus decodes only the status of an object's JSON into dst (the

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/legionbsd/legion"
 )
@@ -44,5 +46,58 @@ func TestStatusWriteReplacesTheStatus(t *testing.T) {
 	got, _, _ = n.s.Get(legion.KindTask, "default", "t")
 	if got.(*legion.Task).Status.State != legion.TaskRunning || got.(*legion.Task).Spec.Slot != 7 {
 		t.Fatalf("KeepStatus lost the status or the spec: %+v", got)
+	}
+}
+
+// A watch's events of writes carry the object as stored, byte for byte
+// what encoding their object gives; a deletion's carries none.
+func TestEventsCarryTheStoredJSON(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	ctx := context.Background()
+	at, err := n.s.Version()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := n.s.Watch(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := volume("default", "data", "1")
+	stored, _, err := n.s.Put(ctx, v, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := legion.Clone(stored).(*legion.Volume)
+	st.Status.Node = "n1"
+	if _, err := n.s.PutStatus(ctx, st, Precondition{Version: stored.GetMetadata().Version}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.s.Delete(ctx, legion.KindVolume, "default", "data", Precondition{}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for _, want := range []EventType{Added, Modified, Deleted} {
+		ev, err := w.Next(wctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != want {
+			t.Fatalf("event %s, want %s", ev.Type, want)
+		}
+		if want == Deleted {
+			if ev.StoredJSON() != nil {
+				t.Errorf("a deletion's event carries stored JSON: %s", ev.StoredJSON())
+			}
+			continue
+		}
+		enc, err := legion.MarshalJSON(ev.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(ev.StoredJSON(), enc) {
+			t.Errorf("%s event: stored JSON\n%s\nbut its object encodes to\n%s", want, ev.StoredJSON(), enc)
+		}
 	}
 }
