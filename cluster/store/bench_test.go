@@ -248,11 +248,15 @@ func BenchmarkApplyCommand(b *testing.B) {
 	report := legion.Clone(task).(*legion.Task)
 	report.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: "10.0.3.17", Message: "started"}
 	svcKey, taskKey := legion.Key(legion.KindService, "default", "web"), legion.Key(legion.KindTask, "default", task.Metadata.Name)
+	status, err := putCommand(opStatus, report, WriteOptions{}) // as agents' reports are written
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		c    command
 	}{
-		{"status", command{Op: opStatus, Kind: legion.KindTask, Namespace: "default", Name: task.Metadata.Name, Object: stored(report)}},
+		{"status", *status},
 		{"create-requiring-owner", command{Op: opPut, Kind: legion.KindTask, Namespace: "default", Name: task.Metadata.Name,
 			MustNotExist: true, Object: stored(task),
 			Requires: []Requirement{{Kind: legion.KindService, Namespace: "default", Name: "web", UID: svc.Metadata.UID}}}},

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -99,5 +100,39 @@ func TestEventsCarryTheStoredJSON(t *testing.T) {
 		if !bytes.Equal(ev.StoredJSON(), enc) {
 			t.Errorf("%s event: stored JSON\n%s\nbut its object encodes to\n%s", want, ev.StoredJSON(), enc)
 		}
+	}
+}
+
+// A status write's command carries the status alone, and is still an
+// object of its kind: a replica from before this, which decodes the whole
+// command object and takes its status, reads the same status from it.
+func TestStatusCommandsCarryTheStatusAlone(t *testing.T) {
+	t.Parallel()
+	o, _ := legion.New(legion.KindTask)
+	task := o.(*legion.Task)
+	task.Metadata = legion.Metadata{Name: "web.1", Namespace: "default", Labels: map[string]string{"app": "web"}}
+	task.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example.org/web:1", Command: []string{"/bin/web"}}}
+	task.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: "10.0.0.7"}
+	c, err := putCommand(opStatus, task, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := legion.MarshalJSON(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(c.Object, []byte(`"spec"`)) || bytes.Contains(c.Object, []byte("example.org/web")) || len(c.Object) >= len(whole) {
+		t.Errorf("status command object carries more than the status (%d bytes, the whole task %d): %s", len(c.Object), len(whole), c.Object)
+	}
+	read, err := decodeObject(legion.KindTask, c.Object) // as replicas before this read it
+	if err != nil {
+		t.Fatalf("a replica from before cannot read the status command: %v", err)
+	}
+	if got := read.(*legion.Task).Status; !reflect.DeepEqual(got, task.Status) {
+		t.Errorf("status read from the command %+v, want %+v", got, task.Status)
+	}
+	var st legion.TaskStatus
+	if err := decodeStatus(c.Object, &st); err != nil || !reflect.DeepEqual(st, task.Status) {
+		t.Errorf("decodeStatus read %+v, %v; want %+v", st, err, task.Status)
 	}
 }

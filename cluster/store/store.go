@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -570,6 +571,24 @@ func (s *Store) write(ctx context.Context, o op, obj legion.Object, opts WriteOp
 	return s.apply(ctx, c)
 }
 
+// statusOnly is a status write's object in its command: the status alone,
+// since the state machine reads nothing else of it, and a task's spec is
+// most of its bytes (every agent report is one, and each goes to every
+// replica's log). It is still an object of its kind, so a replica from
+// before, which decodes the whole object and takes its status, reads it
+// as it read the whole one.
+type statusOnly struct {
+	APIVersion string      `json:"apiVersion"`
+	Kind       legion.Kind `json:"kind"`
+	Metadata   statusMeta  `json:"metadata"`
+	Status     any         `json:"status,omitempty"`
+}
+
+type statusMeta struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
 // putCommand is the command that writes obj.
 func putCommand(o op, obj legion.Object, opts WriteOptions) (*command, error) {
 	m := obj.GetMetadata()
@@ -579,7 +598,14 @@ func putCommand(o op, obj legion.Object, opts WriteOptions) (*command, error) {
 	if obj.GetKind().Namespaced() != (m.Namespace != "") {
 		return nil, fmt.Errorf("%s %s: metadata.namespace: a namespaced kind needs one, a cluster-scoped kind has none", obj.GetKind(), m.Name)
 	}
-	data, err := legion.MarshalJSON(obj)
+	var data []byte
+	var err error
+	if o == opStatus {
+		data, err = json.Marshal(statusOnly{APIVersion: legion.APIVersion, Kind: obj.GetKind(),
+			Metadata: statusMeta{Name: m.Name, Namespace: m.Namespace}, Status: obj.StatusPtr()})
+	} else {
+		data, err = legion.MarshalJSON(obj)
+	}
 	if err != nil {
 		return nil, err
 	}
