@@ -398,7 +398,8 @@ func (c *viewCache) take(ev store.Event) {
 			c.byService[sk][key] = true
 		}
 		if x.Spec.Node != "" {
-			data, err := ev.StoredJSON(), error(nil)
+			data := ev.StoredJSON()
+			var err error
 			if data == nil { // an event this replica did not apply (a reading)
 				data, err = legion.MarshalJSON(x)
 			}

@@ -187,7 +187,7 @@ func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 
 // decodeStatus decodes only the status of an object's JSON into dst (the
 // status of the object written, nil for a kind without one), replacing
-// what dst held: fields the JSON leaves out must not keep old values.
+// what dst held (replacePart).
 func decodeStatus(data []byte, dst any) error {
 	if dst == nil {
 		return nil
@@ -198,12 +198,7 @@ func decodeStatus(data []byte, dst any) error {
 	if err := jsonfast.Unmarshal(data, &part); err != nil {
 		return err
 	}
-	v := reflect.ValueOf(dst).Elem()
-	v.Set(reflect.Zero(v.Type()))
-	if len(part.Status) == 0 {
-		return nil
-	}
-	return jsonfast.Unmarshal(part.Status, dst)
+	return replacePart(dst, part.Status)
 }
 
 // decodeObject decodes an object of a known kind in one pass over its
@@ -251,10 +246,18 @@ func copyPart(dst, src any) error {
 	if err != nil {
 		return err
 	}
-	// Replace, not merge: fields the source leaves out (false, empty,
-	// omitted) must not keep the destination's old values.
+	return replacePart(dst, data)
+}
+
+// replacePart makes dst (a spec or status pointer) what data, its JSON,
+// says: replaced, not merged, so fields data leaves out (false, empty,
+// omitted) do not keep dst's old values. No data leaves it zero.
+func replacePart(dst any, data []byte) error {
 	v := reflect.ValueOf(dst).Elem()
 	v.Set(reflect.Zero(v.Type()))
+	if len(data) == 0 {
+		return nil
+	}
 	return jsonfast.Unmarshal(data, dst)
 }
 

@@ -355,33 +355,6 @@ func taskKey(key string) (svc, task string, ok bool) {
 	return key[:i], key[i+1:], true
 }
 
-func (e *serviceEndpoints) putTask(key string, t endpoints.Task) {
-	svc, _, ok := taskKey(key)
-	if !ok {
-		return
-	}
-	ts := e.tasks[svc]
-	if ts == nil {
-		ts = newKeyed[endpoints.Task]()
-		e.tasks[svc] = ts
-	}
-	ts.set(t.Name, t)
-	e.stale[svc] = true
-}
-
-func (e *serviceEndpoints) removeTask(key string) {
-	svc, name, ok := taskKey(key)
-	if !ok {
-		return
-	}
-	if ts := e.tasks[svc]; ts != nil && ts.remove(name) {
-		if ts.len() == 0 {
-			delete(e.tasks, svc)
-		}
-		e.stale[svc] = true
-	}
-}
-
 // apply takes the changes of a message: whole services (endpoint
 // changes) or, from a manager sending them apart, headers and tasks.
 func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) error {
@@ -451,11 +424,6 @@ func byService(keys []string, fn func(svc string, from, to int, names []string))
 // moved the tasks after it every time.
 func (e *serviceEndpoints) putTasks(keys []string, vals []endpoints.Task) {
 	byService(keys, func(svc string, from, to int, names []string) {
-		if to-from == 1 {
-			// What most messages hold.
-			e.putTask(keys[from], vals[from])
-			return
-		}
 		ts := e.tasks[svc]
 		if ts == nil {
 			ts = newKeyed[endpoints.Task]()
