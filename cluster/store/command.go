@@ -193,9 +193,14 @@ const (
 type Event struct {
 	Type    EventType
 	Version uint64
-	Object  legion.Object // for Deleted, the object as it was, at Version
-	memo    *memo
-	stored  []byte // see StoredJSON
+	// Term is the Raft term of the entry at Version: the two name one
+	// point of one history (Raft's log matching), which a watcher of
+	// another replica can check it shares. Zero when not known (events
+	// made of a reading).
+	Term   uint64
+	Object legion.Object // for Deleted, the object as it was, at Version
+	memo   *memo
+	stored []byte // see StoredJSON
 }
 
 // StoredJSON is the object as the store holds it, legion.MarshalJSON of

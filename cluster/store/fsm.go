@@ -72,6 +72,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			r, ev := applyCommand(w, &c, l.Index)
 			out[i] = r
 			if ev != nil {
+				ev.Term = l.Term
 				events = append(events, *ev)
 			}
 		}

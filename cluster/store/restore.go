@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -75,6 +76,15 @@ func soleVoter(id, addr string) raft.Configuration {
 // keyCurrentTerm is raft's stable-store key of the current term.
 var keyCurrentTerm = []byte("CurrentTerm")
 
+// freshTerm is the term a loaded or recovered store starts from: the
+// clock's seconds, or the term it had if that is higher. Its cluster's
+// next entries then share no term with the entries the cluster before
+// it wrote at the same indexes (one election adds one to the term), so
+// an index and a term (Event.Term) name a point of one history: an agent
+// holding state from the cluster before is sent its new state whole, not
+// changes from an index the two histories only seem to share.
+func freshTerm(had uint64) uint64 { return max(had, uint64(time.Now().Unix())) }
+
 // Load makes a new store in dir, which must hold none, with the objects
 // (as Dump gave them) at version, and the manager id, at addr, its only
 // voter. Opened, it leads alone at once, and writes carry on above
@@ -99,11 +109,12 @@ func Load(dir string, key []byte, id, addr string, objects []json.RawMessage, ve
 		return err
 	}
 	err = s.fsm.Restore(io.NopCloser(bytes.NewReader(data)))
+	term := freshTerm(1)
 	if err == nil {
 		// A snapshot of the objects, which raft starts after and sends
 		// managers joining.
 		var sink raft.SnapshotSink
-		sink, err = s.snaps.Create(raft.SnapshotVersionMax, version, 1, soleVoter(id, addr), 1, nil)
+		sink, err = s.snaps.Create(raft.SnapshotVersionMax, version, term, soleVoter(id, addr), 1, nil)
 		if err == nil {
 			if _, err = sink.Write(data); err == nil {
 				err = sink.Close()
@@ -111,7 +122,7 @@ func Load(dir string, key []byte, id, addr string, objects []json.RawMessage, ve
 		}
 	}
 	if err == nil {
-		err = s.logs.SetUint64(keyCurrentTerm, 1)
+		err = s.logs.SetUint64(keyCurrentTerm, term)
 	}
 	if cerr := s.closeParts(); err == nil {
 		err = cerr
@@ -166,6 +177,14 @@ func Recover(dir string, key []byte, id, addr string, log *slog.Logger) (uint64,
 	}
 	_, tr := raft.NewInmemTransport(raft.ServerAddress(addr))
 	err = raft.RecoverCluster(conf, s.fsm, s.logs, s.logs, s.snaps, tr, soleVoter(id, addr))
+	if err == nil {
+		had, gerr := s.logs.GetUint64(keyCurrentTerm)
+		if gerr != nil && !errors.Is(gerr, errKeyNotFound) {
+			err = gerr
+		} else {
+			err = s.logs.SetUint64(keyCurrentTerm, freshTerm(had))
+		}
+	}
 	version := s.fsm.applied.Load()
 	if cerr := s.closeParts(); err == nil {
 		err = cerr

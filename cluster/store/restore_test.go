@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 )
 
@@ -44,6 +45,7 @@ func TestDumpLoadedLeadsAloneAboveTheDumpsVersion(t *testing.T) {
 	n.s.Close()
 
 	dir := t.TempDir()
+	loaded := time.Now()
 	if err := Load(dir, key, "m1", "m1", objs, version, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +69,21 @@ func TestDumpLoadedLeadsAloneAboveTheDumpsVersion(t *testing.T) {
 	if o.GetMetadata().Version <= version {
 		t.Fatalf("a write after the restore got version %d, not above the dump's %d", o.GetMetadata().Version, version)
 	}
+	assertFreshTerm(t, r, loaded, o.GetMetadata().Version)
+}
+
+// assertFreshTerm checks that the entry at version of a loaded or
+// recovered store is of a term no cluster before it reached: at least the
+// clock's seconds when it was made (see freshTerm).
+func assertFreshTerm(t *testing.T, n *node, made time.Time, version uint64) {
+	t.Helper()
+	var l raft.Log
+	if err := n.s.logs.GetLog(version, &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.Term < uint64(made.Unix()) {
+		t.Fatalf("the entry at %d after the restore is of term %d: the cluster before may have written one of that term at that index", version, l.Term)
+	}
 }
 
 // A survivor of three managers that lost the other two for good is made a
@@ -83,6 +100,7 @@ func TestRecoverMakesASurvivorLeadAlone(t *testing.T) {
 	for _, n := range ns {
 		n.s.Close()
 	}
+	recovered := time.Now()
 	version, err := Recover(ns[2].dir, keys[2], "m3", "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +115,7 @@ func TestRecoverMakesASurvivorLeadAlone(t *testing.T) {
 	if err != nil || o.GetMetadata().Version <= version {
 		t.Fatalf("write after recovery: %v, version %v (recovered at %d)", err, o, version)
 	}
+	assertFreshTerm(t, r, recovered, o.GetMetadata().Version)
 	cf := r.s.Raft().GetConfiguration()
 	if err := cf.Error(); err != nil || len(cf.Configuration().Servers) != 1 {
 		t.Fatalf("membership after recovery: %+v %v", cf.Configuration(), err)

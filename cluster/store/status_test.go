@@ -51,8 +51,9 @@ func TestStatusWriteReplacesTheStatus(t *testing.T) {
 }
 
 // A watch's events of writes carry the object as stored, byte for byte
-// what encoding their object gives; a deletion's carries none.
-func TestEventsCarryTheStoredJSON(t *testing.T) {
+// what encoding their object gives (a deletion's carries none), and the
+// term of the entry that made them.
+func TestEventsCarryTheStoredJSONAndTerm(t *testing.T) {
 	t.Parallel()
 	n := single(t)
 	ctx := context.Background()
@@ -86,6 +87,9 @@ func TestEventsCarryTheStoredJSON(t *testing.T) {
 		}
 		if ev.Type != want {
 			t.Fatalf("event %s, want %s", ev.Type, want)
+		}
+		if term := n.s.Raft().CurrentTerm(); ev.Term != term {
+			t.Errorf("%s event of term %d, want the leader's term %d", ev.Type, ev.Term, term)
 		}
 		if want == Deleted {
 			if ev.StoredJSON() != nil {
