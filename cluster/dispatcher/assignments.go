@@ -22,9 +22,13 @@ import (
 // Config values they use, from this manager's replica: a whole set at
 // once, then, after every change that touches the node's set, either a
 // new whole set or (when the request asks for deltas) only what changed
-// since the message before. Every stream reads the replica through one
-// cache kept from its events (viewCache), so a change costs the work of
-// that change, not a reading of the cluster per node.
+// since the message before. A request for deltas that says where the
+// node's state is (resume_version and resume_term, from an earlier
+// stream of any manager) starts with what changed since, when this
+// manager's cache can tell (resume.go), instead of a whole set. Every
+// stream reads the replica through one cache kept from its events
+// (viewCache), so a change costs the work of that change, not a reading
+// of the cluster per node.
 func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.ServerStreamingServer[legionpb.AssignmentSet]) error {
 	ctx := stream.Context()
 	id, leaf, err := caller(ctx, req.GetNode())
@@ -47,6 +51,14 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	}
 	ss := &streamState{node: id.Name, endpointTasks: req.GetEndpointTasks(), sharedWire: req.GetSharedChanges(),
 		typedValues: req.GetTypedValues()}
+	if req.GetDeltas() {
+		// The node's state came from a stream before this one (of this
+		// manager or another): where the cache can tell what changed since,
+		// the stream starts with that.
+		if gen, ok := c.resumeGen(ctx, req.GetResumeVersion(), req.GetResumeTerm()); ok {
+			ss.sent, ss.gen, ss.resumed = true, gen, true
+		}
+	}
 	var last *legionpb.AssignmentSet
 	// checked is the cache generation the node's removal was last read at
 	// (0: not since holds): it is read again only after a certificate
@@ -62,13 +74,13 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 		}
 		if set != nil && whole {
 			// A whole set that did not change is not sent again.
-			at := set.Version
-			set.Version = 0
+			at, term := set.Version, set.Term
+			set.Version, set.Term = 0, 0
 			if last != nil && proto.Equal(set, last) {
 				set = nil
 			} else {
 				last = proto.Clone(set).(*legionpb.AssignmentSet)
-				set.Version = at
+				set.Version, set.Term = at, term
 			}
 		}
 		if set != nil {
@@ -132,9 +144,13 @@ type streamState struct {
 	// the wire format (AssignmentSet.typed_values), not JSON.
 	typedValues bool
 	sent        bool
-	gen         uint64
-	values      map[string][]byte
-	volumes     map[string][]byte
+	// resumed: the stream goes on from the state of another stream, whose
+	// values and volumes it does not know; its first message sends them
+	// whole.
+	resumed bool
+	gen     uint64
+	values  map[string][]byte
+	volumes map[string][]byte
 }
 
 // compose makes the stream's next message from the cache: a whole set,
@@ -147,11 +163,11 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 		return nil, nil, c.err
 	}
 	ch, gen, at := c.changed, c.gen, c.at
-	set := &legionpb.AssignmentSet{Version: at, Delta: !whole}
+	set := &legionpb.AssignmentSet{Version: at, Term: c.term, Delta: !whole}
 	tp := c.byNode[ss.node]
 	tasksChanged := whole || tp != nil && tp.changed(ss.gen)
-	redoValues := tasksChanged || c.valuesGen > ss.gen || c.nodesGen > ss.gen || c.routesP.changed(ss.gen)
-	redoVolumes := tasksChanged || c.volumesGen > ss.gen
+	redoValues := ss.resumed || tasksChanged || c.valuesGen > ss.gen || c.nodesGen > ss.gen || c.routesP.changed(ss.gen)
+	redoVolumes := ss.resumed || tasksChanged || c.volumesGen > ss.gen
 	// The node's tasks, in no order: what is worked out from them (its
 	// values and volumes) is keyed. Every stream whose node's tasks
 	// changed does this at each publication, so nothing here is sorted.
@@ -225,11 +241,14 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 		if len(set.Volumes) == 0 {
 			set.Volumes = nil
 		}
+	} else if ss.resumed {
+		set.ValueChanges = itemsOf(values, nil, true)
+		set.VolumeChanges = itemsOf(volumes, nil, true)
 	} else {
 		set.ValueChanges = itemsOf(diff(ss.values, values))
 		set.VolumeChanges = itemsOf(diff(ss.volumes, volumes))
 	}
-	ss.gen, ss.values, ss.volumes = gen, values, volumes
+	ss.gen, ss.values, ss.volumes, ss.resumed = gen, values, volumes, false
 	if !whole && set.TaskChanges == nil && set.ValueChanges == nil && set.VolumeChanges == nil && set.EndpointChanges == nil &&
 		set.EndpointServiceChanges == nil && set.EndpointTaskChanges == nil && set.PeerChanges == nil && set.RouteChanges == nil && set.MemberChanges == nil && set.PolicyRules == nil &&
 		set.Shared == nil {

@@ -151,6 +151,12 @@ type viewCache struct {
 	gen     uint64        // publications so far
 	loads   int           // full readings, for tests
 	at      uint64        // the version of the last event taken
+	term    uint64        // its term (0 after a reading)
+	// loadedAt is the highest version the last reading's lists were at:
+	// events up to it may be in that reading's publication unnoted, so
+	// no stream resumes from them (see resume.go).
+	loadedAt uint64
+	marks    []mark // the events taken after it, for streams resuming
 
 	tasks     map[string]*legion.Task // namespace NUL name
 	byService map[string]map[string]bool
@@ -260,14 +266,17 @@ func (c *viewCache) load() (*store.Watcher, error) {
 		return nil, err
 	}
 	objs := map[legion.Kind][]legion.Object{}
+	listed := at
 	for _, k := range cacheKinds {
-		if objs[k], _, err = c.st.List(k, "", nil); err != nil {
+		var v uint64
+		if objs[k], v, err = c.st.List(k, "", nil); err != nil {
 			return nil, err
 		}
+		listed = max(listed, v)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.at = at
+	c.at, c.term, c.loadedAt = at, 0, listed
 	c.loads++
 	// A reading after the first (the watch fell behind the store's
 	// history under load, or a snapshot was installed) keeps the parts
@@ -363,7 +372,10 @@ func (c *viewCache) follow(w *store.Watcher) error {
 func (c *viewCache) take(ev store.Event) {
 	gen := c.gen + 1
 	if ev.Version > c.at {
-		c.at = ev.Version
+		c.at, c.term = ev.Version, ev.Term
+	}
+	if ev.Version > c.loadedAt {
+		c.noteMark(ev.Version, ev.Term, gen)
 	}
 	o := ev.Object
 	md := o.GetMetadata()

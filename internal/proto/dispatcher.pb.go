@@ -329,9 +329,10 @@ func (x *HeartbeatResponse) GetPeriodMs() int64 {
 type AssignmentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // empty: the certificate's node
-	// Ask for changes: the first message is a whole set, each later one
-	// holds only what changed since the message before it on this stream.
-	// Without it every message is a whole set.
+	// Ask for changes: the first message is a whole set (or, resuming,
+	// the changes since resume_version), each later one holds only what
+	// changed since the message before it on this stream. Without it every
+	// message is a whole set.
 	Deltas bool `protobuf:"varint,2,opt,name=deltas,proto3" json:"deltas,omitempty"`
 	// With deltas: send a service's endpoints as changes per task, so a
 	// change to one task costs one small item whatever the service's size.
@@ -350,7 +351,15 @@ type AssignmentsRequest struct {
 	// than as JSON; every node decodes every one of them, and JSON took
 	// several times as long. A manager that does sends the sets with
 	// typed_values; one that predates it sends JSON.
-	TypedValues   bool `protobuf:"varint,5,opt,name=typed_values,json=typedValues,proto3" json:"typed_values,omitempty"`
+	TypedValues bool `protobuf:"varint,5,opt,name=typed_values,json=typedValues,proto3" json:"typed_values,omitempty"`
+	// With deltas: the point of the cluster's history the node's state is
+	// at, as the last message it took said (AssignmentSet.version and
+	// term), from a stream of this manager or another. A manager that can
+	// tell what changed since then starts with those changes (a delta)
+	// rather than a whole set; one that cannot, or predates it, sends a
+	// whole set. Zero: a whole set.
+	ResumeVersion uint64 `protobuf:"varint,6,opt,name=resume_version,json=resumeVersion,proto3" json:"resume_version,omitempty"`
+	ResumeTerm    uint64 `protobuf:"varint,7,opt,name=resume_term,json=resumeTerm,proto3" json:"resume_term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -418,6 +427,20 @@ func (x *AssignmentsRequest) GetTypedValues() bool {
 		return x.TypedValues
 	}
 	return false
+}
+
+func (x *AssignmentsRequest) GetResumeVersion() uint64 {
+	if x != nil {
+		return x.ResumeVersion
+	}
+	return 0
+}
+
+func (x *AssignmentsRequest) GetResumeTerm() uint64 {
+	if x != nil {
+		return x.ResumeTerm
+	}
+	return 0
 }
 
 // PolicyMember is one endpoints.Member: a running task with an address.
@@ -738,7 +761,12 @@ type AssignmentSet struct {
 	// The values of member_changes and endpoint_task_changes (here or in
 	// shared) are PolicyMember and EndpointTask messages, not JSON (asked
 	// with AssignmentsRequest.typed_values).
-	TypedValues   bool `protobuf:"varint,21,opt,name=typed_values,json=typedValues,proto3" json:"typed_values,omitempty"`
+	TypedValues bool `protobuf:"varint,21,opt,name=typed_values,json=typedValues,proto3" json:"typed_values,omitempty"`
+	// The Raft term of the entry that made the store version (field 3):
+	// with it, the version names one point of one history, which a stream
+	// of another manager can resume from (AssignmentsRequest
+	// resume_version). Zero when the manager cannot tell.
+	Term          uint64 `protobuf:"varint,22,opt,name=term,proto3" json:"term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -918,6 +946,13 @@ func (x *AssignmentSet) GetTypedValues() bool {
 		return x.TypedValues
 	}
 	return false
+}
+
+func (x *AssignmentSet) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
 }
 
 type ReportRequest struct {
@@ -1316,13 +1351,16 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x1a\n" +
 	"\bmanagers\x18\x01 \x03(\tR\bmanagers\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
-	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"\xb1\x01\n" +
+	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"\xf9\x01\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06deltas\x18\x02 \x01(\bR\x06deltas\x12%\n" +
 	"\x0eendpoint_tasks\x18\x03 \x01(\bR\rendpointTasks\x12%\n" +
 	"\x0eshared_changes\x18\x04 \x01(\bR\rsharedChanges\x12!\n" +
-	"\ftyped_values\x18\x05 \x01(\bR\vtypedValues\"~\n" +
+	"\ftyped_values\x18\x05 \x01(\bR\vtypedValues\x12%\n" +
+	"\x0eresume_version\x18\x06 \x01(\x04R\rresumeVersion\x12\x1f\n" +
+	"\vresume_term\x18\a \x01(\x04R\n" +
+	"resumeTerm\"~\n" +
 	"\fPolicyMember\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
@@ -1340,7 +1378,7 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\areplace\x18\x03 \x01(\bR\areplace\".\n" +
 	"\x04Item\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xc7\a\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xdb\a\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
@@ -1363,7 +1401,8 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x18endpoint_service_changes\x18\x12 \x01(\v2\x10.legion.v1.ItemsR\x16endpointServiceChanges\x12D\n" +
 	"\x15endpoint_task_changes\x18\x13 \x01(\v2\x10.legion.v1.ItemsR\x13endpointTaskChanges\x12\x16\n" +
 	"\x06shared\x18\x14 \x01(\fR\x06shared\x12!\n" +
-	"\ftyped_values\x18\x15 \x01(\bR\vtypedValues\x1a9\n" +
+	"\ftyped_values\x18\x15 \x01(\bR\vtypedValues\x12\x12\n" +
+	"\x04term\x18\x16 \x01(\x04R\x04term\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +

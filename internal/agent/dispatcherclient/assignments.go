@@ -19,8 +19,10 @@ import (
 // Assignments implements agent.Manager: the node's whole set each time it
 // changes, followed through one manager at a time, which sends a whole
 // set first and then only changes, applied here; when the stream breaks
-// it is opened again on the next manager, which starts again with a
-// whole set. The channel closes when ctx ends or at Close. A set is built
+// it is opened again on the next manager, which goes on with the changes
+// since the node's state where it can tell them (the manager's cache saw
+// that point of the cluster's history), and with a whole set where it
+// cannot. The channel closes when ctx ends or at Close. A set is built
 // when the agent is ready to take one, from every change received until
 // then: changes arriving while the agent works on a set cost nothing
 // more than applying them.
@@ -103,11 +105,26 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 		s.cutStream, s.streamOn = nil, ""
 		s.mu.Unlock()
 	}()
-	st, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{Node: s.cfg.Node, Deltas: true, EndpointTasks: true, SharedChanges: true, TypedValues: true})
+	s.mu.Lock()
+	h := s.held
+	s.mu.Unlock()
+	st, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{Node: s.cfg.Node, Deltas: true, EndpointTasks: true, SharedChanges: true, TypedValues: true,
+		ResumeVersion: h.version, ResumeTerm: h.term})
 	if err != nil {
 		return false, err
 	}
 	f := newFollower()
+	f.at = h
+	defer func() {
+		// After the hand-overs stopped (deferred below, so run before):
+		// what the stream left is where the next one resumes.
+		f.mu.Lock()
+		left := f.at
+		f.mu.Unlock()
+		s.mu.Lock()
+		s.held = left
+		s.mu.Unlock()
+	}()
 	hctx, stopHanding := context.WithCancel(sctx)
 	handed := make(chan struct{})
 	go func() {
@@ -140,16 +157,28 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 	}
 }
 
-// follower holds one stream's state of the node's assignments and hands
-// it to the agent as a whole set whenever the agent is ready for one.
+// follower holds the node's assignments as one stream leaves them (from
+// the state the stream before left) and hands them to the agent as a
+// whole set whenever the agent is ready for one.
 // Building a set copies every list (every running task in the cluster is
 // a policy member), so it is done once per set the agent takes, not once
 // per change received: in a rollout changes come every few milliseconds.
 type follower struct {
-	mu     sync.Mutex
-	cur    *state // nil until the stream's first, whole, set
+	mu sync.Mutex
+	// at is the node's state and the point of the cluster's history it is
+	// at: what the stream resumed from, then as its messages leave it.
+	// Its state is nil until a whole set, without one to resume from.
+	at     held
 	dirty  chan struct{}
 	builds int // sets built, for tests
+}
+
+// held is the node's state at a point of the cluster's history: the
+// version and term of the last message taken (zero term: a point no
+// manager can resume from).
+type held struct {
+	cur           *state
+	version, term uint64
 }
 
 func newFollower() *follower { return &follower{dirty: make(chan struct{}, 1)} }
@@ -165,15 +194,16 @@ func (f *follower) take(set *legionpb.AssignmentSet) error {
 		if err != nil {
 			return err
 		}
-		f.cur = stateOf(as)
-	case f.cur == nil:
+		f.at.cur = stateOf(as)
+	case f.at.cur == nil:
 		return fmt.Errorf("changes at version %d before a whole set", set.GetVersion())
 	default:
-		if err := f.cur.apply(set); err != nil {
-			f.cur = nil
+		if err := f.at.cur.apply(set); err != nil {
+			f.at = held{}
 			return err
 		}
 	}
+	f.at.version, f.at.term = set.GetVersion(), set.GetTerm()
 	select {
 	case f.dirty <- struct{}{}:
 	default:
@@ -191,11 +221,11 @@ func (f *follower) handOver(ctx context.Context, out chan<- agent.Assignments) {
 		case <-f.dirty:
 		}
 		f.mu.Lock()
-		if f.cur == nil {
+		if f.at.cur == nil {
 			f.mu.Unlock()
 			continue
 		}
-		as := f.cur.assignments()
+		as := f.at.cur.assignments()
 		f.builds++
 		f.mu.Unlock()
 		select {

@@ -60,7 +60,8 @@ type Config struct {
 	// only. For measuring (internal/scale).
 	OnAssignments func(size int, delta bool)
 	// OnStreamEnd, when set, is told why each assignments stream ended
-	// (before the next is opened, with a whole set). For measuring.
+	// (before the next is opened, which resumes from where the node's
+	// state is, or starts with a whole set). For measuring.
 	OnStreamEnd func(err error)
 	// Keepalive is how often an idle connection to a manager is probed, so
 	// a stream from a host that went silent ends; zero means Keepalive.
@@ -95,6 +96,9 @@ type Session struct {
 	// again, and the node should learn at once what changed while it was
 	// away (tasks given to others), not after the rest of a backoff.
 	streamWake chan struct{}
+	// held is the node's state as the last stream left it, which the
+	// next stream resumes from (assignments.go).
+	held held
 }
 
 var _ agent.Manager = (*Session)(nil)
