@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pki"
@@ -152,20 +151,5 @@ func stateOf(as agent.Assignments) nodeState {
 // untilState reads sets until one is want, failing after the deadline.
 func untilState(t *testing.T, ch <-chan agent.Assignments, want nodeState) {
 	t.Helper()
-	deadline := time.NewTimer(15 * time.Second)
-	defer deadline.Stop()
-	var last nodeState
-	for {
-		select {
-		case as, ok := <-ch:
-			if !ok {
-				t.Fatal("assignments channel closed")
-			}
-			if last = stateOf(as); cmp.Equal(want, last) {
-				return
-			}
-		case <-deadline.C:
-			t.Fatalf("no set as wanted within 15s (-want +last):\n%s", cmp.Diff(want, last))
-		}
-	}
+	untilSeen(t, ch, want, stateOf)
 }

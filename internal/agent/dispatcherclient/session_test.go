@@ -122,17 +122,23 @@ func summarize(as agent.Assignments) summary {
 // intermediate sets are allowed (a newer set replaces an untaken one).
 func until(t *testing.T, ch <-chan agent.Assignments, want summary) {
 	t.Helper()
+	untilSeen(t, ch, want, summarize)
+}
+
+// untilSeen reads sets until one seen as of says is want, failing after
+// the deadline.
+func untilSeen[S any](t *testing.T, ch <-chan agent.Assignments, want S, of func(agent.Assignments) S) {
+	t.Helper()
 	deadline := time.NewTimer(15 * time.Second)
 	defer deadline.Stop()
-	var last summary
+	var last S
 	for {
 		select {
 		case as, ok := <-ch:
 			if !ok {
 				t.Fatal("assignments channel closed")
 			}
-			last = summarize(as)
-			if cmp.Equal(want, last) {
+			if last = of(as); cmp.Equal(want, last) {
 				return
 			}
 		case <-deadline.C:
