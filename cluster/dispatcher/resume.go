@@ -4,6 +4,8 @@ import (
 	"context"
 	"sort"
 	"time"
+
+	"github.com/legionbsd/legion/cluster/store"
 )
 
 // A stream that ends (its manager died, lost its leader, or the agent
@@ -19,6 +21,12 @@ import (
 // the changes of every part after the generation before it hold every
 // change after the point, and some from just before it, which put what
 // the agent holds already.
+
+// Follow starts the stream cache of st now, not at its first stream: a
+// cache notes only what it takes after its first reading, so one started
+// by the first stream that fails over here could resume none of them.
+// A manager calls it once its store is open.
+func (s *Service) Follow(st *store.Store) { s.cacheOf(st) }
 
 // resumeMarks bounds the events a cache remembers for resuming: at a
 // rollout's few thousand events a second, most of a minute. An agent

@@ -39,8 +39,10 @@ func TestStreamsResumeWhereAnotherEnded(t *testing.T) {
 		}
 		return s
 	}
-	// The second manager's cache follows its replica from here on, as
-	// one serving other nodes does.
+	// The second manager's cache follows its replica from here on, as a
+	// manager's does from when its store opens (the stream waits for its
+	// first reading).
+	b.Service.Follow(fst)
 	if first := recv(t, open(b, 0, 0)); first.GetDelta() {
 		t.Fatal("a stream that resumes from nothing began with changes")
 	}

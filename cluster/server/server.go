@@ -219,6 +219,10 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterClusterServer(s.grpc, &clusterService{s: s})
 	pb.RegisterRaftServer(s.grpc, &raftService{current: s.transport, member: s.checkMember, stopping: s.watchCtx.Done()})
 	s.disp = dispatcher.New(s, dispatcher.Options{Logger: s.log, Issue: s.issueRenewal, Leader: s.leaderConn})
+	if st := s.store(); st != nil {
+		// Agents whose streams move here after a failover resume.
+		s.disp.Follow(st)
+	}
 	s.disp.RegisterOn(s.grpc)
 	s.sess = sessions.New(sessions.FromStore(s.Store), sessions.Options{Logger: s.log, Stopping: s.watchCtx.Done(), Leader: s.leaderConn, Now: s.cfg.Now})
 	s.sess.RegisterOn(s.grpc)
@@ -331,6 +335,9 @@ func (s *Server) become(role string, files *pki.NodeFiles, bootstrap bool) error
 	s.st, s.tr, s.state = st, tr, roleManager
 	s.mu.Unlock()
 	s.startEvents(st)
+	if s.disp != nil { // at start it is made after this, and follows there
+		s.disp.Follow(st)
+	}
 	s.startAutolock()
 	s.log.Info("serving as a manager", "node", s.nodeID, "advertise", s.cfg.Advertise)
 	return nil
