@@ -33,11 +33,6 @@ func (s *Service) Follow(st *store.Store) { s.cacheOf(st) }
 // further behind gets a whole set.
 const resumeMarks = 1 << 16
 
-// resumeWait bounds how long a stream waits for its manager's replica to
-// reach the point an agent resumes from (it may trail the leader the
-// agent followed) before it sends a whole set instead.
-const resumeWait = 2 * time.Second
-
 // mark is an event the cache took: its version and term, and the
 // generation that published it.
 type mark struct {
@@ -60,12 +55,16 @@ func (c *viewCache) noteMark(version, term, gen uint64) {
 // term) goes on from, once the cache has taken that point; ok is false
 // when the cache cannot tell what changed since: it did not see the
 // point (it read the store after it, or forgot it), the term differs
-// (another history), or its replica did not get there within resumeWait.
+// (another history), or it did not get there within an election's bound
+// (Store.ElectionBound). The point may be ahead of this replica: the
+// leader the agent followed had applied entries this replica learns are
+// committed only from the next leader, and a busy cache trails its
+// replica; waiting costs less than a whole set.
 func (c *viewCache) resumeGen(ctx context.Context, version, term uint64) (gen uint64, ok bool) {
 	if version == 0 || term == 0 {
 		return 0, false
 	}
-	deadline := time.NewTimer(resumeWait)
+	deadline := time.NewTimer(c.st.ElectionBound())
 	defer deadline.Stop()
 	for {
 		c.mu.Lock()
