@@ -122,13 +122,8 @@ type nodeState struct {
 }
 
 func stateOf(as agent.Assignments) nodeState {
-	s := nodeState{Values: map[string]string{}}
-	for _, t := range as.Tasks {
-		s.Tasks = append(s.Tasks, t.Metadata.Name+"@"+t.Spec.Node)
-	}
-	for k, v := range as.Values {
-		s.Values[k] = string(v)
-	}
+	sum := summarize(as)
+	s := nodeState{Tasks: sum.Tasks, Values: sum.Values}
 	for _, e := range as.Endpoints {
 		line := e.Namespace + "/" + e.Name + ":"
 		for i, t := range e.Tasks {
