@@ -237,6 +237,7 @@ func (s *DirStore) overlays() bool {
 		if s.copyRoots || !s.owner {
 			return
 		}
+		s.sweepProbes()
 		tmp, err := os.MkdirTemp(filepath.Join(s.dir, "roots"), ".tmp-probe-")
 		if err != nil {
 			return
@@ -254,6 +255,20 @@ func (s *DirStore) overlays() bool {
 		s.layered = unmountOverlay(root) == nil
 	})
 	return s.layered
+}
+
+// sweepProbes removes the probes of processes before this one: one
+// killed between the probe's mount and its unmount left it mounted, and
+// a mounted directory outlives CleanStale (its removal fails). One
+// process at a time owns the store (the daemon's data directory lock),
+// so none of them is in use.
+func (s *DirStore) sweepProbes() {
+	old, _ := filepath.Glob(filepath.Join(s.dir, "roots", ".tmp-probe-*"))
+	for _, p := range old {
+		if unmountOverlay(filepath.Join(p, "root")) == nil {
+			os.RemoveAll(p)
+		}
+	}
 }
 
 // remount mounts again an overlay root found unmounted (the host

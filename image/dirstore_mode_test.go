@@ -203,3 +203,35 @@ func TestDirStoreOverlayRootMountedAgain(t *testing.T) {
 	}
 	mountedAgain("PrepareRoot")
 }
+
+// A probe a killed process left mounted (between the probe's mount and
+// its unmount) is unmounted and removed by the next process's probe: the
+// daemon's kill -9 test found one left behind for good.
+func TestDirStoreProbeLeftMountedIsSwept(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 || runtime.GOOS != "linux" {
+		t.Skip("overlay roots are made on Linux as root")
+	}
+	s := newDirStore(t, t.TempDir())
+	left := filepath.Join(s.dir, "roots", ".tmp-probe-123")
+	for _, d := range []string{"lower", "upper", "work", "root"} {
+		if err := os.MkdirAll(filepath.Join(left, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := filepath.Join(left, "root")
+	t.Cleanup(func() { unmountOverlay(root) })
+	if err := mountOverlay(filepath.Join(left, "lower"), filepath.Join(left, "upper"), filepath.Join(left, "work"), root); err != nil {
+		t.Skipf("overlayfs refused the mount here: %v", err)
+	}
+	if !s.overlays() {
+		t.Fatal("the probe says overlay roots cannot be made, though one was just mounted")
+	}
+	if exists(left) {
+		t.Fatalf("%s, mounted by an earlier process's probe, is still there", left)
+	}
+	probes, err := filepath.Glob(filepath.Join(s.dir, "roots", ".tmp-probe-*"))
+	if err != nil || len(probes) != 0 {
+		t.Fatalf("probes left: %v %v", probes, err)
+	}
+}
