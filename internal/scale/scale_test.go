@@ -291,12 +291,13 @@ func TestScale(t *testing.T) {
 	// leader killed a quarter of the way, so that what the kill costs is
 	// the difference of two updates of one run.
 	var calm time.Duration
+	updated := func(c Counts) bool { return c.Running == total && c.AtTag == total }
 	phase("rolling update", func() (time.Duration, error) {
 		w0 := time.Now()
 		if err := h.Apply(ctx, services, replicas, "2"); err != nil {
 			return 0, err
 		}
-		_, err := h.WaitFor(ctx, "every task updated", "2", nil, func(c Counts) bool { return c.Running == total && c.AtTag == total })
+		_, err := h.WaitFor(ctx, "every task updated", "2", nil, updated)
 		calm = time.Since(w0)
 		return calm, err
 	})
@@ -312,7 +313,7 @@ func TestScale(t *testing.T) {
 		k0 := time.Now()
 		leader.Kill()
 		t.Logf("leader %s killed %s into the update", leader.Addr, k0.Sub(w0).Round(time.Millisecond))
-		_, err := h.WaitFor(ctx, "every task updated", "3", nil, func(c Counts) bool { return c.Running == total && c.AtTag == total })
+		_, err := h.WaitFor(ctx, "every task updated", "3", nil, updated)
 		took := time.Since(w0)
 		t.Logf("converged %s after the leader kill; the update took %s, the one without a kill %s (%+.1fs)",
 			time.Since(k0).Round(time.Millisecond), took.Round(time.Millisecond), calm.Round(time.Millisecond), (took - calm).Seconds())

@@ -9,10 +9,8 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
-	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/agent"
-	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
 )
 
 // When its manager dies, a session's stream goes on with the next from
@@ -37,12 +35,10 @@ func TestSessionResumesWithTheNextManager(t *testing.T) {
 	m1 := dispatchertest.Serve(t, ca, st, l1, peers)
 	dispatchertest.Serve(t, ca, st, l2, peers)
 	// The second manager serves another node meanwhile, so its cache
-	// follows the replica (a manager's cache starts with its first
-	// stream, and cannot tell what changed before it).
-	other := dispatchertest.Credentials(t, ca, "node-b", pki.RoleWorker).ClientConfig()
-	untilState(t, startFollowing(ctxT(t), t, openSession(t, dispatcherclient.Config{Managers: []string{a2}, TLS: other,
-		Status: func() legion.NodeStatus { return legion.NodeStatus{Hostname: "node-b", Version: "test"} }})),
-		nodeState{Values: map[string]string{}})
+	// follows the replica: one cannot tell what changed before it
+	// started (a test manager starts it at its first stream, a server
+	// when its store opens).
+	untilState(t, startFollowing(ctxT(t), t, newSession(t, ca, "node-b", a2)), nodeState{Values: map[string]string{}})
 	api := &legion.Service{Header: header(legion.KindService, "web", "api")}
 	api.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example/api:1"}}
 	put(t, st, api)
@@ -52,20 +48,15 @@ func TestSessionResumesWithTheNextManager(t *testing.T) {
 
 	var mu sync.Mutex
 	var wholes, deltas int
-	cfg := dispatcherclient.Config{
-		Managers: []string{a1},
-		TLS:      dispatchertest.Credentials(t, ca, "node-a", pki.RoleWorker).ClientConfig(),
-		Status:   func() legion.NodeStatus { return legion.NodeStatus{Hostname: "node-a", Version: "test"} },
-		Backoff:  20 * time.Millisecond,
-		OnAssignments: func(_ int, delta bool) {
-			mu.Lock()
-			defer mu.Unlock()
-			if delta {
-				deltas++
-			} else {
-				wholes++
-			}
-		},
+	cfg := sessionConfig(t, ca, "node-a", a1)
+	cfg.OnAssignments = func(_ int, delta bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if delta {
+			deltas++
+		} else {
+			wholes++
+		}
 	}
 	ctx := ctxT(t)
 	s := openSession(t, cfg)

@@ -33,7 +33,13 @@ func ctxT(t *testing.T) context.Context {
 
 func newSession(t *testing.T, ca *pki.CA, node string, managers ...string) *dispatcherclient.Session {
 	t.Helper()
-	return openSession(t, dispatcherclient.Config{
+	return openSession(t, sessionConfig(t, ca, node, managers...))
+}
+
+// sessionConfig is the configuration of a test session of node.
+func sessionConfig(t *testing.T, ca *pki.CA, node string, managers ...string) dispatcherclient.Config {
+	t.Helper()
+	return dispatcherclient.Config{
 		Managers: managers,
 		TLS:      dispatchertest.Credentials(t, ca, node, pki.RoleWorker).ClientConfig(),
 		Status:   func() legion.NodeStatus { return legion.NodeStatus{Hostname: node, Version: "test"} },
@@ -41,7 +47,7 @@ func newSession(t *testing.T, ca *pki.CA, node string, managers ...string) *disp
 			return []legion.Usage{{Namespace: "web", Task: "a-1", CPU: 100, Memory: 1 << 20}}
 		},
 		Backoff: 20 * time.Millisecond,
-	})
+	}
 }
 
 // openSession is a session with cfg, closed when the test ends.
