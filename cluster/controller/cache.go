@@ -1,11 +1,8 @@
 package controller
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +27,8 @@ const catchUpWait = 2 * time.Second
 // planning, and during a rollout a pass follows every burst of writes.
 type objectCache struct {
 	mu      sync.Mutex
-	objs    map[legion.Kind]map[string]legion.Object
+	objs    map[legion.Kind]map[string]legion.Object // but Tasks
+	tasks   *taskOrder
 	listed  map[legion.Kind]uint64 // the version each kind was listed at
 	at      uint64                 // the last event taken
 	changed chan struct{}          // closed at the next event taken
@@ -55,11 +53,19 @@ func loadCache(st Store) (*objectCache, *store.Watcher, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		c.listed[k] = at
+		if k == legion.KindTask {
+			c.tasks = newTaskOrder(len(objs))
+			for _, o := range objs {
+				c.tasks.put(cacheKey(o), o.(*legion.Task))
+			}
+			continue
+		}
 		m := make(map[string]legion.Object, len(objs))
 		for _, o := range objs {
 			m[cacheKey(o)] = o
 		}
-		c.objs[k], c.listed[k] = m, at
+		c.objs[k] = m
 	}
 	return c, w, nil
 }
@@ -77,10 +83,19 @@ func (c *objectCache) take(ev store.Event) {
 	close(c.changed)
 	c.changed = make(chan struct{})
 	k := ev.Object.GetKind()
-	m, ok := c.objs[k]
-	if !ok || ev.Version <= c.listed[k] {
+	listed, ok := c.listed[k]
+	if !ok || ev.Version <= listed {
 		return // not a planner kind, or in the list already
 	}
+	if k == legion.KindTask {
+		if ev.Type == store.Deleted {
+			c.tasks.remove(cacheKey(ev.Object))
+		} else {
+			c.tasks.put(cacheKey(ev.Object), ev.Object.(*legion.Task))
+		}
+		return
+	}
+	m := c.objs[k]
 	if ev.Type == store.Deleted {
 		delete(m, cacheKey(ev.Object))
 		return
@@ -144,15 +159,9 @@ func (c *objectCache) fill(src Store, st *scheduler.State) bool {
 	for _, o := range c.objs[legion.KindCronJob] {
 		st.CronJobs = append(st.CronJobs, o.(*legion.CronJob))
 	}
-	st.Tasks = make([]*legion.Task, 0, len(c.objs[legion.KindTask]))
-	for _, o := range c.objs[legion.KindTask] {
-		st.Tasks = append(st.Tasks, o.(*legion.Task))
-	}
 	// In the store's order, as a list gives them: the planner files an
 	// owner's tasks faster when they come together.
-	slices.SortFunc(st.Tasks, func(a, b *legion.Task) int {
-		return cmp.Or(strings.Compare(a.Metadata.Namespace, b.Metadata.Namespace), strings.Compare(a.Metadata.Name, b.Metadata.Name))
-	})
+	st.Tasks = c.tasks.sorted()
 	for _, o := range c.objs[legion.KindVolume] {
 		st.Volumes = append(st.Volumes, o.(*legion.Volume))
 	}

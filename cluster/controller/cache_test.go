@@ -2,12 +2,16 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/scheduler"
 )
 
 // countingStore counts the lists of Tasks a loop makes.
@@ -80,4 +84,85 @@ func TestPassesPlanFromTheWatchNotFromLists(t *testing.T) {
 	if c != 0 {
 		t.Fatalf("%d writes refused: a pass planned without the last one's writes", c)
 	}
+}
+
+// After tasks are made, changed, deleted and made again, in namespaces
+// whose names sort apart from their keys ("a" and "a-b"), a pass's tasks
+// from the cache are the store's list: the same tasks at the same
+// versions, in the same order.
+func TestCacheTasksAreTheStoresList(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	write := func(ns, name string, del bool) {
+		t.Helper()
+		if del {
+			if _, err := s.Delete(ctx, legion.KindTask, ns, name, store.Precondition{}); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		task := orderTask(ns, name, 0)
+		task.APIVersion = legion.APIVersion
+		task.Spec.DesiredState = legion.TaskRunning
+		task.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example/app:1"}}
+		if _, _, err := s.Put(ctx, task, store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ns := range []string{"a-b", "a", "default"} {
+		for i := range 5 {
+			write(ns, fmt.Sprintf("web-%d", i), false)
+		}
+	}
+	c, w, err := loadCache(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow := func() {
+		t.Helper()
+		for {
+			drained, cancel := context.WithCancel(ctx)
+			cancel()
+			ev, err := w.Next(drained)
+			if err != nil {
+				return
+			}
+			c.take(ev)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		follow()
+		var st scheduler.State
+		if !c.fill(s, &st) {
+			t.Fatalf("%s: the cache did not catch up", when)
+		}
+		list, _, err := s.List(legion.KindTask, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want []string
+		for _, task := range st.Tasks {
+			got = append(got, fmt.Sprintf("%s/%s@%d", task.Metadata.Namespace, task.Metadata.Name, task.Metadata.Version))
+		}
+		for _, o := range list {
+			m := o.GetMetadata()
+			want = append(want, fmt.Sprintf("%s/%s@%d", m.Namespace, m.Name, m.Version))
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: the cache's tasks\n%v\nthe store's list\n%v", when, got, want)
+		}
+	}
+	check("as listed")
+	write("a", "web-1", false)
+	write("a-b", "web-7", false)
+	write("a", "web-2", true)
+	write("default", "web-0", true)
+	check("after changes")
+	write("default", "web-0", false)
+	write("a", "web-2", false)
+	write("a-b", "web-3", true)
+	write("b", "web-1", false)
+	check("after more")
 }
