@@ -12,13 +12,22 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 )
 
+// VIPStore is what the VIP allocator reads and writes: *store.Store.
+type VIPStore interface {
+	netplan.Getter
+	List(kind legion.Kind, namespace string, keep func(legion.Object) bool) ([]legion.Object, uint64, error)
+	WriteAll(ctx context.Context, writes []store.Write) []error
+	Watch(from uint64) (*store.Watcher, error)
+	Version() (uint64, error)
+}
+
 // AllocateVIPs gives every VIP-mode service without one the lowest free
 // address of the cluster's service range, recorded in its status. The
 // leader runs it; a write that lost a race is tried again on the next
 // change. The addresses of one call go to the log together: an apply of
 // many services would otherwise wait out one commit per service, and
 // each service's endpoints would change at every node once per commit.
-func AllocateVIPs(ctx context.Context, st *store.Store) error {
+func AllocateVIPs(ctx context.Context, st VIPStore) error {
 	objs, _, err := st.List(legion.KindService, "", nil)
 	if err != nil {
 		return err
@@ -34,7 +43,7 @@ func AllocateVIPs(ctx context.Context, st *store.Store) error {
 		key := s.Metadata.Namespace + "/" + s.Metadata.Name
 		if a, err := netip.ParseAddr(s.Status.VIP); err == nil {
 			assigned[key] = a
-		} else if s.Spec.Endpoint.Mode == legion.EndpointVIP {
+		} else if needsVIP(s) {
 			need = append(need, s)
 		}
 	}
@@ -62,18 +71,27 @@ func AllocateVIPs(ctx context.Context, st *store.Store) error {
 	return failed
 }
 
-// RunVIPAllocator allocates VIPs after every change to services, until
-// ctx ends. The leader runs it.
-func RunVIPAllocator(ctx context.Context, st *store.Store, log *slog.Logger) error {
+// needsVIP reports whether a service is one AllocateVIPs gives an
+// address: in VIP mode, without one.
+func needsVIP(s *legion.Service) bool {
+	_, err := netip.ParseAddr(s.Status.VIP)
+	return err != nil && s.Spec.Endpoint.Mode == legion.EndpointVIP
+}
+
+// RunVIPAllocator allocates VIPs whenever a service may need one, until
+// ctx ends. The leader runs it. After a failed allocation, any change to
+// a service sends it to try again.
+func RunVIPAllocator(ctx context.Context, st VIPStore, log *slog.Logger) error {
 	for ctx.Err() == nil {
 		at, err := st.Version()
 		if err != nil {
 			return err
 		}
-		if err := AllocateVIPs(ctx, st); err != nil && log != nil {
+		err = AllocateVIPs(ctx, st)
+		if err != nil && log != nil {
 			log.Warn("allocating VIPs", "err", err)
 		}
-		if err := st.WaitChange(ctx, at, legion.KindService); err != nil {
+		if err := waitVIPWanted(ctx, st, at, err != nil); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -81,4 +99,34 @@ func RunVIPAllocator(ctx context.Context, st *store.Store, log *slog.Logger) err
 		}
 	}
 	return nil
+}
+
+// waitVIPWanted waits for a change after version from that may call for
+// an address: a service that needs one (made, or switched to VIP mode),
+// or a service deleted, which frees one for a service the range had no
+// room for. With retry, every change to a service will do. A rollout's
+// status writes to services that have their address wake nothing: each
+// allocation lists and decodes every service. It returns nil also when
+// the history no longer reaches back to from (the caller reads again).
+func waitVIPWanted(ctx context.Context, st VIPStore, from uint64, retry bool) error {
+	w, err := st.Watch(from)
+	if errors.Is(err, store.ErrCompacted) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for {
+		ev, err := w.Next(ctx)
+		switch {
+		case errors.Is(err, store.ErrCompacted), errors.Is(err, store.ErrReset):
+			return nil
+		case err != nil:
+			return err
+		}
+		s, ok := ev.Object.(*legion.Service)
+		if ok && (retry || ev.Type == store.Deleted || needsVIP(s)) {
+			return nil
+		}
+	}
 }

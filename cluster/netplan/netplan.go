@@ -15,9 +15,14 @@ import (
 	"github.com/legionbsd/legion/netbsd/addrplan"
 )
 
+// Getter reads one object, as *store.Store does.
+type Getter interface {
+	Get(kind legion.Kind, namespace, name string) (legion.Object, uint64, error)
+}
+
 // Read is the cluster's address plan as init stored it, or the
 // default plan for a cluster initialised before ranges were stored.
-func Read(st *store.Store) (addrplan.Plan, error) {
+func Read(st Getter) (addrplan.Plan, error) {
 	o, _, err := st.Get(legion.KindConfig, legion.SystemNamespace, addrplan.ConfigName)
 	if errors.Is(err, store.ErrNotFound) {
 		return addrplan.Default(), nil
