@@ -86,6 +86,6 @@ func (o *taskOrder) merge() {
 			merged = append(merged, s)
 		}
 	}
+	clear(o.added) // its slots are in merged now (or dropped)
 	o.slots, o.added = merged, o.added[:0]
-	clear(o.added[:cap(o.added)])
 }
