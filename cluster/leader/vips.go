@@ -17,7 +17,7 @@ type VIPStore interface {
 	netplan.Getter
 	List(kind legion.Kind, namespace string, keep func(legion.Object) bool) ([]legion.Object, uint64, error)
 	WriteAll(ctx context.Context, writes []store.Write) []error
-	Watch(from uint64) (*store.Watcher, error)
+	WaitEvent(ctx context.Context, from uint64, match func(store.Event) bool) error
 	Version() (uint64, error)
 }
 
@@ -91,7 +91,8 @@ func RunVIPAllocator(ctx context.Context, st VIPStore, log *slog.Logger) error {
 		if err != nil && log != nil {
 			log.Warn("allocating VIPs", "err", err)
 		}
-		if err := waitVIPWanted(ctx, st, at, err != nil); err != nil {
+		retry := err != nil
+		if err := st.WaitEvent(ctx, at, func(ev store.Event) bool { return vipWanted(ev, retry) }); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -101,32 +102,13 @@ func RunVIPAllocator(ctx context.Context, st VIPStore, log *slog.Logger) error {
 	return nil
 }
 
-// waitVIPWanted waits for a change after version from that may call for
-// an address: a service that needs one (made, or switched to VIP mode),
-// or a service deleted, which frees one for a service the range had no
-// room for. With retry, every change to a service will do. A rollout's
-// status writes to services that have their address wake nothing: each
-// allocation lists and decodes every service. It returns nil also when
-// the history no longer reaches back to from (the caller reads again).
-func waitVIPWanted(ctx context.Context, st VIPStore, from uint64, retry bool) error {
-	w, err := st.Watch(from)
-	if errors.Is(err, store.ErrCompacted) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for {
-		ev, err := w.Next(ctx)
-		switch {
-		case errors.Is(err, store.ErrCompacted), errors.Is(err, store.ErrReset):
-			return nil
-		case err != nil:
-			return err
-		}
-		s, ok := ev.Object.(*legion.Service)
-		if ok && (retry || ev.Type == store.Deleted || needsVIP(s)) {
-			return nil
-		}
-	}
+// vipWanted reports whether an event may call for an address: a service
+// that needs one (made, or switched to VIP mode), or a service deleted,
+// which frees one for a service the range had no room for. With retry,
+// every change to a service does. A rollout's status writes to services
+// that have their address do not: each allocation lists and decodes
+// every service.
+func vipWanted(ev store.Event, retry bool) bool {
+	s, ok := ev.Object.(*legion.Service)
+	return ok && (retry || ev.Type == store.Deleted || needsVIP(s))
 }

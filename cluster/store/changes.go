@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/legionbsd/legion"
 )
@@ -21,6 +22,14 @@ func (s *Store) Version() (uint64, error) {
 // reads again. It returns ctx's error when ctx ends first, and ErrClosed
 // when the store shuts down.
 func (s *Store) WaitChange(ctx context.Context, from uint64, kinds ...legion.Kind) error {
+	return s.WaitEvent(ctx, from, func(ev Event) bool {
+		return len(kinds) == 0 || slices.Contains(kinds, ev.Object.GetKind())
+	})
+}
+
+// WaitEvent is WaitChange for the first event after version from that
+// match reports, for a caller that needs only some changes of a kind.
+func (s *Store) WaitEvent(ctx context.Context, from uint64, match func(Event) bool) error {
 	w, err := s.Watch(from)
 	if errors.Is(err, ErrCompacted) {
 		return nil
@@ -36,13 +45,8 @@ func (s *Store) WaitChange(ctx context.Context, from uint64, kinds ...legion.Kin
 		case err != nil:
 			return err
 		}
-		if len(kinds) == 0 {
+		if match(ev) {
 			return nil
-		}
-		for _, k := range kinds {
-			if ev.Object.GetKind() == k {
-				return nil
-			}
 		}
 	}
 }
