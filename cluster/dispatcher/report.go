@@ -43,12 +43,14 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 	if err := s.checkCaller(ctx, st, id, leaf, by); err != nil {
 		return nil, err
 	}
+	// What is written: the status alone, over the stored task's.
+	w := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+		Metadata: legion.Metadata{Namespace: req.GetNamespace(), Name: req.GetName()}}, Status: ts}
 	for attempt := 0; ; attempt++ {
-		o, _, err := st.Get(legion.KindTask, req.GetNamespace(), req.GetName())
-		if err != nil {
+		var t reportedTask
+		if _, err := st.Decode(legion.KindTask, req.GetNamespace(), req.GetName(), &t); err != nil {
 			return nil, s.statusOf(err)
 		}
-		t := o.(*legion.Task)
 		if t.Spec.Node != id.Name {
 			return nil, status.Errorf(codes.PermissionDenied, "task %s/%s is assigned to node %q, not to %s", req.GetNamespace(), req.GetName(), t.Spec.Node, id.Name)
 		}
@@ -57,8 +59,7 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 		if reflect.DeepEqual(t.Status, ts) {
 			return &legionpb.ReportResponse{}, nil
 		}
-		t.Status = ts
-		_, err = st.PutStatus(ctx, t, store.Precondition{Version: t.Metadata.Version})
+		err := st.WriteStatus(ctx, w, store.Precondition{Version: t.Metadata.Version})
 		if err == nil {
 			return &legionpb.ReportResponse{}, nil
 		}
@@ -66,4 +67,17 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 			return nil, s.statusOf(fmt.Errorf("task %s/%s: %w", req.GetNamespace(), req.GetName(), err))
 		}
 	}
+}
+
+// reportedTask is what a report reads of the stored task: the whole spec
+// is most of a task's bytes, and every status change of every task is a
+// report to the leader.
+type reportedTask struct {
+	Metadata struct {
+		Version uint64 `json:"version"`
+	} `json:"metadata"`
+	Spec struct {
+		Node string `json:"node"`
+	} `json:"spec"`
+	Status legion.TaskStatus `json:"status"`
 }

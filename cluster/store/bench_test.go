@@ -283,3 +283,75 @@ func BenchmarkApplyCommand(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadReportedTask is the leader's read of a task an agent
+// reports on: the whole task (Get), as a report read it before, and the
+// node, status and version alone (Decode), as it reads it now.
+//
+//	go test -run '^$' -bench ReadReportedTask ./cluster/store
+func BenchmarkReadReportedTask(b *testing.B) {
+	n := openNode(b, "m1", b.TempDir())
+	defer n.s.Close()
+	if err := n.s.Bootstrap("m1"); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
+	objs, err := legion.ParseManifest("bench", []byte(`apiVersion: legion/v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec:
+  replicas: 100
+  pod:
+    containers:
+    - name: web
+      image: registry.example/web:2
+      command: [/usr/local/bin/web, --listen, ":8080"]
+      env: [{name: MODE, value: production}, {name: LOG, value: info}]
+      ports: [{name: http, containerPort: 8080}]
+      resources: {requests: {cpu: 100m, memory: 64Mi}, limits: {memory: 128Mi}}
+      probes: {readiness: {http: {path: /healthz, port: 8080}}}
+  endpoint:
+    ports: [{name: http, port: 80, targetPort: 8080}]
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc := objs[0].(*legion.Service)
+	if err := legion.Admit(svc); err != nil {
+		b.Fatal(err)
+	}
+	o, _ := legion.New(legion.KindTask)
+	task := o.(*legion.Task)
+	task.Metadata = legion.Metadata{Name: "web-1-1", Namespace: "default", Labels: map[string]string{"app": "web"}}
+	task.Spec = legion.TaskSpec{Owner: legion.Owner{Kind: legion.KindService, Name: "web"}, Slot: 1, Node: "node-001",
+		DesiredState: legion.TaskRunning, Pod: svc.Spec.Pod, OwnerGeneration: 1, PodHash: "0123456789abcdef",
+		Images: map[string]string{"registry.example/web:2": "sha256:" + strings.Repeat("ab", 32)}}
+	task.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: "10.200.1.2", Message: "started"}
+	if _, _, err := n.s.Put(context.Background(), task, WriteOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("get-whole", func(b *testing.B) {
+		for b.Loop() {
+			o, _, err := n.s.Get(legion.KindTask, "default", "web-1-1")
+			if err != nil || o.(*legion.Task).Spec.Node != "node-001" {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode-part", func(b *testing.B) {
+		for b.Loop() {
+			var p struct {
+				Metadata struct {
+					Version uint64 `json:"version"`
+				} `json:"metadata"`
+				Spec struct {
+					Node string `json:"node"`
+				} `json:"spec"`
+				Status legion.TaskStatus `json:"status"`
+			}
+			if _, err := n.s.Decode(legion.KindTask, "default", "web-1-1", &p); err != nil || p.Spec.Node != "node-001" {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
@@ -138,5 +139,60 @@ func TestStatusCommandsCarryTheStatusAlone(t *testing.T) {
 	var st legion.TaskStatus
 	if err := decodeStatus(c.Object, &st); err != nil || !reflect.DeepEqual(st, task.Status) {
 		t.Errorf("decodeStatus read %+v, %v; want %+v", st, err, task.Status)
+	}
+}
+
+// Decode reads part of an object, at the version Get reads it; a
+// status written with WriteStatus (an object of the kind, name and
+// status only) replaces the status under the version's precondition and
+// leaves the spec as it was.
+func TestDecodePartAndWriteStatusOnly(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	ctx := context.Background()
+	o, _ := legion.New(legion.KindTask)
+	task := o.(*legion.Task)
+	task.Metadata = legion.Metadata{Name: "t", Namespace: "default"}
+	task.Spec.Node, task.Spec.DesiredState = "n1", legion.TaskRunning
+	task.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example/app:1"}}
+	stored, _, err := n.s.Put(ctx, task, WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type part struct {
+		Metadata struct {
+			Version uint64 `json:"version"`
+		} `json:"metadata"`
+		Spec struct {
+			Node string `json:"node"`
+		} `json:"spec"`
+		Status legion.TaskStatus `json:"status"`
+	}
+	var p part
+	if _, err := n.s.Decode(legion.KindTask, "default", "t", &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Metadata.Version != stored.GetMetadata().Version || p.Spec.Node != "n1" || p.Status.State != "" {
+		t.Fatalf("decoded %+v; want version %d, node n1, no status", p, stored.GetMetadata().Version)
+	}
+	if _, err := n.s.Decode(legion.KindTask, "default", "missing", &p); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("decoding a missing task: %v, want ErrNotFound", err)
+	}
+
+	only := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+		Metadata: legion.Metadata{Name: "t", Namespace: "default"}}, Status: legion.TaskStatus{State: legion.TaskRunning, Ready: true}}
+	if err := n.s.WriteStatus(ctx, only, Precondition{Version: p.Metadata.Version}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.s.WriteStatus(ctx, only, Precondition{Version: p.Metadata.Version}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a status write at a version gone: %v, want ErrConflict", err)
+	}
+	got, _, err := n.s.Get(legion.KindTask, "default", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gt := got.(*legion.Task)
+	if !reflect.DeepEqual(gt.Spec, stored.(*legion.Task).Spec) || gt.Status.State != legion.TaskRunning || !gt.Status.Ready {
+		t.Fatalf("after the status write: spec %+v, status %+v", gt.Spec, gt.Status)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/jsonfast"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -537,16 +538,29 @@ func (r *result) storedInto(o legion.Object, opts WriteOptions) error {
 }
 
 // PutStatus replaces a stored object's status only: its labels, spec and
-// generation stay.
+// generation stay. It returns the object as stored.
 func (s *Store) PutStatus(ctx context.Context, o legion.Object, pre Precondition) (legion.Object, error) {
+	r, err := s.writeStatus(ctx, o, pre)
+	if err != nil {
+		return nil, err
+	}
+	return r.object()
+}
+
+// WriteStatus is PutStatus for a caller that does not read the object
+// stored, which then is not decoded: o needs its kind, namespace, name and
+// status only.
+func (s *Store) WriteStatus(ctx context.Context, o legion.Object, pre Precondition) error {
+	_, err := s.writeStatus(ctx, o, pre)
+	return err
+}
+
+func (s *Store) writeStatus(ctx context.Context, o legion.Object, pre Precondition) (*result, error) {
 	r, err := s.write(ctx, opStatus, o, WriteOptions{Precondition: pre})
 	if err != nil {
 		return nil, err
 	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	return r.object()
+	return r, r.err
 }
 
 // Delete removes an object and returns it as it was, at the deleting
@@ -706,28 +720,52 @@ func (s *Store) wait(ctx context.Context, f raft.Future, what string, mayApply b
 // Get reads an object from this replica, with the version it was read at.
 func (s *Store) Get(kind legion.Kind, namespace, name string) (legion.Object, uint64, error) {
 	var obj legion.Object
+	at, err := s.readObject(kind, namespace, name, func(raw []byte) (err error) {
+		obj, err = decodeObject(kind, raw)
+		return err
+	})
+	return obj, at, err
+}
+
+// Decode reads an object from this replica into v, with the version it
+// was read at, as Get does. v is a struct of the fields the caller needs,
+// named as the object's JSON names them: the decoder passes over the
+// rest, so an agent's report, which checks a task's node, status and
+// version, does not decode the task's whole spec.
+func (s *Store) Decode(kind legion.Kind, namespace, name string, v any) (uint64, error) {
+	return s.readObject(kind, namespace, name, func(raw []byte) error {
+		if err := jsonfast.Unmarshal(raw, v); err != nil {
+			return fmt.Errorf("decoding %s: %w", kind, err)
+		}
+		return nil
+	})
+}
+
+// readObject calls decode with the object's stored JSON, which is valid
+// only during the call; ErrNotFound when there is none.
+func (s *Store) readObject(kind legion.Kind, namespace, name string, decode func(raw []byte) error) (uint64, error) {
 	var at uint64
+	found := false
 	err := s.fsm.read(func(r *reader) error {
 		at = r.v.applied
 		raw := r.get([]byte(legion.Key(kind, namespace, name)))
 		if raw == nil {
 			return nil
 		}
-		o, err := decodeObject(kind, raw)
-		obj = o
-		return err
+		found = true
+		return decode(raw)
 	})
 	if err != nil {
-		return nil, 0, err
+		return 0, err
 	}
-	if obj == nil {
+	if !found {
 		n := name
 		if namespace != "" {
 			n = namespace + "/" + name
 		}
-		return nil, at, fmt.Errorf("%s %s: %w", kind, n, ErrNotFound)
+		return at, fmt.Errorf("%s %s: %w", kind, n, ErrNotFound)
 	}
-	return obj, at, nil
+	return at, nil
 }
 
 // List reads the objects of a kind from this replica (all namespaces when
