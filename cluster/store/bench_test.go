@@ -340,15 +340,7 @@ spec:
 	})
 	b.Run("decode-part", func(b *testing.B) {
 		for b.Loop() {
-			var p struct {
-				Metadata struct {
-					Version uint64 `json:"version"`
-				} `json:"metadata"`
-				Spec struct {
-					Node string `json:"node"`
-				} `json:"spec"`
-				Status legion.TaskStatus `json:"status"`
-			}
+			var p taskPart
 			if _, err := n.s.Decode(legion.KindTask, "default", "web-1-1", &p); err != nil || p.Spec.Node != "node-001" {
 				b.Fatal(err)
 			}

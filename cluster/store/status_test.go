@@ -17,10 +17,7 @@ func TestStatusWriteReplacesTheStatus(t *testing.T) {
 	t.Parallel()
 	n := single(t)
 	ctx := context.Background()
-	o, _ := legion.New(legion.KindTask)
-	task := o.(*legion.Task)
-	task.Metadata = legion.Metadata{Name: "t", Namespace: "default"}
-	task.Spec.DesiredState = legion.TaskRunning
+	task := runningTask("t")
 	task.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, Message: "ready"}
 	stored, _, err := n.s.Put(ctx, task, WriteOptions{})
 	if err != nil {
@@ -150,25 +147,14 @@ func TestDecodePartAndWriteStatusOnly(t *testing.T) {
 	t.Parallel()
 	n := single(t)
 	ctx := context.Background()
-	o, _ := legion.New(legion.KindTask)
-	task := o.(*legion.Task)
-	task.Metadata = legion.Metadata{Name: "t", Namespace: "default"}
-	task.Spec.Node, task.Spec.DesiredState = "n1", legion.TaskRunning
+	task := runningTask("t")
+	task.Spec.Node = "n1"
 	task.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example/app:1"}}
 	stored, _, err := n.s.Put(ctx, task, WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	type part struct {
-		Metadata struct {
-			Version uint64 `json:"version"`
-		} `json:"metadata"`
-		Spec struct {
-			Node string `json:"node"`
-		} `json:"spec"`
-		Status legion.TaskStatus `json:"status"`
-	}
-	var p part
+	var p taskPart
 	if _, err := n.s.Decode(legion.KindTask, "default", "t", &p); err != nil {
 		t.Fatal(err)
 	}
@@ -195,4 +181,25 @@ func TestDecodePartAndWriteStatusOnly(t *testing.T) {
 	if !reflect.DeepEqual(gt.Spec, stored.(*legion.Task).Spec) || gt.Status.State != legion.TaskRunning || !gt.Status.Ready {
 		t.Fatalf("after the status write: spec %+v, status %+v", gt.Spec, gt.Status)
 	}
+}
+
+// taskPart is what an agent's report reads of a task (the dispatcher's
+// reportedTask).
+type taskPart struct {
+	Metadata struct {
+		Version uint64 `json:"version"`
+	} `json:"metadata"`
+	Spec struct {
+		Node string `json:"node"`
+	} `json:"spec"`
+	Status legion.TaskStatus `json:"status"`
+}
+
+// runningTask is a task in the default namespace, to run.
+func runningTask(name string) *legion.Task {
+	o, _ := legion.New(legion.KindTask)
+	task := o.(*legion.Task)
+	task.Metadata = legion.Metadata{Name: name, Namespace: "default"}
+	task.Spec.DesiredState = legion.TaskRunning
+	return task
 }
