@@ -264,19 +264,9 @@ func (l *Loop) Pass(ctx context.Context) (PassResult, error) {
 func (l *Loop) apply(ctx context.Context, st *scheduler.State, plan *scheduler.Result) PassResult {
 	var res PassResult
 	owners := ownerUIDs(st)
-	var orig *originals
 	var writes []store.Write
 	var what []string
 	add := func(kind string, w store.Write) {
-		if kind == "update" {
-			if orig == nil {
-				orig = indexSnapshot(st)
-			}
-			if old := orig.get(w.Object); old != nil && unchanged(old, w.Object) {
-				res.Unchanged++
-				return
-			}
-		}
 		if t, ok := w.Object.(*legion.Task); ok && !w.Delete {
 			k := legion.Key(t.Spec.Owner.Kind, t.Metadata.Namespace, t.Spec.Owner.Name)
 			if uid, ok := owners[k]; ok {
@@ -332,6 +322,7 @@ func (l *Loop) apply(ctx context.Context, st *scheduler.State, plan *scheduler.R
 	for _, n := range plan.UpdateNamespaces {
 		update(n)
 	}
+	writes, what = dropUnchanged(st, writes, what, &res)
 	if len(writes) == 0 {
 		return res
 	}
@@ -361,39 +352,72 @@ func ownerUIDs(st *scheduler.State) map[string]string {
 	return m
 }
 
-// originals finds the snapshot's object an update replaces.
-type originals struct{ m map[string]legion.Object }
-
-func indexSnapshot(st *scheduler.State) *originals {
-	o := &originals{m: make(map[string]legion.Object, len(st.Tasks)+len(st.Services)+len(st.Jobs)+len(st.Nodes))}
-	add := func(x legion.Object) {
-		m := x.GetMetadata()
-		o.m[legion.Key(x.GetKind(), m.Namespace, m.Name)] = x
+// dropUnchanged leaves out the updates equal to what the snapshot holds.
+func dropUnchanged(st *scheduler.State, writes []store.Write, what []string, res *PassResult) ([]store.Write, []string) {
+	var updates []legion.Object
+	for i, w := range writes {
+		if what[i] == "update" {
+			updates = append(updates, w.Object)
+		}
 	}
-	for _, x := range st.Tasks {
-		add(x)
+	if len(updates) == 0 {
+		return writes, what
 	}
-	for _, x := range st.Services {
-		add(x)
+	orig := originalsOf(st, updates)
+	keptW, keptWhat := writes[:0], what[:0]
+	for i, w := range writes {
+		if what[i] == "update" {
+			if old := orig[keyOf(w.Object)]; old != nil && unchanged(old, w.Object) {
+				res.Unchanged++
+				continue
+			}
+		}
+		keptW, keptWhat = append(keptW, w), append(keptWhat, what[i])
 	}
-	for _, x := range st.Jobs {
-		add(x)
-	}
-	for _, x := range st.CronJobs {
-		add(x)
-	}
-	for _, x := range st.Nodes {
-		add(x)
-	}
-	for _, x := range st.Volumes {
-		add(x)
-	}
-	return o
+	return keptW, keptWhat
 }
 
-func (o *originals) get(x legion.Object) legion.Object {
+// objectKey names an object without making a string of its key.
+type objectKey struct {
+	kind            legion.Kind
+	namespace, name string
+}
+
+func keyOf(x legion.Object) objectKey {
 	m := x.GetMetadata()
-	return o.m[legion.Key(x.GetKind(), m.Namespace, m.Name)]
+	return objectKey{x.GetKind(), m.Namespace, m.Name}
+}
+
+// originalsOf finds the snapshot's objects that updates replace: one
+// look-up per object of the kinds updated, in a map of the updates. A
+// pass updates tens of objects out of tens of thousands of tasks, and a
+// map of the whole snapshot, made at each pass, cost more than the look-ups.
+func originalsOf(st *scheduler.State, updates []legion.Object) map[objectKey]legion.Object {
+	want := make(map[objectKey]legion.Object, len(updates))
+	kinds := map[legion.Kind]bool{}
+	for _, u := range updates {
+		want[keyOf(u)] = nil
+		kinds[u.GetKind()] = true
+	}
+	find := func(kind legion.Kind, n int, at func(int) legion.Object) {
+		if !kinds[kind] {
+			return
+		}
+		for i := range n {
+			x := at(i)
+			k := keyOf(x)
+			if _, ok := want[k]; ok {
+				want[k] = x
+			}
+		}
+	}
+	find(legion.KindTask, len(st.Tasks), func(i int) legion.Object { return st.Tasks[i] })
+	find(legion.KindService, len(st.Services), func(i int) legion.Object { return st.Services[i] })
+	find(legion.KindJob, len(st.Jobs), func(i int) legion.Object { return st.Jobs[i] })
+	find(legion.KindCronJob, len(st.CronJobs), func(i int) legion.Object { return st.CronJobs[i] })
+	find(legion.KindNode, len(st.Nodes), func(i int) legion.Object { return st.Nodes[i] })
+	find(legion.KindVolume, len(st.Volumes), func(i int) legion.Object { return st.Volumes[i] })
+	return want
 }
 
 // unchanged: the store would keep the same bytes (same JSON), so the
