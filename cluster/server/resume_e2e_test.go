@@ -12,10 +12,10 @@ import (
 	"google.golang.org/grpc"
 )
 
-// A manager's dispatcher follows its replica from when the store opens,
-// not from its first stream: an agent's stream that moves to a manager
-// that has served none yet goes on from the point the last one reached,
-// with what changed since, rather than a whole set.
+// A manager's dispatcher follows its replica from when it becomes a
+// manager (init, join), not from its first stream: an agent's stream
+// that moves to a manager that has served none yet goes on from the point
+// the last one reached, with what changed since, rather than a whole set.
 func TestStreamResumesOnAManagerThatServedNone(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 2, Workers: 1})
