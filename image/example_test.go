@@ -71,7 +71,12 @@ func pushHello(ref string) {
 	tw.WriteHeader(&tar.Header{Name: "etc/motd", Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
 	tw.Write([]byte(body))
 	tw.Close()
-	layer, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	// From memory: LayerFromReader would buffer it in a temporary file
+	// that nothing removes.
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
