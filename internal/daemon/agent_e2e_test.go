@@ -37,7 +37,13 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "process-shim" {
 		os.Exit(process.ShimMain(os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	// The test image's archive serves every test of the binary: it goes
+	// when they are done.
+	if imageOnce.dir != "" {
+		os.RemoveAll(imageOnce.dir)
+	}
+	os.Exit(code)
 }
 
 const testImage = "localhost/legion-test/server:1"
@@ -85,8 +91,8 @@ const endpointHTTP = `  endpoint:
 // store.
 var imageOnce struct {
 	sync.Once
-	archive string
-	err     error
+	dir, archive string
+	err          error
 }
 
 // testImageArchive is the test image as an OCI archive, built once per
@@ -104,7 +110,7 @@ func testImageArchive(t testing.TB) string {
 			imageOnce.err = err
 			return
 		}
-		imageOnce.archive = filepath.Join(dir, "server.tar")
+		imageOnce.dir, imageOnce.archive = dir, filepath.Join(dir, "server.tar")
 		imageOnce.err = testimage.WriteArchive(imageOnce.archive, img, testImage)
 	})
 	if imageOnce.err != nil {
