@@ -219,13 +219,14 @@ func TestDaemonStopsCleanly(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	t.Cleanup(func() { removeContainers(dir) })
+	run := filepath.Join(t.TempDir(), "run") // not the default, which outlives the test
 	for round := range 2 {
 		ctx, cancel := context.WithCancel(context.Background())
 		root := newRootCommand()
 		var out bytes.Buffer
 		root.SetOut(&out)
 		root.SetErr(&out)
-		root.SetArgs([]string{"daemon", "--data-dir", dir, "--listen", addr})
+		root.SetArgs([]string{"daemon", "--data-dir", dir, "--run-dir", run, "--listen", addr})
 		done := make(chan error, 1)
 		go func() { done <- root.ExecuteContext(ctx) }()
 		deadline := time.Now().Add(10 * time.Second)

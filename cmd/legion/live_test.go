@@ -37,6 +37,7 @@ type liveNode struct {
 	t       *testing.T
 	bin     string
 	data    string
+	run     string // the daemon's --run-dir, kept across its restarts
 	zfsRoot string
 	addr    string
 	admin   string
@@ -56,7 +57,7 @@ func newLiveNode(t *testing.T) *liveNode {
 	}
 	var b [4]byte
 	rand.Read(b[:])
-	n := &liveNode{t: t, bin: buildLegion(t), data: filepath.Join(t.TempDir(), "data"),
+	n := &liveNode{t: t, bin: buildLegion(t), data: filepath.Join(t.TempDir(), "data"), run: filepath.Join(t.TempDir(), "run"),
 		zfsRoot: parent + "/live-" + hex.EncodeToString(b[:]), addr: testcluster.FreeAddr(t)}
 	t.Cleanup(n.destroy)
 	run(t, "zfs", "create", "-p", n.zfsRoot)
@@ -82,7 +83,7 @@ func newLiveNode(t *testing.T) *liveNode {
 
 func (n *liveNode) start() {
 	n.t.Helper()
-	n.daemon, n.out = background(n.t, n.bin, "daemon", "--data-dir", n.data, "--platform", "jails",
+	n.daemon, n.out = background(n.t, n.bin, "daemon", "--data-dir", n.data, "--run-dir", n.run, "--platform", "jails",
 		"--zfs-root", n.zfsRoot, "--listen", n.addr, "--pf-main")
 	testcluster.WaitFor(n.t, "the daemon to answer", 60*time.Second, func() bool {
 		return legionCmd(n.t, n.bin, "status", "--server", n.addr).Run() == nil

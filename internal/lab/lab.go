@@ -71,6 +71,10 @@ type Node struct {
 	NS      string     // its network namespace
 	Veth    string     // the host end of its link, on the lab bridge
 	DataDir string
+	// RunDir is where its daemon keeps tasks' secrets and the resolver's
+	// zone: in the lab's directory, so it goes with the lab, where the
+	// daemon's default (one per data directory under /dev/shm) would stay.
+	RunDir  string
 	LogFile string
 
 	mu   sync.Mutex
@@ -311,7 +315,7 @@ func (l *Lab) run(n *Node) error {
 	defer logf.Close()
 	// ip netns exec replaces itself with the daemon, so the pid is the
 	// daemon's.
-	cmd := exec.Command("ip", "netns", "exec", n.NS, l.bin, "daemon", "--data-dir", n.DataDir,
+	cmd := exec.Command("ip", "netns", "exec", n.NS, l.bin, "daemon", "--data-dir", n.DataDir, "--run-dir", n.RunDir,
 		"--listen", fmt.Sprintf("0.0.0.0:%d", Port), "--advertise", n.Endpoint(), "--raft-timing", l.opts.RaftTiming)
 	cmd.Env = l.cliEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -121,6 +121,7 @@ func (l *Lab) addNode(n *Node, i int) error {
 	n.NS = fmt.Sprintf("lab-%s-%s", l.id, n.Name)
 	n.Veth = fmt.Sprintf("%s-%s", l.Bridge, n.Name)
 	n.DataDir = filepath.Join(l.Dir, n.Name)
+	n.RunDir = filepath.Join(l.Dir, n.Name+".run")
 	n.LogFile = filepath.Join(l.Dir, n.Name+".log")
 	l.Nodes = append(l.Nodes, n)
 	if err := os.MkdirAll(n.DataDir, 0o700); err != nil {
