@@ -16,12 +16,7 @@ import (
 // BenchmarkPut is sequential fsynced writes on one manager, without the
 // API in front.
 func BenchmarkPut(b *testing.B) {
-	n := openNode(b, "m1", b.TempDir())
-	defer n.s.Close()
-	if err := n.s.Bootstrap("m1"); err != nil {
-		b.Fatal(err)
-	}
-	waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
+	n := single(b)
 	benchPuts(b, n.s, 1)
 }
 
@@ -41,12 +36,7 @@ func BenchmarkPutThree(b *testing.B) {
 // managers: raft batches their entries into shared appends.
 func BenchmarkPutConcurrent(b *testing.B) {
 	b.Run("managers=1", func(b *testing.B) {
-		n := openNode(b, "m1", b.TempDir())
-		defer n.s.Close()
-		if err := n.s.Bootstrap("m1"); err != nil {
-			b.Fatal(err)
-		}
-		waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
+		n := single(b)
 		benchPuts(b, n.s, 64)
 	})
 	b.Run("managers=3", func(b *testing.B) {
@@ -290,12 +280,7 @@ func BenchmarkApplyCommand(b *testing.B) {
 //
 //	go test -run '^$' -bench ReadReportedTask ./cluster/store
 func BenchmarkReadReportedTask(b *testing.B) {
-	n := openNode(b, "m1", b.TempDir())
-	defer n.s.Close()
-	if err := n.s.Bootstrap("m1"); err != nil {
-		b.Fatal(err)
-	}
-	waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
+	n := single(b)
 	objs, err := legion.ParseManifest("bench", []byte(`apiVersion: legion/v1
 kind: Service
 metadata: {name: web, namespace: default}

@@ -86,7 +86,8 @@ func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	testpoll.Until(t, what, d, 5*time.Millisecond, cond)
 }
 
-func single(t *testing.T) *node {
+// single is one manager leading alone, closed when the test ends.
+func single(t testing.TB) *node {
 	t.Helper()
 	n := openNode(t, "m1", t.TempDir())
 	if err := n.s.Bootstrap("m1"); err != nil {
