@@ -227,3 +227,40 @@ func BenchmarkEndpointTasksRollOver(b *testing.B) {
 }
 
 func epKey(service, task string) string { return "default\x00" + service + "\x00" + task }
+
+// BenchmarkRolloutMessages is an agent of a 20,000-task cluster taking a
+// rollout's messages as the scale run's update sends them: 51 new tasks
+// ready, three in each of 17 services (their endpoint tasks and policy
+// members put), then the 51 they replace gone (removed), the set handed
+// over after each message. Reported per message.
+func BenchmarkRolloutMessages(b *testing.B) {
+	const perService, services = 3, 17
+	var sets []*legionpb.AssignmentSet
+	for m := 0; m < 33*200/services; m++ { // 33 batches of three of each service's 100
+		put := &legionpb.AssignmentSet{Delta: true, TypedValues: true, EndpointTaskChanges: &legionpb.Items{}, MemberChanges: &legionpb.Items{}}
+		gone := &legionpb.AssignmentSet{Delta: true, TypedValues: true, EndpointTaskChanges: &legionpb.Items{}, MemberChanges: &legionpb.Items{}}
+		eps, members := map[string][]byte{}, map[string][]byte{}
+		for j := range services {
+			g := m*services + j
+			svc, first := g%200, g/200*perService
+			service := fmt.Sprintf("svc-%03d", svc)
+			for r := first; r < first+perService; r++ {
+				old := fmt.Sprintf("svc-%03d-%03d", svc, r)
+				name := old + "-v2" // just after the old one
+				ip := fmt.Sprintf("10.202.%d.%d", r, 2+svc)
+				eps[epKey(service, name)] = endpoints.TaskWire(endpoints.Task{Name: name, IP: ip, Node: "node-001", Slot: r + 1})
+				members[itemKey("default", name)] = endpoints.MemberWire(&endpoints.Member{Namespace: "default", Task: name, Service: service, IP: ip, Node: "node-001"})
+				gone.EndpointTaskChanges.Removed = append(gone.EndpointTaskChanges.Removed, epKey(service, old))
+				gone.MemberChanges.Removed = append(gone.MemberChanges.Removed, itemKey("default", old))
+			}
+		}
+		put.EndpointTaskChanges.Put, put.MemberChanges.Put = legionpb.ItemsPut(eps), legionpb.ItemsPut(members)
+		sets = append(sets, put, gone)
+	}
+	rollOver(b, benchState(b), sets, 1, func(_ int, as agent.Assignments) error {
+		if n := as.Policies.Members.Len(); n != 20000 && n != 20000+perService*services {
+			return fmt.Errorf("%d members handed over", n)
+		}
+		return nil
+	})
+}
