@@ -158,10 +158,20 @@ type Agent struct {
 	octet  int
 
 	mu      sync.Mutex
-	tasks   map[string]*legion.Task // what it runs, by namespace/name
-	sent    map[string]string       // the last report made of each task: uid and state
+	tasks   map[taskName]heldTask // what it runs
+	pass    uint64                // sets taken
 	nextIP  int
 	dropped bool
+}
+
+// taskName is a task's namespace and name.
+type taskName struct{ ns, name string }
+
+// heldTask is a task an agent runs.
+type heldTask struct {
+	t    *legion.Task
+	sent string // the last report made of it: uid and state
+	pass uint64 // the last set that held it
 }
 
 // startAgent joins a node with the token and starts its session and its
@@ -178,7 +188,7 @@ func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", name, err)
 	}
-	a := &Agent{Name: name, h: h, creds: creds, octet: i, tasks: map[string]*legion.Task{}, sent: map[string]string{}, done: make(chan struct{})}
+	a := &Agent{Name: name, h: h, creds: creds, octet: i, tasks: map[taskName]heldTask{}, done: make(chan struct{})}
 	cpu, mem := legion.CPU(64_000), legion.Bytes(256<<30)
 	sess, err := dispatcherclient.New(dispatcherclient.Config{
 		Node: name, Managers: slices.Clone(h.addrs), TLS: creds.ClientConfig(),
@@ -281,15 +291,17 @@ func (a *Agent) Tasks() map[string]*legion.Task {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make(map[string]*legion.Task, len(a.tasks))
-	for k, v := range a.tasks {
-		out[k] = v
+	for k, h := range a.tasks {
+		out[k.ns+"/"+k.name] = h.t
 	}
 	return out
 }
 
 // run takes each set as the real agent would, at once: every task told to
 // run is running, ready, with an address; every task told to stop is
-// stopped; what the set no longer holds is forgotten.
+// stopped; what the set no longer holds is forgotten. Every set holds
+// all of a node's tasks, and 256 agents take one after each change: a
+// task's pass costs no allocation.
 func (a *Agent) run(ctx context.Context, ch <-chan agent.Assignments) {
 	for as := range ch {
 		type report struct {
@@ -298,11 +310,12 @@ func (a *Agent) run(ctx context.Context, ch <-chan agent.Assignments) {
 		}
 		var todo []report
 		a.mu.Lock()
-		seen := map[string]bool{}
+		a.pass++
 		for _, t := range as.Tasks {
-			k := t.Metadata.Namespace + "/" + t.Metadata.Name
-			seen[k] = true
-			a.tasks[k] = t
+			k := taskName{t.Metadata.Namespace, t.Metadata.Name}
+			h := a.tasks[k]
+			h.t, h.pass = t, a.pass
+			a.tasks[k] = h
 			var st legion.TaskStatus
 			switch {
 			case t.Spec.DesiredState == legion.TaskRunning && t.Status.State != legion.TaskRunning:
@@ -320,16 +333,19 @@ func (a *Agent) run(ctx context.Context, ch <-chan agent.Assignments) {
 				continue
 			}
 			mark := t.Metadata.UID + "/" + string(st.State)
-			if a.sent[k] == mark {
+			if h.sent == mark {
 				continue // reported already; the set is older than the report
 			}
-			a.sent[k] = mark
+			h.sent = mark
+			a.tasks[k] = h
 			todo = append(todo, report{t, st})
 		}
-		for k := range a.tasks {
-			if !seen[k] {
-				delete(a.tasks, k)
-				delete(a.sent, k)
+		if len(a.tasks) > len(as.Tasks) {
+			// Some the set no longer holds.
+			for k, h := range a.tasks {
+				if h.pass != a.pass {
+					delete(a.tasks, k)
+				}
 			}
 		}
 		a.mu.Unlock()
