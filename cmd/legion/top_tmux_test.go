@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,10 +39,11 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A tmux server of this test's own, gone with it.
-	sock := fmt.Sprintf("legion-top-%d-%d", os.Getpid(), time.Now().UnixNano())
+	// A tmux server of this test's own, gone with it, its socket in the
+	// test's directory (-L would leave one in /tmp/tmux-<uid>).
+	sock := filepath.Join(t.TempDir(), "tmux")
 	tmux := func(args ...string) (string, error) {
-		out, err := exec.Command("tmux", append([]string{"-L", sock}, args...)...).CombinedOutput()
+		out, err := exec.Command("tmux", append([]string{"-S", sock}, args...)...).CombinedOutput()
 		return string(out), err
 	}
 	t.Cleanup(func() { tmux("kill-server") })
