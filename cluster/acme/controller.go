@@ -43,7 +43,7 @@ type Store interface {
 	Get(kind legion.Kind, namespace, name string) (legion.Object, uint64, error)
 	List(kind legion.Kind, namespace string, keep func(legion.Object) bool) ([]legion.Object, uint64, error)
 	Put(ctx context.Context, o legion.Object, opts store.WriteOptions) (obj, prev legion.Object, err error)
-	PutStatus(ctx context.Context, o legion.Object, pre store.Precondition) (legion.Object, error)
+	WriteStatus(ctx context.Context, o legion.Object, pre store.Precondition) error
 	Version() (uint64, error)
 	WaitChange(ctx context.Context, from uint64, kinds ...legion.Kind) error
 }
@@ -252,7 +252,7 @@ func (c *Controller) writeStatus(ctx context.Context, r *legion.Route, status fu
 		}
 		next := *cur
 		next.Status = want
-		_, err = c.Store.PutStatus(ctx, &next, store.Precondition{Version: cur.Metadata.Version})
+		err = c.Store.WriteStatus(ctx, &next, store.Precondition{Version: cur.Metadata.Version})
 		if !errors.Is(err, store.ErrConflict) {
 			if err != nil {
 				return fmt.Errorf("route %s/%s: writing its status: %w", ns, name, err)

@@ -235,7 +235,7 @@ func (r *ImageResolver) resolveOwner(ctx context.Context, key string, o legion.O
 	res, problems := r.resolve(ctx, pod, hash, logins)
 	if !sameImages(cur, res) {
 		*status = res
-		_, err := r.Store.PutStatus(ctx, o, store.Precondition{Version: o.GetMetadata().Version})
+		err := r.Store.WriteStatus(ctx, o, store.Precondition{Version: o.GetMetadata().Version})
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			problems = append(problems, "writing the status: "+err.Error())
 		}

@@ -420,7 +420,7 @@ func (m *Migrator) record(ctx context.Context, v *legion.Volume, change func(*le
 		mig := *cur
 		w.Status.Migration = &mig
 		change(&w.Status)
-		_, err := m.Store.PutStatus(ctx, &w, store.Precondition{Version: v.Metadata.Version})
+		err := m.Store.WriteStatus(ctx, &w, store.Precondition{Version: v.Metadata.Version})
 		if !errors.Is(err, store.ErrConflict) {
 			return err
 		}
