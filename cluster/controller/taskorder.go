@@ -51,9 +51,6 @@ func (o *taskOrder) remove(key string) {
 	}
 }
 
-// len is how many tasks there are.
-func (o *taskOrder) len() int { return len(o.byKey) }
-
 // sorted returns every task in key order, in a slice of the caller's
 // own.
 func (o *taskOrder) sorted() []*legion.Task {

@@ -43,8 +43,8 @@ func TestTaskOrderIsTheStoresOrder(t *testing.T) {
 		}
 		got := o.sorted()
 		keys := slices.Sorted(maps.Keys(want))
-		if len(got) != len(keys) || o.len() != len(keys) {
-			t.Fatalf("pass %d: %d tasks (len %d), want %d", pass, len(got), o.len(), len(keys))
+		if len(got) != len(keys) || len(o.byKey) != len(keys) {
+			t.Fatalf("pass %d: %d tasks (len %d), want %d", pass, len(got), len(o.byKey), len(keys))
 		}
 		for i, k := range keys {
 			if got[i] != want[k] {

@@ -286,17 +286,6 @@ func (a *Agent) Drop() {
 	<-a.done
 }
 
-// Tasks is what the agent runs now.
-func (a *Agent) Tasks() map[string]*legion.Task {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	out := make(map[string]*legion.Task, len(a.tasks))
-	for k, h := range a.tasks {
-		out[k.ns+"/"+k.name] = h.t
-	}
-	return out
-}
-
 // run takes each set as the real agent would, at once: every task told to
 // run is running, ready, with an address; every task told to stop is
 // stopped; what the set no longer holds is forgotten. Every set holds
