@@ -9,17 +9,11 @@ import (
 
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/jailtest"
+	// The test binary is also the supervisor: the runtime runs it as
+	// `<test binary> jail-shim ...`, as it runs `legion jail-shim ...`.
+	_ "github.com/legionbsd/legion/jail/shim"
 	"github.com/legionbsd/legion/sys"
 )
-
-// The test binary is also the supervisor: the runtime runs it as
-// `<test binary> jail-shim ...`, as it runs `legion jail-shim ...`.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "jail-shim" {
-		os.Exit(jail.ShimMain(os.Args[2:]))
-	}
-	os.Exit(m.Run())
-}
 
 // hostRunner runs the supervisor and kill for real and answers the
 // FreeBSD commands (jail, jls, mount, rctl, ...) from a fake, so the jail

@@ -25,7 +25,7 @@ func (j *Jails) Exec(ctx context.Context, id string, spec ExecSpec) (int, error)
 	if spec.TTY && j.cfg.Spawner == nil {
 		return -1, fmt.Errorf("exec in %s: a terminal needs a Spawner (the runner cannot stream)", id)
 	}
-	args := []string{"jail-shim", "exec", j.records.Path(id)}
+	args := []string{ShimCommand, "exec", j.records.Path(id)}
 	var extra []*os.File
 	if spec.TTY {
 		args = append(args, "-tty")

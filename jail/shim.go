@@ -18,9 +18,13 @@ import (
 	"time"
 )
 
-// ShimMain is `legion jail-shim`, dispatched by cmd/legion before anything
-// else starts; args are the words after "jail-shim". It returns the exit
-// code.
+// ShimCommand is the first argument that makes the legion binary this
+// supervisor (package jail/shim dispatches it).
+const ShimCommand = "jail-shim"
+
+// ShimMain is `legion jail-shim`, dispatched by package jail/shim before
+// the binary's other packages initialize; args are the words after
+// "jail-shim". It returns the exit code.
 //
 //	start DIR      start the container recorded in DIR under a detached
 //	               supervisor; exit 0 once its process runs, else
@@ -42,7 +46,7 @@ func ShimMain(args []string) int {
 		return 2
 	}
 	dir := args[1]
-	front := ShimFront{Command: "jail-shim", Supervisor: shimSupervisor}
+	front := ShimFront{Command: ShimCommand, Supervisor: shimSupervisor}
 	switch args[0] {
 	case "start":
 		return front.Start(dir)

@@ -89,7 +89,7 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 	// start no record holds. It bounds its own wait by ShimStartTimeout.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*ShimStartTimeout)
 	defer cancel()
-	if _, err := j.run(sctx, j.cfg.Shim, "jail-shim", "start", dir); err != nil {
+	if _, err := j.run(sctx, j.cfg.Shim, ShimCommand, "start", dir); err != nil {
 		j.removeJail(ctx, rec.Jail)
 		var ee *sys.ExitError
 		if errors.As(err, &ee) && (ee.Code == ShimExitPermanent) {

@@ -7,21 +7,13 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/legionbsd/legion/jail"
-	"github.com/legionbsd/legion/jail/process"
+	// The container supervisors (`legion jail-shim`, `legion
+	// process-shim`) are this same binary: package shim runs them from its
+	// initializer, before the packages only the CLI and the daemon need.
+	_ "github.com/legionbsd/legion/jail/shim"
 )
 
 func main() {
-	// Supervisors are this same binary, dispatched before anything else
-	// starts: they fork and must stay single-threaded until they do.
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case "jail-shim":
-			os.Exit(jail.ShimMain(os.Args[2:]))
-		case "process-shim":
-			os.Exit(process.ShimMain(os.Args[2:]))
-		}
-	}
 	root := newRootCommand()
 	if err := root.Execute(); err != nil {
 		var ee *exitError

@@ -31,26 +31,14 @@ import (
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/process"
+	// The runtimes start their containers through a supervisor, which is
+	// this same binary: package shim runs it when asked.
+	_ "github.com/legionbsd/legion/jail/shim"
 	"github.com/legionbsd/legion/sys"
 	"github.com/legionbsd/legion/zfs"
 )
 
-// The runtimes start their containers through a supervisor, which is
-// this same binary run with one of these first arguments.
-const (
-	jailShim    = "jail-shim"
-	processShim = "process-shim"
-)
-
 func main() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case jailShim:
-			os.Exit(jail.ShimMain(os.Args[2:]))
-		case processShim:
-			os.Exit(process.ShimMain(os.Args[2:]))
-		}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code, err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -20,15 +20,9 @@ import (
 	"github.com/legionbsd/legion/internal/testimage"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/process"
+	// The test binary is also the process runtime's supervisor.
+	_ "github.com/legionbsd/legion/jail/shim"
 )
-
-// The test binary is also the process runtime's supervisor.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == process.ShimCommand {
-		os.Exit(process.ShimMain(os.Args[2:]))
-	}
-	os.Exit(m.Run())
-}
 
 // The whole path the end-to-end tests take: the image built here, pushed
 // to the in-process registry and, as an OCI archive, loaded; pulled by

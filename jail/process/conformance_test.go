@@ -11,18 +11,15 @@ import (
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/jailtest"
 	"github.com/legionbsd/legion/jail/process"
+	// The test binary is also the supervisor: the runtime runs it as
+	// `<test binary> process-shim ...`, as it runs `legion process-shim ...`.
+	_ "github.com/legionbsd/legion/jail/shim"
 )
 
-// The test binary is also the supervisor: the runtime runs it as
-// `<test binary> process-shim ...`, as it runs `legion process-shim ...`.
-//
 // With LEGION_TEST_DAEMON set to a data directory it plays a daemon
 // instead: it starts container "survivor" there, says so, and waits to be
 // killed.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == process.ShimCommand {
-		os.Exit(process.ShimMain(os.Args[2:]))
-	}
 	if dir := os.Getenv("LEGION_TEST_DAEMON"); dir != "" {
 		os.Exit(playDaemon(dir))
 	}

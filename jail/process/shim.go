@@ -7,7 +7,8 @@ import (
 	"github.com/legionbsd/legion/jail"
 )
 
-// ShimCommand is the word cmd/legion dispatches to ShimMain.
+// ShimCommand is the first argument that makes the legion binary this
+// supervisor (package jail/shim dispatches it to ShimMain).
 const ShimCommand = "process-shim"
 
 // ShimLogFile holds what the supervisor itself says (not the container's
