@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/legionbsd/legion/jail/process"
 )
 
 // Packages the CLI and the daemon initialize that a supervisor never uses:
@@ -68,7 +70,7 @@ func TestSupervisorRunsBeforeTheCLIsPackagesInitialize(t *testing.T) {
 	}
 	// The supervisor's usage error: it ran, from its initializer, and
 	// exited.
-	shim, stderr, code := initialized(t, "process-shim")
+	shim, stderr, code := initialized(t, process.ShimCommand)
 	if code != 2 || !strings.Contains(stderr, "usage: legion process-shim supervise DIR") {
 		t.Fatalf("legion process-shim without arguments: exit %d, stderr %q; want 2 and its usage", code, stderr)
 	}
@@ -103,7 +105,7 @@ func BenchmarkSupervisorStart(b *testing.B) {
 		args []string
 		code int
 	}{
-		{"supervisor", []string{"process-shim"}, 2},
+		{"supervisor", []string{process.ShimCommand}, 2},
 		{"whole-binary", []string{"-test.run=^$"}, 0},
 	} {
 		b.Run(c.name, func(b *testing.B) {

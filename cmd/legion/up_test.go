@@ -16,19 +16,13 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/daemon"
-	"github.com/legionbsd/legion/jail"
-	"github.com/legionbsd/legion/jail/process"
+	"github.com/legionbsd/legion/jail/jailtest"
 )
 
 // The test binary is also the container supervisor, as legion is (main.go
 // imports package shim).
 func TestMain(m *testing.M) {
-	// Package shim runs the supervisors before TestMain: a supervisor that
-	// gets here would run every test again, in every container, and so on.
-	if len(os.Args) > 1 && (os.Args[1] == jail.ShimCommand || os.Args[1] == process.ShimCommand) {
-		os.Stderr.WriteString("the supervisor reached TestMain: package shim did not run it\n")
-		os.Exit(3)
-	}
+	jailtest.RefuseSupervisor()
 	// legion up starts `legion node-resolver` from its own binary; the
 	// tmux test runs `legion top` from it.
 	if len(os.Args) > 1 && (os.Args[1] == "node-resolver" || os.Args[1] == "top") {

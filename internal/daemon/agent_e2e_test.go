@@ -27,7 +27,7 @@ import (
 	"github.com/legionbsd/legion/internal/testcluster"
 	"github.com/legionbsd/legion/internal/testimage"
 	"github.com/legionbsd/legion/internal/testpoll"
-	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/jail/jailtest"
 	"github.com/legionbsd/legion/jail/process"
 	// The test binary is also the container supervisor, as the legion
 	// binary is in production.
@@ -36,12 +36,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// Package shim runs the supervisors before TestMain: a supervisor that
-	// gets here would run every test again, in every container, and so on.
-	if len(os.Args) > 1 && (os.Args[1] == jail.ShimCommand || os.Args[1] == process.ShimCommand) {
-		os.Stderr.WriteString("the supervisor reached TestMain: package shim did not run it\n")
-		os.Exit(3)
-	}
+	jailtest.RefuseSupervisor()
 	code := m.Run()
 	// The test image's archive serves every test of the binary: it goes
 	// when they are done.
