@@ -75,8 +75,10 @@ func cacheKey(o legion.Object) string {
 	return md.Namespace + "/" + md.Name
 }
 
-// take applies one event.
-func (c *objectCache) take(ev store.Event) {
+// take applies one event and reports whether it changed what a pass
+// plans from: an event of another kind (a Config, a Secret, an audit
+// batch) leaves the plan as it was, so it need not wake the loop.
+func (c *objectCache) take(ev store.Event) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.at = max(c.at, ev.Version)
@@ -85,7 +87,7 @@ func (c *objectCache) take(ev store.Event) {
 	k := ev.Object.GetKind()
 	listed, ok := c.listed[k]
 	if !ok || ev.Version <= listed {
-		return // not a planner kind, or in the list already
+		return false // not a planner kind, or in the list already
 	}
 	if k == legion.KindTask {
 		if ev.Type == store.Deleted {
@@ -93,14 +95,15 @@ func (c *objectCache) take(ev store.Event) {
 		} else {
 			c.tasks.put(cacheKey(ev.Object), ev.Object.(*legion.Task))
 		}
-		return
+		return true
 	}
 	m := c.objs[k]
 	if ev.Type == store.Deleted {
 		delete(m, cacheKey(ev.Object))
-		return
+		return true
 	}
 	m[cacheKey(ev.Object)] = ev.Object
+	return true
 }
 
 // caughtUp reports whether the cache has taken every event up to version
@@ -131,10 +134,9 @@ func (c *objectCache) caughtUp(st Store, target uint64) (bool, <-chan struct{}) 
 // catchUpWait. Events written meanwhile need not be waited for: under a
 // stream of reports there would always be one more.
 func (c *objectCache) fill(src Store, st *scheduler.State) bool {
-	_, target, err := src.List(legion.KindNamespace, "", func(legion.Object) bool { return false })
-	if err != nil {
-		return false
-	}
+	// The applied index, not a list's version: a list, even of one small
+	// kind, opens a read and walks the writes not yet in the file.
+	target := src.AppliedIndex()
 	deadline := time.NewTimer(catchUpWait)
 	defer deadline.Stop()
 	for {

@@ -166,3 +166,62 @@ func TestCacheTasksAreTheStoresList(t *testing.T) {
 	write("b", "web-1", false)
 	check("after more")
 }
+
+// A write the planner does not read (a Config here; Secrets, Roles and the
+// audit's batches alike) must not wake the loop: under a stream of such
+// writes every one cost a whole pass. The cache still takes it, so a pass
+// waiting for the store's last version is not held up. A write of a kind
+// it plans from wakes it.
+func TestOnlyPlannerKindsWakeTheLoop(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	l := &Loop{Store: s}
+	ctx, cancel := context.WithCancel(context.Background())
+	changed := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("follow: %v", err)
+		}
+	})
+	go func() { done <- l.follow(ctx, changed) }()
+	wake := func(what string) {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the loop was not woken", what)
+		}
+	}
+	wake("the first read")
+
+	var last uint64
+	for i := range 20 {
+		put(t, s, fmt.Sprintf("apiVersion: legion/v1\nkind: Config\nmetadata: {name: c%d}\nspec: {text: x}\n", i))
+		last = s.AppliedIndex()
+	}
+	poll(t, "the cache took the Configs", func() bool {
+		c := l.currentCache()
+		if c == nil {
+			return false
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.at >= last
+	})
+	select {
+	case <-changed:
+		t.Fatal("Configs woke the loop: a pass plans nothing from them")
+	default:
+	}
+	var st scheduler.State
+	if !l.currentCache().fill(s, &st) {
+		t.Fatal("a pass after the Configs waited for events the cache had taken")
+	}
+
+	addNode(t, s, "n1")
+	wake("a Node")
+	put(t, s, "apiVersion: legion/v1\nkind: Namespace\nmetadata: {name: team}\n")
+	wake("a Namespace")
+}

@@ -19,6 +19,8 @@ import (
 // Store is what the loop needs of the replicated store.
 type Store interface {
 	List(kind legion.Kind, namespace string, keep func(legion.Object) bool) ([]legion.Object, uint64, error)
+	// AppliedIndex is the version of the last entry this replica applied.
+	AppliedIndex() uint64
 	WriteAll(ctx context.Context, writes []store.Write) []error
 	Watch(from uint64) (*store.Watcher, error)
 }
@@ -139,8 +141,9 @@ func (l *Loop) defaults() {
 }
 
 // follow keeps the loop's object cache from the store's events and
-// signals changed after every event, coalescing bursts; it reads
-// everything again when the watch falls behind.
+// signals changed after every event that changes what a pass plans from,
+// coalescing bursts; it reads everything again when the watch falls
+// behind.
 func (l *Loop) follow(ctx context.Context, changed chan<- struct{}) error {
 	defer l.setCache(nil)
 	for {
@@ -161,7 +164,9 @@ func (l *Loop) follow(ctx context.Context, changed chan<- struct{}) error {
 			if ev, err = w.Next(ctx); err != nil {
 				break
 			}
-			c.take(ev)
+			if !c.take(ev) {
+				continue
+			}
 			select {
 			case changed <- struct{}{}:
 			default:
