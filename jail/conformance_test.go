@@ -15,6 +15,13 @@ import (
 	"github.com/legionbsd/legion/sys"
 )
 
+// TestMain stops a supervisor that got this far (see
+// jailtest.RefuseSupervisor).
+func TestMain(m *testing.M) {
+	jailtest.RefuseSupervisor()
+	os.Exit(m.Run())
+}
+
 // hostRunner runs the supervisor and kill for real and answers the
 // FreeBSD commands (jail, jls, mount, rctl, ...) from a fake, so the jail
 // runtime's own code runs the conformance suite off FreeBSD with its

@@ -19,10 +19,18 @@ import (
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/testimage"
 	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/jail/jailtest"
 	"github.com/legionbsd/legion/jail/process"
 	// The test binary is also the process runtime's supervisor.
 	_ "github.com/legionbsd/legion/jail/shim"
 )
+
+// TestMain stops a supervisor that got this far (see
+// jailtest.RefuseSupervisor).
+func TestMain(m *testing.M) {
+	jailtest.RefuseSupervisor()
+	os.Exit(m.Run())
+}
 
 // The whole path the end-to-end tests take: the image built here, pushed
 // to the in-process registry and, as an OCI archive, loaded; pulled by

@@ -20,6 +20,7 @@ import (
 // instead: it starts container "survivor" there, says so, and waits to be
 // killed.
 func TestMain(m *testing.M) {
+	jailtest.RefuseSupervisor()
 	if dir := os.Getenv("LEGION_TEST_DAEMON"); dir != "" {
 		os.Exit(playDaemon(dir))
 	}

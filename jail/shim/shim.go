@@ -10,8 +10,9 @@
 // are nothing a supervisor uses: by the language's rule an initializer
 // runs once everything its package imports has run, so here only about
 // half of them have, which halves the CPU of a supervisor's start (see
-// BenchmarkShimStart). Its own imports are the standard library,
-// golang.org/x/sys and the two runtimes, and must stay so.
+// BenchmarkSupervisorStart in cmd/legion). Its own imports are the
+// standard library, golang.org/x/sys and the two runtimes, and must stay
+// so.
 //
 // A program that embeds the runtimes (cmd/legion, examples/jailer, the
 // tests that run their own binary as the supervisor) imports it as
