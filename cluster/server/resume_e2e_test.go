@@ -20,7 +20,26 @@ func TestStreamResumesOnAManagerThatServedNone(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 2, Workers: 1})
 	leader := c.WaitLeader()
-	follower := c.Followers(leader)[0]
+	streamMovesAndResumes(t, c, leader, c.Followers(leader)[0])
+}
+
+// The same for a manager restarted over its directory, whose store opens
+// before its dispatcher is made (the other order from a join's).
+func TestStreamResumesOnAManagerRestartedOverItsDirectory(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, testcluster.Options{Managers: 2, Workers: 1})
+	restarted := c.Followers(c.WaitLeader())[0]
+	restarted.Restart()
+	c.WaitLeader() // the restart may have cost the leader its quorum
+	streamMovesAndResumes(t, c, c.Followers(restarted)[0], restarted)
+}
+
+// streamMovesAndResumes registers the cluster's worker through the
+// leader, takes the first message of its stream on from, assigns it a
+// task while it follows none, and checks that its stream on to, resuming
+// from that message, brings the task as a change and no whole set.
+func streamMovesAndResumes(t *testing.T, c *testcluster.Cluster, from, to *testcluster.Manager) {
+	t.Helper()
 	w := c.Workers[0]
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -45,10 +64,10 @@ func TestStreamResumesOnAManagerThatServedNone(t *testing.T) {
 		return set
 	}
 
-	if err := register(ctx, nodeConn(t, leader.Addr, w.Server.Credentials())); err != nil {
+	if err := register(ctx, nodeConn(t, c.WaitLeader().Addr, w.Server.Credentials())); err != nil {
 		t.Fatal(err)
 	}
-	s, stop := open(leader, 0, 0)
+	s, stop := open(from, 0, 0)
 	first := recv(s)
 	if first.GetDelta() || first.GetTerm() == 0 {
 		t.Fatalf("a session's first message: delta %v, term %d; want a whole set naming its term", first.GetDelta(), first.GetTerm())
@@ -61,13 +80,13 @@ func TestStreamResumesOnAManagerThatServedNone(t *testing.T) {
 	task.Spec.Node = w.Server.NodeID()
 	task.Spec.DesiredState = legion.TaskRunning
 	task.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example/app:1"}}
-	if _, _, err := leader.Store().Put(ctx, task, store.WriteOptions{}); err != nil {
+	if _, _, err := c.WaitLeader().Store().Put(ctx, task, store.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
-	// The follower may apply the task after the stream begins: the task
-	// comes in the first message or a later one, each of them changes.
-	s, stop = open(follower, first.GetVersion(), first.GetTerm())
+	// to may apply the task after the stream begins: the task comes in
+	// the first message or a later one, each of them changes.
+	s, stop = open(to, first.GetVersion(), first.GetTerm())
 	defer stop()
 	for {
 		next := recv(s)
