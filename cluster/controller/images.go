@@ -142,21 +142,24 @@ func (r *ImageResolver) pass(ctx context.Context) (failed bool, next time.Time) 
 		fmt.Fprintf(&pv, "%s@%d,", p.GetMetadata().Name, p.GetMetadata().Version)
 	}
 	seen := map[string]bool{}
-	out := newPassOutcome()
 	for _, kind := range []legion.Kind{legion.KindService, legion.KindJob} {
 		objs, _, err := r.Store.List(kind, "", nil)
 		if err != nil {
-			out.wait()
 			r.Logger.Warn("listing owners to resolve", "err", err)
 			return true, r.Now().Add(r.Retry)
 		}
 		for _, o := range objs {
 			key := legion.ObjectKey(o)
 			seen[key] = true
-			r.resolveOwner(ctx, key, o, pv.String(), out)
+			due, ok := r.resolveOwner(ctx, key, o, pv.String())
+			if !ok {
+				failed = true
+				if next.IsZero() || due.Before(next) {
+					next = due
+				}
+			}
 		}
 	}
-	failed, next = out.wait()
 	r.mu.Lock()
 	for k := range r.failing {
 		if !seen[k] {
@@ -191,10 +194,9 @@ func inputOf(o legion.Object, hash string, secrets []legion.Object, policies str
 
 // resolveOwner resolves one owner's pod unless its status already holds
 // it or its retry is not due. It writes the status only when it changes,
-// and logs a failure only when its message changes. It tells out whether
-// the owner's images are still unresolved, and when to try again: at
-// once, or once its status write has committed.
-func (r *ImageResolver) resolveOwner(ctx context.Context, key string, o legion.Object, policies string, out *passOutcome) {
+// and logs a failure only when its message changes. ok is false while the
+// owner's images are unresolved, with when to try again.
+func (r *ImageResolver) resolveOwner(ctx context.Context, key string, o legion.Object, policies string) (due time.Time, ok bool) {
 	var pod *legion.PodSpec
 	var status **legion.ImagesStatus
 	switch o := o.(type) {
@@ -203,13 +205,13 @@ func (r *ImageResolver) resolveOwner(ctx context.Context, key string, o legion.O
 	case *legion.Job:
 		pod, status = &o.Spec.Pod, &o.Status.Images
 	default:
-		return
+		return time.Time{}, true
 	}
 	hash := scheduler.PodHash(pod)
 	cur := *status
 	if cur != nil && cur.PodHash == hash && cur.Message == "" {
 		r.forget(key, "")
-		return
+		return time.Time{}, true
 	}
 	ns := o.GetMetadata().Namespace
 	var secrets []legion.Object
@@ -228,31 +230,19 @@ func (r *ImageResolver) resolveOwner(ctx context.Context, key string, o legion.O
 	f := r.failing[key]
 	r.mu.Unlock()
 	if f != nil && f.input == input && now.Before(f.next) {
-		out.unresolved(f.next)
-		return
+		return f.next, false
 	}
 	res, problems := r.resolve(ctx, pod, hash, logins)
-	if sameImages(cur, res) {
-		r.settle(key, input, now, f, problems, out)
-		return
-	}
-	*status = res
-	out.write(func() {
+	if !sameImages(cur, res) {
+		*status = res
 		err := r.Store.WriteStatus(ctx, o, store.Precondition{Version: o.GetMetadata().Version})
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			problems = append(problems, "writing the status: "+err.Error())
 		}
-		r.settle(key, input, now, f, problems, out)
-	})
-}
-
-// settle records how an owner's attempt ended: its failures forgotten
-// when nothing went wrong, else counted (f is its run of failures before
-// this attempt, nil for none) and the message logged when it changed.
-func (r *ImageResolver) settle(key, input string, now time.Time, f *failure, problems []string, out *passOutcome) {
+	}
 	if len(problems) == 0 {
 		r.forget(key, "images resolved")
-		return
+		return time.Time{}, true
 	}
 	msg := strings.Join(problems, "; ")
 	r.mu.Lock()
@@ -270,58 +260,7 @@ func (r *ImageResolver) settle(key, input string, now time.Time, f *failure, pro
 		f.msg = msg
 		r.Logger.Warn("resolving images", "owner", key, "err", msg, "retry", f.next.Sub(now).String())
 	}
-	out.unresolved(f.next)
-}
-
-// statusWriteWindow is how many of a pass's status writes are in flight
-// at once, as many as one raft append takes (see store.WriteAll).
-const statusWriteWindow = 512
-
-// passOutcome gathers a pass's owners still unresolved and keeps its
-// status writes in flight together, so raft commits them in shared
-// appends: written one after another, each waited for the one before,
-// and an apply of 200 services had its last tasks made about 0.8 s after
-// its first on an idle cluster of three managers.
-type passOutcome struct {
-	writes sync.WaitGroup
-	slots  chan struct{}
-
-	mu     sync.Mutex
-	failed bool
-	next   time.Time // the earliest retry due, zero for none
-}
-
-func newPassOutcome() *passOutcome {
-	return &passOutcome{slots: make(chan struct{}, statusWriteWindow)}
-}
-
-// write runs a status write and what follows it on a goroutine of its
-// own, once fewer than statusWriteWindow are in flight.
-func (p *passOutcome) write(fn func()) {
-	p.slots <- struct{}{}
-	p.writes.Go(func() {
-		defer func() { <-p.slots }()
-		fn()
-	})
-}
-
-// unresolved notes an owner whose images are not resolved, retried at due.
-func (p *passOutcome) unresolved(due time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.failed = true
-	if p.next.IsZero() || due.Before(p.next) {
-		p.next = due
-	}
-}
-
-// wait waits for the pass's writes and says whether any owner is still
-// unresolved, and when the first retry is due.
-func (p *passOutcome) wait() (failed bool, next time.Time) {
-	p.writes.Wait()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.failed, p.next
+	return f.next, false
 }
 
 // forget drops an owner's failures; said, when not empty, is logged if

@@ -2,9 +2,7 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,51 +101,5 @@ spec:
 	o, _, _ = s.Get(legion.KindJob, "default", "j")
 	if m := o.(*legion.Job).Status.Images; m == nil || !strings.Contains(m.Message, "shop/missing:1") {
 		t.Fatalf("job images status %+v", m)
-	}
-}
-
-// A pass's status writes are in flight together, so raft commits them in
-// shared appends: written one after another, the services of one apply
-// were released a commit apart, their tasks with them.
-func TestImageResolverWritesAPassTogether(t *testing.T) {
-	t.Parallel()
-	s := openStore(t)
-	const services = 100
-	for i := range services {
-		put(t, s, fmt.Sprintf(`apiVersion: legion/v1
-kind: Service
-metadata: {name: web-%d}
-spec:
-  pod: {containers: [{name: web, image: registry.example/shop/web:%d}]}
-`, i, i))
-	}
-	var calls atomic.Int64
-	resolve := func(ctx context.Context, ref string, _ [][]byte) (string, error) {
-		calls.Add(1)
-		return "sha256:" + strings.Repeat("a", 64), nil
-	}
-	appends0, entries0 := s.LogAppends()
-	if failed := (&ImageResolver{Store: s, Resolve: resolve}).Pass(context.Background()); failed {
-		t.Fatal("the pass failed")
-	}
-	appends, entries := s.LogAppends()
-	appends, entries = appends-appends0, entries-entries0
-	if entries != services {
-		t.Fatalf("%d log entries for %d status writes", entries, services)
-	}
-	if appends > services/2 {
-		t.Fatalf("%d appends for %d status writes: the pass wrote them one after another", appends, services)
-	}
-	svcs, _, err := s.List(legion.KindService, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range svcs {
-		if im := o.(*legion.Service).Status.Images; im == nil || len(im.Digests) != 1 || im.Message != "" {
-			t.Fatalf("%s: images status %+v after the pass", o.GetMetadata().Name, im)
-		}
-	}
-	if n := calls.Load(); n != services {
-		t.Fatalf("%d registry calls for %d tags", n, services)
 	}
 }
