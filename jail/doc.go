@@ -23,9 +23,10 @@
 // rctl.go and memacct.go (limits and the memory count of 6.3; vmmap.go
 // decodes the kernel's records for it), modules.go (start-up, Linux ABI),
 // records.go (<data-dir>/jails/<id>), safepath.go (mount targets);
-// supervisor.go, shim.go (ShimFront: Launch, which starts a supervisor and
-// relays its report, and the supervise mode, both shared by jail-shim and
-// process-shim), passwd.go and pty_*.go (the supervisor);
+// supervisor.go, shim.go (ShimFront: Start, which starts a supervisor as
+// this process's child and relays its report, and the supervise mode,
+// both shared by jail-shim and process-shim), reaper.go (reaps those
+// children), passwd.go and pty_*.go (the supervisor);
 // logrecord.go (log records, rotation, follow).
 //
 // This package imports only the standard library, sys and

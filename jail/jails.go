@@ -38,8 +38,14 @@ const (
 type Config struct {
 	DataDir string     // containers are recorded under DataDir/jails/<id>
 	Runner  sys.Runner // every FreeBSD command goes through it
-	// Shim is the legion binary, run as `Shim jail-shim start|exec ...`.
-	Shim        string
+	// Shim is the legion binary, run as `Shim jail-shim supervise|exec ...`.
+	Shim string
+	// Launch starts a container's supervisor, `shim jail-shim supervise
+	// dir`, and says whether its process runs: code 0, or
+	// ShimExitPermanent or ShimExitFailed with the reason. The default,
+	// when nil, is ShimFront.Start: the supervisor is this process's
+	// child until it ends.
+	Launch      func(shim, dir string) (code int, reason string)
 	ChildrenMax int                // of a pod's jail; DefaultChildrenMax when zero
 	Clock       Clock              // RealClock when nil
 	Alive       func(pid int) bool // whether a supervisor lives; ProcessAlive when nil
@@ -91,6 +97,9 @@ func NewJails(cfg Config) (*Jails, error) {
 	}
 	if j.cfg.Alive == nil {
 		j.cfg.Alive = ProcessAlive
+	}
+	if j.cfg.Launch == nil {
+		j.cfg.Launch = ShimFront{Command: ShimCommand}.Start
 	}
 	j.Keeper = NewKeeper(j.records, j.clock, j.log, j.cfg.Alive, jailsDriver{j},
 		KeeperTiming{Poll: pollEvery, Watch: eventPoll, ShimMargin: ShimMargin})

@@ -63,6 +63,24 @@ func jlsAnswer(name string, params []Param) sys.Answer {
 	return sys.Answer{Stdout: b.String()}
 }
 
+// launchThrough is a Config.Launch that starts no supervisor: the start
+// is one of r's commands, `shim jail-shim supervise DIR`, and r's answer
+// stands for the supervisor's report (exit code 0, or the code with the
+// reason on standard error).
+func launchThrough(r sys.Runner) func(shim, dir string) (int, string) {
+	return func(shim, dir string) (int, string) {
+		_, err := r.Run(context.Background(), sys.Command(shim, ShimCommand, "supervise", dir))
+		var ee *sys.ExitError
+		switch {
+		case err == nil:
+			return 0, ""
+		case errors.As(err, &ee):
+			return ee.Code, strings.TrimSpace(ee.Stderr)
+		}
+		return ShimExitFailed, err.Error()
+	}
+}
+
 type env struct {
 	t     *testing.T
 	fake  *sys.Fake
@@ -80,7 +98,7 @@ func newEnv(t *testing.T) *env {
 }
 
 func (e *env) runtime() *Jails {
-	j, err := NewJails(Config{DataDir: e.data, Runner: e.fake, Shim: shim, Clock: e.clock, Alive: alwaysAlive})
+	j, err := NewJails(Config{DataDir: e.data, Runner: e.fake, Shim: shim, Launch: launchThrough(e.fake), Clock: e.clock, Alive: alwaysAlive})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -181,10 +199,10 @@ func TestPodWithVolumeSecretAndLimits(t *testing.T) {
 		"rctl -a jail:pod1.web:maxproc:deny=20",
 		"rctl -a jail:pod1.web:openfiles:deny=1024",
 		"rctl -a jail:pod1.web:memoryuse:sigkill=268435456/process",
-		shim + " jail-shim start " + filepath.Join(e.data, "jails", "web"),
+		shim + " jail-shim supervise " + filepath.Join(e.data, "jails", "web"),
 		join("jail -c name=pod1.side path="+sideRoot+" host.hostname=side persist ip4=inherit ip6=inherit devfs_ruleset=4", containerParams),
 		"jls --libxo=json -j pod1.side " + readBackNames + " securelevel",
-		shim + " jail-shim start " + filepath.Join(e.data, "jails", "side"),
+		shim + " jail-shim supervise " + filepath.Join(e.data, "jails", "side"),
 	})
 	for _, id := range []string{"web", "side"} {
 		st, err := e.j.Inspect(ctx, id)
@@ -508,7 +526,7 @@ func TestStartAfterRebootMountsAgain(t *testing.T) {
 	rebooted := sys.NewFake().On("sysctl -n kern.boottime", sys.Answer{Stdout: "{ sec = 1764999999, usec = 0 }"}).
 		On("jls --libxo=json -j pod1 ", jlsAnswer("pod1", []Param{{"vnet", "new"}})).
 		On("jls --libxo=json -j pod1.web ", jlsAnswer("pod1.web", ContainerParams(Security{}, true)))
-	j, _ := NewJails(Config{DataDir: e.data, Runner: rebooted, Shim: shim, Clock: e.clock})
+	j, _ := NewJails(Config{DataDir: e.data, Runner: rebooted, Shim: shim, Launch: launchThrough(rebooted), Clock: e.clock})
 	if err := j.Start(ctx, "web"); err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +542,7 @@ func TestShimFailureIsPermanent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	e.fake.On(shim+" jail-shim start", sys.Answer{Code: ShimExitPermanent, Stderr: "exec /bin/nope: no such file or directory\n"})
+	e.fake.On(shim+" jail-shim supervise", sys.Answer{Code: ShimExitPermanent, Stderr: "exec /bin/nope: no such file or directory\n"})
 	e.fake.On("jls --libxo=json -j pod1 ", jlsAnswer("pod1", append([]Param{{"vnet", "new"}}, InfraParams(nil)...)))
 	e.fake.On("jls --libxo=json -j pod1.web ", jlsAnswer("pod1.web", ContainerParams(Security{}, true)))
 	e.j.Create(ctx, ContainerSpec{ID: "pod1", Infra: true})
@@ -732,7 +750,7 @@ func TestStandaloneMemberAndAnnotations(t *testing.T) {
 	e.wantLines([]string{
 		"jail -c name=solo path=" + root + " host.hostname=solo persist ip4=inherit ip6=inherit devfs_ruleset=4 allow.raw_sockets=0 allow.chflags=0 allow.mlock=0 allow.mount=0 sysvmsg=new sysvsem=new sysvshm=new enforce_statfs=2 securelevel=2",
 		"jls --libxo=json -j solo " + readBackNames + " securelevel",
-		shim + " jail-shim start " + filepath.Join(e.data, "jails", "solo"),
+		shim + " jail-shim supervise " + filepath.Join(e.data, "jails", "solo"),
 	})
 
 	// The pod's shape given as the agent's annotations.

@@ -26,11 +26,9 @@ const ShimCommand = "jail-shim"
 // the binary's other packages initialize; args are the words after
 // "jail-shim". It returns the exit code.
 //
-//	start DIR      start the container recorded in DIR under a detached
-//	               supervisor; exit 0 once its process runs, else
-//	               ShimExitPermanent or ShimExitFailed with the reason on
-//	               standard error
-//	supervise DIR  the supervisor itself (started by start)
+//	supervise DIR  the supervisor of the container recorded in DIR,
+//	               started by the runtime (ShimFront.Start), which it
+//	               tells on descriptor 3 whether the process runs
 //	exec DIR [-user U] [-workdir W] [-env K=V]... [-tty [-size RxC]
 //	     [-resize-fd N]] -- CMD...
 //	               run CMD in the running container on this terminal's
@@ -42,28 +40,26 @@ const ShimCommand = "jail-shim"
 // (SysProcAttr.Jail on FreeBSD), so the Go runtime's threads never matter.
 func ShimMain(args []string) int {
 	if len(args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: legion jail-shim start|supervise|exec DIR ...")
+		fmt.Fprintln(os.Stderr, "usage: legion jail-shim supervise|exec DIR ...")
 		return 2
 	}
 	dir := args[1]
 	front := ShimFront{Command: ShimCommand, Supervisor: shimSupervisor}
 	switch args[0] {
-	case "start":
-		return front.Start(dir)
 	case "supervise":
 		return front.Supervise(dir)
 	case "exec":
 		return shimExec(dir, args[2:])
 	}
-	fmt.Fprintf(os.Stderr, "jail-shim: unknown mode %q: expected start, supervise or exec\n", args[0])
+	fmt.Fprintf(os.Stderr, "jail-shim: unknown mode %q: expected supervise or exec\n", args[0])
 	return 2
 }
 
-// ShimStartTimeout is the longest a supervisor front end waits for the
-// supervisor to say whether the process runs.
+// ShimStartTimeout is the longest Start waits for the supervisor to say
+// whether the process runs.
 const ShimStartTimeout = 30 * time.Second
 
-// Report lines from the supervisor to the start front end, on fd 3.
+// Report lines from the supervisor to Start, on fd 3.
 const (
 	reportOK        = "ok"
 	reportPermanent = "permanent "
@@ -71,44 +67,38 @@ const (
 )
 
 // ShimFront is the front end of a supervisor command of the legion binary
-// (jail-shim, process-shim): Launch starts the supervisor and relays its
-// report (the jail runtime runs it through the start mode, a process of
-// its own that exits after it; the process runtime calls it itself), and
-// Supervise is the supervisor.
+// (jail-shim, process-shim): Start starts the supervisor
+// and relays its report, and Supervise is the supervisor.
 type ShimFront struct {
 	// Command is the word after `legion` that names the supervisor
-	// command: the start mode runs `legion Command supervise DIR`.
+	// command: Start runs `legion Command supervise DIR`.
 	Command string
 	// Supervisor returns the supervisor of the container in dir.
 	Supervisor func(dir string) *Supervisor
 }
 
-// Start starts the container recorded in dir under a detached supervisor
-// and returns once its process runs: 0, or ShimExitPermanent or
-// ShimExitFailed with the reason on standard error. It exits at once
-// after, so the supervisor is re-parented to init, which reaps it: the
-// caller keeps no child per container.
-func (f ShimFront) Start(dir string) int {
-	exe, err := os.Executable()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", f.Command, err)
-		return ShimExitFailed
-	}
-	proc, code, reason := f.Launch(exe, dir)
+// Start starts `exe Command supervise dir` and returns once it
+// says whether the container's process runs: code 0, or
+// ShimExitPermanent or ShimExitFailed with the reason. The supervisor is
+// this process's child, in a session of its own, reaped once it ends;
+// started by an earlier process it is init's. Both runtimes start their
+// supervisors so, never through a front end process that exits after it:
+// one start of the binary per container instead of two.
+func (f ShimFront) Start(exe, dir string) (code int, reason string) {
+	proc, code, reason := f.launch(exe, dir)
 	if proc != nil {
+		pid := proc.Pid
 		proc.Release()
+		supervisors.add(pid)
 	}
-	if reason != "" {
-		fmt.Fprintln(os.Stderr, reason)
-	}
-	return code
+	return code, reason
 }
 
-// Launch starts `exe Command supervise dir` in a session of its own and
+// launch starts `exe Command supervise dir` in a session of its own and
 // returns once it says whether the container's process runs: code 0, or
 // ShimExitPermanent or ShimExitFailed with the reason. proc is the
 // supervisor when it started (the caller's child, to reap or release).
-func (f ShimFront) Launch(exe, dir string) (proc *os.Process, code int, reason string) {
+func (f ShimFront) launch(exe, dir string) (proc *os.Process, code int, reason string) {
 	fail := func(err error) (*os.Process, int, string) {
 		return nil, ShimExitFailed, fmt.Sprintf("%s: %v", f.Command, err)
 	}
@@ -159,7 +149,7 @@ func (f ShimFront) Launch(exe, dir string) (proc *os.Process, code int, reason s
 }
 
 // Supervise is the supervisor of the container in dir: it reports the
-// start on fd 3 (from Start) and runs the process to its end, stopping
+// start on fd 3 (to Start) and runs the process to its end, stopping
 // it on SIGTERM as the stop request says.
 func (f ShimFront) Supervise(dir string) int {
 	report := os.NewFile(3, "report")

@@ -10,15 +10,20 @@ import (
 	"github.com/legionbsd/legion/jail"
 )
 
-// A supervisor that cannot set its container up reports so to the start
-// front end, which exits ShimExitFailed, and says why in shim.log, named
-// by its command.
+// A supervisor that cannot set its container up reports so to Start,
+// which returns ShimExitFailed with the reason, and says why in shim.log,
+// named by its command.
 func TestShimFrontStartReportsASupervisorThatFails(t *testing.T) {
 	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir() // no record.json: the supervisor has nothing to run
 	front := jail.ShimFront{Command: "jail-shim"}
-	if code := front.Start(dir); code != jail.ShimExitFailed {
-		t.Fatalf("Start = %d, want ShimExitFailed (%d)", code, jail.ShimExitFailed)
+	code, reason := front.Start(exe, dir)
+	if code != jail.ShimExitFailed || !strings.Contains(reason, jail.RecordFile) {
+		t.Fatalf("Start = %d, %q: want ShimExitFailed (%d) naming %s", code, reason, jail.ShimExitFailed, jail.RecordFile)
 	}
 	// The supervisor writes its reason after its report: poll for it.
 	want := "jail-shim: " + dir + ": "

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/legionbsd/legion/sys"
 )
@@ -84,18 +83,14 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 		return failed(255, err)
 	}
 	defer j.Launching(ctx, rec)()
-	// The start front end forks the supervisor, which outlives it: cut
-	// short by the caller's context it would leave a supervisor whose
-	// start no record holds. It bounds its own wait by ShimStartTimeout.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*ShimStartTimeout)
-	defer cancel()
-	if _, err := j.run(sctx, j.cfg.Shim, ShimCommand, "start", dir); err != nil {
+	// Launch bounds its own wait by ShimStartTimeout and takes no context:
+	// cut short, it would leave a supervisor whose start no record holds.
+	if code, reason := j.cfg.Launch(j.cfg.Shim, dir); code != 0 {
 		j.removeJail(ctx, rec.Jail)
-		var ee *sys.ExitError
-		if errors.As(err, &ee) && (ee.Code == ShimExitPermanent) {
-			return failed(127, fmt.Errorf("%w: %s", ErrPermanent, strings.TrimSpace(ee.Stderr)))
+		if code == ShimExitPermanent {
+			return failed(127, fmt.Errorf("%w: %s", ErrPermanent, reason))
 		}
-		return failed(255, err)
+		return failed(255, errors.New(reason))
 	}
 	j.Emit(EventStarted, rec.Spec, 0)
 	return nil

@@ -4,7 +4,8 @@
 // The suite's containers run /bin/sh -c scripts using only echo, exit,
 // sleep, trap and wait, so a runtime of jails or of plain processes runs
 // them for real from a root holding /bin/sh (WithRoot), and Memory
-// interprets them. It imports only the standard library and package jail.
+// interprets them. It imports only the standard library, the runtimes
+// (jail, jail/process) and the tests' polling helper.
 package jailtest
 
 import (

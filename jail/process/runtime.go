@@ -157,19 +157,10 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 		return err
 	}
 	defer r.Launching(ctx, rec)()
-	// The supervisor is started here, not through a front end process that
-	// exits after it to leave the supervisor to init (as the jail
-	// runtime's `jail-shim start` does): one exec of the binary less per
-	// container, about half of a container's start. It is this process's
-	// child, reaped by supervisors once it ends. Launch bounds its own wait by
-	// jail.ShimStartTimeout and ignores ctx: a supervisor whose start is
-	// not recorded would be one no Stop or Remove finds.
-	proc, exit, reason := front.Launch(r.cfg.Shim, dir)
-	if proc != nil {
-		pid := proc.Pid
-		proc.Release()
-		supervisors.add(pid)
-	}
+	// Start bounds its own wait by jail.ShimStartTimeout and ignores ctx:
+	// a supervisor whose start is not recorded would be one no Stop or
+	// Remove finds.
+	exit, reason := front.Start(r.cfg.Shim, dir)
 	if exit != 0 {
 		code := 255
 		if exit == jail.ShimExitPermanent {

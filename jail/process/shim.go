@@ -25,7 +25,7 @@ var front = jail.ShimFront{Command: ShimCommand, Supervisor: func(dir string) *j
 // returns the process's exit code.
 //
 //	supervise DIR  the supervisor of the container recorded in DIR,
-//	               started by Runtime.Start (jail.ShimFront.Launch), which
+//	               started by Runtime.Start (jail.ShimFront.Start), which
 //	               it tells on descriptor 3 whether the process runs
 func ShimMain(args []string) int {
 	if len(args) != 2 || args[0] != "supervise" {

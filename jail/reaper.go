@@ -1,4 +1,4 @@
-package process
+package jail
 
 import (
 	"errors"
@@ -8,10 +8,10 @@ import (
 	"syscall"
 )
 
-// supervisors reaps the supervisors the process runtimes of this process
-// start. The runtime starts each one itself (one exec per container, the
-// binary's start-up being most of a container's start), so they are its
-// children until they end; a goroutine blocked in Wait per container
+// supervisors reaps the supervisors ShimFront.Start starts in this
+// process (both runtimes start them so: one exec per container, the
+// binary's start-up being most of a container's start), which are its
+// children until they end. A goroutine blocked in Wait per container
 // would hold an OS thread each, so one goroutine woken by SIGCHLD reaps
 // them all. A supervisor started by an earlier daemon is init's child.
 var supervisors reaper
@@ -60,12 +60,4 @@ func (r *reaper) reapLocked(pid int) {
 	if got == pid || errors.Is(err, syscall.ECHILD) {
 		delete(r.pids, pid)
 	}
-}
-
-// waitsFor says whether the reaper still waits for pid.
-func (r *reaper) waitsFor(pid int) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.pids[pid]
-	return ok
 }

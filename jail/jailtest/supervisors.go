@@ -1,0 +1,83 @@
+package jailtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion/internal/testpoll"
+	"github.com/legionbsd/legion/jail"
+)
+
+// SupervisorsAreChildrenReaped starts three containers on rt, each from
+// spec, and checks that their supervisors are this process's children
+// (started once, never through a front end that exits after starting
+// them) and that each is reaped once its container stops, leaving no
+// zombie. A container's supervisor is its process's parent. It reads
+// /proc: Linux only.
+func SupervisorsAreChildrenReaped(t *testing.T, rt jail.Runtime, spec func(id string) jail.ContainerSpec) {
+	t.Helper()
+	ctx := context.Background()
+	ids := []string{"brief-1", "brief-2", "brief-3"}
+	var shims []int
+	for _, id := range ids {
+		t.Cleanup(func() { rt.Remove(context.Background(), id) })
+		if err := rt.Create(ctx, spec(id)); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.Start(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		st, err := rt.Inspect(ctx, id)
+		if err != nil || st.Pid == 0 {
+			t.Fatalf("%s: %+v, %v: want a running process", id, st, err)
+		}
+		pid, err := procParent(st.Pid)
+		if err != nil {
+			t.Fatalf("%s: the parent of its process %d: %v", id, st.Pid, err)
+		}
+		shims = append(shims, pid)
+	}
+	for _, pid := range shims {
+		ppid, err := procParent(pid)
+		if err != nil {
+			t.Fatalf("supervisor %d: %v", pid, err)
+		}
+		if ppid != os.Getpid() {
+			t.Fatalf("supervisor %d is the child of %d, not of this process (%d)", pid, ppid, os.Getpid())
+		}
+	}
+	for _, id := range ids {
+		if err := rt.Stop(ctx, id, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testpoll.Until(t, "the supervisors reaped", 20*time.Second, 10*time.Millisecond, func() bool {
+		for _, pid := range shims {
+			// Gone from /proc once reaped; a zombie stays, state Z.
+			if _, err := procParent(pid); !os.IsNotExist(err) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// procParent reads a process's parent from /proc/<pid>/stat.
+func procParent(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
+	}
+	return strconv.Atoi(f[1])
+}
