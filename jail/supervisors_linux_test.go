@@ -4,7 +4,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/jailtest"
 )
 
@@ -18,8 +17,5 @@ func TestJailSupervisorsAreChildrenReaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := newHostJails(t, exe, nil)
-	jailtest.SupervisorsAreChildrenReaped(t, j, func(id string) jail.ContainerSpec {
-		return jail.ContainerSpec{ID: id, Command: []string{"/bin/sh", "-c", "sleep 600 & wait"},
-			ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}}
-	})
+	jailtest.SupervisorsAreChildrenReaped(t, j)
 }

@@ -13,20 +13,20 @@ import (
 	"github.com/legionbsd/legion/jail"
 )
 
-// SupervisorsAreChildrenReaped starts three containers on rt, each from
-// spec, and checks that their supervisors are this process's children
+// SupervisorsAreChildrenReaped starts three HostSleeper containers on rt
+// and checks that their supervisors are this process's children
 // (started once, never through a front end that exits after starting
 // them) and that each is reaped once its container stops, leaving no
 // zombie. A container's supervisor is its process's parent. It reads
 // /proc: Linux only.
-func SupervisorsAreChildrenReaped(t *testing.T, rt jail.Runtime, spec func(id string) jail.ContainerSpec) {
+func SupervisorsAreChildrenReaped(t *testing.T, rt jail.Runtime) {
 	t.Helper()
 	ctx := context.Background()
 	ids := []string{"brief-1", "brief-2", "brief-3"}
 	var shims []int
 	for _, id := range ids {
 		t.Cleanup(func() { rt.Remove(context.Background(), id) })
-		if err := rt.Create(ctx, spec(id)); err != nil {
+		if err := rt.Create(ctx, HostSleeper(id)); err != nil {
 			t.Fatal(err)
 		}
 		if err := rt.Start(ctx, id); err != nil {
@@ -80,4 +80,34 @@ func procParent(pid int) (int, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
 	}
 	return strconv.Atoi(f[1])
+}
+
+// HostSleeper is a container that runs on the host's own tree until it is
+// stopped, for runtimes whose containers are host processes.
+func HostSleeper(id string) jail.ContainerSpec {
+	return jail.ContainerSpec{ID: id, Command: []string{"/bin/sh", "-c", "sleep 600 & wait"},
+		ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}, StopGrace: time.Second}
+}
+
+// BenchmarkLife measures one container's life on rt, a HostSleeper:
+// record, supervisor start (its own figure, start-ms/op), stop, removal.
+func BenchmarkLife(b *testing.B, rt jail.Runtime) {
+	ctx := context.Background()
+	var starting time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		id := "c" + strconv.Itoa(i)
+		if err := rt.Create(ctx, HostSleeper(id)); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := rt.Start(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		starting += time.Since(t0)
+		if err := rt.Remove(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(starting.Microseconds())/1000/float64(b.N), "start-ms/op")
 }

@@ -1,19 +1,16 @@
 package process_test
 
 import (
-	"context"
 	"os"
-	"strconv"
 	"testing"
-	"time"
 
-	"github.com/legionbsd/legion/jail"
+	"github.com/legionbsd/legion/jail/jailtest"
 	"github.com/legionbsd/legion/jail/process"
 )
 
 // BenchmarkCreateStartRemove measures one container's life under the
-// process runtime: record, supervisor start (two execs of the binary),
-// stop with its signal, removal.
+// process runtime: record, supervisor start (one start of the binary;
+// start-ms/op alone), stop with its signal, removal.
 func BenchmarkCreateStartRemove(b *testing.B) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -23,20 +20,6 @@ func BenchmarkCreateStartRemove(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := range b.N {
-		id := "c" + strconv.Itoa(i)
-		sp := jail.ContainerSpec{ID: id, Command: []string{"/bin/sh", "-c", "sleep 600 & wait"},
-			ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}, StopGrace: time.Second}
-		if err := r.Create(ctx, sp); err != nil {
-			b.Fatal(err)
-		}
-		if err := r.Start(ctx, id); err != nil {
-			b.Fatal(err)
-		}
-		if err := r.Remove(ctx, id); err != nil {
-			b.Fatal(err)
-		}
-	}
+	b.Cleanup(r.Wait)
+	jailtest.BenchmarkLife(b, r)
 }
