@@ -439,10 +439,12 @@ func TestJailsRefuseAPodNetworkChoice(t *testing.T) {
 }
 
 // jailsOptions are a jails node's options on dir, its FreeBSD commands
-// answered by f, with the defaults filled in.
+// answered by f and its supervisors started by nothing, with the
+// defaults filled in.
 func jailsOptions(t *testing.T, dir string, f *sys.Fake) Options {
 	t.Helper()
-	o := Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Platform: PlatformJails, Runner: f}
+	o := Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Platform: PlatformJails, Runner: f,
+		launch: func(string, string) (int, string) { return 0, "" }} // the supervisor would run for real
 	if err := o.defaults(); err != nil {
 		t.Fatal(err)
 	}

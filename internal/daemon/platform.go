@@ -267,7 +267,7 @@ func openJails(ctx context.Context, o Options, exe string, log *slog.Logger) (*j
 		log.Warn(w)
 	}
 	log.Info("platform jails: pods are VNET jails on ZFS clones of their images", "zfs_root", o.ZFSRoot, "linux", o.Linux)
-	cfg := jail.Config{DataDir: o.DataDir, Runner: r, Shim: exe, NoLimits: host.NoLimits,
+	cfg := jail.Config{DataDir: o.DataDir, Runner: r, Shim: exe, Launch: o.launch, NoLimits: host.NoLimits,
 		Spawner: jail.ExecSpawner{}, Log: log}
 	vm, haveVM := jail.VMSource(nil), false
 	if o.kernelVM != nil {
