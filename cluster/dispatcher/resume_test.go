@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
@@ -64,6 +65,8 @@ func TestStreamsResumeWhereAnotherEnded(t *testing.T) {
 	}
 	put(t, lst, task("web", "a-3", "node-a", "token", "", ""))
 	put(t, lst, secret("web", "token", "rotated"))
+	// The stream on b reads b's replica: wait until it holds the writes.
+	dispatchertest.Poll(t, "replication", 10*time.Second, func() bool { return fst.AppliedIndex() >= lst.AppliedIndex() })
 
 	r := recv(t, open(b, d.GetVersion(), d.GetTerm()))
 	if !r.GetDelta() {
