@@ -49,8 +49,8 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 	if err := c.sync(ctx); err != nil {
 		return s.endOf(ctx, err)
 	}
-	ss := &streamState{node: id.Name, endpointTasks: req.GetEndpointTasks(), sharedWire: req.GetSharedChanges(),
-		typedValues: req.GetTypedValues()}
+	ss := &streamState{node: id.Name, sharedWire: req.GetSharedChanges(), shape: shape{apart: req.GetEndpointTasks(),
+		typed: req.GetTypedValues(), lone: req.GetEndpointTasks() && req.GetMembersBesideEndpoints()}}
 	if req.GetDeltas() {
 		// The node's state came from a stream before this one (of this
 		// manager or another): where the cache can tell what changed since,
@@ -135,15 +135,15 @@ func (s *Service) waitChange(ctx context.Context, st *store.Store, ch <-chan str
 // message was made at, and the node's values and volumes as sent.
 type streamState struct {
 	node string
-	// endpointTasks: the stream asked for endpoints as changes per task.
-	endpointTasks bool
+	// shape: how the stream takes the changes every node is sent alike,
+	// as it asked: endpoints as changes per task (endpoint_tasks), member
+	// and endpoint task values in the wire format (typed_values), members
+	// beside the endpoint tasks (members_beside_endpoints).
+	shape shape
 	// sharedWire: the stream takes the changes every node is sent alike
 	// encoded once for all streams (AssignmentSet.shared).
 	sharedWire bool
-	// typedValues: the stream takes member and endpoint task values in
-	// the wire format (AssignmentSet.typed_values), not JSON.
-	typedValues bool
-	sent        bool
+	sent       bool
 	// resumed: the stream goes on from the state of another stream, whose
 	// values and volumes it does not know; its first message sends them
 	// whole.
@@ -201,19 +201,19 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 		if tasksChanged && tp != nil {
 			set.TaskChanges = itemsOf(tp.since(ss.gen))
 		}
-		sh := c.sharedSince(ss.gen, ss.endpointTasks, ss.typedValues)
-		set.TypedValues = ss.typedValues
+		sc := c.sharedSince(ss.gen)
+		set.TypedValues, set.MembersBesideEndpoints = ss.shape.typed, ss.shape.lone
 		wired := false
 		if ss.sharedWire {
 			// Encoded here once for the streams at the same generation,
 			// rather than by each stream's Send; in the fields should
 			// encoding fail (Send then says why).
-			if data, err := sh.encode(ss.endpointTasks, ss.typedValues); err == nil {
+			if data, err := c.encode(sc, ss.gen, ss.shape); err == nil {
 				set.Shared, wired = data, true
 			}
 		}
 		if !wired {
-			sh.fill(set, ss.endpointTasks, ss.typedValues)
+			c.fill(set, sc, ss.gen, ss.shape)
 		}
 		if c.rulesGen > ss.gen {
 			set.PolicyRules = c.rules

@@ -65,7 +65,7 @@ func TestEndpointsChangePerTask(t *testing.T) {
 	route.Spec = legion.RouteSpec{Host: "shop.example", Service: "web"}
 	put(route)
 
-	apart, whole := &streamState{node: "n2", endpointTasks: true}, &streamState{node: "n2"}
+	apart, whole := &streamState{node: "n2", shape: shape{apart: true}}, &streamState{node: "n2"}
 	for _, ss := range []*streamState{apart, whole} {
 		if set, _, err := s.compose(st, c, ss, true); err != nil || set == nil {
 			t.Fatalf("first set: %v, %v", set, err)

@@ -49,7 +49,7 @@ func TestCacheReadingAgainSendsChangesNotWholeSets(t *testing.T) {
 	if err := c.sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ss := &streamState{node: "n1", endpointTasks: true}
+	ss := &streamState{node: "n1", shape: shape{apart: true}}
 	if set, _, err := s.compose(st, c, ss, true); err != nil || set == nil || set.GetDelta() {
 		t.Fatalf("first set: %v, %v", set, err)
 	}

@@ -19,9 +19,9 @@ func TestTypedValuesOnlyWhenAsked(t *testing.T) {
 	s, c, ctx := cacheOver(t, st)
 	svc, tk := webAndItsTask()
 	putSynced(t, ctx, st, c, svc)
-	plain := &streamState{node: "n0", endpointTasks: true}
-	typed := &streamState{node: "n1", endpointTasks: true, typedValues: true}
-	wired := &streamState{node: "n2", endpointTasks: true, typedValues: true, sharedWire: true}
+	plain := &streamState{node: "n0", shape: shape{apart: true}}
+	typed := &streamState{node: "n1", shape: shape{apart: true, typed: true}}
+	wired := &streamState{node: "n2", shape: shape{apart: true, typed: true}, sharedWire: true}
 	for _, ss := range []*streamState{plain, typed, wired} {
 		if _, _, err := s.compose(st, c, ss, true); err != nil {
 			t.Fatal(err)

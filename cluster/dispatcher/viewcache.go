@@ -144,7 +144,8 @@ func (p *part) list() []byte {
 // the sets are made of, each node's tasks, and the parts every node
 // follows (endpoints per service, and apart each service without its
 // tasks and each ready task; peers per node, routes, policy rules,
-// policy members per task), each worked out again only where an event
+// policy members per task, and apart those that are no endpoint task),
+// each worked out again only where an event
 // touched it. Streams read it under mu.
 type viewCache struct {
 	st *store.Store
@@ -183,8 +184,13 @@ type viewCache struct {
 	peers                       *part
 	routesP                     *part
 	members                     *part
-	rules                       []byte
-	rulesGen                    uint64
+	// lone is the members that are not endpoint tasks (Jobs' tasks,
+	// running tasks not ready, tasks of services gone): what the streams
+	// that asked for members beside endpoint tasks are sent as members,
+	// the node making the rest from the endpoint tasks.
+	lone     *part
+	rules    []byte
+	rulesGen uint64
 	// Generations of the last change to Secrets and Configs, Nodes, and
 	// Volumes: what a node's values and volumes depend on beyond its
 	// tasks.
@@ -204,6 +210,7 @@ type viewCache struct {
 
 	// What the events of the batch being taken touched.
 	dirtyServices                       map[string]bool
+	dirtyLone                           map[string]bool // member keys
 	dirtyPeers, dirtyRoutes, dirtyRules bool
 	dirtyVolumes                        bool
 	dirtyValues, dirtyNodes, dirtyIDs   bool
@@ -292,12 +299,15 @@ func (c *viewCache) load() (*store.Watcher, error) {
 	if !again {
 		c.byNode = map[string]*part{}
 		c.endpoints, c.epVals, c.peers, c.routesP, c.members = newPart(), map[string]endpoints.Service{}, newPart(), newPart(), newPart()
-		c.epHeads, c.epTasks = newPart(), newPart()
+		c.epHeads, c.epTasks, c.lone = newPart(), newPart(), newPart()
 	}
 	c.tasks, c.byService = map[string]*legion.Task{}, map[string]map[string]bool{}
 	c.services, c.nodes, c.routes = map[string]*legion.Service{}, map[string]*legion.Node{}, map[string]*legion.Route{}
 	c.nss, c.netpols, c.volumes = map[string]*legion.Namespace{}, map[string]*legion.NetworkPolicy{}, map[string]*legion.Volume{}
-	c.dirtyServices = map[string]bool{}
+	c.dirtyServices, c.dirtyLone = map[string]bool{}, map[string]bool{}
+	for k := range c.lone.items { // those of tasks gone since are looked at again
+		c.dirtyLone[k] = true
+	}
 	c.dirtyPeers, c.dirtyRoutes, c.dirtyRules, c.dirtyVolumes = true, true, true, true
 	c.dirtyValues, c.dirtyNodes, c.dirtyIDs = true, true, true
 	for _, k := range cacheKinds {
@@ -388,6 +398,7 @@ func (c *viewCache) take(ev store.Event) {
 	gone := ev.Type == store.Deleted
 	switch x := o.(type) {
 	case *legion.Task:
+		c.dirtyLone[key] = true
 		old := c.tasks[key]
 		if old != nil {
 			c.touchTask(old)
@@ -521,6 +532,7 @@ func (c *viewCache) publish() {
 				c.epHeads.remove(gen, sk)
 				for _, t := range old.Tasks {
 					c.epTasks.remove(gen, epTaskKey(sk, t.Name))
+					c.dirtyLone[memberKeyOf(sk, t.Name)] = true
 				}
 				epChanged = true
 			}
@@ -552,6 +564,7 @@ func (c *viewCache) publish() {
 		c.putEndpointTasks(gen, sk, old.Tasks, e.Tasks)
 	}
 	clear(c.dirtyServices)
+	c.publishLone(gen)
 	if c.dirtyPeers {
 		nodes := sortedValues(c.nodes)
 		seen := map[string]bool{}
@@ -623,6 +636,7 @@ func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []endpoints
 	for _, t := range now {
 		for i < len(was) && was[i].Name < t.Name {
 			c.epTasks.remove(gen, epTaskKey(sk, was[i].Name))
+			c.dirtyLone[memberKeyOf(sk, was[i].Name)] = true
 			i++
 		}
 		k := epTaskKey(sk, t.Name)
@@ -635,52 +649,102 @@ func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []endpoints
 		}
 		if data, err := json.Marshal(t); err == nil {
 			c.epTasks.put(gen, k, data)
+			c.dirtyLone[memberKeyOf(sk, t.Name)] = true
 		}
 	}
 	for ; i < len(was); i++ {
 		c.epTasks.remove(gen, epTaskKey(sk, was[i].Name))
+		c.dirtyLone[memberKeyOf(sk, was[i].Name)] = true
 	}
+}
+
+// memberKeyOf is the member key (namespace NUL task) of task of service
+// sk (namespace NUL name).
+func memberKeyOf(sk, task string) string {
+	ns, _, _ := strings.Cut(sk, "\x00")
+	return itemKey(ns, task)
+}
+
+// publishLone brings lone up to the members and endpoint tasks the batch
+// touched: a member is lone unless its task is an endpoint task now.
+func (c *viewCache) publishLone(gen uint64) {
+	for k := range c.dirtyLone {
+		data, ok := c.members.items[k]
+		if ok {
+			if t := c.tasks[k]; t != nil && t.Spec.Owner.Kind == legion.KindService {
+				_, isEp := c.epTasks.items[epTaskKey(itemKey(t.Metadata.Namespace, t.Spec.Owner.Name), t.Metadata.Name)]
+				ok = !isEp
+			}
+		}
+		if ok {
+			c.lone.put(gen, k, data)
+		} else {
+			c.lone.remove(gen, k)
+		}
+	}
+	clear(c.dirtyLone)
 }
 
 // sharedChanges is what changed in the parts every node follows. The
 // endpoints are worked out in the shape the streams asked for: whole
-// services, or services and tasks apart; and the members and endpoint
+// services, or services and tasks apart; the members all of them, or
+// those beside the endpoint tasks (lone); and the members and endpoint
 // tasks, for the streams that asked for typed values, with their values
-// in the wire format (typedMembers, typedEpTasks).
+// in the wire format (typedMembers, typedLone, typedEpTasks).
 type sharedChanges struct {
-	endpoints, epHeads, epTasks, peers, routes, members *legionpb.Items
-	typedMembers, typedEpTasks                          *legionpb.Items
-	// Worked out: endpoints; epHeads and epTasks; typedMembers; typedEpTasks.
-	whole, apart, typedM, typedT bool
+	endpoints, epHeads, epTasks, peers, routes, members, lone lazyItems
+	typedMembers, typedLone, typedEpTasks                     lazyItems
 	// wire is the changes encoded for the streams that take them so
-	// (AssignmentsRequest.shared_changes), by shape (wireIndex); encoded
-	// marks those worked out.
-	wire    [4][]byte
-	encoded [4]bool
+	// (AssignmentsRequest.shared_changes), by shape (shape.index);
+	// encoded marks those worked out.
+	wire    [8][]byte
+	encoded [8]bool
 }
 
-// wireIndex is where sharedChanges keeps the encoding of a shape: the
-// endpoints whole or apart, the values JSON or typed.
-func wireIndex(apart, typed bool) int {
+// lazyItems is a part's changes as sent, worked out when first asked.
+type lazyItems struct {
+	it   *legionpb.Items
+	made bool
+}
+
+// get is the changes, worked out by make the first time.
+func (l *lazyItems) get(make func() *legionpb.Items) *legionpb.Items {
+	if !l.made {
+		l.it, l.made = make(), true
+	}
+	return l.it
+}
+
+// shape is how a stream takes the changes every node is sent alike.
+type shape struct {
+	apart bool // endpoints as services and tasks apart (endpoint_tasks)
+	typed bool // member and endpoint task values in the wire format
+	lone  bool // members beside the endpoint tasks (with apart)
+}
+
+// index is where sharedChanges keeps the encoding of the shape.
+func (sh shape) index() int {
 	i := 0
-	if apart {
+	if sh.apart {
 		i++
 	}
-	if typed {
+	if sh.typed {
 		i += 2
+	}
+	if sh.lone {
+		i += 4
 	}
 	return i
 }
 
 // encode is the changes in the wire format of an AssignmentSet holding
 // only them (nil when there are none), encoded once for every stream
-// that asks for it. Called with the cache's mu held, after sharedSince
-// worked out the shape.
-func (sh *sharedChanges) encode(apart, typed bool) ([]byte, error) {
-	i := wireIndex(apart, typed)
-	if !sh.encoded[i] {
+// that asks for it. Called with the cache's mu held.
+func (c *viewCache) encode(sc *sharedChanges, since uint64, sh shape) ([]byte, error) {
+	i := sh.index()
+	if !sc.encoded[i] {
 		m := &legionpb.AssignmentSet{}
-		sh.fill(m, apart, typed)
+		c.fill(m, sc, since, sh)
 		data, err := proto.Marshal(m)
 		if err != nil {
 			return nil, err
@@ -688,25 +752,40 @@ func (sh *sharedChanges) encode(apart, typed bool) ([]byte, error) {
 		if len(data) == 0 {
 			data = nil
 		}
-		sh.wire[i], sh.encoded[i] = data, true
+		sc.wire[i], sc.encoded[i] = data, true
 	}
-	return sh.wire[i], nil
+	return sc.wire[i], nil
 }
 
-// fill puts the changes in set's fields, in the shape asked for: the
-// endpoints whole or apart, the members' and endpoint tasks' values typed
-// or JSON.
-func (sh *sharedChanges) fill(set *legionpb.AssignmentSet, apart, typed bool) {
-	members, epTasks := sh.members, sh.epTasks
-	if typed {
-		members, epTasks = sh.typedMembers, sh.typedEpTasks
+// fill puts the changes after generation since in set's fields, in the
+// shape asked for, working out what no stream asked for before. Called
+// with the cache's mu held.
+func (c *viewCache) fill(set *legionpb.AssignmentSet, sc *sharedChanges, since uint64, sh shape) {
+	items := func(p *part) func() *legionpb.Items {
+		return func() *legionpb.Items { return itemsOf(p.since(since)) }
 	}
-	set.PeerChanges, set.RouteChanges, set.MemberChanges = sh.peers, sh.routes, members
-	if apart {
-		set.EndpointServiceChanges, set.EndpointTaskChanges = sh.epHeads, epTasks
+	set.PeerChanges = sc.peers.get(items(c.peers))
+	set.RouteChanges = sc.routes.get(items(c.routesP))
+	if !sh.apart {
+		set.EndpointChanges = sc.endpoints.get(items(c.endpoints))
 	} else {
-		set.EndpointChanges = sh.endpoints
+		set.EndpointServiceChanges = sc.epHeads.get(items(c.epHeads))
+		epTasks := sc.epTasks.get(items(c.epTasks))
+		if sh.typed {
+			epTasks = sc.typedEpTasks.get(func() *legionpb.Items { return typedItems(epTasks, endpoints.TaskWire) })
+		}
+		set.EndpointTaskChanges = epTasks
 	}
+	members, typed := &sc.members, &sc.typedMembers
+	from := c.members
+	if sh.apart && sh.lone {
+		members, typed, from = &sc.lone, &sc.typedLone, c.lone
+	}
+	m := members.get(items(from))
+	if sh.typed {
+		m = typed.get(func() *legionpb.Items { return typedItems(m, endpoints.MemberWire) })
+	}
+	set.MemberChanges = m
 }
 
 // typedItems is it with each JSON value decoded and encoded again in the
@@ -728,33 +807,19 @@ func typedItems[T any](it *legionpb.Items, encode func(T) []byte) *legionpb.Item
 }
 
 // sharedSince is the changes of the shared parts after generation since,
-// up to the current one, with the endpoints as whole services or (apart)
-// services and tasks apart, and the typed values worked out when asked.
+// up to the current one, worked out as streams ask for them (fill).
 // Called with mu held.
-func (c *viewCache) sharedSince(since uint64, apart, typed bool) *sharedChanges {
-	sh, ok := c.shared[since]
+func (c *viewCache) sharedSince(since uint64) *sharedChanges {
+	sc, ok := c.shared[since]
 	if !ok {
-		sh = &sharedChanges{peers: itemsOf(c.peers.since(since)), routes: itemsOf(c.routesP.since(since)),
-			members: itemsOf(c.members.since(since))}
+		sc = &sharedChanges{}
 		if c.shared == nil {
 			c.shared = map[uint64]*sharedChanges{}
 		}
-		c.shared[since] = sh
+		c.shared[since] = sc
 		c.sharedBuilt++
 	}
-	if apart && !sh.apart {
-		sh.epHeads, sh.epTasks, sh.apart = itemsOf(c.epHeads.since(since)), itemsOf(c.epTasks.since(since)), true
-	}
-	if !apart && !sh.whole {
-		sh.endpoints, sh.whole = itemsOf(c.endpoints.since(since)), true
-	}
-	if typed && !sh.typedM {
-		sh.typedMembers, sh.typedM = typedItems(sh.members, endpoints.MemberWire), true
-	}
-	if typed && apart && !sh.typedT {
-		sh.typedEpTasks, sh.typedT = typedItems(sh.epTasks, endpoints.TaskWire), true
-	}
-	return sh
+	return sc
 }
 
 // sortedValues lists a map's values in key order.

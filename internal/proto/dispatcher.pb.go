@@ -360,8 +360,15 @@ type AssignmentsRequest struct {
 	// whole set. Zero: a whole set.
 	ResumeVersion uint64 `protobuf:"varint,6,opt,name=resume_version,json=resumeVersion,proto3" json:"resume_version,omitempty"`
 	ResumeTerm    uint64 `protobuf:"varint,7,opt,name=resume_term,json=resumeTerm,proto3" json:"resume_term,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// With deltas and endpoint_tasks: member_changes leave out the members
+	// that are endpoint tasks too (the ready tasks of services), which the
+	// node makes from endpoint_task_changes, so a ready task's name,
+	// address and node travel once, not twice. A manager that does marks
+	// its deltas with members_beside_endpoints; one that predates it sends
+	// every member there.
+	MembersBesideEndpoints bool `protobuf:"varint,8,opt,name=members_beside_endpoints,json=membersBesideEndpoints,proto3" json:"members_beside_endpoints,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *AssignmentsRequest) Reset() {
@@ -441,6 +448,13 @@ func (x *AssignmentsRequest) GetResumeTerm() uint64 {
 		return x.ResumeTerm
 	}
 	return 0
+}
+
+func (x *AssignmentsRequest) GetMembersBesideEndpoints() bool {
+	if x != nil {
+		return x.MembersBesideEndpoints
+	}
+	return false
 }
 
 // PolicyMember is one endpoints.Member: a running task with an address.
@@ -766,9 +780,15 @@ type AssignmentSet struct {
 	// with it, the version names one point of one history, which a stream
 	// of another manager can resume from (AssignmentsRequest
 	// resume_version). Zero when the manager cannot tell.
-	Term          uint64 `protobuf:"varint,22,opt,name=term,proto3" json:"term,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Term uint64 `protobuf:"varint,22,opt,name=term,proto3" json:"term,omitempty"`
+	// The member_changes of this delta (here or in shared) leave out the
+	// members that are endpoint tasks (asked with AssignmentsRequest
+	// members_beside_endpoints): a node's members are those changes and
+	// its endpoint tasks together. A whole set's policies list every
+	// member.
+	MembersBesideEndpoints bool `protobuf:"varint,23,opt,name=members_beside_endpoints,json=membersBesideEndpoints,proto3" json:"members_beside_endpoints,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *AssignmentSet) Reset() {
@@ -953,6 +973,13 @@ func (x *AssignmentSet) GetTerm() uint64 {
 		return x.Term
 	}
 	return 0
+}
+
+func (x *AssignmentSet) GetMembersBesideEndpoints() bool {
+	if x != nil {
+		return x.MembersBesideEndpoints
+	}
+	return false
 }
 
 type ReportRequest struct {
@@ -1351,7 +1378,7 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x1a\n" +
 	"\bmanagers\x18\x01 \x03(\tR\bmanagers\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
-	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"\xf9\x01\n" +
+	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"\xb3\x02\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06deltas\x18\x02 \x01(\bR\x06deltas\x12%\n" +
@@ -1360,7 +1387,8 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\ftyped_values\x18\x05 \x01(\bR\vtypedValues\x12%\n" +
 	"\x0eresume_version\x18\x06 \x01(\x04R\rresumeVersion\x12\x1f\n" +
 	"\vresume_term\x18\a \x01(\x04R\n" +
-	"resumeTerm\"~\n" +
+	"resumeTerm\x128\n" +
+	"\x18members_beside_endpoints\x18\b \x01(\bR\x16membersBesideEndpoints\"~\n" +
 	"\fPolicyMember\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
@@ -1378,7 +1406,7 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\areplace\x18\x03 \x01(\bR\areplace\".\n" +
 	"\x04Item\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xdb\a\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\x95\b\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
@@ -1402,7 +1430,8 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x15endpoint_task_changes\x18\x13 \x01(\v2\x10.legion.v1.ItemsR\x13endpointTaskChanges\x12\x16\n" +
 	"\x06shared\x18\x14 \x01(\fR\x06shared\x12!\n" +
 	"\ftyped_values\x18\x15 \x01(\bR\vtypedValues\x12\x12\n" +
-	"\x04term\x18\x16 \x01(\x04R\x04term\x1a9\n" +
+	"\x04term\x18\x16 \x01(\x04R\x04term\x128\n" +
+	"\x18members_beside_endpoints\x18\x17 \x01(\bR\x16membersBesideEndpoints\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +

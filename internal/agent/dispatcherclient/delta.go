@@ -356,12 +356,13 @@ func taskKey(key string) (svc, task string, ok bool) {
 }
 
 // apply takes the changes of a message: whole services (endpoint
-// changes) or, from a manager sending them apart, headers and tasks.
-func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) error {
+// changes) or, from a manager sending them apart, headers and tasks. It
+// returns the task changes it took, if any.
+func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) (*taskChanges, error) {
 	if it := set.GetEndpointChanges(); it != nil {
 		err := applyItems(it, "endpoints", decodeJSON[endpoints.Service], e.reset, e.put, e.remove)
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if it := set.GetEndpointServiceChanges(); it != nil {
@@ -372,7 +373,7 @@ func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) error {
 		}
 		err := applyItems(it, "endpoints of service", decodeJSON[endpoints.Service], reset, e.putHead, e.remove)
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if it := set.GetEndpointTaskChanges(); it != nil {
@@ -382,15 +383,49 @@ func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) error {
 		}
 		keys, vals, err := decodeItems(it, "endpoint task", decode)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if it.GetReplace() {
 			e.tasks, e.out = map[string]*keyed[endpoints.Task]{}, nil
 		}
 		e.putTasks(keys, vals)
 		e.removeTasks(it.GetRemoved())
+		return &taskChanges{keys: keys, vals: vals, removed: it.GetRemoved(), replace: it.GetReplace()}, nil
 	}
-	return nil
+	return nil, nil
+}
+
+// taskChanges are the endpoint task changes of a message, decoded.
+type taskChanges struct {
+	keys    []string // in order
+	vals    []endpoints.Task
+	removed []string
+	replace bool
+}
+
+// memberKeys lists the member key (namespace NUL task) of every task
+// held, for the members made from them.
+func (e *serviceEndpoints) memberKeys() map[string]bool {
+	out := map[string]bool{}
+	for svc, ts := range e.tasks {
+		ns, _, _ := strings.Cut(svc, "\x00")
+		for _, name := range ts.keys {
+			out[itemKey(ns, name)] = true
+		}
+	}
+	return out
+}
+
+// memberOf is the member an endpoint task of key (namespace NUL service
+// NUL task) stands for, and its key; ok is false for a key that names
+// no task.
+func memberOf(key string, t endpoints.Task) (string, *endpoints.Member, bool) {
+	svc, name, ok := taskKey(key)
+	if !ok {
+		return "", nil, false
+	}
+	ns, svcName, _ := strings.Cut(svc, "\x00")
+	return itemKey(ns, name), &endpoints.Member{Namespace: ns, Service: svcName, Task: name, IP: t.IP, Node: t.Node}, true
 }
 
 // byService calls fn with each run of keys (of endpoint tasks, in order)
@@ -581,7 +616,13 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 	if err := s.volumes.apply(set.GetVolumeChanges(), "volume", decodeVolume); err != nil {
 		return wrap(err)
 	}
-	if err := s.endpoints.apply(set); err != nil {
+	beside := set.GetMembersBesideEndpoints()
+	var derived map[string]bool // the members made from endpoint tasks before this message
+	if beside && (set.GetMemberChanges().GetReplace() || set.GetEndpointTaskChanges().GetReplace()) {
+		derived = s.endpoints.memberKeys()
+	}
+	eps, err := s.endpoints.apply(set)
+	if err != nil {
 		return wrap(err)
 	}
 	if set.GetPeerChanges() != nil {
@@ -600,8 +641,11 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 		}
 		s.rules, s.hasPolicies = endpoints.Policies{Isolation: p.Isolation, Policies: p.Policies}, true
 	}
-	if set.GetMemberChanges() != nil {
+	if set.GetMemberChanges() != nil || beside && eps != nil {
 		s.hasPolicies = true
+	}
+	if beside {
+		return wrap(s.members.applyBeside(set.GetMemberChanges(), set.GetTypedValues(), eps, derived))
 	}
 	return wrap(s.members.apply(set.GetMemberChanges(), set.GetTypedValues()))
 }

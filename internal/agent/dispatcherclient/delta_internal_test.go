@@ -34,8 +34,9 @@ type latest struct {
 	n   int // messages
 	err error
 	// shared counts the messages carrying the shared changes encoded
-	// apart (AssignmentSet.shared).
-	shared int
+	// apart (AssignmentSet.shared); beside those whose members leave out
+	// the endpoint tasks (AssignmentSet.members_beside_endpoints).
+	shared, beside int
 }
 
 func (l *latest) set(as agent.Assignments, at uint64, err error) {
@@ -53,6 +54,12 @@ func (l *latest) sharedCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.shared
+}
+
+func (l *latest) besideCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.beside
 }
 
 func (l *latest) get() (agent.Assignments, uint64, int, error) {
@@ -80,6 +87,11 @@ func follow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient, req 
 				return
 			}
 			var as agent.Assignments
+			if set.GetMembersBesideEndpoints() {
+				l.mu.Lock()
+				l.beside++
+				l.mu.Unlock()
+			}
 			if len(set.GetShared()) > 0 {
 				l.mu.Lock()
 				l.shared++
@@ -115,6 +127,18 @@ func follow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient, req 
 	}()
 }
 
+// dialAs is a Dispatcher client of m with node's worker certificate.
+func dialAs(t *testing.T, m *dispatchertest.Manager, node string) legionpb.DispatcherClient {
+	t.Helper()
+	creds := dispatchertest.Credentials(t, m.CA, node, pki.RoleWorker)
+	conn, err := grpc.NewClient(m.Addr, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return legionpb.NewDispatcherClient(conn)
+}
+
 // wholeNow is the first set of a new stream, decoded.
 func wholeNow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient) agent.Assignments {
 	t.Helper()
@@ -143,7 +167,8 @@ func wholeNow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient) ag
 // everything a set is made of, and checks after each sequence that the
 // agent holds what the whole set of a stream opened then gives it: with
 // endpoints sent as changes per task, and as whole services (what an
-// agent that predates endpoint tasks asks for).
+// agent that predates endpoint tasks asks for); with every member sent,
+// and only those beside the endpoint tasks.
 func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	t.Parallel()
 	m := dispatchertest.Start(t)
@@ -155,20 +180,21 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	creds := dispatchertest.Credentials(t, m.CA, "node-a", pki.RoleWorker)
-	conn, err := grpc.NewClient(m.Addr, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	c := legionpb.NewDispatcherClient(conn)
+	c := dialAs(t, m, "node-a")
 
-	var delta, byService, shared, sharedByService latest
+	var delta, byService, shared, sharedByService, beside, besideWired, besideByService latest
 	var sizes []int
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true}, &delta, &sizes)
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true}, &byService, nil)
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true, SharedChanges: true}, &shared, nil)
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, SharedChanges: true}, &sharedByService, nil)
+	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true, MembersBesideEndpoints: true}, &beside, nil)
+	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true, SharedChanges: true, TypedValues: true,
+		MembersBesideEndpoints: true}, &besideWired, nil)
+	// Beside the endpoint tasks only when they come apart: asked alone,
+	// every member comes.
+	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, MembersBesideEndpoints: true}, &besideByService, nil)
+	streams := []*latest{&delta, &byService, &shared, &sharedByService, &beside, &besideWired, &besideByService}
 
 	var last uint64
 	w := func(o legion.Object, del bool) {
@@ -211,7 +237,7 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 			}
 		})
 		testpoll.Until(t, fmt.Sprintf("round %d: the delta streams at the whole set of version %d", round, last), 20*time.Second, 10*time.Millisecond, func() bool {
-			for _, l := range []*latest{&delta, &byService, &shared, &sharedByService} {
+			for _, l := range streams {
 				da, _, _, derr := l.get()
 				if derr != nil {
 					t.Fatalf("delta stream failed: %v", derr)
@@ -230,6 +256,9 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	}
 	if a, b, c, d := delta.sharedCount(), byService.sharedCount(), shared.sharedCount(), sharedByService.sharedCount(); a != 0 || b != 0 || c == 0 || d == 0 {
 		t.Fatalf("messages with the shared changes encoded apart: %d and %d on the streams that did not ask, %d and %d on those that did", a, b, c, d)
+	}
+	if a, b, c, d := delta.besideCount(), besideByService.besideCount(), beside.besideCount(), besideWired.besideCount(); a != 0 || b != 0 || c == 0 || d == 0 {
+		t.Fatalf("deltas with members beside the endpoint tasks: %d on a stream that did not ask, %d on one that asked without endpoint tasks, %d and %d on those that asked with them", a, b, c, d)
 	}
 }
 

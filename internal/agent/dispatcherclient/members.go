@@ -90,6 +90,68 @@ func (s *memberSet) apply(it *legionpb.Items, typed bool) error {
 	return applyItems(it, "policy member", decode, func() { *s = memberSet{} }, s.set, s.remove)
 }
 
+// applyBeside takes the members of a delta sent beside its endpoint
+// tasks (AssignmentSet.members_beside_endpoints): lone, the member
+// changes, holds the members that are not endpoint tasks, and eps, the
+// endpoint task changes taken, stand for the others. derived is the
+// members made from endpoint tasks before the delta, given when lone or
+// eps replace their whole part. A task moving between the two (becoming
+// ready, or not) is removed from one and put in the other in the same
+// delta, so every removal goes first.
+func (s *memberSet) applyBeside(lone *legionpb.Items, typed bool, eps *taskChanges, derived map[string]bool) error {
+	var keys []string
+	var vals []*endpoints.Member
+	if lone != nil {
+		decode := decodeJSON[*endpoints.Member]
+		if typed {
+			decode = endpoints.MemberFromWire
+		}
+		var err error
+		if keys, vals, err = decodeItems(lone, "policy member", decode); err != nil {
+			return err
+		}
+	}
+	var gone []string
+	if lone.GetReplace() {
+		// The lone members held are those not made from endpoint tasks.
+		for _, c := range s.chunks {
+			for _, k := range c.keys {
+				if !derived[k] {
+					gone = append(gone, k)
+				}
+			}
+		}
+	}
+	gone = append(gone, lone.GetRemoved()...)
+	if eps != nil {
+		if eps.replace {
+			for k := range derived {
+				gone = append(gone, k)
+			}
+		}
+		for _, k := range eps.removed {
+			if svc, name, ok := taskKey(k); ok {
+				ns, _, _ := strings.Cut(svc, "\x00")
+				gone = append(gone, itemKey(ns, name))
+			}
+		}
+	}
+	for _, k := range gone {
+		s.remove(k)
+	}
+	if eps != nil {
+		for i, k := range eps.keys {
+			if mk, m, ok := memberOf(k, eps.vals[i]); ok {
+				s.set(mk, m)
+			}
+		}
+	}
+	for i, k := range keys {
+		s.set(k, vals[i])
+	}
+	return nil
+}
+
 // list is the members in key order, sharing its chunks with the set
 // until they change.
 func (s *memberSet) list() endpoints.MemberList {
