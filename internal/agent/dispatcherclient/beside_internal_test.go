@@ -2,6 +2,7 @@ package dispatcherclient
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/endpoints"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 )
@@ -137,4 +139,62 @@ func memberNames(l endpoints.MemberList) []string {
 		out = append(out, m.Task)
 	}
 	return out
+}
+
+// A part sent whole (its log no longer reaching back to the stream's
+// last message) replaces only what it stands for: lone members sent
+// whole leave the members made from endpoint tasks, and endpoint tasks
+// sent whole leave the lone members.
+func TestMembersBesideTakeWholePartsApart(t *testing.T) {
+	member := func(task, svc, ip string) *endpoints.Member {
+		return &endpoints.Member{Namespace: "web", Service: svc, Task: task, IP: ip, Node: "n1"}
+	}
+	epTask := func(task, ip string) []byte {
+		return []byte(`{"name":"` + task + `","ip":"` + ip + `","node":"n1"}`)
+	}
+	memberJSON := func(m *endpoints.Member) []byte {
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// a and c are lone (a Job's task, a task not ready); b is an endpoint
+	// task of service s.
+	start := func() *state {
+		as := agent.Assignments{Endpoints: []endpoints.Service{{Namespace: "web", Name: "s",
+			Tasks: []endpoints.Task{{Name: "b", IP: "10.0.0.2", Node: "n1"}}}},
+			Policies: &endpoints.Policies{Members: endpoints.MembersOf([]*endpoints.Member{
+				member("a", "", "10.0.0.1"), member("b", "s", "10.0.0.2"), member("c", "s", "10.0.0.3")})}}
+		return stateOf(as)
+	}
+	for _, tc := range []struct {
+		what string
+		set  *legionpb.AssignmentSet
+		want []*endpoints.Member
+	}{{
+		what: "lone members whole",
+		set: &legionpb.AssignmentSet{Delta: true, MembersBesideEndpoints: true,
+			MemberChanges: &legionpb.Items{Replace: true, Put: []*legionpb.Item{{Key: "web\x00d", Value: memberJSON(member("d", "", "10.0.0.4"))}}}},
+		want: []*endpoints.Member{member("b", "s", "10.0.0.2"), member("d", "", "10.0.0.4")},
+	}, {
+		what: "endpoint tasks whole",
+		set: &legionpb.AssignmentSet{Delta: true, MembersBesideEndpoints: true,
+			EndpointTaskChanges: &legionpb.Items{Replace: true, Put: []*legionpb.Item{{Key: "web\x00s\x00e", Value: epTask("e", "10.0.0.5")}}}},
+		want: []*endpoints.Member{member("a", "", "10.0.0.1"), member("c", "s", "10.0.0.3"), member("e", "s", "10.0.0.5")},
+	}, {
+		what: "both whole",
+		set: &legionpb.AssignmentSet{Delta: true, MembersBesideEndpoints: true,
+			MemberChanges:       &legionpb.Items{Replace: true},
+			EndpointTaskChanges: &legionpb.Items{Replace: true, Put: []*legionpb.Item{{Key: "web\x00s\x00c", Value: epTask("c", "10.0.0.3")}}}},
+		want: []*endpoints.Member{member("c", "s", "10.0.0.3")},
+	}} {
+		s := start()
+		if err := s.apply(tc.set); err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		if got := s.assignments().Policies.Members; !got.Equal(endpoints.MembersOf(tc.want)) {
+			t.Errorf("%s: members %v, want %v", tc.what, memberNames(got), memberNames(endpoints.MembersOf(tc.want)))
+		}
+	}
 }
