@@ -416,16 +416,15 @@ func (e *serviceEndpoints) memberKeys() map[string]bool {
 	return out
 }
 
-// memberOf is the member an endpoint task of key (namespace NUL service
-// NUL task) stands for, and its key; ok is false for a key that names
-// no task.
-func memberOf(key string, t endpoints.Task) (string, *endpoints.Member, bool) {
-	svc, name, ok := taskKey(key)
+// taskNames splits the key of an endpoint task (namespace NUL service
+// NUL task) into its names; ok is false for a key that names no task.
+func taskNames(key string) (ns, svc, task string, ok bool) {
+	sk, task, ok := taskKey(key)
 	if !ok {
-		return "", nil, false
+		return "", "", "", false
 	}
-	ns, svcName, _ := strings.Cut(svc, "\x00")
-	return itemKey(ns, name), &endpoints.Member{Namespace: ns, Service: svcName, Task: name, IP: t.IP, Node: t.Node}, true
+	ns, svc, _ = strings.Cut(sk, "\x00")
+	return ns, svc, task, true
 }
 
 // byService calls fn with each run of keys (of endpoint tasks, in order)

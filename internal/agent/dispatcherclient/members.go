@@ -83,11 +83,16 @@ func (s *memberSet) apply(it *legionpb.Items, typed bool) error {
 	if it == nil {
 		return nil
 	}
-	decode := decodeJSON[*endpoints.Member]
+	return applyItems(it, "policy member", memberDecoder(typed), func() { *s = memberSet{} }, s.set, s.remove)
+}
+
+// memberDecoder decodes a member's value: typed (in the wire format) or
+// JSON.
+func memberDecoder(typed bool) func([]byte) (*endpoints.Member, error) {
 	if typed {
-		decode = endpoints.MemberFromWire
+		return endpoints.MemberFromWire
 	}
-	return applyItems(it, "policy member", decode, func() { *s = memberSet{} }, s.set, s.remove)
+	return decodeJSON[*endpoints.Member]
 }
 
 // applyBeside takes the members of a delta sent beside its endpoint
@@ -102,12 +107,8 @@ func (s *memberSet) applyBeside(lone *legionpb.Items, typed bool, eps *taskChang
 	var keys []string
 	var vals []*endpoints.Member
 	if lone != nil {
-		decode := decodeJSON[*endpoints.Member]
-		if typed {
-			decode = endpoints.MemberFromWire
-		}
 		var err error
-		if keys, vals, err = decodeItems(lone, "policy member", decode); err != nil {
+		if keys, vals, err = decodeItems(lone, "policy member", memberDecoder(typed)); err != nil {
 			return err
 		}
 	}
@@ -130,9 +131,8 @@ func (s *memberSet) applyBeside(lone *legionpb.Items, typed bool, eps *taskChang
 			}
 		}
 		for _, k := range eps.removed {
-			if svc, name, ok := taskKey(k); ok {
-				ns, _, _ := strings.Cut(svc, "\x00")
-				gone = append(gone, itemKey(ns, name))
+			if ns, _, task, ok := taskNames(k); ok {
+				gone = append(gone, itemKey(ns, task))
 			}
 		}
 	}
@@ -141,8 +141,9 @@ func (s *memberSet) applyBeside(lone *legionpb.Items, typed bool, eps *taskChang
 	}
 	if eps != nil {
 		for i, k := range eps.keys {
-			if mk, m, ok := memberOf(k, eps.vals[i]); ok {
-				s.set(mk, m)
+			if ns, svc, task, ok := taskNames(k); ok {
+				t := eps.vals[i]
+				s.set(itemKey(ns, task), &endpoints.Member{Namespace: ns, Service: svc, Task: task, IP: t.IP, Node: t.Node})
 			}
 		}
 	}
