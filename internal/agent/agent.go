@@ -109,7 +109,7 @@ type Agent struct {
 	// Endpoints, when set, is given every service's endpoints and the
 	// network policy state (nil when none was sent) each time the
 	// assignments arrive (the node's load balancing, DNS and policy).
-	Endpoints func(ctx context.Context, services []endpoints.Service, policies *endpoints.Policies)
+	Endpoints func(ctx context.Context, services []*endpoints.Service, policies *endpoints.Policies)
 	// Peers, when set, is given the mesh's nodes each time assignments
 	// carrying them arrive.
 	Peers func(ctx context.Context, peers []endpoints.Peer)

@@ -26,8 +26,10 @@ type Assignments struct {
 	// ValueKey.
 	Values map[string][]byte
 	// Endpoints are every service's ready tasks, for the node's load
-	// balancing and DNS.
-	Endpoints []endpoints.Service
+	// balancing and DNS. They are shared with later deliveries (a new
+	// list keeps the services that did not change): read them, never
+	// write.
+	Endpoints []*endpoints.Service
 	// Peers are the mesh's nodes, for the node's wg0; nil when the
 	// managers sent none.
 	Peers []endpoints.Peer

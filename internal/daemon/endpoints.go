@@ -61,7 +61,7 @@ func LocalAddr(a netip.Addr, second byte) netip.Addr {
 // Apply serves the given endpoints: proxies follow (open connections keep
 // their backend), the zone file is rewritten. The proxies live until
 // Close or ctx ends. The loopback network enforces no policy.
-func (e *Endpoints) Apply(ctx context.Context, services []endpoints.Service, _ *endpoints.Policies) {
+func (e *Endpoints) Apply(ctx context.Context, services []*endpoints.Service, _ *endpoints.Policies) {
 	if e.Logger == nil {
 		e.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -449,7 +449,7 @@ func (n *NetNSNetwork) Nameserver() string { return n.Gateway.String() }
 // Apply puts the services' VIPs on the bridge (routed to from pods by
 // their default route), has the proxies serve them, and takes off the
 // VIPs no service has any more.
-func (n *NetNSNetwork) Apply(ctx context.Context, services []endpoints.Service, pol *endpoints.Policies) {
+func (n *NetNSNetwork) Apply(ctx context.Context, services []*endpoints.Service, pol *endpoints.Policies) {
 	want := map[netip.Addr]bool{}
 	for _, s := range services {
 		if a, err := netip.ParseAddr(s.VIP); err == nil && a.Is4() && !s.DNSRR {

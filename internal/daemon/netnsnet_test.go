@@ -98,15 +98,15 @@ func TestNetNSNetworkPutsVIPsOnTheBridge(t *testing.T) {
 	t.Cleanup(n.eps.Close)
 	// 192.0.2.0/24 is on no interface here: the proxy fails to listen
 	// and says so, which is not what this test looks at.
-	svc := func(vip string) endpoints.Service { return endpoints.Service{VIP: vip} }
-	n.Apply(context.Background(), []endpoints.Service{svc("10.201.0.7"), svc("10.201.0.8"), {VIP: "10.201.0.9", DNSRR: true}}, nil)
+	svc := func(vip string) *endpoints.Service { return &endpoints.Service{VIP: vip} }
+	n.Apply(context.Background(), []*endpoints.Service{svc("10.201.0.7"), svc("10.201.0.8"), {VIP: "10.201.0.9", DNSRR: true}}, nil)
 	got := f.Lines()
 	want := map[string]bool{"ip addr add 10.201.0.7/32 dev legionab12c": true, "ip addr add 10.201.0.8/32 dev legionab12c": true}
 	if len(got) != 2 || !want[got[0]] || !want[got[1]] {
 		t.Fatalf("first apply: %q, want the two VIPs (not the dnsrr one) added", got)
 	}
 	f.Reset()
-	n.Apply(context.Background(), []endpoints.Service{svc("10.201.0.8")}, nil)
+	n.Apply(context.Background(), []*endpoints.Service{svc("10.201.0.8")}, nil)
 	if diff := cmp.Diff([]string{"ip addr del 10.201.0.7/32 dev legionab12c"}, f.Lines()); diff != "" {
 		t.Fatalf("second apply (-want +got):\n%s", diff)
 	}

@@ -39,7 +39,7 @@ type PFNetwork struct {
 	pods  map[string]netbsd.Pod // task uid -> joined pod
 	// services is the last endpoints received; nil until the first, so
 	// that pf keeps what an earlier agent loaded until then (5.4).
-	services []endpoints.Service
+	services []*endpoints.Service
 	// policies is the last policy state received; nil: none yet (every
 	// namespace isolated by default, no NetworkPolicy).
 	policies *endpoints.Policies
@@ -150,11 +150,11 @@ func (n *PFNetwork) Detach(ctx context.Context, t *legion.Task) error {
 // Apply brings pf's service and policy anchors and the resolver's zone to
 // the cluster's endpoints and network policy (nil: none sent, the last
 // kept).
-func (n *PFNetwork) Apply(ctx context.Context, services []endpoints.Service, policies *endpoints.Policies) {
+func (n *PFNetwork) Apply(ctx context.Context, services []*endpoints.Service, policies *endpoints.Policies) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if services == nil {
-		services = []endpoints.Service{}
+		services = []*endpoints.Service{}
 	}
 	n.services = services
 	if policies != nil {
@@ -283,7 +283,7 @@ func netPolicies(p *endpoints.Policies, log *slog.Logger) (map[string]netbsd.Iso
 
 // netServices translates the endpoints into the network's terms. Every
 // endpoint listed is ready: the endpoints carry ready tasks only.
-func netServices(services []endpoints.Service) ([]netbsd.Service, []netbsd.Endpoint) {
+func netServices(services []*endpoints.Service) ([]netbsd.Service, []netbsd.Endpoint) {
 	var svcs []netbsd.Service
 	var eps []netbsd.Endpoint
 	for _, s := range services {
@@ -309,7 +309,7 @@ func netServices(services []endpoints.Service) ([]netbsd.Service, []netbsd.Endpo
 
 // zoneServices is the resolver's view of the endpoints; vip maps a VIP to
 // where this host serves it (nil: as it is).
-func zoneServices(services []endpoints.Service, vip func(netip.Addr) netip.Addr) []resolver.Service {
+func zoneServices(services []*endpoints.Service, vip func(netip.Addr) netip.Addr) []resolver.Service {
 	var zone []resolver.Service
 	for _, s := range services {
 		zs := resolver.Service{Namespace: s.Namespace, Name: s.Name, DNSRR: s.DNSRR, Stateful: s.Stateful}

@@ -142,7 +142,7 @@ func TestPFNetworkPodLifecycle(t *testing.T) {
 		}
 	}
 
-	n.Apply(ctx, []endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Labels: map[string]string{"app": "web"},
+	n.Apply(ctx, []*endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Labels: map[string]string{"app": "web"},
 		Ports: []endpoints.Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}},
 		Tasks: []endpoints.Task{{Name: "web-1", IP: ip, Node: "n1", Slot: 1}}}}, nil)
 	select {
@@ -386,7 +386,7 @@ func TestPFNetworkEnforcesThePolicyState(t *testing.T) {
 	if err := n.Join(ctx, web, ip, false); err != nil {
 		t.Fatal(err)
 	}
-	services := []endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Labels: map[string]string{"app": "web"},
+	services := []*endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Labels: map[string]string{"app": "web"},
 		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080}}, Tasks: []endpoints.Task{{Name: "web-1", IP: ip, Node: "n1"}}}}
 	members := endpoints.MembersOf([]*endpoints.Member{
 		{Namespace: "shop", Service: "web", Task: "web-1", IP: ip, Node: "n1"},

@@ -72,7 +72,7 @@ type platform struct {
 	linux     bool   // runs Linux images (node.platform.linux)
 	wgKey     string // the node's WireGuard public key (jails)
 	peers     func(context.Context, []endpoints.Peer)
-	endpoints func(context.Context, []endpoints.Service, *endpoints.Policies)
+	endpoints func(context.Context, []*endpoints.Service, *endpoints.Policies)
 	dnsListen string // where the node resolver answers
 	vipOctet  byte   // the second octet of VIPs in 127/8 (loopback network)
 	close     func()

@@ -301,12 +301,14 @@ func (k *keyed[T]) list() []T {
 // managers send them to agents that ask for endpoint tasks; whole
 // services (a whole set, or a manager that sends endpoints by service)
 // are split the same way. The list handed over is built again only
-// after a change, and then reuses the task lists of the services that
-// did not change.
+// after a change, and then reuses the services that did not change: it
+// holds each service by pointer, so a hand-over after a task change
+// copies a pointer per service and makes the changed services alone
+// again.
 type serviceEndpoints struct {
 	heads *keyed[endpoints.Service]         // by namespace NUL name, Tasks nil
 	tasks map[string]*keyed[endpoints.Task] // by the service's key, then task name
-	out   []endpoints.Service               // the list last handed over; nil when it is to be built whole
+	out   []*endpoints.Service              // the list last handed over; nil when it is to be built whole
 	// stale are the services whose tasks changed since out was built:
 	// a hand-over after a task change builds only those again.
 	stale map[string]bool
@@ -491,36 +493,40 @@ func (e *serviceEndpoints) reset() { *e = *newServiceEndpoints() }
 
 // list is every service with its ready tasks, in the whole set's order
 // (by key, tasks by name); shared by hand-overs until a change.
-func (e *serviceEndpoints) list() []endpoints.Service {
+func (e *serviceEndpoints) list() []*endpoints.Service {
 	if e.heads.len() == 0 {
 		return nil
 	}
 	switch {
 	case e.out == nil:
-		out := make([]endpoints.Service, len(e.heads.vals))
-		for i, h := range e.heads.vals {
-			out[i] = h
-			if ts := e.tasks[e.heads.keys[i]]; ts != nil {
-				out[i].Tasks = ts.list()
-			}
+		out := make([]*endpoints.Service, len(e.heads.vals))
+		for i := range e.heads.vals {
+			out[i] = e.service(i)
 		}
 		e.out = out
 	case len(e.stale) > 0:
-		// The services are as they were: only the stale ones' tasks are
-		// listed again, in a copy (the last list was handed over).
+		// The services are as they were: only the stale ones are made
+		// again, in a copy of the list (the last one was handed over,
+		// with the services in it).
 		out := slices.Clone(e.out)
 		for svc := range e.stale {
 			if i, ok := slices.BinarySearch(e.heads.keys, svc); ok {
-				out[i].Tasks = nil
-				if ts := e.tasks[svc]; ts != nil {
-					out[i].Tasks = ts.list()
-				}
+				out[i] = e.service(i)
 			}
 		}
 		e.out = out
 	}
 	clear(e.stale)
 	return e.out
+}
+
+// service is the i-th service with its tasks, new.
+func (e *serviceEndpoints) service(i int) *endpoints.Service {
+	svc := e.heads.vals[i]
+	if ts := e.tasks[e.heads.keys[i]]; ts != nil {
+		svc.Tasks = ts.list()
+	}
+	return &svc
 }
 
 // nonNil is l, or an empty list when l is nil: a whole set's JSON lists
@@ -563,7 +569,7 @@ func stateOf(as agent.Assignments) *state {
 		s.volumes.set(itemKey(v.Metadata.Namespace, v.Metadata.Name), v)
 	}
 	for _, e := range as.Endpoints {
-		s.endpoints.put(itemKey(e.Namespace, e.Name), e)
+		s.endpoints.put(itemKey(e.Namespace, e.Name), *e)
 	}
 	for _, p := range as.Peers {
 		s.peers.set(p.Name, p)

@@ -30,7 +30,7 @@ func benchState(b *testing.B) *state {
 			e.Tasks = append(e.Tasks, endpoints.Task{Name: name, IP: ip, Node: node, Slot: r + 1})
 			members = append(members, &endpoints.Member{Namespace: "default", Task: name, Service: e.Name, IP: ip, Node: node})
 		}
-		as.Endpoints = append(as.Endpoints, e)
+		as.Endpoints = append(as.Endpoints, &e)
 	}
 	as.Policies.Members = endpoints.MembersOf(members)
 	for n := range 256 {

@@ -37,9 +37,9 @@ func itemJSON(t *testing.T, v any) []byte {
 }
 
 // deepCopy is what a list holds now, to see later that nobody wrote it.
-func deepCopy(t *testing.T, l []endpoints.Service) []endpoints.Service {
+func deepCopy(t *testing.T, l []*endpoints.Service) []*endpoints.Service {
 	t.Helper()
-	var out []endpoints.Service
+	var out []*endpoints.Service
 	if err := json.Unmarshal(itemJSON(t, l), &out); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 	// step applies one message and checks the services handed over
 	// against the whole set of want, and that the list handed over
 	// before is untouched.
-	var before, beforeCopy []endpoints.Service
+	var before, beforeCopy []*endpoints.Service
 	step := func(what string, set *legionpb.AssignmentSet, want ...endpoints.Service) {
 		t.Helper()
 		set.Delta = true
@@ -96,8 +96,16 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 	beforeCopy = deepCopy(t, before)
 
 	web.Tasks = []endpoints.Task{task("web-1", "10.200.0.1"), task("web-2", "10.200.0.2"), task("web-3", "10.200.0.3"), task("web-5", "10.200.0.5")}
+	handed := before
 	step("web-2 ready", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{
 		"shop\x00web\x00web-2": itemJSON(t, task("web-2", "10.200.0.2"))})}}, idle, web, db)
+	// A task change makes its service again and hands the others over as
+	// they were.
+	for i, svc := range before {
+		if changed := svc.Name == "web"; (svc == handed[i]) == changed {
+			t.Fatalf("after web-2 ready, service %s handed over anew: %v, want %v", svc.Name, svc != handed[i], changed)
+		}
+	}
 
 	web.Tasks = []endpoints.Task{task("web-1", "10.200.0.1"), task("web-2", "10.200.0.2"), task("web-3", "10.200.9.3")}
 	step("web-3 moved, web-5 not ready", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{
