@@ -77,11 +77,23 @@ func TestTypedValuesOnlyWhenAsked(t *testing.T) {
 	}
 	check(typed.node, compose(typed))
 	w := compose(wired)
-	if w.MemberChanges != nil || len(w.Shared) == 0 {
+	if w.MemberChanges != nil || len(sharedOf(w)) == 0 {
 		t.Fatalf("node %s: want the changes in shared alone, got %v", wired.node, w)
 	}
-	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(w.Shared, w); err != nil {
+	check(wired.node, received(t, w))
+}
+
+// received is set as a node decodes it: marshalled as the stream sends
+// it, unmarshalled into a new message.
+func received(t *testing.T, set *legionpb.AssignmentSet) *legionpb.AssignmentSet {
+	t.Helper()
+	data, err := proto.Marshal(set)
+	if err != nil {
 		t.Fatal(err)
 	}
-	check(wired.node, w)
+	var got legionpb.AssignmentSet
+	if err := proto.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	return &got
 }

@@ -133,21 +133,27 @@ func TestSharedChangesAreWorkedOutOncePerGeneration(t *testing.T) {
 		if ss.sharedWire {
 			// Encoded once, the same bytes for every stream; merged, the
 			// same changes as in the fields of the streams that did not ask.
-			if set == nil || len(set.Shared) == 0 || set.EndpointChanges != nil || set.MemberChanges != nil {
+			if set == nil || len(sharedOf(set)) == 0 || set.EndpointChanges != nil || set.MemberChanges != nil {
 				t.Fatalf("node %s: want the shared changes encoded apart alone, got %v", ss.node, set)
 			}
 			if wire == nil {
-				wire = set.Shared
-			} else if &set.Shared[0] != &wire[0] {
+				wire = sharedOf(set)
+			} else if &sharedOf(set)[0] != &wire[0] {
 				t.Fatalf("node %s: the shared changes encoded again for it", ss.node)
 			}
 			var merged legionpb.AssignmentSet
-			if err := proto.Unmarshal(set.Shared, &merged); err != nil {
+			if err := proto.Unmarshal(wire, &merged); err != nil {
 				t.Fatal(err)
 			}
 			if !proto.Equal(merged.EndpointChanges, firstSet.EndpointChanges) || !proto.Equal(merged.MemberChanges, firstSet.MemberChanges) ||
 				merged.TaskChanges != nil || merged.ValueChanges != nil {
 				t.Fatalf("node %s: the shared changes decode to %v, want those sent to n0 in their fields", ss.node, &merged)
+			}
+			// As the node decodes the message: the changes are its own
+			// fields, sent to n0 in them.
+			got := received(t, set)
+			if !proto.Equal(got.EndpointChanges, firstSet.EndpointChanges) || !proto.Equal(got.MemberChanges, firstSet.MemberChanges) || len(got.GetShared()) > 0 {
+				t.Fatalf("node %s: the message decodes to %v, want the changes sent to n0 in their fields", ss.node, got)
 			}
 			continue
 		}

@@ -343,8 +343,8 @@ type AssignmentsRequest struct {
 	EndpointTasks bool `protobuf:"varint,3,opt,name=endpoint_tasks,json=endpointTasks,proto3" json:"endpoint_tasks,omitempty"`
 	// With deltas: a delta may carry the changes every node is sent alike
 	// (endpoints, peers, routes, policy members) encoded once for all the
-	// streams, in shared, rather than in their own fields. A manager that
-	// predates it sends them in their fields.
+	// streams (see AssignmentSet.shared), rather than encoded for each. A
+	// manager that predates it sends them in their fields.
 	SharedChanges bool `protobuf:"varint,4,opt,name=shared_changes,json=sharedChanges,proto3" json:"shared_changes,omitempty"`
 	// With deltas: the values of member_changes and endpoint_task_changes
 	// come as a PolicyMember and an EndpointTask in the wire format rather
@@ -770,7 +770,10 @@ type AssignmentSet struct {
 	// wire format holding only fields 13 to 15 and 17 to 19, to be merged
 	// into this one (which then leaves them empty). The manager encodes it
 	// once for every stream that was sent its last message at the same
-	// moment, instead of once per stream.
+	// moment, instead of once per stream. Managers now append those bytes
+	// to the message itself, after its other fields, where they decode as
+	// its own fields 13 to 15 and 17 to 19: this field is what managers
+	// from before send, and agents still take it.
 	Shared []byte `protobuf:"bytes,20,opt,name=shared,proto3" json:"shared,omitempty"`
 	// The values of member_changes and endpoint_task_changes (here or in
 	// shared) are PolicyMember and EndpointTask messages, not JSON (asked

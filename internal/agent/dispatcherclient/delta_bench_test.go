@@ -9,6 +9,7 @@ import (
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/endpoints"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/protobuf/proto"
 )
 
 // benchState is a node's state in a cluster of the design's size: 200
@@ -263,4 +264,57 @@ func BenchmarkRolloutMessages(b *testing.B) {
 		}
 		return nil
 	})
+}
+
+// BenchmarkDecodeSharedChanges decodes one delta of a rollout as the
+// agent receives it (80 endpoint tasks and their members, typed): with
+// the changes every node is sent alike in AssignmentSet.shared, as
+// managers sent them before (a copy out of the message, then a second
+// decode), and appended to the message, as they send them now.
+func BenchmarkDecodeSharedChanges(b *testing.B) {
+	sh := &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{}, MemberChanges: &legionpb.Items{}}
+	for i := range 80 {
+		svc, name := fmt.Sprintf("svc-%03d", i/50), fmt.Sprintf("svc-%03d-%03d", i/50, i)
+		ip := fmt.Sprintf("10.202.%d.%d", i, 2+i/50)
+		sh.EndpointTaskChanges.Put = append(sh.EndpointTaskChanges.Put,
+			&legionpb.Item{Key: epKey(svc, name), Value: endpoints.TaskWire(endpoints.Task{Name: name, IP: ip, Node: "node-001", Slot: i + 1})})
+		sh.MemberChanges.Put = append(sh.MemberChanges.Put, &legionpb.Item{Key: itemKey("default", name),
+			Value: endpoints.MemberWire(&endpoints.Member{Namespace: "default", Task: name, Service: svc, IP: ip, Node: "node-001"})})
+	}
+	wire, err := proto.Marshal(sh)
+	if err != nil {
+		b.Fatal(err)
+	}
+	apart, err := proto.Marshal(&legionpb.AssignmentSet{Delta: true, Version: 7, TypedValues: true, Shared: wire})
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := &legionpb.AssignmentSet{Delta: true, Version: 7, TypedValues: true}
+	in.ProtoReflect().SetUnknown(wire)
+	appended, err := proto.Marshal(in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		msg  []byte
+	}{{"in-shared", apart}, {"appended", appended}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.msg)))
+			for b.Loop() {
+				var set legionpb.AssignmentSet
+				if err := proto.Unmarshal(c.msg, &set); err != nil {
+					b.Fatal(err)
+				}
+				if shared := set.GetShared(); len(shared) > 0 {
+					if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(shared, &set); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if len(set.GetMemberChanges().GetPut()) != 80 {
+					b.Fatalf("%d members decoded", len(set.GetMemberChanges().GetPut()))
+				}
+			}
+		})
+	}
 }

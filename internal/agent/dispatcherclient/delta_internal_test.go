@@ -37,6 +37,10 @@ type latest struct {
 	// apart (AssignmentSet.shared); beside those whose members leave out
 	// the endpoint tasks (AssignmentSet.members_beside_endpoints).
 	shared, beside int
+	// before: the stream's changes are taken as a manager from before
+	// sent them, in AssignmentSet.shared (managers now append them to the
+	// message, where they decode as its own fields).
+	before bool
 }
 
 func (l *latest) set(as agent.Assignments, at uint64, err error) {
@@ -87,6 +91,11 @@ func follow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient, req 
 				return
 			}
 			var as agent.Assignments
+			if len(set.GetShared()) > 0 {
+				err = fmt.Errorf("message %d: the shared changes came in AssignmentSet.shared, not in the message", l.n)
+			} else if l.before && set.GetDelta() {
+				err = sharedAsBefore(set)
+			}
 			if set.GetMembersBesideEndpoints() {
 				l.mu.Lock()
 				l.beside++
@@ -125,6 +134,25 @@ func follow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient, req 
 			l.set(as, set.GetVersion(), err)
 		}
 	}()
+}
+
+// sharedAsBefore moves the changes every node is sent alike (fields 13 to
+// 15 and 17 to 19) into AssignmentSet.shared, as a manager from before
+// sent them.
+func sharedAsBefore(set *legionpb.AssignmentSet) error {
+	sh := &legionpb.AssignmentSet{EndpointChanges: set.EndpointChanges, PeerChanges: set.PeerChanges, RouteChanges: set.RouteChanges,
+		MemberChanges: set.MemberChanges, EndpointServiceChanges: set.EndpointServiceChanges, EndpointTaskChanges: set.EndpointTaskChanges}
+	if proto.Size(sh) == 0 {
+		return nil
+	}
+	data, err := proto.Marshal(sh)
+	if err != nil {
+		return err
+	}
+	set.EndpointChanges, set.PeerChanges, set.RouteChanges, set.MemberChanges, set.EndpointServiceChanges, set.EndpointTaskChanges =
+		nil, nil, nil, nil, nil, nil
+	set.Shared = data
+	return nil
 }
 
 // dialAs is a Dispatcher client of m with node's worker certificate.
@@ -187,6 +215,7 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true}, &delta, &sizes)
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true}, &byService, nil)
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true, SharedChanges: true}, &shared, nil)
+	sharedByService.before = true // and taken as from a manager from before
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, SharedChanges: true}, &sharedByService, nil)
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true, MembersBesideEndpoints: true}, &beside, nil)
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true, SharedChanges: true, TypedValues: true,
@@ -254,8 +283,11 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	if n < 2 || len(sizes) < 2 {
 		t.Fatalf("the delta stream sent %d messages: too few to show changes", n)
 	}
-	if a, b, c, d := delta.sharedCount(), byService.sharedCount(), shared.sharedCount(), sharedByService.sharedCount(); a != 0 || b != 0 || c == 0 || d == 0 {
-		t.Fatalf("messages with the shared changes encoded apart: %d and %d on the streams that did not ask, %d and %d on those that did", a, b, c, d)
+	// The shared changes come in the message (follow fails a stream sent
+	// AssignmentSet.shared); taken from there as from a manager from
+	// before, the deltas end where whole sets do as well.
+	if a, b, c, d := delta.sharedCount(), byService.sharedCount(), shared.sharedCount(), sharedByService.sharedCount(); a != 0 || b != 0 || c != 0 || d == 0 {
+		t.Fatalf("messages with the shared changes in AssignmentSet.shared: %d and %d on the streams that did not ask, %d on one that did, %d taken as from a manager from before", a, b, c, d)
 	}
 	if a, b, c, d := delta.besideCount(), besideByService.besideCount(), beside.besideCount(), besideWired.besideCount(); a != 0 || b != 0 || c == 0 || d == 0 {
 		t.Fatalf("deltas with members beside the endpoint tasks: %d on a stream that did not ask, %d on one that asked without endpoint tasks, %d and %d on those that asked with them", a, b, c, d)
