@@ -2,6 +2,7 @@ package sessions_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +81,51 @@ func TestUnrecordedNodesStreamIsNotReplacedByAnotherCertificate(t *testing.T) {
 	}
 	if !m.Pods.Connected("n2") {
 		t.Error("n2's own stream is gone")
+	}
+}
+
+// An agent whose sessions stream ends after an offer reached it, before
+// it attached, fails the session at once as dropped, rather than when
+// the wait for its answer runs out (AttachTimeout, 5 s here).
+func TestSessionDroppedBeforeItsAttach(t *testing.T) {
+	t.Parallel()
+	m := sessionstest.Start(t)
+	creds, _ := dispatchertest.Issue(t, m.CA, "n1", pki.RoleWorker)
+	dispatchertest.Record(t, m.Store, creds)
+	m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{Kind: legion.KindService, Name: "web"}, "app")
+	conn, err := grpc.NewClient(m.Addr, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	sctx, cut := context.WithCancel(context.Background())
+	t.Cleanup(cut)
+	st, err := legionpb.NewSessionsClient(conn).Sessions(sctx, &legionpb.SessionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil { // the manager took the stream
+		t.Fatal(err)
+	}
+	offered := make(chan error, 1)
+	go func() {
+		o, err := st.Recv()
+		if err == nil && o.GetId() == "" {
+			err = fmt.Errorf("an offer without an id: %v", o)
+		}
+		cut() // the node goes, without attaching
+		offered <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ls, err := dial(t, m, m.Admin).Logs(ctx, target("", "web.1", ""))
+	if err == nil {
+		_, err = ls.Recv()
+	}
+	if oerr := <-offered; oerr != nil {
+		t.Fatalf("the node's stream: %v", oerr)
+	}
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "the agent of node n1 dropped the session before it attached") {
+		t.Fatalf("logs of a task whose node went after the offer: %v, want Unavailable saying the agent dropped the session", err)
 	}
 }

@@ -80,6 +80,11 @@ func (s *Service) waitAttach(ctx context.Context, ss *session) (legionpb.Session
 		return a, nil
 	case <-timer.C:
 		return nil, status.Errorf(codes.Unavailable, "the agent of node %s did not answer the session within %s", ss.node, s.attachIn)
+	case <-ss.gone:
+		// Not the wait for an answer that cannot come: its stream ended
+		// after the offer went out (the agent stopped, or its connection
+		// broke).
+		return nil, status.Errorf(codes.Unavailable, "the agent of node %s dropped the session before it attached", ss.node)
 	case <-ctx.Done():
 		return nil, status.FromContextError(ctx.Err()).Err()
 	case <-s.stopped():

@@ -32,6 +32,9 @@ type session struct {
 	attached chan legionpb.Sessions_AttachServer
 	done     chan struct{}
 	once     sync.Once
+	// gone is closed when the sessions stream the offer went out on
+	// ends: an agent that stopped or lost its connection will not attach.
+	gone <-chan struct{}
 }
 
 func (ss *session) finish() { ss.once.Do(func() { close(ss.done) }) }
@@ -166,6 +169,7 @@ func (s *Service) offer(ctx context.Context, nodeName string, o *legionpb.Sessio
 	s.mu.Lock()
 	c := s.agents[nodeName]
 	if c != nil {
+		ss.gone = c.gone
 		s.sessions[o.Id] = ss
 	}
 	s.mu.Unlock()
