@@ -16,6 +16,7 @@ import (
 // 2 naming what is left, and activating the node cancels a waiting drain
 // (exit 1).
 func TestNodeDrainWait(t *testing.T) {
+	t.Parallel()
 	n, ctx := helloCluster(t, helloApp("web", readyHTTP))
 	flags := []string{"--server", n.API, "--credentials", n.Admin}
 	waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready })

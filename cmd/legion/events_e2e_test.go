@@ -75,6 +75,7 @@ func inOrder(got, want []string) bool {
 // back, rolled back); legion describe then shows the rollback in the
 // service's status and events, with its task.
 func TestEventsFollowACrashLoopAndARolledBackUpdate(t *testing.T) {
+	t.Parallel()
 	listen := `[-listen, "$(LEGION_POD_IP):8080"]`
 	n, ctx := helloCluster(t, eventsApp("web", listen, readyHTTP))
 	waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready })

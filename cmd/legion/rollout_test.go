@@ -10,6 +10,7 @@ import (
 // update whose new tasks fail pauses, and apply --wait and rollout status
 // say so and exit 1; rollback --wait follows the way back.
 func TestRolloutStatusAndWait(t *testing.T) {
+	t.Parallel()
 	update := "  update: {failureAction: pause, monitor: 5s}\n"
 	n, _ := helloCluster(t, helloApp("web", readyHTTP)+update)
 	flags := []string{"--server", n.API, "--credentials", n.Admin}

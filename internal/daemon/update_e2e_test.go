@@ -122,6 +122,7 @@ func TestStartFirstRollingUpdateLosesNoRequest(t *testing.T) {
 
 // A stop-first update also replaces every task.
 func TestStopFirstRollingUpdateReplacesEveryTask(t *testing.T) {
+	t.Parallel()
 	n := startNode(t)
 	n.apply(t, rolling("stop-first", "v1", ""))
 	poll(t, "three v1 tasks ready", 60*time.Second, func() bool { return runningWith(n, t, "roll", "v1") == 3 })
@@ -136,8 +137,12 @@ func TestStopFirstRollingUpdateReplacesEveryTask(t *testing.T) {
 // policy the task fails; with the default one the agent restarts the
 // container within the task, and that restart counts as the failure.
 func TestFailingUpdateRollsBack(t *testing.T) {
+	t.Parallel()
 	for name, restart := range map[string]string{"limited": "    restartPolicy: {condition: any, maxAttempts: 1}\n", "unlimited": ""} {
-		t.Run(name, func(t *testing.T) { failingUpdateRollsBack(t, restart) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			failingUpdateRollsBack(t, restart)
+		})
 	}
 }
 
