@@ -61,6 +61,59 @@ func (s *memberSet) set(key string, m *endpoints.Member) {
 	}
 }
 
+// setAll puts members by key, keys in order and each once: each chunk's
+// run of them is merged in one pass (keyed.setAll), not inserted one at a
+// time, moving the chunk's members once per message instead of once per
+// member put.
+func (s *memberSet) setAll(keys []string, vals []*endpoints.Member) {
+	if len(keys) <= fewChanges || len(s.chunks) == 0 {
+		for i, k := range keys {
+			s.set(k, vals[i])
+		}
+		return
+	}
+	s.out = nil
+	// The runs of keys by the chunk they fall in, worked out before any
+	// chunk changes, then taken from the last: a chunk split does not move
+	// the ones before it.
+	type run struct{ ci, from, to int }
+	var runs []run
+	for from := 0; from < len(keys); {
+		ci, to := s.chunk(keys[from]), len(keys)
+		if ci < len(s.chunks)-1 {
+			last := s.chunks[ci].keys[len(s.chunks[ci].keys)-1]
+			to = from + 1
+			for to < len(keys) && keys[to] <= last {
+				to++
+			}
+		}
+		runs = append(runs, run{ci, from, to})
+		from = to
+	}
+	for _, r := range slices.Backward(runs) {
+		c := s.chunks[r.ci]
+		before := c.len()
+		c.setAll(keys[r.from:r.to], vals[r.from:r.to])
+		s.n += c.len() - before
+		if c.len() > 2*endpoints.MemberChunk {
+			s.chunks = slices.Replace(s.chunks, r.ci, r.ci+1, split(c)...)
+		}
+	}
+}
+
+// split cuts a chunk grown past 2*endpoints.MemberChunk into chunks of
+// between one and one and a half times endpoints.MemberChunk.
+func split(c *memberChunk) []*memberChunk {
+	n := c.len()
+	k := n / endpoints.MemberChunk
+	out := make([]*memberChunk, 0, k)
+	for i := range k {
+		from, to := i*n/k, (i+1)*n/k
+		out = append(out, &memberChunk{keys: slices.Clone(c.keys[from:to]), vals: slices.Clone(c.vals[from:to])})
+	}
+	return out
+}
+
 func (s *memberSet) remove(key string) {
 	if len(s.chunks) == 0 {
 		return
@@ -83,7 +136,18 @@ func (s *memberSet) apply(it *legionpb.Items, typed bool) error {
 	if it == nil {
 		return nil
 	}
-	return applyItems(it, "policy member", memberDecoder(typed), func() { *s = memberSet{} }, s.set, s.remove)
+	keys, vals, err := decodeItems(it, "policy member", memberDecoder(typed))
+	if err != nil {
+		return err
+	}
+	if it.GetReplace() {
+		*s = memberSet{}
+	}
+	s.setAll(keys, vals)
+	for _, k := range it.GetRemoved() {
+		s.remove(k)
+	}
+	return nil
 }
 
 // memberDecoder decodes a member's value: typed (in the wire format) or
@@ -139,17 +203,33 @@ func (s *memberSet) applyBeside(lone *legionpb.Items, typed bool, eps *taskChang
 	for _, k := range gone {
 		s.remove(k)
 	}
-	if eps != nil {
+	if eps != nil && len(eps.keys) > 0 {
+		// The members made from the endpoint tasks, then the lone ones
+		// (the later put of a key counting), in key order for setAll.
+		type put struct {
+			key string
+			m   *endpoints.Member
+		}
+		puts := make([]put, 0, len(eps.keys)+len(keys))
 		for i, k := range eps.keys {
 			if ns, svc, task, ok := taskNames(k); ok {
 				t := eps.vals[i]
-				s.set(itemKey(ns, task), &endpoints.Member{Namespace: ns, Service: svc, Task: task, IP: t.IP, Node: t.Node})
+				puts = append(puts, put{itemKey(ns, task), &endpoints.Member{Namespace: ns, Service: svc, Task: task, IP: t.IP, Node: t.Node}})
 			}
 		}
+		for i, k := range keys {
+			puts = append(puts, put{k, vals[i]})
+		}
+		slices.SortStableFunc(puts, func(a, b put) int { return strings.Compare(a.key, b.key) })
+		keys, vals = keys[:0:0], vals[:0:0]
+		for i, p := range puts {
+			if i+1 < len(puts) && puts[i+1].key == p.key {
+				continue
+			}
+			keys, vals = append(keys, p.key), append(vals, p.m)
+		}
 	}
-	for i, k := range keys {
-		s.set(k, vals[i])
-	}
+	s.setAll(keys, vals)
 	return nil
 }
 

@@ -20,7 +20,7 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	s := newMemberSet()
 	model := map[string]*endpoints.Member{}
-	const space = 3000 // keys: several chunks of endpoints.MemberChunk
+	const space = 3000 // keys: several chunks of endpoints.MemberChunk (and past it, by rollouts)
 	key := func() string { return itemKey("ns", fmt.Sprintf("t%05d", rng.IntN(space))) }
 	member := func(k string, i int) *endpoints.Member {
 		return &endpoints.Member{Namespace: "ns", Task: k[len("ns\x00"):], IP: fmt.Sprintf("10.0.%d.%d", i/250%250, i%250)}
@@ -92,8 +92,18 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 			}
 			// Keys may be put and removed in one message (removed it is),
 			// and removed twice.
-			for range rng.IntN(60) {
-				k := key()
+			n, next := rng.IntN(60), key
+			if rng.IntN(10) == 0 {
+				// A rollout's message: hundreds of keys side by side, more
+				// than a chunk holds, into chunks held or past the last.
+				first := rng.IntN(space)
+				n, next = 300+rng.IntN(500), func() string {
+					first++
+					return itemKey("ns", fmt.Sprintf("t%05d", first))
+				}
+			}
+			for range n {
+				k := next()
 				if rng.IntN(3) > 0 {
 					m := member(k, i)
 					data, err := encode(m)
