@@ -264,8 +264,9 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 // its own, byte for byte, and fields that come after others merge into
 // them as AssignmentSet.shared's do. The agent decodes them in its one
 // pass over the message, as its own fields; in the shared field they
-// were copied out of the message and decoded in a second pass (600 MB
-// a rollout at 256 nodes). Agents from before take them either way.
+// were copied out of the message and decoded in a second pass (most of
+// the 589 MB the scale run's rollout sends its 256 agents). Agents from
+// before take them either way.
 // The bytes are every stream's: clipped, so nothing appends into them.
 func withShared(set *legionpb.AssignmentSet, wire []byte) {
 	set.ProtoReflect().SetUnknown(wire[:len(wire):len(wire)])

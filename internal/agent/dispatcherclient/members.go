@@ -81,7 +81,8 @@ func (s *memberSet) setAll(keys []string, vals []*endpoints.Member) {
 	for from := 0; from < len(keys); {
 		ci, to := s.chunk(keys[from]), len(keys)
 		if ci < len(s.chunks)-1 {
-			last := s.chunks[ci].keys[len(s.chunks[ci].keys)-1]
+			ck := s.chunks[ci].keys
+			last := ck[len(ck)-1]
 			to = from + 1
 			for to < len(keys) && keys[to] <= last {
 				to++
