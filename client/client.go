@@ -130,9 +130,14 @@ func (c *Client) retryUnavailable(ctx context.Context, method string, req, reply
 }
 
 // retryOpen asks again while a stream cannot be opened (no manager
-// answering); a stream that broke once open is not resumed here.
+// answering); a stream that broke once open is not resumed here. A list
+// is asked again whole, opening included, by List: asked here as well,
+// each of its tries would wait out the dial retry.
 func (c *Client) retryOpen(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string,
 	streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if method == pb.Objects_ListStream_FullMethodName {
+		return streamer(ctx, desc, cc, method, opts...)
+	}
 	start := time.Now()
 	deadline := start.Add(c.retry)
 	wait := 50 * time.Millisecond
@@ -184,7 +189,8 @@ func retryable(err error) bool {
 
 // readOnlyMethods change nothing: asking again is always safe.
 var readOnlyMethods = map[string]bool{
-	pb.Objects_Get_FullMethodName: true, pb.Objects_List_FullMethodName: true, pb.Cluster_Status_FullMethodName: true,
+	pb.Objects_Get_FullMethodName: true, pb.Objects_List_FullMethodName: true,
+	pb.Objects_ListStream_FullMethodName: true, pb.Cluster_Status_FullMethodName: true,
 	pb.Cluster_TokenShow_FullMethodName: true, pb.Cluster_Usage_FullMethodName: true,
 }
 

@@ -2,10 +2,15 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/legionbsd/legion"
 	pb "github.com/legionbsd/legion/internal/proto"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Outcomes of an apply.
@@ -105,22 +110,67 @@ type ListOptions struct {
 }
 
 // List reads the objects of a kind (linearizable) and the version they
-// were read at, to watch from.
+// were read at: Watch from it to follow the list. The list comes in parts
+// (ListStream), so it may be of any length.
 func (c *Client) List(ctx context.Context, kind legion.Kind, opts ListOptions) ([]legion.Object, uint64, error) {
-	resp, err := c.objects.List(ctx, &pb.ListRequest{Kind: string(kind), Namespace: opts.Namespace,
-		AllNamespaces: opts.AllNamespaces, Labels: opts.Labels})
+	req := &pb.ListRequest{Kind: string(kind), Namespace: opts.Namespace, AllNamespaces: opts.AllNamespaces, Labels: opts.Labels}
+	var out []legion.Object
+	var version uint64
+	// Asked again while the cluster answers UNAVAILABLE, as every read is.
+	err := c.retryUnavailable(ctx, pb.Objects_ListStream_FullMethodName, req, nil, c.conn,
+		func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+			var err error
+			out, version, err = c.listParts(ctx, req)
+			return err
+		})
+	if status.Code(err) == codes.Unimplemented {
+		// A manager of a version before ListStream: List's one message.
+		resp, err := c.objects.List(ctx, req)
+		if err != nil {
+			return nil, 0, wrap(err)
+		}
+		out, err := appendObjects(nil, resp.Objects)
+		return out, resp.Version, err
+	}
 	if err != nil {
 		return nil, 0, wrap(err)
 	}
-	out := make([]legion.Object, 0, len(resp.Objects))
-	for _, p := range resp.Objects {
-		o, err := pb.FromProto(p)
+	return out, version, nil
+}
+
+// listParts takes a list's parts as they come.
+func (c *Client) listParts(ctx context.Context, req *pb.ListRequest) ([]legion.Object, uint64, error) {
+	parts, err := c.objects.ListStream(ctx, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []legion.Object
+	var version uint64
+	for {
+		part, err := parts.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, version, nil
+		}
 		if err != nil {
 			return nil, 0, err
 		}
+		version = part.Version
+		if out, err = appendObjects(out, part.Objects); err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+// appendObjects decodes objects from the wire onto out.
+func appendObjects(out []legion.Object, ps []*pb.Object) ([]legion.Object, error) {
+	for _, p := range ps {
+		o, err := pb.FromProto(p)
+		if err != nil {
+			return nil, err
+		}
 		out = append(out, o)
 	}
-	return out, resp.Version, nil
+	return out, nil
 }
 
 // Delete removes an object and returns it as it was. With

@@ -166,8 +166,12 @@ func (s *Server) startAudit(ctx context.Context, method string) *auditCall {
 	return a
 }
 
-// methodAction names a method not audited by name: Objects/Get is "get".
+// methodAction names a method not audited by name: Objects/Get is "get",
+// and a list is "list" whichever way it travels.
 func methodAction(method string) string {
+	if method == pb.Objects_ListStream_FullMethodName {
+		return "list"
+	}
 	i := strings.LastIndexByte(method, '/')
 	return strings.ToLower(method[i+1:])
 }

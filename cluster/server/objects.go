@@ -92,58 +92,6 @@ func (o *objectsService) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetRe
 	return &pb.GetResponse{Object: p, Version: at}, nil
 }
 
-func (o *objectsService) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResponse, error) {
-	kind, ns, err := scope(req.Kind, req.Namespace, req.AllNamespaces)
-	if err != nil {
-		return nil, err
-	}
-	a, err := o.s.accessOf(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// One namespace must be readable; across namespaces a user sees only
-	// what it may read.
-	if ns != "" || !kind.Namespaced() {
-		if err := a.check(rbac.Read, kind, ns); err != nil {
-			return nil, err
-		}
-	}
-	st, conn, fctx, err := o.s.leader(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if conn != nil {
-		resp, err := pb.NewObjectsClient(conn).List(fctx, req)
-		if err != nil || a == nil {
-			return resp, err
-		}
-		kept := resp.Objects[:0]
-		for _, p := range resp.Objects {
-			if a.check(rbac.Read, kind, p.GetMetadata().GetNamespace()) == nil {
-				kept = append(kept, p)
-			}
-		}
-		resp.Objects = kept
-		return resp, nil
-	}
-	if err := st.Barrier(ctx); err != nil {
-		return nil, toStatus(err)
-	}
-	objs, at, err := st.List(kind, ns, func(x legion.Object) bool { return visible(x, req.Labels) && a.readable(x) })
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	out := &pb.ListResponse{Version: at}
-	for _, x := range objs {
-		p, err := pb.ToProto(x)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		out.Objects = append(out.Objects, p)
-	}
-	return out, nil
-}
-
 func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
 	kind, ns, err := scope(req.Kind, req.Namespace, false)
 	if err != nil {

@@ -3424,11 +3424,13 @@ const file_legion_proto_rawDesc = "" +
 	"\x04name\x18\b \x01(\tR\x04name\x12\x18\n" +
 	"\amessage\x18\t \x01(\tR\amessage\x12\x14\n" +
 	"\x05count\x18\n" +
-	" \x01(\x05R\x05count2\xae\x02\n" +
+	" \x01(\x05R\x05count2\xef\x02\n" +
 	"\aObjects\x12:\n" +
 	"\x05Apply\x12\x17.legion.v1.ApplyRequest\x1a\x18.legion.v1.ApplyResponse\x124\n" +
 	"\x03Get\x12\x15.legion.v1.GetRequest\x1a\x16.legion.v1.GetResponse\x127\n" +
-	"\x04List\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse\x12=\n" +
+	"\x04List\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse\x12?\n" +
+	"\n" +
+	"ListStream\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse0\x01\x12=\n" +
 	"\x06Delete\x12\x18.legion.v1.DeleteRequest\x1a\x19.legion.v1.DeleteResponse\x129\n" +
 	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xaf\t\n" +
 	"\aCluster\x127\n" +
@@ -3550,63 +3552,65 @@ var file_legion_proto_depIdxs = []int32{
 	3,  // 16: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
 	6,  // 17: legion.v1.Objects.Get:input_type -> legion.v1.GetRequest
 	8,  // 18: legion.v1.Objects.List:input_type -> legion.v1.ListRequest
-	10, // 19: legion.v1.Objects.Delete:input_type -> legion.v1.DeleteRequest
-	12, // 20: legion.v1.Objects.Watch:input_type -> legion.v1.WatchRequest
-	14, // 21: legion.v1.Cluster.Init:input_type -> legion.v1.InitRequest
-	17, // 22: legion.v1.Cluster.Status:input_type -> legion.v1.StatusRequest
-	19, // 23: legion.v1.Cluster.Join:input_type -> legion.v1.JoinRequest
-	21, // 24: legion.v1.Cluster.JoinCluster:input_type -> legion.v1.JoinClusterRequest
-	23, // 25: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
-	25, // 26: legion.v1.Cluster.SetVoter:input_type -> legion.v1.SetVoterRequest
-	27, // 27: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
-	27, // 28: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
-	46, // 29: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
-	44, // 30: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
-	40, // 31: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
-	42, // 32: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
-	37, // 33: legion.v1.Cluster.RecordAudit:input_type -> legion.v1.RecordAuditRequest
-	39, // 34: legion.v1.Cluster.Audit:input_type -> legion.v1.AuditRequest
-	32, // 35: legion.v1.Cluster.RevokeUser:input_type -> legion.v1.RevokeUserRequest
-	34, // 36: legion.v1.Cluster.RotateCA:input_type -> legion.v1.RotateCARequest
-	50, // 37: legion.v1.Cluster.Events:input_type -> legion.v1.EventsRequest
-	29, // 38: legion.v1.Cluster.Usage:input_type -> legion.v1.UsageRequest
-	48, // 39: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
-	48, // 40: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
-	48, // 41: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
-	48, // 42: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
-	48, // 43: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
-	49, // 44: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
-	5,  // 45: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
-	7,  // 46: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
-	9,  // 47: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
-	11, // 48: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
-	13, // 49: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
-	15, // 50: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
-	18, // 51: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
-	20, // 52: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
-	22, // 53: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
-	24, // 54: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
-	26, // 55: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
-	28, // 56: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
-	28, // 57: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
-	47, // 58: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
-	45, // 59: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
-	41, // 60: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
-	43, // 61: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
-	38, // 62: legion.v1.Cluster.RecordAudit:output_type -> legion.v1.RecordAuditResponse
-	36, // 63: legion.v1.Cluster.Audit:output_type -> legion.v1.AuditEvent
-	33, // 64: legion.v1.Cluster.RevokeUser:output_type -> legion.v1.RevokeUserResponse
-	35, // 65: legion.v1.Cluster.RotateCA:output_type -> legion.v1.RotateCAResponse
-	51, // 66: legion.v1.Cluster.Events:output_type -> legion.v1.ClusterEvent
-	31, // 67: legion.v1.Cluster.Usage:output_type -> legion.v1.UsageResponse
-	48, // 68: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
-	48, // 69: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
-	48, // 70: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
-	48, // 71: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
-	48, // 72: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
-	48, // 73: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
-	45, // [45:74] is the sub-list for method output_type
-	16, // [16:45] is the sub-list for method input_type
+	8,  // 19: legion.v1.Objects.ListStream:input_type -> legion.v1.ListRequest
+	10, // 20: legion.v1.Objects.Delete:input_type -> legion.v1.DeleteRequest
+	12, // 21: legion.v1.Objects.Watch:input_type -> legion.v1.WatchRequest
+	14, // 22: legion.v1.Cluster.Init:input_type -> legion.v1.InitRequest
+	17, // 23: legion.v1.Cluster.Status:input_type -> legion.v1.StatusRequest
+	19, // 24: legion.v1.Cluster.Join:input_type -> legion.v1.JoinRequest
+	21, // 25: legion.v1.Cluster.JoinCluster:input_type -> legion.v1.JoinClusterRequest
+	23, // 26: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
+	25, // 27: legion.v1.Cluster.SetVoter:input_type -> legion.v1.SetVoterRequest
+	27, // 28: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
+	27, // 29: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
+	46, // 30: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
+	44, // 31: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
+	40, // 32: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
+	42, // 33: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
+	37, // 34: legion.v1.Cluster.RecordAudit:input_type -> legion.v1.RecordAuditRequest
+	39, // 35: legion.v1.Cluster.Audit:input_type -> legion.v1.AuditRequest
+	32, // 36: legion.v1.Cluster.RevokeUser:input_type -> legion.v1.RevokeUserRequest
+	34, // 37: legion.v1.Cluster.RotateCA:input_type -> legion.v1.RotateCARequest
+	50, // 38: legion.v1.Cluster.Events:input_type -> legion.v1.EventsRequest
+	29, // 39: legion.v1.Cluster.Usage:input_type -> legion.v1.UsageRequest
+	48, // 40: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
+	48, // 41: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
+	48, // 42: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
+	48, // 43: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
+	48, // 44: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
+	49, // 45: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
+	5,  // 46: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
+	7,  // 47: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
+	9,  // 48: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
+	9,  // 49: legion.v1.Objects.ListStream:output_type -> legion.v1.ListResponse
+	11, // 50: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
+	13, // 51: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
+	15, // 52: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
+	18, // 53: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
+	20, // 54: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
+	22, // 55: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
+	24, // 56: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
+	26, // 57: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
+	28, // 58: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
+	28, // 59: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
+	47, // 60: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
+	45, // 61: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
+	41, // 62: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
+	43, // 63: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
+	38, // 64: legion.v1.Cluster.RecordAudit:output_type -> legion.v1.RecordAuditResponse
+	36, // 65: legion.v1.Cluster.Audit:output_type -> legion.v1.AuditEvent
+	33, // 66: legion.v1.Cluster.RevokeUser:output_type -> legion.v1.RevokeUserResponse
+	35, // 67: legion.v1.Cluster.RotateCA:output_type -> legion.v1.RotateCAResponse
+	51, // 68: legion.v1.Cluster.Events:output_type -> legion.v1.ClusterEvent
+	31, // 69: legion.v1.Cluster.Usage:output_type -> legion.v1.UsageResponse
+	48, // 70: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
+	48, // 71: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
+	48, // 72: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
+	48, // 73: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
+	48, // 74: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
+	48, // 75: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
+	46, // [46:76] is the sub-list for method output_type
+	16, // [16:46] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name

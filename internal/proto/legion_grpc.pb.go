@@ -23,11 +23,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Objects_Apply_FullMethodName  = "/legion.v1.Objects/Apply"
-	Objects_Get_FullMethodName    = "/legion.v1.Objects/Get"
-	Objects_List_FullMethodName   = "/legion.v1.Objects/List"
-	Objects_Delete_FullMethodName = "/legion.v1.Objects/Delete"
-	Objects_Watch_FullMethodName  = "/legion.v1.Objects/Watch"
+	Objects_Apply_FullMethodName      = "/legion.v1.Objects/Apply"
+	Objects_Get_FullMethodName        = "/legion.v1.Objects/Get"
+	Objects_List_FullMethodName       = "/legion.v1.Objects/List"
+	Objects_ListStream_FullMethodName = "/legion.v1.Objects/ListStream"
+	Objects_Delete_FullMethodName     = "/legion.v1.Objects/Delete"
+	Objects_Watch_FullMethodName      = "/legion.v1.Objects/Watch"
 )
 
 // ObjectsClient is the client API for Objects service.
@@ -36,7 +37,13 @@ const (
 type ObjectsClient interface {
 	Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyResponse, error)
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	// List answers in one message, so it fails for a list larger than a
+	// message may be (64 MiB); ListStream does not.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
+	// ListStream is List in parts of a few MiB each: every part carries
+	// the same version, and the list is whole once the stream ends without
+	// an error. An empty list is one part with no objects.
+	ListStream(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListResponse], error)
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	// Watch fails with OUT_OF_RANGE when from_version is older than the
 	// history held (compacted), and ABORTED when a snapshot install reset
@@ -82,6 +89,25 @@ func (c *objectsClient) List(ctx context.Context, in *ListRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *objectsClient) ListStream(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Objects_ServiceDesc.Streams[0], Objects_ListStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ListRequest, ListResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Objects_ListStreamClient = grpc.ServerStreamingClient[ListResponse]
+
 func (c *objectsClient) Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DeleteResponse)
@@ -94,7 +120,7 @@ func (c *objectsClient) Delete(ctx context.Context, in *DeleteRequest, opts ...g
 
 func (c *objectsClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Objects_ServiceDesc.Streams[0], Objects_Watch_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Objects_ServiceDesc.Streams[1], Objects_Watch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +143,13 @@ type Objects_WatchClient = grpc.ServerStreamingClient[WatchEvent]
 type ObjectsServer interface {
 	Apply(context.Context, *ApplyRequest) (*ApplyResponse, error)
 	Get(context.Context, *GetRequest) (*GetResponse, error)
+	// List answers in one message, so it fails for a list larger than a
+	// message may be (64 MiB); ListStream does not.
 	List(context.Context, *ListRequest) (*ListResponse, error)
+	// ListStream is List in parts of a few MiB each: every part carries
+	// the same version, and the list is whole once the stream ends without
+	// an error. An empty list is one part with no objects.
+	ListStream(*ListRequest, grpc.ServerStreamingServer[ListResponse]) error
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	// Watch fails with OUT_OF_RANGE when from_version is older than the
 	// history held (compacted), and ABORTED when a snapshot install reset
@@ -141,6 +173,9 @@ func (UnimplementedObjectsServer) Get(context.Context, *GetRequest) (*GetRespons
 }
 func (UnimplementedObjectsServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedObjectsServer) ListStream(*ListRequest, grpc.ServerStreamingServer[ListResponse]) error {
+	return status.Error(codes.Unimplemented, "method ListStream not implemented")
 }
 func (UnimplementedObjectsServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
@@ -223,6 +258,17 @@ func _Objects_List_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Objects_ListStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ListRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ObjectsServer).ListStream(m, &grpc.GenericServerStream[ListRequest, ListResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Objects_ListStreamServer = grpc.ServerStreamingServer[ListResponse]
+
 func _Objects_Delete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteRequest)
 	if err := dec(in); err != nil {
@@ -277,6 +323,11 @@ var Objects_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ListStream",
+			Handler:       _Objects_ListStream_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "Watch",
 			Handler:       _Objects_Watch_Handler,
