@@ -163,6 +163,53 @@ func BenchmarkDump(b *testing.B) {
 	b.ReportMetric(float64(total)/1e6/b.Elapsed().Seconds(), "MB/s")
 }
 
+// BenchmarkSnapshot takes a snapshot of 100,000 objects of about 512
+// bytes as raft does: stall-ms is the time on raft's apply goroutine
+// (fsm.Snapshot), which every write waits for; persist-ms the copy into
+// the sink after it (fsm.Snapshot's FSMSnapshot.Persist), while writes go
+// on.
+func BenchmarkSnapshot(b *testing.B) {
+	n := openNodeKey(b, "m1", b.TempDir(), FastTiming(), newKey(b))
+	defer n.s.Close()
+	if err := n.s.Bootstrap("m1"); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
+	ctx := context.Background()
+	const objects = 100_000
+	writes := make([]Write, 0, 1000)
+	for i := range objects {
+		writes = append(writes, Write{Object: config("default", fmt.Sprint("c", i), strings.Repeat("x", 512))})
+		if len(writes) == cap(writes) {
+			for _, err := range n.s.WriteAll(ctx, writes) {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			writes = writes[:0]
+		}
+	}
+	b.ResetTimer()
+	var stall, persist time.Duration
+	for range b.N {
+		t0 := time.Now()
+		fs, err := n.s.fsm.Snapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		var sink memSink
+		err = fs.Persist(&sink)
+		fs.Release()
+		if err != nil {
+			b.Fatal(err)
+		}
+		stall, persist = stall+t1.Sub(t0), persist+time.Since(t1)
+	}
+	b.ReportMetric(float64(stall.Milliseconds())/float64(b.N), "stall-ms")
+	b.ReportMetric(float64(persist.Milliseconds())/float64(b.N), "persist-ms")
+}
+
 // reportSyncs reports how many entries each log append (one fdatasync)
 // carried in the benchmark: how well concurrent writes share a sync.
 func reportSyncs(b *testing.B, s *Store) {

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -356,5 +358,73 @@ func TestListOfOneKindOverPendingChangesOfOthers(t *testing.T) {
 		if diff := cmp.Diff(c.want, list(c.kind, c.ns)); diff != "" {
 			t.Errorf("list of %s in %q (-want +got):\n%s", c.kind, c.ns, diff)
 		}
+	}
+}
+
+// memSink is a snapshot sink in memory.
+type memSink struct {
+	bytes.Buffer
+	closed, cancelled bool
+}
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Close() error  { s.closed = true; return nil }
+func (s *memSink) Cancel() error { s.cancelled = true; return nil }
+
+// A snapshot is the objects as they were when raft asked for it, between
+// applies; it is copied from the file afterwards (Persist), while writes
+// go on, and what they change is not in it.
+func TestSnapshotIsTheStateItWasTakenAt(t *testing.T) {
+	t.Parallel()
+	n := openNodeKey(t, "m1", t.TempDir(), FastTiming(), newKey(t))
+	t.Cleanup(func() { n.s.Close() })
+	if err := n.s.Bootstrap("m1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leader", 5*time.Second, n.s.IsLeader)
+	putConfigs(t, n, 5)
+	want, at := listConfigs(t, n.s)
+	fs, err := n.s.fsm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Release()
+	if _, ok := fs.(*fileSnapshot); !ok {
+		t.Fatalf("nothing pending, and the snapshot is a %T: the objects were copied on the apply goroutine", fs)
+	}
+	// Writes after it: a change, a new object, a deletion, all flushed.
+	ctx := context.Background()
+	if _, _, err := n.s.Put(ctx, config("default", "c1", "changed"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.s.Put(ctx, config("default", "later", "x"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.s.Delete(ctx, legion.KindConfig, "default", "c0", Precondition{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.s.fsm.flush(); err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := fs.Persist(&sink); err != nil || !sink.closed || sink.cancelled {
+		t.Fatalf("persist: %v (closed %v, cancelled %v)", err, sink.closed, sink.cancelled)
+	}
+	var s snapshotData
+	if err := json.Unmarshal(sink.Bytes(), &s); err != nil {
+		t.Fatalf("the snapshot does not decode as snapshotData: %v", err)
+	}
+	var got []listed
+	for _, raw := range s.Objects {
+		o, err := legion.FromJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := o.GetMetadata()
+		got = append(got, listed{Name: m.Name, Data: string(o.(*legion.Config).Spec.Data), UID: m.UID,
+			Version: m.Version, Generation: m.Generation})
+	}
+	if s.Index != at || !cmp.Equal(got, want) {
+		t.Fatalf("snapshot at %d holds %v\nwant at %d: %v", s.Index, got, at, want)
 	}
 }
