@@ -21,8 +21,21 @@ type snapshotStore struct {
 
 var (
 	keySnapMeta = []byte("meta")
+	// keySnapData held the whole of a snapshot before it was kept in
+	// parts; a file from then is still read.
 	keySnapData = []byte("data")
 )
+
+// A snapshot's data is kept in parts of snapPart bytes, under
+// snapPartPrefix and the part's number. bbolt keeps a value in one run
+// of pages: one value of a few hundred MiB needed a new run at the
+// file's end whenever the runs the last snapshot freed had been cut up
+// by the writes between, and the file grew by a snapshot each time.
+const snapPart = 1 << 20
+
+var snapPartPrefix = []byte("data/")
+
+func snapPartKey(i int) []byte { return fmt.Appendf(bytes.Clone(snapPartPrefix), "%08d", i) }
 
 var _ raft.SnapshotStore = (*snapshotStore)(nil)
 
@@ -86,11 +99,26 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 		if meta.ID != id {
 			return fmt.Errorf("snapshot %s: not held (the current one is %s)", id, meta.ID)
 		}
-		d, err := s.seal.open(tableSnapshots, keySnapData, b.Get(keySnapData))
-		if err != nil {
-			return fmt.Errorf("snapshot %s: %w", id, err)
+		if old := b.Get(keySnapData); old != nil {
+			d, err := s.seal.open(tableSnapshots, keySnapData, old)
+			if err != nil {
+				return fmt.Errorf("snapshot %s: %w", id, err)
+			}
+			data = bytes.Clone(d)
+			return nil
 		}
-		data = bytes.Clone(d)
+		data = make([]byte, 0, meta.Size)
+		c := b.Cursor()
+		for k, v := c.Seek(snapPartPrefix); k != nil && bytes.HasPrefix(k, snapPartPrefix); k, v = c.Next() {
+			d, err := s.seal.open(tableSnapshots, k, v)
+			if err != nil {
+				return fmt.Errorf("snapshot %s: %w", id, err)
+			}
+			data = append(data, d...)
+		}
+		if int64(len(data)) != meta.Size {
+			return fmt.Errorf("snapshot %s: %d bytes held of %d", id, len(data), meta.Size)
+		}
 		return nil
 	})
 	if err != nil {
@@ -132,6 +160,30 @@ func (s *snapshotSink) Close() error {
 		if err := b.Put(keySnapMeta, seal.seal(tableSnapshots, keySnapMeta, meta)); err != nil {
 			return err
 		}
-		return b.Put(keySnapData, seal.seal(tableSnapshots, keySnapData, s.buf.Bytes()))
+		// The previous snapshot's data goes: a whole one from before
+		// parts, and every part (a smaller snapshot has fewer).
+		if err := b.Delete(keySnapData); err != nil {
+			return err
+		}
+		var old [][]byte
+		c := b.Cursor()
+		for k, _ := c.Seek(snapPartPrefix); k != nil && bytes.HasPrefix(k, snapPartPrefix); k, _ = c.Next() {
+			old = append(old, bytes.Clone(k))
+		}
+		for _, k := range old {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		data := s.buf.Bytes()
+		for i := 0; len(data) > 0; i++ {
+			part := data[:min(len(data), snapPart)]
+			data = data[len(part):]
+			k := snapPartKey(i)
+			if err := b.Put(k, seal.seal(tableSnapshots, k, part)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
