@@ -124,22 +124,20 @@ func BenchmarkPutSealing(b *testing.B) {
 	}
 }
 
-// BenchmarkDump reads 100,000 objects of about 512 bytes as a backup
-// does, reporting MB/s of their JSON.
-func BenchmarkDump(b *testing.B) {
+// leaderWith is a sealed single-manager store holding objects Configs
+// (c0, c1, ...) of size bytes each, closed when b ends.
+func leaderWith(b *testing.B, objects, size int) *node {
 	n := openNodeKey(b, "m1", b.TempDir(), FastTiming(), newKey(b))
-	defer n.s.Close()
+	b.Cleanup(func() { n.s.Close() })
 	if err := n.s.Bootstrap("m1"); err != nil {
 		b.Fatal(err)
 	}
 	waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
-	ctx := context.Background()
-	const objects = 100_000
 	writes := make([]Write, 0, 1000)
 	for i := range objects {
-		writes = append(writes, Write{Object: config("default", fmt.Sprint("c", i), strings.Repeat("x", 384))})
-		if len(writes) == cap(writes) {
-			for _, err := range n.s.WriteAll(ctx, writes) {
+		writes = append(writes, Write{Object: config("default", fmt.Sprint("c", i), strings.Repeat("x", size))})
+		if len(writes) == cap(writes) || i == objects-1 {
+			for _, err := range n.s.WriteAll(context.Background(), writes) {
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -147,6 +145,15 @@ func BenchmarkDump(b *testing.B) {
 			writes = writes[:0]
 		}
 	}
+	return n
+}
+
+// BenchmarkDump reads 100,000 objects of about 512 bytes as a backup
+// does, reporting MB/s of their JSON.
+func BenchmarkDump(b *testing.B) {
+	const objects = 100_000
+	n := leaderWith(b, objects, 384)
+	ctx := context.Background()
 	b.ResetTimer()
 	var total int64
 	for range b.N {
@@ -169,26 +176,7 @@ func BenchmarkDump(b *testing.B) {
 // the sink after it (fsm.Snapshot's FSMSnapshot.Persist), while writes go
 // on.
 func BenchmarkSnapshot(b *testing.B) {
-	n := openNodeKey(b, "m1", b.TempDir(), FastTiming(), newKey(b))
-	defer n.s.Close()
-	if err := n.s.Bootstrap("m1"); err != nil {
-		b.Fatal(err)
-	}
-	waitFor(b, "leader", 5*time.Second, n.s.IsLeader)
-	ctx := context.Background()
-	const objects = 100_000
-	writes := make([]Write, 0, 1000)
-	for i := range objects {
-		writes = append(writes, Write{Object: config("default", fmt.Sprint("c", i), strings.Repeat("x", 512))})
-		if len(writes) == cap(writes) {
-			for _, err := range n.s.WriteAll(ctx, writes) {
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			writes = writes[:0]
-		}
-	}
+	n := leaderWith(b, 100_000, 512)
 	b.ResetTimer()
 	var stall, persist time.Duration
 	for range b.N {
