@@ -212,19 +212,7 @@ func dropAt[E any](held []E, gone []int, inPlace bool) []E {
 
 // apply takes a part's changes, decoding each item put.
 func (k *keyed[T]) apply(it *legionpb.Items, what string, decode func([]byte) (T, error)) error {
-	if it == nil {
-		return nil
-	}
-	keys, vals, err := decodeItems(it, what, decode)
-	if err != nil {
-		return err
-	}
-	if it.GetReplace() {
-		*k = keyed[T]{}
-	}
-	k.setAll(keys, vals)
-	k.removeAll(it.GetRemoved())
-	return nil
+	return applyItems(it, what, decode, func() { *k = keyed[T]{} }, k.setAll, k.removeAll)
 }
 
 // decodeItems decodes the items put, in key order: as managers send
@@ -266,9 +254,12 @@ func inKeyOrder(put []*legionpb.Item) []*legionpb.Item {
 	return out
 }
 
-// applyItems takes a part's changes one key at a time: reset first when
-// the part comes whole, then each key put (in key order) and removed.
-func applyItems[T any](it *legionpb.Items, what string, decode func([]byte) (T, error), reset func(), set func(string, T), remove func(string)) error {
+// applyItems takes a part's changes: reset first when the part comes
+// whole, then the keys put (in key order, each once) and those removed.
+func applyItems[T any](it *legionpb.Items, what string, decode func([]byte) (T, error), reset func(), setAll func([]string, []T), removeAll func([]string)) error {
+	if it == nil {
+		return nil
+	}
 	keys, vals, err := decodeItems(it, what, decode)
 	if err != nil {
 		return err
@@ -276,13 +267,22 @@ func applyItems[T any](it *legionpb.Items, what string, decode func([]byte) (T, 
 	if it.GetReplace() {
 		reset()
 	}
-	for i, key := range keys {
-		set(key, vals[i])
-	}
-	for _, key := range it.GetRemoved() {
-		remove(key)
-	}
+	setAll(keys, vals)
+	removeAll(it.GetRemoved())
 	return nil
+}
+
+// oneByOne makes per-key put and remove functions applyItems' batches.
+func oneByOne[T any](set func(string, T), remove func(string)) (func([]string, []T), func([]string)) {
+	return func(keys []string, vals []T) {
+			for i, k := range keys {
+				set(k, vals[i])
+			}
+		}, func(keys []string) {
+			for _, k := range keys {
+				remove(k)
+			}
+		}
 }
 
 // list is the items in key order, nil when there are none. The list is
@@ -362,7 +362,8 @@ func taskKey(key string) (svc, task string, ok bool) {
 // returns the task changes it took, if any.
 func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) (*taskChanges, error) {
 	if it := set.GetEndpointChanges(); it != nil {
-		err := applyItems(it, "endpoints", decodeJSON[endpoints.Service], e.reset, e.put, e.remove)
+		put, remove := oneByOne(e.put, e.remove)
+		err := applyItems(it, "endpoints", decodeJSON[endpoints.Service], e.reset, put, remove)
 		if err != nil {
 			return nil, err
 		}
@@ -373,7 +374,8 @@ func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) (*taskChanges, err
 			// says what became of them).
 			e.heads, e.out = newKeyed[endpoints.Service](), nil
 		}
-		err := applyItems(it, "endpoints of service", decodeJSON[endpoints.Service], reset, e.putHead, e.remove)
+		put, remove := oneByOne(e.putHead, e.remove)
+		err := applyItems(it, "endpoints of service", decodeJSON[endpoints.Service], reset, put, remove)
 		if err != nil {
 			return nil, err
 		}

@@ -134,21 +134,8 @@ func (s *memberSet) remove(key string) {
 // apply takes the part's changes, decoding each member put: typed (in
 // the wire format) or JSON.
 func (s *memberSet) apply(it *legionpb.Items, typed bool) error {
-	if it == nil {
-		return nil
-	}
-	keys, vals, err := decodeItems(it, "policy member", memberDecoder(typed))
-	if err != nil {
-		return err
-	}
-	if it.GetReplace() {
-		*s = memberSet{}
-	}
-	s.setAll(keys, vals)
-	for _, k := range it.GetRemoved() {
-		s.remove(k)
-	}
-	return nil
+	_, removeAll := oneByOne(s.set, s.remove)
+	return applyItems(it, "policy member", memberDecoder(typed), func() { *s = memberSet{} }, s.setAll, removeAll)
 }
 
 // memberDecoder decodes a member's value: typed (in the wire format) or
