@@ -44,12 +44,15 @@ func (w etcdWriter) put(ctx context.Context, key, value string) error {
 
 type legionWriter struct{ c *client.Client }
 
+// put applies a Config and asks for a brief answer (the object's stored
+// metadata, not its body): etcd's Put answers with the revision alone,
+// not the value written, and a client that wants no more asks no more.
 func (w legionWriter) put(ctx context.Context, key, value string) error {
 	o, _ := legion.New(legion.KindConfig)
 	cfg := o.(*legion.Config)
 	cfg.Metadata.Name, cfg.Metadata.Namespace = key, legion.DefaultNamespace
 	cfg.Spec.Text = value
-	_, err := w.c.ApplyOne(ctx, cfg, client.ApplyOptions{})
+	_, err := w.c.ApplyOne(ctx, cfg, client.ApplyOptions{Brief: true})
 	return err
 }
 

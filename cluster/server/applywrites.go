@@ -32,7 +32,7 @@ import (
 // What is left, a write the cluster failed to take (a lost leader, a full
 // log), is an error the caller cannot know the outcome of either way; the
 // error says how many objects were applied, before and after it.
-func writeItems(ctx context.Context, st *store.Store, items []applyItem, adm *admission) ([]*pb.ApplyResult, error) {
+func writeItems(ctx context.Context, st *store.Store, items []applyItem, adm *admission, brief bool) ([]*pb.ApplyResult, error) {
 	results := make([]*pb.ApplyResult, len(items))
 	for start := 0; start < len(items); {
 		end := start
@@ -42,7 +42,7 @@ func writeItems(ctx context.Context, st *store.Store, items []applyItem, adm *ad
 		if end < len(items) {
 			end++ // the run ends with the object whose version is named
 		}
-		if err := writeRun(ctx, st, items, start, end, adm, results); err != nil {
+		if err := writeRun(ctx, st, items, start, end, adm, results, brief); err != nil {
 			return nil, err
 		}
 		start = end
@@ -51,7 +51,7 @@ func writeItems(ctx context.Context, st *store.Store, items []applyItem, adm *ad
 }
 
 // writeRun writes items[start:end] into results.
-func writeRun(ctx context.Context, st *store.Store, items []applyItem, start, end int, adm *admission, results []*pb.ApplyResult) error {
+func writeRun(ctx context.Context, st *store.Store, items []applyItem, start, end int, adm *admission, results []*pb.ApplyResult, brief bool) error {
 	var puts []store.Put
 	var at []int    // the item of each put
 	var alone []int // items applyOne answers after the run, in order
@@ -87,7 +87,7 @@ func writeRun(ctx context.Context, st *store.Store, items []applyItem, start, en
 				if prevs[j] != nil {
 					outcome = Updated
 				}
-				if results[n], err = resultOf(items[n].obj, prevs[j], outcome); err != nil {
+				if results[n], err = resultOf(items[n].obj, prevs[j], outcome, brief); err != nil {
 					return err
 				}
 			case items[n].expected != nil && (errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrExists)):
@@ -121,7 +121,7 @@ func writeRun(ctx context.Context, st *store.Store, items []applyItem, start, en
 		if err != nil {
 			return itemError(items, n, results, err)
 		}
-		if results[n], err = resultOf(obj, prev, outcome); err != nil {
+		if results[n], err = resultOf(obj, prev, outcome, brief); err != nil {
 			return err
 		}
 	}

@@ -86,7 +86,7 @@ func TestApplyStopsAtANamedVersion(t *testing.T) {
 	for i := range items {
 		items[i].index = i
 	}
-	_, err := applyItems(ctx, st, items, false, &sync.Mutex{})
+	_, err := applyItems(ctx, st, items, applyMode{}, &sync.Mutex{})
 	if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "Config default/named") ||
 		!strings.Contains(err.Error(), "(2 of 4 objects applied before it)") {
 		t.Fatalf("apply with a stale named version: %v, want ABORTED naming it and counting 2 applied before it", err)
@@ -119,7 +119,7 @@ func TestApplyWritesAgainWhatLostARace(t *testing.T) {
 		{obj: configObj("default", "fresh", "x"), index: 1},
 	}
 	adm := &admission{current: map[string]legion.Object{legion.ObjectKey(items[0].obj): read}}
-	res, err := writeItems(ctx, st, items, adm)
+	res, err := writeItems(ctx, st, items, adm, false)
 	if err != nil {
 		t.Fatal(err)
 	}

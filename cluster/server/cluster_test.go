@@ -120,6 +120,12 @@ func TestThreeManagersSurviveLeaderLossAndRestart(t *testing.T) {
 	if err != nil || got.GetMetadata().Version != r.Object.GetMetadata().Version {
 		t.Fatalf("linearizable get through a follower: %v %v", got, err)
 	}
+	// A brief apply passed on by a follower is answered brief.
+	if r, err = fc.ApplyOne(ctx, configObj("default", "before", "2"), client.ApplyOptions{Brief: true}); err != nil ||
+		r.Outcome != client.Updated || r.Object.GetMetadata().Version <= got.GetMetadata().Version ||
+		r.Object.(*legion.Config).Spec.Data != nil || r.Previous != nil {
+		t.Fatalf("brief apply through a follower: %+v %v", r, err)
+	}
 
 	// Kill the leader hard: another is elected and writes continue.
 	lead.kill()

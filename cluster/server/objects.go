@@ -213,5 +213,5 @@ func (o *objectsService) Apply(ctx context.Context, req *pb.ApplyRequest) (*pb.A
 	if conn != nil {
 		return pb.NewObjectsClient(conn).Apply(fctx, req)
 	}
-	return applyItems(ctx, st, items, req.DryRun, &o.admit)
+	return applyItems(ctx, st, items, applyMode{dryRun: req.DryRun, brief: req.Brief}, &o.admit)
 }

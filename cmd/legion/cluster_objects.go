@@ -59,7 +59,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if wf.wait && dryRun {
 				return errors.New("apply: --wait and --dry-run: a dry run starts nothing to wait for")
 			}
-			res, err := c.applyFile(cmd, "apply", file, dryRun)
+			res, err := c.applyFile(cmd, "apply", file, client.ApplyOptions{DryRun: dryRun, Brief: true})
 			if err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 // applyFile has the cluster apply the manifests read from file (a file,
 // a directory of them, or - for standard input); what names the command
 // in the error of a refused apply.
-func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file string, dryRun bool) ([]client.Result, error) {
+func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file string, opts client.ApplyOptions) ([]client.Result, error) {
 	if file == "" {
 		return nil, errors.New("-f FILE|DIR|- is required")
 	}
@@ -104,7 +104,7 @@ func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file string, dryRun boo
 		return nil, err
 	}
 	defer cl.Close()
-	res, err := cl.Apply(ctxOf(cmd), objs, client.ApplyOptions{DryRun: dryRun})
+	res, err := cl.Apply(ctxOf(cmd), objs, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -282,7 +282,7 @@ never printed: it shows as its size and whether it would change. It exits 1
 when anything would change, 0 when nothing would.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := c.applyFile(cmd, "diff", file, true)
+			res, err := c.applyFile(cmd, "diff", file, client.ApplyOptions{DryRun: true})
 			if err != nil {
 				return err
 			}

@@ -19,7 +19,7 @@ import (
 // stackClient is what the stack commands need of a cluster. The
 // namespace "" lists every namespace; a nil selector matches everything.
 type stackClient interface {
-	Apply(ctx context.Context, o legion.Object) (legion.Object, error)
+	Apply(ctx context.Context, o legion.Object) error
 	List(ctx context.Context, kind legion.Kind, namespace string, selector map[string]string) ([]legion.Object, error)
 	Delete(ctx context.Context, kind legion.Kind, namespace, name string) error
 }
@@ -449,7 +449,7 @@ func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) error {
 		}
 		switch s.Op {
 		case compose.OpApply:
-			if _, err := c.Apply(cmd.Context(), s.Object); err != nil {
+			if err := c.Apply(cmd.Context(), s.Object); err != nil {
 				return fmt.Errorf("applying %s: %w", what, err)
 			}
 			fmt.Fprintln(out, what, "applied")

@@ -32,10 +32,10 @@ func newFakeCluster(objs ...legion.Object) *fakeCluster {
 	return f
 }
 
-func (f *fakeCluster) Apply(_ context.Context, o legion.Object) (legion.Object, error) {
+func (f *fakeCluster) Apply(_ context.Context, o legion.Object) error {
 	f.objs[legion.ObjectKey(o)] = o
 	f.writes = append(f.writes, "apply "+legion.ObjectKey(o))
-	return o, nil
+	return nil
 }
 
 func (f *fakeCluster) List(_ context.Context, kind legion.Kind, ns string, sel map[string]string) ([]legion.Object, error) {

@@ -209,7 +209,7 @@ func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string
 		fmt.Fprintln(out, "No objects to apply.")
 		return nil
 	}
-	results, err := n.Client.Apply(ctx, objs, client.ApplyOptions{})
+	results, err := n.Client.Apply(ctx, objs, client.ApplyOptions{Brief: true})
 	if err != nil {
 		return err
 	}

@@ -74,7 +74,7 @@ and deletes, admin also manages the namespace's RoleBindings.`,
 			}
 			confirm(cmd.OutOrStdout(), "user", name, "created", "(credentials in "+out+")")
 			if binding != nil {
-				res, err := cl.Apply(ctxOf(cmd), []legion.Object{binding}, client.ApplyOptions{})
+				res, err := cl.Apply(ctxOf(cmd), []legion.Object{binding}, client.ApplyOptions{Brief: true})
 				if err != nil {
 					return fmt.Errorf("user create %s: the credentials are written, the role is not: %w", name, err)
 				}

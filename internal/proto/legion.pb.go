@@ -241,9 +241,14 @@ func (x *ApplyItem) GetExpectedVersion() uint64 {
 }
 
 type ApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Items         []*ApplyItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
-	DryRun        bool                   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Items  []*ApplyItem           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	DryRun bool                   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// brief asks for each object's kind and metadata as stored (uid,
+	// version, generation) without its spec and status, and no previous
+	// object: what a caller that only reports the outcome needs. A manager
+	// that predates it answers in full.
+	Brief         bool `protobuf:"varint,3,opt,name=brief,proto3" json:"brief,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -292,11 +297,18 @@ func (x *ApplyRequest) GetDryRun() bool {
 	return false
 }
 
+func (x *ApplyRequest) GetBrief() bool {
+	if x != nil {
+		return x.Brief
+	}
+	return false
+}
+
 type ApplyResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Object        *Object                `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`     // as stored (or as it would be, for a dry run)
+	Object        *Object                `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`     // as stored (or as it would be, for a dry run); brief: kind and metadata only
 	Outcome       string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`   // created, updated, unchanged
-	Previous      *Object                `protobuf:"bytes,3,opt,name=previous,proto3" json:"previous,omitempty"` // what was stored before, if anything
+	Previous      *Object                `protobuf:"bytes,3,opt,name=previous,proto3" json:"previous,omitempty"` // what was stored before, if anything; never in a brief answer
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3213,10 +3225,11 @@ const file_legion_proto_rawDesc = "" +
 	"\tApplyItem\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.legion.v1.ObjectR\x06object\x12.\n" +
 	"\x10expected_version\x18\x02 \x01(\x04H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
-	"\x11_expected_version\"S\n" +
+	"\x11_expected_version\"i\n" +
 	"\fApplyRequest\x12*\n" +
 	"\x05items\x18\x01 \x03(\v2\x14.legion.v1.ApplyItemR\x05items\x12\x17\n" +
-	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"\x81\x01\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05brief\x18\x03 \x01(\bR\x05brief\"\x81\x01\n" +
 	"\vApplyResult\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.legion.v1.ObjectR\x06object\x12\x18\n" +
 	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12-\n" +
