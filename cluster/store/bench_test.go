@@ -288,8 +288,7 @@ func BenchmarkApplyCommand(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			var kinds []string
-			w := &batchWriter{d: map[string][]byte{svcKey: stored(svc)}, kinds: &kinds}
+			w := &batchWriter{d: &delta{objects: map[string][]byte{svcKey: stored(svc)}}}
 			// The task as stored before each write: there for the status,
 			// a deleted key (nil) for the creation.
 			var before []byte
@@ -298,7 +297,7 @@ func BenchmarkApplyCommand(b *testing.B) {
 			}
 			index := uint64(2)
 			for b.Loop() {
-				w.d[taskKey] = before
+				w.d.objects[taskKey] = before
 				r, ev := applyCommand(w, &tc.c, index)
 				if r.err != nil || ev == nil {
 					b.Fatalf("applying: %v", r.err)

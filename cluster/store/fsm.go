@@ -56,7 +56,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	var events []Event
 	d := &delta{objects: map[string][]byte{}}
 	err := f.read(func(r *reader) error {
-		w := &batchWriter{r: r, d: d.objects, kinds: &d.kinds}
+		w := &batchWriter{r: r, d: d}
 		for i, l := range logs {
 			if l.Index <= r.v.applied {
 				continue

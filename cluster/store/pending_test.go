@@ -428,3 +428,30 @@ func TestSnapshotIsTheStateItWasTakenAt(t *testing.T) {
 		t.Fatalf("snapshot at %d holds %v\nwant at %d: %v", s.Index, got, at, want)
 	}
 }
+
+// A delta's key filter never says a key it was given is missing, and says
+// most others are: a read passes over the deltas that lack its key.
+func TestKeyFilterKnowsItsKeys(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1, 15, 512} { // one write, a busy batch, raft's largest
+		var f keyFilter
+		for i := range n {
+			f.add(keyHash([]byte(fmt.Sprintf("Task/default/web-%d", i))))
+		}
+		for i := range n {
+			if !f.mayHold(keyHash([]byte(fmt.Sprintf("Task/default/web-%d", i)))) {
+				t.Fatalf("%d keys: key %d reported missing", n, i)
+			}
+		}
+		passed := 0
+		for i := range 10000 {
+			if !f.mayHold(keyHash([]byte(fmt.Sprintf("Config/default/other-%d", i)))) {
+				passed++
+			}
+		}
+		// Two bits a key in 2,048: about 1-(1-e^(-2n/2048))^2 of the others.
+		if want := map[int]int{1: 9900, 15: 9900, 512: 7000}[n]; passed < want {
+			t.Errorf("%d keys: %d of 10,000 other keys passed over, want at least %d", n, passed, want)
+		}
+	}
+}
