@@ -184,9 +184,7 @@ type applyMode struct{ dryRun, brief bool }
 func resultOf(obj, prev legion.Object, outcome string, brief bool) (*pb.ApplyResult, error) {
 	r := &pb.ApplyResult{Outcome: outcome}
 	if brief {
-		m := obj.GetMetadata()
-		r.Object = &pb.Object{ApiVersion: legion.APIVersion, Kind: string(obj.GetKind()),
-			Metadata: &pb.Metadata{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels, Uid: m.UID, Version: m.Version, Generation: m.Generation}}
+		r.Object = pb.HeaderOf(obj)
 		return r, nil
 	}
 	var err error

@@ -9,13 +9,7 @@ import (
 
 // ToProto puts an object in the wire envelope: spec and status as JSON.
 func ToProto(o legion.Object) (*Object, error) {
-	m := o.GetMetadata()
-	out := &Object{
-		ApiVersion: legion.APIVersion,
-		Kind:       string(o.GetKind()),
-		Metadata: &Metadata{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels,
-			Uid: m.UID, Version: m.Version, Generation: m.Generation},
-	}
+	out := HeaderOf(o)
 	var err error
 	if p := o.SpecPtr(); p != nil {
 		if out.Spec, err = json.Marshal(p); err != nil {
@@ -28,6 +22,18 @@ func ToProto(o legion.Object) (*Object, error) {
 		}
 	}
 	return out, nil
+}
+
+// HeaderOf is the envelope of an object without its spec and status: its
+// kind and metadata.
+func HeaderOf(o legion.Object) *Object {
+	m := o.GetMetadata()
+	return &Object{
+		ApiVersion: legion.APIVersion,
+		Kind:       string(o.GetKind()),
+		Metadata: &Metadata{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels,
+			Uid: m.UID, Version: m.Version, Generation: m.Generation},
+	}
 }
 
 // FromProto reads an object from the wire envelope.
