@@ -118,3 +118,30 @@ func TestInterruptedCompactionLeavesTheFileWhole(t *testing.T) {
 		t.Fatalf("after an interrupted compaction: %d objects, %v; want the 300 stored", len(objs), err)
 	}
 }
+
+// A rewrite that cannot be made is logged and the store opens on its file
+// as it was.
+func TestFailedCompactionOpensTheFileAsItWas(t *testing.T) {
+	t.Parallel()
+	dir := storeWithObjects(t)
+	// What stands where the copy goes cannot be removed: a directory
+	// holding a file.
+	tmp := filepath.Join(dir, FileName) + compactSuffix
+	if err := os.MkdirAll(filepath.Join(tmp, "in-the-way"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSize(t, filepath.Join(dir, FileName))
+	var logs bytes.Buffer
+	s := openLogged(t, dir, nil, &logs)
+	defer s.Close()
+	if !strings.Contains(logs.String(), "the store file was not compacted; it is used as it is") {
+		t.Fatalf("a failed compaction was not logged; log: %s", logs.String())
+	}
+	if got := fileSize(t, filepath.Join(dir, FileName)); got != before {
+		t.Fatalf("store file %d bytes after a failed compaction, %d before", got, before)
+	}
+	objs, _, err := s.List(legion.KindConfig, "default", nil)
+	if err != nil || len(objs) != 300 {
+		t.Fatalf("after a failed compaction: %d objects, %v; want the 300 stored", len(objs), err)
+	}
+}
