@@ -29,47 +29,61 @@ const compactSuffix = ".compacting"
 // compactTxSize is how much a rewrite copies per transaction.
 const compactTxSize = 64 << 20
 
-// compactAtOpen rewrites the bbolt file at path without its free pages
-// when they are worth it (compactMinFree). The file is replaced by a
-// rename once the copy is on disk, while the old file is still open and
-// locked, so a crash at any point leaves either file whole; a copy left
-// by an interrupted rewrite is removed.
-func compactAtOpen(path string, log *slog.Logger) error {
+// openCompacted opens the bbolt file at path (openBolt) and, when its
+// free pages are worth it (compactMinFree), first rewrites it without
+// them. The copy replaces the file by a rename once it is on disk, while
+// the old file is still open and locked, so a crash at any point leaves
+// either file whole; a copy left by an interrupted rewrite is removed. A
+// rewrite that cannot be made is logged and the file is used as it was.
+func openCompacted(path string, log *slog.Logger) (*bolt.DB, error) {
+	db, err := openBolt(path)
+	if err != nil {
+		return nil, err
+	}
+	replaced, err := compact(db, path, log)
+	switch {
+	case err != nil && replaced:
+		log.Warn("the store file was compacted, but its directory could not be synced", "err", err)
+	case err != nil:
+		log.Warn("the store file was not compacted; it is used as it is", "err", err)
+	}
+	if !replaced {
+		return db, nil
+	}
+	// The file at path is the copy now: open it in place of the old one.
+	db.Close()
+	return openBolt(path)
+}
+
+// compact rewrites the file db has open at path without its free pages,
+// when they are more than half of it and at least compactMinFree, and
+// reports whether the copy took the file's place.
+func compact(db *bolt.DB, path string, log *slog.Logger) (replaced bool, err error) {
 	tmp := path + compactSuffix
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("removing %s, left by an interrupted compaction: %w", tmp, err)
+		return false, fmt.Errorf("removing %s, left by an interrupted compaction: %w", tmp, err)
 	}
-	fi, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	fi, err := os.Stat(path) // the file db has open: nothing else may replace it while db holds its lock
 	if err != nil {
-		return err
+		return false, err
 	}
-	if fi.Size() < compactMinFree {
-		return nil
-	}
-	src, err := openBolt(path)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	st := src.Stats()
-	free := int64(st.FreePageN+st.PendingPageN) * int64(src.Info().PageSize)
+	st := db.Stats()
+	free := int64(st.FreePageN+st.PendingPageN) * int64(db.Info().PageSize)
 	if free < compactMinFree || free*2 < fi.Size() {
-		return nil
+		return false, nil
 	}
 	start := time.Now()
-	if err := copyBolt(src, tmp); err != nil {
+	if err := copyBolt(db, tmp); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("compacting %s (%d MB, %d MB of it free): %w", path, fi.Size()>>20, free>>20, err)
+		return false, fmt.Errorf("compacting %s (%d MB, %d MB of it free): %w", path, fi.Size()>>20, free>>20, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("compacting %s: %w", path, err)
+		return false, fmt.Errorf("compacting %s: %w", path, err)
 	}
+	// The copy is in place from here on, whatever follows.
 	if err := syncDir(filepath.Dir(path)); err != nil {
-		return err
+		return true, err
 	}
 	after := int64(0)
 	if now, err := os.Stat(path); err == nil {
@@ -77,7 +91,7 @@ func compactAtOpen(path string, log *slog.Logger) error {
 	}
 	log.Info("store file compacted: most of it was free pages", "file", path,
 		"before_mb", fi.Size()>>20, "free_mb", free>>20, "after_mb", after>>20, "took", time.Since(start).Round(time.Millisecond))
-	return nil
+	return true, nil
 }
 
 // copyBolt copies every bucket of src into a new file at path, on disk

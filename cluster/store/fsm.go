@@ -283,22 +283,15 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.flush(); err != nil {
 		return nil, fmt.Errorf("writing pending changes before a snapshot: %w", err)
 	}
-	f.restoreMu.RLock()
-	v := f.cur.Load()
-	tx, err := f.db.Begin(false)
-	f.restoreMu.RUnlock()
+	v, tx, applied, err := f.begin()
 	if err != nil {
 		return nil, fmt.Errorf("reading objects for a snapshot: %w", err)
 	}
-	applied, err := f.readApplied(tx)
-	if err == nil && (len(v.deltas) > 0 || applied != v.applied) {
+	if len(v.deltas) > 0 || applied != v.applied {
 		// Only a test holding changes back leaves them pending; raft
 		// tries again at its next interval.
-		err = fmt.Errorf("changes still pending after writing them: the file is at %d, the state machine at %d", applied, v.applied)
-	}
-	if err != nil {
 		tx.Rollback()
-		return nil, fmt.Errorf("reading objects for a snapshot: %w", err)
+		return nil, fmt.Errorf("reading objects for a snapshot: changes still pending after writing them: the file is at %d, the state machine at %d", applied, v.applied)
 	}
 	return &fileSnapshot{tx: tx, index: applied, seal: f.seal}, nil
 }

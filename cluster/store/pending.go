@@ -113,16 +113,8 @@ func (r *reader) file(key, val []byte) []byte {
 // since the deltas rewrite every key they touch.
 func (f *fsm) read(fn func(*reader) error) error {
 	for {
-		f.restoreMu.RLock()
-		v := f.cur.Load()
-		tx, err := f.db.Begin(false)
-		f.restoreMu.RUnlock()
+		v, tx, applied, err := f.begin()
 		if err != nil {
-			return err
-		}
-		applied, err := f.readApplied(tx)
-		if err != nil {
-			tx.Rollback()
 			return err
 		}
 		if applied > v.applied {
@@ -137,6 +129,24 @@ func (f *fsm) read(fn func(*reader) error) error {
 		}
 		return err
 	}
+}
+
+// begin loads the current view and opens a read of the file, with the
+// index the file is at; the caller ends the read.
+func (f *fsm) begin() (*view, *bolt.Tx, uint64, error) {
+	f.restoreMu.RLock()
+	v := f.cur.Load()
+	tx, err := f.db.Begin(false)
+	f.restoreMu.RUnlock()
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	applied, err := f.readApplied(tx)
+	if err != nil {
+		tx.Rollback()
+		return nil, nil, 0, err
+	}
+	return v, tx, applied, nil
 }
 
 // get returns an object's JSON, nil when there is none. The slice is

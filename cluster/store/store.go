@@ -843,16 +843,11 @@ func openParts(cfg Config) (s *Store, fail func(error) (*Store, error), err erro
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
-	// A failed rewrite leaves the file as it was: it opens as ever, and
-	// the rewrite is tried again at the next start.
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := compactAtOpen(filepath.Join(cfg.Dir, FileName), log); err != nil {
-		log.Warn("the store file was not compacted; it is used as it is", "err", err)
-	}
-	db, err := openBolt(filepath.Join(cfg.Dir, FileName))
+	db, err := openCompacted(filepath.Join(cfg.Dir, FileName), log)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
