@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -31,6 +32,10 @@ type pipeline struct {
 	once     sync.Once
 	wg       sync.WaitGroup
 	ack      func(*raft.AppendEntriesResponse) // an answer that succeeded
+	// binary is set once the follower's answers say it reads requests as
+	// RaftMessage.append; until then (and always, to a manager built
+	// before) they go as JSON.
+	binary atomic.Bool
 }
 
 func (t *transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
@@ -44,11 +49,7 @@ func (t *transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 		cancel()
 		return nil, err
 	}
-	p := &pipeline{stream: stream, cancel: cancel, inflight: make(chan *appendFuture, pipelineDepth),
-		done: make(chan raft.AppendFuture, pipelineDepth), stop: make(chan struct{}),
-		ack: func(r *raft.AppendEntriesResponse) { t.ack(target, r) }}
-	p.wg.Add(1)
-	go p.receive()
+	p := newPipeline(stream, cancel, func(r *raft.AppendEntriesResponse) { t.ack(target, r) })
 	// The pipeline ends with the transport too.
 	go func() {
 		select {
@@ -60,25 +61,57 @@ func (t *transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 	return p, nil
 }
 
+// newPipeline starts reading the answers of stream; cancel ends it.
+func newPipeline(stream grpc.BidiStreamingClient[pb.RaftMessage, pb.RaftMessage], cancel context.CancelFunc,
+	ack func(*raft.AppendEntriesResponse)) *pipeline {
+	p := &pipeline{stream: stream, cancel: cancel, inflight: make(chan *appendFuture, pipelineDepth),
+		done: make(chan raft.AppendFuture, pipelineDepth), stop: make(chan struct{}), ack: ack}
+	p.wg.Add(1)
+	go p.receive()
+	return p
+}
+
 // AppendEntries sends a request in as many pieces as its size needs
-// (encodeAppend); its future waits for an answer to each.
+// (splitAppend); its future waits for an answer to each.
 func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
-	pieces, err := encodeAppend(args)
+	msgs, err := appendMessages(args, p.binary.Load())
 	if err != nil {
 		return nil, err
 	}
-	f := &appendFuture{start: time.Now(), args: args, resp: resp, parts: len(pieces), errCh: make(chan error, 1)}
+	f := &appendFuture{start: time.Now(), args: args, resp: resp, parts: len(msgs), errCh: make(chan error, 1)}
 	select {
 	case p.inflight <- f:
 	case <-p.stop:
 		return nil, raft.ErrPipelineShutdown
 	}
-	for _, payload := range pieces {
-		if err := p.stream.Send(&pb.RaftMessage{Payload: payload}); err != nil {
+	for _, m := range msgs {
+		if err := p.stream.Send(m); err != nil {
 			return nil, err
 		}
 	}
 	return f, nil
+}
+
+// appendMessages is a request as the pipeline sends it: as JSON
+// (encodeAppend), or as protobuf in pieces cut as for JSON. A piece's
+// protobuf is never larger than its JSON (data as it is rather than
+// base64, numbers as varints), so each is under maxRaftPayload too.
+func appendMessages(a *raft.AppendEntriesRequest, binary bool) ([]*pb.RaftMessage, error) {
+	var out []*pb.RaftMessage
+	if !binary {
+		pieces, err := encodeAppend(a)
+		if err != nil {
+			return nil, err
+		}
+		for _, payload := range pieces {
+			out = append(out, &pb.RaftMessage{Payload: payload})
+		}
+		return out, nil
+	}
+	for _, piece := range splitAppend(a) {
+		out = append(out, &pb.RaftMessage{Append: appendToProto(piece)})
+	}
+	return out, nil
 }
 
 // receive matches answers to requests in order; when the stream breaks,
@@ -99,6 +132,9 @@ func (p *pipeline) receive() {
 			var msg *pb.RaftMessage
 			if msg, err = p.stream.Recv(); err != nil {
 				break
+			}
+			if msg.ReadsAppend {
+				p.binary.Store(true)
 			}
 			var r raft.AppendEntriesResponse
 			if err = jsonfast.Unmarshal(msg.Payload, &r); err == nil && (k == 0 || f.resp.Success) {
@@ -250,14 +286,18 @@ func (s *raftService) AppendEntriesPipeline(stream grpc.BidiStreamingServer[pb.R
 		// Each request merged gets the answer of the whole: its entries
 		// were stored with the others, or none were.
 		for range answers {
-			if err := stream.Send(&pb.RaftMessage{Payload: out}); err != nil {
+			if err := stream.Send(&pb.RaftMessage{Payload: out, ReadsAppend: true}); err != nil {
 				return err
 			}
 		}
 	}
 }
 
+// decodeAppend reads a pipeline's request, as protobuf or as JSON.
 func decodeAppend(m *pb.RaftMessage) (*raft.AppendEntriesRequest, error) {
+	if m.Append != nil {
+		return appendFromProto(m.Append), nil
+	}
 	var req raft.AppendEntriesRequest
 	if err := jsonfast.Unmarshal(m.Payload, &req); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "raft: decoding AppendEntries: %v", err)

@@ -48,16 +48,25 @@ func (p *fakePipe) Send(m *pb.RaftMessage) error {
 // from entry from-1.
 func appendOf(t *testing.T, from, to uint64) *pb.RaftMessage {
 	t.Helper()
+	data, err := json.Marshal(appendRequest(from, to))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pb.RaftMessage{Payload: data}
+}
+
+// binaryAppendOf is appendOf's request as protobuf (RaftMessage.append).
+func binaryAppendOf(from, to uint64) *pb.RaftMessage {
+	return &pb.RaftMessage{Append: appendToProto(appendRequest(from, to))}
+}
+
+func appendRequest(from, to uint64) *raft.AppendEntriesRequest {
 	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{Addr: []byte("leader"), ID: []byte("l")}, Term: 3,
 		PrevLogEntry: from - 1, PrevLogTerm: 3, LeaderCommitIndex: from - 1}
 	for i := from; i <= to; i++ {
 		req.Entries = append(req.Entries, &raft.Log{Index: i, Term: 3, Type: raft.LogCommand, Data: []byte("x")})
 	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &pb.RaftMessage{Payload: data}
+	return req
 }
 
 func indexes(es []*raft.Log) []uint64 {
@@ -69,7 +78,9 @@ func indexes(es []*raft.Log) []uint64 {
 }
 
 // Requests that reach a follower while it stores the one before go to
-// raft as one append (one fdatasync), and each still gets its answer.
+// raft as one append (one fdatasync), and each still gets its answer,
+// which says the follower reads requests as protobuf; it reads them as
+// JSON or as protobuf, mixed on one stream.
 func TestPipelineStoresWaitingAppendsTogether(t *testing.T) {
 	t.Parallel()
 	tr := newTransport("follower", nil)
@@ -100,7 +111,7 @@ func TestPipelineStoresWaitingAppendsTogether(t *testing.T) {
 	// Two more arrive while raft stores the first; the reader has queued
 	// both once it asks for a fourth message.
 	p.in <- appendOf(t, 11, 11)
-	p.in <- appendOf(t, 12, 13)
+	p.in <- binaryAppendOf(12, 13)
 	testpoll.Until(t, "two requests queued behind the first", 10*time.Second, time.Millisecond, func() bool { return p.recvs.Load() >= 4 })
 	first.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true, LastLog: 10}, nil)
 	second := rpc()
@@ -118,6 +129,9 @@ func TestPipelineStoresWaitingAppendsTogether(t *testing.T) {
 			var resp raft.AppendEntriesResponse
 			if err := json.Unmarshal(m.Payload, &resp); err != nil || !resp.Success {
 				t.Fatalf("answer %d: %+v %v", i+1, resp, err)
+			}
+			if !m.ReadsAppend {
+				t.Fatalf("answer %d does not say the follower reads protobuf requests", i+1)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%d answers for 3 requests", i)
