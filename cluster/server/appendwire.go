@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -34,8 +36,9 @@ func appendToProto(a *raft.AppendEntriesRequest) *pb.RaftAppend {
 	return m
 }
 
-// appendFromProto is the request m carries.
-func appendFromProto(m *pb.RaftAppend) *raft.AppendEntriesRequest {
+// appendFromProto is the request m carries; an entry whose type does not
+// fit raft's (a byte) is refused, as JSON's decoder refuses it.
+func appendFromProto(m *pb.RaftAppend) (*raft.AppendEntriesRequest, error) {
 	a := &raft.AppendEntriesRequest{
 		RPCHeader:         raft.RPCHeader{ProtocolVersion: raft.ProtocolVersion(m.ProtocolVersion), ID: m.Id, Addr: m.Addr},
 		Term:              m.Term,
@@ -48,12 +51,15 @@ func appendFromProto(m *pb.RaftAppend) *raft.AppendEntriesRequest {
 		a.Entries = make([]*raft.Log, len(m.Entries))
 		logs := make([]raft.Log, len(m.Entries)) // one allocation for all
 		for i, e := range m.Entries {
+			if e.Type > math.MaxUint8 {
+				return nil, fmt.Errorf("entry %d (index %d): type %d is not a log type", i, e.Index, e.Type)
+			}
 			logs[i] = raft.Log{Index: e.Index, Term: e.Term, Type: raft.LogType(e.Type), Data: e.Data,
 				Extensions: e.Extensions, AppendedAt: fromUnixNano(e.AppendedAtUnixNano)}
 			a.Entries[i] = &logs[i]
 		}
 	}
-	return a
+	return a, nil
 }
 
 // unixNano is t in nanoseconds since 1970, 0 for the zero time and for a

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +85,22 @@ func TestProtobufAppendReadsAsItsJSONDid(t *testing.T) {
 		if len(wire) > len(data) {
 			t.Fatalf("request %d: %d bytes as protobuf, %d as JSON", i, len(wire), len(data))
 		}
+	}
+}
+
+// An entry type that does not fit raft's byte is refused, as JSON's
+// decoder refuses it, rather than cut to another type.
+func TestProtobufAppendRefusesAnUnknownEntryType(t *testing.T) {
+	t.Parallel()
+	m := &pb.RaftMessage{Append: appendToProto(appendRequest(5, 6))}
+	m.Append.Entries[1].Type = 258
+	if _, err := decodeAppend(m); err == nil || !strings.Contains(err.Error(), "entry 1 (index 6): type 258 is not a log type") {
+		t.Fatalf("an entry of type 258: %v", err)
+	}
+	data, _ := json.Marshal(appendRequest(5, 6))
+	data = bytes.Replace(data, []byte(`"Type":0`), []byte(`"Type":258`), 1)
+	if _, err := decodeAppend(&pb.RaftMessage{Payload: data}); err == nil {
+		t.Fatal("JSON with an entry of type 258 was taken")
 	}
 }
 

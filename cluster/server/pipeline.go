@@ -296,7 +296,11 @@ func (s *raftService) AppendEntriesPipeline(stream grpc.BidiStreamingServer[pb.R
 // decodeAppend reads a pipeline's request, as protobuf or as JSON.
 func decodeAppend(m *pb.RaftMessage) (*raft.AppendEntriesRequest, error) {
 	if m.Append != nil {
-		return appendFromProto(m.Append), nil
+		req, err := appendFromProto(m.Append)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "raft: decoding AppendEntries: %v", err)
+		}
+		return req, nil
 	}
 	var req raft.AppendEntriesRequest
 	if err := jsonfast.Unmarshal(m.Payload, &req); err != nil {
