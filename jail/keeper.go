@@ -111,11 +111,19 @@ func (k *Keeper) Status(ctx context.Context, rec Record) (ContainerStatus, error
 	if err != nil {
 		return ContainerStatus{}, err
 	}
+	// A supervisor writes the exit record, then ends. Asked after the
+	// record was read, one that wrote it and ended in between would be
+	// "gone without an exit status" (255) though its process exited with
+	// a code; asked first, one found gone has left any record it writes.
+	alive := true
+	if hasRun && run.ShimPid != 0 && k.alive != nil {
+		alive = k.alive(run.ShimPid)
+	}
 	exit, hasExit, err := k.records.Exit(rec.Spec.ID)
 	if err != nil {
 		return ContainerStatus{}, err
 	}
-	return Status(rec, run, hasRun, exit, hasExit, boot, k.alive), nil
+	return Status(rec, run, hasRun, exit, hasExit, boot, func(int) bool { return alive }), nil
 }
 
 // Inspect implements Runtime.

@@ -97,6 +97,35 @@ func TestKeeperStopKillsWhenTheSupervisorIsSilent(t *testing.T) {
 	}
 }
 
+// A supervisor that writes the exit record and ends while its status is
+// read: the status is the exit it recorded, not "gone without an exit
+// status" (255), whichever of the two the read saw first.
+func TestKeeperStatusOfASupervisorEndingMeanwhile(t *testing.T) {
+	t.Parallel()
+	recs := Records{Dir: t.TempDir()}
+	rec := Record{Spec: ContainerSpec{ID: "job", Command: []string{"/bin/true"}}, Jail: "job"}
+	if err := recs.Create(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(filepath.Join(recs.Path("job"), RunFile), RunInfo{Boot: 7, ShimPid: 40, Pid: 41}); err != nil {
+		t.Fatal(err)
+	}
+	// The supervisor ends as it is looked at: its exit record written,
+	// then no process.
+	ended := func(int) bool {
+		if err := WriteJSON(filepath.Join(recs.Path("job"), ExitFile), ExitInfo{Code: 3, FinishedAt: time.Unix(1764000000, 0)}); err != nil {
+			t.Error(err)
+		}
+		return false
+	}
+	k := NewKeeper(recs, RealClock{}, nil, ended, &recordingDriver{},
+		KeeperTiming{Poll: time.Second, Watch: time.Hour, ShimMargin: 5 * time.Second})
+	st, err := k.Inspect(context.Background(), "job")
+	if err != nil || st.State != StateExited || st.ExitCode != 3 || st.Message != "" {
+		t.Fatalf("status %+v, %v; want exited with code 3", st, err)
+	}
+}
+
 // Removing a pod removes its members first; each member is settled and
 // released before its record goes, the pod released last, and each
 // removal is an event.
