@@ -123,7 +123,7 @@ func (k *Keeper) Status(ctx context.Context, rec Record) (ContainerStatus, error
 	if err != nil {
 		return ContainerStatus{}, err
 	}
-	return Status(rec, run, hasRun, exit, hasExit, boot, func(int) bool { return alive }), nil
+	return Status(rec, run, hasRun, exit, hasExit, boot, alive), nil
 }
 
 // Inspect implements Runtime.

@@ -170,9 +170,10 @@ func (r Records) Remove(id string) error {
 }
 
 // Status derives a container's state from its files. A run without an
-// exit is running while its boot is the current one and alive says its
-// supervisor lives; a run from before a reboot counts as over.
-func Status(rec Record, run RunInfo, hasRun bool, exit ExitInfo, hasExit bool, boot int64, alive func(pid int) bool) ContainerStatus {
+// exit is running while its boot is the current one and its supervisor
+// lived when asked (supervisorAlive, asked before the exit record was
+// read: see Keeper.Status); a run from before a reboot counts as over.
+func Status(rec Record, run RunInfo, hasRun bool, exit ExitInfo, hasExit bool, boot int64, supervisorAlive bool) ContainerStatus {
 	st := ContainerStatus{
 		ID: rec.Spec.ID, Pod: rec.Spec.Pod, Infra: rec.Spec.Infra,
 		Labels: rec.Spec.Labels, Annotations: rec.Spec.Annotations,
@@ -198,7 +199,7 @@ func Status(rec Record, run RunInfo, hasRun bool, exit ExitInfo, hasExit bool, b
 		st.State, st.ExitCode, st.Signal, st.FinishedAt = StateExited, exit.Code, exit.Signal, exit.FinishedAt
 	case run.Boot != boot:
 		st.State, st.ExitCode, st.Message = StateExited, 255, "ended by a reboot"
-	case run.ShimPid != 0 && alive != nil && !alive(run.ShimPid):
+	case run.ShimPid != 0 && !supervisorAlive:
 		st.State, st.ExitCode, st.Message = StateExited, 255, "supervisor gone without an exit status"
 	default:
 		st.State, st.Pid = StateRunning, run.Pid

@@ -843,11 +843,7 @@ func openParts(cfg Config) (s *Store, fail func(error) (*Store, error), err erro
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	db, err := openCompacted(filepath.Join(cfg.Dir, FileName), log)
+	db, err := openCompacted(filepath.Join(cfg.Dir, FileName), cfg.Logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: %w", err)
 	}

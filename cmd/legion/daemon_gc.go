@@ -25,10 +25,3 @@ func setDaemonGC() bool {
 	debug.SetGCPercent(daemonGCPercent)
 	return true
 }
-
-// gcPercent is the collector's target as it stands.
-func gcPercent() int {
-	p := debug.SetGCPercent(100)
-	debug.SetGCPercent(p)
-	return p
-}

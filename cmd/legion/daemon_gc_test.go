@@ -40,3 +40,10 @@ func TestDaemonCommandsSetTheCollectorsTarget(t *testing.T) {
 		}
 	}
 }
+
+// gcPercent is the collector's target as it stands.
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
