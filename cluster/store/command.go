@@ -125,15 +125,18 @@ func objectEnd(data []byte) int {
 	if !bytes.HasPrefix(data, []byte(objectFirst)) || len(data) <= len(objectFirst) || data[len(objectFirst)] != '{' {
 		return 0
 	}
-	depth, inString := 0, false
+	depth := 0
 	for i := len(objectFirst); i < len(data); i++ {
-		b := data[i]
-		switch {
-		case inString && b == '\\':
-			i++ // the escaped character
+		switch b := data[i]; {
 		case b == '"':
-			inString = !inString
-		case inString:
+			// Most of an object is its strings (a value's base64 above
+			// all): their end is found with IndexByte, which goes over
+			// many bytes at a time, rather than byte by byte.
+			end := stringEnd(data, i+1)
+			if end < 0 {
+				return 0
+			}
+			i = end
 		case b == '{' || b == '[':
 			depth++
 		case b == '}' || b == ']':
@@ -147,6 +150,25 @@ func objectEnd(data []byte) int {
 		}
 	}
 	return 0
+}
+
+// stringEnd is the index of the quote closing the JSON string whose
+// content starts at from, or -1 when it is not closed.
+func stringEnd(data []byte, from int) int {
+	for i := from; ; {
+		q := bytes.IndexByte(data[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		e := bytes.IndexByte(data[i:i+q], '\\')
+		if e < 0 {
+			return i + q
+		}
+		i += e + 2 // past the backslash and the character it escapes
+		if i > len(data) {
+			return -1
+		}
+	}
 }
 
 // Precondition guards a write.

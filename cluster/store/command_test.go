@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -102,4 +103,70 @@ func FuzzDecodeCommand(f *testing.F) {
 			}
 		}
 	})
+}
+
+// objectEndByBytes is objectEnd as it was first written, a byte at a
+// time: the reference the faster one must agree with.
+func objectEndByBytes(data []byte) int {
+	if !bytes.HasPrefix(data, []byte(objectFirst)) || len(data) <= len(objectFirst) || data[len(objectFirst)] != '{' {
+		return 0
+	}
+	depth, inString := 0, false
+	for i := len(objectFirst); i < len(data); i++ {
+		b := data[i]
+		switch {
+		case inString && b == '\\':
+			i++
+		case b == '"':
+			inString = !inString
+		case inString:
+		case b == '{' || b == '[':
+			depth++
+		case b == '}' || b == ']':
+			depth--
+			if depth == 0 {
+				if i+1 < len(data) && data[i+1] == ',' {
+					return i + 1
+				}
+				return 0
+			}
+		}
+	}
+	return 0
+}
+
+// objectEnd skips strings with IndexByte: on every command of
+// testCommands, and on random runs of the characters that matter to it
+// (quotes, backslashes, brackets, commas) after objectFirst, it finds
+// the end the byte-by-byte scan finds, runs of backslashes and strings
+// left open included.
+func TestObjectEndFindsWhatAByteScanFinds(t *testing.T) {
+	for _, c := range testCommands(t) {
+		enc, err := c.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := objectEnd(enc), objectEndByBytes(enc); got != want {
+			t.Errorf("objectEnd(%s) = %d, want %d", enc, got, want)
+		}
+	}
+	alphabet := []byte(`"\{}[],ab`)
+	rng := rand.New(rand.NewPCG(1, 2))
+	found := 0
+	for range 200000 {
+		data := []byte(objectFirst + "{")
+		for range rng.IntN(24) {
+			data = append(data, alphabet[rng.IntN(len(alphabet))])
+		}
+		got, want := objectEnd(data), objectEndByBytes(data)
+		if got != want {
+			t.Fatalf("objectEnd(%q) = %d, want %d", data, got, want)
+		}
+		if want > 0 {
+			found++
+		}
+	}
+	if found < 1000 {
+		t.Fatalf("only %d of the random commands had an object's end: the test needs more", found)
+	}
 }
