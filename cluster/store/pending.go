@@ -265,7 +265,19 @@ func (f *fsm) fileApplied() (uint64, error) {
 
 // readApplied is the index the file's objects are at.
 func (f *fsm) readApplied(tx *bolt.Tx) (uint64, error) {
-	return readApplied(tx, f.seal)
+	if tx.Writable() {
+		// Its ID is that of a commit not made yet, which a rollback
+		// leaves to the next writer: nothing to cache by.
+		return readApplied(tx, f.seal)
+	}
+	if a := f.appliedRead.Load(); a != nil && a.txid == tx.ID() {
+		return a.applied, nil
+	}
+	applied, err := readApplied(tx, f.seal)
+	if err == nil {
+		f.appliedRead.Store(&appliedAt{txid: tx.ID(), applied: applied})
+	}
+	return applied, err
 }
 
 func readApplied(tx *bolt.Tx, s *sealer) (uint64, error) {

@@ -455,3 +455,71 @@ func TestKeyFilterKnowsItsKeys(t *testing.T) {
 		}
 	}
 }
+
+// The file's applied index, which every read takes, is remembered per
+// committed transaction: each commit's is read afresh, and one a write
+// transaction set and then rolled back is never taken for the next
+// commit's, whose transaction ID it had.
+func TestTheFilesAppliedIndexIsReadAfreshAfterEachCommit(t *testing.T) {
+	t.Parallel()
+	n := leaderIn(t, t.TempDir())
+	defer n.s.Close()
+	ctx := context.Background()
+	written := func(name string) uint64 {
+		t.Helper()
+		o, _, err := n.s.Put(ctx, config("default", name, "x"), WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.s.fsm.flush(); err != nil {
+			t.Fatal(err)
+		}
+		return o.GetMetadata().Version
+	}
+	fileAt := func() uint64 {
+		t.Helper()
+		p, err := n.s.fsm.fileApplied()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		v := written(name)
+		for range 2 { // the second read is the remembered one
+			if p := fileAt(); p != v {
+				t.Fatalf("the file is at %d after %s was written at %d and flushed", p, name, v)
+			}
+		}
+	}
+
+	fileAtBefore := fileAt()
+	tx, err := n.s.fsm.db.Begin(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.s.fsm.putApplied(tx, 1<<40); err != nil {
+		tx.Rollback()
+		t.Fatal(err)
+	}
+	p, err := n.s.fsm.readApplied(tx)
+	if rerr := tx.Rollback(); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err != nil || p != 1<<40 {
+		t.Fatalf("a write transaction reads its own applied index as %d (%v), want %d", p, err, uint64(1<<40))
+	}
+	// The next commit, with no read between: it takes the ID the
+	// rolled-back transaction had.
+	at := fileAtBefore
+	if err := n.s.fsm.db.Update(func(tx *bolt.Tx) error { return n.s.fsm.putApplied(tx, at) }); err != nil {
+		t.Fatal(err)
+	}
+	if p := fileAt(); p != at {
+		t.Fatalf("the file is at %d after a commit at %d (a rolled-back transaction's index is %d)", p, at, uint64(1<<40))
+	}
+	v := written("d")
+	if p := fileAt(); p != v {
+		t.Fatalf("the file is at %d after d was written at %d and flushed", p, v)
+	}
+}
