@@ -161,8 +161,11 @@ func TestWritesSetVersionUIDAndGeneration(t *testing.T) {
 	if err != nil || del.GetMetadata().Name != "a" {
 		t.Fatalf("delete: %v %v", del, err)
 	}
-	if _, _, err := n.s.Get(legion.KindConfig, "default", "a"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("get after delete: %v", err)
+	if _, _, err := n.s.Get(legion.KindConfig, "default", "a"); !errors.Is(err, ErrNotFound) || err.Error() != "Config default/a: not found" {
+		t.Fatalf("get after delete: %v, want ErrNotFound as \"Config default/a: not found\"", err)
+	}
+	if _, _, err := n.s.Get(legion.KindNamespace, "", "none"); !errors.Is(err, ErrNotFound) || err.Error() != "Namespace none: not found" {
+		t.Fatalf("get of a missing namespace: %v, want ErrNotFound as \"Namespace none: not found\"", err)
 	}
 	if _, err := n.s.Delete(ctx, legion.KindConfig, "default", "a", Precondition{}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
