@@ -52,8 +52,7 @@ func (s *Service) checkCaller(ctx context.Context, st *store.Store, id pki.Ident
 }
 
 func forwardedCall(ctx context.Context) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return len(md.Get(legionpb.ForwardedKey)) > 0
+	return len(metadata.ValueFromIncomingContext(ctx, legionpb.ForwardedKey)) > 0
 }
 
 // relay is the connection to pass a node's call on to the leader, after

@@ -80,13 +80,18 @@ func decodeApply(req *pb.ApplyRequest) ([]applyItem, error) {
 		return nil, status.Error(codes.InvalidArgument, strings.Join(errs, "; "))
 	}
 	// Namespaces first, then what workloads refer to, then the rest.
+	sort.SliceStable(items, func(a, b int) bool { return applyOrder[items[a].obj.GetKind()] < applyOrder[items[b].obj.GetKind()] })
+	return items, nil
+}
+
+// applyOrder is each kind's place in an apply: legion.Kinds' order.
+var applyOrder = func() map[legion.Kind]int {
 	order := map[legion.Kind]int{}
 	for i, k := range legion.Kinds() {
 		order[k] = i
 	}
-	sort.SliceStable(items, func(a, b int) bool { return order[items[a].obj.GetKind()] < order[items[b].obj.GetKind()] })
-	return items, nil
-}
+	return order
+}()
 
 // wireName names an object of a request before it is decoded: its kind
 // and name when they are short enough to be names, else its position.

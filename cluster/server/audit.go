@@ -146,7 +146,7 @@ type auditKey struct{}
 // passed on, which the follower records.
 func (s *Server) startAudit(ctx context.Context, method string) *auditCall {
 	c := callerOf(ctx)
-	if forwarded(ctx) && c.id != nil && c.id.Role == pki.RoleManager {
+	if c.id != nil && c.id.Role == pki.RoleManager && forwarded(ctx) {
 		return nil
 	}
 	a := &auditCall{s: s, base: audit.Event{Time: s.cfg.Now().UTC(), Manager: s.nodeID}}

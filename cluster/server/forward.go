@@ -14,8 +14,9 @@ import (
 const forwardedKey = legionpb.ForwardedKey
 
 func forwarded(ctx context.Context) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return len(md.Get(forwardedKey)) > 0
+	// ValueFromIncomingContext looks the key up where FromIncomingContext
+	// would copy every header of the call first.
+	return len(metadata.ValueFromIncomingContext(ctx, forwardedKey)) > 0
 }
 
 // leader returns the store when this manager leads, or a connection to
