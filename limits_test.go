@@ -246,3 +246,34 @@ func TestAnnotationsAreRefused(t *testing.T) {
 		t.Fatalf("annotations: %q", errs)
 	}
 }
+
+// admitSize counts the bytes MarshalJSON would make, HTML escapes
+// included: an object of exactly MaxObjectSize passes, one byte more is
+// refused with its size.
+func TestAdmitSizeCountsTheEncodingExactly(t *testing.T) {
+	t.Parallel()
+	s := &Service{Header: Header{Kind: KindService, Metadata: Metadata{Name: "s", Namespace: DefaultNamespace}}}
+	s.Spec.Pod.Containers = []Container{{Name: "c", Command: []string{""}}}
+	base, err := MarshalJSON(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	escaped := (MaxObjectSize-len(base))/6 - 10 // each '<' is 6 bytes: \u003c
+	for _, extra := range []int{0, 1} {
+		plain := MaxObjectSize - len(base) - 6*escaped + extra
+		s.Spec.Pod.Containers[0].Command[0] = strings.Repeat("<", escaped) + strings.Repeat("c", plain)
+		data, err := MarshalJSON(s)
+		if err != nil || len(data) != MaxObjectSize+extra {
+			t.Fatalf("the test's object is %d bytes (%v), want %d", len(data), err, MaxObjectSize+extra)
+		}
+		var errs ErrorList
+		admitSize(s, &errs)
+		want := ""
+		if extra > 0 {
+			want = fmt.Sprintf("the object is %d bytes encoded, at most %d (1 MiB) allowed", MaxObjectSize+extra, MaxObjectSize)
+		}
+		if got := errs.Error(); got != want {
+			t.Errorf("%d bytes: admitSize says %q, want %q", len(data), got, want)
+		}
+	}
+}
