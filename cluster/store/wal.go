@@ -71,6 +71,10 @@ type walLog struct {
 	// zeros is what extend writes ahead, kept for the next time (only
 	// ever zeros; used under change).
 	zeros []byte
+	// records is the buffer an append encodes its records in, kept for
+	// the next when no larger than walKeepRecords (used under change):
+	// a new one each time was a twentieth of a busy leader's allocation.
+	records []byte
 	// appends and appended count StoreLogs calls that reached the disk
 	// (each one fdatasync) and the entries they carried: their ratio is
 	// how well concurrent writes share a sync.
@@ -92,6 +96,11 @@ type segment struct {
 
 var _ raft.LogStore = (*walLog)(nil)
 var _ raft.MonotonicLogStore = (*walLog)(nil)
+
+// walKeepRecords is the largest append buffer kept for the next append:
+// a busy leader's appends are tens of kilobytes; a rare large one is not
+// held on to.
+const walKeepRecords = 1 << 20
 
 const (
 	walSuffix     = ".wal"
@@ -416,7 +425,15 @@ func (w *walLog) StoreLogs(logs []*raft.Log) error {
 	}
 	// Readers only read below s.size, which moves once the records are
 	// durable.
-	buf := make([]byte, 0, walRecordsLen(logs))
+	buf := w.records[:0]
+	if n := walRecordsLen(logs); cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
+	defer func() {
+		if cap(buf) <= walKeepRecords {
+			w.records = buf[:0]
+		}
+	}()
 	offs := make([]int64, 0, len(logs))
 	for _, l := range logs {
 		offs = append(offs, s.size+int64(len(buf)))

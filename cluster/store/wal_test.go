@@ -475,3 +475,46 @@ func TestWALReadsWhileAppendingAndCompacting(t *testing.T) {
 	}
 	checkLog(t, w, total-19, total)
 }
+
+// An append's buffer is kept for the next one unless it is larger than
+// walKeepRecords; what each append wrote reads back after the next one
+// reused its buffer.
+func TestWALKeepsOnlyASmallAppendBuffer(t *testing.T) {
+	t.Parallel()
+	w, err := openWAL(t.TempDir(), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.StoreLogs(entries(1, 4)); err != nil {
+		t.Fatal(err)
+	}
+	kept := cap(w.records)
+	if kept == 0 || kept > walKeepRecords {
+		t.Fatalf("after a small append the kept buffer holds %d bytes, want some and at most %d", kept, walKeepRecords)
+	}
+	large := entry(5)
+	large.Data = bytes.Repeat([]byte("L"), 2*walKeepRecords)
+	if err := w.StoreLogs([]*raft.Log{large}); err != nil {
+		t.Fatal(err)
+	}
+	if c := cap(w.records); c != kept {
+		t.Fatalf("after an append of %d bytes the kept buffer holds %d, want the small one's %d", len(large.Data), c, kept)
+	}
+	if err := w.StoreLogs(entries(6, 9)); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 9; i++ {
+		want := entry(i)
+		if i == 5 {
+			want = large
+		}
+		var got raft.Log
+		if err := w.GetLog(i, &got); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		if diff := cmp.Diff(*want, got); diff != "" {
+			t.Fatalf("entry %d (-written +read):\n%s", i, diff)
+		}
+	}
+}
