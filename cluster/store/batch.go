@@ -187,9 +187,4 @@ func checkRequires(b *batchWriter, c *command) error {
 	return nil
 }
 
-func requiredName(r Requirement) string {
-	if r.Namespace == "" {
-		return r.Name
-	}
-	return r.Namespace + "/" + r.Name
-}
+func requiredName(r Requirement) string { return displayName(r.Namespace, r.Name) }

@@ -231,11 +231,15 @@ func decodeObject(kind legion.Kind, data []byte) (legion.Object, error) {
 	return o, nil
 }
 
-func displayKey(c *command) string {
-	if c.Namespace == "" {
-		return c.Name
+func displayKey(c *command) string { return displayName(c.Namespace, c.Name) }
+
+// displayName is an object's name as messages give it: namespace/name,
+// or the name alone for a cluster-scoped kind.
+func displayName(namespace, name string) string {
+	if namespace == "" {
+		return name
 	}
-	return c.Namespace + "/" + c.Name
+	return namespace + "/" + name
 }
 
 // uidFromIndex derives an object's uid from the index that created it,

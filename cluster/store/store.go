@@ -773,11 +773,7 @@ type notFoundError struct {
 }
 
 func (e *notFoundError) Error() string {
-	n := e.name
-	if e.namespace != "" {
-		n = e.namespace + "/" + e.name
-	}
-	return fmt.Sprintf("%s %s: %v", e.kind, n, ErrNotFound)
+	return fmt.Sprintf("%s %s: %v", e.kind, displayName(e.namespace, e.name), ErrNotFound)
 }
 
 func (e *notFoundError) Unwrap() error { return ErrNotFound }

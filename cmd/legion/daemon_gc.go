@@ -16,12 +16,9 @@ import (
 const daemonGCPercent = 200
 
 // setDaemonGC sets the collector's target to daemonGCPercent unless GOGC
-// is set, which the runtime has already followed; it reports whether it
-// did.
-func setDaemonGC() bool {
-	if _, set := os.LookupEnv("GOGC"); set {
-		return false
+// is set, which the runtime has already followed.
+func setDaemonGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(daemonGCPercent)
 	}
-	debug.SetGCPercent(daemonGCPercent)
-	return true
 }
