@@ -87,7 +87,11 @@ func TestAuditRecordsAChangeOnceWhereItArrives(t *testing.T) {
 		t.Fatalf("%d audit batches, %v", len(batches), err)
 	}
 	for _, b := range batches {
-		data := string(b.(*legion.Config).Spec.Data)
+		array, err := audit.BatchJSON(b.(*legion.Config).Spec.Data)
+		if err != nil {
+			t.Fatalf("batch %s: %v", b.GetMetadata().Name, err)
+		}
+		data := string(array)
 		if b.GetMetadata().Labels[audit.CountLabel] == "" {
 			t.Errorf("batch %s has no count label", b.GetMetadata().Name)
 		}
