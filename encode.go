@@ -46,6 +46,24 @@ func ParseManifest(source string, data []byte) ([]Object, error) {
 // MarshalJSON encodes an object as JSON, fields in the model's order.
 func MarshalJSON(o Object) ([]byte, error) { return json.Marshal(o) }
 
+// encodedLen is len(MarshalJSON(o)), counted without keeping the bytes:
+// the encoder writes what Marshal returns and a newline, not counted.
+func encodedLen(o Object) (int, error) {
+	var n byteCount
+	if err := json.NewEncoder(&n).Encode(o); err != nil {
+		return 0, err
+	}
+	return int(n) - 1, nil
+}
+
+// byteCount is a writer that counts what it is given.
+type byteCount int
+
+func (c *byteCount) Write(p []byte) (int, error) {
+	*c += byteCount(len(p))
+	return len(p), nil
+}
+
 // MarshalYAML encodes an object as block-style YAML, fields in the
 // model's order, through its JSON form so both say the same.
 func MarshalYAML(o Object) ([]byte, error) {

@@ -1,9 +1,6 @@
 package legion
 
-import (
-	"encoding/json"
-	"fmt"
-)
+import "fmt"
 
 // Limits on what a user may write. Each is checked by admission and
 // refused with the limit named; one object beyond them could otherwise
@@ -119,22 +116,12 @@ func lengthError(s string, max int) error {
 // runs last, on the normalised object: defaults can make an object larger
 // than it was written.
 func admitSize(o Object, errs *ErrorList) {
-	// Counted as MarshalJSON would write it, without keeping a copy:
-	// the encoder ends its value with a newline, which is not counted.
-	var n byteCount
-	if err := json.NewEncoder(&n).Encode(o); err != nil {
+	size, err := encodedLen(o)
+	if err != nil {
 		errs.add("", "encoding the object: %v", err)
 		return
 	}
-	if size := int(n) - 1; size > MaxObjectSize {
+	if size > MaxObjectSize {
 		errs.add("", "the object is %d bytes encoded, at most %d (1 MiB) allowed", size, MaxObjectSize)
 	}
-}
-
-// byteCount is a writer that counts what it is given.
-type byteCount int
-
-func (c *byteCount) Write(p []byte) (int, error) {
-	*c += byteCount(len(p))
-	return len(p), nil
 }

@@ -166,7 +166,7 @@ func checkRequires(b *batchWriter, c *command) error {
 	for _, r := range c.Requires {
 		raw := b.get([]byte(legion.Key(r.Kind, r.Namespace, r.Name)))
 		if raw == nil {
-			return fmt.Errorf("%s %s: requires %s %s, which is gone: %w", c.Kind, displayKey(c), r.Kind, requiredName(r), ErrConflict)
+			return fmt.Errorf("%s %s: requires %s %s, which is gone: %w", c.Kind, displayKey(c), r.Kind, displayName(r.Namespace, r.Name), ErrConflict)
 		}
 		if r.UID == "" {
 			continue
@@ -177,14 +177,12 @@ func checkRequires(b *batchWriter, c *command) error {
 			} `json:"metadata"`
 		}
 		if err := jsonfast.Unmarshal(raw, &m); err != nil {
-			return fmt.Errorf("%s %s: reading required %s %s: %w", c.Kind, displayKey(c), r.Kind, requiredName(r), err)
+			return fmt.Errorf("%s %s: reading required %s %s: %w", c.Kind, displayKey(c), r.Kind, displayName(r.Namespace, r.Name), err)
 		}
 		if m.Metadata.UID != r.UID {
 			return fmt.Errorf("%s %s: requires %s %s of uid %s, found uid %s: %w",
-				c.Kind, displayKey(c), r.Kind, requiredName(r), r.UID, m.Metadata.UID, ErrConflict)
+				c.Kind, displayKey(c), r.Kind, displayName(r.Namespace, r.Name), r.UID, m.Metadata.UID, ErrConflict)
 		}
 	}
 	return nil
 }
-
-func requiredName(r Requirement) string { return displayName(r.Namespace, r.Name) }
