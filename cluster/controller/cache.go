@@ -42,7 +42,7 @@ func loadCache(st Store) (*objectCache, *store.Watcher, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := st.Watch(from)
+	w, err := st.Watch(from, plannerKinds...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -76,8 +76,9 @@ func cacheKey(o legion.Object) string {
 }
 
 // take applies one event and reports whether it changed what a pass
-// plans from: an event of another kind (a Config, a Secret, an audit
-// batch) leaves the plan as it was, so it need not wake the loop.
+// plans from. The cache watches the planner's kinds only: a Config, a
+// Secret or an audit batch leaves the plan as it was, and its write
+// does not wake the watch either.
 func (c *objectCache) take(ev store.Event) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -106,9 +107,9 @@ func (c *objectCache) take(ev store.Event) bool {
 	return true
 }
 
-// caughtUp reports whether the cache has taken every event up to version
-// target, or every event the store holds (the entries after the last
-// event may make none).
+// caughtUp reports whether the cache has taken every event of the
+// planner's kinds up to version target, or every one the store holds
+// (the entries after the last may make none, or only other kinds).
 func (c *objectCache) caughtUp(st Store, target uint64) (bool, <-chan struct{}) {
 	c.mu.Lock()
 	at, ch := c.at, c.changed
@@ -119,7 +120,7 @@ func (c *objectCache) caughtUp(st Store, target uint64) (bool, <-chan struct{}) 
 	if at >= target {
 		return true, ch
 	}
-	w, err := st.Watch(at)
+	w, err := st.Watch(at, plannerKinds...)
 	if err != nil {
 		return false, ch
 	}

@@ -22,7 +22,7 @@ type Store interface {
 	// AppliedIndex is the version of the last entry this replica applied.
 	AppliedIndex() uint64
 	WriteAll(ctx context.Context, writes []store.Write) []error
-	Watch(from uint64) (*store.Watcher, error)
+	Watch(from uint64, kinds ...legion.Kind) (*store.Watcher, error)
 }
 
 // Signals is what the planner needs that the store does not hold: the

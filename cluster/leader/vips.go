@@ -17,7 +17,7 @@ type VIPStore interface {
 	netplan.Getter
 	List(kind legion.Kind, namespace string, keep func(legion.Object) bool) ([]legion.Object, uint64, error)
 	WriteAll(ctx context.Context, writes []store.Write) []error
-	WaitEvent(ctx context.Context, from uint64, match func(store.Event) bool) error
+	WaitEvent(ctx context.Context, from uint64, match func(store.Event) bool, kinds ...legion.Kind) error
 	Version() (uint64, error)
 }
 
@@ -92,7 +92,7 @@ func RunVIPAllocator(ctx context.Context, st VIPStore, log *slog.Logger) error {
 			log.Warn("allocating VIPs", "err", err)
 		}
 		retry := err != nil
-		if err := st.WaitEvent(ctx, at, func(ev store.Event) bool { return vipWanted(ev, retry) }); err != nil {
+		if err := st.WaitEvent(ctx, at, func(ev store.Event) bool { return vipWanted(ev, retry) }, legion.KindService); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,7 +69,7 @@ func (s *Server) followChanges(ctx context.Context, st *store.Store, ring *event
 		} else {
 			ring.Add(at, tr.Resync(objs, s.cfg.Now())...)
 		}
-		w, err := st.Watch(at)
+		w, err := st.Watch(at, trackedKinds...)
 		if err != nil {
 			if errors.Is(err, store.ErrClosed) {
 				return
@@ -88,16 +89,17 @@ func (s *Server) followChanges(ctx context.Context, st *store.Store, ring *event
 	}
 }
 
+// trackedKinds are the kinds events come from; their watch is not woken
+// by the others' writes (Configs, Secrets, the audit's batches).
+var trackedKinds = slices.DeleteFunc(legion.Kinds(), func(k legion.Kind) bool { return !events.Tracked(k) })
+
 // listTracked lists every kind events come from. Each kind is read at
 // its own version; the watch starts from the lowest, and a change seen
 // twice derives nothing the second time.
 func listTracked(st *store.Store) ([]legion.Object, uint64, error) {
 	var all []legion.Object
 	var from uint64
-	for _, k := range legion.Kinds() {
-		if !events.Tracked(k) {
-			continue
-		}
+	for _, k := range trackedKinds {
 		objs, at, err := st.List(k, "", nil)
 		if err != nil {
 			return nil, 0, err

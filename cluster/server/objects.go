@@ -155,7 +155,7 @@ func (o *objectsService) Watch(req *pb.WatchRequest, stream grpc.ServerStreaming
 	if st == nil {
 		return o.s.notServing(o.s.role())
 	}
-	w, err := st.Watch(req.FromVersion)
+	w, err := st.Watch(req.FromVersion, kind)
 	if err != nil {
 		return toStatus(err)
 	}

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/legionbsd/legion"
 )
@@ -22,15 +21,13 @@ func (s *Store) Version() (uint64, error) {
 // reads again. It returns ctx's error when ctx ends first, and ErrClosed
 // when the store shuts down.
 func (s *Store) WaitChange(ctx context.Context, from uint64, kinds ...legion.Kind) error {
-	return s.WaitEvent(ctx, from, func(ev Event) bool {
-		return len(kinds) == 0 || slices.Contains(kinds, ev.Object.GetKind())
-	})
+	return s.WaitEvent(ctx, from, func(Event) bool { return true }, kinds...)
 }
 
 // WaitEvent is WaitChange for the first event after version from that
 // match reports, for a caller that needs only some changes of a kind.
-func (s *Store) WaitEvent(ctx context.Context, from uint64, match func(Event) bool) error {
-	w, err := s.Watch(from)
+func (s *Store) WaitEvent(ctx context.Context, from uint64, match func(Event) bool, kinds ...legion.Kind) error {
+	w, err := s.Watch(from, kinds...)
 	if errors.Is(err, ErrCompacted) {
 		return nil
 	}

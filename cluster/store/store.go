@@ -801,13 +801,15 @@ func (s *Store) List(kind legion.Kind, namespace string, keep func(legion.Object
 	return out, at, err
 }
 
-// Watch follows the events after version from (from this replica). Zero
-// means from what this replica has applied now.
-func (s *Store) Watch(from uint64) (*Watcher, error) {
+// Watch follows the events after version from (from this replica), of
+// the kinds given or of every kind when none are. Zero means from what
+// this replica has applied now. A watch of some kinds is not woken by
+// the others' changes.
+func (s *Store) Watch(from uint64, kinds ...legion.Kind) (*Watcher, error) {
 	if from == 0 {
 		from = s.AppliedIndex()
 	}
-	return s.hist.watch(from)
+	return s.hist.watch(from, kinds)
 }
 
 // FirstIndex is the oldest entry the log still holds (0 when empty).
