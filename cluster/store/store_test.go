@@ -282,6 +282,10 @@ func TestWatchCompactedBeyondHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	secrets, err := n.s.Watch(start, legion.KindSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Write concurrently so raft batches; HistorySize+10 events.
 	errs := make(chan error, 8)
 	for g := range 8 {
@@ -308,6 +312,23 @@ func TestWatchCompactedBeyondHistory(t *testing.T) {
 	}
 	if _, err := n.s.Watch(n.s.AppliedIndex()); err != nil {
 		t.Fatalf("watch from now: %v", err)
+	}
+	// Only Configs left the history: a watch of Secrets lost nothing.
+	if _, err := n.s.Watch(start, legion.KindConfig); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("new watch of Configs from an old version: %v, want ErrCompacted", err)
+	}
+	if _, err := n.s.Watch(start, legion.KindSecret); err != nil {
+		t.Fatalf("new watch of Secrets from an old version, past Configs only: %v", err)
+	}
+	sec, _ := legion.New(legion.KindSecret)
+	sec.GetMetadata().Name, sec.GetMetadata().Namespace = "s", "ns"
+	sec.(*legion.Secret).Spec.Data = []byte("v")
+	if _, _, err := n.s.Put(ctx, sec, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := secrets.Next(ctx)
+	if err != nil || ev.Object.GetKind() != legion.KindSecret {
+		t.Fatalf("the watch of Secrets after the Configs: %v, %v; want the Secret", ev.Object, err)
 	}
 }
 
