@@ -155,7 +155,7 @@ func (o *objectsService) Watch(req *pb.WatchRequest, stream grpc.ServerStreaming
 	if st == nil {
 		return o.s.notServing(o.s.role())
 	}
-	w, err := st.Watch(req.FromVersion, kind)
+	w, err := st.Watch(req.FromVersion, kind) // events of this kind only
 	if err != nil {
 		return toStatus(err)
 	}
@@ -176,7 +176,7 @@ func (o *objectsService) Watch(req *pb.WatchRequest, stream grpc.ServerStreaming
 			return toStatus(err)
 		}
 		m := e.Object.GetMetadata()
-		if e.Object.GetKind() != kind || (ns != "" && m.Namespace != ns) || !visible(e.Object, req.Labels) {
+		if (ns != "" && m.Namespace != ns) || !visible(e.Object, req.Labels) {
 			continue
 		}
 		if !a.readable(e.Object) {
