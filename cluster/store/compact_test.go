@@ -1,9 +1,7 @@
 package store
 
 import (
-	"bytes"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,12 +14,12 @@ import (
 )
 
 // openLogged opens m1 in dir (sealed under key) with its log lines in
-// buf.
-func openLogged(t *testing.T, dir string, key []byte, buf *bytes.Buffer) *Store {
+// logs, which Raft's goroutines write to while the test reads it.
+func openLogged(t *testing.T, dir string, key []byte, logs *logBuffer) *Store {
 	t.Helper()
 	_, tr := raft.NewInmemTransport("m1")
 	s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: FastTiming(), WriteTimeout: 10 * time.Second, Key: key,
-		Logger: slog.New(slog.NewTextHandler(buf, nil))})
+		Logger: logs.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +38,7 @@ func TestStoreFileCompactedAtOpenWhenMostlyFree(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
 	key := newKey(t)
-	var logs bytes.Buffer
+	var logs logBuffer
 	s := openLogged(t, dir, key, &logs)
 	if err := s.Bootstrap("m1"); err != nil {
 		t.Fatal(err)
@@ -90,12 +88,12 @@ func TestStoreFileCompactedAtOpenWhenMostlyFree(t *testing.T) {
 	}
 
 	// Nothing left to gain: opened as it is.
-	logs.Reset()
+	var again logBuffer
 	before = fileSize(t, path)
-	s = openLogged(t, dir, key, &logs)
+	s = openLogged(t, dir, key, &again)
 	defer s.Close()
-	if got := fileSize(t, path); got != before || strings.Contains(logs.String(), "compacted") {
-		t.Fatalf("a compact file was rewritten: %d bytes, %d before; log: %s", got, before, logs.String())
+	if got := fileSize(t, path); got != before || strings.Contains(again.String(), "compacted") {
+		t.Fatalf("a compact file was rewritten: %d bytes, %d before; log: %s", got, before, again.String())
 	}
 }
 
@@ -131,7 +129,7 @@ func TestFailedCompactionOpensTheFileAsItWas(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := fileSize(t, filepath.Join(dir, FileName))
-	var logs bytes.Buffer
+	var logs logBuffer
 	s := openLogged(t, dir, nil, &logs)
 	defer s.Close()
 	if !strings.Contains(logs.String(), "the store file was not compacted; it is used as it is") {
