@@ -31,7 +31,7 @@ func newDaemonCommand() *cobra.Command {
 		Short: "Run the node daemon: its agent and, once initialised or joined as one, the manager",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			setDaemonGC()
+			daemon.SetGC()
 			if dataDir == "" {
 				return fmt.Errorf("--data-dir is required")
 			}

@@ -5,9 +5,11 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/legionbsd/legion/internal/daemon"
 )
 
-// legion daemon and legion up run the collector at daemonGCPercent, and
+// legion daemon and legion up run the collector at daemon.GCPercent, and
 // leave it as GOGC says when that is set. Not parallel: the target is
 // the process's, and the parallel tests wait until this one is done.
 func TestDaemonCommandsSetTheCollectorsTarget(t *testing.T) {
@@ -30,7 +32,7 @@ func TestDaemonCommandsSetTheCollectorsTarget(t *testing.T) {
 			if _, err := runLegion(t, "", c.args...); err == nil || !strings.Contains(err.Error(), c.fails) {
 				t.Fatalf("%s with bad flags: %v, want an error naming %s", name, err, c.fails)
 			}
-			want := daemonGCPercent
+			want := daemon.GCPercent
 			if gogc != "" {
 				want = 100 // as the runtime had it
 			}

@@ -43,7 +43,7 @@ host's network in 127.0.0.0/8: nothing is isolated; that is for development
 and trying Legion out.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			setDaemonGC()
+			daemon.SetGC()
 			if err := checkRangeFlags(o.PodCIDR, o.ServiceCIDR); err != nil {
 				return err
 			}

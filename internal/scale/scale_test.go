@@ -17,6 +17,7 @@ import (
 
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/daemon"
 )
 
 // TestAssignmentsAreSentAsChanges runs 16 simulated agents at two
@@ -212,6 +213,15 @@ func TestScale(t *testing.T) {
 	total := services * replicas
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	// The managers and agents stand for daemons, so the process collects
+	// as a daemon's does (GOGC, when set, is kept). Not restored: the
+	// package's other tests are parallel and start after this one.
+	daemon.SetGC()
+	if v, set := os.LookupEnv("GOGC"); set {
+		t.Logf("the collector's target: GOGC=%q, as set", v)
+	} else {
+		t.Logf("the collector's target: %d, the daemon's", daemon.GCPercent)
+	}
 
 	if addr := os.Getenv("LEGION_SCALE_PPROF"); addr != "" {
 		// Live profiles of the run (net/http/pprof's handlers).
