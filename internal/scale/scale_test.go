@@ -214,8 +214,9 @@ func TestScale(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	// The managers and agents stand for daemons, so the process collects
-	// as a daemon's does (GOGC, when set, is kept). Not restored: the
-	// package's other tests are parallel and start after this one.
+	// as a daemon's does (GOGC, when set, is kept). Not restored: all that
+	// runs after this in the package is its parallel tests (they start
+	// once the sequential ones are done), whose checks do not depend on it.
 	daemon.SetGC()
 	if v, set := os.LookupEnv("GOGC"); set {
 		t.Logf("the collector's target: GOGC=%q, as set", v)
