@@ -93,14 +93,22 @@ func TestAgentRunsOnlyItsRunningTasks(t *testing.T) {
 	}
 }
 
-// awaitGone waits for the task's pod and files to go.
+// awaitGone waits for the task's pod and files to go. The directory goes
+// after the pod (its volumes are let go of in between), so the wait is for
+// both: a pod gone does not mean the teardown is over.
 func awaitGone(t *testing.T, r *rig, uid string) {
 	t.Helper()
-	waitFor(t, "the pod of "+uid+" removed", func() bool { return r.podGone(uid) },
-		func() string { return fmt.Sprint(r.rt.List(context.Background(), nil)) })
-	if _, err := os.Stat(r.agent.taskDir(uid)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("task directory of %s left: %v", uid, err)
+	dirGone := func() error {
+		if _, err := os.Stat(r.agent.taskDir(uid)); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("task directory of %s left: %v", uid, err)
+		}
+		return nil
 	}
+	waitFor(t, "the pod of "+uid+" and its directory removed", func() bool { return r.podGone(uid) && dirGone() == nil },
+		func() string {
+			cs, err := r.rt.List(context.Background(), nil)
+			return fmt.Sprintf("containers %v (%v); %v", cs, err, dirGone())
+		})
 	if !slices.Contains(r.net.detaches(), uid) {
 		t.Errorf("the pod of %s was not detached from the network", uid)
 	}
