@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -42,10 +43,11 @@ type Config struct {
 	Shim string
 	// Launch starts a container's supervisor, `shim jail-shim supervise
 	// dir`, and says whether its process runs: code 0, or
-	// ShimExitPermanent or ShimExitFailed with the reason. The default,
-	// when nil, is ShimFront.Start: the supervisor is this process's
-	// child until it ends.
-	Launch      func(shim, dir string) (code int, reason string)
+	// ShimExitPermanent or ShimExitFailed with the reason. The supervisor
+	// is to inherit lock, the run's start lock, and hold it while it
+	// lives. The default, when nil, is ShimFront.Start: the supervisor is
+	// this process's child until it ends.
+	Launch      func(shim, dir string, lock *os.File) (code int, reason string)
 	ChildrenMax int                // of a pod's jail; DefaultChildrenMax when zero
 	Clock       Clock              // RealClock when nil
 	Alive       func(pid int) bool // whether a supervisor lives; ProcessAlive when nil

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,16 +64,39 @@ func jlsAnswer(name string, params []Param) sys.Answer {
 	return sys.Answer{Stdout: b.String()}
 }
 
+type env struct {
+	t     *testing.T
+	fake  *sys.Fake
+	clock *fakeClock
+	data  string
+	j     *Jails
+
+	mu sync.Mutex
+	// supervisors are the start locks the supervisors launchThrough
+	// stands for hold while they live: until endSupervisors, or the end
+	// of the test.
+	supervisors []*os.File
+}
+
 // launchThrough is a Config.Launch that starts no supervisor: the start
 // is one of r's commands, `shim jail-shim supervise DIR`, and r's answer
 // stands for the supervisor's report (exit code 0, or the code with the
-// reason on standard error).
-func launchThrough(r sys.Runner) func(shim, dir string) (int, string) {
-	return func(shim, dir string) (int, string) {
+// reason on standard error). A supervisor started holds the run's start
+// lock while it lives.
+func (e *env) launchThrough(r sys.Runner) func(shim, dir string, lock *os.File) (int, string) {
+	return func(shim, dir string, lock *os.File) (int, string) {
 		_, err := r.Run(context.Background(), sys.Command(shim, ShimCommand, "supervise", dir))
 		var ee *sys.ExitError
 		switch {
 		case err == nil:
+			fd, err := syscall.Dup(int(lock.Fd()))
+			if err != nil {
+				e.t.Error(err)
+				return ShimExitFailed, err.Error()
+			}
+			e.mu.Lock()
+			e.supervisors = append(e.supervisors, os.NewFile(uintptr(fd), lock.Name()))
+			e.mu.Unlock()
 			return 0, ""
 		case errors.As(err, &ee):
 			return ee.Code, strings.TrimSpace(ee.Stderr)
@@ -81,24 +105,28 @@ func launchThrough(r sys.Runner) func(shim, dir string) (int, string) {
 	}
 }
 
-type env struct {
-	t     *testing.T
-	fake  *sys.Fake
-	clock *fakeClock
-	data  string
-	j     *Jails
+// endSupervisors has the supervisors started so far end (a reboot): they
+// let go of their start locks.
+func (e *env) endSupervisors() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.supervisors {
+		f.Close()
+	}
+	e.supervisors = nil
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{t: t, fake: sys.NewFake(), clock: &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}, data: t.TempDir()}
+	t.Cleanup(e.endSupervisors)
 	e.fake.On("sysctl -n kern.boottime", sys.Answer{Stdout: testBoot})
 	e.j = e.runtime()
 	return e
 }
 
 func (e *env) runtime() *Jails {
-	j, err := NewJails(Config{DataDir: e.data, Runner: e.fake, Shim: shim, Launch: launchThrough(e.fake), Clock: e.clock, Alive: alwaysAlive})
+	j, err := NewJails(Config{DataDir: e.data, Runner: e.fake, Shim: shim, Launch: e.launchThrough(e.fake), Clock: e.clock, Alive: alwaysAlive})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -526,7 +554,8 @@ func TestStartAfterRebootMountsAgain(t *testing.T) {
 	rebooted := sys.NewFake().On("sysctl -n kern.boottime", sys.Answer{Stdout: "{ sec = 1764999999, usec = 0 }"}).
 		On("jls --libxo=json -j pod1 ", jlsAnswer("pod1", []Param{{"vnet", "new"}})).
 		On("jls --libxo=json -j pod1.web ", jlsAnswer("pod1.web", ContainerParams(Security{}, true)))
-	j, _ := NewJails(Config{DataDir: e.data, Runner: rebooted, Shim: shim, Launch: launchThrough(rebooted), Clock: e.clock})
+	e.endSupervisors() // with the boot they ran in
+	j, _ := NewJails(Config{DataDir: e.data, Runner: rebooted, Shim: shim, Launch: e.launchThrough(rebooted), Clock: e.clock})
 	if err := j.Start(ctx, "web"); err != nil {
 		t.Fatal(err)
 	}

@@ -116,8 +116,14 @@ func (k *Keeper) Status(ctx context.Context, rec Record) (ContainerStatus, error
 	// "gone without an exit status" (255) though its process exited with
 	// a code; asked first, one found gone has left any record it writes.
 	alive := true
-	if hasRun && run.ShimPid != 0 && k.alive != nil {
+	switch {
+	case !hasRun:
+	case run.ShimPid != 0 && k.alive != nil:
 		alive = k.alive(run.ShimPid)
+	case run.ShimPid == 0:
+		// No supervisor recorded itself yet: the run lives while its
+		// start does (see NewRun).
+		alive = k.records.StartHeld(rec.Spec.ID)
 	}
 	exit, hasExit, err := k.records.Exit(rec.Spec.ID)
 	if err != nil {
@@ -265,13 +271,43 @@ func (k *Keeper) Startable(ctx context.Context, id string) (rec Record, ok bool,
 	return rec, true, nil
 }
 
-// NewRun clears the last run's exit record and stop request and records a
-// run of boot starting now.
-func (k *Keeper) NewRun(id string, boot int64) error {
+// NewRun takes the container's start lock, clears the last run's exit
+// record and stop request and records a run of boot starting now. The
+// caller passes the lock to the supervisor it launches and closes it once
+// the run has an exit record or a supervisor: should the caller end in
+// between (killed), the lock goes with it and the run counts as over,
+// instead of running for good with nothing behind it.
+//
+// The last run's supervisor holds the lock until it ends, just after it
+// writes the exit record that let this start begin: NewRun waits for it,
+// as long as a supervisor may take to start (ShimStartTimeout).
+func (k *Keeper) NewRun(ctx context.Context, id string, boot int64) (lock *os.File, err error) {
+	deadline := k.clock.Now().Add(ShimStartTimeout)
+	for {
+		lock, err = k.records.LockStart(id)
+		if !errors.Is(err, errStartHeld) {
+			break
+		}
+		if !k.clock.Now().Before(deadline) {
+			return nil, fmt.Errorf("start %s: the last run's supervisor, or another start, held on to it for %s", id, ShimStartTimeout)
+		}
+		select {
+		case <-k.clock.After(k.timing.Poll):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("start %s: %w", id, ctx.Err())
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
 	dir := k.records.Path(id)
 	os.Remove(filepath.Join(dir, ExitFile))
 	os.Remove(filepath.Join(dir, StopFile))
-	return WriteJSON(filepath.Join(dir, RunFile), RunInfo{Boot: boot, StartedAt: k.clock.Now()})
+	if err := WriteJSON(filepath.Join(dir, RunFile), RunInfo{Boot: boot, StartedAt: k.clock.Now()}); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return lock, nil
 }
 
 // Launching holds back the died event of rec's new run until done is

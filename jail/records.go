@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -17,6 +18,11 @@ const (
 	LogFileName = "log"         // output records, rotated to log.1
 	StopFile    = "stop"        // StopRequest, written before the supervisor is asked to stop
 	ShimLogFile = "shim.log"    // the supervisor's own complaints
+	// StartLockFile is locked (flock) by a start from NewRun on, and by
+	// the supervisor it launches, which inherits the lock, for as long as
+	// it lives: a run that no supervisor recorded itself in is still
+	// starting only while someone holds it.
+	StartLockFile = "start.lock"
 )
 
 // Record is what a container is, kept so a restarted agent finds it again.
@@ -141,6 +147,46 @@ func (r Records) IDs() ([]string, error) {
 	return ids, nil
 }
 
+// errStartHeld: another start, or the supervisor of the last run, holds
+// the start lock.
+var errStartHeld = errors.New("its start lock is held")
+
+// LockStart takes the start lock of container id, for a start about to
+// begin; it is held until the file is closed and by every process that
+// inherits it. It does not wait: held by another start or by the last
+// run's supervisor (still ending), it fails with errStartHeld.
+func (r Records) LockStart(id string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(r.Path(id), StartLockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", id, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, errStartHeld
+		}
+		return nil, fmt.Errorf("start %s: locking %s: %w", id, StartLockFile, err)
+	}
+	return f, nil
+}
+
+// StartHeld reports whether a start of container id or the supervisor it
+// launched holds the start lock. A directory without the lock file (runs
+// recorded before there was one) counts as held: nothing can say the
+// start ended.
+func (r Records) StartHeld(id string) bool {
+	f, err := os.Open(filepath.Join(r.Path(id), StartLockFile))
+	if err != nil {
+		return errors.Is(err, os.ErrNotExist)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
 // Run and Exit read a container's last run and how it ended; ok is false
 // when there is none.
 func (r Records) Run(id string) (RunInfo, bool, error) {
@@ -170,10 +216,11 @@ func (r Records) Remove(id string) error {
 }
 
 // Status derives a container's state from its files. A run without an
-// exit is running while its boot is the current one and its supervisor
-// lived when asked (supervisorAlive, asked before the exit record was
-// read: see Keeper.Status); a run from before a reboot counts as over.
-func Status(rec Record, run RunInfo, hasRun bool, exit ExitInfo, hasExit bool, boot int64, supervisorAlive bool) ContainerStatus {
+// exit is running while its boot is the current one and it lived when
+// asked (live, asked before the exit record was read: see Keeper.Status):
+// its supervisor, or, before one recorded itself, its start. A run from
+// before a reboot counts as over.
+func Status(rec Record, run RunInfo, hasRun bool, exit ExitInfo, hasExit bool, boot int64, live bool) ContainerStatus {
 	st := ContainerStatus{
 		ID: rec.Spec.ID, Pod: rec.Spec.Pod, Infra: rec.Spec.Infra,
 		Labels: rec.Spec.Labels, Annotations: rec.Spec.Annotations,
@@ -199,7 +246,13 @@ func Status(rec Record, run RunInfo, hasRun bool, exit ExitInfo, hasExit bool, b
 		st.State, st.ExitCode, st.Signal, st.FinishedAt = StateExited, exit.Code, exit.Signal, exit.FinishedAt
 	case run.Boot != boot:
 		st.State, st.ExitCode, st.Message = StateExited, 255, "ended by a reboot"
-	case run.ShimPid != 0 && !supervisorAlive:
+	case !live && run.ShimPid == 0:
+		// The process starting it ended (killed, say) before a supervisor
+		// took it: nothing runs. Its end is its start, so each such run
+		// has a died event of its own.
+		st.State, st.ExitCode, st.FinishedAt = StateExited, 255, run.StartedAt
+		st.Message = "its start was cut short: the process starting it ended before a supervisor took it"
+	case !live:
 		st.State, st.ExitCode, st.Message = StateExited, 255, "supervisor gone without an exit status"
 	default:
 		st.State, st.Pid = StateRunning, run.Pid

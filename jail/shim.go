@@ -59,6 +59,12 @@ func ShimMain(args []string) int {
 // whether the process runs.
 const ShimStartTimeout = 30 * time.Second
 
+// The descriptors a supervisor is started with beyond its standard ones.
+const (
+	reportFD = 3 // the report of its start, written once
+	lockFD   = 4 // the run's start lock, when the runtime passes one
+)
+
 // Report lines from the supervisor to Start, on fd 3.
 const (
 	reportOK        = "ok"
@@ -79,13 +85,15 @@ type ShimFront struct {
 
 // Start starts `exe Command supervise dir` and returns once it
 // says whether the container's process runs: code 0, or
-// ShimExitPermanent or ShimExitFailed with the reason. The supervisor is
+// ShimExitPermanent or ShimExitFailed with the reason. The supervisor
+// inherits lock, the run's start lock (Keeper.NewRun), when there is one,
+// and holds it while it lives. The supervisor is
 // this process's child, in a session of its own, reaped once it ends;
 // started by an earlier process it is init's. Both runtimes start their
 // supervisors so, never through a front end process that exits after it:
 // one start of the binary per container instead of two.
-func (f ShimFront) Start(exe, dir string) (code int, reason string) {
-	proc, code, reason := f.launch(exe, dir)
+func (f ShimFront) Start(exe, dir string, lock *os.File) (code int, reason string) {
+	proc, code, reason := f.launch(exe, dir, lock)
 	if proc != nil {
 		pid := proc.Pid
 		proc.Release()
@@ -98,7 +106,7 @@ func (f ShimFront) Start(exe, dir string) (code int, reason string) {
 // returns once it says whether the container's process runs: code 0, or
 // ShimExitPermanent or ShimExitFailed with the reason. proc is the
 // supervisor when it started (the caller's child, to reap or release).
-func (f ShimFront) launch(exe, dir string) (proc *os.Process, code int, reason string) {
+func (f ShimFront) launch(exe, dir string, lock *os.File) (proc *os.Process, code int, reason string) {
 	fail := func(err error) (*os.Process, int, string) {
 		return nil, ShimExitFailed, fmt.Sprintf("%s: %v", f.Command, err)
 	}
@@ -113,7 +121,10 @@ func (f ShimFront) launch(exe, dir string) (proc *os.Process, code int, reason s
 	}
 	defer r.Close()
 	cmd := exec.Command(exe, f.Command, "supervise", dir)
-	cmd.ExtraFiles = []*os.File{w}
+	cmd.ExtraFiles = []*os.File{w} // descriptor 3 (reportFD)
+	if lock != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, lock) // descriptor 4 (lockFD)
+	}
 	// Its own output, never the caller's pipes: the caller may be gone
 	// long before the supervisor ends.
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -152,7 +163,12 @@ func (f ShimFront) launch(exe, dir string) (proc *os.Process, code int, reason s
 // start on fd 3 (to Start) and runs the process to its end, stopping
 // it on SIGTERM as the stop request says.
 func (f ShimFront) Supervise(dir string) int {
-	report := os.NewFile(3, "report")
+	// Inherited without close-on-exec: set it, so the container's process
+	// holds neither the report pipe nor the start lock (which the
+	// supervisor keeps, open, to its end).
+	syscall.CloseOnExec(reportFD)
+	syscall.CloseOnExec(lockFD)
+	report := os.NewFile(reportFD, "report")
 	var once sync.Once
 	started := func(err error) {
 		once.Do(func() {

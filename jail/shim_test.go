@@ -21,7 +21,7 @@ func TestShimFrontStartReportsASupervisorThatFails(t *testing.T) {
 	}
 	dir := t.TempDir() // no record.json: the supervisor has nothing to run
 	front := jail.ShimFront{Command: "jail-shim"}
-	code, reason := front.Start(exe, dir)
+	code, reason := front.Start(exe, dir, nil)
 	if code != jail.ShimExitFailed || !strings.Contains(reason, jail.RecordFile) {
 		t.Fatalf("Start = %d, %q: want ShimExitFailed (%d) naming %s", code, reason, jail.ShimExitFailed, jail.RecordFile)
 	}

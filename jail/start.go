@@ -39,9 +39,11 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 		return err
 	}
 	dir := j.records.Path(id)
-	if err := j.NewRun(id, boot); err != nil {
+	lock, err := j.NewRun(ctx, id, boot)
+	if err != nil {
 		return err
 	}
+	defer lock.Close() // after the run has its exit record or its supervisor
 	failed := func(code int, err error) error {
 		WriteJSON(filepath.Join(dir, ExitFile), ExitInfo{Code: code, FinishedAt: j.clock.Now(), Message: err.Error()})
 		return fmt.Errorf("start %s: %w", id, err)
@@ -85,7 +87,7 @@ func (j *Jails) Start(ctx context.Context, id string) error {
 	defer j.Launching(ctx, rec)()
 	// Launch bounds its own wait by ShimStartTimeout and takes no context:
 	// cut short, it would leave a supervisor whose start no record holds.
-	if code, reason := j.cfg.Launch(j.cfg.Shim, dir); code != 0 {
+	if code, reason := j.cfg.Launch(j.cfg.Shim, dir, lock); code != 0 {
 		j.removeJail(ctx, rec.Jail)
 		if code == ShimExitPermanent {
 			return failed(127, fmt.Errorf("%w: %s", ErrPermanent, reason))

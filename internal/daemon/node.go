@@ -82,7 +82,7 @@ type Options struct {
 	kernelVM jail.VMSource
 	// launch starts a jails node's supervisors (jail.Config.Launch; the
 	// runtime's own when nil). Tests whose Runner is a fake start none.
-	launch func(shim, dir string) (code int, reason string)
+	launch func(shim, dir string, lock *os.File) (code int, reason string)
 	// IngressListen and IngressTLSListen, when set, run the node's HTTP
 	// proxy for Routes (5.8) there.
 	IngressListen, IngressTLSListen string

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -444,7 +445,17 @@ func TestJailsRefuseAPodNetworkChoice(t *testing.T) {
 func jailsOptions(t *testing.T, dir string, f *sys.Fake) Options {
 	t.Helper()
 	o := Options{DataDir: filepath.Join(dir, "data"), RunDir: filepath.Join(dir, "run"), Platform: PlatformJails, Runner: f,
-		launch: func(string, string) (int, string) { return 0, "" }} // the supervisor would run for real
+		launch: func(_, _ string, lock *os.File) (int, string) {
+			// The supervisor would run for real, holding the run's start
+			// lock while it lives: here to the end of the test.
+			fd, err := syscall.Dup(int(lock.Fd()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held := os.NewFile(uintptr(fd), lock.Name())
+			t.Cleanup(func() { held.Close() })
+			return 0, ""
+		}}
 	if err := o.defaults(); err != nil {
 		t.Fatal(err)
 	}

@@ -153,14 +153,16 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 		}
 	}
 	dir := r.records.Path(id)
-	if err := r.NewRun(id, r.boot); err != nil {
+	lock, err := r.NewRun(ctx, id, r.boot)
+	if err != nil {
 		return err
 	}
+	defer lock.Close() // after the run has its exit record or its supervisor
 	defer r.Launching(ctx, rec)()
 	// Start bounds its own wait by jail.ShimStartTimeout and ignores ctx:
 	// a supervisor whose start is not recorded would be one no Stop or
 	// Remove finds.
-	exit, reason := front.Start(r.cfg.Shim, dir)
+	exit, reason := front.Start(r.cfg.Shim, dir, lock)
 	if exit != 0 {
 		code := 255
 		if exit == jail.ShimExitPermanent {
