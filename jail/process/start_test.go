@@ -38,6 +38,10 @@ func TestAStartCutShortIsOverAndStartsAgain(t *testing.T) {
 	if err := r.Start(ctx, "web"); err != nil {
 		t.Fatal(err)
 	}
+	poll(t, "the first run's output", func() (bool, string) {
+		got := logTexts(t, r, "web")
+		return slices.Equal(got, []string{"stdout:ran"}), fmt.Sprint(got)
+	})
 	if err := r.Stop(ctx, "web", time.Second); err != nil {
 		t.Fatal(err)
 	}
