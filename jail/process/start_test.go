@@ -58,12 +58,15 @@ func TestAStartCutShortIsOverAndStartsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The start still under way (its process holds the lock).
+	// The start still under way (its process holds the lock, once the
+	// first run's supervisor, ending after its exit record, let go of it).
 	recs := jail.Records{Dir: filepath.Dir(dir)}
-	lock, err := recs.LockStart("web")
-	if err != nil {
-		t.Fatal(err)
-	}
+	var lock *os.File
+	poll(t, "the start lock", func() (bool, string) {
+		var err error
+		lock, err = recs.LockStart("web")
+		return err == nil, fmt.Sprint(err)
+	})
 	if st, err := r.Inspect(ctx, "web"); err != nil || st.State != jail.StateRunning {
 		lock.Close()
 		t.Fatalf("with its start under way: %+v %v, want running", st, err)
