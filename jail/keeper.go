@@ -282,23 +282,20 @@ func (k *Keeper) Startable(ctx context.Context, id string) (rec Record, ok bool,
 // writes the exit record that let this start begin: NewRun waits for it,
 // as long as a supervisor may take to start (ShimStartTimeout).
 func (k *Keeper) NewRun(ctx context.Context, id string, boot int64) (lock *os.File, err error) {
-	deadline := k.clock.Now().Add(ShimStartTimeout)
-	for {
+	taken, err := k.poll(ctx, ShimStartTimeout, func() (bool, error) {
 		lock, err = k.records.LockStart(id)
-		if !errors.Is(err, errStartHeld) {
-			break
+		if errors.Is(err, errStartHeld) {
+			return false, nil
 		}
-		if !k.clock.Now().Before(deadline) {
-			return nil, fmt.Errorf("start %s: the last run's supervisor, or another start, held on to it for %s", id, ShimStartTimeout)
-		}
-		select {
-		case <-k.clock.After(k.timing.Poll):
-		case <-ctx.Done():
-			return nil, fmt.Errorf("start %s: %w", id, ctx.Err())
-		}
-	}
-	if err != nil {
-		return nil, err
+		return true, err
+	})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("start %s: %w", id, err)
+	case err != nil:
+		return nil, err // LockStart's, naming the container
+	case !taken:
+		return nil, fmt.Errorf("start %s: the last run's supervisor, or another start, held on to it for %s", id, ShimStartTimeout)
 	}
 	dir := k.records.Path(id)
 	os.Remove(filepath.Join(dir, ExitFile))
@@ -330,10 +327,19 @@ func (k *Keeper) Launching(ctx context.Context, rec Record) (done func()) {
 
 // WaitExit polls for a run's exit record until d has passed.
 func (k *Keeper) WaitExit(ctx context.Context, id string, d time.Duration) (bool, error) {
+	return k.poll(ctx, d, func() (bool, error) {
+		_, ok, err := k.records.Exit(id)
+		return ok, err
+	})
+}
+
+// poll calls try at the Keeper's poll pace until it is done or fails, or
+// d has passed (false), or ctx ends (its error).
+func (k *Keeper) poll(ctx context.Context, d time.Duration, try func() (done bool, err error)) (bool, error) {
 	deadline := k.clock.Now().Add(d)
 	for {
-		if _, ok, err := k.records.Exit(id); ok || err != nil {
-			return ok, err
+		if done, err := try(); done || err != nil {
+			return done, err
 		}
 		if !k.clock.Now().Before(deadline) {
 			return false, nil

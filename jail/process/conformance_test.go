@@ -37,8 +37,7 @@ func playDaemon(dir string) int {
 		return 1
 	}
 	ctx := context.Background()
-	sp := jail.ContainerSpec{ID: "survivor", Command: []string{"/bin/sh", "-c", "echo ready; sleep 600 & wait"},
-		ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}}
+	sp := shellSpec("survivor", "echo ready; sleep 600 & wait")
 	if err := r.Create(ctx, sp); err != nil {
 		fmt.Println(err)
 		return 1

@@ -145,6 +145,12 @@ func alive(pid int) bool {
 	return i < 0 || !strings.HasPrefix(strings.TrimSpace(string(data[i+1:])), "Z")
 }
 
+// shellSpec is a container of the host's /bin/sh running script.
+func shellSpec(id, script string) jail.ContainerSpec {
+	return jail.ContainerSpec{ID: id, Command: []string{"/bin/sh", "-c", script},
+		ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}}
+}
+
 func isLinuxProc() bool { _, err := os.Stat("/proc/self/stat"); return err == nil }
 
 // A daemon killed with SIGKILL leaves its containers running under their
@@ -513,8 +519,7 @@ func TestServerImage(t *testing.T) {
 		r := newRuntime(t, t.TempDir())
 		cleanup(t, r)
 		// The host's sh: a child left in the background must go too.
-		sp := jail.ContainerSpec{ID: "group", Command: []string{"/bin/sh", "-c", "trap '' TERM; sleep 600 & echo $!; wait"},
-			ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}}
+		sp := shellSpec("group", "trap '' TERM; sleep 600 & echo $!; wait")
 		if err := r.Create(testCtx(t), sp); err != nil {
 			t.Fatal(err)
 		}
@@ -546,8 +551,7 @@ func TestServerImage(t *testing.T) {
 	t.Run("SupervisorKilledLeavesNoOrphan", func(t *testing.T) {
 		r := newRuntime(t, t.TempDir())
 		cleanup(t, r)
-		sp := jail.ContainerSpec{ID: "orphan", Command: []string{"/bin/sh", "-c", "echo ready; sleep 600 & wait"},
-			ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}}
+		sp := shellSpec("orphan", "echo ready; sleep 600 & wait")
 		if err := r.Create(testCtx(t), sp); err != nil {
 			t.Fatal(err)
 		}
@@ -586,8 +590,7 @@ func TestServerImage(t *testing.T) {
 			t.Fatal(err)
 		}
 		cleanup(t, r)
-		sp := jail.ContainerSpec{ID: "frozen", Command: []string{"/bin/sh", "-c", "echo ready; sleep 600 & wait"},
-			ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}}
+		sp := shellSpec("frozen", "echo ready; sleep 600 & wait")
 		if err := r.Create(testCtx(t), sp); err != nil {
 			t.Fatal(err)
 		}

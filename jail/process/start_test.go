@@ -13,12 +13,6 @@ import (
 	"github.com/legionbsd/legion/jail"
 )
 
-// shellSpec is a container of the host's /bin/sh running script.
-func shellSpec(id, script string) jail.ContainerSpec {
-	return jail.ContainerSpec{ID: id, Command: []string{"/bin/sh", "-c", script},
-		ImageEnv: []string{"PATH=/bin:/usr/bin"}, Root: jail.Root{Path: "/"}}
-}
-
 // A run recorded by a start whose process ended before it launched a
 // supervisor (a daemon killed mid-start) is over, not running for good
 // with nothing behind it: while that start holds the run's start lock it
