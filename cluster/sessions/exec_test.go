@@ -33,16 +33,25 @@ func execute(t *testing.T, c legionpb.PodsClient, start *legionpb.ExecStart, inp
 	if err != nil {
 		return execResult{}, err
 	}
-	if err := st.Send(&legionpb.ExecInput{Start: start}); err != nil {
+	// A stream the server already ended (a refusal) fails Send with
+	// io.EOF; its status is what Recv returns.
+	send := func(in *legionpb.ExecInput) error {
+		err := st.Send(in)
+		if errors.Is(err, io.EOF) {
+			_, err = st.Recv()
+		}
+		return err
+	}
+	if err := send(&legionpb.ExecInput{Start: start}); err != nil {
 		return execResult{}, err
 	}
 	for _, in := range input {
-		if err := st.Send(&legionpb.ExecInput{Stdin: []byte(in)}); err != nil {
+		if err := send(&legionpb.ExecInput{Stdin: []byte(in)}); err != nil {
 			return execResult{}, err
 		}
 	}
 	if start.Stdin {
-		if err := st.Send(&legionpb.ExecInput{StdinClosed: true}); err != nil {
+		if err := send(&legionpb.ExecInput{StdinClosed: true}); err != nil {
 			return execResult{}, err
 		}
 	}
