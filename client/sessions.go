@@ -178,9 +178,9 @@ type execStream interface {
 // and the terminal's sizes as they come, and writes the output until the
 // exit code arrives.
 func runExec(stream execStream, start *pb.ExecStart, stdin io.Reader, resize <-chan TermSize, stdout, stderr io.Writer) (int, error) {
-	if err := stream.Send(&pb.ExecInput{Start: start}); err != nil {
+	if err := stream.Send(&pb.ExecInput{Start: start}); err != nil && !errors.Is(err, io.EOF) {
 		return 0, err
-	}
+	} // io.EOF: the manager ended the stream already (a refusal); Recv says why
 	// Sending (the input) and closing (once the command ended) may not
 	// overlap on a stream.
 	var mu sync.Mutex
@@ -274,9 +274,9 @@ func (c *Client) PortForward(ctx context.Context, t Target, port int, conn io.Re
 	if err != nil {
 		return wrap(err)
 	}
-	if err := stream.Send(&pb.PortForwardInput{Target: target, Port: int32(port)}); err != nil {
+	if err := stream.Send(&pb.PortForwardInput{Target: target, Port: int32(port)}); err != nil && !errors.Is(err, io.EOF) {
 		return wrap(err)
-	}
+	} // io.EOF: the manager ended the stream already (a refusal); Recv says why
 	go func() {
 		buf := make([]byte, 32<<10)
 		for {
