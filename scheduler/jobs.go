@@ -70,6 +70,7 @@ func (p *planner) jobOwner(o *owner) {
 	} else {
 		p.replicatedJob(o, &st)
 	}
+	p.jobHistory(o, st.State != legion.JobRunning)
 
 	if st.State == legion.JobRunning {
 		slices.Sort(o.messages)
@@ -88,6 +89,31 @@ func (p *planner) jobOwner(o *owner) {
 		out := *j
 		out.Status = st
 		p.jobOut[j] = &out
+	}
+}
+
+// jobHistory says of each ended task of a Job that nothing runs it
+// again: a completed task is desired complete; a failed try that a later
+// one replaced, or any ended task of a Job that is over, shutdown.
+func (p *planner) jobHistory(o *owner, over bool) {
+	for _, e := range o.all {
+		switch {
+		case e.deleted || e.live() || !e.run:
+		case e.st == legion.TaskComplete:
+			p.mut(e).Spec.DesiredState = legion.TaskComplete
+			e.run = false
+		case over:
+			p.endedShutdown(e)
+		}
+	}
+	if over {
+		return
+	}
+	for _, s := range o.slotList() {
+		p.shutReplaced(s)
+	}
+	for _, s := range o.byNode {
+		p.shutReplaced(s)
 	}
 }
 

@@ -751,9 +751,11 @@ func failedStarts(s *slot) string {
 	return msg
 }
 
-// pruneHistory keeps the last HistoryPerSlot terminal tasks of each slot.
+// pruneHistory keeps the last HistoryPerSlot terminal tasks of each slot,
+// each replaced one told to shut down.
 func (p *planner) pruneHistory(o *owner) {
 	prune := func(s *slot) {
+		p.shutReplaced(s)
 		kept := 0
 		for i := len(s.entries) - 1; i >= 0; i-- {
 			e := s.entries[i]
@@ -777,6 +779,31 @@ func (p *planner) pruneHistory(o *owner) {
 	for _, s := range o.byNode {
 		prune(s)
 	}
+}
+
+// shutReplaced tells each ended task of the slot that a later task
+// replaced to shut down: nothing will run it again, so its desired state
+// says so (a failed task's history reads "shutdown, failed", as Swarm's
+// does), not "running". The agents take no action on a task that ended.
+func (p *planner) shutReplaced(s *slot) {
+	later := false
+	for i := len(s.entries) - 1; i >= 0; i-- {
+		e := s.entries[i]
+		if e.deleted {
+			continue
+		}
+		if later && !e.live() && e.run {
+			p.endedShutdown(e)
+		}
+		later = true
+	}
+}
+
+// endedShutdown sets an ended task's desired state to shutdown; its
+// status stays as the agent or the planner left it.
+func (p *planner) endedShutdown(e *entry) {
+	p.mut(e).Spec.DesiredState = legion.TaskShutdown
+	e.run = false
 }
 
 // ownerGone stops the tasks of a deleted Service or Job, then deletes

@@ -128,8 +128,8 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 }
 
 // logTasks names the tasks of the service or job target names (either,
-// when its kind is not given) that are placed on a node and not being
-// shut down, in name order; none for a task. Tasks that cannot be listed
+// when its kind is not given) that are placed on a node and not told to
+// stop, in name order; none for a task. Tasks that cannot be listed
 // leave the choice to the manager, whose answer says what is wrong.
 func logTasks(ctx context.Context, cl *client.Client, target client.Target) []string {
 	if target.Kind == legion.KindTask {
@@ -150,13 +150,26 @@ func logTasks(ctx context.Context, cl *client.Client, target client.Target) []st
 		if owner.Name != target.Name || (target.Kind != "" && owner.Kind != target.Kind) {
 			continue
 		}
-		if t.Spec.Node == "" || t.Spec.DesiredState == legion.TaskShutdown {
+		if t.Spec.Node == "" || toldToStop(t) {
 			continue
 		}
 		names = append(names, t.Metadata.Name)
 	}
 	sort.Strings(names)
 	return names
+}
+
+// toldToStop: the planner told the task to stop (an update's old task,
+// one of a node that went down) before it ended by itself. A task that
+// failed or completed is read even once replaced: its output says why.
+func toldToStop(t *legion.Task) bool {
+	switch {
+	case t.Spec.DesiredState == legion.TaskRunning:
+		return false
+	case t.Status.State == legion.TaskFailed, t.Status.State == legion.TaskRejected, t.Status.State == legion.TaskComplete:
+		return false
+	}
+	return true
 }
 
 // readLogs reads a target's output into fn; with tail at 0 or more, only

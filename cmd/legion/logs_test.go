@@ -161,3 +161,27 @@ func TestPrintLogsPartialLines(t *testing.T) {
 }
 
 func storeWrite() store.WriteOptions { return store.WriteOptions{} }
+
+// An owner's logs leave out the tasks told to stop, not those that ended
+// by themselves before or after a replacement said so.
+func TestLogsLeaveOutOnlyTasksToldToStop(t *testing.T) {
+	for _, tc := range []struct {
+		desired, state legion.TaskState
+		left           bool
+	}{
+		{legion.TaskRunning, legion.TaskRunning, false},
+		{legion.TaskRunning, legion.TaskFailed, false},    // waiting for its replacement
+		{legion.TaskShutdown, legion.TaskFailed, false},   // replaced after it failed
+		{legion.TaskShutdown, legion.TaskRejected, false}, // likewise
+		{legion.TaskComplete, legion.TaskComplete, false}, // a Job's
+		{legion.TaskShutdown, legion.TaskComplete, false}, // a Service's, restarted
+		{legion.TaskShutdown, legion.TaskRunning, true},   // being stopped
+		{legion.TaskShutdown, legion.TaskShutdown, true},  // an update's old task
+		{legion.TaskShutdown, legion.TaskOrphaned, true},  // its node went down
+	} {
+		tk := &legion.Task{Spec: legion.TaskSpec{DesiredState: tc.desired}, Status: legion.TaskStatus{State: tc.state}}
+		if got := toldToStop(tk); got != tc.left {
+			t.Errorf("desired %s, state %s: left out %v, want %v", tc.desired, tc.state, got, tc.left)
+		}
+	}
+}
