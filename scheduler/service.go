@@ -116,6 +116,10 @@ func (p *planner) updateState(o *owner, sp *svcPass) bool {
 		return false
 	}
 	what := "task " + failed.Metadata.Name + " failed within the monitor window"
+	if stateOf(failed) == legion.TaskRunning {
+		// Its containers crash and restart; the task itself runs on.
+		what = "task " + failed.Metadata.Name + " had its containers restarted within the monitor window"
+	}
 	if failed.Status.Message != "" {
 		what += ": " + failed.Status.Message
 	}

@@ -346,7 +346,7 @@ func TestUpdateCrashLoopWithinMonitorRollsBack(t *testing.T) {
 	if s.Spec.Pod.Containers[0].Image != "app:1" {
 		t.Fatalf("spec image %s after the crash loop, want the previous app:1", s.Spec.Pod.Containers[0].Image)
 	}
-	if !strings.Contains(s.Status.Update.Message, "restarting in 1s") {
+	if want := "task " + crashed.Metadata.Name + " had its containers restarted within the monitor window: container app exited with 1: restarting in 1s"; !strings.Contains(s.Status.Update.Message, want) {
 		t.Fatalf("update message %q should say what failed", s.Status.Update.Message)
 	}
 }
