@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -70,32 +71,88 @@ func (c *clusterCLI) scaleCommand() *cobra.Command {
 	var ns string
 	var wf waitFlags
 	cmd := &cobra.Command{
-		Use:   "scale SERVICE REPLICAS",
+		Use:   "scale SERVICE REPLICAS | SERVICE=REPLICAS...",
 		Short: "Set a replicated or stateful service's replica count",
-		Args:  cobra.ExactArgs(2),
+		Long: `Set a replicated or stateful service's replica count: legion scale web 3,
+or, as docker service scale takes it, legion scale web=3 api=2: each in
+turn, every count checked before any is set, and a service refused does
+not keep the others from being scaled.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("scale: %w", err)
 			}
-			n, err := strconv.Atoi(args[1])
-			if err != nil || n < 0 || n > legion.MaxReplicas {
-				return fmt.Errorf("scale: replicas %q: expected a whole number from 0 to %d", args[1], legion.MaxReplicas)
-			}
-			res, err := c.updateService(cmd, ns, args[0], func(s *legion.Service) error { return setReplicas(s, n) })
+			scales, err := scaleArgs(args)
 			if err != nil {
-				return err
+				return fmt.Errorf("scale: %w", err)
 			}
-			if res.Outcome == client.Unchanged {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s unchanged: %d replicas already\n", ref(res.Object), n)
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s scaled to %d\n", ref(res.Object), n)
+			// One service refused does not keep the others from being
+			// scaled; every failure is said.
+			var errs []error
+			for _, sc := range scales {
+				res, err := c.updateService(cmd, ns, sc.name, func(s *legion.Service) error { return setReplicas(s, sc.n) })
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if res.Outcome == client.Unchanged {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s unchanged: %d replicas already\n", ref(res.Object), sc.n)
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s scaled to %d\n", ref(res.Object), sc.n)
+				}
+				if err := c.waitRollout(cmd, wf, ns, sc.name, true); err != nil {
+					errs = append(errs, err)
+				}
 			}
-			return c.waitRollout(cmd, wf, ns, args[0], true)
+			return errors.Join(errs...)
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
 	wf.add(cmd)
 	return cmd
+}
+
+// aScale is one service's count asked of scale.
+type aScale struct {
+	name string
+	n    int
+}
+
+// scaleArgs reads scale's arguments: SERVICE REPLICAS, or one or more
+// SERVICE=REPLICAS. Every count is checked before any is used.
+func scaleArgs(args []string) ([]aScale, error) {
+	count := func(name, v string) (aScale, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > legion.MaxReplicas {
+			return aScale{}, fmt.Errorf("replicas %q of %s: expected a whole number from 0 to %d", v, name, legion.MaxReplicas)
+		}
+		return aScale{name, n}, nil
+	}
+	if len(args) == 2 && !strings.Contains(args[0], "=") && !strings.Contains(args[1], "=") {
+		sc, err := count(args[0], args[1])
+		if err != nil {
+			return nil, err
+		}
+		return []aScale{sc}, nil
+	}
+	var out []aScale
+	seen := map[string]bool{}
+	for _, a := range args {
+		name, v, ok := strings.Cut(a, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%q: expected SERVICE=REPLICAS (or the two words SERVICE REPLICAS)", a)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("service %s is given twice", name)
+		}
+		seen[name] = true
+		sc, err := count(name, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sc)
+	}
+	return out, nil
 }
 
 // setReplicas is scale's change: refused for a global service and

@@ -96,6 +96,15 @@ spec:
 	if _, err := runLegion(t, "", append([]string{"scale", "web", "-1"}, flags...)...); err == nil {
 		t.Fatal("scale to -1 succeeded")
 	}
+	// Docker's form; a service that is not there is said and does not keep
+	// the other from being scaled.
+	out, err := runLegion(t, "", append([]string{"scale", "nope=1", "web=5"}, flags...)...)
+	if err == nil || !strings.Contains(err.Error(), "nope") || !strings.Contains(out, "service/web scaled to 5") || *get().Spec.Replicas != 5 {
+		t.Fatalf("scale nope=1 web=5: %v\n%s\nreplicas %d", err, out, *get().Spec.Replicas)
+	}
+	if out := legionCmd("scale", "web=4"); !strings.Contains(out, "scaled to 4") || *get().Spec.Replicas != 4 {
+		t.Fatalf("scale web=4: %q, replicas %d", out, *get().Spec.Replicas)
+	}
 	if _, err := runLegion(t, "", append([]string{"rollback", "web"}, flags...)...); err == nil {
 		t.Fatal("rollback with no earlier spec succeeded")
 	}
@@ -114,7 +123,7 @@ spec:
 		t.Fatalf("after rollback the pod has V=%s and %d replicas, want one and 4", s.Pod.Containers[0].Env[0].Value, *s.Replicas)
 	}
 
-	out := legionCmd("node", "ls")
+	out = legionCmd("node", "ls")
 	if !strings.Contains(out, n.Name) || !strings.Contains(out, "active") {
 		t.Fatalf("node ls:\n%s", out)
 	}
@@ -232,4 +241,33 @@ func waitTaskOf(ctx context.Context, t *testing.T, n *daemon.Node, owner string,
 		return false
 	})
 	return found
+}
+
+func TestScaleArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []aScale
+		err  string
+	}{
+		{args: []string{"web", "3"}, want: []aScale{{"web", 3}}},
+		{args: []string{"web=3"}, want: []aScale{{"web", 3}}},
+		{args: []string{"web=3", "api=0"}, want: []aScale{{"web", 3}, {"api", 0}}},
+		{args: []string{"web"}, err: `"web": expected SERVICE=REPLICAS (or the two words SERVICE REPLICAS)`},
+		{args: []string{"web", "x"}, err: `replicas "x" of web: expected a whole number from 0 to`},
+		{args: []string{"web=3", "api=-1"}, err: `replicas "-1" of api: expected a whole number`},
+		{args: []string{"=3"}, err: `"=3": expected SERVICE=REPLICAS`},
+		{args: []string{"web=3", "web=4"}, err: "service web is given twice"},
+		{args: []string{"web", "3", "api"}, err: `"web": expected SERVICE=REPLICAS`},
+	} {
+		got, err := scaleArgs(tc.args)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("scaleArgs(%q): %v, want an error containing %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("scaleArgs(%q) = %v, %v; want %v", tc.args, got, err, tc.want)
+		}
+	}
 }
