@@ -80,8 +80,8 @@ func (w *worker) stopProbes() {
 // (and so the task's) ready; a failed liveness or startup probe stops the
 // container, and the restart policy decides what follows.
 func (w *worker) probeResult(ctx context.Context, ev probeEvent) {
-	if ev.gen != w.probeGen[ev.container] {
-		return // from an earlier run of the container
+	if _, watched := w.probeStop[ev.container]; !watched || ev.gen != w.probeGen[ev.container] {
+		return // from an earlier run of the container, or of one that ended since
 	}
 	r := ev.result
 	switch r.Kind {
@@ -104,6 +104,7 @@ func (w *worker) probeResult(ctx context.Context, ev probeEvent) {
 		w.ready = false
 		w.containerReady[ev.container] = false
 		w.report(ctx, w.status.State, "container "+ev.container+" "+string(r.Kind)+" probe failed: "+r.Reason)
+		w.probeStopped[ev.container] = r.Kind
 		if err := w.a.Runtime.Stop(ctx, containerID(w.task, ev.container), -1); err != nil {
 			w.a.log.Warn("stopping a container that failed its probe", "err", err)
 		}

@@ -65,12 +65,51 @@ func TestAgentLivenessProbeRestarts(t *testing.T) {
 	if st.State != legion.TaskRunning || st.Ready || !strings.Contains(st.Message, "exit code 7") {
 		t.Errorf("liveness failure reported as %s ready=%v %q", st.State, st.Ready, st.Message)
 	}
-	const msg = "container main exited with 143: restarting in 1s (attempt 1)"
+	const msg = "container main was stopped by its failed liveness probe (exited with 143): restarting in 1s (attempt 1)"
 	_, seen = r.mgr.awaitAfter(t, seen, "web-t1", "the restart pending", isState(legion.TaskRunning, msg))
 	r.rt.setExec("t1-main", 0)
 	r.clock.advance(time.Second)
 	st, _ = r.mgr.awaitAfter(t, seen, "web-t1", "the restart", isState(legion.TaskRunning, ""))
 	if st.Restarts != 1 || r.rt.startCount("t1-main") != 2 {
 		t.Errorf("after the restart: %d restarts reported, %d starts", st.Restarts, r.rt.startCount("t1-main"))
+	}
+}
+
+// A container stopped by its failed liveness probe has failed, even when
+// it exits 0 on the TERM (as servers shutting down cleanly do): under
+// restartPolicy on-failure it starts again, under none the task fails
+// saying why. It never reads as completed.
+func TestAgentLivenessFailureIsAFailureWhateverTheExitCode(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cond legion.RestartCondition
+		want legion.TaskStatus
+	}{
+		{legion.RestartOnFailure, legion.TaskStatus{State: legion.TaskRunning,
+			Message: "container main was stopped by its failed liveness probe (exited with 0): restarting in 1s (attempt 1)"}},
+		{legion.RestartNone, legion.TaskStatus{State: legion.TaskFailed,
+			Message: "container main was stopped by its failed liveness probe (exited with 0), and its restart policy is none"}},
+	} {
+		t.Run(string(tc.cond), func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			task := testTask("t1")
+			task.Spec.Pod.RestartPolicy = &legion.RestartPolicy{Condition: tc.cond}
+			task.Spec.Pod.Containers[0].Command = sh("trap 'exit 0' TERM; sleep 30 & wait")
+			task.Spec.Pod.Containers[0].Probes.Liveness = execProbe()
+			r.start(t)
+			r.assign(nil, task)
+			_, seen := r.mgr.awaitAfter(t, 0, "web-t1", "the task running", isState(legion.TaskRunning, ""))
+			r.rt.setExec("t1-main", 7)
+			_, seen = r.mgr.awaitAfter(t, seen, "web-t1", "the liveness failure", func(s legion.TaskStatus) bool {
+				return strings.HasPrefix(s.Message, "container main liveness probe failed: ")
+			})
+			st, _ := r.mgr.awaitAfter(t, seen, "web-t1", "what follows the stop", func(s legion.TaskStatus) bool {
+				return !strings.HasPrefix(s.Message, "container main liveness probe failed: ")
+			})
+			if st.State != tc.want.State || st.Message != tc.want.Message {
+				t.Errorf("after the stop: %s %q, want %s %q", st.State, st.Message, tc.want.State, tc.want.Message)
+			}
+		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/internal/agent/probe"
 	"github.com/legionbsd/legion/jail"
 )
 
@@ -45,6 +46,10 @@ type worker struct {
 	exited    map[string]int // exit code of containers that will not run again
 	restartAt map[string]time.Time
 	exhausted string // why the task failed for good, once it did
+	// probeStopped: the kind of probe whose failure stopped a container,
+	// until its exit is handled. Such an exit is a failure whatever its
+	// code: a server that exits 0 on SIGTERM did not complete.
+	probeStopped map[string]probe.Kind
 
 	probes         chan probeEvent
 	probeStop      map[string]context.CancelFunc
@@ -71,7 +76,7 @@ func newWorker(a *Agent, task *legion.Task, adopt bool) *worker {
 	return &worker{a: a, task: task, adopt: adopt,
 		events: make(chan jail.Event, 64), stop: make(chan struct{}), done: make(chan struct{}),
 		restarts: map[string]int{}, failures: map[string]int{}, started: map[string]time.Time{},
-		exited: map[string]int{}, restartAt: map[string]time.Time{},
+		exited: map[string]int{}, restartAt: map[string]time.Time{}, probeStopped: map[string]probe.Kind{},
 		probes: make(chan probeEvent, 16), probeStop: map[string]context.CancelFunc{},
 		probeGen: map[string]int{}, containerReady: map[string]bool{}}
 }
@@ -460,14 +465,23 @@ func (w *worker) handleExit(ctx context.Context, name string, code int) {
 	if w.a.now().Sub(w.started[name]) >= StableRun {
 		w.failures[name] = 0
 	}
-	restart := cond == legion.RestartAny || cond == legion.RestartOnFailure && code != 0
+	ended := fmt.Sprintf("container %s exited with %d", name, code)
+	kind, probed := w.probeStopped[name]
+	delete(w.probeStopped, name)
+	if probed {
+		ended = fmt.Sprintf("container %s was stopped by its failed %s probe (exited with %d)", name, kind, code)
+	}
+	restart := cond == legion.RestartAny || cond == legion.RestartOnFailure && (code != 0 || probed)
 	if restart && maxAttempts > 0 && w.restarts[name] >= maxAttempts {
 		w.exited[name] = code
-		w.exhausted = fmt.Sprintf("container %s exited with %d; restart policy exhausted after %d attempts", name, code, maxAttempts)
+		w.exhausted = fmt.Sprintf("%s; restart policy exhausted after %d attempts", ended, maxAttempts)
 		return
 	}
 	if !restart {
 		w.exited[name] = code
+		if probed {
+			w.exhausted = ended + ", and its restart policy is none"
+		}
 		return
 	}
 	w.failures[name]++
@@ -478,8 +492,8 @@ func (w *worker) handleExit(ctx context.Context, name string, code int) {
 	wait = min(wait, MaxRestartDelay)
 	w.restartAt[name] = w.a.now().Add(wait)
 	w.ready = false
-	w.report(ctx, legion.TaskRunning, fmt.Sprintf("container %s exited with %d: restarting in %s (attempt %d)",
-		name, code, wait.Round(time.Second), w.restarts[name]+1))
+	w.report(ctx, legion.TaskRunning, fmt.Sprintf("%s: restarting in %s (attempt %d)",
+		ended, wait.Round(time.Second), w.restarts[name]+1))
 }
 
 func (w *worker) restartDue(ctx context.Context) {
