@@ -132,9 +132,17 @@ func findSession(sessions []iscsiSession, rec record) (iscsiSession, bool) {
 func (a *Attacher) waitLUN(ctx context.Context, rec record) (string, error) {
 	deadline := time.Now().Add(lunWait)
 	last := "no session"
+	waiting := func() error {
+		return fmt.Errorf("iscsi: waiting for LUN %d of %s at %s (session: %s): %w", rec.LUN, rec.Target, rec.Portal, last, ctx.Err())
+	}
 	for {
 		sessions, err := a.iscsiSessions(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				// Ended mid-listing: what the session last said is the
+				// news, not the listing cut short.
+				return "", waiting()
+			}
 			return "", err
 		}
 		if s, ok := findSession(sessions, rec); ok {
@@ -154,7 +162,7 @@ func (a *Attacher) waitLUN(ctx context.Context, rec record) (string, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("iscsi: waiting for LUN %d of %s at %s (session: %s): %w", rec.LUN, rec.Target, rec.Portal, last, ctx.Err())
+			return "", waiting()
 		case <-time.After(lunPoll):
 		}
 	}

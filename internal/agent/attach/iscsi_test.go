@@ -263,3 +263,45 @@ func TestISCSISessionThatNeverConnects(t *testing.T) {
 		t.Errorf("attached.json after the failure: %+v, want none", r)
 	}
 }
+
+// cutListing is f with the context ended during the third listing (the
+// first looks for a session before the login, the second finds it
+// waiting): as a real run killed by its context fails.
+type cutListing struct {
+	*sys.Fake
+	cancel   context.CancelFunc
+	listings int
+}
+
+func (c *cutListing) Run(ctx context.Context, cmd sys.Cmd) (sys.Result, error) {
+	if strings.HasPrefix(cmd.String(), "iscsictl -L") {
+		if c.listings++; c.listings == 3 {
+			c.cancel()
+			return sys.Result{}, ctx.Err()
+		}
+	}
+	return c.Fake.Run(ctx, cmd)
+}
+
+// A context that ends while iscsictl lists the sessions fails the attach
+// with the state the session last had, not "listing sessions: context
+// canceled", and the node logs out all the same.
+func TestISCSIWaitCutShortMidListingNamesTheSessionsState(t *testing.T) {
+	t.Parallel()
+	a := node(t, PlatformJails, nil)
+	dir := taskDir(t, a, "t1")
+	mnt := filepath.Join(a.RunDir, "volumes", "iscsi", "shop", "db")
+	waiting := fmt.Sprintf(`{"__version": "1", "iscsictl": {"session": [{"name":"%s","portal":"%s","state":"Connection refused"}]}}`, target, portal)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := freshLUN(rule{"iscsictl -L", sys.Answer{Stdout: waiting}}, rule{"umount " + mnt, unmountedAnswer(mnt)})
+	a.Runner = &cutListing{Fake: f, cancel: cancel}
+	_, err := a.Attach(ctx, dir, iscsiVolume("db", 0))
+	if want := "(session: Connection refused): context canceled"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Attach: %v, want an error containing %q", err, want)
+	}
+	lines := f.Lines()
+	if got := lines[len(lines)-1]; got != "iscsictl -R -p "+portal+" -t "+target {
+		t.Errorf("last command %q, want the logout", got)
+	}
+}
