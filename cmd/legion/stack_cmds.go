@@ -463,7 +463,8 @@ func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) error {
 	return nil
 }
 
-// stackTaskView is a task as stack ps -o json prints it.
+// stackTaskView is a task as stack ps -o json prints it: its whole UID,
+// which the table shortens.
 type stackTaskView struct {
 	ID           string           `json:"id"`
 	Name         string           `json:"name"`
@@ -477,7 +478,8 @@ type stackTaskView struct {
 }
 
 // stackTaskIDLength is how much of a task's UID stack ps shows, as docker
-// shortens its IDs.
+// shortens its IDs: the end, which tells tasks apart (the store makes UIDs
+// from the log index that created them, so they all start alike).
 const stackTaskIDLength = 12
 
 // stackTasksListing is stack ps: the tasks of the stack's Services (their
@@ -511,7 +513,7 @@ func stackTasksListing(services, tasks []legion.Object, now time.Time) listing {
 	for _, t := range ts {
 		id := t.Metadata.UID
 		if len(id) > stackTaskIDLength {
-			id = id[:stackTaskIDLength]
+			id = id[len(id)-stackTaskIDLength:]
 		}
 		current := string(t.Status.State)
 		if a := age(t.Status.Timestamp, now); a != "" {
@@ -521,7 +523,7 @@ func stackTasksListing(services, tasks []legion.Object, now time.Time) listing {
 		if t.Status.State != legion.TaskRunning {
 			errText = t.Status.Message
 		}
-		v := stackTaskView{ID: id, Name: t.Metadata.Name, Service: t.Spec.Owner.Name, Image: imagesOf(t.Spec.Pod), Node: t.Spec.Node,
+		v := stackTaskView{ID: t.Metadata.UID, Name: t.Metadata.Name, Service: t.Spec.Owner.Name, Image: imagesOf(t.Spec.Pod), Node: t.Spec.Node,
 			DesiredState: t.Spec.DesiredState, CurrentState: t.Status.State, Since: t.Status.Timestamp, Error: errText}
 		l.add("task/"+t.Metadata.Name, v, id, t.Metadata.Name, v.Image, t.Spec.Node, string(t.Spec.DesiredState), current, errText)
 	}

@@ -423,7 +423,7 @@ func TestStackPs(t *testing.T) {
 	ago := time.Now().Add(-5*time.Minute - 10*time.Second)
 	task := func(svc string, slot, num int, node string, state legion.TaskState, msg string) legion.Object {
 		tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
-			Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("%s-%d-%d", svc, slot, num), UID: fmt.Sprintf("%s%d%d-0123456789abcdef", svc, slot, num)}}}
+			Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("%s-%d-%d", svc, slot, num), UID: fmt.Sprintf("00000000-0000-4000-8000-%012x", 0x1000*len(svc)+0x10*slot+num)}}}
 		tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: svc}
 		tk.Spec.Slot, tk.Spec.Node, tk.Spec.DesiredState = slot, node, legion.TaskRunning
 		tk.Spec.Pod.Containers = []legion.Container{{Name: svc, Image: svc + ":1"}}
@@ -446,11 +446,15 @@ func TestStackPs(t *testing.T) {
 	}
 	want := "" +
 		"ID            NAME     IMAGE  NODE  DESIRED STATE  CURRENT STATE   ERROR\n" +
-		"db12-0123456  db-1-2   db:1   n2    running        running 5m ago  -\n" +
-		"db11-0123456  db-1-1   db:1   n1    shutdown       failed 5m ago   container db exited with 1\n" +
-		"web11-012345  web-1-1  web:1  -     running        pending 5m ago  waiting for db to be ready\n"
+		"000000002012  db-1-2   db:1   n2    running        running 5m ago  -\n" +
+		"000000002011  db-1-1   db:1   n1    shutdown       failed 5m ago   container db exited with 1\n" +
+		"000000003011  web-1-1  web:1  -     running        pending 5m ago  waiting for db to be ready\n"
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("stack ps (-want +got):\n%s", diff)
+	}
+	js, _, err := runStack(t, c, "ps", "shop", "-o", "json")
+	if err != nil || !strings.Contains(js, `"id": "00000000-0000-4000-8000-000000002012"`) {
+		t.Errorf("stack ps -o json: %v, want the whole UID:\n%s", err, js)
 	}
 	if _, _, err := runStack(t, c, "ps", "nothere"); err == nil || !strings.Contains(err.Error(), "stack nothere: no services of it in namespace nothere") {
 		t.Errorf("ps of a missing stack: %v", err)
