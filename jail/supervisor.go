@@ -194,7 +194,7 @@ func ResolveCommand(root, argv0, pathEnv string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s: %w in $PATH %s", argv0, exec.ErrNotFound, pathEnv)
+	return "", fmt.Errorf("%s: %w (PATH=%s)", argv0, exec.ErrNotFound, pathEnv)
 }
 
 // ProcessFor prepares the container's process: its user from the image's
