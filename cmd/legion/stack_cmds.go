@@ -520,7 +520,9 @@ func stackTasksListing(services, tasks []legion.Object, now time.Time) listing {
 			current += " " + a + " ago"
 		}
 		errText := ""
-		if t.Status.State != legion.TaskRunning {
+		if t.Status.State != legion.TaskRunning || !t.Status.Ready {
+			// Also a running task that is not ready: its containers
+			// restarting, or a probe failing, is what is wrong.
 			errText = t.Status.Message
 		}
 		v := stackTaskView{ID: t.Metadata.UID, Name: t.Metadata.Name, Service: t.Spec.Owner.Name, Image: imagesOf(t.Spec.Pod), Node: t.Spec.Node,

@@ -428,6 +428,7 @@ func TestStackPs(t *testing.T) {
 		tk.Spec.Slot, tk.Spec.Node, tk.Spec.DesiredState = slot, node, legion.TaskRunning
 		tk.Spec.Pod.Containers = []legion.Container{{Name: svc, Image: svc + ":1"}}
 		tk.Status.State, tk.Status.Message, tk.Status.Timestamp = state, msg, ago.Add(time.Duration(num)*time.Second)
+		tk.Status.Ready = state == legion.TaskRunning && !strings.Contains(msg, "restarting")
 		if state == legion.TaskFailed {
 			tk.Spec.DesiredState = legion.TaskShutdown
 		}
@@ -439,6 +440,7 @@ func TestStackPs(t *testing.T) {
 		task("db", 1, 1, "n1", legion.TaskFailed, "container db exited with 1"),
 		task("db", 1, 2, "n2", legion.TaskRunning, "probe ok"),
 		task("admin", 1, 1, "n1", legion.TaskRunning, ""),
+		task("web", 2, 1, "n2", legion.TaskRunning, "container web exited with 1: restarting in 2s (attempt 2)"),
 	)
 	out, _, err := runStack(t, c, "ps", "shop")
 	if err != nil {
@@ -448,7 +450,8 @@ func TestStackPs(t *testing.T) {
 		"ID            NAME     IMAGE  NODE  DESIRED STATE  CURRENT STATE   ERROR\n" +
 		"000000002012  db-1-2   db:1   n2    running        running 5m ago  -\n" +
 		"000000002011  db-1-1   db:1   n1    shutdown       failed 5m ago   container db exited with 1\n" +
-		"000000003011  web-1-1  web:1  -     running        pending 5m ago  waiting for db to be ready\n"
+		"000000003011  web-1-1  web:1  -     running        pending 5m ago  waiting for db to be ready\n" +
+		"000000003021  web-2-1  web:1  n2    running        running 5m ago  container web exited with 1: restarting in 2s (attempt 2)\n"
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("stack ps (-want +got):\n%s", diff)
 	}
