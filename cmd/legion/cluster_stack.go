@@ -25,9 +25,9 @@ func connectClusterStack(cmd *cobra.Command) (stackClient, error) {
 
 var _ stackClient = clusterStackClient{}
 
-func (s clusterStackClient) Apply(ctx context.Context, o legion.Object) error {
-	_, err := s.c.ApplyOne(ctx, o, client.ApplyOptions{Brief: true})
-	return err
+func (s clusterStackClient) Apply(ctx context.Context, o legion.Object) (string, error) {
+	r, err := s.c.ApplyOne(ctx, o, client.ApplyOptions{Brief: true})
+	return r.Outcome, err
 }
 
 func (s clusterStackClient) List(ctx context.Context, kind legion.Kind, namespace string, selector map[string]string) ([]legion.Object, error) {

@@ -19,7 +19,9 @@ import (
 // stackClient is what the stack commands need of a cluster. The
 // namespace "" lists every namespace; a nil selector matches everything.
 type stackClient interface {
-	Apply(ctx context.Context, o legion.Object) error
+	// Apply stores o and says what it did: client.Created, Updated or
+	// Unchanged.
+	Apply(ctx context.Context, o legion.Object) (string, error)
 	List(ctx context.Context, kind legion.Kind, namespace string, selector map[string]string) ([]legion.Object, error)
 	Delete(ctx context.Context, kind legion.Kind, namespace, name string) error
 }
@@ -449,10 +451,11 @@ func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) error {
 		}
 		switch s.Op {
 		case compose.OpApply:
-			if err := c.Apply(cmd.Context(), s.Object); err != nil {
+			outcome, err := c.Apply(cmd.Context(), s.Object)
+			if err != nil {
 				return fmt.Errorf("applying %s: %w", what, err)
 			}
-			fmt.Fprintln(out, what, "applied")
+			fmt.Fprintln(out, what, outcome)
 		case compose.OpDelete:
 			if err := c.Delete(cmd.Context(), s.Kind, s.Namespace, s.Name); err != nil {
 				return fmt.Errorf("deleting %s: %w", what, err)

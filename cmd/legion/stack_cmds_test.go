@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/compose"
 	"github.com/spf13/cobra"
@@ -32,10 +33,14 @@ func newFakeCluster(objs ...legion.Object) *fakeCluster {
 	return f
 }
 
-func (f *fakeCluster) Apply(_ context.Context, o legion.Object) error {
+func (f *fakeCluster) Apply(_ context.Context, o legion.Object) (string, error) {
+	outcome := client.Created
+	if _, ok := f.objs[legion.ObjectKey(o)]; ok {
+		outcome = client.Updated
+	}
 	f.objs[legion.ObjectKey(o)] = o
 	f.writes = append(f.writes, "apply "+legion.ObjectKey(o))
-	return nil
+	return outcome, nil
 }
 
 func (f *fakeCluster) List(_ context.Context, kind legion.Kind, ns string, sel map[string]string) ([]legion.Object, error) {
@@ -303,7 +308,7 @@ func TestStackEndToEnd(t *testing.T) {
 	t.Setenv("PG_VERSION", "15")
 	file := writeStack(t)
 	out := cli("stack", "deploy", "-c", file, "shop")
-	for _, want := range []string{"namespace/shop applied", "secret/db-password -n shop applied", "service/web -n shop applied", "warning: services.web: not mapped, ignored: privileged"} {
+	for _, want := range []string{"namespace/shop created", "secret/db-password -n shop created", "service/web -n shop created", "warning: services.web: not mapped, ignored: privileged"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("deploy output lacks %q:\n%s", want, out)
 		}
@@ -326,7 +331,7 @@ func TestStackEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = cli("stack", "deploy", "--prune", "-c", file, "shop")
-	if !strings.Contains(out, "service/db -n shop deleted") || strings.Contains(out, "namespace/shop applied") {
+	if !strings.Contains(out, "service/db -n shop deleted") || !strings.Contains(out, "service/web -n shop unchanged") || strings.Contains(out, "namespace/shop") {
 		t.Errorf("deploy --prune:\n%s", out)
 	}
 	out = cli("stack", "rm", "shop")
