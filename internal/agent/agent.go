@@ -139,7 +139,10 @@ type Agent struct {
 	// (by task uid): sent again at each assignment set still showing the
 	// task unfinished, until one does, so a lost report cannot leave a
 	// task running in the store with nothing behind it.
-	finals  map[string]*legion.Task
+	finals map[string]*legion.Task
+	// took are the tasks a worker of this agent took, while they are
+	// assigned here: their end is that worker's to report.
+	took    map[string]bool
 	podIPs  map[string]string // by task uid: pods attached to the network
 	vals    map[string][]byte
 	wg      sync.WaitGroup
@@ -257,7 +260,7 @@ func (a *Agent) values() map[string][]byte {
 func (a *Agent) Run(ctx context.Context) error {
 	a.initLog()
 	a.mu.Lock()
-	a.workers = map[string]*worker{}
+	a.workers, a.took = map[string]*worker{}, map[string]bool{}
 	a.mu.Unlock()
 	a.volSets = make(chan Assignments, 1)
 	evCtx, stopEvents := context.WithCancel(ctx)
@@ -368,6 +371,34 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 			delete(a.finals, uid) // deleted, or no longer this node's
 		}
 	}
+	for uid := range a.took {
+		if !assignedUIDs[uid] {
+			delete(a.took, uid)
+		}
+	}
+	// A task placed here and told to stop before this agent ever saw it
+	// wanted running has had no worker to report its end (one that had,
+	// even one that ended, said it: a set older than its report must not
+	// overwrite a failure with this), and the planner waits for this
+	// node's word: it would read "assigned" for good, holding its share
+	// of the node. Its end is said here, once, and sent again like any
+	// last status until the store shows it.
+	for _, t := range as.Tasks {
+		uid := t.Metadata.UID
+		if t.Spec.Node != a.Node || t.Spec.Placed == nil || t.Spec.DesiredState == legion.TaskRunning || !notStarted(t.Status.State) ||
+			a.took[uid] || a.workers[uid] != nil || a.finals[uid] != nil || adoptable[uid] {
+			continue
+		}
+		st := t.Status
+		now := a.now()
+		st.State, st.Ready, st.Timestamp, st.Finished, st.Message = legion.TaskShutdown, false, now, &now, "stopped before it ran"
+		f := &legion.Task{Header: t.Header, Status: st}
+		if a.finals == nil {
+			a.finals = map[string]*legion.Task{}
+		}
+		a.finals[uid], a.took[uid] = f, true
+		resend = append(resend, f)
+	}
 	var start []*worker
 	var lost []*legion.Task
 	for uid, t := range want {
@@ -390,7 +421,7 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 			continue
 		}
 		w := newWorker(a, t, adoptable[uid])
-		a.workers[uid] = w
+		a.workers[uid], a.took[uid] = w, true
 		start = append(start, w)
 	}
 	for uid, w := range a.workers {
@@ -486,6 +517,12 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 			w.run(ctx)
 		}()
 	}
+}
+
+// notStarted: a state no worker has reported, so no worker of this node
+// took the task.
+func notStarted(s legion.TaskState) bool {
+	return s == "" || s == legion.TaskPending || s == legion.TaskAssigned
 }
 
 // reportPodGone reports a task whose pod was gone at start ended as

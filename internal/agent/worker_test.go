@@ -93,6 +93,55 @@ func TestAgentRunsOnlyItsRunningTasks(t *testing.T) {
 	}
 }
 
+// A task placed on the node and told to stop before the agent ever saw it
+// wanted running (stopped in the same set, as after a scale up then down)
+// is reported shut down, "stopped before it ran", with nothing made for
+// it: otherwise no worker would ever report it and it would read assigned
+// for good. A task never placed is the planner's to end, not the node's.
+func TestAgentReportsATaskStoppedBeforeItWasSeen(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	placed := time.Now()
+	gone := testTask("gone")
+	gone.Spec.Placed, gone.Spec.DesiredState, gone.Status.State = &placed, legion.TaskShutdown, legion.TaskAssigned
+	unplaced := testTask("unplaced")
+	unplaced.Spec.DesiredState = legion.TaskShutdown
+	mine := testTask("mine")
+	r.start(t)
+	r.assign(nil, gone, unplaced, mine)
+	st := r.mgr.await(t, "web-gone", "the stopped task reported", func(s legion.TaskStatus) bool { return s.State.Terminal() })
+	if st.State != legion.TaskShutdown || st.Message != "stopped before it ran" || st.Finished == nil || st.Ready {
+		t.Errorf("reported %s %q finished %v ready %v, want shutdown, stopped before it ran", st.State, st.Message, st.Finished, st.Ready)
+	}
+	r.mgr.await(t, "web-mine", "the node's task running", isState(legion.TaskRunning, ""))
+	if got := r.rt.createdIDs(); !slices.Equal(got, []string{"mine", "mine-main"}) {
+		t.Errorf("created %q for a task told to stop", got)
+	}
+	if sts := r.mgr.of("web-unplaced"); len(sts) > 0 {
+		t.Errorf("a task never placed was reported: %s", describe(sts))
+	}
+
+	// A task whose worker ended (failed) is that worker's to report: a set
+	// older than its report, showing it assigned and told to stop, does
+	// not make it "stopped before it ran".
+	failing := testTask("failing")
+	failing.Spec.Placed, failing.Status.State = &placed, legion.TaskAssigned
+	r.rt.mu.Lock()
+	r.rt.failOn["failing-main"] = errors.New("no such image")
+	r.rt.mu.Unlock()
+	r.assign(nil, failing, mine)
+	r.mgr.await(t, "web-failing", "the failure reported", func(s legion.TaskStatus) bool { return s.State == legion.TaskFailed })
+	stale := *failing
+	stale.Spec.DesiredState = legion.TaskShutdown
+	later := testTask("later")
+	r.assign(nil, &stale, mine)
+	r.assign(nil, &stale, mine, later)
+	r.mgr.await(t, "web-later", "a later set's task running", isState(legion.TaskRunning, ""))
+	if sts := r.mgr.of("web-failing"); slices.ContainsFunc(sts, isState(legion.TaskShutdown, "stopped before it ran")) {
+		t.Errorf("a failed task's end was said again from an older set: %s", describe(sts))
+	}
+}
+
 // awaitGone waits for the task's pod and files to go. The directory goes
 // after the pod (its volumes are let go of in between), so the wait is for
 // both: a pod gone does not mean the teardown is over.
