@@ -139,8 +139,32 @@ func TestClusterCommandsEndToEnd(t *testing.T) {
 		t.Fatalf("second delete: %v", err)
 	}
 	out, err = cli(cliManifest, "delete", "-f", "-")
-	if err == nil || !strings.Contains(out, "namespace/shop deleted") {
+	if err == nil || !strings.Contains(out, "namespace/shop deleted") || strings.Contains(out, "warning") {
 		t.Fatalf("delete -f (config already gone): %q %v", out, err)
+	}
+	// A Namespace deleted while it holds objects: they stay, and the CLI
+	// says so, as a kubectl user would expect them gone.
+	const held = `
+apiVersion: legion/v1
+kind: Namespace
+metadata: {name: kept}
+spec: {}
+---
+apiVersion: legion/v1
+kind: Config
+metadata: {name: left, namespace: kept}
+spec: {text: "x"}
+`
+	if _, err := cli(held, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = cli("", "delete", "namespace", "kept")
+	if err != nil || !strings.Contains(out, "namespace/kept deleted\n") ||
+		!strings.Contains(out, "warning: namespace/kept still holds config/left: they are kept") {
+		t.Fatalf("delete of a namespace holding a Config: %q %v", out, err)
+	}
+	if out, err := cli("", "get", "config", "left", "-n", "kept"); err != nil || !strings.Contains(out, "left") {
+		t.Fatalf("the Config after its namespace's delete: %q %v", out, err)
 	}
 
 	// The environment stands in for the flags.

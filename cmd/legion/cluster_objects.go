@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -232,6 +234,9 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 					continue
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", ref(gone))
+				if o.GetKind() == legion.KindNamespace {
+					warnNamespaceLeft(ctxOf(cmd), cmd.ErrOrStderr(), cl, m.Name)
+				}
 			}
 			return errors.Join(errs...)
 		},
@@ -239,6 +244,23 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 	f.add(cmd, false)
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "delete the objects of these manifests")
 	return cmd
+}
+
+// warnNamespaceLeft says so when a deleted Namespace still holds objects:
+// a Namespace object holds settings, not its objects, which run on
+// without its quota, security allow-list and isolation, where a kubectl
+// user would expect them gone.
+func warnNamespaceLeft(ctx context.Context, w io.Writer, cl *client.Client, ns string) {
+	left, err := namespaceHolds(ns, func(k legion.Kind) ([]legion.Object, error) {
+		objs, _, err := cl.List(ctx, k, client.ListOptions{Namespace: ns})
+		return objs, err
+	})
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "warning: what namespace %s still holds is not known: %v\n", ns, err)
+	case left != "":
+		fmt.Fprintf(w, "warning: namespace/%s still holds %s: they are kept, and run on without the namespace's quota, security allow-list and isolation; delete them with legion delete -n %s KIND NAME\n", ns, left, ns)
+	}
 }
 
 func (c *clusterCLI) watchCommand() *cobra.Command {

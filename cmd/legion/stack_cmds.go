@@ -311,30 +311,41 @@ func removeStackNamespace(cmd *cobra.Command, c stackClient, stack, ns string) e
 		fmt.Fprintf(cmd.OutOrStdout(), "namespace/%s kept: stack %s did not create it\n", ns, stack)
 		return nil
 	}
+	left, err := namespaceHolds(ns, func(k legion.Kind) ([]legion.Object, error) { return c.List(ctx, k, ns, nil) })
+	if err != nil {
+		return err
+	}
+	if left != "" {
+		fmt.Fprintf(cmd.OutOrStdout(), "namespace/%s kept: it still holds %s\n", ns, left)
+		return nil
+	}
+	return runSteps(cmd, c, []compose.Step{{Op: compose.OpDelete, Kind: legion.KindNamespace, Name: ns}})
+}
+
+// namespaceHolds says what objects namespace ns holds, tasks left out
+// (they go with their owners), as "service/web, volume/db and 2 more";
+// empty when it holds none. list lists one kind in it.
+func namespaceHolds(ns string, list func(legion.Kind) ([]legion.Object, error)) (string, error) {
 	var left []string
 	for _, k := range legion.Kinds() {
 		if !k.Namespaced() || k == legion.KindTask {
 			continue
 		}
-		objs, err := c.List(ctx, k, ns, nil)
+		objs, err := list(k)
 		if err != nil {
-			return fmt.Errorf("listing the %ss left in namespace %s: %w", k, ns, err)
+			return "", fmt.Errorf("listing the %ss left in namespace %s: %w", k, ns, err)
 		}
 		for _, o := range objs {
 			left = append(left, strings.ToLower(string(k))+"/"+o.GetMetadata().Name)
 		}
 	}
-	if len(left) > 0 {
-		const shown = 3
-		more := ""
-		if len(left) > shown {
-			more = fmt.Sprintf(" and %d more", len(left)-shown)
-			left = left[:shown]
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "namespace/%s kept: it still holds %s%s\n", ns, strings.Join(left, ", "), more)
-		return nil
+	const shown = 3
+	more := ""
+	if len(left) > shown {
+		more = fmt.Sprintf(" and %d more", len(left)-shown)
+		left = left[:shown]
 	}
-	return runSteps(cmd, c, []compose.Step{{Op: compose.OpDelete, Kind: legion.KindNamespace, Name: ns}})
+	return strings.Join(left, ", ") + more, nil
 }
 
 func newStackPsCommand(deps stackDeps) *cobra.Command {
