@@ -134,4 +134,14 @@ type NodeStatus struct {
 	// ZFSRoot is the dataset a jails node keeps images and containers
 	// under, found at start; a jails node reporting none is refused (D7).
 	ZFSRoot string `json:"zfsRoot,omitempty"`
+	// Ingress is where the node's proxy serves Routes; nil when it serves
+	// none (or the node is older than the field).
+	Ingress *NodeIngress `json:"ingress,omitempty"`
+}
+
+// NodeIngress is where a node serves Routes, as its daemon was told to
+// listen (--ingress-listen, --ingress-tls-listen); empty: not that way.
+type NodeIngress struct {
+	HTTP  string `json:"http,omitempty"`
+	HTTPS string `json:"https,omitempty"`
 }

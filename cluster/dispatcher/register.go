@@ -213,6 +213,7 @@ func reported(st, rep legion.NodeStatus, cidr string) legion.NodeStatus {
 	st.Addr = rep.Addr
 	st.Platform = rep.Platform
 	st.Runtime, st.ZFSRoot = rep.Runtime, rep.ZFSRoot
+	st.Ingress = rep.Ingress
 	st.Resources = rep.Resources
 	st.WireGuard = rep.WireGuard
 	st.Protocol = rep.Protocol

@@ -69,8 +69,18 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if dryRun {
 				suffix = " (dry run)"
 			}
+			var routes []legion.Object
 			for _, r := range res {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %s%s\n", ref(r.Object), r.Outcome, suffix)
+				if r.Object.GetKind() == legion.KindRoute {
+					routes = append(routes, r.Object)
+				}
+			}
+			if len(routes) > 0 && !dryRun {
+				// Stored, but nothing answers for them yet: said beside.
+				if err := c.warnRoutes(cmd, routes); err != nil {
+					return err
+				}
 			}
 			// Each Service applied is followed in turn; the first that
 			// fails ends the wait with its code.

@@ -327,6 +327,16 @@ func descNode(d *describer, n *legion.Node, now time.Time) {
 		d.line("Platform", st.Platform.OS+"/"+st.Platform.Arch)
 	}
 	d.line("Version", st.Version)
+	if in := st.Ingress; in != nil {
+		var at []string
+		if in.HTTP != "" {
+			at = append(at, "HTTP at "+in.HTTP)
+		}
+		if in.HTTPS != "" {
+			at = append(at, "HTTPS at "+in.HTTPS)
+		}
+		d.line("Ingress", "serves Routes over "+strings.Join(at, " and "))
+	}
 	r := st.Resources
 	d.line("Capacity", fmt.Sprintf("cpu %s, memory %s", r.Capacity.CPU, r.Capacity.Memory))
 	d.line("Allocatable", fmt.Sprintf("cpu %s, memory %s", r.Allocatable.CPU, r.Allocatable.Memory))

@@ -120,7 +120,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	}
 	sess, err := dispatcherclient.New(dispatcherclient.Config{Managers: managers, TLS: creds.ClientConfig(), Logger: log,
 		Usage:  newUsageSampler(rt, name).Usage,
-		Status: func() legion.NodeStatus { return nodeStatus(NodeName(), p) }})
+		Status: func() legion.NodeStatus { return nodeStatus(NodeName(), p, o) }})
 	if err != nil {
 		return err
 	}
@@ -233,9 +233,10 @@ func (p *platform) nodePlatform() legion.Platform {
 	return legion.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, Linux: p.linux}
 }
 
-// nodeStatus is what this node reports of itself: its platform, and on a
-// jails node without rctl that it takes no limits.
-func nodeStatus(hostname string, p *platform) legion.NodeStatus {
+// nodeStatus is what this node reports of itself: its platform, on a
+// jails node without rctl that it takes no limits, and where it serves
+// Routes.
+func nodeStatus(hostname string, p *platform, o Options) legion.NodeStatus {
 	cpu := legion.CPU(runtime.NumCPU() * 1000)
 	mem := legion.Bytes(memoryBytes())
 	pl := p.nodePlatform()
@@ -248,6 +249,9 @@ func nodeStatus(hostname string, p *platform) legion.NodeStatus {
 		st.WireGuard = &legion.WireGuard{PublicKey: p.wgKey}
 	}
 	st.Runtime, st.ZFSRoot = p.kind, p.zfsRoot
+	if o.IngressListen != "" || o.IngressTLSListen != "" {
+		st.Ingress = &legion.NodeIngress{HTTP: o.IngressListen, HTTPS: o.IngressTLSListen}
+	}
 	return st
 }
 

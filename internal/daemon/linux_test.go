@@ -95,7 +95,7 @@ func TestJailsNodeWithLinux(t *testing.T) {
 			if d := cmp.Diff(tc.wantLines, got, cmpopts.EquateEmpty()); d != "" {
 				t.Errorf("Linux ABI commands (-want +got):\n%s", d)
 			}
-			if st := nodeStatus("n1", p); st.Platform.Linux != tc.linux {
+			if st := nodeStatus("n1", p, Options{}); st.Platform.Linux != tc.linux {
 				t.Errorf("node.platform.linux %v, want %v", st.Platform.Linux, tc.linux)
 			}
 			if tc.wantWarn != "" && !strings.Contains(logs.String(), tc.wantWarn) {

@@ -299,17 +299,21 @@ func TestOpenPlatform(t *testing.T) {
 	if err := p.wireGuardKey(ctx, o, filepath.Join(dir, "pki")); err != nil {
 		t.Fatal(err)
 	}
-	if st := nodeStatus("n1", p); st.Platform.Linux || st.Platform.NoLimits || st.WireGuard == nil || st.WireGuard.PublicKey != "PUB3" {
+	if st := nodeStatus("n1", p, Options{}); st.Platform.Linux || st.Platform.NoLimits || st.WireGuard == nil || st.WireGuard.PublicKey != "PUB3" {
 		t.Errorf("a jails node with rctl reports %+v, WireGuard %+v", st.Platform, st.WireGuard)
 	}
 	// The managers refuse a jails node reporting no ZFS root (D7).
-	if st := nodeStatus("n1", p); st.Runtime != legion.NodeRuntimeJails || st.ZFSRoot != o.ZFSRoot {
+	if st := nodeStatus("n1", p, Options{}); st.Runtime != legion.NodeRuntimeJails || st.ZFSRoot != o.ZFSRoot {
 		t.Errorf("a jails node reports runtime %q and ZFS root %q, want %q and %q", st.Runtime, st.ZFSRoot, legion.NodeRuntimeJails, o.ZFSRoot)
 	}
-	if st := nodeStatus("n1", pp); st.Runtime != legion.NodeRuntimeProcess || st.ZFSRoot != "" {
-		t.Errorf("a process node reports runtime %q and ZFS root %q", st.Runtime, st.ZFSRoot)
+	if st := nodeStatus("n1", pp, Options{}); st.Runtime != legion.NodeRuntimeProcess || st.ZFSRoot != "" || st.Ingress != nil {
+		t.Errorf("a process node reports runtime %q, ZFS root %q and ingress %+v", st.Runtime, st.ZFSRoot, st.Ingress)
 	}
-	if err := pp.wireGuardKey(ctx, q, filepath.Join(dir, "ppki")); err != nil || nodeStatus("n1", pp).WireGuard != nil {
+	// Where it serves Routes, as it was told to.
+	if st := nodeStatus("n1", pp, Options{IngressTLSListen: "0.0.0.0:443"}); st.Ingress == nil || *st.Ingress != (legion.NodeIngress{HTTPS: "0.0.0.0:443"}) {
+		t.Errorf("a node serving HTTPS reports ingress %+v", st.Ingress)
+	}
+	if err := pp.wireGuardKey(ctx, q, filepath.Join(dir, "ppki")); err != nil || nodeStatus("n1", pp, Options{}).WireGuard != nil {
 		t.Errorf("a process node has no mesh: %v", err)
 	}
 	if _, ok := pp.network.(agent.PodJoiner); ok {
