@@ -30,6 +30,10 @@ func (p *planner) imagesReady(o *owner) bool {
 	if im == nil || im.PodHash != o.hash || im.Message != "" {
 		o.imageGate = 2
 	}
+	if im != nil && im.PodHash == o.hash && im.Message != "" {
+		// Said on the owner too, where its tasks would otherwise say why.
+		o.messages = append(o.messages, "no task started until its images resolve: "+im.Message)
+	}
 	return o.imageGate == 1
 }
 

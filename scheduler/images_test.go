@@ -99,9 +99,32 @@ func TestImagesByDigestWaitForTheCheck(t *testing.T) {
 	if got := len(c.Live("app")); got != 0 {
 		t.Fatalf("%d tasks of an image the policy holds, want none", got)
 	}
+	s = c.Service("app") // the pass wrote its status: the hold is said on it
 	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod)}
 	c.Converge()
 	if got := len(c.Live("app")); got != 4 {
 		t.Fatalf("%d tasks once checked, want 4", got)
+	}
+}
+
+// An image that cannot be resolved holds the service's tasks back, and
+// the service says why: it has no task to say it.
+func TestAnUnresolvableImageIsSaidOnTheService(t *testing.T) {
+	t.Parallel()
+	c := pinnedRunning(t, "registry.example/app:1")
+	s := c.Service("app")
+	const why = "cannot resolve registry.example/app:1: no such host"
+	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod), Message: why}
+	c.Converge()
+	if got := len(c.Live("app")); got != 0 {
+		t.Fatalf("%d tasks of an unresolved image, want none", got)
+	}
+	if msg := c.Service("app").Status.Message; !strings.Contains(msg, "no task started until its images resolve: "+why) {
+		t.Fatalf("service message %q does not say why it has no task", msg)
+	}
+	resolve(c, "app", "sha256:aaaa")
+	c.Converge()
+	if msg := c.Service("app").Status.Message; msg != "" || len(c.Live("app")) != 4 {
+		t.Fatalf("once resolved: message %q, %d tasks", msg, len(c.Live("app")))
 	}
 }
