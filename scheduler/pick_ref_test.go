@@ -11,8 +11,8 @@ import (
 
 // pickLinear chooses the best node for a task of the owner among its
 // candidates, or -1. Nodes are ranked by: no untolerated PreferNoSchedule
-// taint, then the spread preferences level by level, then fewest tasks of
-// the owner, then not where the slot just failed to start, then least
+// taint, then the spread preferences level by level, then not where the
+// slot just failed to start, then fewest tasks of the owner, then least
 // requested, then preferred (anti-)affinity, then name. The integer keys
 // are compared first and a node that already loses is not looked at
 // further, so most nodes cost a few loads and compares.
@@ -50,21 +50,21 @@ func (p *planner) pickLinear(o *owner, volNode string, avoid map[string]bool) in
 		if better < 0 {
 			continue
 		}
-		count := o.nodeCount[i]
-		if better == 0 && best >= 0 {
-			if count > bCount {
-				continue
-			}
-			if count < bCount {
-				better = 1
-			}
-		}
 		failed := avoid != nil && avoid[p.nodes[i].name]
 		if better == 0 && best >= 0 {
 			if failed && !bFailed {
 				continue
 			}
 			if !failed && bFailed {
+				better = 1
+			}
+		}
+		count := o.nodeCount[i]
+		if better == 0 && best >= 0 {
+			if count > bCount {
+				continue
+			}
+			if count < bCount {
 				better = 1
 			}
 		}

@@ -453,8 +453,10 @@ func (p *planner) fits(o *owner, i int, volNode string) bool {
 
 // pick chooses the best node for a task of the owner among its
 // candidates, or -1. Nodes are ranked by: no untolerated PreferNoSchedule
-// taint, then the spread preferences level by level, then fewest tasks of
-// the owner, then not where the slot just failed to start, then least
+// taint, then the spread preferences level by level, then not where the
+// slot just failed to start (what failed there may be the node's: an
+// image it lacks, a mount it cannot make; Swarm likewise puts nodes with
+// recent failures last), then fewest tasks of the owner, then least
 // requested, then preferred (anti-)affinity, then name.
 //
 // The candidates are grouped by PreferNoSchedule and by their innermost
@@ -516,20 +518,20 @@ func (p *planner) scanGroups(o *owner, groups []nodeGroup, which []int, volNode 
 	hasAff := len(o.antiPref)+len(o.affPref) > 0
 	for _, g := range which {
 		for _, i := range groups[g].nodes {
-			count := o.nodeCount[i]
-			better := best < 0
-			if !better {
-				if count > bCount {
-					continue
-				}
-				better = count < bCount
-			}
 			failed := avoid != nil && avoid[p.nodes[i].name]
+			better := best < 0
 			if !better {
 				if failed && !bFailed {
 					continue
 				}
 				better = !failed && bFailed
+			}
+			count := o.nodeCount[i]
+			if !better {
+				if count > bCount {
+					continue
+				}
+				better = count < bCount
 			}
 			load := p.load(o, i)
 			if !better {

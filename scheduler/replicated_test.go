@@ -262,6 +262,30 @@ spec:
 	}
 }
 
+// A slot whose task failed to start on a node tries another node next,
+// even one with more of the service's tasks: what failed may be the
+// node's own (an image only loaded elsewhere). Before, the node with
+// fewer tasks won every time and the slot never left it.
+func TestAFailedStartTriesAnotherNodeFirst(t *testing.T) {
+	t.Parallel()
+	c := schedtest.WithNodes(t, 2)
+	c.FailNodes["n2"] = "pulling localhost/web:1: image not present"
+	c.Apply(strings.Replace(webYAML, "replicas: 3", "replicas: 2", 1))
+	c.Run(10 * time.Second)
+	if got := c.NodesOf("web"); got["n1"] != 2 || c.Running("web") != 2 {
+		t.Fatalf("running %d, by node %v: want both replicas on n1, which has the image", c.Running("web"), got)
+	}
+	failed := 0
+	for _, tk := range c.OwnerTasks("web") {
+		if tk.Status.State == legion.TaskFailed {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d failed starts, want the one on n2 only", failed)
+	}
+}
+
 func TestDeletedServiceTasksStopThenGo(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)

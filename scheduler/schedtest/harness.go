@@ -52,6 +52,7 @@ type Cluster struct {
 	// Agent behaviour.
 	Ready      bool                       // tasks become ready when they run (default true)
 	FailImages map[string]string          // image -> failure message when a task starts
+	FailNodes  map[string]string          // node -> failure message when a task starts there (an image it lacks)
 	Permanent  map[string]bool            // image -> its failure is permanent (unstartable)
 	NoPlatform map[string]legion.Platform // image -> rejected on nodes of this platform
 	JobRunTime time.Duration              // a job's task completes after running this long
@@ -71,7 +72,7 @@ func New(t TB) *Cluster {
 		Services: map[string]*legion.Service{}, Jobs: map[string]*legion.Job{}, CronJobs: map[string]*legion.CronJob{},
 		Tasks: map[string]*legion.Task{}, Nodes: map[string]*legion.Node{}, Volumes: map[string]*legion.Volume{},
 		Namespaces: map[string]*legion.Namespace{}, Heartbeats: map[string]time.Time{},
-		Silent: map[string]bool{}, Ready: true, FailImages: map[string]string{}, Permanent: map[string]bool{},
+		Silent: map[string]bool{}, Ready: true, FailImages: map[string]string{}, FailNodes: map[string]string{}, Permanent: map[string]bool{},
 		NoPlatform: map[string]legion.Platform{}, JobRunTime: 5 * time.Second, FailJobs: map[string]bool{},
 	}
 }
@@ -486,6 +487,9 @@ func (c *Cluster) failure(t *legion.Task) (string, bool) {
 		if msg, ok := c.FailImages[ct.Image]; ok {
 			return msg, true
 		}
+	}
+	if msg, ok := c.FailNodes[t.Spec.Node]; ok {
+		return msg, true
 	}
 	return "", false
 }
