@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -37,7 +38,34 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newContextCommand(), newGenManCommand())
 	root.AddCommand(newDoctorCommand())
 	configFlags(root)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (node, stack, image, ...) fail on a word that names none of them:
+// cobra would print the help and exit 0, so "legion node rm x" looked done.
+// Called with no word, such a command still prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c == c.Root() || !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		var names []string
+		for _, s := range cmd.Commands() {
+			if s.IsAvailableCommand() {
+				names = append(names, s.Name())
+			}
+		}
+		return fmt.Errorf("%s: unknown command %q: expected one of %s", cmd.CommandPath(), args[0], strings.Join(names, ", "))
+	}
 }
 
 // serverVersionWait bounds how long legion version waits for a manager

@@ -106,3 +106,20 @@ func TestValidateTakesFilenameAsApplyDoes(t *testing.T) {
 		}
 	}
 }
+
+// A word that names no subcommand of a group (node, stack, image, ...)
+// fails, naming the choices; the group alone still prints its help.
+func TestUnknownSubcommandsAreRefused(t *testing.T) {
+	t.Parallel()
+	out, err := runLegion(t, "", "node", "rm", "n1")
+	if err == nil || !strings.Contains(err.Error(), `legion node: unknown command "rm": expected one of activate, demote, drain`) {
+		t.Errorf("legion node rm: %v\n%s", err, out)
+	}
+	if _, err := runLegion(t, "", "stack", "bogus"); err == nil {
+		t.Error("legion stack bogus succeeded")
+	}
+	out, err = runLegion(t, "", "node")
+	if err != nil || !strings.Contains(out, "Available Commands:") {
+		t.Errorf("legion node alone: %v\n%s", err, out)
+	}
+}
