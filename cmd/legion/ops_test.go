@@ -135,6 +135,14 @@ spec:
 	if out := legionCmd("node", "activate", n.Name); out != "node/"+n.Name+" activated\n" {
 		t.Fatalf("node activate said %q", out)
 	}
+	// Docker's node rm: a node still heard from is refused, and kept.
+	if out, err := runLegion(t, "", append([]string{"node", "rm", n.Name}, flags...)...); err == nil ||
+		!strings.Contains(err.Error(), "node "+n.Name+" is ready: removing it orphans the tasks it runs") {
+		t.Fatalf("node rm of a ready node: %v\n%s", err, out)
+	}
+	if _, err := n.Client.Get(ctx, legion.KindNode, "", n.Name); err != nil {
+		t.Fatalf("the node after a refused rm: %v", err)
+	}
 	waitFor(t, "tasks listed", func() bool {
 		out := legionCmd("tasks", "web")
 		return strings.Contains(out, "web-1-") && strings.Contains(out, "NODE")
@@ -268,6 +276,29 @@ func TestScaleArgs(t *testing.T) {
 		}
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("scaleArgs(%q) = %v, %v; want %v", tc.args, got, err, tc.want)
+		}
+	}
+}
+
+func TestMayRemoveNode(t *testing.T) {
+	t.Parallel()
+	node := func(state legion.NodeState) *legion.Node {
+		n := &legion.Node{Header: legion.Header{Metadata: legion.Metadata{Name: "w1"}}}
+		n.Status.State = state
+		return n
+	}
+	for _, tc := range []struct {
+		state legion.NodeState
+		force bool
+		ok    bool
+	}{
+		{legion.NodeDown, false, true},
+		{legion.NodeReady, false, false},
+		{legion.NodeSuspect, false, false},
+		{legion.NodeReady, true, true},
+	} {
+		if err := mayRemoveNode(node(tc.state), tc.force); (err == nil) != tc.ok {
+			t.Errorf("%s, force %v: %v, want allowed %v", tc.state, tc.force, err, tc.ok)
 		}
 	}
 }

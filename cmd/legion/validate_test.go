@@ -111,9 +111,9 @@ func TestValidateTakesFilenameAsApplyDoes(t *testing.T) {
 // fails, naming the choices; the group alone still prints its help.
 func TestUnknownSubcommandsAreRefused(t *testing.T) {
 	t.Parallel()
-	out, err := runLegion(t, "", "node", "rm", "n1")
-	if err == nil || !strings.Contains(err.Error(), `legion node: unknown command "rm": expected one of activate, demote, drain`) {
-		t.Errorf("legion node rm: %v\n%s", err, out)
+	out, err := runLegion(t, "", "node", "remove-all", "n1")
+	if err == nil || !strings.Contains(err.Error(), `legion node: unknown command "remove-all": expected one of activate, demote, drain`) {
+		t.Errorf("legion node remove-all: %v\n%s", err, out)
 	}
 	if _, err := runLegion(t, "", "stack", "bogus"); err == nil {
 		t.Error("legion stack bogus succeeded")
