@@ -69,14 +69,20 @@ func Check(bindings []*legion.RoleBinding, user string, v Verb, kind legion.Kind
 	if kind == legion.KindTask && v == Write {
 		return fmt.Errorf("user %s: tasks are written by the cluster only", user)
 	}
+	return CheckAction(bindings, user, v, kind, namespace, fmt.Sprintf("%s %ss", v, kind))
+}
+
+// CheckAction is Check of what an action needs (v on objects of kind),
+// saying it in the action's words ("use exec") when refused.
+func CheckAction(bindings []*legion.RoleBinding, user string, v Verb, kind legion.Kind, namespace, action string) error {
 	need, have := Needs(v, kind), Role(bindings, user, namespace)
 	if rank(have) >= rank(need) {
 		return nil
 	}
 	if have == "" {
-		return fmt.Errorf("user %s has no role in namespace %s (to %s %ss it needs %s)", user, namespace, v, kind, need)
+		return fmt.Errorf("user %s has no role in namespace %s (to %s it needs %s)", user, namespace, action, need)
 	}
-	return fmt.Errorf("user %s is %s in namespace %s; to %s %ss it needs %s", user, have, namespace, v, kind, need)
+	return fmt.Errorf("user %s is %s in namespace %s; to %s it needs %s", user, have, namespace, action, need)
 }
 
 // Lister lists objects of a kind, as a store or the Pods service's view of

@@ -153,7 +153,7 @@ func TestBackupRefusals(t *testing.T) {
 		{"free", admin, "free", codes.FailedPrecondition, "volume shop/free is free"},
 		{"moving", admin, "moving", codes.FailedPrecondition, "volume shop/moving is moving from node n1 to node n2"},
 		{"missing", admin, "nope", codes.NotFound, "no volume named nope"},
-		{"view only", volumesClient(t, m, carol), "db", codes.PermissionDenied, "user carol is view in namespace shop"},
+		{"view only", volumesClient(t, m, carol), "db", codes.PermissionDenied, "user carol is view in namespace shop; to use volume backup it needs edit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			headers, data, err := backup(t, tc.client, tc.volume)

@@ -189,7 +189,7 @@ func TestUserSessionsFollowRoles(t *testing.T) {
 		t.Errorf("logs in another namespace: %v", err)
 	}
 	_, err := execute(t, c, &legionpb.ExecStart{Target: &legionpb.Target{Namespace: "shop", Name: "web.1"}, Command: []string{"cat"}})
-	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "exec: user carol is view in namespace shop") {
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "exec: user carol is view in namespace shop; to use exec it needs edit") {
 		t.Errorf("view running exec: %v", err)
 	}
 }
