@@ -309,6 +309,8 @@ func describeService(n *daemon.Node, s, cur *legion.Service, ready, want int) st
 		case p.Publish == "":
 		case jails:
 			fmt.Fprintf(&b, "; published on port %d of %s (from other hosts)", p.PublishedPort, n.ExtIf)
+		case n.PublishError != nil && n.PublishError(p.PublishedPort) != nil:
+			fmt.Fprintf(&b, "; NOT published at 127.0.0.1:%d: %v", p.PublishedPort, n.PublishError(p.PublishedPort))
 		default:
 			fmt.Fprintf(&b, "; published at http://127.0.0.1:%d/", p.PublishedPort)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -161,6 +162,17 @@ spec:
 	want := "service shop/web: 2 of 2 tasks ready; VIP 10.201.0.7:80 (here 127.201.0.7:80); published at http://127.0.0.1:8080/; DNS web.shop.legion (dig @127.0.0.1 -p 5353)"
 	if got := describeService(proc, s, cur, 2, 2); got != want {
 		t.Errorf("process platform:\n got %s\nwant %s", got, want)
+	}
+	// A published port another process holds is not claimed as published.
+	proc.PublishError = func(port int) error {
+		if port == 8080 {
+			return errors.New("listen tcp 127.0.0.1:8080: bind: address already in use")
+		}
+		return nil
+	}
+	want = "service shop/web: 2 of 2 tasks ready; VIP 10.201.0.7:80 (here 127.201.0.7:80); NOT published at 127.0.0.1:8080: listen tcp 127.0.0.1:8080: bind: address already in use; DNS web.shop.legion (dig @127.0.0.1 -p 5353)"
+	if got := describeService(proc, s, cur, 2, 2); got != want {
+		t.Errorf("process platform, published port held elsewhere:\n got %s\nwant %s", got, want)
 	}
 	netns := &daemon.Node{Platform: daemon.PlatformProcess, PodNetwork: daemon.PodNetworkNetNS, DNS: "10.200.0.1:53"}
 	want = "service shop/web: 2 of 2 tasks ready; VIP 10.201.0.7:80 (here too); published at http://127.0.0.1:8080/; DNS web.shop.legion (dig @10.200.0.1 -p 53)"

@@ -35,7 +35,23 @@ type Endpoints struct {
 
 	mu      sync.Mutex
 	proxies map[string]*vipProxy // by listen address
-	wg      sync.WaitGroup
+	// unserved: why a wanted address could not be listened on (another
+	// process holds a published port, say), until it can.
+	unserved map[string]error
+	wg       sync.WaitGroup
+}
+
+// PublishError is why a published port is not served here (nil when it
+// is, or when no service publishes it): each change of the endpoints
+// tries it again.
+func (e *Endpoints) PublishError(port int) error {
+	host := e.PublishHost
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unserved[net.JoinHostPort(host, strconv.Itoa(port))]
 }
 
 type vipProxy struct {
@@ -107,6 +123,7 @@ func (e *Endpoints) Apply(ctx context.Context, services []*endpoints.Service, _ 
 	if e.proxies == nil {
 		e.proxies = map[string]*vipProxy{}
 	}
+	e.unserved = map[string]error{}
 	for addr, vp := range e.proxies {
 		if _, ok := want[addr]; !ok {
 			vp.cancel()
@@ -125,6 +142,7 @@ func (e *Endpoints) Apply(ctx context.Context, services []*endpoints.Service, _ 
 			l, err := lc.Listen(ctx, "tcp", addr)
 			if err != nil {
 				e.Logger.Warn("VIP port not served", "addr", addr, "err", err)
+				e.unserved[addr] = err
 				continue
 			}
 			pctx, cancel := context.WithCancel(ctx)

@@ -124,6 +124,9 @@ type Node struct {
 	// Ingress lists where the HTTP proxy for Routes listens (none when
 	// off).
 	Ingress []string
+	// PublishError says why a published port is not served on this
+	// host (nil when it is); nil on jails, where pf redirects them.
+	PublishError func(port int) error
 }
 
 func (o *Options) defaults() error {
@@ -242,7 +245,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		}
 		p := sn.platform
 		n := &Node{Name: sn.name, Client: cl, Images: p.images, Store: st, Admin: admin, API: srv.Addr(), DNS: sn.dns,
-			Runtime: p.runtime, VIPOctet: p.vipOctet, Platform: p.kind, Ingress: sn.ingress}
+			Runtime: p.runtime, VIPOctet: p.vipOctet, Platform: p.kind, Ingress: sn.ingress, PublishError: p.publishError}
 		if p.kind == PlatformProcess {
 			n.PodNetwork = PodNetworkLoopback
 			if p.netns != nil {

@@ -73,9 +73,12 @@ type platform struct {
 	wgKey     string // the node's WireGuard public key (jails)
 	peers     func(context.Context, []endpoints.Peer)
 	endpoints func(context.Context, []*endpoints.Service, *endpoints.Policies)
-	dnsListen string // where the node resolver answers
-	vipOctet  byte   // the second octet of VIPs in 127/8 (loopback network)
-	close     func()
+	// publishError: why a published port is not served (process
+	// platform, where ports are listened on; nil on jails).
+	publishError func(port int) error
+	dnsListen    string // where the node resolver answers
+	vipOctet     byte   // the second octet of VIPs in 127/8 (loopback network)
+	close        func()
 	// netns, on a process node, names its pods' namespaces when each pod
 	// has its own (nil: the loopback network); dropNetwork takes the pod
 	// network off the host once the pods are gone (legion up's end).
@@ -322,7 +325,7 @@ func (p *platform) openNetwork(ctx context.Context, o Options, nc networkConfig,
 		log.Info("pod network: loopback", "subnet", sub, "vips", loopback.Image(nc.plan.Service))
 		eps := &Endpoints{ZoneFile: nc.zone, Logger: log, VIPOctet: nc.plan.ServiceOctet()}
 		p.network = &LoopbackNetwork{Subnet: sub}
-		p.endpoints = eps.Apply
+		p.endpoints, p.publishError = eps.Apply, eps.PublishError
 		p.vipOctet = nc.plan.ServiceOctet()
 		p.dnsListen = resolverAddr(sub.Addr().Next())
 		images := p.images
@@ -376,7 +379,7 @@ func (p *platform) openNetNSNetwork(ctx context.Context, o Options, nc networkCo
 	}
 	log.Info("pod network: netns, a namespace per pod on the node's bridge", "bridge", p.netns.bridge(), "subnet", subnet, "gateway", gw)
 	p.network = nw
-	p.endpoints = nw.Apply
+	p.endpoints, p.publishError = nw.Apply, eps.PublishError
 	p.dropNetwork = nw.Remove
 	p.dnsListen = netip.AddrPortFrom(gw, 53).String()
 	images := p.images
