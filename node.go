@@ -1,7 +1,5 @@
 package legion
 
-import "time"
-
 // Node is a machine of the cluster. Its labels (metadata.labels) are what
 // placement constraints and preferences read.
 type Node struct {
@@ -115,19 +113,18 @@ const (
 
 // NodeStatus is what the node reports and the leader decides about it.
 type NodeStatus struct {
-	State         NodeState     `json:"state,omitempty"`
-	Hostname      string        `json:"hostname,omitempty"`
-	Addr          string        `json:"addr,omitempty"`
-	Platform      Platform      `json:"platform,omitzero"`
-	Resources     NodeResources `json:"resources,omitzero"`
-	PodCIDR       string        `json:"podCidr,omitempty"`
-	WireGuard     *WireGuard    `json:"wireguard,omitempty"`
-	LastHeartbeat *time.Time    `json:"lastHeartbeat,omitempty"`
-	Drain         *DrainStatus  `json:"drain,omitempty"`
-	Protocol      int           `json:"protocol,omitempty"`
-	ImagePins     bool          `json:"imagePins,omitempty"`
-	Version       string        `json:"version,omitempty"`
-	Message       string        `json:"message,omitempty"`
+	State     NodeState     `json:"state,omitempty"`
+	Hostname  string        `json:"hostname,omitempty"`
+	Addr      string        `json:"addr,omitempty"`
+	Platform  Platform      `json:"platform,omitzero"`
+	Resources NodeResources `json:"resources,omitzero"`
+	PodCIDR   string        `json:"podCidr,omitempty"`
+	WireGuard *WireGuard    `json:"wireguard,omitempty"`
+	Drain     *DrainStatus  `json:"drain,omitempty"`
+	Protocol  int           `json:"protocol,omitempty"`
+	ImagePins bool          `json:"imagePins,omitempty"`
+	Version   string        `json:"version,omitempty"`
+	Message   string        `json:"message,omitempty"`
 	// Runtime is how the node runs pods: NodeRuntimeJails or
 	// NodeRuntimeProcess; empty from nodes older than the field.
 	Runtime string `json:"runtime,omitempty"`

@@ -97,14 +97,14 @@ var kindTables = map[legion.Kind]kindTable{
 		return []string{sum.Name, string(sum.Mode), sum.Replicas, sum.Image, sum.Ports, update,
 			s.Status.VIP, fmt.Sprint(s.Status.Running), fmt.Sprint(s.Metadata.Generation), s.Status.Message}
 	}},
-	legion.KindNode: {cols("NAME", "HOSTNAME", "ADDRESS", "STATE", "AVAILABILITY", "ROLE", "+PLATFORM", "+VERSION", "+HEARTBEAT", "+DRAIN", "+MESSAGE"), func(o legion.Object, now time.Time) []string {
+	legion.KindNode: {cols("NAME", "HOSTNAME", "ADDRESS", "STATE", "AVAILABILITY", "ROLE", "+PLATFORM", "+VERSION", "+DRAIN", "+MESSAGE"), func(o legion.Object, now time.Time) []string {
 		n := o.(*legion.Node)
 		drain := ""
 		if n.Status.Drain != nil {
 			drain = string(n.Status.Drain.State)
 		}
 		return []string{n.Metadata.Name, n.Status.Hostname, n.Status.Addr, string(n.Status.State), string(n.Spec.Availability), string(n.Spec.Role),
-			platformOf(n.Status.Platform), n.Status.Version, agePtr(n.Status.LastHeartbeat, now), drain, n.Status.Message}
+			platformOf(n.Status.Platform), n.Status.Version, drain, n.Status.Message}
 	}},
 	legion.KindTask: {cols("NAME", "OWNER", "DESIRED", "STATE", "READY", "NODE", "AGE", "MESSAGE", "+IP", "+IMAGE", "+RESTARTS", "+JAIL"), func(o legion.Object, now time.Time) []string {
 		t := o.(*legion.Task)

@@ -340,9 +340,6 @@ func descNode(d *describer, n *legion.Node, now time.Time) {
 	r := st.Resources
 	d.line("Capacity", fmt.Sprintf("cpu %s, memory %s", r.Capacity.CPU, r.Capacity.Memory))
 	d.line("Allocatable", fmt.Sprintf("cpu %s, memory %s", r.Allocatable.CPU, r.Allocatable.Memory))
-	if st.LastHeartbeat != nil {
-		d.line("Last heartbeat", age(*st.LastHeartbeat, now)+" ago")
-	}
 	if dr := st.Drain; dr != nil {
 		d.line("Drain", dr.State)
 		for _, it := range dr.Remaining {

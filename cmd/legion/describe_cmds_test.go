@@ -69,7 +69,7 @@ func TestDescribeGolden(t *testing.T) {
 	node.Spec = legion.NodeSpec{Role: legion.RoleWorker, Availability: legion.AvailabilityDrain,
 		Taints: []legion.Taint{{Key: "gpu", Value: "yes", Effect: legion.NoSchedule}}}
 	node.Status = legion.NodeStatus{State: legion.NodeReady, Addr: "192.0.2.2:7946", Hostname: "n2.example", Version: "1.0.0",
-		Platform: legion.Platform{OS: "freebsd", Arch: "amd64"}, LastHeartbeat: describeAgo(2 * time.Second),
+		Platform:  legion.Platform{OS: "freebsd", Arch: "amd64"},
 		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}, Allocatable: legion.ResourceRequests{CPU: 3500, Memory: 7 << 30}},
 		Drain:     &legion.DrainStatus{State: legion.DrainBlocked, Remaining: []legion.DrainItem{{Kind: legion.KindVolume, Name: "shop/db", Reason: "its data is on this node"}}}}
 	nodeEvs := []legion.Event{{Time: describeNow.Add(-time.Minute), Type: legion.EventNormal, Reason: legion.ReasonNodeDraining, Count: 1,

@@ -173,11 +173,11 @@ spec: {repositories: ["registry.example.org/**"], keys: ["-----BEGIN PUBLIC KEY-
 
 	m1 := byKind[legion.KindNode][0].(*legion.Node)
 	m1.Status = legion.NodeStatus{State: legion.NodeReady, Hostname: "box1", Addr: "192.0.2.1", Version: "0.9.0",
-		Platform: legion.Platform{OS: "freebsd", Arch: "amd64"}, LastHeartbeat: ago(2 * time.Second)}
+		Platform: legion.Platform{OS: "freebsd", Arch: "amd64"}}
 	w1 := byKind[legion.KindNode][1].(*legion.Node)
 	w1.Status = legion.NodeStatus{State: legion.NodeReady, Hostname: "box2", Addr: "192.0.2.2", Version: "0.9.0",
-		Platform: legion.Platform{OS: "freebsd", Arch: "arm64"}, LastHeartbeat: ago(3 * time.Second),
-		Drain: &legion.DrainStatus{State: legion.DrainState("draining")}}
+		Platform: legion.Platform{OS: "freebsd", Arch: "arm64"},
+		Drain:    &legion.DrainStatus{State: legion.DrainState("draining")}}
 
 	t1 := byKind[legion.KindTask][0].(*legion.Task)
 	t1.Status = legion.TaskStatus{State: legion.TaskRunning, Timestamp: *ago(5 * time.Minute), IP: "10.200.0.7", Restarts: 1, PodJail: "legion-7",
