@@ -23,14 +23,7 @@ func desired(c *schedtest.Cluster, owner string) map[string][2]legion.TaskState 
 func TestAReplacedTaskIsToldToShutDown(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 1)
-	c.Apply(`
-apiVersion: legion/v1
-kind: Service
-metadata: {name: crash}
-spec:
-  replicas: 1
-  pod: {containers: [{name: c, image: crash:1}]}
-`)
+	c.Apply(crashYAML)
 	c.Converge()
 	c.Fail("crash-1-1", "exit status 1")
 	failed := *c.Task("crash-1-1")

@@ -121,17 +121,20 @@ func describeTasks(ts []*legion.Task) []string {
 	return out
 }
 
-func TestReplacementBackoffDoublesToTheCap(t *testing.T) {
-	t.Parallel()
-	c := schedtest.WithNodes(t, 1)
-	c.Apply(`
+// crashYAML is one replica of an image the tests make fail.
+const crashYAML = `
 apiVersion: legion/v1
 kind: Service
 metadata: {name: crash}
 spec:
   replicas: 1
   pod: {containers: [{name: c, image: crash:1}]}
-`)
+`
+
+func TestReplacementBackoffDoublesToTheCap(t *testing.T) {
+	t.Parallel()
+	c := schedtest.WithNodes(t, 1)
+	c.Apply(crashYAML)
 	c.Converge()
 	var gaps []time.Duration
 	last := c.Now

@@ -241,7 +241,7 @@ func TestISCSISessionThatNeverConnects(t *testing.T) {
 	a := node(t, PlatformJails, nil)
 	dir := taskDir(t, a, "t1")
 	mnt := filepath.Join(a.RunDir, "volumes", "iscsi", "shop", "db")
-	waiting := fmt.Sprintf(`{"__version": "1", "iscsictl": {"session": [{"name":"%s","portal":"%s","state":"Connection refused"}]}}`, target, portal)
+	waiting := refusedSession()
 	f := freshLUN(rule{"iscsictl -L", sys.Answer{Stdout: waiting}}, rule{"umount " + mnt, unmountedAnswer(mnt)})
 	a.Runner = f
 
@@ -291,7 +291,7 @@ func TestISCSIWaitCutShortMidListingNamesTheSessionsState(t *testing.T) {
 	a := node(t, PlatformJails, nil)
 	dir := taskDir(t, a, "t1")
 	mnt := filepath.Join(a.RunDir, "volumes", "iscsi", "shop", "db")
-	waiting := fmt.Sprintf(`{"__version": "1", "iscsictl": {"session": [{"name":"%s","portal":"%s","state":"Connection refused"}]}}`, target, portal)
+	waiting := refusedSession()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f := freshLUN(rule{"iscsictl -L", sys.Answer{Stdout: waiting}}, rule{"umount " + mnt, unmountedAnswer(mnt)})
@@ -304,4 +304,10 @@ func TestISCSIWaitCutShortMidListingNamesTheSessionsState(t *testing.T) {
 	if got := lines[len(lines)-1]; got != "iscsictl -R -p "+portal+" -t "+target {
 		t.Errorf("last command %q, want the logout", got)
 	}
+}
+
+// refusedSession is iscsictl -L's listing of the target's session while
+// its portal refuses the connection.
+func refusedSession() string {
+	return fmt.Sprintf(`{"__version": "1", "iscsictl": {"session": [{"name":"%s","portal":"%s","state":"Connection refused"}]}}`, target, portal)
 }
