@@ -61,7 +61,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if wf.wait && dryRun {
 				return errors.New("apply: --wait and --dry-run: a dry run starts nothing to wait for")
 			}
-			res, err := c.applyFile(cmd, "apply", file, client.ApplyOptions{DryRun: dryRun, Brief: true})
+			objs, res, err := c.applyFile(cmd, "apply", file, client.ApplyOptions{DryRun: dryRun, Brief: true})
 			if err != nil {
 				return err
 			}
@@ -69,18 +69,17 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if dryRun {
 				suffix = " (dry run)"
 			}
-			var routes []legion.Object
 			for _, r := range res {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %s%s\n", ref(r.Object), r.Outcome, suffix)
-				if r.Object.GetKind() == legion.KindRoute {
-					routes = append(routes, r.Object)
-				}
 			}
-			if len(routes) > 0 && !dryRun {
-				// Stored, but nothing answers for them yet: said beside.
-				if err := c.warnRoutes(cmd, routes); err != nil {
+			if !dryRun {
+				// Stored, but not all as the manifests say: said beside.
+				cl, err := c.connect(cmd)
+				if err != nil {
 					return err
 				}
+				warnApplied(cmd.ErrOrStderr(), objs, listWith(ctxOf(cmd), cl))
+				cl.Close()
 			}
 			// Each Service applied is followed in turn; the first that
 			// fails ends the wait with its code.
@@ -103,24 +102,24 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 // applyFile has the cluster apply the manifests read from file (a file,
 // a directory of them, or - for standard input); what names the command
 // in the error of a refused apply.
-func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file string, opts client.ApplyOptions) ([]client.Result, error) {
+func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file string, opts client.ApplyOptions) ([]legion.Object, []client.Result, error) {
 	if file == "" {
-		return nil, errors.New("-f FILE|DIR|- is required")
+		return nil, nil, errors.New("-f FILE|DIR|- is required")
 	}
 	objs, err := readManifests(cmd.InOrStdin(), file)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cl, err := c.connect(cmd)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer cl.Close()
 	res, err := cl.Apply(ctxOf(cmd), objs, opts)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return res, nil
+	return objs, res, nil
 }
 
 // fileFlag adds -f, the manifests a command reads.
@@ -314,7 +313,7 @@ never printed: it shows as its size and whether it would change. It exits 1
 when anything would change, 0 when nothing would.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			res, err := c.applyFile(cmd, "diff", file, client.ApplyOptions{DryRun: true})
+			_, res, err := c.applyFile(cmd, "diff", file, client.ApplyOptions{DryRun: true})
 			if err != nil {
 				return err
 			}

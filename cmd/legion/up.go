@@ -217,7 +217,7 @@ func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string
 	for _, r := range results {
 		fmt.Fprintf(out, "%s %s\n", ref(r.Object), r.Outcome)
 	}
-	warnUnservedRoutes(cmd.ErrOrStderr(), objs, listWith(ctx, n.Client))
+	warnApplied(cmd.ErrOrStderr(), objs, listWith(ctx, n.Client))
 	return waitAndShow(ctx, out, n, objs, since, readyTimeout)
 }
 

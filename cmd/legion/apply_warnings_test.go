@@ -47,14 +47,64 @@ func TestUnservedRoutes(t *testing.T) {
 	}
 }
 
+func TestUnenforcedLimits(t *testing.T) {
+	t.Parallel()
+	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+kind: Service
+metadata: {name: capped}
+spec:
+  pod: {containers: [{name: c, image: a:1, resources: {limits: {memory: 64Mi}}}]}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: free}
+spec:
+  pod: {containers: [{name: c, image: a:1}]}
+---
+apiVersion: legion/v1
+kind: CronJob
+metadata: {name: nightly}
+spec:
+  schedule: "0 3 * * *"
+  job: {pod: {containers: [{name: c, image: a:1, resources: {limits: {cpu: 1}}}]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(name, runtime string, state legion.NodeState) *legion.Node {
+		n := &legion.Node{Header: legion.Header{Metadata: legion.Metadata{Name: name}}}
+		n.Status.Runtime, n.Status.State = runtime, state
+		return n
+	}
+	jails := []*legion.Node{node("j1", legion.NodeRuntimeJails, legion.NodeReady), node("p0", legion.NodeRuntimeProcess, legion.NodeDown)}
+	if w := unenforcedLimits(objs, jails); len(w) != 0 {
+		t.Errorf("jails nodes (and a process node that is down): %q, want none", w)
+	}
+	w := unenforcedLimits(objs, append(jails, node("p2", legion.NodeRuntimeProcess, legion.NodeReady), node("p1", legion.NodeRuntimeProcess, legion.NodeReady)))
+	want := []string{
+		"service/capped: its resource limits are not enforced on process-platform nodes (p1, p2), where its tasks may run: only FreeBSD jails nodes apply them",
+		"cronjob/nightly: its resource limits are not enforced on process-platform nodes (p1, p2), where its tasks may run: only FreeBSD jails nodes apply them",
+	}
+	if !slices.Equal(w, want) {
+		t.Errorf("with process nodes:\n got %q\nwant %q", w, want)
+	}
+}
+
 // On a cluster, apply warns of a Route no node serves, and not once a
-// node serves Routes; the node's description says where it does.
+// node serves Routes; the node's description says where it does. Limits
+// are warned of on the process platform's nodes.
 func TestApplyWarnsOfARouteNoNodeServes(t *testing.T) {
 	const routeYAML = `
 apiVersion: legion/v1
 kind: Route
 metadata: {name: web}
 spec: {host: web.example.test, service: web, port: http}
+---
+apiVersion: legion/v1
+kind: Job
+metadata: {name: capped}
+spec:
+  pod: {containers: [{name: c, image: localhost/none:1, pullPolicy: never, resources: {limits: {memory: 64Mi}}}]}
 `
 	for _, tc := range []struct {
 		name   string
@@ -76,6 +126,9 @@ spec: {host: web.example.test, service: web, port: http}
 			warned := strings.Contains(out, "warning: route/web: no ready node serves Routes over HTTP; start one with --ingress-listen")
 			if warned != tc.warned {
 				t.Errorf("warned %v, want %v:\n%s", warned, tc.warned, out)
+			}
+			if !strings.Contains(out, "warning: job/capped: its resource limits are not enforced on process-platform nodes ("+n.Name+")") {
+				t.Errorf("no warning of the limits a process node ignores:\n%s", out)
 			}
 			desc, err := runLegion(t, "", append([]string{"describe", "node", n.Name}, flags...)...)
 			if served := strings.Contains(desc, "Ingress:") && strings.Contains(desc, "serves Routes over HTTP at 127.0.0.1:0"); err != nil || served == tc.warned {

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+)
+
+// Apply-time warnings: what the cluster stored but will not do as the
+// manifest says, because of the nodes it has. "created" alone would not
+// tell.
+
+// unservedRoutes says which of routes no ready node serves: over HTTPS
+// for a route with TLS, over HTTP for the others. Nothing answers for
+// such a route's host until a node serves Routes.
+func unservedRoutes(routes []*legion.Route, nodes []*legion.Node) []string {
+	var http, https bool
+	for _, n := range nodes {
+		if in := n.Status.Ingress; n.Status.State == legion.NodeReady && in != nil {
+			http = http || in.HTTP != ""
+			https = https || in.HTTPS != ""
+		}
+	}
+	var out []string
+	for _, r := range routes {
+		switch {
+		case r.Spec.TLS != nil && !https:
+			out = append(out, fmt.Sprintf("%s: no ready node serves Routes over HTTPS; start one with --ingress-tls-listen (legion daemon, legion up)", ref(r)))
+		case r.Spec.TLS == nil && !http:
+			out = append(out, fmt.Sprintf("%s: no ready node serves Routes over HTTP; start one with --ingress-listen (legion daemon, legion up)", ref(r)))
+		}
+	}
+	return out
+}
+
+// unenforcedLimits says which of the workloads have limits that the
+// cluster's process-platform nodes would not apply: their containers are
+// host processes, with no rctl. The planner places such tasks there all
+// the same (that platform is for development), so the limits would be
+// silently ignored.
+func unenforcedLimits(objs []legion.Object, nodes []*legion.Node) []string {
+	var process []string
+	for _, n := range nodes {
+		if n.Status.Runtime == legion.NodeRuntimeProcess && n.Status.State == legion.NodeReady {
+			process = append(process, n.Metadata.Name)
+		}
+	}
+	if len(process) == 0 {
+		return nil
+	}
+	slices.Sort(process)
+	var out []string
+	for _, o := range objs {
+		var pod *legion.PodSpec
+		switch w := o.(type) {
+		case *legion.Service:
+			pod = &w.Spec.Pod
+		case *legion.Job:
+			pod = &w.Spec.Pod
+		case *legion.CronJob:
+			pod = &w.Spec.Job.Pod
+		}
+		if pod != nil && pod.HasLimits() {
+			out = append(out, fmt.Sprintf("%s: its resource limits are not enforced on process-platform nodes (%s), where its tasks may run: only FreeBSD jails nodes apply them",
+				ref(o), strings.Join(process, ", ")))
+		}
+	}
+	return out
+}
+
+// warnApplied prints the warnings of the objects applied, reading the
+// nodes through list when any object could have one.
+func warnApplied(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.Object, error)) {
+	var routes []*legion.Route
+	limits := false
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *legion.Route:
+			routes = append(routes, v)
+		case *legion.Service:
+			limits = limits || v.Spec.Pod.HasLimits()
+		case *legion.Job:
+			limits = limits || v.Spec.Pod.HasLimits()
+		case *legion.CronJob:
+			limits = limits || v.Spec.Job.Pod.HasLimits()
+		}
+	}
+	if len(routes) == 0 && !limits {
+		return
+	}
+	listed, err := list(legion.KindNode)
+	if err != nil {
+		fmt.Fprintf(w, "warning: what the nodes will do of this is not known: listing nodes: %v\n", err)
+		return
+	}
+	nodes := make([]*legion.Node, 0, len(listed))
+	for _, o := range listed {
+		nodes = append(nodes, o.(*legion.Node))
+	}
+	for _, msg := range append(unservedRoutes(routes, nodes), unenforcedLimits(objs, nodes)...) {
+		fmt.Fprintf(w, "warning: %s\n", msg)
+	}
+}
+
+// listWith lists a kind through the cluster's client.
+func listWith(ctx context.Context, cl *client.Client) func(legion.Kind) ([]legion.Object, error) {
+	return func(k legion.Kind) ([]legion.Object, error) {
+		objs, _, err := cl.List(ctx, k, client.ListOptions{})
+		return objs, err
+	}
+}
