@@ -111,8 +111,18 @@ type VolumeBackupHeader struct {
 	Node        string            `json:"node"`    // where it was taken; on restore, where it goes
 	Backend     string            `json:"backend"` // the stream's form: "zfs" (zfs send) or "dir" (tar)
 	Time        time.Time         `json:"time"`
-	Consistency string            `json:"consistency"` // "crash": the data at one instant while its tasks ran
+	Consistency string            `json:"consistency"` // ConsistencyCrash or ConsistencyFiles
 }
+
+// What a Volume backup's data is as of (VolumeBackupHeader.Consistency).
+const (
+	// ConsistencyCrash: the data at one instant while its tasks ran (a
+	// ZFS snapshot), as after a power cut.
+	ConsistencyCrash = "crash"
+	// ConsistencyFiles: copied file after file while its tasks ran (a
+	// directory has no atomic snapshot).
+	ConsistencyFiles = "files"
+)
 
 // VolumeBackupFormat names the backup file's format and version.
 const VolumeBackupFormat = "legion-volume-backup/1"

@@ -27,8 +27,9 @@ type BackupHeaderWriter interface {
 
 // BackupVolume streams the Volume's data and returns its header; w
 // receives the data stream only (and the header first, if it is a
-// BackupHeaderWriter). The data is the Volume at one instant while its
-// tasks ran: crash-consistent. The call is retried while no manager
+// BackupHeaderWriter). The header's Consistency says what the data is as
+// of: one instant (a ZFS snapshot) or file by file (a directory). The call
+// is retried while no manager
 // answers, only until the first byte arrives.
 func (c *Client) BackupVolume(ctx context.Context, namespace, name string, w io.Writer) (legion.VolumeBackupHeader, error) {
 	if name == "" {

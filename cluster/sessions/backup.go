@@ -121,7 +121,7 @@ func (h volumesServer) Backup(req *legionpb.VolumeBackupRequest, out legionpb.Vo
 	}
 	now := s.now()
 	hdr, err := json.Marshal(legion.VolumeBackupHeader{Format: legion.VolumeBackupFormat, Namespace: ns, Name: req.Name,
-		Labels: v.Metadata.Labels, Spec: v.Spec, Node: v.Status.Node, Backend: form, Time: now.UTC(), Consistency: "crash"})
+		Labels: v.Metadata.Labels, Spec: v.Spec, Node: v.Status.Node, Backend: form, Time: now.UTC(), Consistency: consistencyOf(form)})
 	if err != nil {
 		return status.Errorf(codes.Internal, "volume %s/%s: the backup header: %v", ns, req.Name, err)
 	}
@@ -145,6 +145,17 @@ func streamForm(backend string) (string, error) {
 		return "", errors.New("status.backend: empty: its node has not said how it keeps the data")
 	}
 	return "", fmt.Errorf("status.backend %q: expected it to start with zfs or directory", backend)
+}
+
+// consistencyOf is what a backup of form holds: a ZFS snapshot is the
+// data at one instant ("crash"); a directory's copy is made file after
+// file while its tasks run ("files"), so a file written meanwhile may be
+// older or newer than another.
+func consistencyOf(form string) string {
+	if form == "zfs" {
+		return legion.ConsistencyCrash
+	}
+	return legion.ConsistencyFiles
 }
 
 // backendOf is status.backend of a Volume restored from a stream of form.

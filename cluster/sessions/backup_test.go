@@ -111,7 +111,7 @@ func TestBackupSendsHeaderThenData(t *testing.T) {
 	}
 	h.Time = time.Time{}
 	want := legion.VolumeBackupHeader{Format: legion.VolumeBackupFormat, Namespace: "shop", Name: "db", Labels: v.Metadata.Labels,
-		Spec: v.Spec, Node: "n1", Backend: "dir", Consistency: "crash"}
+		Spec: v.Spec, Node: "n1", Backend: "dir", Consistency: legion.ConsistencyFiles}
 	if diff := cmp.Diff(want, h); diff != "" {
 		t.Errorf("header (-want +got):\n%s", diff)
 	}
@@ -172,7 +172,7 @@ func TestBackupRefusals(t *testing.T) {
 
 func restoreHeader(name, node string) legion.VolumeBackupHeader {
 	return legion.VolumeBackupHeader{Format: legion.VolumeBackupFormat, Namespace: "shop", Name: name, Labels: map[string]string{"app": "db"},
-		Spec: legion.VolumeSpec{Driver: legion.DriverZFS, Size: 1 << 30, Node: "n1"}, Node: node, Backend: "dir", Consistency: "crash", Time: t0}
+		Spec: legion.VolumeSpec{Driver: legion.DriverZFS, Size: 1 << 30, Node: "n1"}, Node: node, Backend: "dir", Consistency: legion.ConsistencyFiles, Time: t0}
 }
 
 // restore sends a header and data in chunks of 100 KiB.

@@ -363,9 +363,11 @@ func (c *clusterCLI) volumeBackupCommand() *cobra.Command {
 stream, or a tar stream where the node keeps it as a directory), and writes
 the stream to FILE after a header line (JSON: format, namespace, name,
 labels, spec, node, time, consistency). The file is written beside FILE
-with mode 0600 and takes FILE's name only once whole. The data is the
-Volume at one instant while its tasks ran: crash-consistent, as after a
-power cut.`,
+with mode 0600 and takes FILE's name only once whole. From a ZFS node the
+data is the Volume at one instant while its tasks ran: crash-consistent,
+as after a power cut. From a directory (the process platform) it is
+copied file by file while its tasks run; the header and the command say
+which.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file == "" {
@@ -408,10 +410,15 @@ power cut.`,
 // consistencyNote says what the backup's data is as of, for the user to
 // know how the application will find it.
 func consistencyNote(c string) string {
-	if c == "crash" {
+	switch c {
+	case legion.ConsistencyCrash:
 		return "Consistency: crash-consistent. The data is as it was at one instant while its tasks ran, " +
 			"as after a power cut: an application recovers it as from a crash (a database replays its log); " +
 			"one that needs more must quiesce itself before the backup."
+	case legion.ConsistencyFiles:
+		return "Consistency: file by file. The node keeps this volume as a directory, which has no atomic snapshot: " +
+			"its files were copied one after another while its tasks ran, so a file written meanwhile may not match another; " +
+			"stop or quiesce the application first for data it can rely on."
 	}
 	return "Consistency: " + orDash(c)
 }

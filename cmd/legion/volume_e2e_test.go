@@ -49,7 +49,7 @@ func TestVolumeBackupThenRestoreOnAnotherNode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("volume backup: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "taken on n1") || !strings.Contains(out, "crash-consistent") {
+	if !strings.Contains(out, "taken on n1") || !strings.Contains(out, "Consistency: file by file") || strings.Contains(out, "crash-consistent") {
 		t.Errorf("backup output:\n%s", out)
 	}
 	st, err := os.Stat(file)
@@ -67,7 +67,7 @@ func TestVolumeBackupThenRestoreOnAnotherNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Node != "n1" || h.Backend != "dir" || h.Labels["ordinal"] != "0" || h.Consistency != "crash" {
+	if h.Node != "n1" || h.Backend != "dir" || h.Labels["ordinal"] != "0" || h.Consistency != legion.ConsistencyFiles {
 		t.Errorf("header: %+v", h)
 	}
 	h.Name, h.Node = "db2", "n2"
