@@ -309,6 +309,20 @@ func (p *PodSpec) Requests() ResourceRequests {
 	return ResourceRequests{CPU: max(sum.CPU, initMax.CPU), Memory: max(sum.Memory, initMax.Memory)}
 }
 
+// PodOf is the pod a workload runs: a Service's or Job's, or the one of
+// the Jobs a CronJob makes; nil for other kinds.
+func PodOf(o Object) *PodSpec {
+	switch w := o.(type) {
+	case *Service:
+		return &w.Spec.Pod
+	case *Job:
+		return &w.Spec.Pod
+	case *CronJob:
+		return &w.Spec.Job.Pod
+	}
+	return nil
+}
+
 // HasLimits reports whether any container of the pod has a limit rctl must
 // enforce (a node without racct cannot run such a pod).
 func (p *PodSpec) HasLimits() bool {

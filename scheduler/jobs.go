@@ -106,14 +106,8 @@ func (p *planner) jobHistory(o *owner, over bool) {
 			p.endedShutdown(e)
 		}
 	}
-	if over {
-		return
-	}
-	for _, s := range o.slotList() {
-		p.shutReplaced(s)
-	}
-	for _, s := range o.byNode {
-		p.shutReplaced(s)
+	if !over {
+		o.eachSlot(p.shutReplaced)
 	}
 }
 

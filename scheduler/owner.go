@@ -151,20 +151,26 @@ func (p *planner) addEntry(o *owner, e *entry) {
 }
 
 func (o *owner) sortSlots() {
-	for _, s := range o.vec {
-		if s != nil && len(s.entries) > 1 {
+	o.eachSlot(func(s *slot) {
+		if len(s.entries) > 1 {
 			slices.SortFunc(s.entries, byNum)
+		}
+	})
+}
+
+// eachSlot calls fn with every slot of the owner, in no set order:
+// numbered (vec and slots) and per node (byNode).
+func (o *owner) eachSlot(fn func(*slot)) {
+	for _, s := range o.vec {
+		if s != nil {
+			fn(s)
 		}
 	}
 	for _, s := range o.slots {
-		if len(s.entries) > 1 {
-			slices.SortFunc(s.entries, byNum)
-		}
+		fn(s)
 	}
 	for _, s := range o.byNode {
-		if len(s.entries) > 1 {
-			slices.SortFunc(s.entries, byNum)
-		}
+		fn(s)
 	}
 }
 

@@ -758,7 +758,7 @@ func failedStarts(s *slot) string {
 // pruneHistory keeps the last HistoryPerSlot terminal tasks of each slot,
 // each replaced one told to shut down.
 func (p *planner) pruneHistory(o *owner) {
-	prune := func(s *slot) {
+	o.eachSlot(func(s *slot) {
 		p.shutReplaced(s)
 		kept := 0
 		for i := len(s.entries) - 1; i >= 0; i-- {
@@ -771,18 +771,7 @@ func (p *planner) pruneHistory(o *owner) {
 				p.remove(e)
 			}
 		}
-	}
-	for _, s := range o.vec {
-		if s != nil {
-			prune(s)
-		}
-	}
-	for _, s := range o.slots {
-		prune(s)
-	}
-	for _, s := range o.byNode {
-		prune(s)
-	}
+	})
 }
 
 // shutReplaced tells each ended task of the slot that a later task

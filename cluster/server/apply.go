@@ -389,15 +389,8 @@ func checkReferences(st *store.Store, items []applyItem) error {
 	}
 	var errs []string
 	for _, it := range items {
-		var pod *legion.PodSpec
-		switch o := it.obj.(type) {
-		case *legion.Service:
-			pod = &o.Spec.Pod
-		case *legion.Job:
-			pod = &o.Spec.Pod
-		case *legion.CronJob:
-			pod = &o.Spec.Job.Pod
-		default:
+		pod := legion.PodOf(it.obj)
+		if pod == nil {
 			continue
 		}
 		ns := it.obj.GetMetadata().Namespace

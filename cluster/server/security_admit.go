@@ -14,17 +14,13 @@ import (
 func admitSecurity(st *store.Store, a *admission) ([]string, error) {
 	var errs []string
 	for _, c := range a.changed {
-		var pod *legion.PodSpec
-		path := "spec.pod"
-		switch o := c.obj.(type) {
-		case *legion.Service:
-			pod = &o.Spec.Pod
-		case *legion.Job:
-			pod = &o.Spec.Pod
-		case *legion.CronJob:
-			pod, path = &o.Spec.Job.Pod, "spec.job.pod"
-		default:
+		pod := legion.PodOf(c.obj)
+		if pod == nil {
 			continue
+		}
+		path := "spec.pod"
+		if c.obj.GetKind() == legion.KindCronJob {
+			path = "spec.job.pod"
 		}
 		ns := c.obj.GetMetadata().Namespace
 		nsObj, err := a.namespace(st, ns)

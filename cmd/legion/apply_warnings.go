@@ -56,16 +56,7 @@ func unenforcedLimits(objs []legion.Object, nodes []*legion.Node) []string {
 	slices.Sort(process)
 	var out []string
 	for _, o := range objs {
-		var pod *legion.PodSpec
-		switch w := o.(type) {
-		case *legion.Service:
-			pod = &w.Spec.Pod
-		case *legion.Job:
-			pod = &w.Spec.Pod
-		case *legion.CronJob:
-			pod = &w.Spec.Job.Pod
-		}
-		if pod != nil && pod.HasLimits() {
+		if hasLimits(o) {
 			out = append(out, fmt.Sprintf("%s: its resource limits are not enforced on process-platform nodes (%s), where its tasks may run: only FreeBSD jails nodes apply them",
 				ref(o), strings.Join(process, ", ")))
 		}
@@ -73,24 +64,22 @@ func unenforcedLimits(objs []legion.Object, nodes []*legion.Node) []string {
 	return out
 }
 
+// hasLimits: o is a workload whose pod has limits.
+func hasLimits(o legion.Object) bool {
+	pod := legion.PodOf(o)
+	return pod != nil && pod.HasLimits()
+}
+
 // warnApplied prints the warnings of the objects applied, reading the
 // nodes through list when any object could have one.
 func warnApplied(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.Object, error)) {
 	var routes []*legion.Route
-	limits := false
 	for _, o := range objs {
-		switch v := o.(type) {
-		case *legion.Route:
-			routes = append(routes, v)
-		case *legion.Service:
-			limits = limits || v.Spec.Pod.HasLimits()
-		case *legion.Job:
-			limits = limits || v.Spec.Pod.HasLimits()
-		case *legion.CronJob:
-			limits = limits || v.Spec.Job.Pod.HasLimits()
+		if r, ok := o.(*legion.Route); ok {
+			routes = append(routes, r)
 		}
 	}
-	if len(routes) == 0 && !limits {
+	if len(routes) == 0 && !slices.ContainsFunc(objs, hasLimits) {
 		return
 	}
 	listed, err := list(legion.KindNode)

@@ -61,10 +61,11 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if wf.wait && dryRun {
 				return errors.New("apply: --wait and --dry-run: a dry run starts nothing to wait for")
 			}
-			objs, res, err := c.applyFile(cmd, "apply", file, client.ApplyOptions{DryRun: dryRun, Brief: true})
+			objs, res, cl, err := c.applyFile(cmd, "apply", file, client.ApplyOptions{DryRun: dryRun, Brief: true})
 			if err != nil {
 				return err
 			}
+			defer cl.Close()
 			suffix := ""
 			if dryRun {
 				suffix = " (dry run)"
@@ -74,12 +75,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			}
 			if !dryRun {
 				// Stored, but not all as the manifests say: said beside.
-				cl, err := c.connect(cmd)
-				if err != nil {
-					return err
-				}
 				warnApplied(cmd.ErrOrStderr(), objs, listWith(ctxOf(cmd), cl))
-				cl.Close()
 			}
 			// Each Service applied is followed in turn; the first that
 			// fails ends the wait with its code.
@@ -101,25 +97,27 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 
 // applyFile has the cluster apply the manifests read from file (a file,
 // a directory of them, or - for standard input); what names the command
-// in the error of a refused apply.
-func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file string, opts client.ApplyOptions) ([]legion.Object, []client.Result, error) {
+// in the error of a refused apply. It returns the objects read, what the
+// cluster did, and the connection, still open for what follows: the
+// caller closes it.
+func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file string, opts client.ApplyOptions) ([]legion.Object, []client.Result, *client.Client, error) {
 	if file == "" {
-		return nil, nil, errors.New("-f FILE|DIR|- is required")
+		return nil, nil, nil, errors.New("-f FILE|DIR|- is required")
 	}
 	objs, err := readManifests(cmd.InOrStdin(), file)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cl, err := c.connect(cmd)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	defer cl.Close()
 	res, err := cl.Apply(ctxOf(cmd), objs, opts)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", what, err)
+		cl.Close()
+		return nil, nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return objs, res, nil
+	return objs, res, cl, nil
 }
 
 // fileFlag adds -f, the manifests a command reads.
@@ -313,10 +311,11 @@ never printed: it shows as its size and whether it would change. It exits 1
 when anything would change, 0 when nothing would.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, res, err := c.applyFile(cmd, "diff", file, client.ApplyOptions{DryRun: true})
+			_, res, cl, err := c.applyFile(cmd, "diff", file, client.ApplyOptions{DryRun: true})
 			if err != nil {
 				return err
 			}
+			cl.Close()
 			changed := false
 			for _, r := range res {
 				if r.Outcome == client.Unchanged {

@@ -305,12 +305,16 @@ func describeService(n *daemon.Node, s, cur *legion.Service, ready, want int) st
 		}
 	}
 	for _, p := range s.Spec.Endpoint.Ports {
+		var notServed error
+		if p.Publish != "" && !jails && n.PublishError != nil {
+			notServed = n.PublishError(p.PublishedPort)
+		}
 		switch {
 		case p.Publish == "":
 		case jails:
 			fmt.Fprintf(&b, "; published on port %d of %s (from other hosts)", p.PublishedPort, n.ExtIf)
-		case n.PublishError != nil && n.PublishError(p.PublishedPort) != nil:
-			fmt.Fprintf(&b, "; NOT published at 127.0.0.1:%d: %v", p.PublishedPort, n.PublishError(p.PublishedPort))
+		case notServed != nil:
+			fmt.Fprintf(&b, "; NOT published at 127.0.0.1:%d: %v", p.PublishedPort, notServed)
 		default:
 			fmt.Fprintf(&b, "; published at http://127.0.0.1:%d/", p.PublishedPort)
 		}
