@@ -82,9 +82,14 @@ type CronJobSpec struct {
 
 // CronJobStatus is what the controller says about a cron job.
 type CronJobStatus struct {
+	// LastSchedule is the time of the latest run that fell due (run or
+	// skipped); unset until one has.
 	LastSchedule *time.Time `json:"lastSchedule,omitempty"`
-	Active       []string   `json:"active,omitempty"`
-	Message      string     `json:"message,omitempty"`
+	// CountedFrom is when the controller first saw the cron job: runs due
+	// before it are not owed.
+	CountedFrom *time.Time `json:"countedFrom,omitempty"`
+	Active      []string   `json:"active,omitempty"`
+	Message     string     `json:"message,omitempty"`
 }
 
 // MaxCronJobName leaves room in a Job's 63-character name for the

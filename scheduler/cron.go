@@ -78,13 +78,18 @@ func (p *planner) cronJob(cj *legion.CronJob, jobs []*legion.Job, names map[nsNa
 		}
 	}
 	now := p.now.UTC()
-	if st.LastSchedule == nil {
-		// First seen: earlier runs are not owed.
+	from := st.LastSchedule
+	if from == nil {
+		from = st.CountedFrom
+	}
+	if from == nil {
+		// First seen: earlier runs are not owed. That is not a run, so
+		// LastSchedule stays unset (shown as none) until one falls due.
 		t := now
-		st.LastSchedule = &t
+		st.CountedFrom = &t
 		p.wake(sched.Next(now))
 	} else {
-		due, next := latestDue(sched, st.LastSchedule.UTC(), now)
+		due, next := latestDue(sched, from.UTC(), now)
 		p.wake(next)
 		if !due.IsZero() {
 			d := due

@@ -58,8 +58,9 @@ func TestCronJobFirstSightOwesNothingThenRunsOnSchedule(t *testing.T) {
 	c.Apply(cronSpec(""))
 	r := c.Plan()
 	cj := c.CronJobs["default/nightly"]
-	if cj.Status.LastSchedule == nil || !cj.Status.LastSchedule.Equal(c.Now) || len(r.CreateJobs) != 0 {
-		t.Fatalf("first sight: lastSchedule %v, jobs %d", cj.Status.LastSchedule, len(r.CreateJobs))
+	if cj.Status.LastSchedule != nil || cj.Status.CountedFrom == nil || !cj.Status.CountedFrom.Equal(c.Now) || len(r.CreateJobs) != 0 {
+		t.Fatalf("first sight: lastSchedule %v (want none: nothing ran), countedFrom %v (want now), jobs %d",
+			cj.Status.LastSchedule, cj.Status.CountedFrom, len(r.CreateJobs))
 	}
 	if want := c.Now.Add(5 * time.Minute); !r.NextWake.Equal(want) {
 		t.Fatalf("next wake %s, want the next run %s", r.NextWake, want)
@@ -69,8 +70,12 @@ func TestCronJobFirstSightOwesNothingThenRunsOnSchedule(t *testing.T) {
 	if got := cronJobNames(c); !cmp.Equal(got, []string{want}) {
 		t.Fatalf("jobs %v, want [%s]", got, want)
 	}
-	if cj := c.CronJobs["default/nightly"]; !cmp.Equal(cj.Status.Active, []string{want}) {
+	cj = c.CronJobs["default/nightly"]
+	if !cmp.Equal(cj.Status.Active, []string{want}) {
 		t.Fatalf("active %v", cj.Status.Active)
+	}
+	if cj.Status.LastSchedule == nil || !cj.Status.LastSchedule.Equal(c.Now) {
+		t.Fatalf("after the first run: lastSchedule %v, want %s", cj.Status.LastSchedule, c.Now)
 	}
 }
 

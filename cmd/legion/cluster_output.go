@@ -122,7 +122,7 @@ var kindTables = map[legion.Kind]kindTable{
 	}},
 	legion.KindCronJob: {cols("NAME", "SCHEDULE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "+CONCURRENCY", "+IMAGE", "+MESSAGE"), func(o legion.Object, now time.Time) []string {
 		c := o.(*legion.CronJob)
-		return []string{c.Metadata.Name, c.Spec.Schedule, fmt.Sprint(c.Spec.Suspend), fmt.Sprint(len(c.Status.Active)), agePtr(c.Status.LastSchedule, now),
+		return []string{c.Metadata.Name, c.Spec.Schedule, fmt.Sprint(c.Spec.Suspend), fmt.Sprint(len(c.Status.Active)), orDash(agePtr(c.Status.LastSchedule, now)),
 			string(c.Spec.ConcurrencyPolicy), imagesOf(c.Spec.Job.Pod), c.Status.Message}
 	}},
 	legion.KindVolume: {cols("NAME", "DRIVER", "SIZE", "NODE", "STATE", "+WANTED ON", "+SOURCE"), func(o legion.Object, _ time.Time) []string {

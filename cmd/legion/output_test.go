@@ -115,6 +115,13 @@ spec:
   job: {pod: {containers: [{name: c, image: "backup:1"}]}}
 ---
 apiVersion: legion/v1
+kind: CronJob
+metadata: {name: weekly, namespace: shop}
+spec:
+  schedule: "0 4 * * 0"
+  job: {pod: {containers: [{name: c, image: "report:1"}]}}
+---
+apiVersion: legion/v1
 kind: Volume
 metadata: {name: data, namespace: shop}
 spec: {driver: zfs, size: 10Gi, node: w1}
@@ -188,6 +195,7 @@ spec: {repositories: ["registry.example.org/**"], keys: ["-----BEGIN PUBLIC KEY-
 	j := byKind[legion.KindJob][0].(*legion.Job)
 	j.Status = legion.JobStatus{State: legion.JobRunning, Started: ago(3 * time.Hour), Active: 1, Succeeded: 1, Failed: 1}
 	byKind[legion.KindCronJob][0].(*legion.CronJob).Status.LastSchedule = ago(9 * time.Hour)
+	byKind[legion.KindCronJob][1].(*legion.CronJob).Status.CountedFrom = ago(2 * time.Hour) // no run yet
 	byKind[legion.KindVolume][0].(*legion.Volume).Status.Node = "w1"
 	ns := byKind[legion.KindNamespace][0].(*legion.Namespace)
 	ns.Status.Used = &legion.QuotaUsage{Tasks: 3}

@@ -509,7 +509,7 @@ spec:
 		}
 		return o.(*legion.CronJob)
 	}
-	poll(t, "the cron job seen", 20*time.Second, func() bool { return cron().Status.LastSchedule != nil })
+	poll(t, "the cron job seen", 20*time.Second, func() bool { return cron().Status.CountedFrom != nil })
 	jobs := func() []*legion.Job {
 		objs, _, _ := n.st.List(legion.KindJob, "default", func(o legion.Object) bool {
 			return o.GetMetadata().Labels["legion.cronjob"] == "tick"
