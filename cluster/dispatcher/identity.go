@@ -10,6 +10,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
+	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -186,7 +187,7 @@ func refuseRemoved(g Getter, leaf *x509.Certificate, record *pki.NodeCerts) erro
 		return status.Errorf(codes.Unavailable, "reading the removed nodes: %v", err)
 	}
 	if e, refused := removed.Refuses(leaf, record); refused {
-		return status.Error(codes.PermissionDenied, pki.RemovedMessage(leaf, e))
+		return legionpb.NodeRemoved(pki.RemovedMessage(leaf, e))
 	}
 	return nil
 }

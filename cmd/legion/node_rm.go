@@ -9,7 +9,8 @@ import (
 
 // nodeRemoveCommand is legion node rm, Docker's word for deleting a
 // Node, with Docker's guard: a node still heard from is refused unless
-// forced, as removing it orphans the tasks it runs and refuses its
+// forced, as removing it starts its tasks elsewhere without a drain's
+// grace while they run on until the node hears of it, and refuses its
 // certificate from then on.
 func (c *clusterCLI) nodeRemoveCommand() *cobra.Command {
 	var force bool
@@ -40,7 +41,7 @@ func (c *clusterCLI) nodeRemoveCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVarP(&force, "force", "f", false, "remove the node even though it is not down: its tasks are orphaned and run elsewhere, and its certificate is refused")
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "remove the node even though it is not down: its tasks run elsewhere, its certificate is refused, and its daemon stops its pods and exits when it hears so")
 	return cmd
 }
 
@@ -54,6 +55,6 @@ func mayRemoveNode(n *legion.Node, force bool) error {
 	if state == "" {
 		state = "not known to be down"
 	}
-	return fmt.Errorf("node %s is %s: removing it orphans the tasks it runs; drain it (legion node drain %s --wait) and stop its daemon, which is down after eight missed heartbeats, or remove it now with --force",
+	return fmt.Errorf("node %s is %s: removing it starts its tasks elsewhere at once, while they run on there until it hears it was removed; drain it (legion node drain %s --wait) and stop its daemon, which is down after eight missed heartbeats, or remove it now with --force",
 		n.Metadata.Name, state, n.Metadata.Name)
 }

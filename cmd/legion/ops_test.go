@@ -137,7 +137,7 @@ spec:
 	}
 	// Docker's node rm: a node still heard from is refused, and kept.
 	if out, err := runLegion(t, "", append([]string{"node", "rm", n.Name}, flags...)...); err == nil ||
-		!strings.Contains(err.Error(), "node "+n.Name+" is ready: removing it orphans the tasks it runs") {
+		!strings.Contains(err.Error(), "node "+n.Name+" is ready: removing it starts its tasks elsewhere at once") {
 		t.Fatalf("node rm of a ready node: %v\n%s", err, out)
 	}
 	if _, err := n.Client.Get(ctx, legion.KindNode, "", n.Name); err != nil {

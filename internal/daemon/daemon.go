@@ -152,11 +152,12 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		}()
 	}
 	// Whatever was started is stopped and waited for on every way out;
-	// the pods go too when asked.
+	// the pods go too when asked, or when the node was removed.
+	removeAll := o.RemovePods
 	defer func() {
 		stop()
 		wg.Wait()
-		if o.RemovePods {
+		if removeAll {
 			removePods(context.Background(), p, name, o.RunDir, log)
 			os.RemoveAll(o.RunDir) // the zone with it, and so the resolver stops
 		}
@@ -223,8 +224,17 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 			return err
 		}
 	}
-	<-runCtx.Done()
-	return nil
+	select {
+	case <-runCtx.Done():
+		return nil
+	case <-sess.Removed():
+		// The managers gave this node's tasks to other nodes: what runs
+		// here would run twice, so it stops, and the daemon with it, as
+		// nothing here will be heard again (Docker's node leaves swarm
+		// mode). Volumes' data stays.
+		removeAll = true
+		return fmt.Errorf("%w; this node's pods were stopped, as their tasks run on other nodes now", sess.RemovedErr())
+	}
 }
 
 // nodePlatform is what this node runs: its OS and architecture, and

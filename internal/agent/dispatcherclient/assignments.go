@@ -22,7 +22,8 @@ import (
 // it is opened again on the next manager, which goes on with the changes
 // since the node's state where it can tell them (the manager's cache saw
 // that point of the cluster's history), and with a whole set where it
-// cannot. The channel closes when ctx ends or at Close. A set is built
+// cannot. The channel closes when ctx ends, at Close, or once the node
+// was removed (Removed). A set is built
 // when the agent is ready to take one, from every change received until
 // then: changes arriving while the agent works on a set cost nothing
 // more than applying them.
@@ -44,7 +45,7 @@ func (s *Session) follow(ctx context.Context, out chan agent.Assignments) {
 	for ctx.Err() == nil {
 		addr := s.streamAddr()
 		got, err := s.followOne(ctx, addr, out)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || s.noteRemoved(err) {
 			return
 		}
 		s.log.Warn("assignments stream ended, going to the next manager", "manager", addr, "err", err)

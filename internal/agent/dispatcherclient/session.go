@@ -99,6 +99,11 @@ type Session struct {
 	// held is the node's state as the last stream left it, which the
 	// next stream resumes from (assignments.go).
 	held held
+	// removed is closed when a manager refuses the node's certificate
+	// because the node was removed from the cluster (removedErr says so):
+	// heartbeats and the stream stop asking from then on.
+	removed    chan struct{}
+	removedErr error
 }
 
 var _ agent.Manager = (*Session)(nil)
@@ -126,7 +131,7 @@ func New(cfg Config) (*Session, error) {
 	base, stop := context.WithCancel(context.Background())
 	return &Session{cfg: cfg, log: cfg.Logger, base: base, stop: stop,
 		addrs: dedup(cfg.Managers), period: legion.HeartbeatPeriod, conns: map[string]*grpc.ClientConn{},
-		streamWake: make(chan struct{}, 1)}, nil
+		streamWake: make(chan struct{}, 1), removed: make(chan struct{})}, nil
 }
 
 // Start registers the node, trying every manager until one leader takes
@@ -164,6 +169,40 @@ func (s *Session) Close() error {
 		delete(s.conns, addr)
 	}
 	return errors.Join(errs...)
+}
+
+// Removed is closed once a manager refused the node because it was
+// removed from the cluster (legion node rm, legion delete node): the
+// managers gave its tasks to other nodes and will not hear from it
+// again, so whoever runs the node stops what it runs. The Session asks
+// the managers nothing more.
+func (s *Session) Removed() <-chan struct{} { return s.removed }
+
+// RemovedErr is the managers' refusal that closed Removed, nil before.
+func (s *Session) RemovedErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.removedErr
+}
+
+// noteRemoved closes Removed if err is the refusal of a removed node,
+// and reports whether it is.
+func (s *Session) noteRemoved(err error) bool {
+	if !legionpb.IsNodeRemoved(err) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.removedErr == nil {
+		// The managers' words, without the call's and gRPC's (IsNodeRemoved
+		// found the status).
+		var se interface{ GRPCStatus() *status.Status }
+		errors.As(err, &se)
+		s.removedErr = errors.New(se.GRPCStatus().Message())
+		close(s.removed)
+		s.log.Error("this node was removed from the cluster", "err", err)
+	}
+	return true
 }
 
 // PodCIDR is the pod subnet the managers gave the node (empty before
@@ -267,11 +306,13 @@ func (s *Session) heartbeats(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.removed:
+			return
 		case <-t.C:
 		}
 		// A node the managers do not know (NotFound) was removed by the
 		// operator: it is not registered again behind their back.
-		if err := s.heartbeat(ctx); err != nil && ctx.Err() == nil {
+		if err := s.heartbeat(ctx); err != nil && ctx.Err() == nil && !s.noteRemoved(err) {
 			s.log.Warn("heartbeat failed", "err", err)
 		}
 		t.Reset(s.currentPeriod())
@@ -388,7 +429,7 @@ func (s *Session) writeWithin(ctx context.Context, what string, d time.Duration,
 			return nil
 		}
 		last = fmt.Errorf("%s at %s: %w", what, addr, err)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || s.noteRemoved(err) {
 			return last
 		}
 		if !failover(err) {

@@ -325,4 +325,9 @@ func TestSessionForAnotherNodeIsRefused(t *testing.T) {
 	if err := s.Start(ctxT(t)); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("node-a's certificate registering node-b: %v, want PermissionDenied", err)
 	}
+	select {
+	case <-s.Removed():
+		t.Fatalf("a refusal for another reason taken for the node's removal: %v", s.RemovedErr())
+	default:
+	}
 }

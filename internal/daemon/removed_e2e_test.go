@@ -1,0 +1,67 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/testcluster"
+	"github.com/legionbsd/legion/jail/process"
+)
+
+// A worker removed from the cluster while it runs a task hears it from
+// the managers' refusal of its certificate: the task is the cluster's to
+// run elsewhere now, so the worker's pods stop and its agent ends saying
+// why, rather than running on unheard and asking again every second.
+func TestARemovedWorkerStopsItsPodsAndEnds(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, testcluster.Options{Leader: true, Workers: 1})
+	a := startWorkerAgents(t, c)[0]
+	worker := a.w.Server.NodeID()
+	cl := c.Client()
+	ctx := context.Background()
+	applyManifest(t, cl, strings.Replace(webService, "replicas: 3", "replicas: 1", 1))
+	poll(t, "a ready task of web on the worker", 60*time.Second, func() bool {
+		ts, _, err := cl.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		for _, o := range ts {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "web" && tk.Spec.Node == worker && tk.Status.Ready {
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := cl.Delete(ctx, legion.KindNode, "", worker, nil); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-a.done:
+		a.cancel()
+		a.cancel = nil // ended: nothing for the cleanup to stop
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker's agent still runs 30s after the node was removed")
+	}
+	if err == nil || !strings.Contains(err.Error(), "node "+worker+" was removed from the cluster at ") ||
+		!strings.Contains(err.Error(), "pods were stopped") {
+		t.Fatalf("the agent ended with %v, want the removal and that its pods were stopped", err)
+	}
+	rt, err := process.New(process.Config{DataDir: a.w.Dir, Shim: os.Args[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Wait()
+	left, err := rt.List(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Fatalf("%d containers left on the removed worker, want none", len(left))
+	}
+}
