@@ -73,6 +73,21 @@ func hasLimits(o legion.Object) bool {
 // warnApplied prints the warnings of the objects applied, reading the
 // nodes through list when any object could have one.
 func warnApplied(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.Object, error)) {
+	if err := warnOf(w, objs, list); err != nil {
+		fmt.Fprintf(w, "warning: what the nodes will do of this is not known: listing nodes: %v\n", err)
+	}
+}
+
+// warnListed prints the warnings of the objects legion get shows, as
+// apply does. A user who may not list nodes is told nothing more: a
+// listing is not the place to say what they cannot see.
+func warnListed(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.Object, error)) {
+	_ = warnOf(w, objs, list)
+}
+
+// warnOf prints what the nodes would leave undone of objs, reading the
+// nodes through list when any object could have a warning.
+func warnOf(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.Object, error)) error {
 	var routes []*legion.Route
 	for _, o := range objs {
 		if r, ok := o.(*legion.Route); ok {
@@ -80,12 +95,11 @@ func warnApplied(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]le
 		}
 	}
 	if len(routes) == 0 && !slices.ContainsFunc(objs, hasLimits) {
-		return
+		return nil
 	}
 	listed, err := list(legion.KindNode)
 	if err != nil {
-		fmt.Fprintf(w, "warning: what the nodes will do of this is not known: listing nodes: %v\n", err)
-		return
+		return err
 	}
 	nodes := make([]*legion.Node, 0, len(listed))
 	for _, o := range listed {
@@ -94,6 +108,7 @@ func warnApplied(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]le
 	for _, msg := range append(unservedRoutes(routes, nodes), unenforcedLimits(objs, nodes)...) {
 		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
+	return nil
 }
 
 // listWith lists a kind through the cluster's client.

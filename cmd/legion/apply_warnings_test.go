@@ -130,6 +130,12 @@ spec:
 			if !strings.Contains(out, "warning: job/capped: its resource limits are not enforced on process-platform nodes ("+n.Name+")") {
 				t.Errorf("no warning of the limits a process node ignores:\n%s", out)
 			}
+			// legion get says it too, after the listing.
+			got, err := runLegion(t, "", append([]string{"get", "routes"}, flags...)...)
+			if warned := strings.Contains(got, "warning: route/web: no ready node serves Routes over HTTP"); err != nil ||
+				!strings.Contains(got, "web.example.test") || warned != tc.warned {
+				t.Errorf("get routes: warned %v, want %v (%v):\n%s", warned, tc.warned, err, got)
+			}
 			desc, err := runLegion(t, "", append([]string{"describe", "node", n.Name}, flags...)...)
 			if served := strings.Contains(desc, "Ingress:") && strings.Contains(desc, "serves Routes over HTTP at 127.0.0.1:0"); err != nil || served == tc.warned {
 				t.Errorf("describe node (ingress %q): %v\n%s", tc.listen, err, desc)

@@ -176,7 +176,11 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 					return err
 				}
 				l := objectListing([]legion.Object{o}, false, true, time.Now())
-				return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+				if err := l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm); err != nil {
+					return err
+				}
+				warnListed(cmd.ErrOrStderr(), []legion.Object{o}, listWith(ctxOf(cmd), cl))
+				return nil
 			}
 			objs, _, err := cl.List(ctxOf(cmd), kind, opts)
 			if err != nil {
@@ -184,7 +188,11 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 			}
 			l := objectListing(objs, f.all, false, time.Now())
 			l.none = plural(strings.ToLower(string(kind)))
-			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+			if err := l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm); err != nil {
+				return err
+			}
+			warnListed(cmd.ErrOrStderr(), objs, listWith(ctxOf(cmd), cl))
+			return nil
 		},
 	}
 	f.add(cmd, true)
