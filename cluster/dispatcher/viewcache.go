@@ -631,7 +631,7 @@ func (c *viewCache) publish() {
 // now (both in name order, as Compute gives them): a task whose endpoint
 // did not change is not touched, so one task becoming ready, or not, or
 // moving is one change whatever the service's size.
-func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []endpoints.Task) {
+func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []*endpoints.Task) {
 	i := 0
 	for _, t := range now {
 		for i < len(was) && was[i].Name < t.Name {
@@ -641,7 +641,7 @@ func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []endpoints
 		}
 		k := epTaskKey(sk, t.Name)
 		if i < len(was) && was[i].Name == t.Name {
-			same := was[i] == t
+			same := *was[i] == *t
 			i++
 			if _, ok := c.epTasks.items[k]; same && ok {
 				continue

@@ -70,7 +70,7 @@ func TestOpenPlatformJailsOtherPlan(t *testing.T) {
 
 	nw.Apply(ctx, []*endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.43.0.1", Labels: map[string]string{"app": "web"},
 		Ports: []endpoints.Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}},
-		Tasks: []endpoints.Task{{Name: "web-1", IP: ip, Node: "n1", Slot: 1}}}}, nil)
+		Tasks: []*endpoints.Task{{Name: "web-1", IP: ip, Node: "n1", Slot: 1}}}}, nil)
 	nw.ApplyPeers(ctx, []endpoints.Peer{{Name: "n2", PodCIDR: "10.42.5.0/24", PublicKey: "KEY2", Endpoint: "192.0.2.5:51820"}})
 	svc, pol := lastStdin(f, "pfctl -a legion/svc -f -"), lastStdin(f, "pfctl -a legion/policy -f -")
 	for what, wants := range map[string][]string{

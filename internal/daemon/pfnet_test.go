@@ -145,7 +145,7 @@ func TestPFNetworkPodLifecycle(t *testing.T) {
 
 	n.Apply(ctx, []*endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Labels: map[string]string{"app": "web"},
 		Ports: []endpoints.Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}},
-		Tasks: []endpoints.Task{{Name: "web-1", IP: ip, Node: "n1", Slot: 1}}}}, nil)
+		Tasks: []*endpoints.Task{{Name: "web-1", IP: ip, Node: "n1", Slot: 1}}}}, nil)
 	select {
 	case err := <-joined:
 		if err != nil {
@@ -392,7 +392,7 @@ func TestPFNetworkEnforcesThePolicyState(t *testing.T) {
 		t.Fatal(err)
 	}
 	services := []*endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Labels: map[string]string{"app": "web"},
-		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080}}, Tasks: []endpoints.Task{{Name: "web-1", IP: ip, Node: "n1"}}}}
+		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080}}, Tasks: []*endpoints.Task{{Name: "web-1", IP: ip, Node: "n1"}}}}
 	members := endpoints.MembersOf([]*endpoints.Member{
 		{Namespace: "shop", Service: "web", Task: "web-1", IP: ip, Node: "n1"},
 		{Namespace: "shop", Task: "report-1", IP: "10.200.5.9", Node: "n2"},

@@ -22,7 +22,11 @@ type Service struct {
 	DNSRR     bool              `json:"dnsrr,omitempty"`
 	Stateful  bool              `json:"stateful,omitempty"`
 	Ports     []Port            `json:"ports,omitempty"`
-	Tasks     []Task            `json:"tasks,omitempty"` // ready tasks only
+	// Tasks are its ready tasks, by name. Held by pointer: an agent makes
+	// a service's list again at every change to it (the list it handed
+	// over is shared), and in a rollout that is every service at every
+	// message, so the copy is of pointers, not of the tasks.
+	Tasks []*Task `json:"tasks,omitempty"`
 }
 
 // Port is a service port with its target resolved to a number.
@@ -53,13 +57,13 @@ func Ready(t *legion.Task) bool {
 // Compute lists every service with its ready tasks, in name order, so the
 // same state always gives the same list.
 func Compute(services []*legion.Service, tasks []*legion.Task) []Service {
-	ready := map[string][]Task{}
+	ready := map[string][]*Task{}
 	for _, t := range tasks {
 		if !Ready(t) {
 			continue
 		}
 		k := t.Metadata.Namespace + "/" + t.Spec.Owner.Name
-		ready[k] = append(ready[k], Task{Name: t.Metadata.Name, IP: t.Status.IP, Node: t.Spec.Node, Slot: t.Spec.Slot})
+		ready[k] = append(ready[k], &Task{Name: t.Metadata.Name, IP: t.Status.IP, Node: t.Spec.Node, Slot: t.Spec.Slot})
 	}
 	out := make([]Service, 0, len(services))
 	for _, s := range services {

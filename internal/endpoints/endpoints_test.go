@@ -46,10 +46,10 @@ spec:
 		task("db-1", "db", "", 1, true, legion.TaskStarting),
 	})
 	want := []Service{
-		{Namespace: "default", Name: "db", DNSRR: true, Stateful: true, Tasks: []Task{{Name: "db-0", IP: "10.200.0.4", Node: "n1", Slot: 0}}},
+		{Namespace: "default", Name: "db", DNSRR: true, Stateful: true, Tasks: []*Task{{Name: "db-0", IP: "10.200.0.4", Node: "n1", Slot: 0}}},
 		{Namespace: "default", Name: "web", Labels: map[string]string{"app": "web"}, VIP: "10.201.0.1",
 			Ports: []Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080, Publish: legion.PublishIngress, PublishedPort: 8000}},
-			Tasks: []Task{{Name: "web-1-1", IP: "10.200.0.2", Node: "n1", Slot: 1}, {Name: "web-2-1", IP: "10.200.0.3", Node: "n1", Slot: 2}}},
+			Tasks: []*Task{{Name: "web-1-1", IP: "10.200.0.2", Node: "n1", Slot: 1}, {Name: "web-2-1", IP: "10.200.0.3", Node: "n1", Slot: 2}}},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("endpoints (-want +got):\n%s", d)
@@ -140,8 +140,8 @@ func TestComputeRoutes(t *testing.T) {
 	tls.Status.Challenges = []legion.ACMEChallenge{{Host: "shop.example", Token: "tok", KeyAuthorization: "tok.key"}, {Host: "other.example", Token: "x", KeyAuthorization: "y"}}
 	services := []Service{
 		{Namespace: "shop", Name: "web", Ports: []Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}, {Name: "admin", Protocol: legion.TCP, Port: 81, TargetPort: 9090}},
-			Tasks: []Task{{Name: "web-1", IP: "10.200.0.2"}, {Name: "web-2", IP: "10.200.1.3"}}},
-		{Namespace: "shop", Name: "api", Ports: []Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 3000}}, Tasks: []Task{{Name: "api-1", IP: "10.200.0.4"}}},
+			Tasks: []*Task{{Name: "web-1", IP: "10.200.0.2"}, {Name: "web-2", IP: "10.200.1.3"}}},
+		{Namespace: "shop", Name: "api", Ports: []Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 3000}}, Tasks: []*Task{{Name: "api-1", IP: "10.200.0.4"}}},
 	}
 	got := ComputeRoutes([]*legion.Route{
 		tls,

@@ -163,7 +163,7 @@ func TestMembersBesideTakeWholePartsApart(t *testing.T) {
 	// task of service s.
 	start := func() *state {
 		as := agent.Assignments{Endpoints: []*endpoints.Service{{Namespace: "web", Name: "s",
-			Tasks: []endpoints.Task{{Name: "b", IP: "10.0.0.2", Node: "n1"}}}},
+			Tasks: []*endpoints.Task{{Name: "b", IP: "10.0.0.2", Node: "n1"}}}},
 			Policies: &endpoints.Policies{Members: endpoints.MembersOf([]*endpoints.Member{
 				member("a", "", "10.0.0.1"), member("b", "s", "10.0.0.2"), member("c", "s", "10.0.0.3")})}}
 		return stateOf(as)

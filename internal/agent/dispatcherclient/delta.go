@@ -306,22 +306,22 @@ func (k *keyed[T]) list() []T {
 // copies a pointer per service and makes the changed services alone
 // again.
 type serviceEndpoints struct {
-	heads *keyed[endpoints.Service]         // by namespace NUL name, Tasks nil
-	tasks map[string]*keyed[endpoints.Task] // by the service's key, then task name
-	out   []*endpoints.Service              // the list last handed over; nil when it is to be built whole
+	heads *keyed[endpoints.Service]          // by namespace NUL name, Tasks nil
+	tasks map[string]*keyed[*endpoints.Task] // by the service's key, then task name
+	out   []*endpoints.Service               // the list last handed over; nil when it is to be built whole
 	// stale are the services whose tasks changed since out was built:
 	// a hand-over after a task change builds only those again.
 	stale map[string]bool
 }
 
 func newServiceEndpoints() *serviceEndpoints {
-	return &serviceEndpoints{heads: newKeyed[endpoints.Service](), tasks: map[string]*keyed[endpoints.Task]{}, stale: map[string]bool{}}
+	return &serviceEndpoints{heads: newKeyed[endpoints.Service](), tasks: map[string]*keyed[*endpoints.Task]{}, stale: map[string]bool{}}
 }
 
 // put takes a service with its tasks: its header and tasks replace what
 // was held.
 func (e *serviceEndpoints) put(key string, svc endpoints.Service) {
-	ts := newKeyed[endpoints.Task]()
+	ts := newKeyed[*endpoints.Task]()
 	for _, t := range svc.Tasks {
 		ts.set(t.Name, t)
 	}
@@ -381,16 +381,16 @@ func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) (*taskChanges, err
 		}
 	}
 	if it := set.GetEndpointTaskChanges(); it != nil {
-		decode := decodeJSON[endpoints.Task]
+		decode := decodeJSON[*endpoints.Task]
 		if set.GetTypedValues() {
-			decode = endpoints.TaskFromWire
+			decode = taskFromWire
 		}
 		keys, vals, err := decodeItems(it, "endpoint task", decode)
 		if err != nil {
 			return nil, err
 		}
 		if it.GetReplace() {
-			e.tasks, e.out = map[string]*keyed[endpoints.Task]{}, nil
+			e.tasks, e.out = map[string]*keyed[*endpoints.Task]{}, nil
 		}
 		e.putTasks(keys, vals)
 		e.removeTasks(it.GetRemoved())
@@ -399,10 +399,20 @@ func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) (*taskChanges, err
 	return nil, nil
 }
 
+// taskFromWire decodes an endpoint task in the wire format, to be held
+// by pointer (see endpoints.Service.Tasks).
+func taskFromWire(data []byte) (*endpoints.Task, error) {
+	t, err := endpoints.TaskFromWire(data)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
 // taskChanges are the endpoint task changes of a message, decoded.
 type taskChanges struct {
 	keys    []string // in order
-	vals    []endpoints.Task
+	vals    []*endpoints.Task
 	removed []string
 	replace bool
 }
@@ -460,11 +470,11 @@ func byService(keys []string, fn func(svc string, from, to int, names []string))
 // a rollout's tasks service by service: each service's run of them goes
 // into its list in one pass (keyed.setAll), not one insertion each, which
 // moved the tasks after it every time.
-func (e *serviceEndpoints) putTasks(keys []string, vals []endpoints.Task) {
+func (e *serviceEndpoints) putTasks(keys []string, vals []*endpoints.Task) {
 	byService(keys, func(svc string, from, to int, names []string) {
 		ts := e.tasks[svc]
 		if ts == nil {
-			ts = newKeyed[endpoints.Task]()
+			ts = newKeyed[*endpoints.Task]()
 			e.tasks[svc] = ts
 		}
 		ts.setAll(names, vals[from:to])

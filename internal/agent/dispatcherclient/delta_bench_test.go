@@ -28,7 +28,7 @@ func benchState(b *testing.B) *state {
 			name := fmt.Sprintf("svc-%03d-%03d", s, r)
 			ip := fmt.Sprintf("10.200.%d.%d", r, 2+s)
 			node := fmt.Sprintf("node-%03d", (s*replicas+r)%256)
-			e.Tasks = append(e.Tasks, endpoints.Task{Name: name, IP: ip, Node: node, Slot: r + 1})
+			e.Tasks = append(e.Tasks, &endpoints.Task{Name: name, IP: ip, Node: node, Slot: r + 1})
 			members = append(members, &endpoints.Member{Namespace: "default", Task: name, Service: e.Name, IP: ip, Node: node})
 		}
 		as.Endpoints = append(as.Endpoints, &e)

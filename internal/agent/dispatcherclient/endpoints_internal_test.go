@@ -53,13 +53,13 @@ func deepCopy(t *testing.T, l []*endpoints.Service) []*endpoints.Service {
 // change stay as they were.
 func TestEndpointTasksFoldIntoServices(t *testing.T) {
 	t.Parallel()
-	task := func(name, ip string) endpoints.Task {
-		return endpoints.Task{Name: name, IP: ip, Node: "n1", Slot: 1}
+	task := func(name, ip string) *endpoints.Task {
+		return &endpoints.Task{Name: name, IP: ip, Node: "n1", Slot: 1}
 	}
 	web := endpoints.Service{Namespace: "shop", Name: "web", VIP: "10.201.0.1", Ports: []endpoints.Port{{Protocol: "tcp", Port: 80, TargetPort: 8080}},
-		Tasks: []endpoints.Task{task("web-1", "10.200.0.1"), task("web-3", "10.200.0.3"), task("web-5", "10.200.0.5")}}
+		Tasks: []*endpoints.Task{task("web-1", "10.200.0.1"), task("web-3", "10.200.0.3"), task("web-5", "10.200.0.5")}}
 	idle := endpoints.Service{Namespace: "shop", Name: "idle", VIP: "10.201.0.2"}
-	db := endpoints.Service{Namespace: "vault", Name: "db", DNSRR: true, Stateful: true, Tasks: []endpoints.Task{task("db-0", "10.200.1.1"), task("db-1", "10.200.1.2")}}
+	db := endpoints.Service{Namespace: "vault", Name: "db", DNSRR: true, Stateful: true, Tasks: []*endpoints.Task{task("db-0", "10.200.1.1"), task("db-1", "10.200.1.2")}}
 	first, err := decode(&legionpb.AssignmentSet{Endpoints: endpointsJSON(t, idle, web, db)})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 	before = s.assignments().Endpoints
 	beforeCopy = deepCopy(t, before)
 
-	web.Tasks = []endpoints.Task{task("web-1", "10.200.0.1"), task("web-2", "10.200.0.2"), task("web-3", "10.200.0.3"), task("web-5", "10.200.0.5")}
+	web.Tasks = []*endpoints.Task{task("web-1", "10.200.0.1"), task("web-2", "10.200.0.2"), task("web-3", "10.200.0.3"), task("web-5", "10.200.0.5")}
 	handed := before
 	step("web-2 ready", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{
 		"shop\x00web\x00web-2": itemJSON(t, task("web-2", "10.200.0.2"))})}}, idle, web, db)
@@ -107,7 +107,7 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 		}
 	}
 
-	web.Tasks = []endpoints.Task{task("web-1", "10.200.0.1"), task("web-2", "10.200.0.2"), task("web-3", "10.200.9.3")}
+	web.Tasks = []*endpoints.Task{task("web-1", "10.200.0.1"), task("web-2", "10.200.0.2"), task("web-3", "10.200.9.3")}
 	step("web-3 moved, web-5 not ready", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{
 		Put:     legionpb.ItemsPut(map[string][]byte{"shop\x00web\x00web-3": itemJSON(t, task("web-3", "10.200.9.3"))}),
 		Removed: []string{"shop\x00web\x00web-5"}}}, idle, web, db)
@@ -115,7 +115,7 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 	head := web
 	head.Tasks, head.VIP = nil, "10.201.0.9"
 	web.VIP = "10.201.0.9"
-	idle.Tasks = []endpoints.Task{task("idle-1", "10.200.3.1")}
+	idle.Tasks = []*endpoints.Task{task("idle-1", "10.200.3.1")}
 	step("web's VIP changed, idle's first task", &legionpb.AssignmentSet{
 		EndpointServiceChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"shop\x00web": itemJSON(t, head)})},
 		EndpointTaskChanges:    &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"shop\x00idle\x00idle-1": itemJSON(t, task("idle-1", "10.200.3.1"))})}},
@@ -132,7 +132,7 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 	step("idle back, without tasks", &legionpb.AssignmentSet{
 		EndpointServiceChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{"shop\x00idle": itemJSON(t, idle)})}}, idle, web)
 
-	api := endpoints.Service{Namespace: "shop", Name: "api", VIP: "10.201.0.3", Tasks: []endpoints.Task{task("api-1", "10.200.4.1")}}
+	api := endpoints.Service{Namespace: "shop", Name: "api", VIP: "10.201.0.3", Tasks: []*endpoints.Task{task("api-1", "10.200.4.1")}}
 	apiHead := api
 	apiHead.Tasks = nil
 	step("api new", &legionpb.AssignmentSet{
@@ -144,7 +144,7 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 	// then removed, more than fewChanges each (merged in one pass).
 	rollout := map[string][]byte{"shop\x00web\x00web-1": itemJSON(t, task("web-1", "10.200.8.1"))}
 	var gone []string
-	web.Tasks = []endpoints.Task{task("web-1", "10.200.8.1")}
+	web.Tasks = []*endpoints.Task{task("web-1", "10.200.8.1")}
 	for i := 10; i < 22; i++ {
 		name := fmt.Sprintf("web-%d", i)
 		rollout["shop\x00web\x00"+name] = itemJSON(t, task(name, fmt.Sprintf("10.200.8.%d", i)))
@@ -154,21 +154,21 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 		}
 	}
 	web.Tasks = append(web.Tasks, task("web-2", "10.200.0.2"), task("web-3", "10.200.9.3"))
-	slices.SortFunc(web.Tasks, func(a, b endpoints.Task) int { return strings.Compare(a.Name, b.Name) }) // a whole set's order
+	slices.SortFunc(web.Tasks, func(a, b *endpoints.Task) int { return strings.Compare(a.Name, b.Name) }) // a whole set's order
 	step("a rollout's tasks of web", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Put: legionpb.ItemsPut(rollout)}}, api, idle, web)
 	gone = append(gone, "shop\x00web\x00web-2", "shop\x00web\x00web-3")
-	web.Tasks = []endpoints.Task{task("web-1", "10.200.8.1"), task("web-20", "10.200.8.20"), task("web-21", "10.200.8.21")}
+	web.Tasks = []*endpoints.Task{task("web-1", "10.200.8.1"), task("web-20", "10.200.8.20"), task("web-21", "10.200.8.21")}
 	step("a rollout's old tasks of web gone", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Removed: gone}}, api, idle, web)
 
 	// A manager that sends whole services (it predates endpoint tasks):
 	// a service put replaces its tasks, none included meaning none.
-	web.Tasks = []endpoints.Task{task("web-7", "10.200.0.7")}
+	web.Tasks = []*endpoints.Task{task("web-7", "10.200.0.7")}
 	api.Tasks = nil
 	step("whole services", &legionpb.AssignmentSet{EndpointChanges: &legionpb.Items{Put: legionpb.ItemsPut(map[string][]byte{
 		"shop\x00web": itemJSON(t, web), "shop\x00api": itemJSON(t, api)})}}, api, idle, web)
 
 	// The tasks part sent whole (a stream behind the manager's log).
-	web.Tasks = []endpoints.Task{task("web-8", "10.200.0.8")}
+	web.Tasks = []*endpoints.Task{task("web-8", "10.200.0.8")}
 	step("every task again", &legionpb.AssignmentSet{EndpointTaskChanges: &legionpb.Items{Replace: true, Put: legionpb.ItemsPut(map[string][]byte{
 		"shop\x00web\x00web-8": itemJSON(t, task("web-8", "10.200.0.8"))})}}, api, idle, web)
 
