@@ -41,12 +41,16 @@ tasks, l follows the selected task's log in a pane, and keys act on the
 selected row through the calls the CLI makes (drain, pause, activate,
 scale, rollback, suspend, resume, delete: asked first where it cannot be
 undone). NO_COLOR draws without colours. --once prints every view as text
-and exits.
+and exits; without a terminal, that or a listing below is what works.
 
 legion top nodes, tasks and services print what the nodes' last reports
 say is used, against capacity, requests and limits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !once && !onTerminal(cmd) {
+				return errors.New("legion top draws in a terminal, and standard input and output are not both one: " +
+					"--once prints every view as text, legion top nodes|tasks|services print one table")
+			}
 			cl, err := c.connect(cmd)
 			if err != nil {
 				return err
@@ -70,6 +74,14 @@ say is used, against capacity, requests and limits.`,
 	cmd.Flags().BoolVar(&once, "once", false, "print every view as text and exit")
 	cmd.Flags().IntVar(&width, "width", 0, "with --once, the width to lay the views out in (default: the terminal's, or 160)")
 	return cmd
+}
+
+// onTerminal: the command reads and writes a terminal, as the live view
+// needs (it takes keys and draws on the screen).
+func onTerminal(cmd *cobra.Command) bool {
+	in, ok := cmd.InOrStdin().(*os.File)
+	out, ok2 := cmd.OutOrStdout().(*os.File)
+	return ok && ok2 && term.IsTerminal(int(in.Fd())) && term.IsTerminal(int(out.Fd()))
 }
 
 func termWidth() int {

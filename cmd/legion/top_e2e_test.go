@@ -50,3 +50,15 @@ func TestTopOnADaemon(t *testing.T) {
 		}
 	}
 }
+
+// Without a terminal, legion top's live view is refused before anything
+// is asked of the cluster, naming what prints instead (it failed with
+// "could not open a new TTY").
+func TestTopWithoutATerminalSaysWhatPrints(t *testing.T) {
+	t.Parallel()
+	out, err := runLegion(t, "", "top", "--server", "127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "--once prints every view as text") ||
+		!strings.Contains(err.Error(), "legion top nodes|tasks|services") {
+		t.Fatalf("legion top without a terminal: %v\n%s", err, out)
+	}
+}
