@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -51,6 +52,17 @@ var (
 	// command, an exec format error, a wrong platform.
 	ErrPermanent = errors.New("permanent failure")
 )
+
+// PermanentReason is why a failure marked ErrPermanent cannot be fixed by
+// trying again: its text after the mark, without the call and container
+// id before it, for a user who knows which container they asked for.
+func PermanentReason(err error) string {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, ErrPermanent.Error()+": "); ok {
+		return after
+	}
+	return msg
+}
 
 // Mount kinds.
 const (

@@ -38,6 +38,14 @@ func TestExecOnADaemon(t *testing.T) {
 	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "terminal is not offered by the process runtime") {
 		t.Errorf("exec -t on the process runtime: %v", err)
 	}
+	// A command the image lacks is named, with the container, and no
+	// runtime id or internal mark.
+	root = rootWith(&syncBuffer{}, &syncBuffer{}, "exec", "shell", "--server", n.API, "--credentials", n.Admin, "--", "/bin/no-such-shell")
+	if err := root.ExecuteContext(ctx); err == nil ||
+		!strings.Contains(err.Error(), "container app of task default/shell-1-1: fork/exec /bin/no-such-shell: no such file or directory") ||
+		strings.Contains(err.Error(), "permanent failure") {
+		t.Errorf("exec of a missing command: %v", err)
+	}
 	root = rootWith(&syncBuffer{}, &syncBuffer{}, "exec", "shell", "--server", n.API, "--credentials", n.Admin, "/app/server")
 	if err := root.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "put -- between") {
 		t.Errorf("exec without --: %v", err)

@@ -139,7 +139,7 @@ func execStatus(o *legionpb.SessionOffer, err error) error {
 	case errors.Is(err, jail.ErrNotRunning):
 		return status.Errorf(codes.FailedPrecondition, "container %s of task %s/%s is not running", o.Container, o.Namespace, o.Task)
 	case errors.Is(err, jail.ErrPermanent):
-		return status.Errorf(codes.InvalidArgument, "%v", err)
+		return status.Errorf(codes.InvalidArgument, "container %s of task %s/%s: %s", o.Container, o.Namespace, o.Task, jail.PermanentReason(err))
 	}
 	return status.Errorf(codes.Internal, "%v", err)
 }
