@@ -124,6 +124,9 @@ func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb
 			return nil, toStatus(err)
 		}
 	}
+	if err := refuseInUse(st, kind, ns, req.Name); err != nil {
+		return nil, err
+	}
 	obj, err := st.Delete(ctx, kind, ns, req.Name, pre)
 	if err != nil {
 		return nil, toStatus(err)

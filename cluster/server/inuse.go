@@ -1,0 +1,59 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// maxUsersNamed is how many of a Secret's or Config's users a refused
+// delete names.
+const maxUsersNamed = 5
+
+// refuseInUse refuses (FailedPrecondition) deleting a Secret or Config
+// that a workload of its namespace still names: as Swarm refuses, since
+// apply refuses a workload naming one that does not exist, and every
+// task started from then on would fail for want of it. A Job that is over
+// starts no more tasks and does not count.
+func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
+	if kind != legion.KindSecret && kind != legion.KindConfig {
+		return nil
+	}
+	if _, _, err := st.Get(kind, ns, name); err != nil {
+		return nil // the delete says what became of it
+	}
+	var users []string
+	for _, k := range []legion.Kind{legion.KindService, legion.KindJob, legion.KindCronJob} {
+		objs, _, err := st.List(k, ns, func(o legion.Object) bool {
+			if j, ok := o.(*legion.Job); ok && (j.Status.State == legion.JobComplete || j.Status.State == legion.JobFailed) {
+				return false
+			}
+			pod := legion.PodOf(o)
+			if pod == nil {
+				return false
+			}
+			uses := false
+			podReferences(pod, func(k legion.Kind, n, _ string) { uses = uses || k == kind && n == name })
+			return uses
+		})
+		if err != nil {
+			return toStatus(err)
+		}
+		for _, o := range objs {
+			users = append(users, strings.ToLower(string(o.GetKind()))+"/"+o.GetMetadata().Name)
+		}
+	}
+	if len(users) == 0 {
+		return nil
+	}
+	named := strings.Join(users[:min(len(users), maxUsersNamed)], ", ")
+	if len(users) > maxUsersNamed {
+		named += fmt.Sprintf(" and %d more", len(users)-maxUsersNamed)
+	}
+	return status.Errorf(codes.FailedPrecondition, "%s %s/%s is in use by %s: take it out of their specs, or delete them, first (nothing deleted)",
+		kind, ns, name, named)
+}
