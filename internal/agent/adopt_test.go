@@ -187,7 +187,7 @@ func TestAgentReportsAStoppingTaskWhosePodIsGoneShutDown(t *testing.T) {
 	r := newRig(t)
 	task := testTask("t1")
 	task.Spec.DesiredState = legion.TaskShutdown
-	task.Status = legion.TaskStatus{State: legion.TaskRunning, Message: "draining", IP: testIP}
+	task.Status = legion.TaskStatus{State: legion.TaskRunning, Message: drainingMessage, IP: testIP}
 	r.start(t)
 	r.assign(nil, task)
 	st := r.mgr.await(t, "web-t1", "the stopped task reported", func(s legion.TaskStatus) bool { return s.State.Terminal() })

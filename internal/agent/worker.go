@@ -27,6 +27,10 @@ const (
 	DrainDelay = 2 * time.Second
 )
 
+// drainingMessage is a service task's status while it waits DrainDelay:
+// not "draining", which a user reads as the node's drain.
+const drainingMessage = "stopping: out of its service's endpoints, finishing open connections"
+
 // worker runs one task's pod, from preparing to removal.
 type worker struct {
 	a      *Agent
@@ -546,7 +550,7 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 	if state == legion.TaskShutdown && w.ready && !t.Spec.Job {
 		// Leave the endpoints first, then keep serving for the drain.
 		w.ready = false
-		w.report(ctx, legion.TaskRunning, "draining")
+		w.report(ctx, legion.TaskRunning, drainingMessage)
 		select {
 		case <-time.After(DrainDelay):
 		case <-ctx.Done():

@@ -186,7 +186,7 @@ func TestAgentShutsDownTask(t *testing.T) {
 		t.Errorf("shutdown status: finished %v ready %v", st.Finished, st.Ready)
 	}
 	sts := r.mgr.of("web-t1")
-	drain := slices.IndexFunc(sts, isState(legion.TaskRunning, "draining"))
+	drain := slices.IndexFunc(sts, isState(legion.TaskRunning, drainingMessage))
 	if drain < 0 || sts[drain].Ready || drain > slices.IndexFunc(sts, isState(legion.TaskShutdown, "stopped")) {
 		t.Errorf("no drain reported (not ready) before the shutdown: %s", describe(sts))
 	}
@@ -207,7 +207,7 @@ func TestAgentRemovesUnassignedTask(t *testing.T) {
 
 	r.assign(nil, keep)
 	r.mgr.await(t, "web-gone", "the job shut down", isState(legion.TaskShutdown, "stopped"))
-	if sts := r.mgr.of("web-gone"); slices.ContainsFunc(sts, isState(legion.TaskRunning, "draining")) {
+	if sts := r.mgr.of("web-gone"); slices.ContainsFunc(sts, isState(legion.TaskRunning, drainingMessage)) {
 		t.Errorf("a job was drained: %s", describe(sts))
 	}
 	awaitGone(t, r, "gone")
