@@ -217,7 +217,11 @@ func descPod(d *describer, p legion.PodSpec) {
 	}
 	d.indent = in
 	if rp := p.RestartPolicy; rp != nil {
-		d.line("Restart", fmt.Sprintf("%s, delay %s, max attempts %d", rp.Condition, rp.Delay.D(), rp.MaxAttempts))
+		attempts := fmt.Sprintf("at most %d attempts", rp.MaxAttempts)
+		if rp.MaxAttempts == 0 {
+			attempts = "no limit on attempts"
+		}
+		d.line("Restart", fmt.Sprintf("%s, delay %s, %s", rp.Condition, rp.Delay.D(), attempts))
 	}
 }
 

@@ -23,6 +23,7 @@ func describeFixtures() (svc *legion.Service, tasks []*legion.Task, evs []legion
 	svc.Spec.Mode, svc.Spec.Replicas = legion.ModeReplicated, &three
 	svc.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "registry.example/web:2",
 		Resources: legion.Resources{Requests: legion.ResourceRequests{CPU: 250, Memory: 64 << 20}}}}
+	svc.Spec.Pod.RestartPolicy = &legion.RestartPolicy{Condition: legion.RestartOnFailure, Delay: legion.Duration(5 * time.Second)} // no limit
 	svc.Spec.Update.FailureAction, svc.Spec.Update.Order = legion.FailureRollback, legion.StopFirst
 	svc.Status = legion.ServiceStatus{Replicas: 3, Running: 2, Ready: 1, VIP: "10.96.0.7",
 		Update: &legion.UpdateStatus{State: legion.UpdateRolledBack, Message: "task web-2 failed", Started: describeAgo(5 * time.Minute), Completed: describeAgo(time.Minute)}}
