@@ -78,11 +78,19 @@ func warnApplied(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]le
 	}
 }
 
-// warnListed prints the warnings of the objects legion get shows, as
-// apply does. A user who may not list nodes is told nothing more: a
-// listing is not the place to say what they cannot see.
+// warnListed prints, after legion get shows Routes, those no node
+// serves, as apply does: whether it is served is what a Route's listing
+// is read for. (Limits are warned of at apply only: a listing of
+// services does not show them.) A user who may not list nodes is told
+// nothing more: a listing is not the place to say what they cannot see.
 func warnListed(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.Object, error)) {
-	_ = warnOf(w, objs, list)
+	var routes []legion.Object
+	for _, o := range objs {
+		if o.GetKind() == legion.KindRoute {
+			routes = append(routes, o)
+		}
+	}
+	_ = warnOf(w, routes, list)
 }
 
 // warnOf prints what the nodes would leave undone of objs, reading the

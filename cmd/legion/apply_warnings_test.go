@@ -130,11 +130,15 @@ spec:
 			if !strings.Contains(out, "warning: job/capped: its resource limits are not enforced on process-platform nodes ("+n.Name+")") {
 				t.Errorf("no warning of the limits a process node ignores:\n%s", out)
 			}
-			// legion get says it too, after the listing.
+			// legion get routes says it too, after the listing; a listing
+			// of jobs leaves the limits to apply.
 			got, err := runLegion(t, "", append([]string{"get", "routes"}, flags...)...)
 			if warned := strings.Contains(got, "warning: route/web: no ready node serves Routes over HTTP"); err != nil ||
 				!strings.Contains(got, "web.example.test") || warned != tc.warned {
 				t.Errorf("get routes: warned %v, want %v (%v):\n%s", warned, tc.warned, err, got)
+			}
+			if got, err := runLegion(t, "", append([]string{"get", "jobs"}, flags...)...); err != nil || strings.Contains(got, "warning") {
+				t.Errorf("get jobs: %v\n%s", err, got)
 			}
 			desc, err := runLegion(t, "", append([]string{"describe", "node", n.Name}, flags...)...)
 			if served := strings.Contains(desc, "Ingress:") && strings.Contains(desc, "serves Routes over HTTP at 127.0.0.1:0"); err != nil || served == tc.warned {
