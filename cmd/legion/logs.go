@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,9 @@ func newLogsCommand() *cobra.Command {
 stderr to standard error. A service or job name reads every one of its
 tasks placed on a node and not being shut down, all at once, each line
 after the task's name ("web-1-1 | line") when there are several; with
-none, the task that last ended on a node. A finished task's output is
+none, the task that last ended on a node. Following a service (-f), the
+tasks it starts meanwhile (an update, a scale, a restart) join, until
+interrupted, as Docker's service logs -f. A finished task's output is
 kept on its node until the task is deleted. Name the kind to be sure
 (service/web, job/migrate, task/web-1-1). A pod with several containers
 needs -c.`,
@@ -95,8 +98,11 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 	if o.since > 0 {
 		lo.Since = time.Now().Add(-o.since)
 	}
-	tasks := logTasks(ctx, cl, target)
-	if len(tasks) < 2 {
+	found := logTasks(ctx, cl, target)
+	// Following a service's tasks, its new ones join (with none, the
+	// manager picks the one that last ended, as without -f).
+	grows := o.follow && found.service && len(found.names) > 0
+	if len(found.names) < 2 && !grows {
 		// A task, an owner of one, or one with none to follow (the
 		// manager picks the last that ended): no prefix, as before.
 		p := &logPrinter{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps}
@@ -105,58 +111,151 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 		}
 		return nil
 	}
-	var mu sync.Mutex // one line at a time, whole, from every task
+	r := &logReaders{cl: cl, arg: arg, target: target, lo: lo, tail: o.tail, started: map[string]bool{}, warn: cmd.ErrOrStderr(),
+		newPrinter: func(name string) *logPrinter {
+			return &logPrinter{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps, prefix: name + " | "}
+		}}
 	// The first task that fails ends the others.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, len(tasks))
-	for i, name := range tasks {
-		p := &logPrinter{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps, prefix: name + " | ", mu: &mu}
-		t := client.Target{Namespace: target.Namespace, Kind: legion.KindTask, Name: name, Container: target.Container}
-		wg.Add(1)
+	for _, name := range found.names {
+		r.start(rctx, cancel, name, false)
+	}
+	if grows {
+		// A service's tasks come and go (an update, a scale, a failure):
+		// the ones it starts from now on are followed too, as Docker's
+		// service logs -f does, until interrupted.
+		r.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			if err := readLogs(rctx, cl, t, lo, o.tail, p.print); err != nil && rctx.Err() == nil {
-				errs[i] = fmt.Errorf("logs %s, task %s: %w", arg, name, err)
-				cancel()
+			defer r.wg.Done()
+			if err := r.followNew(rctx, cancel, found.version); err != nil && rctx.Err() == nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: logs %s: no longer following the service's new tasks: %v\n", arg, err)
 			}
 		}()
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	r.wg.Wait()
+	return errors.Join(r.errs...)
 }
 
-// logTasks names the tasks of the service or job target names (either,
-// when its kind is not given) that are placed on a node and not told to
-// stop, in name order; none for a task. Tasks that cannot be listed
-// leave the choice to the manager, whose answer says what is wrong.
-func logTasks(ctx context.Context, cl *client.Client, target client.Target) []string {
-	if target.Kind == legion.KindTask {
-		return nil
+// logReaders reads several tasks' output at once, each line after its
+// task's name.
+type logReaders struct {
+	cl         *client.Client
+	arg        string
+	target     client.Target
+	lo         client.LogsOptions
+	tail       int
+	newPrinter func(task string) *logPrinter
+	warn       io.Writer // where a joined task's failure is said
+	wg         sync.WaitGroup
+	out        sync.Mutex // one line at a time, whole, from every task
+
+	mu      sync.Mutex
+	started map[string]bool
+	errs    []error
+}
+
+// start reads task name's output unless it is read already. A task
+// followed from the start that fails ends the others (cancel); one that
+// joined later (joined) is only warned of, as it may have gone meanwhile.
+func (r *logReaders) start(ctx context.Context, cancel context.CancelFunc, name string, joined bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started[name] {
+		return
 	}
-	ns := target.Namespace
-	if ns == "" {
-		ns = legion.DefaultNamespace
+	r.started[name] = true
+	p := r.newPrinter(name)
+	p.mu = &r.out
+	t := client.Target{Namespace: r.target.Namespace, Kind: legion.KindTask, Name: name, Container: r.target.Container}
+	lo, tail := r.lo, r.tail
+	if joined {
+		lo.Since, tail = time.Time{}, -1 // a new task: all it said
 	}
-	objs, _, err := cl.List(ctx, legion.KindTask, client.ListOptions{Namespace: ns})
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		err := readLogs(ctx, r.cl, t, lo, tail, p.print)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		err = fmt.Errorf("logs %s, task %s: %w", r.arg, name, err)
+		if joined {
+			r.out.Lock()
+			fmt.Fprintf(r.warn, "warning: %v\n", err)
+			r.out.Unlock()
+			return
+		}
+		r.mu.Lock()
+		r.errs = append(r.errs, err)
+		r.mu.Unlock()
+		cancel()
+	}()
+}
+
+// followNew watches the namespace's tasks from version and reads each new
+// task of the service once it has run on a node, until ctx ends.
+func (r *logReaders) followNew(ctx context.Context, cancel context.CancelFunc, version uint64) error {
+	w, err := r.cl.Watch(ctx, legion.KindTask, client.ListOptions{Namespace: cmp.Or(r.target.Namespace, legion.DefaultNamespace)}, version)
 	if err != nil {
-		return nil
+		return err
 	}
-	var names []string
+	defer w.Close()
+	for {
+		e, err := w.Next()
+		if err != nil {
+			return err
+		}
+		t, ok := e.Object.(*legion.Task)
+		if !ok || e.Type == client.Deleted || t.Spec.Owner.Kind != legion.KindService || t.Spec.Owner.Name != r.target.Name {
+			continue
+		}
+		if t.Status.Started != nil && !toldToStop(t) {
+			r.start(ctx, cancel, t.Metadata.Name, true)
+		}
+	}
+}
+
+// logSources is what the service or job a logs target names (either,
+// when its kind is not given) has to read: its tasks placed on a node and
+// not told to stop, in name order; none for a task. Tasks that cannot be
+// listed leave the choice to the manager, whose answer says what is
+// wrong.
+type logSources struct {
+	names   []string
+	version uint64 // of the listing, where a watch for new ones starts
+	service bool   // they are a service's, whose tasks come and go
+}
+
+func logTasks(ctx context.Context, cl *client.Client, target client.Target) logSources {
+	if target.Kind == legion.KindTask {
+		return logSources{}
+	}
+	objs, version, err := cl.List(ctx, legion.KindTask, client.ListOptions{Namespace: cmp.Or(target.Namespace, legion.DefaultNamespace)})
+	if err != nil {
+		return logSources{}
+	}
+	out := logSources{version: version, service: target.Kind == legion.KindService}
+	anyJob := false
 	for _, o := range objs {
 		t := o.(*legion.Task)
 		owner := t.Spec.Owner
 		if owner.Name != target.Name || (target.Kind != "" && owner.Kind != target.Kind) {
 			continue
 		}
+		if owner.Kind == legion.KindService {
+			out.service = true
+		} else {
+			anyJob = true
+		}
 		if t.Spec.Node == "" || toldToStop(t) {
 			continue
 		}
-		names = append(names, t.Metadata.Name)
+		out.names = append(out.names, t.Metadata.Name)
 	}
-	sort.Strings(names)
-	return names
+	out.service = out.service && !anyJob // a name both kinds hold: as before
+	sort.Strings(out.names)
+	return out
 }
 
 // toldToStop: the planner told the task to stop (an update's old task,

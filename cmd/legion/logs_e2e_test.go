@@ -113,6 +113,24 @@ spec:
 		}
 		return true
 	})
+	// A replica started while it follows joins, from its first line.
+	if err := rootWith(&syncBuffer{}, errOut, append([]string{"scale", "web", "4"}, flags...)...).ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var added string
+	waitFor(t, "the new replica's first line followed", func() bool {
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		for _, o := range tasks {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "web" && !slices.Contains(names, tk.Metadata.Name) {
+				added = tk.Metadata.Name
+			}
+		}
+		return added != "" && strings.Contains(out.String(), added+" | line one\n")
+	})
+	names = append(names, added)
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("legion logs web -f: %v (stderr %q)", err, errOut.String())
@@ -130,8 +148,8 @@ spec:
 		t.Fatalf("legion logs --tail 2: %v", err)
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(lines) != 6 {
-		t.Fatalf("--tail 2 printed %q, want two lines of each of 3 tasks", out.String())
+	if len(lines) != 2*len(names) {
+		t.Fatalf("--tail 2 printed %q, want two lines of each of %d tasks", out.String(), len(names))
 	}
 	seen := map[string]int{}
 	for _, line := range lines {
@@ -144,7 +162,7 @@ spec:
 			seen[name]++
 		}
 	}
-	if len(seen) != 3 {
+	if len(seen) != len(names) {
 		t.Errorf("--tail 2: \"line two\" from %v, want every task", seen)
 	}
 }
