@@ -285,7 +285,7 @@ func processPlatform(ctx context.Context, r sys.Runner, h doctorHost) []doctorCh
 		pod,
 		doctorCheck{Check: "resource limits", Status: doctorWarn, Found: "not enforced: requests place tasks, limits are not applied to the processes",
 			Fix: "run workloads that need limits on FreeBSD jails nodes (rctl)"},
-		doctorCheck{Check: "storage", Status: doctorWarn, Found: "no ZFS: images and volumes are plain directories (no clones, no zfs volumes or backups)",
+		doctorCheck{Check: "storage", Status: doctorWarn, Found: "no ZFS: images and volumes are plain directories: no clones, volume sizes not enforced, and a volume's backup is its files copied one by one while its tasks run, not a snapshot",
 			Fix: "use FreeBSD jails nodes with a ZFS pool where that matters"},
 		doctorCheck{Check: "network policy", Status: doctorWarn, Found: "not enforced: there is no pf here, so pods reach each other whatever NetworkPolicy says",
 			Fix: "use FreeBSD jails nodes (pf) for workloads that need policy"},

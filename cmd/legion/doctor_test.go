@@ -225,6 +225,11 @@ func TestDoctorOnThisHost(t *testing.T) {
 			t.Errorf("%s: the process platform has none, doctor says %+v", name, got[name])
 		}
 	}
+	// Directory volumes are backed up (file by file): storage does not
+	// say there are no backups.
+	if f := got["storage"].Found; strings.Contains(f, "no zfs volumes or backups") || !strings.Contains(f, "copied one by one") {
+		t.Errorf("storage: %q, want what a directory volume's backup is", f)
+	}
 }
 
 // A manager says its time in its status, which the skew check reads: on
