@@ -476,7 +476,8 @@ func (k *Keeper) ExecTarget(ctx context.Context, id string) (Record, error) {
 
 // Logs implements Runtime: the container's log records, the rotated
 // file's first; with Follow, new records as the supervisor writes them
-// until ctx ends or the reader is closed.
+// until ctx ends, the reader is closed or the container is removed (its
+// output then read to the end).
 func (k *Keeper) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCloser, error) {
 	if _, err := k.records.Get(id); err != nil {
 		return nil, err
@@ -519,8 +520,15 @@ func (k *Keeper) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadC
 				return
 			case <-k.clock.After(k.timing.Poll):
 			}
+			_, gone := k.records.Get(id)
 			if next, err = render(); err != nil {
 				pw.CloseWithError(err)
+				return
+			}
+			if errors.Is(gone, ErrNotFound) && len(next) == 0 {
+				// Removed, and nothing was written after: what a follow of
+				// a task whose pod went reads to its end, as docker logs -f
+				// ends with its container.
 				return
 			}
 		}

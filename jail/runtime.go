@@ -38,7 +38,8 @@ type Runtime interface {
 	// Exec runs a command in a running container and returns its exit code.
 	Exec(ctx context.Context, id string, spec ExecSpec) (int, error)
 	// Logs returns the container's output as log records (FormatRecord),
-	// following new output until ctx ends when follow is set.
+	// following new output until ctx ends or the container is removed
+	// when follow is set.
 	Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCloser, error)
 	Usage(ctx context.Context, id string) (Usage, error)
 }

@@ -69,6 +69,7 @@ func RunConformance(t *testing.T, newRuntime func(t *testing.T) jail.Runtime, op
 		{"Pod", s.testPod},
 		{"RemoveRunning", s.testRemoveRunning},
 		{"LogsFollow", s.testLogsFollow},
+		{"LogsFollowEndsWithTheContainer", s.testLogsFollowEndsWithTheContainer},
 		{"Usage", s.testUsage},
 	}
 	for _, tc := range tests {
@@ -544,6 +545,50 @@ func (s *suite) testLogsFollow(t *testing.T, r jail.Runtime) {
 	for sc.Scan() { // the reader must end once ctx ends
 	}
 }
+
+// A follow ends once its container is removed, after all it wrote: a
+// finished task's pod going is the end of its output.
+func (s *suite) testLogsFollowEndsWithTheContainer(t *testing.T, r jail.Runtime) {
+	s.create(t, r, s.spec(t, "c1", "echo last; sleep 600 & wait"))
+	s.start(t, r, "c1")
+	// Not s.ctx: its end would end the follow too, and hide a follow that
+	// does not end by itself.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rc, err := r.Logs(ctx, "c1", jail.LogOptions{Follow: true})
+	if err != nil {
+		t.Fatalf("logs: %v", err)
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
+	if !sc.Scan() {
+		t.Fatalf("follow ended before the first line: %v", sc.Err())
+	}
+	if rec, err := jail.ParseRecord(sc.Text()); err != nil || rec.Text != "last" {
+		t.Fatalf("first record %q (%v), want last", sc.Text(), err)
+	}
+	if err := r.Remove(s.ctx(t), "c1"); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		for sc.Scan() {
+		}
+		ended <- sc.Err()
+	}()
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Fatalf("the follow of a removed container ended with %v, want its end", err)
+		}
+	case <-time.After(followEndBound):
+		t.Fatalf("the follow still open %s after its container was removed", followEndBound)
+	}
+}
+
+// followEndBound is how long a follow may take to see its container gone
+// (runtimes poll their logs).
+const followEndBound = 30 * time.Second
 
 func (s *suite) testUsage(t *testing.T, r jail.Runtime) {
 	if _, err := r.Usage(s.ctx(t), "nope"); !errors.Is(err, jail.ErrNotFound) {

@@ -239,6 +239,8 @@ func (m *Memory) Remove(ctx context.Context, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.ctrs, id)
+	close(c.changed) // a follower wakes, to find it gone
+	c.changed = make(chan struct{})
 	m.emit(jail.EventRemoved, c, c.status.ExitCode)
 	return nil
 }
@@ -340,6 +342,8 @@ func (m *Memory) Logs(ctx context.Context, id string, opts jail.LogOptions) (io.
 		for {
 			m.mu.Lock()
 			recs, changed := slices.Clone(c.logs[sent:]), c.changed
+			_, gone := m.ctrs[id]
+			gone = !gone || m.ctrs[id] != c
 			m.mu.Unlock()
 			sent += len(recs)
 			for _, r := range recs {
@@ -350,8 +354,8 @@ func (m *Memory) Logs(ctx context.Context, id string, opts jail.LogOptions) (io.
 					return
 				}
 			}
-			if !opts.Follow {
-				pw.Close()
+			if !opts.Follow || gone {
+				pw.Close() // following ends with the container
 				return
 			}
 			select {
