@@ -41,9 +41,11 @@ func newLogsCommand() *cobra.Command {
 stderr to standard error. A service or job name reads every one of its
 tasks placed on a node and not being shut down, all at once, each line
 after the task's name ("web-1-1 | line") when there are several; with
-none, the task that last ended on a node. Following a service (-f), the
+none, the task that last ended on a node. Following (-f) a service, the
 tasks it starts meanwhile (an update, a scale, a restart) join, until
-interrupted, as Docker's service logs -f. A finished task's output is
+interrupted, as Docker's service logs -f; following a job, its new tasks
+join until it is over, and the command ends with its last task. A
+finished task's output is
 kept on its node until the task is deleted. Name the kind to be sure
 (service/web, job/migrate, task/web-1-1). A pod with several containers
 needs -c.`,
@@ -99,9 +101,11 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 		lo.Since = time.Now().Add(-o.since)
 	}
 	found := logTasks(ctx, cl, target)
-	// Following a service's tasks, its new ones join (with none, the
-	// manager picks the one that last ended, as without -f).
-	grows := o.follow && found.service && len(found.names) > 0
+	// Following a service's or a running job's tasks, its new ones join
+	// (with none, the manager picks the one that last ended, as without
+	// -f).
+	grows := o.follow && len(found.names) > 0 &&
+		(found.owner == legion.KindService || found.owner == legion.KindJob && !jobIsOver(ctx, cl, target.Namespace, target.Name))
 	if len(found.names) < 2 && !grows {
 		// A task, an owner of one, or one with none to follow (the
 		// manager picks the last that ended): no prefix, as before.
@@ -124,12 +128,34 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 	if grows {
 		// A service's tasks come and go (an update, a scale, a failure):
 		// the ones it starts from now on are followed too, as Docker's
-		// service logs -f does, until interrupted.
+		// service logs -f does, until interrupted. A job's are followed
+		// until it is over; the command then ends with its last task.
+		wctx, stopWatching := context.WithCancel(rctx)
+		defer stopWatching()
+		if found.owner == legion.KindJob {
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				defer stopWatching()
+				if err := jobOver(wctx, cl, target.Namespace, target.Name, found.version); err != nil {
+					if wctx.Err() == nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "warning: logs %s: not knowing when the job ends, its new tasks are no longer followed: %v\n", arg, err)
+					}
+					return
+				}
+				// The two watches keep no order between them: the tasks
+				// the job ended with are read from a listing after its end.
+				last := logTasks(wctx, cl, target)
+				for _, name := range last.names {
+					r.start(rctx, cancel, name, true)
+				}
+			}()
+		}
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			if err := r.followNew(rctx, cancel, found.version); err != nil && rctx.Err() == nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: logs %s: no longer following the service's new tasks: %v\n", arg, err)
+			if err := r.followNew(wctx, rctx, cancel, found.owner, found.version); err != nil && wctx.Err() == nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: logs %s: its new tasks are no longer followed: %v\n", arg, err)
 			}
 		}()
 	}
@@ -194,9 +220,10 @@ func (r *logReaders) start(ctx context.Context, cancel context.CancelFunc, name 
 }
 
 // followNew watches the namespace's tasks from version and reads each new
-// task of the service once it has run on a node, until ctx ends.
-func (r *logReaders) followNew(ctx context.Context, cancel context.CancelFunc, version uint64) error {
-	w, err := r.cl.Watch(ctx, legion.KindTask, client.ListOptions{Namespace: cmp.Or(r.target.Namespace, legion.DefaultNamespace)}, version)
+// task of the owner once it has run on a node, until wctx ends; the
+// reads go on under rctx.
+func (r *logReaders) followNew(wctx, rctx context.Context, cancel context.CancelFunc, owner legion.Kind, version uint64) error {
+	w, err := r.cl.Watch(wctx, legion.KindTask, client.ListOptions{Namespace: cmp.Or(r.target.Namespace, legion.DefaultNamespace)}, version)
 	if err != nil {
 		return err
 	}
@@ -207,11 +234,45 @@ func (r *logReaders) followNew(ctx context.Context, cancel context.CancelFunc, v
 			return err
 		}
 		t, ok := e.Object.(*legion.Task)
-		if !ok || e.Type == client.Deleted || t.Spec.Owner.Kind != legion.KindService || t.Spec.Owner.Name != r.target.Name {
+		if !ok || e.Type == client.Deleted || t.Spec.Owner.Kind != owner || t.Spec.Owner.Name != r.target.Name {
 			continue
 		}
 		if t.Status.Started != nil && !toldToStop(t) {
-			r.start(ctx, cancel, t.Metadata.Name, true)
+			r.start(rctx, cancel, t.Metadata.Name, true)
+		}
+	}
+}
+
+// jobDone: a Job that will start no more tasks.
+func jobDone(j *legion.Job) bool {
+	return j.Status.State == legion.JobComplete || j.Status.State == legion.JobFailed
+}
+
+// jobIsOver: job ns/name is done, or gone (what cannot be read is taken
+// as running: the watch says more).
+func jobIsOver(ctx context.Context, cl *client.Client, ns, name string) bool {
+	o, err := cl.Get(ctx, legion.KindJob, cmp.Or(ns, legion.DefaultNamespace), name)
+	if errors.Is(err, client.ErrNotFound) {
+		return true
+	}
+	return err == nil && jobDone(o.(*legion.Job))
+}
+
+// jobOver returns once job ns/name is done or deleted, watching it from
+// version (before it was last read, so its end is not missed).
+func jobOver(ctx context.Context, cl *client.Client, ns, name string, version uint64) error {
+	w, err := cl.Watch(ctx, legion.KindJob, client.ListOptions{Namespace: cmp.Or(ns, legion.DefaultNamespace)}, version)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	for {
+		e, err := w.Next()
+		if err != nil {
+			return err
+		}
+		if j, ok := e.Object.(*legion.Job); ok && j.Metadata.Name == name && (e.Type == client.Deleted || jobDone(j)) {
+			return nil
 		}
 	}
 }
@@ -223,8 +284,8 @@ func (r *logReaders) followNew(ctx context.Context, cancel context.CancelFunc, v
 // wrong.
 type logSources struct {
 	names   []string
-	version uint64 // of the listing, where a watch for new ones starts
-	service bool   // they are a service's, whose tasks come and go
+	version uint64      // of the listing, where a watch for new ones starts
+	owner   legion.Kind // KindService or KindJob when the tasks are all one's
 }
 
 func logTasks(ctx context.Context, cl *client.Client, target client.Target) logSources {
@@ -235,25 +296,25 @@ func logTasks(ctx context.Context, cl *client.Client, target client.Target) logS
 	if err != nil {
 		return logSources{}
 	}
-	out := logSources{version: version, service: target.Kind == legion.KindService}
-	anyJob := false
+	out := logSources{version: version, owner: target.Kind}
 	for _, o := range objs {
 		t := o.(*legion.Task)
 		owner := t.Spec.Owner
 		if owner.Name != target.Name || (target.Kind != "" && owner.Kind != target.Kind) {
 			continue
 		}
-		if owner.Kind == legion.KindService {
-			out.service = true
-		} else {
-			anyJob = true
+		if out.owner == "" {
+			out.owner = owner.Kind
+		} else if out.owner != owner.Kind {
+			out.owner = "" // a service and a job of one name: read as before
+			out.names = nil
+			break
 		}
 		if t.Spec.Node == "" || toldToStop(t) {
 			continue
 		}
 		out.names = append(out.names, t.Metadata.Name)
 	}
-	out.service = out.service && !anyJob // a name both kinds hold: as before
 	sort.Strings(out.names)
 	return out
 }

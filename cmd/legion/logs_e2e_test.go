@@ -4,7 +4,10 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +167,75 @@ spec:
 	}
 	if len(seen) != len(names) {
 		t.Errorf("--tail 2: \"line two\" from %v, want every task", seen)
+	}
+}
+
+// Following a job, the tasks it starts after the follow began join, and
+// the command ends by itself once the job is over. The first task waits
+// for a file the test makes (a host path, so it waits as long as the test
+// wants), so the later two start while the follow runs.
+func TestLogsFollowsAJobsTasksUntilItIsOver(t *testing.T) {
+	gate := t.TempDir()
+	n, ctx := helloCluster(t, `apiVersion: legion/v1
+kind: Namespace
+metadata: {name: batch}
+spec: {security: {allow: [hostPath]}}
+---
+apiVersion: legion/v1
+kind: Job
+metadata: {name: steps, namespace: batch}
+spec:
+  completions: 3
+  parallelism: 1
+  pod:
+    restartPolicy: {condition: on-failure, delay: 1s}
+    containers:
+      - name: app
+        image: localhost/hello:1
+        pullPolicy: never
+        args: [-cat, /gate/open]
+        volumeMounts: [{name: gate, path: /gate}]
+    volumes: [{name: gate, hostPath: {path: `+strconv.Quote(gate)+`}}]
+`)
+	var first string
+	waitFor(t, "the job's first task started", func() bool {
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: "batch"})
+		if err != nil {
+			return false
+		}
+		for _, o := range tasks {
+			if tk := o.(*legion.Task); tk.Status.Started != nil {
+				first = tk.Metadata.Name
+				return true
+			}
+		}
+		return false
+	})
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- rootWith(out, errOut, "logs", "-f", "job/steps", "-n", "batch", "--server", n.API, "--credentials", n.Admin).ExecuteContext(ctx)
+	}()
+	// The first task's attempts fail, saying so, until the file is there.
+	waitFor(t, "the follow reading the first task", func() bool { return strings.Contains(errOut.String(), first+" | ") })
+	if err := os.WriteFile(filepath.Join(gate, "open"), []byte("through\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("legion logs -f job/steps: %v (stderr %q)", err, errOut.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("legion logs -f job/steps still following after the job's end; printed %q", out.String())
+	}
+	got := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		if name, text, ok := strings.Cut(line, " | "); ok && text == "through" {
+			got[name] = true
+		}
+	}
+	if len(got) != 3 || !got[first] {
+		t.Fatalf("lines %q: want \"through\" from the first task and the two started after it", out.String())
 	}
 }
