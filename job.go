@@ -40,6 +40,9 @@ const (
 	JobFailed   JobState = "failed"
 )
 
+// Over reports whether a job in state s is done: it starts no more tasks.
+func (s JobState) Over() bool { return s == JobComplete || s == JobFailed }
+
 // JobStatus is what the controller says about a job.
 type JobStatus struct {
 	State     JobState      `json:"state,omitempty"`

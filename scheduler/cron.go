@@ -14,10 +14,6 @@ import (
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
 
-func jobDone(j *legion.Job) bool {
-	return j.Status.State == legion.JobComplete || j.Status.State == legion.JobFailed
-}
-
 // cronJobs makes each CronJob's Job for the latest run due since its last
 // schedule, applies suspend, startingDeadline and the concurrency policy,
 // trims its finished Jobs to the history limits, and deletes the Jobs of
@@ -73,7 +69,7 @@ func (p *planner) cronJob(cj *legion.CronJob, jobs []*legion.Job, names map[nsNa
 	}
 	var running []*legion.Job
 	for _, j := range jobs {
-		if !jobDone(j) {
+		if !j.Status.State.Over() {
 			running = append(running, j)
 		}
 	}

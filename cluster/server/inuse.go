@@ -29,7 +29,7 @@ func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
 	var users []string
 	for _, k := range []legion.Kind{legion.KindService, legion.KindJob, legion.KindCronJob} {
 		objs, _, err := st.List(k, ns, func(o legion.Object) bool {
-			if j, ok := o.(*legion.Job); ok && (j.Status.State == legion.JobComplete || j.Status.State == legion.JobFailed) {
+			if j, ok := o.(*legion.Job); ok && j.Status.State.Over() {
 				return false
 			}
 			pod := legion.PodOf(o)

@@ -223,29 +223,14 @@ func (r *logReaders) start(ctx context.Context, cancel context.CancelFunc, name 
 // task of the owner once it has run on a node, until wctx ends; the
 // reads go on under rctx.
 func (r *logReaders) followNew(wctx, rctx context.Context, cancel context.CancelFunc, owner legion.Kind, version uint64) error {
-	w, err := r.cl.Watch(wctx, legion.KindTask, client.ListOptions{Namespace: cmp.Or(r.target.Namespace, legion.DefaultNamespace)}, version)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	for {
-		e, err := w.Next()
-		if err != nil {
-			return err
-		}
+	return watchEach(wctx, r.cl, legion.KindTask, r.target.Namespace, version, func(e client.Event) bool {
 		t, ok := e.Object.(*legion.Task)
-		if !ok || e.Type == client.Deleted || t.Spec.Owner.Kind != owner || t.Spec.Owner.Name != r.target.Name {
-			continue
-		}
-		if t.Status.Started != nil && !toldToStop(t) {
+		if ok && e.Type != client.Deleted && t.Spec.Owner.Kind == owner && t.Spec.Owner.Name == r.target.Name &&
+			t.Status.Started != nil && !toldToStop(t) {
 			r.start(rctx, cancel, t.Metadata.Name, true)
 		}
-	}
-}
-
-// jobDone: a Job that will start no more tasks.
-func jobDone(j *legion.Job) bool {
-	return j.Status.State == legion.JobComplete || j.Status.State == legion.JobFailed
+		return false
+	})
 }
 
 // jobIsOver: job ns/name is done, or gone (what cannot be read is taken
@@ -255,13 +240,22 @@ func jobIsOver(ctx context.Context, cl *client.Client, ns, name string) bool {
 	if errors.Is(err, client.ErrNotFound) {
 		return true
 	}
-	return err == nil && jobDone(o.(*legion.Job))
+	return err == nil && o.(*legion.Job).Status.State.Over()
 }
 
 // jobOver returns once job ns/name is done or deleted, watching it from
 // version (before it was last read, so its end is not missed).
 func jobOver(ctx context.Context, cl *client.Client, ns, name string, version uint64) error {
-	w, err := cl.Watch(ctx, legion.KindJob, client.ListOptions{Namespace: cmp.Or(ns, legion.DefaultNamespace)}, version)
+	return watchEach(ctx, cl, legion.KindJob, ns, version, func(e client.Event) bool {
+		j, ok := e.Object.(*legion.Job)
+		return ok && j.Metadata.Name == name && (e.Type == client.Deleted || j.Status.State.Over())
+	})
+}
+
+// watchEach calls done with each change to the objects of kind in
+// namespace ns after version, until it says so (nil) or the watch ends.
+func watchEach(ctx context.Context, cl *client.Client, kind legion.Kind, ns string, version uint64, done func(client.Event) bool) error {
+	w, err := cl.Watch(ctx, kind, client.ListOptions{Namespace: cmp.Or(ns, legion.DefaultNamespace)}, version)
 	if err != nil {
 		return err
 	}
@@ -271,7 +265,7 @@ func jobOver(ctx context.Context, cl *client.Client, ns, name string, version ui
 		if err != nil {
 			return err
 		}
-		if j, ok := e.Object.(*legion.Job); ok && j.Metadata.Name == name && (e.Type == client.Deleted || jobDone(j)) {
+		if done(e) {
 			return nil
 		}
 	}
