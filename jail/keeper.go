@@ -520,12 +520,12 @@ func (k *Keeper) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadC
 				return
 			case <-k.clock.After(k.timing.Poll):
 			}
-			_, gone := k.records.Get(id)
+			gone := k.records.Gone(id) // asked first: render then reads all it wrote
 			if next, err = render(); err != nil {
 				pw.CloseWithError(err)
 				return
 			}
-			if errors.Is(gone, ErrNotFound) && len(next) == 0 {
+			if gone && len(next) == 0 {
 				// Removed, and nothing was written after: what a follow of
 				// a task whose pod went reads to its end, as docker logs -f
 				// ends with its container.

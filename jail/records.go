@@ -121,6 +121,13 @@ func (r Records) Get(id string) (Record, error) {
 	return rec, err
 }
 
+// Gone reports whether a container's record is no more (removed), by a
+// stat: what a log follower asks at every poll.
+func (r Records) Gone(id string) bool {
+	_, err := os.Stat(filepath.Join(r.Path(id), RecordFile))
+	return errors.Is(err, os.ErrNotExist)
+}
+
 // Put rewrites a record.
 func (r Records) Put(rec Record) error {
 	return WriteJSON(filepath.Join(r.Path(rec.Spec.ID), RecordFile), rec)

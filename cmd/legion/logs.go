@@ -115,10 +115,8 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 		}
 		return nil
 	}
-	r := &logReaders{cl: cl, arg: arg, target: target, lo: lo, tail: o.tail, started: map[string]bool{}, warn: cmd.ErrOrStderr(),
-		newPrinter: func(name string) *logPrinter {
-			return &logPrinter{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps, prefix: name + " | "}
-		}}
+	r := &logReaders{cl: cl, arg: arg, target: target, lo: lo, tail: o.tail, started: map[string]bool{},
+		stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps}
 	// The first task that fails ends the others.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -171,8 +169,9 @@ type logReaders struct {
 	target     client.Target
 	lo         client.LogsOptions
 	tail       int
-	newPrinter func(task string) *logPrinter
-	warn       io.Writer // where a joined task's failure is said
+	stdout     io.Writer
+	stderr     io.Writer // also where a joined task's failure is said
+	timestamps bool
 	wg         sync.WaitGroup
 	out        sync.Mutex // one line at a time, whole, from every task
 
@@ -191,8 +190,7 @@ func (r *logReaders) start(ctx context.Context, cancel context.CancelFunc, name 
 		return
 	}
 	r.started[name] = true
-	p := r.newPrinter(name)
-	p.mu = &r.out
+	p := &logPrinter{stdout: r.stdout, stderr: r.stderr, timestamps: r.timestamps, prefix: name + " | ", mu: &r.out}
 	t := client.Target{Namespace: r.target.Namespace, Kind: legion.KindTask, Name: name, Container: r.target.Container}
 	lo, tail := r.lo, r.tail
 	if joined {
@@ -208,7 +206,7 @@ func (r *logReaders) start(ctx context.Context, cancel context.CancelFunc, name 
 		err = fmt.Errorf("logs %s, task %s: %w", r.arg, name, err)
 		if joined {
 			r.out.Lock()
-			fmt.Fprintf(r.warn, "warning: %v\n", err)
+			fmt.Fprintf(r.stderr, "warning: %v\n", err)
 			r.out.Unlock()
 			return
 		}

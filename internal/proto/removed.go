@@ -27,21 +27,21 @@ func NodeRemoved(msg string) error {
 	return st.Err()
 }
 
-// IsNodeRemoved reports whether err (or an error it wraps) is a
-// NodeRemoved refusal.
-func IsNodeRemoved(err error) bool {
+// NodeRemovedMessage is the managers' message when err (or an error it
+// wraps) is a NodeRemoved refusal; ok is false for any other error.
+func NodeRemovedMessage(err error) (msg string, ok bool) {
 	var se interface{ GRPCStatus() *status.Status }
 	if !errors.As(err, &se) {
-		return false
+		return "", false
 	}
 	st := se.GRPCStatus()
 	if st.Code() != codes.PermissionDenied {
-		return false
+		return "", false
 	}
 	for _, d := range st.Details() {
 		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == NodeRemovedReason && info.GetDomain() == errorDomain {
-			return true
+			return st.Message(), true
 		}
 	}
-	return false
+	return "", false
 }

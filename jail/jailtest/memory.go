@@ -342,8 +342,7 @@ func (m *Memory) Logs(ctx context.Context, id string, opts jail.LogOptions) (io.
 		for {
 			m.mu.Lock()
 			recs, changed := slices.Clone(c.logs[sent:]), c.changed
-			_, gone := m.ctrs[id]
-			gone = !gone || m.ctrs[id] != c
+			gone := m.ctrs[id] != c // removed (and maybe made again)
 			m.mu.Unlock()
 			sent += len(recs)
 			for _, r := range recs {

@@ -188,17 +188,14 @@ func (s *Session) RemovedErr() error {
 // noteRemoved closes Removed if err is the refusal of a removed node,
 // and reports whether it is.
 func (s *Session) noteRemoved(err error) bool {
-	if !legionpb.IsNodeRemoved(err) {
+	msg, ok := legionpb.NodeRemovedMessage(err)
+	if !ok {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.removedErr == nil {
-		// The managers' words, without the call's and gRPC's (IsNodeRemoved
-		// found the status).
-		var se interface{ GRPCStatus() *status.Status }
-		errors.As(err, &se)
-		s.removedErr = errors.New(se.GRPCStatus().Message())
+		s.removedErr = errors.New(msg) // the managers' words, without the call's and gRPC's
 		close(s.removed)
 		s.log.Error("this node was removed from the cluster", "err", err)
 	}
