@@ -58,3 +58,43 @@ func TestMemberListIsItsMembersArray(t *testing.T) {
 		t.Fatalf("policies with a member: %s", full)
 	}
 }
+
+// TestMemberListWithServices: a service's ready tasks stand for members
+// of its namespace and service, after the chunks' members; the list is
+// equal to the flat list of the same members in key order, and its JSON
+// reads back equal.
+func TestMemberListWithServices(t *testing.T) {
+	job := &Member{Namespace: "web", Task: "j1", IP: "10.0.0.1", Node: "n1"}
+	notReady := &Member{Namespace: "web", Service: "api", Task: "api-3", IP: "10.0.0.4", Node: "n2"}
+	api := &Service{Namespace: "web", Name: "api", Tasks: []*Task{
+		{Name: "api-1", IP: "10.0.0.2", Node: "n1"}, {Name: "api-2", IP: "10.0.0.3", Node: "n2"}}}
+	empty := &Service{Namespace: "web", Name: "db"}
+	l := MembersOf([]*Member{job, notReady}).WithServices([]*Service{api, empty})
+	flat := MembersOf([]*Member{
+		{Namespace: "web", Service: "api", Task: "api-1", IP: "10.0.0.2", Node: "n1"},
+		{Namespace: "web", Service: "api", Task: "api-2", IP: "10.0.0.3", Node: "n2"},
+		notReady, job})
+	if l.Len() != 4 || !l.Equal(flat) || !flat.Equal(l) {
+		t.Fatalf("with services: %d members %v, want the 4 of %v", l.Len(), l.Slice(), flat.Slice())
+	}
+	var tasks []string
+	for m := range l.All() {
+		tasks = append(tasks, m.Service+"/"+m.Task)
+	}
+	if want := []string{"/j1", "api/api-3", "api/api-1", "api/api-2"}; !slices.Equal(tasks, want) {
+		t.Fatalf("order: %v, want the chunks' members then the services' tasks %v", tasks, want)
+	}
+	moved := *api
+	moved.Tasks = []*Task{api.Tasks[0], {Name: "api-2", IP: "10.0.9.9", Node: "n2"}}
+	if l.Equal(MembersOf([]*Member{job, notReady}).WithServices([]*Service{&moved})) {
+		t.Fatal("a task at another address makes an equal list")
+	}
+	data, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back MemberList
+	if err := jsonfast.Unmarshal(data, &back); err != nil || !back.Equal(l) || back.Len() != 4 {
+		t.Fatalf("read back %d members (%v), want %v", back.Len(), err, l.Slice())
+	}
+}

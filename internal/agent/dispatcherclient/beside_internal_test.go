@@ -114,6 +114,18 @@ func TestMembersComeBesideEndpointTasks(t *testing.T) {
 		if !held.Policies.Members.Equal(whole.Policies.Members) {
 			t.Fatalf("%s: the node holds members %v, a whole set lists %v", what, memberNames(held.Policies.Members), memberNames(whole.Policies.Members))
 		}
+		// The endpoint tasks stand for their members: the node keeps
+		// none of its own for them.
+		var eps []string
+		for _, e := range whole.Endpoints {
+			for _, t := range e.Tasks {
+				eps = append(eps, t.Name)
+			}
+		}
+		lone := slices.DeleteFunc(memberNames(whole.Policies.Members), func(n string) bool { return slices.Contains(eps, n) })
+		if got := memberNames(cur.members.list()); !slices.Equal(got, lone) {
+			t.Fatalf("%s: the node keeps members %v, want only those not endpoint tasks %v", what, got, lone)
+		}
 	}
 	step("t2 becomes ready", func() uint64 { return put(task("t2", legion.KindService, true, "10.200.0.12")) },
 		carried{memberGone: []string{"web\x00t2"}, epPut: []string{"web\x00s\x00t2"}})
@@ -197,4 +209,59 @@ func TestMembersBesideTakeWholePartsApart(t *testing.T) {
 			t.Errorf("%s: members %v, want %v", tc.what, memberNames(got), memberNames(endpoints.MembersOf(tc.want)))
 		}
 	}
+}
+
+// A stream whose manager sends every member (one from before members
+// beside endpoint tasks, resuming where a stream of a newer one left the
+// node) makes the node hold every member again, and endpoint tasks then
+// stand for none; tasks held without their service's header still stand
+// for members while they are apart.
+func TestMembersApartAndBack(t *testing.T) {
+	member := func(task, svc, ip string) *endpoints.Member {
+		return &endpoints.Member{Namespace: "web", Service: svc, Task: task, IP: ip, Node: "n1"}
+	}
+	epTask := func(svc, task, ip string) *legionpb.Item {
+		return &legionpb.Item{Key: "web\x00" + svc + "\x00" + task, Value: []byte(`{"name":"` + task + `","ip":"` + ip + `","node":"n1"}`)}
+	}
+	memberItem := func(m *endpoints.Member) *legionpb.Item {
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &legionpb.Item{Key: "web\x00" + m.Task, Value: b}
+	}
+	s := stateOf(agent.Assignments{Endpoints: []*endpoints.Service{{Namespace: "web", Name: "s",
+		Tasks: []*endpoints.Task{{Name: "b", IP: "10.0.0.2", Node: "n1"}}}},
+		Policies: &endpoints.Policies{Members: endpoints.MembersOf([]*endpoints.Member{
+			member("a", "", "10.0.0.1"), member("b", "s", "10.0.0.2")})}})
+	check := func(what string, want []*endpoints.Member, kept []string) {
+		t.Helper()
+		if got := s.assignments().Policies.Members; !got.Equal(endpoints.MembersOf(want)) {
+			t.Fatalf("%s: members %v, want %v", what, memberNames(got), memberNames(endpoints.MembersOf(want)))
+		}
+		if got := memberNames(s.members.list()); !slices.Equal(got, kept) {
+			t.Fatalf("%s: the node keeps members %v, want %v", what, got, kept)
+		}
+	}
+	check("a whole set", []*endpoints.Member{member("a", "", "10.0.0.1"), member("b", "s", "10.0.0.2")}, []string{"a", "b"})
+
+	apply := func(set *legionpb.AssignmentSet) {
+		t.Helper()
+		if err := s.apply(set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(&legionpb.AssignmentSet{Delta: true, MembersBesideEndpoints: true,
+		EndpointTaskChanges: &legionpb.Items{Put: []*legionpb.Item{epTask("s", "c", "10.0.0.3"), epTask("gone", "d", "10.0.0.4")}}})
+	check("apart", []*endpoints.Member{member("a", "", "10.0.0.1"), member("b", "s", "10.0.0.2"), member("c", "s", "10.0.0.3"),
+		member("d", "gone", "10.0.0.4")}, []string{"a"})
+
+	apply(&legionpb.AssignmentSet{Delta: true, MemberChanges: &legionpb.Items{Put: []*legionpb.Item{memberItem(member("e", "", "10.0.0.5"))}}})
+	check("every member again", []*endpoints.Member{member("a", "", "10.0.0.1"), member("b", "s", "10.0.0.2"), member("c", "s", "10.0.0.3"),
+		member("d", "gone", "10.0.0.4"), member("e", "", "10.0.0.5")}, []string{"a", "b", "c", "d", "e"})
+
+	apply(&legionpb.AssignmentSet{Delta: true, EndpointTaskChanges: &legionpb.Items{Put: []*legionpb.Item{epTask("s", "f", "10.0.0.6")},
+		Removed: []string{"web\x00s\x00b"}}})
+	check("endpoint tasks with every member sent", []*endpoints.Member{member("a", "", "10.0.0.1"), member("b", "s", "10.0.0.2"),
+		member("c", "s", "10.0.0.3"), member("d", "gone", "10.0.0.4"), member("e", "", "10.0.0.5")}, []string{"a", "b", "c", "d", "e"})
 }

@@ -358,14 +358,13 @@ func taskKey(key string) (svc, task string, ok bool) {
 }
 
 // apply takes the changes of a message: whole services (endpoint
-// changes) or, from a manager sending them apart, headers and tasks. It
-// returns the task changes it took, if any.
-func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) (*taskChanges, error) {
+// changes) or, from a manager sending them apart, headers and tasks.
+func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) error {
 	if it := set.GetEndpointChanges(); it != nil {
 		put, remove := oneByOne(e.put, e.remove)
 		err := applyItems(it, "endpoints", decodeJSON[endpoints.Service], e.reset, put, remove)
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if it := set.GetEndpointServiceChanges(); it != nil {
@@ -377,7 +376,7 @@ func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) (*taskChanges, err
 		put, remove := oneByOne(e.putHead, e.remove)
 		err := applyItems(it, "endpoints of service", decodeJSON[endpoints.Service], reset, put, remove)
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if it := set.GetEndpointTaskChanges(); it != nil {
@@ -387,16 +386,15 @@ func (e *serviceEndpoints) apply(set *legionpb.AssignmentSet) (*taskChanges, err
 		}
 		keys, vals, err := decodeItems(it, "endpoint task", decode)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if it.GetReplace() {
 			e.tasks, e.out = map[string]*keyed[*endpoints.Task]{}, nil
 		}
 		e.putTasks(keys, vals)
 		e.removeTasks(it.GetRemoved())
-		return &taskChanges{keys: keys, vals: vals, removed: it.GetRemoved(), replace: it.GetReplace()}, nil
 	}
-	return nil, nil
+	return nil
 }
 
 // taskFromWire decodes an endpoint task in the wire format, to be held
@@ -409,36 +407,26 @@ func taskFromWire(data []byte) (*endpoints.Task, error) {
 	return &t, nil
 }
 
-// taskChanges are the endpoint task changes of a message, decoded.
-type taskChanges struct {
-	keys    []string // in order
-	vals    []*endpoints.Task
-	removed []string
-	replace bool
-}
-
-// memberKeys lists the member key (namespace NUL task) of every task
-// held, for the members made from them.
-func (e *serviceEndpoints) memberKeys() map[string]bool {
-	out := map[string]bool{}
+// members lists the members the endpoint tasks held stand for, in key
+// order (namespace NUL task), with their keys.
+func (e *serviceEndpoints) members() ([]string, []*endpoints.Member) {
+	type entry struct {
+		key string
+		m   *endpoints.Member
+	}
+	var all []entry
 	for svc, ts := range e.tasks {
-		ns, _, _ := strings.Cut(svc, "\x00")
-		for _, name := range ts.keys {
-			out[itemKey(ns, name)] = true
+		ns, name, _ := strings.Cut(svc, "\x00")
+		for _, t := range ts.vals {
+			all = append(all, entry{itemKey(ns, t.Name), &endpoints.Member{Namespace: ns, Service: name, Task: t.Name, IP: t.IP, Node: t.Node}})
 		}
 	}
-	return out
-}
-
-// taskNames splits the key of an endpoint task (namespace NUL service
-// NUL task) into its names; ok is false for a key that names no task.
-func taskNames(key string) (ns, svc, task string, ok bool) {
-	sk, task, ok := taskKey(key)
-	if !ok {
-		return "", "", "", false
+	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	keys, vals := make([]string, len(all)), make([]*endpoints.Member, len(all))
+	for i, k := range all {
+		keys[i], vals[i] = k.key, k.m
 	}
-	ns, svc, _ = strings.Cut(sk, "\x00")
-	return ns, svc, task, true
+	return keys, vals
 }
 
 // byService calls fn with each run of keys (of endpoint tasks, in order)
@@ -503,33 +491,52 @@ func (e *serviceEndpoints) removeTasks(keys []string) {
 
 func (e *serviceEndpoints) reset() { *e = *newServiceEndpoints() }
 
-// list is every service with its ready tasks, in the whole set's order
-// (by key, tasks by name); shared by hand-overs until a change.
-func (e *serviceEndpoints) list() []*endpoints.Service {
-	if e.heads.len() == 0 {
-		return nil
-	}
-	switch {
-	case e.out == nil:
-		out := make([]*endpoints.Service, len(e.heads.vals))
-		for i := range e.heads.vals {
-			out[i] = e.service(i)
-		}
-		e.out = out
-	case len(e.stale) > 0:
-		// The services are as they were: only the stale ones are made
-		// again, in a copy of the list (the last one was handed over,
-		// with the services in it).
-		out := slices.Clone(e.out)
-		for svc := range e.stale {
-			if i, ok := slices.BinarySearch(e.heads.keys, svc); ok {
+// handOver is every service with its ready tasks, in the whole set's
+// order (by key, tasks by name), shared by hand-overs until a change;
+// and the services whose ready tasks stand for policy members: the same
+// list, with any tasks held without their service's header (a manager
+// sends none such) as services of their own.
+func (e *serviceEndpoints) handOver() (services, members []*endpoints.Service) {
+	if e.heads.len() > 0 {
+		switch {
+		case e.out == nil:
+			out := make([]*endpoints.Service, len(e.heads.vals))
+			for i := range e.heads.vals {
 				out[i] = e.service(i)
 			}
+			e.out = out
+		case len(e.stale) > 0:
+			// The services are as they were: only the stale ones are made
+			// again, in a copy of the list (the last one was handed over,
+			// with the services in it).
+			out := slices.Clone(e.out)
+			for svc := range e.stale {
+				if i, ok := slices.BinarySearch(e.heads.keys, svc); ok {
+					out[i] = e.service(i)
+				}
+			}
+			e.out = out
 		}
-		e.out = out
+		services = e.out
 	}
 	clear(e.stale)
-	return e.out
+	withTasks := 0
+	for _, s := range services {
+		if len(s.Tasks) > 0 {
+			withTasks++
+		}
+	}
+	if withTasks == len(e.tasks) {
+		return services, services
+	}
+	members = slices.Clip(services)
+	for _, key := range slices.Sorted(maps.Keys(e.tasks)) {
+		if _, ok := e.heads.get(key); !ok {
+			ns, name, _ := strings.Cut(key, "\x00")
+			members = append(members, &endpoints.Service{Namespace: ns, Name: name, Tasks: e.tasks[key].list()})
+		}
+	}
+	return services, members
 }
 
 // service is the i-th service with its tasks, new.
@@ -560,7 +567,11 @@ type state struct {
 	peers     *keyed[endpoints.Peer]
 	routes    *keyed[endpoints.Route]
 	members   *memberSet
-	rules     endpoints.Policies // isolation and policies only
+	// apart: members holds only the members that are not endpoint tasks,
+	// the endpoint tasks standing for the others (a manager sending
+	// members beside them); else it holds every member.
+	apart bool
+	rules endpoints.Policies // isolation and policies only
 	// hasPeers and hasPolicies: the whole set carried them (a manager
 	// that sends none leaves wg0 and the firewall as they are).
 	hasPeers, hasPolicies bool
@@ -591,7 +602,7 @@ func stateOf(as agent.Assignments) *state {
 	}
 	if p := as.Policies; p != nil {
 		s.rules = endpoints.Policies{Isolation: p.Isolation, Policies: p.Policies}
-		for m := range p.Members.All() {
+		for _, m := range p.Members.Slice() {
 			s.members.set(itemKey(m.Namespace, m.Task), m)
 		}
 	}
@@ -634,12 +645,10 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 		return wrap(err)
 	}
 	beside := set.GetMembersBesideEndpoints()
-	var derived map[string]bool // the members made from endpoint tasks before this message
-	if beside && (set.GetMemberChanges().GetReplace() || set.GetEndpointTaskChanges().GetReplace()) {
-		derived = s.endpoints.memberKeys()
+	if beside != s.apart {
+		s.membersApart(beside)
 	}
-	eps, err := s.endpoints.apply(set)
-	if err != nil {
+	if err := s.endpoints.apply(set); err != nil {
 		return wrap(err)
 	}
 	if set.GetPeerChanges() != nil {
@@ -658,25 +667,46 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 		}
 		s.rules, s.hasPolicies = endpoints.Policies{Isolation: p.Isolation, Policies: p.Policies}, true
 	}
-	if set.GetMemberChanges() != nil || beside && eps != nil {
+	if set.GetMemberChanges() != nil || beside && set.GetEndpointTaskChanges() != nil {
 		s.hasPolicies = true
 	}
-	if beside {
-		return wrap(s.members.applyBeside(set.GetMemberChanges(), set.GetTypedValues(), eps, derived))
-	}
+	// Apart, these are the changes of the members that are not endpoint
+	// tasks (sent whole, they replace those alone): a task becoming ready
+	// leaves them in the delta that puts it among the endpoint tasks.
 	return wrap(s.members.apply(set.GetMemberChanges(), set.GetTypedValues()))
+}
+
+// membersApart makes members hold only the members that are not
+// endpoint tasks (apart), or every member: once, when a stream's first
+// delta says how its manager sends them.
+func (s *state) membersApart(apart bool) {
+	keys, vals := s.endpoints.members()
+	if apart {
+		ours := make(map[string]bool, len(keys))
+		for _, k := range keys {
+			ours[k] = true
+		}
+		s.members.drop(ours)
+	} else {
+		s.members.setAll(keys, vals)
+	}
+	s.apart = apart
 }
 
 // assignments is the state as the agent takes it: what a whole set of
 // the same content decodes to.
 func (s *state) assignments() agent.Assignments {
+	services, memberServices := s.endpoints.handOver()
 	as := agent.Assignments{Tasks: nonNil(s.tasks.list()), Values: maps.Clone(s.values), Volumes: s.volumes.list(),
-		Endpoints: nonNil(s.endpoints.list()), Routes: nonNil(s.routes.list())}
+		Endpoints: nonNil(services), Routes: nonNil(s.routes.list())}
 	if s.hasPeers {
 		as.Peers = nonNil(s.peers.list())
 	}
 	if s.hasPolicies {
 		as.Policies = &endpoints.Policies{Isolation: s.rules.Isolation, Policies: s.rules.Policies, Members: s.members.list()}
+		if s.apart {
+			as.Policies.Members = as.Policies.Members.WithServices(memberServices)
+		}
 	}
 	return as
 }

@@ -231,15 +231,27 @@ func epKey(service, task string) string { return "default\x00" + service + "\x00
 
 // BenchmarkRolloutMessages is an agent of a 20,000-task cluster taking a
 // rollout's messages as the scale run's update sends them: 51 new tasks
-// ready, three in each of 17 services (their endpoint tasks and policy
-// members put), then the 51 they replace gone (removed), the set handed
-// over after each message. Reported per message.
+// ready, three in each of 17 services (their endpoint tasks put), then
+// the 51 they replace gone (removed), the set handed over after each
+// message. Their policy members come beside the endpoint tasks
+// (members=apart, as managers send them now: the endpoint tasks stand for
+// them), or with them (members=all, from a manager that sends every
+// member). Reported per message.
 func BenchmarkRolloutMessages(b *testing.B) {
+	for _, members := range []string{"apart", "all"} {
+		b.Run("members="+members, func(b *testing.B) { benchRolloutMessages(b, members == "apart") })
+	}
+}
+
+func benchRolloutMessages(b *testing.B, apart bool) {
 	const perService, services = 3, 17
 	var sets []*legionpb.AssignmentSet
 	for m := 0; m < 33*200/services; m++ { // 33 batches of three of each service's 100
-		put := &legionpb.AssignmentSet{Delta: true, TypedValues: true, EndpointTaskChanges: &legionpb.Items{}, MemberChanges: &legionpb.Items{}}
-		gone := &legionpb.AssignmentSet{Delta: true, TypedValues: true, EndpointTaskChanges: &legionpb.Items{}, MemberChanges: &legionpb.Items{}}
+		put := &legionpb.AssignmentSet{Delta: true, TypedValues: true, MembersBesideEndpoints: apart, EndpointTaskChanges: &legionpb.Items{}}
+		gone := &legionpb.AssignmentSet{Delta: true, TypedValues: true, MembersBesideEndpoints: apart, EndpointTaskChanges: &legionpb.Items{}}
+		if !apart {
+			put.MemberChanges, gone.MemberChanges = &legionpb.Items{}, &legionpb.Items{}
+		}
 		eps, members := map[string][]byte{}, map[string][]byte{}
 		for j := range services {
 			g := m*services + j
@@ -250,12 +262,17 @@ func BenchmarkRolloutMessages(b *testing.B) {
 				name := old + "-v2" // just after the old one
 				ip := fmt.Sprintf("10.202.%d.%d", r, 2+svc)
 				eps[epKey(service, name)] = endpoints.TaskWire(endpoints.Task{Name: name, IP: ip, Node: "node-001", Slot: r + 1})
-				members[itemKey("default", name)] = endpoints.MemberWire(&endpoints.Member{Namespace: "default", Task: name, Service: service, IP: ip, Node: "node-001"})
 				gone.EndpointTaskChanges.Removed = append(gone.EndpointTaskChanges.Removed, epKey(service, old))
-				gone.MemberChanges.Removed = append(gone.MemberChanges.Removed, itemKey("default", old))
+				if !apart {
+					members[itemKey("default", name)] = endpoints.MemberWire(&endpoints.Member{Namespace: "default", Task: name, Service: service, IP: ip, Node: "node-001"})
+					gone.MemberChanges.Removed = append(gone.MemberChanges.Removed, itemKey("default", old))
+				}
 			}
 		}
-		put.EndpointTaskChanges.Put, put.MemberChanges.Put = legionpb.ItemsPut(eps), legionpb.ItemsPut(members)
+		put.EndpointTaskChanges.Put = legionpb.ItemsPut(eps)
+		if !apart {
+			put.MemberChanges.Put = legionpb.ItemsPut(members)
+		}
 		sets = append(sets, put, gone)
 	}
 	rollOver(b, benchState(b), sets, 1, func(_ int, as agent.Assignments) error {

@@ -147,78 +147,22 @@ func memberDecoder(typed bool) func([]byte) (*endpoints.Member, error) {
 	return decodeJSON[*endpoints.Member]
 }
 
-// applyBeside takes the members of a delta sent beside its endpoint
-// tasks (AssignmentSet.members_beside_endpoints): lone, the member
-// changes, holds the members that are not endpoint tasks, and eps, the
-// endpoint task changes taken, stand for the others. derived is the
-// members made from endpoint tasks before the delta, given when lone or
-// eps replace their whole part. A task moving between the two (becoming
-// ready, or not) is removed from one and put in the other in the same
-// delta, so every removal goes first.
-func (s *memberSet) applyBeside(lone *legionpb.Items, typed bool, eps *taskChanges, derived map[string]bool) error {
-	var keys []string
+// drop removes the members of keys, in one pass over the set.
+func (s *memberSet) drop(keys map[string]bool) {
+	var kept []string
 	var vals []*endpoints.Member
-	if lone != nil {
-		var err error
-		if keys, vals, err = decodeItems(lone, "policy member", memberDecoder(typed)); err != nil {
-			return err
-		}
-	}
-	var gone []string
-	if lone.GetReplace() {
-		// The lone members held are those not made from endpoint tasks.
-		for _, c := range s.chunks {
-			for _, k := range c.keys {
-				if !derived[k] {
-					gone = append(gone, k)
-				}
+	for _, c := range s.chunks {
+		for i, k := range c.keys {
+			if !keys[k] {
+				kept, vals = append(kept, k), append(vals, c.vals[i])
 			}
 		}
 	}
-	gone = append(gone, lone.GetRemoved()...)
-	if eps != nil {
-		if eps.replace {
-			for k := range derived {
-				gone = append(gone, k)
-			}
-		}
-		for _, k := range eps.removed {
-			if ns, _, task, ok := taskNames(k); ok {
-				gone = append(gone, itemKey(ns, task))
-			}
-		}
+	if len(kept) == s.n {
+		return
 	}
-	for _, k := range gone {
-		s.remove(k)
-	}
-	if eps != nil && len(eps.keys) > 0 {
-		// The members made from the endpoint tasks, then the lone ones
-		// (the later put of a key counting), in key order for setAll.
-		type put struct {
-			key string
-			m   *endpoints.Member
-		}
-		puts := make([]put, 0, len(eps.keys)+len(keys))
-		for i, k := range eps.keys {
-			if ns, svc, task, ok := taskNames(k); ok {
-				t := eps.vals[i]
-				puts = append(puts, put{itemKey(ns, task), &endpoints.Member{Namespace: ns, Service: svc, Task: task, IP: t.IP, Node: t.Node}})
-			}
-		}
-		for i, k := range keys {
-			puts = append(puts, put{k, vals[i]})
-		}
-		slices.SortStableFunc(puts, func(a, b put) int { return strings.Compare(a.key, b.key) })
-		keys, vals = keys[:0:0], vals[:0:0]
-		for i, p := range puts {
-			if i+1 < len(puts) && puts[i+1].key == p.key {
-				continue
-			}
-			keys, vals = append(keys, p.key), append(vals, p.m)
-		}
-	}
-	s.setAll(keys, vals)
-	return nil
+	*s = memberSet{}
+	s.setAll(kept, vals)
 }
 
 // list is the members in key order, sharing its chunks with the set

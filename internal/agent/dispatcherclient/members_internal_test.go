@@ -34,7 +34,7 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 	values := func(l endpoints.MemberList) []endpoints.Member {
 		var out []endpoints.Member
 		for m := range l.All() {
-			out = append(out, *m)
+			out = append(out, m)
 		}
 		return out
 	}
@@ -47,7 +47,7 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 		}
 		i := 0
 		for m := range got.All() {
-			if want := model[keys[i]]; m != want {
+			if want := model[keys[i]]; m != *want {
 				t.Fatalf("step %d: member %d is %+v, want %+v", step, i, m, want)
 			}
 			i++
@@ -128,7 +128,7 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 			// shows).
 			for m := range s.list().All() {
 				if k := itemKey(m.Namespace, m.Task); model[k] != nil {
-					model[k] = m
+					model[k] = &m
 				}
 			}
 		case 7:
