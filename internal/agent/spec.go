@@ -61,7 +61,7 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 	}
 	argv = append(append([]string(nil), argv...), cmd...)
 	if len(argv) == 0 {
-		return jail.ContainerSpec{}, nil, fmt.Errorf("container %s: %w: the image names no command and the pod gives none", c.Name, jail.ErrPermanent)
+		return jail.ContainerSpec{}, nil, permanentError("container " + c.Name + ": the image names no command and the pod gives none")
 	}
 	ns := task.Metadata.Namespace
 	env := append([]string(nil), podEnv...)

@@ -198,6 +198,27 @@ func (w *worker) run(ctx context.Context) {
 
 var errStopped = errors.New("stopped")
 
+// containerFailure is err of a container (what: "container" or "init
+// container") as its task's message says it. A failure that starting
+// again cannot fix says its reason alone: the runtime's call and
+// container id before it mean nothing to the user, who named the
+// container. It still matches jail.ErrPermanent, so the planner does not
+// start the task again.
+func containerFailure(what, name string, err error) error {
+	if errors.Is(err, jail.ErrPermanent) {
+		return permanentError(what + " " + name + ": " + jail.PermanentReason(err))
+	}
+	return fmt.Errorf("%s %s: %w", what, name, err)
+}
+
+// permanentError is a failure that starting again cannot fix, in the
+// user's words.
+type permanentError string
+
+func (e permanentError) Error() string { return string(e) }
+
+func (e permanentError) Is(target error) bool { return target == jail.ErrPermanent }
+
 // leftMidStart reports whether a task in this state had not been reported
 // running yet: its pod may be half made.
 func leftMidStart(s legion.TaskState) bool {
@@ -302,14 +323,14 @@ func (w *worker) prepare(ctx context.Context) error {
 			}
 		}
 		if err := w.a.Runtime.Create(ctx, spec); err != nil && !errors.Is(err, jail.ErrExists) {
-			return fmt.Errorf("container %s: %w", c.Name, err)
+			return containerFailure("container", c.Name, err)
 		}
 	}
 	for _, c := range t.Spec.Pod.InitContainers {
 		w.progress(ctx, legion.TaskStarting, "running init container "+c.Name)
 		code, err := w.runToEnd(ctx, containerID(t, c.Name))
 		if err != nil {
-			return fmt.Errorf("init container %s: %w", c.Name, err)
+			return containerFailure("init container", c.Name, err)
 		}
 		if code != 0 {
 			return fmt.Errorf("init container %s exited with %d", c.Name, code)
@@ -319,7 +340,7 @@ func (w *worker) prepare(ctx context.Context) error {
 	w.status.Started = &now
 	for _, c := range t.Spec.Pod.Containers {
 		if err := w.a.Runtime.Start(ctx, containerID(t, c.Name)); err != nil {
-			return fmt.Errorf("container %s: %w", c.Name, err)
+			return containerFailure("container", c.Name, err)
 		}
 		w.started[c.Name] = w.a.now()
 		w.startProbes(ctx, c.Name)

@@ -338,13 +338,16 @@ func TestAgentReportsStartFailures(t *testing.T) {
 		}, "creating the pod: jail t1: no free jail ids", false},
 		{"container create", func(r *rig, task *legion.Task) {
 			r.rt.failOn["t1-main"] = fmt.Errorf("jail t1-main: %w: allow.mlock needs a 14.1 kernel", jail.ErrPermanent)
-		}, "container main: jail t1-main: permanent failure: allow.mlock needs a 14.1 kernel", true},
+		}, "container main: allow.mlock needs a 14.1 kernel", true},
 		{"no command", func(r *rig, task *legion.Task) {
 			r.images.cmd = nil
-		}, "container main: permanent failure: the image names no command and the pod gives none", true},
+		}, "container main: the image names no command and the pod gives none", true},
 		{"container start", func(r *rig, task *legion.Task) {
 			task.Spec.Pod.Containers[0].Command = []string{"/usr/local/bin/web"}
-		}, "container main: start t1-main: permanent failure: /usr/local/bin/web: no such file or directory", true},
+		}, "container main: /usr/local/bin/web: no such file or directory", true},
+		{"init container start", func(r *rig, task *legion.Task) {
+			task.Spec.Pod.InitContainers = []legion.Container{{Name: "migrate", Image: "example/web:1", Command: []string{"/usr/local/bin/migrate"}}}
+		}, "init container migrate: /usr/local/bin/migrate: no such file or directory", true},
 		{"init container", func(r *rig, task *legion.Task) {
 			task.Spec.Pod.InitContainers = []legion.Container{{Name: "migrate", Image: "example/web:1", Command: sh("exit 4")}}
 		}, "init container migrate exited with 4", false},
