@@ -62,8 +62,11 @@ type VolumeStatus struct {
 	// ("zfs dataset tank/legion/volumes/shop/db", "directory /var/...").
 	Backend   string           `json:"backend,omitempty"`
 	Migration *VolumeMigration `json:"migration,omitempty"`
-	Snapshots []string         `json:"snapshots,omitempty"`
-	Message   string           `json:"message,omitempty"`
+	// Snapshots are those of Node's copy, as its agent said when a task
+	// of the node last began to use the Volume (and again if the task's
+	// snapshot step changed them); none are known before then.
+	Snapshots []string `json:"snapshots,omitempty"`
+	Message   string   `json:"message,omitempty"`
 }
 
 // VolumeState is a Volume's standing as `legion volume ls` shows it.

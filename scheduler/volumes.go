@@ -102,7 +102,7 @@ func (p *planner) freeRemoved(key nsName) {
 	if node != "" {
 		if _, ok := p.nodeIdx[node]; !ok {
 			w := p.volMut(key)
-			w.Status.Node, w.Status.Backend, w.Status.Migration = "", "", nil
+			w.Status.Node, w.Status.Backend, w.Status.Migration, w.Status.Snapshots = "", "", nil, nil
 			if v.Spec.Driver == legion.DriverZFS {
 				w.Status.Message = "node " + node + " was removed; the data it held went with it"
 			} else {

@@ -123,7 +123,9 @@ func TestRemovedNodeFreesItsVolumes(t *testing.T) {
 	gone, kept := liveIn(t, c, 1).Spec.Node, liveIn(t, c, 0).Spec.Node
 	c.Apply(lunYAML)
 	c.SetVolume("lun", func(v *legion.Volume) { v.Status.Node = gone })
-	c.SetVolume("data-db-1", func(v *legion.Volume) { v.Status.Backend = "directory /var/db/legion/volumes/default/data-db-1" })
+	c.SetVolume("data-db-1", func(v *legion.Volume) {
+		v.Status.Backend, v.Status.Snapshots = "directory /var/db/legion/volumes/default/data-db-1", []string{"legion-update-2"}
+	})
 	c.RemoveNode(gone)
 	r := c.Plan()
 	var written []string

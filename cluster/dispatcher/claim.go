@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -51,7 +52,7 @@ func (s *Service) ClaimVolume(ctx context.Context, req *legionpb.ClaimVolumeRequ
 		var write bool
 		if req.GetRelease() {
 			write = Release(v, id.Name)
-		} else if write, err = Claim(v, id.Name, req.GetBackend()); err != nil {
+		} else if write, err = Claim(v, id.Name, req.GetBackend(), snapshotsOf(req)); err != nil {
 			return nil, err
 		}
 		if !write {
@@ -78,6 +79,8 @@ func checkClaim(req *legionpb.ClaimVolumeRequest) error {
 		return status.Errorf(codes.InvalidArgument, "task: %q given with a release, which names no task", req.GetTask())
 	case req.GetRelease() && req.GetBackend() != "":
 		return status.Errorf(codes.InvalidArgument, "backend: %q given with a release, which names no backend", req.GetBackend())
+	case req.GetRelease() && (req.GetWithSnapshots() || len(req.GetSnapshots()) > 0):
+		return status.Error(codes.InvalidArgument, "snapshots: given with a release, which says nothing of the data")
 	case !req.GetRelease() && req.GetTask() == "":
 		return status.Error(codes.InvalidArgument, "task: a claim names the node's task that mounts the volume")
 	}
@@ -113,13 +116,24 @@ func (s *Service) mounts(st *store.Store, node string, v *legion.Volume, task st
 	return status.Errorf(codes.PermissionDenied, "task %s/%s does not mount volume %s/%s", ns, task, ns, name)
 }
 
+// snapshotsOf is what a claim says of the Volume's snapshots on the node:
+// nil when it says nothing (an agent from before), else the list, empty
+// for none.
+func snapshotsOf(req *legionpb.ClaimVolumeRequest) []string {
+	if !req.GetWithSnapshots() {
+		return nil
+	}
+	return append([]string{}, req.GetSnapshots()...)
+}
+
 // Claim decides node's claim of v, changing v's status as it is to be
 // stored; write says whether it changed. A shared Volume is never bound.
 // Others are bound to the first claimer and refused to the rest with
 // FAILED_PRECONDITION; while one moves, only the node it moves from may
 // claim it, and only while the full copy is being made (its task still
-// runs there).
-func Claim(v *legion.Volume, node, backend string) (write bool, err error) {
+// runs there). snapshots, when not nil, are the Volume's snapshots on the
+// node, which the holder's claims keep in its status.
+func Claim(v *legion.Volume, node, backend string, snapshots []string) (write bool, err error) {
 	if v.Spec.Shared() {
 		return false, nil
 	}
@@ -133,13 +147,16 @@ func Claim(v *legion.Volume, node, backend string) (write bool, err error) {
 			return false, status.Errorf(codes.FailedPrecondition, "volume %s/%s is asked to be on node %s", ns, name, v.Spec.Node)
 		}
 		v.Status.Node, v.Status.Backend, v.Status.Message = node, backend, ""
+		v.Status.Snapshots = slices.Clip(snapshots)
 		return true, nil
 	case node:
-		if v.Status.Backend == backend {
-			return false, nil
+		if v.Status.Backend != backend {
+			v.Status.Backend, write = backend, true
 		}
-		v.Status.Backend = backend
-		return true, nil
+		if snapshots != nil && !slices.Equal(v.Status.Snapshots, snapshots) {
+			v.Status.Snapshots, write = slices.Clip(snapshots), true
+		}
+		return write, nil
 	}
 	return false, status.Errorf(codes.FailedPrecondition, "volume %s/%s is held by node %s", ns, name, v.Status.Node)
 }

@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,62 @@ func TestClaimBindsAZFSVolumeToTheFirstNodeForGood(t *testing.T) {
 	if got := getVolume(t, m.Store, "shop", "db").Status.Backend; got != "directory /var/db/legion/volumes/shop/db" {
 		t.Errorf("backend after the holder's new one: %q", got)
 	}
+}
+
+// The holder's claims keep the Volume's snapshots on its node in the
+// status: as the first claim finds them, and again when a task's
+// snapshot step changed them. A claim that says nothing of them (an
+// agent from before) leaves them, another node's claim is refused
+// without touching them, and a release may not name any.
+func TestClaimKeepsTheHoldersSnapshots(t *testing.T) {
+	t.Parallel()
+	m := dispatchertest.Start(t)
+	putVolume(t, m.Store, zfsVolume("shop", "db"))
+	put(t, m.Store, mounting("shop", "db-0", "node-a", "db"))
+	put(t, m.Store, mounting("shop", "db-1", "node-b", "db"))
+	a, b := claimer(t, m, "node-a"), claimer(t, m, "node-b")
+	const backend = "zfs dataset tank/legion/volumes/shop/db"
+	claimWith := func(c legionpb.DispatcherClient, task string, snaps []string) error {
+		t.Helper()
+		_, err := c.ClaimVolume(ctxT(t), &legionpb.ClaimVolumeRequest{Namespace: "shop", Name: "db", Task: task, Backend: backend,
+			Snapshots: snaps, WithSnapshots: true})
+		return err
+	}
+	snapshots := func() []string { return getVolume(t, m.Store, "shop", "db").Status.Snapshots }
+
+	if err := claimWith(a, "db-0", []string{"legion-update-3"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshots(); !slices.Equal(got, []string{"legion-update-3"}) {
+		t.Fatalf("after the first claim: snapshots %q", got)
+	}
+	if err := claimWith(a, "db-0", []string{"legion-update-4"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshots(); !slices.Equal(got, []string{"legion-update-4"}) {
+		t.Fatalf("after the update's snapshot step: snapshots %q", got)
+	}
+	writesNothing(t, m.Store, "the same snapshots again", func() {
+		if err := claimWith(a, "db-0", []string{"legion-update-4"}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	writesNothing(t, m.Store, "a claim that says nothing of them", func() {
+		if _, err := claim(t, a, "shop", "db", "db-0", backend); err != nil {
+			t.Fatal(err)
+		}
+	})
+	writesNothing(t, m.Store, "another node's claim", func() {
+		refused(t, "node-b's claim", claimWith(b, "db-1", nil), codes.FailedPrecondition, "held by node node-a")
+	})
+	if err := claimWith(a, "db-0", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := snapshots(); len(got) != 0 {
+		t.Fatalf("after a rollback dropped it: snapshots %q", got)
+	}
+	_, err := a.ClaimVolume(ctxT(t), &legionpb.ClaimVolumeRequest{Namespace: "shop", Name: "db", Release: true, WithSnapshots: true})
+	refused(t, "a release with snapshots", err, codes.InvalidArgument, "snapshots")
 }
 
 // iSCSI and unshared plugin Volumes are bound only while the holder's
@@ -394,7 +451,7 @@ func TestClaimAndReleaseRules(t *testing.T) {
 			if c.release {
 				write = dispatcher.Release(c.v, c.node)
 			} else {
-				write, err = dispatcher.Claim(c.v, c.node, "b")
+				write, err = dispatcher.Claim(c.v, c.node, "b", nil)
 			}
 			if c.refused != "" {
 				refused(t, c.name, err, codes.FailedPrecondition, c.refused)

@@ -362,8 +362,9 @@ func (m *Migrator) finish(ctx context.Context, v *legion.Volume, log *slog.Logge
 		return m.failed(ctx, v, fmt.Errorf("last part from %s to %s: %w", k.from, k.to, err))
 	}
 	err = m.record(ctx, v, func(s *legion.VolumeStatus) {
-		// The new node's claim names how it keeps the data.
-		s.Node, s.Backend, s.Migration = mig.To, "", nil
+		// The new node's claim names how it keeps the data and which
+		// snapshots it holds.
+		s.Node, s.Backend, s.Migration, s.Snapshots = mig.To, "", nil, nil
 	}, mig)
 	m.forget(v.Metadata.UID)
 	if err != nil {

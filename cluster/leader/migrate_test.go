@@ -157,7 +157,7 @@ func movingVolume(name string) *legion.Volume {
 		Header: legion.Header{APIVersion: "legion/v1", Kind: legion.KindVolume, Metadata: legion.Metadata{Name: name, Namespace: "shop"}},
 		Spec:   legion.VolumeSpec{Driver: legion.DriverZFS, Size: 1 << 30},
 		Status: legion.VolumeStatus{Node: "w1", Backend: "zfs dataset tank/legion/volumes/shop/" + name,
-			Migration: &legion.VolumeMigration{State: legion.MigrationCopying, From: "w1", To: "w2"}},
+			Migration: &legion.VolumeMigration{State: legion.MigrationCopying, From: "w1", To: "w2"}, Snapshots: []string{"legion-update-2"}},
 	}
 }
 
@@ -197,9 +197,9 @@ func TestMigratorCopiesThenFinishes(t *testing.T) {
 	f.setMigration("db", func(s *legion.VolumeStatus) { s.Migration.State = legion.MigrationFinishing })
 	f.waitFor("bound to w2", func() bool { return f.volume("db").Status.Migration == nil })
 	v = f.volume("db")
-	if v.Status.Node != "w2" || v.Status.Backend != "" || v.State() != legion.VolumeBound {
-		t.Fatalf("after the move: node %q backend %q state %s, want bound to w2 with the backend left to its claim",
-			v.Status.Node, v.Status.Backend, v.State())
+	if v.Status.Node != "w2" || v.Status.Backend != "" || v.Status.Snapshots != nil || v.State() != legion.VolumeBound {
+		t.Fatalf("after the move: node %q backend %q snapshots %q state %s, want bound to w2 with the backend and snapshots left to its claim",
+			v.Status.Node, v.Status.Backend, v.Status.Snapshots, v.State())
 	}
 	f.waitFor("drop sent", func() bool { return len(f.mover.recorded()) == 3 })
 	last := strings.TrimSuffix(full, "-full") + "-last"

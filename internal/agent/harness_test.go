@@ -58,7 +58,7 @@ func newFakeManager() *fakeManager {
 	return &fakeManager{ch: make(chan Assignments, 16), volumes: map[string]*legion.Volume{}, refuse: map[string]error{}}
 }
 
-func (m *fakeManager) ClaimVolume(ctx context.Context, ns, name, task, backend string) (*legion.Volume, error) {
+func (m *fakeManager) ClaimVolume(ctx context.Context, ns, name, task, backend string, snapshots []string) (*legion.Volume, error) {
 	key := ns + "/" + name
 	m.mu.Lock()
 	m.claims = append(m.claims, key+" "+task+" "+backend)
@@ -72,6 +72,9 @@ func (m *fakeManager) ClaimVolume(ctx context.Context, ns, name, task, backend s
 	if err == nil {
 		if v.Spec.Driver == "" || v.Spec.Driver == legion.DriverZFS {
 			v.Status.Node, v.Status.Backend = testNode, backend
+			if snapshots != nil {
+				v.Status.Snapshots = slices.Clone(snapshots)
+			}
 		}
 		c := *v
 		out = &c
@@ -96,6 +99,14 @@ func (m *fakeManager) addVolume(v *legion.Volume) *legion.Volume {
 	defer m.mu.Unlock()
 	m.volumes[v.Metadata.Namespace+"/"+v.Metadata.Name] = v
 	return v
+}
+
+// snapshotsOf is the snapshots a Volume's status holds, as the claims
+// left them.
+func (m *fakeManager) snapshotsOf(key string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.volumes[key].Status.Snapshots)
 }
 
 func (m *fakeManager) claimed() []string {

@@ -58,9 +58,10 @@ type Manager interface {
 	// Report records a task's status as the node sees it.
 	Report(ctx context.Context, namespace, name string, st legion.TaskStatus) error
 	// ClaimVolume takes a Volume for the node's task before the task uses
-	// it, saying how the node keeps it (backend); a refusal (held by
-	// another node, moving) is an error whose text says why.
-	ClaimVolume(ctx context.Context, namespace, name, task, backend string) (*legion.Volume, error)
+	// it, saying how the node keeps it (backend) and, when not nil, its
+	// snapshots there (empty: none); a refusal (held by another node,
+	// moving) is an error whose text says why.
+	ClaimVolume(ctx context.Context, namespace, name, task, backend string, snapshots []string) (*legion.Volume, error)
 	// ReleaseVolume lets go of a Volume once no task of the node uses it
 	// and it is unmounted and detached.
 	ReleaseVolume(ctx context.Context, namespace, name string) error

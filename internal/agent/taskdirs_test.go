@@ -38,7 +38,7 @@ func (m *sweepManager) Report(ctx context.Context, namespace, name string, st le
 	return nil
 }
 
-func (m *sweepManager) ClaimVolume(ctx context.Context, ns, name, task, backend string) (*legion.Volume, error) {
+func (m *sweepManager) ClaimVolume(ctx context.Context, ns, name, task, backend string, snapshots []string) (*legion.Volume, error) {
 	return nil, fmt.Errorf("volume %s/%s: no volumes in the sweep tests", ns, name)
 }
 

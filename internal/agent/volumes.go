@@ -276,11 +276,11 @@ func (w *worker) mountVolume(ctx context.Context, tv taskVolume, users, roots ma
 	unlock := a.vl.lock(key)
 	defer unlock()
 	local := isLocal(tv.vol.Spec.Driver)
-	backend := ""
+	backend, snaps := "", []string(nil)
 	if local {
-		backend = a.Volumes.Describe(ns, tv.name)
+		backend, snaps = a.Volumes.Describe(ns, tv.name), a.heldSnapshots(ctx, ns, tv.name)
 	}
-	v, err := a.Manager.ClaimVolume(ctx, ns, tv.name, t.Metadata.Name, backend)
+	v, err := a.Manager.ClaimVolume(ctx, ns, tv.name, t.Metadata.Name, backend, snaps)
 	if err != nil {
 		return "", fmt.Errorf("volume %s: claiming Volume %s/%s: %w", tv.pod, ns, tv.name, err)
 	}
@@ -311,7 +311,29 @@ func (w *worker) mountVolume(ctx context.Context, tv taskVolume, users, roots ma
 	if err := w.snapshotStep(ctx, ns, tv.name); err != nil {
 		return "", fmt.Errorf("volume %s: Volume %s/%s: %w", tv.pod, ns, tv.name, err)
 	}
+	// The step (or the move's snapshots dropped) changed them: the
+	// Volume's status says so, as the claim again does.
+	if now := a.heldSnapshots(ctx, ns, tv.name); snaps != nil && now != nil && !slices.Equal(now, snaps) {
+		if _, err := a.Manager.ClaimVolume(ctx, ns, tv.name, t.Metadata.Name, backend, now); err != nil {
+			a.log.Warn("telling the managers the volume's snapshots", "volume", key, "snapshots", now, "err", err)
+		}
+	}
 	return p, nil
+}
+
+// heldSnapshots lists the snapshots of the node's copy of a Volume, for
+// its status: none (empty) when the node has no copy, nil (say nothing)
+// when they cannot be listed.
+func (a *Agent) heldSnapshots(ctx context.Context, ns, name string) []string {
+	l, err := a.local(ctx, ns, name)
+	if err != nil {
+		a.log.Warn("listing the volume's snapshots", "volume", volumeKey(ns, name), "err", err)
+		return nil
+	}
+	if l == nil || len(l.Snapshots) == 0 {
+		return []string{}
+	}
+	return l.Snapshots
 }
 
 // snapshotStep takes or restores the task's update snapshot of a local

@@ -384,8 +384,12 @@ func TestVolumeSnapshotBeforeStartDropsOlderOnes(t *testing.T) {
 	st.Snapshot(ctx, "default", "db", "legion-update-3")
 	st.Snapshot(ctx, "default", "db", "legion-backup-x")
 	st.Snapshot(ctx, "default", "db", "legion-move-1") // the move here is over
-	var atClaim int
-	r.mgr.onClaim = func(string) { atClaim = len(st.called()) }
+	atClaim := -1 // the store's calls before the first claim
+	r.mgr.onClaim = func(string) {
+		if atClaim < 0 {
+			atClaim = len(st.called())
+		}
+	}
 	r.start(t)
 	r.assign(nil, snapshotTask("t1", "4", false))
 	r.mgr.await(t, "web-t1", "running", isRunning)
@@ -401,6 +405,14 @@ func TestVolumeSnapshotBeforeStartDropsOlderOnes(t *testing.T) {
 	ls, _ := st.List(ctx)
 	if len(ls) != 1 || !slices.Equal(ls[0].Snapshots, []string{"legion-backup-x", "legion-update-4"}) {
 		t.Fatalf("snapshots %v, want the backup's and the new update's", ls)
+	}
+	// The Volume's status says so: claimed with those there were, then
+	// again with those the step left.
+	if got := r.mgr.snapshotsOf("default/db"); !slices.Equal(got, ls[0].Snapshots) {
+		t.Fatalf("the Volume's status lists snapshots %q, the node holds %q", got, ls[0].Snapshots)
+	}
+	if got := r.mgr.claimed(); len(got) != 2 {
+		t.Fatalf("claims %q, want the claim and one more once the step changed the snapshots", got)
 	}
 }
 
@@ -422,6 +434,9 @@ func TestVolumeRestoreRollsBackTheData(t *testing.T) {
 	}
 	if ls, _ := st.List(context.Background()); len(ls[0].Snapshots) != 0 {
 		t.Fatalf("snapshots %v left after the rollback, want none", ls[0].Snapshots)
+	}
+	if got := r.mgr.snapshotsOf("default/db"); len(got) != 0 {
+		t.Fatalf("the Volume's status lists snapshots %q after the rollback dropped them", got)
 	}
 }
 

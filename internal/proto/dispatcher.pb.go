@@ -1148,7 +1148,12 @@ type ClaimVolumeRequest struct {
 	Release bool `protobuf:"varint,5,opt,name=release,proto3" json:"release,omitempty"`
 	// How the node keeps the data, for the Volume's status (claims only),
 	// e.g. "zfs dataset tank/legion/volumes/shop/db" or "directory /var/...".
-	Backend       string `protobuf:"bytes,6,opt,name=backend,proto3" json:"backend,omitempty"`
+	Backend string `protobuf:"bytes,6,opt,name=backend,proto3" json:"backend,omitempty"`
+	// with_snapshots: snapshots are the Volume's snapshots on the node, for
+	// its status (claims only; a claim again once the task's snapshot step
+	// changed them). An agent from before says nothing of them.
+	Snapshots     []string `protobuf:"bytes,7,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
+	WithSnapshots bool     `protobuf:"varint,8,opt,name=with_snapshots,json=withSnapshots,proto3" json:"with_snapshots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1223,6 +1228,20 @@ func (x *ClaimVolumeRequest) GetBackend() string {
 		return x.Backend
 	}
 	return ""
+}
+
+func (x *ClaimVolumeRequest) GetSnapshots() []string {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+func (x *ClaimVolumeRequest) GetWithSnapshots() bool {
+	if x != nil {
+		return x.WithSnapshots
+	}
+	return false
 }
 
 type ClaimVolumeResponse struct {
@@ -1445,14 +1464,16 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\fR\x06status\"\x10\n" +
 	"\x0eReportResponse\"#\n" +
 	"\tNotLeader\x12\x16\n" +
-	"\x06leader\x18\x01 \x01(\tR\x06leader\"\xa2\x01\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\"\xe7\x01\n" +
 	"\x12ClaimVolumeRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
 	"\x04task\x18\x04 \x01(\tR\x04task\x12\x18\n" +
 	"\arelease\x18\x05 \x01(\bR\arelease\x12\x18\n" +
-	"\abackend\x18\x06 \x01(\tR\abackend\"-\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\x12\x1c\n" +
+	"\tsnapshots\x18\a \x03(\tR\tsnapshots\x12%\n" +
+	"\x0ewith_snapshots\x18\b \x01(\bR\rwithSnapshots\"-\n" +
 	"\x13ClaimVolumeResponse\x12\x16\n" +
 	"\x06volume\x18\x01 \x01(\fR\x06volume\" \n" +
 	"\fRenewRequest\x12\x10\n" +

@@ -9,13 +9,15 @@ import (
 )
 
 // ClaimVolume takes a Volume for task, one of this node's, before the
-// task uses it; backend says how the node keeps the data. The leader
-// decides: a Volume held by another node, or moving, is refused with
+// task uses it; backend says how the node keeps the data and snapshots,
+// when not nil, which snapshots of it the node holds. The leader decides:
+// a Volume held by another node, or moving, is refused with
 // FAILED_PRECONDITION naming why (status.Code sees it through the
 // wrapping). It returns the Volume as stored after the claim.
-func (s *Session) ClaimVolume(ctx context.Context, namespace, name, task, backend string) (*legion.Volume, error) {
+func (s *Session) ClaimVolume(ctx context.Context, namespace, name, task, backend string, snapshots []string) (*legion.Volume, error) {
 	return s.claim(ctx, "claim of volume "+namespace+"/"+name,
-		&legionpb.ClaimVolumeRequest{Node: s.cfg.Node, Namespace: namespace, Name: name, Task: task, Backend: backend})
+		&legionpb.ClaimVolumeRequest{Node: s.cfg.Node, Namespace: namespace, Name: name, Task: task, Backend: backend,
+			Snapshots: snapshots, WithSnapshots: snapshots != nil})
 }
 
 // ReleaseVolume lets go of a Volume once no task of this node uses it and

@@ -1,6 +1,7 @@
 package dispatcherclient_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,17 +42,17 @@ func TestSessionClaimsAndReleasesThroughTheLeader(t *testing.T) {
 	a, b := newSession(t, ca, "node-a", fa), newSession(t, ca, "node-b", fa)
 	ctx := ctxT(t)
 
-	v, err := a.ClaimVolume(ctx, "web", "db", "a-1", "iscsi da1")
+	v, err := a.ClaimVolume(ctx, "web", "db", "a-1", "iscsi da1", []string{"s1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Status.Node != "node-a" || v.Status.Backend != "iscsi da1" || v.Metadata.Name != "db" {
-		t.Fatalf("claim replied %+v, want db bound to node-a", v)
+	if v.Status.Node != "node-a" || v.Status.Backend != "iscsi da1" || v.Metadata.Name != "db" || !slices.Equal(v.Status.Snapshots, []string{"s1"}) {
+		t.Fatalf("claim replied %+v, want db bound to node-a with its snapshot s1", v)
 	}
 	if o, _, err := lst.Get(legion.KindVolume, "web", "db"); err != nil || o.(*legion.Volume).Status.Node != "node-a" {
 		t.Fatalf("db on the leader: %+v %v, want bound to node-a", o, err)
 	}
-	_, err = b.ClaimVolume(ctx, "web", "db", "b-1", "iscsi da2")
+	_, err = b.ClaimVolume(ctx, "web", "db", "b-1", "iscsi da2", nil)
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "volume web/db is held by node node-a") {
 		t.Fatalf("node-b's claim: %v, want FailedPrecondition naming the holder", err)
 	}
@@ -88,7 +89,7 @@ func TestSessionClaimsAndReleasesThroughTheLeader(t *testing.T) {
 		t.Fatalf("db on the leader after the release: %+v %v, want free", o, err)
 	}
 	volumeOn("")
-	if _, err := b.ClaimVolume(ctx, "web", "db", "b-1", "iscsi da2"); err != nil {
+	if _, err := b.ClaimVolume(ctx, "web", "db", "b-1", "iscsi da2", nil); err != nil {
 		t.Fatalf("node-b's claim once released: %v", err)
 	}
 }
@@ -101,7 +102,7 @@ func TestSessionClaimRefusedForAnotherNodesTask(t *testing.T) {
 	put(t, m.Store, lun("db"))
 	put(t, m.Store, mounting("b-1", "node-b", "db"))
 	a := newSession(t, m.CA, "node-a", m.Addr)
-	_, err := a.ClaimVolume(ctxT(t), "web", "db", "b-1", "iscsi da1")
+	_, err := a.ClaimVolume(ctxT(t), "web", "db", "b-1", "iscsi da1", nil)
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "task web/b-1") {
 		t.Fatalf("claim for node-b's task: %v, want PermissionDenied naming the task", err)
 	}
