@@ -32,6 +32,27 @@ func TestOnceSaysWhatItCouldNotRead(t *testing.T) {
 	}
 }
 
+// A user who may not list nodes (they are cluster-scoped) is not shown a
+// cluster of no nodes with no CPU: the header says they are not listed.
+func TestOnceWithoutNodes(t *testing.T) {
+	t.Parallel()
+	d := fixture(t)
+	delete(d.Objects, legion.KindNode)
+	d.Denied = map[legion.Kind]string{legion.KindNode: "user bob: Nodes are cluster-scoped and users act in namespaces only"}
+	out := Once(d, 160)
+	for _, want := range []string{"nodes not listed   tasks ", "CPU    not known: nodes not listed", "MEMORY not known: nodes not listed",
+		"nodes: not listed: user bob: Nodes are cluster-scoped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--once does not say %q:\n%s", want, out)
+		}
+	}
+	for _, wrong := range []string{"nodes 0", " of 0"} {
+		if strings.Contains(out, wrong) {
+			t.Errorf("--once says %q of nodes it could not list:\n%s", wrong, out)
+		}
+	}
+}
+
 // A Secret's value is dropped as it arrives; only its size is kept.
 func TestSecretValuesDropped(t *testing.T) {
 	t.Parallel()

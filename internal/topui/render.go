@@ -85,13 +85,21 @@ func summary(d *Data) string {
 	for _, o := range tasks {
 		ts = append(ts, string(o.(*legion.Task).Status.State))
 	}
-	line := fmt.Sprintf("nodes %d", len(nodes))
-	if len(ns) > 0 {
-		line += " (" + counts(ns) + ")"
+	// A kind the caller may not list is not a count of none.
+	line := "nodes not listed"
+	if _, denied := d.Denied[legion.KindNode]; !denied {
+		line = fmt.Sprintf("nodes %d", len(nodes))
+		if len(ns) > 0 {
+			line += " (" + counts(ns) + ")"
+		}
 	}
-	line += fmt.Sprintf("   tasks %d", len(tasks))
-	if len(ts) > 0 {
-		line += " (" + counts(ts) + ")"
+	if _, denied := d.Denied[legion.KindTask]; denied {
+		line += "   tasks not listed"
+	} else {
+		line += fmt.Sprintf("   tasks %d", len(tasks))
+		if len(ts) > 0 {
+			line += " (" + counts(ts) + ")"
+		}
 	}
 	if len(d.Managers) > 0 {
 		var ms []string
@@ -157,6 +165,11 @@ func (m *Model) meter(st styles, name string, used, of int64, format func(int64)
 }
 
 func (m *Model) header(st styles, graph bool) string {
+	if _, denied := m.data.Denied[legion.KindNode]; denied {
+		// Use and capacity are the nodes': none to add up.
+		return st.title.Render("legion top") + "   " + summary(&m.data) + "\n" +
+			fmt.Sprintf("%-6s not known: nodes not listed\n%-6s not known: nodes not listed", "CPU", "MEMORY")
+	}
 	t := m.data.totals()
 	cpu := m.meter(st, "CPU", int64(t.CPU), int64(t.CPUAllocatable), func(v int64) string { return FormatCPU(legion.CPU(v)) },
 		func(s sample) int64 { return int64(s.cpu) }, graph)
