@@ -130,6 +130,14 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		if ctx.Err() != nil {
 			return nil
 		}
+		select {
+		case <-sess.Removed():
+			// Removed while this daemon was down: the pods it left run
+			// tasks the managers gave to other nodes since.
+			removePods(context.Background(), p, name, o.RunDir, log)
+			return fmt.Errorf("%w; the pods this node still ran were stopped, as their tasks run on other nodes now", sess.RemovedErr())
+		default:
+		}
 		return err
 	}
 	if sess.PodCIDR() == "" && o.Platform == PlatformJails {

@@ -296,7 +296,10 @@ func memoryBytes() int64 {
 }
 
 // removePods stops and removes every container of the node, with their
-// roots, the pods' network and their tasks' file systems.
+// roots, the pods' network and their tasks' file systems. Before the
+// network is open (a node told at registration that it was removed) a
+// jail's interface is taken off the host alone; a process node's next
+// network removes what pods no longer there left of it.
 func removePods(ctx context.Context, p *platform, node, runDir string, log *slog.Logger) {
 	rt := p.runtime
 	cs, err := rt.List(ctx, map[string]string{agent.LabelNode: node})
@@ -312,8 +315,15 @@ func removePods(ctx context.Context, p *platform, node, runDir string, log *slog
 		if c.Infra {
 			t := &legion.Task{}
 			t.Metadata.UID = c.ID
-			if err := p.network.Detach(ctx, t); err != nil {
-				log.Warn("removing pod network", "id", c.ID, "err", err)
+			switch {
+			case p.network != nil:
+				if err := p.network.Detach(ctx, t); err != nil {
+					log.Warn("removing pod network", "id", c.ID, "err", err)
+				}
+			case p.leavePod != nil:
+				if err := p.leavePod(ctx, c.ID); err != nil {
+					log.Warn("removing the pod's interface", "id", c.ID, "err", err)
+				}
 			}
 			if p.taskDirs != nil {
 				if err := p.taskDirs.UnmountTaskDir(ctx, filepath.Join(runDir, "tasks", c.ID)); err != nil {

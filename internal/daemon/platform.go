@@ -60,10 +60,14 @@ type nodeRuntime interface {
 // feeds it, the pod network and what turns the endpoints into load
 // balancing and DNS.
 type platform struct {
-	kind      string
-	images    *image.Images
-	runtime   nodeRuntime
-	network   agent.Network
+	kind    string
+	images  *image.Images
+	runtime nodeRuntime
+	network agent.Network
+	// leavePod takes a pod's interface off the host without the network,
+	// which opens only once the node registered (jails; nil elsewhere,
+	// where the next network removes what pods gone left).
+	leavePod  func(ctx context.Context, taskUID string) error
 	taskDirs  agent.TaskDirs // nil: private directories only
 	volumes   volumes.Store  // the node's local Volumes
 	attacher  *attach.Attacher
@@ -218,6 +222,7 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 		}
 		p.runtime, p.oom, p.noLimits, err = openJails(ctx, o, exe, log)
 		p.taskDirs = agent.TmpfsDirs{Runner: o.runner()}
+		p.leavePod = netbsd.Host{R: o.runner(), Log: log}.LeavePod
 		p.volumes = volumes.NewZFS(o.runner(), o.ZFSRoot)
 		p.attacher.Platform = attach.PlatformJails
 	}
