@@ -6,6 +6,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/scheduler"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -18,7 +19,8 @@ const maxUsersNamed = 5
 // that a workload of its namespace still names: as Swarm refuses, since
 // apply refuses a workload naming one that does not exist, and every
 // task started from then on would fail for want of it. A Job that is over
-// starts no more tasks and does not count.
+// starts no more tasks and does not count, nor does one whose CronJob is
+// gone, which the planner deletes (a delete -f of both, say).
 func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
 	if kind != legion.KindSecret && kind != legion.KindConfig {
 		return nil
@@ -26,11 +28,21 @@ func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
 	if _, _, err := st.Get(kind, ns, name); err != nil {
 		return nil // the delete says what became of it
 	}
+	crons := map[string]bool{}
+	cjs, _, err := st.List(legion.KindCronJob, ns, nil)
+	if err != nil {
+		return toStatus(err)
+	}
+	for _, o := range cjs {
+		crons[o.GetMetadata().Name] = true
+	}
 	var users []string
 	for _, k := range []legion.Kind{legion.KindService, legion.KindJob, legion.KindCronJob} {
 		objs, _, err := st.List(k, ns, func(o legion.Object) bool {
-			if j, ok := o.(*legion.Job); ok && j.Status.State.Over() {
-				return false
+			if j, ok := o.(*legion.Job); ok {
+				if c, made := j.Metadata.Labels[scheduler.LabelCronJob]; j.Status.State.Over() || made && !crons[c] {
+					return false
+				}
 			}
 			pod := legion.PodOf(o)
 			if pod == nil {

@@ -48,6 +48,18 @@ kind: Job
 metadata: {name: migrate, namespace: shop}
 spec:
   pod: {containers: [{name: c, image: migrate:1, secrets: [{name: pw}]}]}
+---
+apiVersion: legion/v1
+kind: Job
+metadata: {name: nightly-1, namespace: shop, labels: {legion.cronjob: nightly}}
+spec:
+  pod: {containers: [{name: c, image: backup:1, env: [{name: PW, secret: pw}]}]}
+---
+apiVersion: legion/v1
+kind: Job
+metadata: {name: weekly-1, namespace: shop, labels: {legion.cronjob: weekly}}
+spec:
+  pod: {containers: [{name: c, image: backup:1, env: [{name: PW, secret: pw}]}]}
 `)
 	refused := func(kind legion.Kind, name, want string) {
 		t.Helper()
@@ -59,7 +71,9 @@ spec:
 			t.Fatalf("%s %s gone after a refused delete: %v", kind, name, err)
 		}
 	}
-	refused(legion.KindSecret, "pw", "Secret shop/pw is in use by service/web, job/migrate, cronjob/nightly: take it out of their specs, or delete them, first")
+	// weekly-1's CronJob is gone: the planner deletes it, so it holds
+	// nothing (as after a delete -f of a CronJob and its Secret).
+	refused(legion.KindSecret, "pw", "Secret shop/pw is in use by service/web, job/migrate, job/nightly-1, cronjob/nightly: take it out of their specs, or delete them, first")
 	refused(legion.KindConfig, "settings", "Config shop/settings is in use by service/web:")
 
 	// The Job over, and the other two gone: nothing holds pw.
@@ -73,7 +87,7 @@ spec:
 	if _, _, err := st.Put(ctx, j, store.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	refused(legion.KindSecret, "pw", "is in use by service/web, cronjob/nightly:")
+	refused(legion.KindSecret, "pw", "is in use by service/web, job/nightly-1, cronjob/nightly:")
 	for _, k := range []legion.Kind{legion.KindService, legion.KindCronJob} {
 		name := map[legion.Kind]string{legion.KindService: "web", legion.KindCronJob: "nightly"}[k]
 		if _, err := c.Delete(ctx, k, "shop", name, nil); err != nil {
