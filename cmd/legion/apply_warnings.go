@@ -44,24 +44,62 @@ func unservedRoutes(routes []*legion.Route, nodes []*legion.Node) []string {
 // the same (that platform is for development), so the limits would be
 // silently ignored.
 func unenforcedLimits(objs []legion.Object, nodes []*legion.Node) []string {
+	process := processNodes(nodes)
+	if process == "" {
+		return nil
+	}
+	var out []string
+	for _, o := range objs {
+		if hasLimits(o) {
+			out = append(out, fmt.Sprintf("%s: its resource limits are not enforced on process-platform nodes (%s), where its tasks may run: only FreeBSD jails nodes apply them",
+				ref(o), process))
+		}
+	}
+	return out
+}
+
+// unenforcedPolicies says which NetworkPolicies, and locked Namespaces,
+// the cluster's process-platform nodes would not enforce: they have no
+// pf, so their pods reach each other whatever the policy says. (The
+// default isolation is not enforced there either, which the daemon and
+// legion doctor say; a Namespace applied with it asked for nothing.)
+func unenforcedPolicies(objs []legion.Object, nodes []*legion.Node) []string {
+	process := processNodes(nodes)
+	if process == "" {
+		return nil
+	}
+	var out []string
+	for _, o := range objs {
+		if isPolicy(o) {
+			out = append(out, fmt.Sprintf("%s: not enforced on process-platform nodes (%s), where the namespace's tasks may run: they have no pf, so their pods reach each other whatever it says; only FreeBSD jails nodes enforce network policy",
+				ref(o), process))
+		}
+	}
+	return out
+}
+
+// isPolicy: o is a NetworkPolicy, or a locked Namespace.
+func isPolicy(o legion.Object) bool {
+	switch o := o.(type) {
+	case *legion.NetworkPolicy:
+		return true
+	case *legion.Namespace:
+		return o.Spec.Isolation == legion.IsolationLocked
+	}
+	return false
+}
+
+// processNodes names the ready process-platform nodes, in order, or is
+// empty when there are none. Their containers are host processes.
+func processNodes(nodes []*legion.Node) string {
 	var process []string
 	for _, n := range nodes {
 		if n.Status.Runtime == legion.NodeRuntimeProcess && n.Status.State == legion.NodeReady {
 			process = append(process, n.Metadata.Name)
 		}
 	}
-	if len(process) == 0 {
-		return nil
-	}
 	slices.Sort(process)
-	var out []string
-	for _, o := range objs {
-		if hasLimits(o) {
-			out = append(out, fmt.Sprintf("%s: its resource limits are not enforced on process-platform nodes (%s), where its tasks may run: only FreeBSD jails nodes apply them",
-				ref(o), strings.Join(process, ", ")))
-		}
-	}
-	return out
+	return strings.Join(process, ", ")
 }
 
 // hasLimits: o is a workload whose pod has limits.
@@ -102,7 +140,7 @@ func warnOf(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.
 			routes = append(routes, r)
 		}
 	}
-	if len(routes) == 0 && !slices.ContainsFunc(objs, hasLimits) {
+	if len(routes) == 0 && !slices.ContainsFunc(objs, hasLimits) && !slices.ContainsFunc(objs, isPolicy) {
 		return nil
 	}
 	listed, err := list(legion.KindNode)
@@ -113,7 +151,7 @@ func warnOf(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.
 	for _, o := range listed {
 		nodes = append(nodes, o.(*legion.Node))
 	}
-	for _, msg := range append(unservedRoutes(routes, nodes), unenforcedLimits(objs, nodes)...) {
+	for _, msg := range slices.Concat(unservedRoutes(routes, nodes), unenforcedLimits(objs, nodes), unenforcedPolicies(objs, nodes)) {
 		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
 	return nil

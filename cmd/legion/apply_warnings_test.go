@@ -90,6 +90,53 @@ spec:
 	}
 }
 
+// NetworkPolicies, and locked Namespaces, are said not to be enforced
+// where process-platform nodes are ready; a Namespace with the default
+// isolation asked for nothing, and an open one is what those nodes do.
+func TestUnenforcedPolicies(t *testing.T) {
+	t.Parallel()
+	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+kind: Namespace
+metadata: {name: vault}
+spec: {isolation: locked}
+---
+apiVersion: legion/v1
+kind: Namespace
+metadata: {name: plain}
+---
+apiVersion: legion/v1
+kind: Namespace
+metadata: {name: lobby}
+spec: {isolation: open}
+---
+apiVersion: legion/v1
+kind: NetworkPolicy
+metadata: {name: db-access, namespace: shop}
+spec:
+  services: {app: db}
+  ingress: [{from: [{services: {app: web}}]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(name, runtime string) *legion.Node {
+		n := &legion.Node{Header: legion.Header{Metadata: legion.Metadata{Name: name}}}
+		n.Status.Runtime, n.Status.State = runtime, legion.NodeReady
+		return n
+	}
+	if w := unenforcedPolicies(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails)}); len(w) != 0 {
+		t.Errorf("jails nodes: %q, want none", w)
+	}
+	w := unenforcedPolicies(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails), node("p1", legion.NodeRuntimeProcess)})
+	want := []string{
+		"namespace/vault: not enforced on process-platform nodes (p1), where the namespace's tasks may run: they have no pf, so their pods reach each other whatever it says; only FreeBSD jails nodes enforce network policy",
+		"networkpolicy/db-access -n shop: not enforced on process-platform nodes (p1), where the namespace's tasks may run: they have no pf, so their pods reach each other whatever it says; only FreeBSD jails nodes enforce network policy",
+	}
+	if !slices.Equal(w, want) {
+		t.Errorf("with a process node:\n got %q\nwant %q", w, want)
+	}
+}
+
 // On a cluster, apply warns of a Route no node serves, and not once a
 // node serves Routes; the node's description says where it does. Limits
 // are warned of on the process platform's nodes.

@@ -232,7 +232,12 @@ the files no longer have are deleted.`,
 					return fmt.Errorf("listing the stack's services: %w", err)
 				}
 			}
-			return runSteps(cmd, c, append(steps, compose.PlanDeploy(stack, res.Objects, current, prune)...))
+			if err := runSteps(cmd, c, append(steps, compose.PlanDeploy(stack, res.Objects, current, prune)...)); err != nil {
+				return err
+			}
+			// What the nodes will not do of it, as apply says.
+			warnApplied(cmd.ErrOrStderr(), res.Objects, func(k legion.Kind) ([]legion.Object, error) { return c.List(ctx, k, "", nil) })
+			return nil
 		},
 	}
 	f.add(cmd)

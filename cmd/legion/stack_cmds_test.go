@@ -543,3 +543,39 @@ func TestStackDeployBindMountsNeedHostPath(t *testing.T) {
 		t.Errorf("writes %v lack web", c.writes)
 	}
 }
+
+// A stack deployed where process-platform nodes may run it is told what
+// they will not do of it, as apply tells: its limits, and the network
+// policies its networks become. Jails nodes alone leave nothing to say.
+func TestStackDeployWarnsOfWhatProcessNodesDoNotEnforce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "compose.yaml")
+	if err := os.WriteFile(file, []byte(`
+services:
+  web:
+    image: nginx:1.25
+    deploy: {resources: {limits: {memory: 64M}}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node := func(name, runtime string) *legion.Node {
+		n := &legion.Node{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNode, Metadata: legion.Metadata{Name: name}}}
+		n.Status.State, n.Status.Runtime = legion.NodeReady, runtime
+		return n
+	}
+	_, stderr, err := runStack(t, newFakeCluster(node("n1", legion.NodeRuntimeProcess), node("n2", legion.NodeRuntimeJails)), "deploy", "-c", file, "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"warning: service/web -n shop: its resource limits are not enforced on process-platform nodes (n1)",
+		"warning: networkpolicy/default -n shop: not enforced on process-platform nodes (n1)"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("deploy's warnings:\n%s\nwant %q", stderr, want)
+		}
+	}
+	_, stderr, err = runStack(t, newFakeCluster(node("n2", legion.NodeRuntimeJails)), "deploy", "-c", file, "shop")
+	if err != nil || strings.Contains(stderr, "warning:") {
+		t.Fatalf("deploy on jails nodes: %v, warnings:\n%s", err, stderr)
+	}
+}
