@@ -2,9 +2,11 @@ package server
 
 import (
 	"errors"
+	"net"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -34,4 +36,19 @@ func TestSecondServerOnADataDirectoryIsRefused(t *testing.T) {
 		t.Fatalf("after the first stopped: %v", err)
 	}
 	again.Stop()
+}
+
+// A server whose address another process listens on says so, and which
+// flag gives it another.
+func TestServerOnATakenAddressSaysHowToMoveIt(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	_, err = New(Config{DataDir: t.TempDir(), Listen: taken.Addr().String()})
+	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "another process listens there") || !strings.Contains(err.Error(), "--listen") {
+		t.Fatalf("a server on a taken address: %v, want it said with --listen", err)
+	}
 }

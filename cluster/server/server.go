@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/legionbsd/legion/cluster/audit"
@@ -195,6 +196,9 @@ func New(cfg Config) (*Server, error) {
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		lock.Release()
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("listening on %s: another process listens there (another cluster's daemon or legion up?): give this one another address (--listen): %w", cfg.Listen, err)
+		}
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	if cfg.Advertise == "" {
