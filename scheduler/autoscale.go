@@ -54,9 +54,12 @@ func (p *planner) autoscale(o *owner, sp *svcPass) int {
 	}
 	rec := cur
 	if ready > 0 {
+		// want is a target's count, or -1 when it has none to give (no
+		// target, no reports). An idle service's count is 0, which the
+		// minimum then raises: it is a recommendation, not none.
 		want := func(target int, uses []float64) int {
 			if target <= 0 || len(uses) == 0 {
-				return 0
+				return -1
 			}
 			var sum float64
 			for _, x := range uses {
@@ -76,7 +79,7 @@ func (p *planner) autoscale(o *owner, sp *svcPass) int {
 			return min(shrink, cur)
 		}
 		rec = max(want(a.CPU, cpuUse), want(a.Memory, memUse))
-		if rec == 0 {
+		if rec < 0 {
 			rec = cur
 		}
 	}

@@ -100,6 +100,18 @@ func TestAutoscaleShrinksOnlyAfterDownDelay(t *testing.T) {
 	}
 }
 
+// Tasks that use nothing at all (0m, as idle processes report) want no
+// replicas: the service shrinks to its minimum, not stays where it is.
+func TestAutoscaleIdleShrinksToTheMinimum(t *testing.T) {
+	t.Parallel()
+	c := schedtest.WithNodes(t, 4)
+	c.ApplyAndConverge(strings.Replace(scaleYAML, "replicas: 2", "replicas: 4", 1))
+	runReporting(c, 65*time.Second, 0)
+	if n := len(c.Live("api")); n != 1 {
+		t.Fatalf("idle past downDelay: %d tasks, want the minimum, 1", n)
+	}
+}
+
 func TestAutoscaleNewLeaderWaitsBeforeShrinking(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 4)
