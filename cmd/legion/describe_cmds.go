@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -254,6 +255,9 @@ func descService(d *describer, s *legion.Service, now time.Time) {
 		par = strconv.Itoa(*u.Parallelism)
 	}
 	d.line("Update", fmt.Sprintf("parallelism %s, order %s, on failure %s", par, orDash(string(u.Order)), orDash(string(u.FailureAction))))
+	if a := s.Spec.Autoscale; a != nil {
+		d.line("Autoscale", autoscaleSpec(a))
+	}
 	d.indent = ""
 	d.section("Status")
 	d.indent = "  "
@@ -261,6 +265,9 @@ func descService(d *describer, s *legion.Service, now time.Time) {
 	d.line("Replicas", fmt.Sprintf("%d wanted, %d running, %d ready", st.Replicas, st.Running, st.Ready))
 	if st.VIP != "" {
 		d.line("VIP", st.VIP)
+	}
+	if a := st.Autoscale; a != nil && s.Spec.Autoscale != nil {
+		d.line("Autoscale", autoscaleStatus(a, now))
 	}
 	if up := st.Update; up != nil {
 		v := string(up.State)
@@ -279,6 +286,40 @@ func descService(d *describer, s *legion.Service, now time.Time) {
 		d.line("Message", st.Message)
 	}
 	d.indent = ""
+}
+
+// autoscaleSpec says what an autoscaled service asks: its bounds, its
+// targets and how long it waits to shrink.
+func autoscaleSpec(a *legion.Autoscale) string {
+	var targets []string
+	if a.CPU > 0 {
+		targets = append(targets, fmt.Sprintf("cpu %d%%", a.CPU))
+	}
+	if a.Memory > 0 {
+		targets = append(targets, fmt.Sprintf("memory %d%%", a.Memory))
+	}
+	down := legion.DefaultDownDelay
+	if a.DownDelay != nil {
+		down = *a.DownDelay
+	}
+	return fmt.Sprintf("%d to %d replicas, %s of requests, shrinks after %s", a.Min, a.Max, strings.Join(targets, " and "), down)
+}
+
+// autoscaleStatus says the autoscaler's count, what it recommended over
+// the down delay (newest first), and why it waits, if it does.
+func autoscaleStatus(a *legion.AutoscaleStatus, now time.Time) string {
+	s := fmt.Sprintf("%d replicas", a.Replicas)
+	var recs []string
+	for _, r := range slices.Backward(a.Recommendations) {
+		recs = append(recs, fmt.Sprintf("%d (%s ago)", r.Replicas, age(r.Time, now)))
+	}
+	if len(recs) > 0 {
+		s += "; recommended " + strings.Join(recs, ", ")
+	}
+	if a.Message != "" {
+		s += "; " + a.Message
+	}
+	return s
 }
 
 func descJob(d *describer, j *legion.Job, now time.Time) {

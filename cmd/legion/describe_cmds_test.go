@@ -25,8 +25,12 @@ func describeFixtures() (svc *legion.Service, tasks []*legion.Task, evs []legion
 		Resources: legion.Resources{Requests: legion.ResourceRequests{CPU: 250, Memory: 64 << 20}}}}
 	svc.Spec.Pod.RestartPolicy = &legion.RestartPolicy{Condition: legion.RestartOnFailure, Delay: legion.Duration(5 * time.Second)} // no limit
 	svc.Spec.Update.FailureAction, svc.Spec.Update.Order = legion.FailureRollback, legion.StopFirst
+	down := legion.Duration(5 * time.Minute)
+	svc.Spec.Autoscale = &legion.Autoscale{Min: 2, Max: 6, CPU: 60, DownDelay: &down}
 	svc.Status = legion.ServiceStatus{Replicas: 3, Running: 2, Ready: 1, VIP: "10.96.0.7",
-		Update: &legion.UpdateStatus{State: legion.UpdateRolledBack, Message: "task web-2 failed", Started: describeAgo(5 * time.Minute), Completed: describeAgo(time.Minute)}}
+		Update: &legion.UpdateStatus{State: legion.UpdateRolledBack, Message: "task web-2 failed", Started: describeAgo(5 * time.Minute), Completed: describeAgo(time.Minute)},
+		Autoscale: &legion.AutoscaleStatus{Replicas: 3, Recommendations: []legion.Recommendation{
+			{Time: *describeAgo(4 * time.Minute), Replicas: 4}, {Time: *describeAgo(30 * time.Second), Replicas: 3}}}}
 	for i, st := range []legion.TaskState{legion.TaskRunning, legion.TaskRunning, legion.TaskPending} {
 		t := &legion.Task{Header: legion.Header{Kind: legion.KindTask, Metadata: legion.Metadata{Name: fmt.Sprintf("web-%d-a1", i+1), Namespace: "shop"}}}
 		t.Spec.Owner, t.Spec.Slot, t.Spec.DesiredState = legion.Owner{Kind: legion.KindService, Name: "web"}, i+1, legion.TaskRunning
