@@ -309,6 +309,9 @@ func autoscaleSpec(a *legion.Autoscale) string {
 // the down delay (newest first), and why it waits, if it does.
 func autoscaleStatus(a *legion.AutoscaleStatus, now time.Time) string {
 	s := fmt.Sprintf("%d replicas", a.Replicas)
+	if a.Replicas == 1 {
+		s = "1 replica"
+	}
 	var recs []string
 	for _, r := range slices.Backward(a.Recommendations) {
 		recs = append(recs, fmt.Sprintf("%d (%s ago)", r.Replicas, age(r.Time, now)))
