@@ -183,7 +183,9 @@ func (p *planner) migrate(key nsName) {
 }
 
 // ordinalOwner is the stateful service whose wanted ordinal claims the
-// Volume, or nil.
+// Volume, or nil. The labels say which ordinal; the name must be that
+// ordinal's claim too: a backup restored under another name keeps the
+// labels, and is no ordinal's Volume.
 func (p *planner) ordinalOwner(v *legion.Volume) *owner {
 	svc, ok := v.Metadata.Labels[LabelService]
 	if !ok {
@@ -197,7 +199,12 @@ func (p *planner) ordinalOwner(v *legion.Volume) *owner {
 	if o == nil || !o.stateful || ord < 0 || ord >= o.svc.WantedReplicas() {
 		return nil
 	}
-	return o
+	for _, pv := range o.pod.Volumes {
+		if pv.Claim != nil && claimName(pv.Name, svc, ord) == v.Metadata.Name {
+			return o
+		}
+	}
+	return nil
 }
 
 // moveTargetOK: the node exists, is not down or unknown (a node only

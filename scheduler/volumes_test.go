@@ -158,6 +158,34 @@ func drainItems(c *schedtest.Cluster, node string) []legion.DrainItem {
 	return nil
 }
 
+// A backup of an ordinal's Volume restored under another name keeps its
+// labels, but it is no ordinal's Volume: a drain neither moves it nor
+// waits for it.
+func TestDrainLeavesARestoredCopyOfAnOrdinalsVolume(t *testing.T) {
+	t.Parallel()
+	c := boundDB(t, 3, "2")
+	from := liveIn(t, c, 0).Spec.Node
+	c.Apply(`apiVersion: legion/v1
+kind: Volume
+metadata: {name: db-0-copy, labels: {legion.service: db, legion.ordinal: "0"}}
+spec: {driver: zfs, size: 1Gi}
+`)
+	c.SetVolume("db-0-copy", func(v *legion.Volume) { v.Status.Node = from })
+	c.SetAvailability(from, legion.AvailabilityDrain)
+	c.Converge()
+	if m := c.Volume("db-0-copy").Status.Migration; m != nil {
+		t.Fatalf("the restored copy is moving: %+v", m)
+	}
+	if m := c.Volume("data-db-0").Status.Migration; m == nil {
+		t.Fatal("the ordinal's own Volume is not moving")
+	}
+	for _, it := range drainItems(c, from) {
+		if strings.Contains(it.Name, "db-0-copy") {
+			t.Fatalf("the drain waits for the restored copy: %+v", drainItems(c, from))
+		}
+	}
+}
+
 func TestDrainMovesAStatefulVolumeAndCompletesOnlyOnceMoved(t *testing.T) {
 	t.Parallel()
 	c := boundDB(t, 3, "2")
