@@ -44,18 +44,7 @@ func unservedRoutes(routes []*legion.Route, nodes []*legion.Node) []string {
 // the same (that platform is for development), so the limits would be
 // silently ignored.
 func unenforcedLimits(objs []legion.Object, nodes []*legion.Node) []string {
-	process := processNodes(nodes)
-	if process == "" {
-		return nil
-	}
-	var out []string
-	for _, o := range objs {
-		if hasLimits(o) {
-			out = append(out, fmt.Sprintf("%s: its resource limits are not enforced on process-platform nodes (%s), where its tasks may run: only FreeBSD jails nodes apply them",
-				ref(o), process))
-		}
-	}
-	return out
+	return unenforced(objs, nodes, hasLimits, "its resource limits are not enforced on process-platform nodes (%s), where its tasks may run: only FreeBSD jails nodes apply them")
 }
 
 // unenforcedPolicies says which NetworkPolicies, and locked Namespaces,
@@ -64,15 +53,21 @@ func unenforcedLimits(objs []legion.Object, nodes []*legion.Node) []string {
 // default isolation is not enforced there either, which the daemon and
 // legion doctor say; a Namespace applied with it asked for nothing.)
 func unenforcedPolicies(objs []legion.Object, nodes []*legion.Node) []string {
+	return unenforced(objs, nodes, isPolicy, "not enforced on process-platform nodes (%s), where the namespace's tasks may run: they have no pf, so their pods reach each other whatever it says; only FreeBSD jails nodes enforce network policy")
+}
+
+// unenforced says, for each of objs that asks what process-platform
+// nodes do not do (asks), why (why names the ready such nodes with %s);
+// nothing when there are none.
+func unenforced(objs []legion.Object, nodes []*legion.Node, asks func(legion.Object) bool, why string) []string {
 	process := processNodes(nodes)
 	if process == "" {
 		return nil
 	}
 	var out []string
 	for _, o := range objs {
-		if isPolicy(o) {
-			out = append(out, fmt.Sprintf("%s: not enforced on process-platform nodes (%s), where the namespace's tasks may run: they have no pf, so their pods reach each other whatever it says; only FreeBSD jails nodes enforce network policy",
-				ref(o), process))
+		if asks(o) {
+			out = append(out, ref(o)+": "+fmt.Sprintf(why, process))
 		}
 	}
 	return out

@@ -384,7 +384,8 @@ func TestVolumeSnapshotBeforeStartDropsOlderOnes(t *testing.T) {
 	st.Snapshot(ctx, "default", "db", "legion-update-3")
 	st.Snapshot(ctx, "default", "db", "legion-backup-x")
 	st.Snapshot(ctx, "default", "db", "legion-move-1") // the move here is over
-	atClaim := -1 // the store's calls before the first claim
+	// The store's calls before the first claim.
+	atClaim := -1
 	r.mgr.onClaim = func(string) {
 		if atClaim < 0 {
 			atClaim = len(st.called())

@@ -19,24 +19,9 @@ import (
 // why, rather than running on unheard and asking again every second.
 func TestARemovedWorkerStopsItsPodsAndEnds(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, testcluster.Options{Leader: true, Workers: 1})
-	a := startWorkerAgents(t, c)[0]
+	a, cl := workerRunningWeb(t)
 	worker := a.w.Server.NodeID()
-	cl := c.Client()
 	ctx := context.Background()
-	applyManifest(t, cl, strings.Replace(webService, "replicas: 3", "replicas: 1", 1))
-	poll(t, "a ready task of web on the worker", 60*time.Second, func() bool {
-		ts, _, err := cl.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
-		if err != nil {
-			return false
-		}
-		for _, o := range ts {
-			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "web" && tk.Spec.Node == worker && tk.Status.Ready {
-				return true
-			}
-		}
-		return false
-	})
 	if _, err := cl.Delete(ctx, legion.KindNode, "", worker, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -72,24 +57,9 @@ func TestARemovedWorkerStopsItsPodsAndEnds(t *testing.T) {
 // before it ends saying why.
 func TestAWorkerRemovedWhileDownStopsItsPodsAtStart(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, testcluster.Options{Leader: true, Workers: 1})
-	a := startWorkerAgents(t, c)[0]
+	a, cl := workerRunningWeb(t)
 	worker := a.w.Server.NodeID()
-	cl := c.Client()
 	ctx := context.Background()
-	applyManifest(t, cl, strings.Replace(webService, "replicas: 3", "replicas: 1", 1))
-	poll(t, "a ready task of web on the worker", 60*time.Second, func() bool {
-		ts, _, err := cl.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
-		if err != nil {
-			return false
-		}
-		for _, o := range ts {
-			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "web" && tk.Spec.Node == worker && tk.Status.Ready {
-				return true
-			}
-		}
-		return false
-	})
 	a.stop() // the daemon goes; its pods run on
 	rt, err := process.New(process.Config{DataDir: a.w.Dir, Shim: os.Args[0]})
 	if err != nil {
@@ -121,4 +91,28 @@ func TestAWorkerRemovedWhileDownStopsItsPodsAtStart(t *testing.T) {
 	if len(left) != 0 {
 		t.Fatalf("%d containers left on the removed worker, want none", len(left))
 	}
+}
+
+// workerRunningWeb starts a cluster of a manager and a worker with its
+// agent, and a service of one task, ready on the worker.
+func workerRunningWeb(t *testing.T) (*workerAgent, *client.Client) {
+	t.Helper()
+	c := testcluster.New(t, testcluster.Options{Leader: true, Workers: 1})
+	a := startWorkerAgents(t, c)[0]
+	worker := a.w.Server.NodeID()
+	cl := c.Client()
+	applyManifest(t, cl, strings.Replace(webService, "replicas: 3", "replicas: 1", 1))
+	poll(t, "a ready task of web on the worker", 60*time.Second, func() bool {
+		ts, _, err := cl.List(context.Background(), legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		for _, o := range ts {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "web" && tk.Spec.Node == worker && tk.Status.Ready {
+				return true
+			}
+		}
+		return false
+	})
+	return a, cl
 }
