@@ -295,8 +295,8 @@ func TestScale(t *testing.T) {
 		if err := h.Apply(ctx, services, replicas, "1"); err != nil {
 			return 0, err
 		}
-		_, err := h.WaitFor(ctx, "every task running", "1", nil, func(c Counts) bool { return c.Running == total })
-		return time.Since(w0), err
+		at, err := h.WaitFor(ctx, "every task running", "1", nil, func(c Counts) bool { return c.Running == total })
+		return at.Sub(w0), err
 	})
 	// The same rolling update twice: once undisturbed, then with the
 	// leader killed a quarter of the way, so that what the kill costs is
@@ -308,8 +308,8 @@ func TestScale(t *testing.T) {
 		if err := h.Apply(ctx, services, replicas, "2"); err != nil {
 			return 0, err
 		}
-		_, err := h.WaitFor(ctx, "every task updated", "2", nil, updated)
-		calm = time.Since(w0)
+		at, err := h.WaitFor(ctx, "every task updated", "2", nil, updated)
+		calm = at.Sub(w0)
 		return calm, err
 	})
 	phase("rolling update, leader kill", func() (time.Duration, error) {
@@ -324,10 +324,10 @@ func TestScale(t *testing.T) {
 		k0 := time.Now()
 		leader.Kill()
 		t.Logf("leader %s killed %s into the update", leader.Addr, k0.Sub(w0).Round(time.Millisecond))
-		_, err := h.WaitFor(ctx, "every task updated", "3", nil, updated)
-		took := time.Since(w0)
+		at, err := h.WaitFor(ctx, "every task updated", "3", nil, updated)
+		took := at.Sub(w0)
 		t.Logf("converged %s after the leader kill; the update took %s, the one without a kill %s (%+.1fs)",
-			time.Since(k0).Round(time.Millisecond), took.Round(time.Millisecond), calm.Round(time.Millisecond), (took - calm).Seconds())
+			at.Sub(k0).Round(time.Millisecond), took.Round(time.Millisecond), calm.Round(time.Millisecond), (took - calm).Seconds())
 		return took, err
 	})
 	phase(fmt.Sprintf("drain %d nodes", drain), func() (time.Duration, error) {
@@ -341,8 +341,8 @@ func TestScale(t *testing.T) {
 		if err := h.Drain(ctx, names); err != nil {
 			return 0, err
 		}
-		_, err := h.WaitFor(ctx, "the drained nodes empty", "", drained, func(c Counts) bool { return c.OnNodes == 0 && c.Running == total })
-		return time.Since(w0), err
+		at, err := h.WaitFor(ctx, "the drained nodes empty", "", drained, func(c Counts) bool { return c.OnNodes == 0 && c.Running == total })
+		return at.Sub(w0), err
 	})
 	// What the managers and agents hold, not what the last phase left for
 	// the collector: the heap after a collection.

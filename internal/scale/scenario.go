@@ -132,9 +132,11 @@ func (h *Harness) Count(tag string, nodes map[string]bool) (Counts, error) {
 }
 
 // WaitFor looks at the tally every Poll until done holds or ctx ends, and
-// returns how long it took. What the tally says is confirmed with a Count
-// (a read of every task from the leader's replica) before it answers.
-func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[string]bool, done func(Counts) bool) (time.Duration, error) {
+// returns when it first held. What the tally says is confirmed with a
+// Count (a read of every task from the leader's replica) before it
+// answers; the time that read takes is the measurement's, not the
+// cluster's, so the answer is when the tally saw it.
+func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[string]bool, done func(Counts) bool) (time.Time, error) {
 	start := time.Now()
 	y := h.followTally()
 	every := h.Poll
@@ -154,9 +156,10 @@ func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[strin
 					c.Running, c.AtTag, c.OnNodes, c.Other)
 			}
 			if done(c) {
+				seen := time.Now()
 				full, err := h.Count(tag, nodes)
 				if err == nil && done(full) {
-					return time.Since(start), nil
+					return seen, nil
 				}
 				if err == nil {
 					h.t.Logf("%s: the tally says done, a read of every task does not: running %d, at the tag %d, on the nodes %d, other %d",
@@ -167,7 +170,7 @@ func (h *Harness) WaitFor(ctx context.Context, what, tag string, nodes map[strin
 		}
 		select {
 		case <-ctx.Done():
-			return time.Since(start), fmt.Errorf("%s: not within %s: running %d, at tag %d, on the nodes %d, other %d",
+			return time.Time{}, fmt.Errorf("%s: not within %s: running %d, at tag %d, on the nodes %d, other %d",
 				what, time.Since(start).Round(time.Millisecond), last.Running, last.AtTag, last.OnNodes, last.Other)
 		case <-t.C:
 		}

@@ -29,6 +29,36 @@ type tally struct {
 	following bool                 // a replica was offered and is followed
 	synced    bool                 // tasks is what that replica holds, followed since
 	tasks     map[string]taskState // by name
+	// What counts adds up, kept as tasks change, so that a look costs a
+	// pass over the nodes, not over every task: the running tasks, in
+	// all, by image and by node.
+	running int
+	byImage map[string]int
+	byNode  map[string]int
+}
+
+// set records a task's state (gone: it was deleted), keeping the sums.
+// Called with mu held.
+func (y *tally) set(name string, s taskState, gone bool) {
+	if old, ok := y.tasks[name]; ok {
+		y.sum(old, -1)
+	}
+	if gone {
+		delete(y.tasks, name)
+		return
+	}
+	y.tasks[name] = s
+	y.sum(s, 1)
+}
+
+// sum adds d of a task in state s to the sums.
+func (y *tally) sum(s taskState, d int) {
+	if !s.running {
+		return
+	}
+	y.running += d
+	y.byImage[s.image] += d
+	y.byNode[s.node] += d
 }
 
 // taskState is what Counts.add needs of a task.
@@ -89,12 +119,12 @@ func (y *tally) followStore(ctx context.Context, st *store.Store) {
 	if err != nil {
 		return
 	}
-	tasks := make(map[string]taskState, len(objs))
-	for _, o := range objs {
-		tasks[o.GetMetadata().Name] = stateOf(o.(*legion.Task))
-	}
 	y.mu.Lock()
-	y.tasks, y.synced = tasks, true
+	y.tasks, y.running, y.byImage, y.byNode = make(map[string]taskState, len(objs)), 0, map[string]int{}, map[string]int{}
+	for _, o := range objs {
+		y.set(o.GetMetadata().Name, stateOf(o.(*legion.Task)), false)
+	}
+	y.synced = true
 	y.mu.Unlock()
 	for {
 		// A killed manager's replica may never say it closed: every
@@ -119,11 +149,7 @@ func (y *tally) followStore(ctx context.Context, st *store.Store) {
 			continue
 		}
 		y.mu.Lock()
-		if ev.Type == store.Deleted {
-			delete(y.tasks, t.Metadata.Name)
-		} else {
-			y.tasks[t.Metadata.Name] = stateOf(t)
-		}
+		y.set(t.Metadata.Name, stateOf(t), ev.Type == store.Deleted)
 		y.mu.Unlock()
 	}
 }
@@ -136,10 +162,22 @@ func (y *tally) counts(tag string, nodes map[string]bool) (c Counts, ok bool) {
 	if !y.synced {
 		return Counts{}, false
 	}
-	c.PerNode = make(map[string]int, len(y.h.Agents))
-	image := imageAt(tag)
-	for _, s := range y.tasks {
-		c.add(s, image, nodes)
+	c.Running, c.Other = y.running, len(y.tasks)-y.running
+	c.AtTag, c.OnNodes = y.running, y.running
+	if image := imageAt(tag); image != "" {
+		c.AtTag = y.byImage[image]
+	}
+	if nodes != nil {
+		c.OnNodes = 0
+		for n := range nodes {
+			c.OnNodes += y.byNode[n]
+		}
+	}
+	c.PerNode = make(map[string]int, len(y.byNode))
+	for n, k := range y.byNode {
+		if k > 0 {
+			c.PerNode[n] = k
+		}
 	}
 	return c, true
 }
