@@ -3,6 +3,7 @@ package legion
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -280,6 +281,32 @@ const (
 	// Only in a Namespace's allow-list: pod volumes on the node's paths.
 	AllowHostPath = "hostPath"
 )
+
+// References calls ref with each Secret, Config and Volume the pod names
+// (name empty where a field names none), and what it is to the pod:
+// "Secret" and "Config" (files and environment), "Volume", "pull Secret".
+func (p *PodSpec) References(ref func(kind Kind, name, what string)) {
+	for _, c := range slices.Concat(p.InitContainers, p.Containers) {
+		for _, e := range c.Env {
+			ref(KindSecret, e.Secret, "Secret")
+			ref(KindConfig, e.Config, "Config")
+		}
+		for _, f := range c.Secrets {
+			ref(KindSecret, f.Name, "Secret")
+		}
+		for _, f := range c.Configs {
+			ref(KindConfig, f.Name, "Config")
+		}
+	}
+	for _, v := range p.Volumes {
+		if v.Volume != nil {
+			ref(KindVolume, v.Volume.Name, "Volume")
+		}
+	}
+	for _, s := range p.ImagePullSecrets {
+		ref(KindSecret, s, "pull Secret")
+	}
+}
 
 // AllContainers returns the init containers followed by the containers.
 func (p *PodSpec) AllContainers() []*Container {

@@ -379,31 +379,6 @@ func wouldBe(obj, cur legion.Object) legion.Object {
 	return out
 }
 
-// podReferences calls ref with each Secret, Config and Volume a pod
-// names (name empty where a field names none), and what it is to the pod.
-func podReferences(pod *legion.PodSpec, ref func(kind legion.Kind, name, what string)) {
-	for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
-		for _, e := range c.Env {
-			ref(legion.KindSecret, e.Secret, "Secret")
-			ref(legion.KindConfig, e.Config, "Config")
-		}
-		for _, f := range c.Secrets {
-			ref(legion.KindSecret, f.Name, "Secret")
-		}
-		for _, f := range c.Configs {
-			ref(legion.KindConfig, f.Name, "Config")
-		}
-	}
-	for _, v := range pod.Volumes {
-		if v.Volume != nil {
-			ref(legion.KindVolume, v.Volume.Name, "Volume")
-		}
-	}
-	for _, p := range pod.ImagePullSecrets {
-		ref(legion.KindSecret, p, "pull Secret")
-	}
-}
-
 // checkReferences refuses a Service, Job or CronJob naming a Secret,
 // Config, Volume or pull secret that exists neither in its namespace nor
 // earlier in the same apply, naming each missing one.
@@ -431,7 +406,7 @@ func checkReferences(st *store.Store, items []applyItem) error {
 				missing = append(missing, what+" "+name)
 			}
 		}
-		podReferences(pod, need)
+		pod.References(need)
 		if len(missing) > 0 {
 			errs = append(errs, fmt.Sprintf("%s %s: refers to what does not exist in namespace %s: %s",
 				it.obj.GetKind(), legion.DisplayName(it.obj), ns, strings.Join(missing, ", ")))

@@ -49,7 +49,7 @@ func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
 				return false
 			}
 			uses := false
-			podReferences(pod, func(k legion.Kind, n, _ string) { uses = uses || k == kind && n == name })
+			pod.References(func(k legion.Kind, n, _ string) { uses = uses || k == kind && n == name })
 			return uses
 		})
 		if err != nil {

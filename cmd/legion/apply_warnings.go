@@ -152,6 +152,65 @@ func warnOf(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.
 	return nil
 }
 
+// staleValues says, of the Secrets and Configs an apply updated, which
+// workloads of their namespace have tasks that keep the old value: a task
+// takes its Secrets and Configs (files and environment) when it starts,
+// so only the tasks started after the change have the new one. A Job
+// that is over starts no more tasks; a CronJob's next Jobs get the new
+// value.
+func staleValues(updated []legion.Object, list func(kind legion.Kind, namespace string) ([]legion.Object, error)) ([]string, error) {
+	var out []string
+	for _, v := range updated {
+		kind, ns, name := v.GetKind(), v.GetMetadata().Namespace, v.GetMetadata().Name
+		if kind != legion.KindSecret && kind != legion.KindConfig {
+			continue
+		}
+		var users []string
+		for _, k := range []legion.Kind{legion.KindService, legion.KindJob} {
+			objs, err := list(k, ns)
+			if err != nil {
+				return out, err
+			}
+			for _, o := range objs {
+				if j, ok := o.(*legion.Job); ok && j.Status.State.Over() {
+					continue
+				}
+				uses := false
+				if pod := legion.PodOf(o); pod != nil {
+					pod.References(func(k legion.Kind, n, what string) {
+						uses = uses || k == kind && n == name && what != "pull Secret"
+					})
+				}
+				if uses {
+					users = append(users, strings.ToLower(string(o.GetKind()))+"/"+o.GetMetadata().Name)
+				}
+			}
+		}
+		if len(users) > 0 {
+			out = append(out, fmt.Sprintf("%s: the tasks of %s that already run keep the value they started with, in files and environment, until they are replaced (legion delete task NAME replaces one); tasks started from now on get this one",
+				ref(v), strings.Join(users, ", ")))
+		}
+	}
+	return out, nil
+}
+
+// warnStale prints staleValues' warnings for the results of an apply.
+func warnStale(w io.Writer, res []client.Result, list func(kind legion.Kind, namespace string) ([]legion.Object, error)) {
+	var updated []legion.Object
+	for _, r := range res {
+		if r.Outcome == client.Updated {
+			updated = append(updated, r.Object)
+		}
+	}
+	msgs, err := staleValues(updated, list)
+	for _, m := range msgs {
+		fmt.Fprintf(w, "warning: %s\n", m)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "warning: which running tasks keep the old values is not known: %v\n", err)
+	}
+}
+
 // listWith lists a kind through the cluster's client.
 func listWith(ctx context.Context, cl *client.Client) func(legion.Kind) ([]legion.Object, error) {
 	return func(k legion.Kind) ([]legion.Object, error) {

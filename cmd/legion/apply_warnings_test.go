@@ -194,3 +194,53 @@ spec:
 		})
 	}
 }
+
+// A Secret updated by apply is said to stay as it was in the tasks that
+// already run of the workloads using it: a task takes its Secrets when it
+// starts. Unchanged, or used by no workload, nothing is said.
+func TestApplyWarnsThatRunningTasksKeepAnUpdatedSecret(t *testing.T) {
+	t.Parallel()
+	const users = `
+apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  pod: {containers: [{name: c, image: localhost/none:1, pullPolicy: never, secrets: [{name: pw}]}]}
+---
+apiVersion: legion/v1
+kind: Job
+metadata: {name: migrate}
+spec:
+  pod: {containers: [{name: c, image: localhost/none:1, pullPolicy: never, env: [{name: PW, secret: pw}]}]}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: pulls}
+spec:
+  pod: {imagePullSecrets: [pw], containers: [{name: c, image: localhost/none:1, pullPolicy: never}]}
+`
+	secret := func(v string) string {
+		return "apiVersion: legion/v1\nkind: Secret\nmetadata: {name: pw}\nspec: {text: " + v + "}\n"
+	}
+	n := startCluster(t)
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	apply := func(manifest string) string {
+		t.Helper()
+		out, err := runLegion(t, manifest, append([]string{"apply", "-f", "-"}, flags...)...)
+		if err != nil {
+			t.Fatalf("apply: %v\n%s", err, out)
+		}
+		return out
+	}
+	if out := apply(secret("one") + "---" + users); strings.Contains(out, "warning: secret/pw") {
+		t.Fatalf("a new Secret's apply warns:\n%s", out)
+	}
+	out := apply(secret("two"))
+	want := "warning: secret/pw: the tasks of service/web, job/migrate that already run keep the value they started with, in files and environment, until they are replaced"
+	if !strings.Contains(out, "secret/pw updated") || !strings.Contains(out, want) {
+		t.Fatalf("apply of a new value:\n%s\nwant %q", out, want)
+	}
+	if out := apply(secret("two")); strings.Contains(out, "warning: secret/pw") {
+		t.Fatalf("apply of the same value warns:\n%s", out)
+	}
+}
