@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/compose"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -232,11 +233,14 @@ the files no longer have are deleted.`,
 					return fmt.Errorf("listing the stack's services: %w", err)
 				}
 			}
-			if err := runSteps(cmd, c, append(steps, compose.PlanDeploy(stack, res.Objects, current, prune)...)); err != nil {
+			applied, err := runStepsFor(cmd, c, append(steps, compose.PlanDeploy(stack, res.Objects, current, prune)...))
+			if err != nil {
 				return err
 			}
-			// What the nodes will not do of it, as apply says.
+			// What the nodes will not do of it, and the tasks that keep
+			// a Secret's or Config's old value, as apply says.
 			warnApplied(cmd.ErrOrStderr(), res.Objects, func(k legion.Kind) ([]legion.Object, error) { return c.List(ctx, k, "", nil) })
+			warnStale(cmd.ErrOrStderr(), applied, func(k legion.Kind, ns string) ([]legion.Object, error) { return c.List(ctx, k, ns, nil) })
 			return nil
 		},
 	}
@@ -458,6 +462,13 @@ func stackNamespace(flag, stack string) string {
 // runSteps carries out a plan, saying what it did; it stops at the first
 // failure.
 func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) error {
+	_, err := runStepsFor(cmd, c, steps)
+	return err
+}
+
+// runStepsFor is runSteps, returning what the applies did.
+func runStepsFor(cmd *cobra.Command, c stackClient, steps []compose.Step) ([]client.Result, error) {
+	var res []client.Result
 	out := cmd.OutOrStdout()
 	for _, s := range steps {
 		// kind/name -n NS, as the other commands confirm what they did.
@@ -469,17 +480,18 @@ func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) error {
 		case compose.OpApply:
 			outcome, err := c.Apply(cmd.Context(), s.Object)
 			if err != nil {
-				return fmt.Errorf("applying %s: %w", what, err)
+				return res, fmt.Errorf("applying %s: %w", what, err)
 			}
+			res = append(res, client.Result{Object: s.Object, Outcome: outcome})
 			fmt.Fprintln(out, what, outcome)
 		case compose.OpDelete:
 			if err := c.Delete(cmd.Context(), s.Kind, s.Namespace, s.Name); err != nil {
-				return fmt.Errorf("deleting %s: %w", what, err)
+				return res, fmt.Errorf("deleting %s: %w", what, err)
 			}
 			fmt.Fprintln(out, what, "deleted")
 		}
 	}
-	return nil
+	return res, nil
 }
 
 // stackTaskView is a task as stack ps -o json prints it: its whole UID,

@@ -579,3 +579,21 @@ services:
 		t.Fatalf("deploy on jails nodes: %v, warnings:\n%s", err, stderr)
 	}
 }
+
+// A stack deployed again with a Secret's new value says, as apply does,
+// which of its services' running tasks keep the value they started with.
+func TestStackDeployWarnsThatRunningTasksKeepAnUpdatedSecret(t *testing.T) {
+	t.Parallel()
+	file := writeStack(t)
+	c := newFakeCluster()
+	if _, stderr, err := runStack(t, c, "deploy", "-c", file, "shop"); err != nil || strings.Contains(stderr, "keep the value") {
+		t.Fatalf("first deploy: %v\n%s", err, stderr)
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(file), "db_password.txt"), []byte("n3w"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := runStack(t, c, "deploy", "-c", file, "shop")
+	if err != nil || !strings.Contains(stderr, "the tasks of service/web that already run keep the value they started with") {
+		t.Fatalf("deploy with a new secret value: %v\n%s", err, stderr)
+	}
+}
