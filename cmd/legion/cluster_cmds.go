@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -255,7 +256,13 @@ func resolveKind(s string) (legion.Kind, error) {
 			return k, nil
 		}
 	}
-	return "", fmt.Errorf("unknown kind %q", s)
+	var names []string
+	for _, k := range legion.Kinds() {
+		names = append(names, plural(strings.ToLower(string(k))))
+	}
+	slices.Sort(names)
+	return "", fmt.Errorf("unknown kind %q: expected one of %s (singular or plural, any case), or a short name (svc, ns, no, cj, np, rb, vol, cfg)",
+		s, strings.Join(names, ", "))
 }
 
 func plural(s string) string {

@@ -194,6 +194,12 @@ func TestResolveKind(t *testing.T) {
 			t.Errorf("resolveKind(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
+	// A kind not known is refused with the ones that are, so a typo
+	// shows its fix.
+	if _, err := resolveKind("servces"); err == nil || !strings.Contains(err.Error(), `unknown kind "servces": expected one of configs, cronjobs,`) ||
+		!strings.Contains(err.Error(), " services, tasks, volumes") || !strings.Contains(err.Error(), "short name (svc,") {
+		t.Errorf("resolveKind(servces): %v, want the kinds named", err)
+	}
 	if _, err := resolveKind("pods"); err == nil {
 		t.Error("resolveKind(pods) accepted")
 	}
