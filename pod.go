@@ -282,9 +282,13 @@ const (
 	AllowHostPath = "hostPath"
 )
 
+// PullSecretRef is what References calls a pull secret: a Secret the
+// pod's nodes pull its images with, which its containers do not see.
+const PullSecretRef = "pull Secret"
+
 // References calls ref with each Secret, Config and Volume the pod names
 // (name empty where a field names none), and what it is to the pod:
-// "Secret" and "Config" (files and environment), "Volume", "pull Secret".
+// "Secret" and "Config" (files and environment), "Volume", PullSecretRef.
 func (p *PodSpec) References(ref func(kind Kind, name, what string)) {
 	for _, c := range slices.Concat(p.InitContainers, p.Containers) {
 		for _, e := range c.Env {
@@ -304,7 +308,7 @@ func (p *PodSpec) References(ref func(kind Kind, name, what string)) {
 		}
 	}
 	for _, s := range p.ImagePullSecrets {
-		ref(KindSecret, s, "pull Secret")
+		ref(KindSecret, s, PullSecretRef)
 	}
 }
 

@@ -178,7 +178,7 @@ func staleValues(updated []legion.Object, list func(kind legion.Kind, namespace 
 				uses := false
 				if pod := legion.PodOf(o); pod != nil {
 					pod.References(func(k legion.Kind, n, what string) {
-						uses = uses || k == kind && n == name && what != "pull Secret"
+						uses = uses || k == kind && n == name && what != legion.PullSecretRef
 					})
 				}
 				if uses {
