@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -42,6 +43,9 @@ Nothing needs to be published: the agent of the pod's node connects.`,
 			}
 			defer cl.Close()
 			l, err := net.Listen("tcp", net.JoinHostPort(address, strconv.Itoa(local)))
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return fmt.Errorf("port-forward: local port %d is taken: give another as LOCAL:%d (0:%d picks a free one): %w", local, remote, remote, err)
+			}
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -47,6 +48,13 @@ func TestPortForwardOnADaemon(t *testing.T) {
 	})
 	if !strings.Contains(body, "reached through the forward") {
 		t.Fatalf("the forward answered %q (stderr %q)", body, errOut.String())
+	}
+	// A second forward on the port the first holds says how to pick
+	// another.
+	_, port, _ := net.SplitHostPort(addr)
+	err := rootWith(&syncBuffer{}, &syncBuffer{}, "port-forward", "fwd", port+":8080", "--server", n.API, "--credentials", n.Admin).ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "local port "+port+" is taken: give another as LOCAL:8080 (0:8080 picks a free one)") {
+		t.Errorf("a forward on a taken port: %v", err)
 	}
 	stop()
 	select {
