@@ -28,35 +28,45 @@ func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
 	if _, _, err := st.Get(kind, ns, name); err != nil {
 		return nil // the delete says what became of it
 	}
-	crons := map[string]bool{}
+	uses := func(o legion.Object) bool {
+		pod := legion.PodOf(o)
+		if pod == nil {
+			return false
+		}
+		found := false
+		pod.References(func(k legion.Kind, n, _ string) { found = found || k == kind && n == name })
+		return found
+	}
+	// Every CronJob is read once: its name says whether its Jobs live
+	// on, and its pod whether it is a user itself.
 	cjs, _, err := st.List(legion.KindCronJob, ns, nil)
 	if err != nil {
 		return toStatus(err)
 	}
+	crons := map[string]bool{}
 	for _, o := range cjs {
 		crons[o.GetMetadata().Name] = true
 	}
 	var users []string
-	for _, k := range []legion.Kind{legion.KindService, legion.KindJob, legion.KindCronJob} {
+	for _, k := range []legion.Kind{legion.KindService, legion.KindJob} {
 		objs, _, err := st.List(k, ns, func(o legion.Object) bool {
 			if j, ok := o.(*legion.Job); ok {
 				if c, made := j.Metadata.Labels[scheduler.LabelCronJob]; j.Status.State.Over() || made && !crons[c] {
 					return false
 				}
 			}
-			pod := legion.PodOf(o)
-			if pod == nil {
-				return false
-			}
-			uses := false
-			pod.References(func(k legion.Kind, n, _ string) { uses = uses || k == kind && n == name })
-			return uses
+			return uses(o)
 		})
 		if err != nil {
 			return toStatus(err)
 		}
 		for _, o := range objs {
 			users = append(users, strings.ToLower(string(o.GetKind()))+"/"+o.GetMetadata().Name)
+		}
+	}
+	for _, o := range cjs {
+		if uses(o) {
+			users = append(users, "cronjob/"+o.GetMetadata().Name)
 		}
 	}
 	if len(users) == 0 {

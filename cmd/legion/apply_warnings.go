@@ -160,6 +160,9 @@ func warnOf(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.
 // value.
 func staleValues(updated []legion.Object, list func(kind legion.Kind, namespace string) ([]legion.Object, error)) ([]string, error) {
 	var out []string
+	// Each namespace's workloads are listed once, however many of its
+	// Secrets and Configs changed.
+	listed := map[[2]string][]legion.Object{}
 	for _, v := range updated {
 		kind, ns, name := v.GetKind(), v.GetMetadata().Namespace, v.GetMetadata().Name
 		if kind != legion.KindSecret && kind != legion.KindConfig {
@@ -167,9 +170,13 @@ func staleValues(updated []legion.Object, list func(kind legion.Kind, namespace 
 		}
 		var users []string
 		for _, k := range []legion.Kind{legion.KindService, legion.KindJob} {
-			objs, err := list(k, ns)
-			if err != nil {
-				return out, err
+			objs, ok := listed[[2]string{string(k), ns}]
+			if !ok {
+				var err error
+				if objs, err = list(k, ns); err != nil {
+					return out, err
+				}
+				listed[[2]string{string(k), ns}] = objs
 			}
 			for _, o := range objs {
 				if j, ok := o.(*legion.Job); ok && j.Status.State.Over() {

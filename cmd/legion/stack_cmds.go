@@ -233,7 +233,7 @@ the files no longer have are deleted.`,
 					return fmt.Errorf("listing the stack's services: %w", err)
 				}
 			}
-			applied, err := runStepsFor(cmd, c, append(steps, compose.PlanDeploy(stack, res.Objects, current, prune)...))
+			applied, err := runSteps(cmd, c, append(steps, compose.PlanDeploy(stack, res.Objects, current, prune)...))
 			if err != nil {
 				return err
 			}
@@ -264,7 +264,7 @@ func newStackRmCommand(deps stackDeps) *cobra.Command {
 			if len(steps) == 0 {
 				return fmt.Errorf("stack %s: nothing of it in namespace %s", stack, ns)
 			}
-			if err := runSteps(cmd, c, steps); err != nil {
+			if _, err := runSteps(cmd, c, steps); err != nil {
 				return err
 			}
 			return removeStackNamespace(cmd, c, stack, ns)
@@ -328,7 +328,8 @@ func removeStackNamespace(cmd *cobra.Command, c stackClient, stack, ns string) e
 		fmt.Fprintf(cmd.OutOrStdout(), "namespace/%s kept: it still holds %s\n", ns, left)
 		return nil
 	}
-	return runSteps(cmd, c, []compose.Step{{Op: compose.OpDelete, Kind: legion.KindNamespace, Name: ns}})
+	_, err = runSteps(cmd, c, []compose.Step{{Op: compose.OpDelete, Kind: legion.KindNamespace, Name: ns}})
+	return err
 }
 
 // namespaceHolds says what objects namespace ns holds, tasks left out
@@ -459,15 +460,9 @@ func stackNamespace(flag, stack string) string {
 	return stack
 }
 
-// runSteps carries out a plan, saying what it did; it stops at the first
-// failure.
-func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) error {
-	_, err := runStepsFor(cmd, c, steps)
-	return err
-}
-
-// runStepsFor is runSteps, returning what the applies did.
-func runStepsFor(cmd *cobra.Command, c stackClient, steps []compose.Step) ([]client.Result, error) {
+// runSteps carries out a plan, saying what it did, and returns what its
+// applies did; it stops at the first failure.
+func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) ([]client.Result, error) {
 	var res []client.Result
 	out := cmd.OutOrStdout()
 	for _, s := range steps {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/legionbsd/legion"
@@ -311,11 +312,15 @@ func (w *worker) mountVolume(ctx context.Context, tv taskVolume, users, roots ma
 	if err := w.snapshotStep(ctx, ns, tv.name); err != nil {
 		return "", fmt.Errorf("volume %s: Volume %s/%s: %w", tv.pod, ns, tv.name, err)
 	}
-	// The step (or the move's snapshots dropped) changed them: the
-	// Volume's status says so, as the claim again does.
-	if now := a.heldSnapshots(ctx, ns, tv.name); snaps != nil && now != nil && !slices.Equal(now, snaps) {
-		if _, err := a.Manager.ClaimVolume(ctx, ns, tv.name, t.Metadata.Name, backend, now); err != nil {
-			a.log.Warn("telling the managers the volume's snapshots", "volume", key, "snapshots", now, "err", err)
+	// Only the step, or a finished move's snapshots dropped, change them
+	// (listing them again lists every volume of the node): the Volume's
+	// status then says so, as the claim again does.
+	moved := v.Status.Migration == nil && slices.ContainsFunc(snaps, func(s string) bool { return strings.HasPrefix(s, moveSnapshots) })
+	if snaps != nil && (t.Spec.Snapshot != nil || moved) {
+		if now := a.heldSnapshots(ctx, ns, tv.name); now != nil && !slices.Equal(now, snaps) {
+			if _, err := a.Manager.ClaimVolume(ctx, ns, tv.name, t.Metadata.Name, backend, now); err != nil {
+				a.log.Warn("telling the managers the volume's snapshots", "volume", key, "snapshots", now, "err", err)
+			}
 		}
 	}
 	return p, nil

@@ -80,11 +80,10 @@ const retryWait = 500 * time.Millisecond
 
 // Counts is the scenarios' tasks as the leader's replica holds them.
 type Counts struct {
-	Running   int            // told to run, running and ready
-	AtTag     int            // of those, at the tag asked
-	OnNodes   int            // of those, on the nodes asked
-	Other     int            // every other task of the namespace
-	PerNode   map[string]int // running ones per node
+	Running   int // told to run, running and ready
+	AtTag     int // of those, at the tag asked
+	OnNodes   int // of those, on the nodes asked
+	Other     int // every other task of the namespace
 	ReadAtVer uint64
 }
 
@@ -105,7 +104,6 @@ func (c *Counts) add(s taskState, image string, nodes map[string]bool) {
 		return
 	}
 	c.Running++
-	c.PerNode[s.node]++
 	if image == "" || s.image == image {
 		c.AtTag++
 	}
@@ -124,7 +122,7 @@ func (h *Harness) Count(tag string, nodes map[string]bool) (Counts, error) {
 	if err != nil {
 		return Counts{}, err
 	}
-	c, image := Counts{PerNode: map[string]int{}, ReadAtVer: at}, imageAt(tag)
+	c, image := Counts{ReadAtVer: at}, imageAt(tag)
 	for _, o := range objs {
 		c.add(stateOf(o.(*legion.Task)), image, nodes)
 	}

@@ -173,11 +173,5 @@ func (y *tally) counts(tag string, nodes map[string]bool) (c Counts, ok bool) {
 			c.OnNodes += y.byNode[n]
 		}
 	}
-	c.PerNode = make(map[string]int, len(y.byNode))
-	for n, k := range y.byNode {
-		if k > 0 {
-			c.PerNode[n] = k
-		}
-	}
 	return c, true
 }
