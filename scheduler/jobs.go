@@ -56,7 +56,13 @@ func (p *planner) jobOwner(o *owner) {
 			}
 			p.finishJob(&st, legion.JobFailed, msg)
 		default:
-			if j.Spec.ActiveDeadline != nil {
+			if u := p.unstartable(o); u != nil {
+				msg := "task " + u.Metadata.Name + " failed as unstartable"
+				if u.Status.Message != "" {
+					msg += ": " + u.Status.Message
+				}
+				p.finishJob(&st, legion.JobFailed, msg)
+			} else if j.Spec.ActiveDeadline != nil {
 				p.wake(st.Started.Add(j.Spec.ActiveDeadline.D()))
 			}
 		}
@@ -195,6 +201,46 @@ func (p *planner) globalJob(o *owner, st *legion.JobStatus) {
 	}
 }
 
+// unstartable is a task that failed as unstartable, running the Job's pod
+// as it is now, in a slot the Job still needs (nil: none; the first by
+// name when several). Started again it would fail the same way, so the
+// Job can never finish: it fails, rather than running with nothing to
+// run, holding its CronJob's next runs under concurrencyPolicy forbid.
+func (p *planner) unstartable(o *owner) *legion.Task {
+	var found *legion.Task
+	o.eachSlot(func(s *slot) {
+		switch {
+		case !o.global && (s.key < 1 || s.key > o.job.Spec.Completions):
+			return // not a completion slot
+		case o.global && !p.eligibleSlot(o, s):
+			return
+		case slotComplete(s) || p.jobSlotLive(s):
+			return
+		}
+		if last := s.lastTerminal(); last != nil && unstartable(o, last) &&
+			(found == nil || last.t.Metadata.Name < found.Metadata.Name) {
+			found = last.t
+		}
+	})
+	return found
+}
+
+// unstartable: e failed as unstartable running o's pod as it is now.
+func unstartable(o *owner, e *entry) bool {
+	st := stateOf(e.t)
+	return (st == legion.TaskFailed || st == legion.TaskRejected) && e.t.Status.Permanent && e.t.Spec.PodHash == o.hash
+}
+
+// eligibleSlot: a global Job's slot whose node may run it now.
+func (p *planner) eligibleSlot(o *owner, s *slot) bool {
+	i, ok := p.nodeIdx[s.node]
+	if !ok {
+		return false
+	}
+	p.prepare(o)
+	return o.static[i].code == rNone
+}
+
 // jobSlotLive: the slot has a live task meant to run.
 func (p *planner) jobSlotLive(s *slot) bool {
 	for _, e := range s.entries {
@@ -241,13 +287,8 @@ func (p *planner) jobRetry(o *owner, s *slot) bool {
 	if last := s.lastTerminal(); last != nil {
 		if st := stateOf(last.t); st == legion.TaskFailed || st == legion.TaskRejected {
 			failures = failuresInRow(s)
-			if last.t.Status.Permanent && last.t.Spec.PodHash == o.hash {
-				msg := "task " + last.t.Metadata.Name + " failed as unstartable"
-				if last.t.Status.Message != "" {
-					msg += " (" + last.t.Status.Message + ")"
-				}
-				o.messages = append(o.messages, msg+": not started again until the spec changes")
-				return false
+			if unstartable(o, last) {
+				return false // the Job has failed (see jobOwner)
 			}
 			at := ended(last.t).Add(backoff(JobRetryDelay, failures, MaxRestartDelay))
 			if at.After(p.now) {

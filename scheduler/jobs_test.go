@@ -146,18 +146,117 @@ func TestJobTaskMovedByDrainIsRetriedWithoutCounting(t *testing.T) {
 	}
 }
 
-func TestJobUnstartableTaskIsNotRetried(t *testing.T) {
+// A task that failed as unstartable would fail the same way again: it is
+// not retried, and the Job, which can then never finish, fails at once
+// (backoffLimit 6 left alone) rather than running with nothing running.
+func TestJobWithAnUnstartableTaskFails(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 1)
+	c := withJobRunTime(t, 2, time.Hour)
 	c.FailImages["batch:1"] = "no command"
 	c.Permanent["batch:1"] = true
 	c.Apply(singleJob("6"))
 	c.Run(2 * time.Minute)
-	if n := len(c.OwnerTasks("batch")); n != 1 {
-		t.Fatalf("%d tasks, want 1: an unstartable task is not retried", n)
+	tasks := c.OwnerTasks("batch")
+	if len(tasks) != 1 {
+		t.Fatalf("%d tasks, want 1: an unstartable task is not retried", len(tasks))
 	}
-	if msg := c.Job("batch").Status.Message; msg != "task batch-1-1 failed as unstartable (no command): not started again until the spec changes" {
-		t.Fatalf("job message %q", msg)
+	j := c.Job("batch").Status
+	if j.State != legion.JobFailed || j.Message != "task batch-1-1 failed as unstartable: no command" || j.Finished == nil {
+		t.Fatalf("job %s, finished %v, message %q; want failed, naming the task and why", j.State, j.Finished, j.Message)
+	}
+	if d := tasks[0].Spec.DesiredState; d != legion.TaskShutdown {
+		t.Fatalf("the failed task is desired %s, want shutdown: nothing runs it again", d)
+	}
+
+	// One unstartable slot among several: the Job fails and its running
+	// tasks are stopped.
+	c = withJobRunTime(t, 2, time.Hour)
+	c.Apply(jobSpec("6"))
+	c.Converge()
+	running := c.Live("batch")
+	if len(running) != 2 {
+		t.Fatalf("%d tasks running, want 2 (parallelism)", len(running))
+	}
+	c.Fail(running[0].Metadata.Name, "exec format error")
+	c.SetTask(running[0].Metadata.Name, func(t *legion.Task) { t.Status.Permanent = true })
+	c.Converge()
+	j = c.Job("batch").Status
+	if j.State != legion.JobFailed || !strings.Contains(j.Message, "failed as unstartable: exec format error") {
+		t.Fatalf("job %s %q, want failed as unstartable", j.State, j.Message)
+	}
+	if live := c.Live("batch"); len(live) != 0 {
+		t.Fatalf("a failed job still runs %v", describeTasks(live))
+	}
+}
+
+// A global Job fails on an unstartable task in the slot of a node that
+// may run it; a task that was unstartable on a node the Job no longer
+// runs on holds nothing.
+func TestGlobalJobWithAnUnstartableTask(t *testing.T) {
+	t.Parallel()
+	c := withJobRunTime(t, 2, time.Hour)
+	c.FailImages["sweep:1"] = "no command"
+	c.Permanent["sweep:1"] = true
+	c.Apply(globalJob)
+	c.Run(time.Minute)
+	if j := c.Job("sweep").Status; j.State != legion.JobFailed || !strings.Contains(j.Message, "failed as unstartable: no command") {
+		t.Fatalf("global job %s %q, want failed as unstartable", j.State, j.Message)
+	}
+
+	// The node of the unstartable task is paused before the planner sees
+	// the failure: its slot is no longer the Job's to run, and the Job
+	// completes with the other node's.
+	c = withJobRunTime(t, 2, time.Minute)
+	c.Apply(strings.Replace(globalJob, "sweep:1", "sweep:2", 1))
+	c.Converge()
+	live := c.Live("sweep")
+	if len(live) != 2 {
+		t.Fatalf("%d tasks running, want one per node", len(live))
+	}
+	c.Fail(live[1].Metadata.Name, "no command")
+	c.SetTask(live[1].Metadata.Name, func(t *legion.Task) { t.Status.Permanent = true })
+	c.SetAvailability(live[1].Spec.Node, legion.AvailabilityPause)
+	c.Run(2 * time.Minute)
+	if j := c.Job("sweep").Status; j.State != legion.JobComplete {
+		t.Fatalf("global job %s %q, want complete: the paused node's slot holds nothing", j.State, j.Message)
+	}
+}
+
+const globalJob = `
+apiVersion: legion/v1
+kind: Job
+metadata: {name: sweep}
+spec:
+  mode: global
+  pod: {containers: [{name: c, image: sweep:1}]}
+`
+
+// A CronJob whose Job failed as unstartable runs again at its next time
+// under concurrencyPolicy forbid: a Job left running would hold every
+// run after it.
+func TestCronJobForbidRunsAfterAnUnstartableJob(t *testing.T) {
+	t.Parallel()
+	c := withJobRunTime(t, 1, time.Hour)
+	c.FailImages["n:1"] = "no command"
+	c.Permanent["n:1"] = true
+	c.Apply(cronSpec("concurrencyPolicy: forbid"))
+	c.Plan()
+	nextRun(c)
+	first := cronJobNames(c)
+	if len(first) != 1 {
+		t.Fatalf("jobs %v, want one run", first)
+	}
+	if j := c.Jobs["default/"+first[0]]; j.Status.State != legion.JobFailed {
+		t.Fatalf("job %s %s %q, want failed", first[0], j.Status.State, j.Status.Message)
+	}
+	nextRun(c)
+	want := "nightly-" + minutes(c.Now)
+	if ls := c.CronJobs["default/nightly"].Status.LastSchedule; ls == nil || !ls.Equal(c.Now) {
+		t.Fatalf("lastSchedule %v after the next run time, want %s; cron job says %q", ls, c.Now, c.CronJobs["default/nightly"].Status.Message)
+	}
+	// failedJobsHistoryLimit 1: the second failed run is the one kept.
+	if got := cronJobNames(c); !cmp.Equal(got, []string{want}) {
+		t.Fatalf("jobs %v, want [%s]: the second run, the first one trimmed", got, want)
 	}
 }
 
