@@ -352,6 +352,11 @@ func sameContent(a, b legion.Object) bool {
 	if len(la) != len(lb) || !maps.Equal(la, lb) {
 		return false
 	}
+	return sameSpec(a, b)
+}
+
+// sameSpec: a and b have the same spec.
+func sameSpec(a, b legion.Object) bool {
 	x, err1 := json.Marshal(a.SpecPtr())
 	y, err2 := json.Marshal(b.SpecPtr())
 	return err1 == nil && err2 == nil && string(x) == string(y)
@@ -367,9 +372,7 @@ func wouldBe(obj, cur legion.Object) legion.Object {
 	}
 	cm := cur.GetMetadata()
 	m.UID, m.Version, m.Generation = cm.UID, cm.Version, cm.Generation
-	x, _ := json.Marshal(out.SpecPtr())
-	y, _ := json.Marshal(cur.SpecPtr())
-	if string(x) != string(y) {
+	if !sameSpec(out, cur) {
 		m.Generation++
 	}
 	if out.StatusPtr() != nil {
@@ -493,6 +496,7 @@ func admitCluster(st *store.Store, items []applyItem) (*admission, error) {
 		code  codes.Code
 		check func(*store.Store, *admission) ([]string, error)
 	}{
+		{codes.FailedPrecondition, admitFinishedJobs},
 		{codes.FailedPrecondition, admitSecurity},
 		{codes.FailedPrecondition, admitRouteCertificates},
 		{codes.AlreadyExists, admitPorts},
