@@ -115,12 +115,13 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 	tick := time.NewTicker(rolloutPoll)
 	defer tick.Stop()
 	var last string
-	var r rollout
+	var r rollout // as last read: a read cut short by the timeout leaves it
+	var rerr error
 	for {
-		var err error
-		r, err = readRollout(ctx, cl, ns, name)
-		r.rollback = rollback
-		if err == nil {
+		cur, err := readRollout(ctx, cl, ns, name)
+		if rerr = err; err == nil {
+			r = cur
+			r.rollback = rollback
 			if line := r.String(); line != last {
 				fmt.Fprintf(out, "service %s/%s: %s\n", ns, name, line)
 				last = line
@@ -134,7 +135,11 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 		}
 		select {
 		case <-ctx.Done():
-			return &exitError{code: rolloutTimedOut, msg: fmt.Sprintf("service %s/%s: not rolled out within %s: %s", ns, name, timeout, r)}
+			where := r.String()
+			if last == "" && rerr != nil {
+				where = "not read: " + rerr.Error()
+			}
+			return &exitError{code: rolloutTimedOut, msg: fmt.Sprintf("service %s/%s: not rolled out within %s: %s", ns, name, timeout, where)}
 		case <-tick.C:
 		}
 	}

@@ -38,6 +38,13 @@ func TestRolloutStatusAndWait(t *testing.T) {
 	if out, err := legion("scale", "web", "1", "--wait", "--timeout", "90s"); err != nil || !strings.Contains(out, "1 of 1 tasks updated, 1 ready") {
 		t.Fatalf("scale --wait after a rollback: %v\n%s", err, out)
 	}
+	// A rollout that cannot finish: the timeout says where it stood when
+	// last read, not what a read cut short by the timeout left.
+	ghost := strings.NewReplacer("name: web", "name: ghost", "localhost/hello:1", "localhost/nothere:1").Replace(helloApp("web", readyHTTP))
+	out, err = runLegion(t, ghost, append([]string{"apply", "-f", "-", "--wait", "--timeout", "3s"}, flags...)...)
+	if !errors.As(err, &ee) || ee.code != rolloutTimedOut || !strings.Contains(ee.msg, "not rolled out within 3s: 0 of 1 tasks updated, 0 ready") {
+		t.Fatalf("apply --wait of a service whose image is missing: %v, want exit %d saying 0 of 1 tasks updated\n%s", err, rolloutTimedOut, out)
+	}
 	if _, err := legion("scale", "web", "3", "--timeout", "5s"); err == nil {
 		t.Error("scale --timeout without --wait accepted")
 	}
