@@ -56,6 +56,40 @@ func unenforcedPolicies(objs []legion.Object, nodes []*legion.Node) []string {
 	return unenforced(objs, nodes, isPolicy, "not enforced on process-platform nodes (%s), where the namespace's tasks may run: they have no pf, so their pods reach each other whatever it says; only FreeBSD jails nodes enforce network policy")
 }
 
+// unenforcedSizes says which Volumes, and workloads' claims and tmpfs
+// volumes, have a size that the cluster's process-platform nodes would
+// not hold them to: there a Volume is a plain directory and a tmpfs
+// volume a directory of the task's, with no quota. A Volume kept on a
+// jails node (spec.node) is held to its size there.
+func unenforcedSizes(objs []legion.Object, nodes []*legion.Node) []string {
+	process := map[string]bool{}
+	for _, n := range nodes {
+		process[n.Metadata.Name] = n.Status.Runtime == legion.NodeRuntimeProcess
+	}
+	volume := func(o legion.Object) bool {
+		v, ok := o.(*legion.Volume)
+		return ok && v.Spec.Driver == legion.DriverZFS && v.Spec.Size > 0 && (v.Spec.Node == "" || process[v.Spec.Node])
+	}
+	return slices.Concat(
+		unenforced(objs, nodes, volume, "its size is not enforced on process-platform nodes (%s), where it may be kept: there a Volume is a plain directory; only FreeBSD jails nodes (ZFS) hold it to its size"),
+		unenforced(objs, nodes, hasVolumeSizes, "the sizes of its claims and tmpfs volumes are not enforced on process-platform nodes (%s), where its tasks may run: there they are plain directories; only FreeBSD jails nodes hold them to their sizes"))
+}
+
+// sized: o is a Volume or a workload with a size to hold it to.
+func sized(o legion.Object) bool {
+	v, ok := o.(*legion.Volume)
+	return ok && v.Spec.Size > 0 || hasVolumeSizes(o)
+}
+
+// hasVolumeSizes: o is a workload whose pod sizes a claim or a tmpfs
+// volume.
+func hasVolumeSizes(o legion.Object) bool {
+	pod := legion.PodOf(o)
+	return pod != nil && slices.ContainsFunc(pod.Volumes, func(v legion.PodVolume) bool {
+		return v.Claim != nil && v.Claim.Size > 0 || v.Tmpfs != nil && v.Tmpfs.Size > 0
+	})
+}
+
 // unenforced says, for each of objs that asks what process-platform
 // nodes do not do (asks), why (why names the ready such nodes with %s);
 // nothing when there are none.
@@ -135,7 +169,7 @@ func warnOf(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.
 			routes = append(routes, r)
 		}
 	}
-	if len(routes) == 0 && !slices.ContainsFunc(objs, hasLimits) && !slices.ContainsFunc(objs, isPolicy) {
+	if len(routes) == 0 && !slices.ContainsFunc(objs, hasLimits) && !slices.ContainsFunc(objs, isPolicy) && !slices.ContainsFunc(objs, sized) {
 		return nil
 	}
 	listed, err := list(legion.KindNode)
@@ -146,7 +180,7 @@ func warnOf(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.
 	for _, o := range listed {
 		nodes = append(nodes, o.(*legion.Node))
 	}
-	for _, msg := range slices.Concat(unservedRoutes(routes, nodes), unenforcedLimits(objs, nodes), unenforcedPolicies(objs, nodes)) {
+	for _, msg := range slices.Concat(unservedRoutes(routes, nodes), unenforcedLimits(objs, nodes), unenforcedPolicies(objs, nodes), unenforcedSizes(objs, nodes)) {
 		fmt.Fprintf(w, "warning: %s\n", msg)
 	}
 	return nil

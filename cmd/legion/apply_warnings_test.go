@@ -137,9 +137,85 @@ spec:
 	}
 }
 
+// Sizes the process platform does not hold data to are warned of: a zfs
+// Volume's unless it is kept on a jails node, a workload's claims and
+// tmpfs volumes; nothing without a size, and nothing on jails nodes.
+func TestUnenforcedSizes(t *testing.T) {
+	t.Parallel()
+	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+kind: Volume
+metadata: {name: data}
+spec: {size: 1Gi}
+---
+apiVersion: legion/v1
+kind: Volume
+metadata: {name: unsized}
+spec: {}
+---
+apiVersion: legion/v1
+kind: Volume
+metadata: {name: on-jails}
+spec: {size: 1Gi, node: j1}
+---
+apiVersion: legion/v1
+kind: Volume
+metadata: {name: on-process}
+spec: {size: 1Gi, node: p1}
+---
+apiVersion: legion/v1
+kind: Volume
+metadata: {name: share}
+spec: {driver: nfs, nfs: {server: 192.0.2.1, path: /export}}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: db}
+spec:
+  mode: stateful
+  replicas: 1
+  pod:
+    containers: [{name: c, image: db:1, volumeMounts: [{name: data, path: /data}]}]
+    volumes: [{name: data, claim: {size: 2Gi}}]
+---
+apiVersion: legion/v1
+kind: Job
+metadata: {name: scratch}
+spec:
+  pod:
+    containers: [{name: c, image: j:1, volumeMounts: [{name: tmp, path: /tmp}]}]
+    volumes: [{name: tmp, tmpfs: {size: 64Mi}}]
+---
+apiVersion: legion/v1
+kind: Job
+metadata: {name: unbounded}
+spec:
+  pod:
+    containers: [{name: c, image: j:1, volumeMounts: [{name: tmp, path: /tmp}]}]
+    volumes: [{name: tmp, tmpfs: {}}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(name, runtime string) *legion.Node {
+		n := &legion.Node{Header: legion.Header{Metadata: legion.Metadata{Name: name}}}
+		n.Status.Runtime, n.Status.State = runtime, legion.NodeReady
+		return n
+	}
+	if w := unenforcedSizes(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails)}); len(w) != 0 {
+		t.Errorf("jails nodes: %q, want none", w)
+	}
+	w := unenforcedSizes(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails), node("p1", legion.NodeRuntimeProcess)})
+	volume := ": its size is not enforced on process-platform nodes (p1), where it may be kept: there a Volume is a plain directory; only FreeBSD jails nodes (ZFS) hold it to its size"
+	workload := ": the sizes of its claims and tmpfs volumes are not enforced on process-platform nodes (p1), where its tasks may run: there they are plain directories; only FreeBSD jails nodes hold them to their sizes"
+	want := []string{"volume/data" + volume, "volume/on-process" + volume, "service/db" + workload, "job/scratch" + workload}
+	if !slices.Equal(w, want) {
+		t.Errorf("with a process node:\n got %q\nwant %q", w, want)
+	}
+}
+
 // On a cluster, apply warns of a Route no node serves, and not once a
 // node serves Routes; the node's description says where it does. Limits
-// are warned of on the process platform's nodes.
+// and a Volume's size are warned of on the process platform's nodes.
 func TestApplyWarnsOfARouteNoNodeServes(t *testing.T) {
 	const routeYAML = `
 apiVersion: legion/v1
@@ -176,6 +252,13 @@ spec:
 			}
 			if !strings.Contains(out, "warning: job/capped: its resource limits are not enforced on process-platform nodes ("+n.Name+")") {
 				t.Errorf("no warning of the limits a process node ignores:\n%s", out)
+			}
+			// A Volume alone: the process node keeps it as a plain
+			// directory, without its size.
+			vol := "apiVersion: legion/v1\nkind: Volume\nmetadata: {name: scratch}\nspec: {size: 1Gi}\n"
+			if out, err := runLegion(t, vol, append([]string{"apply", "-f", "-"}, flags...)...); err != nil ||
+				!strings.Contains(out, "warning: volume/scratch: its size is not enforced on process-platform nodes ("+n.Name+")") {
+				t.Errorf("apply of a sized Volume: %v, want a warning that its size is not enforced:\n%s", err, out)
 			}
 			// legion get routes says it too, after the listing; a listing
 			// of jobs leaves the limits to apply.
