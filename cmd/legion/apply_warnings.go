@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/endpoints"
 )
 
 // Apply-time warnings: what the cluster stored but will not do as the
@@ -137,20 +139,29 @@ func hasLimits(o legion.Object) bool {
 	return pod != nil && pod.HasLimits()
 }
 
+// lister lists a kind's objects of a namespace (cluster-scoped kinds:
+// namespace "").
+type lister func(kind legion.Kind, namespace string) ([]legion.Object, error)
+
 // warnApplied prints the warnings of the objects applied, reading the
-// nodes through list when any object could have one.
-func warnApplied(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.Object, error)) {
+// nodes, and the services of the Routes, through list when any object
+// could have one.
+func warnApplied(w io.Writer, objs []legion.Object, list lister) {
 	if err := warnOf(w, objs, list); err != nil {
 		fmt.Fprintf(w, "warning: what the nodes will do of this is not known: listing nodes: %v\n", err)
+	}
+	if err := warnUnrouted(w, objs, list); err != nil {
+		fmt.Fprintf(w, "warning: whether the Routes lead to services is not known: %v\n", err)
 	}
 }
 
 // warnListed prints, after legion get shows Routes, those no node
-// serves, as apply does: whether it is served is what a Route's listing
-// is read for. (Limits are warned of at apply only: a listing of
-// services does not show them.) A user who may not list nodes is told
-// nothing more: a listing is not the place to say what they cannot see.
-func warnListed(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.Object, error)) {
+// serves and those that lead to no service, as apply does: whether it is
+// served is what a Route's listing is read for. (Limits are warned of at
+// apply only: a listing of services does not show them.) A user who may
+// not list nodes or services is told nothing more: a listing is not the
+// place to say what they cannot see.
+func warnListed(w io.Writer, objs []legion.Object, list lister) {
 	var routes []legion.Object
 	for _, o := range objs {
 		if o.GetKind() == legion.KindRoute {
@@ -158,21 +169,28 @@ func warnListed(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]leg
 		}
 	}
 	_ = warnOf(w, routes, list)
+	_ = warnUnrouted(w, routes, list)
 }
 
-// warnOf prints what the nodes would leave undone of objs, reading the
-// nodes through list when any object could have a warning.
-func warnOf(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.Object, error)) error {
+// routesOf is the Routes among objs.
+func routesOf(objs []legion.Object) []*legion.Route {
 	var routes []*legion.Route
 	for _, o := range objs {
 		if r, ok := o.(*legion.Route); ok {
 			routes = append(routes, r)
 		}
 	}
+	return routes
+}
+
+// warnOf prints what the nodes would leave undone of objs, reading the
+// nodes through list when any object could have a warning.
+func warnOf(w io.Writer, objs []legion.Object, list lister) error {
+	routes := routesOf(objs)
 	if len(routes) == 0 && !slices.ContainsFunc(objs, hasLimits) && !slices.ContainsFunc(objs, isPolicy) && !slices.ContainsFunc(objs, sized) {
 		return nil
 	}
-	listed, err := list(legion.KindNode)
+	listed, err := list(legion.KindNode, "")
 	if err != nil {
 		return err
 	}
@@ -186,13 +204,61 @@ func warnOf(w io.Writer, objs []legion.Object, list func(legion.Kind) ([]legion.
 	return nil
 }
 
+// unroutedRoutes says which of routes lead nowhere, services holding the
+// Services of their namespaces: no Service of the name, or none of its
+// ports the route can tell. The ingress answers their requests with 503
+// until the route or the service changes.
+func unroutedRoutes(routes []*legion.Route, services map[string][]*legion.Service) []string {
+	var out []string
+	for _, r := range routes {
+		// A manifest's Route without a namespace is stored in the default.
+		in := *r
+		in.Metadata.Namespace = cmp.Or(in.Metadata.Namespace, legion.DefaultNamespace)
+		var svc *legion.Service
+		for _, s := range services[in.Metadata.Namespace] {
+			if s.Metadata.Name == r.Spec.Service {
+				svc = s
+			}
+		}
+		if problem := endpoints.RouteProblem(&in, svc); problem != "" {
+			out = append(out, fmt.Sprintf("%s: %s: the ingress answers its requests with 503 until that changes", ref(r), problem))
+		}
+	}
+	return out
+}
+
+// warnUnrouted prints unroutedRoutes' warnings for the Routes among objs,
+// listing the Services of each of their namespaces once.
+func warnUnrouted(w io.Writer, objs []legion.Object, list lister) error {
+	routes := routesOf(objs)
+	services := map[string][]*legion.Service{}
+	for _, r := range routes {
+		ns := cmp.Or(r.Metadata.Namespace, legion.DefaultNamespace)
+		if _, done := services[ns]; done {
+			continue
+		}
+		listed, err := list(legion.KindService, ns)
+		if err != nil {
+			return err
+		}
+		services[ns] = []*legion.Service{}
+		for _, o := range listed {
+			services[ns] = append(services[ns], o.(*legion.Service))
+		}
+	}
+	for _, msg := range unroutedRoutes(routes, services) {
+		fmt.Fprintf(w, "warning: %s\n", msg)
+	}
+	return nil
+}
+
 // staleValues says, of the Secrets and Configs an apply updated, which
 // workloads of their namespace have tasks that keep the old value: a task
 // takes its Secrets and Configs (files and environment) when it starts,
 // so only the tasks started after the change have the new one. A Job
 // that is over starts no more tasks; a CronJob's next Jobs get the new
 // value.
-func staleValues(updated []legion.Object, list func(kind legion.Kind, namespace string) ([]legion.Object, error)) ([]string, error) {
+func staleValues(updated []legion.Object, list lister) ([]string, error) {
 	var out []string
 	// Each namespace's workloads are listed once, however many of its
 	// Secrets and Configs changed.
@@ -236,7 +302,7 @@ func staleValues(updated []legion.Object, list func(kind legion.Kind, namespace 
 }
 
 // warnStale prints staleValues' warnings for the results of an apply.
-func warnStale(w io.Writer, res []client.Result, list func(kind legion.Kind, namespace string) ([]legion.Object, error)) {
+func warnStale(w io.Writer, res []client.Result, list lister) {
 	var updated []legion.Object
 	for _, r := range res {
 		if r.Outcome == client.Updated {
@@ -252,10 +318,10 @@ func warnStale(w io.Writer, res []client.Result, list func(kind legion.Kind, nam
 	}
 }
 
-// listWith lists a kind through the cluster's client.
-func listWith(ctx context.Context, cl *client.Client) func(legion.Kind) ([]legion.Object, error) {
-	return func(k legion.Kind) ([]legion.Object, error) {
-		objs, _, err := cl.List(ctx, k, client.ListOptions{})
+// listWith lists through the cluster's client.
+func listWith(ctx context.Context, cl *client.Client) lister {
+	return func(k legion.Kind, ns string) ([]legion.Object, error) {
+		objs, _, err := cl.List(ctx, k, client.ListOptions{Namespace: ns})
 		return objs, err
 	}
 }

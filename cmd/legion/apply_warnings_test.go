@@ -137,6 +137,50 @@ spec:
 	}
 }
 
+// A Route leads nowhere without its service or a port of it it can
+// tell; a manifest's Route without a namespace is the default's.
+func TestUnroutedRoutes(t *testing.T) {
+	t.Parallel()
+	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+kind: Route
+metadata: {name: fine}
+spec: {host: a.example.test, service: web, port: http}
+---
+apiVersion: legion/v1
+kind: Route
+metadata: {name: gone}
+spec: {host: b.example.test, service: api}
+---
+apiVersion: legion/v1
+kind: Route
+metadata: {name: wrong-port, namespace: shop}
+spec: {host: c.example.test, service: web, port: https}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  pod: {containers: [{name: c, image: web:1, ports: [{name: http, containerPort: 8080}]}]}
+  endpoint: {ports: [{name: http, port: 80, targetPort: http}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := objs[3].(*legion.Service)
+	web.Metadata.Namespace = legion.DefaultNamespace
+	shopWeb := *web
+	shopWeb.Metadata.Namespace = "shop"
+	services := map[string][]*legion.Service{legion.DefaultNamespace: {web}, "shop": {&shopWeb}}
+	got := unroutedRoutes(routesOf(objs), services)
+	want := []string{
+		"route/gone: no service api in namespace default: the ingress answers its requests with 503 until that changes",
+		"route/wrong-port -n shop: service web has no TCP port https: the ingress answers its requests with 503 until that changes",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
 // Sizes the process platform does not hold data to are warned of: a zfs
 // Volume's unless it is kept on a jails node, a workload's claims and
 // tmpfs volumes; nothing without a size, and nothing on jails nodes.
@@ -214,8 +258,9 @@ spec:
 }
 
 // On a cluster, apply warns of a Route no node serves, and not once a
-// node serves Routes; the node's description says where it does. Limits
-// and a Volume's size are warned of on the process platform's nodes.
+// node serves Routes; the node's description says where it does; and of a
+// Route whose service is missing, until it is there. Limits and a
+// Volume's size are warned of on the process platform's nodes.
 func TestApplyWarnsOfARouteNoNodeServes(t *testing.T) {
 	const routeYAML = `
 apiVersion: legion/v1
@@ -260,12 +305,27 @@ spec:
 				!strings.Contains(out, "warning: volume/scratch: its size is not enforced on process-platform nodes ("+n.Name+")") {
 				t.Errorf("apply of a sized Volume: %v, want a warning that its size is not enforced:\n%s", err, out)
 			}
+			// Its service does not exist: the ingress would answer 503.
+			unrouted := "warning: route/web: no service web in namespace default: the ingress answers its requests with 503 until that changes"
+			if !strings.Contains(out, unrouted) {
+				t.Errorf("no warning that the route's service is missing:\n%s", out)
+			}
+			if got, err := runLegion(t, "", append([]string{"get", "routes"}, flags...)...); err != nil || !strings.Contains(got, unrouted) {
+				t.Errorf("get routes: %v, want it to say the service is missing:\n%s", err, got)
+			}
+			web := helloApp("web", "        ports: [{name: http, containerPort: 8080}]\n") + "  endpoint: {ports: [{name: http, port: 80, targetPort: http}]}\n"
+			if out, err := runLegion(t, web, append([]string{"apply", "-f", "-"}, flags...)...); err != nil || strings.Contains(out, "route/web") {
+				t.Errorf("apply of the route's service: %v, want no word of the route:\n%s", err, out)
+			}
 			// legion get routes says it too, after the listing; a listing
 			// of jobs leaves the limits to apply.
 			got, err := runLegion(t, "", append([]string{"get", "routes"}, flags...)...)
 			if warned := strings.Contains(got, "warning: route/web: no ready node serves Routes over HTTP"); err != nil ||
 				!strings.Contains(got, "web.example.test") || warned != tc.warned {
 				t.Errorf("get routes: warned %v, want %v (%v):\n%s", warned, tc.warned, err, got)
+			}
+			if strings.Contains(got, "no service web") {
+				t.Errorf("get routes: the route's service is there now:\n%s", got)
 			}
 			if got, err := runLegion(t, "", append([]string{"get", "jobs"}, flags...)...); err != nil || strings.Contains(got, "warning") {
 				t.Errorf("get jobs: %v\n%s", err, got)

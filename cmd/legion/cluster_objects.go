@@ -76,10 +76,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if !dryRun {
 				// Stored, but not all as the manifests say: said beside.
 				warnApplied(cmd.ErrOrStderr(), objs, listWith(ctxOf(cmd), cl))
-				warnStale(cmd.ErrOrStderr(), res, func(k legion.Kind, ns string) ([]legion.Object, error) {
-					objs, _, err := cl.List(ctxOf(cmd), k, client.ListOptions{Namespace: ns})
-					return objs, err
-				})
+				warnStale(cmd.ErrOrStderr(), res, listWith(ctxOf(cmd), cl))
 			}
 			// Each Service applied is followed in turn; the first that
 			// fails ends the wait with its code.

@@ -239,8 +239,9 @@ the files no longer have are deleted.`,
 			}
 			// What the nodes will not do of it, and the tasks that keep
 			// a Secret's or Config's old value, as apply says.
-			warnApplied(cmd.ErrOrStderr(), res.Objects, func(k legion.Kind) ([]legion.Object, error) { return c.List(ctx, k, "", nil) })
-			warnStale(cmd.ErrOrStderr(), applied, func(k legion.Kind, ns string) ([]legion.Object, error) { return c.List(ctx, k, ns, nil) })
+			list := func(k legion.Kind, ns string) ([]legion.Object, error) { return c.List(ctx, k, ns, nil) }
+			warnApplied(cmd.ErrOrStderr(), res.Objects, list)
+			warnStale(cmd.ErrOrStderr(), applied, list)
 			return nil
 		},
 	}

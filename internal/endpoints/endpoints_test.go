@@ -163,3 +163,47 @@ func TestComputeRoutes(t *testing.T) {
 		t.Errorf("ComputeRoutes (-want +got):\n%s", d)
 	}
 }
+
+// RouteProblem says why a route leads nowhere, from the Service as
+// stored: missing, a port it does not have (by name or number, its
+// target named in the pod or not), several ports and none named.
+func TestRouteProblem(t *testing.T) {
+	svc, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  pod:
+    containers: [{name: c, image: web:1, ports: [{name: http, containerPort: 8080}]}]
+  endpoint:
+    ports:
+      - {name: http, port: 80, targetPort: http}
+      - {name: admin, port: 81, targetPort: 9090}
+      - {name: dns, port: 53, targetPort: 53, protocol: udp}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := svc[0].(*legion.Service)
+	route := func(service string, port legion.PortRef) *legion.Route {
+		r := &legion.Route{}
+		r.Metadata.Namespace, r.Metadata.Name = "shop", "r"
+		r.Spec = legion.RouteSpec{Host: "shop.example", Service: service, Port: port}
+		return r
+	}
+	for _, tc := range []struct {
+		route *legion.Route
+		svc   *legion.Service
+		want  string
+	}{
+		{route("web", legion.PortRef{Name: "http"}), web, ""},
+		{route("web", legion.PortRef{Number: 81}), web, ""},
+		{route("gone", legion.PortRef{}), nil, "no service gone in namespace shop"},
+		{route("web", legion.PortRef{Name: "https"}), web, "service web has no TCP port https"},
+		{route("web", legion.PortRef{Number: 53}), web, "service web has no TCP port 53"},
+		{route("web", legion.PortRef{}), web, "service web has several TCP ports: the route must name one"},
+	} {
+		if got := RouteProblem(tc.route, tc.svc); got != tc.want {
+			t.Errorf("route to %s port %q: %q, want %q", tc.route.Spec.Service, tc.route.Spec.Port, got, tc.want)
+		}
+	}
+}

@@ -77,6 +77,17 @@ func ComputeRoutes(routes []*legion.Route, services []Service) []Route {
 	return out
 }
 
+// RouteProblem says why route r leads nowhere whatever its service's
+// tasks, s its service (nil: there is none): the service is missing, or
+// has no port the route can tell. It is empty when the route resolves.
+func RouteProblem(r *legion.Route, s *legion.Service) string {
+	if s == nil {
+		return "no service " + r.Spec.Service + " in namespace " + r.Metadata.Namespace
+	}
+	_, problem := routePort(Compute([]*legion.Service{s}, nil)[0], r.Spec.Port)
+	return problem
+}
+
 // routePort is the tasks' port behind the service port a route names, or
 // the service's only TCP port when it names none.
 func routePort(s Service, ref legion.PortRef) (int, string) {
@@ -100,5 +111,5 @@ func routePort(s Service, ref legion.PortRef) (int, string) {
 			return p.TargetPort, ""
 		}
 	}
-	return 0, "service " + s.Name + " has no TCP port " + ref.Name + strconv.Itoa(ref.Number)
+	return 0, "service " + s.Name + " has no TCP port " + ref.String()
 }
