@@ -384,6 +384,9 @@ func admitPod(pod *PodSpec, p string, ctx podContext, errs *ErrorList) {
 	if len(pod.Containers) == 0 {
 		errs.add(p+".containers", "missing: a pod needs at least one container")
 	}
+	if pod.RestartedAt != nil && ctx.job {
+		errs.add(p+".restartedAt", "not allowed for a Job, whose tasks run to completion: only a Service's tasks are restarted (legion rollout restart)")
+	}
 	ok := withinCount(len(pod.Containers), MaxContainers, p+".containers", "containers", errs)
 	ok = withinCount(len(pod.InitContainers), MaxContainers, p+".initContainers", "init containers", errs) && ok
 	ok = withinCount(len(pod.Volumes), MaxVolumes, p+".volumes", "volumes", errs) && ok

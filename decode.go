@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -138,6 +139,8 @@ type scalarDecoder interface{ decodeScalar(string) error }
 
 var scalarDecoderType = reflect.TypeFor[scalarDecoder]()
 
+var timeType = reflect.TypeFor[time.Time]()
+
 // decodeInto fills v from n, strictly, adding errors under path.
 func (d *decoder) decodeInto(n *yaml.Node, v reflect.Value, path string, errs *ErrorList) {
 	n = resolve(n)
@@ -159,6 +162,15 @@ func (d *decoder) decodeInto(n *yaml.Node, v reflect.Value, path string, errs *E
 		if err := v.Addr().Interface().(scalarDecoder).decodeScalar(n.Value); err != nil {
 			errs.add(path, "%v", err)
 		}
+		return
+	}
+	if v.Type() == timeType {
+		t, err := time.Parse(time.RFC3339Nano, n.Value)
+		if n.Kind != yaml.ScalarNode || err != nil {
+			errs.add(path, "expected a time as RFC 3339 gives it (2026-12-05T07:00:00Z), got %s", describe(n))
+			return
+		}
+		v.Set(reflect.ValueOf(t))
 		return
 	}
 	switch v.Kind() {

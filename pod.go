@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // PodSpec is what a task runs: init containers in order to completion,
@@ -21,6 +22,11 @@ type PodSpec struct {
 	// root is owned by the user and group of the first container that
 	// mounts it writable (its user, else its image's).
 	FSGroup *int `json:"fsGroup,omitempty"`
+	// RestartedAt is when legion rollout restart last asked for a
+	// Service's tasks to be replaced: a new value changes the pod, which
+	// replaces them in a rolling update. An apply that leaves it out keeps
+	// the stored one, so applying the manifest again restarts nothing.
+	RestartedAt *time.Time `json:"restartedAt,omitempty"`
 }
 
 // RestartPolicy says when a pod's containers (by the agent) and a slot's

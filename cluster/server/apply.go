@@ -35,6 +35,9 @@ type applyItem struct {
 	obj      legion.Object
 	expected *uint64
 	index    int // position in the request
+	// keepsRestart: a Service applied without spec.pod.restartedAt, which
+	// keeps the stored one (keepStored).
+	keepsRestart bool
 }
 
 // decodeApply reads and admits a request's objects: Tasks are refused, a
@@ -74,7 +77,8 @@ func decodeApply(req *pb.ApplyRequest) ([]applyItem, error) {
 			errs = append(errs, fmt.Sprintf("%s %s: %v", obj.GetKind(), legion.DisplayName(obj), err))
 			continue
 		}
-		items = append(items, applyItem{obj: obj, expected: it.ExpectedVersion, index: i})
+		svc, ok := obj.(*legion.Service)
+		items = append(items, applyItem{obj: obj, expected: it.ExpectedVersion, index: i, keepsRestart: ok && svc.Spec.Pod.RestartedAt == nil})
 	}
 	if len(errs) > 0 {
 		return nil, status.Error(codes.InvalidArgument, strings.Join(errs, "; "))
@@ -223,6 +227,7 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool, c
 			if errors.Is(err, store.ErrNotFound) {
 				cur = nil
 			}
+			keepStored(it, cur)
 		}
 		if cur == nil && kind == legion.KindNode {
 			// A Node is made by its daemon joining; one applied first would
@@ -346,6 +351,23 @@ func checkExpected(expected *uint64, cur legion.Object) error {
 	return nil
 }
 
+// keepStored puts in it, to be applied over cur (nil: nothing stored),
+// what an apply that leaves it out does not change: a Service's
+// spec.pod.restartedAt, which legion rollout restart sets and manifests
+// do not name, so that applying one again restarts nothing (as kubectl
+// apply keeps kubectl rollout restart's annotation). It is called at
+// each read of cur, so a retry over a newer restart keeps that one.
+func keepStored(it applyItem, cur legion.Object) {
+	if !it.keepsRestart {
+		return
+	}
+	s := it.obj.(*legion.Service)
+	s.Spec.Pod.RestartedAt = nil
+	if c, ok := cur.(*legion.Service); ok {
+		s.Spec.Pod.RestartedAt = c.Spec.Pod.RestartedAt
+	}
+}
+
 // sameContent compares what apply replaces: labels and spec.
 func sameContent(a, b legion.Object) bool {
 	la, lb := a.GetMetadata().Labels, b.GetMetadata().Labels
@@ -446,6 +468,7 @@ func newAdmission(st *store.Store, items []applyItem) (*admission, error) {
 		if err != nil {
 			cur = nil
 		}
+		keepStored(it, cur)
 		a.current[legion.ObjectKey(it.obj)] = cur
 		if err == nil && sameContent(cur, it.obj) {
 			continue

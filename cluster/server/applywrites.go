@@ -65,6 +65,7 @@ func writeRun(ctx context.Context, st *store.Store, items []applyItem, start, en
 			} else if err != nil {
 				return itemError(items, n, results, err)
 			}
+			keepStored(it, cur)
 		}
 		if answersAlone(it, cur) {
 			alone = append(alone, n)

@@ -294,7 +294,7 @@ func staleValues(updated []legion.Object, list lister) ([]string, error) {
 			}
 		}
 		if len(users) > 0 {
-			out = append(out, fmt.Sprintf("%s: the tasks of %s that already run keep the value they started with, in files and environment, until they are replaced (legion delete task NAME replaces one); tasks started from now on get this one",
+			out = append(out, fmt.Sprintf("%s: the tasks of %s that already run keep the value they started with, in files and environment, until they are replaced (legion rollout restart SERVICE replaces a service's in a rolling update, legion delete task NAME one task); tasks started from now on get this one",
 				ref(v), strings.Join(users, ", ")))
 		}
 	}

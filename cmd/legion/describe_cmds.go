@@ -224,6 +224,9 @@ func descPod(d *describer, p legion.PodSpec) {
 		}
 		d.line("Restart", fmt.Sprintf("%s, delay %s, %s", rp.Condition, rp.Delay.D(), attempts))
 	}
+	if r := p.RestartedAt; r != nil {
+		d.line("Restarted", r.UTC().Format(time.RFC3339)+" (legion rollout restart)")
+	}
 }
 
 func descContainer(c legion.Container) string {

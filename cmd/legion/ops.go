@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -178,8 +179,25 @@ func rollBack(s *legion.Service) error {
 	if u == nil || u.PreviousSpec == nil {
 		return fmt.Errorf("rollback: service %s has no earlier spec to go back to", s.Metadata.Name)
 	}
+	if onlyRestarted(*u.PreviousSpec, s.Spec) {
+		// Applied, the previous spec would keep the restart (as any apply
+		// without spec.pod.restartedAt does) and change nothing.
+		return fmt.Errorf("rollback: the last update of service %s restarted its tasks (legion rollout restart) and changed nothing else: there is no earlier spec to go back to", s.Metadata.Name)
+	}
 	s.Spec = *u.PreviousSpec
 	return nil
+}
+
+// onlyRestarted: now is prev with a restart added (spec.pod.restartedAt
+// set where prev has none), and nothing else changed.
+func onlyRestarted(prev, now legion.ServiceSpec) bool {
+	if prev.Pod.RestartedAt != nil || now.Pod.RestartedAt == nil {
+		return false
+	}
+	now.Pod.RestartedAt = nil
+	a, err1 := json.Marshal(prev)
+	b, err2 := json.Marshal(now)
+	return err1 == nil && err2 == nil && string(a) == string(b)
 }
 
 func (c *clusterCLI) rollbackCommand() *cobra.Command {

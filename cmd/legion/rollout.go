@@ -182,8 +182,41 @@ func (c *clusterCLI) rolloutCommand() *cobra.Command {
 	}
 	status.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
 	status.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: no limit)")
-	cmd := &cobra.Command{Use: "rollout", Short: "Follow services' rollouts"}
-	cmd.AddCommand(status)
+	cmd := &cobra.Command{Use: "rollout", Short: "Follow and restart services' rollouts"}
+	cmd.AddCommand(status, c.rolloutRestartCommand())
+	return cmd
+}
+
+// rolloutRestartCommand is legion rollout restart: a new
+// spec.pod.restartedAt, which changes the pod, so the planner replaces
+// the service's tasks as an update does (parallelism, order, monitor,
+// failure action). What the running tasks started with, the values of
+// Secrets and Configs among it, is taken anew by their replacements.
+func (c *clusterCLI) rolloutRestartCommand() *cobra.Command {
+	var ns string
+	var wf waitFlags
+	cmd := &cobra.Command{
+		Use:   "restart SERVICE",
+		Short: "Replace a service's tasks in a rolling update, as its update settings say (so they take new Secret and Config values)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := wf.check(); err != nil {
+				return fmt.Errorf("rollout restart: %w", err)
+			}
+			now := time.Now().UTC()
+			res, err := c.updateService(cmd, ns, args[0], func(s *legion.Service) error {
+				s.Spec.Pod.RestartedAt = &now
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s restarting: its tasks are replaced in a rolling update\n", ref(res.Object))
+			return c.waitRollout(cmd, wf, ns, args[0], false)
+		},
+	}
+	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
+	wf.add(cmd)
 	return cmd
 }
 

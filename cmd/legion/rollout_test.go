@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/legionbsd/legion"
 )
 
 // scale --wait follows the rollout to every task ready (exit 0); an
@@ -47,5 +49,40 @@ func TestRolloutStatusAndWait(t *testing.T) {
 	}
 	if _, err := legion("scale", "web", "3", "--timeout", "5s"); err == nil {
 		t.Error("scale --timeout without --wait accepted")
+	}
+}
+
+// rollout restart replaces a service's tasks in a rolling update; the
+// manifest applied again keeps the restart (no second one); rollback has
+// nothing to go back to after a restart alone; describe shows it.
+func TestRolloutRestart(t *testing.T) {
+	t.Parallel()
+	manifest := helloApp("web", readyHTTP)
+	n, ctx := helloCluster(t, manifest)
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	run := func(args ...string) (string, error) { return runLegion(t, "", append(args, flags...)...) }
+	before := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready })
+	out, err := run("rollout", "restart", "web", "--wait", "--timeout", "90s")
+	if err != nil || !strings.Contains(out, "service/web restarting: its tasks are replaced in a rolling update") ||
+		!strings.Contains(out, "1 of 1 tasks updated, 1 ready") {
+		t.Fatalf("rollout restart --wait: %v\n%s", err, out)
+	}
+	after := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool {
+		return tk.Status.Ready && tk.Spec.DesiredState == legion.TaskRunning
+	})
+	if after.Metadata.Name == before.Metadata.Name {
+		t.Fatalf("task %s still runs after the restart", before.Metadata.Name)
+	}
+	if out, err := runLegion(t, manifest, append([]string{"apply", "-f", "-"}, flags...)...); err != nil || !strings.Contains(out, "service/web unchanged") {
+		t.Fatalf("the manifest applied again: %v, want unchanged (the restart kept)\n%s", err, out)
+	}
+	if out, err := run("rollback", "web"); err == nil || !strings.Contains(err.Error(), "restarted its tasks (legion rollout restart) and changed nothing else") {
+		t.Fatalf("rollback after a restart: %v, want refused\n%s", err, out)
+	}
+	if out, err := run("describe", "service", "web"); err != nil || !strings.Contains(out, "(legion rollout restart)") {
+		t.Fatalf("describe service: %v, want the restart shown\n%s", err, out)
+	}
+	if _, err := run("rollout", "restart", "web", "--timeout", "5s"); err == nil {
+		t.Error("rollout restart --timeout without --wait accepted")
 	}
 }
