@@ -46,6 +46,8 @@ const (
 	ReasonJobStarted         = "JobStarted"
 	ReasonJobSucceeded       = "JobSucceeded"
 	ReasonJobFailed          = "JobFailed"
+	ReasonJobCreated         = "JobCreated"
+	ReasonRunSkipped         = "RunSkipped"
 	ReasonVolumeMoving       = "VolumeMoving"
 	ReasonVolumeMoved        = "VolumeMoved"
 )

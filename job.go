@@ -1,6 +1,9 @@
 package legion
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Job runs a pod to completion: replicated (completion slots, a few at a
 // time) or global (one slot per eligible node).
@@ -98,3 +101,9 @@ type CronJobStatus struct {
 // MaxCronJobName leaves room in a Job's 63-character name for the
 // "-<minutes since the epoch>" suffix.
 const MaxCronJobName = 52
+
+// CronJobRunName is the name of the Job a CronJob makes for its run due
+// at due: the CronJob's name and the run's minute since the epoch.
+func CronJobRunName(cronJob string, due time.Time) string {
+	return cronJob + "-" + strconv.FormatInt(due.Unix()/60, 10)
+}

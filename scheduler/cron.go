@@ -106,7 +106,7 @@ func (p *planner) cronJob(cj *legion.CronJob, jobs []*legion.Job, names map[nsNa
 					}
 					running = nil
 				}
-				name := cj.Metadata.Name + "-" + strconv.FormatInt(due.Unix()/60, 10)
+				name := legion.CronJobRunName(cj.Metadata.Name, due)
 				if !names[nsName{cj.Metadata.Namespace, name}] {
 					j := &legion.Job{
 						Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindJob,

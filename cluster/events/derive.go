@@ -12,7 +12,7 @@ import (
 // Tracked reports whether events are derived from objects of the kind.
 func Tracked(k legion.Kind) bool {
 	switch k {
-	case legion.KindTask, legion.KindService, legion.KindJob, legion.KindNode, legion.KindVolume:
+	case legion.KindTask, legion.KindService, legion.KindJob, legion.KindCronJob, legion.KindNode, legion.KindVolume:
 		return true
 	}
 	return false
@@ -40,6 +40,9 @@ func Derive(old, nw legion.Object, now time.Time) []legion.Event {
 	case *legion.Job:
 		p, _ := old.(*legion.Job)
 		d.job(p, n)
+	case *legion.CronJob:
+		p, _ := old.(*legion.CronJob)
+		d.cronJob(p, n)
 	case *legion.Node:
 		p, _ := old.(*legion.Node)
 		d.node(p, n)
@@ -212,6 +215,27 @@ func (d *deriver) job(old, j *legion.Job) {
 		d.add(legion.EventWarning, legion.ReasonJobFailed, j.Status.Message)
 	}
 }
+
+// cronJob says of each run that fell due whether it made a Job or was
+// skipped (suspended, late, or forbidden while a Job still runs): the
+// planner moves status.lastSchedule to the run, with a message when it
+// was skipped. A run's Job is named after its minute since the epoch.
+func (d *deriver) cronJob(old, c *legion.CronJob) {
+	due := c.Status.LastSchedule
+	if due == nil || old != nil && sameTime(old.Status.LastSchedule, due) {
+		return
+	}
+	if msg := c.Status.Message; strings.HasPrefix(msg, skippedPrefix) {
+		d.add(legion.EventWarning, legion.ReasonRunSkipped, msg)
+		return
+	}
+	d.add(legion.EventNormal, legion.ReasonJobCreated, "job "+legion.CronJobRunName(c.Metadata.Name, *due)+
+		" for the run of "+due.UTC().Format(time.RFC3339))
+}
+
+// skippedPrefix starts the planner's message for a run it skipped
+// (scheduler/cron.go).
+const skippedPrefix = "skipped the run of "
 
 func (d *deriver) node(old, n *legion.Node) {
 	if old == nil {

@@ -33,6 +33,12 @@ func node(state legion.NodeState, avail legion.Availability, drain *legion.Drain
 	return n
 }
 
+func cronJob(last *time.Time, msg string) *legion.CronJob {
+	c := &legion.CronJob{Header: legion.Header{Kind: legion.KindCronJob, Metadata: legion.Metadata{Namespace: "shop", Name: "nightly"}}}
+	c.Status.LastSchedule, c.Status.Message = last, msg
+	return c
+}
+
 // reasons is "Type Reason: message" per event.
 func reasons(evs []legion.Event) []string {
 	out := []string{}
@@ -123,6 +129,12 @@ func TestDerive(t *testing.T) {
 			&legion.Job{Header: legion.Header{Kind: legion.KindJob, Metadata: legion.Metadata{Namespace: "shop", Name: "j"}},
 				Status: legion.JobStatus{State: legion.JobFailed, Message: "backoff limit"}},
 			[]string{"Warning JobFailed: backoff limit"}},
+		{"cron job first seen", nil, cronJob(nil, ""), []string{}},
+		{"cron job run", cronJob(nil, ""), cronJob(&t0, ""),
+			[]string{"Normal JobCreated: job nightly-29455384 for the run of 2026-01-02T03:04:05Z"}},
+		{"cron job run skipped", cronJob(&started, ""), cronJob(&later, "skipped the run of 2026-01-02T03:05:05Z: job nightly-29455384 still runs"),
+			[]string{"Warning RunSkipped: skipped the run of 2026-01-02T03:05:05Z: job nightly-29455384 still runs"}},
+		{"cron job status written again", cronJob(&t0, ""), cronJob(&t0, ""), []string{}},
 		{"untracked kind", nil, &legion.Config{Header: legion.Header{Kind: legion.KindConfig, Metadata: legion.Metadata{Name: "c"}}}, []string{}},
 	}
 	for _, c := range cases {

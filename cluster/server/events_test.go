@@ -135,3 +135,39 @@ func TestUserEventsShowOnlyReadableNamespaces(t *testing.T) {
 		t.Errorf("follow ended with %v, want nil once its context ended", err)
 	}
 }
+
+// A CronJob's runs are events of the CronJob: the planner's status write
+// for a run that fell due says which Job it made, or why it skipped it.
+func TestCronJobRunsAreEvents(t *testing.T) {
+	t.Parallel()
+	m, c := admitFixture(t)
+	ctx := context.Background()
+	applyOK(t, c, "apiVersion: legion/v1\nkind: CronJob\nmetadata: {name: nightly}\nspec:\n  schedule: '0 3 * * *'\n  job: {pod: {containers: [{name: c, image: n:1}]}}\n")
+	st := m.s.Store()
+	due := time.Now().UTC().Truncate(time.Minute)
+	for _, msg := range []string{"", "skipped the run of " + due.Add(time.Minute).Format(time.RFC3339) + ": suspended"} {
+		o, _, err := st.Get(legion.KindCronJob, "default", "nightly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cj := o.(*legion.CronJob)
+		at := due
+		if msg != "" {
+			at = due.Add(time.Minute)
+		}
+		cj.Status.LastSchedule, cj.Status.Message = &at, msg
+		if _, err := st.PutStatus(ctx, cj, store.Precondition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "CronJob/default/nightly JobCreated, CronJob/default/nightly RunSkipped"
+	var evs []legion.Event
+	waitFor(t, "the cron job's events", 10*time.Second, func() bool {
+		var err error
+		evs, err = readEvents(t, c, client.EventsOptions{Kind: legion.KindCronJob, Object: "nightly"})
+		return err == nil && eventNames(evs) == want
+	})
+	if name := legion.CronJobRunName("nightly", due); !strings.Contains(evs[0].Message, "job "+name) {
+		t.Errorf("JobCreated says %q, want it to name job %s", evs[0].Message, name)
+	}
+}
