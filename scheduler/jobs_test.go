@@ -177,8 +177,7 @@ func TestJobWithAnUnstartableTaskFails(t *testing.T) {
 	if len(running) != 2 {
 		t.Fatalf("%d tasks running, want 2 (parallelism)", len(running))
 	}
-	c.Fail(running[0].Metadata.Name, "exec format error")
-	c.SetTask(running[0].Metadata.Name, func(t *legion.Task) { t.Status.Permanent = true })
+	failUnstartable(c, running[0].Metadata.Name, "exec format error")
 	c.Converge()
 	j = c.Job("batch").Status
 	if j.State != legion.JobFailed || !strings.Contains(j.Message, "failed as unstartable: exec format error") {
@@ -187,6 +186,13 @@ func TestJobWithAnUnstartableTaskFails(t *testing.T) {
 	if live := c.Live("batch"); len(live) != 0 {
 		t.Fatalf("a failed job still runs %v", describeTasks(live))
 	}
+}
+
+// failUnstartable fails a running task as the agent does one that cannot
+// start (jail.ErrPermanent).
+func failUnstartable(c *schedtest.Cluster, task, msg string) {
+	c.Fail(task, msg)
+	c.SetTask(task, func(t *legion.Task) { t.Status.Permanent = true })
 }
 
 // A global Job fails on an unstartable task in the slot of a node that
@@ -213,8 +219,7 @@ func TestGlobalJobWithAnUnstartableTask(t *testing.T) {
 	if len(live) != 2 {
 		t.Fatalf("%d tasks running, want one per node", len(live))
 	}
-	c.Fail(live[1].Metadata.Name, "no command")
-	c.SetTask(live[1].Metadata.Name, func(t *legion.Task) { t.Status.Permanent = true })
+	failUnstartable(c, live[1].Metadata.Name, "no command")
 	c.SetAvailability(live[1].Spec.Node, legion.AvailabilityPause)
 	c.Run(2 * time.Minute)
 	if j := c.Job("sweep").Status; j.State != legion.JobComplete {

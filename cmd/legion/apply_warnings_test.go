@@ -9,6 +9,13 @@ import (
 	"github.com/legionbsd/legion/internal/daemon"
 )
 
+// node is a Node of that name, runtime and state, as the warnings read it.
+func node(name, runtime string, state legion.NodeState) *legion.Node {
+	n := &legion.Node{Header: legion.Header{Metadata: legion.Metadata{Name: name}}}
+	n.Status.Runtime, n.Status.State = runtime, state
+	return n
+}
+
 func TestUnservedRoutes(t *testing.T) {
 	t.Parallel()
 	route := func(name string, tls bool) *legion.Route {
@@ -71,11 +78,6 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := func(name, runtime string, state legion.NodeState) *legion.Node {
-		n := &legion.Node{Header: legion.Header{Metadata: legion.Metadata{Name: name}}}
-		n.Status.Runtime, n.Status.State = runtime, state
-		return n
-	}
 	jails := []*legion.Node{node("j1", legion.NodeRuntimeJails, legion.NodeReady), node("p0", legion.NodeRuntimeProcess, legion.NodeDown)}
 	if w := unenforcedLimits(objs, jails); len(w) != 0 {
 		t.Errorf("jails nodes (and a process node that is down): %q, want none", w)
@@ -119,15 +121,10 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := func(name, runtime string) *legion.Node {
-		n := &legion.Node{Header: legion.Header{Metadata: legion.Metadata{Name: name}}}
-		n.Status.Runtime, n.Status.State = runtime, legion.NodeReady
-		return n
-	}
-	if w := unenforcedPolicies(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails)}); len(w) != 0 {
+	if w := unenforcedPolicies(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails, legion.NodeReady)}); len(w) != 0 {
 		t.Errorf("jails nodes: %q, want none", w)
 	}
-	w := unenforcedPolicies(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails), node("p1", legion.NodeRuntimeProcess)})
+	w := unenforcedPolicies(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails, legion.NodeReady), node("p1", legion.NodeRuntimeProcess, legion.NodeReady)})
 	want := []string{
 		"namespace/vault: not enforced on process-platform nodes (p1), where the namespace's tasks may run: they have no pf, so their pods reach each other whatever it says; only FreeBSD jails nodes enforce network policy",
 		"networkpolicy/db-access -n shop: not enforced on process-platform nodes (p1), where the namespace's tasks may run: they have no pf, so their pods reach each other whatever it says; only FreeBSD jails nodes enforce network policy",
@@ -240,15 +237,10 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := func(name, runtime string) *legion.Node {
-		n := &legion.Node{Header: legion.Header{Metadata: legion.Metadata{Name: name}}}
-		n.Status.Runtime, n.Status.State = runtime, legion.NodeReady
-		return n
-	}
-	if w := unenforcedSizes(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails)}); len(w) != 0 {
+	if w := unenforcedSizes(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails, legion.NodeReady)}); len(w) != 0 {
 		t.Errorf("jails nodes: %q, want none", w)
 	}
-	w := unenforcedSizes(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails), node("p1", legion.NodeRuntimeProcess)})
+	w := unenforcedSizes(objs, []*legion.Node{node("j1", legion.NodeRuntimeJails, legion.NodeReady), node("p1", legion.NodeRuntimeProcess, legion.NodeReady)})
 	volume := ": its size is not enforced on process-platform nodes (p1), where it may be kept: there a Volume is a plain directory; only FreeBSD jails nodes (ZFS) hold it to its size"
 	workload := ": the sizes of its claims and tmpfs volumes are not enforced on process-platform nodes (p1), where its tasks may run: there they are plain directories; only FreeBSD jails nodes hold them to their sizes"
 	want := []string{"volume/data" + volume, "volume/on-process" + volume, "service/db" + workload, "job/scratch" + workload}
