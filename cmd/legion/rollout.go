@@ -187,6 +187,16 @@ func (c *clusterCLI) rolloutCommand() *cobra.Command {
 	return cmd
 }
 
+// restart is rollout restart's change, at now: a Service's pod restarted
+// then.
+func restart(now time.Time) func(legion.Object) error {
+	return func(o legion.Object) error {
+		at := now.UTC()
+		o.(*legion.Service).Spec.Pod.RestartedAt = &at
+		return nil
+	}
+}
+
 // rolloutRestartCommand is legion rollout restart: a new
 // spec.pod.restartedAt, which changes the pod, so the planner replaces
 // the service's tasks as an update does (parallelism, order, monitor,
@@ -203,11 +213,7 @@ func (c *clusterCLI) rolloutRestartCommand() *cobra.Command {
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("rollout restart: %w", err)
 			}
-			now := time.Now().UTC()
-			res, err := c.updateService(cmd, ns, args[0], func(s *legion.Service) error {
-				s.Spec.Pod.RestartedAt = &now
-				return nil
-			})
+			res, err := c.updateObject(cmd, legion.KindService, ns, args[0], restart(time.Now()))
 			if err != nil {
 				return err
 			}

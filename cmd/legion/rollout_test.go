@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/topui"
 )
 
 // scale --wait follows the rollout to every task ready (exit 0); an
@@ -85,4 +86,12 @@ func TestRolloutRestart(t *testing.T) {
 	if _, err := run("rollout", "restart", "web", "--timeout", "5s"); err == nil {
 		t.Error("rollout restart --timeout without --wait accepted")
 	}
+	// legion top's R does the same.
+	said, err := topBackend{cl: n.Client}.Do(ctx, topui.Action{Verb: "restart", Kind: legion.KindService, Namespace: "default", Name: "web"})
+	if err != nil || said != "service/web restarting" {
+		t.Fatalf("top's restart: %q, %v", said, err)
+	}
+	waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool {
+		return tk.Status.Ready && tk.Spec.DesiredState == legion.TaskRunning && tk.Metadata.Name != after.Metadata.Name
+	})
 }

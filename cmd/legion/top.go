@@ -196,6 +196,9 @@ func (b topBackend) Do(ctx context.Context, a topui.Action) (string, error) {
 	case "rollback":
 		_, err := changeObject(ctx, b.cl, legion.KindService, a.Namespace, a.Name, func(o legion.Object) error { return rollBack(o.(*legion.Service)) })
 		return ref + " rolled back to its previous spec", err
+	case "restart":
+		_, err := changeObject(ctx, b.cl, legion.KindService, a.Namespace, a.Name, restart(time.Now()))
+		return ref + " restarting", err
 	case "suspend", "resume":
 		_, err := changeObject(ctx, b.cl, legion.KindCronJob, a.Namespace, a.Name, func(o legion.Object) error {
 			o.(*legion.CronJob).Spec.Suspend = a.Verb == "suspend"

@@ -17,7 +17,7 @@ import (
 
 // Action is something done to a row, through the calls the CLI makes.
 type Action struct {
-	Verb      string // drain, pause, activate, scale, rollback, suspend, resume, delete
+	Verb      string // drain, pause, activate, scale, rollback, restart, suspend, resume, delete
 	Kind      legion.Kind
 	Namespace string
 	Name      string
@@ -359,6 +359,10 @@ func (m Model) act(s string) (tea.Model, tea.Cmd) {
 	case r.Kind == legion.KindService && s == "r":
 		a.Verb = "rollback"
 		m.ask = &question{prompt: fmt.Sprintf("roll service %s/%s back to its previous spec? (y/n)", r.Namespace, r.Name), action: a}
+		return m, nil
+	case r.Kind == legion.KindService && s == "R":
+		a.Verb = "restart"
+		m.ask = &question{prompt: fmt.Sprintf("restart service %s/%s, replacing its tasks in a rolling update? (y/n)", r.Namespace, r.Name), action: a}
 		return m, nil
 	case r.Kind == legion.KindCronJob && s == "s":
 		a.Verb = "suspend"

@@ -175,9 +175,14 @@ func TestActionsAskFirst(t *testing.T) {
 	d.keys("2", "/", "s", "h", "o", "p", " ", "w", "e", "b", "enter", "+")
 	d.keys("x", "w", "e", "enter")
 	d.shows(`cancelled: "we" is not "web"`)
+	// Restart asks.
+	d.keys("R")
+	d.shows("restart service shop/web, replacing its tasks in a rolling update? (y/n)")
+	d.keys("y")
 	d.keys("x", "w", "e", "b", "enter")
 	want := []Action{{Verb: "drain", Kind: legion.KindNode, Name: "beta"},
 		{Verb: "scale", Kind: legion.KindService, Namespace: "shop", Name: "web", Replicas: 1},
+		{Verb: "restart", Kind: legion.KindService, Namespace: "shop", Name: "web"},
 		{Verb: "delete", Kind: legion.KindService, Namespace: "shop", Name: "web"}}
 	got := b.actions()
 	if len(got) != len(want) {

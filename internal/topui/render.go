@@ -250,7 +250,7 @@ func (m *Model) help() string {
 	case "nodes":
 		keys += "  enter tasks  y yaml  d drain  p pause  a activate"
 	case "workloads":
-		keys += "  enter tasks  y yaml  +/- scale  r rollback  s/u suspend/resume  x delete"
+		keys += "  enter tasks  y yaml  +/- scale  r rollback  R restart  s/u suspend/resume  x delete"
 	case "tasks":
 		keys += "  l logs  y yaml  x delete"
 	case "storage", "network", "config":
