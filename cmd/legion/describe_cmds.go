@@ -151,6 +151,8 @@ func describe(w io.Writer, o legion.Object, tasks []*legion.Task, evs []legion.E
 		descService(d, x, now)
 	case *legion.Job:
 		descJob(d, x, now)
+	case *legion.CronJob:
+		descCronJob(d, x, now)
 	case *legion.Node:
 		descNode(d, x, now)
 	case *legion.Task:
@@ -331,17 +333,7 @@ func autoscaleStatus(a *legion.AutoscaleStatus, now time.Time) string {
 func descJob(d *describer, j *legion.Job, now time.Time) {
 	d.section("Spec")
 	d.indent = "  "
-	d.line("Mode", j.Spec.Mode)
-	if j.Spec.Completions > 0 {
-		d.line("Completions", j.Spec.Completions)
-	}
-	if j.Spec.Parallelism > 0 {
-		d.line("Parallelism", j.Spec.Parallelism)
-	}
-	if j.Spec.BackoffLimit != nil {
-		d.line("Backoff limit", *j.Spec.BackoffLimit)
-	}
-	descPod(d, j.Spec.Pod)
+	descJobSpec(d, j.Spec)
 	d.indent = ""
 	d.section("Status")
 	d.indent = "  "
@@ -354,6 +346,58 @@ func descJob(d *describer, j *legion.Job, now time.Time) {
 	if st.Finished != nil {
 		d.line("Finished", age(*st.Finished, now)+" ago")
 	}
+	if st.Message != "" {
+		d.line("Message", st.Message)
+	}
+	d.indent = ""
+}
+
+// descJobSpec is a Job's spec, a CronJob's Job's too.
+func descJobSpec(d *describer, s legion.JobSpec) {
+	d.line("Mode", s.Mode)
+	if s.Completions > 0 {
+		d.line("Completions", s.Completions)
+	}
+	if s.Parallelism > 0 {
+		d.line("Parallelism", s.Parallelism)
+	}
+	if s.BackoffLimit != nil {
+		d.line("Backoff limit", *s.BackoffLimit)
+	}
+	if s.ActiveDeadline != nil {
+		d.line("Active deadline", s.ActiveDeadline.String())
+	}
+	descPod(d, s.Pod)
+}
+
+// descCronJob is a CronJob's schedule and policies, the Job it makes,
+// and its runs: the last one due, the Jobs still running, and why the
+// last run was skipped.
+func descCronJob(d *describer, c *legion.CronJob, now time.Time) {
+	d.section("Spec")
+	d.indent = "  "
+	d.line("Schedule", c.Spec.Schedule+" (UTC)")
+	d.line("Suspend", c.Spec.Suspend)
+	d.line("Concurrency", c.Spec.ConcurrencyPolicy)
+	if sd := c.Spec.StartingDeadline; sd != nil {
+		d.line("Starting deadline", sd.String())
+	}
+	if ok, bad := c.Spec.SuccessfulJobsHistoryLimit, c.Spec.FailedJobsHistoryLimit; ok != nil && bad != nil {
+		d.line("History", fmt.Sprintf("the last %d complete and %d failed Jobs kept", *ok, *bad))
+	}
+	d.section("Job")
+	d.indent = "    "
+	descJobSpec(d, c.Spec.Job)
+	d.indent = ""
+	d.section("Status")
+	d.indent = "  "
+	st := c.Status
+	last := "none yet"
+	if st.LastSchedule != nil {
+		last = st.LastSchedule.UTC().Format(time.RFC3339) + " (" + age(*st.LastSchedule, now) + " ago)"
+	}
+	d.line("Last schedule", last)
+	d.line("Active", strings.Join(st.Active, ", "))
 	if st.Message != "" {
 		d.line("Message", st.Message)
 	}

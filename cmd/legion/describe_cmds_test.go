@@ -81,12 +81,38 @@ func TestDescribeGolden(t *testing.T) {
 		Object: legion.ObjectRef{Kind: legion.KindNode, Name: "n2"}, Message: "moving its tasks elsewhere"}}
 	cfg := &legion.Config{Header: legion.Header{Kind: legion.KindConfig, Metadata: legion.Metadata{Name: "site", Namespace: "shop", Version: 3}}}
 	cfg.Spec.Data = []byte("hello")
+	cron, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+kind: CronJob
+metadata: {name: nightly, namespace: shop}
+spec:
+  schedule: "0 3 * * *"
+  concurrencyPolicy: forbid
+  startingDeadline: 5m
+  job:
+    backoffLimit: 2
+    pod: {containers: [{name: c, image: backup:1, args: [--all]}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cj := cron[0].(*legion.CronJob)
+	cj.Metadata.Version = 12
+	cj.Status.LastSchedule = describeAgo(9 * time.Hour)
+	cj.Status.Active = []string{"nightly-29536740"}
+	cj.Status.Message = "skipped the run of 2026-03-01T03:00:00Z: job nightly-29536740 still runs"
+	ref := legion.ObjectRef{Kind: legion.KindCronJob, Namespace: "shop", Name: "nightly"}
+	cronEvs := []legion.Event{
+		{Time: describeNow.Add(-33 * time.Hour), Type: legion.EventNormal, Reason: legion.ReasonJobCreated, Count: 1, Object: ref,
+			Message: "job nightly-29536740 for the run of 2026-02-28T03:00:00Z"},
+		{Time: describeNow.Add(-9 * time.Hour), Type: legion.EventWarning, Reason: legion.ReasonRunSkipped, Count: 1, Object: ref,
+			Message: "skipped the run of 2026-03-01T03:00:00Z: job nightly-29536740 still runs"}}
 	for _, c := range []struct {
 		name  string
 		o     legion.Object
 		tasks []*legion.Task
 		evs   []legion.Event
 	}{
+		{"cronjob", cj, nil, cronEvs},
 		{"service", svc, tasks, evs},
 		{"task", tasks[1], nil, evs[4:]},
 		{"node", node, tasks[1:2], nodeEvs},
