@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/rbac"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
@@ -60,7 +61,18 @@ func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer
 	if ctx.Err() != nil && out.Context().Err() == nil {
 		return context.Cause(ctx) // the refusal that ended it
 	}
-	return err
+	return neverStarted(t, r.container, err)
+}
+
+// neverStarted says, in place of the agent's "no output" for a task that
+// ended before it ran (a command not found, an image not pulled), what
+// ended it, which is why there is nothing to read.
+func neverStarted(t *legion.Task, container string, err error) error {
+	if status.Code(err) != codes.NotFound || t.Status.Started != nil || !t.Status.State.Terminal() || t.Status.Message == "" {
+		return err
+	}
+	return status.Errorf(codes.NotFound, "container %s of task %s/%s has no output: the task ended before it ran: %s",
+		container, t.Metadata.Namespace, t.Metadata.Name, t.Status.Message)
 }
 
 // waitAttach waits for the agent's Attach to the offered session.

@@ -228,6 +228,11 @@ func TestRefusals(t *testing.T) {
 	m.Put(t, "shop", "away.1", "n2", legion.TaskRunning, legion.Owner{}, "app")
 	m.Put(t, "shop", "nolog.1", "n1", legion.TaskComplete, legion.Owner{}, "app")
 	m.Put(t, "shop", "waiting.1", "", legion.TaskPending, legion.Owner{}, "app")
+	nostart := m.Put(t, "shop", "nostart.1", "n1", legion.TaskFailed, legion.Owner{}, "app")
+	nostart.Status.Message = "container app: fork/exec /app: no such file or directory"
+	if _, _, err := m.Store.Put(context.Background(), nostart, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	worker, _ := dispatchertest.Issue(t, m.CA, "n1", pki.RoleWorker)
 	admin := dial(t, m, m.Admin)
 	for _, tc := range []struct {
@@ -243,6 +248,8 @@ func TestRefusals(t *testing.T) {
 		{"unknown task by kind", admin, target("task", "nope", ""), codes.NotFound, "no task named nope in namespace shop"},
 		{"node's agent not connected", admin, target("", "away.1", ""), codes.Unavailable, "the agent of node n2 is not connected to this manager"},
 		{"no output on the node", admin, target("", "nolog.1", ""), codes.NotFound, "container app of task shop/nolog.1 has no output on this node"},
+		{"ended before it ran", admin, target("", "nostart.1", ""), codes.NotFound,
+			"container app of task shop/nostart.1 has no output: the task ended before it ran: container app: fork/exec /app: no such file or directory"},
 		{"not on a node", admin, target("", "waiting.1", ""), codes.FailedPrecondition, "task shop/waiting.1 is not on a node yet"},
 		{"bad kind", admin, target("volume", "x", ""), codes.InvalidArgument, `target.kind "volume": expected Task, Service or Job`},
 		{"a worker's certificate", dial(t, m, worker), target("", "pair.1", "app"), codes.PermissionDenied, "logs: not allowed for a worker certificate (n1)"},
