@@ -46,7 +46,7 @@ var composeShape = func() *shape {
 		"rollback_config": unsupported("not supported, ignored: a rollback uses the restored spec's update settings"),
 	})
 	service := fields(map[string]*shape{
-		"image": leaf, "command": leaf, "entrypoint": leaf, "environment": leaf,
+		"image": leaf, "pull_policy": leaf, "command": leaf, "entrypoint": leaf, "environment": leaf,
 		"env_file":    {items: fields(map[string]*shape{"path": leaf, "required": leaf})},
 		"working_dir": leaf, "user": leaf, "hostname": leaf, "stop_grace_period": leaf, "stop_signal": leaf,
 		"ports":  {items: fields(map[string]*shape{"target": leaf, "published": leaf, "protocol": leaf, "mode": leaf, "name": leaf})},

@@ -31,7 +31,7 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 		}
 		return nil, fmt.Errorf("%s.image: missing: Legion deploys images and builds none", p)
 	}
-	ctr := legion.Container{Name: name, Image: s.Image, User: s.User}
+	ctr := legion.Container{Name: name, Image: s.Image, User: s.User, PullPolicy: c.pullPolicy(p+".pull_policy", s.PullPolicy)}
 	if s.WorkingDir != "" {
 		if strings.HasPrefix(s.WorkingDir, "/") {
 			ctr.WorkingDir = s.WorkingDir
@@ -762,4 +762,27 @@ func validLabel(k, v string) error {
 		return fmt.Errorf("%s", msg)
 	}
 	return nil
+}
+
+// pullPolicy maps compose's pull_policy: always and never as they are,
+// missing (and its older spelling if_not_present) as if-not-present, and
+// refresh, which checks the registry at each start, as always. Legion
+// builds nothing and has no timed pulls (daily, weekly, every_<d>): those
+// are warned of and the default (if-not-present) kept.
+func (c *converter) pullPolicy(p, v string) legion.PullPolicy {
+	switch v {
+	case "":
+		return ""
+	case types.PullPolicyAlways, types.PullPolicyRefresh:
+		return legion.PullAlways
+	case types.PullPolicyNever:
+		return legion.PullNever
+	case types.PullPolicyMissing, types.PullPolicyIfNotPresent:
+		return legion.PullIfNotPresent
+	case types.PullPolicyBuild:
+		c.warn(p, "build: Legion builds no image; it is pulled when missing")
+	default:
+		c.warn(p, "%q: Legion pulls at start only (always, missing, never); pulled when missing", v)
+	}
+	return ""
 }
