@@ -106,7 +106,7 @@ func short(digest string) string {
 // platformFlags are the flags that say what a node runs pods on.
 func platformFlags(fs *pflag.FlagSet, o *daemon.Options) {
 	fs.StringVar(&o.Platform, "platform", daemon.DefaultPlatform(),
-		"what pods run on: jails (FreeBSD jails on ZFS, pf network) or process (host processes on loopback, isolating nothing)")
+		"what pods run on: jails (FreeBSD jails on ZFS, pf network) or process (host processes, in a network namespace per pod or on loopback as --pod-network says, isolating nothing else)")
 	fs.StringVar(&o.ZFSRoot, "zfs-root", daemon.DefaultZFSRoot, "the dataset images and container roots live under (jails)")
 	fs.BoolVar(&o.Linux, "linux", false,
 		"also run Linux images of this architecture when an image has no FreeBSD build (jails: through the Linux ABI, which the node loads, and placement's node.platform.linux == true); a process node on Linux runs them with or without it")

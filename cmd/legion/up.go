@@ -38,9 +38,11 @@ to reach what runs, and stops on Ctrl-C, removing its pods.
 On FreeBSD pods are VNET jails on ZFS clones of their images, joined to
 the legion0 bridge, with services balanced by pf (--platform jails; run it
 as root, with pf.conf calling the legion/* anchors). Elsewhere, or with
---platform process, containers are plain processes and pods share the
-host's network in 127.0.0.0/8: nothing is isolated; that is for development
-and trying Legion out.`,
+--platform process, containers are plain processes of this host (chrooted
+into their images when Legion runs as root): each pod gets a network
+namespace of its own where the host allows it (Linux, as root;
+--pod-network), else pods share the host's network in 127.0.0.0/8. Nothing else is isolated (processes,
+users, limits, policy): that is for development and trying Legion out.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			daemon.SetGC()
