@@ -39,7 +39,27 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newDoctorCommand())
 	configFlags(root)
 	refuseUnknownSubcommands(root)
+	sayUsageOnWrongArgs(root)
 	return root
+}
+
+// sayUsageOnWrongArgs adds each command's usage line to the refusal of
+// its arguments: "accepts 1 arg(s), received 2" alone did not say that
+// legion volume move takes its node as --node NODE.
+func sayUsageOnWrongArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		sayUsageOnWrongArgs(sub)
+	}
+	check := c.Args
+	if check == nil {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return fmt.Errorf("%s: %w; usage: %s", strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), err, cmd.UseLine())
+		}
+		return nil
+	}
 }
 
 // refuseUnknownSubcommands makes every command that only groups others

@@ -107,6 +107,24 @@ func TestValidateTakesFilenameAsApplyDoes(t *testing.T) {
 	}
 }
 
+// Wrong arguments are refused with the command's usage line: a node
+// given as a second word to volume move is told it goes in --node.
+func TestWrongArgumentsSayTheUsage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"volume", "move", "data", "n1"}, "volume move: accepts 1 arg(s), received 2; usage: legion volume move NAME --node NODE"},
+		{[]string{"get"}, "get: accepts between 1 and 2 arg(s), received 0; usage: legion get KIND [NAME]"},
+		{[]string{"rollout", "restart"}, "rollout restart: accepts 1 arg(s), received 0; usage: legion rollout restart SERVICE"},
+	} {
+		if _, err := runLegion(t, "", tc.args...); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("legion %v: %v, want it to say %q", tc.args, err, tc.says)
+		}
+	}
+}
+
 // A word that names no subcommand of a group (node, stack, image, ...)
 // fails, naming the choices; the group alone still prints its help.
 func TestUnknownSubcommandsAreRefused(t *testing.T) {
