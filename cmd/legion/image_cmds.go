@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -18,6 +20,15 @@ import (
 func newImageCommand() *cobra.Command {
 	var o daemon.Options
 	open := func() (*image.Images, error) { return daemon.OpenImages(o, nil) }
+	// Listing or removing where there is no node would make an empty store
+	// there and say it holds nothing; load may make one for a node to
+	// start on.
+	openExisting := func() (*image.Images, error) {
+		if _, err := os.Stat(o.DataDir); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no node data directory at %s: give --data-dir, the one legion up or legion daemon uses (legion up's default is .legion where it was started)", o.DataDir)
+		}
+		return open()
+	}
 	cmd := &cobra.Command{Use: "image", Short: "Load, list and remove the images of this node"}
 	cmd.PersistentFlags().StringVar(&o.DataDir, "data-dir", ".legion", "the node's data directory")
 	platformFlags(cmd.PersistentFlags(), &o)
@@ -59,7 +70,7 @@ func newImageCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m, err := open()
+			m, err := openExisting()
 			if err != nil {
 				return err
 			}
@@ -78,7 +89,7 @@ func newImageCommand() *cobra.Command {
 		Short: "Remove an image, and the layers no other image or container uses",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := open()
+			m, err := openExisting()
 			if err != nil {
 				return err
 			}

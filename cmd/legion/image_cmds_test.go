@@ -1,6 +1,10 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -29,5 +33,20 @@ func TestImageLoadListRemove(t *testing.T) {
 	}
 	if _, err := runLegion(t, "", "image", "load", "--data-dir", dir, "../../examples/hello/hello.yaml"); err == nil {
 		t.Fatal("loading a YAML file as an image succeeded")
+	}
+}
+
+// Listing or removing where there is no node's data directory says so,
+// and makes none: it said "No images found." and left an empty store.
+func TestImageCommandsWithoutADataDirectory(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "none")
+	for _, args := range [][]string{{"image", "ls", "--data-dir", dir}, {"image", "rm", "--data-dir", dir, "localhost/hello:1"}} {
+		if _, err := runLegion(t, "", args...); err == nil || !strings.Contains(err.Error(), "no node data directory at "+dir) {
+			t.Errorf("legion %v: %v, want it to say there is no data directory", args, err)
+		}
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s: %v, want nothing made", dir, err)
 	}
 }
