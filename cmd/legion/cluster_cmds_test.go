@@ -288,3 +288,42 @@ func TestDaemonStopsCleanly(t *testing.T) {
 		}
 	}
 }
+
+// get all lists a namespace's services, jobs, cron jobs and tasks, a
+// table each, named kind/name as kubectl's get all names them; -o name
+// lists them all; a namespace with none says so.
+func TestGetAll(t *testing.T) {
+	t.Parallel()
+	n, ctx := helloCluster(t, helloApp("web", "")+`---
+apiVersion: legion/v1
+kind: CronJob
+metadata: {name: nightly}
+spec:
+  schedule: "0 3 * * *"
+  job: {pod: {containers: [{name: c, image: localhost/hello:1, pullPolicy: never}]}}
+`)
+	waitTaskOf(ctx, t, n, "web", func(*legion.Task) bool { return true })
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	out, err := runLegion(t, "", append([]string{"get", "all"}, flags...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := -1
+	for _, want := range []string{"service/web ", "\n\nNAME ", "cronjob/nightly ", "\n\nNAME ", "task/web-1-1 "} {
+		i := strings.Index(out[at+1:], want)
+		if i < 0 {
+			t.Fatalf("get all: %q missing, or out of order:\n%s", want, out)
+		}
+		at += 1 + i
+	}
+	if out, err := runLegion(t, "", append([]string{"get", "all", "-o", "name"}, flags...)...); err != nil ||
+		!strings.Contains(out, "service/web\ncronjob/nightly\ntask/web-1-1\n") {
+		t.Errorf("get all -o name: %v\n%s", err, out)
+	}
+	if out, err := runLegion(t, "", append([]string{"get", "all", "-n", "empty"}, flags...)...); err != nil || out != "No services, jobs, cron jobs or tasks found.\n" {
+		t.Errorf("get all of an empty namespace: %v %q", err, out)
+	}
+	if _, err := runLegion(t, "", append([]string{"get", "all", "web"}, flags...)...); err == nil || !strings.Contains(err.Error(), "takes no NAME") {
+		t.Errorf("get all NAME: %v, want refused", err)
+	}
+}

@@ -158,14 +158,72 @@ func (c *clusterCLI) query(cmd *cobra.Command, kindArg, output string, f *scopeF
 	return kind, fm, opts, cl, nil
 }
 
+// allKinds are what get all lists, as kubectl's all lists a namespace's
+// workloads and their pods: Services, Jobs, CronJobs and Tasks.
+var allKinds = []legion.Kind{legion.KindService, legion.KindJob, legion.KindCronJob, legion.KindTask}
+
+// getAll is get all: a table of each of allKinds that has objects, names
+// as kind/name (kubectl's form); any other format has them all as one
+// list.
+func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags) error {
+	_, fm, opts, cl, err := c.query(cmd, string(legion.KindService), output, f)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	now := time.Now()
+	var all []legion.Object
+	var tables []listing
+	for _, k := range allKinds {
+		objs, _, err := cl.List(ctxOf(cmd), k, opts)
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", plural(strings.ToLower(string(k))), err)
+		}
+		all = append(all, objs...)
+		if len(objs) > 0 {
+			tables = append(tables, objectListing(objs, f.all, false, now))
+		}
+	}
+	if fm.name != "table" && fm.name != "wide" {
+		l := objectListing(all, f.all, false, now)
+		return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+	}
+	if len(tables) == 0 {
+		_, err := fmt.Fprintln(cmd.ErrOrStderr(), "No services, jobs, cron jobs or tasks found.")
+		return err
+	}
+	name := 0 // the NAME column, after NAMESPACE with -A
+	if f.all {
+		name = 1
+	}
+	for i, l := range tables {
+		if i > 0 {
+			fmt.Fprintln(cmd.OutOrStdout())
+		}
+		for r := range l.rows {
+			l.rows[r][name] = l.names[r]
+		}
+		if err := l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *clusterCLI) getCommand(use string) *cobra.Command {
 	var f scopeFlags
 	var output string
 	cmd := &cobra.Command{
 		Use:   use + " KIND [NAME]",
-		Short: "Show one object, or list the objects of a kind",
+		Short: "Show one object, or list the objects of a kind (all: the services, jobs, cron jobs and tasks)",
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.EqualFold(args[0], "all") {
+				if len(args) == 2 {
+					return fmt.Errorf("get all %s: all lists every workload of a namespace and takes no NAME", args[1])
+				}
+				return c.getAll(cmd, output, &f)
+			}
 			kind, fm, opts, cl, err := c.query(cmd, args[0], output, &f)
 			if err != nil {
 				return err
