@@ -326,4 +326,30 @@ spec:
 	if _, err := runLegion(t, "", append([]string{"get", "all", "web"}, flags...)...); err == nil || !strings.Contains(err.Error(), "takes no NAME") {
 		t.Errorf("get all NAME: %v, want refused", err)
 	}
+
+	// get -w, kubectl's watch: the listing, then each change, here of
+	// the one service named.
+	if _, err := runLegion(t, helloApp("other", ""), append([]string{"apply", "-f", "-"}, flags...)...); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	watched := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- rootWith(watched, watched, append([]string{"get", "services", "web", "-w"}, flags...)...).ExecuteContext(wctx)
+	}()
+	waitFor(t, "the listing of web", func() bool { return strings.Contains(watched.String(), "web") })
+	if _, err := runLegion(t, "", append([]string{"scale", "web", "2"}, flags...)...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "web's change", func() bool { return strings.Contains(watched.String(), "/2") })
+	stop()
+	<-done
+	if strings.Contains(watched.String(), "other") {
+		t.Errorf("get services web -w showed another service:\n%s", watched.String())
+	}
+	if _, err := runLegion(t, "", append([]string{"get", "all", "-w"}, flags...)...); err == nil || !strings.Contains(err.Error(), "a watch follows one kind") {
+		t.Errorf("get all -w: %v, want refused", err)
+	}
 }

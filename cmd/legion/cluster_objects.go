@@ -213,6 +213,7 @@ func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags) er
 func (c *clusterCLI) getCommand(use string) *cobra.Command {
 	var f scopeFlags
 	var output string
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   use + " KIND [NAME]",
 		Short: "Show one object, or list the objects of a kind (all: the services, jobs, cron jobs and tasks)",
@@ -222,6 +223,9 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				if len(args) == 2 {
 					return fmt.Errorf("get all %s: all lists every workload of a namespace and takes no NAME", args[1])
 				}
+				if watch {
+					return errors.New("get all -w: a watch follows one kind (legion get KIND -w)")
+				}
 				return c.getAll(cmd, output, &f)
 			}
 			kind, fm, opts, cl, err := c.query(cmd, args[0], output, &f)
@@ -229,6 +233,14 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				return err
 			}
 			defer cl.Close()
+			if watch {
+				// kubectl get -w: the listing, then each change as it comes.
+				name := ""
+				if len(args) == 2 {
+					name = args[1]
+				}
+				return watchKind(cmd, cl, kind, fm, opts, name)
+			}
 			if len(args) == 2 {
 				o, err := cl.Get(ctxOf(cmd), kind, f.namespace, args[1])
 				if err != nil {
@@ -254,6 +266,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the listing, print every change as it happens, as legion watch does")
 	f.add(cmd, true)
 	outputFlag(cmd, &output)
 	return cmd
@@ -350,20 +363,35 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			p := &watchPrinter{w: cmd.OutOrStdout(), f: fm, withNamespace: f.all, now: time.Now}
-			return cl.ListWatch(ctxOf(cmd), kind, opts, func(u client.Update) error {
-				if u.Listed {
-					// A listing, first or after the watch was reset, shows
-					// what is there now as added.
-					return p.print(client.Added, u.Objects)
-				}
-				return p.print(u.Event.Type, []legion.Object{u.Event.Object})
-			})
+			return watchKind(cmd, cl, kind, fm, opts, "")
 		},
 	}
 	f.add(cmd, true)
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// watchKind lists a kind, then prints every change to it (of the object
+// named name alone, when given), as legion watch and get -w do.
+func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm format, opts client.ListOptions, name string) error {
+	p := &watchPrinter{w: cmd.OutOrStdout(), f: fm, withNamespace: opts.AllNamespaces, now: time.Now}
+	named := func(objs []legion.Object) []legion.Object {
+		if name == "" {
+			return objs
+		}
+		return slices.DeleteFunc(slices.Clone(objs), func(o legion.Object) bool { return o.GetMetadata().Name != name })
+	}
+	return cl.ListWatch(ctxOf(cmd), kind, opts, func(u client.Update) error {
+		if u.Listed {
+			// A listing, first or after the watch was reset, shows
+			// what is there now as added.
+			return p.print(client.Added, named(u.Objects))
+		}
+		if objs := named([]legion.Object{u.Event.Object}); len(objs) > 0 {
+			return p.print(u.Event.Type, objs)
+		}
+		return nil
+	})
 }
 
 func (c *clusterCLI) diffCommand() *cobra.Command {
