@@ -24,11 +24,12 @@ func (c *clusterCLI) eventsCommand() *cobra.Command {
 	var since, kind, namespace, object, typ, output string
 	cmd := &cobra.Command{
 		Use:   "events [-f] [--since 10m] [--kind KIND] [-n NAMESPACE|-A] [--object KIND/NAME] [--type warning]",
-		Short: "List what happened to tasks, services, jobs, nodes and volumes; -f follows",
+		Short: "List what happened to tasks, services, jobs, cron jobs, nodes and volumes; -f follows",
 		Long: `List the recent events, oldest first: tasks scheduled, started, failed,
 restarted after a crash (BackOff) or failing their probes, updates started,
 paused, rolled back or completed, nodes joining, ready, suspect, down or
-drained, volumes moved, quota and placement refusals. Each manager derives
+drained, volumes moved, quota and placement refusals, jobs started,
+succeeded or failed, and cron jobs' runs (JobCreated, RunSkipped). Each manager derives
 them from the changes it applies and keeps the last 10,000 for an hour, so
 any manager answers. A repeat of an object's last event is counted rather
 than listed again. Without -n, every namespace you may read is shown;
