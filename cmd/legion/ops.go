@@ -180,21 +180,23 @@ func rollBack(s *legion.Service) error {
 		return fmt.Errorf("rollback: service %s has no earlier spec to go back to", s.Metadata.Name)
 	}
 	if onlyRestarted(*u.PreviousSpec, s.Spec) {
-		// Applied, the previous spec would keep the restart (as any apply
-		// without spec.pod.restartedAt does) and change nothing.
-		return fmt.Errorf("rollback: the last update of service %s restarted its tasks (legion rollout restart) and changed nothing else: there is no earlier spec to go back to", s.Metadata.Name)
+		// Applied, a previous spec without a restart would keep this one
+		// (as any apply without spec.pod.restartedAt does) and change
+		// nothing; one with an earlier restart would restart them again.
+		return fmt.Errorf("rollback: the last update of service %s only restarted its tasks (legion rollout restart): there is nothing to go back to, and going back would only restart them again", s.Metadata.Name)
 	}
 	s.Spec = *u.PreviousSpec
 	return nil
 }
 
-// onlyRestarted: now is prev with a restart added (spec.pod.restartedAt
-// set where prev has none), and nothing else changed.
+// onlyRestarted: now is prev restarted (a spec.pod.restartedAt set, or
+// set later), and nothing else changed.
 func onlyRestarted(prev, now legion.ServiceSpec) bool {
-	if prev.Pod.RestartedAt != nil || now.Pod.RestartedAt == nil {
+	p, n := prev.Pod.RestartedAt, now.Pod.RestartedAt
+	if n == nil || p != nil && p.Equal(*n) {
 		return false
 	}
-	now.Pod.RestartedAt = nil
+	prev.Pod.RestartedAt, now.Pod.RestartedAt = nil, nil
 	a, err1 := json.Marshal(prev)
 	b, err2 := json.Marshal(now)
 	return err1 == nil && err2 == nil && string(a) == string(b)

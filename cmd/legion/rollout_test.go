@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/topui"
@@ -77,7 +78,7 @@ func TestRolloutRestart(t *testing.T) {
 	if out, err := runLegion(t, manifest, append([]string{"apply", "-f", "-"}, flags...)...); err != nil || !strings.Contains(out, "service/web unchanged") {
 		t.Fatalf("the manifest applied again: %v, want unchanged (the restart kept)\n%s", err, out)
 	}
-	if out, err := run("rollback", "web"); err == nil || !strings.Contains(err.Error(), "restarted its tasks (legion rollout restart) and changed nothing else") {
+	if out, err := run("rollback", "web"); err == nil || !strings.Contains(err.Error(), "only restarted its tasks (legion rollout restart): there is nothing to go back to") {
 		t.Fatalf("rollback after a restart: %v, want refused\n%s", err, out)
 	}
 	if out, err := run("describe", "service", "web"); err != nil || !strings.Contains(out, "(legion rollout restart)") {
@@ -94,4 +95,40 @@ func TestRolloutRestart(t *testing.T) {
 	waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool {
 		return tk.Status.Ready && tk.Spec.DesiredState == legion.TaskRunning && tk.Metadata.Name != after.Metadata.Name
 	})
+}
+
+// onlyRestarted tells an update that only restarted from one that
+// changed more, or nothing.
+func TestOnlyRestarted(t *testing.T) {
+	t.Parallel()
+	at := func(s string) *time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &v
+	}
+	spec := func(image string, restarted *time.Time) legion.ServiceSpec {
+		var s legion.ServiceSpec
+		s.Pod.Containers = []legion.Container{{Name: "c", Image: image}}
+		s.Pod.RestartedAt = restarted
+		return s
+	}
+	first, second := at("2026-12-05T07:00:00Z"), at("2026-12-05T08:00:00Z")
+	for _, tc := range []struct {
+		name      string
+		prev, now legion.ServiceSpec
+		want      bool
+	}{
+		{"a first restart", spec("a:1", nil), spec("a:1", first), true},
+		{"a second restart", spec("a:1", first), spec("a:1", second), true},
+		{"a new image", spec("a:1", first), spec("a:2", first), false},
+		{"a restart and a new image", spec("a:1", nil), spec("a:2", first), false},
+		{"no restart", spec("a:1", nil), spec("a:2", nil), false},
+		{"the same", spec("a:1", first), spec("a:1", first), false},
+	} {
+		if got := onlyRestarted(tc.prev, tc.now); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
