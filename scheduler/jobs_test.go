@@ -115,14 +115,7 @@ func TestJobActiveDeadline(t *testing.T) {
 func TestGlobalJobCompletesOnEveryNode(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 3)
-	c.Apply(`
-apiVersion: legion/v1
-kind: Job
-metadata: {name: sweep}
-spec:
-  mode: global
-  pod: {containers: [{name: c, image: sweep:1}]}
-`)
+	c.Apply(globalJob)
 	c.Run(10 * time.Second)
 	j := c.Job("sweep")
 	if j.Status.State != legion.JobComplete || j.Status.Succeeded != 3 {
@@ -268,14 +261,7 @@ func TestCronJobForbidRunsAfterAnUnstartableJob(t *testing.T) {
 func TestGlobalJobSlotGoesWithADrainedNode(t *testing.T) {
 	t.Parallel()
 	c := withJobRunTime(t, 2, time.Minute)
-	c.Apply(`
-apiVersion: legion/v1
-kind: Job
-metadata: {name: sweep}
-spec:
-  mode: global
-  pod: {containers: [{name: c, image: sweep:1}]}
-`)
+	c.Apply(globalJob)
 	c.Converge()
 	c.SetAvailability("n1", legion.AvailabilityDrain)
 	c.Run(2 * time.Minute)
