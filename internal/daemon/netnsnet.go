@@ -414,6 +414,15 @@ func (n *NetNSNetwork) Join(ctx context.Context, t *legion.Task, ip string, _ bo
 			return fmt.Errorf("pod %s: network namespace: %w", uid, err)
 		}
 	}
+	// The address is the lowest free one, so often the one a pod just
+	// gone had: the host's neighbour entry for it still names that pod's
+	// veth, and Linux sends no gratuitous ARP for a new address, so the
+	// host (its probes, the proxies) would reach the new pod only once
+	// the entry went stale, up to a minute later: liveness probes failed
+	// and restarted it meanwhile.
+	if _, err := sys.Run(ctx, n.R, "ip", "neigh", "flush", "to", a.String(), "dev", n.names.bridge()); err != nil {
+		n.Log.Warn("the host may reach the pod late: its address's old neighbour entry stays", "pod", uid, "address", a, "err", err)
+	}
 	return nil
 }
 

@@ -26,7 +26,8 @@ func fakeNetNS(f *sys.Fake) *NetNSNetwork {
 // A pod's namespace and veth pair are made with these commands: the pod
 // end moved into the namespace at birth, renamed eth0 there and given the
 // pod's address and a default route through the gateway, in one ip(8)
-// batch; Detach removes both ends and the namespace and frees the
+// batch, then the host's neighbour entry for the address flushed (a pod
+// gone may have left one); Detach removes both ends and the namespace and frees the
 // address, tolerating what is already gone.
 func TestNetNSNetworkJoinAndDetachCommands(t *testing.T) {
 	t.Parallel()
@@ -51,13 +52,14 @@ func TestNetNSNetworkJoinAndDetachCommands(t *testing.T) {
 		"ip link add lvab12c0000002a type veth peer name lqab12c0000002a netns " + ns,
 		"ip link set lvab12c0000002a master legionab12c up",
 		"ip -n " + ns + " -batch -",
+		"ip neigh flush to 10.200.3.2 dev legionab12c",
 	}
 	if diff := cmp.Diff(want, f.Lines()); diff != "" {
 		t.Fatalf("join commands (-want +got):\n%s", diff)
 	}
 	calls := f.Calls()
 	wantBatch := "link set lo up\nlink set dev lqab12c0000002a name eth0\naddr add 10.200.3.2/24 dev eth0\nlink set eth0 up\nroute add default via 10.200.3.1\n"
-	if got := string(calls[len(calls)-1].Stdin); got != wantBatch {
+	if got := string(calls[len(calls)-2].Stdin); got != wantBatch {
 		t.Fatalf("the pod's batch:\n%s\nwant:\n%s", got, wantBatch)
 	}
 	f.Reset()
