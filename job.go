@@ -107,3 +107,9 @@ const MaxCronJobName = 52
 func CronJobRunName(cronJob string, due time.Time) string {
 	return cronJob + "-" + strconv.FormatInt(due.Unix()/60, 10)
 }
+
+// CronJobSkipped starts a CronJob's status message for a run that fell
+// due and was skipped (suspended, late, or a Job of it still running
+// under concurrencyPolicy forbid), as the planner writes it and events
+// read it.
+const CronJobSkipped = "skipped the run of "

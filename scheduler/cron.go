@@ -93,12 +93,12 @@ func (p *planner) cronJob(cj *legion.CronJob, jobs []*legion.Job, names map[nsNa
 			when := due.Format(time.RFC3339)
 			switch {
 			case cj.Spec.Suspend:
-				st.Message = "skipped the run of " + when + ": suspended"
+				st.Message = legion.CronJobSkipped + when + ": suspended"
 			case cj.Spec.StartingDeadline != nil && now.Sub(due) > cj.Spec.StartingDeadline.D():
-				st.Message = "skipped the run of " + when + ": " + now.Sub(due).String() +
+				st.Message = legion.CronJobSkipped + when + ": " + now.Sub(due).String() +
 					" late, more than its startingDeadline of " + cj.Spec.StartingDeadline.String()
 			case cj.Spec.ConcurrencyPolicy == legion.ConcurrencyForbid && len(running) > 0:
-				st.Message = "skipped the run of " + when + ": job " + running[0].Metadata.Name + " still runs"
+				st.Message = legion.CronJobSkipped + when + ": job " + running[0].Metadata.Name + " still runs"
 			default:
 				if cj.Spec.ConcurrencyPolicy == legion.ConcurrencyReplace {
 					for _, j := range running {

@@ -225,17 +225,13 @@ func (d *deriver) cronJob(old, c *legion.CronJob) {
 	if due == nil || old != nil && sameTime(old.Status.LastSchedule, due) {
 		return
 	}
-	if msg := c.Status.Message; strings.HasPrefix(msg, skippedPrefix) {
+	if msg := c.Status.Message; strings.HasPrefix(msg, legion.CronJobSkipped) {
 		d.add(legion.EventWarning, legion.ReasonRunSkipped, msg)
 		return
 	}
 	d.add(legion.EventNormal, legion.ReasonJobCreated, "job "+legion.CronJobRunName(c.Metadata.Name, *due)+
 		" for the run of "+due.UTC().Format(time.RFC3339))
 }
-
-// skippedPrefix starts the planner's message for a run it skipped
-// (scheduler/cron.go).
-const skippedPrefix = "skipped the run of "
 
 func (d *deriver) node(old, n *legion.Node) {
 	if old == nil {

@@ -220,14 +220,9 @@ func applyOne(ctx context.Context, st *store.Store, it applyItem, dryRun bool, c
 	confirmed = confirmed || dryRun // a dry run already read linearizably
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 || !read {
-			cur, _, err = st.Get(kind, m.Namespace, m.Name)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
+			if cur, err = readCurrent(st, it); err != nil {
 				return nil, nil, "", err
 			}
-			if errors.Is(err, store.ErrNotFound) {
-				cur = nil
-			}
-			keepStored(it, cur)
 		}
 		if cur == nil && kind == legion.KindNode {
 			// A Node is made by its daemon joining; one applied first would
@@ -351,6 +346,22 @@ func checkExpected(expected *uint64, cur legion.Object) error {
 	return nil
 }
 
+// readCurrent reads what it will be applied over from this replica (nil:
+// nothing stored), and keeps in it what the stored object holds that the
+// apply leaves out (keepStored): every read of it goes through here.
+func readCurrent(st *store.Store, it applyItem) (legion.Object, error) {
+	m := it.obj.GetMetadata()
+	cur, _, err := st.Get(it.obj.GetKind(), m.Namespace, m.Name)
+	if errors.Is(err, store.ErrNotFound) {
+		cur, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	keepStored(it, cur)
+	return cur, nil
+}
+
 // keepStored puts in it, to be applied over cur (nil: nothing stored),
 // what an apply that leaves it out does not change: a Service's
 // spec.pod.restartedAt, which legion rollout restart sets and manifests
@@ -460,17 +471,12 @@ func newAdmission(st *store.Store, items []applyItem) (*admission, error) {
 	a := &admission{items: items, changedKeys: map[string]bool{}, namespaces: map[string]*legion.Namespace{},
 		current: make(map[string]legion.Object, len(items))}
 	for _, it := range items {
-		m := it.obj.GetMetadata()
-		cur, _, err := st.Get(it.obj.GetKind(), m.Namespace, m.Name)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		cur, err := readCurrent(st, it)
+		if err != nil {
 			return nil, err
 		}
-		if err != nil {
-			cur = nil
-		}
-		keepStored(it, cur)
 		a.current[legion.ObjectKey(it.obj)] = cur
-		if err == nil && sameContent(cur, it.obj) {
+		if cur != nil && sameContent(cur, it.obj) {
 			continue
 		}
 		a.changed = append(a.changed, it)

@@ -60,12 +60,9 @@ func writeRun(ctx context.Context, st *store.Store, items []applyItem, start, en
 		cur, read := adm.current[legion.ObjectKey(it.obj)]
 		if !read {
 			var err error
-			if cur, _, err = st.Get(it.obj.GetKind(), it.obj.GetMetadata().Namespace, it.obj.GetMetadata().Name); errors.Is(err, store.ErrNotFound) {
-				cur = nil
-			} else if err != nil {
+			if cur, err = readCurrent(st, it); err != nil {
 				return itemError(items, n, results, err)
 			}
-			keepStored(it, cur)
 		}
 		if answersAlone(it, cur) {
 			alone = append(alone, n)
