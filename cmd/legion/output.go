@@ -39,11 +39,14 @@ func outputFlag(cmd *cobra.Command, p *string) {
 // format is a checked -o value: templates are parsed and files read
 // before anything is asked of the cluster.
 type format struct {
-	name     string // table, wide, name, json, yaml, go-template, jsonpath or custom-columns
-	tmpl     *template.Template
-	path     *jsonpath.JSONPath
-	columns  []customColumn
-	original string
+	name string // table, wide, name, json, yaml, go-template, jsonpath or custom-columns
+	tmpl *template.Template
+	path *jsonpath.JSONPath
+	// listItems: the jsonpath expression starts at kubectl's List
+	// (.items), so a list is given to it as one.
+	listItems bool
+	columns   []customColumn
+	original  string
 }
 
 type customColumn struct {
@@ -87,6 +90,7 @@ func parseOutput(s string) (format, error) {
 		f.path, err = parseJSONPath(arg)
 		if err == nil {
 			f.path.AllowMissingKeys(true)
+			f.listItems = readsItems(arg)
 		}
 	case "custom-columns":
 		f.columns, err = parseCustomColumns(arg)
@@ -107,6 +111,50 @@ func parseJSONPath(expr string) (*jsonpath.JSONPath, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// readsItems reports whether a jsonpath expression reads .items at its
+// root, as kubectl's lists are read ({.items[*].metadata.name}).
+func readsItems(expr string) bool {
+	if !strings.Contains(expr, "{") {
+		expr = "{." + strings.TrimPrefix(expr, ".") + "}"
+	}
+	p, err := jsonpath.Parse("output", expr)
+	if err != nil {
+		return false
+	}
+	// Each {...} is a list of nodes; inside {range X}...{end} they read
+	// X's items, not the root.
+	depth := 0
+	for _, n := range p.Root.Nodes {
+		block, ok := n.(*jsonpath.ListNode)
+		if !ok || len(block.Nodes) == 0 {
+			continue
+		}
+		first := block.Nodes[0]
+		if id, ok := first.(*jsonpath.IdentifierNode); ok {
+			switch id.Name {
+			case "end":
+				depth = max(depth-1, 0)
+				continue
+			case "range":
+				depth++
+				if len(block.Nodes) < 2 {
+					continue
+				}
+				first = block.Nodes[1]
+				if depth > 1 {
+					continue
+				}
+			}
+		} else if depth > 0 {
+			continue
+		}
+		if f, ok := first.(*jsonpath.FieldNode); ok && f.Value == "items" {
+			return true
+		}
+	}
+	return false
 }
 
 func parseCustomColumns(spec string) ([]customColumn, error) {
@@ -246,7 +294,12 @@ func (l *listing) print(w, errw io.Writer, f format) error {
 		}
 		return writeTable(w, cols, rows, true)
 	}
-	data, err := generic(l.jsonValue())
+	v := l.jsonValue()
+	if f.listItems && !(l.single && len(l.items) == 1) {
+		// kubectl's form of a list; the bare array stays for {[*]...}.
+		v = map[string]any{"kind": "List", "items": v}
+	}
+	data, err := generic(v)
 	if err != nil {
 		return err
 	}

@@ -297,6 +297,10 @@ func TestOutputFormats(t *testing.T) {
 		{"get one go-template", `go-template={{.metadata.namespace}}/{{.metadata.name}} {{.spec.replicas}}`, one, "shop/web 3"},
 		{"tasks go-template-file", "go-template-file=" + tmplFile, tasks, "web-1-a running\nweb-2-b pending\n"},
 		{"get jsonpath", "jsonpath={[*].metadata.name}", svcs, "web agent"},
+		{"get jsonpath of kubectl's list", "jsonpath={.items[*].metadata.name}", svcs, "web agent"},
+		{"get jsonpath range of kubectl's list", `jsonpath={range .items[*]}{.metadata.name}{"\n"}{end}`, svcs, "web\nagent\n"},
+		{"get jsonpath kubectl's list short", "jsonpath=.items[1].metadata.name", svcs, "agent"},
+		{"get one jsonpath is not a list", "jsonpath={.items[*].metadata.name}", one, ""},
 		{"get jsonpath range", `jsonpath={range [*]}{.metadata.name}{"\t"}{.status.update.state}{"\n"}{end}`, svcs, "web\tpaused\nagent\t\n"},
 		{"tasks jsonpath filter", `jsonpath={[?(@.status.state=="pending")].status.message}`, tasks, "no node fits: 2 drained"},
 		{"get one jsonpath-file", "jsonpath-file=" + pathFile, one, "3"},
@@ -473,5 +477,27 @@ func TestConfirm(t *testing.T) {
 	svc := decode(t, "apiVersion: legion/v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec: {pod: {containers: [{name: c, image: x}]}}\n")[0]
 	if got := ref(svc); got != "service/web -n shop" {
 		t.Errorf("ref: %q", got)
+	}
+}
+
+// Only an expression that reads .items at its root takes a list as
+// kubectl's List.
+func TestReadsItems(t *testing.T) {
+	t.Parallel()
+	for expr, want := range map[string]bool{
+		"{.items[*].metadata.name}":                         true,
+		".items[0].metadata.name":                           true,
+		`{range .items[*]}{.metadata.name}{"\n"}{end}`:      true,
+		`{"names: "}{.items[*].metadata.name}`:              true,
+		"{[*].metadata.name}":                               false,
+		"{.spec.items}":                                     false,
+		`{range [*]}{.items}{end}`:                          false,
+		`{range [*]}{range .x[*]}{end}{.items}{end}`:        false,
+		`{range [*]}{.metadata.name}{end}{.items[0].kind}`:  true,
+		"{.items[?(@.status.state==\"running\")].metadata}": true,
+	} {
+		if got := readsItems(expr); got != want {
+			t.Errorf("readsItems(%s) = %v, want %v", expr, got, want)
+		}
 	}
 }
