@@ -158,6 +158,10 @@ spec: {text: "x"}
 	if _, err := cli(held, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := cli("", "get", "ns"); err != nil || !strings.Contains(out, "\nkept ") ||
+		!strings.Contains(out, "objects live in default") {
+		t.Fatalf("get ns with a Namespace object: %q %v", out, err)
+	}
 	out, err = cli("", "delete", "namespace", "kept")
 	if err != nil || !strings.Contains(out, "namespace/kept deleted\n") ||
 		!strings.Contains(out, "warning: namespace/kept still holds config/left: they are kept") {
@@ -170,7 +174,10 @@ spec: {text: "x"}
 	// The environment stands in for the flags.
 	t.Setenv("LEGION_SERVER", addr)
 	t.Setenv("LEGION_CREDENTIALS", admin)
-	if out, err := runLegion(t, "", "get", "ns"); err != nil || !strings.Contains(out, "No namespaces found") {
+	// No Namespace object is left, while default and kept hold objects:
+	// the listing says what it lists.
+	if out, err := runLegion(t, "", "get", "ns"); err != nil || !strings.Contains(out, "No Namespace objects found.\n") ||
+		!strings.Contains(out, "objects live in default and in other namespaces without one") {
 		t.Fatalf("get with LEGION_SERVER and LEGION_CREDENTIALS: %q %v", out, err)
 	}
 	t.Setenv("LEGION_CREDENTIALS", "")

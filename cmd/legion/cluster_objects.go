@@ -259,8 +259,14 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 			}
 			l := objectListing(objs, f.all, false, time.Now())
 			l.none = plural(strings.ToLower(string(kind)))
+			if kind == legion.KindNamespace && (fm.name == "table" || fm.name == "wide") {
+				l.none = "Namespace objects"
+			}
 			if err := l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm); err != nil {
 				return err
+			}
+			if kind == legion.KindNamespace && len(l.rows) == len(objs) && (fm.name == "table" || fm.name == "wide") {
+				sayNamespacesNeedNoObject(cmd.ErrOrStderr(), objs)
 			}
 			warnListed(cmd.ErrOrStderr(), objs, listWith(ctxOf(cmd), cl))
 			return nil
@@ -270,6 +276,20 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 	f.add(cmd, true)
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// sayNamespacesNeedNoObject tells a kubectl user, who expects every
+// namespace listed and default among them, why some are not: a
+// Namespace object holds a namespace's settings, and objects may live in
+// a namespace that has none (default has none unless one is applied).
+func sayNamespacesNeedNoObject(w io.Writer, listed []legion.Object) {
+	for _, o := range listed {
+		if o.GetMetadata().Name == "default" {
+			return
+		}
+	}
+	fmt.Fprintln(w, "Listed are the Namespace objects, which hold a namespace's quota, isolation and allow list; "+
+		"objects live in default and in other namespaces without one all the same.")
 }
 
 func (c *clusterCLI) deleteCommand() *cobra.Command {
