@@ -71,19 +71,24 @@ func changeObject(ctx context.Context, cl *client.Client, kind legion.Kind, ns, 
 func (c *clusterCLI) scaleCommand() *cobra.Command {
 	var ns string
 	var wf waitFlags
+	replicas := -1
 	cmd := &cobra.Command{
-		Use:   "scale SERVICE REPLICAS | SERVICE=REPLICAS...",
+		Use:   "scale SERVICE REPLICAS | SERVICE=REPLICAS... | SERVICE... --replicas N",
 		Short: "Set a replicated or stateful service's replica count",
 		Long: `Set a replicated or stateful service's replica count: legion scale web 3,
-or, as docker service scale takes it, legion scale web=3 api=2: each in
-turn, every count checked before any is set, and a service refused does
-not keep the others from being scaled.`,
+as docker service scale takes it, legion scale web=3 api=2, or as kubectl
+does, legion scale service/web --replicas 3. Each in turn, every count
+checked before any is set, and a service refused does not keep the others
+from being scaled.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("scale: %w", err)
 			}
-			scales, err := scaleArgs(args)
+			if cmd.Flags().Changed("replicas") && replicas < 0 {
+				return fmt.Errorf("scale: --replicas %d: expected a whole number from 0 to %d", replicas, legion.MaxReplicas)
+			}
+			scales, err := scaleArgs(args, replicas)
 			if err != nil {
 				return fmt.Errorf("scale: %w", err)
 			}
@@ -109,6 +114,7 @@ not keep the others from being scaled.`,
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
+	cmd.Flags().IntVar(&replicas, "replicas", -1, "the count for every SERVICE named (kubectl's form)")
 	wf.add(cmd)
 	return cmd
 }
@@ -119,15 +125,36 @@ type aScale struct {
 	n    int
 }
 
-// scaleArgs reads scale's arguments: SERVICE REPLICAS, or one or more
-// SERVICE=REPLICAS. Every count is checked before any is used.
-func scaleArgs(args []string) ([]aScale, error) {
+// scaleArgs reads scale's arguments: SERVICE REPLICAS, one or more
+// SERVICE=REPLICAS (docker service scale), or, with replicas set
+// (kubectl's --replicas; -1 when not given), one or more SERVICE. A
+// service may be named as service/NAME. Every count is checked before
+// any is used.
+func scaleArgs(args []string, replicas int) ([]aScale, error) {
 	count := func(name, v string) (aScale, error) {
+		svc, err := serviceArg(name)
+		if err != nil {
+			return aScale{}, err
+		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > legion.MaxReplicas {
-			return aScale{}, fmt.Errorf("replicas %q of %s: expected a whole number from 0 to %d", v, name, legion.MaxReplicas)
+			return aScale{}, fmt.Errorf("replicas %q of %s: expected a whole number from 0 to %d", v, svc, legion.MaxReplicas)
 		}
-		return aScale{name, n}, nil
+		return aScale{svc, n}, nil
+	}
+	if replicas >= 0 {
+		var out []aScale
+		for _, a := range args {
+			if strings.Contains(a, "=") {
+				return nil, fmt.Errorf("%q: --replicas gives the count; name the services alone", a)
+			}
+			sc, err := count(a, strconv.Itoa(replicas))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sc)
+		}
+		return noneTwice(out)
 	}
 	if len(args) == 2 && !strings.Contains(args[0], "=") && !strings.Contains(args[1], "=") {
 		sc, err := count(args[0], args[1])
@@ -137,23 +164,68 @@ func scaleArgs(args []string) ([]aScale, error) {
 		return []aScale{sc}, nil
 	}
 	var out []aScale
-	seen := map[string]bool{}
 	for _, a := range args {
 		name, v, ok := strings.Cut(a, "=")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("%q: expected SERVICE=REPLICAS (or the two words SERVICE REPLICAS)", a)
+			return nil, fmt.Errorf("%q: expected SERVICE=REPLICAS (or the two words SERVICE REPLICAS, or SERVICE --replicas N)", a)
 		}
-		if seen[name] {
-			return nil, fmt.Errorf("service %s is given twice", name)
-		}
-		seen[name] = true
 		sc, err := count(name, v)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, sc)
 	}
-	return out, nil
+	return noneTwice(out)
+}
+
+// noneTwice refuses a service given twice.
+func noneTwice(scales []aScale) ([]aScale, error) {
+	seen := map[string]bool{}
+	for _, sc := range scales {
+		if seen[sc.name] {
+			return nil, fmt.Errorf("service %s is given twice", sc.name)
+		}
+		seen[sc.name] = true
+	}
+	return scales, nil
+}
+
+// ownerArg reads tasks' SERVICE or JOB argument: a name, or kind/name
+// with the kind as the object model spells it (Service/web), for
+// ownedTasks.
+func ownerArg(arg string) (string, error) {
+	kind, name, ok := strings.Cut(arg, "/")
+	if !ok {
+		return arg, nil
+	}
+	k, err := resolveKind(kind)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", arg, err)
+	}
+	if k != legion.KindService && k != legion.KindJob || name == "" || strings.Contains(name, "/") {
+		return "", fmt.Errorf("%s: expected a service or a job (NAME, service/NAME or job/NAME)", arg)
+	}
+	return string(k) + "/" + name, nil
+}
+
+// serviceArg reads a command's SERVICE argument: a name, or kind/name as
+// kubectl takes it (service/web, svc/web); another kind is refused.
+func serviceArg(arg string) (string, error) {
+	kind, name, ok := strings.Cut(arg, "/")
+	if !ok {
+		return arg, nil
+	}
+	k, err := resolveKind(kind)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", arg, err)
+	}
+	if k != legion.KindService {
+		return "", fmt.Errorf("%s: expected a service (NAME or service/NAME), not a %s", arg, k)
+	}
+	if name == "" || strings.Contains(name, "/") {
+		return "", fmt.Errorf("%s: expected service/NAME", arg)
+	}
+	return name, nil
 }
 
 // setReplicas is scale's change: refused for a global service and
@@ -213,12 +285,16 @@ func (c *clusterCLI) rollbackCommand() *cobra.Command {
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("rollback: %w", err)
 			}
-			res, err := c.updateService(cmd, ns, args[0], rollBack)
+			name, err := serviceArg(args[0])
+			if err != nil {
+				return fmt.Errorf("rollback: %w", err)
+			}
+			res, err := c.updateService(cmd, ns, name, rollBack)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s rolled back to its previous spec\n", ref(res.Object))
-			return c.waitRollout(cmd, wf, ns, args[0], true)
+			return c.waitRollout(cmd, wf, ns, name, true)
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
@@ -359,7 +435,9 @@ func (c *clusterCLI) tasksCommand() *cobra.Command {
 			}
 			owner := ""
 			if len(args) == 1 {
-				owner = args[0]
+				if owner, err = ownerArg(args[0]); err != nil {
+					return fmt.Errorf("tasks: %w", err)
+				}
 			}
 			l := objectListing(ownedTasks(objs, owner), all, false, time.Now())
 			l.none = "tasks"
@@ -374,10 +452,17 @@ func (c *clusterCLI) tasksCommand() *cobra.Command {
 
 // ownedTasks are the tasks of the service or job named (all when none),
 // by namespace and name.
+// The owner may be named kind/name (service/web, job/backup), and only
+// that kind's tasks are listed.
 func ownedTasks(objs []legion.Object, owner string) []legion.Object {
+	kind, name, byKind := strings.Cut(owner, "/")
+	if !byKind {
+		name = owner
+	}
 	var tasks []legion.Object
 	for _, o := range objs {
-		if owner == "" || o.(*legion.Task).Spec.Owner.Name == owner {
+		own := o.(*legion.Task).Spec.Owner
+		if owner == "" || own.Name == name && (!byKind || own.Kind == legion.Kind(kind)) {
 			tasks = append(tasks, o)
 		}
 	}

@@ -102,6 +102,10 @@ spec:
 	if err == nil || !strings.Contains(err.Error(), "nope") || !strings.Contains(out, "service/web scaled to 5") || *get().Spec.Replicas != 5 {
 		t.Fatalf("scale nope=1 web=5: %v\n%s\nreplicas %d", err, out, *get().Spec.Replicas)
 	}
+	// kubectl's form.
+	if out := legionCmd("scale", "service/web", "--replicas", "3"); !strings.Contains(out, "service/web scaled to 3") || *get().Spec.Replicas != 3 {
+		t.Fatalf("scale service/web --replicas 3: %q, replicas %d", out, *get().Spec.Replicas)
+	}
 	if out := legionCmd("scale", "web=4"); !strings.Contains(out, "scaled to 4") || *get().Spec.Replicas != 4 {
 		t.Fatalf("scale web=4: %q, replicas %d", out, *get().Spec.Replicas)
 	}
@@ -118,7 +122,7 @@ spec:
 		u := get().Status.Update
 		return u != nil && u.PreviousSpec != nil
 	})
-	legionCmd("rollback", "web")
+	legionCmd("rollback", "svc/web")
 	if s := get().Spec; s.Pod.Containers[0].Env[0].Value != "one" || *s.Replicas != 4 {
 		t.Fatalf("after rollback the pod has V=%s and %d replicas, want one and 4", s.Pod.Containers[0].Env[0].Value, *s.Replicas)
 	}
@@ -147,6 +151,12 @@ spec:
 		out := legionCmd("tasks", "web")
 		return strings.Contains(out, "web-1-") && strings.Contains(out, "NODE")
 	})
+	if out := legionCmd("tasks", "service/web", "-o", "name"); !strings.Contains(out, "task/web-1-") {
+		t.Errorf("tasks service/web: %q", out)
+	}
+	if out, err := runLegion(t, "", append([]string{"tasks", "job/web"}, flags...)...); err != nil || out != "No tasks found.\n" {
+		t.Errorf("tasks job/web, of a service web: %v %q", err, out)
+	}
 
 	// The same -o on tasks, node ls and get, against the daemon.
 	if out := legionCmd("node", "ls", "-o", "name"); out != "node/"+n.Name+"\n" {
@@ -253,29 +263,43 @@ func waitTaskOf(ctx context.Context, t *testing.T, n *daemon.Node, owner string,
 
 func TestScaleArgs(t *testing.T) {
 	for _, tc := range []struct {
-		args []string
-		want []aScale
-		err  string
+		args     []string
+		replicas *int // --replicas
+		want     []aScale
+		err      string
 	}{
 		{args: []string{"web", "3"}, want: []aScale{{"web", 3}}},
 		{args: []string{"web=3"}, want: []aScale{{"web", 3}}},
 		{args: []string{"web=3", "api=0"}, want: []aScale{{"web", 3}, {"api", 0}}},
-		{args: []string{"web"}, err: `"web": expected SERVICE=REPLICAS (or the two words SERVICE REPLICAS)`},
+		{args: []string{"service/web", "3"}, want: []aScale{{"web", 3}}},
+		{args: []string{"svc/web=3", "api=1"}, want: []aScale{{"web", 3}, {"api", 1}}},
+		{args: []string{"service/web"}, replicas: new(3), want: []aScale{{"web", 3}}},
+		{args: []string{"web", "svc/api"}, replicas: new(0), want: []aScale{{"web", 0}, {"api", 0}}},
+		{args: []string{"web"}, err: `"web": expected SERVICE=REPLICAS (or the two words SERVICE REPLICAS, or SERVICE --replicas N)`},
 		{args: []string{"web", "x"}, err: `replicas "x" of web: expected a whole number from 0 to`},
 		{args: []string{"web=3", "api=-1"}, err: `replicas "-1" of api: expected a whole number`},
 		{args: []string{"=3"}, err: `"=3": expected SERVICE=REPLICAS`},
 		{args: []string{"web=3", "web=4"}, err: "service web is given twice"},
+		{args: []string{"web=3", "service/web=4"}, err: "service web is given twice"},
 		{args: []string{"web", "3", "api"}, err: `"web": expected SERVICE=REPLICAS`},
+		{args: []string{"web=3"}, replicas: new(2), err: `"web=3": --replicas gives the count; name the services alone`},
+		{args: []string{"web", "web"}, replicas: new(2), err: "service web is given twice"},
+		{args: []string{"job/web", "3"}, err: "job/web: expected a service (NAME or service/NAME), not a Job"},
+		{args: []string{"pods/web=3"}, err: `pods/web: unknown kind "pods"`},
 	} {
-		got, err := scaleArgs(tc.args)
+		replicas := -1 // not given
+		if tc.replicas != nil {
+			replicas = *tc.replicas
+		}
+		got, err := scaleArgs(tc.args, replicas)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("scaleArgs(%q): %v, want an error containing %q", tc.args, err, tc.err)
+				t.Errorf("scaleArgs(%q, %d): %v, want an error containing %q", tc.args, replicas, err, tc.err)
 			}
 			continue
 		}
 		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("scaleArgs(%q) = %v, %v; want %v", tc.args, got, err, tc.want)
+			t.Errorf("scaleArgs(%q, %d) = %v, %v; want %v", tc.args, replicas, got, err, tc.want)
 		}
 	}
 }

@@ -172,12 +172,16 @@ func (c *clusterCLI) rolloutCommand() *cobra.Command {
 		Short: "Follow a service's rollout until it completes, pauses or rolls back",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := serviceArg(args[0])
+			if err != nil {
+				return fmt.Errorf("rollout status: %w", err)
+			}
 			cl, err := c.connect(cmd)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			return followRollout(ctxOf(cmd), cl, cmd.OutOrStdout(), ns, args[0], timeout, false)
+			return followRollout(ctxOf(cmd), cl, cmd.OutOrStdout(), ns, name, timeout, false)
 		},
 	}
 	status.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
@@ -213,12 +217,16 @@ func (c *clusterCLI) rolloutRestartCommand() *cobra.Command {
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("rollout restart: %w", err)
 			}
-			res, err := c.updateObject(cmd, legion.KindService, ns, args[0], restart(time.Now()))
+			name, err := serviceArg(args[0])
+			if err != nil {
+				return fmt.Errorf("rollout restart: %w", err)
+			}
+			res, err := c.updateObject(cmd, legion.KindService, ns, name, restart(time.Now()))
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s restarting: its tasks are replaced in a rolling update\n", ref(res.Object))
-			return c.waitRollout(cmd, wf, ns, args[0], false)
+			return c.waitRollout(cmd, wf, ns, name, false)
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
