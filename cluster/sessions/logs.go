@@ -65,14 +65,28 @@ func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer
 }
 
 // neverStarted says, in place of the agent's "no output" for a task that
-// ended before it ran (a command not found, an image not pulled), what
-// ended it, which is why there is nothing to read.
+// has not run, why there is nothing to read: what ended a task before it
+// ran (a command not found, an image not pulled), or that it has not
+// started yet (its state, and what it waits for), as kubectl says of a
+// container waiting to start.
 func neverStarted(t *legion.Task, container string, err error) error {
-	if status.Code(err) != codes.NotFound || t.Status.Started != nil || !t.Status.State.Terminal() || t.Status.Message == "" {
+	if status.Code(err) != codes.NotFound || t.Status.Started != nil {
 		return err
 	}
-	return status.Errorf(codes.NotFound, "container %s of task %s/%s has no output: the task ended before it ran: %s",
-		container, t.Metadata.Namespace, t.Metadata.Name, t.Status.Message)
+	name := t.Metadata.Namespace + "/" + t.Metadata.Name
+	switch {
+	case t.Status.State.Terminal() && t.Status.Message != "":
+		return status.Errorf(codes.NotFound, "container %s of task %s has no output: the task ended before it ran: %s",
+			container, name, t.Status.Message)
+	case !t.Status.State.Terminal() && t.Status.State != legion.TaskRunning:
+		why := ""
+		if t.Status.Message != "" {
+			why = ": " + t.Status.Message
+		}
+		return status.Errorf(codes.NotFound, "container %s of task %s has no output yet: the task has not started (%s%s)",
+			container, name, t.Status.State, why)
+	}
+	return err
 }
 
 // waitAttach waits for the agent's Attach to the offered session.

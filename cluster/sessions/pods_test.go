@@ -233,6 +233,12 @@ func TestRefusals(t *testing.T) {
 	if _, _, err := m.Store.Put(context.Background(), nostart, store.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	pulling := m.Put(t, "shop", "pulling.1", "n1", legion.TaskPreparing, legion.Owner{}, "app")
+	pulling.Status.Message = "pulling image example.org/app:1"
+	if _, _, err := m.Store.Put(context.Background(), pulling, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.Put(t, "shop", "assigned.1", "n1", legion.TaskAssigned, legion.Owner{}, "app")
 	worker, _ := dispatchertest.Issue(t, m.CA, "n1", pki.RoleWorker)
 	admin := dial(t, m, m.Admin)
 	for _, tc := range []struct {
@@ -250,6 +256,10 @@ func TestRefusals(t *testing.T) {
 		{"no output on the node", admin, target("", "nolog.1", ""), codes.NotFound, "container app of task shop/nolog.1 has no output on this node"},
 		{"ended before it ran", admin, target("", "nostart.1", ""), codes.NotFound,
 			"container app of task shop/nostart.1 has no output: the task ended before it ran: container app: fork/exec /app: no such file or directory"},
+		{"not started yet", admin, target("", "pulling.1", ""), codes.NotFound,
+			"container app of task shop/pulling.1 has no output yet: the task has not started (preparing: pulling image example.org/app:1)"},
+		{"assigned, not started yet", admin, target("", "assigned.1", ""), codes.NotFound,
+			"container app of task shop/assigned.1 has no output yet: the task has not started (assigned)"},
 		{"not on a node", admin, target("", "waiting.1", ""), codes.FailedPrecondition, "task shop/waiting.1 is not on a node yet"},
 		{"bad kind", admin, target("volume", "x", ""), codes.InvalidArgument, `target.kind "volume": expected Task, Service or Job`},
 		{"a worker's certificate", dial(t, m, worker), target("", "pair.1", "app"), codes.PermissionDenied, "logs: not allowed for a worker certificate (n1)"},
