@@ -153,13 +153,17 @@ func secretViews(prev, s *legion.Secret) (before, after []byte, err error) {
 	}
 	state := "new"
 	if prev != nil {
-		state = "unchanged"
+		// A change of the same size must still differ line for line,
+		// or diff would exit 1 and print nothing.
+		state, was := "unchanged", "unchanged"
 		if !bytes.Equal(prev.Spec.Data, s.Spec.Data) {
-			state = "changed"
+			state, was = "changed", "live"
 		}
-		if before, err = view(prev, state); err != nil {
+		if before, err = view(prev, was); err != nil {
 			return nil, nil, err
 		}
+		after, err = view(s, state)
+		return before, after, err
 	}
 	after, err = view(s, state)
 	return before, after, err

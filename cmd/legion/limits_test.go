@@ -81,7 +81,9 @@ func TestDiffMasksSecretValues(t *testing.T) {
 		want       []string
 	}{
 		{"changed", secret("hunter2", nil), secret("correct horse", nil),
-			[]string{"-    data: '(secret data: 7 bytes, changed)'", "+    data: '(secret data: 13 bytes, changed)'"}},
+			[]string{"-    data: '(secret data: 7 bytes, live)'", "+    data: '(secret data: 13 bytes, changed)'"}},
+		{"changed, same size", secret("hunter2", nil), secret("hunter3", nil),
+			[]string{"-    data: '(secret data: 7 bytes, live)'", "+    data: '(secret data: 7 bytes, changed)'"}},
 		{"new", nil, secret("hunter2", nil), []string{"+    data: '(secret data: 7 bytes, new)'"}},
 		{"labels only", secret("hunter2", map[string]string{"a": "1"}), secret("hunter2", map[string]string{"a": "2"}),
 			[]string{"-    a: \"1\"", "+    a: \"2\"", "     data: '(secret data: 7 bytes, unchanged)'"}},
