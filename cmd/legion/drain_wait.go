@@ -27,7 +27,7 @@ const (
 // stops draining (exit 1) or the timeout passes (exit 2), printing the
 // drain's state whenever it changes, or, with asJSON, its last state as
 // JSON. A failed read (an election) is asked again.
-func waitDrain(ctx context.Context, cl *client.Client, out io.Writer, node string, timeout time.Duration, asJSON bool) error {
+func waitDrain(ctx context.Context, cl *client.Client, out, errw io.Writer, node string, timeout time.Duration, asJSON bool) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -63,6 +63,11 @@ func waitDrain(ctx context.Context, cl *client.Client, out io.Writer, node strin
 				show(d)
 				last = d
 				if d.State == legion.DrainCompleted {
+					if tasks, _, err := cl.List(ctx, legion.KindTask, client.ListOptions{AllNamespaces: true}); err == nil {
+						if w := stranded(node, tasks); w != "" {
+							fmt.Fprintln(errw, "warning: "+w)
+						}
+					}
 					return end(0, "")
 				}
 			}
@@ -77,6 +82,49 @@ func waitDrain(ctx context.Context, cl *client.Client, out io.Writer, node strin
 		case <-tick.C:
 		}
 	}
+}
+
+// stranded says which tasks of the services and jobs that ran on a
+// drained node wait for a node no node can be: the drain completed, the
+// node is empty, and yet what ran there runs nowhere (a one-node
+// cluster, constraints, resources). Empty when every one found a place.
+func stranded(node string, tasks []legion.Object) string {
+	type ownerRef struct {
+		ns   string
+		kind legion.Kind
+		name string
+	}
+	ranThere := map[ownerRef]bool{}
+	for _, o := range tasks {
+		if t := o.(*legion.Task); t.Spec.Node == node && t.Spec.Owner.Name != "" {
+			ranThere[ownerRef{t.Metadata.Namespace, t.Spec.Owner.Kind, t.Spec.Owner.Name}] = true
+		}
+	}
+	var waiting []string
+	reason := ""
+	for _, o := range tasks {
+		t := o.(*legion.Task)
+		// The planner says why when it could place a task nowhere; one
+		// without a message is still being placed.
+		if !ranThere[ownerRef{t.Metadata.Namespace, t.Spec.Owner.Kind, t.Spec.Owner.Name}] || t.Spec.Node != "" ||
+			t.Spec.DesiredState != legion.TaskRunning || t.Status.State != legion.TaskPending || t.Status.Message == "" {
+			continue
+		}
+		waiting = append(waiting, t.Metadata.Namespace+"/"+t.Metadata.Name)
+		if reason == "" {
+			reason = t.Status.Message
+		}
+	}
+	if len(waiting) == 0 {
+		return ""
+	}
+	slices.Sort(waiting)
+	const shown = 5
+	names := strings.Join(waiting[:min(len(waiting), shown)], ", ")
+	if len(waiting) > shown {
+		names += fmt.Sprintf(" and %d more", len(waiting)-shown)
+	}
+	return fmt.Sprintf("what ran on node %s has nowhere to run: %s pending (%s)", node, names, reason)
 }
 
 // describeDrain says where a drain stands and what is left, as one line.

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,11 @@ func TestNodeDrainWait(t *testing.T) {
 	out, err := runLegion(t, "", append([]string{"node", "drain", n.Name, "--wait", "--timeout", "60s"}, flags...)...)
 	if err != nil || !strings.Contains(out, "drain completed") {
 		t.Fatalf("drain --wait of a stateless node: %v\n%s", err, out)
+	}
+	// The one node drained, web's task has nowhere to go: said, though the
+	// drain completed.
+	if !strings.Contains(out, "warning: what ran on node "+n.Name+" has nowhere to run: default/web-1-2 pending (no node can run it") {
+		t.Errorf("drain --wait leaving web's task nowhere to run said nothing of it:\n%s", out)
 	}
 	if _, err := runLegion(t, "", append([]string{"node", "activate", n.Name}, flags...)...); err != nil {
 		t.Fatal(err)
@@ -71,5 +77,42 @@ func TestNodeDrainWait(t *testing.T) {
 		if _, err := runLegion(t, "", append(append([]string{"node", "drain", n.Name}, bad...), flags...)...); err == nil {
 			t.Errorf("drain %v accepted", bad)
 		}
+	}
+}
+
+// Only tasks of what ran on the drained node, left pending with the
+// planner's reason, are said to have nowhere to run.
+func TestStranded(t *testing.T) {
+	t.Parallel()
+	task := func(ns, name, owner, node string, desired, state legion.TaskState, msg string) legion.Object {
+		o, _ := legion.New(legion.KindTask)
+		tk := o.(*legion.Task)
+		tk.Metadata.Namespace, tk.Metadata.Name = ns, name
+		tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: owner}
+		tk.Spec.Node, tk.Spec.DesiredState = node, desired
+		tk.Status.State, tk.Status.Message = state, msg
+		return tk
+	}
+	const why = "no node can run it: 1 node is draining"
+	tasks := []legion.Object{
+		task("shop", "web-1-1", "web", "n1", legion.TaskShutdown, legion.TaskShutdown, "stopped"),
+		task("shop", "web-1-2", "web", "", legion.TaskRunning, legion.TaskPending, why),
+		task("shop", "web-2-2", "web", "", legion.TaskRunning, legion.TaskPending, ""), // being placed
+		task("shop", "api-1-1", "api", "n1", legion.TaskShutdown, legion.TaskShutdown, "stopped"),
+		task("shop", "api-1-2", "api", "n2", legion.TaskRunning, legion.TaskRunning, ""),    // placed elsewhere
+		task("shop", "other-1-1", "other", "", legion.TaskRunning, legion.TaskPending, why), // never on n1
+	}
+	if got, want := stranded("n1", tasks), "what ran on node n1 has nowhere to run: shop/web-1-2 pending ("+why+")"; got != want {
+		t.Errorf("stranded:\n got %q\nwant %q", got, want)
+	}
+	if got := stranded("n2", tasks); got != "" {
+		t.Errorf("a node whose tasks found a place: %q", got)
+	}
+	many := []legion.Object{task("a", "db-1-1", "db", "n1", legion.TaskShutdown, legion.TaskShutdown, "")}
+	for i := range 7 {
+		many = append(many, task("a", fmt.Sprintf("db-%d-2", i), "db", "", legion.TaskRunning, legion.TaskPending, why))
+	}
+	if got := stranded("n1", many); !strings.HasSuffix(got, "a/db-0-2, a/db-1-2, a/db-2-2, a/db-3-2, a/db-4-2 and 2 more pending ("+why+")") {
+		t.Errorf("seven waiting: %q", got)
 	}
 }

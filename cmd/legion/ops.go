@@ -336,7 +336,7 @@ func (c *clusterCLI) availabilityCommand(verb string, a legion.Availability, wha
 				return err
 			}
 			defer cl.Close()
-			return waitDrain(ctxOf(cmd), cl, cmd.OutOrStdout(), args[0], df.timeout, df.output == "json")
+			return waitDrain(ctxOf(cmd), cl, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], df.timeout, df.output == "json")
 		},
 	}
 	if a == legion.AvailabilityDrain {
