@@ -288,7 +288,7 @@ func sayNamespacesNeedNoObject(w io.Writer, listed []legion.Object) {
 			return
 		}
 	}
-	fmt.Fprintln(w, "Listed are the Namespace objects, which hold a namespace's quota, isolation and allow list; "+
+	fmt.Fprintln(w, "A namespace needs a Namespace object only for a quota, isolation or an allow list: "+
 		"objects live in default and in other namespaces without one all the same.")
 }
 
