@@ -184,3 +184,40 @@ func TestDecodeSelfMergeIsRefused(t *testing.T) {
 		t.Fatalf("got %q", errs)
 	}
 }
+
+// ParseManifestIn puts objects that name no namespace in the one asked
+// for, refuses those that name another, and leaves cluster-scoped kinds
+// alone.
+func TestParseManifestIn(t *testing.T) {
+	const manifest = `apiVersion: legion/v1
+kind: Config
+metadata: {name: plain}
+spec: {text: x}
+---
+apiVersion: legion/v1
+kind: Config
+metadata: {name: same, namespace: dev}
+spec: {text: x}
+---
+apiVersion: legion/v1
+kind: Namespace
+metadata: {name: dev}
+`
+	objs, err := ParseManifestIn("m.yaml", []byte(manifest), "dev")
+	if err != nil || len(objs) != 3 {
+		t.Fatalf("ParseManifestIn: %d objects, %v", len(objs), err)
+	}
+	for i, want := range []string{"dev", "dev", ""} {
+		if got := objs[i].GetMetadata().Namespace; got != want {
+			t.Errorf("object %d: namespace %q, want %q", i, got, want)
+		}
+	}
+	other := strings.Replace(manifest, "namespace: dev", "namespace: shop", 1)
+	objs, err = ParseManifestIn("m.yaml", []byte(other), "dev")
+	if len(objs) != 2 || err == nil || !strings.Contains(err.Error(), `(Config shop/same): metadata.namespace: "shop", while the objects are asked for in namespace "dev"`) {
+		t.Errorf("an object of another namespace: %d objects, %v", len(objs), err)
+	}
+	if objs, err := ParseManifestIn("m.yaml", []byte(other), ""); err != nil || objs[0].GetMetadata().Namespace != DefaultNamespace {
+		t.Errorf("without a namespace asked for: %v", err)
+	}
+}

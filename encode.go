@@ -14,6 +14,14 @@ import (
 // *ObjectError for each that did not (nil when all passed). source names
 // the manifest in messages.
 func ParseManifest(source string, data []byte) ([]Object, error) {
+	return ParseManifestIn(source, data, "")
+}
+
+// ParseManifestIn is ParseManifest for objects meant for namespace ns (a
+// client's -n, as kubectl takes it): an object of a namespaced kind that
+// names no namespace goes in ns, and one that names another is refused
+// rather than written elsewhere than asked. An empty ns is ParseManifest.
+func ParseManifestIn(source string, data []byte, ns string) ([]Object, error) {
 	docs, err := Decode(data)
 	var all []error
 	if err != nil {
@@ -22,6 +30,15 @@ func ParseManifest(source string, data []byte) ([]Object, error) {
 	var out []Object
 	for _, d := range docs {
 		errs := d.Errs
+		if d.Object != nil && ns != "" && d.Object.GetKind().Namespaced() {
+			switch m := d.Object.GetMetadata(); m.Namespace {
+			case "":
+				m.Namespace = ns
+			case ns:
+			default:
+				errs.add("metadata.namespace", "%q, while the objects are asked for in namespace %q", m.Namespace, ns)
+			}
+		}
 		if d.Object != nil {
 			if aerr := Admit(d.Object); aerr != nil {
 				var l ErrorList

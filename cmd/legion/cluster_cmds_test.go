@@ -171,6 +171,31 @@ spec: {text: "x"}
 		t.Fatalf("the Config after its namespace's delete: %q %v", out, err)
 	}
 
+	// -n with manifests, as kubectl takes it: objects that name no
+	// namespace go there (apply, diff, delete -f, validate), and one naming
+	// another is refused, not written elsewhere than asked.
+	const plain = "apiVersion: legion/v1\nkind: Config\nmetadata: {name: plain}\nspec: {text: x}\n"
+	if out, err := cli(plain, "apply", "-f", "-", "-n", "other"); err != nil || out != "config/plain -n other created\n" {
+		t.Fatalf("apply -n other: %q %v", out, err)
+	}
+	if out, err := cli(strings.Replace(plain, "text: x", "text: y", 1), "diff", "-f", "-", "-n", "other"); !strings.Contains(out, "+++ applied/Config/other/plain") || !strings.Contains(out, "-    text: x\n+    text: \"y\"\n") {
+		t.Fatalf("diff -n other: %q %v", out, err)
+	}
+	if out, err := runLegion(t, plain, "validate", "-f", "-", "-n", "other"); err != nil || !strings.Contains(out, "namespace: other") {
+		t.Fatalf("validate -n other: %q %v", out, err)
+	}
+	elsewhere := strings.Replace(plain, "{name: plain}", "{name: plain, namespace: shop}", 1)
+	if out, err := cli(elsewhere, "apply", "-f", "-", "-n", "other"); err == nil ||
+		!strings.Contains(err.Error(), `metadata.namespace: "shop", while the objects are asked for in namespace "other"`) {
+		t.Fatalf("apply -n other of an object of namespace shop: %q %v", out, err)
+	}
+	if _, err := cli("", "get", "config", "plain", "-n", "shop"); err == nil {
+		t.Fatal("the refused object was written in its own namespace")
+	}
+	if out, err := cli(plain, "delete", "-f", "-", "-n", "other"); err != nil || out != "config/plain -n other deleted\n" {
+		t.Fatalf("delete -f -n other: %q %v", out, err)
+	}
+
 	// The environment stands in for the flags.
 	t.Setenv("LEGION_SERVER", addr)
 	t.Setenv("LEGION_CREDENTIALS", admin)

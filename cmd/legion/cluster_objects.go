@@ -47,7 +47,7 @@ func (f *scopeFlags) options() (client.ListOptions, error) {
 }
 
 func (c *clusterCLI) applyCommand() *cobra.Command {
-	var file string
+	var file, ns string
 	var dryRun bool
 	var wf waitFlags
 	cmd := &cobra.Command{
@@ -61,7 +61,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if wf.wait && dryRun {
 				return errors.New("apply: --wait and --dry-run: a dry run starts nothing to wait for")
 			}
-			objs, res, cl, err := c.applyFile(cmd, "apply", file, client.ApplyOptions{DryRun: dryRun, Brief: true})
+			objs, res, cl, err := c.applyFile(cmd, "apply", file, ns, client.ApplyOptions{DryRun: dryRun, Brief: true})
 			if err != nil {
 				return err
 			}
@@ -91,6 +91,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 		},
 	}
 	fileFlag(cmd, &file)
+	manifestNamespaceFlag(cmd, &ns)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change, write nothing")
 	wf.add(cmd)
 	return cmd
@@ -101,11 +102,11 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 // in the error of a refused apply. It returns the objects read, what the
 // cluster did, and the connection, still open for what follows: the
 // caller closes it.
-func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file string, opts client.ApplyOptions) ([]legion.Object, []client.Result, *client.Client, error) {
+func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file, ns string, opts client.ApplyOptions) ([]legion.Object, []client.Result, *client.Client, error) {
 	if file == "" {
 		return nil, nil, nil, errors.New("-f FILE|DIR|- is required")
 	}
-	objs, err := readManifests(cmd.InOrStdin(), file)
+	objs, err := readManifests(cmd.InOrStdin(), file, ns)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -124,6 +125,12 @@ func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file string, opts clien
 // fileFlag adds -f, the manifests a command reads.
 func fileFlag(cmd *cobra.Command, file *string) {
 	cmd.Flags().StringVarP(file, "filename", "f", "", "manifest file, directory of them, or - for standard input")
+}
+
+// manifestNamespaceFlag adds -n to a command that reads manifests, as
+// kubectl takes it there (see legion.ParseManifestIn).
+func manifestNamespaceFlag(cmd *cobra.Command, ns *string) {
+	cmd.Flags().StringVarP(ns, "namespace", "n", "", "the namespace of the manifests' objects that name none (default: default); one naming another is refused")
 }
 
 // ref names an object as kubectl does: kind/name, with the namespace.
@@ -303,7 +310,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 			var targets []legion.Object
 			switch {
 			case file != "" && len(args) == 0:
-				objs, err := readManifests(cmd.InOrStdin(), file)
+				objs, err := readManifests(cmd.InOrStdin(), file, f.namespace)
 				if err != nil {
 					return err
 				}
@@ -415,7 +422,7 @@ func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm forma
 }
 
 func (c *clusterCLI) diffCommand() *cobra.Command {
-	var file string
+	var file, ns string
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE|DIR|-",
 		Short: "Show what apply would change: a unified diff of labels and normalised spec",
@@ -426,7 +433,7 @@ never printed: it shows as its size and whether it would change. It exits 1
 when anything would change, 0 when nothing would.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, res, cl, err := c.applyFile(cmd, "diff", file, client.ApplyOptions{DryRun: true})
+			_, res, cl, err := c.applyFile(cmd, "diff", file, ns, client.ApplyOptions{DryRun: true})
 			if err != nil {
 				return err
 			}
@@ -451,5 +458,6 @@ when anything would change, 0 when nothing would.`,
 		},
 	}
 	fileFlag(cmd, &file)
+	manifestNamespaceFlag(cmd, &ns)
 	return cmd
 }

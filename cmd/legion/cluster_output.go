@@ -457,6 +457,11 @@ func diffView(o legion.Object) ([]byte, error) {
 	if err := json.Unmarshal(spec, &specAny); err != nil {
 		return nil, err
 	}
+	// A Config of text diffs as its text, line by line, not as base64 in
+	// one line that says nothing of what changed.
+	if c, ok := o.(*legion.Config); ok && utf8.Valid(c.Spec.Data) && !bytes.ContainsRune(c.Spec.Data, 0) {
+		specAny = map[string]any{"text": string(c.Spec.Data)}
+	}
 	labels := map[string]string{}
 	maps.Copy(labels, o.GetMetadata().Labels)
 	return yaml.Marshal(map[string]any{"labels": labels, "spec": specAny})

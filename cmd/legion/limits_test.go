@@ -38,7 +38,7 @@ func (e *endless) Read(p []byte) (int, error) {
 func TestOversizedManifestRefusedBySize(t *testing.T) {
 	t.Parallel()
 	in := &endless{t: t, max: legion.MaxManifestSize + 1}
-	_, err := readManifests(in, "-")
+	_, err := readManifests(in, "-", "")
 	want := fmt.Sprintf("at most %d (16 MiB) allowed in a manifest", legion.MaxManifestSize)
 	if err == nil || !strings.Contains(err.Error(), "standard input: more than") || !strings.Contains(err.Error(), want) {
 		t.Fatalf("endless standard input: %v", err)
@@ -55,11 +55,11 @@ func TestOversizedManifestRefusedBySize(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, err := readManifests(nil, big); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("big.yaml: %d bytes, %s", 100<<20, want)) {
+	if _, err := readManifests(nil, big, ""); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("big.yaml: %d bytes, %s", 100<<20, want)) {
 		t.Fatalf("100 MiB file: %v", err)
 	}
 	// In a directory too.
-	if _, err := readManifests(nil, dir); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := readManifests(nil, dir, ""); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("100 MiB file in a directory: %v", err)
 	}
 }
@@ -109,11 +109,16 @@ func TestDiffMasksSecretValues(t *testing.T) {
 			}
 		}
 	}
-	// Other kinds still diff their spec.
+	// Other kinds still diff their spec; a Config of text as its text,
+	// line by line, one of bytes as base64.
 	o, _ := legion.New(legion.KindConfig)
 	cfg := o.(*legion.Config)
-	cfg.Metadata.Name, cfg.Spec.Data = "c", []byte("x")
-	if _, after, err := diffViews(nil, cfg); err != nil || !strings.Contains(string(after), "data: eA==") {
+	cfg.Metadata.Name, cfg.Spec.Data = "c", []byte("a = 1\nb = 2\n")
+	if _, after, err := diffViews(nil, cfg); err != nil || !strings.Contains(string(after), "text: |\n        a = 1\n        b = 2\n") {
 		t.Fatalf("a Config's view: %q %v", after, err)
+	}
+	cfg.Spec.Data = []byte{0, 0xff}
+	if _, after, err := diffViews(nil, cfg); err != nil || !strings.Contains(string(after), "data: AP8=") {
+		t.Fatalf("a binary Config's view: %q %v", after, err)
 	}
 }

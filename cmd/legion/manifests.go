@@ -17,13 +17,13 @@ import (
 // .yml and .json file under a directory (in name order), or of standard
 // input for "-". It returns every object that passed and an error naming
 // each that did not.
-func readManifests(stdin io.Reader, arg string) ([]legion.Object, error) {
+func readManifests(stdin io.Reader, arg, ns string) ([]legion.Object, error) {
 	if arg == "-" {
 		data, err := readLimited(stdin, "standard input")
 		if err != nil {
 			return nil, err
 		}
-		return legion.ParseManifest("-", data)
+		return legion.ParseManifestIn("-", data, ns)
 	}
 	info, err := os.Stat(arg)
 	if err != nil {
@@ -63,7 +63,7 @@ func readManifests(stdin io.Reader, arg string) ([]legion.Object, error) {
 			errs = append(errs, err)
 			continue
 		}
-		objs, err := legion.ParseManifest(f, data)
+		objs, err := legion.ParseManifestIn(f, data, ns)
 		all = append(all, objs...)
 		if err != nil {
 			errs = append(errs, err)

@@ -201,7 +201,7 @@ func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string
 			}
 			objs = append(objs, res.Objects...)
 		case strings.HasSuffix(f, ".yaml"), strings.HasSuffix(f, ".yml"), strings.HasSuffix(f, ".json"):
-			some, err := readManifests(cmd.InOrStdin(), f)
+			some, err := readManifests(cmd.InOrStdin(), f, "")
 			if err != nil {
 				return err
 			}

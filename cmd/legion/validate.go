@@ -9,7 +9,7 @@ import (
 )
 
 func newValidateCommand() *cobra.Command {
-	var file, output string
+	var file, output, ns string
 	cmd := &cobra.Command{
 		Use:   "validate -f FILE|DIR|-",
 		Short: "Check manifests and print each object as it would be stored",
@@ -24,7 +24,7 @@ durations in canonical form), or every error found. It exits 1 on any error.`,
 			if output != "yaml" && output != "json" {
 				return fmt.Errorf("validate: -o %q: expected yaml or json", output)
 			}
-			objs, err := readManifests(cmd.InOrStdin(), file)
+			objs, err := readManifests(cmd.InOrStdin(), file, ns)
 			if err != nil {
 				return &exitError{code: 1, msg: err.Error()}
 			}
@@ -57,5 +57,6 @@ durations in canonical form), or every error found. It exits 1 on any error.`,
 	cmd.Flags().StringVar(&file, "file", "", "")
 	cmd.Flags().MarkDeprecated("file", "use -f/--filename, as apply and delete do")
 	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	manifestNamespaceFlag(cmd, &ns)
 	return cmd
 }
