@@ -196,6 +196,14 @@ spec: {text: "x"}
 		t.Fatalf("delete -f -n other: %q %v", out, err)
 	}
 
+	// get by name takes no -A or -l, which it would otherwise ignore.
+	if _, err := cli("", "get", "config", "settings", "-A"); err == nil || !strings.Contains(err.Error(), "not across all") {
+		t.Errorf("get NAME -A: %v", err)
+	}
+	if _, err := cli("", "get", "config", "settings", "-l", "a=b"); err == nil || !strings.Contains(err.Error(), "a name and a label selector do not go together") {
+		t.Errorf("get NAME -l: %v", err)
+	}
+
 	// The environment stands in for the flags.
 	t.Setenv("LEGION_SERVER", addr)
 	t.Setenv("LEGION_CREDENTIALS", admin)

@@ -235,6 +235,12 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				}
 				return c.getAll(cmd, output, &f)
 			}
+			if len(args) == 2 && f.all {
+				return fmt.Errorf("%s %s %s -A: an object is read by name in one namespace (-n), not across all", use, args[0], args[1])
+			}
+			if len(args) == 2 && len(f.labels) > 0 {
+				return fmt.Errorf("%s %s %s -l: a name and a label selector do not go together: name the object or select by label", use, args[0], args[1])
+			}
 			kind, fm, opts, cl, err := c.query(cmd, args[0], output, &f)
 			if err != nil {
 				return err
