@@ -141,3 +141,25 @@ func TestUnknownSubcommandsAreRefused(t *testing.T) {
 		t.Errorf("legion node alone: %v\n%s", err, out)
 	}
 }
+
+// A flag that does nothing in the form given is refused before anything
+// is asked of the cluster, not accepted and dropped.
+func TestFlagsThatWouldBeIgnoredAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"volume", "move", "data", "--node", "n1", "--timeout", "5m"}, "volume move: --timeout applies only with --wait"},
+		{[]string{"volume", "move", "data", "--node", "n1", "--wait", "--timeout", "0s"}, "volume move: --timeout 0s: expected a positive duration"},
+		{[]string{"get", "svc", "web", "-A"}, "get svc web -A: an object is read by name in one namespace (-n), not across all"},
+		{[]string{"get", "svc", "web", "-l", "app=web"}, "get svc web -l: a name and a label selector do not go together"},
+		{[]string{"apply", "-f", "-", "--timeout", "5s"}, "--timeout applies only with --wait"},
+		{[]string{"node", "drain", "n1", "--timeout", "5s"}, "node drain: --timeout and -o apply only with --wait"},
+	} {
+		args := append(tc.args, "--server", "127.0.0.1:1", "--config", "none")
+		if _, err := runLegion(t, "", args...); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("legion %v: %v, want it to say %q", tc.args, err, tc.says)
+		}
+	}
+}

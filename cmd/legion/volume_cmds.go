@@ -248,6 +248,12 @@ is bound on NODE.`,
 			if node == "" {
 				return errors.New("volume move: --node NODE is required")
 			}
+			if cmd.Flags().Changed("timeout") && !wait {
+				return errors.New("volume move: --timeout applies only with --wait")
+			}
+			if timeout <= 0 {
+				return fmt.Errorf("volume move: --timeout %s: expected a positive duration", timeout)
+			}
 			if err := c.knownNode(cmd, node); err != nil {
 				return fmt.Errorf("volume move: %w", err)
 			}
