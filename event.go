@@ -50,6 +50,8 @@ const (
 	ReasonRunSkipped         = "RunSkipped"
 	ReasonVolumeMoving       = "VolumeMoving"
 	ReasonVolumeMoved        = "VolumeMoved"
+	ReasonPortNotPublished   = "PortNotPublished"
+	ReasonPortPublished      = "PortPublished"
 )
 
 // ObjectRef names the object an event is about.

@@ -134,6 +134,17 @@ type NodeStatus struct {
 	// Ingress is where the node's proxy serves Routes; nil when it serves
 	// none (or the node is older than the field).
 	Ingress *NodeIngress `json:"ingress,omitempty"`
+	// PublishErrors are the published ports the node cannot serve, with
+	// why, in port order: on the process platform a published port is a
+	// listener of the node's own, which another process of the host may
+	// hold. The node reports them as they change.
+	PublishErrors []PortError `json:"publishErrors,omitempty"`
+}
+
+// PortError is a port a node cannot serve, and why.
+type PortError struct {
+	Port  int    `json:"port"`
+	Error string `json:"error"`
 }
 
 // NodeIngress is where a node serves Routes, as its daemon was told to

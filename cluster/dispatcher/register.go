@@ -219,6 +219,7 @@ func reported(st, rep legion.NodeStatus, cidr string) legion.NodeStatus {
 	st.Protocol = rep.Protocol
 	st.ImagePins = rep.ImagePins
 	st.Version = rep.Version
+	st.PublishErrors = rep.PublishErrors
 	st.PodCIDR = cidr
 	return st
 }

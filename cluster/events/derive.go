@@ -1,6 +1,7 @@
 package events
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -258,6 +259,7 @@ func (d *deriver) node(old, n *legion.Node) {
 			d.add(legion.EventNormal, legion.ReasonNodeActive, "takes tasks again")
 		}
 	}
+	d.publishErrors(old.Status.PublishErrors, n.Status.PublishErrors)
 	var was legion.DrainState
 	if old.Status.Drain != nil {
 		was = old.Status.Drain.State
@@ -272,6 +274,27 @@ func (d *deriver) node(old, n *legion.Node) {
 				items = append(items, string(it.Kind)+" "+it.Name+": "+it.Reason)
 			}
 			d.add(legion.EventWarning, legion.ReasonDrainBlocked, strings.Join(items, "; "))
+		}
+	}
+}
+
+// publishErrors tells of each published port the node newly cannot
+// serve, and of each it serves again.
+func (d *deriver) publishErrors(was, now []legion.PortError) {
+	before := map[int]string{}
+	for _, p := range was {
+		before[p.Port] = p.Error
+	}
+	after := map[int]bool{}
+	for _, p := range now {
+		after[p.Port] = true
+		if before[p.Port] != p.Error {
+			d.add(legion.EventWarning, legion.ReasonPortNotPublished, fmt.Sprintf("published port %d not served here: %s", p.Port, p.Error))
+		}
+	}
+	for _, p := range was {
+		if !after[p.Port] {
+			d.add(legion.EventNormal, legion.ReasonPortPublished, fmt.Sprintf("published port %d served again", p.Port))
 		}
 	}
 }

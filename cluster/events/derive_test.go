@@ -26,6 +26,11 @@ func service(u *legion.UpdateStatus) *legion.Service {
 	return s
 }
 
+func withPortErrors(n *legion.Node, errs ...legion.PortError) *legion.Node {
+	n.Status.PublishErrors = errs
+	return n
+}
+
 func node(state legion.NodeState, avail legion.Availability, drain *legion.DrainStatus) *legion.Node {
 	n := &legion.Node{Header: legion.Header{Kind: legion.KindNode, Metadata: legion.Metadata{Name: "n1"}}}
 	n.Spec.Role, n.Spec.Availability = legion.RoleWorker, avail
@@ -119,6 +124,13 @@ func TestDerive(t *testing.T) {
 				Remaining: []legion.DrainItem{{Kind: legion.KindVolume, Name: "shop/db", Reason: "local"}}}),
 			[]string{"Warning DrainBlocked: Volume shop/db: local"}},
 		{"node removed", node(legion.NodeDown, legion.AvailabilityActive, nil), nil, []string{"Normal NodeRemoved: removed from the cluster"}},
+		{"a published port held elsewhere", node(legion.NodeReady, legion.AvailabilityActive, nil),
+			withPortErrors(node(legion.NodeReady, legion.AvailabilityActive, nil), legion.PortError{Port: 8080, Error: "address already in use"}),
+			[]string{"Warning PortNotPublished: published port 8080 not served here: address already in use"}},
+		{"the same port problem again", withPortErrors(node(legion.NodeReady, legion.AvailabilityActive, nil), legion.PortError{Port: 8080, Error: "address already in use"}),
+			withPortErrors(node(legion.NodeReady, legion.AvailabilityActive, nil), legion.PortError{Port: 8080, Error: "address already in use"}), nil},
+		{"a published port served again", withPortErrors(node(legion.NodeReady, legion.AvailabilityActive, nil), legion.PortError{Port: 8080, Error: "address already in use"}),
+			node(legion.NodeReady, legion.AvailabilityActive, nil), []string{"Normal PortPublished: published port 8080 served again"}},
 		{"volume moved", &legion.Volume{Header: legion.Header{Kind: legion.KindVolume, Metadata: legion.Metadata{Namespace: "shop", Name: "db"}},
 			Status: legion.VolumeStatus{Node: "n1"}},
 			&legion.Volume{Header: legion.Header{Kind: legion.KindVolume, Metadata: legion.Metadata{Namespace: "shop", Name: "db"}},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/compose"
 	"github.com/spf13/cobra"
 )
 
@@ -73,7 +74,14 @@ scripts, use legion get -o json.`,
 			if err != nil {
 				return err
 			}
-			return describe(cmd.OutOrStdout(), o, tasks, evs, time.Now())
+			var problems []nodePortError
+			if s, ok := o.(*legion.Service); ok {
+				// Best effort: a user may not read Nodes (cluster-scoped).
+				if nodes, _, err := cl.List(ctx, legion.KindNode, client.ListOptions{}); err == nil {
+					problems = publishProblems(s, nodes)
+				}
+			}
+			return describe(cmd.OutOrStdout(), o, tasks, evs, problems, time.Now())
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace (default: default)")
@@ -130,8 +138,9 @@ func (d *describer) section(name string) {
 }
 
 // describe writes the human view of o; tasks and events as describe
-// read them.
-func describe(w io.Writer, o legion.Object, tasks []*legion.Task, evs []legion.Event, now time.Time) error {
+// read them, and a Service's published ports that nodes do not serve
+// (publishProblems).
+func describe(w io.Writer, o legion.Object, tasks []*legion.Task, evs []legion.Event, unpublished []nodePortError, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	d := &describer{tw: tw}
 	m := o.GetMetadata()
@@ -148,7 +157,7 @@ func describe(w io.Writer, o legion.Object, tasks []*legion.Task, evs []legion.E
 	var err error
 	switch x := o.(type) {
 	case *legion.Service:
-		descService(d, x, now)
+		descService(d, x, unpublished, now)
 	case *legion.Job:
 		descJob(d, x, now)
 	case *legion.CronJob:
@@ -243,7 +252,7 @@ func descContainer(c legion.Container) string {
 	return s
 }
 
-func descService(d *describer, s *legion.Service, now time.Time) {
+func descService(d *describer, s *legion.Service, unpublished []nodePortError, now time.Time) {
 	d.section("Spec")
 	d.indent = "  "
 	d.line("Mode", s.Spec.Mode)
@@ -262,6 +271,9 @@ func descService(d *describer, s *legion.Service, now time.Time) {
 	d.line("Update", fmt.Sprintf("parallelism %s, order %s, on failure %s", par, orDash(string(u.Order)), orDash(string(u.FailureAction))))
 	if a := s.Spec.Autoscale; a != nil {
 		d.line("Autoscale", autoscaleSpec(a))
+	}
+	if ports := compose.Summarize(s).Ports; ports != "" {
+		d.line("Ports", ports)
 	}
 	d.indent = ""
 	d.section("Status")
@@ -290,7 +302,37 @@ func descService(d *describer, s *legion.Service, now time.Time) {
 	if st.Message != "" {
 		d.line("Message", st.Message)
 	}
+	for _, p := range unpublished {
+		d.line("Not published", fmt.Sprintf("port %d on node %s: %s", p.Port, p.node, p.Error))
+	}
 	d.indent = ""
+}
+
+// nodePortError is a port a node reports it cannot serve.
+type nodePortError struct {
+	node string
+	legion.PortError
+}
+
+// publishProblems lists which of a Service's published ports a node
+// reports it cannot serve (another process of its host holds the port,
+// on the process platform), by port then node.
+func publishProblems(s *legion.Service, nodes []legion.Object) []nodePortError {
+	var out []nodePortError
+	for _, p := range s.Spec.Endpoint.Ports {
+		if p.Publish == "" || p.PublishedPort == 0 {
+			continue
+		}
+		for _, o := range nodes {
+			n := o.(*legion.Node)
+			for _, pe := range n.Status.PublishErrors {
+				if pe.Port == p.PublishedPort {
+					out = append(out, nodePortError{n.Metadata.Name, pe})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // autoscaleSpec says what an autoscaled service asks: its bounds, its
@@ -443,6 +485,9 @@ func descNode(d *describer, n *legion.Node, now time.Time) {
 	}
 	if st.Message != "" {
 		d.line("Message", st.Message)
+	}
+	for _, pe := range st.PublishErrors {
+		d.line("Not published", fmt.Sprintf("port %d: %s", pe.Port, pe.Error))
 	}
 	d.indent = ""
 }

@@ -27,6 +27,8 @@ func describeFixtures() (svc *legion.Service, tasks []*legion.Task, evs []legion
 	svc.Spec.Update.FailureAction, svc.Spec.Update.Order = legion.FailureRollback, legion.StopFirst
 	down := legion.Duration(5 * time.Minute)
 	svc.Spec.Autoscale = &legion.Autoscale{Min: 2, Max: 6, CPU: 60, DownDelay: &down}
+	svc.Spec.Endpoint.Ports = []legion.ServicePort{{Name: "http", Protocol: legion.TCP, Port: 80,
+		TargetPort: legion.PortRef{Number: 8080}, Publish: legion.PublishIngress, PublishedPort: 8080}}
 	svc.Status = legion.ServiceStatus{Replicas: 3, Running: 2, Ready: 1, VIP: "10.96.0.7",
 		Update: &legion.UpdateStatus{State: legion.UpdateRolledBack, Message: "task web-2 failed", Started: describeAgo(5 * time.Minute), Completed: describeAgo(time.Minute)},
 		Autoscale: &legion.AutoscaleStatus{Replicas: 3, Recommendations: []legion.Recommendation{
@@ -106,21 +108,28 @@ spec:
 			Message: "job nightly-29536740 for the run of 2026-02-28T03:00:00Z"},
 		{Time: describeNow.Add(-9 * time.Hour), Type: legion.EventWarning, Reason: legion.ReasonRunSkipped, Count: 1, Object: ref,
 			Message: "skipped the run of 2026-03-01T03:00:00Z: job nightly-29536740 still runs"}}
+	// n2 cannot serve the service's published port: another process of
+	// its host holds it.
+	node.Status.PublishErrors = []legion.PortError{{Port: 8080, Error: "listen tcp 127.0.0.1:8080: bind: address already in use"}}
+	other := &legion.Node{Header: legion.Header{Kind: legion.KindNode, Metadata: legion.Metadata{Name: "n3"}}}
+	other.Status.PublishErrors = []legion.PortError{{Port: 9090, Error: "not this service's"}}
+	unpublished := publishProblems(svc, []legion.Object{node, other})
 	for _, c := range []struct {
-		name  string
-		o     legion.Object
-		tasks []*legion.Task
-		evs   []legion.Event
+		name        string
+		o           legion.Object
+		tasks       []*legion.Task
+		evs         []legion.Event
+		unpublished []nodePortError
 	}{
-		{"cronjob", cj, nil, cronEvs},
-		{"service", svc, tasks, evs},
-		{"task", tasks[1], nil, evs[4:]},
-		{"node", node, tasks[1:2], nodeEvs},
-		{"config", cfg, nil, nil},
+		{"cronjob", cj, nil, cronEvs, nil},
+		{"service", svc, tasks, evs, unpublished},
+		{"task", tasks[1], nil, evs[4:], nil},
+		{"node", node, tasks[1:2], nodeEvs, nil},
+		{"config", cfg, nil, nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := describe(&b, c.o, c.tasks, c.evs, describeNow); err != nil {
+			if err := describe(&b, c.o, c.tasks, c.evs, c.unpublished, describeNow); err != nil {
 				t.Fatal(err)
 			}
 			golden.Check(t, filepath.Join("testdata", "describe_"+c.name+".golden"), b.String())

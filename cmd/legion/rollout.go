@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -128,6 +129,7 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 			}
 			switch {
 			case r.done():
+				sayUnpublished(ctx, cl, out, ns, name)
 				return nil
 			case r.failed():
 				return &exitError{code: rolloutFailed, msg: fmt.Sprintf("service %s/%s: the update is %s", ns, name, r.state)}
@@ -142,6 +144,28 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 			return &exitError{code: rolloutTimedOut, msg: fmt.Sprintf("service %s/%s: not rolled out within %s: %s", ns, name, timeout, where)}
 		case <-tick.C:
 		}
+	}
+}
+
+// sayUnpublished adds to a completed rollout the published ports of the
+// service that a node reports it cannot serve: the tasks are ready, and
+// yet the port answers with whatever else holds it there. Best effort: a
+// user may not read Nodes.
+func sayUnpublished(ctx context.Context, cl *client.Client, out io.Writer, ns, name string) {
+	o, err := cl.Get(ctx, legion.KindService, ns, name)
+	if err != nil {
+		return
+	}
+	s := o.(*legion.Service)
+	if !slices.ContainsFunc(s.Spec.Endpoint.Ports, func(p legion.ServicePort) bool { return p.Publish != "" }) {
+		return
+	}
+	nodes, _, err := cl.List(ctx, legion.KindNode, client.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, p := range publishProblems(s, nodes) {
+		fmt.Fprintf(out, "warning: service %s/%s: published port %d is not served on node %s: %s\n", ns, name, p.Port, p.node, p.Error)
 	}
 }
 

@@ -125,6 +125,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		return err
 	}
 	defer sess.Close()
+	p.statusChanged = sess.StatusChanged
 	srv.UseManagers(sess.Managers)
 	if err := sess.Start(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -269,6 +270,9 @@ func nodeStatus(hostname string, p *platform, o Options) legion.NodeStatus {
 	st.Runtime, st.ZFSRoot = p.kind, p.zfsRoot
 	if o.IngressListen != "" || o.IngressTLSListen != "" {
 		st.Ingress = &legion.NodeIngress{HTTP: o.IngressListen, HTTPS: o.IngressTLSListen}
+	}
+	if p.publishErrors != nil {
+		st.PublishErrors = p.publishErrors()
 	}
 	return st
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -32,13 +33,40 @@ type Endpoints struct {
 	// Local, when set, is where a VIP is served instead (the address
 	// itself on a network of namespaces, where VIPs sit on the bridge).
 	Local func(netip.Addr) netip.Addr
+	// Changed, when set, is called after an Apply that changed which
+	// published ports are not served (PublishErrors), for the node to
+	// report them: only the node can see a port another process holds.
+	Changed func()
 
 	mu      sync.Mutex
 	proxies map[string]*vipProxy // by listen address
 	// unserved: why a wanted address could not be listened on (another
 	// process holds a published port, say), until it can.
 	unserved map[string]error
-	wg       sync.WaitGroup
+	// published is the published ports wanted, by listen address; said
+	// is the PublishErrors last reported through Changed.
+	published map[string]int
+	said      []legion.PortError
+	wg        sync.WaitGroup
+}
+
+// PublishErrors lists the published ports not served here and why, in
+// port order; nil when every one is served.
+func (e *Endpoints) PublishErrors() []legion.PortError {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.publishErrors()
+}
+
+func (e *Endpoints) publishErrors() []legion.PortError {
+	var out []legion.PortError
+	for addr, port := range e.published {
+		if err := e.unserved[addr]; err != nil {
+			out = append(out, legion.PortError{Port: port, Error: err.Error()})
+		}
+	}
+	slices.SortFunc(out, func(a, b legion.PortError) int { return a.Port - b.Port })
+	return out
 }
 
 // PublishError is why a published port is not served here (nil when it
@@ -91,6 +119,7 @@ func (e *Endpoints) Apply(ctx context.Context, services []*endpoints.Service, _ 
 	zone := zoneServices(services, local)
 	want := map[string][]string{} // listen address -> backends
 	vips := map[string]bool{}     // which of them are VIPs
+	published := map[string]int{} // and which published, at which port
 	for _, s := range services {
 		var vip netip.Addr
 		if a, err := netip.ParseAddr(s.VIP); err == nil && a.Is4() && !s.DNSRR {
@@ -109,7 +138,8 @@ func (e *Endpoints) Apply(ctx context.Context, services []*endpoints.Service, _ 
 				want[at], vips[at] = backends, true
 			}
 			if p.Publish != "" {
-				want[net.JoinHostPort(e.PublishHost, strconv.Itoa(p.PublishedPort))] = backends
+				at := net.JoinHostPort(e.PublishHost, strconv.Itoa(p.PublishedPort))
+				want[at], published[at] = backends, p.PublishedPort
 			}
 		}
 	}
@@ -119,11 +149,22 @@ func (e *Endpoints) Apply(ctx context.Context, services []*endpoints.Service, _ 
 		}
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	changed := false
+	defer func() {
+		e.mu.Unlock()
+		if changed && e.Changed != nil {
+			e.Changed()
+		}
+	}()
+	defer func() {
+		now := e.publishErrors()
+		changed = !slices.Equal(now, e.said)
+		e.said = now
+	}()
 	if e.proxies == nil {
 		e.proxies = map[string]*vipProxy{}
 	}
-	e.unserved = map[string]error{}
+	e.unserved, e.published = map[string]error{}, published
 	for addr, vp := range e.proxies {
 		if _, ok := want[addr]; !ok {
 			vp.cancel()

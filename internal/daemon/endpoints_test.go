@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -22,7 +23,8 @@ func TestAPublishedPortHeldElsewhereIsSaid(t *testing.T) {
 	}
 	t.Cleanup(func() { held.Close() })
 	port := held.Addr().(*net.TCPAddr).Port
-	e := &Endpoints{Local: func(a netip.Addr) netip.Addr { return a }}
+	changes := 0
+	e := &Endpoints{Local: func(a netip.Addr) netip.Addr { return a }, Changed: func() { changes++ }}
 	t.Cleanup(e.Close)
 	svc := []*endpoints.Service{{Namespace: "default", Name: "web", DNSRR: true,
 		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080, Publish: legion.PublishIngress, PublishedPort: port}}}}
@@ -30,10 +32,22 @@ func TestAPublishedPortHeldElsewhereIsSaid(t *testing.T) {
 	if err := e.PublishError(port); !errors.Is(err, syscall.EADDRINUSE) {
 		t.Fatalf("PublishError(%d) while another listener holds it: %v, want address in use", port, err)
 	}
+	// The node reports it: listed, and Changed told once, not again for
+	// the same problem.
+	if got := e.PublishErrors(); len(got) != 1 || got[0].Port != port || !strings.Contains(got[0].Error, "address already in use") {
+		t.Fatalf("PublishErrors: %+v", got)
+	}
+	e.Apply(context.Background(), svc, nil)
+	if changes != 1 {
+		t.Fatalf("Changed called %d times for one problem, want 1", changes)
+	}
 	held.Close()
 	e.Apply(context.Background(), svc, nil)
 	if err := e.PublishError(port); err != nil {
 		t.Fatalf("PublishError(%d) once free: %v", port, err)
+	}
+	if got := e.PublishErrors(); got != nil || changes != 2 {
+		t.Fatalf("once free: PublishErrors %+v, Changed called %d times, want none and 2", got, changes)
 	}
 	c, err := net.Dial("tcp", held.Addr().String())
 	if err != nil {

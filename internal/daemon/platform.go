@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/attach"
@@ -78,11 +79,16 @@ type platform struct {
 	peers     func(context.Context, []endpoints.Peer)
 	endpoints func(context.Context, []*endpoints.Service, *endpoints.Policies)
 	// publishError: why a published port is not served (process
-	// platform, where ports are listened on; nil on jails).
-	publishError func(port int) error
-	dnsListen    string // where the node resolver answers
-	vipOctet     byte   // the second octet of VIPs in 127/8 (loopback network)
-	close        func()
+	// platform, where ports are listened on; nil on jails), and
+	// publishErrors every such port, for the node's status.
+	publishError  func(port int) error
+	publishErrors func() []legion.PortError
+	// statusChanged tells the node's session that what nodeStatus says
+	// changed; set before the network opens.
+	statusChanged func()
+	dnsListen     string // where the node resolver answers
+	vipOctet      byte   // the second octet of VIPs in 127/8 (loopback network)
+	close         func()
 	// netns, on a process node, names its pods' namespaces when each pod
 	// has its own (nil: the loopback network); dropNetwork takes the pod
 	// network off the host once the pods are gone (legion up's end).
@@ -328,9 +334,9 @@ func (p *platform) openNetwork(ctx context.Context, o Options, nc networkConfig,
 		// The cluster's ranges mapped into 127/8: pod 10.X.n.h is 127.X.n.h.
 		sub := loopback.Image(nc.plan.NodeSubnet(nc.subnet))
 		log.Info("pod network: loopback", "subnet", sub, "vips", loopback.Image(nc.plan.Service))
-		eps := &Endpoints{ZoneFile: nc.zone, Logger: log, VIPOctet: nc.plan.ServiceOctet()}
+		eps := &Endpoints{ZoneFile: nc.zone, Logger: log, VIPOctet: nc.plan.ServiceOctet(), Changed: p.statusChanged}
 		p.network = &LoopbackNetwork{Subnet: sub}
-		p.endpoints, p.publishError = eps.Apply, eps.PublishError
+		p.endpoints, p.publishError, p.publishErrors = eps.Apply, eps.PublishError, eps.PublishErrors
 		p.vipOctet = nc.plan.ServiceOctet()
 		p.dnsListen = resolverAddr(sub.Addr().Next())
 		images := p.images
@@ -377,14 +383,14 @@ func (p *platform) openNetNSNetwork(ctx context.Context, o Options, nc networkCo
 		}
 	}
 	subnet, gw := nc.plan.NodeSubnet(nc.subnet), nc.plan.Gateway(nc.subnet)
-	eps := &Endpoints{ZoneFile: nc.zone, Logger: log, Local: func(a netip.Addr) netip.Addr { return a }}
+	eps := &Endpoints{ZoneFile: nc.zone, Logger: log, Local: func(a netip.Addr) netip.Addr { return a }, Changed: p.statusChanged}
 	nw, err := NewNetNSNetwork(ctx, o.runner(), p.netns.tag, subnet, gw, eps, keep, log)
 	if err != nil {
 		return err
 	}
 	log.Info("pod network: netns, a namespace per pod on the node's bridge", "bridge", p.netns.bridge(), "subnet", subnet, "gateway", gw)
 	p.network = nw
-	p.endpoints, p.publishError = nw.Apply, eps.PublishError
+	p.endpoints, p.publishError, p.publishErrors = nw.Apply, eps.PublishError, eps.PublishErrors
 	p.dropNetwork = nw.Remove
 	p.dnsListen = netip.AddrPortFrom(gw, 53).String()
 	images := p.images

@@ -96,6 +96,9 @@ type Session struct {
 	// again, and the node should learn at once what changed while it was
 	// away (tasks given to others), not after the rest of a backoff.
 	streamWake chan struct{}
+	// statusChanged asks the heartbeat loop to register again: the node's
+	// own status (Config.Status) changed between registrations.
+	statusChanged chan struct{}
 	// held is the node's state as the last stream left it, which the
 	// next stream resumes from (assignments.go).
 	held held
@@ -131,7 +134,19 @@ func New(cfg Config) (*Session, error) {
 	base, stop := context.WithCancel(context.Background())
 	return &Session{cfg: cfg, log: cfg.Logger, base: base, stop: stop,
 		addrs: dedup(cfg.Managers), period: legion.HeartbeatPeriod, conns: map[string]*grpc.ClientConn{},
-		streamWake: make(chan struct{}, 1), removed: make(chan struct{})}, nil
+		streamWake: make(chan struct{}, 1), statusChanged: make(chan struct{}, 1), removed: make(chan struct{})}, nil
+}
+
+// StatusChanged tells the session that what Config.Status reports changed
+// (a published port the node cannot serve, say): the node registers again
+// soon, which records the new status. Registration is otherwise at start
+// only, and heartbeats carry usage alone. It never blocks; changes made
+// while one is pending are sent with it.
+func (s *Session) StatusChanged() {
+	select {
+	case s.statusChanged <- struct{}{}:
+	default:
+	}
 }
 
 // Start registers the node, trying every manager until one leader takes
@@ -305,6 +320,11 @@ func (s *Session) heartbeats(ctx context.Context) {
 			return
 		case <-s.removed:
 			return
+		case <-s.statusChanged:
+			if err := s.register(ctx); err != nil && ctx.Err() == nil && !s.noteRemoved(err) {
+				s.log.Warn("registering the node's new status failed", "err", err)
+			}
+			continue
 		case <-t.C:
 		}
 		// A node the managers do not know (NotFound) was removed by the

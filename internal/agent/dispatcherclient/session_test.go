@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -208,6 +209,48 @@ func TestSessionRegistersFollowsAndReports(t *testing.T) {
 	})
 	if at := m.Service.Heartbeats()["node-a"]; at.Before(registered) {
 		t.Errorf("node-a last heard %s, before the session started at %s", at, registered)
+	}
+}
+
+// A status that changes after registration (a published port the node
+// cannot serve) reaches the node's stored status when the session is told.
+func TestSessionRegistersAChangedStatus(t *testing.T) {
+	m := dispatchertest.Start(t)
+	var mu sync.Mutex
+	var problems []legion.PortError
+	cfg := sessionConfig(t, m.CA, "node-a", m.Addr)
+	cfg.Status = func() legion.NodeStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		return legion.NodeStatus{Hostname: "node-a", Version: "test", PublishErrors: slices.Clone(problems)}
+	}
+	s := openSession(t, cfg)
+	if err := s.Start(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	stored := func() []legion.PortError {
+		o, _, err := m.Store.Get(legion.KindNode, "", "node-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(*legion.Node).Status.PublishErrors
+	}
+	if got := stored(); got != nil {
+		t.Fatalf("publish errors at registration: %v", got)
+	}
+	busy := []legion.PortError{{Port: 8080, Error: "listen tcp 127.0.0.1:8080: bind: address already in use"}}
+	mu.Lock()
+	problems = busy
+	mu.Unlock()
+	s.StatusChanged()
+	dispatchertest.Poll(t, "the new status stored", 10*time.Second, func() bool { return cmp.Equal(stored(), busy) })
+	mu.Lock()
+	problems = nil
+	mu.Unlock()
+	s.StatusChanged()
+	dispatchertest.Poll(t, "the port's problem cleared", 10*time.Second, func() bool { return stored() == nil })
+	if o, _, err := m.Store.Get(legion.KindNode, "", "node-a"); err != nil || o.(*legion.Node).Status.PodCIDR != "10.200.0.0/24" {
+		t.Errorf("registering again changed the node's subnet: %v %v", o, err)
 	}
 }
 

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/legionbsd/legion"
+)
+
+// A published port another process of the host holds: the node reports
+// it, describe and a completed rollout say so, events tell of it, and once
+// the port is free and the endpoints change, the node serves it and says
+// so. Before, the rollout said ready and the port answered with whatever
+// held it, the reason only in the node's log.
+func TestAPublishedPortHeldElsewhereIsReported(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	port := held.Addr().(*net.TCPAddr).Port
+	p := strconv.Itoa(port)
+	n, ctx := helloCluster(t, helloApp("web", readyHTTP+
+		"  endpoint: {ports: [{name: http, port: 80, targetPort: http, publish: ingress, publishedPort: "+p+"}]}\n"))
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	nodeErrors := func() []legion.PortError {
+		o, err := n.Client.Get(ctx, legion.KindNode, "", n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(*legion.Node).Status.PublishErrors
+	}
+	waitFor(t, "the node to report the port it cannot serve", func() bool {
+		errs := nodeErrors()
+		return len(errs) == 1 && errs[0].Port == port && strings.Contains(errs[0].Error, "address already in use")
+	})
+	waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready })
+
+	out, err := runLegion(t, "", append([]string{"rollout", "status", "web", "--timeout", "60s"}, flags...)...)
+	if want := "warning: service default/web: published port " + p + " is not served on node " + n.Name + ": "; err != nil || !strings.Contains(out, want) {
+		t.Errorf("rollout status of a service whose published port is held elsewhere: %v, want %q in\n%s", err, want, out)
+	}
+	out, err = runLegion(t, "", append([]string{"describe", "service", "web"}, flags...)...)
+	if want := "port " + p + " on node " + n.Name + ": listen tcp 127.0.0.1:" + p; err != nil || !strings.Contains(out, "Not published:") || !strings.Contains(out, want) {
+		t.Errorf("describe service web: %v, want %q in\n%s", err, want, out)
+	}
+	out, err = runLegion(t, "", append([]string{"events", "--kind", "node"}, flags...)...)
+	if want := "PortNotPublished"; err != nil || !strings.Contains(out, want) || !strings.Contains(out, "published port "+p+" not served here") {
+		t.Errorf("events of the node: %v, want %s in\n%s", err, want, out)
+	}
+
+	// Freed, the port is served at the next change of the endpoints (a
+	// second replica here), and the node says so.
+	held.Close()
+	if out, err := runLegion(t, "", append([]string{"scale", "web", "2"}, flags...)...); err != nil {
+		t.Fatalf("scale web 2: %v\n%s", err, out)
+	}
+	waitFor(t, "the node to serve the freed port", func() bool { return nodeErrors() == nil })
+	if c, err := net.Dial("tcp", "127.0.0.1:"+p); err != nil {
+		t.Errorf("the freed published port is not served: %v", err)
+	} else {
+		c.Close()
+	}
+	out, err = runLegion(t, "", append([]string{"events", "--kind", "node"}, flags...)...)
+	if err != nil || !strings.Contains(out, "PortPublished") {
+		t.Errorf("events once the port is served: %v\n%s", err, out)
+	}
+}
