@@ -691,6 +691,38 @@ func (m *Images) Roots(ctx context.Context) ([]Root, error) {
 	return m.o.Store.Roots(ctx)
 }
 
+// RootsOf lists the container roots prepared from the content ref names
+// (its top layer): the containers of this node made from it, which a
+// removal of ref would leave unable to be made again from it. A root
+// made through another reference to the same content counts too: a root
+// records the content, not the name.
+func (m *Images) RootsOf(ctx context.Context, ref string) ([]Root, error) {
+	r, err := ParseReference(ref)
+	if err != nil {
+		return nil, err
+	}
+	f, err := m.index.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	rec := lookup(f, r)
+	if rec == nil {
+		return nil, fmt.Errorf("image %s: %w", r, ErrNotPresent)
+	}
+	roots, err := m.o.Store.Roots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	top := rec.TopChainID()
+	var out []Root
+	for _, root := range roots {
+		if root.ChainID == top {
+			out = append(out, root)
+		}
+	}
+	return out, nil
+}
+
 // Remove deletes an image from the index, then the layers nothing uses.
 func (m *Images) Remove(ctx context.Context, ref string) ([]string, error) {
 	r, err := ParseReference(ref)

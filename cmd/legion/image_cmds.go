@@ -84,16 +84,36 @@ func newImageCommand() *cobra.Command {
 		},
 	}
 	outputFlag(ls, &output)
+	var force bool
 	rm := &cobra.Command{
-		Use:   "rm REF",
+		Use:   "rm REF [--force]",
 		Short: "Remove an image, and the layers no other image or container uses",
-		Args:  cobra.ExactArgs(1),
+		Long: `Remove an image, and the layers no other image or container uses. An
+image a container of this node was made from is refused, as docker rmi
+refuses it: the container runs on, but its task could not start again on
+this node from a local image (pullPolicy: never), nor restart once its
+container is gone. --force removes it all the same.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := openExisting()
 			if err != nil {
 				return err
 			}
 			defer m.Close()
+			if !force {
+				roots, err := m.RootsOf(ctxOf(cmd), args[0])
+				if err != nil {
+					return err
+				}
+				if len(roots) > 0 {
+					ids := make([]string, len(roots))
+					for i, r := range roots {
+						ids[i] = r.ID
+					}
+					return fmt.Errorf("image %s: %d container(s) of this node were made from it (%s): their tasks could not be started again here from it; stop them first, or remove it anyway with --force",
+						args[0], len(roots), strings.Join(ids, ", "))
+				}
+			}
 			gone, err := m.Remove(ctxOf(cmd), args[0])
 			if err != nil {
 				return err
@@ -102,6 +122,7 @@ func newImageCommand() *cobra.Command {
 			return nil
 		},
 	}
+	rm.Flags().BoolVarP(&force, "force", "f", false, "remove the image even though containers of this node were made from it")
 	cmd.AddCommand(load, ls, rm)
 	return cmd
 }

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/legionbsd/legion/internal/daemon"
 )
 
 func TestImageLoadListRemove(t *testing.T) {
@@ -48,5 +52,39 @@ func TestImageCommandsWithoutADataDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("%s: %v, want nothing made", dir, err)
+	}
+}
+
+// An image a container of the node was made from is not removed without
+// --force: its task could not start again here (docker rmi refuses it
+// too). Before, rm took it, and the next restart of the service failed
+// with "image not present".
+func TestImageRemoveRefusesAnImageInUse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if out, err := runLegion(t, "", "image", "load", "--data-dir", dir, "../../examples/hello/hello.oci.tar"); err != nil {
+		t.Fatalf("load: %v\n%s", err, out)
+	}
+	m, err := daemon.OpenImages(daemon.Options{DataDir: dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	// The root's files are not all the test's to remove: the store does it.
+	t.Cleanup(func() { m.RemoveRoot(context.Background(), "c1") })
+	if _, err := m.PrepareRoot(context.Background(), "c1", "localhost/hello:1", "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runLegion(t, "", "image", "rm", "--data-dir", dir, "localhost/hello:1")
+	if err == nil || !strings.Contains(err.Error(), "image localhost/hello:1: 1 container(s) of this node were made from it (c1)") ||
+		!strings.Contains(err.Error(), "--force") {
+		t.Fatalf("rm of an image in use: %v\n%s", err, out)
+	}
+	if out, _ := runLegion(t, "", "image", "ls", "--data-dir", dir); !strings.Contains(out, "localhost/hello:1") {
+		t.Fatalf("the refused image is gone:\n%s", out)
+	}
+	out, err = runLegion(t, "", "image", "rm", "--data-dir", dir, "localhost/hello:1", "--force")
+	if err != nil || out != "image/localhost/hello:1 removed (0 layers freed)\n" {
+		t.Fatalf("rm --force: %v\n%s", err, out)
 	}
 }
