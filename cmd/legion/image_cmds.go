@@ -110,7 +110,7 @@ container is gone. --force removes it all the same.`,
 					for i, r := range roots {
 						ids[i] = r.ID
 					}
-					return fmt.Errorf("image %s: %d container(s) of this node were made from it (%s): their tasks could not be started again here from it; stop them first, or remove it anyway with --force",
+					return fmt.Errorf("image %s: %d container(s) of this node were made from its content (%s): their tasks could not be started again here from it; stop them first, or remove it anyway with --force",
 						args[0], len(roots), strings.Join(ids, ", "))
 				}
 			}

@@ -76,7 +76,7 @@ func TestImageRemoveRefusesAnImageInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := runLegion(t, "", "image", "rm", "--data-dir", dir, "localhost/hello:1")
-	if err == nil || !strings.Contains(err.Error(), "image localhost/hello:1: 1 container(s) of this node were made from it (c1)") ||
+	if err == nil || !strings.Contains(err.Error(), "image localhost/hello:1: 1 container(s) of this node were made from its content (c1)") ||
 		!strings.Contains(err.Error(), "--force") {
 		t.Fatalf("rm of an image in use: %v\n%s", err, out)
 	}
