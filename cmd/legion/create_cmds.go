@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/scheduler"
+	"github.com/spf13/cobra"
+)
+
+// createCommand is legion create: for now one form, kubectl's way of
+// running a CronJob's Job at once, as one tries a CronJob out or runs a
+// missed run by hand. Objects are otherwise made with apply.
+func (c *clusterCLI) createCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "create", Short: "Make a Job from a CronJob now (other objects: legion apply)"}
+	var ns, from string
+	job := &cobra.Command{
+		Use:   "job NAME --from cronjob/CRONJOB",
+		Short: "Run a CronJob's Job now, under NAME, as kubectl create job --from does",
+		Long: `Create job makes a Job named NAME from a CronJob's job template, to run now.
+It counts as a run of the CronJob (labelled legion.cronjob), as kubectl's
+does: describe cronjob lists it, the concurrency policy sees it while it
+runs, the history limits trim it, and deleting the CronJob deletes it. A
+Job of that name already there is refused, not replaced.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, cronName, ok := strings.Cut(from, "/")
+			if from == "" {
+				return errors.New("create job: --from cronjob/NAME is required")
+			}
+			if k, err := resolveKind(kind); !ok || err != nil || k != legion.KindCronJob || cronName == "" {
+				return fmt.Errorf("create job: --from %q: expected cronjob/NAME", from)
+			}
+			name := args[0]
+			if err := legion.ValidName(name); err != nil {
+				return fmt.Errorf("create job: name %q: %w", name, err)
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			ctx := ctxOf(cmd)
+			o, err := cl.Get(ctx, legion.KindCronJob, ns, cronName)
+			if err != nil {
+				return fmt.Errorf("create job: %w", err)
+			}
+			cj := o.(*legion.CronJob)
+			j := &legion.Job{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindJob,
+				Metadata: legion.Metadata{Name: name, Namespace: cj.Metadata.Namespace,
+					Labels: map[string]string{scheduler.LabelCronJob: cj.Metadata.Name}}},
+				Spec: cj.Spec.Job}
+			none := uint64(0)
+			res, err := cl.ApplyOne(ctx, j, client.ApplyOptions{ExpectedVersion: &none, Brief: true})
+			if errors.Is(err, client.ErrAborted) {
+				return fmt.Errorf("create job: job %s exists: delete it first, or choose another name", legion.DisplayName(j))
+			}
+			if err != nil {
+				return fmt.Errorf("create job: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s created from cronjob/%s\n", ref(res.Object), cj.Metadata.Name)
+			return nil
+		},
+	}
+	job.Flags().StringVarP(&ns, "namespace", "n", "", "namespace of the CronJob, and of the Job (default: default)")
+	job.Flags().StringVar(&from, "from", "", "the CronJob whose job template to run: cronjob/NAME")
+	cmd.AddCommand(job)
+	return cmd
+}
