@@ -109,8 +109,9 @@ spec:
 	if out := legionCmd("scale", "web=4"); !strings.Contains(out, "scaled to 4") || *get().Spec.Replicas != 4 {
 		t.Fatalf("scale web=4: %q, replicas %d", out, *get().Spec.Replicas)
 	}
-	if _, err := runLegion(t, "", append([]string{"rollback", "web"}, flags...)...); err == nil {
-		t.Fatal("rollback with no earlier spec succeeded")
+	// kubectl's name for it.
+	if _, err := runLegion(t, "", append([]string{"rollout", "undo", "web"}, flags...)...); err == nil || !strings.Contains(err.Error(), "service web has no earlier spec to go back to") {
+		t.Fatalf("rollout undo with no earlier spec: %v", err)
 	}
 	// An update of the pod records the spec stored before it, the scale
 	// included even when the planner has not seen the scale yet (no wait

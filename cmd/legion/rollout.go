@@ -210,8 +210,11 @@ func (c *clusterCLI) rolloutCommand() *cobra.Command {
 	}
 	status.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
 	status.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: no limit)")
-	cmd := &cobra.Command{Use: "rollout", Short: "Follow and restart services' rollouts"}
-	cmd.AddCommand(status, c.rolloutRestartCommand())
+	// kubectl rollout undo is Swarm's (and Legion's) rollback.
+	undo := c.rollbackCommand()
+	undo.Use, undo.Short = "undo SERVICE", "Put back the spec a service had before its last update (legion rollback)"
+	cmd := &cobra.Command{Use: "rollout", Short: "Follow, restart and undo services' rollouts"}
+	cmd.AddCommand(status, c.rolloutRestartCommand(), undo)
 	return cmd
 }
 
