@@ -240,8 +240,21 @@ func TestResolveKind(t *testing.T) {
 		!strings.Contains(err.Error(), " services, tasks, volumes") || !strings.Contains(err.Error(), "short name (svc,") {
 		t.Errorf("resolveKind(servces): %v, want the kinds named", err)
 	}
-	if _, err := resolveKind("pods"); err == nil {
-		t.Error("resolveKind(pods) accepted")
+	// Kubernetes' kinds are refused, saying which of Legion's stands for
+	// each: a kubectl user types them by habit.
+	for in, says := range map[string]string{
+		"pods": "a pod is a task's: legion get tasks", "po": "legion get tasks",
+		"deployments": "a Deployment is a Service here", "ds": "a DaemonSet is a Service of mode global",
+		"statefulset": "a StatefulSet is a Service of mode stateful", "configmaps": "a ConfigMap is a Config here",
+		"ingresses": "an Ingress is a Route here", "pvc": "a PersistentVolumeClaim is a Volume here",
+	} {
+		if _, err := resolveKind(in); err == nil || !strings.Contains(err.Error(), `unknown kind "`+in+`"`) || !strings.HasSuffix(err.Error(), says) &&
+			!strings.Contains(err.Error(), "; "+says) {
+			t.Errorf("resolveKind(%s): %v, want it to say %q", in, err, says)
+		}
+	}
+	if _, err := resolveKind("servces"); err == nil || strings.Contains(err.Error(), ";") {
+		t.Errorf("resolveKind(servces): %v, want no Kubernetes hint", err)
 	}
 }
 
