@@ -77,7 +77,14 @@ func decodeObject(n *yaml.Node) (Object, ErrorList) {
 		if kind == "" {
 			errs.add("kind", "missing: expected one of %s", kindList())
 		} else {
-			errs.add("kind", "unknown kind %q: expected one of %s", kind, kindList())
+			hint := ""
+			if k, how, ok := KubernetesKind(string(kind)); ok {
+				hint = "; " + how
+				if k != KindTask {
+					hint += " (kind: " + string(k) + ")"
+				}
+			}
+			errs.add("kind", "unknown kind %q: expected one of %s%s", kind, kindList(), hint)
 		}
 		return nil, errs
 	}

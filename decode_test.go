@@ -221,3 +221,21 @@ metadata: {name: dev}
 		t.Errorf("without a namespace asked for: %v", err)
 	}
 }
+
+// A Kubernetes manifest's kind is refused saying which of Legion's stands
+// for it.
+func TestDecodeKubernetesKindSaysLegions(t *testing.T) {
+	for kind, says := range map[string]string{
+		"Deployment": "; a Deployment is a Service here (kind: Service)",
+		"ConfigMap":  "; a ConfigMap is a Config here (kind: Config)",
+		"Pod":        "; a pod is a task's, which Legion makes from a Service or Job",
+	} {
+		errs := errorsOf(t, "apiVersion: apps/v1\nkind: "+kind+"\nmetadata: {name: web}\n")
+		if len(errs) == 0 || !strings.HasPrefix(errs[0], `kind: unknown kind "`+kind+`"`) || !strings.HasSuffix(errs[0], says) {
+			t.Errorf("a Kubernetes %s: %q, want it to end %q", kind, errs, says)
+		}
+	}
+	if errs := errorsOf(t, "apiVersion: legion/v1\nkind: Servce\nmetadata: {name: web}\n"); len(errs) == 0 || strings.Contains(errs[0], ";") {
+		t.Errorf("a misspelt kind: %q, want no Kubernetes hint", errs)
+	}
+}

@@ -261,38 +261,12 @@ func resolveKind(s string) (legion.Kind, error) {
 		names = append(names, plural(strings.ToLower(string(k))))
 	}
 	slices.Sort(names)
-	hint, ok := kubernetesKinds[l]
-	if !ok {
-		hint, ok = kubernetesKinds[strings.TrimSuffix(l, "s")]
-	}
-	if ok {
-		hint = "; " + hint
+	hint := ""
+	if k, how, ok := legion.KubernetesKind(l); ok {
+		hint = "; " + how + ": legion get " + plural(strings.ToLower(string(k)))
 	}
 	return "", fmt.Errorf("unknown kind %q: expected one of %s (singular or plural, any case), or a short name (svc, ns, no, cj, np, rb, vol, cfg)%s",
 		s, strings.Join(names, ", "), hint)
-}
-
-// kubernetesKinds says, for the Kubernetes kinds a kubectl user types by
-// habit (singular, lower case), which of Legion's stands for it.
-var kubernetesKinds = map[string]string{
-	"pod":                   "a pod is a task's: legion get tasks",
-	"po":                    "a pod is a task's: legion get tasks",
-	"deployment":            "a Deployment is a Service here: legion get services",
-	"deploy":                "a Deployment is a Service here: legion get services",
-	"replicaset":            "a ReplicaSet is a Service here: legion get services",
-	"statefulset":           "a StatefulSet is a Service of mode stateful: legion get services",
-	"sts":                   "a StatefulSet is a Service of mode stateful: legion get services",
-	"daemonset":             "a DaemonSet is a Service of mode global: legion get services",
-	"ds":                    "a DaemonSet is a Service of mode global: legion get services",
-	"configmap":             "a ConfigMap is a Config here: legion get configs",
-	"cm":                    "a ConfigMap is a Config here: legion get configs",
-	"ingress":               "an Ingress is a Route here: legion get routes",
-	"ingresses":             "an Ingress is a Route here: legion get routes",
-	"ing":                   "an Ingress is a Route here: legion get routes",
-	"persistentvolumeclaim": "a PersistentVolumeClaim is a Volume here: legion get volumes",
-	"pvc":                   "a PersistentVolumeClaim is a Volume here: legion get volumes",
-	"persistentvolume":      "a PersistentVolume is a Volume here: legion get volumes",
-	"pv":                    "a PersistentVolume is a Volume here: legion get volumes",
 }
 
 func plural(s string) string {

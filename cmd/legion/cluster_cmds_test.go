@@ -243,10 +243,10 @@ func TestResolveKind(t *testing.T) {
 	// Kubernetes' kinds are refused, saying which of Legion's stands for
 	// each: a kubectl user types them by habit.
 	for in, says := range map[string]string{
-		"pods": "a pod is a task's: legion get tasks", "po": "legion get tasks",
-		"deployments": "a Deployment is a Service here", "ds": "a DaemonSet is a Service of mode global",
-		"statefulset": "a StatefulSet is a Service of mode stateful", "configmaps": "a ConfigMap is a Config here",
-		"ingresses": "an Ingress is a Route here", "pvc": "a PersistentVolumeClaim is a Volume here",
+		"pods": "a pod is a task's, which Legion makes from a Service or Job: legion get tasks", "po": "legion get tasks",
+		"deployments": "a Deployment is a Service here: legion get services", "ds": "a DaemonSet is a Service of mode global here: legion get services",
+		"statefulset": "a StatefulSet is a Service of mode stateful here: legion get services", "configmaps": "a ConfigMap is a Config here: legion get configs",
+		"ingresses": "an Ingress is a Route here: legion get routes", "pvc": "a PersistentVolumeClaim is a Volume here: legion get volumes",
 	} {
 		if _, err := resolveKind(in); err == nil || !strings.Contains(err.Error(), `unknown kind "`+in+`"`) || !strings.HasSuffix(err.Error(), says) &&
 			!strings.Contains(err.Error(), "; "+says) {
