@@ -697,17 +697,9 @@ func (m *Images) Roots(ctx context.Context) ([]Root, error) {
 // made through another reference to the same content counts too: a root
 // records the content, not the name.
 func (m *Images) RootsOf(ctx context.Context, ref string) ([]Root, error) {
-	r, err := ParseReference(ref)
+	rec, err := m.Get(ref)
 	if err != nil {
 		return nil, err
-	}
-	f, err := m.index.snapshot()
-	if err != nil {
-		return nil, err
-	}
-	rec := lookup(f, r)
-	if rec == nil {
-		return nil, fmt.Errorf("image %s: %w", r, ErrNotPresent)
 	}
 	roots, err := m.o.Store.Roots(ctx)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
@@ -27,11 +26,11 @@ runs, the history limits trim it, and deleting the CronJob deletes it. A
 Job of that name already there is refused, not replaced.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, cronName, ok := strings.Cut(from, "/")
 			if from == "" {
 				return errors.New("create job: --from cronjob/NAME is required")
 			}
-			if k, err := resolveKind(kind); !ok || err != nil || k != legion.KindCronJob || cronName == "" {
+			k, cronName, err := kindNameArg(from, "a cron job", legion.KindCronJob)
+			if err != nil || k == "" {
 				return fmt.Errorf("create job: --from %q: expected cronjob/NAME", from)
 			}
 			name := args[0]

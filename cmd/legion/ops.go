@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -190,42 +191,47 @@ func noneTwice(scales []aScale) ([]aScale, error) {
 	return scales, nil
 }
 
-// ownerArg reads tasks' SERVICE or JOB argument: a name, or kind/name
-// with the kind as the object model spells it (Service/web), for
-// ownedTasks.
-func ownerArg(arg string) (string, error) {
+// kindNameArg reads an argument naming an object as NAME or, as kubectl
+// takes it, KIND/NAME (any spelling of the kind resolveKind reads): the
+// kind ("" for a bare name) and the name. A kind not among want is
+// refused, naming what was expected (what, e.g. "a service").
+func kindNameArg(arg, what string, want ...legion.Kind) (legion.Kind, string, error) {
 	kind, name, ok := strings.Cut(arg, "/")
 	if !ok {
-		return arg, nil
+		return "", arg, nil
 	}
 	k, err := resolveKind(kind)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", arg, err)
+		return "", "", fmt.Errorf("%s: %w", arg, err)
 	}
-	if k != legion.KindService && k != legion.KindJob || name == "" || strings.Contains(name, "/") {
-		return "", fmt.Errorf("%s: expected a service or a job (NAME, service/NAME or job/NAME)", arg)
+	if !slices.Contains(want, k) || name == "" || strings.Contains(name, "/") {
+		forms := []string{"NAME"}
+		for _, w := range want {
+			forms = append(forms, strings.ToLower(string(w))+"/NAME")
+		}
+		not := ""
+		if !slices.Contains(want, k) {
+			not = ", not a " + string(k)
+		}
+		return "", "", fmt.Errorf("%s: expected %s (%s)%s", arg, what, strings.Join(forms, " or "), not)
+	}
+	return k, name, nil
+}
+
+// ownerArg reads tasks' SERVICE or JOB argument for ownedTasks: a name,
+// or Kind/name with the kind as the object model spells it.
+func ownerArg(arg string) (string, error) {
+	k, name, err := kindNameArg(arg, "a service or a job", legion.KindService, legion.KindJob)
+	if err != nil || k == "" {
+		return name, err
 	}
 	return string(k) + "/" + name, nil
 }
 
-// serviceArg reads a command's SERVICE argument: a name, or kind/name as
-// kubectl takes it (service/web, svc/web); another kind is refused.
+// serviceArg reads a command's SERVICE argument: a name, or service/NAME.
 func serviceArg(arg string) (string, error) {
-	kind, name, ok := strings.Cut(arg, "/")
-	if !ok {
-		return arg, nil
-	}
-	k, err := resolveKind(kind)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", arg, err)
-	}
-	if k != legion.KindService {
-		return "", fmt.Errorf("%s: expected a service (NAME or service/NAME), not a %s", arg, k)
-	}
-	if name == "" || strings.Contains(name, "/") {
-		return "", fmt.Errorf("%s: expected service/NAME", arg)
-	}
-	return name, nil
+	_, name, err := kindNameArg(arg, "a service", legion.KindService)
+	return name, err
 }
 
 // setReplicas is scale's change: refused for a global service and
