@@ -662,11 +662,32 @@ func writeRequest(req *http.Request, fwd []byte, w io.Writer) error {
 }
 
 func writeField(bw *bufio.Writer, k, v string) {
+	v = fieldValue(v)
 	bw.WriteString(k)
 	bw.WriteString(": ")
 	bw.WriteString(v)
 	bw.WriteString("\r\n")
 }
+
+// fieldValue is a header value as net/http's Header.Write writes it: line
+// breaks as spaces, no blanks at either end (a folded line of blanks
+// leaves one). Most values need neither, and are not copied.
+func fieldValue(v string) string {
+	if v == "" {
+		return v
+	}
+	if strings.ContainsAny(v, "\r\n") {
+		v = newlineToSpace.Replace(v)
+	}
+	if blank(v[0]) || blank(v[len(v)-1]) {
+		v = textproto.TrimString(v)
+	}
+	return v
+}
+
+var newlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
+
+func blank(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
 
 // writeHeader writes the status line and header, with a Date when the
 // backend sent none, as net/http's server does.
