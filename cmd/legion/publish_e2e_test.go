@@ -53,7 +53,8 @@ func TestAPublishedPortHeldElsewhereIsReported(t *testing.T) {
 	}
 
 	// Freed, the port is served at the next change of the endpoints (a
-	// second replica here), and the node says so.
+	// second replica here; without one, within daemon.UnservedRetry), and
+	// the node says so.
 	held.Close()
 	if out, err := runLegion(t, "", append([]string{"scale", "web", "2"}, flags...)...); err != nil {
 		t.Fatalf("scale web 2: %v\n%s", err, out)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/endpoints"
@@ -33,10 +34,14 @@ type Endpoints struct {
 	// Local, when set, is where a VIP is served instead (the address
 	// itself on a network of namespaces, where VIPs sit on the bridge).
 	Local func(netip.Addr) netip.Addr
-	// Changed, when set, is called after an Apply that changed which
-	// published ports are not served (PublishErrors), for the node to
-	// report them: only the node can see a port another process holds.
+	// Changed, when set, is called after an Apply (or a retry) that
+	// changed which published ports are not served (PublishErrors), for
+	// the node to report them: only the node can see a port another
+	// process holds.
 	Changed func()
+	// Retry is how often addresses not served are tried again between
+	// changes of the endpoints; zero means UnservedRetry.
+	Retry time.Duration
 
 	mu      sync.Mutex
 	proxies map[string]*vipProxy // by listen address
@@ -47,7 +52,24 @@ type Endpoints struct {
 	// is the PublishErrors last reported through Changed.
 	published map[string]int
 	said      []legion.PortError
-	wg        sync.WaitGroup
+	// retrying: a goroutine tries the unserved addresses again, with
+	// what each was wanted for; closed ends it with Close.
+	retrying bool
+	wanted   map[string]wantedAddr
+	closed   bool
+	closing  chan struct{} // closed by Close
+	wg       sync.WaitGroup
+}
+
+// UnservedRetry is how often a node tries again the VIP and published
+// ports it could not listen on, until it can: the process holding one
+// may go at any time, and no change of the endpoints need follow.
+const UnservedRetry = 5 * time.Second
+
+// wantedAddr is what an address is listened on for.
+type wantedAddr struct {
+	backends []string
+	vip      bool
 }
 
 // PublishErrors lists the published ports not served here and why, in
@@ -157,14 +179,20 @@ func (e *Endpoints) Apply(ctx context.Context, services []*endpoints.Service, _ 
 		}
 	}()
 	defer func() {
-		now := e.publishErrors()
-		changed = !slices.Equal(now, e.said)
-		e.said = now
+		changed = e.noteChange()
+		if len(e.unserved) > 0 && !e.retrying && !e.closed {
+			if e.closing == nil {
+				e.closing = make(chan struct{})
+			}
+			e.retrying = true
+			e.wg.Add(1)
+			go func() { defer e.wg.Done(); e.retry(ctx, e.closing) }()
+		}
 	}()
 	if e.proxies == nil {
 		e.proxies = map[string]*vipProxy{}
 	}
-	e.unserved, e.published = map[string]error{}, published
+	e.unserved, e.published, e.wanted = map[string]error{}, published, map[string]wantedAddr{}
 	for addr, vp := range e.proxies {
 		if _, ok := want[addr]; !ok {
 			vp.cancel()
@@ -174,25 +202,96 @@ func (e *Endpoints) Apply(ctx context.Context, services []*endpoints.Service, _ 
 	for addr, backends := range want {
 		vp, ok := e.proxies[addr]
 		if !ok {
-			lc := net.ListenConfig{}
-			if vips[addr] {
-				// Nodes of one cluster sharing a host serve the same VIPs
-				// with the same backends: they share the port.
-				lc.Control = reusePort
-			}
-			l, err := lc.Listen(ctx, "tcp", addr)
-			if err != nil {
+			var err error
+			if vp, err = e.listen(ctx, addr, vips[addr]); err != nil {
 				e.Logger.Warn("VIP port not served", "addr", addr, "err", err)
+				e.unserved[addr], e.wanted[addr] = err, wantedAddr{backends, vips[addr]}
+				continue
+			}
+		}
+		vp.p.SetBackends(backends)
+	}
+}
+
+// listen serves addr with a proxy of its own. Called with mu held.
+func (e *Endpoints) listen(ctx context.Context, addr string, vip bool) (*vipProxy, error) {
+	lc := net.ListenConfig{}
+	if vip {
+		// Nodes of one cluster sharing a host serve the same VIPs with
+		// the same backends: they share the port.
+		lc.Control = reusePort
+	}
+	l, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	vp := &vipProxy{p: &loopback.Proxy{Logger: e.Logger}, cancel: cancel}
+	e.proxies[addr] = vp
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); vp.p.Serve(pctx, l) }()
+	return vp, nil
+}
+
+// noteChange records the published ports not served and reports whether
+// they changed since last noted. Called with mu held.
+func (e *Endpoints) noteChange() bool {
+	now := e.publishErrors()
+	changed := !slices.Equal(now, e.said)
+	e.said = now
+	return changed
+}
+
+// retry tries the unserved addresses again every Retry until each is
+// served, ctx ends or Close; an Apply meanwhile replaces what is wanted.
+func (e *Endpoints) retry(ctx context.Context, closing <-chan struct{}) {
+	every := e.Retry
+	if every <= 0 {
+		every = UnservedRetry
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.mu.Lock()
+			e.retrying = false
+			e.mu.Unlock()
+			return
+		case <-closing:
+			return
+		case <-tick.C:
+		}
+		e.mu.Lock()
+		if e.closed {
+			e.retrying = false
+			e.mu.Unlock()
+			return
+		}
+		for addr := range e.unserved {
+			w := e.wanted[addr]
+			vp, err := e.listen(ctx, addr, w.vip)
+			if err != nil {
 				e.unserved[addr] = err
 				continue
 			}
-			pctx, cancel := context.WithCancel(ctx)
-			vp = &vipProxy{p: &loopback.Proxy{Logger: e.Logger}, cancel: cancel}
-			e.proxies[addr] = vp
-			e.wg.Add(1)
-			go func() { defer e.wg.Done(); vp.p.Serve(pctx, l) }()
+			vp.p.SetBackends(w.backends)
+			delete(e.unserved, addr)
+			delete(e.wanted, addr)
+			e.Logger.Info("port served again", "addr", addr)
 		}
-		vp.p.SetBackends(backends)
+		changed := e.noteChange()
+		done := len(e.unserved) == 0
+		if done {
+			e.retrying = false
+		}
+		e.mu.Unlock()
+		if changed && e.Changed != nil {
+			e.Changed()
+		}
+		if done {
+			return
+		}
 	}
 }
 
@@ -213,6 +312,10 @@ func reusePort(_, _ string, c syscall.RawConn) error {
 // Close stops every proxy and waits for them.
 func (e *Endpoints) Close() {
 	e.mu.Lock()
+	if !e.closed && e.closing != nil {
+		close(e.closing)
+	}
+	e.closed = true
 	for addr, vp := range e.proxies {
 		vp.cancel()
 		delete(e.proxies, addr)

@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/endpoints"
@@ -23,8 +25,9 @@ func TestAPublishedPortHeldElsewhereIsSaid(t *testing.T) {
 	}
 	t.Cleanup(func() { held.Close() })
 	port := held.Addr().(*net.TCPAddr).Port
-	changes := 0
-	e := &Endpoints{Local: func(a netip.Addr) netip.Addr { return a }, Changed: func() { changes++ }}
+	var changes atomic.Int32
+	// Retried at the next Apply alone here (see the test below).
+	e := &Endpoints{Local: func(a netip.Addr) netip.Addr { return a }, Changed: func() { changes.Add(1) }, Retry: time.Hour}
 	t.Cleanup(e.Close)
 	svc := []*endpoints.Service{{Namespace: "default", Name: "web", DNSRR: true,
 		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080, Publish: legion.PublishIngress, PublishedPort: port}}}}
@@ -38,20 +41,60 @@ func TestAPublishedPortHeldElsewhereIsSaid(t *testing.T) {
 		t.Fatalf("PublishErrors: %+v", got)
 	}
 	e.Apply(context.Background(), svc, nil)
-	if changes != 1 {
-		t.Fatalf("Changed called %d times for one problem, want 1", changes)
+	if n := changes.Load(); n != 1 {
+		t.Fatalf("Changed called %d times for one problem, want 1", n)
 	}
 	held.Close()
 	e.Apply(context.Background(), svc, nil)
 	if err := e.PublishError(port); err != nil {
 		t.Fatalf("PublishError(%d) once free: %v", port, err)
 	}
-	if got := e.PublishErrors(); got != nil || changes != 2 {
-		t.Fatalf("once free: PublishErrors %+v, Changed called %d times, want none and 2", got, changes)
+	if got, n := e.PublishErrors(), changes.Load(); got != nil || n != 2 {
+		t.Fatalf("once free: PublishErrors %+v, Changed called %d times, want none and 2", got, n)
 	}
 	c, err := net.Dial("tcp", held.Addr().String())
 	if err != nil {
 		t.Fatalf("the published port is not served once free: %v", err)
 	}
 	c.Close()
+}
+
+// A port freed by the process that held it is served without a change
+// of the endpoints: the node tries it again every Retry, says so once it
+// serves it, and Close ends the retries at once.
+func TestAFreedPortIsServedWithoutAChange(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	port := held.Addr().(*net.TCPAddr).Port
+	var changes atomic.Int32
+	e := &Endpoints{Local: func(a netip.Addr) netip.Addr { return a }, Changed: func() { changes.Add(1) }, Retry: 20 * time.Millisecond}
+	t.Cleanup(e.Close)
+	e.Apply(context.Background(), []*endpoints.Service{{Namespace: "default", Name: "web", DNSRR: true,
+		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080, Publish: legion.PublishIngress, PublishedPort: port}}}}, nil)
+	if e.PublishError(port) == nil {
+		t.Fatal("the held port is said to be served")
+	}
+	held.Close()
+	poll(t, "the freed port served", 10*time.Second, func() bool { return e.PublishError(port) == nil && changes.Load() == 2 })
+	c, err := net.Dial("tcp", held.Addr().String())
+	if err != nil {
+		t.Fatalf("the freed port is not served: %v", err)
+	}
+	c.Close()
+
+	// Held again by another, a new retry begins; Close ends it at once.
+	e2 := &Endpoints{Local: func(a netip.Addr) netip.Addr { return a }, Retry: time.Hour}
+	e2.Apply(context.Background(), []*endpoints.Service{{Namespace: "default", Name: "web", DNSRR: true,
+		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080, Publish: legion.PublishIngress, PublishedPort: port}}}}, nil)
+	closed := make(chan struct{})
+	go func() { e2.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for the retry's next tick")
+	}
 }
