@@ -108,7 +108,7 @@ func (c *clusterService) Init(ctx context.Context, req *pb.InitRequest) (*pb.Ini
 	if err := waitLeader(ctx, st, s.cfg.WriteTimeout); err != nil {
 		return nil, err
 	}
-	if err := recordIssued(ctx, st, cert, true); err != nil {
+	if err := recordOwn(ctx, st, cert); err != nil {
 		return nil, toStatus(fmt.Errorf("recording this manager's certificate: %w", err))
 	}
 	if err := netplan.Write(ctx, st, plan); err != nil {
@@ -354,6 +354,26 @@ func recordIssued(ctx context.Context, st *store.Store, certPEM []byte, first bo
 		return err
 	}
 	return dispatcher.RecordCert(ctx, st, cert, first)
+}
+
+// recordOwn records, at init, the first manager's own certificate. The
+// manager serves from become on, and its node's agent may register
+// before this runs, recording the same certificate on first use (the
+// dispatcher's holds): a record that holds this very certificate is the
+// one init would write, where any other means the name is taken.
+func recordOwn(ctx context.Context, st *store.Store, certPEM []byte) error {
+	err := recordIssued(ctx, st, certPEM, true)
+	if !errors.Is(err, dispatcher.ErrIssued) {
+		return err
+	}
+	cert, perr := pki.ParseCert(certPEM)
+	if perr != nil {
+		return err
+	}
+	if r, _, rerr := dispatcher.ReadCerts(st, pki.IdentityOf(cert).Name); rerr == nil && r != nil && r.Holds(cert) {
+		return nil
+	}
+	return err
 }
 
 // unrecord drops the record of a join that failed after it, so the id is
