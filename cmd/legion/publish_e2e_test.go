@@ -47,10 +47,15 @@ func TestAPublishedPortHeldElsewhereIsReported(t *testing.T) {
 	if want := "port " + p + " on node " + n.Name + ": listen tcp 127.0.0.1:" + p; err != nil || !strings.Contains(out, "Not published:") || !strings.Contains(out, want) {
 		t.Errorf("describe service web: %v, want %q in\n%s", err, want, out)
 	}
-	out, err = runLegion(t, "", append([]string{"events", "--kind", "node"}, flags...)...)
-	if want := "PortNotPublished"; err != nil || !strings.Contains(out, want) || !strings.Contains(out, "published port "+p+" not served here") {
-		t.Errorf("events of the node: %v, want %s in\n%s", err, want, out)
+	// Events are derived from the node's change as it is watched: asked
+	// until they tell of it.
+	nodeEvents := func(want string) bool {
+		out, err := runLegion(t, "", append([]string{"events", "--kind", "node"}, flags...)...)
+		return err == nil && strings.Contains(out, want)
 	}
+	waitFor(t, "the node's PortNotPublished event", func() bool {
+		return nodeEvents("PortNotPublished") && nodeEvents("published port "+p+" not served here")
+	})
 
 	// Freed, the port is served at the next change of the endpoints (a
 	// second replica here; without one, within daemon.UnservedRetry), and
@@ -65,8 +70,5 @@ func TestAPublishedPortHeldElsewhereIsReported(t *testing.T) {
 	} else {
 		c.Close()
 	}
-	out, err = runLegion(t, "", append([]string{"events", "--kind", "node"}, flags...)...)
-	if err != nil || !strings.Contains(out, "PortPublished") {
-		t.Errorf("events once the port is served: %v\n%s", err, out)
-	}
+	waitFor(t, "the node's PortPublished event", func() bool { return nodeEvents("published port " + p + " served again") })
 }
