@@ -494,10 +494,11 @@ func (k *Keeper) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadC
 		return buf.Bytes(), err
 	}
 	first, err := render()
-	if err != nil {
-		return nil, err
-	}
-	if !opts.Follow {
+	if err != nil || !opts.Follow {
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
 		return io.NopCloser(bytes.NewReader(first)), nil
 	}
 	pr, pw := io.Pipe()
@@ -506,6 +507,7 @@ func (k *Keeper) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadC
 	go func() {
 		defer k.wg.Done()
 		defer pw.Close()
+		defer f.Close()
 		next := first
 		for {
 			if len(next) > 0 {

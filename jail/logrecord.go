@@ -227,46 +227,71 @@ func ReadLogs(path string, since time.Time) ([]LogRecord, error) {
 // LogFollower reads a container's log as it grows, across rotations. The
 // first Next returns everything there is (the rotated file's records
 // first); each later one what was appended since, complete lines only.
+// It holds the file it reads open, so what a container wrote last is
+// still read after its directory is removed (a task's pod going as soon
+// as the task ends) or the file rotated; Close lets it go.
 type LogFollower struct {
 	Path string
 
-	info    os.FileInfo // the file being read
+	started bool
+	file    *os.File // the file being read; nil until it exists
 	off     int64
 	partial []byte
+}
+
+// Close releases the file being read.
+func (f *LogFollower) Close() error {
+	if f.file == nil {
+		return nil
+	}
+	err := f.file.Close()
+	f.file = nil
+	return err
 }
 
 // Next returns the records not returned yet.
 func (f *LogFollower) Next() ([]LogRecord, error) {
 	var data []byte
-	st, err := os.Stat(f.Path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("log %s: %w", f.Path, err)
-	}
-	switch {
-	case f.info == nil:
+	if !f.started {
+		f.started = true
 		old, err := os.ReadFile(f.Path + ".1")
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("log %s.1: %w", f.Path, err)
 		}
 		data = old
-	case st == nil || !os.SameFile(f.info, st):
-		// Rotated: finish the file we were reading, now <log>.1.
-		if old, err := os.Stat(f.Path + ".1"); err == nil && os.SameFile(f.info, old) {
-			rest, err := readFrom(f.Path+".1", f.off)
+	}
+	st, err := os.Stat(f.Path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("log %s: %w", f.Path, err)
+	}
+	if f.file != nil {
+		held, err := f.file.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("log %s: %w", f.Path, err)
+		}
+		if st == nil || !os.SameFile(held, st) {
+			// Rotated or removed: finish the file held, then take the new.
+			rest, err := f.readHeld()
 			if err != nil {
 				return nil, err
 			}
-			data = rest
+			data = append(data, rest...)
+			f.Close()
+			f.off = 0
 		}
-		f.info, f.off = nil, 0
 	}
-	if st != nil {
-		rest, err := readFrom(f.Path, f.off)
+	if f.file == nil && st != nil {
+		fh, err := os.Open(f.Path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("log %s: %w", f.Path, err)
+		}
+		f.file = fh
+	}
+	if f.file != nil {
+		rest, err := f.readHeld()
 		if err != nil {
 			return nil, err
 		}
-		f.off += int64(len(rest))
-		f.info = st
 		data = append(data, rest...)
 	}
 	data = append(f.partial, data...)
@@ -286,21 +311,15 @@ func (f *LogFollower) Next() ([]LogRecord, error) {
 	return out, nil
 }
 
-func readFrom(path string, off int64) ([]byte, error) {
-	fh, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+// readHeld reads the held file from where the last read ended.
+func (f *LogFollower) readHeld() ([]byte, error) {
+	if _, err := f.file.Seek(f.off, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("log %s: %w", f.Path, err)
 	}
+	data, err := io.ReadAll(f.file)
 	if err != nil {
-		return nil, fmt.Errorf("log %s: %w", path, err)
+		return nil, fmt.Errorf("log %s: %w", f.Path, err)
 	}
-	defer fh.Close()
-	if _, err := fh.Seek(off, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("log %s: %w", path, err)
-	}
-	data, err := io.ReadAll(fh)
-	if err != nil {
-		return nil, fmt.Errorf("log %s: %w", path, err)
-	}
+	f.off += int64(len(data))
 	return data, nil
 }

@@ -185,3 +185,37 @@ func TestLogFollowerAcrossRotations(t *testing.T) {
 		t.Fatalf("fresh follower: %d records %v", len(recs), err)
 	}
 }
+
+// What a container wrote last is read though its directory is removed
+// before the follower looked again (a task's pod goes as soon as the task
+// ends): legion logs -f of a job lost its last line so.
+func TestLogFollowerReadsTheLastLinesOfARemovedLog(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "container")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lf := &LogFile{Path: filepath.Join(dir, "log"), MaxSize: 1 << 20, Now: stepClock(time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC))}
+	t.Cleanup(func() { lf.Close() })
+	f := &LogFollower{Path: lf.Path}
+	t.Cleanup(func() { f.Close() })
+	if err := lf.Append(StreamStdout, false, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := f.Next(); err != nil || len(recs) != 1 || recs[0].Text != "first" {
+		t.Fatalf("first read: %+v %v", recs, err)
+	}
+	if err := lf.Append(StreamStdout, false, []byte("through")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := f.Next()
+	if err != nil || len(recs) != 1 || recs[0].Text != "through" {
+		t.Fatalf("after the removal: %+v %v, want the last line", recs, err)
+	}
+	if recs, err := f.Next(); err != nil || len(recs) != 0 {
+		t.Fatalf("once read to its end: %+v %v", recs, err)
+	}
+}
