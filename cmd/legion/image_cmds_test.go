@@ -70,8 +70,14 @@ func TestImageRemoveRefusesAnImageInUse(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	// The root's files are not all the test's to remove: the store does it.
-	t.Cleanup(func() { m.RemoveRoot(context.Background(), "c1") })
+	// The root is an overlay mount on Linux: the store unmounts and removes
+	// it, before the temporary directory goes (registered first, so run
+	// after).
+	t.Cleanup(func() {
+		if err := m.RemoveRoot(context.Background(), "c1"); err != nil {
+			t.Errorf("removing the test's container root: %v", err)
+		}
+	})
 	if _, err := m.PrepareRoot(context.Background(), "c1", "localhost/hello:1", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
