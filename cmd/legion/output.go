@@ -101,13 +101,19 @@ func parseOutput(s string) (format, error) {
 	return f, nil
 }
 
-// parseJSONPath takes kubectl's forms: {.a.b} and, for short, .a.b or a.b.
-func parseJSONPath(expr string) (*jsonpath.JSONPath, error) {
+// jsonPathTemplate is an expression in kubectl's forms as a template:
+// {.a.b} as it is, and, for short, .a.b or a.b braced.
+func jsonPathTemplate(expr string) string {
 	if !strings.Contains(expr, "{") {
 		expr = "{." + strings.TrimPrefix(expr, ".") + "}"
 	}
+	return expr
+}
+
+// parseJSONPath takes kubectl's forms (jsonPathTemplate).
+func parseJSONPath(expr string) (*jsonpath.JSONPath, error) {
 	p := jsonpath.New("output")
-	if err := p.Parse(expr); err != nil {
+	if err := p.Parse(jsonPathTemplate(expr)); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -116,10 +122,7 @@ func parseJSONPath(expr string) (*jsonpath.JSONPath, error) {
 // readsItems reports whether a jsonpath expression reads .items at its
 // root, as kubectl's lists are read ({.items[*].metadata.name}).
 func readsItems(expr string) bool {
-	if !strings.Contains(expr, "{") {
-		expr = "{." + strings.TrimPrefix(expr, ".") + "}"
-	}
-	p, err := jsonpath.Parse("output", expr)
+	p, err := jsonpath.Parse("output", jsonPathTemplate(expr))
 	if err != nil {
 		return false
 	}

@@ -24,12 +24,13 @@ const (
 
 // rollout is where a service's rollout stands, as read once.
 type rollout struct {
-	state   string // "", or the update's state
-	want    int    // replicas wanted now
-	current int    // live tasks running the pod as it is now
-	ready   int    // of those, ready
-	failing string // the latest failed task's message
-	settled bool   // the planner has seen the service's last spec
+	state   string          // "", or the update's state
+	want    int             // replicas wanted now
+	current int             // live tasks running the pod as it is now
+	ready   int             // of those, ready
+	failing string          // the latest failed task's message
+	settled bool            // the planner has seen the service's last spec
+	svc     *legion.Service // as read
 	// rollback: a rolled-back update is an end, not a failure: what is
 	// followed is a rollback asked for, or a scale (which starts no
 	// update and leaves the last one's state as it was).
@@ -69,7 +70,7 @@ func readRollout(ctx context.Context, cl *client.Client, ns, name string) (rollo
 		return rollout{}, err
 	}
 	s := o.(*legion.Service)
-	r := rollout{want: s.Status.Replicas, settled: s.Status.ObservedGeneration >= s.Metadata.Generation}
+	r := rollout{want: s.Status.Replicas, settled: s.Status.ObservedGeneration >= s.Metadata.Generation, svc: s}
 	if s.Spec.Mode != legion.ModeGlobal && s.Status.Replicas == 0 && s.Spec.Replicas != nil {
 		r.want = *s.Spec.Replicas
 	}
@@ -129,7 +130,7 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 			}
 			switch {
 			case r.done():
-				sayUnpublished(ctx, cl, out, ns, name)
+				sayUnpublished(ctx, cl, out, r.svc)
 				return nil
 			case r.failed():
 				return &exitError{code: rolloutFailed, msg: fmt.Sprintf("service %s/%s: the update is %s", ns, name, r.state)}
@@ -151,12 +152,7 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 // service that a node reports it cannot serve: the tasks are ready, and
 // yet the port answers with whatever else holds it there. Best effort: a
 // user may not read Nodes.
-func sayUnpublished(ctx context.Context, cl *client.Client, out io.Writer, ns, name string) {
-	o, err := cl.Get(ctx, legion.KindService, ns, name)
-	if err != nil {
-		return
-	}
-	s := o.(*legion.Service)
+func sayUnpublished(ctx context.Context, cl *client.Client, out io.Writer, s *legion.Service) {
 	if !slices.ContainsFunc(s.Spec.Endpoint.Ports, func(p legion.ServicePort) bool { return p.Publish != "" }) {
 		return
 	}
@@ -165,7 +161,7 @@ func sayUnpublished(ctx context.Context, cl *client.Client, out io.Writer, ns, n
 		return
 	}
 	for _, p := range publishProblems(s, nodes) {
-		fmt.Fprintf(out, "warning: service %s/%s: published port %d is not served on node %s: %s\n", ns, name, p.Port, p.node, p.Error)
+		fmt.Fprintf(out, "warning: service %s/%s: published port %d is not served on node %s: %s\n", s.Metadata.Namespace, s.Metadata.Name, p.Port, p.node, p.Error)
 	}
 }
 

@@ -15,22 +15,29 @@ import (
 	"github.com/legionbsd/legion/internal/endpoints"
 )
 
-// A published port another process holds is not served, and the
-// endpoints say why until a later change finds it free and serves it.
-func TestAPublishedPortHeldElsewhereIsSaid(t *testing.T) {
-	t.Parallel()
+// heldPort is a port another listener holds until the test ends (or
+// the caller closes it first), and the services publishing it.
+func heldPort(t *testing.T) (net.Listener, int, []*endpoints.Service) {
+	t.Helper()
 	held, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { held.Close() })
 	port := held.Addr().(*net.TCPAddr).Port
+	return held, port, []*endpoints.Service{{Namespace: "default", Name: "web", DNSRR: true,
+		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080, Publish: legion.PublishIngress, PublishedPort: port}}}}
+}
+
+// A published port another process holds is not served, and the
+// endpoints say why until a later change finds it free and serves it.
+func TestAPublishedPortHeldElsewhereIsSaid(t *testing.T) {
+	t.Parallel()
+	held, port, svc := heldPort(t)
 	var changes atomic.Int32
 	// Retried at the next Apply alone here (see the test below).
 	e := &Endpoints{Local: func(a netip.Addr) netip.Addr { return a }, Changed: func() { changes.Add(1) }, Retry: time.Hour}
 	t.Cleanup(e.Close)
-	svc := []*endpoints.Service{{Namespace: "default", Name: "web", DNSRR: true,
-		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080, Publish: legion.PublishIngress, PublishedPort: port}}}}
 	e.Apply(context.Background(), svc, nil)
 	if err := e.PublishError(port); !errors.Is(err, syscall.EADDRINUSE) {
 		t.Fatalf("PublishError(%d) while another listener holds it: %v, want address in use", port, err)
@@ -64,17 +71,11 @@ func TestAPublishedPortHeldElsewhereIsSaid(t *testing.T) {
 // serves it, and Close ends the retries at once.
 func TestAFreedPortIsServedWithoutAChange(t *testing.T) {
 	t.Parallel()
-	held, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { held.Close() })
-	port := held.Addr().(*net.TCPAddr).Port
+	held, port, svc := heldPort(t)
 	var changes atomic.Int32
 	e := &Endpoints{Local: func(a netip.Addr) netip.Addr { return a }, Changed: func() { changes.Add(1) }, Retry: 20 * time.Millisecond}
 	t.Cleanup(e.Close)
-	e.Apply(context.Background(), []*endpoints.Service{{Namespace: "default", Name: "web", DNSRR: true,
-		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080, Publish: legion.PublishIngress, PublishedPort: port}}}}, nil)
+	e.Apply(context.Background(), svc, nil)
 	if e.PublishError(port) == nil {
 		t.Fatal("the held port is said to be served")
 	}
@@ -88,8 +89,7 @@ func TestAFreedPortIsServedWithoutAChange(t *testing.T) {
 
 	// Held again by another, a new retry begins; Close ends it at once.
 	e2 := &Endpoints{Local: func(a netip.Addr) netip.Addr { return a }, Retry: time.Hour}
-	e2.Apply(context.Background(), []*endpoints.Service{{Namespace: "default", Name: "web", DNSRR: true,
-		Ports: []endpoints.Port{{Protocol: legion.TCP, Port: 80, TargetPort: 8080, Publish: legion.PublishIngress, PublishedPort: port}}}}, nil)
+	e2.Apply(context.Background(), svc, nil)
 	closed := make(chan struct{})
 	go func() { e2.Close(); close(closed) }()
 	select {
