@@ -27,7 +27,7 @@ type JobSpec struct {
 	Mode           JobMode   `json:"mode"`
 	Completions    int       `json:"completions,omitempty"` // replicated: slots that must complete (default 1)
 	Parallelism    int       `json:"parallelism,omitempty"` // replicated: slots running at once (default 1)
-	BackoffLimit   *int      `json:"backoffLimit"`          // failed tasks tolerated (default 6)
+	BackoffLimit   *int      `json:"backoffLimit"`          // failures tolerated, failed tasks and running tasks' restarts (default 6)
 	ActiveDeadline *Duration `json:"activeDeadline,omitempty"`
 	Pod            PodSpec   `json:"pod"`
 	Placement      Placement `json:"placement"`

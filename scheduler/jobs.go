@@ -26,16 +26,28 @@ func (p *planner) jobOwner(o *owner) {
 		now := p.now
 		st.Started = &now
 	}
-	failed := 0
+	// Failures against the backoff limit: failed tasks, and, as
+	// Kubernetes counts them, the restarts of live tasks' containers. A
+	// task restarting in place (restart condition on-failure with no
+	// limit on attempts) never fails; without its restarts a crash loop
+	// would run until the deadline, or for ever, and hold its CronJob's
+	// later runs under concurrencyPolicy forbid.
+	failed, restarts := 0, 0
 	var lastFail *legion.Task
 	for _, e := range o.all {
 		t := e.t
-		if s := stateOf(t); s == legion.TaskFailed || s == legion.TaskRejected {
+		s := stateOf(t)
+		switch {
+		case s == legion.TaskFailed || s == legion.TaskRejected:
 			failed++
-			if lastFail == nil || ended(t).After(ended(lastFail)) ||
-				(ended(t).Equal(ended(lastFail)) && t.Metadata.Name > lastFail.Metadata.Name) {
-				lastFail = t
-			}
+		case e.live() && t.Status.Restarts > 0:
+			restarts += t.Status.Restarts
+		default:
+			continue
+		}
+		if lastFail == nil || ended(t).After(ended(lastFail)) ||
+			(ended(t).Equal(ended(lastFail)) && t.Metadata.Name > lastFail.Metadata.Name) {
+			lastFail = t
 		}
 	}
 	st.Failed = failed
@@ -44,12 +56,19 @@ func (p *planner) jobOwner(o *owner) {
 		switch {
 		case j.Spec.ActiveDeadline != nil && !p.now.Before(st.Started.Add(j.Spec.ActiveDeadline.D())):
 			p.finishJob(&st, legion.JobFailed, "ran past its activeDeadline of "+j.Spec.ActiveDeadline.String())
-		case failed > *j.Spec.BackoffLimit:
-			msg := strconv.Itoa(failed) + " tasks failed, more than its backoffLimit of " + strconv.Itoa(*j.Spec.BackoffLimit)
+		case failed+restarts > *j.Spec.BackoffLimit:
+			msg := failures(failed, restarts) + ", more than its backoffLimit of " + strconv.Itoa(*j.Spec.BackoffLimit)
 			if lastFail != nil {
 				msg += "; the last, " + lastFail.Metadata.Name
-				if lastFail.Status.Message != "" {
-					msg += ": " + lastFail.Status.Message
+				why := lastFail.Status.Message
+				if live(lastFail) {
+					// A restarting task's message ends with when it
+					// restarts, which stopping it makes untrue.
+					why, _, _ = strings.Cut(why, ": restarting in ")
+					msg += " (restarted " + strconv.Itoa(lastFail.Status.Restarts) + " times)"
+				}
+				if why != "" {
+					msg += ": " + why
 				} else {
 					msg += ", failed"
 				}
@@ -115,6 +134,26 @@ func (p *planner) jobHistory(o *owner, over bool) {
 	if !over {
 		o.eachSlot(p.shutReplaced)
 	}
+}
+
+// failures says what counted against a Job's backoff limit.
+func failures(failed, restarts int) string {
+	var parts []string
+	switch failed {
+	case 0:
+	case 1:
+		parts = append(parts, "1 task failed")
+	default:
+		parts = append(parts, strconv.Itoa(failed)+" tasks failed")
+	}
+	switch restarts {
+	case 0:
+	case 1:
+		parts = append(parts, "a running task's container restarted once")
+	default:
+		parts = append(parts, "containers of running tasks restarted "+strconv.Itoa(restarts)+" times")
+	}
+	return strings.Join(parts, " and ")
 }
 
 func (p *planner) finishJob(st *legion.JobStatus, state legion.JobState, msg string) {

@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,44 @@ func TestJobRetriesWithBackoffThenFails(t *testing.T) {
 	if j.Status.State != legion.JobFailed || j.Status.Failed != 4 ||
 		j.Status.Message != "4 tasks failed, more than its backoffLimit of 3; the last, batch-1-4: exit status 1" {
 		t.Fatalf("job status %+v", j.Status)
+	}
+}
+
+// A task restarting in place never fails: its containers' restarts
+// count against the backoff limit, as Kubernetes counts them, or a crash
+// loop under restart condition on-failure would run for ever.
+func TestJobRestartsCountAgainstTheBackoffLimit(t *testing.T) {
+	t.Parallel()
+	c := withJobRunTime(t, 1, time.Hour)
+	c.Apply(strings.Replace(singleJob("2"), "image: batch:1}]}", "image: batch:1}], restartPolicy: {condition: on-failure}}", 1))
+	c.Converge()
+	live := c.Live("batch")
+	if len(live) != 1 || live[0].Status.State != legion.TaskRunning {
+		t.Fatalf("live tasks %v, want one running", live)
+	}
+	name := live[0].Metadata.Name
+	restart := func(n int) {
+		t.Helper()
+		now := c.Now
+		c.SetTask(name, func(tk *legion.Task) {
+			tk.Status.Restarts, tk.Status.Timestamp = n, now
+			tk.Status.Message = "container c exited with 3: restarting in 4s (attempt " + strconv.Itoa(n+1) + ")"
+		})
+		c.Converge()
+	}
+	restart(2)
+	if j := c.Job("batch"); j.Status.State != legion.JobRunning {
+		t.Fatalf("after 2 restarts, at the limit of 2: %+v", j.Status)
+	}
+	restart(3)
+	j := c.Job("batch")
+	want := "containers of running tasks restarted 3 times, more than its backoffLimit of 2; the last, " + name +
+		" (restarted 3 times): container c exited with 3"
+	if j.Status.State != legion.JobFailed || j.Status.Message != want {
+		t.Fatalf("after 3 restarts: %+v, want failed: %q", j.Status, want)
+	}
+	if n := len(c.Live("batch")); n != 0 {
+		t.Fatalf("%d tasks still running after the job failed", n)
 	}
 }
 
