@@ -65,11 +65,12 @@ func (p *planner) jobOwner(o *owner) {
 					// A restarting task's message ends with when it
 					// restarts, which stopping it makes untrue.
 					why, _, _ = strings.Cut(why, ": restarting in ")
-					msg += " (restarted " + strconv.Itoa(lastFail.Status.Restarts) + " times)"
+					msg += " (restarted " + times(lastFail.Status.Restarts) + ")"
 				}
-				if why != "" {
+				switch {
+				case why != "":
 					msg += ": " + why
-				} else {
+				case !live(lastFail):
 					msg += ", failed"
 				}
 			}
@@ -151,9 +152,17 @@ func failures(failed, restarts int) string {
 	case 1:
 		parts = append(parts, "a running task's container restarted once")
 	default:
-		parts = append(parts, "containers of running tasks restarted "+strconv.Itoa(restarts)+" times")
+		parts = append(parts, "containers of running tasks restarted "+times(restarts))
 	}
 	return strings.Join(parts, " and ")
+}
+
+// times is n as in "restarted n times".
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return strconv.Itoa(n) + " times"
 }
 
 func (p *planner) finishJob(st *legion.JobStatus, state legion.JobState, msg string) {

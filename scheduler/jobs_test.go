@@ -131,6 +131,22 @@ func TestJobRestartsCountAgainstTheBackoffLimit(t *testing.T) {
 	if n := len(c.Live("batch")); n != 0 {
 		t.Fatalf("%d tasks still running after the job failed", n)
 	}
+
+	// A task that restarted and runs again says nothing of why: the
+	// message is what was counted.
+	again := strings.Replace(singleJob("0"), "name: batch", "name: again", 1)
+	c.Apply(strings.Replace(again, "image: batch:1}]}", "image: batch:1}], restartPolicy: {condition: on-failure}}", 1))
+	c.Converge()
+	if live = c.Live("again"); len(live) != 1 {
+		t.Fatalf("live tasks %v of the second job, want one", live)
+	}
+	name = live[0].Metadata.Name
+	c.SetTask(name, func(tk *legion.Task) { tk.Status.Restarts, tk.Status.Message = 1, "" })
+	c.Converge()
+	want = "a running task's container restarted once, more than its backoffLimit of 0; the last, " + name + " (restarted once)"
+	if j := c.Job("again"); j.Status.State != legion.JobFailed || j.Status.Message != want {
+		t.Fatalf("after a restart: %+v, want failed: %q", j.Status, want)
+	}
 }
 
 func TestJobActiveDeadline(t *testing.T) {
