@@ -59,6 +59,9 @@ type ObjectRef struct {
 	Kind      Kind   `json:"kind"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
+	// UID tells the object from one of the same name deleted before it
+	// (empty from managers that did not send it).
+	UID string `json:"uid,omitempty"`
 }
 
 // String is Kind/name or Kind/namespace/name.

@@ -68,7 +68,7 @@ func (c *Client) Events(ctx context.Context, o EventsOptions, fn func(legion.Eve
 func EventFromProto(e *pb.ClusterEvent) legion.Event {
 	ev := legion.Event{Sequence: e.Sequence, Time: time.Unix(0, e.TimeUnixNano).UTC(), Type: legion.EventType(e.Type),
 		Reason: e.Reason, Message: e.Message, Count: int(e.Count),
-		Object: legion.ObjectRef{Kind: legion.Kind(e.Kind), Namespace: e.Namespace, Name: e.Name}}
+		Object: legion.ObjectRef{Kind: legion.Kind(e.Kind), Namespace: e.Namespace, Name: e.Name, UID: e.Uid}}
 	if e.FirstUnixNano != 0 {
 		ev.First = time.Unix(0, e.FirstUnixNano).UTC()
 	}

@@ -60,7 +60,7 @@ func Derive(old, nw legion.Object, now time.Time) []legion.Event {
 
 func refOf(o legion.Object) legion.ObjectRef {
 	m := o.GetMetadata()
-	return legion.ObjectRef{Kind: o.GetKind(), Namespace: m.Namespace, Name: m.Name}
+	return legion.ObjectRef{Kind: o.GetKind(), Namespace: m.Namespace, Name: m.Name, UID: m.UID}
 }
 
 type deriver struct {

@@ -178,7 +178,8 @@ func (c *clusterService) Events(req *pb.EventsRequest, out grpc.ServerStreamingS
 
 func eventProto(e legion.Event) *pb.ClusterEvent {
 	p := &pb.ClusterEvent{Sequence: e.Sequence, TimeUnixNano: e.Time.UnixNano(), Type: string(e.Type), Reason: e.Reason,
-		Kind: string(e.Object.Kind), Namespace: e.Object.Namespace, Name: e.Object.Name, Message: e.Message, Count: int32(e.Count)}
+		Kind: string(e.Object.Kind), Namespace: e.Object.Namespace, Name: e.Object.Name, Uid: e.Object.UID,
+		Message: e.Message, Count: int32(e.Count)}
 	if !e.First.IsZero() {
 		p.FirstUnixNano = e.First.UnixNano()
 	}

@@ -56,17 +56,18 @@ scripts, use legion get -o json.`,
 				}
 				tasks = ownTasks(o, objs)
 			}
-			ours := map[legion.ObjectRef]bool{{Kind: kind, Namespace: m.Namespace, Name: m.Name}: true}
+			ours := refSet{}
+			ours.add(o)
 			eo := client.EventsOptions{Namespace: m.Namespace, Kind: kind, Object: m.Name}
 			if len(tasks) > 0 && kind != legion.KindNode {
 				eo.Kind, eo.Object = "", "" // the tasks' events too, kept below
 				for _, t := range tasks {
-					ours[legion.ObjectRef{Kind: legion.KindTask, Namespace: t.Metadata.Namespace, Name: t.Metadata.Name}] = true
+					ours.add(t)
 				}
 			}
 			var evs []legion.Event
 			err = cl.Events(ctx, eo, func(e legion.Event) error {
-				if ours[e.Object] {
+				if ours.has(e.Object) {
 					evs = append(evs, e)
 				}
 				return nil
@@ -86,6 +87,23 @@ scripts, use legion get -o json.`,
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace (default: default)")
 	return cmd
+}
+
+// refSet is the objects whose events describe shows: by kind,
+// namespace and name, each with its UID, so that the events of an
+// object of the same name deleted before it are left out.
+type refSet map[legion.ObjectRef]string
+
+func (s refSet) add(o legion.Object) {
+	m := o.GetMetadata()
+	s[legion.ObjectRef{Kind: o.GetKind(), Namespace: m.Namespace, Name: m.Name}] = m.UID
+}
+
+// has: r is one of the objects, or has no UID to tell (from a manager
+// that did not send it).
+func (s refSet) has(r legion.ObjectRef) bool {
+	uid, ok := s[legion.ObjectRef{Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}]
+	return ok && (r.UID == "" || uid == "" || r.UID == uid)
 }
 
 // ownTasks keeps the tasks of a Service or Job, or those on a Node, by

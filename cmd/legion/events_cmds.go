@@ -127,6 +127,7 @@ type eventView struct {
 	Kind      string    `json:"kind"`
 	Namespace string    `json:"namespace,omitempty"`
 	Name      string    `json:"name"`
+	UID       string    `json:"uid,omitempty"` // tells the object from one of its name before it
 	Message   string    `json:"message,omitempty"`
 }
 
@@ -136,7 +137,7 @@ func viewOf(e legion.Event) eventView {
 		first = e.Time
 	}
 	return eventView{e.Sequence, e.Time.UTC(), first.UTC(), e.Count, string(e.Type), e.Reason, string(e.Object.Kind),
-		e.Object.Namespace, e.Object.Name, e.Message}
+		e.Object.Namespace, e.Object.Name, e.Object.UID, e.Message}
 }
 
 // lastSeen is when, as kubectl says it: how long ago, and for a repeated

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,5 +144,28 @@ func TestEventsFollowACrashLoopAndARolledBackUpdate(t *testing.T) {
 	}
 	if !inOrder(got, webWant) {
 		t.Errorf("describe service web's events %v, want %v in order:\n%s", got, webWant, desc)
+	}
+
+	// A service of the same name made after crash was deleted is
+	// described with its own events, not the crash loop of the one
+	// before it (whose tasks may have had the same names).
+	if _, err := n.Client.Delete(ctx, legion.KindService, legion.DefaultNamespace, "crash", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "crash's tasks to go", func() bool {
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		return err == nil && !slices.ContainsFunc(tasks, func(o legion.Object) bool {
+			return o.(*legion.Task).Spec.Owner.Name == "crash"
+		})
+	})
+	deployHello(ctx, t, n, eventsApp("crash", listen, readyHTTP))
+	waitTaskOf(ctx, t, n, "crash", func(tk *legion.Task) bool { return tk.Status.Ready })
+	desc, err = runLegion(t, "", append([]string{"describe", "service", "crash"}, flags...)...)
+	if err != nil {
+		t.Fatalf("legion describe service crash: %v\n%s", err, desc)
+	}
+	_, events, _ = strings.Cut(desc, "\nEvents:\n")
+	if strings.Contains(events, " "+legion.ReasonBackOff+" ") || !strings.Contains(events, " "+legion.ReasonTaskStarted+" ") {
+		t.Errorf("describe service crash, made again, shows the crash loop of the one deleted before it, or not its own start:\n%s", desc)
 	}
 }

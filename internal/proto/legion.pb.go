@@ -3309,6 +3309,7 @@ type ClusterEvent struct {
 	Name          string                 `protobuf:"bytes,8,opt,name=name,proto3" json:"name,omitempty"`
 	Message       string                 `protobuf:"bytes,9,opt,name=message,proto3" json:"message,omitempty"`
 	Count         int32                  `protobuf:"varint,10,opt,name=count,proto3" json:"count,omitempty"`
+	Uid           string                 `protobuf:"bytes,11,opt,name=uid,proto3" json:"uid,omitempty"` // the object's metadata.uid
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3411,6 +3412,13 @@ func (x *ClusterEvent) GetCount() int32 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *ClusterEvent) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
 }
 
 var File_legion_proto protoreflect.FileDescriptor
@@ -3662,7 +3670,7 @@ const file_legion_proto_rawDesc = "" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x06 \x01(\tR\x04type\x12\x16\n" +
-	"\x06follow\x18\a \x01(\bR\x06follow\"\x9a\x02\n" +
+	"\x06follow\x18\a \x01(\bR\x06follow\"\xac\x02\n" +
 	"\fClusterEvent\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12$\n" +
 	"\x0etime_unix_nano\x18\x02 \x01(\x03R\ftimeUnixNano\x12&\n" +
@@ -3674,7 +3682,8 @@ const file_legion_proto_rawDesc = "" +
 	"\x04name\x18\b \x01(\tR\x04name\x12\x18\n" +
 	"\amessage\x18\t \x01(\tR\amessage\x12\x14\n" +
 	"\x05count\x18\n" +
-	" \x01(\x05R\x05count2\xef\x02\n" +
+	" \x01(\x05R\x05count\x12\x10\n" +
+	"\x03uid\x18\v \x01(\tR\x03uid2\xef\x02\n" +
 	"\aObjects\x12:\n" +
 	"\x05Apply\x12\x17.legion.v1.ApplyRequest\x1a\x18.legion.v1.ApplyResponse\x124\n" +
 	"\x03Get\x12\x15.legion.v1.GetRequest\x1a\x16.legion.v1.GetResponse\x127\n" +
