@@ -107,6 +107,11 @@ func decodeObject(n *yaml.Node) (Object, ErrorList) {
 			}
 			d.decodeInto(v, reflect.ValueOf(o.StatusPtr()).Elem(), "status", &errs)
 		default:
+			if _, ok := structFields(reflect.TypeOf(o.SpecPtr()).Elem())[key]; ok {
+				// As a Kubernetes Secret or ConfigMap has its data.
+				errs.add(key, "unknown field: a %s's %s goes under spec (spec.%s)", kind, key, key)
+				continue
+			}
 			errs.add(key, "unknown field")
 		}
 	}

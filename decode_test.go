@@ -57,6 +57,8 @@ func TestDecodeStrictErrorsNameTheFullPath(t *testing.T) {
 		{"missing required field", strings.Replace(minimalService, "image: nginx", "command: [x]", 1),
 			"spec.pod.containers[0].image: missing"},
 		{"unknown top-level field", minimalService + "extra: 1\n", "extra: unknown field"},
+		{"a spec field at the top", "apiVersion: legion/v1\nkind: Secret\nmetadata: {name: s}\ndata: {v: eA==}\n",
+			"data: unknown field: a Secret's data goes under spec (spec.data)"},
 		{"wrong type", strings.Replace(minimalService, "pod:", "replicas: three\n  pod:", 1),
 			`spec.replicas: expected a whole number, got "three"`},
 		{"list where an object belongs", strings.Replace(minimalService, "pod:", "update: [1]\n  pod:", 1),
