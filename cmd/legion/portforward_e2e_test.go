@@ -17,13 +17,15 @@ import (
 // an interrupt ends the command cleanly.
 func TestPortForwardOnADaemon(t *testing.T) {
 	n, ctx := helloCluster(t, helloApp("fwd", `        env: [{name: NAME, value: "reached through the forward"}]
-`+readyHTTP))
+`+readyHTTP+`  endpoint: {ports: [{name: web, port: 80, targetPort: http}]}
+`))
 	waitTaskOf(ctx, t, n, "fwd", func(tk *legion.Task) bool { return tk.Status.Ready })
 	fctx, stop := context.WithCancel(ctx)
 	out, errOut := &syncBuffer{}, &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		root := rootWith(out, errOut, "port-forward", "fwd", "0:8080", "--server", n.API, "--credentials", n.Admin)
+		// The service's port 80, as kubectl's svc/NAME: its target port.
+		root := rootWith(out, errOut, "port-forward", "service/fwd", "0:80", "--server", n.API, "--credentials", n.Admin)
 		done <- root.ExecuteContext(fctx)
 	}()
 	var addr string
@@ -49,12 +51,20 @@ func TestPortForwardOnADaemon(t *testing.T) {
 	if !strings.Contains(body, "reached through the forward") {
 		t.Fatalf("the forward answered %q (stderr %q)", body, errOut.String())
 	}
+	if line, _, _ := strings.Cut(out.String(), "\n"); !strings.HasSuffix(line, " to port 8080 of service/fwd (the service's port 80, web)") {
+		t.Errorf("port-forward said %q, want where port 80 went", line)
+	}
 	// A second forward on the port the first holds says how to pick
 	// another.
 	_, port, _ := net.SplitHostPort(addr)
-	err := rootWith(&syncBuffer{}, &syncBuffer{}, "port-forward", "fwd", port+":8080", "--server", n.API, "--credentials", n.Admin).ExecuteContext(ctx)
-	if err == nil || !strings.Contains(err.Error(), "local port "+port+" is taken: give another as LOCAL:8080 (0:8080 picks a free one)") {
+	err := rootWith(&syncBuffer{}, &syncBuffer{}, "port-forward", "fwd", port+":http", "--server", n.API, "--credentials", n.Admin).ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "local port "+port+" is taken: give another as LOCAL:http (0:http picks a free one)") {
 		t.Errorf("a forward on a taken port: %v", err)
+	}
+	// A name no port has is refused, naming those there are.
+	err = rootWith(&syncBuffer{}, &syncBuffer{}, "port-forward", "fwd", "0:admin", "--server", n.API, "--credentials", n.Admin).ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), `no container port of fwd's pod is named "admin" (it names http, web)`) {
+		t.Errorf("a forward to a port no one names: %v", err)
 	}
 	stop()
 	select {
@@ -69,15 +79,66 @@ func TestPortForwardOnADaemon(t *testing.T) {
 
 func TestParsePorts(t *testing.T) {
 	t.Parallel()
-	for arg, want := range map[string][2]int{"8080": {8080, 8080}, "9000:80": {9000, 80}, "0:443": {0, 443}} {
+	for arg, want := range map[string]struct {
+		local int
+		ref   legion.PortRef
+	}{
+		"8080": {-1, legion.PortRef{Number: 8080}}, "9000:80": {9000, legion.PortRef{Number: 80}},
+		"0:443": {0, legion.PortRef{Number: 443}}, "http": {-1, legion.PortRef{Name: "http"}}, "0:web": {0, legion.PortRef{Name: "web"}},
+	} {
 		l, r, err := parsePorts(arg)
-		if err != nil || l != want[0] || r != want[1] {
-			t.Errorf("parsePorts(%q) = %d, %d, %v; want %v", arg, l, r, err, want)
+		if err != nil || l != want.local || r != want.ref {
+			t.Errorf("parsePorts(%q) = %d, %v, %v; want %v", arg, l, r, err, want)
 		}
 	}
-	for _, bad := range []string{"", "x", "0", "70000", "1:0", "-1:80", "a:80"} {
+	for _, bad := range []string{"", "0", "70000", "1:0", "-1:80", "a:80", "80:", "-x"} {
 		if _, _, err := parsePorts(bad); err == nil {
 			t.Errorf("parsePorts(%q) must fail", bad)
+		}
+	}
+}
+
+// A service's own port goes to its target port, as kubectl's
+// svc/NAME does; a name is a container port's; another number is the
+// pod's port as given.
+func TestForwardPort(t *testing.T) {
+	t.Parallel()
+	objs, err := legion.ParseManifest("t.yaml", []byte(helloApp("web", readyHTTP+`      - name: admin
+        image: localhost/hello:1
+        ports: [{name: admin, containerPort: 9000}]
+  endpoint: {ports: [{name: web, port: 80, targetPort: http}, {port: 81, targetPort: 9999}]}
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := objs[0].(*legion.Service)
+	task := &legion.Task{Spec: legion.TaskSpec{Pod: svc.Spec.Pod}}
+	task.Metadata.Name = "web-1-1"
+	for _, c := range []struct {
+		obj       legion.Object
+		ref       legion.PortRef
+		port      int
+		via, fail string
+	}{
+		{obj: svc, ref: legion.PortRef{Number: 80}, port: 8080, via: " (the service's port 80, web)"},
+		{obj: svc, ref: legion.PortRef{Name: "web"}, port: 8080, via: " (the service's port 80, web)"},
+		{obj: svc, ref: legion.PortRef{Number: 81}, port: 9999, via: " (the service's port 81)"},
+		{obj: svc, ref: legion.PortRef{Number: 8080}, port: 8080},
+		{obj: svc, ref: legion.PortRef{Name: "admin"}, port: 9000, via: " (admin)"},
+		{obj: svc, ref: legion.PortRef{Name: "db"}, fail: `no container port of web's pod is named "db" (it names admin, http, web)`},
+		{obj: task, ref: legion.PortRef{Number: 80}, port: 80},
+		{obj: task, ref: legion.PortRef{Name: "http"}, port: 8080, via: " (http)"},
+		{obj: task, ref: legion.PortRef{Name: "web"}, fail: `no container port of web-1-1's pod is named "web" (it names admin, http)`},
+	} {
+		port, via, err := forwardPort(c.obj, c.ref)
+		if c.fail != "" {
+			if err == nil || !strings.Contains(err.Error(), c.fail) {
+				t.Errorf("%s %s: %d, %v; want the error %q", c.obj.GetKind(), c.ref, port, err, c.fail)
+			}
+			continue
+		}
+		if err != nil || port != c.port || via != c.via {
+			t.Errorf("%s %s: %d %q %v; want %d %q", c.obj.GetKind(), c.ref, port, via, err, c.port, c.via)
 		}
 	}
 }
