@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -29,6 +30,8 @@ type rollout struct {
 	current int             // live tasks running the pod as it is now
 	ready   int             // of those, ready
 	failing string          // the latest failed task's message
+	pending int             // current tasks no node runs yet
+	waiting string          // why one of them waits, as the planner says
 	settled bool            // the planner has seen the service's last spec
 	svc     *legion.Service // as read
 	// rollback: a rolled-back update is an end, not a failure: what is
@@ -56,6 +59,12 @@ func (r rollout) String() string {
 	s := fmt.Sprintf("%d of %d tasks updated, %d ready", r.current, r.want, r.ready)
 	if r.state != "" {
 		s = r.state + ": " + s
+	}
+	if r.pending > 0 {
+		s += fmt.Sprintf("; %d pending", r.pending)
+		if r.waiting != "" {
+			s += ": " + r.waiting
+		}
 	}
 	if r.failing != "" {
 		s += "; last failure: " + r.failing
@@ -94,6 +103,10 @@ func readRollout(ctx context.Context, cl *client.Client, ns, name string) (rollo
 			r.current++
 			if t.Status.Ready {
 				r.ready++
+			}
+			if t.Status.State == legion.TaskPending || t.Status.State == "" {
+				r.pending++
+				r.waiting = cmp.Or(r.waiting, t.Status.Message)
 			}
 		}
 	}

@@ -49,6 +49,12 @@ func TestRolloutStatusAndWait(t *testing.T) {
 	if !errors.As(err, &ee) || ee.code != rolloutTimedOut || !strings.Contains(ee.msg, "not rolled out within 3s: 0 of 1 tasks updated, 0 ready") {
 		t.Fatalf("apply --wait of a service whose image is missing: %v, want exit %d saying 0 of 1 tasks updated\n%s", err, rolloutTimedOut, out)
 	}
+	// One no node can run says why its tasks wait.
+	huge := strings.NewReplacer("name: web", "name: huge", "      - name: app\n", "      - name: app\n        resources: {requests: {memory: 900Gi}}\n").Replace(helloApp("web", readyHTTP))
+	out, err = runLegion(t, huge, append([]string{"apply", "-f", "-", "--wait", "--timeout", "3s"}, flags...)...)
+	if !errors.As(err, &ee) || ee.code != rolloutTimedOut || !strings.Contains(ee.msg, "0 ready; 1 pending: no node can run it: 1 node has too little memory") {
+		t.Fatalf("apply --wait of a service no node can run: %v, want exit %d saying why its task is pending\n%s", err, rolloutTimedOut, out)
+	}
 	if _, err := legion("scale", "web", "3", "--timeout", "5s"); err == nil {
 		t.Error("scale --timeout without --wait accepted")
 	}
