@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
 )
 
@@ -119,5 +120,69 @@ func (c *clusterCLI) updateNode(cmd *cobra.Command, name string, lc labelChanges
 		pairs = append(pairs, k+"="+n.Metadata.Labels[k])
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "node/%s %s: %s, labels: %s\n", name, strings.ToLower(res.Outcome), n.Spec.Availability, strings.Join(pairs, " "))
+	if len(lc.set) > 0 || len(lc.remove) > 0 {
+		c.sayUnmetConstraints(cmd, n)
+	}
 	return nil
+}
+
+// sayUnmetConstraints warns of the replicated services whose tasks run
+// on n and whose constraints n no longer meets: constraints are checked
+// when a task is placed, so those tasks stay (a global service's task
+// is stopped by the planner, which needs no word). Best effort: a
+// listing that fails says nothing.
+func (c *clusterCLI) sayUnmetConstraints(cmd *cobra.Command, n *legion.Node) {
+	cl, err := c.connect(cmd)
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	ctx := ctxOf(cmd)
+	all := client.ListOptions{AllNamespaces: true}
+	svcs, _, err := cl.List(ctx, legion.KindService, all)
+	if err != nil {
+		return
+	}
+	tasks, _, err := cl.List(ctx, legion.KindTask, all)
+	if err != nil {
+		return
+	}
+	for _, w := range unmetConstraints(n, svcs, tasks) {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+	}
+}
+
+// unmetConstraints says, for each replicated service with tasks running
+// on n that n's labels no longer let it place there, which constraint
+// fails and what places them again.
+func unmetConstraints(n *legion.Node, svcs, tasks []legion.Object) []string {
+	running := map[string]int{} // namespace/service -> its live tasks on n
+	for _, o := range tasks {
+		t := o.(*legion.Task)
+		if t.Spec.Node == n.Metadata.Name && t.Spec.Owner.Kind == legion.KindService &&
+			t.Spec.DesiredState == legion.TaskRunning && !t.Status.State.Terminal() {
+			running[t.Metadata.Namespace+"/"+t.Spec.Owner.Name]++
+		}
+	}
+	var out []string
+	for _, o := range svcs {
+		s := o.(*legion.Service)
+		count := running[s.Metadata.Namespace+"/"+s.Metadata.Name]
+		if count == 0 || s.Spec.Mode == legion.ModeGlobal {
+			continue
+		}
+		cs, err := legion.ParseConstraints(s.Spec.Placement.Constraints)
+		if err != nil {
+			continue
+		}
+		for _, c := range cs {
+			if c.Eval(n) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s: %d of its tasks run on node %s, which no longer meets its constraint %s: running tasks stay where they are (constraints are checked when a task is placed); legion rollout restart %s places them again",
+				ref(s), count, n.Metadata.Name, c, ref(s)))
+			break
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,5 +51,47 @@ func TestNodeLabelAndUpdate(t *testing.T) {
 	}
 	if after := labels(); len(after) != len(before) || after["rack"] != before["rack"] {
 		t.Fatalf("a refused change wrote labels: %v, were %v", after, before)
+	}
+}
+
+// Removing a label that a running service's constraint reads says that
+// its tasks stay, and what places them again; a global service's task
+// (stopped by the planner), one whose constraint still holds, and tasks
+// on another node say nothing.
+func TestUnmetConstraints(t *testing.T) {
+	t.Parallel()
+	node := &legion.Node{}
+	node.Metadata.Name, node.Metadata.Labels = "n1", map[string]string{"zone": "a"}
+	svc := func(name, ns string, global bool, constraints ...string) *legion.Service {
+		o, _ := legion.New(legion.KindService)
+		s := o.(*legion.Service)
+		s.Metadata.Name, s.Metadata.Namespace = name, ns
+		s.Spec.Placement.Constraints = constraints
+		if global {
+			s.Spec.Mode = legion.ModeGlobal
+		}
+		return s
+	}
+	task := func(owner, ns, node string, state legion.TaskState) *legion.Task {
+		tk := &legion.Task{Spec: legion.TaskSpec{Owner: legion.Owner{Kind: legion.KindService, Name: owner}, Node: node, DesiredState: legion.TaskRunning}}
+		tk.Metadata.Namespace, tk.Status.State = ns, state
+		return tk
+	}
+	svcs := []legion.Object{
+		svc("web", "shop", false, "node.labels.zone == a", "node.labels.disk == ssd"),
+		svc("agent", "default", true, "node.labels.disk == ssd"),
+		svc("fine", "default", false, "node.labels.zone == a"),
+		svc("elsewhere", "default", false, "node.labels.disk == ssd"),
+	}
+	tasks := []legion.Object{
+		task("web", "shop", "n1", legion.TaskRunning), task("web", "shop", "n1", legion.TaskStarting),
+		task("web", "shop", "n1", legion.TaskFailed), task("agent", "default", "n1", legion.TaskRunning),
+		task("fine", "default", "n1", legion.TaskRunning), task("elsewhere", "default", "n2", legion.TaskRunning),
+	}
+	got := unmetConstraints(node, svcs, tasks)
+	want := []string{"service/web -n shop: 2 of its tasks run on node n1, which no longer meets its constraint node.labels.disk == ssd: " +
+		"running tasks stay where they are (constraints are checked when a task is placed); legion rollout restart service/web -n shop places them again"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("unmetConstraints:\n%q\nwant\n%q", got, want)
 	}
 }
