@@ -251,7 +251,11 @@ func descPod(d *describer, p legion.PodSpec) {
 		if rp.MaxAttempts == 0 {
 			attempts = "no limit on attempts"
 		}
-		d.line("Restart", fmt.Sprintf("%s, delay %s, %s", rp.Condition, rp.Delay.D(), attempts))
+		if rp.Condition == legion.RestartNone {
+			d.line("Restart", "none") // its delay and attempts mean nothing
+		} else {
+			d.line("Restart", fmt.Sprintf("%s, delay %s, %s", rp.Condition, rp.Delay.D(), attempts))
+		}
 	}
 	if r := p.RestartedAt; r != nil {
 		d.line("Restarted", r.UTC().Format(time.RFC3339)+" (legion rollout restart)")
