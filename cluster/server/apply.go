@@ -528,6 +528,7 @@ func admitCluster(st *store.Store, items []applyItem) (*admission, error) {
 		{codes.FailedPrecondition, admitFinishedJobs},
 		{codes.FailedPrecondition, admitSecurity},
 		{codes.FailedPrecondition, admitRouteCertificates},
+		{codes.AlreadyExists, admitRouteHosts},
 		{codes.AlreadyExists, admitPorts},
 		{codes.ResourceExhausted, admitQuotas},
 	}
@@ -544,12 +545,12 @@ func admitCluster(st *store.Store, items []applyItem) (*admission, error) {
 }
 
 // serialised reports whether an apply must be admitted and written while
-// no other such apply is: one whose Services, Volumes or Namespaces the
-// quota and published-port checks read (3.3.1).
+// no other such apply is: one whose Services, Volumes, Namespaces or
+// Routes the quota, published-port and route-host checks read (3.3.1).
 func serialised(items []applyItem) bool {
 	for _, it := range items {
 		switch it.obj.GetKind() {
-		case legion.KindService, legion.KindVolume, legion.KindNamespace:
+		case legion.KindService, legion.KindVolume, legion.KindNamespace, legion.KindRoute:
 			return true
 		}
 	}
