@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -71,4 +72,31 @@ func TestAPublishedPortHeldElsewhereIsReported(t *testing.T) {
 		c.Close()
 	}
 	waitFor(t, "the node's PortPublished event", func() bool { return nodeEvents("published port " + p + " served again") })
+}
+
+// A rollout that times out says so of a published port held elsewhere
+// too, not only one that completes: here its image is missing, so it
+// never would.
+func TestATimedOutRolloutSaysOfAPortHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	p := strconv.Itoa(held.Addr().(*net.TCPAddr).Port)
+	app := strings.Replace(helloApp("web", readyHTTP+
+		"  endpoint: {ports: [{name: http, port: 80, targetPort: http, publish: ingress, publishedPort: "+p+"}]}\n"),
+		"localhost/hello:1", "localhost/nothere:1", 1)
+	n, ctx := helloCluster(t, app)
+	waitFor(t, "the node to report the port it cannot serve", func() bool {
+		o, err := n.Client.Get(ctx, legion.KindNode, "", n.Name)
+		return err == nil && len(o.(*legion.Node).Status.PublishErrors) == 1
+	})
+	out, err := runLegion(t, "", "rollout", "status", "web", "--timeout", "2s", "--server", n.API, "--credentials", n.Admin)
+	var ee *exitError
+	if want := "warning: service default/web: published port " + p + " is not served on node " + n.Name + ": "; !errors.As(err, &ee) ||
+		ee.code != rolloutTimedOut || !strings.Contains(out, want) {
+		t.Errorf("rollout status that times out: %v, want exit %d and %q in\n%s", err, rolloutTimedOut, want, out)
+	}
 }

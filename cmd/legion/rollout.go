@@ -17,6 +17,10 @@ import (
 // rolloutPoll is how often a rollout is looked at while followed.
 const rolloutPoll = 500 * time.Millisecond
 
+// unpublishedCheck bounds the look at the nodes' unserved ports after a
+// followed rollout timed out.
+const unpublishedCheck = 5 * time.Second
+
 // Exit codes of a followed rollout (rollout status, --wait).
 const (
 	rolloutFailed   = 1 // paused, rolled back, or its rollback paused
@@ -146,6 +150,7 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 				sayUnpublished(ctx, cl, out, r.svc)
 				return nil
 			case r.failed():
+				sayUnpublished(ctx, cl, out, r.svc)
 				return &exitError{code: rolloutFailed, msg: fmt.Sprintf("service %s/%s: the update is %s", ns, name, r.state)}
 			}
 		}
@@ -155,16 +160,22 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 			if last == "" && rerr != nil {
 				where = "not read: " + rerr.Error()
 			}
+			if r.svc != nil {
+				// The wait is over, not what is worth saying of it.
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unpublishedCheck)
+				sayUnpublished(sctx, cl, out, r.svc)
+				cancel()
+			}
 			return &exitError{code: rolloutTimedOut, msg: fmt.Sprintf("service %s/%s: not rolled out within %s: %s", ns, name, timeout, where)}
 		case <-tick.C:
 		}
 	}
 }
 
-// sayUnpublished adds to a completed rollout the published ports of the
-// service that a node reports it cannot serve: the tasks are ready, and
-// yet the port answers with whatever else holds it there. Best effort: a
-// user may not read Nodes.
+// sayUnpublished adds to a followed rollout's end (completed, paused,
+// rolled back or timed out) the published ports of the service that a
+// node reports it cannot serve: ready tasks or not, the port answers with
+// whatever else holds it there. Best effort: a user may not read Nodes.
 func sayUnpublished(ctx context.Context, cl *client.Client, out io.Writer, s *legion.Service) {
 	if !slices.ContainsFunc(s.Spec.Endpoint.Ports, func(p legion.ServicePort) bool { return p.Publish != "" }) {
 		return
