@@ -944,7 +944,7 @@ func admitVolume(v *VolumeSpec, errs *ErrorList) {
 	}
 }
 
-var namespaceAllows = []string{AllowRawSockets, AllowChflags, AllowMlock, AllowSysvipc, AllowSecurelevel, AllowEnforceStatfs, AllowHostPath}
+var namespaceAllows = []string{AllowRawSockets, AllowChflags, AllowMlock, AllowSysvipc, AllowSecurelevel, AllowEnforceStatfs, AllowHostPath, AllowPublish}
 
 func admitNamespace(n *Namespace, errs *ErrorList) {
 	s := &n.Spec

@@ -43,7 +43,9 @@ type Quota struct {
 
 // NamespaceSecurity lists what the namespace's containers may loosen:
 // rawSockets, chflags, mlock, sysvipc, securelevel (a level below 2),
-// enforceStatfs (1) and hostPath (pod volumes on the node's own paths).
+// enforceStatfs (1) and hostPath (pod volumes on the node's own paths);
+// and publish, what its users (not the cluster admin) need to publish a
+// port.
 type NamespaceSecurity struct {
 	Allow []string `json:"allow,omitempty"`
 }

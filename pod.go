@@ -286,6 +286,9 @@ const (
 	AllowEnforceStatfs = "enforceStatfs"
 	// Only in a Namespace's allow-list: pod volumes on the node's paths.
 	AllowHostPath = "hostPath"
+	// Only in a Namespace's allow-list: its users may publish ports, which
+	// are the nodes' (the cluster admin always may).
+	AllowPublish = "publish"
 )
 
 // PullSecretRef is what References calls a pull secret: a Secret the

@@ -138,13 +138,13 @@ func applyItems(ctx context.Context, st *store.Store, items []applyItem, mode ap
 			return nil, err
 		}
 	}
-	adm, err := admitCluster(st, items)
+	adm, err := admitCluster(st, items, mode.user)
 	if err != nil {
 		// Refuse only on what the cluster has agreed on.
 		if berr := st.Barrier(ctx); berr != nil {
 			return nil, toStatus(berr)
 		}
-		if adm, err = admitCluster(st, items); err != nil {
+		if adm, err = admitCluster(st, items, mode.user); err != nil {
 			return nil, toStatus(err)
 		}
 	}
@@ -184,7 +184,12 @@ func answerDryRun(ctx context.Context, st *store.Store, items []applyItem, adm *
 
 // applyMode is how an apply is asked: a dry run writes nothing, a brief
 // answer carries each object's metadata only (ApplyRequest.brief).
-type applyMode struct{ dryRun, brief bool }
+type applyMode struct {
+	dryRun, brief bool
+	// user: the caller is a user of namespaces (RoleBindings), not the
+	// cluster admin or a manager; some settings are the admin's alone.
+	user bool
+}
 
 // resultOf is an object's answer. A brief one leaves out the spec, the
 // status and the previous object: encoding them, sending them and the
@@ -465,6 +470,8 @@ type admission struct {
 	namespaces  map[string]*legion.Namespace
 	// current is what each item's key held when read (nil: nothing).
 	current map[string]legion.Object
+	// user: the caller is a user of namespaces, not the cluster admin.
+	user bool
 }
 
 func newAdmission(st *store.Store, items []applyItem) (*admission, error) {
@@ -516,11 +523,12 @@ func (a *admission) namespace(st *store.Store, ns string) (*legion.Namespace, er
 // route certificates, published ports, then namespace quotas. A refusal
 // names the setting, the owner or the number, and nothing of the apply is
 // written.
-func admitCluster(st *store.Store, items []applyItem) (*admission, error) {
+func admitCluster(st *store.Store, items []applyItem, user bool) (*admission, error) {
 	a, err := newAdmission(st, items)
 	if err != nil || len(a.changed) == 0 {
 		return a, err
 	}
+	a.user = user
 	checks := []struct {
 		code  codes.Code
 		check func(*store.Store, *admission) ([]string, error)
@@ -529,6 +537,8 @@ func admitCluster(st *store.Store, items []applyItem) (*admission, error) {
 		{codes.FailedPrecondition, admitSecurity},
 		{codes.FailedPrecondition, admitRouteCertificates},
 		{codes.AlreadyExists, admitRouteHosts},
+		{codes.PermissionDenied, admitPublishing},
+		{codes.AlreadyExists, admitSystemPorts},
 		{codes.AlreadyExists, admitPorts},
 		{codes.ResourceExhausted, admitQuotas},
 	}

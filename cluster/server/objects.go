@@ -216,5 +216,5 @@ func (o *objectsService) Apply(ctx context.Context, req *pb.ApplyRequest) (*pb.A
 	if conn != nil {
 		return pb.NewObjectsClient(conn).Apply(fctx, req)
 	}
-	return applyItems(ctx, st, items, applyMode{dryRun: req.DryRun, brief: req.Brief}, &o.admit)
+	return applyItems(ctx, st, items, applyMode{dryRun: req.DryRun, brief: req.Brief, user: a != nil}, &o.admit)
 }
