@@ -64,16 +64,27 @@ func (r rollout) String() string {
 	if r.state != "" {
 		s = r.state + ": " + s
 	}
-	if r.pending > 0 {
-		s += fmt.Sprintf("; %d pending", r.pending)
-		if r.waiting != "" {
-			s += ": " + r.waiting
-		}
-	}
-	if r.failing != "" {
-		s += "; last failure: " + r.failing
+	for _, w := range r.why() {
+		s += "; " + w
 	}
 	return s
+}
+
+// why is what holds the rollout up, as the tasks say: how many wait for
+// a node and the planner's reason, and the last failure.
+func (r rollout) why() []string {
+	var out []string
+	if r.pending > 0 {
+		w := fmt.Sprintf("%d pending", r.pending)
+		if r.waiting != "" {
+			w += ": " + r.waiting
+		}
+		out = append(out, w)
+	}
+	if r.failing != "" {
+		out = append(out, "last failure: "+r.failing)
+	}
+	return out
 }
 
 // readRollout reads a service and its tasks.

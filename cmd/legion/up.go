@@ -272,6 +272,11 @@ func waitAndShow(ctx context.Context, out io.Writer, n *daemon.Node, objs []legi
 		}
 		fmt.Fprintln(out, describeService(n, s, cur, ready, want))
 		if ready < want {
+			if r, err := readRollout(ctx, n.Client, ns, name); err == nil {
+				for _, w := range r.why() {
+					fmt.Fprintf(out, "  %s\n", w)
+				}
+			}
 			fmt.Fprintf(out, "  not all ready yet: legion get tasks -n %s --server %s --credentials %s\n", ns, n.API, n.Admin)
 		}
 	}

@@ -185,3 +185,26 @@ spec:
 		t.Errorf("jails platform:\n got %s\nwant %s", got, want)
 	}
 }
+
+// A service up could not make ready in time is shown with why, as the
+// tasks say (here: its image is nowhere), not only that it is not ready.
+func TestUpSaysWhyAServiceIsNotReady(t *testing.T) {
+	t.Parallel()
+	app := strings.Replace(helloApp("ghost", readyHTTP), "localhost/hello:1", "localhost/nothere:1", 1)
+	n, ctx := helloCluster(t, app)
+	objs, err := legion.ParseManifest("t.yaml", []byte(app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTaskOf(ctx, t, n, "ghost", func(tk *legion.Task) bool { return tk.Status.State == legion.TaskFailed })
+	var out syncBuffer
+	if err := waitAndShow(ctx, &out, n, objs, time.Now(), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"service default/ghost: 0 of 1 tasks ready",
+		"  last failure: pulling localhost/nothere:1: image localhost/nothere:1: image not present", "  not all ready yet: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("up's lines lack %q:\n%s", want, out.String())
+		}
+	}
+}
