@@ -25,18 +25,23 @@ func publishedPorts(s *legion.Service) []publishedKey {
 	return out
 }
 
+// changedPublishing is the apply's changed Services that publish ports.
+func changedPublishing(a *admission) []*legion.Service {
+	var out []*legion.Service
+	for _, c := range a.changed {
+		if s, ok := c.obj.(*legion.Service); ok && len(publishedPorts(s)) > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // admitPorts refuses a changed Service publishing a port another service
 // already publishes (stored, or earlier in the same apply), naming that
 // service. The leader admits applies one at a time, so this check and the
 // write that follows make it the owner of published ports.
 func admitPorts(st *store.Store, a *admission) ([]string, error) {
-	var mine []*legion.Service
-	for _, c := range a.changed {
-		if s, ok := c.obj.(*legion.Service); ok && len(publishedPorts(s)) > 0 {
-			mine = append(mine, s)
-		}
-	}
-	if len(mine) == 0 {
+	if len(changedPublishing(a)) == 0 {
 		return nil, nil
 	}
 	owners := map[publishedKey]string{}

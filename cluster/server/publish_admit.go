@@ -65,12 +65,7 @@ func admitPublishing(st *store.Store, a *admission) ([]string, error) {
 // proxy, its WireGuard mesh. Published, it would take that port from
 // them on every node (ingress) or on one (host), whoever applies it.
 func admitSystemPorts(st *store.Store, a *admission) ([]string, error) {
-	var mine []*legion.Service
-	for _, c := range a.changed {
-		if s, ok := c.obj.(*legion.Service); ok && len(publishedPorts(s)) > 0 {
-			mine = append(mine, s)
-		}
-	}
+	mine := changedPublishing(a)
 	if len(mine) == 0 {
 		return nil, nil
 	}
