@@ -28,11 +28,7 @@ func admitPublishing(st *store.Store, a *admission) ([]string, error) {
 		return nil, nil
 	}
 	var errs []string
-	for _, c := range a.changed {
-		s, ok := c.obj.(*legion.Service)
-		if !ok {
-			continue
-		}
+	for _, s := range changedPublishing(a) {
 		had := map[publishedKey]bool{}
 		if old, ok := a.current[legion.ObjectKey(s)].(*legion.Service); ok {
 			for _, k := range publishedPorts(old) {
