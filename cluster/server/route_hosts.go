@@ -64,11 +64,12 @@ func admitRouteHosts(st *store.Store, a *admission) ([]string, error) {
 	return errs, nil
 }
 
-// claims: a route of namespace ns names host itself, or a host that
-// overlaps it.
+// claims: a route of namespace ns names host itself. (Only the same
+// host: a wildcard over its own exact host may still cover another
+// namespace's.)
 func claims(routes []*legion.Route, ns, host string) bool {
 	for _, r := range routes {
-		if r.Metadata.Namespace == ns && hostsOverlap(r.Spec.Host, host) {
+		if r.Metadata.Namespace == ns && r.Spec.Host == host {
 			return true
 		}
 	}

@@ -41,6 +41,12 @@ func TestAdmissionRouteHosts(t *testing.T) {
 		"spec.host: one.apps.example.org is routed by namespace apps (route all, host *.apps.example.org)")
 	// Two labels in front are not the wildcard's.
 	applyOK(t, c, routeFor("evil", "deep", "a.b.apps.example.org", "/"))
+	// A namespace's wildcard over its own host still may not cover
+	// another's.
+	applyOK(t, c, routeFor("blue", "x", "x.team.example.org", "/"))
+	applyOK(t, c, routeFor("green", "y", "y.team.example.org", "/"))
+	applyRefused(t, m, c, routeFor("blue", "all", "*.team.example.org", "/"), codes.AlreadyExists,
+		"spec.host: *.team.example.org is routed by namespace green (route y, host y.team.example.org)")
 	// Two namespaces in one apply.
 	applyRefused(t, m, c, routeFor("pa", "x", "new.example.net", "/")+"---\n"+routeFor("pb", "x", "new.example.net", "/x"),
 		codes.AlreadyExists, "new.example.net is routed by namespace pa (route x, host new.example.net)")
