@@ -11,6 +11,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/scheduler"
 	"github.com/spf13/cobra"
 )
 
@@ -78,13 +79,25 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 				warnApplied(cmd.ErrOrStderr(), objs, listWith(ctxOf(cmd), cl))
 				warnStale(cmd.ErrOrStderr(), res, listWith(ctxOf(cmd), cl))
 			}
-			// Each Service applied is followed in turn; the first that
-			// fails ends the wait with its code.
+			if !wf.wait {
+				return nil
+			}
+			// Each Service applied is followed in turn, and each Job to
+			// its end; the first that fails ends the wait with its code.
 			for _, r := range res {
-				if s, ok := r.Object.(*legion.Service); ok {
-					if err := c.waitRollout(cmd, wf, s.Metadata.Namespace, s.Metadata.Name, false); err != nil {
-						return err
-					}
+				m := r.Object.GetMetadata()
+				var err error
+				switch r.Object.(type) {
+				case *legion.Service:
+					err = c.waitRollout(cmd, wf, m.Namespace, m.Name, false)
+				case *legion.Job:
+					err = followJob(ctxOf(cmd), cl, cmd.OutOrStdout(), m.Namespace, m.Name, wf.timeout)
+				case *legion.CronJob:
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: --wait: %s makes its Jobs on its schedule, and is not waited for (legion get jobs -l %s=%s)\n",
+						ref(r.Object), scheduler.LabelCronJob, m.Name)
+				}
+				if err != nil {
+					return err
 				}
 			}
 			return nil
@@ -94,6 +107,8 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 	manifestNamespaceFlag(cmd, &ns)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change, write nothing")
 	wf.add(cmd)
+	cmd.Flags().Lookup("wait").Usage = "follow what was applied: exit 0 once every service's tasks run its pod and are ready and every job completed, " +
+		"1 if an update pauses or rolls back or a job fails, 2 on the timeout"
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -136,5 +137,44 @@ func TestOnlyRestarted(t *testing.T) {
 		if got := onlyRestarted(tc.prev, tc.now); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// apply --wait follows a Job to its end, as kubectl wait
+// --for=condition=complete would: exit 0 once it completed, 1 once it
+// failed, saying why; a CronJob is said not to be waited for.
+func TestApplyWaitFollowsAJob(t *testing.T) {
+	t.Parallel()
+	n := startCluster(t)
+	ctx := context.Background()
+	deployHello(ctx, t, n, helloApp("web", readyHTTP))
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	job := func(name, args string) string {
+		return `apiVersion: legion/v1
+kind: Job
+metadata: {name: ` + name + `}
+spec:
+  completions: 2
+  backoffLimit: 0
+  pod: {containers: [{name: c, image: localhost/hello:1, pullPolicy: never, args: ` + args + `}]}
+`
+	}
+	out, err := runLegion(t, job("fine", `[-say, done, -exit, "0"]`), append([]string{"apply", "-f", "-", "--wait", "--timeout", "90s"}, flags...)...)
+	if err != nil || !strings.Contains(out, "job default/fine: complete: 2 of 2 completions, 0 active, 0 failed") {
+		t.Fatalf("apply --wait of a job that completes: %v\n%s", err, out)
+	}
+	out, err = runLegion(t, job("broken", `[-exit, "3"]`), append([]string{"apply", "-f", "-", "--wait", "--timeout", "90s"}, flags...)...)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != rolloutFailed || !strings.Contains(ee.msg, "job default/broken failed: 1 task failed, more than its backoffLimit of 0") {
+		t.Fatalf("apply --wait of a job that fails: %v, want exit %d saying why\n%s", err, rolloutFailed, out)
+	}
+	cron := `apiVersion: legion/v1
+kind: CronJob
+metadata: {name: nightly}
+spec: {schedule: "0 3 * * *", job: {pod: {containers: [{name: c, image: localhost/hello:1, pullPolicy: never}]}}}
+`
+	out, err = runLegion(t, cron, append([]string{"apply", "-f", "-", "--wait", "--timeout", "5s"}, flags...)...)
+	if err != nil || !strings.Contains(out, "warning: --wait: cronjob/nightly makes its Jobs on its schedule, and is not waited for") {
+		t.Fatalf("apply --wait of a cron job: %v\n%s", err, out)
 	}
 }
