@@ -65,6 +65,9 @@ func (p *planner) jobOwner(o *owner) {
 					// A restarting task's message ends with when it
 					// restarts, which stopping it makes untrue.
 					why, _, _ = strings.Cut(why, ": restarting in ")
+					if why == "" {
+						why = lastRun(lastFail)
+					}
 					msg += " (restarted " + times(lastFail.Status.Restarts) + ")"
 				}
 				switch {
@@ -155,6 +158,17 @@ func failures(failed, restarts int) string {
 		parts = append(parts, "containers of running tasks restarted "+times(restarts))
 	}
 	return strings.Join(parts, " and ")
+}
+
+// lastRun is how a restarted container of t last ended, as its status
+// says ("container c exited with 3"), or "" when none says.
+func lastRun(t *legion.Task) string {
+	for _, c := range t.Status.Containers {
+		if c.Restarts > 0 && c.Message != "" {
+			return "container " + c.Name + " " + c.Message
+		}
+	}
+	return ""
 }
 
 // times is n as in "restarted n times".

@@ -147,6 +147,21 @@ func TestJobRestartsCountAgainstTheBackoffLimit(t *testing.T) {
 	if j := c.Job("again"); j.Status.State != legion.JobFailed || j.Status.Message != want {
 		t.Fatalf("after a restart: %+v, want failed: %q", j.Status, want)
 	}
+	// When its containers' status says how the last run ended, so does
+	// the Job.
+	third := strings.Replace(singleJob("0"), "name: batch", "name: third", 1)
+	c.Apply(strings.Replace(third, "image: batch:1}]}", "image: batch:1}], restartPolicy: {condition: on-failure}}", 1))
+	c.Converge()
+	name = c.Live("third")[0].Metadata.Name
+	c.SetTask(name, func(tk *legion.Task) {
+		tk.Status.Restarts, tk.Status.Message = 1, ""
+		tk.Status.Containers = []legion.ContainerStatus{{Name: "c", State: "running", Restarts: 1, Message: "exited with 3"}}
+	})
+	c.Converge()
+	want = "a running task's container restarted once, more than its backoffLimit of 0; the last, " + name + " (restarted once): container c exited with 3"
+	if j := c.Job("third"); j.Status.State != legion.JobFailed || j.Status.Message != want {
+		t.Fatalf("after a restart its container's status tells of: %+v, want failed: %q", j.Status, want)
+	}
 }
 
 func TestJobActiveDeadline(t *testing.T) {

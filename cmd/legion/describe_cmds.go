@@ -538,7 +538,33 @@ func descTask(d *describer, t *legion.Task, now time.Time) {
 	if st.Message != "" {
 		d.line("Message", st.Message)
 	}
+	if len(st.Containers) > 0 {
+		d.section("Containers")
+		d.indent = "    "
+		for _, c := range st.Containers {
+			d.line(c.Name, containerLine(c))
+		}
+	}
 	d.indent = ""
+}
+
+// containerLine is one container of a task's status, as kubectl
+// describe pod shows its state, readiness, restarts and last state.
+func containerLine(c legion.ContainerStatus) string {
+	s := c.State
+	if c.State == "exited" && c.ExitCode != nil {
+		s += fmt.Sprintf(" (%d)", *c.ExitCode)
+	}
+	if c.Ready {
+		s += ", ready"
+	}
+	if c.Restarts > 0 {
+		s += fmt.Sprintf(", %d restarts", c.Restarts)
+	}
+	if c.Message != "" {
+		s += "; last run " + c.Message
+	}
+	return s
 }
 
 func descVolume(d *describer, v *legion.Volume) {

@@ -44,6 +44,7 @@ func describeFixtures() (svc *legion.Service, tasks []*legion.Task, evs []legion
 		}
 		if i == 1 {
 			t.Status.Restarts, t.Status.Message = 4, "container app exited with 1: restarting in 8s (attempt 5)"
+			t.Status.Containers = []legion.ContainerStatus{{Name: "app", State: "waiting", Restarts: 4, Message: "exited with 1"}}
 		}
 		if i == 2 {
 			t.Status.Message = "over the quota of namespace shop: tasks 3 of 2"

@@ -47,7 +47,8 @@ type worker struct {
 	restarts  map[string]int
 	failures  map[string]int // in a row
 	started   map[string]time.Time
-	exited    map[string]int // exit code of containers that will not run again
+	exited    map[string]int    // exit code of containers that will not run again
+	lastEnd   map[string]string // how each container's last run ended ("exited with 3")
 	restartAt map[string]time.Time
 	exhausted string // why the task failed for good, once it did
 	// probeStopped: the kind of probe whose failure stopped a container,
@@ -79,7 +80,7 @@ func (w *worker) container(name string) *legion.Container {
 func newWorker(a *Agent, task *legion.Task, adopt bool) *worker {
 	return &worker{a: a, task: task, adopt: adopt,
 		events: make(chan jail.Event, 64), stop: make(chan struct{}), done: make(chan struct{}),
-		restarts: map[string]int{}, failures: map[string]int{}, started: map[string]time.Time{},
+		restarts: map[string]int{}, failures: map[string]int{}, started: map[string]time.Time{}, lastEnd: map[string]string{},
 		exited: map[string]int{}, restartAt: map[string]time.Time{}, probeStopped: map[string]probe.Kind{},
 		probes: make(chan probeEvent, 16), probeStop: map[string]context.CancelFunc{},
 		probeGen: map[string]int{}, containerReady: map[string]bool{}}
@@ -94,6 +95,37 @@ func (w *worker) setStatus(state legion.TaskState, msg string) {
 	for _, n := range w.restarts {
 		w.status.Restarts += n
 	}
+	w.status.Containers = w.containerStatuses(state)
+}
+
+// containerStatuses is each main container's state as the task's status
+// carries it (a new slice: reports queued before hold the last one). A
+// container is waiting until it starts and while a restart is due,
+// exited once it will not run again, else running; its message says how
+// its last run ended.
+func (w *worker) containerStatuses(state legion.TaskState) []legion.ContainerStatus {
+	if state != legion.TaskRunning && !state.Terminal() {
+		return nil // not started yet: nothing to say of each
+	}
+	out := make([]legion.ContainerStatus, 0, len(w.task.Spec.Pod.Containers))
+	for _, c := range w.task.Spec.Pod.Containers {
+		cs := legion.ContainerStatus{Name: c.Name, Restarts: w.restarts[c.Name], Message: w.lastEnd[c.Name]}
+		_, due := w.restartAt[c.Name]
+		_, started := w.started[c.Name]
+		switch code, exited := w.exited[c.Name]; {
+		case exited:
+			cs.State, cs.ExitCode = "exited", &code
+		case due || !started:
+			cs.State = "waiting"
+		case state.Terminal():
+			cs.State = "exited" // stopped with its task
+		default:
+			cs.State = "running"
+			cs.Ready = c.Probes.Readiness == nil || w.containerReady[c.Name]
+		}
+		out = append(out, cs)
+	}
+	return out
 }
 
 // report sends the worker's status as state and msg and waits for a
@@ -490,12 +522,14 @@ func (w *worker) handleExit(ctx context.Context, name string, code int) {
 	if w.a.now().Sub(w.started[name]) >= StableRun {
 		w.failures[name] = 0
 	}
-	ended := fmt.Sprintf("container %s exited with %d", name, code)
+	how := fmt.Sprintf("exited with %d", code)
 	kind, probed := w.probeStopped[name]
 	delete(w.probeStopped, name)
 	if probed {
-		ended = fmt.Sprintf("container %s was stopped by its failed %s probe (exited with %d)", name, kind, code)
+		how = fmt.Sprintf("was stopped by its failed %s probe (exited with %d)", kind, code)
 	}
+	w.lastEnd[name] = how
+	ended := "container " + name + " " + how
 	restart := cond == legion.RestartAny || cond == legion.RestartOnFailure && (code != 0 || probed)
 	if restart && maxAttempts > 0 && w.restarts[name] >= maxAttempts {
 		w.exited[name] = code

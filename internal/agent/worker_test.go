@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/jail"
 )
@@ -247,6 +248,11 @@ func TestAgentRestartBackoff(t *testing.T) {
 		if st.Ready || st.Restarts != i {
 			t.Errorf("restart pending: ready %v restarts %d, want false, %d", st.Ready, st.Restarts, i)
 		}
+		// Each container's state says the same, and how its run ended.
+		pending := []legion.ContainerStatus{{Name: "main", State: "waiting", Restarts: i, Message: "exited with 143"}}
+		if diff := cmp.Diff(pending, st.Containers); diff != "" {
+			t.Errorf("containers while a restart is due (-want +got):\n%s", diff)
+		}
 		d, err := time.ParseDuration(wait)
 		if err != nil {
 			t.Fatal(err)
@@ -255,6 +261,10 @@ func TestAgentRestartBackoff(t *testing.T) {
 		st, seen = r.mgr.awaitAfter(t, seen, "web-t1", "the restart", isState(legion.TaskRunning, ""))
 		if st.Restarts != i+1 || !st.Ready {
 			t.Errorf("restarted: restarts %d ready %v, want %d, true", st.Restarts, st.Ready, i+1)
+		}
+		running := []legion.ContainerStatus{{Name: "main", State: "running", Ready: true, Restarts: i + 1, Message: "exited with 143"}}
+		if diff := cmp.Diff(running, st.Containers); diff != "" {
+			t.Errorf("containers once restarted (-want +got):\n%s", diff)
 		}
 		if n := r.rt.startCount("t1-main"); n != i+2 {
 			t.Errorf("main started %d times, want %d", n, i+2)
