@@ -174,7 +174,7 @@ func admitRoute(s *RouteSpec, errs *ErrorList) {
 			case err != nil || u.Host == "":
 				errs.add("spec.tls.acme.directory", "%q: expected an https URL", a.Directory)
 			case u.Scheme == "https":
-			case u.Scheme == "http" && isLoopbackHost(u.Hostname()):
+			case u.Scheme == "http" && IsLoopbackHost(u.Hostname()):
 			default:
 				errs.add("spec.tls.acme.directory", "%q: the directory must be https (plain http only on loopback, for tests)", a.Directory)
 			}
@@ -182,7 +182,9 @@ func admitRoute(s *RouteSpec, errs *ErrorList) {
 	}
 }
 
-func isLoopbackHost(h string) bool {
+// IsLoopbackHost reports whether a URL's host names this machine's
+// loopback: localhost, or a loopback address.
+func IsLoopbackHost(h string) bool {
 	if h == "localhost" {
 		return true
 	}

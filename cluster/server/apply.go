@@ -537,6 +537,7 @@ func admitCluster(st *store.Store, items []applyItem, user bool) (*admission, er
 		{codes.FailedPrecondition, admitSecurity},
 		{codes.FailedPrecondition, admitRouteCertificates},
 		{codes.AlreadyExists, admitRouteHosts},
+		{codes.PermissionDenied, admitACMEDirectories},
 		{codes.PermissionDenied, admitPublishing},
 		{codes.AlreadyExists, admitSystemPorts},
 		{codes.AlreadyExists, admitPorts},

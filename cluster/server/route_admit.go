@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/legionbsd/legion"
@@ -73,4 +74,30 @@ func certNames(dns []string, cn string) string {
 		return cn
 	}
 	return strings.Join(dns, ", ")
+}
+
+// admitACMEDirectories refuses a namespace user's Route whose ACME
+// directory is on the managers' loopback: the leader fetches the
+// directory and posts to what it names, so such a route would have it
+// call the managers' own local services (plain http is allowed there at
+// all only for tests, which the cluster admin runs). Another https
+// directory is the user's to choose, as with cert-manager's namespaced
+// Issuers.
+func admitACMEDirectories(_ *store.Store, a *admission) ([]string, error) {
+	if !a.user {
+		return nil, nil
+	}
+	var errs []string
+	for _, c := range a.changed {
+		r, ok := c.obj.(*legion.Route)
+		if !ok || r.Spec.TLS == nil || r.Spec.TLS.ACME == nil {
+			continue
+		}
+		u, err := url.Parse(r.Spec.TLS.ACME.Directory)
+		if err == nil && legion.IsLoopbackHost(u.Hostname()) {
+			errs = append(errs, fmt.Sprintf("Route %s: spec.tls.acme.directory: %q is on the managers' loopback, which only the cluster admin may name (for tests)",
+				legion.DisplayName(r), r.Spec.TLS.ACME.Directory))
+		}
+	}
+	return errs, nil
 }

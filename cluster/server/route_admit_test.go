@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
 	"google.golang.org/grpc/codes"
 )
 
@@ -72,4 +75,29 @@ func TestAdmissionRouteCertificate(t *testing.T) {
 	applyOK(t, c, routeYAML("default", "later", "later.example.org", "later-tls", false))
 	applyOK(t, c, routeYAML("default", "blog", "blog.example.org", "shop-tls", true))
 	applyOK(t, c, certSecret(t, "default", "wild-tls", "*.example.org")+"---\n"+routeYAML("default", "wild", "*.example.org", "wild-tls", false))
+}
+
+// TestAdmissionACMEDirectoryOnLoopback: the leader fetches a route's
+// ACME directory, so a namespace user may not point it at the managers'
+// loopback; the cluster admin may (tests run ACME servers there), and a
+// user may name another https directory.
+func TestAdmissionACMEDirectoryOnLoopback(t *testing.T) {
+	t.Parallel()
+	m, admin := admitFixture(t)
+	ctx := context.Background()
+	if _, err := admin.Apply(ctx, []legion.Object{namespaceObj("team"), roleBinding("team", "mallory", legion.RoleEdit)}, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mallory := userClient(t, admin, m.addr, "mallory")
+	loopback := routeYAML("team", "web", "shop.example.org", "web-tls", true)
+	_, err := mallory.Apply(ctx, mustParse(t, loopback), client.ApplyOptions{})
+	if client.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(),
+		`Route team/web: spec.tls.acme.directory: "https://127.0.0.1:14000/dir" is on the managers' loopback, which only the cluster admin may name`) {
+		t.Fatalf("a user's ACME directory on loopback: %v, want PERMISSION_DENIED", err)
+	}
+	elsewhere := strings.Replace(loopback, "https://127.0.0.1:14000/dir", "https://acme.example.net/dir", 1)
+	if _, err := mallory.Apply(ctx, mustParse(t, elsewhere), client.ApplyOptions{}); err != nil {
+		t.Fatalf("a user's ACME directory elsewhere: %v", err)
+	}
+	applyOK(t, admin, strings.NewReplacer("namespace: team", "namespace: lab", "shop.example.org", "lab.example.org").Replace(loopback))
 }
