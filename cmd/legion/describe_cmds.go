@@ -207,8 +207,8 @@ func describe(w io.Writer, o legion.Object, tasks []*legion.Task, evs []legion.E
 				if o.GetKind() == legion.KindNode {
 					name = t.Metadata.Namespace + "/" + name
 				}
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%t\t%d\t%s\t%s\n", name, orDash(t.Spec.Node), t.Spec.DesiredState,
-					stateOf(t), t.Status.Ready, t.Status.Restarts, orDash(age(t.Status.Timestamp, now)), cell(t.Status.Message))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", name, orDash(t.Spec.Node), t.Spec.DesiredState,
+					stateOf(t), taskReady(t), t.Status.Restarts, orDash(age(t.Status.Timestamp, now)), cell(t.Status.Message))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
