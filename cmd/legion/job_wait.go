@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -43,6 +44,9 @@ func followJob(ctx context.Context, cl *client.Client, out io.Writer, ns, name s
 	var rerr error
 	for {
 		o, err := cl.Get(ctx, legion.KindJob, ns, name)
+		if errors.Is(err, client.ErrNotFound) {
+			return err // deleted meanwhile: nothing to follow
+		}
 		if rerr = err; err == nil {
 			j := o.(*legion.Job)
 			if line := jobLine(j); line != last {

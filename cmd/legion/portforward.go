@@ -58,8 +58,8 @@ does: "service/web 8000:80" reaches the pod's port that port 80 serves.`,
 				if remote, via, err = forwardPort(obj, ref); err != nil {
 					return err
 				}
-			case ref.Name != "":
-				return fmt.Errorf("port-forward: port %q of %s: %w", ref.Name, args[0], err)
+			case ref.Name != "", errors.Is(err, client.ErrNotFound):
+				return fmt.Errorf("port-forward %s: %w", args[0], err)
 			}
 			// Without the object (a user who may forward but not read it),
 			// a number is the pod's port, as it says.
@@ -127,7 +127,7 @@ func sessionObject(ctx context.Context, cl *client.Client, t client.Target) (leg
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("no task, service or job %s in namespace %s", t.Name, ns)
+	return nil, fmt.Errorf("no task, service or job %s in namespace %s: %w", t.Name, ns, client.ErrNotFound)
 }
 
 // forwardPort is the pod's port that ref means for obj, a Task, Service

@@ -61,6 +61,11 @@ func TestPortForwardOnADaemon(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "local port "+port+" is taken: give another as LOCAL:http (0:http picks a free one)") {
 		t.Errorf("a forward on a taken port: %v", err)
 	}
+	// Nothing of the name: refused, not listened for.
+	err = rootWith(&syncBuffer{}, &syncBuffer{}, "port-forward", "nothere", "0:80", "--server", n.API, "--credentials", n.Admin).ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "no task, service or job nothere in namespace default") {
+		t.Errorf("a forward to nothing: %v", err)
+	}
 	// A name no port has is refused, naming those there are.
 	err = rootWith(&syncBuffer{}, &syncBuffer{}, "port-forward", "fwd", "0:admin", "--server", n.API, "--credentials", n.Admin).ExecuteContext(ctx)
 	if err == nil || !strings.Contains(err.Error(), `no container port of fwd's pod is named "admin" (it names http, web)`) {

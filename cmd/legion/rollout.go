@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -149,6 +150,9 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 	var rerr error
 	for {
 		cur, err := readRollout(ctx, cl, ns, name)
+		if errors.Is(err, client.ErrNotFound) {
+			return err // not an election's to wait out: there is nothing to follow
+		}
 		if rerr = err; err == nil {
 			r = cur
 			r.rollback = rollback

@@ -56,6 +56,11 @@ func TestRolloutStatusAndWait(t *testing.T) {
 	if !errors.As(err, &ee) || ee.code != rolloutTimedOut || !strings.Contains(ee.msg, "0 ready; 1 pending: no node can run it: 1 node has too little memory") {
 		t.Fatalf("apply --wait of a service no node can run: %v, want exit %d saying why its task is pending\n%s", err, rolloutTimedOut, out)
 	}
+	// A service that is not there is said so at once, not waited for as
+	// through an election until the timeout.
+	if _, err := legion("rollout", "status", "nothere", "--timeout", "60s"); err == nil || errors.As(err, &ee) || !strings.Contains(err.Error(), "Service default/nothere: not found") {
+		t.Fatalf("rollout status of no service: %v, want not found", err)
+	}
 	if _, err := legion("scale", "web", "3", "--timeout", "5s"); err == nil {
 		t.Error("scale --timeout without --wait accepted")
 	}
