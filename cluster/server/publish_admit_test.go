@@ -12,6 +12,17 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
+// teamUser is an admission fixture with namespace team and its edit
+// user mallory, as a client of mallory's own.
+func teamUser(t *testing.T) (*manager, *client.Client, *client.Client) {
+	t.Helper()
+	m, admin := admitFixture(t)
+	if _, err := admin.Apply(context.Background(), []legion.Object{namespaceObj("team"), roleBinding("team", "mallory", legion.RoleEdit)}, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return m, admin, userClient(t, admin, m.addr, "mallory")
+}
+
 // TestAdmissionPublishingIsTheAdmins: a published port is the nodes', so
 // a namespace user may publish a new one only where the cluster admin
 // let its Namespace (allow: [publish]); what the service already
@@ -19,12 +30,8 @@ import (
 // freely.
 func TestAdmissionPublishingIsTheAdmins(t *testing.T) {
 	t.Parallel()
-	m, admin := admitFixture(t)
+	m, admin, mallory := teamUser(t)
 	ctx := context.Background()
-	if _, err := admin.Apply(ctx, []legion.Object{namespaceObj("team"), roleBinding("team", "mallory", legion.RoleEdit)}, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	mallory := userClient(t, admin, m.addr, "mallory")
 	apply := func(c *client.Client, yaml string) error {
 		_, err := c.Apply(ctx, mustParse(t, yaml), client.ApplyOptions{})
 		return err

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"google.golang.org/grpc/codes"
 )
@@ -83,12 +82,8 @@ func TestAdmissionRouteCertificate(t *testing.T) {
 // user may name another https directory.
 func TestAdmissionACMEDirectoryOnLoopback(t *testing.T) {
 	t.Parallel()
-	m, admin := admitFixture(t)
+	_, admin, mallory := teamUser(t)
 	ctx := context.Background()
-	if _, err := admin.Apply(ctx, []legion.Object{namespaceObj("team"), roleBinding("team", "mallory", legion.RoleEdit)}, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	mallory := userClient(t, admin, m.addr, "mallory")
 	loopback := routeYAML("team", "web", "shop.example.org", "web-tls", true)
 	_, err := mallory.Apply(ctx, mustParse(t, loopback), client.ApplyOptions{})
 	if client.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(),

@@ -33,13 +33,8 @@ func jobLine(j *legion.Job) string {
 // as a followed rollout does. Reads that fail during an election are
 // asked again.
 func followJob(ctx context.Context, cl *client.Client, out io.Writer, ns, name string, timeout time.Duration) error {
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	tick := time.NewTicker(rolloutPoll)
-	defer tick.Stop()
+	ctx, tick, stop := following(ctx, timeout)
+	defer stop()
 	var last string
 	var rerr error
 	for {

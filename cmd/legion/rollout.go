@@ -134,17 +134,24 @@ func samePod(t *legion.Task, s *legion.Service) bool {
 	return t.Spec.PodHash != "" && t.Spec.PodHash == scheduler.PodHash(&s.Spec.Pod)
 }
 
+// following is what a follow waits with: ctx ended by timeout (none
+// when 0), and a tick every rolloutPoll to read again on; stop releases
+// both.
+func following(ctx context.Context, timeout time.Duration) (context.Context, *time.Ticker, func()) {
+	cancel := func() {}
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	tick := time.NewTicker(rolloutPoll)
+	return ctx, tick, func() { tick.Stop(); cancel() }
+}
+
 // followRollout prints the rollout whenever it changes until it is done
 // (nil), fails (exit 1) or the timeout passes (exit 2). Reads that fail
 // during an election are asked again.
 func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, name string, timeout time.Duration, rollback bool) error {
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	tick := time.NewTicker(rolloutPoll)
-	defer tick.Stop()
+	ctx, tick, stop := following(ctx, timeout)
+	defer stop()
 	var last string
 	var r rollout // as last read: a read cut short by the timeout leaves it
 	var rerr error
