@@ -7,12 +7,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/internal/testcluster"
 )
@@ -404,5 +406,58 @@ spec:
 	}
 	if _, err := runLegion(t, "", append([]string{"get", "all", "-w"}, flags...)...); err == nil || !strings.Contains(err.Error(), "a watch follows one kind") {
 		t.Errorf("get all -w: %v, want refused", err)
+	}
+}
+
+// delete takes kubectl's forms: several names, KIND/NAME, and a label
+// selector; a name beside a selector, or a kind alone, is refused with
+// nothing deleted.
+func TestDeleteByNamesAndLabels(t *testing.T) {
+	t.Parallel()
+	n := startCluster(t)
+	ctx := context.Background()
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	run := func(args ...string) (string, error) { return runLegion(t, "", append(args, flags...)...) }
+	var objs []legion.Object
+	for _, c := range []struct{ name, tier string }{{"a", "x"}, {"b", "x"}, {"c", "y"}, {"d", "x"}, {"e", "y"}} {
+		o, _ := legion.New(legion.KindConfig)
+		o.GetMetadata().Name, o.GetMetadata().Labels = c.name, map[string]string{"tier": c.tier}
+		o.(*legion.Config).Spec.Text = c.name
+		objs = append(objs, o)
+	}
+	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	left := func() []string {
+		t.Helper()
+		all, _, err := n.Client.List(ctx, legion.KindConfig, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, o := range all {
+			names = append(names, o.GetMetadata().Name)
+		}
+		return names
+	}
+	for _, bad := range [][]string{{"delete", "config"}, {"delete", "config", "a", "-l", "tier=x"}, {"delete", "config/a", "b"}} {
+		if out, err := run(bad...); err == nil {
+			t.Errorf("%v accepted:\n%s", bad, out)
+		}
+	}
+	if got := left(); !slices.Equal(got, []string{"a", "b", "c", "d", "e"}) {
+		t.Fatalf("a refused delete deleted: left %v", got)
+	}
+	if out, err := run("delete", "cfg", "a", "b"); err != nil || !strings.Contains(out, "config/a deleted\nconfig/b deleted") {
+		t.Fatalf("delete cfg a b: %v\n%s", err, out)
+	}
+	if out, err := run("delete", "config/c"); err != nil || !strings.Contains(out, "config/c deleted") {
+		t.Fatalf("delete config/c: %v\n%s", err, out)
+	}
+	if out, err := run("delete", "configs", "-l", "tier=x"); err != nil || !strings.Contains(out, "config/d deleted") {
+		t.Fatalf("delete configs -l tier=x: %v\n%s", err, out)
+	}
+	if got := left(); !slices.Equal(got, []string{"e"}) {
+		t.Fatalf("after the deletes: left %v, want e", got)
 	}
 }

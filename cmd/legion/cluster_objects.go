@@ -324,13 +324,13 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 	var f scopeFlags
 	var file string
 	cmd := &cobra.Command{
-		Use:   "delete KIND NAME | delete -f FILE|DIR|-",
-		Short: "Delete an object, or the objects of manifests",
-		Args:  cobra.MaximumNArgs(2),
+		Use:   "delete KIND NAME... | delete KIND/NAME... | delete KIND -l KEY=VALUE | delete -f FILE|DIR|-",
+		Short: "Delete objects by name or label, or the objects of manifests",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var targets []legion.Object
+			var err error
 			switch {
-			case file != "" && len(args) == 0:
+			case file != "" && len(args) == 0 && len(f.labels) == 0:
 				objs, err := readManifests(cmd.InOrStdin(), file, f.namespace)
 				if err != nil {
 					return err
@@ -341,19 +341,18 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 					return slices.Index(order, b.GetKind()) - slices.Index(order, a.GetKind())
 				})
 				targets = objs
-			case file == "" && len(args) == 2:
-				kind, err := resolveKind(args[0])
-				if err != nil {
+			case file != "":
+				return errors.New("-f takes no KIND, NAME or -l: the manifests say what to delete")
+			case len(args) == 0:
+				return errors.New("expected KIND NAME..., KIND/NAME..., KIND -l KEY=VALUE, or -f FILE")
+			case len(f.labels) > 0:
+				if targets, err = c.selected(cmd, args, f); err != nil {
 					return err
 				}
-				o, err := legion.New(kind)
-				if err != nil {
-					return err
-				}
-				o.GetMetadata().Name, o.GetMetadata().Namespace = args[1], f.namespace
-				targets = []legion.Object{o}
 			default:
-				return errors.New("expected KIND NAME, or -f FILE")
+				if targets, err = named(args, f.namespace); err != nil {
+					return err
+				}
 			}
 			cl, err := c.connect(cmd)
 			if err != nil {
@@ -377,8 +376,87 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 		},
 	}
 	f.add(cmd, false)
+	cmd.Flags().StringArrayVarP(&f.labels, "selector", "l", nil, "delete the objects of KIND with this label, key=value (repeatable, or comma-separated)")
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "delete the objects of these manifests")
 	return cmd
+}
+
+// named reads delete's KIND NAME... or KIND/NAME... (kubectl's forms)
+// into the objects to delete, in namespace ns.
+func named(args []string, ns string) ([]legion.Object, error) {
+	one := func(kindArg, name string) (legion.Object, error) {
+		kind, err := resolveKind(kindArg)
+		if err != nil {
+			return nil, err
+		}
+		if name == "" {
+			return nil, fmt.Errorf("%s/: a name is required", kindArg)
+		}
+		o, err := legion.New(kind)
+		if err != nil {
+			return nil, err
+		}
+		o.GetMetadata().Name, o.GetMetadata().Namespace = name, ns
+		return o, nil
+	}
+	var out []legion.Object
+	if strings.Contains(args[0], "/") {
+		for _, a := range args {
+			k, n, ok := strings.Cut(a, "/")
+			if !ok {
+				return nil, fmt.Errorf("%q: expected KIND/NAME, as the arguments before it", a)
+			}
+			o, err := one(k, n)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, o)
+		}
+		return out, nil
+	}
+	if len(args) < 2 {
+		return nil, fmt.Errorf("delete %s: expected KIND NAME..., or KIND -l KEY=VALUE", args[0])
+	}
+	for _, n := range args[1:] {
+		if strings.Contains(n, "/") {
+			return nil, fmt.Errorf("%q: expected a name of kind %s", n, args[0])
+		}
+		o, err := one(args[0], n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// selected is the objects of delete's KIND with -l's labels, in -n's
+// namespace (a name beside a selector is refused, as with get).
+func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) ([]legion.Object, error) {
+	if len(args) != 1 || strings.Contains(args[0], "/") {
+		return nil, fmt.Errorf("delete %s -l: a name and a label selector do not go together: give KIND alone, or names without -l", strings.Join(args, " "))
+	}
+	kind, err := resolveKind(args[0])
+	if err != nil {
+		return nil, err
+	}
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := c.connect(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	objs, _, err := cl.List(ctxOf(cmd), kind, opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) == 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "No %s with %s found.\n", strings.ToLower(string(kind))+"s", strings.Join(f.labels, ","))
+	}
+	return objs, nil
 }
 
 // warnNamespaceLeft says so when a deleted Namespace still holds objects:
