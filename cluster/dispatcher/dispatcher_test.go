@@ -382,6 +382,30 @@ func TestReportWritesOwnTasksOnly(t *testing.T) {
 	if status.Code(err) != codes.NotFound {
 		t.Fatalf("a task that does not exist: %v, want NotFound", err)
 	}
+
+	// A report naming the task's uid is taken; one naming another (the
+	// pod of a task deleted since, whose name a new task took) is
+	// refused, and writes nothing over the new task's status.
+	uid := o.GetMetadata().UID // b-1's
+	stopped := legion.TaskStatus{State: legion.TaskShutdown, Message: "stopped", Timestamp: now}
+	old, err := json.Marshal(stopped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, _, err := m.Store.Get(legion.KindTask, "web", "a-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Report(ctxT(t), &legionpb.ReportRequest{Namespace: "web", Name: "a-1", Uid: uid, Status: old})
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "was deleted: the task of that name now is another") {
+		t.Fatalf("a report for another uid: %v, want NotFound saying the task was replaced", err)
+	}
+	if after, _, _ := m.Store.Get(legion.KindTask, "web", "a-1"); after.(*legion.Task).Status.State != legion.TaskRunning {
+		t.Errorf("a refused report wrote a-1's status: %+v", after.(*legion.Task).Status)
+	}
+	if _, err := a.Report(ctxT(t), &legionpb.ReportRequest{Namespace: "web", Name: "a-1", Uid: cur.GetMetadata().UID, Status: old}); err != nil {
+		t.Fatalf("a report naming the task's own uid: %v", err)
+	}
 }
 
 func TestHeartbeatsReachSignals(t *testing.T) {

@@ -17,7 +17,9 @@ import (
 // Report replaces a task's status with what its node reports, keeping its
 // spec, retrying when the planner wrote the task meanwhile, and writing
 // nothing when the status is already the one stored. A node reports only
-// the tasks assigned to it.
+// the tasks assigned to it, and, when it names the task's uid, only the
+// task it runs: the planner gives a deleted task's name to its
+// replacement, whose status the old pod's last reports must not take.
 func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*legionpb.ReportResponse, error) {
 	id, leaf, by, err := nodeCaller(ctx, req.GetNode())
 	if err != nil {
@@ -51,6 +53,10 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 		if _, err := st.Decode(legion.KindTask, req.GetNamespace(), req.GetName(), &t); err != nil {
 			return nil, s.statusOf(err)
 		}
+		if uid := req.GetUid(); uid != "" && t.Metadata.UID != uid {
+			return nil, status.Errorf(codes.NotFound, "task %s/%s (uid %s) was deleted: the task of that name now is another (uid %s)",
+				req.GetNamespace(), req.GetName(), uid, t.Metadata.UID)
+		}
 		if t.Spec.Node != id.Name {
 			return nil, status.Errorf(codes.PermissionDenied, "task %s/%s is assigned to node %q, not to %s", req.GetNamespace(), req.GetName(), t.Spec.Node, id.Name)
 		}
@@ -74,6 +80,7 @@ func (s *Service) Report(ctx context.Context, req *legionpb.ReportRequest) (*leg
 // report to the leader.
 type reportedTask struct {
 	Metadata struct {
+		UID     string `json:"uid"`
 		Version uint64 `json:"version"`
 	} `json:"metadata"`
 	Spec struct {

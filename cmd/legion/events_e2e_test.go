@@ -9,6 +9,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/agent"
 )
 
 // eventsApp is a Service of one hello container with args, rolled back
@@ -167,5 +168,37 @@ func TestEventsFollowACrashLoopAndARolledBackUpdate(t *testing.T) {
 	_, events, _ = strings.Cut(desc, "\nEvents:\n")
 	if strings.Contains(events, " "+legion.ReasonBackOff+" ") || !strings.Contains(events, " "+legion.ReasonTaskStarted+" ") {
 		t.Errorf("describe service crash, made again, shows the crash loop of the one deleted before it, or not its own start:\n%s", desc)
+	}
+}
+
+// A deleted task is replaced under its name; the old pod's last reports,
+// sent while it stops, are refused rather than written over the new
+// task's status, which once had the new task stopped and replaced in
+// turn (web-1-2 after web-1-1).
+func TestADeletedTasksPodDoesNotReportForItsReplacement(t *testing.T) {
+	t.Parallel()
+	n, ctx := helloCluster(t, helloApp("web", readyHTTP))
+	old := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready })
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	if out, err := runLegion(t, "", append([]string{"delete", "task", old.Metadata.Name}, flags...)...); err != nil {
+		t.Fatalf("delete task: %v\n%s", err, out)
+	}
+	// Until the old pod is gone, its worker reports.
+	waitFor(t, "the deleted task's containers to go", func() bool {
+		cs, err := n.Runtime.List(ctx, map[string]string{agent.LabelTask: old.Metadata.UID})
+		return err == nil && len(cs) == 0
+	})
+	replacement := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready })
+	tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range tasks {
+		names = append(names, o.GetMetadata().Name)
+	}
+	if replacement.Metadata.Name != old.Metadata.Name || replacement.Metadata.UID == old.Metadata.UID || len(tasks) != 1 {
+		t.Fatalf("after deleting %s (uid %s): tasks %v, the ready one %s (uid %s); want its replacement alone, under its name",
+			old.Metadata.Name, old.Metadata.UID, names, replacement.Metadata.Name, replacement.Metadata.UID)
 	}
 }

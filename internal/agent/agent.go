@@ -531,7 +531,7 @@ func (a *Agent) reportPodGone(ctx context.Context, t *legion.Task, state legion.
 	st := t.Status
 	st.State, st.Ready, st.Timestamp, st.Message = state, false, a.now(), msg
 	a.log.Log(ctx, level, "a task's pod is gone", "task", t.Metadata.Namespace+"/"+t.Metadata.Name, "was", t.Status.State, "now", state)
-	if err := a.Manager.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, st); err != nil {
+	if err := a.Manager.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, t.Metadata.UID, st); err != nil {
 		a.log.Warn("reporting a task whose pod is gone", "task", t.Metadata.Name, "err", err)
 		a.keepFinal(t, st)
 	}
@@ -771,7 +771,7 @@ func (a *Agent) keepFinal(t *legion.Task, st legion.TaskStatus) {
 
 // reportFinal sends a kept last status again; taken, it is forgotten.
 func (a *Agent) reportFinal(ctx context.Context, f *legion.Task) {
-	if err := a.Manager.Report(ctx, f.Metadata.Namespace, f.Metadata.Name, f.Status); err != nil {
+	if err := a.Manager.Report(ctx, f.Metadata.Namespace, f.Metadata.Name, f.Metadata.UID, f.Status); err != nil {
 		a.log.Warn("reporting an ended task's last status again", "task", f.Metadata.Name, "err", err)
 		return
 	}

@@ -123,7 +123,7 @@ func (m *fakeManager) released() []string {
 
 func (m *fakeManager) Assignments(ctx context.Context) (<-chan Assignments, error) { return m.ch, nil }
 
-func (m *fakeManager) Report(ctx context.Context, namespace, name string, st legion.TaskStatus) error {
+func (m *fakeManager) Report(ctx context.Context, namespace, name, _ string, st legion.TaskStatus) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if st.State.Terminal() && m.refuseFinal > 0 {

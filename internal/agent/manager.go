@@ -55,8 +55,10 @@ type Manager interface {
 	// Assignments delivers the node's assignments each time they change,
 	// until ctx ends.
 	Assignments(ctx context.Context) (<-chan Assignments, error)
-	// Report records a task's status as the node sees it.
-	Report(ctx context.Context, namespace, name string, st legion.TaskStatus) error
+	// Report records a task's status as the node sees it; uid is the
+	// task's metadata.uid, so that a report for a task since deleted is
+	// not taken by the new task of its name.
+	Report(ctx context.Context, namespace, name, uid string, st legion.TaskStatus) error
 	// ClaimVolume takes a Volume for the node's task before the task uses
 	// it, saying how the node keeps it (backend) and, when not nil, its
 	// snapshots there (empty: none); a refusal (held by another node,

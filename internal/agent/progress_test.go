@@ -17,12 +17,12 @@ type heldManager struct {
 	release chan struct{}
 }
 
-func (m *heldManager) Report(ctx context.Context, ns, name string, st legion.TaskStatus) error {
+func (m *heldManager) Report(ctx context.Context, ns, name, uid string, st legion.TaskStatus) error {
 	if st.State == m.hold {
 		close(m.held)
 		<-m.release
 	}
-	return m.fakeManager.Report(ctx, ns, name, st)
+	return m.fakeManager.Report(ctx, ns, name, uid, st)
 }
 
 // A step's report on the way to running does not hold the pod back: with

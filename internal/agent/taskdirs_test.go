@@ -31,7 +31,7 @@ func (m *sweepManager) Assignments(ctx context.Context) (<-chan Assignments, err
 	return ch, nil
 }
 
-func (m *sweepManager) Report(ctx context.Context, namespace, name string, st legion.TaskStatus) error {
+func (m *sweepManager) Report(ctx context.Context, namespace, name, uid string, st legion.TaskStatus) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.reports[name] = st

@@ -133,7 +133,7 @@ func (w *worker) containerStatuses(state legion.TaskState) []legion.ContainerSta
 func (w *worker) report(ctx context.Context, state legion.TaskState, msg string) error {
 	w.setStatus(state, msg)
 	w.progressed()
-	err := w.a.Manager.Report(ctx, w.task.Metadata.Namespace, w.task.Metadata.Name, w.status)
+	err := w.a.Manager.Report(ctx, w.task.Metadata.Namespace, w.task.Metadata.Name, w.task.Metadata.UID, w.status)
 	if err != nil {
 		w.a.log.Warn("reporting task status", "task", w.task.Metadata.Name, "err", err)
 	}
@@ -172,7 +172,7 @@ func (w *worker) progress(ctx context.Context, state legion.TaskState, msg strin
 			st := w.progressQueue[0]
 			w.progressQueue = w.progressQueue[1:]
 			w.progressMu.Unlock()
-			if err := w.a.Manager.Report(ctx, w.task.Metadata.Namespace, w.task.Metadata.Name, st); err != nil {
+			if err := w.a.Manager.Report(ctx, w.task.Metadata.Namespace, w.task.Metadata.Name, w.task.Metadata.UID, st); err != nil {
 				w.a.log.Warn("reporting task status", "task", w.task.Metadata.Name, "err", err)
 			}
 		}

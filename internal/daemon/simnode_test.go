@@ -88,7 +88,7 @@ func (s *simNode) run(ctx context.Context, ch <-chan agent.Assignments) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				for s.sess.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, st) != nil {
+				for s.sess.Report(ctx, t.Metadata.Namespace, t.Metadata.Name, t.Metadata.UID, st) != nil {
 					select {
 					case <-ctx.Done():
 						return

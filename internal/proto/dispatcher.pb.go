@@ -986,11 +986,15 @@ func (x *AssignmentSet) GetMembersBesideEndpoints() bool {
 }
 
 type ReportRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // empty: the certificate's node
-	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Status        []byte                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"` // JSON of legion.TaskStatus
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Node      string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"` // empty: the certificate's node
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Status    []byte                 `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"` // JSON of legion.TaskStatus
+	// uid is the task's metadata.uid as the node holds it: a report for a
+	// task deleted since, whose name a new task took, is refused rather
+	// than written over the new one's status. Empty: not checked.
+	Uid           string `protobuf:"bytes,5,opt,name=uid,proto3" json:"uid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1051,6 +1055,13 @@ func (x *ReportRequest) GetStatus() []byte {
 		return x.Status
 	}
 	return nil
+}
+
+func (x *ReportRequest) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
 }
 
 type ReportResponse struct {
@@ -1456,12 +1467,13 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x18members_beside_endpoints\x18\x17 \x01(\bR\x16membersBesideEndpoints\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"m\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x7f\n" +
 	"\rReportRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x16\n" +
-	"\x06status\x18\x04 \x01(\fR\x06status\"\x10\n" +
+	"\x06status\x18\x04 \x01(\fR\x06status\x12\x10\n" +
+	"\x03uid\x18\x05 \x01(\tR\x03uid\"\x10\n" +
 	"\x0eReportResponse\"#\n" +
 	"\tNotLeader\x12\x16\n" +
 	"\x06leader\x18\x01 \x01(\tR\x06leader\"\xe7\x01\n" +

@@ -362,7 +362,7 @@ func (a *Agent) run(ctx context.Context, ch <-chan agent.Assignments) {
 				// Through elections too: tried again until it is taken or
 				// the agent stops.
 				for {
-					err := a.sess.Report(ctx, r.t.Metadata.Namespace, r.t.Metadata.Name, r.st)
+					err := a.sess.Report(ctx, r.t.Metadata.Namespace, r.t.Metadata.Name, r.t.Metadata.UID, r.st)
 					if err == nil {
 						a.h.Reports.Add(1)
 						return

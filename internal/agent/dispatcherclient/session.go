@@ -395,12 +395,12 @@ func (s *Session) currentPeriod() time.Duration {
 }
 
 // Report implements agent.Manager: the task's status goes to the leader.
-func (s *Session) Report(ctx context.Context, namespace, name string, st legion.TaskStatus) error {
+func (s *Session) Report(ctx context.Context, namespace, name, uid string, st legion.TaskStatus) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("task %s/%s: status: %w", namespace, name, err)
 	}
-	req := &legionpb.ReportRequest{Node: s.cfg.Node, Namespace: namespace, Name: name, Status: data}
+	req := &legionpb.ReportRequest{Node: s.cfg.Node, Namespace: namespace, Name: name, Uid: uid, Status: data}
 	return s.write(ctx, "report of task "+namespace+"/"+name, func(ctx context.Context, c legionpb.DispatcherClient) error {
 		_, err := c.Report(ctx, req)
 		return err

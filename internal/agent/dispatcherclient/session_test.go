@@ -187,7 +187,7 @@ func TestSessionRegistersFollowsAndReports(t *testing.T) {
 	until(t, ch, summary{Tasks: []string{"a-1@node-a", "a-2@node-a"}, Values: map[string]string{"Secret/web/token": "s3cret"}})
 
 	st := legion.TaskStatus{State: legion.TaskRunning, Message: "up", Ready: true}
-	if err := s.Report(ctx, "web", "a-1", st); err != nil {
+	if err := s.Report(ctx, "web", "a-1", "", st); err != nil {
 		t.Fatal(err)
 	}
 	o, _, err = m.Store.Get(legion.KindTask, "web", "a-1")
@@ -197,7 +197,7 @@ func TestSessionRegistersFollowsAndReports(t *testing.T) {
 	if diff := cmp.Diff(st, o.(*legion.Task).Status); diff != "" {
 		t.Errorf("a-1 status (-want +got):\n%s", diff)
 	}
-	if err := s.Report(ctx, "web", "b-1", st); status.Code(err) != codes.PermissionDenied {
+	if err := s.Report(ctx, "web", "b-1", "", st); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("reporting node-b's task: %v, want PermissionDenied", err)
 	}
 
@@ -291,7 +291,7 @@ func TestSessionFailsOverToALiveManager(t *testing.T) {
 	put(t, st, task("a-2", "node-a", ""))
 	until(t, ch, summary{Tasks: []string{"a-1@node-a", "a-2@node-a"}, Values: map[string]string{}})
 	want := legion.TaskStatus{State: legion.TaskRunning, Message: "after failover"}
-	if err := s.Report(ctx, "web", "a-2", want); err != nil {
+	if err := s.Report(ctx, "web", "a-2", "", want); err != nil {
 		t.Fatalf("report after the first manager died: %v", err)
 	}
 	o, _, err := st.Get(legion.KindTask, "web", "a-2")
@@ -348,7 +348,7 @@ func TestSessionWritesGoToTheLeaderAFollowerNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, ch, summary{Tasks: []string{"a-1@node-a"}, Values: map[string]string{}})
-	if err := s.Report(ctx, "web", "a-1", legion.TaskStatus{State: legion.TaskRunning}); err != nil {
+	if err := s.Report(ctx, "web", "a-1", "", legion.TaskStatus{State: legion.TaskRunning}); err != nil {
 		t.Fatal(err)
 	}
 	o, _, err := lst.Get(legion.KindTask, "web", "a-1")
