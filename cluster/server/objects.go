@@ -127,9 +127,17 @@ func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb
 	if err := refuseInUse(st, kind, ns, req.Name); err != nil {
 		return nil, err
 	}
-	obj, err := st.Delete(ctx, kind, ns, req.Name, pre)
-	if err != nil {
-		return nil, toStatus(err)
+	var obj legion.Object
+	stopped := false
+	if kind == legion.KindTask {
+		if obj, stopped, err = stopTask(ctx, st, ns, req.Name, pre); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	if !stopped {
+		if obj, err = st.Delete(ctx, kind, ns, req.Name, pre); err != nil {
+			return nil, toStatus(err)
+		}
 	}
 	p, err := pb.ToProto(obj)
 	if err != nil {

@@ -367,6 +367,11 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 					errs = append(errs, fmt.Errorf("deleting %s: %w", ref(o), err))
 					continue
 				}
+				if t, ok := gone.(*legion.Task); ok && t.Spec.DesiredState == legion.TaskShutdown && !t.Status.State.Terminal() {
+					// A task a node runs is stopped, not removed (see the server's stopTask).
+					fmt.Fprintf(cmd.OutOrStdout(), "%s stopping: its slot's next task starts once it has stopped, and it stays in the slot's history (delete it again then to remove it)\n", ref(gone))
+					continue
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", ref(gone))
 				if o.GetKind() == legion.KindNamespace {
 					warnNamespaceLeft(ctxOf(cmd), cmd.ErrOrStderr(), cl, m.Name)

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
-	"github.com/legionbsd/legion/internal/agent"
 )
 
 // eventsApp is a Service of one hello container with args, rolled back
@@ -171,34 +171,51 @@ func TestEventsFollowACrashLoopAndARolledBackUpdate(t *testing.T) {
 	}
 }
 
-// A deleted task is replaced under its name; the old pod's last reports,
-// sent while it stops, are refused rather than written over the new
-// task's status, which once had the new task stopped and replaced in
-// turn (web-1-2 after web-1-1).
-func TestADeletedTasksPodDoesNotReportForItsReplacement(t *testing.T) {
+// Deleting a running task stops it first, as kubectl delete pod does: the
+// slot's next task starts only once it has stopped, so a stateful
+// ordinal never has two pods on its Volume (it had, for the time the old
+// pod took to stop). The stopped task stays in the slot's history until
+// it is deleted again.
+func TestDeletingARunningTaskStopsItFirst(t *testing.T) {
 	t.Parallel()
-	n, ctx := helloCluster(t, helloApp("web", readyHTTP))
-	old := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready })
+	db := strings.Replace(helloApp("db", readyHTTP+"        volumeMounts: [{name: data, path: /data}]\n    volumes: [{name: data, claim: {size: 1Gi}}]\n"),
+		"spec:\n", "spec:\n  mode: stateful\n", 1)
+	n, ctx := helloCluster(t, db)
+	old := waitTaskOf(ctx, t, n, "db", func(tk *legion.Task) bool { return tk.Status.Ready })
 	flags := []string{"--server", n.API, "--credentials", n.Admin}
-	if out, err := runLegion(t, "", append([]string{"delete", "task", old.Metadata.Name}, flags...)...); err != nil {
-		t.Fatalf("delete task: %v\n%s", err, out)
+	out, err := runLegion(t, "", append([]string{"delete", "task", old.Metadata.Name}, flags...)...)
+	if err != nil || !strings.Contains(out, "task/"+old.Metadata.Name+" stopping: its slot's next task starts once it has stopped") {
+		t.Fatalf("delete task %s: %v\n%s", old.Metadata.Name, err, out)
 	}
-	// Until the old pod is gone, its worker reports.
-	waitFor(t, "the deleted task's containers to go", func() bool {
-		cs, err := n.Runtime.List(ctx, map[string]string{agent.LabelTask: old.Metadata.UID})
-		return err == nil && len(cs) == 0
+	// Each listing is one version of the store: the first to hold the
+	// next task must hold the old one stopped.
+	var next *legion.Task
+	waitFor(t, "the ordinal's next task", func() bool {
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		var stopped bool
+		for _, o := range tasks {
+			tk := o.(*legion.Task)
+			switch {
+			case tk.Metadata.UID == old.Metadata.UID:
+				stopped = tk.Status.State.Terminal()
+			case tk.Spec.Owner.Name == "db":
+				next = tk
+			}
+		}
+		if next != nil && !stopped {
+			t.Fatalf("%s started while %s, deleted, had not stopped", next.Metadata.Name, old.Metadata.Name)
+		}
+		return next != nil
 	})
-	replacement := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready })
-	tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
-	if err != nil {
-		t.Fatal(err)
+	waitTaskOf(ctx, t, n, "db", func(tk *legion.Task) bool { return tk.Metadata.UID == next.Metadata.UID && tk.Status.Ready })
+	// Ended, it is deleted for good.
+	if out, err := runLegion(t, "", append([]string{"delete", "task", old.Metadata.Name}, flags...)...); err != nil || !strings.Contains(out, "task/"+old.Metadata.Name+" deleted") {
+		t.Fatalf("delete task %s again: %v\n%s", old.Metadata.Name, err, out)
 	}
-	var names []string
-	for _, o := range tasks {
-		names = append(names, o.GetMetadata().Name)
-	}
-	if replacement.Metadata.Name != old.Metadata.Name || replacement.Metadata.UID == old.Metadata.UID || len(tasks) != 1 {
-		t.Fatalf("after deleting %s (uid %s): tasks %v, the ready one %s (uid %s); want its replacement alone, under its name",
-			old.Metadata.Name, old.Metadata.UID, names, replacement.Metadata.Name, replacement.Metadata.UID)
+	if _, err := n.Client.Get(ctx, legion.KindTask, legion.DefaultNamespace, old.Metadata.Name); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("the stopped task deleted again: %v, want not found", err)
 	}
 }
