@@ -43,7 +43,7 @@ func Demand(ns string, st *State) legion.QuotaUsage {
 		for ord := 0; ord < n; ord++ {
 			for _, pv := range s.Spec.Pod.Volumes {
 				if pv.Claim != nil {
-					vols[claimName(pv.Name, s.Metadata.Name, ord)] = pv.Claim.Size
+					vols[ClaimName(pv.Name, s.Metadata.Name, ord)] = pv.Claim.Size
 				}
 			}
 		}

@@ -743,7 +743,7 @@ func (p *planner) taskVolumes(o *owner, ordinal int) map[string]string {
 		case v.Volume != nil:
 			name = v.Volume.Name
 		case v.Claim != nil:
-			name = claimName(v.Name, o.key.name, ordinal)
+			name = ClaimName(v.Name, o.key.name, ordinal)
 		default:
 			continue
 		}
@@ -755,7 +755,9 @@ func (p *planner) taskVolumes(o *owner, ordinal int) map[string]string {
 	return out
 }
 
-func claimName(claim, svc string, ordinal int) string {
+// ClaimName is the Volume a stateful service's claim makes for an
+// ordinal: <claim>-<service>-<ordinal>.
+func ClaimName(claim, svc string, ordinal int) string {
 	return claim + "-" + svc + "-" + strconv.Itoa(ordinal)
 }
 

@@ -18,7 +18,7 @@ func (p *planner) claimVolumes(o *owner, wanted int) {
 			if pv.Claim == nil {
 				continue
 			}
-			name := claimName(pv.Name, o.key.name, n)
+			name := ClaimName(pv.Name, o.key.name, n)
 			key := nsName{o.key.ns, name}
 			v := p.volumes[key]
 			if v == nil {

@@ -200,7 +200,7 @@ func (p *planner) ordinalOwner(v *legion.Volume) *owner {
 		return nil
 	}
 	for _, pv := range o.pod.Volumes {
-		if pv.Claim != nil && claimName(pv.Name, svc, ord) == v.Metadata.Name {
+		if pv.Claim != nil && ClaimName(pv.Name, svc, ord) == v.Metadata.Name {
 			return o
 		}
 	}

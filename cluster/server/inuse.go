@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/legionbsd/legion"
@@ -11,18 +13,22 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// maxUsersNamed is how many of a Secret's or Config's users a refused
-// delete names.
+// maxUsersNamed is how many of a Secret's, Config's or Volume's users a
+// refused delete names.
 const maxUsersNamed = 5
 
-// refuseInUse refuses (FailedPrecondition) deleting a Secret or Config
-// that a workload of its namespace still names: as Swarm refuses, since
-// apply refuses a workload naming one that does not exist, and every
+// refuseInUse refuses (FailedPrecondition) deleting a Secret, Config or
+// Volume that a workload of its namespace still names: as Swarm refuses,
+// since apply refuses a workload naming one that does not exist, and every
 // task started from then on would fail for want of it. A Job that is over
 // starts no more tasks and does not count, nor does one whose CronJob is
-// gone, which the planner deletes (a delete -f of both, say).
+// gone, which the planner deletes (a delete -f of both, say). A Volume is
+// also in use while a live task mounts it, or a stateful service's wanted
+// ordinal claims it: deleted, the planner would make the claim's Volume
+// again, empty, and a running pod would lose its data at its next start
+// (docker volume rm refuses, and Kubernetes holds a claim a pod uses).
 func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
-	if kind != legion.KindSecret && kind != legion.KindConfig {
+	if kind != legion.KindSecret && kind != legion.KindConfig && kind != legion.KindVolume {
 		return nil
 	}
 	if _, _, err := st.Get(kind, ns, name); err != nil {
@@ -69,6 +75,13 @@ func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
 			users = append(users, "cronjob/"+o.GetMetadata().Name)
 		}
 	}
+	if kind == legion.KindVolume {
+		more, err := volumeUsers(st, ns, name)
+		if err != nil {
+			return toStatus(err)
+		}
+		users = append(users, more...)
+	}
 	if len(users) == 0 {
 		return nil
 	}
@@ -76,6 +89,47 @@ func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
 	if len(users) > maxUsersNamed {
 		named += fmt.Sprintf(" and %d more", len(users)-maxUsersNamed)
 	}
-	return status.Errorf(codes.FailedPrecondition, "%s %s/%s is in use by %s: take it out of their specs, or delete them, first (nothing deleted)",
-		kind, ns, name, named)
+	how := "take it out of their specs, or delete them, first"
+	if kind == legion.KindVolume {
+		how = "take it out of their specs, scale the stateful service below its ordinal, or delete them, and let their tasks stop, first"
+	}
+	return status.Errorf(codes.FailedPrecondition, "%s %s/%s is in use by %s: %s (nothing deleted)", kind, ns, name, named, how)
+}
+
+// volumeUsers is what holds Volume ns/name besides the workloads naming
+// it: stateful services whose wanted ordinal claims it, and live tasks
+// mounting it (one still stopping, or of a service scaled down).
+func volumeUsers(st *store.Store, ns, name string) ([]string, error) {
+	var users []string
+	svcs, _, err := st.List(legion.KindService, ns, func(o legion.Object) bool {
+		s := o.(*legion.Service)
+		if s.Spec.Mode != legion.ModeStateful {
+			return false
+		}
+		for ord := range s.WantedReplicas() {
+			for _, pv := range s.Spec.Pod.Volumes {
+				if pv.Claim != nil && scheduler.ClaimName(pv.Name, s.Metadata.Name, ord) == name {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range svcs {
+		users = append(users, "service/"+o.GetMetadata().Name+" (its claim)")
+	}
+	tasks, _, err := st.List(legion.KindTask, ns, func(o legion.Object) bool {
+		t := o.(*legion.Task)
+		return !t.Status.State.Terminal() && slices.Contains(slices.Collect(maps.Values(t.Spec.Volumes)), name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range tasks {
+		users = append(users, "task/"+o.GetMetadata().Name)
+	}
+	return users, nil
 }

@@ -101,3 +101,74 @@ spec:
 		}
 	}
 }
+
+// A Volume is not deleted while something holds it: a workload naming
+// it, a stateful service's wanted ordinal claiming it (deleted, it would
+// be made again empty, and the running pod lose its data at its next
+// start), or a live task mounting it. An ordinal scaled away, or a task
+// that has ended, holds nothing.
+func TestDeleteRefusesAVolumeInUse(t *testing.T) {
+	t.Parallel()
+	m, c := admitFixture(t)
+	ctx := context.Background()
+	vol := func(name string) string {
+		return "apiVersion: legion/v1\nkind: Volume\nmetadata: {name: " + name + ", namespace: shop}\nspec: {size: 1Gi}\n---\n"
+	}
+	applyOK(t, c, vol("data-db-0")+vol("data-db-1")+vol("shared")+vol("loose")+`apiVersion: legion/v1
+kind: Service
+metadata: {name: db, namespace: shop}
+spec:
+  mode: stateful
+  replicas: 1
+  pod:
+    containers: [{name: c, image: db:1, volumeMounts: [{name: data, path: /data}]}]
+    volumes: [{name: data, claim: {size: 1Gi}}]
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 1
+  pod:
+    containers: [{name: c, image: web:1, volumeMounts: [{name: s, path: /s}]}]
+    volumes: [{name: s, volume: {name: shared}}]
+`)
+	st := m.s.Store()
+	task := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+		Metadata: legion.Metadata{Name: "old-1-1", Namespace: "shop"}}}
+	task.Spec = legion.TaskSpec{Owner: legion.Owner{Kind: legion.KindService, Name: "old"}, Node: "n1", DesiredState: legion.TaskShutdown,
+		Volumes: map[string]string{"v": "loose"}}
+	task.Status.State = legion.TaskRunning
+	if _, _, err := st.Put(ctx, task, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"data-db-0": "Volume shop/data-db-0 is in use by service/db (its claim): take it out of their specs, scale the stateful service below its ordinal",
+		"shared":    "Volume shop/shared is in use by service/web:",
+		"loose":     "Volume shop/loose is in use by task/old-1-1:",
+	} {
+		_, err := c.Delete(ctx, legion.KindVolume, "shop", name, nil)
+		if client.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), want) {
+			t.Errorf("delete volume %s: %v, want FailedPrecondition saying %q", name, err, want)
+		}
+		if _, err := c.Get(ctx, legion.KindVolume, "shop", name); err != nil {
+			t.Errorf("volume %s gone after a refused delete: %v", name, err)
+		}
+	}
+	// Ordinal 1 is not wanted, and the task ends: both may go.
+	if _, err := c.Delete(ctx, legion.KindVolume, "shop", "data-db-1", nil); err != nil {
+		t.Errorf("delete the volume of an ordinal scaled away: %v", err)
+	}
+	o, _, err := st.Get(legion.KindTask, "shop", "old-1-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := legion.Clone(o).(*legion.Task)
+	ended.Status.State = legion.TaskShutdown
+	if _, _, err := st.Put(ctx, ended, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Delete(ctx, legion.KindVolume, "shop", "loose", nil); err != nil {
+		t.Errorf("delete a volume whose task ended: %v", err)
+	}
+}
