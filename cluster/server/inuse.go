@@ -2,8 +2,6 @@ package server
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 
 	"github.com/legionbsd/legion"
@@ -123,7 +121,15 @@ func volumeUsers(st *store.Store, ns, name string) ([]string, error) {
 	}
 	tasks, _, err := st.List(legion.KindTask, ns, func(o legion.Object) bool {
 		t := o.(*legion.Task)
-		return !t.Status.State.Terminal() && slices.Contains(slices.Collect(maps.Values(t.Spec.Volumes)), name)
+		if t.Status.State.Terminal() {
+			return false
+		}
+		for _, v := range t.Spec.Volumes {
+			if v == name {
+				return true
+			}
+		}
+		return false
 	})
 	if err != nil {
 		return nil, err

@@ -61,16 +61,7 @@ metadata: {name: weekly-1, namespace: shop, labels: {legion.cronjob: weekly}}
 spec:
   pod: {containers: [{name: c, image: backup:1, env: [{name: PW, secret: pw}]}]}
 `)
-	refused := func(kind legion.Kind, name, want string) {
-		t.Helper()
-		_, err := c.Delete(ctx, kind, "shop", name, nil)
-		if client.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), want) {
-			t.Fatalf("delete %s %s: %v, want FailedPrecondition saying %q", kind, name, err, want)
-		}
-		if _, err := c.Get(ctx, kind, "shop", name); err != nil {
-			t.Fatalf("%s %s gone after a refused delete: %v", kind, name, err)
-		}
-	}
+	refused := func(kind legion.Kind, name, want string) { t.Helper(); deleteRefused(t, c, kind, name, want) }
 	// weekly-1's CronJob is gone: the planner deletes it, so it holds
 	// nothing (as after a delete -f of a CronJob and its Secret).
 	refused(legion.KindSecret, "pw", "Secret shop/pw is in use by service/web, job/migrate, job/nightly-1, cronjob/nightly: take it out of their specs, or delete them, first")
@@ -78,15 +69,7 @@ spec:
 
 	// The Job over, and the other two gone: nothing holds pw.
 	st := m.s.Store()
-	o, _, err := st.Get(legion.KindJob, "shop", "migrate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := legion.Clone(o).(*legion.Job)
-	j.Status.State = legion.JobComplete
-	if _, _, err := st.Put(ctx, j, store.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	changeStored(t, st, legion.KindJob, "migrate", func(o legion.Object) { o.(*legion.Job).Status.State = legion.JobComplete })
 	refused(legion.KindSecret, "pw", "is in use by service/web, job/nightly-1, cronjob/nightly:")
 	for _, k := range []legion.Kind{legion.KindService, legion.KindCronJob} {
 		name := map[legion.Kind]string{legion.KindService: "web", legion.KindCronJob: "nightly"}[k]
@@ -147,28 +130,43 @@ spec:
 		"shared":    "Volume shop/shared is in use by service/web:",
 		"loose":     "Volume shop/loose is in use by task/old-1-1:",
 	} {
-		_, err := c.Delete(ctx, legion.KindVolume, "shop", name, nil)
-		if client.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), want) {
-			t.Errorf("delete volume %s: %v, want FailedPrecondition saying %q", name, err, want)
-		}
-		if _, err := c.Get(ctx, legion.KindVolume, "shop", name); err != nil {
-			t.Errorf("volume %s gone after a refused delete: %v", name, err)
-		}
+		deleteRefused(t, c, legion.KindVolume, name, want)
 	}
 	// Ordinal 1 is not wanted, and the task ends: both may go.
 	if _, err := c.Delete(ctx, legion.KindVolume, "shop", "data-db-1", nil); err != nil {
 		t.Errorf("delete the volume of an ordinal scaled away: %v", err)
 	}
-	o, _, err := st.Get(legion.KindTask, "shop", "old-1-1")
+	changeStored(t, st, legion.KindTask, "old-1-1", func(o legion.Object) { o.(*legion.Task).Status.State = legion.TaskShutdown })
+	if _, err := c.Delete(ctx, legion.KindVolume, "shop", "loose", nil); err != nil {
+		t.Errorf("delete a volume whose task ended: %v", err)
+	}
+}
+
+// deleteRefused deletes kind shop/name, wants it refused with
+// FailedPrecondition saying want, and the object still there.
+func deleteRefused(t *testing.T, c *client.Client, kind legion.Kind, name, want string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := c.Delete(ctx, kind, "shop", name, nil)
+	if client.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), want) {
+		t.Fatalf("delete %s %s: %v, want FailedPrecondition saying %q", kind, name, err, want)
+	}
+	if _, err := c.Get(ctx, kind, "shop", name); err != nil {
+		t.Fatalf("%s %s gone after a refused delete: %v", kind, name, err)
+	}
+}
+
+// changeStored writes kind shop/name back to the store as change leaves
+// a copy of it, as a controller or a node would.
+func changeStored(t *testing.T, st *store.Store, kind legion.Kind, name string, change func(legion.Object)) {
+	t.Helper()
+	o, _, err := st.Get(kind, "shop", name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ended := legion.Clone(o).(*legion.Task)
-	ended.Status.State = legion.TaskShutdown
-	if _, _, err := st.Put(ctx, ended, store.WriteOptions{}); err != nil {
+	cp := legion.Clone(o)
+	change(cp)
+	if _, _, err := st.Put(context.Background(), cp, store.WriteOptions{}); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := c.Delete(ctx, legion.KindVolume, "shop", "loose", nil); err != nil {
-		t.Errorf("delete a volume whose task ended: %v", err)
 	}
 }

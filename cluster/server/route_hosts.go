@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/legionbsd/legion"
@@ -21,13 +22,7 @@ import (
 // Applies with Routes are admitted one at a time (serialised), so two
 // namespaces cannot claim one host at once.
 func admitRouteHosts(st *store.Store, a *admission) ([]string, error) {
-	var mine []*legion.Route
-	for _, c := range a.changed {
-		if r, ok := c.obj.(*legion.Route); ok {
-			mine = append(mine, r)
-		}
-	}
-	if len(mine) == 0 {
+	if !slices.ContainsFunc(a.changed, func(c applyItem) bool { return c.obj.GetKind() == legion.KindRoute }) {
 		return nil, nil
 	}
 	batch := map[string]bool{}

@@ -89,7 +89,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 				var err error
 				switch r.Object.(type) {
 				case *legion.Service:
-					err = c.waitRollout(cmd, wf, m.Namespace, m.Name, false)
+					err = followRollout(ctxOf(cmd), cl, cmd.OutOrStdout(), m.Namespace, m.Name, wf.timeout, false)
 				case *legion.Job:
 					err = followJob(ctxOf(cmd), cl, cmd.OutOrStdout(), m.Namespace, m.Name, wf.timeout)
 				case *legion.CronJob:
@@ -389,48 +389,37 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 // named reads delete's KIND NAME... or KIND/NAME... (kubectl's forms)
 // into the objects to delete, in namespace ns.
 func named(args []string, ns string) ([]legion.Object, error) {
-	one := func(kindArg, name string) (legion.Object, error) {
-		kind, err := resolveKind(kindArg)
-		if err != nil {
-			return nil, err
-		}
-		if name == "" {
-			return nil, fmt.Errorf("%s/: a name is required", kindArg)
-		}
-		o, err := legion.New(kind)
-		if err != nil {
-			return nil, err
-		}
-		o.GetMetadata().Name, o.GetMetadata().Namespace = name, ns
-		return o, nil
-	}
 	var out []legion.Object
+	add := func(kind legion.Kind, name string) {
+		o, _ := legion.New(kind) // a kind resolveKind gave
+		o.GetMetadata().Name, o.GetMetadata().Namespace = name, ns
+		out = append(out, o)
+	}
 	if strings.Contains(args[0], "/") {
 		for _, a := range args {
-			k, n, ok := strings.Cut(a, "/")
-			if !ok {
-				return nil, fmt.Errorf("%q: expected KIND/NAME, as the arguments before it", a)
-			}
-			o, err := one(k, n)
+			kind, name, err := kindNameArg(a, "an object", legion.Kinds()...)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, o)
+			if kind == "" {
+				return nil, fmt.Errorf("%q: expected KIND/NAME, as the arguments before it", a)
+			}
+			add(kind, name)
 		}
 		return out, nil
 	}
 	if len(args) < 2 {
 		return nil, fmt.Errorf("delete %s: expected KIND NAME..., or KIND -l KEY=VALUE", args[0])
 	}
+	kind, err := resolveKind(args[0])
+	if err != nil {
+		return nil, err
+	}
 	for _, n := range args[1:] {
 		if strings.Contains(n, "/") {
 			return nil, fmt.Errorf("%q: expected a name of kind %s", n, args[0])
 		}
-		o, err := one(args[0], n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
+		add(kind, n)
 	}
 	return out, nil
 }
