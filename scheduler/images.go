@@ -12,13 +12,14 @@ import (
 // the pod's hash, without a failure): tags resolved, so every task runs
 // the same digests and an update waits with its old tasks running, and
 // every image, by tag or by digest, checked against the image policies.
-// Local images and pullPolicy never ask no registry and never wait.
+// Local images and pullPolicy never ask no registry, and wait only while
+// an image policy enforces: one may cover them too.
 func (p *planner) imagesReady(o *owner) bool {
 	if o.imageGate != 0 {
 		return o.imageGate == 1
 	}
 	o.imageGate = 1
-	if !p.allPins || !needsResolving(o.pod) {
+	if !p.allPins || !needsResolving(o.pod) && !p.enforcing {
 		return true
 	}
 	var im *legion.ImagesStatus

@@ -82,6 +82,38 @@ func TestLocalImagesAndUnpinnedNodesDoNotWait(t *testing.T) {
 	}
 }
 
+// While an image policy enforces, a pod of local images waits for the
+// leader's check too (a policy may cover them), and one the check holds
+// gets no task; a policy that only warns holds nothing back.
+func TestLocalImagesWaitForAnEnforcingPolicy(t *testing.T) {
+	t.Parallel()
+	c := schedtest.WithNodes(t, 2)
+	pinNodes(c)
+	policy, _ := legion.New(legion.KindImagePolicy)
+	policy.GetMetadata().Name = "local"
+	policy.(*legion.ImagePolicy).Spec = legion.ImagePolicySpec{Repositories: []string{"localhost/**"}, Mode: legion.PolicyEnforce}
+	c.Store(policy)
+	c.ApplyAndConverge(updSpec("localhost/app:1", "stop-first", "pause", 1, "0s", ""))
+	if got := len(c.Live("app")); got != 0 {
+		t.Fatalf("%d tasks before the leader checked the local image, want none", got)
+	}
+	s := c.Service("app")
+	const why = "cannot resolve localhost/app:1: held by image policy local: a localhost/ image is in no registry, so no signature of it can be checked"
+	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod), Message: why}
+	c.Converge()
+	if got := len(c.Live("app")); got != 0 {
+		t.Fatalf("%d tasks of a local image the policy holds, want none", got)
+	}
+	if msg := c.Service("app").Status.Message; !strings.Contains(msg, why) {
+		t.Fatalf("service message %q does not say the policy holds it", msg)
+	}
+	c.Policies["local"].Spec.Mode = legion.PolicyWarn
+	c.ApplyAndConverge(updSpec("localhost/app:2", "stop-first", "pause", 1, "0s", ""))
+	if got := images(c, "app")["localhost/app:2"]; got != 4 {
+		t.Fatalf("under a warn-mode policy: %d tasks of the local image, want 4 at once", got)
+	}
+}
+
 // An image by digest has nothing to resolve, but it waits for the leader
 // to check it against the image policies, and a check that failed holds
 // it.

@@ -60,6 +60,9 @@ type planner struct {
 	// allPins: every node runs images pinned by digest, so pods' tags are
 	// resolved by the leader before their tasks are made (6.1 Identity).
 	allPins bool
+	// enforcing: an ImagePolicy enforces, so every pod's images are checked
+	// before its tasks start (see imagesReady).
+	enforcing bool
 
 	nodes   []*nodeInfo // by name
 	room    []nodeRoom  // by node index
@@ -164,6 +167,9 @@ func newPlanner(st *State, now time.Time) *planner {
 		p.nodes = append(p.nodes, newNodeInfo(n))
 		p.room = append(p.room, newNodeRoom(n))
 		p.nodeIdx[n.Metadata.Name] = i
+	}
+	for _, ip := range st.ImagePolicies {
+		p.enforcing = p.enforcing || ip.Spec.Mode != legion.PolicyWarn
 	}
 	for _, n := range st.Namespaces {
 		p.ns[n.Metadata.Name] = &nsInfo{quota: n.Spec.Quota, security: n.Spec.Security}

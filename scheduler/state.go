@@ -17,6 +17,9 @@ type State struct {
 	Nodes      []*legion.Node
 	Volumes    []*legion.Volume
 	Namespaces []*legion.Namespace
+	// ImagePolicies: with one that enforces, every pod waits for the
+	// leader's check of its images, those its nodes never pull included.
+	ImagePolicies []*legion.ImagePolicy
 
 	// Heartbeats is the last heartbeat this leader received from each
 	// node, by node name. A node missing from it has not been heard from

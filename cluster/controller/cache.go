@@ -14,7 +14,7 @@ import (
 // plannerKinds are the kinds a snapshot holds, in the order they are
 // read: Volumes before Nodes (see Snapshot).
 var plannerKinds = []legion.Kind{legion.KindService, legion.KindJob, legion.KindCronJob, legion.KindTask,
-	legion.KindVolume, legion.KindNode, legion.KindNamespace}
+	legion.KindVolume, legion.KindNode, legion.KindNamespace, legion.KindImagePolicy}
 
 // catchUpWait bounds how long a pass waits for the cache to take the
 // events the store has applied (its own last writes among them) before
@@ -173,6 +173,9 @@ func (c *objectCache) fill(src Store, st *scheduler.State) bool {
 	}
 	for _, o := range c.objs[legion.KindNamespace] {
 		st.Namespaces = append(st.Namespaces, o.(*legion.Namespace))
+	}
+	for _, o := range c.objs[legion.KindImagePolicy] {
+		st.ImagePolicies = append(st.ImagePolicies, o.(*legion.ImagePolicy))
 	}
 	return true
 }

@@ -29,6 +29,10 @@ type ResolveFunc func(ctx context.Context, ref string, dockerConfigs [][]byte) (
 // error when an enforce-mode policy refuses it.
 type CheckFunc func(ctx context.Context, ref, digest string, dockerConfigs [][]byte) (*legion.VerifiedImage, []string, error)
 
+// CoverFunc names the image policies whose patterns cover an image's
+// repository, and says whether one of them enforces.
+type CoverFunc func(ref string) (policies []string, enforced bool, err error)
+
 // Retries of an owner whose images failed to resolve or check: the
 // first after RetryFirst, doubling per failure in a row up to RetryMax.
 // A change of the owner's spec, of its pull secrets or of the image
@@ -47,7 +51,11 @@ type ImageResolver struct {
 	Resolve ResolveFunc
 	// Check, when set, verifies each resolved image's signature against
 	// the ImagePolicies covering it; the results go to status.images.
-	Check  CheckFunc
+	Check CheckFunc
+	// Covers, when set, says which images a policy covers: an image the
+	// node never asks a registry for (pullPolicy never, a localhost/
+	// name) is checked only when one does, and held when it cannot be.
+	Covers CoverFunc
 	Logger *slog.Logger
 	// Retry is how soon an owner whose resolution failed is first tried
 	// again (zero: RetryFirst); the delay doubles per failure in a row up
@@ -338,23 +346,63 @@ func sameImages(a, b *legion.ImagesStatus) bool {
 func (r *ImageResolver) resolve(ctx context.Context, pod *legion.PodSpec, hash string, logins [][]byte) (*legion.ImagesStatus, []string) {
 	res := &legion.ImagesStatus{PodHash: hash, Digests: map[string]string{}}
 	var problems []string
+	warn := func(image, w string) {
+		if res.Warning != "" {
+			res.Warning += "; "
+		}
+		res.Warning += image + ": " + w
+	}
 	seen := map[string]bool{}
 	for _, c := range pod.AllContainers() {
-		if !needsResolving(c) || seen[c.Image] {
+		if seen[c.Image] {
 			continue
 		}
 		seen[c.Image] = true
+		// pin: the node runs the digest named here; warnOnly: only warn-mode
+		// policies make this image's check, so failing it holds nothing.
+		pin, warnOnly := needsResolving(c), false
+		if !pin {
+			var names []string
+			var enforced bool
+			var err error
+			if r.Covers != nil {
+				names, enforced, err = r.Covers(c.Image)
+			}
+			switch {
+			case err != nil:
+				problems = append(problems, fmt.Sprintf("%s: reading the image policies: %v", c.Image, err))
+				continue
+			case len(names) == 0:
+				continue
+			case strings.HasPrefix(c.Image, "localhost/"):
+				why := "image policy " + strings.Join(names, ", ") + ": a localhost/ image is in no registry, so no signature of it can be checked"
+				if enforced {
+					problems = append(problems, c.Image+": held by "+why)
+				} else {
+					warn(c.Image, why)
+				}
+				continue
+			}
+			// pullPolicy never is no way round a policy: the image is
+			// checked at its registry as any other, and under an enforcing
+			// policy the node runs the very digest checked, from its store.
+			pin, warnOnly = enforced, !enforced
+		}
 		d, pinned := "", false
 		if _, dg, ok := strings.Cut(c.Image, "@"); ok {
 			d, pinned = dg, true // by digest: nothing to resolve, only to check
 		} else {
 			var err error
 			if d, err = r.resolveImage(ctx, c.Image, logins); err != nil {
-				problems = append(problems, fmt.Sprintf("%s: %v", c.Image, err))
+				if warnOnly {
+					warn(c.Image, "not checked against the image policies: "+err.Error())
+				} else {
+					problems = append(problems, fmt.Sprintf("%s: %v", c.Image, err))
+				}
 				continue
 			}
 		}
-		if !pinned {
+		if pin && !pinned {
 			res.Digests[c.Image] = d
 		}
 		if r.Check == nil {
@@ -371,10 +419,7 @@ func (r *ImageResolver) resolve(ctx context.Context, pod *legion.PodSpec, hash s
 			res.Verified[c.Image] = *verified
 		}
 		for _, w := range warnings {
-			if res.Warning != "" {
-				res.Warning += "; "
-			}
-			res.Warning += c.Image + ": " + w
+			warn(c.Image, w)
 		}
 	}
 	sort.Strings(problems)

@@ -214,7 +214,7 @@ func (l *Loop) Snapshot(now time.Time) (scheduler.State, error) {
 			l.cached.Add(1)
 			return st, nil
 		}
-		st.Services, st.Jobs, st.CronJobs, st.Tasks, st.Volumes, st.Nodes, st.Namespaces = nil, nil, nil, nil, nil, nil, nil
+		st.Services, st.Jobs, st.CronJobs, st.Tasks, st.Volumes, st.Nodes, st.Namespaces, st.ImagePolicies = nil, nil, nil, nil, nil, nil, nil, nil
 	}
 	var err error
 	read := func(kind legion.Kind, add func(legion.Object)) {
@@ -237,6 +237,7 @@ func (l *Loop) Snapshot(now time.Time) (scheduler.State, error) {
 	read(legion.KindVolume, func(o legion.Object) { st.Volumes = append(st.Volumes, o.(*legion.Volume)) })
 	read(legion.KindNode, func(o legion.Object) { st.Nodes = append(st.Nodes, o.(*legion.Node)) })
 	read(legion.KindNamespace, func(o legion.Object) { st.Namespaces = append(st.Namespaces, o.(*legion.Namespace)) })
+	read(legion.KindImagePolicy, func(o legion.Object) { st.ImagePolicies = append(st.ImagePolicies, o.(*legion.ImagePolicy)) })
 	return st, err
 }
 

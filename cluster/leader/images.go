@@ -17,21 +17,9 @@ import (
 // so a changed policy applies from the next resolution.
 func Check(st *store.Store, reg *image.Registry) controller.CheckFunc {
 	return func(ctx context.Context, ref, digest string, configs [][]byte) (*legion.VerifiedImage, []string, error) {
-		objs, _, err := st.List(legion.KindImagePolicy, "", nil)
-		if err != nil {
+		policies, err := imagePolicies(st)
+		if err != nil || len(policies) == 0 {
 			return nil, nil, err
-		}
-		if len(objs) == 0 {
-			return nil, nil, nil
-		}
-		var policies []cosign.Policy
-		for _, o := range objs {
-			p := o.(*legion.ImagePolicy)
-			cp := cosign.Policy{Name: p.Metadata.Name, Patterns: p.Spec.Repositories, Mode: cosign.Mode(p.Spec.Mode)}
-			for _, k := range p.Spec.Keys {
-				cp.Keys = append(cp.Keys, []byte(k))
-			}
-			policies = append(policies, cp)
 		}
 		r, err := image.ParseReference(ref)
 		if err != nil {
@@ -54,6 +42,48 @@ func Check(st *store.Store, reg *image.Registry) controller.CheckFunc {
 		}
 		return verified, d.Warnings, nil
 	}
+}
+
+// Covers names the image policies covering an image's repository, for
+// the resolver to check images the node never asks a registry for.
+func Covers(st *store.Store) controller.CoverFunc {
+	return func(ref string) ([]string, bool, error) {
+		policies, err := imagePolicies(st)
+		if err != nil || len(policies) == 0 {
+			return nil, false, err
+		}
+		r, err := image.ParseReference(ref)
+		if err != nil {
+			return nil, false, err
+		}
+		var names []string
+		enforced := false
+		for _, p := range policies {
+			if p.Covers(r.Repository()) {
+				names = append(names, p.Name)
+				enforced = enforced || p.Mode != cosign.Warn
+			}
+		}
+		return names, enforced, nil
+	}
+}
+
+// imagePolicies reads the cluster's ImagePolicies as cosign takes them.
+func imagePolicies(st *store.Store) ([]cosign.Policy, error) {
+	objs, _, err := st.List(legion.KindImagePolicy, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	var policies []cosign.Policy
+	for _, o := range objs {
+		p := o.(*legion.ImagePolicy)
+		cp := cosign.Policy{Name: p.Metadata.Name, Patterns: p.Spec.Repositories, Mode: cosign.Mode(p.Spec.Mode)}
+		for _, k := range p.Spec.Keys {
+			cp.Keys = append(cp.Keys, []byte(k))
+		}
+		policies = append(policies, cp)
+	}
+	return policies, nil
 }
 
 // Resolve names the digest a tag points to by asking its registry, with

@@ -62,7 +62,7 @@ func Tasks(st *store.Store, o Options) []Task {
 		}},
 		{Name: "VIP allocator", Run: func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) }},
 		{Name: "image resolver", Run: (&controller.ImageResolver{Store: st, Resolve: Resolve(o.Registry),
-			Check: Check(st, o.Registry), Logger: log}).Run},
+			Check: Check(st, o.Registry), Covers: Covers(st), Logger: log}).Run},
 		{Name: "ACME", Run: (&acme.Controller{Store: st, Logger: log}).Run},
 	}
 	if o.Mover != nil {

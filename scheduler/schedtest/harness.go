@@ -44,6 +44,7 @@ type Cluster struct {
 	Nodes      map[string]*legion.Node // by name
 	Volumes    map[string]*legion.Volume
 	Namespaces map[string]*legion.Namespace
+	Policies   map[string]*legion.ImagePolicy // by name
 	Heartbeats map[string]time.Time
 	Usage      []legion.Usage
 
@@ -71,7 +72,7 @@ func New(t TB) *Cluster {
 		t: t, Now: Start, LeaderSince: Start.Add(-time.Hour),
 		Services: map[string]*legion.Service{}, Jobs: map[string]*legion.Job{}, CronJobs: map[string]*legion.CronJob{},
 		Tasks: map[string]*legion.Task{}, Nodes: map[string]*legion.Node{}, Volumes: map[string]*legion.Volume{},
-		Namespaces: map[string]*legion.Namespace{}, Heartbeats: map[string]time.Time{},
+		Namespaces: map[string]*legion.Namespace{}, Policies: map[string]*legion.ImagePolicy{}, Heartbeats: map[string]time.Time{},
 		Silent: map[string]bool{}, Ready: true, FailImages: map[string]string{}, FailNodes: map[string]string{}, Permanent: map[string]bool{},
 		NoPlatform: map[string]legion.Platform{}, JobRunTime: 5 * time.Second, FailJobs: map[string]bool{},
 	}
@@ -289,6 +290,8 @@ func (c *Cluster) Store(o legion.Object) {
 		c.Volumes[key(m)] = o
 	case *legion.Node:
 		c.Nodes[m.Name] = o
+	case *legion.ImagePolicy:
+		c.Policies[m.Name] = o
 	default:
 		c.t.Fatalf("the harness does not store %s", o.GetKind())
 	}
@@ -325,6 +328,9 @@ func (c *Cluster) State() scheduler.State {
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Namespaces)) {
 		st.Namespaces = append(st.Namespaces, c.Namespaces[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Policies)) {
+		st.ImagePolicies = append(st.ImagePolicies, c.Policies[k])
 	}
 	return st
 }
