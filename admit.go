@@ -944,7 +944,8 @@ func admitVolume(v *VolumeSpec, errs *ErrorList) {
 	}
 }
 
-var namespaceAllows = []string{AllowRawSockets, AllowChflags, AllowMlock, AllowSysvipc, AllowSecurelevel, AllowEnforceStatfs, AllowHostPath, AllowPublish}
+var namespaceAllows = []string{AllowRawSockets, AllowChflags, AllowMlock, AllowSysvipc, AllowSecurelevel, AllowEnforceStatfs, AllowHostPath, AllowPublish,
+	AllowNFSVolumes, AllowISCSIVolumes, AllowPluginVolumes}
 
 func admitNamespace(n *Namespace, errs *ErrorList) {
 	s := &n.Spec

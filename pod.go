@@ -289,6 +289,12 @@ const (
 	// Only in a Namespace's allow-list: its users may publish ports, which
 	// are the nodes' (the cluster admin always may).
 	AllowPublish = "publish"
+	// Only in a Namespace's allow-list: its users may make Volumes of these
+	// drivers, which mount what the nodes can reach (the cluster admin
+	// always may).
+	AllowNFSVolumes    = "nfsVolumes"
+	AllowISCSIVolumes  = "iscsiVolumes"
+	AllowPluginVolumes = "pluginVolumes"
 )
 
 // PullSecretRef is what References calls a pull secret: a Secret the
