@@ -301,6 +301,26 @@ func admitEndpoint(e *Endpoint, pod *PodSpec, errs *ErrorList) {
 	}
 }
 
+func admitTolerations(tols []Toleration, p string, errs *ErrorList) {
+	for i := range tols {
+		t := &tols[i]
+		tp := index(p, i)
+		if t.Key == "" {
+			errs.add(tp+".key", "missing")
+		} else if err := validLabelKey(t.Key); err != nil {
+			errs.add(tp+".key", "%v", err)
+		}
+		if t.Value != "" {
+			if err := validLabelValue(t.Value); err != nil {
+				errs.add(tp+".value", "%v", err)
+			}
+		}
+		if t.Effect != "" && !validEffect(t.Effect) {
+			errs.add(tp+".effect", "%q is not valid: expected NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
+		}
+	}
+}
+
 func admitPlacement(pl *Placement, p string, errs *ErrorList) {
 	for _, l := range []struct {
 		name string
@@ -334,23 +354,7 @@ func admitPlacement(pl *Placement, p string, errs *ErrorList) {
 			}
 		}
 	}
-	for i := range pl.Tolerations {
-		t := &pl.Tolerations[i]
-		tp := index(p+".tolerations", i)
-		if t.Key == "" {
-			errs.add(tp+".key", "missing")
-		} else if err := validLabelKey(t.Key); err != nil {
-			errs.add(tp+".key", "%v", err)
-		}
-		if t.Value != "" {
-			if err := validLabelValue(t.Value); err != nil {
-				errs.add(tp+".value", "%v", err)
-			}
-		}
-		if t.Effect != "" && !validEffect(t.Effect) {
-			errs.add(tp+".effect", "%q is not valid: expected NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
-		}
-	}
+	admitTolerations(pl.Tolerations, p+".tolerations", errs)
 	for _, aff := range []struct {
 		name  string
 		terms []AffinityTerm
@@ -959,6 +963,9 @@ func admitNamespace(n *Namespace, errs *ErrorList) {
 		}
 	}
 	s.Security.Allow = admitAllowList(s.Security.Allow, "spec.security.allow", namespaceAllows, errs)
+	if withinCount(len(s.Security.Tolerations), MaxPlacementTerms, "spec.security.tolerations", "tolerations", errs) {
+		admitTolerations(s.Security.Tolerations, "spec.security.tolerations", errs)
+	}
 }
 
 func admitNode(s *NodeSpec, errs *ErrorList) {

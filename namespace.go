@@ -48,6 +48,10 @@ type Quota struct {
 // port.
 type NamespaceSecurity struct {
 	Allow []string `json:"allow,omitempty"`
+	// Tolerations are the taints its users' workloads may tolerate, as a
+	// workload's toleration matches them: nodes tainted for a team stay
+	// that team's. The cluster admin's workloads may tolerate any.
+	Tolerations []Toleration `json:"tolerations,omitempty"`
 }
 
 // NamespaceStatus is what the namespace uses of its quota.

@@ -55,6 +55,12 @@ type Toleration struct {
 	Effect TaintEffect `json:"effect,omitempty"`
 }
 
+// Covers reports whether t tolerates every taint o does: the same key, and
+// o's value and effect where t names them.
+func (t Toleration) Covers(o Toleration) bool {
+	return t.Key == o.Key && (t.Value == "" || t.Value == o.Value) && (t.Effect == "" || t.Effect == o.Effect)
+}
+
 // AffinityTerm names the tasks of services carrying the given labels (of
 // the same namespace). As anti-affinity, a required term keeps a task off
 // nodes running such tasks; a preferred one only scores such nodes lower.

@@ -520,9 +520,9 @@ func (a *admission) namespace(st *store.Store, ns string) (*legion.Namespace, er
 
 // admitCluster runs the admission only the leader can make, from the
 // cluster's state (3.3.1, 9, 3.2, 5.8): namespace security allow-lists,
-// route certificates, published ports, volume sources, then namespace
-// quotas. A refusal names the setting, the owner or the number, and
-// nothing of the apply is written.
+// route certificates, published ports, volume sources, tolerations, then
+// namespace quotas. A refusal names the setting, the owner or the number,
+// and nothing of the apply is written.
 func admitCluster(st *store.Store, items []applyItem, user bool) (*admission, error) {
 	a, err := newAdmission(st, items)
 	if err != nil || len(a.changed) == 0 {
@@ -540,6 +540,7 @@ func admitCluster(st *store.Store, items []applyItem, user bool) (*admission, er
 		{codes.PermissionDenied, admitACMEDirectories},
 		{codes.PermissionDenied, admitPublishing},
 		{codes.PermissionDenied, admitVolumeSources},
+		{codes.PermissionDenied, admitTolerations},
 		{codes.AlreadyExists, admitSystemPorts},
 		{codes.AlreadyExists, admitPorts},
 		{codes.ResourceExhausted, admitQuotas},

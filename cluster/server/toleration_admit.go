@@ -1,0 +1,76 @@
+package server
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
+)
+
+// admitTolerations refuses a namespace user's Service, Job or CronJob
+// that tolerates a taint its stored version did not, unless one of its
+// Namespace's spec.security.tolerations covers it. A cluster admin taints
+// nodes to keep them for some workloads (dedicated=shop:NoSchedule); were
+// any user free to tolerate that, any team could run beside the shop's
+// tasks and data. A PreferNoSchedule toleration only ranks nodes, so it
+// needs nothing, and the admin's workloads tolerate what they like.
+func admitTolerations(st *store.Store, a *admission) ([]string, error) {
+	if !a.user {
+		return nil, nil
+	}
+	var errs []string
+	for _, c := range a.changed {
+		tols, field := tolerationsOf(c.obj)
+		if len(tols) == 0 {
+			continue
+		}
+		var had []legion.Toleration
+		if old := a.current[legion.ObjectKey(c.obj)]; old != nil {
+			had, _ = tolerationsOf(old)
+		}
+		ns := c.obj.GetMetadata().Namespace
+		nsObj, err := a.namespace(st, ns)
+		if err != nil {
+			return nil, err
+		}
+		var given []legion.Toleration
+		if nsObj != nil {
+			given = nsObj.Spec.Security.Tolerations
+		}
+		for i, t := range tols {
+			if t.Effect == legion.PreferNoSchedule || slices.Contains(had, t) || slices.ContainsFunc(given, func(g legion.Toleration) bool { return g.Covers(t) }) {
+				continue
+			}
+			errs = append(errs, fmt.Sprintf("%s %s: %s[%d]: %s would run it on nodes tainted for others: "+
+				"namespace %s's users may tolerate a taint once Namespace %s lists it in spec.security.tolerations, which a cluster admin may add",
+				c.obj.GetKind(), legion.DisplayName(c.obj), field, i, tolerationString(t), ns, ns))
+		}
+	}
+	return errs, nil
+}
+
+// tolerationsOf is a workload's tolerations and the field that holds them.
+func tolerationsOf(o legion.Object) ([]legion.Toleration, string) {
+	switch o := o.(type) {
+	case *legion.Service:
+		return o.Spec.Placement.Tolerations, "spec.placement.tolerations"
+	case *legion.Job:
+		return o.Spec.Placement.Tolerations, "spec.placement.tolerations"
+	case *legion.CronJob:
+		return o.Spec.Job.Placement.Tolerations, "spec.job.placement.tolerations"
+	}
+	return nil, ""
+}
+
+// tolerationString writes a toleration as a taint: key[=value][:effect].
+func tolerationString(t legion.Toleration) string {
+	s := t.Key
+	if t.Value != "" {
+		s += "=" + t.Value
+	}
+	if t.Effect != "" {
+		s += ":" + string(t.Effect)
+	}
+	return s
+}
