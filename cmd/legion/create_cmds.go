@@ -14,7 +14,7 @@ import (
 // running a CronJob's Job at once, as one tries a CronJob out or runs a
 // missed run by hand. Objects are otherwise made with apply.
 func (c *clusterCLI) createCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "create", Short: "Make a Job from a CronJob now (other objects: legion apply)"}
+	cmd := &cobra.Command{Use: "create", Short: "Make a Job from a CronJob now, or a Namespace (other objects: legion apply)"}
 	var ns, from string
 	job := &cobra.Command{
 		Use:   "job NAME --from cronjob/CRONJOB",
@@ -66,6 +66,45 @@ Job of that name already there is refused, not replaced.`,
 	}
 	job.Flags().StringVarP(&ns, "namespace", "n", "", "namespace of the CronJob, and of the Job (default: default)")
 	job.Flags().StringVar(&from, "from", "", "the CronJob whose job template to run: cronjob/NAME")
-	cmd.AddCommand(job)
+	cmd.AddCommand(job, createNamespaceCommand(c))
 	return cmd
+}
+
+// createNamespaceCommand is kubectl create namespace: a Namespace object
+// with the defaults, refused when there is one already.
+func createNamespaceCommand(c *clusterCLI) *cobra.Command {
+	return &cobra.Command{
+		Use:     "namespace NAME",
+		Aliases: []string{"ns"},
+		Short:   "Make a Namespace object, as kubectl create namespace does",
+		Long: `Create namespace makes a Namespace object named NAME with the defaults:
+isolation namespace, no quota, nothing loosened. Objects may live in a
+namespace that has no Namespace object; the object holds the namespace's
+settings, which legion apply changes. A Namespace already there is
+refused, not replaced.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if err := legion.ValidName(name); err != nil {
+				return fmt.Errorf("create namespace: name %q: %w", name, err)
+			}
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			o, _ := legion.New(legion.KindNamespace)
+			o.GetMetadata().Name = name
+			none := uint64(0)
+			res, err := cl.ApplyOne(ctxOf(cmd), o, client.ApplyOptions{ExpectedVersion: &none, Brief: true})
+			if errors.Is(err, client.ErrAborted) {
+				return fmt.Errorf("create namespace: namespace %s exists (legion get namespace %s -o yaml shows it, legion apply changes it)", name, name)
+			}
+			if err != nil {
+				return fmt.Errorf("create namespace: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s created\n", ref(res.Object))
+			return nil
+		},
+	}
 }

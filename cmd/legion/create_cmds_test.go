@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -46,6 +47,35 @@ spec:
 		"create job x":                     "--from cronjob/NAME is required",
 		"create job x --from service/web":  `--from "service/web": expected cronjob/NAME`,
 		"create job x --from cronjob/none": "not found",
+	} {
+		if _, err := runLegion(t, "", append(strings.Fields(args), flags...)...); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("legion %s: %v, want it to say %q", args, err, says)
+		}
+	}
+}
+
+// create namespace makes the Namespace object, as kubectl's does, and
+// refuses one already there and the reserved name.
+func TestCreateNamespace(t *testing.T) {
+	t.Parallel()
+	n := startCluster(t)
+	ctx := context.Background()
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	out, err := runLegion(t, "", append([]string{"create", "namespace", "team"}, flags...)...)
+	if err != nil || out != "namespace/team created\n" {
+		t.Fatalf("create namespace team: %v %q", err, out)
+	}
+	o, err := n.Client.Get(ctx, legion.KindNamespace, "", "team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if iso := o.(*legion.Namespace).Spec.Isolation; iso != legion.IsolationNamespace {
+		t.Errorf("the Namespace made has isolation %q, want the default %q", iso, legion.IsolationNamespace)
+	}
+	for args, says := range map[string]string{
+		"create namespace team":               "namespace team exists",
+		"create ns " + legion.SystemNamespace: "reserved",
+		"create namespace Team":               `name "Team"`,
 	} {
 		if _, err := runLegion(t, "", append(strings.Fields(args), flags...)...); err == nil || !strings.Contains(err.Error(), says) {
 			t.Errorf("legion %s: %v, want it to say %q", args, err, says)
