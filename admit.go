@@ -961,6 +961,9 @@ func admitNamespace(n *Namespace, errs *ErrorList) {
 		if q.Volumes != nil && *q.Volumes < 0 {
 			errs.add("spec.quota.volumes", "%d is negative", *q.Volumes)
 		}
+		if q.Objects != nil && *q.Objects < 0 {
+			errs.add("spec.quota.objects", "%d is negative", *q.Objects)
+		}
 	}
 	s.Security.Allow = admitAllowList(s.Security.Allow, "spec.security.allow", namespaceAllows, errs)
 	if withinCount(len(s.Security.Tolerations), MaxPlacementTerms, "spec.security.tolerations", "tolerations", errs) {

@@ -39,6 +39,12 @@ type Quota struct {
 	Tasks   *int   `json:"tasks,omitempty"`
 	Volumes *int   `json:"volumes,omitempty"`
 	Storage *Bytes `json:"storage,omitempty"`
+	// Objects bounds how many objects of every kind but Task the
+	// namespace holds (each at most MaxObjectSize), so its users cannot
+	// fill the managers' store. Applies count against it; what the
+	// planner makes for the namespace (claims' Volumes, a CronJob's
+	// Jobs) counts too, but is not held back by it.
+	Objects *int `json:"objects,omitempty"`
 }
 
 // NamespaceSecurity lists what the namespace's containers may loosen:

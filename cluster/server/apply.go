@@ -117,7 +117,14 @@ func wireName(i int, o *pb.Object) string {
 // take one port.
 func applyItems(ctx context.Context, st *store.Store, items []applyItem, mode applyMode, admit *sync.Mutex) (*pb.ApplyResponse, error) {
 	dryRun := mode.dryRun
-	if serialised(items) {
+	lock := serialised(items)
+	if !lock {
+		var err error
+		if lock, err = underObjectQuota(st, items); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	if lock {
 		admit.Lock()
 		defer admit.Unlock()
 	}
@@ -544,6 +551,7 @@ func admitCluster(st *store.Store, items []applyItem, user bool) (*admission, er
 		{codes.AlreadyExists, admitSystemPorts},
 		{codes.AlreadyExists, admitPorts},
 		{codes.ResourceExhausted, admitQuotas},
+		{codes.ResourceExhausted, admitObjectQuotas},
 	}
 	for _, c := range checks {
 		errs, err := c.check(st, a)

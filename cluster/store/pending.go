@@ -170,6 +170,12 @@ func (r *reader) get(key []byte) []byte {
 // scan calls fn for every object whose key starts with prefix, in key
 // order. The slices are valid until the read ends.
 func (r *reader) scan(prefix []byte, fn func(k, v []byte) error) error {
+	return r.walk(prefix, true, fn)
+}
+
+// walk is scan; without values, fn gets none (nil), and the file's
+// values are not opened.
+func (r *reader) walk(prefix []byte, values bool, fn func(k, v []byte) error) error {
 	var over map[string][]byte
 	for _, d := range r.v.deltas {
 		if !d.holds(string(prefix)) {
@@ -195,13 +201,20 @@ func (r *reader) scan(prefix []byte, fn func(k, v []byte) error) error {
 				k, v = c.Next()
 			}
 			if val := over[keys[i]]; val != nil {
+				if !values {
+					val = nil
+				}
 				if err := fn([]byte(keys[i]), val); err != nil {
 					return err
 				}
 			}
 			i++
 		case inFile:
-			if err := fn(k, r.file(k, v)); err != nil {
+			var val []byte
+			if values {
+				val = r.file(k, v)
+			}
+			if err := fn(k, val); err != nil {
 				return err
 			}
 			k, v = c.Next()

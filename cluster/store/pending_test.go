@@ -303,7 +303,7 @@ func TestReadsAreConsistentWhileChangesReachTheFile(t *testing.T) {
 
 // A list of one kind passes over the pending changes holding none of it,
 // and sees every one that does: a deletion hides the file's object, and
-// a kind only ever pending is listed.
+// a kind only ever pending is listed. Count agrees.
 func TestListOfOneKindOverPendingChangesOfOthers(t *testing.T) {
 	t.Parallel()
 	n := single(t)
@@ -357,6 +357,10 @@ func TestListOfOneKindOverPendingChangesOfOthers(t *testing.T) {
 	} {
 		if diff := cmp.Diff(c.want, list(c.kind, c.ns)); diff != "" {
 			t.Errorf("list of %s in %q (-want +got):\n%s", c.kind, c.ns, diff)
+		}
+		// Count sees what List does, over the file and the pending changes.
+		if n, err := n.s.Count(c.kind, c.ns); err != nil || n != len(c.want) {
+			t.Errorf("count of %s in %q: %d, %v; want %d", c.kind, c.ns, n, err, len(c.want))
 		}
 	}
 }

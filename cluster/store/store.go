@@ -801,6 +801,19 @@ func (s *Store) List(kind legion.Kind, namespace string, keep func(legion.Object
 	return out, at, err
 }
 
+// Count is how many objects of a kind this replica holds (in all
+// namespaces when namespace is empty), reading no object.
+func (s *Store) Count(kind legion.Kind, namespace string) (int, error) {
+	n := 0
+	err := s.fsm.read(func(r *reader) error {
+		return r.walk([]byte(prefix(kind, namespace)), false, func(_, _ []byte) error {
+			n++
+			return nil
+		})
+	})
+	return n, err
+}
+
 // Watch follows the events after version from (from this replica), of
 // the kinds given or of every kind when none are. Zero means from what
 // this replica has applied now. A watch of some kinds is not woken by

@@ -267,6 +267,9 @@ func quotaString(q *legion.Quota) string {
 	if q.Storage != nil {
 		parts = append(parts, "storage="+q.Storage.String())
 	}
+	if q.Objects != nil {
+		parts = append(parts, fmt.Sprintf("objects=%d", *q.Objects))
+	}
 	return strings.Join(parts, ",")
 }
 
