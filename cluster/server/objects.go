@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/rbac"
@@ -18,9 +17,6 @@ import (
 type objectsService struct {
 	pb.UnimplementedObjectsServer
 	s *Server
-	// admit serialises the applies whose admission reads the cluster
-	// (apply.go).
-	admit sync.Mutex
 }
 
 // scope checks a request's kind and namespace: a namespaced kind without
@@ -224,5 +220,5 @@ func (o *objectsService) Apply(ctx context.Context, req *pb.ApplyRequest) (*pb.A
 	if conn != nil {
 		return pb.NewObjectsClient(conn).Apply(fctx, req)
 	}
-	return applyItems(ctx, st, items, applyMode{dryRun: req.DryRun, brief: req.Brief, user: a != nil}, &o.admit)
+	return applyItems(ctx, st, items, applyMode{dryRun: req.DryRun, brief: req.Brief, user: a != nil}, &o.s.admit)
 }

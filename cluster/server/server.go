@@ -114,6 +114,9 @@ type Server struct {
 	watchCtx   context.Context
 	endWatches context.CancelFunc
 	joinMu     sync.Mutex // one init or join at a time
+	// admit serialises the writes whose admission reads the cluster:
+	// applies (apply.go) and volume restores (restore_admit.go).
+	admit sync.Mutex
 
 	mu      sync.Mutex
 	state   string // "", manager, worker
@@ -240,7 +243,8 @@ func New(cfg Config) (*Server, error) {
 		s.disp.Follow(st)
 	}
 	s.disp.RegisterOn(s.grpc)
-	s.sess = sessions.New(sessions.FromStore(s.Store), sessions.Options{Logger: s.log, Stopping: s.watchCtx.Done(), Leader: s.leaderConn, Now: s.cfg.Now})
+	s.sess = sessions.New(sessions.FromStore(s.Store), sessions.Options{Logger: s.log, Stopping: s.watchCtx.Done(), Leader: s.leaderConn, Now: s.cfg.Now,
+		AdmitVolume: s.admitRestore})
 	s.sess.RegisterOn(s.grpc)
 	return s, nil
 }

@@ -241,6 +241,11 @@ func (h volumesServer) Restore(in legionpb.Volumes_RestoreServer) error {
 	} else if err != nil {
 		return storeStatus(err)
 	}
+	// Refused before any data reaches the node, as the apply of the
+	// Volume would be; admitted again as it is made.
+	if err := s.admitVol(ctx, vol, nil); err != nil {
+		return err
+	}
 	spec, err := json.Marshal(vol.Spec)
 	if err != nil {
 		return status.Errorf(codes.Internal, "volume %s/%s: spec: %v", ns, name, err)
@@ -251,7 +256,16 @@ func (h volumesServer) Restore(in legionpb.Volumes_RestoreServer) error {
 	}
 	vol.Status.Node = hdr.Node
 	vol.Status.Backend = backendOf(hdr.Backend)
-	made, _, err := st.Put(ctx, vol, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}})
+	var made legion.Object
+	err = s.admitVol(ctx, vol, func() error {
+		var err error
+		made, _, err = st.Put(ctx, vol, store.WriteOptions{Precondition: store.Precondition{MustNotExist: true}})
+		return err
+	})
+	if _, admission := status.FromError(err); admission && err != nil {
+		return status.Errorf(status.Code(err), "volume %s/%s: the data is on node %s, but the Volume is refused now: %s",
+			ns, name, hdr.Node, status.Convert(err).Message())
+	}
 	if errors.Is(err, store.ErrExists) {
 		return status.Errorf(codes.AlreadyExists, "volume %s/%s was made while its data was restored: the restored data is on node %s under the name %s/%s, and the Volume made meanwhile is left as it was",
 			ns, name, hdr.Node, ns, name)

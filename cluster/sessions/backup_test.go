@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/sessions"
 	"github.com/legionbsd/legion/cluster/sessions/sessionstest"
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -286,5 +288,47 @@ func TestRestoreRefusals(t *testing.T) {
 	}
 	if size, _, _ := n2.Volumes.Get("shop", "stale"); size != int64(len("old data")) {
 		t.Errorf("the node's own data of stale: %d bytes", size)
+	}
+}
+
+// A restore's Volume is admitted as its apply would be: refused before
+// any data goes to the node, or, refused only as it is made (a quota
+// taken meanwhile), with the error saying the data is on the node.
+func TestRestoreIsAdmittedAsAnApply(t *testing.T) {
+	t.Parallel()
+	var refuseEarly, refuseMaking atomic.Bool
+	m := sessionstest.Start(t, func(o *sessions.Options) {
+		o.AdmitVolume = func(_ context.Context, v *legion.Volume, write func() error) error {
+			if (write == nil && refuseEarly.Load()) || (write != nil && refuseMaking.Load()) {
+				return status.Errorf(codes.ResourceExhausted, "over the quota of namespace %s: volumes 2 of 1", v.Metadata.Namespace)
+			}
+			if write == nil {
+				return nil
+			}
+			return write()
+		}
+	})
+	n2 := m.StartAgent(t, "n2")
+	putNode(t, m, "n2")
+	admin := volumesClient(t, m, m.Admin)
+
+	refuseEarly.Store(true)
+	_, err := restore(t, admin, restoreHeader("early", "n2"), []byte("data"))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "over the quota of namespace shop") {
+		t.Fatalf("a restore its admission refuses: %v", err)
+	}
+	if calls := n2.Volumes.Calls(); len(calls) != 0 {
+		t.Errorf("the node was asked to keep data of a refused restore: %v", calls)
+	}
+
+	refuseEarly.Store(false)
+	refuseMaking.Store(true)
+	_, err = restore(t, admin, restoreHeader("late", "n2"), []byte("data"))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(),
+		"volume shop/late: the data is on node n2, but the Volume is refused now: over the quota of namespace shop") {
+		t.Fatalf("a restore refused as its Volume is made: %v", err)
+	}
+	if _, _, err := m.Store.Get(legion.KindVolume, "shop", "late"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a Volume was made for a refused restore: %v", err)
 	}
 }

@@ -59,6 +59,11 @@ type Options struct {
 	Leader Leader
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// AdmitVolume admits the Volume a restore makes as an apply of it by
+	// the caller would be (quotas, the Namespace's allow-lists), and with
+	// write set calls it while no apply is admitted, so the two cannot
+	// both take the last of a quota. Nil admits every restore.
+	AdmitVolume func(ctx context.Context, v *legion.Volume, write func() error) error
 }
 
 // Service serves Pods and Sessions on one manager.
@@ -69,6 +74,7 @@ type Service struct {
 	stopping <-chan struct{}
 	leader   Leader
 	now      func() time.Time
+	admitVol func(ctx context.Context, v *legion.Volume, write func() error) error
 
 	mu       sync.Mutex
 	agents   map[string]*agentConn // by node name: its newest Sessions stream
@@ -78,7 +84,7 @@ type Service struct {
 // New makes the service of the manager whose objects src gives.
 func New(src Source, o Options) *Service {
 	s := &Service{src: src, log: o.Logger, attachIn: o.AttachTimeout, stopping: o.Stopping, leader: o.Leader, now: o.Now,
-		agents: map[string]*agentConn{}, sessions: map[string]*session{}}
+		admitVol: o.AdmitVolume, agents: map[string]*agentConn{}, sessions: map[string]*session{}}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -87,6 +93,14 @@ func New(src Source, o Options) *Service {
 	}
 	if s.attachIn <= 0 {
 		s.attachIn = DefaultAttachTimeout
+	}
+	if s.admitVol == nil {
+		s.admitVol = func(_ context.Context, _ *legion.Volume, write func() error) error {
+			if write == nil {
+				return nil
+			}
+			return write()
+		}
 	}
 	return s
 }

@@ -40,13 +40,18 @@ type Manager struct {
 // context ending does: open streams end with UNAVAILABLE.
 func (m *Manager) Stopping() { m.once.Do(func() { close(m.stopping) }) }
 
-// Start runs a manager; everything stops at the test's end.
-func Start(t testing.TB) *Manager {
+// Start runs a manager; everything stops at the test's end. Each opt
+// may change the service's options.
+func Start(t testing.TB, opts ...func(*sessions.Options)) *Manager {
 	t.Helper()
 	ca := dispatchertest.NewCA(t)
 	st := dispatchertest.OpenStore(t)
 	stopping, once := make(chan struct{}), &sync.Once{}
-	svc := sessions.New(sessions.FromStore(func() *store.Store { return st }), sessions.Options{AttachTimeout: 5 * time.Second, Stopping: stopping})
+	o := sessions.Options{AttachTimeout: 5 * time.Second, Stopping: stopping}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	svc := sessions.New(sessions.FromStore(func() *store.Store { return st }), o)
 	mgr, _ := dispatchertest.Issue(t, ca, "m1", pki.RoleManager)
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(mgr.ServerConfig())))
 	svc.RegisterOn(g)
