@@ -49,6 +49,14 @@ func (k Kind) Namespaced() bool {
 	return true
 }
 
+// Plural is the kind's name for many of it: Services, NetworkPolicies.
+func (k Kind) Plural() string {
+	if s, ok := strings.CutSuffix(string(k), "y"); ok {
+		return s + "ies"
+	}
+	return string(k) + "s"
+}
+
 // Known reports whether k is a kind of the object model.
 func (k Kind) Known() bool {
 	for _, x := range Kinds() {

@@ -64,12 +64,12 @@ func Needs(v Verb, kind legion.Kind) legion.Role {
 // and if not, why, naming what is missing.
 func Check(bindings []*legion.RoleBinding, user string, v Verb, kind legion.Kind, namespace string) error {
 	if !kind.Namespaced() {
-		return fmt.Errorf("user %s: %ss are cluster-scoped and users act in namespaces only", user, kind)
+		return fmt.Errorf("user %s: %s are cluster-scoped and users act in namespaces only", user, kind.Plural())
 	}
 	if kind == legion.KindTask && v == Write {
 		return fmt.Errorf("user %s: tasks are written by the cluster only", user)
 	}
-	return CheckAction(bindings, user, v, kind, namespace, fmt.Sprintf("%s %ss", v, kind))
+	return CheckAction(bindings, user, v, kind, namespace, fmt.Sprintf("%s %s", v, kind.Plural()))
 }
 
 // CheckAction is Check of what an action needs (v on objects of kind),

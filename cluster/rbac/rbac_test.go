@@ -31,6 +31,7 @@ func TestCheck(t *testing.T) {
 		{Read, legion.KindRoleBinding, "shop", ""},
 		{Read, legion.KindSecret, "shop", "alice is view in namespace shop; to read Secrets it needs edit"},
 		{Write, legion.KindService, "shop", "needs edit"},
+		{Write, legion.KindNetworkPolicy, "shop", "to write NetworkPolicies it needs edit"},
 		{Write, legion.KindService, "lab", ""},
 		{Read, legion.KindSecret, "lab", ""},
 		{Write, legion.KindRoleBinding, "lab", "is edit in namespace lab; to write RoleBindings it needs admin"},
@@ -39,7 +40,7 @@ func TestCheck(t *testing.T) {
 		{Read, legion.KindConfig, "other", "has no role in namespace other"},
 		{Read, legion.KindNode, "", "cluster-scoped"},
 		{Write, legion.KindNamespace, "", "cluster-scoped"},
-		{Read, legion.KindImagePolicy, "", "cluster-scoped"},
+		{Read, legion.KindImagePolicy, "", "ImagePolicies are cluster-scoped"},
 	} {
 		err := Check(bs, "alice", tc.v, tc.kind, tc.ns)
 		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {

@@ -269,9 +269,5 @@ func resolveKind(s string) (legion.Kind, error) {
 		s, strings.Join(names, ", "), hint)
 }
 
-func plural(s string) string {
-	if strings.HasSuffix(s, "y") {
-		return s[:len(s)-1] + "ies"
-	}
-	return s + "s"
-}
+// plural is a kind's plural as typed here, in lower case.
+func plural(s string) string { return legion.Kind(s).Plural() }

@@ -257,7 +257,7 @@ func newStackRmCommand(deps stackDeps) *cobra.Command {
 			for _, k := range compose.RemoveKinds() {
 				objs, err := c.List(cmd.Context(), k, ns, map[string]string{compose.StackLabel: stack})
 				if err != nil {
-					return fmt.Errorf("listing the stack's %ss: %w", k, err)
+					return fmt.Errorf("listing the stack's %s: %w", k.Plural(), err)
 				}
 				current = append(current, objs...)
 			}
@@ -344,7 +344,7 @@ func namespaceHolds(ns string, list func(legion.Kind) ([]legion.Object, error)) 
 		}
 		objs, err := list(k)
 		if err != nil {
-			return "", fmt.Errorf("listing the %ss left in namespace %s: %w", k, ns, err)
+			return "", fmt.Errorf("listing the %s left in namespace %s: %w", k.Plural(), ns, err)
 		}
 		for _, o := range objs {
 			left = append(left, strings.ToLower(string(k))+"/"+o.GetMetadata().Name)
