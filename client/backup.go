@@ -16,7 +16,7 @@ import (
 func (c *Client) Backup(ctx context.Context, w io.Writer) error {
 	stream, err := pb.NewClusterClient(c.conn).Backup(ctx, &pb.BackupRequest{})
 	if err != nil {
-		return err
+		return wrap(err)
 	}
 	for {
 		m, err := stream.Recv()
@@ -24,7 +24,7 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("backup: %w", err)
+			return wrap(err)
 		}
 		if _, err := w.Write(m.Data); err != nil {
 			return fmt.Errorf("backup: %w", err)

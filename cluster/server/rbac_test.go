@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,6 +105,11 @@ func TestUsersActWithinTheirRoles(t *testing.T) {
 	csr, _ := pki.CSR(key, "mallory")
 	_, _, err = alice.IssueUser(ctx, "mallory", csr)
 	refused(t, "issuing a user", err, "not allowed for a user certificate")
+	err = alice.Backup(ctx, io.Discard)
+	refused(t, "a backup of the control state", err, "/legion.v1.Cluster/Backup: not allowed for a user certificate (alice)")
+	if err != nil && strings.Contains(err.Error(), "rpc error") {
+		t.Errorf("a refused backup says %q: want the server's message, as other calls say it", err)
+	}
 
 	// Raised to edit: writes and Secrets, but not RoleBindings.
 	if _, err := admin.ApplyOne(ctx, roleBinding("shop", "alice", legion.RoleEdit), client.ApplyOptions{}); err != nil {

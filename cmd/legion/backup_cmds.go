@@ -42,7 +42,7 @@ data is backed up per volume (legion volume backup).`,
 			defer cl.Close()
 			n, err := writeAtomically(out, func(w io.Writer) error { return cl.Backup(cmd.Context(), w) })
 			if err != nil {
-				return err
+				return fmt.Errorf("backup: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "control state backed up to %s (%d bytes); it holds Secrets and join tokens: keep it as safe as the managers' pki directories, which are not in it\n", out, n)
 			return nil
