@@ -1,12 +1,9 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -23,10 +20,6 @@ import (
 	"github.com/legionbsd/legion/internal/endpoints"
 	"github.com/legionbsd/legion/jail"
 )
-
-// SavedOutput is how much of each container's output is kept once its
-// pod is removed.
-const SavedOutput = 1 << 20
 
 // Network gives pods their addresses on the node.
 type Network interface {
@@ -152,6 +145,8 @@ type Agent struct {
 	// are kept from collection.
 	assigned []*legion.Task
 	pulls    singleflight.Group // pulls under way (pull)
+	// outputSwept is when saved output was last swept (savedoutput.go).
+	outputSwept time.Time
 }
 
 // ImageGCInterval is how often a node collects the images no task uses
@@ -376,6 +371,7 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 			delete(a.took, uid)
 		}
 	}
+	a.sweepOutputLocked(assignedUIDs)
 	// A task placed here and told to stop before this agent ever saw it
 	// wanted running has had no worker to report its end (one that had,
 	// even one that ended, said it: a set older than its report must not
@@ -723,38 +719,6 @@ func (a *Agent) login(t *legion.Task, ref string) *image.Login {
 		}
 	}
 	return nil
-}
-
-// saveOutput keeps the last SavedOutput bytes of a container's log.
-func (a *Agent) saveOutput(ctx context.Context, t *legion.Task, container string) {
-	rc, err := a.Runtime.Logs(ctx, containerID(t, container), jail.LogOptions{})
-	if err != nil {
-		if !errors.Is(err, jail.ErrNotFound) {
-			a.log.Debug("reading output to save", "container", container, "err", err)
-		}
-		return
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(rc)
-	if err != nil || len(data) == 0 {
-		return
-	}
-	if len(data) > SavedOutput {
-		data = data[len(data)-SavedOutput:]
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			data = data[i+1:] // whole records only
-		}
-	}
-	dir := SavedOutputDir(a.DataDir, t.Metadata.UID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return
-	}
-	os.WriteFile(filepath.Join(dir, container+".log"), data, 0o600)
-}
-
-// SavedOutputDir is where a finished task's output is kept.
-func SavedOutputDir(dataDir, taskUID string) string {
-	return filepath.Join(dataDir, "logs", taskUID)
 }
 
 // keepFinal holds an ended worker's last status that no manager took,
