@@ -265,6 +265,9 @@ func resolveKind(s string) (legion.Kind, error) {
 	if k, how, ok := legion.KubernetesKind(l); ok {
 		hint = "; " + how + ": legion get " + plural(strings.ToLower(string(k)))
 	}
+	if l == "event" || l == "events" || l == "ev" {
+		hint = "; events are not objects here: legion events (-n NAMESPACE, -f to follow)"
+	}
 	return "", fmt.Errorf("unknown kind %q: expected one of %s (singular or plural, any case), or a short name (svc, ns, no, cj, np, rb, vol, cfg)%s",
 		s, strings.Join(names, ", "), hint)
 }

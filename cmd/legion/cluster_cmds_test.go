@@ -249,6 +249,7 @@ func TestResolveKind(t *testing.T) {
 		"deployments": "a Deployment is a Service here: legion get services", "ds": "a DaemonSet is a Service of mode global here: legion get services",
 		"statefulset": "a StatefulSet is a Service of mode stateful here: legion get services", "configmaps": "a ConfigMap is a Config here: legion get configs",
 		"ingresses": "an Ingress is a Route here: legion get routes", "pvc": "a PersistentVolumeClaim is a Volume here: legion get volumes",
+		"events": "events are not objects here: legion events (-n NAMESPACE, -f to follow)",
 	} {
 		if _, err := resolveKind(in); err == nil || !strings.Contains(err.Error(), `unknown kind "`+in+`"`) || !strings.HasSuffix(err.Error(), says) &&
 			!strings.Contains(err.Error(), "; "+says) {

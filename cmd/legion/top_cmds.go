@@ -14,9 +14,10 @@ import (
 func addTopCommands(root *cobra.Command) {
 	cli := newClusterCLI()
 	top := cli.topCommand()
+	tasks := cli.topListCommand("tasks", "Show each running task's CPU and memory against its requests and limits", tasksTopListing, false)
+	tasks.Aliases = []string{"pods", "pod"} // kubectl top pods: a pod is a task's here
 	top.AddCommand(cli.topListCommand("nodes", "Show each node's CPU and memory in use against what it can allocate and holds", nodesTopListing, true),
-		cli.topListCommand("tasks", "Show each running task's CPU and memory against its requests and limits", tasksTopListing, false),
-		cli.topListCommand("services", "Show each service's CPU and memory summed over its tasks, against their requests and limits", servicesTopListing, false))
+		tasks, cli.topListCommand("services", "Show each service's CPU and memory summed over its tasks, against their requests and limits", servicesTopListing, false))
 	root.AddCommand(top)
 }
 

@@ -32,6 +32,11 @@ func TestTopOnADaemon(t *testing.T) {
 	if tasks[0].Owner != "Service/web" || tasks[0].Node != n.Name {
 		t.Errorf("legion top tasks: %+v, want web's task on %s", tasks[0], n.Name)
 	}
+	// kubectl's name for the view works too.
+	var pods []topui.TaskUsage
+	if err := json.Unmarshal([]byte(run("top", "pods", "-o", "json")), &pods); err != nil || len(pods) != 1 || pods[0].Name != tasks[0].Name {
+		t.Errorf("legion top pods: %+v (%v), want the tasks view", pods, err)
+	}
 	var services []topui.ServiceUsage
 	if err := json.Unmarshal([]byte(run("top", "services", "-o", "json")), &services); err != nil {
 		t.Fatal(err)
