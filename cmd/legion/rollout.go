@@ -71,10 +71,15 @@ func (r rollout) String() string {
 	return s
 }
 
-// why is what holds the rollout up, as the tasks say: how many wait for
-// a node and the planner's reason, and the last failure.
+// why is what holds the rollout up: what the planner says on the
+// service while it is short of tasks (images held by a policy, say, when
+// no task is made to say it), how many tasks wait for a node and why, and
+// the last failure.
 func (r rollout) why() []string {
 	var out []string
+	if r.svc != nil && r.svc.Status.Message != "" && r.current < r.want {
+		out = append(out, r.svc.Status.Message)
+	}
 	if r.pending > 0 {
 		w := fmt.Sprintf("%d pending", r.pending)
 		if r.waiting != "" {

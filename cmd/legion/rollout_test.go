@@ -183,3 +183,20 @@ spec: {schedule: "0 3 * * *", job: {pod: {containers: [{name: c, image: localhos
 		t.Fatalf("apply --wait of a cron job: %v\n%s", err, out)
 	}
 }
+
+// A rollout short of tasks says what the planner says on the service: an
+// image held by a policy makes no task to say it.
+func TestRolloutSaysWhatHoldsTheService(t *testing.T) {
+	t.Parallel()
+	const held = "no task started until its images resolve: cannot resolve localhost/app:2: held by image policy local"
+	s := &legion.Service{}
+	s.Status.Message = held
+	r := rollout{state: string(legion.UpdateUpdating), want: 2, svc: s}
+	if got := r.String(); got != "updating: 0 of 2 tasks updated, 0 ready; "+held {
+		t.Errorf("rollout: %q, want it to say what holds it", got)
+	}
+	r.current, r.ready = 2, 2
+	if got := r.String(); strings.Contains(got, held) {
+		t.Errorf("a rollout with all its tasks: %q, want no word of the service's message", got)
+	}
+}
