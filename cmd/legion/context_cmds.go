@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc/codes"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -244,6 +245,21 @@ func flagValue(cmd *cobra.Command, name string) (string, bool) {
 func serverSetting(cmd *cobra.Command) string {
 	v, given := flagValue(cmd, "server")
 	return pick(v, given, os.Getenv(envServer), contextValue(cmd, func(c *cliContext) string { return c.Server }), client.DefaultServer)
+}
+
+// contextUnreachable adds, to a failure to reach any manager at a
+// context's address, which context that is: the user gave no address,
+// and a context legion up added lasts only while legion up runs.
+func contextUnreachable(cmd *cobra.Command, err error) error {
+	if err == nil || cmd == nil || client.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no manager answers at") {
+		return err
+	}
+	s := settingsOf(cmd)
+	if _, given := flagValue(cmd, "server"); given || os.Getenv(envServer) != "" || s.context == nil || s.context.Server == "" {
+		return err
+	}
+	return fmt.Errorf("%w; the address is context %s's (%s): if legion up made it, it answers only while legion up runs; legion context ls lists the others",
+		err, s.context.Name, s.path)
 }
 
 // credentialsSetting is the credentials file in effect ("" for none).

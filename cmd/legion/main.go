@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/spf13/cobra"
 	"os"
 
 	// The container supervisors (`legion jail-shim`, `legion
@@ -15,7 +16,7 @@ import (
 
 func main() {
 	root := newRootCommand()
-	if err := root.Execute(); err != nil {
+	if err := execute(root); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
@@ -26,6 +27,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "legion:", err)
 		os.Exit(1)
 	}
+}
+
+// execute runs the command line, adding to its error what the settings
+// in effect explain.
+func execute(root *cobra.Command) error {
+	cmd, err := root.ExecuteC()
+	return contextUnreachable(cmd, err)
 }
 
 // exitError ends the command with a code after printing msg (if any) to

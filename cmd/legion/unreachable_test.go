@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,5 +25,29 @@ func TestCommandAgainstADownManagerFailsFast(t *testing.T) {
 	}
 	if took >= client.DefaultRetry/2 {
 		t.Fatalf("it took %s to say no manager answers: the election retry was waited out", took)
+	}
+}
+
+// When the address no manager answers at is a context's, the error names
+// the context and its file: the user gave no address, and a context that
+// legion up added lasts only while legion up runs.
+func TestADownContextIsNamed(t *testing.T) {
+	for _, k := range []string{envServer, envCredentials, envContext} {
+		t.Setenv(k, "")
+	}
+	c := testcluster.New(t, testcluster.Options{})
+	down := testcluster.FreeAddr(t)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if out, err := runLegion(t, "", "context", "set", "gone", "--server", down, "--credentials", c.AdminFile(), "--config", cfg); err != nil {
+		t.Fatalf("context set: %v\n%s", err, out)
+	}
+	_, err := runLegion(t, "", "get", "services", "--config", cfg)
+	if err == nil || !strings.Contains(err.Error(), "no manager answers at "+down) ||
+		!strings.Contains(err.Error(), "the address is context gone's ("+cfg+"): if legion up made it, it answers only while legion up runs") {
+		t.Fatalf("legion get through a context whose cluster is down: %v", err)
+	}
+	_, err = runLegion(t, "", "get", "services", "--config", cfg, "--server", down)
+	if err == nil || strings.Contains(err.Error(), "context gone") {
+		t.Fatalf("with --server given: %v, want no word of the context", err)
 	}
 }

@@ -13,7 +13,7 @@ func runLegion(t *testing.T, stdin string, args ...string) (string, error) {
 	var out bytes.Buffer
 	root := rootWith(&out, &out, args...)
 	root.SetIn(strings.NewReader(stdin))
-	err := root.Execute()
+	err := execute(root)
 	return out.String(), err
 }
 
