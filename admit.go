@@ -302,22 +302,29 @@ func admitEndpoint(e *Endpoint, pod *PodSpec, errs *ErrorList) {
 }
 
 func admitTolerations(tols []Toleration, p string, errs *ErrorList) {
-	for i := range tols {
-		t := &tols[i]
-		tp := index(p, i)
-		if t.Key == "" {
-			errs.add(tp+".key", "missing")
-		} else if err := validLabelKey(t.Key); err != nil {
-			errs.add(tp+".key", "%v", err)
+	for i, t := range tols {
+		admitTaintTerm(t.Key, t.Value, t.Effect, false, index(p, i), errs)
+	}
+}
+
+// admitTaintTerm checks a taint's or a toleration's key, value and
+// effect (which a taint must have) at field path tp.
+func admitTaintTerm(key, value string, effect TaintEffect, needEffect bool, tp string, errs *ErrorList) {
+	if key == "" {
+		errs.add(tp+".key", "missing")
+	} else if err := validLabelKey(key); err != nil {
+		errs.add(tp+".key", "%v", err)
+	}
+	if value != "" {
+		if err := validLabelValue(value); err != nil {
+			errs.add(tp+".value", "%v", err)
 		}
-		if t.Value != "" {
-			if err := validLabelValue(t.Value); err != nil {
-				errs.add(tp+".value", "%v", err)
-			}
-		}
-		if t.Effect != "" && !validEffect(t.Effect) {
-			errs.add(tp+".effect", "%q is not valid: expected NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
-		}
+	}
+	switch {
+	case effect == "" && needEffect:
+		errs.add(tp+".effect", "missing: expected NoSchedule, PreferNoSchedule or NoExecute")
+	case effect != "" && !validEffect(effect):
+		errs.add(tp+".effect", "%q is not valid: expected NoSchedule, PreferNoSchedule or NoExecute", effect)
 	}
 }
 
@@ -980,21 +987,7 @@ func admitNode(s *NodeSpec, errs *ErrorList) {
 	}
 	for i, t := range s.Taints {
 		tp := index("spec.taints", i)
-		if t.Key == "" {
-			errs.add(tp+".key", "missing")
-		} else if err := validLabelKey(t.Key); err != nil {
-			errs.add(tp+".key", "%v", err)
-		}
-		if t.Value != "" {
-			if err := validLabelValue(t.Value); err != nil {
-				errs.add(tp+".value", "%v", err)
-			}
-		}
-		if t.Effect == "" {
-			errs.add(tp+".effect", "missing: expected NoSchedule, PreferNoSchedule or NoExecute")
-		} else if !validEffect(t.Effect) {
-			errs.add(tp+".effect", "%q is not valid: expected NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
-		}
+		admitTaintTerm(t.Key, t.Value, t.Effect, true, tp, errs)
 		key := t.Key + ":" + string(t.Effect)
 		if j, dup := seen[key]; dup {
 			errs.add(tp, "taint %s is already taints[%d]", key, j)

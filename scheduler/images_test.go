@@ -35,6 +35,13 @@ func resolve(c *schedtest.Cluster, name, digest string) {
 	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod), Digests: digests}
 }
 
+// holdImages records the leader's pass over name's pod, failed for why
+// (none: passed).
+func holdImages(c *schedtest.Cluster, name, why string) {
+	s := c.Service(name)
+	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod), Message: why}
+}
+
 // Once every node runs pins, a pod naming an image by tag gets tasks only
 // after the leader resolved its tags for that pod, and an update waits
 // with its old tasks running.
@@ -97,9 +104,8 @@ func TestLocalImagesWaitForAnEnforcingPolicy(t *testing.T) {
 	if got := len(c.Live("app")); got != 0 {
 		t.Fatalf("%d tasks before the leader checked the local image, want none", got)
 	}
-	s := c.Service("app")
 	const why = "cannot resolve localhost/app:1: held by image policy local: a localhost/ image is in no registry, so no signature of it can be checked"
-	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod), Message: why}
+	holdImages(c, "app", why)
 	c.Converge()
 	if got := len(c.Live("app")); got != 0 {
 		t.Fatalf("%d tasks of a local image the policy holds, want none", got)
@@ -125,14 +131,12 @@ func TestImagesByDigestWaitForTheCheck(t *testing.T) {
 	if got := len(c.Live("app")); got != 0 {
 		t.Fatalf("%d tasks before the image was checked, want none", got)
 	}
-	s := c.Service("app")
-	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod), Message: "cannot resolve registry.example/app@sha256:abab…: held by image policy: unsigned"}
+	holdImages(c, "app", "cannot resolve registry.example/app@sha256:abab…: held by image policy: unsigned")
 	c.Converge()
 	if got := len(c.Live("app")); got != 0 {
 		t.Fatalf("%d tasks of an image the policy holds, want none", got)
 	}
-	s = c.Service("app") // the pass wrote its status: the hold is said on it
-	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod)}
+	holdImages(c, "app", "") // checked: no failure
 	c.Converge()
 	if got := len(c.Live("app")); got != 4 {
 		t.Fatalf("%d tasks once checked, want 4", got)
@@ -144,9 +148,8 @@ func TestImagesByDigestWaitForTheCheck(t *testing.T) {
 func TestAnUnresolvableImageIsSaidOnTheService(t *testing.T) {
 	t.Parallel()
 	c := pinnedRunning(t, "registry.example/app:1")
-	s := c.Service("app")
 	const why = "cannot resolve registry.example/app:1: no such host"
-	s.Status.Images = &legion.ImagesStatus{PodHash: scheduler.PodHash(&s.Spec.Pod), Message: why}
+	holdImages(c, "app", why)
 	c.Converge()
 	if got := len(c.Live("app")); got != 0 {
 		t.Fatalf("%d tasks of an unresolved image, want none", got)

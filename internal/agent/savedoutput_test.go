@@ -45,16 +45,10 @@ func TestSavedOutputGoesWithItsTask(t *testing.T) {
 	t.Cleanup(func() { wait() })
 	go func() { done <- a.Run(actx) }()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Dir(gone)); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the saved output of a deleted task was kept")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, "the saved output of a deleted task to go", func() bool {
+		_, err := os.Stat(filepath.Dir(gone))
+		return errors.Is(err, os.ErrNotExist)
+	}, func() string { return "its directory is still there" })
 	if err := wait(); err != nil {
 		t.Fatalf("agent: %v", err)
 	}
