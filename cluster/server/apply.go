@@ -114,16 +114,11 @@ func wireName(i int, o *pb.Object) string {
 // applyItems admits and writes an apply on the leader. An apply the
 // cluster-wide checks read for (see serialised) holds admit from its
 // check to its last write, so two cannot both fit under one quota or
-// take one port.
+// take one port. One that admission finds adding objects under an
+// objects quota is admitted again holding it.
 func applyItems(ctx context.Context, st *store.Store, items []applyItem, mode applyMode, admit *sync.Mutex) (*pb.ApplyResponse, error) {
 	dryRun := mode.dryRun
 	lock := serialised(items)
-	if !lock {
-		var err error
-		if lock, err = underObjectQuota(st, items); err != nil {
-			return nil, toStatus(err)
-		}
-	}
 	if lock {
 		admit.Lock()
 		defer admit.Unlock()
@@ -145,15 +140,27 @@ func applyItems(ctx context.Context, st *store.Store, items []applyItem, mode ap
 			return nil, err
 		}
 	}
-	adm, err := admitCluster(st, items, mode.user)
+	agreed := func() (*admission, error) {
+		adm, err := admitCluster(st, items, mode.user)
+		if err != nil {
+			// Refuse only on what the cluster has agreed on.
+			if berr := st.Barrier(ctx); berr != nil {
+				return nil, toStatus(berr)
+			}
+			if adm, err = admitCluster(st, items, mode.user); err != nil {
+				return nil, toStatus(err)
+			}
+		}
+		return adm, nil
+	}
+	adm, err := agreed()
+	if err == nil && !lock && adm.serialise {
+		admit.Lock()
+		defer admit.Unlock()
+		adm, err = agreed()
+	}
 	if err != nil {
-		// Refuse only on what the cluster has agreed on.
-		if berr := st.Barrier(ctx); berr != nil {
-			return nil, toStatus(berr)
-		}
-		if adm, err = admitCluster(st, items, mode.user); err != nil {
-			return nil, toStatus(err)
-		}
+		return nil, err
 	}
 	var results []*pb.ApplyResult
 	if dryRun {
@@ -479,6 +486,9 @@ type admission struct {
 	current map[string]legion.Object
 	// user: the caller is a user of namespaces, not the cluster admin.
 	user bool
+	// serialise: the apply adds objects under a namespace's objects
+	// quota, so it must be admitted and written while no other is.
+	serialise bool
 }
 
 func newAdmission(st *store.Store, items []applyItem) (*admission, error) {

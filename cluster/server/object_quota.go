@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -23,38 +22,12 @@ var countedKinds = func() []legion.Kind {
 	return out
 }()
 
-// underObjectQuota reports whether an apply puts objects in a namespace
-// whose quota bounds its objects: such applies are admitted one at a
-// time, so two cannot both take the last place. It reads each namespace
-// from this replica, which costs a lookup that finds nothing where there
-// is no Namespace object.
-func underObjectQuota(st *store.Store, items []applyItem) (bool, error) {
-	seen := map[string]bool{}
-	for _, it := range items {
-		ns := it.obj.GetMetadata().Namespace
-		if ns == "" || seen[ns] {
-			continue
-		}
-		seen[ns] = true
-		o, _, err := st.Get(legion.KindNamespace, "", ns)
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return false, err
-		}
-		if q := o.(*legion.Namespace).Spec.Quota; q != nil && q.Objects != nil {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // admitObjectQuotas refuses an apply that makes new objects in a
 // namespace beyond its quota.objects: what it holds of the counted kinds
 // (Count reads no object) and what the apply adds. A quota lowered
 // under what a namespace holds refuses only new objects; changes and
-// deletions go on.
+// deletions go on. Such an apply is marked to be admitted again holding
+// the apply lock (applyItems), so two cannot both take the last place.
 func admitObjectQuotas(st *store.Store, a *admission) ([]string, error) {
 	added := map[string][]string{}
 	for _, c := range a.changed {
@@ -73,6 +46,7 @@ func admitObjectQuotas(st *store.Store, a *admission) ([]string, error) {
 		if nsObj == nil || nsObj.Spec.Quota == nil || nsObj.Spec.Quota.Objects == nil {
 			continue
 		}
+		a.serialise = true
 		held := 0
 		for _, k := range countedKinds {
 			n, err := st.Count(k, ns)
