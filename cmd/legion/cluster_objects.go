@@ -448,7 +448,7 @@ func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) (
 		return nil, err
 	}
 	if len(objs) == 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "No %s with %s found.\n", strings.ToLower(string(kind))+"s", strings.Join(f.labels, ","))
+		fmt.Fprintf(cmd.ErrOrStderr(), "No %s with %s found.\n", plural(strings.ToLower(string(kind))), strings.Join(f.labels, ","))
 	}
 	return objs, nil
 }

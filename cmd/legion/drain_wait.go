@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -125,6 +126,38 @@ func stranded(node string, tasks []legion.Object) string {
 		names += fmt.Sprintf(" and %d more", len(waiting)-shown)
 	}
 	return fmt.Sprintf("what ran on node %s has nowhere to run: %s pending (%s)", node, names, reason)
+}
+
+// nowhereElse says, for a drain asked without --wait, that the node's
+// tasks have no other node to go to: none other is ready and active.
+// Empty when one is, or when nothing runs on the node. (Constraints and
+// resources the planner says per task; --wait reports those.)
+func nowhereElse(node string, nodes, tasks []legion.Object) string {
+	for _, o := range nodes {
+		n := o.(*legion.Node)
+		if n.Metadata.Name != node && n.Status.State == legion.NodeReady && n.Spec.Availability == legion.AvailabilityActive {
+			return ""
+		}
+	}
+	owners := map[string]bool{}
+	count := 0
+	for _, o := range tasks {
+		t := o.(*legion.Task)
+		if t.Spec.Node == node && t.Spec.DesiredState == legion.TaskRunning && !t.Status.State.Terminal() {
+			count++
+			owners[strings.ToLower(string(t.Spec.Owner.Kind))+" "+t.Metadata.Namespace+"/"+t.Spec.Owner.Name] = true
+		}
+	}
+	if count == 0 {
+		return ""
+	}
+	names := slices.Sorted(maps.Keys(owners))
+	what := "1 task"
+	if count != 1 {
+		what = fmt.Sprintf("%d tasks", count)
+	}
+	return fmt.Sprintf("no other node is ready and active, so node %s's %s (of %s) will wait pending until one is; legion node activate %s ends the drain",
+		node, what, strings.Join(names, ", "), node)
 }
 
 // describeDrain says where a drain stands and what is left, as one line.

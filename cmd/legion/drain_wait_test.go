@@ -33,6 +33,16 @@ func TestNodeDrainWait(t *testing.T) {
 	if _, err := runLegion(t, "", append([]string{"node", "activate", n.Name}, flags...)...); err != nil {
 		t.Fatal(err)
 	}
+	// Without --wait, a drain that leaves the tasks no other node says so
+	// at once.
+	waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready })
+	out, err = runLegion(t, "", append([]string{"node", "drain", n.Name}, flags...)...)
+	if err != nil || !strings.Contains(out, "warning: no other node is ready and active, so node "+n.Name+"'s 1 task (of service default/web) will wait pending until one is") {
+		t.Errorf("drain of the only node: %v\n%s", err, out)
+	}
+	if _, err := runLegion(t, "", append([]string{"node", "activate", n.Name}, flags...)...); err != nil {
+		t.Fatal(err)
+	}
 	deployHello(ctx, t, n, strings.Replace(helloApp("db", readyHTTP), "spec:\n", "spec:\n  mode: stateful\n  replicas: 1\n", 1)+
 		`        volumeMounts: [{name: data, path: /data}]
     volumes: [{name: data, claim: {size: 16Mi}}]

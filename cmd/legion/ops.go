@@ -324,7 +324,17 @@ func (c *clusterCLI) availabilityCommand(verb string, a legion.Availability, wha
 			if err := df.check(); err != nil {
 				return err
 			}
-			_, err := c.updateObject(cmd, legion.KindNode, "", args[0], func(o legion.Object) error {
+			// The tasks on the node, read before the drain stops them.
+			cl, err := c.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			var before []legion.Object
+			if a == legion.AvailabilityDrain && !df.wait {
+				before, _, _ = cl.List(ctxOf(cmd), legion.KindTask, client.ListOptions{AllNamespaces: true})
+			}
+			_, err = c.updateObject(cmd, legion.KindNode, "", args[0], func(o legion.Object) error {
 				o.(*legion.Node).Spec.Availability = a
 				return nil
 			})
@@ -335,13 +345,15 @@ func (c *clusterCLI) availabilityCommand(verb string, a legion.Availability, wha
 				confirm(cmd.OutOrStdout(), string(legion.KindNode), args[0], availabilityVerb[a])
 			}
 			if !df.wait {
+				if before != nil {
+					if nodes, _, err := cl.List(ctxOf(cmd), legion.KindNode, client.ListOptions{}); err == nil {
+						if w := nowhereElse(args[0], nodes, before); w != "" {
+							fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+						}
+					}
+				}
 				return nil
 			}
-			cl, err := c.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
 			return waitDrain(ctxOf(cmd), cl, cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], df.timeout, df.output == "json")
 		},
 	}

@@ -234,7 +234,7 @@ func (m *Model) notes(v view) []string {
 	var out []string
 	for _, k := range v.kinds {
 		if why, ok := m.data.Denied[k]; ok {
-			out = append(out, fmt.Sprintf("%s: not listed: %s", strings.ToLower(string(k))+"s", why))
+			out = append(out, fmt.Sprintf("%s: not listed: %s", strings.ToLower(k.Plural()), why))
 		}
 	}
 	if why, ok := m.data.Note[v.name]; ok {
