@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -359,11 +360,48 @@ func (p *planner) jobRetry(o *owner, s *slot) bool {
 			}
 		}
 	}
-	if !p.imagesReady(o) || !p.mayCreate(o) {
+	if !p.imagesReady(o) {
+		return false
+	}
+	if why := p.overTaskQuota(o.key.ns); why != "" {
+		o.messages = append(o.messages, why)
+		return false
+	}
+	if !p.mayCreate(o) {
 		return false
 	}
 	e := p.newTask(o, s)
+	if p.liveByNS != nil {
+		p.liveByNS[o.key.ns]++
+	}
 	withFailures(e, failures)
 	p.placeTask(e)
 	return true
+}
+
+// overTaskQuota says why a Job's next task is not made: its namespace's
+// quota bounds its tasks and it holds that many that have not ended,
+// placed or waiting. A Job's tasks, unlike a Service's replicas, are not
+// counted when it is applied; made past the quota, each would wait as a
+// pending Task, and Jobs of many completions would fill the managers'
+// store whatever the quota. As a Kubernetes Job's pod that its
+// ResourceQuota refuses, the task is made once one ends. Empty when the
+// task may be made.
+func (p *planner) overTaskQuota(ns string) string {
+	q := p.nsOf(ns).quota
+	if q == nil || q.Tasks == nil {
+		return ""
+	}
+	if p.liveByNS == nil {
+		p.liveByNS = map[string]int{}
+		for _, e := range p.entries {
+			if e.live() && !e.deleted {
+				p.liveByNS[e.t.Metadata.Namespace]++
+			}
+		}
+	}
+	if n := p.liveByNS[ns]; n >= *q.Tasks {
+		return fmt.Sprintf("no more tasks made: namespace %s has %d tasks not ended, as many as its quota of tasks allows", ns, n)
+	}
+	return ""
 }

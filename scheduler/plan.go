@@ -87,15 +87,18 @@ type planner struct {
 	svcOut map[*legion.Service]*legion.Service
 	jobOut map[*legion.Job]*legion.Job
 
-	slotBuf     []slot
-	groupOrder  []int
-	taskBuf     []legion.Task
-	entryBuf    []entry
-	views       []slotView
-	filters     map[string]*filterResult
-	spreads     map[string][]groupLevel
-	tierCache   map[string][2][]nodeGroup
-	usageIdx    map[nsName]legion.Usage
+	slotBuf    []slot
+	groupOrder []int
+	taskBuf    []legion.Task
+	entryBuf   []entry
+	views      []slotView
+	filters    map[string]*filterResult
+	spreads    map[string][]groupLevel
+	tierCache  map[string][2][]nodeGroup
+	usageIdx   map[nsName]legion.Usage
+	// liveByNS counts each namespace's tasks not ended, for Jobs under a
+	// quota of tasks (overTaskQuota); nil until one asks.
+	liveByNS    map[string]int
 	deletedJobs map[*legion.Job]bool
 }
 

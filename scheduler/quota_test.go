@@ -89,3 +89,38 @@ func TestStartFirstUpdateNeedsRoomForOneMore(t *testing.T) {
 		t.Fatalf("update %s", u.State)
 	}
 }
+
+// A Job's tasks are not counted when it is applied, so under a quota of
+// tasks its next task is made only while the namespace has room: made
+// past it, each would wait as a pending Task, and Jobs of many
+// completions would fill the store whatever the quota. The Job says why
+// it runs fewer, and finishes as its tasks end.
+func TestJobTasksAreMadeWithinTheQuota(t *testing.T) {
+	t.Parallel()
+	c := schedtest.WithNodes(t, 2)
+	c.ApplyAndConverge(`apiVersion: legion/v1
+kind: Namespace
+metadata: {name: shop}
+spec: {quota: {tasks: 3}}
+---
+apiVersion: legion/v1
+kind: Job
+metadata: {name: batch, namespace: shop}
+spec:
+  completions: 8
+  parallelism: 8
+  pod: {containers: [{name: c, image: batch:1}]}
+`)
+	tasks := c.OwnerTasks("batch")
+	if len(tasks) != 3 {
+		t.Fatalf("%d tasks made of a Job under a quota of 3 tasks, want 3", len(tasks))
+	}
+	j := c.Jobs["shop/batch"]
+	if want := "no more tasks made: namespace shop has 3 tasks not ended, as many as its quota of tasks allows"; !strings.Contains(j.Status.Message, want) {
+		t.Fatalf("job message %q, want %q", j.Status.Message, want)
+	}
+	c.Run(2 * 60 * 1e9)
+	if j := c.Jobs["shop/batch"]; j.Status.State != legion.JobComplete || j.Status.Succeeded != 8 {
+		t.Fatalf("the Job under the quota: %+v, want complete with 8 succeeded", j.Status)
+	}
+}
