@@ -371,22 +371,19 @@ func (p *planner) jobRetry(o *owner, s *slot) bool {
 		return false
 	}
 	e := p.newTask(o, s)
-	if p.liveByNS != nil {
-		p.liveByNS[o.key.ns]++
-	}
 	withFailures(e, failures)
 	p.placeTask(e)
 	return true
 }
 
-// overTaskQuota says why a Job's next task is not made: its namespace's
-// quota bounds its tasks and it holds that many that have not ended,
-// placed or waiting. A Job's tasks, unlike a Service's replicas, are not
-// counted when it is applied; made past the quota, each would wait as a
-// pending Task, and Jobs of many completions would fill the managers'
-// store whatever the quota. As a Kubernetes Job's pod that its
-// ResourceQuota refuses, the task is made once one ends. Empty when the
-// task may be made.
+// overTaskQuota says why an owner's next task is not made: its
+// namespace's quota bounds its tasks and it holds that many that have not
+// ended, placed or waiting. A Job's tasks are not counted when it is
+// applied, nor a Service's that its autoscaler adds or a quota lowered
+// since leaves over; made past the quota, each would wait as a pending
+// Task, and Jobs of many completions would fill the managers' store
+// whatever the quota. As a Kubernetes pod that its ResourceQuota refuses,
+// the task is made once one ends. Empty when the task may be made.
 func (p *planner) overTaskQuota(ns string) string {
 	q := p.nsOf(ns).quota
 	if q == nil || q.Tasks == nil {

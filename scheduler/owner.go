@@ -278,6 +278,9 @@ func (s *slot) lastTerminal() *entry {
 // entries come from chunks and an owner's tasks share one labels map (see
 // withFailures), as a pass may make tens of thousands.
 func (p *planner) newTask(o *owner, s *slot) *entry {
+	if p.liveByNS != nil {
+		p.liveByNS[o.key.ns]++
+	}
 	num := s.maxNum + 1
 	s.maxNum = num
 	var name string

@@ -124,3 +124,19 @@ spec:
 		t.Fatalf("the Job under the quota: %+v, want complete with 8 succeeded", j.Status)
 	}
 }
+
+// A Service past its namespace's quota of tasks (autoscaled up, or the
+// quota lowered since it was applied) gets no task beyond it, pending or
+// not, and says why.
+func TestServiceTasksAreMadeWithinTheQuota(t *testing.T) {
+	t.Parallel()
+	c := schedtest.WithNodes(t, 2)
+	c.ApplyAndConverge(strings.Replace(shop("100", 5, "web:1", "stop-first"), "tasks: 10", "tasks: 3", 1))
+	if got := len(c.OwnerTasks("web")); got != 3 {
+		t.Fatalf("%d tasks made of a service of 5 under a quota of 3 tasks, want 3", got)
+	}
+	s := c.Services["shop/web"]
+	if want := "no more tasks made: namespace shop has 3 tasks not ended, as many as its quota of tasks allows"; !strings.Contains(s.Status.Message, want) {
+		t.Fatalf("service message %q, want %q", s.Status.Message, want)
+	}
+}

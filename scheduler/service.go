@@ -564,6 +564,10 @@ func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, seen *slotView, maySt
 	if !p.imagesReady(o) {
 		return // the resolver's write wakes the next pass
 	}
+	if why := p.overTaskQuota(o.key.ns); why != "" {
+		o.messages = append(o.messages, why)
+		return
+	}
 	if !p.mayCreate(o) {
 		return
 	}
