@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -374,31 +373,4 @@ func (p *planner) jobRetry(o *owner, s *slot) bool {
 	withFailures(e, failures)
 	p.placeTask(e)
 	return true
-}
-
-// overTaskQuota says why an owner's next task is not made: its
-// namespace's quota bounds its tasks and it holds that many that have not
-// ended, placed or waiting. A Job's tasks are not counted when it is
-// applied, nor a Service's that its autoscaler adds or a quota lowered
-// since leaves over; made past the quota, each would wait as a pending
-// Task, and Jobs of many completions would fill the managers' store
-// whatever the quota. As a Kubernetes pod that its ResourceQuota refuses,
-// the task is made once one ends. Empty when the task may be made.
-func (p *planner) overTaskQuota(ns string) string {
-	q := p.nsOf(ns).quota
-	if q == nil || q.Tasks == nil {
-		return ""
-	}
-	if p.liveByNS == nil {
-		p.liveByNS = map[string]int{}
-		for _, e := range p.entries {
-			if e.live() && !e.deleted {
-				p.liveByNS[e.t.Metadata.Namespace]++
-			}
-		}
-	}
-	if n := p.liveByNS[ns]; n >= *q.Tasks {
-		return fmt.Sprintf("no more tasks made: namespace %s has %d tasks not ended, as many as its quota of tasks allows", ns, n)
-	}
-	return ""
 }

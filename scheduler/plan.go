@@ -96,8 +96,8 @@ type planner struct {
 	spreads    map[string][]groupLevel
 	tierCache  map[string][2][]nodeGroup
 	usageIdx   map[nsName]legion.Usage
-	// liveByNS counts each namespace's tasks not ended, for Jobs under a
-	// quota of tasks (overTaskQuota); nil until one asks.
+	// liveByNS counts each namespace's tasks not ended, for owners under
+	// a quota of tasks (overTaskQuota); nil until one asks.
 	liveByNS    map[string]int
 	deletedJobs map[*legion.Job]bool
 }
