@@ -44,6 +44,18 @@ type Taint struct {
 	Effect TaintEffect `json:"effect"`
 }
 
+// String writes the taint as kubectl does: key[=value]:effect.
+func (t Taint) String() string {
+	s := t.Key
+	if t.Value != "" {
+		s += "=" + t.Value
+	}
+	if t.Effect != "" {
+		s += ":" + string(t.Effect)
+	}
+	return s
+}
+
 // NodeSpec is what the operator sets on a node.
 type NodeSpec struct {
 	Role         NodeRole     `json:"role"`

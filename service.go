@@ -55,6 +55,10 @@ type Toleration struct {
 	Effect TaintEffect `json:"effect,omitempty"`
 }
 
+// String writes the toleration as the taint it matches:
+// key[=value][:effect].
+func (t Toleration) String() string { return Taint(t).String() }
+
 // Covers reports whether t tolerates every taint o does: the same key, and
 // o's value and effect where t names them.
 func (t Toleration) Covers(o Toleration) bool {

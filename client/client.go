@@ -173,8 +173,16 @@ func (c *Client) unreachable(err error, start time.Time) error {
 	if _, after, ok := strings.Cut(cause, "Error while dialing: "); ok {
 		cause = strings.TrimSuffix(after, `"`)
 	}
-	return status.Errorf(codes.Unavailable, "no manager answers at %s (%s): is a legion daemon running there? Point --server (or LEGION_SERVER) at a running manager", c.server, cause)
+	return &noManager{status.Newf(codes.Unavailable, "no manager answers at %s (%s): is a legion daemon running there? Point --server (or LEGION_SERVER) at a running manager", c.server, cause)}
 }
+
+// noManager is unreachable's error: a gRPC status that wrap marks so
+// that errors.Is matches ErrUnreachable.
+type noManager struct{ st *status.Status }
+
+func (n *noManager) Error() string              { return n.st.Err().Error() }
+func (n *noManager) GRPCStatus() *status.Status { return n.st }
+func (n *noManager) Is(target error) bool       { return target == ErrUnreachable }
 
 // retryable: the cluster may answer soon (an election, a manager
 // restarting). A failed TLS handshake will not get better.
@@ -254,13 +262,17 @@ var (
 	// was to change before writing it again (sent again blindly, it
 	// could apply twice, the second time after other clients' writes).
 	ErrOutcomeUnknown = errors.New("the change may or may not have been made")
+	// ErrUnreachable: no daemon answered at the client's address for the
+	// dial retry (DialRetry), so the call was not made.
+	ErrUnreachable = errors.New("no manager answers")
 )
 
 // Error is a failed call: the server's message, with its gRPC code.
 type Error struct {
-	Code    codes.Code
-	Msg     string
-	unknown bool // a write whose outcome is unknown (ErrOutcomeUnknown)
+	Code        codes.Code
+	Msg         string
+	unknown     bool // a write whose outcome is unknown (ErrOutcomeUnknown)
+	unreachable bool // no manager answered at the address (ErrUnreachable)
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -276,6 +288,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == codes.Aborted
 	case ErrOutcomeUnknown:
 		return e.unknown
+	case ErrUnreachable:
+		return e.unreachable
 	}
 	return false
 }
@@ -294,7 +308,8 @@ func wrap(err error) error {
 		msg = "no manager answered"
 	}
 	var u *unknownOutcome
-	return &Error{Code: st.Code(), Msg: msg, unknown: errors.As(err, &u)}
+	var n *noManager
+	return &Error{Code: st.Code(), Msg: msg, unknown: errors.As(err, &u), unreachable: errors.As(err, &n)}
 }
 
 // Code is the gRPC code of an error from this package (OK for nil,

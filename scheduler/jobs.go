@@ -326,7 +326,7 @@ func (p *planner) jobSlotRun(s *slot) {
 			continue
 		}
 		if taint, bad := p.noExecute(e); bad {
-			p.stop(e, "evicted by taint "+taintString(taint))
+			p.stop(e, "evicted by taint "+taint.String())
 			continue
 		}
 		if stateOf(t) == legion.TaskPending && t.Spec.Placed == nil {

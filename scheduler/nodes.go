@@ -290,11 +290,3 @@ func tolerates(tol []legion.Toleration, t legion.Taint) bool {
 	}
 	return false
 }
-
-func taintString(t legion.Taint) string {
-	s := t.Key
-	if t.Value != "" {
-		s += "=" + t.Value
-	}
-	return s + ":" + string(t.Effect)
-}

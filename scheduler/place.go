@@ -712,7 +712,7 @@ func (p *planner) firstFailure(o *owner, i int, volNode string) (plural, singula
 	case rConstraint:
 		return "fail " + cons[st.idx], "fails " + cons[st.idx]
 	case rTaint:
-		ts := taintString(n.n.Spec.Taints[st.idx])
+		ts := n.n.Spec.Taints[st.idx].String()
 		return "have untolerated taint " + ts, "has untolerated taint " + ts
 	}
 	for _, a := range o.antiReq {

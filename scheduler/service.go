@@ -288,7 +288,7 @@ func (p *planner) globalSlots(o *owner, sp *svcPass) {
 				continue
 			}
 			if n.n.Spec.Taints[st.idx].Effect == legion.NoExecute {
-				p.retireLive(s, "evicted by taint "+taintString(n.n.Spec.Taints[st.idx]))
+				p.retireLive(s, "evicted by taint "+n.n.Spec.Taints[st.idx].String())
 			} else {
 				wanted = append(wanted, s)
 			}
@@ -600,7 +600,7 @@ func (p *planner) evictNoExecute(o *owner, s *slot) bool {
 			continue
 		}
 		if taint, bad := untolerated(p.nodes[e.node].n, o.placement.Tolerations, legion.NoExecute); bad {
-			p.stop(e, "evicted by taint "+taintString(taint))
+			p.stop(e, "evicted by taint "+taint.String())
 			evicted = true
 		}
 	}

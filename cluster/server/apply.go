@@ -509,6 +509,16 @@ func newAdmission(st *store.Store, items []applyItem) (*admission, error) {
 	return a, nil
 }
 
+// security is namespace ns's security settings as the apply leaves
+// them; a namespace without a Namespace object loosens and allows nothing.
+func (a *admission) security(st *store.Store, ns string) (legion.NamespaceSecurity, error) {
+	n, err := a.namespace(st, ns)
+	if err != nil || n == nil {
+		return legion.NamespaceSecurity{}, err
+	}
+	return n.Spec.Security, nil
+}
+
 // namespace is Namespace ns as the apply leaves it: its own, else the
 // stored one; nil when there is none.
 func (a *admission) namespace(st *store.Store, ns string) (*legion.Namespace, error) {

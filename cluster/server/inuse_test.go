@@ -94,9 +94,7 @@ func TestDeleteRefusesAVolumeInUse(t *testing.T) {
 	t.Parallel()
 	m, c := admitFixture(t)
 	ctx := context.Background()
-	vol := func(name string) string {
-		return "apiVersion: legion/v1\nkind: Volume\nmetadata: {name: " + name + ", namespace: shop}\nspec: {size: 1Gi}\n---\n"
-	}
+	vol := func(name string) string { return volYAML("shop", name, "{size: 1Gi}") + "---\n" }
 	applyOK(t, c, vol("data-db-0")+vol("data-db-1")+vol("shared")+vol("loose")+`apiVersion: legion/v1
 kind: Service
 metadata: {name: db, namespace: shop}

@@ -36,11 +36,11 @@ func admitPublishing(st *store.Store, a *admission) ([]string, error) {
 			}
 		}
 		ns := s.Metadata.Namespace
-		nsObj, err := a.namespace(st, ns)
+		sec, err := a.security(st, ns)
 		if err != nil {
 			return nil, err
 		}
-		if nsObj != nil && slices.Contains(nsObj.Spec.Security.Allow, legion.AllowPublish) {
+		if slices.Contains(sec.Allow, legion.AllowPublish) {
 			continue
 		}
 		for i, p := range s.Spec.Endpoint.Ports {

@@ -23,13 +23,9 @@ func admitSecurity(st *store.Store, a *admission) ([]string, error) {
 			path = "spec.job.pod"
 		}
 		ns := c.obj.GetMetadata().Namespace
-		nsObj, err := a.namespace(st, ns)
+		sec, err := a.security(st, ns)
 		if err != nil {
 			return nil, err
-		}
-		var sec legion.NamespaceSecurity
-		if nsObj != nil {
-			sec = nsObj.Spec.Security
 		}
 		if msg := sec.ExcessMessage(ns, pod, path); msg != "" {
 			errs = append(errs, fmt.Sprintf("%s %s: %s", c.obj.GetKind(), legion.DisplayName(c.obj), msg))

@@ -30,21 +30,17 @@ func admitTolerations(st *store.Store, a *admission) ([]string, error) {
 			had, _ = tolerationsOf(old)
 		}
 		ns := c.obj.GetMetadata().Namespace
-		nsObj, err := a.namespace(st, ns)
+		sec, err := a.security(st, ns)
 		if err != nil {
 			return nil, err
 		}
-		var given []legion.Toleration
-		if nsObj != nil {
-			given = nsObj.Spec.Security.Tolerations
-		}
 		for i, t := range tols {
-			if t.Effect == legion.PreferNoSchedule || slices.Contains(had, t) || slices.ContainsFunc(given, func(g legion.Toleration) bool { return g.Covers(t) }) {
+			if t.Effect == legion.PreferNoSchedule || slices.Contains(had, t) || slices.ContainsFunc(sec.Tolerations, func(g legion.Toleration) bool { return g.Covers(t) }) {
 				continue
 			}
 			errs = append(errs, fmt.Sprintf("%s %s: %s[%d]: %s would run it on nodes tainted for others: "+
 				"namespace %s's users may tolerate a taint once Namespace %s lists it in spec.security.tolerations, which a cluster admin may add",
-				c.obj.GetKind(), legion.DisplayName(c.obj), field, i, tolerationString(t), ns, ns))
+				c.obj.GetKind(), legion.DisplayName(c.obj), field, i, t, ns, ns))
 		}
 	}
 	return errs, nil
@@ -61,16 +57,4 @@ func tolerationsOf(o legion.Object) ([]legion.Toleration, string) {
 		return o.Spec.Job.Placement.Tolerations, "spec.job.placement.tolerations"
 	}
 	return nil, ""
-}
-
-// tolerationString writes a toleration as a taint: key[=value][:effect].
-func tolerationString(t legion.Toleration) string {
-	s := t.Key
-	if t.Value != "" {
-		s += "=" + t.Value
-	}
-	if t.Effect != "" {
-		s += ":" + string(t.Effect)
-	}
-	return s
 }

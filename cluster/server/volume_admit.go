@@ -43,11 +43,11 @@ func admitVolumeSources(st *store.Store, a *admission) ([]string, error) {
 			continue
 		}
 		ns := v.Metadata.Namespace
-		nsObj, err := a.namespace(st, ns)
+		sec, err := a.security(st, ns)
 		if err != nil {
 			return nil, err
 		}
-		if nsObj != nil && slices.Contains(nsObj.Spec.Security.Allow, allow) {
+		if slices.Contains(sec.Allow, allow) {
 			continue
 		}
 		errs = append(errs, fmt.Sprintf("Volume %s: spec.driver: %s would have the nodes mount what they can reach, not namespace %s's alone: "+

@@ -11,10 +11,7 @@ import (
 )
 
 func nfsVolume(ns, name, path string) string {
-	return `apiVersion: legion/v1
-kind: Volume
-metadata: {name: ` + name + `, namespace: ` + ns + `}
-spec: {driver: nfs, nfs: {server: 192.0.2.10, path: ` + path + `}}`
+	return volYAML(ns, name, "{driver: nfs, nfs: {server: 192.0.2.10, path: "+path+"}}")
 }
 
 // TestAdmissionVolumeSourcesAreTheAdmins: a Volume that mounts from

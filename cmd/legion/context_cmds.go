@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"google.golang.org/grpc/codes"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -251,7 +250,7 @@ func serverSetting(cmd *cobra.Command) string {
 // context's address, which context that is: the user gave no address,
 // and a context legion up added lasts only while legion up runs.
 func contextUnreachable(cmd *cobra.Command, err error) error {
-	if err == nil || cmd == nil || client.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no manager answers at") {
+	if cmd == nil || !errors.Is(err, client.ErrUnreachable) {
 		return err
 	}
 	s := settingsOf(cmd)
