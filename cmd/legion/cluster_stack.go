@@ -25,9 +25,16 @@ func connectClusterStack(cmd *cobra.Command) (stackClient, error) {
 
 var _ stackClient = clusterStackClient{}
 
-func (s clusterStackClient) Apply(ctx context.Context, o legion.Object) (string, error) {
-	r, err := s.c.ApplyOne(ctx, o, client.ApplyOptions{Brief: true})
-	return r.Outcome, err
+func (s clusterStackClient) Apply(ctx context.Context, objs []legion.Object) ([]string, error) {
+	rs, err := s.c.Apply(ctx, objs, client.ApplyOptions{Brief: true})
+	if err != nil {
+		return nil, err
+	}
+	outcomes := make([]string, len(rs))
+	for i, r := range rs {
+		outcomes[i] = r.Outcome
+	}
+	return outcomes, nil
 }
 
 func (s clusterStackClient) List(ctx context.Context, kind legion.Kind, namespace string, selector map[string]string) ([]legion.Object, error) {

@@ -20,9 +20,9 @@ import (
 // stackClient is what the stack commands need of a cluster. The
 // namespace "" lists every namespace; a nil selector matches everything.
 type stackClient interface {
-	// Apply stores o and says what it did: client.Created, Updated or
-	// Unchanged.
-	Apply(ctx context.Context, o legion.Object) (string, error)
+	// Apply stores objs in one apply, admitted all or none, and says
+	// what it did to each, in order: client.Created, Updated or Unchanged.
+	Apply(ctx context.Context, objs []legion.Object) ([]string, error)
 	List(ctx context.Context, kind legion.Kind, namespace string, selector map[string]string) ([]legion.Object, error)
 	Delete(ctx context.Context, kind legion.Kind, namespace, name string) error
 }
@@ -462,32 +462,58 @@ func stackNamespace(flag, stack string) string {
 }
 
 // runSteps carries out a plan, saying what it did, and returns what its
-// applies did; it stops at the first failure.
+// applies did; it stops at the first failure. Consecutive applies go in
+// one request, so the cluster admits them all or none: a stack the
+// namespace may not run leaves nothing of itself behind.
 func runSteps(cmd *cobra.Command, c stackClient, steps []compose.Step) ([]client.Result, error) {
 	var res []client.Result
 	out := cmd.OutOrStdout()
-	for _, s := range steps {
-		// kind/name -n NS, as the other commands confirm what they did.
-		what := strings.ToLower(string(s.Kind)) + "/" + s.Name
-		if s.Namespace != "" {
-			what += " -n " + s.Namespace
-		}
-		switch s.Op {
-		case compose.OpApply:
-			outcome, err := c.Apply(cmd.Context(), s.Object)
-			if err != nil {
-				return res, fmt.Errorf("applying %s: %w", what, err)
-			}
-			res = append(res, client.Result{Object: s.Object, Outcome: outcome})
-			fmt.Fprintln(out, what, outcome)
-		case compose.OpDelete:
+	for len(steps) > 0 {
+		s := steps[0]
+		if s.Op == compose.OpDelete {
+			what := stepName(s)
 			if err := c.Delete(cmd.Context(), s.Kind, s.Namespace, s.Name); err != nil {
 				return res, fmt.Errorf("deleting %s: %w", what, err)
 			}
 			fmt.Fprintln(out, what, "deleted")
+			steps = steps[1:]
+			continue
 		}
+		n := 1
+		for n < len(steps) && steps[n].Op == compose.OpApply {
+			n++
+		}
+		objs := make([]legion.Object, n)
+		for i, s := range steps[:n] {
+			objs[i] = s.Object
+		}
+		outcomes, err := c.Apply(cmd.Context(), objs)
+		if err != nil {
+			if n == 1 {
+				return res, fmt.Errorf("applying %s: %w", stepName(s), err)
+			}
+			return res, fmt.Errorf("applying the stack's %d objects: %w", n, err)
+		}
+		if len(outcomes) != n {
+			return res, fmt.Errorf("applying the stack's %d objects: %d answers", n, len(outcomes))
+		}
+		for i, s := range steps[:n] {
+			res = append(res, client.Result{Object: s.Object, Outcome: outcomes[i]})
+			fmt.Fprintln(out, stepName(s), outcomes[i])
+		}
+		steps = steps[n:]
 	}
 	return res, nil
+}
+
+// stepName names a step's object as the other commands confirm what they
+// did: kind/name -n NS.
+func stepName(s compose.Step) string {
+	what := strings.ToLower(string(s.Kind)) + "/" + s.Name
+	if s.Namespace != "" {
+		what += " -n " + s.Namespace
+	}
+	return what
 }
 
 // stackTaskView is a task as stack ps -o json prints it: its whole UID,

@@ -33,14 +33,18 @@ func newFakeCluster(objs ...legion.Object) *fakeCluster {
 	return f
 }
 
-func (f *fakeCluster) Apply(_ context.Context, o legion.Object) (string, error) {
-	outcome := client.Created
-	if _, ok := f.objs[legion.ObjectKey(o)]; ok {
-		outcome = client.Updated
+func (f *fakeCluster) Apply(_ context.Context, objs []legion.Object) ([]string, error) {
+	var outcomes []string
+	for _, o := range objs {
+		outcome := client.Created
+		if _, ok := f.objs[legion.ObjectKey(o)]; ok {
+			outcome = client.Updated
+		}
+		f.objs[legion.ObjectKey(o)] = o
+		f.writes = append(f.writes, "apply "+legion.ObjectKey(o))
+		outcomes = append(outcomes, outcome)
 	}
-	f.objs[legion.ObjectKey(o)] = o
-	f.writes = append(f.writes, "apply "+legion.ObjectKey(o))
-	return outcome, nil
+	return outcomes, nil
 }
 
 func (f *fakeCluster) List(_ context.Context, kind legion.Kind, ns string, sel map[string]string) ([]legion.Object, error) {
@@ -345,6 +349,39 @@ func TestStackEndToEnd(t *testing.T) {
 	}
 	if out := cli("stack", "ls"); strings.Contains(out, "shop") {
 		t.Errorf("stack ls after rm:\n%s", out)
+	}
+}
+
+// A stack the cluster refuses any of leaves none of itself behind: its
+// objects go in one apply, admitted all or none. Here the namespace's
+// quota of objects has room for the Secret and the Volume but not the
+// Services; applied one by one, those two were made before the refusal.
+func TestStackDeployIsAllOrNothing(t *testing.T) {
+	s, dir := startDaemon(t)
+	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
+	if out, err := runLegion(t, "", "init", "--server", s.Addr()); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	ns := "apiVersion: legion/v1\nkind: Namespace\nmetadata: {name: shop}\nspec: {quota: {objects: 2}}\n"
+	if out, err := runLegion(t, ns, append([]string{"apply", "-f", "-"}, flags...)...); err != nil {
+		t.Fatalf("apply namespace: %v\n%s", err, out)
+	}
+	file := writeStack(t)
+	out, err := runLegion(t, "", append([]string{"stack", "deploy", "-c", file, "shop"}, flags...)...)
+	if err == nil || !strings.Contains(err.Error(), "over the quota of namespace shop: objects") {
+		t.Fatalf("deploy past the quota: got %v\n%s", err, out)
+	}
+	if strings.Contains(out, "created") {
+		t.Errorf("a refused deploy says it created something:\n%s", out)
+	}
+	for _, kind := range []string{"secrets", "volumes", "services"} {
+		got, err := runLegion(t, "", append([]string{"get", kind, "-n", "shop", "-o", "name"}, flags...)...)
+		if err != nil {
+			t.Fatalf("get %s: %v\n%s", kind, err, got)
+		}
+		if strings.TrimSpace(got) != "" {
+			t.Errorf("a refused deploy left %s:\n%s", kind, got)
+		}
 	}
 }
 
