@@ -473,7 +473,7 @@ func descNode(d *describer, n *legion.Node, now time.Time) {
 	d.line("Availability", n.Spec.Availability)
 	var taints []string
 	for _, t := range n.Spec.Taints {
-		taints = append(taints, t.Key+"="+t.Value+":"+string(t.Effect))
+		taints = append(taints, t.String())
 	}
 	d.line("Taints", strings.Join(taints, ", "))
 	d.section("Status")

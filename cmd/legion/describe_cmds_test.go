@@ -75,7 +75,7 @@ func TestDescribeGolden(t *testing.T) {
 	svc, tasks, evs := describeFixtures()
 	node := &legion.Node{Header: legion.Header{Kind: legion.KindNode, Metadata: legion.Metadata{Name: "n2", Version: 9}}}
 	node.Spec = legion.NodeSpec{Role: legion.RoleWorker, Availability: legion.AvailabilityDrain,
-		Taints: []legion.Taint{{Key: "gpu", Value: "yes", Effect: legion.NoSchedule}}}
+		Taints: []legion.Taint{{Key: "gpu", Value: "yes", Effect: legion.NoSchedule}, {Key: "maintenance", Effect: legion.NoExecute}}}
 	node.Status = legion.NodeStatus{State: legion.NodeReady, Addr: "192.0.2.2:7946", Hostname: "n2.example", Version: "1.0.0",
 		Platform:  legion.Platform{OS: "freebsd", Arch: "amd64"},
 		Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: 4000, Memory: 8 << 30}, Allocatable: legion.ResourceRequests{CPU: 3500, Memory: 7 << 30}},
