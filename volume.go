@@ -127,6 +127,12 @@ const (
 	ConsistencyFiles = "files"
 )
 
+// RestoredVolumeUID stands for the uid of a Volume on the node's copy of
+// data a restore sent before the leader made the Volume (its uid is known
+// only then): the node's first use of the copy for the Volume takes it as
+// that Volume's, and the leader names it to drop data it refused.
+const RestoredVolumeUID = "restored"
+
 // VolumeBackupFormat names the backup file's format and version.
 const VolumeBackupFormat = "legion-volume-backup/1"
 

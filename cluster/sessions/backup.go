@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/rbac"
@@ -263,12 +264,12 @@ func (h volumesServer) Restore(in legionpb.Volumes_RestoreServer) error {
 		return err
 	})
 	if _, admission := status.FromError(err); admission && err != nil {
-		return status.Errorf(status.Code(err), "volume %s/%s: the data is on node %s, but the Volume is refused now: %s",
-			ns, name, hdr.Node, status.Convert(err).Message())
+		return status.Errorf(status.Code(err), "volume %s/%s: the Volume is refused now that its data is on node %s: %s; %s",
+			ns, name, hdr.Node, status.Convert(err).Message(), s.dropRestored(ctx, hdr.Node, ns, name))
 	}
 	if errors.Is(err, store.ErrExists) {
-		return status.Errorf(codes.AlreadyExists, "volume %s/%s was made while its data was restored: the restored data is on node %s under the name %s/%s, and the Volume made meanwhile is left as it was",
-			ns, name, hdr.Node, ns, name)
+		return status.Errorf(codes.AlreadyExists, "volume %s/%s was made while its data was restored, and is left as it was; %s",
+			ns, name, s.dropRestored(ctx, hdr.Node, ns, name))
 	}
 	if err != nil {
 		return status.Errorf(status.Code(storeStatus(err)), "volume %s/%s: the data is on node %s, but making the Volume failed: %v", ns, name, hdr.Node, err)
@@ -279,6 +280,25 @@ func (h volumesServer) Restore(in legionpb.Volumes_RestoreServer) error {
 	}
 	return in.SendAndClose(&legionpb.VolumeRestoreResponse{Volume: data})
 }
+
+// dropRestored removes the data a restore sent to node for a Volume it
+// did not make, and says what became of it. The node keeps a copy some
+// Volume has taken as its own meanwhile (it no longer bears the restored
+// mark). It runs past the caller's end, which must not leave the data.
+func (s *Service) dropRestored(ctx context.Context, node, ns, name string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), restoreDropTimeout)
+	defer cancel()
+	err := s.DropVolume(ctx, node, &legionpb.VolumeDropOffer{Namespace: ns, Volume: name, VolumeUid: legion.RestoredVolumeUID})
+	if err != nil {
+		s.log.Warn("removing a refused restore's data", "volume", ns+"/"+name, "node", node, "err", err)
+		return fmt.Sprintf("the restored data is left on node %s, as removing it failed: %s", node, status.Convert(err).Message())
+	}
+	return fmt.Sprintf("the restored data is removed from node %s", node)
+}
+
+// restoreDropTimeout bounds removing a refused restore's data from its
+// node, which answered the restore moments before.
+const restoreDropTimeout = 30 * time.Second
 
 // restoreHeader reads and checks the header of a restore's first chunk,
 // and the Volume it makes (labels and spec as admission leaves them).

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -296,14 +297,21 @@ func TestRestoreRefusals(t *testing.T) {
 // taken meanwhile), with the error saying the data is on the node.
 func TestRestoreIsAdmittedAsAnApply(t *testing.T) {
 	t.Parallel()
-	var refuseEarly, refuseMaking atomic.Bool
-	m := sessionstest.Start(t, func(o *sessions.Options) {
-		o.AdmitVolume = func(_ context.Context, v *legion.Volume, write func() error) error {
+	var refuseEarly, refuseMaking, madeMeanwhile atomic.Bool
+	var m *sessionstest.Manager
+	m = sessionstest.Start(t, func(o *sessions.Options) {
+		o.AdmitVolume = func(ctx context.Context, v *legion.Volume, write func() error) error {
 			if (write == nil && refuseEarly.Load()) || (write != nil && refuseMaking.Load()) {
 				return status.Errorf(codes.ResourceExhausted, "over the quota of namespace %s: volumes 2 of 1", v.Metadata.Namespace)
 			}
 			if write == nil {
 				return nil
+			}
+			if madeMeanwhile.Load() { // another user's apply of that name, while the data went to the node
+				other := &legion.Volume{Header: legion.Header{Kind: legion.KindVolume, Metadata: legion.Metadata{Namespace: v.Metadata.Namespace, Name: v.Metadata.Name}}}
+				if _, _, err := m.Store.Put(ctx, other, store.WriteOptions{}); err != nil {
+					return err
+				}
 			}
 			return write()
 		}
@@ -325,10 +333,28 @@ func TestRestoreIsAdmittedAsAnApply(t *testing.T) {
 	refuseMaking.Store(true)
 	_, err = restore(t, admin, restoreHeader("late", "n2"), []byte("data"))
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(),
-		"volume shop/late: the data is on node n2, but the Volume is refused now: over the quota of namespace shop") {
+		"volume shop/late: the Volume is refused now that its data is on node n2: over the quota of namespace shop: volumes 2 of 1; the restored data is removed from node n2") {
 		t.Fatalf("a restore refused as its Volume is made: %v", err)
 	}
 	if _, _, err := m.Store.Get(legion.KindVolume, "shop", "late"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a Volume was made for a refused restore: %v", err)
+	}
+	// Its data goes with it: a node keeps nothing no Volume names.
+	if _, _, ok := n2.Volumes.Get("shop", "late"); ok {
+		t.Errorf("node n2 keeps the data of a refused restore; calls: %v", n2.Volumes.Calls())
+	}
+	if calls := n2.Volumes.Calls(); !slices.Contains(calls, "drop shop/late") {
+		t.Errorf("node n2 was not asked to drop the refused restore's data: %v", calls)
+	}
+
+	refuseMaking.Store(false)
+	madeMeanwhile.Store(true)
+	_, err = restore(t, admin, restoreHeader("raced", "n2"), []byte("data"))
+	if status.Code(err) != codes.AlreadyExists || !strings.Contains(err.Error(),
+		"volume shop/raced was made while its data was restored, and is left as it was; the restored data is removed from node n2") {
+		t.Fatalf("a restore whose Volume another apply made meanwhile: %v", err)
+	}
+	if _, _, ok := n2.Volumes.Get("shop", "raced"); ok {
+		t.Errorf("node n2 keeps the data of a restore that lost its name; calls: %v", n2.Volumes.Calls())
 	}
 }

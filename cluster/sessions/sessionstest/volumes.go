@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/legionbsd/legion"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,6 +33,7 @@ type memVolume struct {
 	size  int64
 	sum   uint32 // crc32 (Castagnoli) of the whole
 	inUse bool
+	uid   string // the Volume's, as the agent marks its copy; restored before the Volume is made
 }
 
 // fault makes a send or receive fail after some bytes, or hold there
@@ -222,7 +224,11 @@ func (v *Volumes) ReceiveVolume(ctx context.Context, o *legionpb.VolumeReceiveOf
 		return errors.New("the session ended")
 	}
 	v.mu.Lock()
-	v.vols[k] = &memVolume{size: n, sum: h.Sum32()}
+	uid := o.VolumeUid
+	if o.Restore && uid == "" {
+		uid = legion.RestoredVolumeUID
+	}
+	v.vols[k] = &memVolume{size: n, sum: h.Sum32(), uid: uid}
 	v.mu.Unlock()
 	return nil
 }
@@ -240,6 +246,8 @@ func (v *Volumes) DropVolume(ctx context.Context, o *legionpb.VolumeDropOffer) e
 		return nil // dropped already
 	case m.inUse:
 		return status.Errorf(codes.FailedPrecondition, "volume %s is in use by a task of this node", k)
+	case o.VolumeUid != "" && m.uid != "" && m.uid != o.VolumeUid:
+		return status.Errorf(codes.FailedPrecondition, "volume %s: the node's copy is of Volume uid %s, not %s", k, m.uid, o.VolumeUid)
 	}
 	delete(v.vols, k)
 	return nil

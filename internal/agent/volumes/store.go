@@ -121,7 +121,7 @@ func checkSnap(field, snap string) error {
 // RestoredUID marks a copy restored from a backup before its Volume was
 // made (the leader makes the Volume once the node holds the data, so the
 // uid is not known yet): the first Ensure takes it for the Volume's.
-const RestoredUID = "restored"
+const RestoredUID = legion.RestoredVolumeUID
 
 // restoredRef gives a restore without a uid the restored mark.
 func restoredRef(ref Ref) Ref {
