@@ -41,14 +41,14 @@ func (h podsServer) Exec(stream legionpb.Pods_ExecServer) error {
 	if err != nil {
 		return err
 	}
+	if err := allowed(objs, id, rbac.Write, "exec", targetNamespace(start.Target)); err != nil {
+		return err
+	}
 	r, err := resolve(objs, start.Target)
 	if err != nil {
 		return err
 	}
 	t := r.task
-	if err := allowed(objs, id, rbac.Write, "exec", t.Metadata.Namespace); err != nil {
-		return err
-	}
 	go s.endWhenDenied(ctx, id, rbac.Write, "exec", t.Metadata.Namespace, fail)
 	if t.Status.State != legion.TaskRunning {
 		return status.Errorf(codes.FailedPrecondition, "exec: task %s/%s is %s, not running", t.Metadata.Namespace, t.Metadata.Name, t.Status.State)

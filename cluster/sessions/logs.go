@@ -32,14 +32,14 @@ func (h podsServer) Logs(req *legionpb.LogsRequest, out legionpb.Pods_LogsServer
 	if err != nil {
 		return err
 	}
+	if err := allowed(objs, id, rbac.Read, "logs", targetNamespace(req.Target)); err != nil {
+		return err
+	}
 	r, err := resolve(objs, req.Target)
 	if err != nil {
 		return err
 	}
 	t := r.task
-	if err := allowed(objs, id, rbac.Read, "logs", t.Metadata.Namespace); err != nil {
-		return err
-	}
 	go s.endWhenDenied(ctx, id, rbac.Read, "logs", t.Metadata.Namespace, end)
 	a, err := s.attach(ctx, t.Spec.Node, &legionpb.SessionOffer{
 		Namespace: t.Metadata.Namespace, Task: t.Metadata.Name, TaskUid: t.Metadata.UID, Container: r.container,

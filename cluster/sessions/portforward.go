@@ -33,11 +33,11 @@ func (h podsServer) PortForward(stream legionpb.Pods_PortForwardServer) error {
 	if err != nil {
 		return err
 	}
-	t, err := resolveTask(objs, first.Target)
-	if err != nil {
+	if err := allowed(objs, id, rbac.Write, "port-forward", targetNamespace(first.Target)); err != nil {
 		return err
 	}
-	if err := allowed(objs, id, rbac.Write, "port-forward", t.Metadata.Namespace); err != nil {
+	t, err := resolveTask(objs, first.Target)
+	if err != nil {
 		return err
 	}
 	go s.endWhenDenied(ctx, id, rbac.Write, "port-forward", t.Metadata.Namespace, end)

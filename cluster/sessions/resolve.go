@@ -23,6 +23,16 @@ type resolved struct {
 // ownerKinds are the kinds a session may name besides a task.
 var ownerKinds = []legion.Kind{legion.KindService, legion.KindJob}
 
+// targetNamespace is the namespace t names a task in. A caller's rights
+// there are checked before the target is looked up, so that what is
+// refused says nothing of what the namespace holds.
+func targetNamespace(t *legionpb.Target) string {
+	if t == nil || t.Namespace == "" {
+		return legion.DefaultNamespace
+	}
+	return t.Namespace
+}
+
 // resolve finds the task and container t names.
 func resolve(objs Objects, t *legionpb.Target) (resolved, error) {
 	task, err := resolveTask(objs, t)
@@ -41,10 +51,7 @@ func resolveTask(objs Objects, t *legionpb.Target) (*legion.Task, error) {
 	if t == nil || t.Name == "" {
 		return nil, status.Error(codes.InvalidArgument, "target.name: a task, service or job name is required")
 	}
-	ns := t.Namespace
-	if ns == "" {
-		ns = legion.DefaultNamespace
-	}
+	ns := targetNamespace(t)
 	var kinds []legion.Kind
 	switch k := legion.Kind(t.Kind); {
 	case k == "":

@@ -2,6 +2,8 @@ package sessions_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -111,4 +113,63 @@ func TestUserSessionsEndWhenTheBindingGoes(t *testing.T) {
 	cancel()
 	<-adminLogs
 	<-adminForward
+}
+
+// A user's logs, exec or port-forward in a namespace where they have no
+// role is refused before the target is looked up: the refusal is the same
+// for a task that runs there, a container it lacks and a name nothing
+// has, so it tells the user nothing of what another team runs.
+func TestSessionRefusalsSayNothingOfTheNamespace(t *testing.T) {
+	t.Parallel()
+	m := sessionstest.Start(t)
+	m.StartAgent(t, "n1")
+	m.Put(t, "shop", "web.1", "n1", legion.TaskRunning, legion.Owner{}, "app")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, _ := legion.New(legion.KindRoleBinding)
+	b.GetMetadata().Name, b.GetMetadata().Namespace = "mallory", "evil"
+	b.(*legion.RoleBinding).Spec = legion.RoleBindingSpec{User: "mallory", Role: legion.RoleEdit}
+	if _, _, err := m.Store.Put(ctx, b, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mallory, _ := dispatchertest.Issue(t, m.CA, "mallory", pki.RoleUser)
+	c := dial(t, m, mallory)
+	for _, tg := range []*legionpb.Target{
+		{Namespace: "shop", Name: "web.1"},
+		{Namespace: "shop", Name: "web.1", Container: "nope"},
+		{Namespace: "shop", Name: "nothere"},
+		{Namespace: "shop", Kind: "Job", Name: "nothere"},
+	} {
+		for _, s := range []struct {
+			what string
+			run  func() error
+		}{
+			{"logs", func() error {
+				ls, err := c.Logs(ctx, &legionpb.LogsRequest{Target: tg})
+				if err == nil {
+					_, err = ls.Recv()
+				}
+				return err
+			}},
+			{"exec", func() error {
+				_, err := execute(t, c, &legionpb.ExecStart{Target: tg, Command: []string{"true"}})
+				return err
+			}},
+			{"port-forward", func() error {
+				pf, err := c.PortForward(ctx)
+				if err == nil {
+					if err = pf.Send(&legionpb.PortForwardInput{Target: tg, Port: 80}); err == nil || errors.Is(err, io.EOF) {
+						_, err = pf.Recv()
+					}
+				}
+				return err
+			}},
+		} {
+			err := s.run()
+			want := s.what + ": user mallory has no role in namespace shop"
+			if status.Code(err) != codes.PermissionDenied || !strings.HasPrefix(status.Convert(err).Message(), want) {
+				t.Errorf("%s of %v by a user with no role in its namespace: got %v, want PERMISSION_DENIED %q...", s.what, tg, err, want)
+			}
+		}
+	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -39,8 +38,8 @@ func followJob(ctx context.Context, cl *client.Client, out io.Writer, ns, name s
 	var rerr error
 	for {
 		o, err := cl.Get(ctx, legion.KindJob, ns, name)
-		if errors.Is(err, client.ErrNotFound) {
-			return err // deleted meanwhile: nothing to follow
+		if lasting(err) {
+			return err // deleted meanwhile, or not the caller's to read
 		}
 		if rerr = err; err == nil {
 			j := o.(*legion.Job)

@@ -58,11 +58,13 @@ does: "service/web 8000:80" reaches the pod's port that port 80 serves.`,
 				if remote, via, err = forwardPort(obj, ref); err != nil {
 					return err
 				}
-			case ref.Name != "", errors.Is(err, client.ErrNotFound):
+			case ref.Name != "", lasting(err):
+				// Gone, or not the caller's: no connection would be
+				// forwarded, so nothing is listened on.
 				return fmt.Errorf("port-forward %s: %w", args[0], err)
 			}
-			// Without the object (a user who may forward but not read it),
-			// a number is the pod's port, as it says.
+			// Without the object (not read for a passing reason), a
+			// number is the pod's port, as it says.
 			if local < 0 {
 				local = remote
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/scheduler"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 )
 
 // rolloutPoll is how often a rollout is looked at while followed.
@@ -151,6 +152,21 @@ func following(ctx context.Context, timeout time.Duration) (context.Context, *ti
 	return ctx, tick, func() { tick.Stop(); cancel() }
 }
 
+// lasting says whether a failed read fails again however long a follow
+// waits, so the follow ends with it: the object is gone, or the caller
+// may not read it. The rest (an election, a manager restarting) is waited
+// out.
+func lasting(err error) bool {
+	if errors.Is(err, client.ErrNotFound) {
+		return true // also what the CLI says of a name nothing has
+	}
+	switch client.Code(err) {
+	case codes.NotFound, codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:
+		return true
+	}
+	return false
+}
+
 // followRollout prints the rollout whenever it changes until it is done
 // (nil), fails (exit 1) or the timeout passes (exit 2). Reads that fail
 // during an election are asked again.
@@ -162,8 +178,8 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 	var rerr error
 	for {
 		cur, err := readRollout(ctx, cl, ns, name)
-		if errors.Is(err, client.ErrNotFound) {
-			return err // not an election's to wait out: there is nothing to follow
+		if lasting(err) {
+			return err // not an election's to wait out: nothing to follow, or not for this caller
 		}
 		if rerr = err; err == nil {
 			r = cur

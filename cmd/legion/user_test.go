@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,18 @@ func TestUserCreate(t *testing.T) {
 	os.WriteFile(manifest, []byte("apiVersion: legion/v1\nkind: Config\nmetadata: {name: c}\nspec: {text: x}\n"), 0o644)
 	if _, err := run("apply", "-f", manifest, "--credentials", pem); err == nil || !strings.Contains(err.Error(), "needs edit") {
 		t.Errorf("a viewer applying: %v", err)
+	}
+	// Following or forwarding in a namespace the user has no role in is
+	// refused at once: not waited on as an election would be, nor
+	// listened for as if connections could be forwarded.
+	var ee *exitError
+	if out, err := run("rollout", "status", "web", "-n", "shop", "--timeout", "30s", "--credentials", pem); errors.As(err, &ee) ||
+		err == nil || !strings.Contains(err.Error(), "user dana has no role in namespace shop") {
+		t.Errorf("rollout status in another namespace: %v\n%s", err, out)
+	}
+	if out, err := run("port-forward", "web", "0:80", "-n", "shop", "--credentials", pem); err == nil ||
+		!strings.Contains(err.Error(), "user dana has no role in namespace shop") || strings.Contains(out, "Forwarding") {
+		t.Errorf("port-forward in another namespace: %v\n%s", err, out)
 	}
 	if _, err := run("user", "create", "dana", "-o", pem, "--credentials", n.Admin); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("overwriting credentials: %v", err)
