@@ -3,7 +3,8 @@
 // built-in role in one namespace. view reads everything of the namespace
 // but Secrets; edit also reads Secrets and applies and deletes; admin also
 // manages the namespace's RoleBindings. Users never touch cluster-scoped
-// objects. The cluster admin and managers are not users: they keep every
+// objects, but read the Namespace object of a namespace they have a role
+// in (CheckNamed). The cluster admin and managers are not users: they keep every
 // right, and are not asked about here.
 //
 // It is pure: the caller reads the user's bindings from its replica.
@@ -70,6 +71,21 @@ func Check(bindings []*legion.RoleBinding, user string, v Verb, kind legion.Kind
 		return fmt.Errorf("user %s: tasks are written by the cluster only", user)
 	}
 	return CheckAction(bindings, user, v, kind, namespace, fmt.Sprintf("%s %s", v, kind.Plural()))
+}
+
+// CheckNamed is Check of one object, named: besides what Check allows, a
+// user may read the Namespace object of a namespace it has a role in, to
+// see the quota its work is held to, what it uses of it and what the
+// namespace allows, as Kubernetes' view role reads a namespace's
+// ResourceQuotas.
+func CheckNamed(bindings []*legion.RoleBinding, user string, v Verb, kind legion.Kind, namespace, name string) error {
+	if kind == legion.KindNamespace && v == Read && name != "" {
+		if Role(bindings, user, name) != "" {
+			return nil
+		}
+		return fmt.Errorf("user %s has no role in namespace %s (to read its Namespace it needs %s)", user, name, legion.RoleView)
+	}
+	return Check(bindings, user, v, kind, namespace)
 }
 
 // CheckAction is Check of what an action needs (v on objects of kind),

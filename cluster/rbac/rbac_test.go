@@ -51,3 +51,29 @@ func TestCheck(t *testing.T) {
 		t.Errorf("a user without bindings has role %q", r)
 	}
 }
+
+// A user reads the Namespace object of a namespace it has a role in, and
+// no other; it never writes one.
+func TestCheckNamed(t *testing.T) {
+	bs := []*legion.RoleBinding{binding("shop", "alice", legion.RoleView), binding("ops", "alice", legion.RoleAdmin)}
+	for _, tc := range []struct {
+		v    Verb
+		kind legion.Kind
+		ns   string
+		name string
+		err  string // "" allowed
+	}{
+		{Read, legion.KindNamespace, "", "shop", ""},
+		{Read, legion.KindNamespace, "", "ops", ""},
+		{Read, legion.KindNamespace, "", "lab", "user alice has no role in namespace lab (to read its Namespace it needs view)"},
+		{Write, legion.KindNamespace, "", "ops", "Namespaces are cluster-scoped"},
+		{Read, legion.KindNode, "", "shop", "Nodes are cluster-scoped"},
+		{Read, legion.KindConfig, "shop", "c", ""},
+		{Read, legion.KindSecret, "shop", "s", "needs edit"},
+	} {
+		err := CheckNamed(bs, "alice", tc.v, tc.kind, tc.ns, tc.name)
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s %s %q in %q: %v, want %q", tc.v, tc.kind, tc.name, tc.ns, err, tc.err)
+		}
+	}
+}

@@ -134,8 +134,8 @@ func (c *clusterService) Events(req *pb.EventsRequest, out grpc.ServerStreamingS
 	// to read there: tasks stand for every kind when none is named. Wider
 	// asks see only what the caller may read.
 	switch {
-	case kind != "" && (req.Namespace != "" || !kind.Namespaced()):
-		if err := a.check(rbac.Read, kind, req.Namespace); err != nil {
+	case kind != "" && (!filtersList(kind, req.Namespace) || req.Name != "" && !kind.Namespaced()):
+		if err := a.checkNamed(rbac.Read, kind, req.Namespace, req.Name); err != nil {
 			return err
 		}
 	case kind == "" && req.Namespace != "":
@@ -146,7 +146,7 @@ func (c *clusterService) Events(req *pb.EventsRequest, out grpc.ServerStreamingS
 	f := events.Filter{After: req.AfterSequence, Kind: kind, Namespace: req.Namespace, Name: req.Name,
 		Type: legion.EventType(req.Type),
 		Keep: func(e legion.Event) bool {
-			return a == nil || a.check(rbac.Read, e.Object.Kind, e.Object.Namespace) == nil
+			return a == nil || a.checkNamed(rbac.Read, e.Object.Kind, e.Object.Namespace, e.Object.Name) == nil
 		}}
 	if req.SinceUnixNano != 0 {
 		f.Since = time.Unix(0, req.SinceUnixNano)

@@ -61,7 +61,7 @@ func (o *objectsService) list(ctx context.Context, req *pb.ListRequest, send fun
 	}
 	// One namespace must be readable; across namespaces a user sees only
 	// what it may read.
-	if ns != "" || !kind.Namespaced() {
+	if !filtersList(kind, ns) {
 		if err := a.check(rbac.Read, kind, ns); err != nil {
 			return err
 		}
@@ -74,7 +74,8 @@ func (o *objectsService) list(ctx context.Context, req *pb.ListRequest, send fun
 		return listFrom(fctx, pb.NewObjectsClient(conn), req, func(part *pb.ListResponse) error {
 			if a != nil {
 				part.Objects = slices.DeleteFunc(part.Objects, func(p *pb.Object) bool {
-					return a.check(rbac.Read, kind, p.GetMetadata().GetNamespace()) != nil
+					m := p.GetMetadata()
+					return a.checkNamed(rbac.Read, kind, m.GetNamespace(), m.GetName()) != nil
 				})
 			}
 			return send(part)

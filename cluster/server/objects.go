@@ -64,7 +64,7 @@ func (o *objectsService) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetRe
 	if err != nil {
 		return nil, err
 	}
-	if err := a.check(rbac.Read, kind, ns); err != nil {
+	if err := a.checkNamed(rbac.Read, kind, ns, req.Name); err != nil {
 		return nil, err
 	}
 	st, conn, fctx, err := o.s.leader(ctx)
@@ -153,7 +153,7 @@ func (o *objectsService) Watch(req *pb.WatchRequest, stream grpc.ServerStreaming
 	if err != nil {
 		return err
 	}
-	if ns != "" || !kind.Namespaced() {
+	if !filtersList(kind, ns) {
 		if err := a.check(rbac.Read, kind, ns); err != nil {
 			return err
 		}

@@ -58,10 +58,30 @@ func (a *access) check(v rbac.Verb, kind legion.Kind, namespace string) error {
 	return nil
 }
 
+// checkNamed is check of one object by name (rbac.CheckNamed).
+func (a *access) checkNamed(v rbac.Verb, kind legion.Kind, namespace, name string) error {
+	if a == nil {
+		return nil
+	}
+	if err := rbac.CheckNamed(a.bindings, a.user, v, kind, namespace, name); err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return nil
+}
+
 // readable keeps what the user may read, for lists and watches across
 // namespaces.
 func (a *access) readable(o legion.Object) bool {
-	return a == nil || a.check(rbac.Read, o.GetKind(), o.GetMetadata().Namespace) == nil
+	m := o.GetMetadata()
+	return a == nil || a.checkNamed(rbac.Read, o.GetKind(), m.Namespace, m.Name) == nil
+}
+
+// filtersList says whether a list or watch of kind in ns (every namespace
+// when "") is a user's to filter object by object, rather than to allow
+// or refuse whole: across namespaces, and the Namespaces, of which a user
+// sees those it has a role in.
+func filtersList(kind legion.Kind, ns string) bool {
+	return kind == legion.KindNamespace || ns == "" && kind.Namespaced()
 }
 
 // endWhenLowered reads the user's rights again every pki.Recheck until

@@ -99,6 +99,18 @@ func TestUsersActWithinTheirRoles(t *testing.T) {
 	refused(t, "view applying", err, "needs edit")
 	_, _, err = alice.List(ctx, legion.KindNode, client.ListOptions{})
 	refused(t, "listing nodes", err, "cluster-scoped")
+	// The Namespace of a namespace the user works in is theirs to read
+	// (its quota, what it uses and allows), and no other.
+	if _, err := alice.Get(ctx, legion.KindNamespace, "", "shop"); err != nil {
+		t.Errorf("view reading its own Namespace: %v", err)
+	}
+	_, err = alice.Get(ctx, legion.KindNamespace, "", "lab")
+	refused(t, "reading another team's Namespace", err, "user alice has no role in namespace lab (to read its Namespace it needs view)")
+	if nss, _, err := alice.List(ctx, legion.KindNamespace, client.ListOptions{}); err != nil || len(nss) != 1 || nss[0].GetMetadata().Name != "shop" {
+		t.Errorf("listing namespaces shows %v (%v), want shop alone", nss, err)
+	}
+	_, err = alice.ApplyOne(ctx, namespaceObj("shop"), client.ApplyOptions{})
+	refused(t, "writing its own Namespace", err, "cluster-scoped")
 	_, err = alice.Token(ctx, "worker")
 	refused(t, "a join token", err, "not allowed for a user certificate")
 	key, _ := pki.NewKey()
