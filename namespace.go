@@ -47,6 +47,18 @@ type Quota struct {
 	Objects *int `json:"objects,omitempty"`
 }
 
+// ObjectQuotaKinds are the kinds a quota's objects bound counts: every
+// namespaced kind but Task, whose number the tasks bound holds.
+func ObjectQuotaKinds() []Kind {
+	var out []Kind
+	for _, k := range Kinds() {
+		if k.Namespaced() && k != KindTask {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // NamespaceSecurity lists what the namespace's containers may loosen:
 // rawSockets, chflags, mlock, sysvipc, securelevel (a level below 2),
 // enforceStatfs (1) and hostPath (pod volumes on the node's own paths);
@@ -72,6 +84,9 @@ type QuotaUsage struct {
 	Tasks   int   `json:"tasks"`
 	Volumes int   `json:"volumes"`
 	Storage Bytes `json:"storage"`
+	// Objects is counted only under an objects bound, as of the
+	// planner's last pass (a few seconds behind what applies add).
+	Objects int `json:"objects,omitempty"`
 }
 
 // SecurityExcess is one loosening a container asks for that its

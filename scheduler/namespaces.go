@@ -72,12 +72,12 @@ func (p *planner) eligibleNodes(o *owner) int {
 }
 
 // namespaceUsage writes each namespace's status.used as this pass leaves
-// it: the requests and count of its placed tasks, and its Volumes with
-// their sizes.
+// it: the requests and count of its placed tasks, its Volumes with their
+// sizes, and the objects the snapshot counted.
 func (p *planner) namespaceUsage() {
 	used := make(map[string]*legion.QuotaUsage, len(p.st.Namespaces))
 	for _, n := range p.st.Namespaces {
-		used[n.Metadata.Name] = &legion.QuotaUsage{}
+		used[n.Metadata.Name] = &legion.QuotaUsage{Objects: p.st.Objects[n.Metadata.Name]}
 	}
 	for _, e := range p.entries {
 		if e.deleted || !placed(e.t) {

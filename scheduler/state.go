@@ -20,6 +20,9 @@ type State struct {
 	// ImagePolicies: with one that enforces, every pod waits for the
 	// leader's check of its images, those its nodes never pull included.
 	ImagePolicies []*legion.ImagePolicy
+	// Objects is how many objects (legion.ObjectQuotaKinds) each
+	// namespace with an objects quota holds, for its status.used.
+	Objects map[string]int
 
 	// Heartbeats is the last heartbeat this leader received from each
 	// node, by node name. A node missing from it has not been heard from

@@ -23,6 +23,8 @@ type Store interface {
 	AppliedIndex() uint64
 	WriteAll(ctx context.Context, writes []store.Write) []error
 	Watch(from uint64, kinds ...legion.Kind) (*store.Watcher, error)
+	// CountOf counts objects of kinds in a namespace, reading none.
+	CountOf(kinds []legion.Kind, namespace string) (int, error)
 }
 
 // Signals is what the planner needs that the store does not hold: the
@@ -212,7 +214,7 @@ func (l *Loop) Snapshot(now time.Time) (scheduler.State, error) {
 	if c := l.currentCache(); c != nil {
 		if c.fill(l.Store, &st) {
 			l.cached.Add(1)
-			return st, nil
+			return st, l.countObjects(&st)
 		}
 		st.Services, st.Jobs, st.CronJobs, st.Tasks, st.Volumes, st.Nodes, st.Namespaces, st.ImagePolicies = nil, nil, nil, nil, nil, nil, nil, nil
 	}
@@ -238,7 +240,30 @@ func (l *Loop) Snapshot(now time.Time) (scheduler.State, error) {
 	read(legion.KindNode, func(o legion.Object) { st.Nodes = append(st.Nodes, o.(*legion.Node)) })
 	read(legion.KindNamespace, func(o legion.Object) { st.Namespaces = append(st.Namespaces, o.(*legion.Namespace)) })
 	read(legion.KindImagePolicy, func(o legion.Object) { st.ImagePolicies = append(st.ImagePolicies, o.(*legion.ImagePolicy)) })
-	return st, err
+	if err != nil {
+		return st, err
+	}
+	return st, l.countObjects(&st)
+}
+
+// countObjects counts the objects of each namespace under an objects
+// quota, for its status.used: the loop follows only the planner's kinds,
+// so the count is read from the store, by keys alone.
+func (l *Loop) countObjects(st *scheduler.State) error {
+	for _, n := range st.Namespaces {
+		if q := n.Spec.Quota; q == nil || q.Objects == nil {
+			continue
+		}
+		c, err := l.Store.CountOf(legion.ObjectQuotaKinds(), n.Metadata.Name)
+		if err != nil {
+			return err
+		}
+		if st.Objects == nil {
+			st.Objects = map[string]int{}
+		}
+		st.Objects[n.Metadata.Name] = c
+	}
+	return nil
 }
 
 // Pass plans once and applies the result.

@@ -46,6 +46,7 @@ func (s *joiningStore) List(kind legion.Kind, _ string, _ func(legion.Object) bo
 func (s *joiningStore) WriteAll(context.Context, []store.Write) []error      { return nil }
 func (s *joiningStore) Watch(uint64, ...legion.Kind) (*store.Watcher, error) { return nil, nil }
 func (s *joiningStore) AppliedIndex() uint64                                 { return 0 }
+func (s *joiningStore) CountOf([]legion.Kind, string) (int, error)           { return 0, nil }
 
 func testNode(name string) *legion.Node {
 	return &legion.Node{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNode,

@@ -20,7 +20,7 @@ var (
 	descNodes = prometheus.NewDesc("legion_nodes", "Nodes by state and availability (reported by the leader only).",
 		[]string{"state", "availability"}, nil)
 	descQuota = prometheus.NewDesc("legion_quota_limit",
-		"A namespace's quota: cpu in cores, memory and storage in bytes, tasks and volumes in number (reported by the leader only).",
+		"A namespace's quota: cpu in cores, memory and storage in bytes, tasks, volumes and objects in number (reported by the leader only).",
 		[]string{"namespace", "resource"}, nil)
 	descQuotaUsed = prometheus.NewDesc("legion_quota_used",
 		"What a namespace with a quota uses of it, in the units of legion_quota_limit (reported by the leader only).",
@@ -145,6 +145,9 @@ func clusterMetrics(byKind map[legion.Kind][]legion.Object) []sample {
 		}
 		if q.Storage != nil {
 			quota("storage", float64(*q.Storage), float64(used.Storage))
+		}
+		if q.Objects != nil {
+			quota("objects", float64(*q.Objects), float64(used.Objects))
 		}
 	}
 	return out

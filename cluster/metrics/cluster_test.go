@@ -39,9 +39,9 @@ func total(ss []sample, d *prometheus.Desc, prefix ...string) (float64, int) {
 // nodes go by state and availability; quotas put limit beside use.
 func TestClusterMetricsCountEachThingOnce(t *testing.T) {
 	t.Parallel()
-	cpu, tasks := legion.CPU(1500), 4
-	ns := &legion.Namespace{Spec: legion.NamespaceSpec{Quota: &legion.Quota{CPU: &cpu, Tasks: &tasks}},
-		Status: legion.NamespaceStatus{Used: &legion.QuotaUsage{CPU: 500, Tasks: 2}}}
+	cpu, tasks, objects := legion.CPU(1500), 4, 20
+	ns := &legion.Namespace{Spec: legion.NamespaceSpec{Quota: &legion.Quota{CPU: &cpu, Tasks: &tasks, Objects: &objects}},
+		Status: legion.NamespaceStatus{Used: &legion.QuotaUsage{CPU: 500, Tasks: 2, Objects: 7}}}
 	ns.Metadata.Name = "shop"
 	node := func(st legion.NodeState, av legion.Availability) legion.Object {
 		n := &legion.Node{}
@@ -78,6 +78,12 @@ func TestClusterMetricsCountEachThingOnce(t *testing.T) {
 	}
 	if v, _ := total(got, descQuotaUsed, "shop", "tasks"); v != 2 {
 		t.Errorf("shop's tasks used = %v, want 2", v)
+	}
+	if l, _ := total(got, descQuota, "shop", "objects"); l != 20 {
+		t.Errorf("shop's objects limit = %v, want 20", l)
+	}
+	if v, _ := total(got, descQuotaUsed, "shop", "objects"); v != 7 {
+		t.Errorf("shop's objects used = %v, want 7", v)
 	}
 	if _, n := total(got, descQuota, "shop", "memory"); n != 0 {
 		t.Errorf("a memory limit reported for a quota without one")

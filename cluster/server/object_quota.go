@@ -10,18 +10,6 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 )
 
-// countedKinds are the kinds a namespace's objects quota counts: every
-// namespaced kind but Task, whose number quota.tasks bounds.
-var countedKinds = func() []legion.Kind {
-	var out []legion.Kind
-	for _, k := range legion.Kinds() {
-		if k.Namespaced() && k != legion.KindTask {
-			out = append(out, k)
-		}
-	}
-	return out
-}()
-
 // admitObjectQuotas refuses an apply that makes new objects in a
 // namespace beyond its quota.objects: what it holds of the counted kinds
 // (Count reads no object) and what the apply adds. A quota lowered
@@ -47,13 +35,9 @@ func admitObjectQuotas(st *store.Store, a *admission) ([]string, error) {
 			continue
 		}
 		a.serialise = true
-		held := 0
-		for _, k := range countedKinds {
-			n, err := st.Count(k, ns)
-			if err != nil {
-				return nil, err
-			}
-			held += n
+		held, err := st.CountOf(legion.ObjectQuotaKinds(), ns)
+		if err != nil {
+			return nil, err
 		}
 		if limit := *nsObj.Spec.Quota.Objects; held+len(added[ns]) > limit {
 			errs = append(errs, fmt.Sprintf("over the quota of namespace %s: objects %d of %d, applying %s (it holds %d: every kind but Task)",

@@ -804,12 +804,23 @@ func (s *Store) List(kind legion.Kind, namespace string, keep func(legion.Object
 // Count is how many objects of a kind this replica holds (in all
 // namespaces when namespace is empty), reading no object.
 func (s *Store) Count(kind legion.Kind, namespace string) (int, error) {
+	return s.CountOf([]legion.Kind{kind}, namespace)
+}
+
+// CountOf is Count of several kinds together, all read at one version.
+func (s *Store) CountOf(kinds []legion.Kind, namespace string) (int, error) {
 	n := 0
 	err := s.fsm.read(func(r *reader) error {
-		return r.walk([]byte(prefix(kind, namespace)), false, func(_, _ []byte) error {
-			n++
-			return nil
-		})
+		for _, kind := range kinds {
+			err := r.walk([]byte(prefix(kind, namespace)), false, func(_, _ []byte) error {
+				n++
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	return n, err
 }

@@ -231,6 +231,9 @@ func quotaDetail(n *legion.Namespace) string {
 	if q.Storage != nil {
 		parts = append(parts, "storage "+FormatBytes(used.Storage)+"/"+FormatBytes(*q.Storage))
 	}
+	if q.Objects != nil {
+		parts = append(parts, fmt.Sprintf("objects %d/%d", used.Objects, *q.Objects))
+	}
 	return "quota " + strings.Join(parts, ", ")
 }
 
