@@ -256,6 +256,37 @@ func runExec(stream execStream, start *pb.ExecStart, stdin io.Reader, resize <-c
 	}
 }
 
+// CheckPortForward says whether PortForward to port of the task t names
+// would be carried now (the caller's rights, a task running with an
+// address), connecting nothing to the pod: a caller that listens for
+// connections learns before it says it forwards. It returns the task
+// reached. A manager that predates the check connects to the pod and is
+// left at once.
+func (c *Client) CheckPortForward(ctx context.Context, t Target, port int) (string, error) {
+	target, err := t.proto()
+	if err != nil {
+		return "", err
+	}
+	if port < 1 || port > 65535 {
+		return "", fmt.Errorf("port-forward: port %d: expected 1 to 65535", port)
+	}
+	target.Container = ""
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := pb.NewPodsClient(c.conn).PortForward(sctx)
+	if err != nil {
+		return "", wrap(err)
+	}
+	if err := stream.Send(&pb.PortForwardInput{Target: target, Port: int32(port), Check: true}); err != nil && !errors.Is(err, io.EOF) {
+		return "", wrap(err)
+	} // io.EOF: the manager ended the stream already (a refusal); Recv says why
+	m, err := stream.Recv()
+	if err != nil {
+		return "", wrap(err)
+	}
+	return m.Task, nil
+}
+
 // PortForward carries one connection to port of a task's pod, until
 // either side closes it or ctx ends. It closes conn.
 func (c *Client) PortForward(ctx context.Context, t Target, port int, conn io.ReadWriteCloser) error {

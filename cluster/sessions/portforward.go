@@ -40,10 +40,13 @@ func (h podsServer) PortForward(stream legionpb.Pods_PortForwardServer) error {
 	if err != nil {
 		return err
 	}
-	go s.endWhenDenied(ctx, id, rbac.Write, "port-forward", t.Metadata.Namespace, end)
 	if t.Status.State != legion.TaskRunning || t.Status.IP == "" {
 		return status.Errorf(codes.FailedPrecondition, "port-forward: task %s/%s is %s, not running with an address", t.Metadata.Namespace, t.Metadata.Name, t.Status.State)
 	}
+	if first.Check {
+		return stream.Send(&legionpb.PortForwardOutput{Task: t.Metadata.Name, Node: t.Spec.Node})
+	}
+	go s.endWhenDenied(ctx, id, rbac.Write, "port-forward", t.Metadata.Namespace, end)
 	a, err := s.attach(ctx, t.Spec.Node, &legionpb.SessionOffer{
 		Namespace: t.Metadata.Namespace, Task: t.Metadata.Name, TaskUid: t.Metadata.UID,
 		Kind: &legionpb.SessionOffer_PortForward{PortForward: &legionpb.PortForwardOffer{PodIp: t.Status.IP, Port: first.Port}},

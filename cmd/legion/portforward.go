@@ -68,6 +68,11 @@ does: "service/web 8000:80" reaches the pod's port that port 80 serves.`,
 			if local < 0 {
 				local = remote
 			}
+			// Refused now rather than at each connection: the caller's
+			// rights, and a task running to reach.
+			if _, err := cl.CheckPortForward(ctxOf(cmd), target, remote); err != nil {
+				return fmt.Errorf("port-forward %s: %w", args[0], err)
+			}
 			l, err := net.Listen("tcp", net.JoinHostPort(address, strconv.Itoa(local)))
 			if errors.Is(err, syscall.EADDRINUSE) {
 				return fmt.Errorf("port-forward: local port %d is taken: give another as LOCAL:%s (0:%s picks a free one): %w", local, ref, ref, err)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,17 @@ func TestPortForwardOnADaemon(t *testing.T) {
 	err = rootWith(&syncBuffer{}, &syncBuffer{}, "port-forward", "fwd", "0:admin", "--server", n.API, "--credentials", n.Admin).ExecuteContext(ctx)
 	if err == nil || !strings.Contains(err.Error(), `no container port of fwd's pod is named "admin" (it names http, web)`) {
 		t.Errorf("a forward to a port no one names: %v", err)
+	}
+	// A user who may read the service but not forward to it is refused
+	// before anything listens.
+	viewer := filepath.Join(t.TempDir(), "viewer.pem")
+	if out, err := runLegion(t, "", "user", "create", "viewer", "--role", "view", "-n", "default", "-o", viewer, "--server", n.API, "--credentials", n.Admin); err != nil {
+		t.Fatalf("user create: %v\n%s", err, out)
+	}
+	vout := &syncBuffer{}
+	err = rootWith(vout, &syncBuffer{}, "port-forward", "fwd", "0:http", "--server", n.API, "--credentials", viewer).ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "viewer is view in namespace default; to use port-forward it needs edit") || strings.Contains(vout.String(), "Forwarding") {
+		t.Errorf("a viewer's forward: %v\n%s", err, vout.String())
 	}
 	stop()
 	select {

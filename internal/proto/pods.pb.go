@@ -589,11 +589,15 @@ func (x *ExecOutput) GetExitCode() int32 {
 // PortForwardInput is what the caller sends: first the target and port
 // alone, then the connection's bytes and its end.
 type PortForwardInput struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Target        *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"` // the container is not needed: pods share their address
-	Port          int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
-	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
-	Closed        bool                   `protobuf:"varint,4,opt,name=closed,proto3" json:"closed,omitempty"` // the caller will send no more (half-close)
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"` // the container is not needed: pods share their address
+	Port   int32                  `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	Data   []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	Closed bool                   `protobuf:"varint,4,opt,name=closed,proto3" json:"closed,omitempty"` // the caller will send no more (half-close)
+	// Check asks only whether a connection would be forwarded (the
+	// caller's rights, a task running with an address), connecting nothing:
+	// the manager answers with the task and node and ends the stream.
+	Check         bool `protobuf:"varint,5,opt,name=check,proto3" json:"check,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -652,6 +656,13 @@ func (x *PortForwardInput) GetData() []byte {
 func (x *PortForwardInput) GetClosed() bool {
 	if x != nil {
 		return x.Closed
+	}
+	return false
+}
+
+func (x *PortForwardInput) GetCheck() bool {
+	if x != nil {
+		return x.Check
 	}
 	return false
 }
@@ -1801,12 +1812,13 @@ const file_pods_proto_rawDesc = "" +
 	"\x06stderr\x18\x05 \x01(\fR\x06stderr\x12 \n" +
 	"\texit_code\x18\x06 \x01(\x05H\x00R\bexitCode\x88\x01\x01B\f\n" +
 	"\n" +
-	"_exit_code\"}\n" +
+	"_exit_code\"\x93\x01\n" +
 	"\x10PortForwardInput\x12)\n" +
 	"\x06target\x18\x01 \x01(\v2\x11.legion.v1.TargetR\x06target\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\x05R\x04port\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x12\x16\n" +
-	"\x06closed\x18\x04 \x01(\bR\x06closed\"O\n" +
+	"\x06closed\x18\x04 \x01(\bR\x06closed\x12\x14\n" +
+	"\x05check\x18\x05 \x01(\bR\x05check\"O\n" +
 	"\x11PortForwardOutput\x12\x12\n" +
 	"\x04task\x18\x01 \x01(\tR\x04task\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x12\n" +
