@@ -45,15 +45,7 @@ func TestPassesPlanFromTheWatchNotFromLists(t *testing.T) {
 	var passes, conflicts int
 	l := &Loop{Store: cs, Signals: sig, Interval: time.Hour, LeaderSince: time.Now().Add(-time.Hour),
 		Passed: func(r PassResult) { mu.Lock(); passes++; conflicts += r.Conflicts; mu.Unlock() }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	go func() { done <- l.Run(ctx) }()
+	runLoop(t, l)
 
 	const replicas = 1200
 	putWeb(t, s, replicas, "nginx")

@@ -19,6 +19,21 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func openStore(t *testing.T) *store.Store { return storetest.Solo(t, nil) }
 
+// runLoop runs l until the test ends, when Run must have returned no
+// error.
+func runLoop(t *testing.T, l *Loop) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	go func() { done <- l.Run(ctx) }()
+}
+
 func poll(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	testpoll.Until(t, what, 10*time.Second, 5*time.Millisecond, cond)
@@ -116,15 +131,7 @@ func TestLoopConvergesTheStore(t *testing.T) {
 	var passes []PassResult
 	l := &Loop{Store: s, Signals: sig, Interval: time.Hour, LeaderSince: time.Now().Add(-time.Hour),
 		Passed: func(r PassResult) { mu.Lock(); passes = append(passes, r); mu.Unlock() }}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runLoop(t, l)
 
 	putWeb(t, s, 3, "nginx")
 	// With an hour between timed passes, only the watch can wake the loop.

@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -26,15 +25,7 @@ spec:
   pod: {containers: [{name: web, image: nginx, resources: {requests: {cpu: 300m, memory: 64Mi}}}]}
 `)
 	l := &Loop{Store: s, Signals: &signals{beats: map[string]time.Time{"n1": time.Now()}}, Interval: time.Hour, LeaderSince: time.Now().Add(-time.Hour)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runLoop(t, l)
 	var used *legion.QuotaUsage
 	poll(t, "status.used of shop counting two placed tasks", func() bool {
 		o, _, err := s.Get(legion.KindNamespace, "", "shop")
@@ -87,15 +78,7 @@ metadata: {name: notes, namespace: lab}
 spec: {text: x}
 `)
 	l := &Loop{Store: s, Signals: &signals{beats: map[string]time.Time{"n1": time.Now()}}, Interval: time.Hour, LeaderSince: time.Now().Add(-time.Hour)}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	runLoop(t, l)
 	used := func(ns string) *legion.QuotaUsage {
 		o, _, err := s.Get(legion.KindNamespace, "", ns)
 		if err != nil {
