@@ -276,17 +276,5 @@ func untolerated(n *legion.Node, tol []legion.Toleration, effect legion.TaintEff
 }
 
 func tolerates(tol []legion.Toleration, t legion.Taint) bool {
-	for _, x := range tol {
-		if x.Key != t.Key {
-			continue
-		}
-		if x.Value != "" && x.Value != t.Value {
-			continue
-		}
-		if x.Effect != "" && x.Effect != t.Effect {
-			continue
-		}
-		return true
-	}
-	return false
+	return slices.ContainsFunc(tol, func(x legion.Toleration) bool { return x.Covers(legion.Toleration(t)) })
 }

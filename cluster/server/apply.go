@@ -568,6 +568,7 @@ func admitCluster(st *store.Store, items []applyItem, user bool) (*admission, er
 		{codes.PermissionDenied, admitPublishing},
 		{codes.PermissionDenied, admitVolumeSources},
 		{codes.PermissionDenied, admitTolerations},
+		{codes.PermissionDenied, admitVolumeNodes},
 		{codes.AlreadyExists, admitSystemPorts},
 		{codes.AlreadyExists, admitPorts},
 		{codes.ResourceExhausted, admitQuotas},

@@ -44,6 +44,21 @@ spec: {size: 1Gi}`)
 		!strings.Contains(err.Error(), "spec.size: missing, which namespace team's storage quota (2Gi) requires") {
 		t.Fatalf("a restore of an unsized Volume under a storage quota: %v", err)
 	}
+	// A node tainted for another team takes none of this team's data.
+	tainted, _ := legion.New(legion.KindNode)
+	tainted.GetMetadata().Name = "shop-1"
+	tainted.(*legion.Node).Spec.Taints = []legion.Taint{{Key: "dedicated", Value: "shop", Effect: legion.NoSchedule}}
+	if _, _, err := m.s.store().Put(ctx, tainted, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	header.Node, header.Spec.Size = "shop-1", 1<<30
+	if _, err := admin.ApplyOne(ctx, mustParse(t, "apiVersion: legion/v1\nkind: Namespace\nmetadata: {name: team}\nspec: {quota: {volumes: 2, storage: 2Gi}}\n")[0], client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mallory.RestoreVolume(ctx, header, strings.NewReader("data")); client.Code(err) != codes.PermissionDenied ||
+		!strings.Contains(err.Error(), "Volume team/b: the restore's node: node shop-1 is tainted dedicated=shop:NoSchedule for others") {
+		t.Fatalf("a restore onto a node tainted for others: %v", err)
+	}
 	if _, _, err := m.s.store().Get(legion.KindVolume, "team", "b"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a refused restore made its Volume: %v", err)
 	}

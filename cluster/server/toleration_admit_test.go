@@ -7,6 +7,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/store"
 	"google.golang.org/grpc/codes"
 )
 
@@ -58,4 +59,42 @@ spec:
 	applyOK(t, mallory, tolerating("team", "web", shop))
 	applyRefused(t, m, mallory, tolerating("team", "evict", "{key: dedicated, value: shop, effect: NoExecute}"), codes.PermissionDenied,
 		"spec.placement.tolerations[0]: dedicated=shop:NoExecute")
+}
+
+// TestAdmissionVolumeNodesAreTheNamespaces: a namespace user's Volume may
+// not keep its data on a node tainted for others (spec.node set or moved
+// there) unless its Namespace tolerates the taint; a Volume already there
+// is kept, and the admin's Volumes go anywhere.
+func TestAdmissionVolumeNodesAreTheNamespaces(t *testing.T) {
+	t.Parallel()
+	m, admin, mallory := teamUser(t)
+	ctx := context.Background()
+	for _, n := range []legion.Object{
+		&legion.Node{Header: legion.Header{Kind: legion.KindNode, Metadata: legion.Metadata{Name: "shop-1"}},
+			Spec: legion.NodeSpec{Taints: []legion.Taint{{Key: "dedicated", Value: "shop", Effect: legion.NoSchedule}}}},
+		&legion.Node{Header: legion.Header{Kind: legion.KindNode, Metadata: legion.Metadata{Name: "soft-1"}},
+			Spec: legion.NodeSpec{Taints: []legion.Taint{{Key: "spare", Effect: legion.PreferNoSchedule}}}},
+	} {
+		if _, _, err := m.s.Store().Put(ctx, n, store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	applyRefused(t, m, mallory, volYAML("team", "data", "{driver: zfs, node: shop-1}"), codes.PermissionDenied,
+		"Volume team/data: spec.node: node shop-1 is tainted dedicated=shop:NoSchedule for others: "+
+			"namespace team's users may keep data there once Namespace team lists the taint in spec.security.tolerations")
+	applyOK(t, mallory, volYAML("team", "data", "{driver: zfs, node: soft-1}"))
+	applyRefused(t, m, mallory, volYAML("team", "data", "{driver: zfs, node: shop-1}"), codes.PermissionDenied,
+		"Volume team/data: spec.node: node shop-1 is tainted")
+
+	// The admin's Volume on that node stays the user's to change.
+	applyOK(t, admin, volYAML("team", "kept", "{driver: zfs, node: shop-1}"))
+	applyOK(t, mallory, volYAML("team", "kept", "{driver: zfs, node: shop-1, size: 1Gi}"))
+
+	ns, _ := legion.New(legion.KindNamespace)
+	ns.GetMetadata().Name = "team"
+	ns.(*legion.Namespace).Spec.Security.Tolerations = []legion.Toleration{{Key: "dedicated", Value: "shop"}}
+	if _, err := admin.ApplyOne(ctx, ns, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	applyOK(t, mallory, volYAML("team", "data", "{driver: zfs, node: shop-1}"))
 }

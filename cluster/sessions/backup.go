@@ -243,7 +243,8 @@ func (h volumesServer) Restore(in legionpb.Volumes_RestoreServer) error {
 		return storeStatus(err)
 	}
 	// Refused before any data reaches the node, as the apply of the
-	// Volume would be; admitted again as it is made.
+	// Volume would be (bound to that node); admitted again as it is made.
+	vol.Status.Node = hdr.Node
 	if err := s.admitVol(ctx, vol, nil); err != nil {
 		return err
 	}
@@ -255,7 +256,6 @@ func (h volumesServer) Restore(in legionpb.Volumes_RestoreServer) error {
 	if err := s.ReceiveVolume(ctx, hdr.Node, &legionpb.VolumeReceiveOffer{Namespace: ns, Volume: name, Restore: true, Spec: spec}, &chunkReader{in: in}); err != nil {
 		return err
 	}
-	vol.Status.Node = hdr.Node
 	vol.Status.Backend = backendOf(hdr.Backend)
 	var made legion.Object
 	err = s.admitVol(ctx, vol, func() error {
