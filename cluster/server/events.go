@@ -134,7 +134,7 @@ func (c *clusterService) Events(req *pb.EventsRequest, out grpc.ServerStreamingS
 	// to read there: tasks stand for every kind when none is named. Wider
 	// asks see only what the caller may read.
 	switch {
-	case kind != "" && (!filtersList(kind, req.Namespace) || req.Name != "" && !kind.Namespaced()):
+	case kind != "" && (!filtersList(kind, req.Namespace) || kind == legion.KindNamespace && req.Name != ""):
 		if err := a.checkNamed(rbac.Read, kind, req.Namespace, req.Name); err != nil {
 			return err
 		}
