@@ -111,6 +111,12 @@ func TestUsersActWithinTheirRoles(t *testing.T) {
 	}
 	_, err = alice.ApplyOne(ctx, namespaceObj("shop"), client.ApplyOptions{})
 	refused(t, "writing its own Namespace", err, "cluster-scoped")
+	noEvents := func(legion.Event) error { return nil }
+	if err := alice.Events(ctx, client.EventsOptions{Kind: legion.KindNamespace, Object: "shop"}, noEvents); err != nil {
+		t.Errorf("the events of its own Namespace (describe ns): %v", err)
+	}
+	err = alice.Events(ctx, client.EventsOptions{Kind: legion.KindNamespace, Object: "lab"}, noEvents)
+	refused(t, "the events of another team's Namespace", err, "user alice has no role in namespace lab")
 	_, err = alice.Token(ctx, "worker")
 	refused(t, "a join token", err, "not allowed for a user certificate")
 	key, _ := pki.NewKey()
