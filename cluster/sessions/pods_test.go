@@ -195,6 +195,21 @@ func TestOwnerPicksTask(t *testing.T) {
 	a.Logs.Append(running.Metadata.UID+"-app", rec(2, "stdout", "running"))
 	a.SaveOutput(t, older, "app", jail.FormatRecord(rec(3, "stdout", "older")))
 	a.SaveOutput(t, newer, "app", jail.FormatRecord(rec(4, "stdout", "newer")))
+	// A stateful service's ordinals, by their stable names: the running
+	// task of db-1, not db-0's nor db-1's replaced one.
+	put(&legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService, Metadata: legion.Metadata{Name: "db", Namespace: "shop"}},
+		Spec: legion.ServiceSpec{Mode: legion.ModeStateful}})
+	db := legion.Owner{Kind: legion.KindService, Name: "db"}
+	for _, o := range []struct {
+		name, hostname string
+		state          legion.TaskState
+		out            string
+	}{{"db-0-1", "db-0", legion.TaskRunning, "zero"}, {"db-1-1", "db-1", legion.TaskShutdown, "one, before"}, {"db-1-2", "db-1", legion.TaskRunning, "one"}} {
+		tk := m.Put(t, "shop", o.name, "n1", o.state, db, "pg")
+		tk.Spec.Hostname, tk.Spec.Slot = o.hostname, int(o.hostname[3]-'0')
+		put(tk)
+		a.Logs.Append(tk.Metadata.UID+"-pg", rec(5, "stdout", o.out))
+	}
 	c := dial(t, m, m.Admin)
 	for _, tc := range []struct {
 		kind, name string
@@ -205,6 +220,7 @@ func TestOwnerPicksTask(t *testing.T) {
 		{"service", "web", "web.1-b", []line{{2, "stdout", "running"}}},
 		{"", "migrate", "migrate-b", []line{{4, "stdout", "newer"}}},
 		{"Task", "migrate-a", "migrate-a", []line{{3, "stdout", "older"}}},
+		{"", "db-1", "db-1-2", []line{{5, "stdout", "one"}}},
 	} {
 		frames, err := readAll(t, c, target(tc.kind, tc.name, ""))
 		if err != nil {
@@ -250,7 +266,7 @@ func TestRefusals(t *testing.T) {
 	}{
 		{"two containers without -c", admin, target("", "pair.1", ""), codes.InvalidArgument, "task pair.1 has 2 containers (app, sidecar): choose one with -c"},
 		{"a container the pod lacks", admin, target("", "pair.1", "db"), codes.NotFound, "task pair.1 has no container db: its containers are app, sidecar"},
-		{"unknown task", admin, target("", "nope", ""), codes.NotFound, "no task, service or job named nope in namespace shop"},
+		{"unknown task", admin, target("", "nope", ""), codes.NotFound, "no task, service, job or stateful ordinal named nope in namespace shop"},
 		{"unknown task by kind", admin, target("task", "nope", ""), codes.NotFound, "no task named nope in namespace shop"},
 		{"node's agent not connected", admin, target("", "away.1", ""), codes.Unavailable, "the agent of node n2 is not connected to this manager"},
 		{"no output on the node", admin, target("", "nolog.1", ""), codes.NotFound, "container app of task shop/nolog.1 has no output on this node"},

@@ -81,8 +81,18 @@ func resolveTask(objs Objects, t *legionpb.Target) (*legion.Task, error) {
 		}
 		break
 	}
+	if task == nil && len(kinds) > 1 {
+		// A stateful ordinal by its stable name (db-0), as its hostname
+		// and DNS name say it.
+		var err error
+		if task, err = pickTask(objs, ns, func(x *legion.Task) bool {
+			return x.Spec.Hostname == t.Name && x.Spec.Owner.Kind == legion.KindService
+		}); err != nil {
+			return nil, err
+		}
+	}
 	if task == nil {
-		what := "task, service or job"
+		what := "task, service, job or stateful ordinal"
 		if len(kinds) == 1 {
 			what = strings.ToLower(string(kinds[0]))
 		}
@@ -94,16 +104,25 @@ func resolveTask(objs Objects, t *legionpb.Target) (*legion.Task, error) {
 	return task, nil
 }
 
-// ownerTask picks the task of a Service or Job to read: a running one (the
-// lowest slot, then the latest started), else the one that last ended on
-// a node, else one on its way on a node.
+// ownerTask picks the task of a Service or Job to read (pickTask).
 func ownerTask(objs Objects, kind legion.Kind, ns, name string) (*legion.Task, error) {
+	t, err := pickTask(objs, ns, func(t *legion.Task) bool { return t.Spec.Owner.Kind == kind && t.Spec.Owner.Name == name })
+	if err == nil && t == nil {
+		err = status.Errorf(codes.FailedPrecondition, "%s %s/%s has no task that reached a node: no output yet", strings.ToLower(string(kind)), ns, name)
+	}
+	return t, err
+}
+
+// pickTask picks, among a namespace's tasks on a node that match, the
+// one to read: a running one (the lowest slot, then the latest started),
+// else the one that last ended, else one on its way; nil when none match.
+func pickTask(objs Objects, ns string, match func(*legion.Task) bool) (*legion.Task, error) {
 	list, _, err := objs.List(legion.KindTask, ns, func(o legion.Object) bool {
 		t := o.(*legion.Task)
-		return t.Spec.Owner.Kind == kind && t.Spec.Owner.Name == name && t.Spec.Node != ""
+		return match(t) && t.Spec.Node != ""
 	})
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "listing the tasks of %s %s/%s: %v", kind, ns, name, err)
+		return nil, status.Errorf(codes.Unavailable, "listing the tasks of namespace %s: %v", ns, err)
 	}
 	var running, ended, other []*legion.Task
 	for _, o := range list {
@@ -133,7 +152,7 @@ func ownerTask(objs Objects, kind legion.Kind, ns, name string) (*legion.Task, e
 	case len(other) > 0:
 		return other[0], nil
 	}
-	return nil, status.Errorf(codes.FailedPrecondition, "%s %s/%s has no task that reached a node: no output yet", strings.ToLower(string(kind)), ns, name)
+	return nil, nil
 }
 
 func started(t *legion.Task) time.Time {

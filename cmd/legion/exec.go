@@ -29,7 +29,8 @@ func newExecCommand() *cobra.Command {
 		Use:   "exec [-i] TASK|SERVICE|JOB [-c CONTAINER] -- COMMAND [ARG...]",
 		Short: "Run a command in a task's running container",
 		Long: `Exec runs a command in a running container of a task (a service or job
-name picks one of its running tasks), as the container's user, in its
+name picks one of its running tasks, a stateful service's ordinal name,
+db-0, the ordinal's), as the container's user, in its
 environment. Its output comes back on standard output and standard error,
 and legion exits with its exit code. With -i standard input is sent to it.
 A pod with several containers needs -c. With -t the command runs on a

@@ -46,8 +46,9 @@ tasks it starts meanwhile (an update, a scale, a restart) join, until
 interrupted, as Docker's service logs -f; following a job, its new tasks
 join until it is over, and the command ends with its last task. A
 finished task's output is
-kept on its node until the task is deleted. Name the kind to be sure
-(service/web, job/migrate, task/web-1-1). A pod with several containers
+kept on its node until the task is deleted. A stateful service's ordinal
+name (db-0, its hostname) reads that ordinal's task. Name the kind to be
+sure (service/web, job/migrate, task/web-1-1). A pod with several containers
 needs -c.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

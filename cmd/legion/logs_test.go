@@ -88,7 +88,7 @@ func TestLogsCommand(t *testing.T) {
 			want string
 		}{
 			{[]string{"-n", "shop", "pair.1"}, "logs pair.1: task pair.1 has 2 containers (app, sidecar): choose one with -c"},
-			{[]string{"-n", "shop", "nope"}, "logs nope: no task, service or job named nope in namespace shop"},
+			{[]string{"-n", "shop", "nope"}, "logs nope: no task, service, job or stateful ordinal named nope in namespace shop"},
 			{[]string{"-n", "shop", "away.1"}, "logs away.1: the agent of node n2 is not connected to this manager"},
 			{[]string{"-n", "shop", "volume/x"}, `volume/x: logs read a task, a service or a job, not "volume"`},
 			{[]string{"-n", "shop", "--since", "-1m", "batch.1"}, "--since -1m0s: expected a positive duration"},

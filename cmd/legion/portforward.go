@@ -119,7 +119,9 @@ func parsePorts(arg string) (local int, remote legion.PortRef, err error) {
 }
 
 // sessionObject is the task, service or job a session's target names:
-// of its kind, or, without one, whichever has the name (a task's first).
+// of its kind, or, without one, whichever has the name (a task's first),
+// else a task of the stateful ordinal of that name (db-0), as the manager
+// resolves it.
 func sessionObject(ctx context.Context, cl *client.Client, t client.Target) (legion.Object, error) {
 	ns := cmp.Or(t.Namespace, legion.DefaultNamespace)
 	if t.Kind != "" {
@@ -134,7 +136,16 @@ func sessionObject(ctx context.Context, cl *client.Client, t client.Target) (leg
 			return nil, err
 		}
 	}
-	return nil, fmt.Errorf("no task, service or job %s in namespace %s: %w", t.Name, ns, client.ErrNotFound)
+	tasks, _, err := cl.List(ctx, legion.KindTask, client.ListOptions{Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range tasks {
+		if tk := o.(*legion.Task); tk.Spec.Hostname == t.Name && tk.Spec.Owner.Kind == legion.KindService {
+			return tk, nil // its pod's ports, as of the ordinal's task
+		}
+	}
+	return nil, fmt.Errorf("no task, service, job or stateful ordinal %s in namespace %s: %w", t.Name, ns, client.ErrNotFound)
 }
 
 // forwardPort is the pod's port that ref means for obj, a Task, Service

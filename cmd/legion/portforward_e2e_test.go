@@ -64,7 +64,7 @@ func TestPortForwardOnADaemon(t *testing.T) {
 	}
 	// Nothing of the name: refused, not listened for.
 	err = rootWith(&syncBuffer{}, &syncBuffer{}, "port-forward", "nothere", "0:80", "--server", n.API, "--credentials", n.Admin).ExecuteContext(ctx)
-	if err == nil || !strings.Contains(err.Error(), "no task, service or job nothere in namespace default") {
+	if err == nil || !strings.Contains(err.Error(), "no task, service, job or stateful ordinal nothere in namespace default") {
 		t.Errorf("a forward to nothing: %v", err)
 	}
 	// A name no port has is refused, naming those there are.
