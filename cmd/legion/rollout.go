@@ -63,8 +63,18 @@ func (r rollout) failed() bool {
 
 func (r rollout) String() string {
 	s := fmt.Sprintf("%d of %d tasks updated, %d ready", r.current, r.want, r.ready)
-	if r.state != "" {
-		s = r.state + ": " + s
+	if r.current > r.want {
+		// A scale down before the planner stops the extra tasks.
+		s = fmt.Sprintf("%d of %d tasks updated and %d more to stop, %d ready", r.want, r.want, r.current-r.want, r.ready)
+	}
+	state := r.state
+	if state == string(legion.UpdateCompleted) && !r.done() {
+		// The last update's end: what goes on now is a scale or tasks
+		// coming back, which no update state describes.
+		state = ""
+	}
+	if state != "" {
+		s = state + ": " + s
 	}
 	for _, w := range r.why() {
 		s += "; " + w

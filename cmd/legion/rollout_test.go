@@ -200,3 +200,25 @@ func TestRolloutSaysWhatHoldsTheService(t *testing.T) {
 		t.Errorf("a rollout with all its tasks: %q, want no word of the service's message", got)
 	}
 }
+
+// A followed rollout says where it stands in words that hold: the last
+// update's "completed" only once everything is there again, and a scale
+// down's extra tasks as tasks to stop, not "2 of 1 updated".
+func TestRolloutLine(t *testing.T) {
+	t.Parallel()
+	completed := string(legion.UpdateCompleted)
+	for _, tc := range []struct {
+		r    rollout
+		want string
+	}{
+		{rollout{state: completed, want: 3, current: 3, ready: 2, settled: true}, "3 of 3 tasks updated, 2 ready"},
+		{rollout{state: completed, want: 3, current: 3, ready: 3, settled: true}, "completed: 3 of 3 tasks updated, 3 ready"},
+		{rollout{state: completed, want: 1, current: 2, ready: 2, settled: true}, "1 of 1 tasks updated and 1 more to stop, 2 ready"},
+		{rollout{state: string(legion.UpdateUpdating), want: 2, current: 1, ready: 1, settled: true}, "updating: 1 of 2 tasks updated, 1 ready"},
+		{rollout{want: 2, current: 2, ready: 2, settled: true}, "2 of 2 tasks updated, 2 ready"},
+	} {
+		if got := tc.r.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.r, got, tc.want)
+		}
+	}
+}
