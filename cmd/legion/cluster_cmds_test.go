@@ -462,3 +462,53 @@ func TestDeleteByNamesAndLabels(t *testing.T) {
 		t.Fatalf("after the deletes: left %v, want e", got)
 	}
 }
+
+// Deleting a stateful Service says which Volumes its claims made are
+// kept, and how to remove them; another Service's are not named.
+func TestDeleteServiceNamesItsKeptVolumes(t *testing.T) {
+	s, dir := startDaemon(t)
+	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
+	if out, err := runLegion(t, "", "init", "--server", s.Addr()); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	manifest := `apiVersion: legion/v1
+kind: Service
+metadata: {name: db}
+spec:
+  mode: stateful
+  replicas: 2
+  pod:
+    containers: [{name: c, image: localhost/db:1, volumeMounts: [{name: data, path: /data}]}]
+    volumes: [{name: data, claim: {size: 1Gi}}]
+---
+apiVersion: legion/v1
+kind: Volume
+metadata: {name: data-db-0, labels: {legion.service: db, legion.ordinal: "0"}}
+spec: {size: 1Gi}
+---
+apiVersion: legion/v1
+kind: Volume
+metadata: {name: data-db-1, labels: {legion.service: db, legion.ordinal: "1"}}
+spec: {size: 1Gi}
+---
+apiVersion: legion/v1
+kind: Volume
+metadata: {name: data-other-0, labels: {legion.service: other, legion.ordinal: "0"}}
+spec: {size: 1Gi}
+`
+	if out, err := runLegion(t, manifest, append([]string{"apply", "-f", "-"}, flags...)...); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	out, err := runLegion(t, "", append([]string{"delete", "service", "db"}, flags...)...)
+	if err != nil {
+		t.Fatalf("delete: %v\n%s", err, out)
+	}
+	want := "note: service/db's volumes are kept, with their data: data-db-0, data-db-1 (applying the service again gives each ordinal its own back; legion delete volume NAME -n default removes one and its data)"
+	if !strings.Contains(out, want) || strings.Contains(out, "data-other-0") {
+		t.Errorf("delete service db said:\n%s\nwant %q", out, want)
+	}
+	out, err = runLegion(t, "", append([]string{"delete", "volume", "data-db-0"}, flags...)...)
+	if err != nil || strings.Contains(out, "note:") {
+		t.Errorf("deleting a volume: %v\n%s", err, out)
+	}
+}

@@ -373,8 +373,11 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 					continue
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", ref(gone))
-				if o.GetKind() == legion.KindNamespace {
+				switch o.GetKind() {
+				case legion.KindNamespace:
 					warnNamespaceLeft(ctxOf(cmd), cmd.ErrOrStderr(), cl, m.Name)
+				case legion.KindService:
+					noteClaimsKept(ctxOf(cmd), cmd.ErrOrStderr(), cl, gone)
 				}
 			}
 			return errors.Join(errs...)
@@ -451,6 +454,24 @@ func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) (
 		fmt.Fprintf(cmd.ErrOrStderr(), "No %s with %s found.\n", plural(strings.ToLower(string(kind))), strings.Join(f.labels, ","))
 	}
 	return objs, nil
+}
+
+// noteClaimsKept says which Volumes a deleted Service's claims made are
+// kept, data and all, as a StatefulSet's PersistentVolumeClaims are: a
+// user who deleted it to start afresh, or to free the space, learns they
+// are there; applying it again takes each ordinal's back.
+func noteClaimsKept(ctx context.Context, w io.Writer, cl *client.Client, gone legion.Object) {
+	m := gone.GetMetadata()
+	vols, _, err := cl.List(ctx, legion.KindVolume, client.ListOptions{Namespace: m.Namespace, Labels: map[string]string{scheduler.LabelService: m.Name}})
+	if err != nil || len(vols) == 0 {
+		return
+	}
+	names := make([]string, len(vols))
+	for i, v := range vols {
+		names[i] = v.GetMetadata().Name
+	}
+	fmt.Fprintf(w, "note: %s's volumes are kept, with their data: %s (applying the service again gives each ordinal its own back; legion delete volume NAME -n %s removes one and its data)\n",
+		ref(gone), strings.Join(names, ", "), m.Namespace)
 }
 
 // warnNamespaceLeft says so when a deleted Namespace still holds objects:
