@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -153,7 +154,7 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			if err := r.followNew(wctx, rctx, cancel, found.owner, found.version); err != nil && wctx.Err() == nil {
+			if err := r.followNew(wctx, rctx, cancel, found.ofTarget, found.version); err != nil && wctx.Err() == nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: logs %s: its new tasks are no longer followed: %v\n", arg, err)
 			}
 		}()
@@ -219,13 +220,12 @@ func (r *logReaders) start(ctx context.Context, cancel context.CancelFunc, name 
 }
 
 // followNew watches the namespace's tasks from version and reads each new
-// task of the owner once it has run on a node, until wctx ends; the
-// reads go on under rctx.
-func (r *logReaders) followNew(wctx, rctx context.Context, cancel context.CancelFunc, owner legion.Kind, version uint64) error {
+// task of the target (ofTarget) once it has run on a node, until wctx
+// ends; the reads go on under rctx.
+func (r *logReaders) followNew(wctx, rctx context.Context, cancel context.CancelFunc, ofTarget func(*legion.Task) bool, version uint64) error {
 	return watchEach(wctx, r.cl, legion.KindTask, r.target.Namespace, version, func(e client.Event) bool {
 		t, ok := e.Object.(*legion.Task)
-		if ok && e.Type != client.Deleted && t.Spec.Owner.Kind == owner && t.Spec.Owner.Name == r.target.Name &&
-			t.Status.Started != nil && !toldToStop(t) {
+		if ok && e.Type != client.Deleted && ofTarget(t) && t.Status.Started != nil && !toldToStop(t) {
 			r.start(rctx, cancel, t.Metadata.Name, true)
 		}
 		return false
@@ -279,6 +279,9 @@ type logSources struct {
 	names   []string
 	version uint64      // of the listing, where a watch for new ones starts
 	owner   legion.Kind // KindService or KindJob when the tasks are all one's
+	// ofTarget says whether a task is one of the target's: the owner's,
+	// or a stateful ordinal's (db-0) when no owner has the name.
+	ofTarget func(*legion.Task) bool
 }
 
 func logTasks(ctx context.Context, cl *client.Client, target client.Target) logSources {
@@ -290,10 +293,20 @@ func logTasks(ctx context.Context, cl *client.Client, target client.Target) logS
 		return logSources{}
 	}
 	out := logSources{version: version, owner: target.Kind}
+	match := func(t *legion.Task) bool {
+		return t.Spec.Owner.Name == target.Name && (target.Kind == "" || t.Spec.Owner.Kind == target.Kind)
+	}
+	if target.Kind == "" && !slices.ContainsFunc(objs, func(o legion.Object) bool { return match(o.(*legion.Task)) }) {
+		// No owner of the name: a stateful ordinal's (db-0), as the
+		// manager resolves it.
+		match = func(t *legion.Task) bool {
+			return t.Spec.Hostname == target.Name && t.Spec.Owner.Kind == legion.KindService
+		}
+	}
 	for _, o := range objs {
 		t := o.(*legion.Task)
 		owner := t.Spec.Owner
-		if owner.Name != target.Name || (target.Kind != "" && owner.Kind != target.Kind) {
+		if !match(t) {
 			continue
 		}
 		if out.owner == "" {
@@ -309,6 +322,8 @@ func logTasks(ctx context.Context, cl *client.Client, target client.Target) logS
 		out.names = append(out.names, t.Metadata.Name)
 	}
 	sort.Strings(out.names)
+	owner := out.owner
+	out.ofTarget = func(t *legion.Task) bool { return match(t) && t.Spec.Owner.Kind == owner }
 	return out
 }
 

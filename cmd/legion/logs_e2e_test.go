@@ -239,3 +239,53 @@ spec:
 		t.Fatalf("lines %q: want \"through\" from the first task and the two started after it", out.String())
 	}
 }
+
+// A stateful ordinal's stable name reads that ordinal alone, and a
+// follow goes on with its next task when the first is replaced.
+func TestLogsFollowAStatefulOrdinalByName(t *testing.T) {
+	n, ctx := helloCluster(t, `apiVersion: legion/v1
+kind: Service
+metadata: {name: st}
+spec:
+  mode: stateful
+  replicas: 2
+  pod:
+    containers:
+      - name: app
+        image: localhost/hello:1
+        pullPolicy: never
+        args: [-say, "up as $(HOSTNAME)", -listen, "$(LEGION_POD_IP):8080"]
+`+readyHTTP)
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	waitFor(t, "both ordinals ready", func() bool {
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		ready := 0
+		for _, o := range tasks {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "st" && tk.Status.Ready {
+				ready++
+			}
+		}
+		return ready == 2
+	})
+	fctx, stop := context.WithCancel(ctx)
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- rootWith(out, errOut, append([]string{"logs", "-f", "st-0"}, flags...)...).ExecuteContext(fctx)
+	}()
+	waitFor(t, "ordinal 0's first line", func() bool { return strings.Contains(out.String(), "up as st-0\n") })
+	if err := rootWith(&syncBuffer{}, errOut, append([]string{"rollout", "restart", "st"}, flags...)...).ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "ordinal 0's next task followed", func() bool { return strings.Count(out.String(), "up as st-0\n") == 2 })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("legion logs -f st-0: %v (stderr %q)", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "st-0-1 | up as st-0\n") || !strings.Contains(out.String(), "st-0-2 | up as st-0\n") || strings.Contains(out.String(), "st-1") {
+		t.Errorf("following st-0 printed %q, want each of its tasks' lines after the task's name, and nothing of ordinal 1", out.String())
+	}
+}
