@@ -138,9 +138,9 @@ func (c *clusterService) Events(req *pb.EventsRequest, out grpc.ServerStreamingS
 		if err := a.checkNamed(rbac.Read, kind, req.Namespace, req.Name); err != nil {
 			return err
 		}
-	case kind == "" && req.Namespace != "":
-		if err := a.check(rbac.Read, legion.KindTask, req.Namespace); err != nil {
-			return err
+	case kind == "" && req.Namespace != "" && a != nil:
+		if err := rbac.CheckAction(a.bindings, a.user, rbac.Read, legion.KindTask, req.Namespace, "read its events"); err != nil {
+			return status.Error(codes.PermissionDenied, err.Error())
 		}
 	}
 	f := events.Filter{After: req.AfterSequence, Kind: kind, Namespace: req.Namespace, Name: req.Name,

@@ -117,6 +117,8 @@ func TestUsersActWithinTheirRoles(t *testing.T) {
 	}
 	err = alice.Events(ctx, client.EventsOptions{Kind: legion.KindNamespace, Object: "lab"}, noEvents)
 	refused(t, "the events of another team's Namespace", err, "user alice has no role in namespace lab")
+	err = alice.Events(ctx, client.EventsOptions{Namespace: "lab"}, noEvents)
+	refused(t, "the events of another namespace", err, "user alice has no role in namespace lab (to read its events it needs view)")
 	_, err = alice.Token(ctx, "worker")
 	refused(t, "a join token", err, "not allowed for a user certificate")
 	key, _ := pki.NewKey()
