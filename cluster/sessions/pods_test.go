@@ -255,6 +255,11 @@ func TestRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Put(t, "shop", "assigned.1", "n1", legion.TaskAssigned, legion.Owner{}, "app")
+	unplaced := m.Put(t, "shop", "db-0-1", "", legion.TaskPending, legion.Owner{Kind: legion.KindService, Name: "db"}, "pg")
+	unplaced.Spec.Hostname = "db-0"
+	if _, _, err := m.Store.Put(context.Background(), unplaced, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	worker, _ := dispatchertest.Issue(t, m.CA, "n1", pki.RoleWorker)
 	admin := dial(t, m, m.Admin)
 	for _, tc := range []struct {
@@ -277,6 +282,7 @@ func TestRefusals(t *testing.T) {
 		{"assigned, not started yet", admin, target("", "assigned.1", ""), codes.NotFound,
 			"container app of task shop/assigned.1 has no output yet: the task has not started (assigned)"},
 		{"not on a node", admin, target("", "waiting.1", ""), codes.FailedPrecondition, "task shop/waiting.1 is not on a node yet"},
+		{"an ordinal not on a node", admin, target("", "db-0", ""), codes.FailedPrecondition, "stateful ordinal shop/db-0 has no task that reached a node: no output yet"},
 		{"bad kind", admin, target("volume", "x", ""), codes.InvalidArgument, `target.kind "volume": expected Task, Service or Job`},
 		{"a worker's certificate", dial(t, m, worker), target("", "pair.1", "app"), codes.PermissionDenied, "logs: not allowed for a worker certificate (n1)"},
 	} {

@@ -84,11 +84,16 @@ func resolveTask(objs Objects, t *legionpb.Target) (*legion.Task, error) {
 	if task == nil && len(kinds) > 1 {
 		// A stateful ordinal by its stable name (db-0), as its hostname
 		// and DNS name say it.
+		ordinal := func(x *legion.Task) bool { return x.Spec.Hostname == t.Name && x.Spec.Owner.Kind == legion.KindService }
 		var err error
-		if task, err = pickTask(objs, ns, func(x *legion.Task) bool {
-			return x.Spec.Hostname == t.Name && x.Spec.Owner.Kind == legion.KindService
-		}); err != nil {
+		if task, err = pickTask(objs, ns, ordinal); err != nil {
 			return nil, err
+		}
+		if task == nil {
+			waiting, _, err := objs.List(legion.KindTask, ns, func(o legion.Object) bool { return ordinal(o.(*legion.Task)) })
+			if err == nil && len(waiting) > 0 {
+				return nil, status.Errorf(codes.FailedPrecondition, "stateful ordinal %s/%s has no task that reached a node: no output yet", ns, t.Name)
+			}
 		}
 	}
 	if task == nil {
