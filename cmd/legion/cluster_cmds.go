@@ -30,7 +30,7 @@ func addClusterCommands(root *cobra.Command) {
 	root.AddCommand(
 		newDaemonCommand(),
 		cli.initCommand(), cli.joinCommand(), cli.statusCommand(), cli.tokenCommand(),
-		cli.applyCommand(), cli.getCommand("get"), cli.getCommand("list"), cli.deleteCommand(),
+		cli.applyCommand(), cli.getCommand("get"), cli.getCommand("list"), cli.deleteCommand(), cli.editCommand(),
 		cli.watchCommand(), cli.diffCommand(), cli.userCommand(), cli.createCommand(),
 	)
 }
@@ -156,9 +156,10 @@ certificate; a manager token makes it a manager, a worker token a worker.`,
 func (c *clusterCLI) statusCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show the manager reached and its cluster",
-		Args:  cobra.NoArgs,
+		Use:        "status",
+		SuggestFor: []string{"cluster-info", "info"}, // kubectl cluster-info, docker info
+		Short:      "Show the manager reached and its cluster",
+		Args:       cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fm, err := parseOutput(output)
 			if err != nil {
