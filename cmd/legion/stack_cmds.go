@@ -148,14 +148,20 @@ func convertStack(cmd *cobra.Command, deps stackDeps, f stackFlags, stack string
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range res.Warnings {
+	printComposeWarnings(cmd.ErrOrStderr(), res.Warnings)
+	return res, nil
+}
+
+// printComposeWarnings says what a conversion did not map ("warning:")
+// or changed on the way ("note:", a name made a DNS label).
+func printComposeWarnings(w io.Writer, ws []compose.Warning) {
+	for _, x := range ws {
 		kind := "note:"
-		if w.Unsupported {
+		if x.Unsupported {
 			kind = "warning:"
 		}
-		fmt.Fprintln(cmd.ErrOrStderr(), kind, w)
+		fmt.Fprintln(w, kind, x)
 	}
-	return res, nil
 }
 
 func newStackConvertCommand(deps stackDeps) *cobra.Command {

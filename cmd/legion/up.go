@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -31,9 +32,11 @@ func newUpCommand() *cobra.Command {
 		Short: "Run a single-node cluster in the foreground and deploy the given manifests or compose file",
 		Long: `up starts a one-node cluster in this terminal (manager and agent in one
 process, data under ./.legion), initialising it on first use, loads the
-image archives (*.oci.tar) and applies the manifests (*.yaml, *.json) or
-compose file (compose.yaml, docker-compose.yml) of DIR or FILE, prints how
-to reach what runs, and stops on Ctrl-C, removing its pods.
+image archives (*.oci.tar) and applies the compose file of DIR (compose.yaml,
+compose.yml, docker-compose.yaml or docker-compose.yml, the first of them, as
+docker compose up reads it, leaving the other YAML files of DIR alone),
+else its manifests (*.yaml, *.yml, *.json), or FILE, prints how to reach
+what runs, and stops on Ctrl-C, removing its pods.
 
 On FreeBSD pods are VNET jails on ZFS clones of their images, joined to
 the legion0 bridge, with services balanced by pf (--platform jails; run it
@@ -136,12 +139,38 @@ func upLogger(term, file io.Writer, verbose bool) *slog.Logger {
 	))
 }
 
+// composeNames are the compose files' names, in the order docker compose
+// prefers them when a directory has several.
+var composeNames = []string{"compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml"}
+
 func isCompose(path string) bool {
-	switch strings.ToLower(filepath.Base(path)) {
-	case "compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml":
-		return true
+	return slices.Contains(composeNames, strings.ToLower(filepath.Base(path)))
+}
+
+// upFiles is what legion up reads of a directory's files: its image
+// archives and, as docker compose up does, its compose file alone when it
+// has one (the first of composeNames), else its manifests. It also
+// returns the YAML and JSON files it leaves out for a compose file, to
+// name them.
+func upFiles(files []string) (read, left []string) {
+	chosen := ""
+	for _, name := range composeNames {
+		for _, f := range files {
+			if chosen == "" && strings.ToLower(filepath.Base(f)) == name {
+				chosen = f
+			}
+		}
 	}
-	return false
+	for _, f := range files {
+		manifest := strings.HasSuffix(f, ".yaml") || strings.HasSuffix(f, ".yml") || strings.HasSuffix(f, ".json")
+		switch {
+		case strings.HasSuffix(f, ".oci.tar"), chosen == "" && manifest, f == chosen:
+			read = append(read, f)
+		case manifest:
+			left = append(left, filepath.Base(f))
+		}
+	}
+	return read, left
 }
 
 // deploy loads the image archives and applies the objects of path, then
@@ -167,6 +196,11 @@ func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string
 		files = []string{path}
 	}
 	sort.Strings(files)
+	files, left := upFiles(files)
+	if len(left) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s holds a compose file, which is deployed alone, as docker compose up does: %s not read as manifests (legion apply -f applies them)\n",
+			path, strings.Join(left, ", "))
+	}
 	var objs []legion.Object
 	for _, f := range files {
 		switch {
@@ -196,9 +230,7 @@ func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string
 			if err != nil {
 				return err
 			}
-			for _, w := range res.Warnings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
-			}
+			printComposeWarnings(cmd.ErrOrStderr(), res.Warnings)
 			objs = append(objs, res.Objects...)
 		case strings.HasSuffix(f, ".yaml"), strings.HasSuffix(f, ".yml"), strings.HasSuffix(f, ".json"):
 			some, err := readManifests(cmd.InOrStdin(), f, "")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,6 +206,29 @@ func TestUpSaysWhyAServiceIsNotReady(t *testing.T) {
 		"  last failure: pulling localhost/nothere:1: image localhost/nothere:1: image not present", "  not all ready yet: "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("up's lines lack %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// legion up DIR reads a compose file alone when the directory has one,
+// as docker compose up does (the application's own YAML beside it is not
+// a manifest), the first in docker's order when it has several, and the
+// image archives always; without one, every manifest.
+func TestUpFilesOfADirectory(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		files      []string
+		read, left []string
+	}{
+		{[]string{"d/app.oci.tar", "d/compose.yaml", "d/prometheus.yml", "d/settings.json"},
+			[]string{"d/app.oci.tar", "d/compose.yaml"}, []string{"prometheus.yml", "settings.json"}},
+		{[]string{"d/docker-compose.yml", "d/compose.yaml"}, []string{"d/compose.yaml"}, []string{"docker-compose.yml"}},
+		{[]string{"d/docker-compose.yml", "d/notes.txt"}, []string{"d/docker-compose.yml"}, nil},
+		{[]string{"d/app.oci.tar", "d/db.yaml", "d/web.yml", "d/README.md"}, []string{"d/app.oci.tar", "d/db.yaml", "d/web.yml"}, nil},
+	} {
+		read, left := upFiles(tc.files)
+		if !slices.Equal(read, tc.read) || !slices.Equal(left, tc.left) {
+			t.Errorf("%v: read %v, left %v; want %v, %v", tc.files, read, left, tc.read, tc.left)
 		}
 	}
 }
