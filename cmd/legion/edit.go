@@ -34,10 +34,13 @@ func (c *clusterCLI) editCommand() *cobra.Command {
 		Long: `Edit opens an object as a manifest (its kind, name, namespace, labels and
 spec) in $LEGION_EDITOR, $VISUAL or $EDITOR (else vi), and applies the file
 once the editor exits, as kubectl edit does. A file saved unchanged, or
-emptied, changes nothing. The apply is refused, and says so, when someone
+emptied, changes nothing. A save the cluster refuses (a field it does not
+know, a quota, a rename) opens the file again with the refusal on top:
+fix it, or save it unchanged to give up. The apply is refused when someone
 changed the object's labels or spec meanwhile; writes of its status alone
-(a service's, all the time) are not a conflict. When the apply fails the
-edited file is kept, and the error names it: fix it and legion apply -f it.`,
+(a service's, all the time) are not a conflict. When the edit is given up
+or refused so, the edited file is kept, and the error names it: fix it and
+legion apply -f it.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, name, err := editTarget(args)
@@ -101,30 +104,81 @@ func runEdit(ctx context.Context, cl *client.Client, out io.Writer, kind legion.
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, strings.ToLower(string(kind))+"-"+name+".yaml")
-	if err := os.WriteFile(path, view, 0o600); err != nil {
-		return err
-	}
-	if err := runEditor(path); err != nil {
-		return err
-	}
-	edited, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(edited, view) || len(bytes.TrimSpace(stripComments(edited))) == 0 {
-		fmt.Fprintf(out, "%s unchanged: the edit was cancelled\n", ref(cur))
-		return nil
-	}
-	res, err := applyEdit(ctx, cl, cur, edited)
-	if err != nil {
-		kept, kerr := keepEdit(path, edited)
-		if kerr != nil {
-			return fmt.Errorf("%w (the edit could not be kept: %v)", err, kerr)
+	shown := view
+	var refused error // the last apply's refusal, shown in the file
+	for {
+		if err := os.WriteFile(path, shown, 0o600); err != nil {
+			return err
 		}
-		return fmt.Errorf("%w\nyour edit is kept in %s: fix it, then legion apply -f %s", err, kept, kept)
+		if err := runEditor(path); err != nil {
+			return err
+		}
+		edited, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(stripComments(edited))) == 0 || refused == nil && bytes.Equal(edited, view) {
+			fmt.Fprintf(out, "%s unchanged: the edit was cancelled\n", ref(cur))
+			return nil
+		}
+		if refused != nil && bytes.Equal(edited, shown) {
+			// Saved again as refused: the user gives up on it here.
+			return keptError(refused, path, edited)
+		}
+		res, err := applyEdit(ctx, cl, cur, edited)
+		if err == nil {
+			fmt.Fprintf(out, "%s %s\n", ref(res.Object), editOutcome(res.Outcome))
+			return nil
+		}
+		if errors.Is(err, errEditConflict) || errors.Is(err, client.ErrUnreachable) || errors.Is(err, client.ErrOutcomeUnknown) {
+			return keptError(err, path, edited)
+		}
+		// As kubectl does: the file again, the refusal on top, to fix.
+		refused = err
+		shown = append(refusalHeader(view, err), stripLeadingComments(edited)...)
 	}
-	fmt.Fprintf(out, "%s %s\n", ref(res.Object), editOutcome(res.Outcome))
-	return nil
+}
+
+// errEditConflict: the object's labels or spec changed while it was
+// being edited.
+var errEditConflict = errors.New("its labels or spec changed while it was being edited")
+
+// keptError is err, saying where the edit it refused is kept.
+func keptError(err error, path string, edited []byte) error {
+	kept, kerr := keepEdit(path, edited)
+	if kerr != nil {
+		return fmt.Errorf("%w (the edit could not be kept: %v)", err, kerr)
+	}
+	return fmt.Errorf("%w\nyour edit is kept in %s: fix it, then legion apply -f %s", err, kept, kept)
+}
+
+// refusalHeader is the view's header comment with the refusal after it.
+func refusalHeader(view []byte, err error) []byte {
+	var b bytes.Buffer
+	for line := range bytes.Lines(view) {
+		if !bytes.HasPrefix(line, []byte("#")) {
+			break
+		}
+		b.Write(line)
+	}
+	b.WriteString("#\n# The cluster refused the last save; fix it, or save it again unchanged to give up:\n")
+	for _, l := range strings.Split(strings.TrimRight(err.Error(), "\n"), "\n") {
+		b.WriteString("#   " + l + "\n")
+	}
+	return b.Bytes()
+}
+
+// stripLeadingComments drops the comment lines the file starts with: the
+// header, and a refusal shown before.
+func stripLeadingComments(data []byte) []byte {
+	rest := data
+	for line := range bytes.Lines(data) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
+			break
+		}
+		rest = rest[len(line):]
+	}
+	return rest
 }
 
 // editView is the object as a manifest: kind, name, namespace, labels and
@@ -240,7 +294,7 @@ func applyEdit(ctx context.Context, cl *client.Client, cur legion.Object, data [
 		}
 		nm := now.GetMetadata()
 		if nm.Generation != opened || !maps.Equal(nm.Labels, labels) {
-			return client.Result{}, fmt.Errorf("%s: its labels or spec changed while it was being edited (generation %d, now %d): nothing was applied", ref(cur), opened, nm.Generation)
+			return client.Result{}, fmt.Errorf("%s: %w (generation %d, now %d): nothing was applied", ref(cur), errEditConflict, opened, nm.Generation)
 		}
 		version = nm.Version
 	}

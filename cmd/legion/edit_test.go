@@ -78,7 +78,31 @@ func TestEdit(t *testing.T) {
 		t.Errorf("an edit saved unchanged: %v\n%s", err, out)
 	}
 
-	// A rename is refused, and the edit kept for the user.
+	// A save the cluster refuses opens the file again with the refusal on
+	// top, as kubectl does; fixed there, it is applied.
+	twice := filepath.Join(t.TempDir(), "editor.sh")
+	script := "#!/bin/sh\ncount='" + filepath.Join(work, "count") + "'\n" +
+		"n=$(cat \"$count\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$count\"\n" +
+		"cp \"$1\" '" + work + "'/seen-$n.yaml\n" +
+		"if [ $n = 1 ]; then sed -i 's/text: goodbye/txet: goodbye/' \"$1\"; else sed -i 's/txet: goodbye/text: again/' \"$1\"; fi\n"
+	if err := os.WriteFile(twice, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LEGION_EDITOR", twice)
+	if out, err := cli("edit", "config", "site"); err != nil || !strings.Contains(out, "config/site edited") {
+		t.Fatalf("an edit fixed after a refusal: %v\n%s", err, out)
+	}
+	second, _ := os.ReadFile(filepath.Join(work, "seen-2.yaml"))
+	if !strings.Contains(string(second), "# The cluster refused the last save") || !strings.Contains(string(second), "spec.txet: unknown field") ||
+		strings.Count(string(second), "# Edit config/site") != 1 {
+		t.Errorf("the file opened again after a refusal:\n%s", second)
+	}
+	if got, _, _ := st.Get(legion.KindConfig, legion.DefaultNamespace, "site"); string(got.(*legion.Config).Spec.Data) != "again" {
+		t.Errorf("after the fixed edit: %q", got.(*legion.Config).Spec.Data)
+	}
+
+	// A rename is refused; saved again as refused, the edit is given up
+	// and kept for the user.
 	t.Setenv("LEGION_EDITOR", editorScript(t, seen, "", "s/name: site/name: other/"))
 	out, err = cli("edit", "config", "site")
 	if err == nil || !strings.Contains(err.Error(), "the edit of config/site: it names config/other: edit changes an object, it does not rename or move one") {
