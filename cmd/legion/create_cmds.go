@@ -10,11 +10,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// createCommand is legion create: for now one form, kubectl's way of
-// running a CronJob's Job at once, as one tries a CronJob out or runs a
-// missed run by hand. Objects are otherwise made with apply.
+// createCommand is legion create: kubectl's way of running a CronJob's
+// Job at once (as one tries a CronJob out or runs a missed run by hand),
+// of making a Namespace, and docker's of making a Secret or Config from a
+// file. Objects are otherwise made with apply.
 func (c *clusterCLI) createCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "create", Short: "Make a Job from a CronJob now, or a Namespace (other objects: legion apply)"}
+	cmd := &cobra.Command{Use: "create", Short: "Make a Job from a CronJob now, a Namespace, or a Secret or Config from a file (other objects: legion apply)"}
 	var ns, from string
 	job := &cobra.Command{
 		Use:   "job NAME --from cronjob/CRONJOB",
@@ -66,7 +67,7 @@ Job of that name already there is refused, not replaced.`,
 	}
 	job.Flags().StringVarP(&ns, "namespace", "n", "", "namespace of the CronJob, and of the Job (default: default)")
 	job.Flags().StringVar(&from, "from", "", "the CronJob whose job template to run: cronjob/NAME")
-	cmd.AddCommand(job, createNamespaceCommand(c))
+	cmd.AddCommand(job, createNamespaceCommand(c), createValueCommand(c, legion.KindSecret), createValueCommand(c, legion.KindConfig))
 	return cmd
 }
 

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/scheduler"
 )
 
@@ -80,5 +83,51 @@ func TestCreateNamespace(t *testing.T) {
 		if _, err := runLegion(t, "", append(strings.Fields(args), flags...)...); err == nil || !strings.Contains(err.Error(), says) {
 			t.Errorf("legion %s: %v, want it to say %q", args, err, says)
 		}
+	}
+}
+
+// legion create secret and create config make one of one value, from a
+// file or standard input, as docker secret create does; one there is
+// refused, and kubectl's --from-literal is refused saying why.
+func TestCreateSecretAndConfig(t *testing.T) {
+	t.Parallel()
+	s, dir := startDaemon(t)
+	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
+	if out, err := runLegion(t, "", "init", "--server", s.Addr()); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	file := filepath.Join(t.TempDir(), "nginx.conf")
+	if err := os.WriteFile(file, []byte("worker_processes 2;\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runLegion(t, "s3cret", append([]string{"create", "secret", "db-password", "-", "-n", "shop", "--label", "app=db"}, flags...)...)
+	if err != nil || out != "secret/db-password -n shop created (6 bytes)\n" {
+		t.Fatalf("create secret from standard input: %v %q", err, out)
+	}
+	if out, err := runLegion(t, "", append([]string{"create", "config", "nginx", file}, flags...)...); err != nil || !strings.Contains(out, "config/nginx created (20 bytes)") {
+		t.Fatalf("create config from a file: %v %q", err, out)
+	}
+	st := s.Store()
+	sec, _, err := st.Get(legion.KindSecret, "shop", "db-password")
+	if err != nil || string(sec.(*legion.Secret).Spec.Data) != "s3cret" || sec.GetMetadata().Labels["app"] != "db" {
+		t.Fatalf("the Secret made: %+v, %v", sec, err)
+	}
+	cfg, _, err := st.Get(legion.KindConfig, legion.DefaultNamespace, "nginx")
+	if err != nil || string(cfg.(*legion.Config).Spec.Data) != "worker_processes 2;\n" {
+		t.Fatalf("the Config made: %+v, %v", cfg, err)
+	}
+	for args, says := range map[string]string{
+		"create secret db-password - -n shop":                "secret shop/db-password exists: legion apply or legion edit change it",
+		"create secret pw --from-literal=password=s3cret":    "--from-literal: a Secret holds one value, not keys",
+		"create config empty":                                "expected FILE, or - for standard input, after NAME",
+		"create config Bad " + file:                          `name "Bad"`,
+		"create config two " + file + " --from-file " + file: "not both",
+	} {
+		if _, err := runLegion(t, "other", append(strings.Fields(args), flags...)...); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("legion %s: %v, want it to say %q", args, err, says)
+		}
+	}
+	if sec, _, _ := st.Get(legion.KindSecret, "shop", "db-password"); string(sec.(*legion.Secret).Spec.Data) != "s3cret" {
+		t.Errorf("a refused create changed the Secret to %q", sec.(*legion.Secret).Spec.Data)
 	}
 }
