@@ -105,6 +105,13 @@ func CanTransition(from, to TaskState) bool {
 	return taskStateOrder[to] > taskStateOrder[from]
 }
 
+// OfOrdinal reports whether t is a task of the stateful ordinal whose
+// stable name is name (<service>-<n>, its hostname and DNS name), as
+// sessions and logs take it.
+func (t *Task) OfOrdinal(name string) bool {
+	return t.Spec.Hostname == name && t.Spec.Owner.Kind == KindService
+}
+
 // Transition checks and records a state change.
 func (t *Task) Transition(to TaskState, now time.Time, msg string) error {
 	from := t.Status.State

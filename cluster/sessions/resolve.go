@@ -84,7 +84,7 @@ func resolveTask(objs Objects, t *legionpb.Target) (*legion.Task, error) {
 	if task == nil && len(kinds) > 1 {
 		// A stateful ordinal by its stable name (db-0), as its hostname
 		// and DNS name say it.
-		ordinal := func(x *legion.Task) bool { return x.Spec.Hostname == t.Name && x.Spec.Owner.Kind == legion.KindService }
+		ordinal := func(x *legion.Task) bool { return x.OfOrdinal(t.Name) }
 		var err error
 		if task, err = pickTask(objs, ns, ordinal); err != nil {
 			return nil, err

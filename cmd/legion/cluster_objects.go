@@ -32,19 +32,28 @@ func (f *scopeFlags) add(cmd *cobra.Command, withAll bool) {
 
 func (f *scopeFlags) options() (client.ListOptions, error) {
 	opts := client.ListOptions{Namespace: f.namespace, AllNamespaces: f.all}
-	for _, l := range f.labels {
-		for _, kv := range strings.Split(l, ",") {
+	var err error
+	opts.Labels, err = keyValues("-l", f.labels)
+	return opts, err
+}
+
+// keyValues reads a flag's key=value pairs, each given alone or several
+// comma-separated, into a map (nil when none are given).
+func keyValues(flag string, args []string) (map[string]string, error) {
+	var out map[string]string
+	for _, a := range args {
+		for _, kv := range strings.Split(a, ",") {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
-				return opts, fmt.Errorf("-l %q: expected key=value", kv)
+				return nil, fmt.Errorf("%s %q: expected key=value", flag, kv)
 			}
-			if opts.Labels == nil {
-				opts.Labels = map[string]string{}
+			if out == nil {
+				out = map[string]string{}
 			}
-			opts.Labels[k] = v
+			out[k] = v
 		}
 	}
-	return opts, nil
+	return out, nil
 }
 
 func (c *clusterCLI) applyCommand() *cobra.Command {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -53,8 +54,7 @@ Job of that name already there is refused, not replaced.`,
 				Metadata: legion.Metadata{Name: name, Namespace: cj.Metadata.Namespace,
 					Labels: map[string]string{scheduler.LabelCronJob: cj.Metadata.Name}}},
 				Spec: cj.Spec.Job}
-			none := uint64(0)
-			res, err := cl.ApplyOne(ctx, j, client.ApplyOptions{ExpectedVersion: &none, Brief: true})
+			res, err := createNew(ctx, cl, j)
 			if errors.Is(err, client.ErrAborted) {
 				return fmt.Errorf("create job: job %s exists: delete it first, or choose another name", legion.DisplayName(j))
 			}
@@ -96,8 +96,7 @@ refused, not replaced.`,
 			defer cl.Close()
 			o, _ := legion.New(legion.KindNamespace)
 			o.GetMetadata().Name = name
-			none := uint64(0)
-			res, err := cl.ApplyOne(ctxOf(cmd), o, client.ApplyOptions{ExpectedVersion: &none, Brief: true})
+			res, err := createNew(ctxOf(cmd), cl, o)
 			if errors.Is(err, client.ErrAborted) {
 				return fmt.Errorf("create namespace: namespace %s exists (legion get namespace %s -o yaml shows it, legion apply changes it)", name, name)
 			}
@@ -108,4 +107,11 @@ refused, not replaced.`,
 			return nil
 		},
 	}
+}
+
+// createNew applies o only if nothing of its kind and name is stored
+// (client.ErrAborted when something is): create makes, it never replaces.
+func createNew(ctx context.Context, cl *client.Client, o legion.Object) (client.Result, error) {
+	none := uint64(0)
+	return cl.ApplyOne(ctx, o, client.ApplyOptions{ExpectedVersion: &none, Brief: true})
 }

@@ -49,7 +49,7 @@ would keep it.`,
 			if err := legion.ValidName(name); err != nil {
 				return fmt.Errorf("%s: name %q: %w", what, name, err)
 			}
-			lbls, err := labelPairs(labels)
+			lbls, err := keyValues("--label", labels)
 			if err != nil {
 				return fmt.Errorf("%s: %w", what, err)
 			}
@@ -71,8 +71,7 @@ would keep it.`,
 				return err
 			}
 			defer cl.Close()
-			none := uint64(0)
-			res, err := cl.ApplyOne(ctxOf(cmd), o, client.ApplyOptions{ExpectedVersion: &none, Brief: true})
+			res, err := createNew(ctxOf(cmd), cl, o)
 			if errors.Is(err, client.ErrAborted) {
 				return fmt.Errorf("%s: %s %s exists: legion apply or legion edit change it", what, noun, legion.DisplayName(o))
 			}
@@ -86,7 +85,7 @@ would keep it.`,
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the "+string(kind))
 	cmd.Flags().StringVar(&fromFile, "from-file", "", "read the value from this file (- for standard input)")
 	cmd.Flags().StringVar(&fromLiteral, "from-literal", "", "refused: a value is read from a file or standard input")
-	cmd.Flags().StringArrayVarP(&labels, "label", "l", nil, "a label KEY=VALUE (repeatable)")
+	cmd.Flags().StringArrayVarP(&labels, "label", "l", nil, "a label key=value (repeatable, or comma-separated)")
 	return cmd
 }
 
@@ -117,20 +116,4 @@ func sourceName(source string) string {
 		return "standard input"
 	}
 	return source
-}
-
-// labelPairs reads KEY=VALUE labels.
-func labelPairs(pairs []string) (map[string]string, error) {
-	if len(pairs) == 0 {
-		return nil, nil
-	}
-	out := map[string]string{}
-	for _, p := range pairs {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--label %q: expected KEY=VALUE", p)
-		}
-		out[k] = v
-	}
-	return out, nil
 }

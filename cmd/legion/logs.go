@@ -299,9 +299,7 @@ func logTasks(ctx context.Context, cl *client.Client, target client.Target) logS
 	if target.Kind == "" && !slices.ContainsFunc(objs, func(o legion.Object) bool { return match(o.(*legion.Task)) }) {
 		// No owner of the name: a stateful ordinal's (db-0), as the
 		// manager resolves it.
-		match = func(t *legion.Task) bool {
-			return t.Spec.Hostname == target.Name && t.Spec.Owner.Kind == legion.KindService
-		}
+		match = func(t *legion.Task) bool { return t.OfOrdinal(target.Name) }
 	}
 	for _, o := range objs {
 		t := o.(*legion.Task)

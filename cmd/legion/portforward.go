@@ -141,7 +141,7 @@ func sessionObject(ctx context.Context, cl *client.Client, t client.Target) (leg
 		return nil, err
 	}
 	for _, o := range tasks {
-		if tk := o.(*legion.Task); tk.Spec.Hostname == t.Name && tk.Spec.Owner.Kind == legion.KindService {
+		if tk := o.(*legion.Task); tk.OfOrdinal(t.Name) {
 			return tk, nil // its pod's ports, as of the ordinal's task
 		}
 	}
