@@ -54,6 +54,7 @@ type Client struct {
 	retry     time.Duration
 	dialRetry time.Duration // how long nothing answering at server is waited out
 	server    string
+	creds     *pki.Credentials // nil without a cluster yet
 }
 
 // New connects (lazily: the first call dials).
@@ -80,7 +81,7 @@ func New(opts Options) (*Client, error) {
 		// host takes calls without a certificate.
 		tc = &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}
 	}
-	c := &Client{retry: opts.Retry, dialRetry: dialRetry, server: opts.Server}
+	c := &Client{retry: opts.Retry, dialRetry: dialRetry, server: opts.Server, creds: creds}
 	conn, err := grpc.NewClient(opts.Server,
 		grpc.WithTransportCredentials(credentials.NewTLS(tc)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
@@ -93,6 +94,16 @@ func New(opts Options) (*Client, error) {
 	c.objects = pb.NewObjectsClient(conn)
 	c.cluster = pb.NewClusterClient(conn)
 	return c, nil
+}
+
+// User is the user the client's credentials name, or "" when they are
+// not a user's (an admin's, a node's, or none). A manager lists a user's
+// every namespace, and Namespaces, as only those where it has a role.
+func (c *Client) User() string {
+	if c.creds == nil || c.creds.ID.Role != pki.RoleUser {
+		return ""
+	}
+	return c.creds.ID.Name
 }
 
 // Close closes the connection.

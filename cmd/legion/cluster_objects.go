@@ -189,6 +189,17 @@ func (c *clusterCLI) query(cmd *cobra.Command, kindArg, output string, f *scopeF
 	return kind, fm, opts, cl, nil
 }
 
+// userScope is what an empty listing adds when a user lists every
+// namespace: the manager lists only those where the user has a role, so
+// "No tasks found." alone would say the cluster has none. Empty for
+// anyone else, and for one namespace.
+func userScope(cl *client.Client, all bool) string {
+	if u := cl.User(); u != "" && all {
+		return " in the namespaces where user " + u + " has a role"
+	}
+	return ""
+}
+
 // allKinds are what get all lists, as kubectl's all lists a namespace's
 // workloads and their pods: Services, Jobs, CronJobs and Tasks.
 var allKinds = []legion.Kind{legion.KindService, legion.KindJob, legion.KindCronJob, legion.KindTask}
@@ -220,7 +231,7 @@ func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags) er
 		return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 	}
 	if len(tables) == 0 {
-		_, err := fmt.Fprintln(cmd.ErrOrStderr(), "No services, jobs, cron jobs or tasks found.")
+		_, err := fmt.Fprintf(cmd.ErrOrStderr(), "No services, jobs, cron jobs or tasks found%s.\n", userScope(cl, opts.AllNamespaces))
 		return err
 	}
 	name := 0 // the NAME column, after NAMESPACE with -A
@@ -296,6 +307,9 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 			}
 			l := objectListing(objs, f.all, false, time.Now())
 			l.none = plural(strings.ToLower(string(kind)))
+			// A user reads the Namespaces where it has a role, as it lists
+			// every namespace.
+			l.scope = userScope(cl, opts.AllNamespaces && kind.Namespaced() || kind == legion.KindNamespace)
 			if kind == legion.KindNamespace && (fm.name == "table" || fm.name == "wide") {
 				l.none = "Namespace objects"
 			}

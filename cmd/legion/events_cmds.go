@@ -92,6 +92,7 @@ nodes' events have no namespace and show only then.`,
 			p := &eventPrinter{w: cmd.OutOrStdout(), f: fm, withNamespace: o.Namespace == "", now: time.Now}
 			if !follow {
 				l := eventListing(kept, p.withNamespace, time.Now())
+				l.scope = userScope(cl, p.withNamespace)
 				return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 			}
 			if err := p.print(kept); err != nil {

@@ -458,7 +458,7 @@ func (c *clusterCLI) tasksCommand() *cobra.Command {
 				}
 			}
 			l := objectListing(ownedTasks(objs, owner), all, false, time.Now())
-			l.none = "tasks"
+			l.none, l.scope = "tasks", userScope(cl, all)
 			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}

@@ -194,8 +194,9 @@ type listing struct {
 	// list.
 	single bool
 	// none names the items in the line an empty table prints on standard
-	// error ("No services found.").
-	none string
+	// error ("No services found."); scope, when set, says where they were
+	// looked for (userScope).
+	none, scope string
 }
 
 // add appends one item: its name (kind/name), what -o json prints of it,
@@ -242,7 +243,7 @@ func (l *listing) print(w, errw io.Writer, f format) error {
 	switch f.name {
 	case "table", "wide":
 		if len(l.rows) == 0 && l.none != "" {
-			_, err := fmt.Fprintf(errw, "No %s found.\n", l.none)
+			_, err := fmt.Fprintf(errw, "No %s found%s.\n", l.none, l.scope)
 			return err
 		}
 		return writeTable(w, l.columns, l.rows, f.name == "wide")

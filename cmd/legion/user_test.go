@@ -36,6 +36,38 @@ func TestUserCreate(t *testing.T) {
 	if _, err := run("get", "configs", "--credentials", pem); err != nil {
 		t.Errorf("a viewer listing configs: %v", err)
 	}
+	// A user's every namespace is those where it has a role: an empty
+	// listing says so, rather than that the cluster has none.
+	shop := filepath.Join(t.TempDir(), "shop.yaml")
+	os.WriteFile(shop, []byte("apiVersion: legion/v1\nkind: Config\nmetadata: {name: c, namespace: shop}\nspec: {text: x}\n---\n"+
+		"apiVersion: legion/v1\nkind: Namespace\nmetadata: {name: shop}\n"), 0o644)
+	if _, err := run("apply", "-f", shop, "--credentials", n.Admin); err != nil {
+		t.Fatal(err)
+	}
+	said := func(args ...string) string {
+		t.Helper()
+		stderr := &syncBuffer{}
+		if err := rootWith(&syncBuffer{}, stderr, append(args, "--server", n.API)...).ExecuteContext(ctx); err != nil {
+			t.Fatalf("%s: %v", strings.Join(args, " "), err)
+		}
+		return stderr.String()
+	}
+	for _, c := range []struct{ args, want string }{
+		{"get configs -A", "No configs found in the namespaces where user dana has a role.\n"},
+		{"get all -A", "No services, jobs, cron jobs or tasks found in the namespaces where user dana has a role.\n"},
+		{"tasks -A", "No tasks found in the namespaces where user dana has a role.\n"},
+		{"volume ls -A", "No volumes found in the namespaces where user dana has a role.\n"},
+		{"events", "No events found in the namespaces where user dana has a role.\n"},
+		{"get ns", "No Namespace objects found in the namespaces where user dana has a role.\n"},
+		{"get configs", "No configs found.\n"}, // one namespace: all of it
+	} {
+		if got := said(append(strings.Fields(c.args), "--credentials", pem)...); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s, as dana: %q, want %q", c.args, got, c.want)
+		}
+	}
+	if got := said("get", "volumes", "-A", "--credentials", n.Admin); got != "No volumes found.\n" {
+		t.Errorf("get volumes -A, as the admin: %q", got)
+	}
 	manifest := filepath.Join(t.TempDir(), "c.yaml")
 	os.WriteFile(manifest, []byte("apiVersion: legion/v1\nkind: Config\nmetadata: {name: c}\nspec: {text: x}\n"), 0o644)
 	if _, err := run("apply", "-f", manifest, "--credentials", pem); err == nil || !strings.Contains(err.Error(), "needs edit") {

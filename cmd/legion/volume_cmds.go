@@ -74,7 +74,7 @@ func (c *clusterCLI) volumeListCommand() *cobra.Command {
 				return err
 			}
 			l := objectListing(vols, all, false, time.Now())
-			l.none = "volumes"
+			l.none, l.scope = "volumes", userScope(cl, all)
 			if (fm.name == "table" || fm.name == "wide") && len(vols) > 0 {
 				tasks, _, err := cl.List(ctxOf(cmd), legion.KindTask, opts)
 				if err != nil {
