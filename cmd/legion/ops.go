@@ -78,9 +78,10 @@ func (c *clusterCLI) scaleCommand() *cobra.Command {
 		Short: "Set a replicated or stateful service's replica count",
 		Long: `Set a replicated or stateful service's replica count: legion scale web 3,
 as docker service scale takes it, legion scale web=3 api=2, or as kubectl
-does, legion scale service/web --replicas 3. Each in turn, every count
-checked before any is set, and a service refused does not keep the others
-from being scaled.`,
+does, legion scale service/web --replicas 3 (or service web). A Deployment
+or StatefulSet is a Service here, and is refused by that name. Each in
+turn, every count checked before any is set, and a service refused does
+not keep the others from being scaled.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := wf.check(); err != nil {
@@ -144,6 +145,15 @@ func scaleArgs(args []string, replicas int) ([]aScale, error) {
 		return aScale{svc, n}, nil
 	}
 	if replicas >= 0 {
+		if len(args) > 1 && serviceKindWord(args[0]) {
+			// kubectl scale deployment web --replicas 3: the first word
+			// is the kind of the others, not a service of that name.
+			kind := args[0]
+			args = slices.Clone(args[1:])
+			for i, a := range args {
+				args[i] = kind + "/" + a
+			}
+		}
 		var out []aScale
 		for _, a := range args {
 			if strings.Contains(a, "=") {
@@ -177,6 +187,19 @@ func scaleArgs(args []string, replicas int) ([]aScale, error) {
 		out = append(out, sc)
 	}
 	return noneTwice(out)
+}
+
+// serviceKindWord: w names the kind Service, as Legion or kubectl spell
+// it (service, svc, deployment, statefulset, ...), rather than a service.
+func serviceKindWord(w string) bool {
+	if strings.ContainsAny(w, "/=") {
+		return false
+	}
+	if k, err := resolveKind(w); err == nil {
+		return k == legion.KindService
+	}
+	k, _, ok := legion.KubernetesKind(w)
+	return ok && k == legion.KindService
 }
 
 // noneTwice refuses a service given twice.

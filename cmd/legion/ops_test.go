@@ -287,6 +287,13 @@ func TestScaleArgs(t *testing.T) {
 		{args: []string{"web", "web"}, replicas: new(2), err: "service web is given twice"},
 		{args: []string{"job/web", "3"}, err: "job/web: expected a service (NAME or service/NAME), not a Job"},
 		{args: []string{"pods/web=3"}, err: `pods/web: unknown kind "pods"`},
+		// kubectl's kind as a word of its own names no service.
+		{args: []string{"service", "web", "api"}, replicas: new(2), want: []aScale{{"web", 2}, {"api", 2}}},
+		{args: []string{"svc", "web"}, replicas: new(1), want: []aScale{{"web", 1}}},
+		{args: []string{"deployment", "web"}, replicas: new(2), err: `deployment/web: unknown kind "deployment": expected one of`},
+		{args: []string{"sts", "db"}, replicas: new(2), err: "a StatefulSet is a Service of mode stateful here"},
+		{args: []string{"service"}, replicas: new(2), want: []aScale{{"service", 2}}}, // alone, a name
+		{args: []string{"config", "web"}, replicas: new(2), want: []aScale{{"config", 2}, {"web", 2}}},
 	} {
 		replicas := -1 // not given
 		if tc.replicas != nil {
