@@ -242,7 +242,11 @@ func verifyChain(raw [][]byte, pool *x509.CertPool) error {
 		if leaf.Subject.CommonName == LockedCommonName {
 			return ErrManagerLocked
 		}
-		return fmt.Errorf("the server's certificate is not from this cluster's CA: %w", err)
+		// Another cluster's server, or this one's after a CA rotation
+		// that these credentials were not renewed in: say what to do
+		// of the second, which the error alone does not suggest.
+		return fmt.Errorf("the server's certificate is not from this cluster's CA (a server of another cluster, or this cluster's CA was rotated: "+
+			"a user needs new credentials from legion user create, a node to join again): %w", err)
 	}
 	return nil
 }
