@@ -14,15 +14,25 @@ const (
 	AutolockDisable = "disable"
 )
 
+// AutolockResult is what an autolock action answers.
+type AutolockResult struct {
+	// Key is the unlock key (LGN-UNLOCK-...) for every action but
+	// disable.
+	Key string
+	// LeaderKeys is why the leader could not bring its own private keys
+	// to the new setting as it answered ("" when it did, and for show).
+	// It tries again at its next check, as every manager does.
+	LeaderKeys string
+}
+
 // Autolock enables, shows, rotates or disables the cluster's unlock key
-// (cluster admin only). It returns the key (LGN-UNLOCK-...) for every
-// action but disable.
-func (c *Client) Autolock(ctx context.Context, action string) (string, error) {
+// (cluster admin only).
+func (c *Client) Autolock(ctx context.Context, action string) (AutolockResult, error) {
 	r, err := c.cluster.Autolock(ctx, &pb.AutolockRequest{Action: action})
 	if err != nil {
-		return "", wrap(err)
+		return AutolockResult{}, wrap(err)
 	}
-	return r.Key, nil
+	return AutolockResult{Key: r.Key, LeaderKeys: r.LeaderKeysError}, nil
 }
 
 // Unlock gives a locked manager of this host its unlock key; the client

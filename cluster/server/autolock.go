@@ -213,7 +213,7 @@ func (c *clusterService) Autolock(ctx context.Context, req *pb.AutolockRequest) 
 			return nil, toStatus(err)
 		}
 		c.s.log.Info("autolock disabled: managers write their keys in the clear again")
-		return &pb.AutolockResponse{}, nil
+		return &pb.AutolockResponse{LeaderKeysError: c.s.followAutolock()}, nil // see below
 	}
 	k, err := pki.NewUnlockKey()
 	if err != nil {
@@ -228,7 +228,21 @@ func (c *clusterService) Autolock(ctx context.Context, req *pb.AutolockRequest) 
 		return nil, toStatus(err)
 	}
 	c.s.log.Info("autolock key set: managers seal their keys under it", "action", req.Action, "key", k.Fingerprint())
-	return &pb.AutolockResponse{Enabled: true, Key: k.String()}, nil
+	// The leader follows at once rather than at its next check, so a
+	// single manager restarted right after the answer is locked, as the
+	// answer leads one to expect; the others follow within autolockCheck.
+	return &pb.AutolockResponse{Enabled: true, Key: k.String(), LeaderKeysError: c.s.followAutolock()}, nil
+}
+
+// followAutolock brings this manager's keys to the cluster's autolock
+// setting (checkAutolock). A failure, which the next check tries again,
+// is logged and said ("" when there is none).
+func (s *Server) followAutolock() string {
+	if err := s.checkAutolock(); err != nil {
+		s.log.Error("autolock: keys not resealed (tried again)", "err", err)
+		return err.Error()
+	}
+	return ""
 }
 
 // readUnlockKey is the cluster's unlock key from this manager's replica
@@ -265,9 +279,7 @@ func (s *Server) keepSealed() {
 	t := time.NewTicker(autolockCheck)
 	defer t.Stop()
 	for {
-		if err := s.checkAutolock(); err != nil {
-			s.log.Error("autolock: keys not resealed (tried again)", "err", err)
-		}
+		s.followAutolock()
 		select {
 		case <-s.stopping():
 			return

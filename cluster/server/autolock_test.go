@@ -105,15 +105,21 @@ func TestAutolockEndToEnd(t *testing.T) {
 	if _, err := admin.Autolock(ctx, client.AutolockShow); client.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("show before enable: %v, want FailedPrecondition", err)
 	}
-	key1, err := admin.Autolock(ctx, client.AutolockEnable)
-	if err != nil {
-		t.Fatal(err)
+	r1, err := admin.Autolock(ctx, client.AutolockEnable)
+	if err != nil || r1.LeaderKeys != "" {
+		t.Fatalf("enable: %+v, %v", r1, err)
 	}
+	key1 := r1.Key
 	k1, err := pki.ParseUnlockKey(key1)
 	if err != nil {
 		t.Fatalf("enable printed %q: %v", key1, err)
 	}
-	if shown, err := admin.Autolock(ctx, client.AutolockShow); err != nil || shown != key1 {
+	// The leader seals its keys before it answers, not at its next
+	// check: one manager restarted at once is locked.
+	if leader := c.WaitLeader(); !sealedUnder(t, leader, k1.Fingerprint()) {
+		t.Fatal("enable answered before the leader sealed its keys")
+	}
+	if shown, err := admin.Autolock(ctx, client.AutolockShow); err != nil || shown.Key != key1 {
 		t.Fatalf("show = %q, %v; want %q", shown, err, key1)
 	}
 	for _, m := range c.Managers {
@@ -164,10 +170,11 @@ func TestAutolockEndToEnd(t *testing.T) {
 	// Rotate while a manager is down: it comes back with the old key,
 	// then reseals under the new one.
 	m.Stop()
-	key2, err := c.ClientTo(c.Managers[0]).Autolock(ctx, client.AutolockRotate)
-	if err != nil {
-		t.Fatal(err)
+	r2, err := c.ClientTo(c.Managers[0]).Autolock(ctx, client.AutolockRotate)
+	if err != nil || r2.LeaderKeys != "" {
+		t.Fatalf("rotate: %+v, %v", r2, err)
 	}
+	key2 := r2.Key
 	k2, _ := pki.ParseUnlockKey(key2)
 	if key2 == key1 {
 		t.Fatal("rotate kept the key")
@@ -187,9 +194,13 @@ func TestAutolockEndToEnd(t *testing.T) {
 	}
 	testcluster.WaitFor(t, "the returning manager to reseal under the new key", resealWait, func() bool { return sealedUnder(t, m, k2.Fingerprint()) })
 
-	// Disable: every manager writes its keys in the clear again.
-	if _, err := admin.Autolock(ctx, client.AutolockDisable); err != nil {
-		t.Fatal(err)
+	// Disable: every manager writes its keys in the clear again, the
+	// leader before it answers.
+	if r, err := admin.Autolock(ctx, client.AutolockDisable); err != nil || r.LeaderKeys != "" {
+		t.Fatalf("disable: %+v, %v", r, err)
+	}
+	if !sealedUnder(t, c.WaitLeader(), "") {
+		t.Fatal("disable answered before the leader wrote its keys in the clear")
 	}
 	for _, o := range c.Managers {
 		testcluster.WaitFor(t, "manager "+o.Addr+" to unseal", resealWait, func() bool { return sealedUnder(t, o, "") })

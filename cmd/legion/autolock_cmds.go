@@ -43,16 +43,30 @@ key safe: a restarted manager cannot start without it.`,
 					return err
 				}
 				defer cl.Close()
-				key, err := cl.Autolock(ctxOf(cmd), a.action)
+				r, err := cl.Autolock(ctxOf(cmd), a.action)
 				if err != nil {
 					return fmt.Errorf("autolock %s: %w", a.action, err)
 				}
-				out := cmd.OutOrStdout()
-				if a.action == client.AutolockDisable {
-					fmt.Fprintln(out, "autolock is off: managers write their keys in the clear within a few seconds")
-					return nil
+				out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+				done := r.LeaderKeys == ""
+				if !done {
+					fmt.Fprintf(errw, "warning: the leader could not change its own private keys yet (it tries again every 5 s): %s\n", r.LeaderKeys)
 				}
-				fmt.Fprintln(out, key)
+				switch {
+				case a.action == client.AutolockDisable && done:
+					fmt.Fprintln(out, "autolock is off: the leader has written its private keys in the clear, the other managers do within 5 s")
+				case a.action == client.AutolockDisable:
+					fmt.Fprintln(out, "autolock is off: the managers write their private keys in the clear within 5 s, the leader once it can")
+				case a.action == client.AutolockShow:
+					fmt.Fprintln(out, r.Key)
+				default:
+					fmt.Fprintln(out, r.Key) // alone on standard output, for scripts
+					which := "The leader has sealed its private keys under this key, the other managers do within 5 s"
+					if !done {
+						which = "The managers seal their private keys under this key within 5 s, the leader once it can"
+					}
+					fmt.Fprintln(errw, which+": from then on a manager that restarts serves nothing until legion unlock gives it the key.")
+				}
 				return nil
 			},
 		})

@@ -2566,11 +2566,14 @@ func (x *AutolockRequest) GetAction() string {
 }
 
 type AutolockResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Enabled       bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"` // LGN-UNLOCK-...; empty once disabled
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Enabled bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Key     string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"` // LGN-UNLOCK-...; empty once disabled
+	// Why the leader could not bring its own keys to the new setting as it
+	// answered (empty when it did); it tries again at its next check.
+	LeaderKeysError string `protobuf:"bytes,3,opt,name=leader_keys_error,json=leaderKeysError,proto3" json:"leader_keys_error,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AutolockResponse) Reset() {
@@ -2613,6 +2616,13 @@ func (x *AutolockResponse) GetEnabled() bool {
 func (x *AutolockResponse) GetKey() string {
 	if x != nil {
 		return x.Key
+	}
+	return ""
+}
+
+func (x *AutolockResponse) GetLeaderKeysError() string {
+	if x != nil {
+		return x.LeaderKeysError
 	}
 	return ""
 }
@@ -3619,10 +3629,11 @@ const file_legion_proto_rawDesc = "" +
 	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x16\n" +
 	"\x06denied\x18\x06 \x01(\bR\x06denied\")\n" +
 	"\x0fAutolockRequest\x12\x16\n" +
-	"\x06action\x18\x01 \x01(\tR\x06action\">\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\"j\n" +
 	"\x10AutolockResponse\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"!\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12*\n" +
+	"\x11leader_keys_error\x18\x03 \x01(\tR\x0fleaderKeysError\"!\n" +
 	"\rUnlockRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\")\n" +
 	"\x0eUnlockResponse\x12\x17\n" +
