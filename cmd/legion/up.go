@@ -27,6 +27,7 @@ func newUpCommand() *cobra.Command {
 	var o daemon.Options
 	var verbose bool
 	var readyTimeout time.Duration
+	var unlockFile string
 	cmd := &cobra.Command{
 		Use:   "up [DIR|FILE]",
 		Short: "Run a single-node cluster in the foreground and deploy the given manifests or compose file",
@@ -58,6 +59,20 @@ users, limits, policy): that is for development and trying Legion out.`,
 			}
 			defer logFile.Close()
 			o.Logger = upLogger(cmd.ErrOrStderr(), logFile, verbose)
+			if unlockFile != "" {
+				k, err := readUnlockKeyFile(unlockFile)
+				if err != nil {
+					return fmt.Errorf("--unlock-key-file: %w", err)
+				}
+				o.UnlockKey = k.String()
+			}
+			// A cluster with autolock on starts locked: say how to
+			// unlock it, rather than fail or wait unexplained.
+			o.Locked = func(api string) {
+				fmt.Fprintf(cmd.OutOrStdout(), "The cluster in %s is locked (autolock is on): its manager's keys are sealed. "+
+					"Unlock it from another terminal with legion unlock --server %s (the key on standard input, or --key-file FILE), "+
+					"or start it with --unlock-key-file FILE. Waiting; Ctrl-C stops.\n", o.DataDir, api)
+			}
 			o.RemovePods = true
 			o.ResolverProcess = true
 			o.PodNetwork = podNetworkOf(o)
@@ -75,6 +90,9 @@ users, limits, policy): that is for development and trying Legion out.`,
 				}
 				if !verbose {
 					fmt.Fprintf(out, "Its log is %s (--verbose shows it here).\n", logPath)
+				}
+				if unlockFile != "" && !n.WasLocked {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning: --unlock-key-file: the cluster was not locked (autolock is off), so the key was not used")
 				}
 				if line, err := rememberCluster(cmd, o.DataDir, n.API, n.Admin); err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: no context for this cluster: %v\n", err)
@@ -105,6 +123,7 @@ users, limits, policy): that is for development and trying Legion out.`,
 	metricsFlag(cmd.Flags(), &o)
 	cmd.Flags().StringVar(&o.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
 	ingressFlags(cmd, &o)
+	cmd.Flags().StringVar(&unlockFile, "unlock-key-file", "", "file holding the unlock key, when the cluster's autolock is on (else legion unlock from another terminal)")
 	cmd.Flags().DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the services to be ready")
 	return cmd
 }

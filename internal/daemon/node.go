@@ -52,6 +52,11 @@ type Options struct {
 	// RemovePods removes the node's pods when Run returns (legion up);
 	// otherwise they keep running for the next daemon to adopt.
 	RemovePods bool
+	// UnlockKey opens the manager's sealed keys when autolock is on (Run:
+	// legion up). Without it, Run calls Locked with the manager's address
+	// and waits for legion unlock.
+	UnlockKey string
+	Locked    func(api string)
 	// Platform is what pods run on: PlatformJails or PlatformProcess
 	// (DefaultPlatform when empty).
 	Platform string
@@ -127,6 +132,9 @@ type Node struct {
 	// PublishError says why a published port is not served on this
 	// host (nil when it is); nil on jails, where pf redirects them.
 	PublishError func(port int) error
+	// WasLocked: the manager started with its keys sealed (autolock) and
+	// was unlocked.
+	WasLocked bool
 }
 
 func (o *Options) defaults() error {
@@ -181,6 +189,37 @@ func NodeName() string {
 	return s
 }
 
+// waitUnlocked returns once the manager, started with sealed keys
+// (autolock), is unlocked: with o.UnlockKey, else by legion unlock from
+// another terminal, which o.Locked says how to run; at once when it is
+// not locked, and when ctx ends.
+func waitUnlocked(ctx context.Context, srv *server.Server, o Options) error {
+	if srv.Role() != "locked" {
+		return nil
+	}
+	if o.UnlockKey != "" {
+		bare, err := client.New(client.Options{Server: srv.Addr()})
+		if err != nil {
+			return err
+		}
+		_, err = bare.Unlock(ctx, o.UnlockKey)
+		bare.Close()
+		if err != nil {
+			return fmt.Errorf("unlocking the manager: %w", err)
+		}
+	} else if o.Locked != nil {
+		o.Locked(srv.Addr())
+	}
+	for srv.Role() == "locked" {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(readyPoll):
+		}
+	}
+	return nil
+}
+
 // readyPoll is how often up looks whether its node is ready for tasks.
 const readyPoll = 50 * time.Millisecond
 
@@ -215,6 +254,10 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	defer m.Stop()
 	srv := m.Server()
 
+	wasLocked := srv.Role() == "locked"
+	if err := waitUnlocked(ctx, srv, o); err != nil || ctx.Err() != nil {
+		return err
+	}
 	admin := filepath.Join(managerDir, server.AdminFile)
 	if _, err := os.Stat(admin); errors.Is(err, os.ErrNotExist) {
 		bare, err := client.New(client.Options{Server: srv.Addr()})
@@ -245,7 +288,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		}
 		p := sn.platform
 		n := &Node{Name: sn.name, Client: cl, Images: p.images, Store: st, Admin: admin, API: srv.Addr(), DNS: sn.dns,
-			Runtime: p.runtime, VIPOctet: p.vipOctet, Platform: p.kind, Ingress: sn.ingress, PublishError: p.publishError}
+			Runtime: p.runtime, VIPOctet: p.vipOctet, Platform: p.kind, Ingress: sn.ingress, PublishError: p.publishError, WasLocked: wasLocked}
 		if p.kind == PlatformProcess {
 			n.PodNetwork = PodNetworkLoopback
 			if p.netns != nil {
