@@ -35,6 +35,7 @@ type logsOptions struct {
 func newLogsCommand() *cobra.Command {
 	cli := newClusterCLI()
 	var o logsOptions
+	var previous bool
 	cmd := &cobra.Command{
 		Use:   "logs [-f] [--since DURATION] [--tail N] [--timestamps] TASK|SERVICE|JOB [-c CONTAINER]",
 		Short: "Print a task's output, or every task of a service or job at once",
@@ -50,9 +51,16 @@ finished task's output is
 kept on its node until the task is deleted. A stateful service's ordinal
 name (db-0, its hostname) reads that ordinal's task. Name the kind to be
 sure (service/web, job/migrate, task/web-1-1). A pod with several containers
-needs -c.`,
+needs -c. A container its restart policy restarts in its task goes on in
+the same output, so every run is there, one after the other (--timestamps
+tells them apart); an earlier task of the same slot is read by its name
+(legion tasks lists them).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if previous {
+				return errors.New("logs --previous: a task's output already holds every run of its containers, one after the other (--timestamps tells them apart); " +
+					"an earlier task of the same slot is read by its name (legion tasks lists them)")
+			}
 			return cli.logs(cmd, args[0], o)
 		},
 	}
@@ -63,6 +71,10 @@ needs -c.`,
 	f.DurationVar(&o.since, "since", 0, "only output of the last DURATION (e.g. 10m)")
 	f.BoolVar(&o.timestamps, "timestamps", false, "print each line's time before it")
 	f.IntVar(&o.tail, "tail", -1, "print only the last N lines of each task's output so far (all when negative)")
+	// kubectl's --previous, refused saying where the earlier runs are
+	// rather than "unknown shorthand flag".
+	f.BoolVarP(&previous, "previous", "p", false, "")
+	f.MarkHidden("previous")
 	return cmd
 }
 

@@ -92,6 +92,7 @@ func TestLogsCommand(t *testing.T) {
 			{[]string{"-n", "shop", "away.1"}, "logs away.1: the agent of node n2 is not connected to this manager"},
 			{[]string{"-n", "shop", "volume/x"}, `volume/x: logs read a task, a service or a job, not "volume"`},
 			{[]string{"-n", "shop", "--since", "-1m", "batch.1"}, "--since -1m0s: expected a positive duration"},
+			{[]string{"-n", "shop", "-p", "batch.1"}, "logs --previous: a task's output already holds every run of its containers"},
 		} {
 			var out syncBuffer
 			err := runLogs(ctx, m, &out, &out, tc.args...)
