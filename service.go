@@ -180,8 +180,13 @@ const (
 
 // UpdateStatus is the update under way or last done.
 type UpdateStatus struct {
-	State          UpdateState       `json:"state"`
-	Message        string            `json:"message,omitempty"`
+	State   UpdateState `json:"state"`
+	Message string      `json:"message,omitempty"`
+	// Failure is why the update a rollback undoes failed, when its
+	// failure action started the rollback; empty for a rollback asked
+	// for (legion rollback). It stays once the rollback is done: a
+	// rolled-back update with a failure did not go through.
+	Failure        string            `json:"failure,omitempty"`
 	Started        *time.Time        `json:"started,omitempty"`
 	Completed      *time.Time        `json:"completed,omitempty"`
 	PreviousSpec   *ServiceSpec      `json:"previousSpec,omitempty"`

@@ -145,7 +145,7 @@ func (p *planner) updateState(o *owner, sp *svcPass) bool {
 		out.Status = *st
 		out.Status.Spec = &restored
 		out.Status.Update = &legion.UpdateStatus{State: legion.UpdateRollingBack, Started: &now,
-			PreviousSpec: &failedSpec, Message: "rolling back: " + what, Snapshot: u.Snapshot}
+			PreviousSpec: &failedSpec, Message: "rolling back: " + what, Failure: what, Snapshot: u.Snapshot}
 		p.svcOut[svc] = &out
 		return true
 	default:

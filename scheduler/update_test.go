@@ -185,6 +185,10 @@ func TestUpdateFailureRollsBack(t *testing.T) {
 	if s.Status.Update.State != legion.UpdateRolledBack {
 		t.Fatalf("update %s %q, want rolled-back", s.Status.Update.State, s.Status.Update.Message)
 	}
+	// Why it went back stays, so the update is known to have failed.
+	if f := s.Status.Update.Failure; !strings.Contains(f, "failed within the monitor window") {
+		t.Errorf("a rollback by the failure action: failure %q, want why the update failed", f)
+	}
 	if got := images(c, "app"); got["app:1"] != 4 || len(got) != 1 {
 		t.Fatalf("after the rollback: %v", got)
 	}
@@ -215,8 +219,8 @@ func TestManualRollbackDuringFailedUpdate(t *testing.T) {
 	if got := images(c, "app"); got["app:1"] != 4 {
 		t.Fatalf("after the rollback: %v", got)
 	}
-	if s := c.Service("app").Status.Update.State; s != legion.UpdateRolledBack {
-		t.Fatalf("update %s, want rolled-back", s)
+	if u := c.Service("app").Status.Update; u.State != legion.UpdateRolledBack || u.Failure != "" {
+		t.Fatalf("update %s (failure %q), want rolled-back as asked, with no failure", u.State, u.Failure)
 	}
 }
 

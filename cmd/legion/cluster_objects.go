@@ -117,7 +117,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change, write nothing")
 	wf.add(cmd)
 	cmd.Flags().Lookup("wait").Usage = "follow what was applied: exit 0 once every service's tasks run its pod and are ready and every job completed, " +
-		"1 if an update pauses or rolls back or a job fails, 2 on the timeout"
+		"1 if an update pauses or its failure rolls it back or a job fails, 2 on the timeout"
 	return cmd
 }
 

@@ -319,6 +319,8 @@ func descService(d *describer, s *legion.Service, unpublished []nodePortError, n
 		d.line("Update", v)
 		if up.Message != "" {
 			d.line("Update message", up.Message)
+		} else if up.Failure != "" {
+			d.line("Update failed", up.Failure) // why a finished rollback went back
 		}
 	}
 	if st.Message != "" {

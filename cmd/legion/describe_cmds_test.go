@@ -30,7 +30,7 @@ func describeFixtures() (svc *legion.Service, tasks []*legion.Task, evs []legion
 	svc.Spec.Endpoint.Ports = []legion.ServicePort{{Name: "http", Protocol: legion.TCP, Port: 80,
 		TargetPort: legion.PortRef{Number: 8080}, Publish: legion.PublishIngress, PublishedPort: 8080}}
 	svc.Status = legion.ServiceStatus{Replicas: 3, Running: 2, Ready: 1, VIP: "10.96.0.7",
-		Update: &legion.UpdateStatus{State: legion.UpdateRolledBack, Message: "task web-2 failed", Started: describeAgo(5 * time.Minute), Completed: describeAgo(time.Minute)},
+		Update: &legion.UpdateStatus{State: legion.UpdateRolledBack, Failure: "task web-2 failed", Started: describeAgo(5 * time.Minute), Completed: describeAgo(time.Minute)},
 		Autoscale: &legion.AutoscaleStatus{Replicas: 3, Recommendations: []legion.Recommendation{
 			{Time: *describeAgo(4 * time.Minute), Replicas: 4}, {Time: *describeAgo(30 * time.Second), Replicas: 3}}}}
 	for i, st := range []legion.TaskState{legion.TaskRunning, legion.TaskRunning, legion.TaskPending} {

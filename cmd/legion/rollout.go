@@ -32,6 +32,7 @@ const (
 // rollout is where a service's rollout stands, as read once.
 type rollout struct {
 	state   string          // "", or the update's state
+	failure string          // why the update a rollback undoes failed
 	want    int             // replicas wanted now
 	current int             // live tasks running the pod as it is now
 	ready   int             // of those, ready
@@ -47,7 +48,7 @@ type rollout struct {
 }
 
 func (r rollout) done() bool {
-	end := r.state == "" || r.state == string(legion.UpdateCompleted) || r.rollback && r.state == string(legion.UpdateRolledBack)
+	end := r.state == "" || r.state == string(legion.UpdateCompleted) || r.state == string(legion.UpdateRolledBack) && !r.rolledBackFailed()
 	return r.settled && end && r.current == r.want && r.ready == r.want
 }
 
@@ -56,9 +57,17 @@ func (r rollout) failed() bool {
 	case legion.UpdatePaused, legion.UpdateRollbackPaused:
 		return r.settled
 	case legion.UpdateRolledBack:
-		return r.settled && !r.rollback
+		return r.settled && r.rolledBackFailed()
 	}
 	return false
+}
+
+// rolledBackFailed: the update was rolled back because it failed, which
+// ends a follow as a failure unless a rollback (or a scale) is what is
+// followed. A rollback asked for, done, is an end like a completed
+// update.
+func (r rollout) rolledBackFailed() bool {
+	return r.failure != "" && !r.rollback
 }
 
 func (r rollout) String() string {
@@ -116,7 +125,7 @@ func readRollout(ctx context.Context, cl *client.Client, ns, name string) (rollo
 		r.want = *s.Spec.Replicas
 	}
 	if u := s.Status.Update; u != nil {
-		r.state = string(u.State)
+		r.state, r.failure = string(u.State), u.Failure
 	}
 	tasks, _, err := cl.List(ctx, legion.KindTask, client.ListOptions{Namespace: ns, Labels: map[string]string{"legion.service": name}})
 	if err != nil {
@@ -204,7 +213,11 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 				return nil
 			case r.failed():
 				sayUnpublished(ctx, cl, out, r.svc)
-				return &exitError{code: rolloutFailed, msg: fmt.Sprintf("service %s/%s: the update is %s", ns, name, r.state)}
+				msg := fmt.Sprintf("service %s/%s: the update is %s", ns, name, r.state)
+				if r.failure != "" && r.state == string(legion.UpdateRolledBack) {
+					msg += ": " + r.failure
+				}
+				return &exitError{code: rolloutFailed, msg: msg}
 			}
 		}
 		select {
@@ -250,7 +263,7 @@ type waitFlags struct {
 }
 
 func (f *waitFlags) add(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&f.wait, "wait", false, "follow the rollout: exit 0 once every task runs the service's pod and is ready, 1 if the update pauses or rolls back, 2 on the timeout")
+	cmd.Flags().BoolVar(&f.wait, "wait", false, "follow the rollout: exit 0 once every task runs the service's pod and is ready, 1 if the update pauses or its failure rolls it back, 2 on the timeout")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "with --wait, give up after this long (default: no limit)")
 }
 

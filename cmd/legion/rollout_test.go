@@ -38,6 +38,12 @@ func TestRolloutStatusAndWait(t *testing.T) {
 	if out, err := legion("rollback", "web", "--wait", "--timeout", "90s"); err != nil || !strings.Contains(out, "2 of 2 tasks updated, 2 ready") {
 		t.Fatalf("rollback --wait: %v\n%s", err, out)
 	}
+	// A rollback asked for, done, is no failure: rollout status says so
+	// as it would of a completed update (it exited 1, as for a failed
+	// update rolled back by its failure action).
+	if out, err := legion("rollout", "status", "web", "--timeout", "90s"); err != nil || !strings.Contains(out, "rolled-back: 2 of 2 tasks updated, 2 ready") {
+		t.Fatalf("rollout status after a rollback asked for: %v\n%s", err, out)
+	}
 	// A scale after the rollback leaves the update rolled-back: that is
 	// no failure of the scale.
 	if out, err := legion("scale", "web", "1", "--wait", "--timeout", "90s"); err != nil || !strings.Contains(out, "1 of 1 tasks updated, 1 ready") {
