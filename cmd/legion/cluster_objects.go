@@ -213,37 +213,97 @@ func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags) er
 		return err
 	}
 	defer cl.Close()
-	now := time.Now()
 	var all []legion.Object
-	var tables []listing
 	for _, k := range allKinds {
 		objs, _, err := cl.List(ctxOf(cmd), k, opts)
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", plural(strings.ToLower(string(k))), err)
 		}
 		all = append(all, objs...)
-		if len(objs) > 0 {
-			tables = append(tables, objectListing(objs, f.all, false, now))
-		}
 	}
-	if fm.name != "table" && fm.name != "wide" {
-		l := objectListing(all, f.all, false, now)
-		return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
-	}
-	if len(tables) == 0 {
+	if len(all) == 0 && (fm.name == "table" || fm.name == "wide") {
 		_, err := fmt.Fprintf(cmd.ErrOrStderr(), "No services, jobs, cron jobs or tasks found%s.\n", userScope(cl, opts.AllNamespaces))
 		return err
 	}
+	return printGrouped(cmd, all, fm, grouping{withNamespace: f.all, kindNames: true})
+}
+
+// getNamed is get of objects named (named's forms): one alone as get
+// KIND NAME prints it, several in a table per kind, names as kind/name
+// when the kinds differ, as get all prints them. One that cannot be read
+// is said after the others are printed.
+func (c *clusterCLI) getNamed(cmd *cobra.Command, use string, args []string, output string, f *scopeFlags) error {
+	targets, err := named(use, args, f.namespace)
+	if err != nil {
+		return err
+	}
+	fm, err := parseOutput(output)
+	if err != nil {
+		return err
+	}
+	cl, err := c.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var objs []legion.Object
+	var errs []error
+	for _, t := range targets {
+		m := t.GetMetadata()
+		o, err := cl.Get(ctxOf(cmd), t.GetKind(), m.Namespace, m.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		objs = append(objs, o)
+	}
+	kinds := map[legion.Kind]bool{}
+	for _, o := range objs {
+		kinds[o.GetKind()] = true
+	}
+	if err := printGrouped(cmd, objs, fm, grouping{single: len(targets) == 1, kindNames: len(kinds) > 1}); err != nil {
+		return err
+	}
+	warnListed(cmd.ErrOrStderr(), objs, listWith(ctxOf(cmd), cl))
+	return errors.Join(errs...)
+}
+
+// grouping is how printGrouped prints: with a NAMESPACE column, one
+// object alone (single), names as kind/name.
+type grouping struct{ withNamespace, single, kindNames bool }
+
+// printGrouped prints objects of one or more kinds: in a format other
+// than a table as one list (the object alone when g.single), else a
+// table per kind in the order they come.
+func printGrouped(cmd *cobra.Command, objs []legion.Object, fm format, g grouping) error {
+	now := time.Now()
+	withNamespace := g.withNamespace
+	if fm.name != "table" && fm.name != "wide" {
+		l := objectListing(objs, withNamespace, g.single, now)
+		return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+	}
+	var kinds []legion.Kind
+	byKind := map[legion.Kind][]legion.Object{}
+	for _, o := range objs {
+		k := o.GetKind()
+		if byKind[k] == nil {
+			kinds = append(kinds, k)
+		}
+		byKind[k] = append(byKind[k], o)
+	}
 	name := 0 // the NAME column, after NAMESPACE with -A
-	if f.all {
+	if withNamespace {
 		name = 1
 	}
-	for i, l := range tables {
+	for i, k := range kinds {
 		if i > 0 {
 			fmt.Fprintln(cmd.OutOrStdout())
 		}
-		for r := range l.rows {
-			l.rows[r][name] = l.names[r]
+		l := objectListing(byKind[k], withNamespace, g.single, now)
+		if g.kindNames {
+			for r := range l.rows {
+				l.rows[r][name] = l.names[r]
+			}
 		}
 		if err := l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm); err != nil {
 			return err
@@ -257,10 +317,20 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 	var output string
 	var watch bool
 	cmd := &cobra.Command{
-		Use:   use + " KIND [NAME]",
+		Use:   use + " KIND [NAME...] | " + use + " KIND/NAME...",
 		Short: "Show one object, or list the objects of a kind (all: the services, jobs, cron jobs and tasks)",
-		Args:  cobra.RangeArgs(1, 2),
+		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 2 || strings.Contains(args[0], "/") {
+				// kubectl get svc/web job/migrate, get svc web api.
+				switch {
+				case watch:
+					return fmt.Errorf("%s %s -w: a watch follows one kind, or one object (%s KIND [NAME] -w)", use, strings.Join(args, " "), use)
+				case f.all || len(f.labels) > 0:
+					return fmt.Errorf("%s %s: objects named are read in one namespace (-n), without -A or -l", use, strings.Join(args, " "))
+				}
+				return c.getNamed(cmd, use, args, output, &f)
+			}
 			if strings.EqualFold(args[0], "all") {
 				if len(args) == 2 {
 					return fmt.Errorf("get all %s: all lists every workload of a namespace and takes no NAME", args[1])
@@ -276,6 +346,9 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 			if len(args) == 2 && len(f.labels) > 0 {
 				return fmt.Errorf("%s %s %s -l: a name and a label selector do not go together: name the object or select by label", use, args[0], args[1])
 			}
+			if len(args) == 2 && !watch {
+				return c.getNamed(cmd, use, args, output, &f)
+			}
 			kind, fm, opts, cl, err := c.query(cmd, args[0], output, &f)
 			if err != nil {
 				return err
@@ -288,18 +361,6 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 					name = args[1]
 				}
 				return watchKind(cmd, cl, kind, fm, opts, name)
-			}
-			if len(args) == 2 {
-				o, err := cl.Get(ctxOf(cmd), kind, f.namespace, args[1])
-				if err != nil {
-					return err
-				}
-				l := objectListing([]legion.Object{o}, false, true, time.Now())
-				if err := l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm); err != nil {
-					return err
-				}
-				warnListed(cmd.ErrOrStderr(), []legion.Object{o}, listWith(ctxOf(cmd), cl))
-				return nil
 			}
 			objs, _, err := cl.List(ctxOf(cmd), kind, opts)
 			if err != nil {
@@ -373,7 +434,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 					return err
 				}
 			default:
-				if targets, err = named(args, f.namespace); err != nil {
+				if targets, err = named("delete", args, f.namespace); err != nil {
 					return err
 				}
 			}
@@ -412,9 +473,10 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 	return cmd
 }
 
-// named reads delete's KIND NAME... or KIND/NAME... (kubectl's forms)
-// into the objects to delete, in namespace ns.
-func named(args []string, ns string) ([]legion.Object, error) {
+// named reads KIND NAME... or KIND/NAME... (kubectl's forms) into the
+// objects named, in namespace ns, for the command use (delete, get,
+// describe).
+func named(use string, args []string, ns string) ([]legion.Object, error) {
 	var out []legion.Object
 	add := func(kind legion.Kind, name string) {
 		o, _ := legion.New(kind) // a kind resolveKind gave
@@ -435,7 +497,11 @@ func named(args []string, ns string) ([]legion.Object, error) {
 		return out, nil
 	}
 	if len(args) < 2 {
-		return nil, fmt.Errorf("delete %s: expected KIND NAME..., or KIND -l KEY=VALUE", args[0])
+		forms := "KIND NAME... or KIND/NAME..."
+		if use == "delete" {
+			forms = "KIND NAME..., KIND/NAME..., or KIND -l KEY=VALUE"
+		}
+		return nil, fmt.Errorf("%s %s: expected %s", use, args[0], forms)
 	}
 	kind, err := resolveKind(args[0])
 	if err != nil {

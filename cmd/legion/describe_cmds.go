@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -23,16 +24,17 @@ const describeEvents = 30
 func (c *clusterCLI) describeCommand() *cobra.Command {
 	var namespace string
 	cmd := &cobra.Command{
-		Use:   "describe KIND NAME [-n NAMESPACE]",
+		Use:   "describe KIND NAME... | describe KIND/NAME... [-n NAMESPACE]",
 		Short: "Show one object for people: metadata, spec summary, status, its tasks and its last events",
 		Long: `Describe prints an object as a person reads it: its metadata, a summary
 of its spec, its status, the tasks it runs (a Service or Job's tasks, the
 tasks on a Node) and its last events and its tasks' (see legion events).
 Kinds without a view of their own print spec and status as YAML. For
-scripts, use legion get -o json.`,
-		Args: cobra.ExactArgs(2),
+scripts, use legion get -o json. Several objects are described one after
+the other.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, err := resolveKind(args[0])
+			targets, err := named("describe", args, namespace)
 			if err != nil {
 				return err
 			}
@@ -41,52 +43,67 @@ scripts, use legion get -o json.`,
 				return err
 			}
 			defer cl.Close()
-			ctx := ctxOf(cmd)
-			o, err := cl.Get(ctx, kind, namespace, args[1])
-			if err != nil {
-				return err
-			}
-			m := o.GetMetadata()
-			var tasks []*legion.Task
-			if kind == legion.KindService || kind == legion.KindJob || kind == legion.KindNode {
-				opts := client.ListOptions{Namespace: m.Namespace, AllNamespaces: kind == legion.KindNode}
-				objs, _, err := cl.List(ctx, legion.KindTask, opts)
-				if err != nil {
-					return fmt.Errorf("listing %s's tasks: %w", args[1], err)
+			var errs []error
+			for i, t := range targets {
+				if i > 0 {
+					fmt.Fprintln(cmd.OutOrStdout())
 				}
-				tasks = ownTasks(o, objs)
-			}
-			ours := refSet{}
-			ours.add(o)
-			eo := client.EventsOptions{Namespace: m.Namespace, Kind: kind, Object: m.Name}
-			if len(tasks) > 0 && kind != legion.KindNode {
-				eo.Kind, eo.Object = "", "" // the tasks' events too, kept below
-				for _, t := range tasks {
-					ours.add(t)
+				if err := describeNamed(cmd, cl, t.GetKind(), t.GetMetadata().Namespace, t.GetMetadata().Name); err != nil {
+					errs = append(errs, err)
 				}
 			}
-			var evs []legion.Event
-			err = cl.Events(ctx, eo, func(e legion.Event) error {
-				if ours.has(e.Object) {
-					evs = append(evs, e)
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			var problems []nodePortError
-			if s, ok := o.(*legion.Service); ok {
-				// Best effort: a user may not read Nodes (cluster-scoped).
-				if nodes, _, err := cl.List(ctx, legion.KindNode, client.ListOptions{}); err == nil {
-					problems = publishProblems(s, nodes)
-				}
-			}
-			return describe(cmd.OutOrStdout(), o, tasks, evs, problems, time.Now())
+			return errors.Join(errs...)
 		},
 	}
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace (default: default)")
 	return cmd
+}
+
+// describeNamed reads an object, its tasks, its events and the problems
+// of its published ports, and describes it.
+func describeNamed(cmd *cobra.Command, cl *client.Client, kind legion.Kind, namespace, name string) error {
+	ctx := ctxOf(cmd)
+	o, err := cl.Get(ctx, kind, namespace, name)
+	if err != nil {
+		return err
+	}
+	m := o.GetMetadata()
+	var tasks []*legion.Task
+	if kind == legion.KindService || kind == legion.KindJob || kind == legion.KindNode {
+		opts := client.ListOptions{Namespace: m.Namespace, AllNamespaces: kind == legion.KindNode}
+		objs, _, err := cl.List(ctx, legion.KindTask, opts)
+		if err != nil {
+			return fmt.Errorf("listing %s's tasks: %w", name, err)
+		}
+		tasks = ownTasks(o, objs)
+	}
+	ours := refSet{}
+	ours.add(o)
+	eo := client.EventsOptions{Namespace: m.Namespace, Kind: kind, Object: m.Name}
+	if len(tasks) > 0 && kind != legion.KindNode {
+		eo.Kind, eo.Object = "", "" // the tasks' events too, kept below
+		for _, t := range tasks {
+			ours.add(t)
+		}
+	}
+	var evs []legion.Event
+	err = cl.Events(ctx, eo, func(e legion.Event) error {
+		if ours.has(e.Object) {
+			evs = append(evs, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var problems []nodePortError
+	if s, ok := o.(*legion.Service); ok {
+		// Best effort: a user may not read Nodes (cluster-scoped).
+		if nodes, _, err := cl.List(ctx, legion.KindNode, client.ListOptions{}); err == nil {
+			problems = publishProblems(s, nodes)
+		}
+	}
+	return describe(cmd.OutOrStdout(), o, tasks, evs, problems, time.Now())
 }
 
 // refSet is the objects whose events describe shows: by kind,

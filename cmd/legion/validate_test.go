@@ -116,7 +116,7 @@ func TestWrongArgumentsSayTheUsage(t *testing.T) {
 		says string
 	}{
 		{[]string{"volume", "move", "data", "n1"}, "volume move: accepts 1 arg(s), received 2; usage: legion volume move NAME --node NODE"},
-		{[]string{"get"}, "get: accepts between 1 and 2 arg(s), received 0; usage: legion get KIND [NAME]"},
+		{[]string{"get"}, "get: requires at least 1 arg(s), only received 0; usage: legion get KIND [NAME...] | get KIND/NAME..."},
 		{[]string{"rollout", "restart"}, "rollout restart: accepts 1 arg(s), received 0; usage: legion rollout restart SERVICE"},
 	} {
 		if _, err := runLegion(t, "", tc.args...); err == nil || !strings.Contains(err.Error(), tc.says) {
