@@ -49,17 +49,28 @@ func InStack(o legion.Object, stack string) bool {
 // cluster has (current) and the file no longer does deleted.
 func PlanDeploy(stack string, desired, current []legion.Object, prune bool) []Step {
 	steps := make([]Step, 0, len(desired))
-	want := map[Ref]bool{}
 	for _, o := range desired {
 		r := refOf(o)
-		want[r] = true
 		steps = append(steps, Step{Op: OpApply, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Object: o})
 	}
 	if !prune {
 		return steps
 	}
+	for _, r := range Left(stack, desired, current) {
+		steps = append(steps, Step{Op: OpDelete, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
+	}
+	return steps
+}
+
+// Left are the stack's services among current that desired no longer
+// has, in the namespaces desired deploys to, in the order a prune
+// deletes them: what deploy --prune deletes, and what a deploy without
+// it leaves running.
+func Left(stack string, desired, current []legion.Object) []Ref {
+	want := map[Ref]bool{}
 	namespaces := map[string]bool{}
 	for _, o := range desired {
+		want[refOf(o)] = true
 		namespaces[o.GetMetadata().Namespace] = true
 	}
 	var gone []Step
@@ -71,7 +82,11 @@ func PlanDeploy(stack string, desired, current []legion.Object, prune bool) []St
 		gone = append(gone, Step{Op: OpDelete, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
 	}
 	sortSteps(gone)
-	return append(steps, gone...)
+	out := make([]Ref, 0, len(gone))
+	for _, g := range gone {
+		out = append(out, Ref{Kind: g.Kind, Namespace: g.Namespace, Name: g.Name})
+	}
+	return out
 }
 
 // NamespaceStep returns the apply that creates the stack's namespace when

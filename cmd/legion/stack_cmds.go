@@ -231,17 +231,21 @@ the files no longer have are deleted.`,
 					return err
 				}
 			}
-			var current []legion.Object
-			if prune {
-				ns := stackNamespace(f.namespace, stack)
-				current, err = c.List(ctx, legion.KindService, ns, map[string]string{compose.StackLabel: stack})
-				if err != nil {
-					return fmt.Errorf("listing the stack's services: %w", err)
-				}
+			ns := stackNamespace(f.namespace, stack)
+			current, err := c.List(ctx, legion.KindService, ns, map[string]string{compose.StackLabel: stack})
+			if err != nil {
+				return fmt.Errorf("listing the stack's services: %w", err)
 			}
 			applied, err := runSteps(cmd, c, append(steps, compose.PlanDeploy(stack, res.Objects, current, prune)...))
 			if err != nil {
 				return err
+			}
+			if !prune {
+				// As docker stack deploy, they are kept; unlike it, say so.
+				for _, r := range compose.Left(stack, res.Objects, current) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: service/%s -n %s is in stack %s but no longer in its files: it keeps running (--prune deletes it)\n",
+						r.Name, r.Namespace, stack)
+				}
 			}
 			// What the nodes will not do of it, and the tasks that keep
 			// a Secret's or Config's old value, as apply says.

@@ -224,12 +224,18 @@ func TestStackDeployPrune(t *testing.T) {
 
 	// Without --prune the stale service stays; the namespace, now there, is
 	// not applied again.
-	c = newFakeCluster(stale, c.objs["Namespace//shop"])
-	if _, _, err := runStack(t, c, "deploy", "-c", file, "shop"); err != nil {
+	c = newFakeCluster(stale, other, c.objs["Namespace//shop"])
+	_, errOut, err := runStack(t, c, "deploy", "-c", file, "shop")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if slices.Contains(c.writes, "delete Service/shop/old") {
 		t.Error("deploy without --prune deleted a service")
+	}
+	// ... and is said to: not of the stack's, admin is not named.
+	if want := "note: service/old -n shop is in stack shop but no longer in its files: it keeps running (--prune deletes it)\n"; !strings.Contains(errOut, want) ||
+		strings.Contains(errOut, "service/admin") {
+		t.Errorf("deploy without --prune leaving a service the file no longer has said:\n%s\nwant %q", errOut, want)
 	}
 	if slices.Contains(c.writes, "apply Namespace//shop") {
 		t.Error("deploy applied an existing namespace again")
