@@ -60,7 +60,17 @@ func TestClusterCommandsEndToEnd(t *testing.T) {
 		return runLegion(t, stdin, append(args, flags...)...)
 	}
 
-	out, err = cli(cliManifest, "apply", "-f", "-")
+	// kubectl's --dry-run=server is what --dry-run does; =client is
+	// validate's, and said so; none applies.
+	for _, v := range []string{"--dry-run", "--dry-run=server"} {
+		if out, err := cli(cliManifest, "apply", "-f", "-", v); err != nil || out != "config/settings created (dry run)\nnamespace/shop created (dry run)\n" {
+			t.Fatalf("apply %s: %v\n%s", v, err, out)
+		}
+	}
+	if _, err := cli(cliManifest, "apply", "-f", "-", "--dry-run=client"); err == nil || !strings.Contains(err.Error(), "is legion validate -f") {
+		t.Fatalf("apply --dry-run=client: %v", err)
+	}
+	out, err = cli(cliManifest, "apply", "-f", "-", "--dry-run=none")
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,7 +115,8 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 	}
 	fileFlag(cmd, &file)
 	manifestNamespaceFlag(cmd, &ns)
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would change, write nothing")
+	cmd.Flags().Var((*dryRunFlag)(&dryRun), "dry-run", "say what would change, write nothing: the cluster checks the objects as for an apply (kubectl's --dry-run=server)")
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "true"
 	wf.add(cmd)
 	cmd.Flags().Lookup("wait").Usage = "follow what was applied: exit 0 once every service's tasks run its pod and are ready and every job completed, " +
 		"1 if an update pauses or its failure rolls it back or a job fails, 2 on the timeout"
@@ -144,6 +146,28 @@ func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file, ns string, opts c
 		return nil, nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return objs, res, cl, nil
+}
+
+// dryRunFlag is apply's --dry-run, which the cluster checks as it would
+// an apply: kubectl's --dry-run=server. Its values are read too (server,
+// none), and client is refused naming what does that here.
+type dryRunFlag bool
+
+func (d *dryRunFlag) String() string { return strconv.FormatBool(bool(*d)) }
+func (d *dryRunFlag) Type() string   { return "" }
+
+func (d *dryRunFlag) Set(v string) error {
+	switch strings.ToLower(v) {
+	case "true", "server":
+		*d = true
+	case "false", "none":
+		*d = false
+	case "client":
+		return errors.New("client: a check of the manifests alone, without the cluster, is legion validate -f; --dry-run has the cluster check them, writing nothing (kubectl's server)")
+	default:
+		return fmt.Errorf("%q: expected server (the same as --dry-run alone) or none", v)
+	}
+	return nil
 }
 
 // fileFlag adds -f, the manifests a command reads.
