@@ -16,7 +16,7 @@ import (
 // of making a Namespace, and docker's of making a Secret or Config from a
 // file. Objects are otherwise made with apply.
 func (c *clusterCLI) createCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "create", Short: "Make a Job from a CronJob now, a Namespace, or a Secret or Config from a file (other objects: legion apply)"}
+	cmd := &cobra.Command{Use: "create", Short: "Make a Service from flags, a Job from a CronJob now, a Namespace, or a Secret or Config from a file (other objects: legion apply)"}
 	var ns, from string
 	job := &cobra.Command{
 		Use:   "job NAME --from cronjob/CRONJOB",
@@ -67,8 +67,30 @@ Job of that name already there is refused, not replaced.`,
 	}
 	job.Flags().StringVarP(&ns, "namespace", "n", "", "namespace of the CronJob, and of the Job (default: default)")
 	job.Flags().StringVar(&from, "from", "", "the CronJob whose job template to run: cronjob/NAME")
-	cmd.AddCommand(job, createNamespaceCommand(c), createValueCommand(c, legion.KindSecret), createValueCommand(c, legion.KindConfig))
+	cmd.AddCommand(job, createNamespaceCommand(c), createValueCommand(c, legion.KindSecret), createValueCommand(c, legion.KindConfig),
+		createServiceCommand(c), kubernetesCreate("deployment", "deploy"), kubernetesCreate("statefulset", "sts"), kubernetesCreate("daemonset", "ds"))
 	return cmd
+}
+
+// kubernetesCreate is kubectl create KIND for a Kubernetes kind that is a
+// Service here: refused saying what to run, whatever flags follow (so
+// not "unknown flag: --image").
+func kubernetesCreate(kind string, aliases ...string) *cobra.Command {
+	return &cobra.Command{
+		Use:                kind,
+		Aliases:            aliases,
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, how, _ := legion.KubernetesKind(kind)
+			hint := map[string]string{
+				"deployment":  "legion create service NAME --image IMAGE",
+				"daemonset":   "legion create service NAME --image IMAGE --mode global",
+				"statefulset": "write its manifest, with its volumes' claims, and legion apply it",
+			}[kind]
+			return fmt.Errorf("create %s: %s: %s", kind, how, hint)
+		},
+	}
 }
 
 // createNamespaceCommand is kubectl create namespace: a Namespace object

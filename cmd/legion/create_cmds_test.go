@@ -2,13 +2,19 @@ package main
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/internal/testcluster"
 	"github.com/legionbsd/legion/scheduler"
 )
 
@@ -130,4 +136,79 @@ func TestCreateSecretAndConfig(t *testing.T) {
 	if sec, _, _ := st.Get(legion.KindSecret, "shop", "db-password"); string(sec.(*legion.Secret).Spec.Data) != "s3cret" {
 		t.Errorf("a refused create changed the Secret to %q", sec.(*legion.Secret).Spec.Data)
 	}
+}
+
+// create service makes a Service from flags as docker service create
+// does (-p, -e, the arguments after --), and follows it with --wait; a
+// dry run prints the manifest and makes nothing; a name taken is
+// refused, and kubectl's kinds are said to be a Service here.
+func TestCreateService(t *testing.T) {
+	t.Parallel()
+	n, ctx := helloCluster(t, helloApp("base", ""))
+	_, port, err := net.SplitHostPort(testcluster.FreeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	run := func(args ...string) (string, error) { return runLegion(t, "", append(flags, args...)...) }
+	create := []string{"create", "service", "web", "--image", "localhost/hello:1", "--replicas", "2", "-p", port + ":8080", "-e", "NAME=from flags"}
+	words := []string{"--", "-listen", "$(LEGION_POD_IP):8080"}
+
+	out, err := run(slices.Concat(create, []string{"--dry-run", "-o", "yaml"}, words)...)
+	if err != nil {
+		t.Fatalf("create service --dry-run -o yaml: %v\n%s", err, out)
+	}
+	objs, err := legion.ParseManifest("dry-run", []byte(out))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("the dry run's manifest: %v\n%s", err, out)
+	}
+	s := objs[0].(*legion.Service)
+	ctr := s.Spec.Pod.Containers[0]
+	if *s.Spec.Replicas != 2 || ctr.Image != "localhost/hello:1" || !slices.Equal(ctr.Args, words[1:]) || ctr.Env[0] != (legion.EnvVar{Name: "NAME", Value: "from flags"}) ||
+		len(s.Spec.Endpoint.Ports) != 1 || s.Spec.Endpoint.Ports[0].PublishedPort != atoi(t, port) || s.Spec.Endpoint.Ports[0].Port != 8080 {
+		t.Errorf("the dry run's service: %+v", s.Spec)
+	}
+	if _, err := n.Client.Get(ctx, legion.KindService, "default", "web"); err == nil {
+		t.Fatal("a dry run made the service")
+	}
+
+	out, err = run(slices.Concat(create, []string{"--wait", "--timeout", "90s"}, words)...)
+	if err != nil || !strings.HasPrefix(out, "service/web created\n") || !strings.Contains(out, "2 of 2 tasks updated, 2 ready") {
+		t.Fatalf("create service --wait: %v\n%s", err, out)
+	}
+	waitFor(t, "the published port to answer", func() bool {
+		resp, err := http.Get("http://127.0.0.1:" + port + "/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(body)) == "from flags"
+	})
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{create, "create service: service default/web exists: legion apply or legion edit change it"},
+		{[]string{"create", "service", "api", "--image", "x", "serve"}, `"serve": the container's arguments go after --`},
+		{[]string{"create", "service", "api"}, "--image is required"},
+		{[]string{"create", "service", "api", "--image", "x", "--command"}, "--command: expected the command after --"},
+		{[]string{"create", "service", "api", "--image", "x", "-p", "127.0.0.1:80:80"}, "a host address is not supported"},
+		{[]string{"create", "deployment", "api", "--image=x"}, "a Deployment is a Service here: legion create service NAME --image IMAGE"},
+		{[]string{"create", "ds", "api", "--image=x"}, "--mode global"},
+	} {
+		if _, err := run(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("legion %s: %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
