@@ -16,7 +16,7 @@ import (
 // of making a Namespace, and docker's of making a Secret or Config from a
 // file. Objects are otherwise made with apply.
 func (c *clusterCLI) createCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "create", Short: "Make a Service from flags, a Job from a CronJob now, a Namespace, or a Secret or Config from a file (other objects: legion apply)"}
+	cmd := &cobra.Command{Use: "create", SuggestFor: []string{"run"}, Short: "Make a Service from flags, a Job from a CronJob now, a Namespace, or a Secret or Config from a file (other objects: legion apply)"}
 	var ns, from string
 	job := &cobra.Command{
 		Use:   "job NAME --from cronjob/CRONJOB",
