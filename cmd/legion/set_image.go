@@ -1,0 +1,117 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
+	"github.com/spf13/cobra"
+)
+
+// setCommand is kubectl set: one change to a workload without its
+// manifest. Only images so far, the change a deploy makes most.
+func (c *clusterCLI) setCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "set", Short: "Change a workload's containers' images without its manifest"}
+	cmd.AddCommand(c.setImageCommand())
+	return cmd
+}
+
+// setImageCommand is kubectl set image, and docker service update
+// --image: a service's new images start a rolling update.
+func (c *clusterCLI) setImageCommand() *cobra.Command {
+	var ns string
+	var wf waitFlags
+	cmd := &cobra.Command{
+		Use:   "image SERVICE|KIND/NAME CONTAINER=IMAGE...",
+		Short: "Set containers' images, as kubectl set image and docker service update --image do",
+		Long: `Set image gives containers of a service (or KIND/NAME: service/web,
+cronjob/nightly, job/migrate) new images: CONTAINER=IMAGE for each, init
+containers too, or *=IMAGE for every container. For a service it starts a
+rolling update, as any change to its pod does; --wait follows it, and
+legion rollback goes back. The manifest the service was applied from keeps
+the old image: apply it again and the image goes back too.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := wf.check(); err != nil {
+				return fmt.Errorf("set image: %w", err)
+			}
+			kind, name, err := kindNameArg(args[0], "a service, job or cron job", legion.KindService, legion.KindJob, legion.KindCronJob)
+			if err != nil {
+				return fmt.Errorf("set image: %w", err)
+			}
+			kind = cmp.Or(kind, legion.KindService)
+			images, err := imageArgs(args[1:])
+			if err != nil {
+				return fmt.Errorf("set image: %w", err)
+			}
+			if wf.wait && kind != legion.KindService {
+				return fmt.Errorf("set image: --wait follows a service's rollout; a %s's new image is for its next tasks", kind)
+			}
+			res, err := c.updateObject(cmd, kind, ns, name, func(o legion.Object) error {
+				return setImages(legion.PodOf(o), images)
+			})
+			if err != nil {
+				return fmt.Errorf("set image: %w", err)
+			}
+			if res.Outcome == client.Unchanged {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s unchanged: its containers have these images already\n", ref(res.Object))
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s image updated\n", ref(res.Object))
+			}
+			if kind != legion.KindService {
+				return nil
+			}
+			m := res.Object.GetMetadata()
+			return c.waitRollout(cmd, wf, m.Namespace, m.Name, false)
+		},
+	}
+	cmd.Flags().StringVarP(&ns, "namespace", "n", "", "namespace of the workload (default: default)")
+	wf.add(cmd)
+	return cmd
+}
+
+// imageArgs reads CONTAINER=IMAGE arguments; * names every container.
+func imageArgs(args []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, a := range args {
+		ctr, img, ok := strings.Cut(a, "=")
+		if !ok || ctr == "" || img == "" {
+			return nil, fmt.Errorf("%q: expected CONTAINER=IMAGE (or *=IMAGE for every container)", a)
+		}
+		if _, dup := out[ctr]; dup {
+			return nil, fmt.Errorf("container %s is given twice", ctr)
+		}
+		out[ctr] = img
+	}
+	if _, all := out["*"]; all && len(out) > 1 {
+		return nil, fmt.Errorf("*=IMAGE sets every container: name no other")
+	}
+	return out, nil
+}
+
+// setImages sets the images of the pod's containers (init containers
+// too) named in images, or of all with "*"; a name the pod has no
+// container of is refused, naming those it has.
+func setImages(pod *legion.PodSpec, images map[string]string) error {
+	all, every := images["*"]
+	var names []string
+	for _, list := range [][]legion.Container{pod.InitContainers, pod.Containers} {
+		for i := range list {
+			names = append(names, list[i].Name)
+			if img, ok := images[list[i].Name]; ok {
+				list[i].Image = img
+			} else if every {
+				list[i].Image = all
+			}
+		}
+	}
+	for ctr := range images {
+		if ctr != "*" && !slices.Contains(names, ctr) {
+			return fmt.Errorf("no container named %s: the pod has %s", ctr, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
