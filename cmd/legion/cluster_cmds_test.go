@@ -526,10 +526,21 @@ spec: {size: 1Gi}
 // kubectl's and docker's names for what Legion calls otherwise are
 // answered with Legion's.
 func TestKubectlNamesSuggestLegions(t *testing.T) {
-	for arg, want := range map[string]string{"config": "context", "cluster-info": "status", "info": "status", "run": "create"} {
+	for arg, want := range map[string]string{"config": "context", "cluster-info": "status", "info": "status", "run": "create", "ps": "tasks"} {
 		_, err := runLegion(t, "", arg)
 		if err == nil || !strings.Contains(err.Error(), "Did you mean this?\n") || !strings.Contains(err.Error(), "\t"+want+"\n") {
 			t.Errorf("legion %s: %v, want a suggestion of %s", arg, err, want)
+		}
+	}
+	// docker service's commands name Legion's, whatever flags follow.
+	for args, want := range map[string]string{
+		"service ls":                   "docker service ls is legion get services here",
+		"service update --image x web": "docker service update is legion set image NAME CONTAINER=IMAGE",
+		"service create --name web x":  "docker service create is legion create service NAME --image IMAGE here",
+		"service frob":                 "legion has no service command: each of docker service's create, inspect, logs, ls, ps, rm, rollback, scale, update names",
+	} {
+		if _, err := runLegion(t, "", strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("legion %s: %v, want %q", args, err, want)
 		}
 	}
 }

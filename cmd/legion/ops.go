@@ -456,9 +456,10 @@ func (c *clusterCLI) tasksCommand() *cobra.Command {
 	var ns, output string
 	var all bool
 	cmd := &cobra.Command{
-		Use:   "tasks [SERVICE|JOB]",
-		Short: "List tasks with their state, node, readiness and message",
-		Args:  cobra.MaximumNArgs(1),
+		Use:        "tasks [SERVICE|JOB]",
+		SuggestFor: []string{"ps"}, // docker ps, docker service ps
+		Short:      "List tasks with their state, node, readiness and message",
+		Args:       cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fm, err := parseOutput(output)
 			if err != nil {
