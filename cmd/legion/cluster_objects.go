@@ -256,7 +256,7 @@ func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags) er
 // KIND NAME prints it, several in a table per kind, names as kind/name
 // when the kinds differ, as get all prints them. One that cannot be read
 // is said after the others are printed.
-func (c *clusterCLI) getNamed(cmd *cobra.Command, use string, args []string, output string, f *scopeFlags) error {
+func (c *clusterCLI) getNamed(cmd *cobra.Command, use string, args []string, output string, f *scopeFlags, showLabels bool) error {
 	targets, err := named(use, args, f.namespace)
 	if err != nil {
 		return err
@@ -285,16 +285,29 @@ func (c *clusterCLI) getNamed(cmd *cobra.Command, use string, args []string, out
 	for _, o := range objs {
 		kinds[o.GetKind()] = true
 	}
-	if err := printGrouped(cmd, objs, fm, grouping{single: len(targets) == 1, kindNames: len(kinds) > 1}); err != nil {
+	if err := printGrouped(cmd, objs, fm, grouping{single: len(targets) == 1, kindNames: len(kinds) > 1, labels: showLabels}); err != nil {
 		return err
 	}
 	warnListed(cmd.ErrOrStderr(), objs, listWith(ctxOf(cmd), cl))
 	return errors.Join(errs...)
 }
 
+// addLabels adds kubectl's --show-labels column to a table of objs (one
+// row each), unless the kind's table has one already.
+func addLabels(l *listing, objs []legion.Object) {
+	if slices.ContainsFunc(l.columns, func(c column) bool { return c.name == "LABELS" }) {
+		return
+	}
+	vals := make([]string, len(objs))
+	for i, o := range objs {
+		vals[i] = labelString(o.GetMetadata().Labels)
+	}
+	l.addColumn("LABELS", vals)
+}
+
 // grouping is how printGrouped prints: with a NAMESPACE column, one
-// object alone (single), names as kind/name.
-type grouping struct{ withNamespace, single, kindNames bool }
+// object alone (single), names as kind/name, with a LABELS column.
+type grouping struct{ withNamespace, single, kindNames, labels bool }
 
 // printGrouped prints objects of one or more kinds: in a format other
 // than a table as one list (the object alone when g.single), else a
@@ -324,6 +337,9 @@ func printGrouped(cmd *cobra.Command, objs []legion.Object, fm format, g groupin
 			fmt.Fprintln(cmd.OutOrStdout())
 		}
 		l := objectListing(byKind[k], withNamespace, g.single, now)
+		if g.labels {
+			addLabels(&l, byKind[k])
+		}
 		if g.kindNames {
 			for r := range l.rows {
 				l.rows[r][name] = l.names[r]
@@ -339,7 +355,7 @@ func printGrouped(cmd *cobra.Command, objs []legion.Object, fm format, g groupin
 func (c *clusterCLI) getCommand(use string) *cobra.Command {
 	var f scopeFlags
 	var output string
-	var watch bool
+	var watch, showLabels bool
 	cmd := &cobra.Command{
 		Use:   use + " KIND [NAME...] | " + use + " KIND/NAME...",
 		Short: "Show one object, or list the objects of a kind (all: the services, jobs, cron jobs and tasks)",
@@ -353,7 +369,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				case f.all || len(f.labels) > 0:
 					return fmt.Errorf("%s %s: objects named are read in one namespace (-n), without -A or -l", use, strings.Join(args, " "))
 				}
-				return c.getNamed(cmd, use, args, output, &f)
+				return c.getNamed(cmd, use, args, output, &f, showLabels)
 			}
 			if strings.EqualFold(args[0], "all") {
 				if len(args) == 2 {
@@ -371,7 +387,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				return fmt.Errorf("%s %s %s -l: a name and a label selector do not go together: name the object or select by label", use, args[0], args[1])
 			}
 			if len(args) == 2 && !watch {
-				return c.getNamed(cmd, use, args, output, &f)
+				return c.getNamed(cmd, use, args, output, &f, showLabels)
 			}
 			kind, fm, opts, cl, err := c.query(cmd, args[0], output, &f)
 			if err != nil {
@@ -391,6 +407,9 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				return err
 			}
 			l := objectListing(objs, f.all, false, time.Now())
+			if showLabels {
+				addLabels(&l, objs)
+			}
 			l.none = plural(strings.ToLower(string(kind)))
 			// A user reads the Namespaces where it has a role, as it lists
 			// every namespace.
@@ -409,6 +428,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the listing, print every change as it happens, as legion watch does")
+	cmd.Flags().BoolVar(&showLabels, "show-labels", false, "add a LABELS column to the table, as kubectl does")
 	f.add(cmd, true)
 	outputFlag(cmd, &output)
 	return cmd

@@ -31,6 +31,10 @@ apiVersion: legion/v1
 kind: Secret
 metadata: {name: s}
 spec: {data: eg==}
+---
+apiVersion: legion/v1
+kind: Namespace
+metadata: {name: shop, labels: {team: shop}}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +70,16 @@ spec: {data: eg==}
 	}
 	if _, err := run("get", "config/a", "-w"); err == nil || !strings.Contains(err.Error(), "a watch follows one kind") {
 		t.Errorf("get config/a -w: %v", err)
+	}
+
+	// --show-labels adds kubectl's column, once.
+	out, err = run("get", "ns", "--show-labels")
+	if err != nil || !strings.Contains(out, "LABELS") || !strings.Contains(out, "team=shop") {
+		t.Errorf("get ns --show-labels: %v\n%s", err, out)
+	}
+	out, err = run("get", "config/a", "ns/shop", "--show-labels")
+	if err != nil || strings.Count(out, "LABELS") != 2 || !strings.Contains(out, "team=shop") {
+		t.Errorf("get config/a ns/shop --show-labels: %v\n%s", err, out)
 	}
 
 	out, err = run("describe", "config/a", "secret/s")
