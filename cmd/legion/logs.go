@@ -36,6 +36,7 @@ func newLogsCommand() *cobra.Command {
 	cli := newClusterCLI()
 	var o logsOptions
 	var previous bool
+	var selector string
 	cmd := &cobra.Command{
 		Use:   "logs [-f] [--since DURATION] [--tail N] [--timestamps] TASK|SERVICE|JOB [-c CONTAINER]",
 		Short: "Print a task's output, or every task of a service or job at once",
@@ -55,8 +56,16 @@ needs -c. A container its restart policy restarts in its task goes on in
 the same output, so every run is there, one after the other (--timestamps
 tells them apart); an earlier task of the same slot is read by its name
 (legion tasks lists them).`,
-		Args: cobra.ExactArgs(1),
+		Args: func(cmd *cobra.Command, args []string) error {
+			if selector != "" {
+				return nil // refused below, saying what does it
+			}
+			return cobra.ExactArgs(1)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if selector != "" {
+				return fmt.Errorf("logs -l %s: logs read a task, service or job by name, and a service's name reads every one of its tasks; legion get services -l %s -o name lists the services to read", selector, selector)
+			}
 			if previous {
 				return errors.New("logs --previous: a task's output already holds every run of its containers, one after the other (--timestamps tells them apart); " +
 					"an earlier task of the same slot is read by its name (legion tasks lists them)")
@@ -75,6 +84,8 @@ tells them apart); an earlier task of the same slot is read by its name
 	// rather than "unknown shorthand flag".
 	f.BoolVarP(&previous, "previous", "p", false, "")
 	f.MarkHidden("previous")
+	f.StringVarP(&selector, "selector", "l", "", "") // kubectl's, refused saying what does it
+	f.MarkHidden("selector")
 	return cmd
 }
 

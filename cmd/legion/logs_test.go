@@ -93,6 +93,7 @@ func TestLogsCommand(t *testing.T) {
 			{[]string{"-n", "shop", "volume/x"}, `volume/x: logs read a task, a service or a job, not "volume"`},
 			{[]string{"-n", "shop", "--since", "-1m", "batch.1"}, "--since -1m0s: expected a positive duration"},
 			{[]string{"-n", "shop", "-p", "batch.1"}, "logs --previous: a task's output already holds every run of its containers"},
+			{[]string{"-n", "shop", "-l", "app=web"}, "logs -l app=web: logs read a task, service or job by name"},
 		} {
 			var out syncBuffer
 			err := runLogs(ctx, m, &out, &out, tc.args...)
