@@ -526,7 +526,7 @@ spec: {size: 1Gi}
 // kubectl's and docker's names for what Legion calls otherwise are
 // answered with Legion's.
 func TestKubectlNamesSuggestLegions(t *testing.T) {
-	for arg, want := range map[string]string{"config": "context", "cluster-info": "status", "info": "status", "run": "create", "ps": "tasks"} {
+	for arg, want := range map[string]string{"config": "context", "cluster-info": "status", "info": "status", "run": "create", "ps": "tasks", "drain": "node", "cordon": "node", "taint": "node"} {
 		_, err := runLegion(t, "", arg)
 		if err == nil || !strings.Contains(err.Error(), "Did you mean this?\n") || !strings.Contains(err.Error(), "\t"+want+"\n") {
 			t.Errorf("legion %s: %v, want a suggestion of %s", arg, err, want)

@@ -21,7 +21,8 @@ import (
 // root's --server and --credentials.
 func addOpsCommands(root *cobra.Command) {
 	cli := newClusterCLI()
-	node := &cobra.Command{Use: "node", Short: "List nodes, set their availability, promote and demote managers, remove nodes"}
+	node := &cobra.Command{Use: "node", Short: "List nodes, set their availability, promote and demote managers, remove nodes",
+		SuggestFor: []string{"drain", "cordon", "uncordon", "taint"}} // kubectl's: legion node drain, pause, activate, taint
 	node.AddCommand(cli.nodeListCommand(),
 		cli.availabilityCommand("drain", legion.AvailabilityDrain, "stop the node's tasks and run them elsewhere"),
 		cli.availabilityCommand("pause", legion.AvailabilityPause, "keep the node's tasks but place no new ones there"),
