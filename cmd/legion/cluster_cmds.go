@@ -186,11 +186,14 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 				fmt.Fprintf(out, "Node %s belongs to no cluster: run legion init, or legion join.\n", st.NodeID)
 				return nil
 			}
-			fmt.Fprintf(out, "Node:     %s (%s)\n", st.NodeID, st.Role)
+			fmt.Fprintf(out, "Node:      %s (%s)\n", st.NodeID, st.Role)
 			if st.State != "" {
-				fmt.Fprintf(out, "State:    %s, term %d\n", st.State, st.Term)
-				fmt.Fprintf(out, "Leader:   %s at %s\n", orNone(st.LeaderID), orNone(st.LeaderAddress))
-				fmt.Fprintf(out, "Indexes:  applied %d, committed %d\n", st.AppliedIndex, st.CommitIndex)
+				fmt.Fprintf(out, "State:     %s, term %d\n", st.State, st.Term)
+				fmt.Fprintf(out, "Leader:    %s at %s\n", orNone(st.LeaderID), orNone(st.LeaderAddress))
+				fmt.Fprintf(out, "Indexes:   applied %d, committed %d\n", st.AppliedIndex, st.CommitIndex)
+				if ft := faultTolerance(st.Members); ft != "" {
+					fmt.Fprintf(out, "Tolerates: %s\n", ft)
+				}
 				fmt.Fprintln(out, "Managers:")
 				printManagers(out, st.Members)
 			}

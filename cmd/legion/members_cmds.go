@@ -60,3 +60,31 @@ func printManagers(out io.Writer, members []client.Member) {
 	}
 	tw.Flush()
 }
+
+// faultTolerance says how many voting managers the cluster may lose and
+// still have the majority it needs to work, and what an even count
+// costs: two managers tolerate no more loss than one, and are down more
+// often. Empty when no manager votes (a status that lists none).
+func faultTolerance(members []client.Member) string {
+	voters := 0
+	for _, m := range members {
+		if m.Voter {
+			voters++
+		}
+	}
+	if voters == 0 {
+		return ""
+	}
+	majority := voters/2 + 1
+	lose := voters - majority
+	s := fmt.Sprintf("the loss of %d of its %d voting managers (a majority, %d, keeps it working)", lose, voters, majority)
+	switch {
+	case voters == 1:
+		s = "no loss of its one manager (three tolerate the loss of one)"
+	case voters == 2:
+		s = "no loss of either of its two managers, so two are less available than one (either's loss stops the cluster); add a third"
+	case voters%2 == 0:
+		s += fmt.Sprintf(": %d would tolerate as many; add one for the loss of %d", voters-1, lose+1)
+	}
+	return s
+}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/internal/testcluster"
 )
 
@@ -47,5 +49,37 @@ func TestNodePromoteDemoteAndStatus(t *testing.T) {
 	})
 	if !strings.Contains(out, "STATUS") {
 		t.Fatalf("status lacks its table's header:\n%s", out)
+	}
+	// A stopped voter still counts: it is what the majority is of.
+	if !strings.Contains(out, "Tolerates: the loss of 1 of its 3 voting managers") {
+		t.Errorf("status does not say how many managers the cluster may lose:\n%s", out)
+	}
+}
+
+// status says how many managers the cluster may lose, counting voters
+// alone, and what an even count costs.
+func TestFaultTolerance(t *testing.T) {
+	t.Parallel()
+	members := func(voters, learners int) []client.Member {
+		var ms []client.Member
+		for i := range voters + learners {
+			ms = append(ms, client.Member{ID: fmt.Sprint(i), Voter: i < voters})
+		}
+		return ms
+	}
+	for _, tc := range []struct {
+		voters, learners int
+		want             string
+	}{
+		{0, 0, ""},
+		{1, 1, "no loss of its one manager (three tolerate the loss of one)"},
+		{2, 0, "no loss of either of its two managers, so two are less available than one (either's loss stops the cluster); add a third"},
+		{3, 1, "the loss of 1 of its 3 voting managers (a majority, 2, keeps it working)"},
+		{4, 0, "the loss of 1 of its 4 voting managers (a majority, 3, keeps it working): 3 would tolerate as many; add one for the loss of 2"},
+		{5, 0, "the loss of 2 of its 5 voting managers (a majority, 3, keeps it working)"},
+	} {
+		if got := faultTolerance(members(tc.voters, tc.learners)); got != tc.want {
+			t.Errorf("%d voters, %d learners: %q, want %q", tc.voters, tc.learners, got, tc.want)
+		}
 	}
 }
