@@ -34,7 +34,7 @@ func (s *Server) leader(ctx context.Context) (*store.Store, *grpc.ClientConn, co
 	}
 	addr, id := st.Leader()
 	if addr == "" {
-		return nil, nil, nil, notApplied("no leader: an election is in progress")
+		return nil, nil, nil, s.noLeader(ctx, st)
 	}
 	conn, err := s.peer(addr)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -448,6 +449,47 @@ func (s *Server) selfRemoved() bool {
 // removedError answers calls to a manager taken out of the cluster.
 func (s *Server) removedError() error {
 	return status.Errorf(codes.PermissionDenied, "manager %s was removed from the cluster: it serves nothing more; ask another manager", s.nodeID)
+}
+
+// noLeader says why no leader is known: an election under way, or too
+// few voting managers answering for one to be won. Then the cluster is
+// frozen until enough are back, which "an election is in progress" does
+// not tell, so the managers that do not answer are named.
+func (s *Server) noLeader(ctx context.Context, st *store.Store) error {
+	election := notApplied("no leader: an election is in progress")
+	f := st.Raft().GetConfiguration()
+	if f.Error() != nil {
+		return election
+	}
+	var voters []*pb.Member
+	for _, m := range f.Configuration().Servers {
+		if m.Suffrage == raft.Voter {
+			voters = append(voters, &pb.Member{Id: string(m.ID), Address: string(m.Address)})
+		}
+	}
+	if len(voters) < 2 {
+		return election // one voter elects itself
+	}
+	s.reach(ctx, voters)
+	var down []string
+	for _, m := range voters {
+		if m.Reachability == ReachUnreachable {
+			down = append(down, m.Id)
+		}
+	}
+	up, majority := len(voters)-len(down), len(voters)/2+1
+	if up >= majority {
+		return election
+	}
+	until := strings.Join(down, " and ") + " answer again"
+	switch need := majority - up; {
+	case len(down) == 1:
+		until = down[0] + " answers again"
+	case need < len(down):
+		until = fmt.Sprintf("%d of %s answer again", need, strings.Join(down, ", "))
+	}
+	return notApplied("no leader: %d of the %d voting managers answer, and electing one takes %d: the cluster is frozen until %s (legion status)",
+		up, len(voters), majority, until)
 }
 
 // reachProbe bounds how long a status waits for another manager to

@@ -295,3 +295,38 @@ func TestStatusShowsEachManagersReachability(t *testing.T) {
 		})
 	}
 }
+
+// A manager that knows no leader says why: while a majority of the
+// voters answers, an election; with fewer, the cluster is frozen until
+// the managers named are back, which no election changes.
+func TestNoLeaderNamesTheManagersAMajorityWaitsFor(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, testcluster.Options{Managers: 3})
+	leader := c.WaitLeader()
+	fs := c.Followers(leader)
+	left := fs[0]
+	var gone []string
+	for _, m := range []*testcluster.Manager{leader, fs[1]} {
+		gone = append(gone, m.Server.NodeID())
+		m.Stop()
+	}
+	cl, err := client.New(client.Options{Server: left.Addr, CredentialsFile: c.AdminFile(), Retry: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	want := "no leader: 1 of the 3 voting managers answer, and electing one takes 2: the cluster is frozen until 1 of "
+	var last error
+	testcluster.WaitFor(t, "the lone manager to say why it has no leader", 30*time.Second, func() bool {
+		_, last = cl.Get(context.Background(), legion.KindConfig, "default", "x")
+		return last != nil && strings.Contains(last.Error(), want)
+	})
+	for _, id := range gone {
+		if !strings.Contains(last.Error(), id) {
+			t.Errorf("%v: does not name %s", last, id)
+		}
+	}
+	if client.Code(last) != codes.Unavailable {
+		t.Errorf("%v: code %s, want Unavailable (a retry may find a leader)", last, client.Code(last))
+	}
+}
