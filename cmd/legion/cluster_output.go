@@ -127,7 +127,7 @@ var kindTables = map[legion.Kind]kindTable{
 	}},
 	legion.KindVolume: {cols("NAME", "DRIVER", "SIZE", "NODE", "STATE", "+WANTED ON", "+SOURCE"), func(o legion.Object, _ time.Time) []string {
 		v := o.(*legion.Volume)
-		return []string{v.Metadata.Name, string(v.Spec.Driver), sizeOf(v), v.Status.Node, volumeState(v), v.Spec.Node, volumeSource(v)}
+		return []string{v.Metadata.Name, volumeDriver(v), sizeOf(v), v.Status.Node, volumeState(v), v.Spec.Node, volumeSource(v)}
 	}},
 	legion.KindRoute: {cols("NAME", "HOST", "PATH", "SERVICE", "PORT", "TLS", "+CERTIFICATE EXPIRES", "+MESSAGE"), func(o legion.Object, _ time.Time) []string {
 		r := o.(*legion.Route)
@@ -468,4 +468,14 @@ func diffView(o legion.Object) ([]byte, error) {
 	labels := map[string]string{}
 	maps.Copy(labels, o.GetMetadata().Labels)
 	return yaml.Marshal(map[string]any{"labels": labels, "spec": specAny})
+}
+
+// volumeDriver is a Volume's driver, and for a zfs one that its node
+// keeps as a plain directory (a process-platform node: no snapshots, no
+// size held to), that it is one.
+func volumeDriver(v *legion.Volume) string {
+	if v.Spec.Driver == legion.DriverZFS && strings.HasPrefix(v.Status.Backend, "directory") {
+		return string(v.Spec.Driver) + " (a directory)"
+	}
+	return string(v.Spec.Driver)
 }

@@ -520,3 +520,24 @@ func TestVolumeRestoreSendsTheHeaderThenTheStream(t *testing.T) {
 		t.Errorf("a restore the server refuses: %v", err)
 	}
 }
+
+// A zfs Volume its node keeps as a plain directory (a process-platform
+// node) is listed as one, as describe and backups say.
+func TestVolumeDriverColumn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		driver  legion.VolumeDriver
+		backend string
+		want    string
+	}{
+		{legion.DriverZFS, "directory /var/legion/volumes/shop/db/data (size not enforced)", "zfs (a directory)"},
+		{legion.DriverZFS, "zfs dataset zroot/legion/volumes/shop/db", "zfs"},
+		{legion.DriverZFS, "", "zfs"},
+		{legion.DriverNFS, "", "nfs"},
+	} {
+		v := &legion.Volume{Spec: legion.VolumeSpec{Driver: tc.driver}, Status: legion.VolumeStatus{Backend: tc.backend}}
+		if got := volumeDriver(v); got != tc.want {
+			t.Errorf("driver %s, backend %q: %q, want %q", tc.driver, tc.backend, got, tc.want)
+		}
+	}
+}
