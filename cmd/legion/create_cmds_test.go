@@ -195,6 +195,8 @@ func TestCreateService(t *testing.T) {
 		{[]string{"create", "service", "api"}, "--image is required"},
 		{[]string{"create", "service", "api", "--image", "x", "--command"}, "--command: expected the command after --"},
 		{[]string{"create", "service", "api", "--image", "x", "-p", "127.0.0.1:80:80"}, "a host address is not supported"},
+		{[]string{"create", "service", "api", "--image", "x", "-p", "8080:80", "-p", "8081:80"}, `--publish "8081:80": target 80/tcp is given already (--publish 8080:80)`},
+		{[]string{"create", "service", "api", "--image", "x", "--port", "8080:80"}, `--port "8080:80": a port to publish goes in --publish (-p)`},
 		{[]string{"create", "deployment", "api", "--image=x"}, "a Deployment is a Service here: legion create service NAME --image IMAGE"},
 		{[]string{"create", "ds", "api", "--image=x"}, "--mode global"},
 	} {

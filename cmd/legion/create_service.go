@@ -158,24 +158,37 @@ func (f serviceFlags) service(name, ns string, words []string, replicasSet bool)
 	o, _ := legion.New(legion.KindService)
 	s := o.(*legion.Service)
 	s.Metadata = legion.Metadata{Name: name, Namespace: cmp.Or(ns, legion.DefaultNamespace), Labels: labels}
-	for _, p := range f.publish {
+	// A target is one port of the service (its VIP port is the target),
+	// so it is given once, where Docker would publish it twice.
+	given := map[string]string{}
+	addPorts := func(flag, p string, publish bool) error {
 		ctrs, svcs, err := compose.Ports(p)
 		if err != nil {
-			return nil, fmt.Errorf("--publish %w", err)
+			return fmt.Errorf("%s %w", flag, err)
+		}
+		for _, sp := range svcs {
+			if !publish && sp.PublishedPort != 0 {
+				return fmt.Errorf("%s %q: a port to publish goes in --publish (-p)", flag, p)
+			}
+			key := fmt.Sprintf("%d/%s", sp.Port, sp.Protocol)
+			if before, ok := given[key]; ok {
+				return fmt.Errorf("%s %q: target %s is given already (%s): a target is one port of the service, published once at most", flag, p, key, before)
+			}
+			given[key] = flag + " " + p
 		}
 		ctr.Ports = append(ctr.Ports, ctrs...)
 		s.Spec.Endpoint.Ports = append(s.Spec.Endpoint.Ports, svcs...)
+		return nil
+	}
+	for _, p := range f.publish {
+		if err := addPorts("--publish", p, true); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range f.ports {
-		ctrs, svcs, err := compose.Ports(p)
-		if err != nil {
-			return nil, fmt.Errorf("--port %w", err)
+		if err := addPorts("--port", p, false); err != nil {
+			return nil, err
 		}
-		if svcs[0].PublishedPort != 0 {
-			return nil, fmt.Errorf("--port %q: a port to publish goes in --publish (-p)", p)
-		}
-		ctr.Ports = append(ctr.Ports, ctrs...)
-		s.Spec.Endpoint.Ports = append(s.Spec.Endpoint.Ports, svcs...)
 	}
 	s.Spec.Pod.Containers = []legion.Container{ctr}
 	switch legion.ServiceMode(f.mode) {
