@@ -168,6 +168,10 @@ func TestCreateService(t *testing.T) {
 		len(s.Spec.Endpoint.Ports) != 1 || s.Spec.Endpoint.Ports[0].PublishedPort != atoi(t, port) || s.Spec.Endpoint.Ports[0].Port != 8080 {
 		t.Errorf("the dry run's service: %+v", s.Spec)
 	}
+	// Without -o the cluster checks it, as apply --dry-run has it do.
+	if out, err := run(slices.Concat(create, []string{"--dry-run"}, words)...); err != nil || out != "service/web created (dry run)\n" {
+		t.Fatalf("create service --dry-run: %v %q", err, out)
+	}
 	if _, err := n.Client.Get(ctx, legion.KindService, "default", "web"); err == nil {
 		t.Fatal("a dry run made the service")
 	}
@@ -191,6 +195,7 @@ func TestCreateService(t *testing.T) {
 		want string
 	}{
 		{create, "create service: service default/web exists: legion apply or legion edit change it"},
+		{append(create, "--dry-run"), "create service: service default/web exists"},
 		{[]string{"create", "service", "api", "--image", "x", "serve"}, `"serve": the container's arguments go after --`},
 		{[]string{"create", "service", "api"}, "--image is required"},
 		{[]string{"create", "service", "api", "--image", "x", "--command"}, "--command: expected the command after --"},

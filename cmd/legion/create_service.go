@@ -45,9 +45,10 @@ published port is served on every node (the routing mesh). --port adds a
 container and VIP port that is not published. A Service already there is
 refused, not replaced: legion apply or legion edit change it.
 
---dry-run -o yaml prints the manifest, its defaults written as legion
-validate prints them, without making anything: a start for a file that
-legion apply reads.`,
+--dry-run has the cluster check the service as it would make it, and
+makes nothing (apply's --dry-run). With -o yaml it prints the manifest
+instead, its defaults written as legion validate prints them, without
+asking the cluster: a start for a file that legion apply reads.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := wf.check(); err != nil {
@@ -65,14 +66,11 @@ legion apply reads.`,
 			if err != nil {
 				return err
 			}
-			if f.dryRun {
-				if wf.wait {
-					return errors.New("create service: --wait and --dry-run: a dry run starts nothing to wait for")
-				}
-				if f.output == "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s created (dry run)\n", ref(s))
-					return nil
-				}
+			if f.dryRun && wf.wait {
+				return errors.New("create service: --wait and --dry-run: a dry run starts nothing to wait for")
+			}
+			if f.dryRun && f.output != "" {
+				// The manifest, made here: no cluster is needed for it.
 				l := objectListing([]legion.Object{s}, false, true, time.Now())
 				return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 			}
@@ -81,12 +79,16 @@ legion apply reads.`,
 				return err
 			}
 			defer cl.Close()
-			res, err := createNew(ctxOf(cmd), cl, s)
+			res, err := createNew(ctxOf(cmd), cl, s, f.dryRun)
 			if errors.Is(err, client.ErrAborted) {
 				return fmt.Errorf("create service: service %s exists: legion apply or legion edit change it", legion.DisplayName(s))
 			}
 			if err != nil {
 				return fmt.Errorf("create service: %w", err)
+			}
+			if f.dryRun {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s (dry run)\n", ref(res.Object), res.Outcome)
+				return nil
 			}
 			if f.output != "" {
 				m := res.Object.GetMetadata()
@@ -118,7 +120,7 @@ legion apply reads.`,
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "an environment variable, KEY=VALUE (repeatable)")
 	fl.StringArrayVarP(&f.labels, "label", "l", nil, "a label of the service, key=value (repeatable, or comma-separated)")
 	fl.BoolVar(&f.command, "command", false, "the words after -- are the command (ENTRYPOINT) and its arguments, not the arguments alone")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "make nothing: say what would be made, or print it with -o")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "make nothing: have the cluster check it, or with -o print its manifest")
 	fl.StringVarP(&f.output, "output", "o", "", "print the service made as yaml or json (as legion get -o does), rather than a line")
 	fl.StringVarP(&ns, "namespace", "n", "", "namespace of the service (default: default)")
 	wf.add(cmd)
