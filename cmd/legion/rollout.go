@@ -299,8 +299,8 @@ func (c *clusterCLI) rolloutCommand() *cobra.Command {
 	// kubectl rollout undo is Swarm's (and Legion's) rollback.
 	undo := c.rollbackCommand()
 	undo.Use, undo.Short = "undo SERVICE", "Put back the spec a service had before its last update (legion rollback)"
-	cmd := &cobra.Command{Use: "rollout", Short: "Follow, restart and undo services' rollouts"}
-	cmd.AddCommand(status, c.rolloutRestartCommand(), undo)
+	cmd := &cobra.Command{Use: "rollout", Short: "Follow, restart and undo services' rollouts, and show the last one"}
+	cmd.AddCommand(status, c.rolloutRestartCommand(), undo, c.rolloutHistoryCommand())
 	return cmd
 }
 

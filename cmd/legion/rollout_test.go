@@ -38,6 +38,12 @@ func TestRolloutStatusAndWait(t *testing.T) {
 	if out, err := legion("rollback", "web", "--wait", "--timeout", "90s"); err != nil || !strings.Contains(out, "2 of 2 tasks updated, 2 ready") {
 		t.Fatalf("rollback --wait: %v\n%s", err, out)
 	}
+	// rollout history: the rollback's spec came from the broken one,
+	// which a diff shows.
+	if out, err := legion("rollout", "history", "web"); err != nil || !strings.Contains(out, "Last update: rolled-back, started ") ||
+		!strings.Contains(out, "--- before the update\n+++ now\n") || !strings.Contains(out, "-exit") {
+		t.Errorf("rollout history after a rollback: %v\n%s", err, out)
+	}
 	// A rollback asked for, done, is no failure: rollout status says so
 	// as it would of a completed update (it exited 1, as for a failed
 	// update rolled back by its failure action).
