@@ -58,11 +58,12 @@ func keyValues(flag string, args []string) (map[string]string, error) {
 }
 
 func (c *clusterCLI) applyCommand() *cobra.Command {
-	var file, ns string
+	var files []string
+	var ns string
 	var dryRun bool
 	var wf waitFlags
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE|DIR|-",
+		Use:   "apply -f FILE|DIR|URL|-",
 		Short: "Create or update objects from manifests (server-side apply)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -72,7 +73,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if wf.wait && dryRun {
 				return errors.New("apply: --wait and --dry-run: a dry run starts nothing to wait for")
 			}
-			objs, res, cl, err := c.applyFile(cmd, "apply", file, ns, client.ApplyOptions{DryRun: dryRun, Brief: true})
+			objs, res, cl, err := c.applyFile(cmd, "apply", files, ns, client.ApplyOptions{DryRun: dryRun, Brief: true})
 			if err != nil {
 				return err
 			}
@@ -113,7 +114,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			return nil
 		},
 	}
-	fileFlag(cmd, &file)
+	fileFlag(cmd, &files, "the manifests to apply")
 	manifestNamespaceFlag(cmd, &ns)
 	cmd.Flags().Var((*dryRunFlag)(&dryRun), "dry-run", "say what would change, write nothing: the cluster checks the objects as for an apply (kubectl's --dry-run=server)")
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "true"
@@ -128,11 +129,8 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 // in the error of a refused apply. It returns the objects read, what the
 // cluster did, and the connection, still open for what follows: the
 // caller closes it.
-func (c *clusterCLI) applyFile(cmd *cobra.Command, what, file, ns string, opts client.ApplyOptions) ([]legion.Object, []client.Result, *client.Client, error) {
-	if file == "" {
-		return nil, nil, nil, errors.New("-f FILE|DIR|- is required")
-	}
-	objs, err := readManifests(cmd.InOrStdin(), file, ns)
+func (c *clusterCLI) applyFile(cmd *cobra.Command, what string, files []string, ns string, opts client.ApplyOptions) ([]legion.Object, []client.Result, *client.Client, error) {
+	objs, err := readManifests(cmd.InOrStdin(), files, ns)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -170,9 +168,10 @@ func (d *dryRunFlag) Set(v string) error {
 	return nil
 }
 
-// fileFlag adds -f, the manifests a command reads.
-func fileFlag(cmd *cobra.Command, file *string) {
-	cmd.Flags().StringVarP(file, "filename", "f", "", "manifest file, directory of them, or - for standard input")
+// fileFlag adds -f, the manifests a command reads: repeatable, as
+// kubectl's is (each one read, in turn).
+func fileFlag(cmd *cobra.Command, files *[]string, usage string) {
+	cmd.Flags().StringArrayVarP(files, "filename", "f", nil, usage+": a file, a directory of them, an http(s) URL, or - for standard input (repeatable)")
 }
 
 // manifestNamespaceFlag adds -n to a command that reads manifests, as
@@ -450,7 +449,7 @@ func sayNamespacesNeedNoObject(w io.Writer, listed []legion.Object) {
 
 func (c *clusterCLI) deleteCommand() *cobra.Command {
 	var f scopeFlags
-	var file string
+	var files []string
 	cmd := &cobra.Command{
 		Use:   "delete KIND NAME... | delete KIND/NAME... | delete KIND -l KEY=VALUE | delete -f FILE|DIR|-",
 		Short: "Delete objects by name or label, or the objects of manifests",
@@ -458,8 +457,8 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 			var targets []legion.Object
 			var err error
 			switch {
-			case file != "" && len(args) == 0 && len(f.labels) == 0:
-				objs, err := readManifests(cmd.InOrStdin(), file, f.namespace)
+			case len(files) > 0 && len(args) == 0 && len(f.labels) == 0:
+				objs, err := readManifests(cmd.InOrStdin(), files, f.namespace)
 				if err != nil {
 					return err
 				}
@@ -469,7 +468,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 					return slices.Index(order, b.GetKind()) - slices.Index(order, a.GetKind())
 				})
 				targets = objs
-			case file != "":
+			case len(files) > 0:
 				return errors.New("-f takes no KIND, NAME or -l: the manifests say what to delete")
 			case len(args) == 0:
 				return errors.New("expected KIND NAME..., KIND/NAME..., KIND -l KEY=VALUE, or -f FILE")
@@ -513,7 +512,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 	}
 	f.add(cmd, false)
 	cmd.Flags().StringArrayVarP(&f.labels, "selector", "l", nil, "delete the objects of KIND with this label, key=value (repeatable, or comma-separated)")
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "delete the objects of these manifests")
+	fileFlag(cmd, &files, "delete the objects of these manifests")
 	return cmd
 }
 
@@ -669,9 +668,10 @@ func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm forma
 }
 
 func (c *clusterCLI) diffCommand() *cobra.Command {
-	var file, ns string
+	var files []string
+	var ns string
 	cmd := &cobra.Command{
-		Use:   "diff -f FILE|DIR|-",
+		Use:   "diff -f FILE|DIR|URL|-",
 		Short: "Show what apply would change: a unified diff of labels and normalised spec",
 		Long: `Diff asks the cluster for a dry-run apply of the manifests and prints, for each
 object that would change, a unified diff of its labels and spec as stored
@@ -680,7 +680,7 @@ never printed: it shows as its size and whether it would change. It exits 1
 when anything would change, 0 when nothing would.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, res, cl, err := c.applyFile(cmd, "diff", file, ns, client.ApplyOptions{DryRun: true})
+			_, res, cl, err := c.applyFile(cmd, "diff", files, ns, client.ApplyOptions{DryRun: true})
 			if err != nil {
 				return err
 			}
@@ -704,7 +704,7 @@ when anything would change, 0 when nothing would.`,
 			return nil
 		},
 	}
-	fileFlag(cmd, &file)
+	fileFlag(cmd, &files, "the manifests to compare")
 	manifestNamespaceFlag(cmd, &ns)
 	return cmd
 }

@@ -101,7 +101,7 @@ func applyRunnableExamples(t *testing.T, api, admin string) {
 	ctx := context.Background()
 	var objs []legion.Object
 	for _, p := range runnable {
-		some, err := readManifests(nil, p, "")
+		some, err := readManifests(nil, []string{p}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

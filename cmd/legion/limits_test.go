@@ -38,7 +38,7 @@ func (e *endless) Read(p []byte) (int, error) {
 func TestOversizedManifestRefusedBySize(t *testing.T) {
 	t.Parallel()
 	in := &endless{t: t, max: legion.MaxManifestSize + 1}
-	_, err := readManifests(in, "-", "")
+	_, err := readManifests(in, []string{"-"}, "")
 	want := fmt.Sprintf("at most %d (16 MiB) allowed in a manifest", legion.MaxManifestSize)
 	if err == nil || !strings.Contains(err.Error(), "standard input: more than") || !strings.Contains(err.Error(), want) {
 		t.Fatalf("endless standard input: %v", err)
@@ -55,11 +55,11 @@ func TestOversizedManifestRefusedBySize(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, err := readManifests(nil, big, ""); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("big.yaml: %d bytes, %s", 100<<20, want)) {
+	if _, err := readManifests(nil, []string{big}, ""); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("big.yaml: %d bytes, %s", 100<<20, want)) {
 		t.Fatalf("100 MiB file: %v", err)
 	}
 	// In a directory too.
-	if _, err := readManifests(nil, dir, ""); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := readManifests(nil, []string{dir}, ""); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("100 MiB file in a directory: %v", err)
 	}
 }

@@ -252,7 +252,7 @@ func deploy(ctx context.Context, cmd *cobra.Command, n *daemon.Node, path string
 			printComposeWarnings(cmd.ErrOrStderr(), res.Warnings)
 			objs = append(objs, res.Objects...)
 		case strings.HasSuffix(f, ".yaml"), strings.HasSuffix(f, ".yml"), strings.HasSuffix(f, ".json"):
-			some, err := readManifests(cmd.InOrStdin(), f, "")
+			some, err := readManifests(cmd.InOrStdin(), []string{f}, "")
 			if err != nil {
 				return err
 			}

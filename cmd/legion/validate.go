@@ -9,7 +9,8 @@ import (
 )
 
 func newValidateCommand() *cobra.Command {
-	var file, output, ns string
+	var files []string
+	var output, ns string
 	cmd := &cobra.Command{
 		Use:   "validate -f FILE|DIR|-",
 		Short: "Check manifests and print each object as it would be stored",
@@ -18,13 +19,13 @@ and prints each one normalised (every default written out, quantities and
 durations in canonical form), or every error found. It exits 1 on any error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return fmt.Errorf("validate: -f FILE|DIR|- is required")
+			if len(files) == 0 {
+				return fmt.Errorf("validate: -f FILE|DIR|URL|- is required")
 			}
 			if output != "yaml" && output != "json" {
 				return fmt.Errorf("validate: -o %q: expected yaml or json", output)
 			}
-			objs, err := readManifests(cmd.InOrStdin(), file, ns)
+			objs, err := readManifests(cmd.InOrStdin(), files, ns)
 			if err != nil {
 				return &exitError{code: 1, msg: err.Error()}
 			}
@@ -53,8 +54,8 @@ durations in canonical form), or every error found. It exits 1 on any error.`,
 	}
 	// -f/--filename, as apply and delete take it; --file is what validate
 	// took before.
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file, directory, or - for standard input")
-	cmd.Flags().StringVar(&file, "file", "", "")
+	fileFlag(cmd, &files, "the manifests to check")
+	cmd.Flags().StringArrayVar(&files, "file", nil, "")
 	cmd.Flags().MarkDeprecated("file", "use -f/--filename, as apply and delete do")
 	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	manifestNamespaceFlag(cmd, &ns)
