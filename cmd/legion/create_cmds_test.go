@@ -128,6 +128,7 @@ func TestCreateSecretAndConfig(t *testing.T) {
 		"create config empty":                                "expected FILE, or - for standard input, after NAME",
 		"create config Bad " + file:                          `name "Bad"`,
 		"create config two " + file + " --from-file " + file: "not both",
+		"create secret two --from-file a --from-file b":      "given twice (a, then b): a Secret holds one value, not keys",
 	} {
 		if _, err := runLegion(t, "other", append(strings.Fields(args), flags...)...); err == nil || !strings.Contains(err.Error(), says) {
 			t.Errorf("legion %s: %v, want it to say %q", args, err, says)
@@ -198,6 +199,7 @@ func TestCreateService(t *testing.T) {
 		{append(create, "--dry-run"), "create service: service default/web exists"},
 		{[]string{"create", "service", "api", "--image", "x", "serve"}, `"serve": the container's arguments go after --`},
 		{[]string{"create", "service", "api"}, "--image is required"},
+		{[]string{"create", "service", "api", "--image", "x", "--image", "y"}, "given twice (x, then y): a service made here has one container"},
 		{[]string{"create", "service", "api", "--image", "x", "--command"}, "--command: expected the command after --"},
 		{[]string{"create", "service", "api", "--image", "x", "-p", "127.0.0.1:80:80"}, "a host address is not supported"},
 		{[]string{"create", "service", "api", "--image", "x", "-p", "8080:80", "-p", "8081:80"}, `--publish "8081:80": target 80/tcp is given already (--publish 8080:80)`},

@@ -112,7 +112,7 @@ asking the cluster: a start for a file that legion apply reads.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.image, "image", "", "the container's image (required)")
+	fl.Var(&onceFlag{v: &f.image, why: "a service made here has one container; a manifest has room for more"}, "image", "the container's image (required)")
 	fl.IntVar(&f.replicas, "replicas", 1, "how many tasks run it (replicated mode)")
 	fl.StringVar(&f.mode, "mode", string(legion.ModeReplicated), "replicated, or global: one task on every node that may run it")
 	fl.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a port, PUBLISHED:TARGET[/PROTOCOL] as docker takes it (repeatable)")

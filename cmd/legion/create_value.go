@@ -83,7 +83,7 @@ would keep it.`,
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the "+string(kind))
-	cmd.Flags().StringVar(&fromFile, "from-file", "", "read the value from this file (- for standard input)")
+	cmd.Flags().Var(&onceFlag{v: &fromFile, why: "a " + string(kind) + " holds one value, not keys"}, "from-file", "read the value from this file (- for standard input)")
 	cmd.Flags().StringVar(&fromLiteral, "from-literal", "", "refused: a value is read from a file or standard input")
 	cmd.Flags().StringArrayVarP(&labels, "label", "l", nil, "a label key=value (repeatable, or comma-separated)")
 	return cmd
