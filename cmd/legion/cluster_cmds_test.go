@@ -538,6 +538,7 @@ func TestKubectlNamesSuggestLegions(t *testing.T) {
 		"service update --image x web": "docker service update is legion set image NAME CONTAINER=IMAGE",
 		"service create --name web x":  "docker service create is legion create service NAME --image IMAGE here",
 		"service frob":                 "legion has no service command: each of docker service's create, inspect, logs, ls, ps, rm, rollback, scale, update names",
+		"image pull nginx:1":           "a node pulls an image when a task of it needs it",
 	} {
 		if _, err := runLegion(t, "", strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("legion %s: %v, want %q", args, err, want)
