@@ -24,25 +24,38 @@ const describeEvents = 30
 func (c *clusterCLI) describeCommand() *cobra.Command {
 	var namespace string
 	cmd := &cobra.Command{
-		Use:   "describe KIND NAME... | describe KIND/NAME... [-n NAMESPACE]",
+		Use:   "describe KIND [NAME...] | describe KIND/NAME... [-n NAMESPACE]",
 		Short: "Show one object for people: metadata, spec summary, status, its tasks and its last events",
 		Long: `Describe prints an object as a person reads it: its metadata, a summary
 of its spec, its status, the tasks it runs (a Service or Job's tasks, the
 tasks on a Node) and its last events and its tasks' (see legion events).
 Kinds without a view of their own print spec and status as YAML. For
 scripts, use legion get -o json. Several objects are described one after
-the other.`,
+the other; a KIND alone describes every one of the namespace, as kubectl
+describe does.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			targets, err := named("describe", args, namespace)
-			if err != nil {
-				return err
-			}
 			cl, err := c.connect(cmd)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
+			var targets []legion.Object
+			if len(args) == 1 && !strings.Contains(args[0], "/") {
+				kind, err := resolveKind(args[0])
+				if err != nil {
+					return err
+				}
+				if targets, _, err = cl.List(ctxOf(cmd), kind, client.ListOptions{Namespace: namespace}); err != nil {
+					return err
+				}
+				if len(targets) == 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "No %s found%s.\n", plural(strings.ToLower(string(kind))), userScope(cl, kind == legion.KindNamespace))
+					return nil
+				}
+			} else if targets, err = named("describe", args, namespace); err != nil {
+				return err
+			}
 			var errs []error
 			for i, t := range targets {
 				if i > 0 {

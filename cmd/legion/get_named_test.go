@@ -13,7 +13,8 @@ import (
 // get and describe take objects as kubectl does, KIND/NAME... or KIND
 // NAME..., as delete does, and as -o name prints them: one alone as
 // before, several in a table per kind (kind/name when kinds differ), and
-// one that cannot be read said after the others.
+// one that cannot be read said after the others; describe KIND describes
+// them all.
 func TestGetAndDescribeNamedObjects(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 1})
@@ -90,7 +91,12 @@ metadata: {name: shop, labels: {team: shop}}
 	if err != nil || !strings.Contains(out, "Name:        a\n") || !strings.Contains(out, "Name:        b\n") {
 		t.Errorf("describe configs a b: %v\n%s", err, out)
 	}
-	if _, err := run("describe", "configs"); err == nil || !strings.Contains(err.Error(), "describe configs: expected KIND NAME... or KIND/NAME...") {
-		t.Errorf("describe configs: %v", err)
+	// A kind alone describes every one of the namespace, as kubectl's.
+	out, err = run("describe", "configs")
+	if err != nil || strings.Count(out, "Name:        ") != 2 || !strings.Contains(out, "Name:        a\n") || !strings.Contains(out, "Name:        b\n") {
+		t.Errorf("describe configs: %v\n%s", err, out)
+	}
+	if out, err := run("describe", "routes"); err != nil || out != "No routes found.\n" {
+		t.Errorf("describe routes, of which there are none: %v %q", err, out)
 	}
 }
