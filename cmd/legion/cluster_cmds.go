@@ -189,7 +189,11 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 			fmt.Fprintf(out, "Node:      %s (%s)\n", st.NodeID, st.Role)
 			if st.State != "" {
 				fmt.Fprintf(out, "State:     %s, term %d\n", st.State, st.Term)
-				fmt.Fprintf(out, "Leader:    %s at %s\n", orNone(st.LeaderID), orNone(st.LeaderAddress))
+				if st.LeaderID != "" {
+					fmt.Fprintf(out, "Leader:    %s at %s\n", st.LeaderID, orNone(st.LeaderAddress))
+				} else {
+					fmt.Fprintf(out, "Leader:    none: %s\n", noLeaderWhy(st.Members))
+				}
 				fmt.Fprintf(out, "Indexes:   applied %d, committed %d\n", st.AppliedIndex, st.CommitIndex)
 				if ft := faultTolerance(st.Members); ft != "" {
 					fmt.Fprintf(out, "Tolerates: %s\n", ft)

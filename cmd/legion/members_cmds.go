@@ -7,6 +7,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/server"
 	"github.com/spf13/cobra"
 )
 
@@ -87,4 +88,23 @@ func faultTolerance(members []client.Member) string {
 		s += fmt.Sprintf(": %d would tolerate as many; add one for the loss of %d", voters-1, lose+1)
 	}
 	return s
+}
+
+// noLeaderWhy says why a status names no leader, from the managers'
+// reachability as the manager asked saw it: an election under way, or
+// too few voters answering for one to be won.
+func noLeaderWhy(members []client.Member) string {
+	voters, up := 0, 0
+	for _, m := range members {
+		if m.Voter {
+			voters++
+			if m.Reachability != server.ReachUnreachable {
+				up++
+			}
+		}
+	}
+	if majority := voters/2 + 1; voters > 1 && up < majority {
+		return fmt.Sprintf("%d of the %d voting managers answer, and electing one takes %d: the cluster is frozen until more are back", up, voters, majority)
+	}
+	return "an election is in progress"
 }

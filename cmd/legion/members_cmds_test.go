@@ -83,3 +83,24 @@ func TestFaultTolerance(t *testing.T) {
 		}
 	}
 }
+
+// A status with no leader says whether an election can end it.
+func TestNoLeaderWhy(t *testing.T) {
+	t.Parallel()
+	m := func(voter bool, reach string) client.Member { return client.Member{Voter: voter, Reachability: reach} }
+	for _, tc := range []struct {
+		members []client.Member
+		want    string
+	}{
+		{[]client.Member{m(true, "Reachable")}, "an election is in progress"},
+		{[]client.Member{m(true, "Reachable"), m(true, "Reachable"), m(true, "Unreachable")}, "an election is in progress"},
+		{[]client.Member{m(true, "Reachable"), m(true, "Unreachable")},
+			"1 of the 2 voting managers answer, and electing one takes 2: the cluster is frozen until more are back"},
+		{[]client.Member{m(true, "Reachable"), m(true, "Unreachable"), m(true, "Unreachable"), m(false, "Reachable")},
+			"1 of the 3 voting managers answer, and electing one takes 2: the cluster is frozen until more are back"},
+	} {
+		if got := noLeaderWhy(tc.members); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.members, got, tc.want)
+		}
+	}
+}
