@@ -90,6 +90,12 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	if len(managers) == 0 {
 		return fmt.Errorf("this node is a worker that knows no manager: give --manager ADDR so its agent can reach the cluster")
 	}
+	if o.RemovePods {
+		// legion up's run directory goes with it on every way out: also
+		// when it is stopped before its node registered (a cluster that
+		// elects no leader), which the pods' removal below never reaches.
+		defer os.RemoveAll(o.RunDir)
+	}
 	for _, d := range []string{o.DataDir, o.RunDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
