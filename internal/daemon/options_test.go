@@ -1,7 +1,12 @@
 package daemon
 
 import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -24,5 +29,22 @@ func TestDefaultsAskForNoResolver(t *testing.T) {
 	}
 	if o.DNSListen != "127.0.0.1:0" {
 		t.Fatalf("DNSListen set to 127.0.0.1:0 became %q", o.DNSListen)
+	}
+}
+
+// legion up's run directory goes with it however it ends: here the node
+// never registers, as its pod network is refused after the directory is
+// made (a cluster electing no leader, stopped by the user, ends so too).
+func TestUpRemovesItsRunDirectoryOnEveryWayOut(t *testing.T) {
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run")
+	o := Options{DataDir: filepath.Join(dir, "data"), RunDir: run, Listen: "127.0.0.1:0", DNSListen: "none",
+		Upstreams: []string{}, RemovePods: true, Platform: PlatformProcess, PodNetwork: "bogus"}
+	err := Run(context.Background(), o, func(*Node) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), `pod network "bogus"`) {
+		t.Fatalf("Run with a bogus pod network: %v", err)
+	}
+	if _, err := os.Stat(run); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the run directory is left behind: %v", err)
 	}
 }
