@@ -32,7 +32,7 @@ func (p *planner) jobOwner(o *owner) {
 	// limit on attempts) never fails; without its restarts a crash loop
 	// would run until the deadline, or for ever, and hold its CronJob's
 	// later runs under concurrencyPolicy forbid.
-	failed, restarts := 0, 0
+	failed, restarts, restarting := 0, 0, 0
 	var lastFail *legion.Task
 	for _, e := range o.all {
 		t := e.t
@@ -42,6 +42,7 @@ func (p *planner) jobOwner(o *owner) {
 			failed++
 		case e.live() && t.Status.Restarts > 0:
 			restarts += t.Status.Restarts
+			restarting++
 		default:
 			continue
 		}
@@ -50,7 +51,11 @@ func (p *planner) jobOwner(o *owner) {
 			lastFail = t
 		}
 	}
-	st.Failed = failed
+	if st.State == legion.JobRunning {
+		// A finished Job keeps its count: the tasks it stopped as it
+		// ended are not failed tasks, and would not count again.
+		st.Failed = failed
+	}
 
 	if st.State == legion.JobRunning {
 		switch {
@@ -78,6 +83,10 @@ func (p *planner) jobOwner(o *owner) {
 				}
 			}
 			p.finishJob(&st, legion.JobFailed, msg)
+			// Tasks whose containers' restarts failed the Job count as
+			// failed, as Kubernetes counts their pods: the Job stops
+			// them for it, so no state of theirs will say so.
+			st.Failed = failed + restarting
 		default:
 			if u := p.unstartable(o); u != nil {
 				msg := "task " + u.Metadata.Name + " failed as unstartable"

@@ -131,6 +131,12 @@ func TestJobRestartsCountAgainstTheBackoffLimit(t *testing.T) {
 	if n := len(c.Live("batch")); n != 0 {
 		t.Fatalf("%d tasks still running after the job failed", n)
 	}
+	// The task it stopped for its restarts counts as failed, as
+	// Kubernetes counts its pod, once stopped too.
+	c.Converge()
+	if j := c.Job("batch"); j.Status.Failed != 1 {
+		t.Errorf("the job failed by a task's restarts counts %d failed tasks, want 1", j.Status.Failed)
+	}
 
 	// A task that restarted and runs again says nothing of why: the
 	// message is what was counted.
