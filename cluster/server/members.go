@@ -477,7 +477,7 @@ func (s *Server) noLeader(ctx context.Context, st *store.Store) error {
 			down = append(down, m.Id)
 		}
 	}
-	up, majority := len(voters)-len(down), len(voters)/2+1
+	up, majority := len(voters)-len(down), Majority(len(voters))
 	if up >= majority {
 		return election
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -144,28 +143,6 @@ func (c *clusterCLI) applyFile(cmd *cobra.Command, what string, files []string, 
 		return nil, nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return objs, res, cl, nil
-}
-
-// dryRunFlag is apply's --dry-run, which the cluster checks as it would
-// an apply: kubectl's --dry-run=server. Its values are read too (server,
-// none), and client is refused naming what does that here.
-type dryRunFlag bool
-
-func (d *dryRunFlag) String() string { return strconv.FormatBool(bool(*d)) }
-func (d *dryRunFlag) Type() string   { return "" }
-
-func (d *dryRunFlag) Set(v string) error {
-	switch strings.ToLower(v) {
-	case "true", "server":
-		*d = true
-	case "false", "none":
-		*d = false
-	case "client":
-		return errors.New("client: a check of the manifests alone, without the cluster, is legion validate -f; --dry-run has the cluster check them, writing nothing (kubectl's server)")
-	default:
-		return fmt.Errorf("%q: expected server (the same as --dry-run alone) or none", v)
-	}
-	return nil
 }
 
 // fileFlag adds -f, the manifests a command reads: repeatable, as

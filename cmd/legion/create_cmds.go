@@ -54,7 +54,7 @@ Job of that name already there is refused, not replaced.`,
 				Metadata: legion.Metadata{Name: name, Namespace: cj.Metadata.Namespace,
 					Labels: map[string]string{scheduler.LabelCronJob: cj.Metadata.Name}}},
 				Spec: cj.Spec.Job}
-			res, err := createNew(ctx, cl, j, false)
+			res, err := createNew(ctx, cl, j, client.ApplyOptions{Brief: true})
 			if errors.Is(err, client.ErrAborted) {
 				return fmt.Errorf("create job: job %s exists: delete it first, or choose another name", legion.DisplayName(j))
 			}
@@ -118,7 +118,7 @@ refused, not replaced.`,
 			defer cl.Close()
 			o, _ := legion.New(legion.KindNamespace)
 			o.GetMetadata().Name = name
-			res, err := createNew(ctxOf(cmd), cl, o, false)
+			res, err := createNew(ctxOf(cmd), cl, o, client.ApplyOptions{Brief: true})
 			if errors.Is(err, client.ErrAborted) {
 				return fmt.Errorf("create namespace: namespace %s exists (legion get namespace %s -o yaml shows it, legion apply changes it)", name, name)
 			}
@@ -133,8 +133,9 @@ refused, not replaced.`,
 
 // createNew applies o only if nothing of its kind and name is stored
 // (client.ErrAborted when something is): create makes, it never replaces.
-// A dry run has the cluster check it, and writes nothing.
-func createNew(ctx context.Context, cl *client.Client, o legion.Object, dryRun bool) (client.Result, error) {
+// opts says the rest (a dry run, a brief answer).
+func createNew(ctx context.Context, cl *client.Client, o legion.Object, opts client.ApplyOptions) (client.Result, error) {
 	none := uint64(0)
-	return cl.ApplyOne(ctx, o, client.ApplyOptions{ExpectedVersion: &none, Brief: true, DryRun: dryRun})
+	opts.ExpectedVersion = &none
+	return cl.ApplyOne(ctx, o, opts)
 }

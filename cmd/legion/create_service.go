@@ -79,7 +79,8 @@ asking the cluster: a start for a file that legion apply reads.`,
 				return err
 			}
 			defer cl.Close()
-			res, err := createNew(ctxOf(cmd), cl, s, f.dryRun)
+			// With -o the answer holds the stored service to print.
+			res, err := createNew(ctxOf(cmd), cl, s, client.ApplyOptions{DryRun: f.dryRun, Brief: f.output == ""})
 			if errors.Is(err, client.ErrAborted) {
 				return fmt.Errorf("create service: service %s exists: legion apply or legion edit change it", legion.DisplayName(s))
 			}
@@ -91,12 +92,7 @@ asking the cluster: a start for a file that legion apply reads.`,
 				return nil
 			}
 			if f.output != "" {
-				m := res.Object.GetMetadata()
-				o, err := cl.Get(ctxOf(cmd), legion.KindService, m.Namespace, m.Name)
-				if err != nil {
-					return fmt.Errorf("create service: created, but not read back: %w", err)
-				}
-				l := objectListing([]legion.Object{o}, false, true, time.Now())
+				l := objectListing([]legion.Object{res.Object}, false, true, time.Now())
 				if err := l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm); err != nil {
 					return err
 				}

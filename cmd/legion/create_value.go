@@ -71,7 +71,7 @@ would keep it.`,
 				return err
 			}
 			defer cl.Close()
-			res, err := createNew(ctxOf(cmd), cl, o, false)
+			res, err := createNew(ctxOf(cmd), cl, o, client.ApplyOptions{Brief: true})
 			if errors.Is(err, client.ErrAborted) {
 				return fmt.Errorf("%s: %s %s exists: legion apply or legion edit change it", what, noun, legion.DisplayName(o))
 			}

@@ -67,16 +67,11 @@ func printManagers(out io.Writer, members []client.Member) {
 // costs: two managers tolerate no more loss than one, and are down more
 // often. Empty when no manager votes (a status that lists none).
 func faultTolerance(members []client.Member) string {
-	voters := 0
-	for _, m := range members {
-		if m.Voter {
-			voters++
-		}
-	}
+	voters, _ := countVoters(members)
 	if voters == 0 {
 		return ""
 	}
-	majority := voters/2 + 1
+	majority := server.Majority(voters)
 	lose := voters - majority
 	s := fmt.Sprintf("the loss of %d of its %d voting managers (a majority, %d, keeps it working)", lose, voters, majority)
 	switch {
@@ -94,7 +89,16 @@ func faultTolerance(members []client.Member) string {
 // reachability as the manager asked saw it: an election under way, or
 // too few voters answering for one to be won.
 func noLeaderWhy(members []client.Member) string {
-	voters, up := 0, 0
+	voters, up := countVoters(members)
+	if majority := server.Majority(voters); voters > 1 && up < majority {
+		return fmt.Sprintf("%d of the %d voting managers answer, and electing one takes %d: the cluster is frozen until more are back", up, voters, majority)
+	}
+	return "an election is in progress"
+}
+
+// countVoters counts the voting managers of a status, and those of them
+// not seen Unreachable.
+func countVoters(members []client.Member) (voters, up int) {
 	for _, m := range members {
 		if m.Voter {
 			voters++
@@ -103,8 +107,5 @@ func noLeaderWhy(members []client.Member) string {
 			}
 		}
 	}
-	if majority := voters/2 + 1; voters > 1 && up < majority {
-		return fmt.Sprintf("%d of the %d voting managers answer, and electing one takes %d: the cluster is frozen until more are back", up, voters, majority)
-	}
-	return "an election is in progress"
+	return voters, up
 }

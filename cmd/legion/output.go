@@ -389,30 +389,3 @@ func yamlOf(v any) ([]byte, error) {
 	}
 	return yaml.Marshal(g)
 }
-
-// onceFlag is a string flag that may be given once: a second value is
-// refused rather than kept in place of the first, as a plain string flag
-// does, where a user may mean both (kubectl's create deployment takes
-// --image twice for two containers, its create secret --from-file for
-// two keys).
-type onceFlag struct {
-	v   *string
-	set bool
-	why string // what a second value would mean, and why it is not taken
-}
-
-func (f *onceFlag) String() string {
-	if f.v == nil {
-		return ""
-	}
-	return *f.v
-}
-func (f *onceFlag) Type() string { return "string" }
-
-func (f *onceFlag) Set(v string) error {
-	if f.set {
-		return fmt.Errorf("given twice (%s, then %s): %s", *f.v, v, f.why)
-	}
-	*f.v, f.set = v, true
-	return nil
-}

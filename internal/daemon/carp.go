@@ -23,7 +23,7 @@ type carpRole func() (manager, leader bool)
 // ServerRole is a manager server's role as the CARP loop reads it.
 func ServerRole(s *server.Server) func() (manager, leader bool) {
 	return func() (bool, bool) {
-		if s.Role() != "manager" {
+		if s.Role() != server.RoleManager {
 			return false, false
 		}
 		st := s.Store()

@@ -70,7 +70,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	// Init and join publish the credentials before a manager's store
 	// opens: wait for the role too, or a manager starting up looks like
 	// a worker that knows no manager.
-	for srv.Credentials() == nil || srv.Role() != "manager" && srv.Role() != "worker" {
+	for srv.Credentials() == nil || srv.Role() != server.RoleManager && srv.Role() != server.RoleWorker {
 		select {
 		case <-ctx.Done():
 			return nil

@@ -194,7 +194,7 @@ func NodeName() string {
 // another terminal, which o.Locked says how to run; at once when it is
 // not locked, and when ctx ends.
 func waitUnlocked(ctx context.Context, srv *server.Server, o Options) error {
-	if srv.Role() != "locked" {
+	if srv.Role() != server.RoleLocked {
 		return nil
 	}
 	if o.UnlockKey != "" {
@@ -210,7 +210,7 @@ func waitUnlocked(ctx context.Context, srv *server.Server, o Options) error {
 	} else if o.Locked != nil {
 		o.Locked(srv.Addr())
 	}
-	for srv.Role() == "locked" {
+	for srv.Role() == server.RoleLocked {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -254,7 +254,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 	defer m.Stop()
 	srv := m.Server()
 
-	wasLocked := srv.Role() == "locked"
+	wasLocked := srv.Role() == server.RoleLocked
 	if err := waitUnlocked(ctx, srv, o); err != nil || ctx.Err() != nil {
 		return err
 	}
