@@ -41,7 +41,8 @@ describe does.`,
 			}
 			defer cl.Close()
 			var targets []legion.Object
-			if len(args) == 1 && !strings.Contains(args[0], "/") {
+			listed := len(args) == 1 && !strings.Contains(args[0], "/") // read already, else named
+			if listed {
 				kind, err := resolveKind(args[0])
 				if err != nil {
 					return err
@@ -56,12 +57,21 @@ describe does.`,
 			} else if targets, err = named("describe", args, namespace); err != nil {
 				return err
 			}
+			r := &describeReads{cmd: cmd, cl: cl, tasks: map[string][]legion.Object{}}
 			var errs []error
 			for i, t := range targets {
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}
-				if err := describeNamed(cmd, cl, t.GetKind(), t.GetMetadata().Namespace, t.GetMetadata().Name); err != nil {
+				o := t
+				if !listed {
+					m := t.GetMetadata()
+					if o, err = cl.Get(ctxOf(cmd), t.GetKind(), m.Namespace, m.Name); err != nil {
+						errs = append(errs, err)
+						continue
+					}
+				}
+				if err := r.describe(o); err != nil {
 					errs = append(errs, err)
 				}
 			}
@@ -72,21 +82,45 @@ describe does.`,
 	return cmd
 }
 
-// describeNamed reads an object, its tasks, its events and the problems
-// of its published ports, and describes it.
-func describeNamed(cmd *cobra.Command, cl *client.Client, kind legion.Kind, namespace, name string) error {
-	ctx := ctxOf(cmd)
-	o, err := cl.Get(ctx, kind, namespace, name)
-	if err != nil {
-		return err
+// describeReads reads what describe shows beside objects, each listing once
+// for all the objects of one command (describe services lists tasks and
+// nodes once, not once a service).
+type describeReads struct {
+	cmd   *cobra.Command
+	cl    *client.Client
+	tasks map[string][]legion.Object // by namespace; "" for every one
+	nodes []legion.Object
+	// nodesRead: nodes was asked for; a user may not read Nodes, which
+	// leaves it empty (publish problems are best effort).
+	nodesRead bool
+}
+
+// tasksIn lists the tasks of namespace ns, or of every one when ns is "".
+func (d *describeReads) tasksIn(ns string) ([]legion.Object, error) {
+	if ts, ok := d.tasks[ns]; ok {
+		return ts, nil
 	}
-	m := o.GetMetadata()
+	ts, _, err := d.cl.List(ctxOf(d.cmd), legion.KindTask, client.ListOptions{Namespace: ns, AllNamespaces: ns == ""})
+	if err == nil {
+		d.tasks[ns] = ts
+	}
+	return ts, err
+}
+
+// describe writes o with its tasks, its events and the problems of its
+// published ports.
+func (d *describeReads) describe(o legion.Object) error {
+	ctx := ctxOf(d.cmd)
+	kind, m := o.GetKind(), o.GetMetadata()
 	var tasks []*legion.Task
 	if kind == legion.KindService || kind == legion.KindJob || kind == legion.KindNode {
-		opts := client.ListOptions{Namespace: m.Namespace, AllNamespaces: kind == legion.KindNode}
-		objs, _, err := cl.List(ctx, legion.KindTask, opts)
+		ns := m.Namespace
+		if kind == legion.KindNode {
+			ns = "" // a node's tasks are of every namespace
+		}
+		objs, err := d.tasksIn(ns)
 		if err != nil {
-			return fmt.Errorf("listing %s's tasks: %w", name, err)
+			return fmt.Errorf("listing %s's tasks: %w", m.Name, err)
 		}
 		tasks = ownTasks(o, objs)
 	}
@@ -100,7 +134,7 @@ func describeNamed(cmd *cobra.Command, cl *client.Client, kind legion.Kind, name
 		}
 	}
 	var evs []legion.Event
-	err = cl.Events(ctx, eo, func(e legion.Event) error {
+	err := d.cl.Events(ctx, eo, func(e legion.Event) error {
 		if ours.has(e.Object) {
 			evs = append(evs, e)
 		}
@@ -111,12 +145,13 @@ func describeNamed(cmd *cobra.Command, cl *client.Client, kind legion.Kind, name
 	}
 	var problems []nodePortError
 	if s, ok := o.(*legion.Service); ok {
-		// Best effort: a user may not read Nodes (cluster-scoped).
-		if nodes, _, err := cl.List(ctx, legion.KindNode, client.ListOptions{}); err == nil {
-			problems = publishProblems(s, nodes)
+		if !d.nodesRead {
+			d.nodes, _, _ = d.cl.List(ctx, legion.KindNode, client.ListOptions{})
+			d.nodesRead = true
 		}
+		problems = publishProblems(s, d.nodes)
 	}
-	return describe(cmd.OutOrStdout(), o, tasks, evs, problems, time.Now())
+	return describe(d.cmd.OutOrStdout(), o, tasks, evs, problems, time.Now())
 }
 
 // refSet is the objects whose events describe shows: by kind,
