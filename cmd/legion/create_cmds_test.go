@@ -122,6 +122,31 @@ func TestCreateSecretAndConfig(t *testing.T) {
 	if err != nil || string(cfg.(*legion.Config).Spec.Data) != "worker_processes 2;\n" {
 		t.Fatalf("the Config made: %+v, %v", cfg, err)
 	}
+	// kubectl's forms with a meaning here: generic NAME --from-file, and
+	// tls NAME --cert --key (served in TestRouteServedByTheIngressProxy).
+	if out, err := runLegion(t, "", append([]string{"create", "secret", "generic", "nginx-conf", "--from-file", file}, flags...)...); err != nil || out != "secret/nginx-conf created (20 bytes)\n" {
+		t.Fatalf("create secret generic NAME --from-file: %v %q", err, out)
+	}
+	certDir := t.TempDir()
+	cert, key, _ := certFiles(t, certDir, "a.test")
+	other, otherKey, _ := certFiles(t, t.TempDir(), "b.test")
+	for args, says := range map[string]string{
+		"create secret tls pair --cert " + cert + " --key " + otherKey:          "private key does not match public key",
+		"create secret tls pair --cert " + key + " --key " + cert:               "PEM inputs may have been switched",
+		"create secret tls pair --cert " + cert:                                 "--cert and --key go together",
+		"create secret tls pair " + other + " --cert " + cert + " --key " + key: "accepts between 1 and 2 arg(s)",
+		"create secret pair " + other + " --cert " + cert + " --key " + key:     "give NAME alone, not FILE or --from-file",
+		"create secret tls pair":                                                "give the certificate and key files as --cert FILE --key FILE",
+		"create secret pair --from-file=pw=" + file:                             "takes no KEY=: give --from-file " + file,
+		"create config pair --cert " + cert + " --key " + key:                   "unknown flag: --cert",
+	} {
+		if _, err := runLegion(t, "", append(strings.Fields(args), flags...)...); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("legion %s: %v, want it to say %q", args, err, says)
+		}
+	}
+	if _, _, err := st.Get(legion.KindSecret, legion.DefaultNamespace, "pair"); err == nil {
+		t.Errorf("a refused create secret tls made the Secret")
+	}
 	for args, says := range map[string]string{
 		"create secret db-password - -n shop":                "secret shop/db-password exists: legion apply or legion edit change it",
 		"create secret pw --from-literal=password=s3cret":    "--from-literal: a Secret holds one value, not keys",
