@@ -114,12 +114,7 @@ func (c *clusterCLI) updateNode(cmd *cobra.Command, name string, lc labelChanges
 		return err
 	}
 	n := res.Object.(*legion.Node)
-	keys := slices.Sorted(maps.Keys(n.Metadata.Labels))
-	var pairs []string
-	for _, k := range keys {
-		pairs = append(pairs, k+"="+n.Metadata.Labels[k])
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "node/%s %s: %s, labels: %s\n", name, strings.ToLower(res.Outcome), n.Spec.Availability, strings.Join(pairs, " "))
+	fmt.Fprintf(cmd.OutOrStdout(), "node/%s %s: %s, labels: %s\n", name, strings.ToLower(res.Outcome), n.Spec.Availability, labelPairs(n.Metadata.Labels))
 	if len(lc.set) > 0 || len(lc.remove) > 0 {
 		c.sayUnmetConstraints(cmd, n)
 	}

@@ -37,6 +37,13 @@ func TestNodeLabelAndUpdate(t *testing.T) {
 	if nd := o.(*legion.Node); nd.Spec.Availability != legion.AvailabilityPause || nd.Metadata.Labels["rack"] != "r1" || nd.Metadata.Labels["zone"] != "" {
 		t.Fatalf("after node update: %v %v", nd.Spec.Availability, nd.Metadata.Labels)
 	}
+	// kubectl's label takes nodes as it takes any kind.
+	if out, err := run("label", "node", n.Name, "rack=r2"); err == nil || !strings.Contains(err.Error(), `label rack has the value "r1" already: --overwrite changes it`) {
+		t.Fatalf("label node without --overwrite: %v\n%s", err, out)
+	}
+	if out, err := run("label", "node/"+n.Name, "rack=r2", "--overwrite"); err != nil || out != "node/"+n.Name+" labelled: rack=r2\n" || labels()["rack"] != "r2" {
+		t.Fatalf("label node/NAME --overwrite: %v %v\n%s", err, labels(), out)
+	}
 	before := labels()
 	for _, bad := range [][]string{
 		{"node", "label", n.Name, "novalue"},
