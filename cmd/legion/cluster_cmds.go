@@ -31,7 +31,7 @@ func addClusterCommands(root *cobra.Command) {
 		newDaemonCommand(),
 		cli.initCommand(), cli.joinCommand(), cli.statusCommand(), cli.tokenCommand(),
 		cli.applyCommand(), cli.getCommand("get"), cli.getCommand("list"), cli.deleteCommand(), cli.editCommand(),
-		cli.watchCommand(), cli.diffCommand(), cli.userCommand(), cli.createCommand(), cli.setCommand(), cli.autoscaleCommand(), cli.labelCommand(), serviceHabitCommand(),
+		cli.watchCommand(), cli.diffCommand(), cli.userCommand(), cli.createCommand(), cli.setCommand(), cli.autoscaleCommand(), cli.labelCommand(), cli.waitCommand(), serviceHabitCommand(),
 	)
 }
 

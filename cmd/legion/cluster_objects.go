@@ -98,10 +98,8 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 				m := r.Object.GetMetadata()
 				var err error
 				switch r.Object.(type) {
-				case *legion.Service:
-					err = followRollout(ctxOf(cmd), cl, cmd.OutOrStdout(), m.Namespace, m.Name, wf.timeout, false)
-				case *legion.Job:
-					err = followJob(ctxOf(cmd), cl, cmd.OutOrStdout(), m.Namespace, m.Name, wf.timeout)
+				case *legion.Service, *legion.Job:
+					err = followObject(ctxOf(cmd), cl, cmd.OutOrStdout(), r.Object.GetKind(), m.Namespace, m.Name, "", wf.timeout)
 				case *legion.CronJob:
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: --wait: %s makes its Jobs on its schedule, and is not waited for (legion get jobs -l %s=%s)\n",
 						ref(r.Object), scheduler.LabelCronJob, m.Name)
