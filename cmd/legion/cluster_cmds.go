@@ -31,7 +31,7 @@ func addClusterCommands(root *cobra.Command) {
 		newDaemonCommand(),
 		cli.initCommand(), cli.joinCommand(), cli.statusCommand(), cli.tokenCommand(),
 		cli.applyCommand(), cli.getCommand("get"), cli.getCommand("list"), cli.deleteCommand(), cli.editCommand(),
-		cli.watchCommand(), cli.diffCommand(), cli.userCommand(), cli.createCommand(), cli.setCommand(), cli.autoscaleCommand(), cli.labelCommand(), cli.waitCommand(), serviceHabitCommand(),
+		cli.watchCommand(), cli.diffCommand(), cli.userCommand(), cli.createCommand(), cli.setCommand(), cli.autoscaleCommand(), cli.labelCommand(), cli.waitCommand(),
 	)
 }
 
@@ -264,11 +264,6 @@ func resolveKind(s string) (legion.Kind, error) {
 			return k, nil
 		}
 	}
-	var names []string
-	for _, k := range legion.Kinds() {
-		names = append(names, plural(strings.ToLower(string(k))))
-	}
-	slices.Sort(names)
 	hint := ""
 	if k, how, ok := legion.KubernetesKind(l); ok {
 		hint = "; " + how + ": legion get " + plural(strings.ToLower(string(k)))
@@ -276,8 +271,17 @@ func resolveKind(s string) (legion.Kind, error) {
 	if l == "event" || l == "events" || l == "ev" {
 		hint = "; events are not objects here: legion events (-n NAMESPACE, -f to follow)"
 	}
-	return "", fmt.Errorf("unknown kind %q: expected one of %s (singular or plural, any case), or a short name (svc, ns, no, cj, np, rb, vol, cfg)%s",
-		s, strings.Join(names, ", "), hint)
+	return "", fmt.Errorf("unknown kind %q: expected one of %s%s", s, kindWords(), hint)
+}
+
+// kindWords is the kinds resolveKind reads, for messages.
+func kindWords() string {
+	var names []string
+	for _, k := range legion.Kinds() {
+		names = append(names, plural(strings.ToLower(string(k))))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ") + " (singular or plural, any case), or a short name (svc, ns, no, cj, np, rb, vol, cfg)"
 }
 
 // plural is a kind's plural as typed here, in lower case.

@@ -526,7 +526,7 @@ spec: {size: 1Gi}
 // kubectl's and docker's names for what Legion calls otherwise are
 // answered with Legion's.
 func TestKubectlNamesSuggestLegions(t *testing.T) {
-	for arg, want := range map[string]string{"config": "context", "cluster-info": "status", "info": "status", "run": "create", "ps": "tasks", "drain": "node", "cordon": "node", "taint": "node"} {
+	for arg, want := range map[string]string{"cluster-info": "status", "info": "status", "run": "create", "ps": "tasks", "drain": "node", "cordon": "node", "taint": "node"} {
 		_, err := runLegion(t, "", arg)
 		if err == nil || !strings.Contains(err.Error(), "Did you mean this?\n") || !strings.Contains(err.Error(), "\t"+want+"\n") {
 			t.Errorf("legion %s: %v, want a suggestion of %s", arg, err, want)
@@ -539,6 +539,20 @@ func TestKubectlNamesSuggestLegions(t *testing.T) {
 		"service create --name web x":  "docker service create is legion create service NAME --image IMAGE here",
 		"service frob":                 "legion has no service command: each of docker service's create, inspect, logs, ls, ps, rm, rollback, scale, update names",
 		"image pull nginx:1":           "a node pulls an image when a task of it needs it",
+		// and docker's and kubectl's other commands, and subcommands of
+		// Legion's own.
+		"config":                               "kubectl config's contexts are legion context, and docker config's Configs are legion get, create, describe and delete config",
+		"config use-context prod":              "kubectl config use-context is legion context use NAME here",
+		"config ls":                            "docker config ls is legion get configs here",
+		"secret create pw -":                   "docker secret create is legion create secret NAME FILE here",
+		"swarm join-token worker":              "docker swarm join-token is legion token show worker|manager",
+		"swarm":                                "legion has no swarm command: each of docker swarm's ca, init, join, join-token, leave, unlock, unlock-key, update names the command that does it here (legion swarm ca)",
+		"annotate svc/web a=b":                 "kubectl annotate is not a command here: Legion objects have labels, not annotations: legion label KIND/NAME KEY=VALUE",
+		"patch svc web -p {}":                  "kubectl patch is not a command here: legion edit KIND NAME",
+		"rollout pause web":                    "kubectl rollout pause is not a thing here: an update goes on until it completes",
+		"rollout resume web":                   "kubectl rollout resume is a change to the spec here",
+		"node ps n1":                           "docker node ps is legion describe node NODE here (its tasks)",
+		"set resources svc/web --limits=cpu=1": "kubectl set resources is legion edit service NAME here",
 	} {
 		if _, err := runLegion(t, "", strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("legion %s: %v, want %q", args, err, want)

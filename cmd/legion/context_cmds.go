@@ -306,9 +306,8 @@ func applyNamespace(cmd *cobra.Command, c *cliContext) error {
 
 func newContextCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:        "context",
-		SuggestFor: []string{"config"}, // kubectl config
-		Short:      "List, choose and edit the clusters this CLI knows (its settings file)",
+		Use:   "context",
+		Short: "List, choose and edit the clusters this CLI knows (its settings file)",
 		Long: `A context names a cluster as you reach it: a manager's address, your
 credentials file, a namespace and a request timeout. The current context
 supplies what --server, --credentials, --namespace and --request-timeout

@@ -37,6 +37,8 @@ func newRootCommand() *cobra.Command {
 	addTopCommands(root)
 	root.AddCommand(newContextCommand(), newGenManCommand())
 	root.AddCommand(newDoctorCommand())
+	root.AddCommand(habitCommands()...)
+	addSubHabits(root)
 	configFlags(root)
 	refuseUnknownSubcommands(root)
 	sayUsageOnWrongArgs(root)

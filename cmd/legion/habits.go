@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Docker's and kubectl's commands that Legion has under another name, or
+// not at all: typed by habit, each is refused naming what does it here,
+// whatever flags follow, rather than with "unknown command" alone. They
+// are hidden from help.
+
+// habitSub is one subcommand of a habit: the tool's words for it and
+// what does it here.
+type habitSub struct{ tool, here string }
+
+// habit is a top-level command of docker or kubectl. With subs, each of
+// its subcommands names Legion's; whole is said for one not listed (or,
+// when empty, the list of those that are). Without subs, whole is said
+// for the command, whatever follows.
+type habit struct {
+	tool  string
+	subs  map[string]habitSub
+	whole string
+}
+
+func dockerSubs(tool string, m map[string]string) map[string]habitSub {
+	out := map[string]habitSub{}
+	for sub, here := range m {
+		out[sub] = habitSub{tool + " " + sub, here}
+	}
+	return out
+}
+
+// topHabits are the top-level commands typed by habit.
+var topHabits = map[string]habit{
+	"service": {tool: "docker service", subs: dockerSubs("docker service", map[string]string{
+		"create":   "legion create service NAME --image IMAGE",
+		"inspect":  "legion describe service NAME, or legion get service NAME -o yaml",
+		"logs":     "legion logs NAME",
+		"ls":       "legion get services",
+		"ps":       "legion tasks NAME",
+		"rm":       "legion delete service NAME",
+		"rollback": "legion rollback NAME",
+		"scale":    "legion scale NAME=REPLICAS",
+		"update":   "legion set image NAME CONTAINER=IMAGE, legion scale, or legion edit service NAME",
+	})},
+	"secret": {tool: "docker secret", subs: dockerSubs("docker secret", map[string]string{
+		"create":  "legion create secret NAME FILE",
+		"inspect": "legion describe secret NAME (which does not show its value)",
+		"ls":      "legion get secrets",
+		"rm":      "legion delete secret NAME",
+	})},
+	"config": {tool: "docker config and kubectl config", subs: func() map[string]habitSub {
+		m := dockerSubs("docker config", map[string]string{
+			"create":  "legion create config NAME FILE",
+			"inspect": "legion describe config NAME",
+			"ls":      "legion get configs",
+			"rm":      "legion delete config NAME",
+		})
+		for sub, here := range map[string]string{
+			"view":            "legion context show",
+			"get-contexts":    "legion context ls",
+			"current-context": "legion context ls (* marks it)",
+			"use-context":     "legion context use NAME",
+			"use":             "legion context use NAME",
+			"set-context":     "legion context set NAME",
+			"set-cluster":     "legion context set NAME --server ADDR",
+			"set-credentials": "legion context set NAME --credentials FILE",
+			"delete-context":  "legion context rm NAME",
+		} {
+			m[sub] = habitSub{"kubectl config " + sub, here}
+		}
+		return m
+	}(), whole: "legion has no config command: kubectl config's contexts are legion context, and docker config's Configs are legion get, create, describe and delete config"},
+	"swarm": {tool: "docker swarm", subs: dockerSubs("docker swarm", map[string]string{
+		"init":       "legion init (a daemon's first manager), or legion up (one node in the foreground)",
+		"join":       "legion join TOKEN",
+		"join-token": "legion token show worker|manager (legion token rotate for a new one)",
+		"leave":      "legion node rm NODE (on a manager, once the node's daemon is stopped)",
+		"unlock":     "legion unlock",
+		"unlock-key": "legion autolock show (legion autolock rotate for a new key)",
+		"update":     "legion autolock enable|disable, or legion token rotate",
+		"ca":         "legion ca rotate",
+	})},
+	"inspect":       {tool: "docker inspect", whole: "legion describe KIND NAME, or legion get KIND NAME -o yaml"},
+	"annotate":      {tool: "kubectl annotate", whole: "Legion objects have labels, not annotations: legion label KIND/NAME KEY=VALUE"},
+	"patch":         {tool: "kubectl patch", whole: "legion edit KIND NAME changes an object in an editor, and legion apply -f FILE a changed manifest; for one change, legion set image, scale, autoscale or label"},
+	"explain":       {tool: "kubectl explain", whole: "each kind's fields are in Legion's docs/object-model.md; legion get KIND NAME -o yaml shows an object with its defaults, and legion validate -f FILE checks a manifest"},
+	"api-resources": {tool: "kubectl api-resources", whole: "legion get KIND takes any of " + kindWords()},
+	"cp":            {tool: "kubectl cp", whole: "files reach a pod as a Config or Secret mounted in it (legion create config NAME FILE) or on a Volume; legion exec TASK -- COMMAND prints one out"},
+	"expose":        {tool: "kubectl expose", whole: "a Service's endpoint is part of it: legion create service NAME -p PUBLISHED:TARGET, or spec.endpoint.ports (legion edit service NAME)"},
+	"attach":        {tool: "kubectl attach", whole: "legion logs -f TASK follows its output, and legion exec -it TASK -- COMMAND runs a command in it"},
+	"auth":          {tool: "kubectl auth", whole: "who may do what is in RoleBindings: legion get rolebindings -A; legion user makes users' credentials"},
+}
+
+// subHabits are subcommands typed by habit under Legion's own commands,
+// by the parent's name; here is said after "is", whole.
+var subHabits = map[string]map[string]habitSub{
+	"rollout": {
+		"pause":  {"kubectl rollout pause", "not a thing here: an update goes on until it completes, and pauses by itself when a new task fails (update.failureAction: pause); a change to the spec (legion apply, set image) goes on from there, and legion rollback goes back"},
+		"resume": {"kubectl rollout resume", "a change to the spec here: a paused update goes on once the spec changes again (legion apply, set image), or goes back with legion rollback"},
+	},
+	"set": {
+		"resources": {"kubectl set resources", "legion edit service NAME here (spec.pod.containers[].resources)"},
+	},
+	"node": {
+		"inspect": {"docker node inspect", "legion describe node NODE here, or legion get node NODE -o yaml"},
+		"ps":      {"docker node ps", "legion describe node NODE here (its tasks), or legion get tasks -A -o wide"},
+	},
+}
+
+// habitCommands are the hidden top-level commands of topHabits.
+func habitCommands() []*cobra.Command {
+	var out []*cobra.Command
+	for _, name := range slices.Sorted(maps.Keys(topHabits)) {
+		h := topHabits[name]
+		out = append(out, &cobra.Command{
+			Use:                name,
+			Hidden:             true,
+			DisableFlagParsing: true,
+			RunE:               func(cmd *cobra.Command, args []string) error { return h.refuse(name, args) },
+		})
+	}
+	return out
+}
+
+func (h habit) refuse(name string, args []string) error {
+	if h.subs == nil {
+		return fmt.Errorf("%s is not a command here: %s", h.tool, h.whole)
+	}
+	if len(args) > 0 {
+		if s, ok := h.subs[args[0]]; ok {
+			return fmt.Errorf("%s is %s here", s.tool, s.here)
+		}
+	}
+	if h.whole != "" {
+		return fmt.Errorf("%s", h.whole)
+	}
+	subs := slices.Sorted(maps.Keys(h.subs))
+	return fmt.Errorf("legion has no %s command: each of %s's %s names the command that does it here (legion %s %s)", name, h.tool, strings.Join(subs, ", "), name, subs[0])
+}
+
+// addSubHabits adds subHabits, hidden, under the root's commands.
+func addSubHabits(root *cobra.Command) {
+	for _, parent := range root.Commands() {
+		for _, sub := range slices.Sorted(maps.Keys(subHabits[parent.Name()])) {
+			s := subHabits[parent.Name()][sub]
+			parent.AddCommand(&cobra.Command{
+				Use:                sub,
+				Hidden:             true,
+				DisableFlagParsing: true,
+				RunE:               func(*cobra.Command, []string) error { return fmt.Errorf("%s is %s", s.tool, s.here) },
+			})
+		}
+	}
+}
