@@ -12,10 +12,10 @@ import (
 )
 
 // setCommand is kubectl set: one change to a workload without its
-// manifest. Only images so far, the change a deploy makes most.
+// manifest: its images, the change a deploy makes most, or environment.
 func (c *clusterCLI) setCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "set", Short: "Change a workload's containers' images without its manifest"}
-	cmd.AddCommand(c.setImageCommand())
+	cmd := &cobra.Command{Use: "set", Short: "Change a workload's containers' images or environment without its manifest"}
+	cmd.AddCommand(c.setImageCommand(), c.setEnvCommand())
 	return cmd
 }
 
