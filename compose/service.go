@@ -89,6 +89,16 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 	if err != nil {
 		return nil, err
 	}
+	c.serviceLimits(p, s, &pod.Containers[0].Resources)
+	if s.Scale != nil && svc.Spec.Replicas == nil && svc.Spec.Mode != legion.ModeGlobal {
+		// compose-go moves scale into deploy.replicas only when there
+		// is a deploy section.
+		if *s.Scale > legion.MaxReplicas {
+			return nil, fmt.Errorf("%s.scale: %d is out of range: expected 0 to %d", p, *s.Scale, legion.MaxReplicas)
+		}
+		n := *s.Scale
+		svc.Spec.Replicas = &n
+	}
 	c.restart(p+".restart", s.Restart, pod)
 	svc.Spec.DependsOn = c.dependsOn(p+".depends_on", s.DependsOn, names)
 	for net := range s.Networks {
@@ -98,6 +108,57 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 	}
 	svc.Metadata.Labels = labels
 	return svc, nil
+}
+
+// serviceLimits maps the resources docker compose takes outside deploy:
+// cpus, mem_limit, mem_reservation and pids_limit (compose-go has checked
+// that deploy.resources, if any, says the same), and the ulimits rctl
+// has too: nofile as openfiles, nproc as maxproc (deploy's pids wins).
+// rctl denies at one limit, so of a soft and a hard one the hard is kept.
+func (c *converter) serviceLimits(p string, s types.ServiceConfig, res *legion.Resources) {
+	l := &res.Limits
+	if l.CPU == 0 {
+		l.CPU = cpus(types.NanoCPUs(s.CPUS))
+	}
+	if l.Memory == 0 {
+		l.Memory = legion.Bytes(max(s.MemLimit, 0))
+	}
+	if res.Requests.Memory == 0 {
+		res.Requests.Memory = legion.Bytes(max(s.MemReservation, 0))
+	}
+	limit := func(path string, u *types.UlimitsConfig) int {
+		if u.Single != 0 {
+			return u.Single
+		}
+		if u.Soft != 0 && u.Soft != u.Hard {
+			c.note(path, "soft limit %d not kept: rctl denies at one limit, the hard one (%d)", u.Soft, u.Hard)
+		}
+		return u.Hard
+	}
+	set := func(path, field string, to *int, n int) {
+		switch {
+		case n <= 0:
+			c.warn(path, "%d: expected a positive limit, ignored", n)
+		case *to != 0 && *to != n:
+			c.note(path, "%d: ignored: %s is %d already (deploy.resources.limits.pids wins, then ulimits.nproc)", n, field, *to)
+		default:
+			*to = n
+		}
+	}
+	for _, name := range sortedKeys(s.Ulimits) {
+		path := p + ".ulimits." + name
+		switch name {
+		case "nofile":
+			set(path, "openfiles", &l.Openfiles, limit(path, s.Ulimits[name]))
+		case "nproc":
+			set(path, "maxproc", &l.Maxproc, limit(path, s.Ulimits[name]))
+		default:
+			c.warn(path, "not supported, ignored: only nofile and nproc have rctl limits (openfiles, maxproc)")
+		}
+	}
+	if s.PidsLimit != 0 {
+		set(p+".pids_limit", "maxproc", &l.Maxproc, int(min(s.PidsLimit, math.MaxInt32)))
+	}
 }
 
 // environment joins env_file entries (in order) and environment, which
