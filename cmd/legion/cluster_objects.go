@@ -13,6 +13,8 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/scheduler"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
 // scopeFlags are -n, -A and -l.
@@ -20,21 +22,50 @@ type scopeFlags struct {
 	namespace string
 	all       bool
 	labels    []string
+	// match is -l as read by options: every object listed with the
+	// options is kept only if it matches.
+	match labels.Selector
 }
+
+// selectorUsage is -l's help, of get, watch and delete alike.
+const selectorUsage = "only objects whose labels match, as kubectl's selectors: key=value, key!=value, key in (a,b), key notin (a,b), key, !key (comma-separated or repeated: all must hold)"
 
 func (f *scopeFlags) add(cmd *cobra.Command, withAll bool) {
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "namespace (default: default)")
 	if withAll {
 		cmd.Flags().BoolVarP(&f.all, "all-namespaces", "A", false, "every namespace")
-		cmd.Flags().StringArrayVarP(&f.labels, "selector", "l", nil, "only objects with this label, key=value (repeatable, or comma-separated)")
+		cmd.Flags().StringArrayVarP(&f.labels, "selector", "l", nil, selectorUsage)
 	}
 }
 
+// options are the list options of -n, -A and -l, and f.match the whole
+// of -l. The manager selects by equal labels only, so the rest of a
+// selector (!=, in, notin, exists) is kept by keep after the listing.
 func (f *scopeFlags) options() (client.ListOptions, error) {
 	opts := client.ListOptions{Namespace: f.namespace, AllNamespaces: f.all}
-	var err error
-	opts.Labels, err = keyValues("-l", f.labels)
-	return opts, err
+	sel, err := labels.Parse(strings.Join(f.labels, ","))
+	if err != nil {
+		return opts, fmt.Errorf("-l %s: %w", strings.Join(f.labels, ","), err)
+	}
+	f.match = sel
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		if op := r.Operator(); op == selection.Equals || op == selection.DoubleEquals {
+			if opts.Labels == nil {
+				opts.Labels = map[string]string{}
+			}
+			opts.Labels[r.Key()] = r.ValuesUnsorted()[0]
+		}
+	}
+	return opts, nil
+}
+
+// keep is the objects -l selects, of those listed with options.
+func (f *scopeFlags) keep(objs []legion.Object) []legion.Object {
+	if f.match == nil || f.match.Empty() {
+		return objs
+	}
+	return slices.DeleteFunc(objs, func(o legion.Object) bool { return !f.match.Matches(labels.Set(o.GetMetadata().Labels)) })
 }
 
 // keyValues reads a flag's key=value pairs, each given alone or several
@@ -217,7 +248,7 @@ func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags) er
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", plural(strings.ToLower(string(k))), err)
 		}
-		all = append(all, objs...)
+		all = append(all, f.keep(objs)...)
 	}
 	if len(all) == 0 && (fm.name == "table" || fm.name == "wide") {
 		_, err := fmt.Fprintf(cmd.ErrOrStderr(), "No services, jobs, cron jobs or tasks found%s.\n", userScope(cl, opts.AllNamespaces))
@@ -374,12 +405,13 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				if len(args) == 2 {
 					name = args[1]
 				}
-				return watchKind(cmd, cl, kind, fm, opts, name)
+				return watchKind(cmd, cl, kind, fm, opts, name, f.keep)
 			}
 			objs, _, err := cl.List(ctxOf(cmd), kind, opts)
 			if err != nil {
 				return err
 			}
+			objs = f.keep(objs)
 			l := objectListing(objs, f.all, false, time.Now())
 			if showLabels {
 				addLabels(&l, objs)
@@ -486,7 +518,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 		},
 	}
 	f.add(cmd, false)
-	cmd.Flags().StringArrayVarP(&f.labels, "selector", "l", nil, "delete the objects of KIND with this label, key=value (repeatable, or comma-separated)")
+	cmd.Flags().StringArrayVarP(&f.labels, "selector", "l", nil, "delete the objects of KIND "+strings.TrimPrefix(selectorUsage, "only objects "))
 	fileFlag(cmd, &files, "delete the objects of these manifests")
 	return cmd
 }
@@ -557,6 +589,7 @@ func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) (
 	if err != nil {
 		return nil, err
 	}
+	objs = f.keep(objs)
 	if len(objs) == 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "No %s with %s found.\n", plural(strings.ToLower(string(kind))), strings.Join(f.labels, ","))
 	}
@@ -611,7 +644,7 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			return watchKind(cmd, cl, kind, fm, opts, "")
+			return watchKind(cmd, cl, kind, fm, opts, "", f.keep)
 		},
 	}
 	f.add(cmd, true)
@@ -621,13 +654,14 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 
 // watchKind lists a kind, then prints every change to it (of the object
 // named name alone, when given), as legion watch and get -w do.
-func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm format, opts client.ListOptions, name string) error {
+func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm format, opts client.ListOptions, name string, keep func([]legion.Object) []legion.Object) error {
 	p := &watchPrinter{w: cmd.OutOrStdout(), f: fm, withNamespace: opts.AllNamespaces, now: time.Now}
 	named := func(objs []legion.Object) []legion.Object {
+		objs = keep(slices.Clone(objs))
 		if name == "" {
 			return objs
 		}
-		return slices.DeleteFunc(slices.Clone(objs), func(o legion.Object) bool { return o.GetMetadata().Name != name })
+		return slices.DeleteFunc(objs, func(o legion.Object) bool { return o.GetMetadata().Name != name })
 	}
 	return cl.ListWatch(ctxOf(cmd), kind, opts, func(u client.Update) error {
 		if u.Listed {

@@ -85,4 +85,32 @@ spec: {text: c}
 	if got := labels("default", "b"); got != "tier=front" {
 		t.Errorf("refused labels changed config b: %s", got)
 	}
+
+	// -l takes kubectl's selectors; the manager selects by equal labels,
+	// the CLI keeps what the rest of the selector holds. a has no labels
+	// now, b tier=front, other/c env=dev.
+	for sel, want := range map[string]string{
+		"tier":                   "config/b\n",
+		"!tier":                  "config/a\n",
+		"tier!=front":            "config/a\n",
+		"tier in (front,back)":   "config/b\n",
+		"tier notin (back),!env": "config/a\nconfig/b\n",
+		"tier=front,tier!=front": "",
+	} {
+		if out, err := run("", "get", "configs", "-l", sel, "-o", "name"); err != nil || out != want {
+			t.Errorf("get configs -l %q: %v %q, want %q", sel, err, out, want)
+		}
+	}
+	if out, err := run("", "get", "all", "-A", "-l", "env in (dev)", "-o", "name"); err != nil || out != "" {
+		t.Errorf("get all -l selects workloads alone: %v %q", err, out)
+	}
+	if _, err := run("", "get", "configs", "-l", "tier!"); err == nil || !strings.Contains(err.Error(), "-l tier!: unable to parse requirement") {
+		t.Errorf("get -l tier!: %v, want it refused", err)
+	}
+	if out, err := run("", "delete", "configs", "-l", "!tier"); err != nil || !strings.Contains(out, "config/a deleted") || strings.Contains(out, "config/b") {
+		t.Errorf("delete configs -l '!tier': %v %q", err, out)
+	}
+	if _, _, err := s.Store().Get(legion.KindConfig, legion.DefaultNamespace, "b"); err != nil {
+		t.Errorf("delete -l '!tier' deleted config b: %v", err)
+	}
 }
