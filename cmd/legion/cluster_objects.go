@@ -236,7 +236,7 @@ var allKinds = []legion.Kind{legion.KindService, legion.KindJob, legion.KindCron
 // getAll is get all: a table of each of allKinds that has objects, names
 // as kind/name (kubectl's form); any other format has them all as one
 // list.
-func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags) error {
+func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags, lf *listFlags) error {
 	_, fm, opts, cl, err := c.query(cmd, string(legion.KindService), output, f)
 	if err != nil {
 		return err
@@ -254,14 +254,17 @@ func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags) er
 		_, err := fmt.Fprintf(cmd.ErrOrStderr(), "No services, jobs, cron jobs or tasks found%s.\n", userScope(cl, opts.AllNamespaces))
 		return err
 	}
-	return printGrouped(cmd, all, fm, grouping{withNamespace: f.all, kindNames: true})
+	if err := lf.apply(&fm, all); err != nil {
+		return err
+	}
+	return printGrouped(cmd, all, fm, grouping{withNamespace: f.all, kindNames: true, lf: lf})
 }
 
 // getNamed is get of objects named (named's forms): one alone as get
 // KIND NAME prints it, several in a table per kind, names as kind/name
 // when the kinds differ, as get all prints them. One that cannot be read
 // is said after the others are printed.
-func (c *clusterCLI) getNamed(cmd *cobra.Command, use string, args []string, output string, f *scopeFlags, showLabels bool) error {
+func (c *clusterCLI) getNamed(cmd *cobra.Command, use string, args []string, output string, f *scopeFlags, lf *listFlags) error {
 	targets, err := named(use, args, f.namespace)
 	if err != nil {
 		return err
@@ -290,7 +293,10 @@ func (c *clusterCLI) getNamed(cmd *cobra.Command, use string, args []string, out
 	for _, o := range objs {
 		kinds[o.GetKind()] = true
 	}
-	if err := printGrouped(cmd, objs, fm, grouping{single: len(targets) == 1, kindNames: len(kinds) > 1, labels: showLabels}); err != nil {
+	if err := lf.apply(&fm, objs); err != nil {
+		return err
+	}
+	if err := printGrouped(cmd, objs, fm, grouping{single: len(targets) == 1, kindNames: len(kinds) > 1, lf: lf}); err != nil {
 		return err
 	}
 	warnListed(cmd.ErrOrStderr(), objs, listWith(ctxOf(cmd), cl))
@@ -311,8 +317,11 @@ func addLabels(l *listing, objs []legion.Object) {
 }
 
 // grouping is how printGrouped prints: with a NAMESPACE column, one
-// object alone (single), names as kind/name, with a LABELS column.
-type grouping struct{ withNamespace, single, kindNames, labels bool }
+// object alone (single), names as kind/name, with the columns lf adds.
+type grouping struct {
+	withNamespace, single, kindNames bool
+	lf                               *listFlags
+}
 
 // printGrouped prints objects of one or more kinds: in a format other
 // than a table as one list (the object alone when g.single), else a
@@ -342,8 +351,8 @@ func printGrouped(cmd *cobra.Command, objs []legion.Object, fm format, g groupin
 			fmt.Fprintln(cmd.OutOrStdout())
 		}
 		l := objectListing(byKind[k], withNamespace, g.single, now)
-		if g.labels {
-			addLabels(&l, byKind[k])
+		if g.lf != nil {
+			g.lf.decorate(&l, byKind[k])
 		}
 		if g.kindNames {
 			for r := range l.rows {
@@ -359,8 +368,9 @@ func printGrouped(cmd *cobra.Command, objs []legion.Object, fm format, g groupin
 
 func (c *clusterCLI) getCommand(use string) *cobra.Command {
 	var f scopeFlags
+	var lf listFlags
 	var output string
-	var watch, showLabels bool
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   use + " KIND [NAME...] | " + use + " KIND/NAME...",
 		Short: "Show one object, or list the objects of a kind (all: the services, jobs, cron jobs and tasks)",
@@ -374,7 +384,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				case f.all || len(f.labels) > 0:
 					return fmt.Errorf("%s %s: objects named are read in one namespace (-n), without -A or -l", use, strings.Join(args, " "))
 				}
-				return c.getNamed(cmd, use, args, output, &f, showLabels)
+				return c.getNamed(cmd, use, args, output, &f, &lf)
 			}
 			if strings.EqualFold(args[0], "all") {
 				if len(args) == 2 {
@@ -383,7 +393,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				if watch {
 					return errors.New("get all -w: a watch follows one kind (legion get KIND -w)")
 				}
-				return c.getAll(cmd, output, &f)
+				return c.getAll(cmd, output, &f, &lf)
 			}
 			if len(args) == 2 && f.all {
 				return fmt.Errorf("%s %s %s -A: an object is read by name in one namespace (-n), not across all", use, args[0], args[1])
@@ -392,7 +402,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				return fmt.Errorf("%s %s %s -l: a name and a label selector do not go together: name the object or select by label", use, args[0], args[1])
 			}
 			if len(args) == 2 && !watch {
-				return c.getNamed(cmd, use, args, output, &f, showLabels)
+				return c.getNamed(cmd, use, args, output, &f, &lf)
 			}
 			kind, fm, opts, cl, err := c.query(cmd, args[0], output, &f)
 			if err != nil {
@@ -401,6 +411,9 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 			defer cl.Close()
 			if watch {
 				// kubectl get -w: the listing, then each change as it comes.
+				if err := lf.forWatch(); err != nil {
+					return err
+				}
 				name := ""
 				if len(args) == 2 {
 					name = args[1]
@@ -412,10 +425,11 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				return err
 			}
 			objs = f.keep(objs)
-			l := objectListing(objs, f.all, false, time.Now())
-			if showLabels {
-				addLabels(&l, objs)
+			if err := lf.apply(&fm, objs); err != nil {
+				return err
 			}
+			l := objectListing(objs, f.all, false, time.Now())
+			lf.decorate(&l, objs)
 			l.none = plural(strings.ToLower(string(kind)))
 			// A user reads the Namespaces where it has a role, as it lists
 			// every namespace.
@@ -434,7 +448,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the listing, print every change as it happens, as legion watch does")
-	cmd.Flags().BoolVar(&showLabels, "show-labels", false, "add a LABELS column to the table, as kubectl does")
+	lf.add(cmd)
 	f.add(cmd, true)
 	outputFlag(cmd, &output)
 	return cmd

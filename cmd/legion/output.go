@@ -47,6 +47,8 @@ type format struct {
 	listItems bool
 	columns   []customColumn
 	original  string
+	// noHeaders leaves a table's header line out (--no-headers).
+	noHeaders bool
 }
 
 type customColumn struct {
@@ -246,7 +248,7 @@ func (l *listing) print(w, errw io.Writer, f format) error {
 			_, err := fmt.Fprintf(errw, "No %s found%s.\n", l.none, l.scope)
 			return err
 		}
-		return writeTable(w, l.columns, l.rows, f.name == "wide")
+		return writeTable(w, l.columns, l.rows, f.name == "wide", !f.noHeaders)
 	case "name":
 		for _, n := range l.names {
 			if _, err := fmt.Fprintln(w, n); err != nil {
@@ -296,7 +298,7 @@ func (l *listing) print(w, errw io.Writer, f format) error {
 			}
 			rows = append(rows, row)
 		}
-		return writeTable(w, cols, rows, true)
+		return writeTable(w, cols, rows, true, !f.noHeaders)
 	}
 	v := l.jsonValue()
 	if f.listItems && !(l.single && len(l.items) == 1) {
@@ -328,7 +330,7 @@ func (f format) execute(w io.Writer, data any) error {
 }
 
 // writeTable aligns rows under their header; wide columns only if wide.
-func writeTable(w io.Writer, cols []column, rows [][]string, wide bool) error {
+func writeTable(w io.Writer, cols []column, rows [][]string, wide, header bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	var head []string
 	for _, c := range cols {
@@ -336,7 +338,9 @@ func writeTable(w io.Writer, cols []column, rows [][]string, wide bool) error {
 			head = append(head, c.name)
 		}
 	}
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	if header {
+		fmt.Fprintln(tw, strings.Join(head, "\t"))
+	}
 	for _, r := range rows {
 		var cells []string
 		for i, c := range cols {

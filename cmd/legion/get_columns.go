@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/legionbsd/legion"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/util/jsonpath"
+)
+
+// listFlags are kubectl get's flags that shape a listing: --show-labels,
+// -L (a column per label key), --sort-by and --no-headers.
+type listFlags struct {
+	showLabels   bool
+	labelColumns []string
+	sortBy       string
+	noHeaders    bool
+}
+
+func (lf *listFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVar(&lf.showLabels, "show-labels", false, "add a LABELS column to the table, as kubectl does")
+	f.StringSliceVarP(&lf.labelColumns, "label-columns", "L", nil, "add a column with the value of each of these label keys (repeatable, or comma-separated)")
+	f.StringVar(&lf.sortBy, "sort-by", "", "order the objects by a JSONPath expression of their fields, such as .metadata.name (numbers by value)")
+	f.BoolVar(&lf.noHeaders, "no-headers", false, "print a table, or custom columns, without its header line")
+}
+
+// forWatch refuses what a watch does not do: it prints each change as it
+// comes, not a listing to sort or widen.
+func (lf *listFlags) forWatch() error {
+	switch {
+	case lf.sortBy != "":
+		return fmt.Errorf("-w prints each change as it comes: --sort-by orders a listing")
+	case lf.showLabels || len(lf.labelColumns) > 0:
+		return fmt.Errorf("-w prints each change in the kind's own columns: --show-labels and -L add columns to a listing")
+	case lf.noHeaders:
+		return fmt.Errorf("-w prints each change with its EVENT column under a header: --no-headers is for a listing")
+	}
+	return nil
+}
+
+// apply sets what the flags ask of the format (--no-headers) and orders
+// objs (--sort-by); decorate adds the columns to each table.
+func (lf *listFlags) apply(fm *format, objs []legion.Object) error {
+	fm.noHeaders = lf.noHeaders
+	if lf.sortBy == "" {
+		return nil
+	}
+	return sortObjects(objs, lf.sortBy)
+}
+
+// decorate adds --show-labels' and -L's columns to a table of objs.
+func (lf *listFlags) decorate(l *listing, objs []legion.Object) {
+	if lf.showLabels {
+		addLabels(l, objs)
+	}
+	for _, key := range lf.labelColumns {
+		vals := make([]string, len(objs))
+		for i, o := range objs {
+			vals[i] = o.GetMetadata().Labels[key]
+		}
+		// kubectl heads the column with the key's last part, upper-cased.
+		head := key[strings.LastIndex(key, "/")+1:]
+		l.addColumn(strings.ToUpper(head), vals)
+	}
+}
+
+// sortObjects orders objs by the value of a JSONPath expression over each
+// one's fields (as -o json prints them), as kubectl's --sort-by: objects
+// without the field first, then numbers by value, then text; the order of
+// equal ones is kept.
+func sortObjects(objs []legion.Object, expr string) error {
+	field := expr
+	if !strings.HasPrefix(field, "{") {
+		field = "{" + field + "}"
+	}
+	jp := jsonpath.New("sort-by").AllowMissingKeys(true)
+	if err := jp.Parse(field); err != nil {
+		return fmt.Errorf("--sort-by %s: %w", expr, err)
+	}
+	keys := make(map[legion.Object]string, len(objs))
+	for _, o := range objs {
+		data, err := generic(o)
+		if err != nil {
+			return err
+		}
+		var b bytes.Buffer
+		if err := jp.Execute(&b, data); err != nil {
+			return fmt.Errorf("--sort-by %s: %w", expr, err)
+		}
+		keys[o] = b.String()
+	}
+	slices.SortStableFunc(objs, func(a, b legion.Object) int {
+		ra, fa := sortRank(keys[a])
+		rb, fb := sortRank(keys[b])
+		return cmp.Or(cmp.Compare(ra, rb), cmp.Compare(fa, fb), strings.Compare(keys[a], keys[b]))
+	})
+	return nil
+}
+
+// sortRank puts a missing value first, then numbers (by value), then text,
+// so that the order holds across a mix of them.
+func sortRank(s string) (int, float64) {
+	if s == "" {
+		return 0, 0
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		return 1, f
+	}
+	return 2, 0
+}

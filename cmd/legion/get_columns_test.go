@@ -1,0 +1,62 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/legionbsd/legion/cluster/server"
+)
+
+// get's kubectl flags for a listing: --sort-by orders by a field (missing
+// first, numbers by value, then text), -L adds a column per label key,
+// --no-headers drops the header line; a watch refuses them.
+func TestGetListFlags(t *testing.T) {
+	t.Parallel()
+	s, dir := startDaemon(t)
+	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
+	run := func(stdin string, args ...string) (string, error) {
+		return runLegion(t, stdin, append(args, flags...)...)
+	}
+	if out, err := run("", "init", "--server", s.Addr()); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	var manifest []string
+	for name, rank := range map[string]string{"a": "10", "b": "9", "c": "x", "d": "", "e": "2.5"} {
+		if rank != "" {
+			rank = ", rank: \"" + rank + "\""
+		}
+		manifest = append(manifest, "apiVersion: legion/v1\nkind: Config\nmetadata: {name: "+name+", labels: {app: shop, tier: t-"+name+rank+"}}\nspec: {text: v}\n")
+	}
+	if out, err := run(strings.Join(manifest, "---\n"), "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	if out, err := run("", "get", "configs", "--sort-by", ".metadata.labels.rank", "-o", "name"); err != nil || out != "config/d\nconfig/e\nconfig/b\nconfig/a\nconfig/c\n" {
+		t.Errorf("--sort-by .metadata.labels.rank: %v %q", err, out)
+	}
+	if out, err := run("", "get", "cfg/c", "cfg/a", "--sort-by", "{.metadata.name}", "-o", "name"); err != nil || out != "config/a\nconfig/c\n" {
+		t.Errorf("get of named objects --sort-by: %v %q", err, out)
+	}
+	out, err := run("", "get", "configs", "-l", "tier in (t-a,t-b)", "-L", "tier,app", "--no-headers")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	tail := func(line string) string { f := strings.Fields(line); return strings.Join(f[len(f)-2:], " ") }
+	if err != nil || len(lines) != 2 || !strings.HasPrefix(lines[0], "a ") || tail(lines[0]) != "t-a shop" || tail(lines[1]) != "t-b shop" {
+		t.Errorf("-L tier,app --no-headers: %v\n%s", err, out)
+	}
+	if out, err := run("", "get", "configs", "-L", "tier", "--sort-by", ".metadata.name"); err != nil || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "TIER") {
+		t.Errorf("-L tier heads a TIER column: %v\n%s", err, out)
+	}
+	if out, err := run("", "get", "configs", "-o", "custom-columns=N:.metadata.name", "--no-headers", "--sort-by", ".metadata.name"); err != nil || out != "a\nb\nc\nd\ne\n" {
+		t.Errorf("custom columns --no-headers: %v %q", err, out)
+	}
+	for args, says := range map[string]string{
+		"get configs -w --sort-by .metadata.name": "-w prints each change as it comes: --sort-by orders a listing",
+		"get configs -w -L app":                   "--show-labels and -L add columns to a listing",
+		"get configs -w --no-headers":             "--no-headers is for a listing",
+		"get configs --sort-by {.x[}":             "--sort-by {.x[}: unterminated array",
+	} {
+		if _, err := run("", strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("legion %s: %v, want it to say %q", args, err, says)
+		}
+	}
+}
