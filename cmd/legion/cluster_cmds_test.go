@@ -451,7 +451,8 @@ func TestDeleteByNamesAndLabels(t *testing.T) {
 		}
 		return names
 	}
-	for _, bad := range [][]string{{"delete", "config"}, {"delete", "config", "a", "-l", "tier=x"}, {"delete", "config/a", "b"}} {
+	for _, bad := range [][]string{{"delete", "config"}, {"delete", "config", "a", "-l", "tier=x"}, {"delete", "config/a", "b"},
+		{"delete", "config", "a", "--all"}, {"delete", "config", "--all", "-l", "tier=x"}, {"delete", "config/a", "--all"}} {
 		if out, err := run(bad...); err == nil {
 			t.Errorf("%v accepted:\n%s", bad, out)
 		}
@@ -470,6 +471,20 @@ func TestDeleteByNamesAndLabels(t *testing.T) {
 	}
 	if got := left(); !slices.Equal(got, []string{"e"}) {
 		t.Fatalf("after the deletes: left %v, want e", got)
+	}
+	// kubectl's --ignore-not-found: what is gone already is what was
+	// asked; without it, a name not found fails the delete.
+	if out, err := run("delete", "config", "a", "e", "--ignore-not-found"); err != nil || out != "config/e deleted\n" {
+		t.Fatalf("delete config a e --ignore-not-found: %v %q", err, out)
+	}
+	if _, err := run("delete", "config", "a"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("delete of a config not there: %v", err)
+	}
+	if _, err := n.Client.Apply(ctx, objs[:2], client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("delete", "configs", "--all"); err != nil || out != "config/a deleted\nconfig/b deleted\n" || len(left()) != 0 {
+		t.Fatalf("delete configs --all: %v %q, left %v", err, out, left())
 	}
 }
 

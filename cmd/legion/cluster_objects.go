@@ -471,13 +471,20 @@ func sayNamespacesNeedNoObject(w io.Writer, listed []legion.Object) {
 func (c *clusterCLI) deleteCommand() *cobra.Command {
 	var f scopeFlags
 	var files []string
+	var all, ignoreNotFound bool
 	cmd := &cobra.Command{
-		Use:   "delete KIND NAME... | delete KIND/NAME... | delete KIND -l KEY=VALUE | delete -f FILE|DIR|-",
+		Use:   "delete KIND NAME... | delete KIND/NAME... | delete KIND -l KEY=VALUE | delete KIND --all | delete -f FILE|DIR|-",
 		Short: "Delete objects by name or label, or the objects of manifests",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var targets []legion.Object
 			var err error
 			switch {
+			case all && (len(files) > 0 || len(f.labels) > 0 || len(args) != 1 || strings.Contains(args[0], "/")):
+				return errors.New("--all deletes every object of one KIND in the namespace: give KIND alone, without names, -l or -f")
+			case all:
+				if targets, err = c.selected(cmd, args, f); err != nil {
+					return err
+				}
 			case len(files) > 0 && len(args) == 0 && len(f.labels) == 0:
 				objs, err := readManifests(cmd.InOrStdin(), files, f.namespace)
 				if err != nil {
@@ -511,6 +518,9 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 			for _, o := range targets {
 				m := o.GetMetadata()
 				gone, err := cl.Delete(ctxOf(cmd), o.GetKind(), m.Namespace, m.Name, nil)
+				if ignoreNotFound && errors.Is(err, client.ErrNotFound) {
+					continue // gone already: what was asked holds
+				}
 				if err != nil {
 					errs = append(errs, fmt.Errorf("deleting %s: %w", ref(o), err))
 					continue
@@ -534,6 +544,8 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 	f.add(cmd, false)
 	cmd.Flags().StringArrayVarP(&f.labels, "selector", "l", nil, "delete the objects of KIND "+strings.TrimPrefix(selectorUsage, "only objects "))
 	fileFlag(cmd, &files, "delete the objects of these manifests")
+	cmd.Flags().BoolVar(&all, "all", false, "delete every object of KIND in the namespace")
+	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "say nothing of objects not there, and exit 0 for them")
 	return cmd
 }
 
@@ -580,8 +592,9 @@ func named(use string, args []string, ns string) ([]legion.Object, error) {
 	return out, nil
 }
 
-// selected is the objects of delete's KIND with -l's labels, in -n's
-// namespace (a name beside a selector is refused, as with get).
+// selected is the objects of delete's KIND with -l's labels (every one
+// without -l: --all), in -n's namespace (a name beside a selector is
+// refused, as with get).
 func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) ([]legion.Object, error) {
 	if len(args) != 1 || strings.Contains(args[0], "/") {
 		return nil, fmt.Errorf("delete %s -l: a name and a label selector do not go together: give KIND alone, or names without -l", strings.Join(args, " "))
@@ -605,7 +618,11 @@ func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) (
 	}
 	objs = f.keep(objs)
 	if len(objs) == 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "No %s with %s found.\n", plural(strings.ToLower(string(kind))), strings.Join(f.labels, ","))
+		with := ""
+		if len(f.labels) > 0 {
+			with = " with " + strings.Join(f.labels, ",")
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "No %s%s found.\n", plural(strings.ToLower(string(kind))), with)
 	}
 	return objs, nil
 }
