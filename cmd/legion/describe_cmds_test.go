@@ -169,6 +169,9 @@ func TestEventsFlagsRefused(t *testing.T) {
 		{[]string{"--kind", "service", "--object", "job/x"}, "--object job/x is a Job, but --kind asks for Service"},
 		{[]string{"-n", "shop", "-A"}, "-n shop and -A: choose one"},
 		{[]string{"--since", "yesterday"}, `--since "yesterday"`},
+		// kubectl's names of the same flags.
+		{[]string{"--for", "web"}, `--object "web": expected KIND/NAME`},
+		{[]string{"--types", "Warning,Error"}, `--type "Warning,Error": expected normal or warning`},
 	} {
 		_, err := runLegion(t, "", append([]string{"events", "--server", "127.0.0.1:1"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.says) {

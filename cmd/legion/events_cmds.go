@@ -11,6 +11,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // addEventsCommands adds legion events and legion describe.
@@ -33,7 +34,9 @@ succeeded or failed, and cron jobs' runs (JobCreated, RunSkipped). Each manager 
 them from the changes it applies and keeps the last 10,000 for an hour, so
 any manager answers. A repeat of an object's last event is counted rather
 than listed again. Without -n, every namespace you may read is shown;
-nodes' events have no namespace and show only then.`,
+nodes' events have no namespace and show only then. kubectl events' --for,
+--types (Warning,Normal) and --watch are taken for --object, --type and
+--follow.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			fm, err := parseOutput(output)
@@ -71,14 +74,23 @@ nodes' events have no namespace and show only then.`,
 				}
 				o.Kind, o.Object = ok2, name
 			}
-			switch strings.ToLower(typ) {
-			case "":
-			case "warning":
+			// kubectl's --types takes a list: both kinds is every event.
+			types := map[string]bool{}
+			for _, t := range strings.Split(strings.ToLower(typ), ",") {
+				switch t {
+				case "":
+				case "warning", "normal":
+					types[t] = true
+				default:
+					return fmt.Errorf("--type %q: expected normal or warning", typ)
+				}
+			}
+			switch {
+			case types["warning"] && types["normal"]:
+			case types["warning"]:
 				o.Type = legion.EventWarning
-			case "normal":
+			case types["normal"]:
 				o.Type = legion.EventNormal
-			default:
-				return fmt.Errorf("--type %q: expected normal or warning", typ)
 			}
 			cl, err := c.connect(cmd)
 			if err != nil {
@@ -114,6 +126,18 @@ nodes' events have no namespace and show only then.`,
 	fl.StringVar(&object, "object", "", "only events of this object, KIND/NAME (with -n for its namespace)")
 	fl.StringVar(&typ, "type", "", "only normal or warning events")
 	outputFlag(cmd, &output)
+	// kubectl events' names for the same flags.
+	fl.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		switch name {
+		case "for":
+			name = "object"
+		case "types":
+			name = "type"
+		case "watch":
+			name = "follow"
+		}
+		return pflag.NormalizedName(name)
+	})
 	return cmd
 }
 

@@ -146,6 +146,18 @@ func TestEventsFollowACrashLoopAndARolledBackUpdate(t *testing.T) {
 	if !inOrder(got, webWant) {
 		t.Errorf("describe service web's events %v, want %v in order:\n%s", got, webWant, desc)
 	}
+	// kubectl events' --for and --types (a list) are --object and --type.
+	for _, types := range []string{"Warning", "Warning,Normal"} {
+		kubectl, err := runLegion(t, "", append([]string{"events", "--for", "service/web", "--types", types, "-o", "json"}, flags...)...)
+		legionArgs := []string{"events", "--object", "service/web", "-o", "json"}
+		if types == "Warning" {
+			legionArgs = append(legionArgs, "--type", "warning")
+		}
+		own, err2 := runLegion(t, "", append(legionArgs, flags...)...)
+		if err != nil || err2 != nil || kubectl != own || !strings.Contains(own, `"type": "Warning"`) {
+			t.Errorf("events --for service/web --types %s: %v, %v\n%s\nwant as %v:\n%s", types, err, err2, kubectl, legionArgs, own)
+		}
+	}
 
 	// A service of the same name made after crash was deleted is
 	// described with its own events, not the crash loop of the one
