@@ -1,13 +1,11 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/cluster/server"
 )
 
 // legion autoscale sets a service's spec.autoscale from kubectl's flags,
@@ -16,14 +14,7 @@ import (
 // changes nothing.
 func TestAutoscaleCommand(t *testing.T) {
 	t.Parallel()
-	s, dir := startDaemon(t)
-	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
-	run := func(stdin string, args ...string) (string, error) {
-		return runLegion(t, stdin, append(args, flags...)...)
-	}
-	if out, err := run("", "init", "--server", s.Addr()); err != nil {
-		t.Fatalf("init: %v\n%s", err, out)
-	}
+	s, run := initDaemon(t)
 	const services = `apiVersion: legion/v1
 kind: Service
 metadata: {name: web}

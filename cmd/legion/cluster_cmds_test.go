@@ -27,6 +27,20 @@ func startDaemon(t *testing.T) (*server.Server, string) {
 	return m.Server, m.Dir
 }
 
+// initDaemon is startDaemon made a cluster (legion init), with a run of
+// the CLI against it as its admin: arguments, then its flags.
+func initDaemon(t *testing.T) (*server.Server, func(stdin string, args ...string) (string, error)) {
+	t.Helper()
+	s, dir := startDaemon(t)
+	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
+	if out, err := runLegion(t, "", "init", "--server", s.Addr()); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	return s, func(stdin string, args ...string) (string, error) {
+		return runLegion(t, stdin, append(args, flags...)...)
+	}
+}
+
 const cliManifest = `
 apiVersion: legion/v1
 kind: Config

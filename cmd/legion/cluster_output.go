@@ -306,7 +306,11 @@ func orDash(s string) string {
 	return s
 }
 
-func labelString(l map[string]string) string {
+// labelString is labels as a table cell: KEY=VALUE in key order,
+// comma-separated, or <none>.
+func labelString(l map[string]string) string { return joinLabels(l, ",") }
+
+func joinLabels(l map[string]string, sep string) string {
 	if len(l) == 0 {
 		return "<none>"
 	}
@@ -314,7 +318,7 @@ func labelString(l map[string]string) string {
 	for _, k := range slices.Sorted(maps.Keys(l)) {
 		parts = append(parts, k+"="+l[k])
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(parts, sep)
 }
 
 // watchPrinter prints what a watch sees as it changes: in a table, each

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/legionbsd/legion/cluster/server"
 )
 
 // get's kubectl flags for a listing: --sort-by orders by a field (missing
@@ -13,14 +10,7 @@ import (
 // --no-headers drops the header line; a watch refuses them.
 func TestGetListFlags(t *testing.T) {
 	t.Parallel()
-	s, dir := startDaemon(t)
-	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
-	run := func(stdin string, args ...string) (string, error) {
-		return runLegion(t, stdin, append(args, flags...)...)
-	}
-	if out, err := run("", "init", "--server", s.Addr()); err != nil {
-		t.Fatalf("init: %v\n%s", err, out)
-	}
+	_, run := initDaemon(t)
 	var manifest []string
 	for name, rank := range map[string]string{"a": "10", "b": "9", "c": "x", "d": "", "e": "2.5"} {
 		if rank != "" {

@@ -94,14 +94,6 @@ func relabel(o legion.Object, lc labelChanges, overwrite bool) error {
 	return nil
 }
 
-// labelPairs is labels as KEY=VALUE in key order, or <none>.
-func labelPairs(labels map[string]string) string {
-	if len(labels) == 0 {
-		return "<none>"
-	}
-	var pairs []string
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		pairs = append(pairs, k+"="+labels[k])
-	}
-	return strings.Join(pairs, " ")
-}
+// labelPairs is labels as KEY=VALUE in key order, space-separated, or
+// <none>.
+func labelPairs(labels map[string]string) string { return joinLabels(labels, " ") }

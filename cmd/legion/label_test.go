@@ -1,12 +1,10 @@
 package main
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/cluster/server"
 )
 
 // legion label sets and removes labels of objects named as kubectl names
@@ -15,14 +13,7 @@ import (
 // labelled.
 func TestLabelCommand(t *testing.T) {
 	t.Parallel()
-	s, dir := startDaemon(t)
-	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
-	run := func(stdin string, args ...string) (string, error) {
-		return runLegion(t, stdin, append(args, flags...)...)
-	}
-	if out, err := run("", "init", "--server", s.Addr()); err != nil {
-		t.Fatalf("init: %v\n%s", err, out)
-	}
+	s, run := initDaemon(t)
 	const configs = `apiVersion: legion/v1
 kind: Config
 metadata: {name: a, labels: {app: shop}}
