@@ -104,7 +104,9 @@ func oneServiceArg(args []string) (string, error) {
 		if !serviceKindWord(args[0]) {
 			return "", fmt.Errorf("%s %s: expected one service (NAME, service/NAME or service NAME)", args[0], args[1])
 		}
-		args = args[1:]
+		// The kind word reads as KIND/NAME does, so that kubectl's
+		// deployment is refused naming what it is here, as by scale.
+		return serviceArg(args[0] + "/" + args[1])
 	}
 	return serviceArg(args[0])
 }

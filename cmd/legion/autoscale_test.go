@@ -65,6 +65,7 @@ spec:
 		"autoscale web --off --max 3":           "--off removes autoscaling: --max has no meaning with it",
 		"autoscale job/web --max 3":             "expected a service (NAME or service/NAME), not a Job",
 		"autoscale web bare --max 3":            "expected one service",
+		"autoscale deployment web --max 3":      "a Deployment is a Service here",
 		"autoscale web --max 3 --min 4":         "spec.autoscale.max: 3 is below min 4",
 		"autoscale web --max 3 --cpu-percent 0": "needs a target",
 		"autoscale bare --max 3":                "spec.pod.containers[0].resources.requests.cpu: missing: autoscale's cpu target is a percentage of it",

@@ -89,13 +89,19 @@ tells them apart); an earlier task of the same slot is read by its name
 	return cmd
 }
 
-// logsTarget reads TASK, SERVICE or JOB, optionally as kind/name.
+// logsTarget reads TASK, SERVICE or JOB, optionally as kind/name, for
+// logs, exec and port-forward; a Kubernetes kind is said to be what it is
+// here.
 func logsTarget(arg, namespace, container string) (client.Target, error) {
 	t := client.Target{Namespace: namespace, Name: arg, Container: container}
 	if kind, name, ok := strings.Cut(arg, "/"); ok {
 		k, err := resolveKind(kind)
 		if err != nil || (k != legion.KindTask && k != legion.KindService && k != legion.KindJob) {
-			return t, fmt.Errorf("%s: logs read a task, a service or a job, not %q", arg, kind)
+			hint := ""
+			if kk, how, ok := legion.KubernetesKind(kind); ok && (kk == legion.KindTask || kk == legion.KindService) {
+				hint = "; " + how + ": " + strings.ToLower(string(kk)) + "/" + name
+			}
+			return t, fmt.Errorf("%s: expected a task, a service or a job (NAME, task/NAME, service/NAME or job/NAME), not a %s%s", arg, kind, hint)
 		}
 		t.Kind, t.Name = k, name
 	}
