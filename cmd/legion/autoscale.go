@@ -97,20 +97,6 @@ its own autoscale (or none) comes back.`,
 	return cmd
 }
 
-// oneServiceArg reads a command's one service: NAME, service/NAME or, as
-// kubectl's autoscale takes it, the two words service NAME.
-func oneServiceArg(args []string) (string, error) {
-	if len(args) == 2 {
-		if !serviceKindWord(args[0]) {
-			return "", fmt.Errorf("%s %s: expected one service (NAME, service/NAME or service NAME)", args[0], args[1])
-		}
-		// The kind word reads as KIND/NAME does, so that kubectl's
-		// deployment is refused naming what it is here, as by scale.
-		return serviceArg(args[0] + "/" + args[1])
-	}
-	return serviceArg(args[0])
-}
-
 // setAutoscale gives s autoscaling a, with its replica count moved into
 // a's bounds (admission refuses a count outside them). Admission checks
 // the rest: mode, targets, requests.

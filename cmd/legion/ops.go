@@ -252,6 +252,20 @@ func ownerArg(arg string) (string, error) {
 	return string(k) + "/" + name, nil
 }
 
+// oneServiceArg reads a command's one service: NAME, service/NAME or, as
+// kubectl's autoscale takes it, the two words service NAME.
+func oneServiceArg(args []string) (string, error) {
+	if len(args) == 2 {
+		if !serviceKindWord(args[0]) {
+			return "", fmt.Errorf("%s %s: expected one service (NAME, service/NAME or service NAME)", args[0], args[1])
+		}
+		// The kind word reads as KIND/NAME does, so that kubectl's
+		// deployment is refused naming what it is here, as by scale.
+		return serviceArg(args[0] + "/" + args[1])
+	}
+	return serviceArg(args[0])
+}
+
 // serviceArg reads a command's SERVICE argument: a name, or service/NAME.
 func serviceArg(arg string) (string, error) {
 	_, name, err := kindNameArg(arg, "a service", legion.KindService)
@@ -310,12 +324,12 @@ func (c *clusterCLI) rollbackCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollback SERVICE",
 		Short: "Put back the spec a service had before its last update",
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("rollback: %w", err)
 			}
-			name, err := serviceArg(args[0])
+			name, err := oneServiceArg(args)
 			if err != nil {
 				return fmt.Errorf("rollback: %w", err)
 			}

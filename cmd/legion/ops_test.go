@@ -334,3 +334,33 @@ func TestMayRemoveNode(t *testing.T) {
 		}
 	}
 }
+
+// The commands of one service (rollout status|restart|undo|history,
+// rollback, autoscale) take it as NAME, service/NAME or kubectl's two
+// words; a Kubernetes kind is refused naming what it is here.
+func TestOneServiceArg(t *testing.T) {
+	t.Parallel()
+	for args, want := range map[string]string{
+		"web":            "web",
+		"service/web":    "web",
+		"svc web":        "web",
+		"services web":   "web",
+		"deployment web": `error: unknown kind "deployment"`,
+		"deploy/web":     "error: a Deployment is a Service here",
+		"web api":        "error: web api: expected one service (NAME, service/NAME or service NAME)",
+		"job/web":        "error: expected a service (NAME or service/NAME), not a Job",
+	} {
+		var got string
+		if name, err := oneServiceArg(strings.Fields(args)); err != nil {
+			got = "error: " + err.Error()
+		} else {
+			got = name
+		}
+		if got != want && !(strings.HasPrefix(want, "error: ") && strings.Contains(got, strings.TrimPrefix(want, "error: "))) {
+			t.Errorf("oneServiceArg(%q) = %q, want %q", args, got, want)
+		}
+	}
+	if _, err := runLegion(t, "", "rollout", "status", "service", "web", "api"); err == nil || !strings.Contains(err.Error(), "accepts between 1 and 2 arg(s)") {
+		t.Errorf("rollout status of three words: %v", err)
+	}
+}

@@ -280,9 +280,9 @@ func (c *clusterCLI) rolloutCommand() *cobra.Command {
 	status := &cobra.Command{
 		Use:   "status SERVICE",
 		Short: "Follow a service's rollout until it completes, pauses or rolls back",
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := serviceArg(args[0])
+			name, err := oneServiceArg(args)
 			if err != nil {
 				return fmt.Errorf("rollout status: %w", err)
 			}
@@ -325,12 +325,12 @@ func (c *clusterCLI) rolloutRestartCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restart SERVICE",
 		Short: "Replace a service's tasks in a rolling update, as its update settings say (so they take new Secret and Config values)",
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("rollout restart: %w", err)
 			}
-			name, err := serviceArg(args[0])
+			name, err := oneServiceArg(args)
 			if err != nil {
 				return fmt.Errorf("rollout restart: %w", err)
 			}

@@ -21,9 +21,9 @@ func (c *clusterCLI) rolloutHistoryCommand() *cobra.Command {
 the spec that update came from, which legion rollback (rollout undo) puts
 back, and a diff of the two. Legion keeps that one spec, not a list of
 revisions as a Kubernetes Deployment's ReplicaSets do.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := serviceArg(args[0])
+			name, err := oneServiceArg(args)
 			if err != nil {
 				return fmt.Errorf("rollout history: %w", err)
 			}
