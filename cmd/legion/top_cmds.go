@@ -1,7 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/legionbsd/legion"
@@ -16,8 +19,10 @@ func addTopCommands(root *cobra.Command) {
 	top := cli.topCommand()
 	tasks := cli.topListCommand("tasks", "Show each running task's CPU and memory against its requests and limits", tasksTopListing, false)
 	tasks.Aliases = []string{"pods", "pod"} // kubectl top pods: a pod is a task's here
+	svcs := cli.topListCommand("services", "Show each service's CPU and memory summed over its tasks, against their requests and limits", servicesTopListing, false)
+	svcs.Aliases = []string{"svc"}
 	top.AddCommand(cli.topListCommand("nodes", "Show each node's CPU and memory in use against what it can allocate and holds", nodesTopListing, true),
-		tasks, cli.topListCommand("services", "Show each service's CPU and memory summed over its tasks, against their requests and limits", servicesTopListing, false))
+		tasks, svcs)
 	root.AddCommand(top)
 }
 
@@ -70,9 +75,9 @@ func typed[T legion.Object](objs []legion.Object) []T {
 
 // topListCommand is one of top's listings. Nodes are of no namespace: they
 // read every namespace's usage and take no namespace flags.
-func (c *clusterCLI) topListCommand(use, short string, view func(usageData) listing, nodes bool) *cobra.Command {
-	var ns, output string
-	var all bool
+func (c *clusterCLI) topListCommand(use, short string, view func(usageData, string) listing, nodes bool) *cobra.Command {
+	var ns, output, sortBy string
+	var all, noHeaders bool
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
@@ -81,6 +86,12 @@ func (c *clusterCLI) topListCommand(use, short string, view func(usageData) list
 			fm, err := parseOutput(output)
 			if err != nil {
 				return err
+			}
+			fm.noHeaders = noHeaders
+			switch sortBy {
+			case "", "cpu", "memory":
+			default:
+				return fmt.Errorf("--sort-by %q: expected cpu or memory", sortBy)
 			}
 			cl, err := c.connect(cmd)
 			if err != nil {
@@ -91,10 +102,12 @@ func (c *clusterCLI) topListCommand(use, short string, view func(usageData) list
 			if err != nil {
 				return err
 			}
-			l := view(d)
+			l := view(d, sortBy)
 			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
 		},
 	}
+	cmd.Flags().StringVar(&sortBy, "sort-by", "", "list the most used first: cpu or memory, as kubectl top does (those with no report last)")
+	cmd.Flags().BoolVar(&noHeaders, "no-headers", false, "print the table without its header line")
 	if !nodes {
 		cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace")
 		cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
@@ -111,12 +124,36 @@ func dashUnless(set bool, s string) string {
 	return s
 }
 
-func nodesTopListing(d usageData) listing {
+// byUse orders a top view's rows by sortBy (cpu or memory, the most
+// first; rows with no report last), keeping the order of equal ones.
+func byUse[T any](rows []T, sortBy string, use func(T) (reported bool, cpu legion.CPU, mem legion.Bytes)) {
+	if sortBy == "" {
+		return
+	}
+	slices.SortStableFunc(rows, func(a, b T) int {
+		ra, ca, ma := use(a)
+		rb, cb, mb := use(b)
+		if ra != rb {
+			if ra {
+				return -1
+			}
+			return 1
+		}
+		if sortBy == "cpu" {
+			return cmp.Compare(cb, ca)
+		}
+		return cmp.Compare(mb, ma)
+	})
+}
+
+func nodesTopListing(d usageData, sortBy string) listing {
 	l := listing{none: "nodes", columns: []column{{name: "NAME"}, {name: "STATE"}, {name: "TASKS"},
 		{name: "CPU"}, {name: "CPU%"}, {name: "CPU ALLOCATABLE"}, {name: "CPU CAPACITY", wide: true},
 		{name: "MEMORY"}, {name: "MEMORY%"}, {name: "MEMORY ALLOCATABLE"}, {name: "MEMORY CAPACITY", wide: true},
 		{name: "AVAILABILITY", wide: true}}}
-	for _, n := range topui.Nodes(d.nodes, d.tasks, d.usage) {
+	rows := topui.Nodes(d.nodes, d.tasks, d.usage)
+	byUse(rows, sortBy, func(n topui.NodeUsage) (bool, legion.CPU, legion.Bytes) { return n.Reported, n.CPU, n.Memory })
+	for _, n := range rows {
 		l.add("node/"+n.Name, n, n.Name, string(n.State), strconv.Itoa(n.Tasks),
 			dashUnless(n.Reported, topui.FormatCPU(n.CPU)), dashUnless(n.Reported, topui.Percent(int64(n.CPU), int64(n.CPUAllocatable))),
 			topui.FormatCPU(n.CPUAllocatable), topui.FormatCPU(n.CPUCapacity),
@@ -135,12 +172,14 @@ func share(used, request, limit int64) string {
 	return topui.Percent(used, request)
 }
 
-func tasksTopListing(d usageData) listing {
+func tasksTopListing(d usageData, sortBy string) listing {
 	l := listing{none: "tasks", columns: []column{{name: "NAMESPACE"}, {name: "NAME"}, {name: "NODE"},
 		{name: "CPU"}, {name: "CPU REQUEST"}, {name: "CPU LIMIT"}, {name: "CPU%"},
 		{name: "MEMORY"}, {name: "MEMORY REQUEST"}, {name: "MEMORY LIMIT"}, {name: "MEMORY%"},
 		{name: "OWNER", wide: true}, {name: "STATE", wide: true}}}
-	for _, t := range topui.Tasks(d.tasks, d.usage) {
+	rows := topui.Tasks(d.tasks, d.usage)
+	byUse(rows, sortBy, func(t topui.TaskUsage) (bool, legion.CPU, legion.Bytes) { return t.Reported, t.CPU, t.Memory })
+	for _, t := range rows {
 		l.add("task/"+t.Name, t, t.Namespace, t.Name, t.Node,
 			dashUnless(t.Reported, topui.FormatCPU(t.CPU)), topui.FormatCPU(t.CPURequest), dashUnless(t.CPULimit > 0, topui.FormatCPU(t.CPULimit)),
 			dashUnless(t.Reported, share(int64(t.CPU), int64(t.CPURequest), int64(t.CPULimit))),
@@ -151,11 +190,13 @@ func tasksTopListing(d usageData) listing {
 	return l
 }
 
-func servicesTopListing(d usageData) listing {
+func servicesTopListing(d usageData, sortBy string) listing {
 	l := listing{none: "services", columns: []column{{name: "NAMESPACE"}, {name: "NAME"}, {name: "TASKS"},
 		{name: "CPU"}, {name: "CPU REQUEST"}, {name: "CPU LIMIT"}, {name: "CPU%"},
 		{name: "MEMORY"}, {name: "MEMORY REQUEST"}, {name: "MEMORY LIMIT"}, {name: "MEMORY%"}}}
-	for _, s := range topui.Services(d.services, d.tasks, d.usage) {
+	rows := topui.Services(d.services, d.tasks, d.usage)
+	byUse(rows, sortBy, func(s topui.ServiceUsage) (bool, legion.CPU, legion.Bytes) { return s.Reported, s.CPU, s.Memory })
+	for _, s := range rows {
 		l.add("service/"+s.Name, s, s.Namespace, s.Name, strconv.Itoa(s.Tasks),
 			dashUnless(s.Reported, topui.FormatCPU(s.CPU)), topui.FormatCPU(s.CPURequest), dashUnless(s.CPULimit > 0, topui.FormatCPU(s.CPULimit)),
 			dashUnless(s.Reported, share(int64(s.CPU), int64(s.CPURequest), int64(s.CPULimit))),

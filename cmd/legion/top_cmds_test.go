@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/legionbsd/legion"
@@ -46,18 +48,54 @@ func topFixture(t *testing.T) usageData {
 func TestTopListingsGolden(t *testing.T) {
 	t.Parallel()
 	d := topFixture(t)
-	for name, view := range map[string]func(usageData) listing{"nodes": nodesTopListing, "tasks": tasksTopListing, "services": servicesTopListing} {
+	for name, view := range map[string]func(usageData, string) listing{"nodes": nodesTopListing, "tasks": tasksTopListing, "services": servicesTopListing} {
 		for _, o := range []string{"table", "wide", "json"} {
 			f, err := parseOutput(o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var out, errw bytes.Buffer
-			l := view(d)
+			l := view(d, "")
 			if err := l.print(&out, &errw, f); err != nil {
 				t.Fatal(err)
 			}
 			golden.Check(t, filepath.Join("testdata", "top_"+name+"_"+o+".golden"), out.String())
+		}
+		// kubectl top's --sort-by: the most used first, unreported last;
+		// --no-headers drops the header.
+		for _, by := range []string{"cpu", "memory"} {
+			f, _ := parseOutput("table")
+			f.noHeaders = true
+			var out, errw bytes.Buffer
+			l := view(d, by)
+			if err := l.print(&out, &errw, f); err != nil {
+				t.Fatal(err)
+			}
+			golden.Check(t, filepath.Join("testdata", "top_"+name+"_by_"+by+".golden"), out.String())
+		}
+	}
+}
+
+// byUse orders by the use asked, the most first, rows with no report
+// last whatever their figures.
+func TestByUse(t *testing.T) {
+	t.Parallel()
+	type row struct {
+		name     string
+		reported bool
+		cpu      legion.CPU
+		mem      legion.Bytes
+	}
+	rows := []row{{"a", true, 100, 300}, {"b", true, 300, 100}, {"c", false, 900, 900}, {"d", true, 200, 200}}
+	for by, want := range map[string]string{"cpu": "b d a c", "memory": "a d b c", "": "a b c d"} {
+		got := slices.Clone(rows)
+		byUse(got, by, func(r row) (bool, legion.CPU, legion.Bytes) { return r.reported, r.cpu, r.mem })
+		var names []string
+		for _, r := range got {
+			names = append(names, r.name)
+		}
+		if strings.Join(names, " ") != want {
+			t.Errorf("byUse %q: %v, want %s", by, names, want)
 		}
 	}
 }
