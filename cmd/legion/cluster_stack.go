@@ -2,26 +2,16 @@ package main
 
 import (
 	"context"
+	"io"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
-	"github.com/spf13/cobra"
 )
 
 // clusterStackClient adapts the Go client to what the stack commands
-// need (stackClient): connectStackClient can return
-// connectClusterStack(cmd).
+// need (stackClient); connectStackClient makes one.
 type clusterStackClient struct{ c *client.Client }
-
-// connectClusterStack reaches the cluster named by --server/LEGION_SERVER
-// with --credentials/LEGION_CREDENTIALS, for the stack commands.
-func connectClusterStack(cmd *cobra.Command) (stackClient, error) {
-	c, err := newClusterCLI().connect(cmd)
-	if err != nil {
-		return nil, err
-	}
-	return clusterStackClient{c: c}, nil
-}
 
 var _ stackClient = clusterStackClient{}
 
@@ -45,4 +35,8 @@ func (s clusterStackClient) List(ctx context.Context, kind legion.Kind, namespac
 func (s clusterStackClient) Delete(ctx context.Context, kind legion.Kind, namespace, name string) error {
 	_, err := s.c.Delete(ctx, kind, namespace, name, nil)
 	return err
+}
+
+func (s clusterStackClient) FollowRollout(ctx context.Context, out io.Writer, namespace, name string, timeout time.Duration) error {
+	return followRollout(ctx, s.c, out, namespace, name, timeout, false)
 }

@@ -188,6 +188,19 @@ spec:
 // manifest, which may use localhost/hello:1.
 func deployHello(ctx context.Context, t *testing.T, n *daemon.Node, manifest string) {
 	t.Helper()
+	loadHello(ctx, t, n)
+	objs, err := legion.ParseManifest("test.yaml", []byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// loadHello loads the hello example's image, localhost/hello:1, on n.
+func loadHello(ctx context.Context, t *testing.T, n *daemon.Node) {
+	t.Helper()
 	f, err := os.Open("../../examples/hello/hello.oci.tar")
 	if err != nil {
 		t.Fatal(err)
@@ -195,13 +208,6 @@ func deployHello(ctx context.Context, t *testing.T, n *daemon.Node, manifest str
 	defer f.Close()
 	if _, err := n.Images.Load(ctx, f, "localhost/hello:1", time.Now()); err != nil {
 		t.Fatalf("loading the example's image: %v", err)
-	}
-	objs, err := legion.ParseManifest("test.yaml", []byte(manifest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.Client.Apply(ctx, objs, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -25,6 +25,9 @@ type stackClient interface {
 	Apply(ctx context.Context, objs []legion.Object) ([]string, error)
 	List(ctx context.Context, kind legion.Kind, namespace string, selector map[string]string) ([]legion.Object, error)
 	Delete(ctx context.Context, kind legion.Kind, namespace, name string) error
+	// FollowRollout prints a service's rollout until it is done, as
+	// apply --wait does (its exit codes too).
+	FollowRollout(ctx context.Context, out io.Writer, namespace, name string, timeout time.Duration) error
 }
 
 // stackDeps are what the stack commands take from the process, so tests
@@ -192,18 +195,40 @@ Legion does not map are warned about on standard error (refused with --strict).`
 
 func newStackDeployCommand(deps stackDeps) *cobra.Command {
 	var f stackFlags
-	var prune bool
+	var prune, detach, registryAuth bool
+	var resolveImage string
+	var wf waitFlags
 	cmd := &cobra.Command{
-		Use:   "deploy -c FILE [-n NS] [--prune] [--strict] STACK",
+		Use:   "deploy -c FILE [-n NS] [--prune] [--strict] [--wait] STACK",
 		Short: "Deploy or update a stack from compose files",
 		Long: `Deploy converts the compose files as stack convert does and applies the
 objects. The namespace (default: the stack's name) is created when it does
 not exist: locked when the compose networks separate services (each network
 then a policy segment), allowing raw sockets when a service adds NET_RAW.
 An existing namespace is left as it is. With --prune, the stack's services
-the files no longer have are deleted.`,
+the files no longer have are deleted. --wait (docker's --detach=false)
+follows each service's rollout in turn.
+
+docker stack deploy's --with-registry-auth is refused: nodes pull with the
+Secrets a pod names (x-legion: {pod: {imagePullSecrets: [NAME]}}), not the
+client's logins. Its --resolve-image always is what Legion does (the
+leader pins every tag to a digest); changed and never are refused.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !detach {
+				wf.wait = true
+			}
+			if err := wf.check(); err != nil {
+				return fmt.Errorf("stack deploy: %w", err)
+			}
+			if registryAuth {
+				return fmt.Errorf("stack deploy: --with-registry-auth: nodes pull with the Secrets a pod names, not the client's registry logins: give the service x-legion: {pod: {imagePullSecrets: [NAME]}}, NAME a Secret of the registry's credentials")
+			}
+			switch resolveImage {
+			case "", "always":
+			default:
+				return fmt.Errorf("stack deploy: --resolve-image %s: the leader always resolves each tag to a digest and every task of an update runs it; only always is what Legion does", resolveImage)
+			}
 			stack := args[0]
 			res, err := convertStack(cmd, deps, f, stack)
 			if err != nil {
@@ -252,11 +277,31 @@ the files no longer have are deleted.`,
 			list := func(k legion.Kind, ns string) ([]legion.Object, error) { return c.List(ctx, k, ns, nil) }
 			warnApplied(cmd.ErrOrStderr(), res.Objects, list)
 			warnStale(cmd.ErrOrStderr(), applied, list)
+			if !wf.wait {
+				return nil
+			}
+			for _, o := range res.Objects {
+				if svc, ok := o.(*legion.Service); ok {
+					if err := c.FollowRollout(ctx, cmd.OutOrStdout(), svc.Metadata.Namespace, svc.Metadata.Name, wf.timeout); err != nil {
+						return err
+					}
+				}
+			}
 			return nil
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().BoolVar(&prune, "prune", false, "delete the stack's services the file no longer has")
+	fl := cmd.Flags()
+	fl.BoolVar(&prune, "prune", false, "delete the stack's services the file no longer has")
+	wf.add(cmd)
+	fl.Lookup("wait").Usage = "follow each service's rollout in turn: exit 0 once every one's tasks run its pod and are ready, 1 if an update pauses or rolls back, 2 on the timeout"
+	// docker stack deploy's own flags, said for what they are here.
+	fl.BoolVar(&detach, "detach", true, "docker's: --detach=false is --wait")
+	fl.BoolVar(&registryAuth, "with-registry-auth", false, "docker's: refused, nodes pull with the Secrets a pod names")
+	fl.StringVar(&resolveImage, "resolve-image", "", "docker's: always is what the leader does; others refused")
+	for _, h := range []string{"detach", "with-registry-auth", "resolve-image"} {
+		fl.MarkHidden(h)
+	}
 	return cmd
 }
 

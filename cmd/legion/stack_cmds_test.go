@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,6 +58,11 @@ func (f *fakeCluster) List(_ context.Context, kind legion.Kind, ns string, sel m
 	}
 	slices.SortFunc(out, func(a, b legion.Object) int { return strings.Compare(legion.ObjectKey(a), legion.ObjectKey(b)) })
 	return out, nil
+}
+
+func (f *fakeCluster) FollowRollout(_ context.Context, out io.Writer, ns, name string, _ time.Duration) error {
+	f.writes = append(f.writes, "follow "+legion.Key(legion.KindService, ns, name))
+	return nil
 }
 
 func (f *fakeCluster) Delete(_ context.Context, kind legion.Kind, ns, name string) error {
@@ -638,5 +644,51 @@ func TestStackDeployWarnsThatRunningTasksKeepAnUpdatedSecret(t *testing.T) {
 	_, stderr, err := runStack(t, c, "deploy", "-c", file, "shop")
 	if err != nil || !strings.Contains(stderr, "the tasks of service/web that already run keep the value they started with") {
 		t.Fatalf("deploy with a new secret value: %v\n%s", err, stderr)
+	}
+}
+
+// stack deploy --wait (docker's --detach=false) follows each service's
+// rollout on a real node until its tasks are ready; docker's
+// --with-registry-auth and --resolve-image other than always are refused
+// before anything is applied.
+func TestStackDeployWait(t *testing.T) {
+	t.Parallel()
+	n := startCluster(t)
+	loadHello(context.Background(), t, n)
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	file := filepath.Join(t.TempDir(), "compose.yaml")
+	compose := `services:
+  w:
+    image: localhost/hello:1
+    pull_policy: never
+    command: ["-listen", "$$(LEGION_POD_IP):8080"]
+    deploy: {replicas: 2}
+`
+	if err := os.WriteFile(file, []byte(compose), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for args, says := range map[string]string{
+		"--with-registry-auth":  "--with-registry-auth: nodes pull with the Secrets a pod names",
+		"--resolve-image=never": "--resolve-image never: the leader always resolves each tag to a digest",
+		"--timeout=1m":          "--timeout applies only with --wait",
+	} {
+		out, err := runLegion(t, "", append([]string{"stack", "deploy", "-c", file, "hi", args}, flags...)...)
+		if err == nil || !strings.Contains(err.Error(), says) || strings.Contains(out, "created") {
+			t.Errorf("stack deploy %s: %v, want it refused saying %q\n%s", args, err, says, out)
+		}
+	}
+	out, err := runLegion(t, "", append([]string{"stack", "deploy", "-c", file, "hi", "--detach=false", "--resolve-image", "always", "--timeout", "2m"}, flags...)...)
+	if err != nil || !strings.Contains(out, "service/w -n hi created") || !strings.Contains(out, "service hi/w: 2 of 2 tasks updated, 2 ready") {
+		t.Fatalf("stack deploy --detach=false: %v\n%s", err, out)
+	}
+	ready := 0
+	tasks, _, err := n.Client.List(context.Background(), legion.KindTask, client.ListOptions{Namespace: "hi"})
+	for _, o := range tasks {
+		if tk := o.(*legion.Task); tk.Status.Ready && tk.Spec.DesiredState == legion.TaskRunning {
+			ready++
+		}
+	}
+	if err != nil || ready != 2 {
+		t.Errorf("after stack deploy --detach=false: %d ready tasks (%v), want 2", ready, err)
 	}
 }
