@@ -117,7 +117,7 @@ func TestWrongArgumentsSayTheUsage(t *testing.T) {
 	}{
 		{[]string{"volume", "move", "data", "n1"}, "volume move: accepts 1 arg(s), received 2; usage: legion volume move NAME --node NODE"},
 		{[]string{"get"}, "get: requires at least 1 arg(s), only received 0; usage: legion get KIND [NAME...] | get KIND/NAME..."},
-		{[]string{"rollout", "restart"}, "rollout restart: accepts 1 arg(s), received 0; usage: legion rollout restart SERVICE"},
+		{[]string{"rollout", "restart"}, "rollout restart: accepts between 1 and 2 arg(s), received 0; usage: legion rollout restart SERVICE"},
 	} {
 		if _, err := runLegion(t, "", tc.args...); err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("legion %v: %v, want it to say %q", tc.args, err, tc.says)
