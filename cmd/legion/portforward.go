@@ -28,7 +28,8 @@ func newPortForwardCommand() *cobra.Command {
 		Use:   "port-forward TASK|SERVICE|JOB [LOCAL:]PORT",
 		Short: "Forward a local port to a port of a task's pod",
 		Long: `Port-forward listens on a local port (PORT itself unless LOCAL is given;
-0 picks a free one) and carries each connection to PORT of the task's pod
+0 or nothing, as in :PORT, picks a free one) and carries each connection to
+PORT of the task's pod
 (a service or job name picks one of its running tasks), until interrupted.
 Nothing needs to be published: the agent of the pod's node connects.
 
@@ -93,7 +94,8 @@ does: "service/web 8000:80" reaches the pod's port that port 80 serves.`,
 }
 
 // parsePorts reads [LOCAL:]PORT: PORT a number or a port's name; local
-// is -1 when not given (PORT's number, once a name is resolved).
+// is -1 when not given (PORT's number, once a name is resolved), and 0,
+// a free port, for an empty LOCAL (kubectl's :PORT).
 func parsePorts(arg string) (local int, remote legion.PortRef, err error) {
 	l, r, pair := strings.Cut(arg, ":")
 	if !pair {
@@ -110,6 +112,9 @@ func parsePorts(arg string) (local int, remote legion.PortRef, err error) {
 		remote = legion.PortRef{Name: r}
 	}
 	local = -1
+	if pair && l == "" {
+		return 0, remote, nil // kubectl's :PORT: a free local port
+	}
 	if pair {
 		if local, err = strconv.Atoi(l); err != nil || local < 0 || local > 65535 {
 			return 0, remote, fmt.Errorf("%q: the local port must be 0 to 65535", arg)

@@ -102,6 +102,7 @@ func TestParsePorts(t *testing.T) {
 	}{
 		"8080": {-1, legion.PortRef{Number: 8080}}, "9000:80": {9000, legion.PortRef{Number: 80}},
 		"0:443": {0, legion.PortRef{Number: 443}}, "http": {-1, legion.PortRef{Name: "http"}}, "0:web": {0, legion.PortRef{Name: "web"}},
+		":8080": {0, legion.PortRef{Number: 8080}}, ":web": {0, legion.PortRef{Name: "web"}}, // kubectl's: a free local port
 	} {
 		l, r, err := parsePorts(arg)
 		if err != nil || l != want.local || r != want.ref {
