@@ -29,8 +29,8 @@ func newPortForwardCommand() *cobra.Command {
 		Short: "Forward a local port to a port of a task's pod",
 		Long: `Port-forward listens on a local port (PORT itself unless LOCAL is given;
 0 or nothing, as in :PORT, picks a free one) and carries each connection to
-PORT of the task's pod
-(a service or job name picks one of its running tasks), until interrupted.
+PORT of the task's pod (a service or job name picks one of its running
+tasks), until interrupted.
 Nothing needs to be published: the agent of the pod's node connects.
 
 PORT is a port number or the name of a container port of the pod. For a
