@@ -181,16 +181,39 @@ type drainFlags struct {
 	wait    bool
 	timeout time.Duration
 	output  string
+	// kubectl drain's: the first is refused (a drain here stops what it
+	// keeps), the others consent to what a drain here does anyway.
+	ignoreDaemonSets, deleteEmptyDir, force bool
 }
 
 func (f *drainFlags) add(cmd *cobra.Command) {
-	cmd.Flags().BoolVar(&f.wait, "wait", false, "follow the drain: exit 0 once completed, 1 if it is cancelled, 2 on the timeout")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "with --wait, give up after this long (default: no limit)")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "", "with --wait, json: print the drain's last state as JSON instead of following lines")
+	fl := cmd.Flags()
+	fl.BoolVar(&f.wait, "wait", false, "follow the drain: exit 0 once completed, 1 if it is cancelled, 2 on the timeout")
+	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait, give up after this long (default: no limit)")
+	fl.StringVarP(&f.output, "output", "o", "", "with --wait, json: print the drain's last state as JSON instead of following lines")
+	fl.BoolVar(&f.ignoreDaemonSets, "ignore-daemonsets", false, "kubectl's: refused, a drain here stops global services' tasks")
+	fl.BoolVar(&f.deleteEmptyDir, "delete-emptydir-data", false, "kubectl's: what a drain here does to tmpfs volumes anyway")
+	fl.BoolVar(&f.deleteEmptyDir, "delete-local-data", false, "kubectl's older name of --delete-emptydir-data")
+	fl.BoolVar(&f.force, "force", false, "kubectl's: every task here has an owner that replaces it")
+	for _, h := range []string{"ignore-daemonsets", "delete-emptydir-data", "delete-local-data", "force"} {
+		fl.MarkHidden(h)
+	}
+}
+
+// kubectlNotes says what kubectl drain's consenting flags mean here.
+func (f *drainFlags) kubectlNotes(w io.Writer) {
+	if f.deleteEmptyDir {
+		fmt.Fprintln(w, "note: --delete-emptydir-data: a drain here always stops tasks whose tmpfs volumes' data goes with them; it needs no flag")
+	}
+	if f.force {
+		fmt.Fprintln(w, "note: --force: every task has a service or job that starts it again elsewhere; a drain here needs no flag for it")
+	}
 }
 
 func (f *drainFlags) check() error {
 	switch {
+	case f.ignoreDaemonSets:
+		return fmt.Errorf("node drain: --ignore-daemonsets: a drain here stops the tasks of global services too, as Swarm's does, where kubectl's leaves DaemonSets' pods; legion node pause NODE stops new placements and leaves every task running")
 	case f.output != "" && f.output != "json":
 		return fmt.Errorf("node drain: -o %q: expected json", f.output)
 	case !f.wait && (f.timeout != 0 || f.output != ""):

@@ -126,3 +126,20 @@ func TestStranded(t *testing.T) {
 		t.Errorf("seven waiting: %q", got)
 	}
 }
+
+// kubectl drain's flags: --ignore-daemonsets asks for what a drain here
+// does not do, and is refused before any manager is reached; the flags
+// that consent to what it does anyway are noted, and the drain goes on.
+func TestDrainTakesKubectlFlags(t *testing.T) {
+	t.Parallel()
+	unreachable := []string{"--server", "127.0.0.1:1", "--request-timeout", "100ms"}
+	_, err := runLegion(t, "", append([]string{"node", "drain", "n1", "--ignore-daemonsets", "--delete-emptydir-data"}, unreachable...)...)
+	if err == nil || !strings.Contains(err.Error(), "--ignore-daemonsets: a drain here stops the tasks of global services too") {
+		t.Errorf("drain --ignore-daemonsets: %v", err)
+	}
+	out, err := runLegion(t, "", append([]string{"node", "drain", "n1", "--delete-emptydir-data", "--force"}, unreachable...)...)
+	if err == nil || !strings.Contains(out, "note: --delete-emptydir-data: a drain here always stops tasks whose tmpfs volumes' data goes with them") ||
+		!strings.Contains(out, "note: --force: every task has a service or job") {
+		t.Errorf("drain --delete-emptydir-data --force: %v\n%s", err, out)
+	}
+}

@@ -362,6 +362,7 @@ func (c *clusterCLI) availabilityCommand(verb string, a legion.Availability, wha
 			if err := df.check(); err != nil {
 				return err
 			}
+			df.kubectlNotes(cmd.ErrOrStderr())
 			// The tasks on the node, read before the drain stops them.
 			cl, err := c.connect(cmd)
 			if err != nil {
