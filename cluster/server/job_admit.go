@@ -12,6 +12,9 @@ import (
 // good), so the change would be stored and never run. Its labels may
 // still change, and applying it unchanged is no change. As with
 // Kubernetes, a Job is run again by deleting it and applying it anew.
+// A write whose caller named another version (a create, expecting none)
+// is left to its precondition, which answers the question it asked: the
+// Job exists.
 func admitFinishedJobs(_ *store.Store, a *admission) ([]string, error) {
 	var errs []string
 	for _, c := range a.changed {
@@ -19,7 +22,7 @@ func admitFinishedJobs(_ *store.Store, a *admission) ([]string, error) {
 			continue
 		}
 		cur, ok := a.current[legion.ObjectKey(c.obj)].(*legion.Job)
-		if !ok || !cur.Status.State.Over() || sameSpec(cur, c.obj) {
+		if !ok || !cur.Status.State.Over() || sameSpec(cur, c.obj) || checkExpected(c.expected, cur) != nil {
 			continue
 		}
 		m := c.obj.GetMetadata()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/store"
 	"google.golang.org/grpc/codes"
 )
@@ -39,5 +40,12 @@ func TestAdmissionRefusesChangingAFinishedJob(t *testing.T) {
 			"Job jobs/once: it is "+string(state), "its spec cannot change", "legion delete job once -n jobs")
 		applyOK(t, c, job("j:2", ""))
 		applyOK(t, c, job("j:2", ", labels: {team: "+strings.ToLower(string(state))+"}"))
+		// A create (no object expected) is told the Job exists, its
+		// precondition answered before the rule of finished Jobs.
+		none := uint64(0)
+		_, err = c.Apply(context.Background(), mustParse(t, job("j:3", "")), client.ApplyOptions{ExpectedVersion: &none})
+		if client.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "Job jobs/once: already exists") {
+			t.Errorf("a create over the %s Job: %v (%s), want Aborted", state, err, client.Code(err))
+		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/internal/testcluster"
 	"github.com/legionbsd/legion/scheduler"
@@ -53,9 +55,10 @@ spec:
 		t.Errorf("a second create of the name: %v", err)
 	}
 	for args, says := range map[string]string{
-		"create job x":                     "--from cronjob/NAME is required",
-		"create job x --from service/web":  `--from "service/web": expected cronjob/NAME`,
-		"create job x --from cronjob/none": "not found",
+		"create job x":                                    "--image IMAGE (a Job of one container) or --from cronjob/NAME (a CronJob's) is required",
+		"create job x --from service/web":                 `--from "service/web": expected cronjob/NAME`,
+		"create job x --from cronjob/none":                "not found",
+		"create job x --from cronjob/nightly --image a:1": "--from runs a CronJob's job template as it is",
 	} {
 		if _, err := runLegion(t, "", append(strings.Fields(args), flags...)...); err == nil || !strings.Contains(err.Error(), says) {
 			t.Errorf("legion %s: %v, want it to say %q", args, err, says)
@@ -245,4 +248,59 @@ func atoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// create job --image runs a Job of one container from flags, as kubectl
+// create job does, and --wait follows it to its end (1 for one that
+// fails); create cronjob makes a CronJob so, its schedule checked.
+func TestCreateJobAndCronJobFromFlags(t *testing.T) {
+	t.Parallel()
+	n := startCluster(t)
+	loadHello(context.Background(), t, n)
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	run := func(args ...string) (string, error) { return runLegion(t, "", append(flags, args...)...) }
+
+	out, err := run("create", "job", "count", "--image", "localhost/hello:1", "--completions", "2", "-e", "WHO=flags", "--wait", "--timeout", "1m", "--", "-say", "counted", "-exit", "0")
+	if err != nil || !strings.HasPrefix(out, "job/count created\n") || !strings.Contains(out, "job default/count: complete: 2 of 2 completions") {
+		t.Fatalf("create job --image --wait: %v\n%s", err, out)
+	}
+	j, err := client.GetAs[*legion.Job](context.Background(), n.Client, legion.KindJob, "default", "count")
+	if err != nil || j.Spec.Completions != 2 || j.Spec.Pod.Containers[0].Env[0] != (legion.EnvVar{Name: "WHO", Value: "flags"}) ||
+		strings.Join(j.Spec.Pod.Containers[0].Args, " ") != "-say counted -exit 0" {
+		t.Fatalf("the Job made: %+v, %v", j, err)
+	}
+	if logs, err := run("logs", "job/count"); err != nil || strings.Count(logs, "counted") != 2 {
+		t.Errorf("the job's output: %v\n%s", err, logs)
+	}
+	var ee *exitError
+	if _, err := run("create", "job", "fails", "--image", "localhost/hello:1", "--backoff-limit", "0", "--wait", "--timeout", "1m", "--", "-exit", "3"); !errors.As(err, &ee) || ee.code != rolloutFailed {
+		t.Errorf("create job --wait of a failing job: %v, want exit %d", err, rolloutFailed)
+	}
+
+	if out, err := run("create", "cronjob", "tick", "--image", "localhost/hello:1", "--schedule", "30 2 * * *", "--", "-exit", "0"); err != nil || out != "cronjob/tick created\n" {
+		t.Fatalf("create cronjob: %v %q", err, out)
+	}
+	cj, err := client.GetAs[*legion.CronJob](context.Background(), n.Client, legion.KindCronJob, "default", "tick")
+	if err != nil || cj.Spec.Schedule != "30 2 * * *" || cj.Spec.Job.Pod.Containers[0].Image != "localhost/hello:1" {
+		t.Fatalf("the CronJob made: %+v, %v", cj, err)
+	}
+	if out, err := run("create", "job", "dry", "--image", "localhost/hello:1", "--dry-run", "-o", "yaml"); err != nil || !strings.Contains(out, "kind: Job") || !strings.Contains(out, "backoffLimit: 6") {
+		t.Errorf("create job --dry-run -o yaml: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"create", "cronjob", "c", "--image", "a:1"}, "--schedule is required"},
+		{[]string{"create", "cronjob", "c", "--image", "a:1", "--schedule", "@daily"}, "expected five cron fields"},
+		{[]string{"create", "cronjob", "c", "--schedule", "0 3 * * *"}, "--image is required"},
+		{[]string{"create", "job", "j", "--image", "a:1", "--completions", "-1"}, "spec.completions"},
+		{[]string{"create", "job", "j", "--image", "a:1", "extra"}, `"extra": the container's arguments go after --`},
+		{[]string{"create", "job", "count", "--image", "localhost/hello:1"}, "job default/count exists"},
+		{[]string{"create", "job", "j", "--image", "a:1", "--dry-run", "--wait"}, "--wait and --dry-run"},
+	} {
+		if _, err := run(tc.args...); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("legion %q: %v, want it to say %q", tc.args, err, tc.says)
+		}
+	}
 }

@@ -11,15 +11,127 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/compose"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
+
+// containerFlags are the flags of the one container create makes (of a
+// service, job or cron job): --image, -e, --command and the words after
+// --.
+type containerFlags struct {
+	image   string
+	env     []string
+	command bool
+}
+
+func (f *containerFlags) add(fl *pflag.FlagSet, why string) {
+	fl.Var(&onceFlag{v: &f.image, why: why}, "image", "the container's image (required)")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "an environment variable, KEY=VALUE (repeatable)")
+	fl.BoolVar(&f.command, "command", false, "the words after -- are the command (ENTRYPOINT) and its arguments, not the arguments alone")
+}
+
+// container is the container the flags describe, named name, running the
+// words after -- as its arguments (or, with --command, its command).
+func (f containerFlags) container(name string, words []string) (legion.Container, error) {
+	if f.image == "" {
+		return legion.Container{}, errors.New("--image is required: the image the container runs")
+	}
+	ctr := legion.Container{Name: name, Image: f.image}
+	if f.command {
+		if len(words) == 0 {
+			return ctr, errors.New("--command: expected the command after --")
+		}
+		ctr.Command = words
+	} else {
+		ctr.Args = words
+	}
+	for _, e := range f.env {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok || k == "" {
+			return ctr, fmt.Errorf("--env %q: expected KEY=VALUE", e)
+		}
+		ctr.Env = append(ctr.Env, legion.EnvVar{Name: k, Value: v})
+	}
+	return ctr, nil
+}
+
+// argsAfterDash checks that the words after NAME came after --, and
+// returns them.
+func argsAfterDash(cmd *cobra.Command, what string, args []string) ([]string, error) {
+	name, rest := args[0], args[1:]
+	if cmd.ArgsLenAtDash() != 1 && len(rest) > 0 {
+		return nil, fmt.Errorf("%s: %q: the container's arguments go after --, as in legion %s %s --image IMAGE -- %s", what, rest[0], what, name, strings.Join(rest, " "))
+	}
+	return rest, nil
+}
+
+// createOutput are --dry-run and -o of the create commands that make an
+// object from flags.
+type createOutput struct {
+	output string
+	dryRun bool
+}
+
+func (f *createOutput) add(fl *pflag.FlagSet, kind string) {
+	fl.BoolVar(&f.dryRun, "dry-run", false, "make nothing: have the cluster check it, or with -o print its manifest")
+	fl.StringVarP(&f.output, "output", "o", "", "print the "+kind+" made as yaml or json (as legion get -o does), rather than a line")
+}
+
+// create stores o, made from flags, as create service and create job do:
+// with --dry-run -o the manifest is printed without a cluster, with
+// --dry-run alone the cluster checks it, else it is made (a name taken is
+// refused) and printed as -o asks, or said in a line (note added to
+// it). It returns the
+// client, still open, and the object stored, for what follows; nil
+// for a dry run.
+func (f createOutput) create(cmd *cobra.Command, c *clusterCLI, what string, o legion.Object, wait bool, note string) (*client.Client, legion.Object, error) {
+	fm, err := parseOutput(cmp.Or(f.output, "table"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.dryRun && wait {
+		return nil, nil, fmt.Errorf("%s: --wait and --dry-run: a dry run starts nothing to wait for", what)
+	}
+	if f.dryRun && f.output != "" {
+		// The manifest, made here: no cluster is needed for it.
+		l := objectListing([]legion.Object{o}, false, true, time.Now())
+		return nil, nil, l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+	}
+	cl, err := c.connect(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	// With -o the answer holds the stored object to print.
+	res, err := createNew(ctxOf(cmd), cl, o, client.ApplyOptions{DryRun: f.dryRun, Brief: f.output == ""})
+	if errors.Is(err, client.ErrAborted) {
+		err = fmt.Errorf("%s %s exists: legion apply or legion edit change it", strings.ToLower(string(o.GetKind())), legion.DisplayName(o))
+	}
+	if err == nil && f.dryRun {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s %s (dry run)\n", ref(res.Object), res.Outcome)
+		cl.Close()
+		return nil, nil, nil
+	}
+	if err == nil && f.output != "" {
+		l := objectListing([]legion.Object{res.Object}, false, true, time.Now())
+		err = l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+	} else if err == nil {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s created%s\n", ref(res.Object), note)
+	}
+	if err != nil {
+		cl.Close()
+		return nil, nil, fmt.Errorf("%s: %w", what, err)
+	}
+	warnApplied(cmd.ErrOrStderr(), []legion.Object{o}, listWith(ctxOf(cmd), cl))
+	return cl, res.Object, nil
+}
 
 // serviceFlags are what create service makes a Service of.
 type serviceFlags struct {
-	image, mode, output string
-	replicas            int
-	publish, ports      []string
-	env, labels         []string
-	command, dryRun     bool
+	containerFlags
+	createOutput
+	mode           string
+	replicas       int
+	publish, ports []string
+	labels         []string
 }
 
 // createServiceCommand is docker service create and kubectl create
@@ -54,70 +166,34 @@ asking the cluster: a start for a file that legion apply reads.`,
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("create service: %w", err)
 			}
-			name, rest := args[0], args[1:]
-			if cmd.ArgsLenAtDash() != 1 && len(rest) > 0 {
-				return fmt.Errorf("create service: %q: the container's arguments go after --, as in legion create service %s --image IMAGE -- %s", rest[0], name, strings.Join(rest, " "))
-			}
-			s, err := f.service(name, ns, rest, cmd.Flags().Changed("replicas"))
-			if err != nil {
-				return fmt.Errorf("create service: %w", err)
-			}
-			fm, err := parseOutput(cmp.Or(f.output, "table"))
+			words, err := argsAfterDash(cmd, "create service", args)
 			if err != nil {
 				return err
 			}
-			if f.dryRun && wf.wait {
-				return errors.New("create service: --wait and --dry-run: a dry run starts nothing to wait for")
-			}
-			if f.dryRun && f.output != "" {
-				// The manifest, made here: no cluster is needed for it.
-				l := objectListing([]legion.Object{s}, false, true, time.Now())
-				return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
-			}
-			cl, err := c.connect(cmd)
+			s, err := f.service(args[0], ns, words, cmd.Flags().Changed("replicas"))
 			if err != nil {
+				return fmt.Errorf("create service: %w", err)
+			}
+			cl, made, err := f.create(cmd, c, "create service", s, wf.wait, "")
+			if cl == nil || err != nil {
 				return err
 			}
 			defer cl.Close()
-			// With -o the answer holds the stored service to print.
-			res, err := createNew(ctxOf(cmd), cl, s, client.ApplyOptions{DryRun: f.dryRun, Brief: f.output == ""})
-			if errors.Is(err, client.ErrAborted) {
-				return fmt.Errorf("create service: service %s exists: legion apply or legion edit change it", legion.DisplayName(s))
-			}
-			if err != nil {
-				return fmt.Errorf("create service: %w", err)
-			}
-			if f.dryRun {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s (dry run)\n", ref(res.Object), res.Outcome)
-				return nil
-			}
-			if f.output != "" {
-				l := objectListing([]legion.Object{res.Object}, false, true, time.Now())
-				if err := l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s created\n", ref(res.Object))
-			}
-			warnApplied(cmd.ErrOrStderr(), []legion.Object{s}, listWith(ctxOf(cmd), cl))
 			if !wf.wait {
 				return nil
 			}
-			m := res.Object.GetMetadata()
+			m := made.GetMetadata()
 			return followRollout(ctxOf(cmd), cl, cmd.OutOrStdout(), m.Namespace, m.Name, wf.timeout, false)
 		},
 	}
 	fl := cmd.Flags()
-	fl.Var(&onceFlag{v: &f.image, why: "a service made here has one container; a manifest has room for more"}, "image", "the container's image (required)")
+	f.containerFlags.add(fl, "a service made here has one container; a manifest has room for more")
 	fl.IntVar(&f.replicas, "replicas", 1, "how many tasks run it (replicated mode)")
 	fl.StringVar(&f.mode, "mode", string(legion.ModeReplicated), "replicated, or global: one task on every node that may run it")
 	fl.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a port, PUBLISHED:TARGET[/PROTOCOL] as docker takes it (repeatable)")
 	fl.StringArrayVar(&f.ports, "port", nil, "a container port, also a port of the service's VIP, not published (repeatable)")
-	fl.StringArrayVarP(&f.env, "env", "e", nil, "an environment variable, KEY=VALUE (repeatable)")
 	fl.StringArrayVarP(&f.labels, "label", "l", nil, "a label of the service, key=value (repeatable, or comma-separated)")
-	fl.BoolVar(&f.command, "command", false, "the words after -- are the command (ENTRYPOINT) and its arguments, not the arguments alone")
-	fl.BoolVar(&f.dryRun, "dry-run", false, "make nothing: have the cluster check it, or with -o print its manifest")
-	fl.StringVarP(&f.output, "output", "o", "", "print the service made as yaml or json (as legion get -o does), rather than a line")
+	f.createOutput.add(fl, "service")
 	fl.StringVarP(&ns, "namespace", "n", "", "namespace of the service (default: default)")
 	wf.add(cmd)
 	return cmd
@@ -127,9 +203,6 @@ asking the cluster: a start for a file that legion apply reads.`,
 // apply would be: its defaults written (as legion validate prints them),
 // every problem named.
 func (f serviceFlags) service(name, ns string, words []string, replicasSet bool) (*legion.Service, error) {
-	if f.image == "" {
-		return nil, errors.New("--image is required: the image the service runs")
-	}
 	if err := legion.ValidName(name); err != nil {
 		return nil, fmt.Errorf("name %q: %w", name, err)
 	}
@@ -137,21 +210,9 @@ func (f serviceFlags) service(name, ns string, words []string, replicasSet bool)
 	if err != nil {
 		return nil, err
 	}
-	ctr := legion.Container{Name: name, Image: f.image}
-	if f.command {
-		if len(words) == 0 {
-			return nil, errors.New("--command: expected the command after --")
-		}
-		ctr.Command = words
-	} else {
-		ctr.Args = words
-	}
-	for _, e := range f.env {
-		k, v, ok := strings.Cut(e, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--env %q: expected KEY=VALUE", e)
-		}
-		ctr.Env = append(ctr.Env, legion.EnvVar{Name: k, Value: v})
+	ctr, err := f.container(name, words)
+	if err != nil {
+		return nil, err
 	}
 	o, _ := legion.New(legion.KindService)
 	s := o.(*legion.Service)
