@@ -32,11 +32,11 @@ func (c *clusterCLI) editCommand() *cobra.Command {
 		Use:   "edit KIND NAME | KIND/NAME",
 		Short: "Edit an object's labels and spec in an editor, and apply what is saved",
 		Long: `Edit opens an object as a manifest (its kind, name, namespace, labels and
-spec) in $LEGION_EDITOR, $VISUAL or $EDITOR (else vi), and applies the file
-once the editor exits, as kubectl edit does. A file saved unchanged, or
-emptied, changes nothing. A save the cluster refuses (a field it does not
-know, a quota, a rename) opens the file again with the refusal on top:
-fix it, or save it unchanged to give up. The apply is refused when someone
+spec) in $LEGION_EDITOR, $KUBE_EDITOR, $VISUAL or $EDITOR (else vi), and
+applies the file once the editor exits, as kubectl edit does. A file saved
+unchanged, or emptied, changes nothing. A save the cluster refuses (a
+field it does not know, a quota, a rename) opens the file again with the
+refusal on top: fix it, or save it unchanged to give up. The apply is refused when someone
 changed the object's labels or spec meanwhile; writes of its status alone
 (a service's, all the time) are not a conflict. When the edit is given up
 or refused so, the edited file is kept, and the error names it: fix it and
@@ -247,7 +247,7 @@ func stripComments(data []byte) []byte {
 // runEditor runs the user's editor on path, on this terminal.
 func runEditor(path string) error {
 	editor := "vi"
-	for _, env := range []string{"LEGION_EDITOR", "VISUAL", "EDITOR"} {
+	for _, env := range []string{"LEGION_EDITOR", "KUBE_EDITOR", "VISUAL", "EDITOR"} {
 		if v := strings.TrimSpace(os.Getenv(env)); v != "" {
 			editor = v
 			break

@@ -72,10 +72,13 @@ func TestEdit(t *testing.T) {
 		t.Fatalf("after the edit: %+v, %v", got, err)
 	}
 
-	// Saved as it was: nothing applied.
-	t.Setenv("LEGION_EDITOR", editorScript(t, seen, "", "s/nothing-here//"))
+	// Saved as it was: nothing applied. The editor is kubectl's
+	// KUBE_EDITOR, where LEGION_EDITOR is not set.
+	t.Setenv("LEGION_EDITOR", "")
+	t.Setenv("VISUAL", "false")
+	t.Setenv("KUBE_EDITOR", editorScript(t, seen, "", "s/nothing-here//"))
 	if out, err := cli("edit", "config/site"); err != nil || !strings.Contains(out, "config/site unchanged: the edit was cancelled") {
-		t.Errorf("an edit saved unchanged: %v\n%s", err, out)
+		t.Errorf("an edit saved unchanged, in KUBE_EDITOR: %v\n%s", err, out)
 	}
 
 	// A save the cluster refuses opens the file again with the refusal on
