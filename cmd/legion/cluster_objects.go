@@ -146,6 +146,15 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 	manifestNamespaceFlag(cmd, &ns)
 	cmd.Flags().Var((*dryRunFlag)(&dryRun), "dry-run", "say what would change, write nothing: the cluster checks the objects as for an apply (kubectl's --dry-run=server)")
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "true"
+	// kubectl's, hidden: an apply here is server-side; a change is
+	// recorded in the audit log and a service's previous spec already.
+	for name, f := range map[string]*kubectlFlag{
+		"server-side": {ok: isTrue, bool: true, why: "an apply here is always server-side: the cluster merges and admits it"},
+		"record":      {bool: true, why: "every change is recorded already: legion audit lists who changed what, and legion rollout history a service's previous spec"},
+	} {
+		flag := cmd.Flags().VarPF(f, name, "", "kubectl's")
+		flag.NoOptDefVal, flag.Hidden = "true", true
+	}
 	wf.add(cmd)
 	cmd.Flags().Lookup("wait").Usage = "follow what was applied: exit 0 once every service's tasks run its pod and are ready and every job completed, " +
 		"1 if an update pauses or its failure rolls it back or a job fails, 2 on the timeout"
@@ -177,7 +186,25 @@ func (c *clusterCLI) applyFile(cmd *cobra.Command, what string, files []string, 
 // fileFlag adds -f, the manifests a command reads: repeatable, as
 // kubectl's is (each one read, in turn).
 func fileFlag(cmd *cobra.Command, files *[]string, usage string) {
-	cmd.Flags().StringArrayVarP(files, "filename", "f", nil, usage+": a file, a directory of them, an http(s) URL, or - for standard input (repeatable)")
+	fl := cmd.Flags()
+	fl.StringArrayVarP(files, "filename", "f", nil, usage+": a file, a directory of them, an http(s) URL, or - for standard input (repeatable)")
+	// kubectl's flags beside -f, hidden: what Legion does anyway is taken,
+	// the rest refused saying why, rather than "unknown flag".
+	for _, k := range []struct {
+		name, short string
+		f           kubectlFlag
+	}{
+		{"kustomize", "k", kubectlFlag{why: "kustomize is not built in: run kustomize build VALUE | legion " + cmd.Name() + " -f -"}},
+		{"recursive", "R", kubectlFlag{ok: always, bool: true, why: ""}}, // a directory is always read to its depth
+		{"validate", "", kubectlFlag{ok: func(v string) bool { return v == "strict" || isTrue(v) }, why: "the cluster checks every object it is given, against its kind's fields (unknown ones refused): that is not turned off"}},
+	} {
+		f := k.f
+		flag := fl.VarPF(&f, k.name, k.short, "kubectl's")
+		if f.bool {
+			flag.NoOptDefVal = "true"
+		}
+		flag.Hidden = true
+	}
 }
 
 // manifestNamespaceFlag adds -n to a command that reads manifests, as

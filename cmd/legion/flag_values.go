@@ -59,3 +59,35 @@ func (f *onceFlag) Set(v string) error {
 	*f.v, f.set = v, true
 	return nil
 }
+
+// kubectlFlag is one of kubectl's flags of commands that read manifests:
+// a value Legion does anyway is taken (ok), any other refused saying what
+// is so here (VALUE in why stands for the value given). bool makes it a
+// flag that may be given alone.
+type kubectlFlag struct {
+	ok   func(v string) bool
+	why  string
+	bool bool
+}
+
+func (f *kubectlFlag) String() string { return "" }
+func (f *kubectlFlag) Type() string {
+	if f.bool {
+		return "bool"
+	}
+	return "string"
+}
+func (f *kubectlFlag) IsBoolFlag() bool { return f.bool }
+
+func (f *kubectlFlag) Set(v string) error {
+	if f.ok != nil && f.ok(v) {
+		return nil
+	}
+	return errors.New(strings.ReplaceAll(f.why, "VALUE", v))
+}
+
+func always(string) bool { return true }
+func isTrue(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -161,5 +163,43 @@ func TestFlagsThatWouldBeIgnoredAreRefused(t *testing.T) {
 		if _, err := runLegion(t, "", args...); err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("legion %v: %v, want it to say %q", tc.args, err, tc.says)
 		}
+	}
+}
+
+// kubectl's flags beside -f: what Legion does anyway (-R, --validate,
+// apply's --server-side) is taken, the rest refused saying why, before
+// any manager is asked.
+func TestKubectlManifestFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sub", "c.yaml"), []byte("apiVersion: legion/v1\nkind: Config\nmetadata: {name: c}\nspec: {text: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runLegion(t, "", "validate", "-R", "--validate=strict", "-f", dir); err != nil || !strings.Contains(out, "name: c") {
+		t.Errorf("validate -R --validate=strict: %v\n%s", err, out)
+	}
+	unreachable := []string{"--server", "127.0.0.1:1", "--request-timeout", "100ms"}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"validate", "-k", dir}, "kustomize is not built in: run kustomize build " + dir + " | legion validate -f -"},
+		{[]string{"apply", "-k", "overlays/prod"}, "kustomize build overlays/prod | legion apply -f -"},
+		{[]string{"delete", "--kustomize", "base"}, "kustomize build base | legion delete -f -"},
+		{[]string{"apply", "-f", dir, "--validate=false"}, "the cluster checks every object it is given"},
+		{[]string{"apply", "-f", dir, "--record"}, "every change is recorded already: legion audit"},
+		{[]string{"apply", "-f", dir, "--server-side=false"}, "an apply here is always server-side"},
+	} {
+		if _, err := runLegion(t, "", append(tc.args, unreachable...)...); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("legion %q: %v, want it to say %q", tc.args, err, tc.says)
+		}
+	}
+	// Taken, --server-side goes on to the apply (here to a manager that
+	// is not there).
+	if _, err := runLegion(t, "", append([]string{"apply", "--server-side", "-f", dir}, unreachable...)...); err == nil || strings.Contains(err.Error(), "server-side") {
+		t.Errorf("apply --server-side: %v, want it taken and the manager's absence said", err)
 	}
 }
