@@ -121,8 +121,8 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print Legion's version, commit and Go, and those of the manager reached",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != "json" {
-				return fmt.Errorf("--output %q: version prints text or json", output)
+			if output != "" && output != "json" && output != "yaml" {
+				return fmt.Errorf("--output %q: version prints text, json or yaml", output)
 			}
 			r := versionReport{Client: buildVersion{buildinfo.Version, buildinfo.Commit(), buildinfo.GoVersion()}, ObjectModel: legion.APIVersion}
 			if !clientOnly {
@@ -130,10 +130,18 @@ func newVersionCommand() *cobra.Command {
 				r.Server, r.ServerError = serverBuild(cmd)
 			}
 			out := cmd.OutOrStdout()
-			if output == "json" {
+			switch output {
+			case "json":
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(r)
+			case "yaml":
+				data, err := yamlOf(r)
+				if err != nil {
+					return err
+				}
+				_, err = out.Write(data)
+				return err
 			}
 			fmt.Fprintf(out, "legion %s (commit %s, %s, object model %s)\n", r.Client.Version, r.Client.Commit, r.Client.GoVersion, r.ObjectModel)
 			switch {
@@ -146,7 +154,7 @@ func newVersionCommand() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "json: print it as JSON")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "json or yaml: print it so, as kubectl version does")
 	cmd.Flags().BoolVar(&clientOnly, "client", false, "this build only: ask no manager")
 	return cmd
 }

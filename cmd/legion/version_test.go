@@ -10,6 +10,7 @@ import (
 
 	"github.com/legionbsd/legion/internal/buildinfo"
 	"github.com/legionbsd/legion/internal/testcluster"
+	"go.yaml.in/yaml/v3"
 )
 
 // legion version prints on standard output, with the commit and the Go
@@ -45,6 +46,20 @@ func TestVersionShowsServer(t *testing.T) {
 	if r.Server == nil || r.Server.Version != buildinfo.Version || r.Server.GoVersion != runtime.Version() ||
 		r.Client.Commit != buildinfo.Commit() || r.ServerAddr != m.Addr || r.ServerError != "" {
 		t.Fatalf("legion version -o json: %+v", r)
+	}
+	// kubectl version's -o yaml, the same report.
+	out, err = runLegion(t, "", "version", "-o", "yaml", "--server", m.Addr, "--credentials", c.AdminFile())
+	var y struct {
+		Client        map[string]string `yaml:"client"`
+		Server        map[string]string `yaml:"server"`
+		ServerAddress string            `yaml:"serverAddress"`
+	}
+	if err != nil || yaml.Unmarshal([]byte(out), &y) != nil || y.Server["version"] != buildinfo.Version ||
+		y.Client["goVersion"] != runtime.Version() || y.ServerAddress != m.Addr {
+		t.Fatalf("legion version -o yaml: %v %+v\n%s", err, y, out)
+	}
+	if _, err := runLegion(t, "", "version", "-o", "wide", "--client"); err == nil || !strings.Contains(err.Error(), "version prints text, json or yaml") {
+		t.Errorf("legion version -o wide: %v", err)
 	}
 }
 
