@@ -28,6 +28,10 @@ type logsOptions struct {
 	since      time.Duration
 	timestamps bool
 	tail       int // the last lines of each task's output; negative for all
+	// allContainers reads every container of each task (kubectl's
+	// --all-containers); prefix puts the task (and container) before
+	// every line even when one is read (kubectl's --prefix).
+	allContainers, prefix bool
 }
 
 // newLogsCommand is `legion logs`: a task's output, read by the agent of
@@ -51,11 +55,13 @@ join until it is over, and the command ends with its last task. A
 finished task's output is
 kept on its node until the task is deleted. A stateful service's ordinal
 name (db-0, its hostname) reads that ordinal's task. Name the kind to be
-sure (service/web, job/migrate, task/web-1-1). A pod with several containers
-needs -c. A container its restart policy restarts in its task goes on in
-the same output, so every run is there, one after the other (--timestamps
-tells them apart); an earlier task of the same slot is read by its name
-(legion tasks lists them).`,
+sure (service/web, job/migrate, task/web-1-1). A pod with several
+containers needs -c, or --all-containers, which reads each one, every line
+after the task and container ("web-1-1 app | line"); --prefix puts the
+task before every line even when there is one. A container its restart
+policy restarts in its task goes on in the same output, so every run is
+there, one after the other (--timestamps tells them apart); an earlier
+task of the same slot is read by its name (legion tasks lists them).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if selector != "" {
 				return nil // refused below, saying what does it
@@ -80,6 +86,8 @@ tells them apart); an earlier task of the same slot is read by its name
 	f.DurationVar(&o.since, "since", 0, "only output of the last DURATION (e.g. 10m)")
 	f.BoolVar(&o.timestamps, "timestamps", false, "print each line's time before it")
 	f.IntVar(&o.tail, "tail", -1, "print only the last N lines of each task's output so far (all when negative)")
+	f.BoolVar(&o.allContainers, "all-containers", false, "read every container of each task (init containers first), each line after the task and container")
+	f.BoolVar(&o.prefix, "prefix", false, "put the task's name before every line, also when there is one task")
 	// kubectl's --previous, refused saying where the earlier runs are
 	// rather than "unknown shorthand flag".
 	f.BoolVarP(&previous, "previous", "p", false, "")
@@ -119,6 +127,9 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 	if o.since < 0 {
 		return fmt.Errorf("--since %s: expected a positive duration", o.since)
 	}
+	if o.allContainers && o.container != "" {
+		return fmt.Errorf("-c %s and --all-containers: read one container, or every one", o.container)
+	}
 	cl, err := c.connect(cmd)
 	if err != nil {
 		return err
@@ -132,12 +143,22 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 		lo.Since = time.Now().Add(-o.since)
 	}
 	found := logTasks(ctx, cl, target)
+	if (o.allContainers || o.prefix) && len(found.names) == 0 {
+		// A task named (or an owner with none on a node): the task
+		// itself, read by its name, so that its containers are known.
+		t, err := client.GetAs[*legion.Task](ctx, cl, legion.KindTask, target.Namespace, target.Name)
+		if err != nil {
+			return fmt.Errorf("logs %s: --all-containers and --prefix read tasks by name, and %s is none that runs (legion tasks lists them): %w", arg, target.Name, err)
+		}
+		found.names = []string{t.Metadata.Name}
+		found.containers = map[string][]string{t.Metadata.Name: containerNames(t)}
+	}
 	// Following a service's or a running job's tasks, its new ones join
 	// (with none, the manager picks the one that last ended, as without
 	// -f).
 	grows := o.follow && len(found.names) > 0 &&
 		(found.owner == legion.KindService || found.owner == legion.KindJob && !jobIsOver(ctx, cl, target.Namespace, target.Name))
-	if len(found.names) < 2 && !grows {
+	if len(found.names) < 2 && !grows && !o.allContainers && !o.prefix {
 		// A task, an owner of one, or one with none to follow (the
 		// manager picks the last that ended): no prefix, as before.
 		p := &logPrinter{stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps}
@@ -147,12 +168,12 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 		return nil
 	}
 	r := &logReaders{cl: cl, arg: arg, target: target, lo: lo, tail: o.tail, started: map[string]bool{},
-		stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps}
+		stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps, allContainers: o.allContainers}
 	// The first task that fails ends the others.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for _, name := range found.names {
-		r.start(rctx, cancel, name, false)
+		r.start(rctx, cancel, name, found.containers[name], false)
 	}
 	if grows {
 		// A service's tasks come and go (an update, a scale, a failure):
@@ -176,7 +197,7 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 				// the job ended with are read from a listing after its end.
 				last := logTasks(wctx, cl, target)
 				for _, name := range last.names {
-					r.start(rctx, cancel, name, true)
+					r.start(rctx, cancel, name, last.containers[name], true)
 				}
 			}()
 		}
@@ -203,26 +224,41 @@ type logReaders struct {
 	stdout     io.Writer
 	stderr     io.Writer // also where a joined task's failure is said
 	timestamps bool
-	wg         sync.WaitGroup
-	out        sync.Mutex // one line at a time, whole, from every task
+	// allContainers reads each of a task's containers, not the one the
+	// target names (or the pod's only one).
+	allContainers bool
+	wg            sync.WaitGroup
+	out           sync.Mutex // one line at a time, whole, from every task
 
 	mu      sync.Mutex
 	started map[string]bool
 	errs    []error
 }
 
-// start reads task name's output unless it is read already. A task
+// start reads task name's output unless it is read already: of each of
+// containers with allContainers, else of the target's container. A task
 // followed from the start that fails ends the others (cancel); one that
 // joined later (joined) is only warned of, as it may have gone meanwhile.
-func (r *logReaders) start(ctx context.Context, cancel context.CancelFunc, name string, joined bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started[name] {
+func (r *logReaders) start(ctx context.Context, cancel context.CancelFunc, name string, containers []string, joined bool) {
+	if !r.allContainers {
+		r.startOne(ctx, cancel, name, r.target.Container, name+" | ", joined)
 		return
 	}
-	r.started[name] = true
-	p := &logPrinter{stdout: r.stdout, stderr: r.stderr, timestamps: r.timestamps, prefix: name + " | ", mu: &r.out}
-	t := client.Target{Namespace: r.target.Namespace, Kind: legion.KindTask, Name: name, Container: r.target.Container}
+	for _, c := range containers {
+		r.startOne(ctx, cancel, name, c, name+" "+c+" | ", joined)
+	}
+}
+
+func (r *logReaders) startOne(ctx context.Context, cancel context.CancelFunc, name, container, prefix string, joined bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := name + "/" + container
+	if r.started[key] {
+		return
+	}
+	r.started[key] = true
+	p := &logPrinter{stdout: r.stdout, stderr: r.stderr, timestamps: r.timestamps, prefix: prefix, mu: &r.out}
+	t := client.Target{Namespace: r.target.Namespace, Kind: legion.KindTask, Name: name, Container: container}
 	lo, tail := r.lo, r.tail
 	if joined {
 		lo.Since, tail = time.Time{}, -1 // a new task: all it said
@@ -255,7 +291,7 @@ func (r *logReaders) followNew(wctx, rctx context.Context, cancel context.Cancel
 	return watchEach(wctx, r.cl, legion.KindTask, r.target.Namespace, version, func(e client.Event) bool {
 		t, ok := e.Object.(*legion.Task)
 		if ok && e.Type != client.Deleted && ofTarget(t) && t.Status.Started != nil && !toldToStop(t) {
-			r.start(rctx, cancel, t.Metadata.Name, true)
+			r.start(rctx, cancel, t.Metadata.Name, containerNames(t), true)
 		}
 		return false
 	})
@@ -305,9 +341,10 @@ func watchEach(ctx context.Context, cl *client.Client, kind legion.Kind, ns stri
 // listed leave the choice to the manager, whose answer says what is
 // wrong.
 type logSources struct {
-	names   []string
-	version uint64      // of the listing, where a watch for new ones starts
-	owner   legion.Kind // KindService or KindJob when the tasks are all one's
+	names      []string
+	containers map[string][]string // of each task named, init containers first
+	version    uint64              // of the listing, where a watch for new ones starts
+	owner      legion.Kind         // KindService or KindJob when the tasks are all one's
 	// ofTarget says whether a task is one of the target's: the owner's,
 	// or a stateful ordinal's (db-0) when no owner has the name.
 	ofTarget func(*legion.Task) bool
@@ -321,7 +358,7 @@ func logTasks(ctx context.Context, cl *client.Client, target client.Target) logS
 	if err != nil {
 		return logSources{}
 	}
-	out := logSources{version: version, owner: target.Kind}
+	out := logSources{version: version, owner: target.Kind, containers: map[string][]string{}}
 	match := func(t *legion.Task) bool {
 		return t.Spec.Owner.Name == target.Name && (target.Kind == "" || t.Spec.Owner.Kind == target.Kind)
 	}
@@ -347,10 +384,20 @@ func logTasks(ctx context.Context, cl *client.Client, target client.Target) logS
 			continue
 		}
 		out.names = append(out.names, t.Metadata.Name)
+		out.containers[t.Metadata.Name] = containerNames(t)
 	}
 	sort.Strings(out.names)
 	owner := out.owner
 	out.ofTarget = func(t *legion.Task) bool { return match(t) && t.Spec.Owner.Kind == owner }
+	return out
+}
+
+// containerNames are a task's containers, init containers first.
+func containerNames(t *legion.Task) []string {
+	var out []string
+	for _, c := range t.Spec.Pod.AllContainers() {
+		out = append(out, c.Name)
+	}
 	return out
 }
 

@@ -289,3 +289,45 @@ spec:
 		t.Errorf("following st-0 printed %q, want each of its tasks' lines after the task's name, and nothing of ordinal 1", out.String())
 	}
 }
+
+// kubectl's --all-containers reads every container of a task, init
+// containers first, each line after the task and container; --prefix puts
+// the task before the lines of one task; -c beside --all-containers is
+// refused.
+func TestLogsAllContainersAndPrefix(t *testing.T) {
+	t.Parallel()
+	n, ctx := helloCluster(t, `apiVersion: legion/v1
+kind: Job
+metadata: {name: pair}
+spec:
+  pod:
+    initContainers:
+      - {name: setup, image: localhost/hello:1, pullPolicy: never, args: [-say, "set up", -exit, "0"]}
+    containers:
+      - {name: a, image: localhost/hello:1, pullPolicy: never, args: [-say, "from a", -exit, "0"]}
+      - {name: b, image: localhost/hello:1, pullPolicy: never, args: [-say, "from b", -err, "b warns", -exit, "0"]}
+`)
+	task := waitTaskOf(ctx, t, n, "pair", func(tk *legion.Task) bool { return tk.Status.State == legion.TaskComplete }).Metadata.Name
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	for _, arg := range []string{"job/pair", task} {
+		var out, errOut *syncBuffer
+		var err error
+		waitFor(t, "legion logs to reach the node's agent", func() bool {
+			out, errOut = &syncBuffer{}, &syncBuffer{}
+			err = rootWith(out, errOut, append([]string{"logs", arg, "--all-containers"}, flags...)...).ExecuteContext(ctx)
+			return err == nil || !strings.Contains(err.Error(), "is not connected to this manager")
+		})
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		slices.Sort(lines)
+		want := []string{task + " a | from a", task + " b | from b", task + " setup | set up"}
+		if err != nil || !slices.Equal(lines, want) || errOut.String() != task+" b | b warns\n" {
+			t.Errorf("legion logs %s --all-containers: %v\nstdout %q\nstderr %q\nwant %q", arg, err, out.String(), errOut.String(), want)
+		}
+	}
+	if out, err := runLegion(t, "", append([]string{"logs", "task/" + task, "-c", "a", "--prefix"}, flags...)...); err != nil || out != task+" | from a\n" {
+		t.Errorf("legion logs -c a --prefix: %v %q", err, out)
+	}
+	if _, err := runLegion(t, "", append([]string{"logs", "pair", "-c", "a", "--all-containers"}, flags...)...); err == nil || !strings.Contains(err.Error(), "-c a and --all-containers") {
+		t.Errorf("legion logs -c --all-containers: %v", err)
+	}
+}
