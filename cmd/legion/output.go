@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"text/template"
+	"text/template/parse"
 
 	"github.com/legionbsd/legion"
 	"github.com/spf13/cobra"
@@ -42,8 +43,8 @@ type format struct {
 	name string // table, wide, name, json, yaml, go-template, jsonpath or custom-columns
 	tmpl *template.Template
 	path *jsonpath.JSONPath
-	// listItems: the jsonpath expression starts at kubectl's List
-	// (.items), so a list is given to it as one.
+	// listItems: the jsonpath expression or go-template reads kubectl's
+	// List (.items), so a list is given to it as one.
 	listItems bool
 	columns   []customColumn
 	original  string
@@ -88,6 +89,9 @@ func parseOutput(s string) (format, error) {
 	case "go-template":
 		// As kubectl: a field JSON leaves out when empty is no error.
 		f.tmpl, err = template.New("output").Parse(arg)
+		if err == nil {
+			f.listItems = templateReadsItems(f.tmpl.Tree.Root)
+		}
 	case "jsonpath":
 		f.path, err = parseJSONPath(arg)
 		if err == nil {
@@ -123,6 +127,49 @@ func parseJSONPath(expr string) (*jsonpath.JSONPath, error) {
 
 // readsItems reports whether a jsonpath expression reads .items at its
 // root, as kubectl's lists are read ({.items[*].metadata.name}).
+// templateReadsItems says whether a go-template reads .items of its
+// data where the data is the root (outside range and with, which move
+// dot): it is written for kubectl's List.
+func templateReadsItems(list *parse.ListNode) bool {
+	if list == nil {
+		return false
+	}
+	pipeReads := func(p *parse.PipeNode) bool {
+		if p == nil {
+			return false
+		}
+		for _, c := range p.Cmds {
+			for _, a := range c.Args {
+				if f, ok := a.(*parse.FieldNode); ok && len(f.Ident) > 0 && f.Ident[0] == "items" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, n := range list.Nodes {
+		switch n := n.(type) {
+		case *parse.ActionNode:
+			if pipeReads(n.Pipe) {
+				return true
+			}
+		case *parse.IfNode:
+			if pipeReads(n.Pipe) || templateReadsItems(n.List) || templateReadsItems(n.ElseList) {
+				return true
+			}
+		case *parse.RangeNode:
+			if pipeReads(n.Pipe) || templateReadsItems(n.ElseList) {
+				return true
+			}
+		case *parse.WithNode:
+			if pipeReads(n.Pipe) || templateReadsItems(n.ElseList) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func readsItems(expr string) bool {
 	p, err := jsonpath.Parse("output", jsonPathTemplate(expr))
 	if err != nil {

@@ -295,6 +295,9 @@ func TestOutputFormats(t *testing.T) {
 		{"tasks name", "name", tasks, "task/web-1-a\ntask/web-2-b\n"},
 		{"get go-template", `go-template={{range .}}{{.metadata.name}}={{.status.ready}}{{"\n"}}{{end}}`, svcs, "web=1\nagent=2\n"},
 		{"get one go-template", `go-template={{.metadata.namespace}}/{{.metadata.name}} {{.spec.replicas}}`, one, "shop/web 3"},
+		// kubectl's templates read a list's .items.
+		{"get go-template of items", `go-template={{range .items}}{{.metadata.name}} {{end}}{{len .items}}`, svcs, "web agent 2"},
+		{"get go-template of items in if", `go-template={{if .items}}{{(index .items 0).metadata.name}}{{end}}`, svcs, "web"},
 		{"tasks go-template-file", "go-template-file=" + tmplFile, tasks, "web-1-a running\nweb-2-b pending\n"},
 		{"get jsonpath", "jsonpath={[*].metadata.name}", svcs, "web agent"},
 		{"get jsonpath of kubectl's list", "jsonpath={.items[*].metadata.name}", svcs, "web agent"},
