@@ -93,7 +93,11 @@ func decodeObject(n *yaml.Node) (Object, ErrorList) {
 		switch key {
 		case "apiVersion":
 			if s := scalarText(v); s != APIVersion {
-				errs.add("apiVersion", "expected %s, got %q", APIVersion, s)
+				hint := ""
+				if s == "v1" || strings.Contains(s, "/") {
+					hint = ": Legion's objects are its own, not Kubernetes' (see docs/object-model.md)"
+				}
+				errs.add("apiVersion", "expected %s, got %q%s", APIVersion, s, hint)
 			}
 		case "kind":
 		case "metadata":
@@ -201,7 +205,7 @@ func (d *decoder) decodeInto(n *yaml.Node, v reflect.Value, path string, errs *E
 		for _, key := range orderedKeys(n) {
 			idx, ok := fields[key]
 			if !ok {
-				errs.add(field(path, key), "unknown field")
+				errs.add(field(path, key), "unknown field%s", kubernetesFieldHint(field(path, key)))
 				continue
 			}
 			d.decodeInto(kv[key], v.FieldByIndex(idx), field(path, key), errs)

@@ -241,3 +241,33 @@ func TestDecodeKubernetesKindSaysLegions(t *testing.T) {
 		t.Errorf("a misspelt kind: %q, want no Kubernetes hint", errs)
 	}
 }
+
+// A manifest written for Kubernetes is refused naming, for each field of
+// its kinds Legion does not have, where the same thing is said here.
+func TestKubernetesFieldsNamed(t *testing.T) {
+	t.Parallel()
+	_, err := ParseManifest("k8s.yaml", []byte(`apiVersion: apps/v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  strategy: {type: RollingUpdate}
+  template:
+    spec:
+      containers: [{name: web, image: nginx:1.25}]
+`))
+	for _, want := range []string{
+		`apiVersion: expected legion/v1, got "apps/v1": Legion's objects are its own, not Kubernetes'`,
+		"spec.selector: unknown field: a Service's or Job's tasks are its own, so it has no selector",
+		"spec.strategy: unknown field: a Service's rolling update is spec.update here",
+		"spec.template: unknown field: Kubernetes' spec.template.spec is spec.pod here",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a Deployment's fields in a Service: %v, want it to say %q", err, want)
+		}
+	}
+	_, err = ParseManifest("cj.yaml", []byte("apiVersion: legion/v1\nkind: CronJob\nmetadata: {name: c}\nspec: {schedule: '0 3 * * *', jobTemplate: {}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "spec.jobTemplate: unknown field: Kubernetes' spec.jobTemplate.spec is spec.job here") {
+		t.Errorf("a CronJob's jobTemplate: %v", err)
+	}
+}

@@ -46,3 +46,26 @@ func KubernetesKind(name string) (kind Kind, how string, ok bool) {
 	}
 	return k.kind, k.as, ok
 }
+
+// kubernetesFields are fields of Kubernetes' workload kinds that a
+// manifest written for them has, by their path in a Legion object, with
+// where the same thing is said here.
+var kubernetesFields = map[string]string{
+	"spec.template":             "Kubernetes' spec.template.spec is spec.pod here",
+	"spec.selector":             "a Service's or Job's tasks are its own, so it has no selector (its labels go in metadata.labels)",
+	"spec.strategy":             "a Service's rolling update is spec.update here (parallelism, order, failureAction)",
+	"spec.serviceName":          "a stateful Service is its own DNS name (spec.mode: stateful)",
+	"spec.volumeClaimTemplates": "a stateful Service's claim is a pod volume's here (spec.pod.volumes[].claim: {size})",
+	"spec.jobTemplate":          "Kubernetes' spec.jobTemplate.spec is spec.job here",
+	"spec.ports":                "a Service's ports are spec.endpoint.ports here",
+	"spec.type":                 "a Service's ports are published by spec.endpoint.ports[].publish here",
+}
+
+// kubernetesFieldHint is what an unknown field at path is here, when a
+// Kubernetes manifest has it ("" otherwise), for the refusal.
+func kubernetesFieldHint(path string) string {
+	if h, ok := kubernetesFields[path]; ok {
+		return ": " + h
+	}
+	return ""
+}
