@@ -270,4 +270,30 @@ spec:
 	if err == nil || !strings.Contains(err.Error(), "spec.jobTemplate: unknown field: Kubernetes' spec.jobTemplate.spec is spec.job here") {
 		t.Errorf("a CronJob's jobTemplate: %v", err)
 	}
+	// A container's Kubernetes fields, in a CronJob's init container.
+	_, err = ParseManifest("cj.yaml", []byte(`apiVersion: legion/v1
+kind: CronJob
+metadata: {name: c}
+spec:
+  schedule: "0 3 * * *"
+  job:
+    pod:
+      initContainers:
+        - name: i
+          image: x:1
+          imagePullPolicy: Always
+          livenessProbe: {}
+          volumeMounts: [{name: v, mountPath: /v}]
+          env: [{name: A, valueFrom: {secretKeyRef: {name: s, key: k}}}]
+`))
+	for _, want := range []string{
+		"spec.job.pod.initContainers[0].imagePullPolicy: unknown field: it is pullPolicy here",
+		"spec.job.pod.initContainers[0].livenessProbe: unknown field: a container's probes are probes.liveness",
+		"spec.job.pod.initContainers[0].volumeMounts[0].mountPath: unknown field: a mount's path is path here",
+		"spec.job.pod.initContainers[0].env[0].valueFrom: unknown field: a variable's value from a Secret or Config is env[].secret",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a container's Kubernetes fields: %v, want it to say %q", err, want)
+		}
+	}
 }

@@ -1,6 +1,9 @@
 package legion
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
 
 // kubernetesKind is the kind of Legion's that stands for one of
 // Kubernetes', and how it does.
@@ -59,13 +62,29 @@ var kubernetesFields = map[string]string{
 	"spec.jobTemplate":          "Kubernetes' spec.jobTemplate.spec is spec.job here",
 	"spec.ports":                "a Service's ports are spec.endpoint.ports here",
 	"spec.type":                 "a Service's ports are published by spec.endpoint.ports[].publish here",
+	// A container's, in any pod (indexes and init containers aside).
+	"spec.pod.containers.livenessProbe":          "a container's probes are probes.liveness, probes.readiness and probes.startup here",
+	"spec.pod.containers.readinessProbe":         "a container's probes are probes.liveness, probes.readiness and probes.startup here",
+	"spec.pod.containers.startupProbe":           "a container's probes are probes.liveness, probes.readiness and probes.startup here",
+	"spec.pod.containers.imagePullPolicy":        "it is pullPolicy here (always, if-not-present, never)",
+	"spec.pod.containers.securityContext":        "a container's jail settings are security here",
+	"spec.pod.containers.volumeMounts.mountPath": "a mount's path is path here",
+	"spec.pod.containers.env.valueFrom":          "a variable's value from a Secret or Config is env[].secret or env[].config here",
 }
 
 // kubernetesFieldHint is what an unknown field at path is here, when a
-// Kubernetes manifest has it ("" otherwise), for the refusal.
+// Kubernetes manifest has it ("" otherwise), for the refusal. A
+// container's fields are matched in any pod: a Job's (spec.pod), a
+// CronJob's (spec.job.pod), init containers too.
 func kubernetesFieldHint(path string) string {
-	if h, ok := kubernetesFields[path]; ok {
+	key := indexes.ReplaceAllString(path, "")
+	key = strings.Replace(key, "spec.job.pod.", "spec.pod.", 1)
+	key = strings.Replace(key, ".initContainers.", ".containers.", 1)
+	if h, ok := kubernetesFields[key]; ok {
 		return ": " + h
 	}
 	return ""
 }
+
+// indexes are a path's list indexes ("[0]").
+var indexes = regexp.MustCompile(`\[[0-9]+\]`)
