@@ -225,6 +225,10 @@ func kindNameArg(arg, what string, want ...legion.Kind) (legion.Kind, string, er
 		return "", arg, nil
 	}
 	k, err := resolveKind(kind)
+	if kk, how, ok := legion.KubernetesKind(kind); err != nil && ok && slices.Contains(want, kk) && name != "" {
+		// kubectl's deployment/web: name it as it is here.
+		return "", "", fmt.Errorf("%s: %s: %s/%s", arg, how, strings.ToLower(string(kk)), name)
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("%s: %w", arg, err)
 	}

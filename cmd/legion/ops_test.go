@@ -296,7 +296,7 @@ func TestScaleArgs(t *testing.T) {
 		// kubectl's kind as a word of its own names no service.
 		{args: []string{"service", "web", "api"}, replicas: new(2), want: []aScale{{"web", 2}, {"api", 2}}},
 		{args: []string{"svc", "web"}, replicas: new(1), want: []aScale{{"web", 1}}},
-		{args: []string{"deployment", "web"}, replicas: new(2), err: `deployment/web: unknown kind "deployment": expected one of`},
+		{args: []string{"deployment", "web"}, replicas: new(2), err: "deployment/web: a Deployment is a Service here: service/web"},
 		{args: []string{"sts", "db"}, replicas: new(2), err: "a StatefulSet is a Service of mode stateful here"},
 		{args: []string{"service"}, replicas: new(2), want: []aScale{{"service", 2}}}, // alone, a name
 		{args: []string{"config", "web"}, replicas: new(2), want: []aScale{{"config", 2}, {"web", 2}}},
@@ -351,7 +351,7 @@ func TestOneServiceArg(t *testing.T) {
 		"service/web":    "web",
 		"svc web":        "web",
 		"services web":   "web",
-		"deployment web": `error: unknown kind "deployment"`,
+		"deployment web": "error: deployment/web: a Deployment is a Service here: service/web",
 		"deploy/web":     "error: a Deployment is a Service here",
 		"web api":        "error: web api: expected one service (NAME, service/NAME or service NAME)",
 		"job/web":        "error: expected a service (NAME or service/NAME), not a Job",
