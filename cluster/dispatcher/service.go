@@ -185,8 +185,13 @@ func (s *Service) leaderStore() (*store.Store, error) {
 	return nil, notLeader(leader)
 }
 
+// notLeader is the refusal of a manager that does not lead: the node
+// calls the leader named, or waits. With no leader known the dispatcher
+// cannot tell an election from a cluster frozen without its majority
+// (the API probes the voters for that; legion status shows them), so it
+// names both.
 func notLeader(leader string) error {
-	msg := "this manager is not the leader and no leader is known: an election is in progress"
+	msg := "this manager is not the leader and knows of none: an election is under way, or too few voting managers answer for one to be won (legion status on a manager says which)"
 	if leader != "" {
 		msg = "this manager is not the leader: the leader is at " + leader
 	}
