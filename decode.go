@@ -16,7 +16,10 @@ import (
 
 // Document is one object of a manifest as written, before admission.
 type Document struct {
-	Index  int    // from 1
+	Index int // from 1
+	// Item is the object's place in the document's items, from 1, when
+	// the document is kubectl's List (kind: List); 0 otherwise.
+	Item   int
 	Object Object // nil when the document could not be decoded
 	Errs   ErrorList
 }
@@ -49,18 +52,61 @@ func Decode(data []byte) ([]Document, error) {
 			i--
 			continue
 		}
+		if items, ok, errs := listItems(root); ok {
+			// kubectl's List, as kubectl get -o yaml writes a listing:
+			// each item an object of its own.
+			if len(errs) > 0 {
+				docs = append(docs, Document{Index: i, Errs: errs})
+			}
+			d := &decoder{budget: maxNodes} // the document's, shared by its items
+			for j, item := range items {
+				doc := Document{Index: i, Item: j + 1}
+				doc.Object, doc.Errs = decodeObject(item, d)
+				docs = append(docs, doc)
+				if d.budget <= 0 {
+					break // said once, of the item that spent it
+				}
+			}
+			continue
+		}
 		doc := Document{Index: i}
-		doc.Object, doc.Errs = decodeObject(root)
+		doc.Object, doc.Errs = decodeObject(root, &decoder{budget: maxNodes})
 		docs = append(docs, doc)
 	}
 	return docs, nil
 }
 
-// decodeObject reads one document's envelope, then its spec and status
-// into the kind's types.
-func decodeObject(n *yaml.Node) (Object, ErrorList) {
+// listItems reads a document that is kubectl's List: kind List and its
+// items, whatever its apiVersion (each item's is checked). ok is false for
+// any other document.
+func listItems(n *yaml.Node) (items []*yaml.Node, ok bool, errs ErrorList) {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		return nil, false, nil
+	}
+	var kind, list *yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch n.Content[i].Value {
+		case "kind":
+			kind = resolve(n.Content[i+1])
+		case "items":
+			list = resolve(n.Content[i+1])
+		}
+	}
+	if kind == nil || kind.Kind != yaml.ScalarNode || kind.Value != "List" {
+		return nil, false, nil
+	}
+	if list == nil || list.Kind != yaml.SequenceNode {
+		errs.add("items", "a List's items: expected a list of objects")
+		return nil, true, errs
+	}
+	return list.Content, true, nil
+}
+
+// decodeObject reads one object's envelope, then its spec and status
+// into the kind's types, within d's budget of values.
+func decodeObject(n *yaml.Node, d *decoder) (Object, ErrorList) {
 	var errs ErrorList
-	d := &decoder{budget: maxNodes}
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
 		errs.add("", "expected an object with apiVersion, kind, metadata and spec, got %s", describe(n))

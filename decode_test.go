@@ -297,3 +297,52 @@ spec:
 		}
 	}
 }
+
+// kubectl's List (as kubectl get -o yaml writes a listing) is read as its
+// items, each named by its place in it; one budget of values holds for
+// the whole document, so aliases of items cannot multiply past it.
+func TestDecodeKubectlList(t *testing.T) {
+	t.Parallel()
+	objs, err := ParseManifest("list.yaml", []byte(`apiVersion: v1
+kind: List
+items:
+  - {apiVersion: legion/v1, kind: Config, metadata: {name: a}, spec: {text: x}}
+  - {apiVersion: legion/v1, kind: Config, metadata: {name: b}, spec: {text: y}}
+---
+apiVersion: legion/v1
+kind: Config
+metadata: {name: c}
+spec: {text: z}
+`))
+	if err != nil || len(objs) != 3 || objs[0].GetMetadata().Name != "a" || objs[1].GetMetadata().Name != "b" || objs[2].GetMetadata().Name != "c" {
+		t.Fatalf("a List and a document: %v, %v", objs, err)
+	}
+	_, err = ParseManifest("list.yaml", []byte("kind: List\nitems:\n  - {apiVersion: legion/v1, kind: Config, metadata: {name: a}, spec: {text: x}}\n  - {apiVersion: legion/v1, kind: Config, metadata: {name: b}, spec: {txt: y}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "list.yaml: document 1, item 2 (Config default/b): spec.txt: unknown field") {
+		t.Errorf("a List's bad item: %v", err)
+	}
+	if _, err := ParseManifest("list.yaml", []byte("kind: List\nitems: {a: b}\n")); err == nil || !strings.Contains(err.Error(), "items: a List's items: expected a list of objects") {
+		t.Errorf("a List without a list of items: %v", err)
+	}
+	// 400 items, each an alias of a Service of 1,000 variables: 400,000
+	// values from a small document.
+	var b strings.Builder
+	b.WriteString("x-anchors:\n  v: &v {name: A, value: b}\n  s: &s {apiVersion: legion/v1, kind: Service, metadata: {name: web}, spec: {pod: {containers: [{name: x, image: y, env: [")
+	for j := 0; j < 1000; j++ {
+		if j > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("*v")
+	}
+	b.WriteString("]}]}}}\nkind: List\nitems: [")
+	for j := 0; j < 400; j++ {
+		if j > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString("*s")
+	}
+	b.WriteString("]\n")
+	if _, err := ParseManifest("bomb.yaml", []byte(b.String())); err == nil || !strings.Contains(err.Error(), "document too large") || strings.Contains(err.Error(), "item 400 ") {
+		t.Errorf("a List whose items' aliases expand past the budget: %.300v, want it refused, the items after it not read", err)
+	}
+}

@@ -48,7 +48,7 @@ func ParseManifestIn(source string, data []byte, ns string) ([]Object, error) {
 			}
 		}
 		if len(errs) > 0 {
-			oe := &ObjectError{Source: source, Index: d.Index, Errs: errs}
+			oe := &ObjectError{Source: source, Index: d.Index, Item: d.Item, Errs: errs}
 			if d.Object != nil {
 				oe.Kind, oe.Name = d.Object.GetKind(), DisplayName(d.Object)
 			}

@@ -65,6 +65,7 @@ func (l *ErrorList) merge(more ErrorList) {
 type ObjectError struct {
 	Source string // file name, or "-" for standard input
 	Index  int    // document number within the source, from 1
+	Item   int    // the object's place in a List document, from 1; 0 otherwise
 	Kind   Kind
 	Name   string // namespace/name or name
 	Errs   ErrorList
@@ -73,6 +74,9 @@ type ObjectError struct {
 func (e *ObjectError) Error() string {
 	var b strings.Builder
 	where := fmt.Sprintf("document %d", e.Index)
+	if e.Item > 0 {
+		where += fmt.Sprintf(", item %d", e.Item)
+	}
 	if e.Source != "" {
 		where = e.Source + ": " + where
 	}
