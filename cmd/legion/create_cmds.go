@@ -20,27 +20,46 @@ import (
 func (c *clusterCLI) createCommand() *cobra.Command {
 	cmd := &cobra.Command{Use: "create", SuggestFor: []string{"run"}, Short: "Make a Service, Job or CronJob from flags, a Job from a CronJob now, a Namespace, or a Secret or Config from a file (other objects: legion apply)"}
 	cmd.AddCommand(createJobCommand(c), createCronJobCommand(c), createNamespaceCommand(c), createValueCommand(c, legion.KindSecret), createValueCommand(c, legion.KindConfig),
-		createServiceCommand(c), kubernetesCreate("deployment", "deploy"), kubernetesCreate("statefulset", "sts"), kubernetesCreate("daemonset", "ds"))
+		createServiceCommand(c))
+	for _, k := range kubernetesCreates {
+		cmd.AddCommand(kubernetesCreate(k.kind, k.aliases, k.hint))
+	}
 	return cmd
 }
 
-// kubernetesCreate is kubectl create KIND for a Kubernetes kind that is a
-// Service here: refused saying what to run, whatever flags follow (so
-// not "unknown flag: --image").
-func kubernetesCreate(kind string, aliases ...string) *cobra.Command {
+// kubernetesCreates are kubectl create's kinds that Legion makes another
+// way, with what to run instead (after what the kind is here, when it
+// is one of legion.KubernetesKind's).
+var kubernetesCreates = []struct {
+	kind    string
+	aliases []string
+	hint    string
+}{
+	{"deployment", []string{"deploy"}, "legion create service NAME --image IMAGE"},
+	{"daemonset", []string{"ds"}, "legion create service NAME --image IMAGE --mode global"},
+	{"statefulset", []string{"sts"}, "write its manifest, with its volumes' claims, and legion apply it"},
+	{"ingress", []string{"ing"}, "write a Route's manifest (host, path, service, port, tls) and legion apply it"},
+	{"rolebinding", []string{"rb"}, "legion user create NAME --role view|edit|admin -n NAMESPACE makes a user's credentials and binding; a RoleBinding alone is applied from its manifest"},
+	{"clusterrolebinding", nil, "roles here are of a namespace (legion user create NAME --role ROLE -n NAMESPACE); the cluster admin is the holder of admin.pem"},
+	{"quota", []string{"resourcequota"}, "a namespace's quota is its Namespace's spec.quota: legion edit namespace NAME"},
+	{"serviceaccount", []string{"sa"}, "Legion has no service accounts: legion user create NAME makes a user's credentials"},
+	{"token", nil, "Legion's users hold certificates, not tokens: legion user create NAME writes them to a PEM file"},
+}
+
+// kubernetesCreate is kubectl create KIND for a kind Legion makes another
+// way: refused saying what to run, whatever flags follow (so not
+// "unknown flag: --image").
+func kubernetesCreate(kind string, aliases []string, hint string) *cobra.Command {
 	return &cobra.Command{
 		Use:                kind,
 		Aliases:            aliases,
 		Hidden:             true,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_, how, _ := legion.KubernetesKind(kind)
-			hint := map[string]string{
-				"deployment":  "legion create service NAME --image IMAGE",
-				"daemonset":   "legion create service NAME --image IMAGE --mode global",
-				"statefulset": "write its manifest, with its volumes' claims, and legion apply it",
-			}[kind]
-			return fmt.Errorf("create %s: %s: %s", kind, how, hint)
+			if _, how, ok := legion.KubernetesKind(kind); ok {
+				return fmt.Errorf("create %s: %s: %s", kind, how, hint)
+			}
+			return fmt.Errorf("create %s: %s", kind, hint)
 		},
 	}
 }

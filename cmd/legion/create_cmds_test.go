@@ -125,6 +125,10 @@ func TestCreateSecretAndConfig(t *testing.T) {
 	if err != nil || string(cfg.(*legion.Config).Spec.Data) != "worker_processes 2;\n" {
 		t.Fatalf("the Config made: %+v, %v", cfg, err)
 	}
+	// kubectl's configmap is a Config here.
+	if out, err := runLegion(t, "", append([]string{"create", "configmap", "conf", "--from-file", file}, flags...)...); err != nil || out != "config/conf created (20 bytes)\n" {
+		t.Fatalf("create configmap: %v %q", err, out)
+	}
 	// kubectl's forms with a meaning here: generic NAME --from-file, and
 	// tls NAME --cert --key (served in TestRouteServedByTheIngressProxy).
 	if out, err := runLegion(t, "", append([]string{"create", "secret", "generic", "nginx-conf", "--from-file", file}, flags...)...); err != nil || out != "secret/nginx-conf created (20 bytes)\n" {
@@ -234,6 +238,10 @@ func TestCreateService(t *testing.T) {
 		{[]string{"create", "service", "api", "--image", "x", "--port", "8080:80"}, `--port "8080:80": a port to publish goes in --publish (-p)`},
 		{[]string{"create", "deployment", "api", "--image=x"}, "a Deployment is a Service here: legion create service NAME --image IMAGE"},
 		{[]string{"create", "ds", "api", "--image=x"}, "--mode global"},
+		{[]string{"create", "ingress", "site", "--rule=a/=web:80"}, "an Ingress is a Route here: write a Route's manifest"},
+		{[]string{"create", "rolebinding", "bob", "--role=edit", "--user=bob"}, "legion user create NAME --role view|edit|admin -n NAMESPACE"},
+		{[]string{"create", "quota", "q", "--hard=cpu=1"}, "a namespace's quota is its Namespace's spec.quota"},
+		{[]string{"create", "sa", "robot"}, "Legion has no service accounts"},
 	} {
 		if _, err := run(tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("legion %s: %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)

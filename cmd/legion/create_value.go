@@ -30,9 +30,14 @@ func createValueCommand(c *clusterCLI, kind legion.Kind) *cobra.Command {
 	noun := strings.ToLower(string(kind))
 	var ns, fromFile, fromLiteral, certFile, keyFile string
 	var labels []string
+	var aliases []string
+	if kind == legion.KindConfig {
+		aliases = []string{"configmap", "cm"} // kubectl's: a ConfigMap is a Config here
+	}
 	cmd := &cobra.Command{
-		Use:   noun + " NAME [FILE|-]",
-		Short: "Make a " + string(kind) + " of one value, read from FILE or standard input (-), as docker " + noun + " create does",
+		Use:     noun + " NAME [FILE|-]",
+		Aliases: aliases,
+		Short:   "Make a " + string(kind) + " of one value, read from FILE or standard input (-), as docker " + noun + " create does",
 		Long: `Create ` + noun + ` makes a ` + string(kind) + ` named NAME whose value is FILE's content
 (or standard input's, for - or --from-file -), at most 500 KiB. One already
 there is refused, not replaced: legion apply or legion edit change it. Its
