@@ -153,19 +153,9 @@ func TestDecodeAliasBombIsBounded(t *testing.T) {
 	// containers, each the same alias holding 1000 environment variables.
 	var b strings.Builder
 	b.WriteString("x-anchors:\n  v: &v {name: A, value: b}\n  c: &c {name: x, image: y, env: [")
-	for j := 0; j < 1000; j++ {
-		if j > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString("*v")
-	}
+	b.WriteString(aliases("*v", 1000))
 	b.WriteString("]}\napiVersion: legion/v1\nkind: Service\nmetadata: {name: web}\nspec:\n  pod:\n    containers: [")
-	for j := 0; j < 1100; j++ {
-		if j > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString("*c")
-	}
+	b.WriteString(aliases("*c", 1100))
 	b.WriteString("]\n")
 	if b.Len() > 20000 {
 		t.Fatalf("the test document is %d bytes, meant to be small", b.Len())
@@ -328,21 +318,17 @@ spec: {text: z}
 	// values from a small document.
 	var b strings.Builder
 	b.WriteString("x-anchors:\n  v: &v {name: A, value: b}\n  s: &s {apiVersion: legion/v1, kind: Service, metadata: {name: web}, spec: {pod: {containers: [{name: x, image: y, env: [")
-	for j := 0; j < 1000; j++ {
-		if j > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString("*v")
-	}
+	b.WriteString(aliases("*v", 1000))
 	b.WriteString("]}]}}}\nkind: List\nitems: [")
-	for j := 0; j < 400; j++ {
-		if j > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString("*s")
-	}
+	b.WriteString(aliases("*s", 400))
 	b.WriteString("]\n")
 	if _, err := ParseManifest("bomb.yaml", []byte(b.String())); err == nil || !strings.Contains(err.Error(), "document too large") || strings.Contains(err.Error(), "item 400 ") {
 		t.Errorf("a List whose items' aliases expand past the budget: %.300v, want it refused, the items after it not read", err)
 	}
+}
+
+// aliases is n references to one YAML anchor, comma-separated, as a flow
+// list's items.
+func aliases(alias string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(alias+",", n), ",")
 }
