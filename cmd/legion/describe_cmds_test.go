@@ -172,6 +172,7 @@ func TestEventsFlagsRefused(t *testing.T) {
 		// kubectl's names of the same flags.
 		{[]string{"--for", "web"}, `--object "web": expected KIND/NAME`},
 		{[]string{"--types", "Warning,Error"}, `--type "Warning,Error": expected normal or warning`},
+		{[]string{"--sort-by", ".reason"}, "events are listed oldest first by when they were last seen"},
 	} {
 		_, err := runLegion(t, "", append([]string{"events", "--server", "127.0.0.1:1"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.says) {

@@ -126,6 +126,12 @@ nodes' events have no namespace and show only then. kubectl events' --for,
 	fl.StringVar(&object, "object", "", "only events of this object, KIND/NAME (with -n for its namespace)")
 	fl.StringVar(&typ, "type", "", "only normal or warning events")
 	outputFlag(cmd, &output)
+	// kubectl get events --sort-by=.lastTimestamp asks for the order they
+	// come in; another field is refused.
+	sortBy := fl.VarPF(&kubectlFlag{ok: func(v string) bool {
+		return strings.Contains(v, "lastTimestamp") || strings.Contains(v, "creationTimestamp") || strings.Contains(v, "eventTime")
+	}, why: "events are listed oldest first by when they were last seen, and sorted no other way"}, "sort-by", "", "kubectl's: events come sorted by when they were last seen")
+	sortBy.Hidden = true
 	// kubectl events' names for the same flags.
 	fl.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 		switch name {

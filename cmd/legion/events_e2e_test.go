@@ -146,9 +146,10 @@ func TestEventsFollowACrashLoopAndARolledBackUpdate(t *testing.T) {
 	if !inOrder(got, webWant) {
 		t.Errorf("describe service web's events %v, want %v in order:\n%s", got, webWant, desc)
 	}
-	// kubectl events' --for and --types (a list) are --object and --type.
+	// kubectl events' --for and --types (a list) are --object and --type,
+	// and --sort-by=.lastTimestamp the order they come in.
 	for _, types := range []string{"Warning", "Warning,Normal"} {
-		kubectl, err := runLegion(t, "", append([]string{"events", "--for", "service/web", "--types", types, "-o", "json"}, flags...)...)
+		kubectl, err := runLegion(t, "", append([]string{"events", "--for", "service/web", "--types", types, "--sort-by=.lastTimestamp", "-o", "json"}, flags...)...)
 		legionArgs := []string{"events", "--object", "service/web", "-o", "json"}
 		if types == "Warning" {
 			legionArgs = append(legionArgs, "--type", "warning")
