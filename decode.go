@@ -76,11 +76,15 @@ func Decode(data []byte) ([]Document, error) {
 	return docs, nil
 }
 
-// listItems reads a document that is kubectl's List: kind List and its
-// items, whatever its apiVersion (each item's is checked). ok is false for
-// any other document.
+// listItems reads a document that is a list of objects: kubectl's List
+// (kind List and its items, whatever its apiVersion: each item's is
+// checked), or a bare list, as legion get -o json prints a listing. ok is
+// false for any other document.
 func listItems(n *yaml.Node) (items []*yaml.Node, ok bool, errs ErrorList) {
 	n = resolve(n)
+	if n.Kind == yaml.SequenceNode {
+		return n.Content, true, nil
+	}
 	if n.Kind != yaml.MappingNode {
 		return nil, false, nil
 	}

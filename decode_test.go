@@ -314,6 +314,15 @@ spec: {text: z}
 	if _, err := ParseManifest("list.yaml", []byte("kind: List\nitems: {a: b}\n")); err == nil || !strings.Contains(err.Error(), "items: a List's items: expected a list of objects") {
 		t.Errorf("a List without a list of items: %v", err)
 	}
+	// A bare list, as legion get -o json prints a listing.
+	objs, err = ParseManifest("list.json", []byte(`[{"apiVersion": "legion/v1", "kind": "Config", "metadata": {"name": "a"}, "spec": {"text": "x"}},
+ {"apiVersion": "legion/v1", "kind": "Config", "metadata": {"name": "b"}, "spec": {"text": "y"}}]`))
+	if err != nil || len(objs) != 2 || objs[1].GetMetadata().Name != "b" {
+		t.Errorf("a JSON list of objects: %v, %v", objs, err)
+	}
+	if _, err := ParseManifest("list.json", []byte(`[1]`)); err == nil || !strings.Contains(err.Error(), "document 1, item 1: expected an object") {
+		t.Errorf("a list of a number: %v", err)
+	}
 	// 400 items, each an alias of a Service of 1,000 variables: 400,000
 	// values from a small document.
 	var b strings.Builder

@@ -115,6 +115,14 @@ func TestClusterCommandsEndToEnd(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"name": "shop"`) {
 		t.Fatalf("list ns -o json: %q %v", out, err)
 	}
+	// A listing as JSON (a list) is applied back as it is, as kubectl's.
+	out, err = cli("", "get", "configs", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err := cli(out, "apply", "-f", "-"); err != nil || back != "config/settings unchanged\n" {
+		t.Fatalf("get configs -o json | apply -f -: %q %v", back, err)
+	}
 	out, err = cli("", "get", "configs", "-A")
 	if err != nil || !strings.HasPrefix(out, "NAMESPACE") || !strings.Contains(out, "default") {
 		t.Fatalf("get -A: %q %v", out, err)
