@@ -41,6 +41,7 @@ const (
 	ReasonUpdateRolledBack   = "UpdateRolledBack"
 	ReasonRollbackPaused     = "UpdateRollbackPaused"
 	ReasonUpdateCompleted    = "UpdateCompleted"
+	ReasonScaled             = "Scaled"
 	ReasonQuotaRefused       = "QuotaRefused"
 	ReasonImageResolveFailed = "ImageResolveFailed"
 	ReasonJobStarted         = "JobStarted"

@@ -190,6 +190,17 @@ func (d *deriver) service(old, s *legion.Service) {
 	if im := s.Status.Images; im != nil && im.Message != "" && im.Message != oldImages {
 		d.add(legion.EventWarning, legion.ReasonImageResolveFailed, im.Message)
 	}
+	// The count a replicated or stateful service wants, changed by a
+	// scale (its spec) or its autoscaler (its status).
+	if old != nil && old.Spec.Replicas != nil && s.Spec.Replicas != nil && s.Spec.Mode != legion.ModeGlobal {
+		if was, now := old.WantedReplicas(), s.WantedReplicas(); was != now {
+			by := ""
+			if s.Spec.Autoscale != nil && *old.Spec.Replicas == *s.Spec.Replicas {
+				by = " by its autoscaler"
+			}
+			d.add(legion.EventNormal, legion.ReasonScaled, fmt.Sprintf("from %d to %d replicas%s", was, now, by))
+		}
+	}
 }
 
 func sameTime(a, b *time.Time) bool {

@@ -26,6 +26,17 @@ func service(u *legion.UpdateStatus) *legion.Service {
 	return s
 }
 
+// replicas gives s a replica count, and with auto above 0 an autoscaler
+// whose count that is.
+func replicas(s *legion.Service, n, auto int) *legion.Service {
+	s.Spec.Mode, s.Spec.Replicas = legion.ModeReplicated, &n
+	if auto > 0 {
+		s.Spec.Autoscale = &legion.Autoscale{Min: 1, Max: 10, CPU: 80}
+		s.Status.Autoscale = &legion.AutoscaleStatus{Replicas: auto}
+	}
+	return s
+}
+
 func withPortErrors(n *legion.Node, errs ...legion.PortError) *legion.Node {
 	n.Status.PublishErrors = errs
 	return n
@@ -96,6 +107,10 @@ func TestDerive(t *testing.T) {
 		}(), []string{}},
 		{"update started", service(nil), service(&legion.UpdateStatus{State: legion.UpdateUpdating, Started: &started}),
 			[]string{"Normal UpdateStarted: to generation 3"}},
+		{"scaled", replicas(service(nil), 2, 0), replicas(service(nil), 3, 0), []string{"Normal Scaled: from 2 to 3 replicas"}},
+		{"scaled by the autoscaler", replicas(service(nil), 2, 4), replicas(service(nil), 2, 6), []string{"Normal Scaled: from 4 to 6 replicas by its autoscaler"}},
+		{"same count", replicas(service(nil), 2, 0), replicas(service(nil), 2, 0), []string{}},
+		{"a new service is not scaled", nil, replicas(service(nil), 2, 0), []string{}},
 		{"update restarted", service(&legion.UpdateStatus{State: legion.UpdateUpdating, Started: &started}),
 			service(&legion.UpdateStatus{State: legion.UpdateUpdating, Started: &later}),
 			[]string{"Normal UpdateStarted: to generation 3"}},
