@@ -73,7 +73,7 @@ func changeObject(ctx context.Context, cl *client.Client, kind legion.Kind, ns, 
 func (c *clusterCLI) scaleCommand() *cobra.Command {
 	var ns string
 	var wf waitFlags
-	replicas := -1
+	replicas, current := -1, -1
 	cmd := &cobra.Command{
 		Use:   "scale SERVICE REPLICAS | SERVICE=REPLICAS... | SERVICE... --replicas N",
 		Short: "Set a replicated or stateful service's replica count",
@@ -82,7 +82,8 @@ as docker service scale takes it, legion scale web=3 api=2, or as kubectl
 does, legion scale service/web --replicas 3 (or service web). A Deployment
 or StatefulSet is a Service here, and is refused by that name. Each in
 turn, every count checked before any is set, and a service refused does
-not keep the others from being scaled.`,
+not keep the others from being scaled. --current-replicas N, as kubectl's,
+scales only a service that wants N now (checked at the version written).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := wf.check(); err != nil {
@@ -99,7 +100,12 @@ not keep the others from being scaled.`,
 			// scaled; every failure is said.
 			var errs []error
 			for _, sc := range scales {
-				res, err := c.updateService(cmd, ns, sc.name, func(s *legion.Service) error { return setReplicas(s, sc.n) })
+				res, err := c.updateService(cmd, ns, sc.name, func(s *legion.Service) error {
+					if now := s.WantedReplicas(); current >= 0 && now != current {
+						return fmt.Errorf("scale: service %s wants %d replicas, not %d (--current-replicas): not scaled", s.Metadata.Name, now, current)
+					}
+					return setReplicas(s, sc.n)
+				})
 				if err != nil {
 					errs = append(errs, err)
 					continue
@@ -118,6 +124,7 @@ not keep the others from being scaled.`,
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
 	cmd.Flags().IntVar(&replicas, "replicas", -1, "the count for every SERVICE named (kubectl's form)")
+	cmd.Flags().IntVar(&current, "current-replicas", -1, "scale only a service that wants this many replicas now (kubectl's precondition)")
 	wf.add(cmd)
 	return cmd
 }

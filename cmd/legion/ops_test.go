@@ -109,6 +109,17 @@ spec:
 	if out := legionCmd("scale", "web=4"); !strings.Contains(out, "scaled to 4") || *get().Spec.Replicas != 4 {
 		t.Fatalf("scale web=4: %q, replicas %d", out, *get().Spec.Replicas)
 	}
+	// kubectl's precondition: scaled only from the count named.
+	if _, err := runLegion(t, "", append([]string{"scale", "web", "--replicas", "6", "--current-replicas", "3"}, flags...)...); err == nil ||
+		!strings.Contains(err.Error(), "service web wants 4 replicas, not 3 (--current-replicas): not scaled") || *get().Spec.Replicas != 4 {
+		t.Fatalf("scale --current-replicas 3 of a service of 4: %v, replicas %d", err, *get().Spec.Replicas)
+	}
+	if out := legionCmd("scale", "web", "--replicas", "2", "--current-replicas", "4"); !strings.Contains(out, "scaled to 2") || *get().Spec.Replicas != 2 {
+		t.Fatalf("scale --current-replicas 4: %q, replicas %d", out, *get().Spec.Replicas)
+	}
+	if out := legionCmd("scale", "web=4"); !strings.Contains(out, "scaled to 4") {
+		t.Fatalf("scale web=4 again: %q", out)
+	}
 	// kubectl's name for it.
 	if _, err := runLegion(t, "", append([]string{"rollout", "undo", "web"}, flags...)...); err == nil || !strings.Contains(err.Error(), "service web has no earlier spec to go back to") {
 		t.Fatalf("rollout undo with no earlier spec: %v", err)
