@@ -444,10 +444,7 @@ func autoscaleSpec(a *legion.Autoscale) string {
 // autoscaleStatus says the autoscaler's count, what it recommended over
 // the down delay (newest first), and why it waits, if it does.
 func autoscaleStatus(a *legion.AutoscaleStatus, now time.Time) string {
-	s := fmt.Sprintf("%d replicas", a.Replicas)
-	if a.Replicas == 1 {
-		s = "1 replica"
-	}
+	s := replicasWord(a.Replicas)
 	var recs []string
 	for _, r := range slices.Backward(a.Recommendations) {
 		recs = append(recs, fmt.Sprintf("%d (%s ago)", r.Replicas, age(r.Time, now)))

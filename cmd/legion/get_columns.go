@@ -10,7 +10,6 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/util/jsonpath"
 )
 
 // listFlags are kubectl get's flags that shape a listing: --show-labels,
@@ -75,14 +74,11 @@ func (lf *listFlags) decorate(l *listing, objs []legion.Object) {
 // without the field first, then numbers by value, then text; the order of
 // equal ones is kept.
 func sortObjects(objs []legion.Object, expr string) error {
-	field := expr
-	if !strings.HasPrefix(field, "{") {
-		field = "{" + field + "}"
-	}
-	jp := jsonpath.New("sort-by").AllowMissingKeys(true)
-	if err := jp.Parse(field); err != nil {
+	jp, err := parseJSONPath(expr)
+	if err != nil {
 		return fmt.Errorf("--sort-by %s: %w", expr, err)
 	}
+	jp.AllowMissingKeys(true)
 	keys := make(map[legion.Object]string, len(objs))
 	for _, o := range objs {
 		data, err := generic(o)

@@ -151,7 +151,7 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 			return fmt.Errorf("logs %s: --all-containers and --prefix read tasks by name, and %s is none that runs (legion tasks lists them): %w", arg, target.Name, err)
 		}
 		found.names = []string{t.Metadata.Name}
-		found.containers = map[string][]string{t.Metadata.Name: containerNames(t)}
+		found.containers = map[string][]string{t.Metadata.Name: podContainerNames(&t.Spec.Pod)}
 	}
 	// Following a service's or a running job's tasks, its new ones join
 	// (with none, the manager picks the one that last ended, as without
@@ -291,7 +291,7 @@ func (r *logReaders) followNew(wctx, rctx context.Context, cancel context.Cancel
 	return watchEach(wctx, r.cl, legion.KindTask, r.target.Namespace, version, func(e client.Event) bool {
 		t, ok := e.Object.(*legion.Task)
 		if ok && e.Type != client.Deleted && ofTarget(t) && t.Status.Started != nil && !toldToStop(t) {
-			r.start(rctx, cancel, t.Metadata.Name, containerNames(t), true)
+			r.start(rctx, cancel, t.Metadata.Name, podContainerNames(&t.Spec.Pod), true)
 		}
 		return false
 	})
@@ -384,20 +384,11 @@ func logTasks(ctx context.Context, cl *client.Client, target client.Target) logS
 			continue
 		}
 		out.names = append(out.names, t.Metadata.Name)
-		out.containers[t.Metadata.Name] = containerNames(t)
+		out.containers[t.Metadata.Name] = podContainerNames(&t.Spec.Pod)
 	}
 	sort.Strings(out.names)
 	owner := out.owner
 	out.ofTarget = func(t *legion.Task) bool { return match(t) && t.Spec.Owner.Kind == owner }
-	return out
-}
-
-// containerNames are a task's containers, init containers first.
-func containerNames(t *legion.Task) []string {
-	var out []string
-	for _, c := range t.Spec.Pod.AllContainers() {
-		out = append(out, c.Name)
-	}
 	return out
 }
 

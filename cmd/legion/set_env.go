@@ -151,28 +151,19 @@ func parseEnvChanges(args, secrets, configs []string) (envChanges, error) {
 // variable set replaces one of its name where it is, or is added last.
 // A container the pod lacks is refused, naming those it has.
 func setEnv(pod *legion.PodSpec, container string, ec envChanges) error {
-	found := container == ""
-	var names []string
-	for _, list := range [][]legion.Container{pod.InitContainers, pod.Containers} {
-		for i := range list {
-			c := &list[i]
-			names = append(names, c.Name)
-			if container != "" && c.Name != container {
-				continue
-			}
-			found = true
-			c.Env = slices.DeleteFunc(c.Env, func(e legion.EnvVar) bool { return slices.Contains(ec.remove, e.Name) })
-			for _, v := range ec.set {
-				if j := slices.IndexFunc(c.Env, func(e legion.EnvVar) bool { return e.Name == v.Name }); j >= 0 {
-					c.Env[j] = v
-				} else {
-					c.Env = append(c.Env, v)
-				}
+	ctrs, err := podContainers(pod, container)
+	if err != nil {
+		return err
+	}
+	for _, c := range ctrs {
+		c.Env = slices.DeleteFunc(c.Env, func(e legion.EnvVar) bool { return slices.Contains(ec.remove, e.Name) })
+		for _, v := range ec.set {
+			if j := slices.IndexFunc(c.Env, func(e legion.EnvVar) bool { return e.Name == v.Name }); j >= 0 {
+				c.Env[j] = v
+			} else {
+				c.Env = append(c.Env, v)
 			}
 		}
-	}
-	if !found {
-		return fmt.Errorf("no container named %s: the pod has %s", container, strings.Join(names, ", "))
 	}
 	return nil
 }
@@ -194,31 +185,53 @@ func (c *clusterCLI) listEnv(cmd *cobra.Command, kind legion.Kind, ns, name, con
 }
 
 func printEnv(out io.Writer, o legion.Object, container string) error {
-	pod := legion.PodOf(o)
-	var names []string
-	found := false
-	for _, list := range [][]legion.Container{pod.InitContainers, pod.Containers} {
-		for _, c := range list {
-			names = append(names, c.Name)
-			if container != "" && c.Name != container {
-				continue
-			}
-			found = true
-			fmt.Fprintf(out, "# %s, container %s\n", ref(o), c.Name)
-			for _, e := range c.Env {
-				switch {
-				case e.Secret != "":
-					fmt.Fprintf(out, "# %s from secret %s\n", e.Name, e.Secret)
-				case e.Config != "":
-					fmt.Fprintf(out, "# %s from config %s\n", e.Name, e.Config)
-				default:
-					fmt.Fprintf(out, "%s=%s\n", e.Name, e.Value)
-				}
+	ctrs, err := podContainers(legion.PodOf(o), container)
+	if err != nil {
+		return fmt.Errorf("set env: %w", err)
+	}
+	for _, c := range ctrs {
+		fmt.Fprintf(out, "# %s, container %s\n", ref(o), c.Name)
+		for _, e := range c.Env {
+			switch {
+			case e.Secret != "":
+				fmt.Fprintf(out, "# %s from secret %s\n", e.Name, e.Secret)
+			case e.Config != "":
+				fmt.Fprintf(out, "# %s from config %s\n", e.Name, e.Config)
+			default:
+				fmt.Fprintf(out, "%s=%s\n", e.Name, e.Value)
 			}
 		}
 	}
-	if !found {
-		return fmt.Errorf("set env: no container named %s: the pod has %s", container, strings.Join(names, ", "))
-	}
 	return nil
+}
+
+// podContainers are the pod's containers, init containers first, or the
+// one named; a name the pod has no container of is refused, naming those
+// it has.
+func podContainers(pod *legion.PodSpec, name string) ([]*legion.Container, error) {
+	all := pod.AllContainers()
+	if name == "" {
+		return all, nil
+	}
+	for _, c := range all {
+		if c.Name == name {
+			return []*legion.Container{c}, nil
+		}
+	}
+	return nil, noContainer(pod, name)
+}
+
+// noContainer refuses a container name the pod does not have.
+func noContainer(pod *legion.PodSpec, name string) error {
+	return fmt.Errorf("no container named %s: the pod has %s", name, strings.Join(podContainerNames(pod), ", "))
+}
+
+// podContainerNames are the pod's containers' names, init containers
+// first.
+func podContainerNames(pod *legion.PodSpec) []string {
+	var out []string
+	for _, c := range pod.AllContainers() {
+		out = append(out, c.Name)
+	}
+	return out
 }

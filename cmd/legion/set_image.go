@@ -96,21 +96,17 @@ func imageArgs(args []string) (map[string]string, error) {
 // too) named in images, or of all with "*"; a name the pod has no
 // container of is refused, naming those it has.
 func setImages(pod *legion.PodSpec, images map[string]string) error {
-	all, every := images["*"]
-	var names []string
-	for _, list := range [][]legion.Container{pod.InitContainers, pod.Containers} {
-		for i := range list {
-			names = append(names, list[i].Name)
-			if img, ok := images[list[i].Name]; ok {
-				list[i].Image = img
-			} else if every {
-				list[i].Image = all
-			}
+	for ctr := range images {
+		if ctr != "*" && !slices.Contains(podContainerNames(pod), ctr) {
+			return noContainer(pod, ctr)
 		}
 	}
-	for ctr := range images {
-		if ctr != "*" && !slices.Contains(names, ctr) {
-			return fmt.Errorf("no container named %s: the pod has %s", ctr, strings.Join(names, ", "))
+	all, every := images["*"]
+	for _, c := range pod.AllContainers() {
+		if img, ok := images[c.Name]; ok {
+			c.Image = img
+		} else if every {
+			c.Image = all
 		}
 	}
 	return nil
