@@ -50,7 +50,7 @@ func (w *worker) startProbes(ctx context.Context, name string) {
 	pctx, cancel := context.WithCancel(ctx)
 	w.probeStop[name] = cancel
 	pr, err := probe.New(probe.Config{
-		Probes: p, Pod: &w.task.Spec.Pod, Host: w.status.IP, Started: w.started[name], Ready: ready,
+		Probes: expandProbes(p, probeVars(podEnv(w.task, w.status.IP), c)), Pod: &w.task.Spec.Pod, Host: w.status.IP, Started: w.started[name], Ready: ready,
 		Exec: execer{rt: w.a.Runtime, id: containerID(w.task, name)},
 		Log:  w.a.log,
 		Report: func(r probe.Result) {

@@ -113,3 +113,37 @@ func TestAgentLivenessFailureIsAFailureWhateverTheExitCode(t *testing.T) {
 		})
 	}
 }
+
+// An exec probe's command reads $(NAME) as the container's command does,
+// from the pod's variables and the env given as values, and not from
+// Secrets or Configs: a probe's command shows in the task's message when
+// it fails.
+func TestAgentExecProbeExpandsStaticEnv(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	task := filesTask()
+	c := &task.Spec.Pod.Containers[0]
+	c.Env = append(c.Env, legion.EnvVar{Name: "PORT", Value: "8080"}, legion.EnvVar{Name: "ADDR", Value: "$(LEGION_POD_IP):$(PORT)"})
+	p := execProbe()
+	p.Exec.Command = []string{"/bin/check", "$(ADDR)", "$(HOSTNAME)", "$(TOKEN)", "$(MODE)", "$(PLAIN)", "$$(PORT)", "$(NONE)"}
+	c.Probes.Readiness = p
+	r.start(t)
+	r.assign(filesValues(), task)
+	_, seen := r.mgr.awaitAfter(t, 0, "web-t1", "the task ready", func(s legion.TaskStatus) bool {
+		return s.State == legion.TaskRunning && s.Ready
+	})
+	r.rt.setExec("t1-main", 1) // a failure reports the command run
+	st, _ := r.mgr.awaitAfter(t, seen, "web-t1", "the probe's failure", func(s legion.TaskStatus) bool {
+		return s.State == legion.TaskRunning && strings.Contains(s.Message, "exec [")
+	})
+	if st.IP == "" {
+		t.Fatalf("the running task reports no address: %+v", st)
+	}
+	want := `exec ["/bin/check" "` + st.IP + `:8080" "web-t1" "$(TOKEN)" "$(MODE)" "x-$(TOKEN)" "$(PORT)" "$(NONE)"]`
+	if !strings.Contains(st.Message, want) {
+		t.Errorf("message %q, want it to hold %s", st.Message, want)
+	}
+	if strings.Contains(st.Message, "s3cret") || strings.Contains(st.Message, "fast") {
+		t.Errorf("a Secret's or Config's value in the probe's command: %q", st.Message)
+	}
+}

@@ -65,11 +65,7 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 	}
 	ns := task.Metadata.Namespace
 	env := append([]string(nil), podEnv...)
-	known := map[string]string{}
-	for _, kv := range podEnv {
-		k, v, _ := strings.Cut(kv, "=")
-		known[k] = v
-	}
+	known := podVars(podEnv)
 	var hidden []string // values of Secrets and Configs: kept off the runtime's records
 	for _, e := range c.Env {
 		v := e.Value
@@ -169,6 +165,50 @@ func mountsOver(ms []jail.Mount, target string) bool {
 		}
 	}
 	return false
+}
+
+// podVars is the pod's variables (NAME=value) by name, the first that
+// $(NAME) in a container's command, args and env can read.
+func podVars(podEnv []string) map[string]string {
+	vars := map[string]string{}
+	for _, kv := range podEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	return vars
+}
+
+// probeVars is what $(NAME) in a container's exec probes reads: the pod's
+// variables, then the container's env given as values, each expanded as
+// in the container's own env. Kubernetes expands a probe's command with
+// the static env alone; values of Secrets and Configs stay out of it too
+// here, as a probe's command is logged and reported when it fails.
+func probeVars(podEnv []string, c *legion.Container) map[string]string {
+	vars := podVars(podEnv)
+	for _, e := range c.Env {
+		if e.Secret == "" && e.Config == "" {
+			vars[e.Name] = expand(e.Value, vars)
+		}
+	}
+	return vars
+}
+
+// expandProbes is a container's probes with $(NAME) in their exec
+// commands expanded from vars (probeVars), as the container's command is.
+func expandProbes(p legion.Probes, vars map[string]string) legion.Probes {
+	one := func(pr *legion.Probe) *legion.Probe {
+		if pr == nil || pr.Exec == nil {
+			return pr
+		}
+		out := *pr
+		cmd := make([]string, len(pr.Exec.Command))
+		for i, arg := range pr.Exec.Command {
+			cmd[i] = expand(arg, vars)
+		}
+		out.Exec = &legion.ExecProbe{Command: cmd}
+		return &out
+	}
+	return legion.Probes{Startup: one(p.Startup), Liveness: one(p.Liveness), Readiness: one(p.Readiness)}
 }
 
 // expand replaces $(NAME) with the value of a variable defined before it

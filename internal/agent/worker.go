@@ -344,8 +344,7 @@ func (w *worker) prepare(ctx context.Context) error {
 		}
 	}
 	for _, c := range t.Spec.Pod.AllContainers() {
-		spec, hidden, err := containerSpec(t, w.a.Node, c, configs[c.Image], roots[c.Name], files, w.a.values(),
-			[]string{"LEGION_POD_IP=" + ip, "HOSTNAME=" + hostname(t)})
+		spec, hidden, err := containerSpec(t, w.a.Node, c, configs[c.Image], roots[c.Name], files, w.a.values(), podEnv(t, ip))
 		if err != nil {
 			return err
 		}
@@ -380,6 +379,12 @@ func (w *worker) prepare(ctx context.Context) error {
 	w.ready = w.allReady()
 	w.report(ctx, legion.TaskRunning, "")
 	return nil
+}
+
+// podEnv is the variables every container of a task's pod gets, at the
+// pod's address ip.
+func podEnv(t *legion.Task, ip string) []string {
+	return []string{"LEGION_POD_IP=" + ip, "HOSTNAME=" + hostname(t)}
 }
 
 func hostname(t *legion.Task) string {
