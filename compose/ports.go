@@ -2,6 +2,7 @@ package compose
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -51,4 +52,60 @@ func Ports(spec string) ([]legion.ContainerPort, []legion.ServicePort, error) {
 		svcs = append(svcs, sp)
 	}
 	return ctrs, svcs, nil
+}
+
+// AddPort adds the service port sp (its VIP port equal to its target, as
+// Ports makes them) to ports. A target given again is published where
+// it was not, and published once more where it was, as Docker publishes
+// one target on several ports: that publish needs a VIP port of its own,
+// the target when it is published on the target (the first publish then
+// takes its own published port), else its published port. The error
+// names what holds the VIP port that publish would need.
+func AddPort(ports []legion.ServicePort, sp legion.ServicePort) ([]legion.ServicePort, error) {
+	target := sp.TargetPort.Number
+	i := slices.IndexFunc(ports, func(p legion.ServicePort) bool {
+		return p.Protocol == sp.Protocol && p.TargetPort.Name == "" && p.TargetPort.Number == target
+	})
+	out := slices.Clone(ports)
+	switch {
+	case i < 0:
+	case sp.PublishedPort == 0:
+		return out, nil // the target is a port already
+	case out[i].Publish == "":
+		out[i].Publish, out[i].PublishedPort = sp.Publish, sp.PublishedPort
+		return out, nil
+	case out[i].PublishedPort == sp.PublishedPort && out[i].Publish == sp.Publish:
+		return out, nil // the same publish again
+	case sp.PublishedPort == target && out[i].Port == target:
+		out[i].Port = out[i].PublishedPort
+		if err := vipFree(out, i); err != nil {
+			return nil, err
+		}
+	default:
+		sp.Port = sp.PublishedPort
+	}
+	if i >= 0 && slices.ContainsFunc(out, func(p legion.ServicePort) bool { return sp.Name != "" && p.Name == sp.Name }) {
+		sp.Name = "" // the target's name is its first port's
+	}
+	out = append(out, sp)
+	if err := vipFree(out, len(out)-1); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// vipFree checks that no other port of ports has the VIP port of ports[i].
+func vipFree(ports []legion.ServicePort, i int) error {
+	p := ports[i]
+	for j, o := range ports {
+		if j == i || o.Port != p.Port || o.Protocol != p.Protocol {
+			continue
+		}
+		what := fmt.Sprintf("target %d/%s", p.TargetPort.Number, p.Protocol)
+		if p.PublishedPort != 0 {
+			what += fmt.Sprintf(" published on %d", p.PublishedPort)
+		}
+		return fmt.Errorf("%s needs service port %d/%s, which target %d has already", what, p.Port, p.Protocol, o.TargetPort.Number)
+	}
+	return nil
 }

@@ -220,7 +220,9 @@ func (c *converter) environment(p string, s types.ServiceConfig) ([]legion.EnvVa
 }
 
 // ports maps ports (each one a VIP port equal to its target, published
-// when the file publishes it) and expose (container ports only).
+// when the file publishes it; a target published again gets a VIP port
+// of its own, see AddPort) and expose (container ports, and VIP ports
+// equal to them).
 func (c *converter) ports(p string, s types.ServiceConfig, ctr *legion.Container, ep *legion.Endpoint) {
 	have := map[string]bool{}
 	addContainerPort := func(n int, proto legion.Protocol, name string) {
@@ -231,7 +233,6 @@ func (c *converter) ports(p string, s types.ServiceConfig, ctr *legion.Container
 		have[key] = true
 		ctr.Ports = append(ctr.Ports, legion.ContainerPort{Name: name, ContainerPort: n, Protocol: proto})
 	}
-	vip := map[string]int{}
 	for i, port := range s.Ports {
 		pp := fmt.Sprintf("%s.ports[%d]", p, i)
 		proto, ok := c.protocol(pp+".protocol", port.Protocol)
@@ -249,22 +250,7 @@ func (c *converter) ports(p string, s types.ServiceConfig, ctr *legion.Container
 			c.warn(pp+".app_protocol", "not supported, ignored")
 		}
 		target := int(port.Target)
-		key := fmt.Sprintf("%d/%s", target, proto)
 		published, mode := c.published(pp, port)
-		if j, dup := vip[key]; dup {
-			// The service port equals its target, so a target is one port:
-			// it may be published once.
-			prev := &ep.Ports[j]
-			if published != 0 && prev.Publish == "" {
-				prev.Publish, prev.PublishedPort = mode, published
-				continue
-			}
-			if published != 0 || prev.Publish == "" {
-				c.warn(pp, "target %s is already a service port (which equals its target), ignored", key)
-			}
-			continue
-		}
-		vip[key] = len(ep.Ports)
 		var name string
 		if port.Name != "" {
 			n := dnsLabel(port.Name)
@@ -277,12 +263,17 @@ func (c *converter) ports(p string, s types.ServiceConfig, ctr *legion.Container
 				name = n
 			}
 		}
-		addContainerPort(target, proto, name)
 		sp := legion.ServicePort{Name: name, Protocol: proto, Port: target, TargetPort: legion.PortRef{Number: target}}
 		if published != 0 {
 			sp.Publish, sp.PublishedPort = mode, published
 		}
-		ep.Ports = append(ep.Ports, sp)
+		addContainerPort(target, proto, name)
+		all, err := AddPort(ep.Ports, sp)
+		if err != nil {
+			c.warn(pp, "%v: a container port only", err)
+			continue
+		}
+		ep.Ports = all
 	}
 	for i, e := range s.Expose {
 		xp := fmt.Sprintf("%s.expose[%d]", p, i)
@@ -300,14 +291,20 @@ func (c *converter) ports(p string, s types.ServiceConfig, ctr *legion.Container
 			addContainerPort(n, proto, "")
 			// A service port too, as on a compose network every port of
 			// a container answers by its service's name.
-			if key := fmt.Sprintf("%d/%s", n, proto); len(ep.Ports) < maxServicePorts {
-				if _, dup := vip[key]; !dup {
-					vip[key] = len(ep.Ports)
-					ep.Ports = append(ep.Ports, legion.ServicePort{Protocol: proto, Port: n, TargetPort: legion.PortRef{Number: n}})
-				}
-			} else if _, dup := vip[key]; !dup {
-				c.warn(xp, "%d/%s: a service has at most %d ports; a container port only", n, proto, maxServicePorts)
+			sp := legion.ServicePort{Protocol: proto, Port: n, TargetPort: legion.PortRef{Number: n}}
+			if slices.ContainsFunc(ep.Ports, func(p legion.ServicePort) bool { return p.Protocol == proto && p.TargetPort == sp.TargetPort }) {
+				continue
 			}
+			if len(ep.Ports) >= maxServicePorts {
+				c.warn(xp, "%d/%s: a service has at most %d ports; a container port only", n, proto, maxServicePorts)
+				continue
+			}
+			all, err := AddPort(ep.Ports, sp)
+			if err != nil {
+				c.warn(xp, "%v: a container port only", err)
+				continue
+			}
+			ep.Ports = all
 		}
 	}
 }

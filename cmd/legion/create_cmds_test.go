@@ -182,9 +182,14 @@ func TestCreateService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, port2, err := net.SplitHostPort(testcluster.FreeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	flags := []string{"--server", n.API, "--credentials", n.Admin}
 	run := func(args ...string) (string, error) { return runLegion(t, "", append(flags, args...)...) }
-	create := []string{"create", "service", "web", "--image", "localhost/hello:1", "--replicas", "2", "-p", port + ":8080", "-e", "NAME=from flags"}
+	// One target published on two ports, as docker service create takes it.
+	create := []string{"create", "service", "web", "--image", "localhost/hello:1", "--replicas", "2", "-p", port + ":8080", "-p", port2 + ":8080", "-e", "NAME=from flags"}
 	words := []string{"--", "-listen", "$(LEGION_POD_IP):8080"}
 
 	out, err := run(slices.Concat(create, []string{"--dry-run", "-o", "yaml"}, words)...)
@@ -198,7 +203,9 @@ func TestCreateService(t *testing.T) {
 	s := objs[0].(*legion.Service)
 	ctr := s.Spec.Pod.Containers[0]
 	if *s.Spec.Replicas != 2 || ctr.Image != "localhost/hello:1" || !slices.Equal(ctr.Args, words[1:]) || ctr.Env[0] != (legion.EnvVar{Name: "NAME", Value: "from flags"}) ||
-		len(s.Spec.Endpoint.Ports) != 1 || s.Spec.Endpoint.Ports[0].PublishedPort != atoi(t, port) || s.Spec.Endpoint.Ports[0].Port != 8080 {
+		len(s.Spec.Endpoint.Ports) != 2 || s.Spec.Endpoint.Ports[0].PublishedPort != atoi(t, port) || s.Spec.Endpoint.Ports[0].Port != 8080 ||
+		s.Spec.Endpoint.Ports[1].PublishedPort != atoi(t, port2) || s.Spec.Endpoint.Ports[1].Port != atoi(t, port2) || s.Spec.Endpoint.Ports[1].TargetPort.Number != 8080 ||
+		len(ctr.Ports) != 1 {
 		t.Errorf("the dry run's service: %+v", s.Spec)
 	}
 	// Without -o the cluster checks it, as apply --dry-run has it do.
@@ -213,15 +220,17 @@ func TestCreateService(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "service/web created\n") || !strings.Contains(out, "2 of 2 tasks updated, 2 ready") {
 		t.Fatalf("create service --wait: %v\n%s", err, out)
 	}
-	waitFor(t, "the published port to answer", func() bool {
-		resp, err := http.Get("http://127.0.0.1:" + port + "/")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return strings.TrimSpace(string(body)) == "from flags"
-	})
+	for _, p := range []string{port, port2} {
+		waitFor(t, "published port "+p+" to answer", func() bool {
+			resp, err := http.Get("http://127.0.0.1:" + p + "/")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return strings.TrimSpace(string(body)) == "from flags"
+		})
+	}
 
 	for _, tc := range []struct {
 		args []string
@@ -234,7 +243,7 @@ func TestCreateService(t *testing.T) {
 		{[]string{"create", "service", "api", "--image", "x", "--image", "y"}, "given twice (x, then y): a service made here has one container"},
 		{[]string{"create", "service", "api", "--image", "x", "--command"}, "--command: expected the command after --"},
 		{[]string{"create", "service", "api", "--image", "x", "-p", "127.0.0.1:80:80"}, "a host address is not supported"},
-		{[]string{"create", "service", "api", "--image", "x", "-p", "8080:80", "-p", "8081:80"}, `--publish "8081:80": target 80/tcp is given already (--publish 8080:80)`},
+		{[]string{"create", "service", "api", "--image", "x", "-p", "8080:80", "-p", "8081:80", "--port", "8081"}, `--port "8081": target 8081/tcp needs service port 8081/tcp, which target 80 has already`},
 		{[]string{"create", "service", "api", "--image", "x", "--port", "8080:80"}, `--port "8080:80": a port to publish goes in --publish (-p)`},
 		{[]string{"create", "deployment", "api", "--image=x"}, "a Deployment is a Service here: legion create service NAME --image IMAGE"},
 		{[]string{"create", "ds", "api", "--image=x"}, "--mode global"},

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -217,9 +218,8 @@ func (f serviceFlags) service(name, ns string, words []string, replicasSet bool)
 	o, _ := legion.New(legion.KindService)
 	s := o.(*legion.Service)
 	s.Metadata = legion.Metadata{Name: name, Namespace: cmp.Or(ns, legion.DefaultNamespace), Labels: labels}
-	// A target is one port of the service (its VIP port is the target),
-	// so it is given once, where Docker would publish it twice.
-	given := map[string]string{}
+	// A target is one port of the service, its VIP port the target; one
+	// published again, as Docker does, gets a VIP port of its own.
 	addPorts := func(flag, p string, publish bool) error {
 		ctrs, svcs, err := compose.Ports(p)
 		if err != nil {
@@ -229,14 +229,19 @@ func (f serviceFlags) service(name, ns string, words []string, replicasSet bool)
 			if !publish && sp.PublishedPort != 0 {
 				return fmt.Errorf("%s %q: a port to publish goes in --publish (-p)", flag, p)
 			}
-			key := fmt.Sprintf("%d/%s", sp.Port, sp.Protocol)
-			if before, ok := given[key]; ok {
-				return fmt.Errorf("%s %q: target %s is given already (%s): a target is one port of the service, published once at most", flag, p, key, before)
+			all, err := compose.AddPort(s.Spec.Endpoint.Ports, sp)
+			if err != nil {
+				return fmt.Errorf("%s %q: %w", flag, p, err)
 			}
-			given[key] = flag + " " + p
+			s.Spec.Endpoint.Ports = all
 		}
-		ctr.Ports = append(ctr.Ports, ctrs...)
-		s.Spec.Endpoint.Ports = append(s.Spec.Endpoint.Ports, svcs...)
+		for _, cp := range ctrs {
+			if !slices.ContainsFunc(ctr.Ports, func(have legion.ContainerPort) bool {
+				return have.ContainerPort == cp.ContainerPort && have.Protocol == cp.Protocol
+			}) {
+				ctr.Ports = append(ctr.Ports, cp)
+			}
+		}
 		return nil
 	}
 	for _, p := range f.publish {
