@@ -210,6 +210,10 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 		}()
 	}
 	r.wg.Wait()
+	if len(r.errs) == 0 && len(r.empty) > 0 && len(r.started) == 0 {
+		// Not one of them had anything to read, and none joined.
+		return fmt.Errorf("logs %s: none of its tasks has output yet", arg)
+	}
 	return errors.Join(r.errs...)
 }
 
@@ -233,6 +237,7 @@ type logReaders struct {
 	mu      sync.Mutex
 	started map[string]bool
 	errs    []error
+	empty   []error // reads that found nothing to read (ErrNotFound)
 }
 
 // start reads task name's output unless it is read already: of each of
@@ -271,10 +276,21 @@ func (r *logReaders) startOne(ctx context.Context, cancel context.CancelFunc, na
 			return
 		}
 		err = fmt.Errorf("logs %s, task %s: %w", r.arg, name, err)
-		if joined {
+		if joined || errors.Is(err, client.ErrNotFound) {
+			// One that joined may have gone meanwhile; one with nothing
+			// to read (not started yet, or ended before it ran, as one
+			// whose image did not pull) says so and leaves the others be,
+			// as docker service logs shows the tasks that have output.
 			r.out.Lock()
 			fmt.Fprintf(r.stderr, "warning: %v\n", err)
 			r.out.Unlock()
+			if !joined {
+				// Read again should it start while followed.
+				r.mu.Lock()
+				delete(r.started, key)
+				r.empty = append(r.empty, err)
+				r.mu.Unlock()
+			}
 			return
 		}
 		r.mu.Lock()

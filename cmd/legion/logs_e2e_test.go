@@ -3,19 +3,24 @@ package main
 import (
 	"context"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/legionbsd/legion/internal/testcluster"
+	"github.com/legionbsd/legion/internal/testimage"
 )
 
 // A job's finished task on a real one-node daemon: legion logs prints its
@@ -329,5 +334,151 @@ spec:
 	}
 	if _, err := runLegion(t, "", append([]string{"logs", "pair", "-c", "a", "--all-containers"}, flags...)...); err == nil || !strings.Contains(err.Error(), "-c a and --all-containers") {
 		t.Errorf("legion logs -c --all-containers: %v", err)
+	}
+}
+
+// legion logs SERVICE reads the tasks that have output, and says of the
+// others (one whose image did not pull) that they have none, on stderr,
+// rather than failing for them: an update paused by a failed task keeps
+// its old tasks' logs readable. With no task that has output it fails.
+func TestLogsOfAServiceSayWhichTasksHaveNothing(t *testing.T) {
+	n, ctx := helloCluster(t, `apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  replicas: 2
+  update: {order: start-first, failureAction: pause}
+  pod:
+    containers:
+      - name: app
+        image: localhost/hello:1
+        pullPolicy: never
+        args: [-say, "up", -listen, "$(LEGION_POD_IP):8080"]
+`+readyHTTP+`---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: ghost}
+spec:
+  replicas: 2
+  pod:
+    containers:
+      - name: app
+        image: localhost/nope:1
+        pullPolicy: never
+`)
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	waitFor(t, "two ready tasks of web", func() bool {
+		s, err := client.GetAs[*legion.Service](ctx, n.Client, legion.KindService, "default", "web")
+		return err == nil && s.Status.Ready == 2
+	})
+	if err := rootWith(&syncBuffer{}, &syncBuffer{}, append([]string{"set", "image", "web", "app=localhost/nope:1"}, flags...)...).ExecuteContext(ctx); err != nil {
+		t.Fatalf("legion set image: %v", err)
+	}
+	failed := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool {
+		return tk.Status.State == legion.TaskFailed && tk.Status.Started == nil
+	}).Metadata.Name
+	var out, errOut *syncBuffer
+	var err error
+	waitFor(t, "legion logs to reach the node's agent", func() bool {
+		out, errOut = &syncBuffer{}, &syncBuffer{}
+		err = rootWith(out, errOut, append([]string{"logs", "web"}, flags...)...).ExecuteContext(ctx)
+		return err == nil || !strings.Contains(err.Error(), "is not connected to this manager")
+	})
+	if err != nil {
+		t.Fatalf("legion logs web: %v (stderr %q)", err, errOut.String())
+	}
+	if got := strings.Count(out.String(), " | up\n"); got != 2 {
+		t.Errorf("legion logs web: %d tasks' lines, want the two old tasks':\n%s", got, out.String())
+	}
+	if want := "warning: logs web, task " + failed + ": container app of task default/" + failed + " has no output: the task ended before it ran: "; !strings.Contains(errOut.String(), want) {
+		t.Errorf("legion logs web: stderr %q, want it to hold %q", errOut.String(), want)
+	}
+
+	waitFor(t, "two failed tasks of ghost", func() bool {
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		return err == nil && len(slices.DeleteFunc(tasks, func(o legion.Object) bool {
+			tk := o.(*legion.Task)
+			return tk.Spec.Owner.Name != "ghost" || tk.Status.State != legion.TaskFailed
+		})) >= 2
+	})
+	errOut = &syncBuffer{}
+	err = rootWith(&syncBuffer{}, errOut, append([]string{"logs", "ghost"}, flags...)...).ExecuteContext(ctx)
+	if err == nil || err.Error() != "logs ghost: none of its tasks has output yet" {
+		t.Errorf("legion logs ghost: %v, want that none of its tasks has output (stderr %q)", err, errOut.String())
+	}
+}
+
+// legion logs -f SERVICE with a task that is placed but not started (its
+// image still coming from a registry that holds its blobs back) reads
+// the others, says that one has no output yet, and reads it once it
+// starts.
+func TestLogsFollowATaskOnceItStarts(t *testing.T) {
+	open := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(open) }) }
+	var reg *httptest.Server
+	t.Cleanup(func() {
+		release() // first, or Close would wait for the held requests
+		if reg != nil {
+			reg.Close()
+		}
+	})
+	blobs := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	reg = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			select {
+			case <-open:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		blobs.ServeHTTP(w, r)
+	}))
+	n, ctx := helloCluster(t, `apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  update: {order: start-first}
+  pod:
+    containers:
+      - name: app
+        image: localhost/hello:1
+        args: [-listen, "$(LEGION_POD_IP):8080"]
+`)
+	img, err := testimage.Build(ctx, testimage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := strings.TrimPrefix(reg.URL, "http://") + "/late/server:1"
+	if err := testimage.Push(ctx, img, ref); err != nil {
+		t.Fatal(err)
+	}
+	old := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready }).Metadata.Name
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	if err := rootWith(&syncBuffer{}, &syncBuffer{}, append([]string{"set", "image", "web", "app=" + ref}, flags...)...).ExecuteContext(ctx); err != nil {
+		t.Fatalf("legion set image: %v", err)
+	}
+	late := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool {
+		return tk.Spec.Node != "" && tk.Metadata.Name != old && tk.Status.Started == nil
+	}).Metadata.Name
+
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	ended := make(chan error, 1)
+	go func() {
+		ended <- rootWith(out, errOut, append([]string{"logs", "web", "-f"}, flags...)...).ExecuteContext(fctx)
+	}()
+	waitFor(t, "the old task's line and a word on the new one", func() bool {
+		return strings.Contains(out.String(), old+" | listening on ") &&
+			strings.Contains(errOut.String(), "warning: logs web, task "+late+": container app of task default/"+late+" has no output yet: the task has not started")
+	})
+	release()
+	waitFor(t, "the new task's line once it started", func() bool {
+		return strings.Contains(out.String(), late+" | listening on ")
+	})
+	stop()
+	if err := <-ended; err != nil {
+		t.Errorf("a follow ended by the user: %v, want no error (stderr %q)", err, errOut.String())
 	}
 }
