@@ -2,6 +2,7 @@ package legion
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -33,6 +34,11 @@ type TaskSpec struct {
 	Hostname        string            `json:"hostname,omitempty"` // stateful: <service>-<n>
 	Volumes         map[string]string `json:"volumes,omitempty"`  // pod volume -> Volume object, claims resolved
 	Placed          *time.Time        `json:"placed,omitempty"`   // when assigned to Node
+	// StopReason is why the planner told the task to stop (desiredState
+	// no longer running): scaled down, replaced by an update's task,
+	// evicted by a taint, moved off a draining node. The agent's status
+	// says only that it stopped.
+	StopReason string `json:"stopReason,omitempty"`
 	// Snapshot: a stateful update's task snapshots its claimed Volumes
 	// before it starts, or its rollback's task rolls them back (4.3).
 	Snapshot *TaskSnapshot `json:"snapshot,omitempty"`
@@ -110,6 +116,19 @@ func CanTransition(from, to TaskState) bool {
 // sessions and logs take it.
 func (t *Task) OfOrdinal(name string) bool {
 	return t.Spec.Hostname == name && t.Spec.Owner.Kind == KindService
+}
+
+// Message is what its status says, and why the planner told it to stop
+// when it did: "stopped (evicted by taint dedicated=db:NoExecute)".
+func (t *Task) Message() string {
+	msg, why := t.Status.Message, t.Spec.StopReason
+	switch {
+	case why == "" || t.Spec.DesiredState == TaskRunning || strings.Contains(msg, why):
+		return msg
+	case msg == "":
+		return why
+	}
+	return msg + " (" + why + ")"
 }
 
 // Transition checks and records a state change.

@@ -134,3 +134,29 @@ func TestObjectHelpers(t *testing.T) {
 		t.Errorf("key %q name %q", ObjectKey(o), DisplayName(o))
 	}
 }
+
+// A task's message adds why the planner told it to stop, once it was
+// told, to what its agent says.
+func TestTaskMessageSaysWhyItStopped(t *testing.T) {
+	for _, tc := range []struct {
+		desired TaskState
+		status  string
+		reason  string
+		want    string
+	}{
+		{TaskRunning, "", "", ""},
+		{TaskRunning, "restarting in 1s", "", "restarting in 1s"},
+		{TaskShutdown, "stopped", "", "stopped"},
+		{TaskShutdown, "stopped", "scaled down", "stopped (scaled down)"},
+		{TaskShutdown, "", "evicted by taint k:NoExecute", "evicted by taint k:NoExecute"},
+		// A task never placed: the planner wrote its reason as its status.
+		{TaskShutdown, "scaled down", "scaled down", "scaled down"},
+		// A task running again (its slot's new spec) keeps no old reason.
+		{TaskRunning, "", "scaled down", ""},
+	} {
+		task := &Task{Spec: TaskSpec{DesiredState: tc.desired, StopReason: tc.reason}, Status: TaskStatus{Message: tc.status}}
+		if got := task.Message(); got != tc.want {
+			t.Errorf("desired %s, status %q, reason %q: %q, want %q", tc.desired, tc.status, tc.reason, got, tc.want)
+		}
+	}
+}

@@ -160,6 +160,20 @@ spec:
 		if diff := cmp.Diff(map[string]int{"n2": 2}, c.NodesOf("s")); diff != "" {
 			t.Fatalf("NoExecute: %s", diff)
 		}
+		// The evicted task says why it stopped, beside the agent's word.
+		evicted := 0
+		for _, tk := range c.OwnerTasks("s") {
+			if tk.Spec.Node != "n1" {
+				continue
+			}
+			evicted++
+			if tk.Spec.StopReason != "evicted by taint k:NoExecute" || !strings.Contains(tk.Message(), tk.Spec.StopReason) {
+				t.Errorf("task %s on n1: stop reason %q, message %q", tk.Metadata.Name, tk.Spec.StopReason, tk.Message())
+			}
+		}
+		if evicted == 0 {
+			t.Error("no task of s was on n1")
+		}
 	})
 	t.Run("PreferNoSchedule is a last choice", func(t *testing.T) {
 		c := schedtest.New(t)

@@ -320,8 +320,9 @@ func placed(t *legion.Task) bool { return t.Spec.Node != "" && t.Spec.Placed != 
 // placed reports whether the entry's task holds resources on its node.
 func (e *entry) placed() bool { return e.node >= 0 && e.t.Spec.Placed != nil && e.live() }
 
-// stop tells a task to stop. A task never sent to a node is stopped at
-// once, as no agent will report on it.
+// stop tells a task to stop, saying why in its spec (the agent's status
+// will say only that it stopped). A task never sent to a node is stopped
+// at once, as no agent will report on it.
 func (p *planner) stop(e *entry, msg string) {
 	t := e.t
 	if !e.live() || t.Spec.DesiredState == legion.TaskShutdown {
@@ -329,6 +330,7 @@ func (p *planner) stop(e *entry, msg string) {
 	}
 	t = p.mut(e)
 	t.Spec.DesiredState = legion.TaskShutdown
+	t.Spec.StopReason = msg
 	e.run = false
 	if t.Spec.Placed == nil {
 		t.Status.State = legion.TaskShutdown

@@ -128,7 +128,7 @@ func (d *deriver) task(old, t *legion.Task) {
 		}
 		d.add(legion.EventWarning, legion.ReasonTaskRejected, join("rejected by node "+t.Spec.Node, msg))
 	case legion.TaskShutdown:
-		d.add(legion.EventNormal, legion.ReasonTaskStopped, msg)
+		d.add(legion.EventNormal, legion.ReasonTaskStopped, t.Message())
 	case legion.TaskOrphaned:
 		d.add(legion.EventWarning, legion.ReasonTaskOrphaned, join("lost with node "+t.Spec.Node, msg))
 	}

@@ -99,6 +99,9 @@ func TestDerive(t *testing.T) {
 		{"orphaned", task(legion.TaskRunning, ""), task(legion.TaskOrphaned, "node down"),
 			[]string{"Warning TaskOrphaned: lost with node n1: node down"}},
 		{"stopped", task(legion.TaskRunning, ""), task(legion.TaskShutdown, "stopped"), []string{"Normal TaskStopped: stopped"}},
+		{"stopped, saying why", task(legion.TaskRunning, ""), task(legion.TaskShutdown, "stopped", func(t *legion.Task) {
+			t.Spec.DesiredState, t.Spec.StopReason = legion.TaskShutdown, "evicted by taint k:NoExecute"
+		}), []string{"Normal TaskStopped: stopped (evicted by taint k:NoExecute)"}},
 		{"task deleted", task(legion.TaskShutdown, ""), nil, []string{}},
 		{"system namespace", nil, func() legion.Object {
 			x := task(legion.TaskFailed, "x")

@@ -34,6 +34,7 @@ func stopTask(ctx context.Context, st *store.Store, ns, name string, pre store.P
 		}
 		cp := *t
 		cp.Spec.DesiredState = legion.TaskShutdown
+		cp.Spec.StopReason = "deleted"
 		out, _, err := st.Put(ctx, &cp, store.WriteOptions{Precondition: store.Precondition{Version: version}, KeepStatus: true})
 		if errors.Is(err, store.ErrConflict) && pre.Version == 0 && attempt < stopTaskAttempts {
 			continue // a report or the planner wrote it meanwhile: read it again

@@ -109,7 +109,7 @@ var kindTables = map[legion.Kind]kindTable{
 	legion.KindTask: {cols("NAME", "OWNER", "DESIRED", "STATE", "READY", "NODE", "AGE", "MESSAGE", "+IP", "+IMAGE", "+RESTARTS", "+JAIL"), func(o legion.Object, now time.Time) []string {
 		t := o.(*legion.Task)
 		return []string{t.Metadata.Name, ownerOf(t), string(t.Spec.DesiredState), string(t.Status.State), taskReady(t), t.Spec.Node,
-			age(t.Status.Timestamp, now), t.Status.Message, t.Status.IP, imagesOf(t.Spec.Pod), fmt.Sprint(t.Status.Restarts), t.Status.PodJail}
+			age(t.Status.Timestamp, now), t.Message(), t.Status.IP, imagesOf(t.Spec.Pod), fmt.Sprint(t.Status.Restarts), t.Status.PodJail}
 	}},
 	legion.KindJob: {cols("NAME", "MODE", "COMPLETIONS", "ACTIVE", "FAILED", "STATE", "AGE", "+IMAGE", "+MESSAGE"), func(o legion.Object, now time.Time) []string {
 		j := o.(*legion.Job)

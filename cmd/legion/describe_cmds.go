@@ -273,7 +273,7 @@ func describe(w io.Writer, o legion.Object, tasks []*legion.Task, evs []legion.E
 					name = t.Metadata.Namespace + "/" + name
 				}
 				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", name, orDash(t.Spec.Node), t.Spec.DesiredState,
-					stateOf(t), taskReady(t), t.Status.Restarts, orDash(age(t.Status.Timestamp, now)), cell(t.Status.Message))
+					stateOf(t), taskReady(t), t.Status.Restarts, orDash(age(t.Status.Timestamp, now)), cell(t.Message()))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -583,6 +583,9 @@ func descTask(d *describer, t *legion.Task, now time.Time) {
 	d.line("Slot", t.Spec.Slot)
 	d.line("Node", t.Spec.Node)
 	d.line("Desired state", t.Spec.DesiredState)
+	if t.Spec.DesiredState != legion.TaskRunning && t.Spec.StopReason != "" {
+		d.line("Told to stop", t.Spec.StopReason)
+	}
 	descPod(d, t.Spec.Pod)
 	d.section("Status")
 	d.indent = "  "

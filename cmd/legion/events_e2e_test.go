@@ -203,6 +203,7 @@ func TestDeletingARunningTaskStopsItFirst(t *testing.T) {
 	// Each listing is one version of the store: the first to hold the
 	// next task must hold the old one stopped.
 	var next *legion.Task
+	var oldSays string // the deleted task's message once stopped
 	waitFor(t, "the ordinal's next task", func() bool {
 		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
 		if err != nil {
@@ -214,6 +215,7 @@ func TestDeletingARunningTaskStopsItFirst(t *testing.T) {
 			switch {
 			case tk.Metadata.UID == old.Metadata.UID:
 				stopped = tk.Status.State.Terminal()
+				oldSays = tk.Message()
 			case tk.Spec.Owner.Name == "db":
 				next = tk
 			}
@@ -223,6 +225,9 @@ func TestDeletingARunningTaskStopsItFirst(t *testing.T) {
 		}
 		return next != nil
 	})
+	if oldSays != "stopped (deleted)" {
+		t.Errorf("the deleted task, stopped, says %q: want that it was deleted", oldSays)
+	}
 	waitTaskOf(ctx, t, n, "db", func(tk *legion.Task) bool { return tk.Metadata.UID == next.Metadata.UID && tk.Status.Ready })
 	// Ended, it is deleted for good.
 	if out, err := runLegion(t, "", append([]string{"delete", "task", old.Metadata.Name}, flags...)...); err != nil || !strings.Contains(out, "task/"+old.Metadata.Name+" deleted") {
