@@ -563,7 +563,7 @@ spec: {size: 1Gi}
 // kubectl's and docker's names for what Legion calls otherwise are
 // answered with Legion's.
 func TestKubectlNamesSuggestLegions(t *testing.T) {
-	for arg, want := range map[string]string{"cluster-info": "status", "info": "status", "run": "create", "ps": "tasks", "drain": "node", "cordon": "node", "taint": "node"} {
+	for arg, want := range map[string]string{"cluster-info": "status", "info": "status", "run": "create", "ps": "tasks"} {
 		_, err := runLegion(t, "", arg)
 		if err == nil || !strings.Contains(err.Error(), "Did you mean this?\n") || !strings.Contains(err.Error(), "\t"+want+"\n") {
 			t.Errorf("legion %s: %v, want a suggestion of %s", arg, err, want)
@@ -590,6 +590,10 @@ func TestKubectlNamesSuggestLegions(t *testing.T) {
 		"rollout resume web":                   "kubectl rollout resume is a change to the spec here",
 		"node ps n1":                           "docker node ps is legion describe node NODE here (its tasks)",
 		"set resources svc/web --limits=cpu=1": "kubectl set resources is legion edit service NAME here",
+		"cordon n1":                            "kubectl cordon is not a command here: legion node pause NODE",
+		"uncordon n1":                          "kubectl uncordon is not a command here: legion node activate NODE",
+		"drain n1 --ignore-daemonsets":         "kubectl drain is not a command here: legion node drain NODE",
+		"taint nodes n1 k=v:NoSchedule":        "kubectl taint is not a command here: legion node taint NODE KEY[=VALUE]:EFFECT",
 	} {
 		if _, err := runLegion(t, "", strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("legion %s: %v, want %q", args, err, want)

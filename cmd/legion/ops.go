@@ -21,13 +21,12 @@ import (
 // root's --server and --credentials.
 func addOpsCommands(root *cobra.Command) {
 	cli := newClusterCLI()
-	node := &cobra.Command{Use: "node", Short: "List nodes, set their availability, promote and demote managers, remove nodes",
-		SuggestFor: []string{"drain", "cordon", "uncordon", "taint"}} // kubectl's: legion node drain, pause, activate, taint
+	node := &cobra.Command{Use: "node", Short: "List nodes, set their availability, labels and taints, promote and demote managers, remove nodes"}
 	node.AddCommand(cli.nodeListCommand(),
 		cli.availabilityCommand("drain", legion.AvailabilityDrain, "stop the node's tasks and run them elsewhere"),
 		cli.availabilityCommand("pause", legion.AvailabilityPause, "keep the node's tasks but place no new ones there"),
 		cli.availabilityCommand("activate", legion.AvailabilityActive, "let the node take tasks again"),
-		cli.suffrageCommand(true), cli.suffrageCommand(false), cli.nodeLabelCommand(), cli.nodeUpdateCommand(), cli.nodeRemoveCommand())
+		cli.suffrageCommand(true), cli.suffrageCommand(false), cli.nodeLabelCommand(), cli.nodeTaintCommand(), cli.nodeUpdateCommand(), cli.nodeRemoveCommand())
 	root.AddCommand(cli.scaleCommand(), cli.rollbackCommand(), node, cli.tasksCommand(), cli.rolloutCommand())
 }
 
