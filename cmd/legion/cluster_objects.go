@@ -90,7 +90,8 @@ func keyValues(flag string, args []string) (map[string]string, error) {
 func (c *clusterCLI) applyCommand() *cobra.Command {
 	var files []string
 	var ns string
-	var dryRun bool
+	var dryRun, prune bool
+	var sel scopeFlags
 	var wf waitFlags
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|URL|-",
@@ -103,7 +104,13 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if wf.wait && dryRun {
 				return errors.New("apply: --wait and --dry-run: a dry run starts nothing to wait for")
 			}
-			objs, res, cl, err := c.applyFile(cmd, "apply", files, ns, client.ApplyOptions{DryRun: dryRun, Brief: true})
+			if prune && len(sel.labels) == 0 {
+				return errors.New("apply: --prune needs -l SELECTOR: it deletes the objects with those labels that the manifests no longer hold")
+			}
+			if _, err := sel.options(); err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
+			objs, res, cl, err := c.applyFile(cmd, "apply", files, ns, client.ApplyOptions{DryRun: dryRun, Brief: true}, &sel)
 			if err != nil {
 				return err
 			}
@@ -114,6 +121,11 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			}
 			for _, r := range res {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %s%s\n", ref(r.Object), r.Outcome, suffix)
+			}
+			if prune {
+				if err := pruneApplied(ctxOf(cmd), cl, cmd.OutOrStdout(), cmd.ErrOrStderr(), res, &sel, dryRun); err != nil {
+					return fmt.Errorf("apply --prune: %w", err)
+				}
 			}
 			if !dryRun {
 				// Stored, but not all as the manifests say: said beside.
@@ -144,6 +156,8 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 	}
 	fileFlag(cmd, &files, "the manifests to apply")
 	manifestNamespaceFlag(cmd, &ns)
+	cmd.Flags().StringArrayVarP(&sel.labels, "selector", "l", nil, "apply only the manifests' objects with these labels (kubectl's selectors: k=v, k!=v, k in (a,b), k, !k); with --prune, what it may delete")
+	cmd.Flags().BoolVar(&prune, "prune", false, "with -l, delete the objects with those labels, in the namespaces applied to, that the manifests no longer hold: "+pruneKindsText)
 	cmd.Flags().Var((*dryRunFlag)(&dryRun), "dry-run", "say what would change, write nothing: the cluster checks the objects as for an apply (kubectl's --dry-run=server)")
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "true"
 	// kubectl's, hidden: an apply here is server-side; a change is
@@ -166,10 +180,20 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 // in the error of a refused apply. It returns the objects read, what the
 // cluster did, and the connection, still open for what follows: the
 // caller closes it.
-func (c *clusterCLI) applyFile(cmd *cobra.Command, what string, files []string, ns string, opts client.ApplyOptions) ([]legion.Object, []client.Result, *client.Client, error) {
+func (c *clusterCLI) applyFile(cmd *cobra.Command, what string, files []string, ns string, opts client.ApplyOptions, sel *scopeFlags) ([]legion.Object, []client.Result, *client.Client, error) {
 	objs, err := readManifests(cmd.InOrStdin(), files, ns)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if sel != nil && len(sel.labels) > 0 {
+		// kubectl's -l on apply: the objects it selects, the others left.
+		n := len(objs)
+		if objs = sel.keep(objs); len(objs) < n {
+			fmt.Fprintf(cmd.ErrOrStderr(), "note: %d of the manifests' %d objects are not applied: their labels do not match -l %s\n", n-len(objs), n, strings.Join(sel.labels, ","))
+		}
+		if len(objs) == 0 {
+			return nil, nil, nil, fmt.Errorf("%s: no object of the manifests has labels that match -l %s", what, strings.Join(sel.labels, ","))
+		}
 	}
 	cl, err := c.connect(cmd)
 	if err != nil {
@@ -747,7 +771,7 @@ never printed: it shows as its size and whether it would change. It exits 1
 when anything would change, 0 when nothing would.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, res, cl, err := c.applyFile(cmd, "diff", files, ns, client.ApplyOptions{DryRun: true})
+			_, res, cl, err := c.applyFile(cmd, "diff", files, ns, client.ApplyOptions{DryRun: true}, nil)
 			if err != nil {
 				return err
 			}
