@@ -185,6 +185,16 @@ func (c *clusterCLI) applyFile(cmd *cobra.Command, what string, files []string, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if len(objs) == 0 {
+		// An empty file, or a command before the pipe that failed.
+		names := slices.Clone(files)
+		for i, f := range names {
+			if f == "-" {
+				names[i] = "standard input"
+			}
+		}
+		return nil, nil, nil, fmt.Errorf("%s: no object in %s", what, strings.Join(names, ", "))
+	}
 	if sel != nil && len(sel.labels) > 0 {
 		// kubectl's -l on apply: the objects it selects, the others left.
 		n := len(objs)

@@ -155,7 +155,7 @@ func TestCreateSecretAndConfig(t *testing.T) {
 		t.Errorf("a refused create secret tls made the Secret")
 	}
 	for args, says := range map[string]string{
-		"create secret db-password - -n shop":                "secret shop/db-password exists: legion apply or legion edit change it",
+		"create secret db-password - -n shop":                "secret shop/db-password exists: legion apply or legion edit change it (a new value: legion create secret db-password FILE --dry-run -o yaml | legion apply -f -)",
 		"create secret pw --from-literal=password=s3cret":    "--from-literal: a Secret holds one value, not keys",
 		"create config empty":                                "expected FILE, or - for standard input, after NAME",
 		"create config Bad " + file:                          `name "Bad"`,
@@ -168,6 +168,27 @@ func TestCreateSecretAndConfig(t *testing.T) {
 	}
 	if sec, _, _ := st.Get(legion.KindSecret, "shop", "db-password"); string(sec.(*legion.Secret).Spec.Data) != "s3cret" {
 		t.Errorf("a refused create changed the Secret to %q", sec.(*legion.Secret).Spec.Data)
+	}
+	// kubectl's way to give a Secret a new value: the manifest a dry run
+	// prints, applied. An empty manifest is refused before the cluster.
+	manifest, err := runLegion(t, "n3w", append([]string{"create", "secret", "db-password", "-", "-n", "shop", "--dry-run", "-o", "yaml"}, flags...)...)
+	if err != nil || !strings.Contains(manifest, "data: bjN3\n") {
+		t.Fatalf("create secret --dry-run -o yaml: %v\n%s", err, manifest)
+	}
+	if out, err := runLegion(t, manifest, append([]string{"apply", "-f", "-"}, flags...)...); err != nil || out != "secret/db-password -n shop updated\n" {
+		t.Fatalf("applying the dry run's manifest: %v %q", err, out)
+	}
+	if sec, _, _ := st.Get(legion.KindSecret, "shop", "db-password"); string(sec.(*legion.Secret).Spec.Data) != "n3w" {
+		t.Errorf("the Secret's value after the apply: %q, want n3w", sec.(*legion.Secret).Spec.Data)
+	}
+	if out, err := runLegion(t, "", append([]string{"create", "config", "later", file, "--dry-run"}, flags...)...); err != nil || out != "config/later created (dry run)\n" {
+		t.Errorf("create config --dry-run: %v %q", err, out)
+	}
+	if _, _, err := st.Get(legion.KindConfig, legion.DefaultNamespace, "later"); err == nil {
+		t.Error("a dry run made the Config")
+	}
+	if _, err := runLegion(t, "", append([]string{"apply", "-f", "-"}, flags...)...); err == nil || err.Error() != "apply: no object in standard input" {
+		t.Errorf("apply of nothing: %v", err)
 	}
 }
 

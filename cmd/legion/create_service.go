@@ -104,7 +104,11 @@ func (f createOutput) create(cmd *cobra.Command, c *clusterCLI, what string, o l
 	// With -o the answer holds the stored object to print.
 	res, err := createNew(ctxOf(cmd), cl, o, client.ApplyOptions{DryRun: f.dryRun, Brief: f.output == ""})
 	if errors.Is(err, client.ErrAborted) {
-		err = fmt.Errorf("%s %s exists: legion apply or legion edit change it", strings.ToLower(string(o.GetKind())), legion.DisplayName(o))
+		noun := strings.ToLower(string(o.GetKind()))
+		err = fmt.Errorf("%s %s exists: legion apply or legion edit change it", noun, legion.DisplayName(o))
+		if k := o.GetKind(); k == legion.KindSecret || k == legion.KindConfig {
+			err = fmt.Errorf("%w (a new value: legion create %s %s FILE --dry-run -o yaml | legion apply -f -)", err, noun, o.GetMetadata().Name)
+		}
 	}
 	if err == nil && f.dryRun {
 		fmt.Fprintf(cmd.OutOrStdout(), "%s %s (dry run)\n", ref(res.Object), res.Outcome)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/netbsd/ingress"
 	"github.com/spf13/cobra"
 )
@@ -30,6 +29,7 @@ func createValueCommand(c *clusterCLI, kind legion.Kind) *cobra.Command {
 	noun := strings.ToLower(string(kind))
 	var ns, fromFile, fromLiteral, certFile, keyFile string
 	var labels []string
+	var out createOutput
 	var aliases []string
 	if kind == legion.KindConfig {
 		aliases = []string{"configmap", "cm"} // kubectl's: a ConfigMap is a Config here
@@ -105,30 +105,22 @@ would keep it.` + secretTLSHelp(kind),
 			case *legion.Config:
 				v.Spec.Data = data
 			}
-			cl, err := c.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			res, err := createNew(ctxOf(cmd), cl, o, client.ApplyOptions{Brief: true})
-			if errors.Is(err, client.ErrAborted) {
-				return fmt.Errorf("%s: %s %s exists: legion apply or legion edit change it", what, noun, legion.DisplayName(o))
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
+			note := fmt.Sprintf(" (%d bytes)", len(data))
 			if leaf != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s created (%d bytes: certificate chain and key for %s, valid until %s)\n", ref(res.Object), len(data), certNames(leaf), leaf.NotAfter.UTC().Format(time.DateOnly))
-				return nil
+				note = fmt.Sprintf(" (%d bytes: certificate chain and key for %s, valid until %s)", len(data), certNames(leaf), leaf.NotAfter.UTC().Format(time.DateOnly))
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s created (%d bytes)\n", ref(res.Object), len(data))
-			return nil
+			cl, _, err := out.create(cmd, c, what, o, false, note)
+			if cl != nil {
+				cl.Close()
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the "+string(kind))
 	cmd.Flags().Var(&onceFlag{v: &fromFile, why: "a " + string(kind) + " holds one value, not keys"}, "from-file", "read the value from this file (- for standard input)")
 	cmd.Flags().StringVar(&fromLiteral, "from-literal", "", "refused: a value is read from a file or standard input")
 	cmd.Flags().StringArrayVarP(&labels, "label", "l", nil, "a label key=value (repeatable, or comma-separated)")
+	out.add(cmd.Flags(), noun)
 	if kind == legion.KindSecret {
 		cmd.Flags().Var(&onceFlag{v: &certFile, why: "the chain is one file, leaf first"}, "cert", "with --key: the certificate chain's PEM file (leaf first), for a Route's TLS")
 		cmd.Flags().Var(&onceFlag{v: &keyFile, why: "a certificate has one key"}, "key", "with --cert: the private key's PEM file")
