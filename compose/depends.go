@@ -81,6 +81,39 @@ func (c *converter) dependsOn(p string, deps types.DependsOnConfig, names *stack
 	return out
 }
 
+// oneShots gives a service that others wait for with
+// service_completed_successfully, and that sets no restart policy,
+// docker compose's default, none, rather than Swarm's, any: under any, a
+// one-shot (a migration, a seed) that exited 0 would be started again
+// and again. One whose policy is any is noted as running over and over.
+func (c *converter) oneShots(services types.Services, byKey map[string]*legion.Service) {
+	waiters := map[string][]string{} // a dependency's key: who waits for it to complete
+	for _, key := range sortedKeys(services) {
+		for dep, d := range services[key].DependsOn {
+			if d.Condition == types.ServiceConditionCompletedSuccessfully {
+				waiters[dep] = append(waiters[dep], key)
+			}
+		}
+	}
+	for _, dep := range sortedKeys(waiters) {
+		svc := byKey[dep]
+		if svc == nil {
+			continue // no such service: dependsOn warned of it
+		}
+		who, p := strings.Join(waiters[dep], ", ")+" waits", "services."+dep+".restart"
+		if len(waiters[dep]) > 1 {
+			who = strings.Join(waiters[dep], ", ") + " wait"
+		}
+		switch pol := svc.Spec.Pod.RestartPolicy; {
+		case pol == nil:
+			svc.Spec.Pod.RestartPolicy = &legion.RestartPolicy{Condition: legion.RestartNone}
+			c.note(p, "none, as docker compose has it, since %s for it to complete successfully: once it has exited it is not started again (restart or deploy.restart_policy choose otherwise)", who)
+		case pol.Condition == legion.RestartAny:
+			c.note(p, "%s for it to complete successfully, yet its restart policy starts it again once it has exited 0: it runs over and over", who)
+		}
+	}
+}
+
 // noteHostPaths says once, for every service with bind mounts, what their
 // host paths need.
 func (c *converter) noteHostPaths() {

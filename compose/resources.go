@@ -119,14 +119,17 @@ func (c *converter) convert(p *types.Project) ([]legion.Object, error) {
 		}
 		names.services[key] = n
 	}
+	byKey := map[string]*legion.Service{}
 	for _, key := range sortedKeys(p.Services) {
 		s := p.Services[key]
 		svc, err := c.service(key, s, names)
 		if err != nil {
 			return nil, err
 		}
+		byKey[key] = svc
 		all = append(all, pending{svc, "services." + key, s.Extensions["x-legion"]})
 	}
+	c.oneShots(p.Services, byKey)
 
 	for _, pd := range all {
 		o := pd.obj

@@ -31,16 +31,20 @@ const (
 
 // rollout is where a service's rollout stands, as read once.
 type rollout struct {
-	state   string          // "", or the update's state
-	failure string          // why the update a rollback undoes failed
-	want    int             // replicas wanted now
-	current int             // live tasks running the pod as it is now
-	ready   int             // of those, ready
-	failing string          // the latest failed task's message
-	pending int             // current tasks no node runs yet
-	waiting string          // why one of them waits, as the planner says
-	settled bool            // the planner has seen the service's last spec
-	svc     *legion.Service // as read
+	state   string // "", or the update's state
+	failure string // why the update a rollback undoes failed
+	want    int    // replicas wanted now
+	current int    // live tasks running the pod as it is now
+	ready   int    // of those, ready
+	// complete: tasks of the pod as it is now that exited 0 and that
+	// the restart policy (none, on-failure) leaves so: a one-shot that
+	// ran, such as a migration, done as much as a ready task is.
+	complete int
+	failing  string          // the latest failed task's message
+	pending  int             // current tasks no node runs yet
+	waiting  string          // why one of them waits, as the planner says
+	settled  bool            // the planner has seen the service's last spec
+	svc      *legion.Service // as read
 	// rollback: a rolled-back update is an end, not a failure: what is
 	// followed is a rollback asked for, or a scale (which starts no
 	// update and leaves the last one's state as it was).
@@ -49,7 +53,7 @@ type rollout struct {
 
 func (r rollout) done() bool {
 	end := r.state == "" || r.state == string(legion.UpdateCompleted) || r.state == string(legion.UpdateRolledBack) && !r.rolledBackFailed()
-	return r.settled && end && r.current == r.want && r.ready == r.want
+	return r.settled && end && r.current+r.complete == r.want && r.ready+r.complete == r.want
 }
 
 func (r rollout) failed() bool {
@@ -71,7 +75,10 @@ func (r rollout) rolledBackFailed() bool {
 }
 
 func (r rollout) String() string {
-	s := fmt.Sprintf("%d of %d tasks updated, %d ready", r.current, r.want, r.ready)
+	s := fmt.Sprintf("%d of %d tasks updated, %d ready", r.current+r.complete, r.want, r.ready)
+	if r.complete > 0 {
+		s += fmt.Sprintf(", %d complete", r.complete)
+	}
 	if r.current > r.want {
 		// A scale down before the planner stops the extra tasks.
 		s = fmt.Sprintf("%d of %d tasks updated and %d more to stop, %d ready", r.want, r.want, r.current-r.want, r.ready)
@@ -132,6 +139,7 @@ func readRollout(ctx context.Context, cl *client.Client, ns, name string) (rollo
 		return rollout{}, err
 	}
 	var lastFail time.Time
+	stays := s.Spec.Pod.RestartPolicy != nil && s.Spec.Pod.RestartPolicy.Condition != legion.RestartAny
 	for _, o := range tasks {
 		t := o.(*legion.Task)
 		if t.Spec.Owner.Kind != legion.KindService || t.Spec.Owner.Name != name {
@@ -139,6 +147,9 @@ func readRollout(ctx context.Context, cl *client.Client, ns, name string) (rollo
 		}
 		if t.Status.State == legion.TaskFailed && t.Status.Timestamp.After(lastFail) {
 			lastFail, r.failing = t.Status.Timestamp, t.Status.Message
+		}
+		if stays && t.Spec.DesiredState == legion.TaskRunning && t.Status.State == legion.TaskComplete && samePod(t, s) {
+			r.complete++
 		}
 		if t.Spec.DesiredState == legion.TaskRunning && !t.Status.State.Terminal() && samePod(t, s) {
 			r.current++

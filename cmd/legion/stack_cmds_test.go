@@ -657,12 +657,20 @@ func TestStackDeployWait(t *testing.T) {
 	loadHello(context.Background(), t, n)
 	flags := []string{"--server", n.API, "--credentials", n.Admin}
 	file := filepath.Join(t.TempDir(), "compose.yaml")
+	// w waits for a one-shot, migrate, which --wait counts done once it
+	// has exited 0 (its restart policy none leaves it so).
 	compose := `services:
   w:
     image: localhost/hello:1
     pull_policy: never
     command: ["-listen", "$$(LEGION_POD_IP):8080"]
     deploy: {replicas: 2}
+    depends_on:
+      migrate: {condition: service_completed_successfully}
+  migrate:
+    image: localhost/hello:1
+    pull_policy: never
+    command: ["-say", "migrated", "-exit", "0"]
 `
 	if err := os.WriteFile(file, []byte(compose), 0o600); err != nil {
 		t.Fatal(err)
@@ -678,7 +686,8 @@ func TestStackDeployWait(t *testing.T) {
 		}
 	}
 	out, err := runLegion(t, "", append([]string{"stack", "deploy", "-c", file, "hi", "--detach=false", "--resolve-image", "always", "--timeout", "2m"}, flags...)...)
-	if err != nil || !strings.Contains(out, "service/w -n hi created") || !strings.Contains(out, "service hi/w: 2 of 2 tasks updated, 2 ready") {
+	if err != nil || !strings.Contains(out, "service/w -n hi created") || !strings.Contains(out, "service hi/w: 2 of 2 tasks updated, 2 ready") ||
+		!strings.Contains(out, "service hi/migrate: 1 of 1 tasks updated, 0 ready, 1 complete") {
 		t.Fatalf("stack deploy --detach=false: %v\n%s", err, out)
 	}
 	ready := 0
