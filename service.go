@@ -153,16 +153,19 @@ type Autoscale struct {
 
 // ServiceStatus is what controllers say about a service.
 type ServiceStatus struct {
-	ObservedGeneration uint64           `json:"observedGeneration,omitempty"`
-	VIP                string           `json:"vip,omitempty"`
-	Replicas           int              `json:"replicas,omitempty"` // wanted now
-	Running            int              `json:"running,omitempty"`
-	Ready              int              `json:"ready,omitempty"`
-	Spec               *ServiceSpec     `json:"spec,omitempty"` // the spec seen last
-	Update             *UpdateStatus    `json:"update,omitempty"`
-	Autoscale          *AutoscaleStatus `json:"autoscale,omitempty"`
-	Images             *ImagesStatus    `json:"images,omitempty"`
-	Message            string           `json:"message,omitempty"`
+	ObservedGeneration uint64 `json:"observedGeneration,omitempty"`
+	VIP                string `json:"vip,omitempty"`
+	Replicas           int    `json:"replicas,omitempty"` // wanted now
+	Running            int    `json:"running,omitempty"`
+	Ready              int    `json:"ready,omitempty"`
+	// Complete is the slots whose task exited 0 and that the restart
+	// policy (none, on-failure) leaves so: a one-shot that ran.
+	Complete  int              `json:"complete,omitempty"`
+	Spec      *ServiceSpec     `json:"spec,omitempty"` // the spec seen last
+	Update    *UpdateStatus    `json:"update,omitempty"`
+	Autoscale *AutoscaleStatus `json:"autoscale,omitempty"`
+	Images    *ImagesStatus    `json:"images,omitempty"`
+	Message   string           `json:"message,omitempty"`
 }
 
 // UpdateState is where a rolling update stands.

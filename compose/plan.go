@@ -179,7 +179,9 @@ type ServiceSummary struct {
 	Name string
 	Mode legion.ServiceMode
 	// Replicas is ready/wanted, or ready for global services: ready, not
-	// running, so crash-looping replicas do not count.
+	// running, so crash-looping replicas do not count; slots whose task
+	// ran to completion (a one-shot) are said apart, as docker service
+	// ls says a job's: 0/1 (1 complete).
 	Replicas string
 	Image    string
 	Ports    string // published ports: 8080->80/tcp, comma separated
@@ -193,6 +195,9 @@ func Summarize(svc *legion.Service) ServiceSummary {
 		s.Replicas = itoa(svc.Status.Ready)
 	} else {
 		s.Replicas = itoa(svc.Status.Ready) + "/" + itoa(svc.WantedReplicas())
+	}
+	if n := svc.Status.Complete; n > 0 {
+		s.Replicas += " (" + itoa(n) + " complete)"
 	}
 	if len(svc.Spec.Pod.Containers) > 0 {
 		s.Image = svc.Spec.Pod.Containers[0].Image

@@ -154,3 +154,13 @@ func TestNamespaceStep(t *testing.T) {
 		t.Error("the step does not apply the wanted namespace")
 	}
 }
+
+// A one-shot's completed slots are said beside ready/wanted.
+func TestSummarizeSaysCompletedSlots(t *testing.T) {
+	t.Parallel()
+	n := 1
+	svc := &legion.Service{Spec: legion.ServiceSpec{Replicas: &n}, Status: legion.ServiceStatus{Complete: 1}}
+	if got := Summarize(svc).Replicas; got != "0/1 (1 complete)" {
+		t.Errorf("replicas %q, want 0/1 (1 complete)", got)
+	}
+}

@@ -321,3 +321,32 @@ func TestPlanIsDeterministic(t *testing.T) {
 		t.Fatalf("same input, different plans:\n%s", diff)
 	}
 }
+
+// A replica that exits 0 under restart policy none (or on-failure) has
+// done its slot: the status counts it complete, and no task replaces it.
+// Under any it is started again and counts nothing.
+func TestCompletedSlotsAreCountedWhereTheRestartPolicyKeepsThem(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		condition string
+		complete  int
+	}{{"none", 1}, {"on-failure", 1}, {"any", 0}} {
+		t.Run(tc.condition, func(t *testing.T) {
+			c := schedtest.WithNodes(t, 1)
+			c.ApplyAndConverge(strings.Replace(webYAML, "replicas: 3", "replicas: 2", 1) +
+				"    restartPolicy: {condition: " + tc.condition + "}\n")
+			now := c.Now
+			c.SetTask("web-1-1", func(tk *legion.Task) {
+				tk.Status.State, tk.Status.Ready, tk.Status.Timestamp, tk.Status.Finished = legion.TaskComplete, false, now, &now
+			})
+			c.Run(5 * time.Second)
+			s := c.Service("web")
+			if s.Status.Complete != tc.complete {
+				t.Errorf("status complete %d, want %d", s.Status.Complete, tc.complete)
+			}
+			if again := c.Task("web-1-2") != nil; again != (tc.complete == 0) {
+				t.Errorf("slot 1 started again: %v, want %v", again, tc.complete == 0)
+			}
+		})
+	}
+}

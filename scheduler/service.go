@@ -821,8 +821,14 @@ func (p *planner) serviceStatus(o *owner, sp *svcPass) {
 	st := &sp.status
 	st.ObservedGeneration = o.gen
 	st.Replicas = sp.wanted
-	st.Running, st.Ready = 0, 0
+	st.Running, st.Ready, st.Complete = 0, 0, 0
+	// A task that completed is started again only under restart any
+	// (replaceAt): otherwise its slot is done.
+	stays := o.pod.RestartPolicy != nil && o.pod.RestartPolicy.Condition != legion.RestartAny
 	for _, e := range o.all {
+		if stays && !e.deleted && e.st == legion.TaskComplete && e.run {
+			st.Complete++
+		}
 		if e.deleted || e.st != legion.TaskRunning || !e.run {
 			continue
 		}

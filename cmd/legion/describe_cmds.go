@@ -366,7 +366,11 @@ func descService(d *describer, s *legion.Service, unpublished []nodePortError, n
 	d.section("Status")
 	d.indent = "  "
 	st := s.Status
-	d.line("Replicas", fmt.Sprintf("%d wanted, %d running, %d ready", st.Replicas, st.Running, st.Ready))
+	replicas := fmt.Sprintf("%d wanted, %d running, %d ready", st.Replicas, st.Running, st.Ready)
+	if st.Complete > 0 {
+		replicas += fmt.Sprintf(", %d complete (its restart policy leaves them so)", st.Complete)
+	}
+	d.line("Replicas", replicas)
 	if st.VIP != "" {
 		d.line("VIP", st.VIP)
 	}

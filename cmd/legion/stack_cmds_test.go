@@ -700,4 +700,10 @@ func TestStackDeployWait(t *testing.T) {
 	if err != nil || ready != 2 {
 		t.Errorf("after stack deploy --detach=false: %d ready tasks (%v), want 2", ready, err)
 	}
+	// The one-shot's slot is done, and the listing says so.
+	var listing string
+	waitFor(t, "get services to count migrate's slot complete", func() bool {
+		listing, err = runLegion(t, "", append([]string{"get", "services", "-n", "hi"}, flags...)...)
+		return err == nil && strings.Contains(listing, "0/1 (1 complete)")
+	})
 }
