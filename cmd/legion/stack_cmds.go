@@ -628,7 +628,11 @@ func stackTasksListing(services, tasks []legion.Object, now time.Time) listing {
 			current += " " + a + " ago"
 		}
 		errText := ""
-		if t.Status.State != legion.TaskRunning || !t.Status.Ready {
+		switch st := t.Status.State; {
+		case st == legion.TaskShutdown || st == legion.TaskComplete:
+			// Stopped when told, or done: nothing went wrong, as docker
+			// stack ps leaves the column empty (legion tasks says why).
+		case st != legion.TaskRunning || !t.Status.Ready:
 			// Also a running task that is not ready: its containers
 			// restarting, or a probe failing, is what is wrong.
 			errText = t.Status.Message

@@ -495,17 +495,22 @@ func TestStackPs(t *testing.T) {
 		task("db", 1, 2, "n2", legion.TaskRunning, "probe ok"),
 		task("admin", 1, 1, "n1", legion.TaskRunning, ""),
 		task("web", 2, 1, "n2", legion.TaskRunning, "container web exited with 1: restarting in 2s (attempt 2)"),
+		// Stopped when told, and a one-shot done: no error.
+		task("db", 2, 1, "n1", legion.TaskShutdown, "stopped"),
+		task("db", 3, 1, "n1", legion.TaskComplete, ""),
 	)
 	out, _, err := runStack(t, c, "ps", "shop")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "" +
-		"ID            NAME     IMAGE  NODE  DESIRED STATE  CURRENT STATE   ERROR\n" +
-		"000000002012  db-1-2   db:1   n2    running        running 5m ago  -\n" +
-		"000000002011  db-1-1   db:1   n1    shutdown       failed 5m ago   container db exited with 1\n" +
-		"000000003011  web-1-1  web:1  -     running        pending 5m ago  waiting for db to be ready\n" +
-		"000000003021  web-2-1  web:1  n2    running        running 5m ago  container web exited with 1: restarting in 2s (attempt 2)\n"
+		"ID            NAME     IMAGE  NODE  DESIRED STATE  CURRENT STATE    ERROR\n" +
+		"000000002012  db-1-2   db:1   n2    running        running 5m ago   -\n" +
+		"000000002011  db-1-1   db:1   n1    shutdown       failed 5m ago    container db exited with 1\n" +
+		"000000002021  db-2-1   db:1   n1    running        shutdown 5m ago  -\n" +
+		"000000002031  db-3-1   db:1   n1    running        complete 5m ago  -\n" +
+		"000000003011  web-1-1  web:1  -     running        pending 5m ago   waiting for db to be ready\n" +
+		"000000003021  web-2-1  web:1  n2    running        running 5m ago   container web exited with 1: restarting in 2s (attempt 2)\n"
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("stack ps (-want +got):\n%s", diff)
 	}
