@@ -242,8 +242,9 @@ type logReaders struct {
 
 // start reads task name's output unless it is read already: of each of
 // containers with allContainers, else of the target's container. A task
-// followed from the start that fails ends the others (cancel); one that
-// joined later (joined) is only warned of, as it may have gone meanwhile.
+// followed from the start that fails ends the others (cancel), unless it
+// only has no output yet; one that joined later (joined) is only warned
+// of, as it may have gone meanwhile.
 func (r *logReaders) start(ctx context.Context, cancel context.CancelFunc, name string, containers []string, joined bool) {
 	if !r.allContainers {
 		r.startOne(ctx, cancel, name, r.target.Container, name+" | ", joined)
