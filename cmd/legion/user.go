@@ -16,7 +16,7 @@ import (
 // userCommand is `legion user create`: a user's credentials, made here
 // (the key never leaves this machine), and optionally its first role.
 func (c *clusterCLI) userCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "user", Short: "Make credentials for users, who act only where RoleBindings let them"}
+	cmd := &cobra.Command{Use: "user", Short: "Make credentials for users, who act only where RoleBindings let them; list and revoke their rights"}
 	var role, namespace, out string
 	create := &cobra.Command{
 		Use:   "create NAME [--role view|edit|admin -n NAMESPACE] [-o FILE]",
@@ -86,7 +86,7 @@ and deletes, admin also manages the namespace's RoleBindings.`,
 	create.Flags().StringVar(&role, "role", "", "view, edit or admin in the namespace (none: bind it later with a RoleBinding)")
 	create.Flags().StringVarP(&namespace, "namespace", "n", legion.DefaultNamespace, "namespace of the role")
 	create.Flags().StringVarP(&out, "output", "o", "", "file to write the credentials to (default NAME.pem)")
-	cmd.AddCommand(create, c.userRevokeCommand())
+	cmd.AddCommand(create, c.userRevokeCommand(), c.userListCommand())
 	return cmd
 }
 
