@@ -26,6 +26,7 @@ type logsOptions struct {
 	container  string
 	follow     bool
 	since      time.Duration
+	sinceTime  string // kubectl's --since-time, RFC 3339
 	timestamps bool
 	tail       int // the last lines of each task's output; negative for all
 	// allContainers reads every container of each task (kubectl's
@@ -84,6 +85,7 @@ task of the same slot is read by its name (legion tasks lists them).`,
 	f.StringVarP(&o.container, "container", "c", "", "container to read, when the pod has several")
 	f.BoolVarP(&o.follow, "follow", "f", false, "go on printing new output until interrupted")
 	f.DurationVar(&o.since, "since", 0, "only output of the last DURATION (e.g. 10m)")
+	f.StringVar(&o.sinceTime, "since-time", "", "only output from this time on (RFC 3339, as 2026-12-05T10:00:00Z), as kubectl's")
 	f.BoolVar(&o.timestamps, "timestamps", false, "print each line's time before it")
 	f.IntVar(&o.tail, "tail", -1, "print only the last N lines of each task's output so far (all when negative)")
 	f.BoolVar(&o.allContainers, "all-containers", false, "read every container of each task (init containers first), each line after the task and container")
@@ -127,6 +129,16 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 	if o.since < 0 {
 		return fmt.Errorf("--since %s: expected a positive duration", o.since)
 	}
+	var sinceTime time.Time
+	if o.sinceTime != "" {
+		if o.since != 0 {
+			return errors.New("--since and --since-time: give one")
+		}
+		var err error
+		if sinceTime, err = time.Parse(time.RFC3339Nano, o.sinceTime); err != nil {
+			return fmt.Errorf("--since-time %q: expected a time as RFC 3339 writes it (2026-12-05T10:00:00Z)", o.sinceTime)
+		}
+	}
 	if o.allContainers && o.container != "" {
 		return fmt.Errorf("-c %s and --all-containers: read one container, or every one", o.container)
 	}
@@ -139,6 +151,7 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 	ctx, stop := signal.NotifyContext(ctxOf(cmd), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	lo := client.LogsOptions{Follow: o.follow}
+	lo.Since = sinceTime
 	if o.since > 0 {
 		lo.Since = time.Now().Add(-o.since)
 	}

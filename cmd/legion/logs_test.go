@@ -82,6 +82,17 @@ func TestLogsCommand(t *testing.T) {
 		golden.Check(t, filepath.Join("testdata", "logs_timestamps.golden"), out.String())
 	})
 
+	t.Run("since-time", func(t *testing.T) {
+		var out, errOut syncBuffer
+		at := logsT0.Add(3 * time.Second).Format(time.RFC3339Nano)
+		if err := runLogs(ctx, m, &out, &errOut, "-n", "shop", "--since-time", at, "batch.1"); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != "done\n" || errOut.String() != "" {
+			t.Errorf("--since-time %s: stdout %q, stderr %q; want the last line alone", at, out.String(), errOut.String())
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		for _, tc := range []struct {
 			args []string
@@ -94,6 +105,8 @@ func TestLogsCommand(t *testing.T) {
 			{[]string{"-n", "shop", "deploy/web"}, `not a deploy; a Deployment is a Service here: service/web`},
 			{[]string{"-n", "shop", "pod/web-1-1"}, `not a pod; a pod is a task's, which Legion makes from a Service or Job: task/web-1-1`},
 			{[]string{"-n", "shop", "--since", "-1m", "batch.1"}, "--since -1m0s: expected a positive duration"},
+			{[]string{"-n", "shop", "--since-time", "yesterday", "batch.1"}, `--since-time "yesterday": expected a time as RFC 3339 writes it`},
+			{[]string{"-n", "shop", "--since-time", "2026-12-05T10:00:00Z", "--since", "1m", "batch.1"}, "--since and --since-time: give one"},
 			{[]string{"-n", "shop", "-p", "batch.1"}, "logs --previous: a task's output already holds every run of its containers"},
 			{[]string{"-n", "shop", "-l", "app=web"}, "logs -l app=web: logs read a task, service or job by name"},
 		} {
