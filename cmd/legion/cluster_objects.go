@@ -25,6 +25,10 @@ type scopeFlags struct {
 	// match is -l as read by options: every object listed with the
 	// options is kept only if it matches.
 	match labels.Selector
+	// fields is --field-selector, and terms it as read by options: the
+	// objects listed are kept only if their fields hold every term.
+	fields []string
+	terms  []fieldTerm
 }
 
 // selectorUsage is -l's help, of get, watch and delete alike.
@@ -35,6 +39,7 @@ func (f *scopeFlags) add(cmd *cobra.Command, withAll bool) {
 	if withAll {
 		cmd.Flags().BoolVarP(&f.all, "all-namespaces", "A", false, "every namespace")
 		cmd.Flags().StringArrayVarP(&f.labels, "selector", "l", nil, selectorUsage)
+		cmd.Flags().StringArrayVar(&f.fields, "field-selector", nil, fieldUsage)
 	}
 }
 
@@ -48,6 +53,9 @@ func (f *scopeFlags) options() (client.ListOptions, error) {
 		return opts, fmt.Errorf("-l %s: %w", strings.Join(f.labels, ","), err)
 	}
 	f.match = sel
+	if f.terms, err = parseFieldSelector(f.fields); err != nil {
+		return opts, err
+	}
 	reqs, _ := sel.Requirements()
 	for _, r := range reqs {
 		if op := r.Operator(); op == selection.Equals || op == selection.DoubleEquals {
@@ -60,12 +68,18 @@ func (f *scopeFlags) options() (client.ListOptions, error) {
 	return opts, nil
 }
 
-// keep is the objects -l selects, of those listed with options.
+// selects: -l or --field-selector is given.
+func (f *scopeFlags) selects() bool { return len(f.labels) > 0 || len(f.fields) > 0 }
+
+// keep is the objects -l and --field-selector select, of those listed
+// with options.
 func (f *scopeFlags) keep(objs []legion.Object) []legion.Object {
-	if f.match == nil || f.match.Empty() {
+	if (f.match == nil || f.match.Empty()) && len(f.terms) == 0 {
 		return objs
 	}
-	return slices.DeleteFunc(objs, func(o legion.Object) bool { return !f.match.Matches(labels.Set(o.GetMetadata().Labels)) })
+	return slices.DeleteFunc(objs, func(o legion.Object) bool {
+		return f.match != nil && !f.match.Matches(labels.Set(o.GetMetadata().Labels)) || !matchFields(o, f.terms)
+	})
 }
 
 // keyValues reads a flag's key=value pairs, each given alone or several
@@ -272,6 +286,9 @@ func (c *clusterCLI) query(cmd *cobra.Command, kindArg, output string, f *scopeF
 	if err != nil {
 		return "", format{}, client.ListOptions{}, nil, err
 	}
+	if err := checkFieldTerms(f.terms, kind); err != nil {
+		return "", format{}, client.ListOptions{}, nil, err
+	}
 	cl, err := c.connect(cmd)
 	if err != nil {
 		return "", format{}, client.ListOptions{}, nil, err
@@ -303,6 +320,9 @@ func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags, lf
 		return err
 	}
 	defer cl.Close()
+	if err := checkFieldTerms(f.terms, allKinds...); err != nil {
+		return err
+	}
 	var all []legion.Object
 	for _, k := range allKinds {
 		objs, _, err := cl.List(ctxOf(cmd), k, opts)
@@ -442,8 +462,8 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				switch {
 				case watch:
 					return fmt.Errorf("%s %s -w: a watch follows one kind, or one object (%s KIND [NAME] -w)", use, strings.Join(args, " "), use)
-				case f.all || len(f.labels) > 0:
-					return fmt.Errorf("%s %s: objects named are read in one namespace (-n), without -A or -l", use, strings.Join(args, " "))
+				case f.all || f.selects():
+					return fmt.Errorf("%s %s: objects named are read in one namespace (-n), without -A, -l or --field-selector", use, strings.Join(args, " "))
 				}
 				return c.getNamed(cmd, use, args, output, &f, &lf)
 			}
@@ -461,6 +481,9 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 			}
 			if len(args) == 2 && len(f.labels) > 0 {
 				return fmt.Errorf("%s %s %s -l: a name and a label selector do not go together: name the object or select by label", use, args[0], args[1])
+			}
+			if len(args) == 2 && len(f.fields) > 0 {
+				return fmt.Errorf("%s %s %s --field-selector: a name and a field selector do not go together: name the object or select by field", use, args[0], args[1])
 			}
 			if len(args) == 2 && !watch {
 				return c.getNamed(cmd, use, args, output, &f, &lf)
@@ -540,13 +563,13 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 			var targets []legion.Object
 			var err error
 			switch {
-			case all && (len(files) > 0 || len(f.labels) > 0 || len(args) != 1 || strings.Contains(args[0], "/")):
+			case all && (len(files) > 0 || f.selects() || len(args) != 1 || strings.Contains(args[0], "/")):
 				return errors.New("--all deletes every object of one KIND in the namespace: give KIND alone, without names, -l or -f")
 			case all:
 				if targets, err = c.selected(cmd, args, f); err != nil {
 					return err
 				}
-			case len(files) > 0 && len(args) == 0 && len(f.labels) == 0:
+			case len(files) > 0 && len(args) == 0 && !f.selects():
 				objs, err := readManifests(cmd.InOrStdin(), files, f.namespace)
 				if err != nil {
 					return err
@@ -561,7 +584,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 				return errors.New("-f takes no KIND, NAME or -l: the manifests say what to delete")
 			case len(args) == 0:
 				return errors.New("expected KIND NAME..., KIND/NAME..., KIND -l KEY=VALUE, or -f FILE")
-			case len(f.labels) > 0:
+			case f.selects():
 				if targets, err = c.selected(cmd, args, f); err != nil {
 					return err
 				}
@@ -604,6 +627,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 	}
 	f.add(cmd, false)
 	cmd.Flags().StringArrayVarP(&f.labels, "selector", "l", nil, "delete the objects of KIND "+strings.TrimPrefix(selectorUsage, "only objects "))
+	cmd.Flags().StringArrayVar(&f.fields, "field-selector", nil, "delete the objects of KIND "+strings.TrimPrefix(fieldUsage, "only objects "))
 	fileFlag(cmd, &files, "delete the objects of these manifests")
 	cmd.Flags().BoolVar(&all, "all", false, "delete every object of KIND in the namespace")
 	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "say nothing of objects not there, and exit 0 for them")
@@ -658,7 +682,7 @@ func named(use string, args []string, ns string) ([]legion.Object, error) {
 // refused, as with get).
 func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) ([]legion.Object, error) {
 	if len(args) != 1 || strings.Contains(args[0], "/") {
-		return nil, fmt.Errorf("delete %s -l: a name and a label selector do not go together: give KIND alone, or names without -l", strings.Join(args, " "))
+		return nil, fmt.Errorf("delete %s -l: a name and a selector do not go together: give KIND alone, or names without -l or --field-selector", strings.Join(args, " "))
 	}
 	kind, err := resolveKind(args[0])
 	if err != nil {
@@ -666,6 +690,9 @@ func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) (
 	}
 	opts, err := f.options()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkFieldTerms(f.terms, kind); err != nil {
 		return nil, err
 	}
 	cl, err := c.connect(cmd)
@@ -680,8 +707,8 @@ func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) (
 	objs = f.keep(objs)
 	if len(objs) == 0 {
 		with := ""
-		if len(f.labels) > 0 {
-			with = " with " + strings.Join(f.labels, ",")
+		if sel := slices.Concat(f.labels, f.fields); len(sel) > 0 {
+			with = " with " + strings.Join(sel, ",")
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "No %s%s found.\n", plural(strings.ToLower(string(kind))), with)
 	}
