@@ -111,6 +111,11 @@ func (c *clusterCLI) topListCommand(use, short string, view func(usageData, stri
 	if !nodes {
 		cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace")
 		cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
+		// kubectl top pod --containers: nodes report a task's use as its
+		// pod's jail counts it, one figure for all its containers.
+		f := cmd.Flags().VarPF(&kubectlFlag{bool: true, why: "a task's use is measured for its pod as a whole (rctl counts the pod's jail), not per container: legion top tasks shows it"},
+			"containers", "", "kubectl's")
+		f.NoOptDefVal, f.Hidden = "true", true
 	}
 	outputFlag(cmd, &output)
 	return cmd

@@ -99,3 +99,15 @@ func TestByUse(t *testing.T) {
 		}
 	}
 }
+
+// kubectl top pod --containers is refused saying why, before any call:
+// usage is measured per pod.
+func TestTopContainersSaysUsageIsPerPod(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"top", "pod", "--containers"}, {"top", "tasks", "--containers=true"}} {
+		_, err := runLegion(t, "", args...) // refused while the flags are read
+		if err == nil || !strings.Contains(err.Error(), "a task's use is measured for its pod as a whole") {
+			t.Errorf("legion %s: %v", strings.Join(args, " "), err)
+		}
+	}
+}
