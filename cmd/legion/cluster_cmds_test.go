@@ -591,6 +591,7 @@ func TestKubectlNamesSuggestLegions(t *testing.T) {
 		"node ps n1":                           "docker node ps is legion describe node NODE here (its tasks)",
 		"set resources svc/web --limits=cpu=1": "kubectl set resources is legion edit service NAME here",
 		"cordon n1":                            "kubectl cordon is not a command here: legion node pause NODE",
+		"api-versions":                         "kubectl api-versions is not a command here: every object is legion/v1",
 		"uncordon n1":                          "kubectl uncordon is not a command here: legion node activate NODE",
 		"drain n1 --ignore-daemonsets":         "kubectl drain is not a command here: legion node drain NODE",
 		"taint nodes n1 k=v:NoSchedule":        "kubectl taint is not a command here: legion node taint NODE KEY[=VALUE]:EFFECT",

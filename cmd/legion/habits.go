@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/legionbsd/legion"
 	"github.com/spf13/cobra"
 )
 
@@ -96,6 +97,7 @@ var topHabits = map[string]habit{
 	"patch":         {tool: "kubectl patch", whole: "legion edit KIND NAME changes an object in an editor, and legion apply -f FILE a changed manifest; for one change, legion set image, scale, autoscale or label"},
 	"explain":       {tool: "kubectl explain", whole: "each kind's fields are in Legion's docs/object-model.md; legion get KIND NAME -o yaml shows an object with its defaults, and legion validate -f FILE checks a manifest"},
 	"api-resources": {tool: "kubectl api-resources", whole: "legion get KIND takes any of " + kindWords()},
+	"api-versions":  {tool: "kubectl api-versions", whole: "every object is " + legion.APIVersion + " (legion version names the object model the manager reached speaks)"},
 	"cp":            {tool: "kubectl cp", whole: "files reach a pod as a Config or Secret mounted in it (legion create config NAME FILE) or on a Volume; legion exec TASK -- COMMAND prints one out"},
 	"expose":        {tool: "kubectl expose", whole: "a Service's endpoint is part of it: legion create service NAME -p PUBLISHED:TARGET, or spec.endpoint.ports (legion edit service NAME)"},
 	"attach":        {tool: "kubectl attach", whole: "legion logs -f TASK follows its output, and legion exec -it TASK -- COMMAND runs a command in it"},
