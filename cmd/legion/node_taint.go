@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
 )
 
@@ -72,6 +73,52 @@ func (tc taintChanges) apply(node string, taints []legion.Taint, overwrite bool)
 	return out, nil
 }
 
+// untolerating is the tasks running on node whose Service or Job does
+// not tolerate taint t: what a NoExecute taint stops, to be said as a
+// drain names what it moves. Best effort: a listing that fails gives none.
+func (c *clusterCLI) untolerating(cmd *cobra.Command, node string, t legion.Taint) []string {
+	cl, err := c.connect(cmd)
+	if err != nil {
+		return nil
+	}
+	defer cl.Close()
+	ctx, all := ctxOf(cmd), client.ListOptions{AllNamespaces: true}
+	tolerations := map[string][]legion.Toleration{} // kind/namespace/name of an owner
+	for _, kind := range []legion.Kind{legion.KindService, legion.KindJob} {
+		objs, _, err := cl.List(ctx, kind, all)
+		if err != nil {
+			return nil
+		}
+		for _, o := range objs {
+			m := o.GetMetadata()
+			key := string(kind) + "/" + m.Namespace + "/" + m.Name
+			switch v := o.(type) {
+			case *legion.Service:
+				tolerations[key] = v.Spec.Placement.Tolerations
+			case *legion.Job:
+				tolerations[key] = v.Spec.Placement.Tolerations
+			}
+		}
+	}
+	tasks, _, err := cl.List(ctx, legion.KindTask, all)
+	if err != nil {
+		return nil
+	}
+	var stopped []string
+	for _, o := range tasks {
+		tk := o.(*legion.Task)
+		if tk.Spec.Node != node || tk.Spec.DesiredState != legion.TaskRunning || tk.Status.State.Terminal() {
+			continue
+		}
+		tols := tolerations[string(tk.Spec.Owner.Kind)+"/"+tk.Metadata.Namespace+"/"+tk.Spec.Owner.Name]
+		if !slices.ContainsFunc(tols, func(x legion.Toleration) bool { return x.Covers(legion.Toleration(t)) }) {
+			stopped = append(stopped, tk.Metadata.Namespace+"/"+tk.Metadata.Name)
+		}
+	}
+	slices.Sort(stopped)
+	return stopped
+}
+
 // removes: removal r (a key, and an effect unless empty) takes taint t.
 func removes(r, t legion.Taint) bool {
 	return r.Key == t.Key && (r.Effect == "" || r.Effect == t.Effect)
@@ -97,6 +144,13 @@ the node has already takes another value only with --overwrite.`,
 				return fmt.Errorf("node taint: %w", err)
 			}
 			name := strings.TrimPrefix(strings.TrimPrefix(args[0], "node/"), "nodes/")
+			// Read before the write: the planner stops them at once after.
+			evicts := map[legion.Taint][]string{}
+			for _, t := range tc.add {
+				if t.Effect == legion.NoExecute {
+					evicts[t] = c.untolerating(cmd, name, t)
+				}
+			}
 			res, err := c.updateObject(cmd, legion.KindNode, "", name, func(o legion.Object) error {
 				n := o.(*legion.Node)
 				taints, err := tc.apply(name, n.Spec.Taints, overwrite)
@@ -118,6 +172,12 @@ the node has already takes another value only with --overwrite.`,
 				now = []string{"none"}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node/%s %s: taints %s\n", name, strings.ToLower(res.Outcome), strings.Join(now, ", "))
+			for _, t := range tc.add {
+				if tasks := evicts[t]; len(tasks) > 0 {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s stops the tasks on node %s that do not tolerate it: %s (each runs elsewhere if a node can take it; legion tasks says where)\n",
+						t, name, strings.Join(tasks, ", "))
+				}
+			}
 			return nil
 		},
 	}

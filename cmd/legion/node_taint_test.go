@@ -46,8 +46,12 @@ func TestNodeTaint(t *testing.T) {
 	if tk := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool { return tk.Status.Ready }); tk.Metadata.UID != first.Metadata.UID {
 		t.Fatalf("a NoSchedule taint moved task %s: %s runs now", first.Metadata.Name, tk.Metadata.Name)
 	}
-	if _, err := run("node", "taint", n.Name, "maint:NoExecute"); err != nil {
+	var maintOut, maintErr syncBuffer
+	if err := rootWith(&maintOut, &maintErr, append([]string{"node", "taint", n.Name, "maint:NoExecute"}, flags...)...).ExecuteContext(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if want := "warning: maint:NoExecute stops the tasks on node " + n.Name + " that do not tolerate it: default/" + first.Metadata.Name + " ("; !strings.HasPrefix(maintErr.String(), want) {
+		t.Errorf("node taint NoExecute: stderr %q, want it to name the task it stops: %q", maintErr.String(), want)
 	}
 	evicted := waitTaskOf(ctx, t, n, "web", func(tk *legion.Task) bool {
 		return tk.Metadata.UID == first.Metadata.UID && tk.Status.State.Terminal()
