@@ -601,3 +601,27 @@ func TestKubectlNamesSuggestLegions(t *testing.T) {
 		}
 	}
 }
+
+// kubectl delete's flags: --wait=false is what a delete does here; the
+// others are refused saying why, before any call.
+func TestDeleteTakesKubectlFlags(t *testing.T) {
+	t.Parallel()
+	for args, says := range map[string]string{
+		"delete svc web --wait":                     "a delete here returns once the object is gone from the store",
+		"delete svc web --grace-period=0 --force":   "stopGracePeriod, set in its spec",
+		"delete task web-1-1 --force":               "a delete here is never forced",
+		"delete svc web --now":                      "stopGracePeriod, set in its spec, not per delete",
+		"delete svc web --wait=false --server none": "", // taken: it fails only to connect
+	} {
+		_, err := runLegion(t, "", strings.Fields(args)...)
+		if says == "" {
+			if err == nil || strings.Contains(err.Error(), "--wait") {
+				t.Errorf("legion %s: %v, want --wait=false taken", args, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("legion %s: %v, want an error containing %q", args, err, says)
+		}
+	}
+}

@@ -631,6 +631,21 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 	fileFlag(cmd, &files, "delete the objects of these manifests")
 	cmd.Flags().BoolVar(&all, "all", false, "delete every object of KIND in the namespace")
 	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "say nothing of objects not there, and exit 0 for them")
+	// kubectl's, hidden: what a delete here does anyway is taken, the
+	// rest refused saying why.
+	for name, f := range map[string]*kubectlFlag{
+		"wait": {ok: func(v string) bool { return !isTrue(v) }, bool: true,
+			why: "a delete here returns once the object is gone from the store, with nothing left to wait for; a Service's tasks stop after it (legion wait task/NAME --for delete follows one)"},
+		"grace-period": {why: "a task stops within its containers' stopGracePeriod, set in its spec (spec.pod.containers[].stopGracePeriod), not per delete"},
+		"force":        {bool: true, why: "a delete here is never forced: a task whose node is down is marked orphaned and replaced without it, and legion node rm removes a node that will not come back"},
+		"now":          {bool: true, why: "a task stops within its containers' stopGracePeriod, set in its spec, not per delete"},
+	} {
+		flag := cmd.Flags().VarPF(f, name, "", "kubectl's")
+		if f.bool {
+			flag.NoOptDefVal = "true"
+		}
+		flag.Hidden = true
+	}
 	return cmd
 }
 

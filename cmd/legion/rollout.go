@@ -66,6 +66,15 @@ func (r rollout) failed() bool {
 	return false
 }
 
+// failedError is a failed rollout's end: exit 1, saying how it stands.
+func (r rollout) failedError(ns, name string) error {
+	msg := fmt.Sprintf("service %s/%s: the update is %s", ns, name, r.state)
+	if r.failure != "" && r.state == string(legion.UpdateRolledBack) {
+		msg += ": " + r.failure
+	}
+	return &exitError{code: rolloutFailed, msg: msg}
+}
+
 // rolledBackFailed: the update was rolled back because it failed, which
 // ends a follow as a failure unless a rollback (or a scale) is what is
 // followed. A rollback asked for, done, is an end like a completed
@@ -224,11 +233,7 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 				return nil
 			case r.failed():
 				sayUnpublished(ctx, cl, out, r.svc)
-				msg := fmt.Sprintf("service %s/%s: the update is %s", ns, name, r.state)
-				if r.failure != "" && r.state == string(legion.UpdateRolledBack) {
-					msg += ": " + r.failure
-				}
-				return &exitError{code: rolloutFailed, msg: msg}
+				return r.failedError(ns, name)
 			}
 		}
 		select {
@@ -288,6 +293,7 @@ func (f *waitFlags) check() error {
 func (c *clusterCLI) rolloutCommand() *cobra.Command {
 	var ns string
 	var timeout time.Duration
+	watch := true
 	status := &cobra.Command{
 		Use:   "status SERVICE",
 		Short: "Follow a service's rollout until it completes, pauses or rolls back",
@@ -302,10 +308,24 @@ func (c *clusterCLI) rolloutCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
+			if !watch {
+				// kubectl's --watch=false: where it stands, once; 1 only
+				// for a rollout that failed.
+				r, err := readRollout(ctxOf(cmd), cl, ns, name)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "service %s/%s: %s\n", ns, name, r.String())
+				if r.failed() {
+					return r.failedError(ns, name)
+				}
+				return nil
+			}
 			return followRollout(ctxOf(cmd), cl, cmd.OutOrStdout(), ns, name, timeout, false)
 		},
 	}
 	status.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
+	status.Flags().BoolVarP(&watch, "watch", "w", true, "follow the rollout until it ends; false prints where it stands once (exit 1 only if it failed)")
 	status.Flags().DurationVar(&timeout, "timeout", 0, "give up after this long (default: no limit)")
 	// kubectl rollout undo is Swarm's (and Legion's) rollback.
 	undo := c.rollbackCommand()

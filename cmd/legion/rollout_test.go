@@ -35,6 +35,11 @@ func TestRolloutStatusAndWait(t *testing.T) {
 	if !errors.As(err, &ee) || ee.code != rolloutFailed || !strings.Contains(out, "paused") {
 		t.Fatalf("rollout status of a paused update: %v, want exit %d saying paused\n%s", err, rolloutFailed, out)
 	}
+	// kubectl's --watch=false: one line, and exit 1 for a failed rollout.
+	out, err = legion("rollout", "status", "web", "--watch=false")
+	if !errors.As(err, &ee) || ee.code != rolloutFailed || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "service default/web: paused: ") {
+		t.Fatalf("rollout status --watch=false of a paused update: %v, want exit %d and one line\n%s", err, rolloutFailed, out)
+	}
 	if out, err := legion("rollback", "web", "--wait", "--timeout", "90s"); err != nil || !strings.Contains(out, "2 of 2 tasks updated, 2 ready") {
 		t.Fatalf("rollback --wait: %v\n%s", err, out)
 	}
@@ -54,6 +59,9 @@ func TestRolloutStatusAndWait(t *testing.T) {
 	// no failure of the scale.
 	if out, err := legion("scale", "web", "1", "--wait", "--timeout", "90s"); err != nil || !strings.Contains(out, "1 of 1 tasks updated, 1 ready") {
 		t.Fatalf("scale --wait after a rollback: %v\n%s", err, out)
+	}
+	if out, err := legion("rollout", "status", "web", "-w=false"); err != nil || out != "service default/web: rolled-back: 1 of 1 tasks updated, 1 ready\n" {
+		t.Fatalf("rollout status -w=false: %v\n%s", err, out)
 	}
 	// A rollout that cannot finish: the timeout says where it stood when
 	// last read, not what a read cut short by the timeout left.
