@@ -53,8 +53,9 @@ func userListing(bindings []legion.Object) listing {
 func (c *clusterCLI) userListCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "ls",
-		Short: "List the users that RoleBindings give rights, with their roles in each namespace",
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the users that RoleBindings give rights, with their roles in each namespace",
 		Long: `ls lists each user that a RoleBinding names, with its role in each namespace,
 from the RoleBindings of every namespace (a namespace user sees those of
 its own namespaces, and is told so).

@@ -48,7 +48,7 @@ func TestUserList(t *testing.T) {
 	if out, err := run("", "user", "revoke", "ann"); err != nil {
 		t.Fatalf("user revoke: %v\n%s", err, out)
 	}
-	if out, err := run("", "user", "ls"); err != nil || out != "USER  ROLES\ncarl  admin in shop\n" {
-		t.Fatalf("user ls after revoking ann: %v\n%s", err, out)
+	if out, err := run("", "user", "list"); err != nil || out != "USER  ROLES\ncarl  admin in shop\n" {
+		t.Fatalf("user list after revoking ann: %v\n%s", err, out)
 	}
 }
