@@ -327,6 +327,14 @@ func (p *PodSpec) References(ref func(kind Kind, name, what string)) {
 	}
 }
 
+// KeepsCompleted reports whether a task of the pod that exited 0 stays
+// complete: its restart policy (any when unset) starts it again only
+// under condition any. The planner replaces slots by it, and counts the
+// ones it leaves done (a one-shot's).
+func (p *PodSpec) KeepsCompleted() bool {
+	return p.RestartPolicy != nil && p.RestartPolicy.Condition != RestartAny
+}
+
 // AllContainers returns the init containers followed by the containers.
 func (p *PodSpec) AllContainers() []*Container {
 	out := make([]*Container, 0, len(p.InitContainers)+len(p.Containers))

@@ -689,7 +689,7 @@ func (p *planner) replaceAt(o *owner, sp *svcPass, s *slot, last *entry) (time.T
 	case legion.TaskShutdown, legion.TaskOrphaned:
 		return p.now, true, 0
 	case legion.TaskComplete:
-		if cond != legion.RestartAny {
+		if o.pod.KeepsCompleted() {
 			return time.Time{}, false, 0
 		}
 		return ended(t).Add(base), true, 0
@@ -822,9 +822,7 @@ func (p *planner) serviceStatus(o *owner, sp *svcPass) {
 	st.ObservedGeneration = o.gen
 	st.Replicas = sp.wanted
 	st.Running, st.Ready, st.Complete = 0, 0, 0
-	// A task that completed is started again only under restart any
-	// (replaceAt): otherwise its slot is done.
-	stays := o.pod.RestartPolicy != nil && o.pod.RestartPolicy.Condition != legion.RestartAny
+	stays := o.pod.KeepsCompleted() // a completed task's slot is done
 	for _, e := range o.all {
 		if stays && !e.deleted && e.st == legion.TaskComplete && e.run {
 			st.Complete++

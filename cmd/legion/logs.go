@@ -223,7 +223,7 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 		}()
 	}
 	r.wg.Wait()
-	if len(r.errs) == 0 && len(r.empty) > 0 && len(r.started) == 0 {
+	if len(r.errs) == 0 && r.empty > 0 && len(r.started) == 0 {
 		// Not one of them had anything to read, and none joined.
 		return fmt.Errorf("logs %s: none of its tasks has output yet", arg)
 	}
@@ -250,7 +250,7 @@ type logReaders struct {
 	mu      sync.Mutex
 	started map[string]bool
 	errs    []error
-	empty   []error // reads that found nothing to read (ErrNotFound)
+	empty   int // reads that found nothing to read (ErrNotFound)
 }
 
 // start reads task name's output unless it is read already: of each of
@@ -302,7 +302,7 @@ func (r *logReaders) startOne(ctx context.Context, cancel context.CancelFunc, na
 				// Read again should it start while followed.
 				r.mu.Lock()
 				delete(r.started, key)
-				r.empty = append(r.empty, err)
+				r.empty++
 				r.mu.Unlock()
 			}
 			return

@@ -73,10 +73,14 @@ func (tc taintChanges) apply(node string, taints []legion.Taint, overwrite bool)
 	return out, nil
 }
 
-// untolerating is the tasks running on node whose Service or Job does
-// not tolerate taint t: what a NoExecute taint stops, to be said as a
-// drain names what it moves. Best effort: a listing that fails gives none.
-func (c *clusterCLI) untolerating(cmd *cobra.Command, node string, t legion.Taint) []string {
+// untolerating is, for each of taints, the tasks running on node whose
+// Service or Job does not tolerate it: what a NoExecute taint stops, to be
+// said as a drain names what it moves. Best effort: a listing that fails
+// gives none.
+func (c *clusterCLI) untolerating(cmd *cobra.Command, node string, taints []legion.Taint) map[legion.Taint][]string {
+	if len(taints) == 0 {
+		return nil
+	}
 	cl, err := c.connect(cmd)
 	if err != nil {
 		return nil
@@ -104,18 +108,22 @@ func (c *clusterCLI) untolerating(cmd *cobra.Command, node string, t legion.Tain
 	if err != nil {
 		return nil
 	}
-	var stopped []string
+	stopped := map[legion.Taint][]string{}
 	for _, o := range tasks {
 		tk := o.(*legion.Task)
 		if tk.Spec.Node != node || tk.Spec.DesiredState != legion.TaskRunning || tk.Status.State.Terminal() {
 			continue
 		}
 		tols := tolerations[string(tk.Spec.Owner.Kind)+"/"+tk.Metadata.Namespace+"/"+tk.Spec.Owner.Name]
-		if !slices.ContainsFunc(tols, func(x legion.Toleration) bool { return x.Covers(legion.Toleration(t)) }) {
-			stopped = append(stopped, tk.Metadata.Namespace+"/"+tk.Metadata.Name)
+		for _, t := range taints {
+			if !slices.ContainsFunc(tols, func(x legion.Toleration) bool { return x.Covers(legion.Toleration(t)) }) {
+				stopped[t] = append(stopped[t], tk.Metadata.Namespace+"/"+tk.Metadata.Name)
+			}
 		}
 	}
-	slices.Sort(stopped)
+	for _, names := range stopped {
+		slices.Sort(names)
+	}
 	return stopped
 }
 
@@ -145,12 +153,13 @@ the node has already takes another value only with --overwrite.`,
 			}
 			name := strings.TrimPrefix(strings.TrimPrefix(args[0], "node/"), "nodes/")
 			// Read before the write: the planner stops them at once after.
-			evicts := map[legion.Taint][]string{}
+			var noExecute []legion.Taint
 			for _, t := range tc.add {
 				if t.Effect == legion.NoExecute {
-					evicts[t] = c.untolerating(cmd, name, t)
+					noExecute = append(noExecute, t)
 				}
 			}
+			evicts := c.untolerating(cmd, name, noExecute)
 			res, err := c.updateObject(cmd, legion.KindNode, "", name, func(o legion.Object) error {
 				n := o.(*legion.Node)
 				taints, err := tc.apply(name, n.Spec.Taints, overwrite)

@@ -148,7 +148,7 @@ func readRollout(ctx context.Context, cl *client.Client, ns, name string) (rollo
 		return rollout{}, err
 	}
 	var lastFail time.Time
-	stays := s.Spec.Pod.RestartPolicy != nil && s.Spec.Pod.RestartPolicy.Condition != legion.RestartAny
+	stays := s.Spec.Pod.KeepsCompleted()
 	for _, o := range tasks {
 		t := o.(*legion.Task)
 		if t.Spec.Owner.Kind != legion.KindService || t.Spec.Owner.Name != name {
