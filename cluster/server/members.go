@@ -456,10 +456,26 @@ func (s *Server) removedError() error {
 // frozen until enough are back, which "an election is in progress" does
 // not tell, so the managers that do not answer are named.
 func (s *Server) noLeader(ctx context.Context, st *store.Store) error {
-	election := notApplied("no leader: an election is in progress")
+	f, ok := s.frozen(ctx, st)
+	if !ok {
+		return notApplied("no leader: an election is in progress")
+	}
+	return notApplied("no leader: %s (legion status)", f)
+}
+
+// freeze is why no election can be won: too few of the voting managers
+// answer.
+type freeze struct {
+	up, voters, majority int
+	down                 []string // the voters that do not answer
+}
+
+// frozen probes the voting managers and reports whether too few answer
+// for an election to be won.
+func (s *Server) frozen(ctx context.Context, st *store.Store) (freeze, bool) {
 	f := st.Raft().GetConfiguration()
 	if f.Error() != nil {
-		return election
+		return freeze{}, false
 	}
 	var voters []*pb.Member
 	for _, m := range f.Configuration().Servers {
@@ -468,28 +484,29 @@ func (s *Server) noLeader(ctx context.Context, st *store.Store) error {
 		}
 	}
 	if len(voters) < 2 {
-		return election // one voter elects itself
+		return freeze{}, false // one voter elects itself
 	}
 	s.reach(ctx, voters)
-	var down []string
+	z := freeze{voters: len(voters), majority: Majority(len(voters))}
 	for _, m := range voters {
 		if m.Reachability == ReachUnreachable {
-			down = append(down, m.Id)
+			z.down = append(z.down, m.Id)
 		}
 	}
-	up, majority := len(voters)-len(down), Majority(len(voters))
-	if up >= majority {
-		return election
+	z.up = z.voters - len(z.down)
+	return z, z.up < z.majority
+}
+
+func (z freeze) String() string {
+	until := strings.Join(z.down, " and ") + " answer again"
+	switch need := z.majority - z.up; {
+	case len(z.down) == 1:
+		until = z.down[0] + " answers again"
+	case need < len(z.down):
+		until = fmt.Sprintf("%d of %s answer again", need, strings.Join(z.down, ", "))
 	}
-	until := strings.Join(down, " and ") + " answer again"
-	switch need := majority - up; {
-	case len(down) == 1:
-		until = down[0] + " answers again"
-	case need < len(down):
-		until = fmt.Sprintf("%d of %s answer again", need, strings.Join(down, ", "))
-	}
-	return notApplied("no leader: %d of the %d voting managers answer, and electing one takes %d: the cluster is frozen until %s (legion status)",
-		up, len(voters), majority, until)
+	return fmt.Sprintf("%d of the %d voting managers answer, and electing one takes %d: the cluster is frozen until %s",
+		z.up, z.voters, z.majority, until)
 }
 
 // reachProbe bounds how long a status waits for another manager to

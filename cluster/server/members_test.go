@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -299,9 +301,16 @@ func TestStatusShowsEachManagersReachability(t *testing.T) {
 // A manager that knows no leader says why: while a majority of the
 // voters answers, an election; with fewer, the cluster is frozen until
 // the managers named are back, which no election changes.
+//
+// Its daemon's log says so too, with how to restart the cluster from it if
+// the others are gone for good, where Raft's says only that votes fail.
 func TestNoLeaderNamesTheManagersAMajorityWaitsFor(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, testcluster.Options{Managers: 3})
+	logs := make([]logLines, 3)
+	c := testcluster.New(t, testcluster.Options{Managers: 3, Configure: func(i int, c *server.Config) {
+		logs[i] = make(logLines, 1000)
+		c.Logger = slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}})
 	leader := c.WaitLeader()
 	fs := c.Followers(leader)
 	left := fs[0]
@@ -329,4 +338,36 @@ func TestNoLeaderNamesTheManagersAMajorityWaitsFor(t *testing.T) {
 	if client.Code(last) != codes.Unavailable {
 		t.Errorf("%v: code %s, want Unavailable (a retry may find a leader)", last, client.Code(last))
 	}
+
+	lines := logs[slices.Index(c.Managers, left)]
+	deadline := time.After(testcluster.WriteTimeout + 3*server.FrozenCheck)
+	for {
+		var line string
+		select {
+		case line = <-lines:
+		case <-deadline:
+			t.Fatal("the lone manager's log never said the cluster is frozen")
+		}
+		if !strings.Contains(line, "no leader for") {
+			continue
+		}
+		for _, w := range append(gone, strings.TrimPrefix(want, "no leader: "), "legion restore --data-dir "+left.Dir, "cluster of one from its own store") {
+			if !strings.Contains(line, w) {
+				t.Errorf("the warning does not say %q:\n%s", w, line)
+			}
+		}
+		break
+	}
+}
+
+// logLines is a daemon's log, a line per write, for a test to read as it
+// comes; lines past its room are dropped rather than block the daemon.
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default:
+	}
+	return len(p), nil
 }

@@ -130,6 +130,7 @@ type Server struct {
 
 	wg      sync.WaitGroup // background work (promotion after a join, renewals)
 	renewer sync.Once      // starts keepRenewed once the node has credentials
+	frozenW sync.Once      // starts watchFrozen once the node is a manager
 	// managers lists the managers a worker's agent knows (UseManagers).
 	managers atomic.Pointer[func() []string]
 	members  members // for checking who makes Raft calls
@@ -359,6 +360,10 @@ func (s *Server) become(role string, files *pki.NodeFiles, bootstrap bool) error
 		s.disp.Follow(st)
 	}
 	s.startAutolock()
+	s.frozenW.Do(func() {
+		s.wg.Add(1)
+		go s.watchFrozen()
+	})
 	s.log.Info("serving as a manager", "node", s.nodeID, "advertise", s.cfg.Advertise)
 	return nil
 }

@@ -193,6 +193,9 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 					fmt.Fprintf(out, "Leader:    %s at %s\n", st.LeaderID, orNone(st.LeaderAddress))
 				} else {
 					fmt.Fprintf(out, "Leader:    none: %s\n", noLeaderWhy(st.Members))
+					if frozen(st.Members) {
+						fmt.Fprintf(out, "Recovery:  %s\n", frozenRecovery)
+					}
 				}
 				fmt.Fprintf(out, "Indexes:   applied %d, committed %d\n", st.AppliedIndex, st.CommitIndex)
 				if ft := faultTolerance(st.Members); ft != "" {

@@ -90,11 +90,22 @@ func faultTolerance(members []client.Member) string {
 // too few voters answering for one to be won.
 func noLeaderWhy(members []client.Member) string {
 	voters, up := countVoters(members)
-	if majority := server.Majority(voters); voters > 1 && up < majority {
-		return fmt.Sprintf("%d of the %d voting managers answer, and electing one takes %d: the cluster is frozen until more are back", up, voters, majority)
+	if frozen(members) {
+		return fmt.Sprintf("%d of the %d voting managers answer, and electing one takes %d: the cluster is frozen until more are back", up, voters, server.Majority(voters))
 	}
 	return "an election is in progress"
 }
+
+// frozen reports whether too few voting managers answer for a leader to
+// be elected.
+func frozen(members []client.Member) bool {
+	voters, up := countVoters(members)
+	return voters > 1 && up < server.Majority(voters)
+}
+
+// frozenRecovery is how a frozen cluster whose missing managers are gone
+// for good starts again: from a survivor's own store.
+const frozenRecovery = "if they are gone for good, stop this manager's daemon, run legion restore --data-dir DIR on its data directory (a cluster of one from its own store), start it again and join other managers from empty data directories"
 
 // countVoters counts the voting managers of a status, and those of them
 // not seen Unreachable.
