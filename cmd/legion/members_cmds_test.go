@@ -35,14 +35,24 @@ func TestNodePromoteDemoteAndStatus(t *testing.T) {
 	if out, err := cli("node", "promote", fid); err != nil || out != "node/"+fid+" promoted\n" {
 		t.Fatalf("node promote: %q %v", out, err)
 	}
+	// These managers run no agent: node ls, which lists Nodes, says why
+	// it leaves them out, where docker node ls lists every manager.
+	out, err := cli("node", "ls")
+	if err != nil || !strings.HasPrefix(out, "No nodes found.\nManagers ") ||
+		!strings.Contains(out, " are not listed: they have no node, as a manager run with no agent (legion daemon --no-agent) runs no tasks") {
+		t.Errorf("node ls of managers with no agent: %v\n%s", err, out)
+	}
+	for _, m := range c.Managers {
+		if !strings.Contains(out, m.Server.NodeID()) {
+			t.Errorf("node ls does not name manager %s:\n%s", m.Server.NodeID(), out)
+		}
+	}
 	sid := stopped.Server.NodeID()
 	stopped.Stop()
 	row := func(id, reach string) *regexp.Regexp {
 		return regexp.MustCompile(`(?m)^\s+` + id + `\s+\S+\s+` + reach + `\s+voter$`)
 	}
-	var out string
 	testcluster.WaitFor(t, "status to show the stopped manager unreachable", 10*time.Second, func() bool {
-		var err error
 		out, err = cli("status")
 		return err == nil && row(leader.Server.NodeID(), "Leader").MatchString(out) &&
 			row(fid, "Reachable").MatchString(out) && row(sid, "Unreachable").MatchString(out)
@@ -53,6 +63,20 @@ func TestNodePromoteDemoteAndStatus(t *testing.T) {
 	// A stopped voter still counts: it is what the majority is of.
 	if !strings.Contains(out, "Tolerates: the loss of 1 of its 3 voting managers") {
 		t.Errorf("status does not say how many managers the cluster may lose:\n%s", out)
+	}
+	if strings.Contains(out, "Recovery:") {
+		t.Errorf("status of a cluster with a leader tells how to recover it:\n%s", out)
+	}
+
+	// With the leader gone too, the one left says the cluster is frozen
+	// and how to start it again from itself if the others never return.
+	leader.Stop()
+	testcluster.WaitFor(t, "the lone manager's status to say the cluster is frozen", 20*time.Second, func() bool {
+		out, err = runLegion(t, "", "status", "--server", follower.Addr, "--credentials", c.AdminFile())
+		return err == nil && strings.Contains(out, "Leader:    none: 1 of the 3 voting managers answer")
+	})
+	if !strings.Contains(out, "\nRecovery:  if they are gone for good, stop this manager's daemon, run legion restore --data-dir DIR") {
+		t.Errorf("a frozen cluster's status does not say how to start it again:\n%s", out)
 	}
 }
 

@@ -444,7 +444,17 @@ func (c *clusterCLI) nodeListCommand() *cobra.Command {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: manager status unknown: %v\n", err)
 			}
 			l := nodeListing(nodes, tasks, st.Members, time.Now())
-			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+			if err := l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm); err != nil {
+				return err
+			}
+			if agentless := managersWithoutAgent(nodes, st.Members); len(agentless) > 0 {
+				who := "Manager " + agentless[0] + " is not listed: it has"
+				if len(agentless) > 1 {
+					who = "Managers " + strings.Join(agentless, ", ") + " are not listed: they have"
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s no node, as a manager run with no agent (legion daemon --no-agent) runs no tasks; legion status lists every manager.\n", who)
+			}
+			return nil
 		},
 	}
 	outputFlag(cmd, &output)
@@ -476,6 +486,22 @@ func nodeListing(nodes, tasks []legion.Object, members []client.Member, now time
 	l.addColumn("MANAGER STATUS", manager)
 	l.addColumn("TASKS", count)
 	return l
+}
+
+// managersWithoutAgent names the managers that have no Node: those run
+// with no agent, which docker node ls would still list.
+func managersWithoutAgent(nodes []legion.Object, members []client.Member) []string {
+	have := map[string]bool{}
+	for _, o := range nodes {
+		have[o.GetMetadata().Name] = true
+	}
+	var ids []string
+	for _, m := range members {
+		if !have[m.ID] {
+			ids = append(ids, m.ID)
+		}
+	}
+	return ids
 }
 
 func (c *clusterCLI) tasksCommand() *cobra.Command {
