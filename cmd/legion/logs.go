@@ -180,7 +180,7 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 		}
 		return nil
 	}
-	r := &logReaders{cl: cl, arg: arg, target: target, lo: lo, tail: o.tail, started: map[string]bool{},
+	r := &logReaders{cl: cl, arg: arg, target: target, lo: lo, tail: o.tail,
 		stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps, allContainers: o.allContainers}
 	// The first task that fails ends the others.
 	rctx, cancel := context.WithCancel(ctx)
@@ -248,9 +248,49 @@ type logReaders struct {
 	out           sync.Mutex // one line at a time, whole, from every task
 
 	mu      sync.Mutex
-	started map[string]bool
+	started map[string]bool // task/container keys being read
+	ran     map[string]bool // tasks the watch saw started on a node
 	errs    []error
 	empty   int // reads that found nothing to read (ErrNotFound)
+}
+
+// claim marks key as read, reporting whether it was not already.
+func (r *logReaders) claim(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started[key] {
+		return false
+	}
+	if r.started == nil {
+		r.started = map[string]bool{}
+	}
+	r.started[key] = true
+	return true
+}
+
+// sawStart records that the watch saw task name started on a node.
+func (r *logReaders) sawStart(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ran == nil {
+		r.ran = map[string]bool{}
+	}
+	r.ran[name] = true
+}
+
+// noOutput releases key after its read found nothing, so that the task's
+// start, when the watch sees it, reads it; it reports whether the watch
+// saw that start already, while the read was under way, in which case
+// the caller reads again now, as nothing else will.
+func (r *logReaders) noOutput(key, name string) (again bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ran[name] {
+		return true // key stays claimed for the read again
+	}
+	delete(r.started, key)
+	r.empty++
+	return false
 }
 
 // start reads task name's output unless it is read already: of each of
@@ -269,13 +309,15 @@ func (r *logReaders) start(ctx context.Context, cancel context.CancelFunc, name 
 }
 
 func (r *logReaders) startOne(ctx context.Context, cancel context.CancelFunc, name, container, prefix string, joined bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	key := name + "/" + container
-	if r.started[key] {
+	if !r.claim(key) {
 		return
 	}
-	r.started[key] = true
+	r.read(ctx, cancel, name, container, prefix, joined)
+}
+
+// read reads task name's container, once claimed.
+func (r *logReaders) read(ctx context.Context, cancel context.CancelFunc, name, container, prefix string, joined bool) {
 	p := &logPrinter{stdout: r.stdout, stderr: r.stderr, timestamps: r.timestamps, prefix: prefix, mu: &r.out}
 	t := client.Target{Namespace: r.target.Namespace, Kind: legion.KindTask, Name: name, Container: container}
 	lo, tail := r.lo, r.tail
@@ -291,6 +333,12 @@ func (r *logReaders) startOne(ctx context.Context, cancel context.CancelFunc, na
 		}
 		err = fmt.Errorf("logs %s, task %s: %w", r.arg, name, err)
 		if joined || errors.Is(err, client.ErrNotFound) {
+			if !joined && r.noOutput(name+"/"+container, name) {
+				// It started while this read was answered, and its start,
+				// seen meanwhile, read nothing as this read held it.
+				r.read(ctx, cancel, name, container, prefix, true)
+				return
+			}
 			// One that joined may have gone meanwhile; one with nothing
 			// to read (not started yet, or ended before it ran, as one
 			// whose image did not pull) says so and leaves the others be,
@@ -298,13 +346,6 @@ func (r *logReaders) startOne(ctx context.Context, cancel context.CancelFunc, na
 			r.out.Lock()
 			fmt.Fprintf(r.stderr, "warning: %v\n", err)
 			r.out.Unlock()
-			if !joined {
-				// Read again should it start while followed.
-				r.mu.Lock()
-				delete(r.started, key)
-				r.empty++
-				r.mu.Unlock()
-			}
 			return
 		}
 		r.mu.Lock()
@@ -321,6 +362,7 @@ func (r *logReaders) followNew(wctx, rctx context.Context, cancel context.Cancel
 	return watchEach(wctx, r.cl, legion.KindTask, r.target.Namespace, version, func(e client.Event) bool {
 		t, ok := e.Object.(*legion.Task)
 		if ok && e.Type != client.Deleted && ofTarget(t) && t.Status.Started != nil && !toldToStop(t) {
+			r.sawStart(t.Metadata.Name)
 			r.start(rctx, cancel, t.Metadata.Name, podContainerNames(&t.Spec.Pod), true)
 		}
 		return false

@@ -202,3 +202,43 @@ func TestLogsLeaveOutOnlyTasksToldToStop(t *testing.T) {
 		}
 	}
 }
+
+// A task of a followed service whose first read finds no output is read
+// again once it starts, whichever comes first: the watch seeing its start
+// or that read's answer. When the start comes first, the watch's read is
+// turned away (the first read still holds the task), so the first read,
+// on its answer, must read again itself.
+func TestLogsReadATaskAgainWhateverTheOrder(t *testing.T) {
+	t.Parallel()
+	const key, name = "web-1-a/", "web-1-a"
+
+	// The answer first: the task is released, and its start reads it.
+	var r logReaders
+	if !r.claim(key) {
+		t.Fatal("a first claim was turned away")
+	}
+	if again := r.noOutput(key, name); again {
+		t.Error("no start seen, yet the first read reads again")
+	}
+	r.sawStart(name)
+	if !r.claim(key) {
+		t.Error("the start seen after the answer cannot read the task")
+	}
+
+	// The start first: its read is turned away, so the answer reads again.
+	var s logReaders
+	s.claim(key)
+	s.sawStart(name)
+	if s.claim(key) {
+		t.Fatal("the watch read a task whose first read is under way")
+	}
+	if again := s.noOutput(key, name); !again {
+		t.Error("the start came while the first read was answered, and nothing reads the task again")
+	}
+	if s.claim(key) {
+		t.Error("the task is released while its read again is under way")
+	}
+	if s.empty != 0 || len(s.started) != 1 {
+		t.Errorf("a task read again counts as one with no output (%d), or is not being read (%v)", s.empty, s.started)
+	}
+}
