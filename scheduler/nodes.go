@@ -138,6 +138,15 @@ func (p *planner) orphanLost(e *entry) {
 	t = p.mut(e)
 	t.Status.State = legion.TaskOrphaned
 	t.Status.Ready = false
+	// Nothing is known of its containers any more: none counts as ready
+	// (legion tasks showed 1/1 beside "node is down").
+	if len(t.Status.Containers) > 0 {
+		cs := slices.Clone(t.Status.Containers)
+		for i := range cs {
+			cs[i].Ready = false
+		}
+		t.Status.Containers = cs
+	}
 	e.st, e.ready = legion.TaskOrphaned, false
 	t.Status.Message = msg
 	t.Status.Timestamp = p.now

@@ -14,6 +14,9 @@ func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
 	c := schedtest.WithNodes(t, 3)
 	c.ApplyAndConverge(webYAML)
 	lost := c.Task("web-1-1").Spec.Node
+	c.SetTask("web-1-1", func(t *legion.Task) { // as an agent reports a ready container
+		t.Status.Containers = []legion.ContainerStatus{{Name: "web", State: "running", Ready: true}}
+	})
 	c.Silent[lost] = true
 
 	c.Run(4 * time.Second) // two missed heartbeats
@@ -39,6 +42,9 @@ func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
 	tk := c.Task("web-1-1")
 	if tk.Status.State != legion.TaskOrphaned || tk.Spec.DesiredState != legion.TaskShutdown {
 		t.Fatalf("a down node's task: %s desired %s, want orphaned and told to stop", tk.Status.State, tk.Spec.DesiredState)
+	}
+	if tk.Status.Ready || len(tk.Status.Containers) != 1 || tk.Status.Containers[0].Ready {
+		t.Errorf("a down node's task is still said ready: %v, containers %+v", tk.Status.Ready, tk.Status.Containers)
 	}
 	if live := c.Live("web"); len(live) != 6 || c.NodesOf("web")[lost] != 0 {
 		t.Fatalf("slot not refilled elsewhere: %v", describeTasks(live))
