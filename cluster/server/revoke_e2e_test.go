@@ -125,12 +125,11 @@ func TestRemovedWorkerIsRefusedUntilItJoinsAgain(t *testing.T) {
 	w.Restart()
 	refusedAsRemoved(t, "register after a restart", register(ctx, nodeConn(t, mgr.Addr, w.Server.Credentials())))
 
-	// Wiped of its credentials (its node id kept) it joins again.
+	// Its pki/ moved aside, as the daemon's exit says (its node id, role
+	// file and images kept), it joins again.
 	w.Stop()
-	for _, f := range []string{server.PKIDir, "role", "joined-through"} {
-		if err := os.RemoveAll(filepath.Join(w.Dir, f)); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.Rename(filepath.Join(w.Dir, server.PKIDir), filepath.Join(w.Dir, server.PKIDir+".old")); err != nil {
+		t.Fatal(err)
 	}
 	w.Restart()
 	if _, err := w.Bare().JoinCluster(ctx, c.Token("worker"), mgr.Addr, "worker"); err != nil {

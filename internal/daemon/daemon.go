@@ -142,7 +142,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 			// Removed while this daemon was down: the pods it left run
 			// tasks the managers gave to other nodes since.
 			removePods(context.Background(), p, name, o.RunDir, log)
-			return fmt.Errorf("%w; the pods this node still ran were stopped, as their tasks run on other nodes now", sess.RemovedErr())
+			return fmt.Errorf("%w; the pods this node still ran were stopped, as their tasks run on other nodes now; %s", sess.RemovedErr(), rejoin(o.DataDir))
 		default:
 		}
 		return err
@@ -248,8 +248,16 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		// nothing here will be heard again (Docker's node leaves swarm
 		// mode). Volumes' data stays.
 		removeAll = true
-		return fmt.Errorf("%w; this node's pods were stopped, as their tasks run on other nodes now", sess.RemovedErr())
+		return fmt.Errorf("%w; this node's pods were stopped, as their tasks run on other nodes now; %s", sess.RemovedErr(), rejoin(o.DataDir))
 	}
+}
+
+// rejoin says how a removed node joins again: its data directory's pki/
+// holds the certificates the cluster refuses, and a daemon started with
+// them ends at once; without them it waits for a join, keeping the node's
+// id, images and volumes' data.
+func rejoin(dataDir string) string {
+	return "to join again, move " + filepath.Join(dataDir, "pki") + " aside (the certificates refused), start the daemon and run legion join with a token"
 }
 
 // nodePlatform is what this node runs: its OS and architecture, and

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestARemovedWorkerStopsItsPodsAndEnds(t *testing.T) {
 		t.Fatal("the worker's agent still runs 30s after the node was removed")
 	}
 	if err == nil || !strings.Contains(err.Error(), "node "+worker+" was removed from the cluster at ") ||
-		!strings.Contains(err.Error(), "pods were stopped") {
+		!strings.Contains(err.Error(), "pods were stopped") || !strings.Contains(err.Error(), "to join again, move "+filepath.Join(a.w.Dir, "pki")+" aside (the certificates refused), start the daemon and run legion join") {
 		t.Fatalf("the agent ended with %v, want the removal and that its pods were stopped", err)
 	}
 	rt, err := process.New(process.Config{DataDir: a.w.Dir, Shim: os.Args[0]})
@@ -81,7 +82,7 @@ func TestAWorkerRemovedWhileDownStopsItsPodsAtStart(t *testing.T) {
 		t.Fatal("the removed worker's daemon still runs 30s after it started again")
 	}
 	if err == nil || !strings.Contains(err.Error(), "node "+worker+" was removed from the cluster at ") ||
-		!strings.Contains(err.Error(), "pods this node still ran were stopped") {
+		!strings.Contains(err.Error(), "pods this node still ran were stopped") || !strings.Contains(err.Error(), "to join again, move "+filepath.Join(a.w.Dir, "pki")+" aside") {
 		t.Fatalf("the daemon ended with %v, want the removal and that its pods were stopped", err)
 	}
 	left, err := rt.List(ctx, nil)
