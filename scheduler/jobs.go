@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/legionbsd/legion"
 )
@@ -364,6 +365,14 @@ func (p *planner) jobRetry(o *owner, s *slot) bool {
 			at := ended(last.t).Add(backoff(JobRetryDelay, failures, MaxRestartDelay))
 			if at.After(p.now) {
 				p.wake(at)
+				// Said, as a Job with no task running still runs: the
+				// time is absolute, so the status is written once.
+				why := ""
+				if m := last.t.Status.Message; m != "" {
+					why = " (" + m + ")"
+				}
+				o.messages = append(o.messages, "task "+last.t.Metadata.Name+" failed"+why+
+					": the next try starts at "+at.UTC().Truncate(time.Second).Format(time.RFC3339))
 				return false
 			}
 		}

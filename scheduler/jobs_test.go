@@ -1,6 +1,8 @@
 package scheduler_test
 
 import (
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,6 +74,7 @@ func TestJobRetriesWithBackoffThenFails(t *testing.T) {
 	c.Apply(singleJob("3"))
 	var starts []time.Time
 	seen := map[string]bool{}
+	said := map[string]bool{}
 	watch(c, 3*time.Minute, func() {
 		for _, tk := range c.OwnerTasks("batch") {
 			if !seen[tk.Metadata.Name] {
@@ -79,7 +82,15 @@ func TestJobRetriesWithBackoffThenFails(t *testing.T) {
 				starts = append(starts, c.Now)
 			}
 		}
+		said[c.Job("batch").Status.Message] = true
 	})
+	// Between tries, with no task running, the Job says what it waits for.
+	first := c.Task("batch-1-1")
+	want1 := "task batch-1-1 failed (exit status 1): the next try starts at " +
+		first.Status.Finished.Add(10*time.Second).UTC().Truncate(time.Second).Format(time.RFC3339)
+	if !said[want1] {
+		t.Errorf("the job never said %q while it waited; it said %q", want1, slices.Collect(maps.Keys(said)))
+	}
 	var gaps []time.Duration
 	for i := 1; i < len(starts); i++ {
 		gaps = append(gaps, starts[i].Sub(starts[i-1]))
