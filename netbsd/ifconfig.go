@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -167,7 +168,11 @@ type ifaceWant struct {
 // planIface returns the ifconfig commands that bring an interface from what
 // it has (nil: missing) to what it must have. An address already there is
 // never set again: ifconfig replaces an address even with itself, and the
-// routes through the interface go with it for that moment (5.4).
+// routes through the interface go with it for that moment (5.4). Any other
+// address but a link-local one goes: the interfaces are Legion's, and an
+// address of a subnet this node held before (removed and joined again, or
+// a restored cluster) would route that subnet here rather than to the
+// node that holds it now.
 func planIface(have *ifaceInfo, w ifaceWant) [][]string {
 	var cmds [][]string
 	fresh := have == nil
@@ -187,6 +192,17 @@ func planIface(have *ifaceInfo, w ifaceWant) [][]string {
 		if !have.has(p) {
 			cmds = append(cmds, []string{w.Name, fam, p.String(), "alias"})
 		}
+	}
+	for _, p := range have.Addrs {
+		a := p.Addr()
+		if a.IsLinkLocalUnicast() || slices.ContainsFunc(w.Addrs, func(q netip.Prefix) bool { return q.Addr() == a }) {
+			continue
+		}
+		fam := "inet"
+		if a.Is6() {
+			fam = "inet6"
+		}
+		cmds = append(cmds, []string{w.Name, fam, a.String(), "-alias"})
 	}
 	if v6 && (fresh || hasWord(have.ND6, "IFDISABLED")) {
 		cmds = append(cmds, []string{w.Name, "inet6", "-ifdisabled"})

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,6 +121,35 @@ func TestSetUpNodeGolden(t *testing.T) {
 	for _, l := range again.Lines() {
 		if strings.Contains(l, " inet ") || strings.Contains(l, " inet6 ") || strings.Contains(l, "create") || strings.Contains(l, "private-key") {
 			t.Errorf("set up again: %q", l)
+		}
+	}
+
+	// A node given another subnet than the one it held (removed and
+	// joined again, a restored cluster) drops the old addresses, whose
+	// routes would keep that subnet here.
+	moved := sys.NewFake()
+	reads(moved, "ifconfig legion0", sys.Answer{Stdout: strings.NewReplacer("10.200.3.", "10.200.7.", "fd00:10:200:3::", "fd00:10:200:7::").Replace(bridgeUp)})
+	reads(moved, "ifconfig wg0", sys.Answer{Stdout: strings.NewReplacer("100.64.3.1", "100.64.7.1", "fd00:100:64::3:1", "fd00:100:64::7:1").Replace(wgUp)})
+	moved.
+		On("wg pubkey", sys.Answer{Stdout: "PUB3\n"}).
+		On("wg show wg0 dump", sys.Answer{Stdout: "UFJJVjM=\tPUB3\t51820\toff\n"}).
+		On("route -n add -net", sys.RouteExists("10.200.0.0/16", "wg0")).
+		On("route -n add -inet6", sys.RouteExists("fd00:10:200::/48", "wg0")).
+		On("ip6addrctl show", sys.Answer{Stdout: ip6addrctlOut})
+	h.R = moved
+	if _, err := h.SetUpNode(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	d.section("node given another subnet", transcript(moved.Calls()))
+	for _, want := range []string{"ifconfig legion0 inet 10.200.3.1/24 alias", "ifconfig legion0 inet 10.200.7.1 -alias",
+		"ifconfig legion0 inet6 fd00:10:200:7::1 -alias", "ifconfig wg0 inet 100.64.7.1 -alias", "ifconfig wg0 inet6 fd00:100:64::7:1 -alias"} {
+		if !slices.Contains(moved.Lines(), want) {
+			t.Errorf("set up on another subnet: no %q in %q", want, moved.Lines())
+		}
+	}
+	for _, l := range moved.Lines() {
+		if strings.Contains(l, "fe80:") {
+			t.Errorf("set up on another subnet touched the link-local address: %q", l)
 		}
 	}
 	golden(t, "node_setup", d.String())

@@ -176,8 +176,16 @@ func NewNetNSNetwork(ctx context.Context, r sys.Runner, tag string, subnet netip
 		}
 	}
 	for p := range addrs {
-		if p.Bits() == 32 {
+		switch {
+		case p.Bits() == 32:
 			n.vips[p.Addr()] = true // an earlier daemon's; Apply keeps or drops them
+		case p != gw:
+			// The gateway of a subnet this node held before (removed and
+			// joined again, a restored cluster): its route would keep
+			// that subnet here, away from the node that holds it now.
+			if _, err := sys.Run(ctx, r, "ip", "addr", "del", p.String(), "dev", br); err != nil {
+				return nil, fmt.Errorf("pod network: the former gateway %s on %s: %w", p, br, err)
+			}
 		}
 	}
 	if _, err := sys.Run(ctx, r, "ip", "link", "set", br, "up"); err != nil {
@@ -187,6 +195,10 @@ func NewNetNSNetwork(ctx context.Context, r sys.Runner, tag string, subnet netip
 		log.Warn("pod network: IPv4 forwarding is off and could not be turned on: pods reach only this node", "err", err)
 	}
 	if err := n.masquerade(ctx, "-C"); err != nil {
+		// Missing: a first start, or a new subnet, whose former rule goes.
+		if err := n.unmasquerade(ctx); err != nil {
+			log.Warn("pod network: a former NAT rule of this node's stays", "err", err)
+		}
 		if err := n.masquerade(ctx, "-A"); err != nil {
 			log.Warn("pod network: no NAT for pods (iptables MASQUERADE): pods reach this host's networks only", "err", err)
 		}

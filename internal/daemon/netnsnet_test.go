@@ -200,7 +200,7 @@ func TestNetNSNetworkMasqueradesItsSubnet(t *testing.T) {
 			nat = append(nat, l)
 		}
 	}
-	if diff := cmp.Diff([]string{"iptables -t nat -C " + rule, "iptables -t nat -A " + rule}, nat); diff != "" {
+	if diff := cmp.Diff([]string{"iptables -t nat -C " + rule, "iptables -t nat -S POSTROUTING", "iptables -t nat -A " + rule}, nat); diff != "" {
 		t.Errorf("NAT at start (-want +got):\n%s", diff)
 	}
 	// Started again with the rule there: nothing added.
@@ -226,5 +226,42 @@ func TestNetNSNetworkMasqueradesItsSubnet(t *testing.T) {
 	}
 	if !slices.Contains(gone.Lines(), "iptables -t nat -D "+rule) {
 		t.Errorf("the NAT rule stayed after Remove: %q", gone.Lines())
+	}
+}
+
+// A node started on a bridge that holds the gateway of a subnet it held
+// before (removed and joined again, a restored cluster) drops it and its
+// NAT rule, whose route and rule would keep that subnet here, away from
+// the node that holds it now; VIPs and the current gateway stay. The
+// answers are ip(8)'s and iptables(8)'s as printed on Linux.
+func TestNetNSNetworkDropsAFormerSubnet(t *testing.T) {
+	t.Parallel()
+	f := sys.NewFake().
+		On("ip -o -4 addr show dev legionab12c", sys.Answer{Stdout: "" +
+			"5589: legionab12c    inet 10.200.7.1/24 scope global legionab12c\\       valid_lft forever preferred_lft forever\n" +
+			"5589: legionab12c    inet 10.201.0.1/32 scope global legionab12c\\       valid_lft forever preferred_lft forever\n"}).
+		Once("iptables -t nat -C", sys.Answer{Code: 1, Stderr: "iptables: Bad rule (does a matching rule exist in that chain?).\n"}).
+		On("iptables -t nat -S POSTROUTING", sys.Answer{Stdout: "-P POSTROUTING ACCEPT\n" +
+			"-A POSTROUTING -s 10.200.7.0/24 ! -o legionab12c -m comment --comment legionab12c -j MASQUERADE\n" +
+			"-A POSTROUTING -s 10.200.4.0/24 ! -o legionff000 -m comment --comment legionff000 -j MASQUERADE\n"})
+	if _, err := NewNetNSNetwork(context.Background(), f, "ab12c", netip.MustParsePrefix("10.200.3.0/24"), netip.MustParseAddr("10.200.3.1"),
+		&Endpoints{}, nil, quietLog()); err != nil {
+		t.Fatal(err)
+	}
+	lines := f.Lines()
+	for _, want := range []string{
+		"ip addr add 10.200.3.1/24 dev legionab12c",
+		"ip addr del 10.200.7.1/24 dev legionab12c",
+		"iptables -t nat -D POSTROUTING -s 10.200.7.0/24 ! -o legionab12c -m comment --comment legionab12c -j MASQUERADE",
+		"iptables -t nat -A POSTROUTING -s 10.200.3.0/24 ! -o legionab12c -m comment --comment legionab12c -j MASQUERADE",
+	} {
+		if !slices.Contains(lines, want) {
+			t.Errorf("no %q in %q", want, lines)
+		}
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "10.201.0.1") || strings.Contains(l, "legionff000 -j") && strings.Contains(l, "-D") {
+			t.Errorf("%q: a VIP or another node's rule touched", l)
+		}
 	}
 }
