@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,7 +83,16 @@ users, limits, policy): that is for development and trying Legion out.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out := cmd.OutOrStdout()
-			return daemon.Run(ctx, o, func(n *daemon.Node) error {
+			// Once up, a stop says what it does (the pods get their stop
+			// grace periods) and what stays.
+			var up atomic.Bool
+			defer context.AfterFunc(ctx, func() {
+				if up.Load() {
+					fmt.Fprintln(out, "Stopping: the pods stop, each within its stop grace period.")
+				}
+			})()
+			err = daemon.Run(ctx, o, func(n *daemon.Node) error {
+				up.Store(true)
 				fmt.Fprintf(out, "Legion is up: node %s, API %s (credentials %s), DNS %s.\n", n.Name, n.API, n.Admin, n.DNS)
 				fmt.Fprintf(out, "Cluster ranges: pods %s, services %s.\n", n.PodCIDR, n.ServiceCIDR)
 				if n.PodNetwork != "" {
@@ -112,9 +122,17 @@ users, limits, policy): that is for development and trying Legion out.`,
 				fmt.Fprintln(out, "Press Ctrl-C to stop; the pods go with it.")
 				return nil
 			})
+			if err == nil && up.Load() && ctx.Err() != nil {
+				again := "legion up"
+				if o.DataDir != defaultUpDir {
+					again += " --data-dir " + o.DataDir
+				}
+				fmt.Fprintf(out, "Stopped: no pod is left. The cluster's objects stay in %s; %s runs them again.\n", o.DataDir, again)
+			}
+			return err
 		},
 	}
-	cmd.Flags().StringVar(&o.DataDir, "data-dir", ".legion", "where the cluster keeps its state")
+	cmd.Flags().StringVar(&o.DataDir, "data-dir", defaultUpDir, "where the cluster keeps its state")
 	cmd.Flags().StringVar(&o.Listen, "listen", "127.0.0.1:7470", "address of the API")
 	cmd.Flags().StringVar(&o.DNSListen, "dns-listen", "", dnsListenHelp)
 	rangeFlags(cmd.Flags(), &o.PodCIDR, &o.ServiceCIDR)
@@ -127,6 +145,9 @@ users, limits, policy): that is for development and trying Legion out.`,
 	cmd.Flags().DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the services to be ready")
 	return cmd
 }
+
+// defaultUpDir is legion up's data directory unless --data-dir says.
+const defaultUpDir = ".legion"
 
 // upLogName is the file, in the data directory, legion up logs to.
 const upLogName = "legion.log"

@@ -77,6 +77,14 @@ func TestUpRunsTheHelloExample(t *testing.T) {
 			if err != nil {
 				t.Errorf("up: %v", err)
 			}
+			// A stop says what it does and what stays.
+			data := filepath.Join(dir, "data")
+			for _, want := range []string{"Stopping: the pods stop, each within its stop grace period.\n",
+				"Stopped: no pod is left. The cluster's objects stay in " + data + "; legion up --data-dir " + data + " runs them again.\n"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("up's stop did not say %q:\n%s", want, out.String())
+				}
+			}
 		case <-time.After(60 * time.Second):
 			t.Error("up did not stop")
 		}
