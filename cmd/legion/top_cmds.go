@@ -18,11 +18,12 @@ func addTopCommands(root *cobra.Command) {
 	cli := newClusterCLI()
 	top := cli.topCommand()
 	tasks := cli.topListCommand("tasks", "Show each running task's CPU and memory against its requests and limits", tasksTopListing, false)
-	tasks.Aliases = []string{"pods", "pod"} // kubectl top pods: a pod is a task's here
+	tasks.Aliases = []string{"task", "pods", "pod"} // kubectl top pods: a pod is a task's here
 	svcs := cli.topListCommand("services", "Show each service's CPU and memory summed over its tasks, against their requests and limits", servicesTopListing, false)
-	svcs.Aliases = []string{"svc"}
-	top.AddCommand(cli.topListCommand("nodes", "Show each node's CPU and memory in use against what it can allocate and holds", nodesTopListing, true),
-		tasks, svcs)
+	svcs.Aliases = []string{"service", "svc"}
+	nodes := cli.topListCommand("nodes", "Show each node's CPU and memory in use against what it can allocate and holds", nodesTopListing, true)
+	nodes.Aliases = []string{"node", "no"} // kubectl top node
+	top.AddCommand(nodes, tasks, svcs)
 	root.AddCommand(top)
 }
 

@@ -48,6 +48,10 @@ func TestTopOnADaemon(t *testing.T) {
 	if !strings.Contains(nodes, n.Name) || !strings.Contains(nodes, "ready") {
 		t.Errorf("legion top nodes:\n%s", nodes)
 	}
+	// kubectl's singular names, as kubectl top node and top pod take them.
+	if node := run("top", "node"); !strings.Contains(node, n.Name) {
+		t.Errorf("legion top node:\n%s", node)
+	}
 	once := run("top", "--once", "--width", "160")
 	for _, want := range []string{"legion top", "NODES (1)", "WORKLOADS (1)", "TASKS (1)", "STORAGE (0)", "NETWORK (0)", "CONFIG", "EVENTS", n.Name, "web"} {
 		if !strings.Contains(once, want) {
