@@ -271,8 +271,11 @@ func resolveKind(s string) (legion.Kind, error) {
 	if k, how, ok := legion.KubernetesKind(l); ok {
 		hint = "; " + how + ": legion get " + plural(strings.ToLower(string(k)))
 	}
-	if l == "event" || l == "events" || l == "ev" {
+	switch l {
+	case "event", "events", "ev":
 		hint = "; events are not objects here: legion events (-n NAMESPACE, -f to follow)"
+	case "endpoints", "ep", "endpointslice", "endpointslices":
+		hint = "; a Service's endpoints are its ready tasks here: legion describe service NAME, or legion tasks NAME -o wide (their addresses)"
 	}
 	return "", fmt.Errorf("unknown kind %q: expected one of %s%s", s, kindWords(), hint)
 }

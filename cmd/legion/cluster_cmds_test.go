@@ -595,6 +595,9 @@ func TestKubectlNamesSuggestLegions(t *testing.T) {
 		"uncordon n1":                          "kubectl uncordon is not a command here: legion node activate NODE",
 		"drain n1 --ignore-daemonsets":         "kubectl drain is not a command here: legion node drain NODE",
 		"taint nodes n1 k=v:NoSchedule":        "kubectl taint is not a command here: legion node taint NODE KEY[=VALUE]:EFFECT",
+		"network ls":                           "docker network is not a command here: a cluster's pods share one network",
+		"get endpoints web":                    "unknown kind \"endpoints\": expected one of",
+		"get ep":                               "; a Service's endpoints are its ready tasks here: legion describe service NAME, or legion tasks NAME -o wide",
 	} {
 		if _, err := runLegion(t, "", strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("legion %s: %v, want %q", args, err, want)

@@ -101,6 +101,7 @@ var topHabits = map[string]habit{
 	"cp":            {tool: "kubectl cp", whole: "files reach a pod as a Config or Secret mounted in it (legion create config NAME FILE) or on a Volume; legion exec TASK -- COMMAND prints one out"},
 	"expose":        {tool: "kubectl expose", whole: "a Service's endpoint is part of it: legion create service NAME -p PUBLISHED:TARGET, or spec.endpoint.ports (legion edit service NAME)"},
 	"attach":        {tool: "kubectl attach", whole: "legion logs -f TASK follows its output, and legion exec -it TASK -- COMMAND runs a command in it"},
+	"network":       {tool: "docker network", whole: "a cluster's pods share one network, each pod with an address of its own and services named in DNS; who may reach whom is NetworkPolicies (legion get networkpolicies -A) and each Namespace's isolation"},
 	"auth":          {tool: "kubectl auth", whole: "who may do what is in RoleBindings: legion get rolebindings -A; legion user makes users' credentials"},
 }
 
