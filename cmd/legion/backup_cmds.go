@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/spf13/cobra"
 )
 
@@ -65,12 +67,21 @@ backup's objects are written at the backup's version; without FILE the
 manager's own store is kept and every entry of its log taken as committed,
 for a cluster that lost its quorum for good. Either way this manager
 becomes the only voter: start its daemon, then join the other managers
-again from empty data directories with the backed-up join token. It is
-refused while a daemon holds the directory.`,
+again from empty data directories with the backed-up join token. Given
+legion up's data directory, it restores the manager legion up keeps there,
+which legion up then starts again. It is refused while a daemon holds the
+directory.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.DataDir == "" {
 				return errors.New("restore: --data-dir: the stopped manager's data directory is required")
+			}
+			// legion up keeps its manager in a directory of its own; its
+			// user names the one legion up was given.
+			upDir := ""
+			if m := daemon.UpManagerDir(o.DataDir); !exists(filepath.Join(o.DataDir, server.NodeIDFile)) && exists(filepath.Join(m, server.NodeIDFile)) {
+				upDir, o.DataDir = o.DataDir, m
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: %s is legion up's data directory: restoring its manager, %s\n", upDir, m)
 			}
 			from := "its own store"
 			if len(args) == 1 {
@@ -100,6 +111,10 @@ refused while a daemon holds the directory.`,
 			fmt.Fprintln(w)
 			for _, p := range res.SetAside {
 				fmt.Fprintf(w, "the old store is set aside as %s\n", p)
+			}
+			if upDir != "" {
+				fmt.Fprintf(w, "start it again with legion up --data-dir %s\n", upDir)
+				return nil
 			}
 			addr := res.Address
 			if addr == "" {

@@ -206,6 +206,17 @@ func TestUpServesAfterCtrlCKillAndOnAFreshDirectory(t *testing.T) {
 	answersFromEveryReplica(t, out)
 	stopUp(t, up, syscall.SIGINT)
 
+	// restore names legion up's data directory as its user knows it, and
+	// the cluster of one it leaves starts again with legion up.
+	said, err := runLegion(t, "", "restore", "--data-dir", dataDir)
+	if err != nil || !strings.Contains(said, "note: "+dataDir+" is legion up's data directory: restoring its manager, "+daemon.UpManagerDir(dataDir)+"\n") ||
+		!strings.HasSuffix(said, "start it again with legion up --data-dir "+dataDir+"\n") {
+		t.Fatalf("restore of legion up's data directory: %v\n%s", err, said)
+	}
+	up, out = startUp(t, bin, dataDir)
+	answersFromEveryReplica(t, out)
+	stopUp(t, up, syscall.SIGINT)
+
 	up, out = startUp(t, bin, fresh)
 	answersFromEveryReplica(t, out)
 	stopUp(t, up, syscall.SIGINT)

@@ -223,6 +223,10 @@ func waitUnlocked(ctx context.Context, srv *server.Server, o Options) error {
 // readyPoll is how often up looks whether its node is ready for tasks.
 const readyPoll = 50 * time.Millisecond
 
+// UpManagerDir is where legion up, given dataDir, keeps its manager's
+// data directory (its node-id, pki and store).
+func UpManagerDir(dataDir string) string { return filepath.Join(dataDir, "manager") }
+
 // Run is `legion up`: a one-node cluster in this process, initialising it
 // on first use. The manager (cluster/manager) serves on o.Listen and the
 // node's agent registers with it over loopback, through its dispatcher,
@@ -235,7 +239,7 @@ func Run(ctx context.Context, o Options, ready func(*Node) error) error {
 		return err
 	}
 	log := o.Logger
-	managerDir := filepath.Join(o.DataDir, "manager")
+	managerDir := UpManagerDir(o.DataDir)
 	ranges, release := Ranges(o)
 	defer release()
 	sc := server.Config{DataDir: managerDir, Listen: o.Listen, Logger: log, Ranges: ranges}
