@@ -122,9 +122,4 @@ func turnOffAutoscale(s *legion.Service) int {
 	return n
 }
 
-func replicasWord(n int) string {
-	if n == 1 {
-		return "1 replica"
-	}
-	return fmt.Sprintf("%d replicas", n)
-}
+func replicasWord(n int) string { return counted(n, "replica") }

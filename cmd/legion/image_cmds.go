@@ -118,7 +118,7 @@ container is gone. --force removes it all the same.`,
 			if err != nil {
 				return err
 			}
-			confirm(cmd.OutOrStdout(), "image", args[0], "removed", fmt.Sprintf("(%d layers freed)", len(gone)))
+			confirm(cmd.OutOrStdout(), "image", args[0], "removed", "("+counted(len(gone), "layer")+" freed)")
 			return nil
 		},
 	}

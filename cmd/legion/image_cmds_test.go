@@ -28,7 +28,7 @@ func TestImageLoadListRemove(t *testing.T) {
 		t.Fatal("removing an image that is not there succeeded")
 	}
 	out, err = runLegion(t, "", "image", "rm", "--data-dir", dir, "localhost/hello:1")
-	if err != nil || out != "image/localhost/hello:1 removed (1 layers freed)\n" {
+	if err != nil || out != "image/localhost/hello:1 removed (1 layer freed)\n" {
 		t.Fatalf("rm: %v\n%s", err, out)
 	}
 	out, _ = runLegion(t, "", "image", "ls", "--data-dir", dir)

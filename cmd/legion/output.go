@@ -440,3 +440,11 @@ func yamlOf(v any) ([]byte, error) {
 	}
 	return yaml.Marshal(g)
 }
+
+// counted is n and noun, plural unless n is 1 ("1 layer", "2 layers").
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
