@@ -863,6 +863,9 @@ func admitCronJob(c *CronJob, errs *ErrorList) {
 	}
 	s := &c.Spec
 	s.Schedule = strings.Join(strings.Fields(s.Schedule), " ")
+	if fields, ok := scheduleMacros[strings.ToLower(s.Schedule)]; ok {
+		s.Schedule = fields
+	}
 	if s.Schedule == "" {
 		errs.add("spec.schedule", "missing: expected five cron fields (minute hour day-of-month month day-of-week), in UTC")
 	} else if err := ValidSchedule(s.Schedule); err != nil {

@@ -14,6 +14,13 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
+// scheduleMacros are the schedules Kubernetes' CronJobs take by name,
+// with the five fields each stands for; admission stores the fields.
+var scheduleMacros = map[string]string{
+	"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+	"@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+}
+
 // ValidSchedule checks a five-field cron schedule (minute, hour, day of
 // month, month, day of week), read in UTC.
 func ValidSchedule(s string) error {
@@ -21,7 +28,7 @@ func ValidSchedule(s string) error {
 		return fmt.Errorf("%q: schedules are in UTC and take no time zone", s)
 	}
 	if strings.HasPrefix(s, "@") {
-		return fmt.Errorf("%q: expected five cron fields (minute hour day-of-month month day-of-week), not a descriptor", s)
+		return fmt.Errorf("%q: expected five cron fields (minute hour day-of-month month day-of-week), or one of @yearly, @annually, @monthly, @weekly, @daily, @midnight and @hourly", s)
 	}
 	p := cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
 	if _, err := p.Parse(s); err != nil {

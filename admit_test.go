@@ -63,6 +63,9 @@ func TestDefaultsOfEveryKind(t *testing.T) {
 			`{"mode":"replicated","completions":1,"parallelism":1,"backoffLimit":6,"pod":{"containers":[{"name":"a","image":"x",` + containerDefaults + `}],"restartPolicy":{"condition":"none","maxAttempts":0,"delay":"1s"}},"placement":{}}`},
 		{"CronJob", "{name: c}", "{schedule: '*/5 *  * * *', job: {pod: {containers: [{name: a, image: x}]}}}",
 			`{"schedule":"*/5 * * * *","suspend":false,"concurrencyPolicy":"allow","successfulJobsHistoryLimit":3,"failedJobsHistoryLimit":1,"job":{"mode":"replicated","completions":1,"parallelism":1,"backoffLimit":6,"pod":{"containers":[{"name":"a","image":"x",` + containerDefaults + `}],"restartPolicy":{"condition":"none","maxAttempts":0,"delay":"1s"}},"placement":{}}}`},
+		// Kubernetes' named schedules are stored as their five fields.
+		{"CronJob", "{name: c}", "{schedule: '@Daily', job: {pod: {containers: [{name: a, image: x}]}}}",
+			`{"schedule":"0 0 * * *","suspend":false,"concurrencyPolicy":"allow","successfulJobsHistoryLimit":3,"failedJobsHistoryLimit":1,"job":{"mode":"replicated","completions":1,"parallelism":1,"backoffLimit":6,"pod":{"containers":[{"name":"a","image":"x",` + containerDefaults + `}],"restartPolicy":{"condition":"none","maxAttempts":0,"delay":"1s"}},"placement":{}}}`},
 		{"Secret", "{name: s}", "{text: hello}", `{"data":"aGVsbG8="}`},
 		{"Config", "{name: c}", "{data: aGVsbG8=}", `{"data":"aGVsbG8="}`},
 		{"Volume", "{name: v}", "{}", `{"driver":"zfs"}`},

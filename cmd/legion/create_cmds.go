@@ -252,7 +252,8 @@ func createCronJobCommand(c *clusterCLI) *cobra.Command {
 		Aliases: []string{"cj"},
 		Short:   "Make a CronJob of one container, as kubectl create cronjob does",
 		Long: `Create cronjob makes a CronJob named NAME whose Jobs run IMAGE in one
-container on SCHEDULE, five cron fields read in UTC ("30 2 * * *"). The
+container on SCHEDULE, five cron fields read in UTC ("30 2 * * *", or
+@hourly, @daily, @weekly, @monthly, @yearly, stored as their fields). The
 container and the Jobs' counts take create job's flags. Its other settings
 (concurrency policy, starting deadline, history limits) are the defaults;
 legion apply or legion edit change them.`,
@@ -289,7 +290,7 @@ legion apply or legion edit change them.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&ns, "namespace", "n", "", "namespace of the CronJob (default: default)")
-	fl.StringVar(&schedule, "schedule", "", "when its Jobs run: five cron fields, read in UTC (required)")
+	fl.StringVar(&schedule, "schedule", "", "when its Jobs run: five cron fields, read in UTC, or @hourly, @daily, @weekly, @monthly, @yearly (required)")
 	f.add(fl, "cron job")
 	return cmd
 }

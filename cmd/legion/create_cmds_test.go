@@ -330,7 +330,7 @@ func TestCreateJobAndCronJobFromFlags(t *testing.T) {
 		says string
 	}{
 		{[]string{"create", "cronjob", "c", "--image", "a:1"}, "--schedule is required"},
-		{[]string{"create", "cronjob", "c", "--image", "a:1", "--schedule", "@daily"}, "expected five cron fields"},
+		{[]string{"create", "cronjob", "c", "--image", "a:1", "--schedule", "@every 5m"}, "expected five cron fields (minute hour day-of-month month day-of-week), or one of @yearly"},
 		{[]string{"create", "cronjob", "c", "--schedule", "0 3 * * *"}, "--image is required"},
 		{[]string{"create", "job", "j", "--image", "a:1", "--completions", "-1"}, "spec.completions"},
 		{[]string{"create", "job", "j", "--image", "a:1", "extra"}, `"extra": the container's arguments go after --`},
