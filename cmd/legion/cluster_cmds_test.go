@@ -31,12 +31,20 @@ func startDaemon(t *testing.T) (*server.Server, string) {
 // the CLI against it as its admin: arguments, then its flags.
 func initDaemon(t *testing.T) (*server.Server, func(stdin string, args ...string) (string, error)) {
 	t.Helper()
+	s, _, run := initDaemonFlags(t)
+	return s, run
+}
+
+// initDaemonFlags is initDaemon that also gives the flags reaching the
+// daemon, for a command the test runs itself (one it cancels).
+func initDaemonFlags(t *testing.T) (*server.Server, []string, func(stdin string, args ...string) (string, error)) {
+	t.Helper()
 	s, dir := startDaemon(t)
 	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
 	if out, err := runLegion(t, "", "init", "--server", s.Addr()); err != nil {
 		t.Fatalf("init: %v\n%s", err, out)
 	}
-	return s, func(stdin string, args ...string) (string, error) {
+	return s, flags, func(stdin string, args ...string) (string, error) {
 		return runLegion(t, stdin, append(args, flags...)...)
 	}
 }

@@ -495,14 +495,14 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 			defer cl.Close()
 			if watch {
 				// kubectl get -w: the listing, then each change as it comes.
-				if err := lf.forWatch(); err != nil {
+				if err := lf.forWatch(&fm); err != nil {
 					return err
 				}
 				name := ""
 				if len(args) == 2 {
 					name = args[1]
 				}
-				return watchKind(cmd, cl, kind, fm, opts, name, f.keep)
+				return watchKind(cmd, cl, kind, fm, opts, name, f.keep, lf.decorate)
 			}
 			objs, _, err := cl.List(ctxOf(cmd), kind, opts)
 			if err != nil {
@@ -778,7 +778,7 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			return watchKind(cmd, cl, kind, fm, opts, "", f.keep)
+			return watchKind(cmd, cl, kind, fm, opts, "", f.keep, nil)
 		},
 	}
 	f.add(cmd, true)
@@ -788,8 +788,9 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 
 // watchKind lists a kind, then prints every change to it (of the object
 // named name alone, when given), as legion watch and get -w do.
-func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm format, opts client.ListOptions, name string, keep func([]legion.Object) []legion.Object) error {
-	p := &watchPrinter{w: cmd.OutOrStdout(), f: fm, withNamespace: opts.AllNamespaces, now: time.Now}
+func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm format, opts client.ListOptions, name string,
+	keep func([]legion.Object) []legion.Object, decorate func(*listing, []legion.Object)) error {
+	p := &watchPrinter{w: cmd.OutOrStdout(), f: fm, withNamespace: opts.AllNamespaces, now: time.Now, decorate: decorate}
 	named := func(objs []legion.Object) []legion.Object {
 		objs = keep(slices.Clone(objs))
 		if name == "" {

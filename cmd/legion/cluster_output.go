@@ -331,6 +331,8 @@ type watchPrinter struct {
 	withNamespace bool
 	now           func() time.Time
 	widths        []int // of the table's columns, set by the first batch
+	// decorate, when set, adds columns to a table (get's -L, --show-labels).
+	decorate func(*listing, []legion.Object)
 }
 
 // print prints a batch of events of one type: the listing a watch starts
@@ -383,6 +385,9 @@ func (p *watchPrinter) print(typ string, objs []legion.Object) error {
 		return nil
 	}
 	l := objectListing(objs, p.withNamespace, false, p.now())
+	if p.decorate != nil {
+		p.decorate(&l, objs)
+	}
 	head, rows := []string{"EVENT"}, make([][]string, len(l.rows))
 	wide := p.f.name == "wide"
 	for _, c := range l.columns {
@@ -427,8 +432,10 @@ func (p *watchPrinter) print(typ string, objs []legion.Object) error {
 				p.widths[i] = max(p.widths[i], utf8.RuneCountInString(c))
 			}
 		}
-		if err := p.line(head); err != nil {
-			return err
+		if !p.f.noHeaders {
+			if err := p.line(head); err != nil {
+				return err
+			}
 		}
 	}
 	for _, r := range rows {

@@ -29,17 +29,14 @@ func (lf *listFlags) add(cmd *cobra.Command) {
 	f.BoolVar(&lf.noHeaders, "no-headers", false, "print a table, or custom columns, without its header line")
 }
 
-// forWatch refuses what a watch does not do: it prints each change as it
-// comes, not a listing to sort or widen.
-func (lf *listFlags) forWatch() error {
-	switch {
-	case lf.sortBy != "":
+// forWatch refuses what a watch does not do (it prints each change as it
+// comes, not a listing to sort) and sets what it does: a table without
+// its header line, with the label columns asked for.
+func (lf *listFlags) forWatch(fm *format) error {
+	if lf.sortBy != "" {
 		return fmt.Errorf("-w prints each change as it comes: --sort-by orders a listing")
-	case lf.showLabels || len(lf.labelColumns) > 0:
-		return fmt.Errorf("-w prints each change in the kind's own columns: --show-labels and -L add columns to a listing")
-	case lf.noHeaders:
-		return fmt.Errorf("-w prints each change with its EVENT column under a header: --no-headers is for a listing")
 	}
+	fm.noHeaders = lf.noHeaders
 	return nil
 }
 

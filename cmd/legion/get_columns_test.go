@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // get's kubectl flags for a listing: --sort-by orders by a field (missing
 // first, numbers by value, then text), -L adds a column per label key,
-// --no-headers drops the header line; a watch refuses them.
+// --no-headers drops the header line; a watch takes all but --sort-by.
 func TestGetListFlags(t *testing.T) {
 	t.Parallel()
-	_, run := initDaemon(t)
+	_, flags, run := initDaemonFlags(t)
 	var manifest []string
 	for name, rank := range map[string]string{"a": "10", "b": "9", "c": "x", "d": "", "e": "2.5"} {
 		if rank != "" {
@@ -39,10 +42,27 @@ func TestGetListFlags(t *testing.T) {
 	if out, err := run("", "get", "configs", "-o", "custom-columns=N:.metadata.name", "--no-headers", "--sort-by", ".metadata.name"); err != nil || out != "a\nb\nc\nd\ne\n" {
 		t.Errorf("custom columns --no-headers: %v %q", err, out)
 	}
+	// A watch takes -L, --show-labels and --no-headers as kubectl get -w
+	// does: its rows without the header, with the label columns.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watched := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- rootWith(watched, watched, append([]string{"get", "configs", "-w", "-l", "tier=t-a", "-L", "tier", "--show-labels", "--no-headers"},
+			flags...)...).ExecuteContext(ctx)
+	}()
+	waitFor(t, "the watch's first row", func() bool { return strings.Contains(watched.String(), "\n") })
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("get -w -L --show-labels --no-headers: %v", err)
+	}
+	row := strings.Fields(strings.TrimSpace(watched.String()))
+	if len(row) < 4 || row[0] != "ADDED" || row[1] != "a" || !slices.Contains(row, "t-a") || !slices.Contains(row, "app=shop,rank=10,tier=t-a") {
+		t.Errorf("get -w -L tier --show-labels --no-headers printed:\n%s", watched.String())
+	}
 	for args, says := range map[string]string{
 		"get configs -w --sort-by .metadata.name": "-w prints each change as it comes: --sort-by orders a listing",
-		"get configs -w -L app":                   "--show-labels and -L add columns to a listing",
-		"get configs -w --no-headers":             "--no-headers is for a listing",
 		"get configs --sort-by {.x[}":             "--sort-by {.x[}: unterminated array",
 	} {
 		if _, err := run("", strings.Fields(args)...); err == nil || !strings.Contains(err.Error(), says) {
