@@ -451,12 +451,13 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 	var f scopeFlags
 	var lf listFlags
 	var output string
-	var watch bool
+	var watch, watchOnly bool
 	cmd := &cobra.Command{
 		Use:   use + " KIND [NAME...] | " + use + " KIND/NAME...",
 		Short: "Show one object, or list the objects of a kind (all: the services, jobs, cron jobs and tasks)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			watch = watch || watchOnly
 			if len(args) > 2 || strings.Contains(args[0], "/") {
 				// kubectl get svc/web job/migrate, get svc web api.
 				switch {
@@ -502,7 +503,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				if len(args) == 2 {
 					name = args[1]
 				}
-				return watchKind(cmd, cl, kind, fm, opts, name, f.keep, lf.decorate)
+				return watchKind(cmd, cl, kind, fm, opts, name, f.keep, lf.decorate, watchOnly)
 			}
 			objs, _, err := cl.List(ctxOf(cmd), kind, opts)
 			if err != nil {
@@ -532,6 +533,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the listing, print every change as it happens, as legion watch does")
+	cmd.Flags().BoolVar(&watchOnly, "watch-only", false, "print every change as it happens, without the listing first")
 	lf.add(cmd)
 	f.add(cmd, true)
 	outputFlag(cmd, &output)
@@ -778,7 +780,7 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			return watchKind(cmd, cl, kind, fm, opts, "", f.keep, nil)
+			return watchKind(cmd, cl, kind, fm, opts, "", f.keep, nil, false)
 		},
 	}
 	f.add(cmd, true)
@@ -789,7 +791,8 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 // watchKind lists a kind, then prints every change to it (of the object
 // named name alone, when given), as legion watch and get -w do.
 func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm format, opts client.ListOptions, name string,
-	keep func([]legion.Object) []legion.Object, decorate func(*listing, []legion.Object)) error {
+	keep func([]legion.Object) []legion.Object, decorate func(*listing, []legion.Object), changesOnly bool) error {
+	listed := false
 	p := &watchPrinter{w: cmd.OutOrStdout(), f: fm, withNamespace: opts.AllNamespaces, now: time.Now, decorate: decorate}
 	named := func(objs []legion.Object) []legion.Object {
 		objs = keep(slices.Clone(objs))
@@ -801,7 +804,12 @@ func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm forma
 	return cl.ListWatch(ctxOf(cmd), kind, opts, func(u client.Update) error {
 		if u.Listed {
 			// A listing, first or after the watch was reset, shows
-			// what is there now as added.
+			// what is there now as added; with changesOnly, not the
+			// first.
+			if changesOnly && !listed {
+				listed = true
+				return nil
+			}
 			return p.print(client.Added, named(u.Objects))
 		}
 		if objs := named([]legion.Object{u.Event.Object}); len(objs) > 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -60,6 +61,27 @@ func TestGetListFlags(t *testing.T) {
 	row := strings.Fields(strings.TrimSpace(watched.String()))
 	if len(row) < 4 || row[0] != "ADDED" || row[1] != "a" || !slices.Contains(row, "t-a") || !slices.Contains(row, "app=shop,rank=10,tier=t-a") {
 		t.Errorf("get -w -L tier --show-labels --no-headers printed:\n%s", watched.String())
+	}
+	// --watch-only: the changes alone, without the listing first. The
+	// test changes config a until the watch, started meanwhile, says so.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	changes := &syncBuffer{}
+	go func() {
+		done <- rootWith(changes, changes, append([]string{"get", "configs", "--watch-only"}, flags...)...).ExecuteContext(ctx)
+	}()
+	n := 0
+	waitFor(t, "--watch-only to print a change", func() bool {
+		n++
+		if out, err := run("", "label", "config/a", fmt.Sprintf("n=%d", n), "--overwrite"); err != nil {
+			t.Fatalf("label: %v\n%s", err, out)
+		}
+		return strings.Contains(changes.String(), "MODIFIED")
+	})
+	cancel()
+	<-done
+	if got := changes.String(); strings.Contains(got, "ADDED") || !strings.HasPrefix(got, "EVENT") {
+		t.Errorf("get --watch-only printed the listing, or no header:\n%s", got)
 	}
 	for args, says := range map[string]string{
 		"get configs -w --sort-by .metadata.name": "-w prints each change as it comes: --sort-by orders a listing",
