@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -153,5 +154,72 @@ func TestEndpointsChangePerTask(t *testing.T) {
 	defer c.mu.Unlock()
 	if n := len(c.epTasks.items); n != 0 {
 		t.Fatalf("%d endpoint tasks left in the cache after their service went", n)
+	}
+}
+
+// A node that turns suspect (three heartbeats missed) takes its ready
+// tasks out of every service's endpoints, so other nodes stop sending
+// them new connections, while the tasks stay as they are; heard from
+// again, it puts them back. A node down keeps them out too.
+func TestASuspectNodesTasksLeaveTheEndpoints(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	s, c, ctx := cacheOver(t, st)
+	put := func(o legion.Object) {
+		t.Helper()
+		if _, _, err := st.Put(ctx, o, store.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := func(name string, state legion.NodeState) *legion.Node {
+		n := &legion.Node{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNode, Metadata: legion.Metadata{Name: name}}}
+		n.Status.State = state
+		return n
+	}
+	svc, _ := webAndItsTask()
+	put(svc)
+	put(node("n1", legion.NodeReady))
+	put(node("n2", legion.NodeReady))
+	now := time.Now()
+	for i, n := range []string{"n1", "n1", "n2"} {
+		tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+			Metadata: legion.Metadata{Namespace: svc.Metadata.Namespace, Name: fmt.Sprintf("web-%d-1", i+1)}}}
+		tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: svc.Metadata.Name}
+		tk.Spec.Node, tk.Spec.DesiredState = n, legion.TaskRunning
+		tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: fmt.Sprintf("10.200.0.%d", 10+i), Started: &now}
+		put(tk)
+	}
+	stream := &streamState{node: "n3", shape: shape{apart: true}}
+	if set, _, err := s.compose(st, c, stream, true); err != nil || set == nil {
+		t.Fatalf("first set: %v, %v", set, err)
+	}
+	next := func(what string) *legionpb.AssignmentSet {
+		t.Helper()
+		set, _, err := s.compose(st, c, stream, false)
+		if err != nil || set == nil {
+			t.Fatalf("%s: sent %v, %v", what, set, err)
+		}
+		return set
+	}
+	sk := svc.Metadata.Namespace + "\x00" + svc.Metadata.Name + "\x00"
+
+	put(node("n1", legion.NodeSuspect))
+	set := next("n1 suspect")
+	if got := set.GetEndpointTaskChanges().GetRemoved(); !slices.Equal(got, []string{sk + "web-1-1", sk + "web-2-1"}) ||
+		len(set.GetEndpointTaskChanges().GetPut()) != 0 {
+		t.Errorf("n1 suspect: endpoints removed %q, put %d; want n1's two tasks removed alone", got, len(set.GetEndpointTaskChanges().GetPut()))
+	}
+	put(node("n1", legion.NodeReady))
+	set = next("n1 ready again")
+	if got := set.GetEndpointTaskChanges().PutMap(); len(got) != 2 || got[sk+"web-1-1"] == nil || got[sk+"web-2-1"] == nil {
+		t.Errorf("n1 ready again: endpoints put %v; want n1's two tasks back", slices.Collect(maps.Keys(got)))
+	}
+	put(node("n2", legion.NodeDown))
+	set = next("n2 down")
+	if got := set.GetEndpointTaskChanges().GetRemoved(); !slices.Equal(got, []string{sk + "web-3-1"}) {
+		t.Errorf("n2 down: endpoints removed %q; want web-3-1", got)
 	}
 }

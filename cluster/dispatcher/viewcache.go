@@ -455,6 +455,11 @@ func (c *viewCache) take(ev store.Event) {
 		setOrDelete(c.services, key, x, gone)
 		c.dirtyServices[key] = true
 	case *legion.Node:
+		// A node turning suspect takes its tasks out of the endpoints;
+		// heard from again, it puts them back.
+		if old := c.nodes[md.Name]; endpoints.NodeServes(old) != endpoints.NodeServes(x) || gone {
+			c.touchNodeTasks(md.Name)
+		}
 		setOrDelete(c.nodes, md.Name, x, gone)
 		c.dirtyPeers, c.dirtyNodes = true, true
 	case *legion.Route:
@@ -476,6 +481,18 @@ func (c *viewCache) take(ev store.Event) {
 		if md.Namespace == legion.SystemNamespace &&
 			(md.Name == pki.RemovedNodesConfig || strings.HasPrefix(md.Name, pki.NodeCertsPrefix)) {
 			c.dirtyIDs = true
+		}
+	}
+}
+
+// touchNodeTasks marks the services whose ready tasks run on node as
+// changed.
+func (c *viewCache) touchNodeTasks(node string) {
+	if p := c.byNode[node]; p != nil {
+		for key := range p.items {
+			if t := c.tasks[key]; t != nil {
+				c.touchTask(t)
+			}
 		}
 	}
 }
@@ -540,7 +557,7 @@ func (c *viewCache) publish() {
 		}
 		var tasks []*legion.Task
 		for tk := range c.byService[sk] {
-			if t := c.tasks[tk]; t != nil {
+			if t := c.tasks[tk]; t != nil && endpoints.NodeServes(c.nodes[t.Spec.Node]) {
 				tasks = append(tasks, t)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"sort"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/cluster/store"
 )
 
 // volumeIndex is every Volume of a replica at one version, with the ones
@@ -15,19 +14,6 @@ type volumeIndex struct {
 	at     uint64
 	byKey  map[string]*legion.Volume // namespace/name; read-only once made
 	byNode map[string][]string       // keys bound to, or moving from or to, the node
-}
-
-// readVolumes indexes every Volume of the replica.
-func readVolumes(st *store.Store) (*volumeIndex, error) {
-	objs, at, err := st.List(legion.KindVolume, "", nil)
-	if err != nil {
-		return nil, err
-	}
-	vols := make([]*legion.Volume, len(objs))
-	for i, o := range objs {
-		vols[i] = o.(*legion.Volume)
-	}
-	return indexVolumes(vols, at), nil
 }
 
 // indexVolumes indexes Volumes read at version at.

@@ -48,10 +48,19 @@ type Task struct {
 }
 
 // Ready reports whether a task belongs in its service's endpoints: told to
-// run, running, ready, with an address.
+// run, running, ready, with an address. Its node must serve too
+// (NodeServes).
 func Ready(t *legion.Task) bool {
 	return t.Spec.Owner.Kind == legion.KindService && t.Spec.DesiredState == legion.TaskRunning &&
 		t.Status.State == legion.TaskRunning && t.Status.Ready && t.Status.IP != ""
+}
+
+// NodeServes reports whether the ready tasks of node n (nil: not known)
+// belong in endpoints: not once it is suspect (three heartbeats missed),
+// so that other nodes stop sending them new connections while nothing
+// is replaced yet, nor down.
+func NodeServes(n *legion.Node) bool {
+	return n == nil || n.Status.State != legion.NodeSuspect && n.Status.State != legion.NodeDown
 }
 
 // Compute lists every service with its ready tasks, in name order, so the
