@@ -102,17 +102,20 @@ type SecurityExcess struct {
 // defaults written out; unset levels count as the defaults.
 func (s NamespaceSecurity) Excess(pod *PodSpec, path string) []SecurityExcess {
 	var out []SecurityExcess
-	check := func(cp string, c *Container) {
+	// The container's path is made only for what it asks beyond the
+	// list: the planner asks of every task it places.
+	check := func(list string, i int, c *Container) {
+		cp := func() string { return fmt.Sprintf("%s.%s[%d]", path, list, i) }
 		for _, a := range c.Security.Allow {
 			if !slices.Contains(s.Allow, a) {
-				out = append(out, SecurityExcess{Field: cp + ".security.allow", Setting: a})
+				out = append(out, SecurityExcess{Field: cp() + ".security.allow", Setting: a})
 			}
 		}
 		if l := c.Security.Securelevel; l != nil && *l < 2 && !slices.Contains(s.Allow, AllowSecurelevel) {
-			out = append(out, SecurityExcess{Field: cp + ".security.securelevel", Setting: AllowSecurelevel})
+			out = append(out, SecurityExcess{Field: cp() + ".security.securelevel", Setting: AllowSecurelevel})
 		}
 		if e := c.Security.EnforceStatfs; e != nil && *e < 2 && !slices.Contains(s.Allow, AllowEnforceStatfs) {
-			out = append(out, SecurityExcess{Field: cp + ".security.enforceStatfs", Setting: AllowEnforceStatfs})
+			out = append(out, SecurityExcess{Field: cp() + ".security.enforceStatfs", Setting: AllowEnforceStatfs})
 		}
 	}
 	for i, v := range pod.Volumes {
@@ -121,10 +124,10 @@ func (s NamespaceSecurity) Excess(pod *PodSpec, path string) []SecurityExcess {
 		}
 	}
 	for i := range pod.InitContainers {
-		check(fmt.Sprintf("%s.initContainers[%d]", path, i), &pod.InitContainers[i])
+		check("initContainers", i, &pod.InitContainers[i])
 	}
 	for i := range pod.Containers {
-		check(fmt.Sprintf("%s.containers[%d]", path, i), &pod.Containers[i])
+		check("containers", i, &pod.Containers[i])
 	}
 	return out
 }

@@ -91,9 +91,14 @@ func (p *planner) cronJob(cj *legion.CronJob, jobs []*legion.Job, names map[nsNa
 			d := due
 			st.LastSchedule = &d
 			when := due.Format(time.RFC3339)
+			// A Namespace tightened since the CronJob was admitted holds
+			// for its runs from then on.
+			forbidden := p.nsOf(cj.Metadata.Namespace).security.ExcessMessage(cj.Metadata.Namespace, &cj.Spec.Job.Pod, "spec.job.pod")
 			switch {
 			case cj.Spec.Suspend:
 				st.Message = legion.CronJobSkipped + when + ": suspended"
+			case forbidden != "":
+				st.Message = legion.CronJobSkipped + when + ": " + forbidden
 			case cj.Spec.StartingDeadline != nil && now.Sub(due) > cj.Spec.StartingDeadline.D():
 				st.Message = legion.CronJobSkipped + when + ": " + now.Sub(due).String() +
 					" late, more than its startingDeadline of " + cj.Spec.StartingDeadline.String()

@@ -339,6 +339,10 @@ func (p *planner) jobSlotRun(s *slot) {
 			p.stop(e, "evicted by taint "+taint.String())
 			continue
 		}
+		if msg := p.forbiddenUnstarted(e); msg != "" {
+			p.stop(e, "not started: "+msg)
+			continue
+		}
 		if stateOf(t) == legion.TaskPending && t.Spec.Placed == nil {
 			p.placeTask(e)
 		}

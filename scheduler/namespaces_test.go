@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
@@ -123,5 +124,73 @@ spec: {size: 1Gi}
 	want := legion.QuotaUsage{CPU: 200, Memory: 128 << 20, Tasks: 5, Volumes: 4, Storage: 7 << 30}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("demand (-want +got):\n%s", diff)
+	}
+}
+
+// A Namespace tightened holds for specs admitted before: a task placed
+// but not started yet is stopped, saying why, and its slot's next task
+// waits pending; a Job's tasks alike, without counting a failure; a
+// CronJob's run is skipped.
+func TestTightenedNamespaceStopsTasksNotStartedAndSkipsCronRuns(t *testing.T) {
+	t.Parallel()
+	const extra = `
+---
+apiVersion: legion/v1
+kind: Job
+metadata: {name: once, namespace: lab}
+spec: {pod: {containers: [{name: c, image: ping:1, security: {allow: [rawSockets]}}]}}
+---
+apiVersion: legion/v1
+kind: CronJob
+metadata: {name: nightly, namespace: lab}
+spec:
+  schedule: "*/5 * * * *"
+  job: {pod: {containers: [{name: c, image: ping:1, security: {allow: [rawSockets]}}]}}
+`
+	c := schedtest.WithNodes(t, 2)
+	c.Apply(strings.NewReplacer("ALLOW", "rawSockets", "REPLICAS", "2").Replace(rawYAML) + extra)
+	c.Heartbeat()
+	c.Plan() // placed, not started: no agent has acted yet
+	if n := placedCount(c.Live("ping")); n != 2 {
+		t.Fatalf("placed %d of 2 while allowed", n)
+	}
+	c.Apply(strings.NewReplacer("[ALLOW]", "[]", "REPLICAS", "2").Replace(rawYAML))
+	c.Converge()
+	stopped, pending := 0, 0
+	for _, tk := range c.Tasks {
+		if tk.Metadata.Namespace != "lab" {
+			continue
+		}
+		switch {
+		case tk.Spec.DesiredState == legion.TaskShutdown:
+			if !strings.HasPrefix(tk.Spec.StopReason, "not started: not allowed in namespace lab") {
+				t.Errorf("task %s stopped for %q, want the namespace's refusal", tk.Metadata.Name, tk.Spec.StopReason)
+			}
+			stopped++
+		case tk.Spec.Placed == nil:
+			if !strings.Contains(tk.Status.Message, "security.allow: rawSockets") {
+				t.Errorf("task %s pending for %q, want the namespace's refusal", tk.Metadata.Name, tk.Status.Message)
+			}
+			pending++
+		default:
+			t.Errorf("task %s is %s on %s under the tightened namespace", tk.Metadata.Name, tk.Status.State, tk.Spec.Node)
+		}
+	}
+	if stopped != 3 || pending != 3 {
+		t.Errorf("%d tasks stopped and %d pending, want the service's two and the job's one each", stopped, pending)
+	}
+	if j := c.Jobs["lab/once"]; j.Status.State != legion.JobRunning || j.Status.Failed != 0 {
+		t.Errorf("the job is %s with %d failed, want running with none: a stop is no failure", j.Status.State, j.Status.Failed)
+	}
+	c.Advance(5 * time.Minute)
+	c.Converge()
+	cj := c.CronJobs["lab/nightly"]
+	if !strings.HasPrefix(cj.Status.Message, legion.CronJobSkipped) || !strings.Contains(cj.Status.Message, "not allowed in namespace lab") {
+		t.Errorf("the cron job's message %q, want its run skipped for the namespace", cj.Status.Message)
+	}
+	for _, j := range c.Jobs {
+		if j.Metadata.Labels["legion.cronjob"] == "nightly" {
+			t.Errorf("job %s made under the tightened namespace", j.Metadata.Name)
+		}
 	}
 }

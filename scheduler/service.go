@@ -509,7 +509,7 @@ func (p *planner) settled(sp *svcPass, e *entry) bool {
 // or moving tasks, and a new task when the slot is empty.
 func (p *planner) fillSlot(o *owner, sp *svcPass, s *slot, seen *slotView, mayStart bool) {
 	v := *seen
-	if p.evictNoExecute(o, s) {
+	if p.evictNoExecute(o, s) || p.stopForbiddenUnstarted(s) {
 		v = p.view(o, s)
 	}
 	for _, e := range v.dups {
@@ -605,6 +605,35 @@ func (p *planner) evictNoExecute(o *owner, s *slot) bool {
 		}
 	}
 	return evicted
+}
+
+// stopForbiddenUnstarted stops the slot's tasks placed but not started
+// whose pod their namespace's security allow-list, tightened since their
+// spec was admitted, no longer lets start; the slot's next task waits
+// pending, saying why. Tasks that started run on.
+func (p *planner) stopForbiddenUnstarted(s *slot) bool {
+	stopped := false
+	for _, e := range s.entries {
+		if msg := p.forbiddenUnstarted(e); msg != "" {
+			p.stop(e, "not started: "+msg)
+			stopped = true
+		}
+	}
+	return stopped
+}
+
+// forbiddenUnstarted says why a live task, placed but not started yet,
+// may not start in its namespace now, or "".
+func (p *planner) forbiddenUnstarted(e *entry) string {
+	t := e.t
+	if !e.live() || !e.run || t.Spec.Placed == nil || t.Status.Started != nil {
+		return ""
+	}
+	switch stateOf(t) {
+	case legion.TaskAssigned, legion.TaskAccepted, legion.TaskPreparing:
+		return p.securityMessage(t)
+	}
+	return ""
 }
 
 // replaceOld replaces a slot's outdated or moving task: stop-first when
