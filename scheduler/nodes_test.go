@@ -1,6 +1,8 @@
 package scheduler_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +31,17 @@ func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
 	}
 	if tk := c.Task("web-1-1"); tk.Status.State != legion.TaskRunning || tk.Spec.DesiredState != legion.TaskRunning {
 		t.Fatalf("a suspect node's task must not be replaced: %s desired %s", tk.Status.State, tk.Spec.DesiredState)
+	}
+	// Out of the endpoints, its task no longer counts ready, and the
+	// service says why.
+	there := c.NodesOf("web")[lost]
+	what := "1 ready task"
+	if there > 1 {
+		what = fmt.Sprintf("%d ready tasks", there)
+	}
+	if st := c.Services["default/web"].Status; st.Running != 3 || st.Ready != 3-there ||
+		!strings.Contains(st.Message, what+" on node "+lost+", suspect (its heartbeats stopped), out of the endpoints") {
+		t.Errorf("a service with %d of 3 tasks on a suspect node: %d running, %d ready, message %q; want 3, %d and why", there, st.Running, st.Ready, st.Message, 3-there)
 	}
 	// A suspect node gets no new tasks.
 	c.ApplyAndConverge(stringsReplace(webYAML, "replicas: 3", "replicas: 6"))

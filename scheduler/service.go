@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -852,6 +854,7 @@ func (p *planner) serviceStatus(o *owner, sp *svcPass) {
 	st.Replicas = sp.wanted
 	st.Running, st.Ready, st.Complete = 0, 0, 0
 	stays := o.pod.KeepsCompleted() // a completed task's slot is done
+	var unheard map[string]int      // ready tasks of suspect nodes, by node
 	for _, e := range o.all {
 		if stays && !e.deleted && e.st == legion.TaskComplete && e.run {
 			st.Complete++
@@ -860,9 +863,24 @@ func (p *planner) serviceStatus(o *owner, sp *svcPass) {
 			continue
 		}
 		st.Running++
-		if e.ready {
+		switch {
+		case !e.ready:
+		case e.node >= 0 && p.nodes[e.node].state == legion.NodeSuspect:
+			// Out of the endpoints (the dispatcher leaves them out), so
+			// not counted ready, as Kubernetes marks a pod of an
+			// unreachable node not ready.
+			if unheard == nil {
+				unheard = map[string]int{}
+			}
+			unheard[e.t.Spec.Node]++
+		default:
 			st.Ready++
 		}
+	}
+	for _, node := range slices.Sorted(maps.Keys(unheard)) {
+		n := unheard[node]
+		o.messages = append(o.messages, fmt.Sprintf("%s on node %s, suspect (its heartbeats stopped), out of the endpoints until it is heard from",
+			countedTasks(n), node))
 	}
 	if u := st.Update; u != nil && sp.done && (u.State == legion.UpdateUpdating || u.State == legion.UpdateRollingBack) {
 		nu := *u
@@ -883,4 +901,12 @@ func (p *planner) serviceStatus(o *owner, sp *svcPass) {
 		out.Status = *st
 		p.svcOut[o.svc] = &out
 	}
+}
+
+// countedTasks is "1 ready task" or "n ready tasks".
+func countedTasks(n int) string {
+	if n == 1 {
+		return "1 ready task"
+	}
+	return strconv.Itoa(n) + " ready tasks"
 }
