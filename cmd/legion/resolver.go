@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/legionbsd/legion/netbsd/resolver"
@@ -13,7 +14,7 @@ import (
 )
 
 func newNodeResolverCommand() *cobra.Command {
-	var listen, zone, resolvConf string
+	var listen, zone, resolvConf, build string
 	var upstreams, watch []string
 	cmd := &cobra.Command{
 		Use:   "node-resolver --listen ADDR --zone FILE",
@@ -43,8 +44,15 @@ daemon restarts, and stops by itself once its zone file is removed.`,
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			log.Info("node resolver serving", "listen", listen, "zone", zone, "upstreams", upstreams)
-			s := &resolver.Server{ZoneFile: zone, Upstreams: upstreams, Logger: log, Watch: watch}
+			// Its pid beside the zone, for a daemon of another build to
+			// stop it (daemon.StartResolverProcess).
+			pidFile := resolver.PidFile(zone)
+			if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+				log.Warn("node resolver: its pid file", "err", err)
+			}
+			defer os.Remove(pidFile)
+			log.Info("node resolver serving", "listen", listen, "zone", zone, "upstreams", upstreams, "build", build)
+			s := &resolver.Server{ZoneFile: zone, Upstreams: upstreams, Logger: log, Watch: watch, Build: build}
 			return s.Serve(ctx, pc, l)
 		},
 	}
@@ -53,5 +61,6 @@ daemon restarts, and stops by itself once its zone file is removed.`,
 	cmd.Flags().StringSliceVar(&upstreams, "upstream", nil, "resolvers for other names, host:port (default: the host's)")
 	cmd.Flags().StringSliceVar(&watch, "watch", nil, "stop once this path is gone too (the node's data directory)")
 	cmd.Flags().StringVar(&resolvConf, "resolv-conf", "/etc/resolv.conf", "where the host's resolvers are listed")
+	cmd.Flags().StringVar(&build, "build", "", "the build of Legion that started it, answered to version.bind (CHAOS)")
 	return cmd
 }

@@ -295,7 +295,7 @@ func nodeStatus(hostname string, p *platform, o Options) legion.NodeStatus {
 // one, and returns the address it answers at.
 func serveResolver(ctx context.Context, o Options, exe, zone string, run func(string, func(context.Context) error), log *slog.Logger) (string, error) {
 	if o.ResolverProcess {
-		return startResolverProcess(ctx, exe, o.DNSListen, zone, o.DataDir, log)
+		return StartResolverProcess(ctx, exe, o.DNSListen, zone, o.DataDir, log)
 	}
 	pc, tl, err := resolver.Listen(o.DNSListen)
 	if err != nil {

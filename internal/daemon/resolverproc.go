@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,9 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/legionbsd/legion/internal/buildinfo"
 	"github.com/legionbsd/legion/netbsd/resolver"
 	"github.com/miekg/dns"
 )
@@ -26,12 +30,13 @@ func answers(addr string) bool {
 	return err == nil && r.Authoritative
 }
 
-// startResolverProcess makes sure `legion node-resolver` serves the zone
-// at listen: one left running by an earlier daemon is kept (pods' lookups
-// went on through the restart), otherwise exe starts one in a session of
-// its own, so it outlives this process. The resolver stops by itself once
-// the zone file is removed.
-func startResolverProcess(ctx context.Context, exe, listen, zone, dataDir string, log *slog.Logger) (string, error) {
+// StartResolverProcess makes sure `legion node-resolver` serves the zone
+// at listen: one left running by an earlier daemon of this build is kept
+// (pods' lookups went on through the restart), one of another build (an
+// upgrade) is stopped, and exe starts one in a session of its own, so it
+// outlives this process. The resolver stops by itself once the zone file
+// is removed.
+func StartResolverProcess(ctx context.Context, exe, listen, zone, dataDir string, log *slog.Logger) (string, error) {
 	if listen == "" {
 		return "", errors.New("node resolver: no address to listen on")
 	}
@@ -49,15 +54,26 @@ func startResolverProcess(ctx context.Context, exe, listen, zone, dataDir string
 		pc.Close()
 		l.Close()
 	} else if answers(listen) {
-		log.Info("node resolver already serving", "listen", listen)
-		return listen, nil
+		build := resolver.BuildAt(listen)
+		if build == buildinfo.ID() {
+			log.Info("node resolver already serving", "listen", listen)
+			return listen, nil
+		}
+		// An upgrade: the resolver left running is of another build,
+		// which may not read the zone this one writes. A moment without
+		// answers (clients ask again) is the price of replacing it.
+		if err := stopResolver(ctx, zone, listen); err != nil {
+			log.Warn("a node resolver of another build keeps serving", "listen", listen, "build", cmp.Or(build, "unknown"), "err", err)
+			return listen, nil
+		}
+		log.Info("node resolver of another build stopped", "listen", listen, "build", cmp.Or(build, "unknown"))
 	}
 	logFile, err := os.OpenFile(filepath.Join(filepath.Dir(zone), "resolver.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return "", err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(exe, "node-resolver", "--listen", listen, "--zone", zone, "--watch", dataDir)
+	cmd := exec.Command(exe, "node-resolver", "--listen", listen, "--zone", zone, "--watch", dataDir, "--build", buildinfo.ID())
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -79,3 +95,33 @@ func startResolverProcess(ctx context.Context, exe, listen, zone, dataDir string
 	log.Info("node resolver started", "listen", listen, "pid", cmd.Process.Pid)
 	return listen, nil
 }
+
+// stopResolver stops the resolver serving zone at listen, by the pid it
+// wrote beside the zone, and waits until it no longer answers.
+func stopResolver(ctx context.Context, zone, listen string) error {
+	data, err := os.ReadFile(resolver.PidFile(zone))
+	if err != nil {
+		return fmt.Errorf("its pid is not known (%w): stop the process whose command line holds node-resolver --listen %s", err, listen)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 1 {
+		return fmt.Errorf("%s: %q is no pid", resolver.PidFile(zone), strings.TrimSpace(string(data)))
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stopping process %d: %w", pid, err)
+	}
+	for deadline := time.Now().Add(resolverStop); answers(listen); {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d still answers %s after it was told to stop", pid, resolverStop)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// resolverStop bounds how long a resolver of another build takes to stop.
+const resolverStop = 5 * time.Second

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -43,6 +44,10 @@ type Server struct {
 	// host takes its resolver along).
 	Watch  []string
 	Logger *slog.Logger
+	// Build names the build of Legion serving, answered to version.bind
+	// in the CHAOS class, so that a daemon of another build (an upgrade)
+	// knows to replace this process. Empty: CHAOS questions are refused.
+	Build string
 
 	zone    atomic.Pointer[compiledZone]
 	rotate  atomic.Uint32
@@ -276,6 +281,10 @@ func (s *Server) respond(m, req *dns.Msg) bool {
 	}
 	q := req.Question[0]
 	name := strings.ToLower(q.Name)
+	if q.Qclass == dns.ClassCHAOS {
+		s.respondChaos(m, q, name)
+		return true
+	}
 	if name != Domain && !strings.HasSuffix(name, "."+Domain) {
 		return s.cache.respond(m, req, keyOf(req, name))
 	}
@@ -313,6 +322,42 @@ func (s *Server) respond(m, req *dns.Msg) bool {
 		}
 	}
 	return true
+}
+
+// respondChaos answers a CHAOS question: version.bind (BIND's name for
+// a server's version) with the build; anything else is refused, never
+// forwarded.
+func (s *Server) respondChaos(m *dns.Msg, q dns.Question, name string) {
+	if name != VersionName || s.Build == "" || q.Qtype != dns.TypeTXT && q.Qtype != dns.TypeANY {
+		m.Rcode = dns.RcodeRefused
+		return
+	}
+	m.Authoritative = true
+	m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeTXT, Class: dns.ClassCHAOS}, Txt: []string{s.Build}})
+}
+
+// PidFile is where the resolver serving zone writes its process id.
+func PidFile(zone string) string { return filepath.Join(filepath.Dir(zone), "resolver.pid") }
+
+// VersionName is where a node resolver says its build (CHAOS TXT).
+const VersionName = "version.bind."
+
+// BuildAt asks the resolver at addr which build of Legion serves there:
+// "" when none says (not a resolver of Legion's, or one from before
+// builds were answered).
+func BuildAt(addr string) string {
+	c := &dns.Client{Net: "udp", Timeout: 300 * time.Millisecond}
+	m := new(dns.Msg)
+	m.SetQuestion(VersionName, dns.TypeTXT)
+	m.Question[0].Qclass = dns.ClassCHAOS
+	r, _, err := c.Exchange(m, addr)
+	if err != nil || !r.Authoritative || len(r.Answer) != 1 {
+		return ""
+	}
+	if txt, ok := r.Answer[0].(*dns.TXT); ok && len(txt.Txt) == 1 {
+		return txt.Txt[0]
+	}
+	return ""
 }
 
 // ServeDNS implements dns.Handler; the server's TCP connections come

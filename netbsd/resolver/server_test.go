@@ -503,3 +503,26 @@ func TestServerAnswersOneDatagramAtATime(t *testing.T) {
 		t.Fatalf("the upstream was asked %d times, want once", n)
 	}
 }
+
+// A resolver says its build to version.bind in the CHAOS class, so a
+// daemon of another build knows to replace it; other CHAOS questions are
+// refused, not forwarded, and one without a build refuses them all.
+func TestServerAnswersItsBuild(t *testing.T) {
+	r := startServer(t, BuildZone(testServices(), twin), &Server{Build: "0.1.0 abc123"})
+	query(t, r.addr, "udp", "web.shop.legion.", dns.TypeA) // started
+	if got := BuildAt(r.addr); got != "0.1.0 abc123" {
+		t.Errorf("BuildAt: %q, want the server's build", got)
+	}
+	c := &dns.Client{Timeout: 2 * time.Second}
+	other := new(dns.Msg)
+	other.SetQuestion("hostname.bind.", dns.TypeTXT)
+	other.Question[0].Qclass = dns.ClassCHAOS
+	if m, _, err := c.Exchange(other, r.addr); err != nil || m.Rcode != dns.RcodeRefused {
+		t.Errorf("hostname.bind: %v, %v; want REFUSED", m, err)
+	}
+	none := startServer(t, BuildZone(testServices(), twin), &Server{})
+	query(t, none.addr, "udp", "web.shop.legion.", dns.TypeA)
+	if got := BuildAt(none.addr); got != "" {
+		t.Errorf("BuildAt of a server with no build: %q, want none", got)
+	}
+}
