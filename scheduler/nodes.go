@@ -131,7 +131,7 @@ func (p *planner) orphanLost(e *entry) {
 	case e.node < 0:
 		msg = "node " + t.Spec.Node + " is gone"
 	case p.nodes[e.node].state == legion.NodeDown:
-		msg = "node " + t.Spec.Node + " is down"
+		msg = "node " + t.Spec.Node + " went down" // true still once it is back
 	default:
 		return
 	}
@@ -139,7 +139,7 @@ func (p *planner) orphanLost(e *entry) {
 	t.Status.State = legion.TaskOrphaned
 	t.Status.Ready = false
 	// Nothing is known of its containers any more: none counts as ready
-	// (legion tasks showed 1/1 beside "node is down").
+	// (legion tasks showed 1/1 beside "node went down").
 	if len(t.Status.Containers) > 0 {
 		cs := slices.Clone(t.Status.Containers)
 		for i := range cs {

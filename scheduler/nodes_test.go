@@ -56,6 +56,9 @@ func TestNodeHealthSuspectThenDownReplacesItsTasks(t *testing.T) {
 	if tk.Status.State != legion.TaskOrphaned || tk.Spec.DesiredState != legion.TaskShutdown {
 		t.Fatalf("a down node's task: %s desired %s, want orphaned and told to stop", tk.Status.State, tk.Spec.DesiredState)
 	}
+	if want := "node " + lost + " went down"; tk.Status.Message != want {
+		t.Errorf("a down node's task says %q, want %q, true still once the node is back", tk.Status.Message, want)
+	}
 	if tk.Status.Ready || len(tk.Status.Containers) != 1 || tk.Status.Containers[0].Ready {
 		t.Errorf("a down node's task is still said ready: %v, containers %+v", tk.Status.Ready, tk.Status.Containers)
 	}
