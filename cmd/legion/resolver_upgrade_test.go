@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/legionbsd/legion/internal/buildinfo"
 	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/legionbsd/legion/netbsd/resolver"
 )
@@ -53,8 +52,8 @@ func TestResolverOfAnotherBuildIsReplaced(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the older resolver still runs")
 	}
-	if got := resolver.BuildAt(addr); got != buildinfo.ID() {
-		t.Fatalf("the resolver answering is of build %q, want this one's %q", got, buildinfo.ID())
+	if got := resolver.BuildAt(addr); got != daemon.BuildID() {
+		t.Fatalf("the resolver answering is of build %q, want this one's %q", got, daemon.BuildID())
 	}
 	pid, err := os.ReadFile(resolver.PidFile(zone))
 	if err != nil {

@@ -4,8 +4,6 @@
 package buildinfo
 
 import (
-	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 )
@@ -49,24 +47,3 @@ func commitOf(settings []debug.BuildSetting) string {
 
 // GoVersion is the Go release that built the binary.
 func GoVersion() string { return runtime.Version() }
-
-// ID tells this build from another: the release and commit, and when the
-// go command stamped no commit (go run, tests), the executable's size and
-// time, which an upgrade in place changes too. A node's daemon gives it
-// to the processes it leaves running (the node resolver), to know later
-// whether they are of its build.
-func ID() string {
-	id := Version + " " + Commit()
-	if Commit() != "unknown" {
-		return id
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return id
-	}
-	fi, err := os.Stat(exe)
-	if err != nil {
-		return id
-	}
-	return fmt.Sprintf("%s %d@%d", id, fi.Size(), fi.ModTime().UnixNano())
-}

@@ -55,7 +55,7 @@ func StartResolverProcess(ctx context.Context, exe, listen, zone, dataDir string
 		l.Close()
 	} else if answers(listen) {
 		build := resolver.BuildAt(listen)
-		if build == buildinfo.ID() {
+		if build == BuildID() {
 			log.Info("node resolver already serving", "listen", listen)
 			return listen, nil
 		}
@@ -73,7 +73,7 @@ func StartResolverProcess(ctx context.Context, exe, listen, zone, dataDir string
 		return "", err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(exe, "node-resolver", "--listen", listen, "--zone", zone, "--watch", dataDir, "--build", buildinfo.ID())
+	cmd := exec.Command(exe, "node-resolver", "--listen", listen, "--zone", zone, "--watch", dataDir, "--build", BuildID())
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -125,3 +125,24 @@ func stopResolver(ctx context.Context, zone, listen string) error {
 
 // resolverStop bounds how long a resolver of another build takes to stop.
 const resolverStop = 5 * time.Second
+
+// BuildID tells this build from another: the release and commit, and when
+// the go command stamped no commit (go run, tests), the executable's size
+// and time, which an upgrade in place changes too. The daemon gives it to
+// the processes it leaves running (the node resolver), to know later
+// whether they are of its build.
+func BuildID() string {
+	id := buildinfo.Version + " " + buildinfo.Commit()
+	if buildinfo.Commit() != "unknown" {
+		return id
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return id
+	}
+	fi, err := os.Stat(exe)
+	if err != nil {
+		return id
+	}
+	return fmt.Sprintf("%s %d@%d", id, fi.Size(), fi.ModTime().UnixNano())
+}
