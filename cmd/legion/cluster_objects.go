@@ -423,10 +423,6 @@ func printGrouped(cmd *cobra.Command, objs []legion.Object, fm format, g groupin
 		}
 		byKind[k] = append(byKind[k], o)
 	}
-	name := 0 // the NAME column, after NAMESPACE with -A
-	if withNamespace {
-		name = 1
-	}
 	for i, k := range kinds {
 		if i > 0 {
 			fmt.Fprintln(cmd.OutOrStdout())
@@ -436,9 +432,7 @@ func printGrouped(cmd *cobra.Command, objs []legion.Object, fm format, g groupin
 			g.lf.decorate(&l, byKind[k])
 		}
 		if g.kindNames {
-			for r := range l.rows {
-				l.rows[r][name] = l.names[r]
-			}
+			l.kindNames()
 		}
 		if err := l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm); err != nil {
 			return err

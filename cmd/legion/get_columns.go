@@ -16,6 +16,7 @@ import (
 // -L (a column per label key), --sort-by and --no-headers.
 type listFlags struct {
 	showLabels   bool
+	showKind     bool
 	labelColumns []string
 	sortBy       string
 	noHeaders    bool
@@ -27,6 +28,7 @@ func (lf *listFlags) add(cmd *cobra.Command) {
 	f.StringSliceVarP(&lf.labelColumns, "label-columns", "L", nil, "add a column with the value of each of these label keys (repeatable, or comma-separated)")
 	f.StringVar(&lf.sortBy, "sort-by", "", "order the objects by a JSONPath expression of their fields, such as .metadata.name (numbers by value)")
 	f.BoolVar(&lf.noHeaders, "no-headers", false, "print a table, or custom columns, without its header line")
+	f.BoolVar(&lf.showKind, "show-kind", false, "name each object with its kind in the table (service/web), as kubectl does")
 }
 
 // forWatch refuses what a watch does not do (it prints each change as it
@@ -50,8 +52,12 @@ func (lf *listFlags) apply(fm *format, objs []legion.Object) error {
 	return sortObjects(objs, lf.sortBy)
 }
 
-// decorate adds --show-labels' and -L's columns to a table of objs.
+// decorate adds --show-labels' and -L's columns to a table of objs and,
+// with --show-kind, names each object with its kind.
 func (lf *listFlags) decorate(l *listing, objs []legion.Object) {
+	if lf.showKind {
+		l.kindNames()
+	}
 	if lf.showLabels {
 		addLabels(l, objs)
 	}

@@ -43,6 +43,10 @@ func TestGetListFlags(t *testing.T) {
 	if out, err := run("", "get", "configs", "-o", "custom-columns=N:.metadata.name", "--no-headers", "--sort-by", ".metadata.name"); err != nil || out != "a\nb\nc\nd\ne\n" {
 		t.Errorf("custom columns --no-headers: %v %q", err, out)
 	}
+	// --show-kind names each object as kind/name, as kubectl's.
+	if out, err := run("", "get", "configs", "--show-kind", "--no-headers", "--sort-by", ".metadata.name"); err != nil || !strings.HasPrefix(out, "config/a ") || !strings.Contains(out, "\nconfig/e ") {
+		t.Errorf("--show-kind: %v\n%s", err, out)
+	}
 	// A watch takes -L, --show-labels and --no-headers as kubectl get -w
 	// does: its rows without the header, with the label columns.
 	ctx, cancel := context.WithCancel(context.Background())

@@ -248,6 +248,16 @@ type listing struct {
 	none, scope string
 }
 
+// kindNames names each row with its item's kind, as kind/name, in the
+// NAME column (kubectl's --show-kind, and listings of several kinds).
+func (l *listing) kindNames() {
+	if i := slices.IndexFunc(l.columns, func(c column) bool { return c.name == "NAME" }); i >= 0 {
+		for r := range l.rows {
+			l.rows[r][i] = l.names[r]
+		}
+	}
+}
+
 // add appends one item: its name (kind/name), what -o json prints of it,
 // and its cells, one per column.
 func (l *listing) add(name string, item any, cells ...string) {
