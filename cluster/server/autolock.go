@@ -46,6 +46,12 @@ type autolockState struct {
 
 func (s *Server) pkiDir() string { return filepath.Join(s.cfg.DataDir, PKIDir) }
 
+// StartsLocked reports whether the manager of dataDir keeps its keys
+// sealed, so that it starts locked, waiting for its unlock key.
+func StartsLocked(dataDir string) (bool, error) {
+	return pki.AnySealed(filepath.Join(dataDir, PKIDir), sealedKeys)
+}
+
 // loadNodeFiles reads the node's certificates and keys, finishing a
 // reseal a crash cut short; ErrLocked when keys are sealed and not yet
 // opened.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/compose"
 	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/spf13/cobra"
@@ -127,7 +128,11 @@ users, limits, policy): that is for development and trying Legion out.`,
 				if o.DataDir != defaultUpDir {
 					again += " --data-dir " + o.DataDir
 				}
-				fmt.Fprintf(out, "Stopped: no pod is left. The cluster's objects stay in %s; %s runs them again.\n", o.DataDir, again)
+				key := ""
+				if locked, err := server.StartsLocked(daemon.UpManagerDir(o.DataDir)); err == nil && locked {
+					key = ", given the unlock key (autolock is on: --unlock-key-file FILE, or legion unlock)"
+				}
+				fmt.Fprintf(out, "Stopped: no pod is left. The cluster's objects stay in %s; %s runs them again%s.\n", o.DataDir, again, key)
 			}
 			return err
 		},

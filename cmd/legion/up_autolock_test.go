@@ -84,6 +84,10 @@ func TestUpOfALockedCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.stop()
+	// Its stop says the next start needs the key.
+	if !strings.Contains(first.out.String(), "runs them again, given the unlock key (autolock is on: --unlock-key-file FILE, or legion unlock).") {
+		t.Errorf("up's stop with autolock on does not say the next start needs the key:\n%s", first.out.String())
+	}
 
 	locked := upInProcess(t, data)
 	api = locked.until(t, `is locked \(autolock is on\).* legion unlock --server (\S+) `)[1]
@@ -111,5 +115,9 @@ func TestUpOfALockedCluster(t *testing.T) {
 	unneeded.until(t, nothing)
 	if !strings.Contains(unneeded.out.String(), "warning: --unlock-key-file: the cluster was not locked (autolock is off), so the key was not used") {
 		t.Errorf("up --unlock-key-file of a cluster not locked:\n%s", unneeded.out.String())
+	}
+	unneeded.stop()
+	if out := unneeded.out.String(); !strings.Contains(out, "Stopped: no pod is left.") || strings.Contains(out, "unlock key (autolock is on") {
+		t.Errorf("up's stop with autolock off:\n%s", out)
 	}
 }
