@@ -74,6 +74,12 @@ const (
 	NodeDown    NodeState = "down"    // eight missed: its tasks are orphaned
 )
 
+// InEndpoints reports whether the ready tasks of a node in this state
+// belong in the services' endpoints: not once it is suspect, so that other
+// nodes stop sending them new connections while nothing is replaced yet,
+// nor down.
+func (s NodeState) InEndpoints() bool { return s != NodeSuspect && s != NodeDown }
+
 // Platform is what a node runs, or what an image offered.
 type Platform struct {
 	OS       string `json:"os"`

@@ -153,12 +153,8 @@ func (p *planner) jobHistory(o *owner, over bool) {
 // failures says what counted against a Job's backoff limit.
 func failures(failed, restarts int) string {
 	var parts []string
-	switch failed {
-	case 0:
-	case 1:
-		parts = append(parts, "1 task failed")
-	default:
-		parts = append(parts, strconv.Itoa(failed)+" tasks failed")
+	if failed > 0 {
+		parts = append(parts, counted(failed, "task")+" failed")
 	}
 	switch restarts {
 	case 0:
@@ -179,6 +175,14 @@ func lastRun(t *legion.Task) string {
 		}
 	}
 	return ""
+}
+
+// counted is n and noun, plural unless n is 1 ("1 task", "2 tasks").
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // times is n as in "restarted n times".

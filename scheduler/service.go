@@ -865,7 +865,7 @@ func (p *planner) serviceStatus(o *owner, sp *svcPass) {
 		st.Running++
 		switch {
 		case !e.ready:
-		case e.node >= 0 && p.nodes[e.node].state == legion.NodeSuspect:
+		case e.node >= 0 && !p.nodes[e.node].state.InEndpoints():
 			// Out of the endpoints (the dispatcher leaves them out), so
 			// not counted ready, as Kubernetes marks a pod of an
 			// unreachable node not ready.
@@ -880,7 +880,7 @@ func (p *planner) serviceStatus(o *owner, sp *svcPass) {
 	for _, node := range slices.Sorted(maps.Keys(unheard)) {
 		n := unheard[node]
 		o.messages = append(o.messages, fmt.Sprintf("%s on node %s, suspect (its heartbeats stopped), out of the endpoints until it is heard from",
-			countedTasks(n), node))
+			counted(n, "ready task"), node))
 	}
 	if u := st.Update; u != nil && sp.done && (u.State == legion.UpdateUpdating || u.State == legion.UpdateRollingBack) {
 		nu := *u
@@ -901,12 +901,4 @@ func (p *planner) serviceStatus(o *owner, sp *svcPass) {
 		out.Status = *st
 		p.svcOut[o.svc] = &out
 	}
-}
-
-// countedTasks is "1 ready task" or "n ready tasks".
-func countedTasks(n int) string {
-	if n == 1 {
-		return "1 ready task"
-	}
-	return strconv.Itoa(n) + " ready tasks"
 }

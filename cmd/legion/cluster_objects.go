@@ -497,7 +497,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				if len(args) == 2 {
 					name = args[1]
 				}
-				return watchKind(cmd, cl, kind, fm, opts, name, f.keep, lf.decorate, watchOnly)
+				return watchKind(cmd, cl, kind, fm, opts, watchWhat{name: name, keep: f.keep, decorate: lf.decorate, changesOnly: watchOnly})
 			}
 			objs, _, err := cl.List(ctxOf(cmd), kind, opts)
 			if err != nil {
@@ -774,7 +774,7 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
-			return watchKind(cmd, cl, kind, fm, opts, "", f.keep, nil, false)
+			return watchKind(cmd, cl, kind, fm, opts, watchWhat{keep: f.keep})
 		},
 	}
 	f.add(cmd, true)
@@ -782,18 +782,27 @@ func (c *clusterCLI) watchCommand() *cobra.Command {
 	return cmd
 }
 
+// watchWhat is what a watch prints of the changes to a kind: those of
+// the object named (all when empty) that keep keeps, with the columns
+// decorate adds (nil: none), and with changesOnly not the first listing.
+type watchWhat struct {
+	name        string
+	keep        func([]legion.Object) []legion.Object
+	decorate    func(*listing, []legion.Object)
+	changesOnly bool
+}
+
 // watchKind lists a kind, then prints every change to it (of the object
 // named name alone, when given), as legion watch and get -w do.
-func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm format, opts client.ListOptions, name string,
-	keep func([]legion.Object) []legion.Object, decorate func(*listing, []legion.Object), changesOnly bool) error {
-	listed := false
-	p := &watchPrinter{w: cmd.OutOrStdout(), f: fm, withNamespace: opts.AllNamespaces, now: time.Now, decorate: decorate}
+func watchKind(cmd *cobra.Command, cl *client.Client, kind legion.Kind, fm format, opts client.ListOptions, w watchWhat) error {
+	changesOnly, listed := w.changesOnly, false
+	p := &watchPrinter{w: cmd.OutOrStdout(), f: fm, withNamespace: opts.AllNamespaces, now: time.Now, decorate: w.decorate}
 	named := func(objs []legion.Object) []legion.Object {
-		objs = keep(slices.Clone(objs))
-		if name == "" {
+		objs = w.keep(slices.Clone(objs))
+		if w.name == "" {
 			return objs
 		}
-		return slices.DeleteFunc(objs, func(o legion.Object) bool { return o.GetMetadata().Name != name })
+		return slices.DeleteFunc(objs, func(o legion.Object) bool { return o.GetMetadata().Name != w.name })
 	}
 	return cl.ListWatch(ctxOf(cmd), kind, opts, func(u client.Update) error {
 		if u.Listed {

@@ -40,6 +40,7 @@ func StartResolverProcess(ctx context.Context, exe, listen, zone, dataDir string
 	if listen == "" {
 		return "", errors.New("node resolver: no address to listen on")
 	}
+	id := BuildID()
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return "", fmt.Errorf("node resolver: %w", err)
@@ -55,7 +56,7 @@ func StartResolverProcess(ctx context.Context, exe, listen, zone, dataDir string
 		l.Close()
 	} else if answers(listen) {
 		build := resolver.BuildAt(listen)
-		if build == BuildID() {
+		if build == id {
 			log.Info("node resolver already serving", "listen", listen)
 			return listen, nil
 		}
@@ -73,7 +74,7 @@ func StartResolverProcess(ctx context.Context, exe, listen, zone, dataDir string
 		return "", err
 	}
 	defer logFile.Close()
-	cmd := exec.Command(exe, "node-resolver", "--listen", listen, "--zone", zone, "--watch", dataDir, "--build", BuildID())
+	cmd := exec.Command(exe, "node-resolver", "--listen", listen, "--zone", zone, "--watch", dataDir, "--build", id)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -82,15 +83,8 @@ func StartResolverProcess(ctx context.Context, exe, listen, zone, dataDir string
 	// Reap it if it ends while this process lives; once this process has
 	// gone, init does.
 	go cmd.Wait()
-	for deadline := time.Now().Add(10 * time.Second); !answers(listen); {
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("the node resolver did not answer at %s within 10 s (see %s)", listen, logFile.Name())
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := untilAnswering(ctx, listen, true, resolverStart); err != nil {
+		return "", fmt.Errorf("the node resolver did not answer at %s: %w (see %s)", listen, err, logFile.Name())
 	}
 	log.Info("node resolver started", "listen", listen, "pid", cmd.Process.Pid)
 	return listen, nil
@@ -110,21 +104,35 @@ func stopResolver(ctx context.Context, zone, listen string) error {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return fmt.Errorf("stopping process %d: %w", pid, err)
 	}
-	for deadline := time.Now().Add(resolverStop); answers(listen); {
+	if err := untilAnswering(ctx, listen, false, resolverStop); err != nil {
+		return fmt.Errorf("process %d, told to stop, still answers at %s: %w", pid, listen, err)
+	}
+	return nil
+}
+
+// untilAnswering waits until a resolver answers at listen (or, want
+// false, no longer does), within d.
+func untilAnswering(ctx context.Context, listen string, want bool, d time.Duration) error {
+	for deadline := time.Now().Add(d); answers(listen) != want; {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("process %d still answers %s after it was told to stop", pid, resolverStop)
+			return fmt.Errorf("not within %s", d)
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(resolverPoll):
 		}
 	}
 	return nil
 }
 
-// resolverStop bounds how long a resolver of another build takes to stop.
-const resolverStop = 5 * time.Second
+// How long a node resolver takes to answer once started, and to stop once
+// told; how often that is looked at.
+const (
+	resolverStart = 10 * time.Second
+	resolverStop  = 5 * time.Second
+	resolverPoll  = 50 * time.Millisecond
+)
 
 // BuildID tells this build from another: the release and commit, and when
 // the go command stamped no commit (go run, tests), the executable's size
@@ -132,8 +140,9 @@ const resolverStop = 5 * time.Second
 // the processes it leaves running (the node resolver), to know later
 // whether they are of its build.
 func BuildID() string {
-	id := buildinfo.Version + " " + buildinfo.Commit()
-	if buildinfo.Commit() != "unknown" {
+	commit := buildinfo.Commit()
+	id := buildinfo.Version + " " + commit
+	if commit != "unknown" {
 		return id
 	}
 	exe, err := os.Executable()

@@ -56,12 +56,8 @@ func Ready(t *legion.Task) bool {
 }
 
 // NodeServes reports whether the ready tasks of node n (nil: not known)
-// belong in endpoints: not once it is suspect (three heartbeats missed),
-// so that other nodes stop sending them new connections while nothing
-// is replaced yet, nor down.
-func NodeServes(n *legion.Node) bool {
-	return n == nil || n.Status.State != legion.NodeSuspect && n.Status.State != legion.NodeDown
-}
+// belong in endpoints (legion.NodeState.InEndpoints).
+func NodeServes(n *legion.Node) bool { return n == nil || n.Status.State.InEndpoints() }
 
 // Compute lists every service with its ready tasks, in name order, so the
 // same state always gives the same list.
