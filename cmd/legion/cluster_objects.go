@@ -195,29 +195,9 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 // cluster did, and the connection, still open for what follows: the
 // caller closes it.
 func (c *clusterCLI) applyFile(cmd *cobra.Command, what string, files []string, ns string, opts client.ApplyOptions, sel *scopeFlags) ([]legion.Object, []client.Result, *client.Client, error) {
-	objs, err := readManifests(cmd.InOrStdin(), files, ns)
+	objs, err := manifestObjects(cmd, what, files, ns, sel)
 	if err != nil {
 		return nil, nil, nil, err
-	}
-	if len(objs) == 0 {
-		// An empty file, or a command before the pipe that failed.
-		names := slices.Clone(files)
-		for i, f := range names {
-			if f == "-" {
-				names[i] = "standard input"
-			}
-		}
-		return nil, nil, nil, fmt.Errorf("%s: no object in %s", what, strings.Join(names, ", "))
-	}
-	if sel != nil && len(sel.labels) > 0 {
-		// kubectl's -l on apply: the objects it selects, the others left.
-		n := len(objs)
-		if objs = sel.keep(objs); len(objs) < n {
-			fmt.Fprintf(cmd.ErrOrStderr(), "note: %d of the manifests' %d objects are not applied: their labels do not match -l %s\n", n-len(objs), n, strings.Join(sel.labels, ","))
-		}
-		if len(objs) == 0 {
-			return nil, nil, nil, fmt.Errorf("%s: no object of the manifests has labels that match -l %s", what, strings.Join(sel.labels, ","))
-		}
 	}
 	cl, err := c.connect(cmd)
 	if err != nil {
@@ -229,6 +209,37 @@ func (c *clusterCLI) applyFile(cmd *cobra.Command, what string, files []string, 
 		return nil, nil, nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return objs, res, cl, nil
+}
+
+// manifestObjects reads the objects of the manifests in files for the
+// command what (apply, create): none is an error, and with sel's -l only
+// the objects it selects are kept, saying how many are left out.
+func manifestObjects(cmd *cobra.Command, what string, files []string, ns string, sel *scopeFlags) ([]legion.Object, error) {
+	objs, err := readManifests(cmd.InOrStdin(), files, ns)
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) == 0 {
+		// An empty file, or a command before the pipe that failed.
+		names := slices.Clone(files)
+		for i, f := range names {
+			if f == "-" {
+				names[i] = "standard input"
+			}
+		}
+		return nil, fmt.Errorf("%s: no object in %s", what, strings.Join(names, ", "))
+	}
+	if sel != nil && len(sel.labels) > 0 {
+		// kubectl's -l with -f: the objects it selects, the others left.
+		n := len(objs)
+		if objs = sel.keep(objs); len(objs) < n {
+			fmt.Fprintf(cmd.ErrOrStderr(), "note: %d of the manifests' %d objects are not %s: their labels do not match -l %s\n", n-len(objs), n, map[string]string{"apply": "applied", "create": "created"}[what], strings.Join(sel.labels, ","))
+		}
+		if len(objs) == 0 {
+			return nil, fmt.Errorf("%s: no object of the manifests has labels that match -l %s", what, strings.Join(sel.labels, ","))
+		}
+	}
+	return objs, nil
 }
 
 // fileFlag adds -f, the manifests a command reads: repeatable, as

@@ -18,7 +18,26 @@ import (
 // of making a Namespace, and docker's of making a Secret or Config from a
 // file. Objects are otherwise made with apply.
 func (c *clusterCLI) createCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "create", SuggestFor: []string{"run"}, Short: "Make a Service, Job or CronJob from flags, a Job from a CronJob now, a Namespace, or a Secret or Config from a file (other objects: legion apply)"}
+	var f createFilesFlags
+	cmd := &cobra.Command{
+		Use:        "create KIND NAME [flags] | create -f FILE|DIR|URL|-",
+		SuggestFor: []string{"run"},
+		Short:      "Make a Service, Job or CronJob from flags, a Job from a CronJob now, a Namespace, a Secret or Config from a file, or the objects of manifests",
+		Long: `Create makes objects and never replaces one: an object of that kind and
+name already there is refused (legion apply makes or changes objects).
+
+With -f it makes the objects of manifests, as kubectl create -f does: each
+one on its own, namespaces first, and those already there refused by name
+while the others are made. Otherwise KIND says what to make from flags.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(f.files) == 0 {
+				return errors.New("create: give what to make (legion create service|job|cronjob|namespace|secret|config NAME ...) or the manifests to make it from (-f FILE)")
+			}
+			return c.createFiles(cmd, &f)
+		},
+	}
+	f.add(cmd)
 	cmd.AddCommand(createJobCommand(c), createCronJobCommand(c), createNamespaceCommand(c), createValueCommand(c, legion.KindSecret), createValueCommand(c, legion.KindConfig),
 		createServiceCommand(c))
 	for _, k := range kubernetesCreates {

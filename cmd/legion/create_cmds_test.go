@@ -342,3 +342,79 @@ func TestCreateJobAndCronJobFromFlags(t *testing.T) {
 		}
 	}
 }
+
+// legion create -f makes a manifest's objects, namespaces first, as
+// kubectl create -f does; it replaces nothing: those there are refused by
+// name, unchanged, while the others are made.
+func TestCreateFromManifests(t *testing.T) {
+	t.Parallel()
+	n := startCluster(t)
+	ctx := context.Background()
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	dir := t.TempDir()
+	first := filepath.Join(dir, "first.yaml")
+	// The Namespace comes last in the file, and is made first.
+	if err := os.WriteFile(first, []byte(`apiVersion: legion/v1
+kind: Config
+metadata: {name: site, namespace: team, labels: {app: site}}
+spec: {text: one}
+---
+apiVersion: legion/v1
+kind: Namespace
+metadata: {name: team}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runLegion(t, "", append([]string{"create", "-f", first, "--dry-run"}, flags...)...)
+	if err != nil || out != "namespace/team created (dry run)\nconfig/site -n team created (dry run)\n" {
+		t.Fatalf("create -f --dry-run: %v %q", err, out)
+	}
+	if _, err := n.Client.Get(ctx, legion.KindNamespace, "", "team"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("a dry run made namespace team: %v", err)
+	}
+	out, err = runLegion(t, "", append([]string{"create", "-f", first}, flags...)...)
+	if err != nil || out != "namespace/team created\nconfig/site -n team created\n" {
+		t.Fatalf("create -f: %v %q", err, out)
+	}
+
+	// Both files, the second changing config/site and adding one: that
+	// one is made, the three there are named and keep what they held.
+	second := filepath.Join(dir, "second.yaml")
+	if err := os.WriteFile(second, []byte(`apiVersion: legion/v1
+kind: Config
+metadata: {name: site, namespace: team}
+spec: {text: two}
+---
+apiVersion: legion/v1
+kind: Config
+metadata: {name: extra}
+spec: {text: three}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runLegion(t, "", append([]string{"create", "-f", first, "-f", second}, flags...)...)
+	if !strings.Contains(out, "config/extra created\n") {
+		t.Errorf("create -f with one object new did not make it: %q", out)
+	}
+	for _, want := range []string{"3 of the 4 objects were not made", "namespace/team exists", "config/site -n team exists", "legion get config site -n team -o yaml"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("create -f of objects there: %v, want it to say %q", err, want)
+		}
+	}
+	if o, err := n.Client.Get(ctx, legion.KindConfig, "team", "site"); err != nil || string(o.(*legion.Config).Spec.Data) != "one" {
+		t.Errorf("create -f changed config/site: %v %+v", err, o)
+	}
+	if _, err := n.Client.Get(ctx, legion.KindConfig, legion.DefaultNamespace, "extra"); err != nil {
+		t.Errorf("config/extra was not stored: %v", err)
+	}
+
+	for args, says := range map[string]string{
+		"create":                              "or the manifests to make it from (-f FILE)",
+		"create -f " + first + " -l app=none": "no object of the manifests has labels that match -l app=none",
+		"create -f " + first + " --edit":      "legion edit KIND NAME",
+	} {
+		if _, err := runLegion(t, "", append(strings.Fields(args), flags...)...); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("legion %s: %v, want it to say %q", args, err, says)
+		}
+	}
+}
