@@ -604,6 +604,8 @@ func TestKubectlNamesSuggestLegions(t *testing.T) {
 		"drain n1 --ignore-daemonsets":         "kubectl drain is not a command here: legion node drain NODE",
 		"taint nodes n1 k=v:NoSchedule":        "kubectl taint is not a command here: legion node taint NODE KEY[=VALUE]:EFFECT",
 		"network ls":                           "docker network is not a command here: a cluster's pods share one network",
+		"replace -f web.yaml":                  "kubectl replace is not a command here: legion apply -f FILE sets each object's labels and spec",
+		"stats":                                "docker stats is not a command here: legion top",
 		"get endpoints web":                    "unknown kind \"endpoints\": expected one of",
 		"get ep":                               "; a Service's endpoints are its ready tasks here: legion describe service NAME, or legion tasks NAME -o wide",
 	} {
