@@ -10,7 +10,8 @@ import (
 // Demand is what namespace ns's Services and Volumes want in all, as
 // admission holds it to the namespace's quota (3.3.1): each service its
 // replicas (a global one, a task per eligible node of st.Nodes) times its
-// pod's requests, and every Volume with its size, counting the Volumes a
+// pod's requests, with one task more for a start-first update (see
+// UpdateSurge), and every Volume with its size, counting the Volumes a
 // stateful service's claims will make for its wanted ordinals (and an
 // existing claim Volume at its claim's size, as it will be resized).
 // Jobs are not counted: their tasks beyond the quota wait pending.
@@ -35,9 +36,10 @@ func Demand(ns string, st *State) legion.QuotaUsage {
 			n = p.eligibleNodes(newServiceOwner(s))
 		}
 		req := s.Spec.Pod.Requests()
-		u.CPU += legion.CPU(n) * req.CPU
-		u.Memory += legion.Bytes(n) * req.Memory
-		u.Tasks += n
+		tasks := n + UpdateSurge(s, n)
+		u.CPU += legion.CPU(tasks) * req.CPU
+		u.Memory += legion.Bytes(tasks) * req.Memory
+		u.Tasks += tasks
 		if s.Spec.Mode != legion.ModeStateful {
 			continue
 		}
@@ -54,6 +56,19 @@ func Demand(ns string, st *State) legion.QuotaUsage {
 		u.Storage += size
 	}
 	return u
+}
+
+// UpdateSurge is the tasks a service running n tasks needs beside them
+// for an update: one for a start-first update, whose new task runs beside
+// the old one until it is ready. Under a quota with no room for it, that
+// task would wait pending at the quota, and the update, waiting for it,
+// would never go on; so admission counts it (3.3.1). Parallel slots past
+// the first wait their turn at the quota instead, and the update goes on.
+func UpdateSurge(s *legion.Service, n int) int {
+	if n > 0 && s.Spec.Update.Order == legion.StartFirst {
+		return 1
+	}
+	return 0
 }
 
 // eligibleNodes counts the nodes a global owner runs a task on now: those

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/scheduler/schedtest"
@@ -87,6 +88,22 @@ func TestStartFirstUpdateNeedsRoomForOneMore(t *testing.T) {
 	}
 	if u := c.Services["shop/web"].Status.Update; u.State != legion.UpdateUpdating {
 		t.Fatalf("update %s", u.State)
+	}
+	// With room for the one task more that admission counts
+	// (scheduler.UpdateSurge), the update goes through.
+	c.Apply(shop("1200m", 2, "web:2", "start-first"))
+	c.Run(time.Minute) // past each new task's monitor window
+	placed, pending = shopTasks(c)
+	if placed != 2 || len(pending) != 0 {
+		t.Fatalf("with room for one more: placed %d pending %q", placed, pending)
+	}
+	for _, tk := range c.Live("web") {
+		if img := tk.Spec.Pod.Containers[0].Image; img != "web:2" {
+			t.Errorf("task %s still runs %s after the update", tk.Metadata.Name, img)
+		}
+	}
+	if u := c.Services["shop/web"].Status.Update; u.State != legion.UpdateCompleted {
+		t.Fatalf("update %s with room for one more", u.State)
 	}
 }
 

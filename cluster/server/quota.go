@@ -122,8 +122,12 @@ func admitQuotas(st *store.Store, a *admission) ([]string, error) {
 		after := overlay(before, a.items, ns)
 		over := quotaExcess(q, scheduler.Demand(ns, &before), scheduler.Demand(ns, &after))
 		if len(over) > 0 {
-			errs = append(errs, fmt.Sprintf("over the quota of namespace %s: %s, applying %s (replicas × requests of its services; its volumes and claims)",
-				ns, strings.Join(over, ", "), strings.Join(what, ", ")))
+			counted := "replicas × requests of its services"
+			if slices.ContainsFunc(after.Services, func(s *legion.Service) bool { return scheduler.UpdateSurge(s, 1) > 0 }) {
+				counted += ", and one task more for each that updates start-first, running a new task beside the old one"
+			}
+			errs = append(errs, fmt.Sprintf("over the quota of namespace %s: %s, applying %s (%s; its volumes and claims)",
+				ns, strings.Join(over, ", "), strings.Join(what, ", "), counted))
 		}
 	}
 	return errs, nil
