@@ -330,8 +330,19 @@ func (c *clusterCLI) rolloutCommand() *cobra.Command {
 	// kubectl rollout undo is Swarm's (and Legion's) rollback.
 	undo := c.rollbackCommand()
 	undo.Use, undo.Short = "undo SERVICE", "Put back the spec a service had before its last update (legion rollback)"
+	history := c.rolloutHistoryCommand()
+	// kubectl's revisions, hidden: a service keeps one spec before its
+	// last update, so only the previous one (kubectl's 0) is taken.
+	oneRevision := "a service keeps the one spec it had before its last update, not numbered revisions: legion rollout history SERVICE shows it, and rollout undo SERVICE puts it back"
+	for _, r := range []struct {
+		cmd  *cobra.Command
+		flag string
+	}{{undo, "to-revision"}, {history, "revision"}} {
+		f := r.cmd.Flags().VarPF(&kubectlFlag{ok: func(v string) bool { return v == "0" }, why: oneRevision}, r.flag, "", "kubectl's")
+		f.Hidden = true
+	}
 	cmd := &cobra.Command{Use: "rollout", Short: "Follow, restart and undo services' rollouts, and show the last one"}
-	cmd.AddCommand(status, c.rolloutRestartCommand(), undo, c.rolloutHistoryCommand())
+	cmd.AddCommand(status, c.rolloutRestartCommand(), undo, history)
 	return cmd
 }
 
