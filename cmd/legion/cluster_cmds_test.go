@@ -606,6 +606,7 @@ func TestKubectlNamesSuggestLegions(t *testing.T) {
 		"network ls":                           "docker network is not a command here: a cluster's pods share one network",
 		"replace -f web.yaml":                  "kubectl replace is not a command here: legion apply -f FILE sets each object's labels and spec",
 		"stats":                                "docker stats is not a command here: legion top",
+		"stack config -c compose.yaml":         "docker stack config is legion stack convert -c FILE STACK here",
 		"rollout undo svc/web --to-revision=2": "a service keeps the one spec it had before its last update, not numbered revisions",
 		"rollout history web --revision 1":     "legion rollout history SERVICE shows it",
 		"get endpoints web":                    "unknown kind \"endpoints\": expected one of",

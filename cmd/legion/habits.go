@@ -114,6 +114,9 @@ var subHabits = map[string]map[string]habitSub{
 		"pause":  {"kubectl rollout pause", "not a thing here: an update goes on until it completes, and pauses by itself when a new task fails (update.failureAction: pause); a change to the spec (legion apply, set image) goes on from there, and legion rollback goes back"},
 		"resume": {"kubectl rollout resume", "a change to the spec here: a paused update goes on once the spec changes again (legion apply, set image), or goes back with legion rollback"},
 	},
+	"stack": {
+		"config": {"docker stack config", "legion stack convert -c FILE STACK here, which prints the objects Legion makes of the compose files, merged (docker's prints the merged compose file)"},
+	},
 	"set": {
 		"resources": {"kubectl set resources", "legion edit service NAME here (spec.pod.containers[].resources)"},
 	},
