@@ -114,6 +114,20 @@ var subHabits = map[string]map[string]habitSub{
 		"pause":  {"kubectl rollout pause", "not a thing here: an update goes on until it completes, and pauses by itself when a new task fails (update.failureAction: pause); a change to the spec (legion apply, set image) goes on from there, and legion rollback goes back"},
 		"resume": {"kubectl rollout resume", "a change to the spec here: a paused update goes on once the spec changes again (legion apply, set image), or goes back with legion rollback"},
 	},
+	"volume": {
+		"create":  {"docker volume create", "a Volume's manifest here (kind: Volume), applied with legion apply -f; a stateful service's claims make its own"},
+		"inspect": {"docker volume inspect", "legion volume get NAME here, or legion describe volume NAME"},
+		"rm":      {"docker volume rm", "legion delete volume NAME here, which removes its data"},
+		"prune":   {"docker volume prune", "not a thing here: a Volume and its data go only when deleted by name (legion volume ls shows which tasks use each)"},
+	},
+	"image": {
+		"inspect": {"docker image inspect", "legion image ls here, which lists this node's images with their digests and platforms"},
+		"prune":   {"docker image prune", "done by each node's agent here: an image nothing has used for an hour goes, with the layers no other image holds (legion image rm removes one now)"},
+	},
+	"context": {
+		"create":  {"docker context create", "legion context set NAME --server ADDR --credentials FILE here"},
+		"inspect": {"docker context inspect", "legion context show here"},
+	},
 	"stack": {
 		"config": {"docker stack config", "legion stack convert -c FILE STACK here, which prints the objects Legion makes of the compose files, merged (docker's prints the merged compose file)"},
 	},
