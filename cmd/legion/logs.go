@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // logsOptions are the flags of legion logs.
@@ -33,6 +35,9 @@ type logsOptions struct {
 	// --all-containers); prefix puts the task (and container) before
 	// every line even when one is read (kubectl's --prefix).
 	allContainers, prefix bool
+	// selector is -l: what is read is the tasks of the services and jobs
+	// whose labels match, and of the tasks whose own labels match.
+	selector labels.Selector
 }
 
 // newLogsCommand is `legion logs`: a task's output, read by the agent of
@@ -43,7 +48,7 @@ func newLogsCommand() *cobra.Command {
 	var previous bool
 	var selector string
 	cmd := &cobra.Command{
-		Use:   "logs [-f] [--since DURATION] [--tail N] [--timestamps] TASK|SERVICE|JOB [-c CONTAINER]",
+		Use:   "logs [-f] [--since DURATION] [--tail N] [--timestamps] TASK|SERVICE|JOB|-l SELECTOR [-c CONTAINER]",
 		Short: "Print a task's output, or every task of a service or job at once",
 		Long: `Logs prints the output of a task's container: stdout to standard output,
 stderr to standard error. A service or job name reads every one of its
@@ -62,20 +67,36 @@ after the task and container ("web-1-1 app | line"); --prefix puts the
 task before every line even when there is one. A container its restart
 policy restarts in its task goes on in the same output, so every run is
 there, one after the other (--timestamps tells them apart); an earlier
-task of the same slot is read by its name (legion tasks lists them).`,
+task of the same slot is read by its name (legion tasks lists them).
+
+-l SELECTOR reads the tasks of the services and jobs whose labels match
+(and tasks whose own labels do), as kubectl logs -l does: the last 10
+lines of each unless --tail is given; with -f, the tasks they start
+meanwhile join.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if selector != "" {
-				return nil // refused below, saying what does it
+				if len(args) > 0 {
+					return fmt.Errorf("logs -l %s reads what its labels select: give no name with it (%s)", selector, strings.Join(args, " "))
+				}
+				return nil
 			}
 			return cobra.ExactArgs(1)(cmd, args)
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if selector != "" {
-				return fmt.Errorf("logs -l %s: logs read a task, service or job by name, and a service's name reads every one of its tasks; legion get services -l %s -o name lists the services to read", selector, selector)
-			}
 			if previous {
 				return errors.New("logs --previous: a task's output already holds every run of its containers, one after the other (--timestamps tells them apart); " +
 					"an earlier task of the same slot is read by its name (legion tasks lists them)")
+			}
+			if selector != "" {
+				sel, err := labels.Parse(selector)
+				if err != nil {
+					return fmt.Errorf("logs -l %s: %w", selector, err)
+				}
+				o.selector = sel
+				if !cmd.Flags().Changed("tail") {
+					o.tail = selectorTail
+				}
+				return cli.logs(cmd, "-l "+selector, o)
 			}
 			return cli.logs(cmd, args[0], o)
 		},
@@ -87,17 +108,21 @@ task of the same slot is read by its name (legion tasks lists them).`,
 	f.DurationVar(&o.since, "since", 0, "only output of the last DURATION (e.g. 10m)")
 	f.StringVar(&o.sinceTime, "since-time", "", "only output from this time on (RFC 3339, as 2026-12-05T10:00:00Z), as kubectl's")
 	f.BoolVar(&o.timestamps, "timestamps", false, "print each line's time before it")
-	f.IntVar(&o.tail, "tail", -1, "print only the last N lines of each task's output so far (all when negative)")
+	f.IntVar(&o.tail, "tail", -1, "print only the last N lines of each task's output so far (all when negative; default: all, or 10 with -l)")
 	f.BoolVar(&o.allContainers, "all-containers", false, "read every container of each task (init containers first), each line after the task and container")
 	f.BoolVar(&o.prefix, "prefix", false, "put the task's name before every line, also when there is one task")
+	f.StringVarP(&selector, "selector", "l", "", "read the tasks of the services and jobs whose labels match (and tasks whose own do), as kubectl's; the last "+strconv.Itoa(selectorTail)+" lines of each unless --tail says otherwise")
 	// kubectl's --previous, refused saying where the earlier runs are
 	// rather than "unknown shorthand flag".
 	f.BoolVarP(&previous, "previous", "p", false, "")
 	f.MarkHidden("previous")
-	f.StringVarP(&selector, "selector", "l", "", "") // kubectl's, refused saying what does it
-	f.MarkHidden("selector")
 	return cmd
 }
+
+// selectorTail is how many lines of each task logs -l prints when --tail
+// is not given: kubectl's, so that a selector of many tasks answers with
+// a page rather than all of their output.
+const selectorTail = 10
 
 // logsTarget reads TASK, SERVICE or JOB, optionally as kind/name, for
 // logs, exec and port-forward; a Kubernetes kind is said to be what it is
@@ -122,9 +147,12 @@ func logsTarget(arg, namespace, container string) (client.Target, error) {
 }
 
 func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
-	target, err := logsTarget(arg, o.namespace, o.container)
-	if err != nil {
-		return err
+	target := client.Target{Namespace: o.namespace, Container: o.container}
+	if o.selector == nil {
+		var err error
+		if target, err = logsTarget(arg, o.namespace, o.container); err != nil {
+			return err
+		}
 	}
 	if o.since < 0 {
 		return fmt.Errorf("--since %s: expected a positive duration", o.since)
@@ -155,8 +183,22 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 	if o.since > 0 {
 		lo.Since = time.Now().Add(-o.since)
 	}
-	found := logTasks(ctx, cl, target)
-	if (o.allContainers || o.prefix) && len(found.names) == 0 {
+	var found logSources
+	if o.selector != nil {
+		if found, err = selectedTasks(ctx, cl, target.Namespace, o.selector); err != nil {
+			return fmt.Errorf("logs %s: %w", arg, err)
+		}
+		switch {
+		case len(found.names) == 0 && !o.follow:
+			return fmt.Errorf("logs %s: none of the tasks it selects has run on a node yet (legion tasks lists them; -f waits for them)", arg)
+		case len(found.names) == 1 && !o.follow:
+			// One task: read by its name, as logs TASK does.
+			target.Kind, target.Name = legion.KindTask, found.names[0]
+		}
+	} else {
+		found = logTasks(ctx, cl, target)
+	}
+	if (o.allContainers || o.prefix) && len(found.names) == 0 && o.selector == nil {
 		// A task named (or an owner with none on a node): the task
 		// itself, read by its name, so that its containers are known.
 		t, err := client.GetAs[*legion.Task](ctx, cl, legion.KindTask, target.Namespace, target.Name)
@@ -170,7 +212,8 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 	// (with none, the manager picks the one that last ended, as without
 	// -f).
 	grows := o.follow && len(found.names) > 0 &&
-		(found.owner == legion.KindService || found.owner == legion.KindJob && !jobIsOver(ctx, cl, target.Namespace, target.Name))
+		(found.owner == legion.KindService || found.owner == legion.KindJob && !jobIsOver(ctx, cl, target.Namespace, target.Name)) ||
+		o.follow && o.selector != nil
 	if len(found.names) < 2 && !grows && !o.allContainers && !o.prefix {
 		// A task, an owner of one, or one with none to follow (the
 		// manager picks the last that ended): no prefix, as before.
@@ -420,6 +463,54 @@ type logSources struct {
 	// ofTarget says whether a task is one of the target's: the owner's,
 	// or a stateful ordinal's (db-0) when no owner has the name.
 	ofTarget func(*legion.Task) bool
+}
+
+// selectedTasks is what logs -l reads in namespace ns: the tasks of the
+// Services and Jobs whose labels sel matches, and the tasks whose own
+// labels it matches (legion.service=web), those placed on a node and not
+// told to stop, in name order; ofTarget takes the tasks they start later.
+// Nothing selected at all is an error.
+func selectedTasks(ctx context.Context, cl *client.Client, ns string, sel labels.Selector) (logSources, error) {
+	ns = cmp.Or(ns, legion.DefaultNamespace)
+	owners := map[legion.Owner]bool{}
+	for _, k := range []legion.Kind{legion.KindService, legion.KindJob} {
+		objs, _, err := cl.List(ctx, k, client.ListOptions{Namespace: ns})
+		if err != nil {
+			return logSources{}, err
+		}
+		for _, o := range objs {
+			if sel.Matches(labels.Set(o.GetMetadata().Labels)) {
+				owners[legion.Owner{Kind: k, Name: o.GetMetadata().Name}] = true
+			}
+		}
+	}
+	// Listed after the owners: a task they start from here on is in the
+	// watch from this version.
+	objs, version, err := cl.List(ctx, legion.KindTask, client.ListOptions{Namespace: ns})
+	if err != nil {
+		return logSources{}, err
+	}
+	out := logSources{version: version, containers: map[string][]string{}, ofTarget: func(t *legion.Task) bool {
+		return owners[legion.Owner{Kind: t.Spec.Owner.Kind, Name: t.Spec.Owner.Name}] || sel.Matches(labels.Set(t.Metadata.Labels))
+	}}
+	selected := len(owners) > 0
+	for _, o := range objs {
+		t := o.(*legion.Task)
+		if !out.ofTarget(t) {
+			continue
+		}
+		selected = true
+		if t.Spec.Node == "" || toldToStop(t) {
+			continue
+		}
+		out.names = append(out.names, t.Metadata.Name)
+		out.containers[t.Metadata.Name] = podContainerNames(&t.Spec.Pod)
+	}
+	if !selected {
+		return logSources{}, fmt.Errorf("no service, job or task of namespace %s has labels that match (legion get services -n %s --show-labels lists theirs)", ns, ns)
+	}
+	sort.Strings(out.names)
+	return out, nil
 }
 
 func logTasks(ctx context.Context, cl *client.Client, target client.Target) logSources {

@@ -61,6 +61,81 @@ spec:
 	}
 }
 
+// kubectl's logs -l on a real node: the tasks of the services whose
+// labels match, each line after its task, the last 10 lines of each
+// unless --tail says otherwise; with -f, a replica started meanwhile
+// joins. A selector that selects nothing says so.
+func TestLogsBySelector(t *testing.T) {
+	n, ctx := helloCluster(t, `apiVersion: legion/v1
+kind: Service
+metadata: {name: api, labels: {tier: back}}
+spec:
+  replicas: 2
+  pod:
+    containers:
+      - name: app
+        image: localhost/hello:1
+        pullPolicy: never
+        args: [-say, "line", -repeat, "12", -listen, "$(LEGION_POD_IP):8080"]
+`+readyHTTP)
+	var names []string
+	waitFor(t, "two ready tasks of api", func() bool {
+		names = names[:0]
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		for _, o := range tasks {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "api" && tk.Status.Ready {
+				names = append(names, tk.Metadata.Name)
+			}
+		}
+		return len(names) == 2
+	})
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	// Each task says "line" 12 times, then that it listens.
+	count := func(out, name string) int { return strings.Count(out, name+" | ") }
+	for args, each := range map[string]int{"-l tier=back": 10, "-l tier!=front --tail -1": 13, "-l tier=back --tail 3": 3} {
+		out, errOut := &syncBuffer{}, &syncBuffer{}
+		if err := rootWith(out, errOut, append(append([]string{"logs"}, strings.Fields(args)...), flags...)...).ExecuteContext(ctx); err != nil {
+			t.Fatalf("logs %s: %v", args, err)
+		}
+		for _, name := range names {
+			if got := count(out.String(), name); got != each {
+				t.Errorf("logs %s: %d lines of %s, want %d:\n%s", args, got, name, each, out.String())
+			}
+		}
+	}
+	if err := rootWith(&syncBuffer{}, &syncBuffer{}, append([]string{"logs", "-l", "tier=front"}, flags...)...).ExecuteContext(ctx); err == nil ||
+		!strings.Contains(err.Error(), "logs -l tier=front: no service, job or task of namespace default has labels that match") {
+		t.Errorf("logs -l of nothing: %v", err)
+	}
+
+	fctx, stop := context.WithCancel(ctx)
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- rootWith(out, &syncBuffer{}, append([]string{"logs", "-f", "-l", "tier=back"}, flags...)...).ExecuteContext(fctx)
+	}()
+	waitFor(t, "both replicas followed", func() bool { return count(out.String(), names[0]) == 10 && count(out.String(), names[1]) == 10 })
+	if err := rootWith(&syncBuffer{}, &syncBuffer{}, append([]string{"scale", "api", "3"}, flags...)...).ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new replica's lines followed, all of them", func() bool {
+		for _, line := range strings.Split(out.String(), "\n") {
+			name, _, _ := strings.Cut(line, " | ")
+			if strings.HasPrefix(name, "api-") && !slices.Contains(names, name) && count(out.String(), name) == 13 {
+				return true
+			}
+		}
+		return false
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("logs -f -l ended by the user: %v", err)
+	}
+}
+
 // legion logs SERVICE -f follows all three replicas of a service at once,
 // each line after its task's name; --tail 2 keeps each task's last two.
 // The node runs with --metrics-listen, whose page shows the leader and

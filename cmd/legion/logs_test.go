@@ -108,7 +108,8 @@ func TestLogsCommand(t *testing.T) {
 			{[]string{"-n", "shop", "--since-time", "yesterday", "batch.1"}, `--since-time "yesterday": expected a time as RFC 3339 writes it`},
 			{[]string{"-n", "shop", "--since-time", "2026-12-05T10:00:00Z", "--since", "1m", "batch.1"}, "--since and --since-time: give one"},
 			{[]string{"-n", "shop", "-p", "batch.1"}, "logs --previous: a task's output already holds every run of its containers"},
-			{[]string{"-n", "shop", "-l", "app=web"}, "logs -l app=web: logs read a task, service or job by name"},
+			{[]string{"-n", "shop", "-l", "app=web", "web"}, "logs -l app=web reads what its labels select: give no name with it (web)"},
+			{[]string{"-n", "shop", "-l", "app in (web"}, "logs -l app in (web: unable to parse requirement"},
 		} {
 			var out syncBuffer
 			err := runLogs(ctx, m, &out, &out, tc.args...)
