@@ -78,20 +78,7 @@ spec:
         pullPolicy: never
         args: [-say, "line", -repeat, "12", -listen, "$(LEGION_POD_IP):8080"]
 `+readyHTTP)
-	var names []string
-	waitFor(t, "two ready tasks of api", func() bool {
-		names = names[:0]
-		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
-		if err != nil {
-			return false
-		}
-		for _, o := range tasks {
-			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "api" && tk.Status.Ready {
-				names = append(names, tk.Metadata.Name)
-			}
-		}
-		return len(names) == 2
-	})
+	names := waitReadyTasks(ctx, t, n, "api", 2)
 	flags := []string{"--server", n.API, "--credentials", n.Admin}
 	// Each task says "line" 12 times, then that it listens.
 	count := func(out, name string) int { return strings.Count(out, name+" | ") }
@@ -154,20 +141,7 @@ spec:
         pullPolicy: never
         args: [-say, "line one", -say, "line two", -listen, "$(LEGION_POD_IP):8080"]
 `+readyHTTP, func(o *daemon.Options) { o.MetricsListen = metricsAddr })
-	var names []string
-	waitFor(t, "three running tasks of web", func() bool {
-		names = names[:0]
-		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
-		if err != nil {
-			return false
-		}
-		for _, o := range tasks {
-			if tk := o.(*legion.Task); tk.Spec.Owner.Name == "web" && tk.Status.State == legion.TaskRunning && tk.Status.Ready {
-				names = append(names, tk.Metadata.Name)
-			}
-		}
-		return len(names) == 3
-	})
+	names := waitReadyTasks(ctx, t, n, "web", 3)
 	page := func() string {
 		resp, err := http.Get("http://" + metricsAddr + "/metrics")
 		if err != nil {

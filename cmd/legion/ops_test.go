@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -277,6 +278,27 @@ func waitTaskOf(ctx context.Context, t *testing.T, n *daemon.Node, owner string,
 		return false
 	})
 	return found
+}
+
+// waitReadyTasks waits until owner has count tasks running and ready in
+// the default namespace, and returns their names.
+func waitReadyTasks(ctx context.Context, t *testing.T, n *daemon.Node, owner string, count int) []string {
+	t.Helper()
+	var names []string
+	waitFor(t, fmt.Sprintf("%d ready tasks of %s", count, owner), func() bool {
+		names = names[:0]
+		tasks, _, err := n.Client.List(ctx, legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
+		if err != nil {
+			return false
+		}
+		for _, o := range tasks {
+			if tk := o.(*legion.Task); tk.Spec.Owner.Name == owner && tk.Status.State == legion.TaskRunning && tk.Status.Ready {
+				names = append(names, tk.Metadata.Name)
+			}
+		}
+		return len(names) == count
+	})
+	return names
 }
 
 func TestScaleArgs(t *testing.T) {
