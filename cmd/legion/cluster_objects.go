@@ -107,6 +107,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 	var dryRun, prune bool
 	var sel scopeFlags
 	var wf waitFlags
+	var out appliedOutput
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|URL|-",
 		Short: "Create or update objects from manifests (server-side apply)",
@@ -124,7 +125,10 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if _, err := sel.options(); err != nil {
 				return fmt.Errorf("apply: %w", err)
 			}
-			objs, res, cl, err := c.applyFile(cmd, "apply", files, ns, client.ApplyOptions{DryRun: dryRun, Brief: true}, &sel)
+			if err := out.check("apply"); err != nil {
+				return err
+			}
+			objs, res, cl, err := c.applyFile(cmd, "apply", files, ns, client.ApplyOptions{DryRun: dryRun, Brief: out.brief()}, &sel)
 			if err != nil {
 				return err
 			}
@@ -133,8 +137,18 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 			if dryRun {
 				suffix = " (dry run)"
 			}
-			for _, r := range res {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s%s\n", ref(r.Object), r.Outcome, suffix)
+			if out.output != "" {
+				stored := make([]legion.Object, len(res))
+				for i, r := range res {
+					stored[i] = r.Object
+				}
+				if err := out.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), stored); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range res {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s %s%s\n", ref(r.Object), r.Outcome, suffix)
+				}
 			}
 			if prune {
 				if err := pruneApplied(ctxOf(cmd), cl, cmd.OutOrStdout(), cmd.ErrOrStderr(), res, &sel, dryRun); err != nil {
@@ -184,6 +198,7 @@ func (c *clusterCLI) applyCommand() *cobra.Command {
 		flag.NoOptDefVal, flag.Hidden = "true", true
 	}
 	wf.add(cmd)
+	out.add(cmd)
 	cmd.Flags().Lookup("wait").Usage = "follow what was applied: exit 0 once every service's tasks run its pod and are ready and every job completed, " +
 		"1 if an update pauses or its failure rolls it back or a job fails, 2 on the timeout"
 	return cmd

@@ -418,3 +418,44 @@ spec: {text: three}
 		}
 	}
 }
+
+// apply -o and create -f -o print the objects as stored, as kubectl's do:
+// their names, or their bodies with the versions the cluster gave them.
+func TestApplyAndCreatePrintWhatIsStored(t *testing.T) {
+	t.Parallel()
+	n := startCluster(t)
+	ctx := context.Background()
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	file := filepath.Join(t.TempDir(), "configs.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: legion/v1
+kind: Config
+metadata: {name: one}
+spec: {text: a}
+---
+apiVersion: legion/v1
+kind: Config
+metadata: {name: two}
+spec: {text: b}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runLegion(t, "", append([]string{"create", "-f", file, "-o", "name"}, flags...)...)
+	if err != nil || out != "config/one\nconfig/two\n" {
+		t.Fatalf("create -f -o name: %v %q", err, out)
+	}
+	stored, err := n.Client.Get(ctx, legion.KindConfig, legion.DefaultNamespace, "two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = runLegion(t, "", append([]string{"apply", "-f", file, "-o", "jsonpath={.items[*].metadata.version}"}, flags...)...)
+	if want := strconv.FormatUint(stored.GetMetadata().Version, 10); err != nil || !strings.HasSuffix(out, " "+want) {
+		t.Errorf("apply -o jsonpath: %v %q, want the versions stored, config/two's %s last", err, out, want)
+	}
+	out, err = runLegion(t, "", append([]string{"apply", "-f", file, "-l", "app!=x", "-o", "yaml", "--dry-run"}, flags...)...)
+	if err != nil || !strings.Contains(out, "kind: Config\nmetadata:\n  name: one\n") || !strings.Contains(out, "spec:\n  data: YQ==\n") || !strings.Contains(out, "\n---\n") {
+		t.Errorf("apply --dry-run -o yaml: %v\n%s", err, out)
+	}
+	if _, err := runLegion(t, "", append([]string{"apply", "-f", file, "-o", "wide"}, flags...)...); err == nil || !strings.Contains(err.Error(), "apply -o wide: tables are legion get's") {
+		t.Errorf("apply -o wide: %v", err)
+	}
+}

@@ -17,6 +17,7 @@ type createFilesFlags struct {
 	ns     string
 	sel    scopeFlags
 	dryRun bool
+	out    appliedOutput
 }
 
 func (f *createFilesFlags) add(cmd *cobra.Command) {
@@ -25,6 +26,7 @@ func (f *createFilesFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVarP(&f.sel.labels, "selector", "l", nil, "make only the manifests' objects with these labels (kubectl's selectors: k=v, k!=v, k in (a,b), k, !k)")
 	cmd.Flags().Var((*dryRunFlag)(&f.dryRun), "dry-run", "say what would be made, write nothing: the cluster checks the objects as for a create (kubectl's --dry-run=server)")
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "true"
+	f.out.add(cmd)
 	// kubectl's, hidden: --save-config keeps what a later client-side
 	// apply needs, which an apply here (server-side) does not.
 	for name, k := range map[string]*kubectlFlag{
@@ -45,6 +47,9 @@ func (c *clusterCLI) createFiles(cmd *cobra.Command, f *createFilesFlags) error 
 	if _, err := f.sel.options(); err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
+	if err := f.out.check("create"); err != nil {
+		return err
+	}
 	objs, err := manifestObjects(cmd, "create", f.files, f.ns, &f.sel)
 	if err != nil {
 		return err
@@ -62,10 +67,10 @@ func (c *clusterCLI) createFiles(cmd *cobra.Command, f *createFilesFlags) error 
 	if f.dryRun {
 		suffix = " (dry run)"
 	}
-	var made []legion.Object
+	var made, stored []legion.Object
 	var errs []error
 	for _, o := range objs {
-		res, err := createNew(ctxOf(cmd), cl, o, client.ApplyOptions{DryRun: f.dryRun, Brief: true})
+		res, err := createNew(ctxOf(cmd), cl, o, client.ApplyOptions{DryRun: f.dryRun, Brief: f.out.brief()})
 		switch {
 		case errors.Is(err, client.ErrAborted):
 			m := o.GetMetadata()
@@ -79,8 +84,15 @@ func (c *clusterCLI) createFiles(cmd *cobra.Command, f *createFilesFlags) error 
 			errs = append(errs, fmt.Errorf("creating %s: %w", ref(o), err))
 			continue
 		}
-		made = append(made, o)
-		fmt.Fprintf(cmd.OutOrStdout(), "%s created%s\n", ref(res.Object), suffix)
+		made, stored = append(made, o), append(stored, res.Object)
+		if f.out.output == "" {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s created%s\n", ref(res.Object), suffix)
+		}
+	}
+	if f.out.output != "" && len(stored) > 0 {
+		if err := f.out.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), stored); err != nil {
+			return err
+		}
 	}
 	if !f.dryRun && len(made) > 0 {
 		// Stored, but not all as the manifests say: said beside.
