@@ -422,6 +422,25 @@ spec:
 	if _, err := runLegion(t, "", append([]string{"get", "all", "web"}, flags...)...); err == nil || !strings.Contains(err.Error(), "takes no NAME") {
 		t.Errorf("get all NAME: %v, want refused", err)
 	}
+	// kubectl's list of kinds: each kind's table, or each kind's object
+	// of a name; none of any says which kinds.
+	if out, err := runLegion(t, "", append([]string{"get", "cj,svc,cronjobs", "-o", "name"}, flags...)...); err != nil || out != "cronjob/nightly\nservice/web\n" {
+		t.Errorf("get cj,svc,cronjobs -o name: %v %q", err, out)
+	}
+	if out, err := runLegion(t, "", append([]string{"get", "svc,no"}, flags...)...); err != nil || !strings.Contains(out, "service/web ") || !strings.Contains(out, "\n\nNAME ") || !strings.Contains(out, "node/") {
+		t.Errorf("get svc,no: %v\n%s", err, out)
+	}
+	if out, err := runLegion(t, "", append([]string{"get", "svc,cj", "web", "-o", "name"}, flags...)...); err == nil || out != "service/web\n" || !strings.Contains(err.Error(), "CronJob default/web: not found") {
+		t.Errorf("get svc,cj web: %v %q, want service/web and cronjob/web not found", err, out)
+	}
+	if out, err := runLegion(t, "", append([]string{"get", "cfg,secrets"}, flags...)...); err != nil || out != "No configs or secrets found.\n" {
+		t.Errorf("get cfg,secrets of none: %v %q", err, out)
+	}
+	for args, want := range map[string]string{"get svc,cfg -w": "a watch follows one kind", "get svc,bogus": `unknown kind "bogus"`} {
+		if _, err := runLegion(t, "", append(strings.Fields(args), flags...)...); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("legion %s: %v, want %q", args, err, want)
+		}
+	}
 
 	// get -w, kubectl's watch: the listing, then each change, here of
 	// the one service named.

@@ -337,20 +337,21 @@ func userScope(cl *client.Client, all bool) string {
 // workloads and their pods: Services, Jobs, CronJobs and Tasks.
 var allKinds = []legion.Kind{legion.KindService, legion.KindJob, legion.KindCronJob, legion.KindTask}
 
-// getAll is get all: a table of each of allKinds that has objects, names
-// as kind/name (kubectl's form); any other format has them all as one
-// list.
-func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags, lf *listFlags) error {
-	_, fm, opts, cl, err := c.query(cmd, string(legion.KindService), output, f)
+// getKinds is get all, and get of kinds listed with commas (kubectl's
+// get svc,cfg): a table of each kind that has objects, names as kind/name
+// (kubectl's form); any other format has them all as one list. none
+// names the kinds in "No ... found."
+func (c *clusterCLI) getKinds(cmd *cobra.Command, kinds []legion.Kind, none, output string, f *scopeFlags, lf *listFlags) error {
+	_, fm, opts, cl, err := c.query(cmd, string(kinds[0]), output, f)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if err := checkFieldTerms(f.terms, allKinds...); err != nil {
+	if err := checkFieldTerms(f.terms, kinds...); err != nil {
 		return err
 	}
 	var all []legion.Object
-	for _, k := range allKinds {
+	for _, k := range kinds {
 		objs, _, err := cl.List(ctxOf(cmd), k, opts)
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", plural(strings.ToLower(string(k))), err)
@@ -358,13 +359,47 @@ func (c *clusterCLI) getAll(cmd *cobra.Command, output string, f *scopeFlags, lf
 		all = append(all, f.keep(objs)...)
 	}
 	if len(all) == 0 && (fm.name == "table" || fm.name == "wide") {
-		_, err := fmt.Fprintf(cmd.ErrOrStderr(), "No services, jobs, cron jobs or tasks found%s.\n", userScope(cl, opts.AllNamespaces))
+		_, err := fmt.Fprintf(cmd.ErrOrStderr(), "No %s found%s.\n", none, userScope(cl, opts.AllNamespaces))
 		return err
 	}
 	if err := lf.apply(&fm, all); err != nil {
 		return err
 	}
 	return printGrouped(cmd, all, fm, grouping{withNamespace: f.all, kindNames: true, lf: lf})
+}
+
+// kindList reads kubectl's list of kinds, svc,cfg: each once, in the
+// order given, all standing for get all's kinds.
+func kindList(arg string) ([]legion.Kind, error) {
+	var kinds []legion.Kind
+	for _, word := range strings.Split(arg, ",") {
+		ks := allKinds
+		if !strings.EqualFold(word, "all") {
+			k, err := resolveKind(word)
+			if err != nil {
+				return nil, err
+			}
+			ks = []legion.Kind{k}
+		}
+		for _, k := range ks {
+			if !slices.Contains(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	return kinds, nil
+}
+
+// kindWordsOr names kinds for "No ... found.": services, configs or tasks.
+func kindWordsOr(kinds []legion.Kind) string {
+	words := make([]string, len(kinds))
+	for i, k := range kinds {
+		words[i] = plural(strings.ToLower(string(k)))
+	}
+	if len(words) == 1 {
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
 
 // getNamed is get of objects named (named's forms): one alone as get
@@ -478,6 +513,29 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			watch = watch || watchOnly
+			if strings.Contains(args[0], ",") && !strings.Contains(args[0], "/") {
+				// kubectl get svc,cfg [NAME...]: each kind's listing, or
+				// each kind's object of each name.
+				kinds, err := kindList(args[0])
+				if err != nil {
+					return err
+				}
+				switch {
+				case watch:
+					return fmt.Errorf("%s %s -w: a watch follows one kind (legion get KIND -w)", use, args[0])
+				case len(args) == 1:
+					return c.getKinds(cmd, kinds, kindWordsOr(kinds), output, &f, &lf)
+				case f.all || f.selects():
+					return fmt.Errorf("%s %s: objects named are read in one namespace (-n), without -A, -l or --field-selector", use, strings.Join(args, " "))
+				}
+				var each []string
+				for _, name := range args[1:] {
+					for _, k := range kinds {
+						each = append(each, strings.ToLower(string(k))+"/"+name)
+					}
+				}
+				return c.getNamed(cmd, use, each, output, &f, &lf)
+			}
 			if len(args) > 2 || strings.Contains(args[0], "/") {
 				// kubectl get svc/web job/migrate, get svc web api.
 				switch {
@@ -495,7 +553,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				if watch {
 					return errors.New("get all -w: a watch follows one kind (legion get KIND -w)")
 				}
-				return c.getAll(cmd, output, &f, &lf)
+				return c.getKinds(cmd, allKinds, "services, jobs, cron jobs or tasks", output, &f, &lf)
 			}
 			if len(args) == 2 && f.all {
 				return fmt.Errorf("%s %s %s -A: an object is read by name in one namespace (-n), not across all", use, args[0], args[1])
