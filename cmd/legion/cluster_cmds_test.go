@@ -535,6 +535,25 @@ func TestDeleteByNamesAndLabels(t *testing.T) {
 	if out, err := run("delete", "configs", "--all"); err != nil || out != "config/a deleted\nconfig/b deleted\n" || len(left()) != 0 {
 		t.Fatalf("delete configs --all: %v %q, left %v", err, out, left())
 	}
+
+	// kubectl's kinds listed with commas: by label, and by name (each
+	// kind's object of the name; one not there is named).
+	if _, err := n.Client.Apply(ctx, objs[:3], client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run("delete", "cfg,secrets", "-l", "tier=x"); err != nil || out != "config/a deleted\nconfig/b deleted\n" {
+		t.Fatalf("delete cfg,secrets -l tier=x: %v %q", err, out)
+	}
+	out, err := run("delete", "secret,cfg", "c")
+	if out != "config/c deleted\n" || err == nil || !strings.Contains(err.Error(), "deleting secret/c") || len(left()) != 0 {
+		t.Fatalf("delete secret,cfg c: %v %q, left %v", err, out, left())
+	}
+	if _, err := run("delete", "all,cfg", "c"); err == nil || !strings.Contains(err.Error(), "all stands for every workload of a namespace") {
+		t.Fatalf("delete all,cfg c: %v", err)
+	}
+	if out, err := run("delete", "all", "-l", "tier=x"); err != nil || out != "No services, jobs, cron jobs or tasks with tier=x found.\n" {
+		t.Fatalf("delete all -l of nothing: %v %q", err, out)
+	}
 }
 
 // Deleting a stateful Service says which Volumes its claims made are

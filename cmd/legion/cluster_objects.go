@@ -339,9 +339,8 @@ var allKinds = []legion.Kind{legion.KindService, legion.KindJob, legion.KindCron
 
 // getKinds is get all, and get of kinds listed with commas (kubectl's
 // get svc,cfg): a table of each kind that has objects, names as kind/name
-// (kubectl's form); any other format has them all as one list. none
-// names the kinds in "No ... found."
-func (c *clusterCLI) getKinds(cmd *cobra.Command, kinds []legion.Kind, none, output string, f *scopeFlags, lf *listFlags) error {
+// (kubectl's form); any other format has them all as one list.
+func (c *clusterCLI) getKinds(cmd *cobra.Command, kinds []legion.Kind, output string, f *scopeFlags, lf *listFlags) error {
 	_, fm, opts, cl, err := c.query(cmd, string(kinds[0]), output, f)
 	if err != nil {
 		return err
@@ -359,7 +358,7 @@ func (c *clusterCLI) getKinds(cmd *cobra.Command, kinds []legion.Kind, none, out
 		all = append(all, f.keep(objs)...)
 	}
 	if len(all) == 0 && (fm.name == "table" || fm.name == "wide") {
-		_, err := fmt.Fprintf(cmd.ErrOrStderr(), "No %s found%s.\n", none, userScope(cl, opts.AllNamespaces))
+		_, err := fmt.Fprintf(cmd.ErrOrStderr(), "No %s found%s.\n", kindWordsOr(kinds), userScope(cl, opts.AllNamespaces))
 		return err
 	}
 	if err := lf.apply(&fm, all); err != nil {
@@ -392,6 +391,9 @@ func kindList(arg string) ([]legion.Kind, error) {
 
 // kindWordsOr names kinds for "No ... found.": services, configs or tasks.
 func kindWordsOr(kinds []legion.Kind) string {
+	if slices.Equal(kinds, allKinds) {
+		return "services, jobs, cron jobs or tasks"
+	}
 	words := make([]string, len(kinds))
 	for i, k := range kinds {
 		words[i] = plural(strings.ToLower(string(k)))
@@ -524,7 +526,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				case watch:
 					return fmt.Errorf("%s %s -w: a watch follows one kind (legion get KIND -w)", use, args[0])
 				case len(args) == 1:
-					return c.getKinds(cmd, kinds, kindWordsOr(kinds), output, &f, &lf)
+					return c.getKinds(cmd, kinds, output, &f, &lf)
 				case f.all || f.selects():
 					return fmt.Errorf("%s %s: objects named are read in one namespace (-n), without -A, -l or --field-selector", use, strings.Join(args, " "))
 				}
@@ -553,7 +555,7 @@ func (c *clusterCLI) getCommand(use string) *cobra.Command {
 				if watch {
 					return errors.New("get all -w: a watch follows one kind (legion get KIND -w)")
 				}
-				return c.getKinds(cmd, allKinds, "services, jobs, cron jobs or tasks", output, &f, &lf)
+				return c.getKinds(cmd, allKinds, output, &f, &lf)
 			}
 			if len(args) == 2 && f.all {
 				return fmt.Errorf("%s %s %s -A: an object is read by name in one namespace (-n), not across all", use, args[0], args[1])
@@ -759,7 +761,12 @@ func named(use string, args []string, ns string) ([]legion.Object, error) {
 		}
 		return nil, fmt.Errorf("%s %s: expected %s", use, args[0], forms)
 	}
-	kind, err := resolveKind(args[0])
+	// KIND NAME..., or kubectl's svc,cfg NAME...: each kind's object of
+	// each name.
+	if slices.ContainsFunc(strings.Split(args[0], ","), func(w string) bool { return strings.EqualFold(w, "all") }) {
+		return nil, fmt.Errorf("%s %s: all stands for every workload of a namespace, and is not named by NAME; give the kinds (svc,job NAME)", use, strings.Join(args, " "))
+	}
+	kinds, err := kindList(args[0])
 	if err != nil {
 		return nil, err
 	}
@@ -767,7 +774,9 @@ func named(use string, args []string, ns string) ([]legion.Object, error) {
 		if strings.Contains(n, "/") {
 			return nil, fmt.Errorf("%q: expected a name of kind %s", n, args[0])
 		}
-		add(kind, n)
+		for _, kind := range kinds {
+			add(kind, n)
+		}
 	}
 	return out, nil
 }
@@ -779,7 +788,7 @@ func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) (
 	if len(args) != 1 || strings.Contains(args[0], "/") {
 		return nil, fmt.Errorf("delete %s -l: a name and a selector do not go together: give KIND alone, or names without -l or --field-selector", strings.Join(args, " "))
 	}
-	kind, err := resolveKind(args[0])
+	kinds, err := kindList(args[0])
 	if err != nil {
 		return nil, err
 	}
@@ -787,7 +796,7 @@ func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) (
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFieldTerms(f.terms, kind); err != nil {
+	if err := checkFieldTerms(f.terms, kinds...); err != nil {
 		return nil, err
 	}
 	cl, err := c.connect(cmd)
@@ -795,17 +804,20 @@ func (c *clusterCLI) selected(cmd *cobra.Command, args []string, f scopeFlags) (
 		return nil, err
 	}
 	defer cl.Close()
-	objs, _, err := cl.List(ctxOf(cmd), kind, opts)
-	if err != nil {
-		return nil, err
+	var objs []legion.Object
+	for _, kind := range kinds {
+		listed, _, err := cl.List(ctxOf(cmd), kind, opts)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, f.keep(listed)...)
 	}
-	objs = f.keep(objs)
 	if len(objs) == 0 {
 		with := ""
 		if sel := slices.Concat(f.labels, f.fields); len(sel) > 0 {
 			with = " with " + strings.Join(sel, ",")
 		}
-		fmt.Fprintf(cmd.ErrOrStderr(), "No %s%s found.\n", plural(strings.ToLower(string(kind))), with)
+		fmt.Fprintf(cmd.ErrOrStderr(), "No %s%s found.\n", kindWordsOr(kinds), with)
 	}
 	return objs, nil
 }
