@@ -644,6 +644,8 @@ func TestKubectlNamesSuggestLegions(t *testing.T) {
 		"network ls":                           "docker network is not a command here: a cluster's pods share one network",
 		"replace -f web.yaml":                  "kubectl replace is not a command here: legion apply -f FILE sets each object's labels and spec",
 		"stats":                                "docker stats is not a command here: legion top",
+		"debug -it web-1-1 --image=busybox":    "kubectl debug is not a command here: legion exec -it TASK -- sh",
+		"proxy --port 8001":                    "kubectl proxy is not a command here: the API is gRPC with mutual TLS",
 		"stack config -c compose.yaml":         "docker stack config is legion stack convert -c FILE STACK here",
 		"volume create data":                   "docker volume create is a Volume's manifest here",
 		"volume rm data":                       "docker volume rm is legion delete volume NAME here",

@@ -103,6 +103,8 @@ var topHabits = map[string]habit{
 	"attach":        {tool: "kubectl attach", whole: "legion logs -f TASK follows its output, and legion exec -it TASK -- COMMAND runs a command in it"},
 	"network":       {tool: "docker network", whole: "a cluster's pods share one network, each pod with an address of its own and services named in DNS; who may reach whom is NetworkPolicies (legion get networkpolicies -A) and each Namespace's isolation"},
 	"replace":       {tool: "kubectl replace", whole: "legion apply -f FILE sets each object's labels and spec to the manifest's (its status kept); replace --force's delete and make again is legion delete -f FILE, then legion create -f FILE"},
+	"debug":         {tool: "kubectl debug", whole: "legion exec -it TASK -- sh opens a shell in a running task, and legion logs TASK and legion describe task TASK say why one fails"},
+	"proxy":         {tool: "kubectl proxy", whole: "the API is gRPC with mutual TLS, not HTTP: legion port-forward reaches a task's port, and a Route publishes a service over HTTP"},
 	"stats":         {tool: "docker stats", whole: "legion top shows the cluster live, and legion top tasks what each task uses"},
 	"auth":          {tool: "kubectl auth", whole: "who may do what is in RoleBindings: legion get rolebindings -A; legion user makes users' credentials"},
 }
