@@ -459,3 +459,39 @@ spec: {text: b}
 		t.Errorf("apply -o wide: %v", err)
 	}
 }
+
+// create service takes docker service create's resources and placement
+// constraints, in Docker's units; a value Docker would refuse is refused
+// naming the flag, and docker's --name says where the name goes here.
+func TestCreateServiceDockerResourcesAndConstraints(t *testing.T) {
+	t.Parallel()
+	create := []string{"create", "service", "web", "--image", "localhost/hello:1", "--dry-run", "-o", "yaml"}
+	out, err := runLegion(t, "", append(create, "--limit-cpu", "0.5", "--limit-memory", "64m", "--reserve-cpu", "0.25", "--reserve-memory", "32M",
+		"--constraint", "node.role == manager", "--constraint", "node.labels.disk==ssd")...)
+	if err != nil {
+		t.Fatalf("create service with docker's resources: %v\n%s", err, out)
+	}
+	objs, err := legion.ParseManifest("dry-run", []byte(out))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("the dry run's manifest: %v\n%s", err, out)
+	}
+	s := objs[0].(*legion.Service)
+	res := s.Spec.Pod.Containers[0].Resources
+	if res.Limits.CPU != 500 || res.Limits.Memory != 64<<20 || res.Requests.CPU != 250 || res.Requests.Memory != 32<<20 {
+		t.Errorf("resources %+v, want limits 500m 64Mi and requests 250m 32Mi", res)
+	}
+	if want := []string{"node.role == manager", "node.labels.disk == ssd"}; !slices.Equal(s.Spec.Placement.Constraints, want) {
+		t.Errorf("constraints %q, want %q", s.Spec.Placement.Constraints, want)
+	}
+	for args, says := range map[string]string{
+		"--limit-memory 64q":                    `--limit-memory "64q": expected a size such as 64m or 1g`,
+		"--reserve-cpu -1":                      `--reserve-cpu "-1": expected a number of CPUs`,
+		"--constraint disk=ssd":                 `constraint "disk=ssd": expected <attribute> == <value>`,
+		"--reserve-memory 1g --limit-memory 1m": "requests.memory: 1Gi is above the limit 1Mi",
+		"--name web2":                           "the service's name is the word after create service here",
+	} {
+		if _, err := runLegion(t, "", append(slices.Clone(create), strings.Fields(args)...)...); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("create service %s: %v, want it to say %q", args, err, says)
+		}
+	}
+}

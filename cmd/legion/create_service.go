@@ -137,6 +137,10 @@ type serviceFlags struct {
 	replicas       int
 	publish, ports []string
 	labels         []string
+	// Docker's resources (--limit-cpu 0.5, --reserve-memory 64m) and
+	// placement constraints (node.labels.disk == ssd).
+	limitCPU, limitMemory, reserveCPU, reserveMemory string
+	constraints                                      []string
 }
 
 // createServiceCommand is docker service create and kubectl create
@@ -198,6 +202,13 @@ asking the cluster: a start for a file that legion apply reads.`,
 	fl.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a port, PUBLISHED:TARGET[/PROTOCOL] as docker takes it (repeatable)")
 	fl.StringArrayVar(&f.ports, "port", nil, "a container port, also a port of the service's VIP, not published (repeatable)")
 	fl.StringArrayVarP(&f.labels, "label", "l", nil, "a label of the service, key=value (repeatable, or comma-separated)")
+	fl.StringVar(&f.limitCPU, "limit-cpu", "", "the CPUs each task may use at most, as docker takes it (0.5)")
+	fl.StringVar(&f.limitMemory, "limit-memory", "", "the memory each task may use at most, as docker takes it (512m, 1g: binary units)")
+	fl.StringVar(&f.reserveCPU, "reserve-cpu", "", "the CPUs each task requests, which placement counts (0.25)")
+	fl.StringVar(&f.reserveMemory, "reserve-memory", "", "the memory each task requests, which placement counts (256m)")
+	fl.StringArrayVar(&f.constraints, "constraint", nil, "a placement constraint, as docker takes it: node.labels.KEY == VALUE, node.role != manager, node.hostname == HOST (repeatable)")
+	// docker service create --name: the name is NAME here.
+	fl.VarPF(&kubectlFlag{why: "the service's name is the word after create service here: legion create service NAME --image IMAGE"}, "name", "", "docker's").Hidden = true
 	f.createOutput.add(fl, "service")
 	fl.StringVarP(&ns, "namespace", "n", "", "namespace of the service (default: default)")
 	wf.add(cmd)
@@ -218,6 +229,29 @@ func (f serviceFlags) service(name, ns string, words []string, replicasSet bool)
 	ctr, err := f.container(name, words)
 	if err != nil {
 		return nil, err
+	}
+	for _, r := range []struct {
+		flag, value string
+		cpu         *legion.CPU
+		memory      *legion.Bytes
+	}{
+		{"--limit-cpu", f.limitCPU, &ctr.Resources.Limits.CPU, nil},
+		{"--limit-memory", f.limitMemory, nil, &ctr.Resources.Limits.Memory},
+		{"--reserve-cpu", f.reserveCPU, &ctr.Resources.Requests.CPU, nil},
+		{"--reserve-memory", f.reserveMemory, nil, &ctr.Resources.Requests.Memory},
+	} {
+		if r.value == "" {
+			continue
+		}
+		if r.cpu != nil {
+			if *r.cpu, err = compose.DockerCPUs(r.value); err != nil {
+				return nil, fmt.Errorf("%s %w", r.flag, err)
+			}
+			continue
+		}
+		if *r.memory, err = compose.DockerBytes(r.value); err != nil {
+			return nil, fmt.Errorf("%s %w", r.flag, err)
+		}
 	}
 	o, _ := legion.New(legion.KindService)
 	s := o.(*legion.Service)
@@ -259,6 +293,7 @@ func (f serviceFlags) service(name, ns string, words []string, replicasSet bool)
 		}
 	}
 	s.Spec.Pod.Containers = []legion.Container{ctr}
+	s.Spec.Placement.Constraints = f.constraints
 	switch legion.ServiceMode(f.mode) {
 	case legion.ModeReplicated:
 		n := f.replicas
