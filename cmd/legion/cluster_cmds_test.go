@@ -635,7 +635,6 @@ func TestKubectlNamesSuggestLegions(t *testing.T) {
 		"rollout pause web":                    "kubectl rollout pause is not a thing here: an update goes on until it completes",
 		"rollout resume web":                   "kubectl rollout resume is a change to the spec here",
 		"node ps n1":                           "docker node ps is legion describe node NODE here (its tasks)",
-		"set resources svc/web --limits=cpu=1": "kubectl set resources is legion edit service NAME here",
 		"cordon n1":                            "kubectl cordon is not a command here: legion node pause NODE",
 		"api-versions":                         "kubectl api-versions is not a command here: every object is legion/v1",
 		"uncordon n1":                          "kubectl uncordon is not a command here: legion node activate NODE",

@@ -133,9 +133,6 @@ var subHabits = map[string]map[string]habitSub{
 	"stack": {
 		"config": {"docker stack config", "legion stack convert -c FILE STACK here, which prints the objects Legion makes of the compose files, merged (docker's prints the merged compose file)"},
 	},
-	"set": {
-		"resources": {"kubectl set resources", "legion edit service NAME here (spec.pod.containers[].resources)"},
-	},
 	"node": {
 		"inspect": {"docker node inspect", "legion describe node NODE here, or legion get node NODE -o yaml"},
 		"ps":      {"docker node ps", "legion describe node NODE here (its tasks), or legion get tasks -A -o wide"},

@@ -210,7 +210,7 @@ func printEnv(out io.Writer, o legion.Object, container string) error {
 // it has.
 func podContainers(pod *legion.PodSpec, name string) ([]*legion.Container, error) {
 	all := pod.AllContainers()
-	if name == "" {
+	if name == "" || name == "*" { // kubectl's -c '*', its default
 		return all, nil
 	}
 	for _, c := range all {

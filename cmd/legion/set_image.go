@@ -12,10 +12,11 @@ import (
 )
 
 // setCommand is kubectl set: one change to a workload without its
-// manifest: its images, the change a deploy makes most, or environment.
+// manifest: its images, the change a deploy makes most, its environment
+// or its resources.
 func (c *clusterCLI) setCommand() *cobra.Command {
-	cmd := &cobra.Command{Use: "set", Short: "Change a workload's containers' images or environment without its manifest"}
-	cmd.AddCommand(c.setImageCommand(), c.setEnvCommand())
+	cmd := &cobra.Command{Use: "set", Short: "Change a workload's containers' images, environment or resources without its manifest"}
+	cmd.AddCommand(c.setImageCommand(), c.setEnvCommand(), c.setResourcesCommand())
 	return cmd
 }
 
