@@ -48,7 +48,7 @@ var topHabits = map[string]habit{
 		"rm":       "legion delete service NAME",
 		"rollback": "legion rollback NAME",
 		"scale":    "legion scale NAME=REPLICAS",
-		"update":   "legion set image NAME CONTAINER=IMAGE, legion scale, or legion edit service NAME",
+		"update":   "legion set image NAME CONTAINER=IMAGE, legion set env, legion set resources, legion scale, or legion edit service NAME",
 	})},
 	"secret": {tool: "docker secret", subs: dockerSubs("docker secret", map[string]string{
 		"create":  "legion create secret NAME FILE",
