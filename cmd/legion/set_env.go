@@ -1,14 +1,12 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
 )
 
@@ -45,11 +43,10 @@ applied again, its environment comes back.`,
 			if from != "" {
 				return fmt.Errorf("set env: --from %s: a Legion Secret or Config holds one value, not keys to import: give each variable as --secret KEY=SECRET or --config KEY=CONFIG", from)
 			}
-			kind, name, err := kindNameArg(args[0], "a service, job or cron job", legion.KindService, legion.KindJob, legion.KindCronJob)
+			kind, name, err := workloadArg(args[0])
 			if err != nil {
 				return fmt.Errorf("set env: %w", err)
 			}
-			kind = cmp.Or(kind, legion.KindService)
 			if list {
 				if len(args) > 1 || len(secrets) > 0 || len(configs) > 0 {
 					return fmt.Errorf("set env: --list prints the environment: give the workload alone")
@@ -60,25 +57,9 @@ applied again, its environment comes back.`,
 			if err != nil {
 				return fmt.Errorf("set env: %w", err)
 			}
-			if wf.wait && kind != legion.KindService {
-				return fmt.Errorf("set env: --wait follows a service's rollout; a %s's environment is for its next tasks", kind)
-			}
-			res, err := c.updateObject(cmd, kind, ns, name, func(o legion.Object) error {
-				return setEnv(legion.PodOf(o), container, ec)
+			return c.changePod(cmd, podChange{what: "env", held: "this environment"}, kind, ns, name, wf, func(pod *legion.PodSpec) error {
+				return setEnv(pod, container, ec)
 			})
-			if err != nil {
-				return fmt.Errorf("set env: %w", err)
-			}
-			if res.Outcome == client.Unchanged {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s unchanged: its containers have this environment already\n", ref(res.Object))
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s env updated\n", ref(res.Object))
-			}
-			if kind != legion.KindService {
-				return nil
-			}
-			m := res.Object.GetMetadata()
-			return c.waitRollout(cmd, wf, m.Namespace, m.Name, false)
 		},
 	}
 	f := cmd.Flags()

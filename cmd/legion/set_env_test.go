@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/client"
-	"github.com/legionbsd/legion/internal/testcluster"
 )
 
 // set env changes containers' environment as kubectl set env does: a
@@ -16,9 +14,7 @@ import (
 // --from and bad input are refused with nothing changed.
 func TestSetEnv(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, testcluster.Options{Managers: 1})
-	ctx := context.Background()
-	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+	c, run := managerWith(t, `apiVersion: legion/v1
 kind: Service
 metadata: {name: web}
 spec:
@@ -39,15 +35,8 @@ metadata: {name: nightly}
 spec:
   schedule: "0 3 * * *"
   job: {pod: {containers: [{name: report, image: shop/tools:1}]}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client().Apply(ctx, objs, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	flags := []string{"--server", c.Managers[0].Addr, "--credentials", c.AdminFile()}
-	run := func(args ...string) (string, error) { return runLegion(t, "", append(flags, args...)...) }
+`)
+	ctx := context.Background()
 	env := func(kind legion.Kind, name string) string {
 		t.Helper()
 		o, err := c.Client().Get(ctx, kind, "default", name)

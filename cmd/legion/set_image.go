@@ -39,39 +39,58 @@ the old image: apply it again and the image goes back too.`,
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("set image: %w", err)
 			}
-			kind, name, err := kindNameArg(args[0], "a service, job or cron job", legion.KindService, legion.KindJob, legion.KindCronJob)
+			kind, name, err := workloadArg(args[0])
 			if err != nil {
 				return fmt.Errorf("set image: %w", err)
 			}
-			kind = cmp.Or(kind, legion.KindService)
 			images, err := imageArgs(args[1:])
 			if err != nil {
 				return fmt.Errorf("set image: %w", err)
 			}
-			if wf.wait && kind != legion.KindService {
-				return fmt.Errorf("set image: --wait follows a service's rollout; a %s's new image is for its next tasks", kind)
-			}
-			res, err := c.updateObject(cmd, kind, ns, name, func(o legion.Object) error {
-				return setImages(legion.PodOf(o), images)
+			return c.changePod(cmd, podChange{what: "image", held: "these images"}, kind, ns, name, wf, func(pod *legion.PodSpec) error {
+				return setImages(pod, images)
 			})
-			if err != nil {
-				return fmt.Errorf("set image: %w", err)
-			}
-			if res.Outcome == client.Unchanged {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s unchanged: its containers have these images already\n", ref(res.Object))
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s image updated\n", ref(res.Object))
-			}
-			if kind != legion.KindService {
-				return nil
-			}
-			m := res.Object.GetMetadata()
-			return c.waitRollout(cmd, wf, m.Namespace, m.Name, false)
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", "", "namespace of the workload (default: default)")
 	wf.add(cmd)
 	return cmd
+}
+
+// workloadArg reads the workload a set command changes: SERVICE, or
+// KIND/NAME of a service, job or cron job.
+func workloadArg(arg string) (legion.Kind, string, error) {
+	kind, name, err := kindNameArg(arg, "a service, job or cron job", legion.KindService, legion.KindJob, legion.KindCronJob)
+	return cmp.Or(kind, legion.KindService), name, err
+}
+
+// podChange names a set command's change: the word its outcome says
+// (image, env, resources) and what the containers hold when nothing
+// changed.
+type podChange struct{ what, held string }
+
+// changePod gives change to the pod of workload kind ns/name, as set
+// image, env and resources do: the outcome said as kubectl says it, and
+// a service's rollout followed with --wait (refused for a Job or CronJob,
+// whose change is for their next tasks).
+func (c *clusterCLI) changePod(cmd *cobra.Command, pc podChange, kind legion.Kind, ns, name string, wf waitFlags, change func(*legion.PodSpec) error) error {
+	if wf.wait && kind != legion.KindService {
+		return fmt.Errorf("set %s: --wait follows a service's rollout; a %s's change is for its next tasks", pc.what, kind)
+	}
+	res, err := c.updateObject(cmd, kind, ns, name, func(o legion.Object) error { return change(legion.PodOf(o)) })
+	if err != nil {
+		return fmt.Errorf("set %s: %w", pc.what, err)
+	}
+	if res.Outcome == client.Unchanged {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s unchanged: its containers have %s already\n", ref(res.Object), pc.held)
+	} else {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s %s updated\n", ref(res.Object), pc.what)
+	}
+	if kind != legion.KindService {
+		return nil
+	}
+	m := res.Object.GetMetadata()
+	return c.waitRollout(cmd, wf, m.Namespace, m.Name, false)
 }
 
 // imageArgs reads CONTAINER=IMAGE arguments; * names every container.

@@ -16,9 +16,7 @@ import (
 // refused, naming those it has, and nothing changes.
 func TestSetImage(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, testcluster.Options{Managers: 1})
-	ctx := context.Background()
-	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+	c, run := managerWith(t, `apiVersion: legion/v1
 kind: Service
 metadata: {name: web}
 spec:
@@ -32,15 +30,8 @@ metadata: {name: nightly}
 spec:
   schedule: "0 3 * * *"
   job: {pod: {containers: [{name: report, image: shop/tools:1}]}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client().Apply(ctx, objs, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	flags := []string{"--server", c.Managers[0].Addr, "--credentials", c.AdminFile()}
-	run := func(args ...string) (string, error) { return runLegion(t, "", append(flags, args...)...) }
+`)
+	ctx := context.Background()
 	images := func(kind legion.Kind, name string) string {
 		t.Helper()
 		o, err := c.Client().Get(ctx, kind, "default", name)
@@ -83,4 +74,21 @@ spec:
 	if got := images(legion.KindService, "web"); got != "migrate=shop/web:2 web=shop/web:2 log=shop/log:1" {
 		t.Errorf("a refused set image changed the service: %s", got)
 	}
+}
+
+// managerWith is a one-manager cluster holding manifest's objects, and a
+// legion command run against it, for the tests of commands that change
+// objects (set, label).
+func managerWith(t *testing.T, manifest string) (*testcluster.Cluster, func(args ...string) (string, error)) {
+	t.Helper()
+	c := testcluster.New(t, testcluster.Options{Managers: 1})
+	objs, err := legion.ParseManifest("t", []byte(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client().Apply(context.Background(), objs, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	flags := []string{"--server", c.Managers[0].Addr, "--credentials", c.AdminFile()}
+	return c, func(args ...string) (string, error) { return runLegion(t, "", append(flags, args...)...) }
 }

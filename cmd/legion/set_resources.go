@@ -1,13 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
 )
 
@@ -40,34 +38,17 @@ not changed: applied again, its resources come back.`,
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("set resources: %w", err)
 			}
-			kind, name, err := kindNameArg(args[0], "a service, job or cron job", legion.KindService, legion.KindJob, legion.KindCronJob)
+			kind, name, err := workloadArg(args[0])
 			if err != nil {
 				return fmt.Errorf("set resources: %w", err)
 			}
-			kind = cmp.Or(kind, legion.KindService)
 			rc, err := parseResourceChanges(limits, requests)
 			if err != nil {
 				return fmt.Errorf("set resources: %w", err)
 			}
-			if wf.wait && kind != legion.KindService {
-				return fmt.Errorf("set resources: --wait follows a service's rollout; a %s's resources are for its next tasks", kind)
-			}
-			res, err := c.updateObject(cmd, kind, ns, name, func(o legion.Object) error {
-				return setResources(legion.PodOf(o), container, rc)
+			return c.changePod(cmd, podChange{what: "resources", held: "these resources"}, kind, ns, name, wf, func(pod *legion.PodSpec) error {
+				return setResources(pod, container, rc)
 			})
-			if err != nil {
-				return fmt.Errorf("set resources: %w", err)
-			}
-			if res.Outcome == client.Unchanged {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s unchanged: its containers have these resources already\n", ref(res.Object))
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s resources updated\n", ref(res.Object))
-			}
-			if kind != legion.KindService {
-				return nil
-			}
-			m := res.Object.GetMetadata()
-			return c.waitRollout(cmd, wf, m.Namespace, m.Name, false)
 		},
 	}
 	f := cmd.Flags()

@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/client"
-	"github.com/legionbsd/legion/internal/testcluster"
 )
 
 // set resources changes containers' CPU and memory as kubectl set
@@ -16,9 +14,7 @@ import (
 // bad input are refused with nothing changed.
 func TestSetResources(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, testcluster.Options{Managers: 1})
-	ctx := context.Background()
-	objs, err := legion.ParseManifest("t", []byte(`apiVersion: legion/v1
+	c, run := managerWith(t, `apiVersion: legion/v1
 kind: Service
 metadata: {name: web}
 spec:
@@ -26,15 +22,8 @@ spec:
     containers:
       - {name: web, image: shop/web:1, resources: {requests: {cpu: 100m}, limits: {memory: 256Mi, maxproc: 64}}}
       - {name: log, image: shop/log:1}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client().Apply(ctx, objs, client.ApplyOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	flags := []string{"--server", c.Managers[0].Addr, "--credentials", c.AdminFile()}
-	run := func(args ...string) (string, error) { return runLegion(t, "", append(flags, args...)...) }
+`)
+	ctx := context.Background()
 	resources := func() string {
 		t.Helper()
 		o, err := c.Client().Get(ctx, legion.KindService, "default", "web")
