@@ -433,6 +433,9 @@ spec:
 	if out, err := runLegion(t, "", append([]string{"get", "svc,cj", "web", "-o", "name"}, flags...)...); err == nil || out != "service/web\n" || !strings.Contains(err.Error(), "CronJob default/web: not found") {
 		t.Errorf("get svc,cj web: %v %q, want service/web and cronjob/web not found", err, out)
 	}
+	if out, _ := runLegion(t, "", append([]string{"get", "svc,cj", "web"}, flags...)...); !strings.Contains(out, "\nservice/web ") {
+		t.Errorf("get svc,cj web: the table names web without its kind, though two kinds were asked:\n%s", out)
+	}
 	if out, err := runLegion(t, "", append([]string{"get", "cfg,secrets"}, flags...)...); err != nil || out != "No configs or secrets found.\n" {
 		t.Errorf("get cfg,secrets of none: %v %q", err, out)
 	}

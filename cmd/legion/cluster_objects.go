@@ -433,8 +433,10 @@ func (c *clusterCLI) getNamed(cmd *cobra.Command, use string, args []string, out
 		}
 		objs = append(objs, o)
 	}
+	// Kinds are named when several were asked, as kubectl names them,
+	// also when only one kind's objects were found.
 	kinds := map[legion.Kind]bool{}
-	for _, o := range objs {
+	for _, o := range targets {
 		kinds[o.GetKind()] = true
 	}
 	if err := lf.apply(&fm, objs); err != nil {
