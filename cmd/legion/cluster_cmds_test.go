@@ -687,3 +687,56 @@ func TestDeleteTakesKubectlFlags(t *testing.T) {
 		}
 	}
 }
+
+// delete all deletes a service without its tasks, which stop with it
+// rather than each saying that its slot's next task starts; a task told
+// to stop already says why instead.
+func TestDeleteAllLeavesTasksToTheirOwner(t *testing.T) {
+	t.Parallel()
+	n, ctx := helloCluster(t, helloApp("web", ""))
+	waitReadyTasks(ctx, t, n, "web", 1)
+	flags := []string{"--server", n.API, "--credentials", n.Admin}
+	out, err := runLegion(t, "", append([]string{"delete", "all", "--all"}, flags...)...)
+	if err != nil || out != "service/web deleted\n" {
+		t.Fatalf("delete all --all: %v %q, want the service alone deleted", err, out)
+	}
+}
+
+// delete says what became of a task: deleted once ended, stopping when a
+// node runs it, and, when told to stop before, why.
+func TestDeletedLine(t *testing.T) {
+	task := func(desired, state legion.TaskState, why string) legion.Object {
+		return &legion.Task{Header: legion.Header{Kind: legion.KindTask, Metadata: legion.Metadata{Name: "web-1-1", Namespace: legion.DefaultNamespace}},
+			Spec: legion.TaskSpec{DesiredState: desired, StopReason: why}, Status: legion.TaskStatus{State: state}}
+	}
+	for _, tc := range []struct {
+		gone legion.Object
+		want string
+	}{
+		{task(legion.TaskShutdown, legion.TaskShutdown, "deleted"), "task/web-1-1 deleted"},
+		{task(legion.TaskShutdown, legion.TaskRunning, "deleted"), "task/web-1-1 stopping: its slot's next task starts once it has stopped"},
+		{task(legion.TaskShutdown, legion.TaskRunning, "service web is gone"), "task/web-1-1 stopping already (service web is gone)"},
+		{task(legion.TaskShutdown, legion.TaskRunning, "updated"), "task/web-1-1 stopping already (updated)"},
+		{&legion.Config{Header: legion.Header{Kind: legion.KindConfig, Metadata: legion.Metadata{Name: "c", Namespace: "shop"}}}, "config/c -n shop deleted"},
+	} {
+		if got := deletedLine(tc.gone); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("deletedLine: %q, want it to start %q", got, tc.want)
+		}
+	}
+}
+
+func TestWithoutOwnedTasks(t *testing.T) {
+	svc := &legion.Service{Header: legion.Header{Kind: legion.KindService, Metadata: legion.Metadata{Name: "web", Namespace: "shop"}}}
+	task := func(ns, owner string) legion.Object {
+		return &legion.Task{Header: legion.Header{Kind: legion.KindTask, Metadata: legion.Metadata{Name: owner + "-1-1", Namespace: ns}},
+			Spec: legion.TaskSpec{Owner: legion.Owner{Kind: legion.KindService, Name: owner}}}
+	}
+	got := withoutOwnedTasks([]legion.Object{svc, task("shop", "web"), task("other", "web"), task("shop", "api")})
+	var names []string
+	for _, o := range got {
+		names = append(names, o.GetMetadata().Namespace+"/"+o.GetMetadata().Name)
+	}
+	if want := []string{"shop/web", "other/web-1-1", "shop/api-1-1"}; !slices.Equal(names, want) {
+		t.Errorf("left %v, want %v", names, want)
+	}
+}

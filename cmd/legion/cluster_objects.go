@@ -677,6 +677,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 					return err
 				}
 			}
+			targets = withoutOwnedTasks(targets)
 			cl, err := c.connect(cmd)
 			if err != nil {
 				return err
@@ -693,12 +694,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 					errs = append(errs, fmt.Errorf("deleting %s: %w", ref(o), err))
 					continue
 				}
-				if t, ok := gone.(*legion.Task); ok && t.Spec.DesiredState == legion.TaskShutdown && !t.Status.State.Terminal() {
-					// A task a node runs is stopped, not removed (see the server's stopTask).
-					fmt.Fprintf(cmd.OutOrStdout(), "%s stopping: its slot's next task starts once it has stopped, and it stays in the slot's history (delete it again then to remove it)\n", ref(gone))
-					continue
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", ref(gone))
+				fmt.Fprintln(cmd.OutOrStdout(), deletedLine(gone))
 				switch o.GetKind() {
 				case legion.KindNamespace:
 					warnNamespaceLeft(ctxOf(cmd), cmd.ErrOrStderr(), cl, m.Name)
@@ -781,6 +777,40 @@ func named(use string, args []string, ns string) ([]legion.Object, error) {
 		}
 	}
 	return out, nil
+}
+
+// deletedLine is what delete says of what it deleted. A task a node runs
+// is stopped, not removed (the server's stopTask): one told to stop
+// before, its owner gone or an update replacing it, says why.
+func deletedLine(gone legion.Object) string {
+	t, ok := gone.(*legion.Task)
+	if !ok || t.Spec.DesiredState != legion.TaskShutdown || t.Status.State.Terminal() {
+		return ref(gone) + " deleted"
+	}
+	if why := t.Spec.StopReason; why != "" && why != taskDeleted {
+		return ref(gone) + " stopping already (" + why + ")"
+	}
+	return ref(gone) + " stopping: its slot's next task starts once it has stopped, and it stays in the slot's history (delete it again then to remove it)"
+}
+
+// taskDeleted is the stop reason the manager gives a task a delete stops
+// (the server's stopTask).
+const taskDeleted = "deleted"
+
+// withoutOwnedTasks leaves out of a delete the tasks of the services and
+// jobs it deletes too (delete all): they stop with their owner, and
+// deleting each would say that its slot's next task starts.
+func withoutOwnedTasks(targets []legion.Object) []legion.Object {
+	owners := map[legion.Owner]bool{}
+	for _, o := range targets {
+		if k := o.GetKind(); k == legion.KindService || k == legion.KindJob {
+			owners[legion.Owner{Kind: k, Name: o.GetMetadata().Namespace + "/" + o.GetMetadata().Name}] = true
+		}
+	}
+	return slices.DeleteFunc(targets, func(o legion.Object) bool {
+		t, ok := o.(*legion.Task)
+		return ok && owners[legion.Owner{Kind: t.Spec.Owner.Kind, Name: t.Metadata.Namespace + "/" + t.Spec.Owner.Name}]
+	})
 }
 
 // selected is the objects of delete's KIND with -l's labels (every one
