@@ -30,7 +30,7 @@ func (c *clusterCLI) waitCommand() *cobra.Command {
 	var ns, forWhat string
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "wait KIND NAME... | KIND/NAME... [--for ready|complete|delete]",
+		Use:   "wait KIND NAME... | KIND/NAME... [--for ready|complete|delete|jsonpath='{EXPR}'=VALUE]",
 		Short: "Wait until services are rolled out, jobs complete, nodes ready, or objects deleted, as kubectl wait does",
 		Long: `Wait follows each object named until it is as --for asks, printing where it
 stands when that changes, as kubectl wait does for scripts:
@@ -39,6 +39,9 @@ stands when that changes, as kubectl wait does for scripts:
             (kubectl's condition=Available); a node: ready
   complete  a job: completed
   delete    any object: gone
+  jsonpath='{EXPRESSION}'=VALUE
+            any object: the field as -o jsonpath reads it equal to VALUE,
+            or, without =VALUE, set (kubectl's form)
 
 Without --for, a service and a node are waited for ready and a job for
 complete. It exits 0 once all are, 1 when one cannot be any more (an
@@ -50,14 +53,22 @@ update paused or rolled back, a job failed, a node gone), and 2 when
 			if err != nil {
 				return fmt.Errorf("wait: %w", err)
 			}
-			cond, err := waitCondition(forWhat)
-			if err != nil {
-				return fmt.Errorf("wait: %w", err)
+			var field *fieldWait
+			if expr, ok := strings.CutPrefix(forWhat, "jsonpath="); ok {
+				if field, err = parseFieldWait(expr); err != nil {
+					return fmt.Errorf("wait: --for %w", err)
+				}
 			}
 			conds := make([]string, len(objs))
-			for i, o := range objs {
-				if conds[i], err = kindCondition(o.GetKind(), cond); err != nil {
-					return fmt.Errorf("wait: %s/%s: %w", strings.ToLower(string(o.GetKind())), o.GetMetadata().Name, err)
+			if field == nil {
+				cond, err := waitCondition(forWhat)
+				if err != nil {
+					return fmt.Errorf("wait: %w", err)
+				}
+				for i, o := range objs {
+					if conds[i], err = kindCondition(o.GetKind(), cond); err != nil {
+						return fmt.Errorf("wait: %s/%s: %w", strings.ToLower(string(o.GetKind())), o.GetMetadata().Name, err)
+					}
 				}
 			}
 			cl, err := c.connect(cmd)
@@ -78,7 +89,12 @@ update paused or rolled back, a job failed, a node gone), and 2 when
 				if !o.GetKind().Namespaced() {
 					m.Namespace = ""
 				}
-				if err := followObject(ctx, cl, cmd.OutOrStdout(), o.GetKind(), m.Namespace, m.Name, conds[i], timeout); err != nil {
+				if field != nil {
+					err = followField(ctx, cl, cmd.OutOrStdout(), o.GetKind(), m.Namespace, m.Name, field, timeout)
+				} else {
+					err = followObject(ctx, cl, cmd.OutOrStdout(), o.GetKind(), m.Namespace, m.Name, conds[i], timeout)
+				}
+				if err != nil {
 					return err
 				}
 			}
@@ -86,7 +102,7 @@ update paused or rolled back, a job failed, a node gone), and 2 when
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the objects")
-	cmd.Flags().StringVar(&forWhat, "for", "", "ready, complete or delete (kubectl's condition=Available, condition=Complete and delete too); default: ready for a service or node, complete for a job")
+	cmd.Flags().StringVar(&forWhat, "for", "", "ready, complete, delete or jsonpath='{EXPRESSION}'=VALUE (kubectl's condition=Available, condition=Complete too); default: ready for a service or node, complete for a job")
 	cmd.Flags().DurationVar(&timeout, "timeout", defaultWaitTimeout, "give up after this long, for all the objects together (0: no limit)")
 	return cmd
 }
@@ -101,10 +117,7 @@ func waitCondition(s string) (string, error) {
 	case "available":
 		return waitReady, nil
 	}
-	if strings.HasPrefix(l, "jsonpath=") {
-		return "", fmt.Errorf("--for %s: fields are not waited for here: expected ready, complete or delete (legion watch KIND follows every change)", s)
-	}
-	return "", fmt.Errorf("--for %s: expected ready (a service or node), complete (a job) or delete", s)
+	return "", fmt.Errorf("--for %s: expected ready (a service or node), complete (a job), delete, or jsonpath='{EXPRESSION}'=VALUE", s)
 }
 
 // kindCondition is the condition to wait for on an object of kind, given cond

@@ -72,11 +72,26 @@ spec:
 		t.Fatalf("wait --for delete while it is deleted: %v\n%s", err, waited())
 	}
 
+	// kubectl's jsonpath waits, on any kind: a field equal to a value, or
+	// set; one that stays otherwise until the timeout exits 2.
+	if out, err := run("", "wait", "service/w", "job/fine", "--for", "jsonpath={.metadata.namespace}=default", "--timeout", "1m"); err != nil ||
+		out != "service/w: {.metadata.namespace} is default\njob/fine: {.metadata.namespace} is default\n" {
+		t.Fatalf("wait --for jsonpath= of two kinds: %v\n%s", err, out)
+	}
+	if out, err := run("", "wait", "service/w", "--for", "jsonpath={.status.vip}", "--timeout", "1m"); err != nil || !strings.HasPrefix(out, "service/w: {.status.vip} is 10.") {
+		t.Fatalf("wait --for jsonpath= of a field set: %v\n%s", err, out)
+	}
+	if out, err := run("", "wait", "service/w", "--for", "jsonpath={.spec.replicas}=7", "--timeout", "300ms"); !errors.As(err, &ee) || ee.code != rolloutTimedOut ||
+		!strings.Contains(ee.msg, "service/w: {.spec.replicas} not 7 within 300ms: 1") || out != "service/w: {.spec.replicas} is 1\n" {
+		t.Fatalf("wait --for jsonpath= of a field that stays: %v, want exit %d\n%s", err, rolloutTimedOut, out)
+	}
+
 	for args, says := range map[string]string{
 		"wait config/doomed":                  "a Config is waited for only to be deleted (--for delete)",
 		"wait service/w --for complete":       "a Service is not waited for complete: it is waited for ready (or delete)",
-		"wait service/w --for jsonpath={.x}":  "fields are not waited for here",
-		"wait service/w --for ok":             "expected ready (a service or node), complete (a job) or delete",
+		"wait service/w --for jsonpath=.x=1":  "expected {EXPRESSION}=VALUE",
+		"wait service/w --for jsonpath={.x}y": `"y" after the expression`,
+		"wait service/w --for ok":             "expected ready (a service or node), complete (a job), delete, or jsonpath=",
 		"wait service/w job/fine --for ready": "a Job is not waited for ready: it is waited for complete",
 		"wait service":                        "expected KIND NAME... or KIND/NAME...",
 	} {
