@@ -14,6 +14,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // addOpsCommands adds the everyday operations on a running cluster:
@@ -70,11 +71,12 @@ func changeObject(ctx context.Context, cl *client.Client, kind legion.Kind, ns, 
 }
 
 func (c *clusterCLI) scaleCommand() *cobra.Command {
-	var ns string
+	var ns, selector string
+	var all bool
 	var wf waitFlags
 	replicas, current := -1, -1
 	cmd := &cobra.Command{
-		Use:   "scale SERVICE REPLICAS | SERVICE=REPLICAS... | SERVICE... --replicas N",
+		Use:   "scale SERVICE REPLICAS | SERVICE=REPLICAS... | SERVICE... --replicas N | services -l SELECTOR|--all --replicas N",
 		Short: "Set a replicated or stateful service's replica count",
 		Long: `Set a replicated or stateful service's replica count: legion scale web 3,
 as docker service scale takes it, legion scale web=3 api=2, or as kubectl
@@ -82,8 +84,11 @@ does, legion scale service/web --replicas 3 (or service web). A Deployment
 or StatefulSet is a Service here, and is refused by that name. Each in
 turn, every count checked before any is set, and a service refused does
 not keep the others from being scaled. --current-replicas N, as kubectl's,
-scales only a service that wants N now (checked at the version written).`,
-		Args: cobra.MinimumNArgs(1),
+scales only a service that wants N now (checked at the version written).
+With -l SELECTOR or --all, as kubectl's, every service of the namespace
+whose labels match, or every one, is scaled to --replicas (global
+services, which have no count, left out).`,
+		Args: cobra.MinimumNArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := wf.check(); err != nil {
 				return fmt.Errorf("scale: %w", err)
@@ -91,7 +96,15 @@ scales only a service that wants N now (checked at the version written).`,
 			if cmd.Flags().Changed("replicas") && replicas < 0 {
 				return fmt.Errorf("scale: --replicas %d: expected a whole number from 0 to %d", replicas, legion.MaxReplicas)
 			}
-			scales, err := scaleArgs(args, replicas)
+			var scales []aScale
+			var err error
+			if selector != "" || all {
+				scales, err = c.scaleSelected(cmd, args, ns, selector, all, replicas)
+			} else if len(args) == 0 {
+				err = errors.New("expected SERVICE REPLICAS, SERVICE=REPLICAS..., SERVICE... --replicas N, or services -l SELECTOR --replicas N")
+			} else {
+				scales, err = scaleArgs(args, replicas)
+			}
 			if err != nil {
 				return fmt.Errorf("scale: %w", err)
 			}
@@ -124,8 +137,57 @@ scales only a service that wants N now (checked at the version written).`,
 	cmd.Flags().StringVarP(&ns, "namespace", "n", legion.DefaultNamespace, "namespace of the service")
 	cmd.Flags().IntVar(&replicas, "replicas", -1, "the count for every SERVICE named (kubectl's form)")
 	cmd.Flags().IntVar(&current, "current-replicas", -1, "scale only a service that wants this many replicas now (kubectl's precondition)")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "scale every service of the namespace whose labels match, to --replicas (kubectl's selectors)")
+	cmd.Flags().BoolVar(&all, "all", false, "scale every service of the namespace to --replicas")
 	wf.add(cmd)
 	return cmd
+}
+
+// scaleSelected is scale -l or --all: every replicated or stateful
+// service of namespace ns whose labels match (every one with all), to
+// replicas. args may name the kind alone, as kubectl's do.
+func (c *clusterCLI) scaleSelected(cmd *cobra.Command, args []string, ns, selector string, all bool, replicas int) ([]aScale, error) {
+	switch {
+	case selector != "" && all:
+		return nil, errors.New("-l and --all: give one")
+	case replicas < 0:
+		return nil, errors.New("-l and --all scale to --replicas N: give it")
+	case len(args) > 1:
+		return nil, fmt.Errorf("%s: -l and --all select the services: name no service", strings.Join(args, " "))
+	}
+	if len(args) == 1 {
+		if k, err := resolveKind(args[0]); err != nil || k != legion.KindService {
+			return nil, fmt.Errorf("%s: -l and --all scale services: give the kind service, or nothing", args[0])
+		}
+	}
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, fmt.Errorf("-l %s: %w", selector, err)
+	}
+	cl, err := c.connect(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	objs, _, err := cl.List(ctxOf(cmd), legion.KindService, client.ListOptions{Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	var out []aScale
+	for _, o := range objs {
+		s := o.(*legion.Service)
+		if s.Spec.Mode != legion.ModeGlobal && sel.Matches(labels.Set(s.Metadata.Labels)) {
+			out = append(out, aScale{s.Metadata.Name, replicas})
+		}
+	}
+	if len(out) == 0 {
+		what := "services"
+		if selector != "" {
+			what += " with " + selector
+		}
+		return nil, fmt.Errorf("no replicated or stateful %s in namespace %s", what, ns)
+	}
+	return out, nil
 }
 
 // aScale is one service's count asked of scale.

@@ -118,6 +118,24 @@ spec:
 	if out := legionCmd("scale", "web", "--replicas", "2", "--current-replicas", "4"); !strings.Contains(out, "scaled to 2") || *get().Spec.Replicas != 2 {
 		t.Fatalf("scale --current-replicas 4: %q, replicas %d", out, *get().Spec.Replicas)
 	}
+	// kubectl's -l and --all: the services selected, to --replicas.
+	if out := legionCmd("scale", "services", "-l", "app!=x", "--replicas", "3"); out != "service/web scaled to 3\n" || *get().Spec.Replicas != 3 {
+		t.Fatalf("scale services -l: %q, replicas %d", out, *get().Spec.Replicas)
+	}
+	if out := legionCmd("scale", "--all", "--replicas", "2"); out != "service/web scaled to 2\n" || *get().Spec.Replicas != 2 {
+		t.Fatalf("scale --all: %q, replicas %d", out, *get().Spec.Replicas)
+	}
+	for args, says := range map[string]string{
+		"scale -l app=x --replicas 1":      "no replicated or stateful services with app=x in namespace default",
+		"scale -l app!=x":                  "-l and --all scale to --replicas N: give it",
+		"scale web -l app!=x --replicas 1": "web: -l and --all scale services: give the kind service, or nothing",
+		"scale --all -l a=b --replicas 1":  "-l and --all: give one",
+		"scale":                            "expected SERVICE REPLICAS",
+	} {
+		if _, err := runLegion(t, "", append(strings.Fields(args), flags...)...); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("legion %s: %v, want it to say %q", args, err, says)
+		}
+	}
 	if out := legionCmd("scale", "web=4"); !strings.Contains(out, "scaled to 4") {
 		t.Fatalf("scale web=4 again: %q", out)
 	}
