@@ -290,9 +290,15 @@ func manifestNamespaceFlag(cmd *cobra.Command, ns *string) {
 // ref names an object as kubectl does: kind/name, with the namespace.
 func ref(o legion.Object) string {
 	m := o.GetMetadata()
-	s := strings.ToLower(string(o.GetKind())) + "/" + m.Name
-	if m.Namespace != "" && m.Namespace != legion.DefaultNamespace {
-		s += " -n " + m.Namespace
+	return refOf(o.GetKind(), m.Namespace, m.Name)
+}
+
+// refOf is ref of the object of kind in namespace ns named name: the
+// namespace is said outside the default one.
+func refOf(kind legion.Kind, ns, name string) string {
+	s := strings.ToLower(string(kind)) + "/" + name
+	if ns != "" && ns != legion.DefaultNamespace {
+		s += " -n " + ns
 	}
 	return s
 }
@@ -659,10 +665,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 					return err
 				}
 				// Workloads first, namespaces last: the reverse of apply.
-				order := legion.Kinds()
-				slices.SortStableFunc(objs, func(a, b legion.Object) int {
-					return slices.Index(order, b.GetKind()) - slices.Index(order, a.GetKind())
-				})
+				sortByKind(objs, true)
 				targets = objs
 			case len(files) > 0:
 				return errors.New("-f takes no KIND, NAME or -l: the manifests say what to delete")
@@ -777,6 +780,18 @@ func named(use string, args []string, ns string) ([]legion.Object, error) {
 		}
 	}
 	return out, nil
+}
+
+// sortByKind puts objs in apply's order, legion.Kinds' (namespaces
+// first, then what workloads refer to), or its reverse for deleting.
+func sortByKind(objs []legion.Object, reverse bool) {
+	order := legion.Kinds()
+	slices.SortStableFunc(objs, func(a, b legion.Object) int {
+		if reverse {
+			a, b = b, a
+		}
+		return slices.Index(order, a.GetKind()) - slices.Index(order, b.GetKind())
+	})
 }
 
 // deletedLine is what delete says of what it deleted. A task a node runs

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/legionbsd/legion"
@@ -54,10 +53,7 @@ func (c *clusterCLI) createFiles(cmd *cobra.Command, f *createFilesFlags) error 
 	if err != nil {
 		return err
 	}
-	order := legion.Kinds()
-	slices.SortStableFunc(objs, func(a, b legion.Object) int {
-		return slices.Index(order, a.GetKind()) - slices.Index(order, b.GetKind())
-	})
+	sortByKind(objs, false)
 	cl, err := c.connect(cmd)
 	if err != nil {
 		return err

@@ -14,7 +14,6 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // addOpsCommands adds the everyday operations on a running cluster:
@@ -160,23 +159,26 @@ func (c *clusterCLI) scaleSelected(cmd *cobra.Command, args []string, ns, select
 			return nil, fmt.Errorf("%s: -l and --all scale services: give the kind service, or nothing", args[0])
 		}
 	}
-	sel, err := labels.Parse(selector)
+	f := scopeFlags{namespace: ns}
+	if selector != "" {
+		f.labels = []string{selector}
+	}
+	opts, err := f.options()
 	if err != nil {
-		return nil, fmt.Errorf("-l %s: %w", selector, err)
+		return nil, err
 	}
 	cl, err := c.connect(cmd)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	objs, _, err := cl.List(ctxOf(cmd), legion.KindService, client.ListOptions{Namespace: ns})
+	objs, _, err := cl.List(ctxOf(cmd), legion.KindService, opts)
 	if err != nil {
 		return nil, err
 	}
 	var out []aScale
-	for _, o := range objs {
-		s := o.(*legion.Service)
-		if s.Spec.Mode != legion.ModeGlobal && sel.Matches(labels.Set(s.Metadata.Labels)) {
+	for _, o := range f.keep(objs) {
+		if s := o.(*legion.Service); s.Spec.Mode != legion.ModeGlobal {
 			out = append(out, aScale{s.Metadata.Name, replicas})
 		}
 	}

@@ -156,67 +156,66 @@ func followObject(ctx context.Context, cl *client.Client, out io.Writer, kind le
 // followNodeReady waits until a node is ready, printing its state when
 // it changes; a node removed fails the wait.
 func followNodeReady(ctx context.Context, cl *client.Client, out io.Writer, name string, timeout time.Duration) error {
-	ctx, tick, stop := following(ctx, timeout)
-	defer stop()
 	last := ""
-	for {
-		n, err := client.GetAs[*legion.Node](ctx, cl, legion.KindNode, "", name)
-		switch {
-		case errors.Is(err, client.ErrNotFound):
-			return &exitError{code: rolloutFailed, msg: fmt.Sprintf("node %s: not found (removed, or never joined)", name)}
-		case lasting(err):
-			return err
-		case err == nil:
-			state := string(n.Status.State)
-			if n.Spec.Availability != legion.AvailabilityActive && n.Spec.Availability != "" {
-				state += ", availability " + string(n.Spec.Availability)
-			}
-			if state != last {
-				fmt.Fprintf(out, "node %s: %s\n", name, state)
-				last = state
-			}
-			if n.Status.State == legion.NodeReady {
-				return nil
-			}
+	return pollObject(ctx, cl, legion.KindNode, "", name, timeout, func(o legion.Object, err error) (bool, error) {
+		if err != nil {
+			return false, &exitError{code: rolloutFailed, msg: fmt.Sprintf("node %s: not found (removed, or never joined)", name)}
 		}
-		select {
-		case <-ctx.Done():
-			if err := ctxErr(ctx, timeout); err != nil {
-				return err
-			}
-			return &exitError{code: rolloutTimedOut, msg: fmt.Sprintf("node %s: not ready within %s: %s", name, timeout, orDash(last))}
-		case <-tick.C:
+		n := o.(*legion.Node)
+		state := string(n.Status.State)
+		if n.Spec.Availability != legion.AvailabilityActive && n.Spec.Availability != "" {
+			state += ", availability " + string(n.Spec.Availability)
 		}
-	}
+		if state != last {
+			fmt.Fprintf(out, "node %s: %s\n", name, state)
+			last = state
+		}
+		return n.Status.State == legion.NodeReady, nil
+	}, func() string { return fmt.Sprintf("node %s: not ready within %s: %s", name, timeout, orDash(last)) })
 }
 
 // followDeleted waits until the object is gone.
 func followDeleted(ctx context.Context, cl *client.Client, out io.Writer, kind legion.Kind, ns, name string, timeout time.Duration) error {
-	ctx, tick, stop := following(ctx, timeout)
-	defer stop()
-	what := strings.ToLower(string(kind)) + "/" + name
-	if ns != "" && ns != legion.DefaultNamespace {
-		what += " -n " + ns
-	}
+	what := refOf(kind, ns, name)
 	said := false
-	for {
-		_, err := cl.Get(ctx, kind, ns, name)
-		switch {
-		case errors.Is(err, client.ErrNotFound):
+	return pollObject(ctx, cl, kind, ns, name, timeout, func(_ legion.Object, err error) (bool, error) {
+		if err != nil {
 			fmt.Fprintf(out, "%s deleted\n", what)
-			return nil
-		case lasting(err):
-			return err
-		case err == nil && !said:
+			return true, nil
+		}
+		if !said {
 			fmt.Fprintf(out, "%s still there\n", what)
 			said = true
+		}
+		return false, nil
+	}, func() string { return fmt.Sprintf("%s: not deleted within %s", what, timeout) })
+}
+
+// pollObject reads object kind ns/name every rolloutPoll and hands each
+// read to step, with the error when it is not found, until step says it
+// is done (nil) or fails. A read that fails for good otherwise (lasting)
+// ends it; others (an election) are waited out. The follow's timeout
+// passing first exits 2 saying timedOut.
+func pollObject(ctx context.Context, cl *client.Client, kind legion.Kind, ns, name string, timeout time.Duration,
+	step func(o legion.Object, notFound error) (bool, error), timedOut func() string) error {
+	ctx, tick, stop := following(ctx, timeout)
+	defer stop()
+	for {
+		o, err := cl.Get(ctx, kind, ns, name)
+		switch {
+		case err == nil || errors.Is(err, client.ErrNotFound):
+			if done, err := step(o, err); done || err != nil {
+				return err
+			}
+		case lasting(err):
+			return err
 		}
 		select {
 		case <-ctx.Done():
 			if err := ctxErr(ctx, timeout); err != nil {
 				return err
 			}
-			return &exitError{code: rolloutTimedOut, msg: fmt.Sprintf("%s: not deleted within %s", what, timeout)}
+			return &exitError{code: rolloutTimedOut, msg: timedOut()}
 		case <-tick.C:
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -69,44 +68,26 @@ func (w *fieldWait) holds(o legion.Object) (bool, string, error) {
 // the field when it changes; the object gone fails the wait (exit 1), and
 // the timeout passing first ends it with exit 2.
 func followField(ctx context.Context, cl *client.Client, out io.Writer, kind legion.Kind, ns, name string, w *fieldWait, timeout time.Duration) error {
-	ctx, tick, stop := following(ctx, timeout)
-	defer stop()
-	what := strings.ToLower(string(kind)) + "/" + name
-	if ns != "" && ns != legion.DefaultNamespace {
-		what += " -n " + ns
-	}
+	what := refOf(kind, ns, name)
 	last, said := "", false
-	for {
-		o, err := cl.Get(ctx, kind, ns, name)
-		switch {
-		case errors.Is(err, client.ErrNotFound):
-			return &exitError{code: rolloutFailed, msg: fmt.Sprintf("%s: not found", what)}
-		case lasting(err):
-			return err
-		case err == nil:
-			ok, got, err := w.holds(o)
-			if err != nil {
-				return fmt.Errorf("%s: %s: %w", what, w.expr, err)
-			}
-			if !said || got != last {
-				fmt.Fprintf(out, "%s: %s is %s\n", what, w.expr, orDash(got))
-				last, said = got, true
-			}
-			if ok {
-				return nil
-			}
+	return pollObject(ctx, cl, kind, ns, name, timeout, func(o legion.Object, err error) (bool, error) {
+		if err != nil {
+			return false, &exitError{code: rolloutFailed, msg: fmt.Sprintf("%s: not found", what)}
 		}
-		select {
-		case <-ctx.Done():
-			if err := ctxErr(ctx, timeout); err != nil {
-				return err
-			}
-			want := "set"
-			if w.hasValue {
-				want = w.value
-			}
-			return &exitError{code: rolloutTimedOut, msg: fmt.Sprintf("%s: %s not %s within %s: %s", what, w.expr, want, timeout, orDash(last))}
-		case <-tick.C:
+		ok, got, err := w.holds(o)
+		if err != nil {
+			return false, fmt.Errorf("%s: %s: %w", what, w.expr, err)
 		}
-	}
+		if !said || got != last {
+			fmt.Fprintf(out, "%s: %s is %s\n", what, w.expr, orDash(got))
+			last, said = got, true
+		}
+		return ok, nil
+	}, func() string {
+		want := "set"
+		if w.hasValue {
+			want = w.value
+		}
+		return fmt.Sprintf("%s: %s not %s within %s: %s", what, w.expr, want, timeout, orDash(last))
+	})
 }
