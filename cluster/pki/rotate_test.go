@@ -49,6 +49,10 @@ func TestRotateCrossSignsAndHandsOverTrust(t *testing.T) {
 	if _, err := wcreds.Current().Leaf.Verify(verifyClient(mcreds)); err != nil {
 		t.Errorf("while rotating, the old CA's certificate is refused: %v", err)
 	}
+	oldChain := presented(t, wcreds)
+	if !mcreds.Trusts(oldChain) {
+		t.Error("while rotating, Trusts refuses the old CA's certificate as presented")
+	}
 	// The worker renews under the new CA and trusts it alone.
 	rc, rk := issuePair(t, next, worker, now)
 	if err := wcreds.Renew(rc, rk, AuthorityPEM(next.Cert, nil, nil)); err != nil {
@@ -72,6 +76,42 @@ func TestRotateCrossSignsAndHandsOverTrust(t *testing.T) {
 	if _, err := wcreds.Current().Leaf.Verify(verifyClient(mcreds)); err != nil {
 		t.Errorf("after the rotation the renewed worker is refused: %v", err)
 	}
+	// What a connection's peer presented, checked again once it is over:
+	// the old certificate no longer chains to a trusted CA; the renewed
+	// one does, and so does a new CA's certificate presented with the
+	// rotation's chain (cross-signed copy and all).
+	if mcreds.Trusts(oldChain) {
+		t.Error("after the rotation Trusts takes the old CA's certificate a connection presented")
+	}
+	if !mcreds.Trusts(presented(t, wcreds)) {
+		t.Error("after the rotation Trusts refuses the renewed worker")
+	}
+	if !mcreds.Trusts(parseAll(t, chain)) {
+		t.Error("after the rotation Trusts refuses a new CA's certificate presented with the cross-signed copy")
+	}
+	if mcreds.Trusts(nil) {
+		t.Error("Trusts takes a peer that presented nothing")
+	}
+}
+
+// presented is what credentials present in a handshake, as the peer
+// parses it.
+func presented(t *testing.T, c *Credentials) []*x509.Certificate {
+	t.Helper()
+	return parseAll(t, c.Current().Certificate)
+}
+
+func parseAll(t *testing.T, raw [][]byte) []*x509.Certificate {
+	t.Helper()
+	var out []*x509.Certificate
+	for _, r := range raw {
+		x, err := x509.ParseCertificate(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, x)
+	}
+	return out
 }
 
 // verifyClient is how a manager's port checks a client certificate.

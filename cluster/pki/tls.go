@@ -217,6 +217,22 @@ func (c *Credentials) noteRotation(raw [][]byte) {
 	}
 }
 
+// Trusts reports whether a peer's certificates, as it presented them in
+// a handshake (its own first, then what it sent with it), still chain to
+// a CA these credentials trust: once a CA rotation ends, a connection
+// opened with a certificate of the old CA no longer does.
+func (c *Credentials) Trusts(peer []*x509.Certificate) bool {
+	if len(peer) == 0 {
+		return false
+	}
+	inter := x509.NewCertPool()
+	for _, x := range peer[1:] {
+		inter.AddCert(x)
+	}
+	_, err := peer[0].Verify(x509.VerifyOptions{Roots: c.auth().pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+	return err == nil
+}
+
 // verifies reports whether a CA certificate chains to a trusted root.
 func (a *authority) verifies(x *x509.Certificate) bool {
 	_, err := x.Verify(x509.VerifyOptions{Roots: a.pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})

@@ -30,6 +30,12 @@ const caRotationSecret = "ca-rotation"
 // the leader whether every node renewed under the new one.
 const rotationCheck = time.Second
 
+// rotationMinimum is the least a rotation lasts, however soon every node
+// renewed: its end closes the connections opened with a certificate of
+// the old CA, which may be the one legion ca rotate came on, and that
+// caller is owed its answer first.
+const rotationMinimum = 2 * time.Second
+
 // caRotation is the Secret's data (JSON).
 type caRotation struct {
 	Cert  []byte `json:"cert"`  // the CA, PEM
@@ -233,7 +239,7 @@ func (s *Server) followRotation(ctx context.Context) error {
 	if err := s.renewIfDue(ctx); err != nil {
 		return err
 	}
-	if !st.IsLeader() || !rot.rotating() {
+	if !st.IsLeader() || !rot.rotating() || s.cfg.Now().Sub(rot.Started) < rotationMinimum {
 		return nil
 	}
 	pending, err := pendingNodes(st, next)
@@ -280,6 +286,12 @@ func (s *Server) takeAuthority(next *pki.CA, authority []byte) error {
 	}
 	if err := s.Credentials().SetAuthority(authority); err != nil {
 		return err
+	}
+	// What was trusted before may no longer be: connections opened with
+	// a certificate of a CA left behind go, and their holders' next
+	// handshake is checked against what is trusted now.
+	if n := s.peers.cut(s.trusts); n > 0 {
+		s.log.Info("closed the connections opened with a certificate of a CA no longer trusted", "connections", n)
 	}
 	next.Lifetime = s.cfg.CertLifetime
 	s.mu.Lock()

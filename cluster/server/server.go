@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -126,6 +127,7 @@ type Server struct {
 	tr      *transport
 	conns   map[string]*grpc.ClientConn // to other managers, for forwarding
 	fresh   tls.Certificate             // served before init or join
+	peers   peerConns                   // connections with a verified certificate
 	stopped bool
 
 	wg      sync.WaitGroup // background work (promotion after a join, renewals)
@@ -230,7 +232,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.grpc = grpc.NewServer(append([]grpc.ServerOption{
-		grpc.Creds(credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, GetConfigForClient: s.serverTLS})),
+		grpc.Creds(trackedCreds{TransportCredentials: credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, GetConfigForClient: s.serverTLS}),
+			conns: &s.peers, trusts: s.trusts}),
 		grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage),
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
 		grpc.NumStreamWorkers(streamWorkers),
@@ -398,6 +401,13 @@ func (s *Server) serverTLS(*tls.ClientHelloInfo) (*tls.Config, error) {
 	c := creds.ServerConfig()
 	c.NextProtos = []string{"h2"}
 	return c, nil
+}
+
+// trusts says whether a peer's certificates chain to a CA this daemon
+// trusts now.
+func (s *Server) trusts(peer []*x509.Certificate) bool {
+	creds := s.Credentials()
+	return creds != nil && creds.Trusts(peer)
 }
 
 // dial opens a connection to another manager with the node's certificate.

@@ -94,7 +94,7 @@ func printRotation(w io.Writer, r client.CARotation) {
 	fmt.Fprintf(w, "Previous CA: %s (trusted until every node renewed)\n", r.PreviousDigest)
 	if len(r.Pending) == 0 {
 		// The leader ends the rotation at its next check.
-		fmt.Fprintln(w, "Pending:     none: every node renewed, and the rotation ends at the leader's next check")
+		fmt.Fprintln(w, "Pending:     none: every node renewed, and the rotation ends within seconds (a check of the leader's)")
 		return
 	}
 	fmt.Fprintf(w, "Pending:     %d node(s): %s\n", len(r.Pending), strings.Join(r.Pending, ", "))

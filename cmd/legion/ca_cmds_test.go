@@ -18,7 +18,7 @@ func TestPrintRotation(t *testing.T) {
 		{client.CARotation{Digest: "new", PreviousDigest: "old", Pending: []string{"w1", "w2"}},
 			"CA:          new\nPrevious CA: old (trusted until every node renewed)\nPending:     2 node(s): w1, w2\n"},
 		{client.CARotation{Digest: "new", PreviousDigest: "old"},
-			"CA:          new\nPrevious CA: old (trusted until every node renewed)\nPending:     none: every node renewed, and the rotation ends at the leader's next check\n"},
+			"CA:          new\nPrevious CA: old (trusted until every node renewed)\nPending:     none: every node renewed, and the rotation ends within seconds (a check of the leader's)\n"},
 	} {
 		var b strings.Builder
 		printRotation(&b, c.r)

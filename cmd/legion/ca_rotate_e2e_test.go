@@ -78,6 +78,31 @@ func TestCARotateKeepsNodesAndAdminAndRefusesTheOldCA(t *testing.T) {
 		t.Fatalf("user create: %v\n%s", err, out)
 	}
 	oldCA := c.Managers[0].Server.Credentials().Authority()
+	// A client of the old admin bundle connected before the rotation
+	// ends, with a watch open: TLS checked its certificate at the
+	// handshake only, so the end of the rotation must close what it opened.
+	held, err := client.New(client.Options{Server: c.Managers[0].Addr, CredentialsFile: oldAdmin, Retry: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, _, err := held.List(ctx, legion.KindConfig, client.ListOptions{}); err != nil {
+		t.Fatalf("the old admin bundle before the rotation: %v", err)
+	}
+	watch, err := held.Watch(ctx, legion.KindConfig, client.ListOptions{Namespace: "default"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close()
+	watchEnded := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := watch.Next(); err != nil {
+				watchEnded <- err
+				return
+			}
+		}
+	}()
 
 	out, err := runLegion(t, "", "ca", "rotate", "--server", c.Managers[1].Addr, "--credentials", admin)
 	if err != nil || !strings.Contains(out, "CA rotation started") || !strings.Contains(out, "legion user create") {
@@ -117,6 +142,19 @@ func TestCARotateKeepsNodesAndAdminAndRefusesTheOldCA(t *testing.T) {
 		testcluster.WaitFor(t, "the old CA refused through "+m.Addr, 5*time.Second, func() bool {
 			return listAs(ctx, m.Addr, oldAdmin) != nil && listAs(ctx, m.Addr, user) != nil
 		})
+	}
+	// What the old bundle opened before is closed: the watch ended, and
+	// the next call needs a new handshake, which is refused.
+	select {
+	case err := <-watchEnded:
+		t.Logf("the old admin's watch ended: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a watch opened with a certificate of the old CA is still open 5 s after the rotation ended")
+	}
+	if _, _, err := held.List(ctx, legion.KindConfig, client.ListOptions{}); err == nil {
+		t.Fatal("a client of the old admin bundle connected before the rotation ended still lists Configs")
+	} else if !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("the old admin's call after the rotation: %v, want the handshake's refusal of its certificate", err)
 	}
 	// Restarted, a manager and the worker come back under the new CA.
 	w.Restart()
