@@ -167,3 +167,22 @@ func TestCARotateKeepsNodesAndAdminAndRefusesTheOldCA(t *testing.T) {
 		t.Errorf("the admin through the restarted manager: %v", err)
 	}
 }
+
+// On a cluster of one manager every node renews at once, so the rotation
+// could end, closing the old admin certificate's connections, before
+// legion ca rotate, which came on one, had its answer: it must have it.
+func TestCARotateOnOneManagerAnswers(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Managers: 1})
+	admin, addr := c.AdminFile(), c.Managers[0].Addr
+	out, err := runLegion(t, "", "ca", "rotate", "--server", addr, "--credentials", admin)
+	if err != nil || !strings.Contains(out, "CA rotation started") {
+		t.Fatalf("ca rotate: %v\n%s", err, out)
+	}
+	testcluster.WaitFor(t, "the rotation over", 30*time.Second, func() bool {
+		out, err := runLegion(t, "", "ca", "status", "--server", addr, "--credentials", admin)
+		if err != nil {
+			t.Fatalf("ca status: %v\n%s", err, out)
+		}
+		return strings.Contains(out, "none under way")
+	})
+}
