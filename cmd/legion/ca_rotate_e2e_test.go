@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -185,4 +186,31 @@ func TestCARotateOnOneManagerAnswers(t *testing.T) {
 		}
 		return strings.Contains(out, "none under way")
 	})
+}
+
+// Deleting a manager's Node says what the removal leaves: the CA key it
+// held, which legion ca rotate takes away.
+func TestDeleteManagerNodeSaysToRotateTheCA(t *testing.T) {
+	c := testcluster.New(t, testcluster.Options{Managers: 3})
+	c.WaitVoters(3)
+	leader := c.WaitLeader()
+	m := c.Followers(leader)[0]
+	gone := m.Server.NodeID()
+	// Its agent registers its Node with the leader, as legion daemon's does.
+	conn, err := grpc.NewClient(leader.Addr, grpc.WithTransportCredentials(credentials.NewTLS(m.Server.Credentials().ClientConfig())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	status, _ := json.Marshal(legion.NodeStatus{Addr: "127.0.0.1"})
+	if _, err := pb.NewDispatcherClient(conn).Register(context.Background(), &pb.RegisterRequest{Status: status}); err != nil {
+		t.Fatalf("registering the manager's Node: %v", err)
+	}
+	out, err := runLegion(t, "", "delete", "node", gone, "--server", c.Managers[0].Addr, "--credentials", c.AdminFile())
+	if err != nil {
+		t.Fatalf("delete node: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "node/"+gone+" deleted") || !strings.Contains(out, "CA key") || !strings.Contains(out, "legion ca rotate") {
+		t.Errorf("delete of manager %s said:\n%s\nwant it deleted, and that legion ca rotate takes away the CA key it held", gone, out)
+	}
 }

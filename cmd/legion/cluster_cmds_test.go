@@ -718,6 +718,9 @@ func TestDeletedLine(t *testing.T) {
 		{task(legion.TaskShutdown, legion.TaskRunning, "service web is gone"), "task/web-1-1 stopping already (service web is gone)"},
 		{task(legion.TaskShutdown, legion.TaskRunning, "updated"), "task/web-1-1 stopping already (updated)"},
 		{&legion.Config{Header: legion.Header{Kind: legion.KindConfig, Metadata: legion.Metadata{Name: "c", Namespace: "shop"}}}, "config/c -n shop deleted"},
+		{&legion.Node{Header: legion.Header{Kind: legion.KindNode, Metadata: legion.Metadata{Name: "w1"}}, Spec: legion.NodeSpec{Role: legion.RoleWorker}}, "node/w1 deleted"},
+		{&legion.Node{Header: legion.Header{Kind: legion.KindNode, Metadata: legion.Metadata{Name: "m2"}}, Spec: legion.NodeSpec{Role: legion.RoleManager}},
+			"node/m2 deleted: its certificates are refused, but it held the cluster's CA key and could still sign itself one under another name; legion ca rotate"},
 	} {
 		if got := deletedLine(tc.gone); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("deletedLine: %q, want it to start %q", got, tc.want)

@@ -798,6 +798,9 @@ func sortByKind(objs []legion.Object, reverse bool) {
 // is stopped, not removed (the server's stopTask): one told to stop
 // before, its owner gone or an update replacing it, says why.
 func deletedLine(gone legion.Object) string {
+	if n, ok := gone.(*legion.Node); ok && n.Spec.Role == legion.RoleManager {
+		return ref(gone) + " deleted: its certificates are refused, but it held the cluster's CA key and could still sign itself one under another name; legion ca rotate takes that away"
+	}
 	t, ok := gone.(*legion.Task)
 	if !ok || t.Spec.DesiredState != legion.TaskShutdown || t.Status.State.Terminal() {
 		return ref(gone) + " deleted"
