@@ -192,3 +192,24 @@ func (c *Client) Delete(ctx context.Context, kind legion.Kind, namespace, name s
 	}
 	return pb.FromProto(resp.Object)
 }
+
+// CheckDelete is a dry run of Delete: the cluster makes the delete's
+// checks and answers with the object as the delete would leave it (a
+// task placed and not stopped is told to stop rather than removed),
+// changing nothing. after are the objects a dry run of several deletes
+// checked before this one: the check takes them as deleted, as the
+// deletes one after the other would find them. A manager that predates
+// it answers UNIMPLEMENTED (see Code), and deletes nothing.
+func (c *Client) CheckDelete(ctx context.Context, kind legion.Kind, namespace, name string, expectedVersion *uint64, after []legion.Object) (legion.Object, error) {
+	refs := make([]*pb.ObjectRef, len(after))
+	for i, o := range after {
+		m := o.GetMetadata()
+		refs[i] = &pb.ObjectRef{Kind: string(o.GetKind()), Namespace: m.Namespace, Name: m.Name}
+	}
+	resp, err := c.objects.CheckDelete(ctx, &pb.DeleteRequest{Kind: string(kind), Namespace: namespace, Name: name,
+		ExpectedVersion: expectedVersion, After: refs})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return pb.FromProto(resp.Object)
+}

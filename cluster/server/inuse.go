@@ -25,14 +25,23 @@ const maxUsersNamed = 5
 // ordinal claims it: deleted, the planner would make the claim's Volume
 // again, empty, and a running pod would lose its data at its next start
 // (docker volume rm refuses, and Kubernetes holds a claim a pod uses).
-func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
+//
+// gone, when not nil, says which objects to take as deleted already (a
+// dry run's earlier deletes): workloads among them use nothing.
+func refuseInUse(st *store.Store, kind legion.Kind, ns, name string, gone func(legion.Kind, string, string) bool) error {
 	if kind != legion.KindSecret && kind != legion.KindConfig && kind != legion.KindVolume {
 		return nil
 	}
 	if _, _, err := st.Get(kind, ns, name); err != nil {
 		return nil // the delete says what became of it
 	}
+	if gone == nil {
+		gone = func(legion.Kind, string, string) bool { return false }
+	}
 	uses := func(o legion.Object) bool {
+		if gone(o.GetKind(), ns, o.GetMetadata().Name) {
+			return false
+		}
 		pod := legion.PodOf(o)
 		if pod == nil {
 			return false
@@ -49,7 +58,7 @@ func refuseInUse(st *store.Store, kind legion.Kind, ns, name string) error {
 	}
 	crons := map[string]bool{}
 	for _, o := range cjs {
-		crons[o.GetMetadata().Name] = true
+		crons[o.GetMetadata().Name] = !gone(legion.KindCronJob, ns, o.GetMetadata().Name)
 	}
 	var users []string
 	for _, k := range []legion.Kind{legion.KindService, legion.KindJob} {

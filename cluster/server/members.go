@@ -384,20 +384,9 @@ func (c *clusterService) SetVoter(ctx context.Context, req *pb.SetVoterRequest) 
 // refused. The last voter is never removed, and the leader hands
 // leadership over rather than remove itself mid-call.
 func (s *Server) removeManager(st *store.Store, name string, pre store.Precondition) error {
-	o, _, err := st.Get(legion.KindNode, "", name)
-	if err != nil || pre.Version != 0 && o.GetMetadata().Version != pre.Version {
-		return nil // the delete fails as it would have
-	}
-	cfg, at, err := raftConfig(st)
-	if err != nil {
-		return toStatus(err)
-	}
-	m, ok := findServer(cfg, name)
-	if !ok {
-		return nil
-	}
-	if m.Suffrage == raft.Voter && voters(cfg) <= 1 {
-		return status.Errorf(codes.FailedPrecondition, "node %s is the only voting manager: removing it would leave the cluster no quorum", name)
+	m, at, ok, err := managerToRemove(st, name, pre, nil)
+	if err != nil || !ok {
+		return err
 	}
 	if name == s.nodeID {
 		if err := st.Raft().LeadershipTransfer().Error(); err != nil {
@@ -410,6 +399,36 @@ func (s *Server) removeManager(st *store.Store, name string, pre store.Precondit
 	}
 	s.log.Info("manager removed from raft", "node", name)
 	return nil
+}
+
+// managerToRemove is the Raft member that deleting Node name at pre
+// takes out, and the configuration's index it was read at; not ok when
+// the node is no member (or the delete fails as it would have), an error
+// when the removal is refused. gone, when not nil, says which Nodes to
+// take as deleted already (a dry run's earlier deletes): their managers
+// no longer vote.
+func managerToRemove(st *store.Store, name string, pre store.Precondition, gone func(legion.Kind, string, string) bool) (m raft.Server, at uint64, ok bool, err error) {
+	o, _, err := st.Get(legion.KindNode, "", name)
+	if err != nil || pre.Version != 0 && o.GetMetadata().Version != pre.Version {
+		return m, 0, false, nil // the delete fails as it would have
+	}
+	cfg, at, err := raftConfig(st)
+	if err != nil {
+		return m, 0, false, toStatus(err)
+	}
+	if m, ok = findServer(cfg, name); !ok {
+		return m, 0, false, nil
+	}
+	left := voters(cfg)
+	for _, v := range cfg.Servers {
+		if gone != nil && v.Suffrage == raft.Voter && v.ID != m.ID && gone(legion.KindNode, "", string(v.ID)) {
+			left--
+		}
+	}
+	if m.Suffrage == raft.Voter && left <= 1 {
+		return m, 0, false, status.Errorf(codes.FailedPrecondition, "node %s is the only voting manager: removing it would leave the cluster no quorum", name)
+	}
+	return m, at, true, nil
 }
 
 // managerRevoked refuses a manager certificate issued before its node was

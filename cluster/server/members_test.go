@@ -221,6 +221,44 @@ func TestDeletingTheLastVotersNodeIsRefused(t *testing.T) {
 	}
 }
 
+// A dry run that deletes both managers' Nodes of two finds the second
+// refused, as the deletes one after the other would: once the first is
+// out, the second is the only voter. Each alone would go.
+func TestCheckDeleteCountsTheVotersItTookOut(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, testcluster.Options{Managers: 2})
+	c.WaitVoters(2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := c.WaitLeader()
+	var nodes []legion.Object
+	for _, m := range c.Managers {
+		// Registered with the leader, as each one's agent does.
+		if err := register(ctx, nodeConn(t, leader.Addr, m.Server.Credentials())); err != nil {
+			t.Fatal(err)
+		}
+		o, err := c.Client().Get(ctx, legion.KindNode, "", m.Server.NodeID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, o)
+	}
+	for i, o := range nodes {
+		if _, err := c.Client().CheckDelete(ctx, legion.KindNode, "", o.GetMetadata().Name, nil, nil); err != nil {
+			t.Fatalf("check of the delete of manager %d's Node alone: %v", i, err)
+		}
+	}
+	_, err := c.Client().CheckDelete(ctx, legion.KindNode, "", nodes[1].GetMetadata().Name, nil, nodes[:1])
+	if client.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "only voting manager") {
+		t.Fatalf("check of the delete of the second manager's Node after the first's: %v, want FAILED_PRECONDITION naming the only voting manager", err)
+	}
+	for _, m := range c.Managers {
+		if member, voter := suffrage(t, leader.Store(), m.Server.NodeID()); !member || !voter {
+			t.Fatalf("manager %s after the checks: member=%v voter=%v", m.Server.NodeID(), member, voter)
+		}
+	}
+}
+
 // legion node promote and demote change a manager's vote; a worker, an
 // unknown node and the last voter are refused, each saying why.
 func TestPromoteAndDemote(t *testing.T) {

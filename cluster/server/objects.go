@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/rbac"
@@ -89,6 +91,16 @@ func (o *objectsService) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetRe
 }
 
 func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	return o.delete(ctx, req, false)
+}
+
+// CheckDelete is Delete's dry run: its checks, on the leader, and the
+// object as the delete would leave it.
+func (o *objectsService) CheckDelete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	return o.delete(ctx, req, true)
+}
+
+func (o *objectsService) delete(ctx context.Context, req *pb.DeleteRequest, dryRun bool) (*pb.DeleteResponse, error) {
 	kind, ns, err := scope(req.Kind, req.Namespace, false)
 	if err != nil {
 		return nil, err
@@ -104,12 +116,18 @@ func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
+	if conn != nil && dryRun {
+		return pb.NewObjectsClient(conn).CheckDelete(fctx, req)
+	}
 	if conn != nil {
 		return pb.NewObjectsClient(conn).Delete(fctx, req)
 	}
 	var pre store.Precondition
 	if req.ExpectedVersion != nil {
 		pre.Version = *req.ExpectedVersion
+	}
+	if dryRun {
+		return checkDelete(st, kind, ns, req.Name, pre, goneBefore(req.After))
 	}
 	if kind == legion.KindNode {
 		// A manager leaves Raft first; its removal is recorded below.
@@ -120,7 +138,7 @@ func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb
 			return nil, toStatus(err)
 		}
 	}
-	if err := refuseInUse(st, kind, ns, req.Name); err != nil {
+	if err := refuseInUse(st, kind, ns, req.Name, nil); err != nil {
 		return nil, err
 	}
 	var obj legion.Object
@@ -141,6 +159,63 @@ func (o *objectsService) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb
 	}
 	return &pb.DeleteResponse{Object: p}, nil
 }
+
+// checkDelete makes the checks a delete of kind ns/name at pre makes on
+// the leader st, taking the objects gone says as deleted already, and
+// answers with the object as the delete would leave it: gone, or, for a
+// task placed and not stopped, told to stop.
+func checkDelete(st *store.Store, kind legion.Kind, ns, name string, pre store.Precondition, gone func(legion.Kind, string, string) bool) (*pb.DeleteResponse, error) {
+	obj, _, err := st.Get(kind, ns, name)
+	if err == nil && gone(kind, ns, name) {
+		err = &notFound{kind: kind, name: strings.TrimPrefix(ns+"/"+name, "/")}
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if v := obj.GetMetadata().Version; pre.Version != 0 && v != pre.Version {
+		return nil, toStatus(fmt.Errorf("%s %s: expected version %d, found %d: %w", kind, strings.TrimPrefix(ns+"/"+name, "/"), pre.Version, v, store.ErrConflict))
+	}
+	if kind == legion.KindNode {
+		if _, _, _, err := managerToRemove(st, name, pre, gone); err != nil {
+			return nil, err
+		}
+	}
+	if err := refuseInUse(st, kind, ns, name, gone); err != nil {
+		return nil, err
+	}
+	if t, ok := obj.(*legion.Task); ok && !t.Status.State.Terminal() && t.Spec.Placed != nil && t.Spec.DesiredState != legion.TaskShutdown {
+		t.Spec.DesiredState, t.Spec.StopReason = legion.TaskShutdown, taskDeleted // as stopTask would
+	}
+	p, err := pb.ToProto(obj)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.DeleteResponse{Object: p}, nil
+}
+
+// goneBefore says whether an object is among refs, the objects a dry
+// run's earlier deletes take out (an empty namespace is default for a
+// namespaced kind).
+func goneBefore(refs []*pb.ObjectRef) func(legion.Kind, string, string) bool {
+	set := make(map[string]bool, len(refs))
+	for _, r := range refs {
+		kind, ns := legion.Kind(r.Kind), r.Namespace
+		if ns == "" && kind.Namespaced() {
+			ns = legion.DefaultNamespace
+		}
+		set[legion.Key(kind, ns, r.Name)] = true
+	}
+	return func(kind legion.Kind, ns, name string) bool { return set[legion.Key(kind, ns, name)] }
+}
+
+// notFound is the store's ErrNotFound for an object a dry run took out.
+type notFound struct {
+	kind legion.Kind
+	name string
+}
+
+func (e *notFound) Error() string { return fmt.Sprintf("%s %s: %v", e.kind, e.name, store.ErrNotFound) }
+func (e *notFound) Unwrap() error { return store.ErrNotFound }
 
 // Watch follows the local replica: it never forwards, and ends with
 // UNAVAILABLE at shutdown.

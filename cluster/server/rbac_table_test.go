@@ -87,7 +87,9 @@ var rightsTable = map[string]map[string]verdict{
 	"/legion.v1.Objects/List":       only(rAdmin, rManager, rView, rEdit, rNSAdmin),
 	"/legion.v1.Objects/ListStream": only(rAdmin, rManager, rView, rEdit, rNSAdmin),
 	"/legion.v1.Objects/Delete":     only(rAdmin, rManager, rEdit, rNSAdmin),
-	"/legion.v1.Objects/Watch":      only(rAdmin, rManager, rView, rEdit, rNSAdmin),
+	// A dry run of a delete needs the rights of the delete.
+	"/legion.v1.Objects/CheckDelete": only(rAdmin, rManager, rEdit, rNSAdmin),
+	"/legion.v1.Objects/Watch":       only(rAdmin, rManager, rView, rEdit, rNSAdmin),
 
 	// Init and join are for a fresh daemon, from its own host: a member
 	// tells everyone it is one.
@@ -169,20 +171,21 @@ func requests(task, managerName string) map[string]proto.Message {
 	header, _ := json.Marshal(legion.VolumeBackupHeader{Format: legion.VolumeBackupFormat, Namespace: "shop", Name: "v1",
 		Spec: legion.VolumeSpec{Driver: legion.DriverZFS, Size: 1 << 20}, Node: "nowhere", Backend: "zfs", Time: time.Now()})
 	return map[string]proto.Message{
-		"/legion.v1.Objects/Apply":      &pb.ApplyRequest{Items: []*pb.ApplyItem{{Object: cfg}}, DryRun: true},
-		"/legion.v1.Objects/Get":        &pb.GetRequest{Kind: "Config", Namespace: "shop", Name: "c1"},
-		"/legion.v1.Objects/List":       &pb.ListRequest{Kind: "Config", Namespace: "shop"},
-		"/legion.v1.Objects/ListStream": &pb.ListRequest{Kind: "Config", Namespace: "shop"},
-		"/legion.v1.Objects/Delete":     &pb.DeleteRequest{Kind: "Config", Namespace: "shop", Name: "absent"},
-		"/legion.v1.Objects/Watch":      &pb.WatchRequest{Kind: "Config", Namespace: "shop"},
-		"/legion.v1.Cluster/Promote":    &pb.PromoteRequest{NodeId: managerName},
-		"/legion.v1.Cluster/Usage":      &pb.UsageRequest{Namespace: "shop"},
-		"/legion.v1.Cluster/Events":     &pb.EventsRequest{Namespace: "shop"},
-		"/legion.v1.Pods/Logs":          &pb.LogsRequest{Target: target},
-		"/legion.v1.Pods/Exec":          &pb.ExecInput{Start: &pb.ExecStart{Target: target, Command: []string{"true"}}},
-		"/legion.v1.Pods/PortForward":   &pb.PortForwardInput{Target: target, Port: 80},
-		"/legion.v1.Volumes/Backup":     &pb.VolumeBackupRequest{Namespace: "shop", Name: "absent"},
-		"/legion.v1.Volumes/Restore":    &pb.VolumeChunk{Header: header},
+		"/legion.v1.Objects/Apply":       &pb.ApplyRequest{Items: []*pb.ApplyItem{{Object: cfg}}, DryRun: true},
+		"/legion.v1.Objects/Get":         &pb.GetRequest{Kind: "Config", Namespace: "shop", Name: "c1"},
+		"/legion.v1.Objects/List":        &pb.ListRequest{Kind: "Config", Namespace: "shop"},
+		"/legion.v1.Objects/ListStream":  &pb.ListRequest{Kind: "Config", Namespace: "shop"},
+		"/legion.v1.Objects/Delete":      &pb.DeleteRequest{Kind: "Config", Namespace: "shop", Name: "absent"},
+		"/legion.v1.Objects/CheckDelete": &pb.DeleteRequest{Kind: "Config", Namespace: "shop", Name: "absent"},
+		"/legion.v1.Objects/Watch":       &pb.WatchRequest{Kind: "Config", Namespace: "shop"},
+		"/legion.v1.Cluster/Promote":     &pb.PromoteRequest{NodeId: managerName},
+		"/legion.v1.Cluster/Usage":       &pb.UsageRequest{Namespace: "shop"},
+		"/legion.v1.Cluster/Events":      &pb.EventsRequest{Namespace: "shop"},
+		"/legion.v1.Pods/Logs":           &pb.LogsRequest{Target: target},
+		"/legion.v1.Pods/Exec":           &pb.ExecInput{Start: &pb.ExecStart{Target: target, Command: []string{"true"}}},
+		"/legion.v1.Pods/PortForward":    &pb.PortForwardInput{Target: target, Port: 80},
+		"/legion.v1.Volumes/Backup":      &pb.VolumeBackupRequest{Namespace: "shop", Name: "absent"},
+		"/legion.v1.Volumes/Restore":     &pb.VolumeChunk{Header: header},
 	}
 }
 

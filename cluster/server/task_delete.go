@@ -34,7 +34,7 @@ func stopTask(ctx context.Context, st *store.Store, ns, name string, pre store.P
 		}
 		cp := *t
 		cp.Spec.DesiredState = legion.TaskShutdown
-		cp.Spec.StopReason = "deleted"
+		cp.Spec.StopReason = taskDeleted
 		out, _, err := st.Put(ctx, &cp, store.WriteOptions{Precondition: store.Precondition{Version: version}, KeepStatus: true})
 		if errors.Is(err, store.ErrConflict) && pre.Version == 0 && attempt < stopTaskAttempts {
 			continue // a report or the planner wrote it meanwhile: read it again
@@ -42,6 +42,9 @@ func stopTask(ctx context.Context, st *store.Store, ns, name string, pre store.P
 		return out, err == nil, err
 	}
 }
+
+// taskDeleted is the stop reason of a task a delete stops.
+const taskDeleted = "deleted"
 
 // stopTaskAttempts bounds how often stopTask reads a task again that its
 // node or the planner wrote meanwhile.

@@ -89,7 +89,7 @@ func TestClusterCommandsEndToEnd(t *testing.T) {
 			t.Fatalf("apply %s: %v\n%s", v, err, out)
 		}
 	}
-	if _, err := cli(cliManifest, "apply", "-f", "-", "--dry-run=client"); err == nil || !strings.Contains(err.Error(), "is legion validate -f") {
+	if _, err := cli(cliManifest, "apply", "-f", "-", "--dry-run=client"); err == nil || !strings.Contains(err.Error(), "legion validate -f checks manifests without the cluster") {
 		t.Fatalf("apply --dry-run=client: %v", err)
 	}
 	out, err = cli(cliManifest, "apply", "-f", "-", "--dry-run=none")
@@ -475,6 +475,67 @@ spec:
 // delete takes kubectl's forms: several names, KIND/NAME, and a label
 // selector; a name beside a selector, or a kind alone, is refused with
 // nothing deleted.
+// delete --dry-run says what the delete would do, refuses what it would
+// refuse, and deletes nothing; kubectl's --dry-run=client is refused
+// saying what a dry run here is.
+func TestDeleteDryRun(t *testing.T) {
+	t.Parallel()
+	_, run := initDaemon(t)
+	manifest := `apiVersion: legion/v1
+kind: Config
+metadata: {name: settings}
+spec: {text: "color: blue"}
+---
+apiVersion: legion/v1
+kind: Config
+metadata: {name: spare}
+spec: {text: "unused"}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  replicas: 1
+  pod: {containers: [{name: c, image: web:1, env: [{name: COLOR, config: settings}]}]}
+`
+	if out, err := run(manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	// What a run printed and its error, as one text.
+	said := func(out string, err error) string {
+		if err != nil {
+			return out + "\n" + err.Error()
+		}
+		return out
+	}
+	out, err := run("", "delete", "config", "spare", "--dry-run")
+	if err != nil || strings.TrimSpace(out) != "config/spare deleted (dry run)" {
+		t.Errorf("delete config spare --dry-run: %v\n%s", err, out)
+	}
+	out, err = run("", "delete", "config", "settings", "--dry-run=server")
+	if err == nil || !strings.Contains(said(out, err), "in use by") {
+		t.Errorf("delete config settings --dry-run=server, which web uses: %v\n%s\nwant the refusal of the delete", err, out)
+	}
+	// The manifest's deletes one after the other: web first, and then
+	// nothing uses settings any more.
+	out, err = run(manifest, "delete", "-f", "-", "--dry-run")
+	if err != nil || !strings.Contains(out, "service/web deleted (dry run)\nconfig/settings deleted (dry run)\nconfig/spare deleted (dry run)") {
+		t.Errorf("delete -f --dry-run: %v\n%s\nwant web, then settings and spare said deleted", err, out)
+	}
+	out, err = run("", "delete", "config", "absent", "--dry-run")
+	if err == nil || !strings.Contains(said(out, err), "not found") {
+		t.Errorf("delete config absent --dry-run: %v\n%s", err, out)
+	}
+	out, err = run("", "delete", "config", "spare", "--dry-run=client")
+	if err == nil || !strings.Contains(said(out, err), "always has the cluster check") {
+		t.Errorf("delete --dry-run=client: %v\n%s\nwant it refused saying what a dry run here is", err, out)
+	}
+	out, err = run("", "get", "svc,cfg", "-o", "name")
+	if err != nil || !strings.Contains(out, "service/web") || !strings.Contains(out, "config/settings") || !strings.Contains(out, "config/spare") {
+		t.Fatalf("after the dry runs: %v\n%s\nwant every object still there", err, out)
+	}
+}
+
 func TestDeleteByNamesAndLabels(t *testing.T) {
 	t.Parallel()
 	n := startCluster(t)

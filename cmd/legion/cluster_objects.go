@@ -13,6 +13,7 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/scheduler"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 )
@@ -645,7 +646,7 @@ func sayNamespacesNeedNoObject(w io.Writer, listed []legion.Object) {
 func (c *clusterCLI) deleteCommand() *cobra.Command {
 	var f scopeFlags
 	var files []string
-	var all, ignoreNotFound bool
+	var all, ignoreNotFound, dryRun bool
 	cmd := &cobra.Command{
 		Use:   "delete KIND NAME... | delete KIND/NAME... | delete KIND -l KEY=VALUE | delete KIND --all | delete -f FILE|DIR|-",
 		Short: "Delete objects by name or label, or the objects of manifests",
@@ -686,18 +687,32 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 				return err
 			}
 			defer cl.Close()
+			del, suffix := cl.Delete, ""
+			var checked []legion.Object // a dry run's deletes so far
+			if dryRun {
+				suffix = " (dry run)"
+				del = func(ctx context.Context, kind legion.Kind, ns, name string, version *uint64) (legion.Object, error) {
+					return cl.CheckDelete(ctx, kind, ns, name, version, checked)
+				}
+			}
 			var errs []error
 			for _, o := range targets {
 				m := o.GetMetadata()
-				gone, err := cl.Delete(ctxOf(cmd), o.GetKind(), m.Namespace, m.Name, nil)
+				gone, err := del(ctxOf(cmd), o.GetKind(), m.Namespace, m.Name, nil)
+				if err == nil && dryRun && !stopsOnly(gone) {
+					checked = append(checked, gone)
+				}
 				if ignoreNotFound && errors.Is(err, client.ErrNotFound) {
 					continue // gone already: what was asked holds
+				}
+				if dryRun && client.Code(err) == codes.Unimplemented {
+					return errors.Join(append(errs, fmt.Errorf("the manager predates dry runs of deletes: nothing was deleted or checked from %s on; upgrade the managers first", ref(o)))...)
 				}
 				if err != nil {
 					errs = append(errs, fmt.Errorf("deleting %s: %w", ref(o), err))
 					continue
 				}
-				fmt.Fprintln(cmd.OutOrStdout(), deletedLine(gone))
+				fmt.Fprintln(cmd.OutOrStdout(), deletedLine(gone)+suffix)
 				switch o.GetKind() {
 				case legion.KindNamespace:
 					warnNamespaceLeft(ctxOf(cmd), cmd.ErrOrStderr(), cl, m.Name)
@@ -714,6 +729,8 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 	fileFlag(cmd, &files, "delete the objects of these manifests")
 	cmd.Flags().BoolVar(&all, "all", false, "delete every object of KIND in the namespace")
 	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "say nothing of objects not there, and exit 0 for them")
+	cmd.Flags().Var((*dryRunFlag)(&dryRun), "dry-run", "say what would be deleted, delete nothing: the cluster checks each delete as it would make it (kubectl's --dry-run=server)")
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "true"
 	// kubectl's, hidden: what a delete here does anyway is taken, the
 	// rest refused saying why.
 	for name, f := range map[string]*kubectlFlag{
@@ -801,14 +818,21 @@ func deletedLine(gone legion.Object) string {
 	if n, ok := gone.(*legion.Node); ok && n.Spec.Role == legion.RoleManager {
 		return ref(gone) + " deleted: its certificates are refused, but it held the cluster's CA key and could still sign itself one under another name; legion ca rotate takes that away"
 	}
-	t, ok := gone.(*legion.Task)
-	if !ok || t.Spec.DesiredState != legion.TaskShutdown || t.Status.State.Terminal() {
+	if !stopsOnly(gone) {
 		return ref(gone) + " deleted"
 	}
+	t := gone.(*legion.Task)
 	if why := t.Spec.StopReason; why != "" && why != taskDeleted {
 		return ref(gone) + " stopping already (" + why + ")"
 	}
 	return ref(gone) + " stopping: its slot's next task starts once it has stopped, and it stays in the slot's history (delete it again then to remove it)"
+}
+
+// stopsOnly reports whether a delete left o in place, told to stop: a
+// task that has not ended, which stays until it has.
+func stopsOnly(o legion.Object) bool {
+	t, ok := o.(*legion.Task)
+	return ok && t.Spec.DesiredState == legion.TaskShutdown && !t.Status.State.Terminal()
 }
 
 // taskDeleted is the stop reason the manager gives a task a delete stops

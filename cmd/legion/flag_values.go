@@ -26,7 +26,7 @@ func (d *dryRunFlag) Set(v string) error {
 	case "false", "none":
 		*d = false
 	case "client":
-		return errors.New("client: a check of the manifests alone, without the cluster, is legion validate -f; --dry-run has the cluster check them, writing nothing (kubectl's server)")
+		return errors.New("client: a dry run here always has the cluster check what it would do, changing nothing (kubectl's server): give --dry-run or --dry-run=server; legion validate -f checks manifests without the cluster")
 	default:
 		return fmt.Errorf("%q: expected server (the same as --dry-run alone) or none", v)
 	}

@@ -646,8 +646,12 @@ type DeleteRequest struct {
 	Namespace       string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name            string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	ExpectedVersion *uint64                `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// CheckDelete's only (Delete ignores it): the objects whose deletes
+	// come before this one in the same dry run, which the check takes as
+	// gone, as a delete of them all one after the other would find them.
+	After         []*ObjectRef `protobuf:"bytes,5,rep,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteRequest) Reset() {
@@ -708,6 +712,74 @@ func (x *DeleteRequest) GetExpectedVersion() uint64 {
 	return 0
 }
 
+func (x *DeleteRequest) GetAfter() []*ObjectRef {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+// ObjectRef names one object.
+type ObjectRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectRef) Reset() {
+	*x = ObjectRef{}
+	mi := &file_legion_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectRef) ProtoMessage() {}
+
+func (x *ObjectRef) ProtoReflect() protoreflect.Message {
+	mi := &file_legion_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
+func (*ObjectRef) Descriptor() ([]byte, []int) {
+	return file_legion_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ObjectRef) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ObjectRef) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ObjectRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 type DeleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Object        *Object                `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
@@ -717,7 +789,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_legion_proto_msgTypes[11]
+	mi := &file_legion_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +801,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[11]
+	mi := &file_legion_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +814,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{11}
+	return file_legion_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteResponse) GetObject() *Object {
@@ -765,7 +837,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_legion_proto_msgTypes[12]
+	mi := &file_legion_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +849,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[12]
+	mi := &file_legion_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +862,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{12}
+	return file_legion_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchRequest) GetKind() string {
@@ -839,7 +911,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_legion_proto_msgTypes[13]
+	mi := &file_legion_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +923,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[13]
+	mi := &file_legion_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +936,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{13}
+	return file_legion_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchEvent) GetType() string {
@@ -899,7 +971,7 @@ type InitRequest struct {
 
 func (x *InitRequest) Reset() {
 	*x = InitRequest{}
-	mi := &file_legion_proto_msgTypes[14]
+	mi := &file_legion_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +983,7 @@ func (x *InitRequest) String() string {
 func (*InitRequest) ProtoMessage() {}
 
 func (x *InitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[14]
+	mi := &file_legion_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +996,7 @@ func (x *InitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitRequest.ProtoReflect.Descriptor instead.
 func (*InitRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{14}
+	return file_legion_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InitRequest) GetPodCidr() string {
@@ -953,7 +1025,7 @@ type InitResponse struct {
 
 func (x *InitResponse) Reset() {
 	*x = InitResponse{}
-	mi := &file_legion_proto_msgTypes[15]
+	mi := &file_legion_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1037,7 @@ func (x *InitResponse) String() string {
 func (*InitResponse) ProtoMessage() {}
 
 func (x *InitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[15]
+	mi := &file_legion_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1050,7 @@ func (x *InitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitResponse.ProtoReflect.Descriptor instead.
 func (*InitResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{15}
+	return file_legion_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InitResponse) GetNodeId() string {
@@ -1024,7 +1096,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_legion_proto_msgTypes[16]
+	mi := &file_legion_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1108,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[16]
+	mi := &file_legion_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1121,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{16}
+	return file_legion_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Member) GetId() string {
@@ -1095,7 +1167,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_legion_proto_msgTypes[17]
+	mi := &file_legion_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1179,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[17]
+	mi := &file_legion_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1192,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{17}
+	return file_legion_proto_rawDescGZIP(), []int{18}
 }
 
 type StatusResponse struct {
@@ -1149,7 +1221,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_legion_proto_msgTypes[18]
+	mi := &file_legion_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1233,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[18]
+	mi := &file_legion_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1246,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{18}
+	return file_legion_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1298,7 +1370,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_legion_proto_msgTypes[19]
+	mi := &file_legion_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1382,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[19]
+	mi := &file_legion_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1395,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{19}
+	return file_legion_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -1381,7 +1453,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_legion_proto_msgTypes[20]
+	mi := &file_legion_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1465,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[20]
+	mi := &file_legion_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1478,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{20}
+	return file_legion_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JoinResponse) GetCertificate() []byte {
@@ -1457,7 +1529,7 @@ type JoinClusterRequest struct {
 
 func (x *JoinClusterRequest) Reset() {
 	*x = JoinClusterRequest{}
-	mi := &file_legion_proto_msgTypes[21]
+	mi := &file_legion_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1541,7 @@ func (x *JoinClusterRequest) String() string {
 func (*JoinClusterRequest) ProtoMessage() {}
 
 func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[21]
+	mi := &file_legion_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1554,7 @@ func (x *JoinClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterRequest.ProtoReflect.Descriptor instead.
 func (*JoinClusterRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{21}
+	return file_legion_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JoinClusterRequest) GetToken() string {
@@ -1516,7 +1588,7 @@ type JoinClusterResponse struct {
 
 func (x *JoinClusterResponse) Reset() {
 	*x = JoinClusterResponse{}
-	mi := &file_legion_proto_msgTypes[22]
+	mi := &file_legion_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1600,7 @@ func (x *JoinClusterResponse) String() string {
 func (*JoinClusterResponse) ProtoMessage() {}
 
 func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[22]
+	mi := &file_legion_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1613,7 @@ func (x *JoinClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinClusterResponse.ProtoReflect.Descriptor instead.
 func (*JoinClusterResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{22}
+	return file_legion_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JoinClusterResponse) GetNodeId() string {
@@ -1569,7 +1641,7 @@ type PromoteRequest struct {
 
 func (x *PromoteRequest) Reset() {
 	*x = PromoteRequest{}
-	mi := &file_legion_proto_msgTypes[23]
+	mi := &file_legion_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1653,7 @@ func (x *PromoteRequest) String() string {
 func (*PromoteRequest) ProtoMessage() {}
 
 func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[23]
+	mi := &file_legion_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1666,7 @@ func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteRequest.ProtoReflect.Descriptor instead.
 func (*PromoteRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{23}
+	return file_legion_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PromoteRequest) GetNodeId() string {
@@ -1630,7 +1702,7 @@ type PromoteResponse struct {
 
 func (x *PromoteResponse) Reset() {
 	*x = PromoteResponse{}
-	mi := &file_legion_proto_msgTypes[24]
+	mi := &file_legion_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1714,7 @@ func (x *PromoteResponse) String() string {
 func (*PromoteResponse) ProtoMessage() {}
 
 func (x *PromoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[24]
+	mi := &file_legion_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1727,7 @@ func (x *PromoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteResponse.ProtoReflect.Descriptor instead.
 func (*PromoteResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{24}
+	return file_legion_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PromoteResponse) GetVoter() bool {
@@ -1683,7 +1755,7 @@ type SetVoterRequest struct {
 
 func (x *SetVoterRequest) Reset() {
 	*x = SetVoterRequest{}
-	mi := &file_legion_proto_msgTypes[25]
+	mi := &file_legion_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1767,7 @@ func (x *SetVoterRequest) String() string {
 func (*SetVoterRequest) ProtoMessage() {}
 
 func (x *SetVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[25]
+	mi := &file_legion_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1780,7 @@ func (x *SetVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetVoterRequest.ProtoReflect.Descriptor instead.
 func (*SetVoterRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{25}
+	return file_legion_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetVoterRequest) GetNode() string {
@@ -1734,7 +1806,7 @@ type SetVoterResponse struct {
 
 func (x *SetVoterResponse) Reset() {
 	*x = SetVoterResponse{}
-	mi := &file_legion_proto_msgTypes[26]
+	mi := &file_legion_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +1818,7 @@ func (x *SetVoterResponse) String() string {
 func (*SetVoterResponse) ProtoMessage() {}
 
 func (x *SetVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[26]
+	mi := &file_legion_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +1831,7 @@ func (x *SetVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetVoterResponse.ProtoReflect.Descriptor instead.
 func (*SetVoterResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{26}
+	return file_legion_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetVoterResponse) GetChanged() bool {
@@ -1778,7 +1850,7 @@ type TokenRequest struct {
 
 func (x *TokenRequest) Reset() {
 	*x = TokenRequest{}
-	mi := &file_legion_proto_msgTypes[27]
+	mi := &file_legion_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +1862,7 @@ func (x *TokenRequest) String() string {
 func (*TokenRequest) ProtoMessage() {}
 
 func (x *TokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[27]
+	mi := &file_legion_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +1875,7 @@ func (x *TokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenRequest.ProtoReflect.Descriptor instead.
 func (*TokenRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{27}
+	return file_legion_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TokenRequest) GetRole() string {
@@ -1822,7 +1894,7 @@ type TokenResponse struct {
 
 func (x *TokenResponse) Reset() {
 	*x = TokenResponse{}
-	mi := &file_legion_proto_msgTypes[28]
+	mi := &file_legion_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1906,7 @@ func (x *TokenResponse) String() string {
 func (*TokenResponse) ProtoMessage() {}
 
 func (x *TokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[28]
+	mi := &file_legion_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1919,7 @@ func (x *TokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenResponse.ProtoReflect.Descriptor instead.
 func (*TokenResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{28}
+	return file_legion_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TokenResponse) GetToken() string {
@@ -1866,7 +1938,7 @@ type UsageRequest struct {
 
 func (x *UsageRequest) Reset() {
 	*x = UsageRequest{}
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +1950,7 @@ func (x *UsageRequest) String() string {
 func (*UsageRequest) ProtoMessage() {}
 
 func (x *UsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[29]
+	mi := &file_legion_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +1963,7 @@ func (x *UsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageRequest.ProtoReflect.Descriptor instead.
 func (*UsageRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{29}
+	return file_legion_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UsageRequest) GetNamespace() string {
@@ -1916,7 +1988,7 @@ type TaskUsageReport struct {
 
 func (x *TaskUsageReport) Reset() {
 	*x = TaskUsageReport{}
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2000,7 @@ func (x *TaskUsageReport) String() string {
 func (*TaskUsageReport) ProtoMessage() {}
 
 func (x *TaskUsageReport) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[30]
+	mi := &file_legion_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2013,7 @@ func (x *TaskUsageReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskUsageReport.ProtoReflect.Descriptor instead.
 func (*TaskUsageReport) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{30}
+	return file_legion_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TaskUsageReport) GetNamespace() string {
@@ -1995,7 +2067,7 @@ type UsageResponse struct {
 
 func (x *UsageResponse) Reset() {
 	*x = UsageResponse{}
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2079,7 @@ func (x *UsageResponse) String() string {
 func (*UsageResponse) ProtoMessage() {}
 
 func (x *UsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[31]
+	mi := &file_legion_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2092,7 @@ func (x *UsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageResponse.ProtoReflect.Descriptor instead.
 func (*UsageResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{31}
+	return file_legion_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UsageResponse) GetTasks() []*TaskUsageReport {
@@ -2039,7 +2111,7 @@ type RevokeUserRequest struct {
 
 func (x *RevokeUserRequest) Reset() {
 	*x = RevokeUserRequest{}
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2123,7 @@ func (x *RevokeUserRequest) String() string {
 func (*RevokeUserRequest) ProtoMessage() {}
 
 func (x *RevokeUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[32]
+	mi := &file_legion_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2136,7 @@ func (x *RevokeUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserRequest.ProtoReflect.Descriptor instead.
 func (*RevokeUserRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{32}
+	return file_legion_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RevokeUserRequest) GetUser() string {
@@ -2083,7 +2155,7 @@ type RevokeUserResponse struct {
 
 func (x *RevokeUserResponse) Reset() {
 	*x = RevokeUserResponse{}
-	mi := &file_legion_proto_msgTypes[33]
+	mi := &file_legion_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2167,7 @@ func (x *RevokeUserResponse) String() string {
 func (*RevokeUserResponse) ProtoMessage() {}
 
 func (x *RevokeUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[33]
+	mi := &file_legion_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2180,7 @@ func (x *RevokeUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeUserResponse.ProtoReflect.Descriptor instead.
 func (*RevokeUserResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{33}
+	return file_legion_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RevokeUserResponse) GetRemoved() []string {
@@ -2127,7 +2199,7 @@ type RotateCARequest struct {
 
 func (x *RotateCARequest) Reset() {
 	*x = RotateCARequest{}
-	mi := &file_legion_proto_msgTypes[34]
+	mi := &file_legion_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2211,7 @@ func (x *RotateCARequest) String() string {
 func (*RotateCARequest) ProtoMessage() {}
 
 func (x *RotateCARequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[34]
+	mi := &file_legion_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2224,7 @@ func (x *RotateCARequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateCARequest.ProtoReflect.Descriptor instead.
 func (*RotateCARequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{34}
+	return file_legion_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RotateCARequest) GetStatusOnly() bool {
@@ -2174,7 +2246,7 @@ type RotateCAResponse struct {
 
 func (x *RotateCAResponse) Reset() {
 	*x = RotateCAResponse{}
-	mi := &file_legion_proto_msgTypes[35]
+	mi := &file_legion_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2258,7 @@ func (x *RotateCAResponse) String() string {
 func (*RotateCAResponse) ProtoMessage() {}
 
 func (x *RotateCAResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[35]
+	mi := &file_legion_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2271,7 @@ func (x *RotateCAResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateCAResponse.ProtoReflect.Descriptor instead.
 func (*RotateCAResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{35}
+	return file_legion_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RotateCAResponse) GetDigest() string {
@@ -2251,7 +2323,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_legion_proto_msgTypes[36]
+	mi := &file_legion_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2335,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[36]
+	mi := &file_legion_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2348,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{36}
+	return file_legion_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AuditEvent) GetTimeUnixNano() int64 {
@@ -2365,7 +2437,7 @@ type RecordAuditRequest struct {
 
 func (x *RecordAuditRequest) Reset() {
 	*x = RecordAuditRequest{}
-	mi := &file_legion_proto_msgTypes[37]
+	mi := &file_legion_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2377,7 +2449,7 @@ func (x *RecordAuditRequest) String() string {
 func (*RecordAuditRequest) ProtoMessage() {}
 
 func (x *RecordAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[37]
+	mi := &file_legion_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2390,7 +2462,7 @@ func (x *RecordAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditRequest.ProtoReflect.Descriptor instead.
 func (*RecordAuditRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{37}
+	return file_legion_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RecordAuditRequest) GetEvents() []*AuditEvent {
@@ -2408,7 +2480,7 @@ type RecordAuditResponse struct {
 
 func (x *RecordAuditResponse) Reset() {
 	*x = RecordAuditResponse{}
-	mi := &file_legion_proto_msgTypes[38]
+	mi := &file_legion_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2492,7 @@ func (x *RecordAuditResponse) String() string {
 func (*RecordAuditResponse) ProtoMessage() {}
 
 func (x *RecordAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[38]
+	mi := &file_legion_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2505,7 @@ func (x *RecordAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordAuditResponse.ProtoReflect.Descriptor instead.
 func (*RecordAuditResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{38}
+	return file_legion_proto_rawDescGZIP(), []int{39}
 }
 
 // AuditRequest narrows a listing; empty fields keep everything.
@@ -2451,7 +2523,7 @@ type AuditRequest struct {
 
 func (x *AuditRequest) Reset() {
 	*x = AuditRequest{}
-	mi := &file_legion_proto_msgTypes[39]
+	mi := &file_legion_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2535,7 @@ func (x *AuditRequest) String() string {
 func (*AuditRequest) ProtoMessage() {}
 
 func (x *AuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[39]
+	mi := &file_legion_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2548,7 @@ func (x *AuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditRequest.ProtoReflect.Descriptor instead.
 func (*AuditRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{39}
+	return file_legion_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AuditRequest) GetSinceUnixNano() int64 {
@@ -2530,7 +2602,7 @@ type AutolockRequest struct {
 
 func (x *AutolockRequest) Reset() {
 	*x = AutolockRequest{}
-	mi := &file_legion_proto_msgTypes[40]
+	mi := &file_legion_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2542,7 +2614,7 @@ func (x *AutolockRequest) String() string {
 func (*AutolockRequest) ProtoMessage() {}
 
 func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[40]
+	mi := &file_legion_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2555,7 +2627,7 @@ func (x *AutolockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutolockRequest.ProtoReflect.Descriptor instead.
 func (*AutolockRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{40}
+	return file_legion_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AutolockRequest) GetAction() string {
@@ -2578,7 +2650,7 @@ type AutolockResponse struct {
 
 func (x *AutolockResponse) Reset() {
 	*x = AutolockResponse{}
-	mi := &file_legion_proto_msgTypes[41]
+	mi := &file_legion_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2662,7 @@ func (x *AutolockResponse) String() string {
 func (*AutolockResponse) ProtoMessage() {}
 
 func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[41]
+	mi := &file_legion_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2675,7 @@ func (x *AutolockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutolockResponse.ProtoReflect.Descriptor instead.
 func (*AutolockResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{41}
+	return file_legion_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AutolockResponse) GetEnabled() bool {
@@ -2636,7 +2708,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_legion_proto_msgTypes[42]
+	mi := &file_legion_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2720,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[42]
+	mi := &file_legion_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2733,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{42}
+	return file_legion_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UnlockRequest) GetKey() string {
@@ -2680,7 +2752,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_legion_proto_msgTypes[43]
+	mi := &file_legion_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +2764,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[43]
+	mi := &file_legion_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +2777,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{43}
+	return file_legion_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UnlockResponse) GetNodeId() string {
@@ -2723,7 +2795,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_legion_proto_msgTypes[44]
+	mi := &file_legion_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +2807,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[44]
+	mi := &file_legion_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +2820,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{44}
+	return file_legion_proto_rawDescGZIP(), []int{45}
 }
 
 // BackupChunk is the next part of the backup file.
@@ -2761,7 +2833,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_legion_proto_msgTypes[45]
+	mi := &file_legion_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2845,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[45]
+	mi := &file_legion_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2858,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{45}
+	return file_legion_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BackupChunk) GetData() []byte {
@@ -2806,7 +2878,7 @@ type IssueUserRequest struct {
 
 func (x *IssueUserRequest) Reset() {
 	*x = IssueUserRequest{}
-	mi := &file_legion_proto_msgTypes[46]
+	mi := &file_legion_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +2890,7 @@ func (x *IssueUserRequest) String() string {
 func (*IssueUserRequest) ProtoMessage() {}
 
 func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[46]
+	mi := &file_legion_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2903,7 @@ func (x *IssueUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserRequest.ProtoReflect.Descriptor instead.
 func (*IssueUserRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{46}
+	return file_legion_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *IssueUserRequest) GetName() string {
@@ -2858,7 +2930,7 @@ type IssueUserResponse struct {
 
 func (x *IssueUserResponse) Reset() {
 	*x = IssueUserResponse{}
-	mi := &file_legion_proto_msgTypes[47]
+	mi := &file_legion_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +2942,7 @@ func (x *IssueUserResponse) String() string {
 func (*IssueUserResponse) ProtoMessage() {}
 
 func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[47]
+	mi := &file_legion_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +2955,7 @@ func (x *IssueUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueUserResponse.ProtoReflect.Descriptor instead.
 func (*IssueUserResponse) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{47}
+	return file_legion_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *IssueUserResponse) GetCertificate() []byte {
@@ -2918,7 +2990,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_legion_proto_msgTypes[48]
+	mi := &file_legion_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3002,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[48]
+	mi := &file_legion_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3015,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{48}
+	return file_legion_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RaftMessage) GetPayload() []byte {
@@ -2985,7 +3057,7 @@ type RaftAppend struct {
 
 func (x *RaftAppend) Reset() {
 	*x = RaftAppend{}
-	mi := &file_legion_proto_msgTypes[49]
+	mi := &file_legion_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3069,7 @@ func (x *RaftAppend) String() string {
 func (*RaftAppend) ProtoMessage() {}
 
 func (x *RaftAppend) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[49]
+	mi := &file_legion_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3082,7 @@ func (x *RaftAppend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftAppend.ProtoReflect.Descriptor instead.
 func (*RaftAppend) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{49}
+	return file_legion_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RaftAppend) GetProtocolVersion() int64 {
@@ -3091,7 +3163,7 @@ type RaftLog struct {
 
 func (x *RaftLog) Reset() {
 	*x = RaftLog{}
-	mi := &file_legion_proto_msgTypes[50]
+	mi := &file_legion_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3175,7 @@ func (x *RaftLog) String() string {
 func (*RaftLog) ProtoMessage() {}
 
 func (x *RaftLog) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[50]
+	mi := &file_legion_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3188,7 @@ func (x *RaftLog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftLog.ProtoReflect.Descriptor instead.
 func (*RaftLog) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{50}
+	return file_legion_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RaftLog) GetIndex() uint64 {
@@ -3171,7 +3243,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_legion_proto_msgTypes[51]
+	mi := &file_legion_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3183,7 +3255,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[51]
+	mi := &file_legion_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3196,7 +3268,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{51}
+	return file_legion_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SnapshotChunk) GetRequest() []byte {
@@ -3229,7 +3301,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_legion_proto_msgTypes[52]
+	mi := &file_legion_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3241,7 +3313,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[52]
+	mi := &file_legion_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3254,7 +3326,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{52}
+	return file_legion_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EventsRequest) GetSinceUnixNano() int64 {
@@ -3326,7 +3398,7 @@ type ClusterEvent struct {
 
 func (x *ClusterEvent) Reset() {
 	*x = ClusterEvent{}
-	mi := &file_legion_proto_msgTypes[53]
+	mi := &file_legion_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3338,7 +3410,7 @@ func (x *ClusterEvent) String() string {
 func (*ClusterEvent) ProtoMessage() {}
 
 func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_legion_proto_msgTypes[53]
+	mi := &file_legion_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3351,7 +3423,7 @@ func (x *ClusterEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterEvent.ProtoReflect.Descriptor instead.
 func (*ClusterEvent) Descriptor() ([]byte, []int) {
-	return file_legion_proto_rawDescGZIP(), []int{53}
+	return file_legion_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClusterEvent) GetSequence() uint64 {
@@ -3487,13 +3559,18 @@ const file_legion_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"U\n" +
 	"\fListResponse\x12+\n" +
 	"\aobjects\x18\x01 \x03(\v2\x11.legion.v1.ObjectR\aobjects\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x04R\aversion\"\x9a\x01\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"\xc6\x01\n" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12.\n" +
-	"\x10expected_version\x18\x04 \x01(\x04H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
-	"\x11_expected_version\";\n" +
+	"\x10expected_version\x18\x04 \x01(\x04H\x00R\x0fexpectedVersion\x88\x01\x01\x12*\n" +
+	"\x05after\x18\x05 \x03(\v2\x14.legion.v1.ObjectRefR\x05afterB\x13\n" +
+	"\x11_expected_version\"Q\n" +
+	"\tObjectRef\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\";\n" +
 	"\x0eDeleteResponse\x12)\n" +
 	"\x06object\x18\x01 \x01(\v2\x11.legion.v1.ObjectR\x06object\"\x82\x02\n" +
 	"\fWatchRequest\x12\x12\n" +
@@ -3694,14 +3771,15 @@ const file_legion_proto_rawDesc = "" +
 	"\amessage\x18\t \x01(\tR\amessage\x12\x14\n" +
 	"\x05count\x18\n" +
 	" \x01(\x05R\x05count\x12\x10\n" +
-	"\x03uid\x18\v \x01(\tR\x03uid2\xef\x02\n" +
+	"\x03uid\x18\v \x01(\tR\x03uid2\xb3\x03\n" +
 	"\aObjects\x12:\n" +
 	"\x05Apply\x12\x17.legion.v1.ApplyRequest\x1a\x18.legion.v1.ApplyResponse\x124\n" +
 	"\x03Get\x12\x15.legion.v1.GetRequest\x1a\x16.legion.v1.GetResponse\x127\n" +
 	"\x04List\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse\x12?\n" +
 	"\n" +
 	"ListStream\x12\x16.legion.v1.ListRequest\x1a\x17.legion.v1.ListResponse0\x01\x12=\n" +
-	"\x06Delete\x12\x18.legion.v1.DeleteRequest\x1a\x19.legion.v1.DeleteResponse\x129\n" +
+	"\x06Delete\x12\x18.legion.v1.DeleteRequest\x1a\x19.legion.v1.DeleteResponse\x12B\n" +
+	"\vCheckDelete\x12\x18.legion.v1.DeleteRequest\x1a\x19.legion.v1.DeleteResponse\x129\n" +
 	"\x05Watch\x12\x17.legion.v1.WatchRequest\x1a\x15.legion.v1.WatchEvent0\x012\xaf\t\n" +
 	"\aCluster\x127\n" +
 	"\x04Init\x12\x16.legion.v1.InitRequest\x1a\x17.legion.v1.InitResponse\x12=\n" +
@@ -3744,7 +3822,7 @@ func file_legion_proto_rawDescGZIP() []byte {
 	return file_legion_proto_rawDescData
 }
 
-var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_legion_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_legion_proto_goTypes = []any{
 	(*Metadata)(nil),            // 0: legion.v1.Metadata
 	(*Object)(nil),              // 1: legion.v1.Object
@@ -3757,55 +3835,56 @@ var file_legion_proto_goTypes = []any{
 	(*ListRequest)(nil),         // 8: legion.v1.ListRequest
 	(*ListResponse)(nil),        // 9: legion.v1.ListResponse
 	(*DeleteRequest)(nil),       // 10: legion.v1.DeleteRequest
-	(*DeleteResponse)(nil),      // 11: legion.v1.DeleteResponse
-	(*WatchRequest)(nil),        // 12: legion.v1.WatchRequest
-	(*WatchEvent)(nil),          // 13: legion.v1.WatchEvent
-	(*InitRequest)(nil),         // 14: legion.v1.InitRequest
-	(*InitResponse)(nil),        // 15: legion.v1.InitResponse
-	(*Member)(nil),              // 16: legion.v1.Member
-	(*StatusRequest)(nil),       // 17: legion.v1.StatusRequest
-	(*StatusResponse)(nil),      // 18: legion.v1.StatusResponse
-	(*JoinRequest)(nil),         // 19: legion.v1.JoinRequest
-	(*JoinResponse)(nil),        // 20: legion.v1.JoinResponse
-	(*JoinClusterRequest)(nil),  // 21: legion.v1.JoinClusterRequest
-	(*JoinClusterResponse)(nil), // 22: legion.v1.JoinClusterResponse
-	(*PromoteRequest)(nil),      // 23: legion.v1.PromoteRequest
-	(*PromoteResponse)(nil),     // 24: legion.v1.PromoteResponse
-	(*SetVoterRequest)(nil),     // 25: legion.v1.SetVoterRequest
-	(*SetVoterResponse)(nil),    // 26: legion.v1.SetVoterResponse
-	(*TokenRequest)(nil),        // 27: legion.v1.TokenRequest
-	(*TokenResponse)(nil),       // 28: legion.v1.TokenResponse
-	(*UsageRequest)(nil),        // 29: legion.v1.UsageRequest
-	(*TaskUsageReport)(nil),     // 30: legion.v1.TaskUsageReport
-	(*UsageResponse)(nil),       // 31: legion.v1.UsageResponse
-	(*RevokeUserRequest)(nil),   // 32: legion.v1.RevokeUserRequest
-	(*RevokeUserResponse)(nil),  // 33: legion.v1.RevokeUserResponse
-	(*RotateCARequest)(nil),     // 34: legion.v1.RotateCARequest
-	(*RotateCAResponse)(nil),    // 35: legion.v1.RotateCAResponse
-	(*AuditEvent)(nil),          // 36: legion.v1.AuditEvent
-	(*RecordAuditRequest)(nil),  // 37: legion.v1.RecordAuditRequest
-	(*RecordAuditResponse)(nil), // 38: legion.v1.RecordAuditResponse
-	(*AuditRequest)(nil),        // 39: legion.v1.AuditRequest
-	(*AutolockRequest)(nil),     // 40: legion.v1.AutolockRequest
-	(*AutolockResponse)(nil),    // 41: legion.v1.AutolockResponse
-	(*UnlockRequest)(nil),       // 42: legion.v1.UnlockRequest
-	(*UnlockResponse)(nil),      // 43: legion.v1.UnlockResponse
-	(*BackupRequest)(nil),       // 44: legion.v1.BackupRequest
-	(*BackupChunk)(nil),         // 45: legion.v1.BackupChunk
-	(*IssueUserRequest)(nil),    // 46: legion.v1.IssueUserRequest
-	(*IssueUserResponse)(nil),   // 47: legion.v1.IssueUserResponse
-	(*RaftMessage)(nil),         // 48: legion.v1.RaftMessage
-	(*RaftAppend)(nil),          // 49: legion.v1.RaftAppend
-	(*RaftLog)(nil),             // 50: legion.v1.RaftLog
-	(*SnapshotChunk)(nil),       // 51: legion.v1.SnapshotChunk
-	(*EventsRequest)(nil),       // 52: legion.v1.EventsRequest
-	(*ClusterEvent)(nil),        // 53: legion.v1.ClusterEvent
-	nil,                         // 54: legion.v1.Metadata.LabelsEntry
-	nil,                         // 55: legion.v1.ListRequest.LabelsEntry
-	nil,                         // 56: legion.v1.WatchRequest.LabelsEntry
+	(*ObjectRef)(nil),           // 11: legion.v1.ObjectRef
+	(*DeleteResponse)(nil),      // 12: legion.v1.DeleteResponse
+	(*WatchRequest)(nil),        // 13: legion.v1.WatchRequest
+	(*WatchEvent)(nil),          // 14: legion.v1.WatchEvent
+	(*InitRequest)(nil),         // 15: legion.v1.InitRequest
+	(*InitResponse)(nil),        // 16: legion.v1.InitResponse
+	(*Member)(nil),              // 17: legion.v1.Member
+	(*StatusRequest)(nil),       // 18: legion.v1.StatusRequest
+	(*StatusResponse)(nil),      // 19: legion.v1.StatusResponse
+	(*JoinRequest)(nil),         // 20: legion.v1.JoinRequest
+	(*JoinResponse)(nil),        // 21: legion.v1.JoinResponse
+	(*JoinClusterRequest)(nil),  // 22: legion.v1.JoinClusterRequest
+	(*JoinClusterResponse)(nil), // 23: legion.v1.JoinClusterResponse
+	(*PromoteRequest)(nil),      // 24: legion.v1.PromoteRequest
+	(*PromoteResponse)(nil),     // 25: legion.v1.PromoteResponse
+	(*SetVoterRequest)(nil),     // 26: legion.v1.SetVoterRequest
+	(*SetVoterResponse)(nil),    // 27: legion.v1.SetVoterResponse
+	(*TokenRequest)(nil),        // 28: legion.v1.TokenRequest
+	(*TokenResponse)(nil),       // 29: legion.v1.TokenResponse
+	(*UsageRequest)(nil),        // 30: legion.v1.UsageRequest
+	(*TaskUsageReport)(nil),     // 31: legion.v1.TaskUsageReport
+	(*UsageResponse)(nil),       // 32: legion.v1.UsageResponse
+	(*RevokeUserRequest)(nil),   // 33: legion.v1.RevokeUserRequest
+	(*RevokeUserResponse)(nil),  // 34: legion.v1.RevokeUserResponse
+	(*RotateCARequest)(nil),     // 35: legion.v1.RotateCARequest
+	(*RotateCAResponse)(nil),    // 36: legion.v1.RotateCAResponse
+	(*AuditEvent)(nil),          // 37: legion.v1.AuditEvent
+	(*RecordAuditRequest)(nil),  // 38: legion.v1.RecordAuditRequest
+	(*RecordAuditResponse)(nil), // 39: legion.v1.RecordAuditResponse
+	(*AuditRequest)(nil),        // 40: legion.v1.AuditRequest
+	(*AutolockRequest)(nil),     // 41: legion.v1.AutolockRequest
+	(*AutolockResponse)(nil),    // 42: legion.v1.AutolockResponse
+	(*UnlockRequest)(nil),       // 43: legion.v1.UnlockRequest
+	(*UnlockResponse)(nil),      // 44: legion.v1.UnlockResponse
+	(*BackupRequest)(nil),       // 45: legion.v1.BackupRequest
+	(*BackupChunk)(nil),         // 46: legion.v1.BackupChunk
+	(*IssueUserRequest)(nil),    // 47: legion.v1.IssueUserRequest
+	(*IssueUserResponse)(nil),   // 48: legion.v1.IssueUserResponse
+	(*RaftMessage)(nil),         // 49: legion.v1.RaftMessage
+	(*RaftAppend)(nil),          // 50: legion.v1.RaftAppend
+	(*RaftLog)(nil),             // 51: legion.v1.RaftLog
+	(*SnapshotChunk)(nil),       // 52: legion.v1.SnapshotChunk
+	(*EventsRequest)(nil),       // 53: legion.v1.EventsRequest
+	(*ClusterEvent)(nil),        // 54: legion.v1.ClusterEvent
+	nil,                         // 55: legion.v1.Metadata.LabelsEntry
+	nil,                         // 56: legion.v1.ListRequest.LabelsEntry
+	nil,                         // 57: legion.v1.WatchRequest.LabelsEntry
 }
 var file_legion_proto_depIdxs = []int32{
-	54, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
+	55, // 0: legion.v1.Metadata.labels:type_name -> legion.v1.Metadata.LabelsEntry
 	0,  // 1: legion.v1.Object.metadata:type_name -> legion.v1.Metadata
 	1,  // 2: legion.v1.ApplyItem.object:type_name -> legion.v1.Object
 	2,  // 3: legion.v1.ApplyRequest.items:type_name -> legion.v1.ApplyItem
@@ -3813,81 +3892,84 @@ var file_legion_proto_depIdxs = []int32{
 	1,  // 5: legion.v1.ApplyResult.previous:type_name -> legion.v1.Object
 	4,  // 6: legion.v1.ApplyResponse.results:type_name -> legion.v1.ApplyResult
 	1,  // 7: legion.v1.GetResponse.object:type_name -> legion.v1.Object
-	55, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
+	56, // 8: legion.v1.ListRequest.labels:type_name -> legion.v1.ListRequest.LabelsEntry
 	1,  // 9: legion.v1.ListResponse.objects:type_name -> legion.v1.Object
-	1,  // 10: legion.v1.DeleteResponse.object:type_name -> legion.v1.Object
-	56, // 11: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
-	1,  // 12: legion.v1.WatchEvent.object:type_name -> legion.v1.Object
-	16, // 13: legion.v1.StatusResponse.members:type_name -> legion.v1.Member
-	30, // 14: legion.v1.UsageResponse.tasks:type_name -> legion.v1.TaskUsageReport
-	36, // 15: legion.v1.RecordAuditRequest.events:type_name -> legion.v1.AuditEvent
-	49, // 16: legion.v1.RaftMessage.append:type_name -> legion.v1.RaftAppend
-	50, // 17: legion.v1.RaftAppend.entries:type_name -> legion.v1.RaftLog
-	3,  // 18: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
-	6,  // 19: legion.v1.Objects.Get:input_type -> legion.v1.GetRequest
-	8,  // 20: legion.v1.Objects.List:input_type -> legion.v1.ListRequest
-	8,  // 21: legion.v1.Objects.ListStream:input_type -> legion.v1.ListRequest
-	10, // 22: legion.v1.Objects.Delete:input_type -> legion.v1.DeleteRequest
-	12, // 23: legion.v1.Objects.Watch:input_type -> legion.v1.WatchRequest
-	14, // 24: legion.v1.Cluster.Init:input_type -> legion.v1.InitRequest
-	17, // 25: legion.v1.Cluster.Status:input_type -> legion.v1.StatusRequest
-	19, // 26: legion.v1.Cluster.Join:input_type -> legion.v1.JoinRequest
-	21, // 27: legion.v1.Cluster.JoinCluster:input_type -> legion.v1.JoinClusterRequest
-	23, // 28: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
-	25, // 29: legion.v1.Cluster.SetVoter:input_type -> legion.v1.SetVoterRequest
-	27, // 30: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
-	27, // 31: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
-	46, // 32: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
-	44, // 33: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
-	40, // 34: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
-	42, // 35: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
-	37, // 36: legion.v1.Cluster.RecordAudit:input_type -> legion.v1.RecordAuditRequest
-	39, // 37: legion.v1.Cluster.Audit:input_type -> legion.v1.AuditRequest
-	32, // 38: legion.v1.Cluster.RevokeUser:input_type -> legion.v1.RevokeUserRequest
-	34, // 39: legion.v1.Cluster.RotateCA:input_type -> legion.v1.RotateCARequest
-	52, // 40: legion.v1.Cluster.Events:input_type -> legion.v1.EventsRequest
-	29, // 41: legion.v1.Cluster.Usage:input_type -> legion.v1.UsageRequest
-	48, // 42: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
-	48, // 43: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
-	48, // 44: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
-	48, // 45: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
-	48, // 46: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
-	51, // 47: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
-	5,  // 48: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
-	7,  // 49: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
-	9,  // 50: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
-	9,  // 51: legion.v1.Objects.ListStream:output_type -> legion.v1.ListResponse
-	11, // 52: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
-	13, // 53: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
-	15, // 54: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
-	18, // 55: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
-	20, // 56: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
-	22, // 57: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
-	24, // 58: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
-	26, // 59: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
-	28, // 60: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
-	28, // 61: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
-	47, // 62: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
-	45, // 63: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
-	41, // 64: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
-	43, // 65: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
-	38, // 66: legion.v1.Cluster.RecordAudit:output_type -> legion.v1.RecordAuditResponse
-	36, // 67: legion.v1.Cluster.Audit:output_type -> legion.v1.AuditEvent
-	33, // 68: legion.v1.Cluster.RevokeUser:output_type -> legion.v1.RevokeUserResponse
-	35, // 69: legion.v1.Cluster.RotateCA:output_type -> legion.v1.RotateCAResponse
-	53, // 70: legion.v1.Cluster.Events:output_type -> legion.v1.ClusterEvent
-	31, // 71: legion.v1.Cluster.Usage:output_type -> legion.v1.UsageResponse
-	48, // 72: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
-	48, // 73: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
-	48, // 74: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
-	48, // 75: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
-	48, // 76: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
-	48, // 77: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
-	48, // [48:78] is the sub-list for method output_type
-	18, // [18:48] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	11, // 10: legion.v1.DeleteRequest.after:type_name -> legion.v1.ObjectRef
+	1,  // 11: legion.v1.DeleteResponse.object:type_name -> legion.v1.Object
+	57, // 12: legion.v1.WatchRequest.labels:type_name -> legion.v1.WatchRequest.LabelsEntry
+	1,  // 13: legion.v1.WatchEvent.object:type_name -> legion.v1.Object
+	17, // 14: legion.v1.StatusResponse.members:type_name -> legion.v1.Member
+	31, // 15: legion.v1.UsageResponse.tasks:type_name -> legion.v1.TaskUsageReport
+	37, // 16: legion.v1.RecordAuditRequest.events:type_name -> legion.v1.AuditEvent
+	50, // 17: legion.v1.RaftMessage.append:type_name -> legion.v1.RaftAppend
+	51, // 18: legion.v1.RaftAppend.entries:type_name -> legion.v1.RaftLog
+	3,  // 19: legion.v1.Objects.Apply:input_type -> legion.v1.ApplyRequest
+	6,  // 20: legion.v1.Objects.Get:input_type -> legion.v1.GetRequest
+	8,  // 21: legion.v1.Objects.List:input_type -> legion.v1.ListRequest
+	8,  // 22: legion.v1.Objects.ListStream:input_type -> legion.v1.ListRequest
+	10, // 23: legion.v1.Objects.Delete:input_type -> legion.v1.DeleteRequest
+	10, // 24: legion.v1.Objects.CheckDelete:input_type -> legion.v1.DeleteRequest
+	13, // 25: legion.v1.Objects.Watch:input_type -> legion.v1.WatchRequest
+	15, // 26: legion.v1.Cluster.Init:input_type -> legion.v1.InitRequest
+	18, // 27: legion.v1.Cluster.Status:input_type -> legion.v1.StatusRequest
+	20, // 28: legion.v1.Cluster.Join:input_type -> legion.v1.JoinRequest
+	22, // 29: legion.v1.Cluster.JoinCluster:input_type -> legion.v1.JoinClusterRequest
+	24, // 30: legion.v1.Cluster.Promote:input_type -> legion.v1.PromoteRequest
+	26, // 31: legion.v1.Cluster.SetVoter:input_type -> legion.v1.SetVoterRequest
+	28, // 32: legion.v1.Cluster.TokenShow:input_type -> legion.v1.TokenRequest
+	28, // 33: legion.v1.Cluster.TokenRotate:input_type -> legion.v1.TokenRequest
+	47, // 34: legion.v1.Cluster.IssueUser:input_type -> legion.v1.IssueUserRequest
+	45, // 35: legion.v1.Cluster.Backup:input_type -> legion.v1.BackupRequest
+	41, // 36: legion.v1.Cluster.Autolock:input_type -> legion.v1.AutolockRequest
+	43, // 37: legion.v1.Cluster.Unlock:input_type -> legion.v1.UnlockRequest
+	38, // 38: legion.v1.Cluster.RecordAudit:input_type -> legion.v1.RecordAuditRequest
+	40, // 39: legion.v1.Cluster.Audit:input_type -> legion.v1.AuditRequest
+	33, // 40: legion.v1.Cluster.RevokeUser:input_type -> legion.v1.RevokeUserRequest
+	35, // 41: legion.v1.Cluster.RotateCA:input_type -> legion.v1.RotateCARequest
+	53, // 42: legion.v1.Cluster.Events:input_type -> legion.v1.EventsRequest
+	30, // 43: legion.v1.Cluster.Usage:input_type -> legion.v1.UsageRequest
+	49, // 44: legion.v1.Raft.AppendEntries:input_type -> legion.v1.RaftMessage
+	49, // 45: legion.v1.Raft.AppendEntriesPipeline:input_type -> legion.v1.RaftMessage
+	49, // 46: legion.v1.Raft.RequestVote:input_type -> legion.v1.RaftMessage
+	49, // 47: legion.v1.Raft.RequestPreVote:input_type -> legion.v1.RaftMessage
+	49, // 48: legion.v1.Raft.TimeoutNow:input_type -> legion.v1.RaftMessage
+	52, // 49: legion.v1.Raft.InstallSnapshot:input_type -> legion.v1.SnapshotChunk
+	5,  // 50: legion.v1.Objects.Apply:output_type -> legion.v1.ApplyResponse
+	7,  // 51: legion.v1.Objects.Get:output_type -> legion.v1.GetResponse
+	9,  // 52: legion.v1.Objects.List:output_type -> legion.v1.ListResponse
+	9,  // 53: legion.v1.Objects.ListStream:output_type -> legion.v1.ListResponse
+	12, // 54: legion.v1.Objects.Delete:output_type -> legion.v1.DeleteResponse
+	12, // 55: legion.v1.Objects.CheckDelete:output_type -> legion.v1.DeleteResponse
+	14, // 56: legion.v1.Objects.Watch:output_type -> legion.v1.WatchEvent
+	16, // 57: legion.v1.Cluster.Init:output_type -> legion.v1.InitResponse
+	19, // 58: legion.v1.Cluster.Status:output_type -> legion.v1.StatusResponse
+	21, // 59: legion.v1.Cluster.Join:output_type -> legion.v1.JoinResponse
+	23, // 60: legion.v1.Cluster.JoinCluster:output_type -> legion.v1.JoinClusterResponse
+	25, // 61: legion.v1.Cluster.Promote:output_type -> legion.v1.PromoteResponse
+	27, // 62: legion.v1.Cluster.SetVoter:output_type -> legion.v1.SetVoterResponse
+	29, // 63: legion.v1.Cluster.TokenShow:output_type -> legion.v1.TokenResponse
+	29, // 64: legion.v1.Cluster.TokenRotate:output_type -> legion.v1.TokenResponse
+	48, // 65: legion.v1.Cluster.IssueUser:output_type -> legion.v1.IssueUserResponse
+	46, // 66: legion.v1.Cluster.Backup:output_type -> legion.v1.BackupChunk
+	42, // 67: legion.v1.Cluster.Autolock:output_type -> legion.v1.AutolockResponse
+	44, // 68: legion.v1.Cluster.Unlock:output_type -> legion.v1.UnlockResponse
+	39, // 69: legion.v1.Cluster.RecordAudit:output_type -> legion.v1.RecordAuditResponse
+	37, // 70: legion.v1.Cluster.Audit:output_type -> legion.v1.AuditEvent
+	34, // 71: legion.v1.Cluster.RevokeUser:output_type -> legion.v1.RevokeUserResponse
+	36, // 72: legion.v1.Cluster.RotateCA:output_type -> legion.v1.RotateCAResponse
+	54, // 73: legion.v1.Cluster.Events:output_type -> legion.v1.ClusterEvent
+	32, // 74: legion.v1.Cluster.Usage:output_type -> legion.v1.UsageResponse
+	49, // 75: legion.v1.Raft.AppendEntries:output_type -> legion.v1.RaftMessage
+	49, // 76: legion.v1.Raft.AppendEntriesPipeline:output_type -> legion.v1.RaftMessage
+	49, // 77: legion.v1.Raft.RequestVote:output_type -> legion.v1.RaftMessage
+	49, // 78: legion.v1.Raft.RequestPreVote:output_type -> legion.v1.RaftMessage
+	49, // 79: legion.v1.Raft.TimeoutNow:output_type -> legion.v1.RaftMessage
+	49, // 80: legion.v1.Raft.InstallSnapshot:output_type -> legion.v1.RaftMessage
+	50, // [50:81] is the sub-list for method output_type
+	19, // [19:50] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_legion_proto_init() }
@@ -3903,7 +3985,7 @@ func file_legion_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_legion_proto_rawDesc), len(file_legion_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

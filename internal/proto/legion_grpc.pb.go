@@ -23,12 +23,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Objects_Apply_FullMethodName      = "/legion.v1.Objects/Apply"
-	Objects_Get_FullMethodName        = "/legion.v1.Objects/Get"
-	Objects_List_FullMethodName       = "/legion.v1.Objects/List"
-	Objects_ListStream_FullMethodName = "/legion.v1.Objects/ListStream"
-	Objects_Delete_FullMethodName     = "/legion.v1.Objects/Delete"
-	Objects_Watch_FullMethodName      = "/legion.v1.Objects/Watch"
+	Objects_Apply_FullMethodName       = "/legion.v1.Objects/Apply"
+	Objects_Get_FullMethodName         = "/legion.v1.Objects/Get"
+	Objects_List_FullMethodName        = "/legion.v1.Objects/List"
+	Objects_ListStream_FullMethodName  = "/legion.v1.Objects/ListStream"
+	Objects_Delete_FullMethodName      = "/legion.v1.Objects/Delete"
+	Objects_CheckDelete_FullMethodName = "/legion.v1.Objects/CheckDelete"
+	Objects_Watch_FullMethodName       = "/legion.v1.Objects/Watch"
 )
 
 // ObjectsClient is the client API for Objects service.
@@ -45,6 +46,12 @@ type ObjectsClient interface {
 	// an error. An empty list is one part with no objects.
 	ListStream(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ListResponse], error)
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// CheckDelete is a dry run of Delete: the leader makes the delete's
+	// checks (rights, the object and its version, what would refuse it)
+	// and answers with the object as the delete would leave it, changing
+	// nothing. A method of its own, not a flag of Delete, so that a
+	// manager that predates it answers UNIMPLEMENTED instead of deleting.
+	CheckDelete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	// Watch fails with OUT_OF_RANGE when from_version is older than the
 	// history held (compacted), and ABORTED when a snapshot install reset
 	// it; the caller lists again.
@@ -118,6 +125,16 @@ func (c *objectsClient) Delete(ctx context.Context, in *DeleteRequest, opts ...g
 	return out, nil
 }
 
+func (c *objectsClient) CheckDelete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteResponse)
+	err := c.cc.Invoke(ctx, Objects_CheckDelete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *objectsClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Objects_ServiceDesc.Streams[1], Objects_Watch_FullMethodName, cOpts...)
@@ -151,6 +168,12 @@ type ObjectsServer interface {
 	// an error. An empty list is one part with no objects.
 	ListStream(*ListRequest, grpc.ServerStreamingServer[ListResponse]) error
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// CheckDelete is a dry run of Delete: the leader makes the delete's
+	// checks (rights, the object and its version, what would refuse it)
+	// and answers with the object as the delete would leave it, changing
+	// nothing. A method of its own, not a flag of Delete, so that a
+	// manager that predates it answers UNIMPLEMENTED instead of deleting.
+	CheckDelete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	// Watch fails with OUT_OF_RANGE when from_version is older than the
 	// history held (compacted), and ABORTED when a snapshot install reset
 	// it; the caller lists again.
@@ -179,6 +202,9 @@ func (UnimplementedObjectsServer) ListStream(*ListRequest, grpc.ServerStreamingS
 }
 func (UnimplementedObjectsServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedObjectsServer) CheckDelete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckDelete not implemented")
 }
 func (UnimplementedObjectsServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
@@ -287,6 +313,24 @@ func _Objects_Delete_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Objects_CheckDelete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ObjectsServer).CheckDelete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Objects_CheckDelete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ObjectsServer).CheckDelete(ctx, req.(*DeleteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Objects_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -320,6 +364,10 @@ var Objects_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _Objects_Delete_Handler,
+		},
+		{
+			MethodName: "CheckDelete",
+			Handler:    _Objects_CheckDelete_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
