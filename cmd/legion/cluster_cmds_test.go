@@ -536,6 +536,17 @@ spec:
 	}
 }
 
+// A manager from before dry runs of deletes does not know CheckDelete:
+// the dry run says so and stops, and never falls back to a delete.
+func TestDeleteDryRunOnAnOlderManager(t *testing.T) {
+	t.Parallel()
+	flags := fakeManager(t, scriptedVolumes{})
+	_, err := runLegion(t, "", append([]string{"delete", "config", "a", "b", "--dry-run"}, flags...)...)
+	if err == nil || !strings.Contains(err.Error(), "config/a: the manager predates dry runs of deletes") || strings.Contains(err.Error(), "config/b") {
+		t.Fatalf("delete --dry-run through an older manager: %v, want it to stop at the first, saying the manager predates dry runs", err)
+	}
+}
+
 func TestDeleteByNamesAndLabels(t *testing.T) {
 	t.Parallel()
 	n := startCluster(t)

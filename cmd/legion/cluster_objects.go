@@ -706,7 +706,7 @@ func (c *clusterCLI) deleteCommand() *cobra.Command {
 					continue // gone already: what was asked holds
 				}
 				if dryRun && client.Code(err) == codes.Unimplemented {
-					return errors.Join(append(errs, fmt.Errorf("the manager predates dry runs of deletes: nothing was deleted or checked from %s on; upgrade the managers first", ref(o)))...)
+					return errors.Join(append(errs, fmt.Errorf("checking the delete of %s: the manager predates dry runs of deletes, so nothing was checked (and nothing deleted); upgrade the managers first", ref(o)))...)
 				}
 				if err != nil {
 					errs = append(errs, fmt.Errorf("deleting %s: %w", ref(o), err))
