@@ -29,6 +29,9 @@ type peerConns struct {
 }
 
 // peerConn is a connection in peerConns, which it leaves when closed.
+// (If gRPC fails to start its transport right after the handshake, it
+// closes the raw connection rather than this one: the entry stays until
+// the next cut, which closes it again and drops it.)
 type peerConn struct {
 	net.Conn
 	peer []*x509.Certificate
