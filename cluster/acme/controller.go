@@ -68,6 +68,15 @@ type Controller struct {
 	mu       sync.Mutex
 	failing  map[string]*Failure     // by group key
 	accounts map[string]*acme.Client // by account Secret name
+	// ordering is the group whose order runs in each namespace, by
+	// namespace: a namespace's orders run one at a time, and the
+	// namespaces' side by side, so a route naming a slow or silent
+	// directory (any route may name one) holds up its own namespace's
+	// certificates only, not every other tenant's.
+	ordering map[string]string
+	orders   sync.WaitGroup         // the orders running
+	done     chan struct{}          // an order ended: pass again (buffered, 1)
+	acctMu   map[string]*sync.Mutex // by account Secret name: one registers it
 }
 
 func (c *Controller) defaults() {
@@ -89,12 +98,19 @@ func (c *Controller) defaults() {
 	if c.Answered == nil {
 		c.Answered = c.askProxy
 	}
+	c.mu.Lock()
+	if c.done == nil {
+		c.done = make(chan struct{}, 1)
+	}
+	c.mu.Unlock()
 }
 
-// Run passes after every change to Routes or Secrets and when an order or
-// a retry is due, until ctx ends.
+// Run passes after every change to Routes or Secrets, when an order or a
+// retry is due and when an order ends, until ctx ends; then it waits for
+// the orders it started, which end with ctx.
 func (c *Controller) Run(ctx context.Context) error {
 	c.defaults()
+	defer c.Wait()
 	for ctx.Err() == nil {
 		at, err := c.Store.Version()
 		if err != nil {
@@ -106,6 +122,13 @@ func (c *Controller) Run(ctx context.Context) error {
 		if !next.IsZero() {
 			timer = time.AfterFunc(max(next.Sub(c.Now()), 0), cancel)
 		}
+		go func() {
+			select {
+			case <-c.done:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
 		err = c.Store.WaitChange(wctx, at, legion.KindRoute, legion.KindSecret)
 		if timer != nil {
 			timer.Stop()
@@ -118,9 +141,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	return nil
 }
 
-// Pass orders what is due, one group at a time, writes the routes'
-// status where it changed, and says when the next order or retry is due
-// (zero: none).
+// Wait waits for the orders running to end.
+func (c *Controller) Wait() { c.orders.Wait() }
+
+// Pass starts the orders that are due (each in the background, one per
+// namespace at a time: see ordering), writes the status of the routes no
+// order is under way for where it changed, and says when the next order
+// or retry is due (zero: none, or only once an order running ends).
 func (c *Controller) Pass(ctx context.Context) (next time.Time) {
 	c.defaults()
 	objs, _, err := c.Store.List(legion.KindRoute, "", nil)
@@ -152,9 +179,17 @@ func (c *Controller) Pass(ctx context.Context) (next time.Time) {
 	return next
 }
 
-// keep decides for one group, orders when due, and writes the status;
-// it says when the group needs a look again.
+// keep decides for one group and writes the status, or, when an order is
+// due, starts it (when its namespace has none running), which writes the
+// status once it ends; it says when the group needs a look again (zero:
+// not before an order ends).
 func (c *Controller) keep(ctx context.Context, g *Group, conflicts map[string]string) time.Time {
+	c.mu.Lock()
+	running, busy := c.ordering[g.Namespace]
+	c.mu.Unlock()
+	if busy && running == g.Key() {
+		return time.Time{} // its order writes its status, challenges first
+	}
 	sec, secVersion := c.secret(g)
 	c.mu.Lock()
 	fail := c.failing[g.Key()]
@@ -166,25 +201,70 @@ func (c *Controller) keep(ctx context.Context, g *Group, conflicts map[string]st
 	}
 	c.mu.Unlock()
 	d := Decide(g, ReadSecret(sec), fail, c.Now())
-	if d.Order {
-		c.Logger.Info("acme: ordering a certificate", "secret", g.Key(), "hosts", strings.Join(g.Hosts, ","), "why", d.Reason)
+	if !d.Order {
+		return c.settle(ctx, g, d, conflicts)
+	}
+	if first := c.startOrder(ctx, g, secVersion, d, conflicts); first != "" {
+		d.Status.Message = fmt.Sprintf("waiting to order a certificate (%s): the order for secret %s of this namespace runs first, "+
+			"as a namespace's orders run one at a time", d.Reason, strings.TrimPrefix(first, g.Namespace+"/"))
+		c.settle(ctx, g, d, conflicts)
+	}
+	return time.Time{} // looked at again once an order ends
+}
+
+// startOrder starts the group's order in the background, with d's status
+// written first, unless its namespace has one running: then it names
+// that one's group and starts nothing.
+func (c *Controller) startOrder(ctx context.Context, g *Group, secVersion uint64, d Decision, conflicts map[string]string) (first string) {
+	c.mu.Lock()
+	if running, busy := c.ordering[g.Namespace]; busy {
+		c.mu.Unlock()
+		return running
+	}
+	if c.ordering == nil {
+		c.ordering = map[string]string{}
+	}
+	c.ordering[g.Namespace] = g.Key()
+	c.orders.Add(1)
+	c.mu.Unlock()
+	c.Logger.Info("acme: ordering a certificate", "secret", g.Key(), "hosts", strings.Join(g.Hosts, ","), "why", d.Reason)
+	// Before the order starts: it writes its challenges into the same
+	// statuses.
+	c.settle(ctx, g, d, conflicts)
+	go func() {
+		defer c.orders.Done()
 		leaf, err := c.order(ctx, g, secVersion)
-		if err != nil {
-			if ctx.Err() != nil {
-				return time.Time{}
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
+		case err != nil:
 			f := c.failed(g, err)
 			c.Logger.Warn("acme: order failed", "secret", g.Key(), "err", err, "retry", f.Next)
-			sec, _ = c.secret(g)
+			sec, _ := c.secret(g)
 			d = Decide(g, ReadSecret(sec), f, c.Now())
-		} else {
+		default:
 			c.mu.Lock()
 			delete(c.failing, g.Key())
 			c.mu.Unlock()
 			d = Decision{Status: Issued(g, leaf)}
 			c.Logger.Info("acme: certificate stored", "secret", g.Key(), "expires", leaf.NotAfter)
 		}
-	}
+		if ctx.Err() == nil {
+			c.settle(ctx, g, d, conflicts)
+		}
+		c.mu.Lock()
+		delete(c.ordering, g.Namespace)
+		c.mu.Unlock()
+		select {
+		case c.done <- struct{}{}:
+		default: // a pass is called for already
+		}
+	}()
+	return ""
+}
+
+// settle writes the status d gives the group's routes and says when the
+// group needs a look again.
+func (c *Controller) settle(ctx context.Context, g *Group, d Decision, conflicts map[string]string) time.Time {
 	for _, r := range g.Routes {
 		status := RouteStatus(r, d.Status, nil)
 		if note := conflicts[r.Spec.Host]; note != "" {
@@ -461,6 +541,24 @@ func (c *Controller) account(ctx context.Context, a *legion.RouteACME) (*acme.Cl
 	name := AccountSecret(a.Directory, a.Email)
 	c.mu.Lock()
 	cl := c.accounts[name]
+	if c.acctMu == nil {
+		c.acctMu = map[string]*sync.Mutex{}
+	}
+	lock := c.acctMu[name]
+	if lock == nil {
+		lock = &sync.Mutex{}
+		c.acctMu[name] = lock
+	}
+	c.mu.Unlock()
+	if cl != nil {
+		return cl, nil
+	}
+	// Orders of two namespaces may ask for the same account at once: one
+	// registers it, the other takes it then.
+	lock.Lock()
+	defer lock.Unlock()
+	c.mu.Lock()
+	cl = c.accounts[name]
 	c.mu.Unlock()
 	if cl != nil {
 		return cl, nil

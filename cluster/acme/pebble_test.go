@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -317,6 +318,7 @@ func TestPebble(t *testing.T) {
 
 	// Issuance.
 	ctl.Pass(ctx)
+	ctl.Wait()
 	r := getRoute("shop")
 	if r.Status.Expires == nil || r.Status.NextOrder == nil || len(r.Status.Challenges) != 0 {
 		t.Fatalf("status after the order: %+v", r.Status)
@@ -342,6 +344,7 @@ func TestPebble(t *testing.T) {
 	}
 	// Nothing is due: a pass orders nothing.
 	ctl.Pass(ctx)
+	ctl.Wait()
 	if again := getRoute("shop"); !again.Status.Expires.Equal(*r.Status.Expires) {
 		t.Errorf("a pass before the renewal changed the certificate: %v", again.Status)
 	}
@@ -353,6 +356,7 @@ func TestPebble(t *testing.T) {
 	clock.Unlock()
 	ctl = &acme.Controller{Store: st, HTTPClient: ctl.HTTPClient, Now: now, Retry: ctl.Retry, Answered: ctl.Answered}
 	ctl.Pass(ctx)
+	ctl.Wait()
 	if again, _, err := st.Get(legion.KindSecret, legion.SystemNamespace, acme.AccountSecret(peb.directory, "ops@shop.test")); err != nil ||
 		again.GetMetadata().Version != account.GetMetadata().Version {
 		t.Errorf("the account secret was written again by the renewal (%v)", err)
@@ -379,6 +383,7 @@ func TestPebble(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctl.Pass(ctx)
+	ctl.Wait()
 	bad := getRoute("bad")
 	if !strings.HasPrefix(bad.Status.Message, "order failed: validating shop.refused.test") || bad.Status.NextOrder == nil ||
 		!bad.Status.NextOrder.After(now()) || bad.Status.NextOrder.After(now().Add(time.Minute)) || len(bad.Status.Challenges) != 0 {
@@ -390,4 +395,53 @@ func TestPebble(t *testing.T) {
 	if _, err := served(t, addrs[1], "shop.refused.test", roots); err == nil {
 		t.Error("the proxy serves a certificate for a host whose order failed")
 	}
+
+	// Fairness: a route of another namespace names a directory that never
+	// answers (any route may name one). Its order holds up its own
+	// namespace's next one, which says so, and no other namespace's.
+	silent := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-silent:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(silent) }) // runs before hang.Close
+	inOther := func(name, host string) legion.Object {
+		r := route(name, host).(*legion.Route)
+		r.Metadata.Namespace = "blocked" // before default: its groups come first in a pass
+		r.Spec.TLS.ACME.Directory = hang.URL + "/directory"
+		return r
+	}
+	// A pass takes a namespace's groups in the order of their secrets:
+	// a-stuck's order starts, and b-waits' waits for it.
+	if _, err := c.Client().Apply(ctx, []legion.Object{inOther("a-stuck", "stuck.test"), inOther("b-waits", "waits.test")}, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client().Apply(ctx, []legion.Object{route("fast", "fast.test")}, client.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	octx, stop := context.WithCancel(ctx)
+	ctl = &acme.Controller{Store: st, HTTPClient: ctl.HTTPClient, Now: now, Retry: ctl.Retry, Answered: ctl.Answered}
+	ctl.Pass(octx)
+	testcluster.WaitFor(t, "fast.test's certificate, while another namespace's order hangs", 30*time.Second, func() bool {
+		return strings.HasPrefix(getRoute("fast").Status.Message, "certificate for fast.test valid until")
+	})
+	other := func(name string) *legion.Route {
+		o, _, err := st.Get(legion.KindRoute, "blocked", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.(*legion.Route)
+	}
+	if msg := other("a-stuck").Status.Message; !strings.HasPrefix(msg, "ordering a certificate: no certificate in secret a-stuck-tls") {
+		t.Errorf("status of the route whose order hangs: %q, want it ordering", msg)
+	}
+	if msg, want := other("b-waits").Status.Message, "the order for secret a-stuck-tls of this namespace runs first"; !strings.HasPrefix(msg, "waiting to order a certificate") ||
+		!strings.Contains(msg, want) {
+		t.Errorf("status of the namespace's other route: %q, want it waiting, saying %q", msg, want)
+	}
+	stop()
+	ctl.Wait()
 }
