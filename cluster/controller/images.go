@@ -42,6 +42,11 @@ const (
 	RetryMax   = 5 * time.Minute
 )
 
+// RegistryTimeout bounds one question to a registry (a tag's digest, an
+// image's signatures): a registry that takes the connection and never
+// answers, which any pod may name, fails its images, not the resolver.
+const RegistryTimeout = 30 * time.Second
+
 // ImageResolver pins the tags of every Service's and Job's pod to
 // digests once per pod deployed (6.1 "Identity"), recording them on the
 // owner's status keyed by the pod's hash, so scaling keeps them and tasks
@@ -62,6 +67,8 @@ type ImageResolver struct {
 	// to MaxRetry (zero: RetryMax).
 	Retry    time.Duration
 	MaxRetry time.Duration
+	// Timeout bounds one question to a registry (zero: RegistryTimeout).
+	Timeout time.Duration
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 
@@ -70,6 +77,22 @@ type ImageResolver struct {
 	// images holds the tags that failed to resolve, by imageKey, so owners
 	// sharing an image ask the registry once per retry, not once each.
 	images map[string]*failure
+	// A namespace's owners are resolved one after the other by a worker
+	// of its own, and the namespaces' workers run side by side: an owner
+	// whose registry is slow holds up its own namespace, not every other
+	// one's deploys. busy holds the namespaces whose worker runs, and
+	// outcomes what was found of each owner last, by owner key.
+	busy     map[string]bool
+	outcomes map[string]outcome
+	workers  sync.WaitGroup
+	done     chan struct{} // a worker ended: pass again (buffered, 1)
+}
+
+// outcome is what was found of an owner: whether its images are
+// unresolved, and when its retry is due.
+type outcome struct {
+	failed bool
+	next   time.Time
 }
 
 // failure is an owner's run of failed attempts for one input.
@@ -100,12 +123,23 @@ func (r *ImageResolver) defaults() {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
+	if r.Timeout == 0 {
+		r.Timeout = RegistryTimeout
+	}
+	r.mu.Lock()
+	if r.done == nil {
+		r.done = make(chan struct{}, 1)
+	}
+	r.mu.Unlock()
 }
 
 // Run resolves after every change to services, jobs, secrets or image
-// policies, and when a failed owner's retry is due, until ctx ends.
+// policies, when a failed owner's retry is due and when a namespace's
+// worker ends, until ctx ends; then it waits for the workers, which end
+// with ctx.
 func (r *ImageResolver) Run(ctx context.Context) error {
 	r.defaults()
+	defer r.Wait()
 	for ctx.Err() == nil {
 		at, err := r.Store.Version()
 		if err != nil {
@@ -117,6 +151,13 @@ func (r *ImageResolver) Run(ctx context.Context) error {
 		if !next.IsZero() {
 			retry = time.AfterFunc(max(next.Sub(r.Now()), 0), cancel)
 		}
+		go func() {
+			select {
+			case <-r.done:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
 		err = r.Store.WaitChange(wctx, at, legion.KindService, legion.KindJob, legion.KindSecret, legion.KindImagePolicy)
 		if retry != nil {
 			retry.Stop()
@@ -130,15 +171,37 @@ func (r *ImageResolver) Run(ctx context.Context) error {
 }
 
 // Pass resolves every owner whose recorded digests are for another pod,
-// leaving out those whose retry is not due yet; it reports whether any
-// owner's images are still unresolved.
+// leaving out those whose retry is not due yet, and waits until it is
+// done; it reports whether any owner's images are still unresolved.
 func (r *ImageResolver) Pass(ctx context.Context) (failed bool) {
 	r.defaults()
-	failed, _ = r.pass(ctx)
+	r.pass(ctx)
+	r.Wait()
+	failed, _ = r.outcome()
 	return failed
 }
 
-// pass is Pass, also saying when the next retry is due (zero: none).
+// Wait waits for the namespaces' workers running to end.
+func (r *ImageResolver) Wait() { r.workers.Wait() }
+
+// outcome is what was found of the owners together.
+func (r *ImageResolver) outcome() (failed bool, next time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.outcomes {
+		failed = failed || o.failed
+		if !o.next.IsZero() && (next.IsZero() || o.next.Before(next)) {
+			next = o.next
+		}
+	}
+	return failed, next
+}
+
+// pass starts a worker for each namespace with owners to resolve now and
+// none running, and says what it knows: whether an owner's images are
+// unresolved, and when the next retry is due (zero: none). Owners whose
+// status holds their pod's images, or whose retry is not due, ask
+// nothing of a registry and start no worker.
 func (r *ImageResolver) pass(ctx context.Context) (failed bool, next time.Time) {
 	policies, _, err := r.Store.List(legion.KindImagePolicy, "", nil)
 	if err != nil {
@@ -150,6 +213,8 @@ func (r *ImageResolver) pass(ctx context.Context) (failed bool, next time.Time) 
 		fmt.Fprintf(&pv, "%s@%d,", p.GetMetadata().Name, p.GetMetadata().Version)
 	}
 	seen := map[string]bool{}
+	due := map[string][]*attempt{} // by namespace
+	var namespaces []string
 	for _, kind := range []legion.Kind{legion.KindService, legion.KindJob} {
 		objs, _, err := r.Store.List(kind, "", nil)
 		if err != nil {
@@ -159,16 +224,28 @@ func (r *ImageResolver) pass(ctx context.Context) (failed bool, next time.Time) 
 		for _, o := range objs {
 			key := legion.ObjectKey(o)
 			seen[key] = true
-			due, ok := r.resolveOwner(ctx, key, o, pv.String())
-			if !ok {
-				failed = true
-				if next.IsZero() || due.Before(next) {
-					next = due
-				}
+			a, retry, ok := r.prepare(key, o, pv.String())
+			if a == nil {
+				r.note(key, retry, ok)
+				continue
 			}
+			ns := o.GetMetadata().Namespace
+			if due[ns] == nil {
+				namespaces = append(namespaces, ns)
+			}
+			due[ns] = append(due[ns], a)
 		}
 	}
+	sort.Strings(namespaces)
+	for _, ns := range namespaces {
+		r.startWorker(ctx, ns, due[ns])
+	}
 	r.mu.Lock()
+	for k := range r.outcomes {
+		if !seen[k] {
+			delete(r.outcomes, k)
+		}
+	}
 	for k := range r.failing {
 		if !seen[k] {
 			delete(r.failing, k)
@@ -183,7 +260,51 @@ func (r *ImageResolver) pass(ctx context.Context) (failed bool, next time.Time) 
 		}
 	}
 	r.mu.Unlock()
-	return failed, next
+	return r.outcome()
+}
+
+// note records an owner's outcome: unresolved until a retry at due, or ok.
+func (r *ImageResolver) note(key string, due time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.outcomes == nil {
+		r.outcomes = map[string]outcome{}
+	}
+	r.outcomes[key] = outcome{failed: !ok, next: due}
+}
+
+// startWorker makes a namespace's attempts in the background, one after
+// the other, unless the namespace's worker runs already: the pass its
+// end calls for looks at them again.
+func (r *ImageResolver) startWorker(ctx context.Context, ns string, attempts []*attempt) {
+	r.mu.Lock()
+	if r.busy[ns] {
+		r.mu.Unlock()
+		return
+	}
+	if r.busy == nil {
+		r.busy = map[string]bool{}
+	}
+	r.busy[ns] = true
+	r.workers.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.workers.Done()
+		for _, a := range attempts {
+			if ctx.Err() != nil {
+				break
+			}
+			due, ok := r.try(ctx, a)
+			r.note(a.key, due, ok)
+		}
+		r.mu.Lock()
+		delete(r.busy, ns)
+		r.mu.Unlock()
+		select {
+		case r.done <- struct{}{}:
+		default: // a pass is called for already
+		}
+	}()
 }
 
 // inputOf is what an attempt depends on beyond the registry: the owner
@@ -200,11 +321,22 @@ func inputOf(o legion.Object, hash string, secrets []legion.Object, policies str
 	return b.String()
 }
 
-// resolveOwner resolves one owner's pod unless its status already holds
-// it or its retry is not due. It writes the status only when it changes,
-// and logs a failure only when its message changes. ok is false while the
-// owner's images are unresolved, with when to try again.
-func (r *ImageResolver) resolveOwner(ctx context.Context, key string, o legion.Object, policies string) (due time.Time, ok bool) {
+// attempt is one owner's pod to resolve now.
+type attempt struct {
+	key    string
+	o      legion.Object
+	pod    *legion.PodSpec
+	status **legion.ImagesStatus
+	hash   string
+	input  string
+	logins [][]byte
+	f      *failure // the owner's failures so far, if any
+}
+
+// prepare says what one owner needs: nothing while its status holds its
+// pod's images (ok) or its retry is not due (a retry at due), else an
+// attempt.
+func (r *ImageResolver) prepare(key string, o legion.Object, policies string) (a *attempt, due time.Time, ok bool) {
 	var pod *legion.PodSpec
 	var status **legion.ImagesStatus
 	switch o := o.(type) {
@@ -213,13 +345,13 @@ func (r *ImageResolver) resolveOwner(ctx context.Context, key string, o legion.O
 	case *legion.Job:
 		pod, status = &o.Spec.Pod, &o.Status.Images
 	default:
-		return time.Time{}, true
+		return nil, time.Time{}, true
 	}
 	hash := scheduler.PodHash(pod)
 	cur := *status
 	if cur != nil && cur.PodHash == hash && cur.Message == "" {
 		r.forget(key, "")
-		return time.Time{}, true
+		return nil, time.Time{}, true
 	}
 	ns := o.GetMetadata().Namespace
 	var secrets []legion.Object
@@ -233,40 +365,49 @@ func (r *ImageResolver) resolveOwner(ctx context.Context, key string, o legion.O
 		logins = append(logins, s.(*legion.Secret).Spec.Data)
 	}
 	input := inputOf(o, hash, secrets, policies)
-	now := r.Now()
 	r.mu.Lock()
 	f := r.failing[key]
 	r.mu.Unlock()
-	if f != nil && f.input == input && now.Before(f.next) {
-		return f.next, false
+	if f != nil && f.input == input && r.Now().Before(f.next) {
+		return nil, f.next, false
 	}
-	res, problems := r.resolve(ctx, pod, hash, logins)
+	return &attempt{key: key, o: o, pod: pod, status: status, hash: hash, input: input, logins: logins, f: f}, time.Time{}, false
+}
+
+// try resolves an owner's pod and writes its status when it changes,
+// logging a failure only when its message changes. ok is false while the
+// owner's images are unresolved, with when to try again.
+func (r *ImageResolver) try(ctx context.Context, a *attempt) (due time.Time, ok bool) {
+	now := r.Now()
+	cur := *a.status
+	res, problems := r.resolve(ctx, a.pod, a.hash, a.logins)
 	if !sameImages(cur, res) {
-		*status = res
-		err := r.Store.WriteStatus(ctx, o, store.Precondition{Version: o.GetMetadata().Version})
+		*a.status = res
+		err := r.Store.WriteStatus(ctx, a.o, store.Precondition{Version: a.o.GetMetadata().Version})
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			problems = append(problems, "writing the status: "+err.Error())
 		}
 	}
 	if len(problems) == 0 {
-		r.forget(key, "images resolved")
+		r.forget(a.key, "images resolved")
 		return time.Time{}, true
 	}
 	msg := strings.Join(problems, "; ")
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f == nil || f.input != input {
-		f = &failure{input: input}
+	f := a.f
+	if f == nil || f.input != a.input {
+		f = &failure{input: a.input}
 		if r.failing == nil {
 			r.failing = map[string]*failure{}
 		}
-		r.failing[key] = f
+		r.failing[a.key] = f
 	}
 	f.count++
 	f.next = now.Add(retryDelay(r.Retry, r.MaxRetry, f.count))
 	if msg != f.msg {
 		f.msg = msg
-		r.Logger.Warn("resolving images", "owner", key, "err", msg, "retry", f.next.Sub(now).String())
+		r.Logger.Warn("resolving images", "owner", a.key, "err", msg, "retry", f.next.Sub(now).String())
 	}
 	return f.next, false
 }
@@ -315,7 +456,12 @@ func (r *ImageResolver) resolveImage(ctx context.Context, ref string, logins [][
 	if f != nil && now.Before(f.next) {
 		return "", errors.New(f.msg)
 	}
-	d, err := r.Resolve(ctx, ref, logins)
+	rctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	d, err := r.Resolve(rctx, ref, logins)
+	cancel()
+	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("the registry did not answer within %s (%w)", r.Timeout, err)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err == nil {
@@ -408,7 +554,12 @@ func (r *ImageResolver) resolve(ctx context.Context, pod *legion.PodSpec, hash s
 		if r.Check == nil {
 			continue
 		}
-		verified, warnings, err := r.Check(ctx, c.Image, d, logins)
+		cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+		verified, warnings, err := r.Check(cctx, c.Image, d, logins)
+		if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("checking its signatures: the registry did not answer within %s (%w)", r.Timeout, err)
+		}
+		cancel()
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", c.Image, err))
 		}

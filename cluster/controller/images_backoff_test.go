@@ -60,8 +60,14 @@ spec:
 	r := &ImageResolver{Store: s, Resolve: resolve, Now: func() time.Time { return now },
 		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))}
 	r.defaults()
+	// A pass and the namespace's worker it starts, to their end.
+	pass := func(ctx context.Context) (bool, time.Time) {
+		r.pass(ctx)
+		r.Wait()
+		return r.outcome()
+	}
 	start := now
-	failed, next := r.pass(context.Background())
+	failed, next := pass(context.Background())
 	if !failed || len(calls) != 1 {
 		t.Fatalf("first pass: failed %v, %d registry calls (want 1 for two owners of one tag)", failed, len(calls))
 	}
@@ -70,14 +76,14 @@ spec:
 	}
 	// Early passes (another object changed) ask nothing.
 	now = now.Add(RetryFirst / 2)
-	r.pass(context.Background())
+	pass(context.Background())
 	if len(calls) != 1 {
 		t.Fatalf("a pass before the retry was due asked the registry (%d calls)", len(calls))
 	}
 	// Each retry comes when the last pass said, doubling up to RetryMax.
 	for len(calls) < 14 {
 		now = next
-		if _, next = r.pass(context.Background()); next.IsZero() {
+		if _, next = pass(context.Background()); next.IsZero() {
 			t.Fatal("a failing pass gave no retry time")
 		}
 	}
@@ -97,14 +103,14 @@ spec:
 	// Another error is said once more per owner.
 	failWith = errors.New("401 Unauthorized")
 	now = next
-	_, next = r.pass(context.Background())
+	_, next = pass(context.Background())
 	if n := log.count("resolving images"); n != 4 {
 		t.Fatalf("%d failure lines after the error changed, want 4\n%s", n, log.b.String())
 	}
 	// Resolved: said once per owner, and nothing more is asked.
 	failWith = nil
 	now = next
-	if failed, _ := r.pass(context.Background()); failed {
+	if failed, _ := pass(context.Background()); failed {
 		t.Fatal("the pass failed once the registry answered")
 	}
 	if n := log.count("images resolved"); n != 2 {
@@ -112,7 +118,7 @@ spec:
 	}
 	asked := len(calls)
 	now = now.Add(time.Hour)
-	r.pass(context.Background())
+	pass(context.Background())
 	if len(calls) != asked || log.count("resolving images") != 4 {
 		t.Fatalf("after resolving: %d more calls, log\n%s", len(calls)-asked, log.b.String())
 	}
