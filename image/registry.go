@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -28,8 +29,12 @@ var (
 type Registry struct {
 	// Transport carries the requests; nil means one copy of Go's default
 	// transport, made at first use and kept, so connections are reused;
-	// it reads the proxy from the environment.
+	// it reads the proxy from the environment, and waits at most
+	// ResponseTimeout for each answer's headers.
 	Transport http.RoundTripper
+	// ResponseTimeout is how long the default transport waits for a
+	// registry to start answering a request (zero: DefaultResponseTimeout).
+	ResponseTimeout time.Duration
 
 	once sync.Once
 	def  http.RoundTripper
@@ -42,10 +47,20 @@ func (r *Registry) transport() http.RoundTripper {
 	r.once.Do(func() {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.Proxy = http.ProxyFromEnvironment
+		t.ResponseHeaderTimeout = r.ResponseTimeout
+		if t.ResponseHeaderTimeout == 0 {
+			t.ResponseHeaderTimeout = DefaultResponseTimeout
+		}
 		r.def = t
 	})
 	return r.def
 }
+
+// DefaultResponseTimeout bounds the wait for a registry to start
+// answering: Go's default transport waits for ever, and a registry that
+// takes the connection and never answers would keep a pull "pulling" for
+// good. A layer's body, once it flows, takes as long as it takes.
+const DefaultResponseTimeout = 30 * time.Second
 
 // CloseIdle closes the idle connections of the default transport.
 func (r *Registry) CloseIdle() {
