@@ -54,7 +54,21 @@ type Options struct {
 	// KeepBlobs keeps the blobs pulls verified, as they came (build
 	// hosts), so pushes and exports send the image unchanged.
 	KeepBlobs bool
+	// ProgressDeadline is how long a layer may go without a byte coming
+	// before its pull fails (zero: DefaultProgressDeadline).
+	ProgressDeadline time.Duration
 }
+
+// DefaultProgressDeadline is how long a layer may go without a byte
+// coming (kubelet's image-pull-progress-deadline, and its default). A
+// registry that stops sending mid-layer, or sends a byte a minute,
+// would otherwise hold the layer's lock for good, and every pull of an
+// image that shares the layer, whoever's, waits for that lock.
+const DefaultProgressDeadline = time.Minute
+
+// ErrStalled: a layer went longer than the progress deadline without a
+// byte coming.
+var ErrStalled = errors.New("the registry stopped sending")
 
 // Images is a node's (or build host's) image store: the index, the layer
 // store and the registry client together.
@@ -87,6 +101,9 @@ func Open(o Options) (*Images, error) {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.ProgressDeadline == 0 {
+		o.ProgressDeadline = DefaultProgressDeadline
 	}
 	dir := filepath.Join(o.DataDir, "images")
 	for _, d := range []string{dir, filepath.Join(dir, "tmp"), filepath.Join(dir, "pins")} {
@@ -523,7 +540,11 @@ func (m *Images) ensureLayers(ctx context.Context, image string, jobs []layerJob
 			fetching.Add(1)
 			go func() {
 				defer fetching.Done()
-				r.v, r.err = m.fetchLayer(ctx, image, j, wantFiles{tar: r.extract, blob: r.keep})
+				// A stall fails the pull from the timer: the read it
+				// stalls in ends only once the pull's requests are
+				// cancelled, which fail does.
+				stalled := func(err error) { fail(j, err) }
+				r.v, r.err = m.fetchLayer(ctx, image, j, wantFiles{tar: r.extract, blob: r.keep}, stalled)
 				if r.err != nil {
 					fail(j, r.err)
 				}
@@ -614,11 +635,40 @@ func (m *Images) claimLayer(ctx context.Context, image string, j layerJob) (read
 }
 
 // fetchLayer fetches and verifies a claimed layer.
-func (m *Images) fetchLayer(ctx context.Context, image string, j layerJob, want wantFiles) (*verifiedLayer, error) {
+//
+// stalled, when not nil, is called from a timer once the layer has gone
+// m.o.ProgressDeadline without a byte coming; it must end the reads.
+func (m *Images) fetchLayer(ctx context.Context, image string, j layerJob, want wantFiles, stalled func(error)) (*verifiedLayer, error) {
+	d := m.o.ProgressDeadline
+	var watch *time.Timer
+	if stalled != nil {
+		watch = time.AfterFunc(d, func() { stalled(fmt.Errorf("no data for %s: %w", d, ErrStalled)) })
+		defer watch.Stop()
+	}
 	count := func(rd io.Reader) io.Reader {
-		return &countingReader{r: rd, image: image, layer: j.digest, p: m.o.Progress}
+		var r io.Reader = &countingReader{r: rd, image: image, layer: j.digest, p: m.o.Progress}
+		if watch != nil {
+			r = &progressReader{r: r, watch: watch, d: d}
+		}
+		return r
 	}
 	return verifyLayer(ctx, j.src, filepath.Join(m.dir, "tmp"), count, want)
+}
+
+// progressReader puts a layer's progress deadline off each time bytes
+// come.
+type progressReader struct {
+	r     io.Reader
+	watch *time.Timer
+	d     time.Duration
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.watch.Reset(p.d)
+	}
+	return n, err
 }
 
 // writeLayer extracts a verified layer onto a copy or clone of its parent.
