@@ -107,7 +107,32 @@ var topHabits = map[string]habit{
 	"proxy":         {tool: "kubectl proxy", whole: "the API is gRPC with mutual TLS, not HTTP: legion port-forward reaches a task's port, and a Route publishes a service over HTTP"},
 	"stats":         {tool: "docker stats", whole: "legion top shows the cluster live, and legion top tasks what each task uses"},
 	"auth":          {tool: "kubectl auth", whole: "who may do what is in RoleBindings: legion get rolebindings -A; legion user makes users' credentials"},
+	// docker's own container and image commands: a node's containers
+	// are tasks of the cluster's workloads, not started by hand.
+	"images":  {tool: "docker images", whole: "legion image ls lists this node's images, and legion image rm removes one"},
+	"pull":    {tool: "docker pull", whole: imagePulls},
+	"push":    {tool: "docker push", whole: imagesBuiltElsewhere},
+	"build":   {tool: "docker build", whole: imagesBuiltElsewhere},
+	"tag":     {tool: "docker tag", whole: imagesBuiltElsewhere},
+	"commit":  {tool: "docker commit", whole: imagesBuiltElsewhere},
+	"save":    {tool: "docker save", whole: "Legion does not write image archives; legion image load takes docker save's tar, an OCI archive or an OCI layout tar"},
+	"load":    {tool: "docker load", whole: "legion image load FILE adds an image to this node from docker save's tar, an OCI archive or an OCI layout tar"},
+	"stop":    {tool: "docker stop", whole: "legion scale SERVICE=0 stops a service's tasks and keeps the service; legion delete service NAME removes it"},
+	"start":   {tool: "docker start", whole: "legion scale SERVICE=N starts a service's tasks again; a stopped task is not started again, its service starts another"},
+	"restart": {tool: "docker restart", whole: "legion rollout restart SERVICE replaces a service's tasks in a rolling update; legion delete task TASK stops one, which its service replaces"},
+	"kill":    {tool: "docker kill", whole: "legion delete task TASK stops one task (with its container's stopSignal, then after stopGracePeriod SIGKILL), which its service replaces"},
+	"rm":      {tool: "docker rm", whole: "legion delete KIND NAME removes an object (a task's container goes with its task); legion image rm removes an image"},
+	"compose": {tool: "docker compose", whole: "legion up DIR|FILE runs a compose file on a one-node cluster in this terminal, and legion stack deploy -c FILE STACK on a cluster; legion stack convert shows the objects it makes"},
+	"system":  {tool: "docker system", whole: "legion status shows the cluster, legion top what it uses, legion image ls a node's images (its agent removes those unused for an hour), legion events what happened"},
+	"login":   {tool: "docker login", whole: "a registry's login is a Secret holding a Docker config JSON (legion create secret NAME ~/.docker/config.json), named in the pod's imagePullSecrets"},
+	"logout":  {tool: "docker logout", whole: "a registry's login is a Secret named in pods' imagePullSecrets: legion delete secret NAME, or take it out of the pods"},
 }
+
+// imagePulls is how images get onto nodes, for docker pull's habits.
+const imagePulls = "a node pulls an image when a task of it needs it (its container's pullPolicy says when), from the registry its reference names; legion image load adds one from an archive"
+
+// imagesBuiltElsewhere answers docker's build and registry commands.
+const imagesBuiltElsewhere = "Legion runs images and does not build or push them: build, tag and push with your image tools to a registry the nodes reach, or load an archive on a node with legion image load"
 
 // subHabits are subcommands typed by habit under Legion's own commands,
 // by the parent's name; here is said after "is", whole.

@@ -126,7 +126,7 @@ container is gone. --force removes it all the same.`,
 	// docker pull's habit: refused saying how images get onto nodes.
 	pull := &cobra.Command{Use: "pull", Hidden: true, DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error {
-			return errors.New("legion image pull: a node pulls an image when a task of it needs it (its container's pullPolicy says when), from the registry its reference names; legion image load adds one from an archive")
+			return errors.New("legion image pull: " + imagePulls)
 		}}
 	cmd.AddCommand(load, ls, rm, pull)
 	return cmd
