@@ -188,7 +188,7 @@ func (c *Credentials) ClientConfig() *tls.Config {
 		MinVersion:           tls.VersionTLS13,
 		InsecureSkipVerify:   true, // replaced by VerifyPeerCertificate below
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			if err := verifyChain(raw, c.auth().pool); err != nil {
+			if err := verifyManager(raw, c.auth().pool); err != nil {
 				return err
 			}
 			c.noteRotation(raw)
@@ -267,6 +267,28 @@ func verifyChain(raw [][]byte, pool *x509.CertPool) error {
 	return nil
 }
 
+// verifyManager checks a server's chain, then that its certificate is a
+// manager's. Every certificate the CA signs may serve TLS, so the chain
+// alone would let any holder of one (a worker, a user) pose as a manager
+// to clients and agents, and take what they send: Secrets, a join token.
+func verifyManager(raw [][]byte, pool *x509.CertPool) error {
+	if err := verifyChain(raw, pool); err != nil {
+		return err
+	}
+	leaf, err := x509.ParseCertificate(raw[0])
+	if err != nil {
+		return err
+	}
+	if id := IdentityOf(leaf); id.Role != RoleManager {
+		return fmt.Errorf("%w: the server's certificate is %s %q's, not a manager's (only managers serve the API: point --server at a manager)", ErrNotManager, id.Role, id.Name)
+	}
+	return nil
+}
+
+// ErrNotManager: the server's certificate is of this cluster, but not a
+// manager's.
+var ErrNotManager = errors.New("not a manager")
+
 // JoinConfig is the TLS configuration of a node joining with a token: it
 // has no certificate yet, reads the CA from the server's chain and checks
 // it against the token's digest before the handshake completes, so
@@ -288,7 +310,7 @@ func JoinConfig(digest string, got func(*x509.Certificate)) *tls.Config {
 			}
 			pool := x509.NewCertPool()
 			pool.AddCert(ca)
-			if err := verifyChain(raw, pool); err != nil {
+			if err := verifyManager(raw, pool); err != nil {
 				return fmt.Errorf("join: %w", err)
 			}
 			if got != nil {

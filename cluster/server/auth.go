@@ -99,6 +99,12 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 		if err := s.managerRevoked(ctx); err != nil {
 			return nil, err
 		}
+		if name, ok := forwardedUser(ctx); ok {
+			// A follower passed on a user's call: from here on it is
+			// the user's, whose rights this manager checks again.
+			c.id = &pki.Identity{Name: name, Role: pki.RoleUser}
+			ctx = context.WithValue(ctx, callerKey{}, c)
+		}
 	}
 	managerOnly := strings.HasPrefix(method, "/legion.v1.Raft/") || method == "/legion.v1.Cluster/Promote"
 	switch {

@@ -41,5 +41,23 @@ func (s *Server) leader(ctx context.Context) (*store.Store, *grpc.ClientConn, co
 		return nil, nil, nil, notApplied("reaching the leader at %s: %v", addr, err)
 	}
 	noteLeader(ctx, id) // the leader decides: its name goes in the audit event
-	return nil, conn, metadata.AppendToOutgoingContext(ctx, forwardedKey, s.nodeID), nil
+	kv := []string{forwardedKey, s.nodeID}
+	if u := userOf(ctx); u != nil {
+		// The call goes on under this manager's certificate: the
+		// leader must still decide it as the user's.
+		kv = append(kv, forwardedUserKey, u.Name)
+	}
+	return nil, conn, metadata.AppendToOutgoingContext(ctx, kv...), nil
+}
+
+// forwardedUserKey: see legionpb.ForwardedUserKey.
+const forwardedUserKey = legionpb.ForwardedUserKey
+
+// forwardedUser is the user a manager forwarded a call for, if any.
+func forwardedUser(ctx context.Context) (string, bool) {
+	v := metadata.ValueFromIncomingContext(ctx, forwardedUserKey)
+	if len(v) != 1 || v[0] == "" || !forwarded(ctx) {
+		return "", false
+	}
+	return v[0], true
 }
