@@ -561,6 +561,7 @@ func admitCluster(st *store.Store, items []applyItem, user bool) (*admission, er
 		check func(*store.Store, *admission) ([]string, error)
 	}{
 		{codes.FailedPrecondition, admitFinishedJobs},
+		{codes.FailedPrecondition, admitNodeRoles},
 		{codes.FailedPrecondition, admitSecurity},
 		{codes.FailedPrecondition, admitRouteCertificates},
 		{codes.AlreadyExists, admitRouteHosts},
