@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -26,6 +27,11 @@ type PF struct {
 	loaded  map[string]*Loaded
 	svcMemo *serviceMemo
 	polMemo *policyMemo
+	// spared is the backends (both families) that left a service table
+	// while their task was still listed, not ready or draining: their
+	// states were kept, so they are killed once the task is gone, which
+	// changes no table.
+	spared map[netip.Addr]bool
 }
 
 // policyMemo is the last rendered policy rules and the fingerprint of what
@@ -63,7 +69,8 @@ func (p *PF) log() *slog.Logger {
 // not arrived since the agent started: the anchor the previous agent loaded
 // stays, as loading it against no endpoints would drop every VIP and
 // published port while the pods behind them run on. Backends gone from the
-// endpoints have their states killed.
+// endpoints have their states killed, those that left their table earlier
+// (not ready, draining) too.
 func (p *PF) ApplyServices(ctx context.Context, st *ServiceState) (AnchorPlan, error) {
 	if st == nil {
 		return AnchorPlan{}, nil
@@ -105,9 +112,10 @@ func (p *PF) ApplyServices(ctx context.Context, st *ServiceState) (AnchorPlan, e
 	if err != nil {
 		return plan, err
 	}
-	// A dead backend left a table: only the leavers of changed or removed
-	// tables are candidates, and those still among the endpoints (not
-	// ready, draining) keep their states to finish.
+	// A dead backend left a table, now or while spared: only the leavers
+	// of changed or removed tables and the spared are candidates, and
+	// those still among the endpoints (not ready, draining) keep their
+	// states to finish.
 	now := make(map[string][]netip.Addr, len(plan.TablesChanged))
 	for _, t := range an.Tables {
 		now[t.Name] = t.Addrs
@@ -116,7 +124,22 @@ func (p *PF) ApplyServices(ctx context.Context, st *ServiceState) (AnchorPlan, e
 	for _, name := range plan.TablesChanged {
 		changed[name] = true
 	}
-	dead := make(map[netip.Addr]bool)
+	dead := maps.Clone(p.spared)
+	if dead == nil {
+		dead = make(map[netip.Addr]bool)
+	}
+	if prev == nil {
+		// Whom the agent before spared is not known: any task out of its
+		// table may have states.
+		for _, e := range st.Endpoints {
+			if e.Service != "" && !e.InTable() {
+				dead[e.Addr] = true
+				if t, ok := st.Plan.Twin(e.Addr); ok {
+					dead[t] = true
+				}
+			}
+		}
+	}
 	for name, addrs := range before {
 		if _, kept := now[name]; kept && !changed[name] {
 			continue
@@ -127,16 +150,29 @@ func (p *PF) ApplyServices(ctx context.Context, st *ServiceState) (AnchorPlan, e
 			}
 		}
 	}
+	spared := make(map[netip.Addr]bool)
 	if len(dead) > 0 {
+		listed := make(map[netip.Addr]bool, len(dead))
 		for _, e := range st.Endpoints {
-			if dead[e.Addr] {
-				delete(dead, e.Addr)
-				if t, ok := st.Plan.Twin(e.Addr); ok {
-					delete(dead, t)
+			if !dead[e.Addr] {
+				continue
+			}
+			addrs := []netip.Addr{e.Addr}
+			if t, ok := st.Plan.Twin(e.Addr); ok {
+				addrs = append(addrs, t)
+			}
+			for _, a := range addrs {
+				listed[a] = true
+				if !e.InTable() {
+					spared[a] = true
 				}
 			}
 		}
+		for a := range listed {
+			delete(dead, a)
+		}
 	}
+	p.spared = spared
 	if err := p.killStates(ctx, dead); err != nil {
 		return plan, err
 	}

@@ -3,6 +3,7 @@ package netbsd
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,6 +202,98 @@ func TestReadinessChangeGolden(t *testing.T) {
 	}
 	if d := cmp.Diff(want, kills); d != "" {
 		t.Errorf("killed states (-want +got):\n%s", d)
+	}
+}
+
+// webStates is `pfctl -s states` with a connection through web's VIP to
+// each of 10.200.3.17 and 10.200.3.18.
+var webStates = sys.Answer{Stdout: strings.Join([]string{
+	"all tcp 10.200.3.17:8080 (10.201.0.5:80) <- 10.200.1.40:41234       ESTABLISHED:ESTABLISHED",
+	"all tcp 10.200.3.18:8080 (10.201.0.5:80) <- 10.200.1.41:41240       ESTABLISHED:ESTABLISHED",
+	"all tcp fd00:10:200:3::12[8080] (fd00:10:201::5[80]) <- fd00:10:200:1::29[41242]       ESTABLISHED:ESTABLISHED",
+	"",
+}, "\n")}
+
+// stateLines is the commands that listed or killed states.
+func stateLines(f *sys.Fake) []string {
+	var out []string
+	for _, l := range f.Lines() {
+		if strings.HasPrefix(l, "pfctl -s states") || strings.HasPrefix(l, "pfctl -k") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// A task that left its table while still running (not ready, draining)
+// keeps its states; once it is gone, which changes no table, they are
+// killed in both families.
+func TestSparedBackendKilledOnceGone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, pf, st := shopPF()
+	f.On("pfctl -s states", webStates)
+	applyThenReset(t, f, pf, &st)
+
+	st.Endpoints[1].Ready = false
+	if _, err := pf.ApplyServices(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Endpoints[1].Ready, st.Endpoints[1].Draining = true, true // the same to pf
+	if _, err := pf.ApplyServices(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	replaced := slices.ContainsFunc(f.Lines(), func(l string) bool { return strings.HasPrefix(l, "pfctl -a legion/svc -t svc_shop_web -T replace") })
+	if got := stateLines(f); len(got) != 0 || !replaced {
+		t.Fatalf("a task still running must leave its table and keep its states: %q", f.Lines())
+	}
+
+	f.Reset()
+	st.Endpoints = slices.Delete(st.Endpoints, 1, 2)
+	if _, err := pf.ApplyServices(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"pfctl -s states",
+		"pfctl -k key -k tcp 10.201.0.5:80 <- 10.200.1.41:41240",
+		"pfctl -k key -k tcp fd00:10:201::5[80] <- fd00:10:200:1::29[41242]",
+	}
+	if d := cmp.Diff(want, f.Lines()); d != "" {
+		t.Errorf("the task gone after leaving its table (-want +got):\n%s", d)
+	}
+
+	f.Reset()
+	if _, err := pf.ApplyServices(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateLines(f); len(got) != 0 {
+		t.Errorf("a backend's states killed once must be forgotten: %q", got)
+	}
+}
+
+// After a restart, whom the agent before spared is not known: a task out
+// of its table when the endpoints arrive has its states killed once gone.
+func TestSparedBeforeRestartKilledOnceGone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := missingTables(sys.NewFake(), AnchorServices, "svc_shop_db").
+		On("pfctl -a legion/svc -t svc_shop_web -T show", sys.Answer{Stdout: "   10.200.3.17\n   fd00:10:200:3::11\n"}).
+		On("pfctl -s states", webStates)
+	pf, st := &PF{R: f, Log: quiet()}, oneNodeState()
+	st.Endpoints[1].Ready = false // left its table before the restart
+	applyThenReset(t, f, pf, &st)
+
+	st.Endpoints = slices.Delete(st.Endpoints, 1, 2)
+	if _, err := pf.ApplyServices(ctx, &st); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"pfctl -s states",
+		"pfctl -k key -k tcp 10.201.0.5:80 <- 10.200.1.41:41240",
+		"pfctl -k key -k tcp fd00:10:201::5[80] <- fd00:10:200:1::29[41242]",
+	}
+	if d := cmp.Diff(want, f.Lines()); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/legionbsd/legion/netbsd/addrplan"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sort"
 	"sync"
 
@@ -173,8 +174,12 @@ func (n *PFNetwork) applyLocked(ctx context.Context, services bool) error {
 		return nil
 	}
 	svcs, eps := netServices(n.services)
+	var members []netbsd.Endpoint
+	if n.policies != nil {
+		members = netMembers(n.policies.Members, eps)
+	}
 	if services {
-		st := &netbsd.ServiceState{Node: n.Node, Plan: n.Plan, ExtIf: n.ExtIf, Services: svcs, Endpoints: eps}
+		st := &netbsd.ServiceState{Node: n.Node, Plan: n.Plan, ExtIf: n.ExtIf, Services: svcs, Endpoints: withNotReady(eps, members)}
 		if _, err := n.PF.ApplyServices(ctx, st); err != nil {
 			return err
 		}
@@ -200,7 +205,7 @@ func (n *PFNetwork) applyLocked(ctx context.Context, services bool) error {
 	ps := &netbsd.PolicyState{Node: n.Node, Plan: n.Plan, Services: svcs, Endpoints: eps, Pods: pods}
 	if n.policies != nil {
 		ps.Isolation, ps.Policies = netPolicies(n.policies, n.Logger)
-		ps.Endpoints = netMembers(n.policies.Members, eps)
+		ps.Endpoints = members
 	}
 	_, err := n.PF.ApplyPolicy(ctx, ps)
 	return err
@@ -221,6 +226,20 @@ func netMembers(members endpoints.MemberList, ready []netbsd.Endpoint) []netbsd.
 		}
 		out = append(out, netbsd.Endpoint{Namespace: m.Namespace, Service: m.Service, TaskUID: m.Task, Node: m.Node, Addr: a,
 			Ready: isReady[m.Namespace+"/"+m.Task]})
+	}
+	return out
+}
+
+// withNotReady is the ready endpoints and the running tasks out of them
+// (not ready, stopping, on a suspect node), so that pf keeps the states of
+// a task leaving its table until the task is gone (5.4). Without members
+// (none received), every task leaving a table counts as gone.
+func withNotReady(ready, members []netbsd.Endpoint) []netbsd.Endpoint {
+	out := slices.Clip(ready) // appending copies: ready stays as it is
+	for _, m := range members {
+		if !m.Ready {
+			out = append(out, m)
+		}
 	}
 	return out
 }
@@ -282,7 +301,8 @@ func netPolicies(p *endpoints.Policies, log *slog.Logger) (map[string]netbsd.Iso
 }
 
 // netServices translates the endpoints into the network's terms. Every
-// endpoint listed is ready: the endpoints carry ready tasks only.
+// endpoint listed is ready: the endpoints carry ready tasks only (the
+// others are among the policy members, withNotReady).
 func netServices(services []*endpoints.Service) ([]netbsd.Service, []netbsd.Endpoint) {
 	var svcs []netbsd.Service
 	var eps []netbsd.Endpoint

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/endpoints"
@@ -424,6 +425,56 @@ func TestPFNetworkEnforcesThePolicyState(t *testing.T) {
 	n.Apply(ctx, services, nil)
 	if pol := lastStdin(f, "pfctl -a legion/policy -f -"); pol != "" {
 		t.Errorf("no policy state sent must not reload the policy:\n%s", pol)
+	}
+}
+
+// A task leaving its service's endpoints while still running (not ready,
+// stopping for its drain, its node suspect) is still among the members:
+// pf takes it out of the table and keeps its connections, on every node;
+// its states are killed once it is gone (5.4).
+func TestPFNetworkNotReadyKeepsStates(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, f := labPFNetwork(ctx, t, "")
+	svc := func(tasks ...*endpoints.Task) []*endpoints.Service {
+		return []*endpoints.Service{{Namespace: "shop", Name: "web", VIP: "10.201.0.1",
+			Ports: []endpoints.Port{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: 8080}}, Tasks: tasks}}
+	}
+	// As an agent holds them: the members beside the endpoint tasks, then
+	// the endpoint tasks' own.
+	apply := func(lone []*endpoints.Member, services []*endpoints.Service) {
+		n.Apply(ctx, services, &endpoints.Policies{Members: endpoints.MembersOf(lone).WithServices(services)})
+	}
+	a := &endpoints.Task{Name: "web-1", IP: "10.200.2.7", Node: "n2", Slot: 1}
+	b := &endpoints.Task{Name: "web-2", IP: "10.200.3.7", Node: "n3", Slot: 2}
+	apply(nil, svc(a, b))
+	f.On("pfctl -s states", sys.Answer{Stdout: "all tcp 10.200.2.7:8080 (10.201.0.1:80) <- 10.200.4.2:5555       ESTABLISHED:ESTABLISHED\n" +
+		"all tcp 10.200.3.7:8080 (10.201.0.1:80) <- 10.200.4.3:5556       ESTABLISHED:ESTABLISHED\n"})
+	states := func() []string {
+		var out []string
+		for _, l := range f.Lines() {
+			if strings.HasPrefix(l, "pfctl -k") || strings.HasPrefix(l, "pfctl -s states") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+
+	f.Reset()
+	apply([]*endpoints.Member{{Namespace: "shop", Service: "web", Task: "web-1", IP: a.IP, Node: a.Node}}, svc(b))
+	if got := states(); len(got) != 0 {
+		t.Errorf("a running backend out of the table had its states touched: %q", got)
+	}
+	if indexOf(f.Lines(), "pfctl -a legion/svc -t svc_shop_web -T replace 10.200.3.7 fd00:10:200:3::7") < 0 {
+		t.Errorf("web-1 must leave the table: %q", f.Lines())
+	}
+
+	f.Reset()
+	apply(nil, svc(b))
+	want := []string{"pfctl -s states", "pfctl -k key -k tcp 10.201.0.1:80 <- 10.200.4.2:5555"}
+	if d := cmp.Diff(want, states()); d != "" {
+		t.Errorf("web-1 gone: its states must be killed, web-2's kept (-want +got):\n%s", d)
 	}
 }
 

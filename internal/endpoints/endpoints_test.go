@@ -106,6 +106,12 @@ func TestComputePolicies(t *testing.T) {
 		t.Status.State, t.Status.IP = state, ip
 		return t
 	}
+	// Told to stop but running (draining): a member until it has stopped,
+	// so that nodes keep its connections' states meanwhile.
+	draining := task("shop", "web-4", legion.KindService, "web", "10.200.1.5", legion.TaskRunning)
+	draining.Spec.DesiredState = legion.TaskShutdown
+	stopped := task("shop", "web-5", legion.KindService, "web", "10.200.1.6", legion.TaskShutdown)
+	stopped.Spec.DesiredState = legion.TaskShutdown
 	got := ComputePolicies(
 		[]*legion.Namespace{ns("default", ""), ns("shop", legion.IsolationLocked), ns("lab", legion.IsolationNamespace), ns("pub", legion.IsolationOpen)},
 		[]*legion.NetworkPolicy{pol("shop", "z"), pol("shop", "a")},
@@ -114,13 +120,15 @@ func TestComputePolicies(t *testing.T) {
 			task("shop", "batch-1", legion.KindJob, "batch", "10.200.1.3", legion.TaskRunning),
 			task("shop", "web-2", legion.KindService, "web", "10.200.1.4", legion.TaskStarting),
 			task("shop", "web-3", legion.KindService, "web", "", legion.TaskRunning),
+			draining, stopped,
 		})
 	want := Policies{
 		Isolation: map[string]legion.Isolation{"shop": legion.IsolationLocked, "pub": legion.IsolationOpen},
 		Policies: []Policy{{Namespace: "shop", Name: "a", Spec: legion.NetworkPolicySpec{Services: map[string]string{"tier": "db"}}},
 			{Namespace: "shop", Name: "z", Spec: legion.NetworkPolicySpec{Services: map[string]string{"tier": "db"}}}},
 		Members: MembersOf([]*Member{{Namespace: "shop", Task: "batch-1", IP: "10.200.1.3", Node: "n1"},
-			{Namespace: "shop", Service: "web", Task: "web-1", IP: "10.200.1.2", Node: "n1"}}),
+			{Namespace: "shop", Service: "web", Task: "web-1", IP: "10.200.1.2", Node: "n1"},
+			{Namespace: "shop", Service: "web", Task: "web-4", IP: "10.200.1.5", Node: "n1"}}),
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("ComputePolicies (-want +got):\n%s", d)

@@ -36,10 +36,11 @@ type Member struct {
 	Node      string `json:"node"`
 }
 
-// Running reports whether a task is a member: told to run, running, with
-// an address.
+// Running reports whether a task is a member: running, with an address,
+// told to stop or not. A stopping task stays one until it has stopped, so
+// that nodes keep its connections' states through its drain (5.4).
 func Running(t *legion.Task) bool {
-	return t.Spec.DesiredState == legion.TaskRunning && t.Status.State == legion.TaskRunning && t.Status.IP != ""
+	return t.Status.State == legion.TaskRunning && t.Status.IP != ""
 }
 
 // ComputePolicies gathers the policy state in a stable order.
