@@ -106,6 +106,13 @@ func (s *ZFS) Ensure(ctx context.Context, ref Ref, size int64, owner Owner) (str
 			return "", fmt.Errorf("volume %s/%s: %w", ref.Namespace, ref.Name, err)
 		}
 	}
+	if !made {
+		// The Volume's size may have changed since the dataset was made
+		// (a claim resized, a restored copy): its quota follows.
+		if err := s.resize(ctx, ref, ds, size); err != nil {
+			return "", err
+		}
+	}
 	// A received copy is left unmounted (zfs receive -u) until used here.
 	mounted, err := s.z.Mounted(ctx, ds)
 	if err != nil {
@@ -126,6 +133,47 @@ func (s *ZFS) Ensure(ctx context.Context, ref Ref, size int64, owner Owner) (str
 		}
 	}
 	return mp, nil
+}
+
+// resize makes the dataset's quota the Volume's size (0: none), refusing
+// a size below what the dataset already uses: ZFS would refuse it too,
+// and the data must not be cut.
+func (s *ZFS) resize(ctx context.Context, ref Ref, ds string, size int64) error {
+	have, err := s.bytesProp(ctx, ds, "quota")
+	if err != nil {
+		return fmt.Errorf("volume %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	if have == size {
+		return nil
+	}
+	value := "none"
+	if size > 0 {
+		used, err := s.bytesProp(ctx, ds, "used")
+		if err != nil {
+			return fmt.Errorf("volume %s/%s: %w", ref.Namespace, ref.Name, err)
+		}
+		if used > size {
+			return fmt.Errorf("volume %s/%s: size %d bytes is below the %d bytes its dataset %s already uses: not resized", ref.Namespace, ref.Name, size, used, ds)
+		}
+		value = strconv.FormatInt(size, 10)
+	}
+	if err := s.z.Set(ctx, ds, "quota", value); err != nil {
+		return fmt.Errorf("volume %s/%s: resizing: %w", ref.Namespace, ref.Name, err)
+	}
+	return nil
+}
+
+// bytesProp reads a size property in bytes, as zfs get -p prints it.
+func (s *ZFS) bytesProp(ctx context.Context, ds, prop string) (int64, error) {
+	v, err := s.z.Get(ctx, ds, prop)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("dataset %s: %s is %q, expected a number of bytes", ds, prop, v)
+	}
+	return n, nil
 }
 
 // List implements Store: the datasets two levels below <root>/volumes

@@ -71,9 +71,10 @@ func TestZFSEnsureExisting(t *testing.T) {
 	t.Parallel()
 	mp := t.TempDir()
 	// A copy received with -u is mounted at its first use; its root is
-	// never re-owned; no quota when the size is 0.
+	// never re-owned; no quota when the size is 0 (zfs prints 0 for none).
 	f := sys.NewFake().
 		On("zfs get -H -p -o value legion:uid", sys.Answer{Stdout: shopDB.UID + "\n"}).
+		On("zfs get -H -p -o value quota", sys.Answer{Stdout: "0\n"}).
 		On("zfs get -H -p -o value mounted", sys.Answer{Stdout: "no\n"}).
 		On("zfs get -H -p -o value mountpoint", sys.Answer{Stdout: mp + "\n"})
 	if _, err := newZFS(f).Ensure(context.Background(), shopDB, 0, Owner{UID: 1000, GID: 1000}); err != nil {
@@ -81,6 +82,7 @@ func TestZFSEnsureExisting(t *testing.T) {
 	}
 	checkLines(t, f, []string{
 		"zfs get -H -p -o value legion:uid " + ds,
+		"zfs get -H -p -o value quota " + ds,
 		"zfs get -H -p -o value mounted " + ds,
 		"zfs mount " + ds,
 		"zfs get -H -p -o value mountpoint " + ds,
@@ -105,6 +107,66 @@ func TestZFSEnsureExisting(t *testing.T) {
 	}
 	if got := fresh.Lines()[1]; got != "zfs create -p -o legion:uid="+shopDB.UID+" "+ds {
 		t.Errorf("create without a size: %q, want no quota", got)
+	}
+}
+
+// An existing dataset's quota follows the Volume's size: grown or shrunk
+// with zfs set, left alone when equal, dropped (none) when the size is,
+// and never set below what the dataset uses.
+func TestZFSEnsureResizes(t *testing.T) {
+	t.Parallel()
+	mp := t.TempDir()
+	ensure := func(quota, used string, size int64) (*sys.Fake, error) {
+		f := sys.NewFake().
+			On("zfs get -H -p -o value legion:uid", sys.Answer{Stdout: shopDB.UID + "\n"}).
+			On("zfs get -H -p -o value quota", sys.Answer{Stdout: quota + "\n"}).
+			On("zfs get -H -p -o value used", sys.Answer{Stdout: used + "\n"}).
+			On("zfs get -H -p -o value mounted", sys.Answer{Stdout: "yes\n"}).
+			On("zfs get -H -p -o value mountpoint", sys.Answer{Stdout: mp + "\n"})
+		_, err := newZFS(f).Ensure(context.Background(), shopDB, size, Owner{})
+		return f, err
+	}
+	const got, quota, used = "zfs get -H -p -o value legion:uid " + ds, "zfs get -H -p -o value quota " + ds, "zfs get -H -p -o value used " + ds
+	const mounted, mountpoint = "zfs get -H -p -o value mounted " + ds, "zfs get -H -p -o value mountpoint " + ds
+	cases := []struct {
+		name        string
+		quota, used string
+		size        int64
+		want        []string
+	}{
+		{"grown", "1073741824", "52428800", 2 << 30,
+			[]string{got, quota, used, "zfs set quota=2147483648 " + ds, mounted, mountpoint}},
+		{"shrunk above what it uses", "2147483648", "52428800", 1 << 30,
+			[]string{got, quota, used, "zfs set quota=1073741824 " + ds, mounted, mountpoint}},
+		{"given a size", "0", "52428800", 1 << 30,
+			[]string{got, quota, used, "zfs set quota=1073741824 " + ds, mounted, mountpoint}},
+		{"size dropped", "1073741824", "52428800", 0,
+			[]string{got, quota, "zfs set quota=none " + ds, mounted, mountpoint}},
+		{"unchanged", "1073741824", "52428800", 1 << 30,
+			[]string{got, quota, mounted, mountpoint}},
+	}
+	for _, c := range cases {
+		f, err := ensure(c.quota, c.used, c.size)
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if diff := cmp.Diff(c.want, f.Lines()); diff != "" {
+			t.Errorf("%s: commands (-want +got):\n%s", c.name, diff)
+		}
+	}
+
+	// Below what it uses: refused before anything is set or mounted.
+	f, err := ensure("2147483648", "1610612736", 1<<30)
+	want := "volume shop/db: size 1073741824 bytes is below the 1610612736 bytes its dataset " + ds + " already uses: not resized"
+	if err == nil || err.Error() != want {
+		t.Fatalf("shrunk below what it uses: %v, want %q", err, want)
+	}
+	checkLines(t, f, []string{got, quota, used})
+
+	// A quota zfs printed in another form is not taken for a size.
+	if _, err := ensure("1G", "0", 1<<30); err == nil || !strings.Contains(err.Error(), `quota is "1G", expected a number of bytes`) {
+		t.Errorf("unparsable quota: %v", err)
 	}
 }
 
@@ -317,6 +379,7 @@ func TestZFSRestoredCopyTakesTheVolumesUID(t *testing.T) {
 	mp := t.TempDir()
 	use := sys.NewFake().
 		On("zfs get -H -p -o value legion:uid", sys.Answer{Stdout: RestoredUID + "\n"}).
+		On("zfs get -H -p -o value quota", sys.Answer{Stdout: "0\n"}).
 		On("zfs get -H -p -o value mounted", sys.Answer{Stdout: "no\n"}).
 		On("zfs get -H -p -o value mountpoint", sys.Answer{Stdout: mp + "\n"})
 	if _, err := newZFS(use).Ensure(ctx, shopDB, 0, Owner{}); err != nil {
@@ -325,6 +388,7 @@ func TestZFSRestoredCopyTakesTheVolumesUID(t *testing.T) {
 	checkLines(t, use, []string{
 		"zfs get -H -p -o value legion:uid " + ds,
 		"zfs set legion:uid=" + shopDB.UID + " " + ds,
+		"zfs get -H -p -o value quota " + ds,
 		"zfs get -H -p -o value mounted " + ds,
 		"zfs mount " + ds,
 		"zfs get -H -p -o value mountpoint " + ds,
