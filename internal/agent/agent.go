@@ -481,6 +481,9 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 			a.log.Info("finishing the stop of a pod an earlier agent left", "task", t.Metadata.Namespace+"/"+t.Metadata.Name)
 			w := newWorker(a, t, true)
 			w.status = t.Status
+			// Its Volumes are its own until the teardown lets go of them:
+			// counted now, before any release looks for users.
+			a.adoptVolumes(t)
 			a.wg.Add(1)
 			clearing.Add(1)
 			go func() {

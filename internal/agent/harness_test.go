@@ -70,7 +70,9 @@ func (m *fakeManager) ClaimVolume(ctx context.Context, ns, name, task, backend s
 	}
 	var out *legion.Volume
 	if err == nil {
-		if v.Spec.Driver == "" || v.Spec.Driver == legion.DriverZFS {
+		// Bound as the dispatcher binds (dispatcher.Claim): all but the
+		// shared ones.
+		if !v.Spec.Shared() {
 			v.Status.Node, v.Status.Backend = testNode, backend
 			if snapshots != nil {
 				v.Status.Snapshots = slices.Clone(snapshots)
@@ -90,6 +92,11 @@ func (m *fakeManager) ReleaseVolume(ctx context.Context, ns, name string) error 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.releases = append(m.releases, ns+"/"+name)
+	// Let go of as the dispatcher does (dispatcher.Release): a ZFS
+	// Volume stays bound.
+	if v := m.volumes[ns+"/"+name]; v != nil && v.Status.Node == testNode && v.Spec.Driver != "" && v.Spec.Driver != legion.DriverZFS {
+		v.Status.Node, v.Status.Backend = "", ""
+	}
 	return nil
 }
 

@@ -2,8 +2,12 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -452,9 +456,9 @@ func (a *Agent) detachDir(ctx context.Context, uid string) bool {
 	return true
 }
 
-// volumeSets hands the latest assignment set's Volumes to the goroutine
-// that reconciles the local copies, a newer set replacing one not yet
-// taken.
+// queueLocalCopies hands the latest assignment set's Volumes to the
+// goroutine that reconciles the local copies and the node's holds, a
+// newer set replacing one not yet taken.
 func (a *Agent) queueLocalCopies(as Assignments) {
 	select {
 	case <-a.volSets:
@@ -470,8 +474,86 @@ func (a *Agent) followLocalCopies(ctx context.Context) {
 			return
 		case as := <-a.volSets:
 			a.reconcileLocalCopies(ctx, as)
+			a.releaseIdle(ctx, as.Volumes)
 		}
 	}
+}
+
+// releaseIdle lets go of each attached Volume the set shows held by this
+// node once nothing here uses it: no live task mounts it and no task
+// directory records it attached. A teardown lets go of its task's own;
+// this catches what no teardown did: a stop an earlier agent left, a
+// detach that succeeded only at the sweep's retry, a release the managers
+// did not take. Each set tries again.
+func (a *Agent) releaseIdle(ctx context.Context, vols []*legion.Volume) {
+	if a.Attacher == nil {
+		return
+	}
+	for _, v := range vols {
+		if v.Status.Node != a.Node || isLocal(v.Spec.Driver) || v.Spec.Shared() {
+			continue
+		}
+		ns, name := v.Metadata.Namespace, v.Metadata.Name
+		key := volumeKey(ns, name)
+		func() {
+			// The lock keeps a starting task's claim and attach apart.
+			defer a.vl.lock(key)()
+			if a.taskUsing(ns, name) != "" {
+				return
+			}
+			task, err := a.attachedIn(ns, name)
+			if err != nil {
+				a.log.Warn("reading the tasks' volume records; the volume stays held", "volume", key, "err", err)
+				return
+			}
+			if task != "" {
+				return // its device may be in use until the sweep detaches it
+			}
+			a.log.Info("releasing a volume held by this node that none of its tasks uses", "volume", key)
+			if err := a.Manager.ReleaseVolume(ctx, ns, name); err != nil {
+				a.log.Warn("releasing a volume no task of the node uses", "volume", key, "err", err)
+			}
+		}()
+	}
+}
+
+// attachedRecords is what releaseIdle reads of a task directory's
+// attached.json, the Attacher's record of what its teardown must undo.
+type attachedRecords struct {
+	Volumes []struct {
+		Namespace string `json:"namespace"`
+		Volume    string `json:"volume"`
+	} `json:"volumes"`
+}
+
+// attachedIn names a task whose directory still records the Volume
+// attached, or "" when none does.
+func (a *Agent) attachedIn(ns, name string) (string, error) {
+	paths, err := filepath.Glob(filepath.Join(a.RunDir, "tasks", "*", "attached.json"))
+	if err != nil {
+		return "", err
+	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // detached meanwhile
+		}
+		if err != nil {
+			return "", err
+		}
+		var recs attachedRecords
+		if err := json.Unmarshal(b, &recs); err != nil {
+			// Unreadable, it might name the Volume: held rather than
+			// pulled from under a task.
+			return "", fmt.Errorf("%s: %w", p, err)
+		}
+		for _, r := range recs.Volumes {
+			if r.Namespace == ns && r.Volume == name {
+				return filepath.Base(filepath.Dir(p)), nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // reconcileLocalCopies destroys local copies no longer wanted here: of a
