@@ -641,8 +641,13 @@ func admitContainer(c *Container, p string, pod *PodSpec, vols map[string]int, i
 		}
 	}
 	admitSecurity(&c.Security, p+".security", errs)
-	if c.StopSignal != "" && !validSignal(c.StopSignal) {
-		errs.add(p+".stopSignal", "%q: expected a signal name such as SIGTERM, SIGINT or SIGQUIT", c.StopSignal)
+	if c.StopSignal != "" {
+		// Stored by its canonical name, so quit and SIGQUIT store alike.
+		if sig, ok := ParseStopSignal(c.StopSignal); ok {
+			c.StopSignal = sig
+		} else {
+			errs.add(p+".stopSignal", "%q: expected one of %s (case and the SIG prefix optional)", c.StopSignal, strings.Join(stopSignals, ", "))
+		}
 	}
 	defaultDur(&c.StopGracePeriod, DefaultStopGrace)
 }
@@ -695,16 +700,6 @@ func absPath(s, p string, errs *ErrorList) (string, bool) {
 		return "", false
 	}
 	return c, true
-}
-
-var signals = []string{"SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGTERM", "SIGWINCH", "SIGPWR", "SIGSTOP"}
-
-func validSignal(s string) bool {
-	u := strings.ToUpper(s)
-	if !strings.HasPrefix(u, "SIG") {
-		u = "SIG" + u
-	}
-	return slices.Contains(signals, u)
 }
 
 func admitResources(r *Resources, p string, errs *ErrorList) {

@@ -245,18 +245,23 @@ func expand(s string, vars map[string]string) string {
 	return b.String()
 }
 
-var signalNames = map[string]syscall.Signal{
+// signalNumbers are the numbers, on the platform the agent runs on, of
+// the stop signals admission accepts (legion.StopSignals): names are
+// legion's, numbers differ between FreeBSD and Linux.
+var signalNumbers = map[string]syscall.Signal{
 	"SIGHUP": syscall.SIGHUP, "SIGINT": syscall.SIGINT, "SIGQUIT": syscall.SIGQUIT, "SIGKILL": syscall.SIGKILL,
 	"SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2, "SIGTERM": syscall.SIGTERM, "SIGWINCH": syscall.SIGWINCH,
 	"SIGSTOP": syscall.SIGSTOP,
 }
 
+// signalByName reads a stop signal as admission does; an image's may be
+// written any way too.
 func signalByName(s string) (syscall.Signal, bool) {
-	u := strings.ToUpper(s)
-	if !strings.HasPrefix(u, "SIG") {
-		u = "SIG" + u
+	name, ok := legion.ParseStopSignal(s)
+	if !ok {
+		return 0, false
 	}
-	sig, ok := signalNames[u]
+	sig, ok := signalNumbers[name]
 	return sig, ok
 }
 
