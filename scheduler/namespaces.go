@@ -9,8 +9,9 @@ import (
 
 // Demand is what namespace ns's Services and Volumes want in all, as
 // admission holds it to the namespace's quota (3.3.1): each service its
-// replicas (a global one, a task per eligible node of st.Nodes) times its
-// pod's requests, with one task more for a start-first update (see
+// replicas (a global one, a task per eligible node of st.Nodes; an
+// autoscaled one, its autoscale.max, so it fits whatever it scales to)
+// times its pod's requests, with one task more for a start-first update (see
 // UpdateSurge), and every Volume with its size, counting the Volumes a
 // stateful service's claims will make for its wanted ordinals (and an
 // existing claim Volume at its claim's size, as it will be resized).
@@ -29,6 +30,9 @@ func Demand(ns string, st *State) legion.QuotaUsage {
 			continue
 		}
 		n := s.WantedReplicas()
+		if a := s.Spec.Autoscale; a != nil {
+			n = a.Max
+		}
 		if s.Spec.Mode == legion.ModeGlobal {
 			if p == nil {
 				p = newPlanner(&State{Nodes: st.Nodes}, time.Time{})

@@ -194,3 +194,26 @@ spec:
 		}
 	}
 }
+
+// An autoscaled service counts at its autoscale.max, whatever it runs
+// now, so admission holds the namespace to what it may scale to.
+func TestDemandCountsAutoscaledServicesAtMax(t *testing.T) {
+	t.Parallel()
+	c := schedtest.WithNodes(t, 1)
+	c.Apply(`
+apiVersion: legion/v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  autoscale: {min: 1, max: 10, cpu: 80}
+  pod: {containers: [{name: c, image: web:1, resources: {requests: {cpu: 100m, memory: 64Mi}}}]}
+`)
+	st := c.State()
+	st.Services[0].Status.Autoscale = &legion.AutoscaleStatus{Replicas: 3}
+	got := scheduler.Demand("shop", &st)
+	want := legion.QuotaUsage{CPU: 1000, Memory: 640 << 20, Tasks: 10}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("demand (-want +got):\n%s", diff)
+	}
+}

@@ -123,6 +123,9 @@ func admitQuotas(st *store.Store, a *admission) ([]string, error) {
 		over := quotaExcess(q, scheduler.Demand(ns, &before), scheduler.Demand(ns, &after))
 		if len(over) > 0 {
 			counted := "replicas × requests of its services"
+			if as := autoscaledMax(after.Services); as != "" {
+				counted += ", autoscaled ones at their autoscale.max, which they may scale to (" + as + ")"
+			}
 			if slices.ContainsFunc(after.Services, func(s *legion.Service) bool { return scheduler.UpdateSurge(s, 1) > 0 }) {
 				counted += ", and one task more for each that updates start-first, running a new task beside the old one"
 			}
@@ -131,6 +134,18 @@ func admitQuotas(st *store.Store, a *admission) ([]string, error) {
 		}
 	}
 	return errs, nil
+}
+
+// autoscaledMax names the autoscaled services with the replicas their
+// autoscale.max counts for (scheduler.Demand), as "web: 10, api: 4".
+func autoscaledMax(svcs []*legion.Service) string {
+	var out []string
+	for _, s := range svcs {
+		if a := s.Spec.Autoscale; a != nil {
+			out = append(out, s.Metadata.Name+": "+strconv.Itoa(a.Max))
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // listState reads namespace ns's Services and Volumes.
@@ -146,7 +161,7 @@ func listState(st *store.Store, ns string) (scheduler.State, error) {
 
 // overlay is before with the apply's Services and Volumes of namespace ns
 // put in place of the stored ones; a Service keeps its stored status, as
-// apply does, so an autoscaled one counts the replicas it runs.
+// apply does.
 func overlay(before scheduler.State, items []applyItem, ns string) scheduler.State {
 	after := scheduler.State{Nodes: before.Nodes}
 	svcs := map[string]*legion.Service{}

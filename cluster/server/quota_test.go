@@ -156,6 +156,10 @@ spec:
 			apply: strings.Replace(svcYAML("q-surge", "web", "3", "{cpu: 1}"), "spec:\n", "spec:\n  update: {order: start-first}\n", 1),
 			want: []string{"over the quota of namespace q-surge: cpu 4 of 3, tasks 4 of 3",
 				"one task more for each that updates start-first"}},
+		{name: "autoscaled at max", quota: "{tasks: 3, cpu: 1}",
+			apply: autoscaledYAML("q-autoscale", "web", "10"),
+			want: []string{"over the quota of namespace q-autoscale: cpu 2 of 1, tasks 10 of 3",
+				"autoscaled ones at their autoscale.max, which they may scale to (web: 10)"}},
 		{name: "batch together over", quota: "{tasks: 3}",
 			apply: svcYAML("q-batch", "a", "2", "{}") + "---\n" + svcYAML("q-batch", "b", "2", "{}"),
 			want:  []string{"tasks 4 of 3", "Service a", "Service b"}},
@@ -185,6 +189,26 @@ func TestAdmissionQuotaLoweredAllowsShrinking(t *testing.T) {
 	applyOK(t, c, svcYAML("shrink", "web", "3", "{cpu: 1}")) // shrinking, still over
 	applyRefused(t, m, c, svcYAML("shrink", "web", "4", "{cpu: 1}"), codes.ResourceExhausted, "cpu 4 of 2")
 	applyRefused(t, m, c, svcYAML("shrink", "other", "1", "{cpu: 1}"), codes.ResourceExhausted, "cpu 4 of 2")
+}
+
+func autoscaledYAML(ns, name, max string) string {
+	return strings.Replace(svcYAML(ns, name, "1", "{cpu: 200m}"), "spec:\n", "spec:\n  autoscale: {min: 1, max: "+max+", cpu: 80}\n", 1)
+}
+
+// An autoscaled service admitted under a quota its max no longer fits (the
+// quota lowered, or admitted before max was counted) runs on: applied
+// again as it is or with a lower max it is admitted, while any growth of
+// the namespace is refused.
+func TestAdmissionQuotaAutoscaledOverAStoredQuota(t *testing.T) {
+	t.Parallel()
+	m, c := admitFixture(t)
+	applyOK(t, c, quotaNS("as-low", "{tasks: 10}"))
+	applyOK(t, c, autoscaledYAML("as-low", "web", "8"))
+	applyOK(t, c, quotaNS("as-low", "{tasks: 3}"))
+	applyOK(t, c, autoscaledYAML("as-low", "web", "8")) // unchanged
+	applyOK(t, c, autoscaledYAML("as-low", "web", "6")) // shrinking, still over
+	applyRefused(t, m, c, autoscaledYAML("as-low", "web", "7"), codes.ResourceExhausted, "tasks 7 of 3", "(web: 7)")
+	applyRefused(t, m, c, svcYAML("as-low", "other", "1", "{cpu: 200m}"), codes.ResourceExhausted, "tasks 7 of 3", "(web: 6)")
 }
 
 // A global service counts a task per eligible node.
