@@ -84,8 +84,8 @@ func (e *StrictError) Error() string {
 }
 
 // Result is a converted stack: objects in the order apply stores them
-// (Secrets, Configs, Volumes, NetworkPolicies, Services; by name within a
-// kind), each already through admission, and the warnings.
+// (Secrets, Configs, Volumes, NetworkPolicies, Services, Jobs; by name
+// within a kind), each already through admission, and the warnings.
 type Result struct {
 	Objects  []legion.Object
 	Warnings []Warning
@@ -178,8 +178,8 @@ func (c *converter) namespace(objs []legion.Object) (*legion.Namespace, error) {
 		n.Spec.Isolation = legion.IsolationLocked
 	}
 	for _, o := range objs {
-		if svc, ok := o.(*legion.Service); ok {
-			for _, ctr := range svc.Spec.Pod.AllContainers() {
+		if pod := legion.PodOf(o); pod != nil {
+			for _, ctr := range pod.AllContainers() {
 				n.Spec.Security.Allow = append(n.Spec.Security.Allow, ctr.Security.Allow...)
 			}
 		}

@@ -73,6 +73,12 @@ func (c *converter) dependsOn(p string, deps types.DependsOnConfig, names *stack
 			c.warn(dp, "no service %s in the file; ignored", key)
 			continue
 		}
+		if names.jobs[key] && cond != legion.DependCompleted {
+			// The planner finds a Job only for completed: a job runs to
+			// its end, and its start or readiness is no state it keeps.
+			c.warn(dp+".condition", "%s is a job: a service waits for a job only to complete (service_completed_successfully); ignored", key)
+			continue
+		}
 		if !d.Required {
 			c.warn(dp+".required", "false is not supported: the dependency is waited for all the same")
 		}
@@ -98,7 +104,7 @@ func (c *converter) oneShots(services types.Services, byKey map[string]*legion.S
 	for _, dep := range sortedKeys(waiters) {
 		svc := byKey[dep]
 		if svc == nil {
-			continue // no such service: dependsOn warned of it
+			continue // a Job, which a task that exited 0 ends; or none, which dependsOn warned of
 		}
 		who, p := strings.Join(waiters[dep], ", ")+" waits", "services."+dep+".restart"
 		if len(waiters[dep]) > 1 {

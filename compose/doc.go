@@ -4,7 +4,8 @@
 //
 // Convert parses with compose-go (interpolation from the environment it is
 // given, never a .env file; YAML anchors and merge keys; x- extensions),
-// then maps each service to a Service, top-level volumes, secrets and
+// then maps each service to a Service (a Job in deploy.mode
+// replicated-job or global-job), top-level volumes, secrets and
 // configs to Volumes, Secrets and Configs (external ones are referred to,
 // not made), and each compose network to a policy segment: a
 // NetworkPolicy letting in, from its members, the Services labelled

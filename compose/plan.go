@@ -45,8 +45,10 @@ func InStack(o legion.Object, stack string) bool {
 }
 
 // PlanDeploy lists the writes that deploy a converted stack: every object
-// applied, in apply order; with prune, then every Service of the stack the
-// cluster has (current) and the file no longer does deleted.
+// applied, in apply order; with prune, then every Service and Job of the
+// stack the cluster has (current) and the file no longer does deleted. A
+// Job applied again unchanged is left as it is (its tasks do not run
+// again); a finished one changed is refused by the cluster, naming it.
 func PlanDeploy(stack string, desired, current []legion.Object, prune bool) []Step {
 	steps := make([]Step, 0, len(desired))
 	for _, o := range desired {
@@ -62,10 +64,12 @@ func PlanDeploy(stack string, desired, current []legion.Object, prune bool) []St
 	return steps
 }
 
-// Left are the stack's services among current that desired no longer
-// has, in the namespaces desired deploys to, in the order a prune
+// Left are the stack's Services and Jobs among current that desired no
+// longer has, in the namespaces desired deploys to, in the order a prune
 // deletes them: what deploy --prune deletes, and what a deploy without
-// it leaves running.
+// it leaves running. A compose service turned from a service into a job
+// (or back) is among them in its old kind. A CronJob's Jobs carry no
+// stack label, so none of them is.
 func Left(stack string, desired, current []legion.Object) []Ref {
 	want := map[Ref]bool{}
 	namespaces := map[string]bool{}
@@ -76,7 +80,7 @@ func Left(stack string, desired, current []legion.Object) []Ref {
 	var gone []Step
 	for _, o := range current {
 		r := refOf(o)
-		if r.Kind != legion.KindService || !InStack(o, stack) || want[r] || !namespaces[r.Namespace] {
+		if !slices.Contains(DeployedKinds(), r.Kind) || !InStack(o, stack) || want[r] || !namespaces[r.Namespace] {
 			continue
 		}
 		gone = append(gone, Step{Op: OpDelete, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
@@ -103,15 +107,20 @@ func NamespaceStep(want *legion.Namespace, namespaces []legion.Object) (Step, bo
 	return Step{Op: OpApply, Kind: legion.KindNamespace, Name: want.Metadata.Name, Object: want}, true
 }
 
-// removeOrder is the order stack rm deletes kinds in: the Services first,
-// as they use the rest. Volumes are kept: they hold data.
-var removeOrder = []legion.Kind{legion.KindService, legion.KindNetworkPolicy, legion.KindSecret, legion.KindConfig}
+// DeployedKinds are the kinds of what runs of a stack, which deploy
+// lists (current) to prune: its Services and Jobs.
+func DeployedKinds() []legion.Kind { return []legion.Kind{legion.KindService, legion.KindJob} }
+
+// removeOrder is the order stack rm deletes kinds in: the Services and
+// Jobs first, as they use the rest. Volumes are kept: they hold data.
+var removeOrder = []legion.Kind{legion.KindService, legion.KindJob, legion.KindNetworkPolicy, legion.KindSecret, legion.KindConfig}
 
 // RemoveKinds are the kinds stack rm deletes, in order.
 func RemoveKinds() []legion.Kind { return slices.Clone(removeOrder) }
 
 // PlanRemove lists the deletes that remove a stack from what the cluster
-// has: its Services, NetworkPolicies, Secrets and Configs; its Volumes stay.
+// has: its Services, Jobs, NetworkPolicies, Secrets and Configs; its
+// Volumes stay.
 func PlanRemove(stack string, current []legion.Object) []Step {
 	var steps []Step
 	for _, o := range current {

@@ -37,6 +37,8 @@ func TestPlanDeploy(t *testing.T) {
 		obj(legion.KindSecret, "shop", "db-password", "shop"),
 		obj(legion.KindService, "shop", "db", "shop"),
 		obj(legion.KindService, "shop", "web", "shop"),
+		obj(legion.KindJob, "shop", "migrate", "shop"),
+		obj(legion.KindJob, "shop", "report", "shop"),
 	}
 	current := []legion.Object{
 		obj(legion.KindService, "shop", "web", "shop"),        // still in the file
@@ -44,13 +46,19 @@ func TestPlanDeploy(t *testing.T) {
 		obj(legion.KindService, "shop", "admin", "other"),     // another stack's
 		obj(legion.KindService, "shop", "manual", ""),         // applied by hand
 		obj(legion.KindService, "prod", "cron", "shop"),       // the same stack name elsewhere
-		obj(legion.KindSecret, "shop", "old-secret", "shop"),  // prune deletes Services only
+		obj(legion.KindSecret, "shop", "old-secret", "shop"),  // prune deletes Services and Jobs only
 		obj(legion.KindVolume, "shop", "old-data", "shop"),
+		obj(legion.KindJob, "shop", "migrate", "shop"),      // still in the file
+		obj(legion.KindJob, "shop", "seed", "shop"),         // gone from the file
+		obj(legion.KindService, "shop", "report", "shop"),   // a service the file makes a job now
+		obj(legion.KindJob, "shop", "nightly-29000000", ""), // a CronJob's
 	}
 	applies := []Step{
 		{Op: OpApply, Kind: legion.KindSecret, Namespace: "shop", Name: "db-password"},
 		{Op: OpApply, Kind: legion.KindService, Namespace: "shop", Name: "db"},
 		{Op: OpApply, Kind: legion.KindService, Namespace: "shop", Name: "web"},
+		{Op: OpApply, Kind: legion.KindJob, Namespace: "shop", Name: "migrate"},
+		{Op: OpApply, Kind: legion.KindJob, Namespace: "shop", Name: "report"},
 	}
 	tests := []struct {
 		name  string
@@ -59,7 +67,9 @@ func TestPlanDeploy(t *testing.T) {
 	}{
 		{"without prune", false, applies},
 		{"with prune", true, append(append([]Step{}, applies...),
-			Step{Op: OpDelete, Kind: legion.KindService, Namespace: "shop", Name: "old-worker"})},
+			Step{Op: OpDelete, Kind: legion.KindService, Namespace: "shop", Name: "old-worker"},
+			Step{Op: OpDelete, Kind: legion.KindService, Namespace: "shop", Name: "report"},
+			Step{Op: OpDelete, Kind: legion.KindJob, Namespace: "shop", Name: "seed"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,10 +97,12 @@ func TestPlanRemove(t *testing.T) {
 		obj(legion.KindNetworkPolicy, "shop", "default", "shop"),
 		obj(legion.KindService, "shop", "admin", "other"),
 		obj(legion.KindSecret, "shop", "manual", ""),
+		obj(legion.KindJob, "shop", "migrate", "shop"),
 	}
 	want := []Step{
 		{Op: OpDelete, Kind: legion.KindService, Namespace: "shop", Name: "db"},
 		{Op: OpDelete, Kind: legion.KindService, Namespace: "shop", Name: "web"},
+		{Op: OpDelete, Kind: legion.KindJob, Namespace: "shop", Name: "migrate"},
 		{Op: OpDelete, Kind: legion.KindNetworkPolicy, Namespace: "shop", Name: "default"},
 		{Op: OpDelete, Kind: legion.KindSecret, Namespace: "shop", Name: "db-password"},
 		{Op: OpDelete, Kind: legion.KindConfig, Namespace: "shop", Name: "nginx-conf"},

@@ -12,13 +12,14 @@ import (
 type stackNames struct {
 	services, volumes, secrets, configs map[string]string
 	networks                            map[string]string // key -> membership label
+	jobs                                map[string]bool   // the services' keys that become Jobs
 }
 
 // convert turns the loaded project into admitted objects.
 func (c *converter) convert(p *types.Project) ([]legion.Object, error) {
 	names := &stackNames{
 		services: map[string]string{}, volumes: map[string]string{}, secrets: map[string]string{},
-		configs: map[string]string{}, networks: map[string]string{},
+		configs: map[string]string{}, networks: map[string]string{}, jobs: map[string]bool{},
 	}
 	var objs []legion.Object
 	type pending struct {
@@ -118,16 +119,19 @@ func (c *converter) convert(p *types.Project) ([]legion.Object, error) {
 			return nil, err
 		}
 		names.services[key] = n
+		names.jobs[key] = jobMode(p.Services[key].Deploy) != ""
 	}
 	byKey := map[string]*legion.Service{}
 	for _, key := range sortedKeys(p.Services) {
 		s := p.Services[key]
-		svc, err := c.service(key, s, names)
+		o, err := c.service(key, s, names)
 		if err != nil {
 			return nil, err
 		}
-		byKey[key] = svc
-		all = append(all, pending{svc, "services." + key, s.Extensions["x-legion"]})
+		if svc, ok := o.(*legion.Service); ok {
+			byKey[key] = svc
+		}
+		all = append(all, pending{o, "services." + key, s.Extensions["x-legion"]})
 	}
 	c.oneShots(p.Services, byKey)
 

@@ -20,10 +20,12 @@ const (
 	dockerHealthRetries  = 3
 )
 
-// service converts one compose service to a Legion Service.
-func (c *converter) service(key string, s types.ServiceConfig, names *stackNames) (*legion.Service, error) {
+// service converts one compose service to a Legion Service, or, in a
+// job mode (deploy.mode replicated-job or global-job), to a Job.
+func (c *converter) service(key string, s types.ServiceConfig, names *stackNames) (legion.Object, error) {
 	p := "services." + key
 	name := names.services[key]
+	job := jobMode(s.Deploy)
 	svc := &legion.Service{Header: c.header(legion.KindService, name, nil)}
 	if strings.TrimSpace(s.Image) == "" {
 		if s.Build != nil {
@@ -51,7 +53,11 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 	}
 	ctr.Env = env
 	pod := &svc.Spec.Pod
-	c.ports(p, s, &ctr, &svc.Spec.Endpoint)
+	if job == "" {
+		c.ports(p, s, &ctr, &svc.Spec.Endpoint)
+	} else if err := c.jobPorts(p, s); err != nil {
+		return nil, err
+	}
 	if err := c.volumes(p, s, &ctr, pod, names); err != nil {
 		return nil, err
 	}
@@ -90,7 +96,7 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 		return nil, err
 	}
 	c.serviceLimits(p, s, &pod.Containers[0].Resources)
-	if s.Scale != nil && svc.Spec.Replicas == nil && svc.Spec.Mode != legion.ModeGlobal {
+	if s.Scale != nil && svc.Spec.Replicas == nil && svc.Spec.Mode != legion.ModeGlobal && job == "" {
 		// compose-go moves scale into deploy.replicas only when there
 		// is a deploy section.
 		if *s.Scale > legion.MaxReplicas {
@@ -100,6 +106,9 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 		svc.Spec.Replicas = &n
 	}
 	c.restart(p+".restart", s.Restart, pod)
+	if job != "" {
+		return c.job(p, s, svc, labels, job)
+	}
 	svc.Spec.DependsOn = c.dependsOn(p+".depends_on", s.DependsOn, names)
 	for net := range s.Networks {
 		if l, ok := names.networks[net]; ok {
@@ -108,6 +117,68 @@ func (c *converter) service(key string, s types.ServiceConfig, names *stackNames
 	}
 	svc.Metadata.Labels = labels
 	return svc, nil
+}
+
+// jobMode is the Job mode of a compose deploy mode, "" for a service's.
+func jobMode(d *types.DeployConfig) legion.JobMode {
+	if d == nil {
+		return ""
+	}
+	switch d.Mode {
+	case "replicated-job":
+		return legion.JobReplicated
+	case "global-job":
+		return legion.JobGlobal
+	}
+	return ""
+}
+
+// jobPorts refuses what a job cannot have of ports: a Job has no
+// endpoint, so nothing to publish or balance a port on.
+func (c *converter) jobPorts(p string, s types.ServiceConfig) error {
+	if len(s.Ports) > 0 {
+		return fmt.Errorf("%s.ports: not allowed with deploy.mode %s: a Job has no endpoint to publish or balance ports on; remove ports, or deploy it as a service (replicated or global)", p, s.Deploy.Mode)
+	}
+	if len(s.Expose) > 0 {
+		c.warn(p+".expose", "ignored: a Job has no endpoint, so other services reach no port of it by name")
+	}
+	return nil
+}
+
+// job makes the Job a compose service in a job mode is, from the Service
+// converted as any other: its pod, placement and labels but the network
+// memberships (policies select services). A replicated job's replicas
+// are its completions, all run at once, as docker stack deploy sets max
+// concurrent to replicas.
+func (c *converter) job(p string, s types.ServiceConfig, svc *legion.Service, labels map[string]string, mode legion.JobMode) (*legion.Job, error) {
+	j := &legion.Job{Header: c.header(legion.KindJob, svc.Metadata.Name, labels)}
+	j.Spec = legion.JobSpec{Mode: mode, Pod: svc.Spec.Pod, Placement: svc.Spec.Placement}
+	if mode == legion.JobReplicated {
+		n := 1
+		if svc.Spec.Replicas != nil {
+			n = *svc.Spec.Replicas
+		}
+		if n < 1 {
+			return nil, fmt.Errorf("%s.deploy.replicas: %d is out of range: a replicated-job runs 1 to %d tasks to completion", p, n, legion.MaxReplicas)
+		}
+		j.Spec.Completions, j.Spec.Parallelism = n, n
+	}
+	if rp := j.Spec.Pod.RestartPolicy; rp != nil && rp.Condition == legion.RestartAny {
+		// Swarm restarts a job's task only on failure, whatever the policy.
+		rp.Condition = legion.RestartOnFailure
+		from := p + ".restart"
+		if s.Deploy.RestartPolicy != nil {
+			from = p + ".deploy.restart_policy.condition"
+		}
+		c.note(from, "on-failure for a job, as Swarm has it: a task that exited 0 is done, not restarted")
+	}
+	if len(s.DependsOn) > 0 {
+		c.warn(p+".depends_on", "not supported for a job, ignored: its tasks start at once, and failed ones are retried up to its backoffLimit")
+	}
+	if c.segmented && len(s.Networks) > 0 {
+		c.warn(p+".networks", "a Job's tasks are members of no network segment (policies select services): in a namespace with isolation: locked only what lets every task in is open to them")
+	}
+	return j, nil
 }
 
 // serviceLimits maps the resources docker compose takes outside deploy:
@@ -660,8 +731,10 @@ func (c *converter) deploy(p string, d *types.DeployConfig, spec *legion.Service
 	if d == nil {
 		return labels, nil
 	}
+	job := jobMode(d) != ""
 	switch d.Mode {
-	case "", "replicated":
+	case "", "replicated", "replicated-job":
+		// A job's replicas are its completions (see job).
 		spec.Mode = legion.ModeReplicated
 		if d.Replicas != nil {
 			if *d.Replicas < 0 || *d.Replicas > legion.MaxReplicas {
@@ -670,18 +743,24 @@ func (c *converter) deploy(p string, d *types.DeployConfig, spec *legion.Service
 			n := *d.Replicas
 			spec.Replicas = &n
 		}
-	case "global":
+	case "global", "global-job":
 		spec.Mode = legion.ModeGlobal
 		if d.Replicas != nil {
-			c.warn(p+".replicas", "ignored: a global service runs one task per eligible node")
+			what := "global service"
+			if job {
+				what = "global job"
+			}
+			c.warn(p+".replicas", "ignored: a %s runs one task per eligible node", what)
 		}
 	default:
-		return nil, fmt.Errorf("%s.mode: %q is not supported: expected replicated or global (write jobs as Legion Jobs)", p, d.Mode)
+		return nil, fmt.Errorf("%s.mode: %q is not supported: expected replicated, global, replicated-job or global-job", p, d.Mode)
 	}
-	switch d.EndpointMode {
-	case "", "vip":
+	switch {
+	case job && d.EndpointMode != "":
+		c.warn(p+".endpoint_mode", "ignored: a Job has no endpoint")
+	case d.EndpointMode == "", d.EndpointMode == "vip":
 		spec.Endpoint.Mode = legion.EndpointVIP
-	case "dnsrr":
+	case d.EndpointMode == "dnsrr":
 		spec.Endpoint.Mode = legion.EndpointDNSRR
 	default:
 		c.warn(p+".endpoint_mode", "%q is not vip or dnsrr, vip used", d.EndpointMode)
@@ -726,7 +805,9 @@ func (c *converter) deploy(p string, d *types.DeployConfig, spec *legion.Service
 		}
 		spec.Pod.RestartPolicy = pol
 	}
-	if u := d.UpdateConfig; u != nil {
+	if u := d.UpdateConfig; u != nil && job {
+		c.warn(p+".update_config", "ignored: a Job has no rolling update")
+	} else if u != nil {
 		up := &spec.Update
 		if u.Parallelism != nil {
 			n := int(min(*u.Parallelism, legion.MaxReplicas))
@@ -767,9 +848,18 @@ func cpus(n types.NanoCPUs) legion.CPU {
 	return legion.CPU(math.Round(min(v, 1e9) * 1000))
 }
 
+// nodeArches maps the architectures Swarm's docs and nodes name (uname
+// -m's) to the Go names a Legion node reports as node.platform.arch
+// (runtime.GOARCH, a FreeBSD port of Go's), and those to themselves.
+var nodeArches = map[string]string{
+	"x86_64": "amd64", "aarch64": "arm64",
+	"amd64": "amd64", "arm64": "arm64", "386": "386", "arm": "arm",
+}
+
 // placement keeps the constraints Legion can evaluate. Swarm's
 // node.platform.os == linux is Legion's node.platform.linux == true, as
-// Legion nodes run FreeBSD and Linux images run under its Linux ABI.
+// Legion nodes run FreeBSD and Linux images run under its Linux ABI; its
+// node.platform.arch values are uname's (x86_64), Legion's Go's (amd64).
 func (c *converter) placement(p string, pl types.Placement, out *legion.Placement) {
 	for i, s := range pl.Constraints {
 		cp := fmt.Sprintf("%s.constraints[%d]", p, i)
@@ -786,6 +876,16 @@ func (c *converter) placement(p string, pl types.Placement, out *legion.Placemen
 		if err != nil {
 			c.warn(cp, "%v; ignored", err)
 			continue
+		}
+		if con.Attr == "node.platform.arch" {
+			if arch, ok := nodeArches[strings.ToLower(con.Value)]; !ok {
+				// Kept, as Swarm keeps a constraint no node meets.
+				c.warn(cp, "%q: %s is not an architecture a Legion node reports (amd64, arm64, 386 or arm; x86_64 and aarch64 are read as amd64 and arm64): kept as written",
+					s, con.Value)
+			} else if arch != con.Value {
+				con.Value = arch
+				c.note(cp, "%q becomes %q: Legion nodes report Go's architecture names", s, con.String())
+			}
 		}
 		out.Constraints = append(out.Constraints, con.String())
 	}

@@ -40,3 +40,7 @@ func (s clusterStackClient) Delete(ctx context.Context, kind legion.Kind, namesp
 func (s clusterStackClient) FollowRollout(ctx context.Context, out io.Writer, namespace, name string, timeout time.Duration) error {
 	return followRollout(ctx, s.c, out, namespace, name, timeout, false)
 }
+
+func (s clusterStackClient) FollowJob(ctx context.Context, out io.Writer, namespace, name string, timeout time.Duration) error {
+	return followJob(ctx, s.c, out, namespace, name, timeout)
+}

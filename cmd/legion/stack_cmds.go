@@ -28,6 +28,8 @@ type stackClient interface {
 	// FollowRollout prints a service's rollout until it is done, as
 	// apply --wait does (its exit codes too).
 	FollowRollout(ctx context.Context, out io.Writer, namespace, name string, timeout time.Duration) error
+	// FollowJob prints a Job until it is over, as apply --wait does.
+	FollowJob(ctx context.Context, out io.Writer, namespace, name string, timeout time.Duration) error
 }
 
 // stackDeps are what the stack commands take from the process, so tests
@@ -205,9 +207,12 @@ func newStackDeployCommand(deps stackDeps) *cobra.Command {
 objects. The namespace (default: the stack's name) is created when it does
 not exist: locked when the compose networks separate services (each network
 then a policy segment), allowing raw sockets when a service adds NET_RAW.
-An existing namespace is left as it is. With --prune, the stack's services
-the files no longer have are deleted. --wait (docker's --detach=false)
-follows each service's rollout in turn.
+An existing namespace is left as it is. A service in deploy.mode
+replicated-job or global-job is a Job: deployed again unchanged it is
+left as it is, and one that has finished cannot change (delete it to run
+it again). With --prune, the stack's services and jobs the files no
+longer have are deleted. --wait (docker's --detach=false) follows each
+service's rollout in turn, then each job until it is over.
 
 docker stack deploy's --with-registry-auth is refused: nodes pull with the
 Secrets a pod names (x-legion: {pod: {imagePullSecrets: [NAME]}}), not the
@@ -257,9 +262,13 @@ leader pins every tag to a digest); changed and never are refused.`,
 				}
 			}
 			ns := stackNamespace(f.namespace, stack)
-			current, err := c.List(ctx, legion.KindService, ns, map[string]string{compose.StackLabel: stack})
-			if err != nil {
-				return fmt.Errorf("listing the stack's services: %w", err)
+			var current []legion.Object
+			for _, k := range compose.DeployedKinds() {
+				objs, err := c.List(ctx, k, ns, map[string]string{compose.StackLabel: stack})
+				if err != nil {
+					return fmt.Errorf("listing the stack's %s: %w", k.Plural(), err)
+				}
+				current = append(current, objs...)
 			}
 			applied, err := runSteps(cmd, c, append(steps, compose.PlanDeploy(stack, res.Objects, current, prune)...))
 			if err != nil {
@@ -268,8 +277,12 @@ leader pins every tag to a digest); changed and never are refused.`,
 			if !prune {
 				// As docker stack deploy, they are kept; unlike it, say so.
 				for _, r := range compose.Left(stack, res.Objects, current) {
-					fmt.Fprintf(cmd.ErrOrStderr(), "note: service/%s -n %s is in stack %s but no longer in its files: it keeps running (--prune deletes it)\n",
-						r.Name, r.Namespace, stack)
+					kept := "it keeps running"
+					if r.Kind == legion.KindJob {
+						kept = "it is kept"
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: %s/%s -n %s is in stack %s but no longer in its files: %s (--prune deletes it)\n",
+						strings.ToLower(string(r.Kind)), r.Name, r.Namespace, stack, kept)
 				}
 			}
 			// What the nodes will not do of it, and the tasks that keep
@@ -280,11 +293,19 @@ leader pins every tag to a digest); changed and never are refused.`,
 			if !wf.wait {
 				return nil
 			}
+			// Services first (Jobs follow them in res.Objects): a service
+			// waiting for a job to complete finishes its rollout after it.
 			for _, o := range res.Objects {
-				if svc, ok := o.(*legion.Service); ok {
-					if err := c.FollowRollout(ctx, cmd.OutOrStdout(), svc.Metadata.Namespace, svc.Metadata.Name, wf.timeout); err != nil {
-						return err
-					}
+				m := o.GetMetadata()
+				var err error
+				switch o.(type) {
+				case *legion.Service:
+					err = c.FollowRollout(ctx, cmd.OutOrStdout(), m.Namespace, m.Name, wf.timeout)
+				case *legion.Job:
+					err = c.FollowJob(ctx, cmd.OutOrStdout(), m.Namespace, m.Name, wf.timeout)
+				}
+				if err != nil {
+					return err
 				}
 			}
 			return nil
@@ -292,9 +313,9 @@ leader pins every tag to a digest); changed and never are refused.`,
 	}
 	f.add(cmd)
 	fl := cmd.Flags()
-	fl.BoolVar(&prune, "prune", false, "delete the stack's services the file no longer has")
+	fl.BoolVar(&prune, "prune", false, "delete the stack's services and jobs the file no longer has")
 	wf.add(cmd)
-	fl.Lookup("wait").Usage = "follow each service's rollout in turn: exit 0 once every one's tasks run its pod and are ready, 1 if an update pauses or rolls back, 2 on the timeout"
+	fl.Lookup("wait").Usage = "follow each service's rollout, then each job, in turn: exit 0 once every service's tasks run its pod and are ready and every job completed, 1 if an update pauses or rolls back or a job fails, 2 on the timeout"
 	// docker stack deploy's own flags, said for what they are here.
 	fl.BoolVar(&detach, "detach", true, "docker's: --detach=false is --wait")
 	fl.BoolVar(&registryAuth, "with-registry-auth", false, "docker's: refused, nodes pull with the Secrets a pod names")
@@ -306,7 +327,7 @@ leader pins every tag to a digest); changed and never are refused.`,
 }
 
 func newStackRmCommand(deps stackDeps) *cobra.Command {
-	return stackCommand(deps, "rm [-n NS] STACK", "Remove a stack's services, network policies, secrets and configs (volumes are kept), and its namespace once empty",
+	return stackCommand(deps, "rm [-n NS] STACK", "Remove a stack's services, jobs, network policies, secrets and configs (volumes are kept), and its namespace once empty",
 		func(cmd *cobra.Command, c stackClient, stack, ns string) error {
 			var current []legion.Object
 			for _, k := range compose.RemoveKinds() {
@@ -341,8 +362,8 @@ func hostPathsAllowed(res *compose.Result, namespaces []legion.Object) error {
 	}
 	var users []string
 	for _, o := range res.Objects {
-		if svc, ok := o.(*legion.Service); ok && slices.ContainsFunc(svc.Spec.Pod.Volumes, func(v legion.PodVolume) bool { return v.HostPath != nil }) {
-			users = append(users, svc.Metadata.Name)
+		if pod := legion.PodOf(o); pod != nil && slices.ContainsFunc(pod.Volumes, func(v legion.PodVolume) bool { return v.HostPath != nil }) {
+			users = append(users, o.GetMetadata().Name)
 		}
 	}
 	if len(users) == 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/compose"
 	"github.com/spf13/cobra"
 )
@@ -62,6 +63,11 @@ func (f *fakeCluster) List(_ context.Context, kind legion.Kind, ns string, sel m
 
 func (f *fakeCluster) FollowRollout(_ context.Context, out io.Writer, ns, name string, _ time.Duration) error {
 	f.writes = append(f.writes, "follow "+legion.Key(legion.KindService, ns, name))
+	return nil
+}
+
+func (f *fakeCluster) FollowJob(_ context.Context, out io.Writer, ns, name string, _ time.Duration) error {
+	f.writes = append(f.writes, "follow "+legion.Key(legion.KindJob, ns, name))
 	return nil
 }
 
@@ -711,4 +717,103 @@ func TestStackDeployWait(t *testing.T) {
 		listing, err = runLegion(t, "", append([]string{"get", "services", "-n", "hi"}, flags...)...)
 		return err == nil && strings.Contains(listing, "0/1 (1 complete)")
 	})
+}
+
+const jobStackFile = `
+services:
+  web:
+    image: nginx:1.25
+    depends_on:
+      migrate: {condition: service_completed_successfully}
+  migrate:
+    image: registry.example/migrate:1
+    deploy: {mode: replicated-job}
+`
+
+// A compose service in a job mode deploys as a Job: applied with the
+// rest, followed by --wait after the services, pruned like a service
+// once the files lose it (a CronJob's Jobs, unlabelled, never), and
+// removed by stack rm.
+func TestStackDeployJobs(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "compose.yaml")
+	if err := os.WriteFile(file, []byte(jobStackFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newFakeCluster(obj(legion.KindJob, "shop", "seed", "shop"), obj(legion.KindJob, "shop", "nightly-29000000", ""))
+	if _, _, err := runStack(t, c, "deploy", "--prune", "--wait", "-c", file, "shop"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"apply Namespace//shop", "apply NetworkPolicy/shop/default", "apply Service/shop/web", "apply Job/shop/migrate",
+		"delete Job/shop/seed", "follow Service/shop/web", "follow Job/shop/migrate",
+	}
+	if diff := cmp.Diff(want, c.writes); diff != "" {
+		t.Errorf("deploy writes (-want +got):\n%s", diff)
+	}
+	c.writes = nil
+	if _, _, err := runStack(t, c, "rm", "shop"); err != nil {
+		t.Fatal(err)
+	}
+	// The namespace is kept: the CronJob's Job is still in it.
+	want = []string{"delete Service/shop/web", "delete Job/shop/migrate", "delete NetworkPolicy/shop/default"}
+	if diff := cmp.Diff(want, c.writes); diff != "" {
+		t.Errorf("rm writes (-want +got):\n%s", diff)
+	}
+	if _, ok := c.objs["Job/shop/nightly-29000000"]; !ok {
+		t.Error("a CronJob's Job was deleted with the stack")
+	}
+}
+
+func obj(kind legion.Kind, ns, name, stack string) legion.Object {
+	o, _ := legion.New(kind)
+	m := o.GetMetadata()
+	m.Namespace, m.Name = ns, name
+	if stack != "" {
+		m.Labels = map[string]string{compose.StackLabel: stack}
+	}
+	return o
+}
+
+// Deployed again, an unchanged Job is left as it is, even once it has
+// finished; a finished Job changed is refused naming it, and nothing of
+// the stack is written.
+func TestStackDeployJobAgain(t *testing.T) {
+	s, dir := startDaemon(t)
+	flags := []string{"--server", s.Addr(), "--credentials", filepath.Join(dir, server.AdminFile)}
+	if out, err := runLegion(t, "", "init", "--server", s.Addr()); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	file := filepath.Join(t.TempDir(), "compose.yaml")
+	deploy := func(text string) (string, error) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return runLegion(t, "", append([]string{"stack", "deploy", "-c", file, "shop"}, flags...)...)
+	}
+	if out, err := deploy(jobStackFile); err != nil || !strings.Contains(out, "job/migrate -n shop created") {
+		t.Fatalf("deploy: %v\n%s", err, out)
+	}
+	o, _, err := s.Store().Get(legion.KindJob, "shop", "migrate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := o.(*legion.Job)
+	j.Status.State = legion.JobComplete
+	if _, _, err := s.Store().Put(context.Background(), j, store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := deploy(jobStackFile); err != nil || !strings.Contains(out, "job/migrate -n shop unchanged") {
+		t.Fatalf("deploy again: %v\n%s", err, out)
+	}
+	changed := strings.Replace(jobStackFile, "nginx:1.25", "nginx:1.26", 1)
+	changed = strings.Replace(changed, "migrate:1", "migrate:2", 1)
+	out, err := deploy(changed)
+	if err == nil || !strings.Contains(err.Error(), "Job shop/migrate: it is complete") || !strings.Contains(err.Error(), "legion delete job migrate -n shop") {
+		t.Fatalf("deploy of a changed finished job: %v\n%s", err, out)
+	}
+	if o, _, err := s.Store().Get(legion.KindService, "shop", "web"); err != nil || o.(*legion.Service).Spec.Pod.Containers[0].Image != "nginx:1.25" {
+		t.Errorf("a refused deploy updated web: %v", err)
+	}
 }
