@@ -109,15 +109,14 @@ func TestValidateTakesFilenameAsApplyDoes(t *testing.T) {
 	}
 }
 
-// Wrong arguments are refused with the command's usage line: a node
-// given as a second word to volume move is told it goes in --node.
+// Wrong arguments are refused with the command's usage line.
 func TestWrongArgumentsSayTheUsage(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		says string
 	}{
-		{[]string{"volume", "move", "data", "n1"}, "volume move: accepts 1 arg(s), received 2; usage: legion volume move NAME --node NODE"},
+		{[]string{"volume", "move", "data", "n1", "n2"}, "volume move: accepts between 1 and 2 arg(s), received 3; usage: legion volume move VOLUME NODE"},
 		{[]string{"get"}, "get: requires at least 1 arg(s), only received 0; usage: legion get KIND [NAME...] | get KIND/NAME..."},
 		{[]string{"rollout", "restart"}, "rollout restart: accepts between 1 and 2 arg(s), received 0; usage: legion rollout restart SERVICE"},
 	} {

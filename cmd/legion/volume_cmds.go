@@ -235,18 +235,24 @@ func (c *clusterCLI) volumeMoveCommand() *cobra.Command {
 	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "move NAME --node NODE",
+		Use:   "move VOLUME NODE",
 		Short: "Ask for a zfs Volume's data on a node (spec.node): its data moves there, its tasks follow",
-		Long: `Move sets the Volume's spec.node. When its data is on another node, the
-leader copies it there while its tasks run on; once the copy is in, the
-tasks using it on the old node stop, the last changes follow, and their
-next tasks start on the new node. Only zfs Volumes move: the others'
-data is not kept on one node. --wait follows the move until the Volume
-is bound on NODE.`,
-		Args: cobra.ExactArgs(1),
+		Long: `Move sets the Volume's spec.node to NODE (--node NODE says the same).
+When its data is on another node, the leader copies it there while its
+tasks run on; once the copy is in, the tasks using it on the old node
+stop, the last changes follow, and their next tasks start on the new
+node. Only zfs Volumes move: the others' data is not kept on one node.
+--wait follows the move until the Volume is bound on NODE.`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				if node != "" && node != args[1] {
+					return fmt.Errorf("volume move: NODE %s and --node %s name different nodes: give one", args[1], node)
+				}
+				node = args[1]
+			}
 			if node == "" {
-				return errors.New("volume move: --node NODE is required")
+				return errors.New("volume move: NODE is required: legion volume move VOLUME NODE")
 			}
 			if cmd.Flags().Changed("timeout") && !wait {
 				return errors.New("volume move: --timeout applies only with --wait")
@@ -291,7 +297,7 @@ is bound on NODE.`,
 		},
 	}
 	cmd.Flags().StringVarP(&ns, "namespace", "n", "", "namespace (default: default)")
-	cmd.Flags().StringVar(&node, "node", "", "the node to have the data on")
+	cmd.Flags().StringVar(&node, "node", "", "the node to have the data on, as the NODE argument gives it")
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the move until the Volume is bound on NODE")
 	cmd.Flags().DurationVar(&timeout, "timeout", volumeMoveTimeout, "with --wait, how long to follow the move")
 	return cmd

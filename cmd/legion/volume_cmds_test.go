@@ -233,6 +233,26 @@ func TestVolumeListGetAndMove(t *testing.T) {
 		if _, err := vc.legion(t, "volume", "move", "gone", "--node", "w2", "-n", "shop"); err == nil || !strings.Contains(err.Error(), "volume gone") {
 			t.Errorf("move of a missing volume: %v", err)
 		}
+
+		// The node as the second word, as the spec writes it; given both
+		// ways it must be the same node.
+		out, err = vc.legion(t, "volume", "move", "cache", "w2", "-n", "shop")
+		if err != nil || !strings.Contains(out, "volume/cache -n shop configured") || vc.volume(t, "cache").Spec.Node != "w2" {
+			t.Errorf("move VOLUME NODE: %v, spec.node %q\n%s", err, vc.volume(t, "cache").Spec.Node, out)
+		}
+		if _, err := vc.legion(t, "volume", "move", "cache", "w2", "--node", "w2", "-n", "shop"); err != nil {
+			t.Errorf("move with NODE and --node the same: %v", err)
+		}
+		_, err = vc.legion(t, "volume", "move", "cache", "w1", "--node", "w3", "-n", "shop")
+		if err == nil || !strings.Contains(err.Error(), "volume move: NODE w1 and --node w3 name different nodes") {
+			t.Errorf("move with NODE and --node different: %v", err)
+		}
+		if _, err := vc.legion(t, "volume", "move", "cache", "-n", "shop"); err == nil || !strings.Contains(err.Error(), "volume move: NODE is required") {
+			t.Errorf("move without a node: %v", err)
+		}
+		if n := vc.volume(t, "cache").Spec.Node; n != "w2" {
+			t.Errorf("a refused move wrote spec.node %q", n)
+		}
 	})
 
 	t.Run("move --wait", func(t *testing.T) {
