@@ -156,16 +156,19 @@ func sortSteps(steps []Step) {
 type StackSummary struct {
 	Name      string
 	Namespace string
-	Services  int
+	// Services counts the compose file's services, those deployed as
+	// Jobs (a job mode) too, as docker stack ls counts them.
+	Services int
 }
 
-// Stacks groups Services by their stack label, by name then namespace.
+// Stacks groups Services and Jobs by their stack label, by name then
+// namespace.
 func Stacks(services []legion.Object) []StackSummary {
 	type key struct{ name, ns string }
 	count := map[key]int{}
 	for _, o := range services {
 		stack, ok := o.GetMetadata().Labels[StackLabel]
-		if !ok || o.GetKind() != legion.KindService {
+		if k := o.GetKind(); !ok || k != legion.KindService && k != legion.KindJob {
 			continue
 		}
 		count[key{stack, o.GetMetadata().Namespace}]++

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -68,15 +69,39 @@ func stackListing(services []legion.Object) listing {
 // stack's services, by name.
 func stackServicesListing(stack string, services []legion.Object, now time.Time) listing {
 	var mine []legion.Object
-	for _, o := range services {
-		if o.GetKind() == legion.KindService && compose.InStack(o, stack) {
+	for _, o := range stackMembers(stack, services) {
+		if o.GetKind() == legion.KindService {
 			mine = append(mine, o)
 		}
 	}
-	slices.SortFunc(mine, func(a, b legion.Object) int { return strings.Compare(a.GetMetadata().Name, b.GetMetadata().Name) })
 	l := objectListing(mine, false, false, now)
 	l.none = "services"
 	return l
+}
+
+// stackMembers is the stack's Services, then its Jobs, each by name.
+func stackMembers(stack string, objs []legion.Object) []legion.Object {
+	var mine []legion.Object
+	for _, o := range objs {
+		if k := o.GetKind(); (k == legion.KindService || k == legion.KindJob) && compose.InStack(o, stack) {
+			mine = append(mine, o)
+		}
+	}
+	slices.SortFunc(mine, func(a, b legion.Object) int {
+		if a.GetKind() != b.GetKind() {
+			return cmp.Compare(kindOrder(a.GetKind()), kindOrder(b.GetKind()))
+		}
+		return strings.Compare(a.GetMetadata().Name, b.GetMetadata().Name)
+	})
+	return mine
+}
+
+// kindOrder puts Services before Jobs.
+func kindOrder(k legion.Kind) int {
+	if k == legion.KindService {
+		return 0
+	}
+	return 1
 }
 
 // auditView is an audit event as audit -o json prints it.

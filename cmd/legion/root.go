@@ -46,8 +46,8 @@ func newRootCommand() *cobra.Command {
 }
 
 // sayUsageOnWrongArgs adds each command's usage line to the refusal of
-// its arguments: "accepts 1 arg(s), received 2" alone did not say that
-// legion volume move takes its node as --node NODE.
+// its arguments: "accepts 1 arg(s), received 3" alone does not say
+// what the command takes.
 func sayUsageOnWrongArgs(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		sayUsageOnWrongArgs(sub)

@@ -443,12 +443,12 @@ func newStackPsCommand(deps stackDeps) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			svcs, err := c.List(cmd.Context(), legion.KindService, ns, map[string]string{compose.StackLabel: stack})
+			svcs, err := stackWorkloads(cmd.Context(), c, ns, map[string]string{compose.StackLabel: stack})
 			if err != nil {
 				return err
 			}
 			if len(svcs) == 0 {
-				return fmt.Errorf("stack %s: no services of it in namespace %s", stack, ns)
+				return fmt.Errorf("stack %s: no services or jobs of it in namespace %s", stack, ns)
 			}
 			tasks, err := c.List(cmd.Context(), legion.KindTask, ns, nil)
 			if err != nil {
@@ -499,7 +499,7 @@ func newStackLsCommand(deps stackDeps) *cobra.Command {
 				return err
 			}
 			defer done()
-			svcs, err := c.List(cmd.Context(), legion.KindService, "", nil)
+			svcs, err := stackWorkloads(cmd.Context(), c, "", nil)
 			if err != nil {
 				return err
 			}
@@ -519,15 +519,35 @@ func newStackServicesCommand(deps stackDeps) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			svcs, err := c.List(cmd.Context(), legion.KindService, ns, map[string]string{compose.StackLabel: stack})
+			objs, err := stackWorkloads(cmd.Context(), c, ns, map[string]string{compose.StackLabel: stack})
 			if err != nil {
 				return err
 			}
-			l := stackServicesListing(stack, svcs, time.Now())
-			return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+			if !slices.ContainsFunc(objs, func(o legion.Object) bool { return o.GetKind() == legion.KindJob && compose.InStack(o, stack) }) {
+				l := stackServicesListing(stack, objs, time.Now())
+				return l.print(cmd.OutOrStdout(), cmd.ErrOrStderr(), fm)
+			}
+			// A job mode's services are Jobs: a table of their own,
+			// after the Services'.
+			return printGrouped(cmd, stackMembers(stack, objs), fm, grouping{kindNames: true})
 		})
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// stackWorkloads lists the Services and then the Jobs (a compose file's
+// services in a job mode) of namespace ns (every one when "") with the
+// labels.
+func stackWorkloads(ctx context.Context, c stackClient, ns string, labels map[string]string) ([]legion.Object, error) {
+	var out []legion.Object
+	for _, k := range []legion.Kind{legion.KindService, legion.KindJob} {
+		objs, err := c.List(ctx, k, ns, labels)
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", k.Plural(), err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
 }
 
 func stackNamespace(flag, stack string) string {
@@ -618,11 +638,11 @@ const stackTaskIDLength = 12
 func stackTasksListing(services, tasks []legion.Object, now time.Time) listing {
 	mine := map[string]bool{}
 	for _, o := range services {
-		mine[o.GetMetadata().Name] = true
+		mine[string(o.GetKind())+"/"+o.GetMetadata().Name] = true
 	}
 	var ts []*legion.Task
 	for _, o := range tasks {
-		if t, ok := o.(*legion.Task); ok && t.Spec.Owner.Kind == legion.KindService && mine[t.Spec.Owner.Name] {
+		if t, ok := o.(*legion.Task); ok && mine[string(t.Spec.Owner.Kind)+"/"+t.Spec.Owner.Name] {
 			ts = append(ts, t)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -524,7 +525,7 @@ func TestStackPs(t *testing.T) {
 	if err != nil || !strings.Contains(js, `"id": "00000000-0000-4000-8000-000000002012"`) {
 		t.Errorf("stack ps -o json: %v, want the whole UID:\n%s", err, js)
 	}
-	if _, _, err := runStack(t, c, "ps", "nothere"); err == nil || !strings.Contains(err.Error(), "stack nothere: no services of it in namespace nothere") {
+	if _, _, err := runStack(t, c, "ps", "nothere"); err == nil || !strings.Contains(err.Error(), "stack nothere: no services or jobs of it in namespace nothere") {
 		t.Errorf("ps of a missing stack: %v", err)
 	}
 }
@@ -750,6 +751,21 @@ func TestStackDeployJobs(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, c.writes); diff != "" {
 		t.Errorf("deploy writes (-want +got):\n%s", diff)
+	}
+	// ls, services and ps count and show the Job as the stack's, as
+	// docker's count a job's service.
+	task := obj(legion.KindTask, "shop", "migrate-1-1", "").(*legion.Task)
+	task.Spec.Owner = legion.Owner{Kind: legion.KindJob, Name: "migrate"}
+	task.Status.State = legion.TaskComplete
+	c.objs[legion.ObjectKey(task)] = task
+	if out, _, err := runStack(t, c, "ls"); err != nil || !regexp.MustCompile(`(?m)^shop\s+shop\s+2$`).MatchString(out) {
+		t.Errorf("stack ls: %v\n%s", err, out)
+	}
+	if out, _, err := runStack(t, c, "services", "shop"); err != nil || !strings.Contains(out, "service/web") || !strings.Contains(out, "job/migrate") {
+		t.Errorf("stack services: %v\n%s", err, out)
+	}
+	if out, _, err := runStack(t, c, "ps", "shop"); err != nil || !strings.Contains(out, "migrate-1-1") {
+		t.Errorf("stack ps: %v\n%s", err, out)
 	}
 	c.writes = nil
 	if _, _, err := runStack(t, c, "rm", "shop"); err != nil {
