@@ -42,8 +42,13 @@ type Server struct {
 	// Watch lists more paths whose removal stops the server, as the zone
 	// file's does (the node's data directory: a node removed from the
 	// host takes its resolver along).
-	Watch  []string
-	Logger *slog.Logger
+	Watch []string
+	// InterfaceAddrs lists the host's interface addresses (default
+	// net.InterfaceAddrs): once the listening address is on none of them
+	// (its bridge destroyed), the server stops, as it does without its
+	// zone file.
+	InterfaceAddrs func() ([]net.Addr, error)
+	Logger         *slog.Logger
 	// Build names the build of Legion serving, answered to version.bind
 	// in the CHAOS class, so that a daemon of another build (an upgrade)
 	// knows to replace this process. Empty: CHAOS questions are refused.
@@ -90,12 +95,16 @@ func (s *Server) init() {
 		if s.ForwardTimeout == 0 {
 			s.ForwardTimeout = 2 * time.Second
 		}
+		if s.InterfaceAddrs == nil {
+			s.InterfaceAddrs = net.InterfaceAddrs
+		}
 		s.cache = newForwardCache(cacheEntries, cacheBytes)
 	})
 }
 
 // Serve answers on the given UDP connection and TCP listener until ctx is
-// done or the zone file goes away. It closes both when it returns. When
+// done, the zone file or a watched path goes away, or the listening
+// address is on no interface. It closes both when it returns. When
 // the UDP socket came from Listen, Serve opens one more socket on the
 // same address for each further CPU Go may use (SO_REUSEPORT on Linux,
 // SO_REUSEPORT_LB on FreeBSD: the kernel spreads clients over them), each
@@ -146,6 +155,8 @@ func (s *Server) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) e
 	ticker := time.NewTicker(s.PollInterval)
 	defer ticker.Stop()
 	var result error
+	listening := listenIP(l.Addr())
+	missed := 0
 loop:
 	for {
 		select {
@@ -157,6 +168,11 @@ loop:
 		case <-ticker.C:
 			if gone := s.watchedGone(); gone != "" {
 				s.Logger.Info("watched path gone, stopping", "path", gone)
+				break loop
+			}
+			// Twice in a row, so that one odd listing stops nothing.
+			if missed = s.addrMissed(listening, missed); missed >= 2 {
+				s.Logger.Info("listening address on no interface, stopping", "addr", listening)
 				break loop
 			}
 			if err := s.reload(); err != nil {
@@ -175,6 +191,54 @@ loop:
 	wg.Wait()
 	s.forwards.Wait()
 	return result
+}
+
+// listenIP is the address a listener is bound to, or an invalid one for
+// a wildcard (then no interface is watched).
+func listenIP(a net.Addr) netip.Addr {
+	t, ok := a.(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}
+	}
+	ip, ok := netip.AddrFromSlice(t.IP)
+	if !ok || ip.Unmap().IsUnspecified() {
+		return netip.Addr{}
+	}
+	return ip.Unmap()
+}
+
+// addrMissed counts the polls in a row that found ip on no interface: a
+// listing that fails counts as found. A loopback address counts as on a
+// loopback interface whose network holds it (Linux answers all of
+// 127/8 on lo, which lists 127.0.0.1/8 only).
+func (s *Server) addrMissed(ip netip.Addr, missed int) int {
+	if !ip.IsValid() {
+		return 0
+	}
+	addrs, err := s.InterfaceAddrs()
+	if err != nil {
+		s.Logger.Debug("listing interface addresses", "err", err)
+		return 0
+	}
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		have, ok := netip.AddrFromSlice(n.IP)
+		if !ok {
+			continue
+		}
+		if have = have.Unmap(); have == ip {
+			return 0
+		}
+		if ip.IsLoopback() && have.IsLoopback() {
+			if ones, _ := n.Mask.Size(); netip.PrefixFrom(have, ones).Masked().Contains(ip) {
+				return 0
+			}
+		}
+	}
+	return missed + 1
 }
 
 func (s *Server) watchedGone() string {

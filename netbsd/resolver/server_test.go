@@ -3,12 +3,14 @@ package resolver
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -401,6 +403,79 @@ func TestServerStopsWhenAWatchedPathGoes(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the server did not stop once its watched path was gone")
+	}
+}
+
+// A resolver stops once its address is on no interface (its bridge
+// destroyed), and not while a loopback interface's network holds it.
+func TestServerStopsWhenItsAddressGoes(t *testing.T) {
+	zf := filepath.Join(t.TempDir(), "zone.json")
+	if err := WriteZone(zf, BuildZone(testServices(), twin)); err != nil {
+		t.Fatal(err)
+	}
+	pc, l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone atomic.Bool
+	var listed atomic.Int32
+	addrs := func() ([]net.Addr, error) {
+		listed.Add(1)
+		out := []net.Addr{&net.IPNet{IP: net.ParseIP("192.0.2.1"), Mask: net.CIDRMask(24, 32)}}
+		if !gone.Load() {
+			// As Linux lists lo: 127.0.0.1/8 holds the address served.
+			out = append(out, &net.IPNet{IP: net.ParseIP("127.0.0.1").To4(), Mask: net.CIDRMask(8, 32)})
+		}
+		return out, nil
+	}
+	s := &Server{ZoneFile: zf, PollInterval: 10 * time.Millisecond, InterfaceAddrs: addrs}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background(), pc, l) }()
+	for listed.Load() < 5 {
+		select {
+		case err := <-done:
+			t.Fatalf("the server stopped with its address on an interface: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	query(t, pc.LocalAddr().String(), "udp", "web.shop.legion.", dns.TypeA)
+	gone.Store(true)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the server did not stop once its address was on no interface")
+	}
+}
+
+// Which listings hold the address served: the address itself, or a
+// loopback network holding a loopback address; a failed listing stops
+// nothing.
+func TestAddrMissed(t *testing.T) {
+	ipnet := func(cidr string) net.Addr {
+		ip, n, _ := net.ParseCIDR(cidr)
+		n.IP = ip
+		return n
+	}
+	for _, c := range []struct {
+		ip    string
+		addrs []net.Addr
+		err   error
+		want  int
+	}{
+		{"10.226.0.1", []net.Addr{ipnet("127.0.0.1/8"), ipnet("10.226.0.1/16")}, nil, 0},
+		{"10.226.0.1", []net.Addr{ipnet("127.0.0.1/8"), ipnet("10.226.0.2/16")}, nil, 2},
+		{"127.226.0.1", []net.Addr{ipnet("127.0.0.1/8")}, nil, 0},
+		{"127.226.0.1", []net.Addr{ipnet("127.0.0.1/32")}, nil, 2},
+		{"10.226.0.1", nil, fmt.Errorf("no netlink"), 0},
+		{"fd00::1", []net.Addr{ipnet("fd00::1/64")}, nil, 0},
+	} {
+		s := &Server{InterfaceAddrs: func() ([]net.Addr, error) { return c.addrs, c.err }, Logger: slog.New(slog.DiscardHandler)}
+		if got := s.addrMissed(netip.MustParseAddr(c.ip), 1); got != c.want {
+			t.Errorf("%s on %v (%v): missed %d, want %d", c.ip, c.addrs, c.err, got, c.want)
+		}
 	}
 }
 
