@@ -26,7 +26,24 @@ func (c *Client) Init(ctx context.Context) (InitResult, error) {
 // InitRanges is Init with the cluster's pod and service ranges (IPv4
 // /16s); an empty one is chosen by the daemon.
 func (c *Client) InitRanges(ctx context.Context, podCIDR, serviceCIDR string) (InitResult, error) {
-	r, err := c.cluster.Init(ctx, &pb.InitRequest{PodCidr: podCIDR, ServiceCidr: serviceCIDR})
+	return c.InitWith(ctx, InitOptions{PodCIDR: podCIDR, ServiceCIDR: serviceCIDR})
+}
+
+// InitOptions are what init may be given; what is left empty the daemon
+// chooses.
+type InitOptions struct {
+	// PodCIDR and ServiceCIDR are the cluster's ranges (IPv4 /16s).
+	PodCIDR, ServiceCIDR string
+	// CACert and CAKey (PEM, both or neither) are a root CA the cluster
+	// takes rather than make one: the daemon checks them
+	// (pki.ImportCA). Init reaches only a daemon of this host, so the key
+	// does not leave it.
+	CACert, CAKey []byte
+}
+
+// InitWith is Init with options.
+func (c *Client) InitWith(ctx context.Context, o InitOptions) (InitResult, error) {
+	r, err := c.cluster.Init(ctx, &pb.InitRequest{PodCidr: o.PodCIDR, ServiceCidr: o.ServiceCIDR, CaCert: o.CACert, CaKey: o.CAKey})
 	if err != nil {
 		return InitResult{}, wrap(err)
 	}

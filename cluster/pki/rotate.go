@@ -21,6 +21,24 @@ func (ca *CA) Rotate(now time.Time) (next *CA, cross *x509.Certificate, err erro
 	if next, err = NewCA(now); err != nil {
 		return nil, nil, err
 	}
+	if cross, err = ca.RotateTo(next); err != nil {
+		return nil, nil, err
+	}
+	return next, cross, nil
+}
+
+// RotateTo is Rotate to a CA given (one ImportCA read): it returns next's
+// certificate signed by ca (cross). next takes ca's certificate lifetime.
+func (ca *CA) RotateTo(next *CA) (cross *x509.Certificate, err error) {
+	if ca.Key == nil {
+		return nil, errors.New("rotating the CA: this node does not hold the CA key")
+	}
+	if next.Key == nil {
+		return nil, errors.New("rotating the CA: the new CA has no key")
+	}
+	if next.Key.PublicKey.Equal(ca.Cert.PublicKey) {
+		return nil, &ImportError{Err: errSameKey}
+	}
 	next.Lifetime = ca.Lifetime
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
@@ -34,12 +52,9 @@ func (ca *CA) Rotate(now time.Time) (next *CA, cross *x509.Certificate, err erro
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &next.Key.PublicKey, ca.Key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cross-signing the new CA: %w", err)
+		return nil, fmt.Errorf("cross-signing the new CA: %w", err)
 	}
-	if cross, err = x509.ParseCertificate(der); err != nil {
-		return nil, nil, err
-	}
-	return next, cross, nil
+	return x509.ParseCertificate(der)
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -85,8 +100,11 @@ type authority struct {
 	chain   [][]byte          // presented after the node's certificate: cross-signed copies, then current
 }
 
-// parseAuthority reads a ca.crt (AuthorityPEM): every self-signed
-// certificate is trusted; the others are cross-signed copies, presented.
+// parseAuthority reads a ca.crt (AuthorityPEM): the first certificate is
+// the current CA; a later one with its key is a cross-signed copy of it,
+// presented; any other (the CA it replaces) is trusted beside it. A CA
+// imported at init or a rotation need not be self-signed (an intermediate
+// of the organisation's PKI), so that does not tell them apart.
 func parseAuthority(data []byte) (*authority, error) {
 	a := &authority{pool: x509.NewCertPool()}
 	var cross [][]byte
@@ -107,10 +125,12 @@ func parseAuthority(data []byte) (*authority, error) {
 		case a.current == nil:
 			a.current = c
 			a.pool.AddCert(c)
-		case bytes.Equal(c.RawIssuer, c.RawSubject) && c.CheckSignatureFrom(c) == nil:
-			a.pool.AddCert(c)
+		case bytes.Equal(c.RawSubjectPublicKeyInfo, a.current.RawSubjectPublicKeyInfo):
+			if !c.Equal(a.current) {
+				cross = append(cross, c.Raw)
+			}
 		default:
-			cross = append(cross, c.Raw)
+			a.pool.AddCert(c)
 		}
 	}
 	if a.current == nil {

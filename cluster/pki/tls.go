@@ -205,12 +205,15 @@ func (c *Credentials) noteRotation(raw [][]byte) {
 		return
 	}
 	last, err := x509.ParseCertificate(raw[len(raw)-1])
-	if err != nil || IssuedBy(c.Current().Leaf, last) || last.CheckSignatureFrom(last) != nil {
+	// The new CA need not be self-signed (one imported may be an
+	// intermediate): what vouches for it is its cross-signed copy, which
+	// names it and holds its key.
+	if err != nil || IssuedBy(c.Current().Leaf, last) || !last.BasicConstraintsValid || !last.IsCA {
 		return
 	}
 	for _, r := range raw[1 : len(raw)-1] {
 		if x, err := x509.ParseCertificate(r); err == nil && bytes.Equal(x.RawSubjectPublicKeyInfo, last.RawSubjectPublicKeyInfo) &&
-			c.auth().verifies(x) {
+			bytes.Equal(x.RawSubject, last.RawSubject) && c.auth().verifies(x) {
 			c.rotated.Store(last)
 			return
 		}

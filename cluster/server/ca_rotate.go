@@ -120,6 +120,15 @@ func (c *clusterService) RotateCA(ctx context.Context, req *pb.RotateCARequest) 
 	if userOf(ctx) != nil {
 		return nil, status.Error(codes.PermissionDenied, "only the cluster admin rotates the CA")
 	}
+	// A CA given (legion ca rotate --ca-cert --ca-key) is checked where
+	// the request arrives, before it goes on to the leader.
+	given, err := importedCA(req.GetCaCert(), req.GetCaKey(), s.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	if given != nil && req.StatusOnly {
+		return nil, status.Error(codes.InvalidArgument, "status_only: a CA to rotate to is not taken with it")
+	}
 	st, conn, fctx, err := s.leader(ctx)
 	if err != nil {
 		return nil, err
@@ -143,8 +152,17 @@ func (c *clusterService) RotateCA(ctx context.Context, req *pb.RotateCARequest) 
 			len(resp.Pending), strings.Join(resp.Pending, ", "))
 	}
 	old := s.caNow()
-	next, cross, err := old.Rotate(s.cfg.Now())
-	if err != nil {
+	var next *pki.CA
+	var cross *x509.Certificate
+	if given != nil {
+		next = given
+		if cross, err = old.RotateTo(next); err != nil {
+			if ie := (*pki.ImportError)(nil); errors.As(err, &ie) {
+				return nil, status.Error(codes.InvalidArgument, err.Error())
+			}
+			return nil, toStatus(err)
+		}
+	} else if next, cross, err = old.Rotate(s.cfg.Now()); err != nil {
 		return nil, toStatus(err)
 	}
 	key, err := next.KeyPEM()
@@ -155,7 +173,7 @@ func (c *clusterService) RotateCA(ctx context.Context, req *pb.RotateCARequest) 
 	if err := writeRotation(ctx, st, r, version); err != nil {
 		return nil, toStatus(err)
 	}
-	s.log.Info("CA rotation started: nodes renew under the new CA", "ca", pki.CAName(next.Cert), "previous", pki.CAName(old.Cert))
+	s.log.Info("CA rotation started: nodes renew under the new CA", "ca", pki.CAName(next.Cert), "previous", pki.CAName(old.Cert), "imported", given != nil)
 	if err := s.followRotation(ctx); err != nil {
 		s.log.Warn("taking up the rotated CA (tried again)", "err", err)
 	}

@@ -61,9 +61,9 @@ func (c *clusterService) Init(ctx context.Context, req *pb.InitRequest) (*pb.Ini
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	now := s.cfg.Now()
-	ca, err := pki.NewCA(now)
+	ca, err := initCA(req, now)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	ca.Lifetime = s.cfg.CertLifetime
 	issue := func(id pki.Identity, h []string) (cert, key []byte, err error) {

@@ -80,22 +80,39 @@ func ctxOf(cmd *cobra.Command) context.Context {
 
 func (c *clusterCLI) initCommand() *cobra.Command {
 	var podCIDR, serviceCIDR string
+	var ca caFiles
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Make the daemon reached (a fresh one on this host) the first manager of a new cluster",
-		Args:  cobra.NoArgs,
+		Long: `Init makes the fresh daemon of this host the first manager of a new
+cluster, with a new root CA, or, with --ca-cert and --ca-key, with a CA
+of your own PKI as the cluster's root: a CA certificate valid now and
+its unencrypted ECDSA key (P-256, P-384 or P-521). An intermediate CA is
+taken too: the cluster trusts it, not the CAs above it. The key goes to
+the daemon over its TLS port on this host and is kept as a CA key init
+makes is: in pki/ca.key of every manager, sealed under autolock.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkRangeFlags(podCIDR, serviceCIDR); err != nil {
 				return err
+			}
+			caCert, caKey, err := ca.read(time.Now())
+			if err != nil {
+				return fmt.Errorf("init: %w", err)
 			}
 			cl, err := c.bare(cmd, c.server(cmd))
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			resp, err := cl.InitRanges(ctxOf(cmd), podCIDR, serviceCIDR)
+			resp, err := cl.InitWith(ctxOf(cmd), client.InitOptions{PodCIDR: podCIDR, ServiceCIDR: serviceCIDR, CACert: caCert, CAKey: caKey})
 			if err != nil {
 				return fmt.Errorf("init: %w", err)
+			}
+			if caCert != nil {
+				if err := ca.checkTaken(cmd.ErrOrStderr(), caCert, resp.AdminCredentials); err != nil {
+					return fmt.Errorf("init: %w", err)
+				}
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Initialised a new cluster; this manager is node %s.\n", resp.NodeID)
@@ -112,6 +129,7 @@ func (c *clusterCLI) initCommand() *cobra.Command {
 		},
 	}
 	rangeFlags(cmd.Flags(), &podCIDR, &serviceCIDR)
+	ca.addFlags(cmd.Flags(), "for the cluster's root")
 	return cmd
 }
 

@@ -963,8 +963,13 @@ func (x *WatchEvent) GetObject() *Object {
 type InitRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The cluster's ranges (IPv4 /16s); empty lets the daemon choose.
-	PodCidr       string `protobuf:"bytes,1,opt,name=pod_cidr,json=podCidr,proto3" json:"pod_cidr,omitempty"`
-	ServiceCidr   string `protobuf:"bytes,2,opt,name=service_cidr,json=serviceCidr,proto3" json:"service_cidr,omitempty"`
+	PodCidr     string `protobuf:"bytes,1,opt,name=pod_cidr,json=podCidr,proto3" json:"pod_cidr,omitempty"`
+	ServiceCidr string `protobuf:"bytes,2,opt,name=service_cidr,json=serviceCidr,proto3" json:"service_cidr,omitempty"`
+	// A root CA to take rather than make one (PEM): its certificate and
+	// private key, both or neither. Init is taken only from the daemon's
+	// own host, so the key does not leave it.
+	CaCert        []byte `protobuf:"bytes,3,opt,name=ca_cert,json=caCert,proto3" json:"ca_cert,omitempty"`
+	CaKey         []byte `protobuf:"bytes,4,opt,name=ca_key,json=caKey,proto3" json:"ca_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1011,6 +1016,20 @@ func (x *InitRequest) GetServiceCidr() string {
 		return x.ServiceCidr
 	}
 	return ""
+}
+
+func (x *InitRequest) GetCaCert() []byte {
+	if x != nil {
+		return x.CaCert
+	}
+	return nil
+}
+
+func (x *InitRequest) GetCaKey() []byte {
+	if x != nil {
+		return x.CaKey
+	}
+	return nil
 }
 
 type InitResponse struct {
@@ -2191,8 +2210,12 @@ func (x *RevokeUserResponse) GetRemoved() []string {
 }
 
 type RotateCARequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	StatusOnly    bool                   `protobuf:"varint,1,opt,name=status_only,json=statusOnly,proto3" json:"status_only,omitempty"` // report the rotation under way, start none
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	StatusOnly bool                   `protobuf:"varint,1,opt,name=status_only,json=statusOnly,proto3" json:"status_only,omitempty"` // report the rotation under way, start none
+	// The CA to rotate to rather than make one (PEM): its certificate and
+	// private key, both or neither; not with status_only.
+	CaCert        []byte `protobuf:"bytes,2,opt,name=ca_cert,json=caCert,proto3" json:"ca_cert,omitempty"`
+	CaKey         []byte `protobuf:"bytes,3,opt,name=ca_key,json=caKey,proto3" json:"ca_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2232,6 +2255,20 @@ func (x *RotateCARequest) GetStatusOnly() bool {
 		return x.StatusOnly
 	}
 	return false
+}
+
+func (x *RotateCARequest) GetCaCert() []byte {
+	if x != nil {
+		return x.CaCert
+	}
+	return nil
+}
+
+func (x *RotateCARequest) GetCaKey() []byte {
+	if x != nil {
+		return x.CaKey
+	}
+	return nil
 }
 
 type RotateCAResponse struct {
@@ -3586,10 +3623,12 @@ const file_legion_proto_rawDesc = "" +
 	"WatchEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12)\n" +
-	"\x06object\x18\x03 \x01(\v2\x11.legion.v1.ObjectR\x06object\"K\n" +
+	"\x06object\x18\x03 \x01(\v2\x11.legion.v1.ObjectR\x06object\"{\n" +
 	"\vInitRequest\x12\x19\n" +
 	"\bpod_cidr\x18\x01 \x01(\tR\apodCidr\x12!\n" +
-	"\fservice_cidr\x18\x02 \x01(\tR\vserviceCidr\"\x92\x01\n" +
+	"\fservice_cidr\x18\x02 \x01(\tR\vserviceCidr\x12\x17\n" +
+	"\aca_cert\x18\x03 \x01(\fR\x06caCert\x12\x15\n" +
+	"\x06ca_key\x18\x04 \x01(\fR\x05caKey\"\x92\x01\n" +
 	"\fInitResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12+\n" +
 	"\x11admin_credentials\x18\x02 \x01(\tR\x10adminCredentials\x12\x19\n" +
@@ -3672,10 +3711,12 @@ const file_legion_proto_rawDesc = "" +
 	"\x11RevokeUserRequest\x12\x12\n" +
 	"\x04user\x18\x01 \x01(\tR\x04user\".\n" +
 	"\x12RevokeUserResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x03(\tR\aremoved\"2\n" +
+	"\aremoved\x18\x01 \x03(\tR\aremoved\"b\n" +
 	"\x0fRotateCARequest\x12\x1f\n" +
 	"\vstatus_only\x18\x01 \x01(\bR\n" +
-	"statusOnly\"\x87\x01\n" +
+	"statusOnly\x12\x17\n" +
+	"\aca_cert\x18\x02 \x01(\fR\x06caCert\x12\x15\n" +
+	"\x06ca_key\x18\x03 \x01(\fR\x05caKey\"\x87\x01\n" +
 	"\x10RotateCAResponse\x12\x16\n" +
 	"\x06digest\x18\x01 \x01(\tR\x06digest\x12'\n" +
 	"\x0fprevious_digest\x18\x02 \x01(\tR\x0epreviousDigest\x12\x18\n" +
