@@ -123,6 +123,17 @@ type Agent struct {
 	// ImageGCEvery is how often images no task here uses are collected
 	// when Images can collect; ImageGCInterval when zero.
 	ImageGCEvery time.Duration
+	// Memory, when set, measures the node's available memory every
+	// MemoryCheckInterval; below EvictionMemoryAvailable the agent evicts
+	// tasks, one at a time (eviction.go). Without it nothing is evicted.
+	Memory MemoryReader
+	// EvictionMemoryAvailable is the node's available memory, in bytes,
+	// below which tasks are evicted: DefaultEvictionMemoryAvailable
+	// (100Mi) when zero, never when negative (EvictionOff).
+	EvictionMemoryAvailable int64
+	// MemoryCheckEvery is how often Memory is read; MemoryCheckInterval
+	// when zero.
+	MemoryCheckEvery time.Duration
 
 	log     *slog.Logger
 	logOnce sync.Once
@@ -147,6 +158,7 @@ type Agent struct {
 	pulls    singleflight.Group // pulls under way (pull)
 	// outputSwept is when saved output was last swept (savedoutput.go).
 	outputSwept time.Time
+	ev          evictionState
 }
 
 // ImageGCInterval is how often a node collects the images no task uses
@@ -288,6 +300,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	if c, ok := a.Images.(ImageCollector); ok {
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); a.collectImages(volCtx, c) }()
+	}
+	switch {
+	case a.Memory == nil:
+		a.log.Info("node-pressure eviction off: this node has no way to measure its available memory")
+	case a.evictionThreshold() < 0:
+		a.log.Info("node-pressure eviction off (EvictionMemoryAvailable is negative)")
+	default:
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.watchMemory(volCtx) }()
 	}
 	for {
 		select {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -39,6 +40,16 @@ type worker struct {
 	stop   chan struct{} // closed to ask the pod to stop
 	done   chan struct{} // closed once the pod is gone
 	adopt  bool          // the pod runs already: take it over
+	// evict brings the message of the task's eviction under node memory
+	// pressure (eviction.go), sent once: evicted is set first.
+	evict   chan string
+	evicted atomic.Bool
+	// supervising: the pod runs and its worker follows it (supervise),
+	// so it may be evicted.
+	supervising atomic.Bool
+	// killNow has the teardown stop the containers without their grace
+	// period: an evicted task's memory is wanted back at once.
+	killNow bool
 
 	status legion.TaskStatus
 	ready  bool
@@ -79,7 +90,7 @@ func (w *worker) container(name string) *legion.Container {
 
 func newWorker(a *Agent, task *legion.Task, adopt bool) *worker {
 	return &worker{a: a, task: task, adopt: adopt,
-		events: make(chan jail.Event, 64), stop: make(chan struct{}), done: make(chan struct{}),
+		events: make(chan jail.Event, 64), stop: make(chan struct{}), done: make(chan struct{}), evict: make(chan string, 1),
 		restarts: map[string]int{}, failures: map[string]int{}, started: map[string]time.Time{}, lastEnd: map[string]string{},
 		exited: map[string]int{}, restartAt: map[string]time.Time{}, probeStopped: map[string]probe.Kind{},
 		probes: make(chan probeEvent, 16), probeStop: map[string]context.CancelFunc{},
@@ -469,6 +480,8 @@ func (w *worker) supervise(ctx context.Context) (legion.TaskState, string) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	defer w.stopProbes()
+	w.supervising.Store(true)
+	defer w.supervising.Store(false)
 	for {
 		if state, msg, over := w.over(); over {
 			return state, msg
@@ -480,6 +493,11 @@ func (w *worker) supervise(ctx context.Context) (legion.TaskState, string) {
 			return "", ""
 		case <-w.stop:
 			return legion.TaskShutdown, "stopped"
+		case msg := <-w.evict:
+			// A failure, so the planner replaces the task as any
+			// failed one.
+			w.killNow = true
+			return legion.TaskFailed, msg
 		case ev := <-w.events:
 			if ev.Type != jail.EventDied {
 				continue
@@ -618,7 +636,10 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 	}
 	w.ready = false
 	for _, c := range t.Spec.Pod.Containers {
-		grace := time.Duration(-1)
+		grace := time.Duration(-1) // the container's own
+		if w.killNow {
+			grace = 0
+		}
 		if err := w.a.Runtime.Stop(ctx, containerID(t, c.Name), grace); err != nil && !errors.Is(err, jail.ErrNotFound) {
 			w.a.log.Warn("stopping container", "task", t.Metadata.Name, "container", c.Name, "err", err)
 		}

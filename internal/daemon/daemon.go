@@ -201,7 +201,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	}
 	a := &agent.Agent{Node: name, Manager: sess, Runtime: rt, Images: images,
 		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers,
-		Volumes: p.volumes, Attacher: p.attacher, Platform: p.nodePlatform()}
+		Volumes: p.volumes, Attacher: p.attacher, Platform: p.nodePlatform(), Memory: p.memory}
 	var ingressAddrs []string
 	if o.IngressListen != "" || o.IngressTLSListen != "" {
 		g := NewIngress(log)
@@ -225,7 +225,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	}
 	if o.Metrics != nil {
 		if err := agentmetrics.Register(o.Metrics, agentmetrics.Source{Node: name, Runtime: rt, Tasks: a.Tasks,
-			Images: images.List, Sessions: sc.Sessions}); err != nil {
+			Images: images.List, Sessions: sc.Sessions, NodeMemory: a.NodeMemory, Evictions: a.Evictions}); err != nil {
 			return fmt.Errorf("registering the agent's metrics: %w", err)
 		}
 	}

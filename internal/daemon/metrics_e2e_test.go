@@ -253,6 +253,11 @@ spec: {quota: {cpu: 2, tasks: 10}}
 	if _, _, ok := sum(af, "legion_agent_usage_unread", nil); !ok {
 		t.Error("legion_agent_usage_unread is missing")
 	}
+	// Node-pressure eviction: its counter from the start, one sample per
+	// reason.
+	if _, n, _ := sum(af, "legion_agent_evictions_total", nil); n != 2 {
+		t.Errorf("legion_agent_evictions_total in %d samples, want one per reason (2)", n)
+	}
 	// A logs session through a manager shows in the agent's counts.
 	ts, _, err := cl.List(context.Background(), legion.KindTask, client.ListOptions{Namespace: legion.DefaultNamespace})
 	if err != nil || len(ts) == 0 {

@@ -97,6 +97,9 @@ type platform struct {
 	// oom is the per-container memory killer a jails node with rctl runs
 	// (nil: not started, and the start-up said why).
 	oom *jail.OOMKiller
+	// memory measures the node's available memory for the agent's
+	// node-pressure eviction (nil: this host has no way known to us).
+	memory agent.MemoryReader
 }
 
 func (o *Options) platformDefaults() {
@@ -236,7 +239,21 @@ func openPlatform(ctx context.Context, o Options, exe string, log *slog.Logger) 
 		images.Close()
 		return nil, err
 	}
+	p.memory = nodeMemory(o)
 	return p, nil
+}
+
+// nodeMemory is how the agent measures the node's available memory: with
+// sysctl(8) on FreeBSD (jails, or processes there), from /proc/meminfo on
+// Linux; nil on any other host.
+func nodeMemory(o Options) agent.MemoryReader {
+	switch {
+	case o.Platform == PlatformJails || runtime.GOOS == "freebsd":
+		return agent.SysctlMemory{Runner: o.runner()}
+	case runtime.GOOS == "linux":
+		return agent.MemInfo{}
+	}
+	return nil
 }
 
 // choosePodNetwork decides a process node's pod network: a namespace per

@@ -45,6 +45,13 @@ type Source struct {
 	// Sessions counts the sessions open now and served since the start,
 	// by kind.
 	Sessions func() (open map[string]int, served map[string]uint64)
+	// NodeMemory is the node's available memory as the agent last
+	// measured it, the threshold below which it evicts tasks (negative:
+	// eviction off) and whether it has a measure.
+	NodeMemory func() (available, threshold int64, measured bool)
+	// Evictions counts the tasks evicted under node memory pressure since
+	// the agent started, by reason.
+	Evictions func() map[string]uint64
 }
 
 var (
@@ -62,6 +69,9 @@ var (
 	descLayerBytes  = prometheus.NewDesc("legion_agent_image_layer_bytes", "Compressed size of the distinct layers this node's images are made of.", nil, nil)
 	descSessions    = prometheus.NewDesc("legion_agent_sessions", "Sessions (logs, exec, port-forward, volume moves) this node serves now, by kind.", []string{"kind"}, nil)
 	descSessionsAll = prometheus.NewDesc("legion_agent_sessions_total", "Sessions offered to this node since its agent started, by kind.", []string{"kind"}, nil)
+	descMemAvail    = prometheus.NewDesc("legion_agent_memory_available_bytes", "The node's available memory as the agent last measured it (absent while it cannot).", nil, nil)
+	descMemPressure = prometheus.NewDesc("legion_agent_memory_pressure", "1 while the node's available memory is below the eviction threshold, when tasks are evicted; 0 otherwise (absent when eviction is off or memory unmeasured).", nil, nil)
+	descEvictions   = prometheus.NewDesc("legion_agent_evictions_total", "Tasks evicted under node memory pressure since the agent started, by reason (no-memory-request, over-memory-request).", []string{"reason"}, nil)
 )
 
 // Register adds the agent's families to reg.
@@ -73,7 +83,7 @@ type collector struct{ src Source }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descCPU, descMem, descProcs, descFiles, descCPULimit, descMemLimit, descUnread,
-		descPods, descContainers, descImages, descLayerBytes, descSessions, descSessionsAll} {
+		descPods, descContainers, descImages, descLayerBytes, descSessions, descSessionsAll, descMemAvail, descMemPressure, descEvictions} {
 		ch <- d
 	}
 }
@@ -98,6 +108,23 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for k, n := range served {
 			emit(descSessionsAll, prometheus.CounterValue, float64(n), k)
+		}
+	}
+	if c.src.NodeMemory != nil {
+		if avail, threshold, ok := c.src.NodeMemory(); ok {
+			emit(descMemAvail, prometheus.GaugeValue, float64(avail))
+			if threshold >= 0 {
+				pressure := 0.0
+				if avail < threshold {
+					pressure = 1
+				}
+				emit(descMemPressure, prometheus.GaugeValue, pressure)
+			}
+		}
+	}
+	if c.src.Evictions != nil {
+		for reason, n := range c.src.Evictions() {
+			emit(descEvictions, prometheus.CounterValue, float64(n), reason)
 		}
 	}
 }

@@ -117,3 +117,52 @@ func TestAgentCollector(t *testing.T) {
 		}
 	}
 }
+
+// The node's available memory, whether it is under the eviction
+// threshold, and the evictions by reason are reported; nothing of the
+// memory while it is unmeasured, and no pressure while eviction is off.
+func TestAgentCollectorNodeMemory(t *testing.T) {
+	t.Parallel()
+	gather := func(avail, threshold int64, measured bool) []*dto.MetricFamily {
+		t.Helper()
+		reg := prometheus.NewRegistry()
+		err := Register(reg, Source{Node: "n1", Runtime: fakeRuntime{},
+			NodeMemory: func() (int64, int64, bool) { return avail, threshold, measured },
+			Evictions: func() map[string]uint64 {
+				return map[string]uint64{"no-memory-request": 2, "over-memory-request": 0}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fams
+	}
+	for _, c := range []struct {
+		what                 string
+		avail, threshold     int64
+		measured             bool
+		availN, pressure, pN float64
+	}{
+		{"under the threshold", 80 << 20, 100 << 20, true, 1, 1, 1},
+		{"above it", 2 << 30, 100 << 20, true, 1, 0, 1},
+		{"eviction off", 80 << 20, -1, true, 1, 0, 0},
+		{"unmeasured", 0, 100 << 20, false, 0, 0, 0},
+	} {
+		fams := gather(c.avail, c.threshold, c.measured)
+		if v, n := find(t, fams, "legion_agent_memory_available_bytes", nil); float64(n) != c.availN || n == 1 && v != float64(c.avail) {
+			t.Errorf("%s: legion_agent_memory_available_bytes = %v over %d samples, want %d over %v", c.what, v, n, c.avail, c.availN)
+		}
+		if v, n := find(t, fams, "legion_agent_memory_pressure", nil); v != c.pressure || float64(n) != c.pN {
+			t.Errorf("%s: legion_agent_memory_pressure = %v over %d samples, want %v over %v", c.what, v, n, c.pressure, c.pN)
+		}
+		if v, n := find(t, fams, "legion_agent_evictions_total", map[string]string{"reason": "no-memory-request"}); v != 2 || n != 1 {
+			t.Errorf("%s: evictions of tasks without a request = %v over %d samples, want 2 over 1", c.what, v, n)
+		}
+		if _, n := find(t, fams, "legion_agent_evictions_total", nil); n != 2 {
+			t.Errorf("%s: legion_agent_evictions_total has %d samples, want one per reason (2)", c.what, n)
+		}
+	}
+}
