@@ -35,6 +35,8 @@ const (
 	ReasonDrainBlocked       = "DrainBlocked"
 	ReasonNodePaused         = "NodePaused"
 	ReasonNodeActive         = "NodeActive"
+	ReasonMemoryPressure     = "MemoryPressure"
+	ReasonMemoryPressureOver = "MemoryPressureOver"
 	ReasonUpdateStarted      = "UpdateStarted"
 	ReasonUpdatePaused       = "UpdatePaused"
 	ReasonUpdateRollingBack  = "UpdateRollingBack"

@@ -157,6 +157,11 @@ type NodeStatus struct {
 	// listener of the node's own, which another process of the host may
 	// hold. The node reports them as they change.
 	PublishErrors []PortError `json:"publishErrors,omitempty"`
+	// MemoryPressure: the node's available memory is below its agent's
+	// eviction threshold. Its agent evicts tasks that request no memory,
+	// and the scheduler places no new one there (a global service's
+	// aside) until the pressure is over.
+	MemoryPressure bool `json:"memoryPressure,omitempty"`
 }
 
 // PortError is a port a node cannot serve, and why.

@@ -24,6 +24,7 @@ const (
 	rPlatformConstraint
 	rWrongPlatform
 	rNoLimits
+	rMemoryPressure
 	rCPU
 	rMemory
 	rConstraint
@@ -50,7 +51,7 @@ type filterResult struct {
 
 // filterKey identifies what the static filters depend on, besides the
 // node.
-func filterKey(pl *legion.Placement, hasLimits bool, wrong []legion.Platform) string {
+func filterKey(pl *legion.Placement, hasLimits, avoidPressure bool, wrong []legion.Platform) string {
 	var b strings.Builder
 	for _, c := range pl.Constraints {
 		b.WriteString(c)
@@ -64,6 +65,9 @@ func filterKey(pl *legion.Placement, hasLimits bool, wrong []legion.Platform) st
 	b.WriteByte(1)
 	if hasLimits {
 		b.WriteByte('L')
+	}
+	if avoidPressure {
+		b.WriteByte('P')
 	}
 	for _, w := range wrong {
 		fmt.Fprintf(&b, "%s/%s/%v;", w.OS, w.Arch, w.Linux)
@@ -141,6 +145,12 @@ func (o *owner) taskOn(i int, delta int32) {
 	}
 }
 
+// avoidsPressure: the owner's tasks request no memory, so they stay off
+// nodes under memory pressure, whose agents evict such tasks first, as
+// Kubernetes taints such a node for them. A global service's run on
+// every node whatever (a DaemonSet's tolerate the taint).
+func avoidsPressure(o *owner) bool { return !o.global && o.requests.Memory == 0 }
+
 // prepare works out what placement needs of an owner, once per pass.
 func (p *planner) prepare(o *owner) {
 	if o.prepared {
@@ -158,7 +168,7 @@ func (p *planner) prepare(o *owner) {
 	o.wrong = wrongPlatforms(o)
 	// Owners placed alike share the static filters and the spread groups.
 	hasLimits := o.pod.HasLimits()
-	fkey := filterKey(o.placement, hasLimits, o.wrong)
+	fkey := filterKey(o.placement, hasLimits, avoidsPressure(o), o.wrong)
 	f := p.filters[fkey]
 	if f == nil {
 		f = &filterResult{static: make([]staticResult, len(p.nodes))}
@@ -266,6 +276,9 @@ func (p *planner) staticFilter(o *owner, n *nodeInfo, cons []legion.Constraint, 
 	}
 	if hasLimits && pl.NoLimits {
 		return staticResult{code: rNoLimits}
+	}
+	if n.n.Status.MemoryPressure && avoidsPressure(o) {
+		return staticResult{code: rMemoryPressure}
 	}
 	for i, c := range cons {
 		if !strings.HasPrefix(c.Attr, "node.platform.") && !c.Eval(n.n) {
@@ -699,6 +712,8 @@ func (p *planner) firstFailure(o *owner, i int, volNode string) (plural, singula
 		return "have no image for its platform " + what, "has no image for its platform " + what
 	case rNoLimits:
 		return "cannot enforce limits (racct off)", "cannot enforce limits (racct off)"
+	case rMemoryPressure:
+		return "are under memory pressure (it requests no memory)", "is under memory pressure (it requests no memory)"
 	}
 	r := o.requests
 	room := &p.room[i]

@@ -169,6 +169,56 @@ spec:
 	}
 }
 
+// A node under memory pressure takes no new task that requests no memory
+// (its agent would evict it first), but one that requests memory, and a
+// global service's, as Kubernetes' memory-pressure taint spares
+// DaemonSets'.
+func TestMemoryPressureKeepsTasksWithoutRequestsOff(t *testing.T) {
+	t.Parallel()
+	c := schedtest.New(t)
+	c.AddNode("n1", func(n *legion.Node) { n.Status.MemoryPressure = true })
+	c.Apply(`
+apiVersion: legion/v1
+kind: Service
+metadata: {name: best}
+spec:
+  replicas: 1
+  pod: {containers: [{name: c, image: s:1}]}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: sized}
+spec:
+  replicas: 1
+  pod: {containers: [{name: c, image: s:1, resources: {requests: {memory: 64Mi}}}]}
+---
+apiVersion: legion/v1
+kind: Service
+metadata: {name: everywhere}
+spec:
+  mode: global
+  pod: {containers: [{name: c, image: s:1}]}
+`)
+	c.Converge()
+	live := c.Live("best")
+	want := "no node can run it: 1 node is under memory pressure (it requests no memory)"
+	if len(live) != 1 || live[0].Spec.Node != "" || live[0].Status.Message != want {
+		t.Fatalf("best: %v, want pending with %q", describeTasks(live), want)
+	}
+	if diff := cmp.Diff(map[string]int{"n1": 1}, c.NodesOf("sized")); diff != "" {
+		t.Errorf("a task requesting memory (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{"n1": 1}, c.NodesOf("everywhere")); diff != "" {
+		t.Errorf("a global service's task (-want +got):\n%s", diff)
+	}
+	// Once the pressure is over, the waiting task is placed.
+	c.UpdateNode("n1", func(n *legion.Node) { n.Status.MemoryPressure = false })
+	c.Converge()
+	if diff := cmp.Diff(map[string]int{"n1": 1}, c.NodesOf("best")); diff != "" {
+		t.Errorf("after the pressure (-want +got):\n%s", diff)
+	}
+}
+
 func TestLeastRequestedBreaksTies(t *testing.T) {
 	t.Parallel()
 	c := schedtest.WithNodes(t, 2)

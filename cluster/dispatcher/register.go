@@ -220,6 +220,7 @@ func reported(st, rep legion.NodeStatus, cidr string) legion.NodeStatus {
 	st.ImagePins = rep.ImagePins
 	st.Version = rep.Version
 	st.PublishErrors = rep.PublishErrors
+	st.MemoryPressure = rep.MemoryPressure
 	st.PodCIDR = cidr
 	return st
 }

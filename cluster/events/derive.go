@@ -271,6 +271,13 @@ func (d *deriver) node(old, n *legion.Node) {
 		}
 	}
 	d.publishErrors(old.Status.PublishErrors, n.Status.PublishErrors)
+	if p := n.Status.MemoryPressure; p != old.Status.MemoryPressure {
+		if p {
+			d.add(legion.EventWarning, legion.ReasonMemoryPressure, "available memory below its agent's eviction threshold: tasks requesting no memory are evicted and not placed here")
+		} else {
+			d.add(legion.EventNormal, legion.ReasonMemoryPressureOver, "available memory above its agent's eviction threshold again")
+		}
+	}
 	var was legion.DrainState
 	if old.Status.Drain != nil {
 		was = old.Status.Drain.State

@@ -37,6 +37,11 @@ func replicas(s *legion.Service, n, auto int) *legion.Service {
 	return s
 }
 
+func withPressure(n *legion.Node) *legion.Node {
+	n.Status.MemoryPressure = true
+	return n
+}
+
 func withPortErrors(n *legion.Node, errs ...legion.PortError) *legion.Node {
 	n.Status.PublishErrors = errs
 	return n
@@ -149,6 +154,10 @@ func TestDerive(t *testing.T) {
 			withPortErrors(node(legion.NodeReady, legion.AvailabilityActive, nil), legion.PortError{Port: 8080, Error: "address already in use"}), nil},
 		{"a published port served again", withPortErrors(node(legion.NodeReady, legion.AvailabilityActive, nil), legion.PortError{Port: 8080, Error: "address already in use"}),
 			node(legion.NodeReady, legion.AvailabilityActive, nil), []string{"Normal PortPublished: published port 8080 served again"}},
+		{"memory pressure", node(legion.NodeReady, legion.AvailabilityActive, nil), withPressure(node(legion.NodeReady, legion.AvailabilityActive, nil)),
+			[]string{"Warning MemoryPressure: available memory below its agent's eviction threshold: tasks requesting no memory are evicted and not placed here"}},
+		{"memory pressure over", withPressure(node(legion.NodeReady, legion.AvailabilityActive, nil)), node(legion.NodeReady, legion.AvailabilityActive, nil),
+			[]string{"Normal MemoryPressureOver: available memory above its agent's eviction threshold again"}},
 		{"volume moved", &legion.Volume{Header: legion.Header{Kind: legion.KindVolume, Metadata: legion.Metadata{Namespace: "shop", Name: "db"}},
 			Status: legion.VolumeStatus{Node: "n1"}},
 			&legion.Volume{Header: legion.Header{Kind: legion.KindVolume, Metadata: legion.Metadata{Namespace: "shop", Name: "db"}},

@@ -579,6 +579,9 @@ func descNode(d *describer, n *legion.Node, now time.Time) {
 	for _, pe := range st.PublishErrors {
 		d.line("Not published", fmt.Sprintf("port %d: %s", pe.Port, pe.Error))
 	}
+	if st.MemoryPressure {
+		d.line("Memory pressure", "yes: its agent evicts tasks requesting no memory, then those above their request, and none requesting no memory is placed here")
+	}
 	d.indent = ""
 }
 

@@ -112,6 +112,7 @@ spec:
 	// n2 cannot serve the service's published port: another process of
 	// its host holds it.
 	node.Status.PublishErrors = []legion.PortError{{Port: 8080, Error: "listen tcp 127.0.0.1:8080: bind: address already in use"}}
+	node.Status.MemoryPressure = true
 	other := &legion.Node{Header: legion.Header{Kind: legion.KindNode, Metadata: legion.Metadata{Name: "n3"}}}
 	other.Status.PublishErrors = []legion.PortError{{Port: 9090, Error: "not this service's"}}
 	unpublished := publishProblems(svc, []legion.Object{node, other})

@@ -134,6 +134,10 @@ type Agent struct {
 	// MemoryCheckEvery is how often Memory is read; MemoryCheckInterval
 	// when zero.
 	MemoryCheckEvery time.Duration
+	// PressureChanged, when set, is told when the node comes under memory
+	// pressure (true) and when that is over, for the node to report it
+	// (legion.NodeStatus.MemoryPressure).
+	PressureChanged func(bool)
 
 	log     *slog.Logger
 	logOnce sync.Once

@@ -251,6 +251,9 @@ func (a *Agent) checkMemory(ctx context.Context) string {
 		a.log.Info("node memory pressure is over", "available", formatBytes(available), "threshold", formatBytes(threshold))
 		ev.idleNoted = false
 	}
+	if under != ev.pressure && a.PressureChanged != nil {
+		a.PressureChanged(under)
+	}
 	ev.pressure = under
 	if !under {
 		return ""

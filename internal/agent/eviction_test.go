@@ -260,6 +260,10 @@ func TestAgentEvictsOneTaskAtATime(t *testing.T) {
 		}
 	}
 	big, small, over, held := testTask("big"), testTask("small"), requesting("over", 200*mi), requesting("held", 512*mi)
+	var pmu sync.Mutex
+	var pressure []bool // what the node is told to report
+	r.agent.PressureChanged = func(on bool) { pmu.Lock(); pressure = append(pressure, on); pmu.Unlock() }
+	said := func() []bool { pmu.Lock(); defer pmu.Unlock(); return slices.Clone(pressure) }
 	r.start(t)
 	r.assign(nil, big, small, over, held)
 	for _, task := range []*legion.Task{big, small, over, held} {
@@ -303,6 +307,16 @@ func TestAgentEvictsOneTaskAtATime(t *testing.T) {
 	}
 	if avail, threshold, measured := r.agent.NodeMemory(); avail != 50*mi || threshold != 100*mi || !measured {
 		t.Errorf("node memory %d of threshold %d (measured %v), want 50Mi of 100Mi", avail, threshold, measured)
+	}
+	// The node was told once when the pressure began; now once it is over.
+	if got := said(); !slices.Equal(got, []bool{true}) {
+		t.Errorf("pressure reported %v under pressure, want [true]", got)
+	}
+	fm.set(4*gi, nil)
+	check("")
+	check("")
+	if got := said(); !slices.Equal(got, []bool{true, false}) {
+		t.Errorf("pressure reported %v once over, want [true false]", got)
 	}
 }
 

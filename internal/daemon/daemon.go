@@ -201,7 +201,13 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	}
 	a := &agent.Agent{Node: name, Manager: sess, Runtime: rt, Images: images,
 		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers,
-		Volumes: p.volumes, Attacher: p.attacher, Platform: p.nodePlatform(), Memory: p.memory}
+		Volumes: p.volumes, Attacher: p.attacher, Platform: p.nodePlatform(), Memory: p.memory,
+		PressureChanged: func(on bool) {
+			p.memoryPressure.Store(on)
+			if p.statusChanged != nil {
+				p.statusChanged()
+			}
+		}}
 	var ingressAddrs []string
 	if o.IngressListen != "" || o.IngressTLSListen != "" {
 		g := NewIngress(log)
@@ -288,6 +294,7 @@ func nodeStatus(hostname string, p *platform, o Options) legion.NodeStatus {
 	if p.publishErrors != nil {
 		st.PublishErrors = p.publishErrors()
 	}
+	st.MemoryPressure = p.memoryPressure.Load()
 	return st
 }
 

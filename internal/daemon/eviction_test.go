@@ -32,3 +32,17 @@ func TestNodeMemoryByPlatform(t *testing.T) {
 		}
 	}
 }
+
+// The node reports the memory pressure its agent last said, in the
+// status it registers (and registers again when it changes).
+func TestNodeStatusSaysMemoryPressure(t *testing.T) {
+	t.Parallel()
+	p := &platform{}
+	if nodeStatus("h", p, Options{}).MemoryPressure {
+		t.Fatal("memory pressure reported before the agent said any")
+	}
+	p.memoryPressure.Store(true)
+	if !nodeStatus("h", p, Options{}).MemoryPressure {
+		t.Fatal("memory pressure the agent said is not reported")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/image"
@@ -100,6 +101,9 @@ type platform struct {
 	// memory measures the node's available memory for the agent's
 	// node-pressure eviction (nil: this host has no way known to us).
 	memory agent.MemoryReader
+	// memoryPressure is what the agent last said of it, which the node
+	// reports (nodeStatus).
+	memoryPressure atomic.Bool
 }
 
 func (o *Options) platformDefaults() {

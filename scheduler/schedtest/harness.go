@@ -220,6 +220,16 @@ func (c *Cluster) SetTaints(name string, taints ...legion.Taint) {
 	c.Nodes[name] = &cp
 }
 
+// UpdateNode changes a copy of a node as its agent's report or an
+// operator would, bumping its version.
+func (c *Cluster) UpdateNode(name string, fn func(*legion.Node)) {
+	c.helper()
+	cp := *c.node(name)
+	fn(&cp)
+	cp.Metadata.Version = c.nextVersion()
+	c.Nodes[name] = &cp
+}
+
 func (c *Cluster) node(name string) *legion.Node {
 	c.helper()
 	n := c.Nodes[name]

@@ -218,11 +218,12 @@ func TestSessionRegistersAChangedStatus(t *testing.T) {
 	m := dispatchertest.Start(t)
 	var mu sync.Mutex
 	var problems []legion.PortError
+	pressure := false
 	cfg := sessionConfig(t, m.CA, "node-a", m.Addr)
 	cfg.Status = func() legion.NodeStatus {
 		mu.Lock()
 		defer mu.Unlock()
-		return legion.NodeStatus{Hostname: "node-a", Version: "test", PublishErrors: slices.Clone(problems)}
+		return legion.NodeStatus{Hostname: "node-a", Version: "test", PublishErrors: slices.Clone(problems), MemoryPressure: pressure}
 	}
 	s := openSession(t, cfg)
 	if err := s.Start(ctxT(t)); err != nil {
@@ -249,6 +250,21 @@ func TestSessionRegistersAChangedStatus(t *testing.T) {
 	mu.Unlock()
 	s.StatusChanged()
 	dispatchertest.Poll(t, "the port's problem cleared", 10*time.Second, func() bool { return stored() == nil })
+	// Memory pressure, which the agent reports as it begins and ends.
+	underPressure := func() bool {
+		o, _, err := m.Store.Get(legion.KindNode, "", "node-a")
+		return err == nil && o.(*legion.Node).Status.MemoryPressure
+	}
+	mu.Lock()
+	pressure = true
+	mu.Unlock()
+	s.StatusChanged()
+	dispatchertest.Poll(t, "the memory pressure stored", 10*time.Second, underPressure)
+	mu.Lock()
+	pressure = false
+	mu.Unlock()
+	s.StatusChanged()
+	dispatchertest.Poll(t, "the memory pressure over", 10*time.Second, func() bool { return !underPressure() })
 	if o, _, err := m.Store.Get(legion.KindNode, "", "node-a"); err != nil || o.(*legion.Node).Status.PodCIDR != "10.200.0.0/24" {
 		t.Errorf("registering again changed the node's subnet: %v %v", o, err)
 	}
