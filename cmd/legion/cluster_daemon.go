@@ -127,6 +127,7 @@ func newDaemonCommand() *cobra.Command {
 	metricsFlag(cmd.Flags(), &po)
 	timingName = raftTimingFlag(cmd.Flags())
 	ingressFlags(cmd, &po)
+	evictionFlags(cmd, &po)
 	cmd.Flags().StringVar(&po.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
 	cmd.Flags().BoolVar(&po.PFMain, "pf-main", false, "on a jails node whose pf main ruleset is empty, load one of just the calls of Legion's anchors (one with rules of its own is never replaced)")
 	cmd.Flags().StringVar(&po.VolumePlugins, "volume-plugins", attach.DefaultPluginDir, "the directory of volume plugin executables (driver: plugin)")

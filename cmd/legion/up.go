@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/compose"
+	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/spf13/cobra"
 )
@@ -146,6 +148,7 @@ users, limits, policy): that is for development and trying Legion out.`,
 	metricsFlag(cmd.Flags(), &o)
 	cmd.Flags().StringVar(&o.ExtIf, "ext-if", "", "the interface published ports arrive on (jails; default: the default route's)")
 	ingressFlags(cmd, &o)
+	evictionFlags(cmd, &o)
 	cmd.Flags().StringVar(&unlockFile, "unlock-key-file", "", "file holding the unlock key, when the cluster's autolock is on (else legion unlock from another terminal)")
 	cmd.Flags().DurationVar(&readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the services to be ready")
 	return cmd
@@ -406,6 +409,45 @@ func describeService(n *daemon.Node, s, cur *legion.Service, ready, want int) st
 	host, port, _ := net.SplitHostPort(n.DNS)
 	fmt.Fprintf(&b, "; DNS %s.%s.legion (dig @%s -p %s)", name, ns, host, port)
 	return b.String()
+}
+
+// evictionFlag is --eviction-memory-available, kubelet's
+// --eviction-hard=memory.available<... here: a byte quantity, or off.
+type evictionFlag struct{ o *daemon.Options }
+
+func (f evictionFlag) String() string {
+	switch v := f.o.EvictionMemoryAvailable; {
+	case v < 0:
+		return "off"
+	case v == 0:
+		return legion.Bytes(agent.DefaultEvictionMemoryAvailable).String()
+	default:
+		return legion.Bytes(v).String()
+	}
+}
+
+func (f evictionFlag) Set(s string) error {
+	if strings.EqualFold(s, "off") {
+		f.o.EvictionMemoryAvailable = agent.EvictionOff
+		return nil
+	}
+	b, err := legion.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	if b <= 0 {
+		return errors.New("expected a size above zero, or off to evict nothing")
+	}
+	f.o.EvictionMemoryAvailable = int64(b)
+	return nil
+}
+
+func (evictionFlag) Type() string { return "bytes|off" }
+
+// evictionFlags is the node's memory-pressure eviction threshold.
+func evictionFlags(cmd *cobra.Command, o *daemon.Options) {
+	cmd.Flags().Var(evictionFlag{o}, "eviction-memory-available",
+		"below this much available memory the node's agent evicts tasks, those requesting no memory first (kubelet's memory.available; off: never)")
 }
 
 // ingressFlags are the flags of the node's HTTP proxy for Routes.

@@ -201,7 +201,7 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 	}
 	a := &agent.Agent{Node: name, Manager: sess, Runtime: rt, Images: images,
 		Network: p.network, DataDir: o.DataDir, RunDir: o.RunDir, Logger: log, Endpoints: p.endpoints, TaskDirs: p.taskDirs, Peers: p.peers,
-		Volumes: p.volumes, Attacher: p.attacher, Platform: p.nodePlatform(), Memory: p.memory,
+		Volumes: p.volumes, Attacher: p.attacher, Platform: p.nodePlatform(), Memory: p.memory, EvictionMemoryAvailable: o.EvictionMemoryAvailable,
 		PressureChanged: func(on bool) {
 			p.memoryPressure.Store(on)
 			if p.statusChanged != nil {

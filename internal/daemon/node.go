@@ -102,6 +102,10 @@ type Options struct {
 	// Metrics, when set, gets the agent's metrics (the daemon's
 	// MetricsServer registry).
 	Metrics prometheus.Registerer
+	// EvictionMemoryAvailable is the node's available memory, in bytes,
+	// below which its agent evicts tasks (--eviction-memory-available):
+	// the agent's default (100Mi) when zero, never when negative.
+	EvictionMemoryAvailable int64
 }
 
 // Node is a running single-node cluster.
