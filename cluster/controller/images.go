@@ -458,8 +458,11 @@ func (r *ImageResolver) resolveImage(ctx context.Context, ref string, logins [][
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	d, err := r.Resolve(rctx, ref, logins)
+	// Only the deadline says the registry was silent: after cancel every
+	// context reads as done, whatever the error was.
+	timedOut := errors.Is(rctx.Err(), context.DeadlineExceeded)
 	cancel()
-	if err != nil && rctx.Err() != nil && ctx.Err() == nil {
+	if err != nil && timedOut && ctx.Err() == nil {
 		err = fmt.Errorf("the registry did not answer within %s (%w)", r.Timeout, err)
 	}
 	r.mu.Lock()
@@ -556,7 +559,7 @@ func (r *ImageResolver) resolve(ctx context.Context, pod *legion.PodSpec, hash s
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.Timeout)
 		verified, warnings, err := r.Check(cctx, c.Image, d, logins)
-		if err != nil && cctx.Err() != nil && ctx.Err() == nil {
+		if err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("checking its signatures: the registry did not answer within %s (%w)", r.Timeout, err)
 		}
 		cancel()
