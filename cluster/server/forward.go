@@ -6,7 +6,9 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // forwardedKey marks a call a follower passed to the leader, so it is
@@ -48,6 +50,16 @@ func (s *Server) leader(ctx context.Context) (*store.Store, *grpc.ClientConn, co
 		kv = append(kv, forwardedUserKey, u.Name)
 	}
 	return nil, conn, metadata.AppendToOutgoingContext(ctx, kv...), nil
+}
+
+// readAgain reports whether a read this follower forwarded should be
+// asked once more: it failed as the connection to the leader closed under
+// it (Unavailable) before anything of its answer came back. A CA
+// rotation ends by closing the connections of certificates no longer
+// trusted, this follower's first one to the leader among them; a read
+// may be asked twice, and the next call dials again.
+func readAgain(ctx context.Context, err error, answered bool) bool {
+	return err != nil && !answered && status.Code(err) == codes.Unavailable && ctx.Err() == nil
 }
 
 // forwardedUserKey: see legionpb.ForwardedUserKey.

@@ -11,6 +11,7 @@ import (
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // A user's write sent to a follower goes on to the leader under the
@@ -53,5 +54,31 @@ func TestAUsersCallThroughAFollowerIsDecidedAsTheUsers(t *testing.T) {
 	forged := metadata.AppendToOutgoingContext(ctx, legionpb.ForwardedKey, "x", legionpb.ForwardedUserKey, "mallory")
 	if err := apply(admin, forged, publishing("team", "ssh2", "tcp", "ingress", 30023)); err != nil {
 		t.Fatalf("the admin's write with a user named in its headers: %v, want it taken as the admin's", err)
+	}
+}
+
+// A read forwarded to the leader is asked once more only when its
+// connection closed under it before any answer came: not after part of a
+// list was relayed, not for another failure, not once the caller left.
+func TestReadAgain(t *testing.T) {
+	t.Parallel()
+	closed := status.Error(codes.Unavailable, "error reading from server: EOF")
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		ctx      context.Context
+		err      error
+		answered bool
+		want     bool
+	}{
+		{context.Background(), closed, false, true},
+		{context.Background(), closed, true, false},
+		{context.Background(), status.Error(codes.NotFound, "no such"), false, false},
+		{context.Background(), nil, false, false},
+		{gone, closed, false, false},
+	} {
+		if got := readAgain(c.ctx, c.err, c.answered); got != c.want {
+			t.Errorf("readAgain(%v, answered %v, ctx %v) = %v, want %v", c.err, c.answered, c.ctx.Err(), got, c.want)
+		}
 	}
 }

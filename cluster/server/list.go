@@ -71,7 +71,9 @@ func (o *objectsService) list(ctx context.Context, req *pb.ListRequest, send fun
 		return err
 	}
 	if conn != nil {
-		return listFrom(fctx, pb.NewObjectsClient(conn), req, func(part *pb.ListResponse) error {
+		answered := false
+		relay := func(part *pb.ListResponse) error {
+			answered = true
 			if a != nil {
 				part.Objects = slices.DeleteFunc(part.Objects, func(p *pb.Object) bool {
 					m := p.GetMetadata()
@@ -79,7 +81,14 @@ func (o *objectsService) list(ctx context.Context, req *pb.ListRequest, send fun
 				})
 			}
 			return send(part)
-		})
+		}
+		err := listFrom(fctx, pb.NewObjectsClient(conn), req, relay)
+		if readAgain(ctx, err, answered) {
+			if _, again, actx, lerr := o.s.leader(ctx); lerr == nil && again != nil {
+				err = listFrom(actx, pb.NewObjectsClient(again), req, relay)
+			}
+		}
+		return err
 	}
 	if err := st.Barrier(ctx); err != nil {
 		return toStatus(err)

@@ -74,7 +74,13 @@ func (o *objectsService) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetRe
 		return nil, err
 	}
 	if conn != nil {
-		return pb.NewObjectsClient(conn).Get(fctx, req)
+		r, err := pb.NewObjectsClient(conn).Get(fctx, req)
+		if readAgain(ctx, err, false) {
+			if _, again, actx, lerr := o.s.leader(ctx); lerr == nil && again != nil {
+				r, err = pb.NewObjectsClient(again).Get(actx, req)
+			}
+		}
+		return r, err
 	}
 	if err := st.Barrier(ctx); err != nil {
 		return nil, toStatus(err)
