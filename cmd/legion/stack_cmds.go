@@ -262,13 +262,9 @@ leader pins every tag to a digest); changed and never are refused.`,
 				}
 			}
 			ns := stackNamespace(f.namespace, stack)
-			var current []legion.Object
-			for _, k := range compose.DeployedKinds() {
-				objs, err := c.List(ctx, k, ns, map[string]string{compose.StackLabel: stack})
-				if err != nil {
-					return fmt.Errorf("listing the stack's %s: %w", k.Plural(), err)
-				}
-				current = append(current, objs...)
+			current, err := stackWorkloads(ctx, c, ns, map[string]string{compose.StackLabel: stack})
+			if err != nil {
+				return fmt.Errorf("the stack's workloads: %w", err)
 			}
 			applied, err := runSteps(cmd, c, append(steps, compose.PlanDeploy(stack, res.Objects, current, prune)...))
 			if err != nil {
@@ -540,7 +536,7 @@ func newStackServicesCommand(deps stackDeps) *cobra.Command {
 // labels.
 func stackWorkloads(ctx context.Context, c stackClient, ns string, labels map[string]string) ([]legion.Object, error) {
 	var out []legion.Object
-	for _, k := range []legion.Kind{legion.KindService, legion.KindJob} {
+	for _, k := range compose.DeployedKinds() {
 		objs, err := c.List(ctx, k, ns, labels)
 		if err != nil {
 			return nil, fmt.Errorf("listing %s: %w", k.Plural(), err)

@@ -2,11 +2,8 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -43,6 +40,9 @@ type VolumeAttacher interface {
 	Attach(ctx context.Context, taskDir string, v *legion.Volume) (string, error)
 	// Detach undoes every attachment the task's directory records.
 	Detach(ctx context.Context, taskDir string) error
+	// Recorded reports whether the task's directory still records the
+	// Volume attached.
+	Recorded(taskDir, namespace, name string) (bool, error)
 }
 
 // Snapshot name prefixes the agent acts on (4.3).
@@ -517,40 +517,18 @@ func (a *Agent) releaseIdle(ctx context.Context, vols []*legion.Volume) {
 	}
 }
 
-// attachedRecords is what releaseIdle reads of a task directory's
-// attached.json, the Attacher's record of what its teardown must undo.
-type attachedRecords struct {
-	Volumes []struct {
-		Namespace string `json:"namespace"`
-		Volume    string `json:"volume"`
-	} `json:"volumes"`
-}
-
 // attachedIn names a task whose directory still records the Volume
 // attached, or "" when none does.
 func (a *Agent) attachedIn(ns, name string) (string, error) {
-	paths, err := filepath.Glob(filepath.Join(a.RunDir, "tasks", "*", "attached.json"))
+	dirs, err := filepath.Glob(a.taskDir("*"))
 	if err != nil {
 		return "", err
 	}
-	for _, p := range paths {
-		b, err := os.ReadFile(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // detached meanwhile
-		}
-		if err != nil {
-			return "", err
-		}
-		var recs attachedRecords
-		if err := json.Unmarshal(b, &recs); err != nil {
-			// Unreadable, it might name the Volume: held rather than
-			// pulled from under a task.
-			return "", fmt.Errorf("%s: %w", p, err)
-		}
-		for _, r := range recs.Volumes {
-			if r.Namespace == ns && r.Volume == name {
-				return filepath.Base(filepath.Dir(p)), nil
-			}
+	for _, d := range dirs {
+		// Unreadable records might name the Volume: it stays held
+		// rather than be pulled from under a task.
+		if held, err := a.Attacher.Recorded(d, ns, name); err != nil || held {
+			return filepath.Base(d), err
 		}
 	}
 	return "", nil

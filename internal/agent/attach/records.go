@@ -101,6 +101,16 @@ func (a *Attacher) readRecords(taskDir string) ([]record, error) {
 	return readRecordsFile(filepath.Join(taskDir, recordFile))
 }
 
+// Recorded reports whether taskDir's records hold the Volume namespace/name
+// attached: its teardown has not undone it yet.
+func (a *Attacher) Recorded(taskDir, namespace, name string) (bool, error) {
+	recs, err := a.readRecords(taskDir)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(recs, func(r record) bool { return r.Namespace == namespace && r.Volume == name }), nil
+}
+
 func readRecordsFile(path string) ([]record, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
