@@ -254,6 +254,7 @@ spec:
 // Route whose service is missing, until it is there. Limits and a
 // Volume's size are warned of on the process platform's nodes.
 func TestApplyWarnsOfARouteNoNodeServes(t *testing.T) {
+	t.Parallel()
 	const routeYAML = `
 apiVersion: legion/v1
 kind: Route

@@ -54,6 +54,7 @@ func listAs(ctx context.Context, addr, file string) error {
 // credentials are renewed under it, and once the rotation is over a
 // certificate of the old CA (the old admin bundle, a user's) is refused.
 func TestCARotateKeepsNodesAndAdminAndRefusesTheOldCA(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 2, Workers: 1, Configure: func(_ int, cfg *server.Config) {
 		cfg.RenewCheck = 100 * time.Millisecond
 	}})
@@ -191,6 +192,7 @@ func TestCARotateKeepsNodesAndAdminAndRefusesTheOldCA(t *testing.T) {
 // could end, closing the old admin certificate's connections, before
 // legion ca rotate, which came on one, had its answer: it must have it.
 func TestCARotateOnOneManagerAnswers(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 1})
 	admin, addr := c.AdminFile(), c.Managers[0].Addr
 	out, err := runLegion(t, "", "ca", "rotate", "--server", addr, "--credentials", admin)
@@ -209,6 +211,7 @@ func TestCARotateOnOneManagerAnswers(t *testing.T) {
 // Deleting a manager's Node says what the removal leaves: the CA key it
 // held, which legion ca rotate takes away.
 func TestDeleteManagerNodeSaysToRotateTheCA(t *testing.T) {
+	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{Managers: 3})
 	c.WaitVoters(3)
 	leader := c.WaitLeader()

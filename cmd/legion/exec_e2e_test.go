@@ -12,6 +12,7 @@ import (
 // service's container, its output comes back apart, and legion exits
 // with its exit code.
 func TestExecOnADaemon(t *testing.T) {
+	t.Parallel()
 	n, ctx := helloCluster(t, helloApp("shell", ""))
 	waitTaskOf(ctx, t, n, "shell", func(tk *legion.Task) bool { return tk.Status.State == legion.TaskRunning })
 	var err error

@@ -26,6 +26,7 @@ import (
 // certificate legion create secret tls made from a chain and key kept in
 // two files, as kubectl's takes them.
 func TestRouteServedByTheIngressProxy(t *testing.T) {
+	t.Parallel()
 	n, _ := helloCluster(t, helloApp("site", `        env: [{name: NAME, value: "served by the route"}]
 `+readyHTTP+`  endpoint:
     ports: [{name: http, port: 80, targetPort: http}]

@@ -26,6 +26,7 @@ import (
 // A job's finished task on a real one-node daemon: legion logs prints its
 // output, by the job's name and by the task's, once its pod is gone.
 func TestLogsOfAFinishedJobOnADaemon(t *testing.T) {
+	t.Parallel()
 	n, ctx := helloCluster(t, `apiVersion: legion/v1
 kind: Job
 metadata: {name: greet}
@@ -66,6 +67,7 @@ spec:
 // unless --tail says otherwise; with -f, a replica started meanwhile
 // joins. A selector that selects nothing says so.
 func TestLogsBySelector(t *testing.T) {
+	t.Parallel()
 	n, ctx := helloCluster(t, `apiVersion: legion/v1
 kind: Service
 metadata: {name: api, labels: {tier: back}}
@@ -128,6 +130,7 @@ spec:
 // The node runs with --metrics-listen, whose page shows the leader and
 // the three pods.
 func TestLogsFollowsEveryReplicaOfAService(t *testing.T) {
+	t.Parallel()
 	metricsAddr := testcluster.FreeAddr(t)
 	n, ctx := helloCluster(t, `apiVersion: legion/v1
 kind: Service
@@ -229,6 +232,7 @@ spec:
 // for a file the test makes (a host path, so it waits as long as the test
 // wants), so the later two start while the follow runs.
 func TestLogsFollowsAJobsTasksUntilItIsOver(t *testing.T) {
+	t.Parallel()
 	gate := t.TempDir()
 	n, ctx := helloCluster(t, `apiVersion: legion/v1
 kind: Namespace
@@ -297,6 +301,7 @@ spec:
 // A stateful ordinal's stable name reads that ordinal alone, and a
 // follow goes on with its next task when the first is replaced.
 func TestLogsFollowAStatefulOrdinalByName(t *testing.T) {
+	t.Parallel()
 	n, ctx := helloCluster(t, `apiVersion: legion/v1
 kind: Service
 metadata: {name: st}
@@ -391,6 +396,7 @@ spec:
 // rather than failing for them: an update paused by a failed task keeps
 // its old tasks' logs readable. With no task that has output it fails.
 func TestLogsOfAServiceSayWhichTasksHaveNothing(t *testing.T) {
+	t.Parallel()
 	n, ctx := helloCluster(t, `apiVersion: legion/v1
 kind: Service
 metadata: {name: web}
@@ -462,6 +468,7 @@ spec:
 // the others, says that one has no output yet, and reads it once it
 // starts.
 func TestLogsFollowATaskOnceItStarts(t *testing.T) {
+	t.Parallel()
 	open := make(chan struct{})
 	var once sync.Once
 	release := func() { once.Do(func() { close(open) }) }

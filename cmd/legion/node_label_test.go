@@ -13,6 +13,7 @@ import (
 // availability and labels as docker node update does, and bad input is
 // refused naming what was expected, with nothing written.
 func TestNodeLabelAndUpdate(t *testing.T) {
+	t.Parallel()
 	n := startCluster(t)
 	flags := []string{"--server", n.API, "--credentials", n.Admin}
 	run := func(args ...string) (string, error) { return runLegion(t, "", append(args, flags...)...) }

@@ -14,6 +14,7 @@ import (
 // so, and they come back once it goes. Bad input is refused naming what
 // was expected, with nothing written.
 func TestNodeTaint(t *testing.T) {
+	t.Parallel()
 	n, ctx := helloCluster(t, helloApp("web", ""))
 	flags := []string{"--server", n.API, "--credentials", n.Admin}
 	run := func(args ...string) (string, error) { return runLegion(t, "", append(args, flags...)...) }

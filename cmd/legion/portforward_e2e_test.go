@@ -17,6 +17,7 @@ import (
 // local port reaches the service's pod on a port nothing publishes, and
 // an interrupt ends the command cleanly.
 func TestPortForwardOnADaemon(t *testing.T) {
+	t.Parallel()
 	n, ctx := helloCluster(t, helloApp("fwd", `        env: [{name: NAME, value: "reached through the forward"}]
 `+readyHTTP+`  endpoint: {ports: [{name: web, port: 80, targetPort: http}]}
 `))

@@ -12,6 +12,7 @@ import (
 // reaches legion top tasks and services through Cluster.Usage, and
 // legion top --once prints every view.
 func TestTopOnADaemon(t *testing.T) {
+	t.Parallel()
 	n, ctx := helloCluster(t, helloApp("web", ""))
 	run := func(args ...string) string {
 		t.Helper()

@@ -19,6 +19,7 @@ import (
 // rows and the selected task's log in a pane; killing the session (the
 // terminal hanging up) ends it.
 func TestTopInteractiveUnderTmux(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed (.ci/test installs it from .ci/packages)")
 	}

@@ -66,6 +66,7 @@ func (r *upRun) until(t *testing.T, re string) []string {
 // or at once with --unlock-key-file; a key given to a cluster that is not
 // locked is said to be unused, not taken silently.
 func TestUpOfALockedCluster(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	admin := filepath.Join(data, "manager", "admin.pem")

@@ -91,6 +91,7 @@ func removeContainers(dataDir string) {
 // The daemon killed with SIGKILL and started again adopts the running
 // pods: the same processes go on serving, none is restarted.
 func TestUpKilledAndRestartedAdoptsItsPods(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "legion")
 	build := exec.Command("go", "build", "-o", bin, ".")
@@ -183,6 +184,7 @@ func stopUp(t *testing.T, cmd *exec.Cmd, sig syscall.Signal) {
 // and ready), after kill -9, and on a fresh directory, the published port
 // answers from every replica each time, and up never says ready before.
 func TestUpServesAfterCtrlCKillAndOnAFreshDirectory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "legion")
 	build := exec.Command("go", "build", "-o", bin, ".")

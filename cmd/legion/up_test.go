@@ -57,6 +57,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // loads the example's image, runs both replicas, answers on the published
 // port, and removes its pods on the way out.
 func TestUpRunsTheHelloExample(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	hello, port := helloOnFreePort(t) // 8080 may be a user's cluster's
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"

@@ -19,6 +19,7 @@ const revocationBound = 5 * time.Second
 // within 5 s, saying why, its next request is refused, and the command
 // names the bindings it removed, in every namespace.
 func TestUserRevokeEndsWatchAndExec(t *testing.T) {
+	t.Parallel()
 	n, ctx := helloCluster(t, helloApp("shell", ""))
 	waitTaskOf(ctx, t, n, "shell", func(tk *legion.Task) bool { return tk.Status.State == legion.TaskRunning })
 	pem := filepath.Join(t.TempDir(), "erin.pem")
