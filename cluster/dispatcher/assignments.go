@@ -50,7 +50,8 @@ func (s *Service) Assignments(req *legionpb.AssignmentsRequest, stream grpc.Serv
 		return s.endOf(ctx, err)
 	}
 	ss := &streamState{node: id.Name, sharedWire: req.GetSharedChanges(), shape: shape{apart: req.GetEndpointTasks(),
-		typed: req.GetTypedValues(), lone: req.GetEndpointTasks() && req.GetMembersBesideEndpoints()}}
+		typed: req.GetTypedValues(), lone: req.GetEndpointTasks() && req.GetMembersBesideEndpoints(),
+		kept: req.GetEndpointTasks() && req.GetMembersBesideEndpoints() && req.GetMembersKept()}}
 	if req.GetDeltas() {
 		// The node's state came from a stream before this one (of this
 		// manager or another): where the cache can tell what changed since,

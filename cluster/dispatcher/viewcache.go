@@ -50,6 +50,9 @@ type part struct {
 	items map[string][]byte
 	log   []partChange // in generation order
 	base  uint64       // changes at or before base may be gone from log
+	// putAt is, where kept (the endpoint tasks), the generation each
+	// item was last put at.
+	putAt map[string]uint64
 }
 
 type partChange struct {
@@ -63,20 +66,30 @@ const maxLogSlack = 4096
 
 func newPart() *part { return &part{items: map[string][]byte{}} }
 
-func (p *part) put(gen uint64, key string, data []byte) {
+// put sets key's item, reporting whether it changed.
+func (p *part) put(gen uint64, key string, data []byte) bool {
 	if old, ok := p.items[key]; ok && bytes.Equal(old, data) {
-		return
+		return false
 	}
 	p.items[key] = data
 	p.note(gen, key)
+	if p.putAt != nil {
+		p.putAt[key] = gen
+	}
+	return true
 }
 
-func (p *part) remove(gen uint64, key string) {
+// remove drops key's item, reporting whether it was there.
+func (p *part) remove(gen uint64, key string) bool {
 	if _, ok := p.items[key]; !ok {
-		return
+		return false
 	}
 	delete(p.items, key)
 	p.note(gen, key)
+	if p.putAt != nil {
+		delete(p.putAt, key)
+	}
+	return true
 }
 
 func (p *part) note(gen uint64, key string) {
@@ -188,7 +201,17 @@ type viewCache struct {
 	// running tasks not ready, tasks of services gone): what the streams
 	// that asked for members beside endpoint tasks are sent as members,
 	// the node making the rest from the endpoint tasks.
-	lone     *part
+	lone *part
+	// kept is, by member key, the lone members that became lone when
+	// their endpoint task was removed while the task ran on, the member
+	// being that endpoint task's address and node: a stream that asked
+	// for members_kept names such a member's endpoint task rather than
+	// sending the member, when the node held that endpoint task as it
+	// was removed. An entry goes when the member changes again.
+	kept map[string]keptMember
+	// leftEps is the endpoint tasks the batch being published removed
+	// from services still there, by member key (see publishLone).
+	leftEps  map[string]leftEp
 	rules    []byte
 	rulesGen uint64
 	// Generations of the last change to Secrets and Configs, Nodes, and
@@ -300,6 +323,8 @@ func (c *viewCache) load() (*store.Watcher, error) {
 		c.byNode = map[string]*part{}
 		c.endpoints, c.epVals, c.peers, c.routesP, c.members = newPart(), map[string]endpoints.Service{}, newPart(), newPart(), newPart()
 		c.epHeads, c.epTasks, c.lone = newPart(), newPart(), newPart()
+		c.epTasks.putAt = map[string]uint64{}
+		c.kept, c.leftEps = map[string]keptMember{}, map[string]leftEp{}
 	}
 	c.tasks, c.byService = map[string]*legion.Task{}, map[string]map[string]bool{}
 	c.services, c.nodes, c.routes = map[string]*legion.Service{}, map[string]*legion.Node{}, map[string]*legion.Route{}
@@ -652,8 +677,7 @@ func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []*endpoint
 	i := 0
 	for _, t := range now {
 		for i < len(was) && was[i].Name < t.Name {
-			c.epTasks.remove(gen, epTaskKey(sk, was[i].Name))
-			c.dirtyLone[memberKeyOf(sk, was[i].Name)] = true
+			c.removeEndpointTask(gen, sk, was[i])
 			i++
 		}
 		k := epTaskKey(sk, t.Name)
@@ -670,9 +694,35 @@ func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []*endpoint
 		}
 	}
 	for ; i < len(was); i++ {
-		c.epTasks.remove(gen, epTaskKey(sk, was[i].Name))
-		c.dirtyLone[memberKeyOf(sk, was[i].Name)] = true
+		c.removeEndpointTask(gen, sk, was[i])
 	}
+}
+
+// removeEndpointTask removes task t from the endpoint tasks of service
+// sk, still there, noting it for publishLone.
+func (c *viewCache) removeEndpointTask(gen uint64, sk string, t *endpoints.Task) {
+	k, mk := epTaskKey(sk, t.Name), memberKeyOf(sk, t.Name)
+	putAt := c.epTasks.putAt[k]
+	if c.epTasks.remove(gen, k) {
+		c.leftEps[mk] = leftEp{key: k, task: t, putAt: putAt}
+	}
+	c.dirtyLone[mk] = true
+}
+
+// keptMember is a lone member that was an endpoint task until removedAt
+// (see viewCache.kept).
+type keptMember struct {
+	epKey     string // its endpoint task's key
+	putAt     uint64 // when that endpoint task was last put
+	removedAt uint64 // when it was removed, and the member put
+}
+
+// leftEp is an endpoint task removed by a publication: its key, its
+// value and when it was last put.
+type leftEp struct {
+	key   string
+	task  *endpoints.Task
+	putAt uint64
 }
 
 // memberKeyOf is the member key (namespace NUL task) of task of service
@@ -684,6 +734,10 @@ func memberKeyOf(sk, task string) string {
 
 // publishLone brings lone up to the members and endpoint tasks the batch
 // touched: a member is lone unless its task is an endpoint task now.
+//
+// A member made lone by its endpoint task's removal in this batch, with
+// that task's address and node, is noted as kept (see viewCache.kept);
+// any other change to a lone member ends its note.
 func (c *viewCache) publishLone(gen uint64) {
 	for k := range c.dirtyLone {
 		data, ok := c.members.items[k]
@@ -694,12 +748,31 @@ func (c *viewCache) publishLone(gen uint64) {
 			}
 		}
 		if ok {
-			c.lone.put(gen, k, data)
-		} else {
-			c.lone.remove(gen, k)
+			if c.lone.put(gen, k, data) {
+				left, was := c.leftEps[k]
+				if was && left.madeOf(data) {
+					c.kept[k] = keptMember{epKey: left.key, putAt: left.putAt, removedAt: gen}
+				} else {
+					delete(c.kept, k)
+				}
+			}
+		} else if c.lone.remove(gen, k) {
+			delete(c.kept, k)
 		}
 	}
 	clear(c.dirtyLone)
+	clear(c.leftEps)
+}
+
+// madeOf reports whether member (its JSON) is what a node makes of the
+// endpoint task: the same task, address and node.
+func (l leftEp) madeOf(member []byte) bool {
+	var m endpoints.Member
+	if err := jsonfast.Unmarshal(member, &m); err != nil {
+		return false
+	}
+	return m.Task == l.task.Name && m.IP == l.task.IP && m.Node == l.task.Node &&
+		l.key == epTaskKey(itemKey(m.Namespace, m.Service), m.Task)
 }
 
 // sharedChanges is what changed in the parts every node follows. The
@@ -711,11 +784,15 @@ func (c *viewCache) publishLone(gen uint64) {
 type sharedChanges struct {
 	endpoints, epHeads, epTasks, peers, routes, members, lone lazyItems
 	typedMembers, typedLone, typedEpTasks                     lazyItems
+	// keptLone is lone without the members named by endpoint task in
+	// kept, for the streams that asked for members_kept.
+	keptLone, typedKeptLone lazyItems
+	kept                    []string
 	// wire is the changes encoded for the streams that take them so
 	// (AssignmentsRequest.shared_changes), by shape (shape.index);
 	// encoded marks those worked out.
-	wire    [8][]byte
-	encoded [8]bool
+	wire    [16][]byte
+	encoded [16]bool
 }
 
 // lazyItems is a part's changes as sent, worked out when first asked.
@@ -737,6 +814,7 @@ type shape struct {
 	apart bool // endpoints as services and tasks apart (endpoint_tasks)
 	typed bool // member and endpoint task values in the wire format
 	lone  bool // members beside the endpoint tasks (with apart)
+	kept  bool // members_kept (with lone)
 }
 
 // index is where sharedChanges keeps the encoding of the shape.
@@ -750,6 +828,9 @@ func (sh shape) index() int {
 	}
 	if sh.lone {
 		i += 4
+	}
+	if sh.kept {
+		i += 8
 	}
 	return i
 }
@@ -794,15 +875,44 @@ func (c *viewCache) fill(set *legionpb.AssignmentSet, sc *sharedChanges, since u
 		set.EndpointTaskChanges = epTasks
 	}
 	members, typed := &sc.members, &sc.typedMembers
-	from := c.members
-	if sh.apart && sh.lone {
-		members, typed, from = &sc.lone, &sc.typedLone, c.lone
+	made := items(c.members)
+	switch {
+	case sh.apart && sh.lone && sh.kept:
+		members, typed = &sc.keptLone, &sc.typedKeptLone
+		made = func() *legionpb.Items {
+			var it *legionpb.Items
+			it, sc.kept = c.keptSince(since)
+			return it
+		}
+	case sh.apart && sh.lone:
+		members, typed, made = &sc.lone, &sc.typedLone, items(c.lone)
 	}
-	m := members.get(items(from))
+	m := members.get(made)
 	if sh.typed {
 		m = typed.get(func() *legionpb.Items { return typedItems(m, endpoints.MemberWire) })
 	}
 	set.MemberChanges = m
+	if sh.apart && sh.lone && sh.kept {
+		set.MembersKept = sc.kept
+	}
+}
+
+// keptSince is the changes of the lone members after generation since,
+// less those a node that was sent that generation makes itself from the
+// endpoint tasks it held (kept), named by endpoint task instead.
+func (c *viewCache) keptSince(since uint64) (*legionpb.Items, []string) {
+	put, removed, whole := c.lone.since(since)
+	var kept []string
+	if !whole {
+		for k := range put {
+			if m, ok := c.kept[k]; ok && m.putAt <= since && since < m.removedAt {
+				kept = append(kept, m.epKey)
+				delete(put, k)
+			}
+		}
+		slices.Sort(kept)
+	}
+	return itemsOf(put, removed, whole), kept
 }
 
 // typedItems is it with each JSON value decoded and encoded again in the

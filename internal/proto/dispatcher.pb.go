@@ -367,8 +367,15 @@ type AssignmentsRequest struct {
 	// its deltas with members_beside_endpoints; one that predates it sends
 	// every member there.
 	MembersBesideEndpoints bool `protobuf:"varint,8,opt,name=members_beside_endpoints,json=membersBesideEndpoints,proto3" json:"members_beside_endpoints,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// With members_beside_endpoints: a ready task that
+	// leaves its service's endpoints while it still runs (told to stop, or
+	// no longer ready) stays a member, and is named in
+	// AssignmentSet.members_kept instead of being put among member_changes
+	// with the address and node the node already holds. A manager that
+	// predates it puts every such member in member_changes.
+	MembersKept   bool `protobuf:"varint,9,opt,name=members_kept,json=membersKept,proto3" json:"members_kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssignmentsRequest) Reset() {
@@ -453,6 +460,13 @@ func (x *AssignmentsRequest) GetResumeTerm() uint64 {
 func (x *AssignmentsRequest) GetMembersBesideEndpoints() bool {
 	if x != nil {
 		return x.MembersBesideEndpoints
+	}
+	return false
+}
+
+func (x *AssignmentsRequest) GetMembersKept() bool {
+	if x != nil {
+		return x.MembersKept
 	}
 	return false
 }
@@ -767,12 +781,12 @@ type AssignmentSet struct {
 	EndpointServiceChanges *Items `protobuf:"bytes,18,opt,name=endpoint_service_changes,json=endpointServiceChanges,proto3" json:"endpoint_service_changes,omitempty"` // namespace NUL name: one endpoints.Service without tasks
 	EndpointTaskChanges    *Items `protobuf:"bytes,19,opt,name=endpoint_task_changes,json=endpointTaskChanges,proto3" json:"endpoint_task_changes,omitempty"`          // namespace NUL service NUL task: one endpoints.Task
 	// Asked with AssignmentsRequest.shared_changes: an AssignmentSet in the
-	// wire format holding only fields 13 to 15 and 17 to 19, to be merged
+	// wire format holding only fields 13 to 15, 17 to 19 and 24, to be merged
 	// into this one (which then leaves them empty). The manager encodes it
 	// once for every stream that was sent its last message at the same
 	// moment, instead of once per stream. Managers now append those bytes
 	// to the message itself, after its other fields, where they decode as
-	// its own fields 13 to 15 and 17 to 19: this field is what managers
+	// its own fields 13 to 15, 17 to 19 and 24: this field is what managers
 	// from before send, and agents still take it.
 	Shared []byte `protobuf:"bytes,20,opt,name=shared,proto3" json:"shared,omitempty"`
 	// The values of member_changes and endpoint_task_changes (here or in
@@ -790,8 +804,17 @@ type AssignmentSet struct {
 	// its endpoint tasks together. A whole set's policies list every
 	// member.
 	MembersBesideEndpoints bool `protobuf:"varint,23,opt,name=members_beside_endpoints,json=membersBesideEndpoints,proto3" json:"members_beside_endpoints,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// Asked with AssignmentsRequest.members_kept: keys of endpoint tasks
+	// (namespace NUL service NUL task) that endpoint_task_changes of this
+	// delta remove and that stay members. The node keeps each one as a
+	// member, made from the endpoint task it held (its address and node),
+	// until member_changes remove it; it is not in member_changes' put.
+	// Managers name only endpoint tasks the node held unchanged, as of the
+	// version it was last sent: one the node does not hold is an error, and
+	// the stream starts again with a whole set.
+	MembersKept   []string `protobuf:"bytes,24,rep,name=members_kept,json=membersKept,proto3" json:"members_kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AssignmentSet) Reset() {
@@ -983,6 +1006,13 @@ func (x *AssignmentSet) GetMembersBesideEndpoints() bool {
 		return x.MembersBesideEndpoints
 	}
 	return false
+}
+
+func (x *AssignmentSet) GetMembersKept() []string {
+	if x != nil {
+		return x.MembersKept
+	}
+	return nil
 }
 
 type ReportRequest struct {
@@ -1411,7 +1441,7 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x11HeartbeatResponse\x12\x1a\n" +
 	"\bmanagers\x18\x01 \x03(\tR\bmanagers\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x1b\n" +
-	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"\xb3\x02\n" +
+	"\tperiod_ms\x18\x03 \x01(\x03R\bperiodMs\"\xd6\x02\n" +
 	"\x12AssignmentsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06deltas\x18\x02 \x01(\bR\x06deltas\x12%\n" +
@@ -1421,7 +1451,8 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x0eresume_version\x18\x06 \x01(\x04R\rresumeVersion\x12\x1f\n" +
 	"\vresume_term\x18\a \x01(\x04R\n" +
 	"resumeTerm\x128\n" +
-	"\x18members_beside_endpoints\x18\b \x01(\bR\x16membersBesideEndpoints\"~\n" +
+	"\x18members_beside_endpoints\x18\b \x01(\bR\x16membersBesideEndpoints\x12!\n" +
+	"\fmembers_kept\x18\t \x01(\bR\vmembersKept\"~\n" +
 	"\fPolicyMember\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\tR\aservice\x12\x12\n" +
@@ -1439,7 +1470,7 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\areplace\x18\x03 \x01(\bR\areplace\".\n" +
 	"\x04Item\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\x95\b\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xb8\b\n" +
 	"\rAssignmentSet\x12\x14\n" +
 	"\x05tasks\x18\x01 \x03(\fR\x05tasks\x12<\n" +
 	"\x06values\x18\x02 \x03(\v2$.legion.v1.AssignmentSet.ValuesEntryR\x06values\x12\x18\n" +
@@ -1464,7 +1495,8 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\x06shared\x18\x14 \x01(\fR\x06shared\x12!\n" +
 	"\ftyped_values\x18\x15 \x01(\bR\vtypedValues\x12\x12\n" +
 	"\x04term\x18\x16 \x01(\x04R\x04term\x128\n" +
-	"\x18members_beside_endpoints\x18\x17 \x01(\bR\x16membersBesideEndpoints\x1a9\n" +
+	"\x18members_beside_endpoints\x18\x17 \x01(\bR\x16membersBesideEndpoints\x12!\n" +
+	"\fmembers_kept\x18\x18 \x03(\tR\vmembersKept\x1a9\n" +
 	"\vValuesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x7f\n" +

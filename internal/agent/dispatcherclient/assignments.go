@@ -110,7 +110,7 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 	h := s.held
 	s.mu.Unlock()
 	st, err := c.Assignments(sctx, &legionpb.AssignmentsRequest{Node: s.cfg.Node, Deltas: true, EndpointTasks: true, SharedChanges: true, TypedValues: true,
-		MembersBesideEndpoints: true, ResumeVersion: h.version, ResumeTerm: h.term})
+		MembersBesideEndpoints: true, MembersKept: true, ResumeVersion: h.version, ResumeTerm: h.term})
 	if err != nil {
 		return false, err
 	}

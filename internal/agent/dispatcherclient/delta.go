@@ -407,6 +407,52 @@ func taskFromWire(data []byte) (*endpoints.Task, error) {
 	return &t, nil
 }
 
+// kept is the members the endpoint tasks named by keys (namespace NUL
+// service NUL task, AssignmentSet.members_kept) stand for, with their
+// keys, in key order. A member already held (member) is left as it is:
+// a stream resumed on another manager may start a little before the
+// point the node's state is at, so the node may have taken the removal,
+// and made the member, already. An error names an endpoint task held
+// neither way.
+func (e *serviceEndpoints) kept(keys []string, member func(key string) bool) ([]string, []*endpoints.Member, error) {
+	if len(keys) == 0 {
+		return nil, nil, nil
+	}
+	mkeys, vals := make([]string, 0, len(keys)), make([]*endpoints.Member, 0, len(keys))
+	for _, k := range keys {
+		svc, name, ok := taskKey(k)
+		if !ok {
+			return nil, nil, fmt.Errorf("member kept %q: not an endpoint task's key", strings.ReplaceAll(k, "\x00", "/"))
+		}
+		ns, service, _ := strings.Cut(svc, "\x00")
+		var t *endpoints.Task
+		if ts := e.tasks[svc]; ts != nil {
+			t, ok = ts.get(name)
+		} else {
+			ok = false
+		}
+		if !ok || t == nil {
+			if member(itemKey(ns, name)) {
+				continue
+			}
+			return nil, nil, fmt.Errorf("member kept %q: no such endpoint task held", strings.ReplaceAll(k, "\x00", "/"))
+		}
+		mkeys = append(mkeys, itemKey(ns, name))
+		vals = append(vals, &endpoints.Member{Namespace: ns, Service: service, Task: name, IP: t.IP, Node: t.Node})
+	}
+	// Member keys sort by task within a namespace, not by service first.
+	idx := make([]int, len(mkeys))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(mkeys[a], mkeys[b]) })
+	sk, sv := make([]string, len(idx)), make([]*endpoints.Member, len(idx))
+	for i, j := range idx {
+		sk[i], sv[i] = mkeys[j], vals[j]
+	}
+	return sk, sv, nil
+}
+
 // members lists the members the endpoint tasks held stand for, in key
 // order (namespace NUL task), with their keys.
 func (e *serviceEndpoints) members() ([]string, []*endpoints.Member) {
@@ -648,6 +694,15 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 	if beside != s.apart {
 		s.membersApart(beside)
 	}
+	// Endpoint tasks this delta removes that stay members: taken before
+	// they go.
+	keptKeys, kept, err := s.endpoints.kept(set.GetMembersKept(), s.members.has)
+	if err != nil {
+		return wrap(err)
+	}
+	if len(kept) > 0 && !beside {
+		return wrap(fmt.Errorf("members kept in a delta without members beside the endpoint tasks"))
+	}
 	if err := s.endpoints.apply(set); err != nil {
 		return wrap(err)
 	}
@@ -670,10 +725,17 @@ func (s *state) apply(set *legionpb.AssignmentSet) error {
 	if set.GetMemberChanges() != nil || beside && set.GetEndpointTaskChanges() != nil {
 		s.hasPolicies = true
 	}
+	if len(kept) > 0 {
+		s.hasPolicies = true
+	}
 	// Apart, these are the changes of the members that are not endpoint
 	// tasks (sent whole, they replace those alone): a task becoming ready
 	// leaves them in the delta that puts it among the endpoint tasks.
-	return wrap(s.members.apply(set.GetMemberChanges(), set.GetTypedValues()))
+	if err := s.members.apply(set.GetMemberChanges(), set.GetTypedValues()); err != nil {
+		return wrap(err)
+	}
+	s.members.setAll(keptKeys, kept)
+	return nil
 }
 
 // membersApart makes members hold only the members that are not

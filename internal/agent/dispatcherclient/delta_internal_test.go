@@ -35,8 +35,9 @@ type latest struct {
 	err error
 	// shared counts the messages carrying the shared changes encoded
 	// apart (AssignmentSet.shared); beside those whose members leave out
-	// the endpoint tasks (AssignmentSet.members_beside_endpoints).
-	shared, beside int
+	// the endpoint tasks (AssignmentSet.members_beside_endpoints); kept
+	// the members named by endpoint task (AssignmentSet.members_kept).
+	shared, beside, kept int
 	// before: the stream's changes are taken as a manager from before
 	// sent them, in AssignmentSet.shared (managers now append them to the
 	// message, where they decode as its own fields).
@@ -64,6 +65,12 @@ func (l *latest) besideCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.beside
+}
+
+func (l *latest) keptCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.kept
 }
 
 func (l *latest) get() (agent.Assignments, uint64, int, error) {
@@ -99,6 +106,11 @@ func follow(ctx context.Context, t *testing.T, c legionpb.DispatcherClient, req 
 			if set.GetMembersBesideEndpoints() {
 				l.mu.Lock()
 				l.beside++
+				l.mu.Unlock()
+			}
+			if n := len(set.GetMembersKept()); n > 0 {
+				l.mu.Lock()
+				l.kept += n
 				l.mu.Unlock()
 			}
 			if len(set.GetShared()) > 0 {
@@ -210,7 +222,7 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	t.Cleanup(cancel)
 	c := dialAs(t, m, "node-a")
 
-	var delta, byService, shared, sharedByService, beside, besideWired, besideByService latest
+	var delta, byService, shared, sharedByService, beside, besideWired, besideByService, kept, keptWired latest
 	var sizes []int
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true}, &delta, &sizes)
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true}, &byService, nil)
@@ -223,7 +235,10 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	// Beside the endpoint tasks only when they come apart: asked alone,
 	// every member comes.
 	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, MembersBesideEndpoints: true}, &besideByService, nil)
-	streams := []*latest{&delta, &byService, &shared, &sharedByService, &beside, &besideWired, &besideByService}
+	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true, MembersBesideEndpoints: true, MembersKept: true}, &kept, nil)
+	follow(ctx, t, c, &legionpb.AssignmentsRequest{Deltas: true, EndpointTasks: true, SharedChanges: true, TypedValues: true,
+		MembersBesideEndpoints: true, MembersKept: true}, &keptWired, nil)
+	streams := []*latest{&delta, &byService, &shared, &sharedByService, &beside, &besideWired, &besideByService, &kept, &keptWired}
 
 	var last uint64
 	w := func(o legion.Object, del bool) {
@@ -249,9 +264,30 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	marker.Spec.Node, marker.Spec.DesiredState = "node-a", legion.TaskRunning
 	marker.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example/app:1", Configs: []legion.FileRef{{Name: "marker"}}}}
 	w(marker, false)
-	for round := range 12 {
-		for range 1 + rng.IntN(15) {
-			randomWrite(rng, w)
+	// The last two rounds: a ready task of a service, then the same task
+	// told to stop while it runs, which leaves the endpoints and stays a
+	// member (kept).
+	drained := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+		Metadata: legion.Metadata{Namespace: "shop", Name: "drained-1"}}}
+	drained.Spec.Node, drained.Spec.DesiredState = "node-b", legion.TaskRunning
+	drained.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: "drained"}
+	drained.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example/app:1"}}
+	drained.Status.State, drained.Status.Ready, drained.Status.IP = legion.TaskRunning, true, "10.200.9.9"
+	for round := range 14 {
+		switch round {
+		case 12:
+			svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+				Metadata: legion.Metadata{Namespace: "shop", Name: "drained"}}}
+			svc.Status.VIP = "10.201.9.9"
+			w(svc, false)
+			w(drained, false)
+		case 13:
+			drained.Spec.DesiredState = legion.TaskShutdown
+			w(drained, false)
+		default:
+			for range 1 + rng.IntN(15) {
+				randomWrite(rng, w)
+			}
 		}
 		cfg := &legion.Config{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindConfig,
 			Metadata: legion.Metadata{Namespace: "web", Name: "marker"}}}
@@ -292,6 +328,11 @@ func TestDeltasEndWhereWholeSetsDo(t *testing.T) {
 	if a, b, c, d := delta.besideCount(), besideByService.besideCount(), beside.besideCount(), besideWired.besideCount(); a != 0 || b != 0 || c == 0 || d == 0 {
 		t.Fatalf("deltas with members beside the endpoint tasks: %d on a stream that did not ask, %d on one that asked without endpoint tasks, %d and %d on those that asked with them", a, b, c, d)
 	}
+	// A ready task leaving its endpoints while it runs was named as kept
+	// on the streams that asked, and only there.
+	if a, b, c := beside.keptCount(), kept.keptCount(), keptWired.keptCount(); a != 0 || b == 0 || c == 0 {
+		t.Fatalf("members kept: %d on a stream that did not ask, %d and %d on those that did", a, b, c)
+	}
 }
 
 // randomWrite writes or deletes one random object of the kinds a set is
@@ -307,10 +348,17 @@ func randomWrite(rng *rand.Rand, w func(legion.Object, bool)) {
 	}
 	switch pick(9) {
 	case 0, 1, 2:
-		t := &legion.Task{Header: h(legion.KindTask, ns, fmt.Sprintf("t-%d", pick(8)))}
+		// A task keeps its service and address mostly, as a real one
+		// does, so a ready task leaving its endpoints while it runs
+		// (members_kept) comes often; now and then they change.
+		i := pick(8)
+		t := &legion.Task{Header: h(legion.KindTask, ns, fmt.Sprintf("t-%d", i))}
 		t.Spec.Node = []string{"node-a", "node-a", "node-b"}[pick(3)]
 		t.Spec.DesiredState = []legion.TaskState{legion.TaskRunning, legion.TaskShutdown}[pick(2)]
-		t.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: fmt.Sprintf("s-%d", pick(3))}
+		t.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: fmt.Sprintf("s-%d", i%3)}
+		if pick(4) == 0 {
+			t.Spec.Owner.Name = fmt.Sprintf("s-%d", pick(3))
+		}
 		t.Spec.Slot = pick(4)
 		cont := legion.Container{Name: "app", Image: "example/app:1"}
 		if pick(2) == 0 {
@@ -326,7 +374,10 @@ func randomWrite(rng *rand.Rand, w func(legion.Object, bool)) {
 		t.Status.State = []legion.TaskState{legion.TaskRunning, legion.TaskStarting}[pick(2)]
 		t.Status.Ready = pick(2) == 0
 		if pick(4) > 0 {
-			t.Status.IP = fmt.Sprintf("10.200.0.%d", 2+pick(50))
+			t.Status.IP = fmt.Sprintf("10.200.0.%d", 2+i)
+			if pick(4) == 0 {
+				t.Status.IP = fmt.Sprintf("10.200.0.%d", 2+pick(50))
+			}
 		}
 		w(t, del)
 	case 3:

@@ -115,6 +115,15 @@ func split(c *memberChunk) []*memberChunk {
 	return out
 }
 
+// has reports whether key is held.
+func (s *memberSet) has(key string) bool {
+	if len(s.chunks) == 0 {
+		return false
+	}
+	_, ok := s.chunks[s.chunk(key)].get(key)
+	return ok
+}
+
 func (s *memberSet) remove(key string) {
 	if len(s.chunks) == 0 {
 		return
