@@ -646,7 +646,7 @@ func admitContainer(c *Container, p string, pod *PodSpec, vols map[string]int, i
 		if sig, ok := ParseStopSignal(c.StopSignal); ok {
 			c.StopSignal = sig
 		} else {
-			errs.add(p+".stopSignal", "%q: expected one of %s (case and the SIG prefix optional)", c.StopSignal, strings.Join(stopSignals, ", "))
+			errs.add(p+".stopSignal", "%q: expected %s (case and the SIG prefix optional)", c.StopSignal, stopSignalsExpected())
 		}
 	}
 	defaultDur(&c.StopGracePeriod, DefaultStopGrace)

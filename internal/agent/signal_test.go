@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -45,5 +47,36 @@ func TestStopSignalsAdmittedAreSent(t *testing.T) {
 		if !slices.Contains(names, name) {
 			t.Errorf("the agent maps %s, which admission refuses", name)
 		}
+	}
+}
+
+// An image's STOPSIGNAL written by number or as a realtime signal is sent
+// with the platform's number: SIGRTMIN+3 is 37 on Linux, 68 on FreeBSD.
+// A number the two platforms disagree on fails the container, naming it.
+func TestImageStopSignalByNumberAndRealtime(t *testing.T) {
+	t.Parallel()
+	rtMin, rtMax := 34, 64 // Linux, as its C library leaves them
+	if runtime.GOOS == "freebsd" {
+		rtMin, rtMax = 65, 126 // sys/signal.h
+	}
+	for written, want := range map[string]syscall.Signal{"9": syscall.SIGKILL, "15": syscall.SIGTERM,
+		"SIGRTMIN+3": syscall.Signal(rtMin + 3), "RTMIN": syscall.Signal(rtMin), "SIGRTMAX-2": syscall.Signal(rtMax - 2)} {
+		task := testTask("t1")
+		c := &task.Spec.Pod.Containers[0]
+		cfg := &image.Config{Config: image.ContainerConfig{Cmd: []string{"/bin/sh"}, StopSignal: written}}
+		spec, _, err := containerSpec(task, testNode, c, cfg, "/", map[string]string{}, nil, nil)
+		if err != nil {
+			t.Errorf("STOPSIGNAL %s: %v", written, err)
+			continue
+		}
+		if spec.StopSignal != want {
+			t.Errorf("STOPSIGNAL %s: the agent sends %d, want %d", written, spec.StopSignal, want)
+		}
+	}
+	task := testTask("t1")
+	cfg := &image.Config{Config: image.ContainerConfig{Cmd: []string{"/bin/sh"}, StopSignal: "10"}}
+	_, _, err := containerSpec(task, testNode, &task.Spec.Pod.Containers[0], cfg, "/", map[string]string{}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), `stop signal "10" unknown`) {
+		t.Errorf("STOPSIGNAL 10: %v; want it refused by name", err)
 	}
 }

@@ -124,7 +124,7 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 	if sig != "" {
 		s, ok := signalByName(sig)
 		if !ok {
-			return jail.ContainerSpec{}, nil, fmt.Errorf("container %s: stop signal %q unknown", c.Name, sig)
+			return jail.ContainerSpec{}, nil, fmt.Errorf("container %s: stop signal %q unknown: expected a signal's name (SIGQUIT, SIGRTMIN+3) or 1, 2, 3, 9, 15 or 28", c.Name, sig)
 		}
 		spec.StopSignal = s
 	}
@@ -260,6 +260,12 @@ func signalByName(s string) (syscall.Signal, bool) {
 	name, ok := legion.ParseStopSignal(s)
 	if !ok {
 		return 0, false
+	}
+	if fromMin, n, ok := legion.RealtimeStopSignal(name); ok {
+		if fromMin {
+			return sigRTMin + syscall.Signal(n), true
+		}
+		return sigRTMax - syscall.Signal(n), true
 	}
 	sig, ok := signalNumbers[name]
 	return sig, ok
