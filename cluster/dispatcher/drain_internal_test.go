@@ -1,40 +1,60 @@
 package dispatcher
 
 import (
+	"context"
 	"slices"
 	"testing"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 )
+
+// webCached is a cache over a store holding webAndItsTask's service and
+// task, ready or not.
+func webCached(t *testing.T, ready bool) (*Service, *store.Store, *viewCache, context.Context, *legion.Task) {
+	t.Helper()
+	st := openStore(t)
+	s, c, ctx := cacheOver(t, st)
+	svc, tk := webAndItsTask()
+	tk.Status.Ready = ready
+	putSynced(t, ctx, st, c, svc)
+	putSynced(t, ctx, st, c, tk)
+	return s, st, c, ctx, tk
+}
+
+// openStream is a stream of node in shape, sent its whole set.
+func openStream(t *testing.T, s *Service, st *store.Store, c *viewCache, node string, sh shape) *streamState {
+	t.Helper()
+	stream := &streamState{node: node, shape: sh}
+	if set, _, err := s.compose(st, c, stream, true); err != nil || set == nil {
+		t.Fatalf("first set of %s: %v, %v", node, set, err)
+	}
+	return stream
+}
+
+// nextSet is the stream's next message, which must be a set.
+func nextSet(t *testing.T, s *Service, st *store.Store, c *viewCache, stream *streamState) *legionpb.AssignmentSet {
+	t.Helper()
+	set, _, err := s.compose(st, c, stream, false)
+	if err != nil || set == nil {
+		t.Fatalf("%s: sent %v, %v", stream.node, set, err)
+	}
+	return set
+}
 
 // A ready task told to stop leaves the endpoints at once but stays a
 // member, in the same set, until it has stopped: nodes keep its
 // connections' states through its drain, and kill them once it is gone.
 func TestADrainingTaskStaysAMemberUntilStopped(t *testing.T) {
 	t.Parallel()
-	st := openStore(t)
-	s, c, ctx := cacheOver(t, st)
-	svc, tk := webAndItsTask()
-	putSynced(t, ctx, st, c, svc)
-	putSynced(t, ctx, st, c, tk)
-	stream := &streamState{node: "n2", shape: shape{apart: true, lone: true}}
-	if set, _, err := s.compose(st, c, stream, true); err != nil || set == nil {
-		t.Fatalf("first set: %v, %v", set, err)
-	}
-	next := func(what string) *legionpb.AssignmentSet {
-		t.Helper()
-		set, _, err := s.compose(st, c, stream, false)
-		if err != nil || set == nil {
-			t.Fatalf("%s: sent %v, %v", what, set, err)
-		}
-		return set
-	}
+	s, st, c, ctx, tk := webCached(t, true)
+	stream := openStream(t, s, st, c, "n2", shape{apart: true, lone: true})
 	member, endpoint := "shop\x00web-1-1", "shop\x00web\x00web-1-1"
 
 	tk.Spec.DesiredState = legion.TaskShutdown
 	putSynced(t, ctx, st, c, tk)
-	set := next("told to stop")
+	set := nextSet(t, s, st, c, stream)
 	if got := set.GetEndpointTaskChanges().GetRemoved(); !slices.Equal(got, []string{endpoint}) {
 		t.Errorf("told to stop: endpoints removed %q; want %q", got, endpoint)
 	}
@@ -44,7 +64,7 @@ func TestADrainingTaskStaysAMemberUntilStopped(t *testing.T) {
 
 	tk.Status.State, tk.Status.Ready = legion.TaskShutdown, false
 	putSynced(t, ctx, st, c, tk)
-	set = next("stopped")
+	set = nextSet(t, s, st, c, stream)
 	if got := set.GetMemberChanges().GetRemoved(); !slices.Equal(got, []string{member}) {
 		t.Errorf("stopped: members removed %q; want %q", got, member)
 	}
@@ -56,38 +76,16 @@ func TestADrainingTaskStaysAMemberUntilStopped(t *testing.T) {
 // last sent before the task became ready gets the member whole.
 func TestAStoppingTaskIsKeptByTheNodesThatHeldIt(t *testing.T) {
 	t.Parallel()
-	st := openStore(t)
-	s, c, ctx := cacheOver(t, st)
-	svc, tk := webAndItsTask()
-	tk.Status.Ready = false
-	putSynced(t, ctx, st, c, svc)
-	putSynced(t, ctx, st, c, tk)
+	s, st, c, ctx, tk := webCached(t, false)
 	kept := shape{apart: true, lone: true, typed: true, kept: true}
-	first := func(node string) *streamState {
-		stream := &streamState{node: node, shape: kept}
-		if set, _, err := s.compose(st, c, stream, true); err != nil || set == nil {
-			t.Fatalf("first set of %s: %v, %v", node, set, err)
-		}
-		return stream
-	}
-	next := func(stream *streamState) *legionpb.AssignmentSet {
-		t.Helper()
-		set, _, err := s.compose(st, c, stream, false)
-		if err != nil || set == nil {
-			t.Fatalf("%s: sent %v, %v", stream.node, set, err)
-		}
-		return set
-	}
+	next := func(stream *streamState) *legionpb.AssignmentSet { return nextSet(t, s, st, c, stream) }
 	member, endpoint := "shop\x00web-1-1", "shop\x00web\x00web-1-1"
 
-	before := first("n1") // the task running, not ready: a lone member
+	before := openStream(t, s, st, c, "n1", kept) // the task running, not ready: a lone member
 	tk.Status.Ready = true
 	putSynced(t, ctx, st, c, tk)
-	held := first("n2") // the task an endpoint task
-	plain := &streamState{node: "n3", shape: shape{apart: true, lone: true, typed: true}}
-	if _, _, err := s.compose(st, c, plain, true); err != nil {
-		t.Fatal(err)
-	}
+	held := openStream(t, s, st, c, "n2", kept) // the task an endpoint task
+	plain := openStream(t, s, st, c, "n3", shape{apart: true, lone: true, typed: true})
 
 	tk.Spec.DesiredState = legion.TaskShutdown
 	putSynced(t, ctx, st, c, tk)
@@ -123,21 +121,11 @@ func TestAStoppingTaskIsKeptByTheNodesThatHeldIt(t *testing.T) {
 // endpoint task had is sent as a member: the node would make the old one.
 func TestATaskLeavingWithAnotherAddressIsNotKept(t *testing.T) {
 	t.Parallel()
-	st := openStore(t)
-	s, c, ctx := cacheOver(t, st)
-	svc, tk := webAndItsTask()
-	putSynced(t, ctx, st, c, svc)
-	putSynced(t, ctx, st, c, tk)
-	stream := &streamState{node: "n1", shape: shape{apart: true, lone: true, typed: true, kept: true}}
-	if _, _, err := s.compose(st, c, stream, true); err != nil {
-		t.Fatal(err)
-	}
+	s, st, c, ctx, tk := webCached(t, true)
+	stream := openStream(t, s, st, c, "n1", shape{apart: true, lone: true, typed: true, kept: true})
 	tk.Status.Ready, tk.Status.IP = false, "10.200.0.6"
 	putSynced(t, ctx, st, c, tk)
-	set, _, err := s.compose(st, c, stream, false)
-	if err != nil || set == nil {
-		t.Fatalf("sent %v, %v", set, err)
-	}
+	set := nextSet(t, s, st, c, stream)
 	if got := set.GetMembersKept(); len(got) != 0 {
 		t.Errorf("kept %q; want none", got)
 	}
