@@ -22,6 +22,8 @@ type VolumeStore interface {
 	// Ensure makes the Volume's data unless there, its root owned by
 	// owner when made, and says where it is.
 	Ensure(ctx context.Context, ref volumes.Ref, size int64, owner volumes.Owner) (string, error)
+	// Resize makes a Volume's data, there already, hold its size.
+	Resize(ctx context.Context, ref volumes.Ref, size int64) error
 	List(ctx context.Context) ([]volumes.Local, error)
 	Snapshot(ctx context.Context, ns, name, snap string) error
 	Rollback(ctx context.Context, ns, name, snap string) error
@@ -89,6 +91,9 @@ type volumeLocks struct {
 	// set has named yet: a restore's Volume is made after its data is in.
 	received map[string]bool
 	objs     map[string]*legion.Volume // the latest set's Volumes
+	// sizes is the size each local Volume's data was last made to hold
+	// here (or refused), by a mount or a resize in use.
+	sizes map[string]int64
 }
 
 func (l *volumeLocks) lock(key string) func() {
@@ -142,6 +147,23 @@ func (l *volumeLocks) usedBy(key string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// sized notes the size a Volume's data was last made to hold here.
+func (l *volumeLocks) sized(key string, size int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sizes == nil {
+		l.sizes = map[string]int64{}
+	}
+	l.sizes[key] = size
+}
+
+func (l *volumeLocks) sizeOf(key string) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	size, ok := l.sizes[key]
+	return size, ok
 }
 
 func (l *volumeLocks) object(key string) *legion.Volume {
@@ -307,6 +329,7 @@ func (w *worker) mountVolume(ctx context.Context, tv taskVolume, users, roots ma
 	if err != nil {
 		return "", fmt.Errorf("volume %s: Volume %s/%s on this node: %w", tv.pod, ns, tv.name, err)
 	}
+	a.vl.sized(key, size)
 	if v.Status.Migration == nil {
 		// The first use after a move: the move's snapshots are done with.
 		if err := a.Volumes.DropSnapshots(ctx, ns, tv.name, moveSnapshots, ""); err != nil {
@@ -475,7 +498,39 @@ func (a *Agent) followLocalCopies(ctx context.Context) {
 		case as := <-a.volSets:
 			a.reconcileLocalCopies(ctx, as)
 			a.releaseIdle(ctx, as.Volumes)
+			a.resizeInUse(ctx, as.Volumes)
 		}
+	}
+}
+
+// resizeInUse makes each of the node's local Volumes that a task here
+// mounts hold its size once that changes (a claim resized with its
+// service), rather than at the next mount. A size below what the data
+// already uses is refused, saying so, and not tried again until the size
+// changes; the next mount fails the same way.
+func (a *Agent) resizeInUse(ctx context.Context, vols []*legion.Volume) {
+	if a.Volumes == nil {
+		return
+	}
+	for _, v := range vols {
+		if v.Status.Node != a.Node || !isLocal(v.Spec.Driver) {
+			continue
+		}
+		ns, name, size := v.Metadata.Namespace, v.Metadata.Name, int64(v.Spec.Size)
+		key := volumeKey(ns, name)
+		func() {
+			defer a.vl.lock(key)()
+			was, ok := a.vl.sizeOf(key)
+			if !ok || was == size || len(a.vl.usedBy(key)) == 0 {
+				return // not mounted here, or as it is: the next mount sizes it
+			}
+			a.vl.sized(key, size)
+			if err := a.Volumes.Resize(ctx, volumes.Ref{Namespace: ns, Name: name, UID: v.Metadata.UID}, size); err != nil {
+				a.log.Warn("resizing a volume in use", "volume", key, "size", size, "err", err)
+				return
+			}
+			a.log.Info("resized a volume in use", "volume", key, "from", was, "to", size)
+		}()
 	}
 }
 

@@ -85,6 +85,17 @@ func (s *fakeStore) Ensure(ctx context.Context, ref volumes.Ref, size int64, o v
 	return p, nil
 }
 
+func (s *fakeStore) Resize(ctx context.Context, ref volumes.Ref, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := ref.Namespace + "/" + ref.Name
+	s.record("resize %s uid=%s size=%d", key, ref.UID, size)
+	if uid, ok := s.uids[key]; !ok || uid != ref.UID {
+		return volumes.ErrOtherVolume
+	}
+	return nil
+}
+
 func (s *fakeStore) List(ctx context.Context) ([]volumes.Local, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -534,5 +545,44 @@ func TestVolumeSessionsRoundTripThroughDirStores(t *testing.T) {
 	}
 	if l, err := from.local(ctx, "default", "db"); err != nil || l != nil {
 		t.Fatalf("copy left after the drop: %+v (%v)", l, err)
+	}
+}
+
+// A local Volume resized while a task here mounts it (a claim grown with
+// its service) gets its new size then, not at its next mount; a set that
+// changes nothing resizes nothing.
+func TestVolumeResizedWhileInUse(t *testing.T) {
+	t.Parallel()
+	r, st := volumeRig(t)
+	r.mgr.addVolume(testVolume("db", "v1", legion.DriverZFS))
+	r.start(t)
+	t1 := volumeTask("t1", "db")
+	r.assign(nil, t1)
+	r.mgr.await(t, "web-t1", "t1 running", isRunning)
+	resizes := func() []string {
+		var out []string
+		for _, c := range st.called() {
+			if strings.HasPrefix(c, "resize ") {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	r.mgr.mu.Lock()
+	r.mgr.volumes["default/db"].Spec.Size = 2 << 20
+	r.mgr.mu.Unlock()
+	r.assign(nil, t1)
+	want := []string{"resize default/db uid=v1 size=2097152"}
+	waitFor(t, "the resize", func() bool { return slices.Equal(resizes(), want) }, func() string { return fmt.Sprint(st.called()) })
+	// The same size again, then another: one more resize, not two.
+	r.assign(nil, t1)
+	r.mgr.mu.Lock()
+	r.mgr.volumes["default/db"].Spec.Size = 3 << 20
+	r.mgr.mu.Unlock()
+	r.assign(nil, t1)
+	want = append(want, "resize default/db uid=v1 size=3145728")
+	waitFor(t, "the second resize", func() bool { return len(resizes()) >= 2 }, func() string { return fmt.Sprint(st.called()) })
+	if got := resizes(); !slices.Equal(got, want) {
+		t.Errorf("resizes %q; want %q", got, want)
 	}
 }

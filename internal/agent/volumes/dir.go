@@ -168,6 +168,11 @@ func recoverData(vdir string) error {
 	return os.Rename(old, data)
 }
 
+// Resize implements Store: a directory has no quota to change.
+func (d *Dir) Resize(ctx context.Context, ref Ref, size int64) error {
+	return checkRef(ref)
+}
+
 // Ensure implements Store. A new volume is made aside and renamed into
 // place whole, so a crash never leaves a half-made one.
 func (d *Dir) Ensure(ctx context.Context, ref Ref, size int64, owner Owner) (string, error) {

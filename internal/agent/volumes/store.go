@@ -52,6 +52,9 @@ type Store interface {
 	// the host path to mount. Data of that name made for another UID is
 	// refused with ErrOtherVolume.
 	Ensure(ctx context.Context, ref Ref, size int64, owner Owner) (path string, err error)
+	// Resize makes a volume there already hold size (0 unbounded), as
+	// Ensure does; a size below what the data uses is refused.
+	Resize(ctx context.Context, ref Ref, size int64) error
 	// List returns the volumes this node holds.
 	List(ctx context.Context) ([]Local, error)
 	// Snapshot takes snap; one that exists already is kept.

@@ -135,6 +135,26 @@ func (s *ZFS) Ensure(ctx context.Context, ref Ref, size int64, owner Owner) (str
 	return mp, nil
 }
 
+// Resize implements Store: the quota of a Volume's dataset, there
+// already, follows its size, as when a task mounts it.
+func (s *ZFS) Resize(ctx context.Context, ref Ref, size int64) error {
+	if err := checkRef(ref); err != nil {
+		return err
+	}
+	if size < 0 {
+		return fmt.Errorf("volume %s/%s: size %d: must not be negative", ref.Namespace, ref.Name, size)
+	}
+	ds := s.dataset(ref.Namespace, ref.Name)
+	have, err := s.uidOf(ctx, ds)
+	if err != nil {
+		return fmt.Errorf("volume %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	if err := checkUID(ds, have, ref.UID); err != nil {
+		return fmt.Errorf("volume %s/%s: %w", ref.Namespace, ref.Name, err)
+	}
+	return s.resize(ctx, ref, ds, size)
+}
+
 // resize makes the dataset's quota the Volume's size (0: none), refusing
 // a size below what the dataset already uses: ZFS would refuse it too,
 // and the data must not be cut.

@@ -170,6 +170,34 @@ func TestZFSEnsureResizes(t *testing.T) {
 	}
 }
 
+// Resize sets the quota of a Volume's dataset in use, as Ensure does; it
+// makes no dataset, and touches none of another Volume of the name.
+func TestZFSResize(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := sys.NewFake().
+		On("zfs get -H -p -o value legion:uid", sys.Answer{Stdout: shopDB.UID + "\n"}).
+		On("zfs get -H -p -o value quota", sys.Answer{Stdout: "1073741824\n"}).
+		On("zfs get -H -p -o value used", sys.Answer{Stdout: "52428800\n"})
+	if err := newZFS(f).Resize(ctx, shopDB, 2<<30); err != nil {
+		t.Fatal(err)
+	}
+	checkLines(t, f, []string{"zfs get -H -p -o value legion:uid " + ds, "zfs get -H -p -o value quota " + ds,
+		"zfs get -H -p -o value used " + ds, "zfs set quota=2147483648 " + ds})
+
+	f = sys.NewFake().On("zfs get -H -p -o value legion:uid", noDataset)
+	if err := newZFS(f).Resize(ctx, shopDB, 2<<30); !errors.Is(err, ErrNoVolume) {
+		t.Errorf("no dataset: %v, want ErrNoVolume", err)
+	}
+	checkLines(t, f, []string{"zfs get -H -p -o value legion:uid " + ds})
+
+	f = sys.NewFake().On("zfs get -H -p -o value legion:uid", sys.Answer{Stdout: "another-uid\n"})
+	if err := newZFS(f).Resize(ctx, shopDB, 2<<30); !errors.Is(err, ErrOtherVolume) {
+		t.Errorf("another Volume's dataset: %v, want ErrOtherVolume", err)
+	}
+	checkLines(t, f, []string{"zfs get -H -p -o value legion:uid " + ds})
+}
+
 func TestZFSSnapshotsAndRollback(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
