@@ -17,7 +17,8 @@ import (
 )
 
 // TestReleaseTarball runs the release script for freebsd/amd64 (arm64 is
-// the same loop; CI cross-compiles it anyway) and checks what an operator
+// the same loop, and no file of the project is built for one architecture
+// only) and checks what an operator
 // unpacks: a FreeBSD amd64 binary stamped with the version asked for, the
 // rc script with its prefix filled in, the man pages and the licence, and
 // a SHA256SUMS that verifies.
