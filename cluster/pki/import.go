@@ -76,17 +76,7 @@ func ImportCA(certPEM, keyPEM []byte, now time.Time) (*CA, error) {
 }
 
 func importCert(data []byte, now time.Time) (*x509.Certificate, error) {
-	var blocks [][]byte
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			break
-		}
-		if b.Type == "CERTIFICATE" {
-			blocks = append(blocks, b.Bytes)
-		}
-	}
+	blocks := blocksOf(data, "CERTIFICATE")
 	switch len(blocks) {
 	case 0:
 		return nil, certErr("no PEM CERTIFICATE found")

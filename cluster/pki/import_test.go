@@ -201,33 +201,7 @@ func TestRotateBetweenIntermediateCAs(t *testing.T) {
 	if _, err := old.RotateTo(&CA{Cert: old.Cert, Key: old.Key}); err == nil || !strings.Contains(err.Error(), "a rotation needs a new key") {
 		t.Errorf("a rotation to the CA's own key: %v", err)
 	}
-	worker := Identity{Name: "w1", Role: RoleWorker}
-	wc, wk := issuePair(t, old, worker, now)
-	wcreds, err := NewCredentials(wc, wk, old.CertPEM())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc, mk := issuePair(t, next, Identity{Name: "m1", Role: RoleManager}, now)
-	mcreds, err := NewCredentials(mc, mk, AuthorityPEM(next.Cert, cross, old.Cert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain := mcreds.Current().Certificate
-	if len(chain) != 3 {
-		t.Fatalf("the manager presents %d certificates, want its own, the cross-signed CA and the new CA", len(chain))
-	}
-	if err := wcreds.ClientConfig().VerifyPeerCertificate(chain, nil); err != nil {
-		t.Fatalf("a worker trusting the old CA refuses the renewed manager: %v", err)
-	}
-	if seen := wcreds.RotationSeen(); seen == nil || !seen.Equal(next.Cert) {
-		t.Fatalf("the worker saw the rotation to %v, want the new CA", seen)
-	}
-	if _, err := wcreds.Current().Leaf.Verify(verifyClient(mcreds)); err != nil {
-		t.Errorf("while rotating, the old (intermediate) CA's certificate is refused: %v", err)
-	}
-	if !mcreds.Trusts(presented(t, wcreds)) {
-		t.Error("while rotating, Trusts refuses the old CA's certificate as presented")
-	}
+	wcreds, mcreds := midRotation(t, old, next, cross, Identity{Name: "w1", Role: RoleWorker}, now)
 	// Once over, the old CA is no longer trusted, though the root above
 	// both is the same: the cluster trusts its CA, not what issued it.
 	if err := mcreds.SetAuthority(AuthorityPEM(next.Cert, nil, nil)); err != nil {

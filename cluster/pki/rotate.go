@@ -108,16 +108,8 @@ type authority struct {
 func parseAuthority(data []byte) (*authority, error) {
 	a := &authority{pool: x509.NewCertPool()}
 	var cross [][]byte
-	for {
-		var b *pem.Block
-		b, data = pem.Decode(data)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
+	for _, der := range blocksOf(data, "CERTIFICATE") {
+		c, err := x509.ParseCertificate(der)
 		if err != nil {
 			return nil, err
 		}

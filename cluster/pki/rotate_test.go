@@ -24,35 +24,8 @@ func TestRotateCrossSignsAndHandsOverTrust(t *testing.T) {
 		t.Fatal("the cross-signed copy is not signed by the old CA alone")
 	}
 	worker := Identity{Name: "w1", Role: RoleWorker}
-	wc, wk := issuePair(t, old, worker, now)
-	wcreds, err := NewCredentials(wc, wk, old.CertPEM())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A manager renewed under the new CA, presenting the rotation's chain.
-	mc, mk := issuePair(t, next, Identity{Name: "m1", Role: RoleManager}, now)
-	mcreds, err := NewCredentials(mc, mk, AuthorityPEM(next.Cert, cross, old.Cert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain := mcreds.Current().Certificate
-	if len(chain) != 3 {
-		t.Fatalf("the manager presents %d certificates, want its own, the cross-signed CA and the new CA", len(chain))
-	}
-	if err := wcreds.ClientConfig().VerifyPeerCertificate(chain, nil); err != nil {
-		t.Fatalf("a worker trusting the old CA refuses the renewed manager: %v", err)
-	}
-	if seen := wcreds.RotationSeen(); seen == nil || !seen.Equal(next.Cert) {
-		t.Fatalf("the worker saw the rotation to %v, want the new CA", seen)
-	}
-	// The manager, while rotating, trusts the worker's old certificate.
-	if _, err := wcreds.Current().Leaf.Verify(verifyClient(mcreds)); err != nil {
-		t.Errorf("while rotating, the old CA's certificate is refused: %v", err)
-	}
-	oldChain := presented(t, wcreds)
-	if !mcreds.Trusts(oldChain) {
-		t.Error("while rotating, Trusts refuses the old CA's certificate as presented")
-	}
+	wcreds, mcreds := midRotation(t, old, next, cross, worker, now)
+	oldChain, chain := presented(t, wcreds), mcreds.Current().Certificate
 	// The worker renews under the new CA and trusts it alone.
 	rc, rk := issuePair(t, next, worker, now)
 	if err := wcreds.Renew(rc, rk, AuthorityPEM(next.Cert, nil, nil)); err != nil {
@@ -117,4 +90,40 @@ func parseAll(t *testing.T, raw [][]byte) []*x509.Certificate {
 // verifyClient is how a manager's port checks a client certificate.
 func verifyClient(c *Credentials) x509.VerifyOptions {
 	return x509.VerifyOptions{Roots: c.ServerConfig().ClientCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+}
+
+// midRotation checks a rotation from old to next (cross the new CA signed
+// by the old) while under way: a worker issued by the old CA verifies a
+// manager renewed under the new one, presenting the rotation's chain, and
+// sees the rotation; the manager trusts the worker's old certificate, as
+// verified and as presented. It returns both credentials.
+func midRotation(t *testing.T, old, next *CA, cross *x509.Certificate, worker Identity, now time.Time) (wcreds, mcreds *Credentials) {
+	t.Helper()
+	wc, wk := issuePair(t, old, worker, now)
+	wcreds, err := NewCredentials(wc, wk, old.CertPEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, mk := issuePair(t, next, Identity{Name: "m1", Role: RoleManager}, now)
+	mcreds, err = NewCredentials(mc, mk, AuthorityPEM(next.Cert, cross, old.Cert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := mcreds.Current().Certificate
+	if len(chain) != 3 {
+		t.Fatalf("the manager presents %d certificates, want its own, the cross-signed CA and the new CA", len(chain))
+	}
+	if err := wcreds.ClientConfig().VerifyPeerCertificate(chain, nil); err != nil {
+		t.Fatalf("a worker trusting the old CA refuses the renewed manager: %v", err)
+	}
+	if seen := wcreds.RotationSeen(); seen == nil || !seen.Equal(next.Cert) {
+		t.Fatalf("the worker saw the rotation to %v, want the new CA", seen)
+	}
+	if _, err := wcreds.Current().Leaf.Verify(verifyClient(mcreds)); err != nil {
+		t.Errorf("while rotating, the old CA's certificate is refused: %v", err)
+	}
+	if !mcreds.Trusts(presented(t, wcreds)) {
+		t.Error("while rotating, Trusts refuses the old CA's certificate as presented")
+	}
+	return wcreds, mcreds
 }
