@@ -29,8 +29,16 @@ func StopSignals() []string { return slices.Clone(stopSignals) }
 
 // stopSignalsExpected says what ParseStopSignal accepts, for errors.
 func stopSignalsExpected() string {
+	var names, numbers []string
+	for _, name := range stopSignals { // in numberedAlike's, by number
+		for n, named := range numberedAlike {
+			if named == name {
+				names, numbers = append(names, name), append(numbers, n)
+			}
+		}
+	}
 	return "one of " + strings.Join(stopSignals, ", ") + ", SIGRTMIN+n or SIGRTMAX-n (n up to " +
-		strconv.Itoa(MaxRealtimeOffset) + "), or the number of SIGHUP, SIGINT, SIGQUIT, SIGKILL, SIGTERM or SIGWINCH (1, 2, 3, 9, 15, 28)"
+		strconv.Itoa(MaxRealtimeOffset) + "), or the number of " + strings.Join(names, ", ") + " (" + strings.Join(numbers, ", ") + ")"
 }
 
 // ParseStopSignal reads a stop signal written in any accepted spelling,

@@ -124,7 +124,7 @@ func containerSpec(task *legion.Task, node string, c *legion.Container, cfg *ima
 	if sig != "" {
 		s, ok := signalByName(sig)
 		if !ok {
-			return jail.ContainerSpec{}, nil, fmt.Errorf("container %s: stop signal %q unknown: expected a signal's name (SIGQUIT, SIGRTMIN+3) or 1, 2, 3, 9, 15 or 28", c.Name, sig)
+			return jail.ContainerSpec{}, nil, fmt.Errorf("container %s: stop signal %q unknown: expected a signal's name (SIGQUIT, SIGRTMIN+3) or a number FreeBSD and Linux give the same signal", c.Name, sig)
 		}
 		spec.StopSignal = s
 	}

@@ -418,7 +418,7 @@ func (e *serviceEndpoints) kept(keys []string, member func(key string) bool) ([]
 	if len(keys) == 0 {
 		return nil, nil, nil
 	}
-	mkeys, vals := make([]string, 0, len(keys)), make([]*endpoints.Member, 0, len(keys))
+	vals := make([]*endpoints.Member, 0, len(keys))
 	for _, k := range keys {
 		svc, name, ok := taskKey(k)
 		if !ok {
@@ -426,31 +426,27 @@ func (e *serviceEndpoints) kept(keys []string, member func(key string) bool) ([]
 		}
 		ns, service, _ := strings.Cut(svc, "\x00")
 		var t *endpoints.Task
+		held := false
 		if ts := e.tasks[svc]; ts != nil {
-			t, ok = ts.get(name)
-		} else {
-			ok = false
+			t, held = ts.get(name)
 		}
-		if !ok || t == nil {
+		if !held || t == nil {
 			if member(itemKey(ns, name)) {
 				continue
 			}
 			return nil, nil, fmt.Errorf("member kept %q: no such endpoint task held", strings.ReplaceAll(k, "\x00", "/"))
 		}
-		mkeys = append(mkeys, itemKey(ns, name))
 		vals = append(vals, &endpoints.Member{Namespace: ns, Service: service, Task: name, IP: t.IP, Node: t.Node})
 	}
 	// Member keys sort by task within a namespace, not by service first.
-	idx := make([]int, len(mkeys))
-	for i := range idx {
-		idx[i] = i
+	slices.SortFunc(vals, func(a, b *endpoints.Member) int {
+		return strings.Compare(itemKey(a.Namespace, a.Task), itemKey(b.Namespace, b.Task))
+	})
+	mkeys := make([]string, len(vals))
+	for i, m := range vals {
+		mkeys[i] = itemKey(m.Namespace, m.Task)
 	}
-	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(mkeys[a], mkeys[b]) })
-	sk, sv := make([]string, len(idx)), make([]*endpoints.Member, len(idx))
-	for i, j := range idx {
-		sk[i], sv[i] = mkeys[j], vals[j]
-	}
-	return sk, sv, nil
+	return mkeys, vals, nil
 }
 
 // members lists the members the endpoint tasks held stand for, in key
