@@ -66,16 +66,20 @@ func runUntil(t *testing.T, fn func(context.Context) error) {
 // failure, the loop's message saying no task starts), each of those at
 // most once refused because the other wrote first (a refused write is a
 // log entry too). 6 measured on a quiet machine; a resolver writing at
-// each retry would write 10 more.
+// each retry would write 10 more. The window is 30 first retry delays,
+// as 30 s is of the production one (RetryFirst): the same five retries,
+// in a fifth of the time.
 const (
 	resolverWrites = 12
-	resolverWindow = 30 * time.Second
+	resolverRetry  = 200 * time.Millisecond
+	resolverWindow = 30 * resolverRetry
 )
 
 // An image that never resolves (a registry that refuses; a reference that
 // does not parse) costs a write when its failure is first recorded, then
-// none: retries back off from a second, doubling, and the same error is
-// logged once. 30 s of real time, so the test runs in parallel.
+// none: retries back off from the first delay, doubling, and the same
+// error is logged once. Seconds of real time, so the test runs in
+// parallel.
 func TestFailingImagesWriteOnceAndBackOff(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
@@ -127,7 +131,7 @@ spec:
 	}
 	logs := &warnCounter{}
 	start := s.AppliedIndex()
-	res := &ImageResolver{Store: s, Resolve: resolve, Logger: slog.New(logs)}
+	res := &ImageResolver{Store: s, Resolve: resolve, Logger: slog.New(logs), Retry: resolverRetry}
 	runUntil(t, res.Run)
 	l := &Loop{Store: s, Signals: alive{"n1"}, LeaderSince: time.Now().Add(-time.Hour)}
 	runUntil(t, l.Run)
@@ -147,10 +151,10 @@ spec:
 	warns := logs.warns
 	logs.mu.Unlock()
 	t.Logf("in %s: %d Raft writes, %d and %d resolutions, %d WARN lines", resolverWindow, writes, down, bad, warns)
-	// 1+2+4+8+16 s: attempts at 0, 1, 3, 7, 15 and 31 s.
+	// 1+2+4+8+16 delays: attempts at 0, 1, 3, 7, 15 and 31 of them.
 	for what, n := range map[string]int{"unreachable": down, "bad reference": bad} {
 		if n < 4 || n > 6 {
-			t.Errorf("%s image resolved %d times in %s, want 4 to 6 (backing off from 1 s)", what, n, resolverWindow)
+			t.Errorf("%s image resolved %d times in %s, want 4 to 6 (backing off from %s)", what, n, resolverWindow, resolverRetry)
 		}
 	}
 	if warns != 2 {
