@@ -42,7 +42,7 @@ func loadCache(st Store) (*objectCache, *store.Watcher, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err := st.Watch(from, plannerKinds...)
+	w, err := st.Watch(store.AfterRead(from), plannerKinds...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -114,13 +114,10 @@ func (c *objectCache) caughtUp(st Store, target uint64) (bool, <-chan struct{}) 
 	c.mu.Lock()
 	at, ch := c.at, c.changed
 	c.mu.Unlock()
-	if at == 0 {
-		return false, ch
-	}
 	if at >= target {
 		return true, ch
 	}
-	w, err := st.Watch(at, plannerKinds...)
+	w, err := st.Watch(store.AfterRead(at), plannerKinds...)
 	if err != nil {
 		return false, ch
 	}

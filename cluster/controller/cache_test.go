@@ -11,6 +11,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/cluster/store/storetest"
 	"github.com/legionbsd/legion/scheduler"
 )
 
@@ -216,4 +217,38 @@ func TestOnlyPlannerKindsWakeTheLoop(t *testing.T) {
 	wake("a Node")
 	put(t, s, "apiVersion: legion/v1\nkind: Namespace\nmetadata: {name: team}\n")
 	wake("a Namespace")
+}
+
+// A cache read before the store applied anything (version 0, as the
+// loop's first read of a store just elected may be) follows the store
+// from there: it is caught up after writes it does not watch, and its
+// watch gives what is written of its kinds after them.
+func TestACacheReadAtVersionZero(t *testing.T) {
+	t.Parallel()
+	s, lead := storetest.Unelected(t, nil)
+	c, w, err := loadCache(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.at != 0 {
+		t.Fatalf("read at %d before the store's first entry, want 0", c.at)
+	}
+	lead()
+	for i := range 3 {
+		put(t, s, fmt.Sprintf("apiVersion: legion/v1\nkind: Config\nmetadata: {name: c%d}\nspec: {text: x}\n", i))
+	}
+	var st scheduler.State
+	if !c.fill(s, &st) {
+		t.Fatal("a cache read at version 0 was not caught up after writes it does not watch")
+	}
+	put(t, s, "apiVersion: legion/v1\nkind: Namespace\nmetadata: {name: team}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev, err := w.Next(ctx)
+	if err != nil {
+		t.Fatalf("the watch from the read at 0: %v", err)
+	}
+	if ev.Object.GetKind() != legion.KindNamespace || ev.Object.GetMetadata().Name != "team" {
+		t.Fatalf("the watch's first event is %s %s, want the Namespace team", ev.Object.GetKind(), ev.Object.GetMetadata().Name)
+	}
 }

@@ -296,7 +296,7 @@ func (c *viewCache) load() (*store.Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := c.st.Watch(max(at, 1))
+	w, err := c.st.Watch(store.AfterRead(at))
 	if err != nil {
 		return nil, err
 	}
@@ -971,7 +971,7 @@ func (c *viewCache) sync(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w, err := c.st.Watch(max(at, 1))
+		w, err := c.st.Watch(store.AfterRead(at))
 		if err == nil && loaded {
 			if _, err = w.Next(drained); errors.Is(err, context.Canceled) && ctx.Err() == nil {
 				return nil

@@ -69,7 +69,7 @@ func (s *Server) followChanges(ctx context.Context, st *store.Store, ring *event
 		} else {
 			ring.Add(at, tr.Resync(objs, s.cfg.Now())...)
 		}
-		w, err := st.Watch(at, trackedKinds...)
+		w, err := st.Watch(store.AfterRead(at), trackedKinds...)
 		if err != nil {
 			if errors.Is(err, store.ErrClosed) {
 				return

@@ -825,6 +825,13 @@ func (s *Store) CountOf(kinds []legion.Kind, namespace string) (int, error) {
 	return n, err
 }
 
+// AfterRead is the version to Watch from to follow on from a read at
+// version at. A read at 0 (nothing applied yet: a store just elected)
+// must not ask Watch for 0, which means what is applied by the time it
+// is called, maybe past the read. The log's first entry is Raft's
+// configuration, never an event, so from 1 misses nothing after 0.
+func AfterRead(at uint64) uint64 { return max(at, 1) }
+
 // Watch follows the events after version from (from this replica), of
 // the kinds given or of every kind when none are. Zero means from what
 // this replica has applied now. A watch of some kinds is not woken by
