@@ -3,6 +3,7 @@ package dispatcherclient
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/legionbsd/legion"
@@ -236,14 +237,16 @@ func epKey(service, task string) string { return "default\x00" + service + "\x00
 // message. Their policy members come beside the endpoint tasks
 // (members=apart, as managers send them now: the endpoint tasks stand for
 // them), or with them (members=all, from a manager that sends every
-// member). Reported per message.
+// member), or beside them with the old tasks kept as members while they
+// stop (members=kept: pf's soft drain, AssignmentSet.members_kept), and
+// removed in a third message. Reported per message.
 func BenchmarkRolloutMessages(b *testing.B) {
-	for _, members := range []string{"apart", "all"} {
-		b.Run("members="+members, func(b *testing.B) { benchRolloutMessages(b, members == "apart") })
+	for _, members := range []string{"apart", "all", "kept"} {
+		b.Run("members="+members, func(b *testing.B) { benchRolloutMessages(b, members != "all", members == "kept") })
 	}
 }
 
-func benchRolloutMessages(b *testing.B, apart bool) {
+func benchRolloutMessages(b *testing.B, apart, kept bool) {
 	const perService, services = 3, 17
 	var sets []*legionpb.AssignmentSet
 	for m := 0; m < 33*200/services; m++ { // 33 batches of three of each service's 100
@@ -263,6 +266,9 @@ func benchRolloutMessages(b *testing.B, apart bool) {
 				ip := fmt.Sprintf("10.202.%d.%d", r, 2+svc)
 				eps[epKey(service, name)] = endpoints.TaskWire(endpoints.Task{Name: name, IP: ip, Node: "node-001", Slot: r + 1})
 				gone.EndpointTaskChanges.Removed = append(gone.EndpointTaskChanges.Removed, epKey(service, old))
+				if kept {
+					gone.MembersKept = append(gone.MembersKept, epKey(service, old))
+				}
 				if !apart {
 					members[itemKey("default", name)] = endpoints.MemberWire(&endpoints.Member{Namespace: "default", Task: name, Service: service, IP: ip, Node: "node-001"})
 					gone.MemberChanges.Removed = append(gone.MemberChanges.Removed, itemKey("default", old))
@@ -274,6 +280,15 @@ func benchRolloutMessages(b *testing.B, apart bool) {
 			put.MemberChanges.Put = legionpb.ItemsPut(members)
 		}
 		sets = append(sets, put, gone)
+		if kept {
+			stopped := &legionpb.AssignmentSet{Delta: true, TypedValues: true, MembersBesideEndpoints: true, MemberChanges: &legionpb.Items{}}
+			for _, k := range gone.MembersKept {
+				svc, task, _ := taskKey(k)
+				ns, _, _ := strings.Cut(svc, "\x00")
+				stopped.MemberChanges.Removed = append(stopped.MemberChanges.Removed, itemKey(ns, task))
+			}
+			sets = append(sets, stopped)
+		}
 	}
 	rollOver(b, benchState(b), sets, 1, func(_ int, as agent.Assignments) error {
 		if n := as.Policies.Members.Len(); n != 20000 && n != 20000+perService*services {
