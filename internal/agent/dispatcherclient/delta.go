@@ -418,7 +418,14 @@ func (e *serviceEndpoints) kept(keys []string, member func(key string) bool) ([]
 	if len(keys) == 0 {
 		return nil, nil, nil
 	}
-	vals := make([]*endpoints.Member, 0, len(keys))
+	// Each member's key made once, and the members in one allocation:
+	// every node takes every kept member of a rollout.
+	type entry struct {
+		key string
+		m   *endpoints.Member
+	}
+	made := make([]endpoints.Member, 0, len(keys))
+	entries := make([]entry, 0, len(keys))
 	for _, k := range keys {
 		svc, name, ok := taskKey(k)
 		if !ok {
@@ -436,15 +443,14 @@ func (e *serviceEndpoints) kept(keys []string, member func(key string) bool) ([]
 			}
 			return nil, nil, fmt.Errorf("member kept %q: no such endpoint task held", strings.ReplaceAll(k, "\x00", "/"))
 		}
-		vals = append(vals, &endpoints.Member{Namespace: ns, Service: service, Task: name, IP: t.IP, Node: t.Node})
+		made = append(made, endpoints.Member{Namespace: ns, Service: service, Task: name, IP: t.IP, Node: t.Node})
+		entries = append(entries, entry{itemKey(ns, name), &made[len(made)-1]})
 	}
 	// Member keys sort by task within a namespace, not by service first.
-	slices.SortFunc(vals, func(a, b *endpoints.Member) int {
-		return strings.Compare(itemKey(a.Namespace, a.Task), itemKey(b.Namespace, b.Task))
-	})
-	mkeys := make([]string, len(vals))
-	for i, m := range vals {
-		mkeys[i] = itemKey(m.Namespace, m.Task)
+	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	mkeys, vals := make([]string, len(entries)), make([]*endpoints.Member, len(entries))
+	for i, e := range entries {
+		mkeys[i], vals[i] = e.key, e.m
 	}
 	return mkeys, vals, nil
 }
