@@ -18,8 +18,9 @@ func (s *Store) Version() (uint64, error) {
 // of one of the kinds (any kind when none are given). It returns nil on
 // such a change, and also when the watch history no longer reaches back
 // to from (compacted, or reset by a snapshot): either way the caller
-// reads again. It returns ctx's error when ctx ends first, and ErrClosed
-// when the store shuts down.
+// reads again. from is a read's version, 0 included (see AfterRead). It
+// returns ctx's error when ctx ends first, and ErrClosed when the store
+// shuts down.
 func (s *Store) WaitChange(ctx context.Context, from uint64, kinds ...legion.Kind) error {
 	return s.WaitEvent(ctx, from, func(Event) bool { return true }, kinds...)
 }
@@ -27,7 +28,7 @@ func (s *Store) WaitChange(ctx context.Context, from uint64, kinds ...legion.Kin
 // WaitEvent is WaitChange for the first event after version from that
 // match reports, for a caller that needs only some changes of a kind.
 func (s *Store) WaitEvent(ctx context.Context, from uint64, match func(Event) bool, kinds ...legion.Kind) error {
-	w, err := s.Watch(from, kinds...)
+	w, err := s.Watch(AfterRead(from), kinds...)
 	if errors.Is(err, ErrCompacted) {
 		return nil
 	}

@@ -49,3 +49,22 @@ func TestWaitChange(t *testing.T) {
 		t.Fatalf("a cancelled wait: %v", err)
 	}
 }
+
+// A wait from a read at version 0 (before the store applied anything)
+// sees a change made since, as a wait from any other read does: 0 is
+// not "from now" here.
+func TestWaitChangeFromVersionZero(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	sec, _ := legion.New(legion.KindSecret)
+	sec.GetMetadata().Name, sec.GetMetadata().Namespace = "s", "default"
+	sec.(*legion.Secret).Spec.Data = []byte("v")
+	if _, _, err := n.s.Put(context.Background(), sec, WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := n.s.WaitChange(ctx, 0, legion.KindSecret); err != nil {
+		t.Fatalf("a wait from version 0 after a Secret was written: %v", err)
+	}
+}
