@@ -116,6 +116,10 @@ type Agent struct {
 	// Attacher, when set, mounts the Volumes of the other drivers it
 	// serves; a task mounting one fails on a node without it.
 	Attacher VolumeAttacher
+	// DetachRetry is how soon a task directory whose Volumes could not be
+	// detached is tried again, doubling per failure (zero:
+	// DetachRetryFirst).
+	DetachRetry time.Duration
 	// Platform is the node's platform as its status reports it: a task
 	// whose image offers nothing for it is rejected naming it
 	// (wrongPlatform), which keeps the planner off such nodes.
@@ -156,6 +160,8 @@ type Agent struct {
 	wg      sync.WaitGroup
 	vl      volumeLocks
 	volSets chan Assignments // the latest set, for the local copies
+	// detaches are the task directories to detach again (detachretry.go).
+	detaches detachRetries
 	// assigned are the latest set's tasks for this node: their images
 	// are kept from collection.
 	assigned []*legion.Task
@@ -301,6 +307,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stopVolumes()
 	a.wg.Add(1)
 	go func() { defer a.wg.Done(); a.followLocalCopies(volCtx) }()
+	a.wg.Add(1)
+	go func() { defer a.wg.Done(); a.followDetaches(volCtx) }()
 	if c, ok := a.Images.(ImageCollector); ok {
 		a.wg.Add(1)
 		go func() { defer a.wg.Done(); a.collectImages(volCtx, c) }()
@@ -522,6 +530,8 @@ func (a *Agent) reconcile(ctx context.Context, as Assignments, adoptable map[str
 		a.removeUnknownPod(ctx, uid)
 		if a.detachDir(ctx, uid) {
 			a.removeTaskDir(ctx, uid)
+		} else {
+			a.retryDetach(uid, nil)
 		}
 	}
 	// An adopted pod's address is the network's again before any new pod

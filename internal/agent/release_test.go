@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent/attach"
@@ -162,5 +163,106 @@ func TestVolumeReleasedOnceTheSweepDetachesIt(t *testing.T) {
 		func() string { return fmt.Sprint(r.mgr.released()) })
 	if _, err := os.Stat(filepath.Dir(record)); !os.IsNotExist(err) {
 		t.Errorf("task directory after the sweep: %v, want it gone", err)
+	}
+}
+
+// A detach that fails at the teardown (the device busy) is tried again
+// while the agent runs, backing off: once it works, the agent lets go of
+// the Volume and the task's directory goes, no restart needed.
+func TestAFailedDetachIsTriedAgain(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	busy := pluginNode(t, r)
+	if err := os.WriteFile(busy, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.agent.DetachRetry = 20 * time.Millisecond
+	runAgent(t, r.agent)
+	r.assign(nil, volumeTask("t1", "blk"))
+	r.mgr.await(t, "web-t1", "running", isRunning)
+	r.assign(nil)
+	r.mgr.await(t, "web-t1", "shut down", func(s legion.TaskStatus) bool { return s.State == legion.TaskShutdown })
+	record := filepath.Join(r.agent.RunDir, "tasks", "t1", "attached.json")
+	// A few tries fail while the device is busy: the Volume stays held.
+	waitFor(t, "two more tries failing", func() bool {
+		r.agent.detaches.mu.Lock()
+		defer r.agent.detaches.mu.Unlock()
+		p := r.agent.detaches.pending["t1"]
+		return p != nil && p.fails >= 3
+	}, func() string { return "the detach not tried again" })
+	if got := r.mgr.released(); len(got) != 0 {
+		t.Fatalf("released %q while still attached", got)
+	}
+	if _, err := os.Stat(record); err != nil {
+		t.Fatalf("the failed detach's record: %v", err)
+	}
+
+	if err := os.Remove(busy); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the release", func() bool { return slices.Equal(r.mgr.released(), []string{"default/blk"}) },
+		func() string { return fmt.Sprint(r.mgr.released()) })
+	waitFor(t, "the task directory gone", func() bool {
+		_, err := os.Stat(filepath.Dir(record))
+		return os.IsNotExist(err)
+	}, func() string { return "it is still there" })
+	if h := r.mgr.holder("default/blk"); h != "" {
+		t.Errorf("volume still held by %q", h)
+	}
+}
+
+// The wait between tries doubles from the first up to DetachRetryMax.
+func TestDetachRetryDelays(t *testing.T) {
+	t.Parallel()
+	a := &Agent{}
+	var got []time.Duration
+	for fails := 1; fails <= 7; fails++ {
+		got = append(got, a.detachDelay(fails))
+	}
+	s := time.Second
+	want := []time.Duration{10 * s, 20 * s, 40 * s, 80 * s, 160 * s, DetachRetryMax, DetachRetryMax}
+	if !slices.Equal(got, want) {
+		t.Fatalf("delays %v, want %v", got, want)
+	}
+}
+
+// A directory an earlier agent left, whose detach fails at the new
+// agent's start, is tried again while that agent runs; once detached,
+// the agent lets go of its Volume without waiting for another set.
+func TestALeftoverDirectoryIsDetachedOnALaterTry(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	busy := pluginNode(t, r)
+	if err := os.WriteFile(busy, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop := runAgent(t, r.agent)
+	r.assign(nil, volumeTask("t1", "blk"))
+	r.mgr.await(t, "web-t1", "running", isRunning)
+	r.assign(nil)
+	r.mgr.await(t, "web-t1", "shut down", func(s legion.TaskStatus) bool { return s.State == legion.TaskShutdown })
+	stop()
+	record := filepath.Join(r.agent.RunDir, "tasks", "t1", "attached.json")
+
+	again := r.restarted()
+	again.DetachRetry = 20 * time.Millisecond
+	runAgent(t, again)
+	r.assign(nil) // its Volumes: held here, recorded attached, so kept
+	waitFor(t, "a failed try after the start's", func() bool {
+		again.detaches.mu.Lock()
+		defer again.detaches.mu.Unlock()
+		p := again.detaches.pending["t1"]
+		return p != nil && p.fails >= 2
+	}, func() string { return "the detach not tried again" })
+	if got := r.mgr.released(); len(got) != 0 {
+		t.Fatalf("released %q while still attached", got)
+	}
+	if err := os.Remove(busy); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the release", func() bool { return slices.Equal(r.mgr.released(), []string{"default/blk"}) },
+		func() string { return fmt.Sprint(r.mgr.released()) })
+	if _, err := os.Stat(filepath.Dir(record)); !os.IsNotExist(err) {
+		t.Errorf("task directory after the later try: %v, want it gone", err)
 	}
 }

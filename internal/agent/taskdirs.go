@@ -74,6 +74,7 @@ func (a *Agent) sweepTaskDirs(ctx context.Context, keep map[string]bool) {
 		// Its volumes first: the directory's records say what to undo,
 		// and it stays until that succeeds.
 		if !a.detachDir(ctx, e.Name()) {
+			a.retryDetach(e.Name(), nil)
 			continue
 		}
 		a.log.Info("removing the files of a task whose pod is gone", "task", e.Name())

@@ -445,7 +445,7 @@ func (a *Agent) releaseVolumes(ctx context.Context, t *legion.Task) bool {
 	detached := true
 	if a.Attacher != nil {
 		if err := a.Attacher.Detach(ctx, a.taskDir(uid)); err != nil {
-			a.log.Warn("detaching the task's volumes; its directory stays for the next sweep", "task", t.Metadata.Name, "err", err)
+			a.log.Warn("detaching the task's volumes; they stay held and are tried again", "task", t.Metadata.Name, "err", err)
 			detached = false
 		}
 	}
@@ -473,7 +473,7 @@ func (a *Agent) detachDir(ctx context.Context, uid string) bool {
 		return true
 	}
 	if err := a.Attacher.Detach(ctx, a.taskDir(uid)); err != nil {
-		a.log.Warn("detaching a leftover task's volumes; its directory stays", "task", uid, "err", err)
+		a.log.Warn("detaching a leftover task's volumes; its directory stays and is tried again", "task", uid, "err", err)
 		return false
 	}
 	return true
@@ -491,14 +491,20 @@ func (a *Agent) queueLocalCopies(as Assignments) {
 }
 
 func (a *Agent) followLocalCopies(ctx context.Context) {
+	idle := a.detaches.idleChan()
+	var last []*legion.Volume // the latest set's
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case as := <-a.volSets:
+			last = as.Volumes
 			a.reconcileLocalCopies(ctx, as)
 			a.releaseIdle(ctx, as.Volumes)
 			a.resizeInUse(ctx, as.Volumes)
+		case <-idle:
+			// A directory an earlier agent left was detached at last.
+			a.releaseIdle(ctx, last)
 		}
 	}
 }
@@ -538,8 +544,9 @@ func (a *Agent) resizeInUse(ctx context.Context, vols []*legion.Volume) {
 // node once nothing here uses it: no live task mounts it and no task
 // directory records it attached. A teardown lets go of its task's own;
 // this catches what no teardown did: a stop an earlier agent left, a
-// detach that succeeded only at the sweep's retry, a release the managers
-// did not take. Each set tries again.
+// detach of a directory an earlier agent left that succeeded only on a
+// later try (detachretry.go), a release the managers did not take. Each
+// set tries again.
 func (a *Agent) releaseIdle(ctx context.Context, vols []*legion.Volume) {
 	if a.Attacher == nil {
 		return

@@ -664,6 +664,8 @@ func (w *worker) teardown(ctx context.Context, state legion.TaskState, msg strin
 	// other task of the node uses them.
 	if w.a.releaseVolumes(ctx, t) {
 		w.a.removeTaskDir(ctx, t.Metadata.UID)
+	} else {
+		w.a.retryDetach(t.Metadata.UID, t)
 	}
 	now := w.a.now()
 	w.status.Finished = &now
