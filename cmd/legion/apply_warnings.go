@@ -157,19 +157,49 @@ func warnApplied(w io.Writer, objs []legion.Object, list lister) {
 
 // warnListed prints, after legion get shows Routes, those no node
 // serves and those that lead to no service, as apply does: whether it is
-// served is what a Route's listing is read for. (Limits are warned of at
-// apply only: a listing of services does not show them.) A user who may
-// not list nodes or services is told nothing more: a listing is not the
-// place to say what they cannot see.
+// served is what a Route's listing is read for; and of Services, the
+// published ports a node cannot serve (the table's PORTS column shows
+// what is asked). (Limits are warned of at apply only: a listing of
+// services does not show them.) A user who may not list nodes or
+// services is told nothing more: a listing is not the place to say what
+// they cannot see.
 func warnListed(w io.Writer, objs []legion.Object, list lister) {
 	var routes []legion.Object
+	var services []*legion.Service
 	for _, o := range objs {
-		if o.GetKind() == legion.KindRoute {
+		switch x := o.(type) {
+		case *legion.Route:
 			routes = append(routes, o)
+		case *legion.Service:
+			services = append(services, x)
 		}
 	}
 	_ = warnOf(w, routes, list)
 	_ = warnUnrouted(w, routes, list)
+	warnUnpublished(w, services, list)
+}
+
+// warnUnpublished prints, of each of the services, the published ports a
+// node reports it cannot serve (another process of its host holds the
+// port): ready tasks or not, the port answers with whatever holds it
+// there. The nodes are read only when a service publishes a port; a user
+// who may not read them is told nothing.
+func warnUnpublished(w io.Writer, services []*legion.Service, list lister) {
+	publishing := slices.DeleteFunc(slices.Clone(services), func(s *legion.Service) bool {
+		return !slices.ContainsFunc(s.Spec.Endpoint.Ports, func(p legion.ServicePort) bool { return p.Publish != "" })
+	})
+	if len(publishing) == 0 {
+		return
+	}
+	nodes, err := list(legion.KindNode, "")
+	if err != nil {
+		return
+	}
+	for _, s := range publishing {
+		for _, p := range publishProblems(s, nodes) {
+			fmt.Fprintf(w, "warning: service %s/%s: published port %d is not served on node %s: %s\n", s.Metadata.Namespace, s.Metadata.Name, p.Port, p.node, p.Error)
+		}
+	}
 }
 
 // routesOf is the Routes among objs.

@@ -44,6 +44,12 @@ func TestAPublishedPortHeldElsewhereIsReported(t *testing.T) {
 	if want := "warning: service default/web: published port " + p + " is not served on node " + n.Name + ": "; err != nil || !strings.Contains(out, want) {
 		t.Errorf("rollout status of a service whose published port is held elsewhere: %v, want %q in\n%s", err, want, out)
 	}
+	// The table shows the port asked for; the warning after it says it
+	// is not served.
+	out, err = runLegion(t, "", append([]string{"get", "services"}, flags...)...)
+	if want := "warning: service default/web: published port " + p + " is not served on node " + n.Name + ": listen tcp"; err != nil || !strings.Contains(out, want) {
+		t.Errorf("get services: %v, want %q in\n%s", err, want, out)
+	}
 	out, err = runLegion(t, "", append([]string{"describe", "service", "web"}, flags...)...)
 	if want := "port " + p + " on node " + n.Name + ": listen tcp 127.0.0.1:" + p; err != nil || !strings.Contains(out, "Not published:") || !strings.Contains(out, want) {
 		t.Errorf("describe service web: %v, want %q in\n%s", err, want, out)
@@ -66,6 +72,9 @@ func TestAPublishedPortHeldElsewhereIsReported(t *testing.T) {
 		t.Fatalf("scale web 2: %v\n%s", err, out)
 	}
 	waitFor(t, "the node to serve the freed port", func() bool { return nodeErrors() == nil })
+	if out, err := runLegion(t, "", append([]string{"get", "services"}, flags...)...); err != nil || strings.Contains(out, "warning:") {
+		t.Errorf("get services once the port is served: %v, want no warning in\n%s", err, out)
+	}
 	if c, err := net.Dial("tcp", "127.0.0.1:"+p); err != nil {
 		t.Errorf("the freed published port is not served: %v", err)
 	} else {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -256,19 +255,9 @@ func followRollout(ctx context.Context, cl *client.Client, out io.Writer, ns, na
 
 // sayUnpublished adds to a followed rollout's end (completed, paused,
 // rolled back or timed out) the published ports of the service that a
-// node reports it cannot serve: ready tasks or not, the port answers with
-// whatever else holds it there. Best effort: a user may not read Nodes.
+// node reports it cannot serve (warnUnpublished).
 func sayUnpublished(ctx context.Context, cl *client.Client, out io.Writer, s *legion.Service) {
-	if !slices.ContainsFunc(s.Spec.Endpoint.Ports, func(p legion.ServicePort) bool { return p.Publish != "" }) {
-		return
-	}
-	nodes, _, err := cl.List(ctx, legion.KindNode, client.ListOptions{})
-	if err != nil {
-		return
-	}
-	for _, p := range publishProblems(s, nodes) {
-		fmt.Fprintf(out, "warning: service %s/%s: published port %d is not served on node %s: %s\n", s.Metadata.Namespace, s.Metadata.Name, p.Port, p.node, p.Error)
-	}
+	warnUnpublished(out, []*legion.Service{s}, listWith(ctx, cl))
 }
 
 // waitFlags are --wait and --timeout of the commands that change a
