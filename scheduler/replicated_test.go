@@ -265,6 +265,39 @@ spec:
 	}
 }
 
+// On a cluster of one node, the failed starts are reported too, naming
+// that node: its Service says why none of its tasks runs.
+func TestThreeFailedStartsOnOneNodeAreReported(t *testing.T) {
+	t.Parallel()
+	c := schedtest.WithNodes(t, 1)
+	c.FailImages["gone:1"] = "pulling localhost/gone:1: image not present"
+	c.Apply(`
+apiVersion: legion/v1
+kind: Service
+metadata: {name: gone}
+spec:
+  replicas: 2
+  pod: {containers: [{name: c, image: gone:1}]}
+`)
+	c.Run(10 * time.Second)
+	msg := c.Service("gone").Status.Message
+	if !strings.Contains(msg, "slot 1 failed to start 3 times in a row, on node n1: pulling localhost/gone:1: image not present") {
+		t.Fatalf("service message %q", msg)
+	}
+	c.FailImages = map[string]string{}
+	c.ApplyAndConverge(`
+apiVersion: legion/v1
+kind: Service
+metadata: {name: gone}
+spec:
+  replicas: 2
+  pod: {containers: [{name: c, image: gone:2}]}
+`)
+	if c.Running("gone") != 2 || c.Service("gone").Status.Message != "" {
+		t.Fatalf("after the spec changed: running %d, message %q", c.Running("gone"), c.Service("gone").Status.Message)
+	}
+}
+
 // A slot whose task failed to start on a node tries another node next,
 // even one with more of the service's tasks: what failed may be the
 // node's own (an image only loaded elsewhere). Before, the node with

@@ -756,12 +756,15 @@ func (p *planner) replaceAt(o *owner, sp *svcPass, s *slot, last *entry) (time.T
 	return ended(t).Add(backoff(base, failures, MaxRestartDelay)), true, failures
 }
 
-// failedStarts says so when a slot's last three tasks failed to start, on
-// different nodes.
+// failedStarts says so when a slot's last three tasks failed to start,
+// naming the nodes they were on: several say it is not a node's doing;
+// one (a cluster of one node, or the only node the pod may run on) is
+// where to look.
 func failedStarts(s *slot) string {
 	var nodes []string
 	var last *legion.Task
-	for i := len(s.entries) - 1; i >= 0 && len(nodes) < FailedStartsInRow; i-- {
+	failed := 0
+	for i := len(s.entries) - 1; i >= 0 && failed < FailedStartsInRow; i-- {
 		t := s.entries[i].t
 		if live(t) {
 			continue
@@ -773,17 +776,21 @@ func failedStarts(s *slot) string {
 		if last == nil {
 			last = t
 		}
-		if slices.Contains(nodes, t.Spec.Node) {
-			return ""
+		failed++
+		if !slices.Contains(nodes, t.Spec.Node) {
+			nodes = append(nodes, t.Spec.Node)
 		}
-		nodes = append(nodes, t.Spec.Node)
 	}
-	if len(nodes) < FailedStartsInRow {
+	if failed < FailedStartsInRow {
 		return ""
 	}
 	slices.Sort(nodes)
+	on := "on node "
+	if len(nodes) > 1 {
+		on = "on nodes "
+	}
 	msg := "slot " + strconv.Itoa(last.Spec.Slot) + " failed to start " + strconv.Itoa(FailedStartsInRow) +
-		" times in a row, on nodes " + strings.Join(nodes, ", ")
+		" times in a row, " + on + strings.Join(nodes, ", ")
 	if last.Status.Message != "" {
 		msg += ": " + last.Status.Message
 	}
