@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -246,20 +247,29 @@ spec:
 	}
 }
 
-func TestThreeFailedStartsOnDifferentNodesAreReported(t *testing.T) {
-	t.Parallel()
-	c := schedtest.WithNodes(t, 3)
-	c.FailImages["flaky:1"] = "mount failed"
-	c.Apply(`
+// failingService applies a Service of replicas tasks whose image fails
+// to start with failure, on a cluster of nodes nodes, and runs the
+// planner 10 s: the Service's message is then checked.
+func failingService(t *testing.T, nodes, replicas int, failure string) *schedtest.Cluster {
+	t.Helper()
+	c := schedtest.WithNodes(t, nodes)
+	c.FailImages["bad:1"] = failure
+	c.Apply(fmt.Sprintf(`
 apiVersion: legion/v1
 kind: Service
-metadata: {name: flaky}
+metadata: {name: bad}
 spec:
-  replicas: 1
-  pod: {containers: [{name: c, image: flaky:1}]}
-`)
+  replicas: %d
+  pod: {containers: [{name: c, image: bad:1}]}
+`, replicas))
 	c.Run(10 * time.Second)
-	msg := c.Service("flaky").Status.Message
+	return c
+}
+
+func TestThreeFailedStartsOnDifferentNodesAreReported(t *testing.T) {
+	t.Parallel()
+	c := failingService(t, 3, 1, "mount failed")
+	msg := c.Service("bad").Status.Message
 	if !strings.Contains(msg, "slot 1 failed to start 3 times in a row, on nodes n1, n2, n3: mount failed") {
 		t.Fatalf("service message %q", msg)
 	}
@@ -269,32 +279,22 @@ spec:
 // that node: its Service says why none of its tasks runs.
 func TestThreeFailedStartsOnOneNodeAreReported(t *testing.T) {
 	t.Parallel()
-	c := schedtest.WithNodes(t, 1)
-	c.FailImages["gone:1"] = "pulling localhost/gone:1: image not present"
-	c.Apply(`
-apiVersion: legion/v1
-kind: Service
-metadata: {name: gone}
-spec:
-  replicas: 2
-  pod: {containers: [{name: c, image: gone:1}]}
-`)
-	c.Run(10 * time.Second)
-	msg := c.Service("gone").Status.Message
-	if !strings.Contains(msg, "slot 1 failed to start 3 times in a row, on node n1: pulling localhost/gone:1: image not present") {
+	c := failingService(t, 1, 2, "pulling localhost/bad:1: image not present")
+	msg := c.Service("bad").Status.Message
+	if !strings.Contains(msg, "slot 1 failed to start 3 times in a row, on node n1: pulling localhost/bad:1: image not present") {
 		t.Fatalf("service message %q", msg)
 	}
 	c.FailImages = map[string]string{}
 	c.ApplyAndConverge(`
 apiVersion: legion/v1
 kind: Service
-metadata: {name: gone}
+metadata: {name: bad}
 spec:
   replicas: 2
-  pod: {containers: [{name: c, image: gone:2}]}
+  pod: {containers: [{name: c, image: bad:2}]}
 `)
-	if c.Running("gone") != 2 || c.Service("gone").Status.Message != "" {
-		t.Fatalf("after the spec changed: running %d, message %q", c.Running("gone"), c.Service("gone").Status.Message)
+	if c.Running("bad") != 2 || c.Service("bad").Status.Message != "" {
+		t.Fatalf("after the spec changed: running %d, message %q", c.Running("bad"), c.Service("bad").Status.Message)
 	}
 }
 

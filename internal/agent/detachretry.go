@@ -51,30 +51,23 @@ func (a *Agent) retryDetach(uid string, task *legion.Task) {
 	if _, ok := r.pending[uid]; !ok {
 		r.pending[uid] = &pendingDetach{task: task, fails: 1, next: time.Now().Add(a.detachDelay(1))}
 	}
-	wake := r.wakeChan()
 	r.mu.Unlock()
+	wake, _ := r.chans()
 	select {
 	case wake <- struct{}{}:
 	default:
 	}
 }
 
-// wakeChan is made on first use, under mu.
-func (r *detachRetries) wakeChan() chan struct{} {
-	if r.wake == nil {
-		r.wake = make(chan struct{}, 1)
-	}
-	return r.wake
-}
-
-// idleChan is made on first use, under mu.
-func (r *detachRetries) idleChan() chan struct{} {
+// chans are wake and idle, made on first use: a directory may be queued
+// before Run starts the goroutines that take them.
+func (r *detachRetries) chans() (wake, idle chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.idle == nil {
-		r.idle = make(chan struct{}, 1)
+	if r.wake == nil {
+		r.wake, r.idle = make(chan struct{}, 1), make(chan struct{}, 1)
 	}
-	return r.idle
+	return r.wake, r.idle
 }
 
 // detachDelay is the wait after fails failures in a row.
@@ -93,9 +86,7 @@ func (a *Agent) detachDelay(fails int) time.Duration {
 // until ctx ends.
 func (a *Agent) followDetaches(ctx context.Context) {
 	r := &a.detaches
-	r.mu.Lock()
-	wake := r.wakeChan()
-	r.mu.Unlock()
+	wake, _ := r.chans()
 	for {
 		now := time.Now()
 		var due []string
@@ -164,8 +155,9 @@ func (a *Agent) detachAgain(ctx context.Context, uid string) {
 	a.log.Info("detached the volumes of a task on a later try", "task", uid, "tries", p.fails+1)
 	a.removeTaskDir(ctx, uid)
 	if p.task == nil {
+		_, idle := r.chans()
 		select {
-		case r.idleChan() <- struct{}{}:
+		case idle <- struct{}{}:
 		default:
 		}
 	}

@@ -41,6 +41,40 @@ esac
 	return busy
 }
 
+// busyPluginNode is pluginNode with the device busy from the start: a
+// detach fails until busy is removed.
+func busyPluginNode(t *testing.T, r *rig) (busy string) {
+	t.Helper()
+	busy = pluginNode(t, r)
+	if err := os.WriteFile(busy, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return busy
+}
+
+// runAndStop runs task t1, mounting default/blk, then has it stopped, and
+// returns where its directory records what is attached.
+func (r *rig) runAndStop(t *testing.T) (record string) {
+	t.Helper()
+	r.assign(nil, volumeTask("t1", "blk"))
+	r.mgr.await(t, "web-t1", "running", isRunning)
+	r.assign(nil)
+	r.mgr.await(t, "web-t1", "shut down", func(s legion.TaskStatus) bool { return s.State == legion.TaskShutdown })
+	return filepath.Join(r.agent.RunDir, "tasks", "t1", "attached.json")
+}
+
+// waitFailedTries waits until a's detach of t1's directory has failed
+// fails times in a row.
+func waitFailedTries(t *testing.T, a *Agent, what string, fails int) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		a.detaches.mu.Lock()
+		defer a.detaches.mu.Unlock()
+		p := a.detaches.pending["t1"]
+		return p != nil && p.fails >= fails
+	}, func() string { return "the detach not tried again" })
+}
+
 func (r *rig) attacher(pluginDir string) *attach.Attacher {
 	return &attach.Attacher{Runner: sys.NewFake(), RunDir: r.agent.RunDir, PluginDir: pluginDir, Platform: attach.PlatformProcess}
 }
@@ -116,17 +150,10 @@ func TestVolumeReleasedWhenARestartedAgentFinishesTheStop(t *testing.T) {
 func TestVolumeReleasedOnceTheSweepDetachesIt(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	busy := pluginNode(t, r)
-	if err := os.WriteFile(busy, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	busy := busyPluginNode(t, r)
 	ctx := context.Background()
 	stop := runAgent(t, r.agent)
-	r.assign(nil, volumeTask("t1", "blk"))
-	r.mgr.await(t, "web-t1", "running", isRunning)
-	r.assign(nil)
-	r.mgr.await(t, "web-t1", "shut down", func(s legion.TaskStatus) bool { return s.State == legion.TaskShutdown })
-	record := filepath.Join(r.agent.RunDir, "tasks", "t1", "attached.json")
+	record := r.runAndStop(t)
 	if _, err := os.Stat(record); err != nil {
 		t.Fatalf("the failed detach's record: %v", err)
 	}
@@ -172,24 +199,12 @@ func TestVolumeReleasedOnceTheSweepDetachesIt(t *testing.T) {
 func TestAFailedDetachIsTriedAgain(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	busy := pluginNode(t, r)
-	if err := os.WriteFile(busy, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	busy := busyPluginNode(t, r)
 	r.agent.DetachRetry = 20 * time.Millisecond
 	runAgent(t, r.agent)
-	r.assign(nil, volumeTask("t1", "blk"))
-	r.mgr.await(t, "web-t1", "running", isRunning)
-	r.assign(nil)
-	r.mgr.await(t, "web-t1", "shut down", func(s legion.TaskStatus) bool { return s.State == legion.TaskShutdown })
-	record := filepath.Join(r.agent.RunDir, "tasks", "t1", "attached.json")
+	record := r.runAndStop(t)
 	// A few tries fail while the device is busy: the Volume stays held.
-	waitFor(t, "two more tries failing", func() bool {
-		r.agent.detaches.mu.Lock()
-		defer r.agent.detaches.mu.Unlock()
-		p := r.agent.detaches.pending["t1"]
-		return p != nil && p.fails >= 3
-	}, func() string { return "the detach not tried again" })
+	waitFailedTries(t, r.agent, "two more tries failing", 3)
 	if got := r.mgr.released(); len(got) != 0 {
 		t.Fatalf("released %q while still attached", got)
 	}
@@ -232,28 +247,16 @@ func TestDetachRetryDelays(t *testing.T) {
 func TestALeftoverDirectoryIsDetachedOnALaterTry(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	busy := pluginNode(t, r)
-	if err := os.WriteFile(busy, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	busy := busyPluginNode(t, r)
 	stop := runAgent(t, r.agent)
-	r.assign(nil, volumeTask("t1", "blk"))
-	r.mgr.await(t, "web-t1", "running", isRunning)
-	r.assign(nil)
-	r.mgr.await(t, "web-t1", "shut down", func(s legion.TaskStatus) bool { return s.State == legion.TaskShutdown })
+	record := r.runAndStop(t)
 	stop()
-	record := filepath.Join(r.agent.RunDir, "tasks", "t1", "attached.json")
 
 	again := r.restarted()
 	again.DetachRetry = 20 * time.Millisecond
 	runAgent(t, again)
 	r.assign(nil) // its Volumes: held here, recorded attached, so kept
-	waitFor(t, "a failed try after the start's", func() bool {
-		again.detaches.mu.Lock()
-		defer again.detaches.mu.Unlock()
-		p := again.detaches.pending["t1"]
-		return p != nil && p.fails >= 2
-	}, func() string { return "the detach not tried again" })
+	waitFailedTries(t, again, "a failed try after the start's", 2)
 	if got := r.mgr.released(); len(got) != 0 {
 		t.Fatalf("released %q while still attached", got)
 	}

@@ -491,7 +491,7 @@ func (a *Agent) queueLocalCopies(as Assignments) {
 }
 
 func (a *Agent) followLocalCopies(ctx context.Context) {
-	idle := a.detaches.idleChan()
+	_, idle := a.detaches.chans()
 	var last []*legion.Volume // the latest set's
 	for {
 		select {
