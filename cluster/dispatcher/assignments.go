@@ -196,6 +196,7 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 		} else {
 			set.Tasks = [][]byte{}
 		}
+		c.freshEndpoints()
 		set.Endpoints, set.Peers, set.Routes = c.endpoints.list(), c.peers.list(), c.routesP.list()
 		set.Policies = policiesJSON(c.rules, c.members.list())
 	} else {

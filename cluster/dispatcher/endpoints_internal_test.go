@@ -2,9 +2,12 @@ package dispatcher
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,4 +225,197 @@ func TestASuspectNodesTasksLeaveTheEndpoints(t *testing.T) {
 	if got := set.GetEndpointTaskChanges().GetRemoved(); !slices.Equal(got, []string{sk + "web-3-1"}) {
 		t.Errorf("n2 down: endpoints removed %q; want web-3-1", got)
 	}
+}
+
+// The endpoints the cache brings up to each batch, task by task, are what
+// a reading of the store gives, whatever the order of the changes:
+// Services put and removed, tasks becoming ready or not, moving, going,
+// written before their Service, nodes turning suspect or down. Both kinds
+// of stream, following the changes from their first whole set, hold what
+// a whole set made now holds.
+func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	s, c, ctx := cacheOver(t, st)
+	rnd := rand.New(rand.NewPCG(21, 2026))
+	pick := func(of ...string) string { return of[rnd.IntN(len(of))] }
+	now := time.Now()
+	services, nodes := []string{"web", "api", "db"}, []string{"n1", "n2", "n3"}
+	write := func() {
+		t.Helper()
+		var err error
+		switch r := rnd.IntN(20); {
+		case r < 2:
+			svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+				Metadata: legion.Metadata{Namespace: "shop", Name: pick(services...)}}}
+			svc.Status.VIP = pick("10.201.0.5", "10.201.0.6")
+			svc.Spec.Endpoint.Ports = []legion.ServicePort{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: legion.PortRef{Number: 8080}}}
+			_, _, err = st.Put(ctx, svc, store.WriteOptions{})
+		case r < 3:
+			_, err = st.Delete(ctx, legion.KindService, "shop", pick(services...), store.Precondition{})
+		case r < 5:
+			n := &legion.Node{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindNode, Metadata: legion.Metadata{Name: pick(nodes...)}}}
+			n.Status.State = legion.NodeState(pick(string(legion.NodeReady), string(legion.NodeReady), string(legion.NodeSuspect), string(legion.NodeDown)))
+			_, _, err = st.Put(ctx, n, store.WriteOptions{})
+		case r < 7:
+			_, err = st.Delete(ctx, legion.KindTask, "shop", fmt.Sprintf("%s-%d", pick(services...), rnd.IntN(8)), store.Precondition{})
+		default:
+			svc := pick(services...)
+			tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+				Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("%s-%d", svc, rnd.IntN(8))}}}
+			tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: svc}
+			tk.Spec.Node, tk.Spec.DesiredState, tk.Spec.Slot = pick(nodes...), legion.TaskRunning, rnd.IntN(3)
+			tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: rnd.IntN(4) > 0, IP: fmt.Sprintf("10.200.0.%d", 10+rnd.IntN(3)), Started: &now}
+			_, _, err = st.Put(ctx, tk, store.WriteOptions{})
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	// reading is the endpoints a reading of the store gives now, by
+	// service key, as JSON.
+	reading := func() map[string]string {
+		t.Helper()
+		list := func(k legion.Kind) []legion.Object {
+			objs, _, err := st.List(k, "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return objs
+		}
+		serves := map[string]bool{}
+		for _, o := range list(legion.KindNode) {
+			n := o.(*legion.Node)
+			serves[n.Metadata.Name] = endpoints.NodeServes(n)
+		}
+		var svcs []*legion.Service
+		var tasks []*legion.Task
+		for _, o := range list(legion.KindService) {
+			svcs = append(svcs, o.(*legion.Service))
+		}
+		for _, o := range list(legion.KindTask) {
+			tk := o.(*legion.Task)
+			if ok, known := serves[tk.Spec.Node]; ok || !known { // a node not known serves
+				tasks = append(tasks, tk)
+			}
+		}
+		out := map[string]string{}
+		for _, e := range endpoints.Compute(svcs, tasks) {
+			out[itemKey(e.Namespace, e.Name)] = endpointsJSON(t, e)
+		}
+		return out
+	}
+	// The two streams, each with what it holds: the whole stream its
+	// services; the other the services' headers and the tasks apart.
+	whole, apart := &streamState{node: "n9"}, &streamState{node: "n9", shape: shape{apart: true}}
+	held, heads, tasks := map[string][]byte{}, map[string][]byte{}, map[string][]byte{}
+	apply := func(m map[string][]byte, it *legionpb.Items) {
+		if it.GetReplace() {
+			clear(m)
+		}
+		for _, k := range it.GetRemoved() {
+			delete(m, k)
+		}
+		maps.Copy(m, it.PutMap())
+	}
+	if err := c.sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, ss := range []*streamState{whole, apart} {
+		set, _, err := s.compose(st, c, ss, true)
+		if err != nil || set == nil {
+			t.Fatalf("first set: %v, %v", set, err)
+		}
+		for _, data := range listed(t, set.Endpoints) {
+			e := decodeService(t, data)
+			sk := itemKey(e.Namespace, e.Name)
+			if ss == whole {
+				held[sk] = data
+				continue
+			}
+			for _, tk := range e.Tasks {
+				tasks[epTaskKey(sk, tk.Name)], _ = json.Marshal(tk)
+			}
+			e.Tasks = nil
+			heads[sk], _ = json.Marshal(e)
+		}
+	}
+	for step := range 40 {
+		for range 1 + rnd.IntN(6) {
+			write()
+		}
+		if err := c.sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := reading()
+		for _, ss := range []*streamState{whole, apart} {
+			set, _, err := s.compose(st, c, ss, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			apply(held, set.GetEndpointChanges())
+			apply(heads, set.GetEndpointServiceChanges())
+			apply(tasks, set.GetEndpointTaskChanges())
+		}
+		fresh, _, err := s.compose(st, c, &streamState{node: "n9"}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]map[string]string{"the whole stream": {}, "the stream of tasks apart": {}, "a whole set": {}}
+		for sk, data := range held {
+			got["the whole stream"][sk] = endpointsJSON(t, decodeService(t, data))
+		}
+		for sk, data := range heads {
+			e := decodeService(t, data)
+			for _, k := range slices.Sorted(maps.Keys(tasks)) {
+				if strings.HasPrefix(k, sk+"\x00") {
+					var tk endpoints.Task
+					if err := json.Unmarshal(tasks[k], &tk); err != nil {
+						t.Fatal(err)
+					}
+					e.Tasks = append(e.Tasks, &tk)
+				}
+			}
+			got["the stream of tasks apart"][sk] = endpointsJSON(t, e)
+		}
+		for _, data := range listed(t, fresh.Endpoints) {
+			e := decodeService(t, data)
+			got["a whole set"][itemKey(e.Namespace, e.Name)] = endpointsJSON(t, e)
+		}
+		for what, g := range got {
+			if !maps.Equal(g, want) {
+				t.Fatalf("step %d: %s holds\n%v\nwhere a reading gives\n%v", step, what, g, want)
+			}
+		}
+	}
+}
+
+// listed is the items of a whole set's JSON list.
+func listed(t *testing.T, list []byte) []json.RawMessage {
+	t.Helper()
+	var items []json.RawMessage
+	if err := json.Unmarshal(list, &items); err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+func decodeService(t *testing.T, data []byte) endpoints.Service {
+	t.Helper()
+	var e endpoints.Service
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// endpointsJSON is e as JSON, its tasks sorted by name, for comparing.
+func endpointsJSON(t *testing.T, e endpoints.Service) string {
+	t.Helper()
+	slices.SortFunc(e.Tasks, func(a, b *endpoints.Task) int { return strings.Compare(a.Name, b.Name) })
+	data, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

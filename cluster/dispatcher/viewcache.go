@@ -193,10 +193,17 @@ type viewCache struct {
 	// without its tasks, and each ready task (epTaskKey), so a change to
 	// one task is one item whatever the service's size.
 	endpoints, epHeads, epTasks *part
-	epVals                      map[string]endpoints.Service
-	peers                       *part
-	routesP                     *part
-	members                     *part
+	// epVals is each service's endpoints, its tasks in name order, brought
+	// up to each batch's events task by task.
+	epVals map[string]endpoints.Service
+	// epStale is the services whose item in endpoints is behind epVals:
+	// made only when a whole set or a stream without endpoint tasks reads
+	// that part (freshEndpoints), since agents ask for endpoint tasks and
+	// a rollout changes every service at every publication.
+	epStale map[string]bool
+	peers   *part
+	routesP *part
+	members *part
 	// lone is the members that are not endpoint tasks (Jobs' tasks,
 	// running tasks not ready, tasks of services gone): what the streams
 	// that asked for members beside endpoint tasks are sent as members,
@@ -231,8 +238,11 @@ type viewCache struct {
 	// sharedBuilt counts the changes worked out, for tests.
 	sharedBuilt int
 
-	// What the events of the batch being taken touched.
+	// What the events of the batch being taken touched: Services (their
+	// endpoints worked out again whole), and apart the tasks whose
+	// readiness feeds a service's endpoints, by service.
 	dirtyServices                       map[string]bool
+	dirtyEpTasks                        map[string]map[string]bool
 	dirtyLone                           map[string]bool // member keys
 	dirtyPeers, dirtyRoutes, dirtyRules bool
 	dirtyVolumes                        bool
@@ -320,21 +330,9 @@ func (c *viewCache) load() (*store.Watcher, error) {
 	// 20,000-task cluster about 5 MB per node at the worst moment.
 	again := c.endpoints != nil
 	if !again {
-		c.byNode = map[string]*part{}
-		c.endpoints, c.epVals, c.peers, c.routesP, c.members = newPart(), map[string]endpoints.Service{}, newPart(), newPart(), newPart()
-		c.epHeads, c.epTasks, c.lone = newPart(), newPart(), newPart()
-		c.epTasks.putAt = map[string]uint64{}
-		c.kept, c.leftEps = map[string]keptMember{}, map[string]leftEp{}
+		c.makeParts()
 	}
-	c.tasks, c.byService = map[string]*legion.Task{}, map[string]map[string]bool{}
-	c.services, c.nodes, c.routes = map[string]*legion.Service{}, map[string]*legion.Node{}, map[string]*legion.Route{}
-	c.nss, c.netpols, c.volumes = map[string]*legion.Namespace{}, map[string]*legion.NetworkPolicy{}, map[string]*legion.Volume{}
-	c.dirtyServices, c.dirtyLone = map[string]bool{}, map[string]bool{}
-	for k := range c.lone.items { // those of tasks gone since are looked at again
-		c.dirtyLone[k] = true
-	}
-	c.dirtyPeers, c.dirtyRoutes, c.dirtyRules, c.dirtyVolumes = true, true, true, true
-	c.dirtyValues, c.dirtyNodes, c.dirtyIDs = true, true, true
+	c.forget()
 	for _, k := range cacheKinds {
 		for _, o := range objs[k] {
 			c.take(store.Event{Type: store.Added, Object: o})
@@ -348,6 +346,31 @@ func (c *viewCache) load() (*store.Watcher, error) {
 	}
 	c.publish()
 	return w, nil
+}
+
+// makeParts makes the cache's parts, empty, at its first reading: later
+// readings keep them, to send streams what changed.
+func (c *viewCache) makeParts() {
+	c.byNode = map[string]*part{}
+	c.endpoints, c.epVals, c.peers, c.routesP, c.members = newPart(), map[string]endpoints.Service{}, newPart(), newPart(), newPart()
+	c.epStale = map[string]bool{}
+	c.epHeads, c.epTasks, c.lone = newPart(), newPart(), newPart()
+	c.epTasks.putAt = map[string]uint64{}
+	c.kept, c.leftEps = map[string]keptMember{}, map[string]leftEp{}
+}
+
+// forget empties the objects for a reading to fill, marking every
+// derived part as touched.
+func (c *viewCache) forget() {
+	c.tasks, c.byService = map[string]*legion.Task{}, map[string]map[string]bool{}
+	c.services, c.nodes, c.routes = map[string]*legion.Service{}, map[string]*legion.Node{}, map[string]*legion.Route{}
+	c.nss, c.netpols, c.volumes = map[string]*legion.Namespace{}, map[string]*legion.NetworkPolicy{}, map[string]*legion.Volume{}
+	c.dirtyServices, c.dirtyEpTasks, c.dirtyLone = map[string]bool{}, map[string]map[string]bool{}, map[string]bool{}
+	for k := range c.lone.items { // those of tasks gone since are looked at again
+		c.dirtyLone[k] = true
+	}
+	c.dirtyPeers, c.dirtyRoutes, c.dirtyRules, c.dirtyVolumes = true, true, true, true
+	c.dirtyValues, c.dirtyNodes, c.dirtyIDs = true, true, true
 }
 
 // dropMissing removes from the kept parts what a new reading no longer
@@ -522,13 +545,20 @@ func (c *viewCache) touchNodeTasks(node string) {
 	}
 }
 
-// touchTask marks the service a task's readiness feeds as changed.
-// A task leaving readiness is seen through its old version, which was
-// ready; one entering it through its new one.
+// touchTask marks a task whose readiness feeds its service's endpoints
+// as changed. A task leaving readiness is seen through its old version,
+// which was ready; one entering it through its new one.
 func (c *viewCache) touchTask(t *legion.Task) {
-	if endpoints.Ready(t) {
-		c.dirtyServices[itemKey(t.Metadata.Namespace, t.Spec.Owner.Name)] = true
+	if !endpoints.Ready(t) {
+		return
 	}
+	sk := itemKey(t.Metadata.Namespace, t.Spec.Owner.Name)
+	keys := c.dirtyEpTasks[sk]
+	if keys == nil {
+		keys = map[string]bool{}
+		c.dirtyEpTasks[sk] = keys
+	}
+	keys[itemKey(t.Metadata.Namespace, t.Metadata.Name)] = true
 }
 
 func setOrDelete[T any](m map[string]T, key string, v T, gone bool) {
@@ -565,47 +595,18 @@ func (c *viewCache) publish() {
 	gen := c.gen
 	epChanged := false
 	for sk := range c.dirtyServices {
-		svc := c.services[sk]
-		old, had := c.epVals[sk]
-		if svc == nil {
-			if had {
-				delete(c.epVals, sk)
-				c.endpoints.remove(gen, sk)
-				c.epHeads.remove(gen, sk)
-				for _, t := range old.Tasks {
-					c.epTasks.remove(gen, epTaskKey(sk, t.Name))
-					c.dirtyLone[memberKeyOf(sk, t.Name)] = true
-				}
-				epChanged = true
-			}
-			continue
-		}
-		var tasks []*legion.Task
-		for tk := range c.byService[sk] {
-			if t := c.tasks[tk]; t != nil && endpoints.NodeServes(c.nodes[t.Spec.Node]) {
-				tasks = append(tasks, t)
-			}
-		}
-		e := endpoints.Compute([]*legion.Service{svc}, tasks)[0]
-		data, err := json.Marshal(e)
-		if err != nil {
-			continue
-		}
-		head := e
-		head.Tasks = nil
-		hdata, err := json.Marshal(head)
-		if err != nil {
-			continue
-		}
-		if old, ok := c.endpoints.items[sk]; !ok || !bytes.Equal(old, data) {
+		if c.publishService(gen, sk) {
 			epChanged = true
 		}
-		c.epVals[sk] = e
-		c.endpoints.put(gen, sk, data)
-		c.epHeads.put(gen, sk, hdata)
-		c.putEndpointTasks(gen, sk, old.Tasks, e.Tasks)
+		delete(c.dirtyEpTasks, sk)
+	}
+	for sk, keys := range c.dirtyEpTasks {
+		if c.publishEndpointTasks(gen, sk, keys) {
+			epChanged = true
+		}
 	}
 	clear(c.dirtyServices)
+	clear(c.dirtyEpTasks)
 	c.publishLone(gen)
 	if c.dirtyPeers {
 		nodes := sortedValues(c.nodes)
@@ -669,15 +670,132 @@ func (c *viewCache) publish() {
 	c.changed = make(chan struct{})
 }
 
+// publishService works out service sk's endpoints again from all its
+// tasks, after the Service changed (or was read again), reporting
+// whether they changed.
+func (c *viewCache) publishService(gen uint64, sk string) bool {
+	svc := c.services[sk]
+	old, had := c.epVals[sk]
+	if svc == nil {
+		if !had {
+			return false
+		}
+		delete(c.epVals, sk)
+		delete(c.epStale, sk)
+		c.endpoints.remove(gen, sk)
+		c.epHeads.remove(gen, sk)
+		for _, t := range old.Tasks {
+			c.epTasks.remove(gen, epTaskKey(sk, t.Name))
+			c.dirtyLone[memberKeyOf(sk, t.Name)] = true
+		}
+		return true
+	}
+	e := endpoints.Head(svc)
+	hdata, err := json.Marshal(e)
+	if err != nil {
+		return false
+	}
+	for tk := range c.byService[sk] {
+		if t := c.tasks[tk]; t != nil && c.inEndpoints(t) {
+			e.Tasks = append(e.Tasks, endpoints.TaskOf(t))
+		}
+	}
+	slices.SortFunc(e.Tasks, func(a, b *endpoints.Task) int { return strings.Compare(a.Name, b.Name) })
+	c.epVals[sk] = e
+	headChanged := c.epHeads.put(gen, sk, hdata)
+	tasksChanged := c.putEndpointTasks(gen, sk, old.Tasks, e.Tasks)
+	if !had || headChanged || tasksChanged {
+		c.epStale[sk] = true
+		return true
+	}
+	return false
+}
+
+// inEndpoints reports whether task t is one of its service's endpoints:
+// ready, on a node that serves.
+func (c *viewCache) inEndpoints(t *legion.Task) bool {
+	return endpoints.Ready(t) && endpoints.NodeServes(c.nodes[t.Spec.Node])
+}
+
+// publishEndpointTasks brings service sk's endpoints up to the tasks
+// keys (namespace NUL name) a batch touched, each put, replaced or
+// removed by itself: a rollout's batch costs what it changed, not the
+// service's size. It reports whether the endpoints changed.
+func (c *viewCache) publishEndpointTasks(gen uint64, sk string, keys map[string]bool) bool {
+	e, had := c.epVals[sk]
+	if !had {
+		if c.services[sk] == nil {
+			return false // no service, no endpoints: its tasks wait for it
+		}
+		return c.publishService(gen, sk)
+	}
+	_, svcName, _ := strings.Cut(sk, "\x00")
+	changed := false
+	for tk := range keys {
+		_, name, _ := strings.Cut(tk, "\x00")
+		var now *endpoints.Task
+		if t := c.tasks[tk]; t != nil && t.Spec.Owner.Name == svcName && c.inEndpoints(t) {
+			now = endpoints.TaskOf(t)
+		}
+		i, found := slices.BinarySearchFunc(e.Tasks, name, func(t *endpoints.Task, name string) int { return strings.Compare(t.Name, name) })
+		k := epTaskKey(sk, name)
+		switch {
+		case now == nil && !found:
+			continue
+		case now == nil:
+			c.removeEndpointTask(gen, sk, e.Tasks[i])
+			e.Tasks = slices.Delete(e.Tasks, i, i+1)
+		case found && *e.Tasks[i] == *now:
+			if _, ok := c.epTasks.items[k]; ok {
+				continue
+			}
+			fallthrough
+		default:
+			data, err := json.Marshal(now)
+			if err != nil {
+				continue
+			}
+			if found {
+				e.Tasks[i] = now
+			} else {
+				e.Tasks = slices.Insert(e.Tasks, i, now)
+			}
+			c.epTasks.put(gen, k, data)
+			c.dirtyLone[memberKeyOf(sk, name)] = true
+		}
+		changed = true
+	}
+	if changed {
+		c.epVals[sk] = e
+		c.epStale[sk] = true
+	}
+	return changed
+}
+
+// freshEndpoints brings the endpoints part up to epVals, for a reader of
+// it. Made at the current generation: every reader of the part calls
+// this first, so none has read the part since these services changed.
+// Called with mu held.
+func (c *viewCache) freshEndpoints() {
+	for sk := range c.epStale {
+		if data, err := json.Marshal(c.epVals[sk]); err == nil {
+			c.endpoints.put(c.gen, sk, data)
+		}
+	}
+	clear(c.epStale)
+}
+
 // putEndpointTasks brings the endpoint tasks of service sk from was to
 // now (both in name order, as Compute gives them): a task whose endpoint
 // did not change is not touched, so one task becoming ready, or not, or
 // moving is one change whatever the service's size.
-func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []*endpoints.Task) {
+func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []*endpoints.Task) bool {
+	changed := false
 	i := 0
 	for _, t := range now {
 		for i < len(was) && was[i].Name < t.Name {
 			c.removeEndpointTask(gen, sk, was[i])
+			changed = true
 			i++
 		}
 		k := epTaskKey(sk, t.Name)
@@ -691,11 +809,14 @@ func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []*endpoint
 		if data, err := json.Marshal(t); err == nil {
 			c.epTasks.put(gen, k, data)
 			c.dirtyLone[memberKeyOf(sk, t.Name)] = true
+			changed = true
 		}
 	}
 	for ; i < len(was); i++ {
 		c.removeEndpointTask(gen, sk, was[i])
+		changed = true
 	}
+	return changed
 }
 
 // removeEndpointTask removes task t from the endpoint tasks of service
@@ -865,6 +986,7 @@ func (c *viewCache) fill(set *legionpb.AssignmentSet, sc *sharedChanges, since u
 	set.PeerChanges = sc.peers.get(items(c.peers))
 	set.RouteChanges = sc.routes.get(items(c.routesP))
 	if !sh.apart {
+		c.freshEndpoints()
 		set.EndpointChanges = sc.endpoints.get(items(c.endpoints))
 	} else {
 		set.EndpointServiceChanges = sc.epHeads.get(items(c.epHeads))

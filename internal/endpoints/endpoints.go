@@ -68,27 +68,11 @@ func Compute(services []*legion.Service, tasks []*legion.Task) []Service {
 			continue
 		}
 		k := t.Metadata.Namespace + "/" + t.Spec.Owner.Name
-		ready[k] = append(ready[k], &Task{Name: t.Metadata.Name, IP: t.Status.IP, Node: t.Spec.Node, Slot: t.Spec.Slot})
+		ready[k] = append(ready[k], TaskOf(t))
 	}
 	out := make([]Service, 0, len(services))
 	for _, s := range services {
-		e := Service{Namespace: s.Metadata.Namespace, Name: s.Metadata.Name, Labels: s.Metadata.Labels,
-			DNSRR: s.Spec.Endpoint.Mode == legion.EndpointDNSRR, Stateful: s.Spec.Mode == legion.ModeStateful}
-		if !e.DNSRR {
-			e.VIP = s.Status.VIP
-		}
-		for _, p := range s.Spec.Endpoint.Ports {
-			target := p.TargetPort.Number
-			if p.TargetPort.Name != "" {
-				cp, ok := s.Spec.Pod.FindPort(p.TargetPort)
-				if !ok {
-					continue
-				}
-				target = cp.ContainerPort
-			}
-			e.Ports = append(e.Ports, Port{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: target,
-				Publish: p.Publish, PublishedPort: p.PublishedPort})
-		}
+		e := Head(s)
 		e.Tasks = ready[e.Namespace+"/"+e.Name]
 		sort.Slice(e.Tasks, func(i, j int) bool { return e.Tasks[i].Name < e.Tasks[j].Name })
 		out = append(out, e)
@@ -100,6 +84,34 @@ func Compute(services []*legion.Service, tasks []*legion.Task) []Service {
 		return out[i].Name < out[j].Name
 	})
 	return out
+}
+
+// Head is service s as nodes see it, without its tasks: what changes
+// only with the Service itself.
+func Head(s *legion.Service) Service {
+	e := Service{Namespace: s.Metadata.Namespace, Name: s.Metadata.Name, Labels: s.Metadata.Labels,
+		DNSRR: s.Spec.Endpoint.Mode == legion.EndpointDNSRR, Stateful: s.Spec.Mode == legion.ModeStateful}
+	if !e.DNSRR {
+		e.VIP = s.Status.VIP
+	}
+	for _, p := range s.Spec.Endpoint.Ports {
+		target := p.TargetPort.Number
+		if p.TargetPort.Name != "" {
+			cp, ok := s.Spec.Pod.FindPort(p.TargetPort)
+			if !ok {
+				continue
+			}
+			target = cp.ContainerPort
+		}
+		e.Ports = append(e.Ports, Port{Name: p.Name, Protocol: p.Protocol, Port: p.Port, TargetPort: target,
+			Publish: p.Publish, PublishedPort: p.PublishedPort})
+	}
+	return e
+}
+
+// TaskOf is task t as its service's endpoints list it (when Ready).
+func TaskOf(t *legion.Task) *Task {
+	return &Task{Name: t.Metadata.Name, IP: t.Status.IP, Node: t.Spec.Node, Slot: t.Spec.Slot}
 }
 
 // Peer is a node of the WireGuard mesh as the other nodes need it: its pod

@@ -84,7 +84,7 @@ func RouteProblem(r *legion.Route, s *legion.Service) string {
 	if s == nil {
 		return "no service " + r.Spec.Service + " in namespace " + r.Metadata.Namespace
 	}
-	_, problem := routePort(Compute([]*legion.Service{s}, nil)[0], r.Spec.Port)
+	_, problem := routePort(Head(s), r.Spec.Port)
 	return problem
 }
 
