@@ -58,7 +58,7 @@ type startedNode struct {
 	ingress  []string // where the HTTP proxy listens
 }
 
-func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig) error {
+func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig) (retErr error) {
 	if err := o.defaults(); err != nil {
 		return err
 	}
@@ -141,7 +141,9 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		case <-sess.Removed():
 			// Removed while this daemon was down: the pods it left run
 			// tasks the managers gave to other nodes since.
-			removePods(context.Background(), p, name, o.RunDir, log)
+			if err := removePods(context.Background(), p, name, o.RunDir, log); err != nil {
+				return fmt.Errorf("%w; the pods this node still ran, whose tasks run on other nodes now, were to be stopped, but %v; %s", sess.RemovedErr(), err, rejoin(o.DataDir))
+			}
 			return fmt.Errorf("%w; the pods this node still ran were stopped, as their tasks run on other nodes now; %s", sess.RemovedErr(), rejoin(o.DataDir))
 		default:
 		}
@@ -173,7 +175,9 @@ func runAgent(ctx context.Context, srv *server.Server, o Options, ac agentConfig
 		stop()
 		wg.Wait()
 		if removeAll {
-			removePods(context.Background(), p, name, o.RunDir, log)
+			if rerr := removePods(context.Background(), p, name, o.RunDir, log); rerr != nil && retErr == nil {
+				retErr = rerr
+			}
 			os.RemoveAll(o.RunDir) // the zone with it, and so the resolver stops
 		}
 		rt.Wait()

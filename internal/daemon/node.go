@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -350,12 +351,15 @@ func memoryBytes() int64 {
 // roots, the pods' network and their tasks' file systems. Before the
 // network is open (a node told at registration that it was removed) a
 // jail's interface is taken off the host alone; a process node's next
-// network removes what pods no longer there left of it.
-func removePods(ctx context.Context, p *platform, node, runDir string, log *slog.Logger) {
+// network removes what pods no longer there left of it. It says which
+// containers are still there after it, from the runtime's own list, so
+// that no caller reports the pods gone on the strength of having asked.
+func removePods(ctx context.Context, p *platform, node, runDir string, log *slog.Logger) error {
 	rt := p.runtime
-	cs, err := rt.List(ctx, map[string]string{agent.LabelNode: node})
+	selector := map[string]string{agent.LabelNode: node}
+	cs, err := rt.List(ctx, selector)
 	if err != nil {
-		return
+		return fmt.Errorf("listing the node's containers to remove them: %w", err)
 	}
 	for _, c := range cs {
 		if !c.Infra {
@@ -398,4 +402,18 @@ func removePods(ctx context.Context, p *platform, node, runDir string, log *slog
 			log.Warn("removing the pod network", "err", err)
 		}
 	}
+	left, err := rt.List(ctx, selector)
+	if err != nil {
+		return fmt.Errorf("listing the node's containers after removing them: %w", err)
+	}
+	if len(left) > 0 {
+		ids := make([]string, len(left))
+		for i, c := range left {
+			ids[i] = c.ID
+		}
+		slices.Sort(ids)
+		return fmt.Errorf("containers of the node still there after they were stopped and removed (the node's log says why): %s",
+			strings.Join(ids, ", "))
+	}
+	return nil
 }

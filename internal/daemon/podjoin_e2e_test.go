@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -170,7 +171,9 @@ func TestRemovePodsTakesNetworkAndTaskFiles(t *testing.T) {
 	if err := mem.Create(ctx, jail.ContainerSpec{ID: "00000000-0000-4000-8000-000000000099", Infra: true, Labels: other}); err != nil {
 		t.Fatal(err)
 	}
-	removePods(ctx, p, "n1", filepath.Join(dir, "run"), quietLog())
+	if err := removePods(ctx, p, "n1", filepath.Join(dir, "run"), quietLog()); err != nil {
+		t.Fatalf("removing n1's pods: %v", err)
+	}
 	left, _ := mem.List(ctx, nil)
 	if len(left) != 1 || left[0].Labels[agent.LabelNode] != "n2" {
 		t.Errorf("left %+v, want only the other node's pod", left)
@@ -178,5 +181,48 @@ func TestRemovePodsTakesNetworkAndTaskFiles(t *testing.T) {
 	ev := jn.seen()
 	if len(ev) != 2 || !strings.HasPrefix(ev[0], "detach  pod[") || ev[1] != "unmount "+uid+" files-there=false" {
 		t.Errorf("network and task-directory calls %q", ev)
+	}
+}
+
+// stuckRuntime is the in-memory runtime whose Remove fails for one
+// container, as a jail that will not die does.
+type stuckRuntime struct {
+	memRuntime
+	stuck string
+}
+
+func (r stuckRuntime) Remove(ctx context.Context, id string) error {
+	if id == r.stuck {
+		return errors.New("removing the jail: Device busy")
+	}
+	return r.memRuntime.Remove(ctx, id)
+}
+
+// A container that could not be removed is named in removePods' error,
+// which legion up reports instead of saying no pod is left.
+func TestRemovePodsSaysWhatIsLeft(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	mem := jailtest.NewMemory()
+	defer mem.Close()
+	images, err := OpenImages(Options{DataDir: filepath.Join(dir, "data"), Platform: PlatformProcess}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer images.Close()
+	const stuck = "00000000-0000-4000-8000-000000000031"
+	p := &platform{kind: PlatformProcess, images: images, runtime: stuckRuntime{memRuntime{mem}, stuck}}
+	for _, id := range []string{"00000000-0000-4000-8000-000000000030", stuck} {
+		labels := map[string]string{agent.LabelNode: "n1", agent.LabelTask: id}
+		if err := mem.Create(ctx, jail.ContainerSpec{ID: id, Labels: labels, Root: jail.Root{Path: dir}, Command: []string{"sleep", "60"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = removePods(ctx, p, "n1", filepath.Join(dir, "run"), quietLog())
+	if err == nil || !strings.Contains(err.Error(), "still there") || !strings.HasSuffix(err.Error(), ": "+stuck) {
+		t.Fatalf("removing n1's pods with one stuck: %v; want an error naming %s alone", err, stuck)
+	}
+	if left, _ := mem.List(ctx, nil); len(left) != 1 || left[0].ID != stuck {
+		t.Errorf("left %+v, want %s alone", left, stuck)
 	}
 }
