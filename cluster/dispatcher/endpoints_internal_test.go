@@ -227,12 +227,14 @@ func TestASuspectNodesTasksLeaveTheEndpoints(t *testing.T) {
 	}
 }
 
-// The endpoints the cache brings up to each batch, task by task, are what
-// a reading of the store gives, whatever the order of the changes:
+// The endpoints the cache brings up to each batch, task by task, and the
+// routes it works out again for the services that changed, are what a
+// reading of the store gives, whatever the order of the changes:
 // Services put and removed, tasks becoming ready or not, moving, going,
-// written before their Service, nodes turning suspect or down. Both kinds
-// of stream, following the changes from their first whole set, hold what
-// a whole set made now holds.
+// written before their Service, nodes turning suspect or down, Routes
+// put, moved to another Service and removed. Both kinds of stream,
+// following the changes from their first whole set, hold what a whole
+// set made now holds.
 func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
@@ -244,7 +246,7 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 	write := func() {
 		t.Helper()
 		var err error
-		switch r := rnd.IntN(20); {
+		switch r := rnd.IntN(22); {
 		case r < 2:
 			svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
 				Metadata: legion.Metadata{Namespace: "shop", Name: pick(services...)}}}
@@ -259,6 +261,13 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 			_, _, err = st.Put(ctx, n, store.WriteOptions{})
 		case r < 7:
 			_, err = st.Delete(ctx, legion.KindTask, "shop", fmt.Sprintf("%s-%d", pick(services...), rnd.IntN(8)), store.Precondition{})
+		case r < 9:
+			rt := &legion.Route{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindRoute,
+				Metadata: legion.Metadata{Namespace: "shop", Name: pick("front", "back")}}}
+			rt.Spec = legion.RouteSpec{Host: rt.Metadata.Name + ".example", Service: pick(services...)}
+			_, _, err = st.Put(ctx, rt, store.WriteOptions{})
+		case r < 10:
+			_, err = st.Delete(ctx, legion.KindRoute, "shop", pick("front", "back"), store.Precondition{})
 		default:
 			svc := pick(services...)
 			tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
@@ -272,9 +281,9 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// reading is the endpoints a reading of the store gives now, by
-	// service key, as JSON.
-	reading := func() map[string]string {
+	// reading is the endpoints and the routes a reading of the store
+	// gives now, by key, as JSON.
+	reading := func() (eps, routes map[string]string) {
 		t.Helper()
 		list := func(k legion.Kind) []legion.Object {
 			objs, _, err := st.List(k, "", nil)
@@ -299,16 +308,28 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 				tasks = append(tasks, tk)
 			}
 		}
-		out := map[string]string{}
-		for _, e := range endpoints.Compute(svcs, tasks) {
-			out[itemKey(e.Namespace, e.Name)] = endpointsJSON(t, e)
+		var rts []*legion.Route
+		for _, o := range list(legion.KindRoute) {
+			rts = append(rts, o.(*legion.Route))
 		}
-		return out
+		eps, routes = map[string]string{}, map[string]string{}
+		computed := endpoints.Compute(svcs, tasks)
+		for _, e := range computed {
+			eps[itemKey(e.Namespace, e.Name)] = endpointsJSON(t, e)
+		}
+		for _, r := range endpoints.ComputeRoutes(rts, computed) {
+			data, err := json.Marshal(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			routes[itemKey(r.Namespace, r.Name)] = string(data)
+		}
+		return eps, routes
 	}
 	// The two streams, each with what it holds: the whole stream its
 	// services; the other the services' headers and the tasks apart.
 	whole, apart := &streamState{node: "n9"}, &streamState{node: "n9", shape: shape{apart: true}}
-	held, heads, tasks := map[string][]byte{}, map[string][]byte{}, map[string][]byte{}
+	held, heads, tasks, routes := map[string][]byte{}, map[string][]byte{}, map[string][]byte{}, map[string][]byte{}
 	apply := func(m map[string][]byte, it *legionpb.Items) {
 		if it.GetReplace() {
 			clear(m)
@@ -325,6 +346,15 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 		set, _, err := s.compose(st, c, ss, true)
 		if err != nil || set == nil {
 			t.Fatalf("first set: %v, %v", set, err)
+		}
+		if ss == whole {
+			for _, data := range listed(t, set.Routes) {
+				var r endpoints.Route
+				if err := json.Unmarshal(data, &r); err != nil {
+					t.Fatal(err)
+				}
+				routes[itemKey(r.Namespace, r.Name)] = data
+			}
 		}
 		for _, data := range listed(t, set.Endpoints) {
 			e := decodeService(t, data)
@@ -347,11 +377,14 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 		if err := c.sync(ctx); err != nil {
 			t.Fatal(err)
 		}
-		want := reading()
+		want, wantRoutes := reading()
 		for _, ss := range []*streamState{whole, apart} {
 			set, _, err := s.compose(st, c, ss, false)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if ss == whole {
+				apply(routes, set.GetRouteChanges())
 			}
 			apply(held, set.GetEndpointChanges())
 			apply(heads, set.GetEndpointServiceChanges())
@@ -385,6 +418,22 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 		for what, g := range got {
 			if !maps.Equal(g, want) {
 				t.Fatalf("step %d: %s holds\n%v\nwhere a reading gives\n%v", step, what, g, want)
+			}
+		}
+		gotRoutes := map[string]map[string]string{"the whole stream": {}, "a whole set": {}}
+		for k, data := range routes {
+			gotRoutes["the whole stream"][k] = string(data)
+		}
+		for _, data := range listed(t, fresh.Routes) {
+			var r endpoints.Route
+			if err := json.Unmarshal(data, &r); err != nil {
+				t.Fatal(err)
+			}
+			gotRoutes["a whole set"][itemKey(r.Namespace, r.Name)] = string(data)
+		}
+		for what, g := range gotRoutes {
+			if !maps.Equal(g, wantRoutes) {
+				t.Fatalf("step %d: the routes of %s are\n%v\nwhere a reading gives\n%v", step, what, g, wantRoutes)
 			}
 		}
 	}

@@ -10,50 +10,71 @@ import (
 )
 
 // BenchmarkPublishOneTaskChange is what a publication costs the cache
-// when one ready task of a service of n changes its address: by=task
-// brings the service's endpoints up to that task alone (what a batch of
-// task events does); by=service works the service out again from all its
+// when one ready task of a service changes its address: by=task brings
+// the service's endpoints up to that task alone (what a batch of task
+// events does); by=service works the service out again from all its
 // tasks (what a change to the Service does, and every task change did
-// before).
+// before). With routes, each of 200 services of 100 tasks has a Route,
+// whose backends follow its service's tasks.
 func BenchmarkPublishOneTaskChange(b *testing.B) {
-	for _, n := range []int{100, 1000} {
+	type size struct {
+		services, tasks int
+		routes          bool
+	}
+	for _, sz := range []size{{1, 100, false}, {1, 1000, false}, {200, 100, true}} {
 		for _, by := range []string{"task", "service"} {
-			b.Run(fmt.Sprintf("tasks=%d/by=%s", n, by), func(b *testing.B) {
+			name := fmt.Sprintf("tasks=%d/by=%s", sz.tasks, by)
+			if sz.routes {
+				name = fmt.Sprintf("services=%d,tasks=%d,routes/by=%s", sz.services, sz.tasks, by)
+			}
+			b.Run(name, func(b *testing.B) {
 				c := &viewCache{changed: make(chan struct{})}
 				c.makeParts()
 				c.forget()
-				svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
-					Metadata: legion.Metadata{Namespace: "shop", Name: "web"}}}
-				svc.Status.VIP = "10.201.0.5"
-				svc.Spec.Endpoint.Ports = []legion.ServicePort{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: legion.PortRef{Number: 8080}}}
-				c.take(store.Event{Type: store.Added, Object: svc})
 				now := time.Now()
-				task := func(i int, ip string) *legion.Task {
+				task := func(svc string, i int, ip string) *legion.Task {
 					tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
-						Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("web-%d-1", i)}}}
-					tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: "web"}
+						Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("%s-%d-1", svc, i)}}}
+					tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: svc}
 					tk.Spec.Node, tk.Spec.DesiredState, tk.Spec.Slot = fmt.Sprintf("n%d", i%256), legion.TaskRunning, i
 					tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: ip, Started: &now}
 					return tk
 				}
-				for i := range n {
-					c.take(store.Event{Type: store.Added, Object: task(i, fmt.Sprintf("10.200.%d.%d", i/250, i%250+1))})
+				for s := range sz.services {
+					name := fmt.Sprintf("web%d", s)
+					svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+						Metadata: legion.Metadata{Namespace: "shop", Name: name}}}
+					svc.Status.VIP = "10.201.0.5"
+					svc.Spec.Endpoint.Ports = []legion.ServicePort{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: legion.PortRef{Number: 8080}}}
+					c.take(store.Event{Type: store.Added, Object: svc})
+					for i := range sz.tasks {
+						c.take(store.Event{Type: store.Added, Object: task(name, i, fmt.Sprintf("10.%d.%d.%d", 200+s/250, i/250, i%250+1))})
+					}
+					if sz.routes {
+						r := &legion.Route{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindRoute,
+							Metadata: legion.Metadata{Namespace: "shop", Name: name}}}
+						r.Spec = legion.RouteSpec{Host: name + ".example", Service: name}
+						c.take(store.Event{Type: store.Added, Object: r})
+					}
 				}
 				c.publish()
-				moved := []*legion.Task{task(0, "10.250.0.1"), task(0, "10.250.0.2")}
+				moved := []*legion.Task{task("web0", 0, "10.250.0.1"), task("web0", 0, "10.250.0.2")}
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := range b.N {
 					c.take(store.Event{Type: store.Modified, Object: moved[i%2]})
 					if by == "service" {
-						c.dirtyServices[itemKey("shop", "web")] = true
+						c.dirtyServices[itemKey("shop", "web0")] = true
 					}
 					c.publish()
 				}
 				b.StopTimer()
-				if e := c.epVals[itemKey("shop", "web")]; len(e.Tasks) != n || e.Tasks[0].IP != moved[(b.N-1)%2].Status.IP {
+				if e := c.epVals[itemKey("shop", "web0")]; len(e.Tasks) != sz.tasks || e.Tasks[0].IP != moved[(b.N-1)%2].Status.IP {
 					b.Fatalf("the service's endpoints hold %d tasks, the first at %s; want %d, the first at %s",
-						len(e.Tasks), e.Tasks[0].IP, n, moved[(b.N-1)%2].Status.IP)
+						len(e.Tasks), e.Tasks[0].IP, sz.tasks, moved[(b.N-1)%2].Status.IP)
+				}
+				if sz.routes && len(c.routesP.items) != sz.services {
+					b.Fatalf("%d routes, want %d", len(c.routesP.items), sz.services)
 				}
 			})
 		}

@@ -593,16 +593,16 @@ func (c *viewCache) hasNode(node string) bool {
 func (c *viewCache) publish() {
 	c.gen++
 	gen := c.gen
-	epChanged := false
+	epChanged := map[string]bool{} // services whose endpoints changed
 	for sk := range c.dirtyServices {
 		if c.publishService(gen, sk) {
-			epChanged = true
+			epChanged[sk] = true
 		}
 		delete(c.dirtyEpTasks, sk)
 	}
 	for sk, keys := range c.dirtyEpTasks {
 		if c.publishEndpointTasks(gen, sk, keys) {
-			epChanged = true
+			epChanged[sk] = true
 		}
 	}
 	clear(c.dirtyServices)
@@ -623,26 +623,19 @@ func (c *viewCache) publish() {
 			}
 		}
 	}
-	if c.dirtyRoutes || epChanged && len(c.routes) > 0 {
-		var eps []endpoints.Service
+	switch {
+	case c.dirtyRoutes:
+		c.publishRoutes(gen, sortedValues(c.routes), true)
+	case len(epChanged) > 0 && len(c.routes) > 0:
+		// Only the routes of the services whose endpoints changed: in a
+		// rollout that is a few services a publication, of hundreds.
+		var rs []*legion.Route
 		for _, r := range c.routes {
-			if e, ok := c.epVals[itemKey(r.Metadata.Namespace, r.Spec.Service)]; ok {
-				eps = append(eps, e)
+			if epChanged[itemKey(r.Metadata.Namespace, r.Spec.Service)] {
+				rs = append(rs, r)
 			}
 		}
-		seen := map[string]bool{}
-		for _, r := range endpoints.ComputeRoutes(sortedValues(c.routes), eps) {
-			k := itemKey(r.Namespace, r.Name)
-			if data, err := json.Marshal(r); err == nil {
-				c.routesP.put(gen, k, data)
-				seen[k] = true
-			}
-		}
-		for k := range c.routesP.items {
-			if !seen[k] {
-				c.routesP.remove(gen, k)
-			}
-		}
+		c.publishRoutes(gen, rs, false)
 	}
 	if c.dirtyRules {
 		p := endpoints.ComputePolicies(sortedValues(c.nss), sortedValues(c.netpols), nil)
@@ -668,6 +661,32 @@ func (c *viewCache) publish() {
 	clear(c.shared) // worked out up to the generation before
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// publishRoutes works out routes again against their services'
+// endpoints; all says they are every route, and the others are removed.
+func (c *viewCache) publishRoutes(gen uint64, routes []*legion.Route, all bool) {
+	var eps []endpoints.Service
+	for _, r := range routes {
+		if e, ok := c.epVals[itemKey(r.Metadata.Namespace, r.Spec.Service)]; ok {
+			eps = append(eps, e)
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range endpoints.ComputeRoutes(routes, eps) {
+		k := itemKey(r.Namespace, r.Name)
+		if data, err := json.Marshal(r); err == nil {
+			c.routesP.put(gen, k, data)
+			seen[k] = true
+		}
+	}
+	if all {
+		for k := range c.routesP.items {
+			if !seen[k] {
+				c.routesP.remove(gen, k)
+			}
+		}
+	}
 }
 
 // publishService works out service sk's endpoints again from all its
