@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"sync"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
-	"github.com/legionbsd/legion/internal/jsonfast"
 )
 
 // Requirement names an object that must exist when a write applies, or
@@ -171,18 +173,76 @@ func checkRequires(b *batchWriter, c *command) error {
 		if r.UID == "" {
 			continue
 		}
-		var m struct {
-			Metadata struct {
-				UID string `json:"uid"`
-			} `json:"metadata"`
-		}
-		if err := jsonfast.Unmarshal(raw, &m); err != nil {
+		uid, err := storedUID(raw)
+		if err != nil {
 			return fmt.Errorf("%s %s: reading required %s %s: %w", c.Kind, displayKey(c), r.Kind, displayName(r.Namespace, r.Name), err)
 		}
-		if m.Metadata.UID != r.UID {
+		if uid != r.UID {
 			return fmt.Errorf("%s %s: requires %s %s of uid %s, found uid %s: %w",
-				c.Kind, displayKey(c), r.Kind, displayName(r.Namespace, r.Name), r.UID, m.Metadata.UID, ErrConflict)
+				c.Kind, displayKey(c), r.Kind, displayName(r.Namespace, r.Name), r.UID, uid, ErrConflict)
 		}
 	}
 	return nil
 }
+
+// storedUID reads metadata.uid from a stored object's JSON, stopping
+// there: every task a planner writes requires its owner, and decoding
+// the owner's whole spec for its uid was most of what the check cost. A
+// stored object is as legion.MarshalJSON wrote it (its metadata near the
+// start, each name once, spelled without escapes), so the first
+// metadata.uid is the one.
+func storedUID(raw []byte) (string, error) {
+	d := uidDecoders.Get().(*jsontext.Decoder)
+	defer uidDecoders.Put(d)
+	d.Reset(bytes.NewBuffer(raw)) // read in place, not copied
+	// enter reads the next token, which must open an object.
+	enter := func() error {
+		tok, err := d.ReadToken()
+		if err == nil && tok.Kind() != '{' {
+			err = fmt.Errorf("stored object: %v where an object begins", tok)
+		}
+		return err
+	}
+	// find reads the current object up to name's value, reporting
+	// whether it is there.
+	find := func(quoted string) (bool, error) {
+		for d.PeekKind() == '"' {
+			name, err := d.ReadValue()
+			if err != nil {
+				return false, err
+			}
+			if string(name) == quoted {
+				return true, nil
+			}
+			if err := d.SkipValue(); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	}
+	if err := enter(); err != nil {
+		return "", err
+	}
+	if ok, err := find(`"metadata"`); !ok || err != nil {
+		return "", err
+	}
+	if err := enter(); err != nil {
+		return "", err
+	}
+	if ok, err := find(`"uid"`); !ok || err != nil {
+		return "", err
+	}
+	v, err := d.ReadValue()
+	if err != nil {
+		return "", err
+	}
+	if v.Kind() != '"' {
+		return "", fmt.Errorf("stored object: metadata.uid is %s, not a string", v)
+	}
+	uid, err := jsontext.AppendUnquote(nil, v)
+	return string(uid), err
+}
+
+// uidDecoders keeps storedUID's decoders: a replica applies on one
+// goroutine, so one is made, not one per write.
+var uidDecoders = sync.Pool{New: func() any { return new(jsontext.Decoder) }}

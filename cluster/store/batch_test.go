@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/jsonfast"
 )
 
 // WriteAll applies each write as its own entry with its own preconditions,
@@ -214,4 +216,85 @@ func TestPutAllInPlaceSharesAppends(t *testing.T) {
 	if n.s.AppliedIndex() != before {
 		t.Fatal("a refused call proposed some of its writes")
 	}
+}
+
+// storedUID reads the uid of any stored object as decoding it does: of
+// every kind, with metadata anywhere among the fields, escapes in the
+// uid, no uid at all; and says so of JSON that is no object.
+func TestStoredUIDReadsWhatDecodingReads(t *testing.T) {
+	svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+		Metadata: legion.Metadata{Namespace: "shop", Name: "web", UID: "9c1d2f3e-0000-4000-8000-000000000001",
+			Labels: map[string]string{"uid": "not-this", "metadata": "nor-this"}}}}
+	svc.Spec.Pod.Containers = []legion.Container{{Name: "web", Image: "registry.example/shop/web:1.4",
+		Env: []legion.EnvVar{{Name: "uid", Value: `{"metadata":{"uid":"x"}}`}}}}
+	stored, err := legion.MarshalJSON(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, raw := range map[string]string{
+		"a stored Service":           string(stored),
+		"metadata last":              `{"spec":{"metadata":{"uid":"wrong"}},"kind":"Config","metadata":{"name":"a","labels":{"uid":"no"},"uid":"u-1"}}`,
+		"an escaped uid":             `{"metadata":{"uid":"u\u002d2"}}`,
+		"no uid":                     `{"metadata":{"name":"a"},"spec":{}}`,
+		"no metadata":                `{"kind":"Config"}`,
+		"metadata with values after": `{"metadata":{"name":"a","uid":"u-3","version":7},"status":{"uid":"x"}}`,
+	} {
+		var want struct {
+			Metadata struct {
+				UID string `json:"uid"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal([]byte(raw), &want); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got, err := storedUID([]byte(raw)); err != nil || got != want.Metadata.UID {
+			t.Errorf("%s: uid %q, %v; decoding gives %q", name, got, err, want.Metadata.UID)
+		}
+	}
+	for _, raw := range []string{`[]`, `{"metadata":[1]}`, `{"metadata":{"uid":7}}`, `{"metadata":{"uid":`, ``} {
+		if got, err := storedUID([]byte(raw)); err == nil {
+			t.Errorf("%q: uid %q and no error", raw, got)
+		}
+	}
+}
+
+// BenchmarkStoredUID reads a Service's uid as checking a task's owner
+// does, against decoding the Service for it (what the check did before).
+func BenchmarkStoredUID(b *testing.B) {
+	svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+		Metadata: legion.Metadata{Namespace: "shop", Name: "web", UID: "9c1d2f3e-0000-4000-8000-000000000001",
+			Labels: map[string]string{"app": "web", "tier": "front"}}}}
+	for i := range 2 {
+		c := legion.Container{Name: fmt.Sprintf("c%d", i), Image: "registry.example/shop/web:1.4",
+			Command: []string{"/app/web", "--listen", ":8080"}, Ports: []legion.ContainerPort{{Name: "http", ContainerPort: 8080}}}
+		for j := range 8 {
+			c.Env = append(c.Env, legion.EnvVar{Name: fmt.Sprintf("VAR_%d", j), Value: strings.Repeat("v", 24)})
+		}
+		svc.Spec.Pod.Containers = append(svc.Spec.Pod.Containers, c)
+	}
+	raw, err := legion.MarshalJSON(svc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("read", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			if uid, err := storedUID(raw); err != nil || uid != svc.Metadata.UID {
+				b.Fatal(uid, err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			var m struct {
+				Metadata struct {
+					UID string `json:"uid"`
+				} `json:"metadata"`
+			}
+			if err := jsonfast.Unmarshal(raw, &m); err != nil || m.Metadata.UID != svc.Metadata.UID {
+				b.Fatal(m, err)
+			}
+		}
+	})
 }
