@@ -158,7 +158,7 @@ func (r *ImageResolver) Run(ctx context.Context) error {
 			case <-wctx.Done():
 			}
 		}()
-		err = r.Store.WaitChange(wctx, at, legion.KindService, legion.KindJob, legion.KindSecret, legion.KindImagePolicy)
+		err = r.Store.WaitEvent(wctx, at, givesWork, legion.KindService, legion.KindJob, legion.KindSecret, legion.KindImagePolicy)
 		if retry != nil {
 			retry.Stop()
 		}
@@ -168,6 +168,31 @@ func (r *ImageResolver) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// resolvedAt reports whether an owner's images status holds its pod's
+// images, the pod's hash being hash: a pass asks nothing for it.
+func resolvedAt(st *legion.ImagesStatus, hash string) bool {
+	return st != nil && st.PodHash == hash && st.Message == ""
+}
+
+// givesWork reports whether an event may give the resolver work: a
+// Service or Job made or removed, or changed so that its status does
+// not hold its pod's images (a new pod, a failure recorded), and any
+// change to a Secret or an image policy. The planner's status writes
+// to resolved owners (every pass of a rollout writes some) do not: each
+// made the resolver list and decode every owner again.
+func givesWork(ev store.Event) bool {
+	if ev.Type != store.Modified {
+		return true
+	}
+	switch o := ev.Object.(type) {
+	case *legion.Service:
+		return !resolvedAt(o.Status.Images, scheduler.PodHash(&o.Spec.Pod))
+	case *legion.Job:
+		return !resolvedAt(o.Status.Images, scheduler.PodHash(&o.Spec.Pod))
+	}
+	return true
 }
 
 // Pass resolves every owner whose recorded digests are for another pod,
@@ -348,8 +373,7 @@ func (r *ImageResolver) prepare(key string, o legion.Object, policies string) (a
 		return nil, time.Time{}, true
 	}
 	hash := scheduler.PodHash(pod)
-	cur := *status
-	if cur != nil && cur.PodHash == hash && cur.Message == "" {
+	if resolvedAt(*status, hash) {
 		r.forget(key, "")
 		return nil, time.Time{}, true
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,7 +11,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/testimage"
+	"github.com/legionbsd/legion/internal/testpoll"
+	"github.com/legionbsd/legion/scheduler"
 )
 
 // The resolver pins a service's tag to the digest the registry names,
@@ -101,5 +105,101 @@ spec:
 	o, _, _ = s.Get(legion.KindJob, "default", "j")
 	if m := o.(*legion.Job).Status.Images; m == nil || !strings.Contains(m.Message, "shop/missing:1") {
 		t.Fatalf("job images status %+v", m)
+	}
+}
+
+// Only an event that may give the resolver work wakes it: a resolved
+// owner's status written again (the planner does so at every pass of a
+// rollout) does not; a new pod, a failure recorded, an owner made or
+// removed, a Secret or an image policy do.
+func TestOnlyWhatMayGiveWorkWakesTheResolver(t *testing.T) {
+	t.Parallel()
+	pod := legion.PodSpec{Containers: []legion.Container{{Name: "web", Image: "registry.example/shop/web:1"}}}
+	done := &legion.ImagesStatus{PodHash: scheduler.PodHash(&pod), Digests: map[string]string{"web": "sha256:" + strings.Repeat("a", 64)}}
+	service := func(pod legion.PodSpec, st *legion.ImagesStatus) *legion.Service {
+		s := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService, Metadata: legion.Metadata{Namespace: "default", Name: "web"}}}
+		s.Spec.Pod, s.Status.Images, s.Status.Ready = pod, st, 3
+		return s
+	}
+	job := func(pod legion.PodSpec, st *legion.ImagesStatus) *legion.Job {
+		j := &legion.Job{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindJob, Metadata: legion.Metadata{Namespace: "default", Name: "once"}}}
+		j.Spec.Pod, j.Status.Images = pod, st
+		return j
+	}
+	newPod := legion.PodSpec{Containers: []legion.Container{{Name: "web", Image: "registry.example/shop/web:2"}}}
+	failed := *done
+	failed.Message = "resolving registry.example/shop/web:1: no such host"
+	for _, c := range []struct {
+		what string
+		typ  store.EventType
+		o    legion.Object
+		want bool
+	}{
+		{"a resolved Service's status written again", store.Modified, service(pod, done), false},
+		{"a resolved Job's status written again", store.Modified, job(pod, done), false},
+		{"a Service given a new pod", store.Modified, service(newPod, done), true},
+		{"a Job given a new pod", store.Modified, job(newPod, done), true},
+		{"a failure recorded", store.Modified, service(pod, &failed), true},
+		{"a Service with no images recorded", store.Modified, service(pod, nil), true},
+		{"a Service made", store.Added, service(pod, done), true},
+		{"a Service removed", store.Deleted, service(pod, done), true},
+		{"a Secret changed", store.Modified, &legion.Secret{Header: legion.Header{Kind: legion.KindSecret}}, true},
+		{"an image policy changed", store.Modified, &legion.ImagePolicy{Header: legion.Header{Kind: legion.KindImagePolicy}}, true},
+	} {
+		if got := givesWork(store.Event{Type: c.typ, Object: c.o}); got != c.want {
+			t.Errorf("%s: wakes the resolver %v, want %v", c.what, got, c.want)
+		}
+	}
+
+	// Running, the resolver takes a pod changed under a status that
+	// still names the old one.
+	s := openStore(t)
+	calls := map[string]int{}
+	var mu sync.Mutex
+	resolve := func(ctx context.Context, ref string, _ [][]byte) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[ref]++
+		return "sha256:" + strings.Repeat("b", 64), nil
+	}
+	r := &ImageResolver{Store: s, Resolve: resolve}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	go func() { ran <- r.Run(ctx) }()
+	resolvedTo := func(what string, p *legion.PodSpec) {
+		t.Helper()
+		testpoll.Until(t, what, 10*time.Second, 5*time.Millisecond, func() bool {
+			o, _, err := s.Get(legion.KindService, "default", "web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := o.(*legion.Service).Status.Images
+			return st != nil && st.PodHash == scheduler.PodHash(p) && st.Message == ""
+		})
+	}
+	if _, _, err := s.Put(ctx, service(pod, nil), store.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resolvedTo("the first pod resolved", &pod)
+	o, _, err := s.Get(legion.KindService, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := o.(*legion.Service)
+	changed.Spec.Pod = newPod
+	if _, _, err := s.Put(ctx, changed, store.WriteOptions{KeepStatus: true}); err != nil {
+		t.Fatal(err)
+	}
+	resolvedTo("the new pod resolved", &newPod)
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["registry.example/shop/web:1"] != 1 || calls["registry.example/shop/web:2"] != 1 {
+		t.Errorf("registry asked %v, want each tag once", calls)
 	}
 }
