@@ -186,13 +186,20 @@ func givesWork(ev store.Event) bool {
 	if ev.Type != store.Modified {
 		return true
 	}
-	switch o := ev.Object.(type) {
+	pod, status := podImages(ev.Object)
+	return pod == nil || !resolvedAt(*status, scheduler.PodHash(pod))
+}
+
+// podImages is an owner's pod and where its status records the pod's
+// images; nil for an object that is no owner (a Service or a Job).
+func podImages(o legion.Object) (*legion.PodSpec, **legion.ImagesStatus) {
+	switch o := o.(type) {
 	case *legion.Service:
-		return !resolvedAt(o.Status.Images, scheduler.PodHash(&o.Spec.Pod))
+		return &o.Spec.Pod, &o.Status.Images
 	case *legion.Job:
-		return !resolvedAt(o.Status.Images, scheduler.PodHash(&o.Spec.Pod))
+		return &o.Spec.Pod, &o.Status.Images
 	}
-	return true
+	return nil, nil
 }
 
 // Pass resolves every owner whose recorded digests are for another pod,
@@ -362,14 +369,8 @@ type attempt struct {
 // pod's images (ok) or its retry is not due (a retry at due), else an
 // attempt.
 func (r *ImageResolver) prepare(key string, o legion.Object, policies string) (a *attempt, due time.Time, ok bool) {
-	var pod *legion.PodSpec
-	var status **legion.ImagesStatus
-	switch o := o.(type) {
-	case *legion.Service:
-		pod, status = &o.Spec.Pod, &o.Status.Images
-	case *legion.Job:
-		pod, status = &o.Spec.Pod, &o.Status.Images
-	default:
+	pod, status := podImages(o)
+	if pod == nil {
 		return nil, time.Time{}, true
 	}
 	hash := scheduler.PodHash(pod)

@@ -50,16 +50,8 @@ spec:
 		return o.(*legion.Service).Status.Images
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
 	r := &ImageResolver{Store: s, Resolve: resolve, Timeout: time.Hour}
-	done := make(chan error, 1)
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	go func() { done <- r.Run(ctx) }()
+	runUntilEnd(t, r.Run)
 	poll(t, "web's image pinned while blocked's registry is silent", func() bool {
 		im := images("default", "web")
 		return im != nil && im.Digests["fast.test/web:1"] == digest

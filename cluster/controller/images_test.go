@@ -162,16 +162,8 @@ func TestOnlyWhatMayGiveWorkWakesTheResolver(t *testing.T) {
 		calls[ref]++
 		return "sha256:" + strings.Repeat("b", 64), nil
 	}
-	r := &ImageResolver{Store: s, Resolve: resolve}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	t.Cleanup(func() {
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	go func() { ran <- r.Run(ctx) }()
+	runUntilEnd(t, (&ImageResolver{Store: s, Resolve: resolve}).Run)
+	ctx := context.Background()
 	resolvedTo := func(what string, p *legion.PodSpec) {
 		t.Helper()
 		testpoll.Until(t, what, 10*time.Second, 5*time.Millisecond, func() bool {

@@ -21,7 +21,11 @@ func openStore(t *testing.T) *store.Store { return storetest.Solo(t, nil) }
 
 // runLoop runs l until the test ends, when Run must have returned no
 // error.
-func runLoop(t *testing.T, l *Loop) {
+func runLoop(t *testing.T, l *Loop) { runUntilEnd(t, l.Run) }
+
+// runUntilEnd runs run in the background until the test ends, when it
+// must have returned no error.
+func runUntilEnd(t *testing.T, run func(context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -31,7 +35,7 @@ func runLoop(t *testing.T, l *Loop) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	go func() { done <- l.Run(ctx) }()
+	go func() { done <- run(ctx) }()
 }
 
 func poll(t *testing.T, what string, cond func() bool) {

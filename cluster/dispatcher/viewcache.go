@@ -770,8 +770,7 @@ func (c *viewCache) publishEndpointTasks(gen uint64, sk string, keys map[string]
 			}
 			fallthrough
 		default:
-			data, err := json.Marshal(now)
-			if err != nil {
+			if !c.putEndpointTask(gen, sk, now) {
 				continue
 			}
 			if found {
@@ -779,8 +778,6 @@ func (c *viewCache) publishEndpointTasks(gen uint64, sk string, keys map[string]
 			} else {
 				e.Tasks = slices.Insert(e.Tasks, i, now)
 			}
-			c.epTasks.put(gen, k, data)
-			c.dirtyLone[memberKeyOf(sk, name)] = true
 		}
 		changed = true
 	}
@@ -825,9 +822,7 @@ func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []*endpoint
 				continue
 			}
 		}
-		if data, err := json.Marshal(t); err == nil {
-			c.epTasks.put(gen, k, data)
-			c.dirtyLone[memberKeyOf(sk, t.Name)] = true
+		if c.putEndpointTask(gen, sk, t) {
 			changed = true
 		}
 	}
@@ -836,6 +831,18 @@ func (c *viewCache) putEndpointTasks(gen uint64, sk string, was, now []*endpoint
 		changed = true
 	}
 	return changed
+}
+
+// putEndpointTask puts task t in the endpoint tasks of service sk,
+// reporting whether it could be encoded.
+func (c *viewCache) putEndpointTask(gen uint64, sk string, t *endpoints.Task) bool {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return false
+	}
+	c.epTasks.put(gen, epTaskKey(sk, t.Name), data)
+	c.dirtyLone[memberKeyOf(sk, t.Name)] = true
+	return true
 }
 
 // removeEndpointTask removes task t from the endpoint tasks of service

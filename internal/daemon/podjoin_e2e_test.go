@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/image"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/jailtest"
@@ -145,18 +146,26 @@ type memRuntime struct{ *jailtest.Memory }
 
 func (memRuntime) Wait() {}
 
-// legion up's exit removes every pod of the node with its network and its
-// task's file system.
-func TestRemovePodsTakesNetworkAndTaskFiles(t *testing.T) {
-	ctx := context.Background()
+// removalNode is what the removal tests run on: a directory, an
+// in-memory runtime and the node's images, all gone when the test ends.
+func removalNode(t *testing.T) (string, *jailtest.Memory, *image.Images) {
+	t.Helper()
 	dir := t.TempDir()
 	mem := jailtest.NewMemory()
-	defer mem.Close()
+	t.Cleanup(mem.Close)
 	images, err := OpenImages(Options{DataDir: filepath.Join(dir, "data"), Platform: PlatformProcess}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer images.Close()
+	t.Cleanup(images.Close)
+	return dir, mem, images
+}
+
+// legion up's exit removes every pod of the node with its network and its
+// task's file system.
+func TestRemovePodsTakesNetworkAndTaskFiles(t *testing.T) {
+	ctx := context.Background()
+	dir, mem, images := removalNode(t)
 	jn := &joiningNetwork{LoopbackNetwork: &LoopbackNetwork{}, rt: mem}
 	p := &platform{kind: PlatformJails, images: images, runtime: memRuntime{mem}, network: jn, taskDirs: jn}
 	const uid = "00000000-0000-4000-8000-000000000021"
@@ -202,14 +211,7 @@ func (r stuckRuntime) Remove(ctx context.Context, id string) error {
 // which legion up reports instead of saying no pod is left.
 func TestRemovePodsSaysWhatIsLeft(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	mem := jailtest.NewMemory()
-	defer mem.Close()
-	images, err := OpenImages(Options{DataDir: filepath.Join(dir, "data"), Platform: PlatformProcess}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer images.Close()
+	dir, mem, images := removalNode(t)
 	const stuck = "00000000-0000-4000-8000-000000000031"
 	p := &platform{kind: PlatformProcess, images: images, runtime: stuckRuntime{memRuntime{mem}, stuck}}
 	for _, id := range []string{"00000000-0000-4000-8000-000000000030", stuck} {
@@ -218,7 +220,7 @@ func TestRemovePodsSaysWhatIsLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = removePods(ctx, p, "n1", filepath.Join(dir, "run"), quietLog())
+	err := removePods(ctx, p, "n1", filepath.Join(dir, "run"), quietLog())
 	if err == nil || !strings.Contains(err.Error(), "still there") || !strings.HasSuffix(err.Error(), ": "+stuck) {
 		t.Fatalf("removing n1's pods with one stuck: %v; want an error naming %s alone", err, stuck)
 	}
