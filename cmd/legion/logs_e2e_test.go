@@ -294,7 +294,7 @@ spec:
 		}
 	}
 	if len(got) != 3 || !got[first] {
-		t.Fatalf("lines %q: want \"through\" from the first task and the two started after it", out.String())
+		t.Fatalf("lines %q: want \"through\" from the first task and the two started after it (stderr %q)", out.String(), errOut.String())
 	}
 }
 
