@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -326,10 +327,14 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 		}
 		return eps, routes
 	}
-	// The two streams, each with what it holds: the whole stream its
-	// services; the other the services' headers and the tasks apart.
+	// The streams, each with what it holds: the whole stream its
+	// services; the other the services' headers and the tasks apart; the
+	// third the members that are not endpoint tasks (lone), as an agent
+	// asks for them.
 	whole, apart := &streamState{node: "n9"}, &streamState{node: "n9", shape: shape{apart: true}}
+	lonely := &streamState{node: "n9", shape: shape{apart: true, lone: true}}
 	held, heads, tasks, routes := map[string][]byte{}, map[string][]byte{}, map[string][]byte{}, map[string][]byte{}
+	var lone map[string][]byte
 	apply := func(m map[string][]byte, it *legionpb.Items) {
 		if it.GetReplace() {
 			clear(m)
@@ -370,6 +375,11 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 			heads[sk], _ = json.Marshal(e)
 		}
 	}
+	first, _, err := s.compose(st, c, lonely, true)
+	if err != nil || first == nil {
+		t.Fatalf("first set of the stream of lone members: %v, %v", first, err)
+	}
+	lone = loneMembersOf(t, first)
 	for step := range 40 {
 		for range 1 + rnd.IntN(6) {
 			write()
@@ -390,9 +400,17 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 			apply(heads, set.GetEndpointServiceChanges())
 			apply(tasks, set.GetEndpointTaskChanges())
 		}
+		set, _, err := s.compose(st, c, lonely, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		apply(lone, set.GetMemberChanges())
 		fresh, _, err := s.compose(st, c, &streamState{node: "n9"}, true)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if wantLone := loneMembersOf(t, fresh); !maps.EqualFunc(lone, wantLone, bytes.Equal) {
+			t.Fatalf("step %d: the stream of lone members holds\n%s\nwhere a whole set's members less its endpoint tasks are\n%s", step, keysOf(lone), keysOf(wantLone))
 		}
 		got := map[string]map[string]string{"the whole stream": {}, "the stream of tasks apart": {}, "a whole set": {}}
 		for sk, data := range held {
@@ -437,6 +455,41 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 			}
 		}
 	}
+}
+
+// loneMembersOf is the members of a whole set that are not endpoint
+// tasks, by member key: what an agent holds of them apart.
+func loneMembersOf(t *testing.T, set *legionpb.AssignmentSet) map[string][]byte {
+	t.Helper()
+	var p struct {
+		Members []json.RawMessage `json:"members"`
+	}
+	if err := json.Unmarshal(set.Policies, &p); err != nil {
+		t.Fatal(err)
+	}
+	eps := map[string]bool{}
+	for _, data := range listed(t, set.Endpoints) {
+		e := decodeService(t, data)
+		for _, tk := range e.Tasks {
+			eps[itemKey(e.Namespace, tk.Name)] = true
+		}
+	}
+	out := map[string][]byte{}
+	for _, data := range p.Members {
+		var m endpoints.Member
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		if k := itemKey(m.Namespace, m.Task); !eps[k] {
+			out[k] = data
+		}
+	}
+	return out
+}
+
+// keysOf is a map's keys, sorted, NUL shown as a slash.
+func keysOf[V any](m map[string]V) string {
+	return strings.ReplaceAll(fmt.Sprint(slices.Sorted(maps.Keys(m))), "\x00", "/")
 }
 
 // listed is the items of a whole set's JSON list.
