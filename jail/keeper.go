@@ -477,12 +477,18 @@ func (k *Keeper) ExecTarget(ctx context.Context, id string) (Record, error) {
 // Logs implements Runtime: the container's log records, the rotated
 // file's first; with Follow, new records as the supervisor writes them
 // until ctx ends, the reader is closed or the container is removed (its
-// output then read to the end).
+// output then read to the end). A container removed before any file of
+// its log was read is ErrNotFound, at the start or as the follow's end:
+// what it wrote went with its directory, and only its owner may have
+// kept it (an agent's saved output), not an empty log.
 func (k *Keeper) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCloser, error) {
 	if _, err := k.records.Get(id); err != nil {
 		return nil, err
 	}
 	f := &LogFollower{Path: filepath.Join(k.records.Path(id), LogFileName)}
+	removedUnread := func() error {
+		return fmt.Errorf("container %s, removed before its log was read: %w", id, ErrNotFound)
+	}
 	render := func() ([]byte, error) {
 		recs, err := f.Next()
 		var buf bytes.Buffer
@@ -494,6 +500,9 @@ func (k *Keeper) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadC
 		return buf.Bytes(), err
 	}
 	first, err := render()
+	if err == nil && f.Unread() && k.records.Gone(id) {
+		err = removedUnread() // removed since the lookup above
+	}
 	if err != nil || !opts.Follow {
 		f.Close()
 		if err != nil {
@@ -531,6 +540,9 @@ func (k *Keeper) Logs(ctx context.Context, id string, opts LogOptions) (io.ReadC
 				// Removed, and nothing was written after: what a follow of
 				// a task whose pod went reads to its end, as docker logs -f
 				// ends with its container.
+				if f.Unread() {
+					pw.CloseWithError(removedUnread())
+				}
 				return
 			}
 		}

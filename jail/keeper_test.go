@@ -2,7 +2,9 @@ package jail
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -176,5 +178,60 @@ func TestKeeperRemovesAPodMembersFirst(t *testing.T) {
 	}
 	if err := k.Remove(ctx, "pod"); err != nil {
 		t.Errorf("removing it again: %v, want nil", err)
+	}
+}
+
+// gatedClock lets each wait end when the test says: every After is the
+// one channel the test sends on.
+type gatedClock struct{ tick chan time.Time }
+
+func (c *gatedClock) Now() time.Time                       { return time.Now() }
+func (c *gatedClock) After(time.Duration) <-chan time.Time { return c.tick }
+
+// A follow that had nothing to read yet, of a container that wrote and
+// was removed between two of its polls (a job's task that says its line
+// and ends at once), ends with ErrNotFound, not as an empty log: legion
+// logs -f of a job lost such a task's line, which the agent had saved.
+func TestKeeperFollowOfAContainerRemovedUnreadIsNotFound(t *testing.T) {
+	t.Parallel()
+	polls := &gatedClock{tick: make(chan time.Time)}
+	k, _, recs := newTestKeeper(t, polls)
+	if err := recs.Create(Record{Spec: ContainerSpec{ID: "job", Command: []string{"/bin/true"}}, Jail: "job"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Not removed, nothing written yet: an empty log, no error.
+	rc, err := k.Logs(ctx, "job", LogOptions{})
+	if err != nil {
+		t.Fatalf("logs of a container that wrote nothing yet: %v", err)
+	}
+	if data, err := io.ReadAll(rc); err != nil || len(data) != 0 {
+		t.Fatalf("logs of a container that wrote nothing yet: %q, %v", data, err)
+	}
+	rc, err = k.Logs(ctx, "job", LogOptions{Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	lf := &LogFile{Path: filepath.Join(recs.Path("job"), LogFileName)}
+	if err := lf.Append(StreamStdout, false, []byte("through")); err != nil {
+		t.Fatal(err)
+	}
+	lf.Close()
+	if err := recs.Remove("job"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case polls.tick <- time.Now(): // the follow's next poll
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follow never polled")
+	}
+	data, err := io.ReadAll(rc)
+	if !errors.Is(err, ErrNotFound) || len(data) != 0 {
+		t.Fatalf("follow of a container removed before its log was read: %q, %v; want nothing and ErrNotFound", data, err)
+	}
+	if _, err := k.Logs(ctx, "job", LogOptions{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("logs once removed: %v, want ErrNotFound", err)
 	}
 }

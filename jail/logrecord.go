@@ -234,10 +234,15 @@ type LogFollower struct {
 	Path string
 
 	started bool
+	opened  bool     // a file of the log was read, the rotated one or the current
 	file    *os.File // the file being read; nil until it exists
 	off     int64
 	partial []byte
 }
+
+// Unread reports whether no file of the log has been read yet: none was
+// there at each Next so far (nothing written yet, or removed already).
+func (f *LogFollower) Unread() bool { return !f.opened }
 
 // Close releases the file being read.
 func (f *LogFollower) Close() error {
@@ -259,6 +264,7 @@ func (f *LogFollower) Next() ([]LogRecord, error) {
 			return nil, fmt.Errorf("log %s.1: %w", f.Path, err)
 		}
 		data = old
+		f.opened = err == nil
 	}
 	st, err := os.Stat(f.Path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -286,6 +292,7 @@ func (f *LogFollower) Next() ([]LogRecord, error) {
 			return nil, fmt.Errorf("log %s: %w", f.Path, err)
 		}
 		f.file = fh
+		f.opened = f.opened || fh != nil
 	}
 	if f.file != nil {
 		rest, err := f.readHeld()

@@ -39,7 +39,8 @@ type Runtime interface {
 	Exec(ctx context.Context, id string, spec ExecSpec) (int, error)
 	// Logs returns the container's output as log records (FormatRecord),
 	// following new output until ctx ends or the container is removed
-	// when follow is set.
+	// when follow is set. A container removed before any of its output
+	// could be read is ErrNotFound, from Logs or as the follow's error.
 	Logs(ctx context.Context, id string, opts LogOptions) (io.ReadCloser, error)
 	Usage(ctx context.Context, id string) (Usage, error)
 }

@@ -15,7 +15,8 @@ import (
 type Logs struct {
 	mu      sync.Mutex
 	logs    map[string][]string
-	changed chan struct{} // closed and replaced on every append
+	removed map[string]bool // containers gone, read to their end by followers
+	changed chan struct{}   // closed and replaced on every append
 	readers int
 	wg      sync.WaitGroup
 }
@@ -27,6 +28,10 @@ func NewLogs() *Logs { return &Logs{logs: map[string][]string{}, changed: make(c
 func (l *Logs) Append(id string, recs ...jail.LogRecord) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.appendLocked(id, recs)
+}
+
+func (l *Logs) appendLocked(id string, recs []jail.LogRecord) {
 	if l.logs[id] == nil {
 		l.logs[id] = []string{}
 	}
@@ -35,6 +40,21 @@ func (l *Logs) Append(id string, recs ...jail.LogRecord) {
 	}
 	close(l.changed)
 	l.changed = make(chan struct{})
+}
+
+// WriteAndRemove adds records to a container's log and removes the
+// container at once, before any reader looks again (a job's task that
+// says its line and ends): a follower that had read none of its log ends
+// with jail.ErrNotFound, as jail.Keeper's does; one that had, at the end
+// of what it wrote. New reads of it are jail.ErrNotFound.
+func (l *Logs) WriteAndRemove(id string, recs ...jail.LogRecord) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.appendLocked(id, recs)
+	if l.removed == nil {
+		l.removed = map[string]bool{}
+	}
+	l.removed[id] = true
 }
 
 // Readers is how many readers are open: a session that ended closed its.
@@ -47,7 +67,7 @@ func (l *Logs) Readers() int {
 // Read implements sessions.ReadLog.
 func (l *Logs) Read(ctx context.Context, id string, opts jail.LogOptions) (io.ReadCloser, error) {
 	l.mu.Lock()
-	if l.logs[id] == nil {
+	if l.logs[id] == nil || l.removed[id] {
 		l.mu.Unlock()
 		return nil, fmt.Errorf("container %s: %w", id, jail.ErrNotFound)
 	}
@@ -75,8 +95,11 @@ func (l *Logs) write(ctx context.Context, id string, opts jail.LogOptions, w io.
 	for {
 		l.mu.Lock()
 		lines := l.logs[id][next:]
-		changed := l.changed
+		changed, removed := l.changed, l.removed[id]
 		l.mu.Unlock()
+		if removed && next == 0 {
+			return fmt.Errorf("container %s, removed before its log was read: %w", id, jail.ErrNotFound)
+		}
 		for _, line := range lines {
 			r, err := jail.ParseRecord(line)
 			if err == nil && !opts.Since.IsZero() && r.Time.Before(opts.Since) {
@@ -87,7 +110,7 @@ func (l *Logs) write(ctx context.Context, id string, opts jail.LogOptions, w io.
 			}
 		}
 		next += len(lines)
-		if !opts.Follow {
+		if !opts.Follow || removed {
 			return nil
 		}
 		select {

@@ -25,20 +25,47 @@ const batchBytes = 64 << 10
 
 // logs sends the container's records: the live log while the container
 // exists, else the output saved when its pod was removed (which a follow
-// ends at its end).
+// ends at its end). A live log whose container went before any of it was
+// read goes on with the saved output: the pod's removal saved it first.
 func (c *Client) logs(ctx context.Context, st legionpb.Sessions_AttachClient, o *legionpb.SessionOffer, lo *legionpb.LogsOffer) error {
 	rc, err := c.open(ctx, o, lo)
 	if err != nil {
 		return sendError(st, err)
 	}
-	defer rc.Close()
-	// A follow blocks in Read until new output: closing ends it.
-	stop := context.AfterFunc(ctx, func() { rc.Close() })
-	defer stop()
 	var since time.Time
 	if lo.SinceUnixNano != 0 {
 		since = time.Unix(0, lo.SinceUnixNano)
 	}
+	sent, err := sendRecords(ctx, st, rc, since)
+	if errors.Is(err, jail.ErrNotFound) && !sent {
+		if rc, err = c.saved(o); status.Code(err) == codes.NotFound {
+			return nil // it went without a word, and none was kept
+		} else if err != nil {
+			return sendError(st, err)
+		}
+		_, err = sendRecords(ctx, st, rc, since)
+	}
+	var readErr *readError
+	if errors.As(err, &readErr) {
+		return sendError(st, status.Errorf(codes.Internal, "reading the log of container %s of task %s/%s: %v", o.Container, o.Namespace, o.Task, readErr.err))
+	}
+	return err
+}
+
+// readError is a log that could not be read, apart from a failed send.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// sendRecords sends rc's records at or after since, batched, until its
+// end or ctx's, and closes it. It reports whether it sent any frame; a
+// failure to read comes as a readError.
+func sendRecords(ctx context.Context, st legionpb.Sessions_AttachClient, rc io.ReadCloser, since time.Time) (sent bool, _ error) {
+	defer rc.Close()
+	// A follow blocks in Read until new output: closing ends it.
+	stop := context.AfterFunc(ctx, func() { rc.Close() })
+	defer stop()
 	br := bufio.NewReaderSize(rc, 64<<10)
 	var batch []*legionpb.LogRecord
 	size := 0
@@ -47,7 +74,7 @@ func (c *Client) logs(ctx context.Context, st legionpb.Sessions_AttachClient, o 
 			return nil
 		}
 		err := st.Send(&legionpb.AttachOutput{Records: batch})
-		batch, size = nil, 0
+		batch, size, sent = nil, 0, true
 		return err
 	}
 	for {
@@ -60,19 +87,19 @@ func (c *Client) logs(ctx context.Context, st legionpb.Sessions_AttachClient, o 
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return sent, nil
 			}
 			if ferr := flush(); ferr != nil {
-				return ferr
+				return sent, ferr
 			}
 			if errors.Is(err, io.EOF) {
-				return nil
+				return sent, nil
 			}
-			return sendError(st, status.Errorf(codes.Internal, "reading the log of container %s of task %s/%s: %v", o.Container, o.Namespace, o.Task, err))
+			return sent, &readError{err}
 		}
 		if br.Buffered() == 0 || size >= batchBytes {
 			if err := flush(); err != nil {
-				return err
+				return sent, err
 			}
 		}
 	}
@@ -108,6 +135,11 @@ func (c *Client) open(ctx context.Context, o *legionpb.SessionOffer, lo *legionp
 	if !errors.Is(err, jail.ErrNotFound) {
 		return nil, status.Errorf(codes.Internal, "reading the log of container %s of task %s/%s: %v", o.Container, o.Namespace, o.Task, err)
 	}
+	return c.saved(o)
+}
+
+// saved opens the output kept when the container's pod was removed.
+func (c *Client) saved(o *legionpb.SessionOffer) (io.ReadCloser, error) {
 	f, err := os.Open(filepath.Join(agent.SavedOutputDir(c.cfg.DataDir, o.TaskUid), o.Container+".log"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, status.Errorf(codes.NotFound, "container %s of task %s/%s has no output on this node: neither its container nor saved output is here", o.Container, o.Namespace, o.Task)

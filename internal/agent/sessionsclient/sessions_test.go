@@ -21,6 +21,7 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/agent/sessionsclient"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/internal/testpoll"
 	"github.com/legionbsd/legion/jail"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -172,5 +173,60 @@ func TestLargeSavedOutputArrivesWhole(t *testing.T) {
 	}
 	if frames < 10 {
 		t.Errorf("%d frames for 1 MiB, want it batched in several", frames)
+	}
+}
+
+// A follow of a container removed before any of its log was read (a
+// job's task that said its line and ended at once) goes on with the
+// output its pod's removal saved, and ends with it; one that said nothing
+// and left nothing saved ends with nothing, as its follow would have.
+func TestFollowOfAContainerRemovedUnreadReadsItsSavedOutput(t *testing.T) {
+	m := sessionstest.Start(t)
+	a := m.StartAgent(t, "n1")
+	conn, err := grpc.NewClient(m.Addr, grpc.WithTransportCredentials(credentials.NewTLS(m.Admin.ClientConfig())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	through := jail.LogRecord{Time: t0, Stream: jail.StreamStdout, Text: "through"}
+	for _, saved := range []bool{true, false} {
+		t.Run(fmt.Sprintf("saved=%v", saved), func(t *testing.T) {
+			name := fmt.Sprintf("steps.%v", saved)
+			task := m.Put(t, "batch", name, "n1", legion.TaskRunning, legion.Owner{}, "app")
+			id := task.Metadata.UID + "-app"
+			a.Logs.Append(id) // made, nothing written yet
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			stream, err := legionpb.NewPodsClient(conn).Logs(ctx, &legionpb.LogsRequest{Target: &legionpb.Target{Namespace: "batch", Name: name}, Follow: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			testpoll.Until(t, "the agent following the container", 20*time.Second, 10*time.Millisecond, func() bool { return a.Logs.Readers() == 1 })
+			if saved {
+				a.SaveOutput(t, task, "app", jail.FormatRecord(through))
+			}
+			a.Logs.WriteAndRemove(id, through)
+			var got []string
+			for {
+				f, err := stream.Recv()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("follow after %v: %v", got, err)
+				}
+				for _, r := range f.Records {
+					got = append(got, r.Text)
+				}
+			}
+			want := []string{"through"}
+			if !saved {
+				want = nil
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("records (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
