@@ -244,6 +244,15 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 	pick := func(of ...string) string { return of[rnd.IntN(len(of))] }
 	now := time.Now()
 	services, nodes := []string{"web", "api", "db"}, []string{"n1", "n2", "n3"}
+	// taskName names a task of service svc: mostly after it, sometimes
+	// one name any service's task may have, so that a task written again
+	// may have another owner than before.
+	taskName := func(svc string) string {
+		if rnd.IntN(4) == 0 {
+			return fmt.Sprintf("any-%d", rnd.IntN(4))
+		}
+		return fmt.Sprintf("%s-%d", svc, rnd.IntN(8))
+	}
 	write := func() {
 		t.Helper()
 		var err error
@@ -261,7 +270,7 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 			n.Status.State = legion.NodeState(pick(string(legion.NodeReady), string(legion.NodeReady), string(legion.NodeSuspect), string(legion.NodeDown)))
 			_, _, err = st.Put(ctx, n, store.WriteOptions{})
 		case r < 7:
-			_, err = st.Delete(ctx, legion.KindTask, "shop", fmt.Sprintf("%s-%d", pick(services...), rnd.IntN(8)), store.Precondition{})
+			_, err = st.Delete(ctx, legion.KindTask, "shop", taskName(pick(services...)), store.Precondition{})
 		case r < 9:
 			rt := &legion.Route{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindRoute,
 				Metadata: legion.Metadata{Namespace: "shop", Name: pick("front", "back")}}}
@@ -272,7 +281,7 @@ func TestEndpointsFollowTheTasksAsAReadingWould(t *testing.T) {
 		default:
 			svc := pick(services...)
 			tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
-				Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("%s-%d", svc, rnd.IntN(8))}}}
+				Metadata: legion.Metadata{Namespace: "shop", Name: taskName(svc)}}}
 			tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: svc}
 			tk.Spec.Node, tk.Spec.DesiredState, tk.Spec.Slot = pick(nodes...), legion.TaskRunning, rnd.IntN(3)
 			tk.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: rnd.IntN(4) > 0, IP: fmt.Sprintf("10.200.0.%d", 10+rnd.IntN(3)), Started: &now}

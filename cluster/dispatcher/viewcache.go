@@ -455,12 +455,14 @@ func (c *viewCache) take(ev store.Event) {
 					p.remove(gen, key)
 				}
 			}
+			// A task gone, or one of this name now another's (deleted and
+			// made again within the batch), leaves its service's tasks.
+			if old.Spec.Owner.Kind == legion.KindService && (gone || x.Spec.Owner != old.Spec.Owner) {
+				delete(c.byService[itemKey(md.Namespace, old.Spec.Owner.Name)], key)
+			}
 		}
 		if gone {
 			delete(c.tasks, key)
-			if old != nil && old.Spec.Owner.Kind == legion.KindService {
-				delete(c.byService[itemKey(md.Namespace, old.Spec.Owner.Name)], key)
-			}
 			c.members.remove(gen, key)
 			return
 		}
