@@ -9,13 +9,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/legionbsd/legion/sys"
+	"golang.org/x/sys/unix"
 )
 
 // fakeClock advances by every wait, so grace periods pass at once; waited
@@ -89,7 +89,9 @@ func (e *env) launchThrough(r sys.Runner) func(shim, dir string, lock *os.File) 
 		var ee *sys.ExitError
 		switch {
 		case err == nil:
-			fd, err := syscall.Dup(int(lock.Fd()))
+			// Closed on exec: a process another test starts meanwhile
+			// would otherwise hold the lock as long as it lives.
+			fd, err := unix.FcntlInt(lock.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 			if err != nil {
 				e.t.Error(err)
 				return ShimExitFailed, err.Error()

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/legionbsd/legion/netbsd/addrplan"
 	"github.com/legionbsd/legion/netbsd/resolver"
 	"github.com/legionbsd/legion/sys"
+	"golang.org/x/sys/unix"
 )
 
 // What the lab's hosts print (netbsd's golden tests hold the same).
@@ -503,7 +503,9 @@ func jailsOptions(t *testing.T, dir string, f *sys.Fake) Options {
 		launch: func(_, _ string, lock *os.File) (int, string) {
 			// The supervisor would run for real, holding the run's start
 			// lock while it lives: here to the end of the test.
-			fd, err := syscall.Dup(int(lock.Fd()))
+			// Closed on exec: a process another test starts meanwhile
+			// would otherwise hold the lock as long as it lives.
+			fd, err := unix.FcntlInt(lock.Fd(), unix.F_DUPFD_CLOEXEC, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
