@@ -569,14 +569,18 @@ func (s *Server) reach(ctx context.Context, members []*pb.Member) {
 }
 
 // probe reports whether the manager at addr answers a status call within
-// reachProbe. The connection's reconnection backoff is reset first, so a
-// manager back from an outage is seen at once.
+// reachProbe, over a connection of its own: the cached one may be waiting
+// out its reconnection backoff, so a manager back from an outage would
+// not be seen at once, and resetting that backoff (gRPC's
+// ResetConnectBackoff) reads the channel's connections unlocked, a fatal
+// concurrent map access when the channel makes one meanwhile (grpc-go
+// pull request 9155; the race detector caught it here).
 func (s *Server) probe(ctx context.Context, addr string) bool {
-	conn, err := s.peer(addr)
+	conn, err := s.dial(addr)
 	if err != nil {
 		return false
 	}
-	conn.ResetConnectBackoff()
+	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, reachProbe)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, s.nodeID)
