@@ -224,7 +224,7 @@ func (c *clusterCLI) logs(cmd *cobra.Command, arg string, o logsOptions) error {
 		return nil
 	}
 	r := &logReaders{cl: cl, arg: arg, target: target, lo: lo, tail: o.tail,
-		stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps, allContainers: o.allContainers}
+		stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(), timestamps: o.timestamps, allContainers: o.allContainers, joins: grows}
 	// The first task that fails ends the others.
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -287,8 +287,11 @@ type logReaders struct {
 	// allContainers reads each of a task's containers, not the one the
 	// target names (or the pod's only one).
 	allContainers bool
-	wg            sync.WaitGroup
-	out           sync.Mutex // one line at a time, whole, from every task
+	// joins: the tasks that start while this follows are read as they
+	// start, so one with no output yet is read if it starts.
+	joins bool
+	wg    sync.WaitGroup
+	out   sync.Mutex // one line at a time, whole, from every task
 
 	mu      sync.Mutex
 	started map[string]bool // task/container keys being read
@@ -387,7 +390,11 @@ func (r *logReaders) read(ctx context.Context, cancel context.CancelFunc, name, 
 			// whose image did not pull) says so and leaves the others be,
 			// as docker service logs shows the tasks that have output.
 			r.out.Lock()
-			fmt.Fprintf(r.stderr, "warning: %v\n", err)
+			if !joined && r.joins {
+				fmt.Fprintf(r.stderr, "warning: %v; read if it starts\n", err)
+			} else {
+				fmt.Fprintf(r.stderr, "warning: %v\n", err)
+			}
 			r.out.Unlock()
 			return
 		}

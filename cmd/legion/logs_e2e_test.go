@@ -527,7 +527,8 @@ spec:
 	}()
 	waitFor(t, "the old task's line and a word on the new one", func() bool {
 		return strings.Contains(out.String(), old+" | listening on ") &&
-			strings.Contains(errOut.String(), "warning: logs web, task "+late+": container app of task default/"+late+" has no output yet: the task has not started")
+			strings.Contains(errOut.String(), "warning: logs web, task "+late+": container app of task default/"+late+" has no output yet: the task has not started") &&
+			strings.Contains(errOut.String(), "; read if it starts\n")
 	})
 	release()
 	waitFor(t, "the new task's line once it started", func() bool {
