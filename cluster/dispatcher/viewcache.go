@@ -717,7 +717,7 @@ func (c *viewCache) publishService(gen uint64, sk string) bool {
 		return false
 	}
 	for tk := range c.byService[sk] {
-		if t := c.tasks[tk]; t != nil && c.inEndpoints(t) {
+		if t := c.tasks[tk]; t != nil && c.inEndpoints(sk, t) {
 			e.Tasks = append(e.Tasks, endpoints.TaskOf(t))
 		}
 	}
@@ -732,10 +732,13 @@ func (c *viewCache) publishService(gen uint64, sk string) bool {
 	return false
 }
 
-// inEndpoints reports whether task t is one of its service's endpoints:
-// ready, on a node that serves.
-func (c *viewCache) inEndpoints(t *legion.Task) bool {
-	return endpoints.Ready(t) && endpoints.NodeServes(c.nodes[t.Spec.Node])
+// inEndpoints reports whether task t is one of service sk's endpoints:
+// its task (a task of that name may be another's since), ready, on a
+// node that serves.
+func (c *viewCache) inEndpoints(sk string, t *legion.Task) bool {
+	ns, name, _ := strings.Cut(sk, "\x00")
+	return t.Metadata.Namespace == ns && t.Spec.Owner.Name == name &&
+		endpoints.Ready(t) && endpoints.NodeServes(c.nodes[t.Spec.Node])
 }
 
 // publishEndpointTasks brings service sk's endpoints up to the tasks
@@ -750,12 +753,11 @@ func (c *viewCache) publishEndpointTasks(gen uint64, sk string, keys map[string]
 		}
 		return c.publishService(gen, sk)
 	}
-	_, svcName, _ := strings.Cut(sk, "\x00")
 	changed := false
 	for tk := range keys {
 		_, name, _ := strings.Cut(tk, "\x00")
 		var now *endpoints.Task
-		if t := c.tasks[tk]; t != nil && t.Spec.Owner.Name == svcName && c.inEndpoints(t) {
+		if t := c.tasks[tk]; t != nil && c.inEndpoints(sk, t) {
 			now = endpoints.TaskOf(t)
 		}
 		i, found := slices.BinarySearchFunc(e.Tasks, name, func(t *endpoints.Task, name string) int { return strings.Compare(t.Name, name) })

@@ -389,12 +389,12 @@ func (r *logReaders) read(ctx context.Context, cancel context.CancelFunc, name, 
 			// to read (not started yet, or ended before it ran, as one
 			// whose image did not pull) says so and leaves the others be,
 			// as docker service logs shows the tasks that have output.
-			r.out.Lock()
+			then := ""
 			if !joined && r.joins {
-				fmt.Fprintf(r.stderr, "warning: %v; read if it starts\n", err)
-			} else {
-				fmt.Fprintf(r.stderr, "warning: %v\n", err)
+				then = "; read if it starts"
 			}
+			r.out.Lock()
+			fmt.Fprintf(r.stderr, "warning: %v%s\n", err, then)
 			r.out.Unlock()
 			return
 		}
