@@ -38,9 +38,10 @@ func nodeWorks(ctx context.Context, t *testing.T, addr string, creds *pki.Creden
 }
 
 // listAs lists Configs through the manager at addr with the credentials
-// in file, read now.
-func listAs(ctx context.Context, addr, file string) error {
-	cl, err := client.New(client.Options{Server: addr, CredentialsFile: file, Retry: -1})
+// in file, read now, asking again while the cluster answers UNAVAILABLE
+// for up to retry (negative: never), as the CLI does for DefaultRetry.
+func listAs(ctx context.Context, addr, file string, retry time.Duration) error {
+	cl, err := client.New(client.Options{Server: addr, CredentialsFile: file, Retry: retry})
 	if err != nil {
 		return err
 	}
@@ -127,7 +128,7 @@ func TestCARotateKeepsNodesAndAdminAndRefusesTheOldCA(t *testing.T) {
 			if err := os.WriteFile(snapshot, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := listAs(ctx, m.Addr, snapshot); err != nil {
+			if err := listAs(ctx, m.Addr, snapshot, -1); err != nil {
 				leaf, perr := pki.ParseCert(data)
 				if perr == nil && pki.IssuedBy(leaf, oldCA) {
 					t.Logf("the admin's old-CA certificate through %s as the rotation ended: %v", m.Addr, err)
@@ -155,12 +156,12 @@ func TestCARotateKeepsNodesAndAdminAndRefusesTheOldCA(t *testing.T) {
 		if err := nodeWorks(ctx, t, m.Addr, w.Server.Credentials()); err != nil {
 			t.Errorf("the worker through %s after the rotation: %v", m.Addr, err)
 		}
-		if err := listAs(ctx, m.Addr, admin); err != nil {
+		if err := listAs(ctx, m.Addr, admin, client.DefaultRetry); err != nil {
 			t.Errorf("the renewed admin through %s: %v", m.Addr, err)
 		}
 		// Each manager drops the old CA at its next look (rotationCheck).
 		testcluster.WaitFor(t, "the old CA refused through "+m.Addr, 5*time.Second, func() bool {
-			return listAs(ctx, m.Addr, oldAdmin) != nil && listAs(ctx, m.Addr, user) != nil
+			return listAs(ctx, m.Addr, oldAdmin, -1) != nil && listAs(ctx, m.Addr, user, -1) != nil
 		})
 	}
 	// What the old bundle opened before is closed: the watch ended, and
@@ -183,7 +184,8 @@ func TestCARotateKeepsNodesAndAdminAndRefusesTheOldCA(t *testing.T) {
 	testcluster.WaitFor(t, "the restarted worker taking its assignments", 10*time.Second, func() bool {
 		return nodeWorks(ctx, t, c.Managers[1].Addr, w.Server.Credentials()) == nil
 	})
-	if err := listAs(ctx, c.Managers[1].Addr, admin); err != nil {
+	// Two managers, one just restarted: an election may be under way.
+	if err := listAs(ctx, c.Managers[1].Addr, admin, client.DefaultRetry); err != nil {
 		t.Errorf("the admin through the restarted manager: %v", err)
 	}
 }
