@@ -83,19 +83,10 @@ func registerAs(t *testing.T, addr string, creds *pki.Credentials) error {
 	data, _ := json.Marshal(legion.NodeStatus{Addr: "203.0.113.6", WireGuard: &legion.WireGuard{PublicKey: "impostor"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	// Asked again while the manager answers UNAVAILABLE, as an agent
-	// does: on a loaded machine a two-manager cluster can be electing.
-	for {
-		_, err = pb.NewDispatcherClient(conn).Register(ctx, &pb.RegisterRequest{Status: data})
-		if status.Code(err) != codes.Unavailable {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return askWhileUnavailable(ctx, func() error {
+		_, err := pb.NewDispatcherClient(conn).Register(ctx, &pb.RegisterRequest{Status: data})
+		return err
+	})
 }
 
 // A join token obtains no existing node's name, nor a malformed one: each

@@ -44,12 +44,15 @@ func TestUsageFromHeartbeatsForwardedAndFiltered(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if _, err := pb.NewDispatcherClient(conn).Heartbeat(ctx, &pb.HeartbeatRequest{Usage: []*pb.TaskUsage{
-		{Namespace: "shop", Task: "web-1", CpuMillis: 250, MemoryBytes: 64 << 20},
-		{Namespace: "lab", Task: "db-1", CpuMillis: 1500, MemoryBytes: 1 << 30},
-		{Namespace: "shop", Task: "moved-1", CpuMillis: 9, MemoryBytes: 9},
-		{Namespace: "shop", Task: "deleted-1", CpuMillis: 9, MemoryBytes: 9},
-	}}); err != nil {
+	if err := askWhileUnavailable(ctx, func() error {
+		_, err := pb.NewDispatcherClient(conn).Heartbeat(ctx, &pb.HeartbeatRequest{Usage: []*pb.TaskUsage{
+			{Namespace: "shop", Task: "web-1", CpuMillis: 250, MemoryBytes: 64 << 20},
+			{Namespace: "lab", Task: "db-1", CpuMillis: 1500, MemoryBytes: 1 << 30},
+			{Namespace: "shop", Task: "moved-1", CpuMillis: 9, MemoryBytes: 9},
+			{Namespace: "shop", Task: "deleted-1", CpuMillis: 9, MemoryBytes: 9},
+		}})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	type row struct {

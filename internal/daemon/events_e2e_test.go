@@ -72,11 +72,20 @@ func TestEventsOfADrainAndANodeKilled(t *testing.T) {
 
 	setAvailability(t, cl, drained, legion.AvailabilityDrain)
 	nodeWant := []string{legion.ReasonNodeDraining, legion.ReasonNodeDrained}
-	poll(t, "the drain's events", 60*time.Second, func() bool {
-		return follows(eventReasons(t, cl, client.EventsOptions{Kind: legion.KindNode, Object: drained}, of(legion.KindNode, drained)), nodeWant) &&
-			follows(eventReasons(t, cl, client.EventsOptions{Namespace: legion.DefaultNamespace}, of(legion.KindTask, taskOn[drained])),
-				[]string{legion.ReasonScheduled, legion.ReasonTaskStarted, legion.ReasonTaskStopped})
+	// What was seen, said if the wait fails.
+	var nodeSaw, taskSaw []string
+	drainSeen := false
+	t.Cleanup(func() {
+		if !drainSeen {
+			t.Logf("the drain's events seen: node %s %v, task %s %v", drained, nodeSaw, taskOn[drained], taskSaw)
+		}
 	})
+	poll(t, "the drain's events", 60*time.Second, func() bool {
+		nodeSaw = eventReasons(t, cl, client.EventsOptions{Kind: legion.KindNode, Object: drained}, of(legion.KindNode, drained))
+		taskSaw = eventReasons(t, cl, client.EventsOptions{Namespace: legion.DefaultNamespace}, of(legion.KindTask, taskOn[drained]))
+		return follows(nodeSaw, nodeWant) && follows(taskSaw, []string{legion.ReasonScheduled, legion.ReasonTaskStarted, legion.ReasonTaskStopped})
+	})
+	drainSeen = true
 
 	agents[1].stop()
 	window := time.Duration(scheduler.DownAfter+8) * legion.HeartbeatPeriod
