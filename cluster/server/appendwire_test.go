@@ -152,6 +152,10 @@ func (s *leaderStream) Send(m *pb.RaftMessage) error {
 	return nil
 }
 
+// CloseSend is the half-close of a closed pipeline: answers are already
+// queued as each request is sent.
+func (s *leaderStream) CloseSend() error { return nil }
+
 func (s *leaderStream) Recv() (*pb.RaftMessage, error) {
 	select {
 	case m := <-s.answers:
