@@ -123,19 +123,9 @@ func (ca *CA) Issue(csrPEM []byte, id Identity, hosts []string, now time.Time) (
 	if ca.Key == nil {
 		return nil, errors.New("issuing a certificate: this node does not hold the CA key")
 	}
-	block, _ := pem.Decode(csrPEM)
-	if block == nil || block.Type != "CERTIFICATE REQUEST" {
-		return nil, errors.New("certificate request: expected a PEM CERTIFICATE REQUEST")
-	}
-	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	csr, err := parseCSR(csrPEM)
 	if err != nil {
-		return nil, fmt.Errorf("certificate request: %w", err)
-	}
-	if err := csr.CheckSignature(); err != nil {
-		return nil, fmt.Errorf("certificate request: signature: %w", err)
-	}
-	if _, ok := csr.PublicKey.(*ecdsa.PublicKey); !ok {
-		return nil, errors.New("certificate request: expected an ECDSA key")
+		return nil, err
 	}
 	lifetime := ca.Lifetime
 	if lifetime <= 0 {
@@ -165,6 +155,36 @@ func (ca *CA) Issue(csrPEM []byte, id Identity, hosts []string, now time.Time) (
 		return nil, fmt.Errorf("signing the certificate of %s: %w", id.Name, err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
+
+// parseCSR reads a PEM certificate request of an ECDSA key, signed by
+// that key.
+func parseCSR(csrPEM []byte) (*x509.CertificateRequest, error) {
+	block, _ := pem.Decode(csrPEM)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return nil, errors.New("certificate request: expected a PEM CERTIFICATE REQUEST")
+	}
+	csr, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("certificate request: %w", err)
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("certificate request: signature: %w", err)
+	}
+	if _, ok := csr.PublicKey.(*ecdsa.PublicKey); !ok {
+		return nil, errors.New("certificate request: expected an ECDSA key")
+	}
+	return csr, nil
+}
+
+// CSRKey is the fingerprint (KeyFingerprint) of the key a certificate
+// request was signed with, the request checked as Issue checks it.
+func CSRKey(csrPEM []byte) (string, error) {
+	csr, err := parseCSR(csrPEM)
+	if err != nil {
+		return "", err
+	}
+	return KeyFingerprint(csr.RawSubjectPublicKeyInfo), nil
 }
 
 // RenewAt is when a certificate is renewed: two thirds into its life.

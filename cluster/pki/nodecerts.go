@@ -33,6 +33,10 @@ type IssuedCert struct {
 	// Authority is the key id of the CA that signed it, in hex, so the
 	// leader sees when every node renewed under a rotated CA.
 	Authority string `json:"authority,omitempty"`
+	// Key is its public key's fingerprint (KeyFingerprint), so a join
+	// asked again by the holder of that key is known (IssuedOnlyTo).
+	// Records written before it have none.
+	Key string `json:"key,omitempty"`
 }
 
 // NodeCertsPrefix starts the name of each node's record, a Config of the
@@ -46,6 +50,13 @@ func NodeCertsConfig(node string) string { return NodeCertsPrefix + node }
 // Fingerprint is the SHA-256 of a certificate's DER, in lower-case hex.
 func Fingerprint(c *x509.Certificate) string {
 	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// KeyFingerprint is the SHA-256 of a public key's DER (its
+// SubjectPublicKeyInfo), in lower-case hex.
+func KeyFingerprint(spki []byte) string {
+	sum := sha256.Sum256(spki)
 	return hex.EncodeToString(sum[:])
 }
 
@@ -63,13 +74,27 @@ func (r *NodeCerts) Holds(c *x509.Certificate) bool {
 	return slices.ContainsFunc(r.Certs, func(ic IssuedCert) bool { return ic.SHA256 == fp })
 }
 
+// IssuedOnlyTo reports whether the record holds certificates, all of
+// them issued for the public key of fingerprint key (KeyFingerprint).
+func (r *NodeCerts) IssuedOnlyTo(key string) bool {
+	if len(r.Certs) == 0 || key == "" {
+		return false
+	}
+	for _, c := range r.Certs {
+		if c.Key != key {
+			return false
+		}
+	}
+	return true
+}
+
 // Add records c (once), dropping the oldest beyond KeptCerts.
 func (r *NodeCerts) Add(c *x509.Certificate) {
 	if r.Holds(c) {
 		return
 	}
 	r.Certs = append(r.Certs, IssuedCert{SHA256: Fingerprint(c), Serial: c.SerialNumber.Text(16), NotAfter: c.NotAfter,
-		Authority: hex.EncodeToString(c.AuthorityKeyId)})
+		Authority: hex.EncodeToString(c.AuthorityKeyId), Key: KeyFingerprint(c.RawSubjectPublicKeyInfo)})
 	if n := len(r.Certs); n > KeptCerts {
 		r.Certs = slices.Delete(r.Certs, 0, n-KeptCerts)
 	}

@@ -319,9 +319,17 @@ func (c *clusterService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.Joi
 	if role == roleManager && req.Address == "" {
 		return nil, status.Error(codes.InvalidArgument, "join: address: required for a manager (where the others reach it)")
 	}
+	key, err := pki.CSRKey(req.Csr)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	// The id names the node from now on, in its certificate and its Node:
-	// it must not name anyone already.
-	if err := nodeIDFree(st, req.NodeId); errors.Is(err, errNodeIDTaken) {
+	// it must not name anyone already. The node's own join, asked again
+	// (its key signed the request, as before) because the answer was lost
+	// (a leader lost as it recorded the certificate, whose write applied),
+	// is answered again; nothing was handed out under its key but to it.
+	again, err := nodeIDFree(st, req.NodeId, pki.Role(role), key)
+	if errors.Is(err, errNodeIDTaken) {
 		return nil, status.Errorf(codes.AlreadyExists, "join: %v", err)
 	} else if err != nil {
 		return nil, toStatus(err)
@@ -330,7 +338,7 @@ func (c *clusterService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.Joi
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := recordIssued(ctx, st, cert, true); errors.Is(err, dispatcher.ErrIssued) {
+	if err := recordIssued(ctx, st, cert, !again); errors.Is(err, dispatcher.ErrIssued) {
 		// Another join of the same id got there first.
 		return nil, status.Errorf(codes.AlreadyExists, "join: node_id %q: already in use by a node whose join finished first", req.NodeId)
 	} else if err != nil {
@@ -342,7 +350,7 @@ func (c *clusterService) Join(ctx context.Context, req *pb.JoinRequest) (*pb.Joi
 			return nil, s.unrecord(req.NodeId, toStatus(err))
 		}
 	}
-	s.log.Info("node joined", "node", req.NodeId, "role", role, "address", req.Address)
+	s.log.Info("node joined", "node", req.NodeId, "role", role, "address", req.Address, "asked_again", again)
 	return out, nil
 }
 

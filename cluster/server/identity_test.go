@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,13 @@ import (
 // the token's digest), with whatever id it is given.
 func joinRaw(t *testing.T, addr, token, id, role, advertise string) (*pb.JoinResponse, error) {
 	t.Helper()
+	_, csr := dispatchertest.NewCSR(t, "whoever")
+	return joinWith(t, addr, token, id, role, advertise, csr)
+}
+
+// joinWith is joinRaw with the certificate request csr.
+func joinWith(t *testing.T, addr, token, id, role, advertise string, csr []byte) (*pb.JoinResponse, error) {
+	t.Helper()
 	tok, err := pki.ParseToken(token)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +43,6 @@ func joinRaw(t *testing.T, addr, token, id, role, advertise string) (*pb.JoinRes
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_, csr := dispatchertest.NewCSR(t, "whoever")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	return pb.NewClusterClient(conn).Join(ctx, &pb.JoinRequest{Token: token, Csr: csr, NodeId: id, Address: advertise, Role: role, Protocol: Protocol})
@@ -89,23 +96,30 @@ func registerAs(t *testing.T, addr string, creds *pki.Credentials) error {
 	})
 }
 
+// tokensOf is a one-manager cluster and its worker and manager join
+// tokens.
+func tokensOf(t *testing.T) (m *manager, workerTok, managerTok string) {
+	t.Helper()
+	m = newManager(t)
+	t.Cleanup(m.stop)
+	admin := initCluster(t, m)
+	var err error
+	if workerTok, err = admin.Token(context.Background(), "worker"); err != nil {
+		t.Fatal(err)
+	}
+	if managerTok, err = admin.Token(context.Background(), "manager"); err != nil {
+		t.Fatal(err)
+	}
+	return m, workerTok, managerTok
+}
+
 // A join token obtains no existing node's name, nor a malformed one: each
 // such join is refused with the reason, no certificate is issued and
 // nothing is written. A free, well-formed id joins.
 func TestJoinRefusesTakenAndMalformedIDs(t *testing.T) {
 	t.Parallel()
-	m := newManager(t)
-	defer m.stop()
-	admin := initCluster(t, m)
+	m, workerTok, managerTok := tokensOf(t)
 	ctx := context.Background()
-	workerTok, err := admin.Token(ctx, "worker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	managerTok, err := admin.Token(ctx, "manager")
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := newManager(t)
 	defer w.stop()
 	if _, err := w.bare().JoinCluster(ctx, workerTok, m.addr, ""); err != nil {
@@ -168,6 +182,56 @@ func TestJoinRefusesTakenAndMalformedIDs(t *testing.T) {
 	}
 	if _, err := joinRaw(t, m.addr, workerTok, "fresh-1", "", ""); status.Code(err) != codes.AlreadyExists {
 		t.Errorf("a second join as fresh-1: %v, want AlreadyExists", err)
+	}
+}
+
+// A node whose join's answer was lost after its certificate was recorded
+// (a leader lost during the write, which applied) asks again with the
+// same request and is answered; a join under that id with another key,
+// or for another role, is still refused, and once the node has
+// registered its own key joins no more either.
+func TestJoinAskedAgainByItsNodeIsAnswered(t *testing.T) {
+	t.Parallel()
+	m, workerTok, managerTok := tokensOf(t)
+	key, csr := dispatchertest.NewCSR(t, "again-1")
+	var certs []*x509.Certificate
+	var resp *pb.JoinResponse
+	var err error
+	for try := 1; try <= 2; try++ {
+		if resp, err = joinWith(t, m.addr, workerTok, "again-1", "", "", csr); err != nil {
+			t.Fatalf("join %d with the same request: %v", try, err)
+		}
+		cert, err := pki.ParseCert(resp.Certificate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certs = append(certs, cert)
+	}
+	r, _, err := dispatcher.ReadCerts(m.s.Store(), "again-1")
+	if err != nil || r == nil || !r.Holds(certs[0]) || !r.Holds(certs[1]) {
+		t.Fatalf("the record after two answers: %+v, %v; want both certificates", r, err)
+	}
+	_, other := dispatchertest.NewCSR(t, "again-1")
+	if _, err := joinWith(t, m.addr, workerTok, "again-1", "", "", other); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("a join as again-1 with another key: %v, want AlreadyExists", err)
+	}
+	if _, err := joinWith(t, m.addr, managerTok, "again-1", "manager", freeAddr(t), csr); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("a join as again-1 with its key, as a manager: %v, want AlreadyExists", err)
+	}
+	// Registered, the node is a member: its own request is refused too.
+	keyPEM, err := pki.KeyPEM(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := pki.NewCredentials(resp.Certificate, keyPEM, resp.CaCertificate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := registerAs(t, m.addr, creds); err != nil {
+		t.Fatalf("registering again-1: %v", err)
+	}
+	if _, err := joinWith(t, m.addr, workerTok, "again-1", "", "", csr); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("a join as again-1 after it registered: %v, want AlreadyExists", err)
 	}
 }
 

@@ -54,20 +54,23 @@ var errNodeIDTaken = errors.New("already in use")
 
 // nodeIDFree checks on the leader's store that no member goes by id: no
 // Node, no Raft member (a manager) and no certificate issued for it, so
-// a join token never obtains the name of an existing node.
-func nodeIDFree(st *store.Store, id string) error {
-	taken := func(by string) error {
-		return fmt.Errorf("node_id %q: %w by %s: a node joins under its own id; on a host whose data directory was copied from another node, remove <data-dir>/%s and start the daemon again to make a new one",
+// a join token never obtains the name of an existing node. The one claim
+// it lets pass (again) is a record whose certificates were all issued
+// for role to the key of fingerprint key: the join of the node holding
+// that key, asked again because its answer was lost (see Join).
+func nodeIDFree(st *store.Store, id string, role pki.Role, key string) (again bool, err error) {
+	taken := func(by string) (bool, error) {
+		return false, fmt.Errorf("node_id %q: %w by %s: a node joins under its own id; on a host whose data directory was copied from another node, remove <data-dir>/%s and start the daemon again to make a new one",
 			id, errNodeIDTaken, by, NodeIDFile)
 	}
 	if _, _, err := st.Get(legion.KindNode, "", id); err == nil {
 		return taken("an existing node")
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
+		return false, err
 	}
 	f := st.Raft().GetConfiguration()
 	if err := f.Error(); err != nil {
-		return fmt.Errorf("reading the managers: %w", err)
+		return false, fmt.Errorf("reading the managers: %w", err)
 	}
 	for _, m := range f.Configuration().Servers {
 		if m.ID == raft.ServerID(id) {
@@ -76,10 +79,13 @@ func nodeIDFree(st *store.Store, id string) error {
 	}
 	r, _, err := dispatcher.ReadCerts(st, id)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if r != nil {
-		return taken("a node the cluster already issued a certificate")
+	switch {
+	case r == nil:
+		return false, nil
+	case r.Role == role && r.IssuedOnlyTo(key):
+		return true, nil
 	}
-	return nil
+	return taken("a node the cluster already issued a certificate")
 }
