@@ -197,6 +197,44 @@ func TestRemovedManagerCanNeitherReadWriteNorVote(t *testing.T) {
 	}
 }
 
+// A manager removed while it was down never gets the entry that removes
+// it: the others no longer send it anything. Started again, it learns
+// its removal from the other managers' refusal of its election, and
+// serves nothing, as one removed while running does.
+func TestManagerRemovedWhileDownLearnsItWhenItReturns(t *testing.T) {
+	t.Parallel()
+	c := testcluster.New(t, testcluster.Options{Managers: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leader := c.WaitLeader()
+	victim := c.Followers(leader)[0]
+	id := victim.Server.NodeID()
+	// Its agent registered its Node (agents register with the leader).
+	if err := register(ctx, nodeConn(t, leader.Addr, victim.Server.Credentials())); err != nil {
+		t.Fatalf("registering the manager's Node: %v", err)
+	}
+	victim.Stop()
+	if _, err := c.ClientTo(leader).Delete(ctx, legion.KindNode, "", id, nil); err != nil {
+		t.Fatalf("deleting the Node of the stopped manager %s: %v", id, err)
+	}
+	if member, _ := suffrage(t, leader.Store(), id); member {
+		t.Fatal("the deleted Node's manager is still a Raft member")
+	}
+	victim.Restart()
+	if member, _ := suffrage(t, victim.Store(), id); !member {
+		t.Fatal("the stopped manager had its removal after all: this test shows nothing")
+	}
+	direct := adminOf(t, victim.Addr, c.AdminFile(), -1)
+	testcluster.WaitFor(t, "the manager removed while down to refuse the API", 10*time.Second, func() bool {
+		_, _, err := direct.List(ctx, legion.KindConfig, client.ListOptions{})
+		return client.Code(err) == codes.PermissionDenied && strings.Contains(err.Error(), "was removed from the cluster")
+	})
+	// The others go on without it.
+	if _, err := c.ClientTo(leader).ApplyOne(ctx, config("after-removal"), client.ApplyOptions{}); err != nil {
+		t.Fatalf("a write after the removal: %v", err)
+	}
+}
+
 // The last voting manager's Node is not deleted: Raft would be left
 // without a quorum.
 func TestDeletingTheLastVotersNodeIsRefused(t *testing.T) {
