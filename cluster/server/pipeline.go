@@ -38,6 +38,10 @@ type pipeline struct {
 	// sendMu keeps CloseSend apart from Send, which gRPC does not allow
 	// at once.
 	sendMu sync.Mutex
+	// failed is set once an answer failed or refused its append: raft
+	// then closes the pipeline to find where the follower is, and what is
+	// still in flight is of no use to anyone (see Close).
+	failed atomic.Bool
 	ack    func(*raft.AppendEntriesResponse) // an answer that succeeded
 	// binary is set once the follower's answers say it reads requests as
 	// RaftMessage.append; until then (and always, to a manager built
@@ -161,8 +165,10 @@ func (p *pipeline) receive() {
 				*f.resp = r
 			}
 		}
-		if err == nil {
+		if err == nil && f.resp.Success {
 			p.ack(f.resp)
+		} else {
+			p.failed.Store(true)
 		}
 		f.errCh <- err
 		select {
@@ -173,21 +179,37 @@ func (p *pipeline) receive() {
 			p.Close()
 			return
 		}
+		select {
+		case <-p.stop:
+			if p.failed.Load() {
+				p.cancel() // the rest is of no use either (see Close)
+				return
+			}
+		default:
+		}
 	}
 }
 
 func (p *pipeline) Consumer() <-chan raft.AppendFuture { return p.done }
 
-// Close takes no more requests and ends the stream once what was sent
-// has been answered (finish). Raft closes a removed follower's pipeline
-// right after its last send, whose entry is the one that tells the
-// follower it was removed: gRPC drops what a stream sent when its
-// context ends before the other side read it, so a close that cancelled
-// at once lost that entry now and then, and the removed manager went on
-// serving its replica, unaware.
+// Close takes no more requests and, while every answer so far succeeded,
+// ends the stream once what was sent has been answered (finish). Raft
+// closes a removed follower's pipeline right after its last send, whose
+// entry is the one that tells the follower it was removed: gRPC drops
+// what a stream sent when its context ends before the other side read
+// it, so a close that cancelled at once lost that entry now and then,
+// and the removed manager went on serving its replica, unaware. After a
+// failed or refused answer it cancels at once: raft goes on to find
+// where the follower's log is, and a follower still taking the old
+// stream's appends held up every commit that needed it (the scale run's
+// leader kill took twice as long to converge).
 func (p *pipeline) Close() error {
 	p.once.Do(func() {
 		close(p.stop)
+		if p.failed.Load() {
+			p.cancel()
+			return
+		}
 		go p.finish()
 	})
 	return nil
