@@ -152,10 +152,6 @@ func (s *leaderStream) Send(m *pb.RaftMessage) error {
 	return nil
 }
 
-// CloseSend is the half-close of a closed pipeline: answers are already
-// queued as each request is sent.
-func (s *leaderStream) CloseSend() error { return nil }
-
 func (s *leaderStream) Recv() (*pb.RaftMessage, error) {
 	select {
 	case m := <-s.answers:
@@ -198,46 +194,4 @@ func TestPipelineSendsProtobufOnceTheFollowerReadsIt(t *testing.T) {
 		p.Close()
 		p.wg.Wait()
 	}
-}
-
-// refusingStream answers a pipeline's first request with a refusal (the
-// follower's log does not hold the entry before) and leaves the others
-// unanswered, as a follower busy with them would.
-type refusingStream struct {
-	leaderStream
-	sent int
-}
-
-func (s *refusingStream) Send(m *pb.RaftMessage) error {
-	if s.sent++; s.sent == 1 {
-		no, _ := json.Marshal(&raft.AppendEntriesResponse{Term: 3, Success: false})
-		s.answers <- &pb.RaftMessage{Payload: no}
-	}
-	return nil
-}
-
-// A pipeline closed after a refused append ends its stream at once: raft
-// is off to find where the follower's log is, and the follower must not
-// go on taking the appends still in flight meanwhile.
-func TestPipelineClosedAfterARefusalEndsAtOnce(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s := &refusingStream{leaderStream: leaderStream{ctx: ctx, answers: make(chan *pb.RaftMessage, 8)}}
-	p := newPipeline(s, cancel, func(*raft.AppendEntriesResponse) {})
-	f, err := p.AppendEntries(appendRequest(10, 11), &raft.AppendEntriesResponse{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Error(); err != nil || f.Response().Success {
-		t.Fatalf("the refused append: %v, %+v", err, f.Response())
-	}
-	if _, err := p.AppendEntries(appendRequest(12, 13), &raft.AppendEntriesResponse{}); err != nil {
-		t.Fatal(err)
-	}
-	p.Close()
-	if ctx.Err() == nil {
-		t.Fatal("the pipeline's stream still open after a close that followed a refusal")
-	}
-	p.wg.Wait()
 }

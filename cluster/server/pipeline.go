@@ -21,10 +21,6 @@ import (
 // pipelineDepth is how many AppendEntries may be in flight on a pipeline.
 const pipelineDepth = 128
 
-// pipelineCloseGrace is how long a closed pipeline waits for the answers
-// to what it sent before it ends its stream (see finish).
-const pipelineCloseGrace = 2 * time.Second
-
 // pipeline sends AppendEntries on one stream without waiting for each
 // answer; answers come back in order and are handed to raft on Consumer.
 type pipeline struct {
@@ -35,14 +31,7 @@ type pipeline struct {
 	stop     chan struct{}
 	once     sync.Once
 	wg       sync.WaitGroup
-	// sendMu keeps CloseSend apart from Send, which gRPC does not allow
-	// at once.
-	sendMu sync.Mutex
-	// failed is set once an answer failed or refused its append: raft
-	// then closes the pipeline to find where the follower is, and what is
-	// still in flight is of no use to anyone (see Close).
-	failed atomic.Bool
-	ack    func(*raft.AppendEntriesResponse) // an answer that succeeded
+	ack      func(*raft.AppendEntriesResponse) // an answer that succeeded
 	// binary is set once the follower's answers say it reads requests as
 	// RaftMessage.append; until then (and always, to a manager built
 	// before) they go as JSON.
@@ -61,12 +50,11 @@ func (t *transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 		return nil, err
 	}
 	p := newPipeline(stream, cancel, func(r *raft.AppendEntriesResponse) { t.ack(target, r) })
-	// The pipeline ends with the transport too, at once.
+	// The pipeline ends with the transport too.
 	go func() {
 		select {
 		case <-t.shutdown:
 			p.Close()
-			cancel()
 		case <-p.stop:
 		}
 	}()
@@ -91,13 +79,6 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		return nil, err
 	}
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, parts: len(msgs), errCh: make(chan error, 1)}
-	p.sendMu.Lock()
-	defer p.sendMu.Unlock()
-	select {
-	case <-p.stop:
-		return nil, raft.ErrPipelineShutdown
-	default:
-	}
 	select {
 	case p.inflight <- f:
 	case <-p.stop:
@@ -135,8 +116,7 @@ func appendMessages(a *raft.AppendEntriesRequest, binary bool) ([]*pb.RaftMessag
 
 // receive matches answers to requests in order; when the stream breaks,
 // every request still in flight fails, and is still handed to raft, which
-// then stops using the pipeline. Once the pipeline is closed it still
-// reads the answers to what was sent (see finish), for no one.
+// then stops using the pipeline.
 func (p *pipeline) receive() {
 	defer p.wg.Done()
 	for {
@@ -144,11 +124,7 @@ func (p *pipeline) receive() {
 		select {
 		case f = <-p.inflight:
 		case <-p.stop:
-			select {
-			case f = <-p.inflight:
-			default:
-				return
-			}
+			return
 		}
 		// One answer per piece: the first refusal stands, else the last.
 		var err error
@@ -165,68 +141,30 @@ func (p *pipeline) receive() {
 				*f.resp = r
 			}
 		}
-		if err == nil && f.resp.Success {
+		if err == nil {
 			p.ack(f.resp)
-		} else {
-			p.failed.Store(true)
 		}
 		f.errCh <- err
 		select {
 		case p.done <- f:
-		case <-p.stop: // raft reads no more answers
+		case <-p.stop:
+			return
 		}
 		if err != nil {
 			p.Close()
 			return
-		}
-		select {
-		case <-p.stop:
-			if p.failed.Load() {
-				p.cancel() // the rest is of no use either (see Close)
-				return
-			}
-		default:
 		}
 	}
 }
 
 func (p *pipeline) Consumer() <-chan raft.AppendFuture { return p.done }
 
-// Close takes no more requests and, while every answer so far succeeded,
-// ends the stream once what was sent has been answered (finish). Raft
-// closes a removed follower's pipeline right after its last send, whose
-// entry is the one that tells the follower it was removed: gRPC drops
-// what a stream sent when its context ends before the other side read
-// it, so a close that cancelled at once lost that entry now and then,
-// and the removed manager went on serving its replica, unaware. After a
-// failed or refused answer it cancels at once: raft goes on to find
-// where the follower's log is, and a follower still taking the old
-// stream's appends held up every commit that needed it (the scale run's
-// leader kill took twice as long to converge).
 func (p *pipeline) Close() error {
 	p.once.Do(func() {
 		close(p.stop)
-		if p.failed.Load() {
-			p.cancel()
-			return
-		}
-		go p.finish()
+		p.cancel()
 	})
 	return nil
-}
-
-// finish half-closes the stream, so the follower reads what was sent and
-// then its end, waits for the answers to it (receive), and cancels the
-// stream; after pipelineCloseGrace it cancels anyway, which also ends a
-// send held up by a follower that reads nothing.
-func (p *pipeline) finish() {
-	grace := time.AfterFunc(pipelineCloseGrace, p.cancel)
-	defer grace.Stop()
-	p.sendMu.Lock()
-	p.stream.CloseSend()
-	p.sendMu.Unlock()
-	p.wg.Wait()
-	p.cancel()
 }
 
 type appendFuture struct {

@@ -4,17 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/legionbsd/legion/cluster/pki"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"github.com/legionbsd/legion/internal/testpoll"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 )
 
 // fakePipe is a pipeline stream's server side: Recv hands on what the
@@ -180,111 +177,4 @@ func TestMergeAppendsOnlyWhatFollowsOn(t *testing.T) {
 			t.Errorf("%s: %d entries after, want %d", tc.name, n, map[bool]int{true: 4, false: 2}[tc.want])
 		}
 	}
-}
-
-// A pipeline closed right after a request still delivers it: raft closes
-// a removed follower's pipeline just after its last, best-effort send,
-// whose entry tells the follower it was removed. The follower's raft
-// takes the request only once the close has reached the follower's end
-// of the stream.
-func TestPipelineClosedDeliversWhatItSent(t *testing.T) {
-	t.Parallel()
-	creds := loopbackManager(t)
-	follower := newTransport("follower", nil)
-	t.Cleanup(func() { follower.Close() })
-	// The follower's end of the stream says when its reading ended: at
-	// the leader's half-close, or at a cancel that loses what it sent.
-	readEnded := make(chan error, 1)
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(creds.ServerConfig())),
-		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			return h(srv, &endOfReading{ServerStream: ss, ended: readEnded})
-		}))
-	t.Cleanup(srv.Stop)
-	pb.RegisterRaftServer(srv, &raftService{current: func() *transport { return follower },
-		member: func(context.Context) error { return nil }, stopping: follower.shutdown})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	stream, err := pb.NewRaftClient(conn).AppendEntriesPipeline(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newPipeline(stream, cancel, func(*raft.AppendEntriesResponse) {})
-	if _, err := p.AppendEntries(appendRequest(7, 7), &raft.AppendEntriesResponse{}); err != nil {
-		t.Fatal(err)
-	}
-	p.Close()
-	select {
-	case err := <-readEnded:
-		t.Logf("the follower's reading ended: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the follower's end of the closed pipeline never ended its reading (or never began it)")
-	}
-	select {
-	case rpc := <-follower.Consumer():
-		if got := indexes(rpc.Command.(*raft.AppendEntriesRequest).Entries); len(got) != 1 || got[0] != 7 {
-			t.Fatalf("the follower's raft took entries %v, want [7]", got)
-		}
-		rpc.Respond(&raft.AppendEntriesResponse{Term: 3, Success: true, LastLog: 7}, nil)
-	case <-time.After(10 * time.Second):
-		t.Fatal("a request sent just before the pipeline closed never reached the follower's raft")
-	}
-}
-
-// endOfReading passes on a stream's reading, and the error that ends it.
-type endOfReading struct {
-	grpc.ServerStream
-	ended chan<- error
-}
-
-func (s *endOfReading) RecvMsg(m any) error {
-	err := s.ServerStream.RecvMsg(m)
-	if err != nil {
-		select {
-		case s.ended <- err:
-		default:
-		}
-	}
-	return err
-}
-
-// loopbackManager is a manager's credentials for 127.0.0.1 under a CA of
-// their own.
-func loopbackManager(t *testing.T) *pki.Credentials {
-	t.Helper()
-	now := time.Now()
-	ca, err := pki.NewCA(now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := pki.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := pki.CSR(key, "m1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.Issue(csr, pki.Identity{Name: "m1", Role: pki.RoleManager}, []string{"127.0.0.1"}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, err := pki.KeyPEM(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := pki.NewCredentials(cert, keyPEM, ca.CertPEM())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return creds
 }
