@@ -453,14 +453,14 @@ func (s *Server) managerRevoked(ctx context.Context) error {
 
 // selfRemoved reports whether this manager's own Raft configuration, once
 // it has one, no longer lists it, or the other managers refused its Raft
-// calls as a removed node's (transport.refusedAs): it was removed, and
+// calls as a removed node's (transport.refusedAsRemoved): it was removed, and
 // serves nothing but its status from then on.
 func (s *Server) selfRemoved() bool {
 	st := s.store()
 	if st == nil {
 		return false
 	}
-	if tr := s.transport(); tr != nil && tr.refusedAs() != "" {
+	if tr := s.transport(); tr != nil && tr.refusedAsRemoved() {
 		return true
 	}
 	s.members.mu.Lock()

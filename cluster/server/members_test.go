@@ -125,6 +125,17 @@ func TestLeaderKilledRightAfterTwoJoinsLeavesAQuorum(t *testing.T) {
 	}
 }
 
+// waitRefusedAsRemoved waits up to d for the removed manager m, reached
+// directly by the admin, to refuse the API saying it was removed.
+func waitRefusedAsRemoved(ctx context.Context, t *testing.T, c *testcluster.Cluster, m *testcluster.Manager, what string, d time.Duration) {
+	t.Helper()
+	direct := adminOf(t, m.Addr, c.AdminFile(), -1)
+	testcluster.WaitFor(t, what+" to refuse the API", d, func() bool {
+		_, _, err := direct.List(ctx, legion.KindConfig, client.ListOptions{})
+		return client.Code(err) == codes.PermissionDenied && strings.Contains(err.Error(), "was removed from the cluster")
+	})
+}
+
 // A manager whose Node is deleted, the leader here, leaves Raft first
 // (leadership moves away, the client's retry finishes the delete): it
 // votes no more, its certificate can neither read nor write nor make
@@ -186,11 +197,7 @@ func TestRemovedManagerCanNeitherReadWriteNorVote(t *testing.T) {
 	refusedAsRemoved(t, "a report relayed by the removed manager", err)
 	// Reached directly, it serves nothing: its own replica no longer
 	// lists it.
-	direct := adminOf(t, victim.Addr, c.AdminFile(), -1)
-	testcluster.WaitFor(t, "the removed manager to refuse the API", 5*time.Second, func() bool {
-		_, _, err := direct.List(ctx, legion.KindConfig, client.ListOptions{})
-		return client.Code(err) == codes.PermissionDenied && strings.Contains(err.Error(), "was removed from the cluster")
-	})
+	waitRefusedAsRemoved(ctx, t, c, victim, "the removed manager", 5*time.Second)
 	// The two left make a quorum of their own.
 	if _, err := c.ClientTo(rest[1]).ApplyOne(ctx, config("after-removal"), client.ApplyOptions{}); err != nil {
 		t.Fatalf("a write after the removal: %v", err)
@@ -224,11 +231,7 @@ func TestManagerRemovedWhileDownLearnsItWhenItReturns(t *testing.T) {
 	if member, _ := suffrage(t, victim.Store(), id); !member {
 		t.Fatal("the stopped manager had its removal after all: this test shows nothing")
 	}
-	direct := adminOf(t, victim.Addr, c.AdminFile(), -1)
-	testcluster.WaitFor(t, "the manager removed while down to refuse the API", 10*time.Second, func() bool {
-		_, _, err := direct.List(ctx, legion.KindConfig, client.ListOptions{})
-		return client.Code(err) == codes.PermissionDenied && strings.Contains(err.Error(), "was removed from the cluster")
-	})
+	waitRefusedAsRemoved(ctx, t, c, victim, "the manager removed while down", 10*time.Second)
 	// The others go on without it.
 	if _, err := c.ClientTo(leader).ApplyOne(ctx, config("after-removal"), client.ApplyOptions{}); err != nil {
 		t.Fatalf("a write after the removal: %v", err)

@@ -66,9 +66,9 @@ type transport struct {
 	// acked is the last log index each follower acknowledged, for the
 	// leader's lag metric (metrics.go).
 	acked map[raft.ServerAddress]uint64
-	// removed is a peer's refusal of this manager's certificate as that of
-	// a removed node (legionpb.NodeRemoved), once one came: see refusedAs.
-	removed string
+	// removed: a peer refused this manager's certificate as that of a
+	// removed node (legionpb.NodeRemoved); see refusedAsRemoved.
+	removed bool
 }
 
 var (
@@ -134,9 +134,9 @@ func (t *transport) send(target raft.ServerAddress, payload []byte, resp any, me
 	}()
 	out, err := method(c, ctx, &pb.RaftMessage{Payload: payload})
 	if err != nil {
-		if msg, ok := pb.NodeRemovedMessage(err); ok {
+		if _, ok := pb.NodeRemovedMessage(err); ok {
 			t.mu.Lock()
-			t.removed = msg
+			t.removed = true
 			t.mu.Unlock()
 		}
 		return fmt.Errorf("raft call to %s: %w", target, err)
@@ -144,13 +144,13 @@ func (t *transport) send(target raft.ServerAddress, payload []byte, resp any, me
 	return jsonfast.Unmarshal(out.Payload, resp)
 }
 
-// refusedAs is a peer's refusal of this manager as a removed node ("" if
-// none came). A manager removed while it was down, or whose removal's
+// refusedAsRemoved reports whether a peer refused this manager as a
+// removed node. A manager removed while it was down, or whose removal's
 // entry did not reach it, still finds itself in its own configuration;
 // the others' answer to its election is then how it learns. Only that
 // refusal counts, not a peer not knowing it: the cluster recorded the
 // removal, and a member that joins again does so with a new certificate.
-func (t *transport) refusedAs() string {
+func (t *transport) refusedAsRemoved() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.removed
