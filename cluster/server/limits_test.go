@@ -102,14 +102,18 @@ func TestObjectLimitOnThreeManagers(t *testing.T) {
 
 // serveRaft is a transport's receiving side on loopback with the
 // managers' message limit: it answers every AppendEntries with success and
-// hands each request's entries to got. It returns a sending side and the
-// receiver's address.
-func serveRaft(t *testing.T, got chan<- []*raft.Log) (*transport, raft.ServerAddress) {
+// hands each request's entries to got. member, when set, checks each
+// caller first, as the managers' membership does. It returns a sending
+// side and the receiver's address.
+func serveRaft(t *testing.T, got chan<- []*raft.Log, member func(context.Context) error) (*transport, raft.ServerAddress) {
 	t.Helper()
 	recv := newTransport("follower", nil)
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage))
+	if member == nil {
+		member = func(context.Context) error { return nil }
+	}
 	pb.RegisterRaftServer(srv, &raftService{current: func() *transport { return recv },
-		member: func(context.Context) error { return nil }, stopping: recv.shutdown})
+		member: member, stopping: recv.shutdown})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +146,7 @@ func serveRaft(t *testing.T, got chan<- []*raft.Log) (*transport, raft.ServerAdd
 func TestTransportCarriesMoreThanAMessageOfEntries(t *testing.T) {
 	t.Parallel()
 	got := make(chan []*raft.Log, 64)
-	send, addr := serveRaft(t, got)
+	send, addr := serveRaft(t, got, nil)
 	n := MaxMessage/(store.MaxEntry/3*4) + 2
 	data := []byte(strings.Repeat("d", store.MaxEntry))
 	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{Addr: []byte("leader")}, Term: 3, PrevLogEntry: 9, PrevLogTerm: 3}

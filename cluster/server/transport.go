@@ -234,11 +234,27 @@ func splitAppend(a *raft.AppendEntriesRequest) []*raft.AppendEntriesRequest {
 }
 
 func (t *transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if err := t.noVotes(target); err != nil {
+		return err
+	}
 	return t.call(target, args, resp, pb.RaftClient.RequestVote)
 }
 
 func (t *transport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if err := t.noVotes(target); err != nil {
+		return err
+	}
 	return t.call(target, args, resp, pb.RaftClient.RequestPreVote)
+}
+
+// noVotes keeps a manager the others refused as removed from asking for
+// votes: its Raft, which still lists it, calls an election every timeout,
+// and each would only be refused again and logged by the others.
+func (t *transport) noVotes(target raft.ServerAddress) error {
+	if t.refusedAsRemoved() {
+		return fmt.Errorf("raft call to %s: not asked: this manager was removed from the cluster", target)
+	}
+	return nil
 }
 
 func (t *transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
