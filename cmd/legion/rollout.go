@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -122,7 +124,9 @@ func (r rollout) why() []string {
 		}
 		out = append(out, w)
 	}
-	if r.failing != "" {
+	// The planner's message on a slot that keeps failing to start ends
+	// with that failure: said once.
+	if r.failing != "" && !slices.ContainsFunc(out, func(w string) bool { return strings.HasSuffix(w, ": "+r.failing) }) {
 		out = append(out, "last failure: "+r.failing)
 	}
 	return out

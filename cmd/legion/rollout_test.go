@@ -219,6 +219,18 @@ func TestRolloutSaysWhatHoldsTheService(t *testing.T) {
 	if got := r.String(); strings.Contains(got, held) {
 		t.Errorf("a rollout with all its tasks: %q, want no word of the service's message", got)
 	}
+	// A slot that keeps failing to start: the planner's message names the
+	// failure, which the last failure repeats, so it is said once.
+	const pull = "pulling localhost/app:2: image localhost/app:2: image not present"
+	s.Status.Message = "slot 1 failed to start 3 times in a row, on node n1: " + pull
+	r = rollout{state: string(legion.UpdatePaused), want: 2, svc: s, failing: pull}
+	if got := r.String(); got != "paused: 0 of 2 tasks updated, 0 ready; "+s.Status.Message {
+		t.Errorf("a rollout whose slot keeps failing: %q, want the failure said once", got)
+	}
+	r.svc = &legion.Service{}
+	if got := r.String(); got != "paused: 0 of 2 tasks updated, 0 ready; last failure: "+pull {
+		t.Errorf("a rollout with a failure the service does not name: %q", got)
+	}
 }
 
 // A followed rollout says where it stands in words that hold: the last
