@@ -12,8 +12,6 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/leakcheck"
 	"github.com/legionbsd/legion/internal/testpoll"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 func TestMain(m *testing.M) { leakcheck.Main(m) }
@@ -168,23 +166,6 @@ func twoManagersAndAWorker(t *testing.T) (m, f, w *manager, admin *client.Client
 // shortCerts makes certificates last 3 s, checked for renewal every
 // 100 ms.
 func shortCerts(c *Config) { c.CertLifetime, c.RenewCheck = 3*time.Second, 100*time.Millisecond }
-
-// askWhileUnavailable makes a node's call as an agent does, again while
-// the manager answers UNAVAILABLE (until ctx ends): on a loaded machine a
-// two-manager cluster can be electing when a test makes its call.
-func askWhileUnavailable(ctx context.Context, call func() error) error {
-	for {
-		err := call()
-		if status.Code(err) != codes.Unavailable {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()

@@ -17,6 +17,7 @@ import (
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/internal/testpoll"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -90,7 +91,7 @@ func registerAs(t *testing.T, addr string, creds *pki.Credentials) error {
 	data, _ := json.Marshal(legion.NodeStatus{Addr: "203.0.113.6", WireGuard: &legion.WireGuard{PublicKey: "impostor"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return askWhileUnavailable(ctx, func() error {
+	return testpoll.WhileUnavailable(ctx, func() error {
 		_, err := pb.NewDispatcherClient(conn).Register(ctx, &pb.RegisterRequest{Status: data})
 		return err
 	})

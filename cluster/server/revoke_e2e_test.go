@@ -15,6 +15,7 @@ import (
 	"github.com/legionbsd/legion/cluster/server"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"github.com/legionbsd/legion/internal/testcluster"
+	"github.com/legionbsd/legion/internal/testpoll"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -38,8 +39,10 @@ func nodeConn(t *testing.T, addr string, creds *pki.Credentials) *grpc.ClientCon
 
 func register(ctx context.Context, conn *grpc.ClientConn) error {
 	data, _ := json.Marshal(legion.NodeStatus{Addr: "127.0.0.1"})
-	_, err := pb.NewDispatcherClient(conn).Register(ctx, &pb.RegisterRequest{Status: data})
-	return err
+	return testpoll.WhileUnavailable(ctx, func() error {
+		_, err := pb.NewDispatcherClient(conn).Register(ctx, &pb.RegisterRequest{Status: data})
+		return err
+	})
 }
 
 // refusedAsRemoved checks err is the refusal of a removed node's

@@ -13,6 +13,7 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/internal/testpoll"
 )
 
 // Cluster.Usage answers, at a follower too, what the leader heard in the
@@ -44,7 +45,7 @@ func TestUsageFromHeartbeatsForwardedAndFiltered(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	if err := askWhileUnavailable(ctx, func() error {
+	if err := testpoll.WhileUnavailable(ctx, func() error {
 		_, err := pb.NewDispatcherClient(conn).Heartbeat(ctx, &pb.HeartbeatRequest{Usage: []*pb.TaskUsage{
 			{Namespace: "shop", Task: "web-1", CpuMillis: 250, MemoryBytes: 64 << 20},
 			{Namespace: "lab", Task: "db-1", CpuMillis: 1500, MemoryBytes: 1 << 30},

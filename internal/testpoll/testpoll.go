@@ -5,8 +5,12 @@
 package testpoll
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Until checks cond every interval until it holds, and fails t, naming
@@ -19,5 +23,23 @@ func Until(t testing.TB, what string, d, interval time.Duration, cond func() boo
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
 		time.Sleep(interval)
+	}
+}
+
+// WhileUnavailable makes a node's call as an agent does: again while the
+// manager answers UNAVAILABLE, until ctx ends. On a loaded machine a
+// cluster of two managers, whose quorum is both, can be electing when a
+// test makes its call.
+func WhileUnavailable(ctx context.Context, call func() error) error {
+	for {
+		err := call()
+		if status.Code(err) != codes.Unavailable {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }

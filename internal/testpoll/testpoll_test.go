@@ -1,11 +1,15 @@
 package testpoll
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // fatalRecorder keeps what Until fails with and ends the goroutine, as
@@ -46,5 +50,27 @@ func TestUntilFailsNamingWhatItWaitedFor(t *testing.T) {
 	msg := until(20*time.Millisecond, func() bool { return false })
 	if !strings.Contains(msg, "timed out after 20ms waiting for the thing") {
 		t.Fatalf("failure %q, want it to name the wait and the limit", msg)
+	}
+}
+
+// A call is made again while it is UNAVAILABLE, and any other answer,
+// or the context's end, is returned.
+func TestWhileUnavailableAsksAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	calls := 0
+	answers := []error{status.Error(codes.Unavailable, "electing"), status.Error(codes.Unavailable, "electing"), nil}
+	if err := WhileUnavailable(ctx, func() error { calls++; return answers[calls-1] }); err != nil || calls != 3 {
+		t.Fatalf("%v after %d calls, want success on the third", err, calls)
+	}
+	calls = 0
+	refused := status.Error(codes.PermissionDenied, "removed")
+	if err := WhileUnavailable(ctx, func() error { calls++; return refused }); err != refused || calls != 1 {
+		t.Fatalf("%v after %d calls, want the refusal after one", err, calls)
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := WhileUnavailable(ended, func() error { return status.Error(codes.Unavailable, "electing") }); status.Code(err) != codes.Unavailable {
+		t.Fatalf("with the context ended: %v, want the last UNAVAILABLE", err)
 	}
 }
