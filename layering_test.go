@@ -125,7 +125,9 @@ var layers = []layer{
 	{pattern: "internal/testcluster", may: []string{"", "...", "-cmd"}},
 	{pattern: "internal/testimage/...", may: []string{"", "...", "-cmd"}},
 	{pattern: "internal/leakcheck", thirdParty: []string{"go.uber.org/goleak"}},
-	{pattern: "internal/testpoll", thirdParty: []string{}},
+	// Waits for a condition, and for a call a manager answers UNAVAILABLE
+	// (gRPC's codes and status for that alone).
+	{pattern: "internal/testpoll", thirdParty: []string{"google.golang.org/grpc"}},
 	// Golden files under testdata, rewritten with -update.
 	{pattern: "internal/golden", thirdParty: []string{"github.com/google/go-cmp"}},
 	// The register model linearizability tests check histories against.

@@ -1,5 +1,6 @@
 // Package testpoll is the wait tests use instead of sleeping for a
-// condition: check it at an interval until it holds or a deadline passes.
+// condition: check it at an interval until it holds or a deadline passes;
+// and, for a node's call to a manager, ask again while it is UNAVAILABLE.
 //
 // It is for tests only.
 package testpoll
