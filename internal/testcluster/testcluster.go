@@ -15,10 +15,12 @@ import (
 	"net"
 	"path/filepath"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/manager"
 	"github.com/legionbsd/legion/cluster/server"
@@ -118,7 +120,66 @@ func New(t testing.TB, o Options) *Cluster {
 			c.Workers = append(c.Workers, w)
 		}
 	}
+	// Before the daemons stop (cleanups run last registered first), so a
+	// test that timed out waiting on the cluster says where it stood.
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.logState()
+		}
+	})
 	return c
+}
+
+// stateReportTimeout bounds the failure report's reads.
+const stateReportTimeout = 5 * time.Second
+
+// logState logs the cluster's nodes and tasks as the first manager still
+// running reads them: each node's role, state, availability and drain,
+// each task's node, desired and reported state, readiness and message.
+func (c *Cluster) logState() {
+	var m *Manager
+	for _, cand := range c.Managers {
+		if cand.Store() != nil {
+			m = cand
+			break
+		}
+	}
+	if m == nil {
+		c.t.Logf("cluster state at the failure: no manager is running")
+		return
+	}
+	cl, err := client.New(client.Options{Server: m.Addr, CredentialsFile: c.AdminFile(), Retry: stateReportTimeout})
+	if err != nil {
+		c.t.Logf("cluster state at the failure: %v", err)
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), stateReportTimeout)
+	defer cancel()
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster state at the failure, read through %s:\n", m.Addr)
+	nodes, _, err := cl.List(ctx, legion.KindNode, client.ListOptions{})
+	if err != nil {
+		fmt.Fprintf(&b, "  nodes: %v\n", err)
+	}
+	for _, o := range nodes {
+		n := o.(*legion.Node)
+		drain := "-"
+		if n.Status.Drain != nil {
+			drain = string(n.Status.Drain.State)
+		}
+		fmt.Fprintf(&b, "  node %s %s %s %s drain=%s\n", n.Metadata.Name, n.Spec.Role, n.Status.State, n.Spec.Availability, drain)
+	}
+	tasks, _, err := cl.List(ctx, legion.KindTask, client.ListOptions{AllNamespaces: true})
+	if err != nil {
+		fmt.Fprintf(&b, "  tasks: %v\n", err)
+	}
+	for _, o := range tasks {
+		tk := o.(*legion.Task)
+		fmt.Fprintf(&b, "  task %s/%s node=%s desired=%s state=%s ready=%v restarts=%d %q\n", tk.Metadata.Namespace, tk.Metadata.Name,
+			tk.Spec.Node, tk.Spec.DesiredState, tk.Status.State, tk.Status.Ready, tk.Status.Restarts, tk.Status.Message)
+	}
+	c.t.Log(b.String())
 }
 
 // AdminFile is the cluster admin's credentials, written by init.
