@@ -401,7 +401,12 @@ func TestFlusherRetriesAFailedFlushAndLogsOnce(t *testing.T) {
 // and reach the followers.
 func TestFullDiskOnTheLeaderOfThree(t *testing.T) {
 	t.Parallel()
-	ns := threeNodes(t)
+	// A lease longer than the tests' 400 ms, which a machine loaded twice
+	// over outran once: what is tested is the full disk, and raft steps a
+	// leader down at once when an append fails, whatever its lease.
+	timing := FastTiming()
+	timing.HeartbeatTimeout, timing.ElectionTimeout, timing.LeaderLeaseTimeout = 1500*time.Millisecond, 1500*time.Millisecond, 1500*time.Millisecond
+	ns := threeNodesTiming(t, timing)
 	t.Cleanup(func() {
 		for _, n := range ns {
 			n.s.Close()
@@ -420,7 +425,9 @@ func TestFullDiskOnTheLeaderOfThree(t *testing.T) {
 	ctx := context.Background()
 	probe := time.NewTicker(20 * time.Millisecond)
 	defer probe.Stop()
-	for start := time.Now(); time.Since(start) < 4*FastTiming().HeartbeatTimeout; <-probe.C {
+	// Long enough for a follower that stopped hearing the leader to call
+	// an election.
+	for start := time.Now(); time.Since(start) < 2*timing.HeartbeatTimeout; <-probe.C {
 		if _, _, err := leader.s.Put(ctx, config("default", "late", "x"), WriteOptions{}); !errors.Is(err, ErrLogFull) {
 			t.Fatalf("write while the leader is full: %v, want ErrLogFull (raft went through %v)", err, states())
 		}
