@@ -217,7 +217,7 @@ func TestManagerRemovedWhileDownLearnsItWhenItReturns(t *testing.T) {
 	victim := c.Followers(leader)[0]
 	id := victim.Server.NodeID()
 	// Its agent registered its Node (agents register with the leader).
-	if err := register(ctx, nodeConn(t, leader.Addr, victim.Server.Credentials())); err != nil {
+	if err := registerWithLeader(ctx, t, c, victim.Server.Credentials()); err != nil {
 		t.Fatalf("registering the manager's Node: %v", err)
 	}
 	victim.Stop()
@@ -275,7 +275,7 @@ func TestCheckDeleteCountsTheVotersItTookOut(t *testing.T) {
 	var nodes []legion.Object
 	for _, m := range c.Managers {
 		// Registered with the leader, as each one's agent does.
-		if err := register(ctx, nodeConn(t, leader.Addr, m.Server.Credentials())); err != nil {
+		if err := registerWithLeader(ctx, t, c, m.Server.Credentials()); err != nil {
 			t.Fatal(err)
 		}
 		o, err := c.Client().Get(ctx, legion.KindNode, "", m.Server.NodeID())
@@ -313,7 +313,7 @@ func TestPromoteAndDemote(t *testing.T) {
 		follower = c.Managers[1]
 	}
 	w := c.Workers[0]
-	if err := register(ctx, nodeConn(t, leader.Addr, w.Server.Credentials())); err != nil {
+	if err := registerWithLeader(ctx, t, c, w.Server.Credentials()); err != nil {
 		t.Fatal(err)
 	}
 	admin := c.ClientTo(follower)

@@ -64,7 +64,7 @@ func streamMovesAndResumes(t *testing.T, c *testcluster.Cluster, from, to *testc
 		return set
 	}
 
-	if err := register(ctx, nodeConn(t, c.WaitLeader().Addr, w.Server.Credentials())); err != nil {
+	if err := registerWithLeader(ctx, t, c, w.Server.Credentials()); err != nil {
 		t.Fatal(err)
 	}
 	s, stop := open(from, 0, 0)

@@ -37,6 +37,20 @@ func nodeConn(t *testing.T, addr string, creds *pki.Credentials) *grpc.ClientCon
 	return conn
 }
 
+// registerWithLeader registers the node of creds as its agent does:
+// with the leader, going to whichever manager leads at each try.
+func registerWithLeader(ctx context.Context, t *testing.T, c *testcluster.Cluster, creds *pki.Credentials) error {
+	t.Helper()
+	conns := map[string]*grpc.ClientConn{}
+	return testpoll.WhileUnavailable(ctx, func() error {
+		addr := c.WaitLeader().Addr
+		if conns[addr] == nil {
+			conns[addr] = nodeConn(t, addr, creds)
+		}
+		return register(ctx, conns[addr])
+	})
+}
+
 func register(ctx context.Context, conn *grpc.ClientConn) error {
 	data, _ := json.Marshal(legion.NodeStatus{Addr: "127.0.0.1"})
 	return testpoll.WhileUnavailable(ctx, func() error {

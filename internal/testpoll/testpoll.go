@@ -7,6 +7,7 @@ package testpoll
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,12 +32,19 @@ func Until(t testing.TB, what string, d, interval time.Duration, cond func() boo
 // manager answers UNAVAILABLE, until ctx ends. On a loaded machine a
 // cluster of two managers, whose quorum is both, can be electing when a
 // test makes its call.
+// When ctx ends first, the error names the last UNAVAILABLE answer too:
+// the call cut short by the deadline says only that.
 func WhileUnavailable(ctx context.Context, call func() error) error {
+	var unavailable error
 	for {
 		err := call()
 		if status.Code(err) != codes.Unavailable {
+			if err != nil && ctx.Err() != nil && unavailable != nil {
+				return fmt.Errorf("%w (before, UNAVAILABLE: %v)", err, unavailable)
+			}
 			return err
 		}
+		unavailable = err
 		select {
 		case <-ctx.Done():
 			return err

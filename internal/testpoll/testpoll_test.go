@@ -73,4 +73,18 @@ func TestWhileUnavailableAsksAgain(t *testing.T) {
 	if err := WhileUnavailable(ended, func() error { return status.Error(codes.Unavailable, "electing") }); status.Code(err) != codes.Unavailable {
 		t.Fatalf("with the context ended: %v, want the last UNAVAILABLE", err)
 	}
+	// A call the deadline cuts short says why the ones before failed.
+	cut, cancel := context.WithCancel(ctx)
+	defer cancel()
+	calls = 0
+	err := WhileUnavailable(cut, func() error {
+		if calls++; calls == 1 {
+			return status.Error(codes.Unavailable, "not the leader")
+		}
+		cancel()
+		return status.Error(codes.DeadlineExceeded, "context deadline exceeded")
+	})
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "not the leader") {
+		t.Fatalf("a call cut short by the deadline: %v, want its error naming the UNAVAILABLE before", err)
+	}
 }
