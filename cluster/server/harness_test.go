@@ -163,9 +163,15 @@ func twoManagersAndAWorker(t *testing.T) (m, f, w *manager, admin *client.Client
 	return m, f, w, admin
 }
 
-// shortCerts makes certificates last 3 s, checked for renewal every
-// 100 ms.
-func shortCerts(c *Config) { c.CertLifetime, c.RenewCheck = 3*time.Second, 100*time.Millisecond }
+// shortCertLife is how long shortCerts' certificates last: renewed after
+// two thirds of it, the last third is the margin a renewal has before the
+// certificate it is asked with expires, and a loaded machine electing
+// between two managers once took more than 1 s of a 3 s life.
+const shortCertLife = 6 * time.Second
+
+// shortCerts makes certificates last shortCertLife, checked for renewal
+// every 100 ms.
+func shortCerts(c *Config) { c.CertLifetime, c.RenewCheck = shortCertLife, 100*time.Millisecond }
 
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()

@@ -47,8 +47,8 @@ func TestCertificatesRenewBeforeTheyExpire(t *testing.T) {
 	w.s.UseManagers(func() []string { return []string{m.addr} })
 	mFirst, wFirst := m.s.Credentials().Current().Leaf, w.s.Credentials().Current().Leaf
 	aFirst := adminLeaf(t, m.dir)
-	if got := mFirst.NotAfter.Sub(mFirst.NotBefore); got > 4*time.Second {
-		t.Fatalf("certificates last %s, want the configured 3 s (and a little back-dating)", got)
+	if got := mFirst.NotAfter.Sub(mFirst.NotBefore); got > shortCertLife+time.Second {
+		t.Fatalf("certificates last %s, want the configured %s (and a little back-dating)", got, shortCertLife)
 	}
 	waitFor(t, "every certificate renewed", 15*time.Second, func() bool {
 		return serialOf(m.s.Credentials()).Cmp(mFirst.SerialNumber) != 0 &&
