@@ -4,13 +4,17 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// A second daemon on a data directory in use is refused at once, naming
+// A second daemon on a data directory in use is refused, naming
 // the process holding it; once the first stops, the directory is free.
 func TestSecondServerOnADataDirectoryIsRefused(t *testing.T) {
 	t.Parallel()
@@ -51,4 +55,50 @@ func TestServerOnATakenAddressSaysHowToMoveIt(t *testing.T) {
 	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "another process listens there") || !strings.Contains(err.Error(), "--listen") {
 		t.Fatalf("a server on a taken address: %v, want it said with --listen", err)
 	}
+}
+
+// A lock this process let go while a child it was starting still shared
+// the lock's open file (as a fork does until the child runs its program)
+// is taken once the child lets it go, not refused.
+func TestALockLetGoIsTakenOnceAChildStartingLetsItGo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := LockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := unix.Dup(int(l.f.Fd())) // the same open file, as a forked child has it
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	closed := make(chan struct{})
+	time.AfterFunc(lockWait/5, func() { unix.Close(child); close(closed) }) // the child runs its program
+	again, err := LockDataDir(dir)
+	<-closed
+	if err != nil {
+		t.Fatalf("the lock after its holder let it go and the child did: %v", err)
+	}
+	// The same when the file names a holder that has ended: another
+	// process that exited while its child was starting.
+	child, err = unix.Dup(int(again.f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := exec.Command("true")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.f.WriteAt([]byte(strconv.Itoa(ended.Process.Pid)+"\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	again.Release()
+	closed = make(chan struct{})
+	time.AfterFunc(lockWait/5, func() { unix.Close(child); close(closed) })
+	last, err := LockDataDir(dir)
+	<-closed
+	if err != nil {
+		t.Fatalf("the lock its ended holder's child let go: %v", err)
+	}
+	last.Release()
 }
