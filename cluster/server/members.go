@@ -282,16 +282,75 @@ func (c *clusterService) Promote(ctx context.Context, req *pb.PromoteRequest) (*
 		s.log.Info("manager added to raft as a non-voter", "node", req.NodeId, "address", req.Address)
 		return &pb.PromoteResponse{Index: f.Index()}, nil
 	case m.Suffrage == raft.Voter:
+		// Asked again (the last answer lost, or its wait cut short).
+		s.waitVotersHold(ctx, st, at, "manager "+req.NodeId+" a voter")
 		return &pb.PromoteResponse{Voter: true}, nil
 	case req.AppliedIndex < at:
 		// Not yet caught up with its own addition.
 		return &pb.PromoteResponse{Index: at}, nil
 	}
-	if err := st.Raft().AddVoter(m.ID, m.Address, at, s.writeTimeout()).Error(); err != nil {
+	f := st.Raft().AddVoter(m.ID, m.Address, at, s.writeTimeout())
+	if err := f.Error(); err != nil {
 		return nil, raftChangeError("making manager "+req.NodeId+" a voter", err)
 	}
 	s.log.Info("manager promoted to voter", "node", req.NodeId)
+	s.waitVotersHold(ctx, st, f.Index(), "manager "+req.NodeId+" a voter")
 	return &pb.PromoteResponse{Voter: true}, nil
+}
+
+// waitVotersHold waits, for up to a heartbeat timeout, until every other
+// voter has acknowledged the log up to index, the entry of a change that
+// made change. A new voter's entry is committed once a majority of the
+// new configuration holds it, which may leave out an older voter; were
+// the leader lost then, that voter, still on the configuration before,
+// would refuse the new voter's election (it knows no such voter) and
+// could not win one without the leader, and the cluster would wait for
+// the old leader to come back. Waiting for every voter that answers
+// closes that: a voter silent for a heartbeat timeout is one an election
+// would do without anyway.
+func (s *Server) waitVotersHold(ctx context.Context, st *store.Store, index uint64, change string) {
+	tr := s.transport()
+	if tr == nil {
+		return
+	}
+	bound := st.Raft().ReloadableConfig().HeartbeatTimeout
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	tick := time.NewTicker(voterAckPoll)
+	defer tick.Stop()
+	for {
+		cfg, _, err := raftConfig(st)
+		if err != nil {
+			return
+		}
+		behind := lagging(cfg, raft.ServerID(s.nodeID), index, tr.acknowledged())
+		if len(behind) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.log.Warn("voters have not taken a membership change", "change", change, "index", index, "voters", behind, "waited", bound)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// voterAckPoll is how often waitVotersHold looks at what the voters
+// acknowledged (the leader sends heartbeats ten times a heartbeat
+// timeout).
+const voterAckPoll = 10 * time.Millisecond
+
+// lagging is the addresses of cfg's voters, other than self, that have
+// not acknowledged the log up to index (acked: by address).
+func lagging(cfg raft.Configuration, self raft.ServerID, index uint64, acked map[string]uint64) []string {
+	var out []string
+	for _, m := range cfg.Servers {
+		if m.Suffrage == raft.Voter && m.ID != self && acked[string(m.Address)] < index {
+			out = append(out, string(m.Address))
+		}
+	}
+	return out
 }
 
 // joinedWith checks, on a replica, that leaf is a certificate the
@@ -363,9 +422,11 @@ func (c *clusterService) SetVoter(ctx context.Context, req *pb.SetVoterRequest) 
 	case req.Voter && m.Suffrage == raft.Voter, !req.Voter && m.Suffrage != raft.Voter:
 		return &pb.SetVoterResponse{}, nil
 	case req.Voter:
-		if err := st.Raft().AddVoter(m.ID, m.Address, at, s.writeTimeout()).Error(); err != nil {
+		f := st.Raft().AddVoter(m.ID, m.Address, at, s.writeTimeout())
+		if err := f.Error(); err != nil {
 			return nil, raftChangeError("promoting manager "+req.Node, err)
 		}
+		s.waitVotersHold(ctx, st, f.Index(), "manager "+req.Node+" a voter")
 	default:
 		if voters(cfg) <= 1 {
 			return nil, status.Errorf(codes.FailedPrecondition, "node %s is the only voting manager: demoting it would leave the cluster no quorum; promote or join another manager first", req.Node)

@@ -9,6 +9,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/legionbsd/legion/cluster/store"
+	pb "github.com/legionbsd/legion/internal/proto"
 )
 
 // A manager the admin demoted does not ask to vote again after a
@@ -98,4 +103,79 @@ func TestJoinWaitsOutAnElection(t *testing.T) {
 	if !x.s.isVoter(x.s.Store()) {
 		t.Fatal("the join returned before the manager votes")
 	}
+}
+
+// A third manager's join answers only once the second holds its
+// promotion too. The promotion commits on the leader and the new voter
+// alone; were the leader lost while the second lacked it, the second
+// would refuse the new voter's election (no such voter, to it) and could
+// not win one without the leader: no leader until it came back. Here the
+// leader's appends to the second are held up, so without the wait the
+// join answers before the second has the change.
+func TestJoinAnswersOnceEveryVoterHoldsThePromotion(t *testing.T) {
+	t.Parallel()
+	timing := func(c *Config) {
+		// A heartbeat timeout, the bound of the wait, well over the hold.
+		c.Timing = store.FastTiming()
+		c.Timing.HeartbeatTimeout, c.Timing.ElectionTimeout, c.Timing.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, 2*time.Second
+	}
+	leader, second, admin := joinedPair(t, "manager", timing)
+	const hold = 300 * time.Millisecond
+	slowAppendsTo(t, leader, second.addr, hold)
+	third := newManager(t, timing)
+	t.Cleanup(third.stop)
+	join(t, admin, third, "manager", leader.addr)
+	cfg, _, err := raftConfig(second.s.store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := findServer(cfg, third.s.NodeID()); !ok || m.Suffrage != raft.Voter {
+		t.Fatalf("the join answered while the second manager had the third as %+v (listed %v), want it a voter there", m, ok)
+	}
+}
+
+// slowAppendsTo holds up each of m's Raft appends to addr (calls and
+// pipeline messages) for d, from its next connection there on.
+func slowAppendsTo(t *testing.T, m *manager, addr string, d time.Duration) {
+	t.Helper()
+	tr := m.s.transport()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	dial := tr.dial
+	tr.dial = func(to string) (*grpc.ClientConn, error) {
+		if to != addr {
+			return dial(to)
+		}
+		creds := m.s.Credentials()
+		return grpc.NewClient(to, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)),
+			grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if method == pb.Raft_AppendEntries_FullMethodName {
+					time.Sleep(d)
+				}
+				return invoker(ctx, method, req, reply, cc, opts...)
+			}),
+			grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				s, err := streamer(ctx, desc, cc, method, opts...)
+				if err != nil || method != pb.Raft_AppendEntriesPipeline_FullMethodName {
+					return s, err
+				}
+				return slowSend{s, d}, nil
+			}))
+	}
+	if c := tr.conns[raft.ServerAddress(addr)]; c != nil {
+		c.Close() // raft dials again, through the slow connection
+		delete(tr.conns, raft.ServerAddress(addr))
+	}
+}
+
+// slowSend holds each message sent on a stream for d.
+type slowSend struct {
+	grpc.ClientStream
+	d time.Duration
+}
+
+func (s slowSend) SendMsg(m any) error {
+	time.Sleep(s.d)
+	return s.ClientStream.SendMsg(m)
 }
