@@ -15,7 +15,7 @@ var probedService = testPod("Service", "probed", "web", listen8080, "replicas: 1
 	`        ports: [{name: http, containerPort: 8080}]
         probes:
           readiness: {http: {path: /ready, port: http}, period: 100ms, failureThreshold: 1}
-          liveness: {http: {path: /live, port: http}, period: 100ms, failureThreshold: 2}
+          liveness: {http: {path: /live, port: http}, period: 100ms, failureThreshold: 3}
     restartPolicy: {condition: any, delay: 1s}
 ` + endpointHTTP
 
@@ -24,7 +24,12 @@ func (n *node) inContainer(t *testing.T, task *legion.Task, args ...string) {
 	id := task.Metadata.UID + "-web"
 	code, err := n.rt.Exec(context.Background(), id, jail.ExecSpec{Command: append([]string{"/app/server"}, args...)})
 	if err != nil || code != 0 {
-		t.Fatalf("exec %v in %s: %d, %v", args, id, code, err)
+		// What the task says now tells a restart (and why) from a fault.
+		var now legion.TaskStatus
+		if o, _, gerr := n.st.Get(legion.KindTask, task.Metadata.Namespace, task.Metadata.Name); gerr == nil {
+			now = o.(*legion.Task).Status
+		}
+		t.Fatalf("exec %v in %s: %d, %v (the task now: %s ready=%v restarts=%d %q)", args, id, code, err, now.State, now.Ready, now.Restarts, now.Message)
 	}
 }
 
