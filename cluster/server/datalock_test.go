@@ -67,24 +67,14 @@ func TestALockLetGoIsTakenOnceAChildStartingLetsItGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	child, err := unix.Dup(int(l.f.Fd())) // the same open file, as a forked child has it
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Release()
-	closed := make(chan struct{})
-	time.AfterFunc(lockWait/5, func() { unix.Close(child); close(closed) }) // the child runs its program
+	childDone := letGoWhileAChildStarts(t, l)
 	again, err := LockDataDir(dir)
-	<-closed
+	childDone()
 	if err != nil {
 		t.Fatalf("the lock after its holder let it go and the child did: %v", err)
 	}
 	// The same when the file names a holder that has ended: another
 	// process that exited while its child was starting.
-	child, err = unix.Dup(int(again.f.Fd()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ended := exec.Command("true")
 	if err := ended.Run(); err != nil {
 		t.Fatal(err)
@@ -92,13 +82,27 @@ func TestALockLetGoIsTakenOnceAChildStartingLetsItGo(t *testing.T) {
 	if _, err := again.f.WriteAt([]byte(strconv.Itoa(ended.Process.Pid)+"\n"), 0); err != nil {
 		t.Fatal(err)
 	}
-	again.Release()
-	closed = make(chan struct{})
-	time.AfterFunc(lockWait/5, func() { unix.Close(child); close(closed) })
+	childDone = letGoWhileAChildStarts(t, again)
 	last, err := LockDataDir(dir)
-	<-closed
+	childDone()
 	if err != nil {
 		t.Fatalf("the lock its ended holder's child let go: %v", err)
 	}
 	last.Release()
+}
+
+// letGoWhileAChildStarts releases l while a duplicate of its open file,
+// as a child being started holds one, stays open a fifth of lockWait
+// longer (until the child runs its program); the function returned waits
+// for that.
+func letGoWhileAChildStarts(t *testing.T, l *DataDirLock) func() {
+	t.Helper()
+	child, err := unix.Dup(int(l.f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	closed := make(chan struct{})
+	time.AfterFunc(lockWait/5, func() { unix.Close(child); close(closed) })
+	return func() { <-closed }
 }

@@ -313,16 +313,16 @@ func (s *Server) waitVotersHold(ctx context.Context, st *store.Store, index uint
 	if tr == nil {
 		return
 	}
+	cfg, _, err := raftConfig(st)
+	if err != nil {
+		return
+	}
 	bound := st.Raft().ReloadableConfig().HeartbeatTimeout
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	tick := time.NewTicker(voterAckPoll)
 	defer tick.Stop()
 	for {
-		cfg, _, err := raftConfig(st)
-		if err != nil {
-			return
-		}
 		behind := lagging(cfg, raft.ServerID(s.nodeID), index, tr.acknowledged())
 		if len(behind) == 0 {
 			return

@@ -32,6 +32,7 @@ func Until(t testing.TB, what string, d, interval time.Duration, cond func() boo
 // manager answers UNAVAILABLE, until ctx ends. On a loaded machine a
 // cluster of two managers, whose quorum is both, can be electing when a
 // test makes its call.
+//
 // When ctx ends first, the error names the last UNAVAILABLE answer too:
 // the call cut short by the deadline says only that.
 func WhileUnavailable(ctx context.Context, call func() error) error {
