@@ -401,11 +401,9 @@ func TestFlusherRetriesAFailedFlushAndLogsOnce(t *testing.T) {
 // and reach the followers.
 func TestFullDiskOnTheLeaderOfThree(t *testing.T) {
 	t.Parallel()
-	// A lease longer than the tests' 400 ms, which a machine loaded twice
-	// over outran once: what is tested is the full disk, and raft steps a
-	// leader down at once when an append fails, whatever its lease.
-	timing := FastTiming()
-	timing.HeartbeatTimeout, timing.ElectionTimeout, timing.LeaderLeaseTimeout = 1500*time.Millisecond, 1500*time.Millisecond, 1500*time.Millisecond
+	// What is tested is the full disk, and raft steps a leader down at
+	// once when an append fails, whatever its lease.
+	timing := steadyTiming()
 	ns := threeNodesTiming(t, timing)
 	t.Cleanup(func() {
 		for _, n := range ns {
