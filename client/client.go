@@ -196,11 +196,16 @@ func (n *noManager) GRPCStatus() *status.Status { return n.st }
 func (n *noManager) Is(target error) bool       { return target == ErrUnreachable }
 
 // retryable: the cluster may answer soon (an election, a manager
-// restarting). A failed TLS handshake will not get better.
+// restarting). A failed TLS handshake with the manager will not get
+// better; one the manager met forwarding the call (it says to ask again)
+// may, once it knows the next leader.
 func retryable(err error) bool {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.Unavailable {
 		return false
+	}
+	if askAgain(st) {
+		return true
 	}
 	m := st.Message()
 	return !strings.Contains(m, "handshake") && !strings.Contains(m, "certificate")
@@ -233,9 +238,12 @@ func sendAgain(err error) bool {
 	if !ok {
 		return false
 	}
-	if dialFailed(st) {
-		return true
-	}
+	return dialFailed(st) || askAgain(st)
+}
+
+// askAgain: the manager refused the call before it could change anything
+// and says so with a RetryInfo.
+func askAgain(st *status.Status) bool {
 	for _, d := range st.Details() {
 		if _, ok := d.(*errdetails.RetryInfo); ok {
 			return true

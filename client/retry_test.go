@@ -110,3 +110,34 @@ func TestWritesAreSentAgainOnlyWhenTheyCannotHaveApplied(t *testing.T) {
 		t.Fatalf("a write refused before it could apply: %v, sent %d times", err, o.count("apply"))
 	}
 }
+
+// A manager that could not reach the leader to forward a write (the
+// leader's address answered with another cluster's certificate) says to
+// ask again, and the client does, though the failure names a handshake:
+// a handshake failure the manager does not mark so (the client's own, as
+// far as the client can tell) is not asked again, since asking cannot
+// fix it.
+func TestAHandshakeTheManagerMetForwardingIsAskedAgain(t *testing.T) {
+	t.Parallel()
+	const msg = `reaching the manager at 127.0.0.1:1: connection error: desc = "transport: authentication handshake failed: the server's certificate is not from this cluster's CA"`
+	forwarding := func() error {
+		st, err := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{})
+		if err != nil {
+			t.Error(err)
+		}
+		return st.Err()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := &objectsServer{fail: forwarding}
+	c := serveScripted(t, func(g *grpc.Server) { pb.RegisterObjectsServer(g, o) }, 10*time.Second)
+	if _, err := c.ApplyOne(ctx, config("a", "x"), client.ApplyOptions{}); err != nil || o.count("apply") != 2 {
+		t.Fatalf("a write the manager could not forward: %v, sent %d times", err, o.count("apply"))
+	}
+
+	o = &objectsServer{fail: func() error { return status.Error(codes.Unavailable, msg) }}
+	c = serveScripted(t, func(g *grpc.Server) { pb.RegisterObjectsServer(g, o) }, 10*time.Second)
+	if _, err := c.Get(ctx, legion.KindConfig, "default", "a"); err == nil || o.count("get") != 1 {
+		t.Fatalf("a read failing on a handshake, not marked to ask again: %v, sent %d times", err, o.count("get"))
+	}
+}

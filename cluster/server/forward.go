@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 
 	"github.com/legionbsd/legion/cluster/store"
 	legionpb "github.com/legionbsd/legion/internal/proto"
@@ -72,4 +73,43 @@ func forwardedUser(ctx context.Context) (string, bool) {
 		return "", false
 	}
 	return v[0], true
+}
+
+// unreached turns the failure of a call to another manager that never
+// left this one (no connection could be made to it: the dial or the TLS
+// handshake failed) into notApplied, naming the manager. As gRPC words
+// it, it is the connection's own error: relayed as it is to the client
+// whose call this manager forwarded, it read as that client's failure
+// (a handshake refused, which asking again cannot fix), so the client
+// gave up where the next election would have answered it, such as when
+// a dead leader's address now answers for another cluster.
+func unreached(addr string, err error) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable || !neverSent(st.Message()) {
+		return err
+	}
+	return notApplied("reaching the manager at %s: %s", addr, st.Message())
+}
+
+// neverSent reports whether a gRPC UNAVAILABLE message is that of a
+// connection that was never made (grpc-go's transport words), so the
+// call was not sent.
+func neverSent(msg string) bool {
+	const prefix = `connection error: desc = "transport: `
+	rest, ok := strings.CutPrefix(msg, prefix)
+	return ok && (strings.HasPrefix(rest, "Error while dialing") || strings.HasPrefix(rest, "authentication handshake failed"))
+}
+
+// peerCallOptions give the calls made on a connection to another manager
+// unreached's errors.
+func peerCallOptions(addr string) []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return unreached(addr, invoker(ctx, method, req, reply, cc, opts...))
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			cs, err := streamer(ctx, desc, cc, method, opts...)
+			return cs, unreached(addr, err)
+		}),
+	}
 }

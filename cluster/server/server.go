@@ -418,10 +418,10 @@ func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
 	if creds == nil {
 		return nil, errors.New("no certificate yet")
 	}
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())),
+	return grpc.NewClient(addr, append(peerCallOptions(addr), grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)),
 		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: redialTimeout,
-			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: redialMax}}))
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: redialMax}}))...)
 }
 
 // How a manager reconnects to another. gRPC's default backoff grows to
