@@ -86,6 +86,10 @@ type Status struct {
 	Version, Commit, GoVersion string
 	// Now is the daemon's clock as it answered; zero from older daemons.
 	Now time.Time
+	// Removed: the manager was taken out of the cluster (its Node
+	// deleted) and serves nothing but its status. The Raft fields are
+	// then its own Raft's word, not the cluster's state.
+	Removed bool
 }
 
 // Member is a manager in the Raft configuration.
@@ -107,7 +111,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	}
 	st := Status{NodeID: r.NodeId, Role: r.Role, Initialized: r.Initialized, State: r.State, LeaderID: r.LeaderId,
 		LeaderAddress: r.LeaderAddress, Term: r.Term, AppliedIndex: r.AppliedIndex, CommitIndex: r.CommitIndex, Protocol: int(r.Protocol),
-		Version: r.Version, Commit: r.Commit, GoVersion: r.GoVersion}
+		Version: r.Version, Commit: r.Commit, GoVersion: r.GoVersion, Removed: r.Removed}
 	if r.NowUnixNano != 0 {
 		st.Now = time.Unix(0, r.NowUnixNano)
 	}

@@ -208,6 +208,9 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 		return out, nil
 	}
 	out.Initialized = true
+	// What its Raft says of a removed manager (a candidate, no leader,
+	// itself a member) is its own, not the cluster's state.
+	out.Removed = s.selfRemoved(true)
 	r := st.Raft()
 	out.State = r.State().String()
 	out.LeaderAddress, out.LeaderId = st.Leader()

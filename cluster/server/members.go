@@ -515,8 +515,10 @@ func (s *Server) managerRevoked(ctx context.Context) error {
 // selfRemoved reports whether this manager's own Raft configuration, once
 // it has one, no longer lists it, or the other managers refused its Raft
 // calls as a removed node's (transport.refusedAsRemoved): it was removed, and
-// serves nothing but its status from then on.
-func (s *Server) selfRemoved() bool {
+// serves nothing but its status from then on. It reads the membership
+// cached for up to membersTTL, as every call checks it; fresh reads it
+// anew (the status says what holds now).
+func (s *Server) selfRemoved(fresh bool) bool {
 	st := s.store()
 	if st == nil {
 		return false
@@ -526,6 +528,9 @@ func (s *Server) selfRemoved() bool {
 	}
 	s.members.mu.Lock()
 	defer s.members.mu.Unlock()
+	if fresh {
+		s.members.at = time.Time{}
+	}
 	s.members.refresh(st)
 	return !s.members.none && !s.members.ids[s.nodeID]
 }

@@ -126,7 +126,9 @@ func TestLeaderKilledRightAfterTwoJoinsLeavesAQuorum(t *testing.T) {
 }
 
 // waitRefusedAsRemoved waits up to d for the removed manager m, reached
-// directly by the admin, to refuse the API saying it was removed.
+// directly by the admin, to refuse the API saying it was removed; its
+// status, which it still answers, then says it was removed, and the
+// leader's does not.
 func waitRefusedAsRemoved(ctx context.Context, t *testing.T, c *testcluster.Cluster, m *testcluster.Manager, what string, d time.Duration) {
 	t.Helper()
 	direct := adminOf(t, m.Addr, c.AdminFile(), -1)
@@ -134,6 +136,12 @@ func waitRefusedAsRemoved(ctx context.Context, t *testing.T, c *testcluster.Clus
 		_, _, err := direct.List(ctx, legion.KindConfig, client.ListOptions{})
 		return client.Code(err) == codes.PermissionDenied && strings.Contains(err.Error(), "was removed from the cluster")
 	})
+	if st, err := direct.Status(ctx); err != nil || !st.Removed {
+		t.Errorf("%s's status: removed %v (%v), want it to say it was removed", what, st.Removed, err)
+	}
+	if st, err := c.ClientTo(c.WaitLeader()).Status(ctx); err != nil || st.Removed {
+		t.Errorf("the leader's status: removed %v (%v)", st.Removed, err)
+	}
 }
 
 // A manager whose Node is deleted, the leader here, leaves Raft first

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -200,34 +201,51 @@ func (c *clusterCLI) statusCommand() *cobra.Command {
 				l := statusListing(st)
 				return l.print(out, cmd.ErrOrStderr(), fm)
 			}
-			if !st.Initialized {
-				fmt.Fprintf(out, "Node %s belongs to no cluster: run legion init, or legion join.\n", st.NodeID)
-				return nil
-			}
-			fmt.Fprintf(out, "Node:      %s (%s)\n", st.NodeID, st.Role)
-			if st.State != "" {
-				fmt.Fprintf(out, "State:     %s, term %d\n", st.State, st.Term)
-				if st.LeaderID != "" {
-					fmt.Fprintf(out, "Leader:    %s at %s\n", st.LeaderID, orNone(st.LeaderAddress))
-				} else {
-					fmt.Fprintf(out, "Leader:    none: %s\n", noLeaderWhy(st.Members))
-					if frozen(st.Members) {
-						fmt.Fprintf(out, "Recovery:  %s\n", frozenRecovery)
-					}
-				}
-				fmt.Fprintf(out, "Indexes:   applied %d, committed %d\n", st.AppliedIndex, st.CommitIndex)
-				if ft := faultTolerance(st.Members); ft != "" {
-					fmt.Fprintf(out, "Tolerates: %s\n", ft)
-				}
-				fmt.Fprintln(out, "Managers:")
-				printManagers(out, st.Members)
-			}
+			printStatus(out, st)
 			return nil
 		},
 	}
 	outputFlag(cmd, &output)
 	return cmd
 }
+
+// printStatus writes legion status's table: the node, and for a manager
+// the cluster as its Raft sees it (or that it was removed).
+func printStatus(out io.Writer, st client.Status) {
+	if !st.Initialized {
+		fmt.Fprintf(out, "Node %s belongs to no cluster: run legion init, or legion join.\n", st.NodeID)
+		return
+	}
+	fmt.Fprintf(out, "Node:      %s (%s)\n", st.NodeID, st.Role)
+	if st.Removed {
+		// Its Raft's candidacy and missing leader are its own.
+		fmt.Fprintln(out, removedManager)
+		return
+	}
+	if st.State != "" {
+		fmt.Fprintf(out, "State:     %s, term %d\n", st.State, st.Term)
+		if st.LeaderID != "" {
+			fmt.Fprintf(out, "Leader:    %s at %s\n", st.LeaderID, orNone(st.LeaderAddress))
+		} else {
+			fmt.Fprintf(out, "Leader:    none: %s\n", noLeaderWhy(st.Members))
+			if frozen(st.Members) {
+				fmt.Fprintf(out, "Recovery:  %s\n", frozenRecovery)
+			}
+		}
+		fmt.Fprintf(out, "Indexes:   applied %d, committed %d\n", st.AppliedIndex, st.CommitIndex)
+		if ft := faultTolerance(st.Members); ft != "" {
+			fmt.Fprintf(out, "Tolerates: %s\n", ft)
+		}
+		fmt.Fprintln(out, "Managers:")
+		printManagers(out, st.Members)
+	}
+}
+
+// removedManager is legion status of a manager taken out of the cluster.
+const removedManager = `Removed:   this manager was taken out of the cluster (its node deleted): it serves
+           nothing but this status, and its own Raft state is not the cluster's.
+           Ask another manager for the cluster's status. To bring this host back,
+           stop its daemon, move its data directory aside and join again (legion join).`
 
 func orNone(s string) string {
 	if s == "" {

@@ -28,6 +28,7 @@ type statusView struct {
 	AppliedIndex  uint64        `json:"appliedIndex,omitempty"`
 	CommitIndex   uint64        `json:"commitIndex,omitempty"`
 	Managers      []managerView `json:"managers,omitempty"`
+	Removed       bool          `json:"removed,omitempty"`
 }
 
 type managerView struct {
@@ -41,7 +42,7 @@ type managerView struct {
 // prints the status as text: the manager reached, one item.
 func statusListing(st client.Status) listing {
 	v := statusView{Node: st.NodeID, Role: st.Role, Initialized: st.Initialized, State: st.State, Term: st.Term,
-		Leader: st.LeaderID, LeaderAddress: st.LeaderAddress, AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex}
+		Leader: st.LeaderID, LeaderAddress: st.LeaderAddress, AppliedIndex: st.AppliedIndex, CommitIndex: st.CommitIndex, Removed: st.Removed}
 	for _, m := range st.Members {
 		v.Managers = append(v.Managers, managerView{ID: m.ID, Address: m.Address, Voter: m.Voter, Reachability: m.Reachability})
 	}

@@ -1233,7 +1233,12 @@ type StatusResponse struct {
 	GoVersion string `protobuf:"bytes,14,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
 	// The answering daemon's clock when it answered (legion doctor's
 	// clock skew check).
-	NowUnixNano   int64 `protobuf:"varint,15,opt,name=now_unix_nano,json=nowUnixNano,proto3" json:"now_unix_nano,omitempty"`
+	NowUnixNano int64 `protobuf:"varint,15,opt,name=now_unix_nano,json=nowUnixNano,proto3" json:"now_unix_nano,omitempty"`
+	// A manager taken out of the cluster (its node deleted, while it ran
+	// or while it was down): it serves nothing but this status, and what
+	// its Raft says of itself (a candidate, no leader) is no longer the
+	// cluster's state.
+	Removed       bool `protobuf:"varint,16,opt,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1371,6 +1376,13 @@ func (x *StatusResponse) GetNowUnixNano() int64 {
 		return x.NowUnixNano
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
 }
 
 // JoinRequest is what a joining node sends a manager, over TLS checked
@@ -3640,7 +3652,7 @@ const file_legion_proto_rawDesc = "" +
 	"\x05voter\x18\x03 \x01(\bR\x05voter\x12\x16\n" +
 	"\x06leader\x18\x04 \x01(\bR\x06leader\x12\"\n" +
 	"\freachability\x18\x05 \x01(\tR\freachability\"\x0f\n" +
-	"\rStatusRequest\"\xd3\x03\n" +
+	"\rStatusRequest\"\xed\x03\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12 \n" +
@@ -3658,7 +3670,8 @@ const file_legion_proto_rawDesc = "" +
 	"\x06commit\x18\r \x01(\tR\x06commit\x12\x1d\n" +
 	"\n" +
 	"go_version\x18\x0e \x01(\tR\tgoVersion\x12\"\n" +
-	"\rnow_unix_nano\x18\x0f \x01(\x03R\vnowUnixNano\"\x98\x01\n" +
+	"\rnow_unix_nano\x18\x0f \x01(\x03R\vnowUnixNano\x12\x18\n" +
+	"\aremoved\x18\x10 \x01(\bR\aremoved\"\x98\x01\n" +
 	"\vJoinRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x10\n" +
 	"\x03csr\x18\x02 \x01(\fR\x03csr\x12\x17\n" +
