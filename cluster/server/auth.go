@@ -70,7 +70,7 @@ func (s *Server) authorize(ctx context.Context, method string) (context.Context,
 		}
 		return ctx, nil
 	}
-	if role == roleManager && method != "/legion.v1.Cluster/Status" && s.selfRemoved(false) {
+	if role == roleManager && method != "/legion.v1.Cluster/Status" && s.selfRemoved() {
 		if strings.HasPrefix(method, "/legion.v1.Dispatcher/") || strings.HasPrefix(method, "/legion.v1.Sessions/") {
 			return nil, notApplied("manager %s was removed from the cluster: ask another manager", s.nodeID)
 		}

@@ -208,9 +208,6 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 		return out, nil
 	}
 	out.Initialized = true
-	// What its Raft says of a removed manager (a candidate, no leader,
-	// itself a member) is its own, not the cluster's state.
-	out.Removed = s.selfRemoved(true)
 	r := st.Raft()
 	out.State = r.State().String()
 	out.LeaderAddress, out.LeaderId = st.Leader()
@@ -226,7 +223,14 @@ func (c *clusterService) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.S
 		if !forwarded(ctx) {
 			s.reach(ctx, out.Members)
 		}
+		// The membership just read, not the calls' cached one.
+		s.members.mu.Lock()
+		s.members.take(st, f.Configuration())
+		s.members.mu.Unlock()
 	}
+	// What its Raft says of a removed manager (a candidate, no leader,
+	// itself a member) is its own, not the cluster's state.
+	out.Removed = s.selfRemoved()
 	return out, nil
 }
 

@@ -516,9 +516,8 @@ func (s *Server) managerRevoked(ctx context.Context) error {
 // it has one, no longer lists it, or the other managers refused its Raft
 // calls as a removed node's (transport.refusedAsRemoved): it was removed, and
 // serves nothing but its status from then on. It reads the membership
-// cached for up to membersTTL, as every call checks it; fresh reads it
-// anew (the status says what holds now).
-func (s *Server) selfRemoved(fresh bool) bool {
+// cached for up to membersTTL, as every call checks it.
+func (s *Server) selfRemoved() bool {
 	st := s.store()
 	if st == nil {
 		return false
@@ -528,9 +527,6 @@ func (s *Server) selfRemoved(fresh bool) bool {
 	}
 	s.members.mu.Lock()
 	defer s.members.mu.Unlock()
-	if fresh {
-		s.members.at = time.Time{}
-	}
 	s.members.refresh(st)
 	return !s.members.none && !s.members.ids[s.nodeID]
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion/cluster/store"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -30,12 +31,19 @@ func (m *members) refresh(st *store.Store) {
 		if f.Error() != nil {
 			return
 		}
-		m.ids = map[string]bool{}
-		for _, s := range f.Configuration().Servers {
-			m.ids[string(s.ID)] = true
-		}
-		m.none = len(m.ids) == 0
+		m.take(st, f.Configuration())
 	}
+}
+
+// take keeps cfg, read from st just now by the caller (a status, which
+// reads it anyway, so says what holds now).
+func (m *members) take(st *store.Store, cfg raft.Configuration) {
+	m.st, m.at = st, time.Now()
+	m.ids = map[string]bool{}
+	for _, s := range cfg.Servers {
+		m.ids[string(s.ID)] = true
+	}
+	m.none = len(m.ids) == 0
 }
 
 // checkMember refuses Raft calls from a manager outside this store's

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pki"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -20,32 +21,7 @@ import (
 // managerOf is a manager's credentials under a new CA of its own.
 func managerOf(t *testing.T, name string) *pki.Credentials {
 	t.Helper()
-	now := time.Now()
-	ca, err := pki.NewCA(now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := pki.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := pki.CSR(key, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.Issue(csr, pki.Identity{Name: name, Role: pki.RoleManager}, []string{"127.0.0.1"}, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM, err := pki.KeyPEM(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := pki.NewCredentials(cert, keyPEM, ca.CertPEM())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return dispatchertest.Credentials(t, dispatchertest.NewCA(t), name, pki.RoleManager)
 }
 
 // busyCluster answers every Status with UNAVAILABLE, as a manager does
