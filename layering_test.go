@@ -41,7 +41,7 @@ var (
 	nodeSide  = []string{module + "/internal/agent", module + "/internal/daemon", module + "/jail"}
 	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/sessions/sessionstest", "cluster/store/storetest", "scheduler/schedtest",
 		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest", "internal/leakcheck",
-		"internal/testpoll", "internal/scale", "internal/lab/...", "internal/golden", "internal/regmodel"}
+		"internal/testpoll", "internal/testaddr", "internal/scale", "internal/lab/...", "internal/golden", "internal/regmodel"}
 )
 
 // layers is the map of the module: one row a layer, read top to bottom
@@ -128,6 +128,8 @@ var layers = []layer{
 	// Waits for a condition, and for a call a manager answers UNAVAILABLE
 	// (gRPC's codes and status for that alone).
 	{pattern: "internal/testpoll", thirdParty: []string{"google.golang.org/grpc"}},
+	// Loopback ports for the servers tests start; the standard library alone.
+	{pattern: "internal/testaddr"},
 	// Golden files under testdata, rewritten with -update.
 	{pattern: "internal/golden", thirdParty: []string{"github.com/google/go-cmp"}},
 	// The register model linearizability tests check histories against.

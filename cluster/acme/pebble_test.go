@@ -32,6 +32,7 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/legionbsd/legion/internal/endpoints"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testcluster"
 )
 
@@ -59,7 +60,7 @@ func startPebble(t *testing.T, httpPort int, dnsAddr string) *pebble {
 			t.Fatal(err)
 		}
 	}
-	listen, mgmt := testcluster.FreeAddr(t), testcluster.FreeAddr(t)
+	listen, mgmt := testaddr.Loopback(t), testaddr.Loopback(t)
 	cfg := map[string]any{"pebble": map[string]any{
 		"listenAddress": listen, "managementListenAddress": mgmt,
 		"certificate": certFile, "privateKey": keyFile,
@@ -135,7 +136,7 @@ func (l *lockedBuffer) String() string {
 }
 
 func freePort(t *testing.T) int {
-	_, port, _ := net.SplitHostPort(testcluster.FreeAddr(t))
+	_, port, _ := net.SplitHostPort(testaddr.Loopback(t))
 	n, _ := strconv.Atoi(port)
 	return n
 }

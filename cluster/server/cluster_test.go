@@ -139,7 +139,7 @@ func TestThreeManagersSurviveLeaderLossAndRestart(t *testing.T) {
 	nc := adminClient(t, newLead.addr, ms[0].dir)
 	var last uint64
 	for i := range 5 {
-		r, err := nc.ApplyOne(ctx, configObj("default", fmt.Sprint("after-", i), "x"), client.ApplyOptions{})
+		r, err := applyAgain(t, nc, configObj("default", fmt.Sprint("after-", i), "x"))
 		if err != nil {
 			t.Fatalf("write after the leader died: %v", err)
 		}
@@ -171,7 +171,8 @@ func TestThreeManagersSurviveLeaderLossAndRestart(t *testing.T) {
 	if err != nil || len(list) != 6 {
 		t.Fatalf("after a full restart: %d configs, %v", len(list), err)
 	}
-	r, err = c.ApplyOne(ctx, configObj("default", "after-restart", "x"), client.ApplyOptions{})
+	// Three managers just elected one, under the test timing's lease.
+	r, err = applyAgain(t, c, configObj("default", "after-restart", "x"))
 	if err != nil || r.Object.GetMetadata().Version <= last {
 		t.Fatalf("write after a full restart: %+v %v (last version %d)", r, err, last)
 	}

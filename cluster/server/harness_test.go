@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"net"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +11,7 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/leakcheck"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testpoll"
 )
 
@@ -24,16 +25,6 @@ type manager struct {
 	s    *Server
 	done chan error
 	opts []func(*Config) // kept for restarts
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func startManager(t testing.TB, dir, addr string, opts ...func(*Config)) *manager {
@@ -62,7 +53,7 @@ func startManager(t testing.TB, dir, addr string, opts ...func(*Config)) *manage
 }
 
 func newManager(t testing.TB, opts ...func(*Config)) *manager {
-	return startManager(t, t.TempDir(), freeAddr(t), opts...)
+	return startManager(t, t.TempDir(), testaddr.Loopback(t), opts...)
 }
 
 // stop is SIGTERM; kill a crash.
@@ -184,6 +175,21 @@ func configObj(ns, name, text string) *legion.Config {
 	c.Metadata.Name, c.Metadata.Namespace = name, ns
 	c.Spec.Text = text
 	return c
+}
+
+// applyAgain applies o, and applies it again (at most twice more) when the
+// answer is that the write may or may not have applied: on a loaded
+// machine a three-manager write can outlast the test timing's leader
+// lease, and the leader steps down not knowing. Applying the same object
+// again is what the error tells a user to do, and leaves one copy.
+func applyAgain(t testing.TB, c *client.Client, o legion.Object) (client.Result, error) {
+	t.Helper()
+	r, err := c.ApplyOne(context.Background(), o, client.ApplyOptions{})
+	for try := 0; errors.Is(err, client.ErrOutcomeUnknown) && try < 2; try++ {
+		t.Logf("apply %s: %v; again", o.GetMetadata().Name, err)
+		r, err = c.ApplyOne(context.Background(), o, client.ApplyOptions{})
+	}
+	return r, err
 }
 
 func mustParse(t testing.TB, yaml string) []legion.Object {

@@ -17,6 +17,7 @@ import (
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testpoll"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -152,7 +153,7 @@ func TestJoinRefusesTakenAndMalformedIDs(t *testing.T) {
 		{"upper case", "Node1", workerTok, "", codes.InvalidArgument, "is not allowed"},
 	}
 	for _, tc := range cases {
-		resp, err := joinRaw(t, m.addr, tc.token, tc.id, tc.role, freeAddr(t))
+		resp, err := joinRaw(t, m.addr, tc.token, tc.id, tc.role, testaddr.Loopback(t))
 		if status.Code(err) != tc.code || !strings.Contains(err.Error(), "node_id") || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("join with %s: %v, want %s naming node_id and saying %q", tc.name, err, tc.code, tc.says)
 		}
@@ -216,7 +217,7 @@ func TestJoinAskedAgainByItsNodeIsAnswered(t *testing.T) {
 	if _, err := joinWith(t, m.addr, workerTok, "again-1", "", "", other); status.Code(err) != codes.AlreadyExists {
 		t.Errorf("a join as again-1 with another key: %v, want AlreadyExists", err)
 	}
-	if _, err := joinWith(t, m.addr, managerTok, "again-1", "manager", freeAddr(t), csr); status.Code(err) != codes.AlreadyExists {
+	if _, err := joinWith(t, m.addr, managerTok, "again-1", "manager", testaddr.Loopback(t), csr); status.Code(err) != codes.AlreadyExists {
 		t.Errorf("a join as again-1 with its key, as a manager: %v, want AlreadyExists", err)
 	}
 	// Registered, the node is a member: its own request is refused too.

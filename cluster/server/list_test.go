@@ -33,16 +33,9 @@ func TestListLargerThanAMessage(t *testing.T) {
 	n := MaxMessage/len(text) + 2
 	var last uint64
 	for i := range n {
-		r, err := c.ApplyOne(ctx, configObj("default", fmt.Sprintf("big-%03d", i), text), client.ApplyOptions{})
-		for try := 0; errors.Is(err, client.ErrOutcomeUnknown) && try < 3; try++ {
-			// A megabyte's entries, fsynced by three managers on a loaded
-			// machine, can outlast the test timing's leader lease: the
-			// leader steps down and says it cannot tell whether the write
-			// applied. Applying the same object again is what a user
-			// does, and leaves one copy.
-			t.Logf("apply %d: %v; again", i, err)
-			r, err = c.ApplyOne(ctx, configObj("default", fmt.Sprintf("big-%03d", i), text), client.ApplyOptions{})
-		}
+		// A megabyte's entries, fsynced by three managers on a loaded
+		// machine, can outlast the test timing's leader lease.
+		r, err := applyAgain(t, c, configObj("default", fmt.Sprintf("big-%03d", i), text))
 		if err != nil {
 			t.Fatalf("apply %d: %v", i, err)
 		}

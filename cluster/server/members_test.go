@@ -18,6 +18,7 @@ import (
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testcluster"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -90,7 +91,7 @@ func TestLeaderKilledRightAfterTwoJoinsLeavesAQuorum(t *testing.T) {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
 			ms := []*testcluster.Manager{}
 			for range 3 {
-				ms = append(ms, testcluster.StartManager(t, t.TempDir(), testcluster.FreeAddr(t), nil))
+				ms = append(ms, testcluster.StartManager(t, t.TempDir(), testaddr.Loopback(t), nil))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

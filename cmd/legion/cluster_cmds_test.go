@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/server"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testcluster"
 )
 
@@ -23,7 +23,7 @@ import (
 // under test inits it.
 func startDaemon(t *testing.T) (*server.Server, string) {
 	t.Helper()
-	m := testcluster.StartManager(t, t.TempDir(), testcluster.FreeAddr(t), nil)
+	m := testcluster.StartManager(t, t.TempDir(), testaddr.Loopback(t), nil)
 	return m.Server, m.Dir
 }
 
@@ -338,12 +338,7 @@ func TestUnifiedDiff(t *testing.T) {
 func TestDaemonStopsCleanly(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testaddr.Loopback(t)
 	t.Cleanup(func() { removeContainers(dir) })
 	run := filepath.Join(t.TempDir(), "run") // not the default, which outlives the test
 	for round := range 2 {

@@ -16,7 +16,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/server"
-	"github.com/legionbsd/legion/internal/testcluster"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/scheduler"
 )
 
@@ -199,11 +199,11 @@ func TestCreateSecretAndConfig(t *testing.T) {
 func TestCreateService(t *testing.T) {
 	t.Parallel()
 	n, ctx := helloCluster(t, helloApp("base", ""))
-	_, port, err := net.SplitHostPort(testcluster.FreeAddr(t))
+	_, port, err := net.SplitHostPort(testaddr.Loopback(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, port2, err := net.SplitHostPort(testcluster.FreeAddr(t))
+	_, port2, err := net.SplitHostPort(testaddr.Loopback(t))
 	if err != nil {
 		t.Fatal(err)
 	}

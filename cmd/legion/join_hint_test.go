@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testcluster"
 )
 
@@ -17,7 +18,7 @@ func TestJoinWithoutDaemonSaysWhy(t *testing.T) {
 	for _, tc := range []struct {
 		name, addr, want string
 	}{
-		{"nothing there", testcluster.FreeAddr(t), "no daemon answers at"},
+		{"nothing there", testaddr.Loopback(t), "no daemon answers at"},
 		{"a daemon in a cluster", c.Managers[0].Addr, "already belongs to a cluster"},
 	} {
 		joinDefaultDaemon = tc.addr

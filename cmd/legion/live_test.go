@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testcluster"
 	"github.com/legionbsd/legion/internal/testimage"
 )
@@ -58,7 +59,7 @@ func newLiveNode(t *testing.T) *liveNode {
 	var b [4]byte
 	rand.Read(b[:])
 	n := &liveNode{t: t, bin: buildLegion(t), data: filepath.Join(t.TempDir(), "data"), run: filepath.Join(t.TempDir(), "run"),
-		zfsRoot: parent + "/live-" + hex.EncodeToString(b[:]), addr: testcluster.FreeAddr(t)}
+		zfsRoot: parent + "/live-" + hex.EncodeToString(b[:]), addr: testaddr.Loopback(t)}
 	t.Cleanup(n.destroy)
 	run(t, "zfs", "create", "-p", n.zfsRoot)
 

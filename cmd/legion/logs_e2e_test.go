@@ -19,7 +19,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/internal/daemon"
-	"github.com/legionbsd/legion/internal/testcluster"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testimage"
 )
 
@@ -131,7 +131,7 @@ spec:
 // the three pods.
 func TestLogsFollowsEveryReplicaOfAService(t *testing.T) {
 	t.Parallel()
-	metricsAddr := testcluster.FreeAddr(t)
+	metricsAddr := testaddr.Loopback(t)
 	n, ctx := helloCluster(t, `apiVersion: legion/v1
 kind: Service
 metadata: {name: web}

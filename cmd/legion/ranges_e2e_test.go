@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testcluster"
 	"github.com/legionbsd/legion/netbsd/loopback"
 )
@@ -24,7 +25,7 @@ import (
 // rather than 8080, which a user's own cluster may hold.
 func helloOnFreePort(t *testing.T) (dir string, port int) {
 	t.Helper()
-	_, p, err := net.SplitHostPort(testcluster.FreeAddr(t))
+	_, p, err := net.SplitHostPort(testaddr.Loopback(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestClustersSideBySideOnOneHost(t *testing.T) {
 		dir, port := helloOnFreePort(t)
 		data := filepath.Join(t.TempDir(), "data")
 		t.Cleanup(func() { removeContainers(data) })
-		_, out := background(t, bin, "up", dir, "--data-dir", data, "--listen", testcluster.FreeAddr(t))
+		_, out := background(t, bin, "up", dir, "--data-dir", data, "--listen", testaddr.Loopback(t))
 		ups[i], ports[i] = out, port
 	}
 	// A three-node cluster from the CLI alone, while those start.
@@ -149,7 +150,7 @@ func TestClustersSideBySideOnOneHost(t *testing.T) {
 		if out, err := legionCmd(t, bin, "image", "load", filepath.Join(helloDir, "hello.oci.tar"), "--data-dir", data).CombinedOutput(); err != nil {
 			t.Fatalf("image load: %v\n%s", err, out)
 		}
-		addrs[i] = testcluster.FreeAddr(t)
+		addrs[i] = testaddr.Loopback(t)
 		background(t, bin, "daemon", "--data-dir", data, "--listen", addrs[i], "--run-dir", filepath.Join(t.TempDir(), "run"))
 	}
 	cli := func(args ...string) string {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testcluster"
 )
 
@@ -16,7 +17,7 @@ import (
 func TestCommandAgainstADownManagerFailsFast(t *testing.T) {
 	t.Parallel()
 	c := testcluster.New(t, testcluster.Options{})
-	down := testcluster.FreeAddr(t)
+	down := testaddr.Loopback(t)
 	start := time.Now()
 	out, err := runLegion(t, "", "get", "services", "--server", down, "--credentials", c.AdminFile())
 	took := time.Since(start)
@@ -36,7 +37,7 @@ func TestADownContextIsNamed(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	c := testcluster.New(t, testcluster.Options{})
-	down := testcluster.FreeAddr(t)
+	down := testaddr.Loopback(t)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if out, err := runLegion(t, "", "context", "set", "gone", "--server", down, "--credentials", c.AdminFile(), "--config", cfg); err != nil {
 		t.Fatalf("context set: %v\n%s", err, out)

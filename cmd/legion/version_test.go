@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion/internal/buildinfo"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testcluster"
 	"go.yaml.in/yaml/v3"
 )
@@ -67,7 +68,7 @@ func TestVersionShowsServer(t *testing.T) {
 // client's dial limit, naming the address, and still succeeds.
 func TestVersionServerUnreachable(t *testing.T) {
 	t.Parallel()
-	addr := testcluster.FreeAddr(t)
+	addr := testaddr.Loopback(t)
 	start := time.Now()
 	out, err := runLegion(t, "", "version", "--server", addr)
 	if took := time.Since(start); took > 3*time.Second {

@@ -25,7 +25,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/compose"
-	"github.com/legionbsd/legion/internal/testcluster"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/sys"
 )
@@ -442,7 +442,7 @@ func TestNetNSNothingLeftAfterKill9(t *testing.T) {
 	requireNetNS(t)
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	if err := os.WriteFile(filepath.Join(dir, "listen"), []byte(testcluster.FreeAddr(t)), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "listen"), []byte(testaddr.Loopback(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	images, err := OpenImages(Options{DataDir: data, Platform: PlatformProcess}, nil)

@@ -12,7 +12,6 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/legionbsd/legion/cluster/manager"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testpoll"
 )
 
@@ -89,7 +89,7 @@ func New(t testing.TB, o Options) *Cluster {
 		if o.Configure != nil {
 			cfg = func(sc *server.Config) { o.Configure(i, sc) }
 		}
-		c.Managers = append(c.Managers, start(t, t.TempDir(), FreeAddr(t), cfg, o.Leader))
+		c.Managers = append(c.Managers, start(t, t.TempDir(), testaddr.Loopback(t), cfg, o.Leader))
 	}
 	ctx := context.Background()
 	if _, err := c.Managers[0].Bare().Init(ctx); err != nil {
@@ -113,7 +113,7 @@ func New(t testing.TB, o Options) *Cluster {
 			if o.Configure != nil {
 				cfg = func(sc *server.Config) { o.Configure(o.Managers+i, sc) }
 			}
-			w := start(t, t.TempDir(), FreeAddr(t), cfg, o.Leader)
+			w := start(t, t.TempDir(), testaddr.Loopback(t), cfg, o.Leader)
 			if _, err := w.Bare().JoinCluster(ctx, tok, c.Managers[0].Addr, "worker"); err != nil {
 				t.Fatalf("joining worker %s: %v", w.Addr, err)
 			}
@@ -387,19 +387,6 @@ func (m *Manager) Bare() *client.Client {
 	}
 	m.t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// FreeAddr is a loopback address no listener holds now. A manager keeps
-// its address across restarts (Raft knows it by it), so the harness picks
-// one rather than listening on port 0 each time.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // WaitFor polls cond until it holds, failing the test after d.

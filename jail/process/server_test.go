@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testimage"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/process"
@@ -71,16 +71,6 @@ func modeBits(m int64) os.FileMode {
 		return os.ModeSticky
 	}
 	return 0
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // poll calls f every 10 ms until it reports done or the deadline passes.
@@ -284,7 +274,7 @@ func TestServerImage(t *testing.T) {
 		dataDir := t.TempDir()
 		r := newRuntime(t, dataDir)
 		cleanup(t, r)
-		port := freePort(t)
+		port := testaddr.Port(t)
 		sp := spec(t, "web", "-listen", "127.0.0.1:"+strconv.Itoa(port))
 		sp.Env = []string{"NAME=spec"}
 		if err := r.Create(testCtx(t), sp); err != nil {
@@ -386,7 +376,7 @@ func TestServerImage(t *testing.T) {
 		if err := os.WriteFile(single, []byte("debug=1"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		sp := spec(t, "mounted", "-listen", "127.0.0.1:"+strconv.Itoa(freePort(t)))
+		sp := spec(t, "mounted", "-listen", "127.0.0.1:"+strconv.Itoa(testaddr.Port(t)))
 		sp.Mounts = []jail.Mount{
 			{Kind: jail.MountTmpfs, Target: "/run"},
 			{Kind: jail.MountNullfs, Source: secrets, Target: "/run/secrets", ReadOnly: true},

@@ -5,7 +5,6 @@ package regtest
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/internal/testaddr"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -57,12 +57,7 @@ func Start(t testing.TB, o Options) Server {
 		}
 		t.Skip("docker-registry not installed (apt-get install docker-registry)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testaddr.Loopback(t)
 	dir := t.TempDir()
 	root := filepath.Join(dir, "data")
 	cfg := fmt.Sprintf("version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\n  delete:\n    enabled: true\nhttp:\n  addr: %s\n", root, addr)
