@@ -17,7 +17,8 @@ const (
 // watchFrozen warns, once no leader has been known for a write timeout
 // (writes have been failing that long) and too few voters answer for one
 // to be elected, what the cluster waits for and how to restart it from
-// this manager's own store.
+// this manager's own store; of a manager that was removed, it says that
+// instead (sayRemoved).
 func (s *Server) watchFrozen() {
 	defer s.wg.Done()
 	t := time.NewTicker(FrozenCheck)
@@ -35,6 +36,12 @@ func (s *Server) watchFrozen() {
 		}
 		if _, id := st.Leader(); id != "" {
 			since, warned = time.Time{}, time.Time{}
+			continue
+		}
+		if s.selfRemoved() {
+			// Not frozen: the others refuse it, as they should, and the
+			// way back is a join, not a cluster made of its data.
+			s.sayRemoved()
 			continue
 		}
 		now := time.Now()

@@ -531,6 +531,27 @@ func (s *Server) selfRemoved() bool {
 	return !s.members.none && !s.members.ids[s.nodeID]
 }
 
+// retire stops the Raft of a manager another refused as removed: still
+// listed in its own configuration (removed while it was down), it would
+// call an election every timeout, each refused, for as long as it runs.
+// Its API already serves nothing but its status, which says it was
+// removed; a restart runs Raft again and learns it again.
+func (s *Server) retire(st *store.Store) {
+	if err := st.Raft().Shutdown().Error(); err != nil {
+		s.log.Warn("stopping the removed manager's raft", "err", err)
+	}
+	s.sayRemoved()
+}
+
+// sayRemoved logs, once, that this manager was removed and what brings
+// its host back.
+func (s *Server) sayRemoved() {
+	s.retired.Do(func() {
+		s.log.Warn("manager "+s.nodeID+" was removed from the cluster: it serves only its status now and takes no part in Raft; "+
+			"to bring this host back, stop its daemon, move its data directory aside and join again", "node", s.nodeID)
+	})
+}
+
 // removedError answers calls to a manager taken out of the cluster.
 func (s *Server) removedError() error {
 	return status.Errorf(codes.PermissionDenied, "manager %s was removed from the cluster: it serves nothing more; ask another manager", s.nodeID)

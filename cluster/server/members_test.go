@@ -155,7 +155,7 @@ func waitRefusedAsRemoved(ctx context.Context, t *testing.T, c *testcluster.Clus
 // Raft calls, and it serves nothing though its process still runs.
 func TestRemovedManagerCanNeitherReadWriteNorVote(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, testcluster.Options{Managers: 3})
+	c, logs := warnLogged(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	victim := c.WaitLeader()
@@ -215,6 +215,7 @@ func TestRemovedManagerCanNeitherReadWriteNorVote(t *testing.T) {
 	if _, err := c.ClientTo(rest[1]).ApplyOne(ctx, config("after-removal"), client.ApplyOptions{}); err != nil {
 		t.Fatalf("a write after the removal: %v", err)
 	}
+	saysRemovedOnce(t, logs[slices.Index(c.Managers, victim)], id)
 }
 
 // A manager removed while it was down never gets the entry that removes
@@ -223,7 +224,7 @@ func TestRemovedManagerCanNeitherReadWriteNorVote(t *testing.T) {
 // serves nothing, as one removed while running does.
 func TestManagerRemovedWhileDownLearnsItWhenItReturns(t *testing.T) {
 	t.Parallel()
-	c := testcluster.New(t, testcluster.Options{Managers: 3})
+	c, logs := warnLogged(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	leader := c.WaitLeader()
@@ -249,6 +250,11 @@ func TestManagerRemovedWhileDownLearnsItWhenItReturns(t *testing.T) {
 	if _, err := c.ClientTo(leader).ApplyOne(ctx, config("after-removal"), client.ApplyOptions{}); err != nil {
 		t.Fatalf("a write after the removal: %v", err)
 	}
+	// Its Raft stops: no election every timeout, refused each time.
+	testcluster.WaitFor(t, "the removed manager's Raft to stop", 10*time.Second, func() bool {
+		return victim.Store().Raft().State() == raft.Shutdown
+	})
+	saysRemovedOnce(t, logs[slices.Index(c.Managers, victim)], id)
 }
 
 // The last voting manager's Node is not deleted: Raft would be left
@@ -398,11 +404,7 @@ func TestStatusShowsEachManagersReachability(t *testing.T) {
 // the others are gone for good, where Raft's says only that votes fail.
 func TestNoLeaderNamesTheManagersAMajorityWaitsFor(t *testing.T) {
 	t.Parallel()
-	logs := make([]logLines, 3)
-	c := testcluster.New(t, testcluster.Options{Managers: 3, Configure: func(i int, c *server.Config) {
-		logs[i] = make(logLines, 1000)
-		c.Logger = slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}})
+	c, logs := warnLogged(t, 3)
 	leader := c.WaitLeader()
 	fs := c.Followers(leader)
 	left := fs[0]
@@ -450,6 +452,52 @@ func TestNoLeaderNamesTheManagersAMajorityWaitsFor(t *testing.T) {
 		}
 		break
 	}
+}
+
+// saysRemovedOnce reads a removed manager's log for as long as the
+// frozen cluster's warning would take to come: it says once that it was
+// removed and what brings its host back, then nothing of elections, and
+// never that the cluster is frozen and to make a cluster of its data (the
+// others refuse it, so it finds none of them answering).
+func saysRemovedOnce(t *testing.T, lines logLines, id string) {
+	t.Helper()
+	said := 0
+	quiet := time.After(testcluster.WriteTimeout + 2*server.FrozenCheck)
+	for read := true; read; {
+		select {
+		case line := <-lines:
+			switch {
+			case strings.Contains(line, `msg="manager `+id+` was removed from the cluster`):
+				said++
+				for _, w := range []string{"serves only its status", "move its data directory aside", "join again"} {
+					if !strings.Contains(line, w) {
+						t.Errorf("the removal's line does not say %q:\n%s", w, line)
+					}
+				}
+			case said > 0 && strings.Contains(line, "election"):
+				t.Errorf("an election after the removal was logged:\n%s", line)
+			case strings.Contains(line, "no leader for") || strings.Contains(line, "legion restore"):
+				t.Errorf("the removed manager's log tells to restore the cluster from it:\n%s", line)
+			}
+		case <-quiet:
+			read = false
+		}
+	}
+	if said != 1 {
+		t.Errorf("the removal was logged %d times, want once", said)
+	}
+}
+
+// warnLogged is a cluster of n managers whose daemons' warnings go to
+// lines a test reads, one logLines a manager.
+func warnLogged(t *testing.T, n int) (*testcluster.Cluster, []logLines) {
+	t.Helper()
+	logs := make([]logLines, n)
+	c := testcluster.New(t, testcluster.Options{Managers: n, Configure: func(i int, c *server.Config) {
+		logs[i] = make(logLines, 1000)
+		c.Logger = slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}})
+	return c, logs
 }
 
 // logLines is a daemon's log, a line per write, for a test to read as it

@@ -133,6 +133,7 @@ type Server struct {
 	wg      sync.WaitGroup // background work (promotion after a join, renewals)
 	renewer sync.Once      // starts keepRenewed once the node has credentials
 	frozenW sync.Once      // starts watchFrozen once the node is a manager
+	retired sync.Once      // logs that this manager was removed (retire)
 	// managers lists the managers a worker's agent knows (UseManagers).
 	managers atomic.Pointer[func() []string]
 	members  members // for checking who makes Raft calls
@@ -349,6 +350,9 @@ func (s *Server) become(role string, files *pki.NodeFiles, bootstrap bool) error
 	if err != nil {
 		return err
 	}
+	tr.mu.Lock()
+	tr.onRemoved = func() { s.retire(st) }
+	tr.mu.Unlock()
 	if bootstrap {
 		if err := st.Bootstrap(s.cfg.Advertise); err != nil {
 			st.Close()

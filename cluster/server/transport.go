@@ -69,6 +69,9 @@ type transport struct {
 	// removed: a peer refused this manager's certificate as that of a
 	// removed node (legionpb.NodeRemoved); see refusedAsRemoved.
 	removed bool
+	// onRemoved is called, on a goroutine of its own, when a peer first
+	// refuses this manager as removed.
+	onRemoved func()
 }
 
 var (
@@ -136,8 +139,12 @@ func (t *transport) send(target raft.ServerAddress, payload []byte, resp any, me
 	if err != nil {
 		if _, ok := pb.NodeRemovedMessage(err); ok {
 			t.mu.Lock()
+			first, hook := !t.removed, t.onRemoved
 			t.removed = true
 			t.mu.Unlock()
+			if first && hook != nil {
+				go hook() // not on Raft's goroutine, which the hook stops
+			}
 		}
 		return fmt.Errorf("raft call to %s: %w", target, err)
 	}
