@@ -293,6 +293,12 @@ func startNode(t testing.TB) *node {
 		removeAllPods(t, n.dataDir)
 		rt.Wait()
 	})
+	// Before the node stops (cleanups run last registered first).
+	t.Cleanup(func() {
+		if t.Failed() {
+			testcluster.LogStuckWorkers(t)
+		}
+	})
 	if err := sess.Start(ctx); err != nil {
 		t.Fatalf("registering the node: %v", err)
 	}

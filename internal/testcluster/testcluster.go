@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -180,6 +181,43 @@ func (c *Cluster) logState() {
 			tk.Spec.Node, tk.Spec.DesiredState, tk.Status.State, tk.Status.Ready, tk.Status.Restarts, tk.Status.Message)
 	}
 	c.t.Log(b.String())
+	LogStuckWorkers(c.t)
+}
+
+// LogStuckWorkers logs the stacks of this process's agent workers (each
+// runs one task's pod) that have waited a minute or more, for a test that
+// timed out waiting for a task: where its pod's start stood. The agents
+// of test clusters run in the test's process.
+func LogStuckWorkers(t testing.TB) {
+	t.Helper()
+	if stuck := stuckWorkers(allStacks()); stuck != "" {
+		t.Logf("agent workers waiting a minute or more:\n%s", stuck)
+	}
+}
+
+// allStacks is every goroutine's stack, as a panic prints them.
+func allStacks() string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return string(buf[:n])
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// stuckWorkers picks from stacks those of agent workers whose header
+// says they have waited minutes ("goroutine 7 [select, 2 minutes]:").
+func stuckWorkers(stacks string) string {
+	var stuck []string
+	for _, g := range strings.Split(stacks, "\n\n") {
+		head, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(head, " minutes]") && strings.Contains(g, "/internal/agent.(*worker)") {
+			stuck = append(stuck, g)
+		}
+	}
+	return strings.Join(stuck, "\n\n")
 }
 
 // AdminFile is the cluster admin's credentials, written by init.
