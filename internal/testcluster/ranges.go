@@ -3,6 +3,8 @@ package testcluster
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -15,12 +17,14 @@ import (
 var taken struct {
 	sync.Mutex
 	octets map[byte]bool
+	claims []net.Listener // kept open: see claim
 }
 
 // FreePlan is a fresh pod and service range pair for a test cluster: one
 // whose 127/8 images no socket of this host uses (a user's cluster, a
-// test of another package) and no cluster of this binary has had, found
-// from a random start. Every cluster the harness makes gets one.
+// test of another package), no cluster of this binary has had and no
+// other test binary has claimed, found from a random start. Every
+// cluster the harness makes gets one.
 func FreePlan() (addrplan.Plan, error) {
 	taken.Lock()
 	defer taken.Unlock()
@@ -34,12 +38,42 @@ func FreePlan() (addrplan.Plan, error) {
 	for o := range taken.octets {
 		used[o] = true
 	}
-	p, err := loopback.FreePlan(addrplan.Plan{}, used, nil, rand.IntN(1<<16))
-	if err != nil {
-		return addrplan.Plan{}, err
+	for {
+		p, err := loopback.FreePlan(addrplan.Plan{}, used, nil, rand.IntN(1<<16))
+		if err != nil {
+			return addrplan.Plan{}, err
+		}
+		ok := true
+		for _, o := range []byte{p.PodOctet(), p.ServiceOctet()} {
+			if ok = claim(o); !ok {
+				used[o] = true // another binary's: draw again
+				break
+			}
+			used[o], taken.octets[o] = true, true
+		}
+		if ok {
+			return p, nil
+		}
 	}
-	taken.octets[p.PodOctet()], taken.octets[p.ServiceOctet()] = true, true
-	return p, nil
+}
+
+// claim holds octet o against the other test binaries of this host
+// (go test runs packages side by side) for as long as this process
+// lives: a range's sockets are bound only once its cluster's pods start,
+// so until then UsedOctets cannot see it taken. On Linux the claim is an
+// abstract unix socket named after the octet, which the kernel frees when
+// the process ends and which leaves no file; false when another process
+// holds it. Elsewhere every claim succeeds.
+func claim(o byte) bool {
+	if runtime.GOOS != "linux" {
+		return true
+	}
+	l, err := net.Listen("unix", fmt.Sprintf("@legion-test-octet-%d", o))
+	if err != nil {
+		return false
+	}
+	taken.claims = append(taken.claims, l)
+	return true
 }
 
 // Ranges is FreePlan for a test that passes the ranges itself (legion

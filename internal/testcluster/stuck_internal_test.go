@@ -5,23 +5,28 @@ import (
 	"testing"
 )
 
-// Of a process's stacks, only agent workers waiting minutes are picked:
-// not a worker that waited seconds, nor other code waiting minutes.
+// Of a process's stacks, only agent workers waiting minutes to make or
+// take down a pod are picked: not one that waited seconds, not a running
+// pod's probes or worker, nor other code waiting minutes.
 func TestStuckWorkersPicksWorkersWaitingMinutes(t *testing.T) {
 	const (
 		stuck = `goroutine 41 [select, 2 minutes]:
-github.com/legionbsd/legion/jail/process.(*Runtime).Start(...)
-github.com/legionbsd/legion/internal/agent.(*worker).start(0xc0001)`
+github.com/legionbsd/legion/jail/process.(*Runtime).Create(...)
+github.com/legionbsd/legion/internal/agent.(*worker).prepare(0xc0001, {0x15ba0c0, 0xc0002})`
 		recent = `goroutine 42 [select]:
-github.com/legionbsd/legion/internal/agent.(*worker).start(0xc0002)`
+github.com/legionbsd/legion/internal/agent.(*worker).prepare(0xc0002, {0x15ba0c0, 0xc0002})`
+		probes = `goroutine 44 [sync.WaitGroup.Wait, 3 minutes]:
+github.com/legionbsd/legion/internal/agent/probe.(*Prober).Run(0x3e29607eacf0, {0x15ba0c0, 0x3e2961d24e60})
+github.com/legionbsd/legion/internal/agent.(*worker).startProbes.func2()
+created by github.com/legionbsd/legion/internal/agent.(*worker).startProbes in goroutine 20440`
 		other = `goroutine 43 [chan receive, 5 minutes]:
 github.com/legionbsd/legion/cluster/server.(*Server).watchFrozen(0xc0003)`
 	)
-	got := stuckWorkers(strings.Join([]string{recent, stuck, other}, "\n\n") + "\n")
+	got := stuckWorkers(strings.Join([]string{recent, stuck, probes, other}, "\n\n") + "\n")
 	if got != stuck {
 		t.Fatalf("picked:\n%s\nwant only:\n%s", got, stuck)
 	}
-	if got := stuckWorkers(recent + "\n\n" + other); got != "" {
+	if got := stuckWorkers(recent + "\n\n" + probes + "\n\n" + other); got != "" {
 		t.Fatalf("picked from stacks with no stuck worker:\n%s", got)
 	}
 	// The real stacks of this process parse: this test's own goroutine

@@ -185,9 +185,9 @@ func (c *Cluster) logState() {
 }
 
 // LogStuckWorkers logs the stacks of this process's agent workers (each
-// runs one task's pod) that have waited a minute or more, for a test that
-// timed out waiting for a task: where its pod's start stood. The agents
-// of test clusters run in the test's process.
+// runs one task's pod) that have waited a minute or more while making or
+// taking down a pod, for a test that timed out waiting for a task: where
+// that pod stood. The agents of test clusters run in the test's process.
 func LogStuckWorkers(t testing.TB) {
 	t.Helper()
 	if stuck := stuckWorkers(allStacks()); stuck != "" {
@@ -207,13 +207,17 @@ func allStacks() string {
 	}
 }
 
-// stuckWorkers picks from stacks those of agent workers whose header
-// says they have waited minutes ("goroutine 7 [select, 2 minutes]:").
+// stuckWorkers picks from stacks those of agent workers making a pod
+// (worker.prepare) or taking one down (worker.teardown) whose header says
+// they have waited minutes ("goroutine 7 [select, 2 minutes]:"). A
+// worker following its running pod, and the pod's probes, wait that long
+// by design.
 func stuckWorkers(stacks string) string {
 	var stuck []string
 	for _, g := range strings.Split(stacks, "\n\n") {
 		head, _, _ := strings.Cut(g, "\n")
-		if strings.Contains(head, " minutes]") && strings.Contains(g, "/internal/agent.(*worker)") {
+		if strings.Contains(head, " minutes]") &&
+			(strings.Contains(g, "/internal/agent.(*worker).prepare(") || strings.Contains(g, "/internal/agent.(*worker).teardown(")) {
 			stuck = append(stuck, g)
 		}
 	}
