@@ -546,7 +546,7 @@ func (s *Server) retire(st *store.Store) {
 // sayRemoved logs, once, that this manager was removed and what brings
 // its host back.
 func (s *Server) sayRemoved() {
-	s.retired.Do(func() {
+	s.removedSaid.Do(func() {
 		s.log.Warn("manager "+s.nodeID+" was removed from the cluster: it serves only its status now and takes no part in Raft; "+
 			"to bring this host back, stop its daemon, move its data directory aside and join again", "node", s.nodeID)
 	})

@@ -130,10 +130,10 @@ type Server struct {
 	peers   peerConns                   // connections with a verified certificate
 	stopped bool
 
-	wg      sync.WaitGroup // background work (promotion after a join, renewals)
-	renewer sync.Once      // starts keepRenewed once the node has credentials
-	frozenW sync.Once      // starts watchFrozen once the node is a manager
-	retired sync.Once      // logs that this manager was removed (retire)
+	wg          sync.WaitGroup // background work (promotion after a join, renewals)
+	renewer     sync.Once      // starts keepRenewed once the node has credentials
+	frozenW     sync.Once      // starts watchFrozen once the node is a manager
+	removedSaid sync.Once      // sayRemoved logs once
 	// managers lists the managers a worker's agent knows (UseManagers).
 	managers atomic.Pointer[func() []string]
 	members  members // for checking who makes Raft calls
