@@ -13,6 +13,7 @@ import (
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/cluster/store"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -198,8 +199,9 @@ func TestThreeManagersSurviveLeaderLossAndRestart(t *testing.T) {
 func TestLaggingManagerCaughtUpBySnapshot(t *testing.T) {
 	t.Parallel()
 	// Few logs kept after a snapshot, so that 30 writes compact past
-	// the stopped manager and it must take a snapshot to catch up.
-	ms, admin := threeManagers(t, func(c *Config) { c.Timing.TrailingLogs = 5 })
+	// the stopped manager and it must take a snapshot to catch up; a
+	// lease the leader keeps while it writes with a follower down.
+	ms, admin := threeManagers(t, func(c *Config) { c.Timing = store.SteadyTiming(); c.Timing.TrailingLogs = 5 })
 	defer stopAll(ms)
 	ctx := context.Background()
 	lead := leaderOf(t, ms)

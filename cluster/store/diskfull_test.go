@@ -403,7 +403,7 @@ func TestFullDiskOnTheLeaderOfThree(t *testing.T) {
 	t.Parallel()
 	// What is tested is the full disk, and raft steps a leader down at
 	// once when an append fails, whatever its lease.
-	timing := steadyTiming()
+	timing := SteadyTiming()
 	ns := threeNodesTiming(t, timing)
 	t.Cleanup(func() {
 		for _, n := range ns {

@@ -426,16 +426,6 @@ func threeNodes(t testing.TB) []*node {
 	return threeNodesTiming(t, FastTiming())
 }
 
-// steadyTiming is FastTiming with a lease and timeouts a machine loaded
-// twice over does not outrun (the tests' 400 ms lease was, twice), for
-// tests whose leader must keep the lead while they write and whose
-// point is not an election.
-func steadyTiming() Timing {
-	t := FastTiming()
-	t.HeartbeatTimeout, t.ElectionTimeout, t.LeaderLeaseTimeout = 1500*time.Millisecond, 1500*time.Millisecond, 1500*time.Millisecond
-	return t
-}
-
 func threeNodesTiming(t testing.TB, timing Timing) []*node {
 	t.Helper()
 	return threeNodesKeys(t, timing, nil)
@@ -496,7 +486,7 @@ func TestLaggingReplicaCaughtUpBySnapshot(t *testing.T) {
 	// cut-off replica and it must take a snapshot to catch up. The
 	// leader writes them with one follower: it must not lose the lead
 	// meanwhile.
-	timing := steadyTiming()
+	timing := SteadyTiming()
 	timing.TrailingLogs = 10
 	ns := threeNodesTiming(t, timing)
 	defer func() {
