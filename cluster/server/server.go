@@ -350,9 +350,7 @@ func (s *Server) become(role string, files *pki.NodeFiles, bootstrap bool) error
 	if err != nil {
 		return err
 	}
-	tr.mu.Lock()
-	tr.onRemoved = func() { s.retire(st) }
-	tr.mu.Unlock()
+	tr.whenRemoved(func() { s.retire(st) })
 	if bootstrap {
 		if err := st.Bootstrap(s.cfg.Advertise); err != nil {
 			st.Close()

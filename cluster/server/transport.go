@@ -70,7 +70,7 @@ type transport struct {
 	// removed node (legionpb.NodeRemoved); see refusedAsRemoved.
 	removed bool
 	// onRemoved is called, on a goroutine of its own, when a peer first
-	// refuses this manager as removed.
+	// refuses this manager as removed (whenRemoved).
 	onRemoved func()
 }
 
@@ -149,6 +149,19 @@ func (t *transport) send(target raft.ServerAddress, payload []byte, resp any, me
 		return fmt.Errorf("raft call to %s: %w", target, err)
 	}
 	return jsonfast.Unmarshal(out.Payload, resp)
+}
+
+// whenRemoved has f called, on a goroutine of its own, once a peer
+// refuses this manager as removed: at once if one already has, since Raft
+// runs, and may call an election, before its store is handed over.
+func (t *transport) whenRemoved(f func()) {
+	t.mu.Lock()
+	t.onRemoved = f
+	already := t.removed
+	t.mu.Unlock()
+	if already {
+		go f()
+	}
 }
 
 // refusedAsRemoved reports whether a peer refused this manager as a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -25,9 +26,17 @@ func TestRemovedManagerAsksNoMoreVotes(t *testing.T) {
 	preVote := func() error {
 		return send.RequestPreVote("f", addr, &raft.RequestPreVoteRequest{RPCHeader: raft.RPCHeader{Addr: []byte("leader")}, Term: 5}, &raft.RequestPreVoteResponse{})
 	}
+	// The server's hook (it stops Raft) runs on the first refusal, and
+	// at once when it is set after one: Raft may call an election before
+	// its store is handed over.
+	hooked := make(chan string, 2)
+	send.whenRemoved(func() { hooked <- "set before" })
 	if err := preVote(); err == nil {
 		t.Fatal("a pre-vote refused as removed succeeded")
 	}
+	hookRan(t, hooked, "set before")
+	send.whenRemoved(func() { hooked <- "set after" })
+	hookRan(t, hooked, "set after")
 	if !send.refusedAsRemoved() || calls.Load() != 1 {
 		t.Fatalf("after the refusal: refused as removed %v, calls %d; want true, 1", send.refusedAsRemoved(), calls.Load())
 	}
@@ -39,5 +48,18 @@ func TestRemovedManagerAsksNoMoreVotes(t *testing.T) {
 	}
 	if n := calls.Load(); n != 1 {
 		t.Fatalf("the peer was asked %d times, want once: a removed manager went on asking for votes", n)
+	}
+}
+
+// hookRan waits for the whenRemoved hook that says want.
+func hookRan(t *testing.T, hooked <-chan string, want string) {
+	t.Helper()
+	select {
+	case got := <-hooked:
+		if got != want {
+			t.Fatalf("hook %q ran, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the hook %s the refusal never ran", want)
 	}
 }
