@@ -272,7 +272,7 @@ func startNode(t testing.TB) *node {
 	n.zone = filepath.Join(n.runDir, "resolver", "zone.json")
 	// Addresses of their own, apart from other tests and clusters
 	// running beside these on the same host.
-	plan, err := testcluster.FreePlan()
+	plan, err := testcluster.FreePlan(t)
 	if err != nil {
 		t.Fatal(err)
 	}

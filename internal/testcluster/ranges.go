@@ -17,15 +17,14 @@ import (
 var taken struct {
 	sync.Mutex
 	octets map[byte]bool
-	claims []net.Listener // kept open: see claim
 }
 
-// FreePlan is a fresh pod and service range pair for a test cluster: one
-// whose 127/8 images no socket of this host uses (a user's cluster, a
+// FreePlan is a fresh pod and service range pair for t's test cluster:
+// one whose 127/8 images no socket of this host uses (a user's cluster, a
 // test of another package), no cluster of this binary has had and no
-// other test binary has claimed, found from a random start. Every
-// cluster the harness makes gets one.
-func FreePlan() (addrplan.Plan, error) {
+// other test binary holds, found from a random start. Every cluster the
+// harness makes gets one; other binaries may have it once t is done.
+func FreePlan(t testing.TB) (addrplan.Plan, error) {
 	taken.Lock()
 	defer taken.Unlock()
 	used, err := loopback.UsedOctets(loopback.ProcNet)
@@ -45,10 +44,12 @@ func FreePlan() (addrplan.Plan, error) {
 		}
 		ok := true
 		for _, o := range []byte{p.PodOctet(), p.ServiceOctet()} {
-			if ok = claim(o); !ok {
+			var release func()
+			if release, ok = claim(o); !ok {
 				used[o] = true // another binary's: draw again
 				break
 			}
+			t.Cleanup(release)
 			used[o], taken.octets[o] = true, true
 		}
 		if ok {
@@ -57,40 +58,28 @@ func FreePlan() (addrplan.Plan, error) {
 	}
 }
 
-// claim holds octet o against the other test binaries of this host
-// (go test runs packages side by side) for as long as this process
-// lives: a range's sockets are bound only once its cluster's pods start,
-// so until then UsedOctets cannot see it taken. On Linux the claim is an
-// abstract unix socket named after the octet, which the kernel frees when
-// the process ends and which leaves no file; false when another process
+// claim holds octet o against the other test binaries of this host (go
+// test runs packages side by side) until release: a range's sockets are
+// bound only once its cluster's pods start, so until then UsedOctets
+// cannot see it taken. On Linux the claim is an abstract unix socket
+// named after the octet, which leaves no file and which the kernel frees
+// when the process ends, if release did not; not ok when another process
 // holds it. Elsewhere every claim succeeds.
-func claim(o byte) bool {
+func claim(o byte) (release func(), ok bool) {
 	if runtime.GOOS != "linux" {
-		return true
+		return func() {}, true
 	}
 	l, err := net.Listen("unix", fmt.Sprintf("@legion-test-octet-%d", o))
 	if err != nil {
-		return false
+		return nil, false
 	}
-	taken.claims = append(taken.claims, l)
-	return true
+	return func() { l.Close() }, true
 }
 
-// Ranges is FreePlan for a test that passes the ranges itself (legion
-// up's --pod-cidr and --service-cidr, daemon.Options).
-func Ranges(t testing.TB) (pod, service string) {
-	t.Helper()
-	p, err := FreePlan()
-	if err != nil {
-		t.Fatalf("choosing the test cluster's ranges: %v", err)
-	}
-	return p.Pod.String(), p.Service.String()
-}
-
-// ranges is server.Config.Ranges for the harness: the asked ranges, the
+// ranges is server.Config.Ranges for t's harness: the asked ranges, the
 // others fresh.
-func ranges(asked addrplan.Plan) (addrplan.Plan, error) {
-	p, err := FreePlan()
+func ranges(t testing.TB, asked addrplan.Plan) (addrplan.Plan, error) {
+	p, err := FreePlan(t)
 	if err != nil {
 		return addrplan.Plan{}, fmt.Errorf("test cluster ranges: %w", err)
 	}

@@ -6,7 +6,13 @@ import (
 	"testing"
 
 	"github.com/legionbsd/legion/internal/testcluster"
+	"github.com/legionbsd/legion/netbsd/addrplan"
 )
+
+// claimOf listens on the claim of octet o as another test binary would.
+func claimOf(o byte) (net.Listener, error) {
+	return net.Listen("unix", fmt.Sprintf("@legion-test-octet-%d", o))
+}
 
 // Octets another test binary claimed are not handed out, though no
 // socket of theirs is bound yet: here this test holds three in four of
@@ -18,18 +24,18 @@ func TestFreePlanSkipsOctetsAnotherBinaryClaimed(t *testing.T) {
 		if o%8 == 2 || o%8 == 3 {
 			continue // left for the plans
 		}
-		l, err := net.Listen("unix", fmt.Sprintf("@legion-test-octet-%d", o))
+		l, err := claimOf(byte(o))
 		if err != nil {
-			continue // this binary's own cluster has it
+			continue // a cluster of this binary or another has it
 		}
 		t.Cleanup(func() { l.Close() })
 		held[byte(o)] = true
 	}
-	if len(held) < 150 {
+	if len(held) < 100 {
 		t.Fatalf("held %d octets' claims; the test shows little", len(held))
 	}
 	for range 5 {
-		p, err := testcluster.FreePlan()
+		p, err := testcluster.FreePlan(t)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,5 +44,31 @@ func TestFreePlanSkipsOctetsAnotherBinaryClaimed(t *testing.T) {
 				t.Fatalf("plan %v uses octet %d, which another binary claimed", p, o)
 			}
 		}
+	}
+}
+
+// A plan's claims last as long as its test: other binaries may have its
+// octets then (a binary that held every plan's claims to its end ran the
+// others out of ranges).
+func TestFreePlanClaimsEndWithTheirTest(t *testing.T) {
+	var p addrplan.Plan
+	t.Run("cluster", func(t *testing.T) {
+		var err error
+		if p, err = testcluster.FreePlan(t); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range []byte{p.PodOctet(), p.ServiceOctet()} {
+			if l, err := claimOf(o); err == nil {
+				l.Close()
+				t.Fatalf("octet %d is not claimed while its test runs", o)
+			}
+		}
+	})
+	for _, o := range []byte{p.PodOctet(), p.ServiceOctet()} {
+		l, err := claimOf(o)
+		if err != nil {
+			t.Fatalf("octet %d is still claimed after its test: %v", o, err)
+		}
+		l.Close()
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testpoll"
+	"github.com/legionbsd/legion/netbsd/addrplan"
 )
 
 // WriteTimeout bounds writes in test clusters: long enough for an
@@ -341,7 +342,8 @@ func start(t testing.TB, dir, addr string, configure func(*server.Config), leade
 
 func (m *Manager) start() {
 	m.t.Helper()
-	cfg := server.Config{DataDir: m.Dir, Listen: m.Addr, Timing: store.FastTiming(), WriteTimeout: WriteTimeout, Ranges: ranges}
+	cfg := server.Config{DataDir: m.Dir, Listen: m.Addr, Timing: store.FastTiming(), WriteTimeout: WriteTimeout,
+		Ranges: func(asked addrplan.Plan) (addrplan.Plan, error) { return ranges(m.t, asked) }}
 	if m.configure != nil {
 		m.configure(&cfg)
 	}
