@@ -51,8 +51,10 @@ spec:
 	if _, err := run("", "wait", "job/broken", "--timeout", "1m"); !errors.As(err, &ee) || ee.code != rolloutFailed || !strings.Contains(ee.msg, "job default/broken failed") {
 		t.Fatalf("wait for a failing job: %v, want exit %d", err, rolloutFailed)
 	}
-	if out, err := run("", "wait", "config/doomed", "--for", "delete", "--timeout", "300ms"); !errors.As(err, &ee) || ee.code != rolloutTimedOut ||
-		!strings.Contains(ee.msg, "config/doomed: not deleted within 300ms") || out != "config/doomed still there\n" {
+	// Long enough for the wait's first read on a loaded machine, which
+	// prints that the config is still there.
+	if out, err := run("", "wait", "config/doomed", "--for", "delete", "--timeout", "2s"); !errors.As(err, &ee) || ee.code != rolloutTimedOut ||
+		!strings.Contains(ee.msg, "config/doomed: not deleted within 2s") || out != "config/doomed still there\n" {
 		t.Fatalf("wait --for delete of an object that stays: %v, want exit %d\n%s", err, rolloutTimedOut, out)
 	}
 	// The wait's output is read as it writes it, to delete the config
