@@ -73,7 +73,11 @@ func belowEphemeral() (lo, hi int, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	first, err := strconv.Atoi(strings.Fields(string(data) + " x")[0])
+	fields := strings.Fields(string(data)) // "32768	60999"
+	if len(fields) == 0 {
+		return 0, 0, false
+	}
+	first, err := strconv.Atoi(fields[0])
 	if err != nil || first < 4096 {
 		return 0, 0, false
 	}
