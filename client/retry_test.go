@@ -75,13 +75,7 @@ func TestWritesAreSentAgainOnlyWhenTheyCannotHaveApplied(t *testing.T) {
 	ambiguous := func() error {
 		return status.Error(codes.Unavailable, "no quorum: leadership lost during the write: the write may still apply")
 	}
-	refused := func() error {
-		st, err := status.New(codes.Unavailable, "no leader: an election is in progress").WithDetails(&errdetails.RetryInfo{})
-		if err != nil {
-			t.Error(err)
-		}
-		return st.Err()
-	}
+	refused := retryableFailure(t, "no leader: an election is in progress")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -120,13 +114,7 @@ func TestWritesAreSentAgainOnlyWhenTheyCannotHaveApplied(t *testing.T) {
 func TestAHandshakeTheManagerMetForwardingIsAskedAgain(t *testing.T) {
 	t.Parallel()
 	const msg = `reaching the manager at 127.0.0.1:1: connection error: desc = "transport: authentication handshake failed: the server's certificate is not from this cluster's CA"`
-	forwarding := func() error {
-		st, err := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{})
-		if err != nil {
-			t.Error(err)
-		}
-		return st.Err()
-	}
+	forwarding := retryableFailure(t, msg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	o := &objectsServer{fail: forwarding}
@@ -139,5 +127,17 @@ func TestAHandshakeTheManagerMetForwardingIsAskedAgain(t *testing.T) {
 	c = serveScripted(t, func(g *grpc.Server) { pb.RegisterObjectsServer(g, o) }, 10*time.Second)
 	if _, err := c.Get(ctx, legion.KindConfig, "default", "a"); err == nil || o.count("get") != 1 {
 		t.Fatalf("a read failing on a handshake, not marked to ask again: %v, sent %d times", err, o.count("get"))
+	}
+}
+
+// retryableFailure is a scripted failure that a manager marks as safe to ask
+// again: UNAVAILABLE with a RetryInfo, saying msg.
+func retryableFailure(t *testing.T, msg string) func() error {
+	return func() error {
+		st, err := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{})
+		if err != nil {
+			t.Error(err)
+		}
+		return st.Err()
 	}
 }
