@@ -79,6 +79,12 @@ func TestALockLetGoIsTakenOnceAChildStartingLetsItGo(t *testing.T) {
 	if err := ended.Run(); err != nil {
 		t.Fatal(err)
 	}
+	// Emptied first: pids wrap (at 32,768 by default), so the ended
+	// process's pid can be shorter than this one's, and written over it
+	// would leave this one's last digits after it.
+	if err := again.f.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := again.f.WriteAt([]byte(strconv.Itoa(ended.Process.Pid)+"\n"), 0); err != nil {
 		t.Fatal(err)
 	}
