@@ -2,24 +2,19 @@ package client
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/testaddr"
 )
 
 // A call to an address where nothing listens fails within a few seconds,
 // not after the election retry, and says where it tried and what to do.
 func TestCallToNoManagerFailsFastSayingWhere(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	addr := testaddr.Loopback(t) // nothing listens there
 	c, err := New(Options{Server: addr})
 	if err != nil {
 		t.Fatal(err)

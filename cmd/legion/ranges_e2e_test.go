@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -25,16 +24,12 @@ import (
 // rather than 8080, which a user's own cluster may hold.
 func helloOnFreePort(t *testing.T) (dir string, port int) {
 	t.Helper()
-	_, p, err := net.SplitHostPort(testaddr.Loopback(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ = strconv.Atoi(p)
+	port = testaddr.Port(t)
 	data, err := os.ReadFile("../../examples/hello/hello.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest := strings.Replace(string(data), "publishedPort: 8080", "publishedPort: "+p, 1)
+	manifest := strings.Replace(string(data), "publishedPort: 8080", "publishedPort: "+strconv.Itoa(port), 1)
 	if manifest == string(data) {
 		t.Fatal("examples/hello/hello.yaml publishes no port 8080 to move")
 	}

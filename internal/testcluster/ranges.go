@@ -69,12 +69,15 @@ func claim(o byte) (release func(), ok bool) {
 	if runtime.GOOS != "linux" {
 		return func() {}, true
 	}
-	l, err := net.Listen("unix", fmt.Sprintf("@legion-test-octet-%d", o))
+	l, err := net.Listen("unix", claimName(o))
 	if err != nil {
 		return nil, false
 	}
 	return func() { l.Close() }, true
 }
+
+// claimName is the abstract unix socket that claims octet o.
+func claimName(o byte) string { return fmt.Sprintf("@legion-test-octet-%d", o) }
 
 // ranges is server.Config.Ranges for t's harness: the asked ranges, the
 // others fresh.

@@ -1,7 +1,6 @@
 package testcluster_test
 
 import (
-	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 
 // claimOf listens on the claim of octet o as another test binary would.
 func claimOf(o byte) (net.Listener, error) {
-	return net.Listen("unix", fmt.Sprintf("@legion-test-octet-%d", o))
+	return net.Listen("unix", testcluster.ClaimName(o))
 }
 
 // Octets another test binary claimed are not handed out, though no

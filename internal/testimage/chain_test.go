@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/legionbsd/legion/image"
+	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testimage"
 	"github.com/legionbsd/legion/jail"
 	"github.com/legionbsd/legion/jail/jailtest"
@@ -38,14 +38,7 @@ func TestMain(m *testing.M) {
 // with the image's entrypoint, environment and user; answering HTTP.
 func TestImageRunsThroughStoreAndProcessRuntime(t *testing.T) {
 	c := ctx(t)
-	port := func() int {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port
-	}()
+	port := testaddr.Port(t) // the server process binds it
 	img, err := testimage.Build(c, testimage.Options{Cmd: []string{"-listen", "127.0.0.1:" + strconv.Itoa(port)}, Env: []string{"NAME=chain"}})
 	if err != nil {
 		t.Fatal(err)
