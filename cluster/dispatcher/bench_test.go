@@ -105,18 +105,48 @@ func BenchmarkTaskChangeReachesStreamAmongVolumes(b *testing.B) {
 }
 
 // BenchmarkHeartbeat is one node's heartbeat over mutual TLS to the
-// leader, with the usage of 80 tasks. Besides the time it reports the
-// CPU per heartbeat (the client's share included, so an upper bound on
-// the leader's) and what 256 nodes beating every period would cost the
-// leader, in percent of one core.
+// leader, as a call, with the usage of 80 tasks. Besides the time it
+// reports the CPU per heartbeat (the client's share included, so an upper
+// bound on the leader's) and what 256 nodes beating every period would
+// cost the leader, in percent of one core.
 func BenchmarkHeartbeat(b *testing.B) {
+	benchmarkBeats(b, func(ctx context.Context, c legionpb.DispatcherClient) func(*legionpb.HeartbeatRequest) error {
+		return func(req *legionpb.HeartbeatRequest) error {
+			_, err := c.Heartbeat(ctx, req)
+			return err
+		}
+	})
+}
+
+// BenchmarkHeartbeatStream is BenchmarkHeartbeat on the stream agents use
+// (HeartbeatStream): the same beats, without a call's setup per beat.
+func BenchmarkHeartbeatStream(b *testing.B) {
+	benchmarkBeats(b, func(ctx context.Context, c legionpb.DispatcherClient) func(*legionpb.HeartbeatRequest) error {
+		stream, err := c.HeartbeatStream(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(req *legionpb.HeartbeatRequest) error {
+			if err := stream.Send(req); err != nil {
+				return err
+			}
+			_, err := stream.Recv()
+			return err
+		}
+	})
+}
+
+// benchmarkBeats measures the beats that open makes for a registered
+// node.
+func benchmarkBeats(b *testing.B, open func(context.Context, legionpb.DispatcherClient) func(*legionpb.HeartbeatRequest) error) {
 	m := dispatchertest.Start(b)
 	c := dialTLS(b, m.Addr, dispatchertest.Credentials(b, m.CA, "node-a", pki.RoleWorker).ClientConfig())
 	data, err := json.Marshal(legion.NodeStatus{Hostname: "node-a", State: legion.NodeReady})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	if _, err := c.Register(ctx, &legionpb.RegisterRequest{Status: data}); err != nil {
 		b.Fatal(err)
 	}
@@ -124,13 +154,14 @@ func BenchmarkHeartbeat(b *testing.B) {
 	for i := range 80 {
 		req.Usage = append(req.Usage, &legionpb.TaskUsage{Namespace: "web", Task: fmt.Sprintf("web-%d-1", i), CpuMillis: 120, MemoryBytes: 64 << 20})
 	}
-	if _, err := c.Heartbeat(ctx, req); err != nil {
+	beat := open(ctx, c)
+	if err := beat(req); err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	c0 := processCPU()
 	for range b.N {
-		if _, err := c.Heartbeat(ctx, req); err != nil {
+		if err := beat(req); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -440,6 +440,73 @@ func TestHeartbeatsReachSignals(t *testing.T) {
 	}
 }
 
+// The heartbeat stream answers each beat as Heartbeat would, and checks
+// each: a node removed while its stream is open is refused on its next
+// beat, on the same stream.
+func TestHeartbeatStreamAnswersAndChecksEachBeat(t *testing.T) {
+	t.Parallel()
+	m := dispatchertest.Start(t)
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	beat := func(st legionpb.Dispatcher_HeartbeatStreamClient, cpu int64) (*legionpb.HeartbeatResponse, error) {
+		t.Helper()
+		req := &legionpb.HeartbeatRequest{Usage: []*legionpb.TaskUsage{{Namespace: "web", Task: "a-1", CpuMillis: cpu}}}
+		if err := st.Send(req); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatalf("sending a beat: %v", err)
+		}
+		return st.Recv()
+	}
+	// Not registered yet: told to register, and the stream ends.
+	early, err := a.HeartbeatStream(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := beat(early, 1); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "register first") {
+		t.Fatalf("a beat before registration: %v, want NotFound asking to register", err)
+	}
+	register(t, a, legion.NodeStatus{Hostname: "node-a"})
+	st, err := a.HeartbeatStream(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cpu := range []int64{100, 200, 300} {
+		before := time.Now()
+		r, err := beat(st, cpu)
+		if err != nil {
+			t.Fatalf("beat at %dm: %v", cpu, err)
+		}
+		if r.GetLeader() != m.Addr || r.GetPeriodMs() != 2000 || !slices.Equal(r.GetManagers(), []string{m.Addr}) {
+			t.Errorf("reply %+v, want leader and managers %s and a 2000 ms period", r, m.Addr)
+		}
+		if at := m.Service.Heartbeats()["node-a"]; at.Before(before) {
+			t.Errorf("beat at %dm: node-a last heard %s, before the beat was sent at %s", cpu, at, before)
+		}
+		if us := m.Service.Usage(); len(us) != 1 || us[0].CPU != legion.CPU(cpu) {
+			t.Errorf("usage after the beat at %dm: %+v", cpu, us)
+		}
+	}
+	if err := dispatcher.RecordRemoval(ctxT(t), m.Store, "node-a", time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// The refusal comes once the manager's cache has taken the removal;
+	// until then beats go on, on the same stream.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := beat(st, 400)
+		if isRemoved(err) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("a beat on the open stream after the node's removal: %v, want the removed node's refusal", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the cache to take the removal
+	}
+}
+
+func isRemoved(err error) bool {
+	_, ok := legionpb.NodeRemovedMessage(err)
+	return ok
+}
+
 func TestConcurrentRegistrationsTakeDistinctSubnets(t *testing.T) {
 	t.Parallel()
 	m := dispatchertest.Start(t)

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"errors"
+	"io"
 	"maps"
 	"time"
 
@@ -51,6 +52,32 @@ func (s *Service) Heartbeat(ctx context.Context, req *legionpb.HeartbeatRequest)
 	s.beat(id.Name, req.GetUsage())
 	leader, managers := s.peers()
 	return &legionpb.HeartbeatResponse{Managers: managers, Leader: leader, PeriodMs: legion.HeartbeatPeriod.Milliseconds()}, nil
+}
+
+// HeartbeatStream answers a node's heartbeats on one stream, each as Heartbeat
+// answers it, with the same checks per beat: a node removed, a
+// certificate revoked or a manager that stops leading ends the stream
+// with Heartbeat's refusal, which the agent takes as it takes a call's.
+// A relayed beat waits no longer than the stream: the agent ends it when
+// a beat goes unanswered.
+func (s *Service) HeartbeatStream(stream legionpb.Dispatcher_HeartbeatStreamServer) error {
+	ctx := stream.Context()
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp, err := s.Heartbeat(ctx, req)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
 }
 
 // beat records a heartbeat; usage replaces the node's last report when

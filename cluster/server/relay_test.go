@@ -44,6 +44,23 @@ func TestFollowerRelaysHeartbeatsAndReportsToTheLeader(t *testing.T) {
 	if after := m.s.disp.Heartbeats()[node]; !after.After(before) {
 		t.Errorf("the leader did not record the heartbeat relayed by the follower (before %v, after %v)", before, after)
 	}
+	// On the heartbeat stream, each beat is relayed as it comes.
+	beats, err := viaFollower.HeartbeatStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		before := m.s.disp.Heartbeats()[node]
+		if err := beats.Send(&pb.HeartbeatRequest{}); err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := beats.Recv(); err != nil || resp.GetLeader() == "" {
+			t.Fatalf("beat %d on the stream through the follower: %+v, %v", i, resp, err)
+		}
+		if after := m.s.disp.Heartbeats()[node]; !after.After(before) {
+			t.Errorf("beat %d on the stream: the leader did not record it (before %v, after %v)", i, before, after)
+		}
+	}
 	// A report of a task that is not there: the leader's answer (not
 	// found), not the follower's refusal.
 	_, err = viaFollower.Report(ctx, &pb.ReportRequest{Namespace: "default", Name: "no-such-task", Status: []byte(`{}`)})
@@ -57,6 +74,16 @@ func TestFollowerRelaysHeartbeatsAndReportsToTheLeader(t *testing.T) {
 	_, err = dial(m.addr, w.s.Credentials()).Heartbeat(fake, &pb.HeartbeatRequest{Node: other})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("a worker's forged relay for %s: %v, want PermissionDenied", other, err)
+	}
+	forgedStream, err := dial(m.addr, w.s.Credentials()).HeartbeatStream(fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := forgedStream.Send(&pb.HeartbeatRequest{Node: other}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := forgedStream.Recv(); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a worker's forged relay on the heartbeat stream for %s: %v, want PermissionDenied", other, err)
 	}
 	if _, heard := m.s.disp.Heartbeats()[other]; heard {
 		t.Errorf("the leader recorded a heartbeat for %s from a worker's forged relay", other)

@@ -1523,11 +1523,12 @@ const file_dispatcher_proto_rawDesc = "" +
 	"\fRenewRequest\x12\x10\n" +
 	"\x03csr\x18\x01 \x01(\fR\x03csr\"1\n" +
 	"\rRenewResponse\x12 \n" +
-	"\vcertificate\x18\x01 \x01(\fR\vcertificate2\xac\x03\n" +
+	"\vcertificate\x18\x01 \x01(\fR\vcertificate2\xfe\x03\n" +
 	"\n" +
 	"Dispatcher\x12C\n" +
 	"\bRegister\x12\x1a.legion.v1.RegisterRequest\x1a\x1b.legion.v1.RegisterResponse\x12F\n" +
-	"\tHeartbeat\x12\x1b.legion.v1.HeartbeatRequest\x1a\x1c.legion.v1.HeartbeatResponse\x12H\n" +
+	"\tHeartbeat\x12\x1b.legion.v1.HeartbeatRequest\x1a\x1c.legion.v1.HeartbeatResponse\x12P\n" +
+	"\x0fHeartbeatStream\x12\x1b.legion.v1.HeartbeatRequest\x1a\x1c.legion.v1.HeartbeatResponse(\x010\x01\x12H\n" +
 	"\vAssignments\x12\x1d.legion.v1.AssignmentsRequest\x1a\x18.legion.v1.AssignmentSet0\x01\x12=\n" +
 	"\x06Report\x12\x18.legion.v1.ReportRequest\x1a\x19.legion.v1.ReportResponse\x12:\n" +
 	"\x05Renew\x12\x17.legion.v1.RenewRequest\x1a\x18.legion.v1.RenewResponse\x12L\n" +
@@ -1582,18 +1583,20 @@ var file_dispatcher_proto_depIdxs = []int32{
 	8,  // 11: legion.v1.AssignmentSet.endpoint_task_changes:type_name -> legion.v1.Items
 	0,  // 12: legion.v1.Dispatcher.Register:input_type -> legion.v1.RegisterRequest
 	3,  // 13: legion.v1.Dispatcher.Heartbeat:input_type -> legion.v1.HeartbeatRequest
-	5,  // 14: legion.v1.Dispatcher.Assignments:input_type -> legion.v1.AssignmentsRequest
-	11, // 15: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
-	16, // 16: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
-	14, // 17: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
-	1,  // 18: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
-	4,  // 19: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
-	10, // 20: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
-	12, // 21: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
-	17, // 22: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
-	15, // 23: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
+	3,  // 14: legion.v1.Dispatcher.HeartbeatStream:input_type -> legion.v1.HeartbeatRequest
+	5,  // 15: legion.v1.Dispatcher.Assignments:input_type -> legion.v1.AssignmentsRequest
+	11, // 16: legion.v1.Dispatcher.Report:input_type -> legion.v1.ReportRequest
+	16, // 17: legion.v1.Dispatcher.Renew:input_type -> legion.v1.RenewRequest
+	14, // 18: legion.v1.Dispatcher.ClaimVolume:input_type -> legion.v1.ClaimVolumeRequest
+	1,  // 19: legion.v1.Dispatcher.Register:output_type -> legion.v1.RegisterResponse
+	4,  // 20: legion.v1.Dispatcher.Heartbeat:output_type -> legion.v1.HeartbeatResponse
+	4,  // 21: legion.v1.Dispatcher.HeartbeatStream:output_type -> legion.v1.HeartbeatResponse
+	10, // 22: legion.v1.Dispatcher.Assignments:output_type -> legion.v1.AssignmentSet
+	12, // 23: legion.v1.Dispatcher.Report:output_type -> legion.v1.ReportResponse
+	17, // 24: legion.v1.Dispatcher.Renew:output_type -> legion.v1.RenewResponse
+	15, // 25: legion.v1.Dispatcher.ClaimVolume:output_type -> legion.v1.ClaimVolumeResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
 	12, // [12:12] is the sub-list for extension type_name
 	12, // [12:12] is the sub-list for extension extendee
 	0,  // [0:12] is the sub-list for field type_name

@@ -107,6 +107,14 @@ type Session struct {
 	// heartbeats and the stream stop asking from then on.
 	removed    chan struct{}
 	removedErr error
+
+	// beatMu is held for a whole beat: one at a time uses the stream.
+	beatMu sync.Mutex
+	// beats is the heartbeat stream open to a manager, nil when none is.
+	beats *beatStream
+	// noStream are the managers without a heartbeat stream (older than
+	// it): beats go to them as calls.
+	noStream map[string]bool
 }
 
 var _ agent.Manager = (*Session)(nil)
@@ -134,7 +142,8 @@ func New(cfg Config) (*Session, error) {
 	base, stop := context.WithCancel(context.Background())
 	return &Session{cfg: cfg, log: cfg.Logger, base: base, stop: stop,
 		addrs: dedup(cfg.Managers), period: legion.HeartbeatPeriod, conns: map[string]*grpc.ClientConn{},
-		streamWake: make(chan struct{}, 1), statusChanged: make(chan struct{}, 1), removed: make(chan struct{})}, nil
+		streamWake: make(chan struct{}, 1), statusChanged: make(chan struct{}, 1), removed: make(chan struct{}),
+		noStream: map[string]bool{}}, nil
 }
 
 // StatusChanged tells the session that what Config.Status reports changed
@@ -311,69 +320,6 @@ func (s *Session) register(ctx context.Context) error {
 	}
 }
 
-func (s *Session) heartbeats(ctx context.Context) {
-	t := time.NewTimer(s.currentPeriod())
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.removed:
-			return
-		case <-s.statusChanged:
-			if err := s.register(ctx); err != nil && ctx.Err() == nil && !s.noteRemoved(err) {
-				s.log.Warn("registering the node's new status failed", "err", err)
-			}
-			continue
-		case <-t.C:
-		}
-		// A node the managers do not know (NotFound) was removed by the
-		// operator: it is not registered again behind their back.
-		if err := s.heartbeat(ctx); err != nil && ctx.Err() == nil && !s.noteRemoved(err) {
-			s.log.Warn("heartbeat failed", "err", err)
-		}
-		t.Reset(s.currentPeriod())
-	}
-}
-
-func (s *Session) heartbeat(ctx context.Context) error {
-	req := &legionpb.HeartbeatRequest{Node: s.cfg.Node}
-	if s.cfg.Usage != nil {
-		for _, u := range s.cfg.Usage() {
-			req.Usage = append(req.Usage, &legionpb.TaskUsage{Namespace: u.Namespace, Task: u.Task,
-				CpuMillis: int64(u.CPU), MemoryBytes: int64(u.Memory)})
-		}
-	}
-	// A manager that does not answer a heartbeat within half a period is
-	// left for the next one (any manager passes it on to the leader): a
-	// full CallTimeout on a leader cut off from this node alone would let
-	// the node be taken for suspect.
-	return s.writeWithin(ctx, "heartbeat", s.currentPeriod()/2, func(ctx context.Context, c legionpb.DispatcherClient) error {
-		r, err := c.Heartbeat(ctx, req)
-		if err == nil {
-			s.learn(r)
-			s.wakeStream()
-		}
-		return err
-	})
-}
-
-// learn takes the managers a heartbeat reply names.
-func (s *Session) learn(r *legionpb.HeartbeatResponse) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(r.GetManagers()) > 0 {
-		// The cluster's list first; seeds stay as a last resort.
-		s.addrs = dedup(append(slices.Clone(r.GetManagers()), s.cfg.Managers...))
-	}
-	if r.GetLeader() != "" {
-		s.leader = r.GetLeader()
-	}
-	if p := time.Duration(r.GetPeriodMs()) * time.Millisecond; p > 0 {
-		s.period = p
-	}
-}
-
 // wakeStream cuts short the assignments stream's wait for its next
 // attempt, if it waits.
 func (s *Session) wakeStream() {
@@ -416,6 +362,11 @@ func (s *Session) write(ctx context.Context, what string, call func(context.Cont
 
 // writeWithin is write with each manager given at most d to answer.
 func (s *Session) writeWithin(ctx context.Context, what string, d time.Duration, call func(context.Context, legionpb.DispatcherClient) error) error {
+	return s.writeTo(ctx, what, d, func(ctx context.Context, _ string, c legionpb.DispatcherClient) error { return call(ctx, c) })
+}
+
+// writeTo is writeWithin with the call told which manager it reaches.
+func (s *Session) writeTo(ctx context.Context, what string, d time.Duration, call func(ctx context.Context, addr string, c legionpb.DispatcherClient) error) error {
 	if d <= 0 || d > s.cfg.CallTimeout {
 		d = s.cfg.CallTimeout
 	}
@@ -437,7 +388,7 @@ func (s *Session) writeWithin(ctx context.Context, what string, d time.Duration,
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, d)
-		err = call(cctx, c)
+		err = call(cctx, addr, c)
 		cancel()
 		if err == nil {
 			s.mu.Lock()

@@ -1,0 +1,227 @@
+package dispatcherclient
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/dispatcher"
+	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
+	"github.com/legionbsd/legion/cluster/pki"
+	legionpb "github.com/legionbsd/legion/internal/proto"
+)
+
+// countingManager is a real Dispatcher whose gRPC server counts what it
+// is sent: calls and streams by method (those it does not have
+// included), and the messages that came on heartbeat streams.
+type countingManager struct {
+	ca   *pki.CA
+	svc  *dispatcher.Service
+	addr string
+
+	mu       sync.Mutex
+	calls    map[string]int
+	streamed int
+	// endAfter, when above zero, ends each heartbeat stream with
+	// Unavailable once it has taken that many beats.
+	endAfter int
+	// stall holds each beat taken on a stream unanswered until the node
+	// gives up on the stream.
+	stall bool
+}
+
+// serveCounting runs a countingManager; older leaves HeartbeatStream out,
+// as a manager from before it, which gRPC answers Unimplemented.
+func serveCounting(t *testing.T, older bool) *countingManager {
+	t.Helper()
+	m := &countingManager{ca: dispatchertest.NewCA(t), calls: map[string]int{}}
+	lis := dispatchertest.Listen(t)
+	m.addr = lis.Addr().String()
+	m.svc = dispatcher.New(dispatcher.Fixed(dispatchertest.OpenStore(t)), dispatcher.Options{
+		Peers: func() (string, []string) { return m.addr, []string{m.addr} }})
+	count := func(method string) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.calls[method]++
+	}
+	creds := dispatchertest.Credentials(t, m.ca, "m1", pki.RoleManager)
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(creds.ServerConfig())),
+		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			count(info.FullMethod)
+			return h(ctx, req)
+		}),
+		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			count(info.FullMethod)
+			if info.FullMethod == legionpb.Dispatcher_HeartbeatStream_FullMethodName {
+				ss = &countedStream{ServerStream: ss, m: m}
+			}
+			return h(srv, ss)
+		}),
+		// What gRPC answers for a method it does not have, with the
+		// stream interceptor (which counts it) in front.
+		grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+			method, _ := grpc.MethodFromServerStream(ss)
+			return status.Errorf(codes.Unimplemented, "unknown method %s", method)
+		}))
+	desc := legionpb.Dispatcher_ServiceDesc
+	if older {
+		desc.Streams = nil
+		for _, sd := range legionpb.Dispatcher_ServiceDesc.Streams {
+			if sd.StreamName != "HeartbeatStream" {
+				desc.Streams = append(desc.Streams, sd)
+			}
+		}
+	}
+	g.RegisterService(&desc, m.svc)
+	served := make(chan error, 1)
+	t.Cleanup(func() { g.Stop(); <-served })
+	go func() { served <- g.Serve(lis) }()
+	return m
+}
+
+// countedStream counts the beats a heartbeat stream takes.
+type countedStream struct {
+	grpc.ServerStream
+	m *countingManager
+	n int // beats taken on this stream
+}
+
+func (c *countedStream) RecvMsg(msg any) error {
+	c.m.mu.Lock()
+	end := c.m.endAfter > 0 && c.n == c.m.endAfter
+	c.m.mu.Unlock()
+	if end {
+		return status.Error(codes.Unavailable, "the test's manager ends the stream")
+	}
+	err := c.ServerStream.RecvMsg(msg)
+	if err == nil {
+		c.n++
+		c.m.mu.Lock()
+		c.m.streamed++
+		stall := c.m.stall
+		c.m.mu.Unlock()
+		if stall {
+			<-c.Context().Done()
+			return c.Context().Err()
+		}
+	}
+	return err
+}
+
+// count is what m was sent: calls or streams of method, and beats
+// taken on streams.
+func (m *countingManager) count(method string) (calls, streamed int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[method], m.streamed
+}
+
+// registered is a Session of node-a registered with m.
+func registered(t *testing.T, m *countingManager) *Session {
+	t.Helper()
+	s, err := New(Config{Managers: []string{m.addr},
+		TLS:    dispatchertest.Credentials(t, m.ca, "node-a", pki.RoleWorker).ClientConfig(),
+		Status: func() legion.NodeStatus { return legion.NodeStatus{Hostname: "node-a"} },
+		Usage:  func() []legion.Usage { return []legion.Usage{{Namespace: "web", Task: "a-1", CPU: 100}} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.register(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// beats sends n heartbeats, each of which must be taken.
+func beats(t *testing.T, s *Session, m *countingManager, n int) {
+	t.Helper()
+	for i := range n {
+		before := time.Now()
+		if err := s.heartbeat(testCtx(t)); err != nil {
+			t.Fatalf("beat %d: %v", i, err)
+		}
+		if at := m.svc.Heartbeats()["node-a"]; at.Before(before) {
+			t.Fatalf("beat %d: the manager last heard node-a at %s, before the beat at %s", i, at, before)
+		}
+	}
+}
+
+// A node's beats go on one stream: one message each way, no call each.
+func TestHeartbeatsShareOneStream(t *testing.T) {
+	m := serveCounting(t, false)
+	s := registered(t, m)
+	beats(t, s, m, 4)
+	streams, streamed := m.count(legionpb.Dispatcher_HeartbeatStream_FullMethodName)
+	calls, _ := m.count(legionpb.Dispatcher_Heartbeat_FullMethodName)
+	if streams != 1 || streamed != 4 || calls != 0 {
+		t.Fatalf("4 beats came as %d streams with %d beats and %d calls, want 1 stream of 4 and no call", streams, streamed, calls)
+	}
+	if us := m.svc.Usage(); len(us) != 1 || us[0].Task != "a-1" || us[0].CPU != 100 {
+		t.Errorf("usage %+v, want the beats' a-1 at 100m", us)
+	}
+}
+
+// A stream the manager ends fails the beat on it, as a failed call
+// would; the next beat opens another.
+func TestHeartbeatsOpenAnotherStreamAfterOneEnds(t *testing.T) {
+	m := serveCounting(t, false)
+	m.endAfter = 2
+	s := registered(t, m)
+	beats(t, s, m, 2)
+	if err := s.heartbeat(testCtx(t)); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the beat on the stream the manager ended: %v, want Unavailable", err)
+	}
+	beats(t, s, m, 2)
+	if streams, _ := m.count(legionpb.Dispatcher_HeartbeatStream_FullMethodName); streams != 2 {
+		t.Fatalf("%d streams, want the first and one opened after it ended", streams)
+	}
+}
+
+// A manager older than the stream takes beats as calls: the stream is
+// asked for once, then not again.
+func TestHeartbeatsToAnOlderManagerGoAsCalls(t *testing.T) {
+	m := serveCounting(t, true)
+	s := registered(t, m)
+	beats(t, s, m, 3)
+	streams, streamed := m.count(legionpb.Dispatcher_HeartbeatStream_FullMethodName)
+	calls, _ := m.count(legionpb.Dispatcher_Heartbeat_FullMethodName)
+	if streams != 1 || streamed != 0 || calls != 3 {
+		t.Fatalf("3 beats to an older manager: %d stream asked for, %d beats streamed, %d calls; want the stream asked for once and 3 calls", streams, streamed, calls)
+	}
+}
+
+// A beat the manager does not answer in its time fails as a call that
+// timed out would (the next manager is tried), and ends the stream: the
+// next beat opens another.
+func TestHeartbeatsLeaveAStreamThatDoesNotAnswer(t *testing.T) {
+	m := serveCounting(t, false)
+	s := registered(t, m)
+	beats(t, s, m, 1)
+	m.mu.Lock()
+	m.stall = true
+	m.mu.Unlock()
+	if err := s.heartbeat(testCtx(t)); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a beat left unanswered: %v, want DeadlineExceeded", err)
+	}
+	m.mu.Lock()
+	m.stall = false
+	m.mu.Unlock()
+	beats(t, s, m, 1)
+	if streams, _ := m.count(legionpb.Dispatcher_HeartbeatStream_FullMethodName); streams != 2 {
+		t.Fatalf("%d streams, want the first and one opened after it went unanswered", streams)
+	}
+}
