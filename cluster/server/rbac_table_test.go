@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -212,7 +214,9 @@ func call(ctx context.Context, conn *grpc.ClientConn, m protoreflect.MethodDescr
 	if err == nil {
 		err = s.CloseSend()
 	}
-	if err == nil {
+	// io.EOF from SendMsg: the manager ended the stream first (a refusal
+	// can come before the message goes out); its status comes with RecvMsg.
+	if err == nil || errors.Is(err, io.EOF) {
 		err = s.RecvMsg(out)
 	}
 	return status.Code(err), status.Convert(err).Message()
