@@ -20,7 +20,8 @@ import (
 // stream is opened by the first beat to a manager and kept while it
 // answers; a beat that fails on it fails as a call would (the next
 // manager is tried), and the next beat opens a new one. A manager that
-// predates the stream takes its beats as calls.
+// predates the stream takes its beats as calls, and is asked again now
+// and then.
 
 func (s *Session) heartbeats(ctx context.Context) {
 	t := time.NewTimer(s.currentPeriod())
@@ -76,11 +77,17 @@ func (s *Session) heartbeat(ctx context.Context) error {
 	})
 }
 
+// askStreamAgain is how many beats go as calls to a manager that had no
+// heartbeat stream before one asks for it again (about five minutes at
+// the default period): a manager upgraded in place keeps its address.
+const askStreamAgain = 150
+
 // beatTo sends one beat to the manager at addr: on the stream to it,
 // opened if none is, or as a call to a manager without one. The caller
 // holds beatMu.
 func (s *Session) beatTo(ctx context.Context, addr string, c legionpb.DispatcherClient, req *legionpb.HeartbeatRequest) (*legionpb.HeartbeatResponse, error) {
-	if s.noStream[addr] {
+	if calls, older := s.noStream[addr]; older && calls < askStreamAgain {
+		s.noStream[addr] = calls + 1
 		return c.Heartbeat(ctx, req)
 	}
 	if s.beats != nil && s.beats.addr != addr {
@@ -100,11 +107,14 @@ func (s *Session) beatTo(ctx context.Context, addr string, c legionpb.Dispatcher
 		s.endBeats()
 	}
 	if err == nil {
+		delete(s.noStream, addr) // upgraded, if it was older
 		return r, nil
 	}
 	if status.Code(err) == codes.Unimplemented {
-		s.log.Info("manager has no heartbeat stream (an older version): heartbeats go to it as calls", "manager", addr)
-		s.noStream[addr] = true
+		if _, known := s.noStream[addr]; !known {
+			s.log.Info("manager has no heartbeat stream (an older version): heartbeats go to it as calls", "manager", addr)
+		}
+		s.noStream[addr] = 0
 		return c.Heartbeat(ctx, req)
 	}
 	return nil, err

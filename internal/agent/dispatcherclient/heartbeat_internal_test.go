@@ -19,8 +19,8 @@ import (
 )
 
 // countingManager is a real Dispatcher whose gRPC server counts what it
-// is sent: calls and streams by method (those it does not have
-// included), and the messages that came on heartbeat streams.
+// is sent: calls and streams by method, and the messages that came on
+// heartbeat streams.
 type countingManager struct {
 	ca   *pki.CA
 	svc  *dispatcher.Service
@@ -35,21 +35,25 @@ type countingManager struct {
 	// stall holds each beat taken on a stream unanswered until the node
 	// gives up on the stream.
 	stall bool
+	// older: the heartbeat stream is answered Unimplemented.
+	older bool
 }
 
-// serveCounting runs a countingManager; older leaves HeartbeatStream out,
-// as a manager from before it, which gRPC answers Unimplemented.
+// serveCounting runs a countingManager; older has it answer the heartbeat
+// stream as a manager from before it would (Unimplemented), until told
+// otherwise (setOlder).
 func serveCounting(t *testing.T, older bool) *countingManager {
 	t.Helper()
-	m := &countingManager{ca: dispatchertest.NewCA(t), calls: map[string]int{}}
+	m := &countingManager{ca: dispatchertest.NewCA(t), calls: map[string]int{}, older: older}
 	lis := dispatchertest.Listen(t)
 	m.addr = lis.Addr().String()
 	m.svc = dispatcher.New(dispatcher.Fixed(dispatchertest.OpenStore(t)), dispatcher.Options{
 		Peers: func() (string, []string) { return m.addr, []string{m.addr} }})
-	count := func(method string) {
+	count := func(method string) (older bool) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.calls[method]++
+		return m.older
 	}
 	creds := dispatchertest.Credentials(t, m.ca, "m1", pki.RoleManager)
 	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(creds.ServerConfig())),
@@ -58,32 +62,29 @@ func serveCounting(t *testing.T, older bool) *countingManager {
 			return h(ctx, req)
 		}),
 		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-			count(info.FullMethod)
-			if info.FullMethod == legionpb.Dispatcher_HeartbeatStream_FullMethodName {
-				ss = &countedStream{ServerStream: ss, m: m}
+			older := count(info.FullMethod)
+			if info.FullMethod != legionpb.Dispatcher_HeartbeatStream_FullMethodName {
+				return h(srv, ss)
 			}
-			return h(srv, ss)
-		}),
-		// What gRPC answers for a method it does not have, with the
-		// stream interceptor (which counts it) in front.
-		grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
-			method, _ := grpc.MethodFromServerStream(ss)
-			return status.Errorf(codes.Unimplemented, "unknown method %s", method)
+			if older {
+				// gRPC's own answer for a method the server does not have.
+				return status.Errorf(codes.Unimplemented, "unknown method HeartbeatStream for service legion.v1.Dispatcher")
+			}
+			return h(srv, &countedStream{ServerStream: ss, m: m})
 		}))
-	desc := legionpb.Dispatcher_ServiceDesc
-	if older {
-		desc.Streams = nil
-		for _, sd := range legionpb.Dispatcher_ServiceDesc.Streams {
-			if sd.StreamName != "HeartbeatStream" {
-				desc.Streams = append(desc.Streams, sd)
-			}
-		}
-	}
-	g.RegisterService(&desc, m.svc)
+	m.svc.RegisterOn(g)
 	served := make(chan error, 1)
 	t.Cleanup(func() { g.Stop(); <-served })
 	go func() { served <- g.Serve(lis) }()
 	return m
+}
+
+// setOlder makes m answer the heartbeat stream as an older manager, or
+// not (upgraded in place).
+func (m *countingManager) setOlder(older bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.older = older
 }
 
 // countedStream counts the beats a heartbeat stream takes.
@@ -192,15 +193,30 @@ func TestHeartbeatsOpenAnotherStreamAfterOneEnds(t *testing.T) {
 }
 
 // A manager older than the stream takes beats as calls: the stream is
-// asked for once, then not again.
+// asked for once, then again after askStreamAgain calls, which finds it
+// once the manager has been upgraded in place.
 func TestHeartbeatsToAnOlderManagerGoAsCalls(t *testing.T) {
 	m := serveCounting(t, true)
 	s := registered(t, m)
-	beats(t, s, m, 3)
+	n := askStreamAgain + 2
+	beats(t, s, m, n)
 	streams, streamed := m.count(legionpb.Dispatcher_HeartbeatStream_FullMethodName)
 	calls, _ := m.count(legionpb.Dispatcher_Heartbeat_FullMethodName)
-	if streams != 1 || streamed != 0 || calls != 3 {
-		t.Fatalf("3 beats to an older manager: %d stream asked for, %d beats streamed, %d calls; want the stream asked for once and 3 calls", streams, streamed, calls)
+	if streams != 2 || streamed != 0 || calls != n {
+		t.Fatalf("%d beats to an older manager: %d streams asked for, %d beats streamed, %d calls; want the stream asked for twice (at the first beat and after %d calls) and %d calls",
+			n, streams, streamed, calls, askStreamAgain, n)
+	}
+	m.setOlder(false)
+	beats(t, s, m, askStreamAgain+2)
+	streams, streamed = m.count(legionpb.Dispatcher_HeartbeatStream_FullMethodName)
+	// The count since the last ask goes on: askStreamAgain more calls,
+	// then the stream, asked for a third time, takes the last two beats.
+	if calls, _ := m.count(legionpb.Dispatcher_Heartbeat_FullMethodName); calls != n+askStreamAgain || streams != 3 || streamed != 2 {
+		t.Fatalf("after the upgrade: %d calls, %d streams asked for, %d beats streamed; want %d calls, then the stream asked for again and kept for 2 beats",
+			calls, streams, streamed, n+askStreamAgain)
+	}
+	if _, older := s.noStream[m.addr]; older {
+		t.Errorf("the upgraded manager still marked as older")
 	}
 }
 

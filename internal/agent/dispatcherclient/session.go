@@ -113,8 +113,8 @@ type Session struct {
 	// beats is the heartbeat stream open to a manager, nil when none is.
 	beats *beatStream
 	// noStream are the managers without a heartbeat stream (older than
-	// it): beats go to them as calls.
-	noStream map[string]bool
+	// it), with how many beats went to each as calls since it said so.
+	noStream map[string]int
 }
 
 var _ agent.Manager = (*Session)(nil)
@@ -143,7 +143,7 @@ func New(cfg Config) (*Session, error) {
 	return &Session{cfg: cfg, log: cfg.Logger, base: base, stop: stop,
 		addrs: dedup(cfg.Managers), period: legion.HeartbeatPeriod, conns: map[string]*grpc.ClientConn{},
 		streamWake: make(chan struct{}, 1), statusChanged: make(chan struct{}, 1), removed: make(chan struct{}),
-		noStream: map[string]bool{}}, nil
+		noStream: map[string]int{}}, nil
 }
 
 // StatusChanged tells the session that what Config.Status reports changed
