@@ -254,12 +254,20 @@ func TestPropertyVoluntaryDisruptionsWithinMaxUnavailable(t *testing.T) {
 				if s.Spec.Autoscale != nil {
 					continue
 				}
-				readyBefore := map[int]bool{}
+				// readyBefore: the node each ready slot ran on.
+				readyBefore := map[int]string{}
 				for _, tk := range before.Tasks {
 					if tk.Spec.Owner.Name == s.Metadata.Name && tk.Spec.DesiredState == legion.TaskRunning &&
 						tk.Status.State == legion.TaskRunning && tk.Status.Ready {
-						readyBefore[tk.Spec.Slot] = true
+						readyBefore[tk.Spec.Slot] = tk.Spec.Node
 					}
+				}
+				// A slot whose node went down in the pass was lost, not taken:
+				// its task is orphaned, and may be pruned from the slot's
+				// history in the same pass (the oldest of its ended tasks).
+				lost := func(node string) bool {
+					n := c.Nodes[node]
+					return n == nil || n.Status.State == legion.NodeDown
 				}
 				readyAfter := map[int]bool{}
 				orphaned := map[int]bool{}
@@ -276,9 +284,10 @@ func TestPropertyVoluntaryDisruptionsWithinMaxUnavailable(t *testing.T) {
 				}
 				unavailable, disrupted := 0, 0
 				for slot := 1; slot <= want; slot++ {
-					if !readyBefore[slot] {
+					node, ready := readyBefore[slot]
+					if !ready {
 						unavailable++
-					} else if !readyAfter[slot] && !orphaned[slot] {
+					} else if !readyAfter[slot] && !orphaned[slot] && !lost(node) {
 						disrupted++
 					}
 				}
