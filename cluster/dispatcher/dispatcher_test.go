@@ -492,7 +492,7 @@ func TestHeartbeatStreamAnswersAndChecksEachBeat(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, err := beat(st, 400)
-		if isRemoved(err) {
+		if _, removed := legionpb.NodeRemovedMessage(err); removed {
 			break
 		}
 		if err != nil || time.Now().After(deadline) {
@@ -500,11 +500,6 @@ func TestHeartbeatStreamAnswersAndChecksEachBeat(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling for the cache to take the removal
 	}
-}
-
-func isRemoved(err error) bool {
-	_, ok := legionpb.NodeRemovedMessage(err)
-	return ok
 }
 
 func TestConcurrentRegistrationsTakeDistinctSubnets(t *testing.T) {

@@ -162,8 +162,9 @@ func Serve(t testing.TB, ca *pki.CA, st *store.Store, lis net.Listener, peers di
 }
 
 // ServeWith runs a Dispatcher over whatever store src gives, with o (its
-// Peers as Serve's when nil).
-func ServeWith(t testing.TB, ca *pki.CA, src dispatcher.Source, lis net.Listener, o dispatcher.Options) *Manager {
+// Peers as Serve's when nil), on a gRPC server with opts besides its
+// credentials (interceptors that watch what it is sent, say).
+func ServeWith(t testing.TB, ca *pki.CA, src dispatcher.Source, lis net.Listener, o dispatcher.Options, opts ...grpc.ServerOption) *Manager {
 	t.Helper()
 	if lis == nil {
 		lis = Listen(t)
@@ -175,7 +176,7 @@ func ServeWith(t testing.TB, ca *pki.CA, src dispatcher.Source, lis net.Listener
 	svc := dispatcher.New(src, o)
 	st := src.Store()
 	creds := Credentials(t, ca, "m1", pki.RoleManager)
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(creds.ServerConfig())))
+	g := grpc.NewServer(append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(creds.ServerConfig()))}, opts...)...)
 	svc.RegisterOn(g)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()

@@ -103,8 +103,8 @@ func (s *Session) beatTo(ctx context.Context, addr string, c legionpb.Dispatcher
 		s.beats = &beatStream{addr: addr, stream: st, cancel: cancel}
 	}
 	r, err := s.beats.beat(ctx, req)
-	if err != nil || s.beats.ended {
-		s.endBeats()
+	if err != nil || ctx.Err() != nil {
+		s.endBeats() // ctx's end may have cancelled it, answer or not
 	}
 	if err == nil {
 		delete(s.noStream, addr) // upgraded, if it was older
@@ -134,7 +134,6 @@ type beatStream struct {
 	addr   string
 	stream legionpb.Dispatcher_HeartbeatStreamClient
 	cancel context.CancelFunc // ends the stream
-	ended  bool               // cancelled: the next beat opens another
 }
 
 // beat sends req and waits for its answer until ctx ends, which ends the
@@ -143,13 +142,10 @@ type beatStream struct {
 // ctx's end as DeadlineExceeded or Canceled.
 func (b *beatStream) beat(ctx context.Context, req *legionpb.HeartbeatRequest) (*legionpb.HeartbeatResponse, error) {
 	stop := context.AfterFunc(ctx, b.cancel)
+	defer stop()
 	r, err := b.exchange(req)
-	if !stop() {
-		// ctx ended, which cancelled the stream, answer or not.
-		b.ended = true
-		if err != nil {
-			return nil, status.FromContextError(ctx.Err()).Err()
-		}
+	if err != nil && ctx.Err() != nil {
+		return nil, status.FromContextError(ctx.Err()).Err() // what cancelled the stream
 	}
 	return r, err
 }

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/legionbsd/legion"
@@ -22,9 +21,7 @@ import (
 // is sent: calls and streams by method, and the messages that came on
 // heartbeat streams.
 type countingManager struct {
-	ca   *pki.CA
-	svc  *dispatcher.Service
-	addr string
+	*dispatchertest.Manager
 
 	mu       sync.Mutex
 	calls    map[string]int
@@ -44,19 +41,14 @@ type countingManager struct {
 // otherwise (setOlder).
 func serveCounting(t *testing.T, older bool) *countingManager {
 	t.Helper()
-	m := &countingManager{ca: dispatchertest.NewCA(t), calls: map[string]int{}, older: older}
-	lis := dispatchertest.Listen(t)
-	m.addr = lis.Addr().String()
-	m.svc = dispatcher.New(dispatcher.Fixed(dispatchertest.OpenStore(t)), dispatcher.Options{
-		Peers: func() (string, []string) { return m.addr, []string{m.addr} }})
+	m := &countingManager{calls: map[string]int{}, older: older}
 	count := func(method string) (older bool) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.calls[method]++
 		return m.older
 	}
-	creds := dispatchertest.Credentials(t, m.ca, "m1", pki.RoleManager)
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(creds.ServerConfig())),
+	m.Manager = dispatchertest.ServeWith(t, dispatchertest.NewCA(t), dispatcher.Fixed(dispatchertest.OpenStore(t)), nil, dispatcher.Options{},
 		grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			count(info.FullMethod)
 			return h(ctx, req)
@@ -72,10 +64,6 @@ func serveCounting(t *testing.T, older bool) *countingManager {
 			}
 			return h(srv, &countedStream{ServerStream: ss, m: m})
 		}))
-	m.svc.RegisterOn(g)
-	served := make(chan error, 1)
-	t.Cleanup(func() { g.Stop(); <-served })
-	go func() { served <- g.Serve(lis) }()
 	return m
 }
 
@@ -127,8 +115,8 @@ func (m *countingManager) count(method string) (calls, streamed int) {
 // registered is a Session of node-a registered with m.
 func registered(t *testing.T, m *countingManager) *Session {
 	t.Helper()
-	s, err := New(Config{Managers: []string{m.addr},
-		TLS:    dispatchertest.Credentials(t, m.ca, "node-a", pki.RoleWorker).ClientConfig(),
+	s, err := New(Config{Managers: []string{m.Addr},
+		TLS:    dispatchertest.Credentials(t, m.CA, "node-a", pki.RoleWorker).ClientConfig(),
 		Status: func() legion.NodeStatus { return legion.NodeStatus{Hostname: "node-a"} },
 		Usage:  func() []legion.Usage { return []legion.Usage{{Namespace: "web", Task: "a-1", CPU: 100}} }})
 	if err != nil {
@@ -155,7 +143,7 @@ func beats(t *testing.T, s *Session, m *countingManager, n int) {
 		if err := s.heartbeat(testCtx(t)); err != nil {
 			t.Fatalf("beat %d: %v", i, err)
 		}
-		if at := m.svc.Heartbeats()["node-a"]; at.Before(before) {
+		if at := m.Service.Heartbeats()["node-a"]; at.Before(before) {
 			t.Fatalf("beat %d: the manager last heard node-a at %s, before the beat at %s", i, at, before)
 		}
 	}
@@ -171,7 +159,7 @@ func TestHeartbeatsShareOneStream(t *testing.T) {
 	if streams != 1 || streamed != 4 || calls != 0 {
 		t.Fatalf("4 beats came as %d streams with %d beats and %d calls, want 1 stream of 4 and no call", streams, streamed, calls)
 	}
-	if us := m.svc.Usage(); len(us) != 1 || us[0].Task != "a-1" || us[0].CPU != 100 {
+	if us := m.Service.Usage(); len(us) != 1 || us[0].Task != "a-1" || us[0].CPU != 100 {
 		t.Errorf("usage %+v, want the beats' a-1 at 100m", us)
 	}
 }
@@ -215,7 +203,7 @@ func TestHeartbeatsToAnOlderManagerGoAsCalls(t *testing.T) {
 		t.Fatalf("after the upgrade: %d calls, %d streams asked for, %d beats streamed; want %d calls, then the stream asked for again and kept for 2 beats",
 			calls, streams, streamed, n+askStreamAgain)
 	}
-	if _, older := s.noStream[m.addr]; older {
+	if _, older := s.noStream[m.Addr]; older {
 		t.Errorf("the upgraded manager still marked as older")
 	}
 }
