@@ -99,13 +99,12 @@ func (k *keyed[T]) remove(key string) bool {
 
 func (k *keyed[T]) len() int { return len(k.keys) }
 
-// fewChanges is how many keys a message may add or remove one at a time
-// (each moves the keys after it); more are merged in one pass.
-const fewChanges = 8
-
-// setAll puts items by key, keys in order.
+// setAll puts items by key, keys in order. One key goes in by itself;
+// more are merged in one pass: one at a time, each moved the items after
+// it again, and the list was mostly just handed over, so the first also
+// copied it whole.
 func (k *keyed[T]) setAll(keys []string, vals []T) {
-	if len(keys) <= fewChanges || len(k.keys) == 0 || k.keys[len(k.keys)-1] < keys[0] {
+	if len(keys) <= 1 || len(k.keys) == 0 || k.keys[len(k.keys)-1] < keys[0] {
 		for i, key := range keys {
 			k.set(key, vals[i])
 		}
@@ -159,9 +158,9 @@ func putAt[E any](held, news []E, pos []int, found []bool, n int, inPlace bool) 
 	return out
 }
 
-// removeAll removes keys.
+// removeAll removes keys, more than one in one pass (see setAll).
 func (k *keyed[T]) removeAll(keys []string) {
-	if len(keys) <= fewChanges {
+	if len(keys) <= 1 {
 		for _, key := range keys {
 			k.remove(key)
 		}
@@ -169,7 +168,7 @@ func (k *keyed[T]) removeAll(keys []string) {
 	}
 	var gone []int
 	lo := 0
-	for _, key := range slices.Sorted(slices.Values(keys)) {
+	for _, key := range inOrder(keys) {
 		i, ok := slices.BinarySearch(k.keys[lo:], key)
 		lo += i
 		if ok {
@@ -183,6 +182,15 @@ func (k *keyed[T]) removeAll(keys []string) {
 	k.keys = dropAt(k.keys, gone, true)
 	k.vals = dropAt(k.vals, gone, !k.shared)
 	k.shared = false
+}
+
+// inOrder is keys sorted: as they are when they are (managers send
+// removals in key order), else a sorted copy.
+func inOrder(keys []string) []string {
+	if slices.IsSorted(keys) {
+		return keys
+	}
+	return slices.Sorted(slices.Values(keys))
 }
 
 // dropAt is held without the items at the indexes gone (in order), in

@@ -141,7 +141,7 @@ func TestEndpointTasksFoldIntoServices(t *testing.T) {
 		api, idle, web)
 
 	// A rollout's message: many tasks of one service at once, put and
-	// then removed, more than fewChanges each (merged in one pass).
+	// then removed, more than one each (merged in one pass).
 	rollout := map[string][]byte{"shop\x00web\x00web-1": itemJSON(t, task("web-1", "10.200.8.1"))}
 	var gone []string
 	web.Tasks = []*endpoints.Task{task("web-1", "10.200.8.1")}

@@ -66,18 +66,33 @@ func (s *memberSet) set(key string, m *endpoints.Member) {
 // time, moving the chunk's members once per message instead of once per
 // member put.
 func (s *memberSet) setAll(keys []string, vals []*endpoints.Member) {
-	if len(keys) <= fewChanges || len(s.chunks) == 0 {
+	if len(keys) <= 1 || len(s.chunks) == 0 {
 		for i, k := range keys {
 			s.set(k, vals[i])
 		}
 		return
 	}
 	s.out = nil
-	// The runs of keys by the chunk they fall in, worked out before any
-	// chunk changes, then taken from the last: a chunk split does not move
-	// the ones before it.
-	type run struct{ ci, from, to int }
-	var runs []run
+	// From the last chunk: a chunk split does not move the ones before it.
+	for _, r := range slices.Backward(s.runs(keys)) {
+		c := s.chunks[r.ci]
+		before := c.len()
+		c.setAll(keys[r.from:r.to], vals[r.from:r.to])
+		s.n += c.len() - before
+		if c.len() > 2*endpoints.MemberChunk {
+			s.chunks = slices.Replace(s.chunks, r.ci, r.ci+1, split(c)...)
+		}
+	}
+}
+
+// chunkRun is a run of keys, keys[from:to], that falls in chunk ci.
+type chunkRun struct{ ci, from, to int }
+
+// runs splits keys, in order, into the runs that fall in each chunk, as
+// the chunks are before any of them changes; keys past the last chunk's
+// end fall in it.
+func (s *memberSet) runs(keys []string) []chunkRun {
+	var runs []chunkRun
 	for from := 0; from < len(keys); {
 		ci, to := s.chunk(keys[from]), len(keys)
 		if ci < len(s.chunks)-1 {
@@ -88,18 +103,10 @@ func (s *memberSet) setAll(keys []string, vals []*endpoints.Member) {
 				to++
 			}
 		}
-		runs = append(runs, run{ci, from, to})
+		runs = append(runs, chunkRun{ci, from, to})
 		from = to
 	}
-	for _, r := range slices.Backward(runs) {
-		c := s.chunks[r.ci]
-		before := c.len()
-		c.setAll(keys[r.from:r.to], vals[r.from:r.to])
-		s.n += c.len() - before
-		if c.len() > 2*endpoints.MemberChunk {
-			s.chunks = slices.Replace(s.chunks, r.ci, r.ci+1, split(c)...)
-		}
-	}
+	return runs
 }
 
 // split cuts a chunk grown past 2*endpoints.MemberChunk into chunks of
@@ -140,11 +147,39 @@ func (s *memberSet) remove(key string) {
 	}
 }
 
+// removeAll removes members by key, each chunk's in one pass
+// (keyed.removeAll): a rollout's message removes dozens of the members
+// kept while their tasks stopped, which fall in a few chunks, and one at
+// a time each moved its chunk's members again.
+func (s *memberSet) removeAll(keys []string) {
+	if len(keys) <= 1 || len(s.chunks) == 0 {
+		for _, k := range keys {
+			s.remove(k)
+		}
+		return
+	}
+	keys = inOrder(keys)
+	// From the last chunk: one emptied and dropped does not move the
+	// ones before it.
+	for _, r := range slices.Backward(s.runs(keys)) {
+		c := s.chunks[r.ci]
+		before := c.len()
+		c.removeAll(keys[r.from:r.to])
+		if c.len() == before {
+			continue
+		}
+		s.out = nil
+		s.n -= before - c.len()
+		if c.len() == 0 {
+			s.chunks = slices.Delete(s.chunks, r.ci, r.ci+1)
+		}
+	}
+}
+
 // apply takes the part's changes, decoding each member put: typed (in
 // the wire format) or JSON.
 func (s *memberSet) apply(it *legionpb.Items, typed bool) error {
-	_, removeAll := oneByOne(s.set, s.remove)
-	return applyItems(it, "policy member", memberDecoder(typed), func() { *s = memberSet{} }, s.setAll, removeAll)
+	return applyItems(it, "policy member", memberDecoder(typed), func() { *s = memberSet{} }, s.setAll, s.removeAll)
 }
 
 // memberDecoder decodes a member's value: typed (in the wire format) or

@@ -93,7 +93,8 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 			// Keys may be put and removed in one message (removed it is),
 			// and removed twice.
 			n, next := rng.IntN(60), key
-			if rng.IntN(10) == 0 {
+			gone := false // every key of the message removed
+			if r := rng.IntN(20); r < 2 {
 				// A rollout's message: hundreds of keys side by side, more
 				// than a chunk holds, into chunks held or past the last.
 				first := rng.IntN(space)
@@ -101,10 +102,12 @@ func TestMemberSetFollowsAModel(t *testing.T) {
 					first++
 					return itemKey("ns", fmt.Sprintf("t%05d", first))
 				}
+				// Or its end: the old keys removed, whole chunks of them.
+				gone = r == 1
 			}
 			for range n {
 				k := next()
-				if rng.IntN(3) > 0 {
+				if !gone && rng.IntN(3) > 0 {
 					m := member(k, i)
 					data, err := encode(m)
 					if err != nil {
