@@ -241,13 +241,9 @@ func (f *follower) handOver(ctx context.Context, out chan<- agent.Assignments) {
 func decode(set *legionpb.AssignmentSet) (agent.Assignments, error) {
 	as := agent.Assignments{Tasks: make([]*legion.Task, 0, len(set.GetTasks())), Values: map[string][]byte{}}
 	for i, raw := range set.GetTasks() {
-		o, err := legion.FromJSON(raw)
+		t, err := decodeTask(raw)
 		if err != nil {
 			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: task %d: %w", set.GetVersion(), i, err)
-		}
-		t, ok := o.(*legion.Task)
-		if !ok {
-			return agent.Assignments{}, fmt.Errorf("assignment set at version %d: entry %d: expected a Task, got a %s", set.GetVersion(), i, o.GetKind())
 		}
 		as.Tasks = append(as.Tasks, t)
 	}
