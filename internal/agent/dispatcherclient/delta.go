@@ -100,9 +100,9 @@ func (k *keyed[T]) remove(key string) bool {
 func (k *keyed[T]) len() int { return len(k.keys) }
 
 // setAll puts items by key, keys in order. One key goes in by itself;
-// more are merged in one pass: one at a time, each moved the items after
-// it again, and the list was mostly just handed over, so the first also
-// copied it whole.
+// more are merged in one pass. Put one at a time, each would move the
+// items after it, and the first would also copy the whole list when it
+// was just handed over, as it mostly was.
 func (k *keyed[T]) setAll(keys []string, vals []T) {
 	if len(keys) <= 1 || len(k.keys) == 0 || k.keys[len(k.keys)-1] < keys[0] {
 		for i, key := range keys {
