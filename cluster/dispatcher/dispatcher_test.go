@@ -23,6 +23,7 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/leakcheck"
 	legionpb "github.com/legionbsd/legion/internal/proto"
+	"github.com/legionbsd/legion/internal/testpoll"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -489,17 +490,16 @@ func TestHeartbeatStreamAnswersAndChecksEachBeat(t *testing.T) {
 	}
 	// The refusal comes once the manager's cache has taken the removal;
 	// until then beats go on, on the same stream.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testpoll.Until(t, "the removed node's refusal on its open stream", 5*time.Second, 10*time.Millisecond, func() bool {
 		_, err := beat(st, 400)
 		if _, removed := legionpb.NodeRemovedMessage(err); removed {
-			break
+			return true
 		}
-		if err != nil || time.Now().After(deadline) {
+		if err != nil {
 			t.Fatalf("a beat on the open stream after the node's removal: %v, want the removed node's refusal", err)
 		}
-		time.Sleep(10 * time.Millisecond) // polling for the cache to take the removal
-	}
+		return false
+	})
 }
 
 func TestConcurrentRegistrationsTakeDistinctSubnets(t *testing.T) {

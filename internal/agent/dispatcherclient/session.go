@@ -357,15 +357,11 @@ func (s *Session) Report(ctx context.Context, namespace, name, uid string, st le
 // then to the one a follower names, then to every other manager. It
 // returns the last failure when none took it.
 func (s *Session) write(ctx context.Context, what string, call func(context.Context, legionpb.DispatcherClient) error) error {
-	return s.writeWithin(ctx, what, s.cfg.CallTimeout, call)
+	return s.writeTo(ctx, what, s.cfg.CallTimeout, func(ctx context.Context, _ string, c legionpb.DispatcherClient) error { return call(ctx, c) })
 }
 
-// writeWithin is write with each manager given at most d to answer.
-func (s *Session) writeWithin(ctx context.Context, what string, d time.Duration, call func(context.Context, legionpb.DispatcherClient) error) error {
-	return s.writeTo(ctx, what, d, func(ctx context.Context, _ string, c legionpb.DispatcherClient) error { return call(ctx, c) })
-}
-
-// writeTo is writeWithin with the call told which manager it reaches.
+// writeTo is write with each manager given at most d to answer (at most
+// CallTimeout), and the call told which manager it reaches.
 func (s *Session) writeTo(ctx context.Context, what string, d time.Duration, call func(ctx context.Context, addr string, c legionpb.DispatcherClient) error) error {
 	if d <= 0 || d > s.cfg.CallTimeout {
 		d = s.cfg.CallTimeout
