@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/pem"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -167,17 +168,17 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 	set := &legionpb.AssignmentSet{Version: at, Term: c.term, Delta: !whole}
 	tp := c.byNode[ss.node]
 	tasksChanged := whole || tp != nil && tp.changed(ss.gen)
-	redoValues := ss.resumed || tasksChanged || c.valuesGen > ss.gen || c.nodesGen > ss.gen || c.routesP.changed(ss.gen)
-	redoVolumes := ss.resumed || tasksChanged || c.volumesGen > ss.gen
-	// The node's tasks, in no order: what is worked out from them (its
-	// values and volumes) is keyed. Every stream whose node's tasks
-	// changed does this at each publication, so nothing here is sorted.
-	var tasks []*legion.Task
+	// The node's values and volumes are worked out from what its tasks
+	// use (and the values, nodes, routes and volumes themselves), not
+	// from its tasks: a task that changed without using anything else
+	// changes neither.
+	usesChanged := whole || ss.resumed || tp != nil && tp.usesGen > ss.gen
+	redoValues := usesChanged || c.valuesGen > ss.gen || c.nodesGen > ss.gen || c.routesP.changed(ss.gen)
+	redoVolumes := usesChanged || c.volumesGen > ss.gen
+	// In no order: what is worked out from them is keyed.
+	var uses []taskUses
 	if (redoValues || redoVolumes) && tp != nil {
-		tasks = make([]*legion.Task, 0, len(tp.items))
-		for k := range tp.items {
-			tasks = append(tasks, c.tasks[k])
-		}
+		uses = slices.Collect(maps.Values(tp.uses))
 	}
 	var tlsRoutes []*legion.Route
 	serveHTTPS := false
@@ -226,11 +227,11 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 
 	values, volumes := ss.values, ss.volumes
 	if redoValues {
-		values = nodeValues(st, tasks, tlsRoutes, serveHTTPS)
+		values = nodeValues(st, uses, tlsRoutes, serveHTTPS)
 	}
 	if redoVolumes {
 		volumes = map[string][]byte{}
-		for _, v := range vols.forNode(ss.node, tasks) {
+		for _, v := range vols.forNode(ss.node, uses) {
 			data, err := legion.MarshalJSON(v)
 			if err != nil {
 				return nil, nil, status.Errorf(codes.Internal, "volume %s/%s: %v", v.Metadata.Namespace, v.Metadata.Name, err)
@@ -277,14 +278,18 @@ func withShared(set *legionpb.AssignmentSet, wire []byte) {
 // sharedOf is what withShared appended.
 func sharedOf(set *legionpb.AssignmentSet) []byte { return set.ProtoReflect().GetUnknown() }
 
-// nodeValues reads the Secrets and Configs the node's tasks use, and the
-// certificates of the routes it may serve.
-func nodeValues(st *store.Store, tasks []*legion.Task, tlsRoutes []*legion.Route, serveHTTPS bool) map[string][]byte {
+// nodeValues reads the Secrets and Configs the node's tasks use (uses),
+// and the certificates of the routes it may serve.
+func nodeValues(st *store.Store, uses []taskUses, tlsRoutes []*legion.Route, serveHTTPS bool) map[string][]byte {
 	values := map[string][]byte{}
-	for _, t := range tasks {
-		for _, ref := range ValueRefs(t) {
-			if data, ok := valueOf(st, ref.Kind, t.Metadata.Namespace, ref.Name); ok {
-				values[legion.Key(ref.Kind, t.Metadata.Namespace, ref.Name)] = data
+	for _, u := range uses {
+		for _, ref := range u.values {
+			key := legion.Key(ref.Kind, u.namespace, ref.Name)
+			if _, done := values[key]; done {
+				continue // another of the node's tasks uses it too
+			}
+			if data, ok := valueOf(st, ref.Kind, u.namespace, ref.Name); ok {
+				values[key] = data
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/legionbsd/legion/netbsd/addrplan"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
@@ -771,6 +773,53 @@ func TestAssignmentsCarryRoutesAndTheirCertificates(t *testing.T) {
 	if _, ok := decodeSet(t, recv(t, s)).Values["Secret/web/tls"]; ok {
 		t.Error("a node not labelled for ingress still gets the certificate once another node is")
 	}
+}
+
+// A delta stream's values and volumes follow what its node's tasks use,
+// worked out again when that changed, not whenever a task did: a value
+// two tasks use stays while one of them does; a task that turns to a
+// Config, mounts a Volume or moves to another node sends exactly that.
+func TestDeltaValuesAndVolumesFollowWhatTheTasksUse(t *testing.T) {
+	t.Parallel()
+	m := dispatchertest.Start(t)
+	put(t, m.Store, secret("web", "token", "s3cret"))
+	put(t, m.Store, config("web", "cfg", "k=v"))
+	putVolume(t, m.Store, zfsVolume("web", "data"))
+	put(t, m.Store, task("web", "a-1", "node-a", "", "", ""))
+	put(t, m.Store, task("web", "a-2", "node-a", "token", "", ""))
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	s, err := a.Assignments(ctxT(t), &legionpb.AssignmentsRequest{Deltas: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := decodeSet(t, recv(t, s)); !maps.Equal(first.Values, map[string]string{"Secret/web/token": "s3cret"}) {
+		t.Fatalf("first set's values: %v, want a-2's Secret alone", first.Values)
+	}
+	// change is what a message changed: task keys put and removed, value
+	// keys put and removed, volume keys put and removed.
+	type change struct{ Tasks, TasksGone, Values, ValuesGone, Volumes, VolumesGone []string }
+	step := func(what string, tk *legion.Task, want change) {
+		t.Helper()
+		put(t, m.Store, tk)
+		d := recv(t, s)
+		keys := func(it *legionpb.Items) []string { return slices.Sorted(maps.Keys(it.PutMap())) }
+		got := change{keys(d.GetTaskChanges()), d.GetTaskChanges().GetRemoved(), keys(d.GetValueChanges()), d.GetValueChanges().GetRemoved(),
+			keys(d.GetVolumeChanges()), d.GetVolumeChanges().GetRemoved()}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("%s: the message's changes (-want +got):\n%s", what, diff)
+		}
+	}
+	step("a-1 uses the Secret too", task("web", "a-1", "node-a", "token", "", ""), change{Tasks: []string{"web\x00a-1"}})
+	step("a-2 no longer uses it", task("web", "a-2", "node-a", "", "", ""), change{Tasks: []string{"web\x00a-2"}})
+	step("a-1 turns to the Config", task("web", "a-1", "node-a", "", "cfg", ""),
+		change{Tasks: []string{"web\x00a-1"}, Values: []string{"Config/web/cfg"}, ValuesGone: []string{"Secret/web/token"}})
+	mounts := task("web", "a-1", "node-a", "", "cfg", "")
+	mounts.Spec.Volumes = map[string]string{"files": "data"}
+	step("a-1 mounts the Volume", mounts, change{Tasks: []string{"web\x00a-1"}, Volumes: []string{"web\x00data"}})
+	moved := task("web", "a-1", "node-b", "", "cfg", "")
+	moved.Spec.Volumes = mounts.Spec.Volumes
+	step("a-1 moves to node-b", moved,
+		change{TasksGone: []string{"web\x00a-1"}, ValuesGone: []string{"Config/web/cfg"}, VolumesGone: []string{"web\x00data"}})
 }
 
 // A stream that asks for deltas gets a whole set first, then only what

@@ -137,6 +137,68 @@ func (p *part) all() map[string][]byte {
 	return maps.Clone(p.items)
 }
 
+// nodeTasks is a node's tasks as its streams are sent them, and what
+// those tasks use besides themselves, for the tasks that use anything.
+// A rollout changes every node's tasks at every publication and most
+// tasks use nothing: with the uses kept as tasks come and go, a stream
+// works its node's values and volumes out again (reading each value from
+// the store) only when what the node's tasks use changed, not whenever
+// one of its tasks did.
+type nodeTasks struct {
+	*part
+	uses    map[string]taskUses // by task key
+	usesGen uint64              // the generation of the last change to uses
+}
+
+// taskUses is the Secrets, Configs (ValueRefs) and Volumes a task uses,
+// all of its namespace.
+type taskUses struct {
+	namespace string
+	values    []ValueRef
+	volumes   []string // in order
+}
+
+func usesOf(t *legion.Task) taskUses {
+	u := taskUses{namespace: t.Metadata.Namespace, values: ValueRefs(t)}
+	if len(t.Spec.Volumes) > 0 {
+		u.volumes = slices.Sorted(maps.Values(t.Spec.Volumes))
+	}
+	return u
+}
+
+func (u taskUses) none() bool { return len(u.values) == 0 && len(u.volumes) == 0 }
+
+func (u taskUses) equal(v taskUses) bool {
+	return u.namespace == v.namespace && slices.Equal(u.values, v.values) && slices.Equal(u.volumes, v.volumes)
+}
+
+func newNodeTasks() *nodeTasks { return &nodeTasks{part: newPart(), uses: map[string]taskUses{}} }
+
+// put sets a task's item and what it uses.
+func (n *nodeTasks) put(gen uint64, key string, data []byte, u taskUses) {
+	n.part.put(gen, key, data)
+	old, had := n.uses[key]
+	switch {
+	case u.none():
+		if had {
+			delete(n.uses, key)
+			n.usesGen = gen
+		}
+	case !had || !old.equal(u):
+		n.uses[key] = u
+		n.usesGen = gen
+	}
+}
+
+// remove drops a task's item and what it used.
+func (n *nodeTasks) remove(gen uint64, key string) {
+	n.part.remove(gen, key)
+	if _, had := n.uses[key]; had {
+		delete(n.uses, key)
+		n.usesGen = gen
+	}
+}
+
 // list is the part's items as one JSON list in key order.
 func (p *part) list() []byte {
 	keys := slices.Sorted(maps.Keys(p.items))
@@ -186,7 +248,7 @@ type viewCache struct {
 	netpols   map[string]*legion.NetworkPolicy
 	volumes   map[string]*legion.Volume
 
-	byNode map[string]*part // each node's tasks, as JSON
+	byNode map[string]*nodeTasks // each node's tasks, as JSON, and what they use
 	// endpoints is each service with its ready tasks: whole sets, and the
 	// changes of streams that did not ask for endpoint tasks. epHeads and
 	// epTasks are the same apart, for those that did: each service
@@ -351,7 +413,7 @@ func (c *viewCache) load() (*store.Watcher, error) {
 // makeParts makes the cache's parts, empty, at its first reading: later
 // readings keep them, to send streams what changed.
 func (c *viewCache) makeParts() {
-	c.byNode = map[string]*part{}
+	c.byNode = map[string]*nodeTasks{}
 	c.endpoints, c.epVals, c.peers, c.routesP, c.members = newPart(), map[string]endpoints.Service{}, newPart(), newPart(), newPart()
 	c.epStale = map[string]bool{}
 	c.epHeads, c.epTasks, c.lone = newPart(), newPart(), newPart()
@@ -484,10 +546,10 @@ func (c *viewCache) take(ev store.Event) {
 			if err == nil {
 				p := c.byNode[x.Spec.Node]
 				if p == nil {
-					p = newPart()
+					p = newNodeTasks()
 					c.byNode[x.Spec.Node] = p
 				}
-				p.put(gen, key, data)
+				p.put(gen, key, data, usesOf(x))
 			}
 		}
 		if endpoints.Running(x) {

@@ -42,14 +42,14 @@ func volumeKey(namespace, name string) string { return namespace + "/" + name }
 // forNode lists the Volumes node's tasks mount and those it holds or that
 // move from or to it, in namespace and name order. A mounted Volume that
 // does not exist is left out: the agent fails the task that needs it.
-func (ix *volumeIndex) forNode(node string, tasks []*legion.Task) []*legion.Volume {
+func (ix *volumeIndex) forNode(node string, uses []taskUses) []*legion.Volume {
 	keys := map[string]bool{}
 	for _, k := range ix.byNode[node] {
 		keys[k] = true
 	}
-	for _, t := range tasks {
-		for _, name := range t.Spec.Volumes {
-			if k := volumeKey(t.Metadata.Namespace, name); ix.byKey[k] != nil {
+	for _, u := range uses {
+		for _, name := range u.volumes {
+			if k := volumeKey(u.namespace, name); ix.byKey[k] != nil {
 				keys[k] = true
 			}
 		}
