@@ -301,9 +301,13 @@ type viewCache struct {
 	sharedBuilt int
 
 	// What the events of the batch being taken touched: Services (their
-	// endpoints worked out again whole), and apart the tasks whose
-	// readiness feeds a service's endpoints, by service.
-	dirtyServices                       map[string]bool
+	// endpoints worked out again whole; dirtyHeads: only their header,
+	// for a Service whose object changed while its endpoints were held,
+	// since the object does not decide which tasks are its endpoints and
+	// the planner writes a Service's status as its rollout goes), and
+	// apart the tasks whose readiness feeds a service's endpoints, by
+	// service.
+	dirtyServices, dirtyHeads           map[string]bool
 	dirtyEpTasks                        map[string]map[string]bool
 	dirtyLone                           map[string]bool // member keys
 	dirtyPeers, dirtyRoutes, dirtyRules bool
@@ -428,6 +432,7 @@ func (c *viewCache) forget() {
 	c.services, c.nodes, c.routes = map[string]*legion.Service{}, map[string]*legion.Node{}, map[string]*legion.Route{}
 	c.nss, c.netpols, c.volumes = map[string]*legion.Namespace{}, map[string]*legion.NetworkPolicy{}, map[string]*legion.Volume{}
 	c.dirtyServices, c.dirtyEpTasks, c.dirtyLone = map[string]bool{}, map[string]map[string]bool{}, map[string]bool{}
+	c.dirtyHeads = map[string]bool{}
 	for k := range c.lone.items { // those of tasks gone since are looked at again
 		c.dirtyLone[k] = true
 	}
@@ -565,7 +570,11 @@ func (c *viewCache) take(ev store.Event) {
 		}
 	case *legion.Service:
 		setOrDelete(c.services, key, x, gone)
-		c.dirtyServices[key] = true
+		if _, held := c.epVals[key]; held && !gone {
+			c.dirtyHeads[key] = true
+		} else {
+			c.dirtyServices[key] = true
+		}
 	case *legion.Node:
 		// A node turning suspect takes its tasks out of the endpoints;
 		// heard from again, it puts them back.
@@ -664,6 +673,12 @@ func (c *viewCache) publish() {
 		}
 		delete(c.dirtyEpTasks, sk)
 	}
+	for sk := range c.dirtyHeads {
+		if !c.dirtyServices[sk] && c.publishHead(gen, sk) {
+			epChanged[sk] = true
+		}
+	}
+	clear(c.dirtyHeads)
 	for sk, keys := range c.dirtyEpTasks {
 		if c.publishEndpointTasks(gen, sk, keys) {
 			epChanged[sk] = true
@@ -792,6 +807,28 @@ func (c *viewCache) publishService(gen uint64, sk string) bool {
 		return true
 	}
 	return false
+}
+
+// publishHead works service sk's endpoints' header out again from its
+// object, keeping its tasks; it reports whether the header changed.
+func (c *viewCache) publishHead(gen uint64, sk string) bool {
+	e, had := c.epVals[sk]
+	svc := c.services[sk]
+	if !had || svc == nil {
+		return c.publishService(gen, sk)
+	}
+	head := endpoints.Head(svc)
+	hdata, err := json.Marshal(head)
+	if err != nil {
+		return false
+	}
+	head.Tasks = e.Tasks
+	c.epVals[sk] = head
+	if !c.epHeads.put(gen, sk, hdata) {
+		return false
+	}
+	c.epStale[sk] = true
+	return true
 }
 
 // inEndpoints reports whether task t is one of service sk's endpoints:
