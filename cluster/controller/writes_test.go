@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -414,4 +415,30 @@ func BenchmarkOriginals(b *testing.B) {
 			}
 		}
 	})
+}
+
+// compareKeys orders (namespace, name) pairs as their keys namespace/name
+// sort, which originalsOf's search of the snapshot's tasks relies on:
+// namespaces that begin others and names that sort around '/' included.
+func TestCompareKeysOrdersAsTheKeysSort(t *testing.T) {
+	t.Parallel()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rnd := rand.New(rand.NewPCG(seed, 21))
+	word := func(alphabet string) string {
+		b := make([]byte, rnd.IntN(4))
+		for i := range b {
+			b[i] = alphabet[rnd.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	const nsChars, nameChars = "a-z0", "a-z0./_"
+	for range 20000 {
+		ns1, ns2 := "a"+word(nsChars), "a"+word(nsChars)
+		n1, n2 := word(nameChars), word(nameChars)
+		want := strings.Compare(ns1+"/"+n1, ns2+"/"+n2)
+		if got := compareKeys(ns1, n1, ns2, n2); got != want {
+			t.Fatalf("compareKeys(%q, %q, %q, %q) = %d, want %d as %q against %q", ns1, n1, ns2, n2, got, want, ns1+"/"+n1, ns2+"/"+n2)
+		}
+	}
 }
