@@ -80,3 +80,75 @@ func BenchmarkPublishOneTaskChange(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkComposeAfterTaskChanges is what the streams of a rollout cost
+// the manager per publication: 256 nodes of 80 tasks each (200 services
+// of 100), one task changing its status on each of 32 nodes, then each
+// of those nodes' streams composing its delta, as agents ask for it.
+// With secrets=each, every task uses a Secret of its own, which the
+// stream sends its node.
+func BenchmarkComposeAfterTaskChanges(b *testing.B) {
+	for _, secrets := range []bool{false, true} {
+		b.Run(fmt.Sprintf("secrets=%v", map[bool]string{false: "none", true: "each"}[secrets]), func(b *testing.B) {
+			st := openStoreWithHistory(b, 0)
+			s := New(Fixed(st), Options{})
+			c := &viewCache{changed: make(chan struct{})}
+			c.makeParts()
+			c.forget()
+			now := time.Now()
+			const nodes, perNode, changed = 256, 80, 32
+			task := func(i int, state legion.TaskState) *legion.Task {
+				svc := fmt.Sprintf("web%d", i/100)
+				tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
+					Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("%s-%d-1", svc, i%100)}}}
+				tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: svc}
+				tk.Spec.Node, tk.Spec.DesiredState, tk.Spec.Slot = fmt.Sprintf("n%d", i%nodes), legion.TaskRunning, i%100
+				tk.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example/app:1"}}
+				if secrets {
+					tk.Spec.Pod.Containers[0].Env = []legion.EnvVar{{Name: "TOKEN", Secret: fmt.Sprintf("s-%d", i)}}
+				}
+				tk.Status = legion.TaskStatus{State: state, Ready: state == legion.TaskRunning, IP: fmt.Sprintf("10.%d.%d.%d", 200+i/62500, i/250%250, i%250+1), Started: &now}
+				return tk
+			}
+			for i := range nodes * perNode {
+				if secrets {
+					sec := &legion.Secret{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindSecret,
+						Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("s-%d", i)}}}
+					sec.Spec.Data = []byte("value")
+					if _, _, err := st.Put(b.Context(), sec, store.WriteOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				c.take(store.Event{Type: store.Added, Object: task(i, legion.TaskRunning)})
+			}
+			c.publish()
+			streams := make([]*streamState, changed)
+			for n := range streams {
+				streams[n] = &streamState{node: fmt.Sprintf("n%d", n), sharedWire: true, shape: shape{apart: true, typed: true, lone: true, kept: true}}
+				if _, _, err := s.compose(st, c, streams[n], true); err != nil {
+					b.Fatal(err)
+				}
+				streams[n].sent = true
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				state := legion.TaskRunning
+				if i%2 == 0 {
+					state = legion.TaskShutdown
+				}
+				for n := range changed {
+					c.take(store.Event{Type: store.Modified, Object: task(n, state)})
+				}
+				c.publish()
+				for _, ss := range streams {
+					set, _, err := s.compose(st, c, ss, false)
+					if err != nil || set == nil || set.GetTaskChanges() == nil {
+						b.Fatalf("compose: %v, %v", set, err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/changed, "ns/stream")
+		})
+	}
+}

@@ -95,7 +95,7 @@ func putSynced(t *testing.T, ctx context.Context, st *store.Store, c *viewCache,
 
 // openStoreWithHistory is openStore keeping history events for watches
 // (0: the store's default).
-func openStoreWithHistory(t *testing.T, history int) *store.Store {
+func openStoreWithHistory(t testing.TB, history int) *store.Store {
 	t.Helper()
 	return storetest.Solo(t, func(c *store.Config) { c.HistorySize = history })
 }
