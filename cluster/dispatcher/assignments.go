@@ -169,11 +169,11 @@ func (s *Service) compose(st *store.Store, c *viewCache, ss *streamState, whole 
 	tp := c.byNode[ss.node]
 	tasksChanged := whole || tp != nil && tp.changed(ss.gen)
 	// The node's values and volumes are worked out from what its tasks
-	// use (and the values, nodes, routes and volumes themselves), not
+	// use (and the values, nodes, Routes and Volumes themselves), not
 	// from its tasks: a task that changed without using anything else
-	// changes neither.
+	// changes neither, nor does a Route's backend.
 	usesChanged := whole || ss.resumed || tp != nil && tp.usesGen > ss.gen
-	redoValues := usesChanged || c.valuesGen > ss.gen || c.nodesGen > ss.gen || c.routesP.changed(ss.gen)
+	redoValues := usesChanged || c.valuesGen > ss.gen || c.nodesGen > ss.gen || c.routesGen > ss.gen
 	redoVolumes := usesChanged || c.volumesGen > ss.gen
 	// In no order: what is worked out from them is keyed.
 	var uses []taskUses

@@ -822,6 +822,54 @@ func TestDeltaValuesAndVolumesFollowWhatTheTasksUse(t *testing.T) {
 		change{TasksGone: []string{"web\x00a-1"}, ValuesGone: []string{"Config/web/cfg"}, VolumesGone: []string{"web\x00data"}})
 }
 
+// A delta stream's route certificates follow the Routes and the nodes,
+// not the routes' backends: a new backend sends no value; a Route that
+// turns to another certificate sends it and drops the old; another node
+// labelled for ingress takes them from this one.
+func TestDeltaRouteCertificatesFollowRoutesAndNodes(t *testing.T) {
+	t.Parallel()
+	m := dispatchertest.Start(t)
+	certPEM := "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n"
+	put(t, m.Store, secret("web", "tls", certPEM))
+	put(t, m.Store, secret("web", "tls2", certPEM))
+	route := func(cert string) legion.Object {
+		o, _ := legion.New(legion.KindRoute)
+		o.GetMetadata().Namespace, o.GetMetadata().Name = "web", "site"
+		o.(*legion.Route).Spec = legion.RouteSpec{Host: "site.example", Path: "/", Service: "front", TLS: &legion.RouteTLS{Secret: cert}}
+		return o
+	}
+	put(t, m.Store, route("tls"))
+	a := dial(t, m, "node-a", pki.RoleWorker)
+	s, err := a.Assignments(ctxT(t), &legionpb.AssignmentsRequest{Deltas: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := decodeSet(t, recv(t, s)); first.Values["Secret/web/tls"] != certPEM || len(first.Values) != 1 {
+		t.Fatalf("first set's values: %v, want the route's certificate alone", first.Values)
+	}
+	values := func(what string, want, gone []string) {
+		t.Helper()
+		d := recv(t, s)
+		got := [][]string{slices.Sorted(maps.Keys(d.GetValueChanges().PutMap())), d.GetValueChanges().GetRemoved()}
+		if diff := cmp.Diff([][]string{want, gone}, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("%s: values put and removed (-want +got):\n%s", what, diff)
+		}
+	}
+	// A ready task of the route's service: a new backend for the route.
+	backend := task("web", "front-1-1", "node-b", "", "", "")
+	backend.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: "front"}
+	backend.Status = legion.TaskStatus{State: legion.TaskRunning, Ready: true, IP: "10.200.0.7"}
+	put(t, m.Store, backend)
+	values("a new backend", nil, nil)
+	put(t, m.Store, route("tls2"))
+	values("the route turns to another certificate", []string{"Secret/web/tls2"}, []string{"Secret/web/tls"})
+	n, _ := legion.New(legion.KindNode)
+	n.GetMetadata().Name = "node-b"
+	n.GetMetadata().Labels = map[string]string{dispatcher.IngressLabel: "true"}
+	put(t, m.Store, n)
+	values("node-b is labelled for ingress", nil, []string{"Secret/web/tls2"})
+}
+
 // A stream that asks for deltas gets a whole set first, then only what
 // changed: nothing for another node's task, the changed value alone, the
 // removed task and its value by key; a new stream starts whole again.

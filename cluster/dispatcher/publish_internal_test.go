@@ -83,20 +83,32 @@ func BenchmarkPublishOneTaskChange(b *testing.B) {
 
 // BenchmarkComposeAfterTaskChanges is what the streams of a rollout cost
 // the manager per publication: 256 nodes of 80 tasks each (200 services
-// of 100), one task changing its status on each of 32 nodes, then each
-// of those nodes' streams composing its delta, as agents ask for it.
-// With secrets=each, every task uses a Secret of its own, which the
-// stream sends its node.
+// of 100), one task of each of 32 nodes turning ready or stopping, then
+// each of those nodes' streams composing its delta, as agents ask for
+// it. With secrets=each, every task uses a Secret of its own, which the
+// stream sends its node; with routes=tls, every service has a Route
+// with a certificate, whose backends follow the tasks.
 func BenchmarkComposeAfterTaskChanges(b *testing.B) {
-	for _, secrets := range []bool{false, true} {
-		b.Run(fmt.Sprintf("secrets=%v", map[bool]string{false: "none", true: "each"}[secrets]), func(b *testing.B) {
+	for _, bc := range []struct {
+		name            string
+		secrets, routes bool
+	}{{"secrets=none", false, false}, {"secrets=each", true, false}, {"routes=tls", false, true}} {
+		b.Run(bc.name, func(b *testing.B) {
 			st := openStoreWithHistory(b, 0)
 			s := New(Fixed(st), Options{})
 			c := &viewCache{changed: make(chan struct{})}
 			c.makeParts()
 			c.forget()
 			now := time.Now()
-			const nodes, perNode, changed = 256, 80, 32
+			const nodes, perNode, changed, services = 256, 80, 32, 200
+			putSecret := func(name, value string) {
+				sec := &legion.Secret{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindSecret,
+					Metadata: legion.Metadata{Namespace: "shop", Name: name}}}
+				sec.Spec.Data = []byte(value)
+				if _, _, err := st.Put(b.Context(), sec, store.WriteOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
 			task := func(i int, state legion.TaskState) *legion.Task {
 				svc := fmt.Sprintf("web%d", i/100)
 				tk := &legion.Task{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindTask,
@@ -104,20 +116,30 @@ func BenchmarkComposeAfterTaskChanges(b *testing.B) {
 				tk.Spec.Owner = legion.Owner{Kind: legion.KindService, Name: svc}
 				tk.Spec.Node, tk.Spec.DesiredState, tk.Spec.Slot = fmt.Sprintf("n%d", i%nodes), legion.TaskRunning, i%100
 				tk.Spec.Pod.Containers = []legion.Container{{Name: "app", Image: "example/app:1"}}
-				if secrets {
+				if bc.secrets {
 					tk.Spec.Pod.Containers[0].Env = []legion.EnvVar{{Name: "TOKEN", Secret: fmt.Sprintf("s-%d", i)}}
 				}
 				tk.Status = legion.TaskStatus{State: state, Ready: state == legion.TaskRunning, IP: fmt.Sprintf("10.%d.%d.%d", 200+i/62500, i/250%250, i%250+1), Started: &now}
 				return tk
 			}
+			if bc.routes {
+				cert := "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n"
+				for v := range services {
+					name := fmt.Sprintf("web%d", v)
+					putSecret("tls-"+name, cert)
+					svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
+						Metadata: legion.Metadata{Namespace: "shop", Name: name}}}
+					svc.Spec.Endpoint.Ports = []legion.ServicePort{{Name: "http", Protocol: legion.TCP, Port: 80, TargetPort: legion.PortRef{Number: 8080}}}
+					c.take(store.Event{Type: store.Added, Object: svc})
+					r := &legion.Route{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindRoute,
+						Metadata: legion.Metadata{Namespace: "shop", Name: name}}}
+					r.Spec = legion.RouteSpec{Host: name + ".example", Service: name, TLS: &legion.RouteTLS{Secret: "tls-" + name}}
+					c.take(store.Event{Type: store.Added, Object: r})
+				}
+			}
 			for i := range nodes * perNode {
-				if secrets {
-					sec := &legion.Secret{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindSecret,
-						Metadata: legion.Metadata{Namespace: "shop", Name: fmt.Sprintf("s-%d", i)}}}
-					sec.Spec.Data = []byte("value")
-					if _, _, err := st.Put(b.Context(), sec, store.WriteOptions{}); err != nil {
-						b.Fatal(err)
-					}
+				if bc.secrets {
+					putSecret(fmt.Sprintf("s-%d", i), "value")
 				}
 				c.take(store.Event{Type: store.Added, Object: task(i, legion.TaskRunning)})
 			}

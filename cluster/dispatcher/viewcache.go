@@ -283,11 +283,13 @@ type viewCache struct {
 	leftEps  map[string]leftEp
 	rules    []byte
 	rulesGen uint64
-	// Generations of the last change to Secrets and Configs, Nodes, and
-	// Volumes: what a node's values and volumes depend on beyond its
-	// tasks.
-	valuesGen, nodesGen, volumesGen uint64
-	vols                            *volumeIndex
+	// Generations of the last change to Secrets and Configs, Nodes,
+	// Volumes and Route objects: what a node's values and volumes depend
+	// on beyond its tasks. (A Route's backends follow its service's
+	// endpoints, at every publication of a rollout; its certificate, the
+	// value a node may be sent, only its object.)
+	valuesGen, nodesGen, volumesGen, routesGen uint64
+	vols                                       *volumeIndex
 
 	// shared holds, for the current generation, the changes of the parts
 	// every node follows since each generation a stream asked from: the
@@ -728,6 +730,9 @@ func (c *viewCache) publish() {
 	}
 	if c.dirtyValues {
 		c.valuesGen = gen
+	}
+	if c.dirtyRoutes {
+		c.routesGen = gen
 	}
 	if c.dirtyNodes {
 		c.nodesGen = gen
