@@ -192,8 +192,8 @@ func checkRequires(b *batchWriter, c *command) error {
 // start, each name once, spelled without escapes), so the first
 // metadata.uid is the one.
 func storedUID(raw []byte) (string, error) {
-	d := uidDecoders.Get().(*jsontext.Decoder)
-	defer uidDecoders.Put(d)
+	d := headDecoders.Get().(*jsontext.Decoder)
+	defer headDecoders.Put(d)
 	d.Reset(bytes.NewBuffer(raw)) // read in place, not copied
 	// enter reads the next token, which must open an object.
 	enter := func() error {
@@ -243,6 +243,7 @@ func storedUID(raw []byte) (string, error) {
 	return string(uid), err
 }
 
-// uidDecoders keeps storedUID's decoders: a replica applies on one
-// goroutine, so one is made, not one per write.
-var uidDecoders = sync.Pool{New: func() any { return new(jsontext.Decoder) }}
+// headDecoders keeps the decoders storedUID and withMetadata read the
+// head of an object's JSON with: a replica applies on one goroutine, so
+// one is made, not one per write.
+var headDecoders = sync.Pool{New: func() any { return new(jsontext.Decoder) }}

@@ -247,9 +247,10 @@ func BenchmarkDecodeCommand(b *testing.B) {
 }
 
 // BenchmarkApplyCommand is what each replica's state machine pays, on the
-// goroutine every write of the cluster waits for, to apply an agent's
-// report of a task's status and a controller's creation of a task that
-// requires its Service: the two writes a rollout makes most of.
+// goroutine every write of the cluster waits for, to apply the writes a
+// rollout makes most of: an agent's report of a task's status, a
+// controller's creation of a task that requires its Service, and its
+// update of a task it tells to stop.
 func BenchmarkApplyCommand(b *testing.B) {
 	svc := &legion.Service{Header: legion.Header{APIVersion: legion.APIVersion, Kind: legion.KindService,
 		Metadata: legion.Metadata{Namespace: "default", Name: "web", UID: "00000000-0000-4000-8000-000000000001", Version: 1}}}
@@ -277,6 +278,8 @@ func BenchmarkApplyCommand(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	stopping := legion.Clone(task).(*legion.Task)
+	stopping.Metadata.Version, stopping.Spec.DesiredState, stopping.Spec.StopReason = 1, legion.TaskShutdown, "replaced by an update"
 	for _, tc := range []struct {
 		name string
 		c    command
@@ -285,6 +288,9 @@ func BenchmarkApplyCommand(b *testing.B) {
 		{"create-requiring-owner", command{Op: opPut, Kind: legion.KindTask, Namespace: "default", Name: task.Metadata.Name,
 			MustNotExist: true, Object: stored(task),
 			Requires: []Requirement{{Kind: legion.KindService, Namespace: "default", Name: "web", UID: svc.Metadata.UID}}}},
+		{"update-stopping", command{Op: opPut, Kind: legion.KindTask, Namespace: "default", Name: task.Metadata.Name,
+			Version: 1, Object: stored(stopping),
+			Requires: []Requirement{{Kind: legion.KindService, Namespace: "default", Name: "web", UID: svc.Metadata.UID}}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -292,8 +298,10 @@ func BenchmarkApplyCommand(b *testing.B) {
 			// The task as stored before each write: there for the status,
 			// a deleted key (nil) for the creation.
 			var before []byte
-			if tc.c.Op == opStatus {
-				before = stored(task)
+			if tc.c.Op == opStatus || tc.c.Version != 0 {
+				was := legion.Clone(task).(*legion.Task)
+				was.Metadata.Version = 1
+				before = stored(was)
 			}
 			index := uint64(2)
 			for b.Loop() {
