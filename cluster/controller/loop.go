@@ -426,8 +426,9 @@ func keyOf(x legion.Object) objectKey {
 // by a binary search of the snapshot's tasks (in the store's order, as
 // the cache and a list give them), any other object by one look-up per
 // object of the kinds updated, in a map of the updates. A pass updates
-// up to a thousand tasks of tens of thousands, whose every metadata a
-// scan read at each pass; the other kinds are a few hundred objects.
+// up to a thousand of tens of thousands of tasks, so a scan of them all
+// at each pass cost more than the searches; the other kinds hold a few
+// hundred objects.
 func originalsOf(st *scheduler.State, updates []legion.Object) map[objectKey]legion.Object {
 	want := make(map[objectKey]legion.Object, len(updates))
 	kinds := map[legion.Kind]bool{}
