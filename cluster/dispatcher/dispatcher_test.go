@@ -732,6 +732,10 @@ func TestAssignmentsCarryThePolicyState(t *testing.T) {
 	}
 }
 
+// certPEM is a Secret's value that looks like a certificate and its key,
+// as a Route's certificate must.
+const certPEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n"
+
 // Every set carries the routes; a route's TLS Secret reaches the nodes
 // only when it holds a certificate and a key, and once a node is
 // labelled legion.ingress=true only labelled nodes get it.
@@ -740,7 +744,6 @@ func TestAssignmentsCarryRoutesAndTheirCertificates(t *testing.T) {
 	m := dispatchertest.Start(t)
 	a := dial(t, m, "node-a", pki.RoleWorker)
 	register(t, a, legion.NodeStatus{Hostname: "node-a"})
-	certPEM := "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n"
 	put(t, m.Store, secret("web", "tls", certPEM))
 	put(t, m.Store, secret("web", "db-password", "hunter2"))
 	for _, r := range []struct{ name, secret string }{{"site", "tls"}, {"sneaky", "db-password"}} {
@@ -829,7 +832,6 @@ func TestDeltaValuesAndVolumesFollowWhatTheTasksUse(t *testing.T) {
 func TestDeltaRouteCertificatesFollowRoutesAndNodes(t *testing.T) {
 	t.Parallel()
 	m := dispatchertest.Start(t)
-	certPEM := "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n-----BEGIN EC PRIVATE KEY-----\nMHcC\n-----END EC PRIVATE KEY-----\n"
 	put(t, m.Store, secret("web", "tls", certPEM))
 	put(t, m.Store, secret("web", "tls2", certPEM))
 	route := func(cert string) legion.Object {
