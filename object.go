@@ -203,6 +203,24 @@ func FromJSON(data []byte) (Object, error) {
 	return o, nil
 }
 
+// FromJSONAs decodes an object expected to be of kind in one pass over
+// its JSON (FromJSON reads it twice, the first time for its kind): what
+// the state machine and the agents decode for every write and every
+// assignment. An object of another kind is decoded as FromJSON does.
+func FromJSONAs(kind Kind, data []byte) (Object, error) {
+	o, err := New(kind)
+	if err != nil {
+		return FromJSON(data)
+	}
+	if err := jsonfast.Unmarshal(data, o); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", kind, err)
+	}
+	if o.GetKind() != kind {
+		return FromJSON(data) // not the kind expected: as it is
+	}
+	return o, nil
+}
+
 // Assemble builds an object from its parts as the wire carries them: the
 // envelope's fields, and spec and status as JSON (either may be empty).
 func Assemble(kind Kind, meta Metadata, spec, status []byte) (Object, error) {

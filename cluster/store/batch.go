@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -195,41 +196,16 @@ func storedUID(raw []byte) (string, error) {
 	d := headDecoders.Get().(*jsontext.Decoder)
 	defer headDecoders.Put(d)
 	d.Reset(bytes.NewBuffer(raw)) // read in place, not copied
-	// enter reads the next token, which must open an object.
-	enter := func() error {
-		tok, err := d.ReadToken()
-		if err == nil && tok.Kind() != '{' {
-			err = fmt.Errorf("stored object: %v where an object begins", tok)
-		}
-		return err
-	}
-	// find reads the current object up to name's value, reporting
-	// whether it is there.
-	find := func(quoted string) (bool, error) {
-		for d.PeekKind() == '"' {
-			name, err := d.ReadValue()
-			if err != nil {
-				return false, err
-			}
-			if string(name) == quoted {
-				return true, nil
-			}
-			if err := d.SkipValue(); err != nil {
-				return false, err
-			}
-		}
-		return false, nil
-	}
-	if err := enter(); err != nil {
+	if err := enterObject(d); err != nil {
 		return "", err
 	}
-	if ok, err := find(`"metadata"`); !ok || err != nil {
+	if ok, err := findMember(d, `"metadata"`, math.MaxInt); !ok || err != nil {
 		return "", err
 	}
-	if err := enter(); err != nil {
+	if err := enterObject(d); err != nil {
 		return "", err
 	}
-	if ok, err := find(`"uid"`); !ok || err != nil {
+	if ok, err := findMember(d, `"uid"`, math.MaxInt); !ok || err != nil {
 		return "", err
 	}
 	v, err := d.ReadValue()
@@ -241,6 +217,34 @@ func storedUID(raw []byte) (string, error) {
 	}
 	uid, err := jsontext.AppendUnquote(nil, v)
 	return string(uid), err
+}
+
+// enterObject reads d's next token, which must open an object.
+func enterObject(d *jsontext.Decoder) error {
+	tok, err := d.ReadToken()
+	if err == nil && tok.Kind() != '{' {
+		err = fmt.Errorf("stored object: %v where an object begins", tok)
+	}
+	return err
+}
+
+// findMember reads d's current object up to the value of the member
+// named quoted (its name as JSON spells it), looking at its first most
+// members, and reports whether it is there.
+func findMember(d *jsontext.Decoder, quoted string, most int) (bool, error) {
+	for i := 0; i < most && d.PeekKind() == '"'; i++ {
+		name, err := d.ReadValue()
+		if err != nil {
+			return false, err
+		}
+		if string(name) == quoted {
+			return true, nil
+		}
+		if err := d.SkipValue(); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // headDecoders keeps the decoders storedUID and withMetadata read the

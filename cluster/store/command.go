@@ -197,7 +197,7 @@ func (r *result) object() (legion.Object, error) {
 	if r.obj != nil || r.data == nil {
 		return r.obj, nil
 	}
-	return decodeObject(r.kind, r.data)
+	return legion.FromJSONAs(r.kind, r.data)
 }
 
 // EventType says what happened to an object.

@@ -115,7 +115,7 @@ func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 	var cur legion.Object
 	prevRaw := b.get(key)
 	if prevRaw != nil {
-		o, err := decodeObject(c.Kind, prevRaw)
+		o, err := legion.FromJSONAs(c.Kind, prevRaw)
 		if err != nil {
 			return &result{err: fmt.Errorf("%s: decoding stored object: %w", key, err)}, nil
 		}
@@ -157,7 +157,7 @@ func applyCommand(b *batchWriter, c *command, index uint64) (*result, *Event) {
 		}
 		obj = cur
 	case opPut:
-		in, err := decodeObject(c.Kind, c.Object)
+		in, err := legion.FromJSONAs(c.Kind, c.Object)
 		if err != nil {
 			return &result{err: err}, nil
 		}
@@ -224,33 +224,22 @@ func withMetadata(data []byte, m *legion.Metadata) []byte {
 	d := headDecoders.Get().(*jsontext.Decoder)
 	defer headDecoders.Put(d)
 	d.Reset(bytes.NewBuffer(data)) // read in place, not copied
-	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+	if enterObject(d) != nil {
 		return nil
 	}
 	// MarshalJSON writes the header's members first: apiVersion, kind,
 	// metadata.
-	for range 3 {
-		if d.PeekKind() != '"' {
-			return nil
-		}
-		name, err := d.ReadValue()
-		if err != nil {
-			return nil
-		}
-		v, err := d.ReadValue()
-		if err != nil {
-			return nil
-		}
-		if string(name) != `"metadata"` {
-			continue
-		}
-		end := int(d.InputOffset())
-		start := end - len(v)
-		out := make([]byte, 0, len(data)-len(v)+len(meta))
-		out = append(append(append(out, data[:start]...), meta...), data[end:]...)
-		return out
+	if ok, err := findMember(d, `"metadata"`, 3); !ok || err != nil {
+		return nil
 	}
-	return nil
+	v, err := d.ReadValue()
+	if err != nil {
+		return nil
+	}
+	end := int(d.InputOffset())
+	start := end - len(v)
+	out := make([]byte, 0, len(data)-len(v)+len(meta))
+	return append(append(append(out, data[:start]...), meta...), data[end:]...)
 }
 
 // decodeStatus decodes only the status of an object's JSON into dst (the
@@ -267,22 +256,6 @@ func decodeStatus(data []byte, dst any) error {
 		return err
 	}
 	return replacePart(dst, part.Status)
-}
-
-// decodeObject decodes an object of a known kind in one pass over its
-// JSON (legion.FromJSON reads it twice, the first time for the kind).
-func decodeObject(kind legion.Kind, data []byte) (legion.Object, error) {
-	o, err := legion.New(kind)
-	if err != nil {
-		return legion.FromJSON(data)
-	}
-	if err := jsonfast.Unmarshal(data, o); err != nil {
-		return nil, fmt.Errorf("decoding %s: %w", kind, err)
-	}
-	if o.GetKind() != kind {
-		return legion.FromJSON(data) // not what the key says: as it is
-	}
-	return o, nil
 }
 
 func displayKey(c *command) string { return displayName(c.Namespace, c.Name) }

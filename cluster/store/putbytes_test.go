@@ -43,7 +43,7 @@ func TestPutStoresTheObjectItDecoded(t *testing.T) {
 			if err != nil {
 				continue // not encodable: no put is made of it
 			}
-			in, err := decodeObject(kind, data)
+			in, err := legion.FromJSONAs(kind, data)
 			if err != nil || in.GetKind() != kind {
 				continue
 			}
@@ -55,7 +55,7 @@ func TestPutStoresTheObjectItDecoded(t *testing.T) {
 			m := in.GetMetadata()
 			m.Name, m.Namespace, m.Version, m.UID, m.Generation = "n-"+randomString(rnd), randomString(rnd), rnd.Uint64(), uidFromIndex(rnd.Uint64N(1<<40)), rnd.Uint64()
 			got := withMetadata(data, m)
-			back, err := decodeObject(kind, got)
+			back, err := legion.FromJSONAs(kind, got)
 			if err != nil || !reflect.DeepEqual(back, in) {
 				t.Fatalf("%s: what withMetadata made decodes to another object (%v):\n%s\nthe object:\n%#v", kind, err, got, in)
 			}

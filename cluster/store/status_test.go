@@ -126,7 +126,7 @@ func TestStatusCommandsCarryTheStatusAlone(t *testing.T) {
 	if bytes.Contains(c.Object, []byte(`"spec"`)) || bytes.Contains(c.Object, []byte("example.org/web")) || len(c.Object) >= len(whole) {
 		t.Errorf("status command object carries more than the status (%d bytes, the whole task %d): %s", len(c.Object), len(whole), c.Object)
 	}
-	read, err := decodeObject(legion.KindTask, c.Object) // as replicas before this read it
+	read, err := legion.FromJSONAs(legion.KindTask, c.Object) // as replicas before this read it
 	if err != nil {
 		t.Fatalf("a replica from before cannot read the status command: %v", err)
 	}

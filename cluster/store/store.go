@@ -721,7 +721,7 @@ func (s *Store) wait(ctx context.Context, f raft.Future, what string, mayApply b
 func (s *Store) Get(kind legion.Kind, namespace, name string) (legion.Object, uint64, error) {
 	var obj legion.Object
 	at, err := s.readObject(kind, namespace, name, func(raw []byte) (err error) {
-		obj, err = decodeObject(kind, raw)
+		obj, err = legion.FromJSONAs(kind, raw)
 		return err
 	})
 	return obj, at, err
@@ -788,7 +788,7 @@ func (s *Store) List(kind legion.Kind, namespace string, keep func(legion.Object
 	err := s.fsm.read(func(r *reader) error {
 		at = r.v.applied
 		return r.scan(p, func(k, v []byte) error {
-			o, err := decodeObject(kind, v)
+			o, err := legion.FromJSONAs(kind, v)
 			if err != nil {
 				return fmt.Errorf("%s: %w", k, err)
 			}

@@ -783,16 +783,10 @@ func (s *state) assignments() agent.Assignments {
 	return as
 }
 
-// decodeTask decodes a task in one pass over its JSON: every node takes
-// each change of each of its tasks, and legion.FromJSON reads an object
-// twice, the first time for its kind. What is not a Task goes the long
-// way, for its error.
+// decodeTask decodes a task in one pass over its JSON (every node takes
+// each change of each of its tasks).
 func decodeTask(raw []byte) (*legion.Task, error) {
-	var task legion.Task
-	if err := jsonfast.Unmarshal(raw, &task); err == nil && task.GetKind() == legion.KindTask {
-		return &task, nil
-	}
-	o, err := legion.FromJSON(raw)
+	o, err := legion.FromJSONAs(legion.KindTask, raw)
 	if err != nil {
 		return nil, err
 	}
