@@ -195,7 +195,7 @@ func checkRequires(b *batchWriter, c *command) error {
 func storedUID(raw []byte) (string, error) {
 	d := headDecoders.Get().(*jsontext.Decoder)
 	defer headDecoders.Put(d)
-	d.Reset(bytes.NewBuffer(raw)) // read in place, not copied
+	d.Reset(bytes.NewBuffer(raw), headOptions) // read in place, not copied
 	if err := enterObject(d); err != nil {
 		return "", err
 	}
@@ -251,3 +251,9 @@ func findMember(d *jsontext.Decoder, quoted string, most int) (bool, error) {
 // head of an object's JSON with: a replica applies on one goroutine, so
 // one is made, not one per write.
 var headDecoders = sync.Pool{New: func() any { return new(jsontext.Decoder) }}
+
+// headOptions are how they read. What they read, encoding/json wrote, so
+// checking each object's member names for duplicates finds none; it cost
+// a put's withMetadata 2.7 µs against 1.7 µs without (BenchmarkApplyCommand
+// create-requiring-owner, CPU profile).
+var headOptions = jsontext.AllowDuplicateNames(true)

@@ -223,7 +223,7 @@ func withMetadata(data []byte, m *legion.Metadata) []byte {
 	}
 	d := headDecoders.Get().(*jsontext.Decoder)
 	defer headDecoders.Put(d)
-	d.Reset(bytes.NewBuffer(data)) // read in place, not copied
+	d.Reset(bytes.NewBuffer(data), headOptions) // read in place, not copied
 	if enterObject(d) != nil {
 		return nil
 	}
