@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/hashicorp/raft"
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/jsonfast"
@@ -221,9 +220,8 @@ func withMetadata(data []byte, m *legion.Metadata) []byte {
 	if err != nil {
 		return nil
 	}
-	d := headDecoders.Get().(*jsontext.Decoder)
+	d := headDecoder(data)
 	defer headDecoders.Put(d)
-	d.Reset(bytes.NewBuffer(data), headOptions) // read in place, not copied
 	if enterObject(d) != nil {
 		return nil
 	}
