@@ -79,6 +79,48 @@ func TestPassesPlanFromTheWatchNotFromLists(t *testing.T) {
 	}
 }
 
+// A loop given a Cache that holds the store already (a manager keeps
+// one whether it leads or not) plans at once, from the cache, without
+// reading the tasks again and without waiting for a change: the new
+// leader of a failover starts where the old one stopped.
+func TestLoopPlansAtOnceFromACacheKeptBeforeTheTerm(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	addNode(t, s, "n1")
+	putWeb(t, s, 3, "nginx")
+	cs := &countingStore{Store: s}
+	cache := NewCache(cs)
+	runUntilEnd(t, cache.Run)
+	poll(t, "the cache's first read", func() bool { return cache.current() != nil })
+	if got := cs.taskLists.Load(); got != 1 {
+		t.Fatalf("the cache listed the tasks %d times: want once", got)
+	}
+
+	// Nothing is written from here on, and the timer is an hour away:
+	// only a pass made at once places the tasks.
+	var passes atomic.Int64
+	l := &Loop{Store: cs, Cache: cache, Interval: time.Hour, LeaderSince: time.Now().Add(-time.Hour),
+		Signals: &signals{beats: map[string]time.Time{"n1": time.Now()}},
+		Passed:  func(PassResult) { passes.Add(1) }}
+	runLoop(t, l)
+	poll(t, "a first pass", func() bool { return passes.Load() > 0 })
+	poll(t, "every task placed", func() bool {
+		placed := 0
+		for _, task := range tasks(t, s) {
+			if task.Spec.Node == "n1" {
+				placed++
+			}
+		}
+		return placed == 3
+	})
+	if got := cs.taskLists.Load(); got != 1 {
+		t.Fatalf("tasks listed %d times: the loop read the store instead of the cache it was given", got)
+	}
+	if got := l.cached.Load(); got < passes.Load() {
+		t.Fatalf("%d of %d passes planned from the cache", got, passes.Load())
+	}
+}
+
 // After tasks are made, changed, deleted and made again, in namespaces
 // whose names sort apart from their keys ("a" and "a-b"), a pass's tasks
 // from the cache are the store's list: the same tasks at the same
@@ -169,27 +211,20 @@ func TestCacheTasksAreTheStoresList(t *testing.T) {
 func TestOnlyPlannerKindsWakeTheLoop(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	l := &Loop{Store: s}
-	ctx, cancel := context.WithCancel(context.Background())
-	changed := make(chan struct{}, 1)
-	done := make(chan error, 1)
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("follow: %v", err)
-		}
-	})
-	go func() { done <- l.follow(ctx, changed) }()
+	cache := NewCache(s)
+	changed := cache.changed()
+	runUntilEnd(t, cache.Run)
 	wake := func(what string) {
 		t.Helper()
 		select {
 		case <-changed:
+			changed = cache.changed()
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: the loop was not woken", what)
 		}
 	}
 	wake("the first read")
-	c := l.currentCache()
+	c := cache.current()
 	c.mu.Lock()
 	before := c.at
 	c.mu.Unlock()

@@ -9,5 +9,7 @@
 //
 // The loop holds no state of its own beyond what the dispatcher tells it
 // (heartbeats, usage): a new leader starts it and carries on from the
-// store. The image resolver keeps only its failed owners' retry times.
+// store, as a Cache that every manager keeps from the store's events
+// holds it, so the first pass of a term reads nothing. The image
+// resolver keeps only its failed owners' retry times.
 package controller

@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,10 +53,13 @@ type Loop struct {
 	// Passed, when set, is told the outcome of every pass (for tests and
 	// metrics).
 	Passed func(PassResult)
+	// Cache, when set, is a Cache of Store that the caller runs, kept
+	// from before the term began; nil: Run keeps one of its own for the
+	// term, which reads the store first.
+	Cache *Cache
 
-	cacheMu sync.Mutex
-	cache   *objectCache // while Run follows the store
-	cached  atomic.Int64 // snapshots taken from the cache, for tests
+	cache  *Cache       // Cache, or the term's own while Run runs
+	cached atomic.Int64 // snapshots taken from the cache, for tests
 }
 
 // PassResult is what one pass did.
@@ -74,29 +76,60 @@ type PassResult struct {
 // store ends it early.
 func (l *Loop) Run(ctx context.Context) error {
 	l.defaults()
-	changed := make(chan struct{}, 1)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	watchDone := make(chan error, 1)
-	go func() { watchDone <- l.follow(watchCtx, changed) }()
-	followed := false // the follower's result was taken
-	defer func() {
-		stopWatch()
-		if !followed {
-			<-watchDone
-		}
-	}()
+	// A cache of the term's own, unless the caller keeps one: its watch
+	// ends with the term, and its error ends the loop.
+	var followed chan error
+	l.cache = l.Cache
+	if l.cache == nil {
+		l.cache = NewCache(l.Store)
+		followed = make(chan error, 1)
+		watchCtx, stopWatch := context.WithCancel(ctx)
+		go func() { followed <- l.cache.Run(watchCtx) }()
+		defer func() {
+			stopWatch()
+			if followed != nil {
+				<-followed
+			}
+		}()
+	}
 
-	// The first pass comes when follow has read the store (it signals
-	// changed), so it plans from the cache too.
+	// The first pass comes at once when the cache holds the store already
+	// (kept from before the term), otherwise once it has read the store,
+	// so it plans from the cache too.
+	due := l.cache.current() != nil
 	timer := time.NewTimer(l.Interval)
 	defer timer.Stop()
 	for {
+		// Taken before the pass: a change made during it wakes the next.
+		changed := l.cache.changed()
+		if due {
+			res, err := l.Pass(ctx)
+			if errors.Is(err, store.ErrClosed) {
+				return err
+			}
+			if err != nil {
+				l.Logger.Warn("planning pass failed", "err", err)
+			}
+			wait := l.Interval
+			if !res.NextWake.IsZero() {
+				if d := res.NextWake.Sub(l.Now()); d < wait {
+					wait = max(d, time.Millisecond)
+				}
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(wait)
+		}
+		due = true
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-watchDone:
-			followed = true
+		case err := <-followed: // nil (never ready) with the caller's cache
+			followed = nil
 			if err == nil || ctx.Err() != nil {
 				return nil // cancelled: both cases were ready
 			}
@@ -107,26 +140,6 @@ func (l *Loop) Run(ctx context.Context) error {
 		case <-changed:
 		case <-timer.C:
 		}
-		res, err := l.Pass(ctx)
-		if errors.Is(err, store.ErrClosed) {
-			return err
-		}
-		if err != nil {
-			l.Logger.Warn("planning pass failed", "err", err)
-		}
-		wait := l.Interval
-		if !res.NextWake.IsZero() {
-			if d := res.NextWake.Sub(l.Now()); d < wait {
-				wait = max(d, time.Millisecond)
-			}
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(wait)
 	}
 }
 
@@ -145,64 +158,13 @@ func (l *Loop) defaults() {
 	}
 }
 
-// follow keeps the loop's object cache from the store's events and
-// signals changed after every event that changes what a pass plans from,
-// coalescing bursts; it reads everything again when the watch falls
-// behind.
-func (l *Loop) follow(ctx context.Context, changed chan<- struct{}) error {
-	defer l.setCache(nil)
-	for {
-		c, w, err := loadCache(l.Store)
-		if err != nil {
-			if errors.Is(err, store.ErrCompacted) {
-				continue
-			}
-			return err
-		}
-		l.setCache(c)
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-		for {
-			var ev store.Event
-			if ev, err = w.Next(ctx); err != nil {
-				break
-			}
-			if !c.take(ev) {
-				continue
-			}
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		}
-		l.setCache(nil)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, store.ErrCompacted), errors.Is(err, store.ErrReset):
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-			continue
-		default:
-			return err
-		}
+// objects is the cache a pass plans from, nil while none holds the
+// store (not read yet, or Run not running).
+func (l *Loop) objects() *objectCache {
+	if l.cache == nil {
+		return nil
 	}
-}
-
-func (l *Loop) setCache(c *objectCache) {
-	l.cacheMu.Lock()
-	l.cache = c
-	l.cacheMu.Unlock()
-}
-
-func (l *Loop) currentCache() *objectCache {
-	l.cacheMu.Lock()
-	defer l.cacheMu.Unlock()
-	return l.cache
+	return l.cache.current()
 }
 
 // Snapshot is the planner's input: from the loop's cache while Run
@@ -214,7 +176,7 @@ func (l *Loop) Snapshot(now time.Time) (scheduler.State, error) {
 		st.Heartbeats = l.Signals.Heartbeats()
 		st.Usage = l.Signals.Usage()
 	}
-	if c := l.currentCache(); c != nil {
+	if c := l.objects(); c != nil {
 		if c.fill(l.Store, &st) {
 			l.cached.Add(1)
 			return st, l.countObjects(&st)

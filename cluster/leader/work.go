@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -36,6 +37,10 @@ type Options struct {
 	// Period is how often leadership is checked (CheckPeriod when zero).
 	Period time.Duration
 	Logger *slog.Logger
+
+	// cache is the planner's objects, kept by Run whether this manager
+	// leads or not; nil: each term's controller loop reads the store.
+	cache *controller.Cache
 }
 
 func (o *Options) defaults() {
@@ -58,7 +63,7 @@ func Tasks(st *store.Store, o Options) []Task {
 	log := o.Logger
 	tasks := []Task{
 		{Name: "controller", Run: func(ctx context.Context) error {
-			return (&controller.Loop{Store: st, Signals: o.Signals, Logger: log, LeaderSince: Since(ctx)}).Run(ctx)
+			return (&controller.Loop{Store: st, Signals: o.Signals, Logger: log, LeaderSince: Since(ctx), Cache: o.cache}).Run(ctx)
 		}},
 		{Name: "VIP allocator", Run: func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) }},
 		{Name: "image resolver", Run: (&controller.ImageResolver{Store: st, Resolve: Resolve(o.Registry),
@@ -90,5 +95,26 @@ func Run(ctx context.Context, src Source, o Options) {
 		}
 		st = src.Store()
 	}
+	// The planner's objects are kept from the store's events on every
+	// manager, so a new leader plans at once (controller.Cache).
+	o.cache = controller.NewCache(st)
+	cached := make(chan struct{})
+	go func() {
+		defer close(cached)
+		for {
+			err := o.cache.Run(ctx)
+			if ctx.Err() != nil || errors.Is(err, store.ErrClosed) {
+				return
+			}
+			// Meanwhile the controller loop reads the store at each pass.
+			o.Logger.Warn("the planner's cache stopped following the store; reading it again", "err", err, "in", o.Period)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(o.Period):
+			}
+		}
+	}()
+	defer func() { <-cached }()
 	RunWhileLeader(ctx, st, o.Period, o.Logger, Tasks(st, o)...)
 }
