@@ -3,8 +3,9 @@
 // the pinning of image tags to digests with their signature checks, and
 // the moving of Volumes' data between nodes (through the sessions service
 // it is given, as a VolumeMover).
-// Run starts that work on whichever manager leads and stops it when the
-// leadership moves, whether or not the manager runs an agent: nothing here
+// Run starts that work on whichever manager leads, as its store reports
+// the election, and stops it when the leadership moves, whether or not
+// the manager runs an agent: nothing here
 // needs a node's runtime, image store or network. Tags are resolved by
 // asking the registry directly.
 //

@@ -10,6 +10,11 @@ import (
 // Leadership tells whether this manager leads.
 type Leadership interface{ IsLeader() bool }
 
+// leaderChanges is a Leadership that says when to look again
+// (*store.Store is one): the tasks start as the manager is elected, not
+// up to a period later.
+type leaderChanges interface{ LeaderChanged() <-chan struct{} }
+
 // Task is work only the leader does; it runs until its context ends.
 type Task struct {
 	Name string
@@ -18,8 +23,9 @@ type Task struct {
 
 // RunWhileLeader runs the tasks for as long as this manager leads: it
 // starts them when it becomes leader and stops them (waiting for them to
-// return) as soon as it sees the leadership gone, checking every period.
-// It returns when ctx ends.
+// return) as soon as it sees the leadership gone, checking every period
+// and, when l says when its leader changes, at each change. It returns
+// when ctx ends.
 func RunWhileLeader(ctx context.Context, l Leadership, period time.Duration, log *slog.Logger, tasks ...Task) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -36,7 +42,12 @@ func RunWhileLeader(ctx context.Context, l Leadership, period time.Duration, log
 	defer stop()
 	tick := time.NewTicker(period)
 	defer tick.Stop()
+	notify, _ := l.(leaderChanges)
 	for {
+		var changed <-chan struct{} // nil: the period alone
+		if notify != nil {
+			changed = notify.LeaderChanged() // before the look: no change is missed
+		}
 		leading := l.IsLeader()
 		switch {
 		case leading && cancel == nil:
@@ -60,6 +71,7 @@ func RunWhileLeader(ctx context.Context, l Leadership, period time.Duration, log
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-changed:
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
+	"github.com/legionbsd/legion/cluster/store/storetest"
 )
 
 var poll = dispatchertest.Poll
@@ -51,4 +52,31 @@ func TestRunWhileLeaderStartsAndStopsWithLeadership(t *testing.T) {
 	if r, _ := state(); r != 0 {
 		t.Fatal("a task outlived RunWhileLeader")
 	}
+}
+
+// A store says when its leader changes: the tasks start as it is elected
+// and stop as it loses the leadership, though the period is an hour (the
+// manager's is a second, which a failover waited out on top of the
+// election).
+func TestRunWhileLeaderFollowsTheStoresElections(t *testing.T) {
+	t.Parallel()
+	st, lead := storetest.Unelected(t, nil)
+	var running atomic.Int64
+	task := Task{Name: "t", Run: func(ctx context.Context) error {
+		running.Add(1)
+		defer running.Add(-1)
+		<-ctx.Done()
+		return nil
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() { RunWhileLeader(ctx, st, time.Hour, nil, task); close(done) }()
+	lead()
+	poll(t, "started on the election", 10*time.Second, func() bool { return running.Load() == 1 })
+	// A second voter that never answers: the store hears from no quorum
+	// and steps down after its lease (the change is not waited for: it
+	// cannot commit).
+	st.Raft().AddVoter("m2", "nowhere", 0, 0)
+	poll(t, "stopped on losing the leadership", 10*time.Second, func() bool { return running.Load() == 0 })
 }

@@ -12,8 +12,9 @@ import (
 	"github.com/legionbsd/legion/image"
 )
 
-// CheckPeriod is how often Run looks whether this manager leads (and,
-// before that, whether the daemon is a manager yet).
+// CheckPeriod is how often Run looks whether this manager leads, besides
+// at each change of leader its store reports (and, before that, whether
+// the daemon is a manager yet).
 const CheckPeriod = time.Second
 
 // Source gives the manager's store: nil while the daemon is no manager

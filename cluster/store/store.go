@@ -122,6 +122,9 @@ type Store struct {
 	stop     chan struct{} // ends background work at Close
 	bg       sync.WaitGroup
 
+	leaderMu      sync.Mutex
+	leaderChanged chan struct{} // closed and replaced at each change of leader (watchLeader)
+
 	// reloadMu serialises changes of raft's timing (soloFast and
 	// standWatch); normal is the timing they go back to.
 	reloadMu sync.Mutex
@@ -189,8 +192,10 @@ func Open(cfg Config) (*Store, error) {
 	s.raft = r
 	s.normal = r.ReloadableConfig()
 	s.stop = make(chan struct{})
-	s.bg.Add(1)
+	s.leaderChanged = make(chan struct{})
+	s.bg.Add(2)
 	go s.flusher()
+	go s.watchLeader(s.observeLeader())
 	s.soloFast()
 	if t.StandTimeout > 0 {
 		s.bg.Add(1)
@@ -444,6 +449,46 @@ func (s *Store) ID() string { return s.cfg.ID }
 
 // IsLeader reports whether this replica leads.
 func (s *Store) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// LeaderChanged is closed at the next change of leader this replica
+// sees, its own election and loss of leadership included: who waits for
+// leadership looks again (IsLeader) at once, not at its next check.
+func (s *Store) LeaderChanged() <-chan struct{} {
+	s.leaderMu.Lock()
+	defer s.leaderMu.Unlock()
+	return s.leaderChanged
+}
+
+// observeLeader registers for raft's observations of a change of leader,
+// before anyone can ask for LeaderChanged: none is missed.
+func (s *Store) observeLeader() (<-chan raft.Observation, *raft.Observer) {
+	ch := make(chan raft.Observation, 1)
+	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	s.raft.RegisterObserver(obs)
+	return ch, obs
+}
+
+// watchLeader closes LeaderChanged's channel at each change of leader
+// raft observes, until Close. Raft drops an observation while one is
+// pending here: the next close covers both, and waiters look again.
+func (s *Store) watchLeader(ch <-chan raft.Observation, obs *raft.Observer) {
+	defer s.bg.Done()
+	defer s.raft.DeregisterObserver(obs)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-ch:
+		}
+		s.leaderMu.Lock()
+		close(s.leaderChanged)
+		s.leaderChanged = make(chan struct{})
+		s.leaderMu.Unlock()
+	}
+}
 
 // Leader returns the leader's address and id, empty when there is none.
 func (s *Store) Leader() (addr, id string) {
