@@ -5,9 +5,8 @@
 // it is given, as a VolumeMover).
 // Run starts that work on whichever manager leads, as its store reports
 // the election, and stops it when the leadership moves, whether or not
-// the manager runs an agent: nothing here
-// needs a node's runtime, image store or network. Tags are resolved by
-// asking the registry directly.
+// the manager runs an agent: nothing here needs a node's runtime, image
+// store or network. Tags are resolved by asking the registry directly.
 //
 // It reads and writes the store and asks registries; it must not import
 // the node side (internal/agent, internal/daemon, jail and its runtimes)

@@ -40,7 +40,7 @@ type Options struct {
 	Logger *slog.Logger
 
 	// cache is the planner's objects, kept by Run whether this manager
-	// leads or not; nil: each term's controller loop reads the store.
+	// leads or not; nil: each term's controller loop keeps its own.
 	cache *controller.Cache
 }
 
