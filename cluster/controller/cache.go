@@ -103,9 +103,10 @@ func (c *Cache) current() *objectCache {
 	return c.objs
 }
 
-// changed is closed at the next change a pass plans from (or the next
-// read of the store): a burst of events wakes a waiting loop once.
-func (c *Cache) changed() <-chan struct{} {
+// planChanged is closed at the next change a pass plans from (or the
+// next read of the store): a burst of events wakes a waiting loop once.
+// (objectCache.changed, which fill waits on, is closed at every event.)
+func (c *Cache) planChanged() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.wake

@@ -212,13 +212,13 @@ func TestOnlyPlannerKindsWakeTheLoop(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
 	cache := NewCache(s)
-	changed := cache.changed()
+	changed := cache.planChanged()
 	runUntilEnd(t, cache.Run)
 	wake := func(what string) {
 		t.Helper()
 		select {
 		case <-changed:
-			changed = cache.changed()
+			changed = cache.planChanged()
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: the loop was not woken", what)
 		}

@@ -101,7 +101,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		// Taken before the pass: a change made during it wakes the next.
-		changed := l.cache.changed()
+		changed := l.cache.planChanged()
 		if due {
 			res, err := l.Pass(ctx)
 			if errors.Is(err, store.ErrClosed) {
