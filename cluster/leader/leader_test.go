@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/cluster/controller"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
+	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/cluster/store/storetest"
 )
 
@@ -79,4 +81,34 @@ func TestRunWhileLeaderFollowsTheStoresElections(t *testing.T) {
 	// cannot commit).
 	st.Raft().AddVoter("m2", "nowhere", 0, 0)
 	poll(t, "stopped on losing the leadership", 10*time.Second, func() bool { return running.Load() == 0 })
+}
+
+// storeSource is a manager whose store is open from the start.
+type storeSource struct{ st *store.Store }
+
+func (s storeSource) Store() *store.Store { return s.st }
+
+// Run hands each term's controller loop the cache it keeps for the
+// manager's lifetime, so a new leader plans from objects it already
+// holds instead of reading the whole store after the election.
+func TestRunHandsTheTermsControllerTheCacheItKeeps(t *testing.T) {
+	t.Parallel()
+	st, lead := storetest.Unelected(t, nil)
+	loops := make(chan *controller.Loop, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		Run(ctx, storeSource{st}, Options{Period: time.Hour, started: func(l *controller.Loop) { loops <- l }})
+		close(done)
+	}()
+	lead()
+	select {
+	case l := <-loops:
+		if l.Cache == nil {
+			t.Fatal("the term's controller loop was given no cache: it reads the whole store before its first pass")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no controller loop started on the election")
+	}
 }

@@ -42,6 +42,9 @@ type Options struct {
 	// cache is the planner's objects, kept by Run whether this manager
 	// leads or not; nil: each term's controller loop keeps its own.
 	cache *controller.Cache
+	// started, when set, is told each term's controller loop as it starts
+	// (tests).
+	started func(*controller.Loop)
 }
 
 func (o *Options) defaults() {
@@ -64,7 +67,11 @@ func Tasks(st *store.Store, o Options) []Task {
 	log := o.Logger
 	tasks := []Task{
 		{Name: "controller", Run: func(ctx context.Context) error {
-			return (&controller.Loop{Store: st, Signals: o.Signals, Logger: log, LeaderSince: Since(ctx), Cache: o.cache}).Run(ctx)
+			l := &controller.Loop{Store: st, Signals: o.Signals, Logger: log, LeaderSince: Since(ctx), Cache: o.cache}
+			if o.started != nil {
+				o.started(l)
+			}
+			return l.Run(ctx)
 		}},
 		{Name: "VIP allocator", Run: func(ctx context.Context) error { return RunVIPAllocator(ctx, st, log) }},
 		{Name: "image resolver", Run: (&controller.ImageResolver{Store: st, Resolve: Resolve(o.Registry),
