@@ -64,7 +64,10 @@ var layers = []layer{
 
 	// Node-side building blocks, each usable alone.
 	{pattern: "sys"},
-	{pattern: "jail/...", may: []string{"jail/...", "sys"}, neverDeps: noServer},
+	// Linux's /proc/<pid>/stat read once, for the process platform's
+	// usage and for benchmarks: the standard library alone.
+	{pattern: "internal/procstat", thirdParty: []string{}},
+	{pattern: "jail/...", may: []string{"jail/...", "sys", "internal/procstat"}, neverDeps: noServer},
 	{pattern: "zfs", may: []string{"sys"}, neverDeps: noServer},
 	{pattern: "image/...", may: []string{"image/...", "zfs", "sys"}, neverDeps: noServer},
 	// netbsd renders what the agent translates from the object model; it

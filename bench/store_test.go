@@ -20,6 +20,7 @@ import (
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/procstat"
 	"github.com/legionbsd/legion/internal/testcluster"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -66,7 +67,12 @@ func (w legionWriter) put(ctx context.Context, key, value string) error {
 // BENCH_ETCD_TLS_DIR), as Legion's API and Raft always are; without them
 // only Legion runs. Legion's managers are the daemons at BENCH_LEGION1 and
 // BENCH_LEGION3 when set (see legionCluster). Every write is fsynced on a
-// quorum by both.
+// quorum by both. Where the servers' process ids are given (each
+// variable's name with _PIDS, comma separated), the CPU the servers spent
+// per write is reported too (server-cpu-us/write), and with it the CPU
+// this process, where the clients write from, spent per write
+// (client-cpu-us/write): on a shared machine the rate of 64 clients is
+// bound by the two.
 //
 // Each figure is the median of BENCH_ROUNDS rounds (3 when unset) of
 // b.N writes, Legion and etcd taking turns round by round (the first
@@ -79,14 +85,14 @@ func (w legionWriter) put(ctx context.Context, key, value string) error {
 //	BENCH_ETCD1=127.0.0.1:2379 go test -run '^$' -bench Store -benchtime 3000x
 func BenchmarkStore(b *testing.B) {
 	for _, members := range []int{1, 3} {
-		systems := map[string]writer{}
-		if eps := os.Getenv(fmt.Sprintf("BENCH_ETCD%d", members)); eps != "" {
-			systems["etcd"] = etcdCluster(b, eps, nil)
+		systems := map[string]system{}
+		if env := fmt.Sprintf("BENCH_ETCD%d", members); os.Getenv(env) != "" {
+			systems["etcd"] = system{etcdCluster(b, os.Getenv(env), nil), pidsOf(b, env)}
 		}
-		if eps := os.Getenv(fmt.Sprintf("BENCH_ETCD%d_TLS", members)); eps != "" {
-			systems["etcd-tls"] = etcdCluster(b, eps, etcdTLS(b, os.Getenv("BENCH_ETCD_TLS_DIR")))
+		if env := fmt.Sprintf("BENCH_ETCD%d_TLS", members); os.Getenv(env) != "" {
+			systems["etcd-tls"] = system{etcdCluster(b, os.Getenv(env), etcdTLS(b, os.Getenv("BENCH_ETCD_TLS_DIR"))), pidsOf(b, env)}
 		}
-		systems["legion"] = legionCluster(b, members)
+		systems["legion"] = system{legionCluster(b, members), pidsOf(b, fmt.Sprintf("BENCH_LEGION%d", members))}
 		var names []string
 		for _, name := range []string{"legion", "etcd", "etcd-tls"} {
 			if _, ok := systems[name]; ok {
@@ -151,10 +157,36 @@ func etcdTLS(b *testing.B, dir string) *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}
 }
 
+// system is one system under test: its writer, and its servers'
+// process ids when they are known (their CPU is then measured).
+type system struct {
+	w    writer
+	pids []int
+}
+
+// pidsOf reads the process ids in env's _PIDS variable (comma separated).
+func pidsOf(b *testing.B, env string) []int {
+	var pids []int
+	for f := range strings.SplitSeq(os.Getenv(env+"_PIDS"), ",") {
+		if f == "" {
+			continue
+		}
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			b.Fatalf("%s_PIDS: %q is no process id", env, f)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
 // figure is one round's measure of a system.
 type figure struct {
 	writesPerSec float64
 	p50, p99     time.Duration
+	// The servers' and the clients' CPU per write, when cpuKnown.
+	cpuPerWrite, clientCPUPerWrite time.Duration
+	cpuKnown                       bool
 }
 
 // rounds is how many rounds each figure takes (BENCH_ROUNDS, else 3).
@@ -167,7 +199,7 @@ func rounds() int {
 
 // inTurns measures every system rounds() times, n writes each time, the
 // systems taking turns (the order reversed every other round).
-func inTurns(systems map[string]writer, names []string, n, clients, rate int) (map[string][]figure, error) {
+func inTurns(systems map[string]system, names []string, n, clients, rate int) (map[string][]figure, error) {
 	out := map[string][]figure{}
 	for r := range rounds() {
 		order := slices.Clone(names)
@@ -201,6 +233,10 @@ func report(b *testing.B, fs []figure) {
 	b.ReportMetric(1e9/w, "ns/op")
 	b.ReportMetric(median(func(f figure) float64 { return ms(f.p50) }), "p50-ms")
 	b.ReportMetric(median(func(f figure) float64 { return ms(f.p99) }), "p99-ms")
+	if !slices.ContainsFunc(fs, func(f figure) bool { return !f.cpuKnown }) {
+		b.ReportMetric(median(func(f figure) float64 { return us(f.cpuPerWrite) }), "server-cpu-us/write")
+		b.ReportMetric(median(func(f figure) float64 { return us(f.clientCPUPerWrite) }), "client-cpu-us/write")
+	}
 }
 
 // legionCluster is a writer to Legion managers: those at BENCH_LEGIONn
@@ -225,10 +261,10 @@ func legionCluster(b *testing.B, members int) writer {
 // runs numbers the measures, so each writes new keys.
 var runs atomic.Int64
 
-// measure makes n writes from clients writers, at most rate a second when
-// rate is set, and returns writes/s and the 50th and 99th percentile
-// latency of a write.
-func measure(w writer, n, clients, rate int) (figure, error) {
+// measure makes n writes to s from clients writers, at most rate a second
+// when rate is set, and returns writes/s, the 50th and 99th percentile
+// latency of a write and, when s's servers are known, their CPU per write.
+func measure(s system, n, clients, rate int) (figure, error) {
 	value := strings.Repeat("x", valueSize)
 	prefix := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano()%1e6, runs.Add(1))
 	ctx := context.Background()
@@ -242,6 +278,8 @@ func measure(w writer, n, clients, rate int) (figure, error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
+	cpu0, cpuKnown := procstat.CPUTime(s.pids...)
+	client0, clientKnown := procstat.CPUTime(os.Getpid())
 	start := time.Now()
 	for range clients {
 		wg.Add(1)
@@ -256,7 +294,7 @@ func measure(w writer, n, clients, rate int) (figure, error) {
 					<-pace
 				}
 				t0 := time.Now()
-				if err := w.put(ctx, fmt.Sprintf("%s-%d", prefix, i), value); err != nil {
+				if err := s.w.put(ctx, fmt.Sprintf("%s-%d", prefix, i), value); err != nil {
 					failed.CompareAndSwap(nil, &err)
 					return
 				}
@@ -266,11 +304,20 @@ func measure(w writer, n, clients, rate int) (figure, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, ok := procstat.CPUTime(s.pids...)
+	client1, clientOK := procstat.CPUTime(os.Getpid())
 	if err := failed.Load(); err != nil {
 		return figure{}, *err
 	}
 	slices.Sort(lat)
-	return figure{writesPerSec: float64(n) / elapsed.Seconds(), p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}, nil
+	f := figure{writesPerSec: float64(n) / elapsed.Seconds(), p50: lat[len(lat)/2], p99: lat[len(lat)*99/100]}
+	if len(s.pids) > 0 && cpuKnown && ok && clientKnown && clientOK {
+		f.cpuKnown = true
+		f.cpuPerWrite, f.clientCPUPerWrite = (cpu1-cpu0)/time.Duration(n), (client1-client0)/time.Duration(n)
+	}
+	return f, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }

@@ -3,16 +3,12 @@ package process
 import (
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/legionbsd/legion/internal/procstat"
 	"github.com/legionbsd/legion/jail"
 )
-
-// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's times; it
-// is 100 on every architecture Go supports.
-const clockTicks = 100
 
 // sessionTable reads /proc once for every container's usage asked within
 // sessionScanFresh: the node samples all its containers at each
@@ -32,7 +28,7 @@ const sessionScanFresh = 500 * time.Millisecond
 
 type procEntry struct {
 	pid int
-	st  procStat
+	st  procstat.Stat
 }
 
 // usage sums what the processes of session sid use, from a pass over
@@ -57,8 +53,8 @@ func (t *sessionTable) usage(sid int) (jail.Usage, bool) {
 	var u jail.Usage
 	for _, p := range t.by[sid] {
 		u.Processes++
-		u.CPUTime += time.Duration(p.st.utime+p.st.stime) * time.Second / clockTicks
-		u.MemoryBytes += p.st.rss * page
+		u.CPUTime += p.st.CPU()
+		u.MemoryBytes += p.st.RSS * page
 		// Open files are counted for the session asked only.
 		if fds, err := os.ReadDir("/proc/" + strconv.Itoa(p.pid) + "/fd"); err == nil {
 			u.OpenFiles += int64(len(fds))
@@ -80,41 +76,11 @@ func scanSessions() (map[int][]procEntry, bool) {
 		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
+		st, ok := procstat.Read(pid)
+		if !ok || st.Zombie {
 			continue // gone meanwhile
 		}
-		st, ok := parseStat(string(data))
-		if !ok || st.zombie {
-			continue
-		}
-		by[st.session] = append(by[st.session], procEntry{pid: pid, st: st})
+		by[st.Session] = append(by[st.Session], procEntry{pid: pid, st: st})
 	}
 	return by, true
-}
-
-type procStat struct {
-	zombie       bool
-	session      int
-	utime, stime int64
-	rss          int64 // pages
-}
-
-// parseStat reads /proc/<pid>/stat; the command name may hold spaces and
-// parentheses, so fields are counted after its last ')'.
-func parseStat(s string) (procStat, bool) {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, false
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state): field n is f[n-3].
-	if len(f) < 22 {
-		return procStat{}, false
-	}
-	num := func(n int) int64 {
-		v, _ := strconv.ParseInt(f[n-3], 10, 64)
-		return v
-	}
-	return procStat{zombie: f[0] == "Z", session: int(num(6)), utime: num(14), stime: num(15), rss: num(24)}, true
 }

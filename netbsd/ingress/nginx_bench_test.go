@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/legionbsd/legion/internal/procstat"
 )
 
 // wrkRun is how long each wrk run of BenchmarkProxyAgainstNginx lasts;
@@ -201,9 +203,9 @@ func measure(b *testing.B, url string, procs func() []int) float64 {
 	var cpu time.Duration
 	cpuKnown := true
 	for b.Loop() {
-		before, ok := cpuTime(procs())
+		before, ok := procstat.CPUTime(procs()...)
 		r, n := wrk(b, url, wrkRun)
-		after, ok2 := cpuTime(procs())
+		after, ok2 := procstat.CPUTime(procs()...)
 		cpuKnown = cpuKnown && ok && ok2
 		rate, requests, cpu = rate+r, requests+n, cpu+after-before
 	}
@@ -214,32 +216,6 @@ func measure(b *testing.B, url string, procs func() []int) float64 {
 	}
 	return rate
 }
-
-// cpuTime is the user and system time the processes have used, from
-// /proc (false where there is none, as on FreeBSD without linprocfs).
-func cpuTime(pids []int) (time.Duration, bool) {
-	var total time.Duration
-	for _, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return 0, false
-		}
-		// Fields after the command (which may hold spaces) in parentheses:
-		// state is the 3rd field, utime and stime the 14th and 15th.
-		i := bytes.LastIndexByte(stat, ')')
-		f := strings.Fields(string(stat[i+1:]))
-		if i < 0 || len(f) < 13 {
-			return 0, false
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(u+s) * time.Second / clockTicks
-	}
-	return total, true
-}
-
-// clockTicks is the unit of /proc's times (USER_HZ, 100 on Linux).
-const clockTicks = 100
 
 // childrenOf are the processes whose parent is pid (nginx's workers).
 func childrenOf(pid int) []int {

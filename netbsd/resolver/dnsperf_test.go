@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/internal/procstat"
 	"github.com/miekg/dns"
 )
 
@@ -139,9 +140,9 @@ func BenchmarkAgainstDnsmasq(b *testing.B) {
 			order[0], order[1] = order[1], order[0]
 		}
 		for _, srv := range order {
-			cpu0, ok0 := processCPU(srv.pid)
+			cpu0, ok0 := procstat.CPUTime(srv.pid)
 			r := runDnsperf(b, perf, srv.addr, queries, seconds)
-			cpu1, ok1 := processCPU(srv.pid)
+			cpu1, ok1 := procstat.CPUTime(srv.pid)
 			srv.sent += r.sent
 			srv.done += r.completed
 			srv.seconds += r.seconds
@@ -384,28 +385,4 @@ func serveForBenchmark(zoneFile string) {
 	}
 	pprof.StopCPUProfile()
 	os.Exit(0)
-}
-
-// processCPU is the CPU time (user and system, every thread) a process
-// has used, from /proc: Linux only. taskset runs the server in its own
-// process, so the pid is the server's.
-func processCPU(pid int) (time.Duration, bool) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	// Fields after the command (in parentheses, which may hold spaces):
-	// state is field 3, utime and stime are 14 and 15, in USER_HZ (100)
-	// ticks.
-	i := strings.LastIndexByte(string(data), ')')
-	f := strings.Fields(string(data[i+1:]))
-	if len(f) < 13 {
-		return 0, false
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, true
 }
