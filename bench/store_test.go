@@ -263,7 +263,8 @@ var runs atomic.Int64
 
 // measure makes n writes to s from clients writers, at most rate a second
 // when rate is set, and returns writes/s, the 50th and 99th percentile
-// latency of a write and, when s's servers are known, their CPU per write.
+// latency of a write and, when s's servers are known, the CPU they and
+// this process spent per write.
 func measure(s system, n, clients, rate int) (figure, error) {
 	value := strings.Repeat("x", valueSize)
 	prefix := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano()%1e6, runs.Add(1))
