@@ -64,8 +64,8 @@ var layers = []layer{
 
 	// Node-side building blocks, each usable alone.
 	{pattern: "sys"},
-	// Linux's /proc/<pid>/stat read once, for the process platform's
-	// usage and for benchmarks: the standard library alone.
+	// Linux's /proc/<pid>/stat read in one place, for the process
+	// platform, tests and benchmarks: the standard library alone.
 	{pattern: "internal/procstat", thirdParty: []string{}},
 	{pattern: "jail/...", may: []string{"jail/...", "sys", "internal/procstat"}, neverDeps: noServer},
 	{pattern: "zfs", may: []string{"sys"}, neverDeps: noServer},

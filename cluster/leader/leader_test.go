@@ -15,6 +15,15 @@ import (
 
 var poll = dispatchertest.Poll
 
+// runUntilEnd runs fn until the test ends, then cancels it and waits for
+// it to return.
+func runUntilEnd(t *testing.T, fn func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() { defer close(done); fn(ctx) }()
+}
+
 type flag struct{ v atomic.Bool }
 
 func (f *flag) IsLeader() bool { return f.v.Load() }
@@ -70,10 +79,7 @@ func TestRunWhileLeaderFollowsTheStoresElections(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() { RunWhileLeader(ctx, st, time.Hour, nil, task); close(done) }()
+	runUntilEnd(t, func(ctx context.Context) { RunWhileLeader(ctx, st, time.Hour, nil, task) })
 	lead()
 	poll(t, "started on the election", 10*time.Second, func() bool { return running.Load() == 1 })
 	// A second voter that never answers: the store hears from no quorum
@@ -95,13 +101,9 @@ func TestRunHandsTheTermsControllerTheCacheItKeeps(t *testing.T) {
 	t.Parallel()
 	st, lead := storetest.Unelected(t, nil)
 	loops := make(chan *controller.Loop, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
+	runUntilEnd(t, func(ctx context.Context) {
 		Run(ctx, storeSource{st}, Options{Period: time.Hour, started: func(l *controller.Loop) { loops <- l }})
-		close(done)
-	}()
+	})
 	lead()
 	select {
 	case l := <-loops:

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/legionbsd/legion/client"
+	"github.com/legionbsd/legion/internal/procstat"
 )
 
 // BenchmarkNodeMemory measures the resident memory of a one-node cluster
@@ -246,19 +247,11 @@ func (u *upProcess) settle(t testing.TB, d time.Duration) (node, resolver float6
 // procCPU is the CPU time a process has used.
 func procCPU(t testing.TB, pid int) time.Duration {
 	t.Helper()
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procstat.Read(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		t.Fatalf("/proc/%d/stat: %q", pid, s)
-	}
-	// utime and stime, fields 14 and 15, in clock ticks (USER_HZ, 100).
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return st.CPU()
 }
 
 // vmRSS is a process's resident set in kB.

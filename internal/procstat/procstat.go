@@ -1,11 +1,13 @@
 // Package procstat reads Linux's /proc/<pid>/stat: what a process has
-// used (CPU time, resident pages) and the session it belongs to. The
-// process platform counts a container's usage from it (jail/process), and
-// benchmarks the CPU that servers run as processes of their own spend
-// (etcd, dnsmasq, nginx and Legion's own).
+// used (CPU time, resident pages), whether it is a zombie, and its
+// parent and session. The process platform counts a container's usage
+// and finds its reaped processes from it (jail/process); tests find
+// their processes' children, and benchmarks the CPU that servers run as
+// processes of their own spend (etcd, dnsmasq, nginx and Legion's own).
 package procstat
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ const ClockTicks = 100
 // Stat is what Legion reads of a process's stat file.
 type Stat struct {
 	Zombie       bool
+	Parent       int
 	Session      int
 	Utime, Stime int64 // in ClockTicks
 	RSS          int64 // pages
@@ -48,18 +51,25 @@ func Parse(line string) (Stat, bool) {
 		ok = ok && err == nil
 		return v
 	}
-	s := Stat{Zombie: f[0] == "Z", Session: int(num(6)), Utime: num(14), Stime: num(15), RSS: num(24)}
+	s := Stat{Zombie: f[0] == "Z", Parent: int(num(4)), Session: int(num(6)), Utime: num(14), Stime: num(15), RSS: num(24)}
 	return s, ok
 }
 
-// Read reads process pid's stat; false when it is gone or the host has
-// no Linux /proc (FreeBSD without linprocfs).
-func Read(pid int) (Stat, bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// Read reads process pid's stat. Its error is the file's as os.ReadFile
+// gives it (fs.ErrNotExist when the process is gone, or the host has no
+// Linux /proc, as FreeBSD without linprocfs), or says the line is not a
+// stat line.
+func Read(pid int) (Stat, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return Stat{}, false
+		return Stat{}, err
 	}
-	return Parse(string(data))
+	s, ok := Parse(string(data))
+	if !ok {
+		return Stat{}, fmt.Errorf("%s: not a stat line: %q", path, data)
+	}
+	return s, nil
 }
 
 // CPUTime is the CPU the processes have used together; false when any
@@ -67,8 +77,8 @@ func Read(pid int) (Stat, bool) {
 func CPUTime(pids ...int) (time.Duration, bool) {
 	var total time.Duration
 	for _, pid := range pids {
-		s, ok := Read(pid)
-		if !ok {
+		s, err := Read(pid)
+		if err != nil {
 			return 0, false
 		}
 		total += s.CPU()

@@ -14,10 +14,10 @@ func TestParse(t *testing.T) {
 		ok         bool
 	}{
 		{"plain", "4242 (server) S 1 4242 4242 0 -1 4194560 120 0 0 0 7 3 0 0 20 0 5 0 100 1000000 321 18446744073709551615",
-			Stat{Session: 4242, Utime: 7, Stime: 3, RSS: 321}, true},
+			Stat{Parent: 1, Session: 4242, Utime: 7, Stime: 3, RSS: 321}, true},
 		// A command name may hold spaces and parentheses.
 		{"odd name", "77 (a) b (c) Z 1 77 70 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 100 0 9 0",
-			Stat{Zombie: true, Session: 70, Utime: 1, Stime: 2, RSS: 9}, true},
+			Stat{Zombie: true, Parent: 1, Session: 70, Utime: 1, Stime: 2, RSS: 9}, true},
 		{"short", "1 (x) S 0 1", Stat{}, false},
 		{"garbage", "no parenthesis here", Stat{}, false},
 		{"not a number", "77 (x) S 1 77 77 0 -1 0 0 0 0 0 one 1 0 0 20 0 1 0 9 0 0 0", Stat{}, false},

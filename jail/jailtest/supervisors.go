@@ -2,13 +2,12 @@ package jailtest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/internal/procstat"
 	"github.com/legionbsd/legion/internal/testpoll"
 	"github.com/legionbsd/legion/jail"
 )
@@ -69,17 +68,8 @@ func SupervisorsAreChildrenReaped(t *testing.T, rt jail.Runtime) {
 
 // procParent reads a process's parent from /proc/<pid>/stat.
 func procParent(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 2 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
-	}
-	return strconv.Atoi(f[1])
+	st, err := procstat.Read(pid)
+	return st.Parent, err
 }
 
 // HostSleeper is a container that runs on the host's own tree until it is

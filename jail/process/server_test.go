@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/internal/procstat"
 	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testimage"
 	"github.com/legionbsd/legion/jail"
@@ -127,12 +128,11 @@ func alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procstat.Read(pid)
 	if err != nil {
 		return !errors.Is(err, os.ErrNotExist) || !isLinuxProc()
 	}
-	i := strings.LastIndexByte(string(data), ')')
-	return i < 0 || !strings.HasPrefix(strings.TrimSpace(string(data[i+1:])), "Z")
+	return !st.Zombie
 }
 
 // shellSpec is a container of the host's /bin/sh running script.

@@ -76,8 +76,8 @@ func scanSessions() (map[int][]procEntry, bool) {
 		if err != nil {
 			continue
 		}
-		st, ok := procstat.Read(pid)
-		if !ok || st.Zombie {
+		st, err := procstat.Read(pid)
+		if err != nil || st.Zombie {
 			continue // gone meanwhile
 		}
 		by[st.Session] = append(by[st.Session], procEntry{pid: pid, st: st})
