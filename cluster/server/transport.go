@@ -62,7 +62,9 @@ type transport struct {
 	mu        sync.Mutex
 	conns     map[raft.ServerAddress]*grpc.ClientConn
 	heartbeat func(raft.RPC)
-	closed    bool
+	// screen sees vote requests before raft (store.VoteScreener).
+	screen func(req any) (resp any, answered bool)
+	closed bool
 	// acked is the last log index each follower acknowledged, for the
 	// leader's lag metric (metrics.go).
 	acked map[raft.ServerAddress]uint64
@@ -75,9 +77,10 @@ type transport struct {
 }
 
 var (
-	_ raft.Transport   = (*transport)(nil)
-	_ raft.WithClose   = (*transport)(nil)
-	_ raft.WithPreVote = (*transport)(nil)
+	_ raft.Transport     = (*transport)(nil)
+	_ raft.WithClose     = (*transport)(nil)
+	_ raft.WithPreVote   = (*transport)(nil)
+	_ store.VoteScreener = (*transport)(nil)
 )
 
 func newTransport(local string, dial func(string) (*grpc.ClientConn, error)) *transport {
@@ -331,6 +334,12 @@ func (t *transport) SetHeartbeatHandler(cb func(raft.RPC)) {
 	t.mu.Unlock()
 }
 
+func (t *transport) ScreenVotes(screen func(any) (any, bool)) {
+	t.mu.Lock()
+	t.screen = screen
+	t.mu.Unlock()
+}
+
 // Close ends the transport: raft calls it at shutdown.
 func (t *transport) Close() error {
 	t.mu.Lock()
@@ -351,6 +360,17 @@ func (t *transport) Close() error {
 func (t *transport) dispatch(ctx context.Context, cmd any, r io.Reader) (any, error) {
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{Command: cmd, Reader: r, RespChan: respCh}
+	switch cmd.(type) {
+	case *raft.RequestVoteRequest, *raft.RequestPreVoteRequest:
+		t.mu.Lock()
+		screen := t.screen
+		t.mu.Unlock()
+		if screen != nil {
+			if resp, answered := screen(cmd); answered {
+				return resp, nil
+			}
+		}
+	}
 	if ae, ok := cmd.(*raft.AppendEntriesRequest); ok && isHeartbeat(ae) {
 		t.mu.Lock()
 		hb := t.heartbeat

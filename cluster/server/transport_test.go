@@ -63,3 +63,62 @@ func hookRan(t *testing.T, hooked <-chan string, want string) {
 		t.Fatalf("the hook %s the refusal never ran", want)
 	}
 }
+
+// The transport shows vote requests to the store's screen before raft
+// (store.VoteScreener): an answer goes back without raft, a request
+// left unanswered reaches raft as the screen left it, and other calls
+// never pass through it.
+func TestTransportScreensVotes(t *testing.T) {
+	t.Parallel()
+	tr := newTransport("m3", nil)
+	t.Cleanup(func() { tr.Close() })
+	var screened []any
+	tr.ScreenVotes(func(req any) (any, bool) {
+		screened = append(screened, req)
+		switch req := req.(type) {
+		case *raft.RequestPreVoteRequest:
+			return &raft.RequestPreVoteResponse{Term: req.Term, Granted: true}, true
+		case *raft.RequestVoteRequest:
+			req.LeadershipTransfer = true
+		}
+		return nil, false
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Nothing reads the consumer yet: an answer that waited for raft
+	// would not come.
+	resp, err := tr.dispatch(ctx, &raft.RequestPreVoteRequest{Term: 9}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pv, ok := resp.(*raft.RequestPreVoteResponse); !ok || !pv.Granted || pv.Term != 9 {
+		t.Fatalf("pre-vote answered %#v, want the screen's grant in term 9", resp)
+	}
+	raftGot := make(chan any, 2)
+	go func() {
+		for range 2 {
+			select {
+			case rpc := <-tr.Consumer():
+				raftGot <- rpc.Command
+				rpc.Respond(&raft.RequestVoteResponse{Granted: true}, nil)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	if _, err := tr.dispatch(ctx, &raft.RequestVoteRequest{Term: 10}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := (<-raftGot).(*raft.RequestVoteRequest); !ok || !v.LeadershipTransfer {
+		t.Errorf("raft was handed %#v, want the vote as the screen marked it", v)
+	}
+	if _, err := tr.dispatch(ctx, &raft.AppendEntriesRequest{Term: 10, PrevLogEntry: 3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := (<-raftGot).(*raft.AppendEntriesRequest); !ok {
+		t.Error("raft was not handed the AppendEntries")
+	}
+	if len(screened) != 2 {
+		t.Errorf("the screen saw %d requests, want the pre-vote and the vote alone", len(screened))
+	}
+}

@@ -33,6 +33,8 @@ type node struct {
 	id, dir string
 	tr      *raft.InmemTransport
 	s       *Store
+	// screened wraps tr when the node was opened with openNodeScreened.
+	screened *screenedInmem
 }
 
 func openNode(t testing.TB, id, dir string) *node {
@@ -443,6 +445,12 @@ func threeNodesKeys(t testing.TB, timing Timing, keys [][]byte) []*node {
 		}
 		ns = append(ns, openNodeKey(t, fmt.Sprint("m", i+1), t.TempDir(), timing, key))
 	}
+	formCluster(t, ns)
+	return ns
+}
+
+// connectAll connects each node's transport to every other's.
+func connectAll(ns []*node) {
 	for _, a := range ns {
 		for _, b := range ns {
 			if a != b {
@@ -450,16 +458,22 @@ func threeNodesKeys(t testing.TB, timing Timing, keys [][]byte) []*node {
 			}
 		}
 	}
-	if err := ns[0].s.Bootstrap("m1"); err != nil {
+}
+
+// formCluster makes ns one cluster that ns[0] leads: connected,
+// ns[0] bootstrapped and the others added as voters.
+func formCluster(t testing.TB, ns []*node) {
+	t.Helper()
+	connectAll(ns)
+	if err := ns[0].s.Bootstrap(ns[0].id); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "leader", 5*time.Second, ns[0].s.IsLeader)
 	for _, n := range ns[1:] {
-		if err := ns[0].s.Raft().AddVoter(raft.ServerID(n.id), raft.ServerAddress(n.id), 0, 5*time.Second).Error(); err != nil {
+		if err := ns[0].s.Raft().AddVoter(raftID(n.id), raftAddr(n.id), 0, 5*time.Second).Error(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return ns
 }
 
 func raftID(id string) raft.ServerID        { return raft.ServerID(id) }
