@@ -80,11 +80,28 @@ func (s *snapshotStore) meta() (*raft.SnapshotMeta, error) {
 	return meta, nil
 }
 
+// Open checks that id is the snapshot held and returns its meta; its data
+// is read from the file at the first Read (snapshotReader).
 func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
-	var meta raft.SnapshotMeta
+	meta, err := s.meta()
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	if meta == nil {
+		return nil, nil, fmt.Errorf("snapshot %s: none held", id)
+	}
+	if meta.ID != id {
+		return nil, nil, fmt.Errorf("snapshot %s: not held (the current one is %s)", id, meta.ID)
+	}
+	return meta, &snapshotReader{load: func() ([]byte, error) { return s.data(id) }}, nil
+}
+
+// data reads the data of snapshot id, an error when another replaced it.
+func (s *snapshotStore) data(id string) ([]byte, error) {
 	var data []byte
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSnapshots)
+		var meta raft.SnapshotMeta
 		v := b.Get(keySnapMeta)
 		if v == nil {
 			return fmt.Errorf("snapshot %s: none held", id)
@@ -97,7 +114,7 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 			return fmt.Errorf("snapshot %s: %w", id, err)
 		}
 		if meta.ID != id {
-			return fmt.Errorf("snapshot %s: not held (the current one is %s)", id, meta.ID)
+			return fmt.Errorf("snapshot %s: replaced by %s since it was opened", id, meta.ID)
 		}
 		if old := b.Get(keySnapData); old != nil {
 			d, err := s.seal.open(tableSnapshots, keySnapData, old)
@@ -121,11 +138,32 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return &meta, io.NopCloser(bytes.NewReader(data)), nil
+	return data, err
 }
+
+// snapshotReader is a snapshot's data, read from the file at the first
+// Read. Raft opens the snapshot it sends a follower before it reaches
+// the follower: read at Open, a follower that is down cost a read and
+// unsealing of the whole snapshot at each try, every few seconds for as
+// long as it stayed down.
+type snapshotReader struct {
+	load func() ([]byte, error)
+	r    *bytes.Reader
+	err  error
+}
+
+func (r *snapshotReader) Read(p []byte) (int, error) {
+	if r.r == nil && r.err == nil {
+		data, err := r.load()
+		r.r, r.err = bytes.NewReader(data), err
+	}
+	if r.err != nil {
+		return 0, r.err
+	}
+	return r.r.Read(p)
+}
+
+func (r *snapshotReader) Close() error { return nil }
 
 // snapshotSink gathers a snapshot in memory and writes it in one
 // transaction on Close, replacing the previous one.

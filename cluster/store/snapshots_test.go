@@ -3,8 +3,10 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -135,5 +137,73 @@ func TestSnapshotHeldWholeIsRead(t *testing.T) {
 	}
 	if got := readSnapshot(t, s, id); !bytes.Equal(got, next) {
 		t.Fatalf("the next snapshot read back as %q, want %q", got, next)
+	}
+}
+
+// Opening a snapshot reads none of its data: raft opens the snapshot it
+// sends before it reaches the follower, which may be down. The data is
+// read at the first Read, and a snapshot replaced in between is refused
+// then, not read as another's.
+func TestSnapshotDataIsReadAtFirstRead(t *testing.T) {
+	t.Parallel()
+	s := snapshotStoreIn(t)
+	first := bytes.Repeat([]byte("a"), 2*snapPart+3)
+	id := takeSnapshot(t, s, 10, first)
+	if _, _, err := s.Open("1-9-1"); err == nil || !strings.Contains(err.Error(), "not held") {
+		t.Fatalf("opening a snapshot not held: %v, want it refused", err)
+	}
+	_, rc, err := s.Open(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := takeSnapshot(t, s, 20, []byte(`{"index":20,"objects":[]}`))
+	if _, err := io.ReadAll(rc); err == nil || !strings.Contains(err.Error(), "replaced by "+next) {
+		t.Fatalf("reading snapshot %s after %s replaced it: %v, want it refused", id, next, err)
+	}
+	rc.Close()
+	if got := readSnapshot(t, s, next); string(got) != `{"index":20,"objects":[]}` {
+		t.Fatalf("read back %q", got)
+	}
+}
+
+// BenchmarkSnapshotOpen is what raft pays at each try to send a 32 MiB
+// snapshot: opening it, and opening and reading it (what Open cost
+// before it left the data to the first Read).
+func BenchmarkSnapshotOpen(b *testing.B) {
+	db, err := openBolt(filepath.Join(b.TempDir(), FileName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	seal, err := newSealer(bytes.Repeat([]byte{7}, KeySize))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := &snapshotStore{db: db, seal: seal}
+	sink, err := s.Create(raft.SnapshotVersionMax, 10, 1, raft.Configuration{}, 1, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := sink.Write(bytes.Repeat([]byte("0123456789abcdef"), 2<<20)); err != nil {
+		b.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		b.Fatal(err)
+	}
+	for _, read := range []bool{false, true} {
+		b.Run(fmt.Sprintf("read=%v", read), func(b *testing.B) {
+			for range b.N {
+				_, rc, err := s.Open(sink.ID())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if read {
+					if _, err := io.Copy(io.Discard, rc); err != nil {
+						b.Fatal(err)
+					}
+				}
+				rc.Close()
+			}
+		})
 	}
 }
