@@ -312,8 +312,8 @@ func flushLoop(stop <-chan struct{}, kick <-chan struct{}, flush func() error, l
 }
 
 // soloFast lets the only voter of a cluster elect itself after the leader
-// lease (2.5 to 5 s at production timing) instead of the heartbeat
-// timeout (5 to 10 s): nobody else can lead, so waiting longer (after
+// lease (2 s at production timing) instead of the heartbeat timeout (5
+// to 10 s): nobody else can lead, so waiting longer (after
 // init, or after a one-manager cluster restarts) buys nothing. Once it
 // leads, the normal timing is restored.
 func (s *Store) soloFast() {
