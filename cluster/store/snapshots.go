@@ -62,20 +62,29 @@ func (s *snapshotStore) List() ([]*raft.SnapshotMeta, error) {
 
 func (s *snapshotStore) meta() (*raft.SnapshotMeta, error) {
 	var meta *raft.SnapshotMeta
-	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketSnapshots).Get(keySnapMeta)
-		if v == nil {
-			return nil
-		}
-		v, err := s.seal.open(tableSnapshots, keySnapMeta, v)
-		if err != nil {
-			return err
-		}
-		meta = new(raft.SnapshotMeta)
-		return json.Unmarshal(v, meta)
+	err := s.db.View(func(tx *bolt.Tx) (err error) {
+		meta, err = s.metaIn(tx)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot meta: %w", err)
+	}
+	return meta, nil
+}
+
+// metaIn reads the meta of the snapshot held in tx, nil when none is.
+func (s *snapshotStore) metaIn(tx *bolt.Tx) (*raft.SnapshotMeta, error) {
+	v := tx.Bucket(bucketSnapshots).Get(keySnapMeta)
+	if v == nil {
+		return nil, nil
+	}
+	v, err := s.seal.open(tableSnapshots, keySnapMeta, v)
+	if err != nil {
+		return nil, err
+	}
+	meta := new(raft.SnapshotMeta)
+	if err := json.Unmarshal(v, meta); err != nil {
+		return nil, err
 	}
 	return meta, nil
 }
@@ -101,19 +110,13 @@ func (s *snapshotStore) data(id string) ([]byte, error) {
 	var data []byte
 	err := s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSnapshots)
-		var meta raft.SnapshotMeta
-		v := b.Get(keySnapMeta)
-		if v == nil {
+		meta, err := s.metaIn(tx)
+		switch {
+		case err != nil:
+			return fmt.Errorf("snapshot %s: %w", id, err)
+		case meta == nil:
 			return fmt.Errorf("snapshot %s: none held", id)
-		}
-		v, err := s.seal.open(tableSnapshots, keySnapMeta, v)
-		if err != nil {
-			return fmt.Errorf("snapshot %s: %w", id, err)
-		}
-		if err := json.Unmarshal(v, &meta); err != nil {
-			return fmt.Errorf("snapshot %s: %w", id, err)
-		}
-		if meta.ID != id {
+		case meta.ID != id:
 			return fmt.Errorf("snapshot %s: replaced by %s since it was opened", id, meta.ID)
 		}
 		if old := b.Get(keySnapData); old != nil {

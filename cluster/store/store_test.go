@@ -51,14 +51,31 @@ func openNodeTiming(t testing.TB, id, dir string, timing Timing) *node {
 // the clear).
 func openNodeKey(t testing.TB, id, dir string, timing Timing, key []byte) *node {
 	t.Helper()
+	return openNodeOver(t, id, dir, timing, key, false)
+}
+
+// openNodeOver opens a node over raft's in-memory transport, through a
+// screenedInmem when screened.
+func openNodeOver(t testing.TB, id, dir string, timing Timing, key []byte, screened bool) *node {
+	t.Helper()
 	_, tr := raft.NewInmemTransport(raft.ServerAddress(id))
+	n := &node{id: id, dir: dir, tr: tr}
+	var trans raft.Transport = tr
+	if screened {
+		n.screened = newScreenedInmem(tr)
+		trans = n.screened
+	}
 	// Writes of entries near MaxEntry under -race on a loaded machine take
 	// seconds; tests that want a write to time out set their own.
-	s, err := Open(Config{Dir: dir, ID: id, Transport: tr, Timing: timing, WriteTimeout: 10 * time.Second, Key: key})
+	s, err := Open(Config{Dir: dir, ID: id, Transport: trans, Timing: timing, WriteTimeout: 10 * time.Second, Key: key})
 	if err != nil {
+		if n.screened != nil {
+			n.screened.Close()
+		}
 		t.Fatalf("open %s: %v", id, err)
 	}
-	return &node{id: id, dir: dir, tr: tr, s: s}
+	n.s = s
+	return n
 }
 
 // leaderIn opens m1 in dir, bootstraps it alone and waits until it

@@ -65,14 +65,7 @@ func (s *screenedInmem) Close() error {
 // openNodeScreened is openNodeTiming over a screenedInmem transport.
 func openNodeScreened(t testing.TB, id, dir string, timing Timing) *node {
 	t.Helper()
-	_, tr := raft.NewInmemTransport(raft.ServerAddress(id))
-	st := newScreenedInmem(tr)
-	s, err := Open(Config{Dir: dir, ID: id, Transport: st, Timing: timing, WriteTimeout: 10 * time.Second})
-	if err != nil {
-		st.Close()
-		t.Fatalf("open %s: %v", id, err)
-	}
-	return &node{id: id, dir: dir, tr: tr, s: s, screened: st}
+	return openNodeOver(t, id, dir, timing, nil, true)
 }
 
 // screenedCluster is m1 leading m2 and m3, each over a screenedInmem
