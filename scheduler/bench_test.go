@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -142,3 +143,71 @@ func BenchmarkConverge20000(b *testing.B) { benchConverge(b, 200) }
 func BenchmarkPlace2000(b *testing.B)     { benchPlace(b, 20) }
 func BenchmarkNoChange20000(b *testing.B) { benchNoChange(b, 200) }
 func BenchmarkNoChange2000(b *testing.B)  { benchNoChange(b, 20) }
+
+// BenchmarkRollout20000 is the scale run's second rolling update as the
+// planner sees it: 200 services of 100 replicas, 25 at a time each
+// (stop-first), over a store that already holds one rollout's history
+// (40,000 tasks at the start, 60,000 at the end). The agents act on each
+// pass's writes at once. It reports the passes the rollout takes and the
+// planner's CPU for all of them: a pass's cost grows with the tasks held,
+// so the fewer passes a rollout takes, the less it spends planning.
+func BenchmarkRollout20000(b *testing.B) {
+	b.ReportAllocs()
+	passes, created := 0, 0
+	var cpu time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		c := benchCluster(b, 200)
+		c.Converge()
+		rollout(b, c, "v2", false) // the history one rollout leaves
+		p, n, d := rollout(b, c, "v3", true)
+		passes, created, cpu = passes+p, created+n, cpu+d
+	}
+	b.ReportMetric(float64(passes)/float64(b.N), "passes/op")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(created)/1e3, "cpu-us/task")
+}
+
+// rollout changes every service's image to tag and passes until nothing
+// changes; it returns the passes, the tasks made and the planner's CPU.
+// When timed, the benchmark's clock runs during the plans alone.
+func rollout(b *testing.B, c *schedtest.Cluster, tag string, timed bool) (passes, created int, cpu time.Duration) {
+	par, monitor := 25, legion.Duration(0)
+	for _, s := range c.Services {
+		s = legion.Clone(s).(*legion.Service)
+		s.Spec.Pod.Containers[0].Image += "-" + tag
+		s.Spec.Update = legion.UpdateConfig{Parallelism: &par, Monitor: &monitor}
+		if err := legion.Admit(s); err != nil {
+			b.Fatal(err)
+		}
+		c.Store(s)
+	}
+	for passes < 1000 {
+		st := c.State()
+		if timed {
+			b.StartTimer()
+		}
+		cpu0 := cpuTime()
+		r := scheduler.Plan(st, c.Now)
+		cpu += cpuTime() - cpu0
+		b.StopTimer()
+		c.Heartbeat()
+		c.Write(r)
+		acted := c.Agents()
+		if r.Empty() && !acted {
+			break
+		}
+		passes++
+		created += len(r.CreateTasks)
+	}
+	want := 0
+	for _, t := range c.Tasks {
+		if t.Status.State == legion.TaskRunning && strings.HasSuffix(t.Spec.Pod.Containers[0].Image, "-"+tag) {
+			want++
+		}
+	}
+	if want != 200*100 || created != 200*100 {
+		b.Fatalf("after %d passes: %d tasks running at %s, %d made; want 20000", passes, want, tag, created)
+	}
+	return passes, created, cpu
+}

@@ -29,8 +29,8 @@ func (s *countingStore) List(kind legion.Kind, ns string, keep func(legion.Objec
 }
 
 // A service grows by more than one pass's worth of tasks (the planner
-// makes at most 512 per pass) and the loop passes after each burst of
-// writes; the tasks are read from the store once, when the loop starts,
+// makes at most MaxCreatesPerPass per pass) and the loop passes after
+// each burst of writes; the tasks are read from the store once, when the loop starts,
 // and every pass after works from the watch's events: a pass that read
 // and decoded every task cost more than planning at 20,000 tasks. Each
 // pass also sees the loop's own last writes, or it would make the same
@@ -48,7 +48,7 @@ func TestPassesPlanFromTheWatchNotFromLists(t *testing.T) {
 		Passed: func(r PassResult) { mu.Lock(); passes++; conflicts += r.Conflicts; mu.Unlock() }}
 	runLoop(t, l)
 
-	const replicas = 1200
+	const replicas = 2*scheduler.MaxCreatesPerPass + 100
 	putWeb(t, s, replicas, "nginx")
 	poll(t, "every task placed", func() bool {
 		placed := 0
