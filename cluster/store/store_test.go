@@ -491,6 +491,19 @@ func formCluster(t testing.TB, ns []*node) {
 			t.Fatal(err)
 		}
 	}
+	// An addition commits once a majority of the new configuration holds
+	// it: the leader and the member added. A replica that has not heard of
+	// the last one yet turns away its votes (a test that killed the
+	// leader then waited for an election that could not be won).
+	waitFor(t, "every replica to hold every voter", 5*time.Second, func() bool {
+		for _, n := range ns {
+			f := n.s.Raft().GetConfiguration()
+			if f.Error() != nil || len(f.Configuration().Servers) != len(ns) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func raftID(id string) raft.ServerID        { return raft.ServerID(id) }
