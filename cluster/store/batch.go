@@ -34,10 +34,10 @@ type Write struct {
 	Requires []Requirement
 }
 
-// writeAllWindow is how many writes WriteAll and PutAllInPlace have in
-// flight at once: one raft append's worth (Open sets MaxAppendEntries to
-// 512), so a bulk write costs an fsync per window rather than one per
-// write.
+// writeAllWindow is how many writes WriteAll and PutAllInPlace propose
+// together: one raft append's worth (Open sets MaxAppendEntries to 512),
+// so a bulk write costs an fsync per window rather than one per write.
+// Two windows are in flight at most (proposeAll).
 const writeAllWindow = 512
 
 // WriteAll applies many writes, each its own log entry with its own
@@ -102,39 +102,27 @@ func (s *Store) PutAllInPlace(ctx context.Context, puts []Put) (prevs []legion.O
 // errs already) a window at a time, each window's without waiting for
 // one another, and returns each one's answer from the state machine (nil
 // where errs says why there is none). name names entry i in errors.
+//
+// The next window is proposed before the last one is waited for, so raft
+// appends it while the last one commits and applies, rather than after:
+// 2,048 writes of 1 KB on one manager took 52-63 ms one window after the
+// other, 41-49 ms so (BenchmarkWriteAll; with three managers in one
+// process the replicas' applies bound it either way). At most two
+// windows are in flight, so the log's room is asked for two at the most.
 func (s *Store) proposeAll(ctx context.Context, entries [][]byte, errs []error, name func(i int) string) []*result {
 	results := make([]*result, len(entries))
-	for start := 0; start < len(entries); start += writeAllWindow {
-		end := min(start+writeAllWindow, len(entries))
-		total := 0
-		for i := start; i < end; i++ {
-			if entries[i] != nil && errs[i] == nil {
-				if errs[i] = ctx.Err(); errs[i] == nil {
-					total += len(entries[i])
-				}
-			}
-		}
-		// The window goes to raft together, so the log must have room
-		// for all of it, as for a single write (see roomForWrites).
-		if err := s.roomForWrites(total); err != nil {
-			for i := start; i < end; i++ {
-				if errs[i] == nil {
-					errs[i] = fmt.Errorf("%s: %w", name(i), err)
-				}
-			}
-			continue
-		}
-		futures := make([]raft.ApplyFuture, end-start)
-		for i := start; i < end; i++ {
-			if entries[i] != nil && errs[i] == nil {
-				futures[i-start] = s.raft.Apply(entries[i], s.cfg.WriteTimeout)
-			}
-		}
-		for i := start; i < end; i++ {
-			f := futures[i-start]
+	type window struct {
+		start   int
+		bytes   int
+		futures []raft.ApplyFuture
+	}
+	var last *window // proposed, not yet waited for
+	await := func(w *window) {
+		for j, f := range w.futures {
 			if f == nil {
 				continue
 			}
+			i := w.start + j
 			if err := s.wait(ctx, f, "write", true); err != nil {
 				errs[i] = err
 				continue
@@ -146,6 +134,45 @@ func (s *Store) proposeAll(ctx context.Context, entries [][]byte, errs []error, 
 			}
 			results[i], errs[i] = r, r.err
 		}
+	}
+	for start := 0; start < len(entries); start += writeAllWindow {
+		end := min(start+writeAllWindow, len(entries))
+		total := 0
+		for i := start; i < end; i++ {
+			if entries[i] != nil && errs[i] == nil {
+				if errs[i] = ctx.Err(); errs[i] == nil {
+					total += len(entries[i])
+				}
+			}
+		}
+		// The window goes to raft together, so the log must have room
+		// for all of it, as for a single write (see roomForWrites), and
+		// for the window still in flight.
+		ahead := total
+		if last != nil {
+			ahead += last.bytes
+		}
+		if err := s.roomForWrites(ahead); err != nil {
+			for i := start; i < end; i++ {
+				if errs[i] == nil {
+					errs[i] = fmt.Errorf("%s: %w", name(i), err)
+				}
+			}
+			continue
+		}
+		w := &window{start: start, bytes: total, futures: make([]raft.ApplyFuture, end-start)}
+		for i := start; i < end; i++ {
+			if entries[i] != nil && errs[i] == nil {
+				w.futures[i-start] = s.raft.Apply(entries[i], s.cfg.WriteTimeout)
+			}
+		}
+		if last != nil {
+			await(last)
+		}
+		last = w
+	}
+	if last != nil {
+		await(last)
 	}
 	return results
 }

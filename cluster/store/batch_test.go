@@ -147,13 +147,7 @@ func TestPutAllInPlaceSharesAppends(t *testing.T) {
 	t.Parallel()
 	n := single(t)
 	ctx := context.Background()
-	stale, _, err := n.s.Put(ctx, config("default", "stale", "x"), WriteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := n.s.Put(ctx, config("default", "stale", "y"), WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	stale := outdated(t, n)
 	const count = 64
 	var puts []Put
 	for i := range count {
@@ -297,4 +291,62 @@ func BenchmarkStoredUID(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A bulk write of several windows (the next proposed while the last one
+// commits) applies in order, each write answered as its own: versions
+// rise with the writes' order across the windows, and a write refused in
+// any window is refused alone.
+func TestPutAllInPlaceAcrossWindows(t *testing.T) {
+	t.Parallel()
+	n := single(t)
+	ctx := context.Background()
+	stale := outdated(t, n)
+	const count = 2*writeAllWindow + 100
+	bad := map[int]bool{7: true, writeAllWindow + 3: true, 2*writeAllWindow + 50: true}
+	puts := make([]Put, count)
+	for i := range puts {
+		puts[i] = Put{Object: config("default", fmt.Sprint("c", i), "x"),
+			Options: WriteOptions{Precondition: Precondition{MustNotExist: true}}}
+		if bad[i] {
+			puts[i] = Put{Object: config("default", "stale", fmt.Sprint("z", i)),
+				Options: WriteOptions{Precondition: Precondition{Version: stale.GetMetadata().Version}}}
+		}
+	}
+	_, errs, err := n.s.PutAllInPlace(ctx, puts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := uint64(0)
+	for i, p := range puts {
+		if bad[i] {
+			if !errors.Is(errs[i], ErrConflict) {
+				t.Fatalf("write %d at a stale version: %v, want a conflict", i, errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil {
+			t.Fatalf("write %d: %v", i, errs[i])
+		}
+		v := p.Object.GetMetadata().Version
+		if v <= last {
+			t.Fatalf("write %d at version %d, after %d: not in the writes' order", i, v, last)
+		}
+		last = v
+	}
+}
+
+// outdated writes Config default/stale twice and returns it as it was
+// first written: a write with its version as precondition is refused.
+func outdated(t *testing.T, n *node) legion.Object {
+	t.Helper()
+	ctx := context.Background()
+	first, _, err := n.s.Put(ctx, config("default", "stale", "x"), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.s.Put(ctx, config("default", "stale", "y"), WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return first
 }
