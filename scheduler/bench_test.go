@@ -200,14 +200,14 @@ func rollout(b *testing.B, c *schedtest.Cluster, tag string, timed bool) (passes
 		passes++
 		created += len(r.CreateTasks)
 	}
-	want := 0
+	running := 0
 	for _, t := range c.Tasks {
 		if t.Status.State == legion.TaskRunning && strings.HasSuffix(t.Spec.Pod.Containers[0].Image, "-"+tag) {
-			want++
+			running++
 		}
 	}
-	if want != 200*100 || created != 200*100 {
-		b.Fatalf("after %d passes: %d tasks running at %s, %d made; want 20000", passes, want, tag, created)
+	if running != 200*100 || created != 200*100 {
+		b.Fatalf("after %d passes: %d tasks running at %s, %d made; want 20000 of each", passes, running, tag, created)
 	}
 	return passes, created, cpu
 }
