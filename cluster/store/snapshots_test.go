@@ -14,7 +14,7 @@ import (
 )
 
 // snapshotStoreIn is a snapshot store over a new file, sealed.
-func snapshotStoreIn(t *testing.T) *snapshotStore {
+func snapshotStoreIn(t testing.TB) *snapshotStore {
 	t.Helper()
 	db, err := openBolt(filepath.Join(t.TempDir(), FileName))
 	if err != nil {
@@ -29,7 +29,7 @@ func snapshotStoreIn(t *testing.T) *snapshotStore {
 }
 
 // takeSnapshot stores data as a snapshot at index and returns its id.
-func takeSnapshot(t *testing.T, s *snapshotStore, index uint64, data []byte) string {
+func takeSnapshot(t testing.TB, s *snapshotStore, index uint64, data []byte) string {
 	t.Helper()
 	sink, err := s.Create(raft.SnapshotVersionMax, index, 1, raft.Configuration{}, 1, nil)
 	if err != nil {
@@ -170,30 +170,12 @@ func TestSnapshotDataIsReadAtFirstRead(t *testing.T) {
 // snapshot: opening it, and opening and reading it (what Open cost
 // before it left the data to the first Read).
 func BenchmarkSnapshotOpen(b *testing.B) {
-	db, err := openBolt(filepath.Join(b.TempDir(), FileName))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	seal, err := newSealer(bytes.Repeat([]byte{7}, KeySize))
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := &snapshotStore{db: db, seal: seal}
-	sink, err := s.Create(raft.SnapshotVersionMax, 10, 1, raft.Configuration{}, 1, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := sink.Write(bytes.Repeat([]byte("0123456789abcdef"), 2<<20)); err != nil {
-		b.Fatal(err)
-	}
-	if err := sink.Close(); err != nil {
-		b.Fatal(err)
-	}
+	s := snapshotStoreIn(b)
+	id := takeSnapshot(b, s, 10, bytes.Repeat([]byte("0123456789abcdef"), 2<<20))
 	for _, read := range []bool{false, true} {
 		b.Run(fmt.Sprintf("read=%v", read), func(b *testing.B) {
 			for range b.N {
-				_, rc, err := s.Open(sink.ID())
+				_, rc, err := s.Open(id)
 				if err != nil {
 					b.Fatal(err)
 				}
