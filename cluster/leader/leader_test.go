@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,59 @@ func TestRunWhileLeaderStartsAndStopsWithLeadership(t *testing.T) {
 	}
 }
 
+// countingTask is a task that counts itself in running while it runs.
+func countingTask(running *atomic.Int64) Task {
+	return Task{Name: "t", Run: func(ctx context.Context) error {
+		running.Add(1)
+		defer running.Add(-1)
+		<-ctx.Done()
+		return nil
+	}}
+}
+
+// settling is a flag whose Barrier waits for the test's answer.
+type settling struct {
+	flag
+	calls   atomic.Int64
+	answers chan error
+}
+
+func (s *settling) Barrier(ctx context.Context) error {
+	s.calls.Add(1)
+	select {
+	case err := <-s.answers:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A new leader starts the tasks only once its barrier says it has applied
+// what earlier terms committed; a barrier that fails starts nothing, and
+// the next look tries again.
+func TestRunWhileLeaderStartsTheTasksAfterTheBarrier(t *testing.T) {
+	t.Parallel()
+	lead := &settling{answers: make(chan error)}
+	var running atomic.Int64
+	task := countingTask(&running)
+	runUntilEnd(t, func(ctx context.Context) { RunWhileLeader(ctx, lead, 5*time.Millisecond, nil, task) })
+	lead.v.Store(true)
+	poll(t, "the barrier asked for", 5*time.Second, func() bool { return lead.calls.Load() == 1 })
+	if running.Load() != 0 {
+		t.Fatal("the tasks started before the barrier returned")
+	}
+	lead.answers <- errors.New("no quorum yet")
+	poll(t, "the barrier asked for again", 5*time.Second, func() bool { return lead.calls.Load() == 2 })
+	if running.Load() != 0 {
+		t.Fatal("the tasks started after a failed barrier")
+	}
+	lead.answers <- nil
+	poll(t, "started after the barrier", 5*time.Second, func() bool { return running.Load() == 1 })
+	if n := lead.calls.Load(); n != 2 {
+		t.Fatalf("the barrier was asked for %d times, want 2", n)
+	}
+}
+
 // A store says when its leader changes: the tasks start as it is elected
 // and stop as it loses the leadership, though the period is an hour (the
 // manager's is a second, which a failover waited out on top of the
@@ -73,12 +127,7 @@ func TestRunWhileLeaderFollowsTheStoresElections(t *testing.T) {
 	t.Parallel()
 	st, lead := storetest.Unelected(t, nil)
 	var running atomic.Int64
-	task := Task{Name: "t", Run: func(ctx context.Context) error {
-		running.Add(1)
-		defer running.Add(-1)
-		<-ctx.Done()
-		return nil
-	}}
+	task := countingTask(&running)
 	runUntilEnd(t, func(ctx context.Context) { RunWhileLeader(ctx, st, time.Hour, nil, task) })
 	lead()
 	poll(t, "started on the election", 10*time.Second, func() bool { return running.Load() == 1 })
