@@ -90,8 +90,9 @@ type ImageResolver struct {
 	// A namespace's owners are resolved by a worker of its own,
 	// ResolveParallel at a time, and the namespaces' workers run side by
 	// side: an owner whose registry is slow holds up its own namespace,
-	// not every other one's deploys. busy holds the namespaces whose worker runs, and
-	// outcomes what was found of each owner last, by owner key.
+	// not every other one's deploys. busy holds the namespaces whose
+	// worker runs, and outcomes what was found of each owner last, by
+	// owner key.
 	busy     map[string]bool
 	outcomes map[string]outcome
 	workers  sync.WaitGroup

@@ -65,6 +65,9 @@ func RunWhileLeader(ctx context.Context, l Leadership, period time.Duration, log
 		case leading && cancel == nil:
 			if settle != nil {
 				if err := settle.Barrier(ctx); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
 					// Lost the leadership meanwhile, or no quorum yet: the
 					// next look tries again.
 					log.Warn("leading, but the earlier terms' writes are not applied here yet; the controllers wait", "err", err)
