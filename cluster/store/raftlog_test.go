@@ -25,7 +25,8 @@ func (r *records) WithGroup(string) slog.Handler      { return r }
 
 // Raft's log lines reach slog at their own levels with their fields,
 // not all as warnings with the level in the text; an election at start
-// is no warning, and raft's debug chatter stays out.
+// is no warning, raft's information is debug, and raft's debug chatter
+// stays out.
 func TestRaftLogLevelsMapToSlog(t *testing.T) {
 	t.Parallel()
 	h := &records{}
@@ -38,7 +39,8 @@ func TestRaftLogLevelsMapToSlog(t *testing.T) {
 	want := []struct {
 		level slog.Level
 		msg   string
-	}{{slog.LevelError, "failed to appendEntries to"}, {slog.LevelInfo, "heartbeat timeout reached, starting election"}, {slog.LevelWarn, "rejecting vote request"}}
+	}{{slog.LevelError, "failed to appendEntries to"}, {slog.LevelInfo, "heartbeat timeout reached, starting election"}, {slog.LevelWarn, "rejecting vote request"},
+		{slog.LevelDebug, "entering follower state"}}
 	if len(h.got) != len(want) {
 		t.Fatalf("%d records, want %d: %v", len(h.got), len(want), h.got)
 	}

@@ -1040,8 +1040,12 @@ func (s raftSink) Accept(name string, level hclog.Level, msg string, args ...int
 		if strings.HasPrefix(msg, "heartbeat timeout reached, starting election") {
 			lv = slog.LevelInfo
 		}
+	case level == hclog.Info:
+		// How elections went (a candidate, a pre-vote turned away, a
+		// leader elected): there when a daemon or a test asks for debug.
+		lv = slog.LevelDebug
 	default:
-		return // raft's chatter below warnings stays out
+		return // raft's own debug chatter stays out
 	}
 	s.l.Log(context.Background(), lv, msg, append([]any{"component", name}, args...)...)
 }

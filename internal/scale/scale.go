@@ -13,6 +13,7 @@ package scale
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -74,7 +75,19 @@ type Harness struct {
 	tally     *tally
 	tallyOnce sync.Once
 
-	ends streamEnds
+	ends      streamEnds
+	elections elections
+}
+
+// Elections is what the managers' Raft said about elections from t on, a
+// line each, with its time after t.
+func (h *Harness) Elections(t time.Time) []string {
+	return h.elections.since(t, func(i int) string {
+		if i < len(h.Cluster.Managers) {
+			return h.Cluster.Managers[i].Addr
+		}
+		return fmt.Sprint("manager ", i)
+	})
 }
 
 // StreamEnds says why assignment streams ended since the last call, one
@@ -107,12 +120,15 @@ func New(t testing.TB, o Options) *Harness {
 	if o.Agents <= 0 {
 		o.Agents = 256
 	}
-	opts := testcluster.Options{Managers: o.Managers, Leader: true}
-	if o.Timing != nil {
-		opts.Configure = func(_ int, c *server.Config) { c.Timing = *o.Timing }
-	}
+	h := &Harness{t: t}
+	opts := testcluster.Options{Managers: o.Managers, Leader: true, Configure: func(i int, c *server.Config) {
+		c.Logger = slog.New(h.elections.handler(i))
+		if o.Timing != nil {
+			c.Timing = *o.Timing
+		}
+	}}
 	c := testcluster.New(t, opts)
-	h := &Harness{t: t, Cluster: c}
+	h.Cluster = c
 	for _, m := range c.Managers {
 		h.addrs = append(h.addrs, m.Addr)
 	}

@@ -163,6 +163,9 @@ func cpu() time.Duration {
 // 10 s: 30 s of them make the figure steadier.
 const idleWindow = 30 * time.Second
 
+// maxElectionReport bounds the Raft lines a leader kill's report prints.
+const maxElectionReport = 60
+
 // profileName is the name of a phase's profile: its name up to the first
 // figure or bracket, in words joined by dashes.
 func profileName(phase string) string {
@@ -330,6 +333,15 @@ func TestScale(t *testing.T) {
 		next := h.Cluster.WaitLeader()
 		elected := time.Since(k0)
 		t.Logf("%s elected leader %s after the kill", next.Addr, elected.Round(time.Millisecond))
+		// How: a split or turned-away vote shows here.
+		lines := h.Elections(k0)
+		for i, l := range lines {
+			if i == maxElectionReport {
+				t.Logf("    raft: %d lines more", len(lines)-i)
+				break
+			}
+			t.Logf("    raft: %s", l)
+		}
 		at, err := h.WaitFor(ctx, "every task updated", "3", nil, updated)
 		took := at.Sub(w0)
 		t.Logf("converged %s after the leader kill (%s after the election); the update took %s, the one without a kill %s (%+.1fs)",
