@@ -50,9 +50,14 @@ func (s *Store) screenVote(req any) (any, bool) {
 		if err != nil {
 			return nil, false
 		}
-		granted, term := preVote(v, req)
+		granted, term, refused := preVote(v, req)
 		if granted {
 			s.preVoted.Store(time.Now().UnixNano())
+		} else {
+			// As raft says it of the pre-votes it answers itself (at
+			// debug level: see raftSink).
+			s.log.Debug("rejecting pre-vote request since "+refused, "component", "raft", "from", string(req.ID),
+				"term", req.Term, "last-log-index", req.LastLogIndex, "last-log-term", req.LastLogTerm)
 		}
 		return &raft.RequestPreVoteResponse{RPCHeader: s.rpcHeader(), Term: term, Granted: granted}, true
 	}
@@ -93,8 +98,8 @@ func (s *Store) voterState() (voterState, error) {
 // leader (raft's requestPreVote past its leader check): granted to a
 // voter of the configuration asking for a term not behind this one,
 // whose log is at least as up to date; the term answered is the later of
-// the two.
-func preVote(v voterState, req *raft.RequestPreVoteRequest) (granted bool, term uint64) {
+// the two. refused says why it is not granted, in raft's words.
+func preVote(v voterState, req *raft.RequestPreVoteRequest) (granted bool, term uint64, refused string) {
 	term = v.term
 	candidate := raft.ServerID(req.ID)
 	var known, voter bool
@@ -103,17 +108,22 @@ func preVote(v voterState, req *raft.RequestPreVoteRequest) (granted bool, term 
 			known, voter = true, sv.Suffrage == raft.Voter
 		}
 	}
-	if len(v.servers) > 0 && !known || req.Term < v.term {
-		return false, term
+	switch {
+	case len(v.servers) > 0 && !known:
+		return false, term, "node is not in configuration"
+	case req.Term < v.term:
+		return false, term, "our term is greater"
 	}
 	term = max(term, req.Term)
 	switch {
 	case len(v.servers) > 0 && !voter:
-		return false, term
-	case v.lastTerm > req.LastLogTerm, v.lastTerm == req.LastLogTerm && v.lastIndex > req.LastLogIndex:
-		return false, term
+		return false, term, "node is not a voter"
+	case v.lastTerm > req.LastLogTerm:
+		return false, term, "our last term is greater"
+	case v.lastTerm == req.LastLogTerm && v.lastIndex > req.LastLogIndex:
+		return false, term, "our last index is greater"
 	}
-	return true, term
+	return true, term, ""
 }
 
 // rpcHeader is the header raft puts on this replica's answers.

@@ -176,21 +176,22 @@ func TestPreVoteFollowsRaftsRules(t *testing.T) {
 		req     *raft.RequestPreVoteRequest
 		granted bool
 		term    uint64
+		refused string
 	}{
-		{"a voter as up to date", us, ask("m2", 8, 100, 6), true, 8},
-		{"a voter with a longer log", us, ask("m2", 8, 120, 6), true, 8},
-		{"a voter with a later last term", us, ask("m2", 8, 50, 7), true, 8},
-		{"a shorter log", us, ask("m2", 8, 99, 6), false, 8},
-		{"an earlier last term", us, ask("m2", 8, 200, 5), false, 8},
-		{"a term behind ours", us, ask("m2", 6, 100, 6), false, 7},
-		{"our own term", us, ask("m2", 7, 100, 6), true, 7},
-		{"a non-voter", us, ask("m4", 8, 100, 6), false, 8},
-		{"a stranger", us, ask("m9", 8, 100, 6), false, 7},
-		{"anyone, before any configuration", voterState{term: 1}, ask("m9", 2, 0, 0), true, 2},
+		{"a voter as up to date", us, ask("m2", 8, 100, 6), true, 8, ""},
+		{"a voter with a longer log", us, ask("m2", 8, 120, 6), true, 8, ""},
+		{"a voter with a later last term", us, ask("m2", 8, 50, 7), true, 8, ""},
+		{"a shorter log", us, ask("m2", 8, 99, 6), false, 8, "our last index is greater"},
+		{"an earlier last term", us, ask("m2", 8, 200, 5), false, 8, "our last term is greater"},
+		{"a term behind ours", us, ask("m2", 6, 100, 6), false, 7, "our term is greater"},
+		{"our own term", us, ask("m2", 7, 100, 6), true, 7, ""},
+		{"a non-voter", us, ask("m4", 8, 100, 6), false, 8, "node is not a voter"},
+		{"a stranger", us, ask("m9", 8, 100, 6), false, 7, "node is not in configuration"},
+		{"anyone, before any configuration", voterState{term: 1}, ask("m9", 2, 0, 0), true, 2, ""},
 	} {
-		granted, term := preVote(c.v, c.req)
-		if granted != c.granted || term != c.term {
-			t.Errorf("%s: granted %v in term %d, want %v in %d", c.name, granted, term, c.granted, c.term)
+		granted, term, refused := preVote(c.v, c.req)
+		if granted != c.granted || term != c.term || refused != c.refused {
+			t.Errorf("%s: granted %v in term %d (refused: %q), want %v in %d (%q)", c.name, granted, term, refused, c.granted, c.term, c.refused)
 		}
 	}
 }
