@@ -433,7 +433,6 @@ func (s *Store) standWatch() {
 	}
 }
 
-// slogWriter passes raft's log lines to slog.
 // HasState reports whether the store belongs to a cluster already.
 func (s *Store) HasState() bool {
 	ok, err := raft.HasExistingState(s.logs, s.logs, s.snaps)
