@@ -426,9 +426,7 @@ func (r *ImageResolver) try(ctx context.Context, a *attempt) (due time.Time, ok 
 	cur := *a.status
 	res, problems := r.resolve(ctx, a.pod, a.hash, a.logins)
 	if !sameImages(cur, res) {
-		*a.status = res
-		err := r.Store.WriteStatus(ctx, a.o, store.Precondition{Version: a.o.GetMetadata().Version})
-		if err != nil && !errors.Is(err, store.ErrConflict) {
+		if err := r.writeImages(ctx, a, res); err != nil && !errors.Is(err, store.ErrConflict) {
 			problems = append(problems, "writing the status: "+err.Error())
 		}
 	}
@@ -455,6 +453,41 @@ func (r *ImageResolver) try(ctx context.Context, a *attempt) (due time.Time, ok 
 	}
 	return f.next, false
 }
+
+// writeImages writes res as the owner's images status. The planner
+// writes the owner's status too, so the version read may be gone by
+// then: in the scale run a third of these writes met a status written
+// since, and each such owner waited for the namespace's next round. On a
+// conflict the owner is read again and, while it is the same owner with
+// the pod resolved, res is written over its fresh status, up to
+// conflictRetries times; a conflict that stands is the caller's.
+func (r *ImageResolver) writeImages(ctx context.Context, a *attempt, res *legion.ImagesStatus) error {
+	o := a.o
+	for tries := 0; ; tries++ {
+		_, status := podImages(o)
+		*status = res
+		err := r.Store.WriteStatus(ctx, o, store.Precondition{Version: o.GetMetadata().Version})
+		if !errors.Is(err, store.ErrConflict) || tries == conflictRetries {
+			return err
+		}
+		m := o.GetMetadata()
+		fresh, _, gerr := r.Store.Get(o.GetKind(), m.Namespace, m.Name)
+		if gerr != nil {
+			return err // gone, or unreadable: the next pass sees
+		}
+		pod, st := podImages(fresh)
+		if pod == nil || fresh.GetMetadata().UID != m.UID || scheduler.PodHash(pod) != a.hash {
+			return err // another owner or another pod now: resolved again
+		}
+		if sameImages(*st, res) {
+			return nil
+		}
+		o = fresh
+	}
+}
+
+// conflictRetries bounds writeImages' writes again after a conflict.
+const conflictRetries = 3
 
 // forget drops an owner's failures; said, when not empty, is logged if
 // it had any.

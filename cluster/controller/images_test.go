@@ -195,3 +195,94 @@ func TestOnlyWhatMayGiveWorkWakesTheResolver(t *testing.T) {
 		t.Errorf("registry asked %v, want each tag once", calls)
 	}
 }
+
+// The planner writes an owner's status while the resolver asks the
+// registry; the resolver's write then meets a newer version. It reads the
+// owner again and writes the images over the planner's status, keeping
+// what the planner wrote, in the same round: the registry is not asked
+// twice.
+func TestImageResolverWritesOverAStatusWrittenMeanwhile(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	put(t, s, `apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  pod: {containers: [{name: c, image: "registry.test/web:1"}]}
+`)
+	const digest = "sha256:" + "ef00000000000000000000000000000000000000000000000000000000000000"
+	asked := 0
+	resolve := func(ctx context.Context, ref string, _ [][]byte) (string, error) {
+		asked++
+		// The planner's write, between the resolver's read and its own.
+		o, _, err := s.Get(legion.KindService, "default", "web")
+		if err != nil {
+			return "", err
+		}
+		o.(*legion.Service).Status.Message = "waiting for its images"
+		if err := s.WriteStatus(ctx, o, store.Precondition{Version: o.GetMetadata().Version}); err != nil {
+			return "", err
+		}
+		return digest, nil
+	}
+	r := &ImageResolver{Store: s, Resolve: resolve}
+	if failed := r.Pass(context.Background()); failed {
+		t.Fatal("the pass failed")
+	}
+	o, _, err := s.Get(legion.KindService, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := o.(*legion.Service).Status
+	if st.Images == nil || st.Images.Digests["registry.test/web:1"] != digest {
+		t.Fatalf("images status after the pass: %+v, want the tag pinned", st.Images)
+	}
+	if st.Message != "waiting for its images" {
+		t.Fatalf("the planner's status message is %q: the resolver wrote over it with what it had read", st.Message)
+	}
+	if asked != 1 {
+		t.Fatalf("the registry was asked %d times, want once", asked)
+	}
+}
+
+// A spec changed while the resolver asked the registry gets none of the
+// old pod's images written over its status: the next round resolves
+// the new pod.
+func TestImageResolverWritesNothingForAPodReplacedMeanwhile(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	manifest := `apiVersion: legion/v1
+kind: Service
+metadata: {name: web}
+spec:
+  pod: {containers: [{name: c, image: "registry.test/web:1"}]}
+`
+	put(t, s, manifest)
+	const digest = "sha256:" + "ef00000000000000000000000000000000000000000000000000000000000000"
+	resolve := func(ctx context.Context, ref string, _ [][]byte) (string, error) {
+		if ref == "registry.test/web:1" {
+			// The update, between the resolver's read and its write.
+			o, _, err := s.Get(legion.KindService, "default", "web")
+			if err != nil {
+				return "", err
+			}
+			o.(*legion.Service).Spec.Pod.Containers[0].Image = "registry.test/web:2"
+			if _, _, err := s.Put(ctx, o, store.WriteOptions{KeepStatus: true}); err != nil {
+				return "", err
+			}
+		}
+		return digest, nil
+	}
+	r := &ImageResolver{Store: s, Resolve: resolve}
+	r.Pass(context.Background())
+	o, _, err := s.Get(legion.KindService, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := o.(*legion.Service).Spec.Pod.Containers[0].Image; img != "registry.test/web:2" {
+		t.Fatalf("the service runs %s after the update, want registry.test/web:2", img)
+	}
+	if im := o.(*legion.Service).Status.Images; im != nil && im.Digests["registry.test/web:1"] != "" {
+		t.Fatalf("images status after the pass: %+v; the old pod's images were written over the new pod's status", im)
+	}
+}
