@@ -24,11 +24,7 @@ func BenchmarkPut(b *testing.B) {
 // raft's in-memory transport (the API and gRPC left out).
 func BenchmarkPutThree(b *testing.B) {
 	ns := threeNodes(b)
-	defer func() {
-		for _, n := range ns {
-			n.s.Close()
-		}
-	}()
+	closeAtEnd(b, ns)
 	benchPuts(b, ns[0].s, 1)
 }
 
@@ -41,11 +37,7 @@ func BenchmarkPutConcurrent(b *testing.B) {
 	})
 	b.Run("managers=3", func(b *testing.B) {
 		ns := threeNodes(b)
-		defer func() {
-			for _, n := range ns {
-				n.s.Close()
-			}
-		}()
+		closeAtEnd(b, ns)
 		benchPuts(b, ns[0].s, 64)
 	})
 }
@@ -110,11 +102,7 @@ func BenchmarkPutSealing(b *testing.B) {
 						s = n.s
 					} else {
 						ns := threeNodesKeys(b, FastTiming(), keys)
-						defer func() {
-							for _, n := range ns {
-								n.s.Close()
-							}
-						}()
+						closeAtEnd(b, ns)
 						s = ns[0].s
 					}
 					benchPutsSized(b, s, writers, 512)
@@ -402,11 +390,7 @@ func BenchmarkWriteAll(b *testing.B) {
 	b.Run("managers=1", func(b *testing.B) { run(b, single(b).s) })
 	b.Run("managers=3", func(b *testing.B) {
 		ns := threeNodes(b)
-		defer func() {
-			for _, n := range ns {
-				n.s.Close()
-			}
-		}()
+		closeAtEnd(b, ns)
 		run(b, ns[0].s)
 	})
 }

@@ -405,11 +405,7 @@ func TestFullDiskOnTheLeaderOfThree(t *testing.T) {
 	// once when an append fails, whatever its lease.
 	timing := SteadyTiming()
 	ns := threeNodesTiming(t, timing)
-	t.Cleanup(func() {
-		for _, n := range ns {
-			n.s.Close()
-		}
-	})
+	closeAtEnd(t, ns)
 	leader := ns[0]
 	var d fakeDisk
 	onDisk(leader.s.logs.wal, &d)

@@ -61,11 +61,7 @@ func benchFailoverScaled(b *testing.B, writing, screened bool) {
 	for i := range 3 {
 		ns = append(ns, open(fmt.Sprint("m", i+1), t.TempDir()))
 	}
-	t.Cleanup(func() {
-		for _, n := range ns {
-			n.s.Close()
-		}
-	})
+	closeAtEnd(t, ns)
 	formCluster(t, ns)
 	if writing {
 		// Sixteen writers of 4 KB objects keep the followers' logs

@@ -440,6 +440,16 @@ func TestSecondOpenOfOneDirectoryIsRefused(t *testing.T) {
 }
 
 // cluster of three in-memory-transport managers.
+// closeAtEnd closes the nodes' stores when t ends (before their
+// directories go, which were registered first).
+func closeAtEnd(t testing.TB, ns []*node) {
+	t.Cleanup(func() {
+		for _, n := range ns {
+			n.s.Close()
+		}
+	})
+}
+
 func threeNodes(t testing.TB) []*node {
 	t.Helper()
 	return threeNodesTiming(t, FastTiming())
