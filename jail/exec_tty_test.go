@@ -4,31 +4,16 @@ import (
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/legionbsd/legion/internal/logtest"
 	"github.com/legionbsd/legion/jail"
 )
 
 // syncBuffer is output written by the runtime's goroutines while the
 // test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+type syncBuffer = logtest.Buffer
 
 // Exec on a terminal: the command starts at the size asked for, and a
 // resize reaches it as SIGWINCH with the new size.

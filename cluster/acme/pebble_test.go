@@ -32,6 +32,7 @@ import (
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/daemon"
 	"github.com/legionbsd/legion/internal/endpoints"
+	"github.com/legionbsd/legion/internal/logtest"
 	"github.com/legionbsd/legion/internal/testaddr"
 	"github.com/legionbsd/legion/internal/testcluster"
 )
@@ -76,7 +77,7 @@ func startPebble(t *testing.T, httpPort int, dnsAddr string) *pebble {
 	// Real validation, without Pebble's random sleeps before it, with
 	// every order validated afresh and no nonce refused for practice.
 	cmd.Env = append(os.Environ(), "PEBBLE_VA_NOSLEEP=1", "PEBBLE_AUTHZREUSE=0", "PEBBLE_WFE_NONCEREJECT=0")
-	var out lockedBuffer
+	var out logtest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t.Cleanup(func() {
 		if cmd.Process != nil {
@@ -116,23 +117,6 @@ func (p *pebble) roots(t *testing.T) *x509.CertPool {
 		t.Fatalf("pebble roots: %s %q", resp.Status, body)
 	}
 	return pool
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func freePort(t *testing.T) int {

@@ -1,34 +1,14 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/legionbsd/legion/internal/logtest"
 )
-
-// lockedBuffer is a log sink the resolver may write from one goroutine
-// while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) count(msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), `msg="`+msg+`"`)
-}
 
 // A tag that does not resolve is asked again after 1 s, then after twice
 // as long each time up to 5 minutes, once for all the owners using it;
@@ -56,9 +36,9 @@ spec:
 		}
 		return "sha256:" + strings.Repeat("a", 64), nil
 	}
-	var log lockedBuffer
+	var log logtest.Buffer
 	r := &ImageResolver{Store: s, Resolve: resolve, Now: func() time.Time { return now },
-		Logger: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+		Logger: log.Logger()}
 	r.defaults()
 	// A pass and the namespace's worker it starts, to their end.
 	pass := func(ctx context.Context) (bool, time.Time) {
@@ -71,8 +51,8 @@ spec:
 	if !failed || len(calls) != 1 {
 		t.Fatalf("first pass: failed %v, %d registry calls (want 1 for two owners of one tag)", failed, len(calls))
 	}
-	if n := log.count("resolving images"); n != 2 {
-		t.Fatalf("%d failure lines after the first pass, want one per owner:\n%s", n, log.b.String())
+	if n := log.Count("resolving images"); n != 2 {
+		t.Fatalf("%d failure lines after the first pass, want one per owner:\n%s", n, log.String())
 	}
 	// Early passes (another object changed) ask nothing.
 	now = now.Add(RetryFirst / 2)
@@ -97,15 +77,15 @@ spec:
 	if want != RetryMax {
 		t.Fatalf("the waits never reached %s", RetryMax)
 	}
-	if n := log.count("resolving images"); n != 2 {
-		t.Fatalf("the same error was logged again: %d lines\n%s", n, log.b.String())
+	if n := log.Count("resolving images"); n != 2 {
+		t.Fatalf("the same error was logged again: %d lines\n%s", n, log.String())
 	}
 	// Another error is said once more per owner.
 	failWith = errors.New("401 Unauthorized")
 	now = next
 	_, next = pass(context.Background())
-	if n := log.count("resolving images"); n != 4 {
-		t.Fatalf("%d failure lines after the error changed, want 4\n%s", n, log.b.String())
+	if n := log.Count("resolving images"); n != 4 {
+		t.Fatalf("%d failure lines after the error changed, want 4\n%s", n, log.String())
 	}
 	// Resolved: said once per owner, and nothing more is asked.
 	failWith = nil
@@ -113,13 +93,13 @@ spec:
 	if failed, _ := pass(context.Background()); failed {
 		t.Fatal("the pass failed once the registry answered")
 	}
-	if n := log.count("images resolved"); n != 2 {
-		t.Fatalf("%d recovery lines, want one per owner\n%s", n, log.b.String())
+	if n := log.Count("images resolved"); n != 2 {
+		t.Fatalf("%d recovery lines, want one per owner\n%s", n, log.String())
 	}
 	asked := len(calls)
 	now = now.Add(time.Hour)
 	pass(context.Background())
-	if len(calls) != asked || log.count("resolving images") != 4 {
-		t.Fatalf("after resolving: %d more calls, log\n%s", len(calls)-asked, log.b.String())
+	if len(calls) != asked || log.Count("resolving images") != 4 {
+		t.Fatalf("after resolving: %d more calls, log\n%s", len(calls)-asked, log.String())
 	}
 }

@@ -10,16 +10,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
+
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/logtest"
 )
 
 // openLogged opens m1 in dir (sealed under key) with its log lines in
 // logs, which Raft's goroutines write to while the test reads it.
-func openLogged(t *testing.T, dir string, key []byte, logs *logBuffer) *Store {
+func openLogged(t *testing.T, dir string, key []byte, logs *logtest.Buffer) *Store {
 	t.Helper()
 	_, tr := raft.NewInmemTransport("m1")
 	s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: FastTiming(), WriteTimeout: 10 * time.Second, Key: key,
-		Logger: logs.logger()})
+		Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestStoreFileCompactedAtOpenWhenMostlyFree(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName)
 	key := newKey(t)
-	var logs logBuffer
+	var logs logtest.Buffer
 	s := openLogged(t, dir, key, &logs)
 	if err := s.Bootstrap("m1"); err != nil {
 		t.Fatal(err)
@@ -88,7 +90,7 @@ func TestStoreFileCompactedAtOpenWhenMostlyFree(t *testing.T) {
 	}
 
 	// Nothing left to gain: opened as it is.
-	var again logBuffer
+	var again logtest.Buffer
 	before = fileSize(t, path)
 	s = openLogged(t, dir, key, &again)
 	defer s.Close()
@@ -129,7 +131,7 @@ func TestFailedCompactionOpensTheFileAsItWas(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := fileSize(t, filepath.Join(dir, FileName))
-	var logs logBuffer
+	var logs logtest.Buffer
 	s := openLogged(t, dir, nil, &logs)
 	defer s.Close()
 	if !strings.Contains(logs.String(), "the store file was not compacted; it is used as it is") {

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/logtest"
 )
 
 // On a real file system that fills up (a small tmpfs; needs root to
@@ -44,9 +46,9 @@ func TestFullTmpfsKeepsTheOnlyManagerLeading(t *testing.T) {
 			n.s.Close()
 		}
 	})
-	var logged logBuffer
+	var logged logtest.Buffer
 	_, tr := raft.NewInmemTransport("m1")
-	s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: FastTiming(), WriteTimeout: 3 * time.Second, Logger: logged.logger()})
+	s, err := Open(Config{Dir: dir, ID: "m1", Transport: tr, Timing: FastTiming(), WriteTimeout: 3 * time.Second, Logger: logged.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

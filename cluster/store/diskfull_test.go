@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/internal/logtest"
 )
 
 // fakeDisk stands for a file system that may fill up: while full, a
@@ -366,7 +368,7 @@ func TestFlusherRetriesAFailedFlushAndLogsOnce(t *testing.T) {
 		}
 		return nil
 	}
-	var logged logBuffer
+	var logged logtest.Buffer
 	done := make(chan struct{})
 	t.Cleanup(func() {
 		close(stop)
@@ -374,7 +376,7 @@ func TestFlusherRetriesAFailedFlushAndLogsOnce(t *testing.T) {
 	})
 	go func() {
 		defer close(done)
-		flushLoop(stop, kick, flush, logged.logger())
+		flushLoop(stop, kick, flush, logged.Logger())
 	}()
 	kick <- struct{}{}
 	// One kick only: the retries come from the loop itself.

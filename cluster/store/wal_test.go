@@ -8,37 +8,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/legionbsd/legion/internal/logtest"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
-
-// logBuffer collects what a logger writes, for tests that check a
-// warning.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
 
 func entry(i uint64) *raft.Log {
 	return &raft.Log{Index: i, Term: 1 + i/10, Type: raft.LogCommand, Data: []byte(fmt.Sprintf("entry %d", i)),
@@ -212,8 +192,8 @@ func TestWALCutsATornAppend(t *testing.T) {
 			if err := os.WriteFile(path, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			var logged logBuffer
-			w, err = openWAL(dir, logged.logger())
+			var logged logtest.Buffer
+			w, err = openWAL(dir, logged.Logger())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,8 +288,8 @@ func TestWALRefusesDamageInTheMiddleOfTheLastSegment(t *testing.T) {
 			if err := os.WriteFile(path, data, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			var logged logBuffer
-			w, err = openWAL(dir, logged.logger())
+			var logged logtest.Buffer
+			w, err = openWAL(dir, logged.Logger())
 			if err == nil {
 				w.Close()
 				t.Fatal("a log damaged in the middle of its last segment opened")

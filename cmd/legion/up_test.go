@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -12,12 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/daemon"
+	"github.com/legionbsd/legion/internal/logtest"
 	"github.com/legionbsd/legion/jail/jailtest"
 )
 
@@ -41,17 +40,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+// syncBuffer is a command's output, written from its goroutines while
+// the test reads it.
+type syncBuffer = logtest.Buffer
 
 // legion up examples/hello, the README's run command: the node comes up,
 // loads the example's image, runs both replicas, answers on the published
