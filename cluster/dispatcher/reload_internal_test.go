@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/cluster/store"
+	"github.com/legionbsd/legion/internal/logtest"
 	"github.com/legionbsd/legion/internal/testpoll"
 )
 
@@ -44,7 +46,8 @@ func TestCacheReadingAgainSendsChangesNotWholeSets(t *testing.T) {
 	for _, n := range []string{"stays", "goes", "moves"} {
 		put(task("web-"+n, "n1", "10.200.0.10"))
 	}
-	s := New(Fixed(st), Options{})
+	var logged logtest.Buffer
+	s := New(Fixed(st), Options{Logger: logged.Logger()})
 	c := s.cacheOf(st)
 	if err := c.sync(ctx); err != nil {
 		t.Fatal(err)
@@ -78,6 +81,14 @@ func TestCacheReadingAgainSendsChangesNotWholeSets(t *testing.T) {
 	})
 	if err := c.sync(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The manager's log says so: every stream's next message carries what
+	// the reading found, a burst an operator of a busy manager should see.
+	testpoll.Until(t, "the reading to be logged", 10*time.Second, 10*time.Millisecond, func() bool {
+		return logged.Count(readAgainBehind) == 1
+	})
+	if out := logged.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, "from=") || !strings.Contains(out, "took=") {
+		t.Errorf("the reading's log line lacks its level or its figures:\n%s", out)
 	}
 	set, _, err := s.compose(st, c, ss, false)
 	if err != nil || set == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"sort"
@@ -223,8 +224,9 @@ func (p *part) list() []byte {
 // each worked out again only where an event
 // touched it. Streams read it under mu.
 type viewCache struct {
-	st *store.Store
-	id uint64 // one per cache made, so what refers to a cache need not keep it
+	st  *store.Store
+	id  uint64 // one per cache made, so what refers to a cache need not keep it
+	log *slog.Logger
 
 	mu      sync.Mutex
 	err     error         // set once the cache stopped (the store closed)
@@ -341,7 +343,7 @@ func (s *Service) cacheOf(st *store.Store) *viewCache {
 			return c
 		}
 	}
-	c := &viewCache{st: st, id: cachesMade.Add(1), changed: make(chan struct{})}
+	c := &viewCache{st: st, id: cachesMade.Add(1), log: s.log, changed: make(chan struct{})}
 	s.cache = c
 	go c.run()
 	return c
@@ -351,12 +353,21 @@ func (s *Service) cacheOf(st *store.Store) *viewCache {
 // a history that no longer reaches back (compacted, or a snapshot
 // installed) means reading again.
 func (c *viewCache) run() {
+	var behind error // why the cache reads again; nil at the first reading
 	for {
+		start := time.Now()
+		c.mu.Lock()
+		from := c.at
+		c.mu.Unlock()
 		w, err := c.load()
 		if err == nil {
+			if behind != nil {
+				c.readAgain(behind, from, time.Since(start))
+			}
 			err = c.follow(w)
 		}
 		if errors.Is(err, store.ErrCompacted) || errors.Is(err, store.ErrReset) {
+			behind = err
 			continue
 		}
 		c.mu.Lock()
@@ -365,6 +376,27 @@ func (c *viewCache) run() {
 		c.mu.Unlock()
 		return
 	}
+}
+
+// What a cache logs when it read the replica again (readAgain).
+const (
+	readAgainBehind   = "assignment cache read the replica again: its watch fell behind the store's history (more changes came than the history holds while it was busy)"
+	readAgainSnapshot = "assignment cache read the replica again: a snapshot was installed"
+)
+
+// readAgain says the cache read the replica again (why: the watch fell
+// behind the store's history, or a snapshot was installed) from version
+// from to where it is now: every stream's next message then carries what
+// that reading found changed, a burst on a busy manager worth knowing of.
+func (c *viewCache) readAgain(why error, from uint64, took time.Duration) {
+	c.mu.Lock()
+	to := c.at
+	c.mu.Unlock()
+	msg, level := readAgainBehind, slog.LevelWarn
+	if errors.Is(why, store.ErrReset) {
+		msg, level = readAgainSnapshot, slog.LevelInfo
+	}
+	c.log.Log(context.Background(), level, msg, "from", from, "to", to, "took", took.Round(time.Millisecond))
 }
 
 // load reads every object the cache holds and publishes them, returning
