@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -63,6 +64,10 @@ type Harness struct {
 
 	// What the assignment streams carried to every agent.
 	Messages, Deltas, Bytes atomic.Int64
+	// whole is the parts deltas carried whole, by name (see
+	// dispatcherclient.Message): how many, and their bytes.
+	wholeMu sync.Mutex
+	whole   map[string]WholeParts
 	// Reports is how many task reports the agents made.
 	Reports atomic.Int64
 	// Trace, when set, is told the counts at each poll of WaitFor.
@@ -98,16 +103,32 @@ func (h *Harness) StreamEnds() []string { return h.ends.take() }
 func (h *Harness) ResetLargest() { h.Largest.Store(0) }
 
 // Traffic is a reading of the counters.
-type Traffic struct{ Messages, Deltas, Bytes, Reports int64 }
+type Traffic struct {
+	Messages, Deltas, Bytes, Reports int64
+	Whole                            map[string]WholeParts // by part
+}
+
+// WholeParts is how many times deltas carried a part whole, and its
+// bytes in all.
+type WholeParts struct{ Count, Bytes int64 }
 
 // Traffic reads the counters.
 func (h *Harness) Traffic() Traffic {
-	return Traffic{h.Messages.Load(), h.Deltas.Load(), h.Bytes.Load(), h.Reports.Load()}
+	h.wholeMu.Lock()
+	whole := maps.Clone(h.whole)
+	h.wholeMu.Unlock()
+	return Traffic{h.Messages.Load(), h.Deltas.Load(), h.Bytes.Load(), h.Reports.Load(), whole}
 }
 
 // Sub is the traffic since an earlier reading.
 func (a Traffic) Sub(b Traffic) Traffic {
-	return Traffic{a.Messages - b.Messages, a.Deltas - b.Deltas, a.Bytes - b.Bytes, a.Reports - b.Reports}
+	whole := map[string]WholeParts{}
+	for name, w := range a.Whole {
+		if d := (WholeParts{w.Count - b.Whole[name].Count, w.Bytes - b.Whole[name].Bytes}); d.Count > 0 {
+			whole[name] = d
+		}
+	}
+	return Traffic{a.Messages - b.Messages, a.Deltas - b.Deltas, a.Bytes - b.Bytes, a.Reports - b.Reports, whole}
 }
 
 // New starts the managers and the agents; everything stops at the end of
@@ -223,17 +244,28 @@ func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
 		},
 		Backoff:     50 * time.Millisecond,
 		OnStreamEnd: h.ends.add,
-		OnAssignments: func(size int, delta bool) {
+		OnAssignments: func(m dispatcherclient.Message) {
 			h.Messages.Add(1)
-			h.Bytes.Add(int64(size))
+			h.Bytes.Add(int64(m.Size))
 			for {
 				l := h.Largest.Load()
-				if int64(size) <= l || h.Largest.CompareAndSwap(l, int64(size)) {
+				if int64(m.Size) <= l || h.Largest.CompareAndSwap(l, int64(m.Size)) {
 					break
 				}
 			}
-			if delta {
+			if m.Delta {
 				h.Deltas.Add(1)
+			}
+			if len(m.Whole) > 0 {
+				h.wholeMu.Lock()
+				if h.whole == nil {
+					h.whole = map[string]WholeParts{}
+				}
+				for _, p := range m.Whole {
+					w := h.whole[p.Name]
+					h.whole[p.Name] = WholeParts{w.Count + 1, w.Bytes + int64(p.Bytes)}
+				}
+				h.wholeMu.Unlock()
 			}
 		},
 	})

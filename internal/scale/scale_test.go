@@ -3,12 +3,14 @@ package scale
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	_ "net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,7 +137,7 @@ func settle(t *testing.T, h *Harness) {
 			t.Fatalf("the assignment streams did not go quiet within 20s: %+v", h.Traffic())
 		}
 		time.Sleep(50 * time.Millisecond) // sampling the counters
-		if now := h.Traffic(); now != last {
+		if now := h.Traffic(); now.Messages != last.Messages || now.Reports != last.Reports {
 			last, since = now, time.Now()
 		}
 	}
@@ -265,6 +267,9 @@ func TestScale(t *testing.T) {
 		t.Logf("%-28s %8s  messages %7d (deltas %7d)  bytes %11d (%6.1f MB/s)  reports %6d  log entries %6d  process CPU %5.1f cores",
 			name, took.Round(time.Millisecond), d.Messages, d.Deltas, d.Bytes, float64(d.Bytes)/wall.Seconds()/1e6, d.Reports,
 			entries, (cpu()-c0).Seconds()/wall.Seconds())
+		for _, name := range slices.Sorted(maps.Keys(d.Whole)) {
+			t.Logf("    %s part carried whole in deltas %d times, %d bytes", name, d.Whole[name].Count, d.Whole[name].Bytes)
+		}
 		for _, e := range h.StreamEnds() {
 			t.Logf("    streams ended: %s", e)
 		}

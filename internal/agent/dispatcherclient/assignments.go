@@ -145,8 +145,9 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 		s.mu.Lock()
 		s.streamHeard = time.Now()
 		s.mu.Unlock()
+		var m Message
 		if s.cfg.OnAssignments != nil {
-			s.cfg.OnAssignments(proto.Size(set), set.GetDelta())
+			m = Message{Size: proto.Size(set), Delta: set.GetDelta()}
 		}
 		if err := f.take(set); err != nil {
 			// Only whole sets reach the agent: a manager sending what this
@@ -155,7 +156,52 @@ func (s *Session) followOne(ctx context.Context, addr string, out chan agent.Ass
 			return got, fmt.Errorf("manager %s: %w", addr, err)
 		}
 		got = true
+		if s.cfg.OnAssignments != nil {
+			if m.Delta {
+				// Taken, a delta holds the changes it shared with other
+				// nodes' too.
+				m.Whole = wholeParts(set)
+			}
+			s.cfg.OnAssignments(m)
+		}
 	}
+}
+
+// Message is what Config.OnAssignments is told of a message of the
+// assignments stream.
+type Message struct {
+	Size  int  // as encoded on the wire
+	Delta bool // changes since the message before, not a whole set
+	// Whole is the parts a delta carried whole, each in place of what the
+	// node held of it: a resumed stream's values and volumes, which the
+	// manager works out per node, or a part whose changes since the
+	// node's last message the manager no longer held, so that a small
+	// delta can carry most of a whole set.
+	Whole []WholePart
+}
+
+// WholePart is a part a delta carried whole.
+type WholePart struct {
+	Name  string // the part's name in the AssignmentSet, without "_changes"
+	Bytes int    // as encoded
+}
+
+// wholeParts lists the parts a delta (with its shared changes merged in)
+// carries whole.
+func wholeParts(set *legionpb.AssignmentSet) []WholePart {
+	var out []WholePart
+	for _, p := range []struct {
+		name string
+		it   *legionpb.Items
+	}{{"task", set.GetTaskChanges()}, {"value", set.GetValueChanges()}, {"volume", set.GetVolumeChanges()},
+		{"endpoint", set.GetEndpointChanges()}, {"peer", set.GetPeerChanges()}, {"route", set.GetRouteChanges()},
+		{"member", set.GetMemberChanges()}, {"endpoint_service", set.GetEndpointServiceChanges()},
+		{"endpoint_task", set.GetEndpointTaskChanges()}} {
+		if p.it.GetReplace() {
+			out = append(out, WholePart{p.name, proto.Size(p.it)})
+		}
+	}
+	return out
 }
 
 // follower holds the node's assignments as one stream leaves them (from

@@ -11,6 +11,7 @@ import (
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/agent"
+	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
 )
 
 // When its manager dies, a session's stream goes on with the next from
@@ -48,14 +49,18 @@ func TestSessionResumesWithTheNextManager(t *testing.T) {
 
 	var mu sync.Mutex
 	var wholes, deltas int
+	var wholeParts []string
 	cfg := sessionConfig(t, ca, "node-a", a1)
-	cfg.OnAssignments = func(_ int, delta bool) {
+	cfg.OnAssignments = func(m dispatcherclient.Message) {
 		mu.Lock()
 		defer mu.Unlock()
-		if delta {
+		if m.Delta {
 			deltas++
 		} else {
 			wholes++
+		}
+		for _, p := range m.Whole {
+			wholeParts = append(wholeParts, p.Name)
 		}
 	}
 	ctx := ctxT(t)
@@ -85,10 +90,15 @@ func TestSessionResumesWithTheNextManager(t *testing.T) {
 		Endpoints: []string{"web/api: api-1-1 10.0.1.2, api-1-2 10.0.1.3, api-1-3 10.0.1.4"}, Members: []string{"api-1-1", "api-1-2", "api-1-3"}}
 	untilState(t, ch, want)
 	mu.Lock()
-	w, d := wholes, deltas
+	w, d, parts := wholes, deltas, wholeParts
 	mu.Unlock()
 	if w != 1 || d == 0 {
 		t.Fatalf("%d whole sets and %d deltas: want the first set alone whole, the second manager's changes only", w, d)
+	}
+	// Values and volumes, worked out per node, come whole to a resumed
+	// stream; the rest (the cluster's endpoints and members) as changes.
+	if slices.ContainsFunc(parts, func(p string) bool { return p != "value" && p != "volume" }) {
+		t.Fatalf("the deltas carried these parts whole: %q; want changes only but for the node's values and volumes", parts)
 	}
 	// What a fresh session is sent whole is what the resumed one holds.
 	cfg.Managers, cfg.OnAssignments = []string{a2}, nil

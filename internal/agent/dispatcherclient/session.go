@@ -55,10 +55,9 @@ type Config struct {
 	// CallTimeout bounds one unary call to one manager; zero means
 	// CallTimeout.
 	CallTimeout time.Duration
-	// OnAssignments, when set, is told each message of the assignments
-	// stream as it arrives: its encoded size and whether it held changes
-	// only. For measuring (internal/scale).
-	OnAssignments func(size int, delta bool)
+	// OnAssignments, when set, is told of each message of the assignments
+	// stream once taken. For measuring (internal/scale).
+	OnAssignments func(Message)
 	// OnStreamEnd, when set, is told why each assignments stream ended
 	// (before the next is opened, which resumes from where the node's
 	// state is, or starts with a whole set). For measuring.
