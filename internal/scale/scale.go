@@ -80,19 +80,29 @@ type Harness struct {
 	tally     *tally
 	tallyOnce sync.Once
 
-	ends      streamEnds
-	elections elections
+	ends streamEnds
+	logs managerLogs
 }
 
 // Elections is what the managers' Raft said about elections from t on, a
 // line each, with its time after t.
 func (h *Harness) Elections(t time.Time) []string {
-	return h.elections.since(t, func(i int) string {
-		if i < len(h.Cluster.Managers) {
-			return h.Cluster.Managers[i].Addr
-		}
-		return fmt.Sprint("manager ", i)
-	})
+	return h.logs.electionsSince(t, h.managerName)
+}
+
+// Warnings is the warnings and errors the managers logged from t up to
+// end: a line for each manager and message, with how many times it came
+// and the first in full, most first.
+func (h *Harness) Warnings(t, end time.Time) []string {
+	return h.logs.warningsBetween(t, end, h.managerName)
+}
+
+// managerName names manager i by its address.
+func (h *Harness) managerName(i int) string {
+	if i < len(h.Cluster.Managers) {
+		return h.Cluster.Managers[i].Addr
+	}
+	return fmt.Sprint("manager ", i)
 }
 
 // StreamEnds says why assignment streams ended since the last call, one
@@ -143,7 +153,7 @@ func New(t testing.TB, o Options) *Harness {
 	}
 	h := &Harness{t: t}
 	opts := testcluster.Options{Managers: o.Managers, Leader: true, Configure: func(i int, c *server.Config) {
-		c.Logger = slog.New(h.elections.handler(i))
+		c.Logger = slog.New(h.logs.handler(i))
 		if o.Timing != nil {
 			c.Timing = *o.Timing
 		}

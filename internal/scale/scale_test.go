@@ -168,6 +168,10 @@ const idleWindow = 30 * time.Second
 // maxElectionReport bounds the Raft lines a leader kill's report prints.
 const maxElectionReport = 60
 
+// maxWarningReport bounds the lines of the managers' warnings a phase's
+// report prints (each line a manager's message and its count).
+const maxWarningReport = 12
+
 // profileName is the name of a phase's profile: its name up to the first
 // figure or bracket, in words joined by dashes.
 func profileName(phase string) string {
@@ -272,6 +276,14 @@ func TestScale(t *testing.T) {
 		}
 		for _, e := range h.StreamEnds() {
 			t.Logf("    streams ended: %s", e)
+		}
+		warned := h.Warnings(w0, time.Now())
+		for i, w := range warned {
+			if i == maxWarningReport {
+				t.Logf("    managers' warnings: %d lines more", len(warned)-i)
+				break
+			}
+			t.Logf("    managers' warning: %s", w)
 		}
 		var shares CPUShares
 		if serr == nil {
