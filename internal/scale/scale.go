@@ -112,6 +112,33 @@ func (h *Harness) StreamEnds() []string { return h.ends.take() }
 // ResetLargest starts the record of the largest message again.
 func (h *Harness) ResetLargest() { h.Largest.Store(0) }
 
+// count counts a message an agent's assignments stream carried.
+func (h *Harness) count(m dispatcherclient.Message) {
+	h.Messages.Add(1)
+	h.Bytes.Add(int64(m.Size))
+	for {
+		l := h.Largest.Load()
+		if int64(m.Size) <= l || h.Largest.CompareAndSwap(l, int64(m.Size)) {
+			break
+		}
+	}
+	if m.Delta {
+		h.Deltas.Add(1)
+	}
+	if len(m.Whole) == 0 {
+		return
+	}
+	h.wholeMu.Lock()
+	defer h.wholeMu.Unlock()
+	if h.whole == nil {
+		h.whole = map[string]WholeParts{}
+	}
+	for _, p := range m.Whole {
+		w := h.whole[p.Name]
+		h.whole[p.Name] = WholeParts{w.Count + 1, w.Bytes + int64(p.Bytes)}
+	}
+}
+
 // Traffic is a reading of the counters.
 type Traffic struct {
 	Messages, Deltas, Bytes, Reports int64
@@ -252,32 +279,9 @@ func (h *Harness) startAgent(name, token string, i int) (*Agent, error) {
 				Resources: legion.NodeResources{Capacity: legion.ResourceRequests{CPU: cpu, Memory: mem}, Allocatable: legion.ResourceRequests{CPU: cpu, Memory: mem}},
 				Version:   "scale", ImagePins: true}
 		},
-		Backoff:     50 * time.Millisecond,
-		OnStreamEnd: h.ends.add,
-		OnAssignments: func(m dispatcherclient.Message) {
-			h.Messages.Add(1)
-			h.Bytes.Add(int64(m.Size))
-			for {
-				l := h.Largest.Load()
-				if int64(m.Size) <= l || h.Largest.CompareAndSwap(l, int64(m.Size)) {
-					break
-				}
-			}
-			if m.Delta {
-				h.Deltas.Add(1)
-			}
-			if len(m.Whole) > 0 {
-				h.wholeMu.Lock()
-				if h.whole == nil {
-					h.whole = map[string]WholeParts{}
-				}
-				for _, p := range m.Whole {
-					w := h.whole[p.Name]
-					h.whole[p.Name] = WholeParts{w.Count + 1, w.Bytes + int64(p.Bytes)}
-				}
-				h.wholeMu.Unlock()
-			}
-		},
+		Backoff:       50 * time.Millisecond,
+		OnStreamEnd:   h.ends.add,
+		OnAssignments: h.count,
 	})
 	if err != nil {
 		return nil, err
