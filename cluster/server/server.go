@@ -512,8 +512,15 @@ func (s *Server) Stop() {
 }
 
 // Kill stops at once, as a crash would (in-flight calls fail), then closes
-// the store so the directory can be opened again.
+// the store so the directory can be opened again. Raft's transport is cut
+// first: the store closes only after the background work has ended, and
+// meanwhile a killed leader went on heartbeating its followers, so they
+// elected no one for up to 5 s after the kill (scale runs counted that
+// in the election).
 func (s *Server) Kill() {
+	if tr := s.transport(); tr != nil {
+		tr.Close()
+	}
 	s.endWatches()
 	s.grpc.Stop()
 	s.shutdown()
