@@ -16,8 +16,9 @@ import (
 // logs: standing, pre-votes and votes, their refusals, and who leads.
 var electionWords = []string{"election", "vote", "candidate", "entering ", "leader"}
 
-// maxManagerLines bounds what managerLogs keeps of each sort over a run.
-const maxManagerLines = 10000
+// maxManagerLines bounds what managerLogs keeps of each sort over a run
+// (a killed leader's failed writes are hundreds of warnings).
+const maxManagerLines = 100000
 
 // managerLogs keeps two things of the managers' logs. Raft's lines about
 // elections (the store passes raft's information at debug level), so a
@@ -30,6 +31,16 @@ const maxManagerLines = 10000
 type managerLogs struct {
 	mu                  sync.Mutex
 	elections, warnings []managerLine
+	// lostSince is when the first warning not kept came (zero: none).
+	lostSince time.Time
+	limit     int // of each sort; zero is maxManagerLines
+}
+
+func (e *managerLogs) max() int {
+	if e.limit > 0 {
+		return e.limit
+	}
+	return maxManagerLines
 }
 
 type managerLine struct {
@@ -77,15 +88,19 @@ func (e *managerLogs) warningsBetween(t, end time.Time, name func(i int) string)
 		}
 		counts[k]++
 	}
+	lost := !e.lostSince.IsZero() && e.lostSince.Before(end)
 	e.mu.Unlock()
 	keys := slices.Collect(maps.Keys(counts))
 	slices.SortFunc(keys, func(a, b key) int {
 		return cmp.Or(cmp.Compare(counts[b], counts[a]), first[a].at.Compare(first[b].at))
 	})
-	out := make([]string, len(keys))
-	for i, k := range keys {
+	out := make([]string, 0, len(keys)+1)
+	for _, k := range keys {
 		l := first[k]
-		out[i] = fmt.Sprintf("%dx %s, first at +%.3fs: %s", counts[k], name(k.manager), l.at.Sub(t).Seconds(), l.text)
+		out = append(out, fmt.Sprintf("%dx %s, first at +%.3fs: %s", counts[k], name(k.manager), l.at.Sub(t).Seconds(), l.text))
+	}
+	if lost {
+		out = append(out, fmt.Sprintf("(the run's warnings past the first %d were not kept: these counts stop there)", e.max()))
 	}
 	return out
 }
@@ -117,10 +132,13 @@ func (h managerHandler) Handle(_ context.Context, r slog.Record) error {
 	l := managerLine{r.Time, h.manager, b.String(), r.Message}
 	h.e.mu.Lock()
 	defer h.e.mu.Unlock()
-	if warning && len(h.e.warnings) < maxManagerLines {
+	switch {
+	case warning && len(h.e.warnings) < h.e.max():
 		h.e.warnings = append(h.e.warnings, l)
+	case warning && h.e.lostSince.IsZero():
+		h.e.lostSince = r.Time
 	}
-	if raft && aboutElections(r.Message) && len(h.e.elections) < maxManagerLines {
+	if raft && aboutElections(r.Message) && len(h.e.elections) < h.e.max() {
 		h.e.elections = append(h.e.elections, l)
 	}
 	return nil

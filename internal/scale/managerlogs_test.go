@@ -68,3 +68,19 @@ func TestWarningsAreCountedByManagerAndMessage(t *testing.T) {
 		t.Fatalf("election lines: %q", e)
 	}
 }
+
+// Past its limit the harness keeps no more warnings, and a phase's
+// report says its counts stop there rather than showing fewer.
+func TestWarningsPastTheLimitAreSaidLost(t *testing.T) {
+	t.Parallel()
+	logs := managerLogs{limit: 3}
+	m0 := slog.New(logs.handler(0))
+	start := time.Now()
+	for i := range 5 {
+		m0.Warn("controller write failed", "n", i)
+	}
+	got := logs.warningsBetween(start, time.Now().Add(time.Nanosecond), func(int) string { return "m0" })
+	if len(got) != 2 || !strings.HasPrefix(got[0], "3x m0") || !strings.Contains(got[1], "past the first 3 were not kept") {
+		t.Fatalf("warnings past the limit:\n%s", strings.Join(got, "\n"))
+	}
+}
