@@ -113,8 +113,8 @@ type managerHandler struct {
 func (h managerHandler) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h managerHandler) Handle(_ context.Context, r slog.Record) error {
-	warning := r.Level >= slog.LevelWarn
-	if !warning && !aboutElections(r.Message) {
+	warning, election := r.Level >= slog.LevelWarn, aboutElections(r.Message)
+	if !warning && !election {
 		return nil
 	}
 	raft := false
@@ -138,7 +138,7 @@ func (h managerHandler) Handle(_ context.Context, r slog.Record) error {
 	case warning && h.e.lostSince.IsZero():
 		h.e.lostSince = r.Time
 	}
-	if raft && aboutElections(r.Message) && len(h.e.elections) < h.e.max() {
+	if raft && election && len(h.e.elections) < h.e.max() {
 		h.e.elections = append(h.e.elections, l)
 	}
 	return nil

@@ -130,9 +130,6 @@ func (h *Harness) count(m dispatcherclient.Message) {
 	}
 	h.wholeMu.Lock()
 	defer h.wholeMu.Unlock()
-	if h.whole == nil {
-		h.whole = map[string]WholeParts{}
-	}
 	for _, p := range m.Whole {
 		w := h.whole[p.Name]
 		h.whole[p.Name] = WholeParts{w.Count + 1, w.Bytes + int64(p.Bytes)}
@@ -178,7 +175,7 @@ func New(t testing.TB, o Options) *Harness {
 	if o.Agents <= 0 {
 		o.Agents = 256
 	}
-	h := &Harness{t: t}
+	h := &Harness{t: t, whole: map[string]WholeParts{}}
 	opts := testcluster.Options{Managers: o.Managers, Leader: true, Configure: func(i int, c *server.Config) {
 		c.Logger = slog.New(h.logs.handler(i))
 		if o.Timing != nil {
