@@ -52,6 +52,10 @@ type fakeManager struct {
 	// refuseFinal is how many reports of a terminal state to refuse, as
 	// a manager without a leader would.
 	refuseFinal int
+	// refuseUnfinished refuses every report of any other state, kept in
+	// refused.
+	refuseUnfinished bool
+	refused          []legion.TaskStatus
 }
 
 func newFakeManager() *fakeManager {
@@ -135,6 +139,10 @@ func (m *fakeManager) Report(ctx context.Context, namespace, name, _ string, st 
 	defer m.mu.Unlock()
 	if st.State.Terminal() && m.refuseFinal > 0 {
 		m.refuseFinal--
+		return errors.New("no leader: the report was not taken")
+	}
+	if !st.State.Terminal() && m.refuseUnfinished {
+		m.refused = append(m.refused, st)
 		return errors.New("no leader: the report was not taken")
 	}
 	m.reports = append(m.reports, report{namespace, name, st})

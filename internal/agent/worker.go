@@ -26,7 +26,18 @@ const (
 	// DrainDelay keeps a ready service task serving after it leaves the
 	// endpoints, so other nodes stop sending it connections first.
 	DrainDelay = 2 * time.Second
+	// ReportRetry is the first wait before a running task's status that
+	// no manager took (no leader during an election, say) is sent again;
+	// each failure doubles it, up to MaxReportRetry.
+	ReportRetry    = time.Second
+	MaxReportRetry = 16 * time.Second
 )
+
+// NextReportWait is the wait before a refused report is sent again,
+// after last (zero: the first).
+func NextReportWait(last time.Duration) time.Duration {
+	return min(max(2*last, ReportRetry), MaxReportRetry)
+}
 
 // drainingMessage is a service task's status while it waits DrainDelay:
 // not "draining", which a user reads as the node's drain.
@@ -53,6 +64,11 @@ type worker struct {
 
 	status legion.TaskStatus
 	ready  bool
+	// unsent: no manager took the last status reported; it is sent again
+	// at resendAt (resendDue), after waiting resendWait.
+	unsent     bool
+	resendAt   time.Time
+	resendWait time.Duration
 
 	// per main container
 	restarts  map[string]int
@@ -144,11 +160,31 @@ func (w *worker) containerStatuses(state legion.TaskState) []legion.ContainerSta
 func (w *worker) report(ctx context.Context, state legion.TaskState, msg string) error {
 	w.setStatus(state, msg)
 	w.progressed()
+	return w.send(ctx)
+}
+
+// send reports the worker's status. A failure is kept to be sent again
+// (resendDue): the store would otherwise show the task as it was (still
+// starting, or ready) until its next change, and a rolling update would
+// wait on it for good.
+func (w *worker) send(ctx context.Context) error {
 	err := w.a.Manager.Report(ctx, w.task.Metadata.Namespace, w.task.Metadata.Name, w.task.Metadata.UID, w.status)
-	if err != nil {
-		w.a.log.Warn("reporting task status", "task", w.task.Metadata.Name, "err", err)
+	if err == nil {
+		w.unsent, w.resendWait = false, 0
+		return nil
 	}
+	w.a.log.Warn("reporting task status", "task", w.task.Metadata.Name, "err", err)
+	w.resendWait = NextReportWait(w.resendWait)
+	w.unsent, w.resendAt = true, w.a.now().Add(w.resendWait)
 	return err
+}
+
+// resendDue sends again a status that no manager took, once its wait is
+// over.
+func (w *worker) resendDue(ctx context.Context) {
+	if w.unsent && !w.a.now().Before(w.resendAt) {
+		w.send(ctx)
+	}
 }
 
 // progress reports a step on the way to running (preparing, starting)
@@ -511,6 +547,7 @@ func (w *worker) supervise(ctx context.Context) (legion.TaskState, string) {
 			w.probeResult(ctx, ev)
 		case <-tick.C:
 			w.restartDue(ctx)
+			w.resendDue(ctx)
 		}
 	}
 }

@@ -431,3 +431,52 @@ func TestAnEndedTasksLastReportIsSentAgainUntilTaken(t *testing.T) {
 		t.Errorf("reports after the set showing the task ended: %s", describe(r.mgr.of("web-t1")[n:]))
 	}
 }
+
+// A running task's status that no manager takes (no leader during an
+// election, say) is sent again until one does: no assignment set need
+// come meanwhile, and without it the store would show the task starting
+// for good while its pod runs, holding up a rolling update.
+func TestARunningTasksRefusedReportIsSentAgain(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.mgr.mu.Lock()
+	r.mgr.refuseUnfinished = true
+	r.mgr.mu.Unlock()
+	r.start(t)
+	r.assign(nil, testTask("t1"))
+	refusedRunning := func() int {
+		r.mgr.mu.Lock()
+		defer r.mgr.mu.Unlock()
+		n := 0
+		for _, st := range r.mgr.refused {
+			if st.State == legion.TaskRunning {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, "the running report refused", func() bool { return refusedRunning() == 1 },
+		func() string { return describe(r.mgr.refused) })
+	// Sent again once its wait is over, and again after a longer one.
+	for _, wait := range []time.Duration{ReportRetry, 2 * ReportRetry} {
+		n := refusedRunning()
+		r.clock.advance(wait)
+		waitFor(t, fmt.Sprintf("the running report sent again after %s", wait), func() bool { return refusedRunning() == n+1 },
+			func() string { return describe(r.mgr.refused) })
+	}
+	r.mgr.mu.Lock()
+	r.mgr.refuseUnfinished = false
+	r.mgr.mu.Unlock()
+	r.clock.advance(4 * ReportRetry)
+	st := r.mgr.await(t, "web-t1", "the running status sent again", isState(legion.TaskRunning, ""))
+	if !st.Ready || st.IP == "" {
+		t.Errorf("the status sent again is not the task's: ready %v, address %q", st.Ready, st.IP)
+	}
+	// Taken, it is not sent again.
+	n := len(r.mgr.of("web-t1"))
+	r.clock.advance(MaxReportRetry)
+	time.Sleep(time.Second) // four of the worker's ticks, in which a resend would come; nothing to poll for
+	if got := r.mgr.of("web-t1"); len(got) != n {
+		t.Errorf("reports after the status was taken: %s", describe(got[n:]))
+	}
+}

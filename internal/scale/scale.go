@@ -41,9 +41,6 @@ import (
 // joinWithin bounds how long an agent tries to join.
 const joinWithin = 3 * time.Minute
 
-// reportRetry is the wait before a failed report is sent again.
-const reportRetry = 200 * time.Millisecond
-
 // Options size a run.
 type Options struct {
 	Managers int // default 3
@@ -419,17 +416,19 @@ func (a *Agent) run(ctx context.Context, ch <-chan agent.Assignments) {
 				defer wg.Done()
 				defer func() { <-sem }()
 				// Through elections too: tried again until it is taken or
-				// the agent stops.
+				// the agent stops, waiting as a real agent's worker does.
+				var wait time.Duration
 				for {
 					err := a.sess.Report(ctx, r.t.Metadata.Namespace, r.t.Metadata.Name, r.t.Metadata.UID, r.st)
 					if err == nil {
 						a.h.Reports.Add(1)
 						return
 					}
+					wait = agent.NextReportWait(wait)
 					select {
 					case <-ctx.Done():
 						return
-					case <-time.After(reportRetry):
+					case <-time.After(wait):
 					}
 				}
 			}()
