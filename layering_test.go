@@ -107,7 +107,7 @@ var layers = []layer{
 		neverDeps: nodeSide},
 	// Metrics read the store; a scrape reaches nothing else.
 	{pattern: "cluster/metrics", may: []string{"", "cluster/store"}, neverDeps: nodeSide},
-	{pattern: "cluster/manager", may: []string{"cluster/audit", "cluster/leader", "cluster/server", "image"}, neverDeps: nodeSide},
+	{pattern: "cluster/manager", may: []string{"cluster/audit", "cluster/controller", "cluster/leader", "cluster/metrics", "cluster/server", "image"}, neverDeps: nodeSide},
 
 	// The node agent: it reaches the managers only through the protocol.
 	{pattern: "internal/agent/...", may: []string{"", "internal/agent/...", "internal/endpoints", "internal/jsonfast", "internal/proto",

@@ -169,6 +169,13 @@ func TestLoopConvergesTheStore(t *testing.T) {
 	if len(passes) == 0 || passes[len(passes)-1].Errors != 0 {
 		t.Fatalf("passes: %+v", passes)
 	}
+	// Each pass says how long it read, planned and wrote (the metrics'
+	// figures).
+	for _, p := range passes {
+		if p.Writes > 0 && (p.Read <= 0 || p.Plan <= 0 || p.Write <= 0) {
+			t.Errorf("a pass that wrote %d objects was timed read %s, plan %s, write %s", p.Writes, p.Read, p.Plan, p.Write)
+		}
+	}
 }
 
 // A plan computed from a version that has changed since is refused by the

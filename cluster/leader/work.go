@@ -38,6 +38,9 @@ type Options struct {
 	// Period is how often leadership is checked (CheckPeriod when zero).
 	Period time.Duration
 	Logger *slog.Logger
+	// Passed, when set, is told the outcome of every planning pass this
+	// manager makes while it leads (the manager's metrics).
+	Passed func(controller.PassResult)
 
 	// cache is the planner's objects, kept by Run whether this manager
 	// leads or not; nil: each term's controller loop keeps its own.
@@ -67,7 +70,7 @@ func Tasks(st *store.Store, o Options) []Task {
 	log := o.Logger
 	tasks := []Task{
 		{Name: "controller", Run: func(ctx context.Context) error {
-			l := &controller.Loop{Store: st, Signals: o.Signals, Logger: log, LeaderSince: Since(ctx), Cache: o.cache}
+			l := &controller.Loop{Store: st, Signals: o.Signals, Logger: log, LeaderSince: Since(ctx), Cache: o.cache, Passed: o.Passed}
 			if o.started != nil {
 				o.started(l)
 			}

@@ -17,11 +17,14 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/legionbsd/legion/cluster/audit"
+	"github.com/legionbsd/legion/cluster/controller"
 	"github.com/legionbsd/legion/cluster/leader"
+	"github.com/legionbsd/legion/cluster/metrics"
 	"github.com/legionbsd/legion/cluster/server"
 	"github.com/legionbsd/legion/image"
 )
@@ -59,8 +62,23 @@ type Manager struct {
 // work whenever this daemon is a manager that leads, including after an
 // init or a join that comes later.
 func Start(cfg Config) (*Manager, error) {
+	var passed func(controller.PassResult)
+	var planning *metrics.Controller
+	if reg := cfg.Server.Metrics; reg != nil {
+		var err error
+		if planning, err = metrics.NewController(reg); err != nil {
+			return nil, fmt.Errorf("registering the planning passes' metrics: %w", err)
+		}
+		passed = func(r controller.PassResult) {
+			planning.Passed(metrics.Pass{Read: r.Read, Plan: r.Plan, Write: r.Write,
+				Applied: r.Writes, Conflicts: r.Conflicts, Failed: r.Errors, Unchanged: r.Unchanged})
+		}
+	}
 	srv, err := server.New(cfg.Server)
 	if err != nil {
+		if planning != nil {
+			planning.Unregister(cfg.Server.Metrics)
+		}
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -72,7 +90,7 @@ func Start(cfg Config) (*Manager, error) {
 	go func() {
 		defer close(m.leading)
 		leader.Run(ctx, srv, leader.Options{Signals: srv.Dispatcher(), Mover: srv.Sessions(), Registry: cfg.Registry,
-			Period: cfg.LeaderCheck, Logger: cfg.Server.Logger})
+			Period: cfg.LeaderCheck, Logger: cfg.Server.Logger, Passed: passed})
 	}()
 	go func() {
 		defer close(m.audited)

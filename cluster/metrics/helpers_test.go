@@ -28,3 +28,13 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// sumOf is the sum of what a histogram observed.
+func sumOf(t *testing.T, o prometheus.Observer) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := o.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleSum()
+}

@@ -216,6 +216,13 @@ spec: {quota: {cpu: 2, tasks: 10}}
 			if _, n, ok := sum(f, "legion_task_restarts", map[string]string{"owner": "web"}); !ok || n != 1 {
 				t.Errorf("leader %s: restarts of web's tasks in %d samples, want 1", addr, n)
 			}
+			// Its planning passes placed web's tasks.
+			if v, _, _ := sum(f, "legion_controller_pass_seconds", nil); v < 1 {
+				t.Errorf("leader %s: %v planning passes timed", addr, v)
+			}
+			if v, _, _ := sum(f, "legion_controller_writes_total", map[string]string{"outcome": "applied"}); v < 2 {
+				t.Errorf("leader %s: %v writes of its planning passes applied, want at least web's two tasks", addr, v)
+			}
 		} else {
 			if _, n, _ := sum(f, "legion_raft_follower_lag_entries", nil); n != 0 {
 				t.Errorf("follower %s reports lag for %d followers", addr, n)
