@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
@@ -79,7 +80,13 @@ type Harness struct {
 
 	ends streamEnds
 	logs managerLogs
+	// metrics is each manager's registry (server.Config.Metrics), read
+	// for its planning passes.
+	metrics []*prometheus.Registry
 }
+
+// Passes reads what the leaders' planning passes did so far.
+func (h *Harness) Passes() (Passes, error) { return readPasses(h.metrics) }
 
 // Elections is what the managers' Raft said about elections from t on, a
 // line each, with its time after t.
@@ -173,8 +180,12 @@ func New(t testing.TB, o Options) *Harness {
 		o.Agents = 256
 	}
 	h := &Harness{t: t, whole: map[string]WholeParts{}}
+	for range o.Managers {
+		h.metrics = append(h.metrics, prometheus.NewRegistry())
+	}
 	opts := testcluster.Options{Managers: o.Managers, Leader: true, Configure: func(i int, c *server.Config) {
 		c.Logger = slog.New(h.logs.handler(i))
+		c.Metrics = h.metrics[i]
 		if o.Timing != nil {
 			c.Timing = *o.Timing
 		}

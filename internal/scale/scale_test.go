@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -259,6 +260,7 @@ func TestScale(t *testing.T) {
 		split, serr := StartCPUSplit()
 		defer pprof.StopCPUProfile() // when run fails; a no-op after Stop
 		tr, c0, w0, i0 := h.Traffic(), cpu(), time.Now(), h.Cluster.WaitLeader().Store().AppliedIndex()
+		p0, perr := h.Passes()
 		took, err := run()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -276,6 +278,11 @@ func TestScale(t *testing.T) {
 		}
 		for _, e := range h.StreamEnds() {
 			t.Logf("    streams ended: %s", e)
+		}
+		if p, err := h.Passes(); err == nil && perr == nil {
+			t.Logf("    %s", p.Sub(p0))
+		} else {
+			t.Logf("    planning passes: not read: %v", errors.Join(perr, err))
 		}
 		warned := h.Warnings(w0, time.Now())
 		for i, w := range warned {
