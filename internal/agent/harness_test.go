@@ -53,8 +53,10 @@ type fakeManager struct {
 	// a manager without a leader would.
 	refuseFinal int
 	// refuseUnfinished refuses every report of any other state, kept in
-	// refused.
+	// refused, as a manager without a leader would (or with refusal, when
+	// set).
 	refuseUnfinished bool
+	refusal          error
 	refused          []legion.TaskStatus
 }
 
@@ -143,7 +145,10 @@ func (m *fakeManager) Report(ctx context.Context, namespace, name, _ string, st 
 	}
 	if !st.State.Terminal() && m.refuseUnfinished {
 		m.refused = append(m.refused, st)
-		return errors.New("no leader: the report was not taken")
+		if m.refusal != nil {
+			return m.refusal
+		}
+		return fmt.Errorf("%w: no leader: an election is in progress", ErrNoManager)
 	}
 	m.reports = append(m.reports, report{namespace, name, st})
 	return nil

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/legionbsd/legion"
@@ -48,6 +49,11 @@ type Assignments struct {
 func ValueKey(kind legion.Kind, namespace, name string) string {
 	return legion.Key(kind, namespace, name)
 }
+
+// ErrNoManager is in the error of a Manager call that no manager could
+// take: none answered, or none led (during an election). The same call
+// may succeed later; any other error is a refusal.
+var ErrNoManager = errors.New("no manager took it")
 
 // Manager is the agent's view of the managers: its assignments in, task
 // status out.

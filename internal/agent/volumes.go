@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent/volumes"
@@ -296,6 +297,30 @@ func (w *worker) mountVolumes(ctx context.Context, tvs []taskVolume, files map[s
 	return nil
 }
 
+// claim claims a Volume for the worker's task. A claim no manager could
+// take (ErrNoManager: no leader, during an election) is asked again,
+// after the waits of a refused report, for up to ClaimPatience: failing
+// the task for it would cost a stateful service a failed task and a
+// restart for an election. A refusal (held by another node) fails at once.
+func (w *worker) claim(ctx context.Context, ns, name, backend string, snaps []string) (*legion.Volume, error) {
+	var wait time.Duration
+	for start := time.Now(); ; {
+		v, err := w.a.Manager.ClaimVolume(ctx, ns, name, w.task.Metadata.Name, backend, snaps)
+		if err == nil || !errors.Is(err, ErrNoManager) || time.Since(start) >= ClaimPatience {
+			return v, err
+		}
+		wait = NextReportWait(wait)
+		w.a.log.Info("no manager took a volume claim: asking again", "task", w.task.Metadata.Name, "volume", ns+"/"+name, "in", wait, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-w.stop:
+			return nil, errStopped
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
 func (w *worker) mountVolume(ctx context.Context, tv taskVolume, users, roots map[string]string) (string, error) {
 	a, t := w.a, w.task
 	ns := t.Metadata.Namespace
@@ -307,7 +332,7 @@ func (w *worker) mountVolume(ctx context.Context, tv taskVolume, users, roots ma
 	if local {
 		backend, snaps = a.Volumes.Describe(ns, tv.name), a.heldSnapshots(ctx, ns, tv.name)
 	}
-	v, err := a.Manager.ClaimVolume(ctx, ns, tv.name, t.Metadata.Name, backend, snaps)
+	v, err := w.claim(ctx, ns, tv.name, backend, snaps)
 	if err != nil {
 		return "", fmt.Errorf("volume %s: claiming Volume %s/%s: %w", tv.pod, ns, tv.name, err)
 	}

@@ -361,6 +361,29 @@ func TestVolumeClaimRefusedFailsTheTask(t *testing.T) {
 	}
 }
 
+// A claim no manager could take (no leader, during an election) is asked
+// again, and the task runs once one does: an election fails no task.
+func TestVolumeClaimNoManagerTookIsAskedAgain(t *testing.T) {
+	t.Parallel()
+	r, st := volumeRig(t)
+	r.mgr.addVolume(testVolume("db", "v1", legion.DriverZFS))
+	r.mgr.refuse["default/db"] = fmt.Errorf("%w: claim of volume default/db: no leader: an election is in progress", ErrNoManager)
+	r.start(t)
+	r.assign(nil, volumeTask("t1", "db"))
+	waitFor(t, "the claim asked again", func() bool { return len(r.mgr.claimed()) >= 2 },
+		func() string { return fmt.Sprint(r.mgr.claimed()) })
+	if sts := r.mgr.of("web-t1"); slices.ContainsFunc(sts, func(s legion.TaskStatus) bool { return s.State.Terminal() }) {
+		t.Fatalf("the task ended while no manager took its claim: %s", describe(sts))
+	}
+	if got := st.called(); len(got) != 0 {
+		t.Fatalf("the store was used before the claim was taken: %q", got)
+	}
+	r.mgr.mu.Lock()
+	delete(r.mgr.refuse, "default/db")
+	r.mgr.mu.Unlock()
+	r.mgr.await(t, "web-t1", "running once the claim is taken", isState(legion.TaskRunning, ""))
+}
+
 func TestVolumeNFSOnTheProcessPlatformFails(t *testing.T) {
 	t.Parallel()
 	r, st := volumeRig(t)

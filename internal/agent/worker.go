@@ -31,6 +31,10 @@ const (
 	// each failure doubles it, up to MaxReportRetry.
 	ReportRetry    = time.Second
 	MaxReportRetry = 16 * time.Second
+	// ClaimPatience is how long a task's Volume claim that no manager
+	// could take is asked again before the task fails: as long as a
+	// write waits for a quorum, long past an election's 5 to 10 s.
+	ClaimPatience = 30 * time.Second
 )
 
 // NextReportWait is the wait before a refused report is sent again,
@@ -163,17 +167,21 @@ func (w *worker) report(ctx context.Context, state legion.TaskState, msg string)
 	return w.send(ctx)
 }
 
-// send reports the worker's status. A failure is kept to be sent again
-// (resendDue): the store would otherwise show the task as it was (still
-// starting, or ready) until its next change, and a rolling update would
-// wait on it for good.
+// send reports the worker's status. A status no manager could take
+// (ErrNoManager) is kept to be sent again (resendDue): the store would
+// otherwise show the task as it was (still starting, or ready) until its
+// next change, and a rolling update would wait on it for good. A refusal
+// (the task deleted or given to another node) is not: the next
+// assignment set stops the worker.
 func (w *worker) send(ctx context.Context) error {
 	err := w.a.Manager.Report(ctx, w.task.Metadata.Namespace, w.task.Metadata.Name, w.task.Metadata.UID, w.status)
-	if err == nil {
-		w.unsent, w.resendWait = false, 0
-		return nil
+	if err != nil {
+		w.a.log.Warn("reporting task status", "task", w.task.Metadata.Name, "err", err)
 	}
-	w.a.log.Warn("reporting task status", "task", w.task.Metadata.Name, "err", err)
+	if !errors.Is(err, ErrNoManager) { // taken, or refused
+		w.unsent, w.resendWait = false, 0
+		return err
+	}
 	w.resendWait = NextReportWait(w.resendWait)
 	w.unsent, w.resendAt = true, w.a.now().Add(w.resendWait)
 	return err

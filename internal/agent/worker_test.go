@@ -480,3 +480,27 @@ func TestARunningTasksRefusedReportIsSentAgain(t *testing.T) {
 		t.Errorf("reports after the status was taken: %s", describe(got[n:]))
 	}
 }
+
+// A report a manager refused (the task deleted, or another node's now)
+// is not sent again: only one that no manager could take is.
+func TestARefusedReportIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.mgr.mu.Lock()
+	r.mgr.refuseUnfinished, r.mgr.refusal = true, errors.New("task default/web-t1 was deleted")
+	r.mgr.mu.Unlock()
+	r.start(t)
+	r.assign(nil, testTask("t1"))
+	running := func() int {
+		r.mgr.mu.Lock()
+		defer r.mgr.mu.Unlock()
+		return len(slices.DeleteFunc(slices.Clone(r.mgr.refused), func(st legion.TaskStatus) bool { return st.State != legion.TaskRunning }))
+	}
+	waitFor(t, "the running report refused", func() bool { return running() == 1 },
+		func() string { return describe(r.mgr.refused) })
+	r.clock.advance(MaxReportRetry)
+	time.Sleep(time.Second) // four of the worker's ticks, in which a resend would come; nothing to poll for
+	if n := running(); n != 1 {
+		t.Errorf("a refused report was sent %d times", n)
+	}
+}

@@ -12,6 +12,7 @@ package scale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -426,13 +427,17 @@ func (a *Agent) run(ctx context.Context, ch <-chan agent.Assignments) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				// Through elections too: tried again until it is taken or
-				// the agent stops, waiting as a real agent's worker does.
+				// Through elections too: one no manager could take is tried
+				// again until it is taken or the agent stops, waiting as a
+				// real agent's worker does; a refusal is not.
 				var wait time.Duration
 				for {
 					err := a.sess.Report(ctx, r.t.Metadata.Namespace, r.t.Metadata.Name, r.t.Metadata.UID, r.st)
 					if err == nil {
 						a.h.Reports.Add(1)
+						return
+					}
+					if !errors.Is(err, agent.ErrNoManager) {
 						return
 					}
 					wait = agent.NextReportWait(wait)

@@ -410,9 +410,10 @@ func (s *Session) writeTo(ctx context.Context, what string, d time.Duration, cal
 		}
 	}
 	if last == nil {
-		last = fmt.Errorf("%s: no manager to ask", what)
+		return fmt.Errorf("%w: %s: no manager to ask", agent.ErrNoManager, what)
 	}
-	return last
+	// Every manager asked failed over: the same call may succeed later.
+	return fmt.Errorf("%w: %w", agent.ErrNoManager, last)
 }
 
 // abandon ends the assignments stream if it runs on addr; it opens again

@@ -3,6 +3,7 @@ package dispatcherclient_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -197,8 +198,8 @@ func TestSessionRegistersFollowsAndReports(t *testing.T) {
 	if diff := cmp.Diff(st, o.(*legion.Task).Status); diff != "" {
 		t.Errorf("a-1 status (-want +got):\n%s", diff)
 	}
-	if err := s.Report(ctx, "web", "b-1", "", st); status.Code(err) != codes.PermissionDenied {
-		t.Errorf("reporting node-b's task: %v, want PermissionDenied", err)
+	if err := s.Report(ctx, "web", "b-1", "", st); status.Code(err) != codes.PermissionDenied || errors.Is(err, agent.ErrNoManager) {
+		t.Errorf("reporting node-b's task: %v, want PermissionDenied, a refusal", err)
 	}
 
 	// Heartbeats carry the usage; registration alone does not.
@@ -316,6 +317,29 @@ func TestSessionFailsOverToALiveManager(t *testing.T) {
 	}
 	if got := o.(*legion.Task).Status; got.Message != want.Message {
 		t.Errorf("a-2 status %+v, want %+v", got, want)
+	}
+}
+
+// A write that every manager failed over (none answered) says that no
+// manager took it, so the agent may ask again later; the managers' own
+// answer stays in it.
+func TestSessionSaysNoManagerTookAWrite(t *testing.T) {
+	ca := dispatchertest.NewCA(t)
+	st := dispatchertest.OpenStore(t)
+	l := dispatchertest.Listen(t)
+	a := l.Addr().String()
+	dead := dispatchertest.DeadAddr(t)
+	m := dispatchertest.Serve(t, ca, st, l, func() (string, []string) { return a, []string{a, dead} })
+	put(t, st, task("a-1", "node-a", ""))
+	s := newSession(t, ca, "node-a", a, dead)
+	ctx := ctxT(t)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.Stop()
+	err := s.Report(ctx, "web", "a-1", "", legion.TaskStatus{State: legion.TaskRunning})
+	if !errors.Is(err, agent.ErrNoManager) || status.Code(err) != codes.Unavailable {
+		t.Fatalf("a report with no manager up: %v, want agent.ErrNoManager around Unavailable", err)
 	}
 }
 
