@@ -15,6 +15,11 @@ type Controller struct {
 	pass   prometheus.Histogram
 	phases *prometheus.HistogramVec
 	writes *prometheus.CounterVec
+	// Each series, made once with the families (and so shown at zero
+	// from the start: a rate over a counter that appears only with its
+	// first write misses that write).
+	read, plan, write                     prometheus.Observer
+	applied, conflicts, failed, unchanged prometheus.Counter
 }
 
 // Pass is what one planning pass did: the time it spent reading its
@@ -56,14 +61,9 @@ func NewController(reg prometheus.Registerer) (*Controller, error) {
 			return nil, err
 		}
 	}
-	// Every series shows from the start, at zero: a rate over a counter
-	// that appears only with its first write misses that write.
-	for _, phase := range []string{"read", "plan", "write"} {
-		c.phases.WithLabelValues(phase)
-	}
-	for _, outcome := range []string{"applied", "conflict", "failed", "unchanged"} {
-		c.writes.WithLabelValues(outcome)
-	}
+	c.read, c.plan, c.write = c.phases.WithLabelValues("read"), c.phases.WithLabelValues("plan"), c.phases.WithLabelValues("write")
+	c.applied, c.conflicts = c.writes.WithLabelValues("applied"), c.writes.WithLabelValues("conflict")
+	c.failed, c.unchanged = c.writes.WithLabelValues("failed"), c.writes.WithLabelValues("unchanged")
 	return c, nil
 }
 
@@ -81,10 +81,11 @@ func (c *Controller) Unregister(reg prometheus.Registerer) {
 // Passed counts one pass.
 func (c *Controller) Passed(p Pass) {
 	c.pass.Observe((p.Read + p.Plan + p.Write).Seconds())
-	c.phases.WithLabelValues("read").Observe(p.Read.Seconds())
-	c.phases.WithLabelValues("plan").Observe(p.Plan.Seconds())
-	c.phases.WithLabelValues("write").Observe(p.Write.Seconds())
-	for outcome, n := range map[string]int{"applied": p.Applied, "conflict": p.Conflicts, "failed": p.Failed, "unchanged": p.Unchanged} {
-		c.writes.WithLabelValues(outcome).Add(float64(n))
-	}
+	c.read.Observe(p.Read.Seconds())
+	c.plan.Observe(p.Plan.Seconds())
+	c.write.Observe(p.Write.Seconds())
+	c.applied.Add(float64(p.Applied))
+	c.conflicts.Add(float64(p.Conflicts))
+	c.failed.Add(float64(p.Failed))
+	c.unchanged.Add(float64(p.Unchanged))
 }

@@ -154,6 +154,19 @@ func (m *fakeManager) Report(ctx context.Context, namespace, name, _ string, st 
 	return nil
 }
 
+// refusedIn is how many reports of state were refused.
+func (m *fakeManager) refusedIn(state legion.TaskState) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, st := range m.refused {
+		if st.State == state {
+			n++
+		}
+	}
+	return n
+}
+
 func (m *fakeManager) send(as Assignments) { m.ch <- as }
 
 // of returns the statuses reported for a task, in order.

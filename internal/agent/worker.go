@@ -68,9 +68,9 @@ type worker struct {
 
 	status legion.TaskStatus
 	ready  bool
-	// unsent: no manager took the last status reported; it is sent again
-	// at resendAt (resendDue), after waiting resendWait.
-	unsent     bool
+	// resendWait is set while no manager took the last status reported
+	// (zero otherwise): it is sent again at resendAt (resendDue), and the
+	// wait doubles with each refusal.
 	resendAt   time.Time
 	resendWait time.Duration
 
@@ -179,18 +179,18 @@ func (w *worker) send(ctx context.Context) error {
 		w.a.log.Warn("reporting task status", "task", w.task.Metadata.Name, "err", err)
 	}
 	if !errors.Is(err, ErrNoManager) { // taken, or refused
-		w.unsent, w.resendWait = false, 0
+		w.resendWait = 0
 		return err
 	}
 	w.resendWait = NextReportWait(w.resendWait)
-	w.unsent, w.resendAt = true, w.a.now().Add(w.resendWait)
+	w.resendAt = w.a.now().Add(w.resendWait)
 	return err
 }
 
 // resendDue sends again a status that no manager took, once its wait is
 // over.
 func (w *worker) resendDue(ctx context.Context) {
-	if w.unsent && !w.a.now().Before(w.resendAt) {
+	if w.resendWait > 0 && !w.a.now().Before(w.resendAt) {
 		w.send(ctx)
 	}
 }

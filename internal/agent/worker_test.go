@@ -444,17 +444,7 @@ func TestARunningTasksRefusedReportIsSentAgain(t *testing.T) {
 	r.mgr.mu.Unlock()
 	r.start(t)
 	r.assign(nil, testTask("t1"))
-	refusedRunning := func() int {
-		r.mgr.mu.Lock()
-		defer r.mgr.mu.Unlock()
-		n := 0
-		for _, st := range r.mgr.refused {
-			if st.State == legion.TaskRunning {
-				n++
-			}
-		}
-		return n
-	}
+	refusedRunning := func() int { return r.mgr.refusedIn(legion.TaskRunning) }
 	waitFor(t, "the running report refused", func() bool { return refusedRunning() == 1 },
 		func() string { return describe(r.mgr.refused) })
 	// Sent again once its wait is over, and again after a longer one.
@@ -491,11 +481,7 @@ func TestARefusedReportIsNotSentAgain(t *testing.T) {
 	r.mgr.mu.Unlock()
 	r.start(t)
 	r.assign(nil, testTask("t1"))
-	running := func() int {
-		r.mgr.mu.Lock()
-		defer r.mgr.mu.Unlock()
-		return len(slices.DeleteFunc(slices.Clone(r.mgr.refused), func(st legion.TaskStatus) bool { return st.State != legion.TaskRunning }))
-	}
+	running := func() int { return r.mgr.refusedIn(legion.TaskRunning) }
 	waitFor(t, "the running report refused", func() bool { return running() == 1 },
 		func() string { return describe(r.mgr.refused) })
 	r.clock.advance(MaxReportRetry)
