@@ -41,7 +41,8 @@ var (
 	nodeSide  = []string{module + "/internal/agent", module + "/internal/daemon", module + "/jail"}
 	harnesses = []string{"cluster/dispatcher/dispatchertest", "cluster/sessions/sessionstest", "cluster/store/storetest", "scheduler/schedtest",
 		"jail/jailtest", "internal/testcluster", "internal/testimage/...", "image/internal/regtest", "internal/leakcheck",
-		"internal/testpoll", "internal/testaddr", "internal/logtest", "internal/scale", "internal/lab/...", "internal/golden", "internal/regmodel"}
+		"internal/testpoll", "internal/testaddr", "internal/logtest", "internal/scale", "internal/lab/...", "internal/golden", "internal/regmodel",
+		"internal/grpcpings"}
 )
 
 // layers is the map of the module: one row a layer, read top to bottom
@@ -136,6 +137,8 @@ var layers = []layer{
 	// Output and logs the code under test writes while the test reads;
 	// the standard library alone.
 	{pattern: "internal/logtest"},
+	// The pings a gRPC server's clients send, counted (gRPC's credentials).
+	{pattern: "internal/grpcpings", thirdParty: []string{"google.golang.org/grpc"}},
 	// Golden files under testdata, rewritten with -update.
 	{pattern: "internal/golden", thirdParty: []string{"github.com/google/go-cmp"}},
 	// The register model linearizability tests check histories against.

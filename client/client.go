@@ -83,10 +83,11 @@ func New(opts Options) (*Client, error) {
 	}
 	c := &Client{retry: opts.Retry, dialRetry: dialRetry, server: opts.Server, creds: creds}
 	conn, err := grpc.NewClient(opts.Server,
-		grpc.WithTransportCredentials(credentials.NewTLS(tc)),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
-		grpc.WithChainUnaryInterceptor(c.retryUnavailable),
-		grpc.WithChainStreamInterceptor(c.retryOpen))
+		append(pb.FixedWindows(),
+			grpc.WithTransportCredentials(credentials.NewTLS(tc)),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)),
+			grpc.WithChainUnaryInterceptor(c.retryUnavailable),
+			grpc.WithChainStreamInterceptor(c.retryOpen))...)
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", opts.Server, err)
 	}

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"github.com/legionbsd/legion/internal/grpcpings"
 	"strings"
 	"sync"
 	"testing"
@@ -139,5 +140,28 @@ func retryableFailure(t *testing.T, msg string) func() error {
 			t.Error(err)
 		}
 		return st.Err()
+	}
+}
+
+// The client keeps gRPC's flow-control windows fixed: with its default
+// ones, nearly every answer made the client ping the manager, and the
+// manager answer the ping.
+func TestClientSendsNoPings(t *testing.T) {
+	t.Parallel()
+	var count grpcpings.Counter
+	o := &objectsServer{fail: func() error { return nil }}
+	c := serveCounted(t, func(g *grpc.Server) { pb.RegisterObjectsServer(g, o) }, 10*time.Second, &count)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range 20 {
+		if _, err := c.Get(ctx, legion.KindConfig, "default", "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := o.count("get"); n != 20 {
+		t.Fatalf("the manager answered %d reads, want 20", n)
+	}
+	if n := count.Pings(); n != 0 {
+		t.Errorf("the client sent %d pings over twenty reads, want none", n)
 	}
 }

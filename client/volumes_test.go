@@ -18,6 +18,7 @@ import (
 	"github.com/legionbsd/legion/client"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pki"
+	"github.com/legionbsd/legion/internal/grpcpings"
 	pb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -67,9 +68,20 @@ func serveVolumes(t *testing.T, v *volumesServer, retry time.Duration) *client.C
 // loopback, and returns an admin client to them that retries for retry.
 func serveScripted(t *testing.T, register func(*grpc.Server), retry time.Duration) *client.Client {
 	t.Helper()
+	return serveCounted(t, register, retry, nil)
+}
+
+// serveCounted is serveScripted with the server's pings counted by count
+// (when not nil).
+func serveCounted(t *testing.T, register func(*grpc.Server), retry time.Duration, count *grpcpings.Counter) *client.Client {
+	t.Helper()
 	ca := dispatchertest.NewCA(t)
 	mgr, _ := dispatchertest.Issue(t, ca, "m1", pki.RoleManager)
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(mgr.ServerConfig())))
+	creds := credentials.NewTLS(mgr.ServerConfig())
+	if count != nil {
+		creds = count.Creds(creds)
+	}
+	g := grpc.NewServer(grpc.Creds(creds))
 	register(g)
 	lis := dispatchertest.Listen(t)
 	served := make(chan error, 1)

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,12 +59,6 @@ const (
 	roleFile     = "role"
 	joinedFile   = "joined-through" // the manager address a join went through
 )
-
-// streamWindow is how much a stream may have in flight before its
-// receiver acknowledges it (gRPC's flow control). The default's 64 KiB,
-// grown by estimates, leaves a bulk stream such as a volume's moving data
-// waiting on acknowledgements; nothing is allocated for it up front.
-const streamWindow = 8 << 20
 
 // streamWorkers is how many long-lived goroutines serve the manager's
 // calls. A goroutine made per call starts with a small stack that every
@@ -236,7 +231,7 @@ func New(cfg Config) (*Server, error) {
 		grpc.Creds(trackedCreds{TransportCredentials: credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, GetConfigForClient: s.serverTLS}),
 			conns: &s.peers, trusts: s.trusts}),
 		grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage),
-		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
+		grpc.InitialWindowSize(pb.StreamWindow), grpc.InitialConnWindowSize(pb.StreamWindow),
 		grpc.NumStreamWorkers(streamWorkers),
 	}, calls...)...)
 	pb.RegisterObjectsServer(s.grpc, &objectsService{s: s})
@@ -420,10 +415,10 @@ func (s *Server) dial(addr string) (*grpc.ClientConn, error) {
 	if creds == nil {
 		return nil, errors.New("no certificate yet")
 	}
-	return grpc.NewClient(addr, append(peerCallOptions(addr), grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())),
+	return grpc.NewClient(addr, slices.Concat(peerCallOptions(addr), pb.FixedWindows(), []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(creds.ClientConfig())),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage)),
 		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: redialTimeout,
-			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: redialMax}}))...)
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: redialMax}})})...)
 }
 
 // How a manager reconnects to another. gRPC's default backoff grows to

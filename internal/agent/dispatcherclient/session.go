@@ -264,10 +264,10 @@ func (s *Session) client(addr string) (legionpb.DispatcherClient, error) {
 	c, ok := s.conns[addr]
 	if !ok {
 		var err error
-		c, err = grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(s.cfg.TLS)),
+		c, err = grpc.NewClient(addr, append(legionpb.FixedWindows(), grpc.WithTransportCredentials(credentials.NewTLS(s.cfg.TLS)),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)),
 			grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: s.cfg.Keepalive, Timeout: s.cfg.CallTimeout}),
-			grpc.WithConnectParams(connectParams()))
+			grpc.WithConnectParams(connectParams()))...)
 		if err != nil {
 			return nil, fmt.Errorf("manager %s: %w", addr, err)
 		}

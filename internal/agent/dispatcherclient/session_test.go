@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -17,11 +18,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/legionbsd/legion"
+	"github.com/legionbsd/legion/cluster/dispatcher"
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/cluster/store"
 	"github.com/legionbsd/legion/internal/agent"
 	"github.com/legionbsd/legion/internal/agent/dispatcherclient"
+	"github.com/legionbsd/legion/internal/grpcpings"
 	legionpb "github.com/legionbsd/legion/internal/proto"
 )
 
@@ -412,5 +415,31 @@ func TestSessionForAnotherNodeIsRefused(t *testing.T) {
 	case <-s.Removed():
 		t.Fatalf("a refusal for another reason taken for the node's removal: %v", s.RemovedErr())
 	default:
+	}
+}
+
+// A node's connections keep gRPC's flow-control windows fixed: with its
+// default ones, nearly every answer (a heartbeat's, a report's, an
+// assignment message) made the node ping the manager, and the manager
+// answer the ping.
+func TestSessionSendsNoPings(t *testing.T) {
+	ca := dispatchertest.NewCA(t)
+	st := dispatchertest.OpenStore(t)
+	var count grpcpings.Counter
+	creds := count.Creds(credentials.NewTLS(dispatchertest.Credentials(t, ca, "m1", pki.RoleManager).ServerConfig()))
+	m := dispatchertest.ServeWith(t, ca, dispatcher.Fixed(st), nil, dispatcher.Options{}, grpc.Creds(creds))
+	put(t, st, task("a-1", "node-a", ""))
+	s := newSession(t, ca, "node-a", m.Addr)
+	ctx := ctxT(t)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := s.Report(ctx, "web", "a-1", "", legion.TaskStatus{State: legion.TaskRunning, Message: fmt.Sprint("report ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count.Pings(); n != 0 {
+		t.Errorf("the node sent %d pings over its registration, stream and twenty reports, want none", n)
 	}
 }

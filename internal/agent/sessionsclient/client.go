@@ -60,11 +60,6 @@ type Config struct {
 	Keepalive time.Duration
 }
 
-// streamWindow is how much of a session's stream may be in flight before
-// the manager acknowledges it: gRPC's default 64 KiB, grown by estimates,
-// leaves a volume's data waiting on acknowledgements.
-const streamWindow = 8 << 20
-
 // Client keeps the node's Sessions streams and serves their offers.
 type Client struct {
 	cfg    Config
@@ -143,9 +138,8 @@ func (c *Client) Run(ctx context.Context) error {
 // keep holds the stream with one manager, opening it again after a
 // break, and serves its offers.
 func (c *Client) keep(ctx context.Context, addr string) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(c.cfg.TLS)),
-		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: c.cfg.Keepalive, Timeout: 20 * time.Second}))
+	conn, err := grpc.NewClient(addr, append(legionpb.FixedWindows(), grpc.WithTransportCredentials(credentials.NewTLS(c.cfg.TLS)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: c.cfg.Keepalive, Timeout: 20 * time.Second}))...)
 	if err != nil {
 		c.log.Error("sessions: manager address", "manager", addr, "err", err)
 		return
