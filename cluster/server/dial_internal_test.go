@@ -8,9 +8,7 @@ import (
 	"github.com/legionbsd/legion/cluster/dispatcher/dispatchertest"
 	"github.com/legionbsd/legion/cluster/pki"
 	"github.com/legionbsd/legion/internal/grpcpings"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -20,16 +18,9 @@ import (
 // the other answer the ping.
 func TestManagersDialSendNoPings(t *testing.T) {
 	ca := dispatchertest.NewCA(t)
-	var count grpcpings.Counter
-	g := grpc.NewServer(grpc.Creds(count.Creds(credentials.NewTLS(dispatchertest.Credentials(t, ca, "m2", pki.RoleManager).ServerConfig()))))
-	healthpb.RegisterHealthServer(g, health.NewServer())
-	lis := dispatchertest.Listen(t)
-	served := make(chan error, 1)
-	t.Cleanup(func() { g.Stop(); <-served })
-	go func() { served <- g.Serve(lis) }()
-
+	addr, count := grpcpings.ServeHealth(t, credentials.NewTLS(dispatchertest.Credentials(t, ca, "m2", pki.RoleManager).ServerConfig()))
 	s := &Server{creds: dispatchertest.Credentials(t, ca, "m1", pki.RoleManager)}
-	conn, err := s.dial(lis.Addr().String())
+	conn, err := s.dial(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

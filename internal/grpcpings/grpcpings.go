@@ -9,8 +9,12 @@ import (
 	"context"
 	"net"
 	"sync/atomic"
+	"testing"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // Counter counts the PING frames (not their acknowledgements) sent to
@@ -19,6 +23,24 @@ type Counter struct{ pings atomic.Int64 }
 
 // Pings is how many PING frames the servers were sent.
 func (c *Counter) Pings() int64 { return c.pings.Load() }
+
+// ServeHealth serves gRPC's health service on a loopback port, with
+// creds and the pings counted, until the test ends: each Check is
+// answered with data, as most of a manager's calls are.
+func ServeHealth(t testing.TB, creds credentials.TransportCredentials) (addr string, count *Counter) {
+	t.Helper()
+	count = new(Counter)
+	g := grpc.NewServer(grpc.Creds(count.Creds(creds)))
+	healthpb.RegisterHealthServer(g, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	t.Cleanup(func() { g.Stop(); <-served })
+	go func() { served <- g.Serve(lis) }()
+	return lis.Addr().String(), count
+}
 
 // Creds wraps a server's credentials: the connections they make are
 // read through the counter, after TLS, where the frames are plain.

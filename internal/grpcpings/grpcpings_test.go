@@ -10,7 +10,6 @@ import (
 	legionpb "github.com/legionbsd/legion/internal/proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
@@ -19,16 +18,9 @@ import (
 func pingsOver(t *testing.T, opts ...grpc.DialOption) int64 {
 	t.Helper()
 	ca := dispatchertest.NewCA(t)
-	mgr, _ := dispatchertest.Issue(t, ca, "m1", pki.RoleManager)
-	var count grpcpings.Counter
-	g := grpc.NewServer(grpc.Creds(count.Creds(credentials.NewTLS(mgr.ServerConfig()))))
-	healthpb.RegisterHealthServer(g, health.NewServer())
-	lis := dispatchertest.Listen(t)
-	served := make(chan error, 1)
-	t.Cleanup(func() { g.Stop(); <-served })
-	go func() { served <- g.Serve(lis) }()
-	node, _ := dispatchertest.Issue(t, ca, "w1", pki.RoleWorker)
-	conn, err := grpc.NewClient(lis.Addr().String(), append(opts, grpc.WithTransportCredentials(credentials.NewTLS(node.ClientConfig())))...)
+	addr, count := grpcpings.ServeHealth(t, credentials.NewTLS(dispatchertest.Credentials(t, ca, "m1", pki.RoleManager).ServerConfig()))
+	node := dispatchertest.Credentials(t, ca, "w1", pki.RoleWorker)
+	conn, err := grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(credentials.NewTLS(node.ClientConfig())))...)
 	if err != nil {
 		t.Fatal(err)
 	}
