@@ -167,6 +167,13 @@ func (m *fakeManager) refusedIn(state legion.TaskState) int {
 	return n
 }
 
+// describeRefused lists the refused reports.
+func (m *fakeManager) describeRefused() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return describe(m.refused)
+}
+
 func (m *fakeManager) send(as Assignments) { m.ch <- as }
 
 // of returns the statuses reported for a task, in order.

@@ -432,27 +432,36 @@ func TestAnEndedTasksLastReportIsSentAgainUntilTaken(t *testing.T) {
 	}
 }
 
+// runRefused starts a task whose reports of any unfinished state the
+// manager refuses (with refusal, or as no manager took them when nil),
+// and waits for its running report to be refused once; it returns how
+// many of those were refused so far.
+func runRefused(t *testing.T, refusal error) (*rig, func() int) {
+	t.Helper()
+	r := newRig(t)
+	r.mgr.mu.Lock()
+	r.mgr.refuseUnfinished, r.mgr.refusal = true, refusal
+	r.mgr.mu.Unlock()
+	r.start(t)
+	r.assign(nil, testTask("t1"))
+	running := func() int { return r.mgr.refusedIn(legion.TaskRunning) }
+	waitFor(t, "the running report refused", func() bool { return running() == 1 }, r.mgr.describeRefused)
+	return r, running
+}
+
 // A running task's status that no manager takes (no leader during an
 // election, say) is sent again until one does: no assignment set need
 // come meanwhile, and without it the store would show the task starting
 // for good while its pod runs, holding up a rolling update.
 func TestARunningTasksRefusedReportIsSentAgain(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.mgr.mu.Lock()
-	r.mgr.refuseUnfinished = true
-	r.mgr.mu.Unlock()
-	r.start(t)
-	r.assign(nil, testTask("t1"))
-	refusedRunning := func() int { return r.mgr.refusedIn(legion.TaskRunning) }
-	waitFor(t, "the running report refused", func() bool { return refusedRunning() == 1 },
-		func() string { return describe(r.mgr.refused) })
+	r, refusedRunning := runRefused(t, nil)
 	// Sent again once its wait is over, and again after a longer one.
 	for _, wait := range []time.Duration{ReportRetry, 2 * ReportRetry} {
 		n := refusedRunning()
 		r.clock.advance(wait)
 		waitFor(t, fmt.Sprintf("the running report sent again after %s", wait), func() bool { return refusedRunning() == n+1 },
-			func() string { return describe(r.mgr.refused) })
+			r.mgr.describeRefused)
 	}
 	r.mgr.mu.Lock()
 	r.mgr.refuseUnfinished = false
@@ -475,15 +484,7 @@ func TestARunningTasksRefusedReportIsSentAgain(t *testing.T) {
 // is not sent again: only one that no manager could take is.
 func TestARefusedReportIsNotSentAgain(t *testing.T) {
 	t.Parallel()
-	r := newRig(t)
-	r.mgr.mu.Lock()
-	r.mgr.refuseUnfinished, r.mgr.refusal = true, errors.New("task default/web-t1 was deleted")
-	r.mgr.mu.Unlock()
-	r.start(t)
-	r.assign(nil, testTask("t1"))
-	running := func() int { return r.mgr.refusedIn(legion.TaskRunning) }
-	waitFor(t, "the running report refused", func() bool { return running() == 1 },
-		func() string { return describe(r.mgr.refused) })
+	r, running := runRefused(t, errors.New("task default/web-t1 was deleted"))
 	r.clock.advance(MaxReportRetry)
 	time.Sleep(time.Second) // four of the worker's ticks, in which a resend would come; nothing to poll for
 	if n := running(); n != 1 {
