@@ -169,6 +169,11 @@ type Agent struct {
 	// outputSwept is when saved output was last swept (savedoutput.go).
 	outputSwept time.Time
 	ev          evictionState
+	// superviseTicks, when set (by tests), drives every worker's
+	// supervision in place of its own ticker (superviseEvery). The
+	// channel is unbuffered: a second send returns only once the tick
+	// before it has been handled in full.
+	superviseTicks chan time.Time
 }
 
 // ImageGCInterval is how often a node collects the images no task uses

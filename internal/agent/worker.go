@@ -517,12 +517,20 @@ func (w *worker) adopted(ctx context.Context) {
 	w.report(ctx, legion.TaskRunning, "adopted after an agent restart")
 }
 
+// superviseEvery is how often a running pod's worker looks for what is
+// due: a container's restart, a report to send again.
+const superviseEvery = 250 * time.Millisecond
+
 // supervise follows the running pod: restarts containers by the restart
 // policy, and says how the task ended.
 func (w *worker) supervise(ctx context.Context) (legion.TaskState, string) {
 	t := w.task
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
+	var ticks <-chan time.Time = w.a.superviseTicks
+	if w.a.superviseTicks == nil {
+		tick := time.NewTicker(superviseEvery)
+		defer tick.Stop()
+		ticks = tick.C
+	}
 	defer w.stopProbes()
 	w.supervising.Store(true)
 	defer w.supervising.Store(false)
@@ -553,7 +561,7 @@ func (w *worker) supervise(ctx context.Context) (legion.TaskState, string) {
 			w.handleExit(ctx, name, ev.ExitCode)
 		case ev := <-w.probes:
 			w.probeResult(ctx, ev)
-		case <-tick.C:
+		case <-ticks:
 			w.restartDue(ctx)
 			w.resendDue(ctx)
 		}

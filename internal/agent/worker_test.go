@@ -435,10 +435,12 @@ func TestAnEndedTasksLastReportIsSentAgainUntilTaken(t *testing.T) {
 // runRefused starts a task whose reports of any unfinished state the
 // manager refuses (with refusal, or as no manager took them when nil),
 // and waits for its running report to be refused once; it returns how
-// many of those were refused so far.
+// many of those were refused so far. The worker's supervision ticks only
+// when the test says (rig.supervised).
 func runRefused(t *testing.T, refusal error) (*rig, func() int) {
 	t.Helper()
 	r := newRig(t)
+	r.agent.superviseTicks = make(chan time.Time)
 	r.mgr.mu.Lock()
 	r.mgr.refuseUnfinished, r.mgr.refusal = true, refusal
 	r.mgr.mu.Unlock()
@@ -449,6 +451,20 @@ func runRefused(t *testing.T, refusal error) (*rig, func() int) {
 	return r, running
 }
 
+// supervised has the agent's one worker handle a whole supervision tick
+// at the fake clock's time: the second of two ticks is taken only once
+// the first is handled (Agent.superviseTicks).
+func (r *rig) supervised(t *testing.T) {
+	t.Helper()
+	for range 2 {
+		select {
+		case r.agent.superviseTicks <- r.clock.Now():
+		case <-time.After(waitLimit):
+			t.Fatal("no worker took a supervision tick")
+		}
+	}
+}
+
 // A running task's status that no manager takes (no leader during an
 // election, say) is sent again until one does: no assignment set need
 // come meanwhile, and without it the store would show the task starting
@@ -456,17 +472,26 @@ func runRefused(t *testing.T, refusal error) (*rig, func() int) {
 func TestARunningTasksRefusedReportIsSentAgain(t *testing.T) {
 	t.Parallel()
 	r, refusedRunning := runRefused(t, nil)
-	// Sent again once its wait is over, and again after a longer one.
+	// Sent again once its wait is over, not before, and again after a
+	// longer one.
 	for _, wait := range []time.Duration{ReportRetry, 2 * ReportRetry} {
 		n := refusedRunning()
-		r.clock.advance(wait)
-		waitFor(t, fmt.Sprintf("the running report sent again after %s", wait), func() bool { return refusedRunning() == n+1 },
-			r.mgr.describeRefused)
+		r.clock.advance(wait - time.Millisecond)
+		r.supervised(t)
+		if got := refusedRunning(); got != n {
+			t.Fatalf("the running report was sent again before its wait of %s was over: %s", wait, r.mgr.describeRefused())
+		}
+		r.clock.advance(time.Millisecond)
+		r.supervised(t)
+		if got := refusedRunning(); got != n+1 {
+			t.Fatalf("the running report was not sent again once its wait of %s was over: %s", wait, r.mgr.describeRefused())
+		}
 	}
 	r.mgr.mu.Lock()
 	r.mgr.refuseUnfinished = false
 	r.mgr.mu.Unlock()
 	r.clock.advance(4 * ReportRetry)
+	r.supervised(t)
 	st := r.mgr.await(t, "web-t1", "the running status sent again", isState(legion.TaskRunning, ""))
 	if !st.Ready || st.IP == "" {
 		t.Errorf("the status sent again is not the task's: ready %v, address %q", st.Ready, st.IP)
@@ -474,7 +499,7 @@ func TestARunningTasksRefusedReportIsSentAgain(t *testing.T) {
 	// Taken, it is not sent again.
 	n := len(r.mgr.of("web-t1"))
 	r.clock.advance(MaxReportRetry)
-	time.Sleep(time.Second) // four of the worker's ticks, in which a resend would come; nothing to poll for
+	r.supervised(t)
 	if got := r.mgr.of("web-t1"); len(got) != n {
 		t.Errorf("reports after the status was taken: %s", describe(got[n:]))
 	}
@@ -486,7 +511,7 @@ func TestARefusedReportIsNotSentAgain(t *testing.T) {
 	t.Parallel()
 	r, running := runRefused(t, errors.New("task default/web-t1 was deleted"))
 	r.clock.advance(MaxReportRetry)
-	time.Sleep(time.Second) // four of the worker's ticks, in which a resend would come; nothing to poll for
+	r.supervised(t)
 	if n := running(); n != 1 {
 		t.Errorf("a refused report was sent %d times", n)
 	}
