@@ -170,7 +170,7 @@ type Agent struct {
 	outputSwept time.Time
 	ev          evictionState
 	// superviseTicks, when set (by tests), drives every worker's
-	// supervision in place of its own ticker (superviseEvery). The
+	// supervision in place of its own ticker (SuperviseEvery). The
 	// channel is unbuffered: a second send returns only once the tick
 	// before it has been handled in full.
 	superviseTicks chan time.Time

@@ -58,6 +58,9 @@ type fakeManager struct {
 	refuseUnfinished bool
 	refusal          error
 	refused          []legion.TaskStatus
+	// beats are the calls other than reports a leader took (LeaderCalls),
+	// moved by the test (beat).
+	beats uint64
 }
 
 func newFakeManager() *fakeManager {
@@ -152,6 +155,20 @@ func (m *fakeManager) Report(ctx context.Context, namespace, name, _ string, st 
 	}
 	m.reports = append(m.reports, report{namespace, name, st})
 	return nil
+}
+
+// LeaderCalls counts the reports taken and the beats.
+func (m *fakeManager) LeaderCalls() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return uint64(len(m.reports)) + m.beats
+}
+
+// beat has a leader take a call other than a report, as a heartbeat.
+func (m *fakeManager) beat() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.beats++
 }
 
 // refusedIn is how many reports of state were refused.

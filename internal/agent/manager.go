@@ -65,6 +65,10 @@ type Manager interface {
 	// task's metadata.uid, so that a report for a task since deleted is
 	// not taken by the new task of its name.
 	Report(ctx context.Context, namespace, name, uid string, st legion.TaskStatus) error
+	// LeaderCalls counts the node's calls that a leader took
+	// (heartbeats, reports, claims): once it moves past where it was at a
+	// report no manager took, a leader is back (Resend).
+	LeaderCalls() uint64
 	// ClaimVolume takes a Volume for the node's task before the task uses
 	// it, saying how the node keeps it (backend) and, when not nil, its
 	// snapshots there (empty: none); a refusal (held by another node,

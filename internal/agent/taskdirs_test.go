@@ -31,6 +31,8 @@ func (m *sweepManager) Assignments(ctx context.Context) (<-chan Assignments, err
 	return ch, nil
 }
 
+func (m *sweepManager) LeaderCalls() uint64 { return 0 }
+
 func (m *sweepManager) Report(ctx context.Context, namespace, name, uid string, st legion.TaskStatus) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -68,11 +68,9 @@ type worker struct {
 
 	status legion.TaskStatus
 	ready  bool
-	// resendWait is set while no manager took the last status reported
-	// (zero otherwise): it is sent again at resendAt (resendDue), and the
-	// wait doubles with each refusal.
-	resendAt   time.Time
-	resendWait time.Duration
+	// resend is the wait of the last status reported while no manager
+	// took it (resendDue).
+	resend Resend
 
 	// per main container
 	restarts  map[string]int
@@ -174,23 +172,23 @@ func (w *worker) report(ctx context.Context, state legion.TaskState, msg string)
 // (the task deleted or given to another node) is not: the next
 // assignment set stops the worker.
 func (w *worker) send(ctx context.Context) error {
+	calls := w.a.Manager.LeaderCalls()
 	err := w.a.Manager.Report(ctx, w.task.Metadata.Namespace, w.task.Metadata.Name, w.task.Metadata.UID, w.status)
 	if err != nil {
 		w.a.log.Warn("reporting task status", "task", w.task.Metadata.Name, "err", err)
 	}
 	if !errors.Is(err, ErrNoManager) { // taken, or refused
-		w.resendWait = 0
+		w.resend = Resend{}
 		return err
 	}
-	w.resendWait = NextReportWait(w.resendWait)
-	w.resendAt = w.a.now().Add(w.resendWait)
+	w.resend.Refused(w.a.now(), calls)
 	return err
 }
 
-// resendDue sends again a status that no manager took, once its wait is
-// over.
+// resendDue sends again a status that no manager took, once it is due
+// (Resend).
 func (w *worker) resendDue(ctx context.Context) {
-	if w.resendWait > 0 && !w.a.now().Before(w.resendAt) {
+	if w.resend.Due(w.a.now(), w.a.Manager.LeaderCalls()) {
 		w.send(ctx)
 	}
 }
@@ -517,9 +515,9 @@ func (w *worker) adopted(ctx context.Context) {
 	w.report(ctx, legion.TaskRunning, "adopted after an agent restart")
 }
 
-// superviseEvery is how often a running pod's worker looks for what is
-// due: a container's restart, a report to send again.
-const superviseEvery = 250 * time.Millisecond
+// SuperviseEvery is how often a running pod's worker looks for what is
+// due: a container's restart, a report to send again (Resend).
+const SuperviseEvery = 250 * time.Millisecond
 
 // supervise follows the running pod: restarts containers by the restart
 // policy, and says how the task ended.
@@ -527,7 +525,7 @@ func (w *worker) supervise(ctx context.Context) (legion.TaskState, string) {
 	t := w.task
 	var ticks <-chan time.Time = w.a.superviseTicks
 	if w.a.superviseTicks == nil {
-		tick := time.NewTicker(superviseEvery)
+		tick := time.NewTicker(SuperviseEvery)
 		defer tick.Stop()
 		ticks = tick.C
 	}

@@ -505,6 +505,37 @@ func TestARunningTasksRefusedReportIsSentAgain(t *testing.T) {
 	}
 }
 
+// A status refused through an election goes again once the node's calls
+// reach a leader (a heartbeat taken), not at the end of a wait that grew
+// through the election: the status would come up to 16 s late.
+func TestARefusedReportGoesAgainOnceALeaderIsBack(t *testing.T) {
+	t.Parallel()
+	r, refusedRunning := runRefused(t, nil)
+	// Two more refusals: the wait is 4 s.
+	for _, wait := range []time.Duration{ReportRetry, 2 * ReportRetry} {
+		r.clock.advance(wait)
+		r.supervised(t)
+	}
+	n := refusedRunning()
+	if n != 3 {
+		t.Fatalf("the running report was refused %d times, want 3: %s", n, r.mgr.describeRefused())
+	}
+	r.mgr.mu.Lock()
+	r.mgr.refuseUnfinished = false
+	r.mgr.mu.Unlock()
+	r.mgr.beat()
+	r.clock.advance(ReportRetry - time.Millisecond)
+	r.supervised(t)
+	if st := r.mgr.of("web-t1"); len(st) != 0 {
+		t.Fatalf("sent again before ReportRetry had passed: %s", describe(st))
+	}
+	r.clock.advance(time.Millisecond)
+	r.supervised(t)
+	if st := r.mgr.of("web-t1"); len(st) != 1 || st[0].State != legion.TaskRunning {
+		t.Fatalf("a heartbeat taken did not bring the running report back before its wait of 4 s was over: %s", describe(st))
+	}
+}
+
 // A report a manager refused (the task deleted, or another node's now)
 // is not sent again: only one that no manager could take is.
 func TestARefusedReportIsNotSentAgain(t *testing.T) {

@@ -428,10 +428,13 @@ func (a *Agent) run(ctx context.Context, ch <-chan agent.Assignments) {
 				defer wg.Done()
 				defer func() { <-sem }()
 				// Through elections too: one no manager could take is tried
-				// again until it is taken or the agent stops, waiting as a
-				// real agent's worker does; a refusal is not.
-				var wait time.Duration
+				// again until it is taken or the agent stops, when it is due
+				// as a real agent's worker sends it (agent.Resend, looked at
+				// as often); a refusal is not.
+				var resend agent.Resend
+				var tick *time.Ticker
 				for {
+					calls := a.sess.LeaderCalls()
 					err := a.sess.Report(ctx, r.t.Metadata.Namespace, r.t.Metadata.Name, r.t.Metadata.UID, r.st)
 					if err == nil {
 						a.h.Reports.Add(1)
@@ -440,11 +443,17 @@ func (a *Agent) run(ctx context.Context, ch <-chan agent.Assignments) {
 					if !errors.Is(err, agent.ErrNoManager) {
 						return
 					}
-					wait = agent.NextReportWait(wait)
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(wait):
+					resend.Refused(time.Now(), calls)
+					if tick == nil {
+						tick = time.NewTicker(agent.SuperviseEvery)
+						defer tick.Stop()
+					}
+					for !resend.Due(time.Now(), a.sess.LeaderCalls()) {
+						select {
+						case <-ctx.Done():
+							return
+						case <-tick.C:
+						}
 					}
 				}
 			}()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -98,6 +99,8 @@ type Session struct {
 	// statusChanged asks the heartbeat loop to register again: the node's
 	// own status (Config.Status) changed between registrations.
 	statusChanged chan struct{}
+	// leaderCalls counts the calls a leader took (LeaderCalls).
+	leaderCalls atomic.Uint64
 	// held is the node's state as the last stream left it, which the
 	// next stream resumes from (assignments.go).
 	held held
@@ -352,6 +355,11 @@ func (s *Session) Report(ctx context.Context, namespace, name, uid string, st le
 	})
 }
 
+// LeaderCalls implements agent.Manager: the calls that needed the leader
+// (registrations, heartbeats, reports, claims) and were taken. Heartbeats
+// keep it moving every period while a leader is there.
+func (s *Session) LeaderCalls() uint64 { return s.leaderCalls.Load() }
+
 // write makes a call that needs the leader: to the leader last known,
 // then to the one a follower names, then to every other manager. It
 // returns the last failure when none took it.
@@ -389,6 +397,7 @@ func (s *Session) writeTo(ctx context.Context, what string, d time.Duration, cal
 			s.mu.Lock()
 			s.leader = addr
 			s.mu.Unlock()
+			s.leaderCalls.Add(1)
 			return nil
 		}
 		last = fmt.Errorf("%s at %s: %w", what, addr, err)

@@ -346,6 +346,39 @@ func TestSessionSaysNoManagerTookAWrite(t *testing.T) {
 	}
 }
 
+// LeaderCalls moves with each call a leader takes and not with one none
+// took: the agent's workers read a report refused through an election as
+// due again once it moves (agent.Resend).
+func TestSessionCountsTheCallsALeaderTook(t *testing.T) {
+	ca := dispatchertest.NewCA(t)
+	st := dispatchertest.OpenStore(t)
+	m := dispatchertest.Serve(t, ca, st, dispatchertest.Listen(t), nil)
+	put(t, st, task("a-1", "node-a", ""))
+	s := newSession(t, ca, "node-a", m.Addr)
+	ctx := ctxT(t)
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.LeaderCalls(); n == 0 {
+		t.Fatal("the registration a leader took is not counted")
+	}
+	before := s.LeaderCalls()
+	if err := s.Report(ctx, "web", "a-1", "", legion.TaskStatus{State: legion.TaskRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.LeaderCalls(); after <= before {
+		t.Fatalf("a report taken left the count at %d", after)
+	}
+	m.Stop()
+	before = s.LeaderCalls()
+	if err := s.Report(ctx, "web", "a-1", "", legion.TaskStatus{State: legion.TaskRunning}); !errors.Is(err, agent.ErrNoManager) {
+		t.Fatalf("a report with no manager up: %v, want agent.ErrNoManager", err)
+	}
+	if after := s.LeaderCalls(); after != before {
+		t.Fatalf("a report no manager took moved the count from %d to %d", before, after)
+	}
+}
+
 func TestSessionWritesGoToTheLeaderAFollowerNames(t *testing.T) {
 	ca := dispatchertest.NewCA(t)
 	lst, fst := dispatchertest.OpenPair(t)
