@@ -8,15 +8,12 @@ import (
 func TestResendWaitsDoubleUpToTheMost(t *testing.T) {
 	var r Resend
 	at := time.Unix(1000, 0)
-	if r.Waiting() || r.Due(at.Add(time.Hour), 0) {
+	if r.Due(at.Add(time.Hour), 0) {
 		t.Fatal("the zero Resend waits for something")
 	}
 	want := ReportRetry
 	for range 8 {
 		r.Refused(at, 7)
-		if !r.Waiting() {
-			t.Fatal("a refusal waits for nothing")
-		}
 		if r.Due(at.Add(want-time.Millisecond), 7) {
 			t.Fatalf("due before its wait of %s", want)
 		}
@@ -41,5 +38,30 @@ func TestResendIsDueOnceALeaderTookACall(t *testing.T) {
 	}
 	if !r.Due(at.Add(ReportRetry), 8) {
 		t.Fatal("not due at ReportRetry with a call taken since: it waits out the 8 s")
+	}
+}
+
+func TestResendRefusedEarlyWaitsItsWholeNextWait(t *testing.T) {
+	var r Resend
+	at := time.Unix(1000, 0)
+	r.Refused(at, 7)
+	r.Refused(at, 7) // the wait is 2 s
+	// A leader takes the node's heartbeats but refuses the report.
+	if !r.Due(at.Add(ReportRetry), 8) {
+		t.Fatal("not due at ReportRetry with a call taken since")
+	}
+	at = at.Add(ReportRetry)
+	r.Refused(at, 8) // the wait is 4 s
+	if r.Due(at.Add(ReportRetry), 9) {
+		t.Fatal("an early try refused again is tried early again")
+	}
+	if !r.Due(at.Add(4*time.Second), 9) {
+		t.Fatal("not due after its whole wait")
+	}
+	// That try, not early, refused: the next may be cut short again.
+	at = at.Add(4 * time.Second)
+	r.Refused(at, 9)
+	if !r.Due(at.Add(ReportRetry), 10) {
+		t.Fatal("a wait after a whole one is not cut short by a call taken")
 	}
 }
