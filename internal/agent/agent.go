@@ -170,9 +170,9 @@ type Agent struct {
 	outputSwept time.Time
 	ev          evictionState
 	// superviseTicks, when set (by tests), drives every worker's
-	// supervision in place of its own ticker (SuperviseEvery). The
-	// channel is unbuffered: a second send returns only once the tick
-	// before it has been handled in full.
+	// supervision and claims asked again in place of its own ticker
+	// (supervisionTicks). The channel is unbuffered: a second send
+	// returns only once the tick before it has been handled in full.
 	superviseTicks chan time.Time
 }
 

@@ -2,11 +2,12 @@ package agent
 
 import "time"
 
-// Resend is the wait of a report that no manager took (ErrNoManager):
-// it goes again once ReportRetry has passed, then after twice the last
-// wait, up to MaxReportRetry; or sooner, once ReportRetry has passed,
-// when a leader has taken a call of the node since the refusal
-// (Manager.LeaderCalls moved: an election is over, say). Without that a
+// Resend is the wait of a report, or a Volume claim, that no manager
+// took (ErrNoManager): it goes again once ReportRetry has passed, then
+// after twice the last wait, up to MaxReportRetry; or sooner, once
+// ReportRetry has passed, when a leader has taken a call of the node
+// since the refusal (Manager.LeaderCalls moved: an election is over,
+// say). Without that a
 // report refused through an election came as late as its wait, up to
 // 16 s after the new leader, and held up whatever waited on the task's
 // status (a rolling update). A try made early that is refused again
@@ -23,7 +24,7 @@ type Resend struct {
 // Refused records a refusal at now of a call made when the leader had
 // taken calls (Manager.LeaderCalls, read before it).
 func (r *Resend) Refused(now time.Time, calls uint64) {
-	r.wait, r.refused, r.calls = NextReportWait(r.wait), now, calls
+	r.wait, r.refused, r.calls = min(max(2*r.wait, ReportRetry), MaxReportRetry), now, calls
 	r.patient, r.early = r.early, false
 }
 

@@ -298,25 +298,35 @@ func (w *worker) mountVolumes(ctx context.Context, tvs []taskVolume, files map[s
 }
 
 // claim claims a Volume for the worker's task. A claim no manager could
-// take (ErrNoManager: no leader, during an election) is asked again,
-// after the waits of a refused report, for up to ClaimPatience: failing
-// the task for it would cost a stateful service a failed task and a
-// restart for an election. A refusal (held by another node) fails at once.
+// take (ErrNoManager: no leader, during an election) is asked again when
+// a refused report would go again (Resend), for up to ClaimPatience:
+// failing the task for it would cost a stateful service a failed task
+// and a restart for an election. A refusal (held by another node) fails
+// at once.
 func (w *worker) claim(ctx context.Context, ns, name, backend string, snaps []string) (*legion.Volume, error) {
-	var wait time.Duration
-	for start := time.Now(); ; {
+	var resend Resend
+	var ticks <-chan time.Time
+	for start := w.a.now(); ; {
+		calls := w.a.Manager.LeaderCalls()
 		v, err := w.a.Manager.ClaimVolume(ctx, ns, name, w.task.Metadata.Name, backend, snaps)
-		if err == nil || !errors.Is(err, ErrNoManager) || time.Since(start) >= ClaimPatience {
+		if err == nil || !errors.Is(err, ErrNoManager) || w.a.now().Sub(start) >= ClaimPatience {
 			return v, err
 		}
-		wait = NextReportWait(wait)
-		w.a.log.Info("no manager took a volume claim: asking again", "task", w.task.Metadata.Name, "volume", ns+"/"+name, "in", wait, "err", err)
-		select {
-		case <-time.After(wait):
-		case <-w.stop:
-			return nil, errStopped
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		resend.Refused(w.a.now(), calls)
+		w.a.log.Info("no manager took a volume claim: asking again", "task", w.task.Metadata.Name, "volume", ns+"/"+name, "err", err)
+		if ticks == nil {
+			var stop func()
+			ticks, stop = w.a.supervisionTicks()
+			defer stop()
+		}
+		for !resend.Due(w.a.now(), w.a.Manager.LeaderCalls()) {
+			select {
+			case <-ticks:
+			case <-w.stop:
+				return nil, errStopped
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/legionbsd/legion"
 	"github.com/legionbsd/legion/internal/agent/attach"
@@ -361,17 +362,38 @@ func TestVolumeClaimRefusedFailsTheTask(t *testing.T) {
 	}
 }
 
-// A claim no manager could take (no leader, during an election) is asked
-// again, and the task runs once one does: an election fails no task.
-func TestVolumeClaimNoManagerTookIsAskedAgain(t *testing.T) {
-	t.Parallel()
+// claimRefused starts a task mounting a Volume whose claims no manager
+// takes (an election), and waits for the first to be refused. The
+// worker looks whether to ask again only when the test says
+// (rig.supervised).
+func claimRefused(t *testing.T) (*rig, *fakeStore) {
+	t.Helper()
 	r, st := volumeRig(t)
+	r.agent.superviseTicks = make(chan time.Time)
 	r.mgr.addVolume(testVolume("db", "v1", legion.DriverZFS))
 	r.mgr.refuse["default/db"] = fmt.Errorf("%w: claim of volume default/db: no leader: an election is in progress", ErrNoManager)
 	r.start(t)
 	r.assign(nil, volumeTask("t1", "db"))
-	waitFor(t, "the claim asked again", func() bool { return len(r.mgr.claimed()) >= 2 },
+	waitFor(t, "the claim refused", func() bool { return len(r.mgr.claimed()) == 1 },
 		func() string { return fmt.Sprint(r.mgr.claimed()) })
+	return r, st
+}
+
+// A claim no manager could take (no leader, during an election) is asked
+// again, and the task runs once one does: an election fails no task.
+func TestVolumeClaimNoManagerTookIsAskedAgain(t *testing.T) {
+	t.Parallel()
+	r, st := claimRefused(t)
+	r.clock.advance(ReportRetry - time.Millisecond)
+	r.supervised(t)
+	if got := r.mgr.claimed(); len(got) != 1 {
+		t.Fatalf("the claim was asked again before its wait was over: %q", got)
+	}
+	r.clock.advance(time.Millisecond)
+	r.supervised(t)
+	if got := r.mgr.claimed(); len(got) != 2 {
+		t.Fatalf("the claim was not asked again once its wait was over: %q", got)
+	}
 	if sts := r.mgr.of("web-t1"); slices.ContainsFunc(sts, func(s legion.TaskStatus) bool { return s.State.Terminal() }) {
 		t.Fatalf("the task ended while no manager took its claim: %s", describe(sts))
 	}
@@ -381,6 +403,33 @@ func TestVolumeClaimNoManagerTookIsAskedAgain(t *testing.T) {
 	r.mgr.mu.Lock()
 	delete(r.mgr.refuse, "default/db")
 	r.mgr.mu.Unlock()
+	r.clock.advance(2 * ReportRetry)
+	r.supervised(t)
+	r.mgr.await(t, "web-t1", "running once the claim is taken", isState(legion.TaskRunning, ""))
+}
+
+// A claim refused through an election is asked again once a leader takes
+// the node's calls (a heartbeat), not at the end of its grown wait.
+func TestVolumeClaimGoesAgainOnceALeaderIsBack(t *testing.T) {
+	t.Parallel()
+	r, _ := claimRefused(t)
+	// Two more refusals: the wait is 4 s.
+	for _, wait := range []time.Duration{ReportRetry, 2 * ReportRetry} {
+		r.clock.advance(wait)
+		r.supervised(t)
+	}
+	if got := r.mgr.claimed(); len(got) != 3 {
+		t.Fatalf("claims %q, want three refused", got)
+	}
+	r.mgr.mu.Lock()
+	delete(r.mgr.refuse, "default/db")
+	r.mgr.mu.Unlock()
+	r.mgr.beat()
+	r.clock.advance(ReportRetry)
+	r.supervised(t)
+	if got := r.mgr.claimed(); len(got) != 4 {
+		t.Fatalf("a heartbeat taken did not bring the claim back before its wait of 4 s was over: %q", got)
+	}
 	r.mgr.await(t, "web-t1", "running once the claim is taken", isState(legion.TaskRunning, ""))
 }
 

@@ -37,12 +37,6 @@ const (
 	ClaimPatience = 30 * time.Second
 )
 
-// NextReportWait is the wait before a refused report is sent again,
-// after last (zero: the first).
-func NextReportWait(last time.Duration) time.Duration {
-	return min(max(2*last, ReportRetry), MaxReportRetry)
-}
-
 // drainingMessage is a service task's status while it waits DrainDelay:
 // not "draining", which a user reads as the node's drain.
 const drainingMessage = "stopping: out of its service's endpoints, finishing open connections"
@@ -515,20 +509,28 @@ func (w *worker) adopted(ctx context.Context) {
 	w.report(ctx, legion.TaskRunning, "adopted after an agent restart")
 }
 
-// SuperviseEvery is how often a running pod's worker looks for what is
-// due: a container's restart, a report to send again (Resend).
+// SuperviseEvery is how often a worker looks for what is due: a
+// container's restart, a report to send again or a Volume claim to ask
+// again (Resend).
 const SuperviseEvery = 250 * time.Millisecond
+
+// supervisionTicks are the ticks a worker looks for what is due at,
+// every SuperviseEvery (Agent.superviseTicks, when a test set it), and
+// how to stop them.
+func (a *Agent) supervisionTicks() (<-chan time.Time, func()) {
+	if a.superviseTicks != nil {
+		return a.superviseTicks, func() {}
+	}
+	t := time.NewTicker(SuperviseEvery)
+	return t.C, t.Stop
+}
 
 // supervise follows the running pod: restarts containers by the restart
 // policy, and says how the task ended.
 func (w *worker) supervise(ctx context.Context) (legion.TaskState, string) {
 	t := w.task
-	var ticks <-chan time.Time = w.a.superviseTicks
-	if w.a.superviseTicks == nil {
-		tick := time.NewTicker(SuperviseEvery)
-		defer tick.Stop()
-		ticks = tick.C
-	}
+	ticks, stopTicks := w.a.supervisionTicks()
+	defer stopTicks()
 	defer w.stopProbes()
 	w.supervising.Store(true)
 	defer w.supervising.Store(false)
