@@ -413,11 +413,7 @@ func TestVolumeClaimNoManagerTookIsAskedAgain(t *testing.T) {
 func TestVolumeClaimGoesAgainOnceALeaderIsBack(t *testing.T) {
 	t.Parallel()
 	r, _ := claimRefused(t)
-	// Two more refusals: the wait is 4 s.
-	for _, wait := range []time.Duration{ReportRetry, 2 * ReportRetry} {
-		r.clock.advance(wait)
-		r.supervised(t)
-	}
+	r.refusedTwiceMore(t)
 	if got := r.mgr.claimed(); len(got) != 3 {
 		t.Fatalf("claims %q, want three refused", got)
 	}

@@ -465,6 +465,18 @@ func (r *rig) supervised(t *testing.T) {
 	}
 }
 
+// refusedTwiceMore moves the fake clock past the worker's next two waits
+// (1 s, then 2 s), a supervision tick after each, while the manager
+// still refuses: the report or claim waiting is tried and refused twice
+// more, and its wait is 4 s.
+func (r *rig) refusedTwiceMore(t *testing.T) {
+	t.Helper()
+	for _, wait := range []time.Duration{ReportRetry, 2 * ReportRetry} {
+		r.clock.advance(wait)
+		r.supervised(t)
+	}
+}
+
 // A running task's status that no manager takes (no leader during an
 // election, say) is sent again until one does: no assignment set need
 // come meanwhile, and without it the store would show the task starting
@@ -511,11 +523,7 @@ func TestARunningTasksRefusedReportIsSentAgain(t *testing.T) {
 func TestARefusedReportGoesAgainOnceALeaderIsBack(t *testing.T) {
 	t.Parallel()
 	r, refusedRunning := runRefused(t, nil)
-	// Two more refusals: the wait is 4 s.
-	for _, wait := range []time.Duration{ReportRetry, 2 * ReportRetry} {
-		r.clock.advance(wait)
-		r.supervised(t)
-	}
+	r.refusedTwiceMore(t)
 	n := refusedRunning()
 	if n != 3 {
 		t.Fatalf("the running report was refused %d times, want 3: %s", n, r.mgr.describeRefused())
